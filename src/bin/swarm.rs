@@ -1,0 +1,3 @@
+fn main() {
+    std::process::exit(swarm_handoff::cli::swarm::run());
+}

@@ -1,0 +1,253 @@
+//! `swarm.yaml`, the optional project config. Every key is optional and has a
+//! default (documented in the README); unknown keys are errors, reported with
+//! line and column.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::duration::Dur;
+use crate::error::{Error, Result};
+use crate::roles::ReceiveMode;
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub daemon: DaemonConfig,
+    pub wake: WakeConfig,
+    pub limits: Limits,
+    /// Replies deeper than this are refused with reason `hop_limit`.
+    pub max_hops: u32,
+    pub roles: Vec<RoleConfig>,
+    pub forum: ForumConfig,
+    pub discussion: DiscussionConfig,
+    pub launch: LaunchConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            daemon: DaemonConfig::default(),
+            wake: WakeConfig::default(),
+            limits: Limits::default(),
+            max_hops: 20,
+            roles: Vec::new(),
+            forum: ForumConfig::default(),
+            discussion: DiscussionConfig::default(),
+            launch: LaunchConfig::default(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct DaemonConfig {
+    /// fsync every publish and move (D7). Off trades crash durability for speed.
+    pub fsync: bool,
+    /// Safety-net rescan of every outbox even without file events.
+    pub rescan: Dur,
+    /// Poll instead of file events (filesystems without inotify).
+    pub poll: bool,
+    /// How often the re-wake / watchdog sweep runs.
+    pub sweep: Dur,
+    /// A role with waiting items and nothing in process is woken again after this.
+    pub ack_within: Dur,
+    /// Upper bound of the re-wake backoff.
+    pub rewake_cap: Dur,
+    /// An in-process item older than this logs `expectation_violated` (off when unset).
+    pub complete_within: Option<Dur>,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            fsync: true,
+            rescan: Dur::secs(2),
+            poll: false,
+            sweep: Dur::secs(10),
+            ack_within: Dur::secs(60),
+            rewake_cap: Dur::secs(600),
+            complete_within: None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum WakeMethod {
+    /// tmux when `.swarmforge/tmux-socket` exists, else the command if set, else none.
+    #[default]
+    Auto,
+    Tmux,
+    Command,
+    None,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct WakeConfig {
+    pub method: WakeMethod,
+    /// Run through `sh -c` with `SWARMFORGE_ROLE`, `SWARMFORGE_HANDOFF` (the inbox
+    /// copy) and `SWARMFORGE_PROJECT` in its environment.
+    pub command: Option<String>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Largest handoff file the daemon and helpers accept.
+    pub max_file_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_file_bytes: 1024 * 1024,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct RoleConfig {
+    pub name: String,
+    /// Agent command line, or `human`.
+    pub agent: String,
+    /// `master`, `none` or a worktree name under `.worktrees/`.
+    pub worktree: String,
+    pub mode: ReceiveMode,
+    /// Message types this role may send (default: every type a role may send).
+    pub allowed_types: Option<Vec<String>>,
+    /// Restart the agent when its pane or process is gone.
+    pub restart: bool,
+    /// Restarts allowed per hour.
+    pub restart_budget: u32,
+    pub ack_within: Option<Dur>,
+    pub complete_within: Option<Dur>,
+}
+
+impl Default for RoleConfig {
+    fn default() -> Self {
+        RoleConfig {
+            name: String::new(),
+            agent: String::new(),
+            worktree: "master".into(),
+            mode: ReceiveMode::Task,
+            allowed_types: None,
+            restart: false,
+            restart_budget: 3,
+            ack_within: None,
+            complete_within: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ForumConfig {
+    pub moderator: Option<String>,
+    pub digest_every: u32,
+    pub idle_close: Dur,
+}
+
+impl Default for ForumConfig {
+    fn default() -> Self {
+        ForumConfig {
+            moderator: None,
+            digest_every: 5,
+            idle_close: Dur::secs(7200),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct DiscussionConfig {
+    pub turn_within: Dur,
+    pub skip_after: Option<Dur>,
+}
+
+impl Default for DiscussionConfig {
+    fn default() -> Self {
+        DiscussionConfig {
+            turn_within: Dur::secs(120),
+            skip_after: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LaunchConfig {
+    /// Pause between starting two agents.
+    pub stagger: Dur,
+}
+
+impl Default for LaunchConfig {
+    fn default() -> Self {
+        LaunchConfig {
+            stagger: Dur::millis(1500),
+        }
+    }
+}
+
+/// Largest config file read.
+pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+
+impl Config {
+    pub fn parse(text: &str) -> std::result::Result<Config, String> {
+        if text.trim().is_empty() {
+            return Ok(Config::default());
+        }
+        serde_saphyr::from_str::<Config>(text).map_err(|e| e.to_string())
+    }
+
+    /// Loads `path`; a missing file means every default.
+    pub fn load(path: &Path) -> Result<Config> {
+        let bytes = match crate::fsx::read_bounded(path, MAX_CONFIG_BYTES) {
+            Ok(b) => b,
+            Err(crate::fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Config::default())
+            }
+            Err(e) => return Err(Error::env(format!("{}: {e}", path.display()))),
+        };
+        let text = String::from_utf8(bytes)
+            .map_err(|_| Error::env(format!("{}: not valid UTF-8", path.display())))?;
+        Config::parse(&text).map_err(|e| {
+            Error::env(format!(
+                "{}: {e}\n  hint: every key is optional; see the README section \"swarm.yaml\"",
+                path.display()
+            ))
+        })
+    }
+
+    pub fn role(&self, name: &str) -> Option<&RoleConfig> {
+        self.roles.iter().find(|r| r.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_is_default() {
+        assert_eq!(Config::parse("").unwrap(), Config::default());
+        assert_eq!(Config::default().daemon.ack_within, Dur::secs(60));
+    }
+
+    #[test]
+    fn reads_keys_and_durations() {
+        let c = Config::parse("daemon:\n  fsync: false\n  ack_within: 2m\nmax_hops: 5\n").unwrap();
+        assert!(!c.daemon.fsync);
+        assert_eq!(c.daemon.ack_within, Dur::secs(120));
+        assert_eq!(c.max_hops, 5);
+    }
+
+    #[test]
+    fn unknown_key_names_line_and_column() {
+        let e = Config::parse("daemon:\n  fsink: true\n").unwrap_err();
+        assert!(e.contains("fsink"), "{e}");
+        assert!(e.contains('2'), "{e}");
+    }
+}

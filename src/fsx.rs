@@ -1,0 +1,392 @@
+//! The only module that writes, renames, fsyncs or locks.
+//!
+//! Every publish is temp file + fsync + rename + fsync(dir) (D7); every state
+//! change is a rename that cannot clobber (`renameat2(RENAME_NOREPLACE)`); locks
+//! are `flock(2)` locks on plain files, released by the kernel when the holder
+//! dies, so a killed process never leaves a stale lock behind.
+
+use std::ffi::CString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+static FSYNC: AtomicBool = AtomicBool::new(true);
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Turns fsync on or off for this process (project config `daemon.fsync`).
+/// Renames stay atomic either way; only durability across power loss changes.
+pub fn set_fsync(on: bool) {
+    FSYNC.store(on, Ordering::Relaxed);
+}
+
+pub fn fsync_enabled() -> bool {
+    FSYNC.load(Ordering::Relaxed)
+}
+
+fn sync_file(f: &File) -> io::Result<()> {
+    if fsync_enabled() {
+        f.sync_all()?;
+    }
+    Ok(())
+}
+
+/// fsync a directory so a rename or create inside it survives a crash.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    if fsync_enabled() {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+fn cstr(p: &Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
+}
+
+fn parent(p: &Path) -> &Path {
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// rename(2) that fails with `AlreadyExists` instead of replacing `to`.
+/// Works for files and directories. Falls back to link+unlink for files on
+/// filesystems without RENAME_NOREPLACE.
+pub fn rename_noreplace_raw(from: &Path, to: &Path) -> io::Result<()> {
+    let (f, t) = (cstr(from)?, cstr(to)?);
+    // SAFETY: both pointers are valid NUL-terminated strings for the call's duration.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            f.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EINVAL) | Some(libc::ENOSYS) if !from.is_dir() => {
+            fs::hard_link(from, to)?;
+            fs::remove_file(from)
+        }
+        _ => Err(err),
+    }
+}
+
+/// Moves `from` to `to` without clobbering, then makes both directory entries
+/// durable.
+pub fn move_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    rename_noreplace_raw(from, to)?;
+    sync_dir(parent(to))?;
+    if parent(from) != parent(to) {
+        sync_dir(parent(from))?;
+    }
+    Ok(())
+}
+
+/// Moves `from` into `dir`, keeping its name when free, else prefixing the
+/// given stamp (`<stamp>_<name>`), else adding a counter. Never overwrites.
+pub fn move_into_unique(from: &Path, dir: &Path, stamp: &str) -> io::Result<PathBuf> {
+    let name = from
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?
+        .to_string_lossy()
+        .into_owned();
+    fs::create_dir_all(dir)?;
+    let mut candidates = vec![dir.join(&name), dir.join(format!("{stamp}_{name}"))];
+    for n in 2..1000 {
+        candidates.push(dir.join(format!("{stamp}_{n}_{name}")));
+    }
+    for target in candidates {
+        match move_noreplace(from, &target) {
+            Ok(()) => return Ok(target),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        "no free name after 1000 attempts",
+    ))
+}
+
+fn temp_name(hint: &str) -> String {
+    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(".{hint}.{}.{n}.{nanos}.tmp", std::process::id())
+}
+
+fn write_temp(tmp_dir: &Path, hint: &str, bytes: &[u8], mode: u32) -> io::Result<PathBuf> {
+    let tmp = tmp_dir.join(temp_name(hint));
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&tmp)?;
+    let res = f
+        .write_all(bytes)
+        .and_then(|_| f.set_permissions(fs::Permissions::from_mode(mode)))
+        .and_then(|_| sync_file(&f));
+    if let Err(e) = res {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(tmp)
+}
+
+/// Publishes `bytes` at `dest` (which must not exist): written to a temp file
+/// in `tmp_dir` (same filesystem, a folder nobody lists as a queue), fsynced,
+/// renamed without clobbering, directory fsynced. `dest` is never visible
+/// half-written.
+pub fn publish(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
+    let hint = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = write_temp(tmp_dir, &hint, bytes, 0o644)?;
+    match rename_noreplace_raw(&tmp, dest) {
+        Ok(()) => {}
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
+    }
+    sync_dir(parent(dest))
+}
+
+/// Atomically replaces the content of an existing file, keeping its mode: temp
+/// file in `tmp_dir`, fsync, rename(2) over the target, fsync(dir). The target
+/// never disappears, not even for an instant (§15.4).
+pub fn replace(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mode = match fs::metadata(dest) {
+        Ok(m) => m.permissions().mode() & 0o7777,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => 0o644,
+        Err(e) => return Err(e),
+    };
+    let hint = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = write_temp(tmp_dir, &hint, bytes, mode)?;
+    if let Err(e) = fs::rename(&tmp, dest) {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    sync_dir(parent(dest))
+}
+
+/// Creates a directory that must not exist yet (`AlreadyExists` otherwise).
+pub fn create_dir_new(dir: &Path) -> io::Result<()> {
+    fs::create_dir(dir)?;
+    sync_dir(parent(dir))
+}
+
+/// Creates every listed directory (and parents) if missing.
+pub fn ensure_dirs<P: AsRef<Path>>(dirs: &[P]) -> io::Result<()> {
+    for d in dirs {
+        fs::create_dir_all(d.as_ref())?;
+    }
+    Ok(())
+}
+
+/// Removes an empty directory.
+pub fn remove_empty_dir(dir: &Path) -> io::Result<()> {
+    fs::remove_dir(dir)?;
+    sync_dir(parent(dir))
+}
+
+/// Removes a file; a missing file is not an error.
+pub fn remove_file(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Writes a small file in place (not for queue items): pid files, pointers,
+/// config written by `swarm init`. Goes through temp + rename too.
+pub fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(parent(path), path, bytes)
+}
+
+/// Appends one record with a single write(2) on an O_APPEND descriptor, so
+/// concurrent appenders never interleave within a line and nothing is ever
+/// truncated or rewritten.
+pub fn append(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut f = OpenOptions::new().create(true).append(true).open(path)?;
+    f.write_all(bytes)
+}
+
+/// Why a bounded read refused a file.
+#[derive(Debug)]
+pub enum ReadRefusal {
+    Symlink,
+    NotRegular,
+    TooLarge(u64),
+    Io(io::Error),
+}
+
+impl std::fmt::Display for ReadRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadRefusal::Symlink => write!(f, "symlink"),
+            ReadRefusal::NotRegular => write!(f, "not a regular file"),
+            ReadRefusal::TooLarge(n) => write!(f, "file too large ({n} bytes)"),
+            ReadRefusal::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Reads a queue file without following a symlink, without blocking on a FIFO,
+/// and without reading more than `max` bytes.
+pub fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, ReadRefusal> {
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path);
+    let f = match f {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(ReadRefusal::Symlink),
+        Err(e) => return Err(ReadRefusal::Io(e)),
+    };
+    let meta = f.metadata().map_err(ReadRefusal::Io)?;
+    if !meta.file_type().is_file() {
+        return Err(ReadRefusal::NotRegular);
+    }
+    if meta.len() > max {
+        return Err(ReadRefusal::TooLarge(meta.len()));
+    }
+    let mut buf = Vec::with_capacity(meta.len() as usize);
+    f.take(max + 1)
+        .read_to_end(&mut buf)
+        .map_err(ReadRefusal::Io)?;
+    if buf.len() as u64 > max {
+        return Err(ReadRefusal::TooLarge(buf.len() as u64));
+    }
+    Ok(buf)
+}
+
+/// An exclusive `flock(2)` lock held until dropped (or the process dies).
+#[derive(Debug)]
+pub struct Lock {
+    file: File,
+}
+
+impl Lock {
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+}
+
+fn open_lock_file(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
+/// Blocks until the exclusive lock on `path` is ours.
+pub fn lock(path: &Path) -> io::Result<Lock> {
+    let file = open_lock_file(path)?;
+    file.lock()?;
+    Ok(Lock { file })
+}
+
+/// Takes the lock if free; `Ok(None)` when another process holds it.
+pub fn try_lock(path: &Path) -> io::Result<Option<Lock>> {
+    let file = open_lock_file(path)?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(Lock { file })),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
+    }
+}
+
+/// Rewrites the content of a held lock file in place (the pid file): the file
+/// must stay the same inode because the lock lives on it.
+pub fn rewrite_locked(lock: &Lock, bytes: &[u8]) -> io::Result<()> {
+    let mut f = &lock.file;
+    f.set_len(0)?;
+    std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(0))?;
+    f.write_all(bytes)?;
+    sync_file(&lock.file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn noreplace_refuses_existing_target() {
+        let d = tempfile::tempdir().unwrap();
+        let a = d.path().join("a");
+        let b = d.path().join("b");
+        fs::write(&a, "a").unwrap();
+        fs::write(&b, "b").unwrap();
+        let e = move_noreplace(&a, &b).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(fs::read_to_string(&b).unwrap(), "b");
+        assert!(a.exists());
+    }
+
+    #[test]
+    fn replace_keeps_mode() {
+        let d = tempfile::tempdir().unwrap();
+        let a = d.path().join("a");
+        fs::write(&a, "old").unwrap();
+        fs::set_permissions(&a, fs::Permissions::from_mode(0o640)).unwrap();
+        replace(d.path(), &a, b"new").unwrap();
+        assert_eq!(fs::read_to_string(&a).unwrap(), "new");
+        assert_eq!(
+            fs::metadata(&a).unwrap().permissions().mode() & 0o777,
+            0o640
+        );
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn read_bounded_refuses_symlink_fifo_and_big() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("f");
+        fs::write(&f, "0123456789").unwrap();
+        assert!(matches!(
+            read_bounded(&f, 5),
+            Err(ReadRefusal::TooLarge(10))
+        ));
+        let l = d.path().join("l");
+        std::os::unix::fs::symlink(&f, &l).unwrap();
+        assert!(matches!(read_bounded(&l, 100), Err(ReadRefusal::Symlink)));
+        let p = d.path().join("p");
+        let c = cstr(&p).unwrap();
+        // SAFETY: valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        assert!(matches!(
+            read_bounded(&p, 100),
+            Err(ReadRefusal::NotRegular)
+        ));
+    }
+
+    #[test]
+    fn try_lock_sees_holder() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("l");
+        let held = lock(&p).unwrap();
+        assert!(try_lock(&p).unwrap().is_none());
+        drop(held);
+        assert!(try_lock(&p).unwrap().is_some());
+    }
+}

@@ -1,0 +1,44 @@
+//! `git_handoff` commit validation through git (§5.4), with the zero-match case
+//! reported as `matched 0.` (D2).
+
+use std::path::Path;
+use std::process::Command;
+
+fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Resolves a 10-hex abbreviation to the canonical lower-case 10-hex form, or
+/// returns the SwarmForge error text.
+pub fn canonical_commit(dir: &Path, commit: &str) -> Result<String, String> {
+    let listed = git(dir, &["rev-parse", &format!("--disambiguate={commit}")])?;
+    let objects: Vec<&str> = listed.lines().filter(|l| !l.is_empty()).collect();
+    if objects.len() != 1 {
+        return Err(format!(
+            "Header 'commit' must resolve to exactly one Git object; '{commit}' matched {}.",
+            objects.len()
+        ));
+    }
+    let object = objects[0];
+    let kind = git(dir, &["cat-file", "-t", object])?.trim().to_string();
+    if kind != "commit" {
+        return Err(format!(
+            "Header 'commit' must resolve to a commit; '{commit}' resolves to '{kind}'."
+        ));
+    }
+    let short = git(dir, &["rev-parse", "--short=10", object])?
+        .trim()
+        .to_lowercase();
+    if short.len() < 10 {
+        return Err(format!(
+            "Header 'commit' must resolve to a commit; '{commit}' resolves to '{short}'."
+        ));
+    }
+    Ok(short)
+}

@@ -1,0 +1,500 @@
+//! `ready-next` / `done-current` state transitions (§7), each under the one
+//! per-inbox lock, each a no-clobber rename, so concurrent callers never create
+//! two in-process items, lose or duplicate a file, or see a half-written one.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::clock;
+use crate::error::{Error, IoContext, Result};
+use crate::fsx;
+use crate::header::Message;
+use crate::layout::Worktree;
+use crate::names;
+use crate::roles::ReceiveMode;
+
+pub const AMBIGUOUS: &str = "AMBIGUOUS_TASK_STATE";
+pub const MALFORMED: &str = "MALFORMED_HANDOFF";
+
+/// One inbox item: where it is and what it says.
+#[derive(Clone, Debug)]
+pub struct Item {
+    pub path: PathBuf,
+    pub msg: Message,
+}
+
+impl Item {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.msg.get(name)
+    }
+    /// `priority` header, `50` when missing (SwarmForge's default).
+    pub fn priority(&self) -> &str {
+        self.header("priority").unwrap_or("50")
+    }
+}
+
+/// What `ready-next` hands out.
+#[derive(Clone, Debug)]
+pub enum Ready {
+    NoTask,
+    Task {
+        item: Item,
+        resumed: bool,
+    },
+    Batch {
+        dir: PathBuf,
+        priority: String,
+        items: Vec<Item>,
+        resumed: bool,
+    },
+}
+
+/// What `done-current` finished, and what it handed out next.
+#[derive(Clone, Debug)]
+pub struct Done {
+    pub completed: Vec<PathBuf>,
+    pub completed_batch: Option<PathBuf>,
+    pub next: Ready,
+}
+
+/// An inbox and the limits it is read with.
+pub struct Inbox<'a> {
+    pub wt: &'a Worktree,
+    pub max_bytes: u64,
+}
+
+/// Entries directly in a folder: (sorted handoff file names, sorted batch dirs,
+/// other `*.handoff` entries that are not regular files).
+struct Listing {
+    files: Vec<String>,
+    batches: Vec<String>,
+    odd: Vec<String>,
+}
+
+fn list(dir: &Path) -> Result<Listing> {
+    let mut l = Listing {
+        files: Vec::new(),
+        batches: Vec::new(),
+        odd: Vec::new(),
+    };
+    let rd = match fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(l),
+        Err(e) => return Err(Error::io(dir, e)),
+    };
+    for e in rd {
+        let e = e.at(dir)?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        let ft = e.file_type().at(dir.join(&name))?;
+        if ft.is_dir() {
+            if names::is_batch_dir_name(&name) {
+                l.batches.push(name);
+            }
+        } else if name.ends_with(".handoff") {
+            if ft.is_file() && names::valid_handoff_name(&name) {
+                l.files.push(name);
+            } else {
+                l.odd.push(name);
+            }
+        }
+    }
+    l.files.sort_unstable();
+    l.batches.sort_unstable();
+    l.odd.sort_unstable();
+    Ok(l)
+}
+
+fn paths(dir: &Path, names: &[String]) -> Vec<PathBuf> {
+    names.iter().map(|n| dir.join(n)).collect()
+}
+
+impl Inbox<'_> {
+    fn ensure(&self) -> Result<()> {
+        fsx::ensure_dirs(&self.wt.inbox_dirs()).at(self.wt.inbox())
+    }
+
+    fn lock(&self) -> Result<fsx::Lock> {
+        self.ensure()?;
+        let p = self.wt.inbox_lock();
+        fsx::lock(&p).at(&p)
+    }
+
+    /// Reads and parses one item; a bad one is moved to `inbox/rejected/` with
+    /// a `.error` note beside it and refused with `MALFORMED_HANDOFF` (exit 2),
+    /// so the next call moves on instead of sticking on it.
+    fn load(&self, path: &Path) -> Result<Item> {
+        let reason = match fsx::read_bounded(path, self.max_bytes) {
+            Ok(bytes) => match Message::parse_bytes(&bytes) {
+                Ok(msg) => {
+                    return Ok(Item {
+                        path: path.to_path_buf(),
+                        msg,
+                    })
+                }
+                Err(e) => e.to_string(),
+            },
+            Err(fsx::ReadRefusal::Io(e)) => return Err(Error::io(path, e)),
+            Err(e) => e.to_string(),
+        };
+        Err(self.reject(path, &reason))
+    }
+
+    fn reject(&self, path: &Path, reason: &str) -> Error {
+        let dir = self.wt.rejected();
+        let stamp = clock::iso_now();
+        let moved = fsx::move_into_unique(path, &dir, &stamp);
+        match moved {
+            Ok(target) => {
+                let mut note = target.clone().into_os_string();
+                note.push(".error");
+                let _ = fsx::append(Path::new(&note), format!("{reason}\n").as_bytes());
+                Error::refused(MALFORMED, crate::header::escape(reason), vec![target])
+            }
+            Err(e) => Error::refused(
+                MALFORMED,
+                format!(
+                    "{}; could not move it aside: {e}",
+                    crate::header::escape(reason)
+                ),
+                vec![path.to_path_buf()],
+            ),
+        }
+    }
+
+    /// Sets one header with an atomic replace that keeps the file's mode.
+    fn stamp(&self, item: &mut Item, field: &str, value: &str) -> Result<()> {
+        item.msg.set(field, value);
+        fsx::replace(
+            &self.wt.inbox_tmp(),
+            &item.path,
+            item.msg.render().as_bytes(),
+        )
+        .at(&item.path)
+    }
+
+    /// Files in `new/` that are symlinks, FIFOs or oddly named are rejected
+    /// before anything is handed out.
+    fn reject_odd(&self, listing: &Listing, dir: &Path) -> Result<()> {
+        if let Some(name) = listing.odd.first() {
+            let p = dir.join(name);
+            let why = match fs::symlink_metadata(&p) {
+                Ok(m) if m.file_type().is_symlink() => "symlink",
+                Ok(m) if !m.file_type().is_file() => "not a regular file",
+                _ => "invalid file name",
+            };
+            return Err(self.reject(&p, why));
+        }
+        Ok(())
+    }
+
+    pub fn ready(&self, mode: ReceiveMode) -> Result<Ready> {
+        let _lock = self.lock()?;
+        self.ready_locked(mode)
+    }
+
+    fn ready_locked(&self, mode: ReceiveMode) -> Result<Ready> {
+        match mode {
+            ReceiveMode::Task => self.ready_task(),
+            ReceiveMode::Batch => self.ready_batch(),
+        }
+    }
+
+    fn ready_task(&self) -> Result<Ready> {
+        let ip = self.wt.in_process();
+        let cur = list(&ip)?;
+        if !cur.batches.is_empty() {
+            return Err(Error::refused(
+                "TASK_IN_PROCESS_IS_BATCH",
+                "use ready_for_next.sh or done_with_current.sh.",
+                paths(&ip, &cur.batches),
+            ));
+        }
+        self.reject_odd(&cur, &ip)?;
+        if cur.files.len() > 1 {
+            return Err(Error::refused(
+                AMBIGUOUS,
+                "multiple tasks are already in process.",
+                paths(&ip, &cur.files),
+            ));
+        }
+        if let Some(name) = cur.files.first() {
+            let mut item = self.load(&ip.join(name))?;
+            if item.header("dequeued_at").is_none() {
+                // Crash between the move and the stamp: finish the stamp now.
+                self.stamp(&mut item, "dequeued_at", &clock::iso_now())?;
+            }
+            return Ok(Ready::Task {
+                item,
+                resumed: true,
+            });
+        }
+        let new = self.wt.inbox_new();
+        let waiting = list(&new)?;
+        self.reject_odd(&waiting, &new)?;
+        let Some(name) = waiting.files.first() else {
+            return Ok(Ready::NoTask);
+        };
+        let src = new.join(name);
+        // Validate before moving so a malformed file never becomes "in process".
+        let mut item = self.load(&src)?;
+        let dst = ip.join(name);
+        match fsx::move_noreplace(&src, &dst) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(Error::refused(
+                    AMBIGUOUS,
+                    format!("target in-process file already exists: {}", dst.display()),
+                    vec![],
+                ))
+            }
+            Err(e) => return Err(Error::io(&src, e)),
+        }
+        item.path = dst;
+        self.stamp(&mut item, "dequeued_at", &clock::iso_now())?;
+        Ok(Ready::Task {
+            item,
+            resumed: false,
+        })
+    }
+
+    fn load_batch(&self, dir: &Path) -> Result<Vec<Item>> {
+        let l = list(dir)?;
+        if l.files.is_empty() {
+            return Err(Error::refused(
+                AMBIGUOUS,
+                format!("batch contains no tasks: {}", dir.display()),
+                vec![],
+            ));
+        }
+        l.files.iter().map(|n| self.load(&dir.join(n))).collect()
+    }
+
+    fn ready_batch(&self) -> Result<Ready> {
+        let ip = self.wt.in_process();
+        let cur = list(&ip)?;
+        if !cur.files.is_empty() {
+            return Err(Error::refused(
+                "TASK_IN_PROCESS_IS_SINGLE",
+                "use ready_for_next.sh or done_with_current.sh.",
+                paths(&ip, &cur.files),
+            ));
+        }
+        if cur.batches.len() > 1 {
+            return Err(Error::refused(
+                AMBIGUOUS,
+                "multiple batches are already in process.",
+                paths(&ip, &cur.batches),
+            ));
+        }
+        if let Some(b) = cur.batches.first() {
+            let dir = ip.join(b);
+            if list(&dir)?.files.is_empty() && fs::read_dir(&dir).at(&dir)?.next().is_none() {
+                // Left by a crash between creating the batch and filling it:
+                // it holds nothing, so removing it loses nothing.
+                fsx::remove_empty_dir(&dir).at(&dir)?;
+            } else {
+                let items = self.load_batch(&dir)?;
+                let priority = items[0].priority().to_string();
+                return Ok(Ready::Batch {
+                    dir,
+                    priority,
+                    items,
+                    resumed: true,
+                });
+            }
+        }
+        let new = self.wt.inbox_new();
+        let waiting = list(&new)?;
+        self.reject_odd(&waiting, &new)?;
+        let Some(first) = waiting.files.first() else {
+            return Ok(Ready::NoTask);
+        };
+        let first_item = self.load(&new.join(first))?;
+        let priority = first_item.priority().to_string();
+        // Selection is by the priority header (§7.5). Our daemon only delivers
+        // files whose name prefix matches that header, so only files with that
+        // prefix (or no prefix) need reading; this keeps a deep backlog cheap.
+        let mut selected = vec![first_item];
+        for name in waiting.files.iter().skip(1) {
+            let prefix = name.get(..3).unwrap_or("");
+            let has_prefix = prefix.len() == 3
+                && prefix.as_bytes()[2] == b'_'
+                && prefix[..2].bytes().all(|b| b.is_ascii_digit());
+            if has_prefix && prefix[..2] != priority {
+                continue;
+            }
+            let item = self.load(&new.join(name))?;
+            if item.priority() == priority {
+                selected.push(item);
+            }
+        }
+        let dir = self.new_batch_dir()?;
+        let mut items = Vec::with_capacity(selected.len());
+        for mut item in selected {
+            let src = item.path.clone();
+            let Some(name) = src.file_name() else {
+                continue;
+            };
+            let dst = dir.join(name);
+            match fsx::move_noreplace(&src, &dst) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    return Err(Error::refused(
+                        AMBIGUOUS,
+                        format!("target batch file already exists: {}", dst.display()),
+                        vec![],
+                    ))
+                }
+                Err(e) => return Err(Error::io(&src, e)),
+            }
+            item.path = dst;
+            self.stamp(&mut item, "dequeued_at", &clock::iso_now())?;
+            items.push(item);
+        }
+        Ok(Ready::Batch {
+            dir,
+            priority,
+            items,
+            resumed: false,
+        })
+    }
+
+    /// `batch_<IDTS>_<NNNNNN>`, the smallest number free in both `in_process/`
+    /// and `completed/` (SwarmForge only checked the former, so two batches in
+    /// one second collided at completion).
+    fn new_batch_dir(&self) -> Result<PathBuf> {
+        let idts = clock::idts(clock::now());
+        let ip = self.wt.in_process();
+        let done = self.wt.completed();
+        for n in 1..1_000_000u32 {
+            let name = format!("batch_{idts}_{n:06}");
+            if done.join(&name).exists() {
+                continue;
+            }
+            let dir = ip.join(&name);
+            match fsx::create_dir_new(&dir) {
+                Ok(()) => return Ok(dir),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(Error::io(&dir, e)),
+            }
+        }
+        Err(Error::env(format!(
+            "no free batch directory name in {}",
+            ip.display()
+        )))
+    }
+
+    pub fn done(&self, mode: ReceiveMode) -> Result<Done> {
+        let _lock = self.lock()?;
+        let (completed, completed_batch) = match mode {
+            ReceiveMode::Task => (self.done_task()?, None),
+            ReceiveMode::Batch => {
+                let (files, dir) = self.done_batch()?;
+                (files, Some(dir))
+            }
+        };
+        let next = self.ready_locked(mode)?;
+        Ok(Done {
+            completed,
+            completed_batch,
+            next,
+        })
+    }
+
+    fn done_task(&self) -> Result<Vec<PathBuf>> {
+        let ip = self.wt.in_process();
+        let cur = list(&ip)?;
+        if !cur.batches.is_empty() {
+            return Err(Error::refused(
+                "CURRENT_WORK_IS_BATCH",
+                "use done_with_current.sh.",
+                paths(&ip, &cur.batches),
+            ));
+        }
+        self.reject_odd(&cur, &ip)?;
+        let Some(name) = cur.files.first() else {
+            return Err(Error::token("NO_CURRENT_TASK", crate::error::exit::ENV));
+        };
+        if cur.files.len() > 1 {
+            return Err(Error::refused(
+                AMBIGUOUS,
+                "multiple tasks are in process.",
+                paths(&ip, &cur.files),
+            ));
+        }
+        let target = self.wt.completed().join(name);
+        // Check before stamping, so a refusal changes nothing (§15.8).
+        if target.exists() {
+            return Err(Error::refused(
+                AMBIGUOUS,
+                format!("completed file already exists: {}", target.display()),
+                vec![],
+            ));
+        }
+        let mut item = self.load(&ip.join(name))?;
+        self.stamp(&mut item, "completed_at", &clock::iso_now())?;
+        match fsx::move_noreplace(&item.path, &target) {
+            Ok(()) => Ok(vec![target]),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(Error::refused(
+                AMBIGUOUS,
+                format!("completed file already exists: {}", target.display()),
+                vec![],
+            )),
+            Err(e) => Err(Error::io(&item.path, e)),
+        }
+    }
+
+    fn done_batch(&self) -> Result<(Vec<PathBuf>, PathBuf)> {
+        let ip = self.wt.in_process();
+        let cur = list(&ip)?;
+        if !cur.files.is_empty() {
+            return Err(Error::refused(
+                "CURRENT_WORK_IS_SINGLE_TASK",
+                "use done_with_current.sh.",
+                paths(&ip, &cur.files),
+            ));
+        }
+        let Some(b) = cur.batches.first() else {
+            return Err(Error::token("NO_CURRENT_BATCH", crate::error::exit::ENV));
+        };
+        if cur.batches.len() > 1 {
+            return Err(Error::refused(
+                AMBIGUOUS,
+                "multiple batches are in process.",
+                paths(&ip, &cur.batches),
+            ));
+        }
+        let dir = ip.join(b);
+        let target = self.wt.completed().join(b);
+        let mut items = self.load_batch(&dir)?;
+        if target.exists() {
+            return Err(Error::refused(
+                AMBIGUOUS,
+                format!("completed batch already exists: {}", target.display()),
+                vec![],
+            ));
+        }
+        let t = clock::iso_now();
+        for item in &mut items {
+            self.stamp(item, "completed_at", &t)?;
+        }
+        // One directory rename completes the whole batch.
+        match fsx::move_noreplace(&dir, &target) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(Error::refused(
+                    AMBIGUOUS,
+                    format!("completed batch already exists: {}", target.display()),
+                    vec![],
+                ))
+            }
+            Err(e) => return Err(Error::io(&dir, e)),
+        }
+        let files = items
+            .iter()
+            .filter_map(|i| i.path.file_name().map(|n| target.join(n)))
+            .collect();
+        Ok((files, target))
+    }
+}

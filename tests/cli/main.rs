@@ -1,0 +1,7 @@
+//! One integration-test binary: every test drives the real binaries in temp dirs.
+
+mod support;
+
+mod core_queue;
+mod core_send;
+mod daemon;
