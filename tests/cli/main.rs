@@ -5,3 +5,5 @@ mod support;
 mod core_queue;
 mod core_send;
 mod daemon;
+mod launcher;
+mod trail;
