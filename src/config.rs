@@ -48,6 +48,8 @@ pub struct DaemonConfig {
     pub rescan: Dur,
     /// Poll instead of file events (filesystems without inotify).
     pub poll: bool,
+    /// Pass interval when polling.
+    pub poll_interval: Dur,
     /// How often the re-wake / watchdog sweep runs.
     pub sweep: Dur,
     /// A role with waiting items and nothing in process is woken again after this.
@@ -64,6 +66,7 @@ impl Default for DaemonConfig {
             fsync: true,
             rescan: Dur::secs(2),
             poll: false,
+            poll_interval: Dur::millis(200),
             sweep: Dur::secs(10),
             ack_within: Dur::secs(60),
             rewake_cap: Dur::secs(600),

@@ -1,1 +1,378 @@
-//! (in progress)
+//! `handoffd`: decides *when* to run a delivery pass; `deliver` decides what a
+//! pass does. A pass runs at start-up, on each outbox event, when the watcher
+//! reports lost events, and on a rescan timer as a safety net; events are
+//! hints, so a lost or merged one costs at most one rescan interval.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::{Duration, Instant, SystemTime};
+
+use notify::Watcher;
+
+use crate::config::Config;
+use crate::deliver::{Deliverer, PassReport};
+use crate::error::{Error, IoContext, Result};
+use crate::fsx;
+use crate::journal::{Event, Journal, Kind};
+use crate::layout::{Project, Worktree};
+use crate::roles::Roles;
+use crate::wake::{self, Waker};
+
+/// How often the stop file and `.swarmforge/` are checked between events.
+const HOUSEKEEPING: Duration = Duration::from_millis(50);
+
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// One pass, then exit.
+    pub once: bool,
+    /// Poll instead of watching (filesystems without inotify).
+    pub poll: bool,
+}
+
+enum Msg {
+    /// Something changed under a watched folder; `rescan` when events were lost.
+    Fs { paths: Vec<PathBuf>, rescan: bool },
+    WatchError(String),
+    Signal,
+}
+
+/// Identity of a config file, to notice changes without events.
+fn stamp(p: &Path) -> Option<(SystemTime, u64)> {
+    std::fs::metadata(p)
+        .ok()
+        .map(|m| (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len()))
+}
+
+/// Per-role re-wake state: when the next re-wake may happen and the backoff.
+struct Rewake {
+    next: Instant,
+    backoff: Duration,
+}
+
+/// The daemon's lifetime: lock, journal, watcher, loop.
+pub struct Daemon {
+    project: Project,
+    opts: Options,
+    journal: Journal,
+    deliverer: Deliverer,
+    roles_stamp: Option<(SystemTime, u64)>,
+    config_stamp: Option<(SystemTime, u64)>,
+    rewake: std::collections::HashMap<String, Rewake>,
+}
+
+fn load(project: &Project) -> Result<(Roles, Config)> {
+    let roles = Roles::load(&project.roles_tsv())?;
+    let config = Config::load(&project.config_file())?;
+    Ok((roles, config))
+}
+
+/// Runs the daemon for `root`; returns the exit code.
+pub fn run(root: &Path, opts: Options) -> Result<i32> {
+    let root = root
+        .canonicalize()
+        .map_err(|e| Error::io_hint(root, e, "pass the project root (the folder holding .swarmforge/)"))?;
+    let project = Project::new(&root);
+    if !project.swarmforge().is_dir() {
+        return Err(Error::env(format!(
+            "No swarm at {} (missing .swarmforge/).\n  hint: run `swarm init {}` first",
+            root.display(),
+            root.display()
+        )));
+    }
+    let dir = project.daemon_dir();
+    fsx::ensure_dirs(&[&dir]).at(&dir)?;
+    let pid_path = project.pid_file();
+    let Some(lock) = fsx::try_lock(&pid_path).at(&pid_path)? else {
+        let pid = std::fs::read_to_string(&pid_path).unwrap_or_default();
+        return Err(Error::env(format!(
+            "handoffd is already running for {} (pid {}).\n  hint: `swarm stop {}` stops it",
+            root.display(),
+            pid.trim(),
+            root.display()
+        )));
+    };
+    fsx::rewrite_locked(&lock, format!("{}\n", std::process::id()).as_bytes()).at(&pid_path)?;
+    // A stop file left from before we held the lock is stale.
+    fsx::remove_file(&project.stop_file()).at(project.stop_file())?;
+
+    let (roles, config) = load(&project)?;
+    fsx::set_fsync(config.daemon.fsync);
+    let journal = Journal::new(&project);
+    let waker = Waker::new(project.clone(), journal.clone());
+    let deliverer = Deliverer::new(project.clone(), roles, config, journal.clone(), waker);
+    let mut d = Daemon {
+        roles_stamp: stamp(&project.roles_tsv()),
+        config_stamp: stamp(&project.config_file()),
+        project,
+        opts,
+        journal,
+        deliverer,
+        rewake: Default::default(),
+    };
+    let code = if d.opts.once {
+        let r = d.deliverer.pass();
+        d.deliverer.waker.wait_idle(Duration::from_secs(10));
+        println!(
+            "handoffd: delivered {}, failed {}, deferred {}",
+            r.delivered, r.failed, r.deferred
+        );
+        0
+    } else {
+        d.journal.record(&Event::new(Kind::Started));
+        let code = d.serve();
+        if d.project.swarmforge().is_dir() {
+            d.journal.record(&Event::new(Kind::Stopped));
+        }
+        code
+    };
+    let _ = fsx::remove_file(&d.project.pid_file());
+    drop(lock);
+    Ok(code)
+}
+
+impl Daemon {
+    fn watched_dirs(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = self
+            .deliverer
+            .roles
+            .worktrees()
+            .iter()
+            .map(|w| Worktree::new(w).outbox())
+            .collect();
+        v.push(self.project.swarmforge());
+        v.push(self.project.daemon_dir());
+        v.push(self.project.root.clone());
+        v
+    }
+
+    fn reload_if_changed(&mut self) -> bool {
+        let rs = stamp(&self.project.roles_tsv());
+        let cs = stamp(&self.project.config_file());
+        if rs == self.roles_stamp && cs == self.config_stamp {
+            return false;
+        }
+        self.roles_stamp = rs;
+        self.config_stamp = cs;
+        match load(&self.project) {
+            Ok((roles, config)) => {
+                fsx::set_fsync(config.daemon.fsync);
+                self.deliverer.reload(roles, config);
+            }
+            Err(e) => eprintln!("handoffd: keeping the previous roles and config: {e}"),
+        }
+        true
+    }
+
+    fn stop_requested(&self) -> bool {
+        self.deliverer.stop.load(Ordering::Relaxed) || self.project.stop_file().exists()
+    }
+
+    fn pass(&mut self) -> PassReport {
+        self.reload_if_changed();
+        self.deliverer.pass()
+    }
+
+    /// The event loop; returns the exit code.
+    fn serve(&mut self) -> i32 {
+        let (tx, rx) = mpsc::channel::<Msg>();
+        let stop = self.deliverer.stop.clone();
+        let sig_tx = tx.clone();
+        match signal_hook::iterator::Signals::new([
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGINT,
+            signal_hook::consts::SIGHUP,
+        ]) {
+            Ok(mut signals) => {
+                std::thread::spawn(move || {
+                    for _ in signals.forever() {
+                        stop.store(true, Ordering::Relaxed);
+                        let _ = sig_tx.send(Msg::Signal);
+                    }
+                });
+            }
+            Err(e) => eprintln!("handoffd: cannot install signal handlers: {e}"),
+        }
+        let mut watcher = if self.opts.poll || self.deliverer.config.daemon.poll {
+            None
+        } else {
+            let fs_tx = tx.clone();
+            match notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+                let msg = match res {
+                    Ok(ev) => Msg::Fs {
+                        rescan: ev.need_rescan(),
+                        paths: ev.paths,
+                    },
+                    Err(e) => Msg::WatchError(e.to_string()),
+                };
+                let _ = fs_tx.send(msg);
+            }) {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    eprintln!(
+                        "handoffd: file events unavailable ({e}); polling every {}",
+                        self.deliverer.config.daemon.poll_interval
+                    );
+                    None
+                }
+            }
+        };
+        let mut watched: Vec<PathBuf> = Vec::new();
+        let mut sync_watches = |w: &mut Option<notify::RecommendedWatcher>, want: Vec<PathBuf>| {
+            let Some(w) = w.as_mut() else { return };
+            for p in watched.iter().filter(|p| !want.contains(p)) {
+                let _ = w.unwatch(p);
+            }
+            for p in &want {
+                if !watched.contains(p) || !p.exists() {
+                    let _ = fsx::ensure_dirs(&[p]);
+                    if let Err(e) = w.watch(p, notify::RecursiveMode::NonRecursive) {
+                        eprintln!("handoffd: cannot watch {}: {e}", p.display());
+                    }
+                }
+            }
+            watched = want;
+        };
+        sync_watches(&mut watcher, self.watched_dirs());
+
+        let polling = watcher.is_none();
+        let cfg = |d: &Daemon| d.deliverer.config.daemon.clone();
+        let mut next_rescan = Instant::now();
+        let mut next_sweep = Instant::now() + cfg(self).sweep.0;
+        let mut need_pass = true;
+        loop {
+            if need_pass {
+                need_pass = false;
+                let before = self.deliverer.roles.worktrees();
+                self.pass();
+                if self.deliverer.roles.worktrees() != before {
+                    sync_watches(&mut watcher, self.watched_dirs());
+                }
+                let every = if polling { cfg(self).poll_interval.0 } else { cfg(self).rescan.0 };
+                next_rescan = Instant::now() + every;
+            }
+            if self.stop_requested() || !self.project.swarmforge().is_dir() {
+                break;
+            }
+            let now = Instant::now();
+            if now >= next_sweep {
+                self.sweep();
+                next_sweep = Instant::now() + cfg(self).sweep.0;
+            }
+            if now >= next_rescan {
+                need_pass = true;
+                continue;
+            }
+            let wait = next_rescan
+                .min(next_sweep)
+                .saturating_duration_since(now)
+                .min(HOUSEKEEPING);
+            match rx.recv_timeout(wait) {
+                Ok(msg) => {
+                    let mut msgs = vec![msg];
+                    msgs.extend(rx.try_iter());
+                    for m in msgs {
+                        match m {
+                            Msg::Signal => {}
+                            Msg::WatchError(e) => {
+                                eprintln!("handoffd: watcher: {e}; rescanning");
+                                need_pass = true;
+                            }
+                            Msg::Fs { paths, rescan } => {
+                                if rescan || paths.iter().any(|p| self.is_outbox_event(p)) {
+                                    need_pass = true;
+                                }
+                                if paths.iter().any(|p| self.is_config_event(p)) && self.reload_if_changed() {
+                                    sync_watches(&mut watcher, self.watched_dirs());
+                                    need_pass = true;
+                                }
+                            }
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        0
+    }
+
+    fn is_outbox_event(&self, p: &Path) -> bool {
+        p.extension().is_some_and(|e| e == "handoff")
+            && p.parent()
+                .and_then(Path::file_name)
+                .is_some_and(|n| n == "outbox")
+    }
+
+    fn is_config_event(&self, p: &Path) -> bool {
+        p == self.project.roles_tsv() || p == self.project.config_file()
+    }
+
+    /// The re-wake sweep: a role with waiting items, nothing in process, and
+    /// its oldest waiting item older than `ack_within` is woken again, with
+    /// backoff (doubling up to `rewake_cap`). Recovery is by file state only.
+    fn sweep(&mut self) {
+        let cfg = self.deliverer.config.clone();
+        let method = wake::method(&self.project, &cfg);
+        if method == wake::Method::None {
+            return;
+        }
+        let now = Instant::now();
+        for role in self.deliverer.roles.roles.clone() {
+            if role.is_human() {
+                continue;
+            }
+            let ack = cfg
+                .role(&role.name)
+                .and_then(|r| r.ack_within)
+                .unwrap_or(cfg.daemon.ack_within)
+                .0;
+            let wt = Worktree::new(&role.worktree_path);
+            let oldest = oldest_waiting(&wt.inbox_new());
+            let waiting = oldest.is_some() && wake::still_waiting(&role.worktree_path);
+            let Some((path, age)) = oldest.filter(|_| waiting) else {
+                self.rewake.remove(&role.name);
+                continue;
+            };
+            if age < ack {
+                continue;
+            }
+            let state = self.rewake.entry(role.name.clone()).or_insert(Rewake {
+                next: now,
+                backoff: ack,
+            });
+            if now < state.next {
+                continue;
+            }
+            state.next = now + state.backoff;
+            state.backoff = (state.backoff * 2).min(cfg.daemon.rewake_cap.0.max(ack));
+            self.deliverer.waker.wake(wake::Request {
+                role: role.name.clone(),
+                session: role.session.clone(),
+                worktree: role.worktree_path.clone(),
+                path,
+                method: method.clone(),
+                rewake: true,
+            });
+        }
+    }
+}
+
+/// The oldest `*.handoff` in a folder by mtime, and its age.
+fn oldest_waiting(dir: &Path) -> Option<(PathBuf, Duration)> {
+    let rd = std::fs::read_dir(dir).ok()?;
+    let mut best: Option<(PathBuf, SystemTime)> = None;
+    for e in rd.flatten() {
+        if !e.file_name().to_string_lossy().ends_with(".handoff") {
+            continue;
+        }
+        let Ok(t) = e.metadata().and_then(|m| m.modified()) else {
+            continue;
+        };
+        if best.as_ref().is_none_or(|(_, b)| t < *b) {
+            best = Some((e.path(), t));
+        }
+    }
+    let (p, t) = best?;
+    Some((p, SystemTime::now().duration_since(t).unwrap_or_default()))
+}

@@ -1,1 +1,395 @@
-//! (in progress)
+//! One synchronous, idempotent delivery pass: the daemon's core (§6.4, issue 3).
+//!
+//! Every `*.handoff` in every role's outbox is taken in priority order (file
+//! name order across all outboxes). A file is refused to `failed/` with a
+//! reason before any copy is written when it is malformed, a symlink, not a
+//! regular file, too large, sent from an outbox its `from` does not own (D8),
+//! or names an unknown recipient. Otherwise each recipient gets a copy
+//! published atomically into `inbox/new/` (skipping a recipient that already
+//! holds the file anywhere in its inbox), then the original moves to `sent/`.
+//! Killed at any instant and restarted, every message reaches every recipient
+//! exactly once: copies are complete-or-absent, and the original leaves the
+//! outbox only after every copy is durable.
+
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use crate::clock;
+use crate::config::Config;
+use crate::fsx;
+use crate::header::Message;
+use crate::journal::{Event, Journal, Kind};
+use crate::layout::{Project, Worktree};
+use crate::names;
+use crate::roles::{Role, Roles};
+use crate::rules;
+use crate::wake::{self, Waker};
+
+/// Headers only the daemon and helpers write; an outbox file carrying one is forged.
+const DELIVERY_HEADERS: &[&str] = &["recipient", "enqueued_at", "dequeued_at", "completed_at"];
+
+/// Headers every outbox file must carry.
+const REQUIRED: &[&str] = &["id", "from", "to", "priority", "type", "created_at"];
+
+/// What happened to one outbox file.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Delivered,
+    Failed(String),
+    /// Transient trouble (disk full, permissions): left in the outbox, retried.
+    Deferred(String),
+    /// Gone before we got to it.
+    Vanished,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PassReport {
+    pub delivered: usize,
+    pub failed: usize,
+    pub deferred: usize,
+    /// A stop was requested; the pass ended after the file in hand.
+    pub interrupted: bool,
+}
+
+struct Candidate {
+    name: String,
+    path: PathBuf,
+    worktree: PathBuf,
+}
+
+/// Names of items inside `batch_*` dirs of one inbox, valid while the
+/// directory mtimes it was built from are unchanged.
+struct BatchIndex {
+    names: HashSet<String>,
+    stamps: Vec<(PathBuf, Option<SystemTime>)>,
+}
+
+fn mtime(p: &Path) -> Option<SystemTime> {
+    fs::metadata(p).and_then(|m| m.modified()).ok()
+}
+
+fn batch_dirs(dir: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter(|e| {
+            e.file_type().map(|t| t.is_dir()).unwrap_or(false)
+                && names::is_batch_dir_name(&e.file_name().to_string_lossy())
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
+impl BatchIndex {
+    fn build(wt: &Worktree) -> BatchIndex {
+        let mut stamps = vec![
+            (wt.in_process(), mtime(&wt.in_process())),
+            (wt.completed(), mtime(&wt.completed())),
+        ];
+        let mut names = HashSet::new();
+        for (base, mutable) in [(wt.in_process(), true), (wt.completed(), false)] {
+            for b in batch_dirs(&base) {
+                if mutable {
+                    stamps.push((b.clone(), mtime(&b)));
+                }
+                if let Ok(rd) = fs::read_dir(&b) {
+                    names.extend(rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()));
+                }
+            }
+        }
+        BatchIndex { names, stamps }
+    }
+
+    fn fresh(&self) -> bool {
+        self.stamps.iter().all(|(p, t)| mtime(p) == *t)
+    }
+}
+
+/// The delivery engine; the daemon decides when to call [`Deliverer::pass`].
+pub struct Deliverer {
+    pub project: Project,
+    pub roles: Roles,
+    pub config: Config,
+    pub journal: Journal,
+    pub waker: Waker,
+    pub stop: Arc<AtomicBool>,
+    /// Outbox files that may already have copies out there (present when this
+    /// process started, or deferred mid-delivery): they get the thorough check.
+    suspects: HashSet<PathBuf>,
+    started: bool,
+    /// Last deferral reason logged per file, so a stuck file logs once per cause.
+    deferred: HashMap<PathBuf, String>,
+    batch_index: HashMap<PathBuf, BatchIndex>,
+}
+
+impl Deliverer {
+    pub fn new(project: Project, roles: Roles, config: Config, journal: Journal, waker: Waker) -> Self {
+        Deliverer {
+            project,
+            roles,
+            config,
+            journal,
+            waker,
+            stop: Arc::new(AtomicBool::new(false)),
+            suspects: HashSet::new(),
+            started: false,
+            deferred: HashMap::new(),
+            batch_index: HashMap::new(),
+        }
+    }
+
+    fn candidates(&self) -> Vec<Candidate> {
+        let mut out = Vec::new();
+        for wt_path in self.roles.worktrees() {
+            let outbox = Worktree::new(&wt_path).outbox();
+            let Ok(rd) = fs::read_dir(&outbox) else { continue };
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if !name.ends_with(".handoff") {
+                    continue;
+                }
+                // Directories are never queue items; everything else named
+                // *.handoff is ours to deliver or refuse.
+                if e.file_type().map(|t| t.is_dir()).unwrap_or(true) {
+                    continue;
+                }
+                out.push(Candidate {
+                    name,
+                    path: e.path(),
+                    worktree: wt_path.clone(),
+                });
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.worktree.cmp(&b.worktree)));
+        out
+    }
+
+    /// Delivers everything waiting; stops early (after the file in hand) when
+    /// a stop is requested.
+    pub fn pass(&mut self) -> PassReport {
+        let mut report = PassReport::default();
+        let first = !self.started;
+        self.started = true;
+        let candidates = self.candidates();
+        if first {
+            self.suspects.extend(candidates.iter().map(|c| c.path.clone()));
+        }
+        for c in candidates {
+            if self.stop.load(Ordering::Relaxed) {
+                report.interrupted = true;
+                break;
+            }
+            match self.deliver_one(&c) {
+                Outcome::Delivered => {
+                    report.delivered += 1;
+                    self.suspects.remove(&c.path);
+                    self.deferred.remove(&c.path);
+                }
+                Outcome::Failed(reason) => {
+                    report.failed += 1;
+                    self.suspects.remove(&c.path);
+                    self.deferred.remove(&c.path);
+                    self.fail(&c, &reason);
+                }
+                Outcome::Deferred(reason) => {
+                    report.deferred += 1;
+                    self.suspects.insert(c.path.clone());
+                    if self.deferred.get(&c.path) != Some(&reason) {
+                        self.journal
+                            .record(&Event::new(Kind::Deferred).path(&c.path).reason(&reason));
+                        self.deferred.insert(c.path.clone(), reason);
+                    }
+                }
+                Outcome::Vanished => {
+                    self.suspects.remove(&c.path);
+                }
+            }
+        }
+        // Forget state for files that are gone (delivered by hand, removed).
+        self.suspects.retain(|p| p.exists());
+        self.deferred.retain(|p, _| p.exists());
+        self.batch_index.clear();
+        report
+    }
+
+    fn read(&self, c: &Candidate) -> Result<Message, Outcome> {
+        if !names::valid_handoff_name(&c.name) {
+            return Err(Outcome::Failed("invalid file name".into()));
+        }
+        let limit = self.config.limits.max_file_bytes;
+        let bytes = match fsx::read_bounded(&c.path, limit) {
+            Ok(b) => b,
+            Err(fsx::ReadRefusal::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(Outcome::Vanished)
+            }
+            Err(fsx::ReadRefusal::Io(e)) => return Err(Outcome::Deferred(format!("read: {e}"))),
+            Err(fsx::ReadRefusal::TooLarge(n)) => {
+                return Err(Outcome::Failed(format!(
+                    "file too large ({n} bytes; limit {limit})"
+                )))
+            }
+            Err(e) => return Err(Outcome::Failed(e.to_string())),
+        };
+        Message::parse_bytes(&bytes).map_err(|e| Outcome::Failed(e.to_string()))
+    }
+
+    /// The refusals that must happen before any copy is written.
+    fn check(&self, msg: &Message, c: &Candidate) -> Result<Vec<&Role>, String> {
+        for h in REQUIRED {
+            if msg.get(h).is_none_or(rules::blank) {
+                return Err(format!("missing {h} header"));
+            }
+        }
+        for h in DELIVERY_HEADERS {
+            if msg.get(h).is_some() {
+                return Err(format!("forged {h} header"));
+            }
+        }
+        let from = msg.get("from").unwrap_or_default();
+        // D8: the daemon, not an environment variable, decides who sent it.
+        if !self.roles.owners_of(&c.worktree).any(|r| r.name == from) {
+            return Err("sender mismatch".into());
+        }
+        let id = msg.get("id").unwrap_or_default();
+        if !id.ends_with(&format!("_from_{from}")) {
+            return Err("id does not name the sender".into());
+        }
+        let priority = msg.get("priority").unwrap_or_default();
+        if !c.name.starts_with(&format!("{priority}_{id}_to_")) {
+            return Err("file name does not match its priority and id headers".into());
+        }
+        let to = msg.get("to").unwrap_or_default();
+        let recipients: Vec<&Role> = if to == "all" {
+            self.roles.roles.iter().filter(|r| r.name != from).collect()
+        } else {
+            let mut v = Vec::new();
+            for r in to.split(',') {
+                match self.roles.find(r) {
+                    Some(role) => v.push(role),
+                    None => return Err(format!("unknown recipient {r}")),
+                }
+            }
+            v
+        };
+        let is_role = |r: &str| r == "all" || self.roles.find(r).is_some();
+        if let Some(e) = rules::validate(&msg.headers, &is_role, &mut |_| Ok(())).first() {
+            return Err(format!("invalid: {e}"));
+        }
+        Ok(recipients)
+    }
+
+    /// Whether the recipient already holds this file anywhere in its inbox.
+    /// Checked in the direction items move (new → in_process → completed), so
+    /// an item moving concurrently is still seen.
+    fn holds(&mut self, wt: &Worktree, name: &str, thorough: bool) -> bool {
+        if [wt.inbox_new(), wt.in_process(), wt.completed()]
+            .iter()
+            .any(|d| d.join(name).exists())
+        {
+            return true;
+        }
+        if !thorough {
+            return false;
+        }
+        let fresh = self.batch_index.get(&wt.root).is_some_and(BatchIndex::fresh);
+        if !fresh {
+            self.batch_index.insert(wt.root.clone(), BatchIndex::build(wt));
+        }
+        self.batch_index[&wt.root].names.contains(name)
+    }
+
+    fn deliver_one(&mut self, c: &Candidate) -> Outcome {
+        let msg = match self.read(c) {
+            Ok(m) => m,
+            Err(o) => return o,
+        };
+        let recipients: Vec<Role> = match self.check(&msg, c) {
+            Ok(r) => r.into_iter().cloned().collect(),
+            Err(reason) => return Outcome::Failed(reason),
+        };
+        let thorough = self.suspects.contains(&c.path);
+        let enqueued_at = clock::iso_now();
+        let wake_method = wake::method(&self.project, &self.config);
+        for role in &recipients {
+            let wt = Worktree::new(&role.worktree_path);
+            if let Err(e) = fsx::ensure_dirs(&wt.inbox_dirs()) {
+                return Outcome::Deferred(format!("{}: {e}", wt.inbox().display()));
+            }
+            if self.holds(&wt, &c.name, thorough) {
+                continue;
+            }
+            let mut copy = msg.clone();
+            copy.set("recipient", &role.name);
+            copy.set("enqueued_at", &enqueued_at);
+            let dest = wt.inbox_new().join(&c.name);
+            match fsx::publish(&wt.inbox_tmp(), &dest, copy.render().as_bytes()) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Outcome::Deferred(format!("{}: {e}", dest.display())),
+            }
+            if !role.is_human() {
+                self.waker.wake(wake::Request {
+                    role: role.name.clone(),
+                    session: role.session.clone(),
+                    worktree: role.worktree_path.clone(),
+                    path: dest,
+                    method: wake_method.clone(),
+                    rewake: false,
+                });
+            }
+        }
+        let sent = Worktree::new(&c.worktree).sent();
+        if let Err(e) = fsx::move_into_unique(&c.path, &sent, &clock::iso_now()) {
+            return Outcome::Deferred(format!("{}: {e}", sent.display()));
+        }
+        self.journal
+            .record(&Event::new(Kind::Delivered).message(&msg).path(&c.path));
+        // forum.log line: wired once transcript::forum_line lands.
+        Outcome::Delivered
+    }
+
+    /// Moves a refused original to the sender's `failed/`, with the reason in
+    /// `<name>.error` beside it, and logs `failed <path> <reason>`.
+    fn fail(&mut self, c: &Candidate, reason: &str) {
+        let wt = Worktree::new(&c.worktree);
+        let mut ev = Event::new(Kind::Failed).path(&c.path).reason(reason);
+        if let Ok(bytes) = fsx::read_bounded(&c.path, self.config.limits.max_file_bytes) {
+            if let Ok(m) = Message::parse_bytes(&bytes) {
+                ev = ev.message(&m);
+            }
+        }
+        match fsx::move_into_unique(&c.path, &wt.failed(), &clock::iso_now()) {
+            Ok(target) => {
+                self.journal.record(&ev);
+                let mut note = target.into_os_string();
+                note.push(".error");
+                let note = PathBuf::from(note);
+                let text = format!("{}\n", crate::header::escape(reason));
+                if let Err(e) = fsx::publish(&wt.outbox_tmp(), &note, text.as_bytes()) {
+                    eprintln!("handoffd: cannot write {}: {e}", note.display());
+                }
+            }
+            Err(e) => {
+                // Could not move it: it stays in the outbox and is retried.
+                self.suspects.insert(c.path.clone());
+                self.journal.record(
+                    &Event::new(Kind::Deferred)
+                        .path(&c.path)
+                        .reason(format!("cannot move to {}: {e}", wt.failed().display())),
+                );
+            }
+        }
+    }
+
+    /// Re-reads roles.tsv and swarm.yaml.
+    pub fn reload(&mut self, roles: Roles, config: Config) {
+        self.roles = roles;
+        self.config = config;
+    }
+}

@@ -1,6 +1,7 @@
 //! Command-line front ends; each binary's `main` calls one `run` here.
 
 pub mod done_current;
+pub mod handoffd;
 pub mod ready_next;
 pub mod swarm;
 pub mod swarm_handoff;

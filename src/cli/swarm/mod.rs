@@ -52,6 +52,19 @@ pub enum Command {
     Shims(shims::Args),
 }
 
+/// The project for `[root]`, or the one found from the current directory.
+pub fn project(root: Option<&std::path::Path>) -> crate::Result<crate::layout::Project> {
+    match root {
+        Some(r) => {
+            let abs = r
+                .canonicalize()
+                .map_err(|e| crate::Error::io_hint(r, e, "pass an existing project root"))?;
+            Ok(crate::layout::Project::new(abs))
+        }
+        None => Ok(crate::discover::locate(&crate::discover::current_dir()?)?.project),
+    }
+}
+
 pub fn run() -> i32 {
     let cli: Cli = match super::parse_args() {
         Ok(c) => c,

@@ -1,13 +1,33 @@
-//! `swarm status` (in progress).
+//! `swarm status [root] [--json]`.
+
+use std::path::PathBuf;
+
+use crate::error::exit;
+use crate::status;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Arguments (not yet implemented)
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
+    /// Project root (default: found from the current directory)
+    pub root: Option<PathBuf>,
+    /// One JSON object instead of the table
+    #[arg(long)]
+    pub json: bool,
 }
 
-pub fn run(_args: Args) -> i32 {
-    eprintln!("swarm status: not implemented yet");
-    crate::error::exit::ENV
+pub fn run(args: Args) -> i32 {
+    let project = match super::project(args.root.as_deref()) {
+        Ok(p) => p,
+        Err(e) => return crate::cli::report(&e, args.json),
+    };
+    match status::collect(&project) {
+        Ok(s) => {
+            if args.json {
+                crate::cli::out(&format!("{}\n", serde_json::to_string(&s).unwrap_or_default()));
+            } else {
+                crate::cli::out(&status::text(&s));
+            }
+            exit::OK
+        }
+        Err(e) => crate::cli::report(&e, args.json),
+    }
 }

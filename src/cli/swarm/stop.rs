@@ -1,13 +1,39 @@
-//! `swarm stop` (in progress).
+//! `swarm stop [root]`: stop file + TERM, wait up to 5 s, then KILL; only the
+//! process that holds the daemon lock is ever signalled.
+
+use std::path::PathBuf;
+
+use crate::control;
+use crate::error::exit;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Arguments (not yet implemented)
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
+    /// Project root (default: found from the current directory)
+    pub root: Option<PathBuf>,
+    /// One JSON object instead of the text line
+    #[arg(long)]
+    pub json: bool,
 }
 
-pub fn run(_args: Args) -> i32 {
-    eprintln!("swarm stop: not implemented yet");
-    crate::error::exit::ENV
+pub fn run(args: Args) -> i32 {
+    let project = match super::project(args.root.as_deref()) {
+        Ok(p) => p,
+        Err(e) => return crate::cli::report(&e, args.json),
+    };
+    match control::stop(&project, control::GRACE) {
+        Ok(r) => {
+            if args.json {
+                crate::cli::out(&format!("{}\n", serde_json::to_string(&r).unwrap_or_default()));
+            } else {
+                let text = match (r.pid, r.killed) {
+                    (None, _) => "handoffd was not running\n".to_string(),
+                    (Some(p), false) => format!("handoffd stopped (pid {p})\n"),
+                    (Some(p), true) => format!("handoffd killed after 5 s (pid {p})\n"),
+                };
+                crate::cli::out(&text);
+            }
+            exit::OK
+        }
+        Err(e) => crate::cli::report(&e, args.json),
+    }
 }

@@ -1,0 +1,43 @@
+//! `handoffd [--once] [--poll] <project-root>`.
+
+use std::path::PathBuf;
+
+use crate::daemon::{self, Options};
+use crate::error::exit;
+
+pub const USAGE: &str = "Usage: handoffd [--once] [--poll] <project-root>";
+
+pub fn run() -> i32 {
+    let mut opts = Options::default();
+    let mut root: Option<PathBuf> = None;
+    for a in std::env::args().skip(1) {
+        match a.as_str() {
+            "--once" => opts.once = true,
+            "--poll" => opts.poll = true,
+            "-h" | "--help" => {
+                println!("{USAGE}\n\nRoutes every role's outbox into its recipients' inboxes.\n  --once  one delivery pass, then exit\n  --poll  poll instead of file events");
+                return exit::OK;
+            }
+            "-V" | "--version" => {
+                println!("handoffd {}", env!("CARGO_PKG_VERSION"));
+                return exit::OK;
+            }
+            s if s.starts_with('-') || root.is_some() => {
+                eprintln!("{USAGE}");
+                return exit::ENV;
+            }
+            s => root = Some(PathBuf::from(s)),
+        }
+    }
+    let Some(root) = root else {
+        eprintln!("{USAGE}");
+        return exit::ENV;
+    };
+    match daemon::run(&root, opts) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("handoffd: {e}");
+            e.exit_code()
+        }
+    }
+}
