@@ -16,56 +16,33 @@ use crate::layout::Project;
 /// Time `swarm stop` gives the daemon before SIGKILL.
 pub const GRACE: Duration = Duration::from_secs(5);
 
-/// Whether `pid` holds a flock on the inode `ino` (per /proc/locks).
-fn holds_lock(pid: u32, ino: u64) -> bool {
-    let Ok(text) = fs::read_to_string("/proc/locks") else {
-        return false;
-    };
-    text.lines().any(|l| {
+/// The pid holding a flock(2) lock on inode `ino`, per /proc/locks. Reading
+/// /proc/locks never takes the lock, so probing cannot make a starting daemon
+/// believe another one runs.
+fn lock_holder(ino: u64) -> Option<u32> {
+    let text = fs::read_to_string("/proc/locks").ok()?;
+    text.lines().find_map(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
         // "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"
-        f.len() >= 6
+        let on_inode = f.len() >= 6
             && f[1] == "FLOCK"
-            && f[4] == pid.to_string()
-            && f[5].rsplit(':').next() == Some(ino.to_string().as_str())
+            && f[5].rsplit(':').next() == Some(ino.to_string().as_str());
+        on_inode.then(|| f[4].parse().ok()).flatten()
     })
 }
 
-/// The pid of the live daemon, verified against the lock it holds.
+/// The pid of the live daemon: the process holding the lock on the pid file.
 pub fn running_pid(project: &Project) -> Option<u32> {
-    let path = project.pid_file();
-    let meta = fs::metadata(&path).ok()?;
-    // Free lock: nobody runs. Drop it at once.
-    if fsx::try_lock(&path).ok()?.is_some() {
-        return None;
-    }
-    // The holder writes its pid right after locking; give it a moment.
-    let end = Instant::now() + Duration::from_millis(500);
-    loop {
-        let pid = fs::read_to_string(&path)
-            .ok()
-            .and_then(|s| s.trim().parse::<u32>().ok());
-        if let Some(pid) = pid {
-            if holds_lock(pid, meta.ino()) {
-                return Some(pid);
-            }
-        }
-        if Instant::now() >= end {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let meta = fs::metadata(project.pid_file()).ok()?;
+    lock_holder(meta.ino())
 }
 
 fn lock_free(project: &Project) -> bool {
-    if !project.pid_file().exists() {
-        return true;
-    }
-    matches!(fsx::try_lock(&project.pid_file()), Ok(Some(_)) | Err(_))
+    running_pid(project).is_none()
 }
 
 fn signal(pid: u32, sig: i32) {
-    // SAFETY: plain kill(2) on a pid verified to hold the daemon lock.
+    // SAFETY: plain kill(2) on the pid that holds the daemon lock.
     unsafe {
         libc::kill(pid as libc::pid_t, sig);
     }
@@ -91,12 +68,18 @@ pub fn stop(project: &Project, grace: Duration) -> Result<StopReport> {
         )));
     }
     fsx::ensure_dirs(&[&dir]).at(&dir)?;
+    // Who runs, asked before the stop file exists: the daemon reacts to the
+    // file within milliseconds, and asking afterwards reported a daemon that
+    // was just stopped as "not running".
+    let pid = running_pid(project);
     let stop_file = project.stop_file();
     fsx::write_file(&stop_file, b"").at(&stop_file)?;
-    let pid = running_pid(project);
     let mut killed = false;
     if let Some(pid) = pid {
-        signal(pid, libc::SIGTERM);
+        // Gone already (it saw the stop file): nothing to signal.
+        if !lock_free(project) {
+            signal(pid, libc::SIGTERM);
+        }
         let end = Instant::now() + grace;
         while !lock_free(project) && Instant::now() < end {
             std::thread::sleep(Duration::from_millis(10));

@@ -32,7 +32,10 @@ pub struct Options {
 
 enum Msg {
     /// Something changed under a watched folder; `rescan` when events were lost.
-    Fs { paths: Vec<PathBuf>, rescan: bool },
+    Fs {
+        paths: Vec<PathBuf>,
+        rescan: bool,
+    },
     WatchError(String),
     Signal,
 }
@@ -69,9 +72,13 @@ fn load(project: &Project) -> Result<(Roles, Config)> {
 
 /// Runs the daemon for `root`; returns the exit code.
 pub fn run(root: &Path, opts: Options) -> Result<i32> {
-    let root = root
-        .canonicalize()
-        .map_err(|e| Error::io_hint(root, e, "pass the project root (the folder holding .swarmforge/)"))?;
+    let root = root.canonicalize().map_err(|e| {
+        Error::io_hint(
+            root,
+            e,
+            "pass the project root (the folder holding .swarmforge/)",
+        )
+    })?;
     let project = Project::new(&root);
     if !project.swarmforge().is_dir() {
         return Err(Error::env(format!(
@@ -119,7 +126,6 @@ pub fn run(root: &Path, opts: Options) -> Result<i32> {
         );
         0
     } else {
-        d.journal.record(&Event::new(Kind::Started));
         let code = d.serve();
         if d.project.swarmforge().is_dir() {
             d.journal.record(&Event::new(Kind::Stopped));
@@ -218,6 +224,7 @@ impl Daemon {
             }
         };
         let mut watched: Vec<PathBuf> = Vec::new();
+        let root = self.project.root.clone();
         let mut sync_watches = |w: &mut Option<notify::RecommendedWatcher>, want: Vec<PathBuf>| {
             let Some(w) = w.as_mut() else { return };
             for p in watched.iter().filter(|p| !want.contains(p)) {
@@ -225,7 +232,7 @@ impl Daemon {
             }
             for p in &want {
                 if !watched.contains(p) || !p.exists() {
-                    let _ = fsx::ensure_dirs(&[p]);
+                    make_watchable(&root, p);
                     if let Err(e) = w.watch(p, notify::RecursiveMode::NonRecursive) {
                         eprintln!("handoffd: cannot watch {}: {e}", p.display());
                     }
@@ -234,6 +241,9 @@ impl Daemon {
             watched = want;
         };
         sync_watches(&mut watcher, self.watched_dirs());
+        // Logged once the watcher is in place, so `started` means ready: a
+        // file queued after this line is seen by an event.
+        self.journal.record(&Event::new(Kind::Started));
 
         let polling = watcher.is_none();
         let cfg = |d: &Daemon| d.deliverer.config.daemon.clone();
@@ -248,7 +258,11 @@ impl Daemon {
                 if self.deliverer.roles.worktrees() != before {
                     sync_watches(&mut watcher, self.watched_dirs());
                 }
-                let every = if polling { cfg(self).poll_interval.0 } else { cfg(self).rescan.0 };
+                let every = if polling {
+                    cfg(self).poll_interval.0
+                } else {
+                    cfg(self).rescan.0
+                };
                 next_rescan = Instant::now() + every;
             }
             if self.stop_requested() || !self.project.swarmforge().is_dir() {
@@ -282,7 +296,9 @@ impl Daemon {
                                 if rescan || paths.iter().any(|p| self.is_outbox_event(p)) {
                                     need_pass = true;
                                 }
-                                if paths.iter().any(|p| self.is_config_event(p)) && self.reload_if_changed() {
+                                if paths.iter().any(|p| self.is_config_event(p))
+                                    && self.reload_if_changed()
+                                {
                                     sync_watches(&mut watcher, self.watched_dirs());
                                     need_pass = true;
                                 }
@@ -354,6 +370,34 @@ impl Daemon {
                 method: method.clone(),
                 rewake: true,
             });
+        }
+    }
+}
+
+/// Creates a missing outbox so it can be watched: one mkdir per level below
+/// its worktree (below `.swarmforge/` for the project root's own outbox), and
+/// never a project-level folder. Recreating `.swarmforge/daemon/` when
+/// roles.tsv vanished made `rm -rf` of a project fail and kept the daemon
+/// alive; now a project being deleted is never brought back half-way.
+fn make_watchable(root: &Path, dir: &Path) {
+    if dir.is_dir() || dir.file_name().is_none_or(|n| n != "outbox") {
+        return;
+    }
+    let Some(sf) = dir.parent().and_then(Path::parent) else {
+        return;
+    };
+    let Some(wt) = sf.parent() else { return };
+    let base = if wt == root { sf } else { wt };
+    let Ok(rel) = dir.strip_prefix(base) else {
+        return;
+    };
+    let mut cur = base.to_path_buf();
+    for c in rel.components() {
+        cur.push(c);
+        match std::fs::create_dir(&cur) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(_) => return,
         }
     }
 }

@@ -17,7 +17,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use crate::clock;
 use crate::config::Config;
@@ -62,15 +61,14 @@ struct Candidate {
     worktree: PathBuf,
 }
 
-/// Names of items inside `batch_*` dirs of one inbox, valid while the
-/// directory mtimes it was built from are unchanged.
-struct BatchIndex {
+/// Every item name a recipient held when the index was built: everything in
+/// `new/` plus everything inside the `batch_*` dirs of `in_process/` and
+/// `completed/`. Items only move forward (new → in_process → completed), so a
+/// name in `new/` at build time is held for good even after it moved into a
+/// batch; and since this daemon is the only writer of `new/`, any copy made
+/// before this pass is covered. No timestamps, no locks.
+struct InboxIndex {
     names: HashSet<String>,
-    stamps: Vec<(PathBuf, Option<SystemTime>)>,
-}
-
-fn mtime(p: &Path) -> Option<SystemTime> {
-    fs::metadata(p).and_then(|m| m.modified()).ok()
 }
 
 fn batch_dirs(dir: &Path) -> Vec<PathBuf> {
@@ -86,28 +84,23 @@ fn batch_dirs(dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-impl BatchIndex {
-    fn build(wt: &Worktree) -> BatchIndex {
-        let mut stamps = vec![
-            (wt.in_process(), mtime(&wt.in_process())),
-            (wt.completed(), mtime(&wt.completed())),
-        ];
-        let mut names = HashSet::new();
-        for (base, mutable) in [(wt.in_process(), true), (wt.completed(), false)] {
+fn entry_names(dir: &Path) -> impl Iterator<Item = String> {
+    fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+}
+
+impl InboxIndex {
+    fn build(wt: &Worktree) -> InboxIndex {
+        let mut names: HashSet<String> = entry_names(&wt.inbox_new()).collect();
+        for base in [wt.in_process(), wt.completed()] {
             for b in batch_dirs(&base) {
-                if mutable {
-                    stamps.push((b.clone(), mtime(&b)));
-                }
-                if let Ok(rd) = fs::read_dir(&b) {
-                    names.extend(rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()));
-                }
+                names.extend(entry_names(&b));
             }
         }
-        BatchIndex { names, stamps }
-    }
-
-    fn fresh(&self) -> bool {
-        self.stamps.iter().all(|(p, t)| mtime(p) == *t)
+        InboxIndex { names }
     }
 }
 
@@ -125,11 +118,18 @@ pub struct Deliverer {
     started: bool,
     /// Last deferral reason logged per file, so a stuck file logs once per cause.
     deferred: HashMap<PathBuf, String>,
-    batch_index: HashMap<PathBuf, BatchIndex>,
+    /// Per recipient worktree, built at most once per pass (thorough checks only).
+    index: HashMap<PathBuf, InboxIndex>,
 }
 
 impl Deliverer {
-    pub fn new(project: Project, roles: Roles, config: Config, journal: Journal, waker: Waker) -> Self {
+    pub fn new(
+        project: Project,
+        roles: Roles,
+        config: Config,
+        journal: Journal,
+        waker: Waker,
+    ) -> Self {
         Deliverer {
             project,
             roles,
@@ -140,7 +140,7 @@ impl Deliverer {
             suspects: HashSet::new(),
             started: false,
             deferred: HashMap::new(),
-            batch_index: HashMap::new(),
+            index: HashMap::new(),
         }
     }
 
@@ -148,7 +148,9 @@ impl Deliverer {
         let mut out = Vec::new();
         for wt_path in self.roles.worktrees() {
             let outbox = Worktree::new(&wt_path).outbox();
-            let Ok(rd) = fs::read_dir(&outbox) else { continue };
+            let Ok(rd) = fs::read_dir(&outbox) else {
+                continue;
+            };
             for e in rd.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
                 if !name.ends_with(".handoff") {
@@ -166,7 +168,11 @@ impl Deliverer {
                 });
             }
         }
-        out.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.worktree.cmp(&b.worktree)));
+        out.sort_by(|a, b| {
+            a.name
+                .cmp(&b.name)
+                .then_with(|| a.worktree.cmp(&b.worktree))
+        });
         out
     }
 
@@ -178,7 +184,8 @@ impl Deliverer {
         self.started = true;
         let candidates = self.candidates();
         if first {
-            self.suspects.extend(candidates.iter().map(|c| c.path.clone()));
+            self.suspects
+                .extend(candidates.iter().map(|c| c.path.clone()));
         }
         for c in candidates {
             if self.stop.load(Ordering::Relaxed) {
@@ -214,7 +221,7 @@ impl Deliverer {
         // Forget state for files that are gone (delivered by hand, removed).
         self.suspects.retain(|p| p.exists());
         self.deferred.retain(|p, _| p.exists());
-        self.batch_index.clear();
+        self.index.clear();
         report
     }
 
@@ -297,11 +304,11 @@ impl Deliverer {
         if !thorough {
             return false;
         }
-        let fresh = self.batch_index.get(&wt.root).is_some_and(BatchIndex::fresh);
-        if !fresh {
-            self.batch_index.insert(wt.root.clone(), BatchIndex::build(wt));
-        }
-        self.batch_index[&wt.root].names.contains(name)
+        self.index
+            .entry(wt.root.clone())
+            .or_insert_with(|| InboxIndex::build(wt))
+            .names
+            .contains(name)
     }
 
     fn deliver_one(&mut self, c: &Candidate) -> Outcome {
@@ -350,7 +357,7 @@ impl Deliverer {
         }
         self.journal
             .record(&Event::new(Kind::Delivered).message(&msg).path(&c.path));
-        // forum.log line: wired once transcript::forum_line lands.
+        self.journal.forum(&crate::transcript::forum_line(&msg));
         Outcome::Delivered
     }
 

@@ -237,11 +237,15 @@ impl Waker {
                     );
                 }
                 let f = last_wake_file(&self.project, &req.role);
-                let _ = f
-                    .parent()
-                    .map(|d| fsx::ensure_dirs(&[d]))
-                    .unwrap_or(Ok(()))
-                    .and_then(|_| fsx::write_file(&f, format!("{}\n", clock::iso_now()).as_bytes()));
+                // One mkdir, never `create_dir_all`: a wake-up finishing after
+                // `.swarmforge/` was deleted must not bring it back.
+                let made = match f.parent().map(std::fs::create_dir) {
+                    Some(Err(e)) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
+                    _ => Ok(()),
+                };
+                let _ = made.and_then(|_| {
+                    fsx::write_file(&f, format!("{}\n", clock::iso_now()).as_bytes())
+                });
             }
             Err(reason) => self.journal.record(
                 &Event::new(Kind::NotifyFailed)

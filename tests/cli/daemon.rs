@@ -1,1 +1,1441 @@
-//! (in progress)
+//! handoffd end to end (issue 3): real daemon processes in temp projects,
+//! deadlines instead of sleeps, and assertions on exact file trees, log lines,
+//! `events.jsonl` objects and exit codes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::support::{bin, clean_command, wait_until, Daemon, Project, Run, DEADLINE};
+
+const WAKE_TEXT: &str = "You have new handoff mail. If idle, run ready_for_next.sh.";
+const PREAMBLE: &str = "Re-read your role and constitution.";
+const CREATED: &str = "2026-06-15T14:05:31.123456Z";
+
+// ---------------------------------------------------------------- fixtures
+
+/// One row of roles.tsv: name, worktree (`master` or a folder under
+/// `.worktrees/`), agent, receive mode.
+type RoleRow<'a> = (&'a str, &'a str, &'a str, &'a str);
+
+/// A project whose roles may live in separate worktrees. A role worktree gets
+/// `.swarmforge/handoffs/` and a `project-root` pointer, which is all the
+/// helpers need to find the project from there.
+fn swarm(rows: &[RoleRow]) -> Project {
+    let p = Project::new(&[]);
+    write_rows(&p, rows);
+    p
+}
+
+fn write_rows(p: &Project, rows: &[RoleRow]) {
+    let mut tsv = String::new();
+    for (name, wt, agent, mode) in rows {
+        let path = wt_path(p, wt);
+        if *wt != "master" {
+            fs::create_dir_all(path.join(".swarmforge/handoffs")).unwrap();
+            fs::write(
+                path.join(".swarmforge/project-root"),
+                format!("{}\n", p.root.display()),
+            )
+            .unwrap();
+        }
+        tsv.push_str(&format!(
+            "{name}\t{wt}\t{}\tswarmforge-{name}\t{name}\t{agent}\t{mode}\n",
+            path.display()
+        ));
+    }
+    p.write_roles_raw(&tsv);
+}
+
+fn wt_path(p: &Project, wt: &str) -> PathBuf {
+    if wt == "master" {
+        p.root.clone()
+    } else {
+        p.root.join(".worktrees").join(wt)
+    }
+}
+
+/// `<worktree>/.swarmforge/handoffs/<rel>`
+fn hq(p: &Project, wt: &str, rel: &str) -> PathBuf {
+    wt_path(p, wt).join(".swarmforge/handoffs").join(rel)
+}
+
+/// A well-formed outbox note from `sender` (what `swarm-handoff` writes).
+struct Note {
+    id: String,
+    name: String,
+    text: String,
+}
+
+fn note(sender: &str, seq: u32, to: &str, message: &str) -> Note {
+    let id = format!("20260615T140531Z_{seq:06}_from_{sender}");
+    let name = format!("50_{id}_to_{}.handoff", to.replace(',', "_"));
+    let text = format!(
+        "id: {id}\nfrom: {sender}\nto: {to}\npriority: 50\ntype: note\nmessage: {message}\n\
+         created_at: {CREATED}\n\n{PREAMBLE}\n\n{message}\n"
+    );
+    Note { id, name, text }
+}
+
+/// Publishes `bytes` as `<outbox>/<name>` the way senders must: temp file in
+/// `outbox/tmp/`, then rename.
+fn drop_in_outbox(p: &Project, wt: &str, name: &str, bytes: &[u8]) -> PathBuf {
+    let tmp_dir = hq(p, wt, "outbox/tmp");
+    fs::create_dir_all(&tmp_dir).unwrap();
+    let tmp = tmp_dir.join(format!("{name}.tmp"));
+    fs::write(&tmp, bytes).unwrap();
+    let dest = hq(p, wt, "outbox").join(name);
+    fs::rename(&tmp, &dest).unwrap();
+    dest
+}
+
+fn post(p: &Project, wt: &str, n: &Note) -> PathBuf {
+    drop_in_outbox(p, wt, &n.name, n.text.as_bytes())
+}
+
+/// Sends a draft with `swarm-handoff` as `role` from its worktree.
+fn send_from(p: &Project, role: &str, wt: &str, draft: &str) -> Run {
+    let dir = wt_path(p, wt);
+    let draft_path = dir.join(format!("draft-{role}.txt"));
+    fs::write(&draft_path, draft).unwrap();
+    let rel = dir
+        .strip_prefix(&p.root)
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    p.run_in(
+        &rel,
+        Some(role),
+        "swarm-handoff",
+        &[draft_path.to_str().unwrap()],
+    )
+}
+
+fn run_helper(p: &Project, role: &str, wt: &str, program: &str) -> Run {
+    let dir = wt_path(p, wt);
+    let rel = dir
+        .strip_prefix(&p.root)
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    p.run_in(&rel, Some(role), program, &[])
+}
+
+fn queued_path(r: &Run) -> PathBuf {
+    r.ok();
+    let line = r
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("HANDOFF QUEUED: "))
+        .unwrap_or_else(|| panic!("no HANDOFF QUEUED line in {:?}", r.stdout));
+    PathBuf::from(line)
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+/// Starts `handoffd [extra] <root>` and waits until this very process holds
+/// the pid file and has logged one more `started` line (restarts too).
+fn start(p: &Project, extra: &[&str]) -> Daemon {
+    let before = count(&p.log(), "started");
+    let err = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(p.root.join("handoffd.stderr"))
+        .unwrap();
+    let child = clean_command(&bin("handoffd"), &p.root)
+        .args(extra)
+        .arg(&p.root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .expect("handoffd starts");
+    let pid = child.id();
+    let mut d = Daemon { child: Some(child) };
+    let pid_file = p.path(".swarmforge/daemon/handoffd.pid");
+    let end = Instant::now() + DEADLINE;
+    loop {
+        let mine = fs::read_to_string(&pid_file).is_ok_and(|s| s.trim() == pid.to_string());
+        if mine && count(&p.log(), "started") > before {
+            return d;
+        }
+        if let Some(Some(code)) = d.child.as_mut().map(|c| c.try_wait().ok().flatten()) {
+            panic!(
+                "handoffd exited with {code:?} while starting; stderr:\n{}",
+                fs::read_to_string(p.root.join("handoffd.stderr")).unwrap_or_default()
+            );
+        }
+        assert!(Instant::now() < end, "handoffd did not start");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn signal(d: &Daemon, sig: i32) {
+    // SAFETY: kill(2) on our own child, which has not been reaped yet.
+    let rc = unsafe { libc::kill(d.pid() as libc::pid_t, sig) };
+    assert_eq!(rc, 0, "kill({}, {sig})", d.pid());
+}
+
+/// Log lines whose event word (after the time stamp) is `word`.
+fn lines(log: &str, word: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| l.split(' ').nth(1) == Some(word))
+        .map(|l| l.split_once(' ').unwrap().1.to_string())
+        .collect()
+}
+
+fn count(log: &str, word: &str) -> usize {
+    lines(log, word).len()
+}
+
+fn events(p: &Project) -> Vec<serde_json::Value> {
+    fs::read_to_string(p.path(".swarmforge/daemon/events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
+        .collect()
+}
+
+/// Waits for `delivered <outbox path>`, the last step of a delivery (after
+/// every copy is published and the original is in `sent/`).
+fn wait_delivered(p: &Project, outbox_path: &Path) {
+    let want = format!("delivered {}", outbox_path.display());
+    wait_until(DEADLINE, &want, || {
+        lines(&p.log(), "delivered").contains(&want)
+    });
+}
+
+fn write_config(p: &Project, yaml: &str) {
+    fs::write(p.path("swarm.yaml"), yaml).unwrap();
+}
+
+/// RFC 3339 UTC with microseconds (D4).
+fn is_iso_micros(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 27
+        && b[4] == b'-'
+        && b[10] == b'T'
+        && b[19] == b'.'
+        && b[26] == b'Z'
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| matches!(i, 4 | 7 | 10 | 13 | 16 | 19 | 26) || c.is_ascii_digit())
+}
+
+/// Headers (in order) and body of a handoff file, parsed independently of the
+/// crate; `None` when the file is not complete and well-formed.
+fn parse(text: &str) -> Option<(Vec<(String, String)>, String)> {
+    let (head, body) = text.split_once("\n\n")?;
+    let mut h = Vec::new();
+    for l in head.lines() {
+        let (k, v) = l.split_once(": ")?;
+        h.push((k.to_string(), v.to_string()));
+    }
+    Some((h, body.to_string()))
+}
+
+fn header<'a>(h: &'a [(String, String)], k: &str) -> Option<&'a str> {
+    h.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str())
+}
+
+/// Every regular file below `dir`, recursively.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let t = e.file_type().unwrap();
+        if t.is_dir() {
+            out.extend(walk(&e.path()));
+        } else {
+            out.push(e.path());
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Items a recipient holds: `new/`, `in_process/`, `completed/`, batch dirs included.
+fn inbox_items(p: &Project, wt: &str) -> Vec<PathBuf> {
+    ["inbox/new", "inbox/in_process", "inbox/completed"]
+        .iter()
+        .flat_map(|d| walk(&hq(p, wt, d)))
+        .filter(|f| f.to_string_lossy().ends_with(".handoff"))
+        .collect()
+}
+
+/// A tmux server on a private socket; killed on drop.
+struct Tmux {
+    sock: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Tmux {
+    /// `None` (with a note) when tmux is not installed.
+    fn start(sessions: &[&str]) -> Option<Tmux> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            eprintln!("NOTE: tmux is not installed; skipping the tmux wake-up test");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let t = Tmux {
+            sock: dir.path().join("sock"),
+            _dir: dir,
+        };
+        for s in sessions {
+            let out = t.cmd(&["new-session", "-d", "-x", "200", "-y", "20", "-s", s, "cat"]);
+            assert!(out.status.success(), "tmux new-session {s}: {out:?}");
+        }
+        Some(t)
+    }
+
+    fn cmd(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .arg("-S")
+            .arg(&self.sock)
+            .args(args)
+            .env_remove("TMUX")
+            .stdin(Stdio::null())
+            .output()
+            .expect("tmux runs")
+    }
+
+    fn pane(&self, session: &str) -> String {
+        let out = self.cmd(&["capture-pane", "-p", "-t", session]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["kill-server"]);
+    }
+}
+
+/// Lines in a file (0 when missing).
+fn line_count(p: &Path) -> usize {
+    fs::read_to_string(p)
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+/// Whether a process has an inotify descriptor open.
+fn uses_inotify(pid: u32) -> bool {
+    fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .any(|e| fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().contains("inotify")))
+}
+
+// ------------------------------------------------------------------ tests
+
+/// Several recipients in separate worktrees each get one complete copy with
+/// the headers in D5 order (other headers sorted by name after them); the
+/// original moves to `sent/` unchanged and the journal says `delivered`.
+#[test]
+fn delivers_to_several_recipients_with_headers_in_d5_order() {
+    let p = swarm(&[
+        ("coder", "master", "codex", "task"),
+        ("reviewer", "reviewer", "claude", "task"),
+        ("QA", "qa", "codex", "batch"),
+    ]);
+    let full = p.commit("work");
+    let short = &full[..10];
+    let queued = queued_path(&send_from(
+        &p,
+        "coder",
+        "master",
+        &format!("type: git_handoff\nto: reviewer,QA\npriority: 20\ntask: review-login\ncommit: {short}\n"),
+    ));
+    let original = fs::read_to_string(&queued).unwrap();
+    let name = file_name(&queued);
+    let (oh, _) = parse(&original).unwrap();
+    let id = header(&oh, "id").unwrap().to_string();
+    let created = header(&oh, "created_at").unwrap().to_string();
+
+    // A hand-written file with headers outside D5's list (and the repeatable
+    // `artifact`) in scrambled order.
+    let extra = note("coder", 900, "reviewer", "see notes");
+    let scrambled = extra.text.replace(
+        "type: note\n",
+        "zeta: last\ntype: note\nartifact: z.txt\nalpha: first\nartifact: a.txt\n",
+    );
+    drop_in_outbox(&p, "master", &extra.name, scrambled.as_bytes());
+
+    let _d = start(&p, &[]);
+    wait_until(DEADLINE, "both delivered", || {
+        count(&p.log(), "delivered") == 2
+    });
+
+    for (role, wt) in [("reviewer", "reviewer"), ("QA", "qa")] {
+        let copy = fs::read_to_string(hq(&p, wt, "inbox/new").join(&name)).unwrap();
+        let (h, _) = parse(&copy).unwrap();
+        let enq = header(&h, "enqueued_at").unwrap();
+        assert!(is_iso_micros(enq), "enqueued_at {enq:?}");
+        assert_eq!(
+            copy,
+            format!(
+                "id: {id}\nfrom: coder\nto: reviewer,QA\nrecipient: {role}\npriority: 20\n\
+                 type: git_handoff\nrole: coder\ntask: review-login\ncommit: {short}\n\
+                 created_at: {created}\nenqueued_at: {enq}\n\n{PREAMBLE}\n\n\
+                 merge_and_process coder {short}\n"
+            )
+        );
+        assert!(walk(&hq(&p, wt, "inbox/tmp")).is_empty());
+    }
+    let copy = fs::read_to_string(hq(&p, "reviewer", "inbox/new").join(&extra.name)).unwrap();
+    let enq = header(&parse(&copy).unwrap().0, "enqueued_at")
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        copy,
+        format!(
+            "id: {}\nfrom: coder\nto: reviewer\nrecipient: reviewer\npriority: 50\ntype: note\n\
+             message: see notes\ncreated_at: {CREATED}\nenqueued_at: {enq}\nalpha: first\n\
+             artifact: z.txt\nartifact: a.txt\nzeta: last\n\n{PREAMBLE}\n\nsee notes\n",
+            extra.id
+        )
+    );
+    // Exactly the expected copies, nowhere else.
+    assert_eq!(p.files(&hq(&p, "reviewer", "inbox/new")), {
+        let mut v = vec![name.clone(), extra.name.clone()];
+        v.sort();
+        v
+    });
+    assert_eq!(p.files(&hq(&p, "qa", "inbox/new")), vec![name.clone()]);
+    assert!(
+        inbox_items(&p, "master").is_empty(),
+        "the sender got a copy"
+    );
+    assert!(p.files(&hq(&p, "master", "outbox")).is_empty());
+    assert!(p.files(&hq(&p, "master", "failed")).is_empty());
+    // The original is untouched in sent/.
+    assert_eq!(
+        fs::read_to_string(hq(&p, "master", "sent").join(&name)).unwrap(),
+        original
+    );
+
+    let log = p.log();
+    let delivered = lines(&log, "delivered");
+    assert_eq!(
+        delivered,
+        vec![
+            format!("delivered {}", queued.display()),
+            format!(
+                "delivered {}",
+                hq(&p, "master", "outbox").join(&extra.name).display()
+            ),
+        ]
+    );
+    assert_eq!(count(&log, "failed"), 0);
+    let ev: Vec<_> = events(&p)
+        .into_iter()
+        .filter(|e| e["kind"] == "delivered")
+        .collect();
+    assert_eq!(ev.len(), 2);
+    assert_eq!(ev[0]["id"], id.as_str());
+    assert_eq!(ev[0]["from"], "coder");
+    assert_eq!(ev[0]["to"], "reviewer,QA");
+    assert_eq!(ev[0]["path"], queued.to_str().unwrap());
+    // Every log line carries a D4 time stamp.
+    for l in log.lines() {
+        assert!(is_iso_micros(l.split(' ').next().unwrap()), "{l}");
+    }
+}
+
+/// Every refusal reason: the original goes to the sender's `failed/` with
+/// `<name>.error` holding the reason, the log says `failed <path> <reason>`,
+/// `events.jsonl` has the same facts, no copy is written anywhere, and the
+/// daemon goes on delivering the good file after each bad one.
+#[test]
+fn refusals_go_to_failed_with_the_reason_and_delivery_goes_on() {
+    let p = swarm(&[
+        ("coder", "master", "codex", "task"),
+        ("reviewer", "reviewer", "claude", "task"),
+    ]);
+    write_config(&p, "limits: {max_file_bytes: 200}\n");
+    let _d = start(&p, &[]);
+    let outbox = hq(&p, "master", "outbox");
+
+    // (file name, how to make it, expected reason)
+    let mut cases: Vec<(String, String)> = Vec::new();
+    let mut good: Vec<String> = Vec::new();
+    let mut seq = 0;
+    fn next(seq: &mut u32) -> u32 {
+        *seq += 1;
+        *seq
+    }
+    // One good file after every bad one proves the daemon keeps going.
+    fn good_one(p: &Project, seq: &mut u32, good: &mut Vec<String>) {
+        let n = note("coder", next(seq), "reviewer", "ok");
+        assert!(n.text.len() <= 200, "good file must fit the limit");
+        let path = post(p, "master", &n);
+        good.push(n.name.clone());
+        wait_delivered(p, &path);
+    }
+
+    // Malformed: no blank line after the headers.
+    let n = note("coder", next(&mut seq), "reviewer", "a");
+    let text = n.text.split("\n\n").next().unwrap().to_string() + "\n";
+    drop_in_outbox(&p, "master", &n.name, text.as_bytes());
+    cases.push((n.name, "malformed: no blank line after the headers".into()));
+    good_one(&p, &mut seq, &mut good);
+
+    // Malformed: duplicate header.
+    let n = note("coder", next(&mut seq), "reviewer", "a");
+    let text = n
+        .text
+        .replace("from: coder\n", "from: coder\nfrom: coder\n");
+    drop_in_outbox(&p, "master", &n.name, text.as_bytes());
+    cases.push((n.name, "malformed: line 3: duplicate header 'from'".into()));
+    good_one(&p, &mut seq, &mut good);
+
+    // Malformed: control character in a value (terminal injection).
+    let n = note("coder", next(&mut seq), "reviewer", "a");
+    let text = n.text.replace("message: a\n", "message: a\x1b[2J\n");
+    drop_in_outbox(&p, "master", &n.name, text.as_bytes());
+    cases.push((
+        n.name,
+        "malformed: line 6: header 'message' contains a control character".into(),
+    ));
+    good_one(&p, &mut seq, &mut good);
+
+    // A symlink to a file outside the swarm.
+    let n = note("coder", next(&mut seq), "reviewer", "a");
+    let tmp = hq(&p, "master", "outbox/tmp").join("link.tmp");
+    std::os::unix::fs::symlink("/etc/passwd", &tmp).unwrap();
+    fs::rename(&tmp, outbox.join(&n.name)).unwrap();
+    cases.push((n.name, "symlink".into()));
+    good_one(&p, &mut seq, &mut good);
+
+    // Over the size limit.
+    let n = note("coder", next(&mut seq), "reviewer", &"x".repeat(60));
+    let size = n.text.len();
+    assert!(size > 200);
+    post(&p, "master", &n);
+    cases.push((n.name, format!("file too large ({size} bytes; limit 200)")));
+    good_one(&p, &mut seq, &mut good);
+
+    // `from` names a role that does not own this outbox (D8).
+    let n = note("reviewer", next(&mut seq), "reviewer", "a");
+    post(&p, "master", &n);
+    cases.push((n.name, "sender mismatch".into()));
+    good_one(&p, &mut seq, &mut good);
+
+    // Unknown recipient.
+    let n = note("coder", next(&mut seq), "ghost", "a");
+    post(&p, "master", &n);
+    cases.push((n.name, "unknown recipient ghost".into()));
+    good_one(&p, &mut seq, &mut good);
+
+    // Forged delivery headers.
+    for (h, v) in [("recipient", "reviewer"), ("enqueued_at", "now")] {
+        let n = note("coder", next(&mut seq), "reviewer", "a");
+        let text = n
+            .text
+            .replace("type: note\n", &format!("type: note\n{h}: {v}\n"));
+        assert!(text.len() <= 200, "must not trip the size limit");
+        drop_in_outbox(&p, "master", &n.name, text.as_bytes());
+        cases.push((n.name, format!("forged {h} header")));
+        good_one(&p, &mut seq, &mut good);
+    }
+
+    // An invalid file name (the content itself is fine).
+    let n = note("coder", next(&mut seq), "reviewer", "a");
+    let bad_name = "50 not a queue name.handoff".to_string();
+    drop_in_outbox(&p, "master", &bad_name, n.text.as_bytes());
+    cases.push((bad_name, "invalid file name".into()));
+    good_one(&p, &mut seq, &mut good);
+
+    // A FIFO (reading it must not block the daemon).
+    let n = note("coder", next(&mut seq), "reviewer", "a");
+    let tmp = hq(&p, "master", "outbox/tmp").join("fifo.tmp");
+    let c = std::ffi::CString::new(tmp.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    fs::rename(&tmp, outbox.join(&n.name)).unwrap();
+    cases.push((n.name, "not a regular file".into()));
+    good_one(&p, &mut seq, &mut good);
+
+    let failed = hq(&p, "master", "failed");
+    wait_until(DEADLINE, "every bad file refused", || {
+        cases
+            .iter()
+            .all(|(n, _)| failed.join(format!("{n}.error")).exists())
+    });
+    let log = p.log();
+    let ev = events(&p);
+    for (name, reason) in &cases {
+        let orig = failed.join(name);
+        let meta =
+            fs::symlink_metadata(&orig).unwrap_or_else(|e| panic!("{name} not in failed/: {e}"));
+        assert_eq!(
+            fs::read_to_string(failed.join(format!("{name}.error"))).unwrap(),
+            format!("{reason}\n"),
+            "{name}"
+        );
+        let outbox_path = outbox.join(name);
+        assert!(!outbox_path.exists() && fs::symlink_metadata(&outbox_path).is_err());
+        let want = format!("failed {} {reason}", outbox_path.display());
+        assert_eq!(
+            lines(&log, "failed").iter().filter(|l| **l == want).count(),
+            1,
+            "log line {want:?} in\n{log}"
+        );
+        let e: Vec<_> = ev
+            .iter()
+            .filter(|e| e["kind"] == "failed" && e["path"] == outbox_path.to_str().unwrap())
+            .collect();
+        assert_eq!(e.len(), 1, "{name}");
+        assert_eq!(e[0]["reason"], reason.as_str());
+        if reason == "symlink" {
+            assert!(meta.file_type().is_symlink(), "the symlink itself is kept");
+        }
+        if reason == "not a regular file" {
+            assert!(meta.file_type().is_fifo());
+        }
+    }
+    assert_eq!(count(&log, "failed"), cases.len());
+    assert_eq!(count(&log, "delivered"), good.len());
+    // No copies: the recipient holds exactly the good files, the sender nothing,
+    // and the content of /etc/passwd appears in no file of the project.
+    let mut want = good.clone();
+    want.sort();
+    assert_eq!(p.files(&hq(&p, "reviewer", "inbox/new")), want);
+    assert!(inbox_items(&p, "master").is_empty());
+    assert!(walk(&hq(&p, "reviewer", "inbox/tmp")).is_empty());
+    let passwd_line = fs::read_to_string("/etc/passwd")
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
+    for f in walk(&p.root)
+        .iter()
+        .filter(|f| !f.starts_with(p.root.join(".git")))
+    {
+        let m = fs::symlink_metadata(f).unwrap();
+        if m.file_type().is_file() {
+            let text = String::from_utf8_lossy(&fs::read(f).unwrap()).into_owned();
+            assert!(
+                !text.contains(&passwd_line),
+                "{} holds /etc/passwd",
+                f.display()
+            );
+        }
+    }
+    assert!(p.files(&outbox).is_empty());
+}
+
+/// Sets the flag when dropped, so helper threads stop even if the test panics.
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Outbox originals that some, but maybe not all, recipients already hold:
+/// the state a kill between publishing copies and moving the original leaves.
+fn half_delivered(p: &Project, rows: &[RoleRow]) -> usize {
+    let held: BTreeSet<String> = rows
+        .iter()
+        .flat_map(|r| inbox_items(p, r.1))
+        .map(|f| file_name(&f))
+        .collect();
+    rows.iter()
+        .flat_map(|r| p.files(&hq(p, r.1, "outbox")))
+        .filter(|n| held.contains(n))
+        .count()
+}
+
+/// A tiny deterministic PRNG (xorshift64*), seeded from the clock and printed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// kill -9 at random points while hundreds of messages flow from three
+/// senders (two writing temp+rename, one through `swarm-handoff`) and two
+/// recipients accept and finish work (one in batch mode): after restarts,
+/// every id reached every recipient exactly once, every inbox file is
+/// complete, and every original is in `sent/` exactly once.
+#[test]
+fn kill_9_at_random_points_loses_and_duplicates_nothing() {
+    let rows = [
+        ("a", "master", "codex", "task"),
+        ("b", "wb", "codex", "task"),
+        ("c", "wc", "codex", "batch"),
+    ];
+    let p = Arc::new(swarm(&rows));
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    eprintln!("crash test seed {seed}");
+    let mut rng = Rng(seed);
+    const HAND: u32 = 100; // per hand-writing sender
+    const VIA_CLI: u32 = 40;
+
+    let senders_done = Arc::new(AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for (sender, wt, to) in [("b", "wb", "a,c"), ("c", "wc", "a,b")] {
+        let p = p.clone();
+        writers.push(std::thread::spawn(move || {
+            let mut ids = Vec::new();
+            for i in 0..HAND {
+                let n = note(sender, i + 1, to, &format!("m{i}"));
+                post(&p, wt, &n);
+                ids.push((n.id, n.name, to.to_string()));
+                // Spread the traffic over the whole crash period.
+                std::thread::sleep(Duration::from_millis(8));
+            }
+            ids
+        }));
+    }
+    {
+        let p = p.clone();
+        writers.push(std::thread::spawn(move || {
+            let mut ids = Vec::new();
+            for i in 0..VIA_CLI {
+                let r = send_from(
+                    &p,
+                    "a",
+                    "master",
+                    &format!("type: note\nto: b,c\npriority: 50\nmessage: cli {i}\n"),
+                );
+                let path = queued_path(&r);
+                let name = file_name(&path);
+                let id = name
+                    .strip_prefix("50_")
+                    .and_then(|s| s.strip_suffix("_to_b_c.handoff"))
+                    .unwrap()
+                    .to_string();
+                ids.push((id, name, "b,c".to_string()));
+            }
+            ids
+        }));
+    }
+    // Recipients accept and finish work meanwhile, so copies move on to
+    // in_process/, completed/ and batch folders while the daemon restarts.
+    let mut consumers = Vec::new();
+    for (role, wt) in [("b", "wb"), ("c", "wc")] {
+        let p = p.clone();
+        let stop = senders_done.clone();
+        consumers.push(std::thread::spawn(move || {
+            let mut rounds = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let r = run_helper(&p, role, wt, "ready-next");
+                assert!(r.code == 0, "ready-next {role}: {r:?}");
+                if r.stdout.starts_with("NO_TASK") {
+                    std::thread::sleep(Duration::from_millis(5));
+                } else {
+                    let r = run_helper(&p, role, wt, "done-current");
+                    assert!(r.code == 0 || r.code == 1, "done-current {role}: {r:?}");
+                }
+                rounds += 1;
+            }
+            rounds
+        }));
+    }
+
+    let _stop_consumers = SetOnDrop(senders_done.clone());
+
+    let (mut kills, mut mid_delivery) = (0, 0);
+    let started = Instant::now();
+    while !(writers.iter().all(|w| w.is_finished()) && kills >= 20) {
+        let mut d = start(&p, &[]);
+        std::thread::sleep(Duration::from_millis(5 + rng.below(75)));
+        d.child.as_mut().unwrap().kill().unwrap();
+        d.child.take().unwrap().wait().unwrap();
+        kills += 1;
+        mid_delivery += half_delivered(&p, &rows);
+        // Recipients go on working while no daemon runs.
+        std::thread::sleep(Duration::from_millis(rng.below(40)));
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "senders too slow"
+        );
+    }
+    let mut expected = Vec::new();
+    for w in writers {
+        expected.extend(w.join().unwrap());
+    }
+    // A last daemon drains what is left.
+    let mut d = start(&p, &[]);
+    wait_until(DEADLINE, "every outbox drained", || {
+        ["master", "wb", "wc"]
+            .iter()
+            .all(|wt| p.files(&hq(&p, wt, "outbox")).is_empty())
+    });
+    senders_done.store(true, Ordering::Relaxed);
+    let rounds: Vec<usize> = consumers.into_iter().map(|c| c.join().unwrap()).collect();
+    signal(&d, libc::SIGTERM);
+    assert_eq!(d.wait_exit(DEADLINE), Some(0));
+    eprintln!(
+        "crash test: {} messages, {kills} kills ({mid_delivery} originals left mid-delivery), \
+         consumer rounds {rounds:?}, {:?}",
+        expected.len(),
+        started.elapsed()
+    );
+    assert_eq!(expected.len(), (2 * HAND + VIA_CLI) as usize);
+
+    // Per recipient: id -> copies found.
+    let mut held: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for (role, wt) in rows.iter().map(|r| (r.0, r.1)) {
+        for f in inbox_items(&p, wt) {
+            let text = fs::read_to_string(&f).unwrap();
+            let (h, body) =
+                parse(&text).unwrap_or_else(|| panic!("half-written {}: {text:?}", f.display()));
+            assert_eq!(header(&h, "recipient"), Some(role), "{}", f.display());
+            let enq = header(&h, "enqueued_at").unwrap_or_else(|| panic!("{}", f.display()));
+            assert!(is_iso_micros(enq));
+            let msg = header(&h, "message").unwrap();
+            assert_eq!(body, format!("{PREAMBLE}\n\n{msg}\n"), "{}", f.display());
+            assert_eq!(
+                Some(file_name(&f).as_str()),
+                f.file_name().and_then(|n| n.to_str())
+            );
+            *held
+                .entry((role.to_string(), header(&h, "id").unwrap().to_string()))
+                .or_default() += 1;
+        }
+    }
+    let mut want: BTreeSet<(String, String)> = BTreeSet::new();
+    for (id, _, to) in &expected {
+        for r in to.split(',') {
+            want.insert((r.to_string(), id.clone()));
+        }
+    }
+    let dups: Vec<_> = held.iter().filter(|(_, n)| **n != 1).collect();
+    assert!(dups.is_empty(), "duplicates: {dups:?}");
+    let got: BTreeSet<_> = held.keys().cloned().collect();
+    let missing: Vec<_> = want.difference(&got).collect();
+    let extra: Vec<_> = got.difference(&want).collect();
+    assert!(missing.is_empty(), "missing: {missing:?}");
+    assert!(extra.is_empty(), "unexpected: {extra:?}");
+    // Every original was moved to sent/ exactly once, under its own name.
+    let mut sent: Vec<String> = ["master", "wb", "wc"]
+        .iter()
+        .flat_map(|wt| p.files(&hq(&p, wt, "sent")))
+        .collect();
+    sent.sort();
+    let mut names: Vec<String> = expected.iter().map(|e| e.1.clone()).collect();
+    names.sort();
+    assert_eq!(sent, names);
+    for wt in ["master", "wb", "wc"] {
+        assert!(p.files(&hq(&p, wt, "failed")).is_empty(), "{wt} failed/");
+    }
+}
+
+/// The state a kill leaves between publishing copies and moving the
+/// original: the original is still in the outbox, and recipients already hold
+/// their copy in `new/`, `in_process/`, `completed/` or a batch folder. The
+/// restarted daemon writes only the missing copy.
+#[test]
+fn a_restart_writes_only_the_copies_still_missing() {
+    let holders = [
+        ("r1", "inbox/new"),
+        ("r2", "inbox/in_process"),
+        ("r3", "inbox/completed"),
+        ("r4", "inbox/in_process/batch_20260615T140600Z_000001"),
+        ("r5", "inbox/completed/batch_20260615T140600Z_000001"),
+    ];
+    let mut rows = vec![("a", "master", "codex", "task")];
+    for (r, _) in holders.iter().chain([("r6", "")].iter()) {
+        rows.push((r, r, "codex", "batch"));
+    }
+    let p = swarm(&rows);
+    let n = note("a", 1, "r1,r2,r3,r4,r5,r6", "once only");
+    for (r, dir) in holders {
+        let copy = n
+            .text
+            .replace("priority: 50\n", &format!("recipient: {r}\npriority: 50\n"));
+        let copy = copy.replace("\n\n", &format!("\nenqueued_at: {CREATED}\n\n"));
+        let d = hq(&p, r, dir);
+        fs::create_dir_all(&d).unwrap();
+        fs::write(d.join(&n.name), copy).unwrap();
+    }
+    let path = post(&p, "master", &n);
+    let _d = start(&p, &[]);
+    wait_delivered(&p, &path);
+    for (r, dir) in holders {
+        assert_eq!(
+            inbox_items(&p, r),
+            vec![hq(&p, r, dir).join(&n.name)],
+            "{r} got a second copy"
+        );
+    }
+    assert_eq!(
+        inbox_items(&p, "r6"),
+        vec![hq(&p, "r6", "inbox/new").join(&n.name)]
+    );
+    assert_eq!(p.files(&hq(&p, "master", "sent")), vec![n.name.clone()]);
+}
+
+/// A second daemon for the same project exits 1 naming the running pid;
+/// `--once` refuses too; the first keeps running and keeps its pid file.
+#[test]
+fn a_second_daemon_exits_1_naming_the_running_pid() {
+    let p = swarm(&[("coder", "master", "codex", "task")]);
+    let mut d = start(&p, &[]);
+    for extra in [&[][..], &["--once"][..]] {
+        let r: Run = clean_command(&bin("handoffd"), &p.root)
+            .args(extra)
+            .arg(&p.root)
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(r.code, 1, "{r:?}");
+        assert_eq!(r.stdout, "");
+        assert_eq!(
+            r.stderr,
+            format!(
+                "handoffd: handoffd is already running for {root} (pid {pid}).\n  \
+                 hint: `swarm stop {root}` stops it\n",
+                root = p.root.display(),
+                pid = d.pid()
+            )
+        );
+    }
+    assert!(d.child.as_mut().unwrap().try_wait().unwrap().is_none());
+    assert_eq!(
+        fs::read_to_string(p.path(".swarmforge/daemon/handoffd.pid")).unwrap(),
+        format!("{}\n", d.pid())
+    );
+    assert_eq!(count(&p.log(), "started"), 1);
+}
+
+fn assert_stopped_cleanly(p: &Project) {
+    let log = p.log();
+    assert_eq!(count(&log, "stopped"), 1, "{log}");
+    assert!(log.ends_with(" stopped\n"), "{log}");
+    assert!(!p.path(".swarmforge/daemon/handoffd.pid").exists());
+}
+
+/// SIGTERM: exit 0, `stopped` logged once, pid file removed, promptly.
+#[test]
+fn sigterm_stops_the_daemon_promptly() {
+    let p = swarm(&[("coder", "master", "codex", "task")]);
+    let mut d = start(&p, &[]);
+    let t = Instant::now();
+    signal(&d, libc::SIGTERM);
+    assert_eq!(
+        d.wait_exit(Duration::from_secs(2)),
+        Some(0),
+        "no exit within 2 s"
+    );
+    eprintln!("stop latency (SIGTERM -> exit): {:?}", t.elapsed());
+    assert_stopped_cleanly(&p);
+}
+
+/// SIGTERM in the middle of a long pass: the file in hand is finished, the
+/// rest stays in the outbox untouched (no original is left half-delivered),
+/// the exit is prompt, and the next start delivers the rest exactly once.
+#[test]
+fn sigterm_mid_pass_finishes_the_file_in_hand() {
+    let rows = [
+        ("coder", "master", "codex", "task"),
+        ("reviewer", "rev", "codex", "task"),
+        ("QA", "qa", "codex", "task"),
+    ];
+    let p = swarm(&rows);
+    const N: u32 = 400;
+    for i in 1..=N {
+        post(&p, "master", &note("coder", i, "reviewer,QA", "bulk"));
+    }
+    let mut d = start(&p, &[]);
+    let end = Instant::now() + DEADLINE;
+    while count(&p.log(), "delivered") == 0 {
+        assert!(Instant::now() < end, "nothing delivered");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let t = Instant::now();
+    signal(&d, libc::SIGTERM);
+    assert_eq!(d.wait_exit(Duration::from_secs(2)), Some(0));
+    let done = count(&p.log(), "delivered");
+    eprintln!(
+        "stop latency (SIGTERM mid-pass -> exit): {:?}, after {done} of {N} files",
+        t.elapsed()
+    );
+    assert_stopped_cleanly(&p);
+    assert_eq!(
+        half_delivered(&p, &rows),
+        0,
+        "an original was left half-delivered"
+    );
+    let left = p.files(&hq(&p, "master", "outbox")).len();
+    assert_eq!(left + done, N as usize);
+    assert!(left > 0, "the pass was not interrupted");
+
+    let _d = start(&p, &[]);
+    wait_until(DEADLINE, "the rest delivered", || {
+        count(&p.log(), "delivered") == N as usize
+    });
+    for wt in ["rev", "qa"] {
+        assert_eq!(inbox_items(&p, wt).len(), N as usize);
+    }
+}
+
+/// The stop file: exit 0, `stopped` once, pid file removed, promptly; the stale
+/// stop file does not prevent the next start.
+#[test]
+fn the_stop_file_stops_the_daemon_promptly() {
+    let p = swarm(&[("coder", "master", "codex", "task")]);
+    let mut d = start(&p, &[]);
+    let t = Instant::now();
+    fs::write(p.path(".swarmforge/daemon/stop"), "").unwrap();
+    assert_eq!(
+        d.wait_exit(Duration::from_secs(2)),
+        Some(0),
+        "no exit within 2 s"
+    );
+    eprintln!("stop latency (stop file -> exit): {:?}", t.elapsed());
+    assert_stopped_cleanly(&p);
+
+    let mut d = start(&p, &[]);
+    assert!(!p.path(".swarmforge/daemon/stop").exists());
+    assert!(d.child.as_mut().unwrap().try_wait().unwrap().is_none());
+}
+
+/// `swarm stop` stops the running daemon and says so; a second call reports
+/// that nothing runs; the stop file is gone afterwards.
+#[test]
+fn swarm_stop_stops_the_daemon_and_reports() {
+    let p = swarm(&[("coder", "master", "codex", "task")]);
+    let mut d = start(&p, &[]);
+    let pid = d.pid();
+    let root = p.root.to_str().unwrap().to_string();
+    let r = p.run(None, "swarm", &["stop", &root]);
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""), "{r:?}");
+    assert_eq!(r.stdout, format!("handoffd stopped (pid {pid})\n"));
+    assert_eq!(d.wait_exit(DEADLINE), Some(0));
+    assert_stopped_cleanly(&p);
+    assert!(!p.path(".swarmforge/daemon/stop").exists());
+
+    let r = p.run(None, "swarm", &["stop", &root]);
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (0, "handoffd was not running\n")
+    );
+    let r = p.run(None, "swarm", &["stop", "--json", &root]);
+    assert_eq!(r.code, 0);
+    let j: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(j, serde_json::json!({"pid": null, "killed": false}));
+    assert_eq!(count(&p.log(), "stopped"), 1);
+}
+
+/// `swarm status --json`: per-role counts from the files and whether the
+/// daemon runs.
+#[test]
+fn swarm_status_json_shows_counts_and_the_daemon() {
+    let p = swarm(&[
+        ("coder", "master", "codex", "task"),
+        ("reviewer", "rev", "claude", "task"),
+        ("QA", "qa", "codex", "batch"),
+        ("boss", "master", "human", "task"),
+    ]);
+    let root = p.root.to_str().unwrap().to_string();
+    let status = |p: &Project| -> serde_json::Value {
+        let r = p.run(None, "swarm", &["status", "--json", &root]);
+        assert_eq!(r.code, 0, "{r:?}");
+        serde_json::from_str(&r.stdout).unwrap()
+    };
+    let role = |s: &serde_json::Value, name: &str| -> serde_json::Value {
+        s["roles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["role"] == name)
+            .unwrap()
+            .clone()
+    };
+    let s = status(&p);
+    assert_eq!(s["daemon_running"], false);
+    assert!(s["daemon_pid"].is_null());
+
+    let d = start(&p, &[]);
+    for i in 1..=3 {
+        post(&p, "master", &note("coder", i, "reviewer", "r"));
+    }
+    for i in 4..=5 {
+        post(&p, "master", &note("coder", i, "QA", "q"));
+    }
+    post(&p, "master", &note("coder", 6, "ghost", "x"));
+    wait_until(DEADLINE, "all handled", || {
+        p.files(&hq(&p, "master", "outbox")).is_empty()
+            && p.files(&hq(&p, "master", "sent")).len() == 5
+    });
+    run_helper(&p, "reviewer", "rev", "ready-next").ok();
+    run_helper(&p, "reviewer", "rev", "done-current").ok();
+    run_helper(&p, "QA", "qa", "ready-next").ok();
+    run_helper(&p, "QA", "qa", "done-current").ok();
+
+    let s = status(&p);
+    assert_eq!(s["daemon_running"], true);
+    assert_eq!(s["daemon_pid"], d.pid());
+    assert_eq!(s["root"], root.as_str());
+    let rev = role(&s, "reviewer");
+    assert_eq!(
+        (
+            &rev["new"],
+            &rev["completed"],
+            &rev["failed"],
+            &rev["outbox"]
+        ),
+        (&1.into(), &1.into(), &0.into(), &0.into())
+    );
+    assert!(rev["in_process"]
+        .as_str()
+        .unwrap()
+        .ends_with("_to_reviewer.handoff"));
+    assert_eq!(rev["mode"], "task");
+    let qa = role(&s, "QA");
+    assert_eq!((&qa["new"], &qa["completed"]), (&0.into(), &2.into()));
+    assert!(qa["in_process"].is_null());
+    assert_eq!(qa["mode"], "batch");
+    let coder = role(&s, "coder");
+    assert_eq!(
+        (&coder["new"], &coder["failed"], &coder["outbox"]),
+        (&0.into(), &1.into(), &0.into())
+    );
+    assert_eq!(role(&s, "boss")["human"], true);
+    assert_eq!(coder["human"], false);
+
+    let r = p.run(None, "swarm", &["stop", &root]);
+    r.ok();
+    drop(d);
+    post(&p, "rev", &note("reviewer", 7, "coder", "late"));
+    let s = status(&p);
+    assert_eq!(s["daemon_running"], false);
+    assert!(s["daemon_pid"].is_null());
+    assert_eq!(role(&s, "reviewer")["outbox"], 1);
+}
+
+/// Deleting `.swarmforge/` makes the daemon exit by itself, without
+/// recreating anything.
+#[test]
+fn the_daemon_exits_when_swarmforge_is_deleted() {
+    let p = swarm(&[
+        ("coder", "master", "codex", "task"),
+        ("reviewer", "rev", "codex", "task"),
+    ]);
+    let mut d = start(&p, &[]);
+    // A live swarm: the event loop is serving.
+    let path = post(&p, "master", &note("coder", 1, "reviewer", "bye"));
+    wait_delivered(&p, &path);
+    if let Err(e) = fs::remove_dir_all(p.path(".swarmforge")) {
+        let out = Command::new("find")
+            .arg(p.path(".swarmforge"))
+            .output()
+            .unwrap();
+        panic!("{e}: {}", String::from_utf8_lossy(&out.stdout));
+    }
+    let code = d.wait_exit(Duration::from_secs(10));
+    let left = walk(&p.path(".swarmforge"));
+    assert_eq!(
+        code,
+        Some(0),
+        "the daemon did not exit by itself; left: {left:?}"
+    );
+    assert!(
+        !p.path(".swarmforge").exists(),
+        "the daemon recreated .swarmforge/"
+    );
+}
+
+/// roles.tsv is re-read while running: a role added in a new worktree can
+/// receive at once, and its own outbox is served too.
+#[test]
+fn roles_tsv_is_reread_when_it_changes() {
+    let mut rows = vec![
+        ("coder", "master", "codex", "task"),
+        ("reviewer", "rev", "codex", "task"),
+    ];
+    let p = swarm(&rows);
+    let _d = start(&p, &[]);
+    rows.push(("QA", "qa", "codex", "task"));
+    write_rows(&p, &rows);
+    let n = note("coder", 1, "QA", "welcome");
+    post(&p, "master", &n);
+    let copy = hq(&p, "qa", "inbox/new").join(&n.name);
+    wait_until(DEADLINE, "delivered to the new role", || copy.exists());
+    assert!(p.files(&hq(&p, "master", "failed")).is_empty());
+    let back = note("QA", 2, "coder", "thanks");
+    let path = post(&p, "qa", &back);
+    wait_delivered(&p, &path);
+    assert!(hq(&p, "master", "inbox/new").join(&back.name).exists());
+    assert_eq!(p.files(&hq(&p, "qa", "sent")), vec![back.name]);
+}
+
+/// A real tmux server on a private socket: the recipient's session receives
+/// SwarmForge's wake text; the sender's does not.
+#[test]
+fn tmux_wakes_the_recipient_session() {
+    let Some(tmux) = Tmux::start(&["swarmforge-reviewer", "swarmforge-coder"]) else {
+        return;
+    };
+    let p = swarm(&[
+        ("coder", "master", "codex", "task"),
+        ("reviewer", "rev", "codex", "task"),
+    ]);
+    fs::write(
+        p.path(".swarmforge/tmux-socket"),
+        format!("{}\n", tmux.sock.display()),
+    )
+    .unwrap();
+    let _d = start(&p, &[]);
+    post(&p, "master", &note("coder", 1, "reviewer", "hello"));
+    wait_until(DEADLINE, "the wake text in the reviewer's pane", || {
+        tmux.pane("swarmforge-reviewer").contains(WAKE_TEXT)
+    });
+    assert!(!tmux.pane("swarmforge-coder").contains("handoff mail"));
+    assert_eq!(count(&p.log(), "notify_failed"), 0, "{}", p.log());
+    wait_until(DEADLINE, "the last wake-up recorded", || {
+        p.path(".swarmforge/daemon/wake/reviewer").exists()
+    });
+}
+
+/// A failing wake-up is logged `notify_failed`; the message is delivered
+/// anyway and the original is in `sent/`.
+#[test]
+fn a_failed_wake_up_is_logged_and_the_message_still_delivered() {
+    let p = swarm(&[
+        ("coder", "master", "codex", "task"),
+        ("reviewer", "rev", "codex", "task"),
+    ]);
+    write_config(&p, "wake: {method: command, command: \"exit 3\"}\n");
+    let _d = start(&p, &[]);
+    let n = note("coder", 1, "reviewer", "hello");
+    let path = post(&p, "master", &n);
+    let copy = hq(&p, "rev", "inbox/new").join(&n.name);
+    wait_delivered(&p, &path);
+    wait_until(DEADLINE, "notify_failed logged", || {
+        count(&p.log(), "notify_failed") == 1
+    });
+    assert!(copy.exists());
+    assert!(hq(&p, "master", "sent").join(&n.name).exists());
+    assert!(p.files(&hq(&p, "master", "failed")).is_empty());
+    let log = p.log();
+    assert_eq!(
+        lines(&log, "notify_failed"),
+        vec![format!(
+            "notify_failed {} wake command failed: exit status: 3",
+            copy.display()
+        )]
+    );
+    assert_eq!(count(&log, "delivered"), 1);
+    let ev: Vec<_> = events(&p)
+        .into_iter()
+        .filter(|e| e["kind"] == "notify_failed")
+        .collect();
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0]["recipient"], "reviewer");
+    assert_eq!(ev[0]["path"], copy.to_str().unwrap());
+}
+
+/// A wake-up that got lost (the item stays unaccepted) is repeated after
+/// `ack_within` and logged `renotified`; once the item is accepted with
+/// ready-next, the re-wakes stop.
+#[test]
+fn an_unaccepted_item_is_renotified_until_accepted() {
+    let p = swarm(&[
+        ("coder", "master", "codex", "task"),
+        ("reviewer", "rev", "codex", "task"),
+    ]);
+    let wakes = p.root.join("wakes.txt");
+    write_config(
+        &p,
+        &format!(
+            "daemon: {{ack_within: 1s, sweep: 200ms}}\n\
+             wake: {{method: command, command: \"echo $SWARMFORGE_ROLE >> {}\"}}\n",
+            wakes.display()
+        ),
+    );
+    let _d = start(&p, &[]);
+    let n = note("coder", 1, "reviewer", "hello");
+    post(&p, "master", &n);
+    wait_until(DEADLINE, "the first wake-up", || line_count(&wakes) == 1);
+    wait_until(DEADLINE, "a renotified line and a second wake-up", || {
+        count(&p.log(), "renotified") >= 1 && line_count(&wakes) >= 2
+    });
+    let copy = hq(&p, "rev", "inbox/new").join(&n.name);
+    assert_eq!(
+        lines(&p.log(), "renotified")[0],
+        format!("renotified {}", copy.display())
+    );
+    let r = run_helper(&p, "reviewer", "rev", "ready-next");
+    r.ok();
+    assert!(r.stdout.starts_with("TASK: "), "{r:?}");
+    let (renotified, woken) = (count(&p.log(), "renotified"), line_count(&wakes));
+    // The next re-wake would be due within ack_within * 2 (backoff) plus one
+    // sweep; watching for 2.5 s proves it does not come.
+    let end = Instant::now() + Duration::from_millis(2500);
+    while Instant::now() < end {
+        assert_eq!(
+            count(&p.log(), "renotified"),
+            renotified,
+            "re-woken after acceptance"
+        );
+        assert_eq!(line_count(&wakes), woken);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        fs::read_to_string(&wakes).unwrap().lines().next(),
+        Some("reviewer")
+    );
+}
+
+/// A human role (agent column `human`) gets its copy but is never woken,
+/// neither on delivery nor by the re-wake sweep.
+#[test]
+fn a_human_role_is_never_woken() {
+    let p = swarm(&[
+        ("coder", "master", "codex", "task"),
+        ("boss", "boss", "human", "task"),
+        ("reviewer", "rev", "codex", "task"),
+    ]);
+    let wakes = p.root.join("wakes.txt");
+    write_config(
+        &p,
+        &format!(
+            "daemon: {{ack_within: 1s, sweep: 200ms}}\n\
+             wake: {{method: command, command: \"echo $SWARMFORGE_ROLE >> {}\"}}\n",
+            wakes.display()
+        ),
+    );
+    let _d = start(&p, &[]);
+    let n = note("coder", 1, "boss,reviewer", "hello");
+    post(&p, "master", &n);
+    // The agent is woken, then re-woken: the sweep has looked at the human too.
+    wait_until(DEADLINE, "the agent renotified", || {
+        count(&p.log(), "renotified") >= 1 && line_count(&wakes) >= 2
+    });
+    assert!(hq(&p, "boss", "inbox/new").join(&n.name).exists());
+    let text = fs::read_to_string(&wakes).unwrap();
+    assert!(text.lines().all(|l| l == "reviewer"), "{text}");
+    assert!(events(&p).iter().all(|e| e["recipient"] != "boss"));
+}
+
+/// A transient fault (the recipient's `inbox/new` is a regular file, so no
+/// copy can be written) leaves the original in the outbox with one `deferred`
+/// line however often it is retried; once fixed, delivery resumes.
+#[test]
+fn a_transient_fault_defers_once_and_delivery_resumes() {
+    let p = swarm(&[
+        ("coder", "master", "codex", "task"),
+        ("reviewer", "rev", "codex", "task"),
+        ("QA", "qa", "codex", "task"),
+    ]);
+    write_config(&p, "daemon: {rescan: 200ms}\n");
+    let new = hq(&p, "rev", "inbox/new");
+    fs::create_dir_all(new.parent().unwrap()).unwrap();
+    fs::write(&new, "not a folder\n").unwrap();
+    let _d = start(&p, &[]);
+    let stuck = note("coder", 1, "reviewer", "stuck");
+    let stuck_path = post(&p, "master", &stuck);
+    wait_until(DEADLINE, "deferred logged", || {
+        count(&p.log(), "deferred") == 1
+    });
+    // More passes: other traffic gets through, the stuck file is retried
+    // without another log line.
+    for i in 2..=4 {
+        let n = note("coder", i, "QA", "flows");
+        let path = post(&p, "master", &n);
+        wait_delivered(&p, &path);
+    }
+    let log = p.log();
+    let deferred = lines(&log, "deferred");
+    assert_eq!(deferred.len(), 1, "{log}");
+    assert!(
+        deferred[0].starts_with(&format!("deferred {} ", stuck_path.display())),
+        "{deferred:?}"
+    );
+    assert!(stuck_path.exists(), "the original left the outbox");
+    assert_eq!(count(&log, "failed"), 0);
+    assert!(p.files(&hq(&p, "master", "failed")).is_empty());
+    assert_eq!(
+        events(&p)
+            .iter()
+            .filter(|e| e["kind"] == "deferred")
+            .count(),
+        1
+    );
+
+    fs::remove_file(&new).unwrap();
+    wait_delivered(&p, &stuck_path);
+    assert!(hq(&p, "master", "sent").join(&stuck.name).exists());
+    assert!(new.join(&stuck.name).exists());
+    assert_eq!(count(&p.log(), "deferred"), 1);
+}
+
+/// `--poll` delivers with no inotify watch at all.
+#[test]
+fn poll_mode_delivers_without_file_events() {
+    let p = swarm(&[
+        ("coder", "master", "codex", "task"),
+        ("reviewer", "rev", "codex", "task"),
+    ]);
+    let d = start(&p, &["--poll"]);
+    let n = note("coder", 1, "reviewer", "polled");
+    let path = post(&p, "master", &n);
+    wait_delivered(&p, &path);
+    assert!(hq(&p, "rev", "inbox/new").join(&n.name).exists());
+    // The loop has run, so the watcher was set up, or not.
+    assert!(!uses_inotify(d.pid()), "--poll must not watch");
+    drop(d);
+    // Contrast: the default mode does watch.
+    let d = start(&p, &[]);
+    let n = note("coder", 2, "reviewer", "watched");
+    let path = post(&p, "master", &n);
+    wait_delivered(&p, &path);
+    assert!(uses_inotify(d.pid()));
+}
+
+/// `handoffd --once`: one pass, a summary line, exit 0, no pid file left.
+#[test]
+fn once_delivers_and_exits_0() {
+    let p = swarm(&[
+        ("coder", "master", "codex", "task"),
+        ("reviewer", "rev", "codex", "task"),
+    ]);
+    let a = note("coder", 1, "reviewer", "one");
+    let b = note("coder", 2, "reviewer", "two");
+    post(&p, "master", &a);
+    post(&p, "master", &b);
+    post(&p, "master", &note("coder", 3, "ghost", "three"));
+    let r = p.deliver_once();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.stdout, "handoffd: delivered 2, failed 1, deferred 0\n");
+    let mut want = vec![a.name.clone(), b.name.clone()];
+    want.sort();
+    assert_eq!(p.files(&hq(&p, "rev", "inbox/new")), want);
+    assert_eq!(p.files(&hq(&p, "master", "sent")), want);
+    assert!(p.files(&hq(&p, "master", "outbox")).is_empty());
+    assert!(!p.path(".swarmforge/daemon/handoffd.pid").exists());
+    let log = p.log();
+    assert_eq!((count(&log, "delivered"), count(&log, "failed")), (2, 1));
+    // A second pass has nothing left to do and duplicates nothing.
+    let r = p.deliver_once();
+    assert_eq!(r.stdout, "handoffd: delivered 0, failed 0, deferred 0\n");
+    assert_eq!(p.files(&hq(&p, "rev", "inbox/new")), want);
+}
