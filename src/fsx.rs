@@ -326,6 +326,11 @@ pub fn rewrite_locked(lock: &Lock, bytes: &[u8]) -> io::Result<()> {
     sync_file(&lock.file)
 }
 
+/// Sets a file's permission bits (`swarm shims` makes its wrappers executable).
+pub fn set_mode(path: &Path, mode: u32) -> io::Result<()> {
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,1 +1,953 @@
-//! (in progress)
+//! `swarm init`, `swarm up`, `swarm down`, `swarm demo` and swarmforge.conf,
+//! driven through the real binaries in temp dirs. Every test that starts
+//! processes holds a guard that stops them again, even when it fails.
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::{bin, clean_command, git, wait_until, Run};
+
+const RED_ERROR: &str = "\x1b[0;31mError:\x1b[0m ";
+
+/// A temp project directory (no git yet: `swarm init` makes the repository).
+struct Dir {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Dir {
+    fn new() -> Dir {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = tmp.path().canonicalize().unwrap();
+        Dir { _tmp: tmp, root }
+    }
+
+    fn write(&self, rel: &str, content: &str) -> PathBuf {
+        let p = self.root.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, content).unwrap();
+        p
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    fn swarm(&self, args: &[&str]) -> Run {
+        clean_command(&bin("swarm"), &self.root)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("swarm runs")
+            .into()
+    }
+
+    fn read(&self, rel: &str) -> String {
+        fs::read_to_string(self.path(rel)).unwrap_or_default()
+    }
+
+    /// Copies `examples/swarm/<name>` into the project.
+    fn copy_example(&self, name: &str) {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples/swarm")
+            .join(name);
+        copy_tree(&src, &self.root);
+    }
+}
+
+fn copy_tree(src: &Path, dst: &Path) {
+    fs::create_dir_all(dst).unwrap();
+    for e in fs::read_dir(src).unwrap().flatten() {
+        let to = dst.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &to);
+        } else {
+            fs::copy(e.path(), &to).unwrap();
+        }
+    }
+}
+
+/// Stops whatever a test started: `swarm up` children, `swarm down`, and
+/// the project's tmux server, in that order, also when the test panics.
+struct SwarmGuard {
+    root: PathBuf,
+    child: Option<Child>,
+    socket: Option<PathBuf>,
+}
+
+impl SwarmGuard {
+    fn new(root: &Path) -> SwarmGuard {
+        SwarmGuard {
+            root: root.to_path_buf(),
+            child: None,
+            socket: None,
+        }
+    }
+}
+
+impl Drop for SwarmGuard {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            if matches!(c.try_wait(), Ok(None)) {
+                // SAFETY: plain kill(2) of our own child.
+                unsafe {
+                    libc::kill(c.id() as i32, libc::SIGTERM);
+                }
+                let end = Instant::now() + Duration::from_secs(20);
+                while matches!(c.try_wait(), Ok(None)) && Instant::now() < end {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                let _ = c.kill();
+            }
+            let _ = c.wait();
+        }
+        if self.root.join(".swarmforge").is_dir() {
+            let _ = clean_command(&bin("swarm"), &self.root)
+                .arg("down")
+                .arg(&self.root)
+                .stdin(Stdio::null())
+                .output();
+        }
+        if let Some(s) = &self.socket {
+            let _ = clean_command(Path::new("tmux"), &self.root)
+                .arg("-S")
+                .arg(s)
+                .arg("kill-server")
+                .output();
+        }
+    }
+}
+
+/// Every path under `dir` with its kind, size, mode and mtime: two equal
+/// snapshots mean nothing was created, removed or written.
+fn snapshot(dir: &Path) -> Vec<(String, bool, u64, u32, i64, i64)> {
+    fn walk(base: &Path, dir: &Path, out: &mut Vec<(String, bool, u64, u32, i64, i64)>) {
+        let mut entries: Vec<_> = fs::read_dir(dir).unwrap().flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let m = fs::symlink_metadata(e.path()).unwrap();
+            let rel = e.path().strip_prefix(base).unwrap().display().to_string();
+            out.push((
+                rel,
+                m.is_dir(),
+                if m.is_dir() { 0 } else { m.len() },
+                m.mode(),
+                m.mtime(),
+                m.mtime_nsec(),
+            ));
+            if m.is_dir() {
+                walk(base, &e.path(), out);
+            }
+        }
+    }
+    let mut v = Vec::new();
+    walk(dir, dir, &mut v);
+    v
+}
+
+/// `*.handoff` files under `dir`, recursively (batch dirs included).
+fn handoffs_in(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(handoffs_in(&p));
+            } else if p.to_string_lossy().ends_with(".handoff") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn count(root: &Path, wt: &str, sub: &str) -> usize {
+    handoffs_in(&root.join(wt).join(".swarmforge/handoffs").join(sub)).len()
+}
+
+/// A live process (zombies waiting for init to reap them do not count).
+fn alive(pid: u32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => {
+            let state = s
+                .rfind(')')
+                .and_then(|i| s[i + 1..].split_whitespace().next())
+                .unwrap_or("");
+            state != "Z" && state != "X"
+        }
+        Err(_) => false,
+    }
+}
+
+fn daemon_pid(root: &Path) -> Option<u32> {
+    fs::read_to_string(root.join(".swarmforge/daemon/handoffd.pid"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+}
+
+const THREE_ROLES: &str = "\
+# a person, a coder in the root, a reviewer in its own worktree
+launch:
+  stagger: 100ms
+roles:
+  - name: boss
+    agent: human
+  - name: coder
+    agent: sh agents/coder.sh --fast
+    worktree: master
+  - name: code-reviewer
+    agent: ./agents/review.sh
+    worktree: review
+    mode: batch
+";
+
+#[test]
+fn init_creates_everything_and_a_second_run_changes_nothing() {
+    let d = Dir::new();
+    d.write("swarm.yaml", THREE_ROLES);
+    d.write("agents/coder.sh", "exit 0\n");
+    let r = d.swarm(&["init", d.root.to_str().unwrap()]);
+    r.ok();
+    let root = &d.root;
+    assert!(root.join(".git").is_dir());
+    assert_eq!(
+        git(root, &["log", "--format=%s"]),
+        "Initial swarmforge repository"
+    );
+    // The example files are in the first commit, the state is not.
+    assert!(git(root, &["ls-files"]).contains("agents/coder.sh"));
+    let exclude = d.read(".git/info/exclude");
+    assert!(exclude.lines().any(|l| l == ".swarmforge/"), "{exclude}");
+    assert!(exclude.lines().any(|l| l == ".worktrees/"), "{exclude}");
+    let wt = root.join(".worktrees/review");
+    assert!(wt.join(".git").is_file(), "worktree created");
+    assert_eq!(
+        git(&wt, &["rev-parse", "--abbrev-ref", "HEAD"]),
+        "swarmforge-review"
+    );
+    assert_eq!(
+        d.read(".swarmforge/roles.tsv"),
+        format!(
+            "boss\tmaster\t{r}\tswarmforge-boss\tBoss\thuman\ttask\n\
+             coder\tmaster\t{r}\tswarmforge-coder\tCoder\tsh\ttask\n\
+             code-reviewer\treview\t{r}/.worktrees/review\tswarmforge-code-reviewer\tCode Reviewer\t./agents/review.sh\tbatch\n",
+            r = root.display()
+        )
+    );
+    for base in [root.clone(), wt.clone()] {
+        for sub in [
+            "outbox/tmp",
+            "outbox",
+            "sent",
+            "failed",
+            "inbox/new",
+            "inbox/in_process",
+            "inbox/completed",
+            "inbox/tmp",
+        ] {
+            let p = base.join(".swarmforge/handoffs").join(sub);
+            assert!(p.is_dir(), "{}", p.display());
+        }
+    }
+    assert_eq!(
+        fs::read_to_string(wt.join(".swarmforge/project-root")).unwrap(),
+        format!("{}\n", root.display())
+    );
+    assert!(!wt.join(".swarmforge/roles.tsv").exists());
+    // git sees no state as untracked.
+    assert_eq!(git(root, &["status", "--porcelain"]), "");
+    assert_eq!(git(&wt, &["status", "--porcelain"]), "");
+
+    let before = snapshot(root);
+    let again = d.swarm(&["init"]);
+    again.ok();
+    assert!(again.stdout.contains("is up to date"), "{}", again.stdout);
+    assert_eq!(snapshot(root), before, "a second init changed the tree");
+}
+
+#[test]
+fn init_in_an_existing_repository_keeps_its_history() {
+    let d = Dir::new();
+    git(&d.root, &["init", "-q", "-b", "main"]);
+    d.write("README", "x\n");
+    git(&d.root, &["add", "README"]);
+    git(&d.root, &["commit", "-q", "-m", "mine"]);
+    d.write(
+        "swarm.yaml",
+        "roles:\n  - name: a\n    agent: human\n    worktree: wa\n",
+    );
+    d.swarm(&["init"]).ok();
+    assert_eq!(git(&d.root, &["log", "--format=%s"]), "mine");
+    assert_eq!(
+        git(&d.path(".worktrees/wa"), &["log", "--format=%s"]),
+        "mine"
+    );
+    // A worktree removed by hand comes back on its own branch, commits kept.
+    d.write(".worktrees/wa/f", "y\n");
+    git(&d.path(".worktrees/wa"), &["add", "f"]);
+    git(&d.path(".worktrees/wa"), &["commit", "-q", "-m", "work"]);
+    fs::remove_dir_all(d.path(".worktrees/wa")).unwrap();
+    d.swarm(&["init"]).ok();
+    assert_eq!(
+        git(&d.path(".worktrees/wa"), &["log", "-1", "--format=%s"]),
+        "work"
+    );
+}
+
+/// A project as SwarmForge's launcher leaves it: conf, prompts, worktrees,
+/// roles.tsv (and its copies), and messages in every kind of folder.
+fn swarmforge_project() -> Dir {
+    let d = Dir::new();
+    let root = d.root.clone();
+    git(&root, &["init", "-q", "-b", "master"]);
+    d.write(
+        "swarmforge/swarmforge.conf",
+        "# SwarmForge config\nwindow architect claude master\n\nwindow coder Codex coder batch --yolo\n  window QA copilot qa\n",
+    );
+    d.write("swarmforge/constitution.prompt", "Be good.\n");
+    for r in ["architect", "coder", "QA"] {
+        d.write(&format!("swarmforge/roles/{r}.prompt"), "Do it.\n");
+    }
+    d.write(".gitignore", ".swarmforge/\n.worktrees/\n");
+    git(&root, &["add", "."]);
+    git(
+        &root,
+        &["commit", "-q", "-m", "Initial swarmforge repository"],
+    );
+    for w in ["coder", "qa"] {
+        git(
+            &root,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "--force",
+                "-B",
+                &format!("swarmforge-{w}"),
+                root.join(".worktrees").join(w).to_str().unwrap(),
+                "HEAD",
+            ],
+        );
+    }
+    let tsv = format!(
+        "architect\tmaster\t{r}\tswarmforge-architect\tArchitect\tclaude\ttask\n\
+         coder\tcoder\t{r}/.worktrees/coder\tswarmforge-coder\tCoder\tcodex\tbatch\n\
+         QA\tqa\t{r}/.worktrees/qa\tswarmforge-QA\tQa\tcopilot\ttask\n",
+        r = root.display()
+    );
+    d.write(".swarmforge/roles.tsv", &tsv);
+    for w in ["coder", "qa"] {
+        d.write(&format!(".worktrees/{w}/.swarmforge/roles.tsv"), &tsv);
+    }
+    for (wt, dirs) in [
+        ("", vec!["outbox/tmp", "sent", "failed"]),
+        (".worktrees/coder", vec!["outbox/tmp", "sent", "failed"]),
+        (".worktrees/qa", vec!["outbox/tmp", "sent", "failed"]),
+    ] {
+        for s in dirs
+            .iter()
+            .chain(["inbox/new", "inbox/in_process", "inbox/completed"].iter())
+        {
+            fs::create_dir_all(root.join(wt).join(".swarmforge/handoffs").join(s)).unwrap();
+        }
+    }
+    let note = |from: &str, to: &str, seq: &str, msg: &str| {
+        format!(
+            "id: 20260615T140531Z_{seq}_from_{from}\nfrom: {from}\nto: {to}\nrecipient: {to}\npriority: 50\ntype: note\nmessage: {msg}\ncreated_at: 2026-06-15T14:05:31.123Z\nenqueued_at: 2026-06-15T14:05:32.456Z\n\nRe-read your role and constitution.\n\n{msg}\n"
+        )
+    };
+    d.write(
+        ".worktrees/qa/.swarmforge/handoffs/inbox/new/50_20260615T140531Z_000007_from_coder_to_QA.handoff",
+        &note("coder", "QA", "000007", "please test the parser"),
+    );
+    d.write(
+        ".worktrees/coder/.swarmforge/handoffs/inbox/completed/batch_20260615T140000Z_000001/50_20260615T135900Z_000003_from_architect_to_coder.handoff",
+        &note("architect", "coder", "000003", "build the parser"),
+    );
+    d.write(
+        ".worktrees/coder/.swarmforge/handoffs/sent/50_20260615T140531Z_000007_from_coder_to_QA.handoff",
+        &note("coder", "QA", "000007", "please test the parser"),
+    );
+    d.write(".worktrees/coder/.swarmforge/handoffs/sequence", "000007\n");
+    d
+}
+
+#[test]
+fn swarmforge_project_is_picked_up_unchanged() {
+    let d = swarmforge_project();
+    let root = d.root.clone();
+    let tsv_before = d.read(".swarmforge/roles.tsv");
+    let qa_hs = root.join(".worktrees/qa/.swarmforge/handoffs");
+    let coder_hs = root.join(".worktrees/coder/.swarmforge/handoffs");
+    // Files only: adding a folder (inbox/tmp) touches its parent's mtime.
+    let files = |d: &Path| {
+        let mut v = snapshot(d);
+        v.retain(|e| !e.1);
+        v
+    };
+    let before_qa = files(&qa_hs);
+    let before_coder = files(&coder_hs);
+    let before_head = git(&root, &["rev-parse", "HEAD"]);
+
+    d.swarm(&["init"]).ok();
+
+    // roles.tsv written by our rules is byte for byte the original's.
+    assert_eq!(d.read(".swarmforge/roles.tsv"), tsv_before);
+    assert_eq!(git(&root, &["rev-parse", "HEAD"]), before_head);
+    // Existing messages, batches and the sequence are untouched.
+    assert_eq!(files(&qa_hs), before_qa);
+    assert_eq!(files(&coder_hs), before_coder);
+
+    // Our helpers serve the waiting message and continue the sequence.
+    let r: Run = clean_command(&bin("ready-next"), &root.join(".worktrees/qa"))
+        .env("SWARMFORGE_ROLE", "QA")
+        .output()
+        .unwrap()
+        .into();
+    r.ok();
+    assert!(r.stdout.starts_with(&format!(
+        "TASK: {}/inbox/in_process/50_20260615T140531Z_000007_from_coder_to_QA.handoff\nFROM: coder\nTYPE: note\n",
+        qa_hs.display()
+    )), "{}", r.stdout);
+    assert!(
+        r.stdout.ends_with("please test the parser\n"),
+        "{}",
+        r.stdout
+    );
+    let r: Run = clean_command(&bin("ready-next"), &root.join(".worktrees/coder"))
+        .env("SWARMFORGE_ROLE", "coder")
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.stdout, "NO_TASK\n", "{}", r.stderr);
+    fs::write(
+        root.join(".worktrees/coder/draft.txt"),
+        "type: note\nto: QA\npriority: 50\nmessage: again\n",
+    )
+    .unwrap();
+    let r: Run = clean_command(&bin("swarm-handoff"), &root.join(".worktrees/coder"))
+        .env("SWARMFORGE_ROLE", "coder")
+        .arg("draft.txt")
+        .output()
+        .unwrap()
+        .into();
+    r.ok();
+    assert!(
+        r.stdout.contains("_000008_from_coder_to_QA.handoff"),
+        "{}",
+        r.stdout
+    );
+}
+
+/// Writes a SwarmForge project whose conf is `conf` and runs `swarm init`.
+fn conf_error(conf: &str, prompts: &[&str], constitution: bool) -> (Dir, Run) {
+    let d = Dir::new();
+    d.write("swarmforge/swarmforge.conf", conf);
+    if constitution {
+        d.write("swarmforge/constitution.prompt", "x\n");
+    }
+    for p in prompts {
+        d.write(&format!("swarmforge/roles/{p}.prompt"), "x\n");
+    }
+    let r = d.swarm(&["init"]);
+    (d, r)
+}
+
+#[test]
+fn swarmforge_conf_errors_are_exact() {
+    let conf_path = |d: &Dir| d.path("swarmforge/swarmforge.conf").display().to_string();
+    type Want = Box<dyn Fn(&Dir) -> String>;
+    let cases: Vec<(&str, &[&str], Want)> = vec![
+        (
+            "window a codex\n",
+            &[],
+            Box::new(|_| "Invalid config line 1: window a codex".into()),
+        ),
+        (
+            "\n# c\n  frame a codex master  \n",
+            &[],
+            Box::new(|_| "Unknown config directive on line 3: frame".into()),
+        ),
+        (
+            "window a_b codex master\n",
+            &[],
+            Box::new(|_| {
+                "Invalid role 'a_b' on line 1: role names may not contain underscores".into()
+            }),
+        ),
+        (
+            "window a codex master\nwindow a claude master\n",
+            &["a"],
+            Box::new(move |d| format!("Duplicate role 'a' in {}", conf_path(d))),
+        ),
+        (
+            "window a codex w\nwindow b codex w\n",
+            &["a", "b"],
+            Box::new(move |d| format!("Duplicate worktree 'w' in {}", conf_path(d))),
+        ),
+        (
+            "window a codex x/y\n",
+            &["a"],
+            Box::new(|_| "Invalid worktree 'x/y' for role 'a'".into()),
+        ),
+        (
+            "window a NoSuchAgentAnywhere master\n",
+            &["a"],
+            Box::new(|_| "Unsupported agent 'nosuchagentanywhere' for role 'a'".into()),
+        ),
+        (
+            "window a codex master\n",
+            &[],
+            Box::new(|d: &Dir| {
+                format!(
+                    "Missing role prompt {}",
+                    d.path("swarmforge/roles/a.prompt").display()
+                )
+            }),
+        ),
+        (
+            "# nothing\n\n",
+            &[],
+            Box::new(move |d| format!("No windows defined in {}", conf_path(d))),
+        ),
+        (
+            "window a.b codex master\n",
+            &[],
+            Box::new(|_| {
+                "Invalid role 'a.b' on line 1: role names must start with a letter or digit and contain only letters, digits and '-' (at most 64 characters)".into()
+            }),
+        ),
+    ];
+    for (conf, prompts, want) in cases {
+        let (d, r) = conf_error(conf, prompts, true);
+        assert_eq!(r.code, 1, "{conf:?}: {}", r.stderr);
+        assert_eq!(r.stderr, format!("{RED_ERROR}{}\n", want(&d)), "{conf:?}");
+        assert_eq!(r.stdout, "");
+        assert!(!d.path(".git").exists(), "nothing is created on error");
+    }
+    let (d, r) = conf_error("window a codex master\n", &["a"], false);
+    assert_eq!(
+        r.stderr,
+        format!(
+            "{RED_ERROR}Constitution prompt not found at {}\n",
+            d.path("swarmforge/constitution.prompt").display()
+        )
+    );
+    // Our extensions: a person, or any command; prompts only for models.
+    let (d, r) = conf_error(
+        "window boss human master\nwindow bot sh bot extra args\n",
+        &[],
+        true,
+    );
+    r.ok();
+    assert!(d
+        .read(".swarmforge/roles.tsv")
+        .starts_with("boss\tmaster\t"));
+    assert!(d
+        .read(".swarmforge/roles.tsv")
+        .contains("\tBot\tsh\ttask\n"));
+}
+
+#[test]
+fn swarm_yaml_errors_name_line_and_column() {
+    let d = Dir::new();
+    d.write("swarm.yaml", "launch:\n  stagger: 1s\n  stager: 2s\n");
+    let r = d.swarm(&["init"]);
+    assert_eq!(r.code, 1);
+    let file = d.path("swarm.yaml").display().to_string();
+    assert!(
+        r.stderr.contains(&file) && r.stderr.contains("stager"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("line 3") || r.stderr.contains(":3:"),
+        "{}",
+        r.stderr
+    );
+
+    d.write(
+        "swarm.yaml",
+        "roles:\n  - name: coder\n    agent: human\n  - name: tester\n    agent: human\n  -   name: coder\n      agent: human\n",
+    );
+    let r = d.swarm(&["init"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.starts_with(&format!("{file}:6:")), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("duplicate role 'coder' (first defined on line 2)"),
+        "{}",
+        r.stderr
+    );
+    d.write(
+        "swarm.yaml",
+        "roles:\n  - name: a\n    agent: human\n    worktree: ../x\n",
+    );
+    let r = d.swarm(&["init"]);
+    assert!(r.stderr.starts_with(&format!("{file}:4:")), "{}", r.stderr);
+    assert!(r.stderr.contains("invalid worktree '../x'"), "{}", r.stderr);
+
+    let e = Dir::new();
+    let r = e.swarm(&["init"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.starts_with("No roles defined for "),
+        "{}",
+        r.stderr
+    );
+}
+
+fn pipeline_done(root: &Path) -> bool {
+    let (c, k) = (".worktrees/coder", ".worktrees/cleaner");
+    let sent_back = count(root, k, "sent");
+    count(root, c, "sent") == 3
+        && count(root, k, "inbox/completed") == 3
+        && sent_back >= 1
+        && count(root, c, "inbox/completed") == sent_back
+        && [c, k].iter().all(|w| {
+            ["outbox", "inbox/new", "inbox/in_process", "failed"]
+                .iter()
+                .all(|s| count(root, w, s) == 0)
+        })
+}
+
+fn check_pipeline_outcome(root: &Path) {
+    assert!(pipeline_done(root), "not every handoff completed");
+    let log = git(root, &["log", "--format=%s", "swarmforge-coder"]);
+    for t in ["greet", "add", "shout"] {
+        assert!(log.contains(&format!("coder: add {t}")), "{log}");
+    }
+    assert!(log.contains("cleaner: tidy"), "{log}");
+    let wt = root.join(".worktrees/coder");
+    for f in ["greet", "add", "shout"] {
+        let text = fs::read_to_string(wt.join(format!("lib/{f}.sh"))).unwrap();
+        assert!(
+            !text.contains('\t') && text.lines().all(|l| !l.ends_with(' ')),
+            "lib/{f}.sh is not tidy:\n{text}"
+        );
+    }
+    let out = git(&wt, &["status", "--porcelain"]);
+    assert_eq!(out, "", "coder worktree is clean");
+    let sum = clean_command(Path::new("sh"), &wt)
+        .args(["-c", ". lib/add.sh; . lib/shout.sh; add 2 3; shout ok"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&sum.stdout), "5\nOK\n");
+}
+
+#[test]
+fn pipeline_example_runs_headless_to_completion() {
+    let d = Dir::new();
+    d.copy_example("pipeline");
+    let mut guard = SwarmGuard::new(&d.root);
+    let child = clean_command(&bin("swarm"), &d.root)
+        .args(["up", "--no-tmux", "--until-idle", "--timeout", "90s"])
+        .arg(&d.root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    guard.child = Some(child);
+    let c = guard.child.as_mut().unwrap();
+    wait_until(
+        Duration::from_secs(120),
+        "swarm up --until-idle returns",
+        || matches!(c.try_wait(), Ok(Some(_))),
+    );
+    let out: Run = guard
+        .child
+        .take()
+        .unwrap()
+        .wait_with_output()
+        .unwrap()
+        .into();
+    assert_eq!(
+        out.code, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        out.stdout, out.stderr
+    );
+    assert!(
+        out.stdout.contains("swarm: coder: run 1 started"),
+        "{}",
+        out.stdout
+    );
+    check_pipeline_outcome(&d.root);
+    // Torn down: no daemon, no agent, no supervisor lock holder.
+    let log = d.read(".swarmforge/daemon/handoffd.log");
+    assert!(log.trim_end().ends_with(" stopped"), "{log}");
+    assert!(!d.path(".swarmforge/daemon/swarm-up.pid").exists());
+    assert!(!d.path(".swarmforge/tmux-socket").exists());
+    assert_eq!(
+        fs::read_dir(d.path(".swarmforge/agents"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".pid"))
+            .count(),
+        0
+    );
+}
+
+#[test]
+fn detached_headless_swarm_stops_with_down() {
+    let d = Dir::new();
+    d.copy_example("pipeline");
+    let _guard = SwarmGuard::new(&d.root);
+    d.swarm(&["up", "--no-tmux", "--detach"]).ok();
+    let sup: u32 = d
+        .read(".swarmforge/daemon/swarm-up.pid")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(sup));
+    wait_until(Duration::from_secs(60), "pipeline done", || {
+        pipeline_done(&d.root)
+    });
+    let daemon = daemon_pid(&d.root).expect("daemon pid");
+    let handoffs = handoffs_in(&d.path(".worktrees"));
+    let r = d.swarm(&["down"]);
+    r.ok();
+    assert!(
+        r.stdout.contains(&format!("stopped swarm up (pid {sup})")),
+        "{}",
+        r.stdout
+    );
+    wait_until(
+        Duration::from_secs(10),
+        "supervisor and daemon gone",
+        || !alive(sup) && !alive(daemon),
+    );
+    assert_eq!(
+        handoffs_in(&d.path(".worktrees")),
+        handoffs,
+        "handoffs kept"
+    );
+    check_pipeline_outcome(&d.root);
+    // A second down finds nothing to stop and says so.
+    let r = d.swarm(&["down"]);
+    r.ok();
+    assert!(
+        r.stdout.contains("handoffd was not running"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn up_with_tmux_then_down_leaves_no_process() {
+    let d = Dir::new();
+    d.copy_example("pipeline");
+    let mut guard = SwarmGuard::new(&d.root);
+    let r = d.swarm(&["up", "--detach"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let sock = PathBuf::from(d.read(".swarmforge/tmux-socket").trim());
+    guard.socket = Some(sock.clone());
+    assert!(
+        sock.starts_with("/tmp")
+            && sock
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .ends_with(".sock"),
+        "{}",
+        sock.display()
+    );
+    let tmux = |args: &[&str]| -> Run {
+        clean_command(Path::new("tmux"), &d.root)
+            .arg("-S")
+            .arg(&sock)
+            .args(args)
+            .output()
+            .unwrap()
+            .into()
+    };
+    let sessions = tmux(&["list-sessions", "-F", "#{session_name}"]);
+    sessions.ok();
+    let mut names: Vec<&str> = sessions.stdout.lines().collect();
+    names.sort();
+    assert_eq!(names, ["swarmforge-cleaner", "swarmforge-coder"]);
+    // The wake-ups (daemon -> tmux -> the pane's loop) carry the pipeline through.
+    wait_until(Duration::from_secs(60), "pipeline done over tmux", || {
+        pipeline_done(&d.root)
+    });
+    check_pipeline_outcome(&d.root);
+    // Every session existed before any agent ran, so no wake-up missed.
+    let log = d.read(".swarmforge/daemon/handoffd.log");
+    assert!(!log.contains("notify_failed"), "{log}");
+    let server: u32 = tmux(&["display-message", "-p", "-t", "=swarmforge-coder", "#{pid}"])
+        .stdout
+        .trim()
+        .parse()
+        .unwrap();
+    let panes: Vec<u32> = tmux(&["list-panes", "-a", "-F", "#{pane_pid}"])
+        .stdout
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert_eq!(panes.len(), 2);
+    let daemon = daemon_pid(&d.root).expect("daemon pid");
+    let handoffs = handoffs_in(&d.path(".worktrees"));
+
+    let r = d.swarm(&["down"]);
+    r.ok();
+    assert!(
+        r.stdout
+            .contains("killed tmux sessions: swarmforge-coder swarmforge-cleaner"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains(&format!("stopped handoffd (pid {daemon})")),
+        "{}",
+        r.stdout
+    );
+    wait_until(
+        Duration::from_secs(10),
+        "server, panes and daemon gone",
+        || !alive(server) && !alive(daemon) && panes.iter().all(|p| !alive(*p)),
+    );
+    assert!(tmux(&["list-sessions"]).code != 0);
+    assert!(!sock.exists(), "socket removed");
+    assert!(!d.path(".swarmforge/tmux-socket").exists());
+    assert_eq!(
+        handoffs_in(&d.path(".worktrees")),
+        handoffs,
+        "handoffs kept"
+    );
+}
+
+#[test]
+fn foreground_up_stops_everything_on_sigint() {
+    let d = Dir::new();
+    d.copy_example("pipeline");
+    let mut guard = SwarmGuard::new(&d.root);
+    let child = clean_command(&bin("swarm"), &d.root)
+        .args(["up", "--no-tmux"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    guard.child = Some(child);
+    wait_until(Duration::from_secs(60), "pipeline done", || {
+        pipeline_done(&d.root)
+    });
+    let daemon = daemon_pid(&d.root).expect("daemon pid");
+    // SAFETY: plain kill(2) of our own child.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGINT);
+    }
+    let c = guard.child.as_mut().unwrap();
+    wait_until(Duration::from_secs(20), "swarm up exits", || {
+        matches!(c.try_wait(), Ok(Some(_)))
+    });
+    let out: Run = guard
+        .child
+        .take()
+        .unwrap()
+        .wait_with_output()
+        .unwrap()
+        .into();
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("swarm: stopping the swarm"),
+        "{}",
+        out.stdout
+    );
+    assert!(!alive(daemon));
+    assert!(d
+        .read(".swarmforge/daemon/handoffd.log")
+        .trim_end()
+        .ends_with(" stopped"));
+    // Nothing is left for `down` to stop.
+    let r = d.swarm(&["down"]);
+    r.ok();
+}
+
+#[test]
+fn second_up_is_refused_while_one_supervises() {
+    let d = Dir::new();
+    d.copy_example("pipeline");
+    let _guard = SwarmGuard::new(&d.root);
+    d.swarm(&["up", "--no-tmux", "--detach"]).ok();
+    let r = d.swarm(&["up", "--no-tmux"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("already runs this swarm"), "{}", r.stderr);
+    assert!(r.stderr.contains("swarm down"), "{}", r.stderr);
+}
+
+#[test]
+fn down_without_a_swarm_is_an_error() {
+    let d = Dir::new();
+    let r = d.swarm(&["down"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr
+            .starts_with(&format!("No swarm at {}", d.root.display())),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn demo_runs_the_pipeline_and_shows_where_the_files_are() {
+    let d = Dir::new();
+    let dir = d.path("demo");
+    let mut guard = SwarmGuard::new(&dir);
+    let child = clean_command(&bin("swarm"), &d.root)
+        .args(["demo", "--timeout", "90s", "--dir"])
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    guard.child = Some(child);
+    let c = guard.child.as_mut().unwrap();
+    let start = Instant::now();
+    wait_until(Duration::from_secs(120), "swarm demo returns", || {
+        matches!(c.try_wait(), Ok(Some(_)))
+    });
+    let took = start.elapsed();
+    let out: Run = guard
+        .child
+        .take()
+        .unwrap()
+        .wait_with_output()
+        .unwrap()
+        .into();
+    assert_eq!(
+        out.code, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        out.stdout, out.stderr
+    );
+    for h in [
+        "== transcript ==",
+        "== audit ==",
+        "== files ==",
+        "the demo finished after",
+    ] {
+        assert!(out.stdout.contains(h), "missing {h}:\n{}", out.stdout);
+    }
+    assert!(
+        out.stdout
+            .contains(&format!("project:     {}", dir.display())),
+        "{}",
+        out.stdout
+    );
+    check_pipeline_outcome(&dir);
+    eprintln!("swarm demo took {took:?}");
+    // The scripts of the copy are the example's.
+    let script = dir.join("agents/coder.sh");
+    assert!(script.is_file());
+    assert_eq!(
+        fs::metadata(&script).unwrap().permissions().mode() & 0o777,
+        0o644
+    );
+}

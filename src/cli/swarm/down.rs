@@ -1,13 +1,43 @@
-//! `swarm down` (in progress).
+//! `swarm down [root]`: stop the daemon, the agents and the tmux sessions.
+
+use std::path::PathBuf;
+
+use crate::error::exit;
+use crate::init;
+use crate::launch;
+use crate::layout::Project;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Arguments (not yet implemented)
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
+    /// Project root (default: the current directory)
+    pub root: Option<PathBuf>,
 }
 
-pub fn run(_args: Args) -> i32 {
-    eprintln!("swarm down: not implemented yet");
-    crate::error::exit::ENV
+pub fn run(args: Args) -> i32 {
+    let result =
+        init::resolve_root(args.root.as_deref()).and_then(|root| launch::down(&Project::new(root)));
+    match result {
+        Ok(r) => {
+            let mut text = String::new();
+            if let Some(pid) = r.supervisor {
+                text.push_str(&format!("stopped swarm up (pid {pid})\n"));
+            }
+            if !r.agents.is_empty() {
+                text.push_str(&format!("stopped agents: {}\n", r.agents.join(" ")));
+            }
+            match (r.daemon, r.supervisor) {
+                (Some(pid), _) => text.push_str(&format!("stopped handoffd (pid {pid})\n")),
+                // The supervisor stops its own daemon and agents.
+                (None, Some(_)) => {}
+                (None, None) => text.push_str("handoffd was not running\n"),
+            }
+            if !r.sessions.is_empty() {
+                text.push_str(&format!("killed tmux sessions: {}\n", r.sessions.join(" ")));
+            }
+            text.push_str("handoff files are untouched\n");
+            crate::cli::out(&text);
+            exit::OK
+        }
+        Err(e) => crate::cli::report(&e, false),
+    }
 }

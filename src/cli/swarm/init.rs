@@ -1,13 +1,49 @@
-//! `swarm init` (in progress).
+//! `swarm init [root]`: repository, worktrees, state folders, roles.tsv.
+
+use std::path::PathBuf;
+
+use crate::error::exit;
+use crate::init::{self, Plan};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Arguments (not yet implemented)
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
+    /// Project root (default: the current directory)
+    pub root: Option<PathBuf>,
 }
 
-pub fn run(_args: Args) -> i32 {
-    eprintln!("swarm init: not implemented yet");
-    crate::error::exit::ENV
+pub fn run(args: Args) -> i32 {
+    let result = init::resolve_root(args.root.as_deref()).and_then(|root| {
+        let plan = Plan::load(&root)?;
+        for w in &plan.warnings {
+            eprintln!("{w}");
+        }
+        let report = init::init(&plan)?;
+        Ok((plan, report))
+    });
+    match result {
+        Ok((plan, report)) => {
+            let mut text = String::new();
+            for c in &report.changes {
+                text.push_str(&format!("{c}\n"));
+            }
+            if report.changes.is_empty() {
+                text.push_str(&format!(
+                    "{} is up to date ({} roles from {})\n",
+                    plan.project.root.display(),
+                    plan.roles.len(),
+                    plan.source.path().display()
+                ));
+            } else {
+                text.push_str(&format!(
+                    "initialised {} ({} roles from {})\n",
+                    plan.project.root.display(),
+                    plan.roles.len(),
+                    plan.source.path().display()
+                ));
+            }
+            crate::cli::out(&text);
+            exit::OK
+        }
+        Err(e) => crate::cli::report(&e, false),
+    }
 }

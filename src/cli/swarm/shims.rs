@@ -1,13 +1,27 @@
-//! `swarm shims` (in progress).
+//! `swarm shims <dir>`: write the SwarmForge-named wrapper scripts into a folder.
+
+use std::path::PathBuf;
+
+use crate::error::exit;
+use crate::shims;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Arguments (not yet implemented)
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
+    /// Existing folder to write the wrappers into; put it first on the agents' PATH
+    pub dir: PathBuf,
 }
 
-pub fn run(_args: Args) -> i32 {
-    eprintln!("swarm shims: not implemented yet");
-    crate::error::exit::ENV
+pub fn run(args: Args) -> i32 {
+    let result = shims::own_bin_dir().and_then(|bin| shims::install(&args.dir, &bin));
+    match result {
+        Ok(paths) => {
+            let mut text = String::new();
+            for p in paths {
+                text.push_str(&format!("{}\n", p.display()));
+            }
+            crate::cli::out(&text);
+            exit::OK
+        }
+        Err(e) => crate::cli::report(&e, false),
+    }
 }

@@ -1,13 +1,65 @@
-//! `swarm up` (in progress).
+//! `swarm up [root]`: init, handoffd, one agent per role (tmux or headless).
+
+use std::path::PathBuf;
+
+use crate::duration::Dur;
+use crate::init::{self, Plan};
+use crate::launch::{self, Outcome, UpOptions};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Arguments (not yet implemented)
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
+    /// Project root (default: the current directory)
+    pub root: Option<PathBuf>,
+    /// Run each agent as a supervised background process instead of a tmux
+    /// session (machines without tmux, CI)
+    #[arg(long)]
+    pub no_tmux: bool,
+    /// Start everything and return; `swarm down` stops it later
+    #[arg(short, long, conflicts_with = "until_idle")]
+    pub detach: bool,
+    /// With --no-tmux: stop the swarm and return once every queue is empty
+    /// and no agent runs
+    #[arg(long, requires = "no_tmux")]
+    pub until_idle: bool,
+    /// Stop the swarm after this long (e.g. 90s, 10m) and exit 1
+    #[arg(long, value_parser = parse_dur)]
+    pub timeout: Option<Dur>,
+    /// Pause between starting two agents (overrides launch.stagger)
+    #[arg(long, value_parser = parse_dur)]
+    pub stagger: Option<Dur>,
 }
 
-pub fn run(_args: Args) -> i32 {
-    eprintln!("swarm up: not implemented yet");
-    crate::error::exit::ENV
+pub fn parse_dur(s: &str) -> Result<Dur, String> {
+    crate::duration::parse(s).map(Dur)
+}
+
+pub fn run(args: Args) -> i32 {
+    let opts = UpOptions {
+        tmux: !args.no_tmux,
+        detach: args.detach,
+        until_idle: args.until_idle,
+        timeout: args.timeout.map(|d| d.0),
+        stagger: args.stagger.map(|d| d.0),
+    };
+    let result = init::resolve_root(args.root.as_deref()).and_then(|root| {
+        let plan = Plan::load(&root)?;
+        for w in &plan.warnings {
+            eprintln!("{w}");
+        }
+        launch::up(&plan, &opts, &mut |line: &str| {
+            crate::cli::out(&format!("swarm: {line}\n"))
+        })
+    });
+    match result {
+        Ok(outcome) => {
+            match &outcome {
+                Outcome::TimedOut => eprintln!("swarm up: timed out; the swarm was stopped"),
+                Outcome::Stalled(why) => eprintln!("swarm up: stalled: {why}"),
+                Outcome::DaemonDied => eprintln!("swarm up: handoffd stopped unexpectedly"),
+                _ => {}
+            }
+            outcome.exit_code()
+        }
+        Err(e) => crate::cli::report(&e, false),
+    }
 }
