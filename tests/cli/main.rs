@@ -4,6 +4,7 @@ mod support;
 
 mod core_queue;
 mod core_send;
+mod crash;
 mod daemon;
 mod launcher;
 mod trail;
