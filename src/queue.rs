@@ -50,12 +50,14 @@ pub enum Ready {
     },
 }
 
-/// What `done-current` finished, and what it handed out next.
-#[derive(Clone, Debug)]
+/// What `done-current` finished, and what it handed out next. The completion
+/// stands even when the follow-up ready step refuses (e.g. the next item is
+/// malformed), so `next` carries that refusal instead of hiding `COMPLETED:`.
+#[derive(Debug)]
 pub struct Done {
     pub completed: Vec<PathBuf>,
     pub completed_batch: Option<PathBuf>,
-    pub next: Ready,
+    pub next: Result<Ready>,
 }
 
 /// An inbox and the limits it is read with.
@@ -132,7 +134,11 @@ impl Inbox<'_> {
                         msg,
                     })
                 }
-                Err(e) => e.to_string(),
+                // The token already says malformed; keep the reason alone.
+                Err(e) => {
+                    let r = e.to_string();
+                    r.strip_prefix("malformed: ").unwrap_or(&r).to_string()
+                }
             },
             Err(fsx::ReadRefusal::Io(e)) => return Err(Error::io(path, e)),
             Err(e) => e.to_string(),
@@ -160,6 +166,17 @@ impl Inbox<'_> {
                 vec![path.to_path_buf()],
             ),
         }
+    }
+
+    /// Loads an item already in process. A ready step killed between its move
+    /// and its stamp left it without `dequeued_at`; finish that stamp now, so
+    /// every accepted item carries exactly one.
+    fn load_in_process(&self, path: &Path) -> Result<Item> {
+        let mut item = self.load(path)?;
+        if item.header("dequeued_at").is_none() {
+            self.stamp(&mut item, "dequeued_at", &clock::iso_now())?;
+        }
+        Ok(item)
     }
 
     /// Sets one header with an atomic replace that keeps the file's mode.
@@ -219,11 +236,7 @@ impl Inbox<'_> {
             ));
         }
         if let Some(name) = cur.files.first() {
-            let mut item = self.load(&ip.join(name))?;
-            if item.header("dequeued_at").is_none() {
-                // Crash between the move and the stamp: finish the stamp now.
-                self.stamp(&mut item, "dequeued_at", &clock::iso_now())?;
-            }
+            let item = self.load_in_process(&ip.join(name))?;
             return Ok(Ready::Task {
                 item,
                 resumed: true,
@@ -267,7 +280,10 @@ impl Inbox<'_> {
                 vec![],
             ));
         }
-        l.files.iter().map(|n| self.load(&dir.join(n))).collect()
+        l.files
+            .iter()
+            .map(|n| self.load_in_process(&dir.join(n)))
+            .collect()
     }
 
     fn ready_batch(&self) -> Result<Ready> {
@@ -394,7 +410,7 @@ impl Inbox<'_> {
                 (files, Some(dir))
             }
         };
-        let next = self.ready_locked(mode)?;
+        let next = self.ready_locked(mode);
         Ok(Done {
             completed,
             completed_batch,
@@ -432,7 +448,7 @@ impl Inbox<'_> {
                 vec![],
             ));
         }
-        let mut item = self.load(&ip.join(name))?;
+        let mut item = self.load_in_process(&ip.join(name))?;
         self.stamp(&mut item, "completed_at", &clock::iso_now())?;
         match fsx::move_noreplace(&item.path, &target) {
             Ok(()) => Ok(vec![target]),
@@ -467,7 +483,15 @@ impl Inbox<'_> {
         }
         let dir = ip.join(b);
         let target = self.wt.completed().join(b);
-        let mut items = self.load_batch(&dir)?;
+        if list(&dir)?.files.is_empty() {
+            return Err(Error::refused(
+                AMBIGUOUS,
+                format!("batch contains no tasks: {}", dir.display()),
+                vec![],
+            ));
+        }
+        // Check before loading (which may finish an interrupted dequeued_at
+        // stamp), so a refusal changes nothing (§15.8).
         if target.exists() {
             return Err(Error::refused(
                 AMBIGUOUS,
@@ -475,6 +499,7 @@ impl Inbox<'_> {
                 vec![],
             ));
         }
+        let mut items = self.load_batch(&dir)?;
         let t = clock::iso_now();
         for item in &mut items {
             self.stamp(item, "completed_at", &t)?;
