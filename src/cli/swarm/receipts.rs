@@ -1,13 +1,96 @@
-//! `swarm receipts` (in progress).
+//! `swarm receipts <id> [root]`: one message's state at each recipient.
+
+use std::path::PathBuf;
+
+use crate::error::{exit, Error};
+use crate::header::escape;
+use crate::receipts;
+use crate::trail::{self, Scope, Trail};
 
 #[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Prints the message (from, to, type, created_at), where its original is \
+(sent/, failed/ with the reason from its .error note, or still in the outbox), \
+then one row per recipient: state (new, in_process, completed or missing) and \
+its enqueued_at, dequeued_at and completed_at. `to: all` means every role but \
+the sender. A copy at a role the `to` header does not name is marked (not in to).
+Exit 1 when no file carries the id.")]
 pub struct Args {
-    /// Arguments (not yet implemented)
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
+    /// The message id (`<IDTS>_<SEQ>_from_<sender>`) or its file name
+    pub id: String,
+    /// Project root or any folder inside it (default: the current directory)
+    pub root: Option<PathBuf>,
+    /// Print one JSON object instead of text
+    #[arg(long)]
+    pub json: bool,
 }
 
-pub fn run(_args: Args) -> i32 {
-    eprintln!("swarm receipts: not implemented yet");
-    crate::error::exit::ENV
+/// The id as given, or the id inside a queue file name
+/// (`<NN>_<id>_to_<recipients>.handoff`, possibly with a collision prefix).
+fn id_of(arg: &str) -> String {
+    let name = arg.rsplit('/').next().unwrap_or(arg);
+    let Some(stem) = name.strip_suffix(".handoff") else {
+        return arg.to_string();
+    };
+    let stem = trail::strip_collision_prefix(stem);
+    let stem = stem
+        .get(3..)
+        .filter(|_| stem.as_bytes().get(2) == Some(&b'_'));
+    match stem.and_then(|s| s.rsplit_once("_to_")) {
+        Some((id, _)) => id.to_string(),
+        None => arg.to_string(),
+    }
+}
+
+pub fn run(args: Args) -> i32 {
+    let id = id_of(&args.id);
+    let result = trail::locate(args.root.as_deref()).and_then(|project| {
+        // File names embed the id, so only those files are read; a hand-made
+        // name without it is still found by the full scan below.
+        let narrow = Scope {
+            name_contains: Some(id.clone()),
+            ..Scope::all()
+        };
+        let t = Trail::load(&project, &narrow)?;
+        if receipts::collect(&t, &id).is_some() {
+            return Ok(t);
+        }
+        Trail::load(&project, &Scope::all())
+    });
+    let t = match result {
+        Ok(t) => t,
+        Err(e) => return crate::cli::report(&e, args.json),
+    };
+    let Some(r) = receipts::collect(&t, &id) else {
+        let e = Error::env(format!(
+            "no message with id '{}' in {}",
+            escape(&id),
+            escape(&t.project.root.display().to_string())
+        ));
+        return crate::cli::report(&e, args.json);
+    };
+    if args.json {
+        crate::cli::out(&format!("{}\n", receipts::json(&r)));
+    } else {
+        crate::cli::out(&receipts::text(&r));
+    }
+    exit::OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::id_of;
+
+    #[test]
+    fn ids_from_file_names() {
+        let id = "20260615T140531Z_000042_from_architect";
+        assert_eq!(id_of(id), id);
+        assert_eq!(id_of(&format!("00_{id}_to_coder_QA.handoff")), id);
+        assert_eq!(
+            id_of(&format!(
+                "/x/sent/2026-06-15T14:05:32.1Z_00_{id}_to_coder.handoff"
+            )),
+            id
+        );
+    }
 }

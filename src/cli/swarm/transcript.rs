@@ -1,13 +1,120 @@
-//! `swarm transcript` (in progress).
+//! `swarm transcript [root]`: every message of the project once, in order.
+
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+
+use crate::clock;
+use crate::error::{exit, Error};
+use crate::trail::{self, Scope, Trail};
+use crate::transcript::{self, follow, Filter, Format, Printer};
 
 #[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Each message once: the sender's copy in sent/ or failed/ (de-duplicated by id) \
+and anything still in an outbox, ordered by created_at, then id. Times are UTC.
+
+Text lines:  [HH:MM:SS] [FROM -> TO] <type> <task, message, subject or first body line>
+with a `--- YYYY-MM-DD ---` line whenever the day changes and ` [failed: <reason>]` \
+after a failed message. Control characters are escaped, so one message is one line.
+--format jsonl prints one JSON object per message (headers, body, state, path);
+--format md prints a Markdown report with one section per message and its full file.")]
 pub struct Args {
-    /// Arguments (not yet implemented)
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
+    /// Project root or any folder inside it (default: the current directory)
+    pub root: Option<PathBuf>,
+    /// Only messages sent or received by this role
+    #[arg(long, value_name = "ROLE")]
+    pub role: Option<String>,
+    /// Only messages of this type (git_handoff, note, post, ...)
+    #[arg(long = "type", value_name = "TYPE")]
+    pub kind: Option<String>,
+    /// Only messages with this task header
+    #[arg(long, value_name = "TASK")]
+    pub task: Option<String>,
+    /// From this time on (RFC 3339, or an age such as 90s, 2h, 1d)
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Before this time (RFC 3339, or an age such as 90s, 2h, 1d)
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+    /// Only the last N messages (after the other filters)
+    #[arg(long, value_name = "N")]
+    pub last: Option<usize>,
+    /// Output format
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// Keep printing new messages as they are sent, until interrupted
+    #[arg(long, short = 'f')]
+    pub follow: bool,
 }
 
-pub fn run(_args: Args) -> i32 {
-    eprintln!("swarm transcript: not implemented yet");
-    crate::error::exit::ENV
+fn filter(args: &Args) -> Result<Filter, Error> {
+    let now = clock::now();
+    let time = |s: &Option<String>| {
+        s.as_deref()
+            .map(|s| transcript::parse_time(s, now))
+            .transpose()
+            .map_err(Error::env)
+    };
+    Ok(Filter {
+        role: args.role.clone(),
+        kind: args.kind.clone(),
+        task: args.task.clone(),
+        since: time(&args.since)?,
+        until: time(&args.until)?,
+    })
+}
+
+/// A closed pipe (`swarm transcript | head`) is a normal end.
+fn finish(r: io::Result<()>) -> i32 {
+    match r {
+        Ok(()) => exit::OK,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => exit::OK,
+        Err(e) => {
+            eprintln!("swarm transcript: cannot write output: {e}");
+            exit::ENV
+        }
+    }
+}
+
+pub fn run(args: Args) -> i32 {
+    let loaded = filter(&args).and_then(|f| {
+        let project = trail::locate(args.root.as_deref())?;
+        Ok((f, Trail::load(&project, &Scope::originals())?))
+    });
+    let (filter, t) = match loaded {
+        Ok(x) => x,
+        Err(e) => return crate::cli::report(&e, false),
+    };
+    if !t.bad.is_empty() || !t.unreadable.is_empty() {
+        eprintln!(
+            "warning: skipped {} unreadable or malformed file(s) and {} unreadable folder(s); `swarm audit --check` lists them",
+            t.bad.len(),
+            t.unreadable.len()
+        );
+    }
+    let mut shown: Vec<_> = transcript::messages(&t.originals)
+        .into_iter()
+        .filter(|o| filter.matches(&o.msg, &t.roles))
+        .collect();
+    if let Some(n) = args.last {
+        let skip = shown.len().saturating_sub(n);
+        shown.drain(..skip);
+    }
+    let mut printer = Printer::new(args.format, &t.roles);
+    let stdout = io::stdout();
+    let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
+    let mut write_all = || -> io::Result<()> {
+        out.write_all(printer.preamble(&t.project.root).as_bytes())?;
+        for o in &shown {
+            out.write_all(printer.entry(o).as_bytes())?;
+        }
+        out.flush()?;
+        if args.follow {
+            let seen = follow::Seen::from_trail(&t);
+            follow::run(&t, seen, &filter, &mut printer, &mut out)?;
+        }
+        Ok(())
+    };
+    let r = write_all();
+    finish(r)
 }
