@@ -3,12 +3,18 @@
 
 use clap::{Parser, Subcommand};
 
+pub mod answer;
+pub mod artifacts;
 pub mod audit;
+pub mod can_send;
 pub mod demo;
+pub mod digest;
+pub mod discussion;
 pub mod down;
 pub mod events;
 pub mod init;
 pub mod receipts;
+pub mod session;
 pub mod shims;
 pub mod status;
 pub mod stop;
@@ -50,6 +56,18 @@ pub enum Command {
     Events(events::Args),
     /// Install SwarmForge-named wrappers (swarm_handoff.sh, ...) into a directory
     Shims(shims::Args),
+    /// Answer an open clarify question as a human role
+    Answer(answer::Args),
+    /// List a message's (or a session's) artifacts and re-check their hashes
+    Artifacts(artifacts::Args),
+    /// Start, close and list forum sessions
+    Session(session::Args),
+    /// Open, close and inspect round-robin discussions
+    Discussion(discussion::Args),
+    /// Show the newest moderator digest
+    Digest(digest::Args),
+    /// Exit 0 when it is the caller's turn in a discussion, 1 otherwise
+    CanSend(can_send::Args),
 }
 
 /// The project for `[root]`, or the one found from the current directory.
@@ -82,5 +100,11 @@ pub fn run() -> i32 {
         Command::Audit(a) => audit::run(a),
         Command::Events(a) => events::run(a),
         Command::Shims(a) => shims::run(a),
+        Command::Answer(a) => answer::run(a),
+        Command::Artifacts(a) => artifacts::run(a),
+        Command::Session(a) => session::run(a),
+        Command::Discussion(a) => discussion::run(a),
+        Command::Digest(a) => digest::run(a),
+        Command::CanSend(a) => can_send::run(a),
     }
 }
