@@ -116,7 +116,11 @@ pub fn collect(project: &Project) -> Result<Status> {
             .map(|s| s.trim().to_string());
         out.push(RoleStatus {
             role: r.name.clone(),
-            mode: r.receive_mode().map(|m| m.as_str()).unwrap_or("invalid").to_string(),
+            mode: r
+                .receive_mode()
+                .map(|m| m.as_str())
+                .unwrap_or("invalid")
+                .to_string(),
             human: r.is_human(),
             worktree: r.worktree_path.clone(),
             new,
@@ -154,7 +158,16 @@ pub fn text(s: &Status) -> String {
     };
     out.push_str(&format!(
         "{:<16} {:<5} {:>5} {:>7} {:<24} {:>7} {:>9} {:>6} {:>6}  {}\n",
-        "ROLE", "MODE", "NEW", "OLDEST", "IN_PROCESS", "AGE", "COMPLETED", "FAILED", "OUTBOX", "LAST_WAKE"
+        "ROLE",
+        "MODE",
+        "NEW",
+        "OLDEST",
+        "IN_PROCESS",
+        "AGE",
+        "COMPLETED",
+        "FAILED",
+        "OUTBOX",
+        "LAST_WAKE"
     ));
     for r in &s.roles {
         let ip = r
@@ -163,10 +176,19 @@ pub fn text(s: &Status) -> String {
             .and_then(|p| p.file_name())
             .map(|n| {
                 let n = n.to_string_lossy();
-                if n.len() > 24 { format!("{}…", &n[..23]) } else { n.into_owned() }
+                // By characters: a planted non-ASCII name must not split a code point.
+                if n.chars().count() > 24 {
+                    format!("{}…", n.chars().take(23).collect::<String>())
+                } else {
+                    n.into_owned()
+                }
             })
             .unwrap_or_else(|| "-".into());
-        let name = if r.human { format!("{} (human)", r.role) } else { r.role.clone() };
+        let name = if r.human {
+            format!("{} (human)", r.role)
+        } else {
+            r.role.clone()
+        };
         out.push_str(&format!(
             "{:<16} {:<5} {:>5} {:>7} {:<24} {:>7} {:>9} {:>6} {:>6}  {}\n",
             name,
