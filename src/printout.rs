@@ -55,7 +55,9 @@ pub fn done_text(d: &Done) -> String {
     if let Some(b) = &d.completed_batch {
         s.push_str(&format!("COMPLETED_BATCH: {}\n", b.display()));
     }
-    s.push_str(&ready_text(&d.next));
+    if let Ok(next) = &d.next {
+        s.push_str(&ready_text(next));
+    }
     s
 }
 
@@ -115,6 +117,9 @@ pub fn done_json(d: &Done) -> Value {
         "status": "completed",
         "completed": d.completed,
         "completed_batch": d.completed_batch,
-        "next": ready_json(&d.next),
+        "next": match &d.next {
+            Ok(next) => ready_json(next),
+            Err(e) => e.to_json(),
+        },
     })
 }

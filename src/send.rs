@@ -56,20 +56,31 @@ impl SendError {
     }
 }
 
-/// The draft path as shown in messages: redundant `/` removed (Java's
-/// `Path.normalize` on the argument as given).
+/// The draft path as shown in messages, normalised like Java's
+/// `Path.normalize` (which SwarmForge applied to the argument): empty and `.`
+/// segments dropped, `name/..` folded, `..` at the root dropped.
 pub fn shown_path(arg: &str) -> String {
-    let mut s = String::with_capacity(arg.len());
-    for c in arg.chars() {
-        if c == '/' && s.ends_with('/') {
-            continue;
+    let absolute = arg.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for seg in arg.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => match parts.last() {
+                Some(&last) if last != ".." => {
+                    parts.pop();
+                }
+                _ if absolute => {}
+                _ => parts.push(".."),
+            },
+            s => parts.push(s),
         }
-        s.push(c);
     }
-    if s.len() > 1 && s.ends_with('/') {
-        s.pop();
+    let joined = parts.join("/");
+    if absolute {
+        format!("/{joined}")
+    } else {
+        joined
     }
-    s
 }
 
 /// Canonical paths compare equal even through symlinked temp dirs.
@@ -146,6 +157,13 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> std::result::Result<Queued, SendErr
         Err(e) => return Err(Error::env(format!("Cannot read draft {shown}: {e}")).into()),
     };
     let parsed = draft::parse_bytes(&bytes);
+    if std::str::from_utf8(&bytes).is_err() {
+        // Nothing was parsed, so "missing header" errors would only mislead.
+        return Err(SendError::Invalid {
+            draft: shown,
+            errors: parsed.errors,
+        });
+    }
     let mut errors = parsed.errors.clone();
     let mut canonical = None;
     let repo = at.worktree.root.clone();
@@ -250,4 +268,24 @@ pub fn discard_draft(draft_arg: &str, cwd: &Path) -> Option<String> {
             p.display()
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown_path;
+
+    #[test]
+    fn shown_path_normalises_like_java() {
+        for (arg, want) in [
+            ("draft.txt", "draft.txt"),
+            ("./draft.txt", "draft.txt"),
+            ("a//b/./c/../d", "a/b/d"),
+            ("../x", "../x"),
+            ("a/../../x", "../x"),
+            ("/../x", "/x"),
+            ("//tmp///d/", "/tmp/d"),
+        ] {
+            assert_eq!(shown_path(arg), want, "{arg}");
+        }
+    }
 }

@@ -45,7 +45,12 @@ pub fn run() -> i32 {
             } else {
                 super::out(&printout::done_text(&d));
             }
-            exit::OK
+            // Like SwarmForge's exec of the ready helper: COMPLETED lines first,
+            // then the ready step's refusal and exit code.
+            match &d.next {
+                Ok(_) => exit::OK,
+                Err(e) => super::report(e, false),
+            }
         }
         Err(e) => super::report(&e, args.json),
     }

@@ -23,6 +23,16 @@ pub fn run(args: Vec<String>) -> i32 {
     }
     if positional.len() != 1 {
         eprint!("{USAGE}");
+        if json {
+            let v = serde_json::json!({
+                "status": "error",
+                "token": "USAGE",
+                "message": format!("expected one draft file, got {}", positional.len()),
+                "paths": [],
+                "exit_code": exit::ENV,
+            });
+            super::out(&format!("{v}\n"));
+        }
         return exit::ENV;
     }
     let arg = &positional[0];
