@@ -650,10 +650,10 @@ mod tests {
         }
     }
 
-    /// The defaults documented in docs/launcher.md are the real ones.
+    /// The defaults documented in the README are the real ones.
     #[test]
     fn documented_defaults_match() {
-        let doc = include_str!("../docs/launcher.md");
+        let doc = include_str!("../README.md");
         let blocks: Vec<&str> = doc
             .split("```yaml\n")
             .skip(1)
