@@ -6,6 +6,9 @@
 //! recipient's inbox. Every state change is an atomic rename (`fsx`), and the
 //! files themselves are the transcript and the audit trail.
 
+pub mod answer;
+pub mod artifacts;
+pub mod attention;
 pub mod audit;
 pub mod clock;
 pub mod config;
