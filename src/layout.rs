@@ -27,6 +27,20 @@ impl Project {
     pub fn state_dir(&self) -> PathBuf {
         self.swarmforge().join("state")
     }
+    /// Forum sessions and discussions: small header-format records.
+    pub fn forum_dir(&self) -> PathBuf {
+        self.swarmforge().join("forum")
+    }
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.forum_dir().join("sessions")
+    }
+    pub fn discussions_dir(&self) -> PathBuf {
+        self.forum_dir().join("discussions")
+    }
+    /// Serialises changes to sessions and discussions.
+    pub fn forum_lock(&self) -> PathBuf {
+        self.forum_dir().join("forum.flock")
+    }
     pub fn daemon_dir(&self) -> PathBuf {
         self.swarmforge().join("daemon")
     }

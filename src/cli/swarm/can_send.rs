@@ -1,13 +1,29 @@
-//! `swarm can-send` (in progress).
+//! `swarm can-send --discussion <id>`: exit 0 when it is the caller's
+//! (`SWARMFORGE_ROLE`) turn in an open discussion, 1 otherwise. No output, no
+//! side effects, so an agent can skip work when it is not its turn.
+
+use std::path::PathBuf;
+
+use crate::discussion;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Arguments (not yet implemented)
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
+    #[arg(long)]
+    pub discussion: String,
+    /// Project root (default: found from the current directory)
+    #[arg(long)]
+    pub root: Option<PathBuf>,
 }
 
-pub fn run(_args: Args) -> i32 {
-    eprintln!("swarm can-send: not implemented yet");
-    crate::error::exit::ENV
+pub fn run(args: Args) -> i32 {
+    let Ok(role) = crate::discover::acting_role() else {
+        return 1;
+    };
+    let Ok(project) = super::project(args.root.as_deref()) else {
+        return 1;
+    };
+    match discussion::refusal(&project, &args.discussion, &role) {
+        Ok(None) => 0,
+        _ => 1,
+    }
 }

@@ -1,13 +1,94 @@
-//! `swarm session` (in progress).
+//! `swarm session start [--title T] | close [--reason R] [--id S] | list [--json]`.
+
+use std::path::PathBuf;
+
+use clap::Subcommand;
+
+use crate::error::exit;
+use crate::session;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Arguments (not yet implemented)
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
+    #[command(subcommand)]
+    pub action: Action,
+    /// Project root (default: found from the current directory)
+    #[arg(long, global = true)]
+    pub root: Option<PathBuf>,
+    /// One JSON object instead of text
+    #[arg(long, global = true)]
+    pub json: bool,
 }
 
-pub fn run(_args: Args) -> i32 {
-    eprintln!("swarm session: not implemented yet");
-    crate::error::exit::ENV
+#[derive(Subcommand, Debug)]
+pub enum Action {
+    /// Open a session; its id is stamped on every message sent while it is open
+    Start {
+        #[arg(long)]
+        title: Option<String>,
+    },
+    /// Close the open session (or --id S) with a recorded reason
+    Close {
+        #[arg(long)]
+        reason: String,
+        #[arg(long)]
+        id: Option<String>,
+    },
+    /// Every session, oldest first
+    List,
+}
+
+/// Who runs the command: the acting role, or a person.
+pub fn actor() -> String {
+    std::env::var("SWARMFORGE_ROLE")
+        .ok()
+        .filter(|r| !r.is_empty())
+        .unwrap_or_else(|| "human".to_string())
+}
+
+pub fn run(args: Args) -> i32 {
+    let project = match super::project(args.root.as_deref()) {
+        Ok(p) => p,
+        Err(e) => return crate::cli::report(&e, args.json),
+    };
+    let result = match &args.action {
+        Action::Start { title } => session::start(&project, title.as_deref(), &actor()).map(|s| {
+            if args.json {
+                serde_json::to_string(&s).unwrap_or_default() + "\n"
+            } else {
+                format!("SESSION_STARTED: {}\n", s.id)
+            }
+        }),
+        Action::Close { reason, id } => session::close(&project, id.as_deref(), reason).map(|s| {
+            if args.json {
+                serde_json::to_string(&s).unwrap_or_default() + "\n"
+            } else {
+                format!("SESSION_CLOSED: {} {}\n", s.id, reason)
+            }
+        }),
+        Action::List => session::list(&project).map(|all| {
+            if args.json {
+                serde_json::json!({ "sessions": all }).to_string() + "\n"
+            } else {
+                all.iter()
+                    .map(|s| {
+                        format!(
+                            "{}\t{}\t{}\t{}\t{}\n",
+                            s.id,
+                            if s.is_open() { "open" } else { "closed" },
+                            s.started_at,
+                            s.close_reason.as_deref().unwrap_or("-"),
+                            crate::header::escape(s.title.as_deref().unwrap_or("-"))
+                        )
+                    })
+                    .collect()
+            }
+        }),
+    };
+    match result {
+        Ok(text) => {
+            crate::cli::out(&text);
+            exit::OK
+        }
+        Err(e) => crate::cli::report(&e, args.json),
+    }
 }
