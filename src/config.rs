@@ -150,6 +150,8 @@ impl Default for RoleConfig {
 pub struct ForumConfig {
     pub moderator: Option<String>,
     pub digest_every: u32,
+    /// A digest request still open after this logs `expectation_violated`.
+    pub digest_within: Dur,
     pub idle_close: Dur,
 }
 
@@ -158,6 +160,7 @@ impl Default for ForumConfig {
         ForumConfig {
             moderator: None,
             digest_every: 5,
+            digest_within: Dur::secs(600),
             idle_close: Dur::secs(7200),
         }
     }

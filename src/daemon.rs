@@ -11,13 +11,15 @@ use std::time::{Duration, Instant, SystemTime};
 use notify::Watcher;
 
 use crate::config::Config;
-use crate::deliver::{Deliverer, PassReport};
+use crate::deliver::Deliverer;
 use crate::error::{Error, IoContext, Result};
+use crate::forum::Forum;
 use crate::fsx;
 use crate::journal::{Event, Journal, Kind};
 use crate::layout::{Project, Worktree};
 use crate::roles::Roles;
 use crate::wake::{self, Waker};
+use crate::watchdog;
 
 /// How often the stop file and `.swarmforge/` are checked between events.
 const HOUSEKEEPING: Duration = Duration::from_millis(50);
@@ -62,6 +64,8 @@ pub struct Daemon {
     roles_stamp: Option<(SystemTime, u64)>,
     config_stamp: Option<(SystemTime, u64)>,
     rewake: std::collections::HashMap<String, Rewake>,
+    /// Sessions, moderator and discussions; built when serving starts.
+    forum: Option<Forum>,
 }
 
 fn load(project: &Project) -> Result<(Roles, Config)> {
@@ -116,6 +120,7 @@ pub fn run(root: &Path, opts: Options) -> Result<i32> {
         journal,
         deliverer,
         rewake: Default::default(),
+        forum: None,
     };
     let code = if d.opts.once {
         let r = d.deliverer.pass();
@@ -174,9 +179,16 @@ impl Daemon {
         self.deliverer.stop.load(Ordering::Relaxed) || self.project.stop_file().exists()
     }
 
-    fn pass(&mut self) -> PassReport {
+    /// One delivery pass, then the forum's bookkeeping of what it delivered.
+    /// Returns true when the forum queued a file (another pass is due).
+    fn pass(&mut self) -> bool {
         self.reload_if_changed();
-        self.deliverer.pass()
+        self.deliverer.pass();
+        let delivered = std::mem::take(&mut self.deliverer.delivered_log);
+        let d = &self.deliverer;
+        self.forum.as_mut().is_some_and(|f| {
+            f.after_pass(delivered, &self.project, &d.roles, &d.config, &self.journal)
+        })
     }
 
     /// The event loop; returns the exit code.
@@ -241,6 +253,8 @@ impl Daemon {
             watched = want;
         };
         sync_watches(&mut watcher, self.watched_dirs());
+        let d = &self.deliverer;
+        self.forum = Some(Forum::start(&self.project, &d.roles, &d.config));
         // Logged once the watcher is in place, so `started` means ready: a
         // file queued after this line is seen by an event.
         self.journal.record(&Event::new(Kind::Started));
@@ -252,9 +266,8 @@ impl Daemon {
         let mut need_pass = true;
         loop {
             if need_pass {
-                need_pass = false;
                 let before = self.deliverer.roles.worktrees();
-                self.pass();
+                need_pass = self.pass();
                 if self.deliverer.roles.worktrees() != before {
                     sync_watches(&mut watcher, self.watched_dirs());
                 }
@@ -270,7 +283,7 @@ impl Daemon {
             }
             let now = Instant::now();
             if now >= next_sweep {
-                self.sweep();
+                need_pass |= self.sweep();
                 next_sweep = Instant::now() + cfg(self).sweep.0;
             }
             if now >= next_rescan {
@@ -327,9 +340,24 @@ impl Daemon {
     /// The re-wake sweep: a role with waiting items, nothing in process, and
     /// its oldest waiting item older than `ack_within` is woken again, with
     /// backoff (doubling up to `rewake_cap`). Recovery is by file state only.
-    fn sweep(&mut self) {
+    ///
+    /// Also the forum's and the watchdog's timed duties. Returns true when a
+    /// new file waits for delivery.
+    fn sweep(&mut self) -> bool {
         let cfg = self.deliverer.config.clone();
-        let method = wake::method(&self.project, &cfg);
+        let d = &self.deliverer;
+        let queued = self
+            .forum
+            .as_mut()
+            .is_some_and(|f| f.sweep(&self.project, &d.roles, &cfg, &self.journal, &d.waker));
+        watchdog::check_expectations(&self.project, &d.roles, &cfg, &self.journal);
+        watchdog::check_agents(&self.project, &d.roles, &cfg, &self.journal);
+        self.rewake_sweep(&cfg);
+        queued
+    }
+
+    fn rewake_sweep(&mut self, cfg: &Config) {
+        let method = wake::method(&self.project, cfg);
         if method == wake::Method::None {
             return;
         }

@@ -20,13 +20,16 @@ use std::sync::Arc;
 
 use crate::clock;
 use crate::config::Config;
+use crate::discussion;
 use crate::fsx;
 use crate::header::Message;
 use crate::journal::{Event, Journal, Kind};
 use crate::layout::{Project, Worktree};
+use crate::moderator;
 use crate::names;
 use crate::roles::{Role, Roles};
 use crate::rules;
+use crate::session;
 use crate::wake::{self, Waker};
 
 /// Headers only the daemon and helpers write; an outbox file carrying one is forged.
@@ -116,6 +119,8 @@ pub struct Deliverer {
     /// process started, or deferred mid-delivery): they get the thorough check.
     suspects: HashSet<PathBuf>,
     started: bool,
+    /// Messages delivered since the daemon last drained this (forum counting).
+    pub delivered_log: Vec<Message>,
     /// Last deferral reason logged per file, so a stuck file logs once per cause.
     deferred: HashMap<PathBuf, String>,
     /// Per recipient worktree, built at most once per pass (thorough checks only).
@@ -140,6 +145,7 @@ impl Deliverer {
             suspects: HashSet::new(),
             started: false,
             deferred: HashMap::new(),
+            delivered_log: Vec::new(),
             index: HashMap::new(),
         }
     }
@@ -259,8 +265,18 @@ impl Deliverer {
             }
         }
         let from = msg.get("from").unwrap_or_default();
-        // D8: the daemon, not an environment variable, decides who sent it.
-        if !self.roles.owners_of(&c.worktree).any(|r| r.name == from) {
+        let from_daemon = from == moderator::DAEMON;
+        if from_daemon {
+            // Only our own digest requests, queued in the moderator's outbox.
+            let moderator = self.config.forum.moderator.as_deref();
+            let ok = msg.get("type") == Some("digest_request")
+                && moderator
+                    .is_some_and(|m| self.roles.owners_of(&c.worktree).any(|r| r.name == m));
+            if !ok {
+                return Err("sender mismatch".into());
+            }
+        } else if !self.roles.owners_of(&c.worktree).any(|r| r.name == from) {
+            // D8: the daemon, not an environment variable, decides who sent it.
             return Err("sender mismatch".into());
         }
         let id = msg.get("id").unwrap_or_default();
@@ -285,8 +301,14 @@ impl Deliverer {
             v
         };
         let is_role = |r: &str| r == "all" || self.roles.find(r).is_some();
-        if let Some(e) = rules::validate(&msg.headers, &is_role, &mut |_| Ok(())).first() {
-            return Err(format!("invalid: {e}"));
+        if !from_daemon {
+            if let Some(e) = rules::validate(&msg.headers, &is_role, &mut |_| Ok(())).first() {
+                return Err(format!("invalid: {e}"));
+            }
+        }
+        if let Some(d) = msg.get("discussion") {
+            // Racing senders: the loser of a turn is refused here.
+            discussion::delivery_check(&self.project, d, from)?;
         }
         Ok(recipients)
     }
@@ -352,13 +374,35 @@ impl Deliverer {
             }
         }
         let sent = Worktree::new(&c.worktree).sent();
-        if let Err(e) = fsx::move_into_unique(&c.path, &sent, &clock::iso_now()) {
-            return Outcome::Deferred(format!("{}: {e}", sent.display()));
-        }
+        let sent_path = match fsx::move_into_unique(&c.path, &sent, &clock::iso_now()) {
+            Ok(p) => p,
+            Err(e) => return Outcome::Deferred(format!("{}: {e}", sent.display())),
+        };
+        self.after_delivery(&msg, &sent_path);
         self.journal
             .record(&Event::new(Kind::Delivered).message(&msg).path(&c.path));
         self.journal.forum(&crate::transcript::forum_line(&msg));
         Outcome::Delivered
+    }
+
+    /// Forum bookkeeping once a message is delivered: the discussion's turn
+    /// log (before the next file is checked, so two turns in one pass are
+    /// judged in order) and the session's latest digest.
+    fn after_delivery(&mut self, msg: &Message, sent_path: &Path) {
+        let from = msg.get("from").unwrap_or_default();
+        if let (Some(d), Some(id)) = (msg.get("discussion"), msg.get("id")) {
+            if let Err(e) = discussion::record_turn(&self.project, d, from, id) {
+                eprintln!("handoffd: cannot record the turn of {id} in discussion {d}: {e}");
+            }
+        }
+        if msg.get("type") == Some("digest") {
+            if let Some(s) = msg.get("session").filter(|s| session::valid_id(s)) {
+                if let Err(e) = session::set_latest_digest(&self.project, s, sent_path) {
+                    eprintln!("handoffd: cannot record the latest digest of {s}: {e}");
+                }
+            }
+        }
+        self.delivered_log.push(msg.clone());
     }
 
     /// Moves a refused original to the sender's `failed/`, with the reason in

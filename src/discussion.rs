@@ -151,7 +151,10 @@ fn lock(project: &Project) -> Result<fsx::Lock> {
 
 pub fn load(project: &Project, id: &str) -> Result<Discussion> {
     if !valid_id(id) {
-        return Err(Error::env(format!("Invalid discussion id '{}'.", escape(id))));
+        return Err(Error::env(format!(
+            "Invalid discussion id '{}'.",
+            escape(id)
+        )));
     }
     let p = record_path(project, id);
     let bytes = match fsx::read_bounded(&p, 64 * 1024) {
@@ -296,9 +299,22 @@ pub fn refusal(project: &Project, id: &str, role: &str) -> Result<Option<String>
     }
     let log = log(project, id)?;
     let expected = d.expected(&log);
-    Ok((expected != role).then(|| {
-        format!("discussion '{id}' expects {expected} to speak, got {role}.")
-    }))
+    Ok((expected != role)
+        .then(|| format!("discussion '{id}' expects {expected} to speak, got {role}.")))
+}
+
+/// The daemon's re-check at delivery, with its failure reasons:
+/// `unknown discussion <id>`, `discussion_closed`, `out_of_turn`.
+pub fn delivery_check(project: &Project, id: &str, role: &str) -> std::result::Result<(), String> {
+    let d = load(project, id).map_err(|_| format!("unknown discussion {}", escape(id)))?;
+    if !d.is_open() {
+        return Err("discussion_closed".into());
+    }
+    let log = log(project, id).map_err(|e| format!("discussion {id}: {e}"))?;
+    if d.expected(&log) != role {
+        return Err("out_of_turn".into());
+    }
+    Ok(())
 }
 
 /// Records a delivered turn (the daemon, after the original reached `sent/`);
@@ -308,7 +324,10 @@ pub fn record_turn(project: &Project, id: &str, role: &str, msg_id: &str) -> Res
     append(project, id, "turn", role, msg_id)?;
     let d = load(project, id)?;
     if let Some(cap) = d.max_turns {
-        let turns = log(project, id)?.iter().filter(|e| e.kind == "turn").count();
+        let turns = log(project, id)?
+            .iter()
+            .filter(|e| e.kind == "turn")
+            .count();
         if d.is_open() && turns >= cap as usize {
             drop(_lock);
             close(project, id, "cap_reached")?;
@@ -353,7 +372,10 @@ mod tests {
         assert_eq!(dd.close_reason.as_deref(), Some("cap_reached"));
         let st = dd.status(&log(&p, "design").unwrap());
         assert_eq!((st.turns, st.skips, st.open), (4, 1, false));
-        assert!(refusal(&p, "design", "c").unwrap().unwrap().contains("closed"));
+        assert!(refusal(&p, "design", "c")
+            .unwrap()
+            .unwrap()
+            .contains("closed"));
     }
 
     #[test]

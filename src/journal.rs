@@ -24,8 +24,15 @@ pub enum Kind {
     /// A transient problem (disk full, permission denied): the file stays in
     /// the outbox and is retried; logged once per file and cause.
     Deferred,
-    /// A role kept an item in process longer than `complete_within`.
+    /// A role kept an item in process longer than `complete_within`, a
+    /// discussion turn was late, or a digest request stayed open too long.
     ExpectationViolated,
+    /// A session or discussion was closed by the daemon (`idle_timeout`).
+    Closed,
+    /// A discussion turn was skipped after `skip_after`.
+    Skipped,
+    /// The watchdog restarted a role's agent.
+    Restarted,
 }
 
 impl Kind {
@@ -39,6 +46,9 @@ impl Kind {
             Kind::Stopped => "stopped",
             Kind::Deferred => "deferred",
             Kind::ExpectationViolated => "expectation_violated",
+            Kind::Closed => "closed",
+            Kind::Skipped => "skipped",
+            Kind::Restarted => "restarted",
         }
     }
 }

@@ -21,14 +21,17 @@ pub mod discussion;
 pub mod draft;
 pub mod duration;
 pub mod error;
+pub mod forum;
 pub mod event_stream;
 pub mod fsx;
 pub mod gitcheck;
 pub mod header;
+pub mod history;
 pub mod init;
 pub mod journal;
 pub mod launch;
 pub mod layout;
+pub mod moderator;
 pub mod names;
 pub mod printout;
 pub mod queue;
@@ -44,6 +47,7 @@ pub mod swarmforge_conf;
 pub mod trail;
 pub mod transcript;
 pub mod wake;
+pub mod watchdog;
 
 pub mod cli;
 

@@ -87,6 +87,39 @@ pub fn check_text(what: &str, text: &str) -> Result<()> {
     Ok(())
 }
 
+/// Session ids as written by `start` (`s<IDTS>[-N]`); anything else read
+/// from a header never becomes a path.
+pub fn valid_id(id: &str) -> bool {
+    let b = id.as_bytes();
+    !b.is_empty()
+        && b.len() <= 64
+        && b[0].is_ascii_alphanumeric()
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-')
+}
+
+fn latest_digest_file(project: &Project, id: &str) -> PathBuf {
+    project.forum_dir().join("latest-digest").join(id)
+}
+
+/// Records the delivered original of the newest digest of a session.
+pub fn set_latest_digest(project: &Project, id: &str, original: &Path) -> Result<()> {
+    let p = latest_digest_file(project, id);
+    if let Some(d) = p.parent() {
+        fsx::ensure_dirs(&[d]).at(d)?;
+    }
+    fsx::write_file(&p, format!("{}\n", original.display()).as_bytes()).at(&p)
+}
+
+/// The delivered original of the newest digest of a session, if any.
+pub fn latest_digest(project: &Project, id: &str) -> Option<PathBuf> {
+    if !valid_id(id) {
+        return None;
+    }
+    let text = fs::read_to_string(latest_digest_file(project, id)).ok()?;
+    let p = PathBuf::from(text.trim());
+    p.is_file().then_some(p)
+}
+
 /// Every session, oldest first.
 pub fn list(project: &Project) -> Result<Vec<Session>> {
     let dir = project.sessions_dir();
@@ -206,7 +239,10 @@ mod tests {
         let p = Project::new(d.path());
         assert!(current(&p).unwrap().is_none());
         let s = start(&p, Some("kick-off"), "coder").unwrap();
-        assert!(start(&p, None, "x").unwrap_err().to_string().contains("is open"));
+        assert!(start(&p, None, "x")
+            .unwrap_err()
+            .to_string()
+            .contains("is open"));
         assert_eq!(current(&p).unwrap().unwrap().id, s.id);
         let c = close(&p, None, "done").unwrap();
         assert_eq!(c.close_reason.as_deref(), Some("done"));
