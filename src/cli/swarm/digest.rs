@@ -1,13 +1,76 @@
-//! `swarm digest` (in progress).
+//! `swarm digest latest [--session S] [--json]`: the newest moderator digest of
+//! a session (default: the open session, else the newest one).
+
+use std::path::PathBuf;
+
+use clap::Subcommand;
+
+use crate::error::{exit, Error};
+use crate::header::Message;
+use crate::session;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Arguments (not yet implemented)
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
+    #[command(subcommand)]
+    pub action: Action,
+    /// Project root (default: found from the current directory)
+    #[arg(long, global = true)]
+    pub root: Option<PathBuf>,
+    /// One JSON object instead of text
+    #[arg(long, global = true)]
+    pub json: bool,
 }
 
-pub fn run(_args: Args) -> i32 {
-    eprintln!("swarm digest: not implemented yet");
-    crate::error::exit::ENV
+#[derive(Subcommand, Debug)]
+pub enum Action {
+    /// Print the newest digest: its path, then the file
+    Latest {
+        #[arg(long)]
+        session: Option<String>,
+    },
+}
+
+pub fn run(args: Args) -> i32 {
+    let project = match super::project(args.root.as_deref()) {
+        Ok(p) => p,
+        Err(e) => return crate::cli::report(&e, args.json),
+    };
+    let Action::Latest { session: wanted } = &args.action;
+    let result = (|| {
+        let id = match wanted {
+            Some(s) => session::find(&project, s)?.id,
+            None => {
+                let all = session::list(&project)?;
+                let open = all.iter().rev().find(|s| s.is_open()).or(all.last());
+                open.map(|s| s.id.clone())
+                    .ok_or_else(|| Error::env("No session yet.\n  hint: swarm session start"))?
+            }
+        };
+        let path = session::latest_digest(&project, &id)
+            .ok_or_else(|| Error::env(format!("No digest in session {id} yet.")))?;
+        let bytes = crate::fsx::read_bounded(&path, 1024 * 1024)
+            .map_err(|e| Error::env(format!("{}: {e}", path.display())))?;
+        let msg = Message::parse_bytes(&bytes)
+            .map_err(|e| Error::env(format!("{}: {e}", path.display())))?;
+        Ok::<_, Error>((id, path, msg))
+    })();
+    match result {
+        Ok((id, path, msg)) => {
+            if args.json {
+                let v = serde_json::json!({
+                    "session": id,
+                    "path": path,
+                    "id": msg.get("id"),
+                    "from": msg.get("from"),
+                    "created_at": msg.get("created_at"),
+                    "body": msg.body,
+                });
+                crate::cli::out(&format!("{v}\n"));
+            } else {
+                crate::cli::out(&format!("LATEST_DIGEST: {}\n{}", path.display(), msg.render()));
+            }
+            exit::OK
+        }
+        Err(e) => crate::cli::report(&e, args.json),
+    }
 }
