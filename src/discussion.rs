@@ -18,6 +18,7 @@ use crate::fsx;
 use crate::header::{escape, Message};
 use crate::layout::Project;
 use crate::names;
+use crate::record;
 use crate::roles::Roles;
 use crate::session::check_text;
 
@@ -82,7 +83,7 @@ fn turns_path(project: &Project, id: &str) -> PathBuf {
 
 impl Discussion {
     fn from_message(m: &Message, path: &Path) -> Option<Discussion> {
-        let opt = |n: &str| m.get(n).filter(|v| !v.is_empty()).map(str::to_string);
+        let opt = |n: &str| record::field(m, n);
         Some(Discussion {
             id: opt("id")?,
             order: opt("order")?.split(',').map(str::to_string).collect(),
@@ -95,7 +96,7 @@ impl Discussion {
         })
     }
 
-    fn render(&self) -> String {
+    fn to_message(&self) -> Message {
         let mut m = Message::default();
         m.push("id", &self.id);
         m.push("order", self.order.join(","));
@@ -110,7 +111,7 @@ impl Discussion {
         if let Some(r) = &self.close_reason {
             m.push("close_reason", r);
         }
-        m.render()
+        m
     }
 
     pub fn is_open(&self) -> bool {
@@ -157,35 +158,17 @@ pub fn load(project: &Project, id: &str) -> Result<Discussion> {
         )));
     }
     let p = record_path(project, id);
-    let bytes = match fsx::read_bounded(&p, 64 * 1024) {
-        Ok(b) => b,
-        Err(fsx::ReadRefusal::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(Error::env(format!("Unknown discussion '{id}'.")))
-        }
-        Err(e) => return Err(Error::env(format!("{}: {e}", p.display()))),
-    };
-    Message::parse_bytes(&bytes)
-        .ok()
-        .and_then(|m| Discussion::from_message(&m, &p))
+    let m = record::read(&p)?.ok_or_else(|| Error::env(format!("Unknown discussion '{id}'.")))?;
+    Discussion::from_message(&m, &p)
         .filter(|d| !d.order.is_empty())
         .ok_or_else(|| Error::env(format!("{}: not a discussion record", p.display())))
 }
 
 /// Every discussion, by id.
 pub fn list(project: &Project) -> Result<Vec<Discussion>> {
-    let dir = project.discussions_dir();
-    let rd = match fs::read_dir(&dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io(&dir, e)),
-    };
-    let mut v: Vec<Discussion> = rd
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let id = name.strip_suffix(".discussion")?;
-            load(project, id).ok()
-        })
+    let mut v: Vec<Discussion> = record::list(&project.discussions_dir(), "discussion")?
+        .iter()
+        .filter_map(|(p, m)| Discussion::from_message(m, p).filter(|d| !d.order.is_empty()))
         .collect();
     v.sort_by(|a, b| a.id.cmp(&b.id));
     Ok(v)
@@ -267,7 +250,7 @@ pub fn open(
         path: path.clone(),
     };
     let dir = project.discussions_dir();
-    fsx::publish(&dir, &path, d.render().as_bytes()).at(&path)?;
+    fsx::publish(&dir, &path, d.to_message().render().as_bytes()).at(&path)?;
     Ok(d)
 }
 
@@ -284,7 +267,7 @@ pub fn close(project: &Project, id: &str, reason: &str) -> Result<Discussion> {
     }
     d.closed_at = Some(clock::iso_now());
     d.close_reason = Some(reason.to_string());
-    fsx::write_file(&d.path, d.render().as_bytes()).at(&d.path)?;
+    record::write(&d.path, &d.to_message())?;
     Ok(d)
 }
 

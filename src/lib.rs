@@ -36,6 +36,7 @@ pub mod names;
 pub mod printout;
 pub mod queue;
 pub mod receipts;
+pub mod record;
 pub mod roles;
 pub mod rules;
 pub mod send;

@@ -6,7 +6,6 @@
 //! stamped on every message sent while it is open.
 
 use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -16,6 +15,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::fsx;
 use crate::header::{escape, is_control, Message};
 use crate::layout::Project;
+use crate::record;
 
 /// Longest title and close reason accepted.
 pub const MAX_TEXT: usize = 200;
@@ -37,7 +37,7 @@ impl Session {
     }
 
     fn from_message(m: &Message, path: &Path) -> Option<Session> {
-        let opt = |n: &str| m.get(n).filter(|v| !v.is_empty()).map(str::to_string);
+        let opt = |n: &str| record::field(m, n);
         Some(Session {
             id: opt("id")?,
             title: opt("title"),
@@ -49,7 +49,7 @@ impl Session {
         })
     }
 
-    fn render(&self) -> String {
+    fn to_message(&self) -> Message {
         let mut m = Message::default();
         m.push("id", &self.id);
         if let Some(t) = &self.title {
@@ -63,7 +63,7 @@ impl Session {
         if let Some(r) = &self.close_reason {
             m.push("close_reason", r);
         }
-        m.render()
+        m
     }
 }
 
@@ -122,28 +122,10 @@ pub fn latest_digest(project: &Project, id: &str) -> Option<PathBuf> {
 
 /// Every session, oldest first.
 pub fn list(project: &Project) -> Result<Vec<Session>> {
-    let dir = project.sessions_dir();
-    let rd = match fs::read_dir(&dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io(&dir, e)),
-    };
-    let mut out = Vec::new();
-    for e in rd.flatten() {
-        let p = e.path();
-        if p.extension().is_none_or(|x| x != "session") {
-            continue;
-        }
-        let Ok(bytes) = fsx::read_bounded(&p, 64 * 1024) else {
-            continue;
-        };
-        if let Some(s) = Message::parse_bytes(&bytes)
-            .ok()
-            .and_then(|m| Session::from_message(&m, &p))
-        {
-            out.push(s);
-        }
-    }
+    let mut out: Vec<Session> = record::list(&project.sessions_dir(), "session")?
+        .iter()
+        .filter_map(|(p, m)| Session::from_message(m, p))
+        .collect();
     out.sort_by(|a, b| (&a.started_at, &a.id).cmp(&(&b.started_at, &b.id)));
     Ok(out)
 }
@@ -158,12 +140,6 @@ pub fn find(project: &Project, id: &str) -> Result<Session> {
         .into_iter()
         .find(|s| s.id == id)
         .ok_or_else(|| Error::env(format!("Unknown session: {}", escape(id))))
-}
-
-fn write(project: &Project, s: &Session) -> Result<()> {
-    let dir = project.sessions_dir();
-    fsx::ensure_dirs(&[&dir]).at(&dir)?;
-    fsx::write_file(&s.path, s.render().as_bytes()).at(&s.path)
 }
 
 fn lock(project: &Project) -> Result<fsx::Lock> {
@@ -203,7 +179,7 @@ pub fn start(project: &Project, title: Option<&str>, by: &str) -> Result<Session
         closed_at: None,
         close_reason: None,
     };
-    write(project, &s)?;
+    record::write(&s.path, &s.to_message())?;
     Ok(s)
 }
 
@@ -225,7 +201,7 @@ pub fn close(project: &Project, id: Option<&str>, reason: &str) -> Result<Sessio
     }
     s.closed_at = Some(clock::iso_now());
     s.close_reason = Some(reason.to_string());
-    write(project, &s)?;
+    record::write(&s.path, &s.to_message())?;
     Ok(s)
 }
 
