@@ -205,7 +205,31 @@ impl Config {
         if text.trim().is_empty() {
             return Ok(Config::default());
         }
-        serde_saphyr::from_str::<Config>(text).map_err(|e| e.to_string())
+        let c = serde_saphyr::from_str::<Config>(text).map_err(|e| e.to_string())?;
+        c.check_allowed_types()?;
+        Ok(c)
+    }
+
+    /// Every name in a role's `allowed_types` is a type a role may send.
+    fn check_allowed_types(&self) -> std::result::Result<(), String> {
+        for r in &self.roles {
+            for t in r.allowed_types.iter().flatten() {
+                if !crate::rules::type_rule(t).is_some_and(|rule| rule.sendable) {
+                    return Err(format!(
+                        "roles[{}].allowed_types: '{}' is not a type a role may send (one of {})",
+                        crate::header::escape(&r.name),
+                        crate::header::escape(t),
+                        crate::rules::type_list()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The types `role` may send: its `allowed_types`, or every sendable type.
+    pub fn allowed_types(&self, role: &str) -> Vec<&'static str> {
+        crate::rules::allowed_for(self.role(role).and_then(|r| r.allowed_types.as_deref()))
     }
 
     /// Loads `path`; a missing file means every default.
@@ -248,6 +272,20 @@ mod tests {
         assert!(!c.daemon.fsync);
         assert_eq!(c.daemon.ack_within, Dur::secs(120));
         assert_eq!(c.max_hops, 5);
+    }
+
+    #[test]
+    fn allowed_types_are_checked_and_default_to_every_sendable_type() {
+        let c = Config::parse("roles:\n  - {name: qa, allowed_types: [note, post]}\n").unwrap();
+        assert_eq!(c.allowed_types("qa"), vec!["note", "post"]);
+        assert!(c.allowed_types("other").contains(&"clarify"));
+        assert!(!c.allowed_types("other").contains(&"digest_request"));
+        let e =
+            Config::parse("roles:\n  - {name: qa, allowed_types: [digest_request]}\n").unwrap_err();
+        assert!(
+            e.contains("'digest_request' is not a type a role may send"),
+            "{e}"
+        );
     }
 
     #[test]

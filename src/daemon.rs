@@ -69,7 +69,13 @@ pub struct Daemon {
 }
 
 fn load(project: &Project) -> Result<(Roles, Config)> {
-    let roles = Roles::load(&project.roles_tsv())?;
+    let tsv = project.roles_tsv();
+    // Roles::load reads through anything: a FIFO planted there would block
+    // the daemon for good (a device would feed it forever).
+    if std::fs::metadata(&tsv).is_ok_and(|m| !m.is_file()) {
+        return Err(Error::env(format!("{}: not a regular file", tsv.display())));
+    }
+    let roles = Roles::load(&tsv)?;
     let config = Config::load(&project.config_file())?;
     Ok((roles, config))
 }
@@ -372,7 +378,7 @@ impl Daemon {
                 .unwrap_or(cfg.daemon.ack_within)
                 .0;
             let wt = Worktree::new(&role.worktree_path);
-            let oldest = oldest_waiting(&wt.inbox_new());
+            let oldest = oldest_waiting(&wt.inbox_new(), &role.name, cfg.limits.max_file_bytes);
             let waiting = oldest.is_some() && wake::still_waiting(&role.worktree_path);
             let Some((path, age)) = oldest.filter(|_| waiting) else {
                 self.rewake.remove(&role.name);
@@ -430,21 +436,28 @@ fn make_watchable(root: &Path, dir: &Path) {
     }
 }
 
-/// The oldest `*.handoff` in a folder by mtime, and its age.
-fn oldest_waiting(dir: &Path) -> Option<(PathBuf, Duration)> {
+/// The oldest `*.handoff` in a folder (by mtime) that should wake `role`
+/// (`cc` copies and `wake: no` items are delivered without a wake-up, so they
+/// never cause a re-wake either), and its age.
+fn oldest_waiting(dir: &Path, role: &str, max_bytes: u64) -> Option<(PathBuf, Duration)> {
     let rd = std::fs::read_dir(dir).ok()?;
-    let mut best: Option<(PathBuf, SystemTime)> = None;
-    for e in rd.flatten() {
-        if !e.file_name().to_string_lossy().ends_with(".handoff") {
-            continue;
-        }
-        let Ok(t) = e.metadata().and_then(|m| m.modified()) else {
-            continue;
-        };
-        if best.as_ref().is_none_or(|(_, b)| t < *b) {
-            best = Some((e.path(), t));
-        }
-    }
+    let mut items: Vec<(SystemTime, PathBuf)> = rd
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".handoff"))
+        .filter_map(|e| Some((e.metadata().and_then(|m| m.modified()).ok()?, e.path())))
+        .collect();
+    items.sort();
+    let wakes = |p: &Path| {
+        crate::fsx::read_bounded(p, max_bytes)
+            .ok()
+            .and_then(|b| crate::header::Message::parse_bytes(&b).ok())
+            .is_none_or(|m| crate::rules::wakes(&m, role))
+    };
+    let best = items.into_iter().find(|(_, p)| wakes(p)).map(|(t, p)| (p, t));
     let (p, t) = best?;
-    Some((p, SystemTime::now().duration_since(t).unwrap_or_default()))
+    // An mtime in the future means the clock stepped back since delivery: the
+    // real wait is unknown, so count it as overdue (a re-wake is only a hint,
+    // and the backoff spaces the next ones) rather than never re-waking until
+    // the wall clock catches up.
+    Some((p, SystemTime::now().duration_since(t).unwrap_or(Duration::MAX)))
 }

@@ -125,6 +125,10 @@ pub struct Deliverer {
     deferred: HashMap<PathBuf, String>,
     /// Per recipient worktree, built at most once per pass (thorough checks only).
     index: HashMap<PathBuf, InboxIndex>,
+    /// Every role named in roles.tsv since this process started. A sender or
+    /// recipient that was a role and is gone now (roles.tsv edited, or being
+    /// rewritten) is a transient fault: the file waits, it is not refused.
+    known: HashSet<String>,
 }
 
 impl Deliverer {
@@ -135,7 +139,9 @@ impl Deliverer {
         journal: Journal,
         waker: Waker,
     ) -> Self {
+        let known = roles.roles.iter().map(|r| r.name.clone()).collect();
         Deliverer {
+            known,
             project,
             roles,
             config,
@@ -252,6 +258,20 @@ impl Deliverer {
         Message::parse_bytes(&bytes).map_err(|e| Outcome::Failed(e.to_string()))
     }
 
+    /// A sender or recipient that was in roles.tsv earlier in this process's
+    /// life and is not now: the reason to defer the file until it is back.
+    fn role_gone(&self, msg: &Message, c: &Candidate) -> Option<String> {
+        let gone = |r: &str| self.known.contains(r) && self.roles.find(r).is_none();
+        let from = msg.get("from").unwrap_or_default();
+        if gone(from) && !self.roles.owners_of(&c.worktree).any(|r| r.name == from) {
+            return Some(format!("sender {from} is no longer in roles.tsv"));
+        }
+        let to = msg.get("to").unwrap_or_default();
+        to.split(',')
+            .find(|r| *r != "all" && gone(r))
+            .map(|r| format!("recipient {r} is no longer in roles.tsv"))
+    }
+
     /// The refusals that must happen before any copy is written.
     fn check(&self, msg: &Message, c: &Candidate) -> Result<Vec<&Role>, String> {
         for h in REQUIRED {
@@ -302,8 +322,21 @@ impl Deliverer {
         };
         let is_role = |r: &str| r == "all" || self.roles.find(r).is_some();
         if !from_daemon {
-            if let Some(e) = rules::validate(&msg.headers, &is_role, &mut |_| Ok(())).first() {
-                return Err(format!("invalid: {e}"));
+            // The sender's allowed_types, max_hops and every validation rule.
+            let allowed = self.config.allowed_types(from);
+            let policy = rules::Policy {
+                is_role: &is_role,
+                allowed: &allowed,
+            };
+            rules::recheck(msg, &policy, self.config.max_hops)?;
+        }
+        let mut recipients = recipients;
+        for r in rules::role_list(msg.get("cc")) {
+            // Context copies: delivered like any copy, never woken.
+            match self.roles.find(r) {
+                Some(role) if !recipients.iter().any(|x| x.name == r) => recipients.push(role),
+                Some(_) => {}
+                None => return Err(format!("unknown cc role {r}")),
             }
         }
         if let Some(d) = msg.get("discussion") {
@@ -338,6 +371,9 @@ impl Deliverer {
             Ok(m) => m,
             Err(o) => return o,
         };
+        if let Some(reason) = self.role_gone(&msg, c) {
+            return Outcome::Deferred(reason);
+        }
         let recipients: Vec<Role> = match self.check(&msg, c) {
             Ok(r) => r.into_iter().cloned().collect(),
             Err(reason) => return Outcome::Failed(reason),
@@ -362,7 +398,7 @@ impl Deliverer {
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Outcome::Deferred(format!("{}: {e}", dest.display())),
             }
-            if !role.is_human() {
+            if !role.is_human() && rules::wakes(&msg, &role.name) {
                 self.waker.wake(wake::Request {
                     role: role.name.clone(),
                     session: role.session.clone(),
@@ -376,7 +412,16 @@ impl Deliverer {
         let sent = Worktree::new(&c.worktree).sent();
         let sent_path = match fsx::move_into_unique(&c.path, &sent, &clock::iso_now()) {
             Ok(p) => p,
-            Err(e) => return Outcome::Deferred(format!("{}: {e}", sent.display())),
+            // Moved; only the fsync of a folder after the rename failed. Every
+            // copy is out and the original left the outbox: delivered (a crash
+            // undoing the rename brings back an original whose copies are held).
+            Err(e) => match fsx::moved_to(&e) {
+                Some(p) => {
+                    eprintln!("handoffd: {e}");
+                    p.to_path_buf()
+                }
+                None => return Outcome::Deferred(format!("{}: {e}", sent.display())),
+            },
         };
         self.after_delivery(&msg, &sent_path);
         self.journal
@@ -415,14 +460,25 @@ impl Deliverer {
                 ev = ev.message(&m);
             }
         }
-        match fsx::move_into_unique(&c.path, &wt.failed(), &clock::iso_now()) {
+        let moved = fsx::move_into_unique(&c.path, &wt.failed(), &clock::iso_now());
+        let moved = match moved {
+            Err(e) if fsx::moved_to(&e).is_some() => {
+                eprintln!("handoffd: {e}");
+                Ok(fsx::moved_to(&e).unwrap_or(&c.path).to_path_buf())
+            }
+            other => other,
+        };
+        match moved {
             Ok(target) => {
                 self.journal.record(&ev);
                 let mut note = target.into_os_string();
                 note.push(".error");
                 let note = PathBuf::from(note);
                 let text = format!("{}\n", crate::header::escape(reason));
-                if let Err(e) = fsx::publish(&wt.outbox_tmp(), &note, text.as_bytes()) {
+                // A file planted in a fresh outbox may have no tmp/ beside it.
+                let written = fsx::ensure_dirs(&[wt.outbox_tmp()])
+                    .and_then(|_| fsx::publish(&wt.outbox_tmp(), &note, text.as_bytes()));
+                if let Err(e) = written {
                     eprintln!("handoffd: cannot write {}: {e}", note.display());
                 }
             }
@@ -440,6 +496,7 @@ impl Deliverer {
 
     /// Re-reads roles.tsv and swarm.yaml.
     pub fn reload(&mut self, roles: Roles, config: Config) {
+        self.known.extend(roles.roles.iter().map(|r| r.name.clone()));
         self.roles = roles;
         self.config = config;
     }

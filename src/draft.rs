@@ -24,7 +24,8 @@ message: <one line, max 80 chars>
 ";
 
 /// A parsed draft: the recorded fields in draft order, the body (for types
-/// that take one) and every parse error.
+/// that take one: `Some`, possibly empty; leading blank lines dropped, lines
+/// joined with `\n`, ending in `\n`) and every parse error.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Draft {
     pub fields: Vec<(String, String)>,
@@ -87,6 +88,16 @@ pub fn parse(text: &str) -> Draft {
         let n = i + 1;
         if let Some(b) = body.as_mut() {
             if body_allowed {
+                if b.is_empty() && blank(line) {
+                    // Blank lines between the headers and the body are not body.
+                    continue;
+                }
+                if crate::header::body_control(line).is_some() {
+                    d.errors.push(format!(
+                        "Line {n}: body must not contain control characters."
+                    ));
+                    continue;
+                }
                 b.push(line);
             } else if !blank(line) {
                 d.errors.push(format!(
@@ -135,15 +146,45 @@ pub fn parse(text: &str) -> Draft {
         d.fields.push((field.to_string(), value.to_string()));
     }
     if body_allowed {
-        d.body = body.map(|b| {
-            let mut s = b.join("\n");
-            if !s.is_empty() {
-                s.push('\n');
-            }
-            s
-        });
+        let b = body.unwrap_or_default();
+        let mut s = b.join("\n");
+        if !s.is_empty() {
+            s.push('\n');
+        }
+        d.body = Some(s);
     }
     d
+}
+
+impl Draft {
+    /// The first value of a field.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Every value of a (repeatable) field, in draft order.
+    pub fn get_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.fields
+            .iter()
+            .filter(move |(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+impl rules::Fields for Draft {
+    fn field(&self, name: &str) -> Option<&str> {
+        self.get(name)
+    }
+    fn names(&self) -> Vec<&str> {
+        self.fields.iter().map(|(n, _)| n.as_str()).collect()
+    }
+    /// Known for types that take a body (empty when the draft has none).
+    fn body(&self) -> Option<&str> {
+        self.body.as_deref()
+    }
 }
 
 /// The stderr report for an invalid draft (§5.1).

@@ -41,12 +41,16 @@ pub enum Ready {
     Task {
         item: Item,
         resumed: bool,
+        /// `answer` items that were waiting when the parked item resumed;
+        /// already moved to `completed/` (see docs/message-model.md).
+        answers: Vec<Item>,
     },
     Batch {
         dir: PathBuf,
         priority: String,
         items: Vec<Item>,
         resumed: bool,
+        answers: Vec<Item>,
     },
 }
 
@@ -71,7 +75,8 @@ pub struct Inbox<'a> {
 struct Listing {
     files: Vec<String>,
     batches: Vec<String>,
-    odd: Vec<String>,
+    /// Kept as the raw name: a name that is not UTF-8 must still be movable.
+    odd: Vec<std::ffi::OsString>,
 }
 
 fn list(dir: &Path) -> Result<Listing> {
@@ -97,7 +102,7 @@ fn list(dir: &Path) -> Result<Listing> {
             if ft.is_file() && names::valid_handoff_name(&name) {
                 l.files.push(name);
             } else {
-                l.odd.push(name);
+                l.odd.push(e.file_name());
             }
         }
     }
@@ -237,9 +242,11 @@ impl Inbox<'_> {
         }
         if let Some(name) = cur.files.first() {
             let item = self.load_in_process(&ip.join(name))?;
+            let answers = self.take_answers()?;
             return Ok(Ready::Task {
                 item,
                 resumed: true,
+                answers,
             });
         }
         let new = self.wt.inbox_new();
@@ -268,6 +275,7 @@ impl Inbox<'_> {
         Ok(Ready::Task {
             item,
             resumed: false,
+            answers: Vec::new(),
         })
     }
 
@@ -312,11 +320,13 @@ impl Inbox<'_> {
             } else {
                 let items = self.load_batch(&dir)?;
                 let priority = items[0].priority().to_string();
+                let answers = self.take_answers()?;
                 return Ok(Ready::Batch {
                     dir,
                     priority,
                     items,
                     resumed: true,
+                    answers,
                 });
             }
         }
@@ -373,6 +383,7 @@ impl Inbox<'_> {
             priority,
             items,
             resumed: false,
+            answers: Vec::new(),
         })
     }
 
@@ -399,6 +410,141 @@ impl Inbox<'_> {
             "no free batch directory name in {}",
             ip.display()
         )))
+    }
+
+    /// While an item is parked in process, `answer` items waiting in `new/`
+    /// are handed out with it: each is stamped `dequeued_at` and
+    /// `completed_at` (one time), then moved to `completed/`, under the lock
+    /// the caller holds. Stamping before the move means a crash in between
+    /// leaves the answer in `new/`, where the next call finishes it.
+    /// Unreadable files are left for the ordinary ready step to reject.
+    fn take_answers(&self) -> Result<Vec<Item>> {
+        let new = self.wt.inbox_new();
+        let mut out = Vec::new();
+        for name in list(&new)?.files {
+            let src = new.join(&name);
+            let Ok(bytes) = fsx::read_bounded(&src, self.max_bytes) else {
+                continue;
+            };
+            let Ok(msg) = Message::parse_bytes(&bytes) else {
+                continue;
+            };
+            if msg.get("type") != Some(crate::rules::ANSWER.name) {
+                continue;
+            }
+            let target = self.wt.completed().join(&name);
+            if target.exists() {
+                return Err(Error::refused(
+                    AMBIGUOUS,
+                    format!("completed file already exists: {}", target.display()),
+                    vec![],
+                ));
+            }
+            let mut item = Item { path: src, msg };
+            let t = clock::iso_now();
+            item.msg.set("dequeued_at", &t);
+            item.msg.set("completed_at", &t);
+            fsx::replace(
+                &self.wt.inbox_tmp(),
+                &item.path,
+                item.msg.render().as_bytes(),
+            )
+            .at(&item.path)?;
+            match fsx::move_noreplace(&item.path, &target) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    return Err(Error::refused(
+                        AMBIGUOUS,
+                        format!("completed file already exists: {}", target.display()),
+                        vec![],
+                    ))
+                }
+                Err(e) => return Err(Error::io(&item.path, e)),
+            }
+            item.path = target;
+            out.push(item);
+        }
+        Ok(out)
+    }
+
+    /// Runs `f` holding this inbox's lock (for steps that must not race a
+    /// `ready-next` or `done-current` on the same inbox).
+    pub fn with_lock<T, E: From<Error>>(
+        &self,
+        f: impl FnOnce(&Self) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        let _lock = self.lock()?;
+        f(self)
+    }
+
+    /// Completes the copy of message `id` wherever it waits or is in process
+    /// (`new/`, `in_process/`, a batch): stamps `dequeued_at` (when missing)
+    /// and `completed_at`, moves it to `completed/`. A batch left empty is
+    /// removed. Returns the completed path; `None` when no open copy exists
+    /// (it may be completed already). Call it under [`Inbox::with_lock`].
+    pub fn complete_copy_locked(&self, id: &str) -> Result<Option<PathBuf>> {
+        let Some((mut item, batch)) = self.open_copy(id)? else {
+            return Ok(None);
+        };
+        let Some(name) = item.path.file_name().map(|n| n.to_owned()) else {
+            return Ok(None);
+        };
+        let target = self.wt.completed().join(&name);
+        if target.exists() {
+            return Err(Error::refused(
+                AMBIGUOUS,
+                format!("completed file already exists: {}", target.display()),
+                vec![],
+            ));
+        }
+        let t = clock::iso_now();
+        if item.header("dequeued_at").is_none() {
+            item.msg.set("dequeued_at", &t);
+        }
+        item.msg.set("completed_at", &t);
+        fsx::replace(
+            &self.wt.inbox_tmp(),
+            &item.path,
+            item.msg.render().as_bytes(),
+        )
+        .at(&item.path)?;
+        match fsx::move_noreplace(&item.path, &target) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(Error::refused(
+                    AMBIGUOUS,
+                    format!("completed file already exists: {}", target.display()),
+                    vec![],
+                ))
+            }
+            Err(e) => return Err(Error::io(&item.path, e)),
+        }
+        if let Some(dir) = batch {
+            if fs::read_dir(&dir)
+                .map(|mut rd| rd.next().is_none())
+                .unwrap_or(false)
+            {
+                fsx::remove_empty_dir(&dir).at(&dir)?;
+            }
+        }
+        Ok(Some(target))
+    }
+
+    /// The waiting or in-process copy of message `id`, and its batch dir.
+    fn open_copy(&self, id: &str) -> Result<Option<(Item, Option<PathBuf>)>> {
+        let ip = self.wt.in_process();
+        let mut dirs: Vec<(PathBuf, Option<PathBuf>)> =
+            vec![(self.wt.inbox_new(), None), (ip.clone(), None)];
+        for b in list(&ip)?.batches {
+            let d = ip.join(b);
+            dirs.push((d.clone(), Some(d)));
+        }
+        for (dir, batch) in dirs {
+            if let Some(item) = find_in(&dir, id, self.max_bytes) {
+                return Ok(Some((item, batch)));
+            }
+        }
+        Ok(None)
     }
 
     pub fn done(&self, mode: ReceiveMode) -> Result<Done> {
@@ -522,4 +668,71 @@ impl Inbox<'_> {
             .collect();
         Ok((files, target))
     }
+}
+
+/// The item for message `id` directly in `dir` (names embed the id, so only
+/// matching names are read); unreadable files are skipped.
+fn find_in(dir: &Path, id: &str, max_bytes: u64) -> Option<Item> {
+    let needle = format!("_{id}_to_");
+    let rd = fs::read_dir(dir).ok()?;
+    let mut names: Vec<String> = rd
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".handoff") && n.contains(&needle))
+        .collect();
+    names.sort_unstable();
+    names.into_iter().find_map(|n| {
+        let path = dir.join(n);
+        let bytes = fsx::read_bounded(&path, max_bytes).ok()?;
+        let msg = Message::parse_bytes(&bytes).ok()?;
+        (msg.get("id") == Some(id)).then_some(Item { path, msg })
+    })
+}
+
+/// Where a worktree may hold message `id` for its roles: the inbox (new,
+/// in process, completed, batches included).
+fn inbox_dirs(wt: &Worktree) -> Vec<PathBuf> {
+    let mut dirs = vec![wt.in_process(), wt.inbox_new(), wt.completed()];
+    for base in [wt.in_process(), wt.completed()] {
+        if let Ok(l) = list(&base) {
+            dirs.extend(l.batches.iter().map(|b| base.join(b)));
+        }
+    }
+    dirs
+}
+
+/// The copy of message `id` in this worktree's inbox, if any (read-only, no
+/// lock: for look-ups, never for transitions).
+pub fn find_copy(wt: &Worktree, id: &str, max_bytes: u64) -> Option<Item> {
+    inbox_dirs(wt)
+        .iter()
+        .find_map(|d| find_in(d, id, max_bytes))
+}
+
+/// Message `id` as this worktree knows it: a copy in its inbox, else its own
+/// original in `sent/` or the outbox (a follow-up to one's own message).
+pub fn find_item(wt: &Worktree, id: &str, max_bytes: u64) -> Option<Item> {
+    find_copy(wt, id, max_bytes).or_else(|| {
+        [wt.sent(), wt.outbox()]
+            .iter()
+            .find_map(|d| find_in(d, id, max_bytes))
+    })
+}
+
+/// The item in process: the file in `in_process/`, or the first item of the
+/// in-process batch (read-only, no lock).
+pub fn current_item(wt: &Worktree, max_bytes: u64) -> Option<Item> {
+    let ip = wt.in_process();
+    let l = list(&ip).ok()?;
+    let path = match (l.files.first(), l.batches.first()) {
+        (Some(f), _) => ip.join(f),
+        (None, Some(b)) => {
+            let dir = ip.join(b);
+            dir.join(list(&dir).ok()?.files.first()?)
+        }
+        _ => return None,
+    };
+    let bytes = fsx::read_bounded(&path, max_bytes).ok()?;
+    let msg = Message::parse_bytes(&bytes).ok()?;
+    Some(Item { path, msg })
 }

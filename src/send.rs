@@ -3,14 +3,16 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::artifacts;
 use crate::clock;
 use crate::config::Config;
 use crate::discover::{self, Located};
-use crate::draft;
+use crate::draft::{self, Draft};
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
 use crate::gitcheck;
 use crate::header::Message;
+use crate::queue::{self, Item};
 use crate::roles::{Role, Roles};
 use crate::rules;
 use crate::sequence;
@@ -28,6 +30,18 @@ pub struct Queued {
     pub kind: String,
     pub to: Vec<String>,
     pub priority: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_reply_to: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread: Option<String>,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub hop: u32,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<artifacts::Stamped>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Why a send did not queue anything.
@@ -120,6 +134,44 @@ pub fn file_name(priority: &str, id: &str, recipients: &[String]) -> String {
     )
 }
 
+/// Who sends: the role, where it works, and the project's tables.
+pub struct Sender {
+    pub role: String,
+    pub at: Located,
+    pub roles: Roles,
+    pub config: Config,
+}
+
+impl Sender {
+    /// `role` sending from its own worktree (`swarm answer` acts for the
+    /// role that received the clarify).
+    pub fn as_role(project: &crate::layout::Project, role: &str) -> Result<Sender> {
+        let roles = Roles::load(&project.roles_tsv())?;
+        let Some(r) = roles.find(role) else {
+            return Err(Error::env(format!("Unknown sender role: {role}")));
+        };
+        let wt = if r.worktree_path.is_absolute() {
+            r.worktree_path.clone()
+        } else {
+            project.root.join(&r.worktree_path)
+        };
+        let config = Config::load(&project.config_file())?;
+        Ok(Sender {
+            role: role.to_string(),
+            at: Located {
+                worktree: crate::layout::Worktree::new(wt),
+                project: project.clone(),
+            },
+            roles,
+            config,
+        })
+    }
+
+    fn is_human(&self) -> bool {
+        self.roles.find(&self.role).is_some_and(Role::is_human)
+    }
+}
+
 /// Everything `swarm-handoff` does before printing `HANDOFF QUEUED:`.
 pub fn queue(draft_arg: &str, cwd: &Path) -> std::result::Result<Queued, SendError> {
     let shown = shown_path(draft_arg);
@@ -164,59 +216,282 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> std::result::Result<Queued, SendErr
             errors: parsed.errors,
         });
     }
-    let mut errors = parsed.errors.clone();
-    let mut canonical = None;
-    let repo = at.worktree.root.clone();
-    errors.extend(rules::validate(
-        &parsed.fields,
-        &|r| roles.find(r).is_some(),
-        &mut |c| {
-            canonical = Some(gitcheck::canonical_commit(&repo, c)?);
-            Ok(())
-        },
-    ));
-    let field = |n: &str| {
-        parsed
-            .fields
-            .iter()
-            .find(|(f, _)| f == n)
-            .map(|(_, v)| v.clone())
+    let s = Sender {
+        role: sender,
+        at,
+        roles,
+        config,
     };
-    let ty = field("type").unwrap_or_default();
+    submit(&s, &parsed, &shown)
+}
+
+/// The stamps a message gets from its context (docs/message-model.md).
+#[derive(Default)]
+struct Context {
+    parent: Option<Item>,
+    thread: Option<String>,
+    hop: u32,
+    artifacts: Vec<artifacts::Stamped>,
+}
+
+/// Whether an inbox item was meant for `role` (roles sharing a worktree
+/// share its inbox).
+fn meant_for(item: &Item, role: &str) -> bool {
+    let from = item.header("from").unwrap_or("");
+    item.header("recipient") == Some(role)
+        || crate::trail::addressed(item.header("to").unwrap_or(""), from, role)
+        || rules::role_list(item.header("cc")).contains(&role)
+}
+
+/// The collaboration checks that need the files: the message replied to,
+/// its thread and hop, an answer against its clarify, `to: all`, artifacts.
+fn context(s: &Sender, d: &Draft, rule: &rules::TypeRule, errors: &mut Vec<String>) -> Context {
+    let mut c = Context::default();
+    let wt = &s.at.worktree;
+    let max = s.config.limits.max_file_bytes;
+    let given = d.get("in_reply_to").filter(|v| !rules::blank(v));
+    c.parent = match given {
+        Some(id) if rules::valid_message_id(id) => {
+            let found = queue::find_item(wt, id, max);
+            if found.is_none() {
+                errors.push(format!(
+                    "Header 'in_reply_to' must name a message in your inbox; got '{id}'."
+                ));
+            }
+            found
+        }
+        Some(_) => None,
+        None => queue::current_item(wt, max).filter(|i| meant_for(i, &s.role)),
+    };
+    if let Some(p) = &c.parent {
+        let pid = p.header("id").unwrap_or("");
+        let derived = p.header("thread").unwrap_or(pid).to_string();
+        if let Some(t) = d.get("thread").filter(|t| rules::valid_message_id(t)) {
+            if t != derived {
+                errors.push(format!(
+                    "Header 'thread' must be '{derived}', the thread of '{pid}'; got '{t}'."
+                ));
+            }
+        }
+        c.thread = Some(derived);
+        // A new task, or a person speaking, ends an agents' reply chain.
+        if rule.name != rules::GIT_HANDOFF.name && !s.is_human() {
+            c.hop = rules::hop(&p.msg).unwrap_or(0).saturating_add(1);
+        }
+        if c.hop > s.config.max_hops {
+            errors.push(format!(
+                "Reply would be hop {}, past max_hops {} (in reply to '{pid}'); start a new task with a git_handoff or ask a person.",
+                c.hop, s.config.max_hops
+            ));
+        }
+    } else if let Some(t) = d.get("thread").filter(|t| rules::valid_message_id(t)) {
+        c.thread = Some(t.to_string());
+    }
+    if rule.name == rules::ANSWER.name {
+        answer_checks(d, c.parent.as_ref(), given.is_some(), errors);
+    }
+    if d.get("to") == Some("all") && !s.roles.roles.iter().any(|r| r.name != s.role) {
+        errors.push("Header 'to' is 'all', but there is no other role to send to.".to_string());
+    }
+    let mut seen: Vec<String> = Vec::new();
+    for raw in d.get_all("artifact") {
+        match artifacts::stamp(&wt.root, raw) {
+            Ok(a) if seen.contains(&a.path) => {
+                errors.push(format!("Duplicate artifact '{}'.", a.path));
+            }
+            Ok(a) => {
+                seen.push(a.path.clone());
+                c.artifacts.push(a);
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    c
+}
+
+/// An answer against the clarify it answers: a clarify, in-range choices,
+/// one choice unless `allow_multiple`, text only if `allow_custom`.
+fn answer_checks(d: &Draft, parent: Option<&Item>, given: bool, errors: &mut Vec<String>) {
+    let Some(p) = parent else {
+        if !given {
+            errors.push("Missing required header 'in_reply_to' for answer.".to_string());
+        }
+        return;
+    };
+    let pid = p.header("id").unwrap_or("");
+    let kind = p.header("type").unwrap_or("unknown");
+    if kind != rules::CLARIFY.name {
+        errors.push(format!(
+            "Header 'in_reply_to' must name a clarify for answer; '{pid}' is a {kind}."
+        ));
+        return;
+    }
+    let options = rules::options(&p.msg.body);
+    if let Some(list) = d.get("choices").and_then(rules::parse_choices) {
+        for n in &list {
+            if *n == 0 || *n > options.len() {
+                errors.push(format!(
+                    "Choice {n} is not an option of clarify '{pid}'; it has {} options.",
+                    options.len()
+                ));
+            }
+        }
+        if list.len() > 1 && !rules::flag(&p.msg, "allow_multiple") {
+            errors.push(format!(
+                "Only one choice is allowed for clarify '{pid}' (allow_multiple: no); got {}.",
+                list.len()
+            ));
+        }
+    }
+    let text = d.body.as_deref().is_some_and(|b| !rules::blank(b));
+    if text && !rules::flag(&p.msg, "allow_custom") {
+        errors.push(format!(
+            "Custom text is not allowed for clarify '{pid}' (allow_custom: no); choose an option."
+        ));
+    }
+}
+
+/// An answer's body: the chosen options (`<n>. <option>`, one per line),
+/// then a blank line and the answer's own text.
+fn answer_body(d: &Draft, parent: Option<&Item>) -> String {
+    let options = parent
+        .map(|p| rules::options(&p.msg.body))
+        .unwrap_or_default();
+    let mut body = String::new();
+    let choices = d
+        .get("choices")
+        .and_then(rules::parse_choices)
+        .unwrap_or_default();
+    for n in &choices {
+        let o = options.get(n.wrapping_sub(1)).copied().unwrap_or("");
+        body.push_str(&format!("{n}. {o}\n"));
+    }
+    let text = d.body.as_deref().unwrap_or("");
+    if !rules::blank(text) {
+        if !body.is_empty() {
+            body.push('\n');
+        }
+        body.push_str(text);
+    }
+    body
+}
+
+/// Validates a parsed draft for `s` and queues it: the path `swarm-handoff`
+/// and `swarm answer` share. `shown` names the draft in the report.
+pub fn submit(s: &Sender, d: &Draft, shown: &str) -> std::result::Result<Queued, SendError> {
+    let allowed = s.config.allowed_types(&s.role);
+    let is_role = |r: &str| s.roles.find(r).is_some();
+    let policy = rules::Policy {
+        is_role: &is_role,
+        allowed: &allowed,
+    };
+    let mut errors = d.errors.clone();
+    let mut canonical = None;
+    let repo = s.at.worktree.root.clone();
+    errors.extend(rules::validate_with(d, &policy, &mut |c| {
+        canonical = Some(gitcheck::canonical_commit(&repo, c)?);
+        Ok(())
+    }));
+    let ty = d.get("type").unwrap_or_default().to_string();
+    let rule = rules::type_rule(&ty).filter(|r| allowed.contains(&r.name));
+    let ctx = match rule {
+        Some(rule) => context(s, d, rule, &mut errors),
+        None => Context::default(),
+    };
     if !errors.is_empty() {
         return Err(SendError::Invalid {
-            draft: shown,
+            draft: shown.to_string(),
             errors,
         });
     }
+    let Some(rule) = rule else {
+        return Err(Error::env("internal: a valid draft without a type rule").into());
+    };
+    if let Some(id) = d.get("discussion") {
+        // A round-robin turn: only the expected speaker may send.
+        if let Some(why) = crate::discussion::refusal(&s.at.project, id, &s.role)? {
+            return Err(Error::refused(crate::discussion::NOT_YOUR_TURN, why, vec![]).into());
+        }
+    }
 
-    let to = field("to").unwrap_or_default();
-    let priority = field("priority").unwrap_or_default();
+    let sender = &s.role;
+    let to = d.get("to").unwrap_or_default().to_string();
+    let priority = d.get("priority").unwrap_or_default().to_string();
     let recipients = rules::recipients(&to);
-    let wt = &at.worktree;
+    let wt = &s.at.worktree;
     fsx::ensure_dirs(&wt.send_dirs()).at(wt.handoffs())?;
     let now = clock::now();
     let seq = sequence::format(sequence::next(wt)?);
     let id = format!("{}_{seq}_from_{sender}", clock::idts(now));
     let mut msg = Message::default();
     msg.set("id", &id);
-    msg.set("from", &sender);
+    msg.set("from", sender);
     msg.set("to", recipients.join(","));
     msg.set("priority", &priority);
     msg.set("type", &ty);
-    let payload = if ty == rules::GIT_HANDOFF.name {
+    let body = if ty == rules::GIT_HANDOFF.name {
         let commit = canonical.unwrap_or_default();
-        msg.set("role", &sender);
-        msg.set("task", field("task").unwrap_or_default());
+        msg.set("role", sender);
+        msg.set("task", d.get("task").unwrap_or_default());
         msg.set("commit", &commit);
-        format!("merge_and_process {sender} {commit}")
+        format!("{BODY_PREAMBLE}\n\nmerge_and_process {sender} {commit}\n")
+    } else if ty == rules::NOTE.name {
+        let m = d.get("message").unwrap_or_default();
+        msg.set("message", m);
+        format!("{BODY_PREAMBLE}\n\n{m}\n")
+    } else if ty == rules::ANSWER.name {
+        answer_body(d, ctx.parent.as_ref())
     } else {
-        let m = field("message").unwrap_or_default();
-        msg.set("message", &m);
-        m
+        d.body.clone().unwrap_or_default()
     };
     msg.set("created_at", clock::iso(now));
-    msg.body = format!("{BODY_PREAMBLE}\n\n{payload}\n");
+    for name in rule.own {
+        if let Some(v) = d.get(name) {
+            let v = if *name == "choices" {
+                rules::parse_choices(v)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            } else {
+                v.to_string()
+            };
+            if msg.get(name).is_none() {
+                msg.set(name, v);
+            }
+        }
+    }
+    for name in ["cc", "wake", "discussion"] {
+        if let Some(v) = d.get(name) {
+            msg.set(name, v);
+        }
+    }
+    if let Some(p) = &ctx.parent {
+        msg.set("in_reply_to", p.header("id").unwrap_or_default());
+    }
+    if let Some(t) = &ctx.thread {
+        msg.set("thread", t);
+    }
+    if ctx.hop > 0 {
+        msg.set("hop", ctx.hop.to_string());
+    }
+    let texts: Vec<&str> = ["subject", "message", "question", "reason"]
+        .iter()
+        .filter_map(|h| d.get(h))
+        .chain(d.body.as_deref())
+        .collect();
+    let mentions = rules::mentions(&texts, sender, &is_role);
+    if !mentions.is_empty() {
+        msg.set("mentions", mentions.join(","));
+    }
+    if let Ok(Some(session)) = crate::session::current(&s.at.project) {
+        msg.set("session", session.id);
+    }
+    for a in &ctx.artifacts {
+        msg.push("artifact", a.header());
+    }
+    msg.body = body;
 
     let name = file_name(&priority, &id, &recipients);
     let dest = wt.outbox().join(&name);
@@ -228,6 +503,10 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> std::result::Result<Queued, SendErr
         kind: ty,
         to: recipients,
         priority,
+        in_reply_to: msg.get("in_reply_to").map(str::to_string),
+        thread: ctx.thread,
+        hop: ctx.hop,
+        artifacts: ctx.artifacts,
     })
 }
 

@@ -1,4 +1,5 @@
-//! `swarm status`: the daemon and each role's queue, read from the files.
+//! `swarm status`: the daemon and each role's queue, read from the files, and
+//! what needs a person (open clarifies, items waiting for human roles).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -6,6 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
+use crate::attention;
 use crate::control;
 use crate::error::Result;
 use crate::layout::{Project, Worktree};
@@ -40,6 +42,8 @@ pub struct Status {
     pub daemon_pid: Option<u32>,
     pub daemon_running: bool,
     pub roles: Vec<RoleStatus>,
+    /// Open clarifies and items waiting for human roles.
+    pub attention: Vec<attention::Item>,
     /// Lines of roles.tsv that were skipped.
     pub problems: Vec<String>,
 }
@@ -138,6 +142,7 @@ pub fn collect(project: &Project) -> Result<Status> {
         daemon_running: pid.is_some(),
         daemon_pid: pid,
         roles: out,
+        attention: attention::collect(project)?,
         problems: roles.problems,
     })
 }
@@ -203,6 +208,7 @@ pub fn text(s: &Status) -> String {
             r.last_wake.as_deref().unwrap_or("-")
         ));
     }
+    out.push_str(&attention::text(&s.attention));
     for p in &s.problems {
         out.push_str(&format!("roles.tsv: {p}\n"));
     }

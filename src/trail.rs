@@ -121,6 +121,8 @@ pub struct Copy {
     pub id: Option<String>,
     pub from: Option<String>,
     pub to: Option<String>,
+    /// Roles that got context copies (a copy's `recipient` may be one).
+    pub cc: Option<String>,
     pub recipient: Option<String>,
     pub created: Stamp,
     pub enqueued: Stamp,
@@ -220,6 +222,11 @@ pub fn recipients(to: &str, from: &str, roles: &Roles) -> Vec<String> {
 pub fn addressed(to: &str, from: &str, recipient: &str) -> bool {
     to.split(',')
         .any(|item| item == recipient || (item == "all" && recipient != from))
+}
+
+/// True when `recipient` gets a context copy through the `cc` header.
+pub fn in_cc(cc: Option<&str>, recipient: &str) -> bool {
+    cc.is_some_and(|cc| cc.split(',').any(|r| r == recipient))
 }
 
 /// The second in an id `<IDTS>_<SEQ>_from_<sender>`.
@@ -442,6 +449,7 @@ impl Trail {
             id: get("id"),
             from: get("from"),
             to: get("to"),
+            cc: get("cc"),
             recipient: get("recipient"),
             created: Stamp::of(msg.get("created_at")),
             enqueued: Stamp::of(msg.get("enqueued_at")),
@@ -567,6 +575,9 @@ mod tests {
         assert!(!addressed("all", "b", "b"));
         assert!(addressed("a,c", "b", "c"));
         assert!(!addressed("a,c", "b", "b"));
+        assert!(in_cc(Some("x,y"), "y"));
+        assert!(!in_cc(Some("xy"), "x"));
+        assert!(!in_cc(None, "x"));
     }
 
     #[test]

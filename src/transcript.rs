@@ -26,10 +26,10 @@ pub const MAX_SUMMARY: usize = 200;
 const PREAMBLE: &str = "Re-read your role and constitution.";
 
 /// Headers that name what a message is about, in order of preference.
-const SUMMARY_HEADERS: &[&str] = &["task", "message", "subject", "question"];
+const SUMMARY_HEADERS: &[&str] = &["task", "message", "subject", "question", "reason"];
 
 /// What the line says about the message: its `task`, else `message`,
-/// `subject` or `question`, else the first non-blank body line (skipping the
+/// `subject`, `question` or `reason`, else the first non-blank body line (skipping the
 /// generated preamble); escaped and capped at `MAX_SUMMARY` characters.
 pub fn summary(msg: &Message) -> String {
     let from_header = SUMMARY_HEADERS
@@ -107,6 +107,9 @@ pub struct Filter {
     pub since: Option<Instant>,
     /// Exclusive.
     pub until: Option<Instant>,
+    /// Only this conversation: the message with this id (the thread's root)
+    /// and every message whose `thread` header names it.
+    pub thread: Option<String>,
 }
 
 impl Filter {
@@ -118,6 +121,11 @@ impl Filter {
         }
         if let Some(t) = &self.task {
             if msg.get("task") != Some(t.as_str()) {
+                return false;
+            }
+        }
+        if let Some(root) = &self.thread {
+            if msg.get("id") != Some(root.as_str()) && msg.get("thread") != Some(root.as_str()) {
                 return false;
             }
         }
@@ -191,11 +199,73 @@ pub fn sort(v: &mut [&Original]) {
     v.sort_by_cached_key(|o| (o.when(), o.id().to_string(), o.path.clone()));
 }
 
+/// The root of the conversation `id` belongs to: its `thread` header, or
+/// itself (a message that starts a thread has none).
+pub fn thread_root<'a>(originals: &[&'a Original], id: &'a str) -> &'a str {
+    originals
+        .iter()
+        .find(|o| o.id() == id)
+        .and_then(|o| o.msg.get("thread"))
+        .unwrap_or(id)
+}
+
+/// One conversation as a tree: each message after its parent (`in_reply_to`)
+/// and that parent's earlier replies, siblings by time; a reply whose parent
+/// is not in the thread hangs under the root. Returns (message, depth).
+pub fn thread_order<'a>(members: &[&'a Original], root: &str) -> Vec<(&'a Original, usize)> {
+    let ids: HashMap<&str, usize> = members
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.id(), i))
+        .collect();
+    let has_root = ids.contains_key(root);
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); members.len()];
+    let mut tops: Vec<usize> = Vec::new();
+    for (i, o) in members.iter().enumerate() {
+        let parent = o
+            .msg
+            .get("in_reply_to")
+            .and_then(|p| ids.get(p).copied())
+            .filter(|&p| p != i);
+        match parent {
+            Some(p) => children[p].push(i),
+            None if o.id() != root && has_root => children[ids[root]].push(i),
+            None => tops.push(i),
+        }
+    }
+    // `members` is sorted by time, so every list already is.
+    let mut out = Vec::with_capacity(members.len());
+    let mut done = vec![false; members.len()];
+    let mut stack: Vec<(usize, usize)> = tops.iter().rev().map(|&i| (i, 0)).collect();
+    loop {
+        while let Some((i, depth)) = stack.pop() {
+            if done[i] {
+                continue;
+            }
+            done[i] = true;
+            out.push((members[i], depth));
+            for &c in children[i].iter().rev() {
+                stack.push((c, depth + 1));
+            }
+        }
+        // A reply cycle (only planted files can make one) has no top: start
+        // it at its oldest message.
+        match done.iter().position(|d| !d) {
+            Some(i) => stack.push((i, 0)),
+            None => break,
+        }
+    }
+    out
+}
+
 /// Renders messages in one format, remembering the day for date lines.
 pub struct Printer<'a> {
     pub format: Format,
     pub roles: &'a Roles,
     day: Option<Option<NaiveDate>>,
+    /// With `--thread`: each printed message's depth, so a reply is indented
+    /// one step (two spaces) under its parent, also when it arrives later.
+    depths: Option<(String, HashMap<String, usize>)>,
 }
 
 impl<'a> Printer<'a> {
@@ -204,7 +274,38 @@ impl<'a> Printer<'a> {
             format,
             roles,
             day: None,
+            depths: None,
         }
+    }
+
+    /// Prints the conversation rooted at `root` as a tree.
+    pub fn threaded(mut self, root: &str) -> Printer<'a> {
+        self.depths = Some((root.to_string(), HashMap::new()));
+        self
+    }
+
+    /// Records a message's depth (the initial tree gives it; a message that
+    /// arrives later is one deeper than its parent, or under the root).
+    pub fn set_depth(&mut self, id: &str, depth: usize) {
+        if let Some((_, d)) = &mut self.depths {
+            d.insert(id.to_string(), depth);
+        }
+    }
+
+    fn depth(&mut self, o: &Original) -> usize {
+        let Some((root, d)) = &mut self.depths else {
+            return 0;
+        };
+        if let Some(&n) = d.get(o.id()) {
+            return n;
+        }
+        let n = match o.msg.get("in_reply_to").and_then(|p| d.get(p)) {
+            Some(&p) => p + 1,
+            None if o.id() == root.as_str() => 0,
+            None => 1,
+        };
+        d.insert(o.id().to_string(), n);
+        n
     }
 
     /// Text printed once before the first message (the Markdown title).
@@ -219,10 +320,15 @@ impl<'a> Printer<'a> {
     }
 
     pub fn entry(&mut self, o: &Original) -> String {
+        let depth = self.depth(o);
         match self.format {
-            Format::Text => self.text(o),
+            Format::Text => self.text(o, depth),
             Format::Jsonl => {
-                let mut s = jsonl(o, self.roles).to_string();
+                let mut v = jsonl(o, self.roles);
+                if self.depths.is_some() {
+                    v["depth"] = json!(depth);
+                }
+                let mut s = v.to_string();
                 s.push('\n');
                 s
             }
@@ -230,7 +336,7 @@ impl<'a> Printer<'a> {
         }
     }
 
-    fn text(&mut self, o: &Original) -> String {
+    fn text(&mut self, o: &Original, depth: usize) -> String {
         let t = o.when();
         let mut s = String::new();
         let day = t.map(|t| t.date_naive());
@@ -245,6 +351,7 @@ impl<'a> Printer<'a> {
             Some(t) => t.format("%H:%M:%S").to_string(),
             None => "??:??:??".to_string(),
         };
+        s.push_str(&"  ".repeat(depth));
         s.push_str(&format!("[{hms}] {}", speech(&o.msg)));
         s.push_str(&state_suffix(o));
         s.push('\n');

@@ -253,7 +253,7 @@ pub fn check<'a>(t: &'a Trail) -> Vec<Violation> {
             c.to.as_deref()
                 .or_else(|| orig.and_then(|o| o.msg.get("to")));
         if let Some(to) = to {
-            if !trail::addressed(to, from, r) {
+            if !trail::addressed(to, from, r) && !trail::in_cc(c.cc.as_deref(), r) {
                 out.add(
                     "recipient_not_in_to",
                     shown(&c.path),

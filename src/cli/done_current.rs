@@ -38,12 +38,16 @@ pub fn run() -> i32 {
             }
             .done(mode)
         });
+    let me = super::ready_next::viewer_role();
+    let viewer = printout::Viewer {
+        role: me.as_deref(),
+    };
     match result {
         Ok(d) => {
             if args.json {
-                super::out(&format!("{}\n", printout::done_json(&d)));
+                super::out(&format!("{}\n", printout::done_json(&d, viewer)));
             } else {
-                super::out(&printout::done_text(&d));
+                super::out(&printout::done_text(&d, viewer));
             }
             // Like SwarmForge's exec of the ready helper: COMPLETED lines first,
             // then the ready step's refusal and exit code.

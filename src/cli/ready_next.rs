@@ -76,15 +76,27 @@ pub fn run() -> i32 {
         }
         .ready(mode)
     });
+    let me = viewer_role();
+    let viewer = printout::Viewer {
+        role: me.as_deref(),
+    };
     match result {
         Ok(r) => {
             if args.json {
-                super::out(&format!("{}\n", printout::ready_json(&r)));
+                super::out(&format!("{}\n", printout::ready_json(&r, viewer)));
             } else {
-                super::out(&printout::ready_text(&r));
+                super::out(&printout::ready_text(&r, viewer));
             }
             exit::OK
         }
         Err(e) => super::report(&e, args.json),
     }
+}
+
+/// The reader for `MENTIONED:` / `CC:`: `SWARMFORGE_ROLE` when set (the
+/// copy's `recipient` counts too).
+pub fn viewer_role() -> Option<String> {
+    std::env::var("SWARMFORGE_ROLE")
+        .ok()
+        .filter(|r| !r.is_empty())
 }

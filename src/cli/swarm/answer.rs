@@ -1,13 +1,76 @@
-//! `swarm answer` (in progress).
+//! `swarm answer <clarify-id> [root] --choice N [--choice M] [--text T]`.
+
+use std::path::PathBuf;
+
+use crate::answer;
+use crate::error::exit;
+use crate::send::SendError;
 
 #[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Answers an open clarify as the role that received it (usually a human role): \
+the answer goes to the asker through the same checks as swarm-handoff, with \
+in_reply_to set to the clarify, and the clarify's copy is completed so it \
+leaves the attention list of `swarm status`. Options are numbered from 1 as \
+ready-next prints them. More than one --choice needs allow_multiple: yes; \
+--text needs allow_custom: yes.
+Exit 0 answered; 1 usage, no such clarify in any inbox, or an environment \
+error; 2 refused (ANSWER INVALID with the reasons, NOT_A_CLARIFY, CLARIFY_CLOSED).")]
 pub struct Args {
-    /// Arguments (not yet implemented)
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
+    /// The clarify's message id (`<IDTS>_<SEQ>_from_<asker>`)
+    pub id: String,
+    /// Project root or any folder inside it (default: the current directory)
+    pub root: Option<PathBuf>,
+    /// A chosen option, numbered from 1 (repeat for several)
+    #[arg(long = "choice", value_name = "N")]
+    pub choices: Vec<usize>,
+    /// A custom answer text
+    #[arg(long, value_name = "TEXT")]
+    pub text: Option<String>,
+    /// Print one JSON object instead of text
+    #[arg(long)]
+    pub json: bool,
 }
 
-pub fn run(_args: Args) -> i32 {
-    eprintln!("swarm answer: not implemented yet");
-    crate::error::exit::ENV
+pub fn run(args: Args) -> i32 {
+    if args.choices.is_empty() && args.text.is_none() {
+        eprintln!("swarm answer: give --choice N (repeatable) and/or --text TEXT");
+        return exit::ENV;
+    }
+    let project = match crate::trail::locate(args.root.as_deref()) {
+        Ok(p) => p,
+        Err(e) => return crate::cli::report(&e, args.json),
+    };
+    match answer::answer(&project, &args.id, &args.choices, args.text.as_deref()) {
+        Ok(a) => {
+            if args.json {
+                let mut v = serde_json::to_value(&a).unwrap_or_default();
+                v["status"] = serde_json::json!("answered");
+                crate::cli::out(&format!("{v}\n"));
+            } else {
+                let mut s = format!("HANDOFF QUEUED: {}\n", a.queued.path.display());
+                if let Some(c) = &a.completed {
+                    s.push_str(&format!("COMPLETED: {}\n", c.display()));
+                }
+                crate::cli::out(&s);
+            }
+            exit::OK
+        }
+        Err(SendError::Invalid { errors, .. }) => {
+            let id = crate::header::escape(&args.id);
+            eprint!("{}", answer::invalid_report(&id, &errors));
+            if args.json {
+                let v = serde_json::json!({
+                    "status": "invalid",
+                    "token": "ANSWER INVALID",
+                    "clarify": args.id,
+                    "errors": errors,
+                    "exit_code": exit::REFUSED,
+                });
+                crate::cli::out(&format!("{v}\n"));
+            }
+            exit::REFUSED
+        }
+        Err(SendError::Other(e)) => crate::cli::report(&e, args.json),
+    }
 }

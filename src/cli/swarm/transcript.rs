@@ -17,7 +17,8 @@ Text lines:  [HH:MM:SS] [FROM -> TO] <type> <task, message, subject or first bod
 with a `--- YYYY-MM-DD ---` line whenever the day changes and ` [failed: <reason>]` \
 after a failed message. Control characters are escaped, so one message is one line.
 --format jsonl prints one JSON object per message (headers, body, state, path);
---format md prints a Markdown report with one section per message and its full file.")]
+--format md prints a Markdown report with one section per message and its full file.
+--thread ID prints one conversation (the thread of that message) as a tree: each reply after its parent, indented two spaces per level (jsonl adds a `depth`).")]
 pub struct Args {
     /// Project root or any folder inside it (default: the current directory)
     pub root: Option<PathBuf>,
@@ -39,6 +40,10 @@ pub struct Args {
     /// Only the last N messages (after the other filters)
     #[arg(long, value_name = "N")]
     pub last: Option<usize>,
+    /// Only the conversation this message belongs to, replies indented under
+    /// their parent (the id of any message in it)
+    #[arg(long, value_name = "ID")]
+    pub thread: Option<String>,
     /// Output format
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
@@ -61,6 +66,7 @@ fn filter(args: &Args) -> Result<Filter, Error> {
         task: args.task.clone(),
         since: time(&args.since)?,
         until: time(&args.until)?,
+        thread: None,
     })
 }
 
@@ -92,7 +98,37 @@ pub fn run(args: Args) -> i32 {
             t.unreadable.len()
         );
     }
-    let mut shown: Vec<_> = transcript::messages(&t.originals)
+    let mut filter = filter;
+    let all = transcript::messages(&t.originals);
+    let mut printer = Printer::new(args.format, &t.roles);
+    // With --thread: the whole conversation as a tree, then the other filters.
+    let ordered: Vec<_> = match &args.thread {
+        None => all.into_iter().collect(),
+        Some(id) => {
+            let root = transcript::thread_root(&all, id).to_string();
+            filter.thread = Some(root.clone());
+            let members: Vec<_> = all
+                .iter()
+                .copied()
+                .filter(|o| o.id() == root || o.msg.get("thread") == Some(root.as_str()))
+                .collect();
+            if members.is_empty() {
+                let e = Error::env(format!(
+                    "No message with id {} in {}.",
+                    crate::header::escape(id),
+                    t.project.root.display()
+                ));
+                return crate::cli::report(&e, false);
+            }
+            printer = printer.threaded(&root);
+            let tree = transcript::thread_order(&members, &root);
+            for (o, depth) in &tree {
+                printer.set_depth(o.id(), *depth);
+            }
+            tree.into_iter().map(|(o, _)| o).collect()
+        }
+    };
+    let mut shown: Vec<_> = ordered
         .into_iter()
         .filter(|o| filter.matches(&o.msg, &t.roles))
         .collect();
@@ -100,7 +136,6 @@ pub fn run(args: Args) -> i32 {
         let skip = shown.len().saturating_sub(n);
         shown.drain(..skip);
     }
-    let mut printer = Printer::new(args.format, &t.roles);
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
     let mut write_all = || -> io::Result<()> {

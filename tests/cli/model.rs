@@ -1,0 +1,1407 @@
+//! The message model beyond the pipeline (issue 5): the collaboration types
+//! and their exact validation messages, `allowed_types` at send and at the
+//! daemon, `to: all` and `cc` (who got a copy, who was woken), the hop limit
+//! on an agent loop, a clarify → answer round trip through the binaries,
+//! artifacts, and `swarm transcript --thread`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::support::{Project, Run};
+
+// ---------------------------------------------------------------- fixtures
+
+/// One row of roles.tsv: name, worktree (`master` or a folder under
+/// `.worktrees/`), agent, receive mode.
+type Row<'a> = (&'a str, &'a str, &'a str, &'a str);
+
+fn swarm(rows: &[Row]) -> Project {
+    let p = Project::new(&[]);
+    let mut tsv = String::new();
+    for (name, wt, agent, mode) in rows {
+        let path = wt_path(&p, wt);
+        if *wt != "master" {
+            fs::create_dir_all(path.join(".swarmforge/handoffs")).unwrap();
+            fs::write(
+                path.join(".swarmforge/project-root"),
+                format!("{}\n", p.root.display()),
+            )
+            .unwrap();
+        }
+        tsv.push_str(&format!(
+            "{name}\t{wt}\t{}\tswarmforge-{name}\t{name}\t{agent}\t{mode}\n",
+            path.display()
+        ));
+    }
+    p.write_roles_raw(&tsv);
+    p
+}
+
+fn wt_path(p: &Project, wt: &str) -> PathBuf {
+    if wt == "master" {
+        p.root.clone()
+    } else {
+        p.root.join(".worktrees").join(wt)
+    }
+}
+
+/// `<worktree>/.swarmforge/handoffs/<rel>`
+fn hq(p: &Project, wt: &str, rel: &str) -> PathBuf {
+    wt_path(p, wt).join(".swarmforge/handoffs").join(rel)
+}
+
+fn rel(p: &Project, wt: &str) -> String {
+    wt_path(p, wt)
+        .strip_prefix(&p.root)
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Sends `draft` with `swarm-handoff` as `role` from its worktree `wt`.
+fn send(p: &Project, role: &str, wt: &str, draft: &str) -> Run {
+    let path = wt_path(p, wt).join(format!("draft-{role}.txt"));
+    fs::write(&path, draft).unwrap();
+    p.run_in(
+        &rel(p, wt),
+        Some(role),
+        "swarm-handoff",
+        &[path.to_str().unwrap()],
+    )
+}
+
+fn helper(p: &Project, role: &str, wt: &str, program: &str) -> Run {
+    p.run_in(&rel(p, wt), Some(role), program, &[])
+}
+
+fn swarm_cmd(p: &Project, args: &[&str]) -> Run {
+    p.run(None, "swarm", args)
+}
+
+fn queued(r: &Run) -> PathBuf {
+    r.ok();
+    PathBuf::from(
+        r.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("HANDOFF QUEUED: "))
+            .unwrap_or_else(|| panic!("no HANDOFF QUEUED line: {r:?}")),
+    )
+}
+
+/// The `Errors:` list of a `HANDOFF INVALID` (or `ANSWER INVALID`) report;
+/// asserts exit 2.
+fn errors(r: &Run) -> Vec<String> {
+    assert_eq!(r.code, 2, "{r:?}");
+    r.stderr
+        .split("\nErrors:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no Errors: list: {r:?}"))
+        .lines()
+        .map_while(|l| l.strip_prefix("- "))
+        .map(str::to_string)
+        .collect()
+}
+
+fn header(path: &Path, name: &str) -> Option<String> {
+    let text = fs::read_to_string(path).unwrap();
+    text.split("\n\n")
+        .next()
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+        .map(str::to_string)
+}
+
+fn id_of(path: &Path) -> String {
+    header(path, "id").unwrap()
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".handoff"))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn deliver(p: &Project) {
+    p.deliver_once().ok();
+}
+
+fn json(r: &Run) -> Value {
+    serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {r:?}"))
+}
+
+fn write_config(p: &Project, yaml: &str) {
+    fs::write(p.path("swarm.yaml"), yaml).unwrap();
+}
+
+fn error_note(failed: &Path, name: &str) -> String {
+    fs::read_to_string(failed.join(format!("{name}.error"))).unwrap_or_default()
+}
+
+const CREATED: &str = "2026-06-16T00:00:00.000000Z";
+
+/// Plants a well-formed original in `<wt>/<dir>/` (outbox, sent) as `from`
+/// would write it; `extra` headers and `body` as given. Returns its path.
+fn plant(
+    p: &Project,
+    wt: &str,
+    dir: &str,
+    seq: u32,
+    (from, to, ty): (&str, &str, &str),
+    extra: &[(&str, &str)],
+    body: &str,
+) -> PathBuf {
+    let id = format!("20260616T000000Z_{seq:06}_from_{from}");
+    let mut text = format!(
+        "id: {id}\nfrom: {from}\nto: {to}\npriority: 50\ntype: {ty}\ncreated_at: {CREATED}\n"
+    );
+    for (k, v) in extra {
+        text.push_str(&format!("{k}: {v}\n"));
+    }
+    text.push('\n');
+    text.push_str(body);
+    let name = format!("50_{id}_to_{}.handoff", to.replace(',', "_"));
+    let d = hq(p, wt, dir);
+    fs::create_dir_all(&d).unwrap();
+    // What swarm-handoff creates; the daemon writes refusal notes through it.
+    fs::create_dir_all(hq(p, wt, "outbox/tmp")).unwrap();
+    let tmp = hq(p, wt, &format!(".plant.{seq}.tmp"));
+    fs::write(&tmp, text).unwrap();
+    let dest = d.join(name);
+    fs::rename(&tmp, &dest).unwrap();
+    dest
+}
+
+// ---------------------------------------------------------------- validation
+
+fn validation_swarm() -> Project {
+    swarm(&[
+        ("coder", "master", "codex", "task"),
+        ("qa", "qa", "codex", "task"),
+        ("boss", "boss", "human", "task"),
+    ])
+}
+
+/// Each draft → its exact error list; nothing is written for any of them.
+#[test]
+fn each_type_validates_with_exact_messages() {
+    let p = validation_swarm();
+    let long = |n: usize| "x".repeat(n);
+    let cases: Vec<(String, Vec<String>)> = vec![
+        // post
+        (
+            "type: post\nto: qa\npriority: 10\n".into(),
+            vec!["Missing body or header 'subject' for post.".into()],
+        ),
+        (
+            format!("type: post\nto: qa\npriority: 10\nsubject: {}\n\nbody\n", long(121)),
+            vec!["Header 'subject' must be no longer than 120 characters; got 121.".into()],
+        ),
+        (
+            format!("type: post\nto: qa\npriority: 10\n\n{}\n", long(16384)),
+            vec!["Body must be no larger than 16384 bytes for post; got 16385.".into()],
+        ),
+        (
+            "type: post\nto: qa\npriority: 10\nmessage: m\n\nfine\nbad \x1b[2J\n".into(),
+            vec![
+                "Line 7: body must not contain control characters.".into(),
+                "Header 'message' is not allowed for type 'post'.".into(),
+                "Header 'message' is only allowed for note.".into(),
+            ],
+        ),
+        // clarify
+        (
+            "type: clarify\nto: boss,qa\npriority: 10\nallow_multiple: maybe\nallow_custom: no\n".into(),
+            vec![
+                "Missing required header 'question' for clarify.".into(),
+                "Header 'allow_multiple' must be yes or no; got 'maybe'.".into(),
+                "Header 'to' must name exactly one role for clarify; got 'boss,qa'.".into(),
+                "Missing options for clarify: list one per body line when 'allow_custom' is no."
+                    .into(),
+            ],
+        ),
+        (
+            format!(
+                "type: clarify\nto: all\npriority: 10\nquestion: {}\n\nA\nB\nA\n",
+                long(501)
+            ),
+            vec![
+                "Header 'question' must be no longer than 500 characters; got 501.".into(),
+                "Header 'to' must name exactly one role for clarify; got 'all'.".into(),
+                "Duplicate option 'A'.".into(),
+            ],
+        ),
+        // answer
+        (
+            "type: answer\nto: coder\npriority: 10\nchoices: 1,x\n".into(),
+            vec![
+                "Header 'choices' must be option numbers separated by commas; got '1,x'.".into(),
+                "Missing required header 'in_reply_to' for answer.".into(),
+            ],
+        ),
+        (
+            "type: answer\nto: coder\npriority: 10\nin_reply_to: 20260616T000000Z_000009_from_coder\n\nyes\n"
+                .into(),
+            vec![
+                "Header 'in_reply_to' must name a message in your inbox; got '20260616T000000Z_000009_from_coder'."
+                    .into(),
+            ],
+        ),
+        (
+            "type: answer\nto: coder\npriority: 10\nin_reply_to: nope\nchoices: 2,2\n".into(),
+            vec![
+                "Header 'in_reply_to' must be a message id; got 'nope'.".into(),
+                "Duplicate choice 2.".into(),
+            ],
+        ),
+        // close
+        (
+            "type: close\nto: qa\npriority: 10\n\nwhy not\n".into(),
+            vec!["Missing required header 'reason' for close.".into()],
+        ),
+        // digest
+        (
+            "type: digest\nto: all\npriority: 10\n".into(),
+            vec!["Missing required body for digest.".into()],
+        ),
+        (
+            format!("type: digest\nto: all\npriority: 10\n\n{}\n", long(4096)),
+            vec!["Body must be no larger than 4096 bytes for digest; got 4097.".into()],
+        ),
+        // the daemon's own type
+        (
+            "type: digest_request\nto: qa\npriority: 10\n\nx\n".into(),
+            vec![
+                "Header 'type' must be one of git_handoff, note, post, clarify, answer, digest or close; got 'digest_request'."
+                    .into(),
+            ],
+        ),
+        // headers any type may carry
+        (
+            "type: note\nto: qa\npriority: 10\nmessage: m\ncc: ghost,qa,boss,boss\nwake: maybe\nthread: t\n"
+                .into(),
+            vec![
+                "Unknown cc role 'ghost'.".into(),
+                "Role 'qa' is in both 'to' and 'cc'.".into(),
+                "Duplicate cc role 'boss'.".into(),
+                "Header 'wake' must be yes or no; got 'maybe'.".into(),
+                "Header 'thread' must be a message id; got 't'.".into(),
+            ],
+        ),
+        (
+            "type: post\nto: all\npriority: 10\ncc: qa\n\nhi\n".into(),
+            vec!["Header 'cc' is not allowed with 'to: all'.".into()],
+        ),
+        (
+            "type: note\nto: all,qa\npriority: 10\nmessage: m\n".into(),
+            vec!["Recipient 'all' must be the only recipient in 'to'.".into()],
+        ),
+        (
+            "type: note\nto: qa\npriority: 10\nmessage: m\nhop: 0\nmentions: qa\nsession: s1\n".into(),
+            vec![
+                "Line 5: header 'hop' is reserved and must not be written by agents.".into(),
+                "Line 6: header 'mentions' is reserved and must not be written by agents.".into(),
+                "Line 7: header 'session' is reserved and must not be written by agents.".into(),
+            ],
+        ),
+        (
+            "type: note\nto: qa\npriority: 10\nmessage: m\nsubject: s\n\nbody\n".into(),
+            vec![
+                "Header 'subject' is not allowed for type 'note'.".into(),
+                "Line 7: draft handoffs may contain headers only; payloads are generated by swarm_handoff.sh."
+                    .into(),
+            ]
+            .into_iter()
+            .rev()
+            .collect(),
+        ),
+    ];
+    for (draft, want) in cases {
+        let r = send(&p, "coder", "master", &draft);
+        assert_eq!(errors(&r), want, "draft: {draft:?}");
+        assert!(
+            !p.handoffs("outbox").exists() || names(&p.handoffs("outbox")).is_empty(),
+            "nothing queued for {draft:?}"
+        );
+    }
+    assert!(
+        !p.handoffs("sequence").exists(),
+        "no sequence number used by invalid drafts"
+    );
+}
+
+/// The good forms of the new types are queued with their headers and body.
+#[test]
+fn good_drafts_are_queued_with_their_headers_and_body() {
+    let p = validation_swarm();
+    let path = queued(&send(
+        &p,
+        "coder",
+        "master",
+        "type: post\nto: all\npriority: 20\nsubject: Findings for @qa\n\n\nAll green, @boss.\n\tIndented: @ghost me@qa.dev\n\n",
+    ));
+    let text = fs::read_to_string(&path).unwrap();
+    let id = id_of(&path);
+    let created = header(&path, "created_at").unwrap();
+    assert_eq!(
+        text,
+        format!(
+            "id: {id}\nfrom: coder\nto: all\npriority: 20\ntype: post\ncreated_at: {created}\n\
+             mentions: qa,boss\nsubject: Findings for @qa\n\n\
+             All green, @boss.\n\tIndented: @ghost me@qa.dev\n"
+        )
+    );
+    assert!(path.ends_with(format!("20_{id}_to_all.handoff")));
+
+    let path = queued(&send(
+        &p,
+        "coder",
+        "master",
+        "type: clarify\nto: boss\npriority: 05\nquestion: Which database?\nallow_multiple: yes\n\nPostgres\n  SQLite  \n",
+    ));
+    let body = fs::read_to_string(&path).unwrap();
+    assert!(
+        body.ends_with("allow_multiple: yes\nquestion: Which database?\n\nPostgres\n  SQLite  \n"),
+        "{body}"
+    );
+
+    let path = queued(&send(
+        &p,
+        "qa",
+        "qa",
+        "type: close\nto: coder\npriority: 50\nreason: done\n",
+    ));
+    assert_eq!(header(&path, "reason").as_deref(), Some("done"));
+    assert!(fs::read_to_string(&path)
+        .unwrap()
+        .ends_with("reason: done\n\n"));
+}
+
+/// allowed_types: a core-only role gets SwarmForge's exact text; a role
+/// limited otherwise gets its own list; a bad config names the key.
+#[test]
+fn allowed_types_are_enforced_at_send() {
+    let p = validation_swarm();
+    write_config(
+        &p,
+        "roles:\n  - {name: coder, allowed_types: [git_handoff, note]}\n  - {name: qa, allowed_types: [post, close]}\n",
+    );
+    let r = send(
+        &p,
+        "coder",
+        "master",
+        "type: post\nto: qa\npriority: 10\n\nhi\n",
+    );
+    assert_eq!(
+        errors(&r),
+        vec!["Header 'type' must be one of git_handoff or note; got 'post'."]
+    );
+    let r = send(
+        &p,
+        "qa",
+        "qa",
+        "type: note\nto: coder\npriority: 10\nmessage: m\n",
+    );
+    assert_eq!(
+        errors(&r),
+        vec!["Header 'type' must be one of post or close; got 'note'."]
+    );
+    queued(&send(
+        &p,
+        "qa",
+        "qa",
+        "type: post\nto: coder\npriority: 10\n\nhi\n",
+    ));
+    queued(&send(
+        &p,
+        "coder",
+        "master",
+        "type: note\nto: qa\npriority: 10\nmessage: m\n",
+    ));
+
+    write_config(
+        &p,
+        "roles:\n  - {name: qa, allowed_types: [post, digest_request]}\n",
+    );
+    let r = send(
+        &p,
+        "qa",
+        "qa",
+        "type: post\nto: coder\npriority: 10\n\nhi\n",
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("roles[qa].allowed_types: 'digest_request' is not a type a role may send"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// The daemon re-checks what a planted outbox file claims: a type the sender
+/// may not send, a hop past max_hops, a digest request from a role, a
+/// clarify without its question; each goes to failed/ with its reason, the
+/// rest is delivered.
+#[test]
+fn the_daemon_rechecks_allowed_types_and_hops() {
+    let p = validation_swarm();
+    write_config(
+        &p,
+        "max_hops: 3\nroles:\n  - {name: coder, allowed_types: [git_handoff, note]}\n",
+    );
+    let planted = [
+        (
+            plant(
+                &p,
+                "master",
+                "outbox",
+                1,
+                ("coder", "qa", "post"),
+                &[],
+                "hi\n",
+            ),
+            "type not allowed for sender",
+        ),
+        (
+            plant(
+                &p,
+                "qa",
+                "outbox",
+                2,
+                ("qa", "coder", "note"),
+                &[("message", "m"), ("hop", "4")],
+                "m\n",
+            ),
+            "hop_limit",
+        ),
+        (
+            plant(
+                &p,
+                "qa",
+                "outbox",
+                3,
+                ("qa", "coder", "digest_request"),
+                &[],
+                "x\n",
+            ),
+            "type not allowed for sender",
+        ),
+        (
+            plant(
+                &p,
+                "qa",
+                "outbox",
+                5,
+                ("qa", "coder", "clarify"),
+                &[],
+                "A\n",
+            ),
+            "invalid: Missing required header 'question' for clarify.",
+        ),
+    ];
+    let good = plant(
+        &p,
+        "qa",
+        "outbox",
+        6,
+        ("qa", "coder", "note"),
+        &[("message", "m"), ("hop", "3")],
+        "m\n",
+    );
+    deliver(&p);
+    for (path, reason) in &planted {
+        let name = path.file_name().unwrap().to_str().unwrap();
+        let wt = if name.contains("_from_coder_") {
+            "master"
+        } else {
+            "qa"
+        };
+        let failed = hq(&p, wt, "failed");
+        assert!(failed.join(name).exists(), "{name} not in failed/");
+        assert_eq!(error_note(&failed, name), format!("{reason}\n"), "{name}");
+    }
+    let name = good.file_name().unwrap().to_str().unwrap();
+    assert!(hq(&p, "qa", "sent").join(name).exists());
+    assert!(hq(&p, "master", "inbox/new").join(name).exists());
+}
+
+// ---------------------------------------------------------------- broadcast
+
+/// `to: all` reaches every role but the sender and wakes the agents; `cc`
+/// copies and `wake: no` messages are delivered without a wake-up.
+#[test]
+fn broadcast_and_cc_deliver_to_everyone_and_wake_only_the_addressed() {
+    let p = swarm(&[
+        ("lead", "master", "codex", "task"),
+        ("a", "a", "codex", "task"),
+        ("b", "b", "codex", "task"),
+        ("c", "c", "codex", "batch"),
+        ("boss", "boss", "human", "task"),
+    ]);
+    let wakes = p.root.join("wakes.txt");
+    write_config(
+        &p,
+        &format!(
+            "wake: {{method: command, command: \"echo $SWARMFORGE_ROLE >> {}\"}}\n",
+            wakes.display()
+        ),
+    );
+    // `handoffd --once` waits for the wake-ups it started (up to 10 s); the
+    // deadline only guards a very slow machine. Reading empties the file.
+    let woken = |n: usize| -> Vec<String> {
+        let lines = || {
+            fs::read_to_string(&wakes)
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_string)
+                .collect::<Vec<String>>()
+        };
+        crate::support::wait_until(crate::support::DEADLINE, "wake-ups", || lines().len() >= n);
+        let mut v = lines();
+        v.sort();
+        fs::write(&wakes, "").unwrap();
+        v
+    };
+
+    let all = queued(&send(
+        &p,
+        "lead",
+        "master",
+        "type: post\nto: all\npriority: 30\n\nKickoff: @b starts.\n",
+    ));
+    let name = all.file_name().unwrap().to_str().unwrap().to_string();
+    deliver(&p); // --once waits for the wake-ups it started
+    for wt in ["a", "b", "c", "boss"] {
+        assert_eq!(names(&hq(&p, wt, "inbox/new")), vec![name.clone()], "{wt}");
+        let copy = hq(&p, wt, "inbox/new").join(&name);
+        assert_eq!(header(&copy, "to").as_deref(), Some("all"));
+        assert_eq!(header(&copy, "recipient").as_deref(), Some(wt));
+    }
+    assert!(
+        names(&hq(&p, "master", "inbox/new")).is_empty(),
+        "not to the sender"
+    );
+    assert_eq!(woken(3), vec!["a", "b", "c"], "the human is never woken");
+    assert_eq!(
+        header(&hq(&p, "master", "sent").join(&name), "to").as_deref(),
+        Some("all")
+    );
+    let t = swarm_cmd(&p, &["transcript", p.root.to_str().unwrap()]);
+    assert!(
+        t.ok()
+            .stdout
+            .contains("] [lead -> all] post Kickoff: @b starts.\n"),
+        "{}",
+        t.stdout
+    );
+
+    // b was mentioned; a was not.
+    let r = helper(&p, "b", "b", "ready-next");
+    let b_copy = hq(&p, "b", "inbox/in_process").join(&name);
+    assert_eq!(
+        r.ok().stdout,
+        format!(
+            "TASK: {}\nFROM: lead\nTYPE: post\nPRIORITY: 30\nMENTIONED: yes\nPAYLOAD:\nKickoff: @b starts.\n",
+            b_copy.display()
+        )
+    );
+    let r = helper(&p, "a", "a", "ready-next");
+    assert!(!r.ok().stdout.contains("MENTIONED"), "{}", r.stdout);
+    helper(&p, "a", "a", "done-current").ok();
+
+    // A note to a with a context copy for c: only a is woken.
+    let cc = queued(&send(
+        &p,
+        "lead",
+        "master",
+        "type: note\nto: a\npriority: 30\nmessage: fyi\ncc: c,boss\n",
+    ));
+    let cc_name = cc.file_name().unwrap().to_str().unwrap().to_string();
+    assert!(cc_name.ends_with("_to_a.handoff"), "{cc_name}");
+    deliver(&p);
+    assert_eq!(woken(1), vec!["a"]);
+    for (wt, recipient) in [("a", "a"), ("c", "c"), ("boss", "boss")] {
+        let copy = hq(&p, wt, "inbox/new").join(&cc_name);
+        assert_eq!(
+            header(&copy, "recipient").as_deref(),
+            Some(recipient),
+            "{wt}"
+        );
+        assert_eq!(header(&copy, "cc").as_deref(), Some("c,boss"));
+    }
+    assert!(!hq(&p, "b", "inbox/new").join(&cc_name).exists());
+    let r = helper(&p, "c", "c", "ready-next");
+    let out = r.ok().stdout.clone();
+    assert!(
+        out.contains("\nFROM: lead\nTYPE: note\nPRIORITY: 30\nCC: yes\nPAYLOAD:\n"),
+        "{out}"
+    );
+    let r = p.run_in(&rel(&p, "a"), Some("a"), "ready-next", &["--json"]);
+    let v = json(&r);
+    assert_eq!(
+        (v["cc"].as_bool(), v["mentioned"].as_bool()),
+        (Some(false), Some(false))
+    );
+
+    // wake: no delivers durably and wakes nobody.
+    let quiet = queued(&send(
+        &p,
+        "lead",
+        "master",
+        "type: note\nto: b\npriority: 30\nmessage: later\nwake: no\n",
+    ));
+    deliver(&p);
+    assert!(hq(&p, "b", "inbox/new")
+        .join(quiet.file_name().unwrap())
+        .exists());
+    assert_eq!(woken(0), Vec::<String>::new());
+    // And one with the default wakes again (the command still works).
+    queued(&send(
+        &p,
+        "lead",
+        "master",
+        "type: note\nto: b\npriority: 30\nmessage: now\n",
+    ));
+    deliver(&p);
+    assert_eq!(woken(1), vec!["b"]);
+}
+
+// ---------------------------------------------------------------- hops
+
+/// Two agents answering each other: each reply is one hop deeper, in one
+/// thread, until `max_hops` stops the sender; a new git_handoff task starts
+/// again at hop 0 (no header).
+#[test]
+fn hop_limit_stops_an_agent_loop_and_a_new_task_resets_it() {
+    let p = swarm(&[
+        ("a", "master", "codex", "task"),
+        ("b", "b", "codex", "task"),
+    ]);
+    write_config(&p, "max_hops: 3\n");
+    let wt = |r: &str| if r == "a" { "master" } else { "b" };
+    let first = queued(&send(
+        &p,
+        "a",
+        "master",
+        "type: note\nto: b\npriority: 10\nmessage: ping 0\n",
+    ));
+    let root = id_of(&first);
+    assert_eq!(header(&first, "hop"), None);
+    assert_eq!(header(&first, "thread"), None);
+    let mut parent = root.clone();
+    // b answers (hop 1), a answers (2), b answers (3): each takes the item,
+    // replies while it is in process, and completes it.
+    for (n, (me, other)) in [("b", "a"), ("a", "b"), ("b", "a")].into_iter().enumerate() {
+        deliver(&p);
+        helper(&p, me, wt(me), "ready-next").ok();
+        let reply = queued(&send(
+            &p,
+            me,
+            wt(me),
+            &format!(
+                "type: note\nto: {other}\npriority: 10\nmessage: ping {}\n",
+                n + 1
+            ),
+        ));
+        assert_eq!(header(&reply, "hop"), Some((n + 1).to_string()));
+        assert_eq!(header(&reply, "in_reply_to"), Some(parent.clone()));
+        assert_eq!(header(&reply, "thread"), Some(root.clone()));
+        parent = id_of(&reply);
+        helper(&p, me, wt(me), "done-current").ok();
+    }
+    deliver(&p);
+    let r = helper(&p, "a", "master", "ready-next");
+    assert!(r.ok().stdout.contains("\nIN_REPLY_TO: "), "{}", r.stdout);
+    assert!(
+        r.stdout.contains(&format!("\nTHREAD: {root}\n")),
+        "{}",
+        r.stdout
+    );
+    let r = send(
+        &p,
+        "a",
+        "master",
+        "type: note\nto: b\npriority: 10\nmessage: ping 4\n",
+    );
+    assert_eq!(
+        errors(&r),
+        vec![format!(
+            "Reply would be hop 4, past max_hops 3 (in reply to '{parent}'); start a new task with a git_handoff or ask a person."
+        )]
+    );
+    // A new task resets the count; it still records what caused it.
+    let commit = crate::support::git(&p.root, &["rev-parse", "--short=10", "HEAD"]);
+    let task = queued(&send(
+        &p,
+        "a",
+        "master",
+        &format!("type: git_handoff\nto: b\npriority: 10\ntask: fresh\ncommit: {commit}\n"),
+    ));
+    assert_eq!(header(&task, "hop"), None);
+    assert_eq!(header(&task, "in_reply_to"), Some(parent.clone()));
+    let task_id = id_of(&task);
+    helper(&p, "a", "master", "done-current").ok();
+    deliver(&p);
+    helper(&p, "b", "b", "ready-next").ok();
+    let reply = queued(&send(
+        &p,
+        "b",
+        "b",
+        "type: note\nto: a\npriority: 10\nmessage: on it\n",
+    ));
+    assert_eq!(header(&reply, "hop").as_deref(), Some("1"));
+    assert_eq!(header(&reply, "in_reply_to"), Some(task_id));
+}
+
+// ---------------------------------------------------------------- clarify
+
+fn attention(p: &Project) -> Vec<Value> {
+    let r = swarm_cmd(p, &["status", "--json", p.root.to_str().unwrap()]);
+    json(r.ok())["attention"].as_array().unwrap().clone()
+}
+
+/// The asker parks its item and asks a person; `swarm status` lists the open
+/// question; `swarm answer` refuses what the clarify does not allow, then
+/// answers as the human; the asker's next `ready-next` shows the answer with
+/// the parked item, and the question leaves the attention list.
+#[test]
+fn clarify_answer_round_trip_through_the_binaries() {
+    let p = swarm(&[
+        ("lead", "master", "codex", "task"),
+        ("coder", "coder", "codex", "task"),
+        ("owner", "owner", "human", "task"),
+    ]);
+    let root = p.root.to_str().unwrap().to_string();
+    queued(&send(
+        &p,
+        "lead",
+        "master",
+        "type: note\nto: coder\npriority: 20\nmessage: build the store\n",
+    ));
+    deliver(&p);
+    let parked = helper(&p, "coder", "coder", "ready-next");
+    let parked_path = PathBuf::from(
+        parked
+            .ok()
+            .stdout
+            .lines()
+            .next()
+            .unwrap()
+            .strip_prefix("TASK: ")
+            .unwrap(),
+    );
+    let work = id_of(&parked_path);
+
+    let clarify = queued(&send(
+        &p,
+        "coder",
+        "coder",
+        "type: clarify\nto: owner\npriority: 05\nquestion: Which database for @owner?\n\nPostgres\nSQLite\nBoth\n",
+    ));
+    let cid = id_of(&clarify);
+    assert_eq!(header(&clarify, "in_reply_to"), Some(work.clone()));
+    assert_eq!(header(&clarify, "hop").as_deref(), Some("1"));
+    let att = attention(&p);
+    assert_eq!(att.len(), 1, "{att:?}");
+    assert_eq!(att[0]["kind"], "clarify");
+    assert_eq!(att[0]["id"], cid.as_str());
+    assert_eq!(att[0]["from"], "coder");
+    assert_eq!(att[0]["role"], "owner");
+    assert_eq!(att[0]["text"], "Which database for @owner?");
+    assert_eq!(
+        att[0]["options"],
+        serde_json::json!(["Postgres", "SQLite", "Both"])
+    );
+    assert_eq!(
+        att[0]["since"],
+        header(&clarify, "created_at").unwrap().as_str()
+    );
+    // Not delivered yet: nothing to answer.
+    let r = swarm_cmd(&p, &["answer", &cid, &root, "--choice", "1"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr
+            .starts_with(&format!("No copy of {cid} in any inbox")),
+        "{}",
+        r.stderr
+    );
+
+    deliver(&p);
+    let text = swarm_cmd(&p, &["status", &root]);
+    let line = text
+        .ok()
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("ATTENTION (1)"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no attention line: {}", text.stdout))
+        .to_string();
+    assert!(line.starts_with(&format!("clarify  {cid}")), "{line}");
+    assert!(line.contains(" coder -> owner  since "), "{line}");
+    assert!(
+        line.ends_with("Which database for @owner?  [1. Postgres | 2. SQLite | 3. Both]"),
+        "{line}"
+    );
+    // The person sees the question with numbered options.
+    let r = helper(&p, "owner", "owner", "ready-next");
+    let owner_copy = hq(&p, "owner", "inbox/in_process").join(clarify.file_name().unwrap());
+    assert_eq!(
+        r.ok().stdout,
+        format!(
+            "TASK: {}\nFROM: coder\nTYPE: clarify\nPRIORITY: 05\nIN_REPLY_TO: {work}\nTHREAD: {work}\n\
+             MENTIONED: yes\nQUESTION: Which database for @owner?\nOPTIONS:\n1. Postgres\n2. SQLite\n3. Both\n\
+             ALLOW_MULTIPLE: no\nALLOW_CUSTOM: yes\nPAYLOAD:\nPostgres\nSQLite\nBoth\n",
+            owner_copy.display()
+        )
+    );
+
+    // Refusals: not an option, two choices, nothing at all, not a clarify.
+    let r = swarm_cmd(&p, &["answer", &cid, &root, "--choice", "4"]);
+    assert_eq!(
+        errors(&r),
+        vec![format!(
+            "Choice 4 is not an option of clarify '{cid}'; it has 3 options."
+        )]
+    );
+    assert!(r.stderr.starts_with(&format!("ANSWER INVALID: {cid}\n")));
+    let r = swarm_cmd(
+        &p,
+        &["answer", &cid, &root, "--choice", "1", "--choice", "3"],
+    );
+    assert_eq!(
+        errors(&r),
+        vec![format!(
+            "Only one choice is allowed for clarify '{cid}' (allow_multiple: no); got 2."
+        )]
+    );
+    let r = swarm_cmd(&p, &["answer", &cid, &root]);
+    assert_eq!(r.code, 1);
+    let r = swarm_cmd(&p, &["answer", &work, &root, "--choice", "1"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .starts_with(&format!("NOT_A_CLARIFY: {work} is a note, not a clarify.")),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        names(&hq(&p, "owner", "outbox")).is_empty(),
+        "refusals queue nothing"
+    );
+
+    let r = swarm_cmd(
+        &p,
+        &[
+            "answer",
+            &cid,
+            &root,
+            "--choice",
+            "2",
+            "--text",
+            "keep it small\nand local",
+            "--json",
+        ],
+    );
+    let v = json(r.ok());
+    assert_eq!(v["status"], "answered");
+    assert_eq!(v["role"], "owner");
+    let answer = PathBuf::from(v["queued"]["path"].as_str().unwrap());
+    let done_copy = hq(&p, "owner", "inbox/completed").join(clarify.file_name().unwrap());
+    assert_eq!(v["completed"], done_copy.display().to_string());
+    assert!(header(&done_copy, "completed_at").is_some());
+    assert!(names(&hq(&p, "owner", "inbox/in_process")).is_empty());
+    let aid = id_of(&answer);
+    assert!(answer.starts_with(hq(&p, "owner", "outbox")));
+    assert_eq!(
+        fs::read_to_string(&answer).unwrap(),
+        format!(
+            "id: {aid}\nfrom: owner\nto: coder\npriority: 05\ntype: answer\ncreated_at: {}\n\
+             choices: 2\nin_reply_to: {cid}\nthread: {work}\n\n2. SQLite\n\nkeep it small\nand local\n",
+            header(&answer, "created_at").unwrap()
+        )
+    );
+    assert!(attention(&p).is_empty(), "answered: off the list");
+    let r = swarm_cmd(&p, &["answer", &cid, &root, "--choice", "1"]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.starts_with(&format!(
+            "CLARIFY_CLOSED: {cid} is already answered or withdrawn by {aid}."
+        )),
+        "{}",
+        r.stderr
+    );
+
+    // The asker resumes its parked item with the answer.
+    deliver(&p);
+    let r = helper(&p, "coder", "coder", "ready-next");
+    let answer_done = hq(&p, "coder", "inbox/completed").join(answer.file_name().unwrap());
+    assert_eq!(
+        r.ok().stdout,
+        format!(
+            "TASK: {}\nFROM: lead\nTYPE: note\nPRIORITY: 20\n\
+             ANSWER: {}\nANSWER_FROM: owner\nANSWER_IN_REPLY_TO: {cid}\nANSWER_CHOICE: 2. SQLite\n\
+             ANSWER_TEXT: keep it small\nANSWER_TEXT: and local\n\
+             PAYLOAD:\nRe-read your role and constitution.\n\nbuild the store\n",
+            parked_path.display(),
+            answer_done.display()
+        )
+    );
+    for h in ["dequeued_at", "completed_at", "enqueued_at"] {
+        assert!(header(&answer_done, h).is_some(), "{h}");
+    }
+    assert!(names(&hq(&p, "coder", "inbox/new")).is_empty());
+    // Shown once: the next resume is the plain item.
+    let r = helper(&p, "coder", "coder", "ready-next");
+    assert!(!r.ok().stdout.contains("ANSWER"), "{}", r.stdout);
+    let audit = swarm_cmd(&p, &["audit", "--check", &root]);
+    assert_eq!(audit.code, 0, "{}", audit.stdout);
+}
+
+/// A clarify withdrawn by its asker (`close` in reply to it) leaves the
+/// attention list; items waiting for a human are listed until taken.
+#[test]
+fn withdrawn_clarify_and_waiting_items_in_the_attention_list() {
+    let p = swarm(&[
+        ("coder", "master", "codex", "task"),
+        ("owner", "owner", "human", "task"),
+    ]);
+    let clarify = queued(&send(
+        &p,
+        "coder",
+        "master",
+        "type: clarify\nto: owner\npriority: 10\nquestion: Ship it?\n",
+    ));
+    let cid = id_of(&clarify);
+    let note = queued(&send(
+        &p,
+        "coder",
+        "master",
+        "type: note\nto: owner\npriority: 10\nmessage: FYI the build is red\n",
+    ));
+    let nid = id_of(&note);
+    deliver(&p);
+    let att = attention(&p);
+    let kinds: Vec<(&str, &str)> = att
+        .iter()
+        .map(|a| (a["kind"].as_str().unwrap(), a["id"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![("clarify", cid.as_str()), ("waiting", nid.as_str())]
+    );
+    assert_eq!(att[1]["text"], "FYI the build is red");
+    assert_eq!(att[1]["role"], "owner");
+    let close = queued(&send(
+        &p,
+        "coder",
+        "master",
+        &format!("type: close\nto: owner\npriority: 10\nreason: withdrawn\nin_reply_to: {cid}\n"),
+    ));
+    assert_eq!(header(&close, "thread"), Some(cid.clone()));
+    let att = attention(&p);
+    assert_eq!(att.len(), 1);
+    assert_eq!(att[0]["id"], nid.as_str());
+    deliver(&p);
+    // Taking items empties the list (the close itself waits too, then goes).
+    for _ in 0..3 {
+        helper(&p, "owner", "owner", "ready-next").ok();
+        helper(&p, "owner", "owner", "done-current").ok();
+    }
+    assert!(attention(&p).is_empty());
+}
+
+/// An asker in batch mode: the answer is shown once, after the batch header
+/// and before the first item, and completed.
+#[test]
+fn a_parked_batch_gets_its_answer_before_its_items() {
+    let p = swarm(&[
+        ("lead", "master", "codex", "task"),
+        ("qa", "qa", "codex", "batch"),
+        ("owner", "owner", "human", "task"),
+    ]);
+    let root = p.root.to_str().unwrap().to_string();
+    for m in ["one", "two"] {
+        queued(&send(
+            &p,
+            "lead",
+            "master",
+            &format!("type: note\nto: qa\npriority: 40\nmessage: {m}\n"),
+        ));
+    }
+    deliver(&p);
+    helper(&p, "qa", "qa", "ready-next").ok();
+    let clarify = queued(&send(
+        &p,
+        "qa",
+        "qa",
+        "type: clarify\nto: owner\npriority: 40\nquestion: Release today?\nallow_custom: no\nallow_multiple: yes\n\nyes\nno\nafter review\n",
+    ));
+    let cid = id_of(&clarify);
+    deliver(&p);
+    let r = swarm_cmd(&p, &["answer", &cid, &root, "--text", "maybe"]);
+    assert_eq!(
+        errors(&r),
+        vec![format!(
+            "Custom text is not allowed for clarify '{cid}' (allow_custom: no); choose an option."
+        )]
+    );
+    swarm_cmd(
+        &p,
+        &["answer", &cid, &root, "--choice", "3", "--choice", "1"],
+    )
+    .ok();
+    deliver(&p);
+    let r = helper(&p, "qa", "qa", "ready-next");
+    let out = r.ok().stdout.clone();
+    let head: Vec<&str> = out.lines().take(7).collect();
+    assert!(head[0].starts_with("BATCH: "), "{out}");
+    assert_eq!(head[1..3], ["COUNT: 2", "PRIORITY: 40"], "{out}");
+    assert!(
+        head[3].starts_with("ANSWER: ") && head[3].contains("/inbox/completed/"),
+        "{out}"
+    );
+    assert_eq!(
+        head[4..7],
+        [
+            "ANSWER_FROM: owner",
+            &format!("ANSWER_IN_REPLY_TO: {cid}"),
+            "ANSWER_CHOICE: 3. after review"
+        ],
+        "{out}"
+    );
+    assert!(
+        out.contains("ANSWER_CHOICE: 1. yes\n\nBATCH_ITEM: 1\n"),
+        "{out}"
+    );
+    let v = json(&p.run_in(&rel(&p, "qa"), Some("qa"), "ready-next", &["--json"]));
+    assert_eq!(v["answers"], serde_json::json!([]), "shown once");
+    assert!(names(&hq(&p, "qa", "inbox/new")).is_empty());
+}
+
+// ---------------------------------------------------------------- artifacts
+
+fn sha(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[test]
+fn artifact_paths_are_confined_and_rechecked() {
+    let p = swarm(&[
+        ("coder", "coder", "codex", "task"),
+        ("qa", "master", "codex", "task"),
+    ]);
+    let wt = wt_path(&p, "coder");
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().canonicalize().unwrap().join("secret.txt");
+    fs::write(&secret, "secret\n").unwrap();
+    fs::create_dir_all(wt.join("docs")).unwrap();
+    fs::write(wt.join("docs/plan.md"), "# plan\n").unwrap();
+    fs::write(wt.join("data.bin"), [0u8, 1, 2]).unwrap();
+    std::os::unix::fs::symlink(&secret, wt.join("out-link")).unwrap();
+    std::os::unix::fs::symlink("docs/plan.md", wt.join("in-link")).unwrap();
+    std::os::unix::fs::symlink("../../../..", wt.join("up")).unwrap();
+    let fifo = std::ffi::CString::new(wt.join("pipe").to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+
+    let draft = |arts: &[&str]| {
+        let mut d = String::from("type: post\nto: qa\npriority: 10\nsubject: files\n");
+        for a in arts {
+            d.push_str(&format!("artifact: {a}\n"));
+        }
+        d
+    };
+    let r = send(
+        &p,
+        "coder",
+        "coder",
+        &draft(&[
+            "../outside.txt",
+            "docs/../../x",
+            "/etc/passwd",
+            "out-link",
+            "pipe",
+            "docs",
+            "nope.md",
+            "up/etc/passwd",
+            ".",
+        ]),
+    );
+    assert_eq!(
+        errors(&r),
+        vec![
+            "Header 'artifact' path '../outside.txt' leaves the worktree.".to_string(),
+            "Header 'artifact' path 'docs/../../x' leaves the worktree.".into(),
+            "Header 'artifact' must be a path relative to the worktree; got '/etc/passwd'.".into(),
+            format!(
+                "Header 'artifact' path 'out-link' resolves to '{}' outside the worktree.",
+                secret.display()
+            ),
+            "Header 'artifact' path 'pipe' is not a regular file.".into(),
+            "Header 'artifact' path 'docs' is not a regular file.".into(),
+            "Header 'artifact' path 'nope.md' does not exist.".into(),
+            "Header 'artifact' path 'up/etc/passwd' resolves to '/etc/passwd' outside the worktree."
+                .into(),
+            "Header 'artifact' path '.' names the worktree itself, not a file.".into(),
+        ]
+    );
+    let r = send(
+        &p,
+        "coder",
+        "coder",
+        &draft(&["docs/plan.md", "./docs//plan.md"]),
+    );
+    assert_eq!(errors(&r), vec!["Duplicate artifact 'docs/plan.md'."]);
+
+    let path = queued(&send(
+        &p,
+        "coder",
+        "coder",
+        &draft(&["./docs/plan.md", "in-link", "data.bin"]),
+    ));
+    let text = fs::read_to_string(&path).unwrap();
+    let plan = sha(b"# plan\n");
+    assert!(
+        text.contains(&format!(
+            "artifact: {plan} 7 docs/plan.md\nartifact: {plan} 7 in-link\nartifact: {} 3 data.bin\n",
+            sha(&[0, 1, 2])
+        )),
+        "{text}"
+    );
+    let id = id_of(&path);
+    deliver(&p);
+    let root = p.root.to_str().unwrap().to_string();
+    let list = |p: &Project| -> Vec<(String, String, Value)> {
+        let r = swarm_cmd(p, &["artifacts", &id, &root, "--json"]);
+        json(r.ok())["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| {
+                (
+                    a["path"].as_str().unwrap().to_string(),
+                    a["state"].as_str().unwrap().to_string(),
+                    a.clone(),
+                )
+            })
+            .collect()
+    };
+    let rows = list(&p);
+    let states: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|(p, s, _)| (p.as_str(), s.as_str()))
+        .collect();
+    assert_eq!(
+        states,
+        vec![
+            ("docs/plan.md", "ok"),
+            ("in-link", "ok"),
+            ("data.bin", "ok")
+        ]
+    );
+    assert_eq!(rows[0].2["mime"], "text/markdown");
+    assert_eq!(rows[2].2["mime"], "application/octet-stream");
+    assert_eq!(rows[0].2["size"], 7);
+    assert_eq!(rows[0].2["matches"], true);
+    assert_eq!(rows[0].2["sha256"], plan.as_str());
+    assert!(rows[0].2["modified"].as_str().unwrap().ends_with('Z'));
+    let txt = swarm_cmd(&p, &["artifacts", &id, &root]);
+    let lines: Vec<&str> = txt.ok().stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{}", txt.stdout);
+    assert!(lines[0].starts_with("STATE"), "{}", lines[0]);
+    assert!(
+        lines[1].starts_with("ok") && lines[1].ends_with(" text/markdown            docs/plan.md"),
+        "{}",
+        lines[1]
+    );
+
+    // Changed after sending, swapped for a link out, deleted.
+    fs::write(wt.join("docs/plan.md"), "# plan v2\n").unwrap();
+    fs::remove_file(wt.join("in-link")).unwrap();
+    std::os::unix::fs::symlink(&secret, wt.join("in-link")).unwrap();
+    fs::remove_file(wt.join("data.bin")).unwrap();
+    let rows = list(&p);
+    let states: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|(p, s, _)| (p.as_str(), s.as_str()))
+        .collect();
+    assert_eq!(
+        states,
+        vec![
+            ("docs/plan.md", "changed"),
+            ("in-link", "outside"),
+            ("data.bin", "missing")
+        ]
+    );
+    assert_eq!(rows[0].2["matches"], false);
+    assert_eq!(
+        (rows[0].2["size"].as_u64(), rows[0].2["sent_size"].as_u64()),
+        (Some(10), Some(7))
+    );
+
+    // No artifacts: an empty list, exit 0; an unknown id: exit 1.
+    let plain = queued(&send(
+        &p,
+        "coder",
+        "coder",
+        "type: note\nto: qa\npriority: 10\nmessage: m\n",
+    ));
+    let r = swarm_cmd(&p, &["artifacts", &id_of(&plain), &root]);
+    assert_eq!((r.code, r.stdout.as_str()), (0, ""));
+    let r = swarm_cmd(&p, &["artifacts", &id_of(&plain), &root, "--json"]);
+    assert_eq!(json(&r)["artifacts"], serde_json::json!([]));
+    let r = swarm_cmd(
+        &p,
+        &["artifacts", "20260101T000000Z_000099_from_coder", &root],
+    );
+    assert_eq!(r.code, 1);
+
+    // --session lists every message of the session.
+    fs::write(wt.join("notes.txt"), "n\n").unwrap();
+    let art = format!("{} 2 notes.txt", sha(b"n\n"));
+    plant(
+        &p,
+        "coder",
+        "sent",
+        90,
+        ("coder", "qa", "post"),
+        &[("session", "s1"), ("artifact", &art)],
+        "x\n",
+    );
+    plant(
+        &p,
+        "coder",
+        "sent",
+        91,
+        ("coder", "qa", "post"),
+        &[("session", "s2"), ("artifact", &art)],
+        "x\n",
+    );
+    let r = swarm_cmd(&p, &["artifacts", "--session", "s1", &root, "--json"]);
+    let v = json(r.ok());
+    let arts = v["artifacts"].as_array().unwrap();
+    assert_eq!(arts.len(), 1);
+    assert_eq!(arts[0]["id"], "20260616T000000Z_000090_from_coder");
+    assert_eq!(arts[0]["state"], "ok");
+    assert_eq!(arts[0]["mime"], "text/plain");
+    let r = swarm_cmd(&p, &["artifacts", "--session", "none", &root]);
+    assert_eq!((r.code, r.stdout.as_str()), (0, ""));
+}
+
+// ---------------------------------------------------------------- threads
+
+#[test]
+fn transcript_thread_indents_replies_under_their_parent() {
+    let p = swarm(&[
+        ("a", "master", "codex", "task"),
+        ("b", "b", "codex", "task"),
+        ("c", "c", "codex", "task"),
+    ]);
+    let id = |seq: u32, from: &str| format!("20260616T000000Z_{seq:06}_from_{from}");
+    let root_id = id(1, "a");
+    let at = |s: &str| format!("2026-06-16T00:00:0{s}.000000Z");
+    let msg = |seq: u32, from: &str, to: &str, parent: Option<String>, t: &str, text: &str| {
+        let mut extra: Vec<(String, String)> = vec![("message".into(), text.into())];
+        if let Some(pa) = parent {
+            extra.push(("in_reply_to".into(), pa));
+            extra.push(("thread".into(), root_id.clone()));
+        }
+        let wt = if from == "a" { "master" } else { from };
+        let path = plant(
+            &p,
+            wt,
+            "sent",
+            seq,
+            (from, to, "note"),
+            &extra
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect::<Vec<_>>(),
+            &format!("{text}\n"),
+        );
+        // created_at decides the order.
+        let s = fs::read_to_string(&path).unwrap().replace(CREATED, &at(t));
+        fs::write(&path, s).unwrap();
+    };
+    msg(1, "a", "b", None, "1", "root");
+    msg(2, "b", "a", Some(id(1, "a")), "2", "first reply");
+    msg(3, "c", "a", Some(id(1, "a")), "3", "second reply");
+    msg(4, "a", "b", Some(id(2, "b")), "4", "reply to first");
+    msg(5, "a", "c", None, "5", "unrelated");
+    msg(6, "b", "a", Some(id(4, "a")), "6", "deeper");
+    let root = p.root.to_str().unwrap().to_string();
+    let want = "--- 2026-06-16 ---\n\
+                [00:00:01] [a -> b] note root\n\
+                \x20 [00:00:02] [b -> a] note first reply\n\
+                \x20   [00:00:04] [a -> b] note reply to first\n\
+                \x20     [00:00:06] [b -> a] note deeper\n\
+                \x20 [00:00:03] [c -> a] note second reply\n";
+    // Any message of the thread finds the whole conversation.
+    for start in [id(1, "a"), id(4, "a"), id(6, "b")] {
+        let r = swarm_cmd(&p, &["transcript", &root, "--thread", &start]);
+        assert_eq!(r.ok().stdout, want, "--thread {start}");
+    }
+    let r = swarm_cmd(
+        &p,
+        &[
+            "transcript",
+            &root,
+            "--thread",
+            &id(1, "a"),
+            "--format",
+            "jsonl",
+        ],
+    );
+    let depths: Vec<(String, u64)> = r
+        .ok()
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| {
+            (
+                v["id"].as_str().unwrap().to_string(),
+                v["depth"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        depths,
+        vec![
+            (id(1, "a"), 0),
+            (id(2, "b"), 1),
+            (id(4, "a"), 2),
+            (id(6, "b"), 3),
+            (id(3, "c"), 1)
+        ]
+    );
+    // Other filters still apply, with the tree's indentation.
+    let r = swarm_cmd(
+        &p,
+        &["transcript", &root, "--thread", &id(1, "a"), "--role", "c"],
+    );
+    assert_eq!(
+        r.ok().stdout,
+        "--- 2026-06-16 ---\n  [00:00:03] [c -> a] note second reply\n"
+    );
+    let r = swarm_cmd(&p, &["transcript", &root, "--thread", &id(5, "a")]);
+    assert_eq!(
+        r.ok().stdout,
+        "--- 2026-06-16 ---\n[00:00:05] [a -> c] note unrelated\n"
+    );
+    let r = swarm_cmd(&p, &["transcript", &root, "--thread", &id(9, "a")]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.starts_with("No message with id "), "{}", r.stderr);
+}
