@@ -152,6 +152,9 @@ pub struct ForumConfig {
     pub digest_every: u32,
     /// A digest request still open after this logs `expectation_violated`.
     pub digest_within: Dur,
+    /// First pause after the moderator failed a request (`done-current
+    /// --failed`); doubles per failure in a row, up to 10 minutes.
+    pub retry_after: Dur,
     pub idle_close: Dur,
 }
 
@@ -161,6 +164,7 @@ impl Default for ForumConfig {
             moderator: None,
             digest_every: 5,
             digest_within: Dur::secs(600),
+            retry_after: Dur::secs(30),
             idle_close: Dur::secs(7200),
         }
     }

@@ -23,6 +23,8 @@ use crate::watchdog;
 
 /// How often the stop file and `.swarmforge/` are checked between events.
 const HOUSEKEEPING: Duration = Duration::from_millis(50);
+/// How often an open digest request is checked for completion between passes.
+const FORUM_POLL: Duration = Duration::from_millis(200);
 
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -270,6 +272,7 @@ impl Daemon {
         let mut next_rescan = Instant::now();
         let mut next_sweep = Instant::now() + cfg(self).sweep.0;
         let mut need_pass = true;
+        let mut next_forum = Instant::now() + FORUM_POLL;
         loop {
             if need_pass {
                 let before = self.deliverer.roles.worktrees();
@@ -291,6 +294,14 @@ impl Daemon {
             if now >= next_sweep {
                 need_pass |= self.sweep();
                 next_sweep = Instant::now() + cfg(self).sweep.0;
+            }
+            if now >= next_forum {
+                let d = &self.deliverer;
+                need_pass |= self
+                    .forum
+                    .as_mut()
+                    .is_some_and(|f| f.poll(&self.project, &d.roles, &d.config, &self.journal));
+                next_forum = Instant::now() + FORUM_POLL;
             }
             if now >= next_rescan {
                 need_pass = true;
@@ -453,11 +464,17 @@ fn oldest_waiting(dir: &Path, role: &str, max_bytes: u64) -> Option<(PathBuf, Du
             .and_then(|b| crate::header::Message::parse_bytes(&b).ok())
             .is_none_or(|m| crate::rules::wakes(&m, role))
     };
-    let best = items.into_iter().find(|(_, p)| wakes(p)).map(|(t, p)| (p, t));
+    let best = items
+        .into_iter()
+        .find(|(_, p)| wakes(p))
+        .map(|(t, p)| (p, t));
     let (p, t) = best?;
     // An mtime in the future means the clock stepped back since delivery: the
     // real wait is unknown, so count it as overdue (a re-wake is only a hint,
     // and the backoff spaces the next ones) rather than never re-waking until
     // the wall clock catches up.
-    Some((p, SystemTime::now().duration_since(t).unwrap_or(Duration::MAX)))
+    Some((
+        p,
+        SystemTime::now().duration_since(t).unwrap_or(Duration::MAX),
+    ))
 }

@@ -268,6 +268,7 @@ impl Deliverer {
         }
         let to = msg.get("to").unwrap_or_default();
         to.split(',')
+            .chain(rules::role_list(msg.get("cc")))
             .find(|r| *r != "all" && gone(r))
             .map(|r| format!("recipient {r} is no longer in roles.tsv"))
     }
@@ -339,10 +340,6 @@ impl Deliverer {
                 None => return Err(format!("unknown cc role {r}")),
             }
         }
-        if let Some(d) = msg.get("discussion") {
-            // Racing senders: the loser of a turn is refused here.
-            discussion::delivery_check(&self.project, d, from)?;
-        }
         Ok(recipients)
     }
 
@@ -378,6 +375,15 @@ impl Deliverer {
             Ok(r) => r.into_iter().cloned().collect(),
             Err(reason) => return Outcome::Failed(reason),
         };
+        if let Some(d) = msg.get("discussion") {
+            // Racing senders: the loser of a turn is refused here; the
+            // winner's turn is logged before any copy wakes the next speaker.
+            match discussion::admit(&self.project, d, &msg) {
+                Ok(()) => {}
+                Err(discussion::Admit::Refused(r)) => return Outcome::Failed(r),
+                Err(discussion::Admit::Transient(r)) => return Outcome::Deferred(r),
+            }
+        }
         let thorough = self.suspects.contains(&c.path);
         let enqueued_at = clock::iso_now();
         let wake_method = wake::method(&self.project, &self.config);
@@ -424,22 +430,16 @@ impl Deliverer {
             },
         };
         self.after_delivery(&msg, &sent_path);
+        // forum.log first: once `delivered` is logged, everything is written.
+        self.journal.forum(&crate::transcript::forum_line(&msg));
         self.journal
             .record(&Event::new(Kind::Delivered).message(&msg).path(&c.path));
-        self.journal.forum(&crate::transcript::forum_line(&msg));
         Outcome::Delivered
     }
 
-    /// Forum bookkeeping once a message is delivered: the discussion's turn
-    /// log (before the next file is checked, so two turns in one pass are
-    /// judged in order) and the session's latest digest.
+    /// Forum bookkeeping once a message is delivered: the session's latest
+    /// digest (a discussion turn was logged when it was admitted).
     fn after_delivery(&mut self, msg: &Message, sent_path: &Path) {
-        let from = msg.get("from").unwrap_or_default();
-        if let (Some(d), Some(id)) = (msg.get("discussion"), msg.get("id")) {
-            if let Err(e) = discussion::record_turn(&self.project, d, from, id) {
-                eprintln!("handoffd: cannot record the turn of {id} in discussion {d}: {e}");
-            }
-        }
         if msg.get("type") == Some("digest") {
             if let Some(s) = msg.get("session").filter(|s| session::valid_id(s)) {
                 if let Err(e) = session::set_latest_digest(&self.project, s, sent_path) {
@@ -496,7 +496,8 @@ impl Deliverer {
 
     /// Re-reads roles.tsv and swarm.yaml.
     pub fn reload(&mut self, roles: Roles, config: Config) {
-        self.known.extend(roles.roles.iter().map(|r| r.name.clone()));
+        self.known
+            .extend(roles.roles.iter().map(|r| r.name.clone()));
         self.roles = roles;
         self.config = config;
     }

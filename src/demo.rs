@@ -19,38 +19,56 @@ pub struct Example {
     pub files: &'static [(&'static str, &'static str)],
 }
 
-pub const EXAMPLES: &[Example] = &[Example {
-    name: "pipeline",
-    about: "coder -> cleaner -> coder with git_handoffs over real commits; the cleaner works in batch mode",
-    files: &[
+/// `(relative path, content)` of an example file, embedded at build time.
+macro_rules! file {
+    ($example:literal, $rel:literal) => {
         (
-            "swarm.yaml",
-            include_str!("../examples/swarm/pipeline/swarm.yaml"),
-        ),
-        (
-            "tasks.txt",
-            include_str!("../examples/swarm/pipeline/tasks.txt"),
-        ),
-        (
-            "agents/coder.sh",
-            include_str!("../examples/swarm/pipeline/agents/coder.sh"),
-        ),
-        (
-            "agents/cleaner.sh",
-            include_str!("../examples/swarm/pipeline/agents/cleaner.sh"),
-        ),
-        (
-            "README.md",
-            include_str!("../examples/swarm/pipeline/README.md"),
-        ),
-    ],
-}];
+            $rel,
+            include_str!(concat!("../examples/swarm/", $example, "/", $rel)),
+        )
+    };
+}
+
+pub const EXAMPLES: &[Example] = &[
+    Example {
+        name: "pipeline",
+        about: "coder -> cleaner -> coder with git_handoffs over real commits; the cleaner works in batch mode",
+        files: &[
+            file!("pipeline", "swarm.yaml"),
+            file!("pipeline", "tasks.txt"),
+            file!("pipeline", "agents/coder.sh"),
+            file!("pipeline", "agents/cleaner.sh"),
+            file!("pipeline", "README.md"),
+        ],
+    },
+    Example {
+        name: "roundtable",
+        about: "a coordinator asks three seats; one asks the owner a clarify; the round closes with consensus",
+        files: &[
+            file!("roundtable", "swarm.yaml"),
+            file!("roundtable", "agents/coordinator.sh"),
+            file!("roundtable", "agents/seat.sh"),
+            file!("roundtable", "agents/owner.sh"),
+            file!("roundtable", "README.md"),
+        ],
+    },
+    Example {
+        name: "forum",
+        about: "three speakers in a round-robin discussion inside a forum session, digested by a moderator",
+        files: &[
+            file!("forum", "swarm.yaml"),
+            file!("forum", "agents/speaker.sh"),
+            file!("forum", "agents/moderator.sh"),
+            file!("forum", "lines/ada.txt"),
+            file!("forum", "lines/ben.txt"),
+            file!("forum", "lines/cy.txt"),
+            file!("forum", "README.md"),
+        ],
+    },
+];
 
 /// Examples planned but not shipped yet, with the reason.
-pub const LATER: &[(&str, &str)] = &[
-    ("roundtable", "needs the clarify message type"),
-    ("forum", "needs the post type and forum sessions"),
-];
+pub const LATER: &[(&str, &str)] = &[];
 
 pub fn find(name: &str) -> Result<&'static Example> {
     if let Some(e) = EXAMPLES.iter().find(|e| e.name == name) {
@@ -155,9 +173,38 @@ mod tests {
             assert!(!c.roles.is_empty(), "{}", ex.name);
             crate::init::validate_yaml_roles(&c.roles, yaml, Path::new("swarm.yaml")).unwrap();
         }
-        assert!(find("forum")
+        assert!(find("nope")
             .unwrap_err()
             .to_string()
-            .contains("not available yet"));
+            .contains("available: pipeline, roundtable, forum"));
+    }
+
+    /// Every file of an example folder is embedded, byte for byte.
+    #[test]
+    fn examples_embed_every_file() {
+        fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
+            for e in std::fs::read_dir(dir).unwrap().flatten() {
+                if e.file_type().unwrap().is_dir() {
+                    walk(base, &e.path(), out);
+                } else {
+                    let rel = e.path().strip_prefix(base).unwrap().display().to_string();
+                    out.push(rel);
+                }
+            }
+        }
+        for ex in EXAMPLES {
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("examples/swarm")
+                .join(ex.name);
+            let mut on_disk = Vec::new();
+            walk(&dir, &dir, &mut on_disk);
+            on_disk.sort();
+            let mut embedded: Vec<String> = ex.files.iter().map(|(p, _)| p.to_string()).collect();
+            embedded.sort();
+            assert_eq!(on_disk, embedded, "{}", ex.name);
+            for (rel, content) in ex.files {
+                assert_eq!(std::fs::read_to_string(dir.join(rel)).unwrap(), *content);
+            }
+        }
     }
 }

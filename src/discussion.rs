@@ -24,6 +24,17 @@ use crate::session::check_text;
 
 /// Token printed by `swarm-handoff` for an out-of-turn draft.
 pub const NOT_YOUR_TURN: &str = "NOT_YOUR_TURN";
+/// Token printed by `swarm-handoff` for a draft to a closed discussion.
+pub const DISCUSSION_CLOSED: &str = "DISCUSSION_CLOSED";
+/// Token printed by `swarm-handoff` for a draft naming no open discussion.
+pub const UNKNOWN_DISCUSSION: &str = "UNKNOWN_DISCUSSION";
+
+/// Why a role may not speak now: a stable token and one line of text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub token: &'static str,
+    pub detail: String,
+}
 
 /// Discussion ids: like role names, plus `.` and `_`.
 pub fn valid_id(id: &str) -> bool {
@@ -271,37 +282,101 @@ pub fn close(project: &Project, id: &str, reason: &str) -> Result<Discussion> {
     Ok(d)
 }
 
-/// Why `role` may not speak now in `id` (None: it may).
-pub fn refusal(project: &Project, id: &str, role: &str) -> Result<Option<String>> {
+/// Why `role` may not speak now in `id` (None: it may). The expected
+/// speaker is named in the text: `discussion 'd' expects a to speak, got b.`
+pub fn refusal(project: &Project, id: &str, role: &str) -> Result<Option<Refusal>> {
+    if !valid_id(id) || !record_path(project, id).exists() {
+        return Ok(Some(Refusal {
+            token: UNKNOWN_DISCUSSION,
+            detail: format!(
+                "discussion '{}' does not exist.\n  hint: swarm discussion open <id> --order <role>,<role>",
+                escape(id)
+            ),
+        }));
+    }
     let d = load(project, id)?;
     if !d.is_open() {
-        return Ok(Some(format!(
-            "Discussion '{id}' is closed ({}).",
-            d.close_reason.as_deref().unwrap_or("no reason")
-        )));
+        return Ok(Some(Refusal {
+            token: DISCUSSION_CLOSED,
+            detail: format!(
+                "discussion '{id}' is closed ({}).",
+                escape(d.close_reason.as_deref().unwrap_or("no reason"))
+            ),
+        }));
     }
     let log = log(project, id)?;
     let expected = d.expected(&log);
-    Ok((expected != role)
-        .then(|| format!("discussion '{id}' expects {expected} to speak, got {role}.")))
+    Ok((expected != role).then(|| Refusal {
+        token: NOT_YOUR_TURN,
+        detail: format!("discussion '{id}' expects {expected} to speak, got {role}."),
+    }))
 }
 
-/// The daemon's re-check at delivery, with its failure reasons:
-/// `unknown discussion <id>`, `discussion_closed`, `out_of_turn`.
-pub fn delivery_check(project: &Project, id: &str, role: &str) -> std::result::Result<(), String> {
-    let d = load(project, id).map_err(|_| format!("unknown discussion {}", escape(id)))?;
-    if !d.is_open() {
-        return Err("discussion_closed".into());
+/// Why the daemon does not deliver a discussion turn now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Admit {
+    /// Refused for good (to `failed/`): `unknown discussion <id>`,
+    /// `discussion_closed`, `out_of_turn`.
+    Refused(String),
+    /// The records could not be read or written: retry later.
+    Transient(String),
+}
+
+/// The daemon's check of a turn at delivery, and its record: under the forum
+/// lock, a turn from the expected speaker of an open discussion is appended
+/// to the turn log *before* its copies are published, so whoever the copies
+/// wake already sees the next speaker (`swarm can-send`). A turn already in
+/// the log (a delivery interrupted by a crash, or deferred) is admitted
+/// again. The turn that reaches `max_turns` closes the discussion
+/// (`cap_reached`); a `close` turn closes it with `agent_close:<reason>`.
+pub fn admit(project: &Project, id: &str, msg: &Message) -> std::result::Result<(), Admit> {
+    let transient = |e: Error| Admit::Transient(format!("discussion {id}: {e}"));
+    if !valid_id(id) || !record_path(project, id).exists() {
+        return Err(Admit::Refused(format!("unknown discussion {}", escape(id))));
     }
-    let log = log(project, id).map_err(|e| format!("discussion {id}: {e}"))?;
-    if d.expected(&log) != role {
-        return Err("out_of_turn".into());
+    let _lock = lock(project).map_err(transient)?;
+    let mut d = load(project, id).map_err(transient)?;
+    let log = log(project, id).map_err(transient)?;
+    let from = msg.get("from").unwrap_or_default();
+    let msg_id = msg.get("id").unwrap_or_default();
+    if log.iter().any(|e| e.kind == "turn" && e.id == msg_id) {
+        return Ok(());
+    }
+    if !d.is_open() {
+        return Err(Admit::Refused("discussion_closed".into()));
+    }
+    if d.expected(&log) != from {
+        return Err(Admit::Refused("out_of_turn".into()));
+    }
+    append(project, id, "turn", from, msg_id).map_err(transient)?;
+    let turns = log.iter().filter(|e| e.kind == "turn").count() + 1;
+    let reason = if d.max_turns.is_some_and(|cap| turns >= cap as usize) {
+        Some("cap_reached".to_string())
+    } else if msg.get("type") == Some("close") {
+        let why: String = msg
+            .get("reason")
+            .unwrap_or("")
+            .chars()
+            .take(MAX_REASON)
+            .collect();
+        Some(format!("agent_close:{why}"))
+    } else {
+        None
+    };
+    if let Some(r) = reason {
+        d.closed_at = Some(clock::iso_now());
+        d.close_reason = Some(r);
+        record::write(&d.path, &d.to_message()).map_err(transient)?;
     }
     Ok(())
 }
 
-/// Records a delivered turn (the daemon, after the original reached `sent/`);
-/// closes the discussion with `cap_reached` when the cap is hit.
+/// Longest `close` reason kept in an `agent_close:<reason>` record.
+const MAX_REASON: usize = 200;
+
+/// Appends a turn that reached `sent/` without being logged (a log from
+/// before turns were recorded at admission, or written by hand); closes the
+/// discussion with `cap_reached` when the cap is hit.
 pub fn record_turn(project: &Project, id: &str, role: &str, msg_id: &str) -> Result<()> {
     let _lock = lock(project)?;
     append(project, id, "turn", role, msg_id)?;
@@ -319,10 +394,18 @@ pub fn record_turn(project: &Project, id: &str, role: &str, msg_id: &str) -> Res
     Ok(())
 }
 
-/// Records a skip of the expected speaker (`skip_after` expired).
-pub fn record_skip(project: &Project, id: &str, role: &str) -> Result<()> {
+/// Records a skip of `role`, the expected speaker after `turn` log entries
+/// (`skip_after` expired). Returns false, recording nothing, when the log
+/// moved on meanwhile (a turn was admitted) or the discussion was closed.
+pub fn record_skip(project: &Project, id: &str, role: &str, turn: usize) -> Result<bool> {
     let _lock = lock(project)?;
-    append(project, id, "skip", role, "-")
+    let d = load(project, id)?;
+    let log = log(project, id)?;
+    if !d.is_open() || log.len() != turn || d.expected(&log) != role {
+        return Ok(false);
+    }
+    append(project, id, "skip", role, "-")?;
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -341,24 +424,59 @@ mod tests {
         open(&p, &roles(), "design", &order, Some(4), "a").unwrap();
         assert!(open(&p, &roles(), "design", &order, None, "a").is_err());
         assert_eq!(refusal(&p, "design", "a").unwrap(), None);
+        let r = refusal(&p, "design", "b").unwrap().unwrap();
+        assert_eq!(r.token, NOT_YOUR_TURN);
+        assert_eq!(r.detail, "discussion 'design' expects a to speak, got b.");
         assert_eq!(
-            refusal(&p, "design", "b").unwrap().unwrap(),
-            "discussion 'design' expects a to speak, got b."
+            refusal(&p, "nope", "b").unwrap().unwrap().token,
+            UNKNOWN_DISCUSSION
         );
-        record_turn(&p, "design", "a", "1").unwrap();
-        record_skip(&p, "design", "b").unwrap();
+        let turn = |from: &str, id: &str| {
+            Message::parse(&format!("id: {id}\nfrom: {from}\ntype: post\n\nx\n")).unwrap()
+        };
+        admit(&p, "design", &turn("a", "1")).unwrap();
+        // Admitted again (a redelivery), not twice in the log.
+        admit(&p, "design", &turn("a", "1")).unwrap();
+        assert_eq!(
+            admit(&p, "design", &turn("c", "9")),
+            Err(Admit::Refused("out_of_turn".into()))
+        );
+        assert!(
+            !record_skip(&p, "design", "b", 0).unwrap(),
+            "stale: the log moved on"
+        );
+        assert!(record_skip(&p, "design", "b", 1).unwrap());
         assert_eq!(refusal(&p, "design", "c").unwrap(), None);
         for (r, id) in [("c", "2"), ("a", "3"), ("b", "4")] {
-            record_turn(&p, "design", r, id).unwrap();
+            admit(&p, "design", &turn(r, id)).unwrap();
         }
+        assert_eq!(
+            admit(&p, "design", &turn("c", "5")),
+            Err(Admit::Refused("discussion_closed".into()))
+        );
+        assert_eq!(
+            admit(&p, "nope", &turn("c", "5")),
+            Err(Admit::Refused("unknown discussion nope".into()))
+        );
         let dd = load(&p, "design").unwrap();
         assert_eq!(dd.close_reason.as_deref(), Some("cap_reached"));
         let st = dd.status(&log(&p, "design").unwrap());
         assert_eq!((st.turns, st.skips, st.open), (4, 1, false));
-        assert!(refusal(&p, "design", "c")
-            .unwrap()
-            .unwrap()
-            .contains("closed"));
+        let r = refusal(&p, "design", "c").unwrap().unwrap();
+        assert_eq!(r.token, DISCUSSION_CLOSED);
+        assert_eq!(r.detail, "discussion 'design' is closed (cap_reached).");
+    }
+
+    #[test]
+    fn a_close_turn_closes_with_its_reason() {
+        let d = tempfile::tempdir().unwrap();
+        let p = Project::new(d.path());
+        let order: Vec<String> = ["a", "b"].iter().map(|s| s.to_string()).collect();
+        open(&p, &roles(), "x", &order, None, "a").unwrap();
+        let m = Message::parse("id: 1\nfrom: a\ntype: close\nreason: done\n\n").unwrap();
+        admit(&p, "x", &m).unwrap();
+        let st = load(&p, "x").unwrap();
+        assert_eq!(st.close_reason.as_deref(), Some("agent_close:done"));
     }
 
     #[test]

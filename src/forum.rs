@@ -60,8 +60,10 @@ impl Forum {
                 }
             }
         }
+        let mut m = Moderator::from_history(&said, moderator);
+        m.adopt_open(roles, config, config.limits.max_file_bytes);
         Forum {
-            moderator: Moderator::from_history(&said, moderator),
+            moderator: m,
             last_activity,
             late: HashSet::new(),
         }
@@ -86,6 +88,25 @@ impl Forum {
                 }
             }
             self.moderator.delivered(m, &moderator);
+        }
+        let current = session::current(project).ok().flatten().map(|s| s.id);
+        self.moderator
+            .tick(roles, config, journal, current.as_deref())
+    }
+
+    /// Between passes, while a digest request is open or a backoff runs: a
+    /// finished request (done-current moves no outbox file) or an expired
+    /// backoff lets the next request go out now, not at the next rescan.
+    /// Returns true when a new file waits for delivery.
+    pub fn poll(
+        &mut self,
+        project: &Project,
+        roles: &Roles,
+        config: &Config,
+        journal: &Journal,
+    ) -> bool {
+        if !self.moderator.waiting() {
+            return false;
         }
         let current = session::current(project).ok().flatten().map(|s| s.id);
         self.moderator
@@ -143,7 +164,7 @@ impl Forum {
             }
             if let Some(skip) = config.discussion.skip_after {
                 if age > skip.0.as_secs_f64()
-                    && discussion::record_skip(project, &d.id, &expected).is_ok()
+                    && discussion::record_skip(project, &d.id, &expected, turn).unwrap_or(false)
                 {
                     journal.record(
                         &Event::new(Kind::Skipped)

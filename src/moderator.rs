@@ -28,8 +28,8 @@ pub const DAEMON: &str = "handoffd";
 /// Priority of digest requests: ahead of ordinary work.
 pub const REQUEST_PRIORITY: &str = "10";
 
-/// First pause after a failed request; doubles up to `MAX_BACKOFF`.
-pub const MIN_BACKOFF: Duration = Duration::from_secs(30);
+/// Longest pause after failed requests (the first is `forum.retry_after`,
+/// doubling per failure in a row).
 pub const MAX_BACKOFF: Duration = Duration::from_secs(600);
 
 /// What counts toward the next digest: the team's speech, not the forum's own
@@ -77,6 +77,36 @@ impl Moderator {
         m
     }
 
+    /// Adopts a request that was open when the daemon started (queued in the
+    /// moderator's outbox, waiting or in process at the moderator): it stays
+    /// the one open request, and the contributions it lists are not pending.
+    pub fn adopt_open(&mut self, roles: &Roles, config: &Config, max_bytes: u64) {
+        let Some(role) = config
+            .forum
+            .moderator
+            .as_deref()
+            .and_then(|m| roles.find(m))
+        else {
+            return;
+        };
+        let wt = Worktree::new(&role.worktree_path);
+        let Some(name) = any_open_request(&wt) else {
+            return;
+        };
+        let listed: std::collections::HashSet<String> = open_places(&wt, &name)
+            .iter()
+            .find_map(|p| {
+                let bytes = fsx::read_bounded(p, max_bytes).ok()?;
+                let m = Message::parse_bytes(&bytes).ok()?;
+                Some(requested_ids(&m.body).map(str::to_string).collect())
+            })
+            .unwrap_or_default();
+        for ids in self.pending.values_mut() {
+            ids.retain(|i| !listed.contains(i));
+        }
+        self.outstanding = Some(name);
+    }
+
     /// Counts one delivered message.
     pub fn delivered(&mut self, msg: &Message, moderator: &str) {
         let (Some(sess), Some(kind), Some(id)) =
@@ -90,6 +120,11 @@ impl Moderator {
                 .or_default()
                 .push(id.to_string());
         }
+    }
+
+    /// A request is open or a backoff runs: worth checking between passes.
+    pub fn waiting(&self) -> bool {
+        self.outstanding.is_some() || self.not_before.is_some()
     }
 
     pub fn pending(&self, session: &str) -> usize {
@@ -113,14 +148,14 @@ impl Moderator {
         };
         let wt = Worktree::new(&role.worktree_path);
         if let Some(name) = self.outstanding.clone() {
-            if let Some(open_since) = open_request(&wt, &name) {
+            if let Some((at, age)) = open_request(&wt, &name) {
                 let late = config.forum.digest_within.0;
-                if !self.late_logged && open_since.elapsed().unwrap_or_default() > late {
+                if !self.late_logged && age > late {
                     self.late_logged = true;
                     journal.record(
                         &Event::new(Kind::ExpectationViolated)
                             .recipient(moderator)
-                            .path(&wt.inbox_new().join(&name))
+                            .path(&at)
                             .reason(format!("digest_within {}", config.forum.digest_within)),
                     );
                 }
@@ -128,7 +163,8 @@ impl Moderator {
             }
             // Finished: failed (`done-current --failed`) means back off.
             if finished_failed(&wt, &name) {
-                self.backoff = (self.backoff * 2).clamp(MIN_BACKOFF, MAX_BACKOFF);
+                let first = config.forum.retry_after.0;
+                self.backoff = (self.backoff * 2).clamp(first, MAX_BACKOFF.max(first));
                 self.not_before = Some(Instant::now() + self.backoff);
             } else {
                 self.backoff = Duration::ZERO;
@@ -152,7 +188,9 @@ impl Moderator {
             self.outstanding = Some(name);
             return false;
         }
-        let ids = self.pending.remove(session).unwrap_or_default();
+        // Exactly N per request, oldest first; the rest wait for the next one.
+        let queue = self.pending.entry(session.to_string()).or_default();
+        let ids: Vec<String> = queue.drain(..every).collect();
         match publish_request(&wt, moderator, session, &ids) {
             Ok(name) => {
                 self.outstanding = Some(name);
@@ -160,7 +198,8 @@ impl Moderator {
             }
             Err(e) => {
                 eprintln!("handoffd: cannot queue a digest request: {e}");
-                self.pending.insert(session.to_string(), ids);
+                let queue = self.pending.entry(session.to_string()).or_default();
+                queue.splice(0..0, ids);
                 false
             }
         }
@@ -173,7 +212,26 @@ fn is_request_name(name: &str) -> bool {
 
 /// When the request `name` is still open (in the outbox or not completed at
 /// the moderator), the time it was created.
-fn open_request(wt: &Worktree, name: &str) -> Option<std::time::SystemTime> {
+fn open_request(wt: &Worktree, name: &str) -> Option<(PathBuf, Duration)> {
+    let at = open_places(wt, name).into_iter().find(|p| p.exists())?;
+    // Its age counts from its creation (the second in its name), not from
+    // the last stamp on the copy.
+    let created = name
+        .get(3..)
+        .and_then(crate::trail::id_time)
+        .map(|t| (clock::now() - t).to_std().unwrap_or_default());
+    let age = created.unwrap_or_else(|| {
+        fs::metadata(&at)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .unwrap_or_default()
+    });
+    Some((at, age))
+}
+
+/// Where an open request `name` can be: the outbox, waiting, in process.
+fn open_places(wt: &Worktree, name: &str) -> Vec<PathBuf> {
     let mut places = vec![
         wt.outbox().join(name),
         wt.inbox_new().join(name),
@@ -184,10 +242,7 @@ fn open_request(wt: &Worktree, name: &str) -> Option<std::time::SystemTime> {
             .into_iter()
             .map(|b| b.join(name)),
     );
-    places.iter().find_map(|p| fs::metadata(p).ok()).map(|m| {
-        m.modified()
-            .unwrap_or_else(|_| std::time::SystemTime::now())
-    })
+    places
 }
 
 fn any_open_request(wt: &Worktree) -> Option<String> {

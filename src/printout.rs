@@ -5,16 +5,79 @@
 //! headers are present, between the SwarmForge header tokens and `PAYLOAD:`,
 //! so a `git_handoff` or `note` without them prints exactly as SwarmForge did.
 
+use std::collections::HashMap;
+use std::path::PathBuf;
+
 use serde_json::{json, Map, Value};
 
 use crate::header::escape;
 use crate::queue::{Done, Item, Ready};
 use crate::rules;
 
-/// Who is reading (the acting role, when known), for `MENTIONED:` / `CC:`.
+/// Who is reading (the acting role, when known), for `MENTIONED:` / `CC:`,
+/// and the forum facts the caller looked up for the items shown.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Viewer<'a> {
     pub role: Option<&'a str>,
+    pub forum: Option<&'a ForumView>,
+}
+
+/// Forum facts about the items being printed, looked up from the files by
+/// the caller (this module reads nothing).
+#[derive(Clone, Debug, Default)]
+pub struct ForumView {
+    /// Per item, by its path.
+    pub items: HashMap<PathBuf, ItemForum>,
+}
+
+impl ForumView {
+    fn of(&self, item: &Item) -> Option<&ItemForum> {
+        self.items.get(&item.path)
+    }
+}
+
+/// What the forum adds to one item's printout.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ItemForum {
+    /// `LATEST_DIGEST:` the delivered original of the newest digest of the
+    /// item's session (not shown to the digest's author).
+    pub latest_digest: Option<PathBuf>,
+    /// `CONTEXT:` the last turns of the item's discussion.
+    pub context: Option<Vec<Turn>>,
+    /// `CONTRIBUTIONS:` the contributions a digest request lists, in order.
+    pub contributions: Option<Vec<Contribution>>,
+}
+
+/// One entry of a discussion's turn log as shown in `CONTEXT:`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Turn {
+    pub speaker: String,
+    /// The message id; empty for a skip.
+    pub id: String,
+    /// What was said, on one line; None for a skipped turn.
+    pub text: Option<String>,
+}
+
+/// One contribution listed by a digest request.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Contribution {
+    pub id: String,
+    /// The sender's original, when found.
+    pub path: Option<PathBuf>,
+    /// Its forum line (`[YYYY-MM-DD HH:MM:SS] [FROM -> TO] type summary`,
+    /// escaped already), or `<id> (not found)`.
+    pub line: String,
+}
+
+/// `ready-next --resume-context N`: what a restarted agent is shown after
+/// the ready output.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Resume {
+    /// The last transcript lines that involve the role, oldest first
+    /// (escaped already).
+    pub lines: Vec<String>,
+    /// The newest digest of the current session, if any.
+    pub latest_digest: Option<PathBuf>,
 }
 
 impl Viewer<'_> {
@@ -153,7 +216,66 @@ fn extra_text(item: &Item, viewer: Viewer) -> String {
     for a in item.msg.get_all("artifact") {
         s.push_str(&format!("ARTIFACT: {}\n", escape(a)));
     }
+    if let Some(f) = viewer.forum.and_then(|f| f.of(item)) {
+        s.push_str(&forum_text(f));
+    }
     s
+}
+
+/// `LATEST_DIGEST:`, the `CONTEXT:` block and the `CONTRIBUTIONS:` block.
+fn forum_text(f: &ItemForum) -> String {
+    let mut s = String::new();
+    if let Some(p) = &f.latest_digest {
+        s.push_str(&format!(
+            "LATEST_DIGEST: {}\n",
+            escape(&p.display().to_string())
+        ));
+    }
+    if let Some(turns) = &f.context {
+        s.push_str("CONTEXT:\n");
+        for t in turns {
+            let text = t.text.as_deref().unwrap_or("(skipped)");
+            s.push_str(&format!("- {}: {}\n", escape(&t.speaker), escape(text)));
+        }
+    }
+    if let Some(list) = &f.contributions {
+        s.push_str("CONTRIBUTIONS:\n");
+        for (i, c) in list.iter().enumerate() {
+            s.push_str(&format!("{}. {}\n", i + 1, one_line(&c.line)));
+        }
+    }
+    s
+}
+
+/// A line that is escaped already (a transcript line): printed as it is,
+/// unless it still holds a control character.
+fn one_line(l: &str) -> String {
+    if l.chars().any(crate::header::is_control) {
+        escape(l)
+    } else {
+        l.to_string()
+    }
+}
+
+/// The `RESUME_CONTEXT:` block (one transcript line each), then the latest
+/// digest of the current session.
+pub fn resume_text(r: &Resume) -> String {
+    let mut s = String::from("RESUME_CONTEXT:\n");
+    for l in &r.lines {
+        s.push_str(&one_line(l));
+        s.push('\n');
+    }
+    if let Some(p) = &r.latest_digest {
+        s.push_str(&format!(
+            "LATEST_DIGEST: {}\n",
+            escape(&p.display().to_string())
+        ));
+    }
+    s
+}
+
+pub fn resume_json(r: &Resume) -> Value {
+    json!({"lines": r.lines, "latest_digest": r.latest_digest})
 }
 
 /// §7.2 task printout, with the collaboration tokens and any `ANSWER:`
@@ -214,6 +336,9 @@ pub fn done_text(d: &Done, viewer: Viewer) -> String {
     }
     if let Some(b) = &d.completed_batch {
         s.push_str(&format!("COMPLETED_BATCH: {}\n", b.display()));
+    }
+    if let Some(r) = &d.failed {
+        s.push_str(&format!("FAILED: {}\n", escape(r)));
     }
     if let Ok(next) = &d.next {
         s.push_str(&ready_text(next, viewer));
@@ -280,6 +405,10 @@ pub fn item_json(item: &Item, viewer: Viewer) -> Value {
         "cc": viewer.cc(item),
         "artifacts": item.msg.get_all("artifact").collect::<Vec<_>>(),
     });
+    let f = viewer.forum.and_then(|f| f.of(item));
+    v["latest_digest"] = json!(f.and_then(|f| f.latest_digest.as_ref()));
+    v["context"] = json!(f.and_then(|f| f.context.as_ref()));
+    v["contributions"] = json!(f.and_then(|f| f.contributions.as_ref()));
     if let Some(c) = clarify(item) {
         v["clarify"] = json!({
             "question": c.question,
@@ -324,7 +453,7 @@ pub fn ready_json(r: &Ready, viewer: Viewer) -> Value {
 }
 
 pub fn done_json(d: &Done, viewer: Viewer) -> Value {
-    json!({
+    let mut v = json!({
         "status": "completed",
         "completed": d.completed,
         "completed_batch": d.completed_batch,
@@ -332,5 +461,10 @@ pub fn done_json(d: &Done, viewer: Viewer) -> Value {
             Ok(next) => ready_json(next, viewer),
             Err(e) => e.to_json(),
         },
-    })
+    });
+    // Only with --failed, so a plain completion prints exactly as before.
+    if let Some(r) = &d.failed {
+        v["failed"] = json!(r);
+    }
+    v
 }

@@ -61,7 +61,33 @@ pub enum Ready {
 pub struct Done {
     pub completed: Vec<PathBuf>,
     pub completed_batch: Option<PathBuf>,
+    /// `done-current --failed <reason>`: the reason stamped as `failed`.
+    pub failed: Option<String>,
     pub next: Result<Ready>,
+}
+
+/// Longest `--failed` reason accepted.
+pub const MAX_FAILED_REASON: usize = 200;
+
+/// A `--failed` reason: one non-empty line, no control characters, at most
+/// `MAX_FAILED_REASON` characters (exit 1 otherwise; nothing changes).
+pub fn check_failed_reason(reason: &str) -> Result<()> {
+    let why = if reason.trim().is_empty() {
+        "must not be empty".to_string()
+    } else if reason.chars().any(crate::header::is_control) {
+        "must be one line without control characters".to_string()
+    } else if reason.chars().count() > MAX_FAILED_REASON {
+        format!(
+            "must be no longer than {MAX_FAILED_REASON} characters; got {}",
+            reason.chars().count()
+        )
+    } else {
+        return Ok(());
+    };
+    Err(Error::env(format!(
+        "--failed reason {why}: '{}'.",
+        crate::header::escape(reason)
+    )))
 }
 
 /// An inbox and the limits it is read with.
@@ -548,11 +574,21 @@ impl Inbox<'_> {
     }
 
     pub fn done(&self, mode: ReceiveMode) -> Result<Done> {
+        self.done_failed(mode, None)
+    }
+
+    /// Completes the item in process; with `failed`, stamps `failed:
+    /// <reason>` on it (every item of a batch) along with `completed_at`,
+    /// so whoever asked (the daemon, for a digest request) can tell.
+    pub fn done_failed(&self, mode: ReceiveMode, failed: Option<&str>) -> Result<Done> {
+        if let Some(r) = failed {
+            check_failed_reason(r)?;
+        }
         let _lock = self.lock()?;
         let (completed, completed_batch) = match mode {
-            ReceiveMode::Task => (self.done_task()?, None),
+            ReceiveMode::Task => (self.done_task(failed)?, None),
             ReceiveMode::Batch => {
-                let (files, dir) = self.done_batch()?;
+                let (files, dir) = self.done_batch(failed)?;
                 (files, Some(dir))
             }
         };
@@ -560,11 +596,12 @@ impl Inbox<'_> {
         Ok(Done {
             completed,
             completed_batch,
+            failed: failed.map(str::to_string),
             next,
         })
     }
 
-    fn done_task(&self) -> Result<Vec<PathBuf>> {
+    fn done_task(&self, failed: Option<&str>) -> Result<Vec<PathBuf>> {
         let ip = self.wt.in_process();
         let cur = list(&ip)?;
         if !cur.batches.is_empty() {
@@ -595,6 +632,9 @@ impl Inbox<'_> {
             ));
         }
         let mut item = self.load_in_process(&ip.join(name))?;
+        if let Some(r) = failed {
+            item.msg.set("failed", r);
+        }
         self.stamp(&mut item, "completed_at", &clock::iso_now())?;
         match fsx::move_noreplace(&item.path, &target) {
             Ok(()) => Ok(vec![target]),
@@ -607,7 +647,7 @@ impl Inbox<'_> {
         }
     }
 
-    fn done_batch(&self) -> Result<(Vec<PathBuf>, PathBuf)> {
+    fn done_batch(&self, failed: Option<&str>) -> Result<(Vec<PathBuf>, PathBuf)> {
         let ip = self.wt.in_process();
         let cur = list(&ip)?;
         if !cur.files.is_empty() {
@@ -648,6 +688,9 @@ impl Inbox<'_> {
         let mut items = self.load_batch(&dir)?;
         let t = clock::iso_now();
         for item in &mut items {
+            if let Some(r) = failed {
+                item.msg.set("failed", r);
+            }
             self.stamp(item, "completed_at", &t)?;
         }
         // One directory rename completes the whole batch.
@@ -717,6 +760,14 @@ pub fn find_item(wt: &Worktree, id: &str, max_bytes: u64) -> Option<Item> {
             .iter()
             .find_map(|d| find_in(d, id, max_bytes))
     })
+}
+
+/// Message `id`'s original in this (its sender's) worktree: `sent/`, then
+/// the outbox, then `failed/` (read-only, no lock).
+pub fn find_original(wt: &Worktree, id: &str, max_bytes: u64) -> Option<Item> {
+    [wt.sent(), wt.outbox(), wt.failed()]
+        .iter()
+        .find_map(|d| find_in(d, id, max_bytes))
 }
 
 /// The item in process: the file in `in_process/`, or the first item of the

@@ -409,8 +409,8 @@ pub fn submit(s: &Sender, d: &Draft, shown: &str) -> std::result::Result<Queued,
     };
     if let Some(id) = d.get("discussion") {
         // A round-robin turn: only the expected speaker may send.
-        if let Some(why) = crate::discussion::refusal(&s.at.project, id, &s.role)? {
-            return Err(Error::refused(crate::discussion::NOT_YOUR_TURN, why, vec![]).into());
+        if let Some(r) = crate::discussion::refusal(&s.at.project, id, &s.role)? {
+            return Err(Error::refused(r.token, r.detail, vec![]).into());
         }
     }
 

@@ -88,6 +88,34 @@ pub fn forum_line(msg: &Message) -> String {
     format!("[{}] {}\n", full_time(when(msg)), speech(msg))
 }
 
+/// One message as a dated line without the newline: its forum.log line,
+/// plus ` [failed: <reason>]` for a failed one.
+pub fn dated_line(o: &Original) -> String {
+    let mut s = format!("[{}] {}", full_time(o.when()), speech(&o.msg));
+    s.push_str(&state_suffix(o));
+    s
+}
+
+/// The last `n` transcript lines (dated) of the messages `role` sent or was
+/// sent (every message when `role` is None), oldest first.
+pub fn recent_lines(
+    project: &crate::layout::Project,
+    role: Option<&str>,
+    n: usize,
+) -> crate::error::Result<Vec<String>> {
+    let t = trail::Trail::load(project, &trail::Scope::originals())?;
+    let filter = Filter {
+        role: role.map(str::to_string),
+        ..Filter::default()
+    };
+    let shown: Vec<&Original> = messages(&t.originals)
+        .into_iter()
+        .filter(|o| filter.matches(&o.msg, &t.roles))
+        .collect();
+    let skip = shown.len().saturating_sub(n);
+    Ok(shown[skip..].iter().map(|o| dated_line(o)).collect())
+}
+
 /// Output format of `swarm transcript`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -110,6 +138,8 @@ pub struct Filter {
     /// Only this conversation: the message with this id (the thread's root)
     /// and every message whose `thread` header names it.
     pub thread: Option<String>,
+    /// Only messages stamped with this forum session.
+    pub session: Option<String>,
 }
 
 impl Filter {
@@ -121,6 +151,11 @@ impl Filter {
         }
         if let Some(t) = &self.task {
             if msg.get("task") != Some(t.as_str()) {
+                return false;
+            }
+        }
+        if let Some(sess) = &self.session {
+            if msg.get("session") != Some(sess.as_str()) {
                 return false;
             }
         }
@@ -356,6 +391,66 @@ impl<'a> Printer<'a> {
         s.push_str(&state_suffix(o));
         s.push('\n');
         s
+    }
+}
+
+/// Which end of a session a marker frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Edge {
+    Start,
+    End,
+}
+
+/// `=== session S started <time> by <who>: <title> ===`, `=== session S
+/// closed <time>: <reason> ===` or `=== session S open ===`, in the format
+/// asked for (jsonl: one object with `marker`; md: a bold line).
+pub fn session_marker(format: Format, s: &crate::session::Session, edge: Edge) -> String {
+    let time = |iso: &str| full_time(clock::parse(iso));
+    let text = match edge {
+        Edge::Start => {
+            let mut t = format!(
+                "session {} started {} by {}",
+                header::escape(&s.id),
+                time(&s.started_at),
+                header::escape(&s.started_by)
+            );
+            if let Some(title) = &s.title {
+                t.push_str(": ");
+                t.push_str(&header::escape(title));
+            }
+            t
+        }
+        Edge::End => match &s.closed_at {
+            Some(at) => format!(
+                "session {} closed {}: {}",
+                header::escape(&s.id),
+                time(at),
+                header::escape(s.close_reason.as_deref().unwrap_or("no reason"))
+            ),
+            None => format!("session {} open", header::escape(&s.id)),
+        },
+    };
+    match format {
+        Format::Text => format!("=== {text} ===\n"),
+        Format::Md => format!("\n**=== {text} ===**\n"),
+        Format::Jsonl => {
+            let v = match edge {
+                Edge::Start => json!({
+                    "marker": "session_started",
+                    "session": s.id,
+                    "time": s.started_at,
+                    "by": s.started_by,
+                    "title": s.title,
+                }),
+                Edge::End => json!({
+                    "marker": if s.is_open() { "session_open" } else { "session_closed" },
+                    "session": s.id,
+                    "time": s.closed_at,
+                    "reason": s.close_reason,
+                }),
+            };
+            format!("{v}\n")
+        }
     }
 }
 

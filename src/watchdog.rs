@@ -7,6 +7,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::clock;
 use crate::config::Config;
@@ -56,6 +57,9 @@ fn in_process(wt: &Worktree) -> Option<(PathBuf, String)> {
 /// Reports items in process longer than the role's `complete_within`, once
 /// per item (a marker file keeps "once" across restarts).
 pub fn check_expectations(project: &Project, roles: &Roles, config: &Config, journal: &Journal) {
+    // Roles sharing a worktree share its inbox: its item is judged once, by
+    // the first of them with a limit.
+    let mut seen: Vec<&Path> = Vec::new();
     for role in &roles.roles {
         let Some(limit) = config
             .role(&role.name)
@@ -64,6 +68,10 @@ pub fn check_expectations(project: &Project, roles: &Roles, config: &Config, jou
         else {
             continue;
         };
+        if seen.contains(&role.worktree_path.as_path()) {
+            continue;
+        }
+        seen.push(&role.worktree_path);
         let wt = Worktree::new(&role.worktree_path);
         let Some((item, dequeued)) = in_process(&wt) else {
             continue;
@@ -96,16 +104,35 @@ pub fn check_expectations(project: &Project, roles: &Roles, config: &Config, jou
     }
 }
 
+/// How long one tmux command may take before it is killed: a hung tmux
+/// server must not hold up the daemon's sweep.
+const TMUX_TIMEOUT: Duration = Duration::from_secs(5);
+
 fn tmux(socket: &Path, args: &[&str]) -> bool {
-    Command::new("tmux")
+    let child = Command::new("tmux")
         .arg("-S")
         .arg(socket)
         .args(args)
+        .env_remove("TMUX")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+        .spawn();
+    let Ok(mut child) = child else {
+        return false;
+    };
+    let end = Instant::now() + TMUX_TIMEOUT;
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) => return st.success(),
+            Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(5)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return false;
+            }
+        }
+    }
 }
 
 /// Single-quotes a word for `sh`.
@@ -138,6 +165,7 @@ pub fn check_agents(project: &Project, roles: &Roles, config: &Config, journal: 
             continue;
         };
         if role.is_human()
+            || role.session.is_empty()
             || tmux(
                 &socket,
                 &["has-session", "-t", &format!("={}", role.session)],

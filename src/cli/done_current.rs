@@ -22,6 +22,10 @@ pub struct Args {
     /// Print one JSON object instead of the text tokens
     #[arg(long)]
     pub json: bool,
+    /// Complete it as failed: stamps `failed: <reason>` (one line, at most
+    /// 200 characters) with `completed_at` and prints `FAILED: <reason>`
+    #[arg(long, value_name = "REASON")]
+    pub failed: Option<String>,
 }
 
 pub fn run() -> i32 {
@@ -29,21 +33,28 @@ pub fn run() -> i32 {
         Ok(a) => a,
         Err(code) => return code,
     };
-    let result =
-        super::ready_next::resolve(args.task, args.batch).and_then(|(wt, mode, config)| {
-            crate::fsx::set_fsync(config.daemon.fsync);
-            Inbox {
-                wt: &wt,
-                max_bytes: config.limits.max_file_bytes,
-            }
-            .done(mode)
-        });
+    let mut place = None;
+    let result = super::ready_next::resolve(args.task, args.batch).and_then(|r| {
+        crate::fsx::set_fsync(r.config.daemon.fsync);
+        let done = Inbox {
+            wt: &r.wt,
+            max_bytes: r.config.limits.max_file_bytes,
+        }
+        .done_failed(r.mode, args.failed.as_deref());
+        place = Some(r);
+        done
+    });
     let me = super::ready_next::viewer_role();
-    let viewer = printout::Viewer {
-        role: me.as_deref(),
-    };
     match result {
         Ok(d) => {
+            let view = match (&place, &d.next) {
+                (Some(p), Ok(next)) => super::ready_next::forum_view(p, next, me.as_deref()),
+                _ => printout::ForumView::default(),
+            };
+            let viewer = printout::Viewer {
+                role: me.as_deref(),
+                forum: Some(&view),
+            };
             if args.json {
                 super::out(&format!("{}\n", printout::done_json(&d, viewer)));
             } else {

@@ -67,7 +67,11 @@ pub fn run(args: Args) -> i32 {
                 });
                 crate::cli::out(&format!("{v}\n"));
             } else {
-                crate::cli::out(&format!("LATEST_DIGEST: {}\n{}", path.display(), msg.render()));
+                crate::cli::out(&format!(
+                    "LATEST_DIGEST: {}\n{}",
+                    path.display(),
+                    msg.render()
+                ));
             }
             exit::OK
         }

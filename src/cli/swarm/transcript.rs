@@ -18,6 +18,7 @@ with a `--- YYYY-MM-DD ---` line whenever the day changes and ` [failed: <reason
 after a failed message. Control characters are escaped, so one message is one line.
 --format jsonl prints one JSON object per message (headers, body, state, path);
 --format md prints a Markdown report with one section per message and its full file.
+--session S prints only the messages stamped with forum session S, framed by `=== session S started <time> by <who>: <title> ===` and `=== session S closed <time>: <reason> ===` (or `=== session S open ===`); jsonl frames them with {\"marker\": ...} objects.
 --thread ID prints one conversation (the thread of that message) as a tree: each reply after its parent, indented two spaces per level (jsonl adds a `depth`).")]
 pub struct Args {
     /// Project root or any folder inside it (default: the current directory)
@@ -44,6 +45,9 @@ pub struct Args {
     /// their parent (the id of any message in it)
     #[arg(long, value_name = "ID")]
     pub thread: Option<String>,
+    /// Only the messages of this forum session, framed by its start and end
+    #[arg(long, value_name = "SESSION")]
+    pub session: Option<String>,
     /// Output format
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
@@ -67,6 +71,7 @@ fn filter(args: &Args) -> Result<Filter, Error> {
         since: time(&args.since)?,
         until: time(&args.until)?,
         thread: None,
+        session: args.session.clone(),
     })
 }
 
@@ -89,6 +94,15 @@ pub fn run(args: Args) -> i32 {
     });
     let (filter, t) = match loaded {
         Ok(x) => x,
+        Err(e) => return crate::cli::report(&e, false),
+    };
+    let session = match args
+        .session
+        .as_deref()
+        .map(|s| crate::session::find(&t.project, s))
+        .transpose()
+    {
+        Ok(s) => s,
         Err(e) => return crate::cli::report(&e, false),
     };
     if !t.bad.is_empty() || !t.unreadable.is_empty() {
@@ -140,8 +154,16 @@ pub fn run(args: Args) -> i32 {
     let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
     let mut write_all = || -> io::Result<()> {
         out.write_all(printer.preamble(&t.project.root).as_bytes())?;
+        if let Some(s) = &session {
+            let m = transcript::session_marker(args.format, s, transcript::Edge::Start);
+            out.write_all(m.as_bytes())?;
+        }
         for o in &shown {
             out.write_all(printer.entry(o).as_bytes())?;
+        }
+        if let Some(s) = session.as_ref().filter(|_| !args.follow) {
+            let m = transcript::session_marker(args.format, s, transcript::Edge::End);
+            out.write_all(m.as_bytes())?;
         }
         out.flush()?;
         if args.follow {
