@@ -92,8 +92,38 @@ pub fn move_noreplace(from: &Path, to: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// The error of a move whose rename happened but whose directory fsync after
+/// it failed: the file *is* at `target` (durability is what is in doubt).
+#[derive(Debug)]
+pub struct MovedButNotSynced {
+    pub target: PathBuf,
+    pub source: io::Error,
+}
+
+impl std::fmt::Display for MovedButNotSynced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "moved to {}, but the folder fsync failed: {}",
+            self.target.display(),
+            self.source
+        )
+    }
+}
+
+impl std::error::Error for MovedButNotSynced {}
+
+/// Where the file went when `e` is a [`MovedButNotSynced`] error.
+pub fn moved_to(e: &io::Error) -> Option<&Path> {
+    e.get_ref()
+        .and_then(|i| i.downcast_ref::<MovedButNotSynced>())
+        .map(|m| m.target.as_path())
+}
+
 /// Moves `from` into `dir`, keeping its name when free, else prefixing the
 /// given stamp (`<stamp>_<name>`), else adding a counter. Never overwrites.
+/// When the rename succeeded but a directory fsync after it failed, the error
+/// is a [`MovedButNotSynced`] (see [`moved_to`]).
 pub fn move_into_unique(from: &Path, dir: &Path, stamp: &str) -> io::Result<PathBuf> {
     let name = from
         .file_name()
@@ -106,11 +136,22 @@ pub fn move_into_unique(from: &Path, dir: &Path, stamp: &str) -> io::Result<Path
         candidates.push(dir.join(format!("{stamp}_{n}_{name}")));
     }
     for target in candidates {
-        match move_noreplace(from, &target) {
-            Ok(()) => return Ok(target),
+        match rename_noreplace_raw(from, &target) {
+            Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
         }
+        let synced = sync_dir(dir).and_then(|_| match parent(from) {
+            p if p != dir => sync_dir(p),
+            _ => Ok(()),
+        });
+        return match synced {
+            Ok(()) => Ok(target),
+            Err(source) => Err(io::Error::new(
+                source.kind(),
+                MovedButNotSynced { target, source },
+            )),
+        };
     }
     Err(io::Error::new(
         io::ErrorKind::AlreadyExists,

@@ -80,8 +80,11 @@ impl Event {
         }
     }
 
+    /// The path, made valid UTF-8 (lossily) so the JSON form can always be
+    /// written: serde refuses a non-UTF-8 `PathBuf`, and the whole event was
+    /// dropped from both files.
     pub fn path(mut self, p: &Path) -> Self {
-        self.path = Some(p.to_path_buf());
+        self.path = Some(PathBuf::from(p.to_string_lossy().into_owned()));
         self
     }
 
