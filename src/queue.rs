@@ -438,6 +438,48 @@ impl Inbox<'_> {
         )))
     }
 
+    /// The refusal for a completion whose target already exists.
+    fn completed_exists(target: &Path) -> Error {
+        Error::refused(
+            AMBIGUOUS,
+            format!("completed file already exists: {}", target.display()),
+            vec![],
+        )
+    }
+
+    /// Completes one file: stamps `completed_at` (and a missing
+    /// `dequeued_at`, and `failed` when given) by atomic replace, then moves it
+    /// to `completed/` without clobbering. The target is checked first, so a
+    /// refusal changes nothing.
+    fn complete_file(&self, item: &mut Item, at: &str, failed: Option<&str>) -> Result<PathBuf> {
+        let name = item
+            .path
+            .file_name()
+            .map(|n| n.to_owned())
+            .ok_or_else(|| Error::env(format!("{}: no file name", item.path.display())))?;
+        let target = self.wt.completed().join(name);
+        if target.exists() {
+            return Err(Self::completed_exists(&target));
+        }
+        if item.header("dequeued_at").is_none() {
+            item.msg.set("dequeued_at", at);
+        }
+        if let Some(r) = failed {
+            item.msg.set("failed", r);
+        }
+        self.stamp(item, "completed_at", at)?;
+        match fsx::move_noreplace(&item.path, &target) {
+            Ok(()) => {
+                item.path = target.clone();
+                Ok(target)
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                Err(Self::completed_exists(&target))
+            }
+            Err(e) => Err(Error::io(&item.path, e)),
+        }
+    }
+
     /// While an item is parked in process, `answer` items waiting in `new/`
     /// are handed out with it: each is stamped `dequeued_at` and
     /// `completed_at` (one time), then moved to `completed/`, under the lock
@@ -458,36 +500,8 @@ impl Inbox<'_> {
             if msg.get("type") != Some(crate::rules::ANSWER.name) {
                 continue;
             }
-            let target = self.wt.completed().join(&name);
-            if target.exists() {
-                return Err(Error::refused(
-                    AMBIGUOUS,
-                    format!("completed file already exists: {}", target.display()),
-                    vec![],
-                ));
-            }
             let mut item = Item { path: src, msg };
-            let t = clock::iso_now();
-            item.msg.set("dequeued_at", &t);
-            item.msg.set("completed_at", &t);
-            fsx::replace(
-                &self.wt.inbox_tmp(),
-                &item.path,
-                item.msg.render().as_bytes(),
-            )
-            .at(&item.path)?;
-            match fsx::move_noreplace(&item.path, &target) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                    return Err(Error::refused(
-                        AMBIGUOUS,
-                        format!("completed file already exists: {}", target.display()),
-                        vec![],
-                    ))
-                }
-                Err(e) => return Err(Error::io(&item.path, e)),
-            }
-            item.path = target;
+            self.complete_file(&mut item, &clock::iso_now(), None)?;
             out.push(item);
         }
         Ok(out)
@@ -512,39 +526,7 @@ impl Inbox<'_> {
         let Some((mut item, batch)) = self.open_copy(id)? else {
             return Ok(None);
         };
-        let Some(name) = item.path.file_name().map(|n| n.to_owned()) else {
-            return Ok(None);
-        };
-        let target = self.wt.completed().join(&name);
-        if target.exists() {
-            return Err(Error::refused(
-                AMBIGUOUS,
-                format!("completed file already exists: {}", target.display()),
-                vec![],
-            ));
-        }
-        let t = clock::iso_now();
-        if item.header("dequeued_at").is_none() {
-            item.msg.set("dequeued_at", &t);
-        }
-        item.msg.set("completed_at", &t);
-        fsx::replace(
-            &self.wt.inbox_tmp(),
-            &item.path,
-            item.msg.render().as_bytes(),
-        )
-        .at(&item.path)?;
-        match fsx::move_noreplace(&item.path, &target) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                return Err(Error::refused(
-                    AMBIGUOUS,
-                    format!("completed file already exists: {}", target.display()),
-                    vec![],
-                ))
-            }
-            Err(e) => return Err(Error::io(&item.path, e)),
-        }
+        let target = self.complete_file(&mut item, &clock::iso_now(), None)?;
         if let Some(dir) = batch {
             if fs::read_dir(&dir)
                 .map(|mut rd| rd.next().is_none())
@@ -623,28 +605,17 @@ impl Inbox<'_> {
             ));
         }
         let target = self.wt.completed().join(name);
-        // Check before stamping, so a refusal changes nothing (§15.8).
+        // Check before loading (which may finish an interrupted dequeued_at
+        // stamp), so a refusal changes nothing (§15.8).
         if target.exists() {
-            return Err(Error::refused(
-                AMBIGUOUS,
-                format!("completed file already exists: {}", target.display()),
-                vec![],
-            ));
+            return Err(Self::completed_exists(&target));
         }
         let mut item = self.load_in_process(&ip.join(name))?;
-        if let Some(r) = failed {
-            item.msg.set("failed", r);
-        }
-        self.stamp(&mut item, "completed_at", &clock::iso_now())?;
-        match fsx::move_noreplace(&item.path, &target) {
-            Ok(()) => Ok(vec![target]),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(Error::refused(
-                AMBIGUOUS,
-                format!("completed file already exists: {}", target.display()),
-                vec![],
-            )),
-            Err(e) => Err(Error::io(&item.path, e)),
-        }
+        Ok(vec![self.complete_file(
+            &mut item,
+            &clock::iso_now(),
+            failed,
+        )?])
     }
 
     fn done_batch(&self, failed: Option<&str>) -> Result<(Vec<PathBuf>, PathBuf)> {
