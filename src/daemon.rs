@@ -71,13 +71,9 @@ pub struct Daemon {
 }
 
 fn load(project: &Project) -> Result<(Roles, Config)> {
-    let tsv = project.roles_tsv();
-    // Roles::load reads through anything: a FIFO planted there would block
-    // the daemon for good (a device would feed it forever).
-    if std::fs::metadata(&tsv).is_ok_and(|m| !m.is_file()) {
-        return Err(Error::env(format!("{}: not a regular file", tsv.display())));
-    }
-    let roles = Roles::load(&tsv)?;
+    // Roles::load refuses a FIFO or device there (it would block or feed the
+    // daemon forever) and a file over its size limit.
+    let roles = Roles::load(&project.roles_tsv())?;
     let config = Config::load(&project.config_file())?;
     Ok((roles, config))
 }

@@ -18,7 +18,7 @@ pub mod exit {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// An I/O failure on a named file, with a repair hint when one helps.
-    #[error("{}: {source}{}", path.display(), hint_suffix(hint))]
+    #[error("{}: {source}{}", shown(path), hint_suffix(hint))]
     Io {
         path: PathBuf,
         source: io::Error,
@@ -42,6 +42,12 @@ fn hint_suffix(hint: &Option<&'static str>) -> String {
     hint.map(|h| format!("\n  hint: {h}")).unwrap_or_default()
 }
 
+/// A path as printed: control characters escaped, so a hostile file name
+/// cannot drive the terminal or fake a token line.
+fn shown(p: &Path) -> String {
+    crate::header::escape(&p.to_string_lossy())
+}
+
 fn refusal_text(token: &str, detail: &str, paths: &[PathBuf]) -> String {
     let mut s = if detail.is_empty() {
         token.to_string()
@@ -49,7 +55,7 @@ fn refusal_text(token: &str, detail: &str, paths: &[PathBuf]) -> String {
         format!("{token}: {detail}")
     };
     for p in paths {
-        s.push_str(&format!("\n- {}", p.display()));
+        s.push_str(&format!("\n- {}", shown(p)));
     }
     s
 }

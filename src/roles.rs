@@ -1,6 +1,5 @@
 //! `.swarmforge/roles.tsv`: seven TAB-separated columns per role (§2).
 
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -51,6 +50,9 @@ impl Role {
     }
 }
 
+/// Largest roles.tsv read.
+pub const MAX_BYTES: u64 = 1024 * 1024;
+
 /// The role table, in file order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Roles {
@@ -76,11 +78,19 @@ pub fn display_name(role: &str) -> String {
 
 impl Roles {
     /// Reads the table; a missing file is an empty table.
+    /// A FIFO, a device or a huge file there is refused instead of blocking
+    /// or exhausting the caller.
     pub fn load(path: &Path) -> Result<Roles> {
-        match fs::read(path) {
+        match crate::fsx::read_bounded(path, MAX_BYTES) {
             Ok(bytes) => Ok(Roles::parse(&String::from_utf8_lossy(&bytes))),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Roles::default()),
-            Err(e) => Err(Error::io(path, e)),
+            Err(crate::fsx::ReadRefusal::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
+                Ok(Roles::default())
+            }
+            Err(crate::fsx::ReadRefusal::Io(e)) => Err(Error::io(path, e)),
+            Err(e) => Err(Error::env(format!(
+                "{}: {e}\n  hint: roles.tsv must be a regular file (swarm init writes it)",
+                path.display()
+            ))),
         }
     }
 

@@ -7,13 +7,19 @@ use swarm_handoff::{draft, rules};
 fuzz_target!(|data: &[u8]| {
     let d = draft::parse_bytes(data);
     let mut errors = d.errors.clone();
-    errors.extend(rules::validate(&d.fields, &|r| r == "coder" || r == "QA", &mut |c| {
-        if c.starts_with('0') {
-            Ok(())
-        } else {
-            Err(format!("Header 'commit' must resolve to exactly one Git object; '{c}' matched 0."))
-        }
-    }));
+    errors.extend(rules::validate(
+        &d.fields,
+        &|r| r == "coder" || r == "QA",
+        &mut |c| {
+            if c.starts_with('0') {
+                Ok(())
+            } else {
+                Err(format!(
+                    "Header 'commit' must resolve to exactly one Git object; '{c}' matched 0."
+                ))
+            }
+        },
+    ));
     for e in &errors {
         assert!(!e.contains('\n'), "one line per error: {e:?}");
     }

@@ -1,0 +1,885 @@
+//! Our queue against other file queues (issue 8), side by side in one run on
+//! one disk, reported as ratios (machines are shared; absolute times drift).
+//!
+//!   cargo bench --bench queues -- [--messages N] [--hops H] [--backlog B]
+//!                                 [--trail T] [--dir D] [--skip backlog,trail]
+//!   (or scripts/bench-queues.sh, which checks the peers are installed)
+//!
+//! Peers: the physical limit (write + fsync + rename + fsync(dir), in
+//! process), Maildir delivery through `safecat` (Debian package; fsyncs the
+//! file, not the folder), python `dirq` QueueSimple (PyPI; no fsync at all),
+//! driven by scripts/bench_dirq.py. Ours: one CLI call per step
+//! (`swarm-handoff`, `handoffd`, `ready-next`, `done-current`) and the library
+//! path (the same functions in process). Sections: enqueue, one full hop, a
+//! 100 000-file backlog, and `swarm transcript` / `swarm audit` on a
+//! 50 000-message project.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use swarm_handoff::clock;
+use swarm_handoff::config::Config;
+use swarm_handoff::deliver::Deliverer;
+use swarm_handoff::fsx;
+use swarm_handoff::header::Message;
+use swarm_handoff::journal::Journal;
+use swarm_handoff::layout::{Project, Worktree};
+use swarm_handoff::queue::{Inbox, Ready};
+use swarm_handoff::roles::{ReceiveMode, Roles};
+use swarm_handoff::wake::Waker;
+
+const BODY: usize = 400;
+
+struct Opts {
+    messages: usize,
+    hops: usize,
+    backlog: usize,
+    trail: usize,
+    dir: PathBuf,
+    skip: Vec<String>,
+}
+
+fn opts() -> Opts {
+    let mut o = Opts {
+        messages: 2_000,
+        hops: 300,
+        backlog: 100_000,
+        trail: 50_000,
+        dir: std::env::temp_dir(),
+        skip: Vec::new(),
+    };
+    let args: Vec<String> = std::env::args().collect();
+    let mut i = 1;
+    while i < args.len() {
+        let v = args.get(i + 1).cloned().unwrap_or_default();
+        match args[i].as_str() {
+            "--messages" => o.messages = v.parse().expect("--messages N"),
+            "--hops" => o.hops = v.parse().expect("--hops H"),
+            "--backlog" => o.backlog = v.parse().expect("--backlog B"),
+            "--trail" => o.trail = v.parse().expect("--trail T"),
+            "--dir" => o.dir = PathBuf::from(v),
+            "--skip" => o.skip = v.split(',').map(str::to_string).collect(),
+            _ => {
+                i += 1;
+                continue;
+            }
+        }
+        i += 2;
+    }
+    o
+}
+
+fn bin(name: &str) -> PathBuf {
+    match name {
+        "swarm-handoff" => env!("CARGO_BIN_EXE_swarm-handoff").into(),
+        "ready-next" => env!("CARGO_BIN_EXE_ready-next").into(),
+        "done-current" => env!("CARGO_BIN_EXE_done-current").into(),
+        "handoffd" => env!("CARGO_BIN_EXE_handoffd").into(),
+        "swarm" => env!("CARGO_BIN_EXE_swarm").into(),
+        _ => unreachable!(),
+    }
+}
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts")
+        .join(name)
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn run_ok(c: &mut Command) -> String {
+    let out = c.stdin(Stdio::null()).output().expect("runs");
+    assert!(
+        out.status.success(),
+        "{c:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn secs_from(out: &str) -> Duration {
+    Duration::from_secs_f64(out.trim().parse().expect("seconds"))
+}
+
+// ------------------------------------------------------------ the peers
+
+/// write + fsync + rename + fsync(dir): the floor of a durable publish.
+fn bare_enqueue(base: &Path, n: usize, sync: bool) -> Duration {
+    let d = tempfile::tempdir_in(base).unwrap();
+    let dir = fs::File::open(d.path()).unwrap();
+    let body = vec![b'x'; BODY];
+    let t = Instant::now();
+    for i in 0..n {
+        let tmp = d.path().join(format!(".{i}.tmp"));
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&tmp)
+            .unwrap();
+        f.write_all(&body).unwrap();
+        if sync {
+            f.sync_all().unwrap();
+        }
+        fs::rename(&tmp, d.path().join(format!("{i}.msg"))).unwrap();
+        if sync {
+            dir.sync_all().unwrap();
+        }
+    }
+    t.elapsed() / n as u32
+}
+
+/// One process start per message: what any one-CLI-call-per-step tool pays.
+fn spawn_floor(n: usize) -> Duration {
+    let t = Instant::now();
+    for _ in 0..n {
+        run_ok(&mut Command::new("/bin/true"));
+    }
+    t.elapsed() / n as u32
+}
+
+fn maildir(base: &Path) -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir_in(base).unwrap();
+    let md = d.path().join("Maildir");
+    for s in ["tmp", "new", "cur"] {
+        fs::create_dir_all(md.join(s)).unwrap();
+    }
+    (d, md)
+}
+
+fn safecat(md: &Path, body: &[u8]) -> String {
+    let mut c = Command::new("safecat")
+        .arg(md.join("tmp"))
+        .arg(md.join("new"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("safecat");
+    c.stdin.take().unwrap().write_all(body).unwrap();
+    let out = c.wait_with_output().unwrap();
+    assert!(out.status.success(), "safecat failed");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn safecat_enqueue(base: &Path, n: usize) -> Duration {
+    let (_d, md) = maildir(base);
+    let body = vec![b'x'; BODY];
+    let t = Instant::now();
+    for _ in 0..n {
+        safecat(&md, &body);
+    }
+    t.elapsed() / n as u32
+}
+
+/// safecat into new/; the reader renames new → cur, reads, removes.
+fn maildir_hop(base: &Path, n: usize) -> Duration {
+    let (_d, md) = maildir(base);
+    let body = vec![b'x'; BODY];
+    let t = Instant::now();
+    for _ in 0..n {
+        let name = safecat(&md, &body);
+        let cur = md.join("cur").join(format!("{name}:2,S"));
+        fs::rename(md.join("new").join(&name), &cur).unwrap();
+        assert_eq!(fs::read(&cur).unwrap().len(), BODY);
+        fs::remove_file(&cur).unwrap();
+    }
+    t.elapsed() / n as u32
+}
+
+fn dirq(args: &[&str]) -> Duration {
+    secs_from(&run_ok(
+        Command::new("python3")
+            .arg(script("bench_dirq.py"))
+            .args(args),
+    ))
+}
+
+fn dirq_startup() -> Duration {
+    let t = Instant::now();
+    for _ in 0..5 {
+        dirq(&["startup"]);
+    }
+    t.elapsed() / 5
+}
+
+// ------------------------------------------------------------------ ours
+
+/// A project: `sender` in the root, `r0` in its own worktree.
+struct Ours {
+    _d: tempfile::TempDir,
+    project: Project,
+    rcv: PathBuf,
+}
+
+fn ours(base: &Path, fsync: bool, receive: &str) -> Ours {
+    let d = tempfile::tempdir_in(base).unwrap();
+    let root = d.path().canonicalize().unwrap();
+    let rcv = root.join("wt0");
+    fs::create_dir_all(rcv.join(".swarmforge/handoffs")).unwrap();
+    fs::write(
+        rcv.join(".swarmforge/project-root"),
+        format!("{}\n", root.display()),
+    )
+    .unwrap();
+    fs::create_dir_all(root.join(".swarmforge/daemon")).unwrap();
+    fs::write(
+        root.join(".swarmforge/roles.tsv"),
+        format!(
+            "sender\tmaster\t{}\ts\tSender\tscript\ttask\nr0\tr0\t{}\ts\tR\tscript\t{receive}\n",
+            root.display(),
+            rcv.display()
+        ),
+    )
+    .unwrap();
+    fs::write(
+        root.join("swarm.yaml"),
+        format!("daemon:\n  fsync: {fsync}\nwake:\n  method: none\n"),
+    )
+    .unwrap();
+    for wt in [&root, &rcv] {
+        fsx::ensure_dirs(&Worktree::new(wt).all_dirs()).unwrap();
+    }
+    Ours {
+        _d: d,
+        project: Project::new(root),
+        rcv,
+    }
+}
+
+fn draft_text(i: usize) -> String {
+    // A 400-byte-ish payload would not fit the 80-character message; the
+    // generated file is ~300 bytes, close to the peers' 400.
+    format!(
+        "type: note\nto: r0\npriority: 50\nmessage: benchmark message {i} {}\n",
+        "x".repeat(40)
+    )
+}
+
+fn cli(program: &str, cwd: &Path, role: &str) -> Command {
+    let mut c = Command::new(bin(program));
+    c.current_dir(cwd)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("SWARMFORGE_ROLE", role);
+    c
+}
+
+fn cli_send(o: &Ours, i: usize) -> PathBuf {
+    let draft = o.project.root.join("draft.txt");
+    fs::write(&draft, draft_text(i)).unwrap();
+    let out = run_ok(cli("swarm-handoff", &o.project.root, "sender").arg("draft.txt"));
+    PathBuf::from(out.trim().strip_prefix("HANDOFF QUEUED: ").unwrap())
+}
+
+fn lib_send(o: &Ours, i: usize) -> PathBuf {
+    let draft = o.project.root.join("draft.txt");
+    fs::write(&draft, draft_text(i)).unwrap();
+    let q = swarm_handoff::send::queue("draft.txt", &o.project.root).expect("queued");
+    swarm_handoff::send::discard_draft("draft.txt", &o.project.root);
+    q.path
+}
+
+fn ours_enqueue_cli(base: &Path, n: usize, fsync: bool) -> Duration {
+    let o = ours(base, fsync, "task");
+    let t = Instant::now();
+    for i in 0..n {
+        cli_send(&o, i);
+    }
+    t.elapsed() / n as u32
+}
+
+fn ours_enqueue_lib(base: &Path, n: usize, fsync: bool) -> Duration {
+    let o = ours(base, fsync, "task");
+    std::env::set_var("SWARMFORGE_ROLE", "sender");
+    let t = Instant::now();
+    for i in 0..n {
+        lib_send(&o, i);
+    }
+    t.elapsed() / n as u32
+}
+
+/// `handoffd` for a project; killed on drop.
+struct Daemon(Child);
+
+impl Daemon {
+    fn start(p: &Project) -> Daemon {
+        let child = Command::new(bin("handoffd"))
+            .arg(&p.root)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let end = Instant::now() + Duration::from_secs(10);
+        while !fs::read_to_string(p.log_file())
+            .unwrap_or_default()
+            .contains(" started")
+        {
+            assert!(Instant::now() < end, "handoffd started");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Daemon(child)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_for(p: &Path) {
+    let end = Instant::now() + Duration::from_secs(10);
+    while !p.exists() {
+        assert!(Instant::now() < end, "{} appeared", p.display());
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
+/// swarm-handoff → handoffd → ready-next → done-current, one message in flight.
+fn ours_hop_cli(base: &Path, n: usize, fsync: bool) -> Duration {
+    let o = ours(base, fsync, "task");
+    let _d = Daemon::start(&o.project);
+    let new = Worktree::new(&o.rcv).inbox_new();
+    let t = Instant::now();
+    for i in 0..n {
+        let queued = cli_send(&o, i);
+        wait_for(&new.join(queued.file_name().unwrap()));
+        let out = run_ok(&mut cli("ready-next", &o.rcv, "r0"));
+        assert!(out.starts_with("TASK: "), "{out}");
+        let out = run_ok(&mut cli("done-current", &o.rcv, "r0"));
+        assert!(out.ends_with("NO_TASK\n"), "{out}");
+    }
+    t.elapsed() / n as u32
+}
+
+fn deliverer(o: &Ours) -> Deliverer {
+    let roles = Roles::load(&o.project.roles_tsv()).unwrap();
+    let config = Config::load(&o.project.config_file()).unwrap();
+    let journal = Journal::new(&o.project);
+    let waker = Waker::new(o.project.clone(), journal.clone());
+    Deliverer::new(o.project.clone(), roles, config, journal, waker)
+}
+
+/// The same four steps through the library, in process.
+fn ours_hop_lib(base: &Path, n: usize, fsync: bool) -> Duration {
+    let o = ours(base, fsync, "task");
+    std::env::set_var("SWARMFORGE_ROLE", "sender");
+    let mut d = deliverer(&o);
+    let wt = Worktree::new(&o.rcv);
+    let inbox = Inbox {
+        wt: &wt,
+        max_bytes: 1 << 20,
+    };
+    let t = Instant::now();
+    for i in 0..n {
+        lib_send(&o, i);
+        assert_eq!(d.pass().delivered, 1);
+        assert!(matches!(
+            inbox.ready(ReceiveMode::Task).unwrap(),
+            Ready::Task { .. }
+        ));
+        let done = inbox.done(ReceiveMode::Task).unwrap();
+        assert!(matches!(done.next, Ok(Ready::NoTask)));
+    }
+    t.elapsed() / n as u32
+}
+
+/// A delivered inbox copy as the daemon renders it.
+fn copy_text(seq: usize, idts: &str) -> (String, String) {
+    let id = format!("{idts}_{seq:06}_from_sender");
+    let mut m = Message::default();
+    m.set("id", &id);
+    m.set("from", "sender");
+    m.set("to", "r0");
+    m.set("recipient", "r0");
+    m.set("priority", "50");
+    m.set("type", "note");
+    m.set("message", format!("backlog {seq}"));
+    m.set("created_at", "2026-06-15T14:05:31.123456Z");
+    m.set("enqueued_at", "2026-06-15T14:05:31.223456Z");
+    m.body = format!(
+        "Re-read your role and constitution.\n\nbacklog {seq} {}\n",
+        "x".repeat(300)
+    );
+    (format!("50_{id}_to_r0.handoff"), m.render())
+}
+
+fn fill_inbox(o: &Ours, n: usize) {
+    let new = Worktree::new(&o.rcv).inbox_new();
+    for i in 0..n {
+        let (name, text) = copy_text(i + 1, "20260615T140531Z");
+        fs::write(new.join(name), text).unwrap();
+    }
+}
+
+fn list_sorted(dir: &Path) -> (Duration, usize) {
+    let t = Instant::now();
+    let mut v: Vec<_> = fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    v.sort_unstable();
+    (t.elapsed(), v.len())
+}
+
+// -------------------------------------------------------------- sections
+
+struct Table {
+    rows: Vec<(String, String, f64, String)>,
+}
+
+impl Table {
+    fn new() -> Table {
+        Table { rows: Vec::new() }
+    }
+    fn row(&mut self, who: &str, how: &str, d: Duration, note: &str) {
+        self.rows
+            .push((who.into(), how.into(), us(d), note.to_string()));
+        eprintln!("  {who} / {how}: {:.1} µs", us(d));
+    }
+    fn print(&self, unit: &str, base_label: &str, base: f64) {
+        println!("| system | path | {unit} | ratio to {base_label} | notes |");
+        println!("|---|---|---|---|---|");
+        for (who, how, v, note) in &self.rows {
+            let shown = if unit.starts_with("ms") {
+                format!("{:.2}", v / 1e3)
+            } else {
+                format!("{v:.0}")
+            };
+            println!("| {who} | {how} | {shown} | {:.2} | {note} |", v / base);
+        }
+        println!();
+    }
+}
+
+fn enqueue(o: &Opts) {
+    let n = o.messages;
+    let fast = (n * 5).max(5_000);
+    eprintln!("enqueue: {n} messages per run");
+    let mut t = Table::new();
+    let bare = bare_enqueue(&o.dir, n, true);
+    t.row(
+        "bare loop",
+        "write+fsync+rename+fsync(dir)",
+        bare,
+        "the physical limit",
+    );
+    t.row(
+        "bare loop",
+        "write+rename, no fsync",
+        bare_enqueue(&o.dir, fast, false),
+        "",
+    );
+    t.row(
+        "process start",
+        "/bin/true per message",
+        spawn_floor(n),
+        "floor of any one-CLI-call-per-message tool",
+    );
+    t.row(
+        "Maildir",
+        "safecat per message",
+        safecat_enqueue(&o.dir, n),
+        "fsyncs the file, not the folder; link+unlink",
+    );
+    let d = tempfile::tempdir_in(&o.dir).unwrap();
+    let dq = dirq(&[
+        "enqueue",
+        d.path().join("q").to_str().unwrap(),
+        &fast.to_string(),
+    ]);
+    t.row(
+        "python dirq",
+        "QueueSimple.add, one process",
+        dq / fast as u32,
+        "no fsync at all; interpreter start excluded",
+    );
+    t.row(
+        "ours",
+        "swarm-handoff per message, fsync on",
+        ours_enqueue_cli(&o.dir, n, true),
+        "file + folder fsync",
+    );
+    t.row(
+        "ours",
+        "swarm-handoff per message, fsync off",
+        ours_enqueue_cli(&o.dir, n, false),
+        "`daemon: {fsync: false}`",
+    );
+    t.row(
+        "ours",
+        "library send::queue, fsync on",
+        ours_enqueue_lib(&o.dir, n, true),
+        "",
+    );
+    t.row(
+        "ours",
+        "library send::queue, fsync off",
+        ours_enqueue_lib(&o.dir, fast, false),
+        "",
+    );
+    println!("### Enqueue ({n} messages; {fast} for the no-fsync in-process rows)\n");
+    t.print("µs per message", "the bare fsync loop", us(bare));
+}
+
+fn hop(o: &Opts) {
+    let n = o.hops;
+    let fast = n * 5;
+    eprintln!("hop: {n} messages per run");
+    let mut t = Table::new();
+    let bare = bare_enqueue(&o.dir, n, true);
+    t.row(
+        "bare loop",
+        "write+fsync+rename+fsync(dir) (one publish)",
+        bare,
+        "the physical limit of one durable step",
+    );
+    t.row(
+        "Maildir",
+        "safecat → new/; reader: rename new→cur, read, unlink",
+        maildir_hop(&o.dir, n),
+        "1 process; the file fsynced once",
+    );
+    let d = tempfile::tempdir_in(&o.dir).unwrap();
+    let dq = dirq(&[
+        "hop",
+        d.path().join("q").to_str().unwrap(),
+        &fast.to_string(),
+    ]);
+    t.row(
+        "python dirq",
+        "add → first → lock → get → remove, one process",
+        dq / fast as u32,
+        "no fsync",
+    );
+    t.row(
+        "ours",
+        "swarm-handoff → handoffd → ready-next → done-current, fsync on",
+        ours_hop_cli(&o.dir, n, true),
+        "3 processes + the daemon; 16 fsyncs",
+    );
+    t.row(
+        "ours",
+        "same, fsync off",
+        ours_hop_cli(&o.dir, n, false),
+        "",
+    );
+    t.row(
+        "ours",
+        "library: send::queue → Deliverer::pass → Inbox::ready → Inbox::done, fsync on",
+        ours_hop_lib(&o.dir, n, true),
+        "in process, no daemon",
+    );
+    t.row(
+        "ours",
+        "library, fsync off",
+        ours_hop_lib(&o.dir, fast, false),
+        "",
+    );
+    println!(
+        "### One full hop ({n} messages, one in flight; {fast} for the no-fsync in-process rows)\n"
+    );
+    t.print("µs per message", "one bare durable publish", us(bare));
+}
+
+fn backlog(o: &Opts) {
+    let n = o.backlog;
+    eprintln!("backlog: {n} files");
+    let mut t = Table::new();
+    let ob = ours(&o.dir, true, "task");
+    fill_inbox(&ob, n);
+    let new = Worktree::new(&ob.rcv).inbox_new();
+    // Warm the dentry cache the same way for every reader.
+    let (listed, count) = list_sorted(&new);
+    assert_eq!(count, n);
+    let (listed2, _) = list_sorted(&new);
+    let floor = listed.min(listed2);
+    t.row(
+        "Maildir (any reader)",
+        &format!("readdir + sort of a {n}-file new/ (in process)"),
+        floor,
+        "the floor for finding the oldest file",
+    );
+    let first = Instant::now();
+    let out = run_ok(&mut cli("ready-next", &ob.rcv, "r0"));
+    let first = first.elapsed();
+    assert!(out.starts_with("TASK: "));
+    t.row(
+        "ours",
+        &format!("`ready-next` (CLI) takes the first of {n}, fsync on"),
+        first,
+        "one process",
+    );
+    let mut dones = Vec::new();
+    for _ in 0..5 {
+        let s = Instant::now();
+        let out = run_ok(&mut cli("done-current", &ob.rcv, "r0"));
+        dones.push(s.elapsed());
+        assert!(out.contains("\nTASK: "));
+    }
+    t.row(
+        "ours",
+        "`done-current` (CLI): complete + take the next, median of 5",
+        median(dones),
+        "one process",
+    );
+    let wt = Worktree::new(&ob.rcv);
+    let inbox = Inbox {
+        wt: &wt,
+        max_bytes: 1 << 20,
+    };
+    let mut lib = Vec::new();
+    for _ in 0..5 {
+        let s = Instant::now();
+        inbox.done(ReceiveMode::Task).unwrap().next.unwrap();
+        lib.push(s.elapsed());
+    }
+    t.row(
+        "ours",
+        "library Inbox::done (complete + take next), median of 5",
+        median(lib),
+        "in process",
+    );
+    let empty = ours(&o.dir, true, "task");
+    let mut nt = Vec::new();
+    for _ in 0..5 {
+        let s = Instant::now();
+        run_ok(&mut cli("ready-next", &empty.rcv, "r0"));
+        nt.push(s.elapsed());
+    }
+    t.row(
+        "ours",
+        "`ready-next` on an empty inbox (NO_TASK), median of 5",
+        median(nt),
+        "fixed cost of one call",
+    );
+    drop(ob);
+
+    let d = tempfile::tempdir_in(&o.dir).unwrap();
+    let q = d.path().join("q");
+    let q = q.to_str().unwrap();
+    dirq(&["fill", q, &n.to_string()]);
+    let mut firsts = Vec::new();
+    for _ in 0..3 {
+        firsts.push(dirq(&["first", q]));
+    }
+    t.row(
+        "python dirq",
+        &format!("first → lock → get → remove on a {n} backlog, median of 3"),
+        median(firsts),
+        "measured in process",
+    );
+    t.row(
+        "python dirq",
+        "interpreter start + import (add to the row above for one call)",
+        dirq_startup(),
+        "",
+    );
+    println!("### A backlog of {n} files\n");
+    t.print("ms", "the readdir + sort floor", us(floor));
+}
+
+/// A project with `n` messages through the real pipeline: 4 senders, 2 batch
+/// recipients, every copy completed; times `swarm transcript` and `swarm audit`.
+fn trail(o: &Opts) {
+    let n = o.trail;
+    eprintln!("trail: {n} messages");
+    let d = tempfile::tempdir_in(&o.dir).unwrap();
+    let root = d.path().canonicalize().unwrap();
+    let senders = ["s0", "s1", "s2", "s3"];
+    let receivers = ["r0", "r1"];
+    let mut tsv = String::new();
+    for r in senders.iter().chain(receivers.iter()) {
+        let wt = root.join(r);
+        fs::create_dir_all(wt.join(".swarmforge/handoffs")).unwrap();
+        fs::write(
+            wt.join(".swarmforge/project-root"),
+            format!("{}\n", root.display()),
+        )
+        .unwrap();
+        let mode = if r.starts_with('r') { "batch" } else { "task" };
+        tsv.push_str(&format!(
+            "{r}\t{r}\t{}\ts\tX\tscript\t{mode}\n",
+            wt.display()
+        ));
+        fsx::ensure_dirs(&Worktree::new(&wt).all_dirs()).unwrap();
+    }
+    fs::create_dir_all(root.join(".swarmforge/daemon")).unwrap();
+    fs::write(root.join(".swarmforge/roles.tsv"), tsv).unwrap();
+    fs::write(
+        root.join("swarm.yaml"),
+        "daemon:\n  fsync: false\nwake:\n  method: none\n",
+    )
+    .unwrap();
+    let project = Project::new(&root);
+    fsx::set_fsync(false);
+    let build = Instant::now();
+    let base = clock::now();
+    for i in 0..n {
+        let s = senders[i % senders.len()];
+        let to = receivers[i % receivers.len()];
+        let when = base + chrono::Duration::milliseconds(i as i64 * 10);
+        let id = format!(
+            "{}_{:06}_from_{s}",
+            clock::idts(when),
+            i / senders.len() + 1
+        );
+        let mut m = Message::default();
+        m.set("id", &id);
+        m.set("from", s);
+        m.set("to", to);
+        m.set("priority", "50");
+        m.set("type", "note");
+        m.set("message", format!("message {i} about the parser"));
+        m.set("created_at", clock::iso(when));
+        m.body = format!("Re-read your role and constitution.\n\nmessage {i} about the parser\n");
+        let wt = Worktree::new(root.join(s));
+        fsx::publish(
+            &wt.outbox_tmp(),
+            &wt.outbox().join(format!("50_{id}_to_{to}.handoff")),
+            m.render().as_bytes(),
+        )
+        .unwrap();
+    }
+    let o2 = Ours {
+        _d: tempfile::tempdir_in(&o.dir).unwrap(),
+        project: project.clone(),
+        rcv: root.join("r0"),
+    };
+    let mut dl = deliverer(&o2);
+    let r = dl.pass();
+    assert_eq!(r.delivered, n);
+    for rcv in receivers {
+        let wt = Worktree::new(root.join(rcv));
+        let inbox = Inbox {
+            wt: &wt,
+            max_bytes: 1 << 20,
+        };
+        inbox.ready(ReceiveMode::Batch).unwrap();
+        inbox.done(ReceiveMode::Batch).unwrap();
+    }
+    let build = build.elapsed();
+    fsx::set_fsync(true);
+    eprintln!("  fixture built in {:.1} s", build.as_secs_f64());
+
+    let time = |args: &[&str]| -> Duration {
+        let mut v = Vec::new();
+        for _ in 0..3 {
+            let s = Instant::now();
+            let out = Command::new(bin("swarm"))
+                .args(args)
+                .arg(&root)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(
+                out.code().is_some_and(|c| c == 0 || c == 2),
+                "swarm {args:?}"
+            );
+            v.push(s.elapsed());
+        }
+        median(v)
+    };
+    let mut t = Table::new();
+    let files = 2 * n;
+    // Twice, so the page cache is as warm for the floor as for the commands.
+    let read_all = (0..2)
+        .map(|_| {
+            let s = Instant::now();
+            let mut bytes = 0;
+            for wt in senders.iter().chain(receivers.iter()) {
+                for entry in walk(&root.join(wt).join(".swarmforge/handoffs")) {
+                    bytes += fs::read(entry).map(|b| b.len()).unwrap_or(0);
+                }
+            }
+            assert!(bytes > 0);
+            s.elapsed()
+        })
+        .min()
+        .unwrap();
+    t.row(
+        "floor",
+        &format!("walk + read all {files} files (in process)"),
+        read_all,
+        "",
+    );
+    t.row(
+        "ours",
+        "`swarm transcript` (text), median of 3",
+        time(&["transcript"]),
+        "",
+    );
+    t.row(
+        "ours",
+        "`swarm transcript --format jsonl`, median of 3",
+        time(&["transcript", "--format", "jsonl"]),
+        "",
+    );
+    t.row("ours", "`swarm audit`, median of 3", time(&["audit"]), "");
+    t.row(
+        "ours",
+        "`swarm audit --check`, median of 3",
+        time(&["audit", "--check"]),
+        "",
+    );
+    println!("### `swarm transcript` and `swarm audit` on {n} messages ({files} files: originals in sent/, copies in completed batches)\n");
+    t.print("ms", "reading every file once", us(read_all));
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn main() {
+    let o = opts();
+    let peers = Command::new("sh")
+        .args(["-c", "command -v safecat && python3 -c 'import dirq'"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    if !peers.is_ok_and(|s| s.success()) {
+        eprintln!("safecat or python dirq is missing: scripts/bench-queues.sh installs them");
+        std::process::exit(1);
+    }
+    println!(
+        "Queue comparison, one run on {} ({} cores); times are per message unless noted.\n",
+        o.dir.display(),
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    );
+    enqueue(&o);
+    hop(&o);
+    if !o.skip.iter().any(|s| s == "backlog") {
+        backlog(&o);
+    }
+    if !o.skip.iter().any(|s| s == "trail") {
+        trail(&o);
+    }
+}

@@ -1,0 +1,961 @@
+//! Fault injection (issue 8): a full disk, failing fsyncs and renames, folders
+//! that refuse writes, a role removed from roles.tsv while messages wait, and
+//! clocks that step. For each: nothing is lost, the problem is logged with its
+//! cause, and delivery resumes when the fault clears.
+//!
+//! The faults come from the real kernel where we can: a tiny tmpfs mounted for
+//! the test (ENOSPC), `chattr +i` (EPERM even for root), and `strace --inject`
+//! attached to the running daemon (EIO). Each test prints a `NOTE:` and returns
+//! when its tool or privilege is missing; `scripts/fault-inject.sh` runs this
+//! file and fails when anything was skipped.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::support::{bin, clean_command, wait_until, Daemon, Project, Run, DEADLINE};
+
+pub(crate) const CREATED: &str = "2026-06-15T14:05:31.123456Z";
+const PREAMBLE: &str = "Re-read your role and constitution.";
+
+// ---------------------------------------------------------------- fixtures
+
+/// Writes roles.tsv for `(name, worktree path, agent)` rows (all task mode).
+/// A worktree other than the root gets `.swarmforge/handoffs/` and the
+/// `project-root` pointer the helpers use to find the project.
+pub(crate) fn set_roles(p: &Project, rows: &[(&str, &Path, &str)]) {
+    let mut tsv = String::new();
+    for (name, path, agent) in rows {
+        if *path != p.root.as_path() {
+            fs::create_dir_all(path.join(".swarmforge/handoffs")).unwrap();
+            fs::write(
+                path.join(".swarmforge/project-root"),
+                format!("{}\n", p.root.display()),
+            )
+            .unwrap();
+        }
+        let wt = if *path == p.root.as_path() {
+            "master"
+        } else {
+            name
+        };
+        tsv.push_str(&format!(
+            "{name}\t{wt}\t{}\tswarmforge-{name}\t{name}\t{agent}\ttask\n",
+            path.display()
+        ));
+    }
+    p.write_roles_raw(&tsv);
+}
+
+/// `<worktree>/.swarmforge/handoffs/<rel>`
+pub(crate) fn hq(wt: &Path, rel: &str) -> PathBuf {
+    wt.join(".swarmforge/handoffs").join(rel)
+}
+
+/// A well-formed outbox note (what `swarm-handoff` writes), with the id's
+/// time stamp and `created_at` given.
+pub(crate) struct Note {
+    pub name: String,
+    pub text: String,
+}
+
+pub(crate) fn note_at(
+    sender: &str,
+    idts: &str,
+    seq: u32,
+    to: &str,
+    message: &str,
+    created: &str,
+) -> Note {
+    let id = format!("{idts}_{seq:06}_from_{sender}");
+    let name = format!("50_{id}_to_{}.handoff", to.replace(',', "_"));
+    let text = format!(
+        "id: {id}\nfrom: {sender}\nto: {to}\npriority: 50\ntype: note\nmessage: {message}\n\
+         created_at: {created}\n\n{PREAMBLE}\n\n{message}\n"
+    );
+    Note { name, text }
+}
+
+pub(crate) fn note(sender: &str, seq: u32, to: &str, message: &str) -> Note {
+    note_at(sender, "20260615T140531Z", seq, to, message, CREATED)
+}
+
+/// Publishes bytes in an outbox the way senders must (temp file, rename).
+pub(crate) fn drop_in_outbox(wt: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let tmp_dir = hq(wt, "outbox/tmp");
+    fs::create_dir_all(&tmp_dir).unwrap();
+    let tmp = tmp_dir.join("planted.tmp");
+    fs::write(&tmp, bytes).unwrap();
+    let dest = hq(wt, "outbox").join(name);
+    fs::rename(&tmp, &dest).unwrap();
+    dest
+}
+
+pub(crate) fn post(wt: &Path, n: &Note) -> PathBuf {
+    drop_in_outbox(wt, &n.name, n.text.as_bytes())
+}
+
+pub(crate) fn write_config(p: &Project, yaml: &str) {
+    fs::write(p.path("swarm.yaml"), yaml).unwrap();
+}
+
+/// Starts `handoffd <root>` (stderr into `<root>/handoffd.stderr`) and waits
+/// until this process has logged one more `started` line.
+pub(crate) fn start(p: &Project) -> Daemon {
+    let before = count(&p.log(), "started");
+    let err = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(p.root.join("handoffd.stderr"))
+        .unwrap();
+    let child = clean_command(&bin("handoffd"), &p.root)
+        .arg(&p.root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .expect("handoffd starts");
+    let mut d = Daemon { child: Some(child) };
+    let end = Instant::now() + DEADLINE;
+    while count(&p.log(), "started") <= before {
+        if let Some(Ok(Some(st))) = d.child.as_mut().map(|c| c.try_wait()) {
+            panic!(
+                "handoffd exited ({st}) while starting; stderr:\n{}",
+                fs::read_to_string(p.root.join("handoffd.stderr")).unwrap_or_default()
+            );
+        }
+        assert!(Instant::now() < end, "handoffd did not start");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    d
+}
+
+/// Asserts the daemon is still running.
+pub(crate) fn alive(d: &mut Daemon) {
+    let st = d.child.as_mut().unwrap().try_wait().unwrap();
+    assert!(st.is_none(), "handoffd exited: {st:?}");
+}
+
+/// Log lines (without the time stamp) whose event word is `word`.
+pub(crate) fn lines(log: &str, word: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| l.split(' ').nth(1) == Some(word))
+        .map(|l| l.split_once(' ').unwrap().1.to_string())
+        .collect()
+}
+
+pub(crate) fn count(log: &str, word: &str) -> usize {
+    lines(log, word).len()
+}
+
+pub(crate) fn wait_delivered(p: &Project, outbox_path: &Path) {
+    let want = format!("delivered {}", outbox_path.display());
+    wait_until(DEADLINE, &want, || {
+        lines(&p.log(), "delivered").contains(&want)
+    });
+}
+
+/// Waits for the one `deferred <path> <reason>` line of a file; returns the reason.
+fn wait_deferred(p: &Project, outbox_path: &Path) -> String {
+    let prefix = format!("deferred {} ", outbox_path.display());
+    let mut reason = String::new();
+    wait_until(DEADLINE, &prefix, || {
+        let found: Vec<String> = lines(&p.log(), "deferred")
+            .into_iter()
+            .filter(|l| l.starts_with(&prefix))
+            .collect();
+        if let Some(l) = found.first() {
+            reason = l[prefix.len()..].to_string();
+        }
+        !found.is_empty()
+    });
+    reason
+}
+
+fn deferred_lines(p: &Project, outbox_path: &Path) -> usize {
+    let prefix = format!("deferred {} ", outbox_path.display());
+    lines(&p.log(), "deferred")
+        .iter()
+        .filter(|l| l.starts_with(&prefix))
+        .count()
+}
+
+/// Every `*.handoff` below an inbox (`new`, `in_process`, `completed`, batch
+/// folders included) named `name`.
+pub(crate) fn copies_of(wt: &Path, name: &str) -> Vec<PathBuf> {
+    fn walk(dir: &Path, name: &str, out: &mut Vec<PathBuf>) {
+        for e in fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = e.path();
+            if e.file_type().unwrap().is_dir() {
+                walk(&path, name, out);
+            } else if e.file_name() == name {
+                out.push(path);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for d in ["inbox/new", "inbox/in_process", "inbox/completed"] {
+        walk(&hq(wt, d), name, &mut out);
+    }
+    out
+}
+
+pub(crate) fn entries(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Runs a helper as `role` with `dir` as its working directory.
+pub(crate) fn run_at(dir: &Path, role: &str, program: &str, args: &[&str]) -> Run {
+    clean_command(&bin(program), dir)
+        .env("SWARMFORGE_ROLE", role)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("binary runs")
+        .into()
+}
+
+fn header_count(path: &Path, name: &str) -> usize {
+    let text = fs::read_to_string(path).unwrap();
+    let head = text.split("\n\n").next().unwrap();
+    head.lines()
+        .filter(|l| l.starts_with(&format!("{name}: ")))
+        .count()
+}
+
+/// Whether a program can be run (`<program> --version` or `-V` starts).
+fn have(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+/// A tmpfs of the given size mounted on a fresh temp dir; unmounted on drop.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(size: &str) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0755"),
+                "tmpfs",
+            ])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(Tmpfs { dir }),
+            Ok(o) => {
+                eprintln!(
+                    "NOTE: cannot mount a tmpfs ({}); skipping the full-disk test",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("NOTE: cannot run mount ({e}); skipping the full-disk test");
+                None
+            }
+        }
+    }
+
+    fn path(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+
+    /// Fills the filesystem with one file until a write fails with ENOSPC.
+    fn fill(&self) -> PathBuf {
+        let p = self.path().join("filler");
+        let mut f = fs::File::create(&p).unwrap();
+        let chunk = vec![0u8; 64 * 1024];
+        loop {
+            match f.write_all(&chunk) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
+                Err(e) => panic!("filling the tmpfs: {e}"),
+            }
+        }
+        p
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let ok = Command::new("umount")
+            .arg(self.dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            let _ = Command::new("umount")
+                .arg("-l")
+                .arg(self.dir.path())
+                .status();
+        }
+    }
+}
+
+/// `chattr +i` on a path (refuses writes even to root); undone on drop.
+struct Immutable(PathBuf);
+
+impl Immutable {
+    fn set(path: &Path) -> Option<Immutable> {
+        let ok = Command::new("chattr")
+            .arg("+i")
+            .arg(path)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!(
+                "NOTE: chattr +i is not available on {}; skipping",
+                path.display()
+            );
+            return None;
+        }
+        Some(Immutable(path.to_path_buf()))
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = Command::new("chattr").arg("-i").arg(&self.0).status();
+    }
+}
+
+/// strace attached to a running process, injecting faults until dropped
+/// (detaching clears the fault; the process goes on).
+struct Strace {
+    child: Option<Child>,
+}
+
+fn traced(pid: u32) -> bool {
+    let Ok(rd) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    let tasks: Vec<_> = rd.flatten().collect();
+    !tasks.is_empty()
+        && tasks.iter().all(|t| {
+            fs::read_to_string(t.path().join("status")).is_ok_and(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("TracerPid:"))
+                    .is_some_and(|v| v.trim() != "0")
+            })
+        })
+}
+
+impl Strace {
+    fn attach(pid: u32, args: &[&str]) -> Option<Strace> {
+        if !have("strace") {
+            eprintln!("NOTE: strace is not installed; skipping the injected-fault test");
+            return None;
+        }
+        let child = Command::new("strace")
+            .args(["-f", "-qq", "-o", "/dev/null", "-p", &pid.to_string()])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("strace starts");
+        let mut s = Strace { child: Some(child) };
+        let end = Instant::now() + DEADLINE;
+        while !traced(pid) {
+            if let Some(Ok(Some(_))) = s.child.as_mut().map(|c| c.try_wait()) {
+                let out = s.child.take().unwrap().wait_with_output().unwrap();
+                eprintln!(
+                    "NOTE: strace cannot attach ({}); skipping",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+                return None;
+            }
+            assert!(Instant::now() < end, "strace did not attach");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Some(s)
+    }
+
+    fn detach(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SIGINT makes strace detach cleanly, leaving the tracee running.
+            // SAFETY: kill(2) on our own child, not reaped yet.
+            unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGINT) };
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Strace {
+    fn drop(&mut self) {
+        self.detach();
+    }
+}
+
+/// A project: `coder` in the main worktree, `reviewer` in `rev` (both agents
+/// with no wake-up), rescans every 100 ms so retries are quick.
+fn two_roles() -> (Project, PathBuf) {
+    let p = Project::new(&[]);
+    let rev = p.root.join("rev");
+    set_roles(
+        &p,
+        &[("coder", &p.root, "codex"), ("reviewer", &rev, "codex")],
+    );
+    write_config(&p, "daemon: {rescan: 100ms}\nwake: {method: none}\n");
+    (p, rev)
+}
+
+// ------------------------------------------------------------------ tests
+
+/// A full disk (a 1 MiB tmpfs holding the recipient's and a sender's
+/// worktrees): the daemon defers the copy with `No space left on device`,
+/// keeps delivering elsewhere, and delivers once the space is back; the
+/// sender's `swarm-handoff` fails with the cause and keeps the draft; ready
+/// and done fail with the cause, lose nothing, and finish on the next call.
+#[test]
+fn a_full_disk_defers_and_everything_resumes_when_space_returns() {
+    let Some(disk) = Tmpfs::mount("1m") else {
+        return;
+    };
+    let p = Project::new(&[]);
+    let rev = disk.path().join("rev");
+    let qa = disk.path().join("qa");
+    set_roles(
+        &p,
+        &[
+            ("coder", &p.root, "codex"),
+            ("reviewer", &rev, "codex"),
+            ("QA", &qa, "codex"),
+        ],
+    );
+    write_config(&p, "daemon: {rescan: 100ms}\nwake: {method: none}\n");
+    for wt in [&rev, &qa] {
+        for d in [
+            "inbox/new",
+            "inbox/in_process",
+            "inbox/completed",
+            "inbox/tmp",
+        ] {
+            fs::create_dir_all(hq(wt, d)).unwrap();
+        }
+        for d in ["outbox/tmp", "sent", "failed"] {
+            fs::create_dir_all(hq(wt, d)).unwrap();
+        }
+    }
+    let mut d = start(&p);
+
+    let filler = disk.fill();
+    let n1 = note("coder", 1, "reviewer", "disk full");
+    let n1_path = post(&p.root, &n1);
+    let reason = wait_deferred(&p, &n1_path);
+    assert!(
+        reason.starts_with(&format!(
+            "{}: ",
+            hq(&rev, "inbox/new").join(&n1.name).display()
+        )) && reason.contains("No space left on device"),
+        "{reason}"
+    );
+    // Other traffic is not held up, and the stuck file is not logged again.
+    for i in 2..=3 {
+        let n = note("coder", i, "coder", "elsewhere");
+        let path = post(&p.root, &n);
+        wait_delivered(&p, &path);
+    }
+    assert!(n1_path.exists(), "the original left the outbox");
+    assert!(entries(&hq(&rev, "inbox/new")).is_empty());
+    assert_eq!(deferred_lines(&p, &n1_path), 1);
+
+    // A sender on the full disk: exit 1 with the cause, draft kept, nothing queued.
+    let draft = p.root.join("qa-draft.txt");
+    fs::write(
+        &draft,
+        "type: note\nto: coder\npriority: 50\nmessage: from qa\n",
+    )
+    .unwrap();
+    let r = run_at(&qa, "QA", "swarm-handoff", &[draft.to_str().unwrap()]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("No space left on device"), "{r:?}");
+    assert!(draft.exists(), "the draft was deleted");
+    assert!(entries(&hq(&qa, "outbox"))
+        .iter()
+        .all(|n| !n.ends_with(".handoff")));
+
+    fs::remove_file(&filler).unwrap();
+    wait_delivered(&p, &n1_path);
+    assert_eq!(copies_of(&rev, &n1.name).len(), 1);
+    assert!(entries(&hq(&rev, "inbox/tmp")).is_empty(), "temp file left");
+    let r = run_at(&qa, "QA", "swarm-handoff", &[draft.to_str().unwrap()]);
+    r.ok();
+    let queued = PathBuf::from(r.stdout.trim().strip_prefix("HANDOFF QUEUED: ").unwrap());
+    wait_delivered(&p, &queued);
+    assert!(!draft.exists());
+    assert_eq!(deferred_lines(&p, &n1_path), 1);
+    assert_eq!(count(&p.log(), "failed"), 0);
+
+    // ready-next on a full disk: the item may already be in process, but it
+    // is never lost, and the next call finishes the dequeued_at stamp.
+    let filler = disk.fill();
+    let r = run_at(&rev, "reviewer", "ready-next", &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("No space left on device"), "{r:?}");
+    assert_eq!(copies_of(&rev, &n1.name).len(), 1);
+    fs::remove_file(&filler).unwrap();
+    let r = run_at(&rev, "reviewer", "ready-next", &[]);
+    r.ok();
+    let ip = hq(&rev, "inbox/in_process").join(&n1.name);
+    assert!(
+        r.stdout.starts_with(&format!("TASK: {}\n", ip.display())),
+        "{r:?}"
+    );
+    assert_eq!(header_count(&ip, "dequeued_at"), 1);
+
+    // done-current on a full disk: exit 1 with the cause, the item stays in
+    // process unchanged; the next call completes it.
+    let filler = disk.fill();
+    let before = fs::read(&ip).unwrap();
+    let r = run_at(&rev, "reviewer", "done-current", &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("No space left on device"), "{r:?}");
+    assert_eq!(fs::read(&ip).unwrap(), before);
+    fs::remove_file(&filler).unwrap();
+    let r = run_at(&rev, "reviewer", "done-current", &[]);
+    r.ok();
+    let done = hq(&rev, "inbox/completed").join(&n1.name);
+    assert_eq!(
+        r.stdout,
+        format!("COMPLETED: {}\nNO_TASK\n", done.display())
+    );
+    assert_eq!(header_count(&done, "completed_at"), 1);
+    assert_eq!(copies_of(&rev, &n1.name), vec![done]);
+    alive(&mut d);
+}
+
+/// EIO injected by strace into the running daemon's fsync(2), then into its
+/// renameat2(2): each time the file is deferred with `Input/output error`, no
+/// partial copy or temp file is left, and once strace detaches the message is
+/// delivered exactly once.
+#[test]
+fn injected_eio_on_fsync_and_rename_defers_and_delivery_resumes() {
+    let (p, rev) = two_roles();
+    let mut d = start(&p);
+    for (i, syscall) in [(1, "fsync"), (2, "renameat2")] {
+        let Some(mut st) = Strace::attach(
+            d.pid(),
+            &[
+                "-e",
+                &format!("trace={syscall}"),
+                "-e",
+                &format!("inject={syscall}:error=EIO"),
+            ],
+        ) else {
+            return;
+        };
+        let n = note("coder", i, "reviewer", syscall);
+        let path = post(&p.root, &n);
+        let reason = wait_deferred(&p, &path);
+        assert!(reason.contains("Input/output error"), "{syscall}: {reason}");
+        assert!(path.exists(), "{syscall}: the original left the outbox");
+        assert!(copies_of(&rev, &n.name).is_empty(), "{syscall}: a copy");
+        st.detach();
+        wait_delivered(&p, &path);
+        // Retries run every 100 ms, so a temp file may exist for an instant
+        // during the fault; none may be left behind.
+        assert!(entries(&hq(&rev, "inbox/tmp")).is_empty(), "temp file left");
+        assert_eq!(copies_of(&rev, &n.name).len(), 1, "{syscall}");
+        assert!(hq(&p.root, "sent").join(&n.name).exists());
+        assert_eq!(deferred_lines(&p, &path), 1, "{syscall}");
+    }
+    assert_eq!(count(&p.log(), "failed"), 0);
+    alive(&mut d);
+}
+
+/// The fsync of `sent/` fails after the original was already renamed into
+/// it: the message is delivered (every copy is out, the original left the
+/// outbox), so the journal must say `delivered`, exactly once, and no copy is
+/// written twice.
+#[test]
+fn a_failed_fsync_after_the_move_to_sent_still_logs_delivered() {
+    let (p, rev) = two_roles();
+    let sent = hq(&p.root, "sent");
+    fs::create_dir_all(&sent).unwrap();
+    let mut d = start(&p);
+    let Some(mut st) = Strace::attach(
+        d.pid(),
+        &[
+            "-P",
+            sent.to_str().unwrap(),
+            "-e",
+            "trace=fsync",
+            "-e",
+            "inject=fsync:error=EIO",
+        ],
+    ) else {
+        return;
+    };
+    let n = note("coder", 1, "reviewer", "late fsync");
+    let path = post(&p.root, &n);
+    wait_delivered(&p, &path);
+    st.detach();
+    assert!(sent.join(&n.name).exists());
+    assert_eq!(copies_of(&rev, &n.name).len(), 1);
+    // A later pass finds nothing left to do.
+    let n2 = note("coder", 2, "reviewer", "next");
+    let path2 = post(&p.root, &n2);
+    wait_delivered(&p, &path2);
+    let log = p.log();
+    let want = format!("delivered {}", path.display());
+    assert_eq!(
+        lines(&log, "delivered")
+            .iter()
+            .filter(|l| **l == want)
+            .count(),
+        1,
+        "{log}"
+    );
+    assert_eq!(copies_of(&rev, &n.name).len(), 1);
+    alive(&mut d);
+}
+
+/// The helpers under injected EIO: a failing rename leaves the item in
+/// `new/`, a failing fsync of the stamp leaves the in-process item as it was;
+/// both exit 1 naming the cause, and the next call succeeds.
+#[test]
+fn helpers_report_injected_eio_and_lose_nothing() {
+    if !have("strace") {
+        eprintln!("NOTE: strace is not installed; skipping");
+        return;
+    }
+    let (p, rev) = two_roles();
+    let n = note("coder", 1, "reviewer", "helpers");
+    post(&p.root, &n);
+    p.deliver_once().ok();
+    let under_strace = |inject: &str, program: &str| -> Run {
+        let mut c = clean_command(Path::new("strace"), &rev);
+        c.env("SWARMFORGE_ROLE", "reviewer")
+            .args(["-f", "-qq", "-o", "/dev/null", "-e"])
+            .arg(format!("inject={inject}:error=EIO"))
+            .arg(bin(program))
+            .stdin(Stdio::null())
+            .output()
+            .expect("strace runs")
+            .into()
+    };
+    let r = under_strace("renameat2", "ready-next");
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("Input/output error"), "{r:?}");
+    assert_eq!(entries(&hq(&rev, "inbox/new")), vec![n.name.clone()]);
+    assert!(entries(&hq(&rev, "inbox/in_process")).is_empty());
+    run_at(&rev, "reviewer", "ready-next", &[]).ok();
+    let ip = hq(&rev, "inbox/in_process").join(&n.name);
+    let before = fs::read(&ip).unwrap();
+
+    let r = under_strace("fsync", "done-current");
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("Input/output error"), "{r:?}");
+    assert_eq!(fs::read(&ip).unwrap(), before, "in-process item changed");
+    assert!(entries(&hq(&rev, "inbox/tmp")).is_empty(), "temp file left");
+    let r = run_at(&rev, "reviewer", "done-current", &[]);
+    r.ok();
+    let done = hq(&rev, "inbox/completed").join(&n.name);
+    assert_eq!(
+        r.stdout,
+        format!("COMPLETED: {}\nNO_TASK\n", done.display())
+    );
+    assert_eq!(copies_of(&rev, &n.name), vec![done]);
+}
+
+/// Folders that refuse writes even to root (`chattr +i`): the recipient's
+/// `inbox/new`, then the sender's `sent/` after the copy is out (and the
+/// recipient has meanwhile accepted it), then the recipient's `completed/`
+/// for done-current. Each is deferred or refused with `Operation not
+/// permitted`; once writable again everything completes exactly once.
+#[test]
+fn unwritable_folders_defer_and_delivery_resumes() {
+    let (p, rev) = two_roles();
+    let new = hq(&rev, "inbox/new");
+    let sent = hq(&p.root, "sent");
+    let completed = hq(&rev, "inbox/completed");
+    for dir in [&new, &sent, &completed, &hq(&rev, "inbox/in_process")] {
+        fs::create_dir_all(dir).unwrap();
+    }
+    let mut d = start(&p);
+
+    let Some(guard) = Immutable::set(&new) else {
+        return;
+    };
+    let n1 = note("coder", 1, "reviewer", "one");
+    let n1_path = post(&p.root, &n1);
+    let reason = wait_deferred(&p, &n1_path);
+    assert!(
+        reason.contains(&new.display().to_string()) && reason.contains("Operation not permitted"),
+        "{reason}"
+    );
+    drop(guard);
+    wait_delivered(&p, &n1_path);
+    assert_eq!(copies_of(&rev, &n1.name).len(), 1);
+
+    // sent/ refuses the original: the copy is out, the original waits.
+    let Some(guard) = Immutable::set(&sent) else {
+        return;
+    };
+    let n2 = note("coder", 2, "reviewer", "two");
+    let n2_path = post(&p.root, &n2);
+    let reason = wait_deferred(&p, &n2_path);
+    assert!(
+        reason.contains(&sent.display().to_string()) && reason.contains("Operation not permitted"),
+        "{reason}"
+    );
+    assert_eq!(copies_of(&rev, &n2.name).len(), 1);
+    // The recipient works through n1 and accepts n2 meanwhile.
+    run_at(&rev, "reviewer", "ready-next", &[]).ok();
+    run_at(&rev, "reviewer", "done-current", &[]).ok();
+    assert!(hq(&rev, "inbox/in_process").join(&n2.name).exists());
+    drop(guard);
+    wait_delivered(&p, &n2_path);
+    assert_eq!(
+        copies_of(&rev, &n2.name),
+        vec![hq(&rev, "inbox/in_process").join(&n2.name)],
+        "a second copy was written"
+    );
+
+    // done-current cannot move into completed/.
+    let Some(guard) = Immutable::set(&completed) else {
+        return;
+    };
+    let r = run_at(&rev, "reviewer", "done-current", &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("Operation not permitted"), "{r:?}");
+    assert!(hq(&rev, "inbox/in_process").join(&n2.name).exists());
+    drop(guard);
+    let r = run_at(&rev, "reviewer", "done-current", &[]);
+    r.ok();
+    let done = completed.join(&n2.name);
+    assert_eq!(
+        r.stdout,
+        format!("COMPLETED: {}\nNO_TASK\n", done.display())
+    );
+    assert_eq!(header_count(&done, "completed_at"), 1);
+    assert_eq!(count(&p.log(), "failed"), 0);
+    alive(&mut d);
+}
+
+/// A role removed from roles.tsv while messages wait: a message to it (and a
+/// message from a removed role sharing a worktree with another role) waits
+/// in the outbox with one `deferred` line naming the cause, its own outbox
+/// waits unread, its inbox is left alone; when the role is back everything
+/// is delivered, nothing to `failed/`.
+#[test]
+fn a_role_removed_from_roles_tsv_defers_until_it_returns() {
+    let p = Project::new(&[]);
+    let rev = p.root.join("rev");
+    let all = |p: &Project| {
+        set_roles(
+            p,
+            &[
+                ("coder", &p.root, "codex"),
+                ("boss", &p.root, "codex"),
+                ("reviewer", &rev, "codex"),
+            ],
+        )
+    };
+    all(&p);
+    write_config(&p, "daemon: {rescan: 100ms}\nwake: {method: none}\n");
+    let mut d = start(&p);
+    // Something already waits in the reviewer's inbox.
+    let n0 = note("coder", 1, "reviewer", "waiting");
+    let n0_path = post(&p.root, &n0);
+    wait_delivered(&p, &n0_path);
+
+    set_roles(&p, &[("coder", &p.root, "codex")]);
+    let to_removed = note("coder", 2, "reviewer", "to a removed role");
+    let to_path = post(&p.root, &to_removed);
+    let reason = wait_deferred(&p, &to_path);
+    assert_eq!(reason, "recipient reviewer is no longer in roles.tsv");
+    let from_removed = note("boss", 3, "coder", "from a removed role");
+    let from_path = post(&p.root, &from_removed);
+    let reason = wait_deferred(&p, &from_path);
+    assert_eq!(reason, "sender boss is no longer in roles.tsv");
+    let own = note("reviewer", 4, "coder", "from its own outbox");
+    let own_path = post(&rev, &own);
+    // More passes: all three stay put, each logged once.
+    for i in 5..=6 {
+        let n = note("coder", i, "coder", "traffic");
+        let path = post(&p.root, &n);
+        wait_delivered(&p, &path);
+    }
+    assert!(to_path.exists() && from_path.exists() && own_path.exists());
+    assert_eq!(deferred_lines(&p, &to_path), 1);
+    assert_eq!(deferred_lines(&p, &from_path), 1);
+    assert_eq!(deferred_lines(&p, &own_path), 0);
+    assert_eq!(
+        entries(&hq(&rev, "inbox/new")),
+        vec![n0.name.clone()],
+        "the removed role's inbox was touched"
+    );
+
+    all(&p);
+    for path in [&to_path, &from_path, &own_path] {
+        wait_delivered(&p, path);
+    }
+    assert_eq!(copies_of(&rev, &to_removed.name).len(), 1);
+    assert_eq!(copies_of(&p.root, &from_removed.name).len(), 1);
+    assert_eq!(copies_of(&p.root, &own.name).len(), 1);
+    assert!(entries(&hq(&p.root, "failed")).is_empty());
+    assert_eq!(count(&p.log(), "failed"), 0);
+    alive(&mut d);
+}
+
+/// Clock steps, simulated with files dated in the far past and the far future
+/// (id second and `created_at`): all are delivered, `enqueued_at` is stamped
+/// whatever the order, and the queue hands them out in file-name order
+/// (priority, then id time, then sequence) without losing one.
+#[test]
+fn messages_dated_in_the_past_or_future_are_all_delivered_in_name_order() {
+    let (p, rev) = two_roles();
+    let future = note_at(
+        "coder",
+        "20990101T000000Z",
+        1,
+        "reviewer",
+        "future",
+        "2099-01-01T00:00:00.000000Z",
+    );
+    let past = note_at(
+        "coder",
+        "20010101T000000Z",
+        2,
+        "reviewer",
+        "past",
+        "2001-01-01T00:00:00.000000Z",
+    );
+    let now = note("coder", 3, "reviewer", "now");
+    for n in [&future, &past, &now] {
+        post(&p.root, n);
+    }
+    let r = p.deliver_once();
+    assert_eq!(r.stdout, "handoffd: delivered 3, failed 0, deferred 0\n");
+    run_at(&rev, "reviewer", "ready-next", &[]).ok();
+    let mut order = Vec::new();
+    loop {
+        let r = run_at(&rev, "reviewer", "done-current", &[]);
+        r.ok();
+        let done = PathBuf::from(
+            r.stdout
+                .lines()
+                .find_map(|l| l.strip_prefix("COMPLETED: "))
+                .unwrap(),
+        );
+        for h in ["enqueued_at", "dequeued_at", "completed_at"] {
+            assert_eq!(header_count(&done, h), 1, "{h} in {}", done.display());
+        }
+        order.push(done.file_name().unwrap().to_string_lossy().into_owned());
+        if r.stdout.ends_with("NO_TASK\n") {
+            break;
+        }
+        assert!(order.len() < 3, "{r:?}");
+    }
+    assert_eq!(order, vec![past.name, now.name, future.name]);
+}
+
+/// A sender whose clock jumps back (libfaketime, when installed): ids stay
+/// unique because the per-worktree sequence never steps back, and both
+/// messages are delivered.
+#[test]
+fn a_sender_clock_stepping_back_keeps_ids_unique() {
+    if !have("faketime") {
+        eprintln!("NOTE: faketime is not installed (apt-get install faketime); skipping");
+        return;
+    }
+    let (p, rev) = two_roles();
+    let send = |faked: Option<&str>| -> PathBuf {
+        let draft = p.root.join("draft.txt");
+        fs::write(
+            &draft,
+            "type: note\nto: reviewer\npriority: 50\nmessage: m\n",
+        )
+        .unwrap();
+        let mut c = match faked {
+            Some(t) => {
+                let mut c = clean_command(Path::new("faketime"), &p.root);
+                c.arg(t).arg(bin("swarm-handoff"));
+                c
+            }
+            None => clean_command(&bin("swarm-handoff"), &p.root),
+        };
+        let r: Run = c
+            .env("SWARMFORGE_ROLE", "coder")
+            .arg(&draft)
+            .output()
+            .unwrap()
+            .into();
+        r.ok();
+        PathBuf::from(r.stdout.trim().strip_prefix("HANDOFF QUEUED: ").unwrap())
+    };
+    let a = send(Some("2099-01-01 00:00:00"));
+    let b = send(None);
+    let c = send(Some("2099-01-01 00:00:00"));
+    let name = |p: &Path| p.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name(&a).contains("_20990101T0000"), "{}", name(&a));
+    assert!(name(&a).contains("_000001_") && name(&b).contains("_000002_"));
+    assert!(name(&c).contains("_000003_"));
+    assert_ne!(name(&a), name(&c));
+    let r = p.deliver_once();
+    assert_eq!(r.stdout, "handoffd: delivered 3, failed 0, deferred 0\n");
+    for f in [&a, &b, &c] {
+        assert_eq!(copies_of(&rev, &name(f)).len(), 1);
+    }
+}
+
+/// The re-wake sweep measures how long an item has waited from its mtime; an
+/// item whose mtime is in the future (the clock stepped back after delivery)
+/// must still be re-woken once it has waited `ack_within` by the daemon's own
+/// monotonic clock, not only when the wall clock catches up.
+#[test]
+fn an_item_dated_in_the_future_is_still_rewoken() {
+    let p = Project::new(&[]);
+    let rev = p.root.join("rev");
+    set_roles(
+        &p,
+        &[("coder", &p.root, "codex"), ("reviewer", &rev, "codex")],
+    );
+    let wakes = p.root.join("wakes.txt");
+    write_config(
+        &p,
+        &format!(
+            "daemon: {{ack_within: 300ms, sweep: 100ms}}\n\
+             wake: {{method: command, command: \"echo $SWARMFORGE_ROLE >> {}\"}}\n",
+            wakes.display()
+        ),
+    );
+    let n = note("coder", 1, "reviewer", "from the future");
+    post(&p.root, &n);
+    p.deliver_once().ok();
+    let copy = hq(&rev, "inbox/new").join(&n.name);
+    let f = fs::File::options().write(true).open(&copy).unwrap();
+    f.set_modified(SystemTime::now() + Duration::from_secs(86_400))
+        .unwrap();
+    drop(f);
+    let mut d = start(&p);
+    wait_until(
+        DEADLINE,
+        "a renotified line for the future-dated item",
+        || lines(&p.log(), "renotified").contains(&format!("renotified {}", copy.display())),
+    );
+    alive(&mut d);
+}
