@@ -62,10 +62,24 @@ impl DirWatch {
     /// no longer needed (they only add noise). True when a folder got a new
     /// watch (what it held before that was never reported).
     fn arm(&mut self) -> bool {
+        // A folder created between choosing its ancestor and watching that
+        // ancestor sends no event: re-check until the targets stand still.
+        let mut added = false;
+        for _ in 0..8 {
+            let needed: HashSet<PathBuf> =
+                self.wanted.iter().filter_map(|d| Self::target(d)).collect();
+            if needed == self.watched || self.watcher.is_none() {
+                break;
+            }
+            added |= self.arm_once(needed);
+        }
+        added
+    }
+
+    fn arm_once(&mut self, needed: HashSet<PathBuf>) -> bool {
         let Some(w) = self.watcher.as_mut() else {
             return false;
         };
-        let needed: HashSet<PathBuf> = self.wanted.iter().filter_map(|d| Self::target(d)).collect();
         for old in self
             .watched
             .difference(&needed)
