@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::support::{bin, clean_command, wait_until, Daemon, Project, Run, DEADLINE};
+use crate::support::{bin, clean_command, wait_until, Daemon, Project, RoleRow, Run, DEADLINE};
 
 const WAKE_TEXT: &str = "You have new handoff mail. If idle, run ready_for_next.sh.";
 const PREAMBLE: &str = "Re-read your role and constitution.";
@@ -19,50 +19,13 @@ const CREATED: &str = "2026-06-15T14:05:31.123456Z";
 
 // ---------------------------------------------------------------- fixtures
 
-/// One row of roles.tsv: name, worktree (`master` or a folder under
-/// `.worktrees/`), agent, receive mode.
-type RoleRow<'a> = (&'a str, &'a str, &'a str, &'a str);
-
 /// A project whose roles may live in separate worktrees. A role worktree gets
 /// `.swarmforge/handoffs/` and a `project-root` pointer, which is all the
 /// helpers need to find the project from there.
 fn swarm(rows: &[RoleRow]) -> Project {
     let p = Project::new(&[]);
-    write_rows(&p, rows);
+    p.write_role_rows(rows);
     p
-}
-
-fn write_rows(p: &Project, rows: &[RoleRow]) {
-    let mut tsv = String::new();
-    for (name, wt, agent, mode) in rows {
-        let path = wt_path(p, wt);
-        if *wt != "master" {
-            fs::create_dir_all(path.join(".swarmforge/handoffs")).unwrap();
-            fs::write(
-                path.join(".swarmforge/project-root"),
-                format!("{}\n", p.root.display()),
-            )
-            .unwrap();
-        }
-        tsv.push_str(&format!(
-            "{name}\t{wt}\t{}\tswarmforge-{name}\t{name}\t{agent}\t{mode}\n",
-            path.display()
-        ));
-    }
-    p.write_roles_raw(&tsv);
-}
-
-fn wt_path(p: &Project, wt: &str) -> PathBuf {
-    if wt == "master" {
-        p.root.clone()
-    } else {
-        p.root.join(".worktrees").join(wt)
-    }
-}
-
-/// `<worktree>/.swarmforge/handoffs/<rel>`
-fn hq(p: &Project, wt: &str, rel: &str) -> PathBuf {
-    wt_path(p, wt).join(".swarmforge/handoffs").join(rel)
 }
 
 /// A well-formed outbox note from `sender` (what `swarm-handoff` writes).
@@ -85,11 +48,11 @@ fn note(sender: &str, seq: u32, to: &str, message: &str) -> Note {
 /// Publishes `bytes` as `<outbox>/<name>` the way senders must: temp file in
 /// `outbox/tmp/`, then rename.
 fn drop_in_outbox(p: &Project, wt: &str, name: &str, bytes: &[u8]) -> PathBuf {
-    let tmp_dir = hq(p, wt, "outbox/tmp");
+    let tmp_dir = p.hq(wt, "outbox/tmp");
     fs::create_dir_all(&tmp_dir).unwrap();
     let tmp = tmp_dir.join(format!("{name}.tmp"));
     fs::write(&tmp, bytes).unwrap();
-    let dest = hq(p, wt, "outbox").join(name);
+    let dest = p.hq(wt, "outbox").join(name);
     fs::rename(&tmp, &dest).unwrap();
     dest
 }
@@ -100,7 +63,7 @@ fn post(p: &Project, wt: &str, n: &Note) -> PathBuf {
 
 /// Sends a draft with `swarm-handoff` as `role` from its worktree.
 fn send_from(p: &Project, role: &str, wt: &str, draft: &str) -> Run {
-    let dir = wt_path(p, wt);
+    let dir = p.wt_path(wt);
     let draft_path = dir.join(format!("draft-{role}.txt"));
     fs::write(&draft_path, draft).unwrap();
     let rel = dir
@@ -117,7 +80,7 @@ fn send_from(p: &Project, role: &str, wt: &str, draft: &str) -> Run {
 }
 
 fn run_helper(p: &Project, role: &str, wt: &str, program: &str) -> Run {
-    let dir = wt_path(p, wt);
+    let dir = p.wt_path(wt);
     let rel = dir
         .strip_prefix(&p.root)
         .unwrap()
@@ -267,7 +230,7 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 fn inbox_items(p: &Project, wt: &str) -> Vec<PathBuf> {
     ["inbox/new", "inbox/in_process", "inbox/completed"]
         .iter()
-        .flat_map(|d| walk(&hq(p, wt, d)))
+        .flat_map(|d| walk(&p.hq(wt, d)))
         .filter(|f| f.to_string_lossy().ends_with(".handoff"))
         .collect()
 }
@@ -376,7 +339,7 @@ fn delivers_to_several_recipients_with_headers_in_d5_order() {
     });
 
     for (role, wt) in [("reviewer", "reviewer"), ("QA", "qa")] {
-        let copy = fs::read_to_string(hq(&p, wt, "inbox/new").join(&name)).unwrap();
+        let copy = fs::read_to_string(p.hq(wt, "inbox/new").join(&name)).unwrap();
         let (h, _) = parse(&copy).unwrap();
         let enq = header(&h, "enqueued_at").unwrap();
         assert!(is_iso_micros(enq), "enqueued_at {enq:?}");
@@ -389,9 +352,9 @@ fn delivers_to_several_recipients_with_headers_in_d5_order() {
                  merge_and_process coder {short}\n"
             )
         );
-        assert!(walk(&hq(&p, wt, "inbox/tmp")).is_empty());
+        assert!(walk(&p.hq(wt, "inbox/tmp")).is_empty());
     }
-    let copy = fs::read_to_string(hq(&p, "reviewer", "inbox/new").join(&extra.name)).unwrap();
+    let copy = fs::read_to_string(p.hq("reviewer", "inbox/new").join(&extra.name)).unwrap();
     let enq = header(&parse(&copy).unwrap().0, "enqueued_at")
         .unwrap()
         .to_string();
@@ -405,21 +368,21 @@ fn delivers_to_several_recipients_with_headers_in_d5_order() {
         )
     );
     // Exactly the expected copies, nowhere else.
-    assert_eq!(p.files(&hq(&p, "reviewer", "inbox/new")), {
+    assert_eq!(p.files(&p.hq("reviewer", "inbox/new")), {
         let mut v = vec![name.clone(), extra.name.clone()];
         v.sort();
         v
     });
-    assert_eq!(p.files(&hq(&p, "qa", "inbox/new")), vec![name.clone()]);
+    assert_eq!(p.files(&p.hq("qa", "inbox/new")), vec![name.clone()]);
     assert!(
         inbox_items(&p, "master").is_empty(),
         "the sender got a copy"
     );
-    assert!(p.files(&hq(&p, "master", "outbox")).is_empty());
-    assert!(p.files(&hq(&p, "master", "failed")).is_empty());
+    assert!(p.files(&p.hq("master", "outbox")).is_empty());
+    assert!(p.files(&p.hq("master", "failed")).is_empty());
     // The original is untouched in sent/.
     assert_eq!(
-        fs::read_to_string(hq(&p, "master", "sent").join(&name)).unwrap(),
+        fs::read_to_string(p.hq("master", "sent").join(&name)).unwrap(),
         original
     );
 
@@ -431,7 +394,7 @@ fn delivers_to_several_recipients_with_headers_in_d5_order() {
             format!("delivered {}", queued.display()),
             format!(
                 "delivered {}",
-                hq(&p, "master", "outbox").join(&extra.name).display()
+                p.hq("master", "outbox").join(&extra.name).display()
             ),
         ]
     );
@@ -463,7 +426,7 @@ fn refusals_go_to_failed_with_the_reason_and_delivery_goes_on() {
     ]);
     write_config(&p, "limits: {max_file_bytes: 200}\n");
     let _d = start(&p, &[]);
-    let outbox = hq(&p, "master", "outbox");
+    let outbox = p.hq("master", "outbox");
 
     // (file name, how to make it, expected reason)
     let mut cases: Vec<(String, String)> = Vec::new();
@@ -510,7 +473,7 @@ fn refusals_go_to_failed_with_the_reason_and_delivery_goes_on() {
 
     // A symlink to a file outside the swarm.
     let n = note("coder", next(&mut seq), "reviewer", "a");
-    let tmp = hq(&p, "master", "outbox/tmp").join("link.tmp");
+    let tmp = p.hq("master", "outbox/tmp").join("link.tmp");
     std::os::unix::fs::symlink("/etc/passwd", &tmp).unwrap();
     fs::rename(&tmp, outbox.join(&n.name)).unwrap();
     cases.push((n.name, "symlink".into()));
@@ -557,7 +520,7 @@ fn refusals_go_to_failed_with_the_reason_and_delivery_goes_on() {
 
     // A FIFO (reading it must not block the daemon).
     let n = note("coder", next(&mut seq), "reviewer", "a");
-    let tmp = hq(&p, "master", "outbox/tmp").join("fifo.tmp");
+    let tmp = p.hq("master", "outbox/tmp").join("fifo.tmp");
     let c = std::ffi::CString::new(tmp.to_str().unwrap()).unwrap();
     // SAFETY: a valid NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
@@ -565,7 +528,7 @@ fn refusals_go_to_failed_with_the_reason_and_delivery_goes_on() {
     cases.push((n.name, "not a regular file".into()));
     good_one(&p, &mut seq, &mut good);
 
-    let failed = hq(&p, "master", "failed");
+    let failed = p.hq("master", "failed");
     wait_until(DEADLINE, "every bad file refused", || {
         cases
             .iter()
@@ -609,9 +572,9 @@ fn refusals_go_to_failed_with_the_reason_and_delivery_goes_on() {
     // and the content of /etc/passwd appears in no file of the project.
     let mut want = good.clone();
     want.sort();
-    assert_eq!(p.files(&hq(&p, "reviewer", "inbox/new")), want);
+    assert_eq!(p.files(&p.hq("reviewer", "inbox/new")), want);
     assert!(inbox_items(&p, "master").is_empty());
-    assert!(walk(&hq(&p, "reviewer", "inbox/tmp")).is_empty());
+    assert!(walk(&p.hq("reviewer", "inbox/tmp")).is_empty());
     let passwd_line = fs::read_to_string("/etc/passwd")
         .unwrap()
         .lines()
@@ -653,7 +616,7 @@ fn half_delivered(p: &Project, rows: &[RoleRow]) -> usize {
         .map(|f| file_name(&f))
         .collect();
     rows.iter()
-        .flat_map(|r| p.files(&hq(p, r.1, "outbox")))
+        .flat_map(|r| p.files(&p.hq(r.1, "outbox")))
         .filter(|n| held.contains(n))
         .count()
 }
@@ -785,7 +748,7 @@ fn kill_9_at_random_points_loses_and_duplicates_nothing() {
     wait_until(DEADLINE, "every outbox drained", || {
         ["master", "wb", "wc"]
             .iter()
-            .all(|wt| p.files(&hq(&p, wt, "outbox")).is_empty())
+            .all(|wt| p.files(&p.hq(wt, "outbox")).is_empty())
     });
     senders_done.store(true, Ordering::Relaxed);
     let rounds: Vec<usize> = consumers.into_iter().map(|c| c.join().unwrap()).collect();
@@ -836,14 +799,14 @@ fn kill_9_at_random_points_loses_and_duplicates_nothing() {
     // Every original was moved to sent/ exactly once, under its own name.
     let mut sent: Vec<String> = ["master", "wb", "wc"]
         .iter()
-        .flat_map(|wt| p.files(&hq(&p, wt, "sent")))
+        .flat_map(|wt| p.files(&p.hq(wt, "sent")))
         .collect();
     sent.sort();
     let mut names: Vec<String> = expected.iter().map(|e| e.1.clone()).collect();
     names.sort();
     assert_eq!(sent, names);
     for wt in ["master", "wb", "wc"] {
-        assert!(p.files(&hq(&p, wt, "failed")).is_empty(), "{wt} failed/");
+        assert!(p.files(&p.hq(wt, "failed")).is_empty(), "{wt} failed/");
     }
 }
 
@@ -871,7 +834,7 @@ fn a_restart_writes_only_the_copies_still_missing() {
             .text
             .replace("priority: 50\n", &format!("recipient: {r}\npriority: 50\n"));
         let copy = copy.replace("\n\n", &format!("\nenqueued_at: {CREATED}\n\n"));
-        let d = hq(&p, r, dir);
+        let d = p.hq(r, dir);
         fs::create_dir_all(&d).unwrap();
         fs::write(d.join(&n.name), copy).unwrap();
     }
@@ -881,15 +844,15 @@ fn a_restart_writes_only_the_copies_still_missing() {
     for (r, dir) in holders {
         assert_eq!(
             inbox_items(&p, r),
-            vec![hq(&p, r, dir).join(&n.name)],
+            vec![p.hq(r, dir).join(&n.name)],
             "{r} got a second copy"
         );
     }
     assert_eq!(
         inbox_items(&p, "r6"),
-        vec![hq(&p, "r6", "inbox/new").join(&n.name)]
+        vec![p.hq("r6", "inbox/new").join(&n.name)]
     );
-    assert_eq!(p.files(&hq(&p, "master", "sent")), vec![n.name.clone()]);
+    assert_eq!(p.files(&p.hq("master", "sent")), vec![n.name.clone()]);
 }
 
 /// A second daemon for the same project exits 1 naming the running pid;
@@ -983,7 +946,7 @@ fn sigterm_mid_pass_finishes_the_file_in_hand() {
         0,
         "an original was left half-delivered"
     );
-    let left = p.files(&hq(&p, "master", "outbox")).len();
+    let left = p.files(&p.hq("master", "outbox")).len();
     assert_eq!(left + done, N as usize);
     assert!(left > 0, "the pass was not interrupted");
 
@@ -1082,8 +1045,7 @@ fn swarm_status_json_shows_counts_and_the_daemon() {
     }
     post(&p, "master", &note("coder", 6, "ghost", "x"));
     wait_until(DEADLINE, "all handled", || {
-        p.files(&hq(&p, "master", "outbox")).is_empty()
-            && p.files(&hq(&p, "master", "sent")).len() == 5
+        p.files(&p.hq("master", "outbox")).is_empty() && p.files(&p.hq("master", "sent")).len() == 5
     });
     run_helper(&p, "reviewer", "rev", "ready-next").ok();
     run_helper(&p, "reviewer", "rev", "done-current").ok();
@@ -1174,17 +1136,17 @@ fn roles_tsv_is_reread_when_it_changes() {
     let p = swarm(&rows);
     let _d = start(&p, &[]);
     rows.push(("QA", "qa", "codex", "task"));
-    write_rows(&p, &rows);
+    p.write_role_rows(&rows);
     let n = note("coder", 1, "QA", "welcome");
     post(&p, "master", &n);
-    let copy = hq(&p, "qa", "inbox/new").join(&n.name);
+    let copy = p.hq("qa", "inbox/new").join(&n.name);
     wait_until(DEADLINE, "delivered to the new role", || copy.exists());
-    assert!(p.files(&hq(&p, "master", "failed")).is_empty());
+    assert!(p.files(&p.hq("master", "failed")).is_empty());
     let back = note("QA", 2, "coder", "thanks");
     let path = post(&p, "qa", &back);
     wait_delivered(&p, &path);
-    assert!(hq(&p, "master", "inbox/new").join(&back.name).exists());
-    assert_eq!(p.files(&hq(&p, "qa", "sent")), vec![back.name]);
+    assert!(p.hq("master", "inbox/new").join(&back.name).exists());
+    assert_eq!(p.files(&p.hq("qa", "sent")), vec![back.name]);
 }
 
 /// A real tmux server on a private socket: the recipient's session receives
@@ -1227,14 +1189,14 @@ fn a_failed_wake_up_is_logged_and_the_message_still_delivered() {
     let _d = start(&p, &[]);
     let n = note("coder", 1, "reviewer", "hello");
     let path = post(&p, "master", &n);
-    let copy = hq(&p, "rev", "inbox/new").join(&n.name);
+    let copy = p.hq("rev", "inbox/new").join(&n.name);
     wait_delivered(&p, &path);
     wait_until(DEADLINE, "notify_failed logged", || {
         count(&p.log(), "notify_failed") == 1
     });
     assert!(copy.exists());
-    assert!(hq(&p, "master", "sent").join(&n.name).exists());
-    assert!(p.files(&hq(&p, "master", "failed")).is_empty());
+    assert!(p.hq("master", "sent").join(&n.name).exists());
+    assert!(p.files(&p.hq("master", "failed")).is_empty());
     let log = p.log();
     assert_eq!(
         lines(&log, "notify_failed"),
@@ -1278,7 +1240,7 @@ fn an_unaccepted_item_is_renotified_until_accepted() {
     wait_until(DEADLINE, "a renotified line and a second wake-up", || {
         count(&p.log(), "renotified") >= 1 && line_count(&wakes) >= 2
     });
-    let copy = hq(&p, "rev", "inbox/new").join(&n.name);
+    let copy = p.hq("rev", "inbox/new").join(&n.name);
     assert_eq!(
         lines(&p.log(), "renotified")[0],
         format!("renotified {}", copy.display())
@@ -1330,7 +1292,7 @@ fn a_human_role_is_never_woken() {
     wait_until(DEADLINE, "the agent renotified", || {
         count(&p.log(), "renotified") >= 1 && line_count(&wakes) >= 2
     });
-    assert!(hq(&p, "boss", "inbox/new").join(&n.name).exists());
+    assert!(p.hq("boss", "inbox/new").join(&n.name).exists());
     let text = fs::read_to_string(&wakes).unwrap();
     assert!(text.lines().all(|l| l == "reviewer"), "{text}");
     assert!(events(&p).iter().all(|e| e["recipient"] != "boss"));
@@ -1347,7 +1309,7 @@ fn a_transient_fault_defers_once_and_delivery_resumes() {
         ("QA", "qa", "codex", "task"),
     ]);
     write_config(&p, "daemon: {rescan: 200ms}\n");
-    let new = hq(&p, "rev", "inbox/new");
+    let new = p.hq("rev", "inbox/new");
     fs::create_dir_all(new.parent().unwrap()).unwrap();
     fs::write(&new, "not a folder\n").unwrap();
     let _d = start(&p, &[]);
@@ -1372,7 +1334,7 @@ fn a_transient_fault_defers_once_and_delivery_resumes() {
     );
     assert!(stuck_path.exists(), "the original left the outbox");
     assert_eq!(count(&log, "failed"), 0);
-    assert!(p.files(&hq(&p, "master", "failed")).is_empty());
+    assert!(p.files(&p.hq("master", "failed")).is_empty());
     assert_eq!(
         events(&p)
             .iter()
@@ -1383,7 +1345,7 @@ fn a_transient_fault_defers_once_and_delivery_resumes() {
 
     fs::remove_file(&new).unwrap();
     wait_delivered(&p, &stuck_path);
-    assert!(hq(&p, "master", "sent").join(&stuck.name).exists());
+    assert!(p.hq("master", "sent").join(&stuck.name).exists());
     assert!(new.join(&stuck.name).exists());
     assert_eq!(count(&p.log(), "deferred"), 1);
 }
@@ -1399,7 +1361,7 @@ fn poll_mode_delivers_without_file_events() {
     let n = note("coder", 1, "reviewer", "polled");
     let path = post(&p, "master", &n);
     wait_delivered(&p, &path);
-    assert!(hq(&p, "rev", "inbox/new").join(&n.name).exists());
+    assert!(p.hq("rev", "inbox/new").join(&n.name).exists());
     // The loop has run, so the watcher was set up, or not.
     assert!(!uses_inotify(d.pid()), "--poll must not watch");
     drop(d);
@@ -1428,14 +1390,14 @@ fn once_delivers_and_exits_0() {
     assert_eq!(r.stdout, "handoffd: delivered 2, failed 1, deferred 0\n");
     let mut want = vec![a.name.clone(), b.name.clone()];
     want.sort();
-    assert_eq!(p.files(&hq(&p, "rev", "inbox/new")), want);
-    assert_eq!(p.files(&hq(&p, "master", "sent")), want);
-    assert!(p.files(&hq(&p, "master", "outbox")).is_empty());
+    assert_eq!(p.files(&p.hq("rev", "inbox/new")), want);
+    assert_eq!(p.files(&p.hq("master", "sent")), want);
+    assert!(p.files(&p.hq("master", "outbox")).is_empty());
     assert!(!p.path(".swarmforge/daemon/handoffd.pid").exists());
     let log = p.log();
     assert_eq!((count(&log, "delivered"), count(&log, "failed")), (2, 1));
     // A second pass has nothing left to do and duplicates nothing.
     let r = p.deliver_once();
     assert_eq!(r.stdout, "handoffd: delivered 0, failed 0, deferred 0\n");
-    assert_eq!(p.files(&hq(&p, "rev", "inbox/new")), want);
+    assert_eq!(p.files(&p.hq("rev", "inbox/new")), want);
 }

@@ -16,45 +16,16 @@ use crate::support::{Project, Run};
 
 /// One row of roles.tsv: name, worktree (`master` or a folder under
 /// `.worktrees/`), agent, receive mode.
-type Row<'a> = (&'a str, &'a str, &'a str, &'a str);
+use crate::support::RoleRow as Row;
 
 fn swarm(rows: &[Row]) -> Project {
     let p = Project::new(&[]);
-    let mut tsv = String::new();
-    for (name, wt, agent, mode) in rows {
-        let path = wt_path(&p, wt);
-        if *wt != "master" {
-            fs::create_dir_all(path.join(".swarmforge/handoffs")).unwrap();
-            fs::write(
-                path.join(".swarmforge/project-root"),
-                format!("{}\n", p.root.display()),
-            )
-            .unwrap();
-        }
-        tsv.push_str(&format!(
-            "{name}\t{wt}\t{}\tswarmforge-{name}\t{name}\t{agent}\t{mode}\n",
-            path.display()
-        ));
-    }
-    p.write_roles_raw(&tsv);
+    p.write_role_rows(rows);
     p
 }
 
-fn wt_path(p: &Project, wt: &str) -> PathBuf {
-    if wt == "master" {
-        p.root.clone()
-    } else {
-        p.root.join(".worktrees").join(wt)
-    }
-}
-
-/// `<worktree>/.swarmforge/handoffs/<rel>`
-fn hq(p: &Project, wt: &str, rel: &str) -> PathBuf {
-    wt_path(p, wt).join(".swarmforge/handoffs").join(rel)
-}
-
 fn rel(p: &Project, wt: &str) -> String {
-    wt_path(p, wt)
+    p.wt_path(wt)
         .strip_prefix(&p.root)
         .unwrap()
         .to_string_lossy()
@@ -63,7 +34,7 @@ fn rel(p: &Project, wt: &str) -> String {
 
 /// Sends `draft` with `swarm-handoff` as `role` from its worktree `wt`.
 fn send(p: &Project, role: &str, wt: &str, draft: &str) -> Run {
-    let path = wt_path(p, wt).join(format!("draft-{role}.txt"));
+    let path = p.wt_path(wt).join(format!("draft-{role}.txt"));
     fs::write(&path, draft).unwrap();
     p.run_in(
         &rel(p, wt),
@@ -171,11 +142,11 @@ fn plant(
     text.push('\n');
     text.push_str(body);
     let name = format!("50_{id}_to_{}.handoff", to.replace(',', "_"));
-    let d = hq(p, wt, dir);
+    let d = p.hq(wt, dir);
     fs::create_dir_all(&d).unwrap();
     // What swarm-handoff creates; the daemon writes refusal notes through it.
-    fs::create_dir_all(hq(p, wt, "outbox/tmp")).unwrap();
-    let tmp = hq(p, wt, &format!(".plant.{seq}.tmp"));
+    fs::create_dir_all(p.hq(wt, "outbox/tmp")).unwrap();
+    let tmp = p.hq(wt, &format!(".plant.{seq}.tmp"));
     fs::write(&tmp, text).unwrap();
     let dest = d.join(name);
     fs::rename(&tmp, &dest).unwrap();
@@ -526,13 +497,13 @@ fn the_daemon_rechecks_allowed_types_and_hops() {
         } else {
             "qa"
         };
-        let failed = hq(&p, wt, "failed");
+        let failed = p.hq(wt, "failed");
         assert!(failed.join(name).exists(), "{name} not in failed/");
         assert_eq!(error_note(&failed, name), format!("{reason}\n"), "{name}");
     }
     let name = good.file_name().unwrap().to_str().unwrap();
-    assert!(hq(&p, "qa", "sent").join(name).exists());
-    assert!(hq(&p, "master", "inbox/new").join(name).exists());
+    assert!(p.hq("qa", "sent").join(name).exists());
+    assert!(p.hq("master", "inbox/new").join(name).exists());
 }
 
 // ---------------------------------------------------------------- broadcast
@@ -582,18 +553,18 @@ fn broadcast_and_cc_deliver_to_everyone_and_wake_only_the_addressed() {
     let name = all.file_name().unwrap().to_str().unwrap().to_string();
     deliver(&p); // --once waits for the wake-ups it started
     for wt in ["a", "b", "c", "boss"] {
-        assert_eq!(names(&hq(&p, wt, "inbox/new")), vec![name.clone()], "{wt}");
-        let copy = hq(&p, wt, "inbox/new").join(&name);
+        assert_eq!(names(&p.hq(wt, "inbox/new")), vec![name.clone()], "{wt}");
+        let copy = p.hq(wt, "inbox/new").join(&name);
         assert_eq!(header(&copy, "to").as_deref(), Some("all"));
         assert_eq!(header(&copy, "recipient").as_deref(), Some(wt));
     }
     assert!(
-        names(&hq(&p, "master", "inbox/new")).is_empty(),
+        names(&p.hq("master", "inbox/new")).is_empty(),
         "not to the sender"
     );
     assert_eq!(woken(3), vec!["a", "b", "c"], "the human is never woken");
     assert_eq!(
-        header(&hq(&p, "master", "sent").join(&name), "to").as_deref(),
+        header(&p.hq("master", "sent").join(&name), "to").as_deref(),
         Some("all")
     );
     let t = swarm_cmd(&p, &["transcript", p.root.to_str().unwrap()]);
@@ -607,7 +578,7 @@ fn broadcast_and_cc_deliver_to_everyone_and_wake_only_the_addressed() {
 
     // b was mentioned; a was not.
     let r = helper(&p, "b", "b", "ready-next");
-    let b_copy = hq(&p, "b", "inbox/in_process").join(&name);
+    let b_copy = p.hq("b", "inbox/in_process").join(&name);
     assert_eq!(
         r.ok().stdout,
         format!(
@@ -631,7 +602,7 @@ fn broadcast_and_cc_deliver_to_everyone_and_wake_only_the_addressed() {
     deliver(&p);
     assert_eq!(woken(1), vec!["a"]);
     for (wt, recipient) in [("a", "a"), ("c", "c"), ("boss", "boss")] {
-        let copy = hq(&p, wt, "inbox/new").join(&cc_name);
+        let copy = p.hq(wt, "inbox/new").join(&cc_name);
         assert_eq!(
             header(&copy, "recipient").as_deref(),
             Some(recipient),
@@ -639,7 +610,7 @@ fn broadcast_and_cc_deliver_to_everyone_and_wake_only_the_addressed() {
         );
         assert_eq!(header(&copy, "cc").as_deref(), Some("c,boss"));
     }
-    assert!(!hq(&p, "b", "inbox/new").join(&cc_name).exists());
+    assert!(!p.hq("b", "inbox/new").join(&cc_name).exists());
     let r = helper(&p, "c", "c", "ready-next");
     let out = r.ok().stdout.clone();
     assert!(
@@ -661,7 +632,8 @@ fn broadcast_and_cc_deliver_to_everyone_and_wake_only_the_addressed() {
         "type: note\nto: b\npriority: 30\nmessage: later\nwake: no\n",
     ));
     deliver(&p);
-    assert!(hq(&p, "b", "inbox/new")
+    assert!(p
+        .hq("b", "inbox/new")
         .join(quiet.file_name().unwrap())
         .exists());
     assert_eq!(woken(0), Vec::<String>::new());
@@ -854,7 +826,9 @@ fn clarify_answer_round_trip_through_the_binaries() {
     );
     // The person sees the question with numbered options.
     let r = helper(&p, "owner", "owner", "ready-next");
-    let owner_copy = hq(&p, "owner", "inbox/in_process").join(clarify.file_name().unwrap());
+    let owner_copy = p
+        .hq("owner", "inbox/in_process")
+        .join(clarify.file_name().unwrap());
     assert_eq!(
         r.ok().stdout,
         format!(
@@ -895,7 +869,7 @@ fn clarify_answer_round_trip_through_the_binaries() {
         r.stderr
     );
     assert!(
-        names(&hq(&p, "owner", "outbox")).is_empty(),
+        names(&p.hq("owner", "outbox")).is_empty(),
         "refusals queue nothing"
     );
 
@@ -916,12 +890,14 @@ fn clarify_answer_round_trip_through_the_binaries() {
     assert_eq!(v["status"], "answered");
     assert_eq!(v["role"], "owner");
     let answer = PathBuf::from(v["queued"]["path"].as_str().unwrap());
-    let done_copy = hq(&p, "owner", "inbox/completed").join(clarify.file_name().unwrap());
+    let done_copy = p
+        .hq("owner", "inbox/completed")
+        .join(clarify.file_name().unwrap());
     assert_eq!(v["completed"], done_copy.display().to_string());
     assert!(header(&done_copy, "completed_at").is_some());
-    assert!(names(&hq(&p, "owner", "inbox/in_process")).is_empty());
+    assert!(names(&p.hq("owner", "inbox/in_process")).is_empty());
     let aid = id_of(&answer);
-    assert!(answer.starts_with(hq(&p, "owner", "outbox")));
+    assert!(answer.starts_with(p.hq("owner", "outbox")));
     assert_eq!(
         fs::read_to_string(&answer).unwrap(),
         format!(
@@ -944,7 +920,9 @@ fn clarify_answer_round_trip_through_the_binaries() {
     // The asker resumes its parked item with the answer.
     deliver(&p);
     let r = helper(&p, "coder", "coder", "ready-next");
-    let answer_done = hq(&p, "coder", "inbox/completed").join(answer.file_name().unwrap());
+    let answer_done = p
+        .hq("coder", "inbox/completed")
+        .join(answer.file_name().unwrap());
     assert_eq!(
         r.ok().stdout,
         format!(
@@ -959,7 +937,7 @@ fn clarify_answer_round_trip_through_the_binaries() {
     for h in ["dequeued_at", "completed_at", "enqueued_at"] {
         assert!(header(&answer_done, h).is_some(), "{h}");
     }
-    assert!(names(&hq(&p, "coder", "inbox/new")).is_empty());
+    assert!(names(&p.hq("coder", "inbox/new")).is_empty());
     // Shown once: the next resume is the plain item.
     let r = helper(&p, "coder", "coder", "ready-next");
     assert!(!r.ok().stdout.contains("ANSWER"), "{}", r.stdout);
@@ -1085,7 +1063,7 @@ fn a_parked_batch_gets_its_answer_before_its_items() {
     );
     let v = json(&p.run_in(&rel(&p, "qa"), Some("qa"), "ready-next", &["--json"]));
     assert_eq!(v["answers"], serde_json::json!([]), "shown once");
-    assert!(names(&hq(&p, "qa", "inbox/new")).is_empty());
+    assert!(names(&p.hq("qa", "inbox/new")).is_empty());
 }
 
 // ---------------------------------------------------------------- artifacts
@@ -1103,7 +1081,7 @@ fn artifact_paths_are_confined_and_rechecked() {
         ("coder", "coder", "codex", "task"),
         ("qa", "master", "codex", "task"),
     ]);
-    let wt = wt_path(&p, "coder");
+    let wt = p.wt_path("coder");
     let outside = tempfile::tempdir().unwrap();
     let secret = outside.path().canonicalize().unwrap().join("secret.txt");
     fs::write(&secret, "secret\n").unwrap();

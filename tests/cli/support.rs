@@ -266,3 +266,45 @@ impl Drop for Daemon {
         }
     }
 }
+
+/// A role row for [`Project::write_role_rows`]: (name, worktree name, agent,
+/// receive mode). A worktree other than `master` lives in `.worktrees/<name>`.
+pub type RoleRow<'a> = (&'a str, &'a str, &'a str, &'a str);
+
+impl Project {
+    /// The folder of worktree `wt` (`master` is the root).
+    pub fn wt_path(&self, wt: &str) -> PathBuf {
+        if wt == "master" {
+            self.root.clone()
+        } else {
+            self.root.join(".worktrees").join(wt)
+        }
+    }
+
+    /// `<worktree>/.swarmforge/handoffs/<rel>`
+    pub fn hq(&self, wt: &str, rel: &str) -> PathBuf {
+        self.wt_path(wt).join(".swarmforge/handoffs").join(rel)
+    }
+
+    /// Rewrites roles.tsv from rows; each role worktree gets its state folder
+    /// and a `project-root` pointer, as `swarm init` makes them.
+    pub fn write_role_rows(&self, rows: &[RoleRow]) {
+        let mut tsv = String::new();
+        for (name, wt, agent, mode) in rows {
+            let path = self.wt_path(wt);
+            if *wt != "master" {
+                fs::create_dir_all(path.join(".swarmforge/handoffs")).unwrap();
+                fs::write(
+                    path.join(".swarmforge/project-root"),
+                    format!("{}\n", self.root.display()),
+                )
+                .unwrap();
+            }
+            tsv.push_str(&format!(
+                "{name}\t{wt}\t{}\tswarmforge-{name}\t{name}\t{agent}\t{mode}\n",
+                path.display()
+            ));
+        }
+        self.write_roles_raw(&tsv);
+    }
+}
