@@ -12,11 +12,11 @@
 //!   while a sender publishes messages one by one.
 
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod common;
 
 use swarm_handoff::clock;
 use swarm_handoff::config::Config;
@@ -35,54 +35,12 @@ struct Opts {
 }
 
 fn opts() -> Opts {
-    let mut o = Opts {
-        messages: 10_000,
-        latency_messages: 1_000,
-        dir: std::env::temp_dir(),
-    };
-    let args: Vec<String> = std::env::args().collect();
-    let mut i = 1;
-    while i < args.len() {
-        let v = args.get(i + 1).cloned().unwrap_or_default();
-        match args[i].as_str() {
-            "--messages" => o.messages = v.parse().expect("--messages N"),
-            "--latency-messages" => o.latency_messages = v.parse().expect("--latency-messages M"),
-            "--dir" => o.dir = PathBuf::from(v),
-            _ => {
-                i += 1;
-                continue;
-            }
-        }
-        i += 2;
+    let f = common::flags();
+    Opts {
+        messages: common::flag(&f, "messages", 10_000),
+        latency_messages: common::flag(&f, "latency-messages", 1_000),
+        dir: common::flag(&f, "dir", std::env::temp_dir()),
     }
-    o
-}
-
-/// The physical limit: write + fsync + rename + fsync(dir), per file.
-fn bare_loop(base: &Path, n: usize, sync: bool) -> Duration {
-    let d = tempfile::tempdir_in(base).unwrap();
-    let dir = fs::File::open(d.path()).unwrap();
-    let body = vec![b'x'; 400];
-    let t = Instant::now();
-    for i in 0..n {
-        let tmp = d.path().join(format!(".{i}.tmp"));
-        let dst = d.path().join(format!("{i}.handoff"));
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(&tmp)
-            .unwrap();
-        f.write_all(&body).unwrap();
-        if sync {
-            f.sync_all().unwrap();
-        }
-        fs::rename(&tmp, &dst).unwrap();
-        if sync {
-            dir.sync_all().unwrap();
-        }
-    }
-    t.elapsed() / n as u32
 }
 
 /// A project with `sender` and `recipients` roles, each in its own worktree.
@@ -176,7 +134,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 fn latency(base: &Path, n: usize, recipients: usize, fsync: bool) -> (f64, f64) {
     let (_d, project, _roles) = project(base, recipients, fsync);
     let wt = Worktree::new(&project.root);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_handoffd"))
+    let mut child = Command::new(common::bin("handoffd"))
         .arg(&project.root)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -222,10 +180,6 @@ fn latency(base: &Path, n: usize, recipients: usize, fsync: bool) -> (f64, f64) 
     (percentile(&ms, 0.5), percentile(&ms, 0.99))
 }
 
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
-}
-
 fn main() {
     let o = opts();
     if std::env::args().any(|a| a == "--bench") && std::env::args().count() <= 2 {
@@ -241,7 +195,7 @@ fn main() {
     println!("| fsync | recipients | bare loop µs/step | ours µs/msg | msgs/s | ours µs/durable step | ratio to bare | latency p50 ms | latency p99 ms |");
     println!("|---|---|---|---|---|---|---|---|---|");
     for fsync in [true, false] {
-        let bare = bare_loop(&o.dir, o.messages.min(5_000), fsync);
+        let bare = common::bare_loop(&o.dir, o.messages.min(5_000), fsync, 400);
         for recipients in [1usize, 4] {
             let per_msg = throughput(&o.dir, o.messages, recipients, fsync);
             // Durable steps per message: one publish per recipient + the move to sent/.
@@ -251,11 +205,11 @@ fn main() {
             println!(
                 "| {} | {recipients} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} | {p50:.2} | {p99:.2} |",
                 if fsync { "on" } else { "off" },
-                us(bare),
-                us(per_msg),
-                1e6 / us(per_msg),
-                us(per_step),
-                us(per_step) / us(bare),
+                common::us(bare),
+                common::us(per_msg),
+                1e6 / common::us(per_msg),
+                common::us(per_step),
+                common::us(per_step) / common::us(bare),
             );
         }
     }

@@ -16,10 +16,11 @@
 
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod common;
 
 use swarm_handoff::clock;
 use swarm_handoff::config::Config;
@@ -73,25 +74,10 @@ fn opts() -> Opts {
     o
 }
 
-fn bin(name: &str) -> PathBuf {
-    match name {
-        "swarm-handoff" => env!("CARGO_BIN_EXE_swarm-handoff").into(),
-        "ready-next" => env!("CARGO_BIN_EXE_ready-next").into(),
-        "done-current" => env!("CARGO_BIN_EXE_done-current").into(),
-        "handoffd" => env!("CARGO_BIN_EXE_handoffd").into(),
-        "swarm" => env!("CARGO_BIN_EXE_swarm").into(),
-        _ => unreachable!(),
-    }
-}
-
 fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("scripts")
         .join(name)
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -118,28 +104,7 @@ fn secs_from(out: &str) -> Duration {
 
 /// write + fsync + rename + fsync(dir): the floor of a durable publish.
 fn bare_enqueue(base: &Path, n: usize, sync: bool) -> Duration {
-    let d = tempfile::tempdir_in(base).unwrap();
-    let dir = fs::File::open(d.path()).unwrap();
-    let body = vec![b'x'; BODY];
-    let t = Instant::now();
-    for i in 0..n {
-        let tmp = d.path().join(format!(".{i}.tmp"));
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(&tmp)
-            .unwrap();
-        f.write_all(&body).unwrap();
-        if sync {
-            f.sync_all().unwrap();
-        }
-        fs::rename(&tmp, d.path().join(format!("{i}.msg"))).unwrap();
-        if sync {
-            dir.sync_all().unwrap();
-        }
-    }
-    t.elapsed() / n as u32
+    common::bare_loop(base, n, sync, BODY)
 }
 
 /// One process start per message: what any one-CLI-call-per-step tool pays.
@@ -269,7 +234,7 @@ fn draft_text(i: usize) -> String {
 }
 
 fn cli(program: &str, cwd: &Path, role: &str) -> Command {
-    let mut c = Command::new(bin(program));
+    let mut c = Command::new(common::bin(program));
     c.current_dir(cwd)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -316,7 +281,7 @@ struct Daemon(Child);
 
 impl Daemon {
     fn start(p: &Project) -> Daemon {
-        let child = Command::new(bin("handoffd"))
+        let child = Command::new(common::bin("handoffd"))
             .arg(&p.root)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -449,8 +414,8 @@ impl Table {
     }
     fn row(&mut self, who: &str, how: &str, d: Duration, note: &str) {
         self.rows
-            .push((who.into(), how.into(), us(d), note.to_string()));
-        eprintln!("  {who} / {how}: {:.1} µs", us(d));
+            .push((who.into(), how.into(), common::us(d), note.to_string()));
+        eprintln!("  {who} / {how}: {:.1} µs", common::us(d));
     }
     fn print(&self, unit: &str, base_label: &str, base: f64) {
         println!("| system | path | {unit} | ratio to {base_label} | notes |");
@@ -534,7 +499,7 @@ fn enqueue(o: &Opts) {
         "",
     );
     println!("### Enqueue ({n} messages; {fast} for the no-fsync in-process rows)\n");
-    t.print("µs per message", "the bare fsync loop", us(bare));
+    t.print("µs per message", "the bare fsync loop", common::us(bare));
 }
 
 fn hop(o: &Opts) {
@@ -594,7 +559,11 @@ fn hop(o: &Opts) {
     println!(
         "### One full hop ({n} messages, one in flight; {fast} for the no-fsync in-process rows)\n"
     );
-    t.print("µs per message", "one bare durable publish", us(bare));
+    t.print(
+        "µs per message",
+        "one bare durable publish",
+        common::us(bare),
+    );
 }
 
 fn backlog(o: &Opts) {
@@ -691,7 +660,7 @@ fn backlog(o: &Opts) {
         "",
     );
     println!("### A backlog of {n} files\n");
-    t.print("ms", "the readdir + sort floor", us(floor));
+    t.print("ms", "the readdir + sort floor", common::us(floor));
 }
 
 /// A project with `n` messages through the real pipeline: 4 senders, 2 batch
@@ -781,7 +750,7 @@ fn trail(o: &Opts) {
         let mut v = Vec::new();
         for _ in 0..3 {
             let s = Instant::now();
-            let out = Command::new(bin("swarm"))
+            let out = Command::new(common::bin("swarm"))
                 .args(args)
                 .arg(&root)
                 .stdout(Stdio::null())
@@ -839,7 +808,7 @@ fn trail(o: &Opts) {
         "",
     );
     println!("### `swarm transcript` and `swarm audit` on {n} messages ({files} files: originals in sent/, copies in completed batches)\n");
-    t.print("ms", "reading every file once", us(read_all));
+    t.print("ms", "reading every file once", common::us(read_all));
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {

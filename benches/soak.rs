@@ -14,6 +14,8 @@
 //! item), half take batches. `--rate` paces each sender (0: as fast as it
 //! can, which measures saturation rather than latency under a steady load).
 
+mod common;
+
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -64,18 +66,8 @@ fn opts() -> Opts {
     o
 }
 
-fn bin(name: &str) -> PathBuf {
-    match name {
-        "swarm-handoff" => env!("CARGO_BIN_EXE_swarm-handoff").into(),
-        "done-current" => env!("CARGO_BIN_EXE_done-current").into(),
-        "ready-next" => env!("CARGO_BIN_EXE_ready-next").into(),
-        "handoffd" => env!("CARGO_BIN_EXE_handoffd").into(),
-        _ => unreachable!(),
-    }
-}
-
 fn cli(program: &str, cwd: &Path, role: &str) -> Command {
-    let mut c = Command::new(bin(program));
+    let mut c = Command::new(common::bin(program));
     c.current_dir(cwd)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -174,7 +166,7 @@ fn main() {
     );
 
     let log = root.join(".swarmforge/daemon/handoffd.log");
-    let mut cmd = Command::new(bin("handoffd"));
+    let mut cmd = Command::new(common::bin("handoffd"));
     // SAFETY: prctl(2) only sets a flag of the child; no allocation.
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
