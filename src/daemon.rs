@@ -74,6 +74,12 @@ fn load(project: &Project) -> Result<(Roles, Config)> {
     // Roles::load refuses a FIFO or device there (it would block or feed the
     // daemon forever) and a file over its size limit.
     let roles = Roles::load(&project.roles_tsv())?;
+    for p in &roles.problems {
+        eprintln!(
+            "handoffd: {}: {p}; that line is skipped (7 TAB-separated columns expected)",
+            project.roles_tsv().display()
+        );
+    }
     let config = Config::load(&project.config_file())?;
     Ok((roles, config))
 }

@@ -125,6 +125,31 @@ pub fn resolve_root(arg: Option<&Path>) -> Result<PathBuf> {
     Ok(abs)
 }
 
+/// Agents sharing a worktree share one inbox (SwarmForge's rule): any of them
+/// may take any item, which surprises people who meant separate queues.
+fn shared_inbox_warnings(roles: &[PlannedRole]) -> Vec<String> {
+    let mut seen: Vec<(&Path, Vec<&str>)> = Vec::new();
+    for r in roles.iter().filter(|r| !r.is_human()) {
+        match seen
+            .iter_mut()
+            .find(|(p, _)| *p == r.worktree_path.as_path())
+        {
+            Some((_, names)) => names.push(&r.name),
+            None => seen.push((&r.worktree_path, vec![&r.name])),
+        }
+    }
+    seen.into_iter()
+        .filter(|(_, names)| names.len() > 1)
+        .map(|(p, names)| {
+            format!(
+                "note: roles {} share the worktree {}, so they share one inbox: any of them may take any item\n  hint: give each its own `worktree:` name for separate queues",
+                names.join(", "),
+                p.display()
+            )
+        })
+        .collect()
+}
+
 impl Plan {
     /// Reads `swarm.yaml`; its `roles:` win. Without roles there, the roles
     /// come from `swarmforge/swarmforge.conf` (daemon settings still come
@@ -145,11 +170,12 @@ impl Plan {
                     conf_path.display()
                 ));
             }
-            let roles = config
+            let roles: Vec<PlannedRole> = config
                 .roles
                 .iter()
                 .map(|r| planned(root, &r.name, &r.worktree, r.mode, yaml_agent(r)))
                 .collect();
+            warnings.extend(shared_inbox_warnings(&roles));
             return Ok(Plan {
                 project,
                 config,
@@ -167,7 +193,7 @@ impl Plan {
             )));
         }
         let conf = swarmforge_conf::load(&ConfPaths::for_root(root))?;
-        let roles = conf
+        let roles: Vec<PlannedRole> = conf
             .iter()
             .map(|c| {
                 let agent = match &c.agent {
@@ -184,6 +210,7 @@ impl Plan {
                 planned(root, &c.name, &c.worktree, c.mode, agent)
             })
             .collect();
+        warnings.extend(shared_inbox_warnings(&roles));
         Ok(Plan {
             project,
             config,

@@ -136,6 +136,20 @@ impl Roles {
         out
     }
 
+    /// Hint lines naming the skipped lines of `path`, for an unknown-role
+    /// error (a table typed with spaces instead of TABs reads as empty).
+    pub fn problems_hint(&self, path: &Path) -> String {
+        self.problems
+            .iter()
+            .map(|p| {
+                format!(
+                    "\n  hint: {}: {p} (7 TAB-separated columns expected)",
+                    path.display()
+                )
+            })
+            .collect()
+    }
+
     pub fn find(&self, name: &str) -> Option<&Role> {
         self.roles.iter().find(|r| r.name == name)
     }

@@ -187,7 +187,11 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> std::result::Result<Queued, SendErr
     let at = discover::locate(cwd)?;
     let roles = Roles::load(&at.project.roles_tsv())?;
     let Some(role) = roles.find(&sender) else {
-        return Err(Error::env(format!("Unknown sender role: {sender}")).into());
+        return Err(Error::env(format!(
+            "Unknown sender role: {sender}{}",
+            roles.problems_hint(&at.project.roles_tsv())
+        ))
+        .into());
     };
     check_role_worktree(role, &at)?;
     let config = Config::load(&at.project.config_file())?;

@@ -72,9 +72,12 @@ pub fn resolve(task: bool, batch: bool) -> Result<Resolved> {
     let role = discover::acting_role()?;
     let at = discover::locate(&cwd)?;
     let roles = Roles::load(&at.project.roles_tsv())?;
-    let row = roles
-        .find(&role)
-        .ok_or_else(|| Error::env(format!("Unknown role: {role}")))?;
+    let row = roles.find(&role).ok_or_else(|| {
+        Error::env(format!(
+            "Unknown role: {role}{}",
+            roles.problems_hint(&at.project.roles_tsv())
+        ))
+    })?;
     let mode = row.receive_mode().map_err(|m| {
         Error::refused(
             "INVALID_RECEIVE_MODE",

@@ -847,3 +847,35 @@ fn symlinked_draft_is_read_only_inside_the_project() {
     assert!(fs::symlink_metadata(p.path("draft.txt")).is_err());
     assert!(p.path("drafts/real.txt").exists());
 }
+
+/// A roles.tsv typed with spaces reads as empty: the unknown-role refusal
+/// keeps SwarmForge's first line and names the skipped line and the cause.
+#[test]
+fn roles_tsv_typed_with_spaces_is_named_in_the_error() {
+    let p = Project::new(&[]);
+    p.write_roles_raw(&format!(
+        "coder master {} s Coder codex task\n",
+        p.root.display()
+    ));
+    p.write(
+        "d.txt",
+        "type: note\nto: coder\npriority: 10\nmessage: hi\n",
+    );
+    let r = p.run(Some("coder"), "swarm-handoff", &["d.txt"]);
+    assert_eq!(r.code, 1);
+    let tsv = p.path(".swarmforge/roles.tsv");
+    assert_eq!(
+        r.stderr,
+        format!(
+            "Unknown sender role: coder\n  hint: {}: line 1: fewer than 3 columns (7 TAB-separated columns expected)\n",
+            tsv.display()
+        )
+    );
+    let r = p.run(Some("coder"), "ready-next", &[]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.starts_with("Unknown role: coder\n  hint: "),
+        "{}",
+        r.stderr
+    );
+}
