@@ -106,6 +106,12 @@ pub fn collect<'a>(t: &'a Trail, id: &str) -> Option<Receipts<'a>> {
     Some(r)
 }
 
+/// A context copy for a role the message names in `cc` (not a defect).
+fn cc_copy(x: &Receipt) -> bool {
+    x.copy
+        .is_some_and(|c| trail::in_cc(c.cc.as_deref(), &x.role))
+}
+
 fn stamp_text(s: &Stamp, raw_missing: &str) -> String {
     match s {
         Stamp::Missing => raw_missing.to_string(),
@@ -162,7 +168,7 @@ pub fn text(r: &Receipts) -> String {
                 |f: fn(&Copy) -> &Stamp| c.map(|c| stamp_text(f(c), "-")).unwrap_or("-".into());
             let mut role = escape(&x.role);
             if !x.addressed {
-                role.push_str(" (not in to)");
+                role.push_str(if cc_copy(x) { " (cc)" } else { " (not in to)" });
             }
             if let Some(o) = &x.shared_with {
                 role.push_str(&format!(" (shared inbox, copy for {})", escape(o)));
@@ -235,6 +241,7 @@ pub fn json(r: &Receipts) -> Value {
             json!({
                 "recipient": x.role,
                 "in_to": x.addressed,
+                "cc": cc_copy(x),
                 "shared_with": x.shared_with,
                 "state": state(c),
                 "enqueued_at": st(|c| &c.enqueued),

@@ -623,6 +623,15 @@ fn broadcast_and_cc_deliver_to_everyone_and_wake_only_the_addressed() {
         (v["cc"].as_bool(), v["mentioned"].as_bool()),
         (Some(false), Some(false))
     );
+    // Receipts mark context copies as cc, not as copies nobody addressed.
+    let cc_id = header(&p.hq("master", "sent").join(&cc_name), "id").unwrap();
+    let r = swarm_cmd(&p, &["receipts", &cc_id, p.root.to_str().unwrap()]);
+    let out = r.ok().stdout.clone();
+    assert!(
+        out.contains("\nc (cc)") && out.contains("\nboss (cc)"),
+        "{out}"
+    );
+    assert!(!out.contains("not in to"), "{out}");
 
     // wake: no delivers durably and wakes nobody.
     let quiet = queued(&send(

@@ -13,7 +13,8 @@ Prints the message (from, to, type, created_at), where its original is \
 (sent/, failed/ with the reason from its .error note, or still in the outbox), \
 then one row per recipient: state (new, in_process, completed or missing) and \
 its enqueued_at, dequeued_at and completed_at. `to: all` means every role but \
-the sender. A copy at a role the `to` header does not name is marked (not in to).
+the sender. A copy at a role the `to` header does not name is marked (cc) when
+the message names that role in `cc`, else (not in to).
 Exit 1 when no file carries the id.")]
 pub struct Args {
     /// The message id (`<IDTS>_<SEQ>_from_<sender>`) or its file name
