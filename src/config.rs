@@ -211,7 +211,31 @@ impl Config {
         }
         let c = serde_saphyr::from_str::<Config>(text).map_err(|e| e.to_string())?;
         c.check_allowed_types()?;
+        c.check_ranges()?;
         Ok(c)
+    }
+
+    /// Values that parse but cannot work: a zero interval would spin the
+    /// daemon, a zero size limit would refuse every file.
+    fn check_ranges(&self) -> std::result::Result<(), String> {
+        let d = &self.daemon;
+        let min = |key: &str, v: Dur, least: Dur| {
+            if v < least {
+                Err(format!("{key} must be at least {least}; got {v}"))
+            } else {
+                Ok(())
+            }
+        };
+        min("daemon.rescan", d.rescan, Dur::millis(10))?;
+        min("daemon.poll_interval", d.poll_interval, Dur::millis(10))?;
+        min("daemon.sweep", d.sweep, Dur::millis(100))?;
+        if self.limits.max_file_bytes < 128 {
+            return Err(format!(
+                "limits.max_file_bytes must be at least 128; got {}",
+                self.limits.max_file_bytes
+            ));
+        }
+        Ok(())
     }
 
     /// Every name in a role's `allowed_types` is a type a role may send.
@@ -263,6 +287,15 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn intervals_that_would_spin_are_refused() {
+        let e = Config::parse("daemon:\n  rescan: 0\n").unwrap_err();
+        assert_eq!(e, "daemon.rescan must be at least 10ms; got 0s");
+        assert!(Config::parse("daemon:\n  sweep: 10ms\n").is_err());
+        assert!(Config::parse("limits:\n  max_file_bytes: 0\n").is_err());
+        assert!(Config::parse("limits:\n  max_file_bytes: 18446744073709551615\n").is_ok());
+    }
 
     #[test]
     fn empty_is_default() {

@@ -16,25 +16,32 @@ use crate::layout::Project;
 /// Time `swarm stop` gives the daemon before SIGKILL.
 pub const GRACE: Duration = Duration::from_secs(5);
 
-/// The pid holding a flock(2) lock on inode `ino`, per /proc/locks. Reading
-/// /proc/locks never takes the lock, so probing cannot make a starting daemon
-/// believe another one runs.
-fn lock_holder(ino: u64) -> Option<u32> {
+/// The pid holding a flock(2) lock on the file `meta` describes, per
+/// /proc/locks (`MAJ:MIN:INODE`, device in hex). Matching the device too keeps
+/// a same-numbered inode on another filesystem from being taken for ours;
+/// reading /proc/locks never takes the lock, so probing cannot make a starting
+/// daemon believe another one runs.
+fn lock_holder(meta: &fs::Metadata) -> Option<u32> {
+    let dev = meta.dev();
+    let key = format!(
+        "{:02x}:{:02x}:{}",
+        libc::major(dev),
+        libc::minor(dev),
+        meta.ino()
+    );
     let text = fs::read_to_string("/proc/locks").ok()?;
     text.lines().find_map(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
         // "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"
-        let on_inode = f.len() >= 6
-            && f[1] == "FLOCK"
-            && f[5].rsplit(':').next() == Some(ino.to_string().as_str());
-        on_inode.then(|| f[4].parse().ok()).flatten()
+        let ours = f.len() >= 6 && f[1] == "FLOCK" && f[5] == key;
+        ours.then(|| f[4].parse().ok()).flatten()
     })
 }
 
 /// The pid of the live daemon: the process holding the lock on the pid file.
 pub fn running_pid(project: &Project) -> Option<u32> {
     let meta = fs::metadata(project.pid_file()).ok()?;
-    lock_holder(meta.ino())
+    lock_holder(&meta)
 }
 
 fn lock_free(project: &Project) -> bool {
@@ -94,8 +101,12 @@ pub fn stop(project: &Project, grace: Duration) -> Result<StopReport> {
         }
     }
     // A SIGKILLed daemon leaves its pid file; the lock is free now, so it is stale.
-    if lock_free(project) {
-        let _ = fsx::remove_file(&project.pid_file());
+    // Removed only while we hold its lock: a daemon starting right now cannot
+    // lose the file it just locked (which would let a second one start).
+    if project.pid_file().exists() {
+        if let Ok(Some(_held)) = fsx::try_lock(&project.pid_file()) {
+            let _ = fsx::remove_file(&project.pid_file());
+        }
     }
     fsx::remove_file(&stop_file).at(&stop_file)?;
     Ok(StopReport { pid, killed })

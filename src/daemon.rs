@@ -76,7 +76,7 @@ fn load(project: &Project) -> Result<(Roles, Config)> {
     let roles = Roles::load(&project.roles_tsv())?;
     for p in &roles.problems {
         eprintln!(
-            "handoffd: {}: {p}; that line is skipped (7 TAB-separated columns expected)",
+            "handoffd: {}: {p}; that line is skipped",
             project.roles_tsv().display()
         );
     }
@@ -104,7 +104,7 @@ pub fn run(root: &Path, opts: Options) -> Result<i32> {
     let dir = project.daemon_dir();
     fsx::ensure_dirs(&[&dir]).at(&dir)?;
     let pid_path = project.pid_file();
-    let Some(lock) = fsx::try_lock(&pid_path).at(&pid_path)? else {
+    let Some(lock) = lock_pid_file(&pid_path)? else {
         let pid = std::fs::read_to_string(&pid_path).unwrap_or_default();
         return Err(Error::env(format!(
             "handoffd is already running for {} (pid {}).\n  hint: `swarm stop {}` stops it",
@@ -150,6 +150,27 @@ pub fn run(root: &Path, opts: Options) -> Result<i32> {
     let _ = fsx::remove_file(&d.project.pid_file());
     drop(lock);
     Ok(code)
+}
+
+/// Takes the lock on the pid file, making sure the file we locked is still
+/// the one at that path (a `swarm stop` may have removed it between our open
+/// and our lock; a lock on an unlinked file would let a second daemon start).
+fn lock_pid_file(pid_path: &Path) -> Result<Option<fsx::Lock>> {
+    use std::os::unix::fs::MetadataExt;
+    for _ in 0..5 {
+        let Some(lock) = fsx::try_lock(pid_path).at(pid_path)? else {
+            return Ok(None);
+        };
+        let held = lock.file().metadata().at(pid_path)?;
+        let now = std::fs::metadata(pid_path).ok();
+        if now.is_some_and(|m| m.ino() == held.ino() && m.dev() == held.dev()) {
+            return Ok(Some(lock));
+        }
+    }
+    Err(Error::env(format!(
+        "{}: the pid file keeps being replaced; is another `swarm stop` or handoffd racing?",
+        pid_path.display()
+    )))
 }
 
 impl Daemon {

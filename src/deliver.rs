@@ -123,6 +123,11 @@ pub struct Deliverer {
     pub delivered_log: Vec<Message>,
     /// Last deferral reason logged per file, so a stuck file logs once per cause.
     deferred: HashMap<PathBuf, String>,
+    /// Each role's worktree path as written in roles.tsv → its canonical path
+    /// (refreshed every pass).
+    canon: HashMap<PathBuf, PathBuf>,
+    /// Symlinked outboxes already reported.
+    aliased: HashSet<PathBuf>,
     /// Per recipient worktree, built at most once per pass (thorough checks only).
     index: HashMap<PathBuf, InboxIndex>,
     /// Every role named in roles.tsv since this process started. A sender or
@@ -153,13 +158,51 @@ impl Deliverer {
             deferred: HashMap::new(),
             delivered_log: Vec::new(),
             index: HashMap::new(),
+            canon: HashMap::new(),
+            aliased: HashSet::new(),
         }
     }
 
-    fn candidates(&self) -> Vec<Candidate> {
+    /// Every outbox file, in priority order. Worktrees are taken by their
+    /// canonical path, once each; an outbox reached through a symlinked
+    /// `.swarmforge`, `handoffs` or `outbox` is skipped, since it could alias
+    /// another role's outbox and get that role's mail refused (D8).
+    fn candidates(&mut self) -> Vec<Candidate> {
         let mut out = Vec::new();
+        self.canon = self
+            .roles
+            .roles
+            .iter()
+            .filter_map(|r| {
+                Some((
+                    r.worktree_path.clone(),
+                    r.worktree_path.canonicalize().ok()?,
+                ))
+            })
+            .collect();
+        let mut seen: HashSet<PathBuf> = HashSet::new();
         for wt_path in self.roles.worktrees() {
+            let Some(wt_path) = self.canon.get(&wt_path).cloned() else {
+                continue;
+            };
+            if !seen.insert(wt_path.clone()) {
+                continue;
+            }
             let outbox = Worktree::new(&wt_path).outbox();
+            match outbox.canonicalize() {
+                Ok(real) if real == outbox => {}
+                Ok(real) => {
+                    if self.aliased.insert(outbox.clone()) {
+                        eprintln!(
+                            "handoffd: skipping {}: it resolves to {} (a symlink); an outbox must be a plain folder of its worktree",
+                            outbox.display(),
+                            real.display()
+                        );
+                    }
+                    continue;
+                }
+                Err(_) => continue,
+            }
             let Ok(rd) = fs::read_dir(&outbox) else {
                 continue;
             };
@@ -186,6 +229,15 @@ impl Deliverer {
                 .then_with(|| a.worktree.cmp(&b.worktree))
         });
         out
+    }
+
+    /// Whether `role` works in the worktree of this outbox (D8), comparing
+    /// canonical paths so two spellings of one folder agree.
+    fn owns(&self, c: &Candidate, role: &str) -> bool {
+        self.roles
+            .find(role)
+            .and_then(|r| self.canon.get(&r.worktree_path))
+            == Some(&c.worktree)
     }
 
     /// Delivers everything waiting; stops early (after the file in hand) when
@@ -263,7 +315,7 @@ impl Deliverer {
     fn role_gone(&self, msg: &Message, c: &Candidate) -> Option<String> {
         let gone = |r: &str| self.known.contains(r) && self.roles.find(r).is_none();
         let from = msg.get("from").unwrap_or_default();
-        if gone(from) && !self.roles.owners_of(&c.worktree).any(|r| r.name == from) {
+        if gone(from) && !self.owns(c, from) {
             return Some(format!("sender {from} is no longer in roles.tsv"));
         }
         let to = msg.get("to").unwrap_or_default();
@@ -291,12 +343,11 @@ impl Deliverer {
             // Only our own digest requests, queued in the moderator's outbox.
             let moderator = self.config.forum.moderator.as_deref();
             let ok = msg.get("type") == Some("digest_request")
-                && moderator
-                    .is_some_and(|m| self.roles.owners_of(&c.worktree).any(|r| r.name == m));
+                && moderator.is_some_and(|m| self.owns(c, m));
             if !ok {
                 return Err("sender mismatch".into());
             }
-        } else if !self.roles.owners_of(&c.worktree).any(|r| r.name == from) {
+        } else if !self.owns(c, from) {
             // D8: the daemon, not an environment variable, decides who sent it.
             return Err("sender mismatch".into());
         }

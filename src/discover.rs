@@ -63,8 +63,8 @@ pub fn project_of(wt: &Worktree) -> Option<Project> {
     if wt.swarmforge().join("roles.tsv").is_file() {
         return Some(Project::new(&wt.root));
     }
-    if let Ok(s) = std::fs::read_to_string(wt.project_pointer()) {
-        let p = PathBuf::from(s.trim());
+    if let Ok(b) = crate::fsx::read_bounded(&wt.project_pointer(), 4096) {
+        let p = PathBuf::from(String::from_utf8_lossy(&b).trim());
         if p.join(".swarmforge").join("roles.tsv").is_file() {
             return Some(Project::new(p));
         }

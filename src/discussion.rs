@@ -6,7 +6,6 @@
 //! against the order, so a restart rebuilds it exactly; the daemon also
 //! reconciles the log with the delivered originals at start-up.
 
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -21,6 +20,9 @@ use crate::names;
 use crate::record;
 use crate::roles::Roles;
 use crate::session::check_text;
+
+/// Largest turn log read (a log of ~100 000 turns).
+pub const MAX_LOG_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Token printed by `swarm-handoff` for an out-of-turn draft.
 pub const NOT_YOUR_TURN: &str = "NOT_YOUR_TURN";
@@ -188,7 +190,12 @@ pub fn list(project: &Project) -> Result<Vec<Discussion>> {
 /// The turn log, oldest first; unparsable lines are skipped.
 pub fn log(project: &Project, id: &str) -> Result<Vec<Entry>> {
     let p = turns_path(project, id);
-    let text = match fs::read_to_string(&p) {
+    let text = match fsx::read_bounded(&p, MAX_LOG_BYTES)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .map_err(|e| match e {
+            fsx::ReadRefusal::Io(e) => e,
+            other => io::Error::new(io::ErrorKind::InvalidData, other.to_string()),
+        }) {
         Ok(t) => t,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(Error::io(&p, e)),

@@ -234,9 +234,27 @@ pub fn create_dir_new(dir: &Path) -> io::Result<()> {
 }
 
 /// Creates every listed directory (and parents) if missing.
+/// Each folder created is made durable in its parent (D7): a message
+/// published into a brand-new `outbox/` must not lose that folder on a crash.
 pub fn ensure_dirs<P: AsRef<Path>>(dirs: &[P]) -> io::Result<()> {
     for d in dirs {
-        fs::create_dir_all(d.as_ref())?;
+        let d = d.as_ref();
+        if d.is_dir() {
+            continue;
+        }
+        let mut created: Vec<&Path> = Vec::new();
+        let mut p = d;
+        while !p.exists() {
+            created.push(p);
+            match p.parent() {
+                Some(q) if !q.as_os_str().is_empty() => p = q,
+                _ => break,
+            }
+        }
+        fs::create_dir_all(d)?;
+        for c in created.iter().rev() {
+            sync_dir(parent(c))?;
+        }
     }
     Ok(())
 }
@@ -264,8 +282,21 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// Appends one record with a single write(2) on an O_APPEND descriptor, so
 /// concurrent appenders never interleave within a line and nothing is ever
 /// truncated or rewritten.
+///
+/// Never follows a symlink and never blocks: a FIFO or device planted at the
+/// path is refused, so a log can neither hang nor feed its writer.
 pub fn append(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut f = OpenOptions::new().create(true).append(true).open(path)?;
+    let mut f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !f.metadata()?.file_type().is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
     f.write_all(bytes)
 }
 
@@ -309,7 +340,7 @@ pub fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, ReadRefusal> {
         return Err(ReadRefusal::TooLarge(meta.len()));
     }
     let mut buf = Vec::with_capacity(meta.len() as usize);
-    f.take(max + 1)
+    f.take(max.saturating_add(1))
         .read_to_end(&mut buf)
         .map_err(ReadRefusal::Io)?;
     if buf.len() as u64 > max {

@@ -24,8 +24,15 @@ pub fn valid_handoff_name(name: &str) -> bool {
 }
 
 /// `batch_*` directories in `in_process/` and `completed/`.
+/// Only names of the shape we create (`batch_<IDTS>_<NNNNNN>` and SwarmForge's
+/// alike): anything else is ignored, so a planted name can never reach a
+/// terminal or a path unescaped.
 pub fn is_batch_dir_name(name: &str) -> bool {
-    name.starts_with("batch_")
+    name.strip_prefix("batch_").is_some_and(|rest| {
+        !rest.is_empty()
+            && rest.len() <= 64
+            && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    })
 }
 
 #[cfg(test)]

@@ -142,7 +142,16 @@ fn paths(dir: &Path, names: &[String]) -> Vec<PathBuf> {
     names.iter().map(|n| dir.join(n)).collect()
 }
 
+/// Room for what delivery and the helpers add to an accepted original
+/// (`recipient`, `enqueued_at`, `dequeued_at`, `completed_at`, `failed`), so a
+/// file the daemon took is never refused here for its size.
+pub const STAMP_HEADROOM: u64 = 4096;
+
 impl Inbox<'_> {
+    fn read_limit(&self) -> u64 {
+        self.max_bytes.saturating_add(STAMP_HEADROOM)
+    }
+
     fn ensure(&self) -> Result<()> {
         fsx::ensure_dirs(&self.wt.inbox_dirs()).at(self.wt.inbox())
     }
@@ -157,7 +166,7 @@ impl Inbox<'_> {
     /// a `.error` note beside it and refused with `MALFORMED_HANDOFF` (exit 2),
     /// so the next call moves on instead of sticking on it.
     fn load(&self, path: &Path) -> Result<Item> {
-        let reason = match fsx::read_bounded(path, self.max_bytes) {
+        let reason = match fsx::read_bounded(path, self.read_limit()) {
             Ok(bytes) => match Message::parse_bytes(&bytes) {
                 Ok(msg) => {
                     return Ok(Item {
@@ -491,7 +500,7 @@ impl Inbox<'_> {
         let mut out = Vec::new();
         for name in list(&new)?.files {
             let src = new.join(&name);
-            let Ok(bytes) = fsx::read_bounded(&src, self.max_bytes) else {
+            let Ok(bytes) = fsx::read_bounded(&src, self.read_limit()) else {
                 continue;
             };
             let Ok(msg) = Message::parse_bytes(&bytes) else {
@@ -548,7 +557,7 @@ impl Inbox<'_> {
             dirs.push((d.clone(), Some(d)));
         }
         for (dir, batch) in dirs {
-            if let Some(item) = find_in(&dir, id, self.max_bytes) {
+            if let Some(item) = find_in(&dir, id, self.read_limit()) {
                 return Ok(Some((item, batch)));
             }
         }

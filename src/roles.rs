@@ -105,8 +105,10 @@ impl Roles {
             let f: Vec<&str> = line.split('\t').collect();
             let name = f[0];
             if f.len() < 3 {
-                out.problems
-                    .push(format!("line {}: fewer than 3 columns", i + 1));
+                out.problems.push(format!(
+                    "line {}: fewer than 3 TAB-separated columns (7 expected)",
+                    i + 1
+                ));
                 continue;
             }
             if !names::valid_role(name) {
@@ -141,12 +143,7 @@ impl Roles {
     pub fn problems_hint(&self, path: &Path) -> String {
         self.problems
             .iter()
-            .map(|p| {
-                format!(
-                    "\n  hint: {}: {p} (7 TAB-separated columns expected)",
-                    path.display()
-                )
-            })
+            .map(|p| format!("\n  hint: {}: {p}; that line is skipped", path.display()))
             .collect()
     }
 

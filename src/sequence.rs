@@ -53,10 +53,14 @@ pub fn next(wt: &Worktree) -> Result<u64> {
     let lock_path = wt.sequence_lock();
     let _lock = fsx::lock(&lock_path).at(&lock_path)?;
     let path = wt.sequence();
-    let last = match fs::read_to_string(&path) {
-        Ok(t) => parse(&t).unwrap_or_else(|| highest_used(wt)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => highest_used(wt),
-        Err(e) => return Err(crate::error::Error::io(&path, e)),
+    // Bounded and non-blocking: a FIFO or a huge file there is "unreadable",
+    // and the counter is recovered from the names in use.
+    let last = match fsx::read_bounded(&path, 64) {
+        Ok(b) => parse(&String::from_utf8_lossy(&b)).unwrap_or_else(|| highest_used(wt)),
+        Err(fsx::ReadRefusal::Io(e)) if e.kind() != io::ErrorKind::NotFound => {
+            return Err(crate::error::Error::io(&path, e))
+        }
+        Err(_) => highest_used(wt),
     };
     let next = last + 1;
     fsx::replace(&handoffs, &path, format!("{}\n", format(next)).as_bytes()).at(&path)?;

@@ -5,7 +5,6 @@
 //! and truncates nothing. At most one session is open at a time; its id is
 //! stamped on every message sent while it is open.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -115,7 +114,8 @@ pub fn latest_digest(project: &Project, id: &str) -> Option<PathBuf> {
     if !valid_id(id) {
         return None;
     }
-    let text = fs::read_to_string(latest_digest_file(project, id)).ok()?;
+    let text =
+        String::from_utf8(fsx::read_bounded(&latest_digest_file(project, id), 4096).ok()?).ok()?;
     let p = PathBuf::from(text.trim());
     p.is_file().then_some(p)
 }

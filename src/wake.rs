@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -34,9 +34,10 @@ pub enum Method {
 /// recorded a socket, then a configured command.
 pub fn method(project: &Project, config: &Config) -> Method {
     let socket = || {
-        std::fs::read_to_string(project.tmux_socket())
+        // Bounded, non-blocking read: a FIFO planted there must not hang delivery.
+        fsx::read_bounded(&project.tmux_socket(), 4096)
             .ok()
-            .map(|s| s.trim().to_string())
+            .map(|b| String::from_utf8_lossy(&b).trim().to_string())
             .filter(|s| !s.is_empty())
             .map(PathBuf::from)
     };
@@ -82,19 +83,50 @@ pub fn still_waiting(worktree: &Path) -> bool {
     has_handoff(wt.inbox_new(), false) && !has_handoff(wt.in_process(), true)
 }
 
+/// One tmux call gets this long: a hung tmux server must not keep a role's
+/// wake slot busy forever.
+pub const TMUX_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Waits for `child` until `timeout`, then kills it.
+pub fn wait_bounded(mut child: Child, timeout: Duration) -> Result<ExitStatus, String> {
+    let end = Instant::now() + timeout;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) => return Ok(st),
+            Ok(None) if Instant::now() >= end => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("timed out after {}s", timeout.as_secs()));
+            }
+            Ok(None) => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
 fn run_tmux(socket: &Path, session: &str) -> Result<(), String> {
+    // `=name:` matches the session name exactly; a bare name is a prefix
+    // match and could type into another agent's pane.
+    let target = format!("={session}:");
     let send = |keys: &[&str]| -> Result<bool, String> {
-        Command::new("tmux")
+        let child = Command::new("tmux")
             .arg("-S")
             .arg(socket)
-            .args(["send-keys", "-t", session])
+            .args(["send-keys", "-t", &target])
             .args(keys)
+            .env_remove("TMUX")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .status()
-            .map(|s| s.success())
-            .map_err(|e| format!("cannot run tmux: {e}"))
+            .spawn()
+            .map_err(|e| format!("cannot run tmux: {e}"))?;
+        wait_bounded(child, TMUX_TIMEOUT)
+            .map(|st| st.success())
+            .map_err(|e| format!("tmux send-keys {e}"))
     };
     // SwarmForge's cadence: text, 150 ms, C-m, 50 ms, C-j; all three always run.
     let text = send(&["-l", WAKE_TEXT])?;
@@ -111,7 +143,7 @@ fn run_tmux(socket: &Path, session: &str) -> Result<(), String> {
 }
 
 fn run_command(cmd: &str, req: &Request, project: &Project) -> Result<(), String> {
-    let mut child = Command::new("sh")
+    let child = Command::new("sh")
         .arg("-c")
         .arg(cmd)
         .env("SWARMFORGE_ROLE", &req.role)
@@ -123,26 +155,10 @@ fn run_command(cmd: &str, req: &Request, project: &Project) -> Result<(), String
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| format!("cannot run wake command: {e}"))?;
-    let end = Instant::now() + COMMAND_TIMEOUT;
-    let mut pause = Duration::from_millis(1);
-    loop {
-        match child.try_wait() {
-            Ok(Some(st)) if st.success() => return Ok(()),
-            Ok(Some(st)) => return Err(format!("wake command failed: {st}")),
-            Ok(None) if Instant::now() >= end => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "wake command timed out after {}s",
-                    COMMAND_TIMEOUT.as_secs()
-                ));
-            }
-            Ok(None) => {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(50));
-            }
-            Err(e) => return Err(format!("wake command: {e}")),
-        }
+    match wait_bounded(child, COMMAND_TIMEOUT) {
+        Ok(st) if st.success() => Ok(()),
+        Ok(st) => Err(format!("wake command failed: {st}")),
+        Err(e) => Err(format!("wake command {e}")),
     }
 }
 

@@ -146,7 +146,9 @@ fn restarts_file(project: &Project, role: &str) -> PathBuf {
 
 /// Restarts done in the last hour, per the role's restart log.
 pub fn restarts_last_hour(project: &Project, role: &str) -> usize {
-    let Ok(text) = fs::read_to_string(restarts_file(project, role)) else {
+    let Ok(text) = fsx::read_bounded(&restarts_file(project, role), 1024 * 1024)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+    else {
         return 0;
     };
     text.lines()

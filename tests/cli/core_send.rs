@@ -750,7 +750,14 @@ fn weakness_16_recipient_count_and_file_name_bounded() {
     let r = p.send("a,b", "type: note\nto: coder\npriority: 10\nmessage: m\n");
     assert_eq!(
         (r.code, r.stderr.as_str()),
-        (1, "Unknown sender role: a,b\n")
+        (
+            1,
+            format!(
+                "Unknown sender role: a,b\n  hint: {}: line 1: invalid role name 'a,b'; that line is skipped\n",
+                p.path(".swarmforge/roles.tsv").display()
+            )
+            .as_str()
+        )
     );
 }
 
@@ -867,7 +874,7 @@ fn roles_tsv_typed_with_spaces_is_named_in_the_error() {
     assert_eq!(
         r.stderr,
         format!(
-            "Unknown sender role: coder\n  hint: {}: line 1: fewer than 3 columns (7 TAB-separated columns expected)\n",
+            "Unknown sender role: coder\n  hint: {}: line 1: fewer than 3 TAB-separated columns (7 expected); that line is skipped\n",
             tsv.display()
         )
     );

@@ -674,3 +674,36 @@ fn config_parse_survives_deep_nesting_and_alias_bombs() {
     assert!(swarm_handoff::config::Config::parse(&bomb).is_err());
     assert!(t.elapsed() < Duration::from_secs(10), "alias bomb expanded");
 }
+
+/// A FIFO planted where the daemon reads or appends its own state (the tmux
+/// socket pointer, forum.log) must neither hang a pass nor stop delivery.
+#[test]
+fn fifos_at_the_daemons_own_state_files_never_block_delivery() {
+    let (p, rev) = project();
+    mkfifo(&p.path(".swarmforge/tmux-socket"));
+    mkfifo(&p.path(".swarmforge/forum.log"));
+    let a = note("coder", 1, "reviewer", "through the fifos");
+    let sent = post(&p.root, &a);
+    let mut child = clean_command(&bin("handoffd"), &p.root)
+        .arg("--once")
+        .arg(&p.root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + DEADLINE;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("handoffd blocked on a FIFO state file");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let r: Run = child.wait_with_output().unwrap().into();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("delivered 1"), "{r:?}");
+    assert!(!sent.exists(), "the original left the outbox");
+    assert_eq!(p.files(&hq(&rev, "inbox/new")).len(), 1);
+}
