@@ -68,6 +68,8 @@ pub struct Daemon {
     rewake: std::collections::HashMap<String, Rewake>,
     /// Sessions, moderator and discussions; built when serving starts.
     forum: Option<Forum>,
+    /// A watchdog agent check is running on its thread.
+    agents_check: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn load(project: &Project) -> Result<(Roles, Config)> {
@@ -131,6 +133,7 @@ pub fn run(root: &Path, opts: Options) -> Result<i32> {
         deliverer,
         rewake: Default::default(),
         forum: None,
+        agents_check: Default::default(),
     };
     let code = if d.opts.once {
         let r = d.deliverer.pass();
@@ -391,7 +394,16 @@ impl Daemon {
             .as_mut()
             .is_some_and(|f| f.sweep(&self.project, &d.roles, &cfg, &self.journal, &d.waker));
         watchdog::check_expectations(&self.project, &d.roles, &cfg, &self.journal);
-        watchdog::check_agents(&self.project, &d.roles, &cfg, &self.journal);
+        // tmux calls may take seconds on a hung server: off the loop, one at a time.
+        if !self.agents_check.swap(true, Ordering::AcqRel) {
+            let (project, roles, journal) =
+                (self.project.clone(), d.roles.clone(), self.journal.clone());
+            let (busy, cfg) = (self.agents_check.clone(), cfg.clone());
+            std::thread::spawn(move || {
+                watchdog::check_agents(&project, &roles, &cfg, &journal);
+                busy.store(false, Ordering::Release);
+            });
+        }
         self.rewake_sweep(&cfg);
         queued
     }

@@ -163,6 +163,15 @@ impl Plan {
         if !config.roles.is_empty() {
             let text = std::fs::read_to_string(&yaml_path).unwrap_or_default();
             validate_yaml_roles(&config.roles, &text, &yaml_path)?;
+            if let Some(m) = &config.forum.moderator {
+                if !config.roles.iter().any(|r| &r.name == m) {
+                    return Err(Error::env(format!(
+                        "{}: forum.moderator '{}' is not one of its roles\n  hint: name a role from the `roles:` list",
+                        yaml_path.display(),
+                        crate::header::escape(m)
+                    )));
+                }
+            }
             if conf_path.exists() {
                 warnings.push(format!(
                     "note: {} defines roles, so {} is ignored",
@@ -695,6 +704,24 @@ mod tests {
             ..RoleConfig::default()
         };
         assert_eq!(roles.roles, vec![want]);
+    }
+
+    #[test]
+    fn a_moderator_must_be_a_role() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(
+            d.path().join("swarm.yaml"),
+            "roles:\n  - name: a\n    agent: sh a.sh\nforum:\n  moderator: ghost\n",
+        )
+        .unwrap();
+        let Err(e) = Plan::load(d.path()) else {
+            panic!("a moderator that is not a role was accepted");
+        };
+        let e = e.to_string();
+        assert!(
+            e.contains("forum.moderator 'ghost' is not one of its roles"),
+            "{e}"
+        );
     }
 
     #[test]
