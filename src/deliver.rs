@@ -74,19 +74,6 @@ struct InboxIndex {
     names: HashSet<String>,
 }
 
-fn batch_dirs(dir: &Path) -> Vec<PathBuf> {
-    let Ok(rd) = fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    rd.flatten()
-        .filter(|e| {
-            e.file_type().map(|t| t.is_dir()).unwrap_or(false)
-                && names::is_batch_dir_name(&e.file_name().to_string_lossy())
-        })
-        .map(|e| e.path())
-        .collect()
-}
-
 fn entry_names(dir: &Path) -> impl Iterator<Item = String> {
     fs::read_dir(dir)
         .into_iter()
@@ -99,7 +86,7 @@ impl InboxIndex {
     fn build(wt: &Worktree) -> InboxIndex {
         let mut names: HashSet<String> = entry_names(&wt.inbox_new()).collect();
         for base in [wt.in_process(), wt.completed()] {
-            for b in batch_dirs(&base) {
+            for b in crate::layout::batch_dirs(&base) {
                 names.extend(entry_names(&b));
             }
         }

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::clock;
@@ -238,7 +238,7 @@ fn open_places(wt: &Worktree, name: &str) -> Vec<PathBuf> {
         wt.in_process().join(name),
     ];
     places.extend(
-        batch_dirs(&wt.in_process())
+        crate::layout::batch_dirs(&wt.in_process())
             .into_iter()
             .map(|b| b.join(name)),
     );
@@ -247,7 +247,7 @@ fn open_places(wt: &Worktree, name: &str) -> Vec<PathBuf> {
 
 fn any_open_request(wt: &Worktree) -> Option<String> {
     let mut dirs = vec![wt.outbox(), wt.inbox_new(), wt.in_process()];
-    dirs.extend(batch_dirs(&wt.in_process()));
+    dirs.extend(crate::layout::batch_dirs(&wt.in_process()));
     dirs.iter().find_map(|d| {
         fs::read_dir(d).ok()?.flatten().find_map(|e| {
             let n = e.file_name().to_string_lossy().into_owned();
@@ -256,22 +256,11 @@ fn any_open_request(wt: &Worktree) -> Option<String> {
     })
 }
 
-fn batch_dirs(dir: &Path) -> Vec<PathBuf> {
-    fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .filter(|e| names::is_batch_dir_name(&e.file_name().to_string_lossy()))
-                .map(|e| e.path())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// The completed copy of request `name` carries a `failed` header.
 fn finished_failed(wt: &Worktree, name: &str) -> bool {
     let mut places = vec![wt.completed().join(name)];
     places.extend(
-        batch_dirs(&wt.completed())
+        crate::layout::batch_dirs(&wt.completed())
             .into_iter()
             .map(|b| b.join(name)),
     );

@@ -7,7 +7,6 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use crate::clock;
 use crate::config::Config;
@@ -104,12 +103,8 @@ pub fn check_expectations(project: &Project, roles: &Roles, config: &Config, jou
     }
 }
 
-/// How long one tmux command may take before it is killed: a hung tmux
-/// server must not hold up the daemon's sweep.
-const TMUX_TIMEOUT: Duration = Duration::from_secs(5);
-
 fn tmux(socket: &Path, args: &[&str]) -> bool {
-    let child = Command::new("tmux")
+    Command::new("tmux")
         .arg("-S")
         .arg(socket)
         .args(args)
@@ -117,22 +112,10 @@ fn tmux(socket: &Path, args: &[&str]) -> bool {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .spawn();
-    let Ok(mut child) = child else {
-        return false;
-    };
-    let end = Instant::now() + TMUX_TIMEOUT;
-    loop {
-        match child.try_wait() {
-            Ok(Some(st)) => return st.success(),
-            Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(5)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return false;
-            }
-        }
-    }
+        .spawn()
+        .ok()
+        .and_then(|child| wake::wait_bounded(child, wake::TMUX_TIMEOUT).ok())
+        .is_some_and(|st| st.success())
 }
 
 /// Single-quotes a word for `sh`.
