@@ -11,7 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::support::{bin, clean_command, wait_until, Daemon, Project, RoleRow, Run, DEADLINE};
+use crate::support::{
+    bin, clean_command, log_count as count, log_lines as lines, wait_until, Daemon, Project,
+    RoleRow, Run, DEADLINE,
+};
 
 const WAKE_TEXT: &str = "You have new handoff mail. If idle, run ready_for_next.sh.";
 const PREAMBLE: &str = "Re-read your role and constitution.";
@@ -103,59 +106,10 @@ fn file_name(p: &Path) -> String {
     p.file_name().unwrap().to_string_lossy().into_owned()
 }
 
-/// Starts `handoffd [extra] <root>` and waits until this very process holds
-/// the pid file and has logged one more `started` line (restarts too).
-fn start(p: &Project, extra: &[&str]) -> Daemon {
-    let before = count(&p.log(), "started");
-    let err = fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(p.root.join("handoffd.stderr"))
-        .unwrap();
-    let child = clean_command(&bin("handoffd"), &p.root)
-        .args(extra)
-        .arg(&p.root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(err)
-        .spawn()
-        .expect("handoffd starts");
-    let pid = child.id();
-    let mut d = Daemon { child: Some(child) };
-    let pid_file = p.path(".swarmforge/daemon/handoffd.pid");
-    let end = Instant::now() + DEADLINE;
-    loop {
-        let mine = fs::read_to_string(&pid_file).is_ok_and(|s| s.trim() == pid.to_string());
-        if mine && count(&p.log(), "started") > before {
-            return d;
-        }
-        if let Some(Some(code)) = d.child.as_mut().map(|c| c.try_wait().ok().flatten()) {
-            panic!(
-                "handoffd exited with {code:?} while starting; stderr:\n{}",
-                fs::read_to_string(p.root.join("handoffd.stderr")).unwrap_or_default()
-            );
-        }
-        assert!(Instant::now() < end, "handoffd did not start");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 fn signal(d: &Daemon, sig: i32) {
     // SAFETY: kill(2) on our own child, which has not been reaped yet.
     let rc = unsafe { libc::kill(d.pid() as libc::pid_t, sig) };
     assert_eq!(rc, 0, "kill({}, {sig})", d.pid());
-}
-
-/// Log lines whose event word (after the time stamp) is `word`.
-fn lines(log: &str, word: &str) -> Vec<String> {
-    log.lines()
-        .filter(|l| l.split(' ').nth(1) == Some(word))
-        .map(|l| l.split_once(' ').unwrap().1.to_string())
-        .collect()
-}
-
-fn count(log: &str, word: &str) -> usize {
-    lines(log, word).len()
 }
 
 fn events(p: &Project) -> Vec<serde_json::Value> {
@@ -333,7 +287,7 @@ fn delivers_to_several_recipients_with_headers_in_d5_order() {
     );
     drop_in_outbox(&p, "master", &extra.name, scrambled.as_bytes());
 
-    let _d = start(&p, &[]);
+    let _d = p.spawn_daemon(&[]);
     wait_until(DEADLINE, "both delivered", || {
         count(&p.log(), "delivered") == 2
     });
@@ -425,7 +379,7 @@ fn refusals_go_to_failed_with_the_reason_and_delivery_goes_on() {
         ("reviewer", "reviewer", "claude", "task"),
     ]);
     write_config(&p, "limits: {max_file_bytes: 200}\n");
-    let _d = start(&p, &[]);
+    let _d = p.spawn_daemon(&[]);
     let outbox = p.hq("master", "outbox");
 
     // (file name, how to make it, expected reason)
@@ -726,7 +680,7 @@ fn kill_9_at_random_points_loses_and_duplicates_nothing() {
     let (mut kills, mut mid_delivery) = (0, 0);
     let started = Instant::now();
     while !(writers.iter().all(|w| w.is_finished()) && kills >= 20) {
-        let mut d = start(&p, &[]);
+        let mut d = p.spawn_daemon(&[]);
         std::thread::sleep(Duration::from_millis(5 + rng.below(75)));
         d.child.as_mut().unwrap().kill().unwrap();
         d.child.take().unwrap().wait().unwrap();
@@ -744,7 +698,7 @@ fn kill_9_at_random_points_loses_and_duplicates_nothing() {
         expected.extend(w.join().unwrap());
     }
     // A last daemon drains what is left.
-    let mut d = start(&p, &[]);
+    let mut d = p.spawn_daemon(&[]);
     wait_until(DEADLINE, "every outbox drained", || {
         ["master", "wb", "wc"]
             .iter()
@@ -839,7 +793,7 @@ fn a_restart_writes_only_the_copies_still_missing() {
         fs::write(d.join(&n.name), copy).unwrap();
     }
     let path = post(&p, "master", &n);
-    let _d = start(&p, &[]);
+    let _d = p.spawn_daemon(&[]);
     wait_delivered(&p, &path);
     for (r, dir) in holders {
         assert_eq!(
@@ -860,7 +814,7 @@ fn a_restart_writes_only_the_copies_still_missing() {
 #[test]
 fn a_second_daemon_exits_1_naming_the_running_pid() {
     let p = swarm(&[("coder", "master", "codex", "task")]);
-    let mut d = start(&p, &[]);
+    let mut d = p.spawn_daemon(&[]);
     for extra in [&[][..], &["--once"][..]] {
         let r: Run = clean_command(&bin("handoffd"), &p.root)
             .args(extra)
@@ -899,7 +853,7 @@ fn assert_stopped_cleanly(p: &Project) {
 #[test]
 fn sigterm_stops_the_daemon_promptly() {
     let p = swarm(&[("coder", "master", "codex", "task")]);
-    let mut d = start(&p, &[]);
+    let mut d = p.spawn_daemon(&[]);
     let t = Instant::now();
     signal(&d, libc::SIGTERM);
     assert_eq!(
@@ -926,7 +880,7 @@ fn sigterm_mid_pass_finishes_the_file_in_hand() {
     for i in 1..=N {
         post(&p, "master", &note("coder", i, "reviewer,QA", "bulk"));
     }
-    let mut d = start(&p, &[]);
+    let mut d = p.spawn_daemon(&[]);
     let end = Instant::now() + DEADLINE;
     while count(&p.log(), "delivered") == 0 {
         assert!(Instant::now() < end, "nothing delivered");
@@ -950,7 +904,7 @@ fn sigterm_mid_pass_finishes_the_file_in_hand() {
     assert_eq!(left + done, N as usize);
     assert!(left > 0, "the pass was not interrupted");
 
-    let _d = start(&p, &[]);
+    let _d = p.spawn_daemon(&[]);
     wait_until(DEADLINE, "the rest delivered", || {
         count(&p.log(), "delivered") == N as usize
     });
@@ -964,7 +918,7 @@ fn sigterm_mid_pass_finishes_the_file_in_hand() {
 #[test]
 fn the_stop_file_stops_the_daemon_promptly() {
     let p = swarm(&[("coder", "master", "codex", "task")]);
-    let mut d = start(&p, &[]);
+    let mut d = p.spawn_daemon(&[]);
     let t = Instant::now();
     fs::write(p.path(".swarmforge/daemon/stop"), "").unwrap();
     assert_eq!(
@@ -975,7 +929,7 @@ fn the_stop_file_stops_the_daemon_promptly() {
     eprintln!("stop latency (stop file -> exit): {:?}", t.elapsed());
     assert_stopped_cleanly(&p);
 
-    let mut d = start(&p, &[]);
+    let mut d = p.spawn_daemon(&[]);
     assert!(!p.path(".swarmforge/daemon/stop").exists());
     assert!(d.child.as_mut().unwrap().try_wait().unwrap().is_none());
 }
@@ -985,7 +939,7 @@ fn the_stop_file_stops_the_daemon_promptly() {
 #[test]
 fn swarm_stop_stops_the_daemon_and_reports() {
     let p = swarm(&[("coder", "master", "codex", "task")]);
-    let mut d = start(&p, &[]);
+    let mut d = p.spawn_daemon(&[]);
     let pid = d.pid();
     let root = p.root.to_str().unwrap().to_string();
     let r = p.run(None, "swarm", &["stop", &root]);
@@ -1036,7 +990,7 @@ fn swarm_status_json_shows_counts_and_the_daemon() {
     assert_eq!(s["daemon_running"], false);
     assert!(s["daemon_pid"].is_null());
 
-    let d = start(&p, &[]);
+    let d = p.spawn_daemon(&[]);
     for i in 1..=3 {
         post(&p, "master", &note("coder", i, "reviewer", "r"));
     }
@@ -1101,7 +1055,7 @@ fn the_daemon_exits_when_swarmforge_is_deleted() {
         ("coder", "master", "codex", "task"),
         ("reviewer", "rev", "codex", "task"),
     ]);
-    let mut d = start(&p, &[]);
+    let mut d = p.spawn_daemon(&[]);
     // A live swarm: the event loop is serving.
     let path = post(&p, "master", &note("coder", 1, "reviewer", "bye"));
     wait_delivered(&p, &path);
@@ -1134,7 +1088,7 @@ fn roles_tsv_is_reread_when_it_changes() {
         ("reviewer", "rev", "codex", "task"),
     ];
     let p = swarm(&rows);
-    let _d = start(&p, &[]);
+    let _d = p.spawn_daemon(&[]);
     rows.push(("QA", "qa", "codex", "task"));
     p.write_role_rows(&rows);
     let n = note("coder", 1, "QA", "welcome");
@@ -1165,7 +1119,7 @@ fn tmux_wakes_the_recipient_session() {
         format!("{}\n", tmux.sock.display()),
     )
     .unwrap();
-    let _d = start(&p, &[]);
+    let _d = p.spawn_daemon(&[]);
     post(&p, "master", &note("coder", 1, "reviewer", "hello"));
     wait_until(DEADLINE, "the wake text in the reviewer's pane", || {
         tmux.pane("swarmforge-reviewer").contains(WAKE_TEXT)
@@ -1186,7 +1140,7 @@ fn a_failed_wake_up_is_logged_and_the_message_still_delivered() {
         ("reviewer", "rev", "codex", "task"),
     ]);
     write_config(&p, "wake: {method: command, command: \"exit 3\"}\n");
-    let _d = start(&p, &[]);
+    let _d = p.spawn_daemon(&[]);
     let n = note("coder", 1, "reviewer", "hello");
     let path = post(&p, "master", &n);
     let copy = p.hq("rev", "inbox/new").join(&n.name);
@@ -1233,7 +1187,7 @@ fn an_unaccepted_item_is_renotified_until_accepted() {
             wakes.display()
         ),
     );
-    let _d = start(&p, &[]);
+    let _d = p.spawn_daemon(&[]);
     let n = note("coder", 1, "reviewer", "hello");
     post(&p, "master", &n);
     wait_until(DEADLINE, "the first wake-up", || line_count(&wakes) == 1);
@@ -1285,7 +1239,7 @@ fn a_human_role_is_never_woken() {
             wakes.display()
         ),
     );
-    let _d = start(&p, &[]);
+    let _d = p.spawn_daemon(&[]);
     let n = note("coder", 1, "boss,reviewer", "hello");
     post(&p, "master", &n);
     // The agent is woken, then re-woken: the sweep has looked at the human too.
@@ -1312,7 +1266,7 @@ fn a_transient_fault_defers_once_and_delivery_resumes() {
     let new = p.hq("rev", "inbox/new");
     fs::create_dir_all(new.parent().unwrap()).unwrap();
     fs::write(&new, "not a folder\n").unwrap();
-    let _d = start(&p, &[]);
+    let _d = p.spawn_daemon(&[]);
     let stuck = note("coder", 1, "reviewer", "stuck");
     let stuck_path = post(&p, "master", &stuck);
     wait_until(DEADLINE, "deferred logged", || {
@@ -1357,7 +1311,7 @@ fn poll_mode_delivers_without_file_events() {
         ("coder", "master", "codex", "task"),
         ("reviewer", "rev", "codex", "task"),
     ]);
-    let d = start(&p, &["--poll"]);
+    let d = p.spawn_daemon(&["--poll"]);
     let n = note("coder", 1, "reviewer", "polled");
     let path = post(&p, "master", &n);
     wait_delivered(&p, &path);
@@ -1366,7 +1320,7 @@ fn poll_mode_delivers_without_file_events() {
     assert!(!uses_inotify(d.pid()), "--poll must not watch");
     drop(d);
     // Contrast: the default mode does watch.
-    let d = start(&p, &[]);
+    let d = p.spawn_daemon(&[]);
     let n = note("coder", 2, "reviewer", "watched");
     let path = post(&p, "master", &n);
     wait_delivered(&p, &path);

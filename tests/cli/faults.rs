@@ -16,6 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::support::{bin, clean_command, wait_until, Daemon, Project, Run, DEADLINE};
+pub(crate) use crate::support::{log_count as count, log_lines as lines};
 
 pub(crate) const CREATED: &str = "2026-06-15T14:05:31.123456Z";
 const PREAMBLE: &str = "Re-read your role and constitution.";
@@ -101,53 +102,16 @@ pub(crate) fn write_config(p: &Project, yaml: &str) {
     fs::write(p.path("swarm.yaml"), yaml).unwrap();
 }
 
-/// Starts `handoffd <root>` (stderr into `<root>/handoffd.stderr`) and waits
-/// until this process has logged one more `started` line.
+/// Starts `handoffd <root>` and waits until it is ready (see
+/// `Project::spawn_daemon`).
 pub(crate) fn start(p: &Project) -> Daemon {
-    let before = count(&p.log(), "started");
-    let err = fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(p.root.join("handoffd.stderr"))
-        .unwrap();
-    let child = clean_command(&bin("handoffd"), &p.root)
-        .arg(&p.root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(err)
-        .spawn()
-        .expect("handoffd starts");
-    let mut d = Daemon { child: Some(child) };
-    let end = Instant::now() + DEADLINE;
-    while count(&p.log(), "started") <= before {
-        if let Some(Ok(Some(st))) = d.child.as_mut().map(|c| c.try_wait()) {
-            panic!(
-                "handoffd exited ({st}) while starting; stderr:\n{}",
-                fs::read_to_string(p.root.join("handoffd.stderr")).unwrap_or_default()
-            );
-        }
-        assert!(Instant::now() < end, "handoffd did not start");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    d
+    p.spawn_daemon(&[])
 }
 
 /// Asserts the daemon is still running.
 pub(crate) fn alive(d: &mut Daemon) {
     let st = d.child.as_mut().unwrap().try_wait().unwrap();
     assert!(st.is_none(), "handoffd exited: {st:?}");
-}
-
-/// Log lines (without the time stamp) whose event word is `word`.
-pub(crate) fn lines(log: &str, word: &str) -> Vec<String> {
-    log.lines()
-        .filter(|l| l.split(' ').nth(1) == Some(word))
-        .map(|l| l.split_once(' ').unwrap().1.to_string())
-        .collect()
-}
-
-pub(crate) fn count(log: &str, word: &str) -> usize {
-    lines(log, word).len()
 }
 
 pub(crate) fn wait_delivered(p: &Project, outbox_path: &Path) {

@@ -206,24 +206,44 @@ impl Project {
         r
     }
 
-    /// Starts `handoffd <root>` in the background; killed when the guard drops.
+    /// Starts `handoffd [extra] <root>` (stderr into `<root>/handoffd.stderr`)
+    /// and waits until this very process holds the pid file and has logged
+    /// one more `started` line, so it also waits correctly for a restart.
+    /// Killed when the guard drops.
     pub fn spawn_daemon(&self, extra: &[&str]) -> Daemon {
+        let before = log_count(&self.log(), "started");
+        let err_path = self.root.join("handoffd.stderr");
+        let err = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&err_path)
+            .unwrap();
         let child = clean_command(&bin("handoffd"), &self.root)
             .args(extra)
             .arg(&self.root)
+            .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+            .stderr(err)
             .spawn()
             .expect("handoffd starts");
+        let pid = child.id();
+        let mut d = Daemon { child: Some(child) };
         let pid_file = self.root.join(".swarmforge/daemon/handoffd.pid");
-        let log = self.root.join(".swarmforge/daemon/handoffd.log");
-        wait_until(DEADLINE, "handoffd started", || {
-            pid_file.exists()
-                && fs::read_to_string(&log)
-                    .map(|l| l.contains(" started"))
-                    .unwrap_or(false)
-        });
-        Daemon { child: Some(child) }
+        let end = Instant::now() + DEADLINE;
+        loop {
+            let mine = fs::read_to_string(&pid_file).is_ok_and(|s| s.trim() == pid.to_string());
+            if mine && log_count(&self.log(), "started") > before {
+                return d;
+            }
+            if let Some(Some(code)) = d.child.as_mut().map(|c| c.try_wait().ok().flatten()) {
+                panic!(
+                    "handoffd exited with {code:?} while starting; stderr:\n{}",
+                    fs::read_to_string(&err_path).unwrap_or_default()
+                );
+            }
+            assert!(Instant::now() < end, "handoffd did not start");
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     pub fn log(&self) -> String {
@@ -307,4 +327,16 @@ impl Project {
         }
         self.write_roles_raw(&tsv);
     }
+}
+
+/// handoffd.log lines (without the time stamp) whose event word is `word`.
+pub fn log_lines(log: &str, word: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| l.split(' ').nth(1) == Some(word))
+        .map(|l| l.split_once(' ').unwrap().1.to_string())
+        .collect()
+}
+
+pub fn log_count(log: &str, word: &str) -> usize {
+    log_lines(log, word).len()
 }
