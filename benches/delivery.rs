@@ -18,15 +18,15 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use swarm_handoff::clock;
-use swarm_handoff::config::Config;
-use swarm_handoff::deliver::Deliverer;
+use swarm_handoff::daemon::deliver::Deliverer;
+use swarm_handoff::daemon::journal::Journal;
+use swarm_handoff::daemon::wake::Waker;
 use swarm_handoff::fsx;
-use swarm_handoff::header::Message;
-use swarm_handoff::journal::Journal;
-use swarm_handoff::layout::{Project, Worktree};
-use swarm_handoff::roles::Roles;
-use swarm_handoff::wake::Waker;
+use swarm_handoff::protocol::clock;
+use swarm_handoff::protocol::config::Config;
+use swarm_handoff::protocol::header::Message;
+use swarm_handoff::protocol::layout::{Project, Worktree};
+use swarm_handoff::protocol::roles::Roles;
 
 struct Opts {
     messages: usize,

@@ -22,16 +22,16 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use swarm_handoff::clock;
-use swarm_handoff::config::Config;
-use swarm_handoff::deliver::Deliverer;
+use swarm_handoff::agent::queue::{Inbox, Ready};
+use swarm_handoff::daemon::deliver::Deliverer;
+use swarm_handoff::daemon::journal::Journal;
+use swarm_handoff::daemon::wake::Waker;
 use swarm_handoff::fsx;
-use swarm_handoff::header::Message;
-use swarm_handoff::journal::Journal;
-use swarm_handoff::layout::{Project, Worktree};
-use swarm_handoff::queue::{Inbox, Ready};
-use swarm_handoff::roles::{ReceiveMode, Roles};
-use swarm_handoff::wake::Waker;
+use swarm_handoff::protocol::clock;
+use swarm_handoff::protocol::config::Config;
+use swarm_handoff::protocol::header::Message;
+use swarm_handoff::protocol::layout::{Project, Worktree};
+use swarm_handoff::protocol::roles::{ReceiveMode, Roles};
 
 const BODY: usize = 400;
 
@@ -252,8 +252,8 @@ fn cli_send(o: &Ours, i: usize) -> PathBuf {
 fn lib_send(o: &Ours, i: usize) -> PathBuf {
     let draft = o.project.root.join("draft.txt");
     fs::write(&draft, draft_text(i)).unwrap();
-    let q = swarm_handoff::send::queue("draft.txt", &o.project.root).expect("queued");
-    swarm_handoff::send::discard_draft("draft.txt", &o.project.root);
+    let q = swarm_handoff::agent::send::queue("draft.txt", &o.project.root).expect("queued");
+    swarm_handoff::agent::send::discard_draft("draft.txt", &o.project.root);
     q.path
 }
 

@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use swarm_handoff::clock;
-use swarm_handoff::header::Message;
+use swarm_handoff::protocol::clock;
+use swarm_handoff::protocol::header::Message;
 
 struct Opts {
     messages: usize,

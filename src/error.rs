@@ -45,7 +45,7 @@ fn hint_suffix(hint: &Option<&'static str>) -> String {
 /// A path as printed: control characters escaped, so a hostile file name
 /// cannot drive the terminal or fake a token line.
 fn shown(p: &Path) -> String {
-    crate::header::escape(&p.to_string_lossy())
+    crate::protocol::header::escape(&p.to_string_lossy())
 }
 
 fn refusal_text(token: &str, detail: &str, paths: &[PathBuf]) -> String {

@@ -5,51 +5,21 @@
 //! finish it with `done-current`; `handoffd` routes each outbox file into every
 //! recipient's inbox. Every state change is an atomic rename (`fsx`), and the
 //! files themselves are the transcript and the audit trail.
+//!
+//! The folders are the layers, each importing only those below it:
+//! `fsx` and `error` (the foundation), `protocol` (the on-disk format),
+//! `daemon` (delivery), `forum` (sessions, discussions, the moderator; reached
+//! by the daemon through one hook), `agent` (the agent's commands), `views`
+//! (read-only readers), `launch` (init, up, down) and `cli` (the front ends).
 
-pub mod answer;
-pub mod artifacts;
-pub mod attention;
-pub mod audit;
-pub mod clock;
-pub mod config;
-pub mod control;
+pub mod agent;
+pub mod cli;
 pub mod daemon;
-pub mod deliver;
-pub mod demo;
-pub mod discover;
-pub mod discussion;
-pub mod draft;
-pub mod duration;
 pub mod error;
-pub mod event_stream;
 pub mod forum;
 pub mod fsx;
-pub mod gitcheck;
-pub mod header;
-pub mod history;
-pub mod init;
-pub mod journal;
 pub mod launch;
-pub mod layout;
-pub mod moderator;
-pub mod names;
-pub mod printout;
-pub mod queue;
-pub mod receipts;
-pub mod record;
-pub mod roles;
-pub mod rules;
-pub mod send;
-pub mod sequence;
-pub mod session;
-pub mod shims;
-pub mod status;
-pub mod swarmforge_conf;
-pub mod trail;
-pub mod transcript;
-pub mod wake;
-pub mod watchdog;
-
-pub mod cli;
+pub mod protocol;
+pub mod views;
 
 pub use error::{Error, Result};

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use swarm_handoff::header::Message;
+use swarm_handoff::protocol::header::Message;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(m) = Message::parse_bytes(data) {

@@ -2,9 +2,9 @@
 
 use clap::Parser;
 
+use crate::agent::printout;
+use crate::agent::queue::Inbox;
 use crate::error::exit;
-use crate::printout;
-use crate::queue::Inbox;
 
 #[derive(Parser, Debug)]
 #[command(

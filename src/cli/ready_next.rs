@@ -2,17 +2,17 @@
 
 use clap::Parser;
 
-use crate::config::Config;
-use crate::discover;
-use crate::discussion;
+use crate::agent::printout::{self, Contribution, ForumView, ItemForum, Resume, Turn};
+use crate::agent::queue::{self, Inbox, Item, Ready};
 use crate::error::{exit, Error, Result};
-use crate::header::Message;
-use crate::layout::{Project, Worktree};
-use crate::moderator;
-use crate::printout::{self, Contribution, ForumView, ItemForum, Resume, Turn};
-use crate::queue::{self, Inbox, Item, Ready};
-use crate::roles::{ReceiveMode, Roles};
-use crate::session;
+use crate::forum::discussion;
+use crate::forum::moderator;
+use crate::forum::session;
+use crate::protocol::config::Config;
+use crate::protocol::header::Message;
+use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::roles::{ReceiveMode, Roles};
+use crate::protocol::root;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -49,15 +49,15 @@ pub struct Resolved {
 /// The inbox and receive mode for this call: a forced mode needs only the
 /// worktree; otherwise the role's row in roles.tsv decides (§7.1).
 pub fn resolve(task: bool, batch: bool) -> Result<Resolved> {
-    let cwd = discover::current_dir()?;
+    let cwd = root::current_dir()?;
     let forced = match (task, batch) {
         (true, _) => Some(ReceiveMode::Task),
         (_, true) => Some(ReceiveMode::Batch),
         _ => None,
     };
     if let Some(mode) = forced {
-        let wt = discover::locate_worktree(&cwd)?;
-        let project = discover::project_of(&wt);
+        let wt = root::locate_worktree(&cwd)?;
+        let project = root::project_of(&wt);
         let config = match &project {
             Some(p) => Config::load(&p.config_file())?,
             None => Config::default(),
@@ -69,8 +69,8 @@ pub fn resolve(task: bool, batch: bool) -> Result<Resolved> {
             project,
         });
     }
-    let role = discover::acting_role()?;
-    let at = discover::locate(&cwd)?;
+    let role = root::acting_role()?;
+    let at = root::locate(&cwd)?;
     let roles = Roles::load(&at.project.roles_tsv())?;
     let row = roles.find(&role).ok_or_else(|| {
         Error::env(format!(
@@ -81,11 +81,11 @@ pub fn resolve(task: bool, batch: bool) -> Result<Resolved> {
     let mode = row.receive_mode().map_err(|m| {
         Error::refused(
             "INVALID_RECEIVE_MODE",
-            format!("{} for role {role}", crate::header::escape(m)),
+            format!("{} for role {role}", crate::protocol::header::escape(m)),
             vec![],
         )
     })?;
-    crate::send::check_role_worktree(row, &at)?;
+    crate::agent::send::check_role_worktree(row, &at)?;
     let config = Config::load(&at.project.config_file())?;
     Ok(Resolved {
         wt: at.worktree,
@@ -159,7 +159,7 @@ fn resume(place: Option<&Resolved>, me: Option<&str>, n: usize) -> Resume {
     let Some(project) = place.and_then(|p| p.project.as_ref()) else {
         return Resume::default();
     };
-    let lines = match crate::transcript::recent_lines(project, me, n) {
+    let lines = match crate::views::transcript::recent_lines(project, me, n) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("ready-next: no resume context: {e}");
@@ -265,7 +265,7 @@ fn turn_text(m: &Message) -> String {
         (_, Some(s)) if !s.trim().is_empty() && !body.is_empty() => format!("{s} — {body}"),
         (_, Some(s)) if !s.trim().is_empty() => s.to_string(),
         _ if !body.is_empty() => body.to_string(),
-        _ => crate::transcript::summary(m),
+        _ => crate::views::transcript::summary(m),
     };
     let mut cut: String = text.chars().take(MAX_TURN_TEXT).collect();
     if cut.len() < text.len() {
@@ -305,7 +305,7 @@ fn contributions(roles: &Roles, body: &str, max: u64) -> Vec<Contribution> {
         .map(|id| match original(roles, id, max) {
             Some(o) => Contribution {
                 id: id.to_string(),
-                line: crate::transcript::forum_line(&o.msg)
+                line: crate::views::transcript::forum_line(&o.msg)
                     .trim_end_matches('\n')
                     .to_string(),
                 path: Some(o.path),
@@ -313,7 +313,7 @@ fn contributions(roles: &Roles, body: &str, max: u64) -> Vec<Contribution> {
             None => Contribution {
                 id: id.to_string(),
                 path: None,
-                line: format!("{} (not found)", crate::header::escape(id)),
+                line: format!("{} (not found)", crate::protocol::header::escape(id)),
             },
         })
         .collect()

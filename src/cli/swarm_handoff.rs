@@ -1,8 +1,8 @@
 //! `swarm-handoff [--json] <draft-file>` (SwarmForge's `swarm_handoff.sh`).
 
-use crate::draft::{self, USAGE};
+use crate::agent::send::{self, SendError};
 use crate::error::exit;
-use crate::send::{self, SendError};
+use crate::protocol::draft::{self, USAGE};
 
 pub fn run(args: Vec<String>) -> i32 {
     let mut json = false;
@@ -36,7 +36,7 @@ pub fn run(args: Vec<String>) -> i32 {
         return exit::ENV;
     }
     let arg = &positional[0];
-    let cwd = match crate::discover::current_dir() {
+    let cwd = match crate::protocol::root::current_dir() {
         Ok(c) => c,
         Err(e) => return super::report(&e, json),
     };

@@ -642,7 +642,7 @@ proptest! {
     /// The swarm.yaml parser returns a config or an error, never panics.
     #[test]
     fn config_parse_never_panics(text in config_text()) {
-        let _ = swarm_handoff::config::Config::parse(&text);
+        let _ = swarm_handoff::protocol::config::Config::parse(&text);
     }
 
     /// The loader, on any bytes in the file, returns a config or an error.
@@ -651,7 +651,7 @@ proptest! {
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("swarm.yaml");
         fs::write(&path, &bytes).unwrap();
-        let _ = swarm_handoff::config::Config::load(&path);
+        let _ = swarm_handoff::protocol::config::Config::load(&path);
     }
 }
 
@@ -660,9 +660,12 @@ proptest! {
 #[test]
 fn config_parse_survives_deep_nesting_and_alias_bombs() {
     for depth in [1_000, 100_000] {
-        let _ = swarm_handoff::config::Config::parse(&"[".repeat(depth));
-        let _ = swarm_handoff::config::Config::parse(&format!("daemon: {}", "{a: ".repeat(depth)));
-        let _ = swarm_handoff::config::Config::parse(&"- ".repeat(depth));
+        let _ = swarm_handoff::protocol::config::Config::parse(&"[".repeat(depth));
+        let _ = swarm_handoff::protocol::config::Config::parse(&format!(
+            "daemon: {}",
+            "{a: ".repeat(depth)
+        ));
+        let _ = swarm_handoff::protocol::config::Config::parse(&"- ".repeat(depth));
     }
     let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
     for i in 1..12 {
@@ -671,7 +674,7 @@ fn config_parse_survives_deep_nesting_and_alias_bombs() {
     }
     bomb.push_str("max_hops: *a11\n");
     let t = Instant::now();
-    assert!(swarm_handoff::config::Config::parse(&bomb).is_err());
+    assert!(swarm_handoff::protocol::config::Config::parse(&bomb).is_err());
     assert!(t.elapsed() < Duration::from_secs(10), "alias bomb expanded");
 }
 

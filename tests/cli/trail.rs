@@ -8,7 +8,7 @@ use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
-use swarm_handoff::header::Message;
+use swarm_handoff::protocol::header::Message;
 
 use crate::support::{bin, clean_command, wait_until, Project, Run, DEADLINE};
 
@@ -44,9 +44,13 @@ impl Msg {
     /// Sets created_at and the id's second to match it.
     fn at(mut self, created: &str) -> Msg {
         self.created = created.to_string();
-        let t = swarm_handoff::clock::parse(created).unwrap();
+        let t = swarm_handoff::protocol::clock::parse(created).unwrap();
         let seq = &self.id[17..23];
-        self.id = format!("{}_{seq}_from_{}", swarm_handoff::clock::idts(t), self.from);
+        self.id = format!(
+            "{}_{seq}_from_{}",
+            swarm_handoff::protocol::clock::idts(t),
+            self.from
+        );
         self
     }
     fn body(mut self, b: &str) -> Msg {
@@ -290,7 +294,7 @@ fn transcript_text_is_one_line_per_message_in_order() {
 #[test]
 fn forum_line_matches_the_transcript_line() {
     let m = m1().message();
-    let line = swarm_handoff::transcript::forum_line(&m);
+    let line = swarm_handoff::views::transcript::forum_line(&m);
     assert_eq!(
         line,
         "[2026-06-15 23:59:58] [coder -> cleaner,QA] git_handoff fix-login\n"
@@ -298,7 +302,7 @@ fn forum_line_matches_the_transcript_line() {
     assert!(TEXT.contains(&format!("[23:59:58] {}", &line[22..])));
     // A delivered copy gives the same line as its original.
     let copy = Message::parse(&m1().copy("QA", &["2026-06-15T23:59:59Z"])).unwrap();
-    assert_eq!(swarm_handoff::transcript::forum_line(&copy), line);
+    assert_eq!(swarm_handoff::views::transcript::forum_line(&copy), line);
 }
 
 #[test]
@@ -441,7 +445,8 @@ fn transcript_filters_select_messages() {
 fn transcript_since_accepts_an_age() {
     let p = project();
     let now = chrono::Utc::now();
-    let stamp = |ago: i64| swarm_handoff::clock::iso(now - chrono::Duration::minutes(ago));
+    let stamp =
+        |ago: i64| swarm_handoff::protocol::clock::iso(now - chrono::Duration::minutes(ago));
     let a = Msg::new(1, "coder", "QA", "note")
         .about("old news")
         .at(&stamp(180));

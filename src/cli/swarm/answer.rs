@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
-use crate::answer;
+use crate::agent::answer;
+use crate::agent::send::SendError;
 use crate::error::exit;
-use crate::send::SendError;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
@@ -37,7 +37,7 @@ pub fn run(args: Args) -> i32 {
         eprintln!("swarm answer: give --choice N (repeatable) and/or --text TEXT");
         return exit::ENV;
     }
-    let project = match crate::trail::locate(args.root.as_deref()) {
+    let project = match crate::views::trail::locate(args.root.as_deref()) {
         Ok(p) => p,
         Err(e) => return crate::cli::report(&e, args.json),
     };
@@ -57,7 +57,7 @@ pub fn run(args: Args) -> i32 {
             exit::OK
         }
         Err(SendError::Invalid { errors, .. }) => {
-            let id = crate::header::escape(&args.id);
+            let id = crate::protocol::header::escape(&args.id);
             eprint!("{}", answer::invalid_report(&id, &errors));
             if args.json {
                 let v = serde_json::json!({

@@ -4,11 +4,11 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use crate::artifacts::{self, Row};
+use crate::agent::artifacts::{self, Row};
 use crate::error::{exit, Error};
-use crate::header::escape;
-use crate::trail::{self, Scope, Trail};
-use crate::transcript;
+use crate::protocol::header::escape;
+use crate::views::trail::{self, Scope, Trail};
+use crate::views::transcript;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\

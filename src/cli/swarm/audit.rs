@@ -3,10 +3,10 @@
 
 use std::path::PathBuf;
 
-use crate::audit::{self, check};
-use crate::clock;
 use crate::error::{exit, Error};
-use crate::trail::{self, Scope, Trail};
+use crate::protocol::clock;
+use crate::views::audit::{self, check};
+use crate::views::trail::{self, Scope, Trail};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
@@ -42,7 +42,7 @@ pub fn run(args: Args) -> i32 {
             None => {
                 let e = Error::env(format!(
                     "invalid --now '{}': expected RFC 3339",
-                    crate::header::escape(s)
+                    crate::protocol::header::escape(s)
                 ));
                 return crate::cli::report(&e, args.json);
             }

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::discussion;
+use crate::forum::discussion;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -16,7 +16,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> i32 {
-    let Ok(role) = crate::discover::acting_role() else {
+    let Ok(role) = crate::protocol::root::acting_role() else {
         return 1;
     };
     let Ok(project) = super::project(args.root.as_deref()) else {

@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::demo;
-use crate::duration::Dur;
 use crate::error::exit;
+use crate::launch::demo;
+use crate::protocol::duration::Dur;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -110,7 +110,9 @@ pub fn run(args: Args) -> i32 {
         crate::launch::Outcome::Stalled(why) => eprintln!("swarm demo: stalled: {why}"),
         crate::launch::Outcome::DaemonDied => eprintln!(
             "swarm demo: handoffd stopped unexpectedly; see {}",
-            crate::layout::Project::new(root).daemon_output().display()
+            crate::protocol::layout::Project::new(root)
+                .daemon_output()
+                .display()
         ),
         crate::launch::Outcome::Detached => {}
     }
@@ -121,7 +123,7 @@ pub fn run(args: Args) -> i32 {
         code = exit::ENV;
     }
     commits(root);
-    let project = crate::layout::Project::new(root);
+    let project = crate::protocol::layout::Project::new(root);
     crate::cli::out(&format!(
         "\n== files ==\n\
          project:     {root}\n\

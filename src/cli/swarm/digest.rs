@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use clap::Subcommand;
 
 use crate::error::{exit, Error};
-use crate::header::Message;
-use crate::session;
+use crate::forum::session;
+use crate::protocol::header::Message;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 
-use crate::discussion;
 use crate::error::exit;
-use crate::roles::Roles;
+use crate::forum::discussion;
+use crate::protocol::roles::Roles;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 
 use crate::error::exit;
-use crate::init;
 use crate::launch;
-use crate::layout::Project;
+use crate::launch::init;
+use crate::protocol::layout::Project;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

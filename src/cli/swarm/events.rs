@@ -4,8 +4,8 @@ use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 
 use crate::error::{exit, Error};
-use crate::event_stream::{printable, EventReader};
-use crate::trail::{self, watch::DirWatch};
+use crate::views::events::{printable, EventReader};
+use crate::views::trail::{self, watch::DirWatch};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
@@ -92,7 +92,7 @@ pub fn run(args: Args) -> i32 {
         Err(e) => {
             eprintln!(
                 "swarm events: {}: {e}",
-                crate::header::escape(&path.display().to_string())
+                crate::protocol::header::escape(&path.display().to_string())
             );
             exit::ENV
         }

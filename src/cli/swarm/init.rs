@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use crate::error::exit;
-use crate::init::{self, Plan};
+use crate::launch::init::{self, Plan};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -71,15 +71,15 @@ pub enum Command {
 }
 
 /// The project for `[root]`, or the one found from the current directory.
-pub fn project(root: Option<&std::path::Path>) -> crate::Result<crate::layout::Project> {
+pub fn project(root: Option<&std::path::Path>) -> crate::Result<crate::protocol::layout::Project> {
     match root {
         Some(r) => {
             let abs = r
                 .canonicalize()
                 .map_err(|e| crate::Error::io_hint(r, e, "pass an existing project root"))?;
-            Ok(crate::layout::Project::new(abs))
+            Ok(crate::protocol::layout::Project::new(abs))
         }
-        None => Ok(crate::discover::locate(&crate::discover::current_dir()?)?.project),
+        None => Ok(crate::protocol::root::locate(&crate::protocol::root::current_dir()?)?.project),
     }
 }
 

@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 
 use crate::error::{exit, Error};
-use crate::header::escape;
-use crate::receipts;
-use crate::trail::{self, Scope, Trail};
+use crate::protocol::header::escape;
+use crate::views::receipts;
+use crate::views::trail::{self, Scope, Trail};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\

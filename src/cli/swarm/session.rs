@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Subcommand;
 
 use crate::error::exit;
-use crate::session;
+use crate::forum::session;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -77,7 +77,7 @@ pub fn run(args: Args) -> i32 {
                             if s.is_open() { "open" } else { "closed" },
                             s.started_at,
                             s.close_reason.as_deref().unwrap_or("-"),
-                            crate::header::escape(s.title.as_deref().unwrap_or("-"))
+                            crate::protocol::header::escape(s.title.as_deref().unwrap_or("-"))
                         )
                     })
                     .collect()

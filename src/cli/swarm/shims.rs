@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use crate::error::exit;
-use crate::shims;
+use crate::launch::shims;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

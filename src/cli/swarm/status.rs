@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use crate::error::exit;
-use crate::status;
+use crate::views::status;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

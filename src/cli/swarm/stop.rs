@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::control;
+use crate::daemon::control;
 use crate::error::exit;
 
 #[derive(clap::Args, Debug)]

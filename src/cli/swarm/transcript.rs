@@ -3,10 +3,10 @@
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 
-use crate::clock;
 use crate::error::{exit, Error};
-use crate::trail::{self, Scope, Trail};
-use crate::transcript::{self, follow, Filter, Format, Printer};
+use crate::protocol::clock;
+use crate::views::trail::{self, Scope, Trail};
+use crate::views::transcript::{self, follow, Filter, Format, Printer};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
@@ -99,7 +99,7 @@ pub fn run(args: Args) -> i32 {
     let session = match args
         .session
         .as_deref()
-        .map(|s| crate::session::find(&t.project, s))
+        .map(|s| crate::forum::session::find(&t.project, s))
         .transpose()
     {
         Ok(s) => s,
@@ -129,7 +129,7 @@ pub fn run(args: Args) -> i32 {
             if members.is_empty() {
                 let e = Error::env(format!(
                     "No message with id {} in {}.",
-                    crate::header::escape(id),
+                    crate::protocol::header::escape(id),
                     t.project.root.display()
                 ));
                 return crate::cli::report(&e, false);

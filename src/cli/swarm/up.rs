@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
-use crate::duration::Dur;
-use crate::init::{self, Plan};
+use crate::launch::init::{self, Plan};
 use crate::launch::{self, Outcome, UpOptions};
+use crate::protocol::duration::Dur;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -30,7 +30,7 @@ pub struct Args {
 }
 
 pub fn parse_dur(s: &str) -> Result<Dur, String> {
-    crate::duration::parse(s).map(Dur)
+    crate::protocol::duration::parse(s).map(Dur)
 }
 
 pub fn run(args: Args) -> i32 {

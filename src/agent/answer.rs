@@ -1,0 +1,150 @@
+//! `swarm answer <clarify-id> --choice N [--choice M] [--text T]`: a person
+//! answers an open clarify (collaboration.md, "Human roles").
+//!
+//! The answer is sent as the role that received the clarify, through the same
+//! path as `swarm-handoff` (a draft, validated against the clarify's options,
+//! `allow_multiple` and `allow_custom`), with `in_reply_to: <clarify id>`;
+//! then the clarify's copy in that role's inbox is completed. Both happen
+//! under that inbox's lock, so two people answering at once cannot both
+//! answer.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::agent::queue::Inbox;
+use crate::agent::send::{self, Queued, SendError, Sender};
+use crate::error::{exit, Error};
+use crate::fsx;
+use crate::protocol::config::Config;
+use crate::protocol::draft;
+use crate::protocol::header::escape;
+use crate::protocol::layout::Project;
+use crate::protocol::roles::Roles;
+use crate::protocol::rules;
+use crate::views::attention;
+
+/// What `swarm answer` did.
+#[derive(Debug, Serialize)]
+pub struct Answered {
+    /// The clarify answered.
+    pub clarify: String,
+    /// The role the answer was sent as.
+    pub role: String,
+    pub queued: Queued,
+    /// Where the clarify's copy went (`None`: it was completed already).
+    pub completed: Option<PathBuf>,
+}
+
+/// The draft `swarm answer` sends.
+fn draft_text(
+    clarify: &crate::agent::queue::Item,
+    id: &str,
+    choices: &[usize],
+    text: Option<&str>,
+) -> String {
+    let to = clarify.header("from").unwrap_or("");
+    let priority = clarify
+        .header("priority")
+        .filter(|p| rules::valid_priority(p))
+        .unwrap_or("50");
+    let mut d = format!("type: answer\nto: {to}\npriority: {priority}\nin_reply_to: {id}\n");
+    if !choices.is_empty() {
+        let list: Vec<String> = choices.iter().map(usize::to_string).collect();
+        d.push_str(&format!("choices: {}\n", list.join(",")));
+    }
+    d.push('\n');
+    if let Some(t) = text {
+        d.push_str(t);
+        d.push('\n');
+    }
+    d
+}
+
+/// Answers clarify `id` in `project`. Refusals (a choice that is not an
+/// option, a second choice without `allow_multiple`, text without
+/// `allow_custom`, a clarify answered or withdrawn already) exit 2; a clarify
+/// that reached no inbox exits 1.
+pub fn answer(
+    project: &Project,
+    id: &str,
+    choices: &[usize],
+    text: Option<&str>,
+) -> Result<Answered, SendError> {
+    if !rules::valid_message_id(id) {
+        return Err(Error::env(format!("'{}' is not a message id.", escape(id))).into());
+    }
+    let roles = Roles::load(&project.roles_tsv())?;
+    let config = Config::load(&project.config_file())?;
+    fsx::set_fsync(config.daemon.fsync);
+    let max = config.limits.max_file_bytes;
+    let Some(copy) = attention::clarify_copy(&roles, project, id, max) else {
+        return Err(Error::env(format!(
+            "No copy of {id} in any inbox: it is not delivered yet, or no such message exists.\n  hint: `swarm receipts {id}` shows where it is"
+        ))
+        .into());
+    };
+    let kind = copy.header("type").unwrap_or("unknown");
+    if kind != rules::CLARIFY.name {
+        return Err(Error::refused(
+            "NOT_A_CLARIFY",
+            format!("{id} is a {}, not a clarify.", escape(kind)),
+            vec![copy.path.clone()],
+        )
+        .into());
+    }
+    let role = copy
+        .header("recipient")
+        .or_else(|| copy.header("to"))
+        .unwrap_or("")
+        .to_string();
+    let sender = Sender::as_role(project, &role)?;
+    let d = draft::parse(&draft_text(&copy, id, choices, text));
+    let shown = format!("swarm answer {id}");
+    let inbox = Inbox {
+        wt: &sender.at.worktree,
+        max_bytes: max,
+    };
+    inbox.with_lock(|ib| -> Result<Answered, SendError> {
+        if let Some(by) = attention::settled_by(project, id)? {
+            return Err(Error::refused(
+                "CLARIFY_CLOSED",
+                format!("{id} is already answered or withdrawn by {by}."),
+                vec![],
+            )
+            .into());
+        }
+        let queued = send::submit(&sender, &d, &shown)?;
+        let completed = ib.complete_copy_locked(id).map_err(|e| {
+            Error::env(format!(
+                "The answer is queued at {}, but the clarify's copy could not be completed: {e}",
+                queued.path.display()
+            ))
+        })?;
+        Ok(Answered {
+            clarify: id.to_string(),
+            role: role.clone(),
+            queued,
+            completed,
+        })
+    })
+}
+
+/// The refusal report for an invalid answer (exit 2).
+pub fn invalid_report(id: &str, errors: &[String]) -> String {
+    let mut s = format!("ANSWER INVALID: {id}\n\nErrors:\n");
+    for e in errors {
+        s.push_str("- ");
+        s.push_str(e);
+        s.push('\n');
+    }
+    s
+}
+
+/// Exit code of a failed answer.
+pub fn exit_code(e: &SendError) -> i32 {
+    match e {
+        SendError::Invalid { .. } => exit::REFUSED,
+        SendError::Other(e) => e.exit_code(),
+    }
+}

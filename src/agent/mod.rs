@@ -1,0 +1,8 @@
+//! What an agent's own commands do: send a draft, take and finish work, print
+//! what was taken, answer a clarify, stamp artifacts.
+
+pub mod answer;
+pub mod artifacts;
+pub mod printout;
+pub mod queue;
+pub mod send;

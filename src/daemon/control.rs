@@ -1,0 +1,113 @@
+//! Finding and stopping the one `handoffd` of a project.
+//!
+//! The daemon holds an exclusive flock(2) on `.swarmforge/daemon/handoffd.pid`
+//! for its whole life. A pid is only signalled after /proc/locks confirms that
+//! this very process holds that lock, so a stale pid file can never get an
+//! unrelated process killed (§15.10).
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, IoContext, Result};
+use crate::fsx;
+use crate::protocol::layout::Project;
+
+/// Time `swarm stop` gives the daemon before SIGKILL.
+pub const GRACE: Duration = Duration::from_secs(5);
+
+/// The pid holding a flock(2) lock on the file `meta` describes, per
+/// /proc/locks (`MAJ:MIN:INODE`, device in hex). Matching the device too keeps
+/// a same-numbered inode on another filesystem from being taken for ours;
+/// reading /proc/locks never takes the lock, so probing cannot make a starting
+/// daemon believe another one runs.
+fn lock_holder(meta: &fs::Metadata) -> Option<u32> {
+    let dev = meta.dev();
+    let key = format!(
+        "{:02x}:{:02x}:{}",
+        libc::major(dev),
+        libc::minor(dev),
+        meta.ino()
+    );
+    let text = fs::read_to_string("/proc/locks").ok()?;
+    text.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        // "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"
+        let ours = f.len() >= 6 && f[1] == "FLOCK" && f[5] == key;
+        ours.then(|| f[4].parse().ok()).flatten()
+    })
+}
+
+/// The pid of the live daemon: the process holding the lock on the pid file.
+pub fn running_pid(project: &Project) -> Option<u32> {
+    let meta = fs::metadata(project.pid_file()).ok()?;
+    lock_holder(&meta)
+}
+
+fn lock_free(project: &Project) -> bool {
+    running_pid(project).is_none()
+}
+
+fn signal(pid: u32, sig: i32) {
+    // SAFETY: plain kill(2) on the pid that holds the daemon lock.
+    unsafe {
+        libc::kill(pid as libc::pid_t, sig);
+    }
+}
+
+/// What `stop` did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct StopReport {
+    /// The daemon that was running, if any.
+    pub pid: Option<u32>,
+    /// It had to be killed after the grace period.
+    pub killed: bool,
+}
+
+/// Stop file + SIGTERM, wait up to `grace`, then SIGKILL. The stop file is
+/// removed only after the daemon is gone, so it cannot miss the request.
+pub fn stop(project: &Project, grace: Duration) -> Result<StopReport> {
+    let dir = project.daemon_dir();
+    if !project.swarmforge().is_dir() {
+        return Err(Error::env(format!(
+            "No swarm at {} (missing .swarmforge/).",
+            project.root.display()
+        )));
+    }
+    fsx::ensure_dirs(&[&dir]).at(&dir)?;
+    // Who runs, asked before the stop file exists: the daemon reacts to the
+    // file within milliseconds, and asking afterwards reported a daemon that
+    // was just stopped as "not running".
+    let pid = running_pid(project);
+    let stop_file = project.stop_file();
+    fsx::write_file(&stop_file, b"").at(&stop_file)?;
+    let mut killed = false;
+    if let Some(pid) = pid {
+        // Gone already (it saw the stop file): nothing to signal.
+        if !lock_free(project) {
+            signal(pid, libc::SIGTERM);
+        }
+        let end = Instant::now() + grace;
+        while !lock_free(project) && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if !lock_free(project) {
+            signal(pid, libc::SIGKILL);
+            killed = true;
+            let end = Instant::now() + Duration::from_secs(2);
+            while !lock_free(project) && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+    // A SIGKILLed daemon leaves its pid file; the lock is free now, so it is stale.
+    // Removed only while we hold its lock: a daemon starting right now cannot
+    // lose the file it just locked (which would let a second one start).
+    if project.pid_file().exists() {
+        if let Ok(Some(_held)) = fsx::try_lock(&project.pid_file()) {
+            let _ = fsx::remove_file(&project.pid_file());
+        }
+    }
+    fsx::remove_file(&stop_file).at(&stop_file)?;
+    Ok(StopReport { pid, killed })
+}

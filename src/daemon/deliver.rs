@@ -1,0 +1,543 @@
+//! One synchronous, idempotent delivery pass: the daemon's core (§6.4, issue 3).
+//!
+//! Every `*.handoff` in every role's outbox is taken in priority order (file
+//! name order across all outboxes). A file is refused to `failed/` with a
+//! reason before any copy is written when it is malformed, a symlink, not a
+//! regular file, too large, sent from an outbox its `from` does not own (D8),
+//! or names an unknown recipient. Otherwise each recipient gets a copy
+//! published atomically into `inbox/new/` (skipping a recipient that already
+//! holds the file anywhere in its inbox), then the original moves to `sent/`.
+//! Killed at any instant and restarted, every message reaches every recipient
+//! exactly once: copies are complete-or-absent, and the original leaves the
+//! outbox only after every copy is durable.
+
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::daemon::journal::{Event, Journal, Kind};
+use crate::daemon::wake::{self, Waker};
+use crate::forum::discussion;
+use crate::forum::moderator;
+use crate::forum::session;
+use crate::fsx;
+use crate::protocol::clock;
+use crate::protocol::config::Config;
+use crate::protocol::grammar;
+use crate::protocol::header::Message;
+use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::roles::{Role, Roles};
+use crate::protocol::rules;
+
+/// Headers only the daemon and helpers write; an outbox file carrying one is forged.
+const DELIVERY_HEADERS: &[&str] = &["recipient", "enqueued_at", "dequeued_at", "completed_at"];
+
+/// Headers every outbox file must carry.
+const REQUIRED: &[&str] = &["id", "from", "to", "priority", "type", "created_at"];
+
+/// What happened to one outbox file.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Delivered,
+    Failed(String),
+    /// Transient trouble (disk full, permissions): left in the outbox, retried.
+    Deferred(String),
+    /// Gone before we got to it.
+    Vanished,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PassReport {
+    pub delivered: usize,
+    pub failed: usize,
+    pub deferred: usize,
+    /// A stop was requested; the pass ended after the file in hand.
+    pub interrupted: bool,
+}
+
+struct Candidate {
+    name: String,
+    path: PathBuf,
+    worktree: PathBuf,
+}
+
+/// Every item name a recipient held when the index was built: everything in
+/// `new/` plus everything inside the `batch_*` dirs of `in_process/` and
+/// `completed/`. Items only move forward (new → in_process → completed), so a
+/// name in `new/` at build time is held for good even after it moved into a
+/// batch; and since this daemon is the only writer of `new/`, any copy made
+/// before this pass is covered. No timestamps, no locks.
+struct InboxIndex {
+    names: HashSet<String>,
+}
+
+fn entry_names(dir: &Path) -> impl Iterator<Item = String> {
+    fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+}
+
+impl InboxIndex {
+    fn build(wt: &Worktree) -> InboxIndex {
+        let mut names: HashSet<String> = entry_names(&wt.inbox_new()).collect();
+        for base in [wt.in_process(), wt.completed()] {
+            for b in crate::protocol::layout::batch_dirs(&base) {
+                names.extend(entry_names(&b));
+            }
+        }
+        InboxIndex { names }
+    }
+}
+
+/// The delivery engine; the daemon decides when to call [`Deliverer::pass`].
+pub struct Deliverer {
+    pub project: Project,
+    pub roles: Roles,
+    pub config: Config,
+    pub journal: Journal,
+    pub waker: Waker,
+    pub stop: Arc<AtomicBool>,
+    /// Outbox files that may already have copies out there (present when this
+    /// process started, or deferred mid-delivery): they get the thorough check.
+    suspects: HashSet<PathBuf>,
+    started: bool,
+    /// Messages delivered since the daemon last drained this (forum counting).
+    pub delivered_log: Vec<Message>,
+    /// Last deferral reason logged per file, so a stuck file logs once per cause.
+    deferred: HashMap<PathBuf, String>,
+    /// Each role's worktree path as written in roles.tsv → its canonical path
+    /// (refreshed every pass).
+    canon: HashMap<PathBuf, PathBuf>,
+    /// Symlinked outboxes already reported.
+    aliased: HashSet<PathBuf>,
+    /// Per recipient worktree, built at most once per pass (thorough checks only).
+    index: HashMap<PathBuf, InboxIndex>,
+    /// Every role named in roles.tsv since this process started. A sender or
+    /// recipient that was a role and is gone now (roles.tsv edited, or being
+    /// rewritten) is a transient fault: the file waits, it is not refused.
+    known: HashSet<String>,
+}
+
+impl Deliverer {
+    pub fn new(
+        project: Project,
+        roles: Roles,
+        config: Config,
+        journal: Journal,
+        waker: Waker,
+    ) -> Self {
+        let known = roles.roles.iter().map(|r| r.name.clone()).collect();
+        Deliverer {
+            known,
+            project,
+            roles,
+            config,
+            journal,
+            waker,
+            stop: Arc::new(AtomicBool::new(false)),
+            suspects: HashSet::new(),
+            started: false,
+            deferred: HashMap::new(),
+            delivered_log: Vec::new(),
+            index: HashMap::new(),
+            canon: HashMap::new(),
+            aliased: HashSet::new(),
+        }
+    }
+
+    /// Every outbox file, in priority order. Worktrees are taken by their
+    /// canonical path, once each; an outbox reached through a symlinked
+    /// `.swarmforge`, `handoffs` or `outbox` is skipped, since it could alias
+    /// another role's outbox and get that role's mail refused (D8).
+    fn candidates(&mut self) -> Vec<Candidate> {
+        let mut out = Vec::new();
+        self.canon = self
+            .roles
+            .roles
+            .iter()
+            .filter_map(|r| {
+                Some((
+                    r.worktree_path.clone(),
+                    r.worktree_path.canonicalize().ok()?,
+                ))
+            })
+            .collect();
+        let mut seen: HashSet<PathBuf> = HashSet::new();
+        for wt_path in self.roles.worktrees() {
+            let Some(wt_path) = self.canon.get(&wt_path).cloned() else {
+                continue;
+            };
+            if !seen.insert(wt_path.clone()) {
+                continue;
+            }
+            let outbox = Worktree::new(&wt_path).outbox();
+            match outbox.canonicalize() {
+                Ok(real) if real == outbox => {}
+                Ok(real) => {
+                    if self.aliased.insert(outbox.clone()) {
+                        eprintln!(
+                            "handoffd: skipping {}: it resolves to {} (a symlink); an outbox must be a plain folder of its worktree",
+                            outbox.display(),
+                            real.display()
+                        );
+                    }
+                    continue;
+                }
+                Err(_) => continue,
+            }
+            let Ok(rd) = fs::read_dir(&outbox) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if !name.ends_with(".handoff") {
+                    continue;
+                }
+                // Directories are never queue items; everything else named
+                // *.handoff is ours to deliver or refuse.
+                if e.file_type().map(|t| t.is_dir()).unwrap_or(true) {
+                    continue;
+                }
+                out.push(Candidate {
+                    name,
+                    path: e.path(),
+                    worktree: wt_path.clone(),
+                });
+            }
+        }
+        out.sort_by(|a, b| {
+            a.name
+                .cmp(&b.name)
+                .then_with(|| a.worktree.cmp(&b.worktree))
+        });
+        out
+    }
+
+    /// Whether `role` works in the worktree of this outbox (D8), comparing
+    /// canonical paths so two spellings of one folder agree.
+    fn owns(&self, c: &Candidate, role: &str) -> bool {
+        self.roles
+            .find(role)
+            .and_then(|r| self.canon.get(&r.worktree_path))
+            == Some(&c.worktree)
+    }
+
+    /// Delivers everything waiting; stops early (after the file in hand) when
+    /// a stop is requested.
+    pub fn pass(&mut self) -> PassReport {
+        let mut report = PassReport::default();
+        let first = !self.started;
+        self.started = true;
+        let candidates = self.candidates();
+        if first {
+            self.suspects
+                .extend(candidates.iter().map(|c| c.path.clone()));
+        }
+        for c in candidates {
+            if self.stop.load(Ordering::Relaxed) {
+                report.interrupted = true;
+                break;
+            }
+            match self.deliver_one(&c) {
+                Outcome::Delivered => {
+                    report.delivered += 1;
+                    self.suspects.remove(&c.path);
+                    self.deferred.remove(&c.path);
+                }
+                Outcome::Failed(reason) => {
+                    report.failed += 1;
+                    self.suspects.remove(&c.path);
+                    self.deferred.remove(&c.path);
+                    self.fail(&c, &reason);
+                }
+                Outcome::Deferred(reason) => {
+                    report.deferred += 1;
+                    self.suspects.insert(c.path.clone());
+                    if self.deferred.get(&c.path) != Some(&reason) {
+                        self.journal
+                            .record(&Event::new(Kind::Deferred).path(&c.path).reason(&reason));
+                        self.deferred.insert(c.path.clone(), reason);
+                    }
+                }
+                Outcome::Vanished => {
+                    self.suspects.remove(&c.path);
+                }
+            }
+        }
+        // Forget state for files that are gone (delivered by hand, removed).
+        self.suspects.retain(|p| p.exists());
+        self.deferred.retain(|p, _| p.exists());
+        self.index.clear();
+        report
+    }
+
+    fn read(&self, c: &Candidate) -> Result<Message, Outcome> {
+        if !grammar::valid_handoff_name(&c.name) {
+            return Err(Outcome::Failed("invalid file name".into()));
+        }
+        let limit = self.config.limits.max_file_bytes;
+        let bytes = match fsx::read_bounded(&c.path, limit) {
+            Ok(b) => b,
+            Err(fsx::ReadRefusal::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(Outcome::Vanished)
+            }
+            Err(fsx::ReadRefusal::Io(e)) => return Err(Outcome::Deferred(format!("read: {e}"))),
+            Err(fsx::ReadRefusal::TooLarge(n)) => {
+                return Err(Outcome::Failed(format!(
+                    "file too large ({n} bytes; limit {limit})"
+                )))
+            }
+            Err(e) => return Err(Outcome::Failed(e.to_string())),
+        };
+        Message::parse_bytes(&bytes).map_err(|e| Outcome::Failed(e.to_string()))
+    }
+
+    /// A sender or recipient that was in roles.tsv earlier in this process's
+    /// life and is not now: the reason to defer the file until it is back.
+    fn role_gone(&self, msg: &Message, c: &Candidate) -> Option<String> {
+        let gone = |r: &str| self.known.contains(r) && self.roles.find(r).is_none();
+        let from = msg.get("from").unwrap_or_default();
+        if gone(from) && !self.owns(c, from) {
+            return Some(format!("sender {from} is no longer in roles.tsv"));
+        }
+        let to = msg.get("to").unwrap_or_default();
+        to.split(',')
+            .chain(rules::role_list(msg.get("cc")))
+            .find(|r| *r != "all" && gone(r))
+            .map(|r| format!("recipient {r} is no longer in roles.tsv"))
+    }
+
+    /// The refusals that must happen before any copy is written.
+    fn check(&self, msg: &Message, c: &Candidate) -> Result<Vec<&Role>, String> {
+        for h in REQUIRED {
+            if msg.get(h).is_none_or(rules::blank) {
+                return Err(format!("missing {h} header"));
+            }
+        }
+        for h in DELIVERY_HEADERS {
+            if msg.get(h).is_some() {
+                return Err(format!("forged {h} header"));
+            }
+        }
+        let from = msg.get("from").unwrap_or_default();
+        let from_daemon = from == moderator::DAEMON;
+        if from_daemon {
+            // Only our own digest requests, queued in the moderator's outbox.
+            let moderator = self.config.forum.moderator.as_deref();
+            let ok = msg.get("type") == Some("digest_request")
+                && moderator.is_some_and(|m| self.owns(c, m));
+            if !ok {
+                return Err("sender mismatch".into());
+            }
+        } else if !self.owns(c, from) {
+            // D8: the daemon, not an environment variable, decides who sent it.
+            return Err("sender mismatch".into());
+        }
+        let id = msg.get("id").unwrap_or_default();
+        if !id.ends_with(&format!("_from_{from}")) {
+            return Err("id does not name the sender".into());
+        }
+        let priority = msg.get("priority").unwrap_or_default();
+        if !c.name.starts_with(&format!("{priority}_{id}_to_")) {
+            return Err("file name does not match its priority and id headers".into());
+        }
+        let to = msg.get("to").unwrap_or_default();
+        let recipients: Vec<&Role> = if to == "all" {
+            self.roles.roles.iter().filter(|r| r.name != from).collect()
+        } else {
+            let mut v = Vec::new();
+            for r in to.split(',') {
+                match self.roles.find(r) {
+                    Some(role) => v.push(role),
+                    None => return Err(format!("unknown recipient {r}")),
+                }
+            }
+            v
+        };
+        let is_role = |r: &str| r == "all" || self.roles.find(r).is_some();
+        if !from_daemon {
+            // The sender's allowed_types, max_hops and every validation rule.
+            let allowed = self.config.allowed_types(from);
+            let policy = rules::Policy {
+                is_role: &is_role,
+                allowed: &allowed,
+            };
+            rules::recheck(msg, &policy, self.config.max_hops)?;
+        }
+        let mut recipients = recipients;
+        for r in rules::role_list(msg.get("cc")) {
+            // Context copies: delivered like any copy, never woken.
+            match self.roles.find(r) {
+                Some(role) if !recipients.iter().any(|x| x.name == r) => recipients.push(role),
+                Some(_) => {}
+                None => return Err(format!("unknown cc role {r}")),
+            }
+        }
+        Ok(recipients)
+    }
+
+    /// Whether the recipient already holds this file anywhere in its inbox.
+    /// Checked in the direction items move (new → in_process → completed), so
+    /// an item moving concurrently is still seen.
+    fn holds(&mut self, wt: &Worktree, name: &str, thorough: bool) -> bool {
+        if [wt.inbox_new(), wt.in_process(), wt.completed()]
+            .iter()
+            .any(|d| d.join(name).exists())
+        {
+            return true;
+        }
+        if !thorough {
+            return false;
+        }
+        self.index
+            .entry(wt.root.clone())
+            .or_insert_with(|| InboxIndex::build(wt))
+            .names
+            .contains(name)
+    }
+
+    fn deliver_one(&mut self, c: &Candidate) -> Outcome {
+        let msg = match self.read(c) {
+            Ok(m) => m,
+            Err(o) => return o,
+        };
+        if let Some(reason) = self.role_gone(&msg, c) {
+            return Outcome::Deferred(reason);
+        }
+        let recipients: Vec<Role> = match self.check(&msg, c) {
+            Ok(r) => r.into_iter().cloned().collect(),
+            Err(reason) => return Outcome::Failed(reason),
+        };
+        if let Some(d) = msg.get("discussion") {
+            // Racing senders: the loser of a turn is refused here; the
+            // winner's turn is logged before any copy wakes the next speaker.
+            match discussion::admit(&self.project, d, &msg) {
+                Ok(()) => {}
+                Err(discussion::Admit::Refused(r)) => return Outcome::Failed(r),
+                Err(discussion::Admit::Transient(r)) => return Outcome::Deferred(r),
+            }
+        }
+        let thorough = self.suspects.contains(&c.path);
+        let enqueued_at = clock::iso_now();
+        let wake_method = wake::method(&self.project, &self.config);
+        for role in &recipients {
+            let wt = Worktree::new(&role.worktree_path);
+            if let Err(e) = fsx::ensure_dirs(&wt.inbox_dirs()) {
+                return Outcome::Deferred(format!("{}: {e}", wt.inbox().display()));
+            }
+            if self.holds(&wt, &c.name, thorough) {
+                continue;
+            }
+            let mut copy = msg.clone();
+            copy.set("recipient", &role.name);
+            copy.set("enqueued_at", &enqueued_at);
+            let dest = wt.inbox_new().join(&c.name);
+            match fsx::publish(&wt.inbox_tmp(), &dest, copy.render().as_bytes()) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Outcome::Deferred(format!("{}: {e}", dest.display())),
+            }
+            if !role.is_human() && rules::wakes(&msg, &role.name) {
+                self.waker.wake(wake::Request {
+                    role: role.name.clone(),
+                    session: role.session.clone(),
+                    worktree: role.worktree_path.clone(),
+                    path: dest,
+                    method: wake_method.clone(),
+                    rewake: false,
+                });
+            }
+        }
+        let sent = Worktree::new(&c.worktree).sent();
+        let sent_path = match fsx::move_into_unique(&c.path, &sent, &clock::iso_now()) {
+            Ok(p) => p,
+            // Moved; only the fsync of a folder after the rename failed. Every
+            // copy is out and the original left the outbox: delivered (a crash
+            // undoing the rename brings back an original whose copies are held).
+            Err(e) => match fsx::moved_to(&e) {
+                Some(p) => {
+                    eprintln!("handoffd: {e}");
+                    p.to_path_buf()
+                }
+                None => return Outcome::Deferred(format!("{}: {e}", sent.display())),
+            },
+        };
+        self.after_delivery(&msg, &sent_path);
+        // forum.log first: once `delivered` is logged, everything is written.
+        self.journal
+            .forum(&crate::views::transcript::forum_line(&msg));
+        self.journal
+            .record(&Event::new(Kind::Delivered).message(&msg).path(&c.path));
+        Outcome::Delivered
+    }
+
+    /// Forum bookkeeping once a message is delivered: the session's latest
+    /// digest (a discussion turn was logged when it was admitted).
+    fn after_delivery(&mut self, msg: &Message, sent_path: &Path) {
+        if msg.get("type") == Some("digest") {
+            if let Some(s) = msg.get("session").filter(|s| session::valid_id(s)) {
+                if let Err(e) = session::set_latest_digest(&self.project, s, sent_path) {
+                    eprintln!("handoffd: cannot record the latest digest of {s}: {e}");
+                }
+            }
+        }
+        self.delivered_log.push(msg.clone());
+    }
+
+    /// Moves a refused original to the sender's `failed/`, with the reason in
+    /// `<name>.error` beside it, and logs `failed <path> <reason>`.
+    fn fail(&mut self, c: &Candidate, reason: &str) {
+        let wt = Worktree::new(&c.worktree);
+        let mut ev = Event::new(Kind::Failed).path(&c.path).reason(reason);
+        if let Ok(bytes) = fsx::read_bounded(&c.path, self.config.limits.max_file_bytes) {
+            if let Ok(m) = Message::parse_bytes(&bytes) {
+                ev = ev.message(&m);
+            }
+        }
+        let moved = fsx::move_into_unique(&c.path, &wt.failed(), &clock::iso_now());
+        let moved = match moved {
+            Err(e) if fsx::moved_to(&e).is_some() => {
+                eprintln!("handoffd: {e}");
+                Ok(fsx::moved_to(&e).unwrap_or(&c.path).to_path_buf())
+            }
+            other => other,
+        };
+        match moved {
+            Ok(target) => {
+                self.journal.record(&ev);
+                let mut note = target.into_os_string();
+                note.push(".error");
+                let note = PathBuf::from(note);
+                let text = format!("{}\n", crate::protocol::header::escape(reason));
+                // A file planted in a fresh outbox may have no tmp/ beside it.
+                let written = fsx::ensure_dirs(&[wt.outbox_tmp()])
+                    .and_then(|_| fsx::publish(&wt.outbox_tmp(), &note, text.as_bytes()));
+                if let Err(e) = written {
+                    eprintln!("handoffd: cannot write {}: {e}", note.display());
+                }
+            }
+            Err(e) => {
+                // Could not move it: it stays in the outbox and is retried.
+                self.suspects.insert(c.path.clone());
+                self.journal.record(
+                    &Event::new(Kind::Deferred)
+                        .path(&c.path)
+                        .reason(format!("cannot move to {}: {e}", wt.failed().display())),
+                );
+            }
+        }
+    }
+
+    /// Re-reads roles.tsv and swarm.yaml.
+    pub fn reload(&mut self, roles: Roles, config: Config) {
+        self.known
+            .extend(roles.roles.iter().map(|r| r.name.clone()));
+        self.roles = roles;
+        self.config = config;
+    }
+}

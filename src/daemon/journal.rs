@@ -1,0 +1,186 @@
+//! The daemon's journal: `handoffd.log` (one text line per event, SwarmForge's
+//! words, control characters escaped) and `events.jsonl` (the same events as
+//! JSON objects), both append-only through single O_APPEND writes.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::fsx;
+use crate::protocol::clock;
+use crate::protocol::header::escape;
+use crate::protocol::layout::Project;
+
+/// What happened. The first six are SwarmForge's log words (§6.8, issue 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Started,
+    Delivered,
+    Failed,
+    NotifyFailed,
+    Renotified,
+    Stopped,
+    /// A transient problem (disk full, permission denied): the file stays in
+    /// the outbox and is retried; logged once per file and cause.
+    Deferred,
+    /// A role kept an item in process longer than `complete_within`, a
+    /// discussion turn was late, or a digest request stayed open too long.
+    ExpectationViolated,
+    /// A session or discussion was closed by the daemon (`idle_timeout`).
+    Closed,
+    /// A discussion turn was skipped after `skip_after`.
+    Skipped,
+    /// The watchdog restarted a role's agent.
+    Restarted,
+}
+
+impl Kind {
+    pub fn word(self) -> &'static str {
+        match self {
+            Kind::Started => "started",
+            Kind::Delivered => "delivered",
+            Kind::Failed => "failed",
+            Kind::NotifyFailed => "notify_failed",
+            Kind::Renotified => "renotified",
+            Kind::Stopped => "stopped",
+            Kind::Deferred => "deferred",
+            Kind::ExpectationViolated => "expectation_violated",
+            Kind::Closed => "closed",
+            Kind::Skipped => "skipped",
+            Kind::Restarted => "restarted",
+        }
+    }
+}
+
+/// One event; every key is always present in the JSON form (null when n/a).
+#[derive(Clone, Debug, Serialize)]
+pub struct Event {
+    pub kind: Kind,
+    pub time: String,
+    pub id: Option<String>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub recipient: Option<String>,
+    pub path: Option<PathBuf>,
+    pub reason: Option<String>,
+}
+
+impl Event {
+    pub fn new(kind: Kind) -> Event {
+        Event {
+            kind,
+            time: clock::iso_now(),
+            id: None,
+            from: None,
+            to: None,
+            recipient: None,
+            path: None,
+            reason: None,
+        }
+    }
+
+    /// The path, made valid UTF-8 (lossily) so the JSON form can always be
+    /// written: serde refuses a non-UTF-8 `PathBuf`, and the whole event was
+    /// dropped from both files.
+    pub fn path(mut self, p: &Path) -> Self {
+        self.path = Some(PathBuf::from(p.to_string_lossy().into_owned()));
+        self
+    }
+
+    pub fn reason(mut self, r: impl Into<String>) -> Self {
+        self.reason = Some(r.into());
+        self
+    }
+
+    pub fn recipient(mut self, r: &str) -> Self {
+        self.recipient = Some(r.to_string());
+        self
+    }
+
+    /// Copies id, from and to from a parsed message.
+    pub fn message(mut self, m: &crate::protocol::header::Message) -> Self {
+        self.id = m.get("id").map(str::to_string);
+        self.from = m.get("from").map(str::to_string);
+        self.to = m.get("to").map(str::to_string);
+        self
+    }
+
+    /// `<time> <word> [<path>] [<reason>]`, escaped so one event is one line.
+    pub fn log_line(&self) -> String {
+        let mut s = format!("{} {}", self.time, self.kind.word());
+        if let Some(p) = &self.path {
+            s.push(' ');
+            s.push_str(&escape(&p.to_string_lossy()));
+        }
+        if let Some(r) = &self.reason {
+            s.push(' ');
+            s.push_str(&escape(r));
+        }
+        s.push('\n');
+        s
+    }
+}
+
+/// Where the daemon records events.
+#[derive(Clone, Debug)]
+pub struct Journal {
+    dir: PathBuf,
+    log: PathBuf,
+    events: PathBuf,
+    forum: PathBuf,
+}
+
+impl Journal {
+    pub fn new(project: &Project) -> Journal {
+        Journal {
+            dir: project.daemon_dir(),
+            log: project.log_file(),
+            events: project.events_file(),
+            forum: project.forum_log(),
+        }
+    }
+
+    /// Appends the event to both files. A journal write failure must not stop
+    /// delivery, so it is reported on stderr only.
+    pub fn record(&self, ev: &Event) {
+        let json = match serde_json::to_string(ev) {
+            Ok(j) => j + "\n",
+            Err(_) => return,
+        };
+        // Never recreates a deleted `.swarmforge/` (SwarmForge's daemon did,
+        // while dying): the folder is made once, at start-up.
+        if !self.dir.is_dir() {
+            return;
+        }
+        for (path, line) in [(&self.log, ev.log_line()), (&self.events, json)] {
+            if let Err(e) = fsx::append(path, line.as_bytes()) {
+                eprintln!("handoffd: cannot append to {}: {e}", path.display());
+            }
+        }
+    }
+
+    /// Appends one line to `.swarmforge/forum.log`.
+    pub fn forum(&self, line: &str) {
+        if let Err(e) = fsx::append(&self.forum, line.as_bytes()) {
+            eprintln!("handoffd: cannot append to {}: {e}", self.forum.display());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_line_escapes() {
+        let mut e = Event::new(Kind::Failed)
+            .path(Path::new("/x/a\nb.handoff"))
+            .reason("bad\x1b[2J");
+        e.time = "T".into();
+        assert_eq!(e.log_line(), "T failed /x/a\\nb.handoff bad\\e[2J\n");
+        let j = serde_json::to_value(&e).unwrap();
+        assert_eq!(j["kind"], "failed");
+        assert!(j["recipient"].is_null());
+    }
+}

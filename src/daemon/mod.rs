@@ -1,0 +1,520 @@
+//! `handoffd`: decides *when* to run a delivery pass; `deliver` decides what a
+//! pass does. A pass runs at start-up, on each outbox event, when the watcher
+//! reports lost events, and on a rescan timer as a safety net; events are
+//! hints, so a lost or merged one costs at most one rescan interval.
+
+pub mod control;
+pub mod deliver;
+pub mod journal;
+pub mod wake;
+pub mod watchdog;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::{Duration, Instant, SystemTime};
+
+use notify::Watcher;
+
+use crate::daemon::deliver::Deliverer;
+use crate::daemon::journal::{Event, Journal, Kind};
+use crate::daemon::wake::Waker;
+use crate::error::{Error, IoContext, Result};
+use crate::forum::Forum;
+use crate::fsx;
+use crate::protocol::config::Config;
+use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::roles::Roles;
+
+/// How often the stop file and `.swarmforge/` are checked between events.
+const HOUSEKEEPING: Duration = Duration::from_millis(50);
+/// How often an open digest request is checked for completion between passes.
+const FORUM_POLL: Duration = Duration::from_millis(200);
+
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// One pass, then exit.
+    pub once: bool,
+    /// Poll instead of watching (filesystems without inotify).
+    pub poll: bool,
+}
+
+enum Msg {
+    /// Something changed under a watched folder; `rescan` when events were lost.
+    Fs {
+        paths: Vec<PathBuf>,
+        rescan: bool,
+    },
+    WatchError(String),
+    Signal,
+}
+
+/// Identity of a config file, to notice changes without events.
+fn stamp(p: &Path) -> Option<(SystemTime, u64)> {
+    std::fs::metadata(p)
+        .ok()
+        .map(|m| (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len()))
+}
+
+/// Per-role re-wake state: when the next re-wake may happen and the backoff.
+struct Rewake {
+    next: Instant,
+    backoff: Duration,
+}
+
+/// The daemon's lifetime: lock, journal, watcher, loop.
+pub struct Daemon {
+    project: Project,
+    opts: Options,
+    journal: Journal,
+    deliverer: Deliverer,
+    roles_stamp: Option<(SystemTime, u64)>,
+    config_stamp: Option<(SystemTime, u64)>,
+    rewake: std::collections::HashMap<String, Rewake>,
+    /// Sessions, moderator and discussions; built when serving starts.
+    forum: Option<Forum>,
+    /// A watchdog agent check is running on its thread.
+    agents_check: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+fn load(project: &Project) -> Result<(Roles, Config)> {
+    // Roles::load refuses a FIFO or device there (it would block or feed the
+    // daemon forever) and a file over its size limit.
+    let roles = Roles::load(&project.roles_tsv())?;
+    for p in &roles.problems {
+        eprintln!(
+            "handoffd: {}: {p}; that line is skipped",
+            project.roles_tsv().display()
+        );
+    }
+    let config = Config::load(&project.config_file())?;
+    Ok((roles, config))
+}
+
+/// Runs the daemon for `root`; returns the exit code.
+pub fn run(root: &Path, opts: Options) -> Result<i32> {
+    let root = root.canonicalize().map_err(|e| {
+        Error::io_hint(
+            root,
+            e,
+            "pass the project root (the folder holding .swarmforge/)",
+        )
+    })?;
+    let project = Project::new(&root);
+    if !project.swarmforge().is_dir() {
+        return Err(Error::env(format!(
+            "No swarm at {} (missing .swarmforge/).\n  hint: run `swarm init {}` first",
+            root.display(),
+            root.display()
+        )));
+    }
+    let dir = project.daemon_dir();
+    fsx::ensure_dirs(&[&dir]).at(&dir)?;
+    let pid_path = project.pid_file();
+    let Some(lock) = lock_pid_file(&pid_path)? else {
+        let pid = std::fs::read_to_string(&pid_path).unwrap_or_default();
+        return Err(Error::env(format!(
+            "handoffd is already running for {} (pid {}).\n  hint: `swarm stop {}` stops it",
+            root.display(),
+            pid.trim(),
+            root.display()
+        )));
+    };
+    fsx::rewrite_locked(&lock, format!("{}\n", std::process::id()).as_bytes()).at(&pid_path)?;
+    // A stop file left from before we held the lock is stale.
+    fsx::remove_file(&project.stop_file()).at(project.stop_file())?;
+
+    let (roles, config) = load(&project)?;
+    fsx::set_fsync(config.daemon.fsync);
+    let journal = Journal::new(&project);
+    let waker = Waker::new(project.clone(), journal.clone());
+    let deliverer = Deliverer::new(project.clone(), roles, config, journal.clone(), waker);
+    let mut d = Daemon {
+        roles_stamp: stamp(&project.roles_tsv()),
+        config_stamp: stamp(&project.config_file()),
+        project,
+        opts,
+        journal,
+        deliverer,
+        rewake: Default::default(),
+        forum: None,
+        agents_check: Default::default(),
+    };
+    let code = if d.opts.once {
+        let r = d.deliverer.pass();
+        d.deliverer.waker.wait_idle(Duration::from_secs(10));
+        println!(
+            "handoffd: delivered {}, failed {}, deferred {}",
+            r.delivered, r.failed, r.deferred
+        );
+        0
+    } else {
+        let code = d.serve();
+        if d.project.swarmforge().is_dir() {
+            d.journal.record(&Event::new(Kind::Stopped));
+        }
+        code
+    };
+    let _ = fsx::remove_file(&d.project.pid_file());
+    drop(lock);
+    Ok(code)
+}
+
+/// Takes the lock on the pid file, making sure the file we locked is still
+/// the one at that path (a `swarm stop` may have removed it between our open
+/// and our lock; a lock on an unlinked file would let a second daemon start).
+fn lock_pid_file(pid_path: &Path) -> Result<Option<fsx::Lock>> {
+    use std::os::unix::fs::MetadataExt;
+    for _ in 0..5 {
+        let Some(lock) = fsx::try_lock(pid_path).at(pid_path)? else {
+            return Ok(None);
+        };
+        let held = lock.file().metadata().at(pid_path)?;
+        let now = std::fs::metadata(pid_path).ok();
+        if now.is_some_and(|m| m.ino() == held.ino() && m.dev() == held.dev()) {
+            return Ok(Some(lock));
+        }
+    }
+    Err(Error::env(format!(
+        "{}: the pid file keeps being replaced; is another `swarm stop` or handoffd racing?",
+        pid_path.display()
+    )))
+}
+
+impl Daemon {
+    fn watched_dirs(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = self
+            .deliverer
+            .roles
+            .worktrees()
+            .iter()
+            .map(|w| Worktree::new(w).outbox())
+            .collect();
+        v.push(self.project.swarmforge());
+        v.push(self.project.daemon_dir());
+        v.push(self.project.root.clone());
+        v
+    }
+
+    fn reload_if_changed(&mut self) -> bool {
+        let rs = stamp(&self.project.roles_tsv());
+        let cs = stamp(&self.project.config_file());
+        if rs == self.roles_stamp && cs == self.config_stamp {
+            return false;
+        }
+        self.roles_stamp = rs;
+        self.config_stamp = cs;
+        match load(&self.project) {
+            Ok((roles, config)) => {
+                fsx::set_fsync(config.daemon.fsync);
+                self.deliverer.reload(roles, config);
+            }
+            Err(e) => eprintln!("handoffd: keeping the previous roles and config: {e}"),
+        }
+        true
+    }
+
+    fn stop_requested(&self) -> bool {
+        self.deliverer.stop.load(Ordering::Relaxed) || self.project.stop_file().exists()
+    }
+
+    /// One delivery pass, then the forum's bookkeeping of what it delivered.
+    /// Returns true when the forum queued a file (another pass is due).
+    fn pass(&mut self) -> bool {
+        self.reload_if_changed();
+        self.deliverer.pass();
+        let delivered = std::mem::take(&mut self.deliverer.delivered_log);
+        let d = &self.deliverer;
+        self.forum.as_mut().is_some_and(|f| {
+            f.after_pass(delivered, &self.project, &d.roles, &d.config, &self.journal)
+        })
+    }
+
+    /// The event loop; returns the exit code.
+    fn serve(&mut self) -> i32 {
+        let (tx, rx) = mpsc::channel::<Msg>();
+        let stop = self.deliverer.stop.clone();
+        let sig_tx = tx.clone();
+        match signal_hook::iterator::Signals::new([
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGINT,
+            signal_hook::consts::SIGHUP,
+        ]) {
+            Ok(mut signals) => {
+                std::thread::spawn(move || {
+                    for _ in signals.forever() {
+                        stop.store(true, Ordering::Relaxed);
+                        let _ = sig_tx.send(Msg::Signal);
+                    }
+                });
+            }
+            Err(e) => eprintln!("handoffd: cannot install signal handlers: {e}"),
+        }
+        let mut watcher = if self.opts.poll || self.deliverer.config.daemon.poll {
+            None
+        } else {
+            let fs_tx = tx.clone();
+            match notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+                let msg = match res {
+                    Ok(ev) => Msg::Fs {
+                        rescan: ev.need_rescan(),
+                        paths: ev.paths,
+                    },
+                    Err(e) => Msg::WatchError(e.to_string()),
+                };
+                let _ = fs_tx.send(msg);
+            }) {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    eprintln!(
+                        "handoffd: file events unavailable ({e}); polling every {}",
+                        self.deliverer.config.daemon.poll_interval
+                    );
+                    None
+                }
+            }
+        };
+        let mut watched: Vec<PathBuf> = Vec::new();
+        let root = self.project.root.clone();
+        let mut sync_watches = |w: &mut Option<notify::RecommendedWatcher>, want: Vec<PathBuf>| {
+            let Some(w) = w.as_mut() else { return };
+            for p in watched.iter().filter(|p| !want.contains(p)) {
+                let _ = w.unwatch(p);
+            }
+            for p in &want {
+                if !watched.contains(p) || !p.exists() {
+                    make_watchable(&root, p);
+                    if let Err(e) = w.watch(p, notify::RecursiveMode::NonRecursive) {
+                        eprintln!("handoffd: cannot watch {}: {e}", p.display());
+                    }
+                }
+            }
+            watched = want;
+        };
+        sync_watches(&mut watcher, self.watched_dirs());
+        let d = &self.deliverer;
+        self.forum = Some(Forum::start(&self.project, &d.roles, &d.config));
+        // Logged once the watcher is in place, so `started` means ready: a
+        // file queued after this line is seen by an event.
+        self.journal.record(&Event::new(Kind::Started));
+
+        let polling = watcher.is_none();
+        let cfg = |d: &Daemon| d.deliverer.config.daemon.clone();
+        let mut next_rescan = Instant::now();
+        let mut next_sweep = Instant::now() + cfg(self).sweep.0;
+        let mut need_pass = true;
+        let mut next_forum = Instant::now() + FORUM_POLL;
+        loop {
+            if need_pass {
+                let before = self.deliverer.roles.worktrees();
+                need_pass = self.pass();
+                if self.deliverer.roles.worktrees() != before {
+                    sync_watches(&mut watcher, self.watched_dirs());
+                }
+                let every = if polling {
+                    cfg(self).poll_interval.0
+                } else {
+                    cfg(self).rescan.0
+                };
+                next_rescan = Instant::now() + every;
+            }
+            if self.stop_requested() || !self.project.swarmforge().is_dir() {
+                break;
+            }
+            let now = Instant::now();
+            if now >= next_sweep {
+                need_pass |= self.sweep();
+                next_sweep = Instant::now() + cfg(self).sweep.0;
+            }
+            if now >= next_forum {
+                let d = &self.deliverer;
+                need_pass |= self
+                    .forum
+                    .as_mut()
+                    .is_some_and(|f| f.poll(&self.project, &d.roles, &d.config, &self.journal));
+                next_forum = Instant::now() + FORUM_POLL;
+            }
+            if now >= next_rescan {
+                need_pass = true;
+                continue;
+            }
+            let wait = next_rescan
+                .min(next_sweep)
+                .saturating_duration_since(now)
+                .min(HOUSEKEEPING);
+            match rx.recv_timeout(wait) {
+                Ok(msg) => {
+                    let mut msgs = vec![msg];
+                    msgs.extend(rx.try_iter());
+                    for m in msgs {
+                        match m {
+                            Msg::Signal => {}
+                            Msg::WatchError(e) => {
+                                eprintln!("handoffd: watcher: {e}; rescanning");
+                                need_pass = true;
+                            }
+                            Msg::Fs { paths, rescan } => {
+                                if rescan || paths.iter().any(|p| self.is_outbox_event(p)) {
+                                    need_pass = true;
+                                }
+                                if paths.iter().any(|p| self.is_config_event(p))
+                                    && self.reload_if_changed()
+                                {
+                                    sync_watches(&mut watcher, self.watched_dirs());
+                                    need_pass = true;
+                                }
+                            }
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        0
+    }
+
+    fn is_outbox_event(&self, p: &Path) -> bool {
+        p.extension().is_some_and(|e| e == "handoff")
+            && p.parent()
+                .and_then(Path::file_name)
+                .is_some_and(|n| n == "outbox")
+    }
+
+    fn is_config_event(&self, p: &Path) -> bool {
+        p == self.project.roles_tsv() || p == self.project.config_file()
+    }
+
+    /// The re-wake sweep: a role with waiting items, nothing in process, and
+    /// its oldest waiting item older than `ack_within` is woken again, with
+    /// backoff (doubling up to `rewake_cap`). Recovery is by file state only.
+    ///
+    /// Also the forum's and the watchdog's timed duties. Returns true when a
+    /// new file waits for delivery.
+    fn sweep(&mut self) -> bool {
+        let cfg = self.deliverer.config.clone();
+        let d = &self.deliverer;
+        let queued = self
+            .forum
+            .as_mut()
+            .is_some_and(|f| f.sweep(&self.project, &d.roles, &cfg, &self.journal, &d.waker));
+        watchdog::check_expectations(&self.project, &d.roles, &cfg, &self.journal);
+        // tmux calls may take seconds on a hung server: off the loop, one at a time.
+        if !self.agents_check.swap(true, Ordering::AcqRel) {
+            let (project, roles, journal) =
+                (self.project.clone(), d.roles.clone(), self.journal.clone());
+            let (busy, cfg) = (self.agents_check.clone(), cfg.clone());
+            std::thread::spawn(move || {
+                watchdog::check_agents(&project, &roles, &cfg, &journal);
+                busy.store(false, Ordering::Release);
+            });
+        }
+        self.rewake_sweep(&cfg);
+        queued
+    }
+
+    fn rewake_sweep(&mut self, cfg: &Config) {
+        let method = wake::method(&self.project, cfg);
+        if method == wake::Method::None {
+            return;
+        }
+        let now = Instant::now();
+        for role in self.deliverer.roles.roles.clone() {
+            if role.is_human() {
+                continue;
+            }
+            let ack = cfg
+                .role(&role.name)
+                .and_then(|r| r.ack_within)
+                .unwrap_or(cfg.daemon.ack_within)
+                .0;
+            let wt = Worktree::new(&role.worktree_path);
+            let oldest = oldest_waiting(&wt.inbox_new(), &role.name, cfg.limits.max_file_bytes);
+            let waiting = oldest.is_some() && wake::still_waiting(&role.worktree_path);
+            let Some((path, age)) = oldest.filter(|_| waiting) else {
+                self.rewake.remove(&role.name);
+                continue;
+            };
+            if age < ack {
+                continue;
+            }
+            let state = self.rewake.entry(role.name.clone()).or_insert(Rewake {
+                next: now,
+                backoff: ack,
+            });
+            if now < state.next {
+                continue;
+            }
+            state.next = now + state.backoff;
+            state.backoff = (state.backoff * 2).min(cfg.daemon.rewake_cap.0.max(ack));
+            self.deliverer.waker.wake(wake::Request {
+                role: role.name.clone(),
+                session: role.session.clone(),
+                worktree: role.worktree_path.clone(),
+                path,
+                method: method.clone(),
+                rewake: true,
+            });
+        }
+    }
+}
+
+/// Creates a missing outbox so it can be watched: one mkdir per level below
+/// its worktree (below `.swarmforge/` for the project root's own outbox), and
+/// never a project-level folder. Recreating `.swarmforge/daemon/` when
+/// roles.tsv vanished made `rm -rf` of a project fail and kept the daemon
+/// alive; now a project being deleted is never brought back half-way.
+fn make_watchable(root: &Path, dir: &Path) {
+    if dir.is_dir() || dir.file_name().is_none_or(|n| n != "outbox") {
+        return;
+    }
+    let Some(sf) = dir.parent().and_then(Path::parent) else {
+        return;
+    };
+    let Some(wt) = sf.parent() else { return };
+    let base = if wt == root { sf } else { wt };
+    let Ok(rel) = dir.strip_prefix(base) else {
+        return;
+    };
+    let mut cur = base.to_path_buf();
+    for c in rel.components() {
+        cur.push(c);
+        match std::fs::create_dir(&cur) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// The oldest `*.handoff` in a folder (by mtime) that should wake `role`
+/// (`cc` copies and `wake: no` items are delivered without a wake-up, so they
+/// never cause a re-wake either), and its age.
+fn oldest_waiting(dir: &Path, role: &str, max_bytes: u64) -> Option<(PathBuf, Duration)> {
+    let rd = std::fs::read_dir(dir).ok()?;
+    let mut items: Vec<(SystemTime, PathBuf)> = rd
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".handoff"))
+        .filter_map(|e| Some((e.metadata().and_then(|m| m.modified()).ok()?, e.path())))
+        .collect();
+    items.sort();
+    let wakes = |p: &Path| {
+        crate::fsx::read_bounded(p, max_bytes)
+            .ok()
+            .and_then(|b| crate::protocol::header::Message::parse_bytes(&b).ok())
+            .is_none_or(|m| crate::protocol::rules::wakes(&m, role))
+    };
+    let best = items
+        .into_iter()
+        .find(|(_, p)| wakes(p))
+        .map(|(t, p)| (p, t));
+    let (p, t) = best?;
+    // An mtime in the future means the clock stepped back since delivery: the
+    // real wait is unknown, so count it as overdue (a re-wake is only a hint,
+    // and the backoff spaces the next ones) rather than never re-waking until
+    // the wall clock catches up.
+    Some((
+        p,
+        SystemTime::now().duration_since(t).unwrap_or(Duration::MAX),
+    ))
+}

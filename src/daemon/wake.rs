@@ -1,0 +1,291 @@
+//! Wake-ups, off the delivery path (§6.5, §15.1). Each role's wake-up runs on
+//! its own thread, so a slow tmux call never delays delivery or another role;
+//! a wake-up requested while one is running for that role is coalesced into
+//! one more. A failed wake-up is logged `notify_failed` and never fails a
+//! delivery; the re-wake sweep tries again later.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::daemon::journal::{Event, Journal, Kind};
+use crate::fsx;
+use crate::protocol::clock;
+use crate::protocol::config::{Config, WakeMethod};
+use crate::protocol::layout::{Project, Worktree};
+
+/// SwarmForge's wake text (byte for byte; it names the dispatcher, not a file).
+pub const WAKE_TEXT: &str = "You have new handoff mail. If idle, run ready_for_next.sh.";
+
+/// A wake command gets this long before it is killed.
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How to reach agents, resolved when the request is made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Method {
+    Tmux { socket: PathBuf },
+    Command(String),
+    None,
+}
+
+/// Resolves the configured method; `auto` prefers tmux when the launcher
+/// recorded a socket, then a configured command.
+pub fn method(project: &Project, config: &Config) -> Method {
+    let socket = || {
+        // Bounded, non-blocking read: a FIFO planted there must not hang delivery.
+        fsx::read_bounded(&project.tmux_socket(), 4096)
+            .ok()
+            .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+    };
+    let command = || config.wake.command.clone().filter(|c| !c.trim().is_empty());
+    match config.wake.method {
+        WakeMethod::None => Method::None,
+        WakeMethod::Tmux => socket().map_or(Method::None, |socket| Method::Tmux { socket }),
+        WakeMethod::Command => command().map_or(Method::None, Method::Command),
+        WakeMethod::Auto => match socket() {
+            Some(socket) => Method::Tmux { socket },
+            None => command().map_or(Method::None, Method::Command),
+        },
+    }
+}
+
+/// One wake-up to perform.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub role: String,
+    pub session: String,
+    pub worktree: PathBuf,
+    /// The inbox copy that prompted it.
+    pub path: PathBuf,
+    pub method: Method,
+    /// A re-wake from the sweep: re-checked just before waking, logged `renotified`.
+    pub rewake: bool,
+}
+
+/// A re-wake is still needed: items wait in `new/` and nothing is in process.
+pub fn still_waiting(worktree: &Path) -> bool {
+    let wt = Worktree::new(worktree);
+    let has_handoff = |dir: PathBuf, batches: bool| {
+        std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.flatten().any(|e| {
+                    let n = e.file_name();
+                    let n = n.to_string_lossy();
+                    n.ends_with(".handoff") || (batches && n.starts_with("batch_"))
+                })
+            })
+            .unwrap_or(false)
+    };
+    has_handoff(wt.inbox_new(), false) && !has_handoff(wt.in_process(), true)
+}
+
+/// One tmux call gets this long: a hung tmux server must not keep a role's
+/// wake slot busy forever.
+pub const TMUX_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Waits for `child` until `timeout`, then kills it.
+pub fn wait_bounded(mut child: Child, timeout: Duration) -> Result<ExitStatus, String> {
+    let end = Instant::now() + timeout;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) => return Ok(st),
+            Ok(None) if Instant::now() >= end => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("timed out after {}s", timeout.as_secs()));
+            }
+            Ok(None) => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+fn run_tmux(socket: &Path, session: &str) -> Result<(), String> {
+    // `=name:` matches the session name exactly; a bare name is a prefix
+    // match and could type into another agent's pane.
+    let target = format!("={session}:");
+    let send = |keys: &[&str]| -> Result<bool, String> {
+        let child = Command::new("tmux")
+            .arg("-S")
+            .arg(socket)
+            .args(["send-keys", "-t", &target])
+            .args(keys)
+            .env_remove("TMUX")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot run tmux: {e}"))?;
+        wait_bounded(child, TMUX_TIMEOUT)
+            .map(|st| st.success())
+            .map_err(|e| format!("tmux send-keys {e}"))
+    };
+    // SwarmForge's cadence: text, 150 ms, C-m, 50 ms, C-j; all three always run.
+    let text = send(&["-l", WAKE_TEXT])?;
+    std::thread::sleep(Duration::from_millis(150));
+    let cr = send(&["C-m"])?;
+    std::thread::sleep(Duration::from_millis(50));
+    let lf = send(&["C-j"])?;
+    match (text, cr, lf) {
+        (false, _, _) => Err("tmux send text failed".into()),
+        (_, false, _) => Err("tmux send carriage return failed".into()),
+        (_, _, false) => Err("tmux send line feed failed".into()),
+        _ => Ok(()),
+    }
+}
+
+fn run_command(cmd: &str, req: &Request, project: &Project) -> Result<(), String> {
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .env("SWARMFORGE_ROLE", &req.role)
+        .env("SWARMFORGE_HANDOFF", &req.path)
+        .env("SWARMFORGE_PROJECT", &project.root)
+        .current_dir(&req.worktree)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot run wake command: {e}"))?;
+    match wait_bounded(child, COMMAND_TIMEOUT) {
+        Ok(st) if st.success() => Ok(()),
+        Ok(st) => Err(format!("wake command failed: {st}")),
+        Err(e) => Err(format!("wake command {e}")),
+    }
+}
+
+/// File holding the time of a role's last successful wake-up (`swarm status`).
+pub fn last_wake_file(project: &Project, role: &str) -> PathBuf {
+    project.daemon_dir().join("wake").join(role)
+}
+
+#[derive(Default)]
+struct RoleSlot {
+    running: bool,
+    pending: Option<Request>,
+}
+
+#[derive(Default)]
+struct Shared {
+    slots: HashMap<String, RoleSlot>,
+    busy: usize,
+}
+
+/// Runs wake-ups on background threads, one at a time per role.
+#[derive(Clone)]
+pub struct Waker {
+    project: Project,
+    journal: Journal,
+    shared: Arc<(Mutex<Shared>, Condvar)>,
+}
+
+impl Waker {
+    pub fn new(project: Project, journal: Journal) -> Waker {
+        Waker {
+            project,
+            journal,
+            shared: Arc::new((Mutex::new(Shared::default()), Condvar::new())),
+        }
+    }
+
+    /// Queues a wake-up; returns at once.
+    pub fn wake(&self, req: Request) {
+        if req.method == Method::None {
+            return;
+        }
+        let (lock, _) = &*self.shared;
+        let mut s = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = s.slots.entry(req.role.clone()).or_default();
+        if slot.running {
+            // Coalesce: one more wake after the running one is enough.
+            slot.pending = Some(req);
+            return;
+        }
+        slot.running = true;
+        s.busy += 1;
+        drop(s);
+        let me = self.clone();
+        std::thread::spawn(move || me.worker(req));
+    }
+
+    fn worker(&self, mut req: Request) {
+        loop {
+            self.perform(&req);
+            let (lock, cv) = &*self.shared;
+            let mut s = lock.lock().unwrap_or_else(|p| p.into_inner());
+            let slot = s.slots.entry(req.role.clone()).or_default();
+            match slot.pending.take() {
+                Some(next) => req = next,
+                None => {
+                    slot.running = false;
+                    s.busy -= 1;
+                    cv.notify_all();
+                    return;
+                }
+            }
+        }
+    }
+
+    fn perform(&self, req: &Request) {
+        if req.rewake && !still_waiting(&req.worktree) {
+            return;
+        }
+        let result = match &req.method {
+            Method::Tmux { socket } => run_tmux(socket, &req.session),
+            Method::Command(cmd) => run_command(cmd, req, &self.project),
+            Method::None => return,
+        };
+        match result {
+            Ok(()) => {
+                if req.rewake {
+                    self.journal.record(
+                        &Event::new(Kind::Renotified)
+                            .path(&req.path)
+                            .recipient(&req.role),
+                    );
+                }
+                let f = last_wake_file(&self.project, &req.role);
+                // One mkdir, never `create_dir_all`: a wake-up finishing after
+                // `.swarmforge/` was deleted must not bring it back.
+                let made = match f.parent().map(std::fs::create_dir) {
+                    Some(Err(e)) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
+                    _ => Ok(()),
+                };
+                let _ = made.and_then(|_| {
+                    fsx::write_file(&f, format!("{}\n", clock::iso_now()).as_bytes())
+                });
+            }
+            Err(reason) => self.journal.record(
+                &Event::new(Kind::NotifyFailed)
+                    .path(&req.path)
+                    .recipient(&req.role)
+                    .reason(reason),
+            ),
+        }
+    }
+
+    /// Waits until no wake-up is running (for `--once`), at most `timeout`.
+    pub fn wait_idle(&self, timeout: Duration) {
+        let (lock, cv) = &*self.shared;
+        let end = Instant::now() + timeout;
+        let mut s = lock.lock().unwrap_or_else(|p| p.into_inner());
+        while s.busy > 0 {
+            let now = Instant::now();
+            if now >= end {
+                return;
+            }
+            s = match cv.wait_timeout(s, end - now) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+    }
+}

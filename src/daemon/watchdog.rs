@@ -1,0 +1,239 @@
+//! The agent watchdog (vibex): items kept in process past `complete_within`
+//! are reported once each (`expectation_violated`), and a role with
+//! `restart: true` whose tmux session is gone is restarted under a per-role
+//! lock, at most `restart_budget` times an hour, on `ready-next
+//! --resume-context 20`. A dead or slow agent never stops another role.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::daemon::journal::{Event, Journal, Kind};
+use crate::daemon::wake;
+use crate::fsx;
+use crate::protocol::clock;
+use crate::protocol::config::Config;
+use crate::protocol::grammar;
+use crate::protocol::header::Message;
+use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::roles::{Role, Roles};
+
+/// Transcript lines a restarted agent is shown.
+pub const RESUME_LINES: u32 = 20;
+
+fn marker_dir(project: &Project) -> PathBuf {
+    project.daemon_dir().join("expectations")
+}
+
+/// The in-process item (file, or first file of the batch) and its `dequeued_at`.
+fn in_process(wt: &Worktree) -> Option<(PathBuf, String)> {
+    let mut entries: Vec<PathBuf> = fs::read_dir(wt.in_process())
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        let name = p.file_name()?.to_string_lossy().into_owned();
+        let file = if grammar::is_batch_dir_name(&name) && p.is_dir() {
+            let mut inner: Vec<PathBuf> =
+                fs::read_dir(&p).ok()?.flatten().map(|e| e.path()).collect();
+            inner.sort();
+            inner
+                .into_iter()
+                .find(|f| f.extension().is_some_and(|x| x == "handoff"))?
+        } else if name.ends_with(".handoff") {
+            p.clone()
+        } else {
+            continue;
+        };
+        let m = Message::parse_bytes(&fsx::read_bounded(&file, 1024 * 1024).ok()?).ok()?;
+        return Some((p, m.get("dequeued_at")?.to_string()));
+    }
+    None
+}
+
+/// Reports items in process longer than the role's `complete_within`, once
+/// per item (a marker file keeps "once" across restarts).
+pub fn check_expectations(project: &Project, roles: &Roles, config: &Config, journal: &Journal) {
+    // Roles sharing a worktree share its inbox: its item is judged once, by
+    // the first of them with a limit.
+    let mut seen: Vec<&Path> = Vec::new();
+    for role in &roles.roles {
+        let Some(limit) = config
+            .role(&role.name)
+            .and_then(|r| r.complete_within)
+            .or(config.daemon.complete_within)
+        else {
+            continue;
+        };
+        if seen.contains(&role.worktree_path.as_path()) {
+            continue;
+        }
+        seen.push(&role.worktree_path);
+        let wt = Worktree::new(&role.worktree_path);
+        let Some((item, dequeued)) = in_process(&wt) else {
+            continue;
+        };
+        let Some(t) = clock::parse(&dequeued) else {
+            continue;
+        };
+        let age = (clock::now() - t).to_std().unwrap_or_default();
+        if age <= limit.0 {
+            continue;
+        }
+        let name = item
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let marker = marker_dir(project).join(format!("{}__{name}", role.name));
+        if marker.exists() {
+            continue;
+        }
+        let dir = marker_dir(project);
+        if fsx::ensure_dirs(&[&dir]).is_err() || fsx::write_file(&marker, b"").is_err() {
+            continue;
+        }
+        journal.record(
+            &Event::new(Kind::ExpectationViolated)
+                .recipient(&role.name)
+                .path(&item)
+                .reason(format!("complete_within {limit}")),
+        );
+    }
+}
+
+fn tmux(socket: &Path, args: &[&str]) -> bool {
+    Command::new("tmux")
+        .arg("-S")
+        .arg(socket)
+        .args(args)
+        .env_remove("TMUX")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()
+        .and_then(|child| wake::wait_bounded(child, wake::TMUX_TIMEOUT).ok())
+        .is_some_and(|st| st.success())
+}
+
+/// Single-quotes a word for `sh`.
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\"'\"'"))
+}
+
+fn restarts_file(project: &Project, role: &str) -> PathBuf {
+    project.daemon_dir().join("restarts").join(role)
+}
+
+/// Restarts done in the last hour, per the role's restart log.
+pub fn restarts_last_hour(project: &Project, role: &str) -> usize {
+    let Ok(text) = fsx::read_bounded(&restarts_file(project, role), 1024 * 1024)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+    else {
+        return 0;
+    };
+    text.lines()
+        .filter_map(|l| clock::parse(l.trim()))
+        .filter(|t| (clock::now() - *t).num_seconds() < 3600)
+        .count()
+}
+
+/// Restarts every `restart: true` role whose tmux session is gone.
+pub fn check_agents(project: &Project, roles: &Roles, config: &Config, journal: &Journal) {
+    let wake::Method::Tmux { socket } = wake::method(project, config) else {
+        return;
+    };
+    for role in &roles.roles {
+        let Some(rc) = config.role(&role.name).filter(|r| r.restart) else {
+            continue;
+        };
+        if role.is_human()
+            || role.session.is_empty()
+            || tmux(
+                &socket,
+                &["has-session", "-t", &format!("={}", role.session)],
+            )
+        {
+            continue;
+        }
+        restart(project, role, rc.restart_budget, &socket, journal);
+    }
+}
+
+fn restart(project: &Project, role: &Role, budget: u32, socket: &Path, journal: &Journal) {
+    let dir = project.daemon_dir().join("restarts");
+    if fsx::ensure_dirs(&[&dir]).is_err() {
+        return;
+    }
+    // One restart at a time per role, even across daemons and `swarm up`.
+    let Ok(Some(_lock)) = fsx::try_lock(&dir.join(format!("{}.flock", role.name))) else {
+        return;
+    };
+    let used = restarts_last_hour(project, &role.name);
+    let script = project
+        .swarmforge()
+        .join("run")
+        .join(format!("{}.sh", role.name));
+    let reason = if used >= budget as usize {
+        Some(format!(
+            "restart budget used ({used}/{budget} in the last hour)"
+        ))
+    } else if !script.is_file() {
+        Some(format!("no launch script {}", script.display()))
+    } else {
+        None
+    };
+    if let Some(reason) = reason {
+        // Log a refused restart once per hour-window state change, not every sweep.
+        let marker = dir.join(format!("{}.refused", role.name));
+        if !marker.exists() {
+            let _ = fsx::write_file(&marker, reason.as_bytes());
+            journal.record(
+                &Event::new(Kind::NotifyFailed)
+                    .recipient(&role.name)
+                    .reason(reason),
+            );
+        }
+        return;
+    }
+    let _ = fsx::remove_file(&dir.join(format!("{}.refused", role.name)));
+    let bin_dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .unwrap_or_default();
+    let cmd = format!(
+        "export SWARMFORGE_ROLE={}; export PATH={}:\"$PATH\"; ready-next --resume-context {RESUME_LINES}; exec sh {}",
+        quote(&role.name),
+        quote(&bin_dir.to_string_lossy()),
+        quote(&script.to_string_lossy())
+    );
+    let ok = tmux(
+        socket,
+        &[
+            "new-session",
+            "-d",
+            "-s",
+            &role.session,
+            "-c",
+            &role.worktree_path.to_string_lossy(),
+            &cmd,
+        ],
+    );
+    let _ = fsx::append(
+        &restarts_file(project, &role.name),
+        format!("{}\n", clock::iso_now()).as_bytes(),
+    );
+    let ev = Event::new(if ok {
+        Kind::Restarted
+    } else {
+        Kind::NotifyFailed
+    })
+    .recipient(&role.name);
+    journal.record(&if ok {
+        ev.reason(format!("session {} was gone", role.session))
+    } else {
+        ev.reason(format!("cannot restart session {}", role.session))
+    });
+}

@@ -1,0 +1,65 @@
+//! The delivered originals of a project (every worktree's `sent/`), read
+//! once when the daemon starts so forum state (contributions awaiting a digest,
+//! session activity, discussion turns) is derived from the files, not kept
+//! only in memory.
+
+use std::fs;
+
+use crate::fsx;
+use crate::protocol::header::Message;
+use crate::protocol::layout::Worktree;
+use crate::protocol::roles::Roles;
+
+/// What one delivered original said, as far as the forum cares.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Said {
+    pub created_at: String,
+    pub id: String,
+    pub from: String,
+    pub kind: String,
+    pub session: Option<String>,
+    pub discussion: Option<String>,
+    pub body: String,
+}
+
+impl Said {
+    pub fn from_message(m: &Message) -> Option<Said> {
+        let get = |n: &str| m.get(n).map(str::to_string);
+        Some(Said {
+            created_at: get("created_at").unwrap_or_default(),
+            id: get("id")?,
+            from: get("from").unwrap_or_default(),
+            kind: get("type").unwrap_or_default(),
+            session: get("session").filter(|s| !s.is_empty()),
+            discussion: get("discussion").filter(|s| !s.is_empty()),
+            body: m.body.clone(),
+        })
+    }
+}
+
+/// Every readable original in every worktree's `sent/`, by (created_at, id).
+pub fn delivered(roles: &Roles, max_bytes: u64) -> Vec<Said> {
+    let mut out = Vec::new();
+    for wt in roles.worktrees() {
+        let sent = Worktree::new(&wt).sent();
+        let Ok(rd) = fs::read_dir(&sent) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            if !e.file_name().to_string_lossy().ends_with(".handoff") {
+                continue;
+            }
+            let Ok(bytes) = fsx::read_bounded(&e.path(), max_bytes) else {
+                continue;
+            };
+            if let Some(s) = Message::parse_bytes(&bytes)
+                .ok()
+                .and_then(|m| Said::from_message(&m))
+            {
+                out.push(s);
+            }
+        }
+    }
+    out.sort_by(|a, b| (&a.created_at, &a.id).cmp(&(&b.created_at, &b.id)));
+    out
+}

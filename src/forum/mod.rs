@@ -1,0 +1,195 @@
+//! The daemon's forum duties: counting contributions toward the moderator's
+//! next digest, closing idle sessions, and watching discussion turns
+//! (`turn_within`, `skip_after`). Everything starts from the files (the
+//! delivered originals and the turn logs), so a restart changes nothing.
+
+pub mod discussion;
+pub mod history;
+pub mod moderator;
+pub mod record;
+pub mod session;
+
+use std::collections::{HashMap, HashSet};
+
+use crate::daemon::journal::{Event, Journal, Kind};
+use crate::daemon::wake::{self, Waker};
+use crate::forum::moderator::Moderator;
+use crate::protocol::clock;
+use crate::protocol::config::Config;
+use crate::protocol::header::Message;
+use crate::protocol::layout::Project;
+use crate::protocol::roles::Roles;
+
+pub struct Forum {
+    moderator: Moderator,
+    /// Per session: `created_at` of its newest delivered message.
+    last_activity: HashMap<String, String>,
+    /// (discussion, turn index) already reported late.
+    late: HashSet<(String, usize)>,
+}
+
+fn age_secs(iso: &str) -> Option<f64> {
+    let t = clock::parse(iso)?;
+    Some((clock::now() - t).num_milliseconds() as f64 / 1000.0)
+}
+
+impl Forum {
+    /// Rebuilds forum state from the delivered originals; appends turns that a
+    /// crash kept out of a discussion's log.
+    pub fn start(project: &Project, roles: &Roles, config: &Config) -> Forum {
+        let said = history::delivered(roles, config.limits.max_file_bytes);
+        let moderator = config.forum.moderator.as_deref().unwrap_or("");
+        let mut last_activity: HashMap<String, String> = HashMap::new();
+        for s in &said {
+            if let Some(sess) = &s.session {
+                let e = last_activity.entry(sess.clone()).or_default();
+                if s.created_at > *e {
+                    *e = s.created_at.clone();
+                }
+            }
+        }
+        if let Ok(all) = discussion::list(project) {
+            for d in all {
+                let logged: HashSet<String> = discussion::log(project, &d.id)
+                    .map(|l| l.into_iter().map(|e| e.id).collect())
+                    .unwrap_or_default();
+                for s in said
+                    .iter()
+                    .filter(|s| s.discussion.as_deref() == Some(d.id.as_str()))
+                {
+                    if !logged.contains(&s.id) {
+                        let _ = discussion::record_turn(project, &d.id, &s.from, &s.id);
+                    }
+                }
+            }
+        }
+        let mut m = Moderator::from_history(&said, moderator);
+        m.adopt_open(roles, config, config.limits.max_file_bytes);
+        Forum {
+            moderator: m,
+            last_activity,
+            late: HashSet::new(),
+        }
+    }
+
+    /// Counts what a pass delivered; queues a digest request when due.
+    /// Returns true when a new file waits for delivery.
+    pub fn after_pass(
+        &mut self,
+        delivered: Vec<Message>,
+        project: &Project,
+        roles: &Roles,
+        config: &Config,
+        journal: &Journal,
+    ) -> bool {
+        let moderator = config.forum.moderator.clone().unwrap_or_default();
+        for m in &delivered {
+            if let (Some(s), Some(t)) = (m.get("session"), m.get("created_at")) {
+                let e = self.last_activity.entry(s.to_string()).or_default();
+                if t > e.as_str() {
+                    *e = t.to_string();
+                }
+            }
+            self.moderator.delivered(m, &moderator);
+        }
+        let current = session::current(project).ok().flatten().map(|s| s.id);
+        self.moderator
+            .tick(roles, config, journal, current.as_deref())
+    }
+
+    /// Between passes, while a digest request is open or a backoff runs: a
+    /// finished request (done-current moves no outbox file) or an expired
+    /// backoff lets the next request go out now, not at the next rescan.
+    /// Returns true when a new file waits for delivery.
+    pub fn poll(
+        &mut self,
+        project: &Project,
+        roles: &Roles,
+        config: &Config,
+        journal: &Journal,
+    ) -> bool {
+        if !self.moderator.waiting() {
+            return false;
+        }
+        let current = session::current(project).ok().flatten().map(|s| s.id);
+        self.moderator
+            .tick(roles, config, journal, current.as_deref())
+    }
+
+    /// Idle sessions, late and skipped discussion turns. Returns true when a
+    /// new file waits for delivery.
+    pub fn sweep(
+        &mut self,
+        project: &Project,
+        roles: &Roles,
+        config: &Config,
+        journal: &Journal,
+        waker: &Waker,
+    ) -> bool {
+        if let Ok(Some(s)) = session::current(project) {
+            let last = self
+                .last_activity
+                .get(&s.id)
+                .filter(|t| **t > s.started_at)
+                .unwrap_or(&s.started_at);
+            if age_secs(last).is_some_and(|a| a > config.forum.idle_close.0.as_secs_f64()) {
+                if let Ok(closed) = session::close(project, Some(&s.id), "idle_timeout") {
+                    journal.record(
+                        &Event::new(Kind::Closed)
+                            .path(&closed.path)
+                            .reason("idle_timeout"),
+                    );
+                }
+            }
+        }
+        let Ok(all) = discussion::list(project) else {
+            return false;
+        };
+        for d in all.into_iter().filter(discussion::Discussion::is_open) {
+            let Ok(log) = discussion::log(project, &d.id) else {
+                continue;
+            };
+            let last = log.last().map_or(d.opened_at.clone(), |e| e.time.clone());
+            let Some(age) = age_secs(&last) else { continue };
+            let expected = d.expected(&log).to_string();
+            let turn = log.len();
+            let within = config.discussion.turn_within.0.as_secs_f64();
+            if age > within && self.late.insert((d.id.clone(), turn)) {
+                journal.record(
+                    &Event::new(Kind::ExpectationViolated)
+                        .recipient(&expected)
+                        .path(&d.path)
+                        .reason(format!(
+                            "turn_within {} in discussion {}",
+                            config.discussion.turn_within, d.id
+                        )),
+                );
+            }
+            if let Some(skip) = config.discussion.skip_after {
+                if age > skip.0.as_secs_f64()
+                    && discussion::record_skip(project, &d.id, &expected, turn).unwrap_or(false)
+                {
+                    journal.record(
+                        &Event::new(Kind::Skipped)
+                            .recipient(&expected)
+                            .path(&d.path)
+                            .reason(format!("skip_after {skip} in discussion {}", d.id)),
+                    );
+                    // Tell the next speaker it is their turn now.
+                    let next = d.order[(turn + 1) % d.order.len()].clone();
+                    if let Some(role) = roles.find(&next).filter(|r| !r.is_human()) {
+                        waker.wake(wake::Request {
+                            role: role.name.clone(),
+                            session: role.session.clone(),
+                            worktree: role.worktree_path.clone(),
+                            path: d.path.clone(),
+                            method: wake::method(project, config),
+                            rewake: false,
+                        });
+                    }
+                }
+            }
+        }
+        false
+    }
+}

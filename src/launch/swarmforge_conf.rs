@@ -1,0 +1,305 @@
+//! SwarmForge's launcher config, `swarmforge/swarmforge.conf` (protocol.md
+//! §12.1): the grammar and the error texts of the original, byte for byte, plus
+//! two extensions that are errors in the original:
+//!
+//! * role names must also satisfy D9 (`[A-Za-z0-9][A-Za-z0-9-]*`);
+//! * the agent column may be `human` (a person works the role; never woken),
+//!   or any command: a word containing `/` (a path, resolved from the role's
+//!   worktree) or a program found on `PATH`. The command line run is the agent
+//!   word followed by the extra arguments. `claude`, `codex`, `copilot` and
+//!   `grok` (any case) keep SwarmForge's start commands (see `launch`).
+//!
+//! Role prompts (`swarmforge/roles/<role>.prompt`) are required only for the
+//! four model agents: a script or a person does not read them. The
+//! constitution is required as in the original (it marks a SwarmForge project).
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::protocol::grammar;
+use crate::protocol::roles::ReceiveMode;
+
+/// SwarmForge's error prefix: red `Error:`, reset, space.
+pub const ERROR_PREFIX: &str = "\x1b[0;31mError:\x1b[0m ";
+
+/// The agents SwarmForge knows how to start (after lower-casing).
+pub const MODEL_AGENTS: [&str; 4] = ["claude", "codex", "copilot", "grok"];
+
+/// What runs a role.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfAgent {
+    /// One of [`MODEL_AGENTS`], lower-cased.
+    Model(String),
+    /// A person.
+    Human,
+    /// A command word as written (case kept), run with the extra arguments.
+    Command(String),
+}
+
+/// One `window` line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfRole {
+    pub line: usize,
+    pub name: String,
+    pub agent: ConfAgent,
+    /// `master`, `none` or a directory name under `.worktrees/`.
+    pub worktree: String,
+    pub mode: ReceiveMode,
+    /// Extra CLI arguments, re-joined with single spaces.
+    pub extra: Option<String>,
+}
+
+impl ConfRole {
+    /// The agent column of `roles.tsv`: the lower-cased agent word.
+    pub fn agent_column(&self) -> String {
+        match &self.agent {
+            ConfAgent::Model(m) => m.clone(),
+            ConfAgent::Human => "human".into(),
+            ConfAgent::Command(c) => c.to_lowercase(),
+        }
+    }
+}
+
+/// The files a conf parse looks at.
+pub struct ConfPaths {
+    pub config: PathBuf,
+    pub constitution: PathBuf,
+    pub roles_dir: PathBuf,
+}
+
+impl ConfPaths {
+    pub fn for_root(root: &Path) -> ConfPaths {
+        let sf = root.join("swarmforge");
+        ConfPaths {
+            config: sf.join("swarmforge.conf"),
+            constitution: sf.join("constitution.prompt"),
+            roles_dir: sf.join("roles"),
+        }
+    }
+}
+
+fn fail(msg: String) -> Error {
+    Error::env(format!("{ERROR_PREFIX}{msg}"))
+}
+
+/// Java's `\s`: the separators `str/split line #"\s+"` splits on.
+fn java_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r')
+}
+
+/// Whether `word` names a runnable command: a path (contains `/`) or an
+/// executable file in one of `PATH`'s directories.
+pub fn is_command(word: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    if word.contains('/') {
+        return true;
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).any(|d| {
+        std::fs::metadata(d.join(word))
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    })
+}
+
+/// Reads and checks the conf in SwarmForge's order: config present,
+/// constitution present, each line, at least one window.
+pub fn load(paths: &ConfPaths) -> Result<Vec<ConfRole>> {
+    if !paths.config.exists() {
+        return Err(fail(format!(
+            "Config not found at {}",
+            paths.config.display()
+        )));
+    }
+    if !paths.constitution.exists() {
+        return Err(fail(format!(
+            "Constitution prompt not found at {}",
+            paths.constitution.display()
+        )));
+    }
+    let bytes = crate::fsx::read_bounded(&paths.config, crate::protocol::config::MAX_CONFIG_BYTES)
+        .map_err(|e| Error::env(format!("{}: {e}", paths.config.display())))?;
+    let text = String::from_utf8_lossy(&bytes);
+    parse(&text, paths, &is_command, &|p: &Path| p.exists())
+}
+
+/// Parses `text` (the content of `paths.config`). `is_command` decides
+/// whether a non-model, non-human agent word can run; `exists` checks prompts.
+pub fn parse(
+    text: &str,
+    paths: &ConfPaths,
+    is_command: &dyn Fn(&str) -> bool,
+    exists: &dyn Fn(&Path) -> bool,
+) -> Result<Vec<ConfRole>> {
+    let conf = paths.config.display();
+    let mut rows: Vec<ConfRole> = Vec::new();
+    // Clojure's split-lines: `\n` or `\r\n`.
+    for (i, raw) in text.split('\n').enumerate() {
+        let line_no = i + 1;
+        let raw = raw.strip_suffix('\r').unwrap_or(raw);
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let fields: Vec<&str> = line.split(java_space).filter(|f| !f.is_empty()).collect();
+        if fields.len() < 4 {
+            return Err(fail(format!("Invalid config line {line_no}: {line}")));
+        }
+        let (keyword, role, agent_raw, worktree) = (fields[0], fields[1], fields[2], fields[3]);
+        let trailing = &fields[4..];
+        let agent = agent_raw.to_lowercase();
+        let (mode, extra_tokens) = match trailing.first() {
+            Some(&"task") => (ReceiveMode::Task, &trailing[1..]),
+            Some(&"batch") => (ReceiveMode::Batch, &trailing[1..]),
+            _ => (ReceiveMode::Task, trailing),
+        };
+        let extra = (!extra_tokens.is_empty()).then(|| extra_tokens.join(" "));
+        if keyword != "window" {
+            return Err(fail(format!(
+                "Unknown config directive on line {line_no}: {keyword}"
+            )));
+        }
+        if role.contains('_') {
+            return Err(fail(format!(
+                "Invalid role '{role}' on line {line_no}: role names may not contain underscores"
+            )));
+        }
+        if !grammar::valid_role(role) {
+            return Err(fail(format!(
+                "Invalid role '{}' on line {line_no}: role names must start with a letter or digit and contain only letters, digits and '-' (at most {} characters)",
+                crate::protocol::header::escape(role),
+                grammar::MAX_ROLE
+            )));
+        }
+        if rows.iter().any(|r| r.name == role) {
+            return Err(fail(format!("Duplicate role '{role}' in {conf}")));
+        }
+        let shared = matches!(worktree, "master" | "none");
+        if !shared && rows.iter().any(|r| r.worktree == worktree) {
+            return Err(fail(format!("Duplicate worktree '{worktree}' in {conf}")));
+        }
+        if worktree.contains('/') || worktree == "." || worktree == ".." {
+            return Err(fail(format!(
+                "Invalid worktree '{worktree}' for role '{role}'"
+            )));
+        }
+        let agent = if MODEL_AGENTS.contains(&agent.as_str()) {
+            ConfAgent::Model(agent)
+        } else if agent == "human" {
+            ConfAgent::Human
+        } else if is_command(agent_raw) {
+            ConfAgent::Command(agent_raw.to_string())
+        } else {
+            return Err(fail(format!(
+                "Unsupported agent '{agent}' for role '{role}'"
+            )));
+        };
+        if matches!(agent, ConfAgent::Model(_)) {
+            let prompt = paths.roles_dir.join(format!("{role}.prompt"));
+            if !exists(&prompt) {
+                return Err(fail(format!("Missing role prompt {}", prompt.display())));
+            }
+        }
+        rows.push(ConfRole {
+            line: line_no,
+            name: role.to_string(),
+            agent,
+            worktree: worktree.to_string(),
+            mode,
+            extra,
+        });
+    }
+    if rows.is_empty() {
+        return Err(fail(format!("No windows defined in {conf}")));
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths() -> ConfPaths {
+        ConfPaths::for_root(Path::new("/p"))
+    }
+
+    fn run(text: &str) -> std::result::Result<Vec<ConfRole>, String> {
+        parse(text, &paths(), &|w: &str| w.contains('/'), &|_: &Path| true)
+            .map_err(|e| e.to_string().replacen(ERROR_PREFIX, "", 1))
+    }
+
+    #[test]
+    fn parses_fields_modes_and_extra_args() {
+        let r = run("# c\n\n  window coder Claude master batch --yolo  -x\r\nwindow QA human qa extra\nwindow s ./agents/s.sh none\n").unwrap();
+        assert_eq!(r.len(), 3);
+        assert_eq!(r[0].agent, ConfAgent::Model("claude".into()));
+        assert_eq!(r[0].mode, ReceiveMode::Batch);
+        assert_eq!(r[0].extra.as_deref(), Some("--yolo -x"));
+        assert_eq!(r[0].line, 3);
+        assert_eq!(r[1].agent, ConfAgent::Human);
+        assert_eq!(r[1].mode, ReceiveMode::Task);
+        assert_eq!(r[1].extra.as_deref(), Some("extra"));
+        assert_eq!(r[2].agent, ConfAgent::Command("./agents/s.sh".into()));
+        assert_eq!(r[2].agent_column(), "./agents/s.sh");
+    }
+
+    #[test]
+    fn messages_in_order() {
+        let cases = [
+            ("window a b", "Invalid config line 1: window a b"),
+            (
+                "win a codex master",
+                "Unknown config directive on line 1: win",
+            ),
+            (
+                "window a_b codex master",
+                "Invalid role 'a_b' on line 1: role names may not contain underscores",
+            ),
+            (
+                "window a codex master\nwindow a codex master",
+                "Duplicate role 'a' in /p/swarmforge/swarmforge.conf",
+            ),
+            (
+                "window a codex w\nwindow b codex w",
+                "Duplicate worktree 'w' in /p/swarmforge/swarmforge.conf",
+            ),
+            ("window a codex x/y", "Invalid worktree 'x/y' for role 'a'"),
+            ("window a codex ..", "Invalid worktree '..' for role 'a'"),
+            (
+                "window a Vim master",
+                "Unsupported agent 'vim' for role 'a'",
+            ),
+            ("", "No windows defined in /p/swarmforge/swarmforge.conf"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(run(text).unwrap_err(), want, "{text}");
+        }
+        assert!(run("window a codex master\nwindow b codex master\nwindow c codex none\nwindow d codex none").is_ok());
+        assert!(run("window -a codex master")
+            .unwrap_err()
+            .starts_with("Invalid role '-a' on line 1: role names must"));
+    }
+
+    #[test]
+    fn model_roles_need_a_prompt() {
+        let e = parse(
+            "window a codex master\n",
+            &paths(),
+            &|_: &str| false,
+            &|_: &Path| false,
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            format!("{ERROR_PREFIX}Missing role prompt /p/swarmforge/roles/a.prompt")
+        );
+        assert!(parse(
+            "window a human master\n",
+            &paths(),
+            &|_: &str| false,
+            &|_: &Path| false
+        )
+        .is_ok());
+    }
+}

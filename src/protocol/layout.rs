@@ -1,0 +1,176 @@
+//! Every path of a project and of a worktree, in one place (protocol.md §1).
+
+use std::path::{Path, PathBuf};
+
+/// The project root: `roles.tsv`, the daemon's folder, the config.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Project {
+    pub root: PathBuf,
+}
+
+impl Project {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Project { root: root.into() }
+    }
+    pub fn swarmforge(&self) -> PathBuf {
+        self.root.join(".swarmforge")
+    }
+    pub fn roles_tsv(&self) -> PathBuf {
+        self.swarmforge().join("roles.tsv")
+    }
+    pub fn tmux_socket(&self) -> PathBuf {
+        self.swarmforge().join("tmux-socket")
+    }
+    pub fn forum_log(&self) -> PathBuf {
+        self.swarmforge().join("forum.log")
+    }
+    pub fn state_dir(&self) -> PathBuf {
+        self.swarmforge().join("state")
+    }
+    /// Forum sessions and discussions: small header-format records.
+    pub fn forum_dir(&self) -> PathBuf {
+        self.swarmforge().join("forum")
+    }
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.forum_dir().join("sessions")
+    }
+    pub fn discussions_dir(&self) -> PathBuf {
+        self.forum_dir().join("discussions")
+    }
+    /// Serialises changes to sessions and discussions.
+    pub fn forum_lock(&self) -> PathBuf {
+        self.forum_dir().join("forum.flock")
+    }
+    pub fn daemon_dir(&self) -> PathBuf {
+        self.swarmforge().join("daemon")
+    }
+    pub fn pid_file(&self) -> PathBuf {
+        self.daemon_dir().join("handoffd.pid")
+    }
+    pub fn stop_file(&self) -> PathBuf {
+        self.daemon_dir().join("stop")
+    }
+    pub fn log_file(&self) -> PathBuf {
+        self.daemon_dir().join("handoffd.log")
+    }
+    pub fn events_file(&self) -> PathBuf {
+        self.daemon_dir().join("events.jsonl")
+    }
+    /// The daemon's stdout/stderr when started detached (never its journal).
+    pub fn daemon_output(&self) -> PathBuf {
+        self.daemon_dir().join("handoffd.out")
+    }
+    /// `swarm.yaml`, the optional project config.
+    pub fn config_file(&self) -> PathBuf {
+        self.root.join("swarm.yaml")
+    }
+    /// SwarmForge's launcher config.
+    pub fn swarmforge_conf(&self) -> PathBuf {
+        self.root.join("swarmforge").join("swarmforge.conf")
+    }
+}
+
+/// One worktree's handoff state (`<wt>/.swarmforge/handoffs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Worktree {
+    pub root: PathBuf,
+}
+
+impl Worktree {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Worktree { root: root.into() }
+    }
+    pub fn swarmforge(&self) -> PathBuf {
+        self.root.join(".swarmforge")
+    }
+    /// Pointer from a role worktree to its project root (written by `swarm init`).
+    pub fn project_pointer(&self) -> PathBuf {
+        self.swarmforge().join("project-root")
+    }
+    pub fn handoffs(&self) -> PathBuf {
+        self.swarmforge().join("handoffs")
+    }
+    pub fn sequence(&self) -> PathBuf {
+        self.handoffs().join("sequence")
+    }
+    /// flock(2) file serialising sequence allocation (replaces SwarmForge's
+    /// `sequence.lock/` mkdir lock, which went stale when a sender died).
+    pub fn sequence_lock(&self) -> PathBuf {
+        self.handoffs().join("sequence.flock")
+    }
+    pub fn outbox(&self) -> PathBuf {
+        self.handoffs().join("outbox")
+    }
+    pub fn outbox_tmp(&self) -> PathBuf {
+        self.outbox().join("tmp")
+    }
+    pub fn sent(&self) -> PathBuf {
+        self.handoffs().join("sent")
+    }
+    pub fn failed(&self) -> PathBuf {
+        self.handoffs().join("failed")
+    }
+    pub fn inbox(&self) -> PathBuf {
+        self.handoffs().join("inbox")
+    }
+    pub fn inbox_new(&self) -> PathBuf {
+        self.inbox().join("new")
+    }
+    pub fn in_process(&self) -> PathBuf {
+        self.inbox().join("in_process")
+    }
+    pub fn completed(&self) -> PathBuf {
+        self.inbox().join("completed")
+    }
+    /// Temp files for inbox publishes and header stamps; never listed as a queue.
+    pub fn inbox_tmp(&self) -> PathBuf {
+        self.inbox().join("tmp")
+    }
+    /// Items the helpers refused to hand out (malformed, symlinks, FIFOs).
+    pub fn rejected(&self) -> PathBuf {
+        self.inbox().join("rejected")
+    }
+    /// The one lock every queue transition of this inbox holds.
+    pub fn inbox_lock(&self) -> PathBuf {
+        self.handoffs().join("inbox.flock")
+    }
+
+    pub fn send_dirs(&self) -> [PathBuf; 4] {
+        [self.outbox_tmp(), self.outbox(), self.sent(), self.failed()]
+    }
+
+    pub fn inbox_dirs(&self) -> [PathBuf; 4] {
+        [
+            self.inbox_new(),
+            self.in_process(),
+            self.completed(),
+            self.inbox_tmp(),
+        ]
+    }
+
+    pub fn all_dirs(&self) -> Vec<PathBuf> {
+        let mut v = self.send_dirs().to_vec();
+        v.extend(self.inbox_dirs());
+        v
+    }
+}
+
+/// The worktree of a role path from `roles.tsv`.
+pub fn worktree_of(path: &Path) -> Worktree {
+    Worktree::new(path)
+}
+
+/// The `batch_*` folders directly in `dir` (an inbox's `in_process/` or
+/// `completed/`); a missing folder has none.
+pub fn batch_dirs(dir: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter(|e| {
+            e.file_type().map(|t| t.is_dir()).unwrap_or(false)
+                && crate::protocol::grammar::is_batch_dir_name(&e.file_name().to_string_lossy())
+        })
+        .map(|e| e.path())
+        .collect()
+}

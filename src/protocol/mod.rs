@@ -1,0 +1,17 @@
+//! The on-disk protocol (protocol.md): the one grammar of ids, file names and
+//! recipients, the header format, drafts and their rules, the paths of a
+//! project and its worktrees, roles, the sequence, the project config and the
+//! root resolver. Imports nothing above it.
+
+pub mod clock;
+pub mod config;
+pub mod draft;
+pub mod duration;
+pub mod gitcheck;
+pub mod grammar;
+pub mod header;
+pub mod layout;
+pub mod roles;
+pub mod root;
+pub mod rules;
+pub mod sequence;

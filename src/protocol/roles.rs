@@ -1,0 +1,207 @@
+//! `.swarmforge/roles.tsv`: seven TAB-separated columns per role (§2).
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::protocol::grammar;
+
+/// How a role accepts work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReceiveMode {
+    Task,
+    Batch,
+}
+
+impl ReceiveMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReceiveMode::Task => "task",
+            ReceiveMode::Batch => "batch",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Role {
+    pub name: String,
+    pub worktree_name: String,
+    pub worktree_path: PathBuf,
+    pub session: String,
+    pub display: String,
+    pub agent: String,
+    /// Column 7 as written; empty means `task` (D2).
+    pub mode: String,
+}
+
+impl Role {
+    /// The receive mode, or the raw text when it is neither `task` nor `batch`.
+    pub fn receive_mode(&self) -> std::result::Result<ReceiveMode, &str> {
+        match self.mode.as_str() {
+            "" | "task" => Ok(ReceiveMode::Task),
+            "batch" => Ok(ReceiveMode::Batch),
+            other => Err(other),
+        }
+    }
+
+    pub fn is_human(&self) -> bool {
+        self.agent == "human"
+    }
+}
+
+/// Largest roles.tsv read.
+pub const MAX_BYTES: u64 = 1024 * 1024;
+
+/// The role table, in file order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Roles {
+    pub roles: Vec<Role>,
+    /// Lines that were skipped, with the reason (shown by `swarm status`).
+    pub problems: Vec<String>,
+}
+
+/// SwarmForge's display name: `-`/`_` to spaces, each word capitalised.
+pub fn display_name(role: &str) -> String {
+    role.replace(['-', '_'], " ")
+        .split_whitespace()
+        .map(|w| {
+            let mut cs = w.chars();
+            match cs.next() {
+                Some(f) => f.to_uppercase().collect::<String>() + &cs.as_str().to_lowercase(),
+                None => String::new(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl Roles {
+    /// Reads the table; a missing file is an empty table.
+    /// A FIFO, a device or a huge file there is refused instead of blocking
+    /// or exhausting the caller.
+    pub fn load(path: &Path) -> Result<Roles> {
+        match crate::fsx::read_bounded(path, MAX_BYTES) {
+            Ok(bytes) => Ok(Roles::parse(&String::from_utf8_lossy(&bytes))),
+            Err(crate::fsx::ReadRefusal::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
+                Ok(Roles::default())
+            }
+            Err(crate::fsx::ReadRefusal::Io(e)) => Err(Error::io(path, e)),
+            Err(e) => Err(Error::env(format!(
+                "{}: {e}\n  hint: roles.tsv must be a regular file (swarm init writes it)",
+                path.display()
+            ))),
+        }
+    }
+
+    pub fn parse(text: &str) -> Roles {
+        let mut out = Roles::default();
+        for (i, raw) in text.lines().enumerate() {
+            // A CRLF file must not leak `\r` into paths or modes (§2 quirk fixed).
+            let line = raw.strip_suffix('\r').unwrap_or(raw);
+            if line.trim().is_empty() {
+                continue;
+            }
+            let f: Vec<&str> = line.split('\t').collect();
+            let name = f[0];
+            if f.len() < 3 {
+                out.problems.push(format!(
+                    "line {}: fewer than 3 TAB-separated columns (7 expected)",
+                    i + 1
+                ));
+                continue;
+            }
+            if !grammar::valid_role(name) {
+                out.problems.push(format!(
+                    "line {}: invalid role name '{}'",
+                    i + 1,
+                    crate::protocol::header::escape(name)
+                ));
+                continue;
+            }
+            if out.find(name).is_some() {
+                out.problems
+                    .push(format!("line {}: duplicate role '{name}'", i + 1));
+                continue;
+            }
+            let col = |n: usize| f.get(n).copied().unwrap_or("").to_string();
+            out.roles.push(Role {
+                name: name.to_string(),
+                worktree_name: col(1),
+                worktree_path: PathBuf::from(f[2]),
+                session: col(3),
+                display: col(4),
+                agent: col(5),
+                mode: col(6),
+            });
+        }
+        out
+    }
+
+    /// Hint lines naming the skipped lines of `path`, for an unknown-role
+    /// error (a table typed with spaces instead of TABs reads as empty).
+    pub fn problems_hint(&self, path: &Path) -> String {
+        self.problems
+            .iter()
+            .map(|p| format!("\n  hint: {}: {p}; that line is skipped", path.display()))
+            .collect()
+    }
+
+    pub fn find(&self, name: &str) -> Option<&Role> {
+        self.roles.iter().find(|r| r.name == name)
+    }
+
+    /// Roles whose worktree is `path` (D8: they may send from its outbox).
+    pub fn owners_of<'a>(&'a self, path: &'a Path) -> impl Iterator<Item = &'a Role> + 'a {
+        self.roles.iter().filter(move |r| r.worktree_path == path)
+    }
+
+    /// Distinct worktree paths in table order.
+    pub fn worktrees(&self) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = Vec::new();
+        for r in &self.roles {
+            if !out.contains(&r.worktree_path) {
+                out.push(r.worktree_path.clone());
+            }
+        }
+        out
+    }
+
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        for r in &self.roles {
+            s.push_str(&format!(
+                "{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
+                r.name,
+                r.worktree_name,
+                r.worktree_path.display(),
+                r.session,
+                r.display,
+                r.agent,
+                r.mode
+            ));
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_with_tolerances() {
+        let t = "coder\tmaster\t/p\tswarmforge-coder\tCoder\tcodex\tbatch\r\n\n\
+                 QA\tqa\t/p/.worktrees/qa\ts\tQa\tclaude\t\nbad_name\tm\t/p\nshort\n";
+        let r = Roles::parse(t);
+        assert_eq!(r.roles.len(), 2);
+        assert_eq!(
+            r.find("coder").unwrap().receive_mode(),
+            Ok(ReceiveMode::Batch)
+        );
+        assert_eq!(r.find("QA").unwrap().receive_mode(), Ok(ReceiveMode::Task));
+        assert_eq!(r.problems.len(), 2);
+        assert_eq!(display_name("code-reviewer"), "Code Reviewer");
+        assert_eq!(display_name("QA"), "Qa");
+    }
+}

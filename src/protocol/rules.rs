@@ -1,0 +1,868 @@
+//! Message types and their header rules, shared by the draft validator and the
+//! daemon's re-check, so a file that `swarm-handoff` would refuse is refused
+//! again at delivery (§15.14).
+//!
+//! The two core types (`git_handoff`, `note`) keep SwarmForge's rules and
+//! messages exactly (§5.3); the collaboration types (`post`, `clarify`,
+//! `answer`, `digest_request`, `digest`, `close`, docs/message-model.md) add
+//! groups in the same style after SwarmForge's.
+
+use crate::protocol::header::Message;
+
+/// Headers only the tools write (§5.2, plus the stamped collaboration
+/// headers); a draft that sets one is refused.
+pub const RESERVED: &[&str] = &[
+    "id",
+    "from",
+    "role",
+    "recipient",
+    "created_at",
+    "enqueued_at",
+    "dequeued_at",
+    "completed_at",
+    "hop",
+    "mentions",
+    "session",
+];
+
+/// Longest `task` / `message` value (UTF-16 units, as SwarmForge counts).
+pub const MAX_LINE_CHARS: usize = 80;
+
+/// Most recipients one message may name (keeps file names under NAME_MAX).
+pub const MAX_RECIPIENTS: usize = 32;
+
+/// Longest `subject` (post, digest).
+pub const MAX_SUBJECT_CHARS: usize = 120;
+/// Longest clarify `question`.
+pub const MAX_QUESTION_CHARS: usize = 500;
+/// Longest close `reason`.
+pub const MAX_REASON_CHARS: usize = 200;
+/// Longest clarify option (one body line).
+pub const MAX_OPTION_CHARS: usize = 200;
+/// Most options one clarify may offer.
+pub const MAX_OPTIONS: usize = 20;
+/// Most `artifact` headers one message may carry.
+pub const MAX_ARTIFACTS: usize = 32;
+/// Largest body of a post, clarify, answer, close or digest request.
+pub const MAX_BODY_BYTES: usize = 16 * 1024;
+/// Largest digest body.
+pub const MAX_DIGEST_BYTES: usize = 4 * 1024;
+
+/// Draft headers every type has.
+const BASE: &[&str] = &["type", "to", "priority"];
+
+/// Draft headers any type may carry (collaboration.md, "Message model").
+pub const COMMON: &[&str] = &[
+    "in_reply_to",
+    "thread",
+    "cc",
+    "wake",
+    "artifact",
+    "discussion",
+];
+
+/// The rules of one message type.
+#[derive(Debug)]
+pub struct TypeRule {
+    pub name: &'static str,
+    /// Draft headers of this type besides `type`, `to`, `priority` and `COMMON`.
+    pub own: &'static [&'static str],
+    /// Whether the draft may carry a body after the blank line.
+    pub body: bool,
+    /// Largest body in bytes (types with a body).
+    pub max_body: usize,
+    /// Whether a role may send it (`digest_request` is the daemon's own).
+    pub sendable: bool,
+}
+
+impl TypeRule {
+    /// Whether a draft of this type may write `field`.
+    pub fn allows(&self, field: &str) -> bool {
+        BASE.contains(&field) || self.own.contains(&field) || COMMON.contains(&field)
+    }
+}
+
+pub const GIT_HANDOFF: TypeRule = TypeRule {
+    name: "git_handoff",
+    own: &["task", "commit"],
+    body: false,
+    max_body: 0,
+    sendable: true,
+};
+
+pub const NOTE: TypeRule = TypeRule {
+    name: "note",
+    own: &["message"],
+    body: false,
+    max_body: 0,
+    sendable: true,
+};
+
+pub const POST: TypeRule = TypeRule {
+    name: "post",
+    own: &["subject"],
+    body: true,
+    max_body: MAX_BODY_BYTES,
+    sendable: true,
+};
+
+pub const CLARIFY: TypeRule = TypeRule {
+    name: "clarify",
+    own: &["question", "allow_multiple", "allow_custom"],
+    body: true,
+    max_body: MAX_BODY_BYTES,
+    sendable: true,
+};
+
+pub const ANSWER: TypeRule = TypeRule {
+    name: "answer",
+    own: &["choices"],
+    body: true,
+    max_body: MAX_BODY_BYTES,
+    sendable: true,
+};
+
+pub const DIGEST_REQUEST: TypeRule = TypeRule {
+    name: "digest_request",
+    own: &[],
+    body: true,
+    max_body: MAX_BODY_BYTES,
+    sendable: false,
+};
+
+pub const DIGEST: TypeRule = TypeRule {
+    name: "digest",
+    own: &["subject"],
+    body: true,
+    max_body: MAX_DIGEST_BYTES,
+    sendable: true,
+};
+
+pub const CLOSE: TypeRule = TypeRule {
+    name: "close",
+    own: &["reason"],
+    body: true,
+    max_body: MAX_BODY_BYTES,
+    sendable: true,
+};
+
+/// Every type, in the order the docs and messages list them.
+pub const TYPES: &[&TypeRule] = &[
+    &GIT_HANDOFF,
+    &NOTE,
+    &POST,
+    &CLARIFY,
+    &ANSWER,
+    &DIGEST_REQUEST,
+    &DIGEST,
+    &CLOSE,
+];
+
+pub fn type_rule(name: &str) -> Option<&'static TypeRule> {
+    TYPES.iter().copied().find(|t| t.name == name)
+}
+
+/// Every header a draft may write for some type.
+pub fn known_draft_field(name: &str) -> bool {
+    BASE.contains(&name) || COMMON.contains(&name) || TYPES.iter().any(|t| t.own.contains(&name))
+}
+
+/// Every type a role may send, in `TYPES` order (the default `allowed_types`).
+pub fn sendable_types() -> Vec<&'static str> {
+    TYPES
+        .iter()
+        .filter(|t| t.sendable)
+        .map(|t| t.name)
+        .collect()
+}
+
+/// The types a role may send: its configured `allowed_types` (unknown and
+/// daemon-only names never count), or every sendable type.
+pub fn allowed_for(configured: Option<&[String]>) -> Vec<&'static str> {
+    match configured {
+        None => sendable_types(),
+        Some(list) => TYPES
+            .iter()
+            .filter(|t| t.sendable && list.iter().any(|n| n == t.name))
+            .map(|t| t.name)
+            .collect(),
+    }
+}
+
+/// `git_handoff or note` in SwarmForge's words; longer lists as
+/// `a, b, c or d`.
+pub fn list_in_words(names: &[&str]) -> String {
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        Some((last, _)) => last.to_string(),
+        None => String::new(),
+    }
+}
+
+/// Every sendable type in words (the message for a role with the default list).
+pub fn type_list() -> String {
+    list_in_words(&sendable_types())
+}
+
+pub fn blank(s: &str) -> bool {
+    s.trim().is_empty()
+}
+
+/// UTF-16 length, as SwarmForge measures header values.
+pub fn utf16_len(s: &str) -> usize {
+    s.encode_utf16().count()
+}
+
+pub fn valid_priority(p: &str) -> bool {
+    p.len() == 2 && p.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// A message id: `<IDTS>_<SEQ>_from_<sender>`.
+pub fn valid_message_id(id: &str) -> bool {
+    let Some((left, sender)) = id.split_once("_from_") else {
+        return false;
+    };
+    let Some((idts, seq)) = left.split_once('_') else {
+        return false;
+    };
+    crate::protocol::clock::parse_idts(idts).is_some()
+        && idts.len() == 16
+        && seq.len() >= 6
+        && seq.len() <= 18
+        && seq.bytes().all(|b| b.is_ascii_digit())
+        && crate::protocol::grammar::valid_role(sender)
+}
+
+/// `yes` / `no` headers; `None` for anything else.
+pub fn yes_no(v: &str) -> Option<bool> {
+    match v {
+        "yes" => Some(true),
+        "no" => Some(false),
+        _ => None,
+    }
+}
+
+/// A clarify's `allow_multiple` (default no) or `allow_custom` (default yes).
+pub fn flag(f: &impl Fields, name: &str) -> bool {
+    let default = name == "allow_custom";
+    f.field(name).and_then(yes_no).unwrap_or(default)
+}
+
+/// A clarify's options: the non-blank body lines, trimmed.
+pub fn options(body: &str) -> Vec<&str> {
+    body.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// An answer's `choices` (`1,3`): 1-based option numbers; `None` when malformed.
+pub fn parse_choices(v: &str) -> Option<Vec<usize>> {
+    v.split(',')
+        .map(|c| {
+            let c = c.trim();
+            if c.is_empty() || c.len() > 3 || !c.bytes().all(|b| b.is_ascii_digit()) {
+                None
+            } else {
+                c.parse().ok()
+            }
+        })
+        .collect()
+}
+
+/// The `hop` header: 0 when absent, `Err` with the message when malformed.
+pub fn hop(f: &impl Fields) -> Result<u32, String> {
+    match f.field("hop") {
+        None => Ok(0),
+        Some(h) if !h.is_empty() && h.len() <= 9 && h.bytes().all(|b| b.is_ascii_digit()) => h
+            .parse()
+            .map_err(|_| format!("Header 'hop' must be a number; got '{h}'.")),
+        Some(h) => Err(format!("Header 'hop' must be a number; got '{h}'.")),
+    }
+}
+
+/// Whether delivering `msg` to `recipient` should wake it: not with
+/// `wake: no`, never for a `cc` copy (human roles are never woken either;
+/// that is the daemon's check).
+pub fn wakes(msg: &Message, recipient: &str) -> bool {
+    msg.get("wake") != Some("no") && !role_list(msg.get("cc")).contains(&recipient)
+}
+
+/// The roles named by a comma list header (`cc`, `mentions`).
+pub fn role_list(v: Option<&str>) -> Vec<&str> {
+    v.map(|v| v.split(',').filter(|r| !r.is_empty()).collect())
+        .unwrap_or_default()
+}
+
+/// `@role` words in `texts` naming known roles other than `sender`, in order
+/// of first appearance. A word starts after a character that is not a
+/// letter, digit, `-`, `_` or `.` (so `me@example.com` mentions nobody) and may be
+/// followed by punctuation (`@qa,`, `@qa.`).
+pub fn mentions(texts: &[&str], sender: &str, is_role: &dyn Fn(&str) -> bool) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for text in texts {
+        let chars: Vec<char> = text.chars().collect();
+        let mut i = 0;
+        while i < chars.len() {
+            let boundary = i == 0 || {
+                let p = chars[i - 1];
+                !(p.is_alphanumeric() || matches!(p, '-' | '_' | '.' | '@'))
+            };
+            if chars[i] != '@' || !boundary {
+                i += 1;
+                continue;
+            }
+            let mut j = i + 1;
+            while j < chars.len() && (chars[j].is_ascii_alphanumeric() || chars[j] == '-') {
+                j += 1;
+            }
+            let mut word: String = chars[i + 1..j].iter().collect();
+            while word.ends_with('-') {
+                word.pop();
+            }
+            if !word.is_empty() && word != sender && is_role(&word) && !out.contains(&word) {
+                out.push(word);
+            }
+            i = j.max(i + 1);
+        }
+    }
+    out
+}
+
+/// Header lookup used by the validator: a draft (first value wins) or a parsed file.
+pub trait Fields {
+    fn field(&self, name: &str) -> Option<&str>;
+    /// Field names in their original order.
+    fn names(&self) -> Vec<&str>;
+    /// The body when it is known (a draft, a whole file); body rules are
+    /// skipped without it.
+    fn body(&self) -> Option<&str> {
+        None
+    }
+}
+
+impl Fields for Vec<(String, String)> {
+    fn field(&self, name: &str) -> Option<&str> {
+        self.iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+    fn names(&self) -> Vec<&str> {
+        self.iter().map(|(n, _)| n.as_str()).collect()
+    }
+}
+
+impl Fields for Message {
+    fn field(&self, name: &str) -> Option<&str> {
+        self.get(name)
+    }
+    fn names(&self) -> Vec<&str> {
+        self.headers.iter().map(|(n, _)| n.as_str()).collect()
+    }
+    fn body(&self) -> Option<&str> {
+        Some(&self.body)
+    }
+}
+
+fn present<'a>(f: &'a impl Fields, name: &str) -> Option<&'a str> {
+    f.field(name).filter(|v| !blank(v))
+}
+
+/// Who sends, as far as validation cares.
+pub struct Policy<'a> {
+    /// Whether a recipient is a known role.
+    pub is_role: &'a dyn Fn(&str) -> bool,
+    /// The types the sender may send (see [`allowed_for`]).
+    pub allowed: &'a [&'static str],
+}
+
+/// The validation groups of §5.3 in their order: base, recipient, per-field,
+/// git, note; then the collaboration groups (common headers, the new types,
+/// body size). `is_role` answers whether a recipient is a known role; every
+/// sendable type is allowed. The commit check through git is separate (it
+/// needs a repository).
+///
+/// `resolve_commit` runs the repository check of §5.4 on a well-formed commit
+/// (in place in the git group, as SwarmForge orders it); the daemon passes a
+/// resolver that accepts everything.
+pub fn validate(
+    f: &impl Fields,
+    is_role: &dyn Fn(&str) -> bool,
+    resolve_commit: &mut dyn FnMut(&str) -> Result<(), String>,
+) -> Vec<String> {
+    let allowed = sendable_types();
+    validate_with(
+        f,
+        &Policy {
+            is_role,
+            allowed: &allowed,
+        },
+        resolve_commit,
+    )
+}
+
+/// [`validate`] for a sender with its own `allowed_types`.
+pub fn validate_with(
+    f: &impl Fields,
+    policy: &Policy,
+    resolve_commit: &mut dyn FnMut(&str) -> Result<(), String>,
+) -> Vec<String> {
+    let mut errors = Vec::new();
+    let ty = present(f, "type");
+    let to = present(f, "to");
+    let priority = present(f, "priority");
+    // The rule of an allowed type; None for an unknown or disallowed one.
+    let rule = ty
+        .and_then(type_rule)
+        .filter(|r| policy.allowed.contains(&r.name));
+    // A known type this sender may not send gets the type error alone.
+    let disallowed = ty.and_then(type_rule).is_some() && rule.is_none();
+
+    // Base group.
+    if ty.is_none() {
+        errors.push("Missing required header 'type'.".to_string());
+    }
+    if to.is_none() {
+        errors.push("Missing required header 'to'.".to_string());
+    }
+    if priority.is_none() {
+        errors.push("Missing required header 'priority'.".to_string());
+    }
+    if let Some(t) = ty {
+        if rule.is_none() {
+            if policy.allowed.is_empty() {
+                errors.push(format!(
+                    "Header 'type' must be one of no types (allowed_types is empty); got '{t}'."
+                ));
+            } else {
+                errors.push(format!(
+                    "Header 'type' must be one of {}; got '{t}'.",
+                    list_in_words(policy.allowed)
+                ));
+            }
+        }
+    }
+    if let Some(p) = priority {
+        if !valid_priority(p) {
+            errors.push(format!(
+                "Header 'priority' must be two digits from 00 to 99; got '{p}'."
+            ));
+        }
+    }
+
+    // Recipient group.
+    if let Some(to) = to {
+        errors.extend(recipient_errors(to, policy.is_role));
+    }
+    if disallowed {
+        return errors;
+    }
+
+    // Per-field group.
+    if let Some(t) = ty {
+        for name in f.names() {
+            let allowed = rule.is_some_and(|r| r.allows(name));
+            if !allowed && known_draft_field(name) {
+                errors.push(format!("Header '{name}' is not allowed for type '{t}'."));
+            }
+        }
+    }
+
+    // Git group.
+    let is_git = ty == Some(GIT_HANDOFF.name);
+    if is_git {
+        match present(f, "task") {
+            None => errors.push("Missing required header 'task' for git_handoff.".to_string()),
+            Some(task) if utf16_len(task) > MAX_LINE_CHARS => errors.push(format!(
+                "Header 'task' must be no longer than {MAX_LINE_CHARS} characters; got {}.",
+                utf16_len(task)
+            )),
+            _ => {}
+        }
+    } else {
+        if present(f, "commit").is_some() {
+            errors.push("Header 'commit' is only allowed for git_handoff.".to_string());
+        }
+        if present(f, "task").is_some() {
+            errors.push("Header 'task' is only allowed for git_handoff.".to_string());
+        }
+    }
+    if is_git {
+        let commit = present(f, "commit");
+        match (commit_shape_error(commit), commit) {
+            (Some(e), _) => errors.push(e),
+            (None, Some(c)) => {
+                if let Err(e) = resolve_commit(c) {
+                    errors.push(e);
+                }
+            }
+            (None, None) => {}
+        }
+    }
+
+    // Note group.
+    let is_note = ty == Some(NOTE.name);
+    if is_note {
+        match present(f, "message") {
+            None => errors.push("Missing required header 'message' for note.".to_string()),
+            Some(m) if utf16_len(m) > MAX_LINE_CHARS => errors.push(format!(
+                "Header 'message' must be no longer than {MAX_LINE_CHARS} characters; got {}.",
+                utf16_len(m)
+            )),
+            _ => {}
+        }
+    } else if present(f, "message").is_some() {
+        errors.push("Header 'message' is only allowed for note.".to_string());
+    }
+
+    // The collaboration groups only speak about a type they know.
+    let Some(rule) = rule else {
+        return errors;
+    };
+    errors.extend(common_errors(f, to, policy.is_role));
+    errors.extend(type_errors(f, rule, to));
+    if let Some(body) = f.body().filter(|_| rule.body) {
+        if body.len() > rule.max_body {
+            errors.push(format!(
+                "Body must be no larger than {} bytes for {}; got {}.",
+                rule.max_body,
+                rule.name,
+                body.len()
+            ));
+        }
+    }
+    errors
+}
+
+/// Checks of the headers any type may carry: `cc`, `wake`, `in_reply_to`,
+/// `thread`, `discussion`, and how many `artifact`s.
+fn common_errors(f: &impl Fields, to: Option<&str>, is_role: &dyn Fn(&str) -> bool) -> Vec<String> {
+    let mut errors = Vec::new();
+    if let Some(cc) = present(f, "cc") {
+        let to_items: Vec<&str> = to.map(|t| t.split(',').collect()).unwrap_or_default();
+        if to == Some("all") {
+            errors.push("Header 'cc' is not allowed with 'to: all'.".to_string());
+        } else {
+            let mut seen: Vec<&str> = Vec::new();
+            let items: Vec<&str> = cc.split(',').collect();
+            for item in &items {
+                if blank(item) {
+                    errors.push("Header 'cc' contains an empty role.".to_string());
+                    continue;
+                }
+                if item.contains('_') {
+                    errors.push(format!(
+                        "Cc role '{item}' is invalid; role names may not contain underscores."
+                    ));
+                }
+                if seen.contains(item) {
+                    errors.push(format!("Duplicate cc role '{item}'."));
+                }
+                seen.push(item);
+                if !is_role(item) || *item == "all" {
+                    errors.push(format!("Unknown cc role '{item}'."));
+                } else if to_items.contains(item) {
+                    errors.push(format!("Role '{item}' is in both 'to' and 'cc'."));
+                }
+            }
+            let total = to_items.len() + items.len();
+            if total > MAX_RECIPIENTS {
+                errors.push(format!(
+                    "Headers 'to' and 'cc' must name at most {MAX_RECIPIENTS} recipients together; got {total}."
+                ));
+            }
+        }
+    }
+    if let Some(w) = present(f, "wake") {
+        if yes_no(w).is_none() {
+            errors.push(format!("Header 'wake' must be yes or no; got '{w}'."));
+        }
+    }
+    for h in ["in_reply_to", "thread"] {
+        if let Some(v) = present(f, h) {
+            if !valid_message_id(v) {
+                errors.push(format!("Header '{h}' must be a message id; got '{v}'."));
+            }
+        }
+    }
+    if let Some(d) = present(f, "discussion") {
+        if !crate::forum::discussion::valid_id(d) {
+            errors.push(format!(
+                "Header 'discussion' must be a discussion id; got '{d}'."
+            ));
+        }
+    }
+    let artifacts = f.names().iter().filter(|n| **n == "artifact").count();
+    if artifacts > MAX_ARTIFACTS {
+        errors.push(format!(
+            "A message may carry at most {MAX_ARTIFACTS} 'artifact' headers; got {artifacts}."
+        ));
+    }
+    errors
+}
+
+fn longer_than(f: &impl Fields, name: &str, max: usize) -> Option<String> {
+    let v = present(f, name)?;
+    let n = utf16_len(v);
+    (n > max).then(|| format!("Header '{name}' must be no longer than {max} characters; got {n}."))
+}
+
+/// The groups of the collaboration types.
+fn type_errors(f: &impl Fields, rule: &TypeRule, to: Option<&str>) -> Vec<String> {
+    let mut errors = Vec::new();
+    let body = f.body();
+    let has_body = body.is_some_and(|b| !blank(b));
+    match rule.name {
+        "post" => {
+            errors.extend(longer_than(f, "subject", MAX_SUBJECT_CHARS));
+            if body.is_some() && !has_body && present(f, "subject").is_none() {
+                errors.push("Missing body or header 'subject' for post.".to_string());
+            }
+        }
+        "digest" => {
+            errors.extend(longer_than(f, "subject", MAX_SUBJECT_CHARS));
+            if body.is_some() && !has_body {
+                errors.push("Missing required body for digest.".to_string());
+            }
+        }
+        "clarify" => {
+            match present(f, "question") {
+                None => errors.push("Missing required header 'question' for clarify.".to_string()),
+                Some(_) => errors.extend(longer_than(f, "question", MAX_QUESTION_CHARS)),
+            }
+            for h in ["allow_multiple", "allow_custom"] {
+                if let Some(v) = present(f, h) {
+                    if yes_no(v).is_none() {
+                        errors.push(format!("Header '{h}' must be yes or no; got '{v}'."));
+                    }
+                }
+            }
+            if let Some(to) = to {
+                if to == "all" || to.contains(',') {
+                    errors.push(format!(
+                        "Header 'to' must name exactly one role for clarify; got '{to}'."
+                    ));
+                }
+            }
+            if let Some(body) = body {
+                let opts = options(body);
+                if opts.is_empty() && !flag(f, "allow_custom") {
+                    errors.push(
+                        "Missing options for clarify: list one per body line when 'allow_custom' is no."
+                            .to_string(),
+                    );
+                }
+                if opts.len() > MAX_OPTIONS {
+                    errors.push(format!(
+                        "Clarify may list at most {MAX_OPTIONS} options; got {}.",
+                        opts.len()
+                    ));
+                }
+                let mut seen: Vec<&str> = Vec::new();
+                for (i, o) in opts.iter().enumerate() {
+                    let n = utf16_len(o);
+                    if n > MAX_OPTION_CHARS {
+                        errors.push(format!(
+                            "Option {} must be no longer than {MAX_OPTION_CHARS} characters; got {n}.",
+                            i + 1
+                        ));
+                    }
+                    if seen.contains(o) {
+                        errors.push(format!("Duplicate option '{o}'."));
+                    }
+                    seen.push(o);
+                }
+            }
+        }
+        "answer" => {
+            let choices = present(f, "choices");
+            if let Some(c) = choices {
+                match parse_choices(c) {
+                    None => errors.push(format!(
+                        "Header 'choices' must be option numbers separated by commas; got '{c}'."
+                    )),
+                    Some(list) => {
+                        let mut seen = Vec::new();
+                        for n in list {
+                            if seen.contains(&n) {
+                                errors.push(format!("Duplicate choice {n}."));
+                            }
+                            seen.push(n);
+                        }
+                    }
+                }
+            }
+            if body.is_some() && !has_body && choices.is_none() {
+                errors.push(
+                    "Missing answer: give header 'choices' or a body for answer.".to_string(),
+                );
+            }
+        }
+        "close" => match present(f, "reason") {
+            None => errors.push("Missing required header 'reason' for close.".to_string()),
+            Some(_) => errors.extend(longer_than(f, "reason", MAX_REASON_CHARS)),
+        },
+        _ => {}
+    }
+    errors
+}
+
+/// The commit checks that need no repository.
+pub fn commit_shape_error(commit: Option<&str>) -> Option<String> {
+    match commit {
+        None => Some("Missing required header 'commit' for git_handoff.".to_string()),
+        Some(c) if c.len() != 10 || !c.bytes().all(|b| b.is_ascii_hexdigit()) => Some(format!(
+            "Header 'commit' must be exactly 10 hexadecimal characters; got '{c}'."
+        )),
+        _ => None,
+    }
+}
+
+/// Recipient checks of §5.3, per item in order; `to` is split keeping empties.
+/// `all` alone means every role but the sender.
+pub fn recipient_errors(to: &str, is_role: &dyn Fn(&str) -> bool) -> Vec<String> {
+    let mut errors = Vec::new();
+    if to == "all" {
+        return errors;
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    let items: Vec<&str> = to.split(',').collect();
+    for item in &items {
+        if blank(item) {
+            errors.push("Header 'to' contains an empty recipient.".to_string());
+            continue;
+        }
+        if *item == "all" {
+            errors.push("Recipient 'all' must be the only recipient in 'to'.".to_string());
+            continue;
+        }
+        if item.contains('_') {
+            errors.push(format!(
+                "Recipient role '{item}' is invalid; role names may not contain underscores."
+            ));
+        }
+        if seen.contains(item) {
+            errors.push(format!("Duplicate recipient '{item}'."));
+        }
+        seen.push(item);
+        if !is_role(item) {
+            errors.push(format!("Unknown recipient role '{item}'."));
+        }
+    }
+    if items.len() > MAX_RECIPIENTS {
+        errors.push(format!(
+            "Header 'to' must name at most {MAX_RECIPIENTS} recipients; got {}.",
+            items.len()
+        ));
+    }
+    errors
+}
+
+/// `to` split into recipients (after validation: non-empty, distinct).
+pub fn recipients(to: &str) -> Vec<String> {
+    to.split(',').map(str::to_string).collect()
+}
+
+/// A stamped `artifact: <sha256> <size> <path>` value, split.
+pub fn parse_artifact(v: &str) -> Option<(&str, u64, &str)> {
+    let (sha, rest) = v.split_once(' ')?;
+    let (size, path) = rest.split_once(' ')?;
+    let ok = sha.len() == 64
+        && sha
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        && !size.is_empty()
+        && size.bytes().all(|b| b.is_ascii_digit())
+        && !path.is_empty();
+    if !ok {
+        return None;
+    }
+    Some((sha, size.parse().ok()?, path))
+}
+
+/// The daemon's re-check of an outbox file from a role (`from`), with the
+/// failure reason: `type not allowed for sender`, `hop_limit`, or
+/// `invalid: <the first validation message>`. (`artifact` values are not
+/// re-checked here: a hand-written one is delivered as written, and
+/// `swarm artifacts` reports it as `malformed`.)
+pub fn recheck(msg: &Message, policy: &Policy, max_hops: u32) -> Result<(), String> {
+    if let Some(rule) = msg.get("type").and_then(type_rule) {
+        if !policy.allowed.contains(&rule.name) {
+            return Err("type not allowed for sender".into());
+        }
+    }
+    match hop(msg) {
+        Err(e) => return Err(format!("invalid: {e}")),
+        Ok(h) if h > max_hops => return Err("hop_limit".into()),
+        Ok(_) => {}
+    }
+    let mut errors = validate_with(msg, policy, &mut |_| Ok(()));
+    if msg.get("type") == Some(ANSWER.name) && present(msg, "in_reply_to").is_none() {
+        errors.push("Missing required header 'in_reply_to' for answer.".to_string());
+    }
+    match errors.into_iter().next() {
+        Some(e) => Err(format!("invalid: {e}")),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn core_only_roles_keep_swarmforge_text() {
+        let allowed = allowed_for(Some(&["note".into(), "git_handoff".into()]));
+        assert_eq!(allowed, vec!["git_handoff", "note"]);
+        let f = fields(&[("type", "post"), ("to", "a"), ("priority", "10")]);
+        let e = validate_with(
+            &f,
+            &Policy {
+                is_role: &|r| r == "a",
+                allowed: &allowed,
+            },
+            &mut |_| Ok(()),
+        );
+        assert_eq!(
+            e,
+            vec!["Header 'type' must be one of git_handoff or note; got 'post'."]
+        );
+        assert_eq!(
+            type_list(),
+            "git_handoff, note, post, clarify, answer, digest or close"
+        );
+    }
+
+    #[test]
+    fn mentions_are_known_roles_at_word_starts() {
+        let is_role = |r: &str| ["qa", "code-reviewer", "me"].contains(&r);
+        let m = mentions(
+            &["@qa, see me@qa.com and (@code-reviewer-) @ghost @me @qa"],
+            "me",
+            &is_role,
+        );
+        assert_eq!(m, vec!["qa", "code-reviewer"]);
+    }
+
+    #[test]
+    fn ids_choices_and_artifacts() {
+        assert!(valid_message_id("20260615T140531Z_000001_from_QA"));
+        assert!(!valid_message_id("20260615T140531Z_1_from_QA"));
+        assert!(!valid_message_id("x_000001_from_QA"));
+        assert_eq!(parse_choices("1, 3"), Some(vec![1, 3]));
+        assert_eq!(parse_choices("1,,3"), None);
+        let sha = "a".repeat(64);
+        assert_eq!(
+            parse_artifact(&format!("{sha} 12 docs/a b.md")),
+            Some((sha.as_str(), 12, "docs/a b.md"))
+        );
+        assert_eq!(parse_artifact("x 1 p"), None);
+    }
+}

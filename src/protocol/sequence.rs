@@ -1,0 +1,98 @@
+//! Per-worktree sequence numbers (§5.6), allocated under an flock(2) lock and
+//! stored by atomic replace, so a killed sender never blocks later sends and a
+//! crash never leaves an empty or negative counter (§15.5, §15.6).
+
+use std::fs;
+use std::io;
+
+use crate::error::{IoContext, Result};
+use crate::fsx;
+use crate::protocol::layout::Worktree;
+
+/// Parses the stored counter: ASCII digits only, optional trailing newline.
+pub fn parse(text: &str) -> Option<u64> {
+    let t = text.strip_suffix('\n').unwrap_or(text);
+    if t.is_empty() || t.len() > 18 || !t.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    t.parse().ok()
+}
+
+/// `000042`; wider past 999999.
+pub fn format(n: u64) -> String {
+    format!("{n:06}")
+}
+
+/// The highest sequence found in file names under outbox/, sent/ and failed/:
+/// the recovery value when the counter file is missing or unreadable.
+fn highest_used(wt: &Worktree) -> u64 {
+    let mut best = 0;
+    for dir in [wt.outbox(), wt.sent(), wt.failed()] {
+        let Ok(rd) = fs::read_dir(&dir) else { continue };
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            // <NN>_<IDTS>_<SEQ>_from_... (an ISO prefix may precede it in sent/)
+            let parts: Vec<&str> = name.split('_').collect();
+            for w in parts.windows(3) {
+                if w[2] == "from" {
+                    if let Some(n) = parse(w[1]) {
+                        best = best.max(n);
+                    }
+                }
+            }
+        }
+    }
+    best
+}
+
+/// Allocates the next number for this worktree.
+pub fn next(wt: &Worktree) -> Result<u64> {
+    let handoffs = wt.handoffs();
+    fsx::ensure_dirs(&[&handoffs]).at(&handoffs)?;
+    let lock_path = wt.sequence_lock();
+    let _lock = fsx::lock(&lock_path).at(&lock_path)?;
+    let path = wt.sequence();
+    // Bounded and non-blocking: a FIFO or a huge file there is "unreadable",
+    // and the counter is recovered from the names in use.
+    let last = match fsx::read_bounded(&path, 64) {
+        Ok(b) => parse(&String::from_utf8_lossy(&b)).unwrap_or_else(|| highest_used(wt)),
+        Err(fsx::ReadRefusal::Io(e)) if e.kind() != io::ErrorKind::NotFound => {
+            return Err(crate::error::Error::io(&path, e))
+        }
+        Err(_) => highest_used(wt),
+    };
+    let next = last + 1;
+    fsx::replace(&handoffs, &path, format!("{}\n", format(next)).as_bytes()).at(&path)?;
+    Ok(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_digits_only() {
+        assert_eq!(parse("000041\n"), Some(41));
+        assert_eq!(parse("-5"), None);
+        assert_eq!(parse(""), None);
+        assert_eq!(parse(" 4"), None);
+    }
+
+    #[test]
+    fn allocation_recovers_from_garbage() {
+        let d = tempfile::tempdir().unwrap();
+        let wt = Worktree::new(d.path());
+        fs::create_dir_all(wt.sent()).unwrap();
+        fs::write(
+            wt.sent()
+                .join("50_20260101T000000Z_000007_from_a_to_b.handoff"),
+            "",
+        )
+        .unwrap();
+        fs::write(wt.sequence(), "garbage").unwrap();
+        assert_eq!(next(&wt).unwrap(), 8);
+        assert_eq!(fs::read_to_string(wt.sequence()).unwrap(), "000008\n");
+        assert_eq!(next(&wt).unwrap(), 9);
+    }
+}

@@ -1,0 +1,257 @@
+//! What needs a person (collaboration.md, "Human roles"): every open
+//! `clarify`, and the items waiting for a human role. Read from the files
+//! only; `swarm status` shows the list.
+//!
+//! A clarify is open from the moment it is queued until an `answer` or a
+//! `close` with `in_reply_to: <clarify id>` is queued (a refused one does not
+//! count). A failed clarify was never asked.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::agent::queue;
+use crate::error::Result;
+use crate::protocol::clock::{self, Instant};
+use crate::protocol::header::Message;
+use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::roles::Roles;
+use crate::protocol::rules;
+use crate::views::trail::{self, Original, Place, Scope, Trail};
+use crate::views::transcript;
+
+/// Why an item needs attention.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// An open question to a person.
+    Clarify,
+    /// An item waiting in a human role's `inbox/new`.
+    Waiting,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Clarify => "clarify",
+            Kind::Waiting => "waiting",
+        }
+    }
+}
+
+/// One attention item.
+#[derive(Clone, Debug, Serialize)]
+pub struct Item {
+    pub kind: Kind,
+    pub id: String,
+    /// Who asked or sent it.
+    pub from: String,
+    /// Who must act (the clarify's `to`, or the human role).
+    pub role: String,
+    #[serde(rename = "type")]
+    pub kind_of_message: String,
+    /// Since when: the clarify's `created_at`, or the copy's `enqueued_at`.
+    pub since: Option<String>,
+    pub age_s: Option<u64>,
+    /// The question, or the message's one-line summary (escaped).
+    pub text: String,
+    /// A clarify's options.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
+    pub path: PathBuf,
+}
+
+/// Ids of the clarifies an `answer` or `close` (queued or delivered) speaks
+/// to, with the id of the first such message.
+pub fn settled(originals: &[Original]) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    for o in originals {
+        if o.place == Place::Failed {
+            continue;
+        }
+        let kind = o.msg.get("type").unwrap_or("");
+        if kind != rules::ANSWER.name && kind != rules::CLOSE.name {
+            continue;
+        }
+        if let Some(r) = o.msg.get("in_reply_to") {
+            out.entry(r.to_string())
+                .or_insert_with(|| o.id().to_string());
+        }
+    }
+    out
+}
+
+fn age(since: Option<Instant>, now: Instant) -> Option<u64> {
+    since.map(|t| (now - t).num_seconds().max(0) as u64)
+}
+
+fn clarify_item(o: &Original, now: Instant) -> Item {
+    let m = &o.msg;
+    let since = transcript::when(m);
+    Item {
+        kind: Kind::Clarify,
+        id: o.id().to_string(),
+        from: m.get("from").unwrap_or("?").to_string(),
+        role: m.get("to").unwrap_or("?").to_string(),
+        kind_of_message: rules::CLARIFY.name.to_string(),
+        since: since.map(clock::iso),
+        age_s: age(since, now),
+        text: crate::protocol::header::escape(m.get("question").unwrap_or("")),
+        options: rules::options(&m.body)
+            .into_iter()
+            .map(crate::protocol::header::escape)
+            .collect(),
+        path: o.path.clone(),
+    }
+}
+
+/// Whether a copy in a shared inbox is meant for `role`.
+fn meant_for(m: &Message, role: &str) -> bool {
+    let from = m.get("from").unwrap_or("");
+    m.get("recipient") == Some(role)
+        || trail::addressed(m.get("to").unwrap_or(""), from, role)
+        || rules::role_list(m.get("cc")).contains(&role)
+}
+
+/// Every attention item: open clarifies (oldest first), then each human
+/// role's waiting items (in queue order).
+pub fn collect(project: &Project) -> Result<Vec<Item>> {
+    let t = Trail::load(project, &Scope::originals())?;
+    Ok(from_trail(&t, clock::now()))
+}
+
+/// [`collect`] on a loaded trail, ages taken at `now`.
+pub fn from_trail(t: &Trail, now: Instant) -> Vec<Item> {
+    let done = settled(&t.originals);
+    let mut out: Vec<Item> = transcript::messages(&t.originals)
+        .into_iter()
+        .filter(|o| o.place != Place::Failed)
+        .filter(|o| o.msg.get("type") == Some(rules::CLARIFY.name))
+        .filter(|o| !done.contains_key(o.id()))
+        .map(|o| clarify_item(o, now))
+        .collect();
+    out.extend(waiting(&t.roles, &t.project, t.max_bytes, now));
+    out
+}
+
+/// Items waiting in human roles' `inbox/new` (clarifies are listed as such).
+fn waiting(roles: &Roles, project: &Project, max_bytes: u64, now: Instant) -> Vec<Item> {
+    let mut out = Vec::new();
+    for r in roles.roles.iter().filter(|r| r.is_human()) {
+        let root = if r.worktree_path.is_absolute() {
+            r.worktree_path.clone()
+        } else {
+            project.root.join(&r.worktree_path)
+        };
+        let new = Worktree::new(root).inbox_new();
+        let Ok(names) = trail::handoff_names(&new) else {
+            continue;
+        };
+        for name in names {
+            let path = new.join(name);
+            let trail::Loaded::Ok(m) = trail::load_message(&path, max_bytes) else {
+                continue;
+            };
+            if m.get("type") == Some(rules::CLARIFY.name) || !meant_for(&m, &r.name) {
+                continue;
+            }
+            let since = m.get("enqueued_at").and_then(clock::parse);
+            out.push(Item {
+                kind: Kind::Waiting,
+                id: m.get("id").unwrap_or("?").to_string(),
+                from: m.get("from").unwrap_or("?").to_string(),
+                role: r.name.clone(),
+                kind_of_message: m.get("type").unwrap_or("?").to_string(),
+                since: since.map(clock::iso),
+                age_s: age(since, now),
+                text: transcript::summary(&m),
+                options: Vec::new(),
+                path,
+            });
+        }
+    }
+    out
+}
+
+/// Whether clarify `id` is still open, and if not, what settled it.
+pub fn settled_by(project: &Project, id: &str) -> Result<Option<String>> {
+    let t = Trail::load(project, &Scope::originals())?;
+    Ok(settled(&t.originals).remove(id))
+}
+
+/// A human role's copy of clarify `id`, wherever it sits in its inbox.
+pub fn clarify_copy(
+    roles: &Roles,
+    project: &Project,
+    id: &str,
+    max_bytes: u64,
+) -> Option<queue::Item> {
+    let mut seen: Vec<PathBuf> = Vec::new();
+    for r in &roles.roles {
+        let root = if r.worktree_path.is_absolute() {
+            r.worktree_path.clone()
+        } else {
+            project.root.join(&r.worktree_path)
+        };
+        if seen.contains(&root) {
+            continue;
+        }
+        seen.push(root.clone());
+        if let Some(item) = queue::find_copy(&Worktree::new(root), id, max_bytes) {
+            return Some(item);
+        }
+    }
+    None
+}
+
+/// Seconds as `5s`, `3m`, `2h`, `4d`.
+pub fn short_age(s: Option<u64>) -> String {
+    match s {
+        None => "-".into(),
+        Some(s) if s < 120 => format!("{s}s"),
+        Some(s) if s < 7200 => format!("{}m", s / 60),
+        Some(s) if s < 172_800 => format!("{}h", s / 3600),
+        Some(s) => format!("{}d", s / 86_400),
+    }
+}
+
+/// The `ATTENTION` section of `swarm status` (empty when nothing needs a person).
+pub fn text(items: &[Item]) -> String {
+    if items.is_empty() {
+        return String::new();
+    }
+    let mut s = format!("ATTENTION ({})\n", items.len());
+    for i in items {
+        let mut line = format!(
+            "{:<8} {:<40} {} -> {}  since {} ({})  {}",
+            i.kind.as_str(),
+            crate::protocol::header::escape(&i.id),
+            crate::protocol::header::escape(&i.from),
+            crate::protocol::header::escape(&i.role),
+            i.since.as_deref().unwrap_or("?"),
+            short_age(i.age_s),
+            if i.kind == Kind::Waiting {
+                format!(
+                    "{} {}",
+                    crate::protocol::header::escape(&i.kind_of_message),
+                    i.text
+                )
+            } else {
+                i.text.clone()
+            }
+        );
+        if !i.options.is_empty() {
+            let opts: Vec<String> = i
+                .options
+                .iter()
+                .enumerate()
+                .map(|(n, o)| format!("{}. {o}", n + 1))
+                .collect();
+            line.push_str(&format!("  [{}]", opts.join(" | ")));
+        }
+        s.push_str(line.trim_end());
+        s.push('\n');
+    }
+    s
+}

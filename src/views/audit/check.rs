@@ -1,0 +1,361 @@
+//! `swarm audit --check`: verifies the trail and lists every violation.
+//!
+//! Rules: every file parses; originals carry `id`, `from`, `to`, `created_at`;
+//! an id has one original; every message in `sent/` has exactly one copy in
+//! each recipient's inbox (`to: all` = every role but the sender; roles that
+//! share a worktree share one inbox and one copy); no copy without an original; a copy names its `recipient`, that recipient is in `to` and owns
+//! the inbox the copy is in; stamps parse, match the folder the copy is in and
+//! run in order (created ≤ enqueued ≤ dequeued ≤ completed); nothing is
+//! completed twice; nothing was moved aside to `inbox/rejected/`.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use crate::protocol::header::escape;
+use crate::views::trail::{self, Copy, Place, Stamp, Trail};
+
+/// One broken rule. `kind` is a stable token; `subject` is a path or an id.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Violation {
+    pub kind: &'static str,
+    pub subject: String,
+    pub detail: String,
+}
+
+impl Violation {
+    /// `VIOLATION <kind> <subject>: <detail>`, escaped to one line.
+    pub fn line(&self) -> String {
+        format!(
+            "VIOLATION {} {}: {}\n",
+            self.kind,
+            escape(&self.subject),
+            escape(&self.detail)
+        )
+    }
+
+    pub fn json(&self) -> Value {
+        json!({"kind": self.kind, "subject": self.subject, "detail": self.detail})
+    }
+}
+
+fn shown(p: &Path) -> String {
+    p.display().to_string()
+}
+
+struct Out(Vec<Violation>);
+
+impl Out {
+    fn add(&mut self, kind: &'static str, subject: impl Into<String>, detail: impl Into<String>) {
+        self.0.push(Violation {
+            kind,
+            subject: subject.into(),
+            detail: detail.into(),
+        });
+    }
+}
+
+const STAMPS: [&str; 4] = ["created_at", "enqueued_at", "dequeued_at", "completed_at"];
+
+fn stamps(c: &Copy) -> [&Stamp; 4] {
+    [&c.created, &c.enqueued, &c.dequeued, &c.completed]
+}
+
+/// Where a copy counts: a known role's inbox (by worktree), or, for a name
+/// outside roles.tsv, the name itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Slot<'a> {
+    Inbox(usize),
+    Role(&'a str),
+    /// A `to` entry that is no role (only while grouping what is wanted).
+    Unknown,
+}
+
+/// Index of each role's worktree in `t.worktrees`.
+fn role_worktrees(t: &Trail) -> HashMap<&str, usize> {
+    t.roles
+        .roles
+        .iter()
+        .filter_map(|r| t.home(&r.name).map(|h| (r.name.as_str(), h)))
+        .collect()
+}
+
+fn check_copy(t: &Trail, c: &Copy, homes: &HashMap<&str, usize>, out: &mut Out) {
+    let subject = shown(&c.path);
+    for (name, v) in [("id", &c.id), ("recipient", &c.recipient)] {
+        if v.is_none() {
+            out.add("missing_header", &subject, format!("no '{name}' header"));
+        }
+    }
+    let s = stamps(c);
+    for (i, st) in s.iter().enumerate() {
+        if let Stamp::Bad(v) = st {
+            out.add(
+                "bad_time",
+                &subject,
+                format!("'{}' is not an RFC 3339 time: {v}", STAMPS[i]),
+            );
+        }
+    }
+    let must: &[usize] = match c.place {
+        Place::New => &[0, 1],
+        Place::InProcess => &[0, 1, 2],
+        _ => &[0, 1, 2, 3],
+    };
+    for &i in must {
+        if s[i].is_missing() {
+            out.add(
+                "missing_header",
+                &subject,
+                format!("no '{}' header in {}/", STAMPS[i], c.place.as_str()),
+            );
+        }
+    }
+    let must_not: &[usize] = match c.place {
+        Place::New => &[2, 3],
+        Place::InProcess => &[3],
+        _ => &[],
+    };
+    for &i in must_not {
+        if !s[i].is_missing() {
+            out.add(
+                "state_mismatch",
+                &subject,
+                format!(
+                    "'{}' set but the copy is in {}/",
+                    STAMPS[i],
+                    c.place.as_str()
+                ),
+            );
+        }
+    }
+    // Each present stamp must not precede the latest earlier present one.
+    let mut prev: Option<(usize, crate::protocol::clock::Instant)> = None;
+    for (i, st) in s.iter().enumerate() {
+        if let Some(t) = st.at() {
+            if let Some((j, p)) = prev {
+                if t < p {
+                    out.add(
+                        "time_order",
+                        &subject,
+                        format!(
+                            "{} {} is before {} {}",
+                            STAMPS[i],
+                            crate::protocol::clock::iso(t),
+                            STAMPS[j],
+                            crate::protocol::clock::iso(p)
+                        ),
+                    );
+                }
+            }
+            prev = Some((i, t));
+        }
+    }
+    if let Some(r) = &c.recipient {
+        match homes.get(r.as_str()) {
+            None => out.add(
+                "unknown_recipient",
+                &subject,
+                format!("recipient '{r}' is not in roles.tsv"),
+            ),
+            Some(&home) if home != c.worktree => out.add(
+                "wrong_inbox",
+                &subject,
+                format!("recipient '{r}' works in {}", shown(&t.worktrees[home])),
+            ),
+            _ => {}
+        }
+    }
+}
+
+/// Every violation, sorted by kind then subject.
+pub fn check<'a>(t: &'a Trail) -> Vec<Violation> {
+    let mut out = Out(Vec::new());
+    for (dir, e) in &t.unreadable {
+        out.add("unreadable_dir", shown(dir), e.clone());
+    }
+    for b in &t.bad {
+        out.add("malformed", shown(&b.path), b.reason.clone());
+    }
+    for r in &t.rejected {
+        out.add(
+            "rejected",
+            shown(&r.path),
+            r.reason
+                .clone()
+                .unwrap_or_else(|| "moved aside by a queue helper".into()),
+        );
+    }
+
+    // Originals by id.
+    let mut originals: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, o) in t.originals.iter().enumerate() {
+        let subject = shown(&o.path);
+        for name in ["id", "from", "to", "created_at"] {
+            if o.msg.get(name).is_none() {
+                out.add("missing_header", &subject, format!("no '{name}' header"));
+            }
+        }
+        if let Stamp::Bad(v) = &o.created {
+            out.add(
+                "bad_time",
+                &subject,
+                format!("'created_at' is not an RFC 3339 time: {v}"),
+            );
+        }
+        if !o.id().is_empty() {
+            originals.entry(o.id()).or_default().push(i);
+        }
+    }
+    for (id, idx) in &originals {
+        if idx.len() > 1 {
+            let paths: Vec<String> = idx.iter().map(|&i| shown(&t.originals[i].path)).collect();
+            out.add(
+                "duplicate_original",
+                *id,
+                format!("{} originals: {}", idx.len(), paths.join(", ")),
+            );
+        }
+    }
+
+    // Copies, one by one and by (id, inbox). Roles sharing a worktree share
+    // one inbox, and the daemon delivers a message once per inbox (the copy
+    // names the first of them), so presence is counted per inbox.
+    let homes = role_worktrees(t);
+    let slot = |r: &'a str| match homes.get(r) {
+        Some(&h) => Slot::Inbox(h),
+        None => Slot::Role(r),
+    };
+    let mut held: HashMap<(&str, Slot), Vec<&Copy>> = HashMap::new();
+    for c in &t.copies {
+        check_copy(t, c, &homes, &mut out);
+        let Some(id) = c.id.as_deref() else {
+            continue;
+        };
+        let orig = originals.get(id).map(|v| &t.originals[v[0]]);
+        if orig.is_none() {
+            out.add(
+                "orphan_copy",
+                shown(&c.path),
+                format!("no original of {id} in any outbox, sent/ or failed/"),
+            );
+        }
+        let Some(r) = c.recipient.as_deref() else {
+            continue;
+        };
+        let from = c
+            .from
+            .as_deref()
+            .or_else(|| orig.and_then(|o| o.msg.get("from")))
+            .unwrap_or("");
+        let to =
+            c.to.as_deref()
+                .or_else(|| orig.and_then(|o| o.msg.get("to")));
+        if let Some(to) = to {
+            if !trail::addressed(to, from, r) && !trail::in_cc(c.cc.as_deref(), r) {
+                out.add(
+                    "recipient_not_in_to",
+                    shown(&c.path),
+                    format!("recipient '{r}' is not in to '{to}' (from '{from}')"),
+                );
+            }
+        }
+        // A copy in another role's inbox is never seen by its recipient.
+        let s = slot(r);
+        if s == Slot::Inbox(c.worktree) || matches!(s, Slot::Role(_)) {
+            held.entry((id, s)).or_default().push(c);
+        }
+    }
+    for ((id, _), copies) in &held {
+        let mut names: Vec<&str> = copies
+            .iter()
+            .filter_map(|c| c.recipient.as_deref())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        let subject = format!("{id} -> {}", names.join(","));
+        let paths = || {
+            let mut v: Vec<String> = copies.iter().map(|c| shown(&c.path)).collect();
+            v.sort();
+            v.join(", ")
+        };
+        let done = copies
+            .iter()
+            .filter(|c| c.place == Place::Completed)
+            .count();
+        if done > 1 {
+            out.add(
+                "completed_twice",
+                subject,
+                format!("{done} completed copies: {}", paths()),
+            );
+        } else if copies.len() > 1 {
+            out.add(
+                "duplicate_copy",
+                subject,
+                format!("{} copies: {}", copies.len(), paths()),
+            );
+        }
+    }
+
+    // Every delivered message reached every recipient's inbox.
+    for (id, idx) in &originals {
+        let Some(o) = idx
+            .iter()
+            .map(|&i| &t.originals[i])
+            .find(|o| o.place == Place::Sent)
+        else {
+            continue;
+        };
+        let from = o.msg.get("from").unwrap_or("");
+        let mut wanted: Vec<(Slot, Vec<String>)> = Vec::new();
+        for r in trail::recipients(o.msg.get("to").unwrap_or(""), from, &t.roles) {
+            let s = match homes.get(r.as_str()) {
+                Some(&h) => Slot::Inbox(h),
+                None => Slot::Unknown,
+            };
+            match wanted
+                .iter_mut()
+                .find(|(x, _)| *x == s && s != Slot::Unknown)
+            {
+                Some((_, names)) => names.push(r),
+                None => wanted.push((s, vec![r])),
+            }
+        }
+        for (s, names) in wanted {
+            let present = match s {
+                Slot::Unknown => held.contains_key(&(*id, Slot::Role(names[0].as_str()))),
+                _ => held.contains_key(&(*id, s)),
+            };
+            if !present {
+                let who = names.join(",");
+                out.add(
+                    "missing_copy",
+                    format!("{id} -> {who}"),
+                    format!("no copy at {who} of {}", shown(&o.path)),
+                );
+            }
+        }
+    }
+    let mut v = out.0;
+    v.sort();
+    v
+}
+
+/// `CHECK OK: ...` or `CHECK FAILED: ...` with the counts read.
+pub fn summary(t: &Trail, violations: &[Violation]) -> String {
+    let counts = format!(
+        "{} originals, {} copies, {} unreadable",
+        t.originals.len(),
+        t.copies.len(),
+        t.bad.len()
+    );
+    if violations.is_empty() {
+        format!("CHECK OK: {counts}\n")
+    } else {
+        let n = violations.len();
+        let s = if n == 1 { "" } else { "s" };
+        format!("CHECK FAILED: {n} violation{s} ({counts})\n")
+    }
+}

@@ -1,0 +1,264 @@
+//! Receipts: where one message is at each of its recipients (`new`,
+//! `in_process`, `completed` or missing), with the stamps of each stage, and
+//! whether its original was sent or failed (and why).
+
+use serde_json::{json, Value};
+
+use crate::protocol::header::escape;
+use crate::views::trail::{self, Copy, Original, Place, Stamp, Trail};
+
+/// One recipient's state; `copy` is `None` when it never got the message.
+#[derive(Debug)]
+pub struct Receipt<'a> {
+    pub role: String,
+    /// False for a copy whose recipient the `to` header does not name.
+    pub addressed: bool,
+    pub copy: Option<&'a Copy>,
+    /// The copy is addressed to this other role, which shares the inbox (the
+    /// daemon delivers once per inbox).
+    pub shared_with: Option<String>,
+}
+
+/// Everything known about one id.
+#[derive(Debug)]
+pub struct Receipts<'a> {
+    pub id: String,
+    pub originals: Vec<&'a Original>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub kind: Option<String>,
+    pub created_at: Option<String>,
+    pub receipts: Vec<Receipt<'a>>,
+}
+
+/// Collects the receipts of `id` from a trail (read with both originals and
+/// copies). `None` when no file carries that id.
+pub fn collect<'a>(t: &'a Trail, id: &str) -> Option<Receipts<'a>> {
+    let originals: Vec<&Original> = t.originals.iter().filter(|o| o.id() == id).collect();
+    let copies: Vec<&Copy> = t
+        .copies
+        .iter()
+        .filter(|c| c.id.as_deref() == Some(id))
+        .collect();
+    if originals.is_empty() && copies.is_empty() {
+        return None;
+    }
+    // The original speaks for the message; a copy stands in when it is gone.
+    let head = |n: &str| -> Option<String> {
+        originals
+            .iter()
+            .find_map(|o| o.msg.get(n).map(str::to_string))
+    };
+    let from = head("from").or_else(|| copies.iter().find_map(|c| c.from.clone()));
+    let to = head("to").or_else(|| copies.iter().find_map(|c| c.to.clone()));
+    let mut r = Receipts {
+        id: id.to_string(),
+        kind: head("type"),
+        created_at: head("created_at"),
+        originals,
+        from,
+        to,
+        receipts: Vec::new(),
+    };
+    let f = r.from.clone().unwrap_or_default();
+    let named = trail::recipients(r.to.as_deref().unwrap_or(""), &f, &t.roles);
+    for role in &named {
+        let mine: Vec<&Copy> = copies
+            .iter()
+            .copied()
+            .filter(|c| c.recipient.as_deref() == Some(role.as_str()))
+            .collect();
+        if mine.is_empty() {
+            let home = t.home(role);
+            let shared = copies.iter().copied().find(|c| {
+                home.is_some_and(|h| h == c.worktree)
+                    && c.recipient
+                        .as_deref()
+                        .is_some_and(|x| named.iter().any(|n| n == x))
+            });
+            r.receipts.push(Receipt {
+                role: role.clone(),
+                addressed: true,
+                copy: shared,
+                shared_with: shared.and_then(|c| c.recipient.clone()),
+            });
+        }
+        for c in mine {
+            r.receipts.push(Receipt {
+                role: role.clone(),
+                addressed: true,
+                copy: Some(c),
+                shared_with: None,
+            });
+        }
+    }
+    for c in copies {
+        let role = c.recipient.clone().unwrap_or_default();
+        if !named.contains(&role) {
+            r.receipts.push(Receipt {
+                role,
+                addressed: false,
+                copy: Some(c),
+                shared_with: None,
+            });
+        }
+    }
+    Some(r)
+}
+
+/// A context copy for a role the message names in `cc` (not a defect).
+fn cc_copy(x: &Receipt) -> bool {
+    x.copy
+        .is_some_and(|c| trail::in_cc(c.cc.as_deref(), &x.role))
+}
+
+fn stamp_text(s: &Stamp, raw_missing: &str) -> String {
+    match s {
+        Stamp::Missing => raw_missing.to_string(),
+        Stamp::Bad(v) => format!("invalid:{}", escape(v)),
+        Stamp::At(t) => crate::protocol::clock::iso(*t),
+    }
+}
+
+fn stamp_json(s: &Stamp) -> Value {
+    match s {
+        Stamp::Missing => Value::Null,
+        Stamp::Bad(v) => Value::String(v.clone()),
+        Stamp::At(t) => Value::String(crate::protocol::clock::iso(*t)),
+    }
+}
+
+fn state(c: Option<&Copy>) -> &'static str {
+    c.map(|c| c.place.as_str()).unwrap_or("missing")
+}
+
+/// Text form: the message, its original(s), then one row per recipient.
+pub fn text(r: &Receipts) -> String {
+    let opt = |v: &Option<String>| escape(v.as_deref().unwrap_or("-"));
+    let mut s = format!(
+        "id: {}\nfrom: {}\nto: {}\ntype: {}\ncreated_at: {}\n",
+        escape(&r.id),
+        opt(&r.from),
+        opt(&r.to),
+        opt(&r.kind),
+        opt(&r.created_at)
+    );
+    if r.originals.is_empty() {
+        s.push_str("original: missing\n");
+    }
+    for o in &r.originals {
+        s.push_str(&format!(
+            "original: {} {}\n",
+            o.place.as_str(),
+            escape(&o.path.display().to_string())
+        ));
+        if o.place == Place::Failed {
+            s.push_str(&format!(
+                "reason: {}\n",
+                escape(o.reason.as_deref().unwrap_or("unknown (no .error note)"))
+            ));
+        }
+    }
+    let rows: Vec<[String; 6]> = r
+        .receipts
+        .iter()
+        .map(|x| {
+            let c = x.copy;
+            let st =
+                |f: fn(&Copy) -> &Stamp| c.map(|c| stamp_text(f(c), "-")).unwrap_or("-".into());
+            let mut role = escape(&x.role);
+            if !x.addressed {
+                role.push_str(if cc_copy(x) { " (cc)" } else { " (not in to)" });
+            }
+            if let Some(o) = &x.shared_with {
+                role.push_str(&format!(" (shared inbox, copy for {})", escape(o)));
+            }
+            [
+                role,
+                state(c).to_string(),
+                st(|c| &c.enqueued),
+                st(|c| &c.dequeued),
+                st(|c| &c.completed),
+                c.map(|c| escape(&c.path.display().to_string()))
+                    .unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    let head = [
+        "recipient",
+        "state",
+        "enqueued_at",
+        "dequeued_at",
+        "completed_at",
+        "path",
+    ];
+    let mut width = head.map(|h| h.chars().count());
+    for row in &rows {
+        for (w, cell) in width.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    s.push('\n');
+    let line = |cells: &[&str]| {
+        let mut l = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                l.push_str(c);
+            } else {
+                l.push_str(&format!("{c:<w$}  ", w = width[i]));
+            }
+        }
+        l.push('\n');
+        l
+    };
+    s.push_str(&line(&head));
+    for row in &rows {
+        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+        s.push_str(&line(&cells));
+    }
+    s
+}
+
+/// JSON form: the same facts, one object.
+pub fn json(r: &Receipts) -> Value {
+    let originals: Vec<Value> = r
+        .originals
+        .iter()
+        .map(|o| {
+            json!({
+                "state": o.place.as_str(),
+                "path": o.path.display().to_string(),
+                "reason": o.reason,
+            })
+        })
+        .collect();
+    let recipients: Vec<Value> = r
+        .receipts
+        .iter()
+        .map(|x| {
+            let c = x.copy;
+            let st = |f: fn(&Copy) -> &Stamp| c.map(|c| stamp_json(f(c))).unwrap_or(Value::Null);
+            json!({
+                "recipient": x.role,
+                "in_to": x.addressed,
+                "cc": cc_copy(x),
+                "shared_with": x.shared_with,
+                "state": state(c),
+                "enqueued_at": st(|c| &c.enqueued),
+                "dequeued_at": st(|c| &c.dequeued),
+                "completed_at": st(|c| &c.completed),
+                "batch": c.and_then(|c| c.batch.clone()),
+                "path": c.map(|c| c.path.display().to_string()),
+            })
+        })
+        .collect();
+    json!({
+        "id": r.id,
+        "from": r.from,
+        "to": r.to,
+        "type": r.kind,
+        "created_at": r.created_at,
+        "originals": originals,
+        "recipients": recipients,
+    })
+}

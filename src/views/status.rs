@@ -1,0 +1,216 @@
+//! `swarm status`: the daemon and each role's queue, read from the files, and
+//! what needs a person (open clarifies, items waiting for human roles).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use crate::daemon::control;
+use crate::daemon::wake;
+use crate::error::Result;
+use crate::protocol::grammar;
+use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::roles::Roles;
+use crate::views::attention;
+
+#[derive(Debug, Serialize)]
+pub struct RoleStatus {
+    pub role: String,
+    pub mode: String,
+    pub human: bool,
+    pub worktree: PathBuf,
+    pub new: usize,
+    /// Seconds since the oldest waiting item arrived.
+    pub oldest_new_age_s: Option<u64>,
+    /// The item or batch in process.
+    pub in_process: Option<PathBuf>,
+    pub in_process_age_s: Option<u64>,
+    /// Completed items (files in batch folders counted one by one).
+    pub completed: usize,
+    /// This worktree's refused outgoing originals.
+    pub failed: usize,
+    /// Outgoing files not yet delivered.
+    pub outbox: usize,
+    pub last_wake: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Status {
+    pub root: PathBuf,
+    pub daemon_pid: Option<u32>,
+    pub daemon_running: bool,
+    pub roles: Vec<RoleStatus>,
+    /// Open clarifies and items waiting for human roles.
+    pub attention: Vec<attention::Item>,
+    /// Lines of roles.tsv that were skipped.
+    pub problems: Vec<String>,
+}
+
+fn is_item(name: &str) -> bool {
+    name.ends_with(".handoff")
+}
+
+fn age(t: SystemTime) -> u64 {
+    SystemTime::now()
+        .duration_since(t)
+        .unwrap_or(Duration::ZERO)
+        .as_secs()
+}
+
+/// (count of items, oldest mtime) directly in `dir`.
+fn items(dir: &Path) -> (usize, Option<SystemTime>) {
+    let mut n = 0;
+    let mut oldest: Option<SystemTime> = None;
+    if let Ok(rd) = fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if !is_item(&e.file_name().to_string_lossy()) {
+                continue;
+            }
+            n += 1;
+            if let Ok(t) = e.metadata().and_then(|m| m.modified()) {
+                oldest = Some(oldest.map_or(t, |o| o.min(t)));
+            }
+        }
+    }
+    (n, oldest)
+}
+
+fn completed_count(dir: &Path) -> usize {
+    let Ok(rd) = fs::read_dir(dir) else { return 0 };
+    rd.flatten()
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if is_item(&name) {
+                1
+            } else if grammar::is_batch_dir_name(&name) {
+                items(&e.path()).0
+            } else {
+                0
+            }
+        })
+        .sum()
+}
+
+fn in_process(dir: &Path) -> Option<(PathBuf, Option<SystemTime>)> {
+    let rd = fs::read_dir(dir).ok()?;
+    let mut v: Vec<_> = rd
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            is_item(&n) || grammar::is_batch_dir_name(&n)
+        })
+        .map(|e| (e.path(), e.metadata().and_then(|m| m.modified()).ok()))
+        .collect();
+    v.sort();
+    v.into_iter().next()
+}
+
+pub fn collect(project: &Project) -> Result<Status> {
+    let roles = Roles::load(&project.roles_tsv())?;
+    let pid = control::running_pid(project);
+    let mut out = Vec::new();
+    for r in &roles.roles {
+        let wt = Worktree::new(&r.worktree_path);
+        let (new, oldest) = items(&wt.inbox_new());
+        let ip = in_process(&wt.in_process());
+        let last_wake = fs::read_to_string(wake::last_wake_file(project, &r.name))
+            .ok()
+            .map(|s| s.trim().to_string());
+        out.push(RoleStatus {
+            role: r.name.clone(),
+            mode: r
+                .receive_mode()
+                .map(|m| m.as_str())
+                .unwrap_or("invalid")
+                .to_string(),
+            human: r.is_human(),
+            worktree: r.worktree_path.clone(),
+            new,
+            oldest_new_age_s: oldest.map(age),
+            in_process_age_s: ip.as_ref().and_then(|(_, t)| t.map(age)),
+            in_process: ip.map(|(p, _)| p),
+            completed: completed_count(&wt.completed()),
+            failed: items(&wt.failed()).0,
+            outbox: items(&wt.outbox()).0,
+            last_wake,
+        });
+    }
+    Ok(Status {
+        root: project.root.clone(),
+        daemon_running: pid.is_some(),
+        daemon_pid: pid,
+        roles: out,
+        attention: attention::collect(project)?,
+        problems: roles.problems,
+    })
+}
+
+fn secs(s: Option<u64>) -> String {
+    match s {
+        None => "-".into(),
+        Some(s) if s < 120 => format!("{s}s"),
+        Some(s) if s < 7200 => format!("{}m", s / 60),
+        Some(s) => format!("{}h", s / 3600),
+    }
+}
+
+pub fn text(s: &Status) -> String {
+    let mut out = match s.daemon_pid {
+        Some(pid) => format!("handoffd: running (pid {pid}) for {}\n", s.root.display()),
+        None => format!("handoffd: not running for {}\n", s.root.display()),
+    };
+    out.push_str(&format!(
+        "{:<16} {:<5} {:>5} {:>7} {:<24} {:>7} {:>9} {:>6} {:>6}  {}\n",
+        "ROLE",
+        "MODE",
+        "NEW",
+        "OLDEST",
+        "IN_PROCESS",
+        "AGE",
+        "COMPLETED",
+        "FAILED",
+        "OUTBOX",
+        "LAST_WAKE"
+    ));
+    for r in &s.roles {
+        let ip = r
+            .in_process
+            .as_ref()
+            .and_then(|p| p.file_name())
+            .map(|n| {
+                let n = n.to_string_lossy();
+                // By characters: a planted non-ASCII name must not split a code point.
+                if n.chars().count() > 24 {
+                    format!("{}…", n.chars().take(23).collect::<String>())
+                } else {
+                    n.into_owned()
+                }
+            })
+            .unwrap_or_else(|| "-".into());
+        let name = if r.human {
+            format!("{} (human)", r.role)
+        } else {
+            r.role.clone()
+        };
+        out.push_str(&format!(
+            "{:<16} {:<5} {:>5} {:>7} {:<24} {:>7} {:>9} {:>6} {:>6}  {}\n",
+            name,
+            r.mode,
+            r.new,
+            secs(r.oldest_new_age_s),
+            ip,
+            secs(r.in_process_age_s),
+            r.completed,
+            r.failed,
+            r.outbox,
+            r.last_wake.as_deref().unwrap_or("-")
+        ));
+    }
+    out.push_str(&attention::text(&s.attention));
+    for p in &s.problems {
+        out.push_str(&format!("roles.tsv: {p}\n"));
+    }
+    out
+}

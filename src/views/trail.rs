@@ -1,0 +1,589 @@
+//! The trail: every message of a project as the files hold it, read once.
+//!
+//! Originals are the sender's files (`outbox/`, `sent/`, `failed/`); copies are
+//! what the daemon delivered (`inbox/new`, `inbox/in_process`, `inbox/completed`,
+//! including `batch_*` folders). `swarm transcript`, `swarm receipts` and
+//! `swarm audit` all read through here, so each file is opened at most once per
+//! command and nothing is ever written.
+
+pub mod watch;
+
+use std::collections::HashSet;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::fsx::{self, ReadRefusal};
+use crate::protocol::clock::{self, Instant};
+use crate::protocol::config::Config;
+use crate::protocol::header::Message;
+use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::roles::Roles;
+use crate::protocol::root;
+
+/// Largest `.error` note read (a reason is one line).
+const MAX_NOTE_BYTES: u64 = 64 * 1024;
+
+/// Where a file sits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Place {
+    Outbox,
+    Sent,
+    Failed,
+    New,
+    InProcess,
+    Completed,
+    Rejected,
+}
+
+impl Place {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Place::Outbox => "outbox",
+            Place::Sent => "sent",
+            Place::Failed => "failed",
+            Place::New => "new",
+            Place::InProcess => "in_process",
+            Place::Completed => "completed",
+            Place::Rejected => "rejected",
+        }
+    }
+
+    pub fn is_original(self) -> bool {
+        matches!(self, Place::Outbox | Place::Sent | Place::Failed)
+    }
+}
+
+/// A time stamp header: absent, unreadable (kept for the report), or a time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stamp {
+    Missing,
+    Bad(String),
+    At(Instant),
+}
+
+impl Stamp {
+    pub fn of(value: Option<&str>) -> Stamp {
+        match value {
+            None => Stamp::Missing,
+            Some(v) => match clock::parse(v) {
+                Some(t) => Stamp::At(t),
+                None => Stamp::Bad(v.to_string()),
+            },
+        }
+    }
+
+    pub fn at(&self) -> Option<Instant> {
+        match self {
+            Stamp::At(t) => Some(*t),
+            _ => None,
+        }
+    }
+
+    pub fn is_missing(&self) -> bool {
+        matches!(self, Stamp::Missing)
+    }
+}
+
+/// A sender's file: the whole message, because the transcript prints it.
+#[derive(Clone, Debug)]
+pub struct Original {
+    pub path: PathBuf,
+    pub place: Place,
+    pub msg: Message,
+    pub created: Stamp,
+    /// Why it failed, from its `.error` note (failed only).
+    pub reason: Option<String>,
+}
+
+impl Original {
+    pub fn id(&self) -> &str {
+        self.msg.get("id").unwrap_or("")
+    }
+
+    /// When it was said: `created_at`, else the second in its id.
+    pub fn when(&self) -> Option<Instant> {
+        self.created.at().or_else(|| id_time(self.id()))
+    }
+}
+
+/// A delivered copy, reduced to what receipts and audits need (bodies are
+/// dropped so a big backlog stays small in memory).
+#[derive(Clone, Debug)]
+pub struct Copy {
+    pub path: PathBuf,
+    pub place: Place,
+    /// The `batch_*` folder holding it, if any.
+    pub batch: Option<String>,
+    /// Index into `Trail::worktrees`.
+    pub worktree: usize,
+    pub id: Option<String>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    /// Roles that got context copies (a copy's `recipient` may be one).
+    pub cc: Option<String>,
+    pub recipient: Option<String>,
+    pub created: Stamp,
+    pub enqueued: Stamp,
+    pub dequeued: Stamp,
+    pub completed: Stamp,
+}
+
+/// A file that could not be read or parsed.
+#[derive(Clone, Debug)]
+pub struct Bad {
+    pub path: PathBuf,
+    pub place: Place,
+    pub reason: String,
+}
+
+/// A file the queue helpers moved aside to `inbox/rejected/`.
+#[derive(Clone, Debug)]
+pub struct Rejected {
+    pub path: PathBuf,
+    pub reason: Option<String>,
+}
+
+/// What to read.
+#[derive(Clone, Debug, Default)]
+pub struct Scope {
+    pub originals: bool,
+    pub copies: bool,
+    /// Only files whose name contains this text (names embed the id).
+    pub name_contains: Option<String>,
+}
+
+impl Scope {
+    pub fn originals() -> Scope {
+        Scope {
+            originals: true,
+            ..Scope::default()
+        }
+    }
+    pub fn all() -> Scope {
+        Scope {
+            originals: true,
+            copies: true,
+            name_contains: None,
+        }
+    }
+}
+
+/// Everything read from one project.
+#[derive(Debug)]
+pub struct Trail {
+    pub project: Project,
+    pub roles: Roles,
+    pub max_bytes: u64,
+    /// Distinct worktree roots, in roles.tsv order.
+    pub worktrees: Vec<PathBuf>,
+    pub originals: Vec<Original>,
+    pub copies: Vec<Copy>,
+    pub bad: Vec<Bad>,
+    pub rejected: Vec<Rejected>,
+    /// Folders that exist but could not be listed.
+    pub unreadable: Vec<(PathBuf, String)>,
+}
+
+/// The project for `[root]` (or the cwd): the same discovery as every tool.
+pub fn locate(root: Option<&Path>) -> Result<Project> {
+    let start = match root {
+        Some(r) => r.to_path_buf(),
+        None => root::current_dir()?,
+    };
+    if !start.exists() {
+        return Err(Error::env(format!(
+            "{}: no such directory",
+            crate::protocol::header::escape(&start.display().to_string())
+        )));
+    }
+    Ok(root::locate(&start)?.project)
+}
+
+/// `to` as a list of roles: `all` means every role but the sender.
+pub fn recipients(to: &str, from: &str, roles: &Roles) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for item in to.split(',') {
+        if item == "all" {
+            for r in &roles.roles {
+                if r.name != from && !out.contains(&r.name) {
+                    out.push(r.name.clone());
+                }
+            }
+        } else if !item.is_empty() && !out.iter().any(|o| o == item) {
+            out.push(item.to_string());
+        }
+    }
+    out
+}
+
+/// True when `recipient` is addressed by `to` (sent by `from`).
+pub fn addressed(to: &str, from: &str, recipient: &str) -> bool {
+    to.split(',')
+        .any(|item| item == recipient || (item == "all" && recipient != from))
+}
+
+/// True when `recipient` gets a context copy through the `cc` header.
+pub fn in_cc(cc: Option<&str>, recipient: &str) -> bool {
+    cc.is_some_and(|cc| cc.split(',').any(|r| r == recipient))
+}
+
+/// The second in an id `<IDTS>_<SEQ>_from_<sender>`.
+pub fn id_time(id: &str) -> Option<Instant> {
+    clock::parse_idts(id.get(..16)?)
+}
+
+/// A file name without the `<ISO>_` (and `<n>_`) prefix a collision move adds.
+pub fn strip_collision_prefix(name: &str) -> &str {
+    let b = name.as_bytes();
+    let stamped = b.len() > 11
+        && b[..4].iter().all(u8::is_ascii_digit)
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b'T';
+    if !stamped {
+        return name;
+    }
+    let Some(us) = name.find('_') else {
+        return name;
+    };
+    let rest = &name[us + 1..];
+    // `move_into_unique` may add a counter: `<stamp>_<n>_<NN>_<IDTS>...`.
+    if let Some((n, tail)) = rest.split_once('_') {
+        let t = tail.as_bytes();
+        if !n.is_empty()
+            && n.bytes().all(|c| c.is_ascii_digit())
+            && t.len() > 3
+            && t[..2].iter().all(u8::is_ascii_digit)
+            && t[2] == b'_'
+        {
+            return tail;
+        }
+    }
+    rest
+}
+
+/// A roles.tsv worktree path; a relative one is taken from the project root.
+fn absolute(project: &Project, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        project.root.join(p)
+    }
+}
+
+/// One folder's listing: queue files and batch folders, sorted by name.
+struct Listing {
+    files: Vec<String>,
+    batches: Vec<String>,
+    notes: HashSet<String>,
+}
+
+impl Trail {
+    /// Reads the project's roles, config and the files `scope` asks for.
+    pub fn load(project: &Project, scope: &Scope) -> Result<Trail> {
+        let roles = Roles::load(&project.roles_tsv())?;
+        let config = Config::load(&project.config_file())?;
+        let worktrees = roles
+            .worktrees()
+            .iter()
+            .map(|p| absolute(project, p))
+            .collect::<Vec<_>>();
+        let mut trail = Trail {
+            project: project.clone(),
+            roles,
+            max_bytes: config.limits.max_file_bytes,
+            worktrees,
+            originals: Vec::new(),
+            copies: Vec::new(),
+            bad: Vec::new(),
+            rejected: Vec::new(),
+            unreadable: Vec::new(),
+        };
+        for i in 0..trail.worktrees.len() {
+            trail.scan_worktree(i, scope);
+        }
+        Ok(trail)
+    }
+
+    /// Index in `worktrees` of a role's worktree (its inbox).
+    pub fn home(&self, role: &str) -> Option<usize> {
+        let p = absolute(&self.project, &self.roles.find(role)?.worktree_path);
+        self.worktrees.iter().position(|w| *w == p)
+    }
+
+    fn scan_worktree(&mut self, i: usize, scope: &Scope) {
+        let wt = Worktree::new(&self.worktrees[i]);
+        let filter = scope.name_contains.as_deref();
+        if scope.originals {
+            let outbox = self.list(&wt.outbox(), filter);
+            let outbox_notes = outbox.notes.clone();
+            self.read_originals(&wt.outbox(), Place::Outbox, &outbox, &outbox_notes);
+            let sent = self.list(&wt.sent(), filter);
+            self.read_originals(&wt.sent(), Place::Sent, &sent, &outbox_notes);
+            let failed = self.list(&wt.failed(), filter);
+            self.read_originals(&wt.failed(), Place::Failed, &failed, &outbox_notes);
+        }
+        if scope.copies {
+            for (dir, place) in [
+                (wt.inbox_new(), Place::New),
+                (wt.in_process(), Place::InProcess),
+                (wt.completed(), Place::Completed),
+            ] {
+                let l = self.list(&dir, filter);
+                for name in &l.files {
+                    self.read_copy(&dir.join(name), place, None, i);
+                }
+                if place != Place::New {
+                    for b in &l.batches {
+                        let bdir = dir.join(b);
+                        let bl = self.list(&bdir, filter);
+                        for name in &bl.files {
+                            self.read_copy(&bdir.join(name), place, Some(b.clone()), i);
+                        }
+                    }
+                }
+            }
+            let rdir = wt.rejected();
+            let l = self.list(&rdir, filter);
+            for name in &l.files {
+                let reason = l
+                    .notes
+                    .contains(&format!("{name}.error"))
+                    .then(|| read_note(&rdir.join(format!("{name}.error"))))
+                    .flatten();
+                self.rejected.push(Rejected {
+                    path: rdir.join(name),
+                    reason,
+                });
+            }
+        }
+    }
+
+    fn list(&mut self, dir: &Path, filter: Option<&str>) -> Listing {
+        let mut l = Listing {
+            files: Vec::new(),
+            batches: Vec::new(),
+            notes: HashSet::new(),
+        };
+        let rd = match fs::read_dir(dir) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return l,
+            Err(e) => {
+                self.unreadable.push((dir.to_path_buf(), e.to_string()));
+                return l;
+            }
+        };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
+            if is_dir {
+                if crate::protocol::grammar::is_batch_dir_name(&name) {
+                    l.batches.push(name);
+                }
+            } else if name.ends_with(".handoff") {
+                if filter.is_none_or(|f| name.contains(f)) {
+                    l.files.push(name);
+                }
+            } else if name.ends_with(".handoff.error") {
+                l.notes.insert(name);
+            }
+        }
+        l.files.sort_unstable();
+        l.batches.sort_unstable();
+        l
+    }
+
+    fn read(&mut self, path: &Path, place: Place) -> Option<Message> {
+        match load_message(path, self.max_bytes) {
+            Loaded::Ok(m) => Some(m),
+            Loaded::Gone => None,
+            Loaded::Bad(reason) => {
+                self.bad.push(Bad {
+                    path: path.to_path_buf(),
+                    place,
+                    reason,
+                });
+                None
+            }
+        }
+    }
+
+    fn read_originals(
+        &mut self,
+        dir: &Path,
+        place: Place,
+        l: &Listing,
+        outbox_notes: &HashSet<String>,
+    ) {
+        for name in &l.files {
+            let path = dir.join(name);
+            let Some(msg) = self.read(&path, place) else {
+                continue;
+            };
+            let reason = match place {
+                Place::Failed => failure_note(dir, name, &l.notes, outbox_notes),
+                _ => None,
+            };
+            self.originals.push(Original {
+                created: Stamp::of(msg.get("created_at")),
+                path,
+                place,
+                msg,
+                reason,
+            });
+        }
+    }
+
+    fn read_copy(&mut self, path: &Path, place: Place, batch: Option<String>, wt: usize) {
+        let Some(msg) = self.read(path, place) else {
+            return;
+        };
+        let get = |n: &str| msg.get(n).map(str::to_string);
+        self.copies.push(Copy {
+            path: path.to_path_buf(),
+            place,
+            batch,
+            worktree: wt,
+            id: get("id"),
+            from: get("from"),
+            to: get("to"),
+            cc: get("cc"),
+            recipient: get("recipient"),
+            created: Stamp::of(msg.get("created_at")),
+            enqueued: Stamp::of(msg.get("enqueued_at")),
+            dequeued: Stamp::of(msg.get("dequeued_at")),
+            completed: Stamp::of(msg.get("completed_at")),
+        });
+    }
+}
+
+/// The outcome of reading one queue file.
+pub enum Loaded {
+    Ok(Message),
+    /// Moved on between the listing and the read: it shows up where it went on
+    /// the next listing, so it is not a defect of the trail.
+    Gone,
+    /// Unreadable or malformed, with the cause.
+    Bad(String),
+}
+
+/// Reads and parses one queue file with the project's size limit (the one
+/// parser, no symlinks, no FIFOs).
+pub fn load_message(path: &Path, max_bytes: u64) -> Loaded {
+    match fsx::read_bounded(path, max_bytes) {
+        Ok(bytes) => match Message::parse_bytes(&bytes) {
+            Ok(m) => Loaded::Ok(m),
+            Err(e) => Loaded::Bad(e.to_string()),
+        },
+        Err(ReadRefusal::Io(e)) if e.kind() == io::ErrorKind::NotFound => Loaded::Gone,
+        Err(e) => Loaded::Bad(e.to_string()),
+    }
+}
+
+/// `*.handoff` entries (not folders) directly in `dir`, sorted; a missing
+/// folder is empty.
+pub fn handoff_names(dir: &Path) -> io::Result<Vec<String>> {
+    let rd = match fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut v: Vec<String> = rd
+        .flatten()
+        .filter(|e| !e.file_type().map(|t| t.is_dir()).unwrap_or(false))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".handoff"))
+        .collect();
+    v.sort_unstable();
+    Ok(v)
+}
+
+/// The failure reason of a failed original at `path`, looked up in both places
+/// a daemon writes it (see `failure_note`).
+pub fn failure_reason(path: &Path) -> Option<String> {
+    let dir = path.parent()?;
+    let name = path.file_name()?.to_string_lossy().into_owned();
+    let outbox = dir.parent()?.join("outbox");
+    let notes_in = |d: &Path| -> HashSet<String> {
+        [name.as_str(), strip_collision_prefix(&name)]
+            .iter()
+            .map(|n| format!("{n}.error"))
+            .filter(|n| d.join(n).is_file())
+            .collect()
+    };
+    failure_note(dir, &name, &notes_in(dir), &notes_in(&outbox))
+}
+
+/// The reason a failed original carries: `<name>.error` beside it in `failed/`
+/// (this daemon), else in the outbox it came from (SwarmForge's daemon, §6.6),
+/// where the name has no collision prefix.
+fn failure_note(
+    failed_dir: &Path,
+    name: &str,
+    failed_notes: &HashSet<String>,
+    outbox_notes: &HashSet<String>,
+) -> Option<String> {
+    let plain = strip_collision_prefix(name);
+    let outbox = failed_dir.parent()?.join("outbox");
+    for (set, dir, n) in [
+        (failed_notes, failed_dir.to_path_buf(), name),
+        (failed_notes, failed_dir.to_path_buf(), plain),
+        (outbox_notes, outbox.clone(), name),
+        (outbox_notes, outbox, plain),
+    ] {
+        let note = format!("{n}.error");
+        if set.contains(&note) {
+            if let Some(r) = read_note(&dir.join(note)) {
+                return Some(r);
+            }
+        }
+    }
+    None
+}
+
+fn read_note(path: &Path) -> Option<String> {
+    let bytes = fsx::read_bounded(path, MAX_NOTE_BYTES).ok()?;
+    Some(String::from_utf8_lossy(&bytes).trim_end().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strips_collision_prefixes() {
+        let n = "00_20260615T140531Z_000001_from_a_to_b.handoff";
+        assert_eq!(strip_collision_prefix(n), n);
+        assert_eq!(
+            strip_collision_prefix(&format!("2026-06-15T14:05:32.123Z_{n}")),
+            n
+        );
+        assert_eq!(
+            strip_collision_prefix(&format!("2026-06-15T14:05:32.123456Z_2_{n}")),
+            n
+        );
+    }
+
+    #[test]
+    fn all_expands_to_everyone_but_the_sender() {
+        let roles = Roles::parse("a\tm\t/p\nb\tm\t/p\nc\tm\t/p\n");
+        assert_eq!(recipients("all", "b", &roles), vec!["a", "c"]);
+        assert_eq!(recipients("c,a,c", "b", &roles), vec!["c", "a"]);
+        assert!(addressed("all", "b", "a"));
+        assert!(!addressed("all", "b", "b"));
+        assert!(addressed("a,c", "b", "c"));
+        assert!(!addressed("a,c", "b", "b"));
+        assert!(in_cc(Some("x,y"), "y"));
+        assert!(!in_cc(Some("xy"), "x"));
+        assert!(!in_cc(None, "x"));
+    }
+
+    #[test]
+    fn id_time_reads_the_second() {
+        let t = id_time("20260615T140531Z_000001_from_a").unwrap();
+        assert_eq!(clock::iso(t), "2026-06-15T14:05:31.000000Z");
+        assert!(id_time("x").is_none());
+    }
+}

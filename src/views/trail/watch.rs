@@ -1,0 +1,191 @@
+//! Waiting for file changes while following (`--follow`): file events from
+//! `notify`, no busy polling. Events are hints: a follower looks at the paths
+//! they name, and re-lists its folders whenever that may not be enough (lost
+//! events, a folder that appeared, the slow safety timer).
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::Duration;
+
+use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+
+/// Re-check interval with working file events (a safety net only, so it is
+/// slow: a re-check lists folders that may hold tens of thousands of files).
+const SAFETY: Duration = Duration::from_secs(30);
+/// Re-check interval when file events are unavailable (e.g. inotify limits).
+const FALLBACK: Duration = Duration::from_millis(500);
+
+/// Watches a set of folders (non-recursively); a folder that does not exist yet
+/// is covered by watching its nearest existing ancestor until it appears.
+pub struct DirWatch {
+    watcher: Option<RecommendedWatcher>,
+    rx: Receiver<notify::Result<Event>>,
+    wanted: Vec<PathBuf>,
+    watched: HashSet<PathBuf>,
+    /// A folder could not be watched: re-check at the fallback pace.
+    degraded: bool,
+}
+
+impl DirWatch {
+    /// Starts watching. Without file events (the watcher cannot start) it
+    /// says so once on stderr and falls back to a slow re-check.
+    pub fn new(dirs: Vec<PathBuf>) -> DirWatch {
+        let (tx, rx) = mpsc::channel();
+        let watcher = match notify::recommended_watcher(tx) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                eprintln!(
+                    "warning: file events unavailable ({e}); checking every {} ms\n  hint: on Linux, raise fs.inotify.max_user_instances / max_user_watches",
+                    FALLBACK.as_millis()
+                );
+                None
+            }
+        };
+        let mut w = DirWatch {
+            watcher,
+            rx,
+            wanted: dirs,
+            watched: HashSet::new(),
+            degraded: false,
+        };
+        w.arm();
+        w
+    }
+
+    /// The folder to watch for `dir`: itself, or its nearest existing ancestor.
+    fn target(dir: &Path) -> Option<PathBuf> {
+        dir.ancestors().find(|a| a.is_dir()).map(Path::to_path_buf)
+    }
+
+    /// Adds watches for folders that now exist; drops ancestor watches that are
+    /// no longer needed (they only add noise). True when a folder got a new
+    /// watch (what it held before that was never reported).
+    fn arm(&mut self) -> bool {
+        // A folder created between choosing its ancestor and watching that
+        // ancestor sends no event: re-check until the targets stand still.
+        let mut added = false;
+        for _ in 0..8 {
+            let needed: HashSet<PathBuf> =
+                self.wanted.iter().filter_map(|d| Self::target(d)).collect();
+            if needed == self.watched || self.watcher.is_none() {
+                break;
+            }
+            added |= self.arm_once(needed);
+        }
+        added
+    }
+
+    fn arm_once(&mut self, needed: HashSet<PathBuf>) -> bool {
+        let Some(w) = self.watcher.as_mut() else {
+            return false;
+        };
+        for old in self
+            .watched
+            .difference(&needed)
+            .cloned()
+            .collect::<Vec<_>>()
+        {
+            let _ = w.unwatch(&old);
+            self.watched.remove(&old);
+        }
+        let mut added = false;
+        for dir in needed {
+            if self.watched.contains(&dir) {
+                continue;
+            }
+            match w.watch(&dir, RecursiveMode::NonRecursive) {
+                Ok(()) => {
+                    self.watched.insert(dir);
+                    added = true;
+                }
+                Err(e) => {
+                    if !self.degraded {
+                        eprintln!(
+                            "warning: cannot watch {} ({e}); checking every {} ms",
+                            crate::protocol::header::escape(&dir.display().to_string()),
+                            FALLBACK.as_millis()
+                        );
+                    }
+                    self.degraded = true;
+                }
+            }
+        }
+        added
+    }
+
+    /// Blocks until something changed in a watched folder or the re-check
+    /// interval passed, then says what changed: the paths inside the wanted
+    /// folders, or `rescan` when only a full look can tell (timer, lost
+    /// events, a folder that appeared).
+    pub fn wait(&mut self) -> Wake {
+        let interval = if self.watcher.is_some() && !self.degraded {
+            SAFETY
+        } else {
+            FALLBACK
+        };
+        let mut wake = Wake::default();
+        let mut woke = false;
+        let mut timeout = interval;
+        loop {
+            match self.rx.recv_timeout(timeout) {
+                Ok(Ok(ev)) => {
+                    // Opening or reading is no change; our own reads of the
+                    // watched folders would otherwise wake us forever.
+                    if matches!(ev.kind, EventKind::Access(_)) {
+                        continue;
+                    }
+                    woke = true;
+                    // Drain what is already queued, then report once.
+                    timeout = Duration::ZERO;
+                    if ev.need_rescan() || ev.paths.is_empty() {
+                        wake.rescan = true;
+                    }
+                    for p in ev.paths {
+                        if p.parent()
+                            .is_some_and(|d| self.wanted.iter().any(|w| w == d))
+                        {
+                            wake.paths.push(p);
+                            continue;
+                        }
+                        wake.rescan = true;
+                        // A watched folder itself was removed or replaced: its
+                        // watch is gone, so set it up again below.
+                        if self.watched.remove(&p) {
+                            if let Some(w) = self.watcher.as_mut() {
+                                let _ = w.unwatch(&p);
+                            }
+                        }
+                    }
+                }
+                Ok(Err(_)) => {
+                    woke = true;
+                    timeout = Duration::ZERO;
+                    wake.rescan = true;
+                }
+                Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => {
+                    // No watcher (or it died): fall back to the timer.
+                    self.watcher = None;
+                    if !woke {
+                        std::thread::sleep(FALLBACK);
+                    }
+                    break;
+                }
+            }
+        }
+        if !woke || self.arm() {
+            wake.rescan = true;
+        }
+        wake
+    }
+}
+
+/// What changed since the last wait.
+#[derive(Debug, Default)]
+pub struct Wake {
+    /// Entries created, changed or renamed directly in a wanted folder.
+    pub paths: Vec<PathBuf>,
+    /// Look at everything again.
+    pub rescan: bool,
+}
