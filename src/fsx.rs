@@ -120,22 +120,17 @@ pub fn moved_to(e: &io::Error) -> Option<&Path> {
         .map(|m| m.target.as_path())
 }
 
-/// Moves `from` into `dir`, keeping its name when free, else prefixing the
-/// given stamp (`<stamp>_<name>`), else adding a counter. Never overwrites.
+/// Moves `from` into `dir` under the first of `names` that is free there (the
+/// caller's grammar decides the names). Never overwrites.
 /// When the rename succeeded but a directory fsync after it failed, the error
 /// is a [`MovedButNotSynced`] (see [`moved_to`]).
-pub fn move_into_unique(from: &Path, dir: &Path, stamp: &str) -> io::Result<PathBuf> {
-    let name = from
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?
-        .to_string_lossy()
-        .into_owned();
+pub fn move_into_unique(
+    from: &Path,
+    dir: &Path,
+    names: impl IntoIterator<Item = String>,
+) -> io::Result<PathBuf> {
     fs::create_dir_all(dir)?;
-    let mut candidates = vec![dir.join(&name), dir.join(format!("{stamp}_{name}"))];
-    for n in 2..1000 {
-        candidates.push(dir.join(format!("{stamp}_{n}_{name}")));
-    }
-    for target in candidates {
+    for target in names.into_iter().map(|n| dir.join(n)) {
         match rename_noreplace_raw(from, &target) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
@@ -155,7 +150,7 @@ pub fn move_into_unique(from: &Path, dir: &Path, stamp: &str) -> io::Result<Path
     }
     Err(io::Error::new(
         io::ErrorKind::AlreadyExists,
-        "no free name after 1000 attempts",
+        "no free name left to move to",
     ))
 }
 

@@ -71,7 +71,7 @@ pub fn answer(
     choices: &[usize],
     text: Option<&str>,
 ) -> Result<Answered, SendError> {
-    if !rules::valid_message_id(id) {
+    if !crate::protocol::grammar::valid_message_id(id) {
         return Err(Error::env(format!("'{}' is not a message id.", escape(id))).into());
     }
     let roles = Roles::load(&project.roles_tsv())?;

@@ -87,13 +87,13 @@ impl Viewer<'_> {
     }
 
     fn mentioned(&self, item: &Item) -> bool {
-        rules::role_list(item.header("mentions"))
+        crate::protocol::grammar::role_list(item.header("mentions"))
             .iter()
             .any(|r| self.is_me(item, r))
     }
 
     fn cc(&self, item: &Item) -> bool {
-        rules::role_list(item.header("cc"))
+        crate::protocol::grammar::role_list(item.header("cc"))
             .iter()
             .any(|r| self.is_me(item, r))
     }

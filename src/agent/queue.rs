@@ -132,7 +132,7 @@ fn list(dir: &Path) -> Result<Listing> {
             }
         }
     }
-    l.files.sort_unstable();
+    grammar::sort_names(&mut l.files);
     l.batches.sort_unstable();
     l.odd.sort_unstable();
     Ok(l)
@@ -188,8 +188,7 @@ impl Inbox<'_> {
 
     fn reject(&self, path: &Path, reason: &str) -> Error {
         let dir = self.wt.rejected();
-        let stamp = clock::iso_now();
-        let moved = fsx::move_into_unique(path, &dir, &stamp);
+        let moved = fsx::move_into_unique(path, &dir, grammar::collision_names(path));
         match moved {
             Ok(target) => {
                 let mut note = target.clone().into_os_string();
@@ -430,11 +429,11 @@ impl Inbox<'_> {
     /// and `completed/` (SwarmForge only checked the former, so two batches in
     /// one second collided at completion).
     fn new_batch_dir(&self) -> Result<PathBuf> {
-        let idts = clock::idts(clock::now());
+        let now = clock::now();
         let ip = self.wt.in_process();
         let done = self.wt.completed();
         for n in 1..1_000_000u32 {
-            let name = format!("batch_{idts}_{n:06}");
+            let name = grammar::batch_dir_name(now, n);
             if done.join(&name).exists() {
                 continue;
             }

@@ -11,6 +11,7 @@ use crate::protocol::clock;
 use crate::protocol::config::Config;
 use crate::protocol::draft::{self, Draft};
 use crate::protocol::gitcheck;
+use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::roles::{Role, Roles};
 use crate::protocol::root::{self, Located};
@@ -118,20 +119,6 @@ pub fn check_role_worktree(role: &Role, at: &Located) -> Result<()> {
         at.worktree.root.display(),
         at.project.roles_tsv().display()
     )))
-}
-
-/// File name `<NN>_<IDTS>_<SEQ>_from_<sender>_to_<r1>_<r2>.handoff`, the
-/// recipient part shortened when it would exceed NAME_MAX (§15.16).
-pub fn file_name(priority: &str, id: &str, recipients: &[String]) -> String {
-    let full = format!("{priority}_{id}_to_{}.handoff", recipients.join("_"));
-    if full.len() <= 240 {
-        return full;
-    }
-    format!(
-        "{priority}_{id}_to_{}_and_{}_more.handoff",
-        recipients[0],
-        recipients.len() - 1
-    )
 }
 
 /// Who sends: the role, where it works, and the project's tables.
@@ -243,8 +230,8 @@ struct Context {
 fn meant_for(item: &Item, role: &str) -> bool {
     let from = item.header("from").unwrap_or("");
     item.header("recipient") == Some(role)
-        || crate::views::trail::addressed(item.header("to").unwrap_or(""), from, role)
-        || rules::role_list(item.header("cc")).contains(&role)
+        || crate::protocol::grammar::addressed(item.header("to").unwrap_or(""), from, role)
+        || crate::protocol::grammar::role_list(item.header("cc")).contains(&role)
 }
 
 /// The collaboration checks that need the files: the message replied to,
@@ -255,7 +242,7 @@ fn context(s: &Sender, d: &Draft, rule: &rules::TypeRule, errors: &mut Vec<Strin
     let max = s.config.limits.max_file_bytes;
     let given = d.get("in_reply_to").filter(|v| !rules::blank(v));
     c.parent = match given {
-        Some(id) if rules::valid_message_id(id) => {
+        Some(id) if crate::protocol::grammar::valid_message_id(id) => {
             let found = queue::find_item(wt, id, max);
             if found.is_none() {
                 errors.push(format!(
@@ -270,7 +257,10 @@ fn context(s: &Sender, d: &Draft, rule: &rules::TypeRule, errors: &mut Vec<Strin
     if let Some(p) = &c.parent {
         let pid = p.header("id").unwrap_or("");
         let derived = p.header("thread").unwrap_or(pid).to_string();
-        if let Some(t) = d.get("thread").filter(|t| rules::valid_message_id(t)) {
+        if let Some(t) = d
+            .get("thread")
+            .filter(|t| crate::protocol::grammar::valid_message_id(t))
+        {
             if t != derived {
                 errors.push(format!(
                     "Header 'thread' must be '{derived}', the thread of '{pid}'; got '{t}'."
@@ -288,7 +278,10 @@ fn context(s: &Sender, d: &Draft, rule: &rules::TypeRule, errors: &mut Vec<Strin
                 c.hop, s.config.max_hops
             ));
         }
-    } else if let Some(t) = d.get("thread").filter(|t| rules::valid_message_id(t)) {
+    } else if let Some(t) = d
+        .get("thread")
+        .filter(|t| crate::protocol::grammar::valid_message_id(t))
+    {
         c.thread = Some(t.to_string());
     }
     if rule.name == rules::ANSWER.name {
@@ -421,12 +414,12 @@ pub fn submit(s: &Sender, d: &Draft, shown: &str) -> std::result::Result<Queued,
     let sender = &s.role;
     let to = d.get("to").unwrap_or_default().to_string();
     let priority = d.get("priority").unwrap_or_default().to_string();
-    let recipients = rules::recipients(&to);
+    let recipients: Vec<String> = to.split(',').map(str::to_string).collect();
     let wt = &s.at.worktree;
     fsx::ensure_dirs(&wt.send_dirs()).at(wt.handoffs())?;
     let now = clock::now();
-    let seq = sequence::format(sequence::next(wt)?);
-    let id = format!("{}_{seq}_from_{sender}", clock::idts(now));
+    let seq = sequence::next(wt)?;
+    let id = grammar::message_id(now, seq, sender);
     let mut msg = Message::default();
     msg.set("id", &id);
     msg.set("from", sender);
@@ -497,13 +490,13 @@ pub fn submit(s: &Sender, d: &Draft, shown: &str) -> std::result::Result<Queued,
     }
     msg.body = body;
 
-    let name = file_name(&priority, &id, &recipients);
+    let name = grammar::file_name(&priority, &id, &recipients);
     let dest = wt.outbox().join(&name);
     fsx::publish(&wt.outbox_tmp(), &dest, msg.render().as_bytes()).at(&dest)?;
     Ok(Queued {
         path: dest,
         id,
-        sequence: seq,
+        sequence: grammar::format_seq(seq),
         kind: ty,
         to: recipients,
         priority,

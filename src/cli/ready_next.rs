@@ -205,8 +205,9 @@ pub fn forum_view(place: &Resolved, r: &Ready, me: Option<&str>) -> ForumView {
             context: item
                 .header("discussion")
                 .and_then(|d| context(project, &roles, d, max)),
-            contributions: (item.header("type") == Some("digest_request"))
-                .then(|| contributions(&roles, &item.msg.body, max)),
+            contributions: (item.msg.kind()
+                == Some(crate::protocol::grammar::MessageType::DigestRequest))
+            .then(|| contributions(&roles, &item.msg.body, max)),
         };
         if f != ItemForum::default() {
             view.items.insert(item.path.clone(), f);
@@ -242,7 +243,7 @@ fn latest_digest(
 
 /// A message's original, found in its sender's worktree by id.
 fn original(roles: &Roles, id: &str, max: u64) -> Option<Item> {
-    let (_, sender) = id.rsplit_once("_from_")?;
+    let sender = crate::protocol::grammar::id_sender(id)?;
     let role = roles.find(sender)?;
     queue::find_original(&Worktree::new(&role.worktree_path), id, max)
 }

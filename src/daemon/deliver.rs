@@ -21,7 +21,6 @@ use std::sync::Arc;
 use crate::daemon::journal::{Event, Journal, Kind};
 use crate::daemon::wake::{self, Waker};
 use crate::forum::discussion;
-use crate::forum::moderator;
 use crate::forum::session;
 use crate::fsx;
 use crate::protocol::clock;
@@ -307,7 +306,7 @@ impl Deliverer {
         }
         let to = msg.get("to").unwrap_or_default();
         to.split(',')
-            .chain(rules::role_list(msg.get("cc")))
+            .chain(crate::protocol::grammar::role_list(msg.get("cc")))
             .find(|r| *r != "all" && gone(r))
             .map(|r| format!("recipient {r} is no longer in roles.tsv"))
     }
@@ -325,11 +324,11 @@ impl Deliverer {
             }
         }
         let from = msg.get("from").unwrap_or_default();
-        let from_daemon = from == moderator::DAEMON;
+        let from_daemon = from == crate::protocol::grammar::DAEMON;
         if from_daemon {
             // Only our own digest requests, queued in the moderator's outbox.
             let moderator = self.config.forum.moderator.as_deref();
-            let ok = msg.get("type") == Some("digest_request")
+            let ok = msg.kind() == Some(grammar::MessageType::DigestRequest)
                 && moderator.is_some_and(|m| self.owns(c, m));
             if !ok {
                 return Err("sender mismatch".into());
@@ -339,11 +338,11 @@ impl Deliverer {
             return Err("sender mismatch".into());
         }
         let id = msg.get("id").unwrap_or_default();
-        if !id.ends_with(&format!("_from_{from}")) {
+        if !grammar::id_names_sender(id, from) {
             return Err("id does not name the sender".into());
         }
         let priority = msg.get("priority").unwrap_or_default();
-        if !c.name.starts_with(&format!("{priority}_{id}_to_")) {
+        if !grammar::name_matches(&c.name, priority, id) {
             return Err("file name does not match its priority and id headers".into());
         }
         let to = msg.get("to").unwrap_or_default();
@@ -370,7 +369,7 @@ impl Deliverer {
             rules::recheck(msg, &policy, self.config.max_hops)?;
         }
         let mut recipients = recipients;
-        for r in rules::role_list(msg.get("cc")) {
+        for r in crate::protocol::grammar::role_list(msg.get("cc")) {
             // Context copies: delivered like any copy, never woken.
             match self.roles.find(r) {
                 Some(role) if !recipients.iter().any(|x| x.name == r) => recipients.push(role),
@@ -454,19 +453,20 @@ impl Deliverer {
             }
         }
         let sent = Worktree::new(&c.worktree).sent();
-        let sent_path = match fsx::move_into_unique(&c.path, &sent, &clock::iso_now()) {
-            Ok(p) => p,
-            // Moved; only the fsync of a folder after the rename failed. Every
-            // copy is out and the original left the outbox: delivered (a crash
-            // undoing the rename brings back an original whose copies are held).
-            Err(e) => match fsx::moved_to(&e) {
-                Some(p) => {
-                    eprintln!("handoffd: {e}");
-                    p.to_path_buf()
-                }
-                None => return Outcome::Deferred(format!("{}: {e}", sent.display())),
-            },
-        };
+        let sent_path =
+            match fsx::move_into_unique(&c.path, &sent, grammar::collision_names(&c.path)) {
+                Ok(p) => p,
+                // Moved; only the fsync of a folder after the rename failed. Every
+                // copy is out and the original left the outbox: delivered (a crash
+                // undoing the rename brings back an original whose copies are held).
+                Err(e) => match fsx::moved_to(&e) {
+                    Some(p) => {
+                        eprintln!("handoffd: {e}");
+                        p.to_path_buf()
+                    }
+                    None => return Outcome::Deferred(format!("{}: {e}", sent.display())),
+                },
+            };
         self.after_delivery(&msg, &sent_path);
         // forum.log first: once `delivered` is logged, everything is written.
         self.journal
@@ -479,8 +479,11 @@ impl Deliverer {
     /// Forum bookkeeping once a message is delivered: the session's latest
     /// digest (a discussion turn was logged when it was admitted).
     fn after_delivery(&mut self, msg: &Message, sent_path: &Path) {
-        if msg.get("type") == Some("digest") {
-            if let Some(s) = msg.get("session").filter(|s| session::valid_id(s)) {
+        if msg.kind() == Some(grammar::MessageType::Digest) {
+            if let Some(s) = msg
+                .get("session")
+                .filter(|s| crate::protocol::grammar::valid_session_id(s))
+            {
                 if let Err(e) = session::set_latest_digest(&self.project, s, sent_path) {
                     eprintln!("handoffd: cannot record the latest digest of {s}: {e}");
                 }
@@ -499,7 +502,7 @@ impl Deliverer {
                 ev = ev.message(&m);
             }
         }
-        let moved = fsx::move_into_unique(&c.path, &wt.failed(), &clock::iso_now());
+        let moved = fsx::move_into_unique(&c.path, &wt.failed(), grammar::collision_names(&c.path));
         let moved = match moved {
             Err(e) if fsx::moved_to(&e).is_some() => {
                 eprintln!("handoffd: {e}");

@@ -359,7 +359,7 @@ pub fn admit(project: &Project, id: &str, msg: &Message) -> std::result::Result<
     let turns = log.iter().filter(|e| e.kind == "turn").count() + 1;
     let reason = if d.max_turns.is_some_and(|cap| turns >= cap as usize) {
         Some("cap_reached".to_string())
-    } else if msg.get("type") == Some("close") {
+    } else if msg.kind() == Some(crate::protocol::grammar::MessageType::Close) {
         let why: String = msg
             .get("reason")
             .unwrap_or("")

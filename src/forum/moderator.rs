@@ -16,14 +16,11 @@ use crate::forum::history::Said;
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::config::Config;
-use crate::protocol::grammar;
+use crate::protocol::grammar::{self, DAEMON};
 use crate::protocol::header::Message;
 use crate::protocol::layout::Worktree;
 use crate::protocol::roles::Roles;
 use crate::protocol::sequence;
-
-/// The sender name of messages the daemon writes itself.
-pub const DAEMON: &str = "handoffd";
 
 /// Priority of digest requests: ahead of ordinary work.
 pub const REQUEST_PRIORITY: &str = "10";
@@ -35,7 +32,7 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(600);
 /// What counts toward the next digest: the team's speech, not the forum's own
 /// bookkeeping.
 pub fn is_contribution(kind: &str) -> bool {
-    matches!(kind, "post" | "note" | "git_handoff")
+    grammar::MessageType::parse(kind).is_some_and(grammar::MessageType::is_contribution)
 }
 
 /// Ids listed in a digest request's body (one per line after the preamble).
@@ -60,7 +57,10 @@ impl Moderator {
     /// Rebuilds the pending contributions from the delivered originals.
     pub fn from_history(history: &[Said], moderator: &str) -> Moderator {
         let mut requested = std::collections::HashSet::new();
-        for s in history.iter().filter(|s| s.kind == "digest_request") {
+        for s in history
+            .iter()
+            .filter(|s| s.kind == grammar::MessageType::DigestRequest.name())
+        {
             requested.extend(requested_ids(&s.body).map(str::to_string));
         }
         let mut m = Moderator::default();
@@ -207,7 +207,8 @@ impl Moderator {
 }
 
 fn is_request_name(name: &str) -> bool {
-    name.contains(&format!("_from_{DAEMON}_")) && grammar::valid_handoff_name(name)
+    grammar::valid_handoff_name(name)
+        && grammar::FileName::parse(name).is_some_and(|f| f.message_id().sender == DAEMON)
 }
 
 /// When the request `name` is still open (in the outbox or not completed at
@@ -216,9 +217,8 @@ fn open_request(wt: &Worktree, name: &str) -> Option<(PathBuf, Duration)> {
     let at = open_places(wt, name).into_iter().find(|p| p.exists())?;
     // Its age counts from its creation (the second in its name), not from
     // the last stamp on the copy.
-    let created = name
-        .get(3..)
-        .and_then(crate::views::trail::id_time)
+    let created = grammar::FileName::parse(name)
+        .and_then(|f| f.message_id().time())
         .map(|t| (clock::now() - t).to_std().unwrap_or_default());
     let age = created.unwrap_or_else(|| {
         fs::metadata(&at)
@@ -281,14 +281,13 @@ fn publish_request(
 ) -> Result<String> {
     fsx::ensure_dirs(&wt.send_dirs()).at(wt.handoffs())?;
     let now = clock::now();
-    let seq = sequence::format(sequence::next(wt)?);
-    let id = format!("{}_{seq}_from_{DAEMON}", clock::idts(now));
+    let id = grammar::message_id(now, sequence::next(wt)?, DAEMON);
     let mut m = Message::default();
     m.set("id", &id);
     m.set("from", DAEMON);
     m.set("to", moderator);
     m.set("priority", REQUEST_PRIORITY);
-    m.set("type", "digest_request");
+    m.set("type", grammar::MessageType::DigestRequest.name());
     m.set("session", session);
     m.set("created_at", clock::iso(now));
     let mut body = format!(
@@ -300,7 +299,7 @@ fn publish_request(
         body.push('\n');
     }
     m.body = body;
-    let name = format!("{REQUEST_PRIORITY}_{id}_to_{moderator}.handoff");
+    let name = grammar::file_name(REQUEST_PRIORITY, &id, &[moderator.to_string()]);
     let dest = wt.outbox().join(&name);
     fsx::publish(&wt.outbox_tmp(), &dest, m.render().as_bytes()).at(&dest)?;
     Ok(name)

@@ -167,6 +167,12 @@ impl Message {
         })
     }
 
+    /// The `type:` header as a known type (`None` when absent or unknown).
+    pub fn kind(&self) -> Option<crate::protocol::grammar::MessageType> {
+        self.get("type")
+            .and_then(crate::protocol::grammar::MessageType::parse)
+    }
+
     pub fn get(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()

@@ -147,6 +147,21 @@ impl Roles {
             .collect()
     }
 
+    /// `to` as the roles it addresses (`all`: every role but `from`).
+    pub fn recipients(&self, to: &str, from: &str) -> Vec<String> {
+        grammar::recipients(to, from, self.roles.iter().map(|r| r.name.as_str()))
+    }
+
+    /// The role names in table order, for "known roles: …" in errors.
+    pub fn names_in_words(&self) -> String {
+        let names: Vec<&str> = self.roles.iter().map(|r| r.name.as_str()).collect();
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
+    }
+
     pub fn find(&self, name: &str) -> Option<&Role> {
         self.roles.iter().find(|r| r.name == name)
     }

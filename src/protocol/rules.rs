@@ -7,6 +7,7 @@
 //! `answer`, `digest_request`, `digest`, `close`, docs/message-model.md) add
 //! groups in the same style after SwarmForge's.
 
+use crate::protocol::grammar::MessageType;
 use crate::protocol::header::Message;
 
 /// Headers only the tools write (§5.2, plus the stamped collaboration
@@ -64,6 +65,8 @@ pub const COMMON: &[&str] = &[
 /// The rules of one message type.
 #[derive(Debug)]
 pub struct TypeRule {
+    pub kind: MessageType,
+    /// `kind.name()`, kept as a field for the many places that print it.
     pub name: &'static str,
     /// Draft headers of this type besides `type`, `to`, `priority` and `COMMON`.
     pub own: &'static [&'static str],
@@ -83,7 +86,8 @@ impl TypeRule {
 }
 
 pub const GIT_HANDOFF: TypeRule = TypeRule {
-    name: "git_handoff",
+    kind: MessageType::GitHandoff,
+    name: MessageType::GitHandoff.name(),
     own: &["task", "commit"],
     body: false,
     max_body: 0,
@@ -91,7 +95,8 @@ pub const GIT_HANDOFF: TypeRule = TypeRule {
 };
 
 pub const NOTE: TypeRule = TypeRule {
-    name: "note",
+    kind: MessageType::Note,
+    name: MessageType::Note.name(),
     own: &["message"],
     body: false,
     max_body: 0,
@@ -99,7 +104,8 @@ pub const NOTE: TypeRule = TypeRule {
 };
 
 pub const POST: TypeRule = TypeRule {
-    name: "post",
+    kind: MessageType::Post,
+    name: MessageType::Post.name(),
     own: &["subject"],
     body: true,
     max_body: MAX_BODY_BYTES,
@@ -107,7 +113,8 @@ pub const POST: TypeRule = TypeRule {
 };
 
 pub const CLARIFY: TypeRule = TypeRule {
-    name: "clarify",
+    kind: MessageType::Clarify,
+    name: MessageType::Clarify.name(),
     own: &["question", "allow_multiple", "allow_custom"],
     body: true,
     max_body: MAX_BODY_BYTES,
@@ -115,7 +122,8 @@ pub const CLARIFY: TypeRule = TypeRule {
 };
 
 pub const ANSWER: TypeRule = TypeRule {
-    name: "answer",
+    kind: MessageType::Answer,
+    name: MessageType::Answer.name(),
     own: &["choices"],
     body: true,
     max_body: MAX_BODY_BYTES,
@@ -123,7 +131,8 @@ pub const ANSWER: TypeRule = TypeRule {
 };
 
 pub const DIGEST_REQUEST: TypeRule = TypeRule {
-    name: "digest_request",
+    kind: MessageType::DigestRequest,
+    name: MessageType::DigestRequest.name(),
     own: &[],
     body: true,
     max_body: MAX_BODY_BYTES,
@@ -131,7 +140,8 @@ pub const DIGEST_REQUEST: TypeRule = TypeRule {
 };
 
 pub const DIGEST: TypeRule = TypeRule {
-    name: "digest",
+    kind: MessageType::Digest,
+    name: MessageType::Digest.name(),
     own: &["subject"],
     body: true,
     max_body: MAX_DIGEST_BYTES,
@@ -139,7 +149,8 @@ pub const DIGEST: TypeRule = TypeRule {
 };
 
 pub const CLOSE: TypeRule = TypeRule {
-    name: "close",
+    kind: MessageType::Close,
+    name: MessageType::Close.name(),
     own: &["reason"],
     body: true,
     max_body: MAX_BODY_BYTES,
@@ -159,7 +170,15 @@ pub const TYPES: &[&TypeRule] = &[
 ];
 
 pub fn type_rule(name: &str) -> Option<&'static TypeRule> {
-    TYPES.iter().copied().find(|t| t.name == name)
+    MessageType::parse(name).map(rule_of)
+}
+
+pub fn rule_of(kind: MessageType) -> &'static TypeRule {
+    TYPES
+        .iter()
+        .copied()
+        .find(|t| t.kind == kind)
+        .expect("every type has a rule")
 }
 
 /// Every header a draft may write for some type.
@@ -586,7 +605,7 @@ fn common_errors(f: &impl Fields, to: Option<&str>, is_role: &dyn Fn(&str) -> bo
         }
     }
     if let Some(d) = present(f, "discussion") {
-        if !crate::forum::discussion::valid_id(d) {
+        if !crate::protocol::grammar::valid_discussion_id(d) {
             errors.push(format!(
                 "Header 'discussion' must be a discussion id; got '{d}'."
             ));

@@ -7,6 +7,7 @@ use std::io;
 
 use crate::error::{IoContext, Result};
 use crate::fsx;
+use crate::protocol::grammar;
 use crate::protocol::layout::Worktree;
 
 /// Parses the stored counter: ASCII digits only, optional trailing newline.
@@ -18,11 +19,6 @@ pub fn parse(text: &str) -> Option<u64> {
     t.parse().ok()
 }
 
-/// `000042`; wider past 999999.
-pub fn format(n: u64) -> String {
-    format!("{n:06}")
-}
-
 /// The highest sequence found in file names under outbox/, sent/ and failed/:
 /// the recovery value when the counter file is missing or unreadable.
 fn highest_used(wt: &Worktree) -> u64 {
@@ -31,15 +27,8 @@ fn highest_used(wt: &Worktree) -> u64 {
         let Ok(rd) = fs::read_dir(&dir) else { continue };
         for e in rd.flatten() {
             let name = e.file_name();
-            let name = name.to_string_lossy();
-            // <NN>_<IDTS>_<SEQ>_from_... (an ISO prefix may precede it in sent/)
-            let parts: Vec<&str> = name.split('_').collect();
-            for w in parts.windows(3) {
-                if w[2] == "from" {
-                    if let Some(n) = parse(w[1]) {
-                        best = best.max(n);
-                    }
-                }
+            if let Some(f) = grammar::FileName::parse(&name.to_string_lossy()) {
+                best = best.max(f.message_id().seq);
             }
         }
     }
@@ -63,7 +52,8 @@ pub fn next(wt: &Worktree) -> Result<u64> {
         Err(_) => highest_used(wt),
     };
     let next = last + 1;
-    fsx::replace(&handoffs, &path, format!("{}\n", format(next)).as_bytes()).at(&path)?;
+    let text = format!("{}\n", grammar::format_seq(next));
+    fsx::replace(&handoffs, &path, text.as_bytes()).at(&path)?;
     Ok(next)
 }
 

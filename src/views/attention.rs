@@ -110,8 +110,8 @@ fn clarify_item(o: &Original, now: Instant) -> Item {
 fn meant_for(m: &Message, role: &str) -> bool {
     let from = m.get("from").unwrap_or("");
     m.get("recipient") == Some(role)
-        || trail::addressed(m.get("to").unwrap_or(""), from, role)
-        || rules::role_list(m.get("cc")).contains(&role)
+        || crate::protocol::grammar::addressed(m.get("to").unwrap_or(""), from, role)
+        || crate::protocol::grammar::role_list(m.get("cc")).contains(&role)
 }
 
 /// Every attention item: open clarifies (oldest first), then each human

@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use crate::protocol::header::escape;
-use crate::views::trail::{self, Copy, Original, Place, Stamp, Trail};
+use crate::views::trail::{Copy, Original, Place, Stamp, Trail};
 
 /// One recipient's state; `copy` is `None` when it never got the message.
 #[derive(Debug)]
@@ -61,7 +61,7 @@ pub fn collect<'a>(t: &'a Trail, id: &str) -> Option<Receipts<'a>> {
         receipts: Vec::new(),
     };
     let f = r.from.clone().unwrap_or_default();
-    let named = trail::recipients(r.to.as_deref().unwrap_or(""), &f, &t.roles);
+    let named = t.roles.recipients(r.to.as_deref().unwrap_or(""), &f);
     for role in &named {
         let mine: Vec<&Copy> = copies
             .iter()
@@ -109,7 +109,7 @@ pub fn collect<'a>(t: &'a Trail, id: &str) -> Option<Receipts<'a>> {
 /// A context copy for a role the message names in `cc` (not a defect).
 fn cc_copy(x: &Receipt) -> bool {
     x.copy
-        .is_some_and(|c| trail::in_cc(c.cc.as_deref(), &x.role))
+        .is_some_and(|c| crate::protocol::grammar::in_cc(c.cc.as_deref(), &x.role))
 }
 
 fn stamp_text(s: &Stamp, raw_missing: &str) -> String {

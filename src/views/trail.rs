@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::fsx::{self, ReadRefusal};
 use crate::protocol::clock::{self, Instant};
 use crate::protocol::config::Config;
+use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
@@ -104,7 +105,7 @@ impl Original {
 
     /// When it was said: `created_at`, else the second in its id.
     pub fn when(&self) -> Option<Instant> {
-        self.created.at().or_else(|| id_time(self.id()))
+        self.created.at().or_else(|| grammar::id_time(self.id()))
     }
 }
 
@@ -199,69 +200,6 @@ pub fn locate(root: Option<&Path>) -> Result<Project> {
         )));
     }
     Ok(root::locate(&start)?.project)
-}
-
-/// `to` as a list of roles: `all` means every role but the sender.
-pub fn recipients(to: &str, from: &str, roles: &Roles) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for item in to.split(',') {
-        if item == "all" {
-            for r in &roles.roles {
-                if r.name != from && !out.contains(&r.name) {
-                    out.push(r.name.clone());
-                }
-            }
-        } else if !item.is_empty() && !out.iter().any(|o| o == item) {
-            out.push(item.to_string());
-        }
-    }
-    out
-}
-
-/// True when `recipient` is addressed by `to` (sent by `from`).
-pub fn addressed(to: &str, from: &str, recipient: &str) -> bool {
-    to.split(',')
-        .any(|item| item == recipient || (item == "all" && recipient != from))
-}
-
-/// True when `recipient` gets a context copy through the `cc` header.
-pub fn in_cc(cc: Option<&str>, recipient: &str) -> bool {
-    cc.is_some_and(|cc| cc.split(',').any(|r| r == recipient))
-}
-
-/// The second in an id `<IDTS>_<SEQ>_from_<sender>`.
-pub fn id_time(id: &str) -> Option<Instant> {
-    clock::parse_idts(id.get(..16)?)
-}
-
-/// A file name without the `<ISO>_` (and `<n>_`) prefix a collision move adds.
-pub fn strip_collision_prefix(name: &str) -> &str {
-    let b = name.as_bytes();
-    let stamped = b.len() > 11
-        && b[..4].iter().all(u8::is_ascii_digit)
-        && b[4] == b'-'
-        && b[7] == b'-'
-        && b[10] == b'T';
-    if !stamped {
-        return name;
-    }
-    let Some(us) = name.find('_') else {
-        return name;
-    };
-    let rest = &name[us + 1..];
-    // `move_into_unique` may add a counter: `<stamp>_<n>_<NN>_<IDTS>...`.
-    if let Some((n, tail)) = rest.split_once('_') {
-        let t = tail.as_bytes();
-        if !n.is_empty()
-            && n.bytes().all(|c| c.is_ascii_digit())
-            && t.len() > 3
-            && t[..2].iter().all(u8::is_ascii_digit)
-            && t[2] == b'_'
-        {
-            return tail;
-        }
-    }
-    rest
 }
 
 /// A roles.tsv worktree path; a relative one is taken from the project root.
@@ -507,7 +445,7 @@ pub fn failure_reason(path: &Path) -> Option<String> {
     let name = path.file_name()?.to_string_lossy().into_owned();
     let outbox = dir.parent()?.join("outbox");
     let notes_in = |d: &Path| -> HashSet<String> {
-        [name.as_str(), strip_collision_prefix(&name)]
+        [name.as_str(), grammar::strip_collision_prefix(&name)]
             .iter()
             .map(|n| format!("{n}.error"))
             .filter(|n| d.join(n).is_file())
@@ -525,7 +463,7 @@ fn failure_note(
     failed_notes: &HashSet<String>,
     outbox_notes: &HashSet<String>,
 ) -> Option<String> {
-    let plain = strip_collision_prefix(name);
+    let plain = grammar::strip_collision_prefix(name);
     let outbox = failed_dir.parent()?.join("outbox");
     for (set, dir, n) in [
         (failed_notes, failed_dir.to_path_buf(), name),
@@ -546,44 +484,4 @@ fn failure_note(
 fn read_note(path: &Path) -> Option<String> {
     let bytes = fsx::read_bounded(path, MAX_NOTE_BYTES).ok()?;
     Some(String::from_utf8_lossy(&bytes).trim_end().to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn strips_collision_prefixes() {
-        let n = "00_20260615T140531Z_000001_from_a_to_b.handoff";
-        assert_eq!(strip_collision_prefix(n), n);
-        assert_eq!(
-            strip_collision_prefix(&format!("2026-06-15T14:05:32.123Z_{n}")),
-            n
-        );
-        assert_eq!(
-            strip_collision_prefix(&format!("2026-06-15T14:05:32.123456Z_2_{n}")),
-            n
-        );
-    }
-
-    #[test]
-    fn all_expands_to_everyone_but_the_sender() {
-        let roles = Roles::parse("a\tm\t/p\nb\tm\t/p\nc\tm\t/p\n");
-        assert_eq!(recipients("all", "b", &roles), vec!["a", "c"]);
-        assert_eq!(recipients("c,a,c", "b", &roles), vec!["c", "a"]);
-        assert!(addressed("all", "b", "a"));
-        assert!(!addressed("all", "b", "b"));
-        assert!(addressed("a,c", "b", "c"));
-        assert!(!addressed("a,c", "b", "b"));
-        assert!(in_cc(Some("x,y"), "y"));
-        assert!(!in_cc(Some("xy"), "x"));
-        assert!(!in_cc(None, "x"));
-    }
-
-    #[test]
-    fn id_time_reads_the_second() {
-        let t = id_time("20260615T140531Z_000001_from_a").unwrap();
-        assert_eq!(clock::iso(t), "2026-06-15T14:05:31.000000Z");
-        assert!(id_time("x").is_none());
-    }
 }

@@ -69,7 +69,7 @@ pub fn speech(msg: &Message) -> String {
 pub fn when(msg: &Message) -> Option<Instant> {
     msg.get("created_at")
         .and_then(clock::parse)
-        .or_else(|| trail::id_time(msg.get("id").unwrap_or("")))
+        .or_else(|| crate::protocol::grammar::id_time(msg.get("id").unwrap_or("")))
 }
 
 /// `2026-06-15 14:05:31` (UTC), or `????-??-?? ??:??:??` without a time.
@@ -167,7 +167,7 @@ impl Filter {
         if let Some(r) = &self.role {
             let from = msg.get("from").unwrap_or("");
             let to = msg.get("to").unwrap_or("");
-            if from != r && !trail::recipients(to, from, roles).contains(r) {
+            if from != r && !roles.recipients(to, from).contains(r) {
                 return false;
             }
         }
@@ -492,7 +492,7 @@ pub fn jsonl(o: &Original, roles: &Roles) -> Value {
         "time": o.when().map(clock::iso),
         "from": m.get("from"),
         "to": m.get("to"),
-        "recipients": trail::recipients(m.get("to").unwrap_or(""), from, roles),
+        "recipients": roles.recipients(m.get("to").unwrap_or(""), from),
         "type": m.get("type"),
         "summary": summary(m),
         "state": o.place.as_str(),

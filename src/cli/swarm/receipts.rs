@@ -30,15 +30,8 @@ pub struct Args {
 /// (`<NN>_<id>_to_<recipients>.handoff`, possibly with a collision prefix).
 fn id_of(arg: &str) -> String {
     let name = arg.rsplit('/').next().unwrap_or(arg);
-    let Some(stem) = name.strip_suffix(".handoff") else {
-        return arg.to_string();
-    };
-    let stem = trail::strip_collision_prefix(stem);
-    let stem = stem
-        .get(3..)
-        .filter(|_| stem.as_bytes().get(2) == Some(&b'_'));
-    match stem.and_then(|s| s.rsplit_once("_to_")) {
-        Some((id, _)) => id.to_string(),
+    match crate::protocol::grammar::FileName::parse(name) {
+        Some(f) => f.id.to_string(),
         None => arg.to_string(),
     }
 }

@@ -14,7 +14,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use crate::protocol::header::escape;
-use crate::views::trail::{self, Copy, Place, Stamp, Trail};
+use crate::views::trail::{Copy, Place, Stamp, Trail};
 
 /// One broken rule. `kind` is a stable token; `subject` is a path or an id.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -253,7 +253,9 @@ pub fn check<'a>(t: &'a Trail) -> Vec<Violation> {
             c.to.as_deref()
                 .or_else(|| orig.and_then(|o| o.msg.get("to")));
         if let Some(to) = to {
-            if !trail::addressed(to, from, r) && !trail::in_cc(c.cc.as_deref(), r) {
+            if !crate::protocol::grammar::addressed(to, from, r)
+                && !crate::protocol::grammar::in_cc(c.cc.as_deref(), r)
+            {
                 out.add(
                     "recipient_not_in_to",
                     shown(&c.path),
@@ -310,7 +312,7 @@ pub fn check<'a>(t: &'a Trail) -> Vec<Violation> {
         };
         let from = o.msg.get("from").unwrap_or("");
         let mut wanted: Vec<(Slot, Vec<String>)> = Vec::new();
-        for r in trail::recipients(o.msg.get("to").unwrap_or(""), from, &t.roles) {
+        for r in t.roles.recipients(o.msg.get("to").unwrap_or(""), from) {
             let s = match homes.get(r.as_str()) {
                 Some(&h) => Slot::Inbox(h),
                 None => Slot::Unknown,
