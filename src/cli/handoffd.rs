@@ -33,7 +33,7 @@ pub fn run() -> i32 {
         eprintln!("{USAGE}");
         return exit::ENV;
     };
-    match daemon::run(&root, opts) {
+    match daemon::run(&root, opts, Box::<crate::forum::Forum>::default()) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("handoffd: {e}");

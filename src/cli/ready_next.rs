@@ -306,7 +306,7 @@ fn contributions(roles: &Roles, body: &str, max: u64) -> Vec<Contribution> {
         .map(|id| match original(roles, id, max) {
             Some(o) => Contribution {
                 id: id.to_string(),
-                line: crate::views::transcript::forum_line(&o.msg)
+                line: crate::protocol::line::forum_line(&o.msg)
                     .trim_end_matches('\n')
                     .to_string(),
                 path: Some(o.path),

@@ -18,10 +18,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use crate::daemon::hook::{Admission, Duties, ForumHook, NoForum};
 use crate::daemon::journal::{Event, Journal, Kind};
 use crate::daemon::wake::{self, Waker};
-use crate::forum::discussion;
-use crate::forum::session;
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::config::Config;
@@ -105,8 +104,8 @@ pub struct Deliverer {
     /// process started, or deferred mid-delivery): they get the thorough check.
     suspects: HashSet<PathBuf>,
     started: bool,
-    /// Messages delivered since the daemon last drained this (forum counting).
-    pub delivered_log: Vec<Message>,
+    /// The forum's duties (discussion turns, digests); see `daemon::hook`.
+    pub forum: Box<dyn ForumHook>,
     /// Last deferral reason logged per file, so a stuck file logs once per cause.
     deferred: HashMap<PathBuf, String>,
     /// Each role's worktree path as written in roles.tsv → its canonical path
@@ -142,7 +141,7 @@ impl Deliverer {
             suspects: HashSet::new(),
             started: false,
             deferred: HashMap::new(),
-            delivered_log: Vec::new(),
+            forum: Box::new(NoForum),
             index: HashMap::new(),
             canon: HashMap::new(),
             aliased: HashSet::new(),
@@ -412,14 +411,12 @@ impl Deliverer {
             Ok(r) => r.into_iter().cloned().collect(),
             Err(reason) => return Outcome::Failed(reason),
         };
-        if let Some(d) = msg.get("discussion") {
-            // Racing senders: the loser of a turn is refused here; the
-            // winner's turn is logged before any copy wakes the next speaker.
-            match discussion::admit(&self.project, d, &msg) {
-                Ok(()) => {}
-                Err(discussion::Admit::Refused(r)) => return Outcome::Failed(r),
-                Err(discussion::Admit::Transient(r)) => return Outcome::Deferred(r),
-            }
+        // Racing senders: the loser of a discussion turn is refused here; the
+        // winner's turn is logged before any copy wakes the next speaker.
+        match self.forum_duty(|f, d| f.admit(d, &msg)) {
+            Admission::Admit => {}
+            Admission::Refuse(r) => return Outcome::Failed(r),
+            Admission::Wait(r) => return Outcome::Deferred(r),
         }
         let thorough = self.suspects.contains(&c.path);
         let enqueued_at = clock::iso_now();
@@ -467,29 +464,12 @@ impl Deliverer {
                     None => return Outcome::Deferred(format!("{}: {e}", sent.display())),
                 },
             };
-        self.after_delivery(&msg, &sent_path);
+        self.forum_duty(|f, d| f.delivered(d, &msg, &sent_path));
         // forum.log first: once `delivered` is logged, everything is written.
-        self.journal
-            .forum(&crate::views::transcript::forum_line(&msg));
+        self.journal.forum(&crate::protocol::line::forum_line(&msg));
         self.journal
             .record(&Event::new(Kind::Delivered).message(&msg).path(&c.path));
         Outcome::Delivered
-    }
-
-    /// Forum bookkeeping once a message is delivered: the session's latest
-    /// digest (a discussion turn was logged when it was admitted).
-    fn after_delivery(&mut self, msg: &Message, sent_path: &Path) {
-        if msg.kind() == Some(grammar::MessageType::Digest) {
-            if let Some(s) = msg
-                .get("session")
-                .filter(|s| crate::protocol::grammar::valid_session_id(s))
-            {
-                if let Err(e) = session::set_latest_digest(&self.project, s, sent_path) {
-                    eprintln!("handoffd: cannot record the latest digest of {s}: {e}");
-                }
-            }
-        }
-        self.delivered_log.push(msg.clone());
     }
 
     /// Moves a refused original to the sender's `failed/`, with the reason in
@@ -537,6 +517,28 @@ impl Deliverer {
     }
 
     /// Re-reads roles.tsv and swarm.yaml.
+    /// The forum's duties, with the project's state around them.
+    pub fn with_forum(mut self, forum: Box<dyn ForumHook>) -> Self {
+        self.forum = forum;
+        self
+    }
+
+    /// Runs `f` on the forum with the state it may use. (The forum is taken
+    /// out for the call, so it can be borrowed mutably beside that state.)
+    pub fn forum_duty<T>(&mut self, f: impl FnOnce(&mut dyn ForumHook, &Duties) -> T) -> T {
+        let mut forum = std::mem::replace(&mut self.forum, Box::new(NoForum));
+        let duties = Duties {
+            project: &self.project,
+            roles: &self.roles,
+            config: &self.config,
+            journal: &self.journal,
+            waker: &self.waker,
+        };
+        let out = f(forum.as_mut(), &duties);
+        self.forum = forum;
+        out
+    }
+
     pub fn reload(&mut self, roles: Roles, config: Config) {
         self.known
             .extend(roles.roles.iter().map(|r| r.name.clone()));

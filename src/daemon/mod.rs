@@ -5,6 +5,7 @@
 
 pub mod control;
 pub mod deliver;
+pub mod hook;
 pub mod journal;
 pub mod wake;
 pub mod watchdog;
@@ -20,7 +21,6 @@ use crate::daemon::deliver::Deliverer;
 use crate::daemon::journal::{Event, Journal, Kind};
 use crate::daemon::wake::Waker;
 use crate::error::{Error, IoContext, Result};
-use crate::forum::Forum;
 use crate::fsx;
 use crate::protocol::config::Config;
 use crate::protocol::layout::{Project, Worktree};
@@ -71,8 +71,6 @@ pub struct Daemon {
     roles_stamp: Option<(SystemTime, u64)>,
     config_stamp: Option<(SystemTime, u64)>,
     rewake: std::collections::HashMap<String, Rewake>,
-    /// Sessions, moderator and discussions; built when serving starts.
-    forum: Option<Forum>,
     /// A watchdog agent check is running on its thread.
     agents_check: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
@@ -92,7 +90,9 @@ fn load(project: &Project) -> Result<(Roles, Config)> {
 }
 
 /// Runs the daemon for `root`; returns the exit code.
-pub fn run(root: &Path, opts: Options) -> Result<i32> {
+/// `forum` is the collaboration layer's hook (`forum::Forum`, or
+/// `hook::NoForum`): the daemon knows it only through `hook::ForumHook`.
+pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Result<i32> {
     let root = root.canonicalize().map_err(|e| {
         Error::io_hint(
             root,
@@ -128,7 +128,8 @@ pub fn run(root: &Path, opts: Options) -> Result<i32> {
     fsx::set_fsync(config.daemon.fsync);
     let journal = Journal::new(&project);
     let waker = Waker::new(project.clone(), journal.clone());
-    let deliverer = Deliverer::new(project.clone(), roles, config, journal.clone(), waker);
+    let deliverer =
+        Deliverer::new(project.clone(), roles, config, journal.clone(), waker).with_forum(forum);
     let mut d = Daemon {
         roles_stamp: stamp(&project.roles_tsv()),
         config_stamp: stamp(&project.config_file()),
@@ -137,7 +138,6 @@ pub fn run(root: &Path, opts: Options) -> Result<i32> {
         journal,
         deliverer,
         rewake: Default::default(),
-        forum: None,
         agents_check: Default::default(),
     };
     let code = if d.opts.once {
@@ -223,11 +223,7 @@ impl Daemon {
     fn pass(&mut self) -> bool {
         self.reload_if_changed();
         self.deliverer.pass();
-        let delivered = std::mem::take(&mut self.deliverer.delivered_log);
-        let d = &self.deliverer;
-        self.forum.as_mut().is_some_and(|f| {
-            f.after_pass(delivered, &self.project, &d.roles, &d.config, &self.journal)
-        })
+        self.deliverer.forum_duty(|f, d| f.after_pass(d))
     }
 
     /// The event loop; returns the exit code.
@@ -292,8 +288,7 @@ impl Daemon {
             watched = want;
         };
         sync_watches(&mut watcher, self.watched_dirs());
-        let d = &self.deliverer;
-        self.forum = Some(Forum::start(&self.project, &d.roles, &d.config));
+        self.deliverer.forum_duty(|f, d| f.start(d));
         // Logged once the watcher is in place, so `started` means ready: a
         // file queued after this line is seen by an event.
         self.journal.record(&Event::new(Kind::Started));
@@ -327,11 +322,7 @@ impl Daemon {
                 next_sweep = Instant::now() + cfg(self).sweep.0;
             }
             if now >= next_forum {
-                let d = &self.deliverer;
-                need_pass |= self
-                    .forum
-                    .as_mut()
-                    .is_some_and(|f| f.poll(&self.project, &d.roles, &d.config, &self.journal));
+                need_pass |= self.deliverer.forum_duty(|f, d| f.poll(d));
                 next_forum = Instant::now() + FORUM_POLL;
             }
             if now >= next_rescan {
@@ -393,11 +384,8 @@ impl Daemon {
     /// new file waits for delivery.
     fn sweep(&mut self) -> bool {
         let cfg = self.deliverer.config.clone();
+        let queued = self.deliverer.forum_duty(|f, d| f.sweep(d));
         let d = &self.deliverer;
-        let queued = self
-            .forum
-            .as_mut()
-            .is_some_and(|f| f.sweep(&self.project, &d.roles, &cfg, &self.journal, &d.waker));
         watchdog::check_expectations(&self.project, &d.roles, &cfg, &self.journal);
         // tmux calls may take seconds on a hung server: off the loop, one at a time.
         if !self.agents_check.swap(true, Ordering::AcqRel) {

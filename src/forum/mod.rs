@@ -2,6 +2,7 @@
 //! next digest, closing idle sessions, and watching discussion turns
 //! (`turn_within`, `skip_after`). Everything starts from the files (the
 //! delivered originals and the turn logs), so a restart changes nothing.
+//! The daemon reaches all of it through `daemon::hook::ForumHook` only.
 
 pub mod discussion;
 pub mod history;
@@ -10,17 +11,24 @@ pub mod record;
 pub mod session;
 
 use std::collections::{HashMap, HashSet};
+use std::path::Path;
 
-use crate::daemon::journal::{Event, Journal, Kind};
-use crate::daemon::wake::{self, Waker};
+use crate::daemon::hook::{Admission, Duties, ForumHook};
+use crate::daemon::journal::{Event, Kind};
+use crate::daemon::wake;
 use crate::forum::moderator::Moderator;
 use crate::protocol::clock;
-use crate::protocol::config::Config;
+use crate::protocol::grammar::{self, MessageType};
 use crate::protocol::header::Message;
-use crate::protocol::layout::Project;
-use crate::protocol::roles::Roles;
 
+/// The forum as the daemon sees it; its state is built by `start` (a
+/// one-pass daemon admits and records, but counts nothing).
+#[derive(Default)]
 pub struct Forum {
+    state: Option<State>,
+}
+
+struct State {
     moderator: Moderator,
     /// Per session: `created_at` of its newest delivered message.
     last_activity: HashMap<String, String>,
@@ -33,10 +41,11 @@ fn age_secs(iso: &str) -> Option<f64> {
     Some((clock::now() - t).num_milliseconds() as f64 / 1000.0)
 }
 
-impl Forum {
+impl State {
     /// Rebuilds forum state from the delivered originals; appends turns that a
     /// crash kept out of a discussion's log.
-    pub fn start(project: &Project, roles: &Roles, config: &Config) -> Forum {
+    fn start(d: &Duties) -> State {
+        let (project, roles, config) = (d.project, d.roles, d.config);
         let said = history::delivered(roles, config.limits.max_file_bytes);
         let moderator = config.forum.moderator.as_deref().unwrap_or("");
         let mut last_activity: HashMap<String, String> = HashMap::new();
@@ -65,7 +74,7 @@ impl Forum {
         }
         let mut m = Moderator::from_history(&said, moderator);
         m.adopt_open(roles, config, config.limits.max_file_bytes);
-        Forum {
+        State {
             moderator: m,
             last_activity,
             late: HashSet::new(),
@@ -74,58 +83,37 @@ impl Forum {
 
     /// Counts what a pass delivered; queues a digest request when due.
     /// Returns true when a new file waits for delivery.
-    pub fn after_pass(
-        &mut self,
-        delivered: Vec<Message>,
-        project: &Project,
-        roles: &Roles,
-        config: &Config,
-        journal: &Journal,
-    ) -> bool {
-        let moderator = config.forum.moderator.clone().unwrap_or_default();
-        for m in &delivered {
-            if let (Some(s), Some(t)) = (m.get("session"), m.get("created_at")) {
-                let e = self.last_activity.entry(s.to_string()).or_default();
-                if t > e.as_str() {
-                    *e = t.to_string();
-                }
+    fn count(&mut self, d: &Duties, m: &Message) {
+        if let (Some(s), Some(t)) = (m.get("session"), m.get("created_at")) {
+            let e = self.last_activity.entry(s.to_string()).or_default();
+            if t > e.as_str() {
+                *e = t.to_string();
             }
-            self.moderator.delivered(m, &moderator);
         }
-        let current = session::current(project).ok().flatten().map(|s| s.id);
+        let moderator = d.config.forum.moderator.as_deref().unwrap_or("");
+        self.moderator.delivered(m, moderator);
+    }
+
+    /// Queues a digest request when one is due. True when a file was queued.
+    fn tick(&mut self, d: &Duties) -> bool {
+        let current = session::current(d.project).ok().flatten().map(|s| s.id);
         self.moderator
-            .tick(roles, config, journal, current.as_deref())
+            .tick(d.roles, d.config, d.journal, current.as_deref())
     }
 
     /// Between passes, while a digest request is open or a backoff runs: a
     /// finished request (done-current moves no outbox file) or an expired
     /// backoff lets the next request go out now, not at the next rescan.
     /// Returns true when a new file waits for delivery.
-    pub fn poll(
-        &mut self,
-        project: &Project,
-        roles: &Roles,
-        config: &Config,
-        journal: &Journal,
-    ) -> bool {
-        if !self.moderator.waiting() {
-            return false;
-        }
-        let current = session::current(project).ok().flatten().map(|s| s.id);
-        self.moderator
-            .tick(roles, config, journal, current.as_deref())
+    fn poll(&mut self, d: &Duties) -> bool {
+        self.moderator.waiting() && self.tick(d)
     }
 
     /// Idle sessions, late and skipped discussion turns. Returns true when a
     /// new file waits for delivery.
-    pub fn sweep(
-        &mut self,
-        project: &Project,
-        roles: &Roles,
-        config: &Config,
-        journal: &Journal,
-        waker: &Waker,
-    ) -> bool {
+    fn sweep(&mut self, d: &Duties) -> bool {
+        let (project, roles, config, journal, waker) =
+            (d.project, d.roles, d.config, d.journal, d.waker);
         if let Ok(Some(s)) = session::current(project) {
             let last = self
                 .last_activity
@@ -191,5 +179,49 @@ impl Forum {
             }
         }
         false
+    }
+}
+
+impl ForumHook for Forum {
+    fn start(&mut self, duties: &Duties) {
+        self.state = Some(State::start(duties));
+    }
+
+    fn admit(&mut self, duties: &Duties, msg: &Message) -> Admission {
+        let Some(id) = msg.get("discussion") else {
+            return Admission::Admit;
+        };
+        match discussion::admit(duties.project, id, msg) {
+            Ok(()) => Admission::Admit,
+            Err(discussion::Admit::Refused(r)) => Admission::Refuse(r),
+            Err(discussion::Admit::Transient(r)) => Admission::Wait(r),
+        }
+    }
+
+    /// The session's latest digest is recorded (a discussion turn was logged
+    /// when it was admitted); contributions are counted once started.
+    fn delivered(&mut self, duties: &Duties, msg: &Message, sent_path: &Path) {
+        if msg.kind() == Some(MessageType::Digest) {
+            if let Some(s) = msg.get("session").filter(|s| grammar::valid_session_id(s)) {
+                if let Err(e) = session::set_latest_digest(duties.project, s, sent_path) {
+                    eprintln!("handoffd: cannot record the latest digest of {s}: {e}");
+                }
+            }
+        }
+        if let Some(state) = self.state.as_mut() {
+            state.count(duties, msg);
+        }
+    }
+
+    fn after_pass(&mut self, duties: &Duties) -> bool {
+        self.state.as_mut().is_some_and(|s| s.tick(duties))
+    }
+
+    fn poll(&mut self, duties: &Duties) -> bool {
+        self.state.as_mut().is_some_and(|s| s.poll(duties))
+    }
+
+    fn sweep(&mut self, duties: &Duties) -> bool {
+        self.state.as_mut().is_some_and(|s| s.sweep(duties))
     }
 }

@@ -11,6 +11,7 @@ pub mod gitcheck;
 pub mod grammar;
 pub mod header;
 pub mod layout;
+pub mod line;
 pub mod roles;
 pub mod root;
 pub mod rules;

@@ -294,7 +294,7 @@ fn transcript_text_is_one_line_per_message_in_order() {
 #[test]
 fn forum_line_matches_the_transcript_line() {
     let m = m1().message();
-    let line = swarm_handoff::views::transcript::forum_line(&m);
+    let line = swarm_handoff::protocol::line::forum_line(&m);
     assert_eq!(
         line,
         "[2026-06-15 23:59:58] [coder -> cleaner,QA] git_handoff fix-login\n"
@@ -302,7 +302,7 @@ fn forum_line_matches_the_transcript_line() {
     assert!(TEXT.contains(&format!("[23:59:58] {}", &line[22..])));
     // A delivered copy gives the same line as its original.
     let copy = Message::parse(&m1().copy("QA", &["2026-06-15T23:59:59Z"])).unwrap();
-    assert_eq!(swarm_handoff::views::transcript::forum_line(&copy), line);
+    assert_eq!(swarm_handoff::protocol::line::forum_line(&copy), line);
 }
 
 #[test]

@@ -1,0 +1,76 @@
+//! One message as one line: `[FROM -> TO] <type> <summary>`, shared by
+//! `forum.log` (which the daemon writes, with the full date in front) and the
+//! transcript. Control characters and backslashes are escaped, so one message
+//! is one line.
+
+use crate::protocol::clock::{self, Instant};
+use crate::protocol::header::{self, Message};
+
+/// Longest summary, in characters, before it is cut with `…`.
+pub const MAX_SUMMARY: usize = 200;
+
+/// SwarmForge's generated first body line; it says nothing about the message.
+const PREAMBLE: &str = "Re-read your role and constitution.";
+
+/// Headers that name what a message is about, in order of preference.
+const SUMMARY_HEADERS: &[&str] = &["task", "message", "subject", "question", "reason"];
+
+/// What the line says about the message: its `task`, else `message`,
+/// `subject`, `question` or `reason`, else the first non-blank body line (skipping the
+/// generated preamble); escaped and capped at `MAX_SUMMARY` characters.
+pub fn summary(msg: &Message) -> String {
+    let from_header = SUMMARY_HEADERS
+        .iter()
+        .filter_map(|h| msg.get(h))
+        .find(|v| !v.trim().is_empty());
+    let text = match from_header {
+        Some(v) => v,
+        None => msg
+            .body
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && *l != PREAMBLE)
+            .unwrap_or(""),
+    };
+    let mut cut: String = text.chars().take(MAX_SUMMARY).collect();
+    if cut.len() < text.len() {
+        cut.push('…');
+    }
+    header::escape(&cut)
+}
+
+/// `[FROM -> TO] <type> <summary>`: the part after the time, shared by the
+/// transcript and forum.log.
+pub fn speech(msg: &Message) -> String {
+    let h = |n: &str| header::escape(msg.get(n).unwrap_or("?"));
+    let s = summary(msg);
+    let mut line = format!("[{} -> {}] {}", h("from"), h("to"), h("type"));
+    if !s.is_empty() {
+        line.push(' ');
+        line.push_str(&s);
+    }
+    line
+}
+
+/// When a message was said: `created_at`, else the second in its id.
+pub fn when(msg: &Message) -> Option<Instant> {
+    msg.get("created_at")
+        .and_then(clock::parse)
+        .or_else(|| crate::protocol::grammar::id_time(msg.get("id").unwrap_or("")))
+}
+
+/// `2026-06-15 14:05:31` (UTC), or `????-??-?? ??:??:??` without a time.
+pub fn full_time(t: Option<Instant>) -> String {
+    match t {
+        Some(t) => t.format("%Y-%m-%d %H:%M:%S").to_string(),
+        None => "????-??-?? ??:??:??".to_string(),
+    }
+}
+
+/// One `.swarmforge/forum.log` line for a delivered message, ending in `\n`:
+/// `[2026-06-15 14:05:31] [coder -> cleaner] git_handoff fix-login`.
+/// The time is the message's `created_at` (UTC), the same as its transcript
+/// line, so both logs agree on every message.
+pub fn forum_line(msg: &Message) -> String {
+    format!("[{}] {}\n", full_time(when(msg)), speech(msg))
+}
