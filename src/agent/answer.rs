@@ -8,21 +8,23 @@
 //! under that inbox's lock, so two people answering at once cannot both
 //! answer.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::agent::queue::Inbox;
+use crate::agent::queue::{self, Inbox};
 use crate::agent::send::{self, Queued, SendError, Sender};
+use crate::error::Result;
 use crate::error::{exit, Error};
 use crate::fsx;
 use crate::protocol::config::Config;
 use crate::protocol::draft;
 use crate::protocol::header::escape;
-use crate::protocol::layout::Project;
+use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
 use crate::protocol::rules;
-use crate::views::attention;
+use crate::protocol::trail::{Original, Place, Scope, Trail};
 
 /// What `swarm answer` did.
 #[derive(Debug, Serialize)]
@@ -78,7 +80,7 @@ pub fn answer(
     let config = Config::load(&project.config_file())?;
     fsx::set_fsync(config.daemon.fsync);
     let max = config.limits.max_file_bytes;
-    let Some(copy) = attention::clarify_copy(&roles, project, id, max) else {
+    let Some(copy) = clarify_copy(&roles, project, id, max) else {
         return Err(Error::env(format!(
             "No copy of {id} in any inbox: it is not delivered yet, or no such message exists.\n  hint: `swarm receipts {id}` shows where it is"
         ))
@@ -106,7 +108,7 @@ pub fn answer(
         max_bytes: max,
     };
     inbox.with_lock(|ib| -> Result<Answered, SendError> {
-        if let Some(by) = attention::settled_by(project, id)? {
+        if let Some(by) = settled_by(project, id)? {
             return Err(Error::refused(
                 "CLARIFY_CLOSED",
                 format!("{id} is already answered or withdrawn by {by}."),
@@ -147,4 +149,55 @@ pub fn exit_code(e: &SendError) -> i32 {
         SendError::Invalid { .. } => exit::REFUSED,
         SendError::Other(e) => e.exit_code(),
     }
+}
+
+/// Ids of the clarifies an `answer` or `close` (queued or delivered) speaks
+/// to, with the id of the first such message.
+pub fn settled(originals: &[Original]) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    for o in originals {
+        if o.place == Place::Failed {
+            continue;
+        }
+        let kind = o.msg.get("type").unwrap_or("");
+        if kind != rules::ANSWER.name && kind != rules::CLOSE.name {
+            continue;
+        }
+        if let Some(r) = o.msg.get("in_reply_to") {
+            out.entry(r.to_string())
+                .or_insert_with(|| o.id().to_string());
+        }
+    }
+    out
+}
+
+/// Whether clarify `id` is still open, and if not, what settled it.
+pub fn settled_by(project: &Project, id: &str) -> Result<Option<String>> {
+    let t = Trail::load(project, &Scope::originals())?;
+    Ok(settled(&t.originals).remove(id))
+}
+
+/// A human role's copy of clarify `id`, wherever it sits in its inbox.
+pub fn clarify_copy(
+    roles: &Roles,
+    project: &Project,
+    id: &str,
+    max_bytes: u64,
+) -> Option<queue::Item> {
+    let mut seen: Vec<PathBuf> = Vec::new();
+    for r in &roles.roles {
+        let root = if r.worktree_path.is_absolute() {
+            r.worktree_path.clone()
+        } else {
+            project.root.join(&r.worktree_path)
+        };
+        if seen.contains(&root) {
+            continue;
+        }
+        seen.push(root.clone());
+        if let Some(item) = queue::find_copy(&Worktree::new(root), id, max_bytes) {
+            return Some(item);
+        }
+    }
+    None
 }

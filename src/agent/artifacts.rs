@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use crate::protocol::clock;
 use crate::protocol::header::escape;
 use crate::protocol::rules;
-use crate::views::trail::Original;
+use crate::protocol::trail::Original;
 
 /// A checked artifact: what the stamped header says.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -40,12 +40,7 @@ pub struct Refusal {
 
 /// Discussion ids: like role names, plus `.` and `_`.
 pub fn valid_id(id: &str) -> bool {
-    let b = id.as_bytes();
-    !b.is_empty()
-        && b.len() <= 64
-        && b[0].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+    crate::protocol::grammar::valid_discussion_id(id)
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -89,11 +89,7 @@ pub fn check_text(what: &str, text: &str) -> Result<()> {
 /// Session ids as written by `start` (`s<IDTS>[-N]`); anything else read
 /// from a header never becomes a path.
 pub fn valid_id(id: &str) -> bool {
-    let b = id.as_bytes();
-    !b.is_empty()
-        && b.len() <= 64
-        && b[0].is_ascii_alphanumeric()
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-')
+    crate::protocol::grammar::valid_session_id(id)
 }
 
 fn latest_digest_file(project: &Project, id: &str) -> PathBuf {

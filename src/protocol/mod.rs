@@ -16,3 +16,4 @@ pub mod roles;
 pub mod root;
 pub mod rules;
 pub mod sequence;
+pub mod trail;

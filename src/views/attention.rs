@@ -6,19 +6,17 @@
 //! `close` with `in_reply_to: <clarify id>` is queued (a refused one does not
 //! count). A failed clarify was never asked.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::agent::queue;
 use crate::error::Result;
 use crate::protocol::clock::{self, Instant};
 use crate::protocol::header::Message;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
 use crate::protocol::rules;
-use crate::views::trail::{self, Original, Place, Scope, Trail};
+use crate::protocol::trail::{self, Original, Place, Scope, Trail};
 use crate::views::transcript;
 
 /// Why an item needs attention.
@@ -62,26 +60,6 @@ pub struct Item {
     pub path: PathBuf,
 }
 
-/// Ids of the clarifies an `answer` or `close` (queued or delivered) speaks
-/// to, with the id of the first such message.
-pub fn settled(originals: &[Original]) -> HashMap<String, String> {
-    let mut out = HashMap::new();
-    for o in originals {
-        if o.place == Place::Failed {
-            continue;
-        }
-        let kind = o.msg.get("type").unwrap_or("");
-        if kind != rules::ANSWER.name && kind != rules::CLOSE.name {
-            continue;
-        }
-        if let Some(r) = o.msg.get("in_reply_to") {
-            out.entry(r.to_string())
-                .or_insert_with(|| o.id().to_string());
-        }
-    }
-    out
-}
-
 fn age(since: Option<Instant>, now: Instant) -> Option<u64> {
     since.map(|t| (now - t).num_seconds().max(0) as u64)
 }
@@ -123,7 +101,7 @@ pub fn collect(project: &Project) -> Result<Vec<Item>> {
 
 /// [`collect`] on a loaded trail, ages taken at `now`.
 pub fn from_trail(t: &Trail, now: Instant) -> Vec<Item> {
-    let done = settled(&t.originals);
+    let done = crate::agent::answer::settled(&t.originals);
     let mut out: Vec<Item> = transcript::messages(&t.originals)
         .into_iter()
         .filter(|o| o.place != Place::Failed)
@@ -172,37 +150,6 @@ fn waiting(roles: &Roles, project: &Project, max_bytes: u64, now: Instant) -> Ve
         }
     }
     out
-}
-
-/// Whether clarify `id` is still open, and if not, what settled it.
-pub fn settled_by(project: &Project, id: &str) -> Result<Option<String>> {
-    let t = Trail::load(project, &Scope::originals())?;
-    Ok(settled(&t.originals).remove(id))
-}
-
-/// A human role's copy of clarify `id`, wherever it sits in its inbox.
-pub fn clarify_copy(
-    roles: &Roles,
-    project: &Project,
-    id: &str,
-    max_bytes: u64,
-) -> Option<queue::Item> {
-    let mut seen: Vec<PathBuf> = Vec::new();
-    for r in &roles.roles {
-        let root = if r.worktree_path.is_absolute() {
-            r.worktree_path.clone()
-        } else {
-            project.root.join(&r.worktree_path)
-        };
-        if seen.contains(&root) {
-            continue;
-        }
-        seen.push(root.clone());
-        if let Some(item) = queue::find_copy(&Worktree::new(root), id, max_bytes) {
-            return Some(item);
-        }
-    }
-    None
 }
 
 /// Seconds as `5s`, `3m`, `2h`, `4d`.

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use crate::protocol::clock::{self, Instant};
 use crate::protocol::header::escape;
-use crate::views::trail::{Copy, Place, Trail};
+use crate::protocol::trail::{Copy, Place, Trail};
 
 /// Stage names, in order (also the JSON keys).
 pub const STAGES: [&str; 3] = [

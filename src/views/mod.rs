@@ -1,5 +1,5 @@
-//! Read-only views for people and scripts, built from the files alone: the
-//! trail of every message, the transcript, receipts, the audit, status,
+//! Read-only views for people and scripts, built from the files alone (the
+//! trail of `protocol::trail`): the transcript, receipts, the audit, status,
 //! attention items and the event stream.
 
 pub mod attention;
@@ -7,5 +7,4 @@ pub mod audit;
 pub mod events;
 pub mod receipts;
 pub mod status;
-pub mod trail;
 pub mod transcript;

@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use crate::protocol::header::escape;
-use crate::views::trail::{Copy, Original, Place, Stamp, Trail};
+use crate::protocol::trail::{Copy, Original, Place, Stamp, Trail};
 
 /// One recipient's state; `copy` is `None` when it never got the message.
 #[derive(Debug)]

@@ -18,7 +18,7 @@ use crate::protocol::clock::{self, Instant};
 use crate::protocol::header::{self, Message};
 pub use crate::protocol::line::{forum_line, full_time, speech, summary, when, MAX_SUMMARY};
 use crate::protocol::roles::Roles;
-use crate::views::trail::{self, Original, Place};
+use crate::protocol::trail::{self, Original, Place};
 
 /// One message as a dated line without the newline: its forum.log line,
 /// plus ` [failed: <reason>]` for a failed one.

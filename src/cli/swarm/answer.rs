@@ -37,7 +37,7 @@ pub fn run(args: Args) -> i32 {
         eprintln!("swarm answer: give --choice N (repeatable) and/or --text TEXT");
         return exit::ENV;
     }
-    let project = match crate::views::trail::locate(args.root.as_deref()) {
+    let project = match crate::protocol::trail::locate(args.root.as_deref()) {
         Ok(p) => p,
         Err(e) => return crate::cli::report(&e, args.json),
     };

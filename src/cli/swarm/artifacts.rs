@@ -7,7 +7,7 @@ use serde_json::json;
 use crate::agent::artifacts::{self, Row};
 use crate::error::{exit, Error};
 use crate::protocol::header::escape;
-use crate::views::trail::{self, Scope, Trail};
+use crate::protocol::trail::{self, Scope, Trail};
 use crate::views::transcript;
 
 #[derive(clap::Args, Debug)]

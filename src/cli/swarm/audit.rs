@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use crate::error::{exit, Error};
 use crate::protocol::clock;
+use crate::protocol::trail::{self, Scope, Trail};
 use crate::views::audit::{self, check};
-use crate::views::trail::{self, Scope, Trail};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\

@@ -4,8 +4,8 @@ use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 
 use crate::error::{exit, Error};
+use crate::protocol::trail::{self, watch::DirWatch};
 use crate::views::events::{printable, EventReader};
-use crate::views::trail::{self, watch::DirWatch};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use crate::error::{exit, Error};
 use crate::protocol::header::escape;
+use crate::protocol::trail::{self, Scope, Trail};
 use crate::views::receipts;
-use crate::views::trail::{self, Scope, Trail};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\

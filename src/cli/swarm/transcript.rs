@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use crate::error::{exit, Error};
 use crate::protocol::clock;
-use crate::views::trail::{self, Scope, Trail};
+use crate::protocol::trail::{self, Scope, Trail};
 use crate::views::transcript::{self, follow, Filter, Format, Printer};
 
 #[derive(clap::Args, Debug)]

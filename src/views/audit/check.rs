@@ -14,7 +14,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use crate::protocol::header::escape;
-use crate::views::trail::{Copy, Place, Stamp, Trail};
+use crate::protocol::trail::{Copy, Place, Stamp, Trail};
 
 /// One broken rule. `kind` is a stable token; `subject` is a path or an id.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
