@@ -93,13 +93,10 @@ fn load(project: &Project) -> Result<(Roles, Config)> {
 /// `forum` is the collaboration layer's hook (`forum::Forum`, or
 /// `hook::NoForum`): the daemon knows it only through `hook::ForumHook`.
 pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Result<i32> {
-    let root = root.canonicalize().map_err(|e| {
-        Error::io_hint(
-            root,
-            e,
-            "pass the project root (the folder holding .swarmforge/)",
-        )
-    })?;
+    // Exactly the project root: a role worktree (whose roles.tsv may be
+    // SwarmForge's copy) or a folder inside the project would start a second
+    // daemon beside the real one.
+    let root = crate::protocol::root::exact_root(Some(root), "handoffd")?;
     let project = Project::new(&root);
     if !project.swarmforge().is_dir() {
         return Err(Error::env(format!(

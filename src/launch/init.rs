@@ -103,28 +103,6 @@ pub struct Plan {
     pub warnings: Vec<String>,
 }
 
-/// The absolute project root for a `[root]` argument (default: cwd).
-pub fn resolve_root(arg: Option<&Path>) -> Result<PathBuf> {
-    let p = match arg {
-        Some(p) => p.to_path_buf(),
-        None => crate::protocol::root::current_dir()?,
-    };
-    let abs = p.canonicalize().map_err(|e| {
-        Error::io_hint(
-            &p,
-            e,
-            "give the project directory as [root], or run the command inside it",
-        )
-    })?;
-    if !abs.is_dir() {
-        return Err(Error::env(format!(
-            "{}: not a directory\n  hint: give the project directory as [root]",
-            abs.display()
-        )));
-    }
-    Ok(abs)
-}
-
 /// Agents sharing a worktree share one inbox (SwarmForge's rule): any of them
 /// may take any item, which surprises people who meant separate queues.
 fn shared_inbox_warnings(roles: &[PlannedRole]) -> Vec<String> {

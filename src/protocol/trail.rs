@@ -13,7 +13,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::fsx::{self, ReadRefusal};
 use crate::protocol::clock::{self, Instant};
 use crate::protocol::config::Config;
@@ -21,7 +21,6 @@ use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
-use crate::protocol::root;
 
 /// Largest `.error` note read (a reason is one line).
 const MAX_NOTE_BYTES: u64 = 64 * 1024;
@@ -185,21 +184,6 @@ pub struct Trail {
     pub rejected: Vec<Rejected>,
     /// Folders that exist but could not be listed.
     pub unreadable: Vec<(PathBuf, String)>,
-}
-
-/// The project for `[root]` (or the cwd): the same discovery as every tool.
-pub fn locate(root: Option<&Path>) -> Result<Project> {
-    let start = match root {
-        Some(r) => r.to_path_buf(),
-        None => root::current_dir()?,
-    };
-    if !start.exists() {
-        return Err(Error::env(format!(
-            "{}: no such directory",
-            crate::protocol::header::escape(&start.display().to_string())
-        )));
-    }
-    Ok(root::locate(&start)?.project)
 }
 
 /// A roles.tsv worktree path; a relative one is taken from the project root.

@@ -20,6 +20,7 @@ pub struct Args {
     /// The clarify's message id (`<IDTS>_<SEQ>_from_<asker>`)
     pub id: String,
     /// Project root or any folder inside it (default: the current directory)
+    #[arg(id = "root_dir", value_name = "ROOT")]
     pub root: Option<PathBuf>,
     /// A chosen option, numbered from 1 (repeat for several)
     #[arg(long = "choice", value_name = "N")]
@@ -37,7 +38,7 @@ pub fn run(args: Args) -> i32 {
         eprintln!("swarm answer: give --choice N (repeatable) and/or --text TEXT");
         return exit::ENV;
     }
-    let project = match crate::protocol::trail::locate(args.root.as_deref()) {
+    let project = match super::project(args.root.as_deref()) {
         Ok(p) => p,
         Err(e) => return crate::cli::report(&e, args.json),
     };

@@ -7,7 +7,7 @@ use serde_json::json;
 use crate::agent::artifacts::{self, Row};
 use crate::error::{exit, Error};
 use crate::protocol::header::escape;
-use crate::protocol::trail::{self, Scope, Trail};
+use crate::protocol::trail::{Scope, Trail};
 use crate::views::transcript;
 
 #[derive(clap::Args, Debug)]
@@ -44,7 +44,7 @@ pub fn run(args: Args) -> i32 {
         (None, [i, r]) => (Some(i.clone()), Some(PathBuf::from(r))),
         _ => return crate::cli::report(&usage(), args.json),
     };
-    let result = trail::locate(root.as_deref()).and_then(|project| {
+    let result = super::project(root.as_deref()).and_then(|project| {
         let scope = Scope {
             name_contains: id.clone(),
             ..Scope::originals()

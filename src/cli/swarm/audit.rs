@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use crate::error::{exit, Error};
 use crate::protocol::clock;
-use crate::protocol::trail::{self, Scope, Trail};
+use crate::protocol::trail::{Scope, Trail};
 use crate::views::audit::{self, check};
 
 #[derive(clap::Args, Debug)]
@@ -22,6 +22,7 @@ state_mismatch, duplicate_original, orphan_copy, missing_copy, duplicate_copy, \
 completed_twice, recipient_not_in_to, unknown_recipient, wrong_inbox.")]
 pub struct Args {
     /// Project root or any folder inside it (default: the current directory)
+    #[arg(id = "root_dir", value_name = "ROOT")]
     pub root: Option<PathBuf>,
     /// Verify the trail; exit 2 on any violation
     #[arg(long)]
@@ -48,7 +49,7 @@ pub fn run(args: Args) -> i32 {
             }
         },
     };
-    let loaded = trail::locate(args.root.as_deref()).and_then(|p| Trail::load(&p, &Scope::all()));
+    let loaded = super::project(args.root.as_deref()).and_then(|p| Trail::load(&p, &Scope::all()));
     let t = match loaded {
         Ok(t) => t,
         Err(e) => return crate::cli::report(&e, args.json),

@@ -1,8 +1,6 @@
 //! `swarm digest latest [--session S] [--json]`: the newest moderator digest of
 //! a session (default: the open session, else the newest one).
 
-use std::path::PathBuf;
-
 use clap::Subcommand;
 
 use crate::error::{exit, Error};
@@ -13,9 +11,6 @@ use crate::protocol::header::Message;
 pub struct Args {
     #[command(subcommand)]
     pub action: Action,
-    /// Project root (default: found from the current directory)
-    #[arg(long, global = true)]
-    pub root: Option<PathBuf>,
     /// One JSON object instead of text
     #[arg(long, global = true)]
     pub json: bool,
@@ -31,7 +26,7 @@ pub enum Action {
 }
 
 pub fn run(args: Args) -> i32 {
-    let project = match super::project(args.root.as_deref()) {
+    let project = match super::project(None) {
         Ok(p) => p,
         Err(e) => return crate::cli::report(&e, args.json),
     };

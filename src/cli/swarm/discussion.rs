@@ -1,8 +1,6 @@
 //! `swarm discussion open <id> --order a,b,c [--max-turns N] | close <id> --reason R
 //! | status <id> [--json] | list`.
 
-use std::path::PathBuf;
-
 use clap::Subcommand;
 
 use crate::error::exit;
@@ -13,9 +11,6 @@ use crate::protocol::roles::Roles;
 pub struct Args {
     #[command(subcommand)]
     pub action: Action,
-    /// Project root (default: found from the current directory)
-    #[arg(long, global = true)]
-    pub root: Option<PathBuf>,
     /// One JSON object instead of text
     #[arg(long, global = true)]
     pub json: bool,
@@ -61,7 +56,7 @@ fn status_text(s: &discussion::Status) -> String {
 }
 
 pub fn run(args: Args) -> i32 {
-    let project = match super::project(args.root.as_deref()) {
+    let project = match super::project(None) {
         Ok(p) => p,
         Err(e) => return crate::cli::report(&e, args.json),
     };

@@ -4,18 +4,16 @@ use std::path::PathBuf;
 
 use crate::error::exit;
 use crate::launch;
-use crate::launch::init;
-use crate::protocol::layout::Project;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Project root (default: the current directory)
+    #[arg(id = "root_dir", value_name = "ROOT")]
     pub root: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> i32 {
-    let result =
-        init::resolve_root(args.root.as_deref()).and_then(|root| launch::down(&Project::new(root)));
+    let result = super::project(args.root.as_deref()).and_then(|p| launch::down(&p));
     match result {
         Ok(r) => {
             let mut text = String::new();

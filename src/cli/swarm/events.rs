@@ -4,7 +4,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 
 use crate::error::{exit, Error};
-use crate::protocol::trail::{self, watch::DirWatch};
+use crate::protocol::trail::watch::DirWatch;
 use crate::views::events::{printable, EventReader};
 
 #[derive(clap::Args, Debug)]
@@ -24,6 +24,7 @@ file or inside a line is refused (exit 1). When following, a rotated or truncate
 file is noted on stderr and read again from offset 0.")]
 pub struct Args {
     /// Project root or any folder inside it (default: the current directory)
+    #[arg(id = "root_dir", value_name = "ROOT")]
     pub root: Option<PathBuf>,
     /// Keep printing new events as the daemon writes them, until interrupted
     #[arg(long, short = 'f')]
@@ -77,7 +78,7 @@ fn stream(args: &Args, reader: &mut EventReader, dir: PathBuf) -> io::Result<()>
 }
 
 pub fn run(args: Args) -> i32 {
-    let project = match trail::locate(args.root.as_deref()) {
+    let project = match super::project(args.root.as_deref()) {
         Ok(p) => p,
         Err(e) => return crate::cli::report(&e, false),
     };

@@ -8,11 +8,12 @@ use crate::launch::init::{self, Plan};
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Project root (default: the current directory)
+    #[arg(id = "root_dir", value_name = "ROOT")]
     pub root: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> i32 {
-    let result = init::resolve_root(args.root.as_deref()).and_then(|root| {
+    let result = super::init_root(args.root.as_deref()).and_then(|root| {
         let plan = Plan::load(&root)?;
         for w in &plan.warnings {
             eprintln!("{w}");

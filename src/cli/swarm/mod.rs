@@ -1,7 +1,14 @@
 //! `swarm`: the people's command (init, up, status, transcript, audit, stop, …).
 //! Each subcommand lives in its own file with its `Args` and `run`.
 
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
 use clap::{Parser, Subcommand};
+
+use crate::error::{Error, Result};
+use crate::protocol::layout::Project;
+use crate::protocol::root::{self, Located};
 
 pub mod answer;
 pub mod artifacts;
@@ -28,8 +35,60 @@ pub mod up;
     about = "Run and inspect a swarm of agents that hand work to each other through files"
 )]
 pub struct Cli {
+    /// The project: its root, any folder inside it, or a role worktree
+    /// (default: found from the current directory). The positional [ROOT]
+    /// some commands take is the older spelling of the same thing.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub root: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// `--root`, set once from the command line before a subcommand runs (a
+/// global flag reaches every subcommand without threading it through each).
+static GLOBAL_ROOT: OnceLock<Option<PathBuf>> = OnceLock::new();
+
+/// The one root a command names: `--root`, or the positional `[ROOT]`; both
+/// must agree when both are given.
+fn named_root(positional: Option<&Path>) -> Result<Option<PathBuf>> {
+    let global = GLOBAL_ROOT.get().cloned().flatten();
+    match (global, positional) {
+        (Some(g), Some(p)) if g.canonicalize().ok() != p.canonicalize().ok() => {
+            Err(Error::env(format!(
+                "two different roots given: --root {} and {}\n  hint: name the project once",
+                g.display(),
+                p.display()
+            )))
+        }
+        (Some(g), _) => Ok(Some(g)),
+        (None, p) => Ok(p.map(Path::to_path_buf)),
+    }
+}
+
+/// Where the command stands (worktree and project), by the one resolver.
+pub fn located(positional: Option<&Path>) -> Result<Located> {
+    root::locate_project(named_root(positional)?.as_deref())
+}
+
+/// The project a command acts on: a role worktree stands for its project.
+pub fn project(positional: Option<&Path>) -> Result<Project> {
+    located(positional).map(|l| l.project)
+}
+
+/// The folder `swarm init` makes a project of: exactly the one named, never
+/// a role worktree or a folder inside another project.
+pub fn init_root(positional: Option<&Path>) -> Result<PathBuf> {
+    root::exact_root(named_root(positional)?.as_deref(), "swarm init")
+}
+
+/// `swarm up`: the project found from the folder named (from a role worktree
+/// too), else that folder, which `up` initialises.
+pub fn up_root(positional: Option<&Path>) -> Result<PathBuf> {
+    let named = named_root(positional)?;
+    match root::locate_project(named.as_deref()) {
+        Ok(at) => Ok(at.project.root),
+        Err(_) => root::exact_root(named.as_deref(), "swarm up"),
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -70,24 +129,12 @@ pub enum Command {
     CanSend(can_send::Args),
 }
 
-/// The project for `[root]`, or the one found from the current directory.
-pub fn project(root: Option<&std::path::Path>) -> crate::Result<crate::protocol::layout::Project> {
-    match root {
-        Some(r) => {
-            let abs = r
-                .canonicalize()
-                .map_err(|e| crate::Error::io_hint(r, e, "pass an existing project root"))?;
-            Ok(crate::protocol::layout::Project::new(abs))
-        }
-        None => Ok(crate::protocol::root::locate(&crate::protocol::root::current_dir()?)?.project),
-    }
-}
-
 pub fn run() -> i32 {
     let cli: Cli = match super::parse_args() {
         Ok(c) => c,
         Err(code) => return code,
     };
+    let _ = GLOBAL_ROOT.set(cli.root.clone());
     match cli.command {
         Command::Init(a) => init::run(a),
         Command::Up(a) => up::run(a),

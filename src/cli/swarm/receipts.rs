@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use crate::error::{exit, Error};
 use crate::protocol::header::escape;
-use crate::protocol::trail::{self, Scope, Trail};
+use crate::protocol::trail::{Scope, Trail};
 use crate::views::receipts;
 
 #[derive(clap::Args, Debug)]
@@ -20,6 +20,7 @@ pub struct Args {
     /// The message id (`<IDTS>_<SEQ>_from_<sender>`) or its file name
     pub id: String,
     /// Project root or any folder inside it (default: the current directory)
+    #[arg(id = "root_dir", value_name = "ROOT")]
     pub root: Option<PathBuf>,
     /// Print one JSON object instead of text
     #[arg(long)]
@@ -38,7 +39,7 @@ fn id_of(arg: &str) -> String {
 
 pub fn run(args: Args) -> i32 {
     let id = id_of(&args.id);
-    let result = trail::locate(args.root.as_deref()).and_then(|project| {
+    let result = super::project(args.root.as_deref()).and_then(|project| {
         // File names embed the id, so only those files are read; a hand-made
         // name without it is still found by the full scan below.
         let narrow = Scope {

@@ -1,7 +1,5 @@
 //! `swarm session start [--title T] | close [--reason R] [--id S] | list [--json]`.
 
-use std::path::PathBuf;
-
 use clap::Subcommand;
 
 use crate::error::exit;
@@ -11,9 +9,6 @@ use crate::forum::session;
 pub struct Args {
     #[command(subcommand)]
     pub action: Action,
-    /// Project root (default: found from the current directory)
-    #[arg(long, global = true)]
-    pub root: Option<PathBuf>,
     /// One JSON object instead of text
     #[arg(long, global = true)]
     pub json: bool,
@@ -46,7 +41,7 @@ pub fn actor() -> String {
 }
 
 pub fn run(args: Args) -> i32 {
-    let project = match super::project(args.root.as_deref()) {
+    let project = match super::project(None) {
         Ok(p) => p,
         Err(e) => return crate::cli::report(&e, args.json),
     };

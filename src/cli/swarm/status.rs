@@ -8,6 +8,7 @@ use crate::views::status;
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Project root (default: found from the current directory)
+    #[arg(id = "root_dir", value_name = "ROOT")]
     pub root: Option<PathBuf>,
     /// One JSON object instead of the table
     #[arg(long)]

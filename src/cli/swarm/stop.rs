@@ -9,6 +9,7 @@ use crate::error::exit;
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Project root (default: found from the current directory)
+    #[arg(id = "root_dir", value_name = "ROOT")]
     pub root: Option<PathBuf>,
     /// One JSON object instead of the text line
     #[arg(long)]

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use crate::error::{exit, Error};
 use crate::protocol::clock;
-use crate::protocol::trail::{self, Scope, Trail};
+use crate::protocol::trail::{Scope, Trail};
 use crate::views::transcript::{self, follow, Filter, Format, Printer};
 
 #[derive(clap::Args, Debug)]
@@ -22,6 +22,7 @@ after a failed message. Control characters are escaped, so one message is one li
 --thread ID prints one conversation (the thread of that message) as a tree: each reply after its parent, indented two spaces per level (jsonl adds a `depth`).")]
 pub struct Args {
     /// Project root or any folder inside it (default: the current directory)
+    #[arg(id = "root_dir", value_name = "ROOT")]
     pub root: Option<PathBuf>,
     /// Only messages sent or received by this role
     #[arg(long, value_name = "ROLE")]
@@ -89,7 +90,7 @@ fn finish(r: io::Result<()>) -> i32 {
 
 pub fn run(args: Args) -> i32 {
     let loaded = filter(&args).and_then(|f| {
-        let project = trail::locate(args.root.as_deref())?;
+        let project = super::project(args.root.as_deref())?;
         Ok((f, Trail::load(&project, &Scope::originals())?))
     });
     let (filter, t) = match loaded {

@@ -2,13 +2,14 @@
 
 use std::path::PathBuf;
 
-use crate::launch::init::{self, Plan};
+use crate::launch::init::Plan;
 use crate::launch::{self, Outcome, UpOptions};
 use crate::protocol::duration::Dur;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Project root (default: the current directory)
+    #[arg(id = "root_dir", value_name = "ROOT")]
     pub root: Option<PathBuf>,
     /// Run each agent as a supervised background process instead of a tmux
     /// session (machines without tmux, CI)
@@ -41,7 +42,7 @@ pub fn run(args: Args) -> i32 {
         timeout: args.timeout.map(|d| d.0),
         stagger: args.stagger.map(|d| d.0),
     };
-    let result = init::resolve_root(args.root.as_deref()).and_then(|root| {
+    let result = super::up_root(args.root.as_deref()).and_then(|root| {
         let plan = Plan::load(&root)?;
         for w in &plan.warnings {
             eprintln!("{w}");
