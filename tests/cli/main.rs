@@ -11,5 +11,6 @@ mod faults;
 mod forum;
 mod hostile;
 mod launcher;
+mod layouts;
 mod model;
 mod trail;
