@@ -398,6 +398,35 @@ pub fn set_mode(path: &Path, mode: u32) -> io::Result<()> {
     fs::set_permissions(path, fs::Permissions::from_mode(mode))
 }
 
+/// Pids holding a flock(2) lock on the file at `path`, per /proc/locks
+/// (`MAJ:MIN:INODE`, device in hex). Device and inode both must match, so a
+/// same-numbered inode on another filesystem is never taken for this file;
+/// reading /proc/locks never takes the lock, so probing cannot make a
+/// starting process believe another one holds it.
+pub fn flock_holders(path: &Path) -> Vec<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = fs::metadata(path) else {
+        return Vec::new();
+    };
+    let dev = meta.dev();
+    let key = format!(
+        "{:02x}:{:02x}:{}",
+        libc::major(dev),
+        libc::minor(dev),
+        meta.ino()
+    );
+    let text = fs::read_to_string("/proc/locks").unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            // "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 6 && f[1] == "FLOCK" && f[5] == key)
+                .then(|| f[4].parse().ok())
+                .flatten()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

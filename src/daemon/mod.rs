@@ -7,6 +7,7 @@ pub mod control;
 pub mod deliver;
 pub mod hook;
 pub mod journal;
+pub mod tmux;
 pub mod wake;
 pub mod watchdog;
 

@@ -6,11 +6,12 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::daemon::journal::{Event, Journal, Kind};
+use crate::daemon::tmux;
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::config::{Config, WakeMethod};
@@ -85,48 +86,15 @@ pub fn still_waiting(worktree: &Path) -> bool {
 
 /// One tmux call gets this long: a hung tmux server must not keep a role's
 /// wake slot busy forever.
-pub const TMUX_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Waits for `child` until `timeout`, then kills it.
-pub fn wait_bounded(mut child: Child, timeout: Duration) -> Result<ExitStatus, String> {
-    let end = Instant::now() + timeout;
-    let mut pause = Duration::from_millis(1);
-    loop {
-        match child.try_wait() {
-            Ok(Some(st)) => return Ok(st),
-            Ok(None) if Instant::now() >= end => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("timed out after {}s", timeout.as_secs()));
-            }
-            Ok(None) => {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(50));
-            }
-            Err(e) => return Err(e.to_string()),
-        }
-    }
-}
 
 fn run_tmux(socket: &Path, session: &str) -> Result<(), String> {
     // `=name:` matches the session name exactly; a bare name is a prefix
     // match and could type into another agent's pane.
     let target = format!("={session}:");
     let send = |keys: &[&str]| -> Result<bool, String> {
-        let child = Command::new("tmux")
-            .arg("-S")
-            .arg(socket)
-            .args(["send-keys", "-t", &target])
-            .args(keys)
-            .env_remove("TMUX")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot run tmux: {e}"))?;
-        wait_bounded(child, TMUX_TIMEOUT)
-            .map(|st| st.success())
-            .map_err(|e| format!("tmux send-keys {e}"))
+        let mut args = vec!["send-keys", "-t", &target];
+        args.extend_from_slice(keys);
+        tmux::call(socket, &args).map(|r| r.ok)
     };
     // SwarmForge's cadence: text, 150 ms, C-m, 50 ms, C-j; all three always run.
     let text = send(&["-l", WAKE_TEXT])?;
@@ -155,7 +123,7 @@ fn run_command(cmd: &str, req: &Request, project: &Project) -> Result<(), String
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| format!("cannot run wake command: {e}"))?;
-    match wait_bounded(child, COMMAND_TIMEOUT) {
+    match tmux::wait_bounded(child, COMMAND_TIMEOUT) {
         Ok(st) if st.success() => Ok(()),
         Ok(st) => Err(format!("wake command failed: {st}")),
         Err(e) => Err(format!("wake command {e}")),

@@ -6,7 +6,6 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use crate::daemon::journal::{Event, Journal, Kind};
 use crate::daemon::wake;
@@ -104,18 +103,7 @@ pub fn check_expectations(project: &Project, roles: &Roles, config: &Config, jou
 }
 
 fn tmux(socket: &Path, args: &[&str]) -> bool {
-    Command::new("tmux")
-        .arg("-S")
-        .arg(socket)
-        .args(args)
-        .env_remove("TMUX")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()
-        .and_then(|child| wake::wait_bounded(child, wake::TMUX_TIMEOUT).ok())
-        .is_some_and(|st| st.success())
+    crate::daemon::tmux::ok(socket, args)
 }
 
 /// Single-quotes a word for `sh`.

@@ -328,33 +328,11 @@ fn start_time(pid: i32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// Pids holding a flock(2) lock on the inode of `path`, per /proc/locks.
-/// Reading /proc/locks never takes the lock itself, so polling it cannot
-/// make a starting daemon or supervisor fail its own `try_lock`.
-fn flock_holders(path: &Path) -> Vec<u32> {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(meta) = std::fs::metadata(path) else {
-        return Vec::new();
-    };
-    let ino = meta.ino().to_string();
-    let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
-    locks
-        .lines()
-        .filter_map(|l| {
-            // "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() >= 6 && f[1] == "FLOCK" && f[5].rsplit(':').next() == Some(ino.as_str()))
-                .then(|| f[4].parse().ok())
-                .flatten()
-        })
-        .collect()
-}
-
 /// The pid that holds the flock on `path` and wrote itself into it.
 pub fn lock_holder(path: &Path) -> Option<u32> {
     let end = Instant::now() + Duration::from_millis(500);
     loop {
-        let holders = flock_holders(path);
+        let holders = fsx::flock_holders(path);
         if holders.is_empty() {
             return None;
         }
@@ -418,7 +396,7 @@ pub fn start_daemon(project: &Project, say: &mut dyn FnMut(&str)) -> Result<(u32
     let pid = child.id();
     let end = Instant::now() + Duration::from_secs(15);
     loop {
-        if flock_holders(&project.pid_file()).contains(&pid) {
+        if fsx::flock_holders(&project.pid_file()).contains(&pid) {
             return Ok((pid, child));
         }
         if let Ok(Some(st)) = child.try_wait() {
@@ -444,21 +422,7 @@ pub fn start_daemon(project: &Project, say: &mut dyn FnMut(&str)) -> Result<(u32
 
 // ---------------------------------------------------------------- tmux
 
-fn tmux(sock: &Path, args: &[&str]) -> std::io::Result<std::process::Output> {
-    Command::new("tmux")
-        .arg("-S")
-        .arg(sock)
-        .args(args)
-        .env_remove("TMUX")
-        .stdin(Stdio::null())
-        .output()
-}
-
-fn tmux_ok(sock: &Path, args: &[&str]) -> bool {
-    tmux(sock, args)
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
+use crate::daemon::tmux::{self, ok as tmux_ok};
 
 fn has_session(sock: &Path, session: &str) -> bool {
     tmux_ok(sock, &["has-session", "-t", &format!("={session}")])
@@ -530,7 +494,7 @@ fn start_sessions(
                 ));
             }
         }
-        let o = tmux(
+        let o = tmux::call(
             sock,
             &[
                 "new-session",
@@ -544,13 +508,13 @@ fn start_sessions(
                 &run,
             ],
         )
-        .map_err(|e| Error::env(format!("cannot run tmux: {e}")))?;
-        if !o.status.success() {
+        .map_err(Error::env)?;
+        if !o.ok {
             return Err(Error::env(format!(
                 "tmux could not create session {} on {}: {}",
                 r.session,
                 sock.display(),
-                String::from_utf8_lossy(&o.stderr).trim()
+                o.stderr.trim()
             )));
         }
         say(&format!(
@@ -576,7 +540,7 @@ fn write_session_files(plan: &Plan, sock: &Path) -> Result<()> {
     }
     init::write_if_changed(&sessions_file(&plan.project), tsv.as_bytes())?;
     if let Some(first) = plan.roles.first() {
-        if let Ok(o) = tmux(
+        if let Ok(o) = tmux::call(
             sock,
             &[
                 "display-message",
@@ -586,8 +550,8 @@ fn write_session_files(plan: &Plan, sock: &Path) -> Result<()> {
                 "#{socket_path},#{pid},#{pane_id}",
             ],
         ) {
-            if o.status.success() {
-                init::write_if_changed(&tmux_env_file(&plan.project), &o.stdout)?;
+            if o.ok {
+                init::write_if_changed(&tmux_env_file(&plan.project), o.stdout.as_bytes())?;
             }
         }
     }
@@ -610,7 +574,7 @@ pub fn stop_tmux(project: &Project) -> Result<Vec<String>> {
             if r.session.is_empty() || !has_session(&sock, &r.session) {
                 continue;
             }
-            if let Ok(o) = tmux(
+            if let Ok(o) = tmux::call(
                 &sock,
                 &[
                     "list-panes",
@@ -622,7 +586,7 @@ pub fn stop_tmux(project: &Project) -> Result<Vec<String>> {
                 ],
             ) {
                 pgids.extend(
-                    String::from_utf8_lossy(&o.stdout)
+                    o.stdout
                         .lines()
                         .filter_map(|l| l.trim().parse::<i32>().ok()),
                 );
@@ -633,11 +597,10 @@ pub fn stop_tmux(project: &Project) -> Result<Vec<String>> {
         }
         // Pane shells got SIGHUP; anything that ignored it goes now.
         stop_groups(&pgids, GRACE, &mut []);
-        let remaining = tmux(&sock, &["list-sessions", "-F", "#{session_name}"])
-            .map(|o| o.status.success() && !o.stdout.iter().all(u8::is_ascii_whitespace))
-            .unwrap_or(false);
+        let remaining = tmux::call(&sock, &["list-sessions", "-F", "#{session_name}"])
+            .is_ok_and(|o| o.ok && !o.stdout.trim().is_empty());
         if !remaining {
-            let _ = tmux(&sock, &["kill-server"]);
+            let _ = tmux::call(&sock, &["kill-server"]);
             let end = Instant::now() + GRACE;
             while tmux_ok(&sock, &["list-sessions"]) && Instant::now() < end {
                 std::thread::sleep(Duration::from_millis(20));
@@ -1001,7 +964,7 @@ impl<'a> Running<'a> {
     fn daemon_alive(&mut self) -> bool {
         match self.daemon.as_mut() {
             Some(c) => matches!(c.try_wait(), Ok(None)),
-            None => !flock_holders(&self.plan.project.pid_file()).is_empty(),
+            None => !fsx::flock_holders(&self.plan.project.pid_file()).is_empty(),
         }
     }
 

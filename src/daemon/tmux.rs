@@ -1,0 +1,75 @@
+//! The one way every part of the toolkit calls tmux: on the swarm's private
+//! socket, outside any enclosing tmux, and bounded in time, so a hung tmux
+//! server never stalls the daemon, a wake-up or `swarm down`.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// Longest one tmux call may take before it is killed.
+pub const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Waits for `child` until `timeout`, then kills it.
+pub fn wait_bounded(mut child: Child, timeout: Duration) -> Result<ExitStatus, String> {
+    let end = Instant::now() + timeout;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) => return Ok(st),
+            Ok(None) if Instant::now() >= end => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("timed out after {}s", timeout.as_secs()));
+            }
+            Ok(None) => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+/// What tmux answered.
+#[derive(Debug, Default)]
+pub struct Reply {
+    pub ok: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `tmux -S socket args…` within [`TIMEOUT`]. (tmux's answers are short
+/// lines, well under a pipe's buffer, so reading them after the exit cannot
+/// block.)
+pub fn call(socket: &Path, args: &[&str]) -> Result<Reply, String> {
+    let mut child = Command::new("tmux")
+        .arg("-S")
+        .arg(socket)
+        .args(args)
+        .env_remove("TMUX")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run tmux: {e}"))?;
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    let what = args.first().copied().unwrap_or("");
+    let status = wait_bounded(child, TIMEOUT).map_err(|e| format!("tmux {what} {e}"))?;
+    let mut reply = Reply {
+        ok: status.success(),
+        ..Reply::default()
+    };
+    if let Some(mut s) = stdout {
+        let _ = s.read_to_string(&mut reply.stdout);
+    }
+    if let Some(mut s) = stderr {
+        let _ = s.read_to_string(&mut reply.stderr);
+    }
+    Ok(reply)
+}
+
+/// True when the call ran and tmux said yes.
+pub fn ok(socket: &Path, args: &[&str]) -> bool {
+    call(socket, args).is_ok_and(|r| r.ok)
+}
