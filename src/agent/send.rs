@@ -135,7 +135,10 @@ impl Sender {
     pub fn as_role(project: &crate::protocol::layout::Project, role: &str) -> Result<Sender> {
         let roles = Roles::load(&project.roles_tsv())?;
         let Some(r) = roles.find(role) else {
-            return Err(Error::env(format!("Unknown sender role: {role}")));
+            return Err(Error::env(format!(
+                "Unknown sender role: {role}{}",
+                roles.unknown_hint(&project.roles_tsv())
+            )));
         };
         let wt = if r.worktree_path.is_absolute() {
             r.worktree_path.clone()
@@ -176,7 +179,7 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> std::result::Result<Queued, SendErr
     let Some(role) = roles.find(&sender) else {
         return Err(Error::env(format!(
             "Unknown sender role: {sender}{}",
-            roles.problems_hint(&at.project.roles_tsv())
+            roles.unknown_hint(&at.project.roles_tsv())
         ))
         .into());
     };

@@ -75,7 +75,7 @@ pub fn resolve(task: bool, batch: bool) -> Result<Resolved> {
     let row = roles.find(&role).ok_or_else(|| {
         Error::env(format!(
             "Unknown role: {role}{}",
-            roles.problems_hint(&at.project.roles_tsv())
+            roles.unknown_hint(&at.project.roles_tsv())
         ))
     })?;
     let mode = row.receive_mode().map_err(|m| {

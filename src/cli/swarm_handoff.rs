@@ -3,6 +3,7 @@
 use crate::agent::send::{self, SendError};
 use crate::error::exit;
 use crate::protocol::draft::{self, USAGE};
+use crate::protocol::rules;
 
 pub fn run(args: Vec<String>) -> i32 {
     let mut json = false;
@@ -11,7 +12,7 @@ pub fn run(args: Vec<String>) -> i32 {
         match a.as_str() {
             "--json" => json = true,
             "-h" | "--help" => {
-                super::out(USAGE);
+                super::out(&help());
                 return exit::OK;
             }
             "-V" | "--version" => {
@@ -72,5 +73,60 @@ pub fn run(args: Vec<String>) -> i32 {
             exit::REFUSED
         }
         Err(SendError::Other(e)) => super::report(&e, json),
+    }
+}
+
+/// `--help`: every type a draft may have, the flags, the environment and the
+/// exit codes. (A refusal still prints SwarmForge's own usage, byte for byte.)
+fn help() -> String {
+    let mut s = String::from(
+        "swarm-handoff: queue a draft in this worktree's outbox for handoffd to deliver\n\
+         (SwarmForge's swarm_handoff.sh). The draft file is removed once queued.\n\n\
+         Usage: swarm-handoff [--json] <draft-file>\n\n\
+         Options:\n  \
+         --json         one JSON object on stdout (status, id, path, ...; errors too)\n  \
+         -h, --help     this text\n  \
+         -V, --version  the version\n\n\
+         Environment:\n  \
+         SWARMFORGE_ROLE  the sending role (required); the project and the worktree\n                   \
+         are found from the current directory\n\n\
+         Exit codes: 0 queued; 1 environment or usage error; 2 draft refused (nothing queued).\n\n\
+         Every draft starts with `type:`, `to: <role>[,<role>...]` (or `all`) and\n\
+         `priority: NN` (00 is handed out first). Any type may add:\n  ",
+    );
+    s.push_str(&rules::COMMON.join(", "));
+    s.push_str(".\n\nDraft formats:\n");
+    for t in rules::TYPES.iter().filter(|t| t.sendable) {
+        s.push_str(&format!(
+            "\ntype: {}\nto: <role>[,<role>...]\npriority: NN\n",
+            t.name
+        ));
+        for f in t.own {
+            s.push_str(&format!("{f}: {}\n", field_hint(f)));
+        }
+        if t.body {
+            s.push_str(&format!("\n<body, at most {} bytes>\n", t.max_body));
+        }
+    }
+    s.push_str("\nSee docs/message-model.md for what each type means.\n");
+    s
+}
+
+fn field_hint(field: &str) -> String {
+    let line = |max: usize| format!("<one line, max {max} chars>");
+    match field {
+        "task" => "<short-stable-task-name>".into(),
+        "commit" => "<10-char-commit-abbrev>".into(),
+        "message" => line(rules::MAX_LINE_CHARS),
+        "subject" => line(rules::MAX_SUBJECT_CHARS),
+        "question" => format!(
+            "{}; the body lists the options",
+            line(rules::MAX_QUESTION_CHARS)
+        ),
+        "allow_multiple" => "yes|no (default no)".into(),
+        "allow_custom" => "yes|no (default yes)".into(),
+        "choices" => "<option numbers, e.g. 1,3>".into(),
+        "reason" => line(rules::MAX_REASON_CHARS),
+        _ => "<value>".into(),
     }
 }

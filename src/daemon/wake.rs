@@ -84,9 +84,6 @@ pub fn still_waiting(worktree: &Path) -> bool {
     has_handoff(wt.inbox_new(), false) && !has_handoff(wt.in_process(), true)
 }
 
-/// One tmux call gets this long: a hung tmux server must not keep a role's
-/// wake slot busy forever.
-
 fn run_tmux(socket: &Path, session: &str) -> Result<(), String> {
     // `=name:` matches the session name exactly; a bare name is a prefix
     // match and could type into another agent's pane.

@@ -37,7 +37,7 @@ use crate::daemon::control;
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
 use crate::launch::init::{AgentSpec, Plan, PlannedRole};
-use crate::launch::swarmforge_conf::ERROR_PREFIX;
+use crate::launch::swarmforge_conf::error_prefix;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
 
@@ -241,7 +241,8 @@ fn check_programs(plan: &Plan, need_tmux: bool) -> Result<()> {
                 )
             };
             return Err(Error::env(format!(
-                "{ERROR_PREFIX}'{w}' is required but not installed.\n  hint: {hint}"
+                "{}'{w}' is required but not installed.\n  hint: {hint}",
+                error_prefix()
             )));
         }
     }

@@ -19,8 +19,18 @@ use crate::error::{Error, Result};
 use crate::protocol::grammar;
 use crate::protocol::roles::ReceiveMode;
 
-/// SwarmForge's error prefix: red `Error:`, reset, space.
-pub const ERROR_PREFIX: &str = "\x1b[0;31mError:\x1b[0m ";
+/// SwarmForge's error prefix: red `Error:`, reset, space; plain `Error: `
+/// when stderr is not a terminal or `NO_COLOR` is set.
+pub fn error_prefix() -> &'static str {
+    use std::io::IsTerminal;
+    let colour = std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    if colour {
+        "\x1b[0;31mError:\x1b[0m "
+    } else {
+        "Error: "
+    }
+}
 
 /// The agents SwarmForge knows how to start (after lower-casing).
 pub const MODEL_AGENTS: [&str; 4] = ["claude", "codex", "copilot", "grok"];
@@ -79,7 +89,7 @@ impl ConfPaths {
 }
 
 fn fail(msg: String) -> Error {
-    Error::env(format!("{ERROR_PREFIX}{msg}"))
+    Error::env(format!("{}{msg}", error_prefix()))
 }
 
 /// Java's `\s`: the separators `str/split line #"\s+"` splits on.
@@ -225,7 +235,7 @@ mod tests {
 
     fn run(text: &str) -> std::result::Result<Vec<ConfRole>, String> {
         parse(text, &paths(), &|w: &str| w.contains('/'), &|_: &Path| true)
-            .map_err(|e| e.to_string().replacen(ERROR_PREFIX, "", 1))
+            .map_err(|e| e.to_string().replacen(error_prefix(), "", 1))
     }
 
     #[test]
@@ -292,7 +302,10 @@ mod tests {
         .to_string();
         assert_eq!(
             e,
-            format!("{ERROR_PREFIX}Missing role prompt /p/swarmforge/roles/a.prompt")
+            format!(
+                "{}Missing role prompt /p/swarmforge/roles/a.prompt",
+                error_prefix()
+            )
         );
         assert!(parse(
             "window a human master\n",

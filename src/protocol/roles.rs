@@ -162,6 +162,17 @@ impl Roles {
         }
     }
 
+    /// The hint lines for an unknown role: the skipped lines of `path`, then
+    /// the roles it does name.
+    pub fn unknown_hint(&self, path: &Path) -> String {
+        format!(
+            "{}\n  hint: the roles in {}: {}",
+            self.problems_hint(path),
+            path.display(),
+            self.names_in_words()
+        )
+    }
+
     pub fn find(&self, name: &str) -> Option<&Role> {
         self.roles.iter().find(|r| r.name == name)
     }

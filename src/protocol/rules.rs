@@ -420,6 +420,34 @@ pub fn validate(
     )
 }
 
+/// ` Did you mean 'note'?` for a near miss (another case, stray spaces, or
+/// at most two letters off); empty otherwise.
+fn did_you_mean(got: &str, allowed: &[&str]) -> String {
+    let plain = got.trim().to_ascii_lowercase();
+    allowed
+        .iter()
+        .map(|a| (edit_distance(&plain, a), a))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, a)| format!(" Did you mean '{a}'?"))
+        .unwrap_or_default()
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
 /// [`validate`] for a sender with its own `allowed_types`.
 pub fn validate_with(
     f: &impl Fields,
@@ -434,8 +462,9 @@ pub fn validate_with(
     let rule = ty
         .and_then(type_rule)
         .filter(|r| policy.allowed.contains(&r.name));
-    // A known type this sender may not send gets the type error alone.
-    let disallowed = ty.and_then(type_rule).is_some() && rule.is_none();
+    // An unknown type, or one this sender may not send, gets the type error
+    // alone: every per-field error after it would only be a knock-on.
+    let disallowed = ty.is_some() && rule.is_none();
 
     // Base group.
     if ty.is_none() {
@@ -455,8 +484,9 @@ pub fn validate_with(
                 ));
             } else {
                 errors.push(format!(
-                    "Header 'type' must be one of {}; got '{t}'.",
-                    list_in_words(policy.allowed)
+                    "Header 'type' must be one of {}; got '{t}'.{}",
+                    list_in_words(policy.allowed),
+                    did_you_mean(t, policy.allowed)
                 ));
             }
         }

@@ -643,7 +643,10 @@ fn dispatcher_refusals() {
             &p.run(Some("ghost"), program, &[]),
             1,
             "",
-            "Unknown role: ghost\n",
+            &format!(
+                "Unknown role: ghost\n  hint: the roles in {}: coder, qa\n",
+                p.path(".swarmforge/roles.tsv").display()
+            ),
         );
     }
     p.write_roles(&[("coder", "bogus")]);

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use crate::support::{bin, clean_command, git, wait_until, Run};
 
-const RED_ERROR: &str = "\x1b[0;31mError:\x1b[0m ";
+/// SwarmForge's red `Error:` is printed only on a terminal; tests read a pipe.
+const RED_ERROR: &str = "Error: ";
 
 /// A temp project directory (no git yet: `swarm init` makes the repository).
 struct Dir {

@@ -13,4 +13,5 @@ mod hostile;
 mod launcher;
 mod layouts;
 mod model;
+mod newcomer;
 mod trail;

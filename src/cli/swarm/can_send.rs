@@ -1,6 +1,7 @@
 //! `swarm can-send --discussion <id>`: exit 0 when it is the caller's
-//! (`SWARMFORGE_ROLE`) turn in an open discussion, 1 otherwise. No output, no
-//! side effects, so an agent can skip work when it is not its turn.
+//! (`SWARMFORGE_ROLE`) turn in an open discussion, 1 otherwise. Silent when it
+//! is only someone else's turn (an agent polls it to skip work); an unknown
+//! or closed discussion, or no role or project, is said on stderr.
 
 use crate::forum::discussion;
 
@@ -11,14 +12,19 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> i32 {
-    let Ok(role) = crate::protocol::root::acting_role() else {
-        return 1;
-    };
-    let Ok(project) = super::project(None) else {
-        return 1;
+    let at = crate::protocol::root::acting_role()
+        .and_then(|role| super::project(None).map(|p| (role, p)));
+    let (role, project) = match at {
+        Ok(x) => x,
+        Err(e) => return crate::cli::report(&e, false),
     };
     match discussion::refusal(&project, &args.discussion, &role) {
         Ok(None) => 0,
-        _ => 1,
+        Ok(Some(r)) if r.token == discussion::NOT_YOUR_TURN => 1,
+        Ok(Some(r)) => {
+            eprintln!("{}: {}", r.token, r.detail);
+            1
+        }
+        Err(e) => crate::cli::report(&e, false),
     }
 }
