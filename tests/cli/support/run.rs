@@ -3,9 +3,10 @@
 //! test builder does), and the facts of a finished run.
 
 use std::ffi::OsString;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use super::{bin, bin_dir, clean_command, Project};
 
@@ -239,6 +240,55 @@ impl Cmd<'_> {
         let r: Run = out
             .unwrap_or_else(|e| panic!("{} runs: {e}", self.program.display()))
             .into();
+        self.check(r)
+    }
+
+    /// Runs it to the end like [`Cmd::run`], but fails (and kills it) if it
+    /// has not exited within `timeout`: for what must never block.
+    pub fn run_within(self, timeout: Duration) -> Run {
+        let mut child = self
+            .command()
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{} starts: {e}", self.program.display()));
+        // Drained meanwhile, so a chatty child never blocks on a full pipe.
+        let drain = |mut r: Box<dyn Read + Send>| {
+            std::thread::spawn(move || {
+                let mut v = Vec::new();
+                let _ = r.read_to_end(&mut v);
+                v
+            })
+        };
+        let out = drain(Box::new(child.stdout.take().unwrap()));
+        let err = drain(Box::new(child.stderr.take().unwrap()));
+        let end = Instant::now() + timeout;
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() > end {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "{} {:?} still running after {timeout:?}",
+                    self.program.display(),
+                    self.args
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let r: Run = Output {
+            status,
+            stdout: out.join().unwrap(),
+            stderr: err.join().unwrap(),
+        }
+        .into();
+        self.check(r)
+    }
+
+    fn check(&self, r: Run) -> Run {
         let what = format!("{} {:?}", self.program.display(), self.args);
         let mut wrong = Vec::new();
         if let Some(code) = self.code {
