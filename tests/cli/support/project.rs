@@ -216,6 +216,11 @@ impl Project {
         }
     }
 
+    /// A project with roles from rows in the `swarm init` layout.
+    pub fn with_roles(rows: &[RoleRow]) -> Project {
+        Project::builder().roles(rows.iter().copied()).build()
+    }
+
     /// An empty temp folder: no git, no roles (`swarm init` makes them).
     pub fn empty() -> Project {
         let dir = tempfile::tempdir().expect("tempdir");
