@@ -476,10 +476,13 @@ impl Project {
         fs::read_to_string(self.root.join(".swarmforge/daemon/handoffd.log")).unwrap_or_default()
     }
 
-    /// `events.jsonl`, one JSON value a line.
+    /// `events.jsonl`, one JSON value a line; every complete line must parse
+    /// (a last line without its newline may still be being written).
     pub fn events(&self) -> Vec<serde_json::Value> {
-        fs::read_to_string(self.path(".swarmforge/daemon/events.jsonl"))
-            .unwrap_or_default()
+        let text = fs::read_to_string(self.path(".swarmforge/daemon/events.jsonl"))
+            .unwrap_or_default();
+        let complete = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
+        complete
             .lines()
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
             .collect()
