@@ -479,8 +479,8 @@ impl Project {
     /// `events.jsonl`, one JSON value a line; every complete line must parse
     /// (a last line without its newline may still be being written).
     pub fn events(&self) -> Vec<serde_json::Value> {
-        let text = fs::read_to_string(self.path(".swarmforge/daemon/events.jsonl"))
-            .unwrap_or_default();
+        let text =
+            fs::read_to_string(self.path(".swarmforge/daemon/events.jsonl")).unwrap_or_default();
         let complete = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
         complete
             .lines()
