@@ -19,6 +19,7 @@
 
 mod assertions;
 mod drafts;
+mod guard;
 mod project;
 mod require;
 mod run;
@@ -31,6 +32,7 @@ use std::time::{Duration, Instant};
 
 pub use assertions::*;
 pub use drafts::*;
+pub use guard::SwarmGuard;
 pub use project::*;
 pub use require::*;
 pub use run::*;

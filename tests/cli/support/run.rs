@@ -6,6 +6,7 @@ use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{bin, bin_dir, clean_command, Project};
@@ -246,6 +247,13 @@ impl Cmd<'_> {
     /// Runs it to the end like [`Cmd::run`], but fails (and kills it) if it
     /// has not exited within `timeout`: for what must never block.
     pub fn run_within(self, timeout: Duration) -> Run {
+        let what = format!("{} {:?} exits", self.program.display(), self.args);
+        let r = self.start().finish(timeout, &what);
+        self.check(r)
+    }
+
+    /// Starts it (stdin empty), collecting its output meanwhile.
+    pub fn start(&self) -> Started {
         let mut child = self
             .command()
             .stdin(Stdio::null())
@@ -254,38 +262,20 @@ impl Cmd<'_> {
             .spawn()
             .unwrap_or_else(|e| panic!("{} starts: {e}", self.program.display()));
         // Drained meanwhile, so a chatty child never blocks on a full pipe.
-        let drain = |mut r: Box<dyn Read + Send>| {
+        fn drain(mut r: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
             std::thread::spawn(move || {
                 let mut v = Vec::new();
                 let _ = r.read_to_end(&mut v);
                 v
             })
-        };
-        let out = drain(Box::new(child.stdout.take().unwrap()));
-        let err = drain(Box::new(child.stderr.take().unwrap()));
-        let end = Instant::now() + timeout;
-        let status = loop {
-            if let Some(st) = child.try_wait().unwrap() {
-                break st;
-            }
-            if Instant::now() > end {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "{} {:?} still running after {timeout:?}",
-                    self.program.display(),
-                    self.args
-                );
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        };
-        let r: Run = Output {
-            status,
-            stdout: out.join().unwrap(),
-            stderr: err.join().unwrap(),
         }
-        .into();
-        self.check(r)
+        let out = drain(child.stdout.take().unwrap());
+        let err = drain(child.stderr.take().unwrap());
+        Started {
+            child,
+            out: Some(out),
+            err: Some(err),
+        }
     }
 
     fn check(&self, r: Run) -> Run {
@@ -325,5 +315,41 @@ impl Cmd<'_> {
             r.stderr
         );
         r
+    }
+}
+
+/// A started command whose stdout and stderr are collected as it runs.
+pub struct Started {
+    pub child: Child,
+    out: Option<JoinHandle<Vec<u8>>>,
+    err: Option<JoinHandle<Vec<u8>>>,
+}
+
+impl Started {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Its facts once it has exited; after `timeout` it is killed and the
+    /// test fails, naming `what` it waited for.
+    pub fn finish(mut self, timeout: Duration, what: &str) -> Run {
+        let end = Instant::now() + timeout;
+        let status = loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() > end {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("timed out after {timeout:?} waiting for: {what}");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        Output {
+            status,
+            stdout: self.out.take().unwrap().join().unwrap(),
+            stderr: self.err.take().unwrap().join().unwrap(),
+        }
+        .into()
     }
 }
