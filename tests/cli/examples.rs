@@ -57,11 +57,7 @@ fn roundtable_example_runs_headless() {
             .start(),
     );
     let out = guard.finish(Duration::from_secs(90), "the example swarm finishes");
-    assert_eq!(
-        out.code, 0,
-        "stdout:\n{}\nstderr:\n{}",
-        out.stdout, out.stderr
-    );
+    out.ok();
     let lines = transcript_lines(&g, &[]);
     assert_eq!(lines.len(), 9, "{}", lines.join("\n"));
     for (seat, q) in [
@@ -130,16 +126,8 @@ fn forum_example_runs_as_a_demo() {
         .args(["demo", "forum", "--timeout", "80s", "--dir"]);
     guard.guard(demo.arg(&root).start());
     let out = guard.finish(Duration::from_secs(90), "the example swarm finishes");
-    assert_eq!(
-        out.code, 0,
-        "stdout:\n{}\nstderr:\n{}",
-        out.stdout, out.stderr
-    );
-    assert!(
-        out.stdout.contains("the demo finished after"),
-        "{}",
-        out.stdout
-    );
+    out.ok();
+    out.stdout_has("the demo finished after");
     let lines = transcript_lines(&g, &[]);
     let text = |who: &str, n: usize| {
         let f = fs::read_to_string(root.join(format!("lines/{who}.txt"))).unwrap();
@@ -176,18 +164,8 @@ fn forum_example_runs_as_a_demo() {
     // The newest digest sums up the second round.
     let latest = swarm(&g, &["digest", "latest"]);
     latest.ok();
-    assert!(
-        latest.stdout.contains("subject: digest 2\n"),
-        "{}",
-        latest.stdout
-    );
-    assert!(
-        latest
-            .stdout
-            .contains(&format!("\n- ada: {}\n", text("ada", 1))),
-        "{}",
-        latest.stdout
-    );
+    latest.stdout_has("subject: digest 2\n");
+    latest.stdout_has(&format!("\n- ada: {}\n", text("ada", 1)));
     let st = swarm(&g, &["discussion", "status", "design"]);
     assert!(
         st.stdout.contains("TURNS: 6/6\n") && st.stdout.contains("STATE: closed cap_reached\n"),

@@ -240,22 +240,14 @@ fn moderated_session_digests_every_n_contributions_single_flight() {
     // The moderator digests the first request.
     let out = agent(&s, "mod", &moderator, &[]);
     out.ok();
-    assert!(
-        out.stdout.contains("TYPE: digest_request\n"),
-        "{}",
-        out.stdout
-    );
-    assert!(
-        out.stdout.contains("CONTRIBUTIONS:\n1. ["),
-        "{}",
-        out.stdout
-    );
+    out.stdout_has("TYPE: digest_request\n");
+    out.stdout_has("CONTRIBUTIONS:\n1. [");
     for (i, (from, to)) in [("a", "b"), ("b", "c"), ("c", "a")].iter().enumerate() {
         let want = format!("] [{from} -> {to}] post point {}\n", i + 1);
         assert!(out.stdout.contains(&want), "{want} in {}", out.stdout);
     }
     assert!(!out.stdout.contains("LATEST_DIGEST"), "{}", out.stdout);
-    assert!(out.stdout.contains("COMPLETED: "), "{}", out.stdout);
+    out.stdout_has("COMPLETED: ");
     let find_digest = || {
         names(&s, "mod", "sent")
             .into_iter()
@@ -286,12 +278,7 @@ fn moderated_session_digests_every_n_contributions_single_flight() {
     // Everyone else sees the digest on their next item of the session.
     let r = s.cmd("ready-next").role("a").run();
     r.ok();
-    assert!(
-        r.stdout
-            .contains(&format!("LATEST_DIGEST: {}\n", digest_path.display())),
-        "{}",
-        r.stdout
-    );
+    r.stdout_has(&format!("LATEST_DIGEST: {}\n", digest_path.display()));
     let j = s.cmd("ready-next").role("b").args(&["--json"]).run();
     let j: serde_json::Value = serde_json::from_str(&j.stdout).unwrap();
     assert_eq!(j["latest_digest"], digest_path.display().to_string());
@@ -346,12 +333,8 @@ fn moderated_session_digests_every_n_contributions_single_flight() {
     });
     let out = agent(&s, "mod", &moderator, &["model timed out"]);
     out.ok();
-    assert!(
-        out.stdout.contains("\nFAILED: model timed out\n"),
-        "{}",
-        out.stdout
-    );
-    assert!(out.stdout.contains("CONTRIBUTIONS:\n1. "), "{}", out.stdout);
+    out.stdout_has("\nFAILED: model timed out\n");
+    out.stdout_has("CONTRIBUTIONS:\n1. ");
     assert!(
         !out.stdout.contains("LATEST_DIGEST"),
         "shown to its author: {}",
@@ -449,11 +432,7 @@ fn done_current_failed_stamps_the_reason() {
         &["--batch", "--failed", "no time"],
     );
     r.ok();
-    assert!(
-        r.stdout.contains("\nFAILED: no time\nNO_TASK\n"),
-        "{}",
-        r.stdout
-    );
+    r.stdout_has("\nFAILED: no time\nNO_TASK\n");
     let batch = r
         .stdout
         .lines()
@@ -613,14 +592,8 @@ fn round_robin_turns_races_restart_and_cap() {
     let r = s.cmd("ready-next").role("a").run();
     r.ok();
     assert!(r.stdout.starts_with("TASK: "), "{}", r.stdout);
-    assert!(r.stdout.contains(&b_name), "{}", r.stdout);
-    assert!(
-        r.stdout.contains(
-            "CONTEXT:\n- a: keep the state in files\n- b: agreed, plain files\n- c: and one lock per inbox\nPAYLOAD:\n"
-        ),
-        "{}",
-        r.stdout
-    );
+    r.stdout_has(&b_name);
+    r.stdout_has("CONTEXT:\n- a: keep the state in files\n- b: agreed, plain files\n- c: and one lock per inbox\nPAYLOAD:\n");
     let j = s.cmd("ready-next").role("a").args(&["--json"]).run();
     let j: serde_json::Value = serde_json::from_str(&j.stdout).unwrap();
     assert_eq!(j["context"][0]["speaker"], "a");
@@ -662,11 +635,7 @@ fn round_robin_turns_races_restart_and_cap() {
         .ok();
     let r = s.swarm(&["discussion", "close", "side", "--reason", "explicit_close"]);
     r.ok();
-    assert!(
-        r.stdout.contains("STATE: closed explicit_close\n"),
-        "{}",
-        r.stdout
-    );
+    r.stdout_has("STATE: closed explicit_close\n");
     drop(d);
     let audit = s.swarm(&["audit", "--check"]);
     assert_eq!(audit.code, 0, "{}{}", audit.stdout, audit.stderr);
@@ -727,13 +696,7 @@ fn a_slow_turn_is_skipped_after_the_deadline() {
     );
     assert_eq!(st["open"], false);
     let r = s.cmd("ready-next").role("a").run();
-    assert!(
-        r.stdout.contains(
-            "CONTEXT:\n- a: who takes the parser?\n- b: (skipped)\n- c: I will\nPAYLOAD:\n"
-        ),
-        "{}",
-        r.stdout
-    );
+    r.stdout_has("CONTEXT:\n- a: who takes the parser?\n- b: (skipped)\n- c: I will\nPAYLOAD:\n");
     assert_eq!(count_events(&s, "skipped", "b", ""), 1);
 }
 
@@ -815,11 +778,7 @@ fn idle_sessions_close_and_the_transcript_frames_them() {
     assert_eq!(v[2]["marker"], "session_closed");
     assert_eq!(v[2]["reason"], "idle_timeout");
     let md = s.swarm(&["transcript", "--session", &id, "--format", "md"]);
-    assert!(
-        md.stdout.contains(&format!("**=== session {id} started ")),
-        "{}",
-        md.stdout
-    );
+    md.stdout_has(&format!("**=== session {id} started "));
     let r = s.swarm(&["transcript", "--session", "s-nope"]);
     assert_eq!(r.code, 1);
     assert_eq!(r.stderr, "Unknown session: s-nope\n");

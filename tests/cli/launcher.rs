@@ -149,7 +149,7 @@ fn init_creates_everything_and_a_second_run_changes_nothing() {
     let before = snapshot(root);
     let again = d.swarm(&["init"]);
     again.ok();
-    assert!(again.stdout.contains("is up to date"), "{}", again.stdout);
+    again.stdout_has("is up to date");
     assert_eq!(snapshot(root), before, "a second init changed the tree");
 }
 
@@ -281,11 +281,7 @@ fn swarmforge_project_is_picked_up_unchanged() {
         .arg("draft.txt")
         .code(0)
         .run();
-    assert!(
-        r.stdout.contains("_000008_from_coder_to_QA.handoff"),
-        "{}",
-        r.stdout
-    );
+    r.stdout_has("_000008_from_coder_to_QA.handoff");
 }
 
 /// Writes a SwarmForge project whose conf is `conf` and runs `swarm init`.
@@ -422,19 +418,14 @@ fn swarm_yaml_errors_name_line_and_column() {
     let r = d.swarm(&["init"]);
     assert_eq!(r.code, 1);
     assert!(r.stderr.starts_with(&format!("{file}:6:")), "{}", r.stderr);
-    assert!(
-        r.stderr
-            .contains("duplicate role 'coder' (first defined on line 2)"),
-        "{}",
-        r.stderr
-    );
+    r.stderr_has("duplicate role 'coder' (first defined on line 2)");
     d.write(
         "swarm.yaml",
         "roles:\n  - name: a\n    agent: human\n    worktree: ../x\n",
     );
     let r = d.swarm(&["init"]);
     assert!(r.stderr.starts_with(&format!("{file}:4:")), "{}", r.stderr);
-    assert!(r.stderr.contains("invalid worktree '../x'"), "{}", r.stderr);
+    r.stderr_has("invalid worktree '../x'");
 
     let e = Project::empty();
     let r = e.swarm(&["init"]);
@@ -494,16 +485,8 @@ fn pipeline_example_runs_headless_to_completion() {
         .args(["up", "--no-tmux", "--until-idle", "--timeout", "90s"]);
     guard.guard(up.arg(&d.root).start());
     let out = guard.finish(Duration::from_secs(120), "swarm up --until-idle returns");
-    assert_eq!(
-        out.code, 0,
-        "stdout:\n{}\nstderr:\n{}",
-        out.stdout, out.stderr
-    );
-    assert!(
-        out.stdout.contains("swarm: coder: run 1 started"),
-        "{}",
-        out.stdout
-    );
+    out.ok();
+    out.stdout_has("swarm: coder: run 1 started");
     check_pipeline_outcome(&d.root);
     // Torn down: no daemon, no agent, no supervisor lock holder.
     let log = d.read(".swarmforge/daemon/handoffd.log");
@@ -539,11 +522,7 @@ fn detached_headless_swarm_stops_with_down() {
     let handoffs = handoffs_in(&d.path(".worktrees"));
     let r = d.swarm(&["down"]);
     r.ok();
-    assert!(
-        r.stdout.contains(&format!("stopped swarm up (pid {sup})")),
-        "{}",
-        r.stdout
-    );
+    r.stdout_has(&format!("stopped swarm up (pid {sup})"));
     wait_until(
         Duration::from_secs(10),
         "supervisor and daemon gone",
@@ -558,11 +537,7 @@ fn detached_headless_swarm_stops_with_down() {
     // A second down finds nothing to stop and says so.
     let r = d.swarm(&["down"]);
     r.ok();
-    assert!(
-        r.stdout.contains("handoffd was not running"),
-        "{}",
-        r.stdout
-    );
+    r.stdout_has("handoffd was not running");
 }
 
 #[test]
@@ -625,18 +600,8 @@ fn up_with_tmux_then_down_leaves_no_process() {
 
     let r = d.swarm(&["down"]);
     r.ok();
-    assert!(
-        r.stdout
-            .contains("killed tmux sessions: swarmforge-coder swarmforge-cleaner"),
-        "{}",
-        r.stdout
-    );
-    assert!(
-        r.stdout
-            .contains(&format!("stopped handoffd (pid {daemon})")),
-        "{}",
-        r.stdout
-    );
+    r.stdout_has("killed tmux sessions: swarmforge-coder swarmforge-cleaner");
+    r.stdout_has(&format!("stopped handoffd (pid {daemon})"));
     wait_until(
         Duration::from_secs(10),
         "server, panes and daemon gone",
@@ -665,11 +630,7 @@ fn foreground_up_stops_everything_on_sigint() {
     signal(pid, libc::SIGINT);
     let out = guard.finish(Duration::from_secs(20), "swarm up exits");
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
-    assert!(
-        out.stdout.contains("swarm: stopping the swarm"),
-        "{}",
-        out.stdout
-    );
+    out.stdout_has("swarm: stopping the swarm");
     assert!(!alive(daemon));
     assert!(d
         .read(".swarmforge/daemon/handoffd.log")
@@ -688,8 +649,8 @@ fn second_up_is_refused_while_one_supervises() {
     d.swarm(&["up", "--no-tmux", "--detach"]).ok();
     let r = d.swarm(&["up", "--no-tmux"]);
     assert_eq!(r.code, 1);
-    assert!(r.stderr.contains("already runs this swarm"), "{}", r.stderr);
-    assert!(r.stderr.contains("swarm down"), "{}", r.stderr);
+    r.stderr_has("already runs this swarm");
+    r.stderr_has("swarm down");
 }
 
 #[test]
@@ -715,11 +676,7 @@ fn demo_runs_the_pipeline_and_shows_where_the_files_are() {
     let start = Instant::now();
     let out = guard.finish(Duration::from_secs(120), "swarm demo returns");
     let took = start.elapsed();
-    assert_eq!(
-        out.code, 0,
-        "stdout:\n{}\nstderr:\n{}",
-        out.stdout, out.stderr
-    );
+    out.ok();
     for h in [
         "== transcript ==",
         "== audit ==",
@@ -728,12 +685,7 @@ fn demo_runs_the_pipeline_and_shows_where_the_files_are() {
     ] {
         assert!(out.stdout.contains(h), "missing {h}:\n{}", out.stdout);
     }
-    assert!(
-        out.stdout
-            .contains(&format!("project:     {}", dir.display())),
-        "{}",
-        out.stdout
-    );
+    out.stdout_has(&format!("project:     {}", dir.display()));
     check_pipeline_outcome(&dir);
     eprintln!("swarm demo took {took:?}");
     // The scripts of the copy are the example's.

@@ -283,12 +283,7 @@ fn allowed_types_are_enforced_at_send() {
     p.config("roles:\n  - {name: qa, allowed_types: [post, digest_request]}\n");
     let r = p.send_as("qa", "type: post\nto: coder\npriority: 10\n\nhi\n");
     assert_eq!(r.code, 1, "{r:?}");
-    assert!(
-        r.stderr
-            .contains("roles[qa].allowed_types: 'digest_request' is not a type a role may send"),
-        "{}",
-        r.stderr
-    );
+    r.stderr_has("roles[qa].allowed_types: 'digest_request' is not a type a role may send");
 }
 
 /// The daemon re-checks what a planted outbox file claims: a type the sender
@@ -565,11 +560,7 @@ fn hop_limit_stops_an_agent_loop_and_a_new_task_resets_it() {
     p.deliver_once().ok();
     let r = p.cmd("ready-next").role("a").run();
     assert!(r.ok().stdout.contains("\nIN_REPLY_TO: "), "{}", r.stdout);
-    assert!(
-        r.stdout.contains(&format!("\nTHREAD: {root}\n")),
-        "{}",
-        r.stdout
-    );
+    r.stdout_has(&format!("\nTHREAD: {root}\n"));
     let r = p.send_as("a", "type: note\nto: b\npriority: 10\nmessage: ping 4\n");
     assert_eq!(
         errors(&r),

@@ -434,11 +434,7 @@ fn transcript_filters_select_messages() {
     );
     let r = swarm(&p, &["transcript", "--since", "yesterday"]);
     assert_eq!(r.code, 1);
-    assert!(
-        r.stderr.contains("invalid time 'yesterday'"),
-        "{}",
-        r.stderr
-    );
+    r.stderr_has("invalid time 'yesterday'");
 }
 
 #[test]
@@ -648,9 +644,9 @@ fn receipts_show_each_recipient() {
     assert_eq!(v["recipients"][0]["state"], "missing");
 
     let r = swarm(&p, &["receipts", &m4().id]);
-    assert!(r.stdout.contains("original: failed "), "{}", r.stdout);
+    r.stdout_has("original: failed ");
     assert!(r.stdout.contains("\nreason: unknown recipient zed\n"));
-    assert!(r.stdout.contains("\nzed        missing"), "{}", r.stdout);
+    r.stdout_has("\nzed        missing");
 
     let r = swarm(&p, &["receipts", "20990101T000000Z_000001_from_nobody"]);
     assert_eq!(r.code, 1);
@@ -1121,18 +1117,10 @@ fn events_since_resumes_exactly() {
     assert_eq!(r.stdout, format!("{} {{\"kind\":\"half\"}}\n", o3 + 16));
     let r = swarm(&p, &["events", "--since", "5"]);
     assert_eq!(r.code, 1);
-    assert!(
-        r.stderr.contains("offset 5 is not at the start of a line"),
-        "{}",
-        r.stderr
-    );
+    r.stderr_has("offset 5 is not at the start of a line");
     let r = swarm(&p, &["events", "--since", "99999"]);
     assert_eq!(r.code, 1);
-    assert!(
-        r.stderr.contains("offset 99999 is beyond the end of"),
-        "{}",
-        r.stderr
-    );
+    r.stderr_has("offset 99999 is beyond the end of");
 }
 
 #[test]

@@ -30,6 +30,7 @@ impl From<Output> for Run {
 }
 
 impl Run {
+    #[track_caller]
     pub fn ok(&self) -> &Self {
         assert_eq!(
             self.code, 0,
@@ -44,6 +45,28 @@ impl Run {
         assert_eq!(
             (self.code, self.stdout.as_str(), self.stderr.as_str()),
             (code, stdout, stderr)
+        );
+        self
+    }
+
+    /// Asserts stdout contains `text`, showing stdout when it does not.
+    #[track_caller]
+    pub fn stdout_has(&self, text: &str) -> &Self {
+        assert!(
+            self.stdout.contains(text),
+            "stdout lacks {text:?}:\n{}",
+            self.stdout
+        );
+        self
+    }
+
+    /// Asserts stderr contains `text`, showing stderr when it does not.
+    #[track_caller]
+    pub fn stderr_has(&self, text: &str) -> &Self {
+        assert!(
+            self.stderr.contains(text),
+            "stderr lacks {text:?}:\n{}",
+            self.stderr
         );
         self
     }
