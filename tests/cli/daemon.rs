@@ -964,12 +964,7 @@ fn an_unaccepted_item_is_renotified_until_accepted() {
         ("coder", "master", "codex", "task"),
         ("reviewer", "rev", "codex", "task"),
     ]);
-    let wakes = p.root.join("wakes.txt");
-    p.config(&format!(
-        "daemon: {{ack_within: 1s, sweep: 200ms}}\n\
-             wake: {{method: command, command: \"echo $SWARMFORGE_ROLE >> {}\"}}\n",
-        wakes.display()
-    ));
+    let wakes = p.record_wakes("ack_within: 1s, sweep: 200ms");
     let _d = p.spawn_daemon(&[]);
     let n = note("coder", 1, "reviewer", "hello");
     p.post("master", &n);
@@ -1013,12 +1008,7 @@ fn a_human_role_is_never_woken() {
         ("boss", "boss", "human", "task"),
         ("reviewer", "rev", "codex", "task"),
     ]);
-    let wakes = p.root.join("wakes.txt");
-    p.config(&format!(
-        "daemon: {{ack_within: 1s, sweep: 200ms}}\n\
-             wake: {{method: command, command: \"echo $SWARMFORGE_ROLE >> {}\"}}\n",
-        wakes.display()
-    ));
+    let wakes = p.record_wakes("ack_within: 1s, sweep: 200ms");
     let _d = p.spawn_daemon(&[]);
     let n = note("coder", 1, "boss,reviewer", "hello");
     p.post("master", &n);

@@ -705,12 +705,7 @@ fn a_sender_clock_stepping_back_keeps_ids_unique() {
 #[test]
 fn an_item_dated_in_the_future_is_still_rewoken() {
     let (p, rev) = two_roles();
-    let wakes = p.root.join("wakes.txt");
-    p.config(&format!(
-        "daemon: {{ack_within: 300ms, sweep: 100ms}}\n\
-             wake: {{method: command, command: \"echo $SWARMFORGE_ROLE >> {}\"}}\n",
-        wakes.display()
-    ));
+    p.record_wakes("ack_within: 300ms, sweep: 100ms");
     let n = note("coder", 1, "reviewer", "from the future");
     post(&p.root, &n);
     p.deliver_once().ok();

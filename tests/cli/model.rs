@@ -383,11 +383,7 @@ fn broadcast_and_cc_deliver_to_everyone_and_wake_only_the_addressed() {
         ("c", "c", "codex", "batch"),
         ("boss", "boss", "human", "task"),
     ]);
-    let wakes = p.root.join("wakes.txt");
-    p.config(&format!(
-        "wake: {{method: command, command: \"echo $SWARMFORGE_ROLE >> {}\"}}\n",
-        wakes.display()
-    ));
+    let wakes = p.record_wakes("");
     // `handoffd --once` waits for the wake-ups it started (up to 10 s); the
     // deadline only guards a very slow machine. Reading empties the file.
     let woken = |n: usize| -> Vec<String> {

@@ -359,6 +359,22 @@ impl Project {
             .unwrap_or_else(|| self.root.clone())
     }
 
+    /// `swarm.yaml` with `daemon` settings (e.g. `ack_within: 1s`, or
+    /// empty) and a wake-up that appends the woken role to a file; returns
+    /// that file (`<root>/wakes.txt`), one role a line.
+    pub fn record_wakes(&self, daemon: &str) -> PathBuf {
+        let wakes = self.path("wakes.txt");
+        let daemon = match daemon {
+            "" => String::new(),
+            d => format!("daemon: {{{d}}}\n"),
+        };
+        self.config(&format!(
+            "{daemon}wake: {{method: command, command: \"echo $SWARMFORGE_ROLE >> {}\"}}\n",
+            wakes.display()
+        ));
+        wakes
+    }
+
     /// `swarm.yaml` at the root.
     pub fn config(&self, yaml: &str) -> PathBuf {
         self.write("swarm.yaml", yaml)
