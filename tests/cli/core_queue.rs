@@ -5,26 +5,20 @@
 //! Items are put into `inbox/new` directly (temp file + rename, as a delivery
 //! would), so these tests do not depend on the daemon.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::support::{self, clean_command, wait_until, Project, Run, DEADLINE};
+use crate::support::{
+    self, clean_command, entries, header_values, is_iso_micros, publish, snapshot, wait_until,
+    Project, Role, Run, CREATED, DEADLINE,
+};
 
-const CREATED: &str = "2026-06-15T14:05:31.123456Z";
 const ENQUEUED: &str = "2026-06-15T14:05:32.123456Z";
 const PREAMBLE: &str = "Re-read your role and constitution.\n\n";
-
-/// `2026-06-15T14:05:31.123456Z` (D4).
-pub(crate) fn is_iso_micros(s: &str) -> bool {
-    s.len() == 27
-        && s.as_bytes()[19] == b'.'
-        && s.ends_with('Z')
-        && chrono::DateTime::parse_from_rfc3339(s).is_ok()
-}
 
 /// `batch_<IDTS>_<NNNNNN>`
 fn is_batch_name(name: &str) -> bool {
@@ -38,17 +32,9 @@ fn is_batch_name(name: &str) -> bool {
         && b[17..].iter().all(u8::is_ascii_digit)
 }
 
-static PUT: AtomicUsize = AtomicUsize::new(0);
-
-/// Publishes `bytes` at `<handoffs>/<rel>` the way a delivery does: a temp file
-/// outside any queue folder, then one rename, so no reader sees it half-written.
+/// Publishes `bytes` at `<handoffs>/<rel>` the way a delivery does.
 fn put(p: &Project, rel: &str, bytes: &[u8]) -> PathBuf {
-    let dest = p.handoffs(rel);
-    fs::create_dir_all(dest.parent().unwrap()).unwrap();
-    let tmp = p.handoffs(&format!(".put.{}.tmp", PUT.fetch_add(1, Ordering::Relaxed)));
-    fs::write(&tmp, bytes).unwrap();
-    fs::rename(&tmp, &dest).unwrap();
-    dest
+    publish(&p.handoffs(rel), bytes)
 }
 
 fn note_text(id: &str, priority: &str, from: &str, msg: &str) -> String {
@@ -123,53 +109,6 @@ fn done(p: &Project, args: &[&str]) -> Run {
     p.run(Some("coder"), "done-current", args)
 }
 
-fn expect(r: &Run, code: i32, stdout: &str, stderr: &str) {
-    assert_eq!(
-        (r.code, r.stdout.as_str(), r.stderr.as_str()),
-        (code, stdout, stderr)
-    );
-}
-
-/// Names directly in a folder (files and folders), sorted.
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = match fs::read_dir(dir) {
-        Ok(rd) => rd
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    v.sort();
-    v
-}
-
-/// Every path under `dir` with its content (folders map to `None`): to prove a
-/// refusal changed nothing.
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).unwrap().flatten() {
-            let path = e.path();
-            if e.file_type().unwrap().is_dir() {
-                out.insert(path.clone(), None);
-                stack.push(path);
-            } else {
-                out.insert(path.clone(), Some(fs::read(&path).unwrap()));
-            }
-        }
-    }
-    out
-}
-
-fn header_values(text: &str, name: &str) -> Vec<String> {
-    text.lines()
-        .take_while(|l| !l.is_empty())
-        .filter_map(|l| l.strip_prefix(&format!("{name}: ")))
-        .map(str::to_string)
-        .collect()
-}
-
 fn one_header(path: &Path, name: &str) -> String {
     let text = fs::read_to_string(path).unwrap();
     let v = header_values(&text, name);
@@ -178,16 +117,11 @@ fn one_header(path: &Path, name: &str) -> String {
 }
 
 fn project() -> Project {
-    let p = Project::new(&[("coder", "task"), ("qa", "batch")]);
-    for d in [
-        "inbox/new",
-        "inbox/in_process",
-        "inbox/completed",
-        "inbox/tmp",
-    ] {
-        fs::create_dir_all(p.handoffs(d)).unwrap();
-    }
-    p
+    Project::builder()
+        .role("coder")
+        .role(Role::new("qa").mode("batch"))
+        .queue_dirs()
+        .build()
 }
 
 #[test]
@@ -202,14 +136,13 @@ fn ready_task_prints_the_first_item_and_stamps_dequeued_at() {
     let ip = p.handoffs("inbox/in_process/05_a.handoff");
     let r = ready(&p, &["--task"]);
     let body = format!("{PREAMBLE}merge_and_process qa 0123456789\n");
-    expect(
-        &r,
+    r.is(
         0,
         &task_block(&ip, "qa", "git_handoff", "05", Some("fix-it"), &body),
         "",
     );
-    assert_eq!(names(&p.handoffs("inbox/new")), ["10_b.handoff"]);
-    assert_eq!(names(&p.handoffs("inbox/in_process")), ["05_a.handoff"]);
+    assert_eq!(entries(&p.handoffs("inbox/new")), ["10_b.handoff"]);
+    assert_eq!(entries(&p.handoffs("inbox/in_process")), ["05_a.handoff"]);
     let dequeued = one_header(&ip, "dequeued_at");
     assert!(is_iso_micros(&dequeued), "{dequeued}");
     // Rendered in the delivered order of D5, body untouched.
@@ -225,10 +158,10 @@ fn ready_task_prints_the_first_item_and_stamps_dequeued_at() {
     // Resume: the same printout, the file byte for byte unchanged.
     let before = fs::read(&ip).unwrap();
     let again = ready(&p, &["--task"]);
-    expect(&again, 0, &r.stdout, "");
+    again.is(0, &r.stdout, "");
     assert_eq!(fs::read(&ip).unwrap(), before);
     // The dispatcher resumes it too (coder is a task role).
-    expect(&ready(&p, &[]), 0, &r.stdout, "");
+    ready(&p, &[]).is(0, &r.stdout, "");
 }
 
 #[test]
@@ -237,8 +170,7 @@ fn missing_headers_print_defaults_and_empty_task_name_is_printed() {
     put(&p, "inbox/new/a.handoff", b"id: a\n\nno newline at end");
     let r = ready(&p, &["--task"]);
     let ip = p.handoffs("inbox/in_process/a.handoff");
-    expect(
-        &r,
+    r.is(
         0,
         &task_block(&ip, "unknown", "unknown", "50", None, "no newline at end"),
         "",
@@ -246,8 +178,7 @@ fn missing_headers_print_defaults_and_empty_task_name_is_printed() {
     done(&p, &["--task"]).ok();
     put(&p, "inbox/new/b.handoff", b"id: b\ntask: \n\nx\n");
     let ip = p.handoffs("inbox/in_process/b.handoff");
-    expect(
-        &ready(&p, &["--task"]),
+    ready(&p, &["--task"]).is(
         0,
         &task_block(&ip, "unknown", "unknown", "50", Some(""), "x\n"),
         "",
@@ -258,12 +189,13 @@ fn missing_headers_print_defaults_and_empty_task_name_is_printed() {
 fn no_task_in_every_mode() {
     let p = project();
     for args in [&["--task"][..], &["--batch"][..]] {
-        expect(&ready(&p, args), 0, "NO_TASK\n", "");
+        ready(&p, args).is(0, "NO_TASK\n", "");
     }
-    expect(&ready(&p, &[]), 0, "NO_TASK\n", "");
-    expect(&p.run(Some("qa"), "ready-next", &[]), 0, "NO_TASK\n", "");
+    ready(&p, &[]).is(0, "NO_TASK\n", "");
+    p.run(Some("qa"), "ready-next", &[]).is(0, "NO_TASK\n", "");
     // Forced modes need no role at all.
-    expect(&p.run(None, "ready-next", &["--task"]), 0, "NO_TASK\n", "");
+    p.run(None, "ready-next", &["--task"])
+        .is(0, "NO_TASK\n", "");
 }
 
 #[test]
@@ -275,8 +207,7 @@ fn done_task_completes_then_hands_out_the_next() {
     let dequeued = one_header(&p.handoffs("inbox/in_process/10_a.handoff"), "dequeued_at");
     let completed_a = p.handoffs("inbox/completed/10_a.handoff");
     let ip_b = p.handoffs("inbox/in_process/20_b.handoff");
-    expect(
-        &done(&p, &["--task"]),
+    done(&p, &["--task"]).is(
         0,
         &format!(
             "COMPLETED: {}\n{}",
@@ -294,19 +225,18 @@ fn done_task_completes_then_hands_out_the_next() {
     assert!(!p.handoffs("inbox/in_process/10_a.handoff").exists());
     assert!(ip_b.exists());
     let completed_b = p.handoffs("inbox/completed/20_b.handoff");
-    expect(
-        &done(&p, &[]),
+    done(&p, &[]).is(
         0,
         &format!("COMPLETED: {}\nNO_TASK\n", completed_b.display()),
         "",
     );
-    expect(&done(&p, &["--task"]), 1, "", "NO_CURRENT_TASK\n");
-    expect(&done(&p, &["--batch"]), 1, "", "NO_CURRENT_BATCH\n");
+    done(&p, &["--task"]).is(1, "", "NO_CURRENT_TASK\n");
+    done(&p, &["--batch"]).is(1, "", "NO_CURRENT_BATCH\n");
     assert_eq!(
-        names(&p.handoffs("inbox/completed")),
+        entries(&p.handoffs("inbox/completed")),
         ["10_a.handoff", "20_b.handoff"]
     );
-    assert_eq!(names(&p.handoffs("inbox/tmp")), Vec::<String>::new());
+    assert_eq!(entries(&p.handoffs("inbox/tmp")), Vec::<String>::new());
 }
 
 /// Splits `BATCH: <dir>` off a batch printout.
@@ -360,9 +290,9 @@ fn batch_takes_every_item_with_the_first_items_priority_header() {
         .iter()
         .map(|n| note_block(&dir.join(format!("{n}.handoff")), "10", n))
         .collect();
-    expect(&r, 0, &batch_text(&dir, "10", &items), "");
+    r.is(0, &batch_text(&dir, "10", &items), "");
     assert_eq!(
-        names(&p.handoffs("inbox/new")),
+        entries(&p.handoffs("inbox/new")),
         ["20_c.handoff", "y_item.handoff", "z_item.handoff"]
     );
     for n in first {
@@ -372,8 +302,8 @@ fn batch_takes_every_item_with_the_first_items_priority_header() {
 
     // Resume: the same batch, unchanged.
     let before = snapshot(&p.handoffs("inbox"));
-    expect(&ready(&p, &["--batch"]), 0, &r.stdout, "");
-    expect(&p.run(Some("qa"), "ready-next", &[]), 0, &r.stdout, "");
+    ready(&p, &["--batch"]).is(0, &r.stdout, "");
+    p.run(Some("qa"), "ready-next", &[]).is(0, &r.stdout, "");
     assert_eq!(snapshot(&p.handoffs("inbox")), before);
 
     // Done: every file, then the batch, then the next batch (priority 20).
@@ -394,9 +324,9 @@ fn batch_takes_every_item_with_the_first_items_priority_header() {
         .map(|(n, pr)| note_block(&next.join(format!("{n}.handoff")), pr, n))
         .collect();
     want.push_str(&batch_text(&next, "20", &items));
-    expect(&d, 0, &want, "");
+    d.is(0, &want, "");
     assert!(!dir.exists());
-    assert_eq!(names(&completed), first.map(|n| format!("{n}.handoff")));
+    assert_eq!(entries(&completed), first.map(|n| format!("{n}.handoff")));
     let stamps: BTreeSet<String> = first
         .iter()
         .map(|n| one_header(&completed.join(format!("{n}.handoff")), "completed_at"))
@@ -422,11 +352,14 @@ fn batch_takes_every_item_with_the_first_items_priority_header() {
     assert!(d.stdout.ends_with(&tail), "{}", d.stdout);
     let d = done(&p, &["--batch"]);
     assert!(d.stdout.ends_with("\nNO_TASK\n"), "{}", d.stdout);
-    expect(&done(&p, &["--batch"]), 1, "", "NO_CURRENT_BATCH\n");
-    let batches = names(&p.handoffs("inbox/completed"));
+    done(&p, &["--batch"]).is(1, "", "NO_CURRENT_BATCH\n");
+    let batches = entries(&p.handoffs("inbox/completed"));
     assert_eq!(batches.len(), 3);
     assert!(batches.iter().all(|b| is_batch_name(b)), "{batches:?}");
-    assert_eq!(names(&p.handoffs("inbox/in_process")), Vec::<String>::new());
+    assert_eq!(
+        entries(&p.handoffs("inbox/in_process")),
+        Vec::<String>::new()
+    );
 }
 
 #[test]
@@ -458,7 +391,7 @@ fn batch_name_skips_names_taken_in_completed() {
 fn refused(p: &Project, program: &str, args: &[&str], stderr: &str) {
     let before = snapshot(&p.handoffs("inbox"));
     let r = p.run(Some("coder"), program, args);
-    expect(&r, 2, "", stderr);
+    r.is(2, "", stderr);
     assert_eq!(
         snapshot(&p.handoffs("inbox")),
         before,
@@ -637,10 +570,10 @@ fn dispatcher_refusals() {
     let p = project();
     for program in ["ready-next", "done-current"] {
         for role in [None, Some("")] {
-            expect(&p.run(role, program, &[]), 1, "", "Set SWARMFORGE_ROLE.\n");
+            p.run(role, program, &[])
+                .is(1, "", "Set SWARMFORGE_ROLE.\n");
         }
-        expect(
-            &p.run(Some("ghost"), program, &[]),
+        p.run(Some("ghost"), program, &[]).is(
             1,
             "",
             &format!(
@@ -651,8 +584,7 @@ fn dispatcher_refusals() {
     }
     p.write_roles(&[("coder", "bogus")]);
     for program in ["ready-next", "done-current"] {
-        expect(
-            &p.run(Some("coder"), program, &[]),
+        p.run(Some("coder"), program, &[]).is(
             2,
             "",
             "INVALID_RECEIVE_MODE: bogus for role coder\n",
@@ -660,12 +592,8 @@ fn dispatcher_refusals() {
     }
     fs::remove_file(p.path(".swarmforge/roles.tsv")).unwrap();
     for program in ["ready-next", "done-current"] {
-        expect(
-            &p.run(Some("coder"), program, &[]),
-            1,
-            "",
-            "Cannot find SwarmForge project root\n",
-        );
+        p.run(Some("coder"), program, &[])
+            .is(1, "", "Cannot find SwarmForge project root\n");
     }
 }
 
@@ -679,18 +607,13 @@ fn weakness_21_empty_mode_column_is_task() {
          qa\tmaster\t{root}\tswarmforge-qa\tQa\tcodex\n"
     ));
     for role in ["coder", "qa"] {
-        expect(&p.run(Some(role), "ready-next", &[]), 0, "NO_TASK\n", "");
+        p.run(Some(role), "ready-next", &[]).is(0, "NO_TASK\n", "");
     }
     deliver_note(&p, "10_a.handoff", "10", "qa", "a");
     let ip = p.handoffs("inbox/in_process/10_a.handoff");
-    expect(
-        &p.run(Some("coder"), "ready-next", &[]),
-        0,
-        &note_block(&ip, "10", "a"),
-        "",
-    );
-    expect(
-        &p.run(Some("qa"), "done-current", &[]),
+    p.run(Some("coder"), "ready-next", &[])
+        .is(0, &note_block(&ip, "10", "a"), "");
+    p.run(Some("qa"), "done-current", &[]).is(
         0,
         &format!(
             "COMPLETED: {}\nNO_TASK\n",
@@ -700,16 +623,12 @@ fn weakness_21_empty_mode_column_is_task() {
     );
 }
 
-fn json(r: &Run) -> serde_json::Value {
-    serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {:?}", r.stdout))
-}
-
 #[test]
 fn json_output_of_ready_and_done() {
     let p = project();
     let r = ready(&p, &["--json", "--task"]);
     assert_eq!(
-        (r.code, json(&r)),
+        (r.code, r.json()),
         (0, serde_json::json!({"status": "no_task"}))
     );
     put(
@@ -719,7 +638,7 @@ fn json_output_of_ready_and_done() {
     );
     let r = ready(&p, &["--json"]);
     r.ok();
-    let v = json(&r);
+    let v = r.json();
     let ip = p.handoffs("inbox/in_process/05_a.handoff");
     assert_eq!(v["status"], "task");
     assert_eq!(v["resumed"], false);
@@ -735,7 +654,7 @@ fn json_output_of_ready_and_done() {
     );
     assert_eq!(v["headers"]["commit"], "0123456789");
     assert_eq!(v["headers"]["dequeued_at"], one_header(&ip, "dequeued_at"));
-    assert_eq!(json(&ready(&p, &["--json"]))["resumed"], true);
+    assert_eq!(ready(&p, &["--json"]).json()["resumed"], true);
 
     // A refusal: the same facts on stdout, the text on stderr.
     let r = ready(&p, &["--json", "--batch"]);
@@ -747,7 +666,7 @@ fn json_output_of_ready_and_done() {
             ip.display()
         )
     );
-    let v = json(&r);
+    let v = r.json();
     assert_eq!(v["status"], "error");
     assert_eq!(v["token"], "TASK_IN_PROCESS_IS_SINGLE");
     assert_eq!(v["exit_code"], 2);
@@ -756,7 +675,7 @@ fn json_output_of_ready_and_done() {
     let r = done(&p, &["--json"]);
     r.ok();
     assert_eq!(
-        json(&r),
+        r.json(),
         serde_json::json!({
             "status": "completed",
             "completed": [p.handoffs("inbox/completed/05_a.handoff")],
@@ -766,7 +685,7 @@ fn json_output_of_ready_and_done() {
     );
     let r = done(&p, &["--json", "--task"]);
     assert_eq!((r.code, r.stderr.as_str()), (1, "NO_CURRENT_TASK\n"));
-    let v = json(&r);
+    let v = r.json();
     assert_eq!(v["token"], "NO_CURRENT_TASK");
     assert_eq!(v["exit_code"], 1);
 
@@ -774,7 +693,7 @@ fn json_output_of_ready_and_done() {
     deliver_note(&p, "10_c.handoff", "10", "qa", "c");
     let r = p.run(Some("qa"), "ready-next", &["--json"]);
     r.ok();
-    let v = json(&r);
+    let v = r.json();
     assert_eq!(v["status"], "batch");
     assert_eq!(v["resumed"], false);
     assert_eq!(v["count"], 2);
@@ -787,7 +706,7 @@ fn json_output_of_ready_and_done() {
     assert_eq!(v["items"][0]["payload"], format!("{PREAMBLE}b\n"));
     let r = p.run(Some("qa"), "done-current", &["--json"]);
     r.ok();
-    let v = json(&r);
+    let v = r.json();
     let completed = p.handoffs("inbox/completed").join(dir.file_name().unwrap());
     assert_eq!(v["completed_batch"], completed.display().to_string());
     assert_eq!(
@@ -878,8 +797,7 @@ fn malformed_inbox_files_are_rejected_and_the_queue_moves_on() {
         deliver_note(&p, &good, "50", "qa", "good");
         plant(&p, &p.handoffs("inbox/new").join(name));
         let rejected = p.handoffs("inbox/rejected").join(name);
-        expect(
-            &ready(&p, &["--task"]),
+        ready(&p, &["--task"]).is(
             2,
             "",
             &format!("MALFORMED_HANDOFF: {reason}\n- {}\n", rejected.display()),
@@ -896,19 +814,17 @@ fn malformed_inbox_files_are_rejected_and_the_queue_moves_on() {
             fs::read_to_string(p.handoffs("inbox/rejected").join(format!("{name}.error"))).unwrap(),
             format!("{reason}\n")
         );
-        assert_eq!(names(&p.handoffs("inbox/in_process")), Vec::<String>::new());
+        assert_eq!(
+            entries(&p.handoffs("inbox/in_process")),
+            Vec::<String>::new()
+        );
         // The next call proceeds with the good item.
         let ip = p.handoffs("inbox/in_process").join(&good);
-        expect(
-            &ready(&p, &["--task"]),
-            0,
-            &note_block(&ip, "50", "good"),
-            "",
-        );
+        ready(&p, &["--task"]).is(0, &note_block(&ip, "50", "good"), "");
         done(&p, &["--task"]).ok();
     }
     assert!(fs::read_to_string("/etc/passwd").is_ok());
-    assert_eq!(names(&p.handoffs("inbox/new")), Vec::<String>::new());
+    assert_eq!(entries(&p.handoffs("inbox/new")), Vec::<String>::new());
 }
 
 #[test]
@@ -922,8 +838,7 @@ fn malformed_item_among_batch_candidates_is_rejected_first() {
     );
     deliver_note(&p, "10_c.handoff", "10", "qa", "c");
     let rejected = p.handoffs("inbox/rejected/10_b.handoff");
-    expect(
-        &ready(&p, &["--batch"]),
+    ready(&p, &["--batch"]).is(
         2,
         "",
         &format!(
@@ -931,11 +846,14 @@ fn malformed_item_among_batch_candidates_is_rejected_first() {
             rejected.display()
         ),
     );
-    assert_eq!(names(&p.handoffs("inbox/in_process")), Vec::<String>::new());
+    assert_eq!(
+        entries(&p.handoffs("inbox/in_process")),
+        Vec::<String>::new()
+    );
     let r = ready(&p, &["--batch"]);
     r.ok();
     assert_eq!(
-        names(&batch_dir(&r.stdout)),
+        entries(&batch_dir(&r.stdout)),
         ["10_a.handoff", "10_c.handoff"]
     );
 }
@@ -946,8 +864,7 @@ fn done_reports_completion_even_when_the_next_item_is_malformed() {
     deliver_note(&p, "10_a.handoff", "10", "qa", "a");
     ready(&p, &["--task"]).ok();
     put(&p, "inbox/new/20_bad.handoff", b"id: x\n");
-    expect(
-        &done(&p, &["--task"]),
+    done(&p, &["--task"]).is(
         2,
         &format!(
             "COMPLETED: {}\n",
@@ -958,7 +875,7 @@ fn done_reports_completion_even_when_the_next_item_is_malformed() {
             p.handoffs("inbox/rejected/20_bad.handoff").display()
         ),
     );
-    expect(&ready(&p, &["--task"]), 0, "NO_TASK\n", "");
+    ready(&p, &["--task"]).is(0, "NO_TASK\n", "");
 }
 
 #[test]
@@ -988,7 +905,7 @@ fn weakness_19_ambiguous_files_are_refused_not_guessed() {
             r.stderr
         );
     }
-    expect(&ready(&p, &["--task"]), 0, "NO_TASK\n", "");
+    ready(&p, &["--task"]).is(0, "NO_TASK\n", "");
 }
 
 #[test]
@@ -1048,10 +965,10 @@ fn weakness_04_stamp_keeps_mode_and_file_never_vanishes() {
             "replaced, not rewritten in place"
         );
         assert!(is_iso_micros(&one_header(&path, "dequeued_at")));
-        assert_eq!(names(&p.handoffs("inbox/in_process")), [name]);
+        assert_eq!(entries(&p.handoffs("inbox/in_process")), [name]);
         fs::remove_file(&path).unwrap();
     }
-    assert_eq!(names(&p.handoffs("inbox/tmp")), Vec::<String>::new());
+    assert_eq!(entries(&p.handoffs("inbox/tmp")), Vec::<String>::new());
 }
 
 /// Distinct queue entries in `in_process/` (files and batch folders).
@@ -1090,12 +1007,12 @@ fn weakness_07_concurrent_ready_never_two_in_process() {
         });
         for r in &runs {
             // Everyone gets the same work; nobody sees an ambiguous state.
-            expect(r, 0, &runs[0].stdout, "");
+            r.is(0, &runs[0].stdout, "");
         }
         let ip = in_process_entries(&p.handoffs("inbox/in_process"));
         assert_eq!(ip.len(), 1, "{mode}: {ip:?}");
         let left = if mode == "--task" { 5 } else { 1 };
-        assert_eq!(names(&p.handoffs("inbox/new")).len(), left, "{mode}");
+        assert_eq!(entries(&p.handoffs("inbox/new")).len(), left, "{mode}");
         // Finish everything before the next mode.
         for _ in 0..10 {
             let d = done(&p, &[mode]);
@@ -1156,7 +1073,7 @@ fn run_loops(
             // arrive while the loops are busy.
             for chunk in items[upfront..].chunks(10) {
                 wait_until(DEADLINE, "backlog drains", || {
-                    finished.load(Ordering::Relaxed) || names(&p.handoffs("inbox/new")).len() < 5
+                    finished.load(Ordering::Relaxed) || entries(&p.handoffs("inbox/new")).len() < 5
                 });
                 if finished.load(Ordering::Relaxed) {
                     break; // every loop died; their panic is reported below
@@ -1211,7 +1128,7 @@ fn run_loops(
         "in_process never holds two entries"
     );
     for d in ["inbox/new", "inbox/in_process", "inbox/tmp"] {
-        assert_eq!(names(&p.handoffs(d)), Vec::<String>::new(), "{d}");
+        assert_eq!(entries(&p.handoffs(d)), Vec::<String>::new(), "{d}");
     }
     assert!(!p.handoffs("inbox/rejected").exists());
     let mut completed = completed.into_inner().unwrap();
@@ -1246,7 +1163,7 @@ fn concurrent_task_loops_complete_every_item_once() {
     assert_eq!(completed, want);
     let mut files: Vec<String> = items.iter().map(|(n, _)| n.clone()).collect();
     files.sort();
-    assert_eq!(names(&dir), files);
+    assert_eq!(entries(&dir), files);
     for (name, _) in &items {
         let path = dir.join(name);
         one_header(&path, "dequeued_at");
@@ -1263,7 +1180,7 @@ fn concurrent_batch_loops_complete_every_item_once() {
     let items = numbered_items(150, &["10", "20", "30"]);
     let (completed, batches) = run_loops(&p, "--batch", &items, 30, 4);
     let dir = p.handoffs("inbox/completed");
-    let dirs = names(&dir);
+    let dirs = entries(&dir);
     assert!(dirs.iter().all(|d| is_batch_name(d)), "{dirs:?}");
     let want_batches: Vec<String> = dirs
         .iter()
@@ -1273,7 +1190,7 @@ fn concurrent_batch_loops_complete_every_item_once() {
     let mut seen: Vec<String> = Vec::new();
     let mut reported: Vec<String> = Vec::new();
     for b in &dirs {
-        let files = names(&dir.join(b));
+        let files = entries(&dir.join(b));
         assert!(!files.is_empty());
         let prios: BTreeSet<String> = files
             .iter()
@@ -1324,15 +1241,11 @@ fn shims_write_executable_wrappers_that_work_from_path() {
         .collect();
     // Twice: the second run rewrites the same wrappers and leaves nothing else.
     for _ in 0..2 {
-        expect(
-            &p.run(None, "swarm", &["shims", dir.to_str().unwrap()]),
-            0,
-            &listing,
-            "",
-        );
+        p.run(None, "swarm", &["shims", dir.to_str().unwrap()])
+            .is(0, &listing, "");
         let mut want: Vec<&str> = table.iter().map(|(n, _, _)| *n).collect();
         want.sort_unstable();
-        assert_eq!(names(&dir), want);
+        assert_eq!(entries(&dir), want);
         for (name, binary, flags) in table {
             let path = dir.join(name);
             assert_eq!(
@@ -1366,20 +1279,10 @@ fn shims_write_executable_wrappers_that_work_from_path() {
         }
         c.output().unwrap().into()
     };
-    expect(&sh(None, "ready_for_next_task.sh"), 0, "NO_TASK\n", "");
-    expect(&sh(None, "ready_for_next_batch.sh"), 0, "NO_TASK\n", "");
-    expect(
-        &sh(Some("coder"), "done_with_current.sh"),
-        1,
-        "",
-        "NO_CURRENT_TASK\n",
-    );
-    expect(
-        &sh(None, "done_with_current_batch.sh"),
-        1,
-        "",
-        "NO_CURRENT_BATCH\n",
-    );
+    sh(None, "ready_for_next_task.sh").is(0, "NO_TASK\n", "");
+    sh(None, "ready_for_next_batch.sh").is(0, "NO_TASK\n", "");
+    sh(Some("coder"), "done_with_current.sh").is(1, "", "NO_CURRENT_TASK\n");
+    sh(None, "done_with_current_batch.sh").is(1, "", "NO_CURRENT_BATCH\n");
     p.write(
         "draft.txt",
         "type: note\nto: coder\npriority: 10\nmessage: via shim\n",
@@ -1392,8 +1295,7 @@ fn shims_write_executable_wrappers_that_work_from_path() {
     )));
     deliver_note(&p, "10_a.handoff", "10", "qa", "a");
     let r = sh(Some("coder"), "ready_for_next.sh");
-    expect(
-        &r,
+    r.is(
         0,
         &note_block(&p.handoffs("inbox/in_process/10_a.handoff"), "10", "a"),
         "",
@@ -1412,15 +1314,12 @@ fn shims_refuse_a_missing_directory() {
         ("afile", p.path("afile")),
         (deeper.to_str().unwrap(), deeper.clone()),
     ] {
-        expect(
-            &p.run(None, "swarm", &["shims", arg]),
-            1,
+        p.run(None, "swarm", &["shims", arg]).is(1,
             "",
             &format!(
                 "Cannot install shims: {} is not a directory.\n  hint: create it first, then put it first on PATH\n",
                 shown.display()
-            ),
-        );
+            ));
     }
     assert!(!p.path("nope").exists());
 }

@@ -8,8 +8,10 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Stdio;
 
-use crate::core_queue::{deliver_note, is_iso_micros};
-use crate::support::{self, clean_command, git, wait_until, Project, DEADLINE};
+use crate::core_queue::deliver_note;
+use crate::support::{
+    self, clean_command, git, header, is_iso_micros, wait_until, Project, DEADLINE,
+};
 
 /// SwarmForge's usage text, byte for byte (§5.1).
 const USAGE: &str = "Usage: swarm_handoff.sh <draft-file>
@@ -72,13 +74,6 @@ fn queued_path(r: &support::Run) -> String {
 
 fn short(p: &Project, rev: &str) -> String {
     git(&p.root, &["rev-parse", "--short=10", rev])
-}
-
-fn header<'a>(text: &'a str, name: &str) -> &'a str {
-    text.lines()
-        .take_while(|l| !l.is_empty())
-        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
-        .unwrap_or_else(|| panic!("no {name} header in {text:?}"))
 }
 
 #[test]
@@ -359,8 +354,8 @@ fn git_handoff_is_queued_exactly_and_the_draft_deleted() {
     assert_eq!(names.len(), 1);
     assert_eq!(path, outbox.join(&names[0]).display().to_string());
     let text = fs::read_to_string(&path).unwrap();
-    let id = header(&text, "id");
-    let created = header(&text, "created_at");
+    let id = header(&text, "id").unwrap();
+    let created = header(&text, "created_at").unwrap();
     let idts = id.split('_').next().unwrap();
     assert_eq!(id, format!("{idts}_000001_from_coder"));
     assert_eq!(
@@ -401,8 +396,8 @@ fn note_is_queued_exactly_and_sequences_increment() {
         "type: note\nto: coder,qa\npriority: 00\nmessage: second\n",
     ));
     let text = fs::read_to_string(&first).unwrap();
-    let id = header(&text, "id");
-    let created = header(&text, "created_at");
+    let id = header(&text, "id").unwrap();
+    let created = header(&text, "created_at").unwrap();
     assert!(id.ends_with("_000001_from_qa"), "{id}");
     assert_eq!(
         text,
@@ -412,8 +407,8 @@ fn note_is_queued_exactly_and_sequences_increment() {
         )
     );
     let text2 = fs::read_to_string(&second).unwrap();
-    assert!(header(&text2, "id").ends_with("_000002_from_qa"));
-    assert_eq!(header(&text2, "to"), "coder,qa");
+    assert!(header(&text2, "id").unwrap().ends_with("_000002_from_qa"));
+    assert_eq!(header(&text2, "to").unwrap(), "coder,qa");
     assert!(
         second.ends_with("_000002_from_qa_to_coder_qa.handoff"),
         "{second}"
@@ -461,7 +456,10 @@ fn json_output_for_queued_invalid_and_error() {
     let id = v["id"].as_str().unwrap();
     assert!(path.starts_with(&p.handoffs("outbox/").display().to_string()));
     assert!(Path::new(path).is_file());
-    assert_eq!(header(&fs::read_to_string(path).unwrap(), "id"), id);
+    assert_eq!(
+        header(&fs::read_to_string(path).unwrap(), "id").unwrap(),
+        id
+    );
     assert!(!p.path("draft.txt").exists());
 
     p.write("draft.txt", "type: note\nto: qa\npriority: 2\nmessage: m\n");
@@ -522,8 +520,8 @@ fn concurrent_senders_get_unique_ids_and_sequences() {
     for (i, r) in runs.iter().enumerate() {
         let path = queued_path(r);
         let text = fs::read_to_string(&path).unwrap();
-        assert_eq!(header(&text, "message"), format!("m{i}"));
-        let id = header(&text, "id").to_string();
+        assert_eq!(header(&text, "message").unwrap(), format!("m{i}"));
+        let id = header(&text, "id").unwrap().to_string();
         seqs.push(id.split('_').nth(1).unwrap().parse::<usize>().unwrap());
         ids.push(id);
         assert!(!p.path(&format!("d{i}.txt")).exists());
@@ -737,7 +735,7 @@ fn weakness_16_recipient_count_and_file_name_bounded() {
         "{path}"
     );
     let text = fs::read_to_string(&path).unwrap();
-    assert_eq!(header(&text, "to"), many[..32].join(","));
+    assert_eq!(header(&text, "to").unwrap(), many[..32].join(","));
     // Names SwarmForge accepted but that break `to` or paths are not roles.
     p.write_roles_raw(&format!(
         "a,b\tmaster\t{0}\ts\tA\tcodex\ttask\ncoder\tmaster\t{0}\ts\tC\tcodex\ttask\n",
@@ -780,8 +778,13 @@ fn weakness_22_id_and_created_at_share_one_clock_read() {
     for _ in 0..5 {
         let path = queued_path(&p.send("coder", "type: note\nto: qa\npriority: 10\nmessage: m\n"));
         let text = fs::read_to_string(path).unwrap();
-        let idts = header(&text, "id").split('_').next().unwrap().to_string();
-        let created = header(&text, "created_at");
+        let idts = header(&text, "id")
+            .unwrap()
+            .split('_')
+            .next()
+            .unwrap()
+            .to_string();
+        let created = header(&text, "created_at").unwrap();
         // 2026-06-15T14:05:31.123456Z -> 20260615T140531Z
         let from_created: String = created[..19]
             .chars()

@@ -9,99 +9,39 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use crate::support::{bin, clean_command, wait_until, Project};
-
-/// xorshift64*: reproducible from the printed seed, no extra dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use crate::support::{file_name, handoff_names, inbox_copies, wait_until, Project, Rng, Role};
 
 const SENDERS: &[&str] = &["s0", "s1"];
 /// (role, mode)
 const RECEIVERS: &[(&str, &str)] = &[("r0", "task"), ("r1", "batch")];
 
-struct Swarm {
-    project: Project,
+/// Senders and receivers each in their own worktree `<root>/<role>`.
+fn swarm() -> Project {
+    let senders = SENDERS.iter().map(|s| Role::new(s).at(s).agent("script"));
+    let receivers = RECEIVERS
+        .iter()
+        .map(|(r, mode)| Role::new(r).at(r).agent("script").mode(mode));
+    Project::builder().roles(senders.chain(receivers)).build()
 }
 
-impl Swarm {
-    fn new() -> Swarm {
-        let project = Project::new(&[]);
-        let root = project.root.clone();
-        let mut tsv = String::new();
-        for s in SENDERS {
-            tsv.push_str(&format!(
-                "{s}\t{s}\t{}\tsession\tS\tscript\ttask\n",
-                root.join(s).display()
-            ));
-        }
-        for (r, mode) in RECEIVERS {
-            tsv.push_str(&format!(
-                "{r}\t{r}\t{}\tsession\tR\tscript\t{mode}\n",
-                root.join(r).display()
-            ));
-        }
-        project.write_roles_raw(&tsv);
-        for name in SENDERS.iter().chain(RECEIVERS.iter().map(|(r, _)| r)) {
-            let wt = root.join(name);
-            fs::create_dir_all(wt.join(".swarmforge/handoffs")).unwrap();
-            fs::write(
-                wt.join(".swarmforge/project-root"),
-                format!("{}\n", root.display()),
-            )
-            .unwrap();
-        }
-        Swarm { project }
-    }
+fn spawn_send(p: &Project, sender: &str, n: u64, to: &str) -> Child {
+    let draft = p.root.join(sender).join(format!("draft-{n}.txt"));
+    fs::write(
+        &draft,
+        format!(
+            "type: note\nto: {to}\npriority: {:02}\nmessage: m{n}\n",
+            n % 3 * 10
+        ),
+    )
+    .unwrap();
+    p.cmd("swarm-handoff").role(sender).arg(draft).spawn()
+}
 
-    fn wt(&self, role: &str) -> PathBuf {
-        self.project.root.join(role)
-    }
-
-    fn spawn(&self, program: &str, role: &str, args: &[&str]) -> Child {
-        let mut c = clean_command(&bin(program), &self.wt(role));
-        c.env("SWARMFORGE_ROLE", role)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        c.spawn().expect("spawn")
-    }
-
-    fn spawn_send(&self, sender: &str, n: u64, to: &str) -> Child {
-        let draft = self.wt(sender).join(format!("draft-{n}.txt"));
-        fs::write(
-            &draft,
-            format!(
-                "type: note\nto: {to}\npriority: {:02}\nmessage: m{n}\n",
-                n % 3 * 10
-            ),
-        )
-        .unwrap();
-        self.spawn("swarm-handoff", sender, &[draft.to_str().unwrap()])
-    }
-
-    fn spawn_daemon(&self) -> Child {
-        clean_command(&bin("handoffd"), &self.project.root)
-            .arg(&self.project.root)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("handoffd")
-    }
+fn spawn_daemon(p: &Project) -> Child {
+    p.cmd("handoffd").arg(&p.root).spawn()
 }
 
 fn kill(c: &mut Child) {
@@ -109,36 +49,16 @@ fn kill(c: &mut Child) {
     let _ = c.wait();
 }
 
+/// `*.handoff` files directly in a folder.
 fn handoffs(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|e| e == "handoff"))
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
+    handoff_names(dir).iter().map(|n| dir.join(n)).collect()
 }
 
-/// Every copy held by a recipient: (file name → paths), over new, in_process,
-/// completed and their batch directories.
+/// Every copy held by a recipient: file name → paths.
 fn copies(wt: &Path) -> HashMap<String, Vec<PathBuf>> {
-    let inbox = wt.join(".swarmforge/handoffs/inbox");
     let mut out: HashMap<String, Vec<PathBuf>> = HashMap::new();
-    for sub in ["new", "in_process", "completed"] {
-        let dir = inbox.join(sub);
-        let mut dirs = vec![dir.clone()];
-        if let Ok(rd) = fs::read_dir(&dir) {
-            dirs.extend(rd.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
-        }
-        for d in dirs {
-            for p in handoffs(&d) {
-                let name = p.file_name().unwrap().to_string_lossy().into_owned();
-                out.entry(name).or_default().push(p);
-            }
-        }
+    for p in inbox_copies(wt) {
+        out.entry(file_name(&p)).or_default().push(p);
     }
     out
 }
@@ -164,8 +84,8 @@ fn sigkill_anywhere_delivers_exactly_once() {
         });
     eprintln!("crash harness: seed {seed}, {} rounds", rounds());
     let mut rng = Rng(seed);
-    let swarm = Swarm::new();
-    let mut daemon = swarm.spawn_daemon();
+    let swarm = swarm();
+    let mut daemon = spawn_daemon(&swarm);
     let mut live: Vec<Child> = Vec::new();
     let mut kills = BTreeMap::<&str, u64>::new();
     let mut n = 0;
@@ -180,7 +100,7 @@ fn sigkill_anywhere_delivers_exactly_once() {
                     1 => "r1",
                     _ => "r0,r1",
                 };
-                Some(("sender", swarm.spawn_send(sender, n, to)))
+                Some(("sender", spawn_send(&swarm, sender, n, to)))
             }
             4..=7 => {
                 let (r, _) = RECEIVERS[rng.below(RECEIVERS.len() as u64) as usize];
@@ -189,13 +109,13 @@ fn sigkill_anywhere_delivers_exactly_once() {
                 } else {
                     "done-current"
                 };
-                Some(("receiver", swarm.spawn(prog, r, &[])))
+                Some(("receiver", swarm.cmd(prog).role(r).spawn()))
             }
             8 => {
                 std::thread::sleep(Duration::from_micros(rng.below(3000)));
                 kill(&mut daemon);
                 *kills.entry("handoffd").or_default() += 1;
-                daemon = swarm.spawn_daemon();
+                daemon = spawn_daemon(&swarm);
                 None
             }
             _ => None,
@@ -226,7 +146,7 @@ fn sigkill_anywhere_delivers_exactly_once() {
     // Drain: the daemon delivers everything left; receivers finish everything.
     let outboxes: Vec<PathBuf> = SENDERS
         .iter()
-        .map(|s| swarm.wt(s).join(".swarmforge/handoffs/outbox"))
+        .map(|s| swarm.role_dir(s).join(".swarmforge/handoffs/outbox"))
         .collect();
     wait_until(Duration::from_secs(60), "outboxes drained", || {
         outboxes.iter().all(|o| handoffs(o).is_empty())
@@ -236,23 +156,15 @@ fn sigkill_anywhere_delivers_exactly_once() {
         let end = Instant::now() + Duration::from_secs(60);
         loop {
             assert!(Instant::now() < end, "receiver {r} drained");
-            let out = clean_command(&bin("done-current"), &swarm.wt(r))
-                .env("SWARMFORGE_ROLE", r)
-                .output()
-                .unwrap();
-            let text = String::from_utf8_lossy(&out.stdout);
-            let err = String::from_utf8_lossy(&out.stderr);
+            let out = swarm.cmd("done-current").role(r).run();
+            let (text, err) = (&out.stdout, &out.stderr);
             assert!(!err.contains("AMBIGUOUS"), "ambiguous state at {r}: {err}");
             assert!(
                 !err.contains("MALFORMED"),
                 "half-written item at {r}: {err}"
             );
             if text.ends_with("NO_TASK\n") || err.starts_with("NO_CURRENT") {
-                let ready = clean_command(&bin("ready-next"), &swarm.wt(r))
-                    .env("SWARMFORGE_ROLE", r)
-                    .output()
-                    .unwrap();
-                if String::from_utf8_lossy(&ready.stdout) == "NO_TASK\n" {
+                if swarm.cmd("ready-next").role(r).run().stdout == "NO_TASK\n" {
                     break;
                 }
             }
@@ -262,11 +174,11 @@ fn sigkill_anywhere_delivers_exactly_once() {
     // Check: every original at each recipient exactly once, completed, whole.
     let held: HashMap<&str, HashMap<String, Vec<PathBuf>>> = RECEIVERS
         .iter()
-        .map(|(r, _)| (*r, copies(&swarm.wt(r))))
+        .map(|(r, _)| (*r, copies(&swarm.role_dir(r))))
         .collect();
     let mut originals = 0;
     for s in SENDERS {
-        let h = swarm.wt(s).join(".swarmforge/handoffs");
+        let h = swarm.role_dir(s).join(".swarmforge/handoffs");
         assert!(
             handoffs(&h.join("failed")).is_empty(),
             "nothing refused at {s}"
@@ -308,7 +220,7 @@ fn sigkill_anywhere_delivers_exactly_once() {
     let total: usize = held.values().map(|m| m.len()).sum();
     let expected: usize = SENDERS
         .iter()
-        .flat_map(|s| handoffs(&swarm.wt(s).join(".swarmforge/handoffs/sent")))
+        .flat_map(|s| handoffs(&swarm.role_dir(s).join(".swarmforge/handoffs/sent")))
         .map(|p| {
             fs::read_to_string(p)
                 .unwrap()

@@ -5,146 +5,21 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::os::unix::fs::FileTypeExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    bin, clean_command, log_count as count, log_lines as lines, wait_until, Daemon, Project,
-    RoleRow, Run, DEADLINE,
+    bin, clean_command, drop_in_outbox, file_name, inbox_copies, is_iso_micros, log_count as count,
+    log_lines as lines, note, signal, wait_delivered, wait_until, walk, Project, Rng, RoleRow, Run,
+    Tmux, CREATED, DEADLINE, PREAMBLE,
 };
 
 const WAKE_TEXT: &str = "You have new handoff mail. If idle, run ready_for_next.sh.";
-const PREAMBLE: &str = "Re-read your role and constitution.";
-const CREATED: &str = "2026-06-15T14:05:31.123456Z";
 
 // ---------------------------------------------------------------- fixtures
-
-/// A project whose roles may live in separate worktrees. A role worktree gets
-/// `.swarmforge/handoffs/` and a `project-root` pointer, which is all the
-/// helpers need to find the project from there.
-fn swarm(rows: &[RoleRow]) -> Project {
-    let p = Project::new(&[]);
-    p.write_role_rows(rows);
-    p
-}
-
-/// A well-formed outbox note from `sender` (what `swarm-handoff` writes).
-struct Note {
-    id: String,
-    name: String,
-    text: String,
-}
-
-fn note(sender: &str, seq: u32, to: &str, message: &str) -> Note {
-    let id = format!("20260615T140531Z_{seq:06}_from_{sender}");
-    let name = format!("50_{id}_to_{}.handoff", to.replace(',', "_"));
-    let text = format!(
-        "id: {id}\nfrom: {sender}\nto: {to}\npriority: 50\ntype: note\nmessage: {message}\n\
-         created_at: {CREATED}\n\n{PREAMBLE}\n\n{message}\n"
-    );
-    Note { id, name, text }
-}
-
-/// Publishes `bytes` as `<outbox>/<name>` the way senders must: temp file in
-/// `outbox/tmp/`, then rename.
-fn drop_in_outbox(p: &Project, wt: &str, name: &str, bytes: &[u8]) -> PathBuf {
-    let tmp_dir = p.hq(wt, "outbox/tmp");
-    fs::create_dir_all(&tmp_dir).unwrap();
-    let tmp = tmp_dir.join(format!("{name}.tmp"));
-    fs::write(&tmp, bytes).unwrap();
-    let dest = p.hq(wt, "outbox").join(name);
-    fs::rename(&tmp, &dest).unwrap();
-    dest
-}
-
-fn post(p: &Project, wt: &str, n: &Note) -> PathBuf {
-    drop_in_outbox(p, wt, &n.name, n.text.as_bytes())
-}
-
-/// Sends a draft with `swarm-handoff` as `role` from its worktree.
-fn send_from(p: &Project, role: &str, wt: &str, draft: &str) -> Run {
-    let dir = p.wt_path(wt);
-    let draft_path = dir.join(format!("draft-{role}.txt"));
-    fs::write(&draft_path, draft).unwrap();
-    let rel = dir
-        .strip_prefix(&p.root)
-        .unwrap()
-        .to_string_lossy()
-        .into_owned();
-    p.run_in(
-        &rel,
-        Some(role),
-        "swarm-handoff",
-        &[draft_path.to_str().unwrap()],
-    )
-}
-
-fn run_helper(p: &Project, role: &str, wt: &str, program: &str) -> Run {
-    let dir = p.wt_path(wt);
-    let rel = dir
-        .strip_prefix(&p.root)
-        .unwrap()
-        .to_string_lossy()
-        .into_owned();
-    p.run_in(&rel, Some(role), program, &[])
-}
-
-fn queued_path(r: &Run) -> PathBuf {
-    r.ok();
-    let line = r
-        .stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("HANDOFF QUEUED: "))
-        .unwrap_or_else(|| panic!("no HANDOFF QUEUED line in {:?}", r.stdout));
-    PathBuf::from(line)
-}
-
-fn file_name(p: &Path) -> String {
-    p.file_name().unwrap().to_string_lossy().into_owned()
-}
-
-fn signal(d: &Daemon, sig: i32) {
-    // SAFETY: kill(2) on our own child, which has not been reaped yet.
-    let rc = unsafe { libc::kill(d.pid() as libc::pid_t, sig) };
-    assert_eq!(rc, 0, "kill({}, {sig})", d.pid());
-}
-
-fn events(p: &Project) -> Vec<serde_json::Value> {
-    fs::read_to_string(p.path(".swarmforge/daemon/events.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
-        .collect()
-}
-
-/// Waits for `delivered <outbox path>`, the last step of a delivery (after
-/// every copy is published and the original is in `sent/`).
-fn wait_delivered(p: &Project, outbox_path: &Path) {
-    let want = format!("delivered {}", outbox_path.display());
-    wait_until(DEADLINE, &want, || {
-        lines(&p.log(), "delivered").contains(&want)
-    });
-}
-
-fn write_config(p: &Project, yaml: &str) {
-    fs::write(p.path("swarm.yaml"), yaml).unwrap();
-}
-
-/// RFC 3339 UTC with microseconds (D4).
-fn is_iso_micros(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.len() == 27
-        && b[4] == b'-'
-        && b[10] == b'T'
-        && b[19] == b'.'
-        && b[26] == b'Z'
-        && b.iter()
-            .enumerate()
-            .all(|(i, c)| matches!(i, 4 | 7 | 10 | 13 | 16 | 19 | 26) || c.is_ascii_digit())
-}
 
 /// Headers (in order) and body of a handoff file, parsed independently of the
 /// crate; `None` when the file is not complete and well-formed.
@@ -160,81 +35,6 @@ fn parse(text: &str) -> Option<(Vec<(String, String)>, String)> {
 
 fn header<'a>(h: &'a [(String, String)], k: &str) -> Option<&'a str> {
     h.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str())
-}
-
-/// Every regular file below `dir`, recursively.
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let Ok(rd) = fs::read_dir(dir) else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let t = e.file_type().unwrap();
-        if t.is_dir() {
-            out.extend(walk(&e.path()));
-        } else {
-            out.push(e.path());
-        }
-    }
-    out.sort();
-    out
-}
-
-/// Items a recipient holds: `new/`, `in_process/`, `completed/`, batch dirs included.
-fn inbox_items(p: &Project, wt: &str) -> Vec<PathBuf> {
-    ["inbox/new", "inbox/in_process", "inbox/completed"]
-        .iter()
-        .flat_map(|d| walk(&p.hq(wt, d)))
-        .filter(|f| f.to_string_lossy().ends_with(".handoff"))
-        .collect()
-}
-
-/// A tmux server on a private socket; killed on drop.
-struct Tmux {
-    sock: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Tmux {
-    /// `None` (with a note) when tmux is not installed.
-    fn start(sessions: &[&str]) -> Option<Tmux> {
-        if Command::new("tmux").arg("-V").output().is_err() {
-            eprintln!("NOTE: tmux is not installed; skipping the tmux wake-up test");
-            return None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let t = Tmux {
-            sock: dir.path().join("sock"),
-            _dir: dir,
-        };
-        for s in sessions {
-            let out = t.cmd(&["new-session", "-d", "-x", "200", "-y", "20", "-s", s, "cat"]);
-            assert!(out.status.success(), "tmux new-session {s}: {out:?}");
-        }
-        Some(t)
-    }
-
-    fn cmd(&self, args: &[&str]) -> std::process::Output {
-        Command::new("tmux")
-            .arg("-S")
-            .arg(&self.sock)
-            .args(args)
-            .env_remove("TMUX")
-            .stdin(Stdio::null())
-            .output()
-            .expect("tmux runs")
-    }
-
-    fn pane(&self, session: &str) -> String {
-        let out = self.cmd(&["capture-pane", "-p", "-t", session]);
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.cmd(&["kill-server"]);
-    }
 }
 
 /// Lines in a file (0 when missing).
@@ -259,19 +59,15 @@ fn uses_inotify(pid: u32) -> bool {
 /// original moves to `sent/` unchanged and the journal says `delivered`.
 #[test]
 fn delivers_to_several_recipients_with_headers_in_d5_order() {
-    let p = swarm(&[
+    let p = Project::with_roles(&[
         ("coder", "master", "codex", "task"),
         ("reviewer", "reviewer", "claude", "task"),
         ("QA", "qa", "codex", "batch"),
     ]);
     let full = p.commit("work");
     let short = &full[..10];
-    let queued = queued_path(&send_from(
-        &p,
-        "coder",
-        "master",
-        &format!("type: git_handoff\nto: reviewer,QA\npriority: 20\ntask: review-login\ncommit: {short}\n"),
-    ));
+    let queued = p.send_as("coder", &format!("type: git_handoff\nto: reviewer,QA\npriority: 20\ntask: review-login\ncommit: {short}\n"),
+    ).queued();
     let original = fs::read_to_string(&queued).unwrap();
     let name = file_name(&queued);
     let (oh, _) = parse(&original).unwrap();
@@ -285,7 +81,7 @@ fn delivers_to_several_recipients_with_headers_in_d5_order() {
         "type: note\n",
         "zeta: last\ntype: note\nartifact: z.txt\nalpha: first\nartifact: a.txt\n",
     );
-    drop_in_outbox(&p, "master", &extra.name, scrambled.as_bytes());
+    drop_in_outbox(&p.wt_path("master"), &extra.name, scrambled.as_bytes());
 
     let _d = p.spawn_daemon(&[]);
     wait_until(DEADLINE, "both delivered", || {
@@ -329,7 +125,7 @@ fn delivers_to_several_recipients_with_headers_in_d5_order() {
     });
     assert_eq!(p.files(&p.hq("qa", "inbox/new")), vec![name.clone()]);
     assert!(
-        inbox_items(&p, "master").is_empty(),
+        inbox_copies(&p.wt_path("master")).is_empty(),
         "the sender got a copy"
     );
     assert!(p.files(&p.hq("master", "outbox")).is_empty());
@@ -353,7 +149,8 @@ fn delivers_to_several_recipients_with_headers_in_d5_order() {
         ]
     );
     assert_eq!(count(&log, "failed"), 0);
-    let ev: Vec<_> = events(&p)
+    let ev: Vec<_> = p
+        .events()
         .into_iter()
         .filter(|e| e["kind"] == "delivered")
         .collect();
@@ -374,11 +171,11 @@ fn delivers_to_several_recipients_with_headers_in_d5_order() {
 /// daemon goes on delivering the good file after each bad one.
 #[test]
 fn refusals_go_to_failed_with_the_reason_and_delivery_goes_on() {
-    let p = swarm(&[
+    let p = Project::with_roles(&[
         ("coder", "master", "codex", "task"),
         ("reviewer", "reviewer", "claude", "task"),
     ]);
-    write_config(&p, "limits: {max_file_bytes: 200}\n");
+    p.config("limits: {max_file_bytes: 200}\n");
     let _d = p.spawn_daemon(&[]);
     let outbox = p.hq("master", "outbox");
 
@@ -394,7 +191,7 @@ fn refusals_go_to_failed_with_the_reason_and_delivery_goes_on() {
     fn good_one(p: &Project, seq: &mut u32, good: &mut Vec<String>) {
         let n = note("coder", next(seq), "reviewer", "ok");
         assert!(n.text.len() <= 200, "good file must fit the limit");
-        let path = post(p, "master", &n);
+        let path = p.post("master", &n);
         good.push(n.name.clone());
         wait_delivered(p, &path);
     }
@@ -402,7 +199,7 @@ fn refusals_go_to_failed_with_the_reason_and_delivery_goes_on() {
     // Malformed: no blank line after the headers.
     let n = note("coder", next(&mut seq), "reviewer", "a");
     let text = n.text.split("\n\n").next().unwrap().to_string() + "\n";
-    drop_in_outbox(&p, "master", &n.name, text.as_bytes());
+    drop_in_outbox(&p.wt_path("master"), &n.name, text.as_bytes());
     cases.push((n.name, "malformed: no blank line after the headers".into()));
     good_one(&p, &mut seq, &mut good);
 
@@ -411,14 +208,14 @@ fn refusals_go_to_failed_with_the_reason_and_delivery_goes_on() {
     let text = n
         .text
         .replace("from: coder\n", "from: coder\nfrom: coder\n");
-    drop_in_outbox(&p, "master", &n.name, text.as_bytes());
+    drop_in_outbox(&p.wt_path("master"), &n.name, text.as_bytes());
     cases.push((n.name, "malformed: line 3: duplicate header 'from'".into()));
     good_one(&p, &mut seq, &mut good);
 
     // Malformed: control character in a value (terminal injection).
     let n = note("coder", next(&mut seq), "reviewer", "a");
     let text = n.text.replace("message: a\n", "message: a\x1b[2J\n");
-    drop_in_outbox(&p, "master", &n.name, text.as_bytes());
+    drop_in_outbox(&p.wt_path("master"), &n.name, text.as_bytes());
     cases.push((
         n.name,
         "malformed: line 6: header 'message' contains a control character".into(),
@@ -437,19 +234,19 @@ fn refusals_go_to_failed_with_the_reason_and_delivery_goes_on() {
     let n = note("coder", next(&mut seq), "reviewer", &"x".repeat(60));
     let size = n.text.len();
     assert!(size > 200);
-    post(&p, "master", &n);
+    p.post("master", &n);
     cases.push((n.name, format!("file too large ({size} bytes; limit 200)")));
     good_one(&p, &mut seq, &mut good);
 
     // `from` names a role that does not own this outbox (D8).
     let n = note("reviewer", next(&mut seq), "reviewer", "a");
-    post(&p, "master", &n);
+    p.post("master", &n);
     cases.push((n.name, "sender mismatch".into()));
     good_one(&p, &mut seq, &mut good);
 
     // Unknown recipient.
     let n = note("coder", next(&mut seq), "ghost", "a");
-    post(&p, "master", &n);
+    p.post("master", &n);
     cases.push((n.name, "unknown recipient ghost".into()));
     good_one(&p, &mut seq, &mut good);
 
@@ -460,7 +257,7 @@ fn refusals_go_to_failed_with_the_reason_and_delivery_goes_on() {
             .text
             .replace("type: note\n", &format!("type: note\n{h}: {v}\n"));
         assert!(text.len() <= 200, "must not trip the size limit");
-        drop_in_outbox(&p, "master", &n.name, text.as_bytes());
+        drop_in_outbox(&p.wt_path("master"), &n.name, text.as_bytes());
         cases.push((n.name, format!("forged {h} header")));
         good_one(&p, &mut seq, &mut good);
     }
@@ -468,7 +265,7 @@ fn refusals_go_to_failed_with_the_reason_and_delivery_goes_on() {
     // An invalid file name (the content itself is fine).
     let n = note("coder", next(&mut seq), "reviewer", "a");
     let bad_name = "50 not a queue name.handoff".to_string();
-    drop_in_outbox(&p, "master", &bad_name, n.text.as_bytes());
+    drop_in_outbox(&p.wt_path("master"), &bad_name, n.text.as_bytes());
     cases.push((bad_name, "invalid file name".into()));
     good_one(&p, &mut seq, &mut good);
 
@@ -489,7 +286,7 @@ fn refusals_go_to_failed_with_the_reason_and_delivery_goes_on() {
             .all(|(n, _)| failed.join(format!("{n}.error")).exists())
     });
     let log = p.log();
-    let ev = events(&p);
+    let ev = p.events();
     for (name, reason) in &cases {
         let orig = failed.join(name);
         let meta =
@@ -527,7 +324,7 @@ fn refusals_go_to_failed_with_the_reason_and_delivery_goes_on() {
     let mut want = good.clone();
     want.sort();
     assert_eq!(p.files(&p.hq("reviewer", "inbox/new")), want);
-    assert!(inbox_items(&p, "master").is_empty());
+    assert!(inbox_copies(&p.wt_path("master")).is_empty());
     assert!(walk(&p.hq("reviewer", "inbox/tmp")).is_empty());
     let passwd_line = fs::read_to_string("/etc/passwd")
         .unwrap()
@@ -566,7 +363,7 @@ impl Drop for SetOnDrop {
 fn half_delivered(p: &Project, rows: &[RoleRow]) -> usize {
     let held: BTreeSet<String> = rows
         .iter()
-        .flat_map(|r| inbox_items(p, r.1))
+        .flat_map(|r| inbox_copies(&p.wt_path(r.1)))
         .map(|f| file_name(&f))
         .collect();
     rows.iter()
@@ -576,19 +373,6 @@ fn half_delivered(p: &Project, rows: &[RoleRow]) -> usize {
 }
 
 /// A tiny deterministic PRNG (xorshift64*), seeded from the clock and printed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// kill -9 at random points while hundreds of messages flow from three
 /// senders (two writing temp+rename, one through `swarm-handoff`) and two
@@ -602,7 +386,7 @@ fn kill_9_at_random_points_loses_and_duplicates_nothing() {
         ("b", "wb", "codex", "task"),
         ("c", "wc", "codex", "batch"),
     ];
-    let p = Arc::new(swarm(&rows));
+    let p = Arc::new(Project::with_roles(&rows));
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -621,7 +405,7 @@ fn kill_9_at_random_points_loses_and_duplicates_nothing() {
             let mut ids = Vec::new();
             for i in 0..HAND {
                 let n = note(sender, i + 1, to, &format!("m{i}"));
-                post(&p, wt, &n);
+                p.post(wt, &n);
                 ids.push((n.id, n.name, to.to_string()));
                 // Spread the traffic over the whole crash period.
                 std::thread::sleep(Duration::from_millis(8));
@@ -634,13 +418,11 @@ fn kill_9_at_random_points_loses_and_duplicates_nothing() {
         writers.push(std::thread::spawn(move || {
             let mut ids = Vec::new();
             for i in 0..VIA_CLI {
-                let r = send_from(
-                    &p,
+                let r = p.send_as(
                     "a",
-                    "master",
                     &format!("type: note\nto: b,c\npriority: 50\nmessage: cli {i}\n"),
                 );
-                let path = queued_path(&r);
+                let path = r.queued();
                 let name = file_name(&path);
                 let id = name
                     .strip_prefix("50_")
@@ -655,18 +437,18 @@ fn kill_9_at_random_points_loses_and_duplicates_nothing() {
     // Recipients accept and finish work meanwhile, so copies move on to
     // in_process/, completed/ and batch folders while the daemon restarts.
     let mut consumers = Vec::new();
-    for (role, wt) in [("b", "wb"), ("c", "wc")] {
+    for role in ["b", "c"] {
         let p = p.clone();
         let stop = senders_done.clone();
         consumers.push(std::thread::spawn(move || {
             let mut rounds = 0;
             while !stop.load(Ordering::Relaxed) {
-                let r = run_helper(&p, role, wt, "ready-next");
+                let r = p.cmd("ready-next").role(role).run();
                 assert!(r.code == 0, "ready-next {role}: {r:?}");
                 if r.stdout.starts_with("NO_TASK") {
                     std::thread::sleep(Duration::from_millis(5));
                 } else {
-                    let r = run_helper(&p, role, wt, "done-current");
+                    let r = p.cmd("done-current").role(role).run();
                     assert!(r.code == 0 || r.code == 1, "done-current {role}: {r:?}");
                 }
                 rounds += 1;
@@ -706,7 +488,7 @@ fn kill_9_at_random_points_loses_and_duplicates_nothing() {
     });
     senders_done.store(true, Ordering::Relaxed);
     let rounds: Vec<usize> = consumers.into_iter().map(|c| c.join().unwrap()).collect();
-    signal(&d, libc::SIGTERM);
+    signal(d.pid(), libc::SIGTERM);
     assert_eq!(d.wait_exit(DEADLINE), Some(0));
     eprintln!(
         "crash test: {} messages, {kills} kills ({mid_delivery} originals left mid-delivery), \
@@ -719,7 +501,7 @@ fn kill_9_at_random_points_loses_and_duplicates_nothing() {
     // Per recipient: id -> copies found.
     let mut held: BTreeMap<(String, String), usize> = BTreeMap::new();
     for (role, wt) in rows.iter().map(|r| (r.0, r.1)) {
-        for f in inbox_items(&p, wt) {
+        for f in inbox_copies(&p.wt_path(wt)) {
             let text = fs::read_to_string(&f).unwrap();
             let (h, body) =
                 parse(&text).unwrap_or_else(|| panic!("half-written {}: {text:?}", f.display()));
@@ -781,7 +563,7 @@ fn a_restart_writes_only_the_copies_still_missing() {
     for (r, _) in holders.iter().chain([("r6", "")].iter()) {
         rows.push((r, r, "codex", "batch"));
     }
-    let p = swarm(&rows);
+    let p = Project::with_roles(&rows);
     let n = note("a", 1, "r1,r2,r3,r4,r5,r6", "once only");
     for (r, dir) in holders {
         let copy = n
@@ -792,18 +574,18 @@ fn a_restart_writes_only_the_copies_still_missing() {
         fs::create_dir_all(&d).unwrap();
         fs::write(d.join(&n.name), copy).unwrap();
     }
-    let path = post(&p, "master", &n);
+    let path = p.post("master", &n);
     let _d = p.spawn_daemon(&[]);
     wait_delivered(&p, &path);
     for (r, dir) in holders {
         assert_eq!(
-            inbox_items(&p, r),
+            inbox_copies(&p.wt_path(r)),
             vec![p.hq(r, dir).join(&n.name)],
             "{r} got a second copy"
         );
     }
     assert_eq!(
-        inbox_items(&p, "r6"),
+        inbox_copies(&p.wt_path("r6")),
         vec![p.hq("r6", "inbox/new").join(&n.name)]
     );
     assert_eq!(p.files(&p.hq("master", "sent")), vec![n.name.clone()]);
@@ -813,7 +595,7 @@ fn a_restart_writes_only_the_copies_still_missing() {
 /// `--once` refuses too; the first keeps running and keeps its pid file.
 #[test]
 fn a_second_daemon_exits_1_naming_the_running_pid() {
-    let p = swarm(&[("coder", "master", "codex", "task")]);
+    let p = Project::with_roles(&[("coder", "master", "codex", "task")]);
     let mut d = p.spawn_daemon(&[]);
     for extra in [&[][..], &["--once"][..]] {
         let r: Run = clean_command(&bin("handoffd"), &p.root)
@@ -852,10 +634,10 @@ fn assert_stopped_cleanly(p: &Project) {
 /// SIGTERM: exit 0, `stopped` logged once, pid file removed, promptly.
 #[test]
 fn sigterm_stops_the_daemon_promptly() {
-    let p = swarm(&[("coder", "master", "codex", "task")]);
+    let p = Project::with_roles(&[("coder", "master", "codex", "task")]);
     let mut d = p.spawn_daemon(&[]);
     let t = Instant::now();
-    signal(&d, libc::SIGTERM);
+    signal(d.pid(), libc::SIGTERM);
     assert_eq!(
         d.wait_exit(Duration::from_secs(2)),
         Some(0),
@@ -875,10 +657,10 @@ fn sigterm_mid_pass_finishes_the_file_in_hand() {
         ("reviewer", "rev", "codex", "task"),
         ("QA", "qa", "codex", "task"),
     ];
-    let p = swarm(&rows);
+    let p = Project::with_roles(&rows);
     const N: u32 = 400;
     for i in 1..=N {
-        post(&p, "master", &note("coder", i, "reviewer,QA", "bulk"));
+        p.post("master", &note("coder", i, "reviewer,QA", "bulk"));
     }
     let mut d = p.spawn_daemon(&[]);
     let end = Instant::now() + DEADLINE;
@@ -887,7 +669,7 @@ fn sigterm_mid_pass_finishes_the_file_in_hand() {
         std::thread::sleep(Duration::from_millis(1));
     }
     let t = Instant::now();
-    signal(&d, libc::SIGTERM);
+    signal(d.pid(), libc::SIGTERM);
     assert_eq!(d.wait_exit(Duration::from_secs(2)), Some(0));
     let done = count(&p.log(), "delivered");
     eprintln!(
@@ -909,7 +691,7 @@ fn sigterm_mid_pass_finishes_the_file_in_hand() {
         count(&p.log(), "delivered") == N as usize
     });
     for wt in ["rev", "qa"] {
-        assert_eq!(inbox_items(&p, wt).len(), N as usize);
+        assert_eq!(inbox_copies(&p.wt_path(wt)).len(), N as usize);
     }
 }
 
@@ -917,7 +699,7 @@ fn sigterm_mid_pass_finishes_the_file_in_hand() {
 /// stop file does not prevent the next start.
 #[test]
 fn the_stop_file_stops_the_daemon_promptly() {
-    let p = swarm(&[("coder", "master", "codex", "task")]);
+    let p = Project::with_roles(&[("coder", "master", "codex", "task")]);
     let mut d = p.spawn_daemon(&[]);
     let t = Instant::now();
     fs::write(p.path(".swarmforge/daemon/stop"), "").unwrap();
@@ -938,7 +720,7 @@ fn the_stop_file_stops_the_daemon_promptly() {
 /// that nothing runs; the stop file is gone afterwards.
 #[test]
 fn swarm_stop_stops_the_daemon_and_reports() {
-    let p = swarm(&[("coder", "master", "codex", "task")]);
+    let p = Project::with_roles(&[("coder", "master", "codex", "task")]);
     let mut d = p.spawn_daemon(&[]);
     let pid = d.pid();
     let root = p.root.to_str().unwrap().to_string();
@@ -965,7 +747,7 @@ fn swarm_stop_stops_the_daemon_and_reports() {
 /// daemon runs.
 #[test]
 fn swarm_status_json_shows_counts_and_the_daemon() {
-    let p = swarm(&[
+    let p = Project::with_roles(&[
         ("coder", "master", "codex", "task"),
         ("reviewer", "rev", "claude", "task"),
         ("QA", "qa", "codex", "batch"),
@@ -992,19 +774,19 @@ fn swarm_status_json_shows_counts_and_the_daemon() {
 
     let d = p.spawn_daemon(&[]);
     for i in 1..=3 {
-        post(&p, "master", &note("coder", i, "reviewer", "r"));
+        p.post("master", &note("coder", i, "reviewer", "r"));
     }
     for i in 4..=5 {
-        post(&p, "master", &note("coder", i, "QA", "q"));
+        p.post("master", &note("coder", i, "QA", "q"));
     }
-    post(&p, "master", &note("coder", 6, "ghost", "x"));
+    p.post("master", &note("coder", 6, "ghost", "x"));
     wait_until(DEADLINE, "all handled", || {
         p.files(&p.hq("master", "outbox")).is_empty() && p.files(&p.hq("master", "sent")).len() == 5
     });
-    run_helper(&p, "reviewer", "rev", "ready-next").ok();
-    run_helper(&p, "reviewer", "rev", "done-current").ok();
-    run_helper(&p, "QA", "qa", "ready-next").ok();
-    run_helper(&p, "QA", "qa", "done-current").ok();
+    p.cmd("ready-next").role("reviewer").run().ok();
+    p.cmd("done-current").role("reviewer").run().ok();
+    p.cmd("ready-next").role("QA").run().ok();
+    p.cmd("done-current").role("QA").run().ok();
 
     let s = status(&p);
     assert_eq!(s["daemon_running"], true);
@@ -1040,7 +822,7 @@ fn swarm_status_json_shows_counts_and_the_daemon() {
     let r = p.run(None, "swarm", &["stop", &root]);
     r.ok();
     drop(d);
-    post(&p, "rev", &note("reviewer", 7, "coder", "late"));
+    p.post("rev", &note("reviewer", 7, "coder", "late"));
     let s = status(&p);
     assert_eq!(s["daemon_running"], false);
     assert!(s["daemon_pid"].is_null());
@@ -1051,13 +833,13 @@ fn swarm_status_json_shows_counts_and_the_daemon() {
 /// recreating anything.
 #[test]
 fn the_daemon_exits_when_swarmforge_is_deleted() {
-    let p = swarm(&[
+    let p = Project::with_roles(&[
         ("coder", "master", "codex", "task"),
         ("reviewer", "rev", "codex", "task"),
     ]);
     let mut d = p.spawn_daemon(&[]);
     // A live swarm: the event loop is serving.
-    let path = post(&p, "master", &note("coder", 1, "reviewer", "bye"));
+    let path = p.post("master", &note("coder", 1, "reviewer", "bye"));
     wait_delivered(&p, &path);
     if let Err(e) = fs::remove_dir_all(p.path(".swarmforge")) {
         let out = Command::new("find")
@@ -1087,17 +869,17 @@ fn roles_tsv_is_reread_when_it_changes() {
         ("coder", "master", "codex", "task"),
         ("reviewer", "rev", "codex", "task"),
     ];
-    let p = swarm(&rows);
+    let p = Project::with_roles(&rows);
     let _d = p.spawn_daemon(&[]);
     rows.push(("QA", "qa", "codex", "task"));
     p.write_role_rows(&rows);
     let n = note("coder", 1, "QA", "welcome");
-    post(&p, "master", &n);
+    p.post("master", &n);
     let copy = p.hq("qa", "inbox/new").join(&n.name);
     wait_until(DEADLINE, "delivered to the new role", || copy.exists());
     assert!(p.files(&p.hq("master", "failed")).is_empty());
     let back = note("QA", 2, "coder", "thanks");
-    let path = post(&p, "qa", &back);
+    let path = p.post("qa", &back);
     wait_delivered(&p, &path);
     assert!(p.hq("master", "inbox/new").join(&back.name).exists());
     assert_eq!(p.files(&p.hq("qa", "sent")), vec![back.name]);
@@ -1107,10 +889,13 @@ fn roles_tsv_is_reread_when_it_changes() {
 /// SwarmForge's wake text; the sender's does not.
 #[test]
 fn tmux_wakes_the_recipient_session() {
-    let Some(tmux) = Tmux::start(&["swarmforge-reviewer", "swarmforge-coder"]) else {
+    let Some(tmux) = Tmux::new() else {
         return;
     };
-    let p = swarm(&[
+    for session in ["swarmforge-reviewer", "swarmforge-coder"] {
+        tmux.session(session, None, "cat");
+    }
+    let p = Project::with_roles(&[
         ("coder", "master", "codex", "task"),
         ("reviewer", "rev", "codex", "task"),
     ]);
@@ -1120,7 +905,7 @@ fn tmux_wakes_the_recipient_session() {
     )
     .unwrap();
     let _d = p.spawn_daemon(&[]);
-    post(&p, "master", &note("coder", 1, "reviewer", "hello"));
+    p.post("master", &note("coder", 1, "reviewer", "hello"));
     wait_until(DEADLINE, "the wake text in the reviewer's pane", || {
         tmux.pane("swarmforge-reviewer").contains(WAKE_TEXT)
     });
@@ -1135,14 +920,14 @@ fn tmux_wakes_the_recipient_session() {
 /// anyway and the original is in `sent/`.
 #[test]
 fn a_failed_wake_up_is_logged_and_the_message_still_delivered() {
-    let p = swarm(&[
+    let p = Project::with_roles(&[
         ("coder", "master", "codex", "task"),
         ("reviewer", "rev", "codex", "task"),
     ]);
-    write_config(&p, "wake: {method: command, command: \"exit 3\"}\n");
+    p.config("wake: {method: command, command: \"exit 3\"}\n");
     let _d = p.spawn_daemon(&[]);
     let n = note("coder", 1, "reviewer", "hello");
-    let path = post(&p, "master", &n);
+    let path = p.post("master", &n);
     let copy = p.hq("rev", "inbox/new").join(&n.name);
     wait_delivered(&p, &path);
     wait_until(DEADLINE, "notify_failed logged", || {
@@ -1160,7 +945,8 @@ fn a_failed_wake_up_is_logged_and_the_message_still_delivered() {
         )]
     );
     assert_eq!(count(&log, "delivered"), 1);
-    let ev: Vec<_> = events(&p)
+    let ev: Vec<_> = p
+        .events()
         .into_iter()
         .filter(|e| e["kind"] == "notify_failed")
         .collect();
@@ -1174,22 +960,14 @@ fn a_failed_wake_up_is_logged_and_the_message_still_delivered() {
 /// ready-next, the re-wakes stop.
 #[test]
 fn an_unaccepted_item_is_renotified_until_accepted() {
-    let p = swarm(&[
+    let p = Project::with_roles(&[
         ("coder", "master", "codex", "task"),
         ("reviewer", "rev", "codex", "task"),
     ]);
-    let wakes = p.root.join("wakes.txt");
-    write_config(
-        &p,
-        &format!(
-            "daemon: {{ack_within: 1s, sweep: 200ms}}\n\
-             wake: {{method: command, command: \"echo $SWARMFORGE_ROLE >> {}\"}}\n",
-            wakes.display()
-        ),
-    );
+    let wakes = p.record_wakes("ack_within: 1s, sweep: 200ms");
     let _d = p.spawn_daemon(&[]);
     let n = note("coder", 1, "reviewer", "hello");
-    post(&p, "master", &n);
+    p.post("master", &n);
     wait_until(DEADLINE, "the first wake-up", || line_count(&wakes) == 1);
     wait_until(DEADLINE, "a renotified line and a second wake-up", || {
         count(&p.log(), "renotified") >= 1 && line_count(&wakes) >= 2
@@ -1199,7 +977,7 @@ fn an_unaccepted_item_is_renotified_until_accepted() {
         lines(&p.log(), "renotified")[0],
         format!("renotified {}", copy.display())
     );
-    let r = run_helper(&p, "reviewer", "rev", "ready-next");
+    let r = p.cmd("ready-next").role("reviewer").run();
     r.ok();
     assert!(r.stdout.starts_with("TASK: "), "{r:?}");
     let (renotified, woken) = (count(&p.log(), "renotified"), line_count(&wakes));
@@ -1225,23 +1003,15 @@ fn an_unaccepted_item_is_renotified_until_accepted() {
 /// neither on delivery nor by the re-wake sweep.
 #[test]
 fn a_human_role_is_never_woken() {
-    let p = swarm(&[
+    let p = Project::with_roles(&[
         ("coder", "master", "codex", "task"),
         ("boss", "boss", "human", "task"),
         ("reviewer", "rev", "codex", "task"),
     ]);
-    let wakes = p.root.join("wakes.txt");
-    write_config(
-        &p,
-        &format!(
-            "daemon: {{ack_within: 1s, sweep: 200ms}}\n\
-             wake: {{method: command, command: \"echo $SWARMFORGE_ROLE >> {}\"}}\n",
-            wakes.display()
-        ),
-    );
+    let wakes = p.record_wakes("ack_within: 1s, sweep: 200ms");
     let _d = p.spawn_daemon(&[]);
     let n = note("coder", 1, "boss,reviewer", "hello");
-    post(&p, "master", &n);
+    p.post("master", &n);
     // The agent is woken, then re-woken: the sweep has looked at the human too.
     wait_until(DEADLINE, "the agent renotified", || {
         count(&p.log(), "renotified") >= 1 && line_count(&wakes) >= 2
@@ -1249,7 +1019,7 @@ fn a_human_role_is_never_woken() {
     assert!(p.hq("boss", "inbox/new").join(&n.name).exists());
     let text = fs::read_to_string(&wakes).unwrap();
     assert!(text.lines().all(|l| l == "reviewer"), "{text}");
-    assert!(events(&p).iter().all(|e| e["recipient"] != "boss"));
+    assert!(p.events().iter().all(|e| e["recipient"] != "boss"));
 }
 
 /// A transient fault (the recipient's `inbox/new` is a regular file, so no
@@ -1257,18 +1027,18 @@ fn a_human_role_is_never_woken() {
 /// line however often it is retried; once fixed, delivery resumes.
 #[test]
 fn a_transient_fault_defers_once_and_delivery_resumes() {
-    let p = swarm(&[
+    let p = Project::with_roles(&[
         ("coder", "master", "codex", "task"),
         ("reviewer", "rev", "codex", "task"),
         ("QA", "qa", "codex", "task"),
     ]);
-    write_config(&p, "daemon: {rescan: 200ms}\n");
+    p.config("daemon: {rescan: 200ms}\n");
     let new = p.hq("rev", "inbox/new");
     fs::create_dir_all(new.parent().unwrap()).unwrap();
     fs::write(&new, "not a folder\n").unwrap();
     let _d = p.spawn_daemon(&[]);
     let stuck = note("coder", 1, "reviewer", "stuck");
-    let stuck_path = post(&p, "master", &stuck);
+    let stuck_path = p.post("master", &stuck);
     wait_until(DEADLINE, "deferred logged", || {
         count(&p.log(), "deferred") == 1
     });
@@ -1276,7 +1046,7 @@ fn a_transient_fault_defers_once_and_delivery_resumes() {
     // without another log line.
     for i in 2..=4 {
         let n = note("coder", i, "QA", "flows");
-        let path = post(&p, "master", &n);
+        let path = p.post("master", &n);
         wait_delivered(&p, &path);
     }
     let log = p.log();
@@ -1290,7 +1060,7 @@ fn a_transient_fault_defers_once_and_delivery_resumes() {
     assert_eq!(count(&log, "failed"), 0);
     assert!(p.files(&p.hq("master", "failed")).is_empty());
     assert_eq!(
-        events(&p)
+        p.events()
             .iter()
             .filter(|e| e["kind"] == "deferred")
             .count(),
@@ -1307,13 +1077,13 @@ fn a_transient_fault_defers_once_and_delivery_resumes() {
 /// `--poll` delivers with no inotify watch at all.
 #[test]
 fn poll_mode_delivers_without_file_events() {
-    let p = swarm(&[
+    let p = Project::with_roles(&[
         ("coder", "master", "codex", "task"),
         ("reviewer", "rev", "codex", "task"),
     ]);
     let d = p.spawn_daemon(&["--poll"]);
     let n = note("coder", 1, "reviewer", "polled");
-    let path = post(&p, "master", &n);
+    let path = p.post("master", &n);
     wait_delivered(&p, &path);
     assert!(p.hq("rev", "inbox/new").join(&n.name).exists());
     // The loop has run, so the watcher was set up, or not.
@@ -1322,7 +1092,7 @@ fn poll_mode_delivers_without_file_events() {
     // Contrast: the default mode does watch.
     let d = p.spawn_daemon(&[]);
     let n = note("coder", 2, "reviewer", "watched");
-    let path = post(&p, "master", &n);
+    let path = p.post("master", &n);
     wait_delivered(&p, &path);
     assert!(uses_inotify(d.pid()));
 }
@@ -1330,15 +1100,15 @@ fn poll_mode_delivers_without_file_events() {
 /// `handoffd --once`: one pass, a summary line, exit 0, no pid file left.
 #[test]
 fn once_delivers_and_exits_0() {
-    let p = swarm(&[
+    let p = Project::with_roles(&[
         ("coder", "master", "codex", "task"),
         ("reviewer", "rev", "codex", "task"),
     ]);
     let a = note("coder", 1, "reviewer", "one");
     let b = note("coder", 2, "reviewer", "two");
-    post(&p, "master", &a);
-    post(&p, "master", &b);
-    post(&p, "master", &note("coder", 3, "ghost", "three"));
+    p.post("master", &a);
+    p.post("master", &b);
+    p.post("master", &note("coder", 3, "ghost", "three"));
     let r = p.deliver_once();
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.stdout, "handoffd: delivered 2, failed 1, deferred 0\n");

@@ -3,109 +3,35 @@
 //! agents; the transcript has the expected shape and the trail verifies.
 
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use crate::support::{bin, clean_command, wait_until, Run};
+use crate::support::{copy_tree, example_dir, Project, Run, SwarmGuard};
 
-/// A temp dir; whatever runs in `root` is stopped on drop (`swarm down`).
-struct Guard {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
-    child: Option<Child>,
+/// `swarm <args>` in the example's folder `<temp>/swarm`.
+fn swarm(p: &Project, args: &[&str]) -> Run {
+    p.cmd("swarm").at("swarm").args(args).run()
 }
 
-impl Guard {
-    fn new() -> Guard {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().canonicalize().unwrap().join("swarm");
-        Guard {
-            _tmp: tmp,
-            root,
-            child: None,
-        }
-    }
-
-    fn swarm(&self, args: &[&str]) -> Run {
-        clean_command(&bin("swarm"), &self.root)
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("swarm runs")
-            .into()
-    }
-
-    /// Runs `swarm <args>` in the background (from the temp dir) and waits
-    /// for it on a deadline.
-    fn run_until_done(&mut self, cwd: &Path, args: &[&str]) -> Run {
-        let child = clean_command(&bin("swarm"), cwd)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        self.child = Some(child);
-        let c = self.child.as_mut().unwrap();
-        wait_until(
-            Duration::from_secs(90),
-            "the example swarm finishes",
-            || matches!(c.try_wait(), Ok(Some(_))),
-        );
-        self.child
-            .take()
-            .unwrap()
-            .wait_with_output()
-            .unwrap()
-            .into()
-    }
-
-    /// The transcript's message lines (no date lines), without their times.
-    fn lines(&self, args: &[&str]) -> Vec<String> {
-        let mut a = vec!["transcript"];
-        a.extend_from_slice(args);
-        let t = self.swarm(&a);
-        t.ok();
-        t.stdout
-            .lines()
-            .filter(|l| !l.starts_with("--- "))
-            .map(|l| match l.strip_prefix('[') {
-                Some(rest) if l.as_bytes().get(9) == Some(&b']') => rest[10..].to_string(),
-                _ => l.to_string(),
-            })
-            .collect()
-    }
-
-    fn check_audit(&self) {
-        let a = self.swarm(&["audit", "--check"]);
-        assert_eq!(a.code, 0, "{}{}", a.stdout, a.stderr);
-        assert!(a.stdout.starts_with("CHECK OK: "), "{}", a.stdout);
-    }
+/// The transcript's message lines (no date lines), without their times.
+fn transcript_lines(p: &Project, args: &[&str]) -> Vec<String> {
+    let mut a = vec!["transcript"];
+    a.extend_from_slice(args);
+    let t = swarm(p, &a);
+    t.ok();
+    t.stdout
+        .lines()
+        .filter(|l| !l.starts_with("--- "))
+        .map(|l| match l.strip_prefix('[') {
+            Some(rest) if l.as_bytes().get(9) == Some(&b']') => rest[10..].to_string(),
+            _ => l.to_string(),
+        })
+        .collect()
 }
 
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        if self.root.join(".swarmforge").is_dir() {
-            let _ = self.swarm(&["down"]);
-        }
-    }
-}
-
-fn copy_tree(src: &Path, dst: &Path) {
-    fs::create_dir_all(dst).unwrap();
-    for e in fs::read_dir(src).unwrap().flatten() {
-        let to = dst.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &to);
-        } else {
-            fs::copy(e.path(), &to).unwrap();
-        }
-    }
+fn check_audit(p: &Project) {
+    let a = swarm(p, &["audit", "--check"]);
+    assert_eq!(a.code, 0, "{}{}", a.stdout, a.stderr);
+    assert!(a.stdout.starts_with("CHECK OK: "), "{}", a.stdout);
 }
 
 fn position(lines: &[String], want: &str) -> usize {
@@ -121,22 +47,18 @@ fn position(lines: &[String], want: &str) -> usize {
 /// consensus.
 #[test]
 fn roundtable_example_runs_headless() {
-    let mut g = Guard::new();
-    copy_tree(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/swarm/roundtable"),
-        &g.root,
+    let g = Project::empty();
+    let root = g.path("swarm");
+    copy_tree(&example_dir("roundtable"), &root);
+    let mut guard = SwarmGuard::new(&root);
+    let up = g.cmd("swarm").at(&root);
+    guard.guard(
+        up.args(["up", "--no-tmux", "--until-idle", "--timeout", "80s"])
+            .start(),
     );
-    let root = g.root.clone();
-    let out = g.run_until_done(
-        &root,
-        &["up", "--no-tmux", "--until-idle", "--timeout", "80s"],
-    );
-    assert_eq!(
-        out.code, 0,
-        "stdout:\n{}\nstderr:\n{}",
-        out.stdout, out.stderr
-    );
-    let lines = g.lines(&[]);
+    let out = guard.finish(Duration::from_secs(90), "the example swarm finishes");
+    out.ok();
+    let lines = transcript_lines(&g, &[]);
     assert_eq!(lines.len(), 9, "{}", lines.join("\n"));
     for (seat, q) in [
         ("architect", "How should the queue store its messages?"),
@@ -167,7 +89,10 @@ fn roundtable_example_runs_headless() {
     assert_eq!(lines[8], "[coordinator -> all] close consensus");
     // The architect's delivery carries the owner's choice and is shared
     // with the other seats; the clarify left the attention list.
-    let j = g.swarm(&["transcript", "--format", "jsonl", "--role", "architect"]);
+    let j = swarm(
+        &g,
+        &["transcript", "--format", "jsonl", "--role", "architect"],
+    );
     let d: serde_json::Value = j
         .stdout
         .lines()
@@ -182,9 +107,9 @@ fn roundtable_example_runs_headless() {
         "{d}"
     );
     assert_eq!(d["headers"]["cc"], "tester,writer");
-    let status = g.swarm(&["status"]);
+    let status = swarm(&g, &["status"]);
     assert!(!status.stdout.contains("ATTENTION"), "{}", status.stdout);
-    g.check_audit();
+    check_audit(&g);
 }
 
 /// `forum` through `swarm demo forum` (the embedded copy): six turns in the
@@ -193,31 +118,17 @@ fn roundtable_example_runs_headless() {
 /// session transcript framed by its markers.
 #[test]
 fn forum_example_runs_as_a_demo() {
-    let mut g = Guard::new();
-    let root = g.root.clone();
-    let parent = root.parent().unwrap().to_path_buf();
-    let out = g.run_until_done(
-        &parent,
-        &[
-            "demo",
-            "forum",
-            "--timeout",
-            "80s",
-            "--dir",
-            root.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(
-        out.code, 0,
-        "stdout:\n{}\nstderr:\n{}",
-        out.stdout, out.stderr
-    );
-    assert!(
-        out.stdout.contains("the demo finished after"),
-        "{}",
-        out.stdout
-    );
-    let lines = g.lines(&[]);
+    let g = Project::empty();
+    let root = g.path("swarm");
+    let mut guard = SwarmGuard::new(&root);
+    let demo = g
+        .cmd("swarm")
+        .args(["demo", "forum", "--timeout", "80s", "--dir"]);
+    guard.guard(demo.arg(&root).start());
+    let out = guard.finish(Duration::from_secs(90), "the example swarm finishes");
+    out.ok();
+    out.stdout_has("the demo finished after");
+    let lines = transcript_lines(&g, &[]);
     let text = |who: &str, n: usize| {
         let f = fs::read_to_string(root.join(format!("lines/{who}.txt"))).unwrap();
         f.lines().nth(n).unwrap().to_string()
@@ -251,32 +162,22 @@ fn forum_example_runs_as_a_demo() {
     assert!(requests[0] < d1 && d1 < requests[1] && requests[1] < d2);
     assert_eq!(lines.len(), 10, "{}", lines.join("\n"));
     // The newest digest sums up the second round.
-    let latest = g.swarm(&["digest", "latest"]);
+    let latest = swarm(&g, &["digest", "latest"]);
     latest.ok();
-    assert!(
-        latest.stdout.contains("subject: digest 2\n"),
-        "{}",
-        latest.stdout
-    );
-    assert!(
-        latest
-            .stdout
-            .contains(&format!("\n- ada: {}\n", text("ada", 1))),
-        "{}",
-        latest.stdout
-    );
-    let st = g.swarm(&["discussion", "status", "design"]);
+    latest.stdout_has("subject: digest 2\n");
+    latest.stdout_has(&format!("\n- ada: {}\n", text("ada", 1)));
+    let st = swarm(&g, &["discussion", "status", "design"]);
     assert!(
         st.stdout.contains("TURNS: 6/6\n") && st.stdout.contains("STATE: closed cap_reached\n"),
         "{}",
         st.stdout
     );
     // The session's transcript, between its markers, is all of it.
-    let list = g.swarm(&["session", "list", "--json"]);
+    let list = swarm(&g, &["session", "list", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&list.stdout).unwrap();
     let id = v["sessions"][0]["id"].as_str().unwrap().to_string();
-    g.swarm(&["session", "close", "--reason", "wrap-up"]).ok();
-    let framed = g.lines(&["--session", &id]);
+    swarm(&g, &["session", "close", "--reason", "wrap-up"]).ok();
+    let framed = transcript_lines(&g, &["--session", &id]);
     assert!(
         framed[0].starts_with(&format!("=== session {id} started "))
             && framed[0].ends_with(" by ada: How should the swarm keep its state? ==="),
@@ -285,5 +186,5 @@ fn forum_example_runs_as_a_demo() {
     );
     assert_eq!(&framed[1..11], &lines[..]);
     assert!(framed[11].ends_with(": wrap-up ==="), "{}", framed[11]);
-    g.check_audit();
+    check_audit(&g);
 }

@@ -5,9 +5,9 @@
 //!
 //! The faults come from the real kernel where we can: a tiny tmpfs mounted for
 //! the test (ENOSPC), `chattr +i` (EPERM even for root), and `strace --inject`
-//! attached to the running daemon (EIO). Each test prints a `NOTE:` and returns
-//! when its tool or privilege is missing; `scripts/fault-inject.sh` runs this
-//! file and fails when anything was skipped.
+//! attached to the running daemon (EIO). A test whose tool or privilege is
+//! missing prints a `NOTE:` and returns, or fails when `CI=true` (see
+//! `support::require_tool`); `.ci/run` installs what they need.
 
 use std::fs;
 use std::io::Write;
@@ -15,111 +15,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::support::{bin, clean_command, wait_until, Daemon, Project, Run, DEADLINE};
-pub(crate) use crate::support::{log_count as count, log_lines as lines};
-
-pub(crate) const CREATED: &str = "2026-06-15T14:05:31.123456Z";
-const PREAMBLE: &str = "Re-read your role and constitution.";
+use crate::support::{
+    copies_of, entries, header_count, hq, log_count as count, log_lines as lines, note, note_at,
+    post, require_capability, require_tool, wait_delivered, wait_until, Project, Role, Run,
+    DEADLINE,
+};
 
 // ---------------------------------------------------------------- fixtures
-
-/// Writes roles.tsv for `(name, worktree path, agent)` rows (all task mode).
-/// A worktree other than the root gets `.swarmforge/handoffs/` and the
-/// `project-root` pointer the helpers use to find the project.
-pub(crate) fn set_roles(p: &Project, rows: &[(&str, &Path, &str)]) {
-    let mut tsv = String::new();
-    for (name, path, agent) in rows {
-        if *path != p.root.as_path() {
-            fs::create_dir_all(path.join(".swarmforge/handoffs")).unwrap();
-            fs::write(
-                path.join(".swarmforge/project-root"),
-                format!("{}\n", p.root.display()),
-            )
-            .unwrap();
-        }
-        let wt = if *path == p.root.as_path() {
-            "master"
-        } else {
-            name
-        };
-        tsv.push_str(&format!(
-            "{name}\t{wt}\t{}\tswarmforge-{name}\t{name}\t{agent}\ttask\n",
-            path.display()
-        ));
-    }
-    p.write_roles_raw(&tsv);
-}
-
-/// `<worktree>/.swarmforge/handoffs/<rel>`
-pub(crate) fn hq(wt: &Path, rel: &str) -> PathBuf {
-    wt.join(".swarmforge/handoffs").join(rel)
-}
-
-/// A well-formed outbox note (what `swarm-handoff` writes), with the id's
-/// time stamp and `created_at` given.
-pub(crate) struct Note {
-    pub name: String,
-    pub text: String,
-}
-
-pub(crate) fn note_at(
-    sender: &str,
-    idts: &str,
-    seq: u32,
-    to: &str,
-    message: &str,
-    created: &str,
-) -> Note {
-    let id = format!("{idts}_{seq:06}_from_{sender}");
-    let name = format!("50_{id}_to_{}.handoff", to.replace(',', "_"));
-    let text = format!(
-        "id: {id}\nfrom: {sender}\nto: {to}\npriority: 50\ntype: note\nmessage: {message}\n\
-         created_at: {created}\n\n{PREAMBLE}\n\n{message}\n"
-    );
-    Note { name, text }
-}
-
-pub(crate) fn note(sender: &str, seq: u32, to: &str, message: &str) -> Note {
-    note_at(sender, "20260615T140531Z", seq, to, message, CREATED)
-}
-
-/// Publishes bytes in an outbox the way senders must (temp file, rename).
-pub(crate) fn drop_in_outbox(wt: &Path, name: &str, bytes: &[u8]) -> PathBuf {
-    let tmp_dir = hq(wt, "outbox/tmp");
-    fs::create_dir_all(&tmp_dir).unwrap();
-    let tmp = tmp_dir.join("planted.tmp");
-    fs::write(&tmp, bytes).unwrap();
-    let dest = hq(wt, "outbox").join(name);
-    fs::rename(&tmp, &dest).unwrap();
-    dest
-}
-
-pub(crate) fn post(wt: &Path, n: &Note) -> PathBuf {
-    drop_in_outbox(wt, &n.name, n.text.as_bytes())
-}
-
-pub(crate) fn write_config(p: &Project, yaml: &str) {
-    fs::write(p.path("swarm.yaml"), yaml).unwrap();
-}
-
-/// Starts `handoffd <root>` and waits until it is ready (see
-/// `Project::spawn_daemon`).
-pub(crate) fn start(p: &Project) -> Daemon {
-    p.spawn_daemon(&[])
-}
-
-/// Asserts the daemon is still running.
-pub(crate) fn alive(d: &mut Daemon) {
-    let st = d.child.as_mut().unwrap().try_wait().unwrap();
-    assert!(st.is_none(), "handoffd exited: {st:?}");
-}
-
-pub(crate) fn wait_delivered(p: &Project, outbox_path: &Path) {
-    let want = format!("delivered {}", outbox_path.display());
-    wait_until(DEADLINE, &want, || {
-        lines(&p.log(), "delivered").contains(&want)
-    });
-}
 
 /// Waits for the one `deferred <path> <reason>` line of a file; returns the reason.
 fn wait_deferred(p: &Project, outbox_path: &Path) -> String {
@@ -146,74 +48,17 @@ fn deferred_lines(p: &Project, outbox_path: &Path) -> usize {
         .count()
 }
 
-/// Every `*.handoff` below an inbox (`new`, `in_process`, `completed`, batch
-/// folders included) named `name`.
-pub(crate) fn copies_of(wt: &Path, name: &str) -> Vec<PathBuf> {
-    fn walk(dir: &Path, name: &str, out: &mut Vec<PathBuf>) {
-        for e in fs::read_dir(dir).into_iter().flatten().flatten() {
-            let path = e.path();
-            if e.file_type().unwrap().is_dir() {
-                walk(&path, name, out);
-            } else if e.file_name() == name {
-                out.push(path);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    for d in ["inbox/new", "inbox/in_process", "inbox/completed"] {
-        walk(&hq(wt, d), name, &mut out);
-    }
-    out
-}
-
-pub(crate) fn entries(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
-
-/// Runs a helper as `role` with `dir` as its working directory.
-pub(crate) fn run_at(dir: &Path, role: &str, program: &str, args: &[&str]) -> Run {
-    clean_command(&bin(program), dir)
-        .env("SWARMFORGE_ROLE", role)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("binary runs")
-        .into()
-}
-
-fn header_count(path: &Path, name: &str) -> usize {
-    let text = fs::read_to_string(path).unwrap();
-    let head = text.split("\n\n").next().unwrap();
-    head.lines()
-        .filter(|l| l.starts_with(&format!("{name}: ")))
-        .count()
-}
-
-/// Whether a program can be run (`<program> --version` or `-V` starts).
-fn have(program: &str) -> bool {
-    Command::new(program)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
-}
-
 /// A tmpfs of the given size mounted on a fresh temp dir; unmounted on drop.
 struct Tmpfs {
     dir: tempfile::TempDir,
 }
 
 impl Tmpfs {
+    /// `None` after a NOTE (a failure in CI) when it cannot be mounted.
     fn mount(size: &str) -> Option<Tmpfs> {
+        if !require_tool("mount", "apt-get install -y util-linux") {
+            return None;
+        }
         let dir = tempfile::tempdir().unwrap();
         let out = Command::new("mount")
             .args([
@@ -224,21 +69,17 @@ impl Tmpfs {
                 "tmpfs",
             ])
             .arg(dir.path())
-            .output();
-        match out {
-            Ok(o) if o.status.success() => Some(Tmpfs { dir }),
-            Ok(o) => {
-                eprintln!(
-                    "NOTE: cannot mount a tmpfs ({}); skipping the full-disk test",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                );
-                None
-            }
-            Err(e) => {
-                eprintln!("NOTE: cannot run mount ({e}); skipping the full-disk test");
-                None
-            }
-        }
+            .output()
+            .map_err(|e| e.to_string())
+            .and_then(|o| match o.status.success() {
+                true => Ok(Tmpfs { dir }),
+                false => Err(String::from_utf8_lossy(&o.stderr).trim().to_string()),
+            });
+        require_capability(
+            "mount a tmpfs for the full-disk test",
+            "run as root (CAP_SYS_ADMIN)",
+            out,
+        )
     }
 
     fn path(&self) -> PathBuf {
@@ -280,21 +121,26 @@ impl Drop for Tmpfs {
 struct Immutable(PathBuf);
 
 impl Immutable {
+    /// `None` after a NOTE (a failure in CI) when chattr is missing or this
+    /// filesystem (or our privilege) does not allow it.
     fn set(path: &Path) -> Option<Immutable> {
-        let ok = Command::new("chattr")
-            .arg("+i")
-            .arg(path)
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            eprintln!(
-                "NOTE: chattr +i is not available on {}; skipping",
-                path.display()
-            );
+        if !require_tool("chattr", "apt-get install -y e2fsprogs") {
             return None;
         }
-        Some(Immutable(path.to_path_buf()))
+        let out = Command::new("chattr")
+            .arg("+i")
+            .arg(path)
+            .output()
+            .map_err(|e| e.to_string())
+            .and_then(|o| match o.status.success() {
+                true => Ok(Immutable(path.to_path_buf())),
+                false => Err(String::from_utf8_lossy(&o.stderr).trim().to_string()),
+            });
+        require_capability(
+            &format!("chattr +i {}", path.display()),
+            "run as root (CAP_LINUX_IMMUTABLE) on ext4, xfs or btrfs",
+            out,
+        )
     }
 }
 
@@ -326,9 +172,10 @@ fn traced(pid: u32) -> bool {
 }
 
 impl Strace {
+    /// `None` after a NOTE (a failure in CI) when strace is missing or
+    /// cannot attach (ptrace not permitted here).
     fn attach(pid: u32, args: &[&str]) -> Option<Strace> {
-        if !have("strace") {
-            eprintln!("NOTE: strace is not installed; skipping the injected-fault test");
+        if !require_tool("strace", "apt-get install -y strace") {
             return None;
         }
         let child = Command::new("strace")
@@ -344,11 +191,12 @@ impl Strace {
         while !traced(pid) {
             if let Some(Ok(Some(_))) = s.child.as_mut().map(|c| c.try_wait()) {
                 let out = s.child.take().unwrap().wait_with_output().unwrap();
-                eprintln!(
-                    "NOTE: strace cannot attach ({}); skipping",
-                    String::from_utf8_lossy(&out.stderr).trim()
+                let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
+                return require_capability(
+                    "attach strace to the daemon",
+                    "run as root, or allow ptrace (kernel.yama.ptrace_scope=0, CAP_SYS_PTRACE)",
+                    Err(why),
                 );
-                return None;
             }
             assert!(Instant::now() < end, "strace did not attach");
             std::thread::sleep(Duration::from_millis(5));
@@ -372,16 +220,17 @@ impl Drop for Strace {
     }
 }
 
+const QUICK: &str = "daemon: {rescan: 100ms}\nwake: {method: none}\n";
+
 /// A project: `coder` in the main worktree, `reviewer` in `rev` (both agents
 /// with no wake-up), rescans every 100 ms so retries are quick.
 fn two_roles() -> (Project, PathBuf) {
-    let p = Project::new(&[]);
+    let p = Project::builder()
+        .role("coder")
+        .role(Role::new("reviewer").at("rev"))
+        .config(QUICK)
+        .build();
     let rev = p.root.join("rev");
-    set_roles(
-        &p,
-        &[("coder", &p.root, "codex"), ("reviewer", &rev, "codex")],
-    );
-    write_config(&p, "daemon: {rescan: 100ms}\nwake: {method: none}\n");
     (p, rev)
 }
 
@@ -397,32 +246,17 @@ fn a_full_disk_defers_and_everything_resumes_when_space_returns() {
     let Some(disk) = Tmpfs::mount("1m") else {
         return;
     };
-    let p = Project::new(&[]);
     let rev = disk.path().join("rev");
     let qa = disk.path().join("qa");
-    set_roles(
-        &p,
-        &[
-            ("coder", &p.root, "codex"),
-            ("reviewer", &rev, "codex"),
-            ("QA", &qa, "codex"),
-        ],
-    );
-    write_config(&p, "daemon: {rescan: 100ms}\nwake: {method: none}\n");
-    for wt in [&rev, &qa] {
-        for d in [
-            "inbox/new",
-            "inbox/in_process",
-            "inbox/completed",
-            "inbox/tmp",
-        ] {
-            fs::create_dir_all(hq(wt, d)).unwrap();
-        }
-        for d in ["outbox/tmp", "sent", "failed"] {
-            fs::create_dir_all(hq(wt, d)).unwrap();
-        }
-    }
-    let mut d = start(&p);
+    // Every queue folder made up front: a full disk must not stop mkdir.
+    let p = Project::builder()
+        .role("coder")
+        .role(Role::new("reviewer").at(&rev))
+        .role(Role::new("QA").at(&qa))
+        .queue_dirs()
+        .config(QUICK)
+        .build();
+    let mut d = p.spawn_daemon(&[]);
 
     let filler = disk.fill();
     let n1 = note("coder", 1, "reviewer", "disk full");
@@ -452,7 +286,7 @@ fn a_full_disk_defers_and_everything_resumes_when_space_returns() {
         "type: note\nto: coder\npriority: 50\nmessage: from qa\n",
     )
     .unwrap();
-    let r = run_at(&qa, "QA", "swarm-handoff", &[draft.to_str().unwrap()]);
+    let r = p.cmd("swarm-handoff").role("QA").arg(&draft).run();
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains("No space left on device"), "{r:?}");
     assert!(draft.exists(), "the draft was deleted");
@@ -464,7 +298,7 @@ fn a_full_disk_defers_and_everything_resumes_when_space_returns() {
     wait_delivered(&p, &n1_path);
     assert_eq!(copies_of(&rev, &n1.name).len(), 1);
     assert!(entries(&hq(&rev, "inbox/tmp")).is_empty(), "temp file left");
-    let r = run_at(&qa, "QA", "swarm-handoff", &[draft.to_str().unwrap()]);
+    let r = p.cmd("swarm-handoff").role("QA").arg(&draft).run();
     r.ok();
     let queued = PathBuf::from(r.stdout.trim().strip_prefix("HANDOFF QUEUED: ").unwrap());
     wait_delivered(&p, &queued);
@@ -475,12 +309,12 @@ fn a_full_disk_defers_and_everything_resumes_when_space_returns() {
     // ready-next on a full disk: the item may already be in process, but it
     // is never lost, and the next call finishes the dequeued_at stamp.
     let filler = disk.fill();
-    let r = run_at(&rev, "reviewer", "ready-next", &[]);
+    let r = p.cmd("ready-next").role("reviewer").run();
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains("No space left on device"), "{r:?}");
     assert_eq!(copies_of(&rev, &n1.name).len(), 1);
     fs::remove_file(&filler).unwrap();
-    let r = run_at(&rev, "reviewer", "ready-next", &[]);
+    let r = p.cmd("ready-next").role("reviewer").run();
     r.ok();
     let ip = hq(&rev, "inbox/in_process").join(&n1.name);
     assert!(
@@ -493,12 +327,12 @@ fn a_full_disk_defers_and_everything_resumes_when_space_returns() {
     // process unchanged; the next call completes it.
     let filler = disk.fill();
     let before = fs::read(&ip).unwrap();
-    let r = run_at(&rev, "reviewer", "done-current", &[]);
+    let r = p.cmd("done-current").role("reviewer").run();
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains("No space left on device"), "{r:?}");
     assert_eq!(fs::read(&ip).unwrap(), before);
     fs::remove_file(&filler).unwrap();
-    let r = run_at(&rev, "reviewer", "done-current", &[]);
+    let r = p.cmd("done-current").role("reviewer").run();
     r.ok();
     let done = hq(&rev, "inbox/completed").join(&n1.name);
     assert_eq!(
@@ -507,7 +341,7 @@ fn a_full_disk_defers_and_everything_resumes_when_space_returns() {
     );
     assert_eq!(header_count(&done, "completed_at"), 1);
     assert_eq!(copies_of(&rev, &n1.name), vec![done]);
-    alive(&mut d);
+    d.alive();
 }
 
 /// EIO injected by strace into the running daemon's fsync(2), then into its
@@ -517,7 +351,7 @@ fn a_full_disk_defers_and_everything_resumes_when_space_returns() {
 #[test]
 fn injected_eio_on_fsync_and_rename_defers_and_delivery_resumes() {
     let (p, rev) = two_roles();
-    let mut d = start(&p);
+    let mut d = p.spawn_daemon(&[]);
     for (i, syscall) in [(1, "fsync"), (2, "renameat2")] {
         let Some(mut st) = Strace::attach(
             d.pid(),
@@ -546,7 +380,7 @@ fn injected_eio_on_fsync_and_rename_defers_and_delivery_resumes() {
         assert_eq!(deferred_lines(&p, &path), 1, "{syscall}");
     }
     assert_eq!(count(&p.log(), "failed"), 0);
-    alive(&mut d);
+    d.alive();
 }
 
 /// The fsync of `sent/` fails after the original was already renamed into
@@ -558,7 +392,7 @@ fn a_failed_fsync_after_the_move_to_sent_still_logs_delivered() {
     let (p, rev) = two_roles();
     let sent = hq(&p.root, "sent");
     fs::create_dir_all(&sent).unwrap();
-    let mut d = start(&p);
+    let mut d = p.spawn_daemon(&[]);
     let Some(mut st) = Strace::attach(
         d.pid(),
         &[
@@ -593,7 +427,7 @@ fn a_failed_fsync_after_the_move_to_sent_still_logs_delivered() {
         "{log}"
     );
     assert_eq!(copies_of(&rev, &n.name).len(), 1);
-    alive(&mut d);
+    d.alive();
 }
 
 /// The helpers under injected EIO: a failing rename leaves the item in
@@ -601,8 +435,7 @@ fn a_failed_fsync_after_the_move_to_sent_still_logs_delivered() {
 /// both exit 1 naming the cause, and the next call succeeds.
 #[test]
 fn helpers_report_injected_eio_and_lose_nothing() {
-    if !have("strace") {
-        eprintln!("NOTE: strace is not installed; skipping");
+    if !require_tool("strace", "apt-get install -y strace") {
         return;
     }
     let (p, rev) = two_roles();
@@ -610,22 +443,18 @@ fn helpers_report_injected_eio_and_lose_nothing() {
     post(&p.root, &n);
     p.deliver_once().ok();
     let under_strace = |inject: &str, program: &str| -> Run {
-        let mut c = clean_command(Path::new("strace"), &rev);
-        c.env("SWARMFORGE_ROLE", "reviewer")
-            .args(["-f", "-qq", "-o", "/dev/null", "-e"])
-            .arg(format!("inject={inject}:error=EIO"))
-            .arg(bin(program))
-            .stdin(Stdio::null())
-            .output()
-            .expect("strace runs")
-            .into()
+        let inject = format!("inject={inject}:error=EIO");
+        p.cmd(program)
+            .role("reviewer")
+            .under(&["strace", "-f", "-qq", "-o", "/dev/null", "-e", &inject])
+            .run()
     };
     let r = under_strace("renameat2", "ready-next");
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains("Input/output error"), "{r:?}");
     assert_eq!(entries(&hq(&rev, "inbox/new")), vec![n.name.clone()]);
     assert!(entries(&hq(&rev, "inbox/in_process")).is_empty());
-    run_at(&rev, "reviewer", "ready-next", &[]).ok();
+    p.cmd("ready-next").role("reviewer").run().ok();
     let ip = hq(&rev, "inbox/in_process").join(&n.name);
     let before = fs::read(&ip).unwrap();
 
@@ -634,7 +463,7 @@ fn helpers_report_injected_eio_and_lose_nothing() {
     assert!(r.stderr.contains("Input/output error"), "{r:?}");
     assert_eq!(fs::read(&ip).unwrap(), before, "in-process item changed");
     assert!(entries(&hq(&rev, "inbox/tmp")).is_empty(), "temp file left");
-    let r = run_at(&rev, "reviewer", "done-current", &[]);
+    let r = p.cmd("done-current").role("reviewer").run();
     r.ok();
     let done = hq(&rev, "inbox/completed").join(&n.name);
     assert_eq!(
@@ -658,7 +487,7 @@ fn unwritable_folders_defer_and_delivery_resumes() {
     for dir in [&new, &sent, &completed, &hq(&rev, "inbox/in_process")] {
         fs::create_dir_all(dir).unwrap();
     }
-    let mut d = start(&p);
+    let mut d = p.spawn_daemon(&[]);
 
     let Some(guard) = Immutable::set(&new) else {
         return;
@@ -687,8 +516,8 @@ fn unwritable_folders_defer_and_delivery_resumes() {
     );
     assert_eq!(copies_of(&rev, &n2.name).len(), 1);
     // The recipient works through n1 and accepts n2 meanwhile.
-    run_at(&rev, "reviewer", "ready-next", &[]).ok();
-    run_at(&rev, "reviewer", "done-current", &[]).ok();
+    p.cmd("ready-next").role("reviewer").run().ok();
+    p.cmd("done-current").role("reviewer").run().ok();
     assert!(hq(&rev, "inbox/in_process").join(&n2.name).exists());
     drop(guard);
     wait_delivered(&p, &n2_path);
@@ -702,12 +531,12 @@ fn unwritable_folders_defer_and_delivery_resumes() {
     let Some(guard) = Immutable::set(&completed) else {
         return;
     };
-    let r = run_at(&rev, "reviewer", "done-current", &[]);
+    let r = p.cmd("done-current").role("reviewer").run();
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains("Operation not permitted"), "{r:?}");
     assert!(hq(&rev, "inbox/in_process").join(&n2.name).exists());
     drop(guard);
-    let r = run_at(&rev, "reviewer", "done-current", &[]);
+    let r = p.cmd("done-current").role("reviewer").run();
     r.ok();
     let done = completed.join(&n2.name);
     assert_eq!(
@@ -716,7 +545,7 @@ fn unwritable_folders_defer_and_delivery_resumes() {
     );
     assert_eq!(header_count(&done, "completed_at"), 1);
     assert_eq!(count(&p.log(), "failed"), 0);
-    alive(&mut d);
+    d.alive();
 }
 
 /// A role removed from roles.tsv while messages wait: a message to it (and a
@@ -726,27 +555,22 @@ fn unwritable_folders_defer_and_delivery_resumes() {
 /// is delivered, nothing to `failed/`.
 #[test]
 fn a_role_removed_from_roles_tsv_defers_until_it_returns() {
-    let p = Project::new(&[]);
-    let rev = p.root.join("rev");
+    let (p, rev) = two_roles();
     let all = |p: &Project| {
-        set_roles(
-            p,
-            &[
-                ("coder", &p.root, "codex"),
-                ("boss", &p.root, "codex"),
-                ("reviewer", &rev, "codex"),
-            ],
-        )
+        p.set_roles(&[
+            Role::new("coder"),
+            Role::new("boss"),
+            Role::new("reviewer").at(&rev),
+        ])
     };
     all(&p);
-    write_config(&p, "daemon: {rescan: 100ms}\nwake: {method: none}\n");
-    let mut d = start(&p);
+    let mut d = p.spawn_daemon(&[]);
     // Something already waits in the reviewer's inbox.
     let n0 = note("coder", 1, "reviewer", "waiting");
     let n0_path = post(&p.root, &n0);
     wait_delivered(&p, &n0_path);
 
-    set_roles(&p, &[("coder", &p.root, "codex")]);
+    p.set_roles(&[Role::new("coder")]);
     let to_removed = note("coder", 2, "reviewer", "to a removed role");
     let to_path = post(&p.root, &to_removed);
     let reason = wait_deferred(&p, &to_path);
@@ -782,7 +606,7 @@ fn a_role_removed_from_roles_tsv_defers_until_it_returns() {
     assert_eq!(copies_of(&p.root, &own.name).len(), 1);
     assert!(entries(&hq(&p.root, "failed")).is_empty());
     assert_eq!(count(&p.log(), "failed"), 0);
-    alive(&mut d);
+    d.alive();
 }
 
 /// Clock steps, simulated with files dated in the far past and the far future
@@ -791,7 +615,7 @@ fn a_role_removed_from_roles_tsv_defers_until_it_returns() {
 /// (priority, then id time, then sequence) without losing one.
 #[test]
 fn messages_dated_in_the_past_or_future_are_all_delivered_in_name_order() {
-    let (p, rev) = two_roles();
+    let (p, _rev) = two_roles();
     let future = note_at(
         "coder",
         "20990101T000000Z",
@@ -814,10 +638,10 @@ fn messages_dated_in_the_past_or_future_are_all_delivered_in_name_order() {
     }
     let r = p.deliver_once();
     assert_eq!(r.stdout, "handoffd: delivered 3, failed 0, deferred 0\n");
-    run_at(&rev, "reviewer", "ready-next", &[]).ok();
+    p.cmd("ready-next").role("reviewer").run().ok();
     let mut order = Vec::new();
     loop {
-        let r = run_at(&rev, "reviewer", "done-current", &[]);
+        let r = p.cmd("done-current").role("reviewer").run();
         r.ok();
         let done = PathBuf::from(
             r.stdout
@@ -842,34 +666,22 @@ fn messages_dated_in_the_past_or_future_are_all_delivered_in_name_order() {
 /// messages are delivered.
 #[test]
 fn a_sender_clock_stepping_back_keeps_ids_unique() {
-    if !have("faketime") {
-        eprintln!("NOTE: faketime is not installed (apt-get install faketime); skipping");
+    if !require_tool("faketime", "apt-get install -y faketime") {
         return;
     }
     let (p, rev) = two_roles();
     let send = |faked: Option<&str>| -> PathBuf {
-        let draft = p.root.join("draft.txt");
-        fs::write(
-            &draft,
+        let draft = p.draft(
+            "coder",
             "type: note\nto: reviewer\npriority: 50\nmessage: m\n",
-        )
-        .unwrap();
-        let mut c = match faked {
-            Some(t) => {
-                let mut c = clean_command(Path::new("faketime"), &p.root);
-                c.arg(t).arg(bin("swarm-handoff"));
-                c
-            }
-            None => clean_command(&bin("swarm-handoff"), &p.root),
-        };
-        let r: Run = c
-            .env("SWARMFORGE_ROLE", "coder")
-            .arg(&draft)
-            .output()
-            .unwrap()
-            .into();
-        r.ok();
-        PathBuf::from(r.stdout.trim().strip_prefix("HANDOFF QUEUED: ").unwrap())
+        );
+        let c = p.cmd("swarm-handoff").role("coder").arg(draft);
+        match faked {
+            Some(t) => c.under(&["faketime", t]),
+            None => c,
+        }
+        .run()
+        .queued()
     };
     let a = send(Some("2099-01-01 00:00:00"));
     let b = send(None);
@@ -892,21 +704,8 @@ fn a_sender_clock_stepping_back_keeps_ids_unique() {
 /// monotonic clock, not only when the wall clock catches up.
 #[test]
 fn an_item_dated_in_the_future_is_still_rewoken() {
-    let p = Project::new(&[]);
-    let rev = p.root.join("rev");
-    set_roles(
-        &p,
-        &[("coder", &p.root, "codex"), ("reviewer", &rev, "codex")],
-    );
-    let wakes = p.root.join("wakes.txt");
-    write_config(
-        &p,
-        &format!(
-            "daemon: {{ack_within: 300ms, sweep: 100ms}}\n\
-             wake: {{method: command, command: \"echo $SWARMFORGE_ROLE >> {}\"}}\n",
-            wakes.display()
-        ),
-    );
+    let (p, rev) = two_roles();
+    p.record_wakes("ack_within: 300ms, sweep: 100ms");
     let n = note("coder", 1, "reviewer", "from the future");
     post(&p.root, &n);
     p.deliver_once().ok();
@@ -915,11 +714,11 @@ fn an_item_dated_in_the_future_is_still_rewoken() {
     f.set_modified(SystemTime::now() + Duration::from_secs(86_400))
         .unwrap();
     drop(f);
-    let mut d = start(&p);
+    let mut d = p.spawn_daemon(&[]);
     wait_until(
         DEADLINE,
         "a renotified line for the future-dated item",
         || lines(&p.log(), "renotified").contains(&format!("renotified {}", copy.display())),
     );
-    alive(&mut d);
+    d.alive();
 }

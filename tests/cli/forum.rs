@@ -4,121 +4,50 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{bin, bin_dir, clean_command, wait_until, Daemon, Project, Run, DEADLINE};
+use crate::support::{handoff_names, wait_until, Project, Role, Run, Tmux, DEADLINE};
 
-/// A project whose roles each have a worktree `<root>/<role>`.
-struct Swarm {
-    p: Project,
+/// A project whose roles each have their own worktree (`.worktrees/<role>`),
+/// so every inbox is its own.
+fn forum(roles: &[&str], config: &str) -> Project {
+    Project::builder()
+        .roles(
+            roles
+                .iter()
+                .map(|r| Role::new(r).worktree(r).agent("script")),
+        )
+        .config(config)
+        .build()
 }
 
-impl Swarm {
-    fn new(roles: &[&str], config: &str) -> Swarm {
-        let p = Project::new(&[]);
-        let mut tsv = String::new();
-        for r in roles {
-            let wt = p.root.join(r);
-            tsv.push_str(&format!(
-                "{r}\t{r}\t{}\tswarmforge-{r}\t{r}\tscript\ttask\n",
-                wt.display()
-            ));
-            fs::create_dir_all(wt.join(".swarmforge/handoffs")).unwrap();
-            fs::write(
-                wt.join(".swarmforge/project-root"),
-                format!("{}\n", p.root.display()),
-            )
-            .unwrap();
-        }
-        p.write_roles_raw(&tsv);
-        p.write("swarm.yaml", config);
-        Swarm { p }
-    }
+/// Runs a shell script (a scripted agent) as `role` in its worktree, with
+/// the binaries on PATH.
+fn agent(s: &Project, role: &str, script: &Path, args: &[&str]) -> Run {
+    s.cmd("sh")
+        .role(role)
+        .bins_on_path()
+        .env("SWARMFORGE_PROJECT", &s.root)
+        .arg(script)
+        .args(args)
+        .run()
+}
 
-    fn wt(&self, role: &str) -> PathBuf {
-        self.p.root.join(role)
-    }
+/// Handoff file names in a role's folder.
+fn names(s: &Project, role: &str, rel: &str) -> Vec<String> {
+    handoff_names(&s.hq(role, rel))
+}
 
-    /// `<role's worktree>/.swarmforge/handoffs/<rel>`
-    fn hq(&self, role: &str, rel: &str) -> PathBuf {
-        self.wt(role).join(".swarmforge/handoffs").join(rel)
-    }
-
-    /// Runs a binary in `role`'s worktree as `role`.
-    fn run(&self, role: &str, program: &str, args: &[&str]) -> Run {
-        clean_command(&bin(program), &self.wt(role))
-            .env("SWARMFORGE_ROLE", role)
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("binary runs")
-            .into()
-    }
-
-    /// `swarm <args>` at the project root, as a person (no role).
-    fn swarm(&self, args: &[&str]) -> Run {
-        self.p.run(None, "swarm", args)
-    }
-
-    /// Sends a draft as `role` from its worktree.
-    fn send(&self, role: &str, draft: &str) -> Run {
-        fs::write(self.wt(role).join("draft.txt"), draft).unwrap();
-        self.run(role, "swarm-handoff", &["draft.txt"])
-    }
-
-    /// Runs a shell script (a scripted agent) as `role` in its worktree, with
-    /// the binaries on PATH.
-    fn agent(&self, role: &str, script: &Path, args: &[&str]) -> Run {
-        let path = format!(
-            "{}:{}",
-            bin_dir().display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        clean_command(Path::new("sh"), &self.wt(role))
-            .env("PATH", path)
-            .env("SWARMFORGE_ROLE", role)
-            .env("SWARMFORGE_PROJECT", &self.p.root)
-            .arg(script)
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("sh runs")
-            .into()
-    }
-
-    fn daemon(&self) -> Daemon {
-        self.p.spawn_daemon(&[])
-    }
-
-    /// Handoff file names in a folder.
-    fn names(&self, role: &str, rel: &str) -> Vec<String> {
-        self.p
-            .files(&self.hq(role, rel))
-            .into_iter()
-            .filter(|n| n.ends_with(".handoff"))
-            .collect()
-    }
-
-    fn events(&self) -> Vec<serde_json::Value> {
-        fs::read_to_string(self.p.path(".swarmforge/daemon/events.jsonl"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
-    }
-
-    /// Events of `kind` for `recipient` whose reason contains `reason`.
-    fn count_events(&self, kind: &str, recipient: &str, reason: &str) -> usize {
-        self.events()
-            .iter()
-            .filter(|e| {
-                e["kind"] == kind
-                    && e["recipient"] == recipient
-                    && e["reason"].as_str().unwrap_or("").contains(reason)
-            })
-            .count()
-    }
+/// Events of `kind` for `recipient` whose reason contains `reason`.
+fn count_events(s: &Project, kind: &str, recipient: &str, reason: &str) -> usize {
+    s.events()
+        .iter()
+        .filter(|e| {
+            e["kind"] == kind
+                && e["recipient"] == recipient
+                && e["reason"].as_str().unwrap_or("").contains(reason)
+        })
+        .count()
 }
 
 fn header<'a>(text: &'a str, name: &str) -> Option<&'a str> {
@@ -201,10 +130,10 @@ done-current
 
 /// The digest requests the daemon made (originals in the moderator's
 /// outbox or sent/), oldest first, with the ids each lists.
-fn requests(s: &Swarm) -> Vec<(String, Vec<String>)> {
+fn requests(s: &Project) -> Vec<(String, Vec<String>)> {
     let mut v: std::collections::BTreeMap<String, (String, Vec<String>)> = Default::default();
     for dir in ["outbox", "sent"] {
-        for n in s.names("mod", dir) {
+        for n in names(&s, "mod", dir) {
             if !n.contains("_from_handoffd_") {
                 continue;
             }
@@ -226,7 +155,7 @@ fn requests(s: &Swarm) -> Vec<(String, Vec<String>)> {
 }
 
 /// An original of `role` by name, once it is in the outbox or sent/.
-fn original(s: &Swarm, role: &str, name: &str) -> String {
+fn original(s: &Project, role: &str, name: &str) -> String {
     let mut text = None;
     wait_until(DEADLINE, "the original readable", || {
         text = fs::read_to_string(s.hq(role, "outbox").join(name))
@@ -245,14 +174,14 @@ fn original(s: &Swarm, role: &str, name: &str) -> String {
 /// --failed`) delays the next one by `forum.retry_after`.
 #[test]
 fn moderated_session_digests_every_n_contributions_single_flight() {
-    let s = Swarm::new(
+    let s = forum(
         &["a", "b", "c", "mod"],
         "daemon: {rescan: 500ms, sweep: 200ms}\n\
          forum: {moderator: mod, digest_every: 3, retry_after: 1s}\n",
     );
-    let speaker = s.p.write("agents/speaker.sh", SPEAKER);
-    let moderator = s.p.write("agents/moderator.sh", MODERATOR);
-    let _d = s.daemon();
+    let speaker = s.write("agents/speaker.sh", SPEAKER);
+    let moderator = s.write("agents/moderator.sh", MODERATOR);
+    let _d = s.spawn_daemon(&[]);
     let r = s.swarm(&["session", "start", "--title", "kick-off"]);
     r.ok();
     let session = r
@@ -267,7 +196,7 @@ fn moderated_session_digests_every_n_contributions_single_flight() {
     let mut said: Vec<String> = Vec::new();
     let speak = |said: &mut Vec<String>, n: usize| {
         let (from, to) = [("a", "b"), ("b", "c"), ("c", "a")][(n - 1) % 3];
-        let out = s.agent(from, &speaker, &[to, &format!("point {n}")]);
+        let out = agent(&s, from, &speaker, &[to, &format!("point {n}")]);
         let id = queued_id(&out);
         let sent = s.hq(from, "sent");
         wait_until(DEADLINE, &format!("contribution {n} delivered"), || {
@@ -296,37 +225,31 @@ fn moderated_session_digests_every_n_contributions_single_flight() {
     }
     // A barrier: the moderator's own note is no contribution; once it is
     // delivered, the passes that delivered 4..7 have been counted.
-    let barrier = s.send(
+    let barrier = s.send_as(
         "mod",
         "type: note\nto: a\npriority: 50\nmessage: listening\n",
     );
     let barrier = queued_id(&barrier);
     wait_until(DEADLINE, "the moderator's note delivered", || {
-        s.names("mod", "sent").iter().any(|n| n.contains(&barrier))
+        names(&s, "mod", "sent")
+            .iter()
+            .any(|n| n.contains(&barrier))
     });
     assert_eq!(requests(&s).len(), 1, "a second request while one is open");
 
     // The moderator digests the first request.
-    let out = s.agent("mod", &moderator, &[]);
+    let out = agent(&s, "mod", &moderator, &[]);
     out.ok();
-    assert!(
-        out.stdout.contains("TYPE: digest_request\n"),
-        "{}",
-        out.stdout
-    );
-    assert!(
-        out.stdout.contains("CONTRIBUTIONS:\n1. ["),
-        "{}",
-        out.stdout
-    );
+    out.stdout_has("TYPE: digest_request\n");
+    out.stdout_has("CONTRIBUTIONS:\n1. [");
     for (i, (from, to)) in [("a", "b"), ("b", "c"), ("c", "a")].iter().enumerate() {
         let want = format!("] [{from} -> {to}] post point {}\n", i + 1);
         assert!(out.stdout.contains(&want), "{want} in {}", out.stdout);
     }
     assert!(!out.stdout.contains("LATEST_DIGEST"), "{}", out.stdout);
-    assert!(out.stdout.contains("COMPLETED: "), "{}", out.stdout);
+    out.stdout_has("COMPLETED: ");
     let find_digest = || {
-        s.names("mod", "sent")
+        names(&s, "mod", "sent")
             .into_iter()
             .find(|n| n.contains("_from_mod_to_all"))
     };
@@ -341,10 +264,10 @@ fn moderated_session_digests_every_n_contributions_single_flight() {
     );
     for r in ["a", "b", "c"] {
         wait_until(DEADLINE, "the digest delivered to everyone", || {
-            s.names(r, "inbox/new").iter().any(|n| n == digest)
+            names(&s, r, "inbox/new").iter().any(|n| n == digest)
         });
     }
-    assert!(s.names("mod", "inbox/new").iter().all(|n| n != digest));
+    assert!(names(&s, "mod", "inbox/new").iter().all(|n| n != digest));
 
     // The next request lists the following three, in order, not the 7th.
     wait_until(DEADLINE, "the second digest request", || {
@@ -353,20 +276,19 @@ fn moderated_session_digests_every_n_contributions_single_flight() {
     assert_eq!(requests(&s)[1].1, said[3..6].to_vec());
 
     // Everyone else sees the digest on their next item of the session.
-    let r = s.run("a", "ready-next", &[]);
+    let r = s.cmd("ready-next").role("a").run();
     r.ok();
-    assert!(
-        r.stdout
-            .contains(&format!("LATEST_DIGEST: {}\n", digest_path.display())),
-        "{}",
-        r.stdout
-    );
-    let j = s.run("b", "ready-next", &["--json"]);
+    r.stdout_has(&format!("LATEST_DIGEST: {}\n", digest_path.display()));
+    let j = s.cmd("ready-next").role("b").args(&["--json"]).run();
     let j: serde_json::Value = serde_json::from_str(&j.stdout).unwrap();
     assert_eq!(j["latest_digest"], digest_path.display().to_string());
     // What a restarted agent is shown: the item again, then the last lines
     // that involve it, then the session's latest digest.
-    let again = s.run("a", "ready-next", &["--resume-context", "4"]);
+    let again = s
+        .cmd("ready-next")
+        .role("a")
+        .args(&["--resume-context", "4"])
+        .run();
     again.ok();
     let (item, context) = again.stdout.split_once("RESUME_CONTEXT:\n").unwrap();
     assert_eq!(item, r.stdout, "the item is printed again first");
@@ -387,7 +309,11 @@ fn moderated_session_digests_every_n_contributions_single_flight() {
         context[4],
         format!("LATEST_DIGEST: {}", digest_path.display())
     );
-    let j = s.run("a", "ready-next", &["--json", "--resume-context", "2"]);
+    let j = s
+        .cmd("ready-next")
+        .role("a")
+        .args(&["--json", "--resume-context", "2"])
+        .run();
     let j: serde_json::Value = serde_json::from_str(&j.stdout).unwrap();
     assert_eq!(j["resumed"], true);
     assert_eq!(j["resume_context"]["lines"].as_array().unwrap().len(), 2);
@@ -403,22 +329,18 @@ fn moderated_session_digests_every_n_contributions_single_flight() {
 
     // The moderator fails the second request: the third waits retry_after.
     wait_until(DEADLINE, "the second request delivered", || {
-        s.names("mod", "inbox/new").len() == 1
+        names(&s, "mod", "inbox/new").len() == 1
     });
-    let out = s.agent("mod", &moderator, &["model timed out"]);
+    let out = agent(&s, "mod", &moderator, &["model timed out"]);
     out.ok();
-    assert!(
-        out.stdout.contains("\nFAILED: model timed out\n"),
-        "{}",
-        out.stdout
-    );
-    assert!(out.stdout.contains("CONTRIBUTIONS:\n1. "), "{}", out.stdout);
+    out.stdout_has("\nFAILED: model timed out\n");
+    out.stdout_has("CONTRIBUTIONS:\n1. ");
     assert!(
         !out.stdout.contains("LATEST_DIGEST"),
         "shown to its author: {}",
         out.stdout
     );
-    let failed = s.names("mod", "inbox/completed");
+    let failed = names(&s, "mod", "inbox/completed");
     let failed = failed
         .iter()
         .map(|n| fs::read_to_string(s.hq("mod", "inbox/completed").join(n)).unwrap())
@@ -510,11 +432,7 @@ fn done_current_failed_stamps_the_reason() {
         &["--batch", "--failed", "no time"],
     );
     r.ok();
-    assert!(
-        r.stdout.contains("\nFAILED: no time\nNO_TASK\n"),
-        "{}",
-        r.stdout
-    );
+    r.stdout_has("\nFAILED: no time\nNO_TASK\n");
     let batch = r
         .stdout
         .lines()
@@ -530,21 +448,21 @@ fn done_current_failed_stamps_the_reason() {
 
 // ------------------------------------------------------------ discussions
 
-fn turn(s: &Swarm, role: &str, text: &str) -> Run {
-    s.send(
+fn turn(s: &Project, role: &str, text: &str) -> Run {
+    s.send_as(
         role,
         &format!("type: post\nto: all\npriority: 50\ndiscussion: design\n\n{text}\n"),
     )
 }
 
-fn status(s: &Swarm, id: &str) -> serde_json::Value {
+fn status(s: &Project, id: &str) -> serde_json::Value {
     let r = s.swarm(&["discussion", "status", id, "--json"]);
     r.ok();
     serde_json::from_str(&r.stdout).unwrap()
 }
 
 /// A file as `swarm-handoff` would queue it, planted straight in an outbox.
-fn plant(s: &Swarm, from: &str, priority: &str, seq: &str, text: &str) -> (PathBuf, String) {
+fn plant(s: &Project, from: &str, priority: &str, seq: &str, text: &str) -> (PathBuf, String) {
     let now = chrono::Utc::now();
     let id = format!("{}_{seq}_from_{from}", now.format("%Y%m%dT%H%M%SZ"));
     let body = format!(
@@ -560,8 +478,12 @@ fn plant(s: &Swarm, from: &str, priority: &str, seq: &str, text: &str) -> (PathB
 
 /// Silent when it is only someone else's turn; an unknown or closed
 /// discussion is said on stderr.
-fn can_send(s: &Swarm, role: &str, id: &str) -> i32 {
-    let r = s.run(role, "swarm", &["can-send", "--discussion", id]);
+fn can_send(s: &Project, role: &str, id: &str) -> i32 {
+    let r = s
+        .cmd("swarm")
+        .role(role)
+        .args(&["can-send", "--discussion", id])
+        .run();
     assert!(r.stdout.is_empty(), "{r:?}");
     if r.code == 1 && !r.stderr.is_empty() {
         assert!(
@@ -582,8 +504,8 @@ fn can_send(s: &Swarm, role: &str, id: &str) -> i32 {
 /// closes the discussion (`cap_reached`) and later drafts are refused.
 #[test]
 fn round_robin_turns_races_restart_and_cap() {
-    let s = Swarm::new(&["a", "b", "c"], "daemon: {rescan: 500ms, sweep: 200ms}\n");
-    let d = s.daemon();
+    let s = forum(&["a", "b", "c"], "daemon: {rescan: 500ms, sweep: 200ms}\n");
+    let d = s.spawn_daemon(&[]);
     let r = s.swarm(&[
         "discussion",
         "open",
@@ -612,14 +534,17 @@ fn round_robin_turns_races_restart_and_cap() {
         "NOT_YOUR_TURN: discussion 'design' expects a to speak, got b.\n"
     );
     assert!(r.stdout.is_empty());
-    assert!(s.wt("b").join("draft.txt").exists(), "the draft is kept");
-    assert!(s.names("b", "outbox").is_empty());
+    assert!(
+        s.wt_path("b").join("draft-b.txt").exists(),
+        "the draft is kept"
+    );
+    assert!(names(&s, "b", "outbox").is_empty());
 
     let t1 = queued_id(&turn(&s, "a", "keep the state in files"));
     // The turn is logged before its copies appear: whoever a copy wakes
     // already sees the next speaker.
     wait_until(DEADLINE, "turn 1 reaches b", || {
-        s.names("b", "inbox/new").iter().any(|n| n.contains(&t1))
+        names(&s, "b", "inbox/new").iter().any(|n| n.contains(&t1))
     });
     assert_eq!(can_send(&s, "b", "design"), 0);
     wait_until(DEADLINE, "turn 1 delivered", || {
@@ -634,7 +559,7 @@ fn round_robin_turns_races_restart_and_cap() {
     // A daemon restart in the middle: the expected speaker comes from the files.
     let before = status(&s, "design");
     drop(d);
-    let d = s.daemon();
+    let d = s.spawn_daemon(&[]);
     assert_eq!(status(&s, "design"), before);
     let r = turn(&s, "c", "jumping in");
     assert_eq!(
@@ -650,10 +575,10 @@ fn round_robin_turns_races_restart_and_cap() {
     fs::rename(&b_tmp, s.hq("b", "outbox").join(&b_name)).unwrap();
     let note = s.hq("c", "failed").join(format!("{c_name}.error"));
     wait_until(DEADLINE, "both racing files handled", || {
-        note.exists() && s.names("b", "sent").contains(&b_name)
+        note.exists() && names(&s, "b", "sent").contains(&b_name)
     });
     assert_eq!(fs::read_to_string(note).unwrap(), "out_of_turn\n");
-    assert!(s.p.log().contains(&format!(
+    assert!(s.log().contains(&format!(
         "failed {}",
         s.hq("c", "outbox").join(&c_name).display()
     )));
@@ -664,7 +589,7 @@ fn round_robin_turns_races_restart_and_cap() {
     );
     for r in ["a", "b", "c"] {
         assert!(
-            !s.names(r, "inbox/new").contains(&c_name),
+            !names(&s, r, "inbox/new").contains(&c_name),
             "a refused turn reached {r}"
         );
     }
@@ -675,18 +600,12 @@ fn round_robin_turns_races_restart_and_cap() {
     });
 
     // a's next item is b's turn: the CONTEXT block holds the turns so far.
-    let r = s.run("a", "ready-next", &[]);
+    let r = s.cmd("ready-next").role("a").run();
     r.ok();
     assert!(r.stdout.starts_with("TASK: "), "{}", r.stdout);
-    assert!(r.stdout.contains(&b_name), "{}", r.stdout);
-    assert!(
-        r.stdout.contains(
-            "CONTEXT:\n- a: keep the state in files\n- b: agreed, plain files\n- c: and one lock per inbox\nPAYLOAD:\n"
-        ),
-        "{}",
-        r.stdout
-    );
-    let j = s.run("a", "ready-next", &["--json"]);
+    r.stdout_has(&b_name);
+    r.stdout_has("CONTEXT:\n- a: keep the state in files\n- b: agreed, plain files\n- c: and one lock per inbox\nPAYLOAD:\n");
+    let j = s.cmd("ready-next").role("a").args(&["--json"]).run();
     let j: serde_json::Value = serde_json::from_str(&j.stdout).unwrap();
     assert_eq!(j["context"][0]["speaker"], "a");
     assert_eq!(j["context"][0]["id"], t1);
@@ -727,11 +646,7 @@ fn round_robin_turns_races_restart_and_cap() {
         .ok();
     let r = s.swarm(&["discussion", "close", "side", "--reason", "explicit_close"]);
     r.ok();
-    assert!(
-        r.stdout.contains("STATE: closed explicit_close\n"),
-        "{}",
-        r.stdout
-    );
+    r.stdout_has("STATE: closed explicit_close\n");
     drop(d);
     let audit = s.swarm(&["audit", "--check"]);
     assert_eq!(audit.code, 0, "{}{}", audit.stdout, audit.stderr);
@@ -742,12 +657,12 @@ fn round_robin_turns_races_restart_and_cap() {
 /// speaker may speak, and the CONTEXT block shows the skip.
 #[test]
 fn a_slow_turn_is_skipped_after_the_deadline() {
-    let s = Swarm::new(
+    let s = forum(
         &["a", "b", "c"],
         "daemon: {rescan: 500ms, sweep: 100ms}\n\
          discussion: {turn_within: 300ms, skip_after: 1500ms}\n",
     );
-    let _d = s.daemon();
+    let _d = s.spawn_daemon(&[]);
     s.swarm(&["discussion", "open", "design", "--order", "a,b,c"])
         .ok();
     queued_id(&turn(&s, "a", "who takes the parser?"));
@@ -758,11 +673,12 @@ fn a_slow_turn_is_skipped_after_the_deadline() {
         (Some(1), Some("c"))
     );
     assert_eq!(
-        s.count_events("skipped", "b", "skip_after 1500ms in discussion design"),
+        count_events(&s, "skipped", "b", "skip_after 1500ms in discussion design"),
         1
     );
     assert_eq!(
-        s.count_events(
+        count_events(
+            &s,
             "expectation_violated",
             "b",
             "turn_within 300ms in discussion design"
@@ -790,15 +706,9 @@ fn a_slow_turn_is_skipped_after_the_deadline() {
         "{st}"
     );
     assert_eq!(st["open"], false);
-    let r = s.run("a", "ready-next", &[]);
-    assert!(
-        r.stdout.contains(
-            "CONTEXT:\n- a: who takes the parser?\n- b: (skipped)\n- c: I will\nPAYLOAD:\n"
-        ),
-        "{}",
-        r.stdout
-    );
-    assert_eq!(s.count_events("skipped", "b", ""), 1);
+    let r = s.cmd("ready-next").role("a").run();
+    r.stdout_has("CONTEXT:\n- a: who takes the parser?\n- b: (skipped)\n- c: I will\nPAYLOAD:\n");
+    assert_eq!(count_events(&s, "skipped", "b", ""), 1);
 }
 
 // ------------------------------------------------------------ sessions
@@ -807,12 +717,12 @@ fn a_slow_turn_is_skipped_after_the_deadline() {
 /// and `swarm transcript --session` shows one session between its markers.
 #[test]
 fn idle_sessions_close_and_the_transcript_frames_them() {
-    let s = Swarm::new(
+    let s = forum(
         &["a", "b"],
         "daemon: {rescan: 500ms, sweep: 100ms}\nforum: {idle_close: 1s}\n",
     );
-    let _d = s.daemon();
-    let before = queued_id(&s.send("a", "type: note\nto: b\npriority: 50\nmessage: before\n"));
+    let _d = s.spawn_daemon(&[]);
+    let before = queued_id(&s.send_as("a", "type: note\nto: b\npriority: 50\nmessage: before\n"));
     let r = s.swarm(&["session", "start", "--title", "kick-off"]);
     r.ok();
     let id = r
@@ -823,7 +733,7 @@ fn idle_sessions_close_and_the_transcript_frames_them() {
         .to_string();
     let r = s.swarm(&["session", "start"]);
     assert_eq!(r.code, 1, "a second open session: {r:?}");
-    let q = s.send(
+    let q = s.send_as(
         "a",
         "type: post\nto: b\npriority: 50\nsubject: hello forum\n",
     );
@@ -833,7 +743,7 @@ fn idle_sessions_close_and_the_transcript_frames_them() {
         let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
         v["sessions"][0]["close_reason"] == "idle_timeout"
     });
-    assert!(s.p.log().contains(" closed "), "{}", s.p.log());
+    assert!(s.log().contains(" closed "), "{}", s.log());
     let list = s.swarm(&["session", "list"]);
     assert!(
         list.stdout.starts_with(&format!("{id}\tclosed\t"))
@@ -841,7 +751,7 @@ fn idle_sessions_close_and_the_transcript_frames_them() {
         "{}",
         list.stdout
     );
-    let after = s.send("b", "type: note\nto: a\npriority: 50\nmessage: after\n");
+    let after = s.send_as("b", "type: note\nto: a\npriority: 50\nmessage: after\n");
     assert_eq!(header(&queued_text(&after), "session"), None);
 
     let t = s.swarm(&["transcript", "--session", &id]);
@@ -879,11 +789,7 @@ fn idle_sessions_close_and_the_transcript_frames_them() {
     assert_eq!(v[2]["marker"], "session_closed");
     assert_eq!(v[2]["reason"], "idle_timeout");
     let md = s.swarm(&["transcript", "--session", &id, "--format", "md"]);
-    assert!(
-        md.stdout.contains(&format!("**=== session {id} started ")),
-        "{}",
-        md.stdout
-    );
+    md.stdout_has(&format!("**=== session {id} started "));
     let r = s.swarm(&["transcript", "--session", "s-nope"]);
     assert_eq!(r.code, 1);
     assert_eq!(r.stderr, "Unknown session: s-nope\n");
@@ -906,54 +812,6 @@ fn idle_sessions_close_and_the_transcript_frames_them() {
 
 // ------------------------------------------------------------ watchdog
 
-/// A private tmux server; killed on drop.
-struct Tmux {
-    sock: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Tmux {
-    fn new() -> Option<Tmux> {
-        if Command::new("tmux").arg("-V").output().is_err() {
-            eprintln!("NOTE: tmux is not installed; skipping the watchdog restart test");
-            return None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        Some(Tmux {
-            sock: dir.path().join("sock"),
-            _dir: dir,
-        })
-    }
-
-    fn cmd(&self, args: &[&str]) -> std::process::Output {
-        Command::new("tmux")
-            .arg("-S")
-            .arg(&self.sock)
-            .args(args)
-            .env_remove("TMUX")
-            .stdin(Stdio::null())
-            .output()
-            .expect("tmux runs")
-    }
-
-    fn has(&self, session: &str) -> bool {
-        self.cmd(&["has-session", "-t", &format!("={session}")])
-            .status
-            .success()
-    }
-
-    fn pane(&self, session: &str) -> String {
-        let o = self.cmd(&["capture-pane", "-p", "-J", "-S", "-200", "-t", session]);
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.cmd(&["kill-server"]);
-    }
-}
-
 const FAKE_AGENT: &str = "echo \"fake agent of $SWARMFORGE_ROLE is up\"\nexec sleep 600\n";
 
 /// A role with `restart: true` whose tmux session is gone is restarted on
@@ -965,56 +823,41 @@ fn watchdog_restarts_a_killed_agent_within_its_budget() {
     let Some(tmux) = Tmux::new() else {
         return;
     };
-    let s = Swarm::new(
+    let s = forum(
         &["w", "k"],
         "daemon: {rescan: 500ms, sweep: 200ms}\n\
          roles:\n  - {name: w, agent: sh fake.sh, restart: true, restart_budget: 1, complete_within: 300ms}\n  - {name: k, agent: cat}\n",
     );
-    let run = s.p.write(".swarmforge/run/w.sh", FAKE_AGENT);
+    let run = s.write(".swarmforge/run/w.sh", FAKE_AGENT);
     fs::write(
-        s.p.path(".swarmforge/tmux-socket"),
+        s.path(".swarmforge/tmux-socket"),
         format!("{}\n", tmux.sock.display()),
     )
     .unwrap();
-    let wt = s.wt("w").display().to_string();
-    let start = format!("sh {}", run.display());
-    for (session, dir, cmd) in [
-        (
-            "swarmforge-k",
-            s.wt("k").display().to_string(),
-            "cat".to_string(),
-        ),
-        ("swarmforge-w", wt, start),
-    ] {
-        let o = tmux.cmd(&[
-            "new-session",
-            "-d",
-            "-x",
-            "200",
-            "-y",
-            "50",
-            "-s",
-            session,
-            "-c",
-            &dir,
-            &cmd,
-        ]);
-        assert!(o.status.success(), "{o:?}");
-    }
-    let _d = s.daemon();
-    let note = s.send(
+    let k_dir = s.wt_path("k").display().to_string();
+    tmux.session("swarmforge-k", Some(&k_dir), "cat");
+    let w_dir = s.wt_path("w").display().to_string();
+    tmux.session(
+        "swarmforge-w",
+        Some(&w_dir),
+        &format!("sh {}", run.display()),
+    );
+    let _d = s.spawn_daemon(&[]);
+    let note = s.send_as(
         "k",
         "type: note\nto: w\npriority: 50\nmessage: check the build\n",
     );
     let note = queued_id(&note);
     wait_until(DEADLINE, "the note delivered", || {
-        s.names("w", "inbox/new").iter().any(|n| n.contains(&note))
+        names(&s, "w", "inbox/new")
+            .iter()
+            .any(|n| n.contains(&note))
     });
 
     // The agent dies: restarted, shown its item and the recent transcript.
     tmux.cmd(&["kill-session", "-t", "=swarmforge-w"]);
     wait_until(DEADLINE, "the agent restarted", || {
-        s.p.log().contains(" restarted ")
+        s.log().contains(" restarted ")
     });
     assert!(tmux.has("swarmforge-w"));
     wait_until(DEADLINE, "the resume context in the pane", || {
@@ -1025,19 +868,20 @@ fn watchdog_restarts_a_killed_agent_within_its_budget() {
     assert!(pane.contains("\nRESUME_CONTEXT:\n"), "{pane}");
     assert!(pane.contains("] [k -> w] note check the build\n"), "{pane}");
     assert_eq!(
-        s.count_events("restarted", "w", "session swarmforge-w was gone"),
+        count_events(&s, "restarted", "w", "session swarmforge-w was gone"),
         1
     );
 
     // The item stays in process past complete_within: reported once.
     wait_until(DEADLINE, "complete_within reported", || {
-        s.count_events("expectation_violated", "w", "complete_within 300ms") == 1
+        count_events(&s, "expectation_violated", "w", "complete_within 300ms") == 1
     });
 
     // Dies again: the budget (1 an hour) is used; refused, logged once.
     tmux.cmd(&["kill-session", "-t", "=swarmforge-w"]);
     wait_until(DEADLINE, "the refused restart logged", || {
-        s.count_events(
+        count_events(
+            &s,
             "notify_failed",
             "w",
             "restart budget used (1/1 in the last hour)",
@@ -1048,10 +892,10 @@ fn watchdog_restarts_a_killed_agent_within_its_budget() {
         "restarted beyond the budget",
         || tmux.has("swarmforge-w"),
     );
-    assert_eq!(s.count_events("restarted", "w", ""), 1);
-    assert_eq!(s.count_events("notify_failed", "w", "restart budget"), 1);
+    assert_eq!(count_events(&s, "restarted", "w", ""), 1);
+    assert_eq!(count_events(&s, "notify_failed", "w", "restart budget"), 1);
     assert_eq!(
-        s.count_events("expectation_violated", "w", "complete_within"),
+        count_events(&s, "expectation_violated", "w", "complete_within"),
         1
     );
     // The other role was never touched.

@@ -8,16 +8,14 @@
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 
-use crate::faults::{
-    alive, count, entries, hq, lines, note, post, run_at, set_roles, start, wait_delivered,
-    write_config, CREATED,
+use crate::support::{
+    entries, hq, log_count as count, log_lines as lines, note, post, wait_delivered, wait_until,
+    Project, Role, CREATED, DEADLINE,
 };
-use crate::support::{bin, clean_command, wait_until, Project, Run, DEADLINE};
 
 const HUNDRED_MIB: u64 = 100 * 1024 * 1024;
 
@@ -55,13 +53,12 @@ fn no_control_chars(text: &str) -> bool {
 
 /// `coder` in the main worktree, `reviewer` in `rev`; no wake-ups.
 fn project() -> (Project, PathBuf) {
-    let p = Project::new(&[]);
+    let p = Project::builder()
+        .role("coder")
+        .role(Role::new("reviewer").at("rev"))
+        .config("daemon: {rescan: 100ms}\nwake: {method: none}\n")
+        .build();
     let rev = p.root.join("rev");
-    set_roles(
-        &p,
-        &[("coder", &p.root, "codex"), ("reviewer", &rev, "codex")],
-    );
-    write_config(&p, "daemon: {rescan: 100ms}\nwake: {method: none}\n");
     (p, rev)
 }
 
@@ -73,7 +70,7 @@ fn project() -> (Project, PathBuf) {
 #[test]
 fn the_daemon_refuses_hostile_outbox_files_and_keeps_running() {
     let (p, rev) = project();
-    let mut d = start(&p);
+    let mut d = p.spawn_daemon(&[]);
     let outbox = hq(&p.root, "outbox");
     let mut seq = 0;
     let mut next = || {
@@ -300,7 +297,7 @@ fn the_daemon_refuses_hostile_outbox_files_and_keeps_running() {
         peak < 64 * 1024,
         "handoffd peaked at {peak} KiB: it read the 100 MiB file"
     );
-    alive(&mut d);
+    d.alive();
 }
 
 /// The inbox cases core_queue's `plants` does not cover: a 100 MiB sparse
@@ -319,7 +316,7 @@ fn helpers_refuse_hostile_inbox_entries_and_move_on() {
     let good = note("coder", 1, "reviewer", "good");
     post(&p.root, &good);
     p.deliver_once().ok();
-    let ready = |args: &[&str]| run_at(&rev, "reviewer", "ready-next", args);
+    let ready = |args: &[&str]| p.cmd("ready-next").role("reviewer").args(args).run();
 
     sparse(&new.join("00_big.handoff"), b"id: x\n\n", HUNDRED_MIB);
     let t = Instant::now();
@@ -354,7 +351,11 @@ fn helpers_refuse_hostile_inbox_entries_and_move_on() {
     let bait = outside.path().join("00_bait.handoff");
     fs::write(&bait, "id: bait\npriority: 00\n\nbait\n").unwrap();
     std::os::unix::fs::symlink(outside.path(), ip.join("batch_20260615T140531Z_000001")).unwrap();
-    let r = run_at(&rev, "reviewer", "done-current", &["--batch"]);
+    let r = p
+        .cmd("done-current")
+        .role("reviewer")
+        .args(&["--batch"])
+        .run();
     assert_eq!((r.code, r.stderr.as_str()), (1, "NO_CURRENT_BATCH\n"));
 
     // A FIFO in in_process: refused, never opened for a blocking read.
@@ -388,12 +389,12 @@ fn helpers_refuse_hostile_inbox_entries_and_move_on() {
 /// refusal's `- <path>` line must not carry the raw sequence to the terminal.
 #[test]
 fn a_refused_name_is_printed_escaped() {
-    let (_p, rev) = project();
+    let (p, rev) = project();
     let new = hq(&rev, "inbox/new");
     fs::create_dir_all(&new).unwrap();
     let name = std::ffi::OsStr::from_bytes(b"00_a\x1b[2Jb.handoff");
     fs::write(new.join(name), "id: x\n\nbody\n").unwrap();
-    let r = run_at(&rev, "reviewer", "ready-next", &[]);
+    let r = p.cmd("ready-next").role("reviewer").run();
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r
         .stderr
@@ -416,14 +417,14 @@ fn a_non_utf8_name_is_moved_aside_and_the_queue_moves_on() {
         "id: x\n\nbody\n",
     )
     .unwrap();
-    let r = run_at(&rev, "reviewer", "ready-next", &[]);
+    let r = p.cmd("ready-next").role("reviewer").run();
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
         r.stderr
             .starts_with("MALFORMED_HANDOFF: invalid file name\n- "),
         "{r:?}"
     );
-    let r = run_at(&rev, "reviewer", "ready-next", &[]);
+    let r = p.cmd("ready-next").role("reviewer").run();
     r.ok();
     assert!(r.stdout.starts_with("TASK: "), "{r:?}");
     assert_eq!(entries(&new), Vec::<String>::new());
@@ -477,24 +478,12 @@ fn a_fifo_for_roles_tsv_or_swarm_yaml_never_blocks_the_daemon() {
         let keep = fs::read(file).unwrap();
         fs::remove_file(file).unwrap();
         mkfifo(file);
-        let mut child = clean_command(&bin("handoffd"), &p.root)
+        // A FIFO {what} must not block it.
+        let r = p
+            .cmd("handoffd")
             .arg("--once")
             .arg(&p.root)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let end = Instant::now() + DEADLINE;
-        while child.try_wait().unwrap().is_none() {
-            if Instant::now() > end {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("handoffd blocked on a FIFO {what}");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let r: Run = child.wait_with_output().unwrap().into();
+            .run_within(DEADLINE);
         assert_eq!(r.code, 1, "{what}: {r:?}");
         assert!(
             r.stderr.contains(&file.display().to_string())
@@ -505,7 +494,7 @@ fn a_fifo_for_roles_tsv_or_swarm_yaml_never_blocks_the_daemon() {
         fs::write(file, keep).unwrap();
     }
 
-    let mut d = start(&p);
+    let mut d = p.spawn_daemon(&[]);
     let a = note("coder", 1, "reviewer", "before");
     wait_delivered(&p, &post(&p.root, &a));
     // Swapped in atomically: a daemon that saw no roles.tsv at all would
@@ -515,7 +504,7 @@ fn a_fifo_for_roles_tsv_or_swarm_yaml_never_blocks_the_daemon() {
     fs::rename(&fifo, &tsv).unwrap();
     let b = note("coder", 2, "reviewer", "during");
     wait_delivered(&p, &post(&p.root, &b));
-    alive(&mut d);
+    d.alive();
     fs::remove_file(&tsv).unwrap();
     fs::write(&tsv, saved).unwrap();
     assert_eq!(entries(&hq(&rev, "inbox/new")), {
@@ -687,24 +676,11 @@ fn fifos_at_the_daemons_own_state_files_never_block_delivery() {
     mkfifo(&p.path(".swarmforge/forum.log"));
     let a = note("coder", 1, "reviewer", "through the fifos");
     let sent = post(&p.root, &a);
-    let mut child = clean_command(&bin("handoffd"), &p.root)
+    let r = p
+        .cmd("handoffd")
         .arg("--once")
         .arg(&p.root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let end = Instant::now() + DEADLINE;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > end {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("handoffd blocked on a FIFO state file");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let r: Run = child.wait_with_output().unwrap().into();
+        .run_within(DEADLINE);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("delivered 1"), "{r:?}");
     assert!(!sent.exists(), "the original left the outbox");

@@ -5,122 +5,15 @@
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{bin, clean_command, git, wait_until, Run};
+use crate::support::{
+    clean_command, git, require_tool, signal, wait_until, walk, Layout, Project, Role, Run,
+    SwarmGuard,
+};
 
 /// SwarmForge's red `Error:` is printed only on a terminal; tests read a pipe.
 const RED_ERROR: &str = "Error: ";
-
-/// A temp project directory (no git yet: `swarm init` makes the repository).
-struct Dir {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
-}
-
-impl Dir {
-    fn new() -> Dir {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let root = tmp.path().canonicalize().unwrap();
-        Dir { _tmp: tmp, root }
-    }
-
-    fn write(&self, rel: &str, content: &str) -> PathBuf {
-        let p = self.root.join(rel);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(&p, content).unwrap();
-        p
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.root.join(rel)
-    }
-
-    fn swarm(&self, args: &[&str]) -> Run {
-        clean_command(&bin("swarm"), &self.root)
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("swarm runs")
-            .into()
-    }
-
-    fn read(&self, rel: &str) -> String {
-        fs::read_to_string(self.path(rel)).unwrap_or_default()
-    }
-
-    /// Copies `examples/swarm/<name>` into the project.
-    fn copy_example(&self, name: &str) {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("examples/swarm")
-            .join(name);
-        copy_tree(&src, &self.root);
-    }
-}
-
-fn copy_tree(src: &Path, dst: &Path) {
-    fs::create_dir_all(dst).unwrap();
-    for e in fs::read_dir(src).unwrap().flatten() {
-        let to = dst.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &to);
-        } else {
-            fs::copy(e.path(), &to).unwrap();
-        }
-    }
-}
-
-/// Stops whatever a test started: `swarm up` children, `swarm down`, and
-/// the project's tmux server, in that order, also when the test panics.
-struct SwarmGuard {
-    root: PathBuf,
-    child: Option<Child>,
-    socket: Option<PathBuf>,
-}
-
-impl SwarmGuard {
-    fn new(root: &Path) -> SwarmGuard {
-        SwarmGuard {
-            root: root.to_path_buf(),
-            child: None,
-            socket: None,
-        }
-    }
-}
-
-impl Drop for SwarmGuard {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            if matches!(c.try_wait(), Ok(None)) {
-                // SAFETY: plain kill(2) of our own child.
-                unsafe {
-                    libc::kill(c.id() as i32, libc::SIGTERM);
-                }
-                let end = Instant::now() + Duration::from_secs(20);
-                while matches!(c.try_wait(), Ok(None)) && Instant::now() < end {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                let _ = c.kill();
-            }
-            let _ = c.wait();
-        }
-        if self.root.join(".swarmforge").is_dir() {
-            let _ = clean_command(&bin("swarm"), &self.root)
-                .arg("down")
-                .arg(&self.root)
-                .stdin(Stdio::null())
-                .output();
-        }
-        if let Some(s) = &self.socket {
-            let _ = clean_command(Path::new("tmux"), &self.root)
-                .arg("-S")
-                .arg(s)
-                .arg("kill-server")
-                .output();
-        }
-    }
-}
 
 /// Every path under `dir` with its kind, size, mode and mtime: two equal
 /// snapshots mean nothing was created, removed or written.
@@ -151,19 +44,10 @@ fn snapshot(dir: &Path) -> Vec<(String, bool, u64, u32, i64, i64)> {
 
 /// `*.handoff` files under `dir`, recursively (batch dirs included).
 fn handoffs_in(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Ok(rd) = fs::read_dir(dir) {
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                out.extend(handoffs_in(&p));
-            } else if p.to_string_lossy().ends_with(".handoff") {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
+    walk(dir)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".handoff"))
+        .collect()
 }
 
 fn count(root: &Path, wt: &str, sub: &str) -> usize {
@@ -208,7 +92,7 @@ roles:
 
 #[test]
 fn init_creates_everything_and_a_second_run_changes_nothing() {
-    let d = Dir::new();
+    let d = Project::empty();
     d.write("swarm.yaml", THREE_ROLES);
     d.write("agents/coder.sh", "exit 0\n");
     let r = d.swarm(&["init", d.root.to_str().unwrap()]);
@@ -266,13 +150,13 @@ fn init_creates_everything_and_a_second_run_changes_nothing() {
     let before = snapshot(root);
     let again = d.swarm(&["init"]);
     again.ok();
-    assert!(again.stdout.contains("is up to date"), "{}", again.stdout);
+    again.stdout_has("is up to date");
     assert_eq!(snapshot(root), before, "a second init changed the tree");
 }
 
 #[test]
 fn init_in_an_existing_repository_keeps_its_history() {
-    let d = Dir::new();
+    let d = Project::empty();
     git(&d.root, &["init", "-q", "-b", "main"]);
     d.write("README", "x\n");
     git(&d.root, &["add", "README"]);
@@ -301,61 +185,32 @@ fn init_in_an_existing_repository_keeps_its_history() {
 
 /// A project as SwarmForge's launcher leaves it: conf, prompts, worktrees,
 /// roles.tsv (and its copies), and messages in every kind of folder.
-fn swarmforge_project() -> Dir {
-    let d = Dir::new();
-    let root = d.root.clone();
-    git(&root, &["init", "-q", "-b", "master"]);
-    d.write(
-        "swarmforge/swarmforge.conf",
-        "# SwarmForge config\nwindow architect claude master\n\nwindow coder Codex coder batch --yolo\n  window QA copilot qa\n",
-    );
-    d.write("swarmforge/constitution.prompt", "Be good.\n");
-    for r in ["architect", "coder", "QA"] {
-        d.write(&format!("swarmforge/roles/{r}.prompt"), "Do it.\n");
-    }
-    d.write(".gitignore", ".swarmforge/\n.worktrees/\n");
-    git(&root, &["add", "."]);
-    git(
-        &root,
-        &["commit", "-q", "-m", "Initial swarmforge repository"],
-    );
-    for w in ["coder", "qa"] {
-        git(
-            &root,
-            &[
-                "worktree",
-                "add",
-                "-q",
-                "--force",
-                "-B",
-                &format!("swarmforge-{w}"),
-                root.join(".worktrees").join(w).to_str().unwrap(),
-                "HEAD",
-            ],
-        );
-    }
-    let tsv = format!(
-        "architect\tmaster\t{r}\tswarmforge-architect\tArchitect\tclaude\ttask\n\
-         coder\tcoder\t{r}/.worktrees/coder\tswarmforge-coder\tCoder\tcodex\tbatch\n\
-         QA\tqa\t{r}/.worktrees/qa\tswarmforge-QA\tQa\tcopilot\ttask\n",
-        r = root.display()
-    );
-    d.write(".swarmforge/roles.tsv", &tsv);
-    for w in ["coder", "qa"] {
-        d.write(&format!(".worktrees/{w}/.swarmforge/roles.tsv"), &tsv);
-    }
-    for (wt, dirs) in [
-        ("", vec!["outbox/tmp", "sent", "failed"]),
-        (".worktrees/coder", vec!["outbox/tmp", "sent", "failed"]),
-        (".worktrees/qa", vec!["outbox/tmp", "sent", "failed"]),
-    ] {
-        for s in dirs
-            .iter()
-            .chain(["inbox/new", "inbox/in_process", "inbox/completed"].iter())
-        {
-            fs::create_dir_all(root.join(wt).join(".swarmforge/handoffs").join(s)).unwrap();
-        }
-    }
+fn swarmforge_project() -> Project {
+    let d = Project::builder()
+        .layout(Layout::SwarmForge)
+        .file(
+            "swarmforge/swarmforge.conf",
+            "# SwarmForge config\nwindow architect claude master\n\nwindow coder Codex coder batch --yolo\n  window QA copilot qa\n",
+        )
+        .file("swarmforge/constitution.prompt", "Be good.\n")
+        .file("swarmforge/roles/architect.prompt", "Do it.\n")
+        .file("swarmforge/roles/coder.prompt", "Do it.\n")
+        .file("swarmforge/roles/QA.prompt", "Do it.\n")
+        .file(".gitignore", ".swarmforge/\n.worktrees/\n")
+        .role(Role::new("architect").agent("claude").display("Architect"))
+        .role(
+            Role::new("coder")
+                .worktree("coder")
+                .mode("batch")
+                .display("Coder"),
+        )
+        .role(
+            Role::new("QA")
+                .worktree("qa")
+                .agent("copilot")
+                .display("Qa"),
+        )
+        .build();
     let note = |from: &str, to: &str, seq: &str, msg: &str| {
         format!(
             "id: 20260615T140531Z_{seq}_from_{from}\nfrom: {from}\nto: {to}\nrecipient: {to}\npriority: 50\ntype: note\nmessage: {msg}\ncreated_at: 2026-06-15T14:05:31.123Z\nenqueued_at: 2026-06-15T14:05:32.456Z\n\nRe-read your role and constitution.\n\n{msg}\n"
@@ -404,12 +259,7 @@ fn swarmforge_project_is_picked_up_unchanged() {
     assert_eq!(files(&coder_hs), before_coder);
 
     // Our helpers serve the waiting message and continue the sequence.
-    let r: Run = clean_command(&bin("ready-next"), &root.join(".worktrees/qa"))
-        .env("SWARMFORGE_ROLE", "QA")
-        .output()
-        .unwrap()
-        .into();
-    r.ok();
+    let r = d.cmd("ready-next").role("QA").code(0).run();
     assert!(r.stdout.starts_with(&format!(
         "TASK: {}/inbox/in_process/50_20260615T140531Z_000007_from_coder_to_QA.handoff\nFROM: coder\nTYPE: note\n",
         qa_hs.display()
@@ -419,34 +269,25 @@ fn swarmforge_project_is_picked_up_unchanged() {
         "{}",
         r.stdout
     );
-    let r: Run = clean_command(&bin("ready-next"), &root.join(".worktrees/coder"))
-        .env("SWARMFORGE_ROLE", "coder")
-        .output()
-        .unwrap()
-        .into();
+    let r = d.cmd("ready-next").role("coder").run();
     assert_eq!(r.stdout, "NO_TASK\n", "{}", r.stderr);
     fs::write(
         root.join(".worktrees/coder/draft.txt"),
         "type: note\nto: QA\npriority: 50\nmessage: again\n",
     )
     .unwrap();
-    let r: Run = clean_command(&bin("swarm-handoff"), &root.join(".worktrees/coder"))
-        .env("SWARMFORGE_ROLE", "coder")
+    let r = d
+        .cmd("swarm-handoff")
+        .role("coder")
         .arg("draft.txt")
-        .output()
-        .unwrap()
-        .into();
-    r.ok();
-    assert!(
-        r.stdout.contains("_000008_from_coder_to_QA.handoff"),
-        "{}",
-        r.stdout
-    );
+        .code(0)
+        .run();
+    r.stdout_has("_000008_from_coder_to_QA.handoff");
 }
 
 /// Writes a SwarmForge project whose conf is `conf` and runs `swarm init`.
-fn conf_error(conf: &str, prompts: &[&str], constitution: bool) -> (Dir, Run) {
-    let d = Dir::new();
+fn conf_error(conf: &str, prompts: &[&str], constitution: bool) -> (Project, Run) {
+    let d = Project::empty();
     d.write("swarmforge/swarmforge.conf", conf);
     if constitution {
         d.write("swarmforge/constitution.prompt", "x\n");
@@ -460,8 +301,8 @@ fn conf_error(conf: &str, prompts: &[&str], constitution: bool) -> (Dir, Run) {
 
 #[test]
 fn swarmforge_conf_errors_are_exact() {
-    let conf_path = |d: &Dir| d.path("swarmforge/swarmforge.conf").display().to_string();
-    type Want = Box<dyn Fn(&Dir) -> String>;
+    let conf_path = |d: &Project| d.path("swarmforge/swarmforge.conf").display().to_string();
+    type Want = Box<dyn Fn(&Project) -> String>;
     let cases: Vec<(&str, &[&str], Want)> = vec![
         (
             "window a codex\n",
@@ -503,7 +344,7 @@ fn swarmforge_conf_errors_are_exact() {
         (
             "window a codex master\n",
             &[],
-            Box::new(|d: &Dir| {
+            Box::new(|d: &Project| {
                 format!(
                     "Missing role prompt {}",
                     d.path("swarmforge/roles/a.prompt").display()
@@ -555,7 +396,7 @@ fn swarmforge_conf_errors_are_exact() {
 
 #[test]
 fn swarm_yaml_errors_name_line_and_column() {
-    let d = Dir::new();
+    let d = Project::empty();
     d.write("swarm.yaml", "launch:\n  stagger: 1s\n  stager: 2s\n");
     let r = d.swarm(&["init"]);
     assert_eq!(r.code, 1);
@@ -578,21 +419,16 @@ fn swarm_yaml_errors_name_line_and_column() {
     let r = d.swarm(&["init"]);
     assert_eq!(r.code, 1);
     assert!(r.stderr.starts_with(&format!("{file}:6:")), "{}", r.stderr);
-    assert!(
-        r.stderr
-            .contains("duplicate role 'coder' (first defined on line 2)"),
-        "{}",
-        r.stderr
-    );
+    r.stderr_has("duplicate role 'coder' (first defined on line 2)");
     d.write(
         "swarm.yaml",
         "roles:\n  - name: a\n    agent: human\n    worktree: ../x\n",
     );
     let r = d.swarm(&["init"]);
     assert!(r.stderr.starts_with(&format!("{file}:4:")), "{}", r.stderr);
-    assert!(r.stderr.contains("invalid worktree '../x'"), "{}", r.stderr);
+    r.stderr_has("invalid worktree '../x'");
 
-    let e = Dir::new();
+    let e = Project::empty();
     let r = e.swarm(&["init"]);
     assert_eq!(r.code, 1);
     assert!(
@@ -642,41 +478,16 @@ fn check_pipeline_outcome(root: &Path) {
 
 #[test]
 fn pipeline_example_runs_headless_to_completion() {
-    let d = Dir::new();
+    let d = Project::empty();
     d.copy_example("pipeline");
     let mut guard = SwarmGuard::new(&d.root);
-    let child = clean_command(&bin("swarm"), &d.root)
-        .args(["up", "--no-tmux", "--until-idle", "--timeout", "90s"])
-        .arg(&d.root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    guard.child = Some(child);
-    let c = guard.child.as_mut().unwrap();
-    wait_until(
-        Duration::from_secs(120),
-        "swarm up --until-idle returns",
-        || matches!(c.try_wait(), Ok(Some(_))),
-    );
-    let out: Run = guard
-        .child
-        .take()
-        .unwrap()
-        .wait_with_output()
-        .unwrap()
-        .into();
-    assert_eq!(
-        out.code, 0,
-        "stdout:\n{}\nstderr:\n{}",
-        out.stdout, out.stderr
-    );
-    assert!(
-        out.stdout.contains("swarm: coder: run 1 started"),
-        "{}",
-        out.stdout
-    );
+    let up = d
+        .cmd("swarm")
+        .args(["up", "--no-tmux", "--until-idle", "--timeout", "90s"]);
+    guard.guard(up.arg(&d.root).start());
+    let out = guard.finish(Duration::from_secs(120), "swarm up --until-idle returns");
+    out.ok();
+    out.stdout_has("swarm: coder: run 1 started");
     check_pipeline_outcome(&d.root);
     // Torn down: no daemon, no agent, no supervisor lock holder.
     let log = d.read(".swarmforge/daemon/handoffd.log");
@@ -695,7 +506,7 @@ fn pipeline_example_runs_headless_to_completion() {
 
 #[test]
 fn detached_headless_swarm_stops_with_down() {
-    let d = Dir::new();
+    let d = Project::empty();
     d.copy_example("pipeline");
     let _guard = SwarmGuard::new(&d.root);
     d.swarm(&["up", "--no-tmux", "--detach"]).ok();
@@ -712,11 +523,7 @@ fn detached_headless_swarm_stops_with_down() {
     let handoffs = handoffs_in(&d.path(".worktrees"));
     let r = d.swarm(&["down"]);
     r.ok();
-    assert!(
-        r.stdout.contains(&format!("stopped swarm up (pid {sup})")),
-        "{}",
-        r.stdout
-    );
+    r.stdout_has(&format!("stopped swarm up (pid {sup})"));
     wait_until(
         Duration::from_secs(10),
         "supervisor and daemon gone",
@@ -731,16 +538,15 @@ fn detached_headless_swarm_stops_with_down() {
     // A second down finds nothing to stop and says so.
     let r = d.swarm(&["down"]);
     r.ok();
-    assert!(
-        r.stdout.contains("handoffd was not running"),
-        "{}",
-        r.stdout
-    );
+    r.stdout_has("handoffd was not running");
 }
 
 #[test]
 fn up_with_tmux_then_down_leaves_no_process() {
-    let d = Dir::new();
+    if !require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let d = Project::empty();
     d.copy_example("pipeline");
     let mut guard = SwarmGuard::new(&d.root);
     let r = d.swarm(&["up", "--detach"]);
@@ -795,18 +601,8 @@ fn up_with_tmux_then_down_leaves_no_process() {
 
     let r = d.swarm(&["down"]);
     r.ok();
-    assert!(
-        r.stdout
-            .contains("killed tmux sessions: swarmforge-coder swarmforge-cleaner"),
-        "{}",
-        r.stdout
-    );
-    assert!(
-        r.stdout
-            .contains(&format!("stopped handoffd (pid {daemon})")),
-        "{}",
-        r.stdout
-    );
+    r.stdout_has("killed tmux sessions: swarmforge-coder swarmforge-cleaner");
+    r.stdout_has(&format!("stopped handoffd (pid {daemon})"));
     wait_until(
         Duration::from_secs(10),
         "server, panes and daemon gone",
@@ -824,43 +620,18 @@ fn up_with_tmux_then_down_leaves_no_process() {
 
 #[test]
 fn foreground_up_stops_everything_on_sigint() {
-    let d = Dir::new();
+    let d = Project::empty();
     d.copy_example("pipeline");
     let mut guard = SwarmGuard::new(&d.root);
-    let child = clean_command(&bin("swarm"), &d.root)
-        .args(["up", "--no-tmux"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    guard.child = Some(child);
+    let pid = guard.guard(d.cmd("swarm").args(["up", "--no-tmux"]).start());
     wait_until(Duration::from_secs(60), "pipeline done", || {
         pipeline_done(&d.root)
     });
     let daemon = daemon_pid(&d.root).expect("daemon pid");
-    // SAFETY: plain kill(2) of our own child.
-    unsafe {
-        libc::kill(pid as i32, libc::SIGINT);
-    }
-    let c = guard.child.as_mut().unwrap();
-    wait_until(Duration::from_secs(20), "swarm up exits", || {
-        matches!(c.try_wait(), Ok(Some(_)))
-    });
-    let out: Run = guard
-        .child
-        .take()
-        .unwrap()
-        .wait_with_output()
-        .unwrap()
-        .into();
+    signal(pid, libc::SIGINT);
+    let out = guard.finish(Duration::from_secs(20), "swarm up exits");
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
-    assert!(
-        out.stdout.contains("swarm: stopping the swarm"),
-        "{}",
-        out.stdout
-    );
+    out.stdout_has("swarm: stopping the swarm");
     assert!(!alive(daemon));
     assert!(d
         .read(".swarmforge/daemon/handoffd.log")
@@ -873,19 +644,19 @@ fn foreground_up_stops_everything_on_sigint() {
 
 #[test]
 fn second_up_is_refused_while_one_supervises() {
-    let d = Dir::new();
+    let d = Project::empty();
     d.copy_example("pipeline");
     let _guard = SwarmGuard::new(&d.root);
     d.swarm(&["up", "--no-tmux", "--detach"]).ok();
     let r = d.swarm(&["up", "--no-tmux"]);
     assert_eq!(r.code, 1);
-    assert!(r.stderr.contains("already runs this swarm"), "{}", r.stderr);
-    assert!(r.stderr.contains("swarm down"), "{}", r.stderr);
+    r.stderr_has("already runs this swarm");
+    r.stderr_has("swarm down");
 }
 
 #[test]
 fn down_without_a_swarm_is_an_error() {
-    let d = Dir::new();
+    let d = Project::empty();
     let r = d.swarm(&["down"]);
     assert_eq!(r.code, 1);
     assert!(
@@ -898,36 +669,15 @@ fn down_without_a_swarm_is_an_error() {
 
 #[test]
 fn demo_runs_the_pipeline_and_shows_where_the_files_are() {
-    let d = Dir::new();
+    let d = Project::empty();
     let dir = d.path("demo");
     let mut guard = SwarmGuard::new(&dir);
-    let child = clean_command(&bin("swarm"), &d.root)
-        .args(["demo", "--timeout", "90s", "--dir"])
-        .arg(&dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    guard.child = Some(child);
-    let c = guard.child.as_mut().unwrap();
+    let demo = d.cmd("swarm").args(["demo", "--timeout", "90s", "--dir"]);
+    guard.guard(demo.arg(&dir).start());
     let start = Instant::now();
-    wait_until(Duration::from_secs(120), "swarm demo returns", || {
-        matches!(c.try_wait(), Ok(Some(_)))
-    });
+    let out = guard.finish(Duration::from_secs(120), "swarm demo returns");
     let took = start.elapsed();
-    let out: Run = guard
-        .child
-        .take()
-        .unwrap()
-        .wait_with_output()
-        .unwrap()
-        .into();
-    assert_eq!(
-        out.code, 0,
-        "stdout:\n{}\nstderr:\n{}",
-        out.stdout, out.stderr
-    );
+    out.ok();
     for h in [
         "== transcript ==",
         "== audit ==",
@@ -936,12 +686,7 @@ fn demo_runs_the_pipeline_and_shows_where_the_files_are() {
     ] {
         assert!(out.stdout.contains(h), "missing {h}:\n{}", out.stdout);
     }
-    assert!(
-        out.stdout
-            .contains(&format!("project:     {}", dir.display())),
-        "{}",
-        out.stdout
-    );
+    out.stdout_has(&format!("project:     {}", dir.display()));
     check_pipeline_outcome(&dir);
     eprintln!("swarm demo took {took:?}");
     // The scripts of the copy are the example's.

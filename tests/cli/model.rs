@@ -10,57 +10,9 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::support::{Project, Run};
+use crate::support::{file_header as header, handoff_names, publish, Project, Run};
 
 // ---------------------------------------------------------------- fixtures
-
-/// One row of roles.tsv: name, worktree (`master` or a folder under
-/// `.worktrees/`), agent, receive mode.
-use crate::support::RoleRow as Row;
-
-fn swarm(rows: &[Row]) -> Project {
-    let p = Project::new(&[]);
-    p.write_role_rows(rows);
-    p
-}
-
-fn rel(p: &Project, wt: &str) -> String {
-    p.wt_path(wt)
-        .strip_prefix(&p.root)
-        .unwrap()
-        .to_string_lossy()
-        .into_owned()
-}
-
-/// Sends `draft` with `swarm-handoff` as `role` from its worktree `wt`.
-fn send(p: &Project, role: &str, wt: &str, draft: &str) -> Run {
-    let path = p.wt_path(wt).join(format!("draft-{role}.txt"));
-    fs::write(&path, draft).unwrap();
-    p.run_in(
-        &rel(p, wt),
-        Some(role),
-        "swarm-handoff",
-        &[path.to_str().unwrap()],
-    )
-}
-
-fn helper(p: &Project, role: &str, wt: &str, program: &str) -> Run {
-    p.run_in(&rel(p, wt), Some(role), program, &[])
-}
-
-fn swarm_cmd(p: &Project, args: &[&str]) -> Run {
-    p.run(None, "swarm", args)
-}
-
-fn queued(r: &Run) -> PathBuf {
-    r.ok();
-    PathBuf::from(
-        r.stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("HANDOFF QUEUED: "))
-            .unwrap_or_else(|| panic!("no HANDOFF QUEUED line: {r:?}")),
-    )
-}
 
 /// The `Errors:` list of a `HANDOFF INVALID` (or `ANSWER INVALID`) report;
 /// asserts exit 2.
@@ -76,43 +28,8 @@ fn errors(r: &Run) -> Vec<String> {
         .collect()
 }
 
-fn header(path: &Path, name: &str) -> Option<String> {
-    let text = fs::read_to_string(path).unwrap();
-    text.split("\n\n")
-        .next()
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
-        .map(str::to_string)
-}
-
 fn id_of(path: &Path) -> String {
     header(path, "id").unwrap()
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.ends_with(".handoff"))
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
-
-fn deliver(p: &Project) {
-    p.deliver_once().ok();
-}
-
-fn json(r: &Run) -> Value {
-    serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {r:?}"))
-}
-
-fn write_config(p: &Project, yaml: &str) {
-    fs::write(p.path("swarm.yaml"), yaml).unwrap();
 }
 
 fn error_note(failed: &Path, name: &str) -> String {
@@ -142,21 +59,15 @@ fn plant(
     text.push('\n');
     text.push_str(body);
     let name = format!("50_{id}_to_{}.handoff", to.replace(',', "_"));
-    let d = p.hq(wt, dir);
-    fs::create_dir_all(&d).unwrap();
     // What swarm-handoff creates; the daemon writes refusal notes through it.
     fs::create_dir_all(p.hq(wt, "outbox/tmp")).unwrap();
-    let tmp = p.hq(wt, &format!(".plant.{seq}.tmp"));
-    fs::write(&tmp, text).unwrap();
-    let dest = d.join(name);
-    fs::rename(&tmp, &dest).unwrap();
-    dest
+    publish(&p.hq(wt, dir).join(name), text.as_bytes())
 }
 
 // ---------------------------------------------------------------- validation
 
 fn validation_swarm() -> Project {
-    swarm(&[
+    Project::with_roles(&[
         ("coder", "master", "codex", "task"),
         ("qa", "qa", "codex", "task"),
         ("boss", "boss", "human", "task"),
@@ -298,10 +209,10 @@ fn each_type_validates_with_exact_messages() {
         ),
     ];
     for (draft, want) in cases {
-        let r = send(&p, "coder", "master", &draft);
+        let r = p.send_as("coder", &draft);
         assert_eq!(errors(&r), want, "draft: {draft:?}");
         assert!(
-            !p.handoffs("outbox").exists() || names(&p.handoffs("outbox")).is_empty(),
+            !p.handoffs("outbox").exists() || handoff_names(&p.handoffs("outbox")).is_empty(),
             "nothing queued for {draft:?}"
         );
     }
@@ -315,12 +226,8 @@ fn each_type_validates_with_exact_messages() {
 #[test]
 fn good_drafts_are_queued_with_their_headers_and_body() {
     let p = validation_swarm();
-    let path = queued(&send(
-        &p,
-        "coder",
-        "master",
-        "type: post\nto: all\npriority: 20\nsubject: Findings for @qa\n\n\nAll green, @boss.\n\tIndented: @ghost me@qa.dev\n\n",
-    ));
+    let path = p.send_as("coder", "type: post\nto: all\npriority: 20\nsubject: Findings for @qa\n\n\nAll green, @boss.\n\tIndented: @ghost me@qa.dev\n\n",
+    ).queued();
     let text = fs::read_to_string(&path).unwrap();
     let id = id_of(&path);
     let created = header(&path, "created_at").unwrap();
@@ -334,24 +241,17 @@ fn good_drafts_are_queued_with_their_headers_and_body() {
     );
     assert!(path.ends_with(format!("20_{id}_to_all.handoff")));
 
-    let path = queued(&send(
-        &p,
-        "coder",
-        "master",
-        "type: clarify\nto: boss\npriority: 05\nquestion: Which database?\nallow_multiple: yes\n\nPostgres\n  SQLite  \n",
-    ));
+    let path = p.send_as("coder", "type: clarify\nto: boss\npriority: 05\nquestion: Which database?\nallow_multiple: yes\n\nPostgres\n  SQLite  \n",
+    ).queued();
     let body = fs::read_to_string(&path).unwrap();
     assert!(
         body.ends_with("allow_multiple: yes\nquestion: Which database?\n\nPostgres\n  SQLite  \n"),
         "{body}"
     );
 
-    let path = queued(&send(
-        &p,
-        "qa",
-        "qa",
-        "type: close\nto: coder\npriority: 50\nreason: done\n",
-    ));
+    let path = p
+        .send_as("qa", "type: close\nto: coder\npriority: 50\nreason: done\n")
+        .queued();
     assert_eq!(header(&path, "reason").as_deref(), Some("done"));
     assert!(fs::read_to_string(&path)
         .unwrap()
@@ -363,60 +263,27 @@ fn good_drafts_are_queued_with_their_headers_and_body() {
 #[test]
 fn allowed_types_are_enforced_at_send() {
     let p = validation_swarm();
-    write_config(
-        &p,
-        "roles:\n  - {name: coder, allowed_types: [git_handoff, note]}\n  - {name: qa, allowed_types: [post, close]}\n",
+    p.config("roles:\n  - {name: coder, allowed_types: [git_handoff, note]}\n  - {name: qa, allowed_types: [post, close]}\n",
     );
-    let r = send(
-        &p,
-        "coder",
-        "master",
-        "type: post\nto: qa\npriority: 10\n\nhi\n",
-    );
+    let r = p.send_as("coder", "type: post\nto: qa\npriority: 10\n\nhi\n");
     assert_eq!(
         errors(&r),
         vec!["Header 'type' must be one of git_handoff or note; got 'post'."]
     );
-    let r = send(
-        &p,
-        "qa",
-        "qa",
-        "type: note\nto: coder\npriority: 10\nmessage: m\n",
-    );
+    let r = p.send_as("qa", "type: note\nto: coder\npriority: 10\nmessage: m\n");
     assert_eq!(
         errors(&r),
         vec!["Header 'type' must be one of post or close; got 'note'."]
     );
-    queued(&send(
-        &p,
-        "qa",
-        "qa",
-        "type: post\nto: coder\npriority: 10\n\nhi\n",
-    ));
-    queued(&send(
-        &p,
-        "coder",
-        "master",
-        "type: note\nto: qa\npriority: 10\nmessage: m\n",
-    ));
+    p.send_as("qa", "type: post\nto: coder\npriority: 10\n\nhi\n")
+        .queued();
+    p.send_as("coder", "type: note\nto: qa\npriority: 10\nmessage: m\n")
+        .queued();
 
-    write_config(
-        &p,
-        "roles:\n  - {name: qa, allowed_types: [post, digest_request]}\n",
-    );
-    let r = send(
-        &p,
-        "qa",
-        "qa",
-        "type: post\nto: coder\npriority: 10\n\nhi\n",
-    );
+    p.config("roles:\n  - {name: qa, allowed_types: [post, digest_request]}\n");
+    let r = p.send_as("qa", "type: post\nto: coder\npriority: 10\n\nhi\n");
     assert_eq!(r.code, 1, "{r:?}");
-    assert!(
-        r.stderr
-            .contains("roles[qa].allowed_types: 'digest_request' is not a type a role may send"),
-        "{}",
-        r.stderr
-    );
+    r.stderr_has("roles[qa].allowed_types: 'digest_request' is not a type a role may send");
 }
 
 /// The daemon re-checks what a planted outbox file claims: a type the sender
@@ -426,10 +293,7 @@ fn allowed_types_are_enforced_at_send() {
 #[test]
 fn the_daemon_rechecks_allowed_types_and_hops() {
     let p = validation_swarm();
-    write_config(
-        &p,
-        "max_hops: 3\nroles:\n  - {name: coder, allowed_types: [git_handoff, note]}\n",
-    );
+    p.config("max_hops: 3\nroles:\n  - {name: coder, allowed_types: [git_handoff, note]}\n");
     let planted = [
         (
             plant(
@@ -489,7 +353,7 @@ fn the_daemon_rechecks_allowed_types_and_hops() {
         &[("message", "m"), ("hop", "3")],
         "m\n",
     );
-    deliver(&p);
+    p.deliver_once().ok();
     for (path, reason) in &planted {
         let name = path.file_name().unwrap().to_str().unwrap();
         let wt = if name.contains("_from_coder_") {
@@ -512,21 +376,14 @@ fn the_daemon_rechecks_allowed_types_and_hops() {
 /// copies and `wake: no` messages are delivered without a wake-up.
 #[test]
 fn broadcast_and_cc_deliver_to_everyone_and_wake_only_the_addressed() {
-    let p = swarm(&[
+    let p = Project::with_roles(&[
         ("lead", "master", "codex", "task"),
         ("a", "a", "codex", "task"),
         ("b", "b", "codex", "task"),
         ("c", "c", "codex", "batch"),
         ("boss", "boss", "human", "task"),
     ]);
-    let wakes = p.root.join("wakes.txt");
-    write_config(
-        &p,
-        &format!(
-            "wake: {{method: command, command: \"echo $SWARMFORGE_ROLE >> {}\"}}\n",
-            wakes.display()
-        ),
-    );
+    let wakes = p.record_wakes("");
     // `handoffd --once` waits for the wake-ups it started (up to 10 s); the
     // deadline only guards a very slow machine. Reading empties the file.
     let woken = |n: usize| -> Vec<String> {
@@ -544,22 +401,26 @@ fn broadcast_and_cc_deliver_to_everyone_and_wake_only_the_addressed() {
         v
     };
 
-    let all = queued(&send(
-        &p,
-        "lead",
-        "master",
-        "type: post\nto: all\npriority: 30\n\nKickoff: @b starts.\n",
-    ));
+    let all = p
+        .send_as(
+            "lead",
+            "type: post\nto: all\npriority: 30\n\nKickoff: @b starts.\n",
+        )
+        .queued();
     let name = all.file_name().unwrap().to_str().unwrap().to_string();
-    deliver(&p); // --once waits for the wake-ups it started
+    p.deliver_once().ok(); // --once waits for the wake-ups it started
     for wt in ["a", "b", "c", "boss"] {
-        assert_eq!(names(&p.hq(wt, "inbox/new")), vec![name.clone()], "{wt}");
+        assert_eq!(
+            handoff_names(&p.hq(wt, "inbox/new")),
+            vec![name.clone()],
+            "{wt}"
+        );
         let copy = p.hq(wt, "inbox/new").join(&name);
         assert_eq!(header(&copy, "to").as_deref(), Some("all"));
         assert_eq!(header(&copy, "recipient").as_deref(), Some(wt));
     }
     assert!(
-        names(&p.hq("master", "inbox/new")).is_empty(),
+        handoff_names(&p.hq("master", "inbox/new")).is_empty(),
         "not to the sender"
     );
     assert_eq!(woken(3), vec!["a", "b", "c"], "the human is never woken");
@@ -567,7 +428,7 @@ fn broadcast_and_cc_deliver_to_everyone_and_wake_only_the_addressed() {
         header(&p.hq("master", "sent").join(&name), "to").as_deref(),
         Some("all")
     );
-    let t = swarm_cmd(&p, &["transcript", p.root.to_str().unwrap()]);
+    let t = p.swarm(&["transcript", p.root.to_str().unwrap()]);
     assert!(
         t.ok()
             .stdout
@@ -577,7 +438,7 @@ fn broadcast_and_cc_deliver_to_everyone_and_wake_only_the_addressed() {
     );
 
     // b was mentioned; a was not.
-    let r = helper(&p, "b", "b", "ready-next");
+    let r = p.cmd("ready-next").role("b").run();
     let b_copy = p.hq("b", "inbox/in_process").join(&name);
     assert_eq!(
         r.ok().stdout,
@@ -586,20 +447,20 @@ fn broadcast_and_cc_deliver_to_everyone_and_wake_only_the_addressed() {
             b_copy.display()
         )
     );
-    let r = helper(&p, "a", "a", "ready-next");
+    let r = p.cmd("ready-next").role("a").run();
     assert!(!r.ok().stdout.contains("MENTIONED"), "{}", r.stdout);
-    helper(&p, "a", "a", "done-current").ok();
+    p.cmd("done-current").role("a").run().ok();
 
     // A note to a with a context copy for c: only a is woken.
-    let cc = queued(&send(
-        &p,
-        "lead",
-        "master",
-        "type: note\nto: a\npriority: 30\nmessage: fyi\ncc: c,boss\n",
-    ));
+    let cc = p
+        .send_as(
+            "lead",
+            "type: note\nto: a\npriority: 30\nmessage: fyi\ncc: c,boss\n",
+        )
+        .queued();
     let cc_name = cc.file_name().unwrap().to_str().unwrap().to_string();
     assert!(cc_name.ends_with("_to_a.handoff"), "{cc_name}");
-    deliver(&p);
+    p.deliver_once().ok();
     assert_eq!(woken(1), vec!["a"]);
     for (wt, recipient) in [("a", "a"), ("c", "c"), ("boss", "boss")] {
         let copy = p.hq(wt, "inbox/new").join(&cc_name);
@@ -611,21 +472,21 @@ fn broadcast_and_cc_deliver_to_everyone_and_wake_only_the_addressed() {
         assert_eq!(header(&copy, "cc").as_deref(), Some("c,boss"));
     }
     assert!(!p.hq("b", "inbox/new").join(&cc_name).exists());
-    let r = helper(&p, "c", "c", "ready-next");
+    let r = p.cmd("ready-next").role("c").run();
     let out = r.ok().stdout.clone();
     assert!(
         out.contains("\nFROM: lead\nTYPE: note\nPRIORITY: 30\nCC: yes\nPAYLOAD:\n"),
         "{out}"
     );
-    let r = p.run_in(&rel(&p, "a"), Some("a"), "ready-next", &["--json"]);
-    let v = json(&r);
+    let r = p.cmd("ready-next").role("a").args(&["--json"]).run();
+    let v = r.json();
     assert_eq!(
         (v["cc"].as_bool(), v["mentioned"].as_bool()),
         (Some(false), Some(false))
     );
     // Receipts mark context copies as cc, not as copies nobody addressed.
     let cc_id = header(&p.hq("master", "sent").join(&cc_name), "id").unwrap();
-    let r = swarm_cmd(&p, &["receipts", &cc_id, p.root.to_str().unwrap()]);
+    let r = p.swarm(&["receipts", &cc_id, p.root.to_str().unwrap()]);
     let out = r.ok().stdout.clone();
     assert!(
         out.contains("\nc (cc)") && out.contains("\nboss (cc)"),
@@ -634,26 +495,22 @@ fn broadcast_and_cc_deliver_to_everyone_and_wake_only_the_addressed() {
     assert!(!out.contains("not in to"), "{out}");
 
     // wake: no delivers durably and wakes nobody.
-    let quiet = queued(&send(
-        &p,
-        "lead",
-        "master",
-        "type: note\nto: b\npriority: 30\nmessage: later\nwake: no\n",
-    ));
-    deliver(&p);
+    let quiet = p
+        .send_as(
+            "lead",
+            "type: note\nto: b\npriority: 30\nmessage: later\nwake: no\n",
+        )
+        .queued();
+    p.deliver_once().ok();
     assert!(p
         .hq("b", "inbox/new")
         .join(quiet.file_name().unwrap())
         .exists());
     assert_eq!(woken(0), Vec::<String>::new());
     // And one with the default wakes again (the command still works).
-    queued(&send(
-        &p,
-        "lead",
-        "master",
-        "type: note\nto: b\npriority: 30\nmessage: now\n",
-    ));
-    deliver(&p);
+    p.send_as("lead", "type: note\nto: b\npriority: 30\nmessage: now\n")
+        .queued();
+    p.deliver_once().ok();
     assert_eq!(woken(1), vec!["b"]);
 }
 
@@ -664,18 +521,14 @@ fn broadcast_and_cc_deliver_to_everyone_and_wake_only_the_addressed() {
 /// again at hop 0 (no header).
 #[test]
 fn hop_limit_stops_an_agent_loop_and_a_new_task_resets_it() {
-    let p = swarm(&[
+    let p = Project::with_roles(&[
         ("a", "master", "codex", "task"),
         ("b", "b", "codex", "task"),
     ]);
-    write_config(&p, "max_hops: 3\n");
-    let wt = |r: &str| if r == "a" { "master" } else { "b" };
-    let first = queued(&send(
-        &p,
-        "a",
-        "master",
-        "type: note\nto: b\npriority: 10\nmessage: ping 0\n",
-    ));
+    p.config("max_hops: 3\n");
+    let first = p
+        .send_as("a", "type: note\nto: b\npriority: 10\nmessage: ping 0\n")
+        .queued();
     let root = id_of(&first);
     assert_eq!(header(&first, "hop"), None);
     assert_eq!(header(&first, "thread"), None);
@@ -683,37 +536,28 @@ fn hop_limit_stops_an_agent_loop_and_a_new_task_resets_it() {
     // b answers (hop 1), a answers (2), b answers (3): each takes the item,
     // replies while it is in process, and completes it.
     for (n, (me, other)) in [("b", "a"), ("a", "b"), ("b", "a")].into_iter().enumerate() {
-        deliver(&p);
-        helper(&p, me, wt(me), "ready-next").ok();
-        let reply = queued(&send(
-            &p,
-            me,
-            wt(me),
-            &format!(
-                "type: note\nto: {other}\npriority: 10\nmessage: ping {}\n",
-                n + 1
-            ),
-        ));
+        p.deliver_once().ok();
+        p.cmd("ready-next").role(me).run().ok();
+        let reply = p
+            .send_as(
+                me,
+                &format!(
+                    "type: note\nto: {other}\npriority: 10\nmessage: ping {}\n",
+                    n + 1
+                ),
+            )
+            .queued();
         assert_eq!(header(&reply, "hop"), Some((n + 1).to_string()));
         assert_eq!(header(&reply, "in_reply_to"), Some(parent.clone()));
         assert_eq!(header(&reply, "thread"), Some(root.clone()));
         parent = id_of(&reply);
-        helper(&p, me, wt(me), "done-current").ok();
+        p.cmd("done-current").role(me).run().ok();
     }
-    deliver(&p);
-    let r = helper(&p, "a", "master", "ready-next");
+    p.deliver_once().ok();
+    let r = p.cmd("ready-next").role("a").run();
     assert!(r.ok().stdout.contains("\nIN_REPLY_TO: "), "{}", r.stdout);
-    assert!(
-        r.stdout.contains(&format!("\nTHREAD: {root}\n")),
-        "{}",
-        r.stdout
-    );
-    let r = send(
-        &p,
-        "a",
-        "master",
-        "type: note\nto: b\npriority: 10\nmessage: ping 4\n",
-    );
+    r.stdout_has(&format!("\nTHREAD: {root}\n"));
+    let r = p.send_as("a", "type: note\nto: b\npriority: 10\nmessage: ping 4\n");
     assert_eq!(
         errors(&r),
         vec![format!(
@@ -722,24 +566,21 @@ fn hop_limit_stops_an_agent_loop_and_a_new_task_resets_it() {
     );
     // A new task resets the count; it still records what caused it.
     let commit = crate::support::git(&p.root, &["rev-parse", "--short=10", "HEAD"]);
-    let task = queued(&send(
-        &p,
-        "a",
-        "master",
-        &format!("type: git_handoff\nto: b\npriority: 10\ntask: fresh\ncommit: {commit}\n"),
-    ));
+    let task = p
+        .send_as(
+            "a",
+            &format!("type: git_handoff\nto: b\npriority: 10\ntask: fresh\ncommit: {commit}\n"),
+        )
+        .queued();
     assert_eq!(header(&task, "hop"), None);
     assert_eq!(header(&task, "in_reply_to"), Some(parent.clone()));
     let task_id = id_of(&task);
-    helper(&p, "a", "master", "done-current").ok();
-    deliver(&p);
-    helper(&p, "b", "b", "ready-next").ok();
-    let reply = queued(&send(
-        &p,
-        "b",
-        "b",
-        "type: note\nto: a\npriority: 10\nmessage: on it\n",
-    ));
+    p.cmd("done-current").role("a").run().ok();
+    p.deliver_once().ok();
+    p.cmd("ready-next").role("b").run().ok();
+    let reply = p
+        .send_as("b", "type: note\nto: a\npriority: 10\nmessage: on it\n")
+        .queued();
     assert_eq!(header(&reply, "hop").as_deref(), Some("1"));
     assert_eq!(header(&reply, "in_reply_to"), Some(task_id));
 }
@@ -747,8 +588,8 @@ fn hop_limit_stops_an_agent_loop_and_a_new_task_resets_it() {
 // ---------------------------------------------------------------- clarify
 
 fn attention(p: &Project) -> Vec<Value> {
-    let r = swarm_cmd(p, &["status", "--json", p.root.to_str().unwrap()]);
-    json(r.ok())["attention"].as_array().unwrap().clone()
+    let r = p.swarm(&["status", "--json", p.root.to_str().unwrap()]);
+    r.ok().json()["attention"].as_array().unwrap().clone()
 }
 
 /// The asker parks its item and asks a person; `swarm status` lists the open
@@ -757,20 +598,19 @@ fn attention(p: &Project) -> Vec<Value> {
 /// the parked item, and the question leaves the attention list.
 #[test]
 fn clarify_answer_round_trip_through_the_binaries() {
-    let p = swarm(&[
+    let p = Project::with_roles(&[
         ("lead", "master", "codex", "task"),
         ("coder", "coder", "codex", "task"),
         ("owner", "owner", "human", "task"),
     ]);
     let root = p.root.to_str().unwrap().to_string();
-    queued(&send(
-        &p,
+    p.send_as(
         "lead",
-        "master",
         "type: note\nto: coder\npriority: 20\nmessage: build the store\n",
-    ));
-    deliver(&p);
-    let parked = helper(&p, "coder", "coder", "ready-next");
+    )
+    .queued();
+    p.deliver_once().ok();
+    let parked = p.cmd("ready-next").role("coder").run();
     let parked_path = PathBuf::from(
         parked
             .ok()
@@ -783,12 +623,8 @@ fn clarify_answer_round_trip_through_the_binaries() {
     );
     let work = id_of(&parked_path);
 
-    let clarify = queued(&send(
-        &p,
-        "coder",
-        "coder",
-        "type: clarify\nto: owner\npriority: 05\nquestion: Which database for @owner?\n\nPostgres\nSQLite\nBoth\n",
-    ));
+    let clarify = p.send_as("coder", "type: clarify\nto: owner\npriority: 05\nquestion: Which database for @owner?\n\nPostgres\nSQLite\nBoth\n",
+    ).queued();
     let cid = id_of(&clarify);
     assert_eq!(header(&clarify, "in_reply_to"), Some(work.clone()));
     assert_eq!(header(&clarify, "hop").as_deref(), Some("1"));
@@ -808,7 +644,7 @@ fn clarify_answer_round_trip_through_the_binaries() {
         header(&clarify, "created_at").unwrap().as_str()
     );
     // Not delivered yet: nothing to answer.
-    let r = swarm_cmd(&p, &["answer", &cid, &root, "--choice", "1"]);
+    let r = p.swarm(&["answer", &cid, &root, "--choice", "1"]);
     assert_eq!(r.code, 1, "{r:?}");
     assert!(
         r.stderr
@@ -817,8 +653,8 @@ fn clarify_answer_round_trip_through_the_binaries() {
         r.stderr
     );
 
-    deliver(&p);
-    let text = swarm_cmd(&p, &["status", &root]);
+    p.deliver_once().ok();
+    let text = p.swarm(&["status", &root]);
     let line = text
         .ok()
         .stdout
@@ -834,7 +670,7 @@ fn clarify_answer_round_trip_through_the_binaries() {
         "{line}"
     );
     // The person sees the question with numbered options.
-    let r = helper(&p, "owner", "owner", "ready-next");
+    let r = p.cmd("ready-next").role("owner").run();
     let owner_copy = p
         .hq("owner", "inbox/in_process")
         .join(clarify.file_name().unwrap());
@@ -849,7 +685,7 @@ fn clarify_answer_round_trip_through_the_binaries() {
     );
 
     // Refusals: not an option, two choices, nothing at all, not a clarify.
-    let r = swarm_cmd(&p, &["answer", &cid, &root, "--choice", "4"]);
+    let r = p.swarm(&["answer", &cid, &root, "--choice", "4"]);
     assert_eq!(
         errors(&r),
         vec![format!(
@@ -857,19 +693,16 @@ fn clarify_answer_round_trip_through_the_binaries() {
         )]
     );
     assert!(r.stderr.starts_with(&format!("ANSWER INVALID: {cid}\n")));
-    let r = swarm_cmd(
-        &p,
-        &["answer", &cid, &root, "--choice", "1", "--choice", "3"],
-    );
+    let r = p.swarm(&["answer", &cid, &root, "--choice", "1", "--choice", "3"]);
     assert_eq!(
         errors(&r),
         vec![format!(
             "Only one choice is allowed for clarify '{cid}' (allow_multiple: no); got 2."
         )]
     );
-    let r = swarm_cmd(&p, &["answer", &cid, &root]);
+    let r = p.swarm(&["answer", &cid, &root]);
     assert_eq!(r.code, 1);
-    let r = swarm_cmd(&p, &["answer", &work, &root, "--choice", "1"]);
+    let r = p.swarm(&["answer", &work, &root, "--choice", "1"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
         r.stderr
@@ -878,24 +711,21 @@ fn clarify_answer_round_trip_through_the_binaries() {
         r.stderr
     );
     assert!(
-        names(&p.hq("owner", "outbox")).is_empty(),
+        handoff_names(&p.hq("owner", "outbox")).is_empty(),
         "refusals queue nothing"
     );
 
-    let r = swarm_cmd(
-        &p,
-        &[
-            "answer",
-            &cid,
-            &root,
-            "--choice",
-            "2",
-            "--text",
-            "keep it small\nand local",
-            "--json",
-        ],
-    );
-    let v = json(r.ok());
+    let r = p.swarm(&[
+        "answer",
+        &cid,
+        &root,
+        "--choice",
+        "2",
+        "--text",
+        "keep it small\nand local",
+        "--json",
+    ]);
+    let v = r.ok().json();
     assert_eq!(v["status"], "answered");
     assert_eq!(v["role"], "owner");
     let answer = PathBuf::from(v["queued"]["path"].as_str().unwrap());
@@ -904,7 +734,7 @@ fn clarify_answer_round_trip_through_the_binaries() {
         .join(clarify.file_name().unwrap());
     assert_eq!(v["completed"], done_copy.display().to_string());
     assert!(header(&done_copy, "completed_at").is_some());
-    assert!(names(&p.hq("owner", "inbox/in_process")).is_empty());
+    assert!(handoff_names(&p.hq("owner", "inbox/in_process")).is_empty());
     let aid = id_of(&answer);
     assert!(answer.starts_with(p.hq("owner", "outbox")));
     assert_eq!(
@@ -916,7 +746,7 @@ fn clarify_answer_round_trip_through_the_binaries() {
         )
     );
     assert!(attention(&p).is_empty(), "answered: off the list");
-    let r = swarm_cmd(&p, &["answer", &cid, &root, "--choice", "1"]);
+    let r = p.swarm(&["answer", &cid, &root, "--choice", "1"]);
     assert_eq!(r.code, 2);
     assert!(
         r.stderr.starts_with(&format!(
@@ -927,8 +757,8 @@ fn clarify_answer_round_trip_through_the_binaries() {
     );
 
     // The asker resumes its parked item with the answer.
-    deliver(&p);
-    let r = helper(&p, "coder", "coder", "ready-next");
+    p.deliver_once().ok();
+    let r = p.cmd("ready-next").role("coder").run();
     let answer_done = p
         .hq("coder", "inbox/completed")
         .join(answer.file_name().unwrap());
@@ -946,11 +776,11 @@ fn clarify_answer_round_trip_through_the_binaries() {
     for h in ["dequeued_at", "completed_at", "enqueued_at"] {
         assert!(header(&answer_done, h).is_some(), "{h}");
     }
-    assert!(names(&p.hq("coder", "inbox/new")).is_empty());
+    assert!(handoff_names(&p.hq("coder", "inbox/new")).is_empty());
     // Shown once: the next resume is the plain item.
-    let r = helper(&p, "coder", "coder", "ready-next");
+    let r = p.cmd("ready-next").role("coder").run();
     assert!(!r.ok().stdout.contains("ANSWER"), "{}", r.stdout);
-    let audit = swarm_cmd(&p, &["audit", "--check", &root]);
+    let audit = p.swarm(&["audit", "--check", &root]);
     assert_eq!(audit.code, 0, "{}", audit.stdout);
 }
 
@@ -958,25 +788,25 @@ fn clarify_answer_round_trip_through_the_binaries() {
 /// attention list; items waiting for a human are listed until taken.
 #[test]
 fn withdrawn_clarify_and_waiting_items_in_the_attention_list() {
-    let p = swarm(&[
+    let p = Project::with_roles(&[
         ("coder", "master", "codex", "task"),
         ("owner", "owner", "human", "task"),
     ]);
-    let clarify = queued(&send(
-        &p,
-        "coder",
-        "master",
-        "type: clarify\nto: owner\npriority: 10\nquestion: Ship it?\n",
-    ));
+    let clarify = p
+        .send_as(
+            "coder",
+            "type: clarify\nto: owner\npriority: 10\nquestion: Ship it?\n",
+        )
+        .queued();
     let cid = id_of(&clarify);
-    let note = queued(&send(
-        &p,
-        "coder",
-        "master",
-        "type: note\nto: owner\npriority: 10\nmessage: FYI the build is red\n",
-    ));
+    let note = p
+        .send_as(
+            "coder",
+            "type: note\nto: owner\npriority: 10\nmessage: FYI the build is red\n",
+        )
+        .queued();
     let nid = id_of(&note);
-    deliver(&p);
+    p.deliver_once().ok();
     let att = attention(&p);
     let kinds: Vec<(&str, &str)> = att
         .iter()
@@ -988,21 +818,23 @@ fn withdrawn_clarify_and_waiting_items_in_the_attention_list() {
     );
     assert_eq!(att[1]["text"], "FYI the build is red");
     assert_eq!(att[1]["role"], "owner");
-    let close = queued(&send(
-        &p,
-        "coder",
-        "master",
-        &format!("type: close\nto: owner\npriority: 10\nreason: withdrawn\nin_reply_to: {cid}\n"),
-    ));
+    let close = p
+        .send_as(
+            "coder",
+            &format!(
+                "type: close\nto: owner\npriority: 10\nreason: withdrawn\nin_reply_to: {cid}\n"
+            ),
+        )
+        .queued();
     assert_eq!(header(&close, "thread"), Some(cid.clone()));
     let att = attention(&p);
     assert_eq!(att.len(), 1);
     assert_eq!(att[0]["id"], nid.as_str());
-    deliver(&p);
+    p.deliver_once().ok();
     // Taking items empties the list (the close itself waits too, then goes).
     for _ in 0..3 {
-        helper(&p, "owner", "owner", "ready-next").ok();
-        helper(&p, "owner", "owner", "done-current").ok();
+        p.cmd("ready-next").role("owner").run().ok();
+        p.cmd("done-current").role("owner").run().ok();
     }
     assert!(attention(&p).is_empty());
 }
@@ -1011,44 +843,36 @@ fn withdrawn_clarify_and_waiting_items_in_the_attention_list() {
 /// and before the first item, and completed.
 #[test]
 fn a_parked_batch_gets_its_answer_before_its_items() {
-    let p = swarm(&[
+    let p = Project::with_roles(&[
         ("lead", "master", "codex", "task"),
         ("qa", "qa", "codex", "batch"),
         ("owner", "owner", "human", "task"),
     ]);
     let root = p.root.to_str().unwrap().to_string();
     for m in ["one", "two"] {
-        queued(&send(
-            &p,
+        p.send_as(
             "lead",
-            "master",
             &format!("type: note\nto: qa\npriority: 40\nmessage: {m}\n"),
-        ));
+        )
+        .queued();
     }
-    deliver(&p);
-    helper(&p, "qa", "qa", "ready-next").ok();
-    let clarify = queued(&send(
-        &p,
-        "qa",
-        "qa",
-        "type: clarify\nto: owner\npriority: 40\nquestion: Release today?\nallow_custom: no\nallow_multiple: yes\n\nyes\nno\nafter review\n",
-    ));
+    p.deliver_once().ok();
+    p.cmd("ready-next").role("qa").run().ok();
+    let clarify = p.send_as("qa", "type: clarify\nto: owner\npriority: 40\nquestion: Release today?\nallow_custom: no\nallow_multiple: yes\n\nyes\nno\nafter review\n",
+    ).queued();
     let cid = id_of(&clarify);
-    deliver(&p);
-    let r = swarm_cmd(&p, &["answer", &cid, &root, "--text", "maybe"]);
+    p.deliver_once().ok();
+    let r = p.swarm(&["answer", &cid, &root, "--text", "maybe"]);
     assert_eq!(
         errors(&r),
         vec![format!(
             "Custom text is not allowed for clarify '{cid}' (allow_custom: no); choose an option."
         )]
     );
-    swarm_cmd(
-        &p,
-        &["answer", &cid, &root, "--choice", "3", "--choice", "1"],
-    )
-    .ok();
-    deliver(&p);
-    let r = helper(&p, "qa", "qa", "ready-next");
+    p.swarm(&["answer", &cid, &root, "--choice", "3", "--choice", "1"])
+        .ok();
+    p.deliver_once().ok();
+    let r = p.cmd("ready-next").role("qa").run();
     let out = r.ok().stdout.clone();
     let head: Vec<&str> = out.lines().take(7).collect();
     assert!(head[0].starts_with("BATCH: "), "{out}");
@@ -1070,9 +894,14 @@ fn a_parked_batch_gets_its_answer_before_its_items() {
         out.contains("ANSWER_CHOICE: 1. yes\n\nBATCH_ITEM: 1\n"),
         "{out}"
     );
-    let v = json(&p.run_in(&rel(&p, "qa"), Some("qa"), "ready-next", &["--json"]));
+    let v = p
+        .cmd("ready-next")
+        .role("qa")
+        .args(&["--json"])
+        .run()
+        .json();
     assert_eq!(v["answers"], serde_json::json!([]), "shown once");
-    assert!(names(&p.hq("qa", "inbox/new")).is_empty());
+    assert!(handoff_names(&p.hq("qa", "inbox/new")).is_empty());
 }
 
 // ---------------------------------------------------------------- artifacts
@@ -1086,7 +915,7 @@ fn sha(bytes: &[u8]) -> String {
 
 #[test]
 fn artifact_paths_are_confined_and_rechecked() {
-    let p = swarm(&[
+    let p = Project::with_roles(&[
         ("coder", "coder", "codex", "task"),
         ("qa", "master", "codex", "task"),
     ]);
@@ -1111,9 +940,7 @@ fn artifact_paths_are_confined_and_rechecked() {
         }
         d
     };
-    let r = send(
-        &p,
-        "coder",
+    let r = p.send_as(
         "coder",
         &draft(&[
             "../outside.txt",
@@ -1145,20 +972,12 @@ fn artifact_paths_are_confined_and_rechecked() {
             "Header 'artifact' path '.' names the worktree itself, not a file.".into(),
         ]
     );
-    let r = send(
-        &p,
-        "coder",
-        "coder",
-        &draft(&["docs/plan.md", "./docs//plan.md"]),
-    );
+    let r = p.send_as("coder", &draft(&["docs/plan.md", "./docs//plan.md"]));
     assert_eq!(errors(&r), vec!["Duplicate artifact 'docs/plan.md'."]);
 
-    let path = queued(&send(
-        &p,
-        "coder",
-        "coder",
-        &draft(&["./docs/plan.md", "in-link", "data.bin"]),
-    ));
+    let path = p
+        .send_as("coder", &draft(&["./docs/plan.md", "in-link", "data.bin"]))
+        .queued();
     let text = fs::read_to_string(&path).unwrap();
     let plan = sha(b"# plan\n");
     assert!(
@@ -1169,11 +988,11 @@ fn artifact_paths_are_confined_and_rechecked() {
         "{text}"
     );
     let id = id_of(&path);
-    deliver(&p);
+    p.deliver_once().ok();
     let root = p.root.to_str().unwrap().to_string();
     let list = |p: &Project| -> Vec<(String, String, Value)> {
-        let r = swarm_cmd(p, &["artifacts", &id, &root, "--json"]);
-        json(r.ok())["artifacts"]
+        let r = p.swarm(&["artifacts", &id, &root, "--json"]);
+        r.ok().json()["artifacts"]
             .as_array()
             .unwrap()
             .iter()
@@ -1205,7 +1024,7 @@ fn artifact_paths_are_confined_and_rechecked() {
     assert_eq!(rows[0].2["matches"], true);
     assert_eq!(rows[0].2["sha256"], plan.as_str());
     assert!(rows[0].2["modified"].as_str().unwrap().ends_with('Z'));
-    let txt = swarm_cmd(&p, &["artifacts", &id, &root]);
+    let txt = p.swarm(&["artifacts", &id, &root]);
     let lines: Vec<&str> = txt.ok().stdout.lines().collect();
     assert_eq!(lines.len(), 4, "{}", txt.stdout);
     assert!(lines[0].starts_with("STATE"), "{}", lines[0]);
@@ -1240,20 +1059,14 @@ fn artifact_paths_are_confined_and_rechecked() {
     );
 
     // No artifacts: an empty list, exit 0; an unknown id: exit 1.
-    let plain = queued(&send(
-        &p,
-        "coder",
-        "coder",
-        "type: note\nto: qa\npriority: 10\nmessage: m\n",
-    ));
-    let r = swarm_cmd(&p, &["artifacts", &id_of(&plain), &root]);
+    let plain = p
+        .send_as("coder", "type: note\nto: qa\npriority: 10\nmessage: m\n")
+        .queued();
+    let r = p.swarm(&["artifacts", &id_of(&plain), &root]);
     assert_eq!((r.code, r.stdout.as_str()), (0, ""));
-    let r = swarm_cmd(&p, &["artifacts", &id_of(&plain), &root, "--json"]);
-    assert_eq!(json(&r)["artifacts"], serde_json::json!([]));
-    let r = swarm_cmd(
-        &p,
-        &["artifacts", "20260101T000000Z_000099_from_coder", &root],
-    );
+    let r = p.swarm(&["artifacts", &id_of(&plain), &root, "--json"]);
+    assert_eq!(r.json()["artifacts"], serde_json::json!([]));
+    let r = p.swarm(&["artifacts", "20260101T000000Z_000099_from_coder", &root]);
     assert_eq!(r.code, 1);
 
     // --session lists every message of the session.
@@ -1277,14 +1090,14 @@ fn artifact_paths_are_confined_and_rechecked() {
         &[("session", "s2"), ("artifact", &art)],
         "x\n",
     );
-    let r = swarm_cmd(&p, &["artifacts", "--session", "s1", &root, "--json"]);
-    let v = json(r.ok());
+    let r = p.swarm(&["artifacts", "--session", "s1", &root, "--json"]);
+    let v = r.ok().json();
     let arts = v["artifacts"].as_array().unwrap();
     assert_eq!(arts.len(), 1);
     assert_eq!(arts[0]["id"], "20260616T000000Z_000090_from_coder");
     assert_eq!(arts[0]["state"], "ok");
     assert_eq!(arts[0]["mime"], "text/plain");
-    let r = swarm_cmd(&p, &["artifacts", "--session", "none", &root]);
+    let r = p.swarm(&["artifacts", "--session", "none", &root]);
     assert_eq!((r.code, r.stdout.as_str()), (0, ""));
 }
 
@@ -1292,7 +1105,7 @@ fn artifact_paths_are_confined_and_rechecked() {
 
 #[test]
 fn transcript_thread_indents_replies_under_their_parent() {
-    let p = swarm(&[
+    let p = Project::with_roles(&[
         ("a", "master", "codex", "task"),
         ("b", "b", "codex", "task"),
         ("c", "c", "codex", "task"),
@@ -1338,20 +1151,17 @@ fn transcript_thread_indents_replies_under_their_parent() {
                 \x20 [00:00:03] [c -> a] note second reply\n";
     // Any message of the thread finds the whole conversation.
     for start in [id(1, "a"), id(4, "a"), id(6, "b")] {
-        let r = swarm_cmd(&p, &["transcript", &root, "--thread", &start]);
+        let r = p.swarm(&["transcript", &root, "--thread", &start]);
         assert_eq!(r.ok().stdout, want, "--thread {start}");
     }
-    let r = swarm_cmd(
-        &p,
-        &[
-            "transcript",
-            &root,
-            "--thread",
-            &id(1, "a"),
-            "--format",
-            "jsonl",
-        ],
-    );
+    let r = p.swarm(&[
+        "transcript",
+        &root,
+        "--thread",
+        &id(1, "a"),
+        "--format",
+        "jsonl",
+    ]);
     let depths: Vec<(String, u64)> = r
         .ok()
         .stdout
@@ -1375,20 +1185,17 @@ fn transcript_thread_indents_replies_under_their_parent() {
         ]
     );
     // Other filters still apply, with the tree's indentation.
-    let r = swarm_cmd(
-        &p,
-        &["transcript", &root, "--thread", &id(1, "a"), "--role", "c"],
-    );
+    let r = p.swarm(&["transcript", &root, "--thread", &id(1, "a"), "--role", "c"]);
     assert_eq!(
         r.ok().stdout,
         "--- 2026-06-16 ---\n  [00:00:03] [c -> a] note second reply\n"
     );
-    let r = swarm_cmd(&p, &["transcript", &root, "--thread", &id(5, "a")]);
+    let r = p.swarm(&["transcript", &root, "--thread", &id(5, "a")]);
     assert_eq!(
         r.ok().stdout,
         "--- 2026-06-16 ---\n[00:00:05] [a -> c] note unrelated\n"
     );
-    let r = swarm_cmd(&p, &["transcript", &root, "--thread", &id(9, "a")]);
+    let r = p.swarm(&["transcript", &root, "--thread", &id(9, "a")]);
     assert_eq!(r.code, 1);
     assert!(r.stderr.starts_with("No message with id "), "{}", r.stderr);
 }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use swarm_handoff::protocol::header::Message;
 
-use crate::support::{bin, clean_command, wait_until, Project, Run, DEADLINE};
+use crate::support::{hq, wait_until, Project, Role, Run, DEADLINE};
 
 /// One message of a fixture.
 #[derive(Clone)]
@@ -107,24 +107,21 @@ impl Msg {
 
 /// `coder` and `QA` share the main worktree; `cleaner` (batch) has its own.
 fn project() -> Project {
-    let p = Project::new(&[]);
-    let root = p.root.display().to_string();
-    p.write_roles_raw(&format!(
-        "coder\tmaster\t{root}\tswarmforge-coder\tCoder\tcodex\ttask\n\
-         cleaner\tcleaner\t{root}/.worktrees/cleaner\tswarmforge-cleaner\tCleaner\tcodex\tbatch\n\
-         QA\tmaster\t{root}\tswarmforge-QA\tQa\tclaude\ttask\n"
-    ));
-    p
+    Project::builder()
+        .role(Role::new("coder").display("Coder"))
+        .role(
+            Role::new("cleaner")
+                .worktree("cleaner")
+                .mode("batch")
+                .display("Cleaner"),
+        )
+        .role(Role::new("QA").agent("claude").display("Qa"))
+        .build()
 }
 
 /// `<worktree>/.swarmforge/handoffs/<rel>` for a role's worktree.
 fn hand(p: &Project, role: &str, rel: &str) -> PathBuf {
-    let wt = if role == "cleaner" {
-        p.root.join(".worktrees/cleaner")
-    } else {
-        p.root.clone()
-    };
-    wt.join(".swarmforge/handoffs").join(rel)
+    hq(&p.role_dir(role), rel)
 }
 
 fn put(path: &Path, text: &str) {
@@ -254,10 +251,6 @@ fn fixture() -> Project {
     p
 }
 
-fn swarm(p: &Project, args: &[&str]) -> Run {
-    p.run(None, "swarm", args)
-}
-
 /// Replaces the temp root with `<root>` so expectations read plainly.
 fn rooted(p: &Project, s: &str) -> String {
     s.replace(&p.root.display().to_string(), "<root>")
@@ -277,7 +270,7 @@ const TEXT: &str = "\
 #[test]
 fn transcript_text_is_one_line_per_message_in_order() {
     let p = fixture();
-    let r = swarm(&p, &["transcript"]);
+    let r = p.swarm(&["transcript"]);
     r.ok();
     assert_eq!(r.stdout, TEXT);
     assert_eq!(r.stderr, "");
@@ -308,7 +301,7 @@ fn forum_line_matches_the_transcript_line() {
 #[test]
 fn transcript_jsonl_carries_headers_body_and_state() {
     let p = fixture();
-    let r = swarm(&p, &["transcript", "--format", "jsonl"]);
+    let r = p.swarm(&["transcript", "--format", "jsonl"]);
     r.ok();
     let rows: Vec<Value> = r
         .stdout
@@ -346,7 +339,7 @@ fn transcript_jsonl_carries_headers_body_and_state() {
 #[test]
 fn transcript_markdown_has_a_section_per_message_with_its_file() {
     let p = fixture();
-    let r = swarm(&p, &["transcript", "--format", "md", "--type", "post"]);
+    let r = p.swarm(&["transcript", "--format", "md", "--type", "post"]);
     r.ok();
     let want = format!(
         "# Transcript: <root>\n\
@@ -373,9 +366,9 @@ fn transcript_markdown_has_a_section_per_message_with_its_file() {
         id = m3().id
     );
     assert_eq!(rooted(&p, &r.stdout), want);
-    let r = swarm(&p, &["transcript", "--format", "md", "--task", "nothing"]);
+    let r = p.swarm(&["transcript", "--format", "md", "--task", "nothing"]);
     assert_eq!(rooted(&p, &r.stdout), "# Transcript: <root>\n");
-    let r = swarm(&p, &["transcript", "--format", "md", "--last", "1"]);
+    let r = p.swarm(&["transcript", "--format", "md", "--last", "1"]);
     assert!(r
         .stdout
         .contains("- state: failed\n- reason: unknown recipient ghost\n"));
@@ -392,7 +385,7 @@ fn lines_of(r: &Run) -> Vec<&str> {
 #[test]
 fn transcript_filters_select_messages() {
     let p = fixture();
-    let r = swarm(&p, &["transcript", "--role", "cleaner"]);
+    let r = p.swarm(&["transcript", "--role", "cleaner"]);
     r.ok();
     // Sent by cleaner, to cleaner, and to `all` (cleaner is not the sender).
     assert_eq!(
@@ -404,41 +397,34 @@ fn transcript_filters_select_messages() {
             "[cleaner -> coder"
         ]
     );
-    let r = swarm(&p, &["transcript", "--role", "coder", "--type", "note"]);
+    let r = p.swarm(&["transcript", "--role", "coder", "--type", "note"]);
     assert_eq!(lines_of(&r), ["[QA -> coder", "[cleaner -> coder"]);
-    let r = swarm(&p, &["transcript", "--task", "fix-login"]);
+    let r = p.swarm(&["transcript", "--task", "fix-login"]);
     assert_eq!(
         r.stdout,
         "--- 2026-06-15 ---\n[23:59:58] [coder -> cleaner,QA] git_handoff fix-login\n"
     );
-    let r = swarm(
-        &p,
-        &[
-            "transcript",
-            "--since",
-            "2026-06-16T00:00:05Z",
-            "--until",
-            "2026-06-16T00:00:11Z",
-        ],
-    );
+    let r = p.swarm(&[
+        "transcript",
+        "--since",
+        "2026-06-16T00:00:05Z",
+        "--until",
+        "2026-06-16T00:00:11Z",
+    ]);
     assert_eq!(
         lines_of(&r),
         ["[QA -> coder", "[coder -> all", "[cleaner -> zed"]
     );
-    let r = swarm(&p, &["transcript", "--last", "2"]);
+    let r = p.swarm(&["transcript", "--last", "2"]);
     assert_eq!(
         r.stdout,
         "--- 2026-06-16 ---\n\
          [00:00:11] [cleaner -> coder] note still waiting\n\
          [00:00:13] [QA -> ghost] note boo [failed: unknown recipient ghost]\n"
     );
-    let r = swarm(&p, &["transcript", "--since", "yesterday"]);
+    let r = p.swarm(&["transcript", "--since", "yesterday"]);
     assert_eq!(r.code, 1);
-    assert!(
-        r.stderr.contains("invalid time 'yesterday'"),
-        "{}",
-        r.stderr
-    );
+    r.stderr_has("invalid time 'yesterday'");
 }
 
 #[test]
@@ -461,11 +447,11 @@ fn transcript_since_accepts_an_age() {
         &hand(&p, "coder", &format!("sent/{}", b.name())),
         &b.original(),
     );
-    let r = swarm(&p, &["transcript", "--since", "1h"]);
+    let r = p.swarm(&["transcript", "--since", "1h"]);
     r.ok();
     assert_eq!(lines_of(&r), ["[coder -> QA"]);
     assert!(r.stdout.ends_with("note fresh\n"), "{}", r.stdout);
-    let r = swarm(&p, &["transcript", "--until", "2h"]);
+    let r = p.swarm(&["transcript", "--until", "2h"]);
     assert!(r.stdout.ends_with("note old news\n"), "{}", r.stdout);
 }
 
@@ -499,7 +485,7 @@ fn transcript_shows_each_id_once_and_skips_malformed_files() {
         &hand(&p, "coder", "sent/control.handoff"),
         "id: x\nfrom: a\x1b[2J\n\nbody\n",
     );
-    let r = swarm(&p, &["transcript"]);
+    let r = p.swarm(&["transcript"]);
     r.ok();
     assert_eq!(r.stdout, TEXT);
     assert_eq!(
@@ -516,8 +502,10 @@ struct Follower {
 
 impl Follower {
     fn spawn(p: &Project, args: &[&str]) -> Follower {
-        let mut child = clean_command(&bin("swarm"), &p.root)
+        let mut child = p
+            .cmd("swarm")
             .args(args)
+            .command()
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -596,7 +584,7 @@ fn transcript_follow_prints_messages_sent_after_it_started() {
 fn receipts_show_each_recipient() {
     let p = fixture();
     let m1 = m1();
-    let r = swarm(&p, &["receipts", &m1.id]);
+    let r = p.swarm(&["receipts", &m1.id]);
     r.ok();
     let want = format!(
         "id: {id}\n\
@@ -614,10 +602,10 @@ fn receipts_show_each_recipient() {
     );
     assert_eq!(rooted(&p, &r.stdout), want);
     // The file name works as well as the id.
-    let r2 = swarm(&p, &["receipts", &m1.name()]);
+    let r2 = p.swarm(&["receipts", &m1.name()]);
     assert_eq!(r2.stdout, r.stdout);
 
-    let r = swarm(&p, &["receipts", &m3().id, "--json"]);
+    let r = p.swarm(&["receipts", &m3().id, "--json"]);
     r.ok();
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["to"], "all");
@@ -640,19 +628,19 @@ fn receipts_show_each_recipient() {
     );
     assert_eq!(v["originals"][0]["state"], "sent");
 
-    let r = swarm(&p, &["receipts", &m6().id, "--json"]);
+    let r = p.swarm(&["receipts", &m6().id, "--json"]);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["originals"][0]["state"], "failed");
     assert_eq!(v["originals"][0]["reason"], "unknown recipient ghost");
     assert_eq!(v["recipients"][0]["recipient"], "ghost");
     assert_eq!(v["recipients"][0]["state"], "missing");
 
-    let r = swarm(&p, &["receipts", &m4().id]);
-    assert!(r.stdout.contains("original: failed "), "{}", r.stdout);
+    let r = p.swarm(&["receipts", &m4().id]);
+    r.stdout_has("original: failed ");
     assert!(r.stdout.contains("\nreason: unknown recipient zed\n"));
-    assert!(r.stdout.contains("\nzed        missing"), "{}", r.stdout);
+    r.stdout_has("\nzed        missing");
 
-    let r = swarm(&p, &["receipts", "20990101T000000Z_000001_from_nobody"]);
+    let r = p.swarm(&["receipts", "20990101T000000Z_000001_from_nobody"]);
     assert_eq!(r.code, 1);
     assert_eq!(
         rooted(&p, &r.stderr),
@@ -710,7 +698,7 @@ role QA
 fn audit_reports_counts_latencies_and_failures() {
     let p = fixture();
     let now = "2026-06-16T01:00:05.100000Z";
-    let r = swarm(&p, &["audit", "--json", "--now", now]);
+    let r = p.swarm(&["audit", "--json", "--now", now]);
     r.ok();
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     let o = &v["overall"];
@@ -763,7 +751,7 @@ fn audit_reports_counts_latencies_and_failures() {
     );
     assert_eq!(cleaner["oldest_waiting"]["id"], m3().id);
 
-    let r = swarm(&p, &["audit", "--now", now]);
+    let r = p.swarm(&["audit", "--now", now]);
     r.ok();
     assert_eq!(
         r.stdout,
@@ -776,10 +764,10 @@ fn audit_reports_counts_latencies_and_failures() {
 #[test]
 fn audit_check_passes_on_a_consistent_trail() {
     let p = fixture();
-    let r = swarm(&p, &["audit", "--check"]);
+    let r = p.swarm(&["audit", "--check"]);
     assert_eq!(r.code, 0, "{}", r.stdout);
     assert_eq!(r.stdout, "CHECK OK: 6 originals, 5 copies, 0 unreadable\n");
-    let r = swarm(&p, &["audit", "--check", "--json"]);
+    let r = p.swarm(&["audit", "--check", "--json"]);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["ok"], true);
     assert_eq!(v["violations"], serde_json::json!([]));
@@ -883,7 +871,7 @@ fn audit_check_lists_each_planted_violation() {
         "malformed: no blank line after the headers\n",
     );
 
-    let r = swarm(&p, &["audit", "--check"]);
+    let r = p.swarm(&["audit", "--check"]);
     assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
     let sent = |m: &Msg| root(&format!("<root>/.swarmforge/handoffs/sent/{}", m.name()));
     let want = [
@@ -975,7 +963,7 @@ fn audit_check_lists_each_planted_violation() {
             want.len()
         )
     );
-    let r = swarm(&p, &["audit", "--check", "--json"]);
+    let r = p.swarm(&["audit", "--check", "--json"]);
     assert_eq!(r.code, 2);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["ok"], false);
@@ -987,7 +975,7 @@ fn audit_check_expands_all_and_catches_a_missing_recipient() {
     let p = fixture();
     // m3 went to `all`: remove QA's copy.
     fs::remove_file(hand(&p, "QA", &format!("inbox/completed/{}", m3().name()))).unwrap();
-    let r = swarm(&p, &["audit", "--check"]);
+    let r = p.swarm(&["audit", "--check"]);
     assert_eq!(r.code, 2);
     assert!(
         r.stdout.starts_with(&format!(
@@ -1002,7 +990,7 @@ fn audit_check_expands_all_and_catches_a_missing_recipient() {
         &hand(&p, "coder", &format!("inbox/new/{}", m3().name())),
         &m3().copy("coder", &["2026-06-16T00:00:08Z"]),
     );
-    let r = swarm(&p, &["audit", "--check"]);
+    let r = p.swarm(&["audit", "--check"]);
     assert!(r.stdout.contains("VIOLATION recipient_not_in_to "));
     assert!(r
         .stdout
@@ -1046,7 +1034,7 @@ fn hostile_files_are_reported_never_crash() {
         vec!["receipts", "y"],
         vec!["events"],
     ] {
-        let r = swarm(&p, &args);
+        let r = p.swarm(&args);
         assert!(
             !r.stderr.contains("panicked") && r.code >= 0 && r.code <= 2,
             "{args:?}: {} {}",
@@ -1058,7 +1046,7 @@ fn hostile_files_are_reported_never_crash() {
             "{args:?} printed a raw escape"
         );
     }
-    let r = swarm(&p, &["audit", "--check"]);
+    let r = p.swarm(&["audit", "--check"]);
     assert_eq!(r.code, 2);
     // 7 refused files in each of 6 folders.
     assert_eq!(
@@ -1072,7 +1060,7 @@ fn hostile_files_are_reported_never_crash() {
     assert!(r.stdout.contains("file too large (2097152 bytes)"));
     // The parsable `bare.handoff` lacks every header.
     assert!(r.stdout.contains("bare.handoff: no 'id' header"));
-    let r = swarm(&p, &["transcript"]);
+    let r = p.swarm(&["transcript"]);
     assert!(
         r.stdout.starts_with(TEXT) || r.stdout.contains("[? -> ?] ? tab only"),
         "{}",
@@ -1093,22 +1081,22 @@ const E3: &str = r#"{"kind":"failed","time":"2026-06-16T00:00:02.000000Z","id":"
 #[test]
 fn events_since_resumes_exactly() {
     let p = fixture();
-    let r = swarm(&p, &["events"]);
+    let r = p.swarm(&["events"]);
     r.ok();
     assert_eq!(r.stdout, "");
     events_file(&p, &format!("{E1}\n{E2}\n{E3}\n{{\"kind\":\"half"));
-    let r = swarm(&p, &["events"]);
+    let r = p.swarm(&["events"]);
     r.ok();
     // The line still being written is held back.
     assert_eq!(r.stdout, format!("{E1}\n{E2}\n{E3}\n"));
-    let r = swarm(&p, &["events", "--with-offset"]);
+    let r = p.swarm(&["events", "--with-offset"]);
     let o1 = E1.len() + 1;
     let o2 = o1 + E2.len() + 1;
     let o3 = o2 + E3.len() + 1;
     assert_eq!(r.stdout, format!("{o1} {E1}\n{o2} {E2}\n{o3} {E3}\n"));
-    let r = swarm(&p, &["events", "--since", &o1.to_string()]);
+    let r = p.swarm(&["events", "--since", &o1.to_string()]);
     assert_eq!(r.stdout, format!("{E2}\n{E3}\n"));
-    let r = swarm(&p, &["events", "--since", &o3.to_string(), "--with-offset"]);
+    let r = p.swarm(&["events", "--since", &o3.to_string(), "--with-offset"]);
     r.ok();
     assert_eq!(r.stdout, "");
     // Completing the line makes it appear at the stored offset.
@@ -1117,22 +1105,14 @@ fn events_since_resumes_exactly() {
         .open(p.root.join(".swarmforge/daemon/events.jsonl"))
         .unwrap();
     f.write_all(b"\"}\n").unwrap();
-    let r = swarm(&p, &["events", "--since", &o3.to_string(), "--with-offset"]);
+    let r = p.swarm(&["events", "--since", &o3.to_string(), "--with-offset"]);
     assert_eq!(r.stdout, format!("{} {{\"kind\":\"half\"}}\n", o3 + 16));
-    let r = swarm(&p, &["events", "--since", "5"]);
+    let r = p.swarm(&["events", "--since", "5"]);
     assert_eq!(r.code, 1);
-    assert!(
-        r.stderr.contains("offset 5 is not at the start of a line"),
-        "{}",
-        r.stderr
-    );
-    let r = swarm(&p, &["events", "--since", "99999"]);
+    r.stderr_has("offset 5 is not at the start of a line");
+    let r = p.swarm(&["events", "--since", "99999"]);
     assert_eq!(r.code, 1);
-    assert!(
-        r.stderr.contains("offset 99999 is beyond the end of"),
-        "{}",
-        r.stderr
-    );
+    r.stderr_has("offset 99999 is beyond the end of");
 }
 
 #[test]
@@ -1175,9 +1155,9 @@ fn roles_sharing_a_worktree_share_one_copy() {
         &hand(&p, "coder", &format!("inbox/new/{}", m.name())),
         &m.copy("coder", &["2026-06-16T00:00:20.100000Z"]),
     );
-    let r = swarm(&p, &["audit", "--check"]);
+    let r = p.swarm(&["audit", "--check"]);
     assert_eq!(r.code, 0, "{}", r.stdout);
-    let r = swarm(&p, &["receipts", &m.id]);
+    let r = p.swarm(&["receipts", &m.id]);
     r.ok();
     let rows: Vec<&str> = r.stdout.lines().skip(7).collect();
     assert!(rows[1].starts_with("coder  "), "{}", r.stdout);
@@ -1198,7 +1178,7 @@ fn roles_sharing_a_worktree_share_one_copy() {
             ],
         ),
     );
-    let r = swarm(&p, &["audit", "--check"]);
+    let r = p.swarm(&["audit", "--check"]);
     assert_eq!(r.code, 2);
     assert!(
         r.stdout.starts_with(&format!(
@@ -1230,11 +1210,11 @@ fn forum_log_and_transcript_agree_after_a_real_delivery() {
     p.deliver_once().ok();
     p.run(Some("QA"), "ready-next", &[]).ok();
     p.run(Some("QA"), "done-current", &[]).ok();
-    let r = swarm(&p, &["audit", "--check"]);
+    let r = p.swarm(&["audit", "--check"]);
     assert_eq!(r.code, 0, "{}", r.stdout);
     assert_eq!(r.stdout, "CHECK OK: 2 originals, 2 copies, 0 unreadable\n");
     let forum = fs::read_to_string(p.path(".swarmforge/forum.log")).unwrap();
-    let t = swarm(&p, &["transcript"]);
+    let t = p.swarm(&["transcript"]);
     t.ok();
     // Same lines, but forum.log carries the date inside the brackets.
     let mut day = String::new();

@@ -1,0 +1,162 @@
+//! Test fixtures: temp projects built fluently, the real binaries run as a
+//! role from any directory, assertions on output and the file tree, and
+//! deadlines (never fixed sleeps).
+//!
+//! ```ignore
+//! let p = Project::builder()
+//!     .role("coder")                                  // the main worktree
+//!     .role(Role::new("reviewer").worktree("rev"))    // .worktrees/rev
+//!     .config("wake: {method: none}\n")
+//!     .build();
+//! let sent = p.send_as("coder", "type: note\nto: reviewer\npriority: 50\nmessage: hi\n");
+//! p.deliver_once().ok();
+//! p.cmd("ready-next").role("reviewer").code(0).stdout_has("TASK: ").run();
+//! assert_gone(&sent.queued());
+//! assert_count(&p.hq("rev", "inbox/in_process"), 1);
+//! ```
+
+#![allow(dead_code)]
+
+mod assertions;
+mod drafts;
+mod guard;
+mod project;
+mod require;
+mod run;
+mod tmux;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+pub use assertions::*;
+pub use drafts::*;
+pub use guard::SwarmGuard;
+pub use project::*;
+pub use require::*;
+pub use run::*;
+pub use tmux::Tmux;
+
+pub fn bin(name: &str) -> PathBuf {
+    match name {
+        "swarm-handoff" => PathBuf::from(env!("CARGO_BIN_EXE_swarm-handoff")),
+        "ready-next" => PathBuf::from(env!("CARGO_BIN_EXE_ready-next")),
+        "done-current" => PathBuf::from(env!("CARGO_BIN_EXE_done-current")),
+        "handoffd" => PathBuf::from(env!("CARGO_BIN_EXE_handoffd")),
+        "swarm" => PathBuf::from(env!("CARGO_BIN_EXE_swarm")),
+        other => panic!("unknown binary {other}"),
+    }
+}
+
+/// The directory holding the binaries (for PATH in scripted agents).
+pub fn bin_dir() -> PathBuf {
+    bin("swarm").parent().unwrap().to_path_buf()
+}
+
+/// Waits for `cond` until `timeout`; panics with `what` on timeout.
+pub fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let end = Instant::now() + timeout;
+    let mut pause = Duration::from_millis(2);
+    while Instant::now() < end {
+        if cond() {
+            return;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+    assert!(cond(), "timed out after {timeout:?} waiting for: {what}");
+}
+
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+/// A command with the environment SwarmForge's tests use: PATH,
+/// GIT_CONFIG_NOSYSTEM and (optionally) SWARMFORGE_ROLE; no HOME.
+pub fn clean_command(program: &Path, cwd: &Path) -> Command {
+    let mut c = Command::new(program);
+    c.current_dir(cwd)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com");
+    c
+}
+
+pub fn git(cwd: &Path, args: &[&str]) -> String {
+    let out = clean_command(Path::new("git"), cwd)
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// handoffd.log lines (without the time stamp) whose event word is `word`.
+pub fn log_lines(log: &str, word: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| l.split(' ').nth(1) == Some(word))
+        .map(|l| l.split_once(' ').unwrap().1.to_string())
+        .collect()
+}
+
+pub fn log_count(log: &str, word: &str) -> usize {
+    log_lines(log, word).len()
+}
+
+/// RFC 3339 UTC with microseconds, `2026-06-15T14:05:31.123456Z` (D4).
+pub fn is_iso_micros(s: &str) -> bool {
+    s.len() == 27
+        && s.as_bytes()[19] == b'.'
+        && s.ends_with('Z')
+        && chrono::DateTime::parse_from_rfc3339(s).is_ok()
+}
+
+/// Copies a folder tree (files and folders only).
+pub fn copy_tree(src: &Path, dst: &Path) {
+    fs::create_dir_all(dst).unwrap();
+    for e in fs::read_dir(src).unwrap().flatten() {
+        let to = dst.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &to);
+        } else {
+            fs::copy(e.path(), &to).unwrap();
+        }
+    }
+}
+
+/// `examples/swarm/<name>` in this repository.
+pub fn example_dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/swarm")
+        .join(name)
+}
+
+/// xorshift64*: reproducible from a printed seed, no extra dependency.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Sends `sig` to a process we started.
+pub fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill(2) with a pid of our own child, which has not been reaped.
+    let rc = unsafe { libc::kill(pid as libc::pid_t, sig) };
+    assert_eq!(rc, 0, "kill({pid}, {sig})");
+}
