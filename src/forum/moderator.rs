@@ -23,7 +23,7 @@ use crate::protocol::roles::Roles;
 use crate::protocol::sequence;
 
 /// The sender name of messages the daemon writes itself.
-pub const DAEMON: &str = "handoffd";
+pub const DAEMON: &str = crate::protocol::roles::DAEMON_SENDER;
 
 /// Priority of digest requests: ahead of ordinary work.
 pub const REQUEST_PRIORITY: &str = "10";
