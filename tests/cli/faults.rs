@@ -468,7 +468,13 @@ fn a_full_disk_defers_and_everything_resumes_when_space_returns() {
     r.ok();
     let queued = PathBuf::from(r.stdout.trim().strip_prefix("HANDOFF QUEUED: ").unwrap());
     wait_delivered(&p, &queued);
-    assert!(!draft.exists());
+    // The draft is in the coder's worktree, not QA's: never QA's to delete.
+    assert!(draft.exists());
+    assert!(
+        r.stderr
+            .contains("is outside your worktree and was left in place"),
+        "{r:?}"
+    );
     assert_eq!(deferred_lines(&p, &n1_path), 1);
     assert_eq!(count(&p.log(), "failed"), 0);
 
@@ -837,32 +843,45 @@ fn messages_dated_in_the_past_or_future_are_all_delivered_in_name_order() {
     assert_eq!(order, vec![past.name, now.name, future.name]);
 }
 
-/// A sender whose clock jumps back (libfaketime, when installed): ids stay
-/// unique because the per-worktree sequence never steps back, and both
-/// messages are delivered.
+/// Clock steps backwards, for real (libfaketime; CI installs it, and under
+/// `CI=true` a missing faketime fails the test instead of skipping it).
+///
+/// A sender whose clock jumps to 2099, back to now, and to 2099 again: ids
+/// and names stay unique because the per-worktree sequence never steps back,
+/// sequences follow send order, and all three are delivered. The recipient's
+/// helpers then run with their clock a day behind the daemon's: items are
+/// handed out in file-name order, each exactly once, and every copy's
+/// `enqueued_at <= dequeued_at <= completed_at` (a stamp is never earlier
+/// than the item's earlier stamps).
 #[test]
-fn a_sender_clock_stepping_back_keeps_ids_unique() {
+fn a_clock_stepping_back_keeps_ids_unique_and_stamps_in_order() {
     if !have("faketime") {
+        assert!(
+            std::env::var("CI").map_or(true, |v| v != "true"),
+            "CI=true but faketime is not installed (apt-get install -y faketime)"
+        );
         eprintln!("NOTE: faketime is not installed (apt-get install faketime); skipping");
         return;
     }
     let (p, rev) = two_roles();
-    let send = |faked: Option<&str>| -> PathBuf {
+    let faked = |at: Option<&str>, program: &str, cwd: &Path| -> Command {
+        match at {
+            Some(t) => {
+                let mut c = clean_command(Path::new("faketime"), cwd);
+                c.arg(t).arg(bin(program));
+                c
+            }
+            None => clean_command(&bin(program), cwd),
+        }
+    };
+    let send = |at: Option<&str>| -> PathBuf {
         let draft = p.root.join("draft.txt");
         fs::write(
             &draft,
             "type: note\nto: reviewer\npriority: 50\nmessage: m\n",
         )
         .unwrap();
-        let mut c = match faked {
-            Some(t) => {
-                let mut c = clean_command(Path::new("faketime"), &p.root);
-                c.arg(t).arg(bin("swarm-handoff"));
-                c
-            }
-            None => clean_command(&bin("swarm-handoff"), &p.root),
-        };
-        let r: Run = c
+        let r: Run = faked(at, "swarm-handoff", &p.root)
             .env("SWARMFORGE_ROLE", "coder")
             .arg(&draft)
             .output()
@@ -875,15 +894,69 @@ fn a_sender_clock_stepping_back_keeps_ids_unique() {
     let b = send(None);
     let c = send(Some("2099-01-01 00:00:00"));
     let name = |p: &Path| p.file_name().unwrap().to_string_lossy().into_owned();
+    let header = |p: &Path, h: &str| -> String {
+        let text = fs::read_to_string(p).unwrap();
+        let head = text.split("\n\n").next().unwrap().to_string();
+        head.lines()
+            .find_map(|l| l.strip_prefix(&format!("{h}: ")).map(str::to_string))
+            .unwrap_or_else(|| panic!("no {h} in {}", p.display()))
+    };
     assert!(name(&a).contains("_20990101T0000"), "{}", name(&a));
+    assert!(name(&b).contains(&format!("_{}", chrono::Utc::now().format("%Y"))));
     assert!(name(&a).contains("_000001_") && name(&b).contains("_000002_"));
     assert!(name(&c).contains("_000003_"));
-    assert_ne!(name(&a), name(&c));
+    let ids: std::collections::HashSet<String> =
+        [&a, &b, &c].iter().map(|f| header(f, "id")).collect();
+    assert_eq!(ids.len(), 3, "duplicate ids: {ids:?}");
+    assert!(header(&a, "created_at").starts_with("2099-01-01T00:00:0"));
     let r = p.deliver_once();
     assert_eq!(r.stdout, "handoffd: delivered 3, failed 0, deferred 0\n");
     for f in [&a, &b, &c] {
         assert_eq!(copies_of(&rev, &name(f)).len(), 1);
     }
+
+    // The recipient's clock is a day behind the daemon's.
+    let behind = Some("1 day ago");
+    let helper = |program: &str| -> Run {
+        faked(behind, program, &rev)
+            .env("SWARMFORGE_ROLE", "reviewer")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+            .into()
+    };
+    helper("ready-next").ok();
+    let mut order = Vec::new();
+    let mut done_ids = Vec::new();
+    loop {
+        let r = helper("done-current");
+        r.ok();
+        let done = PathBuf::from(
+            r.stdout
+                .lines()
+                .find_map(|l| l.strip_prefix("COMPLETED: "))
+                .unwrap(),
+        );
+        let t = |h: &str| chrono::DateTime::parse_from_rfc3339(&header(&done, h)).unwrap();
+        assert!(
+            t("enqueued_at") <= t("dequeued_at") && t("dequeued_at") <= t("completed_at"),
+            "stamps out of order in {}:\n{}",
+            done.display(),
+            fs::read_to_string(&done).unwrap()
+        );
+        order.push(name(&done));
+        done_ids.push(header(&done, "id"));
+        if r.stdout.ends_with("NO_TASK\n") {
+            break;
+        }
+        assert!(order.len() < 3, "{r:?}");
+    }
+    let mut by_name = vec![name(&a), name(&b), name(&c)];
+    by_name.sort();
+    assert_eq!(order, by_name, "handed out in file-name order");
+    done_ids.sort();
+    done_ids.dedup();
+    assert_eq!(done_ids.len(), 3, "each item handed out once");
 }
 
 /// The re-wake sweep measures how long an item has waited from its mtime; an

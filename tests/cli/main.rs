@@ -9,6 +9,7 @@ mod daemon;
 mod examples;
 mod faults;
 mod forum;
+mod hardening;
 mod hostile;
 mod launcher;
 mod model;
