@@ -383,6 +383,77 @@ pub fn try_lock(path: &Path) -> io::Result<Option<Lock>> {
     }
 }
 
+/// Takes an exclusive `flock(2)` on a directory itself (opened O_DIRECTORY,
+/// never through a symlink) if free; `Ok(None)` when another process holds
+/// it. A lock on the folder, not on a file in it, cannot be deleted away
+/// while the folder is in use, and every spelling of the path reaches the
+/// same inode.
+pub fn try_lock_dir(dir: &Path) -> io::Result<Option<Lock>> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(dir)?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(Lock { file })),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
+    }
+}
+
+/// The pid holding an flock on the file or folder at `path`, from
+/// `/proc/locks` (Linux); `None` when unknown.
+pub fn lock_holder(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::metadata(path).ok()?;
+    let (major, minor) = (libc::major(m.dev()), libc::minor(m.dev()));
+    let want = format!("{major:02x}:{minor:02x}:{}", m.ino());
+    let locks = fs::read_to_string("/proc/locks").ok()?;
+    locks.lines().find_map(|l| {
+        // `1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.get(1) == Some(&"FLOCK") && f.get(5) == Some(&want.as_str()))
+            .then(|| f.get(4)?.parse().ok())
+            .flatten()
+    })
+}
+
+/// Removes the temp files [`publish`] and [`replace`] leave behind when
+/// killed mid-write: regular files (never a symlink, a folder or anything
+/// else) named `.<hint>.<pid>.<n>.<nanos>.tmp`, last modified more than
+/// `older_than` ago, so a writer still in flight keeps its file. Returns how
+/// many were removed.
+pub fn clean_stale_temps(dir: &Path, older_than: std::time::Duration) -> io::Result<usize> {
+    let rd = match fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let now = std::time::SystemTime::now();
+    let mut removed = 0;
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with('.') && name.ends_with(".tmp")) {
+            continue;
+        }
+        let Ok(meta) = fs::symlink_metadata(e.path()) else {
+            continue;
+        };
+        let old = meta
+            .modified()
+            .ok()
+            .and_then(|t| now.duration_since(t).ok())
+            .is_some_and(|age| age > older_than);
+        if meta.file_type().is_file() && old && remove_file(&e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        sync_dir(dir)?;
+    }
+    Ok(removed)
+}
+
 /// Rewrites the content of a held lock file in place (the pid file): the file
 /// must stay the same inode because the lock lives on it.
 pub fn rewrite_locked(lock: &Lock, bytes: &[u8]) -> io::Result<()> {
@@ -479,6 +550,42 @@ mod tests {
             read_bounded(&p, 100),
             Err(ReadRefusal::NotRegular)
         ));
+    }
+
+    #[test]
+    fn stale_temps_go_fresh_and_foreign_entries_stay() {
+        let d = tempfile::tempdir().unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+        let stale = d.path().join(".a.handoff.1.0.2.tmp");
+        let fresh = d.path().join(".b.handoff.1.1.2.tmp");
+        let other = d.path().join("planted.tmp");
+        for p in [&stale, &fresh, &other] {
+            fs::write(p, "x").unwrap();
+        }
+        for p in [&stale, &other] {
+            File::options()
+                .write(true)
+                .open(p)
+                .unwrap()
+                .set_modified(old)
+                .unwrap();
+        }
+        let link = d.path().join(".c.handoff.1.2.2.tmp");
+        std::os::unix::fs::symlink(&other, &link).unwrap();
+        let n = clean_stale_temps(d.path(), std::time::Duration::from_secs(3600)).unwrap();
+        assert_eq!(n, 1);
+        assert!(!stale.exists() && fresh.exists() && other.exists());
+        assert!(fs::symlink_metadata(&link).is_ok());
+    }
+
+    #[test]
+    fn a_folder_lock_is_exclusive_and_names_its_holder() {
+        let d = tempfile::tempdir().unwrap();
+        let held = try_lock_dir(d.path()).unwrap().unwrap();
+        assert!(try_lock_dir(d.path()).unwrap().is_none());
+        assert_eq!(lock_holder(d.path()), Some(std::process::id()));
+        drop(held);
+        assert!(try_lock_dir(d.path()).unwrap().is_some());
     }
 
     #[test]

@@ -9,7 +9,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -143,6 +143,15 @@ pub fn stamp(worktree: &Path, raw: &str) -> Result<Stamped, String> {
     if !meta.file_type().is_file() {
         return Err(format!(
             "Header 'artifact' path '{shown}' is not a regular file."
+        ));
+    }
+    // A hard link is a second name of one file: the other name may be
+    // outside the worktree (containment cannot be checked for it), and a
+    // write there changes the artifact. Refused; a copy is unambiguous.
+    if meta.nlink() > 1 {
+        return Err(format!(
+            "Header 'artifact' path '{shown}' has {} hard links; copy the file instead of linking it.",
+            meta.nlink()
         ));
     }
     let (sha256, size) = open_regular(&real)

@@ -138,6 +138,25 @@ fn list(dir: &Path) -> Result<Listing> {
     Ok(l)
 }
 
+/// A queue stamp never earlier than this host's earlier stamps of the item
+/// (`enqueued_at` by the daemon, `dequeued_at` by ready): after the clock
+/// steps back, `now` is bumped to the latest of them, so every item's stamps
+/// stay in order and no stage latency comes out negative. The sender's
+/// `created_at` (another clock, maybe another host) is not a bound.
+fn in_order(msg: &Message, now: &str) -> String {
+    let Some(t) = clock::parse(now) else {
+        return now.to_string();
+    };
+    let latest = ["enqueued_at", "dequeued_at"]
+        .iter()
+        .filter_map(|h| msg.get(h).and_then(clock::parse))
+        .max();
+    match latest {
+        Some(l) if l > t => clock::iso(l),
+        _ => now.to_string(),
+    }
+}
+
 fn paths(dir: &Path, names: &[String]) -> Vec<PathBuf> {
     names.iter().map(|n| dir.join(n)).collect()
 }
@@ -180,6 +199,12 @@ impl Inbox<'_> {
                     r.strip_prefix("malformed: ").unwrap_or(&r).to_string()
                 }
             },
+            // A file we may not read (another user's, mode 600) would block
+            // the queue for good: moved aside like any planted file. Other
+            // I/O errors (EIO, ENOSPC) are transient and keep the file.
+            Err(fsx::ReadRefusal::Io(e)) if e.kind() == io::ErrorKind::PermissionDenied => {
+                format!("unreadable: {e}")
+            }
             Err(fsx::ReadRefusal::Io(e)) => return Err(Error::io(path, e)),
             Err(e) => e.to_string(),
         };
@@ -224,7 +249,11 @@ impl Inbox<'_> {
 
     /// Sets one header with an atomic replace that keeps the file's mode.
     fn stamp(&self, item: &mut Item, field: &str, value: &str) -> Result<()> {
-        item.msg.set(field, value);
+        let value = match field {
+            "dequeued_at" | "completed_at" => in_order(&item.msg, value),
+            _ => value.to_string(),
+        };
+        item.msg.set(field, &value);
         fsx::replace(
             &self.wt.inbox_tmp(),
             &item.path,
@@ -474,7 +503,8 @@ impl Inbox<'_> {
             return Err(Self::completed_exists(&target));
         }
         if item.header("dequeued_at").is_none() {
-            item.msg.set("dequeued_at", at);
+            let at = in_order(&item.msg, at);
+            item.msg.set("dequeued_at", &at);
         }
         if let Some(r) = failed {
             item.msg.set("failed", r);

@@ -187,7 +187,8 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> std::result::Result<Queued, SendErr
     let config = Config::load(&at.project.config_file())?;
     fsx::set_fsync(config.daemon.fsync);
 
-    let bytes = match fsx::read_bounded(&draft_path, draft::MAX_DRAFT_BYTES as u64) {
+    let read_path = resolve_draft(&draft_path, &at, &shown)?.unwrap_or(draft_path.clone());
+    let bytes = match fsx::read_bounded(&read_path, draft::MAX_DRAFT_BYTES as u64) {
         Ok(b) => b,
         Err(fsx::ReadRefusal::TooLarge(n)) => {
             return Err(SendError::Invalid {
@@ -510,6 +511,50 @@ pub fn submit(s: &Sender, d: &Draft, shown: &str) -> std::result::Result<Queued,
     })
 }
 
+/// The canonical folder holding `path` (every symlinked folder on the way
+/// resolved), or None when it cannot be resolved.
+fn real_folder(path: &Path) -> Option<PathBuf> {
+    path.parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .canonicalize()
+        .ok()
+}
+
+fn inside_any(p: &Path, roots: &[&Path]) -> bool {
+    roots
+        .iter()
+        .filter_map(|r| r.canonicalize().ok())
+        .any(|r| p.starts_with(r))
+}
+
+/// A draft must resolve inside the project: O_NOFOLLOW guards only the last
+/// component, and `dirlink/secret.txt` through a symlinked folder would
+/// otherwise read (and then delete) a file anywhere. Returns the resolved
+/// path to read, so a folder swapped for a link after the check is not
+/// followed either. A draft that is itself a symlink is checked by
+/// [`read_symlinked_draft`] (None here).
+fn resolve_draft(
+    path: &Path,
+    at: &Located,
+    shown: &str,
+) -> std::result::Result<Option<PathBuf>, SendError> {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Ok(None);
+    }
+    let real = path
+        .canonicalize()
+        .map_err(|e| Error::env(format!("Cannot read draft {shown}: {e}")))?;
+    if !inside_any(&real, &[&at.worktree.root, &at.project.root]) {
+        return Err(Error::env(format!(
+            "Draft file {shown} resolves to {} outside the project; refusing to read it.",
+            real.display()
+        ))
+        .into());
+    }
+    Ok(Some(real))
+}
+
 fn read_symlinked_draft(
     path: &Path,
     at: &Located,
@@ -541,6 +586,18 @@ pub fn discard_draft(draft_arg: &str, cwd: &Path) -> Option<String> {
     } else {
         cwd.join(draft_arg)
     };
+    // Only a file in the sender's own worktree is ours to delete (a symlink
+    // there is removed as a link; its target is never touched).
+    let mine = root::locate(cwd)
+        .ok()
+        .zip(real_folder(&p))
+        .is_some_and(|(at, dir)| inside_any(&dir, &[&at.worktree.root]));
+    if !mine {
+        return Some(format!(
+            "warning: handoff queued; the draft {} is outside your worktree and was left in place",
+            p.display()
+        ));
+    }
     fsx::remove_file(&p).err().map(|e| {
         format!(
             "warning: handoff queued, but the draft {} could not be deleted: {e}",

@@ -17,6 +17,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::daemon::hook::{Admission, Duties, ForumHook, NoForum};
 use crate::daemon::journal::{Event, Journal, Kind};
@@ -35,6 +36,18 @@ const DELIVERY_HEADERS: &[&str] = &["recipient", "enqueued_at", "dequeued_at", "
 
 /// Headers every outbox file must carry.
 const REQUIRED: &[&str] = &["id", "from", "to", "priority", "type", "created_at"];
+
+/// First wait before a deferred file is tried again; doubled per retry up to
+/// [`RETRY_CAP`]. A fault that lasts (a broken inbox, an unwritable `sent/`)
+/// costs one attempt every few seconds, not a busy loop; a roles.tsv or
+/// config change retries everything at once, since it may be the repair.
+const RETRY_FIRST: Duration = Duration::from_millis(200);
+const RETRY_CAP: Duration = Duration::from_secs(5);
+
+struct Retry {
+    next: Instant,
+    backoff: Duration,
+}
 
 /// What happened to one outbox file.
 #[derive(Debug, PartialEq, Eq)]
@@ -119,6 +132,26 @@ pub struct Deliverer {
     /// recipient that was a role and is gone now (roles.tsv edited, or being
     /// rewritten) is a transient fault: the file waits, it is not refused.
     known: HashSet<String>,
+    /// When each deferred file may be tried again.
+    retry: HashMap<PathBuf, Retry>,
+    /// The flock on each served worktree's `handoffs/` folder (by canonical
+    /// worktree path): one daemon per set of outboxes, however it was
+    /// reached (another root spelling, a role worktree holding a copy of
+    /// roles.tsv, a deleted pid file).
+    locks: HashMap<PathBuf, fsx::Lock>,
+    /// Outboxes already reported as served by another daemon.
+    foreign: HashSet<PathBuf>,
+}
+
+/// Why a worktree's outbox cannot be ours: another process holds its lock.
+fn held_by_other(handoffs: &Path) -> String {
+    let who = fsx::lock_holder(handoffs)
+        .map(|pid| format!("another handoffd (pid {pid})"))
+        .unwrap_or_else(|| "another handoffd".into());
+    format!(
+        "{who} already serves {}; two daemons must never move the same files.\n  hint: stop that daemon first (`swarm stop <its project root>`, or kill it)",
+        handoffs.display()
+    )
 }
 
 impl Deliverer {
@@ -145,6 +178,71 @@ impl Deliverer {
             index: HashMap::new(),
             canon: HashMap::new(),
             aliased: HashSet::new(),
+            retry: HashMap::new(),
+            locks: HashMap::new(),
+            foreign: HashSet::new(),
+        }
+    }
+
+    /// Takes the lock of a worktree's `handoffs/` folder unless held already.
+    /// `Ok(false)`: another process holds it. A folder that does not exist
+    /// yet (or is a symlink) cannot be locked and has no outbox to scan.
+    fn claim(&mut self, wt_path: &Path) -> Result<bool, String> {
+        if self.locks.contains_key(wt_path) {
+            return Ok(true);
+        }
+        let handoffs = Worktree::new(wt_path).handoffs();
+        match fsx::try_lock_dir(&handoffs) {
+            Ok(Some(lock)) => {
+                self.locks.insert(wt_path.to_path_buf(), lock);
+                self.foreign.remove(wt_path);
+                Ok(true)
+            }
+            Ok(None) => Ok(false),
+            Err(e) => Err(format!("{}: {e}", handoffs.display())),
+        }
+    }
+
+    /// At start-up: claims every served outbox, or names the one another
+    /// daemon holds (then this daemon must not run).
+    pub fn claim_all(&mut self) -> Result<(), String> {
+        for wt in self.roles.worktrees() {
+            let Ok(real) = wt.canonicalize() else {
+                continue;
+            };
+            if let Ok(false) = self.claim(&real) {
+                return Err(held_by_other(&Worktree::new(&real).handoffs()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes temp files older than `older_than` that killed writers left in
+    /// the `inbox/tmp` and `outbox/tmp` of every worktree this daemon holds.
+    /// A folder reached through a symlink is left alone (its files are not
+    /// this project's to delete).
+    pub fn clean_stale_temps(&self, older_than: Duration) {
+        for wt_path in self.locks.keys() {
+            let wt = Worktree::new(wt_path);
+            let plain = |d: &Path| {
+                d.canonicalize().is_ok_and(|real| real == d)
+                    && fs::symlink_metadata(d).is_ok_and(|m| m.is_dir())
+            };
+            let mut dirs = Vec::new();
+            if wt.symlinked_inbox_folder().is_none() {
+                dirs.push(wt.inbox_tmp());
+            }
+            dirs.push(wt.outbox_tmp());
+            for d in dirs.into_iter().filter(|d| plain(d)) {
+                match fsx::clean_stale_temps(&d, older_than) {
+                    Ok(0) => {}
+                    Ok(n) => eprintln!(
+                        "handoffd: removed {n} stale temp file(s) from {}",
+                        d.display()
+                    ),
+                    Err(e) => eprintln!("handoffd: cannot clean {}: {e}", d.display()),
+                }
+            }
         }
     }
 
@@ -172,6 +270,20 @@ impl Deliverer {
             };
             if !seen.insert(wt_path.clone()) {
                 continue;
+            }
+            match self.claim(&wt_path) {
+                Ok(true) => {}
+                Ok(false) => {
+                    if self.foreign.insert(wt_path.clone()) {
+                        eprintln!(
+                            "handoffd: skipping {}: {}",
+                            Worktree::new(&wt_path).outbox().display(),
+                            held_by_other(&Worktree::new(&wt_path).handoffs())
+                        );
+                    }
+                    continue;
+                }
+                Err(_) => continue,
             }
             let outbox = Worktree::new(&wt_path).outbox();
             match outbox.canonicalize() {
@@ -208,6 +320,8 @@ impl Deliverer {
                 });
             }
         }
+        // A worktree no longer served releases its lock.
+        self.locks.retain(|wt, _| seen.contains(wt));
         out.sort_by(|a, b| {
             a.name
                 .cmp(&b.name)
@@ -241,20 +355,38 @@ impl Deliverer {
                 report.interrupted = true;
                 break;
             }
+            let now = Instant::now();
+            if self.retry.get(&c.path).is_some_and(|r| now < r.next) {
+                report.deferred += 1;
+                continue;
+            }
             match self.deliver_one(&c) {
                 Outcome::Delivered => {
                     report.delivered += 1;
                     self.suspects.remove(&c.path);
                     self.deferred.remove(&c.path);
+                    self.retry.remove(&c.path);
                 }
                 Outcome::Failed(reason) => {
                     report.failed += 1;
                     self.suspects.remove(&c.path);
                     self.deferred.remove(&c.path);
+                    self.retry.remove(&c.path);
                     self.fail(&c, &reason);
                 }
                 Outcome::Deferred(reason) => {
                     report.deferred += 1;
+                    let backoff = self
+                        .retry
+                        .get(&c.path)
+                        .map_or(RETRY_FIRST, |r| (r.backoff * 2).min(RETRY_CAP));
+                    self.retry.insert(
+                        c.path.clone(),
+                        Retry {
+                            next: Instant::now() + backoff,
+                            backoff,
+                        },
+                    );
                     self.suspects.insert(c.path.clone());
                     if self.deferred.get(&c.path) != Some(&reason) {
                         self.journal
@@ -264,12 +396,14 @@ impl Deliverer {
                 }
                 Outcome::Vanished => {
                     self.suspects.remove(&c.path);
+                    self.retry.remove(&c.path);
                 }
             }
         }
         // Forget state for files that are gone (delivered by hand, removed).
         self.suspects.retain(|p| p.exists());
         self.deferred.retain(|p, _| p.exists());
+        self.retry.retain(|p, _| p.exists());
         self.index.clear();
         report
     }
@@ -423,6 +557,9 @@ impl Deliverer {
         let wake_method = wake::method(&self.project, &self.config);
         for role in &recipients {
             let wt = Worktree::new(&role.worktree_path);
+            if let Some(link) = wt.symlinked_inbox_folder() {
+                return Outcome::Deferred(crate::protocol::layout::symlinked_inbox_reason(&link));
+            }
             if let Err(e) = fsx::ensure_dirs(&wt.inbox_dirs()) {
                 return Outcome::Deferred(format!("{}: {e}", wt.inbox().display()));
             }
@@ -461,6 +598,11 @@ impl Deliverer {
                         eprintln!("handoffd: {e}");
                         p.to_path_buf()
                     }
+                    // Someone else moved the original away (by hand, or a
+                    // daemon that got past the lock): not a fault of ours.
+                    None if e.kind() == io::ErrorKind::NotFound && !c.path.exists() => {
+                        return Outcome::Vanished
+                    }
                     None => return Outcome::Deferred(format!("{}: {e}", sent.display())),
                 },
             };
@@ -483,6 +625,9 @@ impl Deliverer {
             }
         }
         let moved = fsx::move_into_unique(&c.path, &wt.failed(), grammar::collision_names(&c.path));
+        if matches!(&moved, Err(e) if e.kind() == io::ErrorKind::NotFound && !c.path.exists()) {
+            return; // moved away by someone else meanwhile
+        }
         let moved = match moved {
             Err(e) if fsx::moved_to(&e).is_some() => {
                 eprintln!("handoffd: {e}");
@@ -516,7 +661,6 @@ impl Deliverer {
         }
     }
 
-    /// Re-reads roles.tsv and swarm.yaml.
     /// The forum's duties, with the project's state around them.
     pub fn with_forum(mut self, forum: Box<dyn ForumHook>) -> Self {
         self.forum = forum;
@@ -539,7 +683,10 @@ impl Deliverer {
         out
     }
 
+    /// Re-reads roles.tsv and swarm.yaml.
     pub fn reload(&mut self, roles: Roles, config: Config) {
+        // The change may be the repair of what deferred a file: retry now.
+        self.retry.clear();
         self.known
             .extend(roles.roles.iter().map(|r| r.name.clone()));
         self.roles = roles;

@@ -11,6 +11,7 @@ pub mod tmux;
 pub mod wake;
 pub mod watchdog;
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -31,6 +32,9 @@ use crate::protocol::roles::Roles;
 const HOUSEKEEPING: Duration = Duration::from_millis(50);
 /// How often an open digest request is checked for completion between passes.
 const FORUM_POLL: Duration = Duration::from_millis(200);
+/// A temp file in `inbox/tmp` or `outbox/tmp` older than this was left by a
+/// killed writer (a publish takes milliseconds); removed at start-up.
+const STALE_TEMP: Duration = Duration::from_secs(3600);
 
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -45,6 +49,9 @@ enum Msg {
     Fs {
         paths: Vec<PathBuf>,
         rescan: bool,
+        /// Only an open or read (our own reads of outbox files among them):
+        /// nothing changed, so it never starts a pass.
+        access: bool,
     },
     WatchError(String),
     Signal,
@@ -74,6 +81,8 @@ pub struct Daemon {
     rewake: std::collections::HashMap<String, Rewake>,
     /// A watchdog agent check is running on its thread.
     agents_check: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The pid file's lock (re-taken if someone deletes the file).
+    pid_lock: Option<fsx::Lock>,
 }
 
 fn load(project: &Project) -> Result<(Roles, Config)> {
@@ -118,16 +127,29 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
             root.display()
         )));
     };
+    let (roles, config) = match load(&project) {
+        Ok(rc) => rc,
+        Err(e) => {
+            let _ = fsx::remove_file(&pid_path);
+            return Err(e);
+        }
+    };
+    let journal = Journal::new(&project);
+    let waker = Waker::new(project.clone(), journal.clone());
+    let mut deliverer =
+        Deliverer::new(project.clone(), roles, config, journal.clone(), waker).with_forum(forum);
+    // The pid file only says who runs; the outboxes' own locks decide
+    // whether we may (a deleted pid file or another spelling of the same
+    // worktrees must not let a second daemon in).
+    if let Err(e) = deliverer.claim_all() {
+        let _ = fsx::remove_file(&pid_path);
+        return Err(Error::env(e));
+    }
     fsx::rewrite_locked(&lock, format!("{}\n", std::process::id()).as_bytes()).at(&pid_path)?;
     // A stop file left from before we held the lock is stale.
     fsx::remove_file(&project.stop_file()).at(project.stop_file())?;
-
-    let (roles, config) = load(&project)?;
-    fsx::set_fsync(config.daemon.fsync);
-    let journal = Journal::new(&project);
-    let waker = Waker::new(project.clone(), journal.clone());
-    let deliverer =
-        Deliverer::new(project.clone(), roles, config, journal.clone(), waker).with_forum(forum);
+    fsx::set_fsync(deliverer.config.daemon.fsync);
+    deliverer.clean_stale_temps(STALE_TEMP);
     let mut d = Daemon {
         roles_stamp: stamp(&project.roles_tsv()),
         config_stamp: stamp(&project.config_file()),
@@ -137,6 +159,7 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
         deliverer,
         rewake: Default::default(),
         agents_check: Default::default(),
+        pid_lock: Some(lock),
     };
     let code = if d.opts.once {
         let r = d.deliverer.pass();
@@ -154,7 +177,7 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
         code
     };
     let _ = fsx::remove_file(&d.project.pid_file());
-    drop(lock);
+    drop(d.pid_lock.take());
     Ok(code)
 }
 
@@ -180,6 +203,29 @@ fn lock_pid_file(pid_path: &Path) -> Result<Option<fsx::Lock>> {
 }
 
 impl Daemon {
+    /// Puts the pid file back when someone deleted or replaced it, so
+    /// `swarm stop` and `swarm status` still find this daemon (the outbox
+    /// locks, not this file, keep a second daemon out).
+    fn keep_pid_file(&mut self) {
+        use std::os::unix::fs::MetadataExt;
+        let path = self.project.pid_file();
+        let ours = self
+            .pid_lock
+            .as_ref()
+            .and_then(|l| l.file().metadata().ok());
+        let now = std::fs::metadata(&path).ok();
+        let same =
+            matches!((&ours, &now), (Some(a), Some(b)) if a.ino() == b.ino() && a.dev() == b.dev());
+        if same || !self.project.daemon_dir().is_dir() {
+            return;
+        }
+        if let Ok(Some(lock)) = lock_pid_file(&path) {
+            if fsx::rewrite_locked(&lock, format!("{}\n", std::process::id()).as_bytes()).is_ok() {
+                self.pid_lock = Some(lock);
+            }
+        }
+    }
+
     fn watched_dirs(&self) -> Vec<PathBuf> {
         let mut v: Vec<PathBuf> = self
             .deliverer
@@ -252,6 +298,15 @@ impl Daemon {
                 let msg = match res {
                     Ok(ev) => Msg::Fs {
                         rescan: ev.need_rescan(),
+                        // A close after writing may end an in-place write;
+                        // every other access event changes nothing.
+                        access: matches!(
+                            ev.kind,
+                            notify::EventKind::Access(a)
+                                if a != notify::event::AccessKind::Close(
+                                    notify::event::AccessMode::Write
+                                )
+                        ),
                         paths: ev.paths,
                     },
                     Err(e) => Msg::WatchError(e.to_string()),
@@ -268,11 +323,14 @@ impl Daemon {
                 }
             }
         };
-        let mut watched: Vec<PathBuf> = Vec::new();
+        // Sets, not lists: with thousands of roles a `contains` per folder
+        // made every resync quadratic.
+        let mut watched: HashSet<PathBuf> = HashSet::new();
         let root = self.project.root.clone();
         let mut sync_watches = |w: &mut Option<notify::RecommendedWatcher>, want: Vec<PathBuf>| {
             let Some(w) = w.as_mut() else { return };
-            for p in watched.iter().filter(|p| !want.contains(p)) {
+            let want: HashSet<PathBuf> = want.into_iter().collect();
+            for p in watched.iter().filter(|p| !want.contains(*p)) {
                 let _ = w.unwatch(p);
             }
             for p in &want {
@@ -342,8 +400,14 @@ impl Daemon {
                                 eprintln!("handoffd: watcher: {e}; rescanning");
                                 need_pass = true;
                             }
-                            Msg::Fs { paths, rescan } => {
-                                if rescan || paths.iter().any(|p| self.is_outbox_event(p)) {
+                            Msg::Fs {
+                                paths,
+                                rescan,
+                                access,
+                            } => {
+                                if rescan
+                                    || (!access && paths.iter().any(|p| self.is_outbox_event(p)))
+                                {
                                     need_pass = true;
                                 }
                                 if paths.iter().any(|p| self.is_config_event(p))
@@ -381,6 +445,7 @@ impl Daemon {
     /// Also the forum's and the watchdog's timed duties. Returns true when a
     /// new file waits for delivery.
     fn sweep(&mut self) -> bool {
+        self.keep_pid_file();
         let cfg = self.deliverer.config.clone();
         let queued = self.deliverer.forum_duty(|f, d| f.sweep(d));
         let d = &self.deliverer;

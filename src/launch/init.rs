@@ -209,9 +209,8 @@ impl Plan {
 
     /// The `roles.tsv` text (§2): one line per role, in config order.
     pub fn roles_tsv(&self) -> String {
-        Roles {
-            roles: self
-                .roles
+        Roles::from_roles(
+            self.roles
                 .iter()
                 .map(|r| Role {
                     name: r.name.clone(),
@@ -223,8 +222,7 @@ impl Plan {
                     mode: r.mode.as_str().to_string(),
                 })
                 .collect(),
-            problems: Vec::new(),
-        }
+        )
         .render()
     }
 
@@ -333,6 +331,8 @@ pub fn valid_worktree_name(w: &str) -> bool {
 pub fn validate_yaml_roles(roles: &[RoleConfig], text: &str, path: &Path) -> Result<()> {
     let sp = spans(text);
     let at = |i: usize, f: fn(&SpanRole) -> Loc| sp.get(i).and_then(f);
+    // Name → first position, so checking a long table stays linear.
+    let mut first_at: std::collections::HashMap<&str, usize> = Default::default();
     for (i, r) in roles.iter().enumerate() {
         let name_at = at(i, |s| loc(&s.name));
         if r.name.is_empty() {
@@ -354,7 +354,15 @@ pub fn validate_yaml_roles(roles: &[RoleConfig], text: &str, path: &Path) -> Res
                 "role names start with a letter or digit and contain only letters, digits and '-' (at most 64 characters)",
             ));
         }
-        if let Some(j) = roles[..i].iter().position(|o| o.name == r.name) {
+        if let Some(why) = crate::protocol::roles::reserved(&r.name) {
+            return Err(yaml_error(
+                path,
+                name_at,
+                format!("role name '{}' is reserved ({why})", r.name),
+                "pick another name; `all` and `handoffd` mean something in every message",
+            ));
+        }
+        if let Some(&j) = first_at.get(r.name.as_str()) {
             let first = at(j, |s| loc(&s.name))
                 .map(|(l, _)| format!(" (first defined on line {l})"))
                 .unwrap_or_default();
@@ -365,6 +373,7 @@ pub fn validate_yaml_roles(roles: &[RoleConfig], text: &str, path: &Path) -> Res
                 "role names must be unique",
             ));
         }
+        first_at.insert(r.name.as_str(), i);
         let agent = r.agent.trim();
         if agent.is_empty() {
             return Err(yaml_error(

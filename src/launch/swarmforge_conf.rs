@@ -181,6 +181,11 @@ pub fn parse(
                 grammar::MAX_ROLE
             )));
         }
+        if let Some(why) = crate::protocol::roles::reserved(role) {
+            return Err(fail(format!(
+                "Invalid role '{role}' on line {line_no}: the name is reserved ({why})"
+            )));
+        }
         if rows.iter().any(|r| r.name == role) {
             return Err(fail(format!("Duplicate role '{role}' in {conf}")));
         }

@@ -148,11 +148,43 @@ impl Worktree {
         ]
     }
 
+    /// The first of this worktree's inbox folders (`.swarmforge`, `handoffs`,
+    /// `inbox` and the folders in it) that is a symlink. A symlink there would send a copy wherever it points
+    /// (outside the project, or into another role's inbox), so nothing is
+    /// delivered into, or cleaned in, such an inbox. A missing folder is fine:
+    /// it is created as a plain one.
+    pub fn symlinked_inbox_folder(&self) -> Option<PathBuf> {
+        let inbox = self.inbox();
+        let mut chain = vec![self.swarmforge(), self.handoffs(), inbox.clone()];
+        chain.extend(self.inbox_dirs());
+        for d in chain {
+            match std::fs::symlink_metadata(&d) {
+                Ok(m) if m.file_type().is_symlink() => return Some(d),
+                Ok(_) => {}
+                // Nothing below a missing folder exists either.
+                Err(_) if d == inbox || d == self.handoffs() || d == self.swarmforge() => {
+                    return None
+                }
+                Err(_) => {}
+            }
+        }
+        None
+    }
+
     pub fn all_dirs(&self) -> Vec<PathBuf> {
         let mut v = self.send_dirs().to_vec();
         v.extend(self.inbox_dirs());
         v
     }
+}
+
+/// Why nothing is delivered into an inbox with a symlinked folder (the
+/// daemon's deferral reason and `swarm status`'s problem line).
+pub fn symlinked_inbox_reason(link: &Path) -> String {
+    format!(
+        "recipient folder {} is a symlink; a copy would land wherever it points, so nothing is delivered there until it is a plain folder of its worktree",
+        link.display()
+    )
 }
 
 /// The worktree of a role path from `roles.tsv`.

@@ -1,5 +1,6 @@
 //! `.swarmforge/roles.tsv`: seven TAB-separated columns per role (§2).
 
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -53,12 +54,32 @@ impl Role {
 /// Largest roles.tsv read.
 pub const MAX_BYTES: u64 = 1024 * 1024;
 
+/// Names no role may take: `all` addresses every role (`to: all`), and
+/// `handoffd` is the daemon's own sender name (its digest requests), so a role
+/// called either could never be addressed alone or never send.
+pub const RESERVED: &[&str] = grammar::RESERVED_ROLES;
+
+/// The sender name of the daemon's own messages.
+pub const DAEMON_SENDER: &str = grammar::DAEMON;
+
+/// Why `name` cannot be a role although it is well formed, if it cannot.
+pub fn reserved(name: &str) -> Option<&'static str> {
+    match name {
+        "all" => Some("'all' addresses every role"),
+        "handoffd" => Some("'handoffd' is the daemon's own sender name"),
+        _ => None,
+    }
+}
+
 /// The role table, in file order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Roles {
     pub roles: Vec<Role>,
     /// Lines that were skipped, with the reason (shown by `swarm status`).
     pub problems: Vec<String>,
+    /// Name → position in `roles`, so a lookup costs the same with 10 000
+    /// roles as with 3 (the daemon looks roles up for every file it reads).
+    index: HashMap<String, usize>,
 }
 
 /// SwarmForge's display name: `-`/`_` to spaces, each word capitalised.
@@ -119,11 +140,19 @@ impl Roles {
                 ));
                 continue;
             }
-            if out.find(name).is_some() {
+            if let Some(why) = reserved(name) {
+                out.problems.push(format!(
+                    "line {}: role name '{name}' is reserved ({why}); rename the role",
+                    i + 1
+                ));
+                continue;
+            }
+            if out.index.contains_key(name) {
                 out.problems
                     .push(format!("line {}: duplicate role '{name}'", i + 1));
                 continue;
             }
+            out.index.insert(name.to_string(), out.roles.len());
             let col = |n: usize| f.get(n).copied().unwrap_or("").to_string();
             out.roles.push(Role {
                 name: name.to_string(),
@@ -173,7 +202,27 @@ impl Roles {
         )
     }
 
+    /// A table of these roles (in this order; later duplicates are not found).
+    pub fn from_roles(roles: Vec<Role>) -> Roles {
+        let mut index = HashMap::with_capacity(roles.len());
+        for (i, r) in roles.iter().enumerate() {
+            index.entry(r.name.clone()).or_insert(i);
+        }
+        Roles {
+            roles,
+            problems: Vec::new(),
+            index,
+        }
+    }
+
     pub fn find(&self, name: &str) -> Option<&Role> {
+        // `roles` is public: when it was edited behind the index, search.
+        if self.index.len() == self.roles.len() {
+            let r = self.roles.get(*self.index.get(name)?)?;
+            if r.name == name {
+                return Some(r);
+            }
+        }
         self.roles.iter().find(|r| r.name == name)
     }
 
@@ -184,13 +233,12 @@ impl Roles {
 
     /// Distinct worktree paths in table order.
     pub fn worktrees(&self) -> Vec<PathBuf> {
-        let mut out: Vec<PathBuf> = Vec::new();
-        for r in &self.roles {
-            if !out.contains(&r.worktree_path) {
-                out.push(r.worktree_path.clone());
-            }
-        }
-        out
+        let mut seen: HashSet<&Path> = HashSet::with_capacity(self.roles.len());
+        self.roles
+            .iter()
+            .filter(|r| seen.insert(r.worktree_path.as_path()))
+            .map(|r| r.worktree_path.clone())
+            .collect()
     }
 
     pub fn render(&self) -> String {
@@ -229,5 +277,21 @@ mod tests {
         assert_eq!(r.problems.len(), 2);
         assert_eq!(display_name("code-reviewer"), "Code Reviewer");
         assert_eq!(display_name("QA"), "Qa");
+    }
+
+    #[test]
+    fn reserved_names_are_skipped_and_lookups_use_the_index() {
+        let r = Roles::parse("all\tm\t/p\nhandoffd\tm\t/p\na\tm\t/p\na\tm\t/q\n");
+        assert_eq!(r.roles.len(), 1);
+        assert!(r.problems[0].starts_with("line 1: role name 'all' is reserved"));
+        assert!(r.problems[1].starts_with("line 2: role name 'handoffd' is reserved"));
+        assert_eq!(r.problems[2], "line 4: duplicate role 'a'");
+        assert_eq!(r.find("a").unwrap().worktree_path, PathBuf::from("/p"));
+        // Edited behind the index: still found.
+        let mut e = r.clone();
+        e.roles.insert(0, e.roles[0].clone());
+        e.roles[0].name = "b".into();
+        assert_eq!(e.find("b").unwrap().name, "b");
+        assert_eq!(e.find("a").unwrap().name, "a");
     }
 }

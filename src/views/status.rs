@@ -34,6 +34,9 @@ pub struct RoleStatus {
     /// Outgoing files not yet delivered.
     pub outbox: usize,
     pub last_wake: Option<String>,
+    /// Why handoffd cannot deliver to this role (a symlinked inbox folder).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -57,6 +60,41 @@ fn age(t: SystemTime) -> u64 {
         .duration_since(t)
         .unwrap_or(Duration::ZERO)
         .as_secs()
+}
+
+/// Largest copy read for its `enqueued_at` (a copy's limit plus the stamps).
+const MAX_COPY_BYTES: u64 = 1024 * 1024 + 4096;
+
+/// Since when a copy in `inbox/new` has waited: its `enqueued_at`, the one
+/// definition `swarm audit` uses too; its mtime only for a copy without a
+/// readable stamp (a file planted by hand), since a copy, a backup or `touch`
+/// changes the mtime.
+fn waiting_since(path: &Path, mtime: Option<SystemTime>) -> Option<SystemTime> {
+    crate::fsx::read_bounded(path, MAX_COPY_BYTES)
+        .ok()
+        .and_then(|b| crate::protocol::header::Message::parse_bytes(&b).ok())
+        .and_then(|m| m.get("enqueued_at").and_then(crate::protocol::clock::parse))
+        .map(SystemTime::from)
+        .or(mtime)
+}
+
+/// (count of waiting items, since when the oldest has waited) in `new/`.
+fn waiting(dir: &Path) -> (usize, Option<SystemTime>) {
+    let mut n = 0;
+    let mut oldest: Option<SystemTime> = None;
+    if let Ok(rd) = fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if !is_item(&e.file_name().to_string_lossy()) {
+                continue;
+            }
+            n += 1;
+            let mtime = e.metadata().and_then(|m| m.modified()).ok();
+            if let Some(t) = waiting_since(&e.path(), mtime) {
+                oldest = Some(oldest.map_or(t, |o| o.min(t)));
+            }
+        }
+    }
+    (n, oldest)
 }
 
 /// (count of items, oldest mtime) directly in `dir`.
@@ -113,7 +151,7 @@ pub fn collect(project: &Project) -> Result<Status> {
     let mut out = Vec::new();
     for r in &roles.roles {
         let wt = Worktree::new(&r.worktree_path);
-        let (new, oldest) = items(&wt.inbox_new());
+        let (new, oldest) = waiting(&wt.inbox_new());
         let ip = in_process(&wt.in_process());
         let last_wake = fs::read_to_string(wake::last_wake_file(project, &r.name))
             .ok()
@@ -135,6 +173,9 @@ pub fn collect(project: &Project) -> Result<Status> {
             failed: items(&wt.failed()).0,
             outbox: items(&wt.outbox()).0,
             last_wake,
+            problem: wt
+                .symlinked_inbox_folder()
+                .map(|l| crate::protocol::layout::symlinked_inbox_reason(&l)),
         });
     }
     Ok(Status {
@@ -207,6 +248,15 @@ pub fn text(s: &Status) -> String {
             r.outbox,
             r.last_wake.as_deref().unwrap_or("-")
         ));
+    }
+    for r in s.roles.iter() {
+        if let Some(p) = &r.problem {
+            out.push_str(&format!(
+                "{}: {}\n",
+                r.role,
+                crate::protocol::header::escape(p)
+            ));
+        }
     }
     out.push_str(&attention::text(&s.attention));
     for p in &s.problems {

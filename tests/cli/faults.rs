@@ -302,7 +302,13 @@ fn a_full_disk_defers_and_everything_resumes_when_space_returns() {
     r.ok();
     let queued = PathBuf::from(r.stdout.trim().strip_prefix("HANDOFF QUEUED: ").unwrap());
     wait_delivered(&p, &queued);
-    assert!(!draft.exists());
+    // The draft is in the coder's worktree, not QA's: never QA's to delete.
+    assert!(draft.exists());
+    assert!(
+        r.stderr
+            .contains("is outside your worktree and was left in place"),
+        "{r:?}"
+    );
     assert_eq!(deferred_lines(&p, &n1_path), 1);
     assert_eq!(count(&p.log(), "failed"), 0);
 
@@ -661,9 +667,16 @@ fn messages_dated_in_the_past_or_future_are_all_delivered_in_name_order() {
     assert_eq!(order, vec![past.name, now.name, future.name]);
 }
 
-/// A sender whose clock jumps back (libfaketime, when installed): ids stay
-/// unique because the per-worktree sequence never steps back, and both
-/// messages are delivered.
+/// Clock steps backwards, for real (libfaketime; CI installs it, and under
+/// `CI=true` a missing faketime fails the test instead of skipping it).
+///
+/// A sender whose clock jumps to 2099, back to now, and to 2099 again: ids
+/// and names stay unique because the per-worktree sequence never steps back,
+/// sequences follow send order, and all three are delivered. The recipient's
+/// helpers then run with their clock a day behind the daemon's: items are
+/// handed out in file-name order, each exactly once, and every copy's
+/// `enqueued_at <= dequeued_at <= completed_at` (a stamp is never earlier
+/// than the item's earlier stamps).
 #[test]
 fn a_sender_clock_stepping_back_keeps_ids_unique() {
     if !require_tool("faketime", "apt-get install -y faketime") {
