@@ -164,9 +164,10 @@ fn sigkill_anywhere_delivers_exactly_once() {
                 "half-written item at {r}: {err}"
             );
             if (text.ends_with("NO_TASK\n") || err.starts_with("NO_CURRENT"))
-                && swarm.cmd("ready-next").role(r).run().stdout == "NO_TASK\n" {
-                    break;
-                }
+                && swarm.cmd("ready-next").role(r).run().stdout == "NO_TASK\n"
+            {
+                break;
+            }
         }
     }
 

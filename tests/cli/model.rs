@@ -894,12 +894,7 @@ fn a_parked_batch_gets_its_answer_before_its_items() {
         out.contains("ANSWER_CHOICE: 1. yes\n\nBATCH_ITEM: 1\n"),
         "{out}"
     );
-    let v = p
-        .cmd("ready-next")
-        .role("qa")
-        .args(["--json"])
-        .run()
-        .json();
+    let v = p.cmd("ready-next").role("qa").args(["--json"]).run().json();
     assert_eq!(v["answers"], serde_json::json!([]), "shown once");
     assert!(handoff_names(&p.hq("qa", "inbox/new")).is_empty());
 }
