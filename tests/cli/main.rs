@@ -15,3 +15,4 @@ mod layouts;
 mod model;
 mod newcomer;
 mod trail;
+mod unix;

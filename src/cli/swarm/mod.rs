@@ -14,12 +14,14 @@ pub mod answer;
 pub mod artifacts;
 pub mod audit;
 pub mod can_send;
+pub mod completions;
 pub mod demo;
 pub mod digest;
 pub mod discussion;
 pub mod down;
 pub mod events;
 pub mod init;
+pub mod man;
 pub mod receipts;
 pub mod session;
 pub mod shims;
@@ -127,6 +129,10 @@ pub enum Command {
     Digest(digest::Args),
     /// Exit 0 when it is the caller's turn in a discussion, 1 otherwise
     CanSend(can_send::Args),
+    /// Print shell completions (bash, zsh, fish, ...) for every binary
+    Completions(completions::Args),
+    /// Write man pages for every binary and subcommand into a folder
+    Man(man::Args),
 }
 
 pub fn run() -> i32 {
@@ -153,5 +159,7 @@ pub fn run() -> i32 {
         Command::Discussion(a) => discussion::run(a),
         Command::Digest(a) => digest::run(a),
         Command::CanSend(a) => can_send::run(a),
+        Command::Completions(a) => completions::run(a),
+        Command::Man(a) => man::run(a),
     }
 }
