@@ -281,6 +281,12 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// Never follows a symlink and never blocks: a FIFO or device planted at the
 /// path is refused, so a log can neither hang nor feed its writer.
 pub fn append(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    append_len(path, bytes).map(|_| ())
+}
+
+/// [`append`], returning the file's length just after the write (what a
+/// rotating writer compares with its limit).
+pub fn append_len(path: &Path, bytes: &[u8]) -> io::Result<u64> {
     let mut f = OpenOptions::new()
         .create(true)
         .append(true)
@@ -292,7 +298,8 @@ pub fn append(path: &Path, bytes: &[u8]) -> io::Result<()> {
             "not a regular file",
         ));
     }
-    f.write_all(bytes)
+    f.write_all(bytes)?;
+    Ok(f.metadata()?.len())
 }
 
 /// Why a bounded read refused a file.

@@ -13,15 +13,19 @@ Prints .swarmforge/daemon/events.jsonl, one JSON object per line, as written by 
 handoffd. Only complete lines are printed; a line still being written waits for \
 its newline.
 
-Resuming: an OFFSET is a byte position in the file at the start of a line. With \
---with-offset every line is prefixed by the offset just past it and a space:
+Resuming: an OFFSET is a byte position in the log at the start of a line, \
+counted across rotations (handoffd rotates events.jsonl by size into \
+events.jsonl.<start offset>; see `logs:` in swarm.yaml), so one offset names one \
+line for the life of the log. With --with-offset every line is prefixed by the \
+offset just past it and a space:
   1432 {\"kind\":\"delivered\",...}
 Store the prefix of the last line you processed and pass it back with \
 --since 1432 to continue exactly after that line (nothing skipped, nothing \
-repeated). Without --with-offset, the offset is the total number of bytes of the \
-lines read so far (each line plus its newline). An offset past the end of the \
-file or inside a line is refused (exit 1). When following, a rotated or truncated \
-file is noted on stderr and read again from offset 0.")]
+repeated), whatever was rotated meanwhile. Without --with-offset, the offset is \
+the total number of bytes of the lines read so far (each line plus its newline) \
+in a log that never rotated. An offset past the end, inside a line, or in a \
+rotated file retention has removed is refused (exit 1). Following reads on \
+through every rotation.")]
 pub struct Args {
     /// Project root or any folder inside it (default: the current directory)
     #[arg(id = "root_dir", value_name = "ROOT")]
@@ -61,19 +65,20 @@ fn stream(args: &Args, reader: &mut EventReader, dir: PathBuf) -> io::Result<()>
     };
     // Watch before the first read, so nothing appended in between is missed.
     let mut watch = args.follow.then(|| DirWatch::new(vec![dir]));
-    reader.poll(&mut |l, n| sink.line(l, n))?;
-    sink.out.flush()?;
+    let mut pass = |reader: &mut EventReader| -> io::Result<()> {
+        if let Some(notice) = reader.poll(&mut |l, n| sink.line(l, n))? {
+            eprintln!("{notice}");
+        }
+        sink.out.flush()
+    };
+    pass(reader)?;
     let Some(watch) = watch.as_mut() else {
         return Ok(());
     };
     loop {
-        // Any change may be an append; the file is cheap to look at.
+        // Any change may be an append or a rotation; both are cheap to see.
         let _ = watch.wait();
-        if let Some(notice) = reader.reopen_if_replaced(&mut |l, n| sink.line(l, n))? {
-            eprintln!("{notice}");
-        }
-        reader.poll(&mut |l, n| sink.line(l, n))?;
-        sink.out.flush()?;
+        pass(reader)?;
     }
 }
 
