@@ -161,3 +161,251 @@ fn man_pages_for_every_binary_and_subcommand_render() {
     let page = fs::read_to_string(dir.join("swarm-events.1")).unwrap();
     assert!(page.contains("with\\-offset"), "{page}");
 }
+
+// ---- bounded logs ----------------------------------------------------------
+
+/// `swarm events ...` running, its stdout lines collected by a thread.
+struct Follower {
+    child: std::process::Child,
+    out: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Follower {
+    fn spawn(p: &Project, args: &[&str]) -> Follower {
+        use std::io::BufRead;
+        let mut child = p
+            .cmd("swarm")
+            .args(args)
+            .command()
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("swarm starts");
+        let out = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = out.clone();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let mut s = sink.lock().unwrap();
+                s.push_str(&line);
+                s.push('\n');
+            }
+        });
+        Follower { child, out }
+    }
+
+    fn text(&self) -> String {
+        self.out.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const SMALL_LOGS: &str = "wake: {method: none}\nlogs: {max_bytes: 1024, keep: 100000}\n";
+
+fn events_path(p: &Project) -> std::path::PathBuf {
+    p.path(".swarmforge/daemon/events.jsonl")
+}
+
+/// The rotated parts of a log: (start offset from the name, length).
+fn parts(live: &std::path::Path) -> Vec<(u64, u64)> {
+    let name = live.file_name().unwrap().to_string_lossy().into_owned();
+    let mut v: Vec<(u64, u64)> = fs::read_dir(live.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            let start = n.strip_prefix(&format!("{name}."))?.parse().ok()?;
+            Some((start, e.metadata().unwrap().len()))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Every part starts where the one before ends; the live file where the
+/// last one ends: no byte of the log is missing or counted twice.
+fn assert_contiguous(live: &std::path::Path) {
+    let ps = parts(live);
+    let mut end = 0;
+    for (start, len) in &ps {
+        assert_eq!(*start, end, "gap or overlap in {ps:?}");
+        end = start + len;
+    }
+}
+
+/// What a follower printed (`<offset> <line>`) is exactly the whole log,
+/// each line with the offset just past it.
+fn assert_follower_saw_the_log(f: &Follower, whole: &str) {
+    let seen = f.text();
+    let mut offset = 0u64;
+    let mut want = String::new();
+    for line in whole.lines() {
+        offset += line.len() as u64 + 1;
+        want.push_str(&format!("{offset} {line}\n"));
+    }
+    assert!(seen == want, "follower:\n{seen}\nlog:\n{want}");
+}
+
+fn delivered(p: &Project) -> usize {
+    p.events()
+        .iter()
+        .filter(|e| e["kind"] == "delivered")
+        .count()
+}
+
+#[test]
+fn a_follower_reads_across_rotations_under_a_flood_without_loss_or_repeat() {
+    let p = Project::builder()
+        .role("a")
+        .role("b")
+        .config(SMALL_LOGS)
+        .build();
+    let live = events_path(&p);
+    let f = Follower::spawn(&p, &["events", "--follow", "--with-offset"]);
+    let _d = p.spawn_daemon(&[]);
+    let n = 200;
+    for i in 0..n {
+        p.post("master", &note("a", i, "b", &format!("flood {i}")));
+    }
+    wait_until(DEADLINE, "every note delivered", || {
+        delivered(&p) == n as usize
+    });
+    let whole = rotated_log(&live);
+    wait_until(DEADLINE, "the follower caught up", || {
+        f.text().lines().count() == whole.lines().count()
+    });
+    assert_follower_saw_the_log(&f, &whole);
+    assert_contiguous(&live);
+    let rotations = parts(&live).len();
+    assert!(rotations > 20, "only {rotations} rotations");
+    // Every file of all three logs stays near its bound.
+    for log in [
+        live.clone(),
+        p.path(".swarmforge/daemon/handoffd.log"),
+        p.path(".swarmforge/forum.log"),
+    ] {
+        let ps = parts(&log);
+        assert!(!ps.is_empty(), "{} never rotated", log.display());
+        assert!(ps.iter().all(|(_, len)| *len < 1024 + 1024), "{ps:?}");
+    }
+    // --since with an offset from before the rotations names the same line.
+    let first = whole.lines().next().unwrap().len() as u64 + 1;
+    let r = p
+        .cmd("swarm")
+        .args(["events", "--since", &first.to_string()])
+        .run();
+    r.ok();
+    assert_eq!(r.stdout, whole[first as usize..]);
+}
+
+#[test]
+fn kill_9_during_rotations_loses_and_repeats_no_line() {
+    let p = Project::builder()
+        .role("a")
+        .role("b")
+        .config(SMALL_LOGS)
+        .build();
+    let live = events_path(&p);
+    let f = Follower::spawn(&p, &["events", "--follow", "--with-offset"]);
+    let mut sent = 0u32;
+    let kills = 5;
+    for _ in 0..kills {
+        let mut d = p.spawn_daemon(&[]);
+        let before = parts(&live).len();
+        for _ in 0..40 {
+            p.post("master", &note("a", sent, "b", &format!("flood {sent}")));
+            sent += 1;
+        }
+        // Killed while it delivers and rotates (wherever it is).
+        wait_until(DEADLINE, "a few rotations", || {
+            parts(&live).len() >= before + 3
+        });
+        signal(d.pid(), libc::SIGKILL);
+        // Killed by a signal: no exit code.
+        assert_eq!(d.wait_exit(DEADLINE), None);
+    }
+    let _d = p.spawn_daemon(&[]);
+    wait_until(DEADLINE, "every outbox drained", || {
+        files(&p.hq("master", "outbox")).is_empty()
+    });
+    let whole = rotated_log(&live);
+    // Every line whole: a kill never tears one or splits it across files.
+    for l in whole.lines() {
+        serde_json::from_str::<serde_json::Value>(l).unwrap_or_else(|e| panic!("{l}: {e}"));
+    }
+    assert_eq!(
+        whole.lines().filter(|l| l.contains("\"started\"")).count(),
+        kills + 1
+    );
+    assert_contiguous(&live);
+    wait_until(DEADLINE, "the follower caught up", || {
+        f.text().lines().count() == rotated_log(&live).lines().count()
+    });
+    assert_follower_saw_the_log(&f, &rotated_log(&live));
+}
+
+#[test]
+fn a_rotation_cut_short_after_its_rename_is_complete() {
+    let p = Project::builder().role("a").config(SMALL_LOGS).build();
+    let dir = p.path(".swarmforge/daemon");
+    fs::create_dir_all(&dir).unwrap();
+    let live = dir.join("events.jsonl");
+    let e1 = "{\"kind\":\"x\",\"n\":1}";
+    fs::write(&live, format!("{e1}\n")).unwrap();
+    // What a kill -9 between the rename and the base file leaves.
+    fs::rename(&live, dir.join("events.jsonl.000000000000")).unwrap();
+    let _d = p.spawn_daemon(&[]);
+    let r = p.cmd("swarm").args(["events", "--with-offset"]).run();
+    r.ok();
+    let o1 = e1.len() + 1;
+    assert!(
+        r.stdout.starts_with(&format!("{o1} {e1}\n")),
+        "{}",
+        r.stdout
+    );
+    let second = r.stdout.lines().nth(1).unwrap();
+    assert!(second.contains("\"started\""), "{}", r.stdout);
+    assert_contiguous(&live);
+    p.cmd("swarm")
+        .args(["events", "--since", "3"])
+        .code(1)
+        .stderr_has("not at the start of a line")
+        .run();
+}
+
+#[test]
+fn retention_removes_old_parts_and_says_so() {
+    let p = Project::builder()
+        .role("a")
+        .role("b")
+        .config("wake: {method: none}\nlogs: {max_bytes: 1024, keep: 2}\n")
+        .build();
+    let live = events_path(&p);
+    let _d = p.spawn_daemon(&[]);
+    for i in 0..60 {
+        p.post("master", &note("a", i, "b", &format!("flood {i}")));
+    }
+    wait_until(DEADLINE, "every outbox drained", || {
+        files(&p.hq("master", "outbox")).is_empty()
+    });
+    wait_until(DEADLINE, "parts pruned", || parts(&live).len() <= 2);
+    assert!(parts(&live)[0].0 > 0);
+    p.cmd("swarm")
+        .args(["events", "--since", "0"])
+        .code(1)
+        .stderr_has("is no longer kept")
+        .run();
+    let oldest = parts(&live)[0].0.to_string();
+    p.cmd("swarm")
+        .args(["events", "--since", &oldest])
+        .code(0)
+        .run();
+}
