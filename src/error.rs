@@ -125,6 +125,7 @@ impl Error {
             Error::Env(_) => Vec::new(),
         };
         serde_json::json!({
+            "schema_version": JSON_SCHEMA_VERSION,
             "status": "error",
             "token": self.token_name(),
             "message": self.to_string(),
@@ -133,6 +134,11 @@ impl Error {
         })
     }
 }
+
+/// The version of every JSON document the tools print (docs/json.md): each
+/// object carries it as `schema_version`. Bump it only when a field changes
+/// meaning or goes away; new fields come without a bump.
+pub const JSON_SCHEMA_VERSION: u32 = 1;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

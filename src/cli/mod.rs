@@ -8,9 +8,7 @@ pub mod swarm_handoff;
 
 use crate::error::{exit, Error};
 
-/// The version of every JSON document the tools print (docs/json.md). Bump
-/// it only when a field changes meaning or goes away; new fields are free.
-pub const SCHEMA_VERSION: u32 = 1;
+pub use crate::error::JSON_SCHEMA_VERSION as SCHEMA_VERSION;
 
 /// Stamps `schema_version` into a JSON object (other values pass as they are).
 pub fn stamped(mut v: serde_json::Value) -> serde_json::Value {

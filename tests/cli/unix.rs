@@ -409,3 +409,198 @@ fn retention_removes_old_parts_and_says_so() {
         .code(0)
         .run();
 }
+
+// ---- one JSON convention ----------------------------------------------------
+
+/// Every line of stdout parses as a JSON object with `schema_version: 1`;
+/// an error is one object with token, message, paths and the exit code.
+fn check_json(what: &str, r: &Run) -> Vec<serde_json::Value> {
+    assert!(
+        !r.stdout.trim().is_empty(),
+        "{what}: no JSON on stdout: {r:?}"
+    );
+    let docs: Vec<serde_json::Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{what}: {e}: {l}")))
+        .collect();
+    for d in &docs {
+        assert!(d.is_object(), "{what}: not an object: {d}");
+        assert_eq!(d["schema_version"], 1, "{what}: {d}");
+    }
+    if r.code != 0 {
+        let e = docs.last().unwrap();
+        assert_eq!(e["exit_code"], r.code, "{what}: {e}");
+        assert!(e["token"].is_string(), "{what}: {e}");
+        assert!(e["message"].is_string(), "{what}: {e}");
+        assert!(e["paths"].is_array(), "{what}: {e}");
+        assert!(e["status"].is_string(), "{what}: {e}");
+    }
+    docs
+}
+
+#[test]
+fn every_command_speaks_the_one_json_convention() {
+    let p = Project::builder()
+        .role("a")
+        .role("b")
+        .config("wake: {method: none}\n")
+        .build();
+    let outside = tempfile::tempdir().unwrap();
+    let draft = p.draft("a", "type: note\nto: b\npriority: 50\nmessage: hi\n");
+    let sent = p
+        .cmd("swarm-handoff")
+        .role("a")
+        .arg("--json")
+        .arg(&draft)
+        .run();
+    let id = check_json("swarm-handoff", &sent)[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    p.deliver_once().ok();
+    let man = p.root.join("man");
+    let shims = p.root.join("shims");
+    fs::create_dir_all(&shims).unwrap();
+    let fresh = tempfile::tempdir().unwrap();
+    fs::write(
+        fresh.path().join("swarm.yaml"),
+        "roles:\n  - {name: x, agent: human}\n",
+    )
+    .unwrap();
+    let fresh_root = fresh.path().to_str().unwrap().to_string();
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
+    // (program, role, args, exit code)
+    let table: Vec<(&str, Option<&str>, Vec<String>, i32)> = vec![
+        ("swarm", None, s(&["status", "--json"]), 0),
+        ("swarm", None, s(&["stop", "--json"]), 0),
+        ("swarm", None, s(&["transcript", "--json"]), 0),
+        ("swarm", None, s(&["transcript", "--format", "jsonl"]), 0),
+        ("swarm", None, s(&["receipts", &id, "--json"]), 0),
+        ("swarm", None, s(&["audit", "--json"]), 0),
+        ("swarm", None, s(&["audit", "--check", "--json"]), 0),
+        ("swarm", None, s(&["events", "--json"]), 0),
+        ("swarm", None, s(&["artifacts", &id, "--json"]), 0),
+        ("swarm", None, s(&["session", "start", "--json"]), 0),
+        ("swarm", None, s(&["session", "list", "--json"]), 0),
+        (
+            "swarm",
+            None,
+            s(&["discussion", "open", "d1", "--order", "a,b", "--json"]),
+            0,
+        ),
+        (
+            "swarm",
+            None,
+            s(&["discussion", "status", "d1", "--json"]),
+            0,
+        ),
+        ("swarm", None, s(&["discussion", "list", "--json"]), 0),
+        (
+            "swarm",
+            None,
+            s(&["session", "close", "--reason", "done", "--json"]),
+            0,
+        ),
+        (
+            "swarm",
+            None,
+            s(&["shims", shims.to_str().unwrap(), "--json"]),
+            0,
+        ),
+        (
+            "swarm",
+            None,
+            s(&["man", man.to_str().unwrap(), "--json"]),
+            0,
+        ),
+        ("swarm", None, s(&["init", &fresh_root, "--json"]), 0),
+        ("swarm", None, s(&["down", "--json"]), 0),
+        ("ready-next", Some("b"), s(&["--json"]), 0),
+        ("done-current", Some("b"), s(&["--json"]), 0),
+        // Errors: refusals, bad arguments, usage errors, no project.
+        ("swarm", None, s(&["receipts", "nope", "--json"]), 1),
+        (
+            "swarm",
+            None,
+            s(&["transcript", "--json", "--since", "soon"]),
+            1,
+        ),
+        (
+            "swarm",
+            None,
+            s(&["transcript", "--format", "jsonl", "--thread", "x"]),
+            1,
+        ),
+        ("swarm", None, s(&["events", "--json", "--since", "3"]), 1),
+        ("swarm", None, s(&["artifacts", "nope", "--json"]), 1),
+        ("swarm", None, s(&["audit", "--json", "--now", "x"]), 1),
+        (
+            "swarm",
+            None,
+            s(&["digest", "latest", "--session", "S9", "--json"]),
+            1,
+        ),
+        (
+            "swarm",
+            None,
+            s(&["discussion", "status", "nope", "--json"]),
+            1,
+        ),
+        (
+            "swarm",
+            None,
+            s(&["answer", &id, "--choice", "1", "--json"]),
+            2,
+        ),
+        ("swarm", None, s(&["status", "--json", "--bogus"]), 1),
+        (
+            "swarm",
+            None,
+            s(&["stop", "--json", outside.path().to_str().unwrap()]),
+            1,
+        ),
+        (
+            "swarm",
+            None,
+            s(&[
+                "init",
+                "--json",
+                p.root.join(".swarmforge").to_str().unwrap(),
+            ]),
+            1,
+        ),
+        (
+            "swarm",
+            None,
+            s(&["down", "--json", outside.path().to_str().unwrap()]),
+            1,
+        ),
+        ("swarm-handoff", Some("a"), s(&["--json"]), 1),
+        (
+            "swarm-handoff",
+            Some("a"),
+            s(&["--json", draft.to_str().unwrap()]),
+            1,
+        ),
+        ("ready-next", Some("b"), s(&["--json", "--bogus"]), 1),
+        ("ready-next", Some("nobody"), s(&["--json"]), 1),
+        ("done-current", Some("nobody"), s(&["--json"]), 1),
+    ];
+    for (program, role, args, code) in &table {
+        let mut c = p.cmd(program).args(args.iter());
+        if let Some(r) = role {
+            c = c.role(r);
+        }
+        let r = c.run();
+        let what = format!("{program} {args:?}");
+        assert_eq!(r.code, *code, "{what}: {r:?}");
+        let docs = check_json(&what, &r);
+        // Streams are JSON Lines; everything else is one document.
+        let stream =
+            args.contains(&"transcript".to_string()) || args.contains(&"events".to_string());
+        if !stream {
+            assert_eq!(docs.len(), 1, "{what}: {r:?}");
+        }
+    }
+}

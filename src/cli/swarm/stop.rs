@@ -24,10 +24,7 @@ pub fn run(args: Args) -> i32 {
     match control::stop(&project, control::GRACE) {
         Ok(r) => {
             if args.json {
-                crate::cli::out(&format!(
-                    "{}\n",
-                    serde_json::to_string(&r).unwrap_or_default()
-                ));
+                crate::cli::emit_json(serde_json::to_value(&r).unwrap_or_default());
             } else {
                 let text = match (r.pid, r.killed) {
                     (None, _) => "handoffd was not running\n".to_string(),
