@@ -604,3 +604,76 @@ fn every_command_speaks_the_one_json_convention() {
         }
     }
 }
+
+// ---- terminal manners -------------------------------------------------------
+
+/// Runs `swarm args` under a pseudo-terminal (`script`), so stderr is a
+/// terminal; returns what the terminal showed.
+fn on_a_terminal(p: &Project, args: &str, no_color: Option<&str>) -> String {
+    let mut c = p
+        .cmd("script")
+        .args([
+            "-qec",
+            &format!("{} {args}", bin("swarm").display()),
+            "/dev/null",
+        ])
+        .env("TERM", "xterm");
+    if let Some(v) = no_color {
+        c = c.env("NO_COLOR", v);
+    }
+    c.run().stdout
+}
+
+#[test]
+fn colour_only_on_a_terminal_and_never_with_no_color() {
+    let p = Project::empty();
+    // A usage error (clap) and SwarmForge's red `Error:` (an agent that is
+    // not installed, refused before anything starts).
+    p.write(
+        "swarm.yaml",
+        "roles:\n  - {name: a, agent: nosuchagent-x1}\n",
+    );
+    git(&p.root, &["init", "-q", "-b", "master"]);
+    for args in ["bogus", "up --no-tmux"] {
+        let piped = p
+            .cmd("swarm")
+            .args(args.split(' '))
+            .env("TERM", "xterm")
+            .run();
+        assert_ne!(piped.code, 0);
+        assert!(!piped.stderr.contains('\x1b'), "{args}: {piped:?}");
+        if !require_tool("script", "apt-get install -y bsdutils") {
+            return;
+        }
+        let tty = on_a_terminal(&p, args, None);
+        assert!(
+            tty.contains("\x1b["),
+            "{args}: no colour on a terminal: {tty:?}"
+        );
+        let no = on_a_terminal(&p, args, Some("1"));
+        assert!(
+            !no.contains('\x1b'),
+            "{args}: colour despite NO_COLOR: {no:?}"
+        );
+        assert!(!no.trim().is_empty());
+        // An empty NO_COLOR does not count (no-color.org).
+        assert!(on_a_terminal(&p, args, Some("")).contains("\x1b["));
+    }
+}
+
+#[test]
+fn quiet_drops_progress_and_init_says_what_it_does() {
+    let p = Project::empty();
+    p.write(
+        "swarm.yaml",
+        "roles:\n  - {name: a, agent: human}\n  - {name: b, agent: human, worktree: b}\n",
+    );
+    let r = p.cmd("swarm").arg("init").run();
+    r.ok();
+    assert!(r.stderr.contains("swarm: initialising "), "{r:?}");
+    assert!(r.stderr.contains("(2 roles from "), "{r:?}");
+    let q = p.cmd("swarm").args(["init", "--quiet"]).run();
+    q.ok();
+    assert!(q.stderr.is_empty(), "{q:?}");
+    assert!(q.stdout.contains("is up to date"), "{q:?}");
+}
