@@ -50,10 +50,13 @@ fn usage_json(e: &clap::Error) -> serde_json::Value {
 /// Whether `--json` was asked for, looked up before parsing (so a usage
 /// error can be answered in JSON too). Anything after `--` is an operand.
 pub fn wants_json(args: &[std::ffi::OsString]) -> bool {
-    args.iter()
-        .skip(1)
-        .take_while(|a| *a != "--")
-        .any(|a| a == "--json" || a == "--format=jsonl")
+    let before_operands: Vec<_> = args.iter().skip(1).take_while(|a| *a != "--").collect();
+    before_operands
+        .iter()
+        .any(|a| *a == "--json" || *a == "--format=jsonl")
+        || before_operands
+            .windows(2)
+            .any(|w| w[0] == "--format" && w[1] == "jsonl")
 }
 
 /// Colour on stderr: only on a terminal, and never with `NO_COLOR` set to
