@@ -20,6 +20,7 @@ pub mod forum;
 pub mod fsx;
 pub mod launch;
 pub mod protocol;
+pub mod text;
 pub mod views;
 
 pub use error::{Error, Result};

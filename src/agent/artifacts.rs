@@ -16,9 +16,9 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::protocol::clock;
-use crate::protocol::header::escape;
 use crate::protocol::rules;
 use crate::protocol::trail::Original;
+use crate::text::escape;
 
 /// A checked artifact: what the stamped header says.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

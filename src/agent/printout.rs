@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use serde_json::{json, Map, Value};
 
 use crate::agent::queue::{Done, Item, Ready};
-use crate::protocol::header::escape;
 use crate::protocol::rules;
+use crate::text::escape;
 
 /// Who is reading (the acting role, when known), for `MENTIONED:` / `CC:`,
 /// and the forum facts the caller looked up for the items shown.
@@ -250,7 +250,7 @@ fn forum_text(f: &ItemForum) -> String {
 /// A line that is escaped already (a transcript line): printed as it is,
 /// unless it still holds a control character.
 fn one_line(l: &str) -> String {
-    if l.chars().any(crate::protocol::header::is_control) {
+    if l.chars().any(crate::text::is_control) {
         escape(l)
     } else {
         l.to_string()

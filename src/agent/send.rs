@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use crate::agent::artifacts;
 use crate::agent::queue::{self, Item};
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, Result, Token};
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::config::Config;
@@ -43,32 +43,6 @@ pub struct Queued {
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
-}
-
-/// Why a send did not queue anything.
-#[derive(Debug)]
-pub enum SendError {
-    /// Invalid draft (exit 2): the draft is kept and nothing was written.
-    Invalid {
-        draft: String,
-        errors: Vec<String>,
-    },
-    Other(Error),
-}
-
-impl From<Error> for SendError {
-    fn from(e: Error) -> Self {
-        SendError::Other(e)
-    }
-}
-
-impl SendError {
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            SendError::Invalid { .. } => crate::error::exit::REFUSED,
-            SendError::Other(e) => e.exit_code(),
-        }
-    }
 }
 
 /// The draft path as shown in messages, normalised like Java's
@@ -163,7 +137,7 @@ impl Sender {
 }
 
 /// Everything `swarm-handoff` does before printing `HANDOFF QUEUED:`.
-pub fn queue(draft_arg: &str, cwd: &Path) -> std::result::Result<Queued, SendError> {
+pub fn queue(draft_arg: &str, cwd: &Path) -> Result<Queued> {
     let shown = shown_path(draft_arg);
     let draft_path = if Path::new(draft_arg).is_absolute() {
         PathBuf::from(draft_arg)
@@ -171,7 +145,7 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> std::result::Result<Queued, SendErr
         cwd.join(draft_arg)
     };
     if !draft_path.is_file() {
-        return Err(Error::env(format!("Draft file not found: {shown}")).into());
+        return Err(Error::env(format!("Draft file not found: {shown}")));
     }
     let sender = root::acting_role()?;
     let at = root::locate(cwd)?;
@@ -180,8 +154,7 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> std::result::Result<Queued, SendErr
         return Err(Error::env(format!(
             "Unknown sender role: {sender}{}",
             roles.unknown_hint(&at.project.roles_tsv())
-        ))
-        .into());
+        )));
     };
     check_role_worktree(role, &at)?;
     let config = Config::load(&at.project.config_file())?;
@@ -191,13 +164,14 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> std::result::Result<Queued, SendErr
     let bytes = match fsx::read_bounded(&read_path, draft::MAX_DRAFT_BYTES as u64) {
         Ok(b) => b,
         Err(fsx::ReadRefusal::TooLarge(n)) => {
-            return Err(SendError::Invalid {
-                draft: shown,
-                errors: vec![format!(
+            return Err(Error::invalid(
+                Token::HandoffInvalid,
+                shown,
+                vec![format!(
                     "Draft must be no larger than {} bytes; got {n}.",
                     draft::MAX_DRAFT_BYTES
                 )],
-            })
+            ))
         }
         // A symlinked draft is read through; containment is checked below.
         Err(fsx::ReadRefusal::Symlink) => read_symlinked_draft(&draft_path, &at, &shown)?,
@@ -206,10 +180,7 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> std::result::Result<Queued, SendErr
     let parsed = draft::parse_bytes(&bytes);
     if std::str::from_utf8(&bytes).is_err() {
         // Nothing was parsed, so "missing header" errors would only mislead.
-        return Err(SendError::Invalid {
-            draft: shown,
-            errors: parsed.errors,
-        });
+        return Err(Error::invalid(Token::HandoffInvalid, shown, parsed.errors));
     }
     let s = Sender {
         role: sender,
@@ -379,7 +350,7 @@ fn answer_body(d: &Draft, parent: Option<&Item>) -> String {
 
 /// Validates a parsed draft for `s` and queues it: the path `swarm-handoff`
 /// and `swarm answer` share. `shown` names the draft in the report.
-pub fn submit(s: &Sender, d: &Draft, shown: &str) -> std::result::Result<Queued, SendError> {
+pub fn submit(s: &Sender, d: &Draft, shown: &str) -> Result<Queued> {
     let allowed = s.config.allowed_types(&s.role);
     let is_role = |r: &str| s.roles.find(r).is_some();
     let policy = rules::Policy {
@@ -400,18 +371,15 @@ pub fn submit(s: &Sender, d: &Draft, shown: &str) -> std::result::Result<Queued,
         None => Context::default(),
     };
     if !errors.is_empty() {
-        return Err(SendError::Invalid {
-            draft: shown.to_string(),
-            errors,
-        });
+        return Err(Error::invalid(Token::HandoffInvalid, shown, errors));
     }
     let Some(rule) = rule else {
-        return Err(Error::env("internal: a valid draft without a type rule").into());
+        return Err(Error::env("internal: a valid draft without a type rule"));
     };
     if let Some(id) = d.get("discussion") {
         // A round-robin turn: only the expected speaker may send.
         if let Some(r) = crate::forum::discussion::refusal(&s.at.project, id, &s.role)? {
-            return Err(Error::refused(r.token, r.detail, vec![]).into());
+            return Err(Error::refused(r.token, r.detail, vec![]));
         }
     }
 
@@ -534,11 +502,7 @@ fn inside_any(p: &Path, roots: &[&Path]) -> bool {
 /// path to read, so a folder swapped for a link after the check is not
 /// followed either. A draft that is itself a symlink is checked by
 /// [`read_symlinked_draft`] (None here).
-fn resolve_draft(
-    path: &Path,
-    at: &Located,
-    shown: &str,
-) -> std::result::Result<Option<PathBuf>, SendError> {
+fn resolve_draft(path: &Path, at: &Located, shown: &str) -> Result<Option<PathBuf>> {
     if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
         return Ok(None);
     }
@@ -549,17 +513,12 @@ fn resolve_draft(
         return Err(Error::env(format!(
             "Draft file {shown} resolves to {} outside the project; refusing to read it.",
             real.display()
-        ))
-        .into());
+        )));
     }
     Ok(Some(real))
 }
 
-fn read_symlinked_draft(
-    path: &Path,
-    at: &Located,
-    shown: &str,
-) -> std::result::Result<Vec<u8>, SendError> {
+fn read_symlinked_draft(path: &Path, at: &Located, shown: &str) -> Result<Vec<u8>> {
     let target = path
         .canonicalize()
         .map_err(|e| Error::env(format!("Cannot read draft {shown}: {e}")))?;
@@ -571,11 +530,10 @@ fn read_symlinked_draft(
         return Err(Error::env(format!(
             "Draft file {shown} is a symlink to {} outside the project; refusing to read it.",
             target.display()
-        ))
-        .into());
+        )));
     }
     fsx::read_bounded(&target, draft::MAX_DRAFT_BYTES as u64)
-        .map_err(|e| Error::env(format!("Cannot read draft {shown}: {e}")).into())
+        .map_err(|e| Error::env(format!("Cannot read draft {shown}: {e}")))
 }
 
 /// Deletes the draft after the queued line was printed (best effort: the

@@ -80,8 +80,8 @@ pub fn resolve(task: bool, batch: bool) -> Result<Resolved> {
     })?;
     let mode = row.receive_mode().map_err(|m| {
         Error::refused(
-            "INVALID_RECEIVE_MODE",
-            format!("{} for role {role}", crate::protocol::header::escape(m)),
+            crate::error::Token::InvalidReceiveMode,
+            format!("{} for role {role}", crate::text::escape(m)),
             vec![],
         )
     })?;
@@ -314,7 +314,7 @@ fn contributions(roles: &Roles, body: &str, max: u64) -> Vec<Contribution> {
             None => Contribution {
                 id: id.to_string(),
                 path: None,
-                line: format!("{} (not found)", crate::protocol::header::escape(id)),
+                line: format!("{} (not found)", crate::text::escape(id)),
             },
         })
         .collect()

@@ -1,7 +1,8 @@
 //! `swarm-handoff [--json] <draft-file>` (SwarmForge's `swarm_handoff.sh`).
 
-use crate::agent::send::{self, SendError};
+use crate::agent::send;
 use crate::error::exit;
+use crate::error::{Error, Token};
 use crate::protocol::draft::{self, USAGE};
 use crate::protocol::rules;
 
@@ -55,15 +56,16 @@ pub fn run(args: Vec<String>) -> i32 {
             }
             exit::OK
         }
-        Err(SendError::Invalid {
-            draft: shown,
+        Err(Error::Invalid {
+            subject: shown,
             errors,
+            ..
         }) => {
             eprint!("{}", draft::invalid_report(&shown, &errors));
             if json {
                 let v = serde_json::json!({
                     "status": "invalid",
-                    "token": "HANDOFF INVALID",
+                    "token": Token::HandoffInvalid.name(),
                     "draft": shown,
                     "errors": errors,
                     "exit_code": exit::REFUSED,
@@ -72,7 +74,7 @@ pub fn run(args: Vec<String>) -> i32 {
             }
             exit::REFUSED
         }
-        Err(SendError::Other(e)) => super::report(&e, json),
+        Err(e) => super::report(&e, json),
     }
 }
 

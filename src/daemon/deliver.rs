@@ -641,7 +641,7 @@ impl Deliverer {
                 let mut note = target.into_os_string();
                 note.push(".error");
                 let note = PathBuf::from(note);
-                let text = format!("{}\n", crate::protocol::header::escape(reason));
+                let text = format!("{}\n", crate::text::escape(reason));
                 // A file planted in a fresh outbox may have no tmp/ beside it.
                 let written = fsx::ensure_dirs(&[wt.outbox_tmp()])
                     .and_then(|_| fsx::publish(&wt.outbox_tmp(), &note, text.as_bytes()));

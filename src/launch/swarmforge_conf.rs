@@ -177,7 +177,7 @@ pub fn parse(
         if !grammar::valid_role(role) {
             return Err(fail(format!(
                 "Invalid role '{}' on line {line_no}: role names must start with a letter or digit and contain only letters, digits and '-' (at most {} characters)",
-                crate::protocol::header::escape(role),
+                crate::text::escape(role),
                 grammar::MAX_ROLE
             )));
         }

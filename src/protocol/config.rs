@@ -245,8 +245,8 @@ impl Config {
                 if !crate::protocol::rules::type_rule(t).is_some_and(|rule| rule.sendable) {
                     return Err(format!(
                         "roles[{}].allowed_types: '{}' is not a type a role may send (one of {})",
-                        crate::protocol::header::escape(&r.name),
-                        crate::protocol::header::escape(t),
+                        crate::text::escape(&r.name),
+                        crate::text::escape(t),
                         crate::protocol::rules::type_list()
                     ));
                 }

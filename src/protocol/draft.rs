@@ -1,8 +1,8 @@
 //! Draft grammar (§5.2): strict `field: value` lines; every error is collected
 //! with its line number, in SwarmForge's words and order.
 
-use crate::protocol::header::{escape, is_control};
 use crate::protocol::rules::{self, blank};
+use crate::text::{escape, is_control};
 
 /// Largest draft accepted (bytes).
 pub const MAX_DRAFT_BYTES: usize = 64 * 1024;
@@ -92,7 +92,7 @@ pub fn parse(text: &str) -> Draft {
                     // Blank lines between the headers and the body are not body.
                     continue;
                 }
-                if crate::protocol::header::body_control(line).is_some() {
+                if crate::text::body_control(line).is_some() {
                     d.errors.push(format!(
                         "Line {n}: body must not contain control characters."
                     ));
@@ -189,15 +189,12 @@ impl rules::Fields for Draft {
 
 /// The stderr report for an invalid draft (§5.1).
 pub fn invalid_report(draft_shown: &str, errors: &[String]) -> String {
-    let mut s = format!("HANDOFF INVALID: {draft_shown}\n\nErrors:\n");
-    for e in errors {
-        s.push_str("- ");
-        s.push_str(e);
-        s.push('\n');
-    }
-    s.push('\n');
-    s.push_str(USAGE);
-    s
+    let e = crate::error::Error::invalid(
+        crate::error::Token::HandoffInvalid,
+        draft_shown,
+        errors.to_vec(),
+    );
+    format!("{e}\n\n{USAGE}")
 }
 
 #[cfg(test)]

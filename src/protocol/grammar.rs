@@ -33,7 +33,7 @@ pub fn role_name_error(name: &str) -> Option<String> {
     if !valid_role(name) {
         return Some(format!(
             "role name '{}' is invalid: use letters, digits and '-' (at most {MAX_ROLE}), starting with a letter or digit",
-            crate::protocol::header::escape(name)
+            crate::text::escape(name)
         ));
     }
     if RESERVED_ROLES.contains(&name) {

@@ -136,7 +136,7 @@ impl Roles {
                 out.problems.push(format!(
                     "line {}: invalid role name '{}'",
                     i + 1,
-                    crate::protocol::header::escape(name)
+                    crate::text::escape(name)
                 ));
                 continue;
             }

@@ -75,10 +75,10 @@ fn clarify_item(o: &Original, now: Instant) -> Item {
         kind_of_message: rules::CLARIFY.name.to_string(),
         since: since.map(clock::iso),
         age_s: age(since, now),
-        text: crate::protocol::header::escape(m.get("question").unwrap_or("")),
+        text: crate::text::escape(m.get("question").unwrap_or("")),
         options: rules::options(&m.body)
             .into_iter()
-            .map(crate::protocol::header::escape)
+            .map(crate::text::escape)
             .collect(),
         path: o.path.clone(),
     }
@@ -173,17 +173,13 @@ pub fn text(items: &[Item]) -> String {
         let mut line = format!(
             "{:<8} {:<40} {} -> {}  since {} ({})  {}",
             i.kind.as_str(),
-            crate::protocol::header::escape(&i.id),
-            crate::protocol::header::escape(&i.from),
-            crate::protocol::header::escape(&i.role),
+            crate::text::escape(&i.id),
+            crate::text::escape(&i.from),
+            crate::text::escape(&i.role),
             i.since.as_deref().unwrap_or("?"),
             short_age(i.age_s),
             if i.kind == Kind::Waiting {
-                format!(
-                    "{} {}",
-                    crate::protocol::header::escape(&i.kind_of_message),
-                    i.text
-                )
+                format!("{} {}", crate::text::escape(&i.kind_of_message), i.text)
             } else {
                 i.text.clone()
             }

@@ -93,7 +93,7 @@ pub fn run(args: Args) -> i32 {
         Err(e) => {
             eprintln!(
                 "swarm events: {}: {e}",
-                crate::protocol::header::escape(&path.display().to_string())
+                crate::text::escape(&path.display().to_string())
             );
             exit::ENV
         }
