@@ -175,7 +175,7 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> Result<Queued> {
         }
         // A symlinked draft is read through; containment is checked below.
         Err(fsx::ReadRefusal::Symlink) => read_symlinked_draft(&draft_path, &at, &shown)?,
-        Err(e) => return Err(Error::env(format!("Cannot read draft {shown}: {e}")).into()),
+        Err(e) => return Err(Error::env(format!("Cannot read draft {shown}: {e}"))),
     };
     let parsed = draft::parse_bytes(&bytes);
     if std::str::from_utf8(&bytes).is_err() {
