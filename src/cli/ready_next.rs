@@ -266,7 +266,7 @@ fn turn_text(m: &Message) -> String {
         (_, Some(s)) if !s.trim().is_empty() && !body.is_empty() => format!("{s} — {body}"),
         (_, Some(s)) if !s.trim().is_empty() => s.to_string(),
         _ if !body.is_empty() => body.to_string(),
-        _ => crate::views::transcript::summary(m),
+        _ => crate::protocol::line::summary(m),
     };
     let mut cut: String = text.chars().take(MAX_TURN_TEXT).collect();
     if cut.len() < text.len() {

@@ -236,10 +236,6 @@ impl Plan {
         }
         out
     }
-
-    pub fn role(&self, name: &str) -> Option<&PlannedRole> {
-        self.roles.iter().find(|r| r.name == name)
-    }
 }
 
 fn yaml_agent(r: &RoleConfig) -> AgentSpec {
@@ -354,7 +350,7 @@ pub fn validate_yaml_roles(roles: &[RoleConfig], text: &str, path: &Path) -> Res
                 "role names start with a letter or digit and contain only letters, digits and '-' (at most 64 characters)",
             ));
         }
-        if let Some(why) = crate::protocol::roles::reserved(&r.name) {
+        if let Some(why) = crate::protocol::grammar::reserved_role(&r.name) {
             return Err(yaml_error(
                 path,
                 name_at,

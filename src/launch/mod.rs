@@ -33,7 +33,7 @@ pub mod supervisor;
 pub mod swarmforge_conf;
 pub mod up;
 
-pub use down::{down, DownReport};
+pub use down::down;
 pub use paths::agents_dir;
 pub use up::{up, Outcome, UpOptions};
 

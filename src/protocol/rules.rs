@@ -807,11 +807,6 @@ pub fn recipient_errors(to: &str, is_role: &dyn Fn(&str) -> bool) -> Vec<String>
     errors
 }
 
-/// `to` split into recipients (after validation: non-empty, distinct).
-pub fn recipients(to: &str) -> Vec<String> {
-    to.split(',').map(str::to_string).collect()
-}
-
 /// A stamped `artifact: <sha256> <size> <path>` value, split.
 pub fn parse_artifact(v: &str) -> Option<(&str, u64, &str)> {
     let (sha, rest) = v.split_once(' ')?;

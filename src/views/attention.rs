@@ -66,7 +66,7 @@ fn age(since: Option<Instant>, now: Instant) -> Option<u64> {
 
 fn clarify_item(o: &Original, now: Instant) -> Item {
     let m = &o.msg;
-    let since = transcript::when(m);
+    let since = crate::protocol::line::when(m);
     Item {
         kind: Kind::Clarify,
         id: o.id().to_string(),
@@ -143,7 +143,7 @@ fn waiting(roles: &Roles, project: &Project, max_bytes: u64, now: Instant) -> Ve
                 kind_of_message: m.get("type").unwrap_or("?").to_string(),
                 since: since.map(clock::iso),
                 age_s: age(since, now),
-                text: transcript::summary(&m),
+                text: crate::protocol::line::summary(&m),
                 options: Vec::new(),
                 path,
             });

@@ -16,7 +16,7 @@ use serde_json::{json, Map, Value};
 
 use crate::protocol::clock::{self, Instant};
 use crate::protocol::header::{self, Message};
-pub use crate::protocol::line::{forum_line, full_time, speech, summary, when, MAX_SUMMARY};
+use crate::protocol::line::{full_time, speech, summary, when};
 use crate::protocol::roles::Roles;
 use crate::protocol::trail::{self, Original, Place};
 
@@ -505,6 +505,7 @@ pub fn md(o: &Original) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::line::{forum_line, MAX_SUMMARY};
 
     fn msg(text: &str) -> Message {
         Message::parse(text).unwrap()
