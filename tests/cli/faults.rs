@@ -56,7 +56,7 @@ struct Tmpfs {
 impl Tmpfs {
     /// `None` after a NOTE (a failure in CI) when it cannot be mounted.
     fn mount(size: &str) -> Option<Tmpfs> {
-        if !require_tool("mount", "apt-get install -y util-linux") {
+        if !require_tool("mount", "apt-get install -y mount") {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
