@@ -163,10 +163,10 @@ fn sigkill_anywhere_delivers_exactly_once() {
                 !err.contains("MALFORMED"),
                 "half-written item at {r}: {err}"
             );
-            if text.ends_with("NO_TASK\n") || err.starts_with("NO_CURRENT") {
-                if swarm.cmd("ready-next").role(r).run().stdout == "NO_TASK\n" {
-                    break;
-                }
+            if (text.ends_with("NO_TASK\n") || err.starts_with("NO_CURRENT"))
+                && swarm.cmd("ready-next").role(r).run().stdout == "NO_TASK\n"
+            {
+                break;
             }
         }
     }

@@ -372,8 +372,6 @@ fn half_delivered(p: &Project, rows: &[RoleRow]) -> usize {
         .count()
 }
 
-/// A tiny deterministic PRNG (xorshift64*), seeded from the clock and printed.
-
 /// kill -9 at random points while hundreds of messages flow from three
 /// senders (two writing temp+rename, one through `swarm-handoff`) and two
 /// recipients accept and finish work (one in batch mode): after restarts,

@@ -133,7 +133,7 @@ done-current
 fn requests(s: &Project) -> Vec<(String, Vec<String>)> {
     let mut v: std::collections::BTreeMap<String, (String, Vec<String>)> = Default::default();
     for dir in ["outbox", "sent"] {
-        for n in names(&s, "mod", dir) {
+        for n in names(s, "mod", dir) {
             if !n.contains("_from_handoffd_") {
                 continue;
             }
@@ -279,7 +279,7 @@ fn moderated_session_digests_every_n_contributions_single_flight() {
     let r = s.cmd("ready-next").role("a").run();
     r.ok();
     r.stdout_has(&format!("LATEST_DIGEST: {}\n", digest_path.display()));
-    let j = s.cmd("ready-next").role("b").args(&["--json"]).run();
+    let j = s.cmd("ready-next").role("b").args(["--json"]).run();
     let j: serde_json::Value = serde_json::from_str(&j.stdout).unwrap();
     assert_eq!(j["latest_digest"], digest_path.display().to_string());
     // What a restarted agent is shown: the item again, then the last lines
@@ -287,7 +287,7 @@ fn moderated_session_digests_every_n_contributions_single_flight() {
     let again = s
         .cmd("ready-next")
         .role("a")
-        .args(&["--resume-context", "4"])
+        .args(["--resume-context", "4"])
         .run();
     again.ok();
     let (item, context) = again.stdout.split_once("RESUME_CONTEXT:\n").unwrap();
@@ -312,7 +312,7 @@ fn moderated_session_digests_every_n_contributions_single_flight() {
     let j = s
         .cmd("ready-next")
         .role("a")
-        .args(&["--json", "--resume-context", "2"])
+        .args(["--json", "--resume-context", "2"])
         .run();
     let j: serde_json::Value = serde_json::from_str(&j.stdout).unwrap();
     assert_eq!(j["resumed"], true);
@@ -480,7 +480,7 @@ fn can_send(s: &Project, role: &str, id: &str) -> i32 {
     let r = s
         .cmd("swarm")
         .role(role)
-        .args(&["can-send", "--discussion", id])
+        .args(["can-send", "--discussion", id])
         .run();
     assert!(r.stdout.is_empty() && r.stderr.is_empty(), "{r:?}");
     r.code
@@ -594,7 +594,7 @@ fn round_robin_turns_races_restart_and_cap() {
     assert!(r.stdout.starts_with("TASK: "), "{}", r.stdout);
     r.stdout_has(&b_name);
     r.stdout_has("CONTEXT:\n- a: keep the state in files\n- b: agreed, plain files\n- c: and one lock per inbox\nPAYLOAD:\n");
-    let j = s.cmd("ready-next").role("a").args(&["--json"]).run();
+    let j = s.cmd("ready-next").role("a").args(["--json"]).run();
     let j: serde_json::Value = serde_json::from_str(&j.stdout).unwrap();
     assert_eq!(j["context"][0]["speaker"], "a");
     assert_eq!(j["context"][0]["id"], t1);

@@ -354,7 +354,7 @@ fn helpers_refuse_hostile_inbox_entries_and_move_on() {
     let r = p
         .cmd("done-current")
         .role("reviewer")
-        .args(&["--batch"])
+        .args(["--batch"])
         .run();
     assert_eq!((r.code, r.stderr.as_str()), (1, "NO_CURRENT_BATCH\n"));
 

@@ -478,7 +478,7 @@ fn broadcast_and_cc_deliver_to_everyone_and_wake_only_the_addressed() {
         out.contains("\nFROM: lead\nTYPE: note\nPRIORITY: 30\nCC: yes\nPAYLOAD:\n"),
         "{out}"
     );
-    let r = p.cmd("ready-next").role("a").args(&["--json"]).run();
+    let r = p.cmd("ready-next").role("a").args(["--json"]).run();
     let v = r.json();
     assert_eq!(
         (v["cc"].as_bool(), v["mentioned"].as_bool()),
@@ -894,12 +894,7 @@ fn a_parked_batch_gets_its_answer_before_its_items() {
         out.contains("ANSWER_CHOICE: 1. yes\n\nBATCH_ITEM: 1\n"),
         "{out}"
     );
-    let v = p
-        .cmd("ready-next")
-        .role("qa")
-        .args(&["--json"])
-        .run()
-        .json();
+    let v = p.cmd("ready-next").role("qa").args(["--json"]).run().json();
     assert_eq!(v["answers"], serde_json::json!([]), "shown once");
     assert!(handoff_names(&p.hq("qa", "inbox/new")).is_empty());
 }
