@@ -16,12 +16,61 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::support::{
-    copies_of, entries, header_count, hq, log_count as count, log_lines as lines, note, note_at,
-    post, require_capability, require_tool, wait_delivered, wait_until, Project, Role, Run,
-    DEADLINE,
+    header_count, require_capability, require_tool, wait_until, Project, Role, Run, DEADLINE,
 };
 
 // ---------------------------------------------------------------- fixtures
+
+// The names this file used to export, kept for test files written against
+// them (hardening.rs); new tests use `support` directly.
+pub(crate) use compat::*;
+
+#[allow(dead_code, unused_imports)]
+mod compat {
+    use std::path::Path;
+    use std::process::Stdio;
+
+    use crate::support::{bin, clean_command, Daemon, Project, Role, Run};
+    pub(crate) use crate::support::{
+        copies_of, drop_in_outbox, entries, hq, log_count as count, log_lines as lines, note,
+        note_at, post, wait_delivered, Note, CREATED,
+    };
+
+    /// Writes roles.tsv for `(name, worktree path, agent)` rows (all task mode)
+    /// in the `swarm init` layout.
+    pub(crate) fn set_roles(p: &Project, rows: &[(&str, &Path, &str)]) {
+        let roles: Vec<Role> = rows
+            .iter()
+            .map(|(name, path, agent)| Role::new(name).at(path).agent(agent))
+            .collect();
+        p.set_roles(&roles);
+    }
+
+    pub(crate) fn write_config(p: &Project, yaml: &str) {
+        p.config(yaml);
+    }
+
+    /// Starts `handoffd <root>` and waits until it is ready.
+    pub(crate) fn start(p: &Project) -> Daemon {
+        p.spawn_daemon(&[])
+    }
+
+    /// Asserts the daemon is still running.
+    pub(crate) fn alive(d: &mut Daemon) {
+        d.alive();
+    }
+
+    /// Runs a helper as `role` with `dir` as its working directory.
+    pub(crate) fn run_at(dir: &Path, role: &str, program: &str, args: &[&str]) -> Run {
+        clean_command(&bin(program), dir)
+            .env("SWARMFORGE_ROLE", role)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("binary runs")
+            .into()
+    }
+}
 
 /// Waits for the one `deferred <path> <reason>` line of a file; returns the reason.
 fn wait_deferred(p: &Project, outbox_path: &Path) -> String {
@@ -152,7 +201,7 @@ impl Drop for Immutable {
 
 /// strace attached to a running process, injecting faults until dropped
 /// (detaching clears the fault; the process goes on).
-struct Strace {
+pub(crate) struct Strace {
     child: Option<Child>,
 }
 
@@ -174,7 +223,7 @@ fn traced(pid: u32) -> bool {
 impl Strace {
     /// `None` after a NOTE (a failure in CI) when strace is missing or
     /// cannot attach (ptrace not permitted here).
-    fn attach(pid: u32, args: &[&str]) -> Option<Strace> {
+    pub(crate) fn attach(pid: u32, args: &[&str]) -> Option<Strace> {
         if !require_tool("strace", "apt-get install -y strace") {
             return None;
         }
@@ -204,7 +253,7 @@ impl Strace {
         Some(s)
     }
 
-    fn detach(&mut self) {
+    pub(crate) fn detach(&mut self) {
         if let Some(mut c) = self.child.take() {
             // SIGINT makes strace detach cleanly, leaving the tracee running.
             // SAFETY: kill(2) on our own child, not reaped yet.
