@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::{
     clean_command, git, require_tool, signal, wait_until, walk, Layout, Project, Role, Run,
-    SwarmGuard,
+    SwarmGuard, MESSAGE_DIRS,
 };
 
 const RED_ERROR: &str = "\x1b[0;31mError:\x1b[0m ";
@@ -123,16 +123,7 @@ fn init_creates_everything_and_a_second_run_changes_nothing() {
         )
     );
     for base in [root.clone(), wt.clone()] {
-        for sub in [
-            "outbox/tmp",
-            "outbox",
-            "sent",
-            "failed",
-            "inbox/new",
-            "inbox/in_process",
-            "inbox/completed",
-            "inbox/tmp",
-        ] {
+        for sub in MESSAGE_DIRS.iter().chain(&["outbox/tmp", "inbox/tmp"]) {
             let p = base.join(".swarmforge/handoffs").join(sub);
             assert!(p.is_dir(), "{}", p.display());
         }
