@@ -154,6 +154,17 @@ fn in_order(msg: &Message, now: &str) -> String {
     }
 }
 
+/// Removes a batch folder that holds nothing at all: one a crash left
+/// between creating the batch and moving its first item in, so removing it
+/// loses nothing. True when it was removed. (Called under the inbox lock.)
+fn remove_if_unfilled(dir: &Path) -> Result<bool> {
+    if fs::read_dir(dir).at(dir)?.next().is_some() {
+        return Ok(false);
+    }
+    fsx::remove_empty_dir(dir).at(dir)?;
+    Ok(true)
+}
+
 fn paths(dir: &Path, names: &[String]) -> Vec<PathBuf> {
     names.iter().map(|n| dir.join(n)).collect()
 }
@@ -377,11 +388,7 @@ impl Inbox<'_> {
         }
         if let Some(b) = cur.batches.first() {
             let dir = ip.join(b);
-            if list(&dir)?.files.is_empty() && fs::read_dir(&dir).at(&dir)?.next().is_none() {
-                // Left by a crash between creating the batch and filling it:
-                // it holds nothing, so removing it loses nothing.
-                fsx::remove_empty_dir(&dir).at(&dir)?;
-            } else {
+            if !remove_if_unfilled(&dir)? {
                 let items = self.load_batch(&dir)?;
                 let priority = items[0].priority().to_string();
                 let answers = self.take_answers()?;
@@ -679,6 +686,9 @@ impl Inbox<'_> {
         }
         let dir = ip.join(b);
         let target = self.wt.completed().join(b);
+        if remove_if_unfilled(&dir)? {
+            return Err(Error::token(Token::NoCurrentBatch));
+        }
         if list(&dir)?.files.is_empty() {
             return Err(Error::refused(
                 Token::AmbiguousTaskState,

@@ -1331,7 +1331,6 @@ fn shims_refuse_a_missing_directory() {
 /// (`crash::sigkill_anywhere_delivers_exactly_once`, which fails when its
 /// random schedule hits this window).
 #[test]
-#[ignore = "src bug: done-current --batch refuses the empty batch a killed ready-next leaves (AMBIGUOUS_TASK_STATE, exit 2)"]
 fn done_after_a_ready_killed_before_it_filled_its_batch() {
     let p = Project::builder()
         .role(Role::new("qa").mode("batch"))
