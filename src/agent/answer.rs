@@ -20,10 +20,11 @@ use crate::error::{Error, Token};
 use crate::fsx;
 use crate::protocol::config::Config;
 use crate::protocol::draft;
+use crate::protocol::fields;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
-use crate::protocol::rules;
 use crate::protocol::trail::{Original, Place, Scope, Trail};
+use crate::protocol::types;
 use crate::text::escape;
 
 /// What `swarm answer` did.
@@ -48,7 +49,7 @@ fn draft_text(
     let to = clarify.header("from").unwrap_or("");
     let priority = clarify
         .header("priority")
-        .filter(|p| rules::valid_priority(p))
+        .filter(|p| fields::valid_priority(p))
         .unwrap_or("50");
     let mut d = format!("type: answer\nto: {to}\npriority: {priority}\nin_reply_to: {id}\n");
     if !choices.is_empty() {
@@ -86,7 +87,7 @@ pub fn answer(
         )));
     };
     let kind = copy.header("type").unwrap_or("unknown");
-    if kind != rules::CLARIFY.name {
+    if kind != types::CLARIFY.name {
         return Err(Error::refused(
             Token::NotAClarify,
             format!("{id} is a {}, not a clarify.", escape(kind)),
@@ -138,7 +139,7 @@ pub fn settled(originals: &[Original]) -> HashMap<String, String> {
             continue;
         }
         let kind = o.msg.get("type").unwrap_or("");
-        if kind != rules::ANSWER.name && kind != rules::CLOSE.name {
+        if kind != types::ANSWER.name && kind != types::CLOSE.name {
             continue;
         }
         if let Some(r) = o.msg.get("in_reply_to") {

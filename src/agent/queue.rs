@@ -543,7 +543,7 @@ impl Inbox<'_> {
             let Ok(msg) = Message::parse_bytes(&bytes) else {
                 continue;
             };
-            if msg.get("type") != Some(crate::protocol::rules::ANSWER.name) {
+            if msg.get("type") != Some(crate::protocol::types::ANSWER.name) {
                 continue;
             }
             let mut item = Item { path: src, msg };

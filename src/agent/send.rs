@@ -10,6 +10,7 @@ use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::config::Config;
 use crate::protocol::draft::{self, Draft};
+use crate::protocol::fields;
 use crate::protocol::gitcheck;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
@@ -17,6 +18,7 @@ use crate::protocol::roles::{Role, Roles};
 use crate::protocol::root::{self, Located};
 use crate::protocol::rules;
 use crate::protocol::sequence;
+use crate::protocol::types;
 
 /// Body line every generated handoff starts with.
 pub const BODY_PREAMBLE: &str = "Re-read your role and constitution.";
@@ -211,11 +213,11 @@ fn meant_for(item: &Item, role: &str) -> bool {
 
 /// The collaboration checks that need the files: the message replied to,
 /// its thread and hop, an answer against its clarify, `to: all`, artifacts.
-fn context(s: &Sender, d: &Draft, rule: &rules::TypeRule, errors: &mut Vec<String>) -> Context {
+fn context(s: &Sender, d: &Draft, rule: &types::TypeRule, errors: &mut Vec<String>) -> Context {
     let mut c = Context::default();
     let wt = &s.at.worktree;
     let max = s.config.limits.max_file_bytes;
-    let given = d.get("in_reply_to").filter(|v| !rules::blank(v));
+    let given = d.get("in_reply_to").filter(|v| !fields::blank(v));
     c.parent = match given {
         Some(id) if crate::protocol::grammar::valid_message_id(id) => {
             let found = queue::find_item(wt, id, max);
@@ -244,8 +246,8 @@ fn context(s: &Sender, d: &Draft, rule: &rules::TypeRule, errors: &mut Vec<Strin
         }
         c.thread = Some(derived);
         // A new task, or a person speaking, ends an agents' reply chain.
-        if rule.name != rules::GIT_HANDOFF.name && !s.is_human() {
-            c.hop = rules::hop(&p.msg).unwrap_or(0).saturating_add(1);
+        if rule.name != types::GIT_HANDOFF.name && !s.is_human() {
+            c.hop = fields::hop(&p.msg).unwrap_or(0).saturating_add(1);
         }
         if c.hop > s.config.max_hops {
             errors.push(format!(
@@ -259,7 +261,7 @@ fn context(s: &Sender, d: &Draft, rule: &rules::TypeRule, errors: &mut Vec<Strin
     {
         c.thread = Some(t.to_string());
     }
-    if rule.name == rules::ANSWER.name {
+    if rule.name == types::ANSWER.name {
         answer_checks(d, c.parent.as_ref(), given.is_some(), errors);
     }
     if d.get("to") == Some("all") && !s.roles.roles.iter().any(|r| r.name != s.role) {
@@ -292,14 +294,14 @@ fn answer_checks(d: &Draft, parent: Option<&Item>, given: bool, errors: &mut Vec
     };
     let pid = p.header("id").unwrap_or("");
     let kind = p.header("type").unwrap_or("unknown");
-    if kind != rules::CLARIFY.name {
+    if kind != types::CLARIFY.name {
         errors.push(format!(
             "Header 'in_reply_to' must name a clarify for answer; '{pid}' is a {kind}."
         ));
         return;
     }
-    let options = rules::options(&p.msg.body);
-    if let Some(list) = d.get("choices").and_then(rules::parse_choices) {
+    let options = fields::options(&p.msg.body);
+    if let Some(list) = d.get("choices").and_then(fields::parse_choices) {
         for n in &list {
             if *n == 0 || *n > options.len() {
                 errors.push(format!(
@@ -308,15 +310,15 @@ fn answer_checks(d: &Draft, parent: Option<&Item>, given: bool, errors: &mut Vec
                 ));
             }
         }
-        if list.len() > 1 && !rules::flag(&p.msg, "allow_multiple") {
+        if list.len() > 1 && !fields::flag(&p.msg, "allow_multiple") {
             errors.push(format!(
                 "Only one choice is allowed for clarify '{pid}' (allow_multiple: no); got {}.",
                 list.len()
             ));
         }
     }
-    let text = d.body.as_deref().is_some_and(|b| !rules::blank(b));
-    if text && !rules::flag(&p.msg, "allow_custom") {
+    let text = d.body.as_deref().is_some_and(|b| !fields::blank(b));
+    if text && !fields::flag(&p.msg, "allow_custom") {
         errors.push(format!(
             "Custom text is not allowed for clarify '{pid}' (allow_custom: no); choose an option."
         ));
@@ -327,19 +329,19 @@ fn answer_checks(d: &Draft, parent: Option<&Item>, given: bool, errors: &mut Vec
 /// then a blank line and the answer's own text.
 fn answer_body(d: &Draft, parent: Option<&Item>) -> String {
     let options = parent
-        .map(|p| rules::options(&p.msg.body))
+        .map(|p| fields::options(&p.msg.body))
         .unwrap_or_default();
     let mut body = String::new();
     let choices = d
         .get("choices")
-        .and_then(rules::parse_choices)
+        .and_then(fields::parse_choices)
         .unwrap_or_default();
     for n in &choices {
         let o = options.get(n.wrapping_sub(1)).copied().unwrap_or("");
         body.push_str(&format!("{n}. {o}\n"));
     }
     let text = d.body.as_deref().unwrap_or("");
-    if !rules::blank(text) {
+    if !fields::blank(text) {
         if !body.is_empty() {
             body.push('\n');
         }
@@ -365,7 +367,7 @@ pub fn submit(s: &Sender, d: &Draft, shown: &str) -> Result<Queued> {
         Ok(())
     }));
     let ty = d.get("type").unwrap_or_default().to_string();
-    let rule = rules::type_rule(&ty).filter(|r| allowed.contains(&r.name));
+    let rule = types::type_rule(&ty).filter(|r| allowed.contains(&r.name));
     let ctx = match rule {
         Some(rule) => context(s, d, rule, &mut errors),
         None => Context::default(),
@@ -398,17 +400,17 @@ pub fn submit(s: &Sender, d: &Draft, shown: &str) -> Result<Queued> {
     msg.set("to", recipients.join(","));
     msg.set("priority", &priority);
     msg.set("type", &ty);
-    let body = if ty == rules::GIT_HANDOFF.name {
+    let body = if ty == types::GIT_HANDOFF.name {
         let commit = canonical.unwrap_or_default();
         msg.set("role", sender);
         msg.set("task", d.get("task").unwrap_or_default());
         msg.set("commit", &commit);
         format!("{BODY_PREAMBLE}\n\nmerge_and_process {sender} {commit}\n")
-    } else if ty == rules::NOTE.name {
+    } else if ty == types::NOTE.name {
         let m = d.get("message").unwrap_or_default();
         msg.set("message", m);
         format!("{BODY_PREAMBLE}\n\n{m}\n")
-    } else if ty == rules::ANSWER.name {
+    } else if ty == types::ANSWER.name {
         answer_body(d, ctx.parent.as_ref())
     } else {
         d.body.clone().unwrap_or_default()
@@ -417,7 +419,7 @@ pub fn submit(s: &Sender, d: &Draft, shown: &str) -> Result<Queued> {
     for name in rule.own {
         if let Some(v) = d.get(name) {
             let v = if *name == "choices" {
-                rules::parse_choices(v)
+                fields::parse_choices(v)
                     .unwrap_or_default()
                     .iter()
                     .map(usize::to_string)
@@ -450,7 +452,7 @@ pub fn submit(s: &Sender, d: &Draft, shown: &str) -> Result<Queued> {
         .filter_map(|h| d.get(h))
         .chain(d.body.as_deref())
         .collect();
-    let mentions = rules::mentions(&texts, sender, &is_role);
+    let mentions = fields::mentions(&texts, sender, &is_role);
     if !mentions.is_empty() {
         msg.set("mentions", mentions.join(","));
     }

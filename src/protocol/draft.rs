@@ -1,7 +1,9 @@
 //! Draft grammar (§5.2): strict `field: value` lines; every error is collected
 //! with its line number, in SwarmForge's words and order.
 
-use crate::protocol::rules::{self, blank};
+use crate::protocol::fields::blank;
+use crate::protocol::rules;
+use crate::protocol::types;
 use crate::text::{escape, is_control};
 
 /// Largest draft accepted (bytes).
@@ -80,7 +82,7 @@ pub fn parse_bytes(bytes: &[u8]) -> Draft {
 pub fn parse(text: &str) -> Draft {
     let lines = lines(text);
     let body_allowed = declared_type(&lines)
-        .and_then(|t| rules::type_rule(&t))
+        .and_then(|t| types::type_rule(&t))
         .is_some_and(|r| r.body);
     let mut d = Draft::default();
     let mut body: Option<Vec<&str>> = None;
@@ -120,13 +122,13 @@ pub fn parse(text: &str) -> Draft {
             continue;
         }
         let shown = escape(field);
-        if rules::RESERVED.contains(&field) {
+        if types::RESERVED.contains(&field) {
             d.errors.push(format!(
                 "Line {n}: header '{shown}' is reserved and must not be written by agents."
             ));
             continue;
         }
-        if !rules::known_draft_field(field) {
+        if !types::known_draft_field(field) {
             d.errors
                 .push(format!("Line {n}: unknown header '{shown}'."));
             continue;

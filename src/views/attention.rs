@@ -12,11 +12,12 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::protocol::clock::{self, Instant};
+use crate::protocol::fields;
 use crate::protocol::header::Message;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
-use crate::protocol::rules;
 use crate::protocol::trail::{self, Original, Place, Scope, Trail};
+use crate::protocol::types;
 use crate::views::transcript;
 
 /// Why an item needs attention.
@@ -72,11 +73,11 @@ fn clarify_item(o: &Original, now: Instant) -> Item {
         id: o.id().to_string(),
         from: m.get("from").unwrap_or("?").to_string(),
         role: m.get("to").unwrap_or("?").to_string(),
-        kind_of_message: rules::CLARIFY.name.to_string(),
+        kind_of_message: types::CLARIFY.name.to_string(),
         since: since.map(clock::iso),
         age_s: age(since, now),
         text: crate::text::escape(m.get("question").unwrap_or("")),
-        options: rules::options(&m.body)
+        options: fields::options(&m.body)
             .into_iter()
             .map(crate::text::escape)
             .collect(),
@@ -105,7 +106,7 @@ pub fn from_trail(t: &Trail, now: Instant) -> Vec<Item> {
     let mut out: Vec<Item> = transcript::messages(&t.originals)
         .into_iter()
         .filter(|o| o.place != Place::Failed)
-        .filter(|o| o.msg.get("type") == Some(rules::CLARIFY.name))
+        .filter(|o| o.msg.get("type") == Some(types::CLARIFY.name))
         .filter(|o| !done.contains_key(o.id()))
         .map(|o| clarify_item(o, now))
         .collect();
@@ -131,7 +132,7 @@ fn waiting(roles: &Roles, project: &Project, max_bytes: u64, now: Instant) -> Ve
             let trail::Loaded::Ok(m) = trail::load_message(&path, max_bytes) else {
                 continue;
             };
-            if m.get("type") == Some(rules::CLARIFY.name) || !meant_for(&m, &r.name) {
+            if m.get("type") == Some(types::CLARIFY.name) || !meant_for(&m, &r.name) {
                 continue;
             }
             let since = m.get("enqueued_at").and_then(clock::parse);
