@@ -3,9 +3,9 @@
 # full disk (ENOSPC), chattr +i for folders that refuse writes even to root
 # (EPERM), strace --inject into the running daemon and the helpers (EIO on
 # fsync and renameat2), libfaketime for a sender whose clock steps back.
-# In CI each test skips with a NOTE when its tool or privilege is missing;
-# this script installs the tools when it can, runs the tests, and fails when
-# anything was skipped.
+# A test whose tool or privilege is missing skips with a NOTE, or fails when
+# CI=true; this script installs the tools when it can and runs the tests with
+# CI=true, so it fails when anything could not be injected.
 #   scripts/fault-inject.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +19,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-if ! cargo test --locked --test cli faults:: -- --nocapture >"$log" 2>&1; then
+if ! CI=true cargo test --locked --test cli faults:: -- --nocapture >"$log" 2>&1; then
   cat "$log"
   exit 1
 fi

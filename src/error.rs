@@ -15,6 +15,101 @@ pub mod exit {
     pub const REFUSED: i32 = 2;
 }
 
+/// Every refusal token the tools print (protocol.md §7.9 and the
+/// collaboration tokens), with its exit code: one table, so a token is never
+/// spelled or numbered twice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Token {
+    AmbiguousTaskState,
+    MalformedHandoff,
+    NoCurrentTask,
+    NoCurrentBatch,
+    CurrentWorkIsBatch,
+    CurrentWorkIsSingleTask,
+    TaskInProcessIsBatch,
+    TaskInProcessIsSingle,
+    InvalidReceiveMode,
+    HandoffInvalid,
+    AnswerInvalid,
+    NotAClarify,
+    ClarifyClosed,
+    NotYourTurn,
+    DiscussionClosed,
+    UnknownDiscussion,
+}
+
+impl Token {
+    /// `(token, name as printed, exit code)`, in the spec's order.
+    const TABLE: [(Token, &'static str, i32); 16] = [
+        (
+            Token::AmbiguousTaskState,
+            "AMBIGUOUS_TASK_STATE",
+            exit::REFUSED,
+        ),
+        (Token::MalformedHandoff, "MALFORMED_HANDOFF", exit::REFUSED),
+        (Token::NoCurrentTask, "NO_CURRENT_TASK", exit::ENV),
+        (Token::NoCurrentBatch, "NO_CURRENT_BATCH", exit::ENV),
+        (
+            Token::CurrentWorkIsBatch,
+            "CURRENT_WORK_IS_BATCH",
+            exit::REFUSED,
+        ),
+        (
+            Token::CurrentWorkIsSingleTask,
+            "CURRENT_WORK_IS_SINGLE_TASK",
+            exit::REFUSED,
+        ),
+        (
+            Token::TaskInProcessIsBatch,
+            "TASK_IN_PROCESS_IS_BATCH",
+            exit::REFUSED,
+        ),
+        (
+            Token::TaskInProcessIsSingle,
+            "TASK_IN_PROCESS_IS_SINGLE",
+            exit::REFUSED,
+        ),
+        (
+            Token::InvalidReceiveMode,
+            "INVALID_RECEIVE_MODE",
+            exit::REFUSED,
+        ),
+        (Token::HandoffInvalid, "HANDOFF INVALID", exit::REFUSED),
+        (Token::AnswerInvalid, "ANSWER INVALID", exit::REFUSED),
+        (Token::NotAClarify, "NOT_A_CLARIFY", exit::REFUSED),
+        (Token::ClarifyClosed, "CLARIFY_CLOSED", exit::REFUSED),
+        (Token::NotYourTurn, "NOT_YOUR_TURN", exit::REFUSED),
+        (Token::DiscussionClosed, "DISCUSSION_CLOSED", exit::REFUSED),
+        (
+            Token::UnknownDiscussion,
+            "UNKNOWN_DISCUSSION",
+            exit::REFUSED,
+        ),
+    ];
+
+    fn row(self) -> (Token, &'static str, i32) {
+        Self::TABLE
+            .into_iter()
+            .find(|r| r.0 == self)
+            .expect("every token has a row")
+    }
+
+    /// As printed (`AMBIGUOUS_TASK_STATE`).
+    pub fn name(self) -> &'static str {
+        self.row().1
+    }
+
+    pub fn exit_code(self) -> i32 {
+        self.row().2
+    }
+}
+
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// An I/O failure on a named file, with a repair hint when one helps.
@@ -27,15 +122,30 @@ pub enum Error {
     /// Environment or usage problem; the text is printed verbatim (exit 1).
     #[error("{0}")]
     Env(String),
-    /// A protocol refusal; the text is printed verbatim (exit 2). `token` is the
-    /// leading stable token (for `--json`), `paths` the `- <path>` lines.
-    #[error("{}", refusal_text(token, detail, paths))]
+    /// A protocol refusal, printed `TOKEN: detail` then `- <path>` lines; the
+    /// exit code is the token's.
+    #[error("{}", refusal_text(token.name(), detail, paths))]
     Refused {
-        token: String,
+        token: Token,
         detail: String,
         paths: Vec<PathBuf>,
-        code: i32,
     },
+    /// A draft (or an answer) that fails validation: nothing was written
+    /// (exit 2). `subject` is the draft as shown, or the clarify's id.
+    #[error("{}", invalid_text(token.name(), subject, errors))]
+    Invalid {
+        token: Token,
+        subject: String,
+        errors: Vec<String>,
+    },
+}
+
+fn invalid_text(token: &str, subject: &str, errors: &[String]) -> String {
+    let mut s = format!("{token}: {subject}\n\nErrors:");
+    for e in errors {
+        s.push_str(&format!("\n- {e}"));
+    }
+    s
 }
 
 fn hint_suffix(hint: &Option<&'static str>) -> String {
@@ -45,7 +155,7 @@ fn hint_suffix(hint: &Option<&'static str>) -> String {
 /// A path as printed: control characters escaped, so a hostile file name
 /// cannot drive the terminal or fake a token line.
 fn shown(p: &Path) -> String {
-    crate::protocol::header::escape(&p.to_string_lossy())
+    crate::text::escape(&p.to_string_lossy())
 }
 
 fn refusal_text(token: &str, detail: &str, paths: &[PathBuf]) -> String {
@@ -81,30 +191,32 @@ impl Error {
         Error::Env(msg.to_string())
     }
 
-    /// A refusal with exit code 2.
-    pub fn refused(token: &str, detail: impl fmt::Display, paths: Vec<PathBuf>) -> Self {
+    pub fn refused(token: Token, detail: impl fmt::Display, paths: Vec<PathBuf>) -> Self {
         Error::Refused {
-            token: token.to_string(),
+            token,
             detail: detail.to_string(),
             paths,
-            code: exit::REFUSED,
         }
     }
 
-    /// A bare token refusal with a chosen exit code (`NO_CURRENT_TASK` exits 1).
-    pub fn token(token: &str, code: i32) -> Self {
-        Error::Refused {
-            token: token.to_string(),
-            detail: String::new(),
-            paths: Vec::new(),
-            code,
+    /// A bare token (`NO_CURRENT_TASK`).
+    pub fn token(token: Token) -> Self {
+        Error::refused(token, "", Vec::new())
+    }
+
+    /// An invalid draft (`HANDOFF INVALID`) or answer (`ANSWER INVALID`).
+    pub fn invalid(token: Token, subject: impl Into<String>, errors: Vec<String>) -> Self {
+        Error::Invalid {
+            token,
+            subject: subject.into(),
+            errors,
         }
     }
 
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Io { .. } | Error::Env(_) => exit::ENV,
-            Error::Refused { code, .. } => *code,
+            Error::Refused { token, .. } | Error::Invalid { token, .. } => token.exit_code(),
         }
     }
 
@@ -113,7 +225,7 @@ impl Error {
         match self {
             Error::Io { .. } => "IO_ERROR",
             Error::Env(_) => "ERROR",
-            Error::Refused { token, .. } => token,
+            Error::Refused { token, .. } | Error::Invalid { token, .. } => token.name(),
         }
     }
 
@@ -122,7 +234,7 @@ impl Error {
         let paths: Vec<String> = match self {
             Error::Refused { paths, .. } => paths.iter().map(|p| p.display().to_string()).collect(),
             Error::Io { path, .. } => vec![path.display().to_string()],
-            Error::Env(_) => Vec::new(),
+            Error::Env(_) | Error::Invalid { .. } => Vec::new(),
         };
         serde_json::json!({
             "schema_version": JSON_SCHEMA_VERSION,

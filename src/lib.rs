@@ -12,6 +12,10 @@
 //! by the daemon through one hook), `agent` (the agent's commands), `views`
 //! (read-only readers), `launch` (init, up, down) and `cli` (the front ends).
 
+// Every layer is public for the binaries, the integration tests, the benches
+// and the fuzz targets; nothing else is promised. (Building with these as
+// `pub(crate)` shows what no binary uses: only `Inbox::done` and
+// `rules::validate`, kept for the benches and fuzzers.)
 pub mod agent;
 pub mod cli;
 pub mod daemon;
@@ -20,6 +24,7 @@ pub mod forum;
 pub mod fsx;
 pub mod launch;
 pub mod protocol;
+pub mod text;
 pub mod views;
 
 pub use error::{Error, Result};

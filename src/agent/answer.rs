@@ -14,17 +14,18 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::agent::queue::{self, Inbox};
-use crate::agent::send::{self, Queued, SendError, Sender};
+use crate::agent::send::{self, Queued, Sender};
 use crate::error::Result;
-use crate::error::{exit, Error};
+use crate::error::{Error, Token};
 use crate::fsx;
 use crate::protocol::config::Config;
 use crate::protocol::draft;
-use crate::protocol::header::escape;
+use crate::protocol::fields;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
-use crate::protocol::rules;
 use crate::protocol::trail::{Original, Place, Scope, Trail};
+use crate::protocol::types;
+use crate::text::escape;
 
 /// What `swarm answer` did.
 #[derive(Debug, Serialize)]
@@ -48,7 +49,7 @@ fn draft_text(
     let to = clarify.header("from").unwrap_or("");
     let priority = clarify
         .header("priority")
-        .filter(|p| rules::valid_priority(p))
+        .filter(|p| fields::valid_priority(p))
         .unwrap_or("50");
     let mut d = format!("type: answer\nto: {to}\npriority: {priority}\nin_reply_to: {id}\n");
     if !choices.is_empty() {
@@ -72,9 +73,9 @@ pub fn answer(
     id: &str,
     choices: &[usize],
     text: Option<&str>,
-) -> Result<Answered, SendError> {
+) -> Result<Answered> {
     if !crate::protocol::grammar::valid_message_id(id) {
-        return Err(Error::env(format!("'{}' is not a message id.", escape(id))).into());
+        return Err(Error::env(format!("'{}' is not a message id.", escape(id))));
     }
     let roles = Roles::load(&project.roles_tsv())?;
     let config = Config::load(&project.config_file())?;
@@ -83,17 +84,15 @@ pub fn answer(
     let Some(copy) = clarify_copy(&roles, project, id, max) else {
         return Err(Error::env(format!(
             "No copy of {id} in any inbox: it is not delivered yet, or no such message exists.\n  hint: `swarm receipts {id}` shows where it is"
-        ))
-        .into());
+        )));
     };
     let kind = copy.header("type").unwrap_or("unknown");
-    if kind != rules::CLARIFY.name {
+    if kind != types::CLARIFY.name {
         return Err(Error::refused(
-            "NOT_A_CLARIFY",
+            Token::NotAClarify,
             format!("{id} is a {}, not a clarify.", escape(kind)),
             vec![copy.path.clone()],
-        )
-        .into());
+        ));
     }
     let role = copy
         .header("recipient")
@@ -107,14 +106,13 @@ pub fn answer(
         wt: &sender.at.worktree,
         max_bytes: max,
     };
-    inbox.with_lock(|ib| -> Result<Answered, SendError> {
+    inbox.with_lock(|ib| -> Result<Answered> {
         if let Some(by) = settled_by(project, id)? {
             return Err(Error::refused(
-                "CLARIFY_CLOSED",
+                Token::ClarifyClosed,
                 format!("{id} is already answered or withdrawn by {by}."),
                 vec![],
-            )
-            .into());
+            ));
         }
         let queued = send::submit(&sender, &d, &shown)?;
         let completed = ib.complete_copy_locked(id).map_err(|e| {
@@ -132,25 +130,6 @@ pub fn answer(
     })
 }
 
-/// The refusal report for an invalid answer (exit 2).
-pub fn invalid_report(id: &str, errors: &[String]) -> String {
-    let mut s = format!("ANSWER INVALID: {id}\n\nErrors:\n");
-    for e in errors {
-        s.push_str("- ");
-        s.push_str(e);
-        s.push('\n');
-    }
-    s
-}
-
-/// Exit code of a failed answer.
-pub fn exit_code(e: &SendError) -> i32 {
-    match e {
-        SendError::Invalid { .. } => exit::REFUSED,
-        SendError::Other(e) => e.exit_code(),
-    }
-}
-
 /// Ids of the clarifies an `answer` or `close` (queued or delivered) speaks
 /// to, with the id of the first such message.
 pub fn settled(originals: &[Original]) -> HashMap<String, String> {
@@ -160,7 +139,7 @@ pub fn settled(originals: &[Original]) -> HashMap<String, String> {
             continue;
         }
         let kind = o.msg.get("type").unwrap_or("");
-        if kind != rules::ANSWER.name && kind != rules::CLOSE.name {
+        if kind != types::ANSWER.name && kind != types::CLOSE.name {
             continue;
         }
         if let Some(r) = o.msg.get("in_reply_to") {

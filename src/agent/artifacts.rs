@@ -16,9 +16,9 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::protocol::clock;
-use crate::protocol::header::escape;
-use crate::protocol::rules;
+use crate::protocol::fields;
 use crate::protocol::trail::Original;
+use crate::text::escape;
 
 /// A checked artifact: what the stamped header says.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -275,7 +275,7 @@ pub fn check(id: &str, worktree: &Path, value: &str) -> Row {
         matches: false,
         state: State::Malformed,
     };
-    let Some((sha, size, path)) = rules::parse_artifact(value) else {
+    let Some((sha, size, path)) = fields::parse_artifact(value) else {
         return row;
     };
     row.path = path.to_string();

@@ -11,8 +11,9 @@ use std::path::PathBuf;
 use serde_json::{json, Map, Value};
 
 use crate::agent::queue::{Done, Item, Ready};
-use crate::protocol::header::escape;
-use crate::protocol::rules;
+use crate::protocol::fields;
+use crate::protocol::types;
+use crate::text::escape;
 
 /// Who is reading (the acting role, when known), for `MENTIONED:` / `CC:`,
 /// and the forum facts the caller looked up for the items shown.
@@ -108,14 +109,14 @@ struct Clarify<'a> {
 }
 
 fn clarify(item: &Item) -> Option<Clarify<'_>> {
-    if item.header("type") != Some(rules::CLARIFY.name) {
+    if item.header("type") != Some(types::CLARIFY.name) {
         return None;
     }
     Some(Clarify {
         question: item.header("question").unwrap_or(""),
-        options: rules::options(&item.msg.body),
-        allow_multiple: rules::flag(&item.msg, "allow_multiple"),
-        allow_custom: rules::flag(&item.msg, "allow_custom"),
+        options: fields::options(&item.msg.body),
+        allow_multiple: fields::flag(&item.msg, "allow_multiple"),
+        allow_custom: fields::flag(&item.msg, "allow_custom"),
     })
 }
 
@@ -138,7 +139,7 @@ pub struct AnswerParts<'a> {
 pub fn answer_parts(item: &Item) -> AnswerParts<'_> {
     let k = item
         .header("choices")
-        .and_then(rules::parse_choices)
+        .and_then(fields::parse_choices)
         .map_or(0, |c| c.len());
     let lines: Vec<&str> = item.msg.body.lines().collect();
     let k = k.min(lines.len());
@@ -203,12 +204,12 @@ fn extra_text(item: &Item, viewer: Viewer) -> String {
             yes_no(c.allow_custom)
         ));
     }
-    if item.header("type") == Some(rules::ANSWER.name) {
+    if item.header("type") == Some(types::ANSWER.name) {
         if let Some(v) = item.header("choices") {
             s.push_str(&format!("CHOICES: {}\n", escape(v)));
         }
     }
-    if item.header("type") == Some(rules::CLOSE.name) {
+    if item.header("type") == Some(types::CLOSE.name) {
         if let Some(v) = item.header("reason") {
             s.push_str(&format!("REASON: {}\n", escape(v)));
         }
@@ -250,7 +251,7 @@ fn forum_text(f: &ItemForum) -> String {
 /// A line that is escaped already (a transcript line): printed as it is,
 /// unless it still holds a control character.
 fn one_line(l: &str) -> String {
-    if l.chars().any(crate::protocol::header::is_control) {
+    if l.chars().any(crate::text::is_control) {
         escape(l)
     } else {
         l.to_string()
@@ -350,7 +351,7 @@ fn answer_json(a: &Item) -> Value {
     let parts = answer_parts(a);
     let numbers = a
         .header("choices")
-        .and_then(rules::parse_choices)
+        .and_then(fields::parse_choices)
         .unwrap_or_default();
     let choices: Vec<Value> = parts
         .choices

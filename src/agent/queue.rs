@@ -6,16 +6,13 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, Result, Token};
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::layout::Worktree;
 use crate::protocol::roles::ReceiveMode;
-
-pub const AMBIGUOUS: &str = "AMBIGUOUS_TASK_STATE";
-pub const MALFORMED: &str = "MALFORMED_HANDOFF";
 
 /// One inbox item: where it is and what it says.
 #[derive(Clone, Debug)]
@@ -74,7 +71,7 @@ pub const MAX_FAILED_REASON: usize = 200;
 pub fn check_failed_reason(reason: &str) -> Result<()> {
     let why = if reason.trim().is_empty() {
         "must not be empty".to_string()
-    } else if reason.chars().any(crate::protocol::header::is_control) {
+    } else if reason.chars().any(crate::text::is_control) {
         "must be one line without control characters".to_string()
     } else if reason.chars().count() > MAX_FAILED_REASON {
         format!(
@@ -86,7 +83,7 @@ pub fn check_failed_reason(reason: &str) -> Result<()> {
     };
     Err(Error::env(format!(
         "--failed reason {why}: '{}'.",
-        crate::protocol::header::escape(reason)
+        crate::text::escape(reason)
     )))
 }
 
@@ -157,6 +154,17 @@ fn in_order(msg: &Message, now: &str) -> String {
     }
 }
 
+/// Removes a batch folder that holds nothing at all: one a crash left
+/// between creating the batch and moving its first item in, so removing it
+/// loses nothing. True when it was removed. (Called under the inbox lock.)
+fn remove_if_unfilled(dir: &Path) -> Result<bool> {
+    if fs::read_dir(dir).at(dir)?.next().is_some() {
+        return Ok(false);
+    }
+    fsx::remove_empty_dir(dir).at(dir)?;
+    Ok(true)
+}
+
 fn paths(dir: &Path, names: &[String]) -> Vec<PathBuf> {
     names.iter().map(|n| dir.join(n)).collect()
 }
@@ -220,16 +228,16 @@ impl Inbox<'_> {
                 note.push(".error");
                 let _ = fsx::append(Path::new(&note), format!("{reason}\n").as_bytes());
                 Error::refused(
-                    MALFORMED,
-                    crate::protocol::header::escape(reason),
+                    Token::MalformedHandoff,
+                    crate::text::escape(reason),
                     vec![target],
                 )
             }
             Err(e) => Error::refused(
-                MALFORMED,
+                Token::MalformedHandoff,
                 format!(
                     "{}; could not move it aside: {e}",
-                    crate::protocol::header::escape(reason)
+                    crate::text::escape(reason)
                 ),
                 vec![path.to_path_buf()],
             ),
@@ -294,7 +302,7 @@ impl Inbox<'_> {
         let cur = list(&ip)?;
         if !cur.batches.is_empty() {
             return Err(Error::refused(
-                "TASK_IN_PROCESS_IS_BATCH",
+                Token::TaskInProcessIsBatch,
                 "use ready_for_next.sh or done_with_current.sh.",
                 paths(&ip, &cur.batches),
             ));
@@ -302,7 +310,7 @@ impl Inbox<'_> {
         self.reject_odd(&cur, &ip)?;
         if cur.files.len() > 1 {
             return Err(Error::refused(
-                AMBIGUOUS,
+                Token::AmbiguousTaskState,
                 "multiple tasks are already in process.",
                 paths(&ip, &cur.files),
             ));
@@ -330,7 +338,7 @@ impl Inbox<'_> {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 return Err(Error::refused(
-                    AMBIGUOUS,
+                    Token::AmbiguousTaskState,
                     format!("target in-process file already exists: {}", dst.display()),
                     vec![],
                 ))
@@ -350,7 +358,7 @@ impl Inbox<'_> {
         let l = list(dir)?;
         if l.files.is_empty() {
             return Err(Error::refused(
-                AMBIGUOUS,
+                Token::AmbiguousTaskState,
                 format!("batch contains no tasks: {}", dir.display()),
                 vec![],
             ));
@@ -366,25 +374,21 @@ impl Inbox<'_> {
         let cur = list(&ip)?;
         if !cur.files.is_empty() {
             return Err(Error::refused(
-                "TASK_IN_PROCESS_IS_SINGLE",
+                Token::TaskInProcessIsSingle,
                 "use ready_for_next.sh or done_with_current.sh.",
                 paths(&ip, &cur.files),
             ));
         }
         if cur.batches.len() > 1 {
             return Err(Error::refused(
-                AMBIGUOUS,
+                Token::AmbiguousTaskState,
                 "multiple batches are already in process.",
                 paths(&ip, &cur.batches),
             ));
         }
         if let Some(b) = cur.batches.first() {
             let dir = ip.join(b);
-            if list(&dir)?.files.is_empty() && fs::read_dir(&dir).at(&dir)?.next().is_none() {
-                // Left by a crash between creating the batch and filling it:
-                // it holds nothing, so removing it loses nothing.
-                fsx::remove_empty_dir(&dir).at(&dir)?;
-            } else {
+            if !remove_if_unfilled(&dir)? {
                 let items = self.load_batch(&dir)?;
                 let priority = items[0].priority().to_string();
                 let answers = self.take_answers()?;
@@ -434,7 +438,7 @@ impl Inbox<'_> {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                     return Err(Error::refused(
-                        AMBIGUOUS,
+                        Token::AmbiguousTaskState,
                         format!("target batch file already exists: {}", dst.display()),
                         vec![],
                     ))
@@ -482,7 +486,7 @@ impl Inbox<'_> {
     /// The refusal for a completion whose target already exists.
     fn completed_exists(target: &Path) -> Error {
         Error::refused(
-            AMBIGUOUS,
+            Token::AmbiguousTaskState,
             format!("completed file already exists: {}", target.display()),
             vec![],
         )
@@ -539,7 +543,7 @@ impl Inbox<'_> {
             let Ok(msg) = Message::parse_bytes(&bytes) else {
                 continue;
             };
-            if msg.get("type") != Some(crate::protocol::rules::ANSWER.name) {
+            if msg.get("type") != Some(crate::protocol::types::ANSWER.name) {
                 continue;
             }
             let mut item = Item { path: src, msg };
@@ -630,18 +634,18 @@ impl Inbox<'_> {
         let cur = list(&ip)?;
         if !cur.batches.is_empty() {
             return Err(Error::refused(
-                "CURRENT_WORK_IS_BATCH",
+                Token::CurrentWorkIsBatch,
                 "use done_with_current.sh.",
                 paths(&ip, &cur.batches),
             ));
         }
         self.reject_odd(&cur, &ip)?;
         let Some(name) = cur.files.first() else {
-            return Err(Error::token("NO_CURRENT_TASK", crate::error::exit::ENV));
+            return Err(Error::token(Token::NoCurrentTask));
         };
         if cur.files.len() > 1 {
             return Err(Error::refused(
-                AMBIGUOUS,
+                Token::AmbiguousTaskState,
                 "multiple tasks are in process.",
                 paths(&ip, &cur.files),
             ));
@@ -665,26 +669,29 @@ impl Inbox<'_> {
         let cur = list(&ip)?;
         if !cur.files.is_empty() {
             return Err(Error::refused(
-                "CURRENT_WORK_IS_SINGLE_TASK",
+                Token::CurrentWorkIsSingleTask,
                 "use done_with_current.sh.",
                 paths(&ip, &cur.files),
             ));
         }
         let Some(b) = cur.batches.first() else {
-            return Err(Error::token("NO_CURRENT_BATCH", crate::error::exit::ENV));
+            return Err(Error::token(Token::NoCurrentBatch));
         };
         if cur.batches.len() > 1 {
             return Err(Error::refused(
-                AMBIGUOUS,
+                Token::AmbiguousTaskState,
                 "multiple batches are in process.",
                 paths(&ip, &cur.batches),
             ));
         }
         let dir = ip.join(b);
         let target = self.wt.completed().join(b);
+        if remove_if_unfilled(&dir)? {
+            return Err(Error::token(Token::NoCurrentBatch));
+        }
         if list(&dir)?.files.is_empty() {
             return Err(Error::refused(
-                AMBIGUOUS,
+                Token::AmbiguousTaskState,
                 format!("batch contains no tasks: {}", dir.display()),
                 vec![],
             ));
@@ -693,7 +700,7 @@ impl Inbox<'_> {
         // stamp), so a refusal changes nothing (§15.8).
         if target.exists() {
             return Err(Error::refused(
-                AMBIGUOUS,
+                Token::AmbiguousTaskState,
                 format!("completed batch already exists: {}", target.display()),
                 vec![],
             ));
@@ -711,7 +718,7 @@ impl Inbox<'_> {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 return Err(Error::refused(
-                    AMBIGUOUS,
+                    Token::AmbiguousTaskState,
                     format!("completed batch already exists: {}", target.display()),
                     vec![],
                 ))

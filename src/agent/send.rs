@@ -5,11 +5,12 @@ use std::path::{Path, PathBuf};
 
 use crate::agent::artifacts;
 use crate::agent::queue::{self, Item};
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, Result, Token};
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::config::Config;
 use crate::protocol::draft::{self, Draft};
+use crate::protocol::fields;
 use crate::protocol::gitcheck;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
@@ -17,6 +18,7 @@ use crate::protocol::roles::{Role, Roles};
 use crate::protocol::root::{self, Located};
 use crate::protocol::rules;
 use crate::protocol::sequence;
+use crate::protocol::types;
 
 /// Body line every generated handoff starts with.
 pub const BODY_PREAMBLE: &str = "Re-read your role and constitution.";
@@ -43,32 +45,6 @@ pub struct Queued {
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
-}
-
-/// Why a send did not queue anything.
-#[derive(Debug)]
-pub enum SendError {
-    /// Invalid draft (exit 2): the draft is kept and nothing was written.
-    Invalid {
-        draft: String,
-        errors: Vec<String>,
-    },
-    Other(Error),
-}
-
-impl From<Error> for SendError {
-    fn from(e: Error) -> Self {
-        SendError::Other(e)
-    }
-}
-
-impl SendError {
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            SendError::Invalid { .. } => crate::error::exit::REFUSED,
-            SendError::Other(e) => e.exit_code(),
-        }
-    }
 }
 
 /// The draft path as shown in messages, normalised like Java's
@@ -163,7 +139,7 @@ impl Sender {
 }
 
 /// Everything `swarm-handoff` does before printing `HANDOFF QUEUED:`.
-pub fn queue(draft_arg: &str, cwd: &Path) -> std::result::Result<Queued, SendError> {
+pub fn queue(draft_arg: &str, cwd: &Path) -> Result<Queued> {
     let shown = shown_path(draft_arg);
     let draft_path = if Path::new(draft_arg).is_absolute() {
         PathBuf::from(draft_arg)
@@ -171,7 +147,7 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> std::result::Result<Queued, SendErr
         cwd.join(draft_arg)
     };
     if !draft_path.is_file() {
-        return Err(Error::env(format!("Draft file not found: {shown}")).into());
+        return Err(Error::env(format!("Draft file not found: {shown}")));
     }
     let sender = root::acting_role()?;
     let at = root::locate(cwd)?;
@@ -180,8 +156,7 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> std::result::Result<Queued, SendErr
         return Err(Error::env(format!(
             "Unknown sender role: {sender}{}",
             roles.unknown_hint(&at.project.roles_tsv())
-        ))
-        .into());
+        )));
     };
     check_role_worktree(role, &at)?;
     let config = Config::load(&at.project.config_file())?;
@@ -191,25 +166,23 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> std::result::Result<Queued, SendErr
     let bytes = match fsx::read_bounded(&read_path, draft::MAX_DRAFT_BYTES as u64) {
         Ok(b) => b,
         Err(fsx::ReadRefusal::TooLarge(n)) => {
-            return Err(SendError::Invalid {
-                draft: shown,
-                errors: vec![format!(
+            return Err(Error::invalid(
+                Token::HandoffInvalid,
+                shown,
+                vec![format!(
                     "Draft must be no larger than {} bytes; got {n}.",
                     draft::MAX_DRAFT_BYTES
                 )],
-            })
+            ))
         }
         // A symlinked draft is read through; containment is checked below.
         Err(fsx::ReadRefusal::Symlink) => read_symlinked_draft(&draft_path, &at, &shown)?,
-        Err(e) => return Err(Error::env(format!("Cannot read draft {shown}: {e}")).into()),
+        Err(e) => return Err(Error::env(format!("Cannot read draft {shown}: {e}"))),
     };
     let parsed = draft::parse_bytes(&bytes);
     if std::str::from_utf8(&bytes).is_err() {
         // Nothing was parsed, so "missing header" errors would only mislead.
-        return Err(SendError::Invalid {
-            draft: shown,
-            errors: parsed.errors,
-        });
+        return Err(Error::invalid(Token::HandoffInvalid, shown, parsed.errors));
     }
     let s = Sender {
         role: sender,
@@ -240,11 +213,11 @@ fn meant_for(item: &Item, role: &str) -> bool {
 
 /// The collaboration checks that need the files: the message replied to,
 /// its thread and hop, an answer against its clarify, `to: all`, artifacts.
-fn context(s: &Sender, d: &Draft, rule: &rules::TypeRule, errors: &mut Vec<String>) -> Context {
+fn context(s: &Sender, d: &Draft, rule: &types::TypeRule, errors: &mut Vec<String>) -> Context {
     let mut c = Context::default();
     let wt = &s.at.worktree;
     let max = s.config.limits.max_file_bytes;
-    let given = d.get("in_reply_to").filter(|v| !rules::blank(v));
+    let given = d.get("in_reply_to").filter(|v| !fields::blank(v));
     c.parent = match given {
         Some(id) if crate::protocol::grammar::valid_message_id(id) => {
             let found = queue::find_item(wt, id, max);
@@ -273,8 +246,8 @@ fn context(s: &Sender, d: &Draft, rule: &rules::TypeRule, errors: &mut Vec<Strin
         }
         c.thread = Some(derived);
         // A new task, or a person speaking, ends an agents' reply chain.
-        if rule.name != rules::GIT_HANDOFF.name && !s.is_human() {
-            c.hop = rules::hop(&p.msg).unwrap_or(0).saturating_add(1);
+        if rule.name != types::GIT_HANDOFF.name && !s.is_human() {
+            c.hop = fields::hop(&p.msg).unwrap_or(0).saturating_add(1);
         }
         if c.hop > s.config.max_hops {
             errors.push(format!(
@@ -288,7 +261,7 @@ fn context(s: &Sender, d: &Draft, rule: &rules::TypeRule, errors: &mut Vec<Strin
     {
         c.thread = Some(t.to_string());
     }
-    if rule.name == rules::ANSWER.name {
+    if rule.name == types::ANSWER.name {
         answer_checks(d, c.parent.as_ref(), given.is_some(), errors);
     }
     if d.get("to") == Some("all") && !s.roles.roles.iter().any(|r| r.name != s.role) {
@@ -321,14 +294,14 @@ fn answer_checks(d: &Draft, parent: Option<&Item>, given: bool, errors: &mut Vec
     };
     let pid = p.header("id").unwrap_or("");
     let kind = p.header("type").unwrap_or("unknown");
-    if kind != rules::CLARIFY.name {
+    if kind != types::CLARIFY.name {
         errors.push(format!(
             "Header 'in_reply_to' must name a clarify for answer; '{pid}' is a {kind}."
         ));
         return;
     }
-    let options = rules::options(&p.msg.body);
-    if let Some(list) = d.get("choices").and_then(rules::parse_choices) {
+    let options = fields::options(&p.msg.body);
+    if let Some(list) = d.get("choices").and_then(fields::parse_choices) {
         for n in &list {
             if *n == 0 || *n > options.len() {
                 errors.push(format!(
@@ -337,15 +310,15 @@ fn answer_checks(d: &Draft, parent: Option<&Item>, given: bool, errors: &mut Vec
                 ));
             }
         }
-        if list.len() > 1 && !rules::flag(&p.msg, "allow_multiple") {
+        if list.len() > 1 && !fields::flag(&p.msg, "allow_multiple") {
             errors.push(format!(
                 "Only one choice is allowed for clarify '{pid}' (allow_multiple: no); got {}.",
                 list.len()
             ));
         }
     }
-    let text = d.body.as_deref().is_some_and(|b| !rules::blank(b));
-    if text && !rules::flag(&p.msg, "allow_custom") {
+    let text = d.body.as_deref().is_some_and(|b| !fields::blank(b));
+    if text && !fields::flag(&p.msg, "allow_custom") {
         errors.push(format!(
             "Custom text is not allowed for clarify '{pid}' (allow_custom: no); choose an option."
         ));
@@ -356,19 +329,19 @@ fn answer_checks(d: &Draft, parent: Option<&Item>, given: bool, errors: &mut Vec
 /// then a blank line and the answer's own text.
 fn answer_body(d: &Draft, parent: Option<&Item>) -> String {
     let options = parent
-        .map(|p| rules::options(&p.msg.body))
+        .map(|p| fields::options(&p.msg.body))
         .unwrap_or_default();
     let mut body = String::new();
     let choices = d
         .get("choices")
-        .and_then(rules::parse_choices)
+        .and_then(fields::parse_choices)
         .unwrap_or_default();
     for n in &choices {
         let o = options.get(n.wrapping_sub(1)).copied().unwrap_or("");
         body.push_str(&format!("{n}. {o}\n"));
     }
     let text = d.body.as_deref().unwrap_or("");
-    if !rules::blank(text) {
+    if !fields::blank(text) {
         if !body.is_empty() {
             body.push('\n');
         }
@@ -379,7 +352,7 @@ fn answer_body(d: &Draft, parent: Option<&Item>) -> String {
 
 /// Validates a parsed draft for `s` and queues it: the path `swarm-handoff`
 /// and `swarm answer` share. `shown` names the draft in the report.
-pub fn submit(s: &Sender, d: &Draft, shown: &str) -> std::result::Result<Queued, SendError> {
+pub fn submit(s: &Sender, d: &Draft, shown: &str) -> Result<Queued> {
     let allowed = s.config.allowed_types(&s.role);
     let is_role = |r: &str| s.roles.find(r).is_some();
     let policy = rules::Policy {
@@ -394,24 +367,21 @@ pub fn submit(s: &Sender, d: &Draft, shown: &str) -> std::result::Result<Queued,
         Ok(())
     }));
     let ty = d.get("type").unwrap_or_default().to_string();
-    let rule = rules::type_rule(&ty).filter(|r| allowed.contains(&r.name));
+    let rule = types::type_rule(&ty).filter(|r| allowed.contains(&r.name));
     let ctx = match rule {
         Some(rule) => context(s, d, rule, &mut errors),
         None => Context::default(),
     };
     if !errors.is_empty() {
-        return Err(SendError::Invalid {
-            draft: shown.to_string(),
-            errors,
-        });
+        return Err(Error::invalid(Token::HandoffInvalid, shown, errors));
     }
     let Some(rule) = rule else {
-        return Err(Error::env("internal: a valid draft without a type rule").into());
+        return Err(Error::env("internal: a valid draft without a type rule"));
     };
     if let Some(id) = d.get("discussion") {
         // A round-robin turn: only the expected speaker may send.
         if let Some(r) = crate::forum::discussion::refusal(&s.at.project, id, &s.role)? {
-            return Err(Error::refused(r.token, r.detail, vec![]).into());
+            return Err(Error::refused(r.token, r.detail, vec![]));
         }
     }
 
@@ -430,17 +400,17 @@ pub fn submit(s: &Sender, d: &Draft, shown: &str) -> std::result::Result<Queued,
     msg.set("to", recipients.join(","));
     msg.set("priority", &priority);
     msg.set("type", &ty);
-    let body = if ty == rules::GIT_HANDOFF.name {
+    let body = if ty == types::GIT_HANDOFF.name {
         let commit = canonical.unwrap_or_default();
         msg.set("role", sender);
         msg.set("task", d.get("task").unwrap_or_default());
         msg.set("commit", &commit);
         format!("{BODY_PREAMBLE}\n\nmerge_and_process {sender} {commit}\n")
-    } else if ty == rules::NOTE.name {
+    } else if ty == types::NOTE.name {
         let m = d.get("message").unwrap_or_default();
         msg.set("message", m);
         format!("{BODY_PREAMBLE}\n\n{m}\n")
-    } else if ty == rules::ANSWER.name {
+    } else if ty == types::ANSWER.name {
         answer_body(d, ctx.parent.as_ref())
     } else {
         d.body.clone().unwrap_or_default()
@@ -449,7 +419,7 @@ pub fn submit(s: &Sender, d: &Draft, shown: &str) -> std::result::Result<Queued,
     for name in rule.own {
         if let Some(v) = d.get(name) {
             let v = if *name == "choices" {
-                rules::parse_choices(v)
+                fields::parse_choices(v)
                     .unwrap_or_default()
                     .iter()
                     .map(usize::to_string)
@@ -482,7 +452,7 @@ pub fn submit(s: &Sender, d: &Draft, shown: &str) -> std::result::Result<Queued,
         .filter_map(|h| d.get(h))
         .chain(d.body.as_deref())
         .collect();
-    let mentions = rules::mentions(&texts, sender, &is_role);
+    let mentions = fields::mentions(&texts, sender, &is_role);
     if !mentions.is_empty() {
         msg.set("mentions", mentions.join(","));
     }
@@ -534,11 +504,7 @@ fn inside_any(p: &Path, roots: &[&Path]) -> bool {
 /// path to read, so a folder swapped for a link after the check is not
 /// followed either. A draft that is itself a symlink is checked by
 /// [`read_symlinked_draft`] (None here).
-fn resolve_draft(
-    path: &Path,
-    at: &Located,
-    shown: &str,
-) -> std::result::Result<Option<PathBuf>, SendError> {
+fn resolve_draft(path: &Path, at: &Located, shown: &str) -> Result<Option<PathBuf>> {
     if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
         return Ok(None);
     }
@@ -549,17 +515,12 @@ fn resolve_draft(
         return Err(Error::env(format!(
             "Draft file {shown} resolves to {} outside the project; refusing to read it.",
             real.display()
-        ))
-        .into());
+        )));
     }
     Ok(Some(real))
 }
 
-fn read_symlinked_draft(
-    path: &Path,
-    at: &Located,
-    shown: &str,
-) -> std::result::Result<Vec<u8>, SendError> {
+fn read_symlinked_draft(path: &Path, at: &Located, shown: &str) -> Result<Vec<u8>> {
     let target = path
         .canonicalize()
         .map_err(|e| Error::env(format!("Cannot read draft {shown}: {e}")))?;
@@ -571,11 +532,10 @@ fn read_symlinked_draft(
         return Err(Error::env(format!(
             "Draft file {shown} is a symlink to {} outside the project; refusing to read it.",
             target.display()
-        ))
-        .into());
+        )));
     }
     fsx::read_bounded(&target, draft::MAX_DRAFT_BYTES as u64)
-        .map_err(|e| Error::env(format!("Cannot read draft {shown}: {e}")).into())
+        .map_err(|e| Error::env(format!("Cannot read draft {shown}: {e}")))
 }
 
 /// Deletes the draft after the queued line was printed (best effort: the

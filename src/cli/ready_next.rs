@@ -80,8 +80,8 @@ pub fn resolve(task: bool, batch: bool) -> Result<Resolved> {
     })?;
     let mode = row.receive_mode().map_err(|m| {
         Error::refused(
-            "INVALID_RECEIVE_MODE",
-            format!("{} for role {role}", crate::protocol::header::escape(m)),
+            crate::error::Token::InvalidReceiveMode,
+            format!("{} for role {role}", crate::text::escape(m)),
             vec![],
         )
     })?;
@@ -266,7 +266,7 @@ fn turn_text(m: &Message) -> String {
         (_, Some(s)) if !s.trim().is_empty() && !body.is_empty() => format!("{s} — {body}"),
         (_, Some(s)) if !s.trim().is_empty() => s.to_string(),
         _ if !body.is_empty() => body.to_string(),
-        _ => crate::views::transcript::summary(m),
+        _ => crate::protocol::line::summary(m),
     };
     let mut cut: String = text.chars().take(MAX_TURN_TEXT).collect();
     if cut.len() < text.len() {
@@ -314,7 +314,7 @@ fn contributions(roles: &Roles, body: &str, max: u64) -> Vec<Contribution> {
             None => Contribution {
                 id: id.to_string(),
                 path: None,
-                line: format!("{} (not found)", crate::protocol::header::escape(id)),
+                line: format!("{} (not found)", crate::text::escape(id)),
             },
         })
         .collect()

@@ -1,9 +1,10 @@
 //! `swarm-handoff [--json] <draft-file>` (SwarmForge's `swarm_handoff.sh`).
 
-use crate::agent::send::{self, SendError};
+use crate::agent::send;
 use crate::error::exit;
+use crate::error::{Error, Token};
 use crate::protocol::draft::{self, USAGE};
-use crate::protocol::rules;
+use crate::protocol::types;
 
 /// The clap definition of this command, for completions and man pages only:
 /// parsing stays by hand so a refusal prints SwarmForge's usage byte for byte.
@@ -81,9 +82,10 @@ pub fn run(args: Vec<String>) -> i32 {
             }
             exit::OK
         }
-        Err(SendError::Invalid {
-            draft: shown,
+        Err(Error::Invalid {
+            subject: shown,
             errors,
+            ..
         }) => {
             eprint!("{}", draft::invalid_report(&shown, &errors));
             if json {
@@ -91,8 +93,8 @@ pub fn run(args: Vec<String>) -> i32 {
                 // `paths` make it an error document like every other.
                 super::emit_json(serde_json::json!({
                     "status": "invalid",
-                    "token": "HANDOFF INVALID",
-                    "message": format!("HANDOFF INVALID: {}", errors.join("; ")),
+                    "token": Token::HandoffInvalid.name(),
+                    "message": format!("{}: {}", Token::HandoffInvalid.name(), errors.join("; ")),
                     "paths": [shown.clone()],
                     "draft": shown,
                     "errors": errors,
@@ -101,7 +103,7 @@ pub fn run(args: Vec<String>) -> i32 {
             }
             exit::REFUSED
         }
-        Err(SendError::Other(e)) => super::report(&e, json),
+        Err(e) => super::report(&e, json),
     }
 }
 
@@ -123,9 +125,9 @@ fn help() -> String {
          Every draft starts with `type:`, `to: <role>[,<role>...]` (or `all`) and\n\
          `priority: NN` (00 is handed out first). Any type may add:\n  ",
     );
-    s.push_str(&rules::COMMON.join(", "));
+    s.push_str(&types::COMMON.join(", "));
     s.push_str(".\n\nDraft formats:\n");
-    for t in rules::TYPES.iter().filter(|t| t.sendable) {
+    for t in types::TYPES.iter().filter(|t| t.sendable) {
         s.push_str(&format!(
             "\ntype: {}\nto: <role>[,<role>...]\npriority: NN\n",
             t.name
@@ -146,16 +148,16 @@ fn field_hint(field: &str) -> String {
     match field {
         "task" => "<short-stable-task-name>".into(),
         "commit" => "<10-char-commit-abbrev>".into(),
-        "message" => line(rules::MAX_LINE_CHARS),
-        "subject" => line(rules::MAX_SUBJECT_CHARS),
+        "message" => line(types::MAX_LINE_CHARS),
+        "subject" => line(types::MAX_SUBJECT_CHARS),
         "question" => format!(
             "{}; the body lists the options",
-            line(rules::MAX_QUESTION_CHARS)
+            line(types::MAX_QUESTION_CHARS)
         ),
         "allow_multiple" => "yes|no (default no)".into(),
         "allow_custom" => "yes|no (default yes)".into(),
         "choices" => "<option numbers, e.g. 1,3>".into(),
-        "reason" => line(rules::MAX_REASON_CHARS),
+        "reason" => line(types::MAX_REASON_CHARS),
         _ => "<value>".into(),
     }
 }

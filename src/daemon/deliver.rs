@@ -25,6 +25,7 @@ use crate::daemon::wake::{self, Waker};
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::config::Config;
+use crate::protocol::fields;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::layout::{Project, Worktree};
@@ -447,7 +448,7 @@ impl Deliverer {
     /// The refusals that must happen before any copy is written.
     fn check(&self, msg: &Message, c: &Candidate) -> Result<Vec<&Role>, String> {
         for h in REQUIRED {
-            if msg.get(h).is_none_or(rules::blank) {
+            if msg.get(h).is_none_or(fields::blank) {
                 return Err(format!("missing {h} header"));
             }
         }
@@ -575,7 +576,7 @@ impl Deliverer {
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Outcome::Deferred(format!("{}: {e}", dest.display())),
             }
-            if !role.is_human() && rules::wakes(&msg, &role.name) {
+            if !role.is_human() && fields::wakes(&msg, &role.name) {
                 self.waker.wake(wake::Request {
                     role: role.name.clone(),
                     session: role.session.clone(),
@@ -641,7 +642,7 @@ impl Deliverer {
                 let mut note = target.into_os_string();
                 note.push(".error");
                 let note = PathBuf::from(note);
-                let text = format!("{}\n", crate::protocol::header::escape(reason));
+                let text = format!("{}\n", crate::text::escape(reason));
                 // A file planted in a fresh outbox may have no tmp/ beside it.
                 let written = fsx::ensure_dirs(&[wt.outbox_tmp()])
                     .and_then(|_| fsx::publish(&wt.outbox_tmp(), &note, text.as_bytes()));

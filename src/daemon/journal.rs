@@ -12,9 +12,9 @@ use serde::Serialize;
 
 use crate::fsx;
 use crate::protocol::clock;
-use crate::protocol::header::escape;
 use crate::protocol::layout::Project;
 use crate::protocol::logfile::{self, Policy};
+use crate::text::escape;
 
 /// What happened. The first six are SwarmForge's log words (§6.8, issue 3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

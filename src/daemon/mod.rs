@@ -555,7 +555,7 @@ fn oldest_waiting(dir: &Path, role: &str, max_bytes: u64) -> Option<(PathBuf, Du
         crate::fsx::read_bounded(p, max_bytes)
             .ok()
             .and_then(|b| crate::protocol::header::Message::parse_bytes(&b).ok())
-            .is_none_or(|m| crate::protocol::rules::wakes(&m, role))
+            .is_none_or(|m| crate::protocol::fields::wakes(&m, role))
     };
     let best = items
         .into_iter()

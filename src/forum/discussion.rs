@@ -11,30 +11,24 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, Result, Token};
 use crate::forum::record;
 use crate::forum::session::check_text;
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::grammar;
-use crate::protocol::header::{escape, Message};
+use crate::protocol::header::Message;
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
+use crate::text::escape;
 
 /// Largest turn log read (a log of ~100 000 turns).
 pub const MAX_LOG_BYTES: u64 = 16 * 1024 * 1024;
 
-/// Token printed by `swarm-handoff` for an out-of-turn draft.
-pub const NOT_YOUR_TURN: &str = "NOT_YOUR_TURN";
-/// Token printed by `swarm-handoff` for a draft to a closed discussion.
-pub const DISCUSSION_CLOSED: &str = "DISCUSSION_CLOSED";
-/// Token printed by `swarm-handoff` for a draft naming no open discussion.
-pub const UNKNOWN_DISCUSSION: &str = "UNKNOWN_DISCUSSION";
-
 /// Why a role may not speak now: a stable token and one line of text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
-    pub token: &'static str,
+    pub token: Token,
     pub detail: String,
 }
 
@@ -289,7 +283,7 @@ pub fn close(project: &Project, id: &str, reason: &str) -> Result<Discussion> {
 pub fn refusal(project: &Project, id: &str, role: &str) -> Result<Option<Refusal>> {
     if !valid_id(id) || !record_path(project, id).exists() {
         return Ok(Some(Refusal {
-            token: UNKNOWN_DISCUSSION,
+            token: Token::UnknownDiscussion,
             detail: format!(
                 "discussion '{}' does not exist.\n  hint: swarm discussion open <id> --order <role>,<role>",
                 escape(id)
@@ -299,7 +293,7 @@ pub fn refusal(project: &Project, id: &str, role: &str) -> Result<Option<Refusal
     let d = load(project, id)?;
     if !d.is_open() {
         return Ok(Some(Refusal {
-            token: DISCUSSION_CLOSED,
+            token: Token::DiscussionClosed,
             detail: format!(
                 "discussion '{id}' is closed ({}).",
                 escape(d.close_reason.as_deref().unwrap_or("no reason"))
@@ -309,7 +303,7 @@ pub fn refusal(project: &Project, id: &str, role: &str) -> Result<Option<Refusal
     let log = log(project, id)?;
     let expected = d.expected(&log);
     Ok((expected != role).then(|| Refusal {
-        token: NOT_YOUR_TURN,
+        token: Token::NotYourTurn,
         detail: format!("discussion '{id}' expects {expected} to speak, got {role}."),
     }))
 }
@@ -427,11 +421,11 @@ mod tests {
         assert!(open(&p, &roles(), "design", &order, None, "a").is_err());
         assert_eq!(refusal(&p, "design", "a").unwrap(), None);
         let r = refusal(&p, "design", "b").unwrap().unwrap();
-        assert_eq!(r.token, NOT_YOUR_TURN);
+        assert_eq!(r.token, Token::NotYourTurn);
         assert_eq!(r.detail, "discussion 'design' expects a to speak, got b.");
         assert_eq!(
             refusal(&p, "nope", "b").unwrap().unwrap().token,
-            UNKNOWN_DISCUSSION
+            Token::UnknownDiscussion
         );
         let turn = |from: &str, id: &str| {
             Message::parse(&format!("id: {id}\nfrom: {from}\ntype: post\n\nx\n")).unwrap()
@@ -465,7 +459,7 @@ mod tests {
         let st = dd.status(&log(&p, "design").unwrap());
         assert_eq!((st.turns, st.skips, st.open), (4, 1, false));
         let r = refusal(&p, "design", "c").unwrap().unwrap();
-        assert_eq!(r.token, DISCUSSION_CLOSED);
+        assert_eq!(r.token, Token::DiscussionClosed);
         assert_eq!(r.detail, "discussion 'design' is closed (cap_reached).");
     }
 

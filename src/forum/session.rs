@@ -13,8 +13,9 @@ use crate::error::{Error, IoContext, Result};
 use crate::forum::record;
 use crate::fsx;
 use crate::protocol::clock;
-use crate::protocol::header::{escape, is_control, Message};
+use crate::protocol::header::Message;
 use crate::protocol::layout::Project;
+use crate::text::{escape, is_control};
 
 /// Longest title and close reason accepted.
 pub const MAX_TEXT: usize = 200;

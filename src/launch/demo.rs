@@ -82,7 +82,7 @@ pub fn find(name: &str) -> Result<&'static Example> {
         .unwrap_or_default();
     Err(Error::env(format!(
         "Unknown example '{}'{later}.\n  hint: available: {}",
-        crate::protocol::header::escape(name),
+        crate::text::escape(name),
         known.join(", ")
     )))
 }

@@ -146,7 +146,7 @@ impl Plan {
                     return Err(Error::env(format!(
                         "{}: forum.moderator '{}' is not one of its roles\n  hint: name a role from the `roles:` list",
                         yaml_path.display(),
-                        crate::protocol::header::escape(m)
+                        crate::text::escape(m)
                     )));
                 }
             }
@@ -235,10 +235,6 @@ impl Plan {
             }
         }
         out
-    }
-
-    pub fn role(&self, name: &str) -> Option<&PlannedRole> {
-        self.roles.iter().find(|r| r.name == name)
     }
 }
 
@@ -349,12 +345,12 @@ pub fn validate_yaml_roles(roles: &[RoleConfig], text: &str, path: &Path) -> Res
                 name_at,
                 format!(
                     "invalid role name '{}'",
-                    crate::protocol::header::escape(&r.name)
+                    crate::text::escape(&r.name)
                 ),
                 "role names start with a letter or digit and contain only letters, digits and '-' (at most 64 characters)",
             ));
         }
-        if let Some(why) = crate::protocol::roles::reserved(&r.name) {
+        if let Some(why) = crate::protocol::grammar::reserved_role(&r.name) {
             return Err(yaml_error(
                 path,
                 name_at,
@@ -401,7 +397,7 @@ pub fn validate_yaml_roles(roles: &[RoleConfig], text: &str, path: &Path) -> Res
                 wt_at,
                 format!(
                     "invalid worktree '{}' for role '{}'",
-                    crate::protocol::header::escape(&r.worktree),
+                    crate::text::escape(&r.worktree),
                     r.name
                 ),
                 "use `master` or `none` (the project root) or a name of letters, digits, '.', '_' and '-'",

@@ -59,17 +59,6 @@ pub struct ConfRole {
     pub extra: Option<String>,
 }
 
-impl ConfRole {
-    /// The agent column of `roles.tsv`: the lower-cased agent word.
-    pub fn agent_column(&self) -> String {
-        match &self.agent {
-            ConfAgent::Model(m) => m.clone(),
-            ConfAgent::Human => "human".into(),
-            ConfAgent::Command(c) => c.to_lowercase(),
-        }
-    }
-}
-
 /// The files a conf parse looks at.
 pub struct ConfPaths {
     pub config: PathBuf,
@@ -177,11 +166,11 @@ pub fn parse(
         if !grammar::valid_role(role) {
             return Err(fail(format!(
                 "Invalid role '{}' on line {line_no}: role names must start with a letter or digit and contain only letters, digits and '-' (at most {} characters)",
-                crate::protocol::header::escape(role),
+                crate::text::escape(role),
                 grammar::MAX_ROLE
             )));
         }
-        if let Some(why) = crate::protocol::roles::reserved(role) {
+        if let Some(why) = crate::protocol::grammar::reserved_role(role) {
             return Err(fail(format!(
                 "Invalid role '{role}' on line {line_no}: the name is reserved ({why})"
             )));
@@ -255,7 +244,6 @@ mod tests {
         assert_eq!(r[1].mode, ReceiveMode::Task);
         assert_eq!(r[1].extra.as_deref(), Some("extra"));
         assert_eq!(r[2].agent, ConfAgent::Command("./agents/s.sh".into()));
-        assert_eq!(r[2].agent_column(), "./agents/s.sh");
     }
 
     #[test]

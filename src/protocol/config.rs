@@ -282,12 +282,12 @@ impl Config {
     fn check_allowed_types(&self) -> std::result::Result<(), String> {
         for r in &self.roles {
             for t in r.allowed_types.iter().flatten() {
-                if !crate::protocol::rules::type_rule(t).is_some_and(|rule| rule.sendable) {
+                if !crate::protocol::types::type_rule(t).is_some_and(|rule| rule.sendable) {
                     return Err(format!(
                         "roles[{}].allowed_types: '{}' is not a type a role may send (one of {})",
-                        crate::protocol::header::escape(&r.name),
-                        crate::protocol::header::escape(t),
-                        crate::protocol::rules::type_list()
+                        crate::text::escape(&r.name),
+                        crate::text::escape(t),
+                        crate::protocol::types::type_list()
                     ));
                 }
             }
@@ -297,7 +297,7 @@ impl Config {
 
     /// The types `role` may send: its `allowed_types`, or every sendable type.
     pub fn allowed_types(&self, role: &str) -> Vec<&'static str> {
-        crate::protocol::rules::allowed_for(
+        crate::protocol::types::allowed_for(
             self.role(role).and_then(|r| r.allowed_types.as_deref()),
         )
     }

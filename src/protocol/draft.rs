@@ -1,8 +1,10 @@
 //! Draft grammar (§5.2): strict `field: value` lines; every error is collected
 //! with its line number, in SwarmForge's words and order.
 
-use crate::protocol::header::{escape, is_control};
-use crate::protocol::rules::{self, blank};
+use crate::protocol::fields::blank;
+use crate::protocol::rules;
+use crate::protocol::types;
+use crate::text::{escape, is_control};
 
 /// Largest draft accepted (bytes).
 pub const MAX_DRAFT_BYTES: usize = 64 * 1024;
@@ -80,7 +82,7 @@ pub fn parse_bytes(bytes: &[u8]) -> Draft {
 pub fn parse(text: &str) -> Draft {
     let lines = lines(text);
     let body_allowed = declared_type(&lines)
-        .and_then(|t| rules::type_rule(&t))
+        .and_then(|t| types::type_rule(&t))
         .is_some_and(|r| r.body);
     let mut d = Draft::default();
     let mut body: Option<Vec<&str>> = None;
@@ -92,7 +94,7 @@ pub fn parse(text: &str) -> Draft {
                     // Blank lines between the headers and the body are not body.
                     continue;
                 }
-                if crate::protocol::header::body_control(line).is_some() {
+                if crate::text::body_control(line).is_some() {
                     d.errors.push(format!(
                         "Line {n}: body must not contain control characters."
                     ));
@@ -120,13 +122,13 @@ pub fn parse(text: &str) -> Draft {
             continue;
         }
         let shown = escape(field);
-        if rules::RESERVED.contains(&field) {
+        if types::RESERVED.contains(&field) {
             d.errors.push(format!(
                 "Line {n}: header '{shown}' is reserved and must not be written by agents."
             ));
             continue;
         }
-        if !rules::known_draft_field(field) {
+        if !types::known_draft_field(field) {
             d.errors
                 .push(format!("Line {n}: unknown header '{shown}'."));
             continue;
@@ -189,15 +191,12 @@ impl rules::Fields for Draft {
 
 /// The stderr report for an invalid draft (§5.1).
 pub fn invalid_report(draft_shown: &str, errors: &[String]) -> String {
-    let mut s = format!("HANDOFF INVALID: {draft_shown}\n\nErrors:\n");
-    for e in errors {
-        s.push_str("- ");
-        s.push_str(e);
-        s.push('\n');
-    }
-    s.push('\n');
-    s.push_str(USAGE);
-    s
+    let e = crate::error::Error::invalid(
+        crate::error::Token::HandoffInvalid,
+        draft_shown,
+        errors.to_vec(),
+    );
+    format!("{e}\n\n{USAGE}")
 }
 
 #[cfg(test)]

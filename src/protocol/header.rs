@@ -7,6 +7,7 @@
 //! malformed. Rendering puts headers in the delivered order of D5, then the
 //! rest sorted by name, and keeps the body byte for byte.
 
+use crate::text::{body_control, escape, is_control};
 use std::fmt;
 
 /// Headers rendered first, in this order (D5).
@@ -70,49 +71,6 @@ impl fmt::Display for ParseError {
 }
 
 impl std::error::Error for ParseError {}
-
-/// True for C0 controls, DEL and C1 controls.
-pub fn is_control(c: char) -> bool {
-    let u = c as u32;
-    u < 0x20 || (0x7f..=0x9f).contains(&u)
-}
-
-/// Bidi embeddings and overrides (U+202A–U+202E), isolates (U+2066–U+2069)
-/// and the line and paragraph separators (U+2028, U+2029): not control
-/// characters, but they reorder or break what a terminal shows, so a header
-/// value could make a log line read as something else.
-pub fn is_bidi_or_separator(c: char) -> bool {
-    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
-}
-
-/// Body text may hold newlines and tabs, nothing else below U+0020.
-pub fn body_control(body: &str) -> Option<char> {
-    body.chars()
-        .find(|&c| is_control(c) && c != '\n' && c != '\t')
-}
-
-/// Escapes control characters and backslashes so any text stays on one line
-/// and cannot drive a terminal (`\n`, `\t`, `\r`, `\e`, `\xNN`, `\u{..}`).
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            '\x1b' => out.push_str("\\e"),
-            c if (c as u32) < 0x80 && is_control(c) => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c if is_control(c) || is_bidi_or_separator(c) => {
-                out.push_str(&format!("\\u{{{:x}}}", c as u32))
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 fn valid_name(n: &str) -> bool {
     let b = n.as_bytes();

@@ -187,11 +187,6 @@ pub fn symlinked_inbox_reason(link: &Path) -> String {
     )
 }
 
-/// The worktree of a role path from `roles.tsv`.
-pub fn worktree_of(path: &Path) -> Worktree {
-    Worktree::new(path)
-}
-
 /// The `batch_*` folders directly in `dir` (an inbox's `in_process/` or
 /// `completed/`); a missing folder has none.
 pub fn batch_dirs(dir: &Path) -> Vec<PathBuf> {

@@ -4,7 +4,7 @@
 //! is one line.
 
 use crate::protocol::clock::{self, Instant};
-use crate::protocol::header::{self, Message};
+use crate::protocol::header::Message;
 
 /// Longest summary, in characters, before it is cut with `…`.
 pub const MAX_SUMMARY: usize = 200;
@@ -36,13 +36,13 @@ pub fn summary(msg: &Message) -> String {
     if cut.len() < text.len() {
         cut.push('…');
     }
-    header::escape(&cut)
+    crate::text::escape(&cut)
 }
 
 /// `[FROM -> TO] <type> <summary>`: the part after the time, shared by the
 /// transcript and forum.log.
 pub fn speech(msg: &Message) -> String {
-    let h = |n: &str| header::escape(msg.get(n).unwrap_or("?"));
+    let h = |n: &str| crate::text::escape(msg.get(n).unwrap_or("?"));
     let s = summary(msg);
     let mut line = format!("[{} -> {}] {}", h("from"), h("to"), h("type"));
     if !s.is_empty() {

@@ -54,23 +54,6 @@ impl Role {
 /// Largest roles.tsv read.
 pub const MAX_BYTES: u64 = 1024 * 1024;
 
-/// Names no role may take: `all` addresses every role (`to: all`), and
-/// `handoffd` is the daemon's own sender name (its digest requests), so a role
-/// called either could never be addressed alone or never send.
-pub const RESERVED: &[&str] = grammar::RESERVED_ROLES;
-
-/// The sender name of the daemon's own messages.
-pub const DAEMON_SENDER: &str = grammar::DAEMON;
-
-/// Why `name` cannot be a role although it is well formed, if it cannot.
-pub fn reserved(name: &str) -> Option<&'static str> {
-    match name {
-        "all" => Some("'all' addresses every role"),
-        "handoffd" => Some("'handoffd' is the daemon's own sender name"),
-        _ => None,
-    }
-}
-
 /// The role table, in file order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Roles {
@@ -136,11 +119,11 @@ impl Roles {
                 out.problems.push(format!(
                     "line {}: invalid role name '{}'",
                     i + 1,
-                    crate::protocol::header::escape(name)
+                    crate::text::escape(name)
                 ));
                 continue;
             }
-            if let Some(why) = reserved(name) {
+            if let Some(why) = grammar::reserved_role(name) {
                 out.problems.push(format!(
                     "line {}: role name '{name}' is reserved ({why}); rename the role",
                     i + 1
@@ -224,11 +207,6 @@ impl Roles {
             }
         }
         self.roles.iter().find(|r| r.name == name)
-    }
-
-    /// Roles whose worktree is `path` (D8: they may send from its outbox).
-    pub fn owners_of<'a>(&'a self, path: &'a Path) -> impl Iterator<Item = &'a Role> + 'a {
-        self.roles.iter().filter(move |r| r.worktree_path == path)
     }
 
     /// Distinct worktree paths in table order.

@@ -14,9 +14,9 @@ use std::process::Command;
 
 use crate::error::{Error, Result};
 use crate::fsx;
-use crate::protocol::header::escape;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
+use crate::text::escape;
 
 /// SwarmForge's words when no project is found (the agent helpers print
 /// exactly this).

@@ -34,7 +34,6 @@ pub enum Place {
     New,
     InProcess,
     Completed,
-    Rejected,
 }
 
 impl Place {
@@ -46,12 +45,7 @@ impl Place {
             Place::New => "new",
             Place::InProcess => "in_process",
             Place::Completed => "completed",
-            Place::Rejected => "rejected",
         }
-    }
-
-    pub fn is_original(self) -> bool {
-        matches!(self, Place::Outbox | Place::Sent | Place::Failed)
     }
 }
 
@@ -134,7 +128,6 @@ pub struct Copy {
 #[derive(Clone, Debug)]
 pub struct Bad {
     pub path: PathBuf,
-    pub place: Place,
     pub reason: String,
 }
 
@@ -317,14 +310,13 @@ impl Trail {
         l
     }
 
-    fn read(&mut self, path: &Path, place: Place) -> Option<Message> {
+    fn read(&mut self, path: &Path) -> Option<Message> {
         match load_message(path, self.max_bytes) {
             Loaded::Ok(m) => Some(m),
             Loaded::Gone => None,
             Loaded::Bad(reason) => {
                 self.bad.push(Bad {
                     path: path.to_path_buf(),
-                    place,
                     reason,
                 });
                 None
@@ -341,7 +333,7 @@ impl Trail {
     ) {
         for name in &l.files {
             let path = dir.join(name);
-            let Some(msg) = self.read(&path, place) else {
+            let Some(msg) = self.read(&path) else {
                 continue;
             };
             let reason = match place {
@@ -359,7 +351,7 @@ impl Trail {
     }
 
     fn read_copy(&mut self, path: &Path, place: Place, batch: Option<String>, wt: usize) {
-        let Some(msg) = self.read(path, place) else {
+        let Some(msg) = self.read(path) else {
             return;
         };
         let get = |n: &str| msg.get(n).map(str::to_string);

@@ -12,11 +12,12 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::protocol::clock::{self, Instant};
+use crate::protocol::fields;
 use crate::protocol::header::Message;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
-use crate::protocol::rules;
 use crate::protocol::trail::{self, Original, Place, Scope, Trail};
+use crate::protocol::types;
 use crate::views::transcript;
 
 /// Why an item needs attention.
@@ -66,19 +67,19 @@ fn age(since: Option<Instant>, now: Instant) -> Option<u64> {
 
 fn clarify_item(o: &Original, now: Instant) -> Item {
     let m = &o.msg;
-    let since = transcript::when(m);
+    let since = crate::protocol::line::when(m);
     Item {
         kind: Kind::Clarify,
         id: o.id().to_string(),
         from: m.get("from").unwrap_or("?").to_string(),
         role: m.get("to").unwrap_or("?").to_string(),
-        kind_of_message: rules::CLARIFY.name.to_string(),
+        kind_of_message: types::CLARIFY.name.to_string(),
         since: since.map(clock::iso),
         age_s: age(since, now),
-        text: crate::protocol::header::escape(m.get("question").unwrap_or("")),
-        options: rules::options(&m.body)
+        text: crate::text::escape(m.get("question").unwrap_or("")),
+        options: fields::options(&m.body)
             .into_iter()
-            .map(crate::protocol::header::escape)
+            .map(crate::text::escape)
             .collect(),
         path: o.path.clone(),
     }
@@ -105,7 +106,7 @@ pub fn from_trail(t: &Trail, now: Instant) -> Vec<Item> {
     let mut out: Vec<Item> = transcript::messages(&t.originals)
         .into_iter()
         .filter(|o| o.place != Place::Failed)
-        .filter(|o| o.msg.get("type") == Some(rules::CLARIFY.name))
+        .filter(|o| o.msg.get("type") == Some(types::CLARIFY.name))
         .filter(|o| !done.contains_key(o.id()))
         .map(|o| clarify_item(o, now))
         .collect();
@@ -131,7 +132,7 @@ fn waiting(roles: &Roles, project: &Project, max_bytes: u64, now: Instant) -> Ve
             let trail::Loaded::Ok(m) = trail::load_message(&path, max_bytes) else {
                 continue;
             };
-            if m.get("type") == Some(rules::CLARIFY.name) || !meant_for(&m, &r.name) {
+            if m.get("type") == Some(types::CLARIFY.name) || !meant_for(&m, &r.name) {
                 continue;
             }
             let since = m.get("enqueued_at").and_then(clock::parse);
@@ -143,7 +144,7 @@ fn waiting(roles: &Roles, project: &Project, max_bytes: u64, now: Instant) -> Ve
                 kind_of_message: m.get("type").unwrap_or("?").to_string(),
                 since: since.map(clock::iso),
                 age_s: age(since, now),
-                text: transcript::summary(&m),
+                text: crate::protocol::line::summary(&m),
                 options: Vec::new(),
                 path,
             });
@@ -173,17 +174,13 @@ pub fn text(items: &[Item]) -> String {
         let mut line = format!(
             "{:<8} {:<40} {} -> {}  since {} ({})  {}",
             i.kind.as_str(),
-            crate::protocol::header::escape(&i.id),
-            crate::protocol::header::escape(&i.from),
-            crate::protocol::header::escape(&i.role),
+            crate::text::escape(&i.id),
+            crate::text::escape(&i.from),
+            crate::text::escape(&i.role),
             i.since.as_deref().unwrap_or("?"),
             short_age(i.age_s),
             if i.kind == Kind::Waiting {
-                format!(
-                    "{} {}",
-                    crate::protocol::header::escape(&i.kind_of_message),
-                    i.text
-                )
+                format!("{} {}", crate::text::escape(&i.kind_of_message), i.text)
             } else {
                 i.text.clone()
             }

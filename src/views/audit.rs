@@ -14,8 +14,8 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::{json, Value};
 
 use crate::protocol::clock::{self, Instant};
-use crate::protocol::header::escape;
 use crate::protocol::trail::{Copy, Place, Trail};
+use crate::text::escape;
 
 /// Stage names, in order (also the JSON keys).
 pub const STAGES: [&str; 3] = [

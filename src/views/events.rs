@@ -13,7 +13,6 @@ use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use crate::protocol::header;
 use crate::protocol::logfile;
 
 /// The file being read and where it sits in the log.
@@ -109,7 +108,7 @@ impl EventReader {
     /// inside a line, or in a part retention has removed (the text says
     /// which, for the command's error message).
     pub fn new(path: &Path, offset: u64) -> Result<EventReader, String> {
-        let shown = header::escape(&path.display().to_string());
+        let shown = crate::text::escape(&path.display().to_string());
         let err = |e: io::Error| format!("{shown}: {e}");
         let mut r = EventReader {
             path: path.to_path_buf(),
@@ -162,7 +161,7 @@ impl EventReader {
         &mut self,
         emit: &mut dyn FnMut(&[u8], u64) -> io::Result<()>,
     ) -> io::Result<Option<String>> {
-        let shown = header::escape(&self.path.display().to_string());
+        let shown = crate::text::escape(&self.path.display().to_string());
         let mut notice = None;
         loop {
             if self.cur.is_none() {
@@ -257,14 +256,14 @@ impl EventReader {
 /// drive the terminal.
 pub fn printable(line: &[u8]) -> String {
     let s = String::from_utf8_lossy(line);
-    if !s.chars().any(header::is_control) {
+    if !s.chars().any(crate::text::is_control) {
         return s.into_owned();
     }
     let mut out = String::with_capacity(s.len() + 8);
     let mut buf = [0u8; 4];
     for c in s.chars() {
-        if header::is_control(c) {
-            out.push_str(&header::escape(c.encode_utf8(&mut buf)));
+        if crate::text::is_control(c) {
+            out.push_str(&crate::text::escape(c.encode_utf8(&mut buf)));
         } else {
             out.push(c);
         }

@@ -4,8 +4,8 @@
 
 use serde_json::{json, Value};
 
-use crate::protocol::header::escape;
 use crate::protocol::trail::{Copy, Original, Place, Stamp, Trail};
+use crate::text::escape;
 
 /// One recipient's state; `copy` is `None` when it never got the message.
 #[derive(Debug)]

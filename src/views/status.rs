@@ -251,11 +251,7 @@ pub fn text(s: &Status) -> String {
     }
     for r in s.roles.iter() {
         if let Some(p) = &r.problem {
-            out.push_str(&format!(
-                "{}: {}\n",
-                r.role,
-                crate::protocol::header::escape(p)
-            ));
+            out.push_str(&format!("{}: {}\n", r.role, crate::text::escape(p)));
         }
     }
     out.push_str(&attention::text(&s.attention));

@@ -16,7 +16,7 @@ use serde_json::{json, Map, Value};
 
 use crate::protocol::clock::{self, Instant};
 use crate::protocol::header::{self, Message};
-pub use crate::protocol::line::{forum_line, full_time, speech, summary, when, MAX_SUMMARY};
+use crate::protocol::line::{full_time, speech, summary, when};
 use crate::protocol::roles::Roles;
 use crate::protocol::trail::{self, Original, Place};
 
@@ -125,10 +125,10 @@ pub fn parse_time(spec: &str, now: Instant) -> Result<Instant, String> {
         Ok(d) => chrono::Duration::from_std(d)
             .ok()
             .and_then(|d| now.checked_sub_signed(d))
-            .ok_or_else(|| format!("time '{}' is out of range", header::escape(spec))),
+            .ok_or_else(|| format!("time '{}' is out of range", crate::text::escape(spec))),
         Err(_) => Err(format!(
             "invalid time '{}': expected RFC 3339 (2026-06-15T14:05:31Z) or an age (90s, 2h, 1d)",
-            header::escape(spec)
+            crate::text::escape(spec)
         )),
     }
 }
@@ -280,7 +280,7 @@ impl<'a> Printer<'a> {
         match self.format {
             Format::Md => format!(
                 "# Transcript: {}\n",
-                header::escape(&root.display().to_string())
+                crate::text::escape(&root.display().to_string())
             ),
             _ => String::new(),
         }
@@ -343,24 +343,24 @@ pub fn session_marker(format: Format, s: &crate::forum::session::Session, edge: 
         Edge::Start => {
             let mut t = format!(
                 "session {} started {} by {}",
-                header::escape(&s.id),
+                crate::text::escape(&s.id),
                 time(&s.started_at),
-                header::escape(&s.started_by)
+                crate::text::escape(&s.started_by)
             );
             if let Some(title) = &s.title {
                 t.push_str(": ");
-                t.push_str(&header::escape(title));
+                t.push_str(&crate::text::escape(title));
             }
             t
         }
         Edge::End => match &s.closed_at {
             Some(at) => format!(
                 "session {} closed {}: {}",
-                header::escape(&s.id),
+                crate::text::escape(&s.id),
                 time(at),
-                header::escape(s.close_reason.as_deref().unwrap_or("no reason"))
+                crate::text::escape(s.close_reason.as_deref().unwrap_or("no reason"))
             ),
-            None => format!("session {} open", header::escape(&s.id)),
+            None => format!("session {} open", crate::text::escape(&s.id)),
         },
     };
     match format {
@@ -394,7 +394,7 @@ fn state_suffix(o: &Original) -> String {
     match o.place {
         Place::Failed => format!(
             " [failed: {}]",
-            header::escape(o.reason.as_deref().unwrap_or("reason unknown"))
+            crate::text::escape(o.reason.as_deref().unwrap_or("reason unknown"))
         ),
         _ => String::new(),
     }
@@ -447,8 +447,8 @@ fn keep_lines(s: &str) -> String {
         .map(|l| {
             l.split('\t')
                 .map(|p| {
-                    if p.chars().any(header::is_control) {
-                        header::escape(p)
+                    if p.chars().any(crate::text::is_control) {
+                        crate::text::escape(p)
                     } else {
                         p.to_string()
                     }
@@ -487,7 +487,7 @@ pub fn md(o: &Original) -> String {
     if o.place == Place::Failed {
         s.push_str(&format!(
             "- reason: {}\n",
-            header::escape(o.reason.as_deref().unwrap_or("reason unknown"))
+            crate::text::escape(o.reason.as_deref().unwrap_or("reason unknown"))
         ));
     }
     let mut file = String::new();
@@ -510,6 +510,7 @@ pub fn md(o: &Original) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::line::{forum_line, MAX_SUMMARY};
 
     fn msg(text: &str) -> Message {
         Message::parse(text).unwrap()

@@ -1327,3 +1327,23 @@ fn shims_refuse_a_missing_directory() {
     }
     assert!(!p.path("nope").exists());
 }
+
+/// A `ready-next --batch` killed between creating its batch folder and
+/// moving the first item in leaves an empty batch in process: `ready-next`
+/// clears it (nothing is in it, so nothing is lost), and `done-current` must
+/// not refuse it as ambiguous either. Found by the crash harness
+/// (`crash::sigkill_anywhere_delivers_exactly_once`, which fails when its
+/// random schedule hits this window).
+#[test]
+fn done_after_a_ready_killed_before_it_filled_its_batch() {
+    let p = Project::builder()
+        .role(Role::new("qa").mode("batch"))
+        .queue_dirs()
+        .build();
+    let empty = p.handoffs("inbox/in_process/batch_20260615T140531Z_000001");
+    fs::create_dir(&empty).unwrap();
+    let r = p.cmd("done-current").role("qa").run();
+    assert!(r.code != 2 && !r.stderr.contains("AMBIGUOUS"), "{r:?}");
+    p.cmd("ready-next").role("qa").stdout("NO_TASK\n").run();
+    support::assert_gone(&empty);
+}

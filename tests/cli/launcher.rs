@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::{
     clean_command, git, require_tool, signal, wait_until, walk, Layout, Project, Role, Run,
-    SwarmGuard,
+    SwarmGuard, MESSAGE_DIRS,
 };
 
 /// SwarmForge's red `Error:` is printed only on a terminal; tests read a pipe.
@@ -124,16 +124,7 @@ fn init_creates_everything_and_a_second_run_changes_nothing() {
         )
     );
     for base in [root.clone(), wt.clone()] {
-        for sub in [
-            "outbox/tmp",
-            "outbox",
-            "sent",
-            "failed",
-            "inbox/new",
-            "inbox/in_process",
-            "inbox/completed",
-            "inbox/tmp",
-        ] {
+        for sub in MESSAGE_DIRS.iter().chain(&["outbox/tmp", "inbox/tmp"]) {
             let p = base.join(".swarmforge/handoffs").join(sub);
             assert!(p.is_dir(), "{}", p.display());
         }

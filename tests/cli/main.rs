@@ -2,6 +2,7 @@
 
 mod support;
 
+mod builder;
 mod core_queue;
 mod core_send;
 mod crash;
@@ -9,6 +10,7 @@ mod daemon;
 mod examples;
 mod faults;
 mod forum;
+mod hardening;
 mod hostile;
 mod launcher;
 mod layouts;

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use swarm_handoff::protocol::header::Message;
 
-use crate::support::{hq, wait_until, Project, Role, Run, DEADLINE};
+use crate::support::{hq, wait_until, Project, Role, Run, DEADLINE, MESSAGE_DIRS};
 
 /// One message of a fixture.
 #[derive(Clone)]
@@ -1000,15 +1000,7 @@ fn audit_check_expands_all_and_catches_a_missing_recipient() {
 #[test]
 fn hostile_files_are_reported_never_crash() {
     let p = fixture();
-    let dirs = [
-        "outbox",
-        "sent",
-        "failed",
-        "inbox/new",
-        "inbox/in_process",
-        "inbox/completed",
-    ];
-    for d in dirs {
+    for d in MESSAGE_DIRS {
         let dir = hand(&p, "QA", d);
         fs::create_dir_all(&dir).unwrap();
         fs::write(dir.join("bin.handoff"), [0xff, 0xfe, 0x00, b'\n', b'\n']).unwrap();

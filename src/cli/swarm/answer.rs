@@ -3,8 +3,7 @@
 use std::path::PathBuf;
 
 use crate::agent::answer;
-use crate::agent::send::SendError;
-use crate::error::exit;
+use crate::error::{exit, Error, Token};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
@@ -57,14 +56,18 @@ pub fn run(args: Args) -> i32 {
             }
             exit::OK
         }
-        Err(SendError::Invalid { errors, .. }) => {
-            let id = crate::protocol::header::escape(&args.id);
-            eprint!("{}", answer::invalid_report(&id, &errors));
+        Err(Error::Invalid { errors, .. }) => {
+            // The draft's errors, reported against the clarify answered.
+            let id = crate::text::escape(&args.id);
+            eprintln!(
+                "{}",
+                Error::invalid(Token::AnswerInvalid, id, errors.clone())
+            );
             if args.json {
                 let v = serde_json::json!({
                     "status": "invalid",
-                    "token": "ANSWER INVALID",
-                    "message": format!("ANSWER INVALID: {}", errors.join("; ")),
+                    "token": Token::AnswerInvalid.name(),
+                    "message": format!("{}: {}", Token::AnswerInvalid.name(), errors.join("; ")),
                     "paths": [],
                     "clarify": args.id,
                     "errors": errors,
@@ -74,6 +77,6 @@ pub fn run(args: Args) -> i32 {
             }
             exit::REFUSED
         }
-        Err(SendError::Other(e)) => crate::cli::report(&e, args.json),
+        Err(e) => crate::cli::report(&e, args.json),
     }
 }

@@ -6,8 +6,8 @@ use serde_json::json;
 
 use crate::agent::artifacts::{self, Row};
 use crate::error::{exit, Error};
-use crate::protocol::header::escape;
 use crate::protocol::trail::{Scope, Trail};
+use crate::text::escape;
 use crate::views::transcript;
 
 #[derive(clap::Args, Debug)]

@@ -43,7 +43,7 @@ pub fn run(args: Args) -> i32 {
             None => {
                 let e = Error::env(format!(
                     "invalid --now '{}': expected RFC 3339",
-                    crate::protocol::header::escape(s)
+                    crate::text::escape(s)
                 ));
                 return crate::cli::report(&e, args.json);
             }

@@ -20,7 +20,7 @@ pub fn run(args: Args) -> i32 {
     };
     match discussion::refusal(&project, &args.discussion, &role) {
         Ok(None) => 0,
-        Ok(Some(r)) if r.token == discussion::NOT_YOUR_TURN => 1,
+        Ok(Some(r)) if r.token == crate::error::Token::NotYourTurn => 1,
         Ok(Some(r)) => {
             eprintln!("{}: {}", r.token, r.detail);
             1

@@ -35,7 +35,7 @@ pub fn script(shell: Shell, bin: Option<&str>) -> crate::error::Result<String> {
                 .collect();
             return Err(Error::env(format!(
                 "no binary named '{}'\n  hint: one of {}",
-                crate::protocol::header::escape(b),
+                crate::text::escape(b),
                 names.join(", ")
             )));
         }

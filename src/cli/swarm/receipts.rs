@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use crate::error::{exit, Error};
-use crate::protocol::header::escape;
 use crate::protocol::trail::{Scope, Trail};
+use crate::text::escape;
 use crate::views::receipts;
 
 #[derive(clap::Args, Debug)]

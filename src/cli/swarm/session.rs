@@ -72,7 +72,7 @@ pub fn run(args: Args) -> i32 {
                             if s.is_open() { "open" } else { "closed" },
                             s.started_at,
                             s.close_reason.as_deref().unwrap_or("-"),
-                            crate::protocol::header::escape(s.title.as_deref().unwrap_or("-"))
+                            crate::text::escape(s.title.as_deref().unwrap_or("-"))
                         )
                     })
                     .collect()

@@ -139,7 +139,7 @@ pub fn run(mut args: Args) -> i32 {
             if members.is_empty() {
                 let e = Error::env(format!(
                     "No message with id {} in {}.",
-                    crate::protocol::header::escape(id),
+                    crate::text::escape(id),
                     t.project.root.display()
                 ));
                 return crate::cli::report(&e, json);

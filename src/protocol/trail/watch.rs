@@ -103,7 +103,7 @@ impl DirWatch {
                     if !self.degraded {
                         eprintln!(
                             "warning: cannot watch {} ({e}); checking every {} ms",
-                            crate::protocol::header::escape(&dir.display().to_string()),
+                            crate::text::escape(&dir.display().to_string()),
                             FALLBACK.as_millis()
                         );
                     }

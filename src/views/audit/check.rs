@@ -13,8 +13,8 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use crate::protocol::header::escape;
 use crate::protocol::trail::{Copy, Place, Stamp, Trail};
+use crate::text::escape;
 
 /// One broken rule. `kind` is a stable token; `subject` is a path or an id.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]

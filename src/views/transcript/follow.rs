@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use super::{sort, Filter, Printer};
-use crate::protocol::header;
 use crate::protocol::layout::Worktree;
 use crate::protocol::trail::watch::{DirWatch, Wake};
 use crate::protocol::trail::{self, Loaded, Original, Place, Stamp, Trail};
@@ -109,8 +108,8 @@ fn fresh(t: &Trail, seen: &mut Seen, candidates: Vec<(PathBuf, Place)>) -> Vec<O
                 seen.bad.insert(path.clone(), v);
                 eprintln!(
                     "warning: skipped {}: {}",
-                    header::escape(&path.display().to_string()),
-                    header::escape(&why)
+                    crate::text::escape(&path.display().to_string()),
+                    crate::text::escape(&why)
                 );
                 continue;
             }

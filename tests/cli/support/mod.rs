@@ -2,16 +2,27 @@
 //! role from any directory, assertions on output and the file tree, and
 //! deadlines (never fixed sleeps).
 //!
+//! - `project`: [`Project::builder`] with [`Role`]s in either [`Layout`]
+//!   (`swarm init`'s pointer, or SwarmForge's copied roles.tsv), the daemon;
+//! - `run`: [`Project::cmd`] runs a real binary as a role from its worktree
+//!   (or `.at(dir)`), with expectations checked by `.run()`;
+//! - `drafts`: drafts to send ([`Project::send_as`]) and notes published
+//!   complete-or-absent ([`post`], [`publish`]);
+//! - `assertions`: folder listings, headers, [`assert_gone`], [`assert_count`];
+//! - `require`: [`require_tool`] and [`require_capability`] (skip with a NOTE,
+//!   fail under `CI=true`); `tmux`, `guard`: a private tmux server, and a
+//!   guard that stops a swarm even when the test panics.
+//!
 //! ```ignore
 //! let p = Project::builder()
 //!     .role("coder")                                  // the main worktree
 //!     .role(Role::new("reviewer").worktree("rev"))    // .worktrees/rev
 //!     .config("wake: {method: none}\n")
 //!     .build();
-//! let sent = p.send_as("coder", "type: note\nto: reviewer\npriority: 50\nmessage: hi\n");
+//! let queued = p.send_as("coder", "type: note\nto: reviewer\npriority: 50\nmessage: hi\n").queued();
 //! p.deliver_once().ok();
+//! assert_gone(&queued);
 //! p.cmd("ready-next").role("reviewer").code(0).stdout_has("TASK: ").run();
-//! assert_gone(&sent.queued());
 //! assert_count(&p.hq("rev", "inbox/in_process"), 1);
 //! ```
 

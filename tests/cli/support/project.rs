@@ -17,6 +17,16 @@ pub const QUEUE_DIRS: &[&str] = &[
     "inbox/completed",
 ];
 
+/// Every folder a message can be in.
+pub const MESSAGE_DIRS: &[&str] = &[
+    "outbox",
+    "sent",
+    "failed",
+    "inbox/new",
+    "inbox/in_process",
+    "inbox/completed",
+];
+
 /// How role worktrees find the project.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Layout {

@@ -29,6 +29,8 @@ pub fn require_capability<T>(what: &str, install: &str, probe: Result<T, String>
     match probe {
         Ok(v) => Some(v),
         Err(why) => {
+            // One line: tools like mount explain over several.
+            let why = why.trim().replace('\n', "; ");
             missing(&format!("cannot {what} ({why})"), install);
             None
         }

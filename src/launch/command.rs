@@ -1,0 +1,212 @@
+//! What each role's agent runs: the command line, the programs it needs and
+//! the environment it starts in.
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use super::paths::{prompt_file, shim_dir};
+use crate::error::{Error, Result};
+use crate::launch::init::{AgentSpec, Plan, PlannedRole};
+use crate::launch::shims;
+use crate::launch::swarmforge_conf::error_prefix;
+use crate::protocol::layout::Project;
+
+/// POSIX single-quoting.
+pub fn sq(s: &str) -> String {
+    shims::quote(s)
+}
+
+pub(super) fn sqp(p: &Path) -> String {
+    sq(&p.to_string_lossy())
+}
+
+pub(super) fn wants_auto_approve(extra: &str) -> bool {
+    extra.contains("--always-approve")
+        || extra.contains("--yolo")
+        || extra
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .windows(2)
+            .any(|w| w == ["--permission-mode", "bypassPermissions"])
+}
+
+/// SwarmForge's instruction file for a model agent (§12.3 step 14).
+pub fn prompt_text(role: &str) -> String {
+    format!(
+        "Read swarmforge/constitution.prompt, then read every file it refers to recursively, and obey all of those instructions.\n\
+         Read swarmforge/roles/{role}.prompt, then read every file it refers to recursively, and follow all of those instructions.\n"
+    )
+}
+
+/// The shell command line that runs a role's agent (None for a person).
+/// Model agents get SwarmForge's start commands; anything else runs as written.
+pub fn agent_command(project: &Project, r: &PlannedRole) -> Option<String> {
+    match &r.agent {
+        AgentSpec::Human => None,
+        AgentSpec::Command(c) => Some(c.clone()),
+        AgentSpec::Model { name, extra } => {
+            let p = sqp(&prompt_file(project, &r.name));
+            let wt = sqp(&r.worktree_path);
+            let extra_s = extra.as_deref().unwrap_or("");
+            let x = if extra_s.trim().is_empty() {
+                String::new()
+            } else {
+                format!("{extra_s} ")
+            };
+            let perm = if wants_auto_approve(extra_s) {
+                "--permission-mode bypassPermissions "
+            } else {
+                "--permission-mode acceptEdits "
+            };
+            let title = sq(&format!("SwarmForge {}", r.display));
+            Some(match name.as_str() {
+                "claude" => format!(
+                    "claude --append-system-prompt-file {p} {perm}-n {title} {x}\"$(cat {p})\""
+                ),
+                "codex" => format!("codex -C {wt} {x}\"$(cat {p})\""),
+                "copilot" => format!("copilot -C {wt} --name {title} {x}-i \"$(cat {p})\""),
+                _ => format!(
+                    "grok --cwd {wt} {perm}{x}--rules \"$(cat {p})\" --verbatim \"$(cat {p})\""
+                ),
+            })
+        }
+    }
+}
+
+/// Shell words that are not programs on PATH.
+pub(super) const SHELL_WORDS: &[&str] = &[
+    ".", ":", "exec", "cd", "set", "export", "env", "if", "for", "while", "case", "until", "{",
+    "(", "!", "eval", "command", "true", "false", "test", "[", "echo", "printf", "read",
+];
+
+/// The program a command line starts, when it is a plain word we can check.
+pub(super) fn program_word(cmd: &str) -> Option<&str> {
+    let w = cmd.split_whitespace().next()?;
+    let plain = w
+        .bytes()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-' | b'+'));
+    (plain && !SHELL_WORDS.contains(&w)).then_some(w)
+}
+
+/// Every agent's program must be installed before anything starts.
+pub(super) fn check_programs(plan: &Plan, need_tmux: bool) -> Result<()> {
+    let mut words: Vec<String> = Vec::new();
+    if need_tmux {
+        words.push("tmux".into());
+    }
+    for r in &plan.roles {
+        let w = match &r.agent {
+            AgentSpec::Human => continue,
+            AgentSpec::Model { name, .. } => Some(name.as_str()),
+            AgentSpec::Command(c) => program_word(c),
+        };
+        if let Some(w) = w {
+            if !words.iter().any(|x| x == w) {
+                words.push(w.to_string());
+            }
+        }
+    }
+    for w in words {
+        if !crate::launch::swarmforge_conf::is_command(&w) {
+            let hint = if w == "tmux" {
+                "install tmux, or run headless with `swarm up --no-tmux`".to_string()
+            } else {
+                format!(
+                    "install it, or change the agent in {}",
+                    plan.source.path().display()
+                )
+            };
+            return Err(Error::env(format!(
+                "{}'{w}' is required but not installed.\n  hint: {hint}",
+                error_prefix()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// PATH for agents: the wrappers, the folder of our binaries, then the
+/// inherited PATH.
+pub(super) fn agent_path(project: &Project) -> Result<OsString> {
+    let mut dirs = vec![shim_dir(project), shims::own_bin_dir()?];
+    if let Some(p) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&p));
+    }
+    std::env::join_paths(dirs).map_err(|e| Error::env(format!("cannot build PATH: {e}")))
+}
+
+/// The lines every agent script starts with: identity, PATH, worktree.
+pub(super) fn env_prelude(project: &Project, r: &PlannedRole) -> Result<String> {
+    Ok(format!(
+        "export SWARMFORGE_ROLE={}\nexport SWARMFORGE_PROJECT={}\nexport PATH={}:{}:\"$PATH\"\ncd {} || exit 1\n",
+        sq(&r.name),
+        sqp(&project.root),
+        sqp(&shim_dir(project)),
+        sqp(&shims::own_bin_dir()?),
+        sqp(&r.worktree_path)
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn role(agent: AgentSpec) -> PlannedRole {
+        PlannedRole {
+            name: "code-reviewer".into(),
+            worktree_name: "cr".into(),
+            worktree_path: PathBuf::from("/p/.worktrees/cr"),
+            session: "swarmforge-code-reviewer".into(),
+            display: "Code Reviewer".into(),
+            mode: crate::protocol::roles::ReceiveMode::Task,
+            agent,
+        }
+    }
+
+    #[test]
+    fn model_commands_follow_swarmforge() {
+        let p = Project::new("/p");
+        let m = |name: &str, extra: Option<&str>| {
+            agent_command(
+                &p,
+                &role(AgentSpec::Model {
+                    name: name.into(),
+                    extra: extra.map(str::to_string),
+                }),
+            )
+            .unwrap()
+        };
+        let pf = "'/p/.swarmforge/prompts/code-reviewer.md'";
+        assert_eq!(
+            m("claude", None),
+            format!("claude --append-system-prompt-file {pf} --permission-mode acceptEdits -n 'SwarmForge Code Reviewer' \"$(cat {pf})\"")
+        );
+        assert_eq!(
+            m("claude", Some("--yolo")),
+            format!("claude --append-system-prompt-file {pf} --permission-mode bypassPermissions -n 'SwarmForge Code Reviewer' --yolo \"$(cat {pf})\"")
+        );
+        assert_eq!(
+            m("codex", Some("-m o3")),
+            format!("codex -C '/p/.worktrees/cr' -m o3 \"$(cat {pf})\"")
+        );
+        assert_eq!(
+            m("copilot", None),
+            format!("copilot -C '/p/.worktrees/cr' --name 'SwarmForge Code Reviewer' -i \"$(cat {pf})\"")
+        );
+        assert_eq!(
+            m("grok", None),
+            format!("grok --cwd '/p/.worktrees/cr' --permission-mode acceptEdits --rules \"$(cat {pf})\" --verbatim \"$(cat {pf})\"")
+        );
+        assert_eq!(agent_command(&p, &role(AgentSpec::Human)), None);
+    }
+
+    #[test]
+    fn program_words() {
+        assert_eq!(program_word("sh agents/x.sh"), Some("sh"));
+        assert_eq!(program_word("./x.sh"), None);
+        assert_eq!(program_word("FOO=1 x"), None);
+        assert_eq!(program_word("exec x"), None);
+        assert_eq!(program_word("\"$X\"/a"), None);
+    }
+}

@@ -1,0 +1,94 @@
+//! `swarm down`: stop the supervisor, the agents, the daemon and the tmux
+//! sessions, from anywhere; no handoff file is touched.
+
+use std::time::{Duration, Instant};
+
+use super::paths::{agents_dir, supervisor_pid_file};
+use super::process::{group_alive, kill, lock_holder, start_time, stop_groups};
+use super::sessions::stop_tmux;
+use super::GRACE;
+use crate::daemon::control;
+use crate::error::{Error, Result};
+use crate::fsx;
+use crate::protocol::layout::Project;
+
+/// What `down` stopped.
+#[derive(Clone, Debug, Default)]
+pub struct DownReport {
+    pub supervisor: Option<u32>,
+    pub agents: Vec<String>,
+    pub daemon: Option<u32>,
+    pub sessions: Vec<String>,
+}
+
+/// Headless agents recorded by a supervisor that is gone (SIGKILLed).
+pub(super) fn stop_recorded_agents(project: &Project) -> Vec<String> {
+    let mut stopped = Vec::new();
+    let Ok(rd) = std::fs::read_dir(agents_dir(project)) else {
+        return stopped;
+    };
+    let mut pgids = Vec::new();
+    let mut files = Vec::new();
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(role) = name.strip_suffix(".pid") else {
+            continue;
+        };
+        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+        let mut f = text.split_whitespace();
+        let pid: Option<i32> = f.next().and_then(|s| s.parse().ok());
+        let start: Option<u64> = f.next().and_then(|s| s.parse().ok());
+        if let (Some(pid), Some(start)) = (pid, start) {
+            // Only the very process we started (pids get reused), or its
+            // group after it died: a group id stays taken while the group
+            // has members, so it cannot belong to anyone else.
+            let ours = match start_time(pid) {
+                Some(t) => t == start,
+                None => group_alive(pid),
+            };
+            if pid > 1 && ours {
+                pgids.push(pid);
+                stopped.push(role.to_string());
+            }
+        }
+        files.push(e.path());
+    }
+    stop_groups(&pgids, GRACE, &mut []);
+    for f in files {
+        let _ = fsx::remove_file(&f);
+    }
+    stopped
+}
+
+/// Stops the swarm of `project`: a foreground `swarm up` (which tears down
+/// its own agents), leftover agents, the daemon, the tmux sessions. Handoff
+/// files are never touched.
+pub fn down(project: &Project) -> Result<DownReport> {
+    if !project.swarmforge().is_dir() {
+        return Err(Error::env(format!(
+            "No swarm at {} (missing .swarmforge/).\n  hint: give the project root as [root]",
+            project.root.display()
+        )));
+    }
+    let mut report = DownReport::default();
+    let sup = supervisor_pid_file(project);
+    if let Some(pid) = lock_holder(&sup) {
+        if pid != std::process::id() {
+            report.supervisor = Some(pid);
+            kill(pid as i32, libc::SIGTERM);
+            // It stops its agents (GRACE) and the daemon (GRACE) itself.
+            let end = Instant::now() + GRACE * 3;
+            while lock_holder(&sup).is_some() && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if lock_holder(&sup).is_some() {
+                kill(pid as i32, libc::SIGKILL);
+            }
+        }
+    }
+    report.agents = stop_recorded_agents(project);
+    let daemon_pid = lock_holder(&project.pid_file());
+    report.daemon = control::stop(project, control::GRACE)?.pid.or(daemon_pid);
+    report.sessions = stop_tmux(project)?;
+    Ok(report)
+}

@@ -1,0 +1,42 @@
+//! Where the launcher keeps its own files under `.swarmforge/` (agent logs,
+//! pids, prompts, the supervisor's pid and output, tmux session records).
+
+use std::path::PathBuf;
+
+use crate::protocol::layout::Project;
+
+/// `.swarmforge/bin`: the SwarmForge-named wrappers, first on agents' PATH.
+pub fn shim_dir(p: &Project) -> PathBuf {
+    p.swarmforge().join("bin")
+}
+/// `.swarmforge/agents`: headless agents' output (`<role>.log`) and pids.
+pub fn agents_dir(p: &Project) -> PathBuf {
+    p.swarmforge().join("agents")
+}
+pub fn agent_log(p: &Project, role: &str) -> PathBuf {
+    agents_dir(p).join(format!("{role}.log"))
+}
+pub(super) fn agent_pid_file(p: &Project, role: &str) -> PathBuf {
+    agents_dir(p).join(format!("{role}.pid"))
+}
+/// `.swarmforge/run/<role>.sh`: what a tmux pane runs.
+pub(super) fn run_file(p: &Project, role: &str) -> PathBuf {
+    p.swarmforge().join("run").join(format!("{role}.sh"))
+}
+pub(super) fn prompt_file(p: &Project, role: &str) -> PathBuf {
+    p.swarmforge().join("prompts").join(format!("{role}.md"))
+}
+/// Held (flock) by a foreground `swarm up` for its whole life.
+pub fn supervisor_pid_file(p: &Project) -> PathBuf {
+    p.daemon_dir().join("swarm-up.pid")
+}
+/// Output of a detached headless `swarm up`.
+pub fn supervisor_output(p: &Project) -> PathBuf {
+    p.daemon_dir().join("swarm-up.out")
+}
+pub(super) fn tmux_env_file(p: &Project) -> PathBuf {
+    p.swarmforge().join("tmux-env")
+}
+pub(super) fn sessions_file(p: &Project) -> PathBuf {
+    p.swarmforge().join("sessions.tsv")
+}

@@ -1,0 +1,161 @@
+//! Processes the launcher starts and stops: detached groups, the daemon,
+//! and who holds a lock.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::daemon::control;
+use crate::error::{Error, IoContext, Result};
+use crate::fsx;
+use crate::launch::shims;
+use crate::protocol::layout::Project;
+
+/// Runs in the forked child before exec: a session of its own (no terminal
+/// signals from the person's Ctrl-C) and, for agents, SIGTERM when the
+/// supervisor dies so nothing is orphaned.
+pub(super) fn detach(cmd: &mut Command, die_with_parent: bool) {
+    // SAFETY: setsid and prctl are async-signal-safe and touch no Rust state.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::setsid();
+            if die_with_parent {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            }
+            Ok(())
+        });
+    }
+}
+
+pub(super) fn kill(pid: i32, sig: i32) -> bool {
+    // SAFETY: plain kill(2).
+    unsafe { libc::kill(pid, sig) == 0 }
+}
+
+/// Whether any process of group `pgid` is alive.
+pub(super) fn group_alive(pgid: i32) -> bool {
+    pgid > 1 && kill(-pgid, 0)
+}
+
+/// SIGTERM to each group, wait up to `grace` for all of them, SIGKILL the rest.
+pub(super) fn stop_groups(pgids: &[i32], grace: Duration, children: &mut [&mut Child]) {
+    for &g in pgids.iter().filter(|g| **g > 1) {
+        kill(-g, libc::SIGTERM);
+    }
+    let end = Instant::now() + grace;
+    loop {
+        for c in children.iter_mut() {
+            let _ = c.try_wait();
+        }
+        if !pgids.iter().any(|g| group_alive(*g)) || Instant::now() >= end {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for &g in pgids.iter().filter(|g| group_alive(**g)) {
+        kill(-g, libc::SIGKILL);
+    }
+    for c in children.iter_mut() {
+        let _ = c.wait();
+    }
+}
+
+/// Field 22 of `/proc/<pid>/stat`: the start time, to tell a pid from its reuse.
+pub(super) fn start_time(pid: i32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// The pid that holds the flock on `path` and wrote itself into it.
+pub fn lock_holder(path: &Path) -> Option<u32> {
+    let end = Instant::now() + Duration::from_millis(500);
+    loop {
+        let holders = fsx::flock_holders(path);
+        if holders.is_empty() {
+            return None;
+        }
+        let pid = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok());
+        if let Some(pid) = pid.filter(|p| holders.contains(p)) {
+            return Some(pid);
+        }
+        // The holder writes its pid right after locking.
+        if Instant::now() >= end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+pub(super) fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let v: Vec<&str> = text.lines().collect();
+    v[v.len().saturating_sub(lines)..].join("\n")
+}
+
+/// The `handoffd` next to this executable, else the one on PATH.
+pub(super) fn handoffd_program() -> PathBuf {
+    match shims::own_bin_dir() {
+        Ok(d) if d.join("handoffd").is_file() => d.join("handoffd"),
+        _ => PathBuf::from("handoffd"),
+    }
+}
+
+/// Starts `handoffd <root>` in a session of its own, output appended to
+/// `handoffd.out`, and waits until it holds its pid lock. A daemon already
+/// running is restarted so it picks up the current wake method.
+pub fn start_daemon(project: &Project, say: &mut dyn FnMut(&str)) -> Result<(u32, Child)> {
+    if let Some(pid) = lock_holder(&project.pid_file()) {
+        say(&format!("restarting handoffd (pid {pid})"));
+        control::stop(project, control::GRACE)?;
+    }
+    let dir = project.daemon_dir();
+    fsx::ensure_dirs(&[&dir]).at(&dir)?;
+    fsx::remove_file(&project.stop_file()).at(project.stop_file())?;
+    let out = project.daemon_output();
+    let prog = handoffd_program();
+    let mut cmd = Command::new("sh");
+    // The shell opens the output file (append) and execs the daemon, so the
+    // child's pid is handoffd's own.
+    cmd.arg("-c")
+        .arg("exec \"$0\" \"$1\" >>\"$2\" 2>&1 </dev/null")
+        .arg(&prog)
+        .arg(&project.root)
+        .arg(&out)
+        .current_dir(&project.root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    detach(&mut cmd, false);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Error::env(format!("cannot start {}: {e}", prog.display())))?;
+    let pid = child.id();
+    let end = Instant::now() + Duration::from_secs(15);
+    loop {
+        if fsx::flock_holders(&project.pid_file()).contains(&pid) {
+            return Ok((pid, child));
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            return Err(Error::env(format!(
+                "handoffd exited at start ({st}); its output ({}):\n{}\n  hint: fix the cause above, then run `swarm up` again",
+                out.display(),
+                tail(&out, 15)
+            )));
+        }
+        if Instant::now() >= end {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(Error::env(format!(
+                "handoffd did not take its lock {} within 15 s; its output ({}):\n{}",
+                project.pid_file().display(),
+                out.display(),
+                tail(&out, 15)
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

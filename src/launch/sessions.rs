@@ -1,0 +1,209 @@
+//! One tmux session per role on the swarm's socket: the pane script, the
+//! prompts, starting and stopping them.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::GRACE;
+use crate::error::{Error, IoContext, Result};
+use crate::fsx;
+use crate::launch::init::{self, AgentSpec, Plan, PlannedRole};
+use crate::protocol::layout::Project;
+use crate::protocol::roles::Roles;
+
+use super::command::{agent_command, env_prelude, prompt_text, sq, sqp};
+use super::paths::{prompt_file, run_file, sessions_file, tmux_env_file};
+use super::process::stop_groups;
+use crate::daemon::tmux::{self, ok as tmux_ok};
+
+pub(super) fn has_session(sock: &Path, session: &str) -> bool {
+    tmux_ok(sock, &["has-session", "-t", &format!("={session}")])
+}
+
+/// What a role's pane runs: the agent in a loop that waits for a line (the
+/// daemon's wake-up) between runs; for a person, their shell.
+pub(super) fn pane_script(project: &Project, r: &PlannedRole) -> Result<String> {
+    let mut s = format!(
+        "# Written by `swarm up`: role {} in its worktree.\n",
+        r.name
+    );
+    s.push_str(&env_prelude(project, r)?);
+    match agent_command(project, r) {
+        None => s.push_str("exec \"${SHELL:-/bin/sh}\"\n"),
+        // `$1`: seconds to wait first (the launch stagger), so every
+        // session exists at once and no early wake-up misses its target.
+        Some(cmd) => s.push_str(&format!(
+            "[ -n \"${{1:-}}\" ] && sleep \"$1\"\nwhile :; do\n{cmd}\nstatus=$?\nprintf '\\n[swarm] the agent of role %s exited (status %s). A wake-up (Enter) runs it again; Ctrl-D closes this window.\\n' {} \"$status\"\nread -r _ || break\ndone\n",
+            sq(&r.name)
+        )),
+    }
+    Ok(s)
+}
+
+pub(super) fn write_prompts(plan: &Plan) -> Result<()> {
+    for r in &plan.roles {
+        if matches!(r.agent, AgentSpec::Model { .. }) {
+            init::write_if_changed(
+                &prompt_file(&plan.project, &r.name),
+                prompt_text(&r.name).as_bytes(),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Creates the missing sessions at once; the n-th new agent waits
+/// n × `stagger` inside its pane before it starts. Returns the new roles.
+pub(super) fn start_sessions(
+    plan: &Plan,
+    sock: &Path,
+    stagger: Duration,
+    say: &mut dyn FnMut(&str),
+) -> Result<Vec<String>> {
+    let project = &plan.project;
+    let mut started = Vec::new();
+    let mut agents = 0u32;
+    for r in &plan.roles {
+        if has_session(sock, &r.session) {
+            say(&format!(
+                "{}: session {} already runs; kept",
+                r.name, r.session
+            ));
+            continue;
+        }
+        let file = run_file(project, &r.name);
+        init::write_if_changed(&file, pane_script(project, r)?.as_bytes())?;
+        let wt = r.worktree_path.to_string_lossy().into_owned();
+        let mut run = format!("sh {}", sqp(&file));
+        if !r.is_human() {
+            let delay = stagger * agents;
+            agents += 1;
+            if !delay.is_zero() {
+                run.push_str(&format!(
+                    " {}.{:03}",
+                    delay.as_secs(),
+                    delay.subsec_millis()
+                ));
+            }
+        }
+        let o = tmux::call(
+            sock,
+            &[
+                "new-session",
+                "-d",
+                "-s",
+                &r.session,
+                "-n",
+                &r.display,
+                "-c",
+                &wt,
+                &run,
+            ],
+        )
+        .map_err(Error::env)?;
+        if !o.ok {
+            return Err(Error::env(format!(
+                "tmux could not create session {} on {}: {}",
+                r.session,
+                sock.display(),
+                o.stderr.trim()
+            )));
+        }
+        say(&format!(
+            "{}: started in tmux session {}",
+            r.name, r.session
+        ));
+        started.push(r.name.clone());
+    }
+    Ok(started)
+}
+
+pub(super) fn write_session_files(plan: &Plan, sock: &Path) -> Result<()> {
+    let mut tsv = String::new();
+    for (i, r) in plan.roles.iter().enumerate() {
+        tsv.push_str(&format!(
+            "{}\t{}\t{}\t{}\t{}\n",
+            i + 1,
+            r.name,
+            r.session,
+            r.display,
+            r.agent.column()
+        ));
+    }
+    init::write_if_changed(&sessions_file(&plan.project), tsv.as_bytes())?;
+    if let Some(first) = plan.roles.first() {
+        if let Ok(o) = tmux::call(
+            sock,
+            &[
+                "display-message",
+                "-p",
+                "-t",
+                &format!("={}", first.session),
+                "#{socket_path},#{pid},#{pane_id}",
+            ],
+        ) {
+            if o.ok {
+                init::write_if_changed(&tmux_env_file(&plan.project), o.stdout.as_bytes())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Kills the project's tmux sessions and their pane processes, then the
+/// server if nothing else runs on the socket. Returns the sessions killed.
+pub fn stop_tmux(project: &Project) -> Result<Vec<String>> {
+    let sock_file = project.tmux_socket();
+    let Ok(text) = std::fs::read_to_string(&sock_file) else {
+        return Ok(Vec::new());
+    };
+    let sock = PathBuf::from(text.trim());
+    let mut killed = Vec::new();
+    if !text.trim().is_empty() {
+        let roles = Roles::load(&project.roles_tsv())?;
+        let mut pgids: Vec<i32> = Vec::new();
+        for r in &roles.roles {
+            if r.session.is_empty() || !has_session(&sock, &r.session) {
+                continue;
+            }
+            if let Ok(o) = tmux::call(
+                &sock,
+                &[
+                    "list-panes",
+                    "-s",
+                    "-t",
+                    &format!("={}", r.session),
+                    "-F",
+                    "#{pane_pid}",
+                ],
+            ) {
+                pgids.extend(
+                    o.stdout
+                        .lines()
+                        .filter_map(|l| l.trim().parse::<i32>().ok()),
+                );
+            }
+            if tmux_ok(&sock, &["kill-session", "-t", &format!("={}", r.session)]) {
+                killed.push(r.session.clone());
+            }
+        }
+        // Pane shells got SIGHUP; anything that ignored it goes now.
+        stop_groups(&pgids, GRACE, &mut []);
+        let remaining = tmux::call(&sock, &["list-sessions", "-F", "#{session_name}"])
+            .is_ok_and(|o| o.ok && !o.stdout.trim().is_empty());
+        if !remaining {
+            let _ = tmux::call(&sock, &["kill-server"]);
+            let end = Instant::now() + GRACE;
+            while tmux_ok(&sock, &["list-sessions"]) && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if sock.exists() && !tmux_ok(&sock, &["list-sessions"]) {
+                let _ = fsx::remove_file(&sock);
+            }
+        }
+    }
+    // Without a tmux-socket file the daemon's `auto` wake method stops using tmux.
+    fsx::remove_file(&sock_file).at(&sock_file)?;
+    fsx::remove_file(&tmux_env_file(project)).at(tmux_env_file(project))?;
+    Ok(killed)
+}

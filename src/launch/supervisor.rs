@@ -1,0 +1,387 @@
+//! The headless supervisor (`swarm up --no-tmux`): reruns an agent whenever
+//! work waits for it; runs that change nothing back off, then park the role.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::command::{agent_command, agent_path, sq, sqp};
+use super::paths::{agent_log, agent_pid_file, agents_dir};
+use super::process::{detach, group_alive, kill, lock_holder, start_time, stop_groups};
+use super::sessions::{has_session, start_sessions, stop_tmux, write_session_files};
+use super::up::{Outcome, UpOptions};
+use super::{GRACE, MAX_STALLS, TICK};
+use crate::daemon::control;
+use crate::error::{Error, IoContext, Result};
+use crate::fsx;
+use crate::launch::init::{AgentSpec, Plan, PlannedRole};
+use crate::protocol::layout::Worktree;
+
+/// A headless agent.
+pub(super) struct Slot<'a> {
+    role: &'a PlannedRole,
+    command: String,
+    child: Option<Child>,
+    runs: u32,
+    initial_done: bool,
+    stalls: u32,
+    not_before: Instant,
+    /// Parked after stalls; the inbox fingerprint at that moment.
+    parked: Option<[usize; 4]>,
+    before: [usize; 4],
+}
+
+pub(super) struct Running<'a> {
+    plan: &'a Plan,
+    daemon: Option<Child>,
+    slots: Vec<Slot<'a>>,
+}
+
+/// Entries of `dir` that a queue would list (no dot files).
+pub(super) fn entries(dir: &Path, handoff_only: bool) -> usize {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| {
+                    let n = e.file_name();
+                    let n = n.to_string_lossy();
+                    !n.starts_with('.') && (!handoff_only || n.ends_with(".handoff"))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// new, in process, completed, outbox+sent: any change means progress.
+pub(super) fn fingerprint(w: &Worktree) -> [usize; 4] {
+    [
+        entries(&w.inbox_new(), true),
+        entries(&w.in_process(), false),
+        entries(&w.completed(), false),
+        entries(&w.outbox(), true) + entries(&w.sent(), false),
+    ]
+}
+
+/// Work waits in this inbox (new items, or one in process).
+pub fn pending(w: &Worktree) -> bool {
+    entries(&w.inbox_new(), true) > 0 || entries(&w.in_process(), false) > 0
+}
+
+pub(super) fn backoff(stalls: u32) -> Duration {
+    Duration::from_millis(500u64.saturating_mul(1 << stalls.min(6))).min(Duration::from_secs(30))
+}
+
+impl<'a> Running<'a> {
+    pub(super) fn new(plan: &'a Plan, daemon: Child) -> Running<'a> {
+        Running {
+            plan,
+            daemon: Some(daemon),
+            slots: Vec::new(),
+        }
+    }
+
+    pub(super) fn tmux(
+        &mut self,
+        opts: &UpOptions,
+        sock: &Path,
+        stagger: Duration,
+        stop: &AtomicBool,
+        say: &mut dyn FnMut(&str),
+    ) -> Result<Outcome> {
+        let plan = self.plan;
+        start_sessions(plan, sock, stagger, say)?;
+        write_session_files(plan, sock)?;
+        for r in &plan.roles {
+            say(&format!(
+                "attach to {}: tmux -S {} attach -t {}",
+                r.name,
+                sock.display(),
+                r.session
+            ));
+        }
+        if opts.detach {
+            // The daemon outlives us: let init reap it.
+            self.daemon = None;
+            return Ok(Outcome::Detached);
+        }
+        say("Ctrl-C here (or `swarm down`) stops the swarm");
+        let started = Instant::now();
+        let mut last_check = Instant::now();
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(Outcome::Stopped);
+            }
+            if opts.timeout.is_some_and(|t| started.elapsed() >= t) {
+                return Ok(Outcome::TimedOut);
+            }
+            if last_check.elapsed() >= Duration::from_secs(1) {
+                last_check = Instant::now();
+                if !plan.roles.iter().any(|r| has_session(sock, &r.session)) {
+                    say("every tmux session has ended");
+                    return Ok(Outcome::Stopped);
+                }
+                if !self.daemon_alive() {
+                    return Ok(Outcome::DaemonDied);
+                }
+            }
+            std::thread::sleep(TICK);
+        }
+    }
+
+    fn daemon_alive(&mut self) -> bool {
+        match self.daemon.as_mut() {
+            Some(c) => matches!(c.try_wait(), Ok(None)),
+            None => !fsx::flock_holders(&self.plan.project.pid_file()).is_empty(),
+        }
+    }
+
+    fn spawn(&mut self, i: usize, say: &mut dyn FnMut(&str)) -> Result<()> {
+        let project = &self.plan.project;
+        let slot = &mut self.slots[i];
+        let r = slot.role;
+        let dir = agents_dir(project);
+        fsx::ensure_dirs(&[&dir]).at(&dir)?;
+        slot.runs += 1;
+        let log = agent_log(project, &r.name);
+        // The shell opens the log (append) itself; every run is marked in it.
+        let script = format!(
+            "exec >>{} 2>&1 </dev/null\nprintf '[swarm] run %s of role %s\\n' {} {}\n{}\n",
+            sqp(&log),
+            slot.runs,
+            sq(&r.name),
+            slot.command
+        );
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(script)
+            .current_dir(&r.worktree_path)
+            .env("SWARMFORGE_ROLE", &r.name)
+            .env("SWARMFORGE_PROJECT", &project.root)
+            .env("PATH", agent_path(project)?)
+            .env_remove("TMUX")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        detach(&mut cmd, true);
+        let child = cmd
+            .spawn()
+            .map_err(|e| Error::env(format!("cannot start the agent of role {}: {e}", r.name)))?;
+        let pid = child.id() as i32;
+        let pid_file = agent_pid_file(project, &r.name);
+        let rec = format!("{pid} {}\n", start_time(pid).unwrap_or(0));
+        fsx::write_file(&pid_file, rec.as_bytes()).at(&pid_file)?;
+        slot.before = fingerprint(&r.worktree());
+        slot.child = Some(child);
+        say(&format!(
+            "{}: run {} started (pid {pid})",
+            r.name, slot.runs
+        ));
+        Ok(())
+    }
+
+    /// Collects finished agents and judges whether their run made progress.
+    fn reap(&mut self, say: &mut dyn FnMut(&str)) {
+        let project = &self.plan.project;
+        for slot in &mut self.slots {
+            let Some(c) = slot.child.as_mut() else {
+                continue;
+            };
+            let Ok(Some(status)) = c.try_wait() else {
+                continue;
+            };
+            let pid = c.id() as i32;
+            slot.child = None;
+            // Stragglers of the run (its process group) do not outlive it.
+            if group_alive(pid) {
+                kill(-pid, libc::SIGKILL);
+            }
+            let _ = fsx::remove_file(&agent_pid_file(project, &slot.role.name));
+            let w = slot.role.worktree();
+            let after = fingerprint(&w);
+            let code = status
+                .code()
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| status.to_string());
+            say(&format!(
+                "{}: run {} ended (exit {code})",
+                slot.role.name, slot.runs
+            ));
+            if after == slot.before && pending(&w) {
+                slot.stalls += 1;
+                slot.not_before = Instant::now() + backoff(slot.stalls);
+                if slot.stalls >= MAX_STALLS {
+                    slot.parked = Some(after);
+                    say(&format!(
+                        "{}: {} runs in a row left its queue untouched; not started again until its inbox changes (see {})",
+                        slot.role.name,
+                        slot.stalls,
+                        agent_log(project, &slot.role.name).display()
+                    ));
+                }
+            } else {
+                slot.stalls = 0;
+            }
+        }
+    }
+
+    fn outboxes_empty(&self) -> bool {
+        self.plan
+            .worktree_paths()
+            .iter()
+            .all(|p| entries(&Worktree::new(p).outbox(), true) == 0)
+    }
+
+    pub(super) fn headless(
+        &mut self,
+        opts: &UpOptions,
+        stagger: Duration,
+        stop: &AtomicBool,
+        say: &mut dyn FnMut(&str),
+    ) -> Result<Outcome> {
+        let project = &self.plan.project;
+        for r in &self.plan.roles {
+            let Some(command) = agent_command(project, r) else {
+                say(&format!(
+                    "{}: a person works this role; not started",
+                    r.name
+                ));
+                continue;
+            };
+            if matches!(r.agent, AgentSpec::Model { .. }) {
+                say(&format!(
+                    "warning: {} runs an interactive model agent, which gets no terminal with --no-tmux",
+                    r.name
+                ));
+            }
+            self.slots.push(Slot {
+                role: r,
+                command,
+                child: None,
+                runs: 0,
+                initial_done: false,
+                stalls: 0,
+                not_before: Instant::now(),
+                parked: None,
+                before: [0; 4],
+            });
+        }
+        let started = Instant::now();
+        let mut last_initial: Option<Instant> = None;
+        let mut last_daemon_check = Instant::now();
+        let mut idle_ticks = 0;
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(Outcome::Stopped);
+            }
+            if opts.timeout.is_some_and(|t| started.elapsed() >= t) {
+                return Ok(Outcome::TimedOut);
+            }
+            self.reap(say);
+            // Every agent runs once at start, `stagger` apart.
+            if let Some(i) = self.slots.iter().position(|s| !s.initial_done) {
+                if last_initial.is_none_or(|t| t.elapsed() >= stagger) {
+                    self.slots[i].initial_done = true;
+                    last_initial = Some(Instant::now());
+                    self.spawn(i, say)?;
+                }
+            }
+            for i in 0..self.slots.len() {
+                let s = &mut self.slots[i];
+                if !s.initial_done || s.child.is_some() || Instant::now() < s.not_before {
+                    continue;
+                }
+                let w = s.role.worktree();
+                if let Some(fp) = s.parked {
+                    if fingerprint(&w) == fp {
+                        continue;
+                    }
+                    s.parked = None;
+                    s.stalls = 0;
+                }
+                if pending(&w) {
+                    self.spawn(i, say)?;
+                }
+            }
+            if last_daemon_check.elapsed() >= Duration::from_secs(1) {
+                last_daemon_check = Instant::now();
+                if !self.daemon_alive() {
+                    say(&format!(
+                        "handoffd is gone; see {}",
+                        project.daemon_output().display()
+                    ));
+                    return Ok(Outcome::DaemonDied);
+                }
+            }
+            if opts.until_idle {
+                let quiet = self
+                    .slots
+                    .iter()
+                    .all(|s| s.initial_done && s.child.is_none())
+                    && self.outboxes_empty();
+                let waiting: Vec<&Slot> = self
+                    .slots
+                    .iter()
+                    .filter(|s| pending(&s.role.worktree()))
+                    .collect();
+                if quiet && waiting.iter().all(|s| s.parked.is_some()) {
+                    if !waiting.is_empty() {
+                        let names: Vec<&str> =
+                            waiting.iter().map(|s| s.role.name.as_str()).collect();
+                        return Ok(Outcome::Stalled(format!(
+                            "work waits for {} but their agents make no progress; see {}",
+                            names.join(", "),
+                            agents_dir(project).display()
+                        )));
+                    }
+                    idle_ticks += 1;
+                    // Three quiet looks in a row: nothing is in flight.
+                    if idle_ticks >= 3 {
+                        return Ok(Outcome::Idle);
+                    }
+                } else {
+                    idle_ticks = 0;
+                }
+            }
+            std::thread::sleep(TICK);
+        }
+    }
+
+    /// Agents first (they may still be handing off), then the daemon, then tmux.
+    pub(super) fn teardown(&mut self, say: &mut dyn FnMut(&str)) -> Result<()> {
+        let project = &self.plan.project;
+        let mut children: Vec<&mut Child> = self
+            .slots
+            .iter_mut()
+            .filter_map(|s| s.child.as_mut())
+            .collect();
+        let pgids: Vec<i32> = children.iter().map(|c| c.id() as i32).collect();
+        if !pgids.is_empty() {
+            say(&format!("stopping {} agent(s)", pgids.len()));
+        }
+        stop_groups(&pgids, GRACE, &mut children);
+        for s in &mut self.slots {
+            if s.child.take().is_some() {
+                let _ = fsx::remove_file(&agent_pid_file(project, &s.role.name));
+            }
+        }
+        // Read before asking: a quick daemon is gone before `stop` looks.
+        let daemon_pid = lock_holder(&project.pid_file());
+        let stopped = control::stop(project, control::GRACE);
+        if let Some(mut d) = self.daemon.take() {
+            let _ = d.wait();
+        }
+        let killed = stop_tmux(project)?;
+        if !killed.is_empty() {
+            say(&format!("killed tmux sessions: {}", killed.join(" ")));
+        }
+        let r = stopped?;
+        if let Some(pid) = r.pid.or(daemon_pid) {
+            say(&format!(
+                "handoffd (pid {pid}) {}",
+                if r.killed { "killed" } else { "stopped" }
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,256 @@
+//! `swarm up`: init, wrappers, the daemon, then the agents (in tmux, or under
+//! the headless supervisor); a foreground run tears down on a signal.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::command::check_programs;
+use super::paths::{shim_dir, supervisor_output, supervisor_pid_file};
+use super::process::{detach, lock_holder, start_daemon, tail};
+use super::sessions::write_prompts;
+use super::socket::socket_path;
+use super::supervisor::Running;
+use crate::error::{Error, IoContext, Result};
+use crate::fsx;
+use crate::launch::init::{self, Plan};
+use crate::launch::shims;
+use crate::protocol::layout::Project;
+
+/// How `up` runs.
+#[derive(Clone, Debug, Default)]
+pub struct UpOptions {
+    /// tmux sessions (true) or headless supervised processes (false).
+    pub tmux: bool,
+    /// Start and return instead of staying in the foreground.
+    pub detach: bool,
+    /// Headless: return once every queue is empty and no agent runs.
+    pub until_idle: bool,
+    /// Give up (and tear down) after this long.
+    pub timeout: Option<Duration>,
+    /// Overrides `launch.stagger`.
+    pub stagger: Option<Duration>,
+}
+
+/// How a foreground `up` ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Started; this process returns and the swarm keeps running.
+    Detached,
+    /// Ctrl-C, SIGTERM, `swarm down`, or every tmux session ended.
+    Stopped,
+    /// `--until-idle`: all work done.
+    Idle,
+    TimedOut,
+    /// `--until-idle`: work waits only for roles parked after stalls.
+    Stalled(String),
+    /// handoffd went away while the swarm ran.
+    DaemonDied,
+}
+
+impl Outcome {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Outcome::Detached | Outcome::Stopped | Outcome::Idle => crate::error::exit::OK,
+            _ => crate::error::exit::ENV,
+        }
+    }
+}
+
+/// SIGINT/SIGTERM/SIGHUP set a flag instead of killing us, for as long as
+/// this guard lives.
+pub(super) struct Signals {
+    flag: Arc<AtomicBool>,
+    ids: Vec<signal_hook::SigId>,
+}
+
+impl Signals {
+    fn install() -> Signals {
+        let flag = Arc::new(AtomicBool::new(false));
+        let mut ids: Vec<signal_hook::SigId> = Vec::new();
+        // A second Ctrl-C ends us at once (agents still get SIGTERM through
+        // PDEATHSIG; `swarm down` cleans up the rest).
+        ids.extend(
+            signal_hook::flag::register_conditional_shutdown(libc::SIGINT, 130, flag.clone()).ok(),
+        );
+        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            ids.extend(signal_hook::flag::register(s, flag.clone()).ok());
+        }
+        Signals { flag, ids }
+    }
+}
+
+impl Drop for Signals {
+    fn drop(&mut self) {
+        for id in self.ids.drain(..) {
+            signal_hook::low_level::unregister(id);
+        }
+    }
+}
+
+/// Refuses a second foreground `up` for the same project.
+pub(super) fn check_no_supervisor(project: &Project) -> Result<()> {
+    let f = supervisor_pid_file(project);
+    if let Some(pid) = lock_holder(&f) {
+        return Err(Error::env(format!(
+            "A `swarm up` (pid {pid}) already runs this swarm ({}).\n  hint: run `swarm down {}` first",
+            f.display(),
+            project.root.display()
+        )));
+    }
+    Ok(())
+}
+
+pub(super) fn take_supervisor_lock(project: &Project) -> Result<fsx::Lock> {
+    let f = supervisor_pid_file(project);
+    fsx::ensure_dirs(&[project.daemon_dir()]).at(project.daemon_dir())?;
+    let lock = fsx::try_lock(&f).at(&f)?.ok_or_else(|| {
+        Error::env(format!(
+            "Another `swarm up` holds {}.\n  hint: run `swarm down {}` first",
+            f.display(),
+            project.root.display()
+        ))
+    })?;
+    fsx::rewrite_locked(&lock, format!("{}\n", std::process::id()).as_bytes()).at(&f)?;
+    Ok(lock)
+}
+
+/// Runs a swarm. Prints progress through `say`.
+pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Outcome> {
+    let project = &plan.project;
+    check_no_supervisor(project)?;
+    check_programs(plan, opts.tmux)?;
+    let report = init::init(plan)?;
+    for c in &report.changes {
+        say(c);
+    }
+    let shims_dir = shim_dir(project);
+    fsx::ensure_dirs(&[&shims_dir]).at(&shims_dir)?;
+    shims::install(&shims_dir, &shims::own_bin_dir()?)?;
+    write_prompts(plan)?;
+    if opts.detach && !opts.tmux {
+        return spawn_detached_supervisor(plan, opts, say);
+    }
+    let signals = Signals::install();
+    let lock = if opts.detach {
+        None
+    } else {
+        Some(take_supervisor_lock(project)?)
+    };
+    let stagger = opts.stagger.unwrap_or(plan.config.launch.stagger.0);
+    let sock = socket_path(&project.root);
+    if opts.tmux {
+        let dir = sock.parent().unwrap_or(Path::new("/tmp"));
+        fsx::ensure_dirs(&[dir]).at(dir)?;
+        let mut line = sock.to_string_lossy().into_owned();
+        line.push('\n');
+        init::write_if_changed(&project.tmux_socket(), line.as_bytes())?;
+    } else {
+        fsx::remove_file(&project.tmux_socket()).at(project.tmux_socket())?;
+    }
+    let (pid, daemon) = match start_daemon(project, say) {
+        Ok(d) => d,
+        Err(e) => {
+            if opts.tmux {
+                let _ = fsx::remove_file(&project.tmux_socket());
+            }
+            return Err(e);
+        }
+    };
+    say(&format!(
+        "handoffd runs (pid {pid}); its log: {}",
+        project.log_file().display()
+    ));
+    let mut run = Running::new(plan, daemon);
+    let result = if opts.tmux {
+        run.tmux(opts, &sock, stagger, &signals.flag, say)
+    } else {
+        run.headless(opts, stagger, &signals.flag, say)
+    };
+    let outcome = match result {
+        Ok(Outcome::Detached) => {
+            say(&format!(
+                "the swarm runs; stop it with: swarm down {}",
+                project.root.display()
+            ));
+            return Ok(Outcome::Detached);
+        }
+        Ok(o) => Ok(o),
+        Err(e) => Err(e),
+    };
+    say("stopping the swarm");
+    let torn = run.teardown(say);
+    if let Some(l) = lock {
+        // Nobody supervises any more; the lock file goes with us.
+        let _ = fsx::remove_file(&supervisor_pid_file(project));
+        drop(l);
+    }
+    drop(signals);
+    let outcome = outcome?;
+    torn?;
+    Ok(outcome)
+}
+
+/// Re-runs `swarm up --no-tmux <root>` in a session of its own (output in
+/// `swarm-up.out`) and waits until it supervises.
+pub(super) fn spawn_detached_supervisor(
+    plan: &Plan,
+    opts: &UpOptions,
+    say: &mut dyn FnMut(&str),
+) -> Result<Outcome> {
+    let project = &plan.project;
+    let exe = std::env::current_exe().map_err(|e| Error::io("current executable", e))?;
+    let out = supervisor_output(project);
+    fsx::ensure_dirs(&[project.daemon_dir()]).at(project.daemon_dir())?;
+    let mut script = String::from("exec \"$0\" up --no-tmux");
+    if let Some(s) = opts.stagger {
+        script.push_str(&format!(" --stagger {}ms", s.as_millis()));
+    }
+    if let Some(t) = opts.timeout {
+        script.push_str(&format!(" --timeout {}ms", t.as_millis()));
+    }
+    script.push_str(" \"$1\" >>\"$2\" 2>&1 </dev/null");
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(script)
+        .arg(&exe)
+        .arg(&project.root)
+        .arg(&out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    detach(&mut cmd, false);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Error::env(format!("cannot start {}: {e}", exe.display())))?;
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(pid) = lock_holder(&supervisor_pid_file(project)) {
+            say(&format!(
+                "headless supervisor runs (pid {pid}); its output: {}",
+                out.display()
+            ));
+            say(&format!(
+                "stop the swarm with: swarm down {}",
+                project.root.display()
+            ));
+            return Ok(Outcome::Detached);
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            return Err(Error::env(format!(
+                "the background `swarm up` exited ({st}); its output ({}):\n{}",
+                out.display(),
+                tail(&out, 15)
+            )));
+        }
+        if Instant::now() >= end {
+            return Err(Error::env(format!(
+                "the background `swarm up` did not start within 30 s; see {}",
+                out.display()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
