@@ -166,6 +166,16 @@ impl EventReader {
         loop {
             if self.cur.is_none() {
                 match locate(&self.path, self.offset)? {
+                    // A live file shorter than where we are was replaced or
+                    // truncated by hand (a rotation starts it at our offset).
+                    Found::At(o) if o.live && self.offset > o.start + o.file.metadata()?.len() => {
+                        self.offset = o.start;
+                        self.cur = Some(o);
+                        notice = Some(format!(
+                            "notice: {shown} was replaced or truncated; continuing at offset {}",
+                            self.offset
+                        ));
+                    }
                     Found::At(o) => self.cur = Some(o),
                     Found::Nothing => return Ok(notice),
                     Found::Removed(oldest) => {
@@ -201,6 +211,18 @@ impl EventReader {
                 // Rotated away: its last lines were appended before the
                 // rename, so they are there now.
                 self.read_lines(emit)?;
+                // A rotation moves the live start past this file; a file
+                // deleted or replaced by hand leaves it: the next file
+                // starts over at the same offset.
+                let start = self.cur.as_ref().map_or(0, |c| c.start);
+                if logfile::live_start(&self.path)? == start {
+                    self.cur = None;
+                    self.offset = start;
+                    notice = Some(format!(
+                        "notice: {shown} was replaced or removed by hand; continuing with the new file at offset {start}"
+                    ));
+                    continue;
+                }
             }
             // A part read to its end. A torn last line (a writer killed in
             // mid-write) can never complete: skip it.
@@ -333,6 +355,19 @@ mod tests {
         assert!(EventReader::new(&p, 20).is_err());
         assert!(EventReader::new(&p, 33).is_err());
         assert_eq!(lines(&mut EventReader::new(&p, 24).unwrap()).len(), 1);
+    }
+
+    #[test]
+    fn a_live_file_replaced_by_hand_is_read_from_its_start() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("events.jsonl");
+        std::fs::write(&p, "{\"a\":1}\n{\"b\":2}\n").unwrap();
+        let mut r = EventReader::new(&p, 0).unwrap();
+        assert_eq!(lines(&mut r).len(), 2);
+        std::fs::remove_file(&p).unwrap();
+        assert!(lines(&mut r).is_empty());
+        std::fs::write(&p, "{\"c\":3}\n{\"d\":4}\n{\"e\":5}\n").unwrap();
+        assert_eq!(lines(&mut r).len(), 3);
     }
 
     #[test]
