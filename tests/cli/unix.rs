@@ -677,3 +677,29 @@ fn quiet_drops_progress_and_init_says_what_it_does() {
     assert!(q.stderr.is_empty(), "{q:?}");
     assert!(q.stdout.contains("is up to date"), "{q:?}");
 }
+
+#[test]
+fn rotations_whose_second_step_always_fails_still_count_exactly() {
+    // A folder where the base file goes makes every rotation stop right
+    // after its rename, like a kill -9 there, every time.
+    let p = Project::builder()
+        .role("a")
+        .role("b")
+        .config(SMALL_LOGS)
+        .build();
+    let live = events_path(&p);
+    fs::create_dir_all(p.path(".swarmforge/daemon/events.jsonl.base")).unwrap();
+    let f = Follower::spawn(&p, &["events", "--follow", "--with-offset"]);
+    let _d = p.spawn_daemon(&[]);
+    for i in 0..60 {
+        p.post("master", &note("a", i, "b", &format!("flood {i}")));
+    }
+    wait_until(DEADLINE, "every note delivered", || delivered(&p) == 60);
+    assert!(parts(&live).len() > 5, "{:?}", parts(&live));
+    assert_contiguous(&live);
+    let whole = rotated_log(&live);
+    wait_until(DEADLINE, "the follower caught up", || {
+        f.text().lines().count() == whole.lines().count()
+    });
+    assert_follower_saw_the_log(&f, &whole);
+}
