@@ -739,7 +739,7 @@ fn swarm_stop_stops_the_daemon_and_reports() {
     let j: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(
         j,
-        serde_json::json!({"pid": null, "killed": false, "schema_version": 1})
+        serde_json::json!({"pid": null, "daemon_pid": null, "killed": false, "schema_version": 1})
     );
     assert_eq!(count(&p.log(), "stopped"), 1);
 }

@@ -603,6 +603,27 @@ fn every_command_speaks_the_one_json_convention() {
             assert_eq!(docs.len(), 1, "{what}: {r:?}");
         }
     }
+    // The same fact under the same name: the daemon's pid, a message's task
+    // and body.
+    for args in [["status", "--json"], ["stop", "--json"], ["down", "--json"]] {
+        let v = p.cmd("swarm").args(args).run().json();
+        assert!(v.get("daemon_pid").is_some(), "{args:?}: {v}");
+    }
+    let t = p.cmd("swarm").args(["transcript", "--json"]).run();
+    let line: serde_json::Value = serde_json::from_str(t.stdout.lines().next().unwrap()).unwrap();
+    for key in [
+        "id",
+        "from",
+        "to",
+        "type",
+        "task",
+        "body",
+        "created_at",
+        "path",
+        "state",
+    ] {
+        assert!(line.get(key).is_some(), "transcript lacks {key}: {line}");
+    }
 }
 
 // ---- terminal manners -------------------------------------------------------
