@@ -15,7 +15,7 @@ use super::{GRACE, MAX_STALLS, TICK};
 use crate::daemon::control;
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
-use crate::launch::init::{AgentSpec, Plan, PlannedRole};
+use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
 use crate::protocol::layout::Worktree;
 
 /// A headless agent.
