@@ -194,7 +194,7 @@ impl<'a> Running<'a> {
             slot.child = None;
             // Stragglers of the run (its process group) do not outlive it.
             if group_alive(pid) {
-                kill(-pid, libc::SIGKILL);
+                kill(-pid, rustix::process::Signal::KILL);
             }
             let _ = fsx::remove_file(&agent_pid_file(project, &slot.role.name));
             let w = slot.role.worktree();
