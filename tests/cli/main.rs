@@ -16,4 +16,5 @@ mod launcher;
 mod layouts;
 mod model;
 mod newcomer;
+mod readme;
 mod trail;
