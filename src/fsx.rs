@@ -262,18 +262,32 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// Never follows a symlink and never blocks: a FIFO or device planted at the
 /// path is refused, so a log can neither hang nor feed its writer.
 pub fn append(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut f = OpenOptions::new()
+    let f = OpenOptions::new()
         .create(true)
         .append(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)?;
+    regular(f)?.write_all(bytes)
+}
+
+/// Opens `path` for reading without following a symlink and without blocking
+/// on a FIFO; anything but a regular file is refused.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    regular(f)
+}
+
+fn regular(f: File) -> io::Result<File> {
     if !f.metadata()?.file_type().is_file() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "not a regular file",
         ));
     }
-    f.write_all(bytes)
+    Ok(f)
 }
 
 /// Why a bounded read refused a file.
