@@ -5,10 +5,8 @@
 //! are `flock(2)` locks on plain files, released by the kernel when the holder
 //! dies, so a killed process never leaves a stale lock behind.
 
-use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -41,11 +39,6 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-fn cstr(p: &Path) -> io::Result<CString> {
-    CString::new(p.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
-}
-
 fn parent(p: &Path) -> &Path {
     match p.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -57,27 +50,15 @@ fn parent(p: &Path) -> &Path {
 /// Works for files and directories. Falls back to link+unlink for files on
 /// filesystems without RENAME_NOREPLACE.
 pub fn rename_noreplace_raw(from: &Path, to: &Path) -> io::Result<()> {
-    let (f, t) = (cstr(from)?, cstr(to)?);
-    // SAFETY: both pointers are valid NUL-terminated strings for the call's duration.
-    let rc = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            f.as_ptr(),
-            libc::AT_FDCWD,
-            t.as_ptr(),
-            libc::RENAME_NOREPLACE,
-        )
-    };
-    if rc == 0 {
-        return Ok(());
-    }
-    let err = io::Error::last_os_error();
-    match err.raw_os_error() {
-        Some(libc::EINVAL) | Some(libc::ENOSYS) if !from.is_dir() => {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    use rustix::io::Errno;
+    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        Err(e) if (e == Errno::INVAL || e == Errno::NOSYS) && !from.is_dir() => {
             fs::hard_link(from, to)?;
             fs::remove_file(from)
         }
-        _ => Err(err),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -287,19 +268,34 @@ pub fn append(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// [`append`], returning the file's length just after the write (what a
 /// rotating writer compares with its limit).
 pub fn append_len(path: &Path, bytes: &[u8]) -> io::Result<u64> {
-    let mut f = OpenOptions::new()
+    let f = OpenOptions::new()
         .create(true)
         .append(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)?;
+    let mut f = regular(f)?;
+    f.write_all(bytes)?;
+    Ok(f.metadata()?.len())
+}
+
+/// Opens `path` for reading without following a symlink and without blocking
+/// on a FIFO; anything but a regular file is refused.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    regular(f)
+}
+
+fn regular(f: File) -> io::Result<File> {
     if !f.metadata()?.file_type().is_file() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "not a regular file",
         ));
     }
-    f.write_all(bytes)?;
-    Ok(f.metadata()?.len())
+    Ok(f)
 }
 
 /// Why a bounded read refused a file.
@@ -412,7 +408,7 @@ pub fn try_lock_dir(dir: &Path) -> io::Result<Option<Lock>> {
 pub fn lock_holder(path: &Path) -> Option<u32> {
     use std::os::unix::fs::MetadataExt;
     let m = fs::metadata(path).ok()?;
-    let (major, minor) = (libc::major(m.dev()), libc::minor(m.dev()));
+    let (major, minor) = (rustix::fs::major(m.dev()), rustix::fs::minor(m.dev()));
     let want = format!("{major:02x}:{minor:02x}:{}", m.ino());
     let locks = fs::read_to_string("/proc/locks").ok()?;
     locks.lines().find_map(|l| {
@@ -489,8 +485,8 @@ pub fn flock_holders(path: &Path) -> Vec<u32> {
     let dev = meta.dev();
     let key = format!(
         "{:02x}:{:02x}:{}",
-        libc::major(dev),
-        libc::minor(dev),
+        rustix::fs::major(dev),
+        rustix::fs::minor(dev),
         meta.ino()
     );
     let text = fs::read_to_string("/proc/locks").unwrap_or_default();
@@ -550,9 +546,7 @@ mod tests {
         std::os::unix::fs::symlink(&f, &l).unwrap();
         assert!(matches!(read_bounded(&l, 100), Err(ReadRefusal::Symlink)));
         let p = d.path().join("p");
-        let c = cstr(&p).unwrap();
-        // SAFETY: valid C string.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        rustix::fs::mkfifoat(rustix::fs::CWD, &p, rustix::fs::Mode::from(0o644)).unwrap();
         assert!(matches!(
             read_bounded(&p, 100),
             Err(ReadRefusal::NotRegular)

@@ -7,6 +7,8 @@
 
 use std::time::{Duration, Instant};
 
+use rustix::process::{kill_process, Pid, Signal};
+
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
 use crate::protocol::layout::Project;
@@ -23,10 +25,9 @@ fn lock_free(project: &Project) -> bool {
     running_pid(project).is_none()
 }
 
-fn signal(pid: u32, sig: i32) {
-    // SAFETY: plain kill(2) on the pid that holds the daemon lock.
-    unsafe {
-        libc::kill(pid as libc::pid_t, sig);
+fn signal(pid: u32, sig: Signal) {
+    if let Some(pid) = Pid::from_raw(pid as i32) {
+        let _ = kill_process(pid, sig);
     }
 }
 
@@ -60,14 +61,14 @@ pub fn stop(project: &Project, grace: Duration) -> Result<StopReport> {
     if let Some(pid) = pid {
         // Gone already (it saw the stop file): nothing to signal.
         if !lock_free(project) {
-            signal(pid, libc::SIGTERM);
+            signal(pid, Signal::TERM);
         }
         let end = Instant::now() + grace;
         while !lock_free(project) && Instant::now() < end {
             std::thread::sleep(Duration::from_millis(10));
         }
         if !lock_free(project) {
-            signal(pid, libc::SIGKILL);
+            signal(pid, Signal::KILL);
             killed = true;
             let end = Instant::now() + Duration::from_secs(2);
             while !lock_free(project) && Instant::now() < end {

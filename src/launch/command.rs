@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::paths::{prompt_file, shim_dir};
 use crate::error::{Error, Result};
-use crate::launch::init::{AgentSpec, Plan, PlannedRole};
+use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
 use crate::launch::shims;
 use crate::launch::swarmforge_conf::error_prefix;
 use crate::protocol::layout::Project;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
-use crate::launch::init::Plan;
+use crate::launch::plan::Plan;
 use crate::launch::{self, Outcome, UpOptions};
 
 /// One runnable example swarm.
@@ -171,7 +171,7 @@ mod tests {
             let yaml = ex.files.iter().find(|(p, _)| *p == "swarm.yaml").unwrap().1;
             let c = crate::protocol::config::Config::parse(yaml).unwrap();
             assert!(!c.roles.is_empty(), "{}", ex.name);
-            crate::launch::init::validate_yaml_roles(&c.roles, yaml, Path::new("swarm.yaml"))
+            crate::launch::plan::validate_yaml_roles(&c.roles, yaml, Path::new("swarm.yaml"))
                 .unwrap();
         }
         assert!(find("nope")

@@ -75,14 +75,14 @@ pub fn down(project: &Project) -> Result<DownReport> {
     if let Some(pid) = lock_holder(&sup) {
         if pid != std::process::id() {
             report.supervisor = Some(pid);
-            kill(pid as i32, libc::SIGTERM);
+            kill(pid as i32, rustix::process::Signal::TERM);
             // It stops its agents (GRACE) and the daemon (GRACE) itself.
             let end = Instant::now() + GRACE * 3;
             while lock_holder(&sup).is_some() && Instant::now() < end {
                 std::thread::sleep(Duration::from_millis(20));
             }
             if lock_holder(&sup).is_some() {
-                kill(pid as i32, libc::SIGKILL);
+                kill(pid as i32, rustix::process::Signal::KILL);
             }
         }
     }

@@ -25,6 +25,7 @@ pub mod demo;
 pub mod down;
 pub mod init;
 pub mod paths;
+pub mod plan;
 pub mod process;
 pub mod sessions;
 pub mod shims;

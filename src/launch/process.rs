@@ -7,6 +7,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::daemon::control;
+use rustix::process::{kill_process, kill_process_group, test_kill_process_group, Pid, Signal};
+
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
 use crate::launch::shims;
@@ -16,32 +18,37 @@ use crate::protocol::layout::Project;
 /// signals from the person's Ctrl-C) and, for agents, SIGTERM when the
 /// supervisor dies so nothing is orphaned.
 pub(super) fn detach(cmd: &mut Command, die_with_parent: bool) {
-    // SAFETY: setsid and prctl are async-signal-safe and touch no Rust state.
+    // SAFETY: pre_exec runs between fork and exec; setsid and prctl are
+    // async-signal-safe system calls that touch no Rust state.
     unsafe {
         cmd.pre_exec(move || {
-            libc::setsid();
+            let _ = rustix::process::setsid();
             if die_with_parent {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                let _ = rustix::process::set_parent_process_death_signal(Some(Signal::TERM));
             }
             Ok(())
         });
     }
 }
 
-pub(super) fn kill(pid: i32, sig: i32) -> bool {
-    // SAFETY: plain kill(2).
-    unsafe { libc::kill(pid, sig) == 0 }
+/// kill(2): a negative `pid` names a process group, as in the shell.
+pub(super) fn kill(pid: i32, sig: Signal) -> bool {
+    match Pid::from_raw(pid.abs()) {
+        Some(p) if pid < 0 => kill_process_group(p, sig).is_ok(),
+        Some(p) => kill_process(p, sig).is_ok(),
+        None => false,
+    }
 }
 
 /// Whether any process of group `pgid` is alive.
 pub(super) fn group_alive(pgid: i32) -> bool {
-    pgid > 1 && kill(-pgid, 0)
+    pgid > 1 && Pid::from_raw(pgid).is_some_and(|p| test_kill_process_group(p).is_ok())
 }
 
 /// SIGTERM to each group, wait up to `grace` for all of them, SIGKILL the rest.
 pub(super) fn stop_groups(pgids: &[i32], grace: Duration, children: &mut [&mut Child]) {
     for &g in pgids.iter().filter(|g| **g > 1) {
-        kill(-g, libc::SIGTERM);
+        kill(-g, Signal::TERM);
     }
     let end = Instant::now() + grace;
     loop {
@@ -54,7 +61,7 @@ pub(super) fn stop_groups(pgids: &[i32], grace: Duration, children: &mut [&mut C
         std::thread::sleep(Duration::from_millis(20));
     }
     for &g in pgids.iter().filter(|g| group_alive(**g)) {
-        kill(-g, libc::SIGKILL);
+        kill(-g, Signal::KILL);
     }
     for c in children.iter_mut() {
         let _ = c.wait();

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use super::GRACE;
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
-use crate::launch::init::{self, AgentSpec, Plan, PlannedRole};
+use crate::launch::init;
+use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
 

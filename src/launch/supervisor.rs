@@ -15,7 +15,7 @@ use super::{GRACE, MAX_STALLS, TICK};
 use crate::daemon::control;
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
-use crate::launch::init::{AgentSpec, Plan, PlannedRole};
+use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
 use crate::protocol::layout::Worktree;
 
 /// A headless agent.
@@ -194,7 +194,7 @@ impl<'a> Running<'a> {
             slot.child = None;
             // Stragglers of the run (its process group) do not outlive it.
             if group_alive(pid) {
-                kill(-pid, libc::SIGKILL);
+                kill(-pid, rustix::process::Signal::KILL);
             }
             let _ = fsx::remove_file(&agent_pid_file(project, &slot.role.name));
             let w = slot.role.worktree();

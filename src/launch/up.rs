@@ -15,7 +15,8 @@ use super::socket::socket_path;
 use super::supervisor::Running;
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
-use crate::launch::init::{self, Plan};
+use crate::launch::init;
+use crate::launch::plan::Plan;
 use crate::launch::shims;
 use crate::protocol::layout::Project;
 

@@ -16,5 +16,6 @@ mod launcher;
 mod layouts;
 mod model;
 mod newcomer;
+mod readme;
 mod trail;
 mod unix;

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use crate::error::exit;
-use crate::launch::init::{self, Plan};
+use crate::launch::init;
+use crate::launch::plan::Plan;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::launch::init::Plan;
+use crate::launch::plan::Plan;
 use crate::launch::{self, Outcome, UpOptions};
 use crate::protocol::duration::Dur;
 

@@ -1,0 +1,256 @@
+//! Finishing work (§7.5–7.7): the item or batch in process moves to
+//! `completed/`, stamped, optionally `failed` with a reason.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::find::find_in;
+use super::{in_order, list, paths, remove_if_unfilled, Done, Inbox, Item};
+use crate::error::{Error, IoContext, Result, Token};
+use crate::fsx;
+use crate::protocol::clock;
+use crate::protocol::roles::ReceiveMode;
+
+/// Longest `--failed` reason accepted.
+pub const MAX_FAILED_REASON: usize = 200;
+
+/// A `--failed` reason: one non-empty line, no control characters, at most
+/// `MAX_FAILED_REASON` characters (exit 1 otherwise; nothing changes).
+pub fn check_failed_reason(reason: &str) -> Result<()> {
+    let why = if reason.trim().is_empty() {
+        "must not be empty".to_string()
+    } else if reason.chars().any(crate::text::is_control) {
+        "must be one line without control characters".to_string()
+    } else if reason.chars().count() > MAX_FAILED_REASON {
+        format!(
+            "must be no longer than {MAX_FAILED_REASON} characters; got {}",
+            reason.chars().count()
+        )
+    } else {
+        return Ok(());
+    };
+    Err(Error::env(format!(
+        "--failed reason {why}: '{}'.",
+        crate::text::escape(reason)
+    )))
+}
+
+impl Inbox<'_> {
+    /// The refusal for a completion whose target already exists.
+    pub(super) fn completed_exists(target: &Path) -> Error {
+        Error::refused(
+            Token::AmbiguousTaskState,
+            format!("completed file already exists: {}", target.display()),
+            vec![],
+        )
+    }
+
+    /// Completes one file: stamps `completed_at` (and a missing
+    /// `dequeued_at`, and `failed` when given) by atomic replace, then moves it
+    /// to `completed/` without clobbering. The target is checked first, so a
+    /// refusal changes nothing.
+    pub(super) fn complete_file(
+        &self,
+        item: &mut Item,
+        at: &str,
+        failed: Option<&str>,
+    ) -> Result<PathBuf> {
+        let name = item
+            .path
+            .file_name()
+            .map(|n| n.to_owned())
+            .ok_or_else(|| Error::env(format!("{}: no file name", item.path.display())))?;
+        let target = self.wt.completed().join(name);
+        if target.exists() {
+            return Err(Self::completed_exists(&target));
+        }
+        if item.header("dequeued_at").is_none() {
+            let at = in_order(&item.msg, at);
+            item.msg.set("dequeued_at", &at);
+        }
+        if let Some(r) = failed {
+            item.msg.set("failed", r);
+        }
+        self.stamp(item, "completed_at", at)?;
+        match fsx::move_noreplace(&item.path, &target) {
+            Ok(()) => {
+                item.path = target.clone();
+                Ok(target)
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                Err(Self::completed_exists(&target))
+            }
+            Err(e) => Err(Error::io(&item.path, e)),
+        }
+    }
+
+    /// Completes the copy of message `id` wherever it waits or is in process
+    /// (`new/`, `in_process/`, a batch): stamps `dequeued_at` (when missing)
+    /// and `completed_at`, moves it to `completed/`. A batch left empty is
+    /// removed. Returns the completed path; `None` when no open copy exists
+    /// (it may be completed already). Call it under [`Inbox::with_lock`].
+    pub fn complete_copy_locked(&self, id: &str) -> Result<Option<PathBuf>> {
+        let Some((mut item, batch)) = self.open_copy(id)? else {
+            return Ok(None);
+        };
+        let target = self.complete_file(&mut item, &clock::iso_now(), None)?;
+        if let Some(dir) = batch {
+            if fs::read_dir(&dir)
+                .map(|mut rd| rd.next().is_none())
+                .unwrap_or(false)
+            {
+                fsx::remove_empty_dir(&dir).at(&dir)?;
+            }
+        }
+        Ok(Some(target))
+    }
+
+    /// The waiting or in-process copy of message `id`, and its batch dir.
+    pub(super) fn open_copy(&self, id: &str) -> Result<Option<(Item, Option<PathBuf>)>> {
+        let ip = self.wt.in_process();
+        let mut dirs: Vec<(PathBuf, Option<PathBuf>)> =
+            vec![(self.wt.inbox_new(), None), (ip.clone(), None)];
+        for b in list(&ip)?.batches {
+            let d = ip.join(b);
+            dirs.push((d.clone(), Some(d)));
+        }
+        for (dir, batch) in dirs {
+            if let Some(item) = find_in(&dir, id, self.read_limit()) {
+                return Ok(Some((item, batch)));
+            }
+        }
+        Ok(None)
+    }
+
+    pub fn done(&self, mode: ReceiveMode) -> Result<Done> {
+        self.done_failed(mode, None)
+    }
+
+    /// Completes the item in process; with `failed`, stamps `failed:
+    /// <reason>` on it (every item of a batch) along with `completed_at`,
+    /// so whoever asked (the daemon, for a digest request) can tell.
+    pub fn done_failed(&self, mode: ReceiveMode, failed: Option<&str>) -> Result<Done> {
+        if let Some(r) = failed {
+            check_failed_reason(r)?;
+        }
+        let _lock = self.lock()?;
+        let (completed, completed_batch) = match mode {
+            ReceiveMode::Task => (self.done_task(failed)?, None),
+            ReceiveMode::Batch => {
+                let (files, dir) = self.done_batch(failed)?;
+                (files, Some(dir))
+            }
+        };
+        let next = self.ready_locked(mode);
+        Ok(Done {
+            completed,
+            completed_batch,
+            failed: failed.map(str::to_string),
+            next,
+        })
+    }
+
+    pub(super) fn done_task(&self, failed: Option<&str>) -> Result<Vec<PathBuf>> {
+        let ip = self.wt.in_process();
+        let cur = list(&ip)?;
+        if !cur.batches.is_empty() {
+            return Err(Error::refused(
+                Token::CurrentWorkIsBatch,
+                "use done_with_current.sh.",
+                paths(&ip, &cur.batches),
+            ));
+        }
+        self.reject_odd(&cur, &ip)?;
+        let Some(name) = cur.files.first() else {
+            return Err(Error::token(Token::NoCurrentTask));
+        };
+        if cur.files.len() > 1 {
+            return Err(Error::refused(
+                Token::AmbiguousTaskState,
+                "multiple tasks are in process.",
+                paths(&ip, &cur.files),
+            ));
+        }
+        let target = self.wt.completed().join(name);
+        // Check before loading (which may finish an interrupted dequeued_at
+        // stamp), so a refusal changes nothing (§15.8).
+        if target.exists() {
+            return Err(Self::completed_exists(&target));
+        }
+        let mut item = self.load_in_process(&ip.join(name))?;
+        Ok(vec![self.complete_file(
+            &mut item,
+            &clock::iso_now(),
+            failed,
+        )?])
+    }
+
+    pub(super) fn done_batch(&self, failed: Option<&str>) -> Result<(Vec<PathBuf>, PathBuf)> {
+        let ip = self.wt.in_process();
+        let cur = list(&ip)?;
+        if !cur.files.is_empty() {
+            return Err(Error::refused(
+                Token::CurrentWorkIsSingleTask,
+                "use done_with_current.sh.",
+                paths(&ip, &cur.files),
+            ));
+        }
+        let Some(b) = cur.batches.first() else {
+            return Err(Error::token(Token::NoCurrentBatch));
+        };
+        if cur.batches.len() > 1 {
+            return Err(Error::refused(
+                Token::AmbiguousTaskState,
+                "multiple batches are in process.",
+                paths(&ip, &cur.batches),
+            ));
+        }
+        let dir = ip.join(b);
+        let target = self.wt.completed().join(b);
+        if remove_if_unfilled(&dir)? {
+            return Err(Error::token(Token::NoCurrentBatch));
+        }
+        if list(&dir)?.files.is_empty() {
+            return Err(Error::refused(
+                Token::AmbiguousTaskState,
+                format!("batch contains no tasks: {}", dir.display()),
+                vec![],
+            ));
+        }
+        // Check before loading (which may finish an interrupted dequeued_at
+        // stamp), so a refusal changes nothing (§15.8).
+        if target.exists() {
+            return Err(Error::refused(
+                Token::AmbiguousTaskState,
+                format!("completed batch already exists: {}", target.display()),
+                vec![],
+            ));
+        }
+        let mut items = self.load_batch(&dir)?;
+        let t = clock::iso_now();
+        for item in &mut items {
+            if let Some(r) = failed {
+                item.msg.set("failed", r);
+            }
+            self.stamp(item, "completed_at", &t)?;
+        }
+        // One directory rename completes the whole batch.
+        match fsx::move_noreplace(&dir, &target) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(Error::refused(
+                    Token::AmbiguousTaskState,
+                    format!("completed batch already exists: {}", target.display()),
+                    vec![],
+                ))
+            }
+            Err(e) => return Err(Error::io(&dir, e)),
+        }
+        let files = items
+            .iter()
+            .filter_map(|i| i.path.file_name().map(|n| target.join(n)))
+            .collect();
+        Ok((files, target))
+    }
+}

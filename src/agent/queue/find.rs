@@ -1,0 +1,85 @@
+//! Finding one message's item by id in an inbox (names embed the id, so
+//! only matching names are read).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::{list, Item};
+use crate::fsx;
+use crate::protocol::header::Message;
+use crate::protocol::layout::Worktree;
+
+/// The item for message `id` directly in `dir` (names embed the id, so only
+/// matching names are read); unreadable files are skipped.
+pub(super) fn find_in(dir: &Path, id: &str, max_bytes: u64) -> Option<Item> {
+    let needle = format!("_{id}_to_");
+    let rd = fs::read_dir(dir).ok()?;
+    let mut names: Vec<String> = rd
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".handoff") && n.contains(&needle))
+        .collect();
+    names.sort_unstable();
+    names.into_iter().find_map(|n| {
+        let path = dir.join(n);
+        let bytes = fsx::read_bounded(&path, max_bytes).ok()?;
+        let msg = Message::parse_bytes(&bytes).ok()?;
+        (msg.get("id") == Some(id)).then_some(Item { path, msg })
+    })
+}
+
+/// Where a worktree may hold message `id` for its roles: the inbox (new,
+/// in process, completed, batches included).
+fn inbox_dirs(wt: &Worktree) -> Vec<PathBuf> {
+    let mut dirs = vec![wt.in_process(), wt.inbox_new(), wt.completed()];
+    for base in [wt.in_process(), wt.completed()] {
+        if let Ok(l) = list(&base) {
+            dirs.extend(l.batches.iter().map(|b| base.join(b)));
+        }
+    }
+    dirs
+}
+
+/// The copy of message `id` in this worktree's inbox, if any (read-only, no
+/// lock: for look-ups, never for transitions).
+pub fn find_copy(wt: &Worktree, id: &str, max_bytes: u64) -> Option<Item> {
+    inbox_dirs(wt)
+        .iter()
+        .find_map(|d| find_in(d, id, max_bytes))
+}
+
+/// Message `id` as this worktree knows it: a copy in its inbox, else its own
+/// original in `sent/` or the outbox (a follow-up to one's own message).
+pub fn find_item(wt: &Worktree, id: &str, max_bytes: u64) -> Option<Item> {
+    find_copy(wt, id, max_bytes).or_else(|| {
+        [wt.sent(), wt.outbox()]
+            .iter()
+            .find_map(|d| find_in(d, id, max_bytes))
+    })
+}
+
+/// Message `id`'s original in this (its sender's) worktree: `sent/`, then
+/// the outbox, then `failed/` (read-only, no lock).
+pub fn find_original(wt: &Worktree, id: &str, max_bytes: u64) -> Option<Item> {
+    [wt.sent(), wt.outbox(), wt.failed()]
+        .iter()
+        .find_map(|d| find_in(d, id, max_bytes))
+}
+
+/// The item in process: the file in `in_process/`, or the first item of the
+/// in-process batch (read-only, no lock).
+pub fn current_item(wt: &Worktree, max_bytes: u64) -> Option<Item> {
+    let ip = wt.in_process();
+    let l = list(&ip).ok()?;
+    let path = match (l.files.first(), l.batches.first()) {
+        (Some(f), _) => ip.join(f),
+        (None, Some(b)) => {
+            let dir = ip.join(b);
+            dir.join(list(&dir).ok()?.files.first()?)
+        }
+        _ => return None,
+    };
+    let bytes = fsx::read_bounded(&path, max_bytes).ok()?;
+    let msg = Message::parse_bytes(&bytes).ok()?;
+    Some(Item { path, msg })
+}

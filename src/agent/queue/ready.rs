@@ -1,0 +1,240 @@
+//! Taking work (§7.2–7.4): the next task, or every waiting item of one
+//! priority as a batch, or the item already in process again.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::{list, paths, remove_if_unfilled, Inbox, Item, Ready};
+use crate::error::{Error, Result, Token};
+use crate::fsx;
+use crate::protocol::clock;
+use crate::protocol::grammar;
+use crate::protocol::header::Message;
+use crate::protocol::roles::ReceiveMode;
+
+impl Inbox<'_> {
+    pub fn ready(&self, mode: ReceiveMode) -> Result<Ready> {
+        let _lock = self.lock()?;
+        self.ready_locked(mode)
+    }
+
+    pub(super) fn ready_locked(&self, mode: ReceiveMode) -> Result<Ready> {
+        match mode {
+            ReceiveMode::Task => self.ready_task(),
+            ReceiveMode::Batch => self.ready_batch(),
+        }
+    }
+
+    pub(super) fn ready_task(&self) -> Result<Ready> {
+        let ip = self.wt.in_process();
+        let cur = list(&ip)?;
+        if !cur.batches.is_empty() {
+            return Err(Error::refused(
+                Token::TaskInProcessIsBatch,
+                "use ready_for_next.sh or done_with_current.sh.",
+                paths(&ip, &cur.batches),
+            ));
+        }
+        self.reject_odd(&cur, &ip)?;
+        if cur.files.len() > 1 {
+            return Err(Error::refused(
+                Token::AmbiguousTaskState,
+                "multiple tasks are already in process.",
+                paths(&ip, &cur.files),
+            ));
+        }
+        if let Some(name) = cur.files.first() {
+            let item = self.load_in_process(&ip.join(name))?;
+            let answers = self.take_answers()?;
+            return Ok(Ready::Task {
+                item,
+                resumed: true,
+                answers,
+            });
+        }
+        let new = self.wt.inbox_new();
+        let waiting = list(&new)?;
+        self.reject_odd(&waiting, &new)?;
+        let Some(name) = waiting.files.first() else {
+            return Ok(Ready::NoTask);
+        };
+        let src = new.join(name);
+        // Validate before moving so a malformed file never becomes "in process".
+        let mut item = self.load(&src)?;
+        let dst = ip.join(name);
+        match fsx::move_noreplace(&src, &dst) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(Error::refused(
+                    Token::AmbiguousTaskState,
+                    format!("target in-process file already exists: {}", dst.display()),
+                    vec![],
+                ))
+            }
+            Err(e) => return Err(Error::io(&src, e)),
+        }
+        item.path = dst;
+        self.stamp(&mut item, "dequeued_at", &clock::iso_now())?;
+        Ok(Ready::Task {
+            item,
+            resumed: false,
+            answers: Vec::new(),
+        })
+    }
+
+    pub(super) fn load_batch(&self, dir: &Path) -> Result<Vec<Item>> {
+        let l = list(dir)?;
+        if l.files.is_empty() {
+            return Err(Error::refused(
+                Token::AmbiguousTaskState,
+                format!("batch contains no tasks: {}", dir.display()),
+                vec![],
+            ));
+        }
+        l.files
+            .iter()
+            .map(|n| self.load_in_process(&dir.join(n)))
+            .collect()
+    }
+
+    pub(super) fn ready_batch(&self) -> Result<Ready> {
+        let ip = self.wt.in_process();
+        let cur = list(&ip)?;
+        if !cur.files.is_empty() {
+            return Err(Error::refused(
+                Token::TaskInProcessIsSingle,
+                "use ready_for_next.sh or done_with_current.sh.",
+                paths(&ip, &cur.files),
+            ));
+        }
+        if cur.batches.len() > 1 {
+            return Err(Error::refused(
+                Token::AmbiguousTaskState,
+                "multiple batches are already in process.",
+                paths(&ip, &cur.batches),
+            ));
+        }
+        if let Some(b) = cur.batches.first() {
+            let dir = ip.join(b);
+            if !remove_if_unfilled(&dir)? {
+                let items = self.load_batch(&dir)?;
+                let priority = items[0].priority().to_string();
+                let answers = self.take_answers()?;
+                return Ok(Ready::Batch {
+                    dir,
+                    priority,
+                    items,
+                    resumed: true,
+                    answers,
+                });
+            }
+        }
+        let new = self.wt.inbox_new();
+        let waiting = list(&new)?;
+        self.reject_odd(&waiting, &new)?;
+        let Some(first) = waiting.files.first() else {
+            return Ok(Ready::NoTask);
+        };
+        let first_item = self.load(&new.join(first))?;
+        let priority = first_item.priority().to_string();
+        // Selection is by the priority header (§7.5). Our daemon only delivers
+        // files whose name prefix matches that header, so only files with that
+        // prefix (or no prefix) need reading; this keeps a deep backlog cheap.
+        let mut selected = vec![first_item];
+        for name in waiting.files.iter().skip(1) {
+            let prefix = name.get(..3).unwrap_or("");
+            let has_prefix = prefix.len() == 3
+                && prefix.as_bytes()[2] == b'_'
+                && prefix[..2].bytes().all(|b| b.is_ascii_digit());
+            if has_prefix && prefix[..2] != priority {
+                continue;
+            }
+            let item = self.load(&new.join(name))?;
+            if item.priority() == priority {
+                selected.push(item);
+            }
+        }
+        let dir = self.new_batch_dir()?;
+        let mut items = Vec::with_capacity(selected.len());
+        for mut item in selected {
+            let src = item.path.clone();
+            let Some(name) = src.file_name() else {
+                continue;
+            };
+            let dst = dir.join(name);
+            match fsx::move_noreplace(&src, &dst) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    return Err(Error::refused(
+                        Token::AmbiguousTaskState,
+                        format!("target batch file already exists: {}", dst.display()),
+                        vec![],
+                    ))
+                }
+                Err(e) => return Err(Error::io(&src, e)),
+            }
+            item.path = dst;
+            self.stamp(&mut item, "dequeued_at", &clock::iso_now())?;
+            items.push(item);
+        }
+        Ok(Ready::Batch {
+            dir,
+            priority,
+            items,
+            resumed: false,
+            answers: Vec::new(),
+        })
+    }
+
+    /// `batch_<IDTS>_<NNNNNN>`, the smallest number free in both `in_process/`
+    /// and `completed/` (SwarmForge only checked the former, so two batches in
+    /// one second collided at completion).
+    pub(super) fn new_batch_dir(&self) -> Result<PathBuf> {
+        let now = clock::now();
+        let ip = self.wt.in_process();
+        let done = self.wt.completed();
+        for n in 1..1_000_000u32 {
+            let name = grammar::batch_dir_name(now, n);
+            if done.join(&name).exists() {
+                continue;
+            }
+            let dir = ip.join(&name);
+            match fsx::create_dir_new(&dir) {
+                Ok(()) => return Ok(dir),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(Error::io(&dir, e)),
+            }
+        }
+        Err(Error::env(format!(
+            "no free batch directory name in {}",
+            ip.display()
+        )))
+    }
+
+    /// While an item is parked in process, `answer` items waiting in `new/`
+    /// are handed out with it: each is stamped `dequeued_at` and
+    /// `completed_at` (one time), then moved to `completed/`, under the lock
+    /// the caller holds. Stamping before the move means a crash in between
+    /// leaves the answer in `new/`, where the next call finishes it.
+    /// Unreadable files are left for the ordinary ready step to reject.
+    pub(super) fn take_answers(&self) -> Result<Vec<Item>> {
+        let new = self.wt.inbox_new();
+        let mut out = Vec::new();
+        for name in list(&new)?.files {
+            let src = new.join(&name);
+            let Ok(bytes) = fsx::read_bounded(&src, self.read_limit()) else {
+                continue;
+            };
+            let Ok(msg) = Message::parse_bytes(&bytes) else {
+                continue;
+            };
+            if msg.get("type") != Some(crate::protocol::types::ANSWER.name) {
+                continue;
+            }
+            let mut item = Item { path: src, msg };
+            self.complete_file(&mut item, &clock::iso_now(), None)?;
+            out.push(item);
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,511 @@
+//! The plan of a swarm: its roles, read from `swarm.yaml` (or SwarmForge's
+//! `swarmforge/swarmforge.conf`) and checked, with every error's line and
+//! column; what `swarm init` and `swarm up` act on.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+use crate::launch::swarmforge_conf::{self, ConfAgent, ConfPaths};
+use crate::protocol::config::{Config, RoleConfig};
+use crate::protocol::grammar;
+use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::roles::{self, ReceiveMode, Role, Roles};
+
+/// What runs a role.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AgentSpec {
+    /// A person; never started, never woken.
+    Human,
+    /// A shell command line, run with `sh -c` in the role's worktree.
+    Command(String),
+    /// A SwarmForge model agent (`claude`, `codex`, `copilot`, `grok`) with
+    /// the conf's extra arguments; started with SwarmForge's command line.
+    Model { name: String, extra: Option<String> },
+}
+
+impl AgentSpec {
+    /// `roles.tsv` column 6: `human`, the model name, or the command's first
+    /// word lower-cased.
+    pub fn column(&self) -> String {
+        match self {
+            AgentSpec::Human => "human".into(),
+            AgentSpec::Model { name, .. } => name.clone(),
+            AgentSpec::Command(c) => c
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_lowercase(),
+        }
+    }
+}
+
+/// One role, with every derived value (§12.2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedRole {
+    pub name: String,
+    pub worktree_name: String,
+    pub worktree_path: PathBuf,
+    pub session: String,
+    pub display: String,
+    pub mode: ReceiveMode,
+    pub agent: AgentSpec,
+}
+
+impl PlannedRole {
+    /// Roles in `master`/`none` work in the project root itself.
+    pub fn in_root(&self) -> bool {
+        is_shared_worktree(&self.worktree_name)
+    }
+
+    pub fn is_human(&self) -> bool {
+        self.agent == AgentSpec::Human
+    }
+
+    pub fn worktree(&self) -> Worktree {
+        Worktree::new(&self.worktree_path)
+    }
+}
+
+/// `master` and `none` mean the project root and may be shared.
+pub fn is_shared_worktree(name: &str) -> bool {
+    matches!(name, "master" | "none")
+}
+
+/// Where the roles came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    SwarmYaml(PathBuf),
+    SwarmforgeConf(PathBuf),
+}
+
+impl Source {
+    pub fn path(&self) -> &Path {
+        match self {
+            Source::SwarmYaml(p) | Source::SwarmforgeConf(p) => p,
+        }
+    }
+}
+
+/// A project's roles and settings, ready to initialise and launch.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub project: Project,
+    pub config: Config,
+    pub roles: Vec<PlannedRole>,
+    pub source: Source,
+    /// Notes for the person (printed on stderr by the CLI).
+    pub warnings: Vec<String>,
+}
+
+/// Agents sharing a worktree share one inbox (SwarmForge's rule): any of them
+/// may take any item, which surprises people who meant separate queues.
+fn shared_inbox_warnings(roles: &[PlannedRole]) -> Vec<String> {
+    let mut seen: Vec<(&Path, Vec<&str>)> = Vec::new();
+    for r in roles.iter().filter(|r| !r.is_human()) {
+        match seen
+            .iter_mut()
+            .find(|(p, _)| *p == r.worktree_path.as_path())
+        {
+            Some((_, names)) => names.push(&r.name),
+            None => seen.push((&r.worktree_path, vec![&r.name])),
+        }
+    }
+    seen.into_iter()
+        .filter(|(_, names)| names.len() > 1)
+        .map(|(p, names)| {
+            format!(
+                "note: roles {} share the worktree {}, so they share one inbox: any of them may take any item\n  hint: give each its own `worktree:` name for separate queues",
+                names.join(", "),
+                p.display()
+            )
+        })
+        .collect()
+}
+
+impl Plan {
+    /// Reads `swarm.yaml`; its `roles:` win. Without roles there, the roles
+    /// come from `swarmforge/swarmforge.conf` (daemon settings still come
+    /// from `swarm.yaml`).
+    pub fn load(root: &Path) -> Result<Plan> {
+        let project = Project::new(root);
+        let yaml_path = project.config_file();
+        let config = Config::load(&yaml_path)?;
+        let conf_path = project.swarmforge_conf();
+        let mut warnings = Vec::new();
+        if !config.roles.is_empty() {
+            let text = std::fs::read_to_string(&yaml_path).unwrap_or_default();
+            validate_yaml_roles(&config.roles, &text, &yaml_path)?;
+            if let Some(m) = &config.forum.moderator {
+                if !config.roles.iter().any(|r| &r.name == m) {
+                    return Err(Error::env(format!(
+                        "{}: forum.moderator '{}' is not one of its roles\n  hint: name a role from the `roles:` list",
+                        yaml_path.display(),
+                        crate::text::escape(m)
+                    )));
+                }
+            }
+            if conf_path.exists() {
+                warnings.push(format!(
+                    "note: {} defines roles, so {} is ignored",
+                    yaml_path.display(),
+                    conf_path.display()
+                ));
+            }
+            let roles: Vec<PlannedRole> = config
+                .roles
+                .iter()
+                .map(|r| planned(root, &r.name, &r.worktree, r.mode, yaml_agent(r)))
+                .collect();
+            warnings.extend(shared_inbox_warnings(&roles));
+            return Ok(Plan {
+                project,
+                config,
+                roles,
+                source: Source::SwarmYaml(yaml_path),
+                warnings,
+            });
+        }
+        if !conf_path.exists() {
+            return Err(Error::env(format!(
+                "No roles defined for {}: add a `roles:` list to {} or write {}\n  hint: see docs/launcher.md, or run `swarm demo` for a working example",
+                root.display(),
+                yaml_path.display(),
+                conf_path.display()
+            )));
+        }
+        let conf = swarmforge_conf::load(&ConfPaths::for_root(root))?;
+        let roles: Vec<PlannedRole> = conf
+            .iter()
+            .map(|c| {
+                let agent = match &c.agent {
+                    ConfAgent::Human => AgentSpec::Human,
+                    ConfAgent::Model(m) => AgentSpec::Model {
+                        name: m.clone(),
+                        extra: c.extra.clone(),
+                    },
+                    ConfAgent::Command(w) => AgentSpec::Command(match &c.extra {
+                        Some(x) => format!("{w} {x}"),
+                        None => w.clone(),
+                    }),
+                };
+                planned(root, &c.name, &c.worktree, c.mode, agent)
+            })
+            .collect();
+        warnings.extend(shared_inbox_warnings(&roles));
+        Ok(Plan {
+            project,
+            config,
+            roles,
+            source: Source::SwarmforgeConf(conf_path),
+            warnings,
+        })
+    }
+
+    /// The `roles.tsv` text (§2): one line per role, in config order.
+    pub fn roles_tsv(&self) -> String {
+        Roles::from_roles(
+            self.roles
+                .iter()
+                .map(|r| Role {
+                    name: r.name.clone(),
+                    worktree_name: r.worktree_name.clone(),
+                    worktree_path: r.worktree_path.clone(),
+                    session: r.session.clone(),
+                    display: r.display.clone(),
+                    agent: r.agent.column(),
+                    mode: r.mode.as_str().to_string(),
+                })
+                .collect(),
+        )
+        .render()
+    }
+
+    /// Distinct worktree paths, root first when any role works there.
+    pub fn worktree_paths(&self) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = Vec::new();
+        for r in &self.roles {
+            if !out.contains(&r.worktree_path) {
+                out.push(r.worktree_path.clone());
+            }
+        }
+        out
+    }
+}
+
+fn yaml_agent(r: &RoleConfig) -> AgentSpec {
+    let a = r.agent.trim();
+    if a.eq_ignore_ascii_case("human") {
+        AgentSpec::Human
+    } else {
+        AgentSpec::Command(a.to_string())
+    }
+}
+
+fn planned(
+    root: &Path,
+    name: &str,
+    worktree: &str,
+    mode: ReceiveMode,
+    agent: AgentSpec,
+) -> PlannedRole {
+    let worktree_path = if is_shared_worktree(worktree) {
+        root.to_path_buf()
+    } else {
+        root.join(".worktrees").join(worktree)
+    };
+    PlannedRole {
+        name: name.to_string(),
+        worktree_name: worktree.to_string(),
+        worktree_path,
+        session: format!("swarmforge-{name}"),
+        display: roles::display_name(name),
+        mode,
+        agent,
+    }
+}
+
+/// Where each role's keys sit in `swarm.yaml`, for error positions.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct SpanDoc {
+    roles: Vec<SpanRole>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct SpanRole {
+    name: Option<serde_saphyr::Spanned<String>>,
+    agent: Option<serde_saphyr::Spanned<String>>,
+    worktree: Option<serde_saphyr::Spanned<String>>,
+}
+
+fn spans(text: &str) -> Vec<SpanRole> {
+    serde_saphyr::from_str::<SpanDoc>(text)
+        .map(|d| d.roles)
+        .unwrap_or_default()
+}
+
+type Loc = Option<(u64, u64)>;
+
+fn loc(s: &Option<serde_saphyr::Spanned<String>>) -> Loc {
+    s.as_ref()
+        .map(|s| (s.referenced.line(), s.referenced.column()))
+        .filter(|(l, _)| *l > 0)
+}
+
+fn yaml_error(path: &Path, at: Loc, msg: String, hint: &str) -> Error {
+    let pos = match at {
+        Some((l, c)) => format!("{}:{l}:{c}", path.display()),
+        None => path.display().to_string(),
+    };
+    Error::env(format!("{pos}: {msg}\n  hint: {hint}"))
+}
+
+/// A worktree name is a directory under `.worktrees/` and part of a branch
+/// name, so it keeps to a small safe alphabet.
+pub fn valid_worktree_name(w: &str) -> bool {
+    if is_shared_worktree(w) {
+        return true;
+    }
+    let b = w.as_bytes();
+    !b.is_empty()
+        && b.len() <= 64
+        && b[0].is_ascii_alphanumeric()
+        && !w.contains("..")
+        && !w.ends_with(".lock")
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// Checks what serde cannot: names (D9), uniqueness, agents, worktrees.
+pub fn validate_yaml_roles(roles: &[RoleConfig], text: &str, path: &Path) -> Result<()> {
+    let sp = spans(text);
+    let at = |i: usize, f: fn(&SpanRole) -> Loc| sp.get(i).and_then(f);
+    // Name → first position, so checking a long table stays linear.
+    let mut first_at: std::collections::HashMap<&str, usize> = Default::default();
+    for (i, r) in roles.iter().enumerate() {
+        let name_at = at(i, |s| loc(&s.name));
+        if r.name.is_empty() {
+            return Err(yaml_error(
+                path,
+                at(i, |s| loc(&s.agent)),
+                format!("role #{} has no name", i + 1),
+                "give every entry of `roles:` a `name:`",
+            ));
+        }
+        if !grammar::valid_role(&r.name) {
+            return Err(yaml_error(
+                path,
+                name_at,
+                format!(
+                    "invalid role name '{}'",
+                    crate::text::escape(&r.name)
+                ),
+                "role names start with a letter or digit and contain only letters, digits and '-' (at most 64 characters)",
+            ));
+        }
+        if let Some(why) = crate::protocol::grammar::reserved_role(&r.name) {
+            return Err(yaml_error(
+                path,
+                name_at,
+                format!("role name '{}' is reserved ({why})", r.name),
+                "pick another name; `all` and `handoffd` mean something in every message",
+            ));
+        }
+        if let Some(&j) = first_at.get(r.name.as_str()) {
+            let first = at(j, |s| loc(&s.name))
+                .map(|(l, _)| format!(" (first defined on line {l})"))
+                .unwrap_or_default();
+            return Err(yaml_error(
+                path,
+                name_at,
+                format!("duplicate role '{}'{first}", r.name),
+                "role names must be unique",
+            ));
+        }
+        first_at.insert(r.name.as_str(), i);
+        let agent = r.agent.trim();
+        if agent.is_empty() {
+            return Err(yaml_error(
+                path,
+                name_at,
+                format!("role '{}' has no agent", r.name),
+                "set `agent:` to a command line (run with sh -c in the role's worktree) or to `human`",
+            ));
+        }
+        if agent.chars().any(|c| c.is_control()) {
+            return Err(yaml_error(
+                path,
+                at(i, |s| loc(&s.agent)),
+                format!(
+                    "the agent of role '{}' contains a control character",
+                    r.name
+                ),
+                "write the command on one line",
+            ));
+        }
+        let wt_at = at(i, |s| loc(&s.worktree)).or(name_at);
+        if !valid_worktree_name(&r.worktree) {
+            return Err(yaml_error(
+                path,
+                wt_at,
+                format!(
+                    "invalid worktree '{}' for role '{}'",
+                    crate::text::escape(&r.worktree),
+                    r.name
+                ),
+                "use `master` or `none` (the project root) or a name of letters, digits, '.', '_' and '-'",
+            ));
+        }
+        if !is_shared_worktree(&r.worktree) {
+            if let Some(o) = roles[..i].iter().find(|o| o.worktree == r.worktree) {
+                return Err(yaml_error(
+                    path,
+                    wt_at,
+                    format!(
+                        "worktree '{}' of role '{}' is already used by role '{}'",
+                        r.worktree, r.name, o.name
+                    ),
+                    "each worktree belongs to one role; only `master` and `none` may be shared",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_column() {
+        assert_eq!(AgentSpec::Human.column(), "human");
+        assert_eq!(AgentSpec::Command("  Sh agents/x.sh".into()).column(), "sh");
+        assert_eq!(
+            AgentSpec::Model {
+                name: "codex".into(),
+                extra: None
+            }
+            .column(),
+            "codex"
+        );
+    }
+
+    #[test]
+    fn worktree_names() {
+        for ok in ["master", "none", "coder", "a.b", "x_1"] {
+            assert!(valid_worktree_name(ok), "{ok}");
+        }
+        for bad in ["", ".", "..", "a/b", "-x", "a..b", "x.lock", "a b"] {
+            assert!(!valid_worktree_name(bad), "{bad}");
+        }
+    }
+
+    /// The defaults documented in the README are the real ones.
+    #[test]
+    fn documented_defaults_match() {
+        let doc = include_str!("../../README.md");
+        let blocks: Vec<&str> = doc
+            .split("```yaml\n")
+            .skip(1)
+            .map(|b| b.split("```").next().unwrap())
+            .collect();
+        let all = Config::parse(blocks[0]).unwrap();
+        assert_eq!(all, Config::default());
+        let roles = Config::parse(blocks[1]).unwrap();
+        let want = RoleConfig {
+            name: "coder".into(),
+            agent: "sh \"$SWARMFORGE_PROJECT/agents/coder.sh\"".into(),
+            ..RoleConfig::default()
+        };
+        assert_eq!(roles.roles, vec![want]);
+    }
+
+    #[test]
+    fn a_moderator_must_be_a_role() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(
+            d.path().join("swarm.yaml"),
+            "roles:\n  - name: a\n    agent: sh a.sh\nforum:\n  moderator: ghost\n",
+        )
+        .unwrap();
+        let Err(e) = Plan::load(d.path()) else {
+            panic!("a moderator that is not a role was accepted");
+        };
+        let e = e.to_string();
+        assert!(
+            e.contains("forum.moderator 'ghost' is not one of its roles"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn yaml_role_errors_have_positions() {
+        let text =
+            "roles:\n  - name: coder\n    agent: sh x.sh\n  - name: coder\n    agent: human\n";
+        let c = Config::parse(text).unwrap();
+        let e = validate_yaml_roles(&c.roles, text, Path::new("/p/swarm.yaml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("/p/swarm.yaml:4:")
+                && e.contains("duplicate role 'coder' (first defined on line 2)"),
+            "{e}"
+        );
+        let text = "roles:\n  - name: a_b\n    agent: x\n";
+        let c = Config::parse(text).unwrap();
+        let e = validate_yaml_roles(&c.roles, text, Path::new("/p/swarm.yaml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("/p/swarm.yaml:2:"), "{e}");
+        let text = "roles:\n  - name: a\n";
+        let c = Config::parse(text).unwrap();
+        let e = validate_yaml_roles(&c.roles, text, Path::new("/p/swarm.yaml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("role 'a' has no agent"), "{e}");
+    }
+}
