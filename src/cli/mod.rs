@@ -59,17 +59,10 @@ pub fn wants_json(args: &[std::ffi::OsString]) -> bool {
             .any(|w| w[0] == "--format" && w[1] == "jsonl")
 }
 
-/// Colour on stderr: only on a terminal, and never with `NO_COLOR` set to
-/// anything non-empty (https://no-color.org). The one rule for every tool.
-pub fn colour_stderr() -> bool {
-    use std::io::IsTerminal;
-    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-}
-
 /// clap's colour choice under the same rule: clap's own detection looks at
 /// the stream it writes to but not every variable the same way.
 pub fn clap_colour() -> clap::ColorChoice {
-    if colour_stderr() {
+    if crate::text::colour_stderr() {
         clap::ColorChoice::Auto
     } else {
         clap::ColorChoice::Never
