@@ -576,7 +576,7 @@ impl Deliverer {
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Outcome::Deferred(format!("{}: {e}", dest.display())),
             }
-            if !role.is_human() && fields::wakes(&msg, &role.name) {
+            if role.wakes_here() && fields::wakes(&msg, &role.name) {
                 self.waker.wake(wake::Request {
                     role: role.name.clone(),
                     session: role.session.clone(),

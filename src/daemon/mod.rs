@@ -473,7 +473,7 @@ impl Daemon {
         }
         let now = Instant::now();
         for role in self.deliverer.roles.roles.clone() {
-            if role.is_human() {
+            if !role.wakes_here() {
                 continue;
             }
             let ack = cfg

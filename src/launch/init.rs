@@ -196,6 +196,19 @@ fn ensure_worktree(root: &Path, r: &PlannedRole, report: &mut InitReport) -> Res
     Ok(())
 }
 
+/// Records which host this checkout is (`swarm init --host`); the name is
+/// checked against `swarm.yaml`'s `hosts` when the plan is loaded.
+pub fn set_host(project: &crate::protocol::layout::Project, host: &str) -> Result<()> {
+    if !crate::protocol::grammar::valid_role(host) {
+        return Err(Error::env(format!(
+            "invalid host name '{}'\n  hint: host names use letters, digits and '-'",
+            crate::text::escape(host)
+        )));
+    }
+    write_if_changed(&project.host_file(), format!("{host}\n").as_bytes())?;
+    Ok(())
+}
+
 /// Makes the project ready to run; changes only what is missing or differs.
 pub fn init(plan: &Plan) -> Result<InitReport> {
     let root = &plan.project.root;
@@ -223,6 +236,19 @@ pub fn init(plan: &Plan) -> Result<InitReport> {
                     .changes
                     .push(format!("wrote {}", w.project_pointer().display()));
             }
+        }
+    }
+    // Roles on other hosts: a worktree-shaped proxy folder each (no git
+    // worktree, no pointer: no agent works there).
+    for r in &plan.remote {
+        let n = ensure_missing(&r.worktree().all_dirs())?;
+        if n > 0 {
+            report.changes.push(format!(
+                "created the bridge proxy {} for role {} on host {}",
+                r.worktree_path.display(),
+                r.name,
+                r.worktree_name.trim_start_matches('@')
+            ));
         }
     }
     let tsv = plan.project.roles_tsv();

@@ -97,7 +97,14 @@ pub struct Plan {
     pub source: Source,
     /// Notes for the person (printed on stderr by the CLI).
     pub warnings: Vec<String>,
+    /// Which of `hosts` this checkout is (None: a one-host swarm).
+    pub host: Option<String>,
+    /// Roles on other hosts: a proxy worktree each (`@<host>` in roles.tsv),
+    /// drained by the bridge; never started or woken here.
+    pub remote: Vec<PlannedRole>,
 }
+
+pub use crate::protocol::config::this_host;
 
 /// Agents sharing a worktree share one inbox (SwarmForge's rule): any of them
 /// may take any item, which surprises people who meant separate queues.
@@ -153,11 +160,21 @@ impl Plan {
                     conf_path.display()
                 ));
             }
-            let roles: Vec<PlannedRole> = config
-                .roles
-                .iter()
-                .map(|r| planned(root, &r.name, &r.worktree, r.mode, yaml_agent(r)))
-                .collect();
+            let host = this_host(&project, &config)?;
+            let mut roles: Vec<PlannedRole> = Vec::new();
+            let mut remote: Vec<PlannedRole> = Vec::new();
+            for r in &config.roles {
+                let mut p = planned(root, &r.name, &r.worktree, r.mode, yaml_agent(r));
+                match (config.role_host(&r.name), host.as_deref()) {
+                    (Some(h), Some(me)) if h != me => {
+                        p.worktree_name = format!("@{h}");
+                        p.worktree_path = project.bridge_proxy(&r.name);
+                        p.session = String::new();
+                        remote.push(p);
+                    }
+                    _ => roles.push(p),
+                }
+            }
             warnings.extend(shared_inbox_warnings(&roles));
             return Ok(Plan {
                 project,
@@ -165,6 +182,8 @@ impl Plan {
                 roles,
                 source: Source::SwarmYaml(yaml_path),
                 warnings,
+                host,
+                remote,
             });
         }
         if !conf_path.exists() {
@@ -200,6 +219,8 @@ impl Plan {
             roles,
             source: Source::SwarmforgeConf(conf_path),
             warnings,
+            host: None,
+            remote: Vec::new(),
         })
     }
 
@@ -208,6 +229,7 @@ impl Plan {
         Roles::from_roles(
             self.roles
                 .iter()
+                .chain(&self.remote)
                 .map(|r| Role {
                     name: r.name.clone(),
                     worktree_name: r.worktree_name.clone(),

@@ -23,6 +23,18 @@ pub struct Config {
     pub discussion: DiscussionConfig,
     pub launch: LaunchConfig,
     pub logs: LogsConfig,
+    /// The hosts a swarm spans (issue 16); empty: one host, no bridge.
+    pub hosts: Vec<String>,
+    /// The NATS server (or cluster, comma-separated) the hosts' bridges share:
+    /// `nats://host:port`. Never with credentials in it (see docs/bridge.md).
+    pub bridge: Option<String>,
+    /// A file holding the bridge's credentials (a `.creds` file, or a token on
+    /// one line); else `SWARM_NATS_CREDS` / `SWARM_NATS_TOKEN`.
+    pub bridge_credentials_file: Option<String>,
+    /// The swarm's name on the bridge: its JetStream stream and subjects.
+    pub bridge_name: String,
+    /// The git remote a `git_handoff`'s commit travels through between hosts.
+    pub git_remote: Option<String>,
 }
 
 impl Default for Config {
@@ -37,6 +49,11 @@ impl Default for Config {
             discussion: DiscussionConfig::default(),
             launch: LaunchConfig::default(),
             logs: LogsConfig::default(),
+            hosts: Vec::new(),
+            bridge: None,
+            bridge_credentials_file: None,
+            bridge_name: "swarm".into(),
+            git_remote: None,
         }
     }
 }
@@ -129,6 +146,8 @@ pub struct RoleConfig {
     pub restart_budget: u32,
     pub ack_within: Option<Dur>,
     pub complete_within: Option<Dur>,
+    /// The host this role works on (one of `hosts`; default: the first).
+    pub host: Option<String>,
 }
 
 impl Default for RoleConfig {
@@ -143,6 +162,7 @@ impl Default for RoleConfig {
             restart_budget: 3,
             ack_within: None,
             complete_within: None,
+            host: None,
         }
     }
 }
@@ -231,6 +251,67 @@ impl LogsConfig {
     }
 }
 
+/// This checkout's host: `SWARM_HOST`, else `.swarmforge/host` (written by
+/// `swarm init --host`), else the only host there is.
+pub fn this_host(
+    project: &crate::protocol::layout::Project,
+    config: &Config,
+) -> Result<Option<String>> {
+    if config.hosts.is_empty() {
+        return Ok(None);
+    }
+    let named = match std::env::var("SWARM_HOST") {
+        Ok(h) if !h.is_empty() => Some((h, "SWARM_HOST".to_string())),
+        _ => std::fs::read_to_string(project.host_file())
+            .ok()
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+            .map(|t| (t, project.host_file().display().to_string())),
+    };
+    match named {
+        Some((h, _)) if config.hosts.contains(&h) => Ok(Some(h)),
+        Some((h, from)) => Err(Error::env(format!(
+            "{from} names host '{}', which is not one of the hosts in {} ({})\n  hint: run `swarm init --host <host>` with one of them",
+            crate::text::escape(&h),
+            project.config_file().display(),
+            config.hosts.join(", ")
+        ))),
+        None if config.hosts.len() == 1 => Ok(config.hosts.first().cloned()),
+        None => Err(Error::env(format!(
+            "{} spans several hosts ({}) and this checkout does not say which it is\n  hint: run `swarm init --host <host>` once in this checkout (or set SWARM_HOST)",
+            project.config_file().display(),
+            config.hosts.join(", ")
+        ))),
+    }
+}
+
+/// A bridge URL: `nats://` or `tls://` servers, comma-separated, without
+/// credentials (those come from a file or the environment, never from a file
+/// that is committed to git).
+pub fn check_bridge_url(url: &str) -> std::result::Result<(), String> {
+    for part in url.split(',') {
+        let rest = part
+            .strip_prefix("nats://")
+            .or_else(|| part.strip_prefix("tls://"))
+            .ok_or_else(|| {
+                format!(
+                    "bridge: '{}' is not a nats:// or tls:// URL",
+                    crate::text::escape(part)
+                )
+            })?;
+        if rest.contains('@') {
+            return Err("bridge: the URL carries credentials; put them in bridge_credentials_file or SWARM_NATS_CREDS / SWARM_NATS_TOKEN instead".into());
+        }
+        if rest.is_empty() || rest.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            return Err(format!(
+                "bridge: '{}' names no server",
+                crate::text::escape(part)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Smallest `logs.max_bytes` (other than 0): a smaller log would rotate on
 /// nearly every line.
 pub const MIN_LOG_BYTES: u64 = 1024;
@@ -246,7 +327,76 @@ impl Config {
         let c = serde_saphyr::from_str::<Config>(text).map_err(|e| e.to_string())?;
         c.check_allowed_types()?;
         c.check_ranges()?;
+        c.check_hosts()?;
         Ok(c)
+    }
+
+    /// Hosts, the bridge URL and every role's host (issue 16).
+    fn check_hosts(&self) -> std::result::Result<(), String> {
+        let esc = crate::text::escape;
+        for (i, h) in self.hosts.iter().enumerate() {
+            if !crate::protocol::grammar::valid_role(h) {
+                return Err(format!(
+                    "hosts: invalid host name '{}' (letters, digits and '-', at most 64 characters)",
+                    esc(h)
+                ));
+            }
+            if self.hosts[..i].contains(h) {
+                return Err(format!("hosts: '{h}' is named twice"));
+            }
+        }
+        if !crate::protocol::grammar::valid_role(&self.bridge_name) {
+            return Err(format!(
+                "bridge_name: invalid name '{}' (letters, digits and '-')",
+                esc(&self.bridge_name)
+            ));
+        }
+        if let Some(url) = &self.bridge {
+            crate::protocol::config::check_bridge_url(url)?;
+            if self.hosts.is_empty() {
+                return Err(
+                    "bridge is set but hosts is empty: name the hosts the swarm spans".into(),
+                );
+            }
+        } else if self.hosts.len() > 1 {
+            return Err(
+                "hosts names several hosts but bridge is not set: name the NATS server (bridge: nats://host:4222)"
+                    .into(),
+            );
+        }
+        if let Some(r) = &self.git_remote {
+            if r.is_empty()
+                || r.starts_with('-')
+                || r.chars().any(|c| c.is_control() || c.is_whitespace())
+            {
+                return Err(format!("git_remote: invalid remote name '{}'", esc(r)));
+            }
+        }
+        for r in &self.roles {
+            if let Some(h) = &r.host {
+                if !self.hosts.contains(h) {
+                    return Err(format!(
+                        "roles[{}].host: '{}' is not one of hosts ({})",
+                        esc(&r.name),
+                        esc(h),
+                        if self.hosts.is_empty() {
+                            "none".to_string()
+                        } else {
+                            self.hosts.join(", ")
+                        }
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The host `role` works on: its `host:`, else the first of `hosts`
+    /// (None: a one-host swarm).
+    pub fn role_host(&self, role: &str) -> Option<&str> {
+        self.role(role)
+            .and_then(|r| r.host.as_deref())
+            .or(self.hosts.first().map(String::as_str))
     }
 
     /// Values that parse but cannot work: a zero interval would spin the
@@ -349,6 +499,25 @@ mod tests {
         let e = Config::parse("logs:\n  max_bytes: 10\n").unwrap_err();
         assert!(e.contains("logs.max_bytes must be 0"), "{e}");
         assert!(Config::parse("logs:\n  size: 10\n").is_err());
+    }
+
+    #[test]
+    fn hosts_and_bridge_are_checked() {
+        let ok = "hosts: [a, b]\nbridge: nats://127.0.0.1:4222\nroles:\n  - {name: x, agent: human, host: b}\n";
+        let c = Config::parse(ok).unwrap();
+        assert_eq!(c.role_host("x"), Some("b"));
+        assert_eq!(c.role_host("y"), Some("a"));
+        let e = Config::parse("hosts: [a, b]\nbridge: nats://u:p@h:1\n").unwrap_err();
+        assert!(e.contains("carries credentials"), "{e}");
+        let e = Config::parse("hosts: [a, b]\n").unwrap_err();
+        assert!(e.contains("bridge is not set"), "{e}");
+        let e = Config::parse(
+            "hosts: [a]\nbridge: nats://h:1\nroles:\n  - {name: x, agent: human, host: c}\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("'c' is not one of hosts (a)"), "{e}");
+        assert!(Config::parse("hosts: [a]\nbridge: http://h\n").is_err());
+        assert!(Config::parse("hosts: [a_b]\nbridge: nats://h:1\n").is_err());
     }
 
     #[test]

@@ -64,6 +64,46 @@ impl Project {
     pub fn config_file(&self) -> PathBuf {
         self.root.join("swarm.yaml")
     }
+    /// Which of `swarm.yaml`'s `hosts` this checkout is (`swarm init --host`).
+    pub fn host_file(&self) -> PathBuf {
+        self.swarmforge().join("host")
+    }
+    /// The bridge's state (issue 16, docs/bridge.md).
+    pub fn bridge_dir(&self) -> PathBuf {
+        self.swarmforge().join("bridge")
+    }
+    /// The proxy worktree of a role on another host: the daemon delivers into
+    /// its `inbox/new` like any inbox, the bridge drains it to JetStream.
+    pub fn bridge_proxy(&self, role: &str) -> PathBuf {
+        self.bridge_dir().join("out").join(role)
+    }
+    /// Held (flock) by the one running bridge; holds its pid.
+    pub fn bridge_pid(&self) -> PathBuf {
+        self.bridge_dir().join("bridge.pid")
+    }
+    pub fn bridge_log(&self) -> PathBuf {
+        self.bridge_dir().join("bridge.log")
+    }
+    /// The bridge's stdout/stderr when `swarm up` started it.
+    pub fn bridge_output(&self) -> PathBuf {
+        self.bridge_dir().join("bridge.out")
+    }
+    /// One file per received item that waits (for its commit), holding why.
+    pub fn bridge_waiting(&self) -> PathBuf {
+        self.bridge_dir().join("waiting")
+    }
+    /// How far this host's `events.jsonl` has been published (a byte offset).
+    pub fn bridge_events_offset(&self) -> PathBuf {
+        self.bridge_dir().join("events.offset")
+    }
+    /// Every host's events as the bridge received them from the stream.
+    pub fn bridge_events(&self) -> PathBuf {
+        self.bridge_dir().join("events")
+    }
+    /// Temp files of the bridge's own publishes.
+    pub fn bridge_tmp(&self) -> PathBuf {
+        self.bridge_dir().join("tmp")
+    }
     /// SwarmForge's launcher config.
     pub fn swarmforge_conf(&self) -> PathBuf {
         self.root.join("swarmforge").join("swarmforge.conf")

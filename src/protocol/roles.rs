@@ -49,6 +49,17 @@ impl Role {
     pub fn is_human(&self) -> bool {
         self.agent == "human"
     }
+
+    /// A role on another host (issue 16): its worktree column is `@<host>`
+    /// and its path a local proxy the bridge drains; never woken here.
+    pub fn is_remote(&self) -> bool {
+        self.worktree_name.starts_with('@')
+    }
+
+    /// Whether wake-ups for this role happen on this host.
+    pub fn wakes_here(&self) -> bool {
+        !self.is_human() && !self.is_remote()
+    }
 }
 
 /// Largest roles.tsv read.

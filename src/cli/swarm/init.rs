@@ -17,10 +17,16 @@ pub struct Args {
     /// No progress line on stderr
     #[arg(long, short)]
     pub quiet: bool,
+    /// Which of swarm.yaml's `hosts` this checkout is (kept in .swarmforge/host)
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
 }
 
 pub fn run(args: Args) -> i32 {
     let result = super::init_root(args.root.as_deref()).and_then(|root| {
+        if let Some(h) = &args.host {
+            init::set_host(&crate::protocol::layout::Project::new(&root), h)?;
+        }
         let plan = Plan::load(&root)?;
         for w in &plan.warnings {
             eprintln!("{w}");
