@@ -10,13 +10,15 @@
 //! `fsx` and `error` (the foundation), `protocol` (the on-disk format),
 //! `daemon` (delivery), `forum` (sessions, discussions, the moderator; reached
 //! by the daemon through one hook), `agent` (the agent's commands), `views`
-//! (read-only readers), `launch` (init, up, down) and `cli` (the front ends).
+//! (read-only readers), `launch` (init, up, down), `bridge` (hosts joined over
+//! NATS JetStream; the one async part) and `cli` (the front ends).
 
 // Every layer is public for the binaries, the integration tests, the benches
 // and the fuzz targets; nothing else is promised. (Building with these as
 // `pub(crate)` shows what no binary uses: only `Inbox::done` and
 // `rules::validate`, kept for the benches and fuzzers.)
 pub mod agent;
+pub mod bridge;
 pub mod cli;
 pub mod daemon;
 pub mod error;

@@ -34,6 +34,9 @@ pub struct RoleStatus {
     /// Outgoing files not yet delivered.
     pub outbox: usize,
     pub last_wake: Option<String>,
+    /// The host of a role on another host (its queue here is the bridge's proxy).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// Why handoffd cannot deliver to this role (a symlinked inbox folder).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
@@ -49,6 +52,43 @@ pub struct Status {
     pub attention: Vec<attention::Item>,
     /// Lines of roles.tsv that were skipped.
     pub problems: Vec<String>,
+    /// Items the bridge received for this host that wait (for their commit).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bridge_waiting: Vec<BridgeWaiting>,
+}
+
+/// One received item the bridge holds back, and why (issue 16).
+#[derive(Debug, Serialize)]
+pub struct BridgeWaiting {
+    pub name: String,
+    pub role: String,
+    pub reason: String,
+}
+
+/// The bridge's notes (`.swarmforge/bridge/waiting/<name>`: `role<TAB>why`).
+pub fn bridge_waiting(project: &Project) -> Vec<BridgeWaiting> {
+    let Ok(rd) = fs::read_dir(project.bridge_waiting()) else {
+        return Vec::new();
+    };
+    let mut v: Vec<BridgeWaiting> = rd
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !is_item(&name) {
+                return None;
+            }
+            let text = crate::fsx::read_bounded(&e.path(), 64 * 1024).ok()?;
+            let text = String::from_utf8_lossy(&text);
+            let (role, reason) = text.trim_end().split_once('\t')?;
+            Some(BridgeWaiting {
+                name,
+                role: role.to_string(),
+                reason: reason.to_string(),
+            })
+        })
+        .collect();
+    v.sort_by(|a, b| a.name.cmp(&b.name));
+    v
 }
 
 fn is_item(name: &str) -> bool {
@@ -173,6 +213,9 @@ pub fn collect(project: &Project) -> Result<Status> {
             failed: items(&wt.failed()).0,
             outbox: items(&wt.outbox()).0,
             last_wake,
+            host: r
+                .is_remote()
+                .then(|| r.worktree_name.trim_start_matches('@').to_string()),
             problem: wt
                 .symlinked_inbox_folder()
                 .map(|l| crate::protocol::layout::symlinked_inbox_reason(&l)),
@@ -185,6 +228,7 @@ pub fn collect(project: &Project) -> Result<Status> {
         roles: out,
         attention: attention::collect(project)?,
         problems: roles.problems,
+        bridge_waiting: bridge_waiting(project),
     })
 }
 
@@ -230,7 +274,9 @@ pub fn text(s: &Status) -> String {
                 }
             })
             .unwrap_or_else(|| "-".into());
-        let name = if r.human {
+        let name = if let Some(h) = &r.host {
+            format!("{} (@{h})", r.role)
+        } else if r.human {
             format!("{} (human)", r.role)
         } else {
             r.role.clone()
@@ -253,6 +299,14 @@ pub fn text(s: &Status) -> String {
         if let Some(p) = &r.problem {
             out.push_str(&format!("{}: {}\n", r.role, crate::text::escape(p)));
         }
+    }
+    for w in &s.bridge_waiting {
+        out.push_str(&format!(
+            "waiting on the bridge: {} for {}: {}\n",
+            crate::text::escape(&w.name),
+            w.role,
+            crate::text::escape(&w.reason)
+        ));
     }
     out.push_str(&attention::text(&s.attention));
     for p in &s.problems {

@@ -46,6 +46,10 @@ pub struct Args {
     /// JSON Lines: each event with `offset` and `schema_version` added
     #[arg(long)]
     pub json: bool,
+    /// Every host's events, as this host's bridge mirrored them (docs/bridge.md):
+    /// one `{"host","offset","event"}` object a line, in time order
+    #[arg(long, conflicts_with_all = ["follow", "since", "with_offset"])]
+    pub swarm: bool,
 }
 
 /// Where lines go: stdout, optionally prefixed by their resume offset.
@@ -107,6 +111,15 @@ pub fn run(args: Args) -> i32 {
         Ok(p) => p,
         Err(e) => return crate::cli::report(&e, args.json),
     };
+    if args.swarm {
+        let mut text = String::new();
+        for v in crate::bridge::events::all(&project) {
+            let v = if args.json { crate::cli::stamped(v) } else { v };
+            text.push_str(&format!("{v}\n"));
+        }
+        crate::cli::out(&text);
+        return exit::OK;
+    }
     let path = project.events_file();
     let mut reader = match EventReader::new(&path, args.since) {
         Ok(r) => r,

@@ -13,6 +13,7 @@ use crate::protocol::root::{self, Located};
 pub mod answer;
 pub mod artifacts;
 pub mod audit;
+pub mod bridge;
 pub mod can_send;
 pub mod completions;
 pub mod demo;
@@ -115,6 +116,8 @@ pub enum Command {
     Audit(audit::Args),
     /// Print (and follow) the daemon's events.jsonl
     Events(events::Args),
+    /// Run this host's bridge to the other hosts (NATS JetStream)
+    Bridge(bridge::Args),
     /// Install SwarmForge-named wrappers (swarm_handoff.sh, ...) into a directory
     Shims(shims::Args),
     /// Answer an open clarify question as a human role
@@ -152,6 +155,7 @@ pub fn run() -> i32 {
         Command::Receipts(a) => receipts::run(a),
         Command::Audit(a) => audit::run(a),
         Command::Events(a) => events::run(a),
+        Command::Bridge(a) => bridge::run(a),
         Command::Shims(a) => shims::run(a),
         Command::Answer(a) => answer::run(a),
         Command::Artifacts(a) => artifacts::run(a),

@@ -1,0 +1,202 @@
+//! The bridge (issue 16, docs/bridge.md): a swarm across hosts over NATS
+//! JetStream, with the daemon unchanged. A role on another host is a local
+//! proxy worktree (`.swarmforge/bridge/out/<role>/`) that the daemon delivers
+//! into like any inbox; the bridge publishes each proxy copy to JetStream and
+//! moves it to the proxy's `sent/` only after the PubAck. On the receiving
+//! host it writes each message into the recipient's `inbox/new` (skipping a
+//! copy the inbox already holds) and acks only after that write is durable.
+//!
+//! File logic is synchronous (`outbound`, `inbound`, `events`); only `net`
+//! is async and runs it through `spawn_blocking`.
+
+pub mod events;
+pub mod inbound;
+pub mod outbound;
+
+mod net;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use crate::error::{Error, Result};
+use crate::fsx;
+use crate::protocol::clock;
+use crate::protocol::config::Config;
+use crate::protocol::layout::Project;
+use crate::text::escape;
+
+pub use net::run;
+
+/// Largest credentials file read.
+const MAX_CREDS_BYTES: u64 = 64 * 1024;
+
+/// Everything the bridge of one host needs to know.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub project: Project,
+    pub config: Config,
+    /// This checkout's host.
+    pub host: String,
+    pub url: String,
+}
+
+impl Settings {
+    /// From `swarm.yaml` and this checkout's host; an error when no bridge is
+    /// configured.
+    pub fn load(project: &Project) -> Result<Settings> {
+        let config = Config::load(&project.config_file())?;
+        let Some(url) = config.bridge.clone() else {
+            return Err(Error::env(format!(
+                "{}: no `bridge:` is set, so this swarm has no bridge to run\n  hint: set `bridge: nats://host:4222` and `hosts:` (see docs/bridge.md)",
+                project.config_file().display()
+            )));
+        };
+        let host = crate::protocol::config::this_host(project, &config)?
+            .ok_or_else(|| Error::env("the bridge needs `hosts:` in swarm.yaml"))?;
+        Ok(Settings {
+            project: project.clone(),
+            config,
+            host,
+            url,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.config.bridge_name
+    }
+
+    /// The JetStream stream holding the swarm's messages and events.
+    pub fn stream(&self) -> String {
+        format!("SWARM-{}", self.name())
+    }
+
+    pub fn to_subject(&self, host: &str, role: &str) -> String {
+        format!("swarm.{}.to.{host}.{role}", self.name())
+    }
+
+    /// The subjects of messages for this host's roles.
+    pub fn inbound_filter(&self) -> String {
+        format!("swarm.{}.to.{}.>", self.name(), self.host)
+    }
+
+    pub fn events_subject(&self, host: &str) -> String {
+        format!("swarm.{}.events.{host}", self.name())
+    }
+
+    /// The role a subject of this host's inbound filter names.
+    pub fn subject_role<'a>(&self, subject: &'a str) -> Option<&'a str> {
+        let prefix = format!("swarm.{}.to.{}.", self.name(), self.host);
+        subject.strip_prefix(prefix.as_str())
+    }
+}
+
+/// How the bridge authenticates. Never logged, never on a command line.
+#[derive(Clone)]
+pub enum Credentials {
+    None,
+    /// A NATS `.creds` file (JWT and NKey seed).
+    CredsFile(PathBuf),
+    Token(String),
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Credentials::None => "none",
+            Credentials::CredsFile(_) => "creds file",
+            Credentials::Token(_) => "token",
+        })
+    }
+}
+
+/// `bridge_credentials_file` (relative to the project root; a `.creds` file
+/// or a token on its first line), else `SWARM_NATS_CREDS` (a `.creds` file),
+/// else `SWARM_NATS_TOKEN`, else none.
+pub fn credentials(s: &Settings) -> Result<Credentials> {
+    if let Some(f) = &s.config.bridge_credentials_file {
+        let path = s.project.root.join(f);
+        return creds_from_file(&path);
+    }
+    if let Some(p) = std::env::var_os("SWARM_NATS_CREDS").filter(|v| !v.is_empty()) {
+        return Ok(Credentials::CredsFile(PathBuf::from(p)));
+    }
+    match std::env::var("SWARM_NATS_TOKEN") {
+        Ok(t) if !t.is_empty() => Ok(Credentials::Token(t)),
+        _ => Ok(Credentials::None),
+    }
+}
+
+fn creds_from_file(path: &Path) -> Result<Credentials> {
+    let bytes = fsx::read_bounded(path, MAX_CREDS_BYTES).map_err(|e| {
+        Error::env(format!(
+            "{}: cannot read the bridge credentials: {e}\n  hint: bridge_credentials_file names a NATS .creds file or a file holding a token",
+            path.display()
+        ))
+    })?;
+    let text = String::from_utf8_lossy(&bytes);
+    if text.contains("-----BEGIN NATS USER JWT-----") {
+        return Ok(Credentials::CredsFile(path.to_path_buf()));
+    }
+    let token = text.lines().next().unwrap_or("").trim().to_string();
+    if token.is_empty() {
+        return Err(Error::env(format!(
+            "{}: the bridge credentials file is empty\n  hint: put a token on its first line, or use a NATS .creds file",
+            path.display()
+        )));
+    }
+    Ok(Credentials::Token(token))
+}
+
+/// `.swarmforge/bridge/bridge.log`: one escaped line per event, the same
+/// shape as handoffd.log (`<time> <word> <detail>`). A wait is logged
+/// `deferred` once per subject and cause, and `resumed` when it clears.
+#[derive(Debug)]
+pub struct Log {
+    path: PathBuf,
+    deferred: Mutex<HashMap<String, String>>,
+}
+
+impl Log {
+    pub fn new(project: &Project) -> Log {
+        Log {
+            path: project.bridge_log(),
+            deferred: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn line(&self, word: &str, detail: &str) {
+        let l = format!("{} {word} {}\n", clock::iso_now(), escape(detail));
+        if let Err(e) = fsx::append(&self.path, l.as_bytes()) {
+            eprintln!(
+                "swarm bridge: cannot append to {}: {e}",
+                self.path.display()
+            );
+        }
+    }
+
+    /// Logs `deferred <key> <reason>` unless this key already waits for
+    /// this reason.
+    pub fn deferred(&self, key: &str, reason: &str) {
+        let mut d = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
+        if d.get(key).map(String::as_str) == Some(reason) {
+            return;
+        }
+        d.insert(key.to_string(), reason.to_string());
+        drop(d);
+        self.line("deferred", &format!("{key} {reason}"));
+    }
+
+    /// The key no longer waits; logs `resumed` when it did.
+    pub fn cleared(&self, key: &str) {
+        let was = self
+            .deferred
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key)
+            .is_some();
+        if was {
+            self.line("resumed", key);
+        }
+    }
+}

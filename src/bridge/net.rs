@@ -1,0 +1,500 @@
+//! The network half of the bridge: one NATS connection, the swarm's stream,
+//! a publisher for the proxy inboxes, a durable pull consumer for this
+//! host's roles, and the event trail both ways. Every file step runs in
+//! `spawn_blocking` through the synchronous modules.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy, stream, AckKind};
+use futures_util::StreamExt;
+
+use super::events::{self, Mirror};
+use super::inbound::{self, Verdict};
+use super::outbound;
+use super::{credentials, Credentials, Log, Settings};
+use crate::daemon::{journal::Journal, wake};
+use crate::error::{Error, Result};
+use crate::fsx;
+use crate::protocol::roles::Roles;
+
+/// How long a publish may wait for its PubAck before it counts as failed.
+const ACK_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long JetStream waits for our ack before it redelivers.
+const ACK_WAIT: Duration = Duration::from_secs(10);
+/// Idle pause of the publishers (they also wake on nothing else: files are
+/// few and small, and a pass over empty folders is cheap).
+const IDLE: Duration = Duration::from_millis(50);
+/// Pause after a failure before trying again.
+const RETRY: Duration = Duration::from_millis(300);
+/// Copies published before their acks are awaited.
+const WINDOW: usize = 64;
+
+type Shared = Arc<Log>;
+
+/// Runs the bridge of this host until `stop` is set. Single instance: the
+/// flock on `.swarmforge/bridge/bridge.pid` is held for the whole run.
+pub fn run(s: Settings, stop: Arc<AtomicBool>) -> Result<()> {
+    let dir = s.project.bridge_dir();
+    fsx::ensure_dirs(&[&dir, &s.project.bridge_tmp()]).map_err(|e| Error::io(&dir, e))?;
+    let pid_file = s.project.bridge_pid();
+    let lock = match fsx::try_lock(&pid_file).map_err(|e| Error::io(&pid_file, e))? {
+        Some(l) => l,
+        None => {
+            let holder = fsx::lock_holder(&pid_file)
+                .map(|p| format!(" (pid {p})"))
+                .unwrap_or_default();
+            return Err(Error::env(format!(
+                "a bridge already runs for {}{holder}\n  hint: one bridge per checkout; `swarm down` stops it",
+                s.project.root.display()
+            )));
+        }
+    };
+    fsx::rewrite_locked(&lock, format!("{}\n", std::process::id()).as_bytes())
+        .map_err(|e| Error::io(&pid_file, e))?;
+    let creds = credentials(&s)?;
+    let log: Shared = Arc::new(Log::new(&s.project));
+    log.line(
+        "started",
+        &format!(
+            "host {} bridge {} pid {}",
+            s.host,
+            s.url,
+            std::process::id()
+        ),
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::env(format!("cannot start the bridge's runtime: {e}")))?;
+    let result = rt.block_on(main(s, creds, log.clone(), stop));
+    rt.shutdown_timeout(Duration::from_secs(2));
+    log.line("stopped", &format!("pid {}", std::process::id()));
+    drop(lock);
+    result
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(v) => v,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
+async fn main(s: Settings, creds: Credentials, log: Shared, stop: Arc<AtomicBool>) -> Result<()> {
+    let ev_log = log.clone();
+    let mut opts = async_nats::ConnectOptions::new()
+        .name(format!("swarm-bridge {}", s.host))
+        .retry_on_initial_connect()
+        .max_reconnects(None)
+        .connection_timeout(Duration::from_secs(2))
+        .request_timeout(Some(ACK_TIMEOUT))
+        // The server coming back should be noticed within half a second.
+        .reconnect_delay_callback(|n| Duration::from_millis((50 * n as u64).min(500)))
+        .event_callback(move |ev| {
+            let log = ev_log.clone();
+            async move { log.line("nats", &ev.to_string()) }
+        });
+    match creds {
+        Credentials::None => {}
+        Credentials::Token(t) => opts = opts.token(t),
+        Credentials::CredsFile(p) => {
+            opts = opts.credentials_file(&p).await.map_err(|e| {
+                Error::env(format!(
+                    "{}: not a usable NATS credentials file: {e}",
+                    p.display()
+                ))
+            })?
+        }
+    }
+    let servers: Vec<&str> = s.url.split(',').collect();
+    let client = opts.connect(servers.as_slice()).await.map_err(|e| {
+        Error::env(format!(
+            "cannot connect to the bridge {}: {e}\n  hint: is nats-server running with -js?",
+            s.url
+        ))
+    })?;
+    let js = jetstream::new(client);
+    let s = Arc::new(s);
+    let out = tokio::spawn(publish_loop(s.clone(), js.clone(), log.clone()));
+    let inb = tokio::spawn(consume_loop(s.clone(), js.clone(), log.clone()));
+    let evp = tokio::spawn(events_publish_loop(s.clone(), js.clone(), log.clone()));
+    let evm = tokio::spawn(events_mirror_loop(s.clone(), js.clone(), log.clone()));
+    while !stop.load(Ordering::Relaxed) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if out.is_finished() || inb.is_finished() || evp.is_finished() || evm.is_finished() {
+            break;
+        }
+    }
+    for t in [out, inb, evp, evm] {
+        t.abort();
+    }
+    Ok(())
+}
+
+/// The swarm's stream, created when missing; retried until the server
+/// answers (logged `deferred` once).
+async fn stream(s: &Settings, js: &jetstream::Context, log: &Log) -> stream::Stream {
+    loop {
+        let cfg = stream::Config {
+            name: s.stream(),
+            subjects: vec![format!("swarm.{}.>", s.name())],
+            storage: stream::StorageType::File,
+            duplicate_window: Duration::from_secs(120),
+            ..Default::default()
+        };
+        match js.get_or_create_stream(cfg).await {
+            Ok(st) => {
+                log.cleared("bridge");
+                return st;
+            }
+            Err(e) => {
+                log.deferred("bridge", &format!("{} unreachable: {e}", s.url));
+                tokio::time::sleep(RETRY).await;
+            }
+        }
+    }
+}
+
+/// Proxy inboxes → JetStream. A copy leaves its proxy inbox only after its
+/// PubAck; a commit reaches the git remote before its message is published.
+async fn publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
+    let _ = stream(&s, &js, &log).await;
+    let mut pushed: std::collections::HashSet<String> = Default::default();
+    loop {
+        let batch = {
+            let (s, log) = (s.clone(), log.clone());
+            blocking(move || outbound::scan(&s, &log, WINDOW)).await
+        };
+        if batch.is_empty() {
+            tokio::time::sleep(IDLE).await;
+            continue;
+        }
+        let mut inflight = Vec::new();
+        let mut failed = false;
+        for o in batch {
+            let key = o.path.display().to_string();
+            if o.commit.is_some() && !pushed.contains(&o.git_ref()) {
+                let (s2, o2) = (s.clone(), o.clone());
+                match blocking(move || outbound::push_commit(&s2, &o2)).await {
+                    Ok(()) => {
+                        pushed.insert(o.git_ref());
+                    }
+                    Err(why) => {
+                        log.deferred(&key, &why);
+                        failed = true;
+                        continue;
+                    }
+                }
+            }
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert("Nats-Msg-Id", o.msg_id.as_str());
+            headers.insert("Swarm-Name", o.name.as_str());
+            headers.insert("Swarm-From-Host", s.host.as_str());
+            let subject = s.to_subject(&o.host, &o.role);
+            let msg = jetstream::message::PublishMessage::build()
+                .payload(bytes::Bytes::from(o.bytes.clone()))
+                .headers(headers);
+            match js.send_publish(subject, msg).await {
+                Ok(ack) => inflight.push((o, key, ack)),
+                Err(e) => {
+                    log.deferred(&key, &format!("cannot publish to {}: {e}", s.url));
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        for (o, key, ack) in inflight {
+            match tokio::time::timeout(ACK_TIMEOUT, ack).await {
+                Ok(Ok(a)) => {
+                    log.cleared(&key);
+                    let seq = a.sequence;
+                    let dup = if a.duplicate { " duplicate" } else { "" };
+                    let res = blocking(move || outbound::mark_sent(&o).map(|p| (o, p))).await;
+                    match res {
+                        Ok((o, p)) => log.line(
+                            "published",
+                            &format!(
+                                "{} {} to {}@{} seq {seq}{dup}",
+                                p.display(),
+                                o.msg_id,
+                                o.role,
+                                o.host
+                            ),
+                        ),
+                        Err(e) => {
+                            log.deferred(
+                                &key,
+                                &format!("acknowledged but not moved to sent/: {e}"),
+                            );
+                            failed = true;
+                        }
+                    }
+                }
+                Ok(Err(e)) => {
+                    log.deferred(&key, &format!("not acknowledged by {}: {e}", s.url));
+                    failed = true;
+                }
+                Err(_) => {
+                    log.deferred(
+                        &key,
+                        &format!("no acknowledgement from {} within {ACK_TIMEOUT:?}", s.url),
+                    );
+                    failed = true;
+                }
+            }
+        }
+        if failed {
+            tokio::time::sleep(RETRY).await;
+        }
+    }
+}
+
+/// JetStream → this host's inboxes, through one durable consumer per host;
+/// a message is acked only once its copy is durable (or already held).
+async fn consume_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
+    let journal = Journal::new(&s.project);
+    let waker = wake::Waker::new(s.project.clone(), journal);
+    loop {
+        let st = stream(&s, &js, &log).await;
+        let durable = format!("to-{}", s.host);
+        let cfg = pull::Config {
+            durable_name: Some(durable.clone()),
+            filter_subject: s.inbound_filter(),
+            ack_policy: AckPolicy::Explicit,
+            ack_wait: ACK_WAIT,
+            max_deliver: -1,
+            ..Default::default()
+        };
+        let consumer = match st
+            .get_or_create_consumer::<pull::Config>(&durable, cfg)
+            .await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                log.deferred("consumer", &format!("{durable}: {e}"));
+                tokio::time::sleep(RETRY).await;
+                continue;
+            }
+        };
+        let mut messages = match consumer.messages().await {
+            Ok(m) => m,
+            Err(e) => {
+                log.deferred("consumer", &format!("{durable}: {e}"));
+                tokio::time::sleep(RETRY).await;
+                continue;
+            }
+        };
+        log.cleared("consumer");
+        while let Some(m) = messages.next().await {
+            let m = match m {
+                Ok(m) => m,
+                Err(e) => {
+                    log.deferred("consumer", &format!("{durable}: {e}"));
+                    break;
+                }
+            };
+            let subject = m.subject.to_string();
+            let name = m
+                .headers
+                .as_ref()
+                .and_then(|h| h.get("Swarm-Name"))
+                .map(|v| v.as_str().to_string());
+            let payload = m.payload.to_vec();
+            let (s2, w2, subj) = (s.clone(), waker.clone(), subject.clone());
+            let nm = name.clone();
+            let verdict = blocking(move || match Roles::load(&s2.project.roles_tsv()) {
+                Ok(roles) => {
+                    inbound::accept(&s2, &roles, Some(&w2), &subj, nm.as_deref(), &payload)
+                }
+                Err(e) => Verdict::Wait(e.to_string()),
+            })
+            .await;
+            let shown = name.unwrap_or_else(|| "?".into());
+            let key = format!("received {shown}");
+            let ack = match &verdict {
+                Verdict::Written(p) => {
+                    log.cleared(&key);
+                    log.line("received", &format!("{} from {subject}", p.display()));
+                    m.ack().await
+                }
+                Verdict::Held => {
+                    log.cleared(&key);
+                    log.line(
+                        "duplicate",
+                        &format!("{shown} from {subject} (already held)"),
+                    );
+                    m.ack().await
+                }
+                Verdict::Wait(why) => {
+                    log.deferred(&key, why);
+                    m.ack_with(AckKind::Nak(Some(Duration::from_secs(1)))).await
+                }
+                Verdict::Reject(why) => {
+                    log.line("rejected", &format!("{shown} from {subject}: {why}"));
+                    m.ack_with(AckKind::Term).await
+                }
+            };
+            // A lost ack means a redelivery, which finds the copy held.
+            if let Err(e) = ack {
+                log.deferred("consumer", &format!("ack of {shown} not sent: {e}"));
+            }
+        }
+        tokio::time::sleep(RETRY).await;
+    }
+}
+
+/// This host's `events.jsonl` → the stream, from the offset saved after the
+/// last acknowledged line.
+async fn events_publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
+    let _ = stream(&s, &js, &log).await;
+    let mut offset = {
+        let s = s.clone();
+        blocking(move || events::load_offset(&s.project)).await
+    };
+    loop {
+        let (lines, next) = {
+            let s2 = s.clone();
+            match blocking(move || events::read_from(&s2.project, offset, 256)).await {
+                Ok(v) => v,
+                Err(e) => {
+                    log.deferred(
+                        "events",
+                        &format!("{}: {e}", s.project.events_file().display()),
+                    );
+                    tokio::time::sleep(RETRY).await;
+                    continue;
+                }
+            }
+        };
+        if lines.is_empty() {
+            if next != offset {
+                offset = next;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            continue;
+        }
+        let mut acks = Vec::new();
+        let mut ok = true;
+        for l in &lines {
+            let mut h = async_nats::HeaderMap::new();
+            h.insert(
+                "Nats-Msg-Id",
+                format!("ev:{}:{}", s.host, l.offset).as_str(),
+            );
+            h.insert("Swarm-Offset", l.offset.to_string().as_str());
+            let msg = jetstream::message::PublishMessage::build()
+                .payload(bytes::Bytes::from(l.text.clone().into_bytes()))
+                .headers(h);
+            match js.send_publish(s.events_subject(&s.host), msg).await {
+                Ok(a) => acks.push(a),
+                Err(_) => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        for a in acks {
+            if !matches!(tokio::time::timeout(ACK_TIMEOUT, a).await, Ok(Ok(_))) {
+                ok = false;
+            }
+        }
+        if ok {
+            offset = next;
+            let s2 = s.clone();
+            if let Err(e) = blocking(move || events::save_offset(&s2.project, next)).await {
+                log.deferred(
+                    "events",
+                    &format!("{}: {e}", s.project.bridge_events_offset().display()),
+                );
+            } else {
+                log.cleared("events");
+            }
+        } else {
+            log.deferred("events", &format!("event lines wait for {}", s.url));
+            tokio::time::sleep(RETRY).await;
+        }
+    }
+}
+
+/// Every host's events → `.swarmforge/bridge/events/<host>.jsonl`.
+async fn events_mirror_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
+    let mirror = Arc::new(Mutex::new(Mirror::default()));
+    let prefix = format!("swarm.{}.events.", s.name());
+    loop {
+        let st = stream(&s, &js, &log).await;
+        let durable = format!("events-{}", s.host);
+        let cfg = pull::Config {
+            durable_name: Some(durable.clone()),
+            filter_subject: format!("{prefix}>"),
+            ack_policy: AckPolicy::Explicit,
+            ack_wait: ACK_WAIT,
+            max_deliver: -1,
+            ..Default::default()
+        };
+        let messages = match st
+            .get_or_create_consumer::<pull::Config>(&durable, cfg)
+            .await
+        {
+            Ok(c) => c.messages().await,
+            Err(e) => {
+                log.deferred("events-consumer", &format!("{durable}: {e}"));
+                tokio::time::sleep(RETRY).await;
+                continue;
+            }
+        };
+        let Ok(mut messages) = messages else {
+            tokio::time::sleep(RETRY).await;
+            continue;
+        };
+        log.cleared("events-consumer");
+        while let Some(Ok(m)) = messages.next().await {
+            let host = m
+                .subject
+                .strip_prefix(prefix.as_str())
+                .unwrap_or("")
+                .to_string();
+            let offset = m
+                .headers
+                .as_ref()
+                .and_then(|h| h.get("Swarm-Offset"))
+                .and_then(|v| v.as_str().parse::<u64>().ok());
+            let text = String::from_utf8_lossy(&m.payload).into_owned();
+            let valid =
+                crate::protocol::grammar::valid_role(&host) && m.payload.len() <= events::MAX_LINE;
+            let Some(offset) = offset.filter(|_| valid) else {
+                log.line(
+                    "rejected",
+                    &format!("event on {} without a host or offset", m.subject),
+                );
+                let _ = m.ack_with(AckKind::Term).await;
+                continue;
+            };
+            let (s2, mi) = (s.clone(), mirror.clone());
+            let res = blocking(move || {
+                mi.lock().unwrap_or_else(|e| e.into_inner()).apply(
+                    &s2.project,
+                    &host,
+                    offset,
+                    &text,
+                )
+            })
+            .await;
+            match res {
+                Ok(_) => {
+                    let _ = m.ack().await;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                    log.line("rejected", &format!("event on {}: {e}", m.subject));
+                    let _ = m.ack_with(AckKind::Term).await;
+                }
+                Err(e) => {
+                    log.deferred("events-mirror", &e.to_string());
+                    let _ = m.ack_with(AckKind::Nak(Some(RETRY))).await;
+                }
+            }
+        }
+        tokio::time::sleep(RETRY).await;
+    }
+}

@@ -1,0 +1,199 @@
+//! The sending side: the copies the daemon delivered into the proxy inboxes
+//! of roles on other hosts, what to publish for each, and the move to the
+//! proxy's `sent/` once JetStream acknowledged it.
+
+use std::path::{Path, PathBuf};
+
+use super::{Log, Settings};
+use crate::fsx;
+use crate::protocol::grammar;
+use crate::protocol::header::Message;
+use crate::protocol::layout::Worktree;
+use crate::protocol::roles::Roles;
+
+/// One proxy copy, ready to publish.
+#[derive(Clone, Debug)]
+pub struct Outgoing {
+    pub path: PathBuf,
+    pub name: String,
+    pub role: String,
+    pub host: String,
+    /// `Nats-Msg-Id`: `<id>:<recipient>`, so JetStream de-duplicates a
+    /// re-publish after a crash between the ack and the move.
+    pub msg_id: String,
+    pub bytes: Vec<u8>,
+    /// A `git_handoff`'s commit, which must reach the git remote first.
+    pub commit: Option<String>,
+    pub id: String,
+    /// The proxy worktree the copy sits in.
+    pub proxy: Worktree,
+}
+
+impl Outgoing {
+    /// The ref the commit travels under (one per message, so a rewritten
+    /// branch never takes it away before the receiver fetched it).
+    pub fn git_ref(&self) -> String {
+        format!("refs/swarm/handoffs/{}", self.id)
+    }
+}
+
+/// The proxy worktrees of this host: (role, host, worktree).
+pub fn proxies(roles: &Roles) -> Vec<(String, String, Worktree)> {
+    roles
+        .roles
+        .iter()
+        .filter(|r| r.is_remote())
+        .map(|r| {
+            (
+                r.name.clone(),
+                r.worktree_name.trim_start_matches('@').to_string(),
+                Worktree::new(&r.worktree_path),
+            )
+        })
+        .collect()
+}
+
+/// Up to `limit` proxy copies waiting to be published, oldest name first per
+/// proxy. A copy that cannot be a message (the daemon wrote it, so only a
+/// hand-planted file) is moved to the proxy's `inbox/rejected/` and logged.
+pub fn scan(s: &Settings, log: &Log, limit: usize) -> Vec<Outgoing> {
+    let roles = match Roles::load(&s.project.roles_tsv()) {
+        Ok(r) => r,
+        Err(e) => {
+            log.deferred("roles.tsv", &e.to_string());
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::new();
+    for (role, host, wt) in proxies(&roles) {
+        let dir = wt.inbox_new();
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut names: Vec<String> = rd
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".handoff"))
+            .collect();
+        grammar::sort_names(&mut names);
+        for name in names {
+            if out.len() >= limit {
+                return out;
+            }
+            let path = dir.join(&name);
+            match read_copy(s, &path, &name, &role) {
+                Ok((id, bytes, commit)) => out.push(Outgoing {
+                    msg_id: format!("{id}:{role}"),
+                    path,
+                    name,
+                    role: role.clone(),
+                    host: host.clone(),
+                    bytes,
+                    commit,
+                    id,
+                    proxy: wt.clone(),
+                }),
+                Err(reason) => reject(log, &wt, &path, &reason),
+            }
+        }
+    }
+    out
+}
+
+type Copy = (String, Vec<u8>, Option<String>);
+
+fn read_copy(s: &Settings, path: &Path, name: &str, role: &str) -> Result<Copy, String> {
+    if !grammar::valid_handoff_name(name) {
+        return Err("not a handoff file name".into());
+    }
+    let bytes = fsx::read_bounded(path, s.config.limits.max_file_bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    let msg = Message::parse_bytes(&bytes).map_err(|e| format!("malformed: {e}"))?;
+    let id = msg.get("id").unwrap_or_default().to_string();
+    if !grammar::valid_message_id(&id) {
+        return Err("no valid id".into());
+    }
+    if msg.get("recipient") != Some(role) {
+        return Err(format!("its recipient is not {role}"));
+    }
+    let commit = (msg.get("type") == Some("git_handoff"))
+        .then(|| msg.get("commit").unwrap_or_default().to_string());
+    Ok((id, bytes, commit))
+}
+
+fn reject(log: &Log, wt: &Worktree, path: &Path, reason: &str) {
+    let dest = wt.rejected();
+    match fsx::move_into_unique(path, &dest, grammar::collision_names(path)) {
+        Ok(p) => log.line("rejected", &format!("{} {reason}", p.display())),
+        // Gone already (a concurrent cleanup) or unmovable: say so once.
+        Err(e) => log.deferred(&path.display().to_string(), &format!("{reason}; {e}")),
+    }
+}
+
+/// Pushes a `git_handoff`'s commit to `git_remote` under its message's ref
+/// (no-op without a remote: the receiver then needs the commit some other
+/// way, and waits until it has it).
+pub fn push_commit(s: &Settings, o: &Outgoing) -> Result<(), String> {
+    let (Some(commit), Some(remote)) = (&o.commit, &s.config.git_remote) else {
+        return Ok(());
+    };
+    let root = &s.project.root;
+    let full = git(
+        root,
+        &[
+            "rev-parse",
+            "--verify",
+            "-q",
+            &format!("{commit}^{{commit}}"),
+        ],
+    )
+    .map_err(|e| format!("commit {commit} is not in {}: {e}", root.display()))?;
+    git(
+        root,
+        &[
+            "push",
+            "-q",
+            "--no-verify",
+            remote,
+            &format!("+{full}:{}", o.git_ref()),
+        ],
+    )
+    .map(|_| ())
+    .map_err(|e| format!("cannot push commit {commit} to git remote {remote}: {e}"))
+}
+
+/// Runs git in `dir` without a terminal prompt; stdout, or stderr as the error.
+pub fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    } else {
+        let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        Err(if err.is_empty() {
+            format!("git {} failed", args.first().unwrap_or(&""))
+        } else {
+            err
+        })
+    }
+}
+
+/// JetStream acknowledged the copy: it leaves the proxy inbox for the
+/// proxy's `sent/` (a crash before this re-publishes; JetStream and the
+/// receiver both drop the duplicate).
+pub fn mark_sent(o: &Outgoing) -> std::io::Result<PathBuf> {
+    let sent = o.proxy.sent();
+    match fsx::move_into_unique(&o.path, &sent, grammar::collision_names(&o.path)) {
+        Ok(p) => Ok(p),
+        Err(e) => match fsx::moved_to(&e) {
+            Some(p) => Ok(p.to_path_buf()),
+            None => Err(e),
+        },
+    }
+}
