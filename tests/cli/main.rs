@@ -2,6 +2,7 @@
 
 mod support;
 
+mod bridge;
 mod builder;
 mod core_queue;
 mod core_send;

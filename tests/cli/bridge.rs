@@ -1,0 +1,644 @@
+//! Issue 16: a swarm across hosts over NATS JetStream. Every test starts its
+//! own `nats-server -js` on a free loopback port with a temp store; each host
+//! is a separate checkout of the project (cloned through a bare "hub"
+//! repository that is also the `git_remote`), with its own `handoffd` and
+//! `swarm bridge`.
+
+use std::fs;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use crate::support::*;
+
+/// Long deadline: several processes share two cores with the rest of the suite.
+const LONG: Duration = Duration::from_secs(60);
+
+/// One nats-server with JetStream, on 127.0.0.1, restartable on the same
+/// port and store.
+pub struct Nats {
+    pub port: u16,
+    store: tempfile::TempDir,
+    child: Option<Child>,
+    starts: usize,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Nats {
+    /// None (after a NOTE, or a failure in CI) when nats-server is missing.
+    pub fn start() -> Option<Nats> {
+        if !require_tool("nats-server", "apt-get install -y nats-server") {
+            return None;
+        }
+        let mut n = Nats {
+            port: free_port(),
+            store: tempfile::tempdir().unwrap(),
+            child: None,
+            starts: 0,
+        };
+        n.up();
+        Some(n)
+    }
+
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    fn log(&self) -> PathBuf {
+        self.store.path().join("nats.log")
+    }
+
+    /// Starts the server and waits until it says it is ready.
+    pub fn up(&mut self) {
+        assert!(self.child.is_none(), "nats-server already runs");
+        let before = self.ready_count();
+        let child = std::process::Command::new("nats-server")
+            .args([
+                "-js",
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-sd",
+            ])
+            .arg(self.store.path().join("js"))
+            .arg("-l")
+            .arg(self.log())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nats-server starts");
+        self.child = Some(child);
+        self.starts += 1;
+        wait_until(DEADLINE, "nats-server is ready", || {
+            self.ready_count() > before
+        });
+    }
+
+    fn ready_count(&self) -> usize {
+        fs::read_to_string(self.log())
+            .unwrap_or_default()
+            .matches("Server is ready")
+            .count()
+    }
+
+    /// kill -9, as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A child process killed (SIGKILL) when dropped.
+pub struct Proc(Option<Child>);
+
+impl Proc {
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// One host: a checkout of the project with its daemon and bridge.
+pub struct Host {
+    pub p: Project,
+    pub daemon: Option<Proc>,
+    pub bridge: Option<Proc>,
+}
+
+impl Host {
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.p.path(".swarmforge/bridge/bridge.log")).unwrap_or_default()
+    }
+
+    fn spawn(&self, program: &str, args: &[&str], out: &str) -> Proc {
+        let err = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.p.root.join(out))
+            .unwrap();
+        let child = clean_command(&bin(program), &self.p.root)
+            .args(args)
+            .arg(&self.p.root)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(err)
+            .spawn()
+            .expect("starts");
+        Proc(Some(child))
+    }
+
+    pub fn start_daemon(&mut self) {
+        self.daemon = Some(self.spawn("handoffd", &[], "handoffd.stderr"));
+    }
+
+    pub fn start_bridge(&mut self) {
+        let before = self.log().matches(" started ").count();
+        let proc = self.spawn("swarm", &["bridge"], "bridge.stderr");
+        self.bridge = Some(proc);
+        wait_until(DEADLINE, "the bridge started", || {
+            self.log().matches(" started ").count() > before
+        });
+    }
+
+    pub fn kill_daemon(&mut self) {
+        if let Some(mut d) = self.daemon.take() {
+            d.kill9();
+        }
+    }
+
+    pub fn kill_bridge(&mut self) {
+        if let Some(mut b) = self.bridge.take() {
+            b.kill9();
+        }
+    }
+
+    /// Sends a draft as `role` from its worktree; the outbox path.
+    pub fn send(&self, role: &str, draft: &str) -> PathBuf {
+        let dir = self.p.role_dir(role);
+        fs::write(dir.join("draft.txt"), draft).unwrap();
+        self.p
+            .cmd("swarm-handoff")
+            .role(role)
+            .at(&dir)
+            .arg("draft.txt")
+            .code(0)
+            .run()
+            .queued()
+    }
+
+    /// Every copy `role` holds (new, in process, completed, batches).
+    pub fn copies(&self, role: &str) -> Vec<PathBuf> {
+        inbox_copies(&self.p.role_dir(role))
+    }
+
+    pub fn status(&self) -> String {
+        self.p.swarm(&["status"]).stdout.clone()
+    }
+}
+
+/// A bare repository standing for the shared git server.
+pub struct Hub {
+    pub dir: tempfile::TempDir,
+}
+
+impl Hub {
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().join("hub.git")
+    }
+}
+
+/// The project on `hosts` (one checkout each, cloned from the hub), with
+/// `yaml` (roles with `host:`) plus the hosts, the bridge and the git remote.
+pub fn swarm(nats: &Nats, hosts: &[&str], roles_yaml: &str) -> (Hub, Vec<Host>) {
+    let hub = Hub {
+        dir: tempfile::tempdir().unwrap(),
+    };
+    git(
+        hub.dir.path(),
+        &["init", "-q", "--bare", "-b", "master", "hub.git"],
+    );
+    let yaml = format!(
+        "hosts: [{}]\nbridge: {}\ngit_remote: hub\nwake: {{method: none}}\ndaemon: {{rescan: 200ms}}\n{roles_yaml}",
+        hosts.join(", "),
+        nats.url()
+    );
+    let first = Project::empty();
+    git(&first.root, &["init", "-q", "-b", "master"]);
+    first.write("swarm.yaml", &yaml);
+    git(&first.root, &["add", "swarm.yaml"]);
+    git(&first.root, &["commit", "-q", "-m", "the swarm"]);
+    git(
+        &first.root,
+        &["remote", "add", "hub", &hub.path().to_string_lossy()],
+    );
+    git(&first.root, &["push", "-q", "hub", "master"]);
+    let mut first = Some(first);
+    let mut out = Vec::new();
+    for h in hosts {
+        let p = match first.take() {
+            Some(p) => p,
+            None => {
+                let p = Project::empty();
+                fs::remove_dir(&p.root).unwrap();
+                git(
+                    p.root.parent().unwrap(),
+                    &[
+                        "clone",
+                        "-q",
+                        "-o",
+                        "hub",
+                        &hub.path().to_string_lossy(),
+                        &p.root.to_string_lossy(),
+                    ],
+                );
+                p
+            }
+        };
+        p.cmd("swarm")
+            .args(["init", "--quiet", "--host", h])
+            .code(0)
+            .run();
+        out.push(Host {
+            p,
+            daemon: None,
+            bridge: None,
+        });
+    }
+    (hub, out)
+}
+
+/// The one copy `role` holds.
+fn queued_copy(h: &Host, role: &str) -> PathBuf {
+    h.copies(role).remove(0)
+}
+
+fn note(to: &str, msg: &str) -> String {
+    format!("type: note\nto: {to}\npriority: 50\nmessage: {msg}\n")
+}
+
+fn start_all(hosts: &mut [Host]) {
+    for h in hosts.iter_mut() {
+        h.start_daemon();
+        h.start_bridge();
+    }
+}
+
+fn body_of(path: &Path) -> String {
+    fs::read_to_string(path).unwrap()
+}
+
+/// Takes and finishes the next task as `role`; the TASK path.
+fn take(h: &Host, role: &str) -> String {
+    let r =
+        h.p.cmd("ready-next")
+            .role(role)
+            .at(h.p.role_dir(role))
+            .code(0)
+            .run();
+    h.p.cmd("done-current")
+        .role(role)
+        .at(h.p.role_dir(role))
+        .code(0)
+        .run();
+    r.stdout.clone()
+}
+
+const TWO: &str = "roles:\n  - {name: ping, agent: human, host: a}\n  - {name: pong, agent: human, host: b, worktree: pong}\n";
+
+#[test]
+fn messages_cross_hosts_both_ways_and_agents_notice_nothing() {
+    let Some(nats) = Nats::start() else { return };
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], TWO);
+    // roles.tsv on each host: the other host's role is a proxy.
+    let tsv_a = hosts[0].p.read(".swarmforge/roles.tsv");
+    assert!(tsv_a.contains("pong\t@b\t"), "{tsv_a}");
+    assert!(tsv_a.contains(".swarmforge/bridge/out/pong"), "{tsv_a}");
+    let tsv_b = hosts[1].p.read(".swarmforge/roles.tsv");
+    assert!(tsv_b.contains("ping\t@a\t"), "{tsv_b}");
+    assert!(!hosts[0].p.root.join(".worktrees/pong").exists());
+    start_all(&mut hosts);
+    let queued = hosts[0].send("ping", &note("pong", "hello from a"));
+    wait_until(LONG, "pong on host b holds ping's note", || {
+        hosts[1].copies("pong").len() == 1
+    });
+    wait_until(LONG, "the original left ping's outbox", || !queued.exists());
+    let copy = &hosts[1].copies("pong")[0];
+    assert_eq!(file_name(copy), file_name(&queued));
+    let text = body_of(copy);
+    assert_eq!(header(&text, "recipient"), Some("pong"));
+    assert_eq!(header(&text, "from"), Some("ping"));
+    assert!(text.ends_with("hello from a\n"), "{text}");
+    // pong works as on any host, and answers.
+    let task = take(&hosts[1], "pong");
+    assert!(task.contains("FROM: ping"), "{task}");
+    hosts[1].send("pong", &note("ping", "hello from b"));
+    wait_until(LONG, "ping on host a holds pong's answer", || {
+        hosts[0].copies("ping").len() == 1
+    });
+    assert!(take(&hosts[0], "ping").contains("FROM: pong"));
+    // The proxy copies left for sent/ once acknowledged; nothing waits.
+    wait_until(LONG, "the proxy inbox is drained", || {
+        files(
+            &hosts[0]
+                .p
+                .path(".swarmforge/bridge/out/pong/.swarmforge/handoffs/inbox/new"),
+        )
+        .is_empty()
+    });
+    assert_eq!(
+        handoff_names(
+            &hosts[0]
+                .p
+                .path(".swarmforge/bridge/out/pong/.swarmforge/handoffs/sent")
+        )
+        .len(),
+        1
+    );
+    let st = hosts[0].status();
+    assert!(st.contains("pong (@b)"), "{st}");
+    assert!(hosts[0].log().contains(" published "), "{}", hosts[0].log());
+    assert!(hosts[1].log().contains(" received "), "{}", hosts[1].log());
+}
+
+#[test]
+fn a_broadcast_spans_three_hosts_and_events_reach_every_host() {
+    let Some(nats) = Nats::start() else { return };
+    let roles = "roles:\n  - {name: lead, agent: human, host: a}\n  - {name: near, agent: human, host: a, worktree: near}\n  - {name: mid, agent: human, host: b, worktree: mid}\n  - {name: far, agent: human, host: c, worktree: far}\n";
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b", "c"], roles);
+    start_all(&mut hosts);
+    let queued = hosts[0].send("lead", &note("all", "everyone"));
+    let name = file_name(&queued);
+    wait_until(LONG, "every role on every host holds the broadcast", || {
+        hosts[0].copies("near").len() == 1
+            && hosts[1].copies("mid").len() == 1
+            && hosts[2].copies("far").len() == 1
+    });
+    for (h, role) in [(0, "near"), (1, "mid"), (2, "far")] {
+        let c = &hosts[h].copies(role)[0];
+        assert_eq!(file_name(c), name);
+        assert_eq!(file_header(c, "recipient").as_deref(), Some(role));
+    }
+    assert!(hosts[0].copies("lead").is_empty());
+    // One trail: host c's bridge mirrors host a's `delivered` events.
+    let mirror = hosts[2].p.path(".swarmforge/bridge/events/a.jsonl");
+    let id = file_header(&queued_copy(&hosts[0], "near"), "id").unwrap();
+    wait_until(LONG, "host a's delivered event reached host c", || {
+        fs::read_to_string(&mirror).is_ok_and(|t| t.contains("\"delivered\"") && t.contains(&id))
+    });
+    let out = hosts[2].p.swarm(&["events", "--swarm"]).stdout.clone();
+    assert!(out.contains("\"host\":\"a\""), "{out}");
+}
+
+#[test]
+fn a_git_handoff_waits_for_its_commit_then_travels_with_it() {
+    let Some(nats) = Nats::start() else { return };
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], TWO);
+    // The hub is unreachable at first: the commit cannot be pushed.
+    let a = &hosts[0].p.root.clone();
+    git(a, &["remote", "set-url", "hub", "/nonexistent/hub.git"]);
+    start_all(&mut hosts);
+    fs::write(a.join("feature.txt"), "new code\n").unwrap();
+    git(a, &["add", "feature.txt"]);
+    git(a, &["commit", "-q", "-m", "feature"]);
+    let commit = git(a, &["rev-parse", "--short=10", "HEAD"]);
+    let draft =
+        format!("type: git_handoff\nto: pong\npriority: 20\ntask: feature\ncommit: {commit}\n");
+    hosts[0].send("ping", &draft);
+    wait_until(LONG, "the push failure is logged deferred", || {
+        hosts[0].log().contains("cannot push commit")
+    });
+    assert!(
+        hosts[1].copies("pong").is_empty(),
+        "handed out without its commit"
+    );
+    assert_eq!(
+        hosts[0].log().matches("cannot push commit").count(),
+        1,
+        "logged once"
+    );
+    git(
+        a,
+        &["remote", "set-url", "hub", &_hub.path().to_string_lossy()],
+    );
+    wait_until(LONG, "pong holds the git_handoff", || {
+        hosts[1].copies("pong").len() == 1
+    });
+    let b = &hosts[1].p.root;
+    git(b, &["cat-file", "-e", &format!("{commit}^{{commit}}")]);
+    let task = take(&hosts[1], "pong");
+    assert!(task.contains(&commit), "{task}");
+}
+
+#[test]
+fn a_received_git_handoff_without_its_commit_waits_with_a_reason_in_status() {
+    let Some(nats) = Nats::start() else { return };
+    let (hub, mut hosts) = swarm(&nats, &["a", "b"], TWO);
+    // b cannot fetch: its remote points nowhere.
+    let b = hosts[1].p.root.clone();
+    git(&b, &["remote", "set-url", "hub", "/nonexistent/hub.git"]);
+    start_all(&mut hosts);
+    let a = &hosts[0].p.root;
+    fs::write(a.join("f.txt"), "x\n").unwrap();
+    git(a, &["add", "f.txt"]);
+    git(a, &["commit", "-q", "-m", "f"]);
+    let commit = git(a, &["rev-parse", "--short=10", "HEAD"]);
+    hosts[0].send(
+        "ping",
+        &format!("type: git_handoff\nto: pong\npriority: 20\ntask: f\ncommit: {commit}\n"),
+    );
+    wait_until(
+        LONG,
+        "b's status says the item waits for its commit",
+        || hosts[1].status().contains("waiting on the bridge:"),
+    );
+    let st = hosts[1].status();
+    assert!(st.contains(&format!("commit {commit} is not in")), "{st}");
+    assert!(hosts[1].copies("pong").is_empty());
+    git(
+        &b,
+        &["remote", "set-url", "hub", &hub.path().to_string_lossy()],
+    );
+    wait_until(LONG, "pong holds it once the commit can be fetched", || {
+        hosts[1].copies("pong").len() == 1
+    });
+    wait_until(LONG, "the waiting note is gone", || {
+        !hosts[1].status().contains("waiting on the bridge:")
+    });
+}
+
+#[test]
+fn nats_down_defers_remote_copies_once_local_delivery_goes_on_and_the_backlog_drains() {
+    let Some(mut nats) = Nats::start() else {
+        return;
+    };
+    let roles = "roles:\n  - {name: ping, agent: human, host: a}\n  - {name: local, agent: human, host: a, worktree: local}\n  - {name: pong, agent: human, host: b, worktree: pong}\n";
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], roles);
+    start_all(&mut hosts);
+    hosts[0].send("ping", &note("pong", "before"));
+    wait_until(LONG, "the first note crossed", || {
+        hosts[1].copies("pong").len() == 1
+    });
+    nats.kill();
+    for i in 0..5 {
+        hosts[0].send("ping", &note("local,pong", &format!("during {i}")));
+    }
+    wait_until(LONG, "local delivery goes on while NATS is down", || {
+        hosts[0].copies("local").len() == 5
+    });
+    wait_until(LONG, "the outage is logged", || {
+        hosts[0].log().contains(" deferred ")
+    });
+    assert_eq!(hosts[1].copies("pong").len(), 1);
+    let proxy_new = hosts[0]
+        .p
+        .path(".swarmforge/bridge/out/pong/.swarmforge/handoffs/inbox/new");
+    wait_until(LONG, "the remote copies wait in the proxy", || {
+        handoff_names(&proxy_new).len() == 5
+    });
+    nats.up();
+    wait_until(LONG, "the backlog drained after the heal", || {
+        hosts[1].copies("pong").len() == 6
+    });
+    wait_until(LONG, "the proxy is empty", || {
+        handoff_names(&proxy_new).is_empty()
+    });
+    // Deferred once per copy and cause, not once per retry.
+    let log = hosts[0].log();
+    let deferred: Vec<&str> = log.lines().filter(|l| l.contains(" deferred ")).collect();
+    let mut keys: Vec<&str> = deferred
+        .iter()
+        .map(|l| l.split(' ').nth(2).unwrap_or(""))
+        .collect();
+    keys.sort();
+    let n = keys.len();
+    keys.dedup();
+    assert!(n <= keys.len() * 3, "deferred logged per retry:\n{log}");
+}
+
+/// Checks that every message reached each of its remote recipients once,
+/// whole, and nothing else arrived.
+fn exactly_once(h: &Host, role: &str, want: &[PathBuf]) {
+    let copies = h.copies(role);
+    let mut names: Vec<String> = copies.iter().map(|c| file_name(c)).collect();
+    names.sort();
+    let mut expected: Vec<String> = want.iter().map(|p| file_name(p)).collect();
+    expected.sort();
+    let dups = names.windows(2).filter(|w| w[0] == w[1]).count();
+    assert_eq!(dups, 0, "duplicates at {role}");
+    assert_eq!(
+        names, expected,
+        "copies at {role} differ from what was sent"
+    );
+    for c in copies {
+        let t = body_of(&c);
+        assert_eq!(header(&t, "recipient"), Some(role), "{t}");
+        assert!(t.ends_with('\n') && t.contains("\n\n"), "not whole: {t}");
+    }
+}
+
+#[test]
+fn kill_9_of_daemons_bridges_and_the_server_loses_and_duplicates_nothing() {
+    let Some(mut nats) = Nats::start() else {
+        return;
+    };
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], TWO);
+    start_all(&mut hosts);
+    let seed = std::env::var("BRIDGE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_b41d_u64);
+    let total: usize = std::env::var("BRIDGE_MESSAGES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(240);
+    eprintln!("seed {seed:#x}, {total} messages");
+    let mut rng = Rng(seed);
+    let (mut to_b, mut to_a) = (Vec::new(), Vec::new());
+    let mut kills = [0usize; 5];
+    for i in 0..total {
+        if i % 2 == 0 {
+            to_b.push(hosts[0].send("ping", &note("pong", &format!("a{i}"))));
+        } else {
+            to_a.push(hosts[1].send("pong", &note("ping", &format!("b{i}"))));
+        }
+        if rng.below(12) == 0 {
+            let which = rng.below(5) as usize;
+            kills[which] += 1;
+            match which {
+                0 => {
+                    hosts[0].kill_daemon();
+                    hosts[0].start_daemon();
+                }
+                1 => {
+                    hosts[1].kill_daemon();
+                    hosts[1].start_daemon();
+                }
+                2 => {
+                    hosts[0].kill_bridge();
+                    hosts[0].start_bridge();
+                }
+                3 => {
+                    hosts[1].kill_bridge();
+                    hosts[1].start_bridge();
+                }
+                _ => {
+                    nats.kill();
+                    nats.up();
+                }
+            }
+        }
+    }
+    eprintln!(
+        "kills: daemon a {}, daemon b {}, bridge a {}, bridge b {}, server {}",
+        kills[0], kills[1], kills[2], kills[3], kills[4]
+    );
+    wait_until(Duration::from_secs(180), "every message crossed", || {
+        hosts[1].copies("pong").len() >= to_b.len() && hosts[0].copies("ping").len() >= to_a.len()
+    });
+    // Let any redelivery in flight land before counting.
+    let proxy = |h: &Host, r: &str| {
+        h.p.path(&format!(
+            ".swarmforge/bridge/out/{r}/.swarmforge/handoffs/inbox/new"
+        ))
+    };
+    wait_until(LONG, "both proxies drained", || {
+        handoff_names(&proxy(&hosts[0], "pong")).is_empty()
+            && handoff_names(&proxy(&hosts[1], "ping")).is_empty()
+    });
+    exactly_once(&hosts[1], "pong", &to_b);
+    exactly_once(&hosts[0], "ping", &to_a);
+}
+
+#[test]
+fn the_bridge_refuses_bad_messages_and_a_second_instance() {
+    let Some(nats) = Nats::start() else { return };
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], TWO);
+    hosts[1].start_daemon();
+    hosts[1].start_bridge();
+    // A second bridge on the same checkout is refused.
+    hosts[1]
+        .p
+        .cmd("swarm")
+        .args(["bridge"])
+        .code(1)
+        .stderr_has("a bridge already runs")
+        .run();
+    // Credentials in the URL are refused before anything connects.
+    let bad = hosts[0]
+        .p
+        .read("swarm.yaml")
+        .replace("nats://", "nats://u:secret@");
+    hosts[0].p.write("swarm.yaml", &bad);
+    let r = hosts[0].p.cmd("swarm").args(["bridge"]).code(1).run();
+    assert!(
+        r.stderr.contains("carries credentials") && !r.stderr.contains("secret"),
+        "{}",
+        r.stderr
+    );
+}
