@@ -211,3 +211,115 @@ fn clear_waiting(s: &Settings, name: &str) {
         let _ = fsx::remove_file(&path);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::config::Config;
+    use crate::protocol::layout::Project;
+
+    const NAME: &str = "50_20261201T000000Z_000001_from_ping_to_pong.handoff";
+
+    fn setup() -> (tempfile::TempDir, Settings, Roles) {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().to_path_buf();
+        let proxy = root.join(".swarmforge/bridge/out/ping");
+        let tsv = format!(
+            "pong\tmaster\t{}\ts\tPong\thuman\ttask\nping\t@a\t{}\t\tPing\thuman\ttask\n",
+            root.display(),
+            proxy.display()
+        );
+        let roles = Roles::parse(&tsv);
+        let mut config = Config::parse("hosts: [a, b]\nbridge: nats://127.0.0.1:1\n").unwrap();
+        config.limits.max_file_bytes = 4096;
+        let s = Settings {
+            project: Project::new(&root),
+            config,
+            host: "b".into(),
+            url: "nats://127.0.0.1:1".into(),
+        };
+        (d, s, roles)
+    }
+
+    fn msg(recipient: &str) -> String {
+        format!(
+            "id: 20261201T000000Z_000001_from_ping\nfrom: ping\nto: pong\nrecipient: {recipient}\npriority: 50\ntype: note\nmessage: hi\ncreated_at: 2026-12-01T00:00:00.000000Z\nenqueued_at: 2026-12-01T00:00:00.000001Z\n\nhi\n"
+        )
+    }
+
+    fn verdict(s: &Settings, r: &Roles, subject: &str, name: Option<&str>, b: &[u8]) -> Verdict {
+        accept(s, r, None, subject, name, b)
+    }
+
+    #[test]
+    fn writes_once_then_holds() {
+        let (_d, s, r) = setup();
+        let subj = "swarm.swarm.to.b.pong";
+        let v = verdict(&s, &r, subj, Some(NAME), msg("pong").as_bytes());
+        let Verdict::Written(p) = v else {
+            panic!("{v:?}")
+        };
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), msg("pong"));
+        assert_eq!(
+            verdict(&s, &r, subj, Some(NAME), msg("pong").as_bytes()),
+            Verdict::Held
+        );
+        // Accepted and completed meanwhile: still held, never a second copy.
+        let wt = Worktree::new(&s.project.root);
+        std::fs::create_dir_all(wt.completed().join("batch_x")).unwrap();
+        std::fs::rename(
+            &p,
+            wt.completed()
+                .join(format!("2026-12-01T00:00:00.000000Z_{NAME}")),
+        )
+        .unwrap();
+        assert_eq!(
+            verdict(&s, &r, subj, Some(NAME), msg("pong").as_bytes()),
+            Verdict::Held
+        );
+    }
+
+    #[test]
+    fn refuses_what_cannot_be_a_copy_for_a_local_role() {
+        let (_d, s, r) = setup();
+        let ok = msg("pong");
+        let reject = |subject: &str, name: Option<&str>, bytes: &[u8]| {
+            let v = verdict(&s, &r, subject, name, bytes);
+            assert!(matches!(v, Verdict::Reject(_)), "{subject} {name:?}: {v:?}");
+        };
+        reject("swarm.swarm.to.a.pong", Some(NAME), ok.as_bytes());
+        reject("swarm.swarm.to.b.pong", None, ok.as_bytes());
+        reject(
+            "swarm.swarm.to.b.pong",
+            Some("../../etc/passwd"),
+            ok.as_bytes(),
+        );
+        reject(
+            "swarm.swarm.to.b.pong",
+            Some("50_20261201T000000Z_000002_from_ping_to_pong.handoff"),
+            ok.as_bytes(),
+        );
+        reject("swarm.swarm.to.b.pong", Some(NAME), msg("ping").as_bytes());
+        reject("swarm.swarm.to.b.ping", Some(NAME), msg("ping").as_bytes());
+        reject(
+            "swarm.swarm.to.b.ghost",
+            Some(NAME),
+            msg("ghost").as_bytes(),
+        );
+        reject("swarm.swarm.to.b.pong", Some(NAME), b"no headers at all");
+        reject(
+            "swarm.swarm.to.b.pong",
+            Some(NAME),
+            ok.replace("hi\n", "h\x1b[2Ji\n").as_bytes(),
+        );
+        reject(
+            "swarm.swarm.to.b.pong",
+            Some(NAME),
+            format!("{ok}{}", "x".repeat(5000)).as_bytes(),
+        );
+        assert!(Worktree::new(&s.project.root)
+            .inbox_new()
+            .read_dir()
+            .is_err());
+    }
+}
