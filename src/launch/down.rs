@@ -19,6 +19,8 @@ pub struct DownReport {
     pub agents: Vec<String>,
     pub daemon: Option<u32>,
     pub sessions: Vec<String>,
+    /// The bridge to other hosts, when one ran.
+    pub bridge: Option<u32>,
 }
 
 /// Headless agents recorded by a supervisor that is gone (SIGKILLed).
@@ -90,5 +92,6 @@ pub fn down(project: &Project) -> Result<DownReport> {
     let daemon_pid = lock_holder(&project.pid_file());
     report.daemon = control::stop(project, control::GRACE)?.pid.or(daemon_pid);
     report.sessions = stop_tmux(project)?;
+    report.bridge = super::bridge::stop_bridge(project, GRACE);
     Ok(report)
 }

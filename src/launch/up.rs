@@ -164,6 +164,8 @@ pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Ou
         "handoffd runs (pid {pid}); its log: {}",
         project.log_file().display()
     ));
+    // Roles on other hosts are reached through the bridge (docs/bridge.md).
+    let bridge = super::bridge::start_bridge(plan, say)?;
     let mut run = Running::new(plan, daemon);
     let result = if opts.tmux {
         run.tmux(opts, &sock, stagger, &signals.flag, say)
@@ -183,6 +185,9 @@ pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Ou
     };
     say("stopping the swarm");
     let torn = run.teardown(say);
+    if bridge.is_some() {
+        super::bridge::stop_bridge(project, super::GRACE);
+    }
     if let Some(l) = lock {
         // Nobody supervises any more; the lock file goes with us.
         let _ = fsx::remove_file(&supervisor_pid_file(project));

@@ -24,6 +24,7 @@ pub fn run(args: Args) -> i32 {
                 "agents": r.agents,
                 "daemon_pid": r.daemon,
                 "sessions": r.sessions,
+                "bridge_pid": r.bridge,
             }));
             exit::OK
         }
@@ -43,6 +44,9 @@ pub fn run(args: Args) -> i32 {
             }
             if !r.sessions.is_empty() {
                 text.push_str(&format!("killed tmux sessions: {}\n", r.sessions.join(" ")));
+            }
+            if let Some(pid) = r.bridge {
+                text.push_str(&format!("stopped the bridge (pid {pid})\n"));
             }
             text.push_str("handoff files are untouched\n");
             crate::cli::out(&text);
