@@ -21,7 +21,7 @@ pub struct Nats {
     pub port: u16,
     store: tempfile::TempDir,
     child: Option<Child>,
-    starts: usize,
+    extra: Vec<String>,
 }
 
 fn free_port() -> u16 {
@@ -35,6 +35,11 @@ fn free_port() -> u16 {
 impl Nats {
     /// None (after a NOTE, or a failure in CI) when nats-server is missing.
     pub fn start() -> Option<Nats> {
+        Nats::start_with(&[])
+    }
+
+    /// With extra server options (e.g. `--auth <token>`).
+    pub fn start_with(extra: &[&str]) -> Option<Nats> {
         if !require_tool("nats-server", "apt-get install -y nats-server") {
             return None;
         }
@@ -42,7 +47,7 @@ impl Nats {
             port: free_port(),
             store: tempfile::tempdir().unwrap(),
             child: None,
-            starts: 0,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
         };
         n.up();
         Some(n)
@@ -72,13 +77,13 @@ impl Nats {
             .arg(self.store.path().join("js"))
             .arg("-l")
             .arg(self.log())
+            .args(&self.extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("nats-server starts");
         self.child = Some(child);
-        self.starts += 1;
         wait_until(DEADLINE, "nats-server is ready", || {
             self.ready_count() > before
         });
@@ -137,12 +142,17 @@ impl Host {
     }
 
     fn spawn(&self, program: &str, args: &[&str], out: &str) -> Proc {
+        self.spawn_env(program, args, out, &[])
+    }
+
+    fn spawn_env(&self, program: &str, args: &[&str], out: &str, env: &[(&str, &str)]) -> Proc {
         let err = fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.p.root.join(out))
             .unwrap();
         let child = clean_command(&bin(program), &self.p.root)
+            .envs(env.iter().copied())
             .args(args)
             .arg(&self.p.root)
             .stdin(Stdio::null())
@@ -158,8 +168,12 @@ impl Host {
     }
 
     pub fn start_bridge(&mut self) {
+        self.start_bridge_env(&[]);
+    }
+
+    pub fn start_bridge_env(&mut self, env: &[(&str, &str)]) {
         let before = self.log().matches(" started ").count();
-        let proc = self.spawn("swarm", &["bridge"], "bridge.stderr");
+        let proc = self.spawn_env("swarm", &["bridge"], "bridge.stderr", env);
         self.bridge = Some(proc);
         wait_until(DEADLINE, "the bridge started", || {
             self.log().matches(" started ").count() > before
@@ -170,6 +184,17 @@ impl Host {
         if let Some(mut d) = self.daemon.take() {
             d.kill9();
         }
+    }
+
+    /// Sends `sig` to the running bridge (SIGSTOP/SIGCONT: a partition).
+    pub fn signal_bridge(&self, sig: i32) {
+        let pid = self
+            .bridge
+            .as_ref()
+            .and_then(|b| b.0.as_ref())
+            .unwrap()
+            .id();
+        signal(pid, sig);
     }
 
     pub fn kill_bridge(&mut self) {
@@ -223,8 +248,13 @@ pub fn swarm(nats: &Nats, hosts: &[&str], roles_yaml: &str) -> (Hub, Vec<Host>) 
         hub.dir.path(),
         &["init", "-q", "--bare", "-b", "master", "hub.git"],
     );
+    let wake = if roles_yaml.contains("wake:") {
+        ""
+    } else {
+        "wake: {method: none}\n"
+    };
     let yaml = format!(
-        "hosts: [{}]\nbridge: {}\ngit_remote: hub\nwake: {{method: none}}\ndaemon: {{rescan: 200ms}}\n{roles_yaml}",
+        "hosts: [{}]\nbridge: {}\ngit_remote: hub\n{wake}daemon: {{rescan: 200ms}}\n{roles_yaml}",
         hosts.join(", "),
         nats.url()
     );
@@ -641,4 +671,138 @@ fn the_bridge_refuses_bad_messages_and_a_second_instance() {
         "{}",
         r.stderr
     );
+}
+
+#[test]
+fn wake_ups_happen_on_the_recipients_host_only() {
+    let Some(nats) = Nats::start() else { return };
+    let roles = "wake: {method: command, command: 'echo $SWARMFORGE_ROLE >> \"$SWARMFORGE_PROJECT/wakes.txt\"'}\nroles:\n  - {name: ping, agent: sh ping.sh, host: a}\n  - {name: pong, agent: sh pong.sh, host: b, worktree: pong}\n";
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], roles);
+    start_all(&mut hosts);
+    hosts[0].send("ping", &note("pong", "wake up"));
+    let wakes_b = hosts[1].p.root.join("wakes.txt");
+    wait_until(LONG, "pong is woken on host b", || {
+        fs::read_to_string(&wakes_b).is_ok_and(|t| t.lines().any(|l| l == "pong"))
+    });
+    let wakes_a = fs::read_to_string(hosts[0].p.root.join("wakes.txt")).unwrap_or_default();
+    assert!(
+        !wakes_a.contains("pong"),
+        "host a woke its proxy: {wakes_a}"
+    );
+}
+
+#[test]
+fn a_partitioned_host_catches_up_after_the_heal() {
+    let Some(nats) = Nats::start() else { return };
+    let roles = "roles:\n  - {name: ping, agent: human, host: a}\n  - {name: pong, agent: human, host: b, worktree: pong}\n  - {name: peer, agent: human, host: b, worktree: peer}\n";
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], roles);
+    start_all(&mut hosts);
+    hosts[0].send("ping", &note("pong", "before"));
+    wait_until(LONG, "the first note crossed", || {
+        hosts[1].copies("pong").len() == 1
+    });
+    // Host b's bridge is cut off (stopped: no traffic either way).
+    hosts[1].signal_bridge(libc::SIGSTOP);
+    let mut sent = Vec::new();
+    for i in 0..20 {
+        sent.push(hosts[0].send("ping", &note("pong", &format!("during {i}"))));
+    }
+    // Both sides keep working locally: b's own roles talk to each other.
+    hosts[1].send("pong", &note("peer", "local on b"));
+    wait_until(LONG, "local delivery on the partitioned host", || {
+        hosts[1].copies("peer").len() == 1
+    });
+    wait_until(LONG, "a published everything to JetStream", || {
+        handoff_names(
+            &hosts[0]
+                .p
+                .path(".swarmforge/bridge/out/pong/.swarmforge/handoffs/inbox/new"),
+        )
+        .is_empty()
+    });
+    assert_eq!(hosts[1].copies("pong").len(), 1);
+    hosts[1].signal_bridge(libc::SIGCONT);
+    wait_until(LONG, "the backlog drained after the heal", || {
+        hosts[1].copies("pong").len() == 21
+    });
+    sent.insert(0, PathBuf::from(file_name(&hosts[1].copies("pong")[0])));
+    let mut want: Vec<PathBuf> = sent;
+    want.sort();
+    exactly_once(&hosts[1], "pong", &want);
+}
+
+#[test]
+fn credentials_come_from_a_file_or_the_environment_and_are_never_logged() {
+    let token = "tok-3f9a1c";
+    let Some(nats) = Nats::start_with(&["--auth", token]) else {
+        return;
+    };
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], TWO);
+    // a: a credentials file named in swarm.yaml is not in the repository;
+    // here it is written beside the checkout and kept out of git.
+    let creds = hosts[0].p.root.join(".swarmforge/nats.token");
+    fs::write(&creds, format!("{token}\n")).unwrap();
+    let yaml = hosts[0].p.read("swarm.yaml") + "bridge_credentials_file: .swarmforge/nats.token\n";
+    hosts[0].p.write("swarm.yaml", &yaml);
+    hosts[0].start_daemon();
+    hosts[0].start_bridge();
+    // b: no credentials at first, so the server refuses it; then the token
+    // from the environment.
+    hosts[1].start_daemon();
+    hosts[1].start_bridge();
+    hosts[0].send("ping", &note("pong", "authenticated"));
+    wait_until(LONG, "b's refusal is logged", || {
+        hosts[1].log().contains("deferred")
+    });
+    assert!(hosts[1].copies("pong").is_empty());
+    hosts[1].kill_bridge();
+    hosts[1].start_bridge_env(&[("SWARM_NATS_TOKEN", token)]);
+    wait_until(LONG, "the note crossed with the token", || {
+        hosts[1].copies("pong").len() == 1
+    });
+    for h in &hosts {
+        let all = format!(
+            "{}{}{}",
+            h.log(),
+            fs::read_to_string(h.p.root.join("bridge.stderr")).unwrap_or_default(),
+            h.p.read(".swarmforge/roles.tsv")
+        );
+        assert!(!all.contains(token), "the token leaked: {all}");
+    }
+}
+
+#[test]
+fn swarm_up_starts_the_bridge_and_down_stops_it() {
+    let Some(nats) = Nats::start() else { return };
+    let (_hub, hosts) = swarm(&nats, &["a", "b"], TWO);
+    let mut guards = Vec::new();
+    for h in &hosts {
+        guards.push(SwarmGuard::new(&h.p.root));
+        h.p.cmd("swarm")
+            .args(["up", "--no-tmux", "--detach"])
+            .code(0)
+            .run();
+        wait_until(LONG, "swarm up started the bridge", || {
+            h.log().contains(" started host ")
+        });
+    }
+    hosts[0].send("ping", &note("pong", "via swarm up"));
+    wait_until(LONG, "pong holds it", || hosts[1].copies("pong").len() == 1);
+    // The detached supervisor stops its bridge with the rest of the swarm.
+    for h in &hosts {
+        h.p.cmd("swarm").args(["down"]).code(0).run();
+    }
+    wait_until(LONG, "the bridges stopped", || {
+        hosts
+            .iter()
+            .all(|h| h.log().matches(" stopped ").count() == 1)
+    });
+    // A bridge left behind (its supervisor SIGKILLed) is stopped by down.
+    let mut b = hosts.into_iter().nth(1).unwrap();
+    b.start_bridge();
+    let r = b.p.cmd("swarm").args(["down"]).code(0).run();
+    assert!(r.stdout.contains("stopped the bridge (pid"), "{}", r.stdout);
+    wait_until(LONG, "down stopped it", || {
+        b.log().matches(" stopped ").count() == 2
+    });
 }
