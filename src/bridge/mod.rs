@@ -12,6 +12,7 @@
 pub mod events;
 pub mod inbound;
 pub mod outbound;
+pub mod trail;
 
 mod net;
 

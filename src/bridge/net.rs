@@ -13,6 +13,7 @@ use futures_util::StreamExt;
 use super::events::{self, Mirror};
 use super::inbound::{self, Verdict};
 use super::outbound;
+use super::trail;
 use super::{credentials, Credentials, Log, Settings};
 use crate::daemon::{journal::Journal, wake};
 use crate::error::{Error, Result};
@@ -121,13 +122,16 @@ async fn main(s: Settings, creds: Credentials, log: Shared, stop: Arc<AtomicBool
     let inb = tokio::spawn(consume_loop(s.clone(), js.clone(), log.clone()));
     let evp = tokio::spawn(events_publish_loop(s.clone(), js.clone(), log.clone()));
     let evm = tokio::spawn(events_mirror_loop(s.clone(), js.clone(), log.clone()));
+    let trp = tokio::spawn(trail_publish_loop(s.clone(), js.clone(), log.clone()));
+    let trm = tokio::spawn(trail_mirror_loop(s.clone(), js.clone(), log.clone()));
+    let tasks = [out, inb, evp, evm, trp, trm];
     while !stop.load(Ordering::Relaxed) {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        if out.is_finished() || inb.is_finished() || evp.is_finished() || evm.is_finished() {
+        if tasks.iter().any(|t| t.is_finished()) {
             break;
         }
     }
-    for t in [out, inb, evp, evm] {
+    for t in tasks {
         t.abort();
     }
     Ok(())
@@ -491,6 +495,152 @@ async fn events_mirror_loop(s: Arc<Settings>, js: jetstream::Context, log: Share
                 }
                 Err(e) => {
                     log.deferred("events-mirror", &e.to_string());
+                    let _ = m.ack_with(AckKind::Nak(Some(RETRY))).await;
+                }
+            }
+        }
+        tokio::time::sleep(RETRY).await;
+    }
+}
+
+/// This host's message files → the stream, each time one appears or moves.
+async fn trail_publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
+    let _ = stream(&s, &js, &log).await;
+    let subject = format!("swarm.{}.trail.{}", s.name(), s.host);
+    let mut published: std::collections::HashSet<String> = Default::default();
+    loop {
+        let records = {
+            let s = s.clone();
+            blocking(move || trail::scan(&s.project)).await
+        };
+        let max = s.config.limits.max_file_bytes;
+        let fresh: Vec<trail::Record> = records
+            .into_iter()
+            .filter(|r| r.len <= max && !published.contains(&r.msg_id(&s.host)))
+            .collect();
+        let mut ok = true;
+        for chunk in fresh.chunks(WINDOW) {
+            let mut acks = Vec::new();
+            for r in chunk {
+                let p = r.path.clone();
+                let Ok(bytes) =
+                    blocking(move || fsx::read_bounded(&p, max).map_err(|e| e.to_string())).await
+                else {
+                    // Moved on meanwhile: its new place is seen next pass.
+                    continue;
+                };
+                let mut h = async_nats::HeaderMap::new();
+                h.insert("Nats-Msg-Id", r.msg_id(&s.host).as_str());
+                h.insert("Swarm-Worktree", r.worktree.as_str());
+                h.insert("Swarm-Path", r.rel.as_str());
+                let msg = jetstream::message::PublishMessage::build()
+                    .payload(bytes::Bytes::from(bytes))
+                    .headers(h);
+                match js.send_publish(subject.clone(), msg).await {
+                    Ok(a) => acks.push((r.msg_id(&s.host), a)),
+                    Err(_) => {
+                        ok = false;
+                        break;
+                    }
+                }
+            }
+            for (id, a) in acks {
+                if matches!(tokio::time::timeout(ACK_TIMEOUT, a).await, Ok(Ok(_))) {
+                    published.insert(id);
+                } else {
+                    ok = false;
+                }
+            }
+            if !ok {
+                break;
+            }
+        }
+        if ok {
+            log.cleared("trail");
+        } else {
+            log.deferred("trail", &format!("trail records wait for {}", s.url));
+        }
+        tokio::time::sleep(if ok {
+            Duration::from_millis(500)
+        } else {
+            RETRY
+        })
+        .await;
+    }
+}
+
+/// Every other host's message files → `.swarmforge/bridge/hosts/<host>/`.
+async fn trail_mirror_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
+    let prefix = format!("swarm.{}.trail.", s.name());
+    loop {
+        let st = stream(&s, &js, &log).await;
+        let durable = format!("trail-{}", s.host);
+        let cfg = pull::Config {
+            durable_name: Some(durable.clone()),
+            filter_subject: format!("{prefix}>"),
+            ack_policy: AckPolicy::Explicit,
+            ack_wait: ACK_WAIT,
+            max_deliver: -1,
+            ..Default::default()
+        };
+        let messages = match st
+            .get_or_create_consumer::<pull::Config>(&durable, cfg)
+            .await
+        {
+            Ok(c) => c.messages().await,
+            Err(e) => {
+                log.deferred("trail-consumer", &format!("{durable}: {e}"));
+                tokio::time::sleep(RETRY).await;
+                continue;
+            }
+        };
+        let Ok(mut messages) = messages else {
+            tokio::time::sleep(RETRY).await;
+            continue;
+        };
+        log.cleared("trail-consumer");
+        while let Some(Ok(m)) = messages.next().await {
+            let host = m
+                .subject
+                .strip_prefix(prefix.as_str())
+                .unwrap_or("")
+                .to_string();
+            if host == s.host {
+                let _ = m.ack().await;
+                continue;
+            }
+            let h = |k: &str| {
+                m.headers
+                    .as_ref()
+                    .and_then(|h| h.get(k))
+                    .map(|v| v.as_str().to_string())
+                    .unwrap_or_default()
+            };
+            let (wt, rel) = (h("Swarm-Worktree"), h("Swarm-Path"));
+            let payload = m.payload.to_vec();
+            let s2 = s.clone();
+            let (h2, w2, r2) = (host.clone(), wt.clone(), rel.clone());
+            let res = blocking(move || {
+                trail::apply(
+                    &s2.project,
+                    s2.config.limits.max_file_bytes,
+                    &h2,
+                    &w2,
+                    &r2,
+                    &payload,
+                )
+            })
+            .await;
+            match res {
+                Ok(_) => {
+                    let _ = m.ack().await;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                    log.line("rejected", &format!("trail record {host}:{wt}:{rel}: {e}"));
+                    let _ = m.ack_with(AckKind::Term).await;
+                }
+                Err(e) => {
+                    log.deferred("trail-mirror", &e.to_string());
                     let _ = m.ack_with(AckKind::Nak(Some(RETRY))).await;
                 }
             }

@@ -100,6 +100,13 @@ impl Project {
     pub fn bridge_events(&self) -> PathBuf {
         self.bridge_dir().join("events")
     }
+    /// The files of worktree `wt` (its roles.tsv column 2; `none` counts
+    /// as `master`) on another host, as that host's bridge published them:
+    /// worktree-shaped, read by the trail for the roles working there.
+    pub fn bridge_mirror(&self, host: &str, wt: &str) -> PathBuf {
+        let wt = if wt == "none" { "master" } else { wt };
+        self.bridge_dir().join("hosts").join(host).join(wt)
+    }
     /// Temp files of the bridge's own publishes.
     pub fn bridge_tmp(&self) -> PathBuf {
         self.bridge_dir().join("tmp")

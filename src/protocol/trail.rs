@@ -177,6 +177,11 @@ pub struct Trail {
     pub rejected: Vec<Rejected>,
     /// Folders that exist but could not be listed.
     pub unreadable: Vec<(PathBuf, String)>,
+    /// Per worktree index, the proxy of roles on another host (their copies
+    /// still waiting for the bridge), read as copies of that worktree.
+    proxies: Vec<(usize, PathBuf)>,
+    /// Where each remote role's files are mirrored (issue 16).
+    mirrors: std::collections::HashMap<String, PathBuf>,
 }
 
 /// A roles.tsv worktree path; a relative one is taken from the project root.
@@ -200,11 +205,34 @@ impl Trail {
     pub fn load(project: &Project, scope: &Scope) -> Result<Trail> {
         let roles = Roles::load(&project.roles_tsv())?;
         let config = Config::load(&project.config_file())?;
-        let worktrees = roles
-            .worktrees()
-            .iter()
-            .map(|p| absolute(project, p))
-            .collect::<Vec<_>>();
+        // A role on another host is read from the mirror of its worktree
+        // there (its host's bridge publishes every file), plus the copies
+        // that wait in its local proxy for the bridge.
+        let mut mirrors = std::collections::HashMap::new();
+        let mut proxies_of: Vec<(PathBuf, PathBuf)> = Vec::new();
+        for r in roles.roles.iter().filter(|r| r.is_remote()) {
+            let host = r.worktree_name.trim_start_matches('@');
+            let wt = config
+                .role(&r.name)
+                .map_or("master", |c| c.worktree.as_str());
+            let m = project.bridge_mirror(host, wt);
+            mirrors.insert(r.name.clone(), m.clone());
+            proxies_of.push((m, absolute(project, &r.worktree_path)));
+        }
+        let mut worktrees: Vec<PathBuf> = Vec::new();
+        for r in &roles.roles {
+            let p = match mirrors.get(&r.name) {
+                Some(m) => m.clone(),
+                None => absolute(project, &r.worktree_path),
+            };
+            if !worktrees.contains(&p) {
+                worktrees.push(p);
+            }
+        }
+        let proxies = proxies_of
+            .into_iter()
+            .filter_map(|(m, proxy)| worktrees.iter().position(|w| *w == m).map(|i| (i, proxy)))
+            .collect();
         let mut trail = Trail {
             project: project.clone(),
             roles,
@@ -215,17 +243,45 @@ impl Trail {
             bad: Vec::new(),
             rejected: Vec::new(),
             unreadable: Vec::new(),
+            proxies,
+            mirrors,
         };
         for i in 0..trail.worktrees.len() {
             trail.scan_worktree(i, scope);
+        }
+        if scope.copies {
+            for (i, proxy) in trail.proxies.clone() {
+                trail.scan_proxy(i, &proxy, scope);
+            }
         }
         Ok(trail)
     }
 
     /// Index in `worktrees` of a role's worktree (its inbox).
     pub fn home(&self, role: &str) -> Option<usize> {
-        let p = absolute(&self.project, &self.roles.find(role)?.worktree_path);
+        let p = match self.mirrors.get(role) {
+            Some(m) => m.clone(),
+            None => absolute(&self.project, &self.roles.find(role)?.worktree_path),
+        };
         self.worktrees.iter().position(|w| *w == p)
+    }
+
+    /// The copies in a proxy's `inbox/new` (not yet bridged), unless the
+    /// mirror of the remote inbox holds the same file already.
+    fn scan_proxy(&mut self, i: usize, proxy: &Path, scope: &Scope) {
+        let dir = Worktree::new(proxy).inbox_new();
+        let l = self.list(&dir, scope.name_contains.as_deref());
+        for name in &l.files {
+            let held = self.copies.iter().any(|c| {
+                c.worktree == i
+                    && c.path
+                        .file_name()
+                        .is_some_and(|n| n.to_string_lossy() == *name)
+            });
+            if !held {
+                self.read_copy(&dir.join(name), Place::New, None, i);
+            }
+        }
     }
 
     fn scan_worktree(&mut self, i: usize, scope: &Scope) {

@@ -303,6 +303,13 @@ pub fn swarm(nats: &Nats, hosts: &[&str], roles_yaml: &str) -> (Hub, Vec<Host>) 
     (hub, out)
 }
 
+/// The id in a queue file's name (`<NN>_<id>_to_<recipients>.handoff`).
+fn id_of(path: &Path) -> String {
+    let n = file_name(path);
+    let rest = n.split_once('_').unwrap().1;
+    rest.split("_to_").next().unwrap().to_string()
+}
+
 /// The one copy `role` holds.
 fn queued_copy(h: &Host, role: &str) -> PathBuf {
     h.copies(role).remove(0)
@@ -643,6 +650,12 @@ fn kill_9_of_daemons_bridges_and_the_server_loses_and_duplicates_nothing() {
     });
     exactly_once(&hosts[1], "pong", &to_b);
     exactly_once(&hosts[0], "ping", &to_a);
+    // The whole swarm's trail, read on either host, agrees.
+    for h in &hosts {
+        wait_until(LONG, "audit --check passes after the kills", || {
+            h.p.cmd("swarm").args(["audit", "--check"]).run().code == 0
+        });
+    }
 }
 
 #[test]
@@ -805,4 +818,53 @@ fn swarm_up_starts_the_bridge_and_down_stops_it() {
     wait_until(LONG, "down stopped it", || {
         b.log().matches(" stopped ").count() == 2
     });
+}
+
+#[test]
+fn receipts_transcript_and_audit_check_read_the_whole_swarm_from_any_host() {
+    let Some(nats) = Nats::start() else { return };
+    let roles = "roles:\n  - {name: ping, agent: human, host: a}\n  - {name: pong, agent: human, host: b, worktree: pong}\n  - {name: peer, agent: human, host: b}\n";
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], roles);
+    start_all(&mut hosts);
+    let cross = hosts[0].send("ping", &note("pong", "across"));
+    let id = id_of(&cross);
+    wait_until(LONG, "pong holds it", || hosts[1].copies("pong").len() == 1);
+    take(&hosts[1], "pong");
+    let inner = hosts[1].send("pong", &note("peer", "only-on-b"));
+    let inner_id = id_of(&inner);
+    wait_until(LONG, "peer holds it", || hosts[1].copies("peer").len() == 1);
+    take(&hosts[1], "peer");
+    // Host a sees pong's work on host b: completed, with every stamp.
+    wait_until(LONG, "a's receipts show pong completed", || {
+        let r = hosts[0]
+            .p
+            .cmd("swarm")
+            .args(["receipts", &id, "--json"])
+            .run();
+        r.code == 0 && r.stdout.contains("\"completed\"") && r.stdout.contains("pong")
+    });
+    // Host a's transcript holds the message only host b's roles exchanged.
+    wait_until(LONG, "a's transcript holds b's own message", || {
+        hosts[0]
+            .p
+            .swarm(&["transcript"])
+            .stdout
+            .contains("only-on-b")
+    });
+    let t = hosts[0].p.swarm(&["transcript"]).stdout.clone();
+    assert_eq!(t.matches("across").count(), 1, "{t}");
+    wait_until(LONG, "b's receipts of the inner message", || {
+        hosts[0]
+            .p
+            .cmd("swarm")
+            .args(["receipts", &inner_id])
+            .run()
+            .stdout
+            .contains("completed")
+    });
+    for h in &hosts {
+        wait_until(LONG, "audit --check passes", || {
+            h.p.cmd("swarm").args(["audit", "--check"]).run().code == 0
+        });
+    }
 }

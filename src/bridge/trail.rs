@@ -1,0 +1,209 @@
+//! One trail across hosts: every host publishes the message files of its own
+//! worktrees (originals in outbox/sent/failed, copies in the inbox folders,
+//! batch folders too) each time one appears or moves, and mirrors every other
+//! host's into `.swarmforge/bridge/hosts/<host>/<worktree>/`, worktree-shaped,
+//! so `swarm transcript`, `swarm receipts` and `swarm audit --check` read the
+//! whole swarm's files through the one trail reader on any host.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use crate::fsx;
+use crate::protocol::grammar;
+use crate::protocol::header::Message;
+use crate::protocol::layout::{batch_dirs, Project, Worktree};
+use crate::protocol::roles::Roles;
+
+/// One file to publish: `rel` is its path under `.swarmforge/handoffs/`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    pub worktree: String,
+    pub rel: String,
+    pub path: PathBuf,
+    pub len: u64,
+    pub mtime_ns: u128,
+}
+
+impl Record {
+    /// De-duplication id: a file changes place or content, it is new.
+    pub fn msg_id(&self, host: &str) -> String {
+        format!(
+            "tr:{host}:{}:{}:{}:{}",
+            self.worktree, self.rel, self.len, self.mtime_ns
+        )
+    }
+}
+
+/// The worktree names (`none` as `master`) and roots of this host's roles.
+fn local_worktrees(roles: &Roles) -> Vec<(String, PathBuf)> {
+    let mut out: Vec<(String, PathBuf)> = Vec::new();
+    for r in roles.roles.iter().filter(|r| !r.is_remote()) {
+        let name = match r.worktree_name.as_str() {
+            "none" | "" => "master".to_string(),
+            n => n.to_string(),
+        };
+        if !out.iter().any(|(_, p)| *p == r.worktree_path) {
+            out.push((name, r.worktree_path.clone()));
+        }
+    }
+    out
+}
+
+const ORIGINALS: [&str; 3] = ["outbox", "sent", "failed"];
+const COPIES: [&str; 3] = ["inbox/new", "inbox/in_process", "inbox/completed"];
+
+fn handoff_files(dir: &Path) -> Vec<(String, std::fs::Metadata)> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let m = e.metadata().ok()?;
+            (m.is_file() && name.ends_with(".handoff")).then_some((name, m))
+        })
+        .collect()
+}
+
+/// Every message file of this host's worktrees.
+pub fn scan(project: &Project) -> Vec<Record> {
+    let Ok(roles) = Roles::load(&project.roles_tsv()) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (wt_name, root) in local_worktrees(&roles) {
+        let hq = Worktree::new(&root).handoffs();
+        let mut dirs: Vec<String> = ORIGINALS
+            .iter()
+            .chain(COPIES.iter())
+            .map(|s| s.to_string())
+            .collect();
+        for place in ["inbox/in_process", "inbox/completed"] {
+            for b in batch_dirs(&hq.join(place)) {
+                if let Some(n) = b.file_name() {
+                    dirs.push(format!("{place}/{}", n.to_string_lossy()));
+                }
+            }
+        }
+        for d in dirs {
+            for (name, m) in handoff_files(&hq.join(&d)) {
+                let mtime_ns = m
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_nanos());
+                out.push(Record {
+                    worktree: wt_name.clone(),
+                    rel: format!("{d}/{name}"),
+                    path: hq.join(&d).join(&name),
+                    len: m.len(),
+                    mtime_ns,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// What a received record's path may be: a known folder, an optional batch
+/// folder, a handoff file name (a collision-prefixed one too). Returns the
+/// group (0 originals, 1 copies), the rank of its place and the file name.
+pub fn check_rel(rel: &str) -> Option<(usize, usize, &str)> {
+    let (dir, name) = rel.rsplit_once('/')?;
+    if !grammar::valid_handoff_name(grammar::strip_collision_prefix(name)) {
+        return None;
+    }
+    if let Some(rank) = ORIGINALS.iter().position(|d| *d == dir) {
+        return Some((0, rank.min(1), name));
+    }
+    if let Some(rank) = COPIES.iter().position(|d| *d == dir) {
+        return Some((1, rank, name));
+    }
+    let (place, batch) = dir.rsplit_once('/')?;
+    let rank = COPIES.iter().position(|d| *d == place).filter(|&r| r > 0)?;
+    grammar::is_batch_dir_name(batch).then_some((1, rank, name))
+}
+
+/// A worktree name from another host: what `swarm init` allows.
+pub fn valid_worktree(w: &str) -> bool {
+    let b = w.as_bytes();
+    !b.is_empty()
+        && b.len() <= 64
+        && b[0].is_ascii_alphanumeric()
+        && !w.contains("..")
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// Every place a file of this group may sit in the mirror worktree `hq`.
+fn places(hq: &Path, group: usize) -> Vec<(usize, PathBuf)> {
+    if group == 0 {
+        return ORIGINALS
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (i.min(1), hq.join(d)))
+            .collect();
+    }
+    let mut v: Vec<(usize, PathBuf)> = COPIES
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (i, hq.join(d)))
+        .collect();
+    for (i, d) in COPIES.iter().enumerate().skip(1) {
+        v.extend(batch_dirs(&hq.join(d)).into_iter().map(|b| (i, b)));
+    }
+    v
+}
+
+/// Writes one received record into the mirror of `host`'s worktree,
+/// removing the file from the places it moved on from. A record older than
+/// what the mirror holds (a redelivery) changes nothing. Ok(false): ignored.
+pub fn apply(
+    project: &Project,
+    max_bytes: u64,
+    host: &str,
+    worktree: &str,
+    rel: &str,
+    bytes: &[u8],
+) -> io::Result<bool> {
+    let bad = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);
+    if !grammar::valid_role(host) || !valid_worktree(worktree) {
+        return Err(bad(format!(
+            "bad host or worktree name '{}'",
+            crate::text::escape(worktree)
+        )));
+    }
+    let Some((group, rank, name)) = check_rel(rel) else {
+        return Err(bad(format!("bad path '{}'", crate::text::escape(rel))));
+    };
+    if bytes.len() as u64 > max_bytes {
+        return Err(bad(format!("{} bytes, over the limit", bytes.len())));
+    }
+    Message::parse_bytes(bytes).map_err(|e| bad(format!("malformed: {e}")))?;
+    let root = project.bridge_mirror(host, worktree);
+    let hq = Worktree::new(&root).handoffs();
+    let target = hq.join(rel);
+    let mut stale: HashMap<PathBuf, usize> = HashMap::new();
+    for (r, dir) in places(&hq, group) {
+        let p = dir.join(name);
+        if p != target && p.exists() {
+            if r > rank {
+                return Ok(false);
+            }
+            stale.insert(p, r);
+        }
+    }
+    let dir = target.parent().unwrap_or(&hq).to_path_buf();
+    fsx::ensure_dirs(&[&dir, &project.bridge_tmp()])?;
+    if std::fs::read(&target).is_ok_and(|b| b == bytes) {
+        // Held already; only moves to tidy.
+    } else {
+        fsx::replace(&project.bridge_tmp(), &target, bytes)?;
+    }
+    for p in stale.keys() {
+        fsx::remove_file(p)?;
+    }
+    Ok(true)
+}
