@@ -24,9 +24,9 @@ use crate::protocol::roles::Roles;
 const ACK_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long JetStream waits for our ack before it redelivers.
 const ACK_WAIT: Duration = Duration::from_secs(10);
-/// Idle pause of the publishers (they also wake on nothing else: files are
-/// few and small, and a pass over empty folders is cheap).
-const IDLE: Duration = Duration::from_millis(50);
+/// Idle pause of the proxy publisher between passes; a file event in a
+/// proxy inbox wakes it at once (events are hints, the pass is the truth).
+const IDLE: Duration = Duration::from_millis(250);
 /// Pause after a failure before trying again.
 const RETRY: Duration = Duration::from_millis(300);
 /// Copies published before their acks are awaited.
@@ -165,6 +165,8 @@ async fn stream(s: &Settings, js: &jetstream::Context, log: &Log) -> stream::Str
 /// PubAck; a commit reaches the git remote before its message is published.
 async fn publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
     let _ = stream(&s, &js, &log).await;
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let _watcher = watch_proxies(&s, wake.clone());
     let mut pushed: std::collections::HashSet<String> = Default::default();
     loop {
         let batch = {
@@ -172,7 +174,7 @@ async fn publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
             blocking(move || outbound::scan(&s, &log, WINDOW)).await
         };
         if batch.is_empty() {
-            tokio::time::sleep(IDLE).await;
+            let _ = tokio::time::timeout(IDLE, wake.notified()).await;
             continue;
         }
         let mut inflight = Vec::new();
@@ -253,6 +255,26 @@ async fn publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
             tokio::time::sleep(RETRY).await;
         }
     }
+}
+
+/// A watcher on every proxy inbox that wakes the publisher; None (timer
+/// passes only) where inotify is unavailable.
+fn watch_proxies(
+    s: &Settings,
+    wake: Arc<tokio::sync::Notify>,
+) -> Option<notify::RecommendedWatcher> {
+    use notify::Watcher;
+    let roles = Roles::load(&s.project.roles_tsv()).ok()?;
+    let mut w = notify::recommended_watcher(move |_res: notify::Result<notify::Event>| {
+        wake.notify_one();
+    })
+    .ok()?;
+    for (_, _, wt) in outbound::proxies(&roles) {
+        let dir = wt.inbox_new();
+        let _ = fsx::ensure_dirs(&[&dir]);
+        let _ = w.watch(&dir, notify::RecursiveMode::NonRecursive);
+    }
+    Some(w)
 }
 
 /// JetStream → this host's inboxes, through one durable consumer per host;
