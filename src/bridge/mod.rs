@@ -188,6 +188,18 @@ impl Log {
         self.line("deferred", &format!("{key} {reason}"));
     }
 
+    /// Logs `deferred <key> <reason>` unless this key already waits, for
+    /// whatever reason (an outage gives a different error on every retry).
+    pub fn deferred_once(&self, key: &str, reason: &str) {
+        let mut d = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
+        if d.contains_key(key) {
+            return;
+        }
+        d.insert(key.to_string(), reason.to_string());
+        drop(d);
+        self.line("deferred", &format!("{key} {reason}"));
+    }
+
     /// The key no longer waits; logs `resumed` when it did.
     pub fn cleared(&self, key: &str) {
         let was = self

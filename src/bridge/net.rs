@@ -154,7 +154,7 @@ async fn stream(s: &Settings, js: &jetstream::Context, log: &Log) -> stream::Str
                 return st;
             }
             Err(e) => {
-                log.deferred("bridge", &format!("{} unreachable: {e}", s.url));
+                log.deferred_once("bridge", &format!("{} unreachable: {e}", s.url));
                 tokio::time::sleep(RETRY).await;
             }
         }
@@ -205,7 +205,10 @@ async fn publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
             match js.send_publish(subject, msg).await {
                 Ok(ack) => inflight.push((o, key, ack)),
                 Err(e) => {
-                    log.deferred(&key, &format!("cannot publish to {}: {e}", s.url));
+                    log.deferred_once(
+                        "bridge",
+                        &format!("copies for remote roles wait in their proxy: cannot publish to {}: {e}", s.url),
+                    );
                     failed = true;
                     break;
                 }
@@ -215,6 +218,7 @@ async fn publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
             match tokio::time::timeout(ACK_TIMEOUT, ack).await {
                 Ok(Ok(a)) => {
                     log.cleared(&key);
+                    log.cleared("bridge");
                     let seq = a.sequence;
                     let dup = if a.duplicate { " duplicate" } else { "" };
                     let res = blocking(move || outbound::mark_sent(&o).map(|p| (o, p))).await;
@@ -239,13 +243,16 @@ async fn publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
                     }
                 }
                 Ok(Err(e)) => {
-                    log.deferred(&key, &format!("not acknowledged by {}: {e}", s.url));
+                    log.deferred_once(
+                        "bridge",
+                        &format!("copies for remote roles wait in their proxy: not acknowledged by {}: {e}", s.url),
+                    );
                     failed = true;
                 }
                 Err(_) => {
-                    log.deferred(
-                        &key,
-                        &format!("no acknowledgement from {} within {ACK_TIMEOUT:?}", s.url),
+                    log.deferred_once(
+                        "bridge",
+                        &format!("copies for remote roles wait in their proxy: no acknowledgement from {} within {ACK_TIMEOUT:?}", s.url),
                     );
                     failed = true;
                 }
@@ -299,7 +306,7 @@ async fn consume_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
         {
             Ok(c) => c,
             Err(e) => {
-                log.deferred("consumer", &format!("{durable}: {e}"));
+                log.deferred_once("consumer", &format!("{durable}: {e}"));
                 tokio::time::sleep(RETRY).await;
                 continue;
             }
@@ -307,7 +314,7 @@ async fn consume_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
         let mut messages = match consumer.messages().await {
             Ok(m) => m,
             Err(e) => {
-                log.deferred("consumer", &format!("{durable}: {e}"));
+                log.deferred_once("consumer", &format!("{durable}: {e}"));
                 tokio::time::sleep(RETRY).await;
                 continue;
             }
@@ -317,7 +324,7 @@ async fn consume_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
             let m = match m {
                 Ok(m) => m,
                 Err(e) => {
-                    log.deferred("consumer", &format!("{durable}: {e}"));
+                    log.deferred_once("consumer", &format!("{durable}: {e}"));
                     break;
                 }
             };
@@ -364,7 +371,7 @@ async fn consume_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
             };
             // A lost ack means a redelivery, which finds the copy held.
             if let Err(e) = ack {
-                log.deferred("consumer", &format!("ack of {shown} not sent: {e}"));
+                log.deferred_once("consumer", &format!("ack of {shown} not sent: {e}"));
             }
         }
         tokio::time::sleep(RETRY).await;
@@ -385,7 +392,7 @@ async fn events_publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Shar
             match blocking(move || events::read_from(&s2.project, offset, 256)).await {
                 Ok(v) => v,
                 Err(e) => {
-                    log.deferred(
+                    log.deferred_once(
                         "events",
                         &format!("{}: {e}", s.project.events_file().display()),
                     );
@@ -430,7 +437,7 @@ async fn events_publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Shar
             offset = next;
             let s2 = s.clone();
             if let Err(e) = blocking(move || events::save_offset(&s2.project, next)).await {
-                log.deferred(
+                log.deferred_once(
                     "events",
                     &format!("{}: {e}", s.project.bridge_events_offset().display()),
                 );
@@ -438,7 +445,7 @@ async fn events_publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Shar
                 log.cleared("events");
             }
         } else {
-            log.deferred("events", &format!("event lines wait for {}", s.url));
+            log.deferred_once("events", &format!("event lines wait for {}", s.url));
             tokio::time::sleep(RETRY).await;
         }
     }
@@ -465,7 +472,7 @@ async fn events_mirror_loop(s: Arc<Settings>, js: jetstream::Context, log: Share
         {
             Ok(c) => c.messages().await,
             Err(e) => {
-                log.deferred("events-consumer", &format!("{durable}: {e}"));
+                log.deferred_once("events-consumer", &format!("{durable}: {e}"));
                 tokio::time::sleep(RETRY).await;
                 continue;
             }
@@ -516,7 +523,7 @@ async fn events_mirror_loop(s: Arc<Settings>, js: jetstream::Context, log: Share
                     let _ = m.ack_with(AckKind::Term).await;
                 }
                 Err(e) => {
-                    log.deferred("events-mirror", &e.to_string());
+                    log.deferred_once("events-mirror", &e.to_string());
                     let _ = m.ack_with(AckKind::Nak(Some(RETRY))).await;
                 }
             }
@@ -580,7 +587,7 @@ async fn trail_publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Share
         if ok {
             log.cleared("trail");
         } else {
-            log.deferred("trail", &format!("trail records wait for {}", s.url));
+            log.deferred_once("trail", &format!("trail records wait for {}", s.url));
         }
         tokio::time::sleep(if ok {
             Duration::from_millis(500)
@@ -611,7 +618,7 @@ async fn trail_mirror_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared
         {
             Ok(c) => c.messages().await,
             Err(e) => {
-                log.deferred("trail-consumer", &format!("{durable}: {e}"));
+                log.deferred_once("trail-consumer", &format!("{durable}: {e}"));
                 tokio::time::sleep(RETRY).await;
                 continue;
             }
@@ -662,7 +669,7 @@ async fn trail_mirror_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared
                     let _ = m.ack_with(AckKind::Term).await;
                 }
                 Err(e) => {
-                    log.deferred("trail-mirror", &e.to_string());
+                    log.deferred_once("trail-mirror", &e.to_string());
                     let _ = m.ack_with(AckKind::Nak(Some(RETRY))).await;
                 }
             }
