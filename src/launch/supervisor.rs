@@ -230,6 +230,12 @@ impl<'a> Running<'a> {
             .worktree_paths()
             .iter()
             .all(|p| entries(&Worktree::new(p).outbox(), true) == 0)
+            // Copies for roles on other hosts still to be bridged are in flight.
+            && self
+                .plan
+                .remote
+                .iter()
+                .all(|r| entries(&r.worktree().inbox_new(), true) == 0)
     }
 
     pub(super) fn headless(

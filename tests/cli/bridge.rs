@@ -862,3 +862,73 @@ fn receipts_transcript_and_audit_check_read_the_whole_swarm_from_any_host() {
         });
     }
 }
+
+#[test]
+fn swarm_up_until_idle_waits_until_copies_for_other_hosts_are_bridged() {
+    let Some(mut nats) = Nats::start() else {
+        return;
+    };
+    let roles = "roles:\n  - {name: ping, agent: sh ping.sh, host: a}\n  - {name: pong, agent: human, host: b, worktree: pong}\n";
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], roles);
+    hosts[0].p.write(
+        "ping.sh",
+        &format!(
+            "printf 'type: note\\nto: pong\\npriority: 50\\nmessage: from an agent\\n' > d.txt\nexec '{}' d.txt\n",
+            bin("swarm-handoff").display()
+        ),
+    );
+    let _g = SwarmGuard::new(&hosts[0].p.root);
+    // The server is down: the agent's note cannot be bridged, so the swarm
+    // is not idle (it would stop with the note undelivered) and times out.
+    nats.kill();
+    let r = hosts[0]
+        .p
+        .cmd("swarm")
+        .args([
+            "up",
+            "--no-tmux",
+            "--until-idle",
+            "--quiet",
+            "--timeout",
+            "4s",
+        ])
+        .run();
+    assert_ne!(
+        r.code, 0,
+        "idle with a copy still in the proxy: {}",
+        r.stderr
+    );
+    let proxy = hosts[0]
+        .p
+        .path(".swarmforge/bridge/out/pong/.swarmforge/handoffs");
+    assert_eq!(handoff_names(&proxy.join("inbox/new")).len(), 1);
+    nats.up();
+    hosts[0]
+        .p
+        .cmd("swarm")
+        .args([
+            "up",
+            "--no-tmux",
+            "--until-idle",
+            "--quiet",
+            "--timeout",
+            "60s",
+        ])
+        .code(0)
+        .run();
+    assert!(
+        handoff_names(&proxy.join("inbox/new")).is_empty(),
+        "left unbridged"
+    );
+    assert_eq!(
+        handoff_names(&proxy.join("sent")).len(),
+        2,
+        "the agent ran once per up"
+    );
+    // Host b comes up later and finds it waiting in JetStream.
+    hosts[1].start_daemon();
+    hosts[1].start_bridge();
+    wait_until(LONG, "pong holds both of the agent's notes", || {
+        hosts[1].copies("pong").len() == 2
+    });
+}
