@@ -81,6 +81,23 @@ pub fn accept(
     if !grammar::addressed(to, from, role_name) && !grammar::in_cc(msg.get("cc"), role_name) {
         return Verdict::Reject(format!("it is not addressed to {role_name}"));
     }
+    // The sending daemon checked that `from` owns the outbox (D8); here the
+    // sender must at least be a role of another host, named by the id.
+    match roles.find(from) {
+        Some(r) if r.is_remote() && grammar::id_names_sender(id, from) => {}
+        Some(r) if !r.is_remote() => {
+            return Verdict::Reject(format!(
+                "its sender {from} works on this host, so it cannot come over the bridge"
+            ))
+        }
+        _ => {
+            return Verdict::Reject(format!(
+                "its sender '{}' is not a role of another host in {}",
+                crate::text::escape(from),
+                s.project.roles_tsv().display()
+            ))
+        }
+    }
     let Some(role) = roles.find(role_name) else {
         return Verdict::Reject(format!(
             "{role_name} is not a role in {}",
@@ -307,6 +324,11 @@ mod tests {
             msg("ghost").as_bytes(),
         );
         reject("swarm.swarm.to.b.pong", Some(NAME), b"no headers at all");
+        // A sender that is a role of this host, or no role, is forged.
+        let forged = ok.replace("from: ping", "from: pong");
+        reject("swarm.swarm.to.b.pong", Some(NAME), forged.as_bytes());
+        let ghost = ok.replace("from: ping", "from: ghost");
+        reject("swarm.swarm.to.b.pong", Some(NAME), ghost.as_bytes());
         reject(
             "swarm.swarm.to.b.pong",
             Some(NAME),
