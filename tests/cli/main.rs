@@ -5,6 +5,7 @@ mod support;
 mod builder;
 mod core_queue;
 mod core_send;
+mod costs;
 mod crash;
 mod daemon;
 mod examples;
