@@ -20,6 +20,7 @@
 //! A foreground `up` tears everything down on Ctrl-C, SIGTERM or SIGHUP;
 //! `down` does the same from anywhere. Neither touches a handoff file.
 
+pub mod archive;
 pub mod command;
 pub mod demo;
 pub mod down;

@@ -2,6 +2,7 @@
 
 mod support;
 
+mod archive;
 mod builder;
 mod core_queue;
 mod core_send;

@@ -11,6 +11,7 @@ use crate::protocol::layout::Project;
 use crate::protocol::root::{self, Located};
 
 pub mod answer;
+pub mod archive;
 pub mod artifacts;
 pub mod audit;
 pub mod can_send;
@@ -129,6 +130,8 @@ pub enum Command {
     Digest(digest::Args),
     /// Exit 0 when it is the caller's turn in a discussion, 1 otherwise
     CanSend(can_send::Args),
+    /// Move finished items created before a day into dated archive folders
+    Archive(archive::Args),
     /// Print shell completions (bash, zsh, fish, ...) for every binary
     Completions(completions::Args),
     /// Write man pages for every binary and subcommand into a folder
@@ -159,6 +162,7 @@ pub fn run() -> i32 {
         Command::Discussion(a) => discussion::run(a),
         Command::Digest(a) => digest::run(a),
         Command::CanSend(a) => can_send::run(a),
+        Command::Archive(a) => archive::run(a),
         Command::Completions(a) => completions::run(a),
         Command::Man(a) => man::run(a),
     }
