@@ -6,3 +6,4 @@ pub mod artifacts;
 pub mod printout;
 pub mod queue;
 pub mod send;
+pub mod wait;

@@ -245,8 +245,9 @@ fn context(s: &Sender, d: &Draft, rule: &types::TypeRule, errors: &mut Vec<Strin
             }
         }
         c.thread = Some(derived);
-        // A new task, or a person speaking, ends an agents' reply chain.
-        if rule.name != types::GIT_HANDOFF.name && !s.is_human() {
+        // A new task, or a person speaking, ends an agents' reply chain; a
+        // reaction is no step in it (nobody answers a reaction).
+        if rule.name != types::GIT_HANDOFF.name && rule.name != types::REACT.name && !s.is_human() {
             c.hop = fields::hop(&p.msg).unwrap_or(0).saturating_add(1);
         }
         if c.hop > s.config.max_hops {
@@ -263,6 +264,9 @@ fn context(s: &Sender, d: &Draft, rule: &types::TypeRule, errors: &mut Vec<Strin
     }
     if rule.name == types::ANSWER.name {
         answer_checks(d, c.parent.as_ref(), given.is_some(), errors);
+    }
+    if rule.name == types::REACT.name && c.parent.is_none() && given.is_none() {
+        errors.push("Missing required header 'in_reply_to' for react.".to_string());
     }
     if d.get("to") == Some("all") && !s.roles.roles.iter().any(|r| r.name != s.role) {
         errors.push("Header 'to' is 'all', but there is no other role to send to.".to_string());

@@ -35,6 +35,10 @@ pub struct Args {
     /// (what the watchdog gives a restarted agent)
     #[arg(long, value_name = "N")]
     pub resume_context: Option<usize>,
+    /// When nothing is waiting, wait up to SECS for an item to be delivered
+    /// (on file events), then print NO_TASK
+    #[arg(long, value_name = "SECS", value_parser = crate::agent::wait::parse_wait)]
+    pub wait: Option<std::time::Duration>,
 }
 
 /// Where this call works: the inbox, its receive mode, the config and (when
@@ -103,17 +107,17 @@ pub fn run() -> i32 {
     let mut place = None;
     let result = resolve(args.task, args.batch).and_then(|r| {
         crate::fsx::set_fsync(r.config.daemon.fsync);
-        let ready = Inbox {
+        let inbox = Inbox {
             wt: &r.wt,
             max_bytes: r.config.limits.max_file_bytes,
-        }
-        .ready(r.mode);
+        };
+        let ready = crate::agent::wait::ready_wait(&inbox, r.mode, args.wait.unwrap_or_default());
         place = Some(r);
         ready
     });
     let me = viewer_role();
     match result {
-        Ok(r) => {
+        Ok((r, reactions)) => {
             let view = place
                 .as_ref()
                 .map(|p| forum_view(p, &r, me.as_deref()))
@@ -127,12 +131,16 @@ pub fn run() -> i32 {
                 .map(|n| resume(place.as_ref(), me.as_deref(), n));
             if args.json {
                 let mut v = printout::ready_json(&r, viewer);
+                if !reactions.is_empty() {
+                    v["reactions"] = printout::reactions_json(&reactions);
+                }
                 if let Some(res) = &resume {
                     v["resume_context"] = printout::resume_json(res);
                 }
                 super::out(&format!("{v}\n"));
             } else {
-                let mut text = printout::ready_text(&r, viewer);
+                let mut text = printout::reactions_text(&reactions);
+                text.push_str(&printout::ready_text(&r, viewer));
                 if let Some(res) = &resume {
                     text.push_str(&printout::resume_text(res));
                 }

@@ -14,6 +14,7 @@ mod hardening;
 mod hostile;
 mod launcher;
 mod layouts;
+mod longpoll;
 mod model;
 mod newcomer;
 mod trail;
