@@ -73,10 +73,15 @@ pub fn resolve(task: bool, batch: bool) -> Result<Resolved> {
             project,
         });
     }
-    let role = root::acting_role()?;
-    let at = root::locate(&cwd)?;
+    resolve_as(&cwd, &root::acting_role()?)
+}
+
+/// The inbox and receive mode of `role` working in the worktree `cwd` is
+/// in (`swarm mcp` acts as a role given on its command line).
+pub fn resolve_as(cwd: &std::path::Path, role: &str) -> Result<Resolved> {
+    let at = root::locate(cwd)?;
     let roles = Roles::load(&at.project.roles_tsv())?;
-    let row = roles.find(&role).ok_or_else(|| {
+    let row = roles.find(role).ok_or_else(|| {
         Error::env(format!(
             "Unknown role: {role}{}",
             roles.unknown_hint(&at.project.roles_tsv())

@@ -15,6 +15,7 @@ mod hostile;
 mod launcher;
 mod layouts;
 mod longpoll;
+mod mcp;
 mod model;
 mod newcomer;
 mod trail;

@@ -20,6 +20,7 @@ pub mod discussion;
 pub mod down;
 pub mod events;
 pub mod init;
+pub mod mcp;
 pub mod receipts;
 pub mod session;
 pub mod shims;
@@ -127,6 +128,8 @@ pub enum Command {
     Digest(digest::Args),
     /// Exit 0 when it is the caller's turn in a discussion, 1 otherwise
     CanSend(can_send::Args),
+    /// Serve this role's handoff tools to an agent over MCP (stdio)
+    Mcp(mcp::Args),
 }
 
 pub fn run() -> i32 {
@@ -153,5 +156,6 @@ pub fn run() -> i32 {
         Command::Discussion(a) => discussion::run(a),
         Command::Digest(a) => digest::run(a),
         Command::CanSend(a) => can_send::run(a),
+        Command::Mcp(a) => mcp::run(a),
     }
 }
