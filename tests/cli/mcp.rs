@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -407,4 +408,133 @@ fn a_server_for_an_unknown_role_fails_at_start() {
         .code(1)
         .stderr("Set SWARMFORGE_ROLE.\n")
         .run();
+}
+
+/// A stand-in agent CLI named `name`: records its role and CODEX_HOME.
+fn fake_agent(dir: &Path, name: &str) {
+    let p = dir.join(name);
+    std::fs::write(
+        &p,
+        "#!/bin/sh\necho \"$SWARMFORGE_ROLE ${CODEX_HOME:-none}\" >> \"$SWARMFORGE_PROJECT/ran.txt\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn swarm_up_writes_each_agents_mcp_configuration() {
+    let p = Project::builder()
+        .config(
+            "wake: {method: none}\nlaunch: {stagger: 10ms}\nroles:\n\
+             - {name: cl, agent: claude -p go, worktree: cl, mcp: true}\n\
+             - {name: cx, agent: codex exec go, worktree: cx, mcp: true}\n\
+             - {name: gm, agent: gemini -p go, worktree: gm, mcp: true}\n\
+             - {name: plain, agent: claude -p go, worktree: pl}\n",
+        )
+        .build();
+    let fakes = p.path("fakes");
+    std::fs::create_dir_all(&fakes).unwrap();
+    for n in ["claude", "codex", "gemini"] {
+        fake_agent(&fakes, n);
+    }
+    let path = format!(
+        "{}:{}",
+        fakes.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut guard = SwarmGuard::new(&p.root);
+    let up = p.cmd("swarm").env("PATH", &path).args([
+        "up",
+        "--no-tmux",
+        "--until-idle",
+        "--timeout",
+        "60s",
+    ]);
+    guard.guard(up.arg(&p.root).start());
+    let out = guard.finish(Duration::from_secs(90), "swarm up --until-idle returns");
+    out.ok();
+    let swarm = bin("swarm").display().to_string();
+    let args = |role: &str, wt: &str| {
+        json!([
+            "--root",
+            p.wt_path(wt).display().to_string(),
+            "mcp",
+            "--role",
+            role
+        ])
+    };
+    let read = |rel: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(p.path(rel)).unwrap()).unwrap()
+    };
+
+    let claude = read(".worktrees/cl/.mcp.json");
+    assert_eq!(
+        claude["mcpServers"]["swarm"],
+        json!({"type": "stdio", "command": swarm, "args": args("cl", "cl")})
+    );
+    let local = read(".worktrees/cl/.claude/settings.local.json");
+    assert_eq!(local["enabledMcpjsonServers"], json!(["swarm"]));
+    let gemini = read(".worktrees/gm/.gemini/settings.json");
+    assert_eq!(gemini["mcpServers"]["swarm"]["command"], swarm);
+    assert_eq!(gemini["mcpServers"]["swarm"]["args"], args("gm", "gm"));
+    let codex = p.read(".worktrees/cx/.codex/config.toml");
+    assert!(codex.contains("[mcp_servers.swarm]\n"), "{codex}");
+    assert!(codex.contains(&format!("command = \"{swarm}\"")), "{codex}");
+    assert!(codex.contains("\"mcp\", \"--role\", \"cx\"]"), "{codex}");
+    // Only the role that asked for it.
+    assert!(!p.path(".worktrees/pl/.mcp.json").exists());
+    // Codex runs with CODEX_HOME in its worktree; the others keep theirs.
+    let ran = p.read("ran.txt");
+    let cx_home = p.wt_path("cx").join(".codex");
+    assert!(
+        ran.contains(&format!("cx {}\n", cx_home.display())),
+        "{ran}"
+    );
+    assert!(ran.contains("cl none\n"), "{ran}");
+    // The configured command starts a server for the role: past the role
+    // check, it waits for a client (closing stdin at once ends it).
+    p.cmd(&swarm)
+        .args([
+            "--root",
+            p.wt_path("cx").to_str().unwrap(),
+            "mcp",
+            "--role",
+            "cx",
+        ])
+        .stderr("swarm mcp: connection closed: initialize request\n")
+        .run();
+    // Running up again keeps what others put in the JSON files.
+    let mut merged = claude.clone();
+    merged["mcpServers"]["other"] = json!({"command": "x"});
+    std::fs::write(p.path(".worktrees/cl/.mcp.json"), merged.to_string()).unwrap();
+    let mut guard = SwarmGuard::new(&p.root);
+    let up = p.cmd("swarm").env("PATH", &path).args([
+        "up",
+        "--no-tmux",
+        "--until-idle",
+        "--timeout",
+        "60s",
+    ]);
+    guard.guard(up.arg(&p.root).start());
+    guard
+        .finish(Duration::from_secs(90), "second swarm up returns")
+        .ok();
+    let again = read(".worktrees/cl/.mcp.json");
+    assert_eq!(again["mcpServers"]["other"], json!({"command": "x"}));
+    assert_eq!(again["mcpServers"]["swarm"], claude["mcpServers"]["swarm"]);
+}
+
+#[test]
+fn mcp_true_needs_a_known_agent_cli() {
+    let p = Project::builder()
+        .config("roles:\n- {name: a, agent: sh x.sh, worktree: wa, mcp: true}\n")
+        .build();
+    p.swarm(&["up", "--no-tmux", "--until-idle", "--timeout", "5s"]);
+    let r = p
+        .cmd("swarm")
+        .args(["up", "--no-tmux", "--until-idle", "--timeout", "5s"])
+        .code(1)
+        .run();
+    r.stderr_has("role 'a' has `mcp: true`, but its agent is not claude, codex or gemini");
 }
