@@ -538,3 +538,87 @@ fn mcp_true_needs_a_known_agent_cli() {
         .run();
     r.stderr_has("role 'a' has `mcp: true`, but its agent is not claude, codex or gemini");
 }
+
+#[test]
+fn ask_and_answer_through_the_tools() {
+    let Some(py) = python() else { return };
+    let p = Project::builder()
+        .role("coder")
+        .role(Role::new("reviewer").worktree("rev"))
+        .role(Role::new("boss").worktree("boss").agent("human"))
+        .config("wake: {method: none}\n")
+        .build();
+    let mut coder = Client::start(&py, &p, "coder", &[]);
+    // The MCP agent asks a person; the person answers with `swarm answer`.
+    let asked = coder.ok(
+        "ask",
+        json!({"to": "boss", "question": "Ship it?", "options": ["yes", "not yet"], "allow_custom": false}),
+    );
+    assert_eq!(asked["type"], "clarify");
+    p.deliver_once().ok();
+    let id = asked["id"].as_str().unwrap();
+    p.swarm(&["answer", id, "--choice", "2"]).ok();
+    p.deliver_once().ok();
+    let got = coder.ok("next", json!({"wait_seconds": 0}));
+    assert_eq!(got["type"], "answer", "{got}");
+    assert_eq!(got["in_reply_to"], id);
+    assert_eq!(got["payload"], "2. not yet\n");
+
+    // A shell agent asks the MCP agent, which answers with the tool.
+    let mut rev = Client::start(&py, &p, "reviewer", &[]);
+    p.send_as(
+        "coder",
+        "type: clarify\nto: reviewer\npriority: 50\nquestion: Which one?\n\nred\nblue\n",
+    )
+    .queued();
+    p.deliver_once().ok();
+    let q = rev.ok("next", json!({"wait_seconds": 0}));
+    assert_eq!(q["clarify"]["options"], json!(["red", "blue"]));
+    let bad = rev.call("answer", json!({"id": q["id"], "choices": [3]}));
+    assert_eq!(bad["is_error"], true);
+    assert_eq!(bad["structured"]["token"], "ANSWER INVALID");
+    assert!(
+        bad["text"]
+            .as_str()
+            .unwrap()
+            .contains("Choice 3 is not an option of clarify"),
+        "{bad}"
+    );
+    let a = rev.ok("answer", json!({"id": q["id"], "choices": [2]}));
+    assert_eq!(a["status"], "answered");
+    assert!(a["completed"].is_string(), "{a}");
+}
+
+#[test]
+fn read_is_bounded_and_filtered() {
+    let Some(py) = python() else { return };
+    let p = project();
+    for i in 0..25 {
+        p.send_as(
+            "coder",
+            &format!("type: note\nto: reviewer\npriority: 50\nmessage: note {i}\n"),
+        )
+        .queued();
+    }
+    p.send_as(
+        "coder",
+        &format!(
+            "type: post\nto: reviewer\npriority: 50\nsubject: big\n\n{}\n",
+            "y".repeat(15000)
+        ),
+    )
+    .queued();
+    let mut c = Client::start(&py, &p, "reviewer", &[]);
+    let r = c.ok("read", json!({}));
+    let msgs = r["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 20);
+    assert_eq!(r["omitted"], 6);
+    assert_eq!(msgs[19]["type"], "post");
+    assert!(msgs[19]["body"].as_str().unwrap().chars().count() <= 2001);
+    let notes = c.ok("read", json!({"type": "note", "last": 3}));
+    let notes = notes["messages"].as_array().unwrap();
+    assert_eq!(notes.len(), 3);
+    assert_eq!(notes[2]["summary"], "note 24");
+    let bad = c.call("read", json!({"last": 1000}));
+    assert_eq!(bad["is_error"], true);
+}
