@@ -3,6 +3,7 @@
 
 pub mod answer;
 pub mod artifacts;
+pub mod place;
 pub mod printout;
 pub mod queue;
 pub mod send;

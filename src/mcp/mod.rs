@@ -93,7 +93,7 @@ impl ServerHandler for Server {
 /// connection. Checks first that the role works here, so a misconfigured
 /// server fails at start with the CLI's message instead of on every call.
 pub fn serve(agent: Agent) -> Result<()> {
-    crate::cli::ready_next::resolve_as(&agent.cwd, &agent.role)?;
+    crate::agent::place::resolve_as(&agent.cwd, &agent.role)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
+use crate::agent::place;
 use crate::agent::printout::{self, Viewer};
 use crate::agent::queue::{Inbox, Item, Ready};
 use crate::agent::send::{self, Sender};
-use crate::cli::ready_next;
 use crate::error::{exit, Error, Token};
 use crate::protocol::draft;
 use crate::protocol::grammar;
@@ -351,8 +351,8 @@ pub fn call(agent: &Agent, name: &str, args: Option<&Map<String, Value>>) -> Out
 }
 
 /// What `ready-next --json` prints, plus the reactions taken with it.
-fn ready_value(place: &ready_next::Resolved, r: &Ready, reactions: &[Item], me: &str) -> Value {
-    let view = ready_next::forum_view(place, r, Some(me));
+fn ready_value(at: &place::Resolved, r: &Ready, reactions: &[Item], me: &str) -> Value {
+    let view = place::forum_view(at, r, Some(me));
     let viewer = Viewer {
         role: Some(me),
         forum: Some(&view),
@@ -368,28 +368,28 @@ fn next(agent: &Agent, a: &Args) -> Outcome {
     let wait = a
         .uint("wait_seconds", MAX_WAIT_SECS)?
         .unwrap_or(DEFAULT_WAIT_SECS);
-    let place = ready_next::resolve_as(&agent.cwd, &agent.role)?;
-    crate::fsx::set_fsync(place.config.daemon.fsync);
+    let at = place::resolve_as(&agent.cwd, &agent.role)?;
+    crate::fsx::set_fsync(at.config.daemon.fsync);
     let inbox = Inbox {
-        wt: &place.wt,
-        max_bytes: place.config.limits.max_file_bytes,
+        wt: &at.wt,
+        max_bytes: at.config.limits.max_file_bytes,
     };
     let (r, reactions) =
-        crate::agent::wait::ready_wait(&inbox, place.mode, Duration::from_secs(wait))?;
-    Ok(ready_value(&place, &r, &reactions, &agent.role))
+        crate::agent::wait::ready_wait(&inbox, at.mode, Duration::from_secs(wait))?;
+    Ok(ready_value(&at, &r, &reactions, &agent.role))
 }
 
 fn done(agent: &Agent, a: &Args) -> Outcome {
     let failed = a.line("failed")?;
-    let place = ready_next::resolve_as(&agent.cwd, &agent.role)?;
-    crate::fsx::set_fsync(place.config.daemon.fsync);
+    let at = place::resolve_as(&agent.cwd, &agent.role)?;
+    crate::fsx::set_fsync(at.config.daemon.fsync);
     let inbox = Inbox {
-        wt: &place.wt,
-        max_bytes: place.config.limits.max_file_bytes,
+        wt: &at.wt,
+        max_bytes: at.config.limits.max_file_bytes,
     };
-    let d = inbox.done_failed(place.mode, failed)?;
+    let d = inbox.done_failed(at.mode, failed)?;
     let view = match &d.next {
-        Ok(next) => ready_next::forum_view(&place, next, Some(&agent.role)),
+        Ok(next) => place::forum_view(&at, next, Some(&agent.role)),
         Err(_) => printout::ForumView::default(),
     };
     let viewer = Viewer {
@@ -461,8 +461,8 @@ fn send_tool(agent: &Agent, a: &Args) -> Outcome {
 
 /// The item in process, for `reply`.
 fn current(agent: &Agent) -> Result<Item, Refusal> {
-    let place = ready_next::resolve_as(&agent.cwd, &agent.role)?;
-    crate::agent::queue::current_item(&place.wt, place.config.limits.max_file_bytes)
+    let at = place::resolve_as(&agent.cwd, &agent.role)?;
+    crate::agent::queue::current_item(&at.wt, at.config.limits.max_file_bytes)
         .ok_or_else(|| Refusal::from(Error::token(Token::NoCurrentTask)))
 }
 
