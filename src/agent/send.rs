@@ -133,6 +133,29 @@ impl Sender {
         })
     }
 
+    /// `role` sending from the worktree `cwd` is in: the checks every send
+    /// makes before reading a draft (known role, its own worktree), and the
+    /// project's fsync setting applied.
+    pub fn locate(role: &str, cwd: &Path) -> Result<Sender> {
+        let at = root::locate(cwd)?;
+        let roles = Roles::load(&at.project.roles_tsv())?;
+        let Some(r) = roles.find(role) else {
+            return Err(Error::env(format!(
+                "Unknown sender role: {role}{}",
+                roles.unknown_hint(&at.project.roles_tsv())
+            )));
+        };
+        check_role_worktree(r, &at)?;
+        let config = Config::load(&at.project.config_file())?;
+        fsx::set_fsync(config.daemon.fsync);
+        Ok(Sender {
+            role: role.to_string(),
+            at,
+            roles,
+            config,
+        })
+    }
+
     fn is_human(&self) -> bool {
         self.roles.find(&self.role).is_some_and(Role::is_human)
     }
@@ -149,20 +172,10 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> Result<Queued> {
     if !draft_path.is_file() {
         return Err(Error::env(format!("Draft file not found: {shown}")));
     }
-    let sender = root::acting_role()?;
-    let at = root::locate(cwd)?;
-    let roles = Roles::load(&at.project.roles_tsv())?;
-    let Some(role) = roles.find(&sender) else {
-        return Err(Error::env(format!(
-            "Unknown sender role: {sender}{}",
-            roles.unknown_hint(&at.project.roles_tsv())
-        )));
-    };
-    check_role_worktree(role, &at)?;
-    let config = Config::load(&at.project.config_file())?;
-    fsx::set_fsync(config.daemon.fsync);
+    let s = Sender::locate(&root::acting_role()?, cwd)?;
+    let at = &s.at;
 
-    let read_path = resolve_draft(&draft_path, &at, &shown)?.unwrap_or(draft_path.clone());
+    let read_path = resolve_draft(&draft_path, at, &shown)?.unwrap_or(draft_path.clone());
     let bytes = match fsx::read_bounded(&read_path, draft::MAX_DRAFT_BYTES as u64) {
         Ok(b) => b,
         Err(fsx::ReadRefusal::TooLarge(n)) => {
@@ -176,7 +189,7 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> Result<Queued> {
             ))
         }
         // A symlinked draft is read through; containment is checked below.
-        Err(fsx::ReadRefusal::Symlink) => read_symlinked_draft(&draft_path, &at, &shown)?,
+        Err(fsx::ReadRefusal::Symlink) => read_symlinked_draft(&draft_path, at, &shown)?,
         Err(e) => return Err(Error::env(format!("Cannot read draft {shown}: {e}"))),
     };
     let parsed = draft::parse_bytes(&bytes);
@@ -184,12 +197,6 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> Result<Queued> {
         // Nothing was parsed, so "missing header" errors would only mislead.
         return Err(Error::invalid(Token::HandoffInvalid, shown, parsed.errors));
     }
-    let s = Sender {
-        role: sender,
-        at,
-        roles,
-        config,
-    };
     submit(&s, &parsed, &shown)
 }
 
@@ -245,8 +252,9 @@ fn context(s: &Sender, d: &Draft, rule: &types::TypeRule, errors: &mut Vec<Strin
             }
         }
         c.thread = Some(derived);
-        // A new task, or a person speaking, ends an agents' reply chain.
-        if rule.name != types::GIT_HANDOFF.name && !s.is_human() {
+        // A new task, or a person speaking, ends an agents' reply chain; a
+        // reaction is no step in it (nobody answers a reaction).
+        if rule.name != types::GIT_HANDOFF.name && rule.name != types::REACT.name && !s.is_human() {
             c.hop = fields::hop(&p.msg).unwrap_or(0).saturating_add(1);
         }
         if c.hop > s.config.max_hops {
@@ -263,6 +271,9 @@ fn context(s: &Sender, d: &Draft, rule: &types::TypeRule, errors: &mut Vec<Strin
     }
     if rule.name == types::ANSWER.name {
         answer_checks(d, c.parent.as_ref(), given.is_some(), errors);
+    }
+    if rule.name == types::REACT.name && c.parent.is_none() && given.is_none() {
+        errors.push("Missing required header 'in_reply_to' for react.".to_string());
     }
     if d.get("to") == Some("all") && !s.roles.roles.iter().any(|r| r.name != s.role) {
         errors.push("Header 'to' is 'all', but there is no other role to send to.".to_string());

@@ -137,14 +137,18 @@ pub(super) fn agent_path(project: &Project) -> Result<OsString> {
 
 /// The lines every agent script starts with: identity, PATH, worktree.
 pub(super) fn env_prelude(project: &Project, r: &PlannedRole) -> Result<String> {
-    Ok(format!(
-        "export SWARMFORGE_ROLE={}\nexport SWARMFORGE_PROJECT={}\nexport PATH={}:{}:\"$PATH\"\ncd {} || exit 1\n",
+    let mut s = format!(
+        "export SWARMFORGE_ROLE={}\nexport SWARMFORGE_PROJECT={}\nexport PATH={}:{}:\"$PATH\"\n",
         sq(&r.name),
         sqp(&project.root),
         sqp(&shim_dir(project)),
         sqp(&shims::own_bin_dir()?),
-        sqp(&r.worktree_path)
-    ))
+    );
+    for (k, v) in crate::launch::mcp_config::env(project, r)? {
+        s.push_str(&format!("export {k}={}\n", sqp(&v)));
+    }
+    s.push_str(&format!("cd {} || exit 1\n", sqp(&r.worktree_path)));
+    Ok(s)
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ pub mod command;
 pub mod demo;
 pub mod down;
 pub mod init;
+pub mod mcp_config;
 pub mod paths;
 pub mod plan;
 pub mod process;

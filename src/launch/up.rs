@@ -123,6 +123,7 @@ pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Ou
     let project = &plan.project;
     check_no_supervisor(project)?;
     check_programs(plan, opts.tmux)?;
+    super::mcp_config::check(plan)?;
     let report = init::init(plan)?;
     for c in &report.changes {
         say(c);
@@ -131,6 +132,9 @@ pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Ou
     fsx::ensure_dirs(&[&shims_dir]).at(&shims_dir)?;
     shims::install(&shims_dir, &shims::own_bin_dir()?)?;
     write_prompts(plan)?;
+    for p in super::mcp_config::write_all(plan, &shims::own_bin_dir()?.join("swarm"))? {
+        say(&format!("MCP configuration: {}", p.display()));
+    }
     if opts.detach && !opts.tmux {
         return spawn_detached_supervisor(plan, opts, say);
     }

@@ -129,6 +129,9 @@ pub struct RoleConfig {
     pub restart_budget: u32,
     pub ack_within: Option<Dur>,
     pub complete_within: Option<Dur>,
+    /// `swarm up` writes the agent CLI's MCP configuration (claude, codex,
+    /// gemini) for `swarm mcp` into the role's worktree.
+    pub mcp: bool,
 }
 
 impl Default for RoleConfig {
@@ -143,6 +146,7 @@ impl Default for RoleConfig {
             restart_budget: 3,
             ack_within: None,
             complete_within: None,
+            mcp: false,
         }
     }
 }

@@ -15,6 +15,7 @@ use chrono::NaiveDate;
 use serde_json::{json, Map, Value};
 
 use crate::protocol::clock::{self, Instant};
+use crate::protocol::grammar::MessageType;
 use crate::protocol::header::{self, Message};
 use crate::protocol::line::{full_time, speech, summary, when};
 use crate::protocol::roles::Roles;
@@ -225,6 +226,35 @@ pub fn thread_order<'a>(members: &[&'a Original], root: &str) -> Vec<(&'a Origin
     out
 }
 
+/// Reactions shown beside the message they answer: (reaction, from) by the
+/// id reacted to, in time order. Only targets among `all` are keys, so a
+/// reaction to a message outside the transcript still prints as its own line.
+pub fn reaction_marks(all: &[&Original]) -> HashMap<String, Vec<(String, String)>> {
+    let ids: std::collections::HashSet<&str> = all.iter().map(|o| o.id()).collect();
+    let mut marks: HashMap<String, Vec<(String, String)>> = HashMap::new();
+    for o in all {
+        if o.msg.kind() != Some(MessageType::React) {
+            continue;
+        }
+        let Some(target) = o.msg.get("in_reply_to").filter(|t| ids.contains(t)) else {
+            continue;
+        };
+        marks.entry(target.to_string()).or_default().push((
+            o.msg.get("reaction").unwrap_or("unknown").to_string(),
+            o.msg.get("from").unwrap_or("unknown").to_string(),
+        ));
+    }
+    marks
+}
+
+/// Whether `o` is a reaction folded into its target's line.
+pub fn is_folded(o: &Original, marks: &HashMap<String, Vec<(String, String)>>) -> bool {
+    o.msg.kind() == Some(MessageType::React)
+        && o.msg
+            .get("in_reply_to")
+            .is_some_and(|t| marks.contains_key(t))
+}
+
 /// Renders messages in one format, remembering the day for date lines.
 pub struct Printer<'a> {
     pub format: Format,
@@ -233,6 +263,8 @@ pub struct Printer<'a> {
     /// With `--thread`: each printed message's depth, so a reply is indented
     /// one step (two spaces) under its parent, also when it arrives later.
     depths: Option<(String, HashMap<String, usize>)>,
+    /// See [`reaction_marks`].
+    pub reactions: HashMap<String, Vec<(String, String)>>,
 }
 
 impl<'a> Printer<'a> {
@@ -242,6 +274,7 @@ impl<'a> Printer<'a> {
             roles,
             day: None,
             depths: None,
+            reactions: HashMap::new(),
         }
     }
 
@@ -296,11 +329,23 @@ impl<'a> Printer<'a> {
                 if self.depths.is_some() {
                     v["depth"] = json!(depth);
                 }
+                if let Some(marks) = self.reactions.get(o.id()) {
+                    v["reactions"] = marks
+                        .iter()
+                        .map(|(r, from)| json!({"reaction": r, "from": from}))
+                        .collect();
+                }
                 let mut s = v.to_string();
                 s.push('\n');
                 s
             }
-            Format::Md => md(o),
+            Format::Md => {
+                let mut s = md(o);
+                if let Some(marks) = self.reactions.get(o.id()) {
+                    s.push_str(&format!("\n- reactions:{}\n", marks_text(marks)));
+                }
+                s
+            }
         }
     }
 
@@ -322,9 +367,26 @@ impl<'a> Printer<'a> {
         s.push_str(&"  ".repeat(depth));
         s.push_str(&format!("[{hms}] {}", speech(&o.msg)));
         s.push_str(&state_suffix(o));
+        if let Some(marks) = self.reactions.get(o.id()) {
+            s.push_str(&marks_text(marks));
+        }
         s.push('\n');
         s
     }
+}
+
+/// ` [thumbs_up qa] [check coder]`
+fn marks_text(marks: &[(String, String)]) -> String {
+    marks
+        .iter()
+        .map(|(r, from)| {
+            format!(
+                " [{} {}]",
+                crate::text::escape(r),
+                crate::text::escape(from)
+            )
+        })
+        .collect()
 }
 
 /// Which end of a session a marker frames.

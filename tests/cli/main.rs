@@ -16,6 +16,8 @@ mod hardening;
 mod hostile;
 mod launcher;
 mod layouts;
+mod longpoll;
+mod mcp;
 mod model;
 mod newcomer;
 mod readme;

@@ -23,6 +23,7 @@ pub mod down;
 pub mod events;
 pub mod init;
 pub mod man;
+pub mod mcp;
 pub mod receipts;
 pub mod session;
 pub mod shims;
@@ -136,6 +137,8 @@ pub enum Command {
     Completions(completions::Args),
     /// Write man pages for every binary and subcommand into a folder
     Man(man::Args),
+    /// Serve this role's handoff tools to an agent over MCP (stdio)
+    Mcp(mcp::Args),
 }
 
 pub fn run() -> i32 {
@@ -165,5 +168,6 @@ pub fn run() -> i32 {
         Command::Archive(a) => archive::run(a),
         Command::Completions(a) => completions::run(a),
         Command::Man(a) => man::run(a),
+        Command::Mcp(a) => mcp::run(a),
     }
 }
