@@ -306,7 +306,7 @@ impl Drop for Immutable {
 
 /// strace attached to a running process, injecting faults until dropped
 /// (detaching clears the fault; the process goes on).
-struct Strace {
+pub(crate) struct Strace {
     child: Option<Child>,
 }
 
@@ -326,7 +326,7 @@ fn traced(pid: u32) -> bool {
 }
 
 impl Strace {
-    fn attach(pid: u32, args: &[&str]) -> Option<Strace> {
+    pub(crate) fn attach(pid: u32, args: &[&str]) -> Option<Strace> {
         if !have("strace") {
             eprintln!("NOTE: strace is not installed; skipping the injected-fault test");
             return None;
@@ -356,7 +356,7 @@ impl Strace {
         Some(s)
     }
 
-    fn detach(&mut self) {
+    pub(crate) fn detach(&mut self) {
         if let Some(mut c) = self.child.take() {
             // SIGINT makes strace detach cleanly, leaving the tracee running.
             // SAFETY: kill(2) on our own child, not reaped yet.

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::faults::{
     alive, copies_of, entries, hq, lines, note, post, run_at, set_roles, start, wait_delivered,
-    write_config,
+    write_config, Strace,
 };
 use crate::support::{bin, clean_command, wait_until, Project, Run, DEADLINE};
 
@@ -142,6 +142,46 @@ fn a_daemon_on_a_role_worktree_with_a_roles_copy_is_refused() {
     let path = post(&p.root, &n);
     wait_delivered(&p, &path);
     assert_eq!(copies_of(&rev, &n.name).len(), 1);
+    alive(&mut d);
+}
+
+/// An outbox file someone else moves away while the daemon delivers it (its
+/// renames slowed down by strace to open the window) is skipped quietly: no
+/// `deferred … No such file or directory` line, and delivery goes on.
+#[test]
+fn a_file_moved_away_mid_delivery_is_not_logged_as_deferred() {
+    let (p, rev) = project();
+    let mut d = start(&p);
+    let Some(mut st) = Strace::attach(
+        d.pid(),
+        &[
+            "-e",
+            "trace=renameat2",
+            "-e",
+            "inject=renameat2:delay_enter=1500000",
+        ],
+    ) else {
+        assert!(!ci(), "CI=true: strace cannot attach to handoffd");
+        return;
+    };
+    let n = note("coder", 1, "reviewer", "taken away");
+    let path = post(&p.root, &n);
+    let copy = hq(&rev, "inbox/new").join(&n.name);
+    wait_until(DEADLINE, "the copy", || copy.exists());
+    // The daemon's rename of the original into sent/ is still held back.
+    fs::rename(&path, p.path("moved-away.handoff")).unwrap();
+    let n2 = note("coder", 2, "reviewer", "next");
+    let path2 = post(&p.root, &n2);
+    wait_delivered(&p, &path2);
+    st.detach();
+    let log = p.log();
+    assert!(
+        !lines(&log, "deferred")
+            .iter()
+            .any(|l| l.contains(&path.display().to_string())),
+        "{log}"
+    );
+    assert_eq!(lines(&log, "failed").len(), 0, "{log}");
     alive(&mut d);
 }
 
