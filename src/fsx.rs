@@ -405,13 +405,21 @@ pub fn try_lock_dir(dir: &Path) -> io::Result<Option<Lock>> {
     }
 }
 
-/// The pid holding an flock on the file or folder at `path`, from
-/// `/proc/locks` (Linux); `None` when unknown.
+/// The pid holding an flock on the file or folder at `path`; `None` when
+/// unknown.
 pub fn lock_holder(path: &Path) -> Option<u32> {
+    lock_holder_of(&fs::metadata(path).ok()?)
+}
+
+/// The pid holding an flock on the file `meta` describes, per /proc/locks
+/// (`MAJ:MIN:INODE`, device in hex). Matching the device too keeps a
+/// same-numbered inode on another filesystem from being taken for ours;
+/// reading /proc/locks never takes the lock, so probing cannot make a
+/// starting daemon believe another one runs.
+pub fn lock_holder_of(meta: &fs::Metadata) -> Option<u32> {
     use std::os::unix::fs::MetadataExt;
-    let m = fs::metadata(path).ok()?;
-    let (major, minor) = (libc::major(m.dev()), libc::minor(m.dev()));
-    let want = format!("{major:02x}:{minor:02x}:{}", m.ino());
+    let (major, minor) = (libc::major(meta.dev()), libc::minor(meta.dev()));
+    let want = format!("{major:02x}:{minor:02x}:{}", meta.ino());
     let locks = fs::read_to_string("/proc/locks").ok()?;
     locks.lines().find_map(|l| {
         // `1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`

@@ -5,8 +5,6 @@
 //! this very process holds that lock, so a stale pid file can never get an
 //! unrelated process killed (§15.10).
 
-use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, IoContext, Result};
@@ -16,32 +14,9 @@ use crate::protocol::layout::Project;
 /// Time `swarm stop` gives the daemon before SIGKILL.
 pub const GRACE: Duration = Duration::from_secs(5);
 
-/// The pid holding a flock(2) lock on the file `meta` describes, per
-/// /proc/locks (`MAJ:MIN:INODE`, device in hex). Matching the device too keeps
-/// a same-numbered inode on another filesystem from being taken for ours;
-/// reading /proc/locks never takes the lock, so probing cannot make a starting
-/// daemon believe another one runs.
-fn lock_holder(meta: &fs::Metadata) -> Option<u32> {
-    let dev = meta.dev();
-    let key = format!(
-        "{:02x}:{:02x}:{}",
-        libc::major(dev),
-        libc::minor(dev),
-        meta.ino()
-    );
-    let text = fs::read_to_string("/proc/locks").ok()?;
-    text.lines().find_map(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        // "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"
-        let ours = f.len() >= 6 && f[1] == "FLOCK" && f[5] == key;
-        ours.then(|| f[4].parse().ok()).flatten()
-    })
-}
-
 /// The pid of the live daemon: the process holding the lock on the pid file.
 pub fn running_pid(project: &Project) -> Option<u32> {
-    let meta = fs::metadata(project.pid_file()).ok()?;
-    lock_holder(&meta)
+    fsx::lock_holder(&project.pid_file())
 }
 
 fn lock_free(project: &Project) -> bool {

@@ -129,6 +129,8 @@ pub fn run(root: &Path, opts: Options) -> Result<i32> {
             root.display()
         )));
     };
+    // Written at once: `swarm up` waits for the holder's pid in this file.
+    fsx::rewrite_locked(&lock, format!("{}\n", std::process::id()).as_bytes()).at(&pid_path)?;
     let (roles, config) = match load(&project) {
         Ok(rc) => rc,
         Err(e) => {
@@ -146,7 +148,6 @@ pub fn run(root: &Path, opts: Options) -> Result<i32> {
         let _ = fsx::remove_file(&pid_path);
         return Err(Error::env(e));
     }
-    fsx::rewrite_locked(&lock, format!("{}\n", std::process::id()).as_bytes()).at(&pid_path)?;
     // A stop file left from before we held the lock is stale.
     fsx::remove_file(&project.stop_file()).at(project.stop_file())?;
     fsx::set_fsync(deliverer.config.daemon.fsync);
