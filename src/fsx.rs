@@ -405,6 +405,21 @@ pub fn try_lock_dir(dir: &Path) -> io::Result<Option<Lock>> {
     }
 }
 
+/// This process's soft limit on open descriptors (each held folder lock
+/// keeps one open); 1024 when unknown.
+pub fn fd_limit() -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes the struct given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0 {
+        r.rlim_cur
+    } else {
+        1024
+    }
+}
+
 /// The pid holding an flock on the file or folder at `path`; `None` when
 /// unknown.
 pub fn lock_holder(path: &Path) -> Option<u32> {

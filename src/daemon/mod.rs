@@ -100,8 +100,29 @@ fn load(project: &Project) -> Result<(Roles, Config)> {
     Ok((roles, config))
 }
 
+/// The daemon keeps one folder open per served worktree (its lock), so a
+/// table of thousands of worktrees needs more descriptors than the common
+/// soft limit of 1024: the soft limit is raised to the hard one.
+fn raise_fd_limit() {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct given.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 {
+            let want = r.rlim_max.min(1 << 20);
+            if r.rlim_cur < want {
+                r.rlim_cur = want;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+            }
+        }
+    }
+}
+
 /// Runs the daemon for `root`; returns the exit code.
 pub fn run(root: &Path, opts: Options) -> Result<i32> {
+    raise_fd_limit();
     let root = root.canonicalize().map_err(|e| {
         Error::io_hint(
             root,
@@ -365,9 +386,9 @@ impl Daemon {
         let mut next_forum = Instant::now() + FORUM_POLL;
         loop {
             if need_pass {
-                let before = self.deliverer.roles.worktrees();
+                let before = self.deliverer.generation;
                 need_pass = self.pass();
-                if self.deliverer.roles.worktrees() != before {
+                if self.deliverer.generation != before {
                     sync_watches(&mut watcher, self.watched_dirs());
                 }
                 let every = if polling {

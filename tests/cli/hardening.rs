@@ -500,6 +500,7 @@ fn an_idle_daemon_with_many_roles_stays_idle() {
         p.root.display()
     );
     for i in 0..ROLES {
+        fs::create_dir_all(p.path(&format!("wt/r{i}"))).unwrap();
         tsv.push_str(&format!(
             "r{i}\tr{i}\t{}/wt/r{i}\tswarmforge-r{i}\tR{i}\tcodex\ttask\n",
             p.root.display()
