@@ -18,7 +18,7 @@ BIN=${2:-target/debug}
 WINDOW=${3:-10}
 BIN=$(cd "$BIN" && pwd)
 TMP=$(mktemp -d)
-trap 'kill "$PID" 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null; rm -rf "$TMP"' EXIT
 PID=
 
 cd "$TMP"
@@ -44,7 +44,7 @@ for _ in $(seq 1 6000); do
     sleep 0.05
 done
 grep -q ' started' .swarmforge/daemon/handoffd.log
-sleep 1
+sleep "${SETTLE:-5}"  # past start-up: the first passes list every (new) outbox
 t0=$(ticks "$PID")
 sleep "$WINDOW"
 t1=$(ticks "$PID")

@@ -54,9 +54,18 @@ struct Retry {
 /// Descriptors kept free of outbox locks.
 const LOCK_FD_RESERVE: u64 = 256;
 
-/// Every this many passes, every outbox is listed again whatever its stamp
-/// says (bounds what a filesystem with odd timestamps could hide).
+/// Every this many rounds (see [`QUIET_CHECKS`]), every outbox is listed
+/// again whatever its stamp says (bounds what a filesystem with odd
+/// timestamps could hide).
 const FULL_SCAN_EVERY: u32 = 30;
+
+/// At most this many quiet outboxes are stat'ed per pass while file events
+/// work: a file arriving is announced by its event (which un-quiets its
+/// outbox at once), so the stamp check is only the safety net for a lost
+/// event. Up to this many worktrees it covers every outbox on every rescan;
+/// beyond, it rotates (10 000 worktrees: each one every 10 rescans), so an
+/// idle daemon's cost does not grow with the table.
+const QUIET_CHECKS: usize = 1000;
 
 /// An outbox folder's identity and last change (mtime to the nanosecond).
 type DirStamp = (u64, u64, i64, i64);
@@ -82,6 +91,14 @@ fn settled(st: &DirStamp) -> bool {
 /// idle daemon with 10 000 roles stays idle).
 struct Quiet {
     stamp: Option<DirStamp>,
+}
+
+fn positions(worktrees: &[(PathBuf, PathBuf)]) -> HashMap<PathBuf, usize> {
+    worktrees
+        .iter()
+        .enumerate()
+        .map(|(i, (w, _))| (w.clone(), i))
+        .collect()
 }
 
 fn with_outboxes(worktrees: Vec<PathBuf>) -> Vec<(PathBuf, PathBuf)> {
@@ -191,9 +208,14 @@ pub struct Deliverer {
     lock_budget: usize,
     budget_warned: bool,
     /// Empty outboxes by worktree path as written in roles.tsv.
-    quiet: HashMap<PathBuf, Quiet>,
+    /// By position in `worktrees` (no hashing of 10 000 paths per pass).
+    quiet: Vec<Option<Quiet>>,
+    /// Worktree path → position in `worktrees`, for file events.
+    position: HashMap<PathBuf, usize>,
     /// Passes since every outbox was last listed.
     scans: u32,
+    /// No file events (polling): every quiet outbox is checked every pass.
+    pub polling: bool,
     /// `roles.worktrees()` with each one's outbox path, computed once per
     /// table, not once per pass.
     worktrees: Vec<(PathBuf, PathBuf)>,
@@ -222,9 +244,11 @@ impl Deliverer {
         waker: Waker,
     ) -> Self {
         let known = roles.roles.iter().map(|r| r.name.clone()).collect();
+        let worktrees = with_outboxes(roles.worktrees());
         Deliverer {
             known,
-            worktrees: with_outboxes(roles.worktrees()),
+            position: positions(&worktrees),
+            worktrees,
             generation: 0,
             project,
             roles,
@@ -242,8 +266,9 @@ impl Deliverer {
             retry: HashMap::new(),
             locks: HashMap::new(),
             foreign: HashSet::new(),
-            quiet: HashMap::new(),
+            quiet: Vec::new(),
             scans: 0,
+            polling: true,
             lock_budget: (fsx::fd_limit().saturating_sub(LOCK_FD_RESERVE) as usize).max(1),
             budget_warned: false,
         }
@@ -330,10 +355,17 @@ impl Deliverer {
     /// another role's outbox and get that role's mail refused (D8).
     fn candidates(&mut self) -> Vec<Candidate> {
         let mut out = Vec::new();
-        let full = self.scans.is_multiple_of(FULL_SCAN_EVERY);
+        let stride = if self.polling {
+            1
+        } else {
+            self.worktrees.len().div_ceil(QUIET_CHECKS).max(1)
+        };
+        let full = self.scans.is_multiple_of(FULL_SCAN_EVERY * stride as u32);
         if full {
             self.quiet.clear();
         }
+        self.quiet.resize_with(self.worktrees.len(), || None);
+        let turn = self.scans as usize % stride;
         self.scans = self.scans.wrapping_add(1);
         // Canonical paths of the worktrees listed in this pass (the others
         // are resolved on demand by `owns`).
@@ -341,22 +373,25 @@ impl Deliverer {
         let mut seen: HashSet<PathBuf> = HashSet::new();
         // Taken for the loop, not cloned: 10 000 paths per pass add up.
         let worktrees = std::mem::take(&mut self.worktrees);
-        for (raw, outbox_path) in &worktrees {
+        for (i, (raw, outbox_path)) in worktrees.iter().enumerate() {
+            if i % stride != turn && self.quiet[i].is_some() {
+                continue;
+            }
             // Stamped before listing: a file arriving after the listing
             // changes the stamp, so it is never skipped.
             let stamp = dir_stamp(outbox_path);
-            if self.quiet.get(raw).is_some_and(|q| q.stamp == stamp) {
+            if self.quiet[i].as_ref().is_some_and(|q| q.stamp == stamp) {
                 continue;
             }
-            self.quiet.remove(raw);
+            self.quiet[i] = None;
             let Ok(wt_path) = raw.canonicalize() else {
                 // No worktree folder (yet): nothing to deliver from it.
-                self.quiet.insert(raw.clone(), Quiet { stamp });
+                self.quiet[i] = Some(Quiet { stamp });
                 continue;
             };
             if stamp.is_none() {
                 // No outbox (yet); it appears with a new stamp.
-                self.quiet.insert(raw.clone(), Quiet { stamp });
+                self.quiet[i] = Some(Quiet { stamp });
                 seen.insert(wt_path);
                 continue;
             }
@@ -422,7 +457,7 @@ impl Deliverer {
                 });
             }
             if stamp.is_some_and(|st| out.len() == before && settled(&st)) {
-                self.quiet.insert(raw.clone(), Quiet { stamp });
+                self.quiet[i] = Some(Quiet { stamp });
             }
         }
         self.worktrees = worktrees;
@@ -437,6 +472,24 @@ impl Deliverer {
                 .then_with(|| a.worktree.cmp(&b.worktree))
         });
         out
+    }
+
+    /// A file event in `outbox`: list it at the next pass.
+    pub fn outbox_changed(&mut self, outbox: &Path) {
+        if let Some(wt) = outbox
+            .parent()
+            .and_then(Path::parent)
+            .and_then(Path::parent)
+        {
+            if let Some(q) = self.position.get(wt).and_then(|&i| self.quiet.get_mut(i)) {
+                *q = None;
+            }
+        }
+    }
+
+    /// Events were lost: list every outbox at the next pass.
+    pub fn rescan_all(&mut self) {
+        self.quiet.clear();
     }
 
     /// Whether `role` works in the worktree of this outbox (D8), comparing
@@ -801,6 +854,8 @@ impl Deliverer {
         let worktrees = with_outboxes(roles.worktrees());
         if worktrees != self.worktrees {
             self.worktrees = worktrees;
+            self.position = positions(&self.worktrees);
+            self.quiet.clear();
             self.generation += 1;
             // List every outbox at the next pass (and let go of the locks
             // of worktrees no longer served).

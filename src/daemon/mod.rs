@@ -1,7 +1,9 @@
 //! `handoffd`: decides *when* to run a delivery pass; `deliver` decides what a
 //! pass does. A pass runs at start-up, on each outbox event, when the watcher
 //! reports lost events, and on a rescan timer as a safety net; events are
-//! hints, so a lost or merged one costs at most one rescan interval.
+//! hints, so a lost or merged one costs at most one rescan interval (with
+//! more than 1 000 worktrees, a few: the rescan checks at most 1 000 quiet
+//! outboxes per round, see `deliver::QUIET_CHECKS`).
 
 pub mod control;
 pub mod deliver;
@@ -379,6 +381,7 @@ impl Daemon {
         self.journal.record(&Event::new(Kind::Started));
 
         let polling = watcher.is_none();
+        self.deliverer.polling = polling;
         let cfg = |d: &Daemon| d.deliverer.config.daemon.clone();
         let mut next_rescan = Instant::now();
         let mut next_sweep = Instant::now() + cfg(self).sweep.0;
@@ -431,6 +434,7 @@ impl Daemon {
                             Msg::Signal => {}
                             Msg::WatchError(e) => {
                                 eprintln!("handoffd: watcher: {e}; rescanning");
+                                self.deliverer.rescan_all();
                                 need_pass = true;
                             }
                             Msg::Fs {
@@ -438,6 +442,16 @@ impl Daemon {
                                 rescan,
                                 access,
                             } => {
+                                if rescan {
+                                    self.deliverer.rescan_all();
+                                }
+                                for p in &paths {
+                                    if !access && self.is_outbox_event(p) {
+                                        if let Some(outbox) = p.parent() {
+                                            self.deliverer.outbox_changed(outbox);
+                                        }
+                                    }
+                                }
                                 if rescan
                                     || (!access && paths.iter().any(|p| self.is_outbox_event(p)))
                                 {
