@@ -66,10 +66,12 @@ fn cpu_share(pid: u32, window: Duration) -> f64 {
     used as f64 / clock_ticks_per_second() as f64 / t.elapsed().as_secs_f64()
 }
 
-/// A busy core is 1.0; a daemon waiting for events is ~0. The bound is far
-/// from both, so a loaded machine cannot fail it falsely (load only lowers
-/// the share a spinning process gets, and a spinning one still gets more).
-const IDLE_BOUND: f64 = 0.10;
+/// A busy core is 1.0; a daemon waiting for events is ~0 (with 2 000 roles,
+/// ~0.04 in a debug build, start-up passes included); the code before issue
+/// 12 used 1.0 with one deferred file and 0.27–0.42 idle with 2 000 roles.
+/// The bound is far from both, so a loaded machine cannot fail it falsely
+/// (load only lowers the share a spinning process gets).
+const IDLE_BOUND: f64 = 0.15;
 
 /// Starts `handoffd <arg>` and reports how it ended: `Ok(run)` when it
 /// exited by itself, `Err(..)` when it got as far as logging `started` in
@@ -511,8 +513,8 @@ fn an_idle_daemon_with_many_roles_stays_idle() {
     p.write_roles_raw(&tsv);
     write_config(&p, "wake: {method: none}\n");
     let mut d = start(&p);
-    // Past the first pass and the first sweep's start-up work.
-    let share = cpu_share(d.pid(), Duration::from_secs(4));
+    // The window includes the start-up passes, which list every outbox.
+    let share = cpu_share(d.pid(), Duration::from_secs(6));
     assert!(
         share < IDLE_BOUND,
         "an idle handoffd with {ROLES} roles used {:.0}% of a core",
