@@ -428,21 +428,30 @@ pub fn try_lock_dir(dir: &Path) -> io::Result<Option<Lock>> {
     }
 }
 
-/// The pid holding an flock on the file or folder at `path`, from
-/// `/proc/locks` (Linux); `None` when unknown.
+/// This process's soft limit on open descriptors (each held folder lock
+/// keeps one open); 1024 when unknown.
+pub fn fd_limit() -> u64 {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(1024)
+}
+
+/// Raises the soft limit on open descriptors to the hard one (at most
+/// 2^20): the daemon keeps one folder open per served worktree (its lock).
+pub fn raise_fd_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut r = getrlimit(Resource::Nofile);
+    let want = r.maximum.unwrap_or(1 << 20).min(1 << 20);
+    if r.current.is_some_and(|c| c < want) {
+        r.current = Some(want);
+        let _ = setrlimit(Resource::Nofile, r);
+    }
+}
+
+/// The pid holding an flock on the file or folder at `path`; `None` when
+/// unknown.
 pub fn lock_holder(path: &Path) -> Option<u32> {
-    use std::os::unix::fs::MetadataExt;
-    let m = fs::metadata(path).ok()?;
-    let (major, minor) = (rustix::fs::major(m.dev()), rustix::fs::minor(m.dev()));
-    let want = format!("{major:02x}:{minor:02x}:{}", m.ino());
-    let locks = fs::read_to_string("/proc/locks").ok()?;
-    locks.lines().find_map(|l| {
-        // `1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`
-        let f: Vec<&str> = l.split_whitespace().collect();
-        (f.get(1) == Some(&"FLOCK") && f.get(5) == Some(&want.as_str()))
-            .then(|| f.get(4)?.parse().ok())
-            .flatten()
-    })
+    flock_holders(path).first().copied()
 }
 
 /// Removes the temp files [`publish`] and [`replace`] leave behind when

@@ -57,7 +57,7 @@ fn in_process(wt: &Worktree) -> Option<(PathBuf, String)> {
 pub fn check_expectations(project: &Project, roles: &Roles, config: &Config, journal: &Journal) {
     // Roles sharing a worktree share its inbox: its item is judged once, by
     // the first of them with a limit.
-    let mut seen: Vec<&Path> = Vec::new();
+    let mut seen: std::collections::HashSet<&Path> = Default::default();
     for role in &roles.roles {
         let Some(limit) = config
             .role(&role.name)
@@ -66,10 +66,10 @@ pub fn check_expectations(project: &Project, roles: &Roles, config: &Config, jou
         else {
             continue;
         };
-        if seen.contains(&role.worktree_path.as_path()) {
+        // A set: a list made this quadratic in the number of roles.
+        if !seen.insert(role.worktree_path.as_path()) {
             continue;
         }
-        seen.push(&role.worktree_path);
         let wt = Worktree::new(&role.worktree_path);
         let Some((item, dequeued)) = in_process(&wt) else {
             continue;
