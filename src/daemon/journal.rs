@@ -33,6 +33,12 @@ pub enum Kind {
     Skipped,
     /// The watchdog restarted a role's agent.
     Restarted,
+    /// A wake-up typed into the role's pane (or its wake command succeeded).
+    Woken,
+    /// `wake: idle` found the pane busy and is waiting for it to go quiet.
+    DeferredBusy,
+    /// A role's agent session is gone and nothing restarts it.
+    AgentDead,
 }
 
 impl Kind {
@@ -49,6 +55,9 @@ impl Kind {
             Kind::Closed => "closed",
             Kind::Skipped => "skipped",
             Kind::Restarted => "restarted",
+            Kind::Woken => "woken",
+            Kind::DeferredBusy => "deferred_busy",
+            Kind::AgentDead => "agent_dead",
         }
     }
 }
@@ -129,6 +138,8 @@ pub struct Journal {
     log: PathBuf,
     events: PathBuf,
     forum: PathBuf,
+    /// `notify.command`'s runner, when one is configured (read at start).
+    notifier: Option<crate::daemon::alert::Notifier>,
 }
 
 impl Journal {
@@ -138,6 +149,7 @@ impl Journal {
             log: project.log_file(),
             events: project.events_file(),
             forum: project.forum_log(),
+            notifier: crate::daemon::alert::Notifier::start(project),
         }
     }
 
@@ -157,6 +169,9 @@ impl Journal {
             if let Err(e) = fsx::append(path, line.as_bytes()) {
                 eprintln!("handoffd: cannot append to {}: {e}", path.display());
             }
+        }
+        if let Some(n) = &self.notifier {
+            n.offer(ev);
         }
     }
 

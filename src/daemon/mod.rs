@@ -3,6 +3,7 @@
 //! reports lost events, and on a rescan timer as a safety net; events are
 //! hints, so a lost or merged one costs at most one rescan interval.
 
+pub mod alert;
 pub mod control;
 pub mod deliver;
 pub mod hook;
