@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
+use crate::launch::agents::Cli;
 use crate::launch::swarmforge_conf::{self, ConfAgent, ConfPaths};
-use crate::protocol::config::{Config, RoleConfig};
+use crate::protocol::config::{Config, Permission, RoleConfig};
 use crate::protocol::grammar;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::{self, ReceiveMode, Role, Roles};
@@ -23,6 +24,14 @@ pub enum AgentSpec {
     /// A SwarmForge model agent (`claude`, `codex`, `copilot`, `grok`) with
     /// the conf's extra arguments; started with SwarmForge's command line.
     Model { name: String, extra: Option<String> },
+    /// A preset from `swarm.yaml` (`agent: claude | codex | gemini`),
+    /// started the way that CLI documents (src/launch/agents/).
+    Preset {
+        cli: Cli,
+        model: Option<String>,
+        args: Vec<String>,
+        permission: Permission,
+    },
 }
 
 impl AgentSpec {
@@ -32,6 +41,7 @@ impl AgentSpec {
         match self {
             AgentSpec::Human => "human".into(),
             AgentSpec::Model { name, .. } => name.clone(),
+            AgentSpec::Preset { cli, .. } => cli.name().to_string(),
             AgentSpec::Command(c) => c
                 .split_whitespace()
                 .next()
@@ -238,6 +248,13 @@ fn yaml_agent(r: &RoleConfig) -> AgentSpec {
     let a = r.agent.trim();
     if a.eq_ignore_ascii_case("human") {
         AgentSpec::Human
+    } else if let Some(cli) = Cli::from_agent(a) {
+        AgentSpec::Preset {
+            cli,
+            model: r.model.clone(),
+            args: r.args.clone(),
+            permission: r.permission,
+        }
     } else {
         AgentSpec::Command(a.to_string())
     }

@@ -130,7 +130,9 @@ pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Ou
     let shims_dir = shim_dir(project);
     fsx::ensure_dirs(&[&shims_dir]).at(&shims_dir)?;
     shims::install(&shims_dir, &shims::own_bin_dir()?)?;
-    write_prompts(plan)?;
+    for note in write_prompts(plan)? {
+        say(&note);
+    }
     if opts.detach && !opts.tmux {
         return spawn_detached_supervisor(plan, opts, say);
     }

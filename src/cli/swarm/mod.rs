@@ -19,7 +19,9 @@ pub mod digest;
 pub mod discussion;
 pub mod down;
 pub mod events;
+pub mod hook;
 pub mod init;
+pub mod prompt;
 pub mod receipts;
 pub mod session;
 pub mod shims;
@@ -127,6 +129,10 @@ pub enum Command {
     Digest(digest::Args),
     /// Exit 0 when it is the caller's turn in a discussion, 1 otherwise
     CanSend(can_send::Args),
+    /// Print exactly what a role's agent is told (the protocol primer)
+    Prompt(prompt::Args),
+    /// Answer a coding CLI's turn-end hook (installed by `swarm up`)
+    Hook(hook::Args),
 }
 
 pub fn run() -> i32 {
@@ -153,5 +159,7 @@ pub fn run() -> i32 {
         Command::Discussion(a) => discussion::run(a),
         Command::Digest(a) => digest::run(a),
         Command::CanSend(a) => can_send::run(a),
+        Command::Prompt(a) => prompt::run(a),
+        Command::Hook(a) => hook::run(a),
     }
 }
