@@ -2,6 +2,7 @@
 
 mod support;
 
+mod agents;
 mod builder;
 mod core_queue;
 mod core_send;
