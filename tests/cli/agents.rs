@@ -670,3 +670,82 @@ fn liveness_and_notifications_follow_a_killed_agent() {
         "{clarify}"
     );
 }
+
+#[test]
+fn swarmforge_conf_agents_start_as_swarmforge_starts_them_with_the_primer_added() {
+    let d = Project::empty();
+    d.write(
+        "swarmforge/swarmforge.conf",
+        "window architect claude master\n",
+    );
+    d.write("swarmforge/constitution.prompt", "Be good.\n");
+    d.write("swarmforge/roles/architect.prompt", "Plan.\n");
+    let fakes = Fakes::new(RECORDER);
+    let _guard = SwarmGuard::new(&d.root);
+    let r = up(&d, &fakes, &["--no-tmux", "--detach"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    wait_until(Duration::from_secs(30), "the fake started", || {
+        fakes.record("claude", "architect").is_some()
+    });
+    d.swarm(&["down"]).ok();
+    let root = d.root.display().to_string();
+    let pf = d.read(".swarmforge/prompts/architect.md");
+    assert!(
+        pf.starts_with("Read swarmforge/constitution.prompt, then read every file it refers to recursively, and obey all of those instructions.\nRead swarmforge/roles/architect.prompt, then")
+            && pf.contains("\n# Swarm role: architect\n"),
+        "{pf}"
+    );
+    assert_eq!(
+        fields(&fakes.record("claude", "architect").unwrap(), "arg"),
+        [
+            "--append-system-prompt-file".to_string(),
+            format!("{root}/.swarmforge/prompts/architect.md"),
+            "--permission-mode".into(),
+            "acceptEdits".into(),
+            "-n".into(),
+            "SwarmForge Architect".into(),
+            pf.trim_end().to_string(),
+        ]
+    );
+    // SwarmForge's agents get no hook settings of ours.
+    assert!(!d.path(".claude").exists());
+}
+
+#[test]
+fn init_example_gives_a_new_project_real_agents() {
+    let d = Project::empty();
+    let r = d.swarm(&["init", "--example", "trio"]);
+    r.ok();
+    r.stdout_has("(4 roles from");
+    let yaml = d.read("swarm.yaml");
+    for agent in [
+        "agent: claude",
+        "agent: codex",
+        "agent: gemini",
+        "agent: human",
+    ] {
+        assert!(yaml.contains(agent), "{agent}");
+    }
+    assert!(d
+        .read("README.md")
+        .contains("npm install -g @anthropic-ai/claude-code"));
+    let tsv = d.read(".swarmforge/roles.tsv");
+    assert!(
+        tsv.contains("\tclaude\ttask\n") && tsv.contains("\tgemini\ttask\n"),
+        "{tsv}"
+    );
+    let t = d.swarm(&["prompt", "coder"]).stdout;
+    assert!(t.contains("You may send git_handoff or note:"), "{t}");
+    // Never over an existing swarm.yaml; unknown names list the known ones.
+    d.cmd("swarm")
+        .args(["init", "--example", "trio"])
+        .code(1)
+        .stderr_has("swarm.yaml already exists")
+        .run();
+    let e = Project::empty();
+    e.cmd("swarm")
+        .args(["init", "--example", "nope"])
+        .code(1)
+        .stderr_has("available: trio, pipeline, roundtable, forum")
+        .run();
+}
