@@ -8,8 +8,9 @@
 //! way); `idle` (the default) types only into a pane whose text has not
 //! changed for `wake.quiet`, re-checking with backoff for up to
 //! `wake.busy_timeout` (logged `deferred_busy` once per wake-up), so text
-//! never lands in the middle of an agent's turn; `queue` never types and
-//! leaves the mail to the agent's turn-end hook and the re-wake sweep.
+//! never lands in the middle of an agent's turn; `queue` types nothing on
+//! delivery and leaves the mail to the agent's turn-end hook, and the
+//! re-wake sweep's later wake-ups go in as `idle` ones.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -310,8 +311,15 @@ impl Waker {
             return;
         }
         let (mode, quiet, limit) = self.settings(&req.role);
+        // `queue`: delivery leaves the mail alone; a re-wake (the mail sat
+        // past `ack_within`, so the agent's own check missed it) is
+        // delivered as `idle` would, never into a busy pane.
+        let mode = match mode {
+            WakeMode::Queue if !req.rewake => return,
+            WakeMode::Queue => WakeMode::Idle,
+            m => m,
+        };
         let result = match &req.method {
-            Method::Tmux { .. } | Method::Command(_) if mode == WakeMode::Queue => return,
             Method::Tmux { socket } if mode == WakeMode::Idle => {
                 match self.wait_quiet(req, socket, quiet, limit) {
                     Ok(true) => run_tmux(socket, &req.session),

@@ -141,18 +141,32 @@ pub fn check_agents(project: &Project, roles: &Roles, config: &Config, journal: 
         if role.is_human() || role.session.is_empty() {
             continue;
         }
-        let alive = tmux(
+        let has_session = tmux(
             &socket,
             &["has-session", "-t", &format!("={}", role.session)],
         );
         match config.role(&role.name).filter(|r| r.restart) {
-            Some(rc) if !alive => restart(project, role, rc.restart_budget, &socket, journal),
+            Some(rc) if !has_session => restart(project, role, rc.restart_budget, &socket, journal),
             Some(_) => {}
             None => {
+                // The pane outlives its agent (it waits for a wake-up to run
+                // it again); the pane script's state file says it exited.
+                let state = project
+                    .swarmforge()
+                    .join("run")
+                    .join(format!("{}.state", role.name));
+                let exited =
+                    fsx::read_bounded(&state, 4096).is_ok_and(|b| b.starts_with(b"exited"));
+                let alive = has_session && !exited;
                 let launched = started
                     .lines()
                     .any(|l| l.split('\t').nth(2) == Some(role.session.as_str()));
-                report_dead(project, role, alive || !launched, journal);
+                let why = if has_session {
+                    "its agent exited"
+                } else {
+                    "its session is gone"
+                };
+                report_dead(project, role, alive || !launched, why, journal);
             }
         }
     }
@@ -160,7 +174,7 @@ pub fn check_agents(project: &Project, roles: &Roles, config: &Config, journal: 
 
 /// `agent_dead` once per death (a marker file keeps "once" across sweeps
 /// and daemon restarts; it goes when the session is back).
-fn report_dead(project: &Project, role: &Role, alive: bool, journal: &Journal) {
+fn report_dead(project: &Project, role: &Role, alive: bool, why: &str, journal: &Journal) {
     let dir = project.daemon_dir().join("dead");
     let marker = dir.join(&role.name);
     if alive {
@@ -176,7 +190,7 @@ fn report_dead(project: &Project, role: &Role, alive: bool, journal: &Journal) {
         journal.record(
             &Event::new(Kind::AgentDead)
                 .recipient(&role.name)
-                .reason(format!("session {} is gone", role.session)),
+                .reason(format!("{why} (session {})", role.session)),
         );
     }
 }

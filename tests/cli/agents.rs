@@ -497,7 +497,7 @@ fn kinds_for(d: &Project, role: &str) -> Vec<String> {
 
 fn wake_yaml(wake: &str) -> String {
     format!(
-        "launch:\n  stagger: 0ms\nwake:\n  quiet: 300ms\ndaemon:\n  sweep: 200ms\nroles:\n  - name: lead\n    agent: human\n  - name: coder\n    agent: claude\n    worktree: coder\n    wake: {wake}\n"
+        "launch:\n  stagger: 0ms\nwake:\n  quiet: 300ms\ndaemon:\n  sweep: 200ms\n  ack_within: 600s\nroles:\n  - name: lead\n    agent: human\n  - name: coder\n    agent: claude\n    worktree: coder\n    wake: {wake}\n"
     )
 }
 
@@ -628,7 +628,13 @@ fn liveness_and_notifications_follow_a_killed_agent() {
     assert!(text.contains("coder: agent dead since "), "{text}");
     assert!(text.contains("; not moving: agent dead"), "{text}");
 
-    // The session itself gone: the watchdog reports it, once.
+    // The watchdog sees the exit and tells the person, once.
+    wait_until(Duration::from_secs(30), "agent_dead notified", || {
+        fs::read_to_string(d.path("notified")).is_ok_and(|t| {
+            t.contains("agent_dead|coder||its agent exited (session swarmforge-coder)\n")
+        })
+    });
+    // The session gone too: still the same death, not a second notice.
     let sock = guard.socket.clone().unwrap();
     crate::support::clean_command(Path::new("tmux"), &d.root)
         .arg("-S")
@@ -636,8 +642,8 @@ fn liveness_and_notifications_follow_a_killed_agent() {
         .args(["kill-session", "-t", "=swarmforge-coder"])
         .output()
         .unwrap();
-    wait_until(Duration::from_secs(30), "agent_dead notified", || {
-        fs::read_to_string(d.path("notified")).is_ok_and(|t| t.contains("agent_dead|coder|"))
+    wait_until(Duration::from_secs(30), "dead, session gone", || {
+        state(&d)["agent_state"] == "dead"
     });
     // A clarify to the person, and a file the daemon must refuse.
     send(
@@ -748,4 +754,31 @@ fn init_example_gives_a_new_project_real_agents() {
         .code(1)
         .stderr_has("available: trio, pipeline, roundtable, forum")
         .run();
+}
+
+#[test]
+fn a_queue_role_is_not_woken_on_delivery_only_by_the_re_wake_sweep() {
+    if !require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let d = Project::empty();
+    let fakes = Fakes::new(INTERACTIVE);
+    let yaml = wake_yaml("queue").replace("ack_within: 600s", "ack_within: 1s");
+    let _guard = tmux_swarm(&d, &fakes, &yaml);
+    fakes.release();
+    wait_until(Duration::from_secs(30), "the fake is idle", || {
+        fakes.io("claude", "coder").contains("IDLE")
+    });
+    note(&d, "lead", "coder", "when-you-can");
+    wait_until(Duration::from_secs(30), "re-woken by the sweep", || {
+        kinds_for(&d, "coder").contains(&"renotified".to_string())
+    });
+    let k = kinds_for(&d, "coder");
+    assert!(!k.contains(&"woken".to_string()), "{k:?}");
+    wait_until(Duration::from_secs(30), "the wake text arrived", || {
+        fakes
+            .io("claude", "coder")
+            .contains(&format!("GOT {WAKE_TEXT}"))
+    });
+    assert!(!fakes.io("claude", "coder").contains("TYPED_WHILE_BUSY"));
 }
