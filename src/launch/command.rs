@@ -42,9 +42,27 @@ pub fn prompt_text(role: &str) -> String {
 /// Whether a preset's primer reaches it through a file rather than the
 /// first prompt: always through Claude's system-prompt file; through
 /// `AGENTS.md`/`GEMINI.md` only in a worktree of the role's own (roles
-/// sharing the root would overwrite each other's).
+/// sharing the root would overwrite each other's) where git does not track
+/// that file (a block of ours in a tracked file would be committed).
 pub fn instructions_in_file(cli: Cli, r: &PlannedRole) -> bool {
-    cli.preset().instruction_file().is_none() || !r.in_root()
+    match cli.preset().instruction_file() {
+        None => true,
+        Some(name) => !r.in_root() && !tracked(&r.worktree_path, name),
+    }
+}
+
+/// `name` is tracked by git in the worktree `wt`.
+pub fn tracked(wt: &Path, name: &str) -> bool {
+    wt.is_dir()
+        && std::process::Command::new("git")
+            .arg("-C")
+            .arg(wt)
+            .args(["ls-files", "--error-unmatch", "--", name])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
 }
 
 /// The shell command line that runs a role's agent (None for a person).

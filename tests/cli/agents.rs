@@ -782,3 +782,35 @@ fn a_queue_role_is_not_woken_on_delivery_only_by_the_re_wake_sweep() {
     });
     assert!(!fakes.io("claude", "coder").contains("TYPED_WHILE_BUSY"));
 }
+
+#[test]
+fn a_tracked_agents_md_is_left_alone_and_the_primer_goes_in_the_first_prompt() {
+    let d = Project::empty();
+    crate::support::git(&d.root, &["init", "-q", "-b", "master"]);
+    d.write("AGENTS.md", "# Committed rules\n");
+    crate::support::git(&d.root, &["add", "AGENTS.md"]);
+    crate::support::git(&d.root, &["commit", "-q", "-m", "rules"]);
+    d.write(
+        "swarm.yaml",
+        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: codex\n    worktree: coder\n",
+    );
+    let fakes = Fakes::new(RECORDER);
+    let _guard = SwarmGuard::new(&d.root);
+    let r = up(&d, &fakes, &["--no-tmux", "--detach"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    r.stdout_has(
+        "coder: AGENTS.md is tracked by git, so the primer goes in the first prompt instead",
+    );
+    wait_until(Duration::from_secs(30), "the fake started", || {
+        fakes.record("codex", "coder").is_some()
+    });
+    d.swarm(&["down"]).ok();
+    assert_eq!(d.read(".worktrees/coder/AGENTS.md"), "# Committed rules\n");
+    let args = fields(&fakes.record("codex", "coder").unwrap(), "arg");
+    assert_eq!(
+        args.last().unwrap(),
+        d.read(".swarmforge/prompts/coder.md").trim_end()
+    );
+    let status = crate::support::git(&d.path(".worktrees/coder"), &["status", "--porcelain"]);
+    assert_eq!(status, "", "{status}");
+}

@@ -100,6 +100,12 @@ pub fn prepare(plan: &Plan, bin_dir: &Path) -> Result<Vec<String>> {
                 let text = primer(plan, &r.name)?;
                 write_if_changed(&pf, text.as_bytes())?;
                 if let Some(name) = cli.preset().instruction_file() {
+                    if !r.in_root() && !instructions_in_file(*cli, r) {
+                        notes.push(format!(
+                            "{}: {name} is tracked by git, so the primer goes in the first prompt instead",
+                            r.name
+                        ));
+                    }
                     if instructions_in_file(*cli, r) {
                         let path = r.worktree_path.join(name);
                         let old = read_text(&path)?.unwrap_or_default();
