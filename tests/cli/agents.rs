@@ -814,3 +814,24 @@ fn a_tracked_agents_md_is_left_alone_and_the_primer_goes_in_the_first_prompt() {
     let status = crate::support::git(&d.path(".worktrees/coder"), &["status", "--porcelain"]);
     assert_eq!(status, "", "{status}");
 }
+
+#[test]
+fn headless_liveness_is_busy_while_the_agent_runs_and_idle_after() {
+    let d = Project::empty();
+    d.write(
+        "swarm.yaml",
+        "launch:\n  stagger: 0ms\nroles:\n  - name: worker\n    agent: sh -c 'while [ ! -e \"$FAKE_LOG/release\" ]; do sleep 0.05; done'\n",
+    );
+    let fakes = Fakes::new(RECORDER);
+    let _guard = SwarmGuard::new(&d.root);
+    let r = up(&d, &fakes, &["--no-tmux", "--detach"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let state =
+        |d: &Project| d.swarm(&["status", "--json"]).json()["roles"][0]["agent_state"].clone();
+    wait_until(Duration::from_secs(30), "busy", || state(&d) == "busy");
+    fakes.release();
+    wait_until(Duration::from_secs(30), "idle", || state(&d) == "idle");
+    d.swarm(&["down"]).ok();
+    // No swarm running: unknown, not dead.
+    assert!(state(&d).is_null());
+}
