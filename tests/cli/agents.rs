@@ -675,6 +675,12 @@ fn liveness_and_notifications_follow_a_killed_agent() {
         clarify.contains("_from_coder|coder asks: which parser?"),
         "{clarify}"
     );
+    // The asker waits on the person, and status says so.
+    let id = clarify.split('|').nth(2).unwrap();
+    assert_eq!(
+        state(&d)["not_moving"],
+        format!("waiting on clarify {id} to lead")
+    );
 }
 
 #[test]
