@@ -237,6 +237,7 @@ impl Error {
             Error::Env(_) | Error::Invalid { .. } => Vec::new(),
         };
         serde_json::json!({
+            "schema_version": JSON_SCHEMA_VERSION,
             "status": "error",
             "token": self.token_name(),
             "message": self.to_string(),
@@ -245,6 +246,11 @@ impl Error {
         })
     }
 }
+
+/// The version of every JSON document the tools print (docs/json.md): each
+/// object carries it as `schema_version`. Bump it only when a field changes
+/// meaning or goes away; new fields come without a bump.
+pub const JSON_SCHEMA_VERSION: u32 = 1;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

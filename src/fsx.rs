@@ -145,6 +145,16 @@ fn temp_name(hint: &str) -> String {
 }
 
 fn write_temp(tmp_dir: &Path, hint: &str, bytes: &[u8], mode: u32) -> io::Result<PathBuf> {
+    write_temp_with(tmp_dir, hint, bytes, mode, true)
+}
+
+fn write_temp_with(
+    tmp_dir: &Path,
+    hint: &str,
+    bytes: &[u8],
+    mode: u32,
+    durable: bool,
+) -> io::Result<PathBuf> {
     let tmp = tmp_dir.join(temp_name(hint));
     let mut f = OpenOptions::new()
         .write(true)
@@ -154,7 +164,7 @@ fn write_temp(tmp_dir: &Path, hint: &str, bytes: &[u8], mode: u32) -> io::Result
     let res = f
         .write_all(bytes)
         .and_then(|_| f.set_permissions(fs::Permissions::from_mode(mode)))
-        .and_then(|_| sync_file(&f));
+        .and_then(|_| if durable { sync_file(&f) } else { Ok(()) });
     if let Err(e) = res {
         let _ = fs::remove_file(&tmp);
         return Err(e);
@@ -186,6 +196,17 @@ pub fn publish(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
 /// file in `tmp_dir`, fsync, rename(2) over the target, fsync(dir). The target
 /// never disappears, not even for an instant (§15.4).
 pub fn replace(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace_with(tmp_dir, dest, bytes, true)
+}
+
+/// [`replace`] without its two fsyncs: still atomic for every reader (temp +
+/// rename), but an OS crash may bring back the old content, or an empty
+/// file. Only for state whose loss the caller can repair (the sequence).
+pub fn replace_unsynced(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace_with(tmp_dir, dest, bytes, false)
+}
+
+fn replace_with(tmp_dir: &Path, dest: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     let mode = match fs::metadata(dest) {
         Ok(m) => m.permissions().mode() & 0o7777,
         Err(e) if e.kind() == io::ErrorKind::NotFound => 0o644,
@@ -195,12 +216,16 @@ pub fn replace(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = write_temp(tmp_dir, &hint, bytes, mode)?;
+    let tmp = write_temp_with(tmp_dir, &hint, bytes, mode, durable)?;
     if let Err(e) = fs::rename(&tmp, dest) {
         let _ = fs::remove_file(&tmp);
         return Err(e);
     }
-    sync_dir(parent(dest))
+    if durable {
+        sync_dir(parent(dest))
+    } else {
+        Ok(())
+    }
 }
 
 /// Creates a directory that must not exist yet (`AlreadyExists` otherwise).
@@ -262,18 +287,40 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// Never follows a symlink and never blocks: a FIFO or device planted at the
 /// path is refused, so a log can neither hang nor feed its writer.
 pub fn append(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut f = OpenOptions::new()
+    append_len(path, bytes).map(|_| ())
+}
+
+/// [`append`], returning the file's length just after the write (what a
+/// rotating writer compares with its limit).
+pub fn append_len(path: &Path, bytes: &[u8]) -> io::Result<u64> {
+    let f = OpenOptions::new()
         .create(true)
         .append(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)?;
+    let mut f = regular(f)?;
+    f.write_all(bytes)?;
+    Ok(f.metadata()?.len())
+}
+
+/// Opens `path` for reading without following a symlink and without blocking
+/// on a FIFO; anything but a regular file is refused.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    regular(f)
+}
+
+fn regular(f: File) -> io::Result<File> {
     if !f.metadata()?.file_type().is_file() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "not a regular file",
         ));
     }
-    f.write_all(bytes)
+    Ok(f)
 }
 
 /// Why a bounded read refused a file.

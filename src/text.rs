@@ -44,3 +44,10 @@ pub fn escape(s: &str) -> String {
     }
     out
 }
+
+/// Colour on stderr: only on a terminal, and never with `NO_COLOR` set to
+/// anything non-empty (https://no-color.org). The one rule for every tool.
+pub fn colour_stderr() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}

@@ -7,14 +7,15 @@
 //! containment and the hash at read time, because the file may have changed
 //! (or been swapped for a symlink) since.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Read};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::fields;
 use crate::protocol::trail::Original;
@@ -49,22 +50,6 @@ fn normalise(rel: &str) -> Option<String> {
         }
     }
     Some(parts.join("/"))
-}
-
-/// Opens a regular file for reading without following a final symlink and
-/// without blocking on a FIFO.
-fn open_regular(path: &Path) -> io::Result<File> {
-    let f = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)?;
-    if !f.metadata()?.file_type().is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "not a regular file",
-        ));
-    }
-    Ok(f)
 }
 
 /// SHA-256 (lower-case hex) and size of an open file, read in chunks.
@@ -154,7 +139,7 @@ pub fn stamp(worktree: &Path, raw: &str) -> Result<Stamped, String> {
             meta.nlink()
         ));
     }
-    let (sha256, size) = open_regular(&real)
+    let (sha256, size) = fsx::open_regular(&real)
         .and_then(hash)
         .map_err(|e| format!("Header 'artifact' path '{shown}' cannot be read: {e}."))?;
     Ok(Stamped {
@@ -314,7 +299,7 @@ fn verify(worktree: &Path, path: &str, sha: &str, size: u64, row: &mut Row) -> S
     if !meta.file_type().is_file() {
         return State::NotAFile;
     }
-    match open_regular(&real).and_then(hash) {
+    match fsx::open_regular(&real).and_then(hash) {
         Ok((h, n)) => {
             row.size = Some(n);
             if h == sha && n == size {

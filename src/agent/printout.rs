@@ -396,7 +396,11 @@ pub fn item_json(item: &Item, viewer: Viewer) -> Value {
         "from": item.header("from").unwrap_or("unknown"),
         "type": item.header("type").unwrap_or("unknown"),
         "priority": item.priority(),
+        // `task` and `body` as in every other command; the older
+        // `task_name` and `payload` stay for scripts that use them.
+        "task": item.header("task"),
         "task_name": item.header("task"),
+        "body": item.msg.body,
         "payload": item.msg.body,
         "headers": headers,
         "subject": item.header("subject"),

@@ -56,7 +56,7 @@ pub fn run() -> i32 {
                 forum: Some(&view),
             };
             if args.json {
-                super::out(&format!("{}\n", printout::done_json(&d, viewer)));
+                super::emit_json(printout::done_json(&d, viewer));
             } else {
                 super::out(&printout::done_text(&d, viewer));
             }

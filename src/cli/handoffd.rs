@@ -7,6 +7,38 @@ use crate::error::exit;
 
 pub const USAGE: &str = "Usage: handoffd [--once] [--poll] <project-root>";
 
+/// The clap definition of handoffd, for completions and man pages only: the
+/// arguments are parsed by hand to keep SwarmForge's usage line.
+pub fn command() -> clap::Command {
+    use clap::{Arg, ArgAction, Command};
+    Command::new("handoffd")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about("Route every role's outbox into its recipients' inboxes")
+        .after_help(
+            "Logs to .swarmforge/daemon/handoffd.log and events.jsonl (rotated by size, \
+             see `logs:` in swarm.yaml). `swarm stop` stops it.",
+        )
+        .arg(
+            Arg::new("once")
+                .long("once")
+                .action(ArgAction::SetTrue)
+                .help("One delivery pass, then exit"),
+        )
+        .arg(
+            Arg::new("poll")
+                .long("poll")
+                .action(ArgAction::SetTrue)
+                .help("Poll instead of file events"),
+        )
+        .arg(
+            Arg::new("root")
+                .value_name("PROJECT_ROOT")
+                .required(true)
+                .value_hint(clap::ValueHint::DirPath)
+                .help("The project root"),
+        )
+}
+
 pub fn run() -> i32 {
     let mut opts = Options::default();
     let mut root: Option<PathBuf> = None;

@@ -8,28 +8,102 @@ pub mod swarm_handoff;
 
 use crate::error::{exit, Error};
 
+pub use crate::error::JSON_SCHEMA_VERSION as SCHEMA_VERSION;
+
+/// Stamps `schema_version` into a JSON object (other values pass as they are).
+pub fn stamped(mut v: serde_json::Value) -> serde_json::Value {
+    if let Some(o) = v.as_object_mut() {
+        o.insert("schema_version".into(), SCHEMA_VERSION.into());
+    }
+    v
+}
+
+/// Prints one JSON document (one line) on stdout, stamped with the schema.
+pub fn emit_json(v: serde_json::Value) {
+    out(&format!("{}\n", stamped(v)));
+}
+
 /// Prints an error the way every tool does: the message on stderr (control
 /// characters already escaped by whoever built it) and, with `--json`, the
 /// same facts as one JSON object on stdout. Returns the exit code.
 pub fn report(err: &Error, json: bool) -> i32 {
     eprintln!("{err}");
     if json {
-        println!("{}", err.to_json());
+        emit_json(err.to_json());
     }
     err.exit_code()
 }
 
+/// A usage error as a JSON document, for `--json` callers whose arguments
+/// clap refused (the text still goes to stderr).
+fn usage_json(e: &clap::Error) -> serde_json::Value {
+    let message = e.render().to_string();
+    serde_json::json!({
+        "status": "error",
+        "token": "USAGE",
+        "message": message.trim_end(),
+        "paths": [],
+        "exit_code": exit::ENV,
+    })
+}
+
+/// Whether `--json` was asked for, looked up before parsing (so a usage
+/// error can be answered in JSON too). Anything after `--` is an operand.
+pub fn wants_json(args: &[std::ffi::OsString]) -> bool {
+    let before_operands: Vec<_> = args.iter().skip(1).take_while(|a| *a != "--").collect();
+    before_operands
+        .iter()
+        .any(|a| *a == "--json" || *a == "--format=jsonl")
+        || before_operands
+            .windows(2)
+            .any(|w| w[0] == "--format" && w[1] == "jsonl")
+}
+
+/// clap's colour choice under the same rule: clap's own detection looks at
+/// the stream it writes to but not every variable the same way.
+pub fn clap_colour() -> clap::ColorChoice {
+    if crate::text::colour_stderr() {
+        clap::ColorChoice::Auto
+    } else {
+        clap::ColorChoice::Never
+    }
+}
+
 /// Parses clap arguments; a usage error exits 1 (SwarmForge's code for usage),
-/// `--help`/`--version` exit 0.
+/// `--help`/`--version` exit 0. With `--json` a usage error is also one JSON
+/// object on stdout.
 pub fn parse_args<T: clap::Parser>() -> Result<T, i32> {
-    match T::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let json = wants_json(&args);
+    let parsed = T::command()
+        .color(clap_colour())
+        .try_get_matches_from(&args)
+        .and_then(|m| T::from_arg_matches(&m));
+    match parsed {
         Ok(t) => Ok(t),
         Err(e) => {
             let code = if e.use_stderr() { exit::ENV } else { exit::OK };
             let _ = e.print();
+            if json && e.use_stderr() {
+                emit_json(usage_json(&e));
+            }
             Err(code)
         }
     }
+}
+
+/// Every binary's clap definition, for completions and man pages. The agent
+/// helpers that parse by hand (for SwarmForge's exact usage text) have a
+/// definition used for documentation only.
+pub fn commands() -> Vec<clap::Command> {
+    use clap::CommandFactory;
+    vec![
+        swarm::Cli::command(),
+        swarm_handoff::command(),
+        ready_next::Args::command(),
+        done_current::Args::command(),
+        handoffd::command(),
+    ]
 }
 
 /// Writes to stdout, ignoring a closed pipe (`ready-next | head`).

@@ -130,7 +130,7 @@ pub fn run() -> i32 {
                 if let Some(res) = &resume {
                     v["resume_context"] = printout::resume_json(res);
                 }
-                super::out(&format!("{v}\n"));
+                super::emit_json(v);
             } else {
                 let mut text = printout::ready_text(&r, viewer);
                 if let Some(res) = &resume {

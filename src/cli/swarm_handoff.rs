@@ -6,6 +6,33 @@ use crate::error::{Error, Token};
 use crate::protocol::draft::{self, USAGE};
 use crate::protocol::types;
 
+/// The clap definition of this command, for completions and man pages only:
+/// parsing stays by hand so a refusal prints SwarmForge's usage byte for byte.
+pub fn command() -> clap::Command {
+    use clap::{Arg, ArgAction, Command};
+    Command::new("swarm-handoff")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about("Queue a draft in this worktree's outbox for handoffd to deliver (SwarmForge's swarm_handoff.sh)")
+        .after_help(
+            "The draft file is removed once queued. SWARMFORGE_ROLE names the sending role; \
+             the project and the worktree are found from the current directory.\n\
+             Exit codes: 0 queued; 1 environment or usage error; 2 draft refused (nothing queued).",
+        )
+        .arg(
+            Arg::new("json")
+                .long("json")
+                .action(ArgAction::SetTrue)
+                .help("One JSON object on stdout (status, id, path, ...; errors too)"),
+        )
+        .arg(
+            Arg::new("draft")
+                .value_name("DRAFT_FILE")
+                .required(true)
+                .value_hint(clap::ValueHint::FilePath)
+                .help("The draft to queue"),
+        )
+}
+
 pub fn run(args: Vec<String>) -> i32 {
     let mut json = false;
     let mut positional = Vec::new();
@@ -26,14 +53,13 @@ pub fn run(args: Vec<String>) -> i32 {
     if positional.len() != 1 {
         eprint!("{USAGE}");
         if json {
-            let v = serde_json::json!({
+            super::emit_json(serde_json::json!({
                 "status": "error",
                 "token": "USAGE",
                 "message": format!("expected one draft file, got {}", positional.len()),
                 "paths": [],
                 "exit_code": exit::ENV,
-            });
-            super::out(&format!("{v}\n"));
+            }));
         }
         return exit::ENV;
     }
@@ -47,7 +73,7 @@ pub fn run(args: Vec<String>) -> i32 {
             if json {
                 let mut v = serde_json::to_value(&q).unwrap_or_default();
                 v["status"] = serde_json::json!("queued");
-                super::out(&format!("{v}\n"));
+                super::emit_json(v);
             } else {
                 super::out(&format!("HANDOFF QUEUED: {}\n", q.path.display()));
             }
@@ -63,14 +89,17 @@ pub fn run(args: Vec<String>) -> i32 {
         }) => {
             eprint!("{}", draft::invalid_report(&shown, &errors));
             if json {
-                let v = serde_json::json!({
+                // `status: invalid` stays (scripts use it); `message` and
+                // `paths` make it an error document like every other.
+                super::emit_json(serde_json::json!({
                     "status": "invalid",
                     "token": Token::HandoffInvalid.name(),
+                    "message": format!("{}: {}", Token::HandoffInvalid.name(), errors.join("; ")),
+                    "paths": [shown.clone()],
                     "draft": shown,
                     "errors": errors,
                     "exit_code": exit::REFUSED,
-                });
-                super::out(&format!("{v}\n"));
+                }));
             }
             exit::REFUSED
         }

@@ -1,14 +1,19 @@
 //! The daemon's journal: `handoffd.log` (one text line per event, SwarmForge's
 //! words, control characters escaped) and `events.jsonl` (the same events as
-//! JSON objects), both append-only through single O_APPEND writes.
+//! JSON objects), both append-only through single O_APPEND writes, and
+//! `forum.log`. Each is rotated by size (swarm.yaml `logs:`, see
+//! protocol::logfile); appends and rotations take one lock, so no line is
+//! ever appended to a file being renamed away.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::layout::Project;
+use crate::protocol::logfile::{self, Policy};
 use crate::text::escape;
 
 /// What happened. The first six are SwarmForge's log words (§6.8, issue 3).
@@ -131,13 +136,15 @@ impl Event {
     }
 }
 
-/// Where the daemon records events.
+/// Where the daemon records events. Clones share the lock and the policy
+/// (the watchdog thread writes through a clone).
 #[derive(Clone, Debug)]
 pub struct Journal {
     dir: PathBuf,
     log: PathBuf,
     events: PathBuf,
     forum: PathBuf,
+    policy: Arc<Mutex<Policy>>,
     /// `notify.command`'s runner, when one is configured (read at start).
     notifier: Option<crate::daemon::alert::Notifier>,
 }
@@ -149,7 +156,25 @@ impl Journal {
             log: project.log_file(),
             events: project.events_file(),
             forum: project.forum_log(),
+            policy: Arc::new(Mutex::new(
+                crate::protocol::config::LogsConfig::default().policy(),
+            )),
             notifier: crate::daemon::alert::Notifier::start(project),
+        }
+    }
+
+    /// Sets the rotation policy (at start and on every config reload).
+    pub fn set_policy(&self, p: Policy) {
+        *self.policy.lock().unwrap_or_else(|e| e.into_inner()) = p;
+    }
+
+    /// Appends one line and rotates the file once it is full, under the lock.
+    fn append(&self, path: &Path, line: &[u8]) {
+        let policy = self.policy.lock().unwrap_or_else(|e| e.into_inner());
+        let result = fsx::append_len(path, line)
+            .and_then(|len| logfile::rotate_if_full(path, len, *policy).map(|_| ()));
+        if let Err(e) = result {
+            eprintln!("handoffd: cannot append to {}: {e}", path.display());
         }
     }
 
@@ -166,9 +191,7 @@ impl Journal {
             return;
         }
         for (path, line) in [(&self.log, ev.log_line()), (&self.events, json)] {
-            if let Err(e) = fsx::append(path, line.as_bytes()) {
-                eprintln!("handoffd: cannot append to {}: {e}", path.display());
-            }
+            self.append(path, line.as_bytes());
         }
         if let Some(n) = &self.notifier {
             n.offer(ev);
@@ -177,9 +200,7 @@ impl Journal {
 
     /// Appends one line to `.swarmforge/forum.log`.
     pub fn forum(&self, line: &str) {
-        if let Err(e) = fsx::append(&self.forum, line.as_bytes()) {
-            eprintln!("handoffd: cannot append to {}: {e}", self.forum.display());
-        }
+        self.append(&self.forum, line.as_bytes());
     }
 }
 

@@ -136,6 +136,7 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
         }
     };
     let journal = Journal::new(&project);
+    journal.set_policy(config.logs.policy());
     let waker = Waker::new(project.clone(), journal.clone());
     let mut deliverer =
         Deliverer::new(project.clone(), roles, config, journal.clone(), waker).with_forum(forum);
@@ -252,6 +253,7 @@ impl Daemon {
         match load(&self.project) {
             Ok((roles, config)) => {
                 fsx::set_fsync(config.daemon.fsync);
+                self.journal.set_policy(config.logs.policy());
                 self.deliverer.reload(roles, config);
             }
             Err(e) => eprintln!("handoffd: keeping the previous roles and config: {e}"),

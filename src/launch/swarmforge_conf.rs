@@ -22,10 +22,7 @@ use crate::protocol::roles::ReceiveMode;
 /// SwarmForge's error prefix: red `Error:`, reset, space; plain `Error: `
 /// when stderr is not a terminal or `NO_COLOR` is set.
 pub fn error_prefix() -> &'static str {
-    use std::io::IsTerminal;
-    let colour = std::io::stderr().is_terminal()
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    if colour {
+    if crate::text::colour_stderr() {
         "\x1b[0;31mError:\x1b[0m "
     } else {
         "Error: "

@@ -23,6 +23,7 @@ pub struct Config {
     pub discussion: DiscussionConfig,
     pub launch: LaunchConfig,
     pub notify: NotifyConfig,
+    pub logs: LogsConfig,
 }
 
 impl Default for Config {
@@ -37,6 +38,7 @@ impl Default for Config {
             discussion: DiscussionConfig::default(),
             launch: LaunchConfig::default(),
             notify: NotifyConfig::default(),
+            logs: LogsConfig::default(),
         }
     }
 }
@@ -294,6 +296,38 @@ impl Default for LaunchConfig {
     }
 }
 
+/// How the daemon bounds `handoffd.log`, `events.jsonl` and `forum.log`.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogsConfig {
+    /// Rotate a log once it holds this many bytes (0: never rotate).
+    pub max_bytes: u64,
+    /// Rotated files kept per log; older ones are removed (0: none kept).
+    pub keep: u32,
+}
+
+impl Default for LogsConfig {
+    fn default() -> Self {
+        LogsConfig {
+            max_bytes: 16 * 1024 * 1024,
+            keep: 4,
+        }
+    }
+}
+
+impl LogsConfig {
+    pub fn policy(&self) -> crate::protocol::logfile::Policy {
+        crate::protocol::logfile::Policy {
+            max_bytes: self.max_bytes,
+            keep: self.keep as usize,
+        }
+    }
+}
+
+/// Smallest `logs.max_bytes` (other than 0): a smaller log would rotate on
+/// nearly every line.
+pub const MIN_LOG_BYTES: u64 = 1024;
+
 /// Largest config file read.
 pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 
@@ -324,6 +358,12 @@ impl Config {
         min("daemon.sweep", d.sweep, Dur::millis(100))?;
         min("wake.quiet", self.wake.quiet, Dur::millis(50))?;
         min("notify.timeout", self.notify.timeout, Dur::millis(100))?;
+        if self.logs.max_bytes != 0 && self.logs.max_bytes < MIN_LOG_BYTES {
+            return Err(format!(
+                "logs.max_bytes must be 0 (never rotate) or at least {MIN_LOG_BYTES}; got {}",
+                self.logs.max_bytes
+            ));
+        }
         if self.limits.max_file_bytes < 128 {
             return Err(format!(
                 "limits.max_file_bytes must be at least 128; got {}",
@@ -392,6 +432,18 @@ mod tests {
         assert!(Config::parse("daemon:\n  sweep: 10ms\n").is_err());
         assert!(Config::parse("limits:\n  max_file_bytes: 0\n").is_err());
         assert!(Config::parse("limits:\n  max_file_bytes: 18446744073709551615\n").is_ok());
+    }
+
+    #[test]
+    fn logs_rotate_at_16_mib_and_keep_4_by_default() {
+        let c = Config::default();
+        assert_eq!((c.logs.max_bytes, c.logs.keep), (16 * 1024 * 1024, 4));
+        let c = Config::parse("logs:\n  max_bytes: 4096\n  keep: 0\n").unwrap();
+        assert_eq!((c.logs.max_bytes, c.logs.keep), (4096, 0));
+        assert!(Config::parse("logs:\n  max_bytes: 0\n").is_ok());
+        let e = Config::parse("logs:\n  max_bytes: 10\n").unwrap_err();
+        assert!(e.contains("logs.max_bytes must be 0"), "{e}");
+        assert!(Config::parse("logs:\n  size: 10\n").is_err());
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod grammar;
 pub mod header;
 pub mod layout;
 pub mod line;
+pub mod logfile;
 pub mod roles;
 pub mod root;
 pub mod rules;

@@ -1,98 +1,254 @@
 //! Reading the daemon's `events.jsonl` from a byte offset, so a consumer can
-//! stop and resume exactly where it was.
+//! stop and resume exactly where it was, across rotations.
 //!
-//! An offset is a byte position in the file at the start of a line. Only
-//! complete lines (ending in `\n`) are handed out; a line still being written
-//! waits for its newline. Each line comes with the offset just past it, which
-//! is where the next read resumes.
+//! An offset is a log offset (protocol::logfile): a byte position counted
+//! from the first line the log ever had, through every rotated part and the
+//! live file, at the start of a line. Only complete lines (ending in `\n`)
+//! are handed out; a line still being written waits for its newline. Each
+//! line comes with the offset just past it, which is where the next read
+//! resumes. A file that never rotated has the same offsets as before.
 
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-/// Follows one append-only file from an offset.
+use crate::protocol::logfile;
+
+/// The file being read and where it sits in the log.
+struct Open {
+    file: File,
+    /// Log offset of its first byte.
+    start: u64,
+    /// (device, inode), to notice the live file being rotated away.
+    identity: (u64, u64),
+    /// Opened as the live file (a rotated part never grows).
+    live: bool,
+}
+
+/// Follows one rotated log from an offset.
 pub struct EventReader {
     path: PathBuf,
-    file: Option<File>,
-    /// (device, inode) of the open file, to notice a rotation.
-    identity: Option<(u64, u64)>,
+    cur: Option<Open>,
     /// Start of the next unread line.
     pub offset: u64,
+}
+
+fn identity(m: &std::fs::Metadata) -> (u64, u64) {
+    (m.dev(), m.ino())
 }
 
 fn open(path: &Path) -> io::Result<Option<(File, (u64, u64))>> {
     match File::open(path) {
         Ok(f) => {
             let m = f.metadata()?;
-            Ok(Some((f, (m.dev(), m.ino()))))
+            Ok(Some((f, identity(&m))))
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
 }
 
+/// Where an offset is.
+enum Found {
+    At(Open),
+    /// In the live file, which does not exist (yet).
+    Nothing,
+    /// Before everything still kept: rotated away and removed; the oldest
+    /// kept line starts here.
+    Removed(u64),
+}
+
+/// Finds the file holding `offset`. The live file's start is read before
+/// and after opening it: equal, no rotation came in between, so the file
+/// opened is the one that starts there.
+fn locate(live: &Path, offset: u64) -> io::Result<Found> {
+    loop {
+        let before = logfile::live_start(live)?;
+        let parts = logfile::rotated(live)?;
+        if let Some(p) = parts.iter().find(|p| p.start <= offset && offset < p.end()) {
+            match open(&p.path)? {
+                Some((file, identity)) => {
+                    return Ok(Found::At(Open {
+                        file,
+                        start: p.start,
+                        identity,
+                        live: false,
+                    }))
+                }
+                // Removed by retention meanwhile: look again.
+                None => continue,
+            }
+        }
+        if offset < before {
+            let oldest = parts
+                .iter()
+                .find(|p| p.end() > offset && p.len > 0)
+                .map_or(before, |p| p.start);
+            return Ok(Found::Removed(oldest));
+        }
+        let opened = open(live)?;
+        if logfile::live_start(live)? != before {
+            continue;
+        }
+        return Ok(match opened {
+            Some((file, identity)) => Found::At(Open {
+                file,
+                start: before,
+                identity,
+                live: true,
+            }),
+            None => Found::Nothing,
+        });
+    }
+}
+
 impl EventReader {
-    /// Opens `path` at `offset`; refuses an offset past the end or inside a
-    /// line (the text says which, for the command's error message).
+    /// Opens the log `path` at `offset`; refuses an offset past the end,
+    /// inside a line, or in a part retention has removed (the text says
+    /// which, for the command's error message).
     pub fn new(path: &Path, offset: u64) -> Result<EventReader, String> {
         let shown = crate::text::escape(&path.display().to_string());
-        let opened = open(path).map_err(|e| format!("{shown}: {e}"))?;
+        let err = |e: io::Error| format!("{shown}: {e}");
         let mut r = EventReader {
             path: path.to_path_buf(),
-            file: None,
-            identity: None,
+            cur: None,
             offset,
         };
-        let Some((f, id)) = opened else {
-            if offset > 0 {
+        let open = match locate(path, offset).map_err(err)? {
+            Found::At(o) => o,
+            Found::Nothing if offset == logfile::live_start(path).map_err(err)? => return Ok(r),
+            Found::Nothing => {
                 return Err(format!(
                     "offset {offset} is beyond the end of {shown} (the file does not exist)"
-                ));
+                ))
             }
-            return Ok(r);
+            Found::Removed(oldest) => {
+                return Err(format!(
+                    "offset {offset} of {shown} is no longer kept: its rotated file was removed \
+                     (the oldest kept line starts at {oldest})\n  \
+                     hint: resume with --since {oldest}, or keep more files (swarm.yaml logs.keep)"
+                ))
+            }
         };
-        let len = f.metadata().map_err(|e| format!("{shown}: {e}"))?.len();
-        if offset > len {
+        let len = open.file.metadata().map_err(err)?.len();
+        let end = open.start + len;
+        if offset > end {
             return Err(format!(
-                "offset {offset} is beyond the end of {shown} ({len} bytes); was the file rotated?"
+                "offset {offset} is beyond the end of {shown} ({end} bytes so far)"
             ));
         }
-        if offset > 0 {
+        if offset > open.start {
             let mut b = [0u8; 1];
-            f.read_exact_at(&mut b, offset - 1)
-                .map_err(|e| format!("{shown}: {e}"))?;
+            open.file
+                .read_exact_at(&mut b, offset - open.start - 1)
+                .map_err(err)?;
             if b[0] != b'\n' {
                 return Err(format!(
                     "offset {offset} is not at the start of a line in {shown}"
                 ));
             }
         }
-        r.file = Some(f);
-        r.identity = Some(id);
+        r.cur = Some(open);
         Ok(r)
     }
 
-    /// Hands every complete line from the offset on to `emit`, with the offset
-    /// just past it, and advances.
-    pub fn poll(&mut self, emit: &mut dyn FnMut(&[u8], u64) -> io::Result<()>) -> io::Result<()> {
-        if self.file.is_none() {
-            match open(&self.path)? {
-                Some((f, id)) => {
-                    self.file = Some(f);
-                    self.identity = Some(id);
+    /// Hands every complete line from the offset on to `emit`, with the
+    /// offset just past it, and advances; moves on through rotated parts to
+    /// the live file. Returns a notice for stderr when lines were lost (a
+    /// part removed before it was read, a truncated file).
+    pub fn poll(
+        &mut self,
+        emit: &mut dyn FnMut(&[u8], u64) -> io::Result<()>,
+    ) -> io::Result<Option<String>> {
+        let shown = crate::text::escape(&self.path.display().to_string());
+        let mut notice = None;
+        loop {
+            if self.cur.is_none() {
+                match locate(&self.path, self.offset)? {
+                    // A live file shorter than where we are was replaced or
+                    // truncated by hand (a rotation starts it at our offset).
+                    Found::At(o) if o.live && self.offset > o.start + o.file.metadata()?.len() => {
+                        self.offset = o.start;
+                        self.cur = Some(o);
+                        notice = Some(format!(
+                            "notice: {shown} was replaced or truncated; continuing at offset {}",
+                            self.offset
+                        ));
+                    }
+                    Found::At(o) => self.cur = Some(o),
+                    Found::Nothing => return Ok(notice),
+                    Found::Removed(oldest) => {
+                        notice = Some(format!(
+                            "notice: {shown}: lines from offset {} to {oldest} were rotated and removed before they were read; continuing at {oldest}",
+                            self.offset
+                        ));
+                        self.offset = oldest;
+                        continue;
+                    }
                 }
-                None => return Ok(()),
+            }
+            let Some((cur_live, cur_id)) = self.cur.as_ref().map(|c| (c.live, c.identity)) else {
+                return Ok(notice);
+            };
+            self.read_lines(emit)?;
+            if cur_live {
+                match std::fs::metadata(&self.path) {
+                    Ok(m) if identity(&m) == cur_id => {
+                        let start = self.cur.as_ref().map_or(0, |c| c.start);
+                        if m.len() < self.offset - start {
+                            self.offset = start;
+                            notice = Some(format!(
+                                "notice: {shown} was truncated; continuing at offset {start}"
+                            ));
+                        }
+                        return Ok(notice);
+                    }
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+                // Rotated away: its last lines were appended before the
+                // rename, so they are there now.
+                self.read_lines(emit)?;
+                // A rotation moves the live start past this file; a file
+                // deleted or replaced by hand leaves it: the next file
+                // starts over at the same offset.
+                let start = self.cur.as_ref().map_or(0, |c| c.start);
+                if logfile::live_start(&self.path)? == start {
+                    self.cur = None;
+                    self.offset = start;
+                    notice = Some(format!(
+                        "notice: {shown} was replaced or removed by hand; continuing with the new file at offset {start}"
+                    ));
+                    continue;
+                }
+            }
+            // A part read to its end. A torn last line (a writer killed in
+            // mid-write) can never complete: skip it.
+            if let Some(c) = self.cur.take() {
+                let end = c.start + c.file.metadata()?.len();
+                if self.offset < end {
+                    notice = Some(format!(
+                        "notice: {shown}: skipped an incomplete last line at offset {} of a rotated file",
+                        self.offset
+                    ));
+                    self.offset = end;
+                }
             }
         }
-        let Some(f) = self.file.as_ref() else {
+    }
+
+    /// The complete lines of the open file from the offset on.
+    fn read_lines(&mut self, emit: &mut dyn FnMut(&[u8], u64) -> io::Result<()>) -> io::Result<()> {
+        let Some(cur) = self.cur.as_ref() else {
             return Ok(());
         };
         let mut chunk = vec![0u8; 64 * 1024];
         let mut pending: Vec<u8> = Vec::new();
-        let mut read_pos = self.offset;
+        let mut read_pos = self.offset - cur.start;
         loop {
-            let n = f.read_at(&mut chunk, read_pos)?;
+            let n = cur.file.read_at(&mut chunk, read_pos)?;
             if n == 0 {
                 return Ok(());
             }
@@ -114,38 +270,6 @@ impl EventReader {
             }
             pending.extend_from_slice(&chunk[start..n]);
         }
-    }
-
-    /// Notices a rotated (replaced) or truncated file: finishes the old file's
-    /// complete lines, then starts the new one at offset 0. Returns a notice
-    /// for stderr when that happened.
-    pub fn reopen_if_replaced(
-        &mut self,
-        emit: &mut dyn FnMut(&[u8], u64) -> io::Result<()>,
-    ) -> io::Result<Option<String>> {
-        let shown = crate::text::escape(&self.path.display().to_string());
-        let meta = match std::fs::metadata(&self.path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        let now = (meta.dev(), meta.ino());
-        if self.identity.is_some_and(|id| id != now) {
-            self.poll(emit)?;
-            self.file = None;
-            self.identity = None;
-            self.offset = 0;
-            return Ok(Some(format!(
-                "notice: {shown} was replaced (rotated); continuing with the new file at offset 0"
-            )));
-        }
-        if self.identity.is_some() && meta.len() < self.offset {
-            self.offset = 0;
-            return Ok(Some(format!(
-                "notice: {shown} was truncated; continuing at offset 0"
-            )));
-        }
-        Ok(None)
     }
 }
 
@@ -202,6 +326,48 @@ mod tests {
         assert_eq!(lines(&mut again).len(), 2);
         assert!(EventReader::new(&p, 3).is_err());
         assert!(EventReader::new(&p, 99).is_err());
+    }
+
+    #[test]
+    fn reads_on_across_rotations_with_offsets_that_keep_counting() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("events.jsonl");
+        std::fs::write(&p, "{\"a\":1}\n{\"b\":2}\n").unwrap();
+        let mut r = EventReader::new(&p, 0).unwrap();
+        assert_eq!(lines(&mut r).len(), 2);
+        logfile::rotate(&p, 4).unwrap();
+        std::fs::write(&p, "{\"c\":3}\n").unwrap();
+        logfile::rotate(&p, 4).unwrap();
+        std::fs::write(&p, "{\"d\":4}\n").unwrap();
+        assert_eq!(
+            lines(&mut r),
+            vec![("{\"c\":3}".into(), 24), ("{\"d\":4}".into(), 32)]
+        );
+        // Resuming in a rotated part, and refusing a removed one.
+        let mut again = EventReader::new(&p, 8).unwrap();
+        assert_eq!(lines(&mut again).len(), 3);
+        logfile::prune(&p, 1).unwrap();
+        let e = EventReader::new(&p, 8).err().unwrap();
+        assert!(
+            e.contains("no longer kept") && e.contains("starts at 16"),
+            "{e}"
+        );
+        assert!(EventReader::new(&p, 20).is_err());
+        assert!(EventReader::new(&p, 33).is_err());
+        assert_eq!(lines(&mut EventReader::new(&p, 24).unwrap()).len(), 1);
+    }
+
+    #[test]
+    fn a_live_file_replaced_by_hand_is_read_from_its_start() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("events.jsonl");
+        std::fs::write(&p, "{\"a\":1}\n{\"b\":2}\n").unwrap();
+        let mut r = EventReader::new(&p, 0).unwrap();
+        assert_eq!(lines(&mut r).len(), 2);
+        std::fs::remove_file(&p).unwrap();
+        assert!(lines(&mut r).is_empty());
+        std::fs::write(&p, "{\"c\":3}\n{\"d\":4}\n{\"e\":5}\n").unwrap();
+        assert_eq!(lines(&mut r).len(), 3);
     }
 
     #[test]

@@ -292,6 +292,7 @@ impl<'a> Printer<'a> {
             Format::Text => self.text(o, depth),
             Format::Jsonl => {
                 let mut v = jsonl(o, self.roles);
+                v["schema_version"] = json!(crate::error::JSON_SCHEMA_VERSION);
                 if self.depths.is_some() {
                     v["depth"] = json!(depth);
                 }
@@ -368,6 +369,7 @@ pub fn session_marker(format: Format, s: &crate::forum::session::Session, edge: 
         Format::Jsonl => {
             let v = match edge {
                 Edge::Start => json!({
+                    "schema_version": crate::error::JSON_SCHEMA_VERSION,
                     "marker": "session_started",
                     "session": s.id,
                     "time": s.started_at,
@@ -375,6 +377,7 @@ pub fn session_marker(format: Format, s: &crate::forum::session::Session, edge: 
                     "title": s.title,
                 }),
                 Edge::End => json!({
+                    "schema_version": crate::error::JSON_SCHEMA_VERSION,
                     "marker": if s.is_open() { "session_open" } else { "session_closed" },
                     "session": s.id,
                     "time": s.closed_at,
@@ -426,6 +429,8 @@ pub fn jsonl(o: &Original, roles: &Roles) -> Value {
         "to": m.get("to"),
         "recipients": roles.recipients(m.get("to").unwrap_or(""), from),
         "type": m.get("type"),
+        "created_at": m.get("created_at"),
+        "task": m.get("task"),
         "summary": summary(m),
         "state": o.place.as_str(),
         "reason": o.reason,

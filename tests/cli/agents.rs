@@ -381,6 +381,13 @@ fn the_primer_follows_allowed_types_people_and_the_forum() {
     );
     assert!(t.contains("No job was configured for this role"), "{t}");
 
+    let j = d.swarm(&["prompt", "a", "--json"]).json();
+    assert_eq!(
+        (j["role"].as_str(), j["text"].as_str()),
+        (Some("a"), Some(t.as_str()))
+    );
+    assert_eq!(j["approx_tokens"], t.len().div_ceil(4));
+    assert!(j["schema_version"].is_number(), "{j}");
     let r = d.cmd("swarm").args(["prompt", "zed"]).code(1).run();
     r.stderr_has("no role 'zed' in");
     r.stderr_has("hint: one of: a, b");

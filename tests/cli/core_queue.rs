@@ -629,7 +629,10 @@ fn json_output_of_ready_and_done() {
     let r = ready(&p, &["--json", "--task"]);
     assert_eq!(
         (r.code, r.json()),
-        (0, serde_json::json!({"status": "no_task"}))
+        (
+            0,
+            serde_json::json!({"status": "no_task", "schema_version": 1})
+        )
     );
     put(
         &p,
@@ -677,6 +680,7 @@ fn json_output_of_ready_and_done() {
     assert_eq!(
         r.json(),
         serde_json::json!({
+            "schema_version": 1,
             "status": "completed",
             "completed": [p.handoffs("inbox/completed/05_a.handoff")],
             "completed_batch": null,

@@ -471,8 +471,11 @@ fn json_output_for_queued_invalid_and_error() {
     assert_eq!(
         v,
         serde_json::json!({
+            "schema_version": 1,
             "status": "invalid",
             "token": "HANDOFF INVALID",
+            "message": format!("HANDOFF INVALID: {}", errors[0]),
+            "paths": ["draft.txt"],
             "draft": "draft.txt",
             "errors": errors,
             "exit_code": 2,

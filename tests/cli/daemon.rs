@@ -737,7 +737,10 @@ fn swarm_stop_stops_the_daemon_and_reports() {
     let r = p.run(None, "swarm", &["stop", "--json", &root]);
     assert_eq!(r.code, 0);
     let j: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
-    assert_eq!(j, serde_json::json!({"pid": null, "killed": false}));
+    assert_eq!(
+        j,
+        serde_json::json!({"pid": null, "daemon_pid": null, "killed": false, "schema_version": 1})
+    );
     assert_eq!(count(&p.log(), "stopped"), 1);
 }
 

@@ -305,3 +305,51 @@ fn a_sequence_past_999999_keeps_fifo_order() {
         assert!(order[i].contains(m), "item {i} should be {m}: {order:?}");
     }
 }
+
+#[test]
+fn swarm_up_in_a_role_worktree_runs_the_project() {
+    for layout in LAYOUTS {
+        let s = Swarm::new(layout);
+        let wt = s.wt("ping");
+        let r = s.run(&wt, None, "swarm", &["up", "--no-tmux", "--until-idle"]);
+        r.ok();
+        assert!(
+            r.stdout.contains(&format!(
+                "its log: {}",
+                s.root.join(".swarmforge/daemon/handoffd.log").display()
+            )),
+            "{layout:?}: the project's daemon: {}",
+            r.stdout
+        );
+        assert!(
+            !wt.join(".worktrees").exists(),
+            "{layout:?}: no nested worktrees"
+        );
+        assert!(!wt.join(".swarmforge/daemon").exists(), "{layout:?}");
+    }
+}
+
+#[test]
+fn discussion_turns_are_checked_from_a_role_worktree() {
+    for layout in LAYOUTS {
+        let s = Swarm::new(layout);
+        s.run(
+            &s.root,
+            Some("ping"),
+            "swarm",
+            &["discussion", "open", "d1", "--order", "ping,pong"],
+        )
+        .ok();
+        let draft = "type: note\nto: ping\npriority: 50\nmessage: mine?\ndiscussion: d1\n";
+        let r = s.send("pong", draft);
+        assert_eq!(r.code, 2, "{layout:?}: pong spoke out of turn: {r:?}");
+        assert!(
+            r.stderr
+                .starts_with("NOT_YOUR_TURN: discussion 'd1' expects ping to speak, got pong."),
+            "{layout:?}: {}",
+            r.stderr
+        );
+        let draft = "type: note\nto: pong\npriority: 50\nmessage: first\ndiscussion: d1\n";
+        s.send("ping", draft).ok();
+    }
+}

@@ -3,9 +3,11 @@
 mod support;
 
 mod agents;
+mod archive;
 mod builder;
 mod core_queue;
 mod core_send;
+mod costs;
 mod crash;
 mod daemon;
 mod examples;
@@ -17,4 +19,6 @@ mod launcher;
 mod layouts;
 mod model;
 mod newcomer;
+mod readme;
 mod trail;
+mod unix;

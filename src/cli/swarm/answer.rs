@@ -46,7 +46,7 @@ pub fn run(args: Args) -> i32 {
             if args.json {
                 let mut v = serde_json::to_value(&a).unwrap_or_default();
                 v["status"] = serde_json::json!("answered");
-                crate::cli::out(&format!("{v}\n"));
+                crate::cli::emit_json(v);
             } else {
                 let mut s = format!("HANDOFF QUEUED: {}\n", a.queued.path.display());
                 if let Some(c) = &a.completed {
@@ -67,11 +67,13 @@ pub fn run(args: Args) -> i32 {
                 let v = serde_json::json!({
                     "status": "invalid",
                     "token": Token::AnswerInvalid.name(),
+                    "message": format!("{}: {}", Token::AnswerInvalid.name(), errors.join("; ")),
+                    "paths": [],
                     "clarify": args.id,
                     "errors": errors,
                     "exit_code": exit::REFUSED,
                 });
-                crate::cli::out(&format!("{v}\n"));
+                crate::cli::emit_json(v);
             }
             exit::REFUSED
         }

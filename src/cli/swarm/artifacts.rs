@@ -88,7 +88,7 @@ pub fn run(args: Args) -> i32 {
             "state": messages.first().filter(|_| id.is_some()).map(|o| o.place.as_str()),
             "artifacts": rows,
         });
-        crate::cli::out(&format!("{v}\n"));
+        crate::cli::emit_json(v);
     } else {
         crate::cli::out(&artifacts::text(&rows, id.is_none()));
     }

@@ -64,7 +64,7 @@ pub fn run(args: Args) -> i32 {
                 "copies": t.copies.len(),
                 "violations": list,
             });
-            crate::cli::out(&format!("{obj}\n"));
+            crate::cli::emit_json(obj);
         } else {
             let mut s: String = v.iter().map(check::Violation::line).collect();
             s.push_str(&check::summary(&t, &v));
@@ -78,7 +78,7 @@ pub fn run(args: Args) -> i32 {
     }
     let r = audit::report(&t);
     if args.json {
-        crate::cli::out(&format!("{}\n", audit::json(&r, now)));
+        crate::cli::emit_json(audit::json(&r, now));
     } else {
         crate::cli::out(&audit::text(&r, now));
     }

@@ -22,6 +22,9 @@ pub struct Args {
     /// List the examples and exit
     #[arg(long)]
     pub list: bool,
+    /// No progress lines: only the transcript, audit and where the files are
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// Runs `swarm <sub> <root>` (this executable) and prints its output under a
@@ -84,7 +87,12 @@ pub fn run(args: Args) -> i32 {
         crate::cli::out(&text);
         return exit::OK;
     }
-    let mut say = |line: &str| crate::cli::out(&format!("swarm: {line}\n"));
+    let quiet = args.quiet;
+    let mut say = |line: &str| {
+        if !quiet {
+            crate::cli::out(&format!("swarm: {line}\n"))
+        }
+    };
     let run = match demo::run(&args.name, args.dir.as_deref(), args.timeout.0, &mut say) {
         Ok(r) => r,
         Err(e) => return crate::cli::report(&e, false),

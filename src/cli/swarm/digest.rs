@@ -60,7 +60,7 @@ pub fn run(args: Args) -> i32 {
                     "created_at": msg.get("created_at"),
                     "body": msg.body,
                 });
-                crate::cli::out(&format!("{v}\n"));
+                crate::cli::emit_json(v);
             } else {
                 crate::cli::out(&format!(
                     "LATEST_DIGEST: {}\n{}",

@@ -66,7 +66,7 @@ pub fn run(args: Args) -> i32 {
     };
     let render = |s: discussion::Status| {
         if args.json {
-            serde_json::to_string(&s).unwrap_or_default() + "\n"
+            crate::cli::stamped(serde_json::to_value(&s).unwrap_or_default()).to_string() + "\n"
         } else {
             status_text(&s)
         }
@@ -97,7 +97,7 @@ pub fn run(args: Args) -> i32 {
                 v.push(d.status(&discussion::log(&project, &d.id)?));
             }
             Ok(if args.json {
-                serde_json::json!({ "discussions": v }).to_string() + "\n"
+                crate::cli::stamped(serde_json::json!({ "discussions": v })).to_string() + "\n"
             } else {
                 v.iter()
                     .map(|s| {

@@ -10,11 +10,23 @@ pub struct Args {
     /// Project root (default: the current directory)
     #[arg(id = "root_dir", value_name = "ROOT")]
     pub root: Option<PathBuf>,
+    /// Print one JSON object (what was stopped) instead of text
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(args: Args) -> i32 {
     let result = super::project(args.root.as_deref()).and_then(|p| launch::down(&p));
     match result {
+        Ok(r) if args.json => {
+            crate::cli::emit_json(serde_json::json!({
+                "supervisor_pid": r.supervisor,
+                "agents": r.agents,
+                "daemon_pid": r.daemon,
+                "sessions": r.sessions,
+            }));
+            exit::OK
+        }
         Ok(r) => {
             let mut text = String::new();
             if let Some(pid) = r.supervisor {
@@ -36,6 +48,6 @@ pub fn run(args: Args) -> i32 {
             crate::cli::out(&text);
             exit::OK
         }
-        Err(e) => crate::cli::report(&e, false),
+        Err(e) => crate::cli::report(&e, args.json),
     }
 }

@@ -13,15 +13,23 @@ Prints .swarmforge/daemon/events.jsonl, one JSON object per line, as written by 
 handoffd. Only complete lines are printed; a line still being written waits for \
 its newline.
 
-Resuming: an OFFSET is a byte position in the file at the start of a line. With \
---with-offset every line is prefixed by the offset just past it and a space:
+Resuming: an OFFSET is a byte position in the log at the start of a line, \
+counted across rotations (handoffd rotates events.jsonl by size into \
+events.jsonl.<start offset>; see `logs:` in swarm.yaml), so one offset names one \
+line for the life of the log. With --with-offset every line is prefixed by the \
+offset just past it and a space:
   1432 {\"kind\":\"delivered\",...}
 Store the prefix of the last line you processed and pass it back with \
 --since 1432 to continue exactly after that line (nothing skipped, nothing \
-repeated). Without --with-offset, the offset is the total number of bytes of the \
-lines read so far (each line plus its newline). An offset past the end of the \
-file or inside a line is refused (exit 1). When following, a rotated or truncated \
-file is noted on stderr and read again from offset 0.")]
+repeated), whatever was rotated meanwhile. Without --with-offset, the offset is \
+the total number of bytes of the lines read so far (each line plus its newline) \
+in a log that never rotated. An offset past the end, inside a line, or in a \
+rotated file retention has removed is refused (exit 1). Following reads on \
+through every rotation.
+
+--json prints JSON Lines for scripts (docs/json.md): each event object with \
+`schema_version` and `offset` (the offset just past it, for --since) added, and \
+an error as one JSON object.")]
 pub struct Args {
     /// Project root or any folder inside it (default: the current directory)
     #[arg(id = "root_dir", value_name = "ROOT")]
@@ -35,16 +43,31 @@ pub struct Args {
     /// Prefix each line with the offset just past it (pass it to --since to resume)
     #[arg(long)]
     pub with_offset: bool,
+    /// JSON Lines: each event with `offset` and `schema_version` added
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Where lines go: stdout, optionally prefixed by their resume offset.
 struct Sink<W: Write> {
     out: W,
     with_offset: bool,
+    json: bool,
 }
 
 impl<W: Write> Sink<W> {
     fn line(&mut self, line: &[u8], next: u64) -> io::Result<()> {
+        if self.json {
+            // A line that is not an object (a torn or foreign one) is kept,
+            // as a string, rather than dropped or breaking the stream.
+            let mut v = match serde_json::from_slice::<serde_json::Value>(line) {
+                Ok(v @ serde_json::Value::Object(_)) => v,
+                _ => serde_json::json!({ "raw": printable(line) }),
+            };
+            v["offset"] = next.into();
+            let v = crate::cli::stamped(v);
+            return writeln!(self.out, "{v}");
+        }
         if self.with_offset {
             write!(self.out, "{next} ")?;
         }
@@ -58,44 +81,40 @@ fn stream(args: &Args, reader: &mut EventReader, dir: PathBuf) -> io::Result<()>
     let mut sink = Sink {
         out: BufWriter::with_capacity(64 * 1024, stdout.lock()),
         with_offset: args.with_offset,
+        json: args.json,
     };
     // Watch before the first read, so nothing appended in between is missed.
     let mut watch = args.follow.then(|| DirWatch::new(vec![dir]));
-    reader.poll(&mut |l, n| sink.line(l, n))?;
-    sink.out.flush()?;
+    let mut pass = |reader: &mut EventReader| -> io::Result<()> {
+        if let Some(notice) = reader.poll(&mut |l, n| sink.line(l, n))? {
+            eprintln!("{notice}");
+        }
+        sink.out.flush()
+    };
+    pass(reader)?;
     let Some(watch) = watch.as_mut() else {
         return Ok(());
     };
     loop {
-        // Any change may be an append; the file is cheap to look at.
+        // Any change may be an append or a rotation; both are cheap to see.
         let _ = watch.wait();
-        if let Some(notice) = reader.reopen_if_replaced(&mut |l, n| sink.line(l, n))? {
-            eprintln!("{notice}");
-        }
-        reader.poll(&mut |l, n| sink.line(l, n))?;
-        sink.out.flush()?;
+        pass(reader)?;
     }
 }
 
 pub fn run(args: Args) -> i32 {
     let project = match super::project(args.root.as_deref()) {
         Ok(p) => p,
-        Err(e) => return crate::cli::report(&e, false),
+        Err(e) => return crate::cli::report(&e, args.json),
     };
     let path = project.events_file();
     let mut reader = match EventReader::new(&path, args.since) {
         Ok(r) => r,
-        Err(msg) => return crate::cli::report(&Error::env(msg), false),
+        Err(msg) => return crate::cli::report(&Error::env(msg), args.json),
     };
     match stream(&args, &mut reader, project.daemon_dir()) {
         Ok(()) => exit::OK,
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => exit::OK,
-        Err(e) => {
-            eprintln!(
-                "swarm events: {}: {e}",
-                crate::text::escape(&path.display().to_string())
-            );
-            exit::ENV
-        }
+        Err(e) => crate::cli::report(&Error::io(&path, e), args.json),
     }
 }

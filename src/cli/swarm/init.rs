@@ -15,6 +15,12 @@ pub struct Args {
     /// demo swarm (pipeline, roundtable, forum)
     #[arg(long, value_name = "NAME")]
     pub example: Option<String>,
+    /// Print one JSON object (root, roles, source, changes) instead of text
+    #[arg(long)]
+    pub json: bool,
+    /// No progress line on stderr
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 pub fn run(args: Args) -> i32 {
@@ -28,10 +34,28 @@ pub fn run(args: Args) -> i32 {
         for w in &plan.warnings {
             eprintln!("{w}");
         }
+        // Worktrees are made one git call at a time: say so before the wait.
+        if !args.quiet && !args.json {
+            eprintln!(
+                "swarm: initialising {} ({} roles from {})",
+                plan.project.root.display(),
+                plan.roles.len(),
+                plan.source.path().display()
+            );
+        }
         let report = init::init(&plan)?;
         Ok((plan, report))
     });
     match result {
+        Ok((plan, report)) if args.json => {
+            crate::cli::emit_json(serde_json::json!({
+                "root": plan.project.root,
+                "roles": plan.roles.len(),
+                "source": plan.source.path(),
+                "changes": report.changes,
+            }));
+            exit::OK
+        }
         Ok((plan, report)) => {
             let mut text = String::new();
             for c in &report.changes {
@@ -55,6 +79,6 @@ pub fn run(args: Args) -> i32 {
             crate::cli::out(&text);
             exit::OK
         }
-        Err(e) => crate::cli::report(&e, false),
+        Err(e) => crate::cli::report(&e, args.json),
     }
 }

@@ -11,9 +11,11 @@ use crate::protocol::layout::Project;
 use crate::protocol::root::{self, Located};
 
 pub mod answer;
+pub mod archive;
 pub mod artifacts;
 pub mod audit;
 pub mod can_send;
+pub mod completions;
 pub mod demo;
 pub mod digest;
 pub mod discussion;
@@ -21,6 +23,7 @@ pub mod down;
 pub mod events;
 pub mod hook;
 pub mod init;
+pub mod man;
 pub mod prompt;
 pub mod receipts;
 pub mod session;
@@ -133,6 +136,12 @@ pub enum Command {
     Prompt(prompt::Args),
     /// Answer a coding CLI's turn-end hook (installed by `swarm up`)
     Hook(hook::Args),
+    /// Move finished items created before a day into dated archive folders
+    Archive(archive::Args),
+    /// Print shell completions (bash, zsh, fish, ...) for every binary
+    Completions(completions::Args),
+    /// Write man pages for every binary and subcommand into a folder
+    Man(man::Args),
 }
 
 pub fn run() -> i32 {
@@ -161,5 +170,8 @@ pub fn run() -> i32 {
         Command::CanSend(a) => can_send::run(a),
         Command::Prompt(a) => prompt::run(a),
         Command::Hook(a) => hook::run(a),
+        Command::Archive(a) => archive::run(a),
+        Command::Completions(a) => completions::run(a),
+        Command::Man(a) => man::run(a),
     }
 }

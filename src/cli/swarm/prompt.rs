@@ -11,6 +11,9 @@ pub struct Args {
     /// Also print the primer's size (bytes, approximate tokens) on stderr
     #[arg(long)]
     pub size: bool,
+    /// One JSON object (role, text, bytes, approx_tokens) instead of the text
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(args: Args) -> i32 {
@@ -18,6 +21,15 @@ pub fn run(args: Args) -> i32 {
         .and_then(|root| Plan::load(&root))
         .and_then(|plan| primer::primer(&plan, &args.role));
     match text {
+        Ok(t) if args.json => {
+            crate::cli::emit_json(serde_json::json!({
+                "role": args.role,
+                "text": t,
+                "bytes": t.len(),
+                "approx_tokens": primer::approx_tokens(&t),
+            }));
+            exit::OK
+        }
         Ok(t) => {
             crate::cli::out(&t);
             if args.size {
@@ -29,6 +41,6 @@ pub fn run(args: Args) -> i32 {
             }
             exit::OK
         }
-        Err(e) => crate::cli::report(&e, false),
+        Err(e) => crate::cli::report(&e, args.json),
     }
 }

@@ -65,7 +65,7 @@ pub fn run(args: Args) -> i32 {
         return crate::cli::report(&e, args.json);
     };
     if args.json {
-        crate::cli::out(&format!("{}\n", receipts::json(&r)));
+        crate::cli::emit_json(receipts::json(&r));
     } else {
         crate::cli::out(&receipts::text(&r));
     }

@@ -48,21 +48,21 @@ pub fn run(args: Args) -> i32 {
     let result = match &args.action {
         Action::Start { title } => session::start(&project, title.as_deref(), &actor()).map(|s| {
             if args.json {
-                serde_json::to_string(&s).unwrap_or_default() + "\n"
+                crate::cli::stamped(serde_json::to_value(&s).unwrap_or_default()).to_string() + "\n"
             } else {
                 format!("SESSION_STARTED: {}\n", s.id)
             }
         }),
         Action::Close { reason, id } => session::close(&project, id.as_deref(), reason).map(|s| {
             if args.json {
-                serde_json::to_string(&s).unwrap_or_default() + "\n"
+                crate::cli::stamped(serde_json::to_value(&s).unwrap_or_default()).to_string() + "\n"
             } else {
                 format!("SESSION_CLOSED: {} {}\n", s.id, reason)
             }
         }),
         Action::List => session::list(&project).map(|all| {
             if args.json {
-                serde_json::json!({ "sessions": all }).to_string() + "\n"
+                crate::cli::stamped(serde_json::json!({ "sessions": all })).to_string() + "\n"
             } else {
                 all.iter()
                     .map(|s| {

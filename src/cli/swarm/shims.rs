@@ -9,11 +9,18 @@ use crate::launch::shims;
 pub struct Args {
     /// Existing folder to write the wrappers into; put it first on the agents' PATH
     pub dir: PathBuf,
+    /// Print one JSON object (the paths written) instead of text
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(args: Args) -> i32 {
     let result = shims::own_bin_dir().and_then(|bin| shims::install(&args.dir, &bin));
     match result {
+        Ok(paths) if args.json => {
+            crate::cli::emit_json(serde_json::json!({ "paths": paths }));
+            exit::OK
+        }
         Ok(paths) => {
             let mut text = String::new();
             for p in paths {
@@ -22,6 +29,6 @@ pub fn run(args: Args) -> i32 {
             crate::cli::out(&text);
             exit::OK
         }
-        Err(e) => crate::cli::report(&e, false),
+        Err(e) => crate::cli::report(&e, args.json),
     }
 }

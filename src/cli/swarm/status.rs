@@ -23,10 +23,7 @@ pub fn run(args: Args) -> i32 {
     match status::collect(&project) {
         Ok(s) => {
             if args.json {
-                crate::cli::out(&format!(
-                    "{}\n",
-                    serde_json::to_string(&s).unwrap_or_default()
-                ));
+                crate::cli::emit_json(serde_json::to_value(&s).unwrap_or_default());
             } else {
                 crate::cli::out(&status::text(&s));
             }

@@ -24,10 +24,10 @@ pub fn run(args: Args) -> i32 {
     match control::stop(&project, control::GRACE) {
         Ok(r) => {
             if args.json {
-                crate::cli::out(&format!(
-                    "{}\n",
-                    serde_json::to_string(&r).unwrap_or_default()
-                ));
+                let mut v = serde_json::to_value(&r).unwrap_or_default();
+                // `daemon_pid` as in status and down; `pid` stays.
+                v["daemon_pid"] = serde_json::json!(r.pid);
+                crate::cli::emit_json(v);
             } else {
                 let text = match (r.pid, r.killed) {
                     (None, _) => "handoffd was not running\n".to_string(),

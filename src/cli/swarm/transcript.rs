@@ -16,7 +16,9 @@ and anything still in an outbox, ordered by created_at, then id. Times are UTC.
 Text lines:  [HH:MM:SS] [FROM -> TO] <type> <task, message, subject or first body line>
 with a `--- YYYY-MM-DD ---` line whenever the day changes and ` [failed: <reason>]` \
 after a failed message. Control characters are escaped, so one message is one line.
---format jsonl prints one JSON object per message (headers, body, state, path);
+--json (or --format jsonl, the older spelling) prints JSON Lines: one object per \
+message (id, time, created_at, from, to, type, task, state, reason, path, headers, \
+body; docs/json.md), and an error as one JSON object;
 --format md prints a Markdown report with one section per message and its full file.
 --session S prints only the messages stamped with forum session S, framed by `=== session S started <time> by <who>: <title> ===` and `=== session S closed <time>: <reason> ===` (or `=== session S open ===`); jsonl frames them with {\"marker\": ...} objects.
 --thread ID prints one conversation (the thread of that message) as a tree: each reply after its parent, indented two spaces per level (jsonl adds a `depth`).")]
@@ -49,9 +51,12 @@ pub struct Args {
     /// Only the messages of this forum session, framed by its start and end
     #[arg(long, value_name = "SESSION")]
     pub session: Option<String>,
-    /// Output format
+    /// Output format (`jsonl` is what --json prints)
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
+    /// JSON Lines: one object per message (same as --format jsonl)
+    #[arg(long)]
+    pub json: bool,
     /// Keep printing new messages as they are sent, until interrupted
     #[arg(long, short = 'f')]
     pub follow: bool,
@@ -88,14 +93,18 @@ fn finish(r: io::Result<()>) -> i32 {
     }
 }
 
-pub fn run(args: Args) -> i32 {
+pub fn run(mut args: Args) -> i32 {
+    if args.json {
+        args.format = Format::Jsonl;
+    }
+    let json = args.format == Format::Jsonl;
     let loaded = filter(&args).and_then(|f| {
         let project = super::project(args.root.as_deref())?;
         Ok((f, Trail::load(&project, &Scope::originals())?))
     });
     let (filter, t) = match loaded {
         Ok(x) => x,
-        Err(e) => return crate::cli::report(&e, false),
+        Err(e) => return crate::cli::report(&e, json),
     };
     let session = match args
         .session
@@ -104,7 +113,7 @@ pub fn run(args: Args) -> i32 {
         .transpose()
     {
         Ok(s) => s,
-        Err(e) => return crate::cli::report(&e, false),
+        Err(e) => return crate::cli::report(&e, json),
     };
     if !t.bad.is_empty() || !t.unreadable.is_empty() {
         eprintln!(
@@ -133,7 +142,7 @@ pub fn run(args: Args) -> i32 {
                     crate::text::escape(id),
                     t.project.root.display()
                 ));
-                return crate::cli::report(&e, false);
+                return crate::cli::report(&e, json);
             }
             printer = printer.threaded(&root);
             let tree = transcript::thread_order(&members, &root);

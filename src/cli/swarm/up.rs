@@ -28,6 +28,10 @@ pub struct Args {
     /// Pause between starting two agents (overrides launch.stagger)
     #[arg(long, value_parser = parse_dur)]
     pub stagger: Option<Dur>,
+    /// No progress lines (what starts, stops and restarts); problems are
+    /// still said on stderr
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 pub fn parse_dur(s: &str) -> Result<Dur, String> {
@@ -48,7 +52,9 @@ pub fn run(args: Args) -> i32 {
             eprintln!("{w}");
         }
         launch::up(&plan, &opts, &mut |line: &str| {
-            crate::cli::out(&format!("swarm: {line}\n"))
+            if !args.quiet {
+                crate::cli::out(&format!("swarm: {line}\n"))
+            }
         })
     });
     match result {

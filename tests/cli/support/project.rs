@@ -498,15 +498,15 @@ impl Project {
         }
     }
 
+    /// `handoffd.log`, its rotated parts first (`handoffd.log.<offset>`).
     pub fn log(&self) -> String {
-        fs::read_to_string(self.root.join(".swarmforge/daemon/handoffd.log")).unwrap_or_default()
+        rotated_log(&self.root.join(".swarmforge/daemon/handoffd.log"))
     }
 
     /// `events.jsonl`, one JSON value a line; every complete line must parse
     /// (a last line without its newline may still be being written).
     pub fn events(&self) -> Vec<serde_json::Value> {
-        let text =
-            fs::read_to_string(self.path(".swarmforge/daemon/events.jsonl")).unwrap_or_default();
+        let text = rotated_log(&self.path(".swarmforge/daemon/events.jsonl"));
         let complete = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
         complete
             .lines()
@@ -523,6 +523,30 @@ impl Project {
     pub fn hq(&self, wt: &str, rel: &str) -> PathBuf {
         hq(&self.wt_path(wt), rel)
     }
+}
+
+/// A rotated log read whole: its parts `<name>.<12-digit offset>` (oldest
+/// first, as their zero-padded names sort), then the live file.
+pub fn rotated_log(live: &Path) -> String {
+    let name = live.file_name().unwrap().to_string_lossy().into_owned();
+    let mut parts: Vec<PathBuf> = fs::read_dir(live.parent().unwrap())
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    let n = p.file_name().unwrap().to_string_lossy().into_owned();
+                    n.strip_prefix(&format!("{name}."))
+                        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    parts.sort();
+    parts.push(live.to_path_buf());
+    parts
+        .iter()
+        .map(|p| fs::read_to_string(p).unwrap_or_default())
+        .collect()
 }
 
 /// Waits for `delivered <outbox path>`, the last step of a delivery (after
