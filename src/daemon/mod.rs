@@ -5,6 +5,7 @@
 //! more than 1 000 worktrees, a few: the rescan checks at most 1 000 quiet
 //! outboxes per round, see `deliver::QUIET_CHECKS`).
 
+pub mod alert;
 pub mod control;
 pub mod deliver;
 pub mod hook;

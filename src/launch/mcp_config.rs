@@ -41,6 +41,7 @@ impl Client {
         let word = match agent {
             AgentSpec::Human => return None,
             AgentSpec::Model { name, .. } => name.as_str(),
+            AgentSpec::Preset { cli, .. } => cli.name(),
             AgentSpec::Command(c) => c.split_whitespace().next()?,
         };
         match word.rsplit('/').next()? {

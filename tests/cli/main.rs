@@ -2,6 +2,7 @@
 
 mod support;
 
+mod agents;
 mod archive;
 mod builder;
 mod core_queue;

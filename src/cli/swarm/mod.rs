@@ -21,9 +21,11 @@ pub mod digest;
 pub mod discussion;
 pub mod down;
 pub mod events;
+pub mod hook;
 pub mod init;
 pub mod man;
 pub mod mcp;
+pub mod prompt;
 pub mod receipts;
 pub mod session;
 pub mod shims;
@@ -131,6 +133,10 @@ pub enum Command {
     Digest(digest::Args),
     /// Exit 0 when it is the caller's turn in a discussion, 1 otherwise
     CanSend(can_send::Args),
+    /// Print exactly what a role's agent is told (the protocol primer)
+    Prompt(prompt::Args),
+    /// Answer a coding CLI's turn-end hook (installed by `swarm up`)
+    Hook(hook::Args),
     /// Move finished items created before a day into dated archive folders
     Archive(archive::Args),
     /// Print shell completions (bash, zsh, fish, ...) for every binary
@@ -165,6 +171,8 @@ pub fn run() -> i32 {
         Command::Discussion(a) => discussion::run(a),
         Command::Digest(a) => digest::run(a),
         Command::CanSend(a) => can_send::run(a),
+        Command::Prompt(a) => prompt::run(a),
+        Command::Hook(a) => hook::run(a),
         Command::Archive(a) => archive::run(a),
         Command::Completions(a) => completions::run(a),
         Command::Man(a) => man::run(a),
