@@ -1,10 +1,18 @@
 //! `swarm-handoff <draft>`: validate a draft and queue it in the sender's
-//! outbox (§5), published atomically (D7).
+//! outbox (§5), published atomically (D7). The reply context a message is
+//! stamped with is in `context`; finding, checking and removing the draft
+//! file in `draft_file`.
+
+mod context;
+mod draft_file;
+
+pub use draft_file::{discard_draft, shown_path};
+
+use context::{answer_body, context, Context};
 
 use std::path::{Path, PathBuf};
 
 use crate::agent::artifacts;
-use crate::agent::queue::{self, Item};
 use crate::error::{Error, IoContext, Result, Token};
 use crate::fsx;
 use crate::protocol::clock;
@@ -45,33 +53,6 @@ pub struct Queued {
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
-}
-
-/// The draft path as shown in messages, normalised like Java's
-/// `Path.normalize` (which SwarmForge applied to the argument): empty and `.`
-/// segments dropped, `name/..` folded, `..` at the root dropped.
-pub fn shown_path(arg: &str) -> String {
-    let absolute = arg.starts_with('/');
-    let mut parts: Vec<&str> = Vec::new();
-    for seg in arg.split('/') {
-        match seg {
-            "" | "." => {}
-            ".." => match parts.last() {
-                Some(&last) if last != ".." => {
-                    parts.pop();
-                }
-                _ if absolute => {}
-                _ => parts.push(".."),
-            },
-            s => parts.push(s),
-        }
-    }
-    let joined = parts.join("/");
-    if absolute {
-        format!("/{joined}")
-    } else {
-        joined
-    }
 }
 
 /// Canonical paths compare equal even through symlinked temp dirs.
@@ -175,7 +156,7 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> Result<Queued> {
     let s = Sender::locate(&root::acting_role()?, cwd)?;
     let at = &s.at;
 
-    let read_path = resolve_draft(&draft_path, at, &shown)?.unwrap_or(draft_path.clone());
+    let read_path = draft_file::real_draft(&draft_path, at, &shown)?;
     let bytes = match fsx::read_bounded(&read_path, draft::MAX_DRAFT_BYTES as u64) {
         Ok(b) => b,
         Err(fsx::ReadRefusal::TooLarge(n)) => {
@@ -188,8 +169,6 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> Result<Queued> {
                 )],
             ))
         }
-        // A symlinked draft is read through; containment is checked below.
-        Err(fsx::ReadRefusal::Symlink) => read_symlinked_draft(&draft_path, at, &shown)?,
         Err(e) => return Err(Error::env(format!("Cannot read draft {shown}: {e}"))),
     };
     let parsed = draft::parse_bytes(&bytes);
@@ -198,167 +177,6 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> Result<Queued> {
         return Err(Error::invalid(Token::HandoffInvalid, shown, parsed.errors));
     }
     submit(&s, &parsed, &shown)
-}
-
-/// The stamps a message gets from its context (docs/message-model.md).
-#[derive(Default)]
-struct Context {
-    parent: Option<Item>,
-    thread: Option<String>,
-    hop: u32,
-    artifacts: Vec<artifacts::Stamped>,
-}
-
-/// Whether an inbox item was meant for `role` (roles sharing a worktree
-/// share its inbox).
-fn meant_for(item: &Item, role: &str) -> bool {
-    let from = item.header("from").unwrap_or("");
-    item.header("recipient") == Some(role)
-        || crate::protocol::grammar::addressed(item.header("to").unwrap_or(""), from, role)
-        || crate::protocol::grammar::role_list(item.header("cc")).contains(&role)
-}
-
-/// The collaboration checks that need the files: the message replied to,
-/// its thread and hop, an answer against its clarify, `to: all`, artifacts.
-fn context(s: &Sender, d: &Draft, rule: &types::TypeRule, errors: &mut Vec<String>) -> Context {
-    let mut c = Context::default();
-    let wt = &s.at.worktree;
-    let max = s.config.limits.max_file_bytes;
-    let given = d.get("in_reply_to").filter(|v| !fields::blank(v));
-    c.parent = match given {
-        Some(id) if crate::protocol::grammar::valid_message_id(id) => {
-            let found = queue::find_item(wt, id, max);
-            if found.is_none() {
-                errors.push(format!(
-                    "Header 'in_reply_to' must name a message in your inbox; got '{id}'."
-                ));
-            }
-            found
-        }
-        Some(_) => None,
-        None => queue::current_item(wt, max).filter(|i| meant_for(i, &s.role)),
-    };
-    if let Some(p) = &c.parent {
-        let pid = p.header("id").unwrap_or("");
-        let derived = p.header("thread").unwrap_or(pid).to_string();
-        if let Some(t) = d
-            .get("thread")
-            .filter(|t| crate::protocol::grammar::valid_message_id(t))
-        {
-            if t != derived {
-                errors.push(format!(
-                    "Header 'thread' must be '{derived}', the thread of '{pid}'; got '{t}'."
-                ));
-            }
-        }
-        c.thread = Some(derived);
-        // A new task, or a person speaking, ends an agents' reply chain; a
-        // reaction is no step in it (nobody answers a reaction).
-        if rule.name != types::GIT_HANDOFF.name && rule.name != types::REACT.name && !s.is_human() {
-            c.hop = fields::hop(&p.msg).unwrap_or(0).saturating_add(1);
-        }
-        if c.hop > s.config.max_hops {
-            errors.push(format!(
-                "Reply would be hop {}, past max_hops {} (in reply to '{pid}'); start a new task with a git_handoff or ask a person.",
-                c.hop, s.config.max_hops
-            ));
-        }
-    } else if let Some(t) = d
-        .get("thread")
-        .filter(|t| crate::protocol::grammar::valid_message_id(t))
-    {
-        c.thread = Some(t.to_string());
-    }
-    if rule.name == types::ANSWER.name {
-        answer_checks(d, c.parent.as_ref(), given.is_some(), errors);
-    }
-    if rule.name == types::REACT.name && c.parent.is_none() && given.is_none() {
-        errors.push("Missing required header 'in_reply_to' for react.".to_string());
-    }
-    if d.get("to") == Some("all") && !s.roles.roles.iter().any(|r| r.name != s.role) {
-        errors.push("Header 'to' is 'all', but there is no other role to send to.".to_string());
-    }
-    let mut seen: Vec<String> = Vec::new();
-    for raw in d.get_all("artifact") {
-        match artifacts::stamp(&wt.root, raw) {
-            Ok(a) if seen.contains(&a.path) => {
-                errors.push(format!("Duplicate artifact '{}'.", a.path));
-            }
-            Ok(a) => {
-                seen.push(a.path.clone());
-                c.artifacts.push(a);
-            }
-            Err(e) => errors.push(e),
-        }
-    }
-    c
-}
-
-/// An answer against the clarify it answers: a clarify, in-range choices,
-/// one choice unless `allow_multiple`, text only if `allow_custom`.
-fn answer_checks(d: &Draft, parent: Option<&Item>, given: bool, errors: &mut Vec<String>) {
-    let Some(p) = parent else {
-        if !given {
-            errors.push("Missing required header 'in_reply_to' for answer.".to_string());
-        }
-        return;
-    };
-    let pid = p.header("id").unwrap_or("");
-    let kind = p.header("type").unwrap_or("unknown");
-    if kind != types::CLARIFY.name {
-        errors.push(format!(
-            "Header 'in_reply_to' must name a clarify for answer; '{pid}' is a {kind}."
-        ));
-        return;
-    }
-    let options = fields::options(&p.msg.body);
-    if let Some(list) = d.get("choices").and_then(fields::parse_choices) {
-        for n in &list {
-            if *n == 0 || *n > options.len() {
-                errors.push(format!(
-                    "Choice {n} is not an option of clarify '{pid}'; it has {} options.",
-                    options.len()
-                ));
-            }
-        }
-        if list.len() > 1 && !fields::flag(&p.msg, "allow_multiple") {
-            errors.push(format!(
-                "Only one choice is allowed for clarify '{pid}' (allow_multiple: no); got {}.",
-                list.len()
-            ));
-        }
-    }
-    let text = d.body.as_deref().is_some_and(|b| !fields::blank(b));
-    if text && !fields::flag(&p.msg, "allow_custom") {
-        errors.push(format!(
-            "Custom text is not allowed for clarify '{pid}' (allow_custom: no); choose an option."
-        ));
-    }
-}
-
-/// An answer's body: the chosen options (`<n>. <option>`, one per line),
-/// then a blank line and the answer's own text.
-fn answer_body(d: &Draft, parent: Option<&Item>) -> String {
-    let options = parent
-        .map(|p| fields::options(&p.msg.body))
-        .unwrap_or_default();
-    let mut body = String::new();
-    let choices = d
-        .get("choices")
-        .and_then(fields::parse_choices)
-        .unwrap_or_default();
-    for n in &choices {
-        let o = options.get(n.wrapping_sub(1)).copied().unwrap_or("");
-        body.push_str(&format!("{n}. {o}\n"));
-    }
-    let text = d.body.as_deref().unwrap_or("");
-    if !fields::blank(text) {
-        if !body.is_empty() {
-            body.push('\n');
-        }
-        body.push_str(text);
-    }
-    body
 }
 
 /// Validates a parsed draft for `s` and queues it: the path `swarm-handoff`
@@ -489,91 +307,6 @@ pub fn submit(s: &Sender, d: &Draft, shown: &str) -> Result<Queued> {
         thread: ctx.thread,
         hop: ctx.hop,
         artifacts: ctx.artifacts,
-    })
-}
-
-/// The canonical folder holding `path` (every symlinked folder on the way
-/// resolved), or None when it cannot be resolved.
-fn real_folder(path: &Path) -> Option<PathBuf> {
-    path.parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-        .canonicalize()
-        .ok()
-}
-
-fn inside_any(p: &Path, roots: &[&Path]) -> bool {
-    roots
-        .iter()
-        .filter_map(|r| r.canonicalize().ok())
-        .any(|r| p.starts_with(r))
-}
-
-/// A draft must resolve inside the project: O_NOFOLLOW guards only the last
-/// component, and `dirlink/secret.txt` through a symlinked folder would
-/// otherwise read (and then delete) a file anywhere. Returns the resolved
-/// path to read, so a folder swapped for a link after the check is not
-/// followed either. A draft that is itself a symlink is checked by
-/// [`read_symlinked_draft`] (None here).
-fn resolve_draft(path: &Path, at: &Located, shown: &str) -> Result<Option<PathBuf>> {
-    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
-        return Ok(None);
-    }
-    let real = path
-        .canonicalize()
-        .map_err(|e| Error::env(format!("Cannot read draft {shown}: {e}")))?;
-    if !inside_any(&real, &[&at.worktree.root, &at.project.root]) {
-        return Err(Error::env(format!(
-            "Draft file {shown} resolves to {} outside the project; refusing to read it.",
-            real.display()
-        )));
-    }
-    Ok(Some(real))
-}
-
-fn read_symlinked_draft(path: &Path, at: &Located, shown: &str) -> Result<Vec<u8>> {
-    let target = path
-        .canonicalize()
-        .map_err(|e| Error::env(format!("Cannot read draft {shown}: {e}")))?;
-    let inside = [&at.worktree.root, &at.project.root]
-        .iter()
-        .filter_map(|r| r.canonicalize().ok())
-        .any(|r| target.starts_with(r));
-    if !inside {
-        return Err(Error::env(format!(
-            "Draft file {shown} is a symlink to {} outside the project; refusing to read it.",
-            target.display()
-        )));
-    }
-    fsx::read_bounded(&target, draft::MAX_DRAFT_BYTES as u64)
-        .map_err(|e| Error::env(format!("Cannot read draft {shown}: {e}")))
-}
-
-/// Deletes the draft after the queued line was printed (best effort: the
-/// handoff is queued whatever happens here, §15.23).
-pub fn discard_draft(draft_arg: &str, cwd: &Path) -> Option<String> {
-    let p = if Path::new(draft_arg).is_absolute() {
-        PathBuf::from(draft_arg)
-    } else {
-        cwd.join(draft_arg)
-    };
-    // Only a file in the sender's own worktree is ours to delete (a symlink
-    // there is removed as a link; its target is never touched).
-    let mine = root::locate(cwd)
-        .ok()
-        .zip(real_folder(&p))
-        .is_some_and(|(at, dir)| inside_any(&dir, &[&at.worktree.root]));
-    if !mine {
-        return Some(format!(
-            "warning: handoff queued; the draft {} is outside your worktree and was left in place",
-            p.display()
-        ));
-    }
-    fsx::remove_file(&p).err().map(|e| {
-        format!(
-            "warning: handoff queued, but the draft {} could not be deleted: {e}",
-            p.display()
-        )
     })
 }
 
