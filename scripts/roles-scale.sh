@@ -5,6 +5,8 @@
 #
 #   scripts/roles-scale.sh [N] [BIN_DIR] [WINDOW_SECONDS]
 #
+# EXTRA_YAML is appended to swarm.yaml (e.g. EXTRA_YAML='daemon: {rescan: 60s}\n').
+#
 # Prints one line: roles, idle daemon CPU seconds over the window (utime+stime
 # from /proc/<pid>/stat), its share of one core, and the wall time of one
 # swarm-handoff. Compare two builds by passing their bin dirs; report ratios,
@@ -16,7 +18,7 @@ BIN=${2:-target/debug}
 WINDOW=${3:-10}
 BIN=$(cd "$BIN" && pwd)
 TMP=$(mktemp -d)
-trap 'kill "$PID" 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null; rm -rf "$TMP"' EXIT
 PID=
 
 cd "$TMP"
@@ -28,7 +30,8 @@ mkdir -p .swarmforge
         printf 'r%d\tr%d\t%s/wt/r%d\tswarmforge-r%d\tR%d\tcodex\ttask\n' "$i" "$i" "$TMP" "$i" "$i" "$i"
     done
 } > .swarmforge/roles.tsv
-printf 'wake: {method: none}\n' > swarm.yaml
+mkdir -p wt && (cd wt && seq -f 'r%.0f' 1 "$N" | xargs mkdir -p)
+printf "wake: {method: none}\n${EXTRA_YAML:-}" > swarm.yaml
 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 HZ=$(getconf CLK_TCK)
@@ -41,7 +44,7 @@ for _ in $(seq 1 6000); do
     sleep 0.05
 done
 grep -q ' started' .swarmforge/daemon/handoffd.log
-sleep 1
+sleep "${SETTLE:-5}"  # past start-up: the first passes list every (new) outbox
 t0=$(ticks "$PID")
 sleep "$WINDOW"
 t1=$(ticks "$PID")

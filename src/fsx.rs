@@ -145,6 +145,16 @@ fn temp_name(hint: &str) -> String {
 }
 
 fn write_temp(tmp_dir: &Path, hint: &str, bytes: &[u8], mode: u32) -> io::Result<PathBuf> {
+    write_temp_with(tmp_dir, hint, bytes, mode, true)
+}
+
+fn write_temp_with(
+    tmp_dir: &Path,
+    hint: &str,
+    bytes: &[u8],
+    mode: u32,
+    durable: bool,
+) -> io::Result<PathBuf> {
     let tmp = tmp_dir.join(temp_name(hint));
     let mut f = OpenOptions::new()
         .write(true)
@@ -154,7 +164,7 @@ fn write_temp(tmp_dir: &Path, hint: &str, bytes: &[u8], mode: u32) -> io::Result
     let res = f
         .write_all(bytes)
         .and_then(|_| f.set_permissions(fs::Permissions::from_mode(mode)))
-        .and_then(|_| sync_file(&f));
+        .and_then(|_| if durable { sync_file(&f) } else { Ok(()) });
     if let Err(e) = res {
         let _ = fs::remove_file(&tmp);
         return Err(e);
@@ -186,6 +196,17 @@ pub fn publish(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
 /// file in `tmp_dir`, fsync, rename(2) over the target, fsync(dir). The target
 /// never disappears, not even for an instant (§15.4).
 pub fn replace(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace_with(tmp_dir, dest, bytes, true)
+}
+
+/// [`replace`] without its two fsyncs: still atomic for every reader (temp +
+/// rename), but an OS crash may bring back the old content, or an empty
+/// file. Only for state whose loss the caller can repair (the sequence).
+pub fn replace_unsynced(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace_with(tmp_dir, dest, bytes, false)
+}
+
+fn replace_with(tmp_dir: &Path, dest: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     let mode = match fs::metadata(dest) {
         Ok(m) => m.permissions().mode() & 0o7777,
         Err(e) if e.kind() == io::ErrorKind::NotFound => 0o644,
@@ -195,12 +216,16 @@ pub fn replace(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = write_temp(tmp_dir, &hint, bytes, mode)?;
+    let tmp = write_temp_with(tmp_dir, &hint, bytes, mode, durable)?;
     if let Err(e) = fs::rename(&tmp, dest) {
         let _ = fs::remove_file(&tmp);
         return Err(e);
     }
-    sync_dir(parent(dest))
+    if durable {
+        sync_dir(parent(dest))
+    } else {
+        Ok(())
+    }
 }
 
 /// Creates a directory that must not exist yet (`AlreadyExists` otherwise).
@@ -403,21 +428,30 @@ pub fn try_lock_dir(dir: &Path) -> io::Result<Option<Lock>> {
     }
 }
 
-/// The pid holding an flock on the file or folder at `path`, from
-/// `/proc/locks` (Linux); `None` when unknown.
+/// This process's soft limit on open descriptors (each held folder lock
+/// keeps one open); 1024 when unknown.
+pub fn fd_limit() -> u64 {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(1024)
+}
+
+/// Raises the soft limit on open descriptors to the hard one (at most
+/// 2^20): the daemon keeps one folder open per served worktree (its lock).
+pub fn raise_fd_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut r = getrlimit(Resource::Nofile);
+    let want = r.maximum.unwrap_or(1 << 20).min(1 << 20);
+    if r.current.is_some_and(|c| c < want) {
+        r.current = Some(want);
+        let _ = setrlimit(Resource::Nofile, r);
+    }
+}
+
+/// The pid holding an flock on the file or folder at `path`; `None` when
+/// unknown.
 pub fn lock_holder(path: &Path) -> Option<u32> {
-    use std::os::unix::fs::MetadataExt;
-    let m = fs::metadata(path).ok()?;
-    let (major, minor) = (rustix::fs::major(m.dev()), rustix::fs::minor(m.dev()));
-    let want = format!("{major:02x}:{minor:02x}:{}", m.ino());
-    let locks = fs::read_to_string("/proc/locks").ok()?;
-    locks.lines().find_map(|l| {
-        // `1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`
-        let f: Vec<&str> = l.split_whitespace().collect();
-        (f.get(1) == Some(&"FLOCK") && f.get(5) == Some(&want.as_str()))
-            .then(|| f.get(4)?.parse().ok())
-            .flatten()
-    })
+    flock_holders(path).first().copied()
 }
 
 /// Removes the temp files [`publish`] and [`replace`] leave behind when

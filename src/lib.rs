@@ -25,6 +25,7 @@ pub mod error;
 pub mod forum;
 pub mod fsx;
 pub mod launch;
+pub mod mcp;
 pub mod protocol;
 pub mod text;
 pub mod views;

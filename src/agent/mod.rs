@@ -3,6 +3,8 @@
 
 pub mod answer;
 pub mod artifacts;
+pub mod place;
 pub mod printout;
 pub mod queue;
 pub mod send;
+pub mod wait;

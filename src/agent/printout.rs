@@ -302,6 +302,39 @@ pub fn task_text(item: &Item, viewer: Viewer, answers: &[Item]) -> String {
     s
 }
 
+/// `REACTION: <reaction> from <role> on <id>`, one line per reaction taken
+/// with this ready step, printed before its output (a task's payload runs
+/// to the end).
+pub fn reactions_text(reactions: &[Item]) -> String {
+    reactions
+        .iter()
+        .map(|r| {
+            format!(
+                "REACTION: {} from {} on {}\n",
+                escape(r.header("reaction").unwrap_or("unknown")),
+                escape(r.header("from").unwrap_or("unknown")),
+                escape(r.header("in_reply_to").unwrap_or("unknown"))
+            )
+        })
+        .collect()
+}
+
+/// The reactions as JSON: `[{"reaction", "from", "in_reply_to", "id", "path"}]`.
+pub fn reactions_json(reactions: &[Item]) -> Value {
+    reactions
+        .iter()
+        .map(|r| {
+            json!({
+                "reaction": r.header("reaction"),
+                "from": r.header("from").unwrap_or("unknown"),
+                "in_reply_to": r.header("in_reply_to"),
+                "id": r.header("id"),
+                "path": r.path,
+            })
+        })
+        .collect()
+}
+
 pub fn ready_text(r: &Ready, viewer: Viewer) -> String {
     match r {
         Ready::NoTask => "NO_TASK\n".to_string(),
@@ -341,6 +374,7 @@ pub fn done_text(d: &Done, viewer: Viewer) -> String {
     if let Some(r) = &d.failed {
         s.push_str(&format!("FAILED: {}\n", escape(r)));
     }
+    s.push_str(&reactions_text(&d.reactions));
     if let Ok(next) = &d.next {
         s.push_str(&ready_text(next, viewer));
     }
@@ -470,6 +504,9 @@ pub fn done_json(d: &Done, viewer: Viewer) -> Value {
     // Only with --failed, so a plain completion prints exactly as before.
     if let Some(r) = &d.failed {
         v["failed"] = json!(r);
+    }
+    if !d.reactions.is_empty() {
+        v["reactions"] = reactions_json(&d.reactions);
     }
     v
 }

@@ -26,6 +26,10 @@ pub struct Args {
     /// 200 characters) with `completed_at` and prints `FAILED: <reason>`
     #[arg(long, value_name = "REASON")]
     pub failed: Option<String>,
+    /// When nothing is waiting after the completion, wait up to SECS for an
+    /// item to be delivered (on file events), then print NO_TASK
+    #[arg(long, value_name = "SECS", value_parser = crate::agent::wait::parse_wait)]
+    pub wait: Option<std::time::Duration>,
 }
 
 pub fn run() -> i32 {
@@ -36,11 +40,16 @@ pub fn run() -> i32 {
     let mut place = None;
     let result = super::ready_next::resolve(args.task, args.batch).and_then(|r| {
         crate::fsx::set_fsync(r.config.daemon.fsync);
-        let done = Inbox {
+        let inbox = Inbox {
             wt: &r.wt,
             max_bytes: r.config.limits.max_file_bytes,
-        }
-        .done_failed(r.mode, args.failed.as_deref());
+        };
+        let done = crate::agent::wait::done_then_wait(
+            &inbox,
+            r.mode,
+            args.failed.as_deref(),
+            args.wait.unwrap_or_default(),
+        );
         place = Some(r);
         done
     });

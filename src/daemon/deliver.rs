@@ -50,6 +50,66 @@ struct Retry {
     backoff: Duration,
 }
 
+/// Descriptors kept free of outbox locks.
+const LOCK_FD_RESERVE: u64 = 256;
+
+/// Every this many rounds (see [`QUIET_CHECKS`]), every outbox is listed
+/// again whatever its stamp says (bounds what a filesystem with odd
+/// timestamps could hide).
+const FULL_SCAN_EVERY: u32 = 30;
+
+/// At most this many quiet outboxes are stat'ed per pass while file events
+/// work: a file arriving is announced by its event (which un-quiets its
+/// outbox at once), so the stamp check is only the safety net for a lost
+/// event. Up to this many worktrees it covers every outbox on every rescan;
+/// beyond, it rotates (10 000 worktrees: each one every 10 rescans), so an
+/// idle daemon's cost does not grow with the table.
+const QUIET_CHECKS: usize = 1000;
+
+/// An outbox folder's identity and last change (mtime to the nanosecond).
+type DirStamp = (u64, u64, i64, i64);
+
+fn dir_stamp(dir: &Path) -> Option<DirStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::metadata(dir).ok()?;
+    Some((m.dev(), m.ino(), m.mtime(), m.mtime_nsec()))
+}
+
+/// Whether a folder last changed long enough ago that any later change must
+/// give it a different mtime, even on a filesystem with whole-second stamps.
+fn settled(st: &DirStamp) -> bool {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    st.2 + 2 < now
+}
+
+/// An outbox found empty (or missing), with its folder's stamp then
+/// (`None`: missing): while the stamp is the same nothing arrived, so a
+/// rescan skips it (one stat instead of the path checks and a listing; an
+/// idle daemon with 10 000 roles stays idle).
+struct Quiet {
+    stamp: Option<DirStamp>,
+}
+
+fn positions(worktrees: &[(PathBuf, PathBuf)]) -> HashMap<PathBuf, usize> {
+    worktrees
+        .iter()
+        .enumerate()
+        .map(|(i, (w, _))| (w.clone(), i))
+        .collect()
+}
+
+fn with_outboxes(worktrees: Vec<PathBuf>) -> Vec<(PathBuf, PathBuf)> {
+    worktrees
+        .into_iter()
+        .map(|w| {
+            let outbox = Worktree::new(&w).outbox();
+            (w, outbox)
+        })
+        .collect()
+}
+
 /// What happened to one outbox file.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -140,8 +200,27 @@ pub struct Deliverer {
     /// reached (another root spelling, a role worktree holding a copy of
     /// roles.tsv, a deleted pid file).
     locks: HashMap<PathBuf, fsx::Lock>,
-    /// Outboxes already reported as served by another daemon.
+    /// Outboxes already reported as served by another daemon (or unlockable).
     foreign: HashSet<PathBuf>,
+    /// How many folder locks may be held: each keeps a descriptor open, and
+    /// the watcher, the logs and the signal pipe need theirs.
+    lock_budget: usize,
+    budget_warned: bool,
+    /// Empty outboxes by worktree path as written in roles.tsv.
+    /// By position in `worktrees` (no hashing of 10 000 paths per pass).
+    quiet: Vec<Option<Quiet>>,
+    /// Worktree path → position in `worktrees`, for file events.
+    position: HashMap<PathBuf, usize>,
+    /// Passes since every outbox was last listed.
+    scans: u32,
+    /// No file events (polling): every quiet outbox is checked every pass.
+    pub polling: bool,
+    /// `roles.worktrees()` with each one's outbox path, computed once per
+    /// table, not once per pass.
+    worktrees: Vec<(PathBuf, PathBuf)>,
+    /// Bumped whenever the list of worktrees changes (the daemon then
+    /// re-syncs its watches).
+    pub generation: u64,
 }
 
 /// Why a worktree's outbox cannot be ours: another process holds its lock.
@@ -164,8 +243,12 @@ impl Deliverer {
         waker: Waker,
     ) -> Self {
         let known = roles.roles.iter().map(|r| r.name.clone()).collect();
+        let worktrees = with_outboxes(roles.worktrees());
         Deliverer {
             known,
+            position: positions(&worktrees),
+            worktrees,
+            generation: 0,
             project,
             roles,
             config,
@@ -182,6 +265,11 @@ impl Deliverer {
             retry: HashMap::new(),
             locks: HashMap::new(),
             foreign: HashSet::new(),
+            quiet: Vec::new(),
+            scans: 0,
+            polling: true,
+            lock_budget: (fsx::fd_limit().saturating_sub(LOCK_FD_RESERVE) as usize).max(1),
+            budget_warned: false,
         }
     }
 
@@ -193,6 +281,19 @@ impl Deliverer {
             return Ok(true);
         }
         let handoffs = Worktree::new(wt_path).handoffs();
+        if self.locks.len() >= self.lock_budget {
+            // Served unlocked rather than stranded; said once.
+            if !self.budget_warned {
+                self.budget_warned = true;
+                eprintln!(
+                    "handoffd: the descriptor limit ({}) leaves room to lock {} worktrees; the others (first {}) are served unlocked, so a second daemon would not be kept out of them.\n  hint: raise `ulimit -n` (hard limit) for handoffd",
+                    fsx::fd_limit(),
+                    self.lock_budget,
+                    handoffs.display()
+                );
+            }
+            return Ok(true);
+        }
         match fsx::try_lock_dir(&handoffs) {
             Ok(Some(lock)) => {
                 self.locks.insert(wt_path.to_path_buf(), lock);
@@ -253,22 +354,47 @@ impl Deliverer {
     /// another role's outbox and get that role's mail refused (D8).
     fn candidates(&mut self) -> Vec<Candidate> {
         let mut out = Vec::new();
-        self.canon = self
-            .roles
-            .roles
-            .iter()
-            .filter_map(|r| {
-                Some((
-                    r.worktree_path.clone(),
-                    r.worktree_path.canonicalize().ok()?,
-                ))
-            })
-            .collect();
+        let stride = if self.polling {
+            1
+        } else {
+            self.worktrees.len().div_ceil(QUIET_CHECKS).max(1)
+        };
+        let full = self.scans.is_multiple_of(FULL_SCAN_EVERY * stride as u32);
+        if full {
+            self.quiet.clear();
+        }
+        self.quiet.resize_with(self.worktrees.len(), || None);
+        let turn = self.scans as usize % stride;
+        self.scans = self.scans.wrapping_add(1);
+        // Canonical paths of the worktrees listed in this pass (the others
+        // are resolved on demand by `owns`).
+        self.canon.clear();
         let mut seen: HashSet<PathBuf> = HashSet::new();
-        for wt_path in self.roles.worktrees() {
-            let Some(wt_path) = self.canon.get(&wt_path).cloned() else {
+        // Taken for the loop, not cloned: 10 000 paths per pass add up.
+        let worktrees = std::mem::take(&mut self.worktrees);
+        for (i, (raw, outbox_path)) in worktrees.iter().enumerate() {
+            if i % stride != turn && self.quiet[i].is_some() {
+                continue;
+            }
+            // Stamped before listing: a file arriving after the listing
+            // changes the stamp, so it is never skipped.
+            let stamp = dir_stamp(outbox_path);
+            if self.quiet[i].as_ref().is_some_and(|q| q.stamp == stamp) {
+                continue;
+            }
+            self.quiet[i] = None;
+            let Ok(wt_path) = raw.canonicalize() else {
+                // No worktree folder (yet): nothing to deliver from it.
+                self.quiet[i] = Some(Quiet { stamp });
                 continue;
             };
+            if stamp.is_none() {
+                // No outbox (yet); it appears with a new stamp.
+                self.quiet[i] = Some(Quiet { stamp });
+                seen.insert(wt_path);
+                continue;
+            }
+            self.canon.insert(raw.clone(), wt_path.clone());
             if !seen.insert(wt_path.clone()) {
                 continue;
             }
@@ -284,7 +410,15 @@ impl Deliverer {
                     }
                     continue;
                 }
-                Err(_) => continue,
+                // Cannot lock it (out of descriptors, permissions): served
+                // anyway, since skipping would strand its mail; said once.
+                Err(e) => {
+                    if self.foreign.insert(wt_path.clone()) {
+                        eprintln!(
+                            "handoffd: cannot lock {e}; serving it unlocked (a second daemon would not be kept out of it)"
+                        );
+                    }
+                }
             }
             let outbox = Worktree::new(&wt_path).outbox();
             match outbox.canonicalize() {
@@ -304,6 +438,7 @@ impl Deliverer {
             let Ok(rd) = fs::read_dir(&outbox) else {
                 continue;
             };
+            let before = out.len();
             for e in rd.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
                 if !name.ends_with(".handoff") {
@@ -320,9 +455,16 @@ impl Deliverer {
                     worktree: wt_path.clone(),
                 });
             }
+            if stamp.is_some_and(|st| out.len() == before && settled(&st)) {
+                self.quiet[i] = Some(Quiet { stamp });
+            }
         }
-        // A worktree no longer served releases its lock.
-        self.locks.retain(|wt, _| seen.contains(wt));
+        self.worktrees = worktrees;
+        // A worktree no longer served releases its lock (on a full scan,
+        // where `seen` holds every worktree).
+        if full {
+            self.locks.retain(|wt, _| seen.contains(wt));
+        }
         out.sort_by(|a, b| {
             a.name
                 .cmp(&b.name)
@@ -331,13 +473,38 @@ impl Deliverer {
         out
     }
 
+    /// A file event in `outbox`: list it at the next pass.
+    pub fn outbox_changed(&mut self, outbox: &Path) {
+        if let Some(wt) = outbox
+            .parent()
+            .and_then(Path::parent)
+            .and_then(Path::parent)
+        {
+            if let Some(q) = self.position.get(wt).and_then(|&i| self.quiet.get_mut(i)) {
+                *q = None;
+            }
+        }
+    }
+
+    /// Events were lost: list every outbox at the next pass.
+    pub fn rescan_all(&mut self) {
+        self.quiet.clear();
+    }
+
     /// Whether `role` works in the worktree of this outbox (D8), comparing
     /// canonical paths so two spellings of one folder agree.
     fn owns(&self, c: &Candidate, role: &str) -> bool {
-        self.roles
-            .find(role)
-            .and_then(|r| self.canon.get(&r.worktree_path))
-            == Some(&c.worktree)
+        let Some(r) = self.roles.find(role) else {
+            return false;
+        };
+        match self.canon.get(&r.worktree_path) {
+            Some(p) => *p == c.worktree,
+            // A worktree whose outbox was skipped as quiet in this pass.
+            None => r
+                .worktree_path
+                .canonicalize()
+                .is_ok_and(|p| p == c.worktree),
+        }
     }
 
     /// Delivers everything waiting; stops early (after the file in hand) when
@@ -690,6 +857,16 @@ impl Deliverer {
         self.retry.clear();
         self.known
             .extend(roles.roles.iter().map(|r| r.name.clone()));
+        let worktrees = with_outboxes(roles.worktrees());
+        if worktrees != self.worktrees {
+            self.worktrees = worktrees;
+            self.position = positions(&self.worktrees);
+            self.quiet.clear();
+            self.generation += 1;
+            // List every outbox at the next pass (and let go of the locks
+            // of worktrees no longer served).
+            self.scans = 0;
+        }
         self.roles = roles;
         self.config = config;
     }

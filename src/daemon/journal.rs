@@ -38,6 +38,12 @@ pub enum Kind {
     Skipped,
     /// The watchdog restarted a role's agent.
     Restarted,
+    /// A wake-up typed into the role's pane (or its wake command succeeded).
+    Woken,
+    /// `wake: idle` found the pane busy and is waiting for it to go quiet.
+    DeferredBusy,
+    /// A role's agent session is gone and nothing restarts it.
+    AgentDead,
 }
 
 impl Kind {
@@ -54,6 +60,9 @@ impl Kind {
             Kind::Closed => "closed",
             Kind::Skipped => "skipped",
             Kind::Restarted => "restarted",
+            Kind::Woken => "woken",
+            Kind::DeferredBusy => "deferred_busy",
+            Kind::AgentDead => "agent_dead",
         }
     }
 }
@@ -136,6 +145,8 @@ pub struct Journal {
     events: PathBuf,
     forum: PathBuf,
     policy: Arc<Mutex<Policy>>,
+    /// `notify.command`'s runner, when one is configured (read at start).
+    notifier: Option<crate::daemon::alert::Notifier>,
 }
 
 impl Journal {
@@ -148,6 +159,7 @@ impl Journal {
             policy: Arc::new(Mutex::new(
                 crate::protocol::config::LogsConfig::default().policy(),
             )),
+            notifier: crate::daemon::alert::Notifier::start(project),
         }
     }
 
@@ -180,6 +192,9 @@ impl Journal {
         }
         for (path, line) in [(&self.log, ev.log_line()), (&self.events, json)] {
             self.append(path, line.as_bytes());
+        }
+        if let Some(n) = &self.notifier {
+            n.offer(ev);
         }
     }
 

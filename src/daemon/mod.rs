@@ -1,8 +1,11 @@
 //! `handoffd`: decides *when* to run a delivery pass; `deliver` decides what a
 //! pass does. A pass runs at start-up, on each outbox event, when the watcher
 //! reports lost events, and on a rescan timer as a safety net; events are
-//! hints, so a lost or merged one costs at most one rescan interval.
+//! hints, so a lost or merged one costs at most one rescan interval (with
+//! more than 1 000 worktrees, a few: the rescan checks at most 1 000 quiet
+//! outboxes per round, see `deliver::QUIET_CHECKS`).
 
+pub mod alert;
 pub mod control;
 pub mod deliver;
 pub mod hook;
@@ -103,6 +106,8 @@ fn load(project: &Project) -> Result<(Roles, Config)> {
 /// `forum` is the collaboration layer's hook (`forum::Forum`, or
 /// `hook::NoForum`): the daemon knows it only through `hook::ForumHook`.
 pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Result<i32> {
+    // One folder stays open per served worktree (its lock).
+    fsx::raise_fd_limit();
     // Exactly the project root: a role worktree (whose roles.tsv may be
     // SwarmForge's copy) or a folder inside the project would start a second
     // daemon beside the real one.
@@ -127,6 +132,8 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
             root.display()
         )));
     };
+    // Written at once: `swarm up` waits for the holder's pid in this file.
+    fsx::rewrite_locked(&lock, format!("{}\n", std::process::id()).as_bytes()).at(&pid_path)?;
     let (roles, config) = match load(&project) {
         Ok(rc) => rc,
         Err(e) => {
@@ -146,7 +153,6 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
         let _ = fsx::remove_file(&pid_path);
         return Err(Error::env(e));
     }
-    fsx::rewrite_locked(&lock, format!("{}\n", std::process::id()).as_bytes()).at(&pid_path)?;
     // A stop file left from before we held the lock is stale.
     fsx::remove_file(&project.stop_file()).at(project.stop_file())?;
     fsx::set_fsync(deliverer.config.daemon.fsync);
@@ -352,6 +358,7 @@ impl Daemon {
         self.journal.record(&Event::new(Kind::Started));
 
         let polling = watcher.is_none();
+        self.deliverer.polling = polling;
         let cfg = |d: &Daemon| d.deliverer.config.daemon.clone();
         let mut next_rescan = Instant::now();
         let mut next_sweep = Instant::now() + cfg(self).sweep.0;
@@ -359,9 +366,9 @@ impl Daemon {
         let mut next_forum = Instant::now() + FORUM_POLL;
         loop {
             if need_pass {
-                let before = self.deliverer.roles.worktrees();
+                let before = self.deliverer.generation;
                 need_pass = self.pass();
-                if self.deliverer.roles.worktrees() != before {
+                if self.deliverer.generation != before {
                     sync_watches(&mut watcher, self.watched_dirs());
                 }
                 let every = if polling {
@@ -400,6 +407,7 @@ impl Daemon {
                             Msg::Signal => {}
                             Msg::WatchError(e) => {
                                 eprintln!("handoffd: watcher: {e}; rescanning");
+                                self.deliverer.rescan_all();
                                 need_pass = true;
                             }
                             Msg::Fs {
@@ -407,6 +415,16 @@ impl Daemon {
                                 rescan,
                                 access,
                             } => {
+                                if rescan {
+                                    self.deliverer.rescan_all();
+                                }
+                                for p in &paths {
+                                    if !access && self.is_outbox_event(p) {
+                                        if let Some(outbox) = p.parent() {
+                                            self.deliverer.outbox_changed(outbox);
+                                        }
+                                    }
+                                }
                                 if rescan
                                     || (!access && paths.iter().any(|p| self.is_outbox_event(p)))
                                 {

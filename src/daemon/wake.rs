@@ -3,6 +3,14 @@
 //! a wake-up requested while one is running for that role is coalesced into
 //! one more. A failed wake-up is logged `notify_failed` and never fails a
 //! delivery; the re-wake sweep tries again later.
+//!
+//! Per role `wake:` in `swarm.yaml`: `immediate` types at once (SwarmForge's
+//! way); `idle` (the default) types only into a pane whose text has not
+//! changed for `wake.quiet`, re-checking with backoff for up to
+//! `wake.busy_timeout` (logged `deferred_busy` once per wake-up), so text
+//! never lands in the middle of an agent's turn; `queue` types nothing on
+//! delivery and leaves the mail to the agent's turn-end hook, and the
+//! re-wake sweep's later wake-ups go in as `idle` ones.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -14,7 +22,7 @@ use crate::daemon::journal::{Event, Journal, Kind};
 use crate::daemon::tmux;
 use crate::fsx;
 use crate::protocol::clock;
-use crate::protocol::config::{Config, WakeMethod};
+use crate::protocol::config::{Config, WakeMethod, WakeMode};
 use crate::protocol::layout::{Project, Worktree};
 
 /// SwarmForge's wake text (byte for byte; it names the dispatcher, not a file).
@@ -132,6 +140,56 @@ pub fn last_wake_file(project: &Project, role: &str) -> PathBuf {
     project.daemon_dir().join("wake").join(role)
 }
 
+/// Present (holding the time) while a wake-up waits for a busy pane.
+pub fn deferred_file(project: &Project, role: &str) -> PathBuf {
+    project
+        .daemon_dir()
+        .join("wake")
+        .join(format!("{role}.deferred"))
+}
+
+/// Largest pane capture compared (a pane's visible text is far smaller).
+const MAX_CAPTURE: usize = 256 * 1024;
+/// Longest pause between two looks at a busy pane.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// The pane's visible text (`capture-pane -p`), bounded.
+pub fn capture(socket: &Path, session: &str) -> Result<String, String> {
+    let r = tmux::call(
+        socket,
+        &["capture-pane", "-p", "-t", &format!("={session}:")],
+    )?;
+    if !r.ok {
+        return Err(format!("tmux capture-pane failed: {}", r.stderr.trim()));
+    }
+    let mut t = r.stdout;
+    if t.len() > MAX_CAPTURE {
+        let mut cut = MAX_CAPTURE;
+        while !t.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        t.truncate(cut);
+    }
+    Ok(t)
+}
+
+/// Idle: the text did not change across `quiet`.
+fn pane_idle(socket: &Path, session: &str, quiet: Duration) -> Result<bool, String> {
+    let before = capture(socket, session)?;
+    std::thread::sleep(quiet);
+    Ok(capture(socket, session)? == before)
+}
+
+/// One mkdir, never `create_dir_all`: a wake-up finishing after
+/// `.swarmforge/` was deleted must not bring it back.
+fn write_marker(f: &Path, text: &str) {
+    let made = match f.parent().map(std::fs::create_dir) {
+        Some(Err(e)) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
+        _ => Ok(()),
+    };
+    let _ = made.and_then(|_| fsx::write_file(f, text.as_bytes()));
+}
+
 #[derive(Default)]
 struct RoleSlot {
     running: bool,
@@ -199,34 +257,96 @@ impl Waker {
         }
     }
 
+    /// The role's `wake:` and the idle settings, read when the wake-up runs
+    /// (off the delivery path), so an edit to `swarm.yaml` counts at once.
+    fn settings(&self, role: &str) -> (WakeMode, Duration, Duration) {
+        let c = Config::load(&self.project.config_file()).unwrap_or_default();
+        let mode = c.role(role).map(|r| r.wake).unwrap_or_default();
+        (mode, c.wake.quiet.0, c.wake.busy_timeout.0)
+    }
+
+    /// `wake: idle` on tmux: Ok(true) once the pane is quiet, Ok(false) when
+    /// it stayed busy past the deadline or the mail was taken meanwhile.
+    fn wait_quiet(
+        &self,
+        req: &Request,
+        socket: &Path,
+        quiet: Duration,
+        limit: Duration,
+    ) -> Result<bool, String> {
+        let end = Instant::now() + limit;
+        let mut pause = quiet;
+        let mut deferred = false;
+        loop {
+            if pane_idle(socket, &req.session, quiet)? {
+                return Ok(true);
+            }
+            if !deferred {
+                deferred = true;
+                self.journal.record(
+                    &Event::new(Kind::DeferredBusy)
+                        .path(&req.path)
+                        .recipient(&req.role)
+                        .reason("pane busy"),
+                );
+                write_marker(
+                    &deferred_file(&self.project, &req.role),
+                    &format!("{}\n", clock::iso_now()),
+                );
+            }
+            if Instant::now() + pause >= end {
+                return Ok(false);
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(MAX_BACKOFF);
+            // The agent may have taken the mail itself (its turn-end hook).
+            if !still_waiting(&req.worktree) {
+                return Ok(false);
+            }
+        }
+    }
+
     fn perform(&self, req: &Request) {
         if req.rewake && !still_waiting(&req.worktree) {
             return;
         }
+        let (mode, quiet, limit) = self.settings(&req.role);
+        // `queue`: delivery leaves the mail alone; a re-wake (the mail sat
+        // past `ack_within`, so the agent's own check missed it) is
+        // delivered as `idle` would, never into a busy pane.
+        let mode = match mode {
+            WakeMode::Queue if !req.rewake => return,
+            WakeMode::Queue => WakeMode::Idle,
+            m => m,
+        };
         let result = match &req.method {
+            Method::Tmux { socket } if mode == WakeMode::Idle => {
+                match self.wait_quiet(req, socket, quiet, limit) {
+                    Ok(true) => run_tmux(socket, &req.session),
+                    Ok(false) => return,
+                    Err(e) => Err(e),
+                }
+            }
             Method::Tmux { socket } => run_tmux(socket, &req.session),
             Method::Command(cmd) => run_command(cmd, req, &self.project),
             Method::None => return,
         };
+        let _ = fsx::remove_file(&deferred_file(&self.project, &req.role));
         match result {
             Ok(()) => {
-                if req.rewake {
-                    self.journal.record(
-                        &Event::new(Kind::Renotified)
-                            .path(&req.path)
-                            .recipient(&req.role),
-                    );
-                }
-                let f = last_wake_file(&self.project, &req.role);
-                // One mkdir, never `create_dir_all`: a wake-up finishing after
-                // `.swarmforge/` was deleted must not bring it back.
-                let made = match f.parent().map(std::fs::create_dir) {
-                    Some(Err(e)) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
-                    _ => Ok(()),
-                };
-                let _ = made.and_then(|_| {
-                    fsx::write_file(&f, format!("{}\n", clock::iso_now()).as_bytes())
-                });
+                self.journal.record(
+                    &Event::new(if req.rewake {
+                        Kind::Renotified
+                    } else {
+                        Kind::Woken
+                    })
+                    .path(&req.path)
+                    .recipient(&req.role),
+                );
+                write_marker(
+                    &last_wake_file(&self.project, &req.role),
+                    &format!("{}\n", clock::iso_now()),
+                );
             }
             Err(reason) => self.journal.record(
                 &Event::new(Kind::NotifyFailed)

@@ -57,7 +57,7 @@ fn in_process(wt: &Worktree) -> Option<(PathBuf, String)> {
 pub fn check_expectations(project: &Project, roles: &Roles, config: &Config, journal: &Journal) {
     // Roles sharing a worktree share its inbox: its item is judged once, by
     // the first of them with a limit.
-    let mut seen: Vec<&Path> = Vec::new();
+    let mut seen: std::collections::HashSet<&Path> = Default::default();
     for role in &roles.roles {
         let Some(limit) = config
             .role(&role.name)
@@ -66,10 +66,10 @@ pub fn check_expectations(project: &Project, roles: &Roles, config: &Config, jou
         else {
             continue;
         };
-        if seen.contains(&role.worktree_path.as_path()) {
+        // A set: a list made this quadratic in the number of roles.
+        if !seen.insert(role.worktree_path.as_path()) {
             continue;
         }
-        seen.push(&role.worktree_path);
         let wt = Worktree::new(&role.worktree_path);
         let Some((item, dequeued)) = in_process(&wt) else {
             continue;
@@ -133,20 +133,65 @@ pub fn check_agents(project: &Project, roles: &Roles, config: &Config, journal: 
     let wake::Method::Tmux { socket } = wake::method(project, config) else {
         return;
     };
+    // Sessions `swarm up` started (so a session not yet created is not dead).
+    let started = fsx::read_bounded(&project.swarmforge().join("sessions.tsv"), 1024 * 1024)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
     for role in &roles.roles {
-        let Some(rc) = config.role(&role.name).filter(|r| r.restart) else {
-            continue;
-        };
-        if role.is_human()
-            || role.session.is_empty()
-            || tmux(
-                &socket,
-                &["has-session", "-t", &format!("={}", role.session)],
-            )
-        {
+        if role.is_human() || role.session.is_empty() {
             continue;
         }
-        restart(project, role, rc.restart_budget, &socket, journal);
+        let has_session = tmux(
+            &socket,
+            &["has-session", "-t", &format!("={}", role.session)],
+        );
+        match config.role(&role.name).filter(|r| r.restart) {
+            Some(rc) if !has_session => restart(project, role, rc.restart_budget, &socket, journal),
+            Some(_) => {}
+            None => {
+                // The pane outlives its agent (it waits for a wake-up to run
+                // it again); the pane script's state file says it exited.
+                let state = project
+                    .swarmforge()
+                    .join("run")
+                    .join(format!("{}.state", role.name));
+                let exited =
+                    fsx::read_bounded(&state, 4096).is_ok_and(|b| b.starts_with(b"exited"));
+                let alive = has_session && !exited;
+                let launched = started
+                    .lines()
+                    .any(|l| l.split('\t').nth(2) == Some(role.session.as_str()));
+                let why = if has_session {
+                    "its agent exited"
+                } else {
+                    "its session is gone"
+                };
+                report_dead(project, role, alive || !launched, why, journal);
+            }
+        }
+    }
+}
+
+/// `agent_dead` once per death (a marker file keeps "once" across sweeps
+/// and daemon restarts; it goes when the session is back).
+fn report_dead(project: &Project, role: &Role, alive: bool, why: &str, journal: &Journal) {
+    let dir = project.daemon_dir().join("dead");
+    let marker = dir.join(&role.name);
+    if alive {
+        if marker.exists() {
+            let _ = fsx::remove_file(&marker);
+        }
+        return;
+    }
+    if marker.exists() || fsx::ensure_dirs(&[&dir]).is_err() {
+        return;
+    }
+    if fsx::write_file(&marker, format!("{}\n", clock::iso_now()).as_bytes()).is_ok() {
+        journal.record(
+            &Event::new(Kind::AgentDead)
+                .recipient(&role.name)
+                .reason(format!("{why} (session {})", role.session)),
+        );
     }
 }
 

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use super::paths::{prompt_file, shim_dir};
 use crate::error::{Error, Result};
+use crate::launch::agents::{Cli, Launch};
 use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
 use crate::launch::shims;
 use crate::launch::swarmforge_conf::error_prefix;
@@ -38,12 +39,53 @@ pub fn prompt_text(role: &str) -> String {
     )
 }
 
+/// Whether a preset's primer reaches it through a file rather than the
+/// first prompt: always through Claude's system-prompt file; through
+/// `AGENTS.md`/`GEMINI.md` only in a worktree of the role's own (roles
+/// sharing the root would overwrite each other's) where git does not track
+/// that file (a block of ours in a tracked file would be committed).
+pub fn instructions_in_file(cli: Cli, r: &PlannedRole) -> bool {
+    match cli.preset().instruction_file() {
+        None => true,
+        Some(name) => !r.in_root() && !tracked(&r.worktree_path, name),
+    }
+}
+
+/// `name` is tracked by git in the worktree `wt`.
+pub fn tracked(wt: &Path, name: &str) -> bool {
+    wt.is_dir()
+        && std::process::Command::new("git")
+            .arg("-C")
+            .arg(wt)
+            .args(["ls-files", "--error-unmatch", "--", name])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+}
+
 /// The shell command line that runs a role's agent (None for a person).
 /// Model agents get SwarmForge's start commands; anything else runs as written.
 pub fn agent_command(project: &Project, r: &PlannedRole) -> Option<String> {
     match &r.agent {
         AgentSpec::Human => None,
         AgentSpec::Command(c) => Some(c.clone()),
+        AgentSpec::Preset {
+            cli,
+            model,
+            args,
+            permission,
+        } => Some(cli.preset().command(&Launch {
+            role: &r.name,
+            root: &project.root,
+            worktree: &r.worktree_path,
+            prompt_file: &prompt_file(project, &r.name),
+            model: model.as_deref(),
+            args,
+            permission: *permission,
+            instructions_in_file: instructions_in_file(*cli, r),
+        })),
         AgentSpec::Model { name, extra } => {
             let p = sqp(&prompt_file(project, &r.name));
             let wt = sqp(&r.worktree_path);
@@ -98,6 +140,7 @@ pub(super) fn check_programs(plan: &Plan, need_tmux: bool) -> Result<()> {
         let w = match &r.agent {
             AgentSpec::Human => continue,
             AgentSpec::Model { name, .. } => Some(name.as_str()),
+            AgentSpec::Preset { cli, .. } => Some(cli.name()),
             AgentSpec::Command(c) => program_word(c),
         };
         if let Some(w) = w {
@@ -137,14 +180,18 @@ pub(super) fn agent_path(project: &Project) -> Result<OsString> {
 
 /// The lines every agent script starts with: identity, PATH, worktree.
 pub(super) fn env_prelude(project: &Project, r: &PlannedRole) -> Result<String> {
-    Ok(format!(
-        "export SWARMFORGE_ROLE={}\nexport SWARMFORGE_PROJECT={}\nexport PATH={}:{}:\"$PATH\"\ncd {} || exit 1\n",
+    let mut s = format!(
+        "export SWARMFORGE_ROLE={}\nexport SWARMFORGE_PROJECT={}\nexport PATH={}:{}:\"$PATH\"\n",
         sq(&r.name),
         sqp(&project.root),
         sqp(&shim_dir(project)),
         sqp(&shims::own_bin_dir()?),
-        sqp(&r.worktree_path)
-    ))
+    );
+    for (k, v) in crate::launch::mcp_config::env(project, r)? {
+        s.push_str(&format!("export {k}={}\n", sqp(&v)));
+    }
+    s.push_str(&format!("cd {} || exit 1\n", sqp(&r.worktree_path)));
+    Ok(s)
 }
 
 #[cfg(test)]

@@ -96,16 +96,25 @@ fn ensure_missing(dirs: &[PathBuf]) -> Result<usize> {
 const EXCLUDES: [&str; 2] = [".swarmforge/", ".worktrees/"];
 
 fn ensure_excludes(root: &Path, report: &mut InitReport) -> Result<()> {
+    if let Some(change) = add_excludes(root, &EXCLUDES)? {
+        report.changes.push(change);
+    }
+    Ok(())
+}
+
+/// Adds the missing `patterns` to the repository's `info/exclude` (shared
+/// by every worktree); returns what changed, for the report.
+pub fn add_excludes(root: &Path, patterns: &[&str]) -> Result<Option<String>> {
     let rel = git(root, &["rev-parse", "--git-path", "info/exclude"])?;
     let path = root.join(rel);
     let old = std::fs::read_to_string(&path).unwrap_or_default();
-    let missing: Vec<&str> = EXCLUDES
+    let missing: Vec<&str> = patterns
         .iter()
         .copied()
         .filter(|e| !old.lines().any(|l| l.trim_end() == *e))
         .collect();
     if missing.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let mut text = old.clone();
     if !text.is_empty() && !text.ends_with('\n') {
@@ -116,10 +125,11 @@ fn ensure_excludes(root: &Path, report: &mut InitReport) -> Result<()> {
         text.push('\n');
     }
     write_if_changed(&path, text.as_bytes())?;
-    report
-        .changes
-        .push(format!("added {} to {}", missing.join(" "), path.display()));
-    Ok(())
+    Ok(Some(format!(
+        "added {} to {}",
+        missing.join(" "),
+        path.display()
+    )))
 }
 
 fn ensure_repo(root: &Path, report: &mut InitReport) -> Result<()> {

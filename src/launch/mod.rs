@@ -20,19 +20,24 @@
 //! A foreground `up` tears everything down on Ctrl-C, SIGTERM or SIGHUP;
 //! `down` does the same from anywhere. Neither touches a handoff file.
 
+pub mod agents;
+pub mod archive;
 pub mod bridge;
 pub mod command;
 pub mod demo;
 pub mod down;
 pub mod init;
+pub mod mcp_config;
 pub mod paths;
 pub mod plan;
+pub mod primer;
 pub mod process;
 pub mod sessions;
 pub mod shims;
 pub mod socket;
 pub mod supervisor;
 pub mod swarmforge_conf;
+pub mod templates;
 pub mod up;
 
 pub use down::down;

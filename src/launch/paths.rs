@@ -16,14 +16,23 @@ pub fn agents_dir(p: &Project) -> PathBuf {
 pub fn agent_log(p: &Project, role: &str) -> PathBuf {
     agents_dir(p).join(format!("{role}.log"))
 }
-pub(super) fn agent_pid_file(p: &Project, role: &str) -> PathBuf {
+/// Present while the headless supervisor has parked the role after stalls.
+pub fn agent_parked_file(p: &Project, role: &str) -> PathBuf {
+    agents_dir(p).join(format!("{role}.parked"))
+}
+pub fn agent_pid_file(p: &Project, role: &str) -> PathBuf {
     agents_dir(p).join(format!("{role}.pid"))
 }
 /// `.swarmforge/run/<role>.sh`: what a tmux pane runs.
 pub(super) fn run_file(p: &Project, role: &str) -> PathBuf {
     p.swarmforge().join("run").join(format!("{role}.sh"))
 }
-pub(super) fn prompt_file(p: &Project, role: &str) -> PathBuf {
+/// `.swarmforge/run/<role>.state`: `running <epoch>` or `exited <status>
+/// <epoch>`, written by the tmux pane script around each agent run.
+pub fn agent_state_file(p: &Project, role: &str) -> PathBuf {
+    p.swarmforge().join("run").join(format!("{role}.state"))
+}
+pub fn prompt_file(p: &Project, role: &str) -> PathBuf {
     p.swarmforge().join("prompts").join(format!("{role}.md"))
 }
 /// Held (flock) by a foreground `swarm up` for its whole life.

@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
+use crate::launch::agents::Cli;
 use crate::launch::swarmforge_conf::{self, ConfAgent, ConfPaths};
-use crate::protocol::config::{Config, RoleConfig};
+use crate::protocol::config::{Config, Permission, RoleConfig};
 use crate::protocol::grammar;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::{self, ReceiveMode, Role, Roles};
@@ -23,6 +24,14 @@ pub enum AgentSpec {
     /// A SwarmForge model agent (`claude`, `codex`, `copilot`, `grok`) with
     /// the conf's extra arguments; started with SwarmForge's command line.
     Model { name: String, extra: Option<String> },
+    /// A preset from `swarm.yaml` (`agent: claude | codex | gemini`),
+    /// started the way that CLI documents (src/launch/agents/).
+    Preset {
+        cli: Cli,
+        model: Option<String>,
+        args: Vec<String>,
+        permission: Permission,
+    },
 }
 
 impl AgentSpec {
@@ -32,6 +41,7 @@ impl AgentSpec {
         match self {
             AgentSpec::Human => "human".into(),
             AgentSpec::Model { name, .. } => name.clone(),
+            AgentSpec::Preset { cli, .. } => cli.name().to_string(),
             AgentSpec::Command(c) => c
                 .split_whitespace()
                 .next()
@@ -260,6 +270,13 @@ fn yaml_agent(r: &RoleConfig) -> AgentSpec {
     let a = r.agent.trim();
     if a.eq_ignore_ascii_case("human") {
         AgentSpec::Human
+    } else if let Some(cli) = Cli::from_agent(a) {
+        AgentSpec::Preset {
+            cli,
+            model: r.model.clone(),
+            args: r.args.clone(),
+            permission: r.permission,
+        }
     } else {
         AgentSpec::Command(a.to_string())
     }
@@ -408,6 +425,34 @@ pub fn validate_yaml_roles(roles: &[RoleConfig], text: &str, path: &Path) -> Res
                 "write the command on one line",
             ));
         }
+        let preset_only = [("model", r.model.is_some()), ("args", !r.args.is_empty())];
+        if Cli::from_agent(agent).is_none() {
+            if let Some((key, _)) = preset_only.iter().find(|(_, set)| *set) {
+                return Err(yaml_error(
+                    path,
+                    at(i, |s| loc(&s.agent)).or(name_at),
+                    format!(
+                        "role '{}' sets `{key}`, which only an agent preset takes",
+                        r.name
+                    ),
+                    "use `agent: claude`, `codex` or `gemini`, or write the flags into the command line",
+                ));
+            }
+        }
+        if r.model
+            .iter()
+            .chain(&r.args)
+            .chain(&r.prompt)
+            .chain(&r.description)
+            .any(|v| v.chars().any(|c| c.is_control() && c != '\n' && c != '\t'))
+        {
+            return Err(yaml_error(
+                path,
+                name_at,
+                format!("a value of role '{}' contains a control character", r.name),
+                "remove it from `model`, `args`, `prompt` and `description`",
+            ));
+        }
         let wt_at = at(i, |s| loc(&s.worktree)).or(name_at);
         if !valid_worktree_name(&r.worktree) {
             return Err(yaml_error(
@@ -502,6 +547,23 @@ mod tests {
             e.contains("forum.moderator 'ghost' is not one of its roles"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn preset_keys_need_a_preset() {
+        let text = "roles:\n  - name: a\n    agent: sh a.sh\n    model: x\n";
+        let c = Config::parse(text).unwrap();
+        let e = validate_yaml_roles(&c.roles, text, Path::new("/p/swarm.yaml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("/p/swarm.yaml:3:")
+                && e.contains("sets `model`, which only an agent preset takes"),
+            "{e}"
+        );
+        let text = "roles:\n  - name: a\n    agent: gemini\n    model: x\n    args: [--debug]\n";
+        let c = Config::parse(text).unwrap();
+        validate_yaml_roles(&c.roles, text, Path::new("/p/swarm.yaml")).unwrap();
     }
 
     #[test]

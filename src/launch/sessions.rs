@@ -8,12 +8,12 @@ use super::GRACE;
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
 use crate::launch::init;
-use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
+use crate::launch::plan::{Plan, PlannedRole};
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
 
-use super::command::{agent_command, env_prelude, prompt_text, sq, sqp};
-use super::paths::{prompt_file, run_file, sessions_file, tmux_env_file};
+use super::command::{agent_command, env_prelude, sq, sqp};
+use super::paths::{agent_state_file, run_file, sessions_file, tmux_env_file};
 use super::process::stop_groups;
 use crate::daemon::tmux::{self, ok as tmux_ok};
 
@@ -33,24 +33,21 @@ pub(super) fn pane_script(project: &Project, r: &PlannedRole) -> Result<String> 
         None => s.push_str("exec \"${SHELL:-/bin/sh}\"\n"),
         // `$1`: seconds to wait first (the launch stagger), so every
         // session exists at once and no early wake-up misses its target.
+        // The state file (`running <t>` / `exited <status> <t>`) tells
+        // `swarm status` whether the agent runs; temp + rename, so a reader
+        // never sees half a line.
         Some(cmd) => s.push_str(&format!(
-            "[ -n \"${{1:-}}\" ] && sleep \"$1\"\nwhile :; do\n{cmd}\nstatus=$?\nprintf '\\n[swarm] the agent of role %s exited (status %s). A wake-up (Enter) runs it again; Ctrl-D closes this window.\\n' {} \"$status\"\nread -r _ || break\ndone\n",
-            sq(&r.name)
+            "state={st}\nmark() {{ printf '%s %s\\n' \"$1\" \"$(date +%s)\" >\"$state.tmp\" && mv -f \"$state.tmp\" \"$state\"; }}\n[ -n \"${{1:-}}\" ] && sleep \"$1\"\nwhile :; do\nmark running\n{cmd}\nstatus=$?\nmark \"exited $status\"\nprintf '\\n[swarm] the agent of role %s exited (status %s). A wake-up (Enter) runs it again; Ctrl-D closes this window.\\n' {} \"$status\"\nread -r _ || break\ndone\n",
+            sq(&r.name),
+            st = sqp(&agent_state_file(project, &r.name)),
         )),
     }
     Ok(s)
 }
 
-pub(super) fn write_prompts(plan: &Plan) -> Result<()> {
-    for r in &plan.roles {
-        if matches!(r.agent, AgentSpec::Model { .. }) {
-            init::write_if_changed(
-                &prompt_file(&plan.project, &r.name),
-                prompt_text(&r.name).as_bytes(),
-            )?;
-        }
-    }
-    Ok(())
+/// Prompt files, instruction blocks and turn-end hooks (agents/setup.rs).
+pub(super) fn write_prompts(plan: &Plan) -> Result<Vec<String>> {
+    crate::launch::agents::setup::prepare(plan, &crate::launch::shims::own_bin_dir()?)
 }
 
 /// Creates the missing sessions at once; the n-th new agent waits

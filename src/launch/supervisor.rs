@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::command::{agent_command, agent_path, sq, sqp};
-use super::paths::{agent_log, agent_pid_file, agents_dir};
+use super::paths::{agent_log, agent_parked_file, agent_pid_file, agents_dir};
 use super::process::{detach, group_alive, kill, lock_holder, start_time, stop_groups};
 use super::sessions::{has_session, start_sessions, stop_tmux, write_session_files};
 use super::up::{Outcome, UpOptions};
@@ -143,6 +143,7 @@ impl<'a> Running<'a> {
         let dir = agents_dir(project);
         fsx::ensure_dirs(&[&dir]).at(&dir)?;
         slot.runs += 1;
+        let _ = fsx::remove_file(&agent_parked_file(project, &r.name));
         let log = agent_log(project, &r.name);
         // The shell opens the log (append) itself; every run is marked in it.
         let script = format!(
@@ -159,6 +160,7 @@ impl<'a> Running<'a> {
             .env("SWARMFORGE_ROLE", &r.name)
             .env("SWARMFORGE_PROJECT", &project.root)
             .env("PATH", agent_path(project)?)
+            .envs(super::mcp_config::env(project, r)?)
             .env_remove("TMUX")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -212,6 +214,11 @@ impl<'a> Running<'a> {
                 slot.not_before = Instant::now() + backoff(slot.stalls);
                 if slot.stalls >= MAX_STALLS {
                     slot.parked = Some(after);
+                    // `swarm status` shows the role `parked`.
+                    let _ = fsx::write_file(
+                        &agent_parked_file(project, &slot.role.name),
+                        format!("{}\n", crate::protocol::clock::iso_now()).as_bytes(),
+                    );
                     say(&format!(
                         "{}: {} runs in a row left its queue untouched; not started again until its inbox changes (see {})",
                         slot.role.name,
@@ -254,7 +261,7 @@ impl<'a> Running<'a> {
                 ));
                 continue;
             };
-            if matches!(r.agent, AgentSpec::Model { .. }) {
+            if matches!(r.agent, AgentSpec::Model { .. } | AgentSpec::Preset { .. }) {
                 say(&format!(
                     "warning: {} runs an interactive model agent, which gets no terminal with --no-tmux",
                     r.name
@@ -303,6 +310,7 @@ impl<'a> Running<'a> {
                         continue;
                     }
                     s.parked = None;
+                    let _ = fsx::remove_file(&agent_parked_file(&self.plan.project, &s.role.name));
                     s.stalls = 0;
                 }
                 if pending(&w) {

@@ -123,6 +123,7 @@ pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Ou
     let project = &plan.project;
     check_no_supervisor(project)?;
     check_programs(plan, opts.tmux)?;
+    super::mcp_config::check(plan)?;
     let report = init::init(plan)?;
     for c in &report.changes {
         say(c);
@@ -130,7 +131,12 @@ pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Ou
     let shims_dir = shim_dir(project);
     fsx::ensure_dirs(&[&shims_dir]).at(&shims_dir)?;
     shims::install(&shims_dir, &shims::own_bin_dir()?)?;
-    write_prompts(plan)?;
+    for note in write_prompts(plan)? {
+        say(&note);
+    }
+    for p in super::mcp_config::write_all(plan, &shims::own_bin_dir()?.join("swarm"))? {
+        say(&format!("MCP configuration: {}", p.display()));
+    }
     if opts.detach && !opts.tmux {
         return spawn_detached_supervisor(plan, opts, say);
     }

@@ -22,6 +22,7 @@ pub struct Config {
     pub forum: ForumConfig,
     pub discussion: DiscussionConfig,
     pub launch: LaunchConfig,
+    pub notify: NotifyConfig,
     pub logs: LogsConfig,
     /// The hosts a swarm spans (issue 16); empty: one host, no bridge.
     pub hosts: Vec<String>,
@@ -48,6 +49,7 @@ impl Default for Config {
             forum: ForumConfig::default(),
             discussion: DiscussionConfig::default(),
             launch: LaunchConfig::default(),
+            notify: NotifyConfig::default(),
             logs: LogsConfig::default(),
             hosts: Vec::new(),
             bridge: None,
@@ -105,13 +107,86 @@ pub enum WakeMethod {
     None,
 }
 
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Default)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct WakeConfig {
     pub method: WakeMethod,
     /// Run through `sh -c` with `SWARMFORGE_ROLE`, `SWARMFORGE_HANDOFF` (the inbox
     /// copy) and `SWARMFORGE_PROJECT` in its environment.
     pub command: Option<String>,
+    /// `wake: idle`: a pane whose text did not change for this long is idle.
+    pub quiet: Dur,
+    /// `wake: idle`: give up waiting for a busy pane after this long (the
+    /// re-wake sweep tries again later).
+    pub busy_timeout: Dur,
+}
+
+impl Default for WakeConfig {
+    fn default() -> Self {
+        WakeConfig {
+            method: WakeMethod::Auto,
+            command: None,
+            quiet: Dur::secs(1),
+            busy_timeout: Dur::secs(600),
+        }
+    }
+}
+
+/// How a role's agent is told about new mail.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum WakeMode {
+    /// Type the wake text only once the pane has been quiet for `wake.quiet`.
+    #[default]
+    Idle,
+    /// Never type: the agent's turn-end hook or its own loop picks the mail up.
+    Queue,
+    /// Type at once, busy or not (SwarmForge's behaviour).
+    Immediate,
+}
+
+impl WakeMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WakeMode::Idle => "idle",
+            WakeMode::Queue => "queue",
+            WakeMode::Immediate => "immediate",
+        }
+    }
+}
+
+/// What a preset agent may do without asking (mapped onto each CLI's own
+/// setting; see docs/agents.md).
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Permission {
+    /// Ask before edits and commands.
+    Ask,
+    /// Edit files in the worktree without asking; ask for the rest.
+    #[default]
+    Edits,
+    /// Everything without asking (only in a sandbox you trust).
+    Full,
+}
+
+/// `notify.command`: run on attention events, off the delivery path.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct NotifyConfig {
+    /// Run through `sh -c` with `SWARMFORGE_EVENT`, `SWARMFORGE_ROLE`,
+    /// `SWARMFORGE_ID`, `SWARMFORGE_SUMMARY` and `SWARMFORGE_PROJECT` set.
+    pub command: Option<String>,
+    /// A notify command still running after this is killed.
+    pub timeout: Dur,
+}
+
+impl Default for NotifyConfig {
+    fn default() -> Self {
+        NotifyConfig {
+            command: None,
+            timeout: Dur::secs(10),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -133,8 +208,20 @@ impl Default for Limits {
 #[serde(default, deny_unknown_fields)]
 pub struct RoleConfig {
     pub name: String,
-    /// Agent command line, or `human`.
+    /// `claude`, `codex` or `gemini` (a preset), a command line, or `human`.
     pub agent: String,
+    /// Preset agents: the model to ask for (passed with the CLI's model flag).
+    pub model: Option<String>,
+    /// Preset agents: extra arguments, one word each, appended as written.
+    pub args: Vec<String>,
+    /// Preset agents: what the agent may do without asking.
+    pub permission: Permission,
+    /// The role's job, told to its agent (`swarm prompt <role>`).
+    pub prompt: Option<String>,
+    /// One line about the role, told to its peers (and to it without `prompt`).
+    pub description: Option<String>,
+    /// How new mail reaches the agent.
+    pub wake: WakeMode,
     /// `master`, `none` or a worktree name under `.worktrees/`.
     pub worktree: String,
     pub mode: ReceiveMode,
@@ -146,6 +233,9 @@ pub struct RoleConfig {
     pub restart_budget: u32,
     pub ack_within: Option<Dur>,
     pub complete_within: Option<Dur>,
+    /// `swarm up` writes the agent CLI's MCP configuration (claude, codex,
+    /// gemini) for `swarm mcp` into the role's worktree.
+    pub mcp: bool,
     /// The host this role works on (one of `hosts`; default: the first).
     pub host: Option<String>,
 }
@@ -155,6 +245,12 @@ impl Default for RoleConfig {
         RoleConfig {
             name: String::new(),
             agent: String::new(),
+            model: None,
+            args: Vec::new(),
+            permission: Permission::Edits,
+            prompt: None,
+            description: None,
+            wake: WakeMode::Idle,
             worktree: "master".into(),
             mode: ReceiveMode::Task,
             allowed_types: None,
@@ -162,6 +258,7 @@ impl Default for RoleConfig {
             restart_budget: 3,
             ack_within: None,
             complete_within: None,
+            mcp: false,
             host: None,
         }
     }
@@ -413,6 +510,8 @@ impl Config {
         min("daemon.rescan", d.rescan, Dur::millis(10))?;
         min("daemon.poll_interval", d.poll_interval, Dur::millis(10))?;
         min("daemon.sweep", d.sweep, Dur::millis(100))?;
+        min("wake.quiet", self.wake.quiet, Dur::millis(50))?;
+        min("notify.timeout", self.notify.timeout, Dur::millis(100))?;
         if self.logs.max_bytes != 0 && self.logs.max_bytes < MIN_LOG_BYTES {
             return Err(format!(
                 "logs.max_bytes must be 0 (never rotate) or at least {MIN_LOG_BYTES}; got {}",

@@ -67,10 +67,17 @@ pub fn hop(f: &impl Fields) -> Result<u32, String> {
 }
 
 /// Whether delivering `msg` to `recipient` should wake it: not with
-/// `wake: no`, never for a `cc` copy (human roles are never woken either;
-/// that is the daemon's check).
+/// `wake: no`, never for a `cc` copy, and a `react` only with `wake: yes`
+/// (a reaction is an annotation, not work; human roles are never woken
+/// either, that is the daemon's check).
 pub fn wakes(msg: &Message, recipient: &str) -> bool {
-    msg.get("wake") != Some("no") && !grammar::role_list(msg.get("cc")).contains(&recipient)
+    let default = msg.kind() != Some(grammar::MessageType::React);
+    let asked = match msg.get("wake") {
+        Some("no") => false,
+        Some("yes") => true,
+        _ => default,
+    };
+    asked && !grammar::role_list(msg.get("cc")).contains(&recipient)
 }
 
 /// `@role` words in `texts` naming known roles other than `sender`, in order

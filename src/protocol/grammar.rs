@@ -65,10 +65,11 @@ pub enum MessageType {
     DigestRequest,
     Digest,
     Close,
+    React,
 }
 
 impl MessageType {
-    pub const ALL: [MessageType; 8] = [
+    pub const ALL: [MessageType; 9] = [
         MessageType::GitHandoff,
         MessageType::Note,
         MessageType::Post,
@@ -77,6 +78,7 @@ impl MessageType {
         MessageType::DigestRequest,
         MessageType::Digest,
         MessageType::Close,
+        MessageType::React,
     ];
 
     /// The `type:` value.
@@ -90,6 +92,7 @@ impl MessageType {
             MessageType::DigestRequest => "digest_request",
             MessageType::Digest => "digest",
             MessageType::Close => "close",
+            MessageType::React => "react",
         }
     }
 

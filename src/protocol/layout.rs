@@ -177,6 +177,33 @@ impl Worktree {
     pub fn rejected(&self) -> PathBuf {
         self.inbox().join("rejected")
     }
+    /// Finished items moved out of the live folders by `swarm archive`:
+    /// `archive/<YYYY-MM-DD>/{sent,failed,completed}/`, by the day the
+    /// message was created.
+    pub fn archive(&self) -> PathBuf {
+        self.handoffs().join("archive")
+    }
+
+    /// The day folders of [`Worktree::archive`], oldest first; none when
+    /// nothing was archived. Only names of the shape `swarm archive` makes.
+    pub fn archive_days(&self) -> Vec<PathBuf> {
+        let Ok(rd) = std::fs::read_dir(self.archive()) else {
+            return Vec::new();
+        };
+        let mut days: Vec<PathBuf> = rd
+            .flatten()
+            .filter(|e| {
+                let n = e.file_name();
+                let n = n.to_string_lossy();
+                e.file_type().is_ok_and(|t| t.is_dir())
+                    && chrono::NaiveDate::parse_from_str(&n, "%Y-%m-%d").is_ok()
+            })
+            .map(|e| e.path())
+            .collect();
+        days.sort();
+        days
+    }
+
     /// The one lock every queue transition of this inbox holds.
     pub fn inbox_lock(&self) -> PathBuf {
         self.handoffs().join("inbox.flock")

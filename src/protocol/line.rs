@@ -74,3 +74,34 @@ pub fn full_time(t: Option<Instant>) -> String {
 pub fn forum_line(msg: &Message) -> String {
     format!("[{}] {}\n", full_time(when(msg)), speech(msg))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(text: &str) -> Message {
+        Message::parse(text).unwrap()
+    }
+
+    #[test]
+    fn forum_line_has_the_full_date() {
+        let m = msg("id: 20260615T140531Z_000001_from_coder\nfrom: coder\nto: cleaner\n\
+                     type: git_handoff\ntask: fix-login\ncreated_at: 2026-06-15T14:05:31.123456Z\n\nx\n");
+        assert_eq!(
+            forum_line(&m),
+            "[2026-06-15 14:05:31] [coder -> cleaner] git_handoff fix-login\n"
+        );
+    }
+
+    #[test]
+    fn summary_falls_back_to_the_body_and_escapes() {
+        let m = msg("from: a\nto: all\ntype: post\n\nRe-read your role and constitution.\n\n\tfirst\\line\tend\nsecond\n");
+        assert_eq!(summary(&m), "first\\\\line\\tend");
+        let long = format!("type: note\nmessage: {}\n\n", "é".repeat(250));
+        let s = summary(&msg(&long));
+        assert_eq!(s.chars().count(), MAX_SUMMARY + 1);
+        assert!(s.ends_with('…'));
+        let m = msg("id: 20260615T140531Z_000001_from_a\n\n");
+        assert_eq!(forum_line(&m), "[2026-06-15 14:05:31] [? -> ?] ?\n");
+    }
+}

@@ -411,6 +411,14 @@ fn type_errors(f: &impl Fields, rule: &TypeRule, to: Option<&str>) -> Vec<String
                 );
             }
         }
+        "react" => match present(f, "reaction") {
+            None => errors.push("Missing required header 'reaction' for react.".to_string()),
+            Some(r) if !REACTIONS.contains(&r) => errors.push(format!(
+                "Header 'reaction' must be one of {}; got '{r}'.",
+                list_in_words(REACTIONS)
+            )),
+            Some(_) => {}
+        },
         "close" => match present(f, "reason") {
             None => errors.push("Missing required header 'reason' for close.".to_string()),
             Some(_) => errors.extend(longer_than(f, "reason", MAX_REASON_CHARS)),
@@ -488,8 +496,13 @@ pub fn recheck(msg: &Message, policy: &Policy, max_hops: u32) -> Result<(), Stri
         Ok(_) => {}
     }
     let mut errors = validate_with(msg, policy, &mut |_| Ok(()));
-    if msg.get("type") == Some(ANSWER.name) && present(msg, "in_reply_to").is_none() {
-        errors.push("Missing required header 'in_reply_to' for answer.".to_string());
+    for rule in [&ANSWER, &REACT] {
+        if msg.get("type") == Some(rule.name) && present(msg, "in_reply_to").is_none() {
+            errors.push(format!(
+                "Missing required header 'in_reply_to' for {}.",
+                rule.name
+            ));
+        }
     }
     match errors.into_iter().next() {
         Some(e) => Err(format!("invalid: {e}")),
@@ -527,7 +540,7 @@ mod tests {
         );
         assert_eq!(
             type_list(),
-            "git_handoff, note, post, clarify, answer, digest or close"
+            "git_handoff, note, post, clarify, answer, digest, close or react"
         );
     }
 

@@ -1,6 +1,19 @@
 //! Per-worktree sequence numbers (§5.6), allocated under an flock(2) lock and
 //! stored by atomic replace, so a killed sender never blocks later sends and a
 //! crash never leaves an empty or negative counter (§15.5, §15.6).
+//!
+//! The counter is replaced without fsync. Why that can never reissue an id:
+//! a killed process loses nothing (the rename is in the page cache, which
+//! every later reader sees); only an OS crash can bring back an older value,
+//! or an empty file (then the highest number in use is taken from the file
+//! names). A rolled-back counter may give a number out again, but an id is
+//! `<IDTS>_<SEQ>_from_<sender>`: the earlier message took its second before
+//! the crash and the new one takes a second after the reboot, so the ids,
+//! and the file names built from them, differ, and hand-out order (second
+//! first, then number) still puts the new message after the old. Only a
+//! clock set back across the reboot to the very second of a lost send could
+//! meet an old id, and then the no-clobber publish refuses the outbox name
+//! while the original still waits there.
 
 use std::fs;
 use std::io;
@@ -53,7 +66,8 @@ pub fn next(wt: &Worktree) -> Result<u64> {
     };
     let next = last + 1;
     let text = format!("{}\n", grammar::format_seq(next));
-    fsx::replace(&handoffs, &path, text.as_bytes()).at(&path)?;
+    // No fsync of its own (two of a send's four): see the module comment.
+    fsx::replace_unsynced(&handoffs, &path, text.as_bytes()).at(&path)?;
     Ok(next)
 }
 

@@ -291,17 +291,30 @@ impl Trail {
             let outbox = self.list(&wt.outbox(), filter);
             let outbox_notes = outbox.notes.clone();
             self.read_originals(&wt.outbox(), Place::Outbox, &outbox, &outbox_notes);
-            let sent = self.list(&wt.sent(), filter);
-            self.read_originals(&wt.sent(), Place::Sent, &sent, &outbox_notes);
-            let failed = self.list(&wt.failed(), filter);
-            self.read_originals(&wt.failed(), Place::Failed, &failed, &outbox_notes);
+            // The live folders, then what `swarm archive` moved out of them.
+            let days = wt.archive_days();
+            let sent = std::iter::once(wt.sent()).chain(days.iter().map(|d| d.join("sent")));
+            for dir in sent.collect::<Vec<_>>() {
+                let l = self.list(&dir, filter);
+                self.read_originals(&dir, Place::Sent, &l, &outbox_notes);
+            }
+            let failed = std::iter::once(wt.failed()).chain(days.iter().map(|d| d.join("failed")));
+            for dir in failed.collect::<Vec<_>>() {
+                let l = self.list(&dir, filter);
+                self.read_originals(&dir, Place::Failed, &l, &outbox_notes);
+            }
         }
         if scope.copies {
-            for (dir, place) in [
+            let archived = wt
+                .archive_days()
+                .into_iter()
+                .map(|d| (d.join("completed"), Place::Completed));
+            let places = [
                 (wt.inbox_new(), Place::New),
                 (wt.in_process(), Place::InProcess),
                 (wt.completed(), Place::Completed),
-            ] {
+            ];
+            for (dir, place) in places.into_iter().chain(archived) {
                 let l = self.list(&dir, filter);
                 for name in &l.files {
                     self.read_copy(&dir.join(name), place, None, i);

@@ -150,6 +150,19 @@ pub const CLOSE: TypeRule = TypeRule {
     sendable: true,
 };
 
+pub const REACT: TypeRule = TypeRule {
+    kind: MessageType::React,
+    name: MessageType::React.name(),
+    own: &["reaction"],
+    body: false,
+    max_body: 0,
+    sendable: true,
+};
+
+/// The reactions a `react` may carry (the group chat's set), in the order
+/// messages list them.
+pub const REACTIONS: &[&str] = &["thumbs_up", "thumbs_down", "fire", "check", "x", "thinking"];
+
 /// Every type, in the order the docs and messages list them.
 pub const TYPES: &[&TypeRule] = &[
     &GIT_HANDOFF,
@@ -160,6 +173,7 @@ pub const TYPES: &[&TypeRule] = &[
     &DIGEST_REQUEST,
     &DIGEST,
     &CLOSE,
+    &REACT,
 ];
 
 pub fn type_rule(name: &str) -> Option<&'static TypeRule> {

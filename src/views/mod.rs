@@ -5,6 +5,7 @@
 pub mod attention;
 pub mod audit;
 pub mod events;
+pub mod liveness;
 pub mod receipts;
 pub mod status;
 pub mod transcript;

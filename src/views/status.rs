@@ -14,6 +14,7 @@ use crate::protocol::grammar;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
 use crate::views::attention;
+use crate::views::liveness::{self, Runner};
 
 #[derive(Debug, Serialize)]
 pub struct RoleStatus {
@@ -34,6 +35,14 @@ pub struct RoleStatus {
     /// Outgoing files not yet delivered.
     pub outbox: usize,
     pub last_wake: Option<String>,
+    /// `busy`, `idle`, `dead` or `parked`; null for a person or when no
+    /// swarm runs (views/liveness.rs).
+    pub agent_state: Option<liveness::State>,
+    /// Since when (last output, exit or parking), when known.
+    pub agent_since: Option<String>,
+    /// Why waiting work does not move ("agent dead", "waiting on clarify
+    /// <id> to <role>", "wake deferred: busy"), when that is known.
+    pub not_moving: Option<String>,
     /// The host of a role on another host (its queue here is the bridge's proxy).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
@@ -188,6 +197,8 @@ fn in_process(dir: &Path) -> Option<(PathBuf, Option<SystemTime>)> {
 pub fn collect(project: &Project) -> Result<Status> {
     let roles = Roles::load(&project.roles_tsv())?;
     let pid = control::running_pid(project);
+    let attention = attention::collect(project)?;
+    let runner = Runner::of(project);
     let mut out = Vec::new();
     for r in &roles.roles {
         let wt = Worktree::new(&r.worktree_path);
@@ -196,6 +207,14 @@ pub fn collect(project: &Project) -> Result<Status> {
         let last_wake = fs::read_to_string(wake::last_wake_file(project, &r.name))
             .ok()
             .map(|s| s.trim().to_string());
+        let live = runner.liveness(project, r);
+        let stuck = (new > 0 && ip.is_none())
+            || attention
+                .iter()
+                .any(|a| a.kind == attention::Kind::Clarify && a.from == r.name);
+        let not_moving = stuck
+            .then(|| liveness::not_moving(project, r, live.as_ref(), &attention))
+            .flatten();
         out.push(RoleStatus {
             role: r.name.clone(),
             mode: r
@@ -213,6 +232,9 @@ pub fn collect(project: &Project) -> Result<Status> {
             failed: items(&wt.failed()).0,
             outbox: items(&wt.outbox()).0,
             last_wake,
+            agent_state: live.as_ref().map(|l| l.state),
+            agent_since: live.and_then(|l| l.since),
+            not_moving,
             host: r
                 .is_remote()
                 .then(|| r.worktree_name.trim_start_matches('@').to_string()),
@@ -226,7 +248,7 @@ pub fn collect(project: &Project) -> Result<Status> {
         daemon_running: pid.is_some(),
         daemon_pid: pid,
         roles: out,
-        attention: attention::collect(project)?,
+        attention,
         problems: roles.problems,
         bridge_waiting: bridge_waiting(project),
     })
@@ -294,6 +316,24 @@ pub fn text(s: &Status) -> String {
             r.outbox,
             r.last_wake.as_deref().unwrap_or("-")
         ));
+    }
+    for r in &s.roles {
+        if let Some(st) = r.agent_state {
+            out.push_str(&format!("{}: agent {}", r.role, st.word()));
+            if let Some(t) = &r.agent_since {
+                out.push_str(&format!(" since {t}"));
+            }
+            if let Some(w) = &r.not_moving {
+                out.push_str(&format!("; not moving: {}", crate::text::escape(w)));
+            }
+            out.push('\n');
+        } else if let Some(w) = &r.not_moving {
+            out.push_str(&format!(
+                "{}: not moving: {}\n",
+                r.role,
+                crate::text::escape(w)
+            ));
+        }
     }
     for r in s.roles.iter() {
         if let Some(p) = &r.problem {

@@ -189,7 +189,7 @@ fn base_recipient_and_per_field_errors_in_order() {
         &p,
         "type: foo\nto: qa,,a_b,qa, ,ghost\npriority: 5\nmessage: m\ncommit: c\ntask: t\n",
         &[
-            "Header 'type' must be one of git_handoff, note, post, clarify, answer, digest or close; got 'foo'.",
+            "Header 'type' must be one of git_handoff, note, post, clarify, answer, digest, close or react; got 'foo'.",
             "Header 'priority' must be two digits from 00 to 99; got '5'.",
             "Header 'to' contains an empty recipient.",
             "Recipient role 'a_b' is invalid; role names may not contain underscores.",
@@ -206,7 +206,7 @@ fn base_recipient_and_per_field_errors_in_order() {
         &p,
         "type: note \nto: qa, qa\npriority: 1x\nmessage: m\n",
         &[
-            "Header 'type' must be one of git_handoff, note, post, clarify, answer, digest or close; got 'note '. Did you mean 'note'?",
+            "Header 'type' must be one of git_handoff, note, post, clarify, answer, digest, close or react; got 'note '. Did you mean 'note'?",
             "Header 'priority' must be two digits from 00 to 99; got '1x'.",
             "Unknown recipient role ' qa'.",
         ],

@@ -660,20 +660,23 @@ fn a_slow_turn_is_skipped_after_the_deadline() {
     let s = forum(
         &["a", "b", "c"],
         "daemon: {rescan: 500ms, sweep: 100ms}\n\
-         discussion: {turn_within: 300ms, skip_after: 1500ms}\n",
+         discussion: {turn_within: 300ms, skip_after: 3s}\n",
     );
     let _d = s.spawn_daemon(&[]);
     s.swarm(&["discussion", "open", "design", "--order", "a,b,c"])
         .ok();
     queued_id(&turn(&s, "a", "who takes the parser?"));
-    wait_until(DEADLINE, "b skipped", || status(&s, "design")["skips"] == 1);
+    // The skip is recorded, then journaled: wait for both.
+    wait_until(DEADLINE, "b skipped", || {
+        status(&s, "design")["skips"] == 1 && count_events(&s, "skipped", "b", "") == 1
+    });
     let st = status(&s, "design");
     assert_eq!(
         (st["turns"].as_u64(), st["expected"].as_str()),
         (Some(1), Some("c"))
     );
     assert_eq!(
-        count_events(&s, "skipped", "b", "skip_after 1500ms in discussion design"),
+        count_events(&s, "skipped", "b", "skip_after 3s in discussion design"),
         1
     );
     assert_eq!(
@@ -687,8 +690,10 @@ fn a_slow_turn_is_skipped_after_the_deadline() {
     );
     assert_eq!(can_send(&s, "c", "design"), 0);
     queued_id(&turn(&s, "c", "I will"));
+    // A turn is logged when admitted, before its copies are written: wait
+    // for the delivery itself.
     wait_until(DEADLINE, "c's turn delivered", || {
-        status(&s, "design")["turns"] == 2
+        status(&s, "design")["turns"] == 2 && crate::support::log_count(&s.log(), "delivered") == 2
     });
     // Stop the clock: a closed discussion skips nobody.
     s.swarm(&[
@@ -738,12 +743,12 @@ fn idle_sessions_close_and_the_transcript_frames_them() {
         "type: post\nto: b\npriority: 50\nsubject: hello forum\n",
     );
     assert_eq!(header(&queued_text(&q), "session"), Some(id.as_str()));
-    wait_until(DEADLINE, "the idle session closed", || {
+    // The record is closed first, the journal line follows: wait for both.
+    wait_until(DEADLINE, "the idle session closed and logged", || {
         let r = s.swarm(&["session", "list", "--json"]);
         let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
-        v["sessions"][0]["close_reason"] == "idle_timeout"
+        v["sessions"][0]["close_reason"] == "idle_timeout" && s.log().contains(" closed ")
     });
-    assert!(s.log().contains(" closed "), "{}", s.log());
     let list = s.swarm(&["session", "list"]);
     assert!(
         list.stdout.starts_with(&format!("{id}\tclosed\t"))

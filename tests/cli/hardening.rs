@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::faults::{
     alive, copies_of, entries, hq, lines, note, post, run_at, set_roles, start, wait_delivered,
-    write_config,
+    write_config, Strace,
 };
 use crate::support::{bin, clean_command, wait_until, Project, Run, DEADLINE};
 
@@ -66,10 +66,12 @@ fn cpu_share(pid: u32, window: Duration) -> f64 {
     used as f64 / clock_ticks_per_second() as f64 / t.elapsed().as_secs_f64()
 }
 
-/// A busy core is 1.0; a daemon waiting for events is ~0. The bound is far
-/// from both, so a loaded machine cannot fail it falsely (load only lowers
-/// the share a spinning process gets, and a spinning one still gets more).
-const IDLE_BOUND: f64 = 0.10;
+/// A busy core is 1.0; a daemon waiting for events is ~0 (with 2 000 roles,
+/// ~0.04 in a debug build, start-up passes included); the code before issue
+/// 12 used 1.0 with one deferred file and 0.27–0.42 idle with 2 000 roles.
+/// The bound is far from both, so a loaded machine cannot fail it falsely
+/// (load only lowers the share a spinning process gets).
+const IDLE_BOUND: f64 = 0.15;
 
 /// Starts `handoffd <arg>` and reports how it ended: `Ok(run)` when it
 /// exited by itself, `Err(..)` when it got as far as logging `started` in
@@ -142,6 +144,46 @@ fn a_daemon_on_a_role_worktree_with_a_roles_copy_is_refused() {
     let path = post(&p.root, &n);
     wait_delivered(&p, &path);
     assert_eq!(copies_of(&rev, &n.name).len(), 1);
+    alive(&mut d);
+}
+
+/// An outbox file someone else moves away while the daemon delivers it (its
+/// renames slowed down by strace to open the window) is skipped quietly: no
+/// `deferred … No such file or directory` line, and delivery goes on.
+#[test]
+fn a_file_moved_away_mid_delivery_is_not_logged_as_deferred() {
+    let (p, rev) = project();
+    let mut d = start(&p);
+    let Some(mut st) = Strace::attach(
+        d.pid(),
+        &[
+            "-e",
+            "trace=renameat2",
+            "-e",
+            "inject=renameat2:delay_enter=1500000",
+        ],
+    ) else {
+        assert!(!ci(), "CI=true: strace cannot attach to handoffd");
+        return;
+    };
+    let n = note("coder", 1, "reviewer", "taken away");
+    let path = post(&p.root, &n);
+    let copy = hq(&rev, "inbox/new").join(&n.name);
+    wait_until(DEADLINE, "the copy", || copy.exists());
+    // The daemon's rename of the original into sent/ is still held back.
+    fs::rename(&path, p.path("moved-away.handoff")).unwrap();
+    let n2 = note("coder", 2, "reviewer", "next");
+    let path2 = post(&p.root, &n2);
+    wait_delivered(&p, &path2);
+    st.detach();
+    let log = p.log();
+    assert!(
+        !lines(&log, "deferred")
+            .iter()
+            .any(|l| l.contains(&path.display().to_string())),
+        "{log}"
+    );
+    assert_eq!(lines(&log, "failed").len(), 0, "{log}");
     alive(&mut d);
 }
 
@@ -450,7 +492,9 @@ fn reserved_role_names_are_refused() {
 // --------------------------------------------------- 8: many roles
 
 /// An idle daemon serving 2 000 roles, each in its own worktree folder, stays
-/// near zero CPU: nothing it does per rescan may be worse than linear.
+/// near zero CPU (nothing it does per rescan may grow faster than the table,
+/// and quiet outboxes are not listed again), and still delivers at once from
+/// an outbox it had stopped listing.
 #[test]
 fn an_idle_daemon_with_many_roles_stays_idle() {
     const ROLES: usize = 2000;
@@ -460,6 +504,7 @@ fn an_idle_daemon_with_many_roles_stays_idle() {
         p.root.display()
     );
     for i in 0..ROLES {
+        fs::create_dir_all(p.path(&format!("wt/r{i}"))).unwrap();
         tsv.push_str(&format!(
             "r{i}\tr{i}\t{}/wt/r{i}\tswarmforge-r{i}\tR{i}\tcodex\ttask\n",
             p.root.display()
@@ -468,8 +513,8 @@ fn an_idle_daemon_with_many_roles_stays_idle() {
     p.write_roles_raw(&tsv);
     write_config(&p, "wake: {method: none}\n");
     let mut d = start(&p);
-    // Past the first pass and the first sweep's start-up work.
-    let share = cpu_share(d.pid(), Duration::from_secs(4));
+    // The window includes the start-up passes, which list every outbox.
+    let share = cpu_share(d.pid(), Duration::from_secs(6));
     assert!(
         share < IDLE_BOUND,
         "an idle handoffd with {ROLES} roles used {:.0}% of a core",
@@ -477,6 +522,11 @@ fn an_idle_daemon_with_many_roles_stays_idle() {
     );
     let n = note("coder", 1, "r1999", "still delivering");
     let path = post(&p.root, &n);
+    wait_delivered(&p, &path);
+    // From an outbox that has been quiet long enough to be skipped by the
+    // rescan: its file event brings it back at once.
+    let n = note("r1500", 2, "coder", "from a quiet outbox");
+    let path = post(&p.path("wt/r1500"), &n);
     wait_delivered(&p, &path);
     alive(&mut d);
 }

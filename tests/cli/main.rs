@@ -2,10 +2,13 @@
 
 mod support;
 
+mod agents;
+mod archive;
 mod bridge;
 mod builder;
 mod core_queue;
 mod core_send;
+mod costs;
 mod crash;
 mod daemon;
 mod examples;
@@ -15,6 +18,8 @@ mod hardening;
 mod hostile;
 mod launcher;
 mod layouts;
+mod longpoll;
+mod mcp;
 mod model;
 mod newcomer;
 mod readme;

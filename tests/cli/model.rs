@@ -164,7 +164,7 @@ fn each_type_validates_with_exact_messages() {
         (
             "type: digest_request\nto: qa\npriority: 10\n\nx\n".into(),
             vec![
-                "Header 'type' must be one of git_handoff, note, post, clarify, answer, digest or close; got 'digest_request'."
+                "Header 'type' must be one of git_handoff, note, post, clarify, answer, digest, close or react; got 'digest_request'."
                     .into(),
             ],
         ),

@@ -42,7 +42,7 @@ fn an_unknown_type_is_reported_alone_with_a_did_you_mean() {
     let errors: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("- ")).collect();
     assert_eq!(
         errors,
-        ["- Header 'type' must be one of git_handoff, note, post, clarify, answer, digest or close; got 'nte'. Did you mean 'note'?"],
+        ["- Header 'type' must be one of git_handoff, note, post, clarify, answer, digest, close or react; got 'nte'. Did you mean 'note'?"],
         "{}",
         r.stderr
     );

@@ -363,6 +363,10 @@ fn a_rotation_cut_short_after_its_rename_is_complete() {
     // What a kill -9 between the rename and the base file leaves.
     fs::rename(&live, dir.join("events.jsonl.000000000000")).unwrap();
     let _d = p.spawn_daemon(&[]);
+    // handoffd.log's `started` comes before the event's line: wait for it.
+    wait_until(DEADLINE, "the started event", || {
+        fs::read_to_string(&live).is_ok_and(|t| t.contains("\"started\""))
+    });
     let r = p.cmd("swarm").args(["events", "--with-offset"]).run();
     r.ok();
     let o1 = e1.len() + 1;

@@ -142,12 +142,14 @@ impl Inbox<'_> {
                 (files, Some(dir))
             }
         };
-        let next = self.ready_locked(mode);
+        let mut reactions = Vec::new();
+        let next = self.ready_locked(mode, &mut reactions);
         Ok(Done {
             completed,
             completed_batch,
             failed: failed.map(str::to_string),
             next,
+            reactions,
         })
     }
 

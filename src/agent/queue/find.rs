@@ -28,24 +28,22 @@ pub(super) fn find_in(dir: &Path, id: &str, max_bytes: u64) -> Option<Item> {
     })
 }
 
-/// Where a worktree may hold message `id` for its roles: the inbox (new,
-/// in process, completed, batches included).
-fn inbox_dirs(wt: &Worktree) -> Vec<PathBuf> {
-    let mut dirs = vec![wt.in_process(), wt.inbox_new(), wt.completed()];
-    for base in [wt.in_process(), wt.completed()] {
-        if let Ok(l) = list(&base) {
-            dirs.extend(l.batches.iter().map(|b| base.join(b)));
-        }
-    }
-    dirs
-}
-
 /// The copy of message `id` in this worktree's inbox, if any (read-only, no
-/// lock: for look-ups, never for transitions).
+/// lock: for look-ups, never for transitions). Looks where a reply's parent
+/// usually is first (in process, then waiting), and lists `completed/`,
+/// which grows with history, only when the copy is in none of those.
 pub fn find_copy(wt: &Worktree, id: &str, max_bytes: u64) -> Option<Item> {
-    inbox_dirs(wt)
-        .iter()
-        .find_map(|d| find_in(d, id, max_bytes))
+    let in_batches = |base: PathBuf| -> Option<Item> {
+        let l = list(&base).ok()?;
+        l.batches
+            .iter()
+            .find_map(|b| find_in(&base.join(b), id, max_bytes))
+    };
+    find_in(&wt.in_process(), id, max_bytes)
+        .or_else(|| in_batches(wt.in_process()))
+        .or_else(|| find_in(&wt.inbox_new(), id, max_bytes))
+        .or_else(|| find_in(&wt.completed(), id, max_bytes))
+        .or_else(|| in_batches(wt.completed()))
 }
 
 /// Message `id` as this worktree knows it: a copy in its inbox, else its own

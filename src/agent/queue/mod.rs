@@ -68,6 +68,8 @@ pub struct Done {
     /// `done-current --failed <reason>`: the reason stamped as `failed`.
     pub failed: Option<String>,
     pub next: Result<Ready>,
+    /// Reactions the follow-up ready step took (see [`Inbox::ready_noted`]).
+    pub reactions: Vec<Item>,
 }
 
 /// An inbox and the limits it is read with.

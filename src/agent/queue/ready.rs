@@ -8,24 +8,65 @@ use super::{list, paths, remove_if_unfilled, Inbox, Item, Ready};
 use crate::error::{Error, Result, Token};
 use crate::fsx;
 use crate::protocol::clock;
-use crate::protocol::grammar;
+use crate::protocol::grammar::{self, MessageType};
 use crate::protocol::header::Message;
 use crate::protocol::roles::ReceiveMode;
 
+/// Whether an item is a reaction: an annotation for the next ready step,
+/// never a work item.
+pub(super) fn is_reaction(item: &Item) -> bool {
+    item.msg.kind() == Some(MessageType::React)
+}
+
 impl Inbox<'_> {
+    /// The next work item; reactions waiting ahead of it are completed and
+    /// dropped (see [`Inbox::ready_noted`] to show them).
     pub fn ready(&self, mode: ReceiveMode) -> Result<Ready> {
-        let _lock = self.lock()?;
-        self.ready_locked(mode)
+        self.ready_noted(mode).map(|(r, _)| r)
     }
 
-    pub(super) fn ready_locked(&self, mode: ReceiveMode) -> Result<Ready> {
+    /// [`Inbox::ready`], with the reactions that were waiting ahead of the
+    /// next work item (in queue order): each is completed as it is read, so
+    /// it is shown once, as an annotation beside what is handed out.
+    pub fn ready_noted(&self, mode: ReceiveMode) -> Result<(Ready, Vec<Item>)> {
+        let _lock = self.lock()?;
+        let mut reactions = Vec::new();
+        let r = self.ready_locked(mode, &mut reactions)?;
+        Ok((r, reactions))
+    }
+
+    pub(super) fn ready_locked(
+        &self,
+        mode: ReceiveMode,
+        reactions: &mut Vec<Item>,
+    ) -> Result<Ready> {
         match mode {
-            ReceiveMode::Task => self.ready_task(),
-            ReceiveMode::Batch => self.ready_batch(),
+            ReceiveMode::Task => self.ready_task(reactions),
+            ReceiveMode::Batch => self.ready_batch(reactions),
         }
     }
 
-    pub(super) fn ready_task(&self) -> Result<Ready> {
+    /// The first waiting work item in `new/`, completing the reactions in
+    /// front of it (only those: reading every waiting file on each call
+    /// would make a deep backlog slow; later ones show on a later call).
+    fn first_work(
+        &self,
+        names: &[String],
+        reactions: &mut Vec<Item>,
+    ) -> Result<Option<(usize, Item)>> {
+        let new = self.wt.inbox_new();
+        for (i, name) in names.iter().enumerate() {
+            let mut item = self.load(&new.join(name))?;
+            if !is_reaction(&item) {
+                return Ok(Some((i, item)));
+            }
+            self.complete_file(&mut item, &clock::iso_now(), None)?;
+            reactions.push(item);
+        }
+        Ok(None)
+    }
+
+    pub(super) fn ready_task(&self, reactions: &mut Vec<Item>) -> Result<Ready> {
         let ip = self.wt.in_process();
         let cur = list(&ip)?;
         if !cur.batches.is_empty() {
@@ -55,12 +96,12 @@ impl Inbox<'_> {
         let new = self.wt.inbox_new();
         let waiting = list(&new)?;
         self.reject_odd(&waiting, &new)?;
-        let Some(name) = waiting.files.first() else {
+        // Validated before moving so a malformed file never becomes "in process".
+        let Some((i, mut item)) = self.first_work(&waiting.files, reactions)? else {
             return Ok(Ready::NoTask);
         };
+        let name = &waiting.files[i];
         let src = new.join(name);
-        // Validate before moving so a malformed file never becomes "in process".
-        let mut item = self.load(&src)?;
         let dst = ip.join(name);
         match fsx::move_noreplace(&src, &dst) {
             Ok(()) => {}
@@ -97,7 +138,7 @@ impl Inbox<'_> {
             .collect()
     }
 
-    pub(super) fn ready_batch(&self) -> Result<Ready> {
+    pub(super) fn ready_batch(&self, reactions: &mut Vec<Item>) -> Result<Ready> {
         let ip = self.wt.in_process();
         let cur = list(&ip)?;
         if !cur.files.is_empty() {
@@ -132,16 +173,15 @@ impl Inbox<'_> {
         let new = self.wt.inbox_new();
         let waiting = list(&new)?;
         self.reject_odd(&waiting, &new)?;
-        let Some(first) = waiting.files.first() else {
+        let Some((first, first_item)) = self.first_work(&waiting.files, reactions)? else {
             return Ok(Ready::NoTask);
         };
-        let first_item = self.load(&new.join(first))?;
         let priority = first_item.priority().to_string();
         // Selection is by the priority header (§7.5). Our daemon only delivers
         // files whose name prefix matches that header, so only files with that
         // prefix (or no prefix) need reading; this keeps a deep backlog cheap.
         let mut selected = vec![first_item];
-        for name in waiting.files.iter().skip(1) {
+        for name in waiting.files.iter().skip(first + 1) {
             let prefix = name.get(..3).unwrap_or("");
             let has_prefix = prefix.len() == 3
                 && prefix.as_bytes()[2] == b'_'
@@ -149,8 +189,11 @@ impl Inbox<'_> {
             if has_prefix && prefix[..2] != priority {
                 continue;
             }
-            let item = self.load(&new.join(name))?;
-            if item.priority() == priority {
+            let mut item = self.load(&new.join(name))?;
+            if is_reaction(&item) {
+                self.complete_file(&mut item, &clock::iso_now(), None)?;
+                reactions.push(item);
+            } else if item.priority() == priority {
                 selected.push(item);
             }
         }

@@ -11,6 +11,10 @@ pub struct Args {
     /// Project root (default: the current directory)
     #[arg(id = "root_dir", value_name = "ROOT")]
     pub root: Option<PathBuf>,
+    /// Start from an example: `trio` (Claude Code, Codex, Gemini CLI), or a
+    /// demo swarm (pipeline, roundtable, forum)
+    #[arg(long, value_name = "NAME")]
+    pub example: Option<String>,
     /// Print one JSON object (root, roles, source, changes) instead of text
     #[arg(long)]
     pub json: bool,
@@ -24,6 +28,11 @@ pub struct Args {
 
 pub fn run(args: Args) -> i32 {
     let result = super::init_root(args.root.as_deref()).and_then(|root| {
+        if let Some(name) = &args.example {
+            crate::fsx::ensure_dirs(&[&root])
+                .map_err(|e| crate::error::Error::io(root.display().to_string(), e))?;
+            crate::launch::templates::write(name, &root)?;
+        }
         if let Some(h) = &args.host {
             init::set_host(&crate::protocol::layout::Project::new(&root), h)?;
         }

@@ -11,6 +11,7 @@ use crate::protocol::layout::Project;
 use crate::protocol::root::{self, Located};
 
 pub mod answer;
+pub mod archive;
 pub mod artifacts;
 pub mod audit;
 pub mod bridge;
@@ -21,8 +22,11 @@ pub mod digest;
 pub mod discussion;
 pub mod down;
 pub mod events;
+pub mod hook;
 pub mod init;
 pub mod man;
+pub mod mcp;
+pub mod prompt;
 pub mod receipts;
 pub mod session;
 pub mod shims;
@@ -132,10 +136,18 @@ pub enum Command {
     Digest(digest::Args),
     /// Exit 0 when it is the caller's turn in a discussion, 1 otherwise
     CanSend(can_send::Args),
+    /// Print exactly what a role's agent is told (the protocol primer)
+    Prompt(prompt::Args),
+    /// Answer a coding CLI's turn-end hook (installed by `swarm up`)
+    Hook(hook::Args),
+    /// Move finished items created before a day into dated archive folders
+    Archive(archive::Args),
     /// Print shell completions (bash, zsh, fish, ...) for every binary
     Completions(completions::Args),
     /// Write man pages for every binary and subcommand into a folder
     Man(man::Args),
+    /// Serve this role's handoff tools to an agent over MCP (stdio)
+    Mcp(mcp::Args),
 }
 
 pub fn run() -> i32 {
@@ -163,7 +175,11 @@ pub fn run() -> i32 {
         Command::Discussion(a) => discussion::run(a),
         Command::Digest(a) => digest::run(a),
         Command::CanSend(a) => can_send::run(a),
+        Command::Prompt(a) => prompt::run(a),
+        Command::Hook(a) => hook::run(a),
+        Command::Archive(a) => archive::run(a),
         Command::Completions(a) => completions::run(a),
         Command::Man(a) => man::run(a),
+        Command::Mcp(a) => mcp::run(a),
     }
 }

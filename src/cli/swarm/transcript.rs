@@ -124,6 +124,7 @@ pub fn run(mut args: Args) -> i32 {
     }
     let mut filter = filter;
     let all = transcript::messages(&t.originals);
+    let all_for_marks = all.clone();
     let mut printer = Printer::new(args.format, &t.roles);
     // With --thread: the whole conversation as a tree, then the other filters.
     let ordered: Vec<_> = match &args.thread {
@@ -152,9 +153,12 @@ pub fn run(mut args: Args) -> i32 {
             tree.into_iter().map(|(o, _)| o).collect()
         }
     };
+    // Reactions are shown beside the message they answer.
+    printer.reactions = transcript::reaction_marks(&all_for_marks);
     let mut shown: Vec<_> = ordered
         .into_iter()
         .filter(|o| filter.matches(&o.msg, &t.roles))
+        .filter(|o| !transcript::is_folded(o, &printer.reactions))
         .collect();
     if let Some(n) = args.last {
         let skip = shown.len().saturating_sub(n);

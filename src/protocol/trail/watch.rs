@@ -119,11 +119,18 @@ impl DirWatch {
     /// folders, or `rescan` when only a full look can tell (timer, lost
     /// events, a folder that appeared).
     pub fn wait(&mut self) -> Wake {
+        self.wait_for(SAFETY)
+    }
+
+    /// [`DirWatch::wait`], re-checking after at most `limit` (a long poll
+    /// must answer by its deadline).
+    pub fn wait_for(&mut self, limit: Duration) -> Wake {
         let interval = if self.watcher.is_some() && !self.degraded {
             SAFETY
         } else {
             FALLBACK
-        };
+        }
+        .min(limit);
         let mut wake = Wake::default();
         let mut woke = false;
         let mut timeout = interval;
@@ -168,7 +175,7 @@ impl DirWatch {
                     // No watcher (or it died): fall back to the timer.
                     self.watcher = None;
                     if !woke {
-                        std::thread::sleep(FALLBACK);
+                        std::thread::sleep(FALLBACK.min(limit));
                     }
                     break;
                 }

@@ -1,0 +1,224 @@
+//! Where an agent's queue call works (the inbox, its receive mode, the
+//! config, the project) and what the forum adds to the items it hands out:
+//! shared by `ready-next`, `done-current` and `swarm mcp`.
+
+use std::path::Path;
+
+use crate::agent::printout::{Contribution, ForumView, ItemForum, Turn};
+use crate::agent::queue::{self, Item, Ready};
+use crate::error::{Error, Result};
+use crate::forum::discussion;
+use crate::forum::moderator;
+use crate::forum::session;
+use crate::protocol::config::Config;
+use crate::protocol::header::Message;
+use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::roles::{ReceiveMode, Roles};
+use crate::protocol::root;
+
+/// Where this call works: the inbox, its receive mode, the config and (when
+/// it can be found) the project.
+pub struct Resolved {
+    pub wt: Worktree,
+    pub mode: ReceiveMode,
+    pub config: Config,
+    pub project: Option<Project>,
+}
+
+/// The inbox and receive mode for this call: a forced mode needs only the
+/// worktree; otherwise the role's row in roles.tsv decides (§7.1).
+pub fn resolve(task: bool, batch: bool) -> Result<Resolved> {
+    let cwd = root::current_dir()?;
+    let forced = match (task, batch) {
+        (true, _) => Some(ReceiveMode::Task),
+        (_, true) => Some(ReceiveMode::Batch),
+        _ => None,
+    };
+    if let Some(mode) = forced {
+        let wt = root::locate_worktree(&cwd)?;
+        let project = root::project_of(&wt);
+        let config = match &project {
+            Some(p) => Config::load(&p.config_file())?,
+            None => Config::default(),
+        };
+        return Ok(Resolved {
+            wt,
+            mode,
+            config,
+            project,
+        });
+    }
+    resolve_as(&cwd, &root::acting_role()?)
+}
+
+/// The inbox and receive mode of `role` working in the worktree `cwd` is
+/// in (`swarm mcp` acts as a role given on its command line).
+pub fn resolve_as(cwd: &Path, role: &str) -> Result<Resolved> {
+    let at = root::locate(cwd)?;
+    let roles = Roles::load(&at.project.roles_tsv())?;
+    let row = roles.find(role).ok_or_else(|| {
+        Error::env(format!(
+            "Unknown role: {role}{}",
+            roles.unknown_hint(&at.project.roles_tsv())
+        ))
+    })?;
+    let mode = row.receive_mode().map_err(|m| {
+        Error::refused(
+            crate::error::Token::InvalidReceiveMode,
+            format!("{} for role {role}", crate::text::escape(m)),
+            vec![],
+        )
+    })?;
+    crate::agent::send::check_role_worktree(row, &at)?;
+    let config = Config::load(&at.project.config_file())?;
+    Ok(Resolved {
+        wt: at.worktree,
+        mode,
+        config,
+        project: Some(at.project),
+    })
+}
+
+/// The items a ready step hands out.
+pub fn items(r: &Ready) -> Vec<&Item> {
+    match r {
+        Ready::NoTask => Vec::new(),
+        Ready::Task { item, .. } => vec![item],
+        Ready::Batch { items, .. } => items.iter().collect(),
+    }
+}
+
+/// Looks up what the forum adds to each item: the latest digest of its
+/// session, its discussion's recent turns, a digest request's contributions.
+/// Read-only and infallible: whatever cannot be read is left out.
+pub fn forum_view(place: &Resolved, r: &Ready, me: Option<&str>) -> ForumView {
+    let mut view = ForumView::default();
+    let Some(project) = &place.project else {
+        return view;
+    };
+    let items = items(r);
+    if items.is_empty() {
+        return view;
+    }
+    let roles = Roles::load(&project.roles_tsv()).unwrap_or_default();
+    let max = place.config.limits.max_file_bytes;
+    for item in items {
+        let f = ItemForum {
+            latest_digest: latest_digest(project, item, me, max),
+            context: item
+                .header("discussion")
+                .and_then(|d| context(project, &roles, d, max)),
+            contributions: (item.msg.kind()
+                == Some(crate::protocol::grammar::MessageType::DigestRequest))
+            .then(|| contributions(&roles, &item.msg.body, max)),
+        };
+        if f != ItemForum::default() {
+            view.items.insert(item.path.clone(), f);
+        }
+    }
+    view
+}
+
+/// The newest digest of the item's session, unless the reader wrote it (or
+/// it is this very item).
+fn latest_digest(
+    project: &Project,
+    item: &Item,
+    me: Option<&str>,
+    max: u64,
+) -> Option<std::path::PathBuf> {
+    let s = item.header("session")?;
+    let p = session::latest_digest(project, s)?;
+    let digest = crate::fsx::read_bounded(&p, max)
+        .ok()
+        .and_then(|b| Message::parse_bytes(&b).ok());
+    if let Some(d) = &digest {
+        let author = d.get("from");
+        if author.is_some() && (author == me || author == item.header("recipient")) {
+            return None;
+        }
+        if d.get("id").is_some() && d.get("id") == item.header("id") {
+            return None;
+        }
+    }
+    Some(p)
+}
+
+/// A message's original, found in its sender's worktree by id.
+fn original(roles: &Roles, id: &str, max: u64) -> Option<Item> {
+    let sender = crate::protocol::grammar::id_sender(id)?;
+    let role = roles.find(sender)?;
+    queue::find_original(&Worktree::new(&role.worktree_path), id, max)
+}
+
+/// Longest turn text shown in `CONTEXT:`, in characters.
+const MAX_TURN_TEXT: usize = 500;
+
+/// What a turn said, on one line: a note's message, else the body (after a
+/// subject when there is one), else the transcript summary.
+fn turn_text(m: &Message) -> String {
+    let body = m
+        .body
+        .lines()
+        .filter(|l| *l != "Re-read your role and constitution.")
+        .collect::<Vec<_>>()
+        .join("\n");
+    let body = body.trim();
+    let text = match (m.get("message"), m.get("subject")) {
+        (Some(msg), _) if !msg.trim().is_empty() => msg.to_string(),
+        (_, Some(s)) if !s.trim().is_empty() && !body.is_empty() => format!("{s} — {body}"),
+        (_, Some(s)) if !s.trim().is_empty() => s.to_string(),
+        _ if !body.is_empty() => body.to_string(),
+        _ => crate::protocol::line::summary(m),
+    };
+    let mut cut: String = text.chars().take(MAX_TURN_TEXT).collect();
+    if cut.len() < text.len() {
+        cut.push('…');
+    }
+    cut
+}
+
+/// The last `max(2N, 4)` entries of discussion `id`'s turn log (N speakers).
+fn context(project: &Project, roles: &Roles, id: &str, max: u64) -> Option<Vec<Turn>> {
+    let d = discussion::load(project, id).ok()?;
+    let log = discussion::log(project, id).ok()?;
+    let window = (2 * d.order.len()).max(4);
+    let skip = log.len().saturating_sub(window);
+    Some(
+        log[skip..]
+            .iter()
+            .map(|e| Turn {
+                speaker: e.role.clone(),
+                id: if e.kind == "turn" {
+                    e.id.clone()
+                } else {
+                    String::new()
+                },
+                text: (e.kind == "turn").then(|| match original(roles, &e.id, max) {
+                    Some(o) => turn_text(&o.msg),
+                    None => format!("(message {} not found)", e.id),
+                }),
+            })
+            .collect(),
+    )
+}
+
+/// The contributions a digest request lists, in its order.
+fn contributions(roles: &Roles, body: &str, max: u64) -> Vec<Contribution> {
+    moderator::requested_ids(body)
+        .map(|id| match original(roles, id, max) {
+            Some(o) => Contribution {
+                id: id.to_string(),
+                line: crate::protocol::line::forum_line(&o.msg)
+                    .trim_end_matches('\n')
+                    .to_string(),
+                path: Some(o.path),
+            },
+            None => Contribution {
+                id: id.to_string(),
+                path: None,
+                line: format!("{} (not found)", crate::text::escape(id)),
+            },
+        })
+        .collect()
+}

@@ -1,0 +1,331 @@
+//! `swarm-handoff <draft>`: validate a draft and queue it in the sender's
+//! outbox (§5), published atomically (D7). The reply context a message is
+//! stamped with is in `context`; finding, checking and removing the draft
+//! file in `draft_file`.
+
+mod context;
+mod draft_file;
+
+pub use draft_file::{discard_draft, shown_path};
+
+use context::{answer_body, context, Context};
+
+use std::path::{Path, PathBuf};
+
+use crate::agent::artifacts;
+use crate::error::{Error, IoContext, Result, Token};
+use crate::fsx;
+use crate::protocol::clock;
+use crate::protocol::config::Config;
+use crate::protocol::draft::{self, Draft};
+use crate::protocol::fields;
+use crate::protocol::gitcheck;
+use crate::protocol::grammar;
+use crate::protocol::header::Message;
+use crate::protocol::roles::{Role, Roles};
+use crate::protocol::root::{self, Located};
+use crate::protocol::rules;
+use crate::protocol::sequence;
+use crate::protocol::types;
+
+/// Body line every generated handoff starts with.
+pub const BODY_PREAMBLE: &str = "Re-read your role and constitution.";
+
+/// A queued handoff.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Queued {
+    pub path: PathBuf,
+    pub id: String,
+    pub sequence: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub to: Vec<String>,
+    pub priority: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_reply_to: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread: Option<String>,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub hop: u32,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<artifacts::Stamped>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// Canonical paths compare equal even through symlinked temp dirs.
+pub fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// Checks that the acting role works in the located worktree, so a message is
+/// never queued where the daemon will not look (§15.13).
+pub fn check_role_worktree(role: &Role, at: &Located) -> Result<()> {
+    if same_dir(&role.worktree_path, &at.worktree.root) {
+        return Ok(());
+    }
+    Err(Error::env(format!(
+        "Role {} works in {}, but this command runs in worktree {}.\n  hint: cd into the role's worktree, or fix column 3 of {}",
+        role.name,
+        role.worktree_path.display(),
+        at.worktree.root.display(),
+        at.project.roles_tsv().display()
+    )))
+}
+
+/// Who sends: the role, where it works, and the project's tables.
+pub struct Sender {
+    pub role: String,
+    pub at: Located,
+    pub roles: Roles,
+    pub config: Config,
+}
+
+impl Sender {
+    /// `role` sending from its own worktree (`swarm answer` acts for the
+    /// role that received the clarify).
+    pub fn as_role(project: &crate::protocol::layout::Project, role: &str) -> Result<Sender> {
+        let roles = Roles::load(&project.roles_tsv())?;
+        let Some(r) = roles.find(role) else {
+            return Err(Error::env(format!(
+                "Unknown sender role: {role}{}",
+                roles.unknown_hint(&project.roles_tsv())
+            )));
+        };
+        let wt = if r.worktree_path.is_absolute() {
+            r.worktree_path.clone()
+        } else {
+            project.root.join(&r.worktree_path)
+        };
+        let config = Config::load(&project.config_file())?;
+        Ok(Sender {
+            role: role.to_string(),
+            at: Located {
+                worktree: crate::protocol::layout::Worktree::new(wt),
+                project: project.clone(),
+            },
+            roles,
+            config,
+        })
+    }
+
+    /// `role` sending from the worktree `cwd` is in: the checks every send
+    /// makes before reading a draft (known role, its own worktree), and the
+    /// project's fsync setting applied.
+    pub fn locate(role: &str, cwd: &Path) -> Result<Sender> {
+        let at = root::locate(cwd)?;
+        let roles = Roles::load(&at.project.roles_tsv())?;
+        let Some(r) = roles.find(role) else {
+            return Err(Error::env(format!(
+                "Unknown sender role: {role}{}",
+                roles.unknown_hint(&at.project.roles_tsv())
+            )));
+        };
+        check_role_worktree(r, &at)?;
+        let config = Config::load(&at.project.config_file())?;
+        fsx::set_fsync(config.daemon.fsync);
+        Ok(Sender {
+            role: role.to_string(),
+            at,
+            roles,
+            config,
+        })
+    }
+
+    fn is_human(&self) -> bool {
+        self.roles.find(&self.role).is_some_and(Role::is_human)
+    }
+}
+
+/// Everything `swarm-handoff` does before printing `HANDOFF QUEUED:`.
+pub fn queue(draft_arg: &str, cwd: &Path) -> Result<Queued> {
+    let shown = shown_path(draft_arg);
+    let draft_path = if Path::new(draft_arg).is_absolute() {
+        PathBuf::from(draft_arg)
+    } else {
+        cwd.join(draft_arg)
+    };
+    if !draft_path.is_file() {
+        return Err(Error::env(format!("Draft file not found: {shown}")));
+    }
+    let s = Sender::locate(&root::acting_role()?, cwd)?;
+    let at = &s.at;
+
+    let read_path = draft_file::real_draft(&draft_path, at, &shown)?;
+    let bytes = match fsx::read_bounded(&read_path, draft::MAX_DRAFT_BYTES as u64) {
+        Ok(b) => b,
+        Err(fsx::ReadRefusal::TooLarge(n)) => {
+            return Err(Error::invalid(
+                Token::HandoffInvalid,
+                shown,
+                vec![format!(
+                    "Draft must be no larger than {} bytes; got {n}.",
+                    draft::MAX_DRAFT_BYTES
+                )],
+            ))
+        }
+        Err(e) => return Err(Error::env(format!("Cannot read draft {shown}: {e}"))),
+    };
+    let parsed = draft::parse_bytes(&bytes);
+    if std::str::from_utf8(&bytes).is_err() {
+        // Nothing was parsed, so "missing header" errors would only mislead.
+        return Err(Error::invalid(Token::HandoffInvalid, shown, parsed.errors));
+    }
+    submit(&s, &parsed, &shown)
+}
+
+/// Validates a parsed draft for `s` and queues it: the path `swarm-handoff`
+/// and `swarm answer` share. `shown` names the draft in the report.
+pub fn submit(s: &Sender, d: &Draft, shown: &str) -> Result<Queued> {
+    let allowed = s.config.allowed_types(&s.role);
+    let is_role = |r: &str| s.roles.find(r).is_some();
+    let policy = rules::Policy {
+        is_role: &is_role,
+        allowed: &allowed,
+    };
+    let mut errors = d.errors.clone();
+    let mut canonical = None;
+    let repo = s.at.worktree.root.clone();
+    errors.extend(rules::validate_with(d, &policy, &mut |c| {
+        canonical = Some(gitcheck::canonical_commit(&repo, c)?);
+        Ok(())
+    }));
+    let ty = d.get("type").unwrap_or_default().to_string();
+    let rule = types::type_rule(&ty).filter(|r| allowed.contains(&r.name));
+    let ctx = match rule {
+        Some(rule) => context(s, d, rule, &mut errors),
+        None => Context::default(),
+    };
+    if !errors.is_empty() {
+        return Err(Error::invalid(Token::HandoffInvalid, shown, errors));
+    }
+    let Some(rule) = rule else {
+        return Err(Error::env("internal: a valid draft without a type rule"));
+    };
+    if let Some(id) = d.get("discussion") {
+        // A round-robin turn: only the expected speaker may send.
+        if let Some(r) = crate::forum::discussion::refusal(&s.at.project, id, &s.role)? {
+            return Err(Error::refused(r.token, r.detail, vec![]));
+        }
+    }
+
+    let sender = &s.role;
+    let to = d.get("to").unwrap_or_default().to_string();
+    let priority = d.get("priority").unwrap_or_default().to_string();
+    let recipients: Vec<String> = to.split(',').map(str::to_string).collect();
+    let wt = &s.at.worktree;
+    fsx::ensure_dirs(&wt.send_dirs()).at(wt.handoffs())?;
+    let now = clock::now();
+    let seq = sequence::next(wt)?;
+    let id = grammar::message_id(now, seq, sender);
+    let mut msg = Message::default();
+    msg.set("id", &id);
+    msg.set("from", sender);
+    msg.set("to", recipients.join(","));
+    msg.set("priority", &priority);
+    msg.set("type", &ty);
+    let body = if ty == types::GIT_HANDOFF.name {
+        let commit = canonical.unwrap_or_default();
+        msg.set("role", sender);
+        msg.set("task", d.get("task").unwrap_or_default());
+        msg.set("commit", &commit);
+        format!("{BODY_PREAMBLE}\n\nmerge_and_process {sender} {commit}\n")
+    } else if ty == types::NOTE.name {
+        let m = d.get("message").unwrap_or_default();
+        msg.set("message", m);
+        format!("{BODY_PREAMBLE}\n\n{m}\n")
+    } else if ty == types::ANSWER.name {
+        answer_body(d, ctx.parent.as_ref())
+    } else {
+        d.body.clone().unwrap_or_default()
+    };
+    msg.set("created_at", clock::iso(now));
+    for name in rule.own {
+        if let Some(v) = d.get(name) {
+            let v = if *name == "choices" {
+                fields::parse_choices(v)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            } else {
+                v.to_string()
+            };
+            if msg.get(name).is_none() {
+                msg.set(name, v);
+            }
+        }
+    }
+    for name in ["cc", "wake", "discussion"] {
+        if let Some(v) = d.get(name) {
+            msg.set(name, v);
+        }
+    }
+    if let Some(p) = &ctx.parent {
+        msg.set("in_reply_to", p.header("id").unwrap_or_default());
+    }
+    if let Some(t) = &ctx.thread {
+        msg.set("thread", t);
+    }
+    if ctx.hop > 0 {
+        msg.set("hop", ctx.hop.to_string());
+    }
+    let texts: Vec<&str> = ["subject", "message", "question", "reason"]
+        .iter()
+        .filter_map(|h| d.get(h))
+        .chain(d.body.as_deref())
+        .collect();
+    let mentions = fields::mentions(&texts, sender, &is_role);
+    if !mentions.is_empty() {
+        msg.set("mentions", mentions.join(","));
+    }
+    if let Ok(Some(session)) = crate::forum::session::current(&s.at.project) {
+        msg.set("session", session.id);
+    }
+    for a in &ctx.artifacts {
+        msg.push("artifact", a.header());
+    }
+    msg.body = body;
+
+    let name = grammar::file_name(&priority, &id, &recipients);
+    let dest = wt.outbox().join(&name);
+    fsx::publish(&wt.outbox_tmp(), &dest, msg.render().as_bytes()).at(&dest)?;
+    Ok(Queued {
+        path: dest,
+        id,
+        sequence: grammar::format_seq(seq),
+        kind: ty,
+        to: recipients,
+        priority,
+        in_reply_to: msg.get("in_reply_to").map(str::to_string),
+        thread: ctx.thread,
+        hop: ctx.hop,
+        artifacts: ctx.artifacts,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown_path;
+
+    #[test]
+    fn shown_path_normalises_like_java() {
+        for (arg, want) in [
+            ("draft.txt", "draft.txt"),
+            ("./draft.txt", "draft.txt"),
+            ("a//b/./c/../d", "a/b/d"),
+            ("../x", "../x"),
+            ("a/../../x", "../x"),
+            ("/../x", "/x"),
+            ("//tmp///d/", "/tmp/d"),
+        ] {
+            assert_eq!(shown_path(arg), want, "{arg}");
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! `swarm hook <cli> <event>`: answers a coding CLI's turn-end hook
+//! (installed by `swarm up`) in that CLI's format; see launch/agents/hook.rs.
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use crate::error::{exit, Error};
+use crate::launch::agents::{hook, Cli};
+use crate::protocol::layout::Project;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// claude, codex or gemini
+    pub cli: String,
+    /// The hook event: Stop (claude, codex) or AfterAgent (gemini)
+    pub event: String,
+}
+
+/// The project: `SWARMFORGE_PROJECT` (set in every agent's environment),
+/// else found from the current directory.
+fn project() -> Option<Project> {
+    if let Some(p) = std::env::var_os("SWARMFORGE_PROJECT").map(PathBuf::from) {
+        let p = Project::new(p);
+        if p.swarmforge().is_dir() {
+            return Some(p);
+        }
+    }
+    super::project(None).ok()
+}
+
+pub fn run(args: Args) -> i32 {
+    let Some(cli) = Cli::parse(&args.cli) else {
+        return crate::cli::report(
+            &Error::env(format!(
+                "swarm hook: unknown CLI '{}'\n  hint: one of claude, codex, gemini",
+                crate::text::escape(&args.cli)
+            )),
+            false,
+        );
+    };
+    let want = cli.preset().turn_end_event();
+    if !args.event.eq_ignore_ascii_case(want) {
+        return crate::cli::report(
+            &Error::env(format!(
+                "swarm hook: {} has no hook event '{}' here\n  hint: install it for {want}",
+                cli.name(),
+                crate::text::escape(&args.event)
+            )),
+            false,
+        );
+    }
+    let mut input = Vec::new();
+    // One byte past the limit tells an oversized input from a full one.
+    let _ = std::io::stdin()
+        .lock()
+        .take(hook::MAX_INPUT as u64 + 1)
+        .read_to_end(&mut input);
+    let role = std::env::var("SWARMFORGE_ROLE").ok();
+    let (reply, note) = hook::answer(cli, project().as_ref(), role.as_deref(), &input);
+    if let Some(n) = note {
+        eprintln!("swarm hook: {}", crate::text::escape(&n));
+    }
+    crate::cli::out(&format!("{reply}\n"));
+    exit::OK
+}

@@ -1,0 +1,95 @@
+//! Claude Code (written against 2.1.x; docs: code.claude.com/docs/en/cli-reference,
+//! /settings, /hooks). The primer goes in with `--append-system-prompt-file`,
+//! so it survives compaction and leaves the default system prompt intact;
+//! the turn-end hook is a `Stop` hook in the worktree's
+//! `.claude/settings.local.json` (local settings: never committed, never the
+//! user's global file), which also allows the protocol's wrappers to run
+//! without a permission prompt.
+
+use serde_json::{json, Value};
+
+use super::{merge_hook, Launch, Preset};
+use crate::launch::command::{sq, sqp};
+use crate::protocol::config::Permission;
+
+pub struct Claude;
+
+/// The wrappers an agent runs for the protocol, allowed in its settings.
+pub const ALLOWED: &[&str] = &[
+    "Bash(ready_for_next.sh:*)",
+    "Bash(done_with_current.sh:*)",
+    "Bash(swarm_handoff.sh:*)",
+];
+
+impl Preset for Claude {
+    fn program(&self) -> &'static str {
+        "claude"
+    }
+
+    fn command(&self, l: &Launch) -> String {
+        let mode = match l.permission {
+            Permission::Ask => "default",
+            Permission::Edits => "acceptEdits",
+            Permission::Full => "bypassPermissions",
+        };
+        let model = l
+            .model
+            .map(|m| format!(" --model {}", sq(m)))
+            .unwrap_or_default();
+        format!(
+            "claude --append-system-prompt-file {} --permission-mode {mode}{model}{} {}",
+            sqp(l.prompt_file),
+            l.extra(),
+            l.first_prompt()
+        )
+    }
+
+    fn instruction_file(&self) -> Option<&'static str> {
+        None
+    }
+
+    fn hook_file(&self) -> &'static str {
+        ".claude/settings.local.json"
+    }
+
+    fn turn_end_event(&self) -> &'static str {
+        "Stop"
+    }
+
+    fn with_hook(&self, existing: Value, hook_command: &str) -> Value {
+        let mut v = merge_hook(
+            existing,
+            "Stop",
+            json!({"type": "command", "command": hook_command, "timeout": 30}),
+        );
+        let root = v.as_object_mut().expect("merge_hook returns an object");
+        let perms = root.entry("permissions").or_insert_with(|| json!({}));
+        if !perms.is_object() {
+            *perms = json!({});
+        }
+        let allow = perms
+            .as_object_mut()
+            .expect("an object")
+            .entry("allow")
+            .or_insert_with(|| json!([]));
+        if !allow.is_array() {
+            *allow = json!([]);
+        }
+        let list = allow.as_array_mut().expect("an array");
+        for a in ALLOWED {
+            if !list.iter().any(|x| x == a) {
+                list.push(json!(a));
+            }
+        }
+        v
+    }
+
+    /// Stop hook output: `decision: block` keeps Claude working with
+    /// `reason` as its instruction; `{}` lets it stop.
+    fn reply(&self, keep_going: Option<&str>) -> Value {
+        match keep_going {
+            Some(r) => json!({"decision": "block", "reason": r}),
+            None => json!({}),
+        }
+    }
+}

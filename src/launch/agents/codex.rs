@@ -1,0 +1,74 @@
+//! OpenAI Codex CLI (written against 0.5x–0.6x; docs: developers.openai.com/codex/cli/reference,
+//! /codex/guides/agents-md, /codex/hooks). The primer goes into the
+//! worktree's `AGENTS.md` (a block of ours; the rest of the file is kept),
+//! which Codex reads at the start of every session; `--sandbox` and
+//! `--ask-for-approval` carry the permission; the turn-end hook is a `Stop`
+//! hook in the worktree's `.codex/hooks.json`.
+
+use serde_json::{json, Value};
+
+use super::{merge_hook, Launch, Preset};
+use crate::launch::command::{sq, sqp};
+use crate::protocol::config::Permission;
+
+pub struct Codex;
+
+impl Preset for Codex {
+    fn program(&self) -> &'static str {
+        "codex"
+    }
+
+    fn command(&self, l: &Launch) -> String {
+        let perm = match l.permission {
+            Permission::Ask => "--sandbox workspace-write --ask-for-approval untrusted",
+            Permission::Edits => "--sandbox workspace-write --ask-for-approval on-request",
+            Permission::Full => "--sandbox danger-full-access --ask-for-approval never",
+        };
+        // The queue folders live under the project root; a role in its own
+        // worktree must be able to write there under the sandbox.
+        let add_dir = if l.worktree != l.root {
+            format!(" --add-dir {}", sqp(l.root))
+        } else {
+            String::new()
+        };
+        let model = l
+            .model
+            .map(|m| format!(" --model {}", sq(m)))
+            .unwrap_or_default();
+        format!(
+            "codex --cd {} {perm}{add_dir}{model}{} {}",
+            sqp(l.worktree),
+            l.extra(),
+            l.first_prompt()
+        )
+    }
+
+    fn instruction_file(&self) -> Option<&'static str> {
+        Some("AGENTS.md")
+    }
+
+    fn hook_file(&self) -> &'static str {
+        ".codex/hooks.json"
+    }
+
+    fn turn_end_event(&self) -> &'static str {
+        "Stop"
+    }
+
+    fn with_hook(&self, existing: Value, hook_command: &str) -> Value {
+        merge_hook(
+            existing,
+            "Stop",
+            json!({"type": "command", "command": hook_command, "timeout": 30}),
+        )
+    }
+
+    /// Codex's Stop hook takes Claude Code's shape: `decision: block` with a
+    /// `reason` continues the turn with that reason as the next prompt.
+    fn reply(&self, keep_going: Option<&str>) -> Value {
+        match keep_going {
+            Some(r) => json!({"decision": "block", "reason": r}),
+            None => json!({}),
+        }
+    }
+}

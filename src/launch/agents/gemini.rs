@@ -1,0 +1,67 @@
+//! Google Gemini CLI (written against 0.2x–0.4x; docs: geminicli.com/docs/cli/cli-reference,
+//! /docs/cli/gemini-md, /docs/hooks/reference). The primer goes into the
+//! worktree's `GEMINI.md` (a block of ours; the rest is kept), the
+//! permission into `--approval-mode`, the first prompt into
+//! `--prompt-interactive` (run it, then stay interactive); the turn-end hook
+//! is an `AfterAgent` hook in the worktree's `.gemini/settings.json`.
+
+use serde_json::{json, Value};
+
+use super::{merge_hook, Launch, Preset};
+use crate::launch::command::sq;
+use crate::protocol::config::Permission;
+
+pub struct Gemini;
+
+impl Preset for Gemini {
+    fn program(&self) -> &'static str {
+        "gemini"
+    }
+
+    fn command(&self, l: &Launch) -> String {
+        let mode = match l.permission {
+            Permission::Ask => "default",
+            Permission::Edits => "auto_edit",
+            Permission::Full => "yolo",
+        };
+        let model = l
+            .model
+            .map(|m| format!(" --model {}", sq(m)))
+            .unwrap_or_default();
+        format!(
+            "gemini --approval-mode {mode}{model}{} --prompt-interactive {}",
+            l.extra(),
+            l.first_prompt()
+        )
+    }
+
+    fn instruction_file(&self) -> Option<&'static str> {
+        Some("GEMINI.md")
+    }
+
+    fn hook_file(&self) -> &'static str {
+        ".gemini/settings.json"
+    }
+
+    fn turn_end_event(&self) -> &'static str {
+        "AfterAgent"
+    }
+
+    fn with_hook(&self, existing: Value, hook_command: &str) -> Value {
+        // Gemini's hook timeout is in milliseconds.
+        merge_hook(
+            existing,
+            "AfterAgent",
+            json!({"name": "swarm-handoff", "type": "command", "command": hook_command, "timeout": 30000}),
+        )
+    }
+
+    /// AfterAgent output: `decision: deny` rejects the turn's end and sends
+    /// `reason` back to the model as its next prompt; `{}` lets it end.
+    fn reply(&self, keep_going: Option<&str>) -> Value {
+        match keep_going {
+            Some(r) => json!({"decision": "deny", "reason": r}),
+            None => json!({}),
+        }
+    }
+}

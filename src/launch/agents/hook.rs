@@ -1,0 +1,158 @@
+//! `swarm hook <cli> <event>`: a CLI's turn-end hook. When mail waits for the
+//! role and nothing is in process, the agent is told to run
+//! `ready_for_next.sh` instead of ending its turn; otherwise the turn ends.
+//!
+//! Bounded, so it can never keep an agent going forever: a continuation
+//! (`stop_hook_active`) is refused when the waiting mail is exactly what it
+//! was when we last asked (the agent did not take it), and after
+//! [`MAX_CONTINUATIONS`] in a row. Anything unexpected (no role, no project,
+//! unreadable input, a swarm that is down) lets the turn end: a hook left
+//! behind after `swarm down` is harmless.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::Cli;
+use crate::fsx;
+use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::roles::Roles;
+
+/// Largest hook input read from stdin (Claude sends the last message too).
+pub const MAX_INPUT: usize = 1024 * 1024;
+
+/// Continuations in a row before the hook lets the turn end regardless.
+pub const MAX_CONTINUATIONS: u32 = 5;
+
+/// What we read from the hook's JSON input.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Input {
+    /// The CLI is already continuing because of a stop hook.
+    pub stop_hook_active: bool,
+}
+
+/// Lenient by design: invalid or oversized input is read as `{}`.
+pub fn parse_input(bytes: &[u8]) -> Input {
+    if bytes.len() > MAX_INPUT {
+        return Input::default();
+    }
+    let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+    Input {
+        stop_hook_active: v
+            .get("stop_hook_active")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+    }
+}
+
+/// The instruction a waiting role is given.
+pub fn continue_reason(role: &str) -> String {
+    format!(
+        "New handoff mail is waiting for role {role}. Run ready_for_next.sh now, do the item it prints, then run done_with_current.sh."
+    )
+}
+
+fn state_file(project: &Project, role: &str) -> PathBuf {
+    project.daemon_dir().join("hooks").join(role)
+}
+
+/// The names waiting in `new/`, as one fingerprint (sorted, so order of
+/// listing does not matter).
+fn fingerprint(worktree: &Path) -> String {
+    let mut names: Vec<String> = std::fs::read_dir(Worktree::new(worktree).inbox_new())
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".handoff"))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    format!(
+        "{:08x}",
+        crate::launch::socket::crc32(names.join("/").as_bytes())
+    )
+}
+
+fn read_state(f: &Path) -> (u32, String) {
+    let text = fsx::read_bounded(f, 4096)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let mut w = text.split_whitespace();
+    let n = w.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+    (n, w.next().unwrap_or("").to_string())
+}
+
+/// Keep the agent going (Some(reason)) or let its turn end (None), with a
+/// note for stderr saying why when that helps.
+pub fn decide(project: &Project, role: &str, input: &Input) -> (Option<String>, Option<String>) {
+    let roles = match Roles::load(&project.roles_tsv()) {
+        Ok(r) => r,
+        Err(e) => return (None, Some(e.to_string())),
+    };
+    let Some(r) = roles.roles.iter().find(|r| r.name == role) else {
+        return (
+            None,
+            Some(format!(
+                "role {role} is not in {}",
+                project.roles_tsv().display()
+            )),
+        );
+    };
+    let f = state_file(project, role);
+    if !crate::daemon::wake::still_waiting(&r.worktree_path) {
+        let _ = fsx::remove_file(&f);
+        return (None, None);
+    }
+    let fp = fingerprint(&r.worktree_path);
+    let (count, last) = read_state(&f);
+    if input.stop_hook_active && (last == fp || count >= MAX_CONTINUATIONS) {
+        return (
+            None,
+            Some(format!(
+                "mail waits for {role}, but the agent did not take it after being told ({count} in a row); the re-wake sweep will try again"
+            )),
+        );
+    }
+    let count = if input.stop_hook_active { count + 1 } else { 1 };
+    // Without the daemon folder (a swarm never started here) there is no
+    // state to keep, and no loop to fear: the next stop is a fresh one.
+    if project.daemon_dir().is_dir() {
+        let dir = project.daemon_dir().join("hooks");
+        let _ = fsx::ensure_dirs(&[&dir])
+            .and_then(|_| fsx::write_file(&f, format!("{count} {fp}\n").as_bytes()));
+    }
+    (Some(continue_reason(role)), None)
+}
+
+/// The full answer: JSON for stdout and an optional note for stderr.
+pub fn answer(
+    cli: Cli,
+    project: Option<&Project>,
+    role: Option<&str>,
+    stdin: &[u8],
+) -> (Value, Option<String>) {
+    let input = parse_input(stdin);
+    let (keep, note) = match (project, role) {
+        (Some(p), Some(r)) if !r.is_empty() => decide(p, r, &input),
+        (None, _) => (None, Some("no swarm project found here".to_string())),
+        _ => (None, Some("SWARMFORGE_ROLE is not set".to_string())),
+    };
+    (cli.preset().reply(keep.as_deref()), note)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_is_read_leniently() {
+        assert!(parse_input(br#"{"stop_hook_active": true, "x": 1}"#).stop_hook_active);
+        assert_eq!(parse_input(b"not json"), Input::default());
+        assert_eq!(
+            parse_input(br#"{"stop_hook_active": "yes"}"#),
+            Input::default()
+        );
+        assert_eq!(parse_input(&vec![b' '; MAX_INPUT + 1]), Input::default());
+    }
+}

@@ -1,0 +1,198 @@
+//! Agent presets: `agent: claude | codex | gemini` in `swarm.yaml`. Each
+//! CLI's specifics (its command line, where it reads instructions, which
+//! settings file carries its turn-end hook and what that hook must answer)
+//! live in one small module behind [`Preset`], so supporting another CLI, or
+//! another per-CLI file (an MCP config), only adds to it.
+
+pub mod claude;
+pub mod codex;
+pub mod gemini;
+pub mod hook;
+pub mod setup;
+
+use std::path::Path;
+
+use serde_json::{json, Map, Value};
+
+use crate::launch::command::{sq, sqp};
+use crate::protocol::config::Permission;
+
+/// The CLIs with a preset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cli {
+    Claude,
+    Codex,
+    Gemini,
+}
+
+pub const ALL: &[Cli] = &[Cli::Claude, Cli::Codex, Cli::Gemini];
+
+impl Cli {
+    /// The preset an `agent:` value names: exactly the CLI's name, so
+    /// `claude --foo` stays a plain command line.
+    pub fn from_agent(agent: &str) -> Option<Cli> {
+        match agent.trim() {
+            "claude" => Some(Cli::Claude),
+            "codex" => Some(Cli::Codex),
+            "gemini" => Some(Cli::Gemini),
+            _ => None,
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Cli> {
+        ALL.iter().copied().find(|c| c.name() == name)
+    }
+
+    pub fn name(self) -> &'static str {
+        self.preset().program()
+    }
+
+    pub fn preset(self) -> &'static dyn Preset {
+        match self {
+            Cli::Claude => &claude::Claude,
+            Cli::Codex => &codex::Codex,
+            Cli::Gemini => &gemini::Gemini,
+        }
+    }
+}
+
+/// What a preset needs to build a role's command line.
+#[derive(Clone, Debug)]
+pub struct Launch<'a> {
+    pub role: &'a str,
+    pub root: &'a Path,
+    pub worktree: &'a Path,
+    /// `.swarmforge/prompts/<role>.md`: the primer (and the role's job).
+    pub prompt_file: &'a Path,
+    pub model: Option<&'a str>,
+    pub args: &'a [String],
+    pub permission: Permission,
+    /// The CLI reads the primer from its instruction file in the worktree
+    /// (or its system-prompt flag); otherwise the first prompt carries it.
+    pub instructions_in_file: bool,
+}
+
+impl Launch<'_> {
+    /// The extra words, each single-quoted: `args:` is a list of words, never
+    /// re-split or expanded by the shell.
+    pub fn extra(&self) -> String {
+        self.args.iter().map(|a| format!(" {}", sq(a))).collect()
+    }
+
+    /// The first message the agent gets: a nudge to start when it already
+    /// has its instructions, the whole primer otherwise.
+    pub fn first_prompt(&self) -> String {
+        if self.instructions_in_file {
+            sq(&format!(
+                "You are the agent of role {} in this swarm; your instructions are loaded. Start now: run ready_for_next.sh.",
+                self.role
+            ))
+        } else {
+            format!("\"$(cat {})\"", sqp(self.prompt_file))
+        }
+    }
+}
+
+/// One CLI's specifics.
+pub trait Preset: Sync {
+    /// The program (and the `agent:` word).
+    fn program(&self) -> &'static str;
+    /// The shell command line that starts the agent in its worktree.
+    fn command(&self, l: &Launch) -> String;
+    /// The worktree file the CLI reads project instructions from, when the
+    /// preset injects the primer that way (None: a system-prompt flag).
+    fn instruction_file(&self) -> Option<&'static str>;
+    /// The worktree-local settings file that carries the turn-end hook.
+    fn hook_file(&self) -> &'static str;
+    /// The hook event that fires when a turn ends.
+    fn turn_end_event(&self) -> &'static str;
+    /// `existing` settings with our hook (running `hook_command`) merged in;
+    /// everything else in the file is kept.
+    fn with_hook(&self, existing: Value, hook_command: &str) -> Value;
+    /// The hook's answer on stdout: `Some(reason)` keeps the agent going with
+    /// `reason` as its next instruction; None lets the turn end.
+    fn reply(&self, keep_going: Option<&str>) -> Value;
+}
+
+/// Whether a hook entry's command is ours (so a re-install replaces it).
+pub fn is_our_hook(command: &str) -> bool {
+    command.contains("swarm' hook ") || command.starts_with("swarm hook ")
+}
+
+/// `settings.hooks[event]` with every group running our command removed and
+/// one group `{"hooks": [hook]}` added. A non-object anywhere is replaced:
+/// the file is ours to repair only where our key lives.
+pub fn merge_hook(settings: Value, event: &str, hook: Value) -> Value {
+    let mut root = match settings {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    let hooks = root
+        .entry("hooks")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !hooks.is_object() {
+        *hooks = Value::Object(Map::new());
+    }
+    let groups = hooks
+        .as_object_mut()
+        .map(|h| h.entry(event).or_insert_with(|| Value::Array(Vec::new())))
+        .expect("an object");
+    if !groups.is_array() {
+        *groups = Value::Array(Vec::new());
+    }
+    let list = groups.as_array_mut().expect("an array");
+    list.retain(|g| {
+        !g.get("hooks").and_then(Value::as_array).is_some_and(|hs| {
+            hs.iter().any(|h| {
+                h.get("command")
+                    .and_then(Value::as_str)
+                    .is_some_and(is_our_hook)
+            })
+        })
+    });
+    list.push(json!({ "hooks": [hook] }));
+    Value::Object(root)
+}
+
+/// The command a CLI's hook runs: our `swarm` binary by absolute path (the
+/// CLI may run hooks with another PATH).
+pub fn hook_command(bin_dir: &Path, cli: Cli) -> String {
+    format!(
+        "{} hook {} {}",
+        sqp(&bin_dir.join("swarm")),
+        cli.name(),
+        cli.preset().turn_end_event()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merging_keeps_other_hooks_and_replaces_ours() {
+        let ours = "'/b/swarm' hook claude Stop";
+        let theirs = json!({"hooks": [{"type": "command", "command": "lint"}]});
+        let start = json!({"model": "x", "hooks": {"Stop": [theirs.clone()]}});
+        let once = merge_hook(start, "Stop", json!({"type": "command", "command": ours}));
+        let twice = merge_hook(
+            once.clone(),
+            "Stop",
+            json!({"type": "command", "command": ours}),
+        );
+        assert_eq!(once, twice);
+        assert_eq!(twice["model"], "x");
+        assert_eq!(twice["hooks"]["Stop"].as_array().unwrap().len(), 2);
+        assert_eq!(twice["hooks"]["Stop"][0], theirs);
+        let broken = merge_hook(json!([1]), "Stop", json!({"command": ours}));
+        assert_eq!(broken["hooks"]["Stop"][0]["hooks"][0]["command"], ours);
+    }
+
+    #[test]
+    fn presets_are_exact_words() {
+        assert_eq!(Cli::from_agent(" claude "), Some(Cli::Claude));
+        assert_eq!(Cli::from_agent("claude --x"), None);
+        assert_eq!(Cli::from_agent("Gemini"), None);
+        assert_eq!(Cli::parse("codex"), Some(Cli::Codex));
+    }
+}

@@ -1,0 +1,150 @@
+//! The protocol primer: what a role's agent is told (`swarm prompt <role>`).
+//! Who it is and its job, its peers, how to take, finish and hand on work
+//! (a draft for every type it may send, from the type table), how to ask a
+//! person, the forum when one is configured, and when to stop. Kept short:
+//! it is paid for in context on every session.
+
+use crate::error::{Error, Result};
+use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
+use crate::protocol::types::{self, TypeRule};
+
+/// A placeholder per draft header (the headers come from the type table).
+fn placeholder(field: &str) -> &'static str {
+    match field {
+        "task" => "<short-stable-name>",
+        "commit" => "<10-hex commit: git rev-parse --short=10 HEAD>",
+        "message" => "<one line, at most 80 characters>",
+        "subject" => "<one line>",
+        "question" => "<the question>",
+        "allow_multiple" | "allow_custom" => "no",
+        "choices" => "<option numbers, e.g. 1,3>",
+        "reason" => "<why, one line>",
+        "in_reply_to" => "<id of the message you answer>",
+        _ => "<value>",
+    }
+}
+
+fn draft(rule: &TypeRule, to: &str) -> String {
+    let mut s = format!("type: {}\nto: {to}\npriority: 50\n", rule.name);
+    if rule.name == "answer" {
+        s.push_str(&format!("in_reply_to: {}\n", placeholder("in_reply_to")));
+    }
+    for f in rule.own {
+        s.push_str(&format!("{f}: {}\n", placeholder(f)));
+    }
+    if rule.body {
+        let body = match rule.name {
+            "clarify" => "<option 1>\n<option 2>",
+            _ => "<text>",
+        };
+        s.push_str(&format!("\n{body}\n"));
+    }
+    s
+}
+
+fn who(r: &PlannedRole) -> &'static str {
+    if r.is_human() {
+        "person"
+    } else {
+        "agent"
+    }
+}
+
+/// The primer for `role`.
+pub fn primer(plan: &Plan, role: &str) -> Result<String> {
+    let me = plan.roles.iter().find(|r| r.name == role).ok_or_else(|| {
+        Error::env(format!(
+            "no role '{}' in {}\n  hint: one of: {}",
+            crate::text::escape(role),
+            plan.source.path().display(),
+            plan.roles
+                .iter()
+                .map(|r| r.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    })?;
+    let rc = plan.config.role(role);
+    let about = |name: &str| {
+        plan.config
+            .role(name)
+            .and_then(|r| r.description.clone().or_else(|| r.prompt.clone()))
+            .map(|d| d.lines().next().unwrap_or("").trim().to_string())
+    };
+    let mut s = format!(
+        "# Swarm role: {role}\n\nYou are the agent of role `{role}` in a swarm of agents that hand work to each other through files (swarm-handoff). You work in {}.\n\n## Your job\n\n",
+        me.worktree_path.display()
+    );
+    match rc.and_then(|r| r.prompt.clone().or_else(|| r.description.clone())) {
+        Some(job) => s.push_str(job.trim_end()),
+        None if matches!(me.agent, AgentSpec::Model { .. }) => s.push_str(&format!(
+            "Your job is in swarmforge/roles/{role}.prompt and swarmforge/constitution.prompt (read them first)."
+        )),
+        None => s.push_str("No job was configured for this role: do what the messages you receive ask."),
+    }
+    s.push_str("\n\n## Your peers\n\n");
+    let peers: Vec<&PlannedRole> = plan.roles.iter().filter(|r| r.name != role).collect();
+    if peers.is_empty() {
+        s.push_str("None.\n");
+    }
+    for p in &peers {
+        s.push_str(&format!("- `{}` ({})", p.name, who(p)));
+        if let Some(d) = about(&p.name) {
+            s.push_str(&format!(": {d}"));
+        }
+        s.push('\n');
+    }
+    let batch = me.mode.as_str() == "batch";
+    s.push_str(&format!(
+        "\n## Taking and finishing work\n\n1. Run `ready_for_next.sh`. It prints `NO_TASK`, or {} with `FROM:`, `TYPE:` and `PAYLOAD:`.\n2. Do what it asks, here in your worktree; commit code with git.\n3. Run `done_with_current.sh`: it completes the item and prints the next one, or `NO_TASK`.\n\nOne item at a time. Never edit or move files under `.swarmforge/` yourself.\n",
+        if batch { "a batch of every waiting item (`BATCH:`)" } else { "one item (`TASK:`)" }
+    ));
+    let allowed = plan.config.allowed_types(role);
+    let moderator = plan.config.forum.moderator.as_deref();
+    let sendable: Vec<&'static TypeRule> = allowed
+        .iter()
+        .filter_map(|t| types::type_rule(t))
+        .filter(|t| t.name != "digest" || moderator == Some(role))
+        .collect();
+    let first_peer = peers
+        .iter()
+        .find(|p| !p.is_human())
+        .or(peers.first())
+        .map_or("<role>", |p| p.name.as_str());
+    let human = peers.iter().find(|p| p.is_human()).map(|p| p.name.as_str());
+    s.push_str("\n## Sending\n\n");
+    if sendable.is_empty() {
+        s.push_str("You may not send messages; finish items with `done_with_current.sh`.\n");
+    } else {
+        s.push_str(&format!(
+            "Write a draft file, then run `swarm_handoff.sh <file>`. `HANDOFF QUEUED` means sent (the draft is deleted); `HANDOFF INVALID` lists what to fix. `to:` is a role, roles separated by commas, or `all`; `priority:` 00-99, lower goes first. Any draft may add `in_reply_to: <id>` and `cc: <role>`. You may send {}:\n",
+            types::list_in_words(&sendable.iter().map(|t| t.name).collect::<Vec<_>>())
+        ));
+        for t in &sendable {
+            let to = match t.name {
+                "clarify" => human.unwrap_or(first_peer),
+                "digest" => "all",
+                _ => first_peer,
+            };
+            s.push_str(&format!("\n```\n{}```\n", draft(t, to)));
+        }
+    }
+    if let (Some(h), true) = (human, sendable.iter().any(|t| t.name == "clarify")) {
+        s.push_str(&format!(
+            "\n## Asking a person\n\nWhen you cannot go on without a decision, send a `clarify` to `{h}` (options one per body line), run `done_with_current.sh`, and end your turn. The answer comes back as an item with an `ANSWER:` block.\n"
+        ));
+    }
+    if let Some(m) = moderator {
+        s.push_str(&format!(
+            "\n## Forum\n\nPosts, notes and handoffs sent while a session is open belong to it. `{m}` moderates: every {} contributions it gets a `digest_request` and answers with a `digest` to `all`; your `ready-next` then shows `LATEST_DIGEST:`. In a round-robin discussion add `discussion: <id>` to your draft, and send only on your turn (`swarm can-send --discussion <id>` exits 0 then).\n",
+            plan.config.forum.digest_every
+        ));
+    }
+    s.push_str("\n## When to stop\n\nWhen `ready_for_next.sh` prints `NO_TASK`, end your turn and wait; do not poll. New mail wakes you with \"You have new handoff mail. If idle, run ready_for_next.sh.\" Never end a turn with an item in process unless you sent a `clarify` about it.\n");
+    Ok(s)
+}
+
+/// A rough token count (bytes / 4), the figure docs/agents.md quotes.
+pub fn approx_tokens(text: &str) -> usize {
+    text.len().div_ceil(4)
+}

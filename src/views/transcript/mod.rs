@@ -1,0 +1,47 @@
+//! The forum transcript: every message once, in the order it was said, as one
+//! line each (BettaFish's forum-log shape), as JSON lines, or as Markdown.
+//!
+//! One line per message: `[HH:MM:SS] [FROM -> TO] <type> <summary>`, times in
+//! UTC from `created_at`, a `--- YYYY-MM-DD ---` line whenever the day changes.
+//! `forum.log` (written by the daemon) uses the same line with the full date in
+//! the brackets, `[YYYY-MM-DD HH:MM:SS] ...`, because it has no date lines.
+//! Control characters and backslashes are escaped, so one message is one line.
+
+pub mod follow;
+mod print;
+mod select;
+
+pub use print::{dated_line, jsonl, md, session_marker, Edge, Printer};
+pub use select::{
+    is_folded, messages, parse_time, reaction_marks, sort, thread_order, thread_root, Filter,
+};
+
+use crate::protocol::trail::{self, Original};
+
+/// The last `n` transcript lines (dated) of the messages `role` sent or was
+/// sent (every message when `role` is None), oldest first.
+pub fn recent_lines(
+    project: &crate::protocol::layout::Project,
+    role: Option<&str>,
+    n: usize,
+) -> crate::error::Result<Vec<String>> {
+    let t = trail::Trail::load(project, &trail::Scope::originals())?;
+    let filter = Filter {
+        role: role.map(str::to_string),
+        ..Filter::default()
+    };
+    let shown: Vec<&Original> = messages(&t.originals)
+        .into_iter()
+        .filter(|o| filter.matches(&o.msg, &t.roles))
+        .collect();
+    let skip = shown.len().saturating_sub(n);
+    Ok(shown[skip..].iter().map(|o| dated_line(o)).collect())
+}
+
+/// Output format of `swarm transcript`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Jsonl,
+    Md,
+}
