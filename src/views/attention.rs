@@ -117,7 +117,11 @@ pub fn from_trail(t: &Trail, now: Instant) -> Vec<Item> {
 /// Items waiting in human roles' `inbox/new` (clarifies are listed as such).
 fn waiting(roles: &Roles, project: &Project, max_bytes: u64, now: Instant) -> Vec<Item> {
     let mut out = Vec::new();
-    for r in roles.roles.iter().filter(|r| r.is_human()) {
+    for r in roles
+        .roles
+        .iter()
+        .filter(|r| r.is_human() && !r.is_remote())
+    {
         let root = if r.worktree_path.is_absolute() {
             r.worktree_path.clone()
         } else {

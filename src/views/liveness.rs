@@ -94,7 +94,7 @@ impl Runner {
     }
 
     pub fn liveness(&self, project: &Project, r: &Role) -> Option<Liveness> {
-        if r.is_human() {
+        if r.is_human() || r.is_remote() {
             return None;
         }
         match self {
@@ -169,6 +169,13 @@ pub fn not_moving(
     live: Option<&Liveness>,
     attention: &[attention::Item],
 ) -> Option<String> {
+    if r.is_remote() {
+        // Its queue here is the bridge's proxy: copies not yet published.
+        return Some(format!(
+            "waiting for the bridge to host {}",
+            r.worktree_name.trim_start_matches('@')
+        ));
+    }
     if r.is_human() {
         return None;
     }
