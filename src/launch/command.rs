@@ -71,6 +71,14 @@ pub fn agent_command(project: &Project, r: &PlannedRole) -> Option<String> {
     match &r.agent {
         AgentSpec::Human => None,
         AgentSpec::Command(c) => Some(c.clone()),
+        // Our own binary by absolute path; the key stays in the environment.
+        AgentSpec::Api => Some(format!(
+            "exec {} run-api --role {}",
+            shims::own_bin_dir()
+                .map(|d| sqp(&d.join("swarm")))
+                .unwrap_or_else(|_| "swarm".into()),
+            sq(&r.name)
+        )),
         AgentSpec::Preset {
             cli,
             model,
@@ -138,7 +146,7 @@ pub(super) fn check_programs(plan: &Plan, need_tmux: bool) -> Result<()> {
     }
     for r in &plan.roles {
         let w = match &r.agent {
-            AgentSpec::Human => continue,
+            AgentSpec::Human | AgentSpec::Api => continue,
             AgentSpec::Model { name, .. } => Some(name.as_str()),
             AgentSpec::Preset { cli, .. } => Some(cli.name()),
             AgentSpec::Command(c) => program_word(c),

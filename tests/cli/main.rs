@@ -3,6 +3,7 @@
 mod support;
 
 mod agents;
+mod api;
 mod archive;
 mod builder;
 mod core_queue;

@@ -27,6 +27,7 @@ pub mod man;
 pub mod mcp;
 pub mod prompt;
 pub mod receipts;
+pub mod run_api;
 pub mod session;
 pub mod shims;
 pub mod status;
@@ -145,6 +146,8 @@ pub enum Command {
     Man(man::Args),
     /// Serve this role's handoff tools to an agent over MCP (stdio)
     Mcp(mcp::Args),
+    /// Run an `agent: api` role: one chat completion per item, then exit
+    RunApi(run_api::Args),
 }
 
 pub fn run() -> i32 {
@@ -177,5 +180,6 @@ pub fn run() -> i32 {
         Command::Completions(a) => completions::run(a),
         Command::Man(a) => man::run(a),
         Command::Mcp(a) => mcp::run(a),
+        Command::RunApi(a) => run_api::run(a),
     }
 }
