@@ -16,6 +16,7 @@ mod faults;
 mod forum;
 mod hardening;
 mod hostile;
+mod ingest;
 mod launcher;
 mod layouts;
 mod longpoll;

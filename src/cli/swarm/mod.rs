@@ -22,6 +22,7 @@ pub mod discussion;
 pub mod down;
 pub mod events;
 pub mod hook;
+pub mod ingest;
 pub mod init;
 pub mod man;
 pub mod mcp;
@@ -148,6 +149,8 @@ pub enum Command {
     Mcp(mcp::Args),
     /// Run an `agent: api` role: one chat completion per item, then exit
     RunApi(run_api::Args),
+    /// Follow a log file and post each matching line's capture as a role
+    Ingest(ingest::Args),
 }
 
 pub fn run() -> i32 {
@@ -181,5 +184,6 @@ pub fn run() -> i32 {
         Command::Man(a) => man::run(a),
         Command::Mcp(a) => mcp::run(a),
         Command::RunApi(a) => run_api::run(a),
+        Command::Ingest(a) => ingest::run(a),
     }
 }
