@@ -347,7 +347,7 @@ pub fn valid_worktree_name(w: &str) -> bool {
 }
 
 /// What is missing or wrong in an `agent: api` role's keys.
-fn api_problem(r: &RoleConfig) -> Option<String> {
+pub fn api_problem(r: &RoleConfig) -> Option<String> {
     let Some(url) = r.base_url.as_deref() else {
         return Some("needs `base_url`".into());
     };

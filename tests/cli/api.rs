@@ -12,7 +12,10 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::support::{file_header, handoff_names, wait_until, walk, Project, Role, DEADLINE};
+use crate::support::{
+    copy_tree, example_dir, file_header, handoff_names, wait_until, walk, Project, Role,
+    SwarmGuard, DEADLINE,
+};
 
 const KEY: &str = "sk-test-7f3a9c1e5b0d2468-SECRET";
 
@@ -82,16 +85,21 @@ impl FakeServer {
                     }
                     let mut body = vec![0; len];
                     let _ = r.read_exact(&mut body);
-                    seen.lock().unwrap().push(Seen {
-                        path: first.split_whitespace().nth(1).unwrap_or("").to_string(),
-                        headers,
-                        body: serde_json::from_slice(&body).unwrap_or_default(),
-                    });
+                    let n = {
+                        let mut seen = seen.lock().unwrap();
+                        seen.push(Seen {
+                            path: first.split_whitespace().nth(1).unwrap_or("").to_string(),
+                            headers,
+                            body: serde_json::from_slice(&body).unwrap_or_default(),
+                        });
+                        seen.len()
+                    };
+                    // Unscripted calls get "answer <n>" (n counts from 1).
                     let answer = script
                         .lock()
                         .unwrap()
                         .pop_front()
-                        .unwrap_or_else(|| chat("(unscripted)"));
+                        .unwrap_or_else(|| chat(&format!("answer {n}")));
                     let (status, text) = match answer {
                         Answer::Ok(t) => (200, t),
                         Answer::Status(s, t) => (s, t),
@@ -567,4 +575,177 @@ fn api_roles_are_checked_when_the_config_is_loaded() {
     p.swarm(&["init"]).ok();
     let tsv = fs::read_to_string(p.root.join(".swarmforge/roles.tsv")).unwrap();
     assert!(tsv.contains("\tapi\t"), "{tsv}");
+}
+
+/// Every process's command line, scanned until `stop`: the key on none.
+fn watch_cmdlines(stop: Arc<std::sync::atomic::AtomicBool>) -> std::thread::JoinHandle<usize> {
+    std::thread::spawn(move || {
+        let mut scans = 0;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            for e in fs::read_dir("/proc").into_iter().flatten().flatten() {
+                if let Ok(c) = fs::read(e.path().join("cmdline")) {
+                    assert!(
+                        !c.windows(KEY.len()).any(|w| w == KEY.as_bytes()),
+                        "the key is on the command line of {}: {}",
+                        e.path().display(),
+                        String::from_utf8_lossy(&c)
+                    );
+                }
+            }
+            scans += 1;
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        scans
+    })
+}
+
+/// `swarm up` starts an `agent: api` role like any agent: a scripted
+/// sender asks it, the runner answers, the sender reads the answer.
+#[test]
+fn swarm_up_starts_the_runner_for_an_api_role() {
+    let server = FakeServer::start(vec![chat("pong")]);
+    let g = Project::empty();
+    let root = g.path("swarm");
+    fs::create_dir_all(root.join("agents")).unwrap();
+    fs::write(
+        root.join("agents/asker.sh"),
+        "set -eu\nif [ ! -e .swarmforge/asked ]; then\n  printf 'type: note\\nto: helper\\npriority: 50\\nmessage: ping\\n' >.swarmforge/d.txt\n  swarm-handoff .swarmforge/d.txt\n  : >.swarmforge/asked\nfi\nout=$(ready-next)\nuntil printf '%s\\n' \"$out\" | grep -qx NO_TASK; do\n  out=$(done-current)\ndone\n",
+    )
+    .unwrap();
+    fs::write(
+        root.join("swarm.yaml"),
+        format!(
+            "launch: {{stagger: 100ms}}\nroles:\n  - name: asker\n    worktree: asker\n    agent: sh \"$SWARMFORGE_PROJECT/agents/asker.sh\"\n  - name: helper\n    worktree: helper\n    agent: api\n    base_url: {}\n    model: fake-model\n    api_key_env: FAKE_API_KEY\n",
+            server.base_url
+        ),
+    )
+    .unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let scanner = watch_cmdlines(Arc::clone(&stop));
+    let mut guard = SwarmGuard::new(&root);
+    guard.guard(
+        g.cmd("swarm")
+            .at(&root)
+            .env("FAKE_API_KEY", KEY)
+            .args(["up", "--no-tmux", "--until-idle", "--timeout", "60s"])
+            .start(),
+    );
+    let out = guard.finish(Duration::from_secs(70), "the swarm finishes");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(scanner.join().unwrap() > 0);
+    out.ok();
+    assert_eq!(server.seen().len(), 1, "{}", out.stdout);
+    let t = g.cmd("swarm").at(&root).args(["transcript"]).run();
+    assert!(
+        t.stdout.contains("[asker -> helper] note ping"),
+        "{}",
+        t.stdout
+    );
+    assert!(
+        t.stdout.contains("[helper -> asker] note pong"),
+        "{}",
+        t.stdout
+    );
+    assert!(!out.stdout.contains(KEY) && !out.stderr.contains(KEY));
+    key_in_no_file(&g);
+}
+
+/// The forum example on a model by one setting (SWARM_MODEL_URL): six
+/// turns in order, each one call on the speaker's turn, a digest after the
+/// third and the sixth, nothing asked out of turn.
+#[test]
+fn the_forum_example_runs_on_a_model_server_by_one_setting() {
+    let server = FakeServer::start(vec![]);
+    let g = Project::empty();
+    let root = g.path("swarm");
+    copy_tree(&example_dir("forum"), &root);
+    let mut guard = SwarmGuard::new(&root);
+    guard.guard(
+        g.cmd("swarm")
+            .at(&root)
+            .env("SWARM_MODEL_URL", &server.base_url)
+            .env("SWARM_MODEL", "fake-model")
+            .env("SWARM_MODEL_KEY_ENV", "FAKE_API_KEY")
+            .env("FAKE_API_KEY", KEY)
+            .args(["up", "--no-tmux", "--until-idle", "--timeout", "80s"])
+            .start(),
+    );
+    let out = guard.finish(Duration::from_secs(90), "the example swarm finishes");
+    out.ok();
+    let t = g.cmd("swarm").at(&root).args(["transcript"]).run();
+    let posts: Vec<&str> = t
+        .stdout
+        .lines()
+        .filter(|l| l.contains(" -> all] post "))
+        .collect();
+    let speakers: Vec<&str> = posts
+        .iter()
+        .map(|l| l.split("] [").nth(1).unwrap().split(' ').next().unwrap())
+        .collect();
+    assert_eq!(
+        speakers,
+        ["ada", "ben", "cy", "ada", "ben", "cy"],
+        "{}",
+        t.stdout
+    );
+    let digests = t
+        .stdout
+        .lines()
+        .filter(|l| l.contains("[moderator -> all] digest"))
+        .count();
+    assert_eq!(digests, 2, "{}", t.stdout);
+    assert_eq!(
+        server.seen().len(),
+        8,
+        "six turns and two digests, no other call:\n{}",
+        t.stdout
+    );
+    let st = g
+        .cmd("swarm")
+        .at(&root)
+        .args(["discussion", "status", "design", "--json"])
+        .run()
+        .json();
+    assert_eq!(st["close_reason"], "cap_reached");
+    assert!(
+        posts.iter().all(|l| l.contains(" post answer ")),
+        "{}",
+        t.stdout
+    );
+    key_in_no_file(&g);
+}
+
+/// The roundtable's seats on a model by the same setting: each answers the
+/// coordinator's question once, and the coordinator closes the round.
+#[test]
+fn the_roundtable_seats_run_on_a_model_server_by_one_setting() {
+    let server = FakeServer::start(vec![]);
+    let g = Project::empty();
+    let root = g.path("swarm");
+    copy_tree(&example_dir("roundtable"), &root);
+    let mut guard = SwarmGuard::new(&root);
+    guard.guard(
+        g.cmd("swarm")
+            .at(&root)
+            .env("SWARM_MODEL_URL", &server.base_url)
+            .args(["up", "--no-tmux", "--until-idle", "--timeout", "80s"])
+            .start(),
+    );
+    let out = guard.finish(Duration::from_secs(90), "the example swarm finishes");
+    out.ok();
+    let t = g.cmd("swarm").at(&root).args(["transcript"]).run();
+    for seat in ["architect", "tester", "writer"] {
+        let n = t
+            .stdout
+            .lines()
+            .filter(|l| l.contains(&format!("[{seat} -> coordinator] post answer ")))
+            .count();
+        assert_eq!(n, 1, "{seat}:\n{}", t.stdout);
+    }
+    assert_eq!(server.seen().len(), 3, "{}", t.stdout);
+    assert!(
+        t.stdout.contains("[coordinator -> all] close consensus"),
+        "{}",
+        t.stdout
+    );
 }

@@ -10,6 +10,16 @@ pub struct Args {
     /// must say `agent: api`
     #[arg(long)]
     pub role: Option<String>,
+    /// Run a role that is not `agent: api` against this server (with
+    /// --model): what the examples do when SWARM_MODEL_URL is set
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// The model to ask (with --base-url; default: the role's `model:`)
+    #[arg(long, requires = "base_url")]
+    pub model: Option<String>,
+    /// The environment variable holding the API key (with --base-url)
+    #[arg(long, value_name = "VAR", requires = "base_url")]
+    pub api_key_env: Option<String>,
 }
 
 pub fn run(args: Args) -> i32 {
@@ -25,7 +35,12 @@ pub fn run(args: Args) -> i32 {
         Ok(c) => c,
         Err(e) => return crate::cli::report(&e, false),
     };
-    let runner = match crate::launch::api::Runner::new(&cwd, &role) {
+    let over = crate::launch::api::Overrides {
+        base_url: args.base_url,
+        model: args.model,
+        api_key_env: args.api_key_env,
+    };
+    let runner = match crate::launch::api::Runner::new(&cwd, &role, &over) {
         Ok(r) => r,
         Err(e) => return crate::cli::report(&e, false),
     };

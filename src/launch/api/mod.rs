@@ -55,6 +55,16 @@ pub struct Summary {
     pub failed: usize,
 }
 
+/// `swarm run-api --base-url U --model M [--api-key-env V]`: run a role
+/// that is not `agent: api` in swarm.yaml (a script that hands over to the
+/// runner, as the examples do when a model server is configured).
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    pub api_key_env: Option<String>,
+}
+
 /// A role's runner: where it works, what it may send, how it asks.
 pub struct Runner {
     role: String,
@@ -68,7 +78,7 @@ impl Runner {
     /// Reads the role's `agent: api` keys and, once, its key from the
     /// environment variable `api_key_env` names. The variable is then removed
     /// from this process's environment so no child (git) inherits it.
-    pub fn new(cwd: &Path, role: &str) -> Result<Runner> {
+    pub fn new(cwd: &Path, role: &str, over: &Overrides) -> Result<Runner> {
         let at = place::resolve_as(cwd, role)?;
         let project = at
             .project
@@ -83,12 +93,27 @@ impl Runner {
                 project.config_file().display()
             )));
         };
-        if planned.agent != AgentSpec::Api {
+        let mut merged = rc.clone();
+        if over.base_url.is_some() {
+            merged.base_url.clone_from(&over.base_url);
+            if over.model.is_some() {
+                merged.model.clone_from(&over.model);
+            }
+            if over.api_key_env.is_some() {
+                merged.api_key_env.clone_from(&over.api_key_env);
+            }
+            if let Some(why) = crate::launch::plan::api_problem(&merged) {
+                return Err(Error::env(format!(
+                    "swarm run-api for role '{role}': {why}\n  hint: e.g. --base-url http://127.0.0.1:11434/v1 --model llama3.2 [--api-key-env OPENAI_API_KEY]"
+                )));
+            }
+        } else if planned.agent != AgentSpec::Api {
             return Err(Error::env(format!(
-                "role '{role}' in {} is not `agent: api`\n  hint: set `agent: api` with `base_url`, `model` and `api_key_env`",
+                "role '{role}' in {} is not `agent: api`\n  hint: set `agent: api` with `base_url`, `model` and `api_key_env`, or pass --base-url and --model",
                 project.config_file().display()
             )));
         }
+        let rc = &merged;
         let key = match rc.api_key_env.as_deref() {
             None => None,
             Some(var) => {
