@@ -72,8 +72,9 @@ pub fn agent_command(project: &Project, r: &PlannedRole) -> Option<String> {
         AgentSpec::Human => None,
         AgentSpec::Command(c) => Some(c.clone()),
         // Our own binary by absolute path; the key stays in the environment.
+        // No `exec`: the tmux pane script runs this line inside its loop.
         AgentSpec::Api => Some(format!(
-            "exec {} run-api --role {}",
+            "{} run-api --role {}",
             shims::own_bin_dir()
                 .map(|d| sqp(&d.join("swarm")))
                 .unwrap_or_else(|_| "swarm".into()),
@@ -254,6 +255,15 @@ mod tests {
             format!("grok --cwd '/p/.worktrees/cr' --permission-mode acceptEdits --rules \"$(cat {pf})\" --verbatim \"$(cat {pf})\"")
         );
         assert_eq!(agent_command(&p, &role(AgentSpec::Human)), None);
+    }
+
+    #[test]
+    fn an_api_role_runs_our_runner_inside_the_pane_loop() {
+        let c = agent_command(&Project::new("/p"), &role(AgentSpec::Api)).unwrap();
+        assert!(c.ends_with("swarm' run-api --role 'code-reviewer'"), "{c}");
+        // The tmux pane script inlines the command in its loop: an `exec`
+        // would end the loop after the first run.
+        assert!(!c.starts_with("exec "), "{c}");
     }
 
     #[test]

@@ -161,7 +161,12 @@ impl Runner {
             // One item at a time, whatever the role's receive mode: one call
             // answers one message.
             let (ready, _reactions) = inbox.ready_noted(ReceiveMode::Task)?;
-            let Ready::Task { item, answers, .. } = &ready else {
+            let Ready::Task {
+                item,
+                answers,
+                resumed,
+            } = &ready
+            else {
                 break;
             };
             sum.items += 1;
@@ -182,7 +187,11 @@ impl Runner {
                     ));
                     None
                 }
-                Some(plan) if answered(&at.wt, &id, at.config.limits.max_file_bytes) => {
+                // Only an item already in process (a run killed after its
+                // send) can have been answered; fresh items skip the scan.
+                Some(plan)
+                    if *resumed && answered(&at.wt, &id, at.config.limits.max_file_bytes) =>
+                {
                     say(&format!(
                         "{}: {id} was answered already; {} skipped",
                         self.role, plan.ty
