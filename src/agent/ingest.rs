@@ -137,6 +137,17 @@ impl Ingest {
     pub fn new(project: &Project, opts: Options) -> Result<Ingest> {
         let sender = Sender::as_role(project, &opts.role)?;
         fsx::set_fsync(sender.config.daemon.fsync);
+        if let Some(bad) = opts
+            .to
+            .split(',')
+            .find(|r| *r != "all" && sender.roles.find(r).is_none())
+        {
+            return Err(Error::env(format!(
+                "--to names '{}', which is neither `all` nor a role of {}\n  hint: use `all` or role names separated by commas",
+                crate::text::escape(bad),
+                project.roles_tsv().display()
+            )));
+        }
         let wt = sender.at.worktree.clone();
         let file = std::path::absolute(&opts.file).at(&opts.file)?;
         let key = hex(&Sha256::digest(
@@ -296,7 +307,23 @@ impl Ingest {
             }
             c.pending = Some((end, self.highest_seq()));
             self.save(&c)?;
-            let path = self.post(&capture)?;
+            let path = match self.post(&capture) {
+                Ok(p) => p,
+                // A refused draft (exit 2) would be refused again after
+                // every restart: the line is skipped, the follower goes on.
+                Err(e) if e.exit_code() == 2 => {
+                    c.offset = end;
+                    c.pending = None;
+                    self.save_advanced(&mut f, &mut c)?;
+                    let why = e.to_string().replace('\n', " ");
+                    say(Event::Skipped {
+                        offset: start,
+                        why: format!("the post was refused: {why}"),
+                    });
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             if std::env::var_os("SWARM_TEST_INGEST_CRASH_AFTER_POST").is_some() {
                 // Test hook: die in the window between the post and the cursor.
                 std::process::abort();

@@ -148,6 +148,15 @@ fn a_follower_posts_lines_as_the_log_grows_and_a_second_one_is_refused() {
         .code(1)
         .stderr_has("another `swarm ingest` follows")
         .run_within(DEADLINE);
+    p.cmd("swarm")
+        .args([
+            "ingest", "--role", "ada", "--match", PATTERN, "--to", "ghost",
+        ])
+        .arg("--file")
+        .arg(&log)
+        .code(1)
+        .stderr_has("--to names 'ghost', which is neither `all` nor a role")
+        .run_within(DEADLINE);
     append(&log, "[INFO] [SPEAKER] part");
     append(&log, "ial\n[INFO] [SPEAKER] third\n");
     wait_until(DEADLINE, "three posts", || {

@@ -55,6 +55,17 @@ pub fn run(args: Args) -> i32 {
             return crate::cli::report(&e, false);
         }
     };
+    // Both go into the draft's header lines: one line each, so no value can
+    // add a header; the draft validation then checks them as any draft's.
+    for (flag, v) in [("--to", &args.to), ("--priority", &args.priority)] {
+        if v.is_empty() || v.chars().any(char::is_control) {
+            let e = Error::env(format!(
+                "{flag} '{}' must be one non-empty line",
+                crate::text::escape(v)
+            ));
+            return crate::cli::report(&e, false);
+        }
+    }
     let opts = Options {
         role: args.role,
         file: args.file,
