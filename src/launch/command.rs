@@ -71,6 +71,15 @@ pub fn agent_command(project: &Project, r: &PlannedRole) -> Option<String> {
     match &r.agent {
         AgentSpec::Human => None,
         AgentSpec::Command(c) => Some(c.clone()),
+        // Our own binary by absolute path; the key stays in the environment.
+        // No `exec`: the tmux pane script runs this line inside its loop.
+        AgentSpec::Api => Some(format!(
+            "{} run-api --role {}",
+            shims::own_bin_dir()
+                .map(|d| sqp(&d.join("swarm")))
+                .unwrap_or_else(|_| "swarm".into()),
+            sq(&r.name)
+        )),
         AgentSpec::Preset {
             cli,
             model,
@@ -138,7 +147,7 @@ pub(super) fn check_programs(plan: &Plan, need_tmux: bool) -> Result<()> {
     }
     for r in &plan.roles {
         let w = match &r.agent {
-            AgentSpec::Human => continue,
+            AgentSpec::Human | AgentSpec::Api => continue,
             AgentSpec::Model { name, .. } => Some(name.as_str()),
             AgentSpec::Preset { cli, .. } => Some(cli.name()),
             AgentSpec::Command(c) => program_word(c),
@@ -246,6 +255,15 @@ mod tests {
             format!("grok --cwd '/p/.worktrees/cr' --permission-mode acceptEdits --rules \"$(cat {pf})\" --verbatim \"$(cat {pf})\"")
         );
         assert_eq!(agent_command(&p, &role(AgentSpec::Human)), None);
+    }
+
+    #[test]
+    fn an_api_role_runs_our_runner_inside_the_pane_loop() {
+        let c = agent_command(&Project::new("/p"), &role(AgentSpec::Api)).unwrap();
+        assert!(c.ends_with("swarm' run-api --role 'code-reviewer'"), "{c}");
+        // The tmux pane script inlines the command in its loop: an `exec`
+        // would end the loop after the first run.
+        assert!(!c.starts_with("exec "), "{c}");
     }
 
     #[test]

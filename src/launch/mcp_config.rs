@@ -39,7 +39,7 @@ impl Client {
     /// its command line (a path's last part).
     pub fn of(agent: &AgentSpec) -> Option<Client> {
         let word = match agent {
-            AgentSpec::Human => return None,
+            AgentSpec::Human | AgentSpec::Api => return None,
             AgentSpec::Model { name, .. } => name.as_str(),
             AgentSpec::Preset { cli, .. } => cli.name(),
             AgentSpec::Command(c) => c.split_whitespace().next()?,

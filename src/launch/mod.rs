@@ -21,6 +21,7 @@
 //! `down` does the same from anywhere. Neither touches a handoff file.
 
 pub mod agents;
+pub mod api;
 pub mod archive;
 pub mod bridge;
 pub mod command;

@@ -32,6 +32,10 @@ pub enum AgentSpec {
         args: Vec<String>,
         permission: Permission,
     },
+    /// `agent: api`: our own runner (`swarm run-api --role R`) asks an
+    /// OpenAI-compatible chat-completion server; its keys stay in the role's
+    /// `swarm.yaml` entry (base_url, model, api_key_env, …).
+    Api,
 }
 
 impl AgentSpec {
@@ -42,6 +46,7 @@ impl AgentSpec {
             AgentSpec::Human => "human".into(),
             AgentSpec::Model { name, .. } => name.clone(),
             AgentSpec::Preset { cli, .. } => cli.name().to_string(),
+            AgentSpec::Api => API_AGENT.into(),
             AgentSpec::Command(c) => c
                 .split_whitespace()
                 .next()
@@ -50,6 +55,9 @@ impl AgentSpec {
         }
     }
 }
+
+/// The `agent:` word for the built-in chat-completion runner.
+pub const API_AGENT: &str = "api";
 
 /// One role, with every derived value (§12.2).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -270,6 +278,8 @@ fn yaml_agent(r: &RoleConfig) -> AgentSpec {
     let a = r.agent.trim();
     if a.eq_ignore_ascii_case("human") {
         AgentSpec::Human
+    } else if a == API_AGENT {
+        AgentSpec::Api
     } else if let Some(cli) = Cli::from_agent(a) {
         AgentSpec::Preset {
             cli,
@@ -358,6 +368,42 @@ pub fn valid_worktree_name(w: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
+/// What is missing or wrong in an `agent: api` role's keys.
+pub fn api_problem(r: &RoleConfig) -> Option<String> {
+    let Some(url) = r.base_url.as_deref() else {
+        return Some("needs `base_url`".into());
+    };
+    if !(url.starts_with("http://") || url.starts_with("https://"))
+        || url.contains(char::is_whitespace)
+    {
+        return Some(format!(
+            "has base_url '{}', which is not an http:// or https:// URL",
+            crate::text::escape(url)
+        ));
+    }
+    if r.model.as_deref().is_none_or(|m| m.trim().is_empty()) {
+        return Some("needs `model`".into());
+    }
+    if let Some(v) = r.api_key_env.as_deref() {
+        let ok = v.bytes().enumerate().all(|(i, c)| {
+            c == b'_'
+                || c.is_ascii_uppercase()
+                || c.is_ascii_lowercase()
+                || (i > 0 && c.is_ascii_digit())
+        });
+        if v.is_empty() || !ok {
+            return Some(format!(
+                "has api_key_env '{}', which is not an environment variable name (the key itself never goes in swarm.yaml)",
+                crate::text::escape(v)
+            ));
+        }
+    }
+    if r.request_timeout.0.is_zero() {
+        return Some("has request_timeout 0".into());
+    }
+    None
+}
+
 /// Checks what serde cannot: names (D9), uniqueness, agents, worktrees.
 pub fn validate_yaml_roles(roles: &[RoleConfig], text: &str, path: &Path) -> Result<()> {
     let sp = spans(text);
@@ -425,8 +471,33 @@ pub fn validate_yaml_roles(roles: &[RoleConfig], text: &str, path: &Path) -> Res
                 "write the command on one line",
             ));
         }
+        let is_api = agent == API_AGENT;
+        let api_only = [
+            ("base_url", r.base_url.is_some()),
+            ("api_key_env", r.api_key_env.is_some()),
+        ];
+        if !is_api {
+            if let Some((key, _)) = api_only.iter().find(|(_, set)| *set) {
+                return Err(yaml_error(
+                    path,
+                    at(i, |s| loc(&s.agent)).or(name_at),
+                    format!(
+                        "role '{}' sets `{key}`, which only `agent: api` takes",
+                        r.name
+                    ),
+                    "use `agent: api` with `base_url`, `model` and `api_key_env`, or remove the key",
+                ));
+            }
+        } else if let Some(why) = api_problem(r) {
+            return Err(yaml_error(
+                path,
+                at(i, |s| loc(&s.agent)).or(name_at),
+                format!("role '{}' (agent: api) {why}", r.name),
+                "e.g. base_url: http://127.0.0.1:11434/v1, model: llama3.2, api_key_env: OPENAI_API_KEY (omit it for a local server without a key)",
+            ));
+        }
         let preset_only = [("model", r.model.is_some()), ("args", !r.args.is_empty())];
-        if Cli::from_agent(agent).is_none() {
+        if Cli::from_agent(agent).is_none() && !(is_api && r.args.is_empty()) {
             if let Some((key, _)) = preset_only.iter().find(|(_, set)| *set) {
                 return Err(yaml_error(
                     path,
@@ -444,13 +515,15 @@ pub fn validate_yaml_roles(roles: &[RoleConfig], text: &str, path: &Path) -> Res
             .chain(&r.args)
             .chain(&r.prompt)
             .chain(&r.description)
+            .chain(&r.base_url)
+            .chain(&r.api_key_env)
             .any(|v| v.chars().any(|c| c.is_control() && c != '\n' && c != '\t'))
         {
             return Err(yaml_error(
                 path,
                 name_at,
                 format!("a value of role '{}' contains a control character", r.name),
-                "remove it from `model`, `args`, `prompt` and `description`",
+                "remove it from `model`, `args`, `prompt`, `description`, `base_url` and `api_key_env`",
             ));
         }
         let wt_at = at(i, |s| loc(&s.worktree)).or(name_at);

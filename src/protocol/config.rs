@@ -238,6 +238,17 @@ pub struct RoleConfig {
     pub mcp: bool,
     /// The host this role works on (one of `hosts`; default: the first).
     pub host: Option<String>,
+    /// `agent: api`: the OpenAI-compatible server, e.g.
+    /// `http://127.0.0.1:11434/v1` (Ollama); `/chat/completions` is appended.
+    pub base_url: Option<String>,
+    /// `agent: api`: the environment variable holding the API key (read
+    /// once at start; never written anywhere). None: no key (local servers).
+    pub api_key_env: Option<String>,
+    /// `agent: api`: one completion call may take this long.
+    pub request_timeout: Dur,
+    /// `agent: api`: further attempts after a timeout, a lost connection,
+    /// a 429 or a 5xx answer (backing off from 500 ms, doubling).
+    pub retries: u32,
 }
 
 impl Default for RoleConfig {
@@ -260,6 +271,10 @@ impl Default for RoleConfig {
             complete_within: None,
             mcp: false,
             host: None,
+            base_url: None,
+            api_key_env: None,
+            request_timeout: Dur::secs(120),
+            retries: 2,
         }
     }
 }

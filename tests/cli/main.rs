@@ -3,6 +3,7 @@
 mod support;
 
 mod agents;
+mod api;
 mod archive;
 mod bridge;
 mod builder;
@@ -16,6 +17,7 @@ mod faults;
 mod forum;
 mod hardening;
 mod hostile;
+mod ingest;
 mod launcher;
 mod layouts;
 mod longpoll;

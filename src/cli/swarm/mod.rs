@@ -23,11 +23,13 @@ pub mod discussion;
 pub mod down;
 pub mod events;
 pub mod hook;
+pub mod ingest;
 pub mod init;
 pub mod man;
 pub mod mcp;
 pub mod prompt;
 pub mod receipts;
+pub mod run_api;
 pub mod session;
 pub mod shims;
 pub mod status;
@@ -148,6 +150,10 @@ pub enum Command {
     Man(man::Args),
     /// Serve this role's handoff tools to an agent over MCP (stdio)
     Mcp(mcp::Args),
+    /// Run an `agent: api` role: one chat completion per item, then exit
+    RunApi(run_api::Args),
+    /// Follow a log file and post each matching line's capture as a role
+    Ingest(ingest::Args),
 }
 
 pub fn run() -> i32 {
@@ -181,5 +187,7 @@ pub fn run() -> i32 {
         Command::Completions(a) => completions::run(a),
         Command::Man(a) => man::run(a),
         Command::Mcp(a) => mcp::run(a),
+        Command::RunApi(a) => run_api::run(a),
+        Command::Ingest(a) => ingest::run(a),
     }
 }

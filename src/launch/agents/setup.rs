@@ -90,7 +90,7 @@ pub fn prepare(plan: &Plan, bin_dir: &Path) -> Result<Vec<String>> {
     for r in &plan.roles {
         let pf = prompt_file(&plan.project, &r.name);
         match &r.agent {
-            AgentSpec::Human | AgentSpec::Command(_) => continue,
+            AgentSpec::Human | AgentSpec::Command(_) | AgentSpec::Api => continue,
             // SwarmForge's lines stay first and unchanged; the primer is added.
             AgentSpec::Model { .. } => {
                 let text = format!("{}\n{}", prompt_text(&r.name), primer(plan, &r.name)?);

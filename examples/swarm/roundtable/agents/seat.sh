@@ -12,6 +12,15 @@ me=$SWARMFORGE_ROLE
 others=$(printf 'architect\ntester\nwriter\n' | grep -vx "$me" | paste -sd, -)
 draft=.swarmforge/seat-draft.txt
 
+# With SWARM_MODEL_URL set (an OpenAI-compatible server, e.g. Ollama's
+# http://127.0.0.1:11434/v1), a model answers instead of the canned text:
+# the built-in runner takes over (SWARM_MODEL: the model, default llama3.2;
+# SWARM_MODEL_KEY_ENV: the name of the variable holding the key, if any).
+if [ -n "${SWARM_MODEL_URL:-}" ]; then
+    exec swarm run-api --role "$SWARMFORGE_ROLE" --base-url "$SWARM_MODEL_URL" \
+        --model "${SWARM_MODEL:-llama3.2}" ${SWARM_MODEL_KEY_ENV:+--api-key-env "$SWARM_MODEL_KEY_ENV"}
+fi
+
 out=$(ready-next)
 until printf '%s\n' "$out" | grep -qx NO_TASK; do
     from=$(printf '%s\n' "$out" | sed -n 's/^FROM: //p' | head -n 1)

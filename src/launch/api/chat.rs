@@ -1,0 +1,281 @@
+//! One OpenAI-compatible chat completion (`POST {base_url}/chat/completions`)
+//! with a blocking client: timeouts, retries with backoff, a bounded and
+//! validated answer. The key only ever goes in the Authorization header.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+/// Largest response body read (a chat answer is a few KiB).
+pub const MAX_RESPONSE_BYTES: u64 = 1024 * 1024;
+/// First pause before a retry; doubles per attempt.
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+const MAX_BACKOFF: Duration = Duration::from_secs(8);
+
+/// Where and how to ask.
+pub struct Endpoint {
+    /// `{base_url}/chat/completions`.
+    pub url: String,
+    pub model: String,
+    /// Read from the environment at start; never printed (see `Debug`).
+    key: Option<String>,
+    pub timeout: Duration,
+    pub retries: u32,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("url", &self.url)
+            .field("model", &self.model)
+            .field("key", &self.key.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+/// Why a call gave no answer: one line, ready for `done-current --failed`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure(pub String);
+
+/// One attempt's outcome: retry it or not.
+enum Attempt {
+    Retry(String),
+    Final(Failure),
+}
+
+impl Endpoint {
+    pub fn new(
+        base_url: &str,
+        model: &str,
+        key: Option<String>,
+        timeout: Duration,
+        retries: u32,
+    ) -> Endpoint {
+        Endpoint {
+            url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
+            model: model.to_string(),
+            key: key.filter(|k| !k.is_empty()),
+            timeout,
+            retries,
+        }
+    }
+
+    /// Asks once (plus `retries` more times on transient failures) and
+    /// returns the answer text.
+    pub fn complete(
+        &self,
+        system: &str,
+        user: &str,
+        say: &mut dyn FnMut(&str),
+    ) -> Result<String, Failure> {
+        let body = json!({
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": system},
+                {"role": "user", "content": user},
+            ],
+            "stream": false,
+        })
+        .to_string();
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(self.timeout))
+            .http_status_as_error(false)
+            // A redirect could carry the Authorization header elsewhere.
+            .max_redirects(0)
+            .user_agent("swarm-handoff run-api")
+            .build()
+            .into();
+        let mut pause = FIRST_BACKOFF;
+        let mut attempt = 0;
+        loop {
+            match self.attempt(&agent, &body) {
+                Ok(text) => return Ok(text),
+                Err(Attempt::Final(f)) => return Err(f),
+                Err(Attempt::Retry(why)) if attempt >= self.retries => {
+                    return Err(Failure(if self.retries == 0 {
+                        why
+                    } else {
+                        format!("{why} (after {} attempts)", attempt + 1)
+                    }))
+                }
+                Err(Attempt::Retry(why)) => {
+                    attempt += 1;
+                    say(&format!("{why}; retrying in {} ms", pause.as_millis()));
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+    }
+
+    fn attempt(&self, agent: &ureq::Agent, body: &str) -> Result<String, Attempt> {
+        let mut req = agent
+            .post(&self.url)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json");
+        if let Some(k) = &self.key {
+            req = req.header("Authorization", format!("Bearer {k}"));
+        }
+        let mut resp = match req.send(body) {
+            Ok(r) => r,
+            Err(ureq::Error::Timeout(_)) => {
+                return Err(Attempt::Retry(format!(
+                    "no answer from {} within {} s",
+                    self.url,
+                    self.timeout.as_secs_f64()
+                )))
+            }
+            Err(e) => {
+                return Err(Attempt::Retry(format!(
+                    "cannot reach {}: {}",
+                    self.url,
+                    one_line(&e.to_string())
+                )))
+            }
+        };
+        let status = resp.status().as_u16();
+        let text = resp
+            .body_mut()
+            .with_config()
+            .limit(MAX_RESPONSE_BYTES)
+            .read_to_string();
+        let text = match text {
+            Ok(t) => t,
+            Err(ureq::Error::Timeout(_)) => {
+                return Err(Attempt::Retry(format!(
+                    "no answer from {} within {} s",
+                    self.url,
+                    self.timeout.as_secs_f64()
+                )))
+            }
+            Err(ureq::Error::BodyExceedsLimit(_)) => {
+                return Err(Attempt::Final(Failure(format!(
+                    "the answer from {} is larger than {MAX_RESPONSE_BYTES} bytes",
+                    self.url
+                ))))
+            }
+            Err(e) => {
+                return Err(Attempt::Retry(format!(
+                    "reading the answer from {}: {}",
+                    self.url,
+                    one_line(&e.to_string())
+                )))
+            }
+        };
+        if status == 429 || status >= 500 {
+            return Err(Attempt::Retry(format!(
+                "{} answered HTTP {status}{}",
+                self.url,
+                server_says(&text)
+            )));
+        }
+        if !(200..300).contains(&status) {
+            let hint = if status == 401 || status == 403 {
+                " (check the key in the role's api_key_env)"
+            } else {
+                ""
+            };
+            return Err(Attempt::Final(Failure(format!(
+                "{} answered HTTP {status}{}{hint}",
+                self.url,
+                server_says(&text)
+            ))));
+        }
+        parse_answer(&text).map_err(|why| Attempt::Final(Failure(why)))
+    }
+}
+
+/// The answer text of a chat-completion response, or why there is none.
+pub fn parse_answer(text: &str) -> Result<String, String> {
+    let v: Value =
+        serde_json::from_str(text).map_err(|e| format!("malformed answer (not JSON: {e})"))?;
+    let choice = v
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first())
+        .ok_or("malformed answer (no choices[0])")?;
+    let msg = choice
+        .get("message")
+        .ok_or("malformed answer (no choices[0].message)")?;
+    if let Some(r) = msg
+        .get("refusal")
+        .and_then(Value::as_str)
+        .filter(|r| !r.trim().is_empty())
+    {
+        return Err(format!("the model refused: {}", one_line(r)));
+    }
+    if choice.get("finish_reason").and_then(Value::as_str) == Some("content_filter") {
+        return Err("the model refused (finish_reason content_filter)".into());
+    }
+    let content = msg
+        .get("content")
+        .and_then(Value::as_str)
+        .ok_or("malformed answer (choices[0].message.content is not a string)")?;
+    if content.trim().is_empty() {
+        return Err("the model's answer was empty".into());
+    }
+    Ok(content.to_string())
+}
+
+/// The server's error message, when it sent the usual `{"error": {...}}`.
+fn server_says(text: &str) -> String {
+    let v: Option<Value> = serde_json::from_str(text).ok();
+    let msg = v.as_ref().and_then(|v| {
+        v.pointer("/error/message")
+            .or_else(|| v.get("error"))
+            .and_then(Value::as_str)
+    });
+    match msg {
+        Some(m) => format!(": {}", one_line(m)),
+        None => String::new(),
+    }
+}
+
+/// One escaped line of at most 160 characters.
+pub fn one_line(s: &str) -> String {
+    let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let esc = crate::text::escape(&flat);
+    let mut cut: String = esc.chars().take(160).collect();
+    if cut.len() < esc.len() {
+        cut.push('…');
+    }
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_validated() {
+        let ok = r#"{"choices":[{"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}"#;
+        assert_eq!(parse_answer(ok).unwrap(), "hi");
+        assert!(parse_answer("{").unwrap_err().contains("not JSON"));
+        assert!(parse_answer(r#"{"choices":[]}"#)
+            .unwrap_err()
+            .contains("choices[0]"));
+        let refused = r#"{"choices":[{"message":{"content":null,"refusal":"I can't help"}}]}"#;
+        assert_eq!(
+            parse_answer(refused).unwrap_err(),
+            "the model refused: I can't help"
+        );
+        let filtered =
+            r#"{"choices":[{"message":{"content":""},"finish_reason":"content_filter"}]}"#;
+        assert!(parse_answer(filtered)
+            .unwrap_err()
+            .contains("content_filter"));
+    }
+
+    #[test]
+    fn the_key_is_never_in_debug_output() {
+        let e = Endpoint::new(
+            "http://h/v1/",
+            "m",
+            Some("sk-secret".into()),
+            Duration::from_secs(1),
+            0,
+        );
+        assert_eq!(e.url, "http://h/v1/chat/completions");
+        assert!(!format!("{e:?}").contains("sk-secret"));
+    }
+}
