@@ -44,6 +44,12 @@ pub enum Kind {
     DeferredBusy,
     /// A role's agent session is gone and nothing restarts it.
     AgentDead,
+    /// An outbox file needing approval moved to `held/` (`approval: required`).
+    Held,
+    /// `swarm approve`: a held file went back to its outbox to be delivered.
+    Approved,
+    /// `swarm deny`: a held file was refused to `failed/` with the reason.
+    Denied,
 }
 
 impl Kind {
@@ -63,6 +69,9 @@ impl Kind {
             Kind::Woken => "woken",
             Kind::DeferredBusy => "deferred_busy",
             Kind::AgentDead => "agent_dead",
+            Kind::Held => "held",
+            Kind::Approved => "approved",
+            Kind::Denied => "denied",
         }
     }
 }

@@ -24,6 +24,8 @@ pub struct Config {
     pub launch: LaunchConfig,
     pub notify: NotifyConfig,
     pub logs: LogsConfig,
+    /// Per message type: `types: {handoff: {approval: required}}`.
+    pub types: std::collections::BTreeMap<String, TypeConfig>,
 }
 
 impl Default for Config {
@@ -39,6 +41,7 @@ impl Default for Config {
             launch: LaunchConfig::default(),
             notify: NotifyConfig::default(),
             logs: LogsConfig::default(),
+            types: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -113,6 +116,24 @@ impl Default for WakeConfig {
             busy_timeout: Dur::secs(600),
         }
     }
+}
+
+/// Whether a person must approve a message before it is delivered.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Approval {
+    /// Delivered as soon as the daemon sees it.
+    #[default]
+    None,
+    /// Moved to the sender's `held/` until `swarm approve` or `swarm deny`.
+    Required,
+}
+
+/// One message type's settings (`types.<type>` in swarm.yaml).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TypeConfig {
+    pub approval: Approval,
 }
 
 /// How a role's agent is told about new mail.
@@ -219,6 +240,8 @@ pub struct RoleConfig {
     /// `swarm up` writes the agent CLI's MCP configuration (claude, codex,
     /// gemini) for `swarm mcp` into the role's worktree.
     pub mcp: bool,
+    /// `required`: everything this role sends waits for a person's approval.
+    pub approval: Approval,
 }
 
 impl Default for RoleConfig {
@@ -240,6 +263,7 @@ impl Default for RoleConfig {
             ack_within: None,
             complete_within: None,
             mcp: false,
+            approval: Approval::None,
         }
     }
 }
@@ -391,7 +415,27 @@ impl Config {
                 }
             }
         }
+        for t in self.types.keys() {
+            if !crate::protocol::types::type_rule(t).is_some_and(|rule| rule.sendable) {
+                return Err(format!(
+                    "types: '{}' is not a type a role may send (one of {})",
+                    crate::text::escape(t),
+                    crate::protocol::types::type_list()
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// Whether a message of type `kind` sent by `from` must be approved by a
+    /// person first (the sender's `approval`, or its type's).
+    pub fn needs_approval(&self, from: &str, kind: &str) -> bool {
+        self.role(from)
+            .is_some_and(|r| r.approval == Approval::Required)
+            || self
+                .types
+                .get(kind)
+                .is_some_and(|t| t.approval == Approval::Required)
     }
 
     /// The types `role` may send: its `allowed_types`, or every sendable type.
@@ -476,6 +520,22 @@ mod tests {
             e.contains("'digest_request' is not a type a role may send"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn approval_per_role_and_per_type() {
+        let c = Config::parse(
+            "roles:\n  - {name: coder, approval: required}\ntypes:\n  decision:\n    approval: required\n",
+        )
+        .unwrap();
+        assert!(c.needs_approval("coder", "note"));
+        assert!(c.needs_approval("qa", "decision"));
+        assert!(!c.needs_approval("qa", "note"));
+        assert!(!Config::default().needs_approval("coder", "handoff"));
+        let e = Config::parse("types:\n  bogus:\n    approval: required\n").unwrap_err();
+        assert!(e.contains("'bogus' is not a type"), "{e}");
+        let e = Config::parse("types:\n  note:\n    approval: maybe\n").unwrap_err();
+        assert!(e.contains('3'), "{e}");
     }
 
     #[test]

@@ -58,6 +58,10 @@ pub struct Status {
     pub attention: Vec<attention::Item>,
     /// Lines of roles.tsv that were skipped.
     pub problems: Vec<String>,
+    /// `swarm pause` in force (null when delivery runs).
+    pub paused: Option<crate::daemon::gate::Pause>,
+    /// Handoffs waiting for `swarm approve` / `swarm deny`.
+    pub held: Vec<crate::daemon::holds::Held>,
 }
 
 fn is_item(name: &str) -> bool {
@@ -207,6 +211,8 @@ pub fn collect(project: &Project) -> Result<Status> {
         roles: out,
         attention,
         problems: roles.problems,
+        paused: crate::daemon::gate::pause_state(project),
+        held: crate::daemon::holds::list(project)?,
     })
 }
 
@@ -293,6 +299,25 @@ pub fn text(s: &Status) -> String {
         if let Some(p) = &r.problem {
             out.push_str(&format!("{}: {}\n", r.role, crate::text::escape(p)));
         }
+    }
+    if let Some(p) = &s.paused {
+        out.push_str(&format!(
+            "PAUSED: {} since {} (swarm resume)\n",
+            p.describe(),
+            p.since
+        ));
+    }
+    for h in &s.held {
+        out.push_str(&format!(
+            "held {} {} -> {} ({}), {}: swarm approve {} | swarm deny {} --reason R\n",
+            crate::text::escape(&h.kind),
+            crate::text::escape(&h.from),
+            crate::text::escape(&h.to),
+            crate::text::escape(h.title.as_deref().unwrap_or("-")),
+            secs(h.age_s),
+            h.id,
+            h.id
+        ));
     }
     out.push_str(&attention::text(&s.attention));
     for p in &s.problems {

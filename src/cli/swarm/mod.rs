@@ -11,12 +11,14 @@ use crate::protocol::layout::Project;
 use crate::protocol::root::{self, Located};
 
 pub mod answer;
+pub mod approve;
 pub mod archive;
 pub mod artifacts;
 pub mod audit;
 pub mod can_send;
 pub mod completions;
 pub mod demo;
+pub mod deny;
 pub mod digest;
 pub mod discussion;
 pub mod down;
@@ -25,8 +27,10 @@ pub mod hook;
 pub mod init;
 pub mod man;
 pub mod mcp;
+pub mod pause;
 pub mod prompt;
 pub mod receipts;
+pub mod resume;
 pub mod session;
 pub mod shims;
 pub mod status;
@@ -145,6 +149,14 @@ pub enum Command {
     Man(man::Args),
     /// Serve this role's handoff tools to an agent over MCP (stdio)
     Mcp(mcp::Args),
+    /// Deliver a held handoff (`approval: required`)
+    Approve(approve::Args),
+    /// Refuse a held handoff to failed/ with a reason
+    Deny(deny::Args),
+    /// Stop delivery (of some types) until `swarm resume`
+    Pause(pause::Args),
+    /// Restart delivery after `swarm pause`
+    Resume(resume::Args),
 }
 
 pub fn run() -> i32 {
@@ -177,5 +189,9 @@ pub fn run() -> i32 {
         Command::Completions(a) => completions::run(a),
         Command::Man(a) => man::run(a),
         Command::Mcp(a) => mcp::run(a),
+        Command::Approve(a) => approve::run(a),
+        Command::Deny(a) => deny::run(a),
+        Command::Pause(a) => pause::run(a),
+        Command::Resume(a) => resume::run(a),
     }
 }
