@@ -525,11 +525,11 @@ mod tests {
     #[test]
     fn approval_per_role_and_per_type() {
         let c = Config::parse(
-            "roles:\n  - {name: coder, approval: required}\ntypes:\n  decision:\n    approval: required\n",
+            "roles:\n  - {name: coder, approval: required}\ntypes:\n  git_handoff:\n    approval: required\n",
         )
         .unwrap();
         assert!(c.needs_approval("coder", "note"));
-        assert!(c.needs_approval("qa", "decision"));
+        assert!(c.needs_approval("qa", "git_handoff"));
         assert!(!c.needs_approval("qa", "note"));
         assert!(!Config::default().needs_approval("coder", "handoff"));
         let e = Config::parse("types:\n  bogus:\n    approval: required\n").unwrap_err();

@@ -14,6 +14,7 @@ mod examples;
 mod faults;
 mod forum;
 mod hardening;
+mod holds;
 mod hostile;
 mod launcher;
 mod layouts;
