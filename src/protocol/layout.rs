@@ -74,6 +74,13 @@ impl Project {
     pub fn approvals_tmp(&self) -> PathBuf {
         self.approvals_dir().join("tmp")
     }
+    /// `swarm serve`'s state: the access token (mode 0600).
+    pub fn serve_dir(&self) -> PathBuf {
+        self.swarmforge().join("serve")
+    }
+    pub fn serve_token(&self) -> PathBuf {
+        self.serve_dir().join("token")
+    }
     /// `swarm.yaml`, the optional project config.
     pub fn config_file(&self) -> PathBuf {
         self.root.join("swarm.yaml")

@@ -23,5 +23,6 @@ mod mcp;
 mod model;
 mod newcomer;
 mod readme;
+mod serve;
 mod trail;
 mod unix;

@@ -31,6 +31,7 @@ pub mod pause;
 pub mod prompt;
 pub mod receipts;
 pub mod resume;
+pub mod serve;
 pub mod session;
 pub mod shims;
 pub mod status;
@@ -149,6 +150,8 @@ pub enum Command {
     Man(man::Args),
     /// Serve this role's handoff tools to an agent over MCP (stdio)
     Mcp(mcp::Args),
+    /// The cockpit: a live web page with approvals, answers and pause
+    Serve(serve::Args),
     /// Deliver a held handoff (`approval: required`)
     Approve(approve::Args),
     /// Refuse a held handoff to failed/ with a reason
@@ -189,6 +192,7 @@ pub fn run() -> i32 {
         Command::Completions(a) => completions::run(a),
         Command::Man(a) => man::run(a),
         Command::Mcp(a) => mcp::run(a),
+        Command::Serve(a) => serve::run(a),
         Command::Approve(a) => approve::run(a),
         Command::Deny(a) => deny::run(a),
         Command::Pause(a) => pause::run(a),
