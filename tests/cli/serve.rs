@@ -438,3 +438,64 @@ fn a_non_loopback_address_needs_allow_remote() {
         .stderr_has("not a loopback address")
         .run();
 }
+
+/// The page in real headless Chromium (Debian's `chromium`, driven by
+/// `playwright-core` from `target/npm`, both installed by `.ci/run`).
+#[test]
+fn the_page_in_headless_chromium() {
+    let npm = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/npm/node_modules/playwright-core");
+    if !crate::support::require_tool("chromium", "apt-get install -y chromium")
+        || !crate::support::require_tool("node", "apt-get install -y nodejs npm")
+        || crate::support::require_capability(
+            "load playwright-core",
+            "npm install --prefix target/npm playwright-core (see .ci/run)",
+            if npm.is_dir() {
+                Ok(())
+            } else {
+                Err(format!("{} is missing", npm.display()))
+            },
+        )
+        .is_none()
+    {
+        return;
+    }
+    let p = project();
+    let _d = p.spawn_daemon(&[]);
+    let c = start(&p);
+    let shot = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/cockpit-board.png");
+    let _ = std::fs::remove_file(&shot);
+    let dirs = serde_json::json!({
+        "coder": p.role_dir("coder"),
+        "qa": p.role_dir("qa"),
+        "boss": p.role_dir("boss"),
+    });
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cli/browser/cockpit.cjs");
+    let out = crate::support::clean_command(Path::new("node"), &p.root)
+        .arg(script)
+        .env("PLAYWRIGHT_CORE", &npm)
+        .env(
+            "COCKPIT_URL",
+            format!("http://{}/?token={}", c.addr, c.token),
+        )
+        .env("BIN_DIR", crate::support::bin_dir())
+        .env("ROLE_DIRS", dirs.to_string())
+        .env("SHOT", &shot)
+        .output()
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("BROWSER OK"),
+        "browser test failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(shot.is_file(), "no screenshot at {}", shot.display());
+    // The approved note reached qa, once.
+    let id = stdout.trim().rsplit(' ').next().unwrap().to_string();
+    crate::support::wait_until(DEADLINE, "the approved note is delivered", || {
+        crate::support::inbox_copies(&p.wt_path("qa"))
+            .iter()
+            .filter(|c| file_name(c).contains(&id))
+            .count()
+            == 1
+    });
+}

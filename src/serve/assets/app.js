@@ -215,7 +215,8 @@ function renderTranscript() {
         (open ? '▾ ' : '▸ ') + replies.length + (replies.length === 1 ? ' reply' : ' replies')));
       if (open) block.push(el('div', { class: 'replies' }, replies.map(msgRow)));
     }
-    if (frame) frame.append(...block); else out.push(...block);
+    const thread = el('div', { class: 'thread' }, block);
+    if (frame) frame.insertBefore(thread, frame.firstChild.nextSibling); else out.push(thread);
   }
   $('transcript').replaceChildren(...(out.length ? out.reverse() : [el('div', { class: 'empty' }, 'no messages yet')]));
 }
