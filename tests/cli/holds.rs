@@ -49,11 +49,11 @@ fn held_handoff_survives_kill_9_and_is_delivered_once_when_approved() {
     let mut d = p.spawn_daemon(&[]);
     let queued = p.send_as("coder", NOTE).ok().queued();
     let id = id_of(&queued);
-    wait_until(DEADLINE, "the note is held", || {
-        files(&held(&p)).len() == 1 && !queued.exists()
+    // The journal line follows the move: wait for both.
+    wait_until(DEADLINE, "the note is held and journaled", || {
+        files(&held(&p)).len() == 1 && !queued.exists() && kinds(&p).contains(&"held".to_string())
     });
     assert!(copies_of(&p.wt_path("qa"), &file_name(&queued)).is_empty());
-    assert!(kinds(&p).contains(&"held".to_string()));
     let st = p.swarm(&["status", "--json"]).ok().json();
     assert_eq!(st["held"][0]["id"], id.as_str());
     p.swarm(&["status"])
