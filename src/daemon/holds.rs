@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::daemon::gate::{self, Pause};
-use crate::daemon::journal::{Event, Journal, Kind};
+use crate::daemon::journal::{Event, Kind};
 use crate::error::{Error, Result};
 use crate::fsx;
 use crate::protocol::clock;
@@ -120,8 +120,8 @@ fn who() -> String {
 }
 
 fn journal(project: &Project, ev: Event) {
-    // Only once a daemon made its folder (the journal never creates it).
-    Journal::new(project).record(&ev);
+    // The daemon's journal, without racing its rotation.
+    crate::daemon::journal::record_outside(project, &ev);
 }
 
 fn message_of(path: &Path) -> Option<Message> {
