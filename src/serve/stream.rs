@@ -80,13 +80,27 @@ fn end_offset(path: &std::path::Path) -> u64 {
 }
 
 /// `GET /api/events`: the stream.
-pub async fn events(State(app): State<Arc<App>>, Query(q): Query<From>) -> Response {
+/// A browser reconnecting sends the last `id:` it saw, which is the offset to
+/// resume at; `?from=` wins over it; an offset no longer valid (rotated away)
+/// in the header falls back to the end rather than failing the reconnect.
+pub async fn events(
+    State(app): State<Arc<App>>,
+    Query(q): Query<From>,
+    headers: axum::http::HeaderMap,
+) -> Response {
     let path = app.project.events_file();
+    let resume = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
     // Subscribed before the first read: a change in between is not missed.
     let mut ticks = app.ticks.subscribe();
-    let opened = tokio::task::spawn_blocking(move || {
-        let start = q.from.unwrap_or_else(|| end_offset(&path));
-        EventReader::new(&path, start)
+    let opened = tokio::task::spawn_blocking(move || match (q.from, resume) {
+        (Some(n), _) => EventReader::new(&path, n),
+        (None, Some(n)) => {
+            EventReader::new(&path, n).or_else(|_| EventReader::new(&path, end_offset(&path)))
+        }
+        (None, None) => EventReader::new(&path, end_offset(&path)),
     })
     .await;
     let mut reader = match opened {

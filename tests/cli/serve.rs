@@ -499,3 +499,60 @@ fn the_page_in_headless_chromium() {
             == 1
     });
 }
+
+/// Reads one event stream until `want` holds (deadline, no timing bound).
+fn stream_until(c: &Cockpit, target: &str, headers: &str, want: &dyn Fn(&str) -> bool) -> String {
+    let mut s = TcpStream::connect(&c.addr).unwrap();
+    write!(
+        s,
+        "GET {target} HTTP/1.1\r\nHost: {}\r\nX-Swarm-Token: {}\r\n{headers}\r\n",
+        c.addr, c.token
+    )
+    .unwrap();
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut seen = String::new();
+    let mut buf = [0u8; 4096];
+    let end = Instant::now() + DEADLINE;
+    while !want(&seen) {
+        assert!(Instant::now() < end, "timed out; got:\n{seen}");
+        let n = s.read(&mut buf).unwrap_or_else(|e| panic!("{e}\n{seen}"));
+        assert!(n > 0, "stream closed:\n{seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    seen
+}
+
+#[test]
+fn a_reconnecting_stream_resumes_at_its_last_event_id() {
+    let p = Project::builder()
+        .role("coder")
+        .role(Role::new("qa").worktree("qa"))
+        .config("wake: {method: none}\n")
+        .build();
+    let _d = p.spawn_daemon(&[]);
+    let c = start(&p);
+    let first = p.send_as("coder", NOTE).ok().queued();
+    crate::support::wait_delivered(&p, &first);
+    let second = p.send_as("coder", NOTE).ok().queued();
+    crate::support::wait_delivered(&p, &second);
+    let (a, b) = (id_of(&first), id_of(&second));
+    // From the start of the journal: both deliveries, each with its offset.
+    let all = stream_until(&c, "/api/events?from=0", "", &|s| s.contains(&b));
+    // The `id:` of the event that carries the first delivery.
+    let after_first: u64 = all
+        .split("\n\n")
+        .find(|ev| ev.contains("\"delivered\"") && ev.contains(&a))
+        .and_then(|ev| ev.lines().find_map(|l| l.strip_prefix("id: ")))
+        .expect("an id on the first delivery's event")
+        .trim()
+        .parse()
+        .unwrap();
+    // Reconnecting with that id: only what came after it.
+    let resumed = stream_until(
+        &c,
+        "/api/events",
+        &format!("Last-Event-ID: {after_first}\r\n"),
+        &|s| s.contains(&b),
+    );
+    assert!(!resumed.contains(&a), "{resumed}");
+}
