@@ -46,6 +46,12 @@ pub fn list(project: &Project) -> Result<Vec<Held>> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for wt in roles.worktrees() {
+        // roles.tsv may name a worktree relative to the project root.
+        let wt = if wt.is_absolute() {
+            wt
+        } else {
+            project.root.join(wt)
+        };
         let held = Worktree::new(&wt).held();
         if !seen.insert(held.canonicalize().unwrap_or(held.clone())) {
             continue;

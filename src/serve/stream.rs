@@ -34,7 +34,11 @@ pub fn watch(app: Arc<App>) {
     let mut dirs = vec![p.daemon_dir(), p.swarmforge(), p.approvals_dir()];
     if let Ok(roles) = Roles::load(&p.roles_tsv()) {
         for wt in roles.worktrees() {
-            let w = Worktree::new(wt);
+            let w = Worktree::new(if wt.is_absolute() {
+                wt
+            } else {
+                p.root.join(wt)
+            });
             dirs.extend([
                 w.outbox(),
                 w.held(),
