@@ -65,9 +65,26 @@ pub fn pause_state(project: &Project) -> Option<Pause> {
     }
 }
 
-/// Whether a person approved the message with this id (`swarm approve`).
-pub fn approved(project: &Project, id: &str) -> bool {
-    grammar::valid_message_id(id) && project.approvals_dir().join(id).is_file()
+/// The fingerprint an approval is for: the SHA-256 of the message as parsed
+/// and rendered again (so the same message always has the same one).
+pub fn fingerprint(msg: &Message) -> String {
+    use sha2::{Digest, Sha256};
+    format!("{:x}", Sha256::digest(msg.render().as_bytes()))
+}
+
+/// Whether a person approved this very message (`swarm approve`): a record
+/// for its id whose `sha256` is the message's fingerprint. An agent reusing
+/// an approved id for other content (or other recipients) is held again.
+pub fn approved(project: &Project, msg: &Message) -> bool {
+    let id = msg.get("id").unwrap_or_default();
+    if !grammar::valid_message_id(id) {
+        return false;
+    }
+    let Ok(bytes) = fsx::read_bounded(&project.approvals_dir().join(id), 64 * 1024) else {
+        return false;
+    };
+    let want = format!("sha256: {}", fingerprint(msg));
+    String::from_utf8_lossy(&bytes).lines().any(|l| l == want)
 }
 
 /// Deliver, leave paused, or hold.
@@ -83,8 +100,7 @@ pub fn decide(project: &Project, config: &Config, msg: &Message) -> Decision {
         }
     }
     let from = msg.get("from").unwrap_or_default();
-    let id = msg.get("id").unwrap_or_default();
-    if from != grammar::DAEMON && config.needs_approval(from, kind) && !approved(project, id) {
+    if from != grammar::DAEMON && config.needs_approval(from, kind) && !approved(project, msg) {
         return Decision::Hold;
     }
     Decision::Deliver
@@ -158,16 +174,14 @@ mod tests {
         ));
         std::fs::remove_file(project.pause_file()).unwrap();
         std::fs::create_dir_all(project.approvals_dir()).unwrap();
-        std::fs::write(
-            project
-                .approvals_dir()
-                .join("20260101T000000Z_000001_from_coder"),
-            "",
-        )
-        .unwrap();
-        assert_eq!(
-            decide(&project, &config, &msg("coder", "note")),
-            Decision::Deliver
-        );
+        let record = project
+            .approvals_dir()
+            .join("20260101T000000Z_000001_from_coder");
+        // An approval of other content does not cover this message.
+        std::fs::write(&record, "sha256: 00\n").unwrap();
+        let m = msg("coder", "note");
+        assert_eq!(decide(&project, &config, &m), Decision::Hold);
+        std::fs::write(&record, format!("id: x\nsha256: {}\n", fingerprint(&m))).unwrap();
+        assert_eq!(decide(&project, &config, &m), Decision::Deliver);
     }
 }

@@ -140,23 +140,34 @@ pub fn approve(project: &Project, id: &str, via: &str) -> Result<PathBuf> {
     let h = find(project, id)?;
     let dir = project.approvals_dir();
     fsx::ensure_dirs(&[&dir, &project.approvals_tmp()]).map_err(|e| Error::io(&dir, e))?;
+    let Some(msg) = message_of(&h.path) else {
+        return Err(Error::env(format!(
+            "{} is no longer a readable handoff",
+            h.path.display()
+        )));
+    };
+    // The approval covers this content only (see gate::approved).
     let record = format!(
-        "id: {id}\napproved_at: {}\nby: {}\nvia: {via}\n",
+        "id: {id}\nsha256: {}\napproved_at: {}\nby: {}\nvia: {via}\n",
+        gate::fingerprint(&msg),
         clock::iso_now(),
         who()
     );
-    match fsx::publish(&project.approvals_tmp(), &dir.join(id), record.as_bytes()) {
+    let file = dir.join(id);
+    match fsx::publish(&project.approvals_tmp(), &file, record.as_bytes()) {
         Ok(()) => {}
-        // Approved before (a run killed before the move): finish it.
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(Error::io(dir.join(id), e)),
+        // Approved before: a run killed before the move (same content), or
+        // the id reused for other content; either way this approval stands.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            fsx::replace(&project.approvals_tmp(), &file, record.as_bytes())
+                .map_err(|e| Error::io(&file, e))?
+        }
+        Err(e) => return Err(Error::io(&file, e)),
     }
-    let mut ev = Event::new(Kind::Approved)
+    let ev = Event::new(Kind::Approved)
         .path(&h.path)
-        .reason(format!("by {} via {via}", who()));
-    if let Some(m) = message_of(&h.path) {
-        ev = ev.message(&m);
-    }
+        .reason(format!("by {} via {via}", who()))
+        .message(&msg);
     journal(project, ev);
     let name = h
         .path

@@ -90,13 +90,18 @@ fn approve_finishes_after_a_crash_between_record_and_move() {
     let id = id_of(&queued);
     p.deliver_once().ok();
     assert_eq!(files(&held(&p)).len(), 1);
-    // A `swarm approve` killed after its record was published.
-    fs::create_dir_all(p.path(".swarmforge/approvals")).unwrap();
-    fs::write(p.path(&format!(".swarmforge/approvals/{id}")), "id: x\n").unwrap();
+    // A `swarm approve` killed after its record was published (as if: the
+    // record is there, the file still held).
+    p.swarm(&["approve", &id]).ok();
+    let record = p.path(&format!(".swarmforge/approvals/{id}"));
+    let outbox = p.hq("master", "outbox");
+    let back = outbox.join(file_name(&queued));
+    fs::rename(&back, held(&p).join(file_name(&queued))).unwrap();
     // The daemon does not touch held/ on its own, approved or not.
     p.deliver_once().ok();
     assert_eq!(files(&held(&p)).len(), 1);
     p.swarm(&["approve", &id]).ok().stdout_has("APPROVED: ");
+    assert!(fs::read_to_string(&record).unwrap().contains("sha256: "));
     p.deliver_once().ok();
     assert_eq!(copies_of(&p.wt_path("qa"), &file_name(&queued)).len(), 1);
     // A post by the same sender was never held (per type only).
@@ -109,6 +114,28 @@ fn approve_finishes_after_a_crash_between_record_and_move() {
         .code(1)
         .stderr_has("no held handoff")
         .run();
+}
+
+#[test]
+fn an_approved_id_reused_for_other_content_is_held_again() {
+    let p = project("roles:\n  - {name: coder, approval: required}\n");
+    let queued = p.send_as("coder", NOTE).ok().queued();
+    let id = id_of(&queued);
+    p.deliver_once().ok();
+    p.swarm(&["approve", &id]).ok();
+    p.deliver_once().ok();
+    assert_eq!(copies_of(&p.wt_path("qa"), &file_name(&queued)).len(), 1);
+    // The agent plants a file with the approved id, other content, another recipient.
+    let sent = p.hq("master", "sent").join(file_name(&queued));
+    let forged = fs::read_to_string(&sent)
+        .unwrap()
+        .replace("to: qa", "to: coder")
+        .replace("ship it", "something else");
+    let name = file_name(&queued).replace("_to_qa", "_to_coder");
+    fs::write(p.hq("master", "outbox").join(&name), forged).unwrap();
+    p.deliver_once().ok();
+    assert_eq!(files(&held(&p)), vec![name.clone()]);
+    assert!(copies_of(&p.wt_path("master"), &name).is_empty());
 }
 
 #[test]
