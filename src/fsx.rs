@@ -228,6 +228,22 @@ fn replace_with(tmp_dir: &Path, dest: &Path, bytes: &[u8], durable: bool) -> io:
     }
 }
 
+/// Writes a secret (mode 0600 from its first byte: never readable by others,
+/// not even for an instant), replacing `dest`: temp file in `tmp_dir`, fsync,
+/// rename(2), fsync(dir). For `swarm serve`'s token.
+pub fn write_private(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
+    let hint = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = write_temp(tmp_dir, &hint, bytes, 0o600)?;
+    if let Err(e) = fs::rename(&tmp, dest) {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    sync_dir(parent(dest))
+}
+
 /// Creates a directory that must not exist yet (`AlreadyExists` otherwise).
 pub fn create_dir_new(dir: &Path) -> io::Result<()> {
     fs::create_dir(dir)?;

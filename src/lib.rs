@@ -27,6 +27,7 @@ pub mod fsx;
 pub mod launch;
 pub mod mcp;
 pub mod protocol;
+pub mod serve;
 pub mod text;
 pub mod views;
 

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::daemon::gate;
 use crate::daemon::hook::{Admission, Duties, ForumHook, NoForum};
 use crate::daemon::journal::{Event, Journal, Kind};
 use crate::daemon::wake::{self, Waker};
@@ -713,6 +714,12 @@ impl Deliverer {
             Ok(r) => r.into_iter().cloned().collect(),
             Err(reason) => return Outcome::Failed(reason),
         };
+        // `swarm pause` and `approval: required` (issue 15; see daemon::gate).
+        match gate::decide(&self.project, &self.config, &msg) {
+            gate::Decision::Deliver => {}
+            gate::Decision::Paused(r) => return Outcome::Deferred(r),
+            gate::Decision::Hold => return gate::hold(&self.journal, &c.worktree, &c.path, &msg),
+        }
         // Racing senders: the loser of a discussion turn is refused here; the
         // winner's turn is logged before any copy wakes the next speaker.
         match self.forum_duty(|f, d| f.admit(d, &msg)) {

@@ -44,6 +44,12 @@ pub enum Kind {
     DeferredBusy,
     /// A role's agent session is gone and nothing restarts it.
     AgentDead,
+    /// An outbox file needing approval moved to `held/` (`approval: required`).
+    Held,
+    /// `swarm approve`: a held file went back to its outbox to be delivered.
+    Approved,
+    /// `swarm deny`: a held file was refused to `failed/` with the reason.
+    Denied,
 }
 
 impl Kind {
@@ -63,6 +69,9 @@ impl Kind {
             Kind::Woken => "woken",
             Kind::DeferredBusy => "deferred_busy",
             Kind::AgentDead => "agent_dead",
+            Kind::Held => "held",
+            Kind::Approved => "approved",
+            Kind::Denied => "denied",
         }
     }
 }
@@ -169,10 +178,17 @@ impl Journal {
     }
 
     /// Appends one line and rotates the file once it is full, under the lock.
+    /// A rotation also takes [`ROTATION_LOCK`], so a line appended by a
+    /// tool ([`record_outside`]) never lands in a file being renamed away.
     fn append(&self, path: &Path, line: &[u8]) {
         let policy = self.policy.lock().unwrap_or_else(|e| e.into_inner());
-        let result = fsx::append_len(path, line)
-            .and_then(|len| logfile::rotate_if_full(path, len, *policy).map(|_| ()));
+        let result = fsx::append_len(path, line).and_then(|len| {
+            if policy.max_bytes == 0 || len < policy.max_bytes {
+                return Ok(());
+            }
+            let _rotating = fsx::lock(&self.dir.join(ROTATION_LOCK))?;
+            logfile::rotate_if_full(path, len, *policy).map(|_| ())
+        });
         if let Err(e) = result {
             eprintln!("handoffd: cannot append to {}: {e}", path.display());
         }
@@ -201,6 +217,40 @@ impl Journal {
     /// Appends one line to `.swarmforge/forum.log`.
     pub fn forum(&self, line: &str) {
         self.append(&self.forum, line.as_bytes());
+    }
+}
+
+/// Held by the daemon while it rotates its logs and by a tool while it
+/// appends an event of its own.
+pub const ROTATION_LOCK: &str = "journal.flock";
+
+/// Records an event from a tool other than the daemon (`swarm approve`,
+/// `swarm deny`): appended to `handoffd.log` and `events.jsonl` under
+/// [`ROTATION_LOCK`], never rotating them (the daemon rotates at its next
+/// line), never running `notify.command`. Nothing is written before a
+/// daemon made its folder.
+pub fn record_outside(project: &Project, ev: &Event) {
+    let dir = project.daemon_dir();
+    if !dir.is_dir() {
+        return;
+    }
+    let Ok(json) = serde_json::to_string(ev) else {
+        return;
+    };
+    let _held = match fsx::lock(&dir.join(ROTATION_LOCK)) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("warning: cannot lock the journal in {}: {e}", dir.display());
+            return;
+        }
+    };
+    for (path, line) in [
+        (project.log_file(), ev.log_line()),
+        (project.events_file(), json + "\n"),
+    ] {
+        if let Err(e) = fsx::append(&path, line.as_bytes()) {
+            eprintln!("warning: cannot append to {}: {e}", path.display());
+        }
     }
 }
 

@@ -8,6 +8,8 @@
 pub mod alert;
 pub mod control;
 pub mod deliver;
+pub mod gate;
+pub mod holds;
 pub mod hook;
 pub mod journal;
 pub mod tmux;

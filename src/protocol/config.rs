@@ -36,6 +36,8 @@ pub struct Config {
     pub bridge_name: String,
     /// The git remote a `git_handoff`'s commit travels through between hosts.
     pub git_remote: Option<String>,
+    /// Per message type: `types: {handoff: {approval: required}}`.
+    pub types: std::collections::BTreeMap<String, TypeConfig>,
 }
 
 impl Default for Config {
@@ -56,6 +58,7 @@ impl Default for Config {
             bridge_credentials_file: None,
             bridge_name: "swarm".into(),
             git_remote: None,
+            types: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -130,6 +133,24 @@ impl Default for WakeConfig {
             busy_timeout: Dur::secs(600),
         }
     }
+}
+
+/// Whether a person must approve a message before it is delivered.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Approval {
+    /// Delivered as soon as the daemon sees it.
+    #[default]
+    None,
+    /// Moved to the sender's `held/` until `swarm approve` or `swarm deny`.
+    Required,
+}
+
+/// One message type's settings (`types.<type>` in swarm.yaml).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TypeConfig {
+    pub approval: Approval,
 }
 
 /// How a role's agent is told about new mail.
@@ -249,6 +270,8 @@ pub struct RoleConfig {
     /// `agent: api`: further attempts after a timeout, a lost connection,
     /// a 429 or a 5xx answer (backing off from 500 ms, doubling).
     pub retries: u32,
+    /// `required`: everything this role sends waits for a person's approval.
+    pub approval: Approval,
 }
 
 impl Default for RoleConfig {
@@ -275,6 +298,7 @@ impl Default for RoleConfig {
             api_key_env: None,
             request_timeout: Dur::secs(120),
             retries: 2,
+            approval: Approval::None,
         }
     }
 }
@@ -556,7 +580,27 @@ impl Config {
                 }
             }
         }
+        for t in self.types.keys() {
+            if !crate::protocol::types::type_rule(t).is_some_and(|rule| rule.sendable) {
+                return Err(format!(
+                    "types: '{}' is not a type a role may send (one of {})",
+                    crate::text::escape(t),
+                    crate::protocol::types::type_list()
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// Whether a message of type `kind` sent by `from` must be approved by a
+    /// person first (the sender's `approval`, or its type's).
+    pub fn needs_approval(&self, from: &str, kind: &str) -> bool {
+        self.role(from)
+            .is_some_and(|r| r.approval == Approval::Required)
+            || self
+                .types
+                .get(kind)
+                .is_some_and(|t| t.approval == Approval::Required)
     }
 
     /// The types `role` may send: its `allowed_types`, or every sendable type.
@@ -660,6 +704,22 @@ mod tests {
             e.contains("'digest_request' is not a type a role may send"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn approval_per_role_and_per_type() {
+        let c = Config::parse(
+            "roles:\n  - {name: coder, approval: required}\ntypes:\n  git_handoff:\n    approval: required\n",
+        )
+        .unwrap();
+        assert!(c.needs_approval("coder", "note"));
+        assert!(c.needs_approval("qa", "git_handoff"));
+        assert!(!c.needs_approval("qa", "note"));
+        assert!(!Config::default().needs_approval("coder", "handoff"));
+        let e = Config::parse("types:\n  bogus:\n    approval: required\n").unwrap_err();
+        assert!(e.contains("'bogus' is not a type"), "{e}");
+        let e = Config::parse("types:\n  note:\n    approval: maybe\n").unwrap_err();
+        assert!(e.contains('3'), "{e}");
     }
 
     #[test]

@@ -60,6 +60,27 @@ impl Project {
     pub fn daemon_output(&self) -> PathBuf {
         self.daemon_dir().join("handoffd.out")
     }
+    /// `swarm pause`'s state: present while delivery (of some types) is
+    /// paused; `swarm resume` removes it.
+    pub fn pause_file(&self) -> PathBuf {
+        self.swarmforge().join("paused")
+    }
+    /// One record per approved held handoff (`<id>`), written by `swarm
+    /// approve` before the original goes back to its outbox.
+    pub fn approvals_dir(&self) -> PathBuf {
+        self.swarmforge().join("approvals")
+    }
+    /// Temp files for the pause file and approval records.
+    pub fn approvals_tmp(&self) -> PathBuf {
+        self.approvals_dir().join("tmp")
+    }
+    /// `swarm serve`'s state: the access token (mode 0600).
+    pub fn serve_dir(&self) -> PathBuf {
+        self.swarmforge().join("serve")
+    }
+    pub fn serve_token(&self) -> PathBuf {
+        self.serve_dir().join("token")
+    }
     /// `swarm.yaml`, the optional project config.
     pub fn config_file(&self) -> PathBuf {
         self.root.join("swarm.yaml")
@@ -156,6 +177,11 @@ impl Worktree {
     }
     pub fn failed(&self) -> PathBuf {
         self.handoffs().join("failed")
+    }
+    /// Originals waiting for a person's `swarm approve` / `swarm deny`
+    /// (`approval: required` in swarm.yaml).
+    pub fn held(&self) -> PathBuf {
+        self.handoffs().join("held")
     }
     pub fn inbox(&self) -> PathBuf {
         self.handoffs().join("inbox")

@@ -31,6 +31,8 @@ pub enum Place {
     Outbox,
     Sent,
     Failed,
+    /// Waiting in `held/` for `swarm approve` / `swarm deny`.
+    Held,
     New,
     InProcess,
     Completed,
@@ -42,6 +44,7 @@ impl Place {
             Place::Outbox => "outbox",
             Place::Sent => "sent",
             Place::Failed => "failed",
+            Place::Held => "held",
             Place::New => "new",
             Place::InProcess => "in_process",
             Place::Completed => "completed",
@@ -298,6 +301,8 @@ impl Trail {
                 let l = self.list(&dir, filter);
                 self.read_originals(&dir, Place::Sent, &l, &outbox_notes);
             }
+            let l = self.list(&wt.held(), filter);
+            self.read_originals(&wt.held(), Place::Held, &l, &outbox_notes);
             let failed = std::iter::once(wt.failed()).chain(days.iter().map(|d| d.join("failed")));
             for dir in failed.collect::<Vec<_>>() {
                 let l = self.list(&dir, filter);

@@ -74,6 +74,8 @@ pub struct Tally {
     pub sent: usize,
     pub failed: usize,
     pub outbox: usize,
+    /// Waiting for a person's approval (`held/`).
+    pub held: usize,
     pub new: usize,
     pub in_process: usize,
     pub completed: usize,
@@ -86,6 +88,7 @@ impl Tally {
     fn original(&mut self, place: Place, reason: Option<&str>) {
         match place {
             Place::Sent => self.sent += 1,
+            Place::Held => self.held += 1,
             Place::Failed => {
                 self.failed += 1;
                 *self
@@ -135,7 +138,14 @@ impl Tally {
     }
 
     fn is_empty(&self) -> bool {
-        self.sent + self.failed + self.outbox + self.new + self.in_process + self.completed == 0
+        self.sent
+            + self.failed
+            + self.outbox
+            + self.held
+            + self.new
+            + self.in_process
+            + self.completed
+            == 0
     }
 }
 
@@ -179,6 +189,7 @@ pub fn report(t: &Trail) -> Report {
         o.sent += x.sent;
         o.failed += x.failed;
         o.outbox += x.outbox;
+        o.held += x.held;
         o.new += x.new;
         o.in_process += x.in_process;
         o.completed += x.completed;
@@ -223,8 +234,13 @@ fn ms(us: i64) -> f64 {
 }
 
 fn tally_text(x: &Tally, now: Instant, indent: &str) -> String {
+    let held = if x.held > 0 {
+        format!(", held {} (swarm approve / swarm deny)", x.held)
+    } else {
+        String::new()
+    };
     let mut s = format!(
-        "{indent}originals: sent {}, failed {}, outbox {}\n{indent}copies:    new {}, in_process {}, completed {}\n",
+        "{indent}originals: sent {}, failed {}, outbox {}{held}\n{indent}copies:    new {}, in_process {}, completed {}\n",
         x.sent, x.failed, x.outbox, x.new, x.in_process, x.completed
     );
     s.push_str(&format!(
@@ -322,7 +338,7 @@ fn tally_json(x: &Tally, now: Instant) -> Value {
         .map(|(reason, n)| json!({"reason": reason, "count": n}))
         .collect();
     json!({
-        "originals": {"sent": x.sent, "failed": x.failed, "outbox": x.outbox},
+        "originals": {"sent": x.sent, "failed": x.failed, "outbox": x.outbox, "held": x.held},
         "copies": {"new": x.new, "in_process": x.in_process, "completed": x.completed},
         "stages": stages,
         "oldest_waiting": x.oldest.as_ref().map(|w| json!({

@@ -64,6 +64,10 @@ pub struct Status {
     /// Items the bridge received for this host that wait (for their commit).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub bridge_waiting: Vec<BridgeWaiting>,
+    /// `swarm pause` in force (null when delivery runs).
+    pub paused: Option<crate::daemon::gate::Pause>,
+    /// Handoffs waiting for `swarm approve` / `swarm deny`.
+    pub held: Vec<crate::daemon::holds::Held>,
 }
 
 /// One received item the bridge holds back, and why (issue 16).
@@ -251,6 +255,8 @@ pub fn collect(project: &Project) -> Result<Status> {
         attention,
         problems: roles.problems,
         bridge_waiting: bridge_waiting(project),
+        paused: crate::daemon::gate::pause_state(project),
+        held: crate::daemon::holds::list(project)?,
     })
 }
 
@@ -346,6 +352,25 @@ pub fn text(s: &Status) -> String {
             crate::text::escape(&w.name),
             w.role,
             crate::text::escape(&w.reason)
+        ));
+    }
+    if let Some(p) = &s.paused {
+        out.push_str(&format!(
+            "PAUSED: {} since {} (swarm resume)\n",
+            p.describe(),
+            p.since
+        ));
+    }
+    for h in &s.held {
+        out.push_str(&format!(
+            "held {} {} -> {} ({}), {}: swarm approve {} | swarm deny {} --reason R\n",
+            crate::text::escape(&h.kind),
+            crate::text::escape(&h.from),
+            crate::text::escape(&h.to),
+            crate::text::escape(h.title.as_deref().unwrap_or("-")),
+            secs(h.age_s),
+            h.id,
+            h.id
         ));
     }
     out.push_str(&attention::text(&s.attention));

@@ -704,7 +704,7 @@ fn audit_reports_counts_latencies_and_failures() {
     let o = &v["overall"];
     assert_eq!(
         o["originals"],
-        serde_json::json!({"sent": 3, "failed": 2, "outbox": 1})
+        serde_json::json!({"sent": 3, "failed": 2, "outbox": 1, "held": 0})
     );
     assert_eq!(
         o["copies"],
@@ -743,7 +743,7 @@ fn audit_reports_counts_latencies_and_failures() {
     let cleaner = &v["roles"][1];
     assert_eq!(
         cleaner["originals"],
-        serde_json::json!({"sent": 0, "failed": 1, "outbox": 1})
+        serde_json::json!({"sent": 0, "failed": 1, "outbox": 1, "held": 0})
     );
     assert_eq!(
         cleaner["copies"],

@@ -11,6 +11,7 @@ use crate::protocol::layout::Project;
 use crate::protocol::root::{self, Located};
 
 pub mod answer;
+pub mod approve;
 pub mod archive;
 pub mod artifacts;
 pub mod audit;
@@ -18,6 +19,7 @@ pub mod bridge;
 pub mod can_send;
 pub mod completions;
 pub mod demo;
+pub mod deny;
 pub mod digest;
 pub mod discussion;
 pub mod down;
@@ -27,9 +29,12 @@ pub mod ingest;
 pub mod init;
 pub mod man;
 pub mod mcp;
+pub mod pause;
 pub mod prompt;
 pub mod receipts;
+pub mod resume;
 pub mod run_api;
+pub mod serve;
 pub mod session;
 pub mod shims;
 pub mod status;
@@ -154,6 +159,16 @@ pub enum Command {
     RunApi(run_api::Args),
     /// Follow a log file and post each matching line's capture as a role
     Ingest(ingest::Args),
+    /// The cockpit: a live web page with approvals, answers and pause
+    Serve(serve::Args),
+    /// Deliver a held handoff (`approval: required`)
+    Approve(approve::Args),
+    /// Refuse a held handoff to failed/ with a reason
+    Deny(deny::Args),
+    /// Stop delivery (of some types) until `swarm resume`
+    Pause(pause::Args),
+    /// Restart delivery after `swarm pause`
+    Resume(resume::Args),
 }
 
 pub fn run() -> i32 {
@@ -189,5 +204,10 @@ pub fn run() -> i32 {
         Command::Mcp(a) => mcp::run(a),
         Command::RunApi(a) => run_api::run(a),
         Command::Ingest(a) => ingest::run(a),
+        Command::Serve(a) => serve::run(a),
+        Command::Approve(a) => approve::run(a),
+        Command::Deny(a) => deny::run(a),
+        Command::Pause(a) => pause::run(a),
+        Command::Resume(a) => resume::run(a),
     }
 }

@@ -8,8 +8,8 @@
 //! Control characters and backslashes are escaped, so one message is one line.
 
 pub mod follow;
-mod print;
-mod select;
+pub mod print;
+pub mod select;
 
 pub use print::{dated_line, jsonl, md, session_marker, Edge, Printer};
 pub use select::{

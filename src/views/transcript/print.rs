@@ -224,6 +224,7 @@ pub(super) fn state_suffix(o: &Original) -> String {
             " [failed: {}]",
             crate::text::escape(o.reason.as_deref().unwrap_or("reason unknown"))
         ),
+        Place::Held => " [held: waiting for swarm approve / swarm deny]".into(),
         _ => String::new(),
     }
 }

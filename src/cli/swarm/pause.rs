@@ -1,0 +1,41 @@
+//! `swarm pause [--type T…]`: stop delivery (of those types) (issue 15).
+
+use crate::daemon::holds;
+use crate::error::exit;
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Writes .swarmforge/paused. While it is there the daemon leaves matching \
+outbox files where they are (retried with the deferred files' backoff, at \
+most every 5 s); everything else keeps working: agents send, take and finish \
+work. Repeating adds types; a pause without --type pauses everything. \
+`swarm resume` removes it. Shown by `swarm status`.
+Exit 0 paused; 1 unknown type or an environment error.")]
+pub struct Args {
+    /// Pause only this message type (repeatable; default: every type)
+    #[arg(long = "type", value_name = "TYPE")]
+    pub types: Vec<String>,
+    /// Print one JSON object instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args) -> i32 {
+    let project = match super::project(None) {
+        Ok(p) => p,
+        Err(e) => return crate::cli::report(&e, args.json),
+    };
+    match holds::pause(&project, &args.types) {
+        Ok(p) => {
+            if args.json {
+                crate::cli::emit_json(serde_json::json!({
+                    "status": "paused", "types": p.types, "since": p.since,
+                }));
+            } else {
+                crate::cli::out(&format!("PAUSED: {} since {}\n", p.describe(), p.since));
+            }
+            exit::OK
+        }
+        Err(e) => crate::cli::report(&e, args.json),
+    }
+}

@@ -1,0 +1,187 @@
+//! Whether the delivery pass may deliver a message now (issue 15): `swarm
+//! pause` (the state file `.swarmforge/paused`) and swarm.yaml's approval
+//! rules (`approval: required` per sending role or per type). The pass asks
+//! [`decide`] once per message, after its refusal checks and before the
+//! forum's admission; [`hold`] moves a message that needs approval into its
+//! sender's `held/`.
+//!
+//! An approval is a record `.swarmforge/approvals/<id>`, published by `swarm
+//! approve` before the original goes back to its outbox, so a daemon killed
+//! at any point after that still finds it (see `daemon::holds`). It lives in
+//! the project's folder, not in the message: an agent can write any header
+//! into its own outbox, so a header could be forged.
+
+use std::io;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::daemon::deliver::Outcome;
+use crate::daemon::journal::{Event, Journal, Kind};
+use crate::fsx;
+use crate::protocol::config::Config;
+use crate::protocol::grammar;
+use crate::protocol::header::Message;
+use crate::protocol::layout::{Project, Worktree};
+
+/// What the pass does with one message.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decision {
+    Deliver,
+    /// Left in the outbox (and retried with the deferred files' backoff).
+    Paused(String),
+    /// Moved to the sender's `held/` until a person decides.
+    Hold,
+}
+
+/// The pause state file's content (JSON). No types: everything is paused.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Pause {
+    pub types: Vec<String>,
+    pub since: String,
+}
+
+impl Pause {
+    pub fn covers(&self, kind: &str) -> bool {
+        self.types.is_empty() || self.types.iter().any(|t| t == kind)
+    }
+
+    pub fn describe(&self) -> String {
+        if self.types.is_empty() {
+            "all delivery".into()
+        } else {
+            format!("delivery of {}", self.types.join(", "))
+        }
+    }
+}
+
+/// The pause in force, if any. A pause file that cannot be read as one
+/// pauses everything: the person meant to stop delivery.
+pub fn pause_state(project: &Project) -> Option<Pause> {
+    match fsx::read_bounded(&project.pause_file(), 64 * 1024) {
+        Ok(b) => Some(serde_json::from_slice(&b).unwrap_or_default()),
+        Err(fsx::ReadRefusal::Io(e)) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(_) => Some(Pause::default()),
+    }
+}
+
+/// The fingerprint an approval is for: the SHA-256 of the message as parsed
+/// and rendered again (so the same message always has the same one).
+pub fn fingerprint(msg: &Message) -> String {
+    use sha2::{Digest, Sha256};
+    format!("{:x}", Sha256::digest(msg.render().as_bytes()))
+}
+
+/// Whether a person approved this very message (`swarm approve`): a record
+/// for its id whose `sha256` is the message's fingerprint. An agent reusing
+/// an approved id for other content (or other recipients) is held again.
+pub fn approved(project: &Project, msg: &Message) -> bool {
+    let id = msg.get("id").unwrap_or_default();
+    if !grammar::valid_message_id(id) {
+        return false;
+    }
+    let Ok(bytes) = fsx::read_bounded(&project.approvals_dir().join(id), 64 * 1024) else {
+        return false;
+    };
+    let want = format!("sha256: {}", fingerprint(msg));
+    String::from_utf8_lossy(&bytes).lines().any(|l| l == want)
+}
+
+/// Deliver, leave paused, or hold.
+pub fn decide(project: &Project, config: &Config, msg: &Message) -> Decision {
+    let kind = msg.get("type").unwrap_or_default();
+    if let Some(p) = pause_state(project) {
+        if p.covers(kind) {
+            return Decision::Paused(format!(
+                "{} paused since {} (swarm resume)",
+                p.describe(),
+                p.since
+            ));
+        }
+    }
+    let from = msg.get("from").unwrap_or_default();
+    if from != grammar::DAEMON && config.needs_approval(from, kind) && !approved(project, msg) {
+        return Decision::Hold;
+    }
+    Decision::Deliver
+}
+
+/// Moves an outbox original needing approval into its sender's `held/`
+/// (no-clobber) and journals `held`. The file left the outbox, so the pass
+/// forgets it ([`Outcome::Vanished`]); a move that fails leaves it to retry.
+pub fn hold(journal: &Journal, worktree: &Path, path: &Path, msg: &Message) -> Outcome {
+    let held = Worktree::new(worktree).held();
+    if let Err(e) = fsx::ensure_dirs(&[&held]) {
+        return Outcome::Deferred(format!("{}: {e}", held.display()));
+    }
+    let target = match fsx::move_into_unique(path, &held, grammar::collision_names(path)) {
+        Ok(p) => p,
+        Err(e) => match fsx::moved_to(&e) {
+            Some(p) => p.to_path_buf(),
+            None if e.kind() == io::ErrorKind::NotFound && !path.exists() => {
+                return Outcome::Vanished
+            }
+            None => return Outcome::Deferred(format!("{}: {e}", held.display())),
+        },
+    };
+    journal.record(
+        &Event::new(Kind::Held)
+            .message(msg)
+            .path(&target)
+            .reason("approval required (swarm approve / swarm deny)"),
+    );
+    Outcome::Vanished
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(from: &str, kind: &str) -> Message {
+        let text = format!(
+            "id: 20260101T000000Z_000001_from_{from}\nfrom: {from}\nto: qa\npriority: 50\ntype: {kind}\ncreated_at: 2026-01-01T00:00:00Z\n\nbody\n"
+        );
+        Message::parse_bytes(text.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn pause_then_approval_then_deliver() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = Project::new(dir.path());
+        std::fs::create_dir_all(project.swarmforge()).unwrap();
+        let config = Config::parse("roles:\n  - {name: coder, approval: required}\n").unwrap();
+        assert_eq!(
+            decide(&project, &config, &msg("qa", "note")),
+            Decision::Deliver
+        );
+        assert_eq!(
+            decide(&project, &config, &msg("coder", "note")),
+            Decision::Hold
+        );
+        std::fs::write(project.pause_file(), r#"{"types":["note"],"since":"T"}"#).unwrap();
+        assert!(matches!(
+            decide(&project, &config, &msg("qa", "note")),
+            Decision::Paused(r) if r.contains("delivery of note paused since T")
+        ));
+        assert_eq!(
+            decide(&project, &config, &msg("qa", "handoff")),
+            Decision::Deliver
+        );
+        std::fs::write(project.pause_file(), "garbage").unwrap();
+        assert!(matches!(
+            decide(&project, &config, &msg("qa", "handoff")),
+            Decision::Paused(_)
+        ));
+        std::fs::remove_file(project.pause_file()).unwrap();
+        std::fs::create_dir_all(project.approvals_dir()).unwrap();
+        let record = project
+            .approvals_dir()
+            .join("20260101T000000Z_000001_from_coder");
+        // An approval of other content does not cover this message.
+        std::fs::write(&record, "sha256: 00\n").unwrap();
+        let m = msg("coder", "note");
+        assert_eq!(decide(&project, &config, &m), Decision::Hold);
+        std::fs::write(&record, format!("id: x\nsha256: {}\n", fingerprint(&m))).unwrap();
+        assert_eq!(decide(&project, &config, &m), Decision::Deliver);
+    }
+}

@@ -1,0 +1,287 @@
+//! What a person does about the gate (issue 15): list, approve and deny held
+//! handoffs; pause and resume delivery. The same files are written by `swarm
+//! approve|deny|pause|resume` and by the cockpit (`swarm serve`).
+//!
+//! Approve is crash-safe in this order: (1) publish the record
+//! `.swarmforge/approvals/<id>` (temp + fsync + no-clobber rename), (2)
+//! journal `approved`, (3) move the original from `held/` back to its outbox
+//! (no-clobber rename). Killed before (3), the file is still held and `swarm
+//! approve` again finishes the job; after (3), the daemon finds the record
+//! and delivers the file the usual way, exactly once.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::daemon::gate::{self, Pause};
+use crate::daemon::journal::{Event, Kind};
+use crate::error::{Error, Result};
+use crate::fsx;
+use crate::protocol::clock;
+use crate::protocol::grammar;
+use crate::protocol::header::Message;
+use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::roles::Roles;
+
+/// One held original.
+#[derive(Clone, Debug, Serialize)]
+pub struct Held {
+    pub id: String,
+    pub from: String,
+    pub to: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub title: Option<String>,
+    pub path: PathBuf,
+    /// Seconds since it was held (the file's mtime).
+    pub age_s: Option<u64>,
+}
+
+const MAX_HELD_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Every held original of the project, oldest id first.
+pub fn list(project: &Project) -> Result<Vec<Held>> {
+    let roles = Roles::load(&project.roles_tsv())?;
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for wt in roles.worktrees() {
+        // roles.tsv may name a worktree relative to the project root.
+        let wt = if wt.is_absolute() {
+            wt
+        } else {
+            project.root.join(wt)
+        };
+        let held = Worktree::new(&wt).held();
+        if !seen.insert(held.canonicalize().unwrap_or(held.clone())) {
+            continue;
+        }
+        let Ok(rd) = std::fs::read_dir(&held) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !grammar::valid_handoff_name(grammar::strip_collision_prefix(&name)) {
+                continue;
+            }
+            let path = e.path();
+            let Ok(bytes) = fsx::read_bounded(&path, MAX_HELD_BYTES) else {
+                continue;
+            };
+            let Ok(m) = Message::parse_bytes(&bytes) else {
+                continue;
+            };
+            let get = |h: &str| m.get(h).unwrap_or_default().to_string();
+            let age_s = e
+                .metadata()
+                .and_then(|md| md.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .map(|d| d.as_secs());
+            out.push(Held {
+                id: get("id"),
+                from: get("from"),
+                to: get("to"),
+                kind: get("type"),
+                title: m.get("title").map(str::to_string),
+                path,
+                age_s,
+            });
+        }
+    }
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(out)
+}
+
+fn check_id(id: &str) -> Result<()> {
+    if grammar::valid_message_id(id) {
+        Ok(())
+    } else {
+        Err(Error::env(format!(
+            "'{}' is not a message id (<IDTS>_<SEQ>_from_<role>)",
+            crate::text::escape(id)
+        )))
+    }
+}
+
+/// The held original with this id.
+pub fn find(project: &Project, id: &str) -> Result<Held> {
+    check_id(id)?;
+    list(project)?
+        .into_iter()
+        .find(|h| h.id == id)
+        .ok_or_else(|| {
+            Error::env(format!(
+                "no held handoff {id} in {}\n  hint: `swarm status` lists the held handoffs",
+                project.root.display()
+            ))
+        })
+}
+
+fn who() -> String {
+    std::env::var("USER")
+        .ok()
+        .filter(|u| grammar::valid_role(u))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn journal(project: &Project, ev: Event) {
+    // The daemon's journal, without racing its rotation.
+    crate::daemon::journal::record_outside(project, &ev);
+}
+
+fn message_of(path: &Path) -> Option<Message> {
+    Message::parse_bytes(&fsx::read_bounded(path, MAX_HELD_BYTES).ok()?).ok()
+}
+
+/// Approves a held handoff: it goes back to its outbox, to be delivered.
+/// Returns the outbox path.
+pub fn approve(project: &Project, id: &str, via: &str) -> Result<PathBuf> {
+    let h = find(project, id)?;
+    let dir = project.approvals_dir();
+    fsx::ensure_dirs(&[&dir, &project.approvals_tmp()]).map_err(|e| Error::io(&dir, e))?;
+    let Some(msg) = message_of(&h.path) else {
+        return Err(Error::env(format!(
+            "{} is no longer a readable handoff",
+            h.path.display()
+        )));
+    };
+    // The approval covers this content only (see gate::approved).
+    let record = format!(
+        "id: {id}\nsha256: {}\napproved_at: {}\nby: {}\nvia: {via}\n",
+        gate::fingerprint(&msg),
+        clock::iso_now(),
+        who()
+    );
+    let file = dir.join(id);
+    match fsx::publish(&project.approvals_tmp(), &file, record.as_bytes()) {
+        Ok(()) => {}
+        // Approved before: a run killed before the move (same content), or
+        // the id reused for other content; either way this approval stands.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            fsx::replace(&project.approvals_tmp(), &file, record.as_bytes())
+                .map_err(|e| Error::io(&file, e))?
+        }
+        Err(e) => return Err(Error::io(&file, e)),
+    }
+    let ev = Event::new(Kind::Approved)
+        .path(&h.path)
+        .reason(format!("by {} via {via}", who()))
+        .message(&msg);
+    journal(project, ev);
+    let name = h
+        .path
+        .file_name()
+        .map(|n| grammar::strip_collision_prefix(&n.to_string_lossy()).to_string())
+        .unwrap_or_default();
+    let wt = h
+        .path
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let outbox = Worktree::new(&wt).outbox();
+    let dest = outbox.join(&name);
+    match fsx::move_noreplace(&h.path, &dest) {
+        Ok(()) => Ok(dest),
+        Err(e) if fsx::moved_to(&e).is_some() => Ok(dest),
+        Err(e) => Err(Error::io(&dest, e)),
+    }
+}
+
+/// Denies a held handoff: refused to its sender's `failed/` with
+/// `<name>.error` saying why, like a refusal by the daemon.
+pub fn deny(project: &Project, id: &str, reason: &str, via: &str) -> Result<PathBuf> {
+    if reason.trim().is_empty() {
+        return Err(Error::env("a denial needs a reason (--reason TEXT)"));
+    }
+    let h = find(project, id)?;
+    let m = message_of(&h.path);
+    let wt = h
+        .path
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let wt = Worktree::new(wt);
+    let failed = wt.failed();
+    fsx::ensure_dirs(&[&failed, &wt.outbox_tmp()]).map_err(|e| Error::io(&failed, e))?;
+    let target = match fsx::move_into_unique(&h.path, &failed, grammar::collision_names(&h.path)) {
+        Ok(p) => p,
+        Err(e) => match fsx::moved_to(&e) {
+            Some(p) => p.to_path_buf(),
+            None => return Err(Error::io(&h.path, e)),
+        },
+    };
+    let full = format!("denied: {reason}");
+    let mut note = target.clone().into_os_string();
+    note.push(".error");
+    let text = format!("{}\n", crate::text::escape(&full));
+    fsx::publish(&wt.outbox_tmp(), Path::new(&note), text.as_bytes())
+        .map_err(|e| Error::io(PathBuf::from(&note), e))?;
+    let mut ev = Event::new(Kind::Denied)
+        .path(&target)
+        .reason(format!("{full} (by {} via {via})", who()));
+    if let Some(m) = &m {
+        ev = ev.message(m);
+    }
+    journal(project, ev);
+    Ok(target)
+}
+
+/// Pauses delivery of `types` (none: everything), adding to a pause in
+/// force. Every type is checked like `allowed_types`.
+pub fn pause(project: &Project, types: &[String]) -> Result<Pause> {
+    for t in types {
+        if !crate::protocol::types::type_rule(t).is_some_and(|r| r.sendable) {
+            return Err(Error::env(format!(
+                "'{}' is not a message type (one of {})",
+                crate::text::escape(t),
+                crate::protocol::types::type_list()
+            )));
+        }
+    }
+    let mut p = match gate::pause_state(project) {
+        Some(p) if p.types.is_empty() => p,
+        Some(mut p) if !types.is_empty() => {
+            for t in types {
+                if !p.types.contains(t) {
+                    p.types.push(t.clone());
+                }
+            }
+            p
+        }
+        _ => Pause {
+            types: types.to_vec(),
+            since: clock::iso_now(),
+        },
+    };
+    p.types.sort();
+    let tmp = project.approvals_tmp();
+    fsx::ensure_dirs(&[&tmp]).map_err(|e| Error::io(&tmp, e))?;
+    let bytes = serde_json::to_vec(&p).unwrap_or_default();
+    let file = project.pause_file();
+    match fsx::publish(&tmp, &file, &bytes) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => fsx::replace(&tmp, &file, &bytes),
+        other => other,
+    }
+    .map_err(|e| Error::io(&file, e))?;
+    Ok(p)
+}
+
+/// Resumes all delivery; returns whether anything was paused.
+pub fn resume(project: &Project) -> Result<bool> {
+    let file = project.pause_file();
+    match std::fs::remove_file(&file) {
+        Ok(()) => {
+            fsx::sync_dir(&project.swarmforge()).map_err(|e| Error::io(&file, e))?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(Error::io(&file, e)),
+    }
+}

@@ -1,0 +1,83 @@
+//! `swarm serve`: the cockpit, a live web page for the people running a
+//! swarm (issue 15). Async lives here only (design.md): axum on a
+//! current-thread tokio runtime, every library call (all synchronous file
+//! work) in `spawn_blocking`.
+//!
+//! - `token`: the access token, its 0600 file and the request guard (token on
+//!   every request, in a header on state-changing POSTs, cross-origin refused);
+//! - `api`: the JSON endpoints and the actions, each writing the same files
+//!   as the CLI command of the same name;
+//! - `stream`: server-sent events from `events.jsonl` offsets, woken by file
+//!   events;
+//! - `assets/`: the page, embedded with `include_str!` (no JavaScript build).
+
+mod api;
+mod stream;
+mod token;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::protocol::layout::Project;
+
+/// How `swarm serve` listens.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub bind: IpAddr,
+    pub port: u16,
+    /// A non-loopback `bind` needs this.
+    pub allow_remote: bool,
+}
+
+/// What every handler shares.
+pub struct App {
+    pub project: Project,
+    pub token: String,
+    /// A tick per file event in the watched folders (see `stream`).
+    pub ticks: tokio::sync::broadcast::Sender<()>,
+}
+
+/// Checks the address, writes the token, prints the URL and serves until
+/// killed. `on_url` gets the URL once the socket is bound.
+pub fn run(project: Project, opts: &Options, on_url: &mut dyn FnMut(&str)) -> Result<()> {
+    if !opts.bind.is_loopback() && !opts.allow_remote {
+        return Err(Error::env(format!(
+            "refusing to serve on {} (not a loopback address): anyone who can reach it and learns the token controls the swarm\n  hint: add --allow-remote if you mean it, or use --bind 127.0.0.1",
+            opts.bind
+        )));
+    }
+    let token = token::create(&project)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::env(format!("cannot start the async runtime: {e}")))?;
+    rt.block_on(async move {
+        let addr = SocketAddr::new(opts.bind, opts.port);
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| Error::env(format!("cannot listen on {addr}: {e}")))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| Error::env(format!("{addr}: {e}")))?;
+        let (ticks, _) = tokio::sync::broadcast::channel(16);
+        let app = Arc::new(App {
+            project,
+            token,
+            ticks,
+        });
+        stream::watch(app.clone());
+        let host = match local.ip() {
+            IpAddr::V6(ip) => format!("[{ip}]"),
+            IpAddr::V4(ip) => ip.to_string(),
+        };
+        on_url(&format!(
+            "http://{host}:{}/?token={}",
+            local.port(),
+            app.token
+        ));
+        axum::serve(listener, api::router(app))
+            .await
+            .map_err(|e| Error::env(format!("serving on {local}: {e}")))
+    })
+}

@@ -1,0 +1,124 @@
+//! The cockpit's access token and the guard every request passes.
+//!
+//! 32 random bytes from the kernel (`/dev/urandom`), hex, written to
+//! `.swarmforge/serve/token` with mode 0600 from its first byte, and printed
+//! in the URL. Every request must carry it (`?token=` or the
+//! `X-Swarm-Token` header); a POST must carry it in the header (a form on
+//! another site cannot set headers) and is refused with 403 when its
+//! `Origin` is not this server.
+
+use std::io::Read;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::error::{Error, Result};
+use crate::fsx;
+use crate::protocol::layout::Project;
+
+use super::App;
+
+pub const HEADER: &str = "x-swarm-token";
+
+/// A fresh token, saved for the people allowed to read the project.
+pub fn create(project: &Project) -> Result<String> {
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| Error::io("/dev/urandom", e))?;
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let dir = project.serve_dir();
+    fsx::ensure_dirs(&[&dir]).map_err(|e| Error::io(&dir, e))?;
+    fsx::set_mode(&dir, 0o700).map_err(|e| Error::io(&dir, e))?;
+    let file = project.serve_token();
+    fsx::write_private(&dir, &file, format!("{token}\n").as_bytes())
+        .map_err(|e| Error::io(&file, e))?;
+    Ok(token)
+}
+
+/// Compares in time independent of where the strings differ.
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+fn query_token(query: Option<&str>) -> Option<&str> {
+    query?.split('&').find_map(|kv| kv.strip_prefix("token="))
+}
+
+fn header_str(h: &HeaderMap, name: impl header::AsHeaderName) -> Option<&str> {
+    h.get(name).and_then(|v| v.to_str().ok())
+}
+
+pub fn refuse(status: StatusCode, message: &str) -> Response {
+    let body = crate::cli::stamped(serde_json::json!({
+        "status": "error",
+        "token": "ERROR",
+        "message": message,
+        "paths": [],
+        "exit_code": crate::error::exit::ENV,
+    }));
+    (status, axum::Json(body)).into_response()
+}
+
+/// The guard in front of every route.
+pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    let h = req.headers();
+    let by_header = header_str(h, HEADER).is_some_and(|t| same(t, &app.token));
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        if let Some(origin) = header_str(h, header::ORIGIN) {
+            let own = header_str(h, header::HOST).map(|host| format!("http://{host}"));
+            if own.as_deref() != Some(origin) {
+                return refuse(
+                    StatusCode::FORBIDDEN,
+                    "cross-origin request refused: this page only acts for itself",
+                );
+            }
+        }
+        if header_str(h, "sec-fetch-site").is_some_and(|s| s == "cross-site") {
+            return refuse(StatusCode::FORBIDDEN, "cross-site request refused");
+        }
+        if !by_header {
+            return refuse(
+                StatusCode::UNAUTHORIZED,
+                "a state-changing request needs the token in the X-Swarm-Token header",
+            );
+        }
+    } else {
+        let by_query = query_token(req.uri().query()).is_some_and(|t| same(t, &app.token));
+        if !by_header && !by_query {
+            return refuse(
+                StatusCode::UNAUTHORIZED,
+                "missing or wrong token: open the URL `swarm serve` printed (the token is also in .swarmforge/serve/token)",
+            );
+        }
+    }
+    let mut res = next.run(req).await;
+    let hs = res.headers_mut();
+    // The token is in the page's URL: never send it on as a referrer.
+    hs.insert(header::REFERRER_POLICY, "no-referrer".parse().unwrap());
+    hs.insert(header::X_CONTENT_TYPE_OPTIONS, "nosniff".parse().unwrap());
+    hs.insert(header::CACHE_CONTROL, "no-store".parse().unwrap());
+    hs.insert(header::X_FRAME_OPTIONS, "DENY".parse().unwrap());
+    res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_from_query_and_constant_time_compare() {
+        assert_eq!(query_token(Some("a=1&token=abc")), Some("abc"));
+        assert_eq!(query_token(Some("tokenx=abc")), None);
+        assert!(same("abc", "abc"));
+        assert!(!same("abc", "abd"));
+        assert!(!same("abc", "ab"));
+    }
+}

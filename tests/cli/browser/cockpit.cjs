@@ -1,0 +1,88 @@
+// The cockpit in real headless Chromium (driven by playwright-core), run by
+// tests/cli/serve.rs: the page loads, a message sent from the shell appears
+// without a reload, a clarify is answered by clicking and the asker's
+// ready-next shows the answer, a held handoff is approved by clicking, and a
+// screenshot of the board is saved. Every wait has a deadline; none is timed.
+'use strict';
+const { execFileSync } = require('child_process');
+const fs = require('fs');
+const path = require('path');
+const { chromium } = require(process.env.PLAYWRIGHT_CORE);
+
+const URL_ = process.env.COCKPIT_URL;
+const BIN = process.env.BIN_DIR;
+const DIRS = JSON.parse(process.env.ROLE_DIRS);
+const SHOT = process.env.SHOT;
+const DEADLINE = 20000;
+
+function run(role, program, args) {
+  return execFileSync(path.join(BIN, program), args, {
+    cwd: DIRS[role],
+    env: { PATH: process.env.PATH, SWARMFORGE_ROLE: role },
+    encoding: 'utf8',
+  });
+}
+
+function send(role, draft) {
+  const file = path.join(DIRS[role], `browser-draft-${role}.txt`);
+  fs.writeFileSync(file, draft);
+  const out = run(role, 'swarm-handoff', [file]);
+  const id = /_(\d{8}T\d{6}Z_\d+_from_[A-Za-z0-9-]+)_to_/.exec(out);
+  if (!id) throw new Error('no id in: ' + out);
+  return id[1];
+}
+
+(async () => {
+  const browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+      '--disable-component-update', '--no-first-run'],
+  });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    page.setDefaultTimeout(DEADLINE);
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    await page.goto(URL_);
+    await page.waitForSelector('[data-role="coder"]');
+    await page.waitForSelector('#live.on');
+    await page.evaluate(() => { window.__sameLoad = true; });
+
+    // A message sent from the shell appears without a reload.
+    const hello = send('qa', 'type: note\nto: coder\npriority: 50\nmessage: hello from the shell\n');
+    await page.waitForSelector(`.msg[data-id="${hello}"]`);
+    await page.getByText('hello from the shell').first().waitFor();
+
+    // A clarify answered by clicking; the asker's ready-next shows the answer.
+    const clarify = send('qa', 'type: clarify\nto: boss\npriority: 10\nquestion: which parser?\n\npeg\nhand-written\n');
+    const item = page.locator(`[data-clarify="${clarify}"]`);
+    await item.waitFor();
+    await item.locator('input[data-option="hand-written"]').check();
+    await item.getByRole('button', { name: 'Answer' }).click();
+    await item.waitFor({ state: 'detached' });
+    // The daemon delivers the answer; the asker takes it with ready-next.
+    let shown = '';
+    const end = Date.now() + DEADLINE;
+    while (!shown.includes('hand-written')) {
+      if (Date.now() > end) throw new Error('ready-next never showed the answer: ' + shown);
+      shown = run('qa', 'ready-next', []);
+      if (!shown.includes('hand-written')) await page.waitForTimeout(50);
+    }
+    run('qa', 'done-current', []);
+
+    // A held handoff approved by clicking.
+    const held = send('coder', 'type: note\nto: qa\npriority: 50\nmessage: needs a nod\n');
+    const approve = page.locator(`[data-approve="${held}"]`);
+    await approve.waitFor();
+    await page.waitForSelector('[data-role="coder"]');
+    await page.screenshot({ path: SHOT, fullPage: true });
+    await approve.click();
+    await page.locator(`[data-held="${held}"]`).waitFor({ state: 'detached' });
+
+    if (!(await page.evaluate(() => window.__sameLoad === true))) throw new Error('the page reloaded');
+    if (errors.length) throw new Error('page errors: ' + errors.join('; '));
+    console.log('BROWSER OK ' + held);
+  } finally {
+    await browser.close();
+  }
+})().catch((e) => { console.error(e); process.exit(1); });

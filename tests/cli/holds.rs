@@ -1,0 +1,253 @@
+//! Approval holds and pause/resume through the CLI alone (issue 15): a held
+//! handoff survives kill -9 of the daemon and is delivered exactly once after
+//! `swarm approve`; `swarm deny` refuses it to failed/ with the reason; a
+//! paused type stays in the outbox without the daemon spinning on it.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::support::{copies_of, file_name, files, wait_until, Project, DEADLINE};
+
+const NOTE: &str = "type: note\nto: qa\npriority: 50\nmessage: ship it\n";
+const POST: &str = "type: post\nto: qa\npriority: 50\nsubject: hello\n\nbody\n";
+
+fn project(config: &str) -> Project {
+    Project::builder()
+        .role("coder")
+        .role(crate::support::Role::new("qa").worktree("qa"))
+        .config(&format!("wake: {{method: none}}\n{config}"))
+        .build()
+}
+
+fn id_of(queued: &Path) -> String {
+    let name = file_name(queued);
+    let rest = name.split_once('_').unwrap().1;
+    rest.split("_to_").next().unwrap().to_string()
+}
+
+fn kinds(p: &Project) -> Vec<String> {
+    p.events()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// SIGKILL (`Child::kill`), reaped so its pid is free for the restart.
+fn kill_9(d: &mut crate::support::Daemon) {
+    let mut c = d.child.take().unwrap();
+    c.kill().unwrap();
+    c.wait().unwrap();
+}
+
+fn held(p: &Project) -> PathBuf {
+    p.hq("master", "held")
+}
+
+#[test]
+fn held_handoff_survives_kill_9_and_is_delivered_once_when_approved() {
+    let p = project("roles:\n  - {name: coder, approval: required}\n");
+    let mut d = p.spawn_daemon(&[]);
+    let queued = p.send_as("coder", NOTE).ok().queued();
+    let id = id_of(&queued);
+    // The journal line follows the move: wait for both.
+    wait_until(DEADLINE, "the note is held and journaled", || {
+        files(&held(&p)).len() == 1 && !queued.exists() && kinds(&p).contains(&"held".to_string())
+    });
+    assert!(copies_of(&p.wt_path("qa"), &file_name(&queued)).is_empty());
+    let st = p.swarm(&["status", "--json"]).ok().json();
+    assert_eq!(st["held"][0]["id"], id.as_str());
+    p.swarm(&["status"])
+        .ok()
+        .stdout_has(&format!("swarm approve {id}"));
+    p.swarm(&["audit"]).ok().stdout_has("held 1");
+    p.swarm(&["transcript"]).ok().stdout_has("[held:");
+
+    // kill -9 and restart: the file is still held, never delivered.
+    kill_9(&mut d);
+    let _d = p.spawn_daemon(&[]);
+    assert_eq!(files(&held(&p)).len(), 1);
+
+    let out = p.swarm(&["approve", &id, "--json"]).ok().json();
+    assert_eq!(out["status"], "approved");
+    wait_until(DEADLINE, "the approved note is delivered", || {
+        copies_of(&p.wt_path("qa"), &file_name(&queued)).len() == 1
+            && kinds(&p).contains(&"delivered".to_string())
+    });
+    assert!(files(&held(&p)).is_empty());
+    assert!(p.path(&format!(".swarmforge/approvals/{id}")).is_file());
+    let k = kinds(&p);
+    assert_eq!(k.iter().filter(|k| *k == "held").count(), 1, "{k:?}");
+    assert_eq!(k.iter().filter(|k| *k == "approved").count(), 1, "{k:?}");
+    assert_eq!(k.iter().filter(|k| *k == "delivered").count(), 1, "{k:?}");
+    assert_eq!(copies_of(&p.wt_path("qa"), &file_name(&queued)).len(), 1);
+    p.cmd("ready-next").role("qa").stdout_has("ship it").run();
+}
+
+#[test]
+fn approve_finishes_after_a_crash_between_record_and_move() {
+    let p = project("types:\n  note:\n    approval: required\n");
+    let queued = p.send_as("coder", NOTE).ok().queued();
+    let id = id_of(&queued);
+    p.deliver_once().ok();
+    assert_eq!(files(&held(&p)).len(), 1);
+    // A `swarm approve` killed after its record was published (as if: the
+    // record is there, the file still held).
+    p.swarm(&["approve", &id]).ok();
+    let record = p.path(&format!(".swarmforge/approvals/{id}"));
+    let outbox = p.hq("master", "outbox");
+    let back = outbox.join(file_name(&queued));
+    fs::rename(&back, held(&p).join(file_name(&queued))).unwrap();
+    // The daemon does not touch held/ on its own, approved or not.
+    p.deliver_once().ok();
+    assert_eq!(files(&held(&p)).len(), 1);
+    p.swarm(&["approve", &id]).ok().stdout_has("APPROVED: ");
+    assert!(fs::read_to_string(&record).unwrap().contains("sha256: "));
+    p.deliver_once().ok();
+    assert_eq!(copies_of(&p.wt_path("qa"), &file_name(&queued)).len(), 1);
+    // A post by the same sender was never held (per type only).
+    let post = p.send_as("coder", POST).ok().queued();
+    p.deliver_once().ok();
+    assert_eq!(copies_of(&p.wt_path("qa"), &file_name(&post)).len(), 1);
+    // Nothing left to approve.
+    p.cmd("swarm")
+        .args(["approve", &id])
+        .code(1)
+        .stderr_has("no held handoff")
+        .run();
+}
+
+#[test]
+fn an_approved_id_reused_for_other_content_is_held_again() {
+    let p = project("roles:\n  - {name: coder, approval: required}\n");
+    let queued = p.send_as("coder", NOTE).ok().queued();
+    let id = id_of(&queued);
+    p.deliver_once().ok();
+    p.swarm(&["approve", &id]).ok();
+    p.deliver_once().ok();
+    assert_eq!(copies_of(&p.wt_path("qa"), &file_name(&queued)).len(), 1);
+    // The agent plants a file with the approved id, other content, another recipient.
+    let sent = p.hq("master", "sent").join(file_name(&queued));
+    let forged = fs::read_to_string(&sent)
+        .unwrap()
+        .replace("to: qa", "to: coder")
+        .replace("ship it", "something else");
+    let name = file_name(&queued).replace("_to_qa", "_to_coder");
+    fs::write(p.hq("master", "outbox").join(&name), forged).unwrap();
+    p.deliver_once().ok();
+    assert_eq!(files(&held(&p)), vec![name.clone()]);
+    assert!(copies_of(&p.wt_path("master"), &name).is_empty());
+}
+
+#[test]
+fn deny_refuses_to_failed_with_the_reason() {
+    let p = project("roles:\n  - {name: coder, approval: required}\n");
+    let queued = p.send_as("coder", NOTE).ok().queued();
+    let id = id_of(&queued);
+    p.deliver_once().ok();
+    p.cmd("swarm")
+        .args(["deny", &id, "--reason", ""])
+        .code(1)
+        .stderr_has("needs a reason")
+        .run();
+    p.swarm(&["deny", &id, "--reason", "not before the release"])
+        .ok()
+        .stdout_has("DENIED: ");
+    let failed = p.hq("master", "failed");
+    let note = fs::read_to_string(failed.join(format!("{}.error", file_name(&queued)))).unwrap();
+    assert_eq!(note, "denied: not before the release\n");
+    assert!(files(&held(&p)).is_empty());
+    assert!(copies_of(&p.wt_path("qa"), &file_name(&queued)).is_empty());
+    p.swarm(&["audit"])
+        .ok()
+        .stdout_has("denied: not before the release");
+    p.cmd("swarm")
+        .args(["deny", &id, "--reason", "again"])
+        .code(1)
+        .stderr_has("no held handoff")
+        .run();
+}
+
+#[test]
+fn bad_ids_and_types_are_refused_before_any_path_is_built() {
+    let p = project("");
+    for bad in [
+        "../../etc/passwd",
+        "x",
+        "20260101T000000Z_000001_from_../qa",
+    ] {
+        p.cmd("swarm")
+            .args(["approve", bad])
+            .code(1)
+            .stderr_has("is not a message id")
+            .run();
+        p.cmd("swarm")
+            .args(["deny", bad, "--reason", "r"])
+            .code(1)
+            .stderr_has("is not a message id")
+            .run();
+    }
+    p.cmd("swarm")
+        .args(["pause", "--type", "bogus"])
+        .code(1)
+        .stderr_has("is not a message type")
+        .run();
+    assert!(!p.path(".swarmforge/paused").exists());
+}
+
+#[test]
+fn paused_type_waits_in_the_outbox_across_kill_9_and_resume_delivers_it() {
+    let p = project("");
+    let mut d = p.spawn_daemon(&[]);
+    p.swarm(&["pause", "--type", "note"])
+        .ok()
+        .stdout_has("PAUSED: delivery of note");
+    p.swarm(&["status"])
+        .ok()
+        .stdout_has("PAUSED: delivery of note since ");
+    let st = p.swarm(&["status", "--json"]).ok().json();
+    assert_eq!(st["paused"]["types"][0], "note");
+    let queued = p.send_as("coder", NOTE).ok().queued();
+    let post = p.send_as("coder", POST).ok().queued();
+    // Everything else keeps working.
+    wait_until(DEADLINE, "the post is delivered", || {
+        copies_of(&p.wt_path("qa"), &file_name(&post)).len() == 1
+    });
+    let paused_line = format!("deferred {}", queued.display());
+    wait_until(DEADLINE, "the daemon defers the paused note", || {
+        p.log()
+            .lines()
+            .any(|l| l.contains(&paused_line) && l.contains("paused"))
+    });
+    assert!(queued.exists());
+    kill_9(&mut d);
+    let _d = p.spawn_daemon(&[]);
+    wait_until(DEADLINE, "the restarted daemon defers it again", || {
+        p.log().lines().filter(|l| l.contains(&paused_line)).count() == 2
+    });
+    assert!(queued.exists());
+    assert!(copies_of(&p.wt_path("qa"), &file_name(&queued)).is_empty());
+    p.swarm(&["resume"]).ok().stdout_has("RESUMED");
+    wait_until(DEADLINE, "the note is delivered after resume", || {
+        copies_of(&p.wt_path("qa"), &file_name(&queued)).len() == 1 && !queued.exists()
+    });
+    p.swarm(&["resume"]).ok().stdout_has("NOT PAUSED");
+    // Logged once per daemon, not once per retry: no spin in the journal.
+    let n = p.log().lines().filter(|l| l.contains(&paused_line)).count();
+    assert_eq!(n, 2);
+}
+
+#[test]
+fn pause_everything_then_add_nothing() {
+    let p = project("");
+    let j = p.swarm(&["pause", "--json"]).ok().json();
+    assert_eq!(j["types"], serde_json::json!([]));
+    let queued = p.send_as("coder", POST).ok().queued();
+    p.deliver_once().ok();
+    assert!(queued.exists());
+    p.swarm(&["pause", "--type", "note"])
+        .ok()
+        .stdout_has("PAUSED: all delivery");
+    p.swarm(&["resume"]).ok();
+    p.deliver_once().ok();
+    assert!(!queued.exists());
+}

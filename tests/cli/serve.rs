@@ -1,0 +1,558 @@
+//! `swarm serve`, the cockpit (issue 15), over real HTTP against a real
+//! server in a temp project: the token on every request, cross-origin POSTs
+//! refused, the event stream carrying a message sent by `swarm-handoff`,
+//! every action writing what the CLI writes, and hostile input refused with
+//! the CLI's text. Traffic only to 127.0.0.1; deadlines, never sleeps.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::Instant;
+
+use crate::support::{copies_of, file_name, files, Project, Role, DEADLINE};
+
+const NOTE: &str = "type: note\nto: qa\npriority: 50\nmessage: ship it\n";
+
+pub struct Cockpit {
+    child: Child,
+    pub addr: String,
+    pub token: String,
+}
+
+impl Drop for Cockpit {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `swarm serve --port 0` and reads the URL it prints.
+pub fn start(p: &Project) -> Cockpit {
+    let mut child = p
+        .cmd("swarm")
+        .args(["serve", "--port", "0"])
+        .command()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("swarm serve starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("COCKPIT: http://")
+        .unwrap_or_else(|| panic!("no URL printed: {line:?}"))
+        .to_string();
+    let (addr, token) = url.split_once("/?token=").unwrap();
+    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+    Cockpit {
+        child,
+        addr: addr.to_string(),
+        token: token.to_string(),
+    }
+}
+
+pub struct Reply {
+    pub code: u16,
+    pub head: String,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+}
+
+impl Cockpit {
+    /// One request, `Connection: close`, read to the end.
+    pub fn raw(&self, method: &str, target: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+        let mut s = TcpStream::connect(&self.addr).unwrap();
+        let mut req = format!(
+            "{method} {target} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
+            self.addr,
+            body.len()
+        );
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        req.push_str(body);
+        s.write_all(req.as_bytes()).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+        let code = head.split(' ').nth(1).unwrap().parse().unwrap();
+        Reply {
+            code,
+            head: head.to_string(),
+            body: body.to_string(),
+        }
+    }
+
+    pub fn get(&self, path: &str) -> Reply {
+        let sep = if path.contains('?') { '&' } else { '?' };
+        self.raw("GET", &format!("{path}{sep}token={}", self.token), &[], "")
+    }
+
+    pub fn post(&self, path: &str, body: serde_json::Value) -> Reply {
+        let t = self.token.clone();
+        self.raw(
+            "POST",
+            path,
+            &[
+                ("X-Swarm-Token", &t),
+                ("Content-Type", "application/json"),
+                ("Origin", &format!("http://{}", self.addr)),
+            ],
+            &body.to_string(),
+        )
+    }
+}
+
+fn project() -> Project {
+    Project::builder()
+        .role("coder")
+        .role(Role::new("qa").worktree("qa"))
+        .role(Role::new("boss").worktree("boss").agent("human"))
+        .config("wake: {method: none}\nroles:\n  - {name: coder, approval: required}\n")
+        .build()
+}
+
+fn id_of(queued: &Path) -> String {
+    let name = file_name(queued);
+    let rest = name.split_once('_').unwrap().1;
+    rest.split("_to_").next().unwrap().to_string()
+}
+
+#[test]
+fn every_request_needs_the_token_and_posts_need_it_in_a_header_from_this_origin() {
+    let p = project();
+    let c = start(&p);
+    let file = p.path(".swarmforge/serve/token");
+    assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), c.token);
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(c.token.len(), 64);
+    for path in [
+        "/",
+        "/app.js",
+        "/api/status",
+        "/api/events",
+        "/api/transcript",
+    ] {
+        let r = c.raw("GET", path, &[], "");
+        assert_eq!(r.code, 401, "{path}: {}", r.body);
+        assert!(r.body.contains("missing or wrong token"), "{}", r.body);
+        let r = c.raw("GET", &format!("{path}?token=0{}", &c.token[1..]), &[], "");
+        assert_eq!(r.code, 401, "{path} with a wrong token");
+    }
+    let page = c.get("/");
+    assert_eq!(page.code, 200);
+    assert!(page
+        .head
+        .to_lowercase()
+        .contains("referrer-policy: no-referrer"));
+    assert!(page
+        .head
+        .to_lowercase()
+        .contains("content-security-policy: default-src 'none'"));
+    assert!(page.body.contains(&format!("/app.js?token={}", c.token)));
+    assert!(!page.body.contains("http://") && !page.body.contains("https://"));
+    assert_eq!(c.get("/app.js").code, 200);
+    let st = c.get("/api/status").json();
+    assert_eq!(st["schema_version"], 1);
+    assert_eq!(st["roles"].as_array().unwrap().len(), 3);
+    assert!(st["paused"].is_null());
+
+    // A POST with the token only in the query, as a cross-site form would send it.
+    let r = c.raw("POST", &format!("/api/pause?token={}", c.token), &[], "");
+    assert_eq!(r.code, 401, "{}", r.body);
+    // The token in the header, from another origin.
+    let t = c.token.clone();
+    let r = c.raw(
+        "POST",
+        "/api/pause",
+        &[("X-Swarm-Token", &t), ("Origin", "http://evil.example")],
+        "",
+    );
+    assert_eq!(r.code, 403, "{}", r.body);
+    let r = c.raw(
+        "POST",
+        "/api/pause",
+        &[("X-Swarm-Token", &t), ("Sec-Fetch-Site", "cross-site")],
+        "",
+    );
+    assert_eq!(r.code, 403, "{}", r.body);
+    assert!(!p.path(".swarmforge/paused").exists());
+}
+
+#[test]
+fn the_event_stream_carries_a_message_sent_by_swarm_handoff() {
+    let p = Project::builder()
+        .role("coder")
+        .role(Role::new("qa").worktree("qa"))
+        .config("wake: {method: none}\n")
+        .build();
+    let _d = p.spawn_daemon(&[]);
+    let c = start(&p);
+    let mut s = TcpStream::connect(&c.addr).unwrap();
+    write!(
+        s,
+        "GET /api/events?token={} HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\n\r\n",
+        c.token, c.addr
+    )
+    .unwrap();
+    // A read that waits too long fails the test instead of hanging it.
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut seen = String::new();
+    let mut buf = [0u8; 4096];
+    let mut read_until = |want: &dyn Fn(&str) -> bool, what: &str| {
+        let end = Instant::now() + DEADLINE;
+        while !want(&seen) {
+            assert!(
+                Instant::now() < end,
+                "timed out waiting for {what}; got:\n{seen}"
+            );
+            let n = s
+                .read(&mut buf)
+                .unwrap_or_else(|e| panic!("{what}: {e}\n{seen}"));
+            assert!(n > 0, "stream closed before {what}:\n{seen}");
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    };
+    read_until(&|s| s.contains("event: hello"), "the stream to open");
+    let queued = p.send_as("coder", NOTE).ok().queued();
+    let id = id_of(&queued);
+    read_until(
+        &|s| {
+            s.lines()
+                .any(|l| l.starts_with("data: ") && l.contains("\"delivered\"") && l.contains(&id))
+        },
+        "the delivered event of the message",
+    );
+    assert!(seen.starts_with("HTTP/1.1 200"), "{seen}");
+    assert!(seen
+        .to_lowercase()
+        .contains("content-type: text/event-stream"));
+}
+
+#[test]
+fn every_action_writes_what_the_cli_writes() {
+    let p = project();
+    let c = start(&p);
+
+    // Pause and resume.
+    let r = c.post("/api/pause", serde_json::json!({"types": ["note"]}));
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert_eq!(r.json()["types"], serde_json::json!(["note"]));
+    assert!(p.path(".swarmforge/paused").is_file());
+    assert_eq!(c.get("/api/status").json()["paused"]["types"][0], "note");
+    p.swarm(&["status"])
+        .ok()
+        .stdout_has("PAUSED: delivery of note");
+    assert_eq!(c.post("/api/resume", serde_json::json!({})).code, 200);
+    assert!(!p.path(".swarmforge/paused").exists());
+
+    // Approve a held handoff.
+    let queued = p.send_as("coder", NOTE).ok().queued();
+    let id = id_of(&queued);
+    p.deliver_once().ok();
+    assert_eq!(files(&p.hq("master", "held")).len(), 1);
+    assert_eq!(c.get("/api/status").json()["held"][0]["id"], id.as_str());
+    let r = c.post("/api/approve", serde_json::json!({"id": id}));
+    assert_eq!(r.code, 200, "{}", r.body);
+    p.deliver_once().ok();
+    assert_eq!(copies_of(&p.wt_path("qa"), &file_name(&queued)).len(), 1);
+    let r = c.post("/api/approve", serde_json::json!({"id": id}));
+    assert_eq!(r.code, 400);
+    assert!(r.json()["message"]
+        .as_str()
+        .unwrap()
+        .contains("no held handoff"));
+
+    // Deny one.
+    let queued = p.send_as("coder", NOTE).ok().queued();
+    let id = id_of(&queued);
+    p.deliver_once().ok();
+    let r = c.post(
+        "/api/deny",
+        serde_json::json!({"id": id, "reason": "not today"}),
+    );
+    assert_eq!(r.code, 200, "{}", r.body);
+    let note = p
+        .hq("master", "failed")
+        .join(format!("{}.error", file_name(&queued)));
+    assert_eq!(
+        std::fs::read_to_string(note).unwrap(),
+        "denied: not today\n"
+    );
+
+    // Answer a clarify as the human role it asks.
+    let clarify = p
+        .send_as(
+            "qa",
+            "type: clarify\nto: boss\npriority: 10\nquestion: which parser?\n\npeg\nhand-written\n",
+        )
+        .ok()
+        .queued();
+    p.deliver_once().ok();
+    let cid = id_of(&clarify);
+    let att = c.get("/api/status").json();
+    assert!(att["attention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|a| a["id"] == cid.as_str()));
+    let r = c.post(
+        "/api/answer",
+        serde_json::json!({"id": cid, "choices": [1, 2]}),
+    );
+    assert_eq!(r.code, 422, "{}", r.body);
+    assert_eq!(r.json()["token"], "ANSWER INVALID");
+    let r = c.post(
+        "/api/answer",
+        serde_json::json!({"id": cid, "choices": [2]}),
+    );
+    assert_eq!(r.code, 200, "{}", r.body);
+    p.deliver_once().ok();
+    p.cmd("ready-next")
+        .role("qa")
+        .stdout_has("hand-written")
+        .run();
+
+    // Post as a human role; an agent role is refused, so is a bad draft.
+    let r = c.post(
+        "/api/send",
+        serde_json::json!({"role": "boss", "draft": "type: note\nto: qa\npriority: 50\nmessage: from the cockpit\n"}),
+    );
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert!(Path::new(r.json()["path"].as_str().unwrap()).is_file());
+    let r = c.post(
+        "/api/send",
+        serde_json::json!({"role": "qa", "draft": NOTE}),
+    );
+    assert_eq!(r.code, 400);
+    assert!(r.json()["message"]
+        .as_str()
+        .unwrap()
+        .contains("not a human role"));
+    let r = c.post(
+        "/api/send",
+        serde_json::json!({"role": "boss", "draft": "type: note\n"}),
+    );
+    assert_eq!(r.code, 422, "{}", r.body);
+    assert_eq!(r.json()["token"], "HANDOFF INVALID");
+
+    // The views the page reads.
+    let t = c.get("/api/transcript").json();
+    assert!(t["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["id"] == cid.as_str()));
+    let r = c.get(&format!("/api/receipts?id={cid}"));
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert_eq!(c.get("/api/audit").code, 200);
+    // Journaled: the audit trail names the cockpit.
+    let ev = p.events();
+    assert!(ev
+        .iter()
+        .any(|e| e["kind"] == "approved" && e["reason"].as_str().unwrap().contains("via cockpit")));
+    assert!(ev.iter().any(|e| e["kind"] == "denied"));
+}
+
+#[test]
+fn hostile_input_gets_a_4xx_with_the_cli_text_and_touches_nothing() {
+    let p = project();
+    let c = start(&p);
+    let before = crate::support::snapshot(&p.root);
+    for bad in [
+        "../../etc/passwd",
+        "20260101T000000Z_000001_from_../coder",
+        "/abs",
+        "",
+    ] {
+        let r = c.post("/api/approve", serde_json::json!({"id": bad}));
+        assert_eq!(r.code, 400, "{bad}: {}", r.body);
+        assert!(r.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("is not a message id"));
+        let r = c.post("/api/deny", serde_json::json!({"id": bad, "reason": "x"}));
+        assert_eq!(r.code, 400, "{bad}");
+        let r = c.post(
+            "/api/answer",
+            serde_json::json!({"id": bad, "choices": [1]}),
+        );
+        assert_eq!(r.code, 400, "{bad}");
+    }
+    let r = c.get("/api/receipts?id=..%2F..%2Fetc%2Fpasswd");
+    assert_eq!(r.code, 400, "{}", r.body);
+    let r = c.post("/api/pause", serde_json::json!({"types": ["../x"]}));
+    assert_eq!(r.code, 400);
+    assert!(r.json()["message"]
+        .as_str()
+        .unwrap()
+        .contains("is not a message type"));
+    let r = c.post(
+        "/api/send",
+        serde_json::json!({"role": "../boss", "draft": NOTE}),
+    );
+    assert_eq!(r.code, 400);
+    for target in [
+        "/../../etc/passwd",
+        "/%2e%2e/%2e%2e/etc/passwd",
+        "/api/../../roles.tsv",
+    ] {
+        let r = c.raw("GET", &format!("{target}?token={}", c.token), &[], "");
+        assert!(r.code == 404 || r.code == 400, "{target}: {}", r.code);
+        assert!(!r.body.contains("root:"), "{target}");
+    }
+    let r = c.post("/api/approve", serde_json::json!("not an object"));
+    assert!((400..500).contains(&r.code), "{}", r.code);
+    let r = c.raw(
+        "GET",
+        &format!("/api/events?token={}&from=7", c.token),
+        &[],
+        "",
+    );
+    assert_eq!(r.code, 400, "{}", r.body);
+    // Nothing was written but the server's own token (there before the snapshot).
+    assert_eq!(crate::support::snapshot(&p.root), before);
+}
+
+#[test]
+fn a_non_loopback_address_needs_allow_remote() {
+    let p = project();
+    p.cmd("swarm")
+        .args(["serve", "--bind", "0.0.0.0", "--port", "0"])
+        .code(1)
+        .stderr_has("not a loopback address")
+        .run();
+}
+
+/// The page in real headless Chromium (Debian's `chromium`, driven by
+/// `playwright-core` from `target/npm`, both installed by `.ci/run`).
+#[test]
+fn the_page_in_headless_chromium() {
+    let npm = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/npm/node_modules/playwright-core");
+    if !crate::support::require_tool("chromium", "apt-get install -y chromium")
+        || !crate::support::require_tool("node", "apt-get install -y nodejs npm")
+        || crate::support::require_capability(
+            "load playwright-core",
+            "npm install --prefix target/npm playwright-core (see .ci/run)",
+            if npm.is_dir() {
+                Ok(())
+            } else {
+                Err(format!("{} is missing", npm.display()))
+            },
+        )
+        .is_none()
+    {
+        return;
+    }
+    let p = project();
+    let _d = p.spawn_daemon(&[]);
+    let c = start(&p);
+    let shot = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/cockpit-board.png");
+    let _ = std::fs::remove_file(&shot);
+    let dirs = serde_json::json!({
+        "coder": p.role_dir("coder"),
+        "qa": p.role_dir("qa"),
+        "boss": p.role_dir("boss"),
+    });
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cli/browser/cockpit.cjs");
+    let out = crate::support::clean_command(Path::new("node"), &p.root)
+        .arg(script)
+        .env("PLAYWRIGHT_CORE", &npm)
+        .env(
+            "COCKPIT_URL",
+            format!("http://{}/?token={}", c.addr, c.token),
+        )
+        .env("BIN_DIR", crate::support::bin_dir())
+        .env("ROLE_DIRS", dirs.to_string())
+        .env("SHOT", &shot)
+        .output()
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("BROWSER OK"),
+        "browser test failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(shot.is_file(), "no screenshot at {}", shot.display());
+    // The approved note reached qa, once.
+    let id = stdout.trim().rsplit(' ').next().unwrap().to_string();
+    crate::support::wait_until(DEADLINE, "the approved note is delivered", || {
+        crate::support::inbox_copies(&p.wt_path("qa"))
+            .iter()
+            .filter(|c| file_name(c).contains(&id))
+            .count()
+            == 1
+    });
+}
+
+/// Reads one event stream until `want` holds (deadline, no timing bound).
+fn stream_until(c: &Cockpit, target: &str, headers: &str, want: &dyn Fn(&str) -> bool) -> String {
+    let mut s = TcpStream::connect(&c.addr).unwrap();
+    write!(
+        s,
+        "GET {target} HTTP/1.1\r\nHost: {}\r\nX-Swarm-Token: {}\r\n{headers}\r\n",
+        c.addr, c.token
+    )
+    .unwrap();
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut seen = String::new();
+    let mut buf = [0u8; 4096];
+    let end = Instant::now() + DEADLINE;
+    while !want(&seen) {
+        assert!(Instant::now() < end, "timed out; got:\n{seen}");
+        let n = s.read(&mut buf).unwrap_or_else(|e| panic!("{e}\n{seen}"));
+        assert!(n > 0, "stream closed:\n{seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    seen
+}
+
+#[test]
+fn a_reconnecting_stream_resumes_at_its_last_event_id() {
+    let p = Project::builder()
+        .role("coder")
+        .role(Role::new("qa").worktree("qa"))
+        .config("wake: {method: none}\n")
+        .build();
+    let _d = p.spawn_daemon(&[]);
+    let c = start(&p);
+    let first = p.send_as("coder", NOTE).ok().queued();
+    crate::support::wait_delivered(&p, &first);
+    let second = p.send_as("coder", NOTE).ok().queued();
+    crate::support::wait_delivered(&p, &second);
+    let (a, b) = (id_of(&first), id_of(&second));
+    // From the start of the journal: both deliveries, each with its offset.
+    let all = stream_until(&c, "/api/events?from=0", "", &|s| s.contains(&b));
+    // The `id:` of the event that carries the first delivery.
+    let after_first: u64 = all
+        .split("\n\n")
+        .find(|ev| ev.contains("\"delivered\"") && ev.contains(&a))
+        .and_then(|ev| ev.lines().find_map(|l| l.strip_prefix("id: ")))
+        .expect("an id on the first delivery's event")
+        .trim()
+        .parse()
+        .unwrap();
+    // Reconnecting with that id: only what came after it.
+    let resumed = stream_until(
+        &c,
+        "/api/events",
+        &format!("Last-Event-ID: {after_first}\r\n"),
+        &|s| s.contains(&b),
+    );
+    assert!(!resumed.contains(&a), "{resumed}");
+}
