@@ -22,5 +22,6 @@ mod mcp;
 mod model;
 mod newcomer;
 mod readme;
+mod real_agents;
 mod trail;
 mod unix;
