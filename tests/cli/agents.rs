@@ -203,6 +203,8 @@ fn presets_start_each_cli_as_its_docs_say() {
         [
             "--cd".to_string(),
             format!("{root}/.worktrees/coder"),
+            "-c".into(),
+            "allow_login_shell=false".into(),
             "--sandbox".into(),
             "workspace-write".into(),
             "--ask-for-approval".into(),
