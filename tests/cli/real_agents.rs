@@ -60,13 +60,17 @@ struct RealSwarm {
 impl RealSwarm {
     /// `swarm init` for `yaml`; the model server is started, no agent yet.
     fn init(yaml: &str, bin: PathBuf) -> RealSwarm {
+        let model = ModelServer::start();
         let d = Project::empty();
-        d.write("swarm.yaml", yaml);
+        d.write(
+            "swarm.yaml",
+            &yaml.replace("@MODEL@", &format!("http://127.0.0.1:{}", model.port)),
+        );
         d.swarm(&["init"]).ok();
         RealSwarm {
             guard: SwarmGuard::new(&d.root),
             d,
-            model: ModelServer::start(),
+            model,
             home: tempfile::tempdir().unwrap(),
             bin,
         }
@@ -108,6 +112,22 @@ impl RealSwarm {
         v["projects"][wt.display().to_string()] =
             json!({"hasTrustDialogAccepted": true, "hasCompletedProjectOnboarding": true});
         fs::write(&state, v.to_string()).unwrap();
+    }
+
+    /// Codex for `role`: its worktree trusted in the temp HOME's
+    /// `.codex/config.toml` (project-local config may not name a model
+    /// provider; the role's `args:` do, see [`codex_args`]).
+    fn codex(&self, role: &str, steps: Vec<Step>) {
+        self.model.script(role, steps);
+        let dir = self.home.path().join(".codex");
+        fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("config.toml");
+        let mut text = fs::read_to_string(&file).unwrap_or_default();
+        text.push_str(&format!(
+            "[projects.{:?}]\ntrust_level = \"trusted\"\n",
+            self.wt(role).display().to_string()
+        ));
+        fs::write(&file, text).unwrap();
     }
 
     /// `swarm up --detach` in tmux, with the CLIs first on PATH and HOME
@@ -358,6 +378,143 @@ fn claude_code_pair_hands_a_task_and_its_answer_round_trip() {
         "add a --version flag",
         "added --version",
     ] {
+        assert!(t.contains(m), "transcript lacks {m:?}:\n{t}");
+    }
+}
+
+/// A Codex role's `args:` pointing it at the scripted model: a model
+/// provider on the Responses API over plain HTTP (no WebSocket), given with
+/// `-c` overrides.
+fn codex_args(role: &str) -> String {
+    format!(
+        r#"["-c", "model=scripted", "-c", "model_provider=scripted", "-c", "model_providers.scripted={{name=\"scripted\", base_url=\"@MODEL@/{role}/v1\", wire_api=\"responses\", supports_websockets=false}}"]"#
+    )
+}
+
+/// The texts of a Responses API request's input items, joined.
+fn input_text(req: &Value) -> String {
+    fn flat(v: &Value, out: &mut String) {
+        match v {
+            Value::String(s) => {
+                out.push_str(s);
+                out.push('\n');
+            }
+            Value::Array(a) => a.iter().for_each(|x| flat(x, out)),
+            Value::Object(o) => o.values().for_each(|x| flat(x, out)),
+            _ => {}
+        }
+    }
+    let mut out = String::new();
+    flat(&req["body"]["input"], &mut out);
+    out
+}
+
+/// The output of the last tool call in a Responses API request.
+fn last_output(req: &Value) -> String {
+    req["body"]["input"]
+        .as_array()
+        .and_then(|a| a.iter().rev().find(|i| i["type"] == "function_call_output"))
+        .map(|i| i["output"].to_string())
+        .unwrap_or_default()
+}
+
+/// Claude Code hands a task to Codex and takes its answer: Codex reads its
+/// primer from the worktree's AGENTS.md and runs the wrappers through its
+/// own shell tool (`exec_command`) under its sandbox.
+#[test]
+fn claude_code_and_codex_hand_a_task_and_its_answer_round_trip() {
+    if !require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let (Some(bin), Some(_)) = (agent_bin("claude"), agent_bin("codex")) else {
+        return;
+    };
+    let yaml = format!(
+        r#"launch:
+  stagger: 0ms
+roles:
+  - name: lead
+    agent: claude
+    worktree: lead
+    description: splits requests into tasks for the coder
+    wake: queue
+  - name: coder
+    agent: codex
+    worktree: coder
+    description: implements each task
+    wake: queue
+    args: {}
+  - name: owner
+    agent: human
+"#,
+        codex_args("coder")
+    );
+    let mut s = RealSwarm::init(&yaml, bin);
+    let lead = s.wt("lead");
+    s.claude(
+        "lead",
+        vec![
+            Step::shell("ready_for_next.sh --wait 60"),
+            Step::tool(
+                "Write",
+                json!({"file_path": lead.join("ask.txt").display().to_string(),
+                    "content": draft("coder", "add a --version flag")}),
+            ),
+            Step::shell("swarm_handoff.sh ask.txt"),
+            Step::shell("done_with_current.sh"),
+            Step::shell("ready_for_next.sh --wait 60"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Codex added the flag; all done."),
+        ],
+    );
+    s.codex(
+        "coder",
+        vec![
+            // Held until the task waits for coder (and lead has finished
+            // its item), so one short command takes it.
+            Step::shell("ready_for_next.sh").after("task-sent"),
+            Step::shell(&format!(
+                "printf '{}' > answer.txt && swarm_handoff.sh answer.txt",
+                draft("lead", "added --version").replace('\n', "\\n")
+            )),
+            Step::shell("done_with_current.sh"),
+            Step::text("Done with the task."),
+        ],
+    );
+    s.up();
+    s.d.send("owner", &draft("lead", "please get a --version flag built"))
+        .ok();
+    s.wait("lead sent the task and finished its item", || {
+        s.reached("lead", 4) && s.waiting("coder") == 1
+    });
+    s.model.open("task-sent");
+    s.wait("both conversations at their end", || {
+        s.reached("lead", 6) && s.reached("coder", 3) && s.completed("lead") == 2
+    });
+
+    // Codex got its primer from AGENTS.md.
+    let primer = s.d.swarm(&["prompt", "coder"]).stdout.clone();
+    let first = s.turn("coder", 0);
+    assert!(
+        input_text(&first).contains(primer.trim()),
+        "coder's request lacks its primer:\n{}",
+        input_text(&first)
+    );
+    let took = last_output(&s.turn("coder", 1));
+    assert!(
+        took.contains("TASK:") && took.contains("add a --version flag"),
+        "{took}"
+    );
+    assert!(last_output(&s.turn("coder", 2)).contains("HANDOFF QUEUED:"));
+    assert!(last_output(&s.turn("coder", 3)).contains("COMPLETED:"));
+    let answer = last_user_text(&s.turn("lead", 5));
+    assert!(
+        answer.contains("FROM: coder") && answer.contains("added --version"),
+        "{answer}"
+    );
+    assert_eq!(s.completed("coder"), 1);
+    let t = s.audit_and_transcript();
+    for m in ["add a --version flag", "added --version"] {
         assert!(t.contains(m), "transcript lacks {m:?}:\n{t}");
     }
 }
