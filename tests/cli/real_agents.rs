@@ -130,6 +130,40 @@ impl RealSwarm {
         fs::write(&file, text).unwrap();
     }
 
+    /// Gemini CLI for `role`: its endpoint and a dummy key in the worktree's
+    /// `.gemini/.env`, API-key auth in its `.gemini/settings.json` (which
+    /// `swarm up` merges its hook into), and the worktree trusted in the
+    /// temp HOME's `.gemini/trustedFolders.json` (an untrusted folder's
+    /// settings and `.env` are not read).
+    fn gemini(&self, role: &str, steps: Vec<Step>) {
+        self.model.script(role, steps);
+        let wt = self.wt(role);
+        let rel = wt.strip_prefix(&self.d.root).unwrap().display().to_string();
+        self.d.write(
+            &format!("{rel}/.gemini/.env"),
+            &format!(
+                "GEMINI_API_KEY=dummy-key-for-the-scripted-model\nGOOGLE_GEMINI_BASE_URL={}\n",
+                self.model.url(role)
+            ),
+        );
+        self.d.write(
+            &format!("{rel}/.gemini/settings.json"),
+            &json!({"security": {"auth": {"selectedType": "gemini-api-key"}},
+                "privacy": {"usageStatisticsEnabled": false},
+                "general": {"disableAutoUpdate": true, "disableUpdateNag": true}})
+            .to_string(),
+        );
+        let dir = self.home.path().join(".gemini");
+        fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("trustedFolders.json");
+        let mut v: Value = fs::read_to_string(&file)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_else(|| json!({}));
+        v[wt.display().to_string()] = json!("TRUST_FOLDER");
+        fs::write(&file, v.to_string()).unwrap();
+    }
+
     /// `swarm up --detach` in tmux, with the CLIs first on PATH and HOME
     /// the temp folder.
     fn up(&mut self) {
@@ -602,6 +636,108 @@ fn claude_code_takes_work_through_swarm_mcp_and_its_stop_hook() {
     let t = s.audit_and_transcript();
     assert!(
         t.contains("what is the answer?") && t.contains("the answer is 42"),
+        "{t}"
+    );
+}
+
+/// Every string in a request body, joined (for what a model was told,
+/// wherever the CLI put it).
+fn all_text(req: &Value) -> String {
+    fn flat(v: &Value, out: &mut String) {
+        match v {
+            Value::String(s) => {
+                out.push_str(s);
+                out.push('\n');
+            }
+            Value::Array(a) => a.iter().for_each(|x| flat(x, out)),
+            Value::Object(o) => o.values().for_each(|x| flat(x, out)),
+            _ => {}
+        }
+    }
+    let mut out = String::new();
+    flat(&req["body"], &mut out);
+    out
+}
+
+/// The response of the last function call in a Gemini API request.
+fn last_function_response(req: &Value) -> String {
+    req["body"]["contents"]
+        .as_array()
+        .and_then(|c| c.last())
+        .map(|c| c["parts"].to_string())
+        .unwrap_or_default()
+}
+
+const GEMINI_YAML: &str = r#"launch:
+  stagger: 0ms
+roles:
+  - name: reviewer
+    agent: gemini
+    worktree: reviewer
+    description: reviews what it is sent
+    wake: queue
+  - name: owner
+    agent: human
+"#;
+
+/// Gemini CLI takes an item with `ready_for_next.sh` through its own shell
+/// tool (`run_shell_command`), answers with `swarm_handoff.sh` and finishes
+/// with `done_with_current.sh`; its primer reaches the model from GEMINI.md.
+#[test]
+fn gemini_cli_takes_answers_and_finishes_an_item() {
+    if !require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let Some(bin) = agent_bin("gemini") else {
+        return;
+    };
+    let mut s = RealSwarm::init(GEMINI_YAML, bin);
+    let reviewer = s.wt("reviewer");
+    s.gemini(
+        "reviewer",
+        vec![
+            Step::shell("ready_for_next.sh").after("sent"),
+            // auto_edit lets file edits through, not a compound command.
+            Step::tool(
+                "write_file",
+                json!({"file_path": reviewer.join("answer.txt").display().to_string(),
+                    "content": draft("owner", "looks good")}),
+            ),
+            Step::shell("swarm_handoff.sh answer.txt"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Reviewed."),
+        ],
+    );
+    s.up();
+    s.d.send("owner", &draft("reviewer", "please review abc123"))
+        .ok();
+    s.wait("the item is delivered", || s.waiting("reviewer") == 1);
+    s.model.open("sent");
+    s.wait("reviewer answered and finished", || {
+        s.reached("reviewer", 4) && s.completed("reviewer") == 1
+    });
+
+    let primer = s.d.swarm(&["prompt", "reviewer"]).stdout.clone();
+    let first = s.turn("reviewer", 0);
+    assert!(
+        all_text(&first).contains(primer.trim()),
+        "reviewer's request lacks its primer:\n{}",
+        all_text(&first)
+    );
+    let took = last_function_response(&s.turn("reviewer", 1));
+    assert!(
+        took.contains("TASK:") && took.contains("please review abc123"),
+        "{took}"
+    );
+    assert!(last_function_response(&s.turn("reviewer", 3)).contains("HANDOFF QUEUED:"));
+    assert!(last_function_response(&s.turn("reviewer", 4)).contains("COMPLETED:"));
+    let owner_new = hq(&s.d.root, "inbox/new");
+    s.wait("the answer is delivered to owner", || {
+        !handoff_names(&owner_new).is_empty()
+    });
+    let t = s.audit_and_transcript();
+    assert!(
+        t.contains("please review abc123") && t.contains("looks good"),
         "{t}"
     );
 }

@@ -3,7 +3,9 @@
 //! speak, streamed (SSE):
 //!
 //! - Anthropic Messages API (`POST …/v1/messages`, Claude Code);
-//! - OpenAI Responses API (`POST …/v1/responses`, Codex).
+//! - OpenAI Responses API (`POST …/v1/responses`, Codex);
+//! - Gemini API (`POST …/models/<m>:streamGenerateContent?alt=sse` and
+//!   `:generateContent`, Gemini CLI).
 //!
 //! Each role has its own base URL, `http://127.0.0.1:<port>/<role>`, and its
 //! own script: a list of [`Step`]s (text, or a tool call). The step a request
@@ -197,6 +199,7 @@ fn last_input(body: &Value) -> String {
     let last = body["messages"]
         .as_array()
         .or(body["input"].as_array())
+        .or(body["contents"].as_array())
         .and_then(|a| a.last())
         .map(|v| v.to_string())
         .unwrap_or_default();
@@ -291,6 +294,10 @@ fn answer(req: &Request, s: &State) -> (&'static str, Vec<u8>) {
         }
     } else if req.method == "POST" && rest.starts_with("/v1/responses") {
         Some(Wire::Responses)
+    } else if req.method == "POST" && rest.contains(":streamGenerateContent") {
+        Some(Wire::Gemini { stream: true })
+    } else if req.method == "POST" && rest.contains(":generateContent") {
+        Some(Wire::Gemini { stream: false })
     } else {
         None
     };
@@ -325,10 +332,18 @@ fn answer(req: &Request, s: &State) -> (&'static str, Vec<u8>) {
             .opened
             .wait_timeout_while(g, GATE_LIMIT, |g| !g.contains(&gate));
     }
-    let kind = step.map_or(Kind::Text(IDLE_TEXT.into()), |st| st.kind);
+    // A side request that wants JSON of a schema (Gemini CLI's model
+    // router) gets the smallest value of that schema, so it is not retried.
+    let schema = &body["generationConfig"]["responseJsonSchema"];
+    let kind = match step {
+        Some(st) => st.kind,
+        None if !main && schema.is_object() => Kind::Text(fill(schema).to_string()),
+        None => Kind::Text(IDLE_TEXT.into()),
+    };
     let n = body["messages"]
         .as_array()
         .or(body["input"].as_array())
+        .or(body["contents"].as_array())
         .map_or(0, Vec::len);
     match wire {
         Wire::Anthropic if body["stream"] == true => {
@@ -336,6 +351,16 @@ fn answer(req: &Request, s: &State) -> (&'static str, Vec<u8>) {
         }
         Wire::Anthropic => ("application/json", anthropic_json(&body, &kind, n)),
         Wire::Responses => ("text/event-stream", responses_sse(&body, &kind, n)),
+        Wire::Gemini { stream: true } => {
+            let mut out = b"data: ".to_vec();
+            out.extend_from_slice(gemini_json(&kind).to_string().as_bytes());
+            out.extend_from_slice(b"\r\n\r\n");
+            ("text/event-stream", out)
+        }
+        Wire::Gemini { stream: false } => (
+            "application/json",
+            gemini_json(&kind).to_string().into_bytes(),
+        ),
     }
 }
 
@@ -343,13 +368,23 @@ fn answer(req: &Request, s: &State) -> (&'static str, Vec<u8>) {
 enum Wire {
     Anthropic,
     Responses,
+    Gemini { stream: bool },
 }
 
 impl Wire {
     /// The agent's own turn: it offers its shell tool (side requests such
     /// as a session title offer none).
     fn is_main(self, body: &Value) -> bool {
-        body["tools"].as_array().is_some_and(|t| !t.is_empty())
+        match self {
+            Wire::Gemini { .. } => body["tools"].as_array().is_some_and(|t| {
+                t.iter().any(|t| {
+                    t["functionDeclarations"]
+                        .as_array()
+                        .is_some_and(|f| !f.is_empty())
+                })
+            }),
+            _ => body["tools"].as_array().is_some_and(|t| !t.is_empty()),
+        }
     }
 
     /// Model turns already in the conversation: the index of the next step.
@@ -358,6 +393,9 @@ impl Wire {
             Wire::Anthropic => body["messages"]
                 .as_array()
                 .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count()),
+            Wire::Gemini { .. } => body["contents"]
+                .as_array()
+                .map_or(0, |m| m.iter().filter(|m| m["role"] == "model").count()),
             // One turn ends each run of model output items (function calls
             // and assistant messages) that the client echoes back.
             Wire::Responses => {
@@ -532,5 +570,43 @@ fn shell_args(body: &Value, cmd: &str) -> Value {
         "shell_command" => json!({"command": cmd, "timeout_ms": 120000}),
         "exec_command" => json!({"cmd": cmd}),
         _ => json!({"command": ["bash", "-lc", cmd], "timeout_ms": 120000}),
+    }
+}
+
+/// A Gemini API answer (one chunk of a stream, or the whole reply): text, or
+/// a function call (the shell tool is `run_shell_command`).
+fn gemini_json(kind: &Kind) -> Value {
+    let part = match kind {
+        Kind::Text(t) => json!({"text": t}),
+        Kind::Shell(cmd) => json!({"functionCall": {"name": "run_shell_command",
+            "args": {"command": cmd, "description": "run a protocol command"}}}),
+        Kind::Tool(name, input) => json!({"functionCall": {"name": name, "args": input}}),
+    };
+    json!({"candidates": [{"content": {"role": "model", "parts": [part]},
+            "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 10, "totalTokenCount": 20},
+        "modelVersion": "scripted"})
+}
+
+/// The smallest value of a JSON schema (Gemini's upper-case type names too).
+fn fill(schema: &Value) -> Value {
+    let ty = schema["type"].as_str().unwrap_or("").to_ascii_lowercase();
+    if let Some(first) = schema["enum"].as_array().and_then(|e| e.first()) {
+        return first.clone();
+    }
+    match ty.as_str() {
+        "object" => {
+            let mut o = serde_json::Map::new();
+            if let Some(props) = schema["properties"].as_object() {
+                for (k, v) in props {
+                    o.insert(k.clone(), fill(v));
+                }
+            }
+            Value::Object(o)
+        }
+        "array" => json!([]),
+        "integer" | "number" => json!(1),
+        "boolean" => json!(false),
+        _ => json!("scripted"),
     }
 }
