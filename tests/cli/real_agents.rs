@@ -682,9 +682,11 @@ roles:
 
 /// Gemini CLI takes an item with `ready_for_next.sh` through its own shell
 /// tool (`run_shell_command`), answers with `swarm_handoff.sh` and finishes
-/// with `done_with_current.sh`; its primer reaches the model from GEMINI.md.
+/// with `done_with_current.sh`; its primer reaches the model from GEMINI.md,
+/// and its `AfterAgent` hook (`swarm hook gemini AfterAgent`) keeps it going
+/// when mail arrived while it worked.
 #[test]
-fn gemini_cli_takes_answers_and_finishes_an_item() {
+fn gemini_cli_takes_answers_and_finishes_an_item_after_its_hook() {
     if !require_tool("tmux", "apt-get install -y tmux") {
         return;
     }
@@ -696,7 +698,10 @@ fn gemini_cli_takes_answers_and_finishes_an_item() {
     s.gemini(
         "reviewer",
         vec![
-            Step::shell("ready_for_next.sh").after("sent"),
+            Step::shell("ready_for_next.sh"),
+            // The turn ends only once mail waits: the hook must catch it.
+            Step::text("Nothing waits for me; ending the turn.").after("sent"),
+            Step::shell("ready_for_next.sh"),
             // auto_edit lets file edits through, not a compound command.
             Step::tool(
                 "write_file",
@@ -709,12 +714,13 @@ fn gemini_cli_takes_answers_and_finishes_an_item() {
         ],
     );
     s.up();
+    s.wait("reviewer's first turn ends", || s.reached("reviewer", 1));
     s.d.send("owner", &draft("reviewer", "please review abc123"))
         .ok();
     s.wait("the item is delivered", || s.waiting("reviewer") == 1);
     s.model.open("sent");
     s.wait("reviewer answered and finished", || {
-        s.reached("reviewer", 4) && s.completed("reviewer") == 1
+        s.reached("reviewer", 6) && s.completed("reviewer") == 1
     });
 
     let primer = s.d.swarm(&["prompt", "reviewer"]).stdout.clone();
@@ -724,13 +730,19 @@ fn gemini_cli_takes_answers_and_finishes_an_item() {
         "reviewer's request lacks its primer:\n{}",
         all_text(&first)
     );
-    let took = last_function_response(&s.turn("reviewer", 1));
+    assert!(last_function_response(&s.turn("reviewer", 1)).contains("NO_TASK"));
+    let hooked = last_function_response(&s.turn("reviewer", 2));
+    assert!(
+        hooked.contains("New handoff mail is waiting for role reviewer"),
+        "the continuation lacks the hook's reason:\n{hooked}"
+    );
+    let took = last_function_response(&s.turn("reviewer", 3));
     assert!(
         took.contains("TASK:") && took.contains("please review abc123"),
         "{took}"
     );
-    assert!(last_function_response(&s.turn("reviewer", 3)).contains("HANDOFF QUEUED:"));
-    assert!(last_function_response(&s.turn("reviewer", 4)).contains("COMPLETED:"));
+    assert!(last_function_response(&s.turn("reviewer", 5)).contains("HANDOFF QUEUED:"));
+    assert!(last_function_response(&s.turn("reviewer", 6)).contains("COMPLETED:"));
     let owner_new = hq(&s.d.root, "inbox/new");
     s.wait("the answer is delivered to owner", || {
         !handoff_names(&owner_new).is_empty()
