@@ -255,6 +255,24 @@ impl RealSwarm {
     }
 }
 
+/// Every string in a JSON value, one a line, in order.
+fn strings(v: &Value) -> String {
+    fn walk(v: &Value, out: &mut String) {
+        match v {
+            Value::String(s) => {
+                out.push_str(s);
+                out.push('\n');
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            Value::Object(o) => o.values().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    let mut out = String::new();
+    walk(v, &mut out);
+    out
+}
+
 /// Claude's system prompt as one text.
 fn system_text(req: &Value) -> String {
     match &req["body"]["system"] {
@@ -277,20 +295,7 @@ fn last_user_text(req: &Value) -> String {
     else {
         return String::new();
     };
-    fn flat(v: &Value, out: &mut String) {
-        match v {
-            Value::String(s) => {
-                out.push_str(s);
-                out.push('\n');
-            }
-            Value::Array(a) => a.iter().for_each(|x| flat(x, out)),
-            Value::Object(o) => o.values().for_each(|x| flat(x, out)),
-            _ => {}
-        }
-    }
-    let mut out = String::new();
-    flat(&m["content"], &mut out);
-    out
+    strings(&m["content"])
 }
 
 /// The tool names a request offers.
@@ -427,20 +432,7 @@ fn codex_args(role: &str) -> String {
 
 /// The texts of a Responses API request's input items, joined.
 fn input_text(req: &Value) -> String {
-    fn flat(v: &Value, out: &mut String) {
-        match v {
-            Value::String(s) => {
-                out.push_str(s);
-                out.push('\n');
-            }
-            Value::Array(a) => a.iter().for_each(|x| flat(x, out)),
-            Value::Object(o) => o.values().for_each(|x| flat(x, out)),
-            _ => {}
-        }
-    }
-    let mut out = String::new();
-    flat(&req["body"]["input"], &mut out);
-    out
+    strings(&req["body"]["input"])
 }
 
 /// The output of the last tool call in a Responses API request.
@@ -643,20 +635,7 @@ fn claude_code_takes_work_through_swarm_mcp_and_its_stop_hook() {
 /// Every string in a request body, joined (for what a model was told,
 /// wherever the CLI put it).
 fn all_text(req: &Value) -> String {
-    fn flat(v: &Value, out: &mut String) {
-        match v {
-            Value::String(s) => {
-                out.push_str(s);
-                out.push('\n');
-            }
-            Value::Array(a) => a.iter().for_each(|x| flat(x, out)),
-            Value::Object(o) => o.values().for_each(|x| flat(x, out)),
-            _ => {}
-        }
-    }
-    let mut out = String::new();
-    flat(&req["body"], &mut out);
-    out
+    strings(&req["body"])
 }
 
 /// The response of the last function call in a Gemini API request.
