@@ -48,13 +48,15 @@ fn agent_bin(cli: &str) -> Option<PathBuf> {
     )
 }
 
-/// A swarm of real CLIs talking to one scripted model.
+/// A swarm of real CLIs talking to one scripted model. Fields drop in
+/// order: the guard's `swarm down` must run while the project still exists
+/// (Codex and Gemini CLI outlive the SIGHUP of a killed tmux server).
 struct RealSwarm {
+    guard: SwarmGuard,
     d: Project,
     model: ModelServer,
     home: tempfile::TempDir,
     bin: PathBuf,
-    guard: SwarmGuard,
 }
 
 impl RealSwarm {
