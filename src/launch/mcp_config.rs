@@ -3,7 +3,8 @@
 //! `swarm mcp` tools. Project-local files only, never the user's own config:
 //!
 //! - Claude Code: `.mcp.json` (project scope), with the server approved in
-//!   `.claude/settings.local.json` (`enabledMcpjsonServers`);
+//!   `.claude/settings.local.json` (`enabledMcpjsonServers`) and its tools
+//!   allowed there (`permissions.allow`: `mcp__swarm`);
 //! - Codex: `.codex/config.toml` `[mcp_servers.swarm]`, with `CODEX_HOME`
 //!   pointed at that folder for the role;
 //! - Gemini CLI: `.gemini/settings.json` `mcpServers`.
@@ -222,6 +223,29 @@ pub fn write_all(plan: &Plan, swarm: &Path) -> Result<Vec<PathBuf>> {
                 if let Some(a) = list.as_array_mut() {
                     if !a.iter().any(|v| v == SERVER) {
                         a.push(json!(SERVER));
+                    }
+                }
+                // Approving the server does not permit its tools: without
+                // this rule Claude Code asks before every call (found with
+                // the real CLI, tests/cli/real_agents.rs).
+                let perms = obj
+                    .entry("permissions".to_string())
+                    .or_insert_with(|| json!({}));
+                if !perms.is_object() {
+                    *perms = json!({});
+                }
+                let allow = perms
+                    .as_object_mut()
+                    .map(|p| p.entry("allow").or_insert_with(|| json!([])));
+                if let Some(allow) = allow {
+                    if !allow.is_array() {
+                        *allow = json!([]);
+                    }
+                    if let Some(a) = allow.as_array_mut() {
+                        let rule = format!("mcp__{SERVER}");
+                        if !a.iter().any(|v| *v == rule.as_str()) {
+                            a.push(json!(rule));
+                        }
                     }
                 }
                 write_json(&local, &Value::Object(obj))?;

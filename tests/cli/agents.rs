@@ -203,6 +203,8 @@ fn presets_start_each_cli_as_its_docs_say() {
         [
             "--cd".to_string(),
             format!("{root}/.worktrees/coder"),
+            "-c".into(),
+            "allow_login_shell=false".into(),
             "--sandbox".into(),
             "workspace-write".into(),
             "--ask-for-approval".into(),
@@ -247,7 +249,9 @@ fn presets_start_each_cli_as_its_docs_say() {
     assert_eq!(
         json_file(&d.path(".gemini/settings.json")),
         json!({"hooks": {"AfterAgent": [{"hooks": [{"name": "swarm-handoff", "type": "command",
-            "command": format!("'{bin}/swarm' hook gemini AfterAgent"), "timeout": 30000}]}]}})
+            "command": format!("'{bin}/swarm' hook gemini AfterAgent"), "timeout": 30000}]}]},
+            "tools": {"allowed": ["run_shell_command(ready_for_next.sh)",
+                "run_shell_command(done_with_current.sh)", "run_shell_command(swarm_handoff.sh)"]}})
     );
     assert!(fakes.record("claude", "owner").is_none());
     // Our files stay out of `git status` in every worktree.

@@ -26,6 +26,7 @@ mod mcp;
 mod model;
 mod newcomer;
 mod readme;
+mod real_agents;
 mod serve;
 mod trail;
 mod unix;

@@ -475,6 +475,13 @@ fn swarm_up_writes_each_agents_mcp_configuration() {
     );
     let local = read(".worktrees/cl/.claude/settings.local.json");
     assert_eq!(local["enabledMcpjsonServers"], json!(["swarm"]));
+    // Its tools are allowed too, or Claude Code asks before each call.
+    assert!(
+        local["permissions"]["allow"]
+            .as_array()
+            .is_some_and(|a| a.contains(&json!("mcp__swarm"))),
+        "{local}"
+    );
     let gemini = read(".worktrees/gm/.gemini/settings.json");
     assert_eq!(gemini["mcpServers"]["swarm"]["command"], swarm);
     assert_eq!(gemini["mcpServers"]["swarm"]["args"], args("gm", "gm"));

@@ -35,8 +35,12 @@ impl Preset for Codex {
             .model
             .map(|m| format!(" --model {}", sq(m)))
             .unwrap_or_default();
+        // Codex runs commands in a login shell by default, whose profile
+        // (/etc/profile on Debian) resets PATH: the wrappers in
+        // `.swarmforge/bin` were "command not found" with the real Codex
+        // 0.171 (tests/cli/real_agents.rs). A plain shell keeps our PATH.
         format!(
-            "codex --cd {} {perm}{add_dir}{model}{} {}",
+            "codex --cd {} -c allow_login_shell=false {perm}{add_dir}{model}{} {}",
             sqp(l.worktree),
             l.extra(),
             l.first_prompt()

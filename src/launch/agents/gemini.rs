@@ -3,7 +3,8 @@
 //! worktree's `GEMINI.md` (a block of ours; the rest is kept), the
 //! permission into `--approval-mode`, the first prompt into
 //! `--prompt-interactive` (run it, then stay interactive); the turn-end hook
-//! is an `AfterAgent` hook in the worktree's `.gemini/settings.json`.
+//! is an `AfterAgent` hook in the worktree's `.gemini/settings.json`, which
+//! also allows the protocol's wrappers to run without a confirmation.
 
 use serde_json::{json, Value};
 
@@ -12,6 +13,15 @@ use crate::launch::command::sq;
 use crate::protocol::config::Permission;
 
 pub struct Gemini;
+
+/// The wrappers an agent runs for the protocol, allowed without a
+/// confirmation (`tools.allowed`): under `auto_edit` the real Gemini CLI
+/// 0.61 asked before `swarm_handoff.sh` (tests/cli/real_agents.rs).
+pub const ALLOWED: &[&str] = &[
+    "run_shell_command(ready_for_next.sh)",
+    "run_shell_command(done_with_current.sh)",
+    "run_shell_command(swarm_handoff.sh)",
+];
 
 impl Preset for Gemini {
     fn program(&self) -> &'static str {
@@ -49,11 +59,31 @@ impl Preset for Gemini {
 
     fn with_hook(&self, existing: Value, hook_command: &str) -> Value {
         // Gemini's hook timeout is in milliseconds.
-        merge_hook(
+        let mut v = merge_hook(
             existing,
             "AfterAgent",
             json!({"name": "swarm-handoff", "type": "command", "command": hook_command, "timeout": 30000}),
-        )
+        );
+        let root = v.as_object_mut().expect("merge_hook returns an object");
+        let tools = root.entry("tools").or_insert_with(|| json!({}));
+        if !tools.is_object() {
+            *tools = json!({});
+        }
+        let allowed = tools
+            .as_object_mut()
+            .expect("an object")
+            .entry("allowed")
+            .or_insert_with(|| json!([]));
+        if !allowed.is_array() {
+            *allowed = json!([]);
+        }
+        let list = allowed.as_array_mut().expect("an array");
+        for a in ALLOWED {
+            if !list.iter().any(|x| x == a) {
+                list.push(json!(a));
+            }
+        }
+        v
     }
 
     /// AfterAgent output: `decision: deny` rejects the turn's end and sends

@@ -11,7 +11,8 @@
 //! - `assertions`: folder listings, headers, [`assert_gone`], [`assert_count`];
 //! - `require`: [`require_tool`] and [`require_capability`] (skip with a NOTE,
 //!   fail under `CI=true`); `tmux`, `guard`: a private tmux server, and a
-//!   guard that stops a swarm even when the test panics.
+//!   guard that stops a swarm even when the test panics;
+//! - `model_server`: a scripted model on 127.0.0.1 for the real agent CLIs.
 //!
 //! ```ignore
 //! let p = Project::builder()
@@ -31,6 +32,7 @@
 mod assertions;
 mod drafts;
 mod guard;
+mod model_server;
 mod project;
 mod require;
 mod run;
@@ -44,6 +46,7 @@ use std::time::{Duration, Instant};
 pub use assertions::*;
 pub use drafts::*;
 pub use guard::SwarmGuard;
+pub use model_server::{ModelServer, Step};
 pub use project::*;
 pub use require::*;
 pub use run::*;

@@ -1,0 +1,736 @@
+//! The agent layer with the real agent CLIs (issue 20): `swarm up` starts
+//! each role's real CLI with its preset in tmux, pointed through the CLI's
+//! own settings in the role's worktree at a scripted model on 127.0.0.1
+//! (support/model_server.rs). HOME is a temp folder, so no user config is
+//! read or written; no traffic leaves the machine.
+//!
+//! The CLIs are the pinned versions `.ci/run` installs with npm into
+//! `target/agent-clis` (or the folder `SWARM_AGENT_CLIS` names); without
+//! them a test is skipped with a NOTE, and fails with `CI=true`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::{
+    handoff_names, hq, require_capability, require_tool, ModelServer, Project, Step, SwarmGuard,
+};
+
+/// A whole scripted conversation, real CLI start-up included.
+const LONG: Duration = Duration::from_secs(120);
+
+/// `<clis>/node_modules/.bin`, holding `cli`, or None after a NOTE.
+#[track_caller]
+fn agent_bin(cli: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("SWARM_AGENT_CLIS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/agent-clis"));
+    let bin = dir.join("node_modules/.bin");
+    let home = tempfile::tempdir().unwrap();
+    let probe = std::process::Command::new(bin.join(cli))
+        .arg("--version")
+        .env("HOME", home.path())
+        .output()
+        .map_err(|e| format!("{}: {e}", bin.join(cli).display()))
+        .and_then(|o| {
+            if o.status.success() {
+                Ok(bin.clone())
+            } else {
+                Err(String::from_utf8_lossy(&o.stderr).into_owned())
+            }
+        });
+    require_capability(
+        &format!("run the real {cli} CLI from {}", bin.display()),
+        "run .ci/run, which installs the pinned CLIs with npm into target/agent-clis",
+        probe,
+    )
+}
+
+/// A swarm of real CLIs talking to one scripted model. Fields drop in
+/// order: the guard's `swarm down` must run while the project still exists
+/// (Codex and Gemini CLI outlive the SIGHUP of a killed tmux server).
+struct RealSwarm {
+    guard: SwarmGuard,
+    d: Project,
+    model: ModelServer,
+    home: tempfile::TempDir,
+    bin: PathBuf,
+}
+
+impl RealSwarm {
+    /// `swarm init` for `yaml`; the model server is started, no agent yet.
+    fn init(yaml: &str, bin: PathBuf) -> RealSwarm {
+        let model = ModelServer::start();
+        let d = Project::empty();
+        d.write(
+            "swarm.yaml",
+            &yaml.replace("@MODEL@", &format!("http://127.0.0.1:{}", model.port)),
+        );
+        d.swarm(&["init"]).ok();
+        RealSwarm {
+            guard: SwarmGuard::new(&d.root),
+            d,
+            model,
+            home: tempfile::tempdir().unwrap(),
+            bin,
+        }
+    }
+
+    fn wt(&self, role: &str) -> PathBuf {
+        self.d.role_dir(role)
+    }
+
+    /// Claude Code for `role`: its endpoint and a dummy token in the
+    /// worktree's `.claude/settings.json` (`env`, applied to that session
+    /// only), and the first-run dialogs (onboarding, folder trust) answered
+    /// in the temp HOME's `.claude.json`.
+    fn claude(&self, role: &str, steps: Vec<Step>) {
+        self.model.script(role, steps);
+        let wt = self.wt(role);
+        let settings = json!({"env": {
+            "ANTHROPIC_BASE_URL": self.model.url(role),
+            "ANTHROPIC_AUTH_TOKEN": "dummy-token-for-the-scripted-model",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }});
+        self.d.write(
+            &format!(
+                "{}/.claude/settings.json",
+                wt.strip_prefix(&self.d.root).unwrap().display()
+            ),
+            &settings.to_string(),
+        );
+        let state = self.home.path().join(".claude.json");
+        let mut v: Value = fs::read_to_string(&state)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_else(
+                || json!({"hasCompletedOnboarding": true, "theme": "dark", "projects": {}}),
+            );
+        v["projects"][wt.display().to_string()] =
+            json!({"hasTrustDialogAccepted": true, "hasCompletedProjectOnboarding": true});
+        fs::write(&state, v.to_string()).unwrap();
+    }
+
+    /// Codex for `role`: its worktree trusted in the temp HOME's
+    /// `.codex/config.toml` (project-local config may not name a model
+    /// provider; the role's `args:` do, see [`codex_args`]).
+    fn codex(&self, role: &str, steps: Vec<Step>) {
+        self.model.script(role, steps);
+        let dir = self.home.path().join(".codex");
+        fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("config.toml");
+        let mut text = fs::read_to_string(&file).unwrap_or_default();
+        text.push_str(&format!(
+            "[projects.{:?}]\ntrust_level = \"trusted\"\n",
+            self.wt(role).display().to_string()
+        ));
+        fs::write(&file, text).unwrap();
+    }
+
+    /// Gemini CLI for `role`: its endpoint and a dummy key in the worktree's
+    /// `.gemini/.env`, API-key auth in its `.gemini/settings.json` (which
+    /// `swarm up` merges its hook into), and the worktree trusted in the
+    /// temp HOME's `.gemini/trustedFolders.json` (an untrusted folder's
+    /// settings and `.env` are not read).
+    fn gemini(&self, role: &str, steps: Vec<Step>) {
+        self.model.script(role, steps);
+        let wt = self.wt(role);
+        let rel = wt.strip_prefix(&self.d.root).unwrap().display().to_string();
+        self.d.write(
+            &format!("{rel}/.gemini/.env"),
+            &format!(
+                "GEMINI_API_KEY=dummy-key-for-the-scripted-model\nGOOGLE_GEMINI_BASE_URL={}\n",
+                self.model.url(role)
+            ),
+        );
+        self.d.write(
+            &format!("{rel}/.gemini/settings.json"),
+            &json!({"security": {"auth": {"selectedType": "gemini-api-key"}},
+                "privacy": {"usageStatisticsEnabled": false},
+                "general": {"disableAutoUpdate": true, "disableUpdateNag": true}})
+            .to_string(),
+        );
+        let dir = self.home.path().join(".gemini");
+        fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("trustedFolders.json");
+        let mut v: Value = fs::read_to_string(&file)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_else(|| json!({}));
+        v[wt.display().to_string()] = json!("TRUST_FOLDER");
+        fs::write(&file, v.to_string()).unwrap();
+    }
+
+    /// `swarm up --detach` in tmux, with the CLIs first on PATH and HOME
+    /// the temp folder.
+    fn up(&mut self) {
+        let path = format!(
+            "{}:{}",
+            self.bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let r = self
+            .d
+            .cmd("swarm")
+            .args(["up", "--detach"])
+            .env("PATH", path)
+            .env("HOME", self.home.path())
+            .run();
+        assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+        self.guard.socket = Some(PathBuf::from(self.d.read(".swarmforge/tmux-socket").trim()));
+    }
+
+    /// Waits for `what`; on a timeout the model's log and the panes are shown.
+    fn wait(&self, what: &str, mut cond: impl FnMut() -> bool) {
+        let end = std::time::Instant::now() + LONG;
+        let mut pause = Duration::from_millis(20);
+        while std::time::Instant::now() < end {
+            if cond() {
+                return;
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(250));
+        }
+        if cond() {
+            return;
+        }
+        panic!(
+            "timed out after {LONG:?} waiting for: {what}\n--- model requests:\n{}\n--- panes:\n{}\n--- handoffd.log:\n{}",
+            self.model.dump(),
+            self.panes(),
+            self.d.log()
+        );
+    }
+
+    fn panes(&self) -> String {
+        let Some(sock) = &self.guard.socket else {
+            return String::new();
+        };
+        let tmux = |args: &[&str]| {
+            std::process::Command::new("tmux")
+                .arg("-S")
+                .arg(sock)
+                .args(args)
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default()
+        };
+        tmux(&["list-sessions", "-F", "#{session_name}"])
+            .lines()
+            .map(|s| format!("== {s}\n{}", tmux(&["capture-pane", "-p", "-t", s])))
+            .collect()
+    }
+
+    /// `role`'s conversation has reached step `n`.
+    fn reached(&self, role: &str, n: usize) -> bool {
+        self.model.reached(role, n)
+    }
+
+    /// The request in which `role` asked for step `n`.
+    fn turn(&self, role: &str, n: usize) -> Value {
+        self.model
+            .turns(role)
+            .into_iter()
+            .find(|r| r["step"] == n)
+            .unwrap_or_else(|| panic!("{role} never asked for step {n}:\n{}", self.model.dump()))
+    }
+
+    fn completed(&self, role: &str) -> usize {
+        handoff_names(&hq(&self.wt(role), "inbox/completed")).len()
+    }
+
+    fn waiting(&self, role: &str) -> usize {
+        handoff_names(&hq(&self.wt(role), "inbox/new")).len()
+    }
+
+    /// `swarm audit --check` is clean; returns the transcript.
+    fn audit_and_transcript(&self) -> String {
+        self.d.swarm(&["audit", "--check"]).ok();
+        let t = self.d.swarm(&["transcript"]);
+        t.ok();
+        t.stdout.clone()
+    }
+}
+
+/// Every string in a JSON value, one a line, in order.
+fn strings(v: &Value) -> String {
+    fn walk(v: &Value, out: &mut String) {
+        match v {
+            Value::String(s) => {
+                out.push_str(s);
+                out.push('\n');
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            Value::Object(o) => o.values().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    let mut out = String::new();
+    walk(v, &mut out);
+    out
+}
+
+/// Claude's system prompt as one text.
+fn system_text(req: &Value) -> String {
+    match &req["body"]["system"] {
+        Value::String(s) => s.clone(),
+        Value::Array(a) => a
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// The text of the last user message of a Messages API request (tool
+/// results included).
+fn last_user_text(req: &Value) -> String {
+    let Some(m) = req["body"]["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+    else {
+        return String::new();
+    };
+    strings(&m["content"])
+}
+
+/// The tool names a request offers.
+fn tool_names(req: &Value) -> Vec<String> {
+    req["body"]["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .filter_map(|t| t["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn draft(to: &str, message: &str) -> String {
+    format!("type: note\nto: {to}\npriority: 20\nmessage: {message}\n")
+}
+
+const PAIR_YAML: &str = r#"launch:
+  stagger: 0ms
+roles:
+  - name: lead
+    agent: claude
+    worktree: lead
+    description: splits requests into tasks for the coder
+    wake: queue
+  - name: coder
+    agent: claude
+    worktree: coder
+    description: implements each task
+    wake: queue
+  - name: owner
+    agent: human
+"#;
+
+/// Two Claude Code agents hand a task and its answer round trip, through
+/// the wrappers run by Claude's own Bash tool; the request carries the
+/// primer, the tool results carry the items.
+#[test]
+fn claude_code_pair_hands_a_task_and_its_answer_round_trip() {
+    if !require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let Some(bin) = agent_bin("claude") else {
+        return;
+    };
+    let mut s = RealSwarm::init(PAIR_YAML, bin);
+    let lead = s.wt("lead");
+    let coder = s.wt("coder");
+    let write = |dir: &Path, name: &str, text: &str| {
+        Step::tool(
+            "Write",
+            json!({"file_path": dir.join(name).display().to_string(), "content": text}),
+        )
+    };
+    s.claude(
+        "lead",
+        vec![
+            Step::shell("ready_for_next.sh --wait 60"),
+            write(&lead, "ask.txt", &draft("coder", "add a --version flag")),
+            Step::shell("swarm_handoff.sh ask.txt"),
+            Step::shell("done_with_current.sh"),
+            Step::shell("ready_for_next.sh --wait 60"),
+            Step::shell("done_with_current.sh"),
+            Step::text("The coder added the flag; all done."),
+        ],
+    );
+    s.claude(
+        "coder",
+        vec![
+            Step::shell("ready_for_next.sh --wait 60"),
+            // Held until lead has finished its item, so its
+            // done_with_current.sh cannot take the answer early.
+            write(&coder, "answer.txt", &draft("lead", "added --version")).after("lead-done"),
+            Step::shell("swarm_handoff.sh answer.txt"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Done with the task."),
+        ],
+    );
+    s.up();
+    s.d.send("owner", &draft("lead", "please get a --version flag built"))
+        .ok();
+    s.wait("lead finished its first item", || s.reached("lead", 4));
+    s.model.open("lead-done");
+    s.wait("both conversations at their end", || {
+        s.reached("lead", 6) && s.reached("coder", 4) && s.completed("lead") == 2
+    });
+
+    // The primer, as the model receives it.
+    let primer = s.d.swarm(&["prompt", "lead"]).stdout.clone();
+    let first = s.turn("lead", 0);
+    assert!(
+        system_text(&first).contains(primer.trim()),
+        "lead's system prompt lacks its primer:\n{}",
+        system_text(&first)
+    );
+    assert!(tool_names(&first).iter().any(|t| t == "Bash"));
+    // What the wrappers printed came back as tool results.
+    let took = last_user_text(&s.turn("lead", 1));
+    assert!(
+        took.contains("TASK:") && took.contains("please get a --version flag built"),
+        "{took}"
+    );
+    let sent = last_user_text(&s.turn("lead", 3));
+    assert!(sent.contains("HANDOFF QUEUED:"), "{sent}");
+    let coder_took = last_user_text(&s.turn("coder", 1));
+    assert!(coder_took.contains("add a --version flag"), "{coder_took}");
+    let answer = last_user_text(&s.turn("lead", 5));
+    assert!(
+        answer.contains("FROM: coder") && answer.contains("added --version"),
+        "{answer}"
+    );
+    assert!(last_user_text(&s.turn("coder", 4)).contains("COMPLETED:"));
+    assert_eq!(s.completed("coder"), 1);
+
+    let t = s.audit_and_transcript();
+    for m in [
+        "please get a --version flag built",
+        "add a --version flag",
+        "added --version",
+    ] {
+        assert!(t.contains(m), "transcript lacks {m:?}:\n{t}");
+    }
+}
+
+/// A Codex role's `args:` pointing it at the scripted model: a model
+/// provider on the Responses API over plain HTTP (no WebSocket), given with
+/// `-c` overrides.
+fn codex_args(role: &str) -> String {
+    format!(
+        r#"["-c", "model=scripted", "-c", "model_provider=scripted", "-c", "model_providers.scripted={{name=\"scripted\", base_url=\"@MODEL@/{role}/v1\", wire_api=\"responses\", supports_websockets=false}}"]"#
+    )
+}
+
+/// The texts of a Responses API request's input items, joined.
+fn input_text(req: &Value) -> String {
+    strings(&req["body"]["input"])
+}
+
+/// The output of the last tool call in a Responses API request.
+fn last_output(req: &Value) -> String {
+    req["body"]["input"]
+        .as_array()
+        .and_then(|a| a.iter().rev().find(|i| i["type"] == "function_call_output"))
+        .map(|i| i["output"].to_string())
+        .unwrap_or_default()
+}
+
+/// Claude Code hands a task to Codex and takes its answer: Codex reads its
+/// primer from the worktree's AGENTS.md and runs the wrappers through its
+/// own shell tool (`exec_command`) under its sandbox.
+#[test]
+fn claude_code_and_codex_hand_a_task_and_its_answer_round_trip() {
+    if !require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let (Some(bin), Some(_)) = (agent_bin("claude"), agent_bin("codex")) else {
+        return;
+    };
+    let yaml = format!(
+        r#"launch:
+  stagger: 0ms
+roles:
+  - name: lead
+    agent: claude
+    worktree: lead
+    description: splits requests into tasks for the coder
+    wake: queue
+  - name: coder
+    agent: codex
+    worktree: coder
+    description: implements each task
+    wake: queue
+    args: {}
+  - name: owner
+    agent: human
+"#,
+        codex_args("coder")
+    );
+    let mut s = RealSwarm::init(&yaml, bin);
+    let lead = s.wt("lead");
+    s.claude(
+        "lead",
+        vec![
+            Step::shell("ready_for_next.sh --wait 60"),
+            Step::tool(
+                "Write",
+                json!({"file_path": lead.join("ask.txt").display().to_string(),
+                    "content": draft("coder", "add a --version flag")}),
+            ),
+            Step::shell("swarm_handoff.sh ask.txt"),
+            Step::shell("done_with_current.sh"),
+            Step::shell("ready_for_next.sh --wait 60"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Codex added the flag; all done."),
+        ],
+    );
+    s.codex(
+        "coder",
+        vec![
+            // Held until the task waits for coder (and lead has finished
+            // its item), so one short command takes it.
+            Step::shell("ready_for_next.sh").after("task-sent"),
+            Step::shell(&format!(
+                "printf '{}' > answer.txt && swarm_handoff.sh answer.txt",
+                draft("lead", "added --version").replace('\n', "\\n")
+            )),
+            Step::shell("done_with_current.sh"),
+            Step::text("Done with the task."),
+        ],
+    );
+    s.up();
+    s.d.send("owner", &draft("lead", "please get a --version flag built"))
+        .ok();
+    s.wait("lead sent the task and finished its item", || {
+        s.reached("lead", 4) && s.waiting("coder") == 1
+    });
+    s.model.open("task-sent");
+    s.wait("both conversations at their end", || {
+        s.reached("lead", 6) && s.reached("coder", 3) && s.completed("lead") == 2
+    });
+
+    // Codex got its primer from AGENTS.md.
+    let primer = s.d.swarm(&["prompt", "coder"]).stdout.clone();
+    let first = s.turn("coder", 0);
+    assert!(
+        input_text(&first).contains(primer.trim()),
+        "coder's request lacks its primer:\n{}",
+        input_text(&first)
+    );
+    let took = last_output(&s.turn("coder", 1));
+    assert!(
+        took.contains("TASK:") && took.contains("add a --version flag"),
+        "{took}"
+    );
+    assert!(last_output(&s.turn("coder", 2)).contains("HANDOFF QUEUED:"));
+    assert!(last_output(&s.turn("coder", 3)).contains("COMPLETED:"));
+    let answer = last_user_text(&s.turn("lead", 5));
+    assert!(
+        answer.contains("FROM: coder") && answer.contains("added --version"),
+        "{answer}"
+    );
+    assert_eq!(s.completed("coder"), 1);
+    let t = s.audit_and_transcript();
+    for m in ["add a --version flag", "added --version"] {
+        assert!(t.contains(m), "transcript lacks {m:?}:\n{t}");
+    }
+}
+
+const MCP_YAML: &str = r#"launch:
+  stagger: 0ms
+roles:
+  - name: coder
+    agent: claude
+    worktree: coder
+    description: answers questions
+    wake: queue
+    mcp: true
+  - name: owner
+    agent: human
+"#;
+
+/// A Claude Code role with `mcp: true` takes and answers work through
+/// `swarm mcp`'s tools (listed as `mcp__swarm__<tool>`), and its `Stop` hook
+/// (`swarm hook claude Stop`) keeps it going when mail arrived while it
+/// worked: the continuation carries the hook's reason.
+#[test]
+fn claude_code_takes_work_through_swarm_mcp_and_its_stop_hook() {
+    if !require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let Some(bin) = agent_bin("claude") else {
+        return;
+    };
+    let mut s = RealSwarm::init(MCP_YAML, bin);
+    s.claude(
+        "coder",
+        vec![
+            Step::tool(
+                "ToolSearch",
+                json!({"query": "select:mcp__swarm__next,mcp__swarm__reply,mcp__swarm__done"}),
+            ),
+            Step::tool("mcp__swarm__next", json!({"wait_seconds": 0})),
+            // The turn ends only once mail waits: the hook must catch it.
+            Step::text("Nothing waits for me; ending the turn.").after("mail"),
+            Step::tool("mcp__swarm__next", json!({"wait_seconds": 0})),
+            Step::tool("mcp__swarm__reply", json!({"body": "the answer is 42"})),
+            Step::tool("mcp__swarm__done", json!({})),
+            Step::text("Answered."),
+        ],
+    );
+    s.up();
+    s.wait("coder's first turn ends", || s.reached("coder", 2));
+    s.d.send("owner", &draft("coder", "what is the answer?"))
+        .ok();
+    s.wait("the question is delivered", || s.waiting("coder") == 1);
+    s.model.open("mail");
+    s.wait("coder answered and finished", || {
+        s.reached("coder", 6) && s.completed("coder") == 1
+    });
+
+    // Claude Code defers MCP tools: a request names them (the server may
+    // connect a moment after the first one) and its ToolSearch loads their
+    // schemas into the requests after it.
+    let named = |n: usize| {
+        s.turn("coder", n)["body"]
+            .to_string()
+            .contains("mcp__swarm__send")
+    };
+    assert!(named(0) || named(1), "no request names the swarm tools");
+    let tools = tool_names(&s.turn("coder", 3));
+    for t in ["mcp__swarm__next", "mcp__swarm__done", "mcp__swarm__reply"] {
+        assert!(tools.iter().any(|x| x == t), "no {t} in {tools:?}");
+    }
+    assert!(last_user_text(&s.turn("coder", 2)).contains("no_task"));
+    let hooked = last_user_text(&s.turn("coder", 3));
+    assert!(
+        hooked.contains("New handoff mail is waiting for role coder"),
+        "the continuation lacks the hook's reason:\n{hooked}"
+    );
+    let took = last_user_text(&s.turn("coder", 4));
+    assert!(took.contains("what is the answer?"), "{took}");
+    // The reply reached the owner.
+    let owner_new = hq(&s.d.root, "inbox/new");
+    s.wait("the reply is delivered to owner", || {
+        !handoff_names(&owner_new).is_empty()
+    });
+    let reply = fs::read_to_string(owner_new.join(&handoff_names(&owner_new)[0])).unwrap();
+    assert!(reply.contains("the answer is 42"), "{reply}");
+    let t = s.audit_and_transcript();
+    assert!(
+        t.contains("what is the answer?") && t.contains("the answer is 42"),
+        "{t}"
+    );
+}
+
+/// Every string in a request body, joined (for what a model was told,
+/// wherever the CLI put it).
+fn all_text(req: &Value) -> String {
+    strings(&req["body"])
+}
+
+/// The response of the last function call in a Gemini API request.
+fn last_function_response(req: &Value) -> String {
+    req["body"]["contents"]
+        .as_array()
+        .and_then(|c| c.last())
+        .map(|c| c["parts"].to_string())
+        .unwrap_or_default()
+}
+
+const GEMINI_YAML: &str = r#"launch:
+  stagger: 0ms
+roles:
+  - name: reviewer
+    agent: gemini
+    worktree: reviewer
+    description: reviews what it is sent
+    wake: queue
+  - name: owner
+    agent: human
+"#;
+
+/// Gemini CLI takes an item with `ready_for_next.sh` through its own shell
+/// tool (`run_shell_command`), answers with `swarm_handoff.sh` and finishes
+/// with `done_with_current.sh`; its primer reaches the model from GEMINI.md,
+/// and its `AfterAgent` hook (`swarm hook gemini AfterAgent`) keeps it going
+/// when mail arrived while it worked.
+#[test]
+fn gemini_cli_takes_answers_and_finishes_an_item_after_its_hook() {
+    if !require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let Some(bin) = agent_bin("gemini") else {
+        return;
+    };
+    let mut s = RealSwarm::init(GEMINI_YAML, bin);
+    let reviewer = s.wt("reviewer");
+    s.gemini(
+        "reviewer",
+        vec![
+            Step::shell("ready_for_next.sh"),
+            // The turn ends only once mail waits: the hook must catch it.
+            Step::text("Nothing waits for me; ending the turn.").after("sent"),
+            Step::shell("ready_for_next.sh"),
+            // auto_edit lets file edits through, not a compound command.
+            Step::tool(
+                "write_file",
+                json!({"file_path": reviewer.join("answer.txt").display().to_string(),
+                    "content": draft("owner", "looks good")}),
+            ),
+            Step::shell("swarm_handoff.sh answer.txt"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Reviewed."),
+        ],
+    );
+    s.up();
+    s.wait("reviewer's first turn ends", || s.reached("reviewer", 1));
+    s.d.send("owner", &draft("reviewer", "please review abc123"))
+        .ok();
+    s.wait("the item is delivered", || s.waiting("reviewer") == 1);
+    s.model.open("sent");
+    s.wait("reviewer answered and finished", || {
+        s.reached("reviewer", 6) && s.completed("reviewer") == 1
+    });
+
+    let primer = s.d.swarm(&["prompt", "reviewer"]).stdout.clone();
+    let first = s.turn("reviewer", 0);
+    assert!(
+        all_text(&first).contains(primer.trim()),
+        "reviewer's request lacks its primer:\n{}",
+        all_text(&first)
+    );
+    assert!(last_function_response(&s.turn("reviewer", 1)).contains("NO_TASK"));
+    let hooked = last_function_response(&s.turn("reviewer", 2));
+    assert!(
+        hooked.contains("New handoff mail is waiting for role reviewer"),
+        "the continuation lacks the hook's reason:\n{hooked}"
+    );
+    let took = last_function_response(&s.turn("reviewer", 3));
+    assert!(
+        took.contains("TASK:") && took.contains("please review abc123"),
+        "{took}"
+    );
+    assert!(last_function_response(&s.turn("reviewer", 5)).contains("HANDOFF QUEUED:"));
+    assert!(last_function_response(&s.turn("reviewer", 6)).contains("COMPLETED:"));
+    let owner_new = hq(&s.d.root, "inbox/new");
+    s.wait("the answer is delivered to owner", || {
+        !handoff_names(&owner_new).is_empty()
+    });
+    let t = s.audit_and_transcript();
+    assert!(
+        t.contains("please review abc123") && t.contains("looks good"),
+        "{t}"
+    );
+}
