@@ -21,6 +21,7 @@ mod longpoll;
 mod mcp;
 mod model;
 mod newcomer;
+mod perf;
 mod readme;
 mod trail;
 mod unix;
