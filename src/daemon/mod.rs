@@ -329,7 +329,14 @@ impl Daemon {
                 // Our own listings of watched folders raise access events
                 // that change nothing: dropped here, so they never fill the
                 // queue (a full queue means a rescan).
-                if matches!(&msg, Msg::Fs { access: true, rescan: false, .. }) {
+                if matches!(
+                    &msg,
+                    Msg::Fs {
+                        access: true,
+                        rescan: false,
+                        ..
+                    }
+                ) {
                     return;
                 }
                 // Never blocks the watcher: a full queue coalesces into
