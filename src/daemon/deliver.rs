@@ -9,7 +9,9 @@
 //! holds the file anywhere in its inbox), then the original moves to `sent/`.
 //! Killed at any instant and restarted, every message reaches every recipient
 //! exactly once: copies are complete-or-absent, and the original leaves the
-//! outbox only after every copy is durable.
+//! outbox only after every copy is durable. Under backlog the files go out
+//! in groups that share each folder's fsync (group commit, see
+//! [`Deliverer::pass`]); the rule holds per file within the group.
 
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::fs;

@@ -3,7 +3,9 @@
 //! reports lost events, and on a rescan timer as a safety net; events are
 //! hints, so a lost or merged one costs at most one rescan interval (with
 //! more than 1 000 worktrees, a few: the rescan checks at most 1 000 quiet
-//! outboxes per round, see `deliver::QUIET_CHECKS`).
+//! outboxes per round, see `deliver::QUIET_CHECKS`). A pass started by
+//! events lists only the outboxes they named; the timer's pass checks them
+//! all, so the timer restarts only after such a pass.
 
 pub mod alert;
 pub mod control;
