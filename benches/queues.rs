@@ -702,7 +702,9 @@ fn trail(o: &Opts) {
     for i in 0..n {
         let s = senders[i % senders.len()];
         let to = receivers[i % receivers.len()];
-        let when = base + chrono::Duration::milliseconds(i as i64 * 10);
+        // In the past, 10 ms apart: a created_at after the enqueued_at the
+        // pass stamps would make every copy a time_order violation.
+        let when = base - chrono::Duration::milliseconds((n - i) as i64 * 10);
         let id = format!(
             "{}_{:06}_from_{s}",
             clock::idts(when),

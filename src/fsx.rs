@@ -135,6 +135,30 @@ pub fn move_into_unique(
     ))
 }
 
+/// [`move_into_unique`] without the folder fsyncs: the rename is atomic and
+/// never clobbers, but it is durable only once the caller syncs `dir` and
+/// the source folder (group commit shares those fsyncs among many moves).
+pub fn move_into_unique_without_sync(
+    from: &Path,
+    dir: &Path,
+    names: impl IntoIterator<Item = String>,
+) -> io::Result<PathBuf> {
+    if !dir.is_dir() {
+        fs::create_dir_all(dir)?;
+    }
+    for target in names.into_iter().map(|n| dir.join(n)) {
+        match rename_noreplace_raw(from, &target) {
+            Ok(()) => return Ok(target),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        "no free name left to move to",
+    ))
+}
+
 fn temp_name(hint: &str) -> String {
     let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
     let nanos = std::time::SystemTime::now()
@@ -190,6 +214,24 @@ pub fn publish(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
         }
     }
     sync_dir(parent(dest))
+}
+
+/// [`publish`] without the fsync of `dest`'s folder: the file is fsynced and
+/// renamed into place (complete-or-absent for every reader), but its entry is
+/// durable only once the caller runs [`sync_dir`] on that folder. Lets a
+/// group of copies into one folder share that fsync (group commit); the
+/// caller must not treat the copy as delivered before it.
+pub fn publish_without_dir_sync(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
+    let hint = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = write_temp(tmp_dir, &hint, bytes, 0o644)?;
+    if let Err(e) = rename_noreplace_raw(&tmp, dest) {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(())
 }
 
 /// Atomically replaces the content of an existing file, keeping its mode: temp

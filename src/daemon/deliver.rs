@@ -9,9 +9,11 @@
 //! holds the file anywhere in its inbox), then the original moves to `sent/`.
 //! Killed at any instant and restarted, every message reaches every recipient
 //! exactly once: copies are complete-or-absent, and the original leaves the
-//! outbox only after every copy is durable.
+//! outbox only after every copy is durable. Under backlog the files go out
+//! in groups that share each folder's fsync (group commit, see
+//! [`Deliverer::pass`]); the rule holds per file within the group.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -135,6 +137,81 @@ struct Candidate {
     name: String,
     path: PathBuf,
     worktree: PathBuf,
+    /// Position of its worktree in `Deliverer::worktrees`.
+    source: usize,
+    /// Position of its outbox among this pass's sources (the listing cursor).
+    key: usize,
+}
+
+/// An outbox a pass lists.
+struct Source {
+    index: usize,
+    wt: PathBuf,
+    outbox: PathBuf,
+    stamp: Option<DirStamp>,
+}
+
+enum Validated {
+    /// Canonical worktree path, locked (or served unlocked), plain outbox.
+    Serve(PathBuf),
+    /// No such folder (yet).
+    Missing,
+    /// Another daemon's, or a symlinked outbox.
+    Skip(PathBuf),
+}
+
+/// Most outbox files held in memory at once: a pass streams a backlog in
+/// chunks of this many (in priority order), so its memory does not grow with
+/// the backlog.
+const CHUNK: usize = 1024;
+
+/// Most files committed as one group: their copies share each folder's
+/// fsync. Bounds how long the first file of a group waits for the others'
+/// file fsyncs (~64 ms on a slow disk) while making the 3 folder fsyncs a
+/// few percent of a copy's cost.
+const GROUP: usize = 64;
+
+/// One file whose copies are published, waiting for its group's fsyncs.
+struct Staged {
+    c: Candidate,
+    msg: Message,
+    /// Positions in `Group::dirs` of every folder holding one of its copies.
+    dirs: Vec<usize>,
+    wakes: Vec<wake::Request>,
+}
+
+#[derive(Default)]
+struct Group {
+    staged: Vec<Staged>,
+    /// Destination folders to fsync, each once.
+    dirs: Vec<PathBuf>,
+    at: HashMap<PathBuf, usize>,
+}
+
+impl Group {
+    fn dir(&mut self, d: PathBuf) -> usize {
+        if let Some(&i) = self.at.get(&d) {
+            return i;
+        }
+        self.dirs.push(d.clone());
+        self.at.insert(d, self.dirs.len() - 1);
+        self.dirs.len() - 1
+    }
+}
+
+/// A message the forum keeps state about (a discussion turn, a session's
+/// digest or request): delivered alone, after every earlier file.
+fn forum_bound(msg: &Message) -> bool {
+    msg.get("discussion").is_some()
+        || msg.get("session").is_some()
+        || matches!(
+            msg.kind(),
+            Some(grammar::MessageType::Digest | grammar::MessageType::DigestRequest)
+        )
+}
+
+fn parent_of(p: &Path) -> &Path {
+    p.parent().unwrap_or(Path::new("."))
 }
 
 /// Every item name a recipient held when the index was built: everything in
@@ -184,8 +261,20 @@ pub struct Deliverer {
     /// Last deferral reason logged per file, so a stuck file logs once per cause.
     deferred: HashMap<PathBuf, String>,
     /// Each role's worktree path as written in roles.tsv → its canonical path
-    /// (refreshed every pass).
+    /// (kept between passes; cleared on a reload and every full listing).
     canon: HashMap<PathBuf, PathBuf>,
+    /// By position in `worktrees`: the canonical path of a worktree whose
+    /// lock is claimed and whose outbox is a plain folder (same lifetime as
+    /// `canon`).
+    valid: Vec<Option<PathBuf>>,
+    /// Outboxes named by file events (or holding a deferred file) since the
+    /// last pass: all an event-driven pass lists.
+    dirty: HashSet<usize>,
+    /// The next pass checks every outbox (timer, lost events, reload).
+    full_due: bool,
+    started_sources: bool,
+    /// The last pass checked every outbox.
+    rescanned: bool,
     /// Symlinked outboxes already reported.
     aliased: HashSet<PathBuf>,
     /// Per recipient worktree, built at most once per pass (thorough checks only).
@@ -267,6 +356,11 @@ impl Deliverer {
             locks: HashMap::new(),
             foreign: HashSet::new(),
             quiet: Vec::new(),
+            valid: Vec::new(),
+            dirty: HashSet::new(),
+            full_due: true,
+            started_sources: false,
+            rescanned: false,
             scans: 0,
             polling: true,
             lock_budget: (fsx::fd_limit().saturating_sub(LOCK_FD_RESERVE) as usize).max(1),
@@ -349,97 +443,186 @@ impl Deliverer {
         }
     }
 
-    /// Every outbox file, in priority order. Worktrees are taken by their
-    /// canonical path, once each; an outbox reached through a symlinked
-    /// `.swarmforge`, `handoffs` or `outbox` is skipped, since it could alias
-    /// another role's outbox and get that role's mail refused (D8).
-    fn candidates(&mut self) -> Vec<Candidate> {
-        let mut out = Vec::new();
-        let stride = if self.polling {
-            1
-        } else {
-            self.worktrees.len().div_ceil(QUIET_CHECKS).max(1)
-        };
-        let full = self.scans.is_multiple_of(FULL_SCAN_EVERY * stride as u32);
-        if full {
-            self.quiet.clear();
-        }
+    /// The outboxes this pass lists, each by its canonical worktree path, once
+    /// each, sorted by that path (ties between equal file names break by it).
+    /// An outbox reached through a symlinked `.swarmforge`, `handoffs` or
+    /// `outbox` is skipped, since it could alias another role's outbox and get
+    /// that role's mail refused (D8).
+    ///
+    /// With file events, a pass lists only the outboxes events named (and
+    /// those still holding a deferred file); a rescan (`full_due`: the timer,
+    /// lost events, a reload, the first pass) checks every outbox's stamp as
+    /// before. Canonical paths and the symlink check are kept between passes
+    /// and re-validated when roles.tsv changes and every [`FULL_SCAN_EVERY`]
+    /// rescans: with 32 roles a pass no longer costs 32 canonicalizations.
+    fn sources(&mut self) -> Vec<Source> {
+        let rescan = self.polling || self.full_due || !self.started_sources;
+        self.started_sources = true;
         self.quiet.resize_with(self.worktrees.len(), || None);
-        let turn = self.scans as usize % stride;
-        self.scans = self.scans.wrapping_add(1);
-        // Canonical paths of the worktrees listed in this pass (the others
-        // are resolved on demand by `owns`).
-        self.canon.clear();
+        self.valid.resize_with(self.worktrees.len(), || None);
+        let mut full = false;
+        let mut stride = 1;
+        let mut turn = 0;
+        let chosen: Vec<usize> = if rescan {
+            self.full_due = false;
+            self.rescanned = true;
+            stride = if self.polling {
+                1
+            } else {
+                self.worktrees.len().div_ceil(QUIET_CHECKS).max(1)
+            };
+            full = self.scans.is_multiple_of(FULL_SCAN_EVERY * stride as u32);
+            if full {
+                self.quiet.clear();
+                self.quiet.resize_with(self.worktrees.len(), || None);
+                // Re-validated now and then: a folder swapped for a symlink.
+                self.valid.iter_mut().for_each(|v| *v = None);
+                self.canon.clear();
+            }
+            turn = self.scans as usize % stride;
+            self.scans = self.scans.wrapping_add(1);
+            self.dirty.clear();
+            (0..self.worktrees.len()).collect()
+        } else {
+            self.rescanned = false;
+            let mut v: Vec<usize> = self
+                .dirty
+                .drain()
+                .filter(|&i| i < self.worktrees.len())
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        let mut out = Vec::new();
         let mut seen: HashSet<PathBuf> = HashSet::new();
         // Taken for the loop, not cloned: 10 000 paths per pass add up.
         let worktrees = std::mem::take(&mut self.worktrees);
-        for (i, (raw, outbox_path)) in worktrees.iter().enumerate() {
-            if i % stride != turn && self.quiet[i].is_some() {
+        for i in chosen {
+            let (raw, outbox_path) = &worktrees[i];
+            if rescan && i % stride != turn && self.quiet[i].is_some() {
                 continue;
             }
             // Stamped before listing: a file arriving after the listing
             // changes the stamp, so it is never skipped.
             let stamp = dir_stamp(outbox_path);
-            if self.quiet[i].as_ref().is_some_and(|q| q.stamp == stamp) {
+            if rescan && self.quiet[i].as_ref().is_some_and(|q| q.stamp == stamp) {
                 continue;
             }
             self.quiet[i] = None;
-            let Ok(wt_path) = raw.canonicalize() else {
-                // No worktree folder (yet): nothing to deliver from it.
-                self.quiet[i] = Some(Quiet { stamp });
-                continue;
-            };
             if stamp.is_none() {
                 // No outbox (yet); it appears with a new stamp.
                 self.quiet[i] = Some(Quiet { stamp });
-                seen.insert(wt_path);
+                if let Some(v) = &self.valid[i] {
+                    seen.insert(v.clone());
+                } else if let Ok(real) = raw.canonicalize() {
+                    seen.insert(real);
+                }
                 continue;
             }
-            self.canon.insert(raw.clone(), wt_path.clone());
+            let wt_path = match &self.valid[i] {
+                Some(v) => v.clone(),
+                None => match self.validate(raw) {
+                    Validated::Serve(p) => {
+                        self.valid[i] = Some(p.clone());
+                        p
+                    }
+                    Validated::Missing => {
+                        // No worktree folder (yet): nothing to deliver from it.
+                        self.quiet[i] = Some(Quiet { stamp });
+                        continue;
+                    }
+                    Validated::Skip(p) => {
+                        seen.insert(p);
+                        continue;
+                    }
+                },
+            };
             if !seen.insert(wt_path.clone()) {
                 continue;
             }
-            match self.claim(&wt_path) {
-                Ok(true) => {}
-                Ok(false) => {
-                    if self.foreign.insert(wt_path.clone()) {
-                        eprintln!(
-                            "handoffd: skipping {}: {}",
-                            Worktree::new(&wt_path).outbox().display(),
-                            held_by_other(&Worktree::new(&wt_path).handoffs())
-                        );
-                    }
-                    continue;
+            out.push(Source {
+                index: i,
+                outbox: Worktree::new(&wt_path).outbox(),
+                wt: wt_path,
+                stamp,
+            });
+        }
+        self.worktrees = worktrees;
+        // A worktree no longer served releases its lock (on a full scan,
+        // where `seen` holds every worktree).
+        if full {
+            self.locks.retain(|wt, _| seen.contains(wt));
+        }
+        out.sort_by(|a, b| a.wt.cmp(&b.wt));
+        out
+    }
+
+    /// Canonicalizes a worktree path, claims its lock and checks that its
+    /// outbox is a plain folder (the per-worktree work a pass used to redo).
+    fn validate(&mut self, raw: &Path) -> Validated {
+        let Ok(wt_path) = raw.canonicalize() else {
+            return Validated::Missing;
+        };
+        self.canon.insert(raw.to_path_buf(), wt_path.clone());
+        match self.claim(&wt_path) {
+            Ok(true) => {}
+            Ok(false) => {
+                if self.foreign.insert(wt_path.clone()) {
+                    eprintln!(
+                        "handoffd: skipping {}: {}",
+                        Worktree::new(&wt_path).outbox().display(),
+                        held_by_other(&Worktree::new(&wt_path).handoffs())
+                    );
                 }
-                // Cannot lock it (out of descriptors, permissions): served
-                // anyway, since skipping would strand its mail; said once.
-                Err(e) => {
-                    if self.foreign.insert(wt_path.clone()) {
-                        eprintln!(
-                            "handoffd: cannot lock {e}; serving it unlocked (a second daemon would not be kept out of it)"
-                        );
-                    }
+                return Validated::Skip(wt_path);
+            }
+            // Cannot lock it (out of descriptors, permissions): served
+            // anyway, since skipping would strand its mail; said once.
+            Err(e) => {
+                if self.foreign.insert(wt_path.clone()) {
+                    eprintln!(
+                        "handoffd: cannot lock {e}; serving it unlocked (a second daemon would not be kept out of it)"
+                    );
                 }
             }
-            let outbox = Worktree::new(&wt_path).outbox();
-            match outbox.canonicalize() {
-                Ok(real) if real == outbox => {}
-                Ok(real) => {
-                    if self.aliased.insert(outbox.clone()) {
-                        eprintln!(
-                            "handoffd: skipping {}: it resolves to {} (a symlink); an outbox must be a plain folder of its worktree",
-                            outbox.display(),
-                            real.display()
-                        );
-                    }
-                    continue;
+        }
+        let outbox = Worktree::new(&wt_path).outbox();
+        match outbox.canonicalize() {
+            Ok(real) if real == outbox => Validated::Serve(wt_path),
+            Ok(real) => {
+                if self.aliased.insert(outbox.clone()) {
+                    eprintln!(
+                        "handoffd: skipping {}: it resolves to {} (a symlink); an outbox must be a plain folder of its worktree",
+                        outbox.display(),
+                        real.display()
+                    );
                 }
-                Err(_) => continue,
+                Validated::Skip(wt_path)
             }
-            let Ok(rd) = fs::read_dir(&outbox) else {
+            Err(_) => Validated::Skip(wt_path),
+        }
+    }
+
+    /// The next (at most [`CHUNK`]) outbox files after `after`, in priority
+    /// order (file name, then worktree). Only those are held in memory, so a
+    /// backlog of 40 000 files costs a chunk, not 40 000 entries; `more` says
+    /// whether files beyond the chunk were seen. On the first listing of a
+    /// pass an outbox found empty and settled is marked quiet.
+    fn list_chunk(
+        &mut self,
+        sources: &[Source],
+        after: Option<&(String, usize)>,
+        first: bool,
+    ) -> (Vec<Candidate>, bool) {
+        // (name, source, path): the path as listed, since a name that is
+        // not UTF-8 is known by its lossy spelling but opened by its bytes.
+        let mut heap: BinaryHeap<(String, usize, PathBuf)> = BinaryHeap::new();
+        let mut more = false;
+        for (s_i, s) in sources.iter().enumerate() {
+            let Ok(rd) = fs::read_dir(&s.outbox) else {
                 continue;
             };
-            let before = out.len();
+            let mut found = 0usize;
             for e in rd.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
                 if !name.ends_with(".handoff") {
@@ -450,46 +633,79 @@ impl Deliverer {
                 if e.file_type().map(|t| t.is_dir()).unwrap_or(true) {
                     continue;
                 }
-                out.push(Candidate {
+                found += 1;
+                if after.is_some_and(|(an, ai)| (&name, &s_i) <= (an, ai)) {
+                    continue;
+                }
+                if heap.len() >= CHUNK {
+                    if heap
+                        .peek()
+                        .is_some_and(|top| (&name, &s_i) >= (&top.0, &top.1))
+                    {
+                        more = true;
+                        continue;
+                    }
+                    heap.pop();
+                    more = true;
+                }
+                heap.push((name, s_i, e.path()));
+            }
+            if first && found == 0 && s.stamp.is_some_and(|st| settled(&st)) {
+                self.quiet[s.index] = Some(Quiet { stamp: s.stamp });
+            }
+        }
+        let out = heap
+            .into_sorted_vec()
+            .into_iter()
+            .map(|(name, s_i, path)| {
+                let s = &sources[s_i];
+                Candidate {
+                    path,
                     name,
-                    path: e.path(),
-                    worktree: wt_path.clone(),
-                });
-            }
-            if stamp.is_some_and(|st| out.len() == before && settled(&st)) {
-                self.quiet[i] = Some(Quiet { stamp });
-            }
-        }
-        self.worktrees = worktrees;
-        // A worktree no longer served releases its lock (on a full scan,
-        // where `seen` holds every worktree).
-        if full {
-            self.locks.retain(|wt, _| seen.contains(wt));
-        }
-        out.sort_by(|a, b| {
-            a.name
-                .cmp(&b.name)
-                .then_with(|| a.worktree.cmp(&b.worktree))
-        });
-        out
+                    worktree: s.wt.clone(),
+                    source: s.index,
+                    key: s_i,
+                }
+            })
+            .collect();
+        (out, more)
     }
 
     /// A file event in `outbox`: list it at the next pass.
     pub fn outbox_changed(&mut self, outbox: &Path) {
-        if let Some(wt) = outbox
+        let known = outbox
             .parent()
             .and_then(Path::parent)
             .and_then(Path::parent)
-        {
-            if let Some(q) = self.position.get(wt).and_then(|&i| self.quiet.get_mut(i)) {
-                *q = None;
+            .and_then(|wt| self.position.get(wt).copied());
+        match known {
+            Some(i) => {
+                if let Some(q) = self.quiet.get_mut(i) {
+                    *q = None;
+                }
+                self.dirty.insert(i);
             }
+            // An outbox we cannot place (another spelling): check them all.
+            None => self.full_due = true,
         }
     }
 
     /// Events were lost: list every outbox at the next pass.
     pub fn rescan_all(&mut self) {
         self.quiet.clear();
+        self.full_due = true;
+    }
+
+    /// The next pass checks every outbox (the timer's safety net, or the
+    /// forum queued a file).
+    pub fn rescan_due(&mut self) {
+        self.full_due = true;
+    }
+
+    /// Whether the last pass was a rescan of every outbox (not only those
+    /// events named): the daemon restarts its rescan timer only then.
+    pub fn last_pass_rescanned(&self) -> bool {
+        self.rescanned
     }
 
     /// Whether `role` works in the worktree of this outbox (D8), comparing
@@ -500,7 +716,7 @@ impl Deliverer {
         };
         match self.canon.get(&r.worktree_path) {
             Some(p) => *p == c.worktree,
-            // A worktree whose outbox was skipped as quiet in this pass.
+            // A worktree not resolved yet in this process.
             None => r
                 .worktree_path
                 .canonicalize()
@@ -508,66 +724,83 @@ impl Deliverer {
         }
     }
 
-    /// Delivers everything waiting; stops early (after the file in hand) when
-    /// a stop is requested.
+    /// Delivers everything waiting; stops early (after the group in hand)
+    /// when a stop is requested.
+    ///
+    /// Group commit (issue 19): the copies of up to [`GROUP`] files are
+    /// published (each file fsynced), then each destination folder is
+    /// fsynced once for the group, then those originals move to `sent/` and
+    /// each `sent/` and outbox folder is fsynced once. An original leaves its
+    /// outbox only after the folder of every one of its copies was fsynced,
+    /// so the exactly-once argument holds for the group as for one file. One
+    /// file waiting is a group of one: it goes out at once.
     pub fn pass(&mut self) -> PassReport {
         let mut report = PassReport::default();
         let first = !self.started;
         self.started = true;
-        let candidates = self.candidates();
-        if first {
-            self.suspects
-                .extend(candidates.iter().map(|c| c.path.clone()));
-        }
-        for c in candidates {
-            if self.stop.load(Ordering::Relaxed) {
-                report.interrupted = true;
-                break;
+        let sources = self.sources();
+        let mut cursor: Option<(String, usize)> = None;
+        let mut first_listing = true;
+        loop {
+            let (chunk, more) = self.list_chunk(&sources, cursor.as_ref(), first_listing);
+            first_listing = false;
+            if let Some(last) = chunk.last() {
+                cursor = Some((last.name.clone(), last.key));
             }
-            let now = Instant::now();
-            if self.retry.get(&c.path).is_some_and(|r| now < r.next) {
-                report.deferred += 1;
-                continue;
+            if first {
+                self.suspects.extend(chunk.iter().map(|c| c.path.clone()));
             }
-            match self.deliver_one(&c) {
-                Outcome::Delivered => {
-                    report.delivered += 1;
-                    self.suspects.remove(&c.path);
-                    self.deferred.remove(&c.path);
-                    self.retry.remove(&c.path);
+            let mut group = Group::default();
+            for c in chunk {
+                if self.stop.load(Ordering::Relaxed) {
+                    report.interrupted = true;
+                    break;
                 }
-                Outcome::Failed(reason) => {
-                    report.failed += 1;
-                    self.suspects.remove(&c.path);
-                    self.deferred.remove(&c.path);
-                    self.retry.remove(&c.path);
-                    self.fail(&c, &reason);
-                }
-                Outcome::Deferred(reason) => {
+                let now = Instant::now();
+                if self.retry.get(&c.path).is_some_and(|r| now < r.next) {
                     report.deferred += 1;
-                    let backoff = self
-                        .retry
-                        .get(&c.path)
-                        .map_or(RETRY_FIRST, |r| (r.backoff * 2).min(RETRY_CAP));
-                    self.retry.insert(
-                        c.path.clone(),
-                        Retry {
-                            next: Instant::now() + backoff,
-                            backoff,
-                        },
-                    );
-                    self.suspects.insert(c.path.clone());
-                    if self.deferred.get(&c.path) != Some(&reason) {
-                        self.journal
-                            .record(&Event::new(Kind::Deferred).path(&c.path).reason(&reason));
-                        self.deferred.insert(c.path.clone(), reason);
+                    self.dirty.insert(c.source);
+                    continue;
+                }
+                let (msg, recipients) = match self.prepare(&c) {
+                    Ok(x) => x,
+                    Err(o) => {
+                        self.settle(&c, o, &mut report);
+                        continue;
+                    }
+                };
+                // A discussion or session message goes alone: the forum's
+                // admission and bookkeeping see every earlier file delivered.
+                let alone = forum_bound(&msg);
+                if alone {
+                    self.commit(std::mem::take(&mut group), &mut report);
+                }
+                match self.forum_duty(|f, d| f.admit(d, &msg)) {
+                    Admission::Admit => {}
+                    Admission::Refuse(r) => {
+                        self.settle(&c, Outcome::Failed(r), &mut report);
+                        continue;
+                    }
+                    Admission::Wait(r) => {
+                        self.settle(&c, Outcome::Deferred(r), &mut report);
+                        continue;
                     }
                 }
-                Outcome::Vanished => {
-                    self.suspects.remove(&c.path);
-                    self.retry.remove(&c.path);
+                match self.stage(c, msg, recipients, &mut group) {
+                    Ok(()) => {}
+                    Err((c, o)) => self.settle(&c, o, &mut report),
+                }
+                if alone || group.staged.len() >= GROUP {
+                    self.commit(std::mem::take(&mut group), &mut report);
                 }
             }
+            self.commit(group, &mut report);
+            if !more || report.interrupted {
+                break;
+            }
+        }
+        if report.interrupted {
+            self.full_due = true;
         }
         // Forget state for files that are gone (delivered by hand, removed).
         self.suspects.retain(|p| p.exists());
@@ -577,6 +810,50 @@ impl Deliverer {
         report
     }
 
+    /// The bookkeeping of one file's outcome.
+    fn settle(&mut self, c: &Candidate, outcome: Outcome, report: &mut PassReport) {
+        match outcome {
+            Outcome::Delivered => {
+                report.delivered += 1;
+                self.suspects.remove(&c.path);
+                self.deferred.remove(&c.path);
+                self.retry.remove(&c.path);
+            }
+            Outcome::Failed(reason) => {
+                report.failed += 1;
+                self.suspects.remove(&c.path);
+                self.deferred.remove(&c.path);
+                self.retry.remove(&c.path);
+                self.fail(c, &reason);
+            }
+            Outcome::Deferred(reason) => {
+                report.deferred += 1;
+                // Its outbox is listed again at the next pass, event or not.
+                self.dirty.insert(c.source);
+                let backoff = self
+                    .retry
+                    .get(&c.path)
+                    .map_or(RETRY_FIRST, |r| (r.backoff * 2).min(RETRY_CAP));
+                self.retry.insert(
+                    c.path.clone(),
+                    Retry {
+                        next: Instant::now() + backoff,
+                        backoff,
+                    },
+                );
+                self.suspects.insert(c.path.clone());
+                if self.deferred.get(&c.path) != Some(&reason) {
+                    self.journal
+                        .record(&Event::new(Kind::Deferred).path(&c.path).reason(&reason));
+                    self.deferred.insert(c.path.clone(), reason);
+                }
+            }
+            Outcome::Vanished => {
+                self.suspects.remove(&c.path);
+                self.retry.remove(&c.path);
+            }
+        }
+    }
     fn read(&self, c: &Candidate) -> Result<Message, Outcome> {
         if !grammar::valid_handoff_name(&c.name) {
             return Err(Outcome::Failed("invalid file name".into()));
@@ -702,56 +979,78 @@ impl Deliverer {
             .contains(name)
     }
 
-    fn deliver_one(&mut self, c: &Candidate) -> Outcome {
-        let msg = match self.read(c) {
-            Ok(m) => m,
-            Err(o) => return o,
-        };
+    /// Reads and checks one outbox file: the refusals that happen before any
+    /// copy is written.
+    fn prepare(&mut self, c: &Candidate) -> Result<(Message, Vec<Role>), Outcome> {
+        let msg = self.read(c)?;
         if let Some(reason) = self.role_gone(&msg, c) {
-            return Outcome::Deferred(reason);
+            return Err(Outcome::Deferred(reason));
         }
         let recipients: Vec<Role> = match self.check(&msg, c) {
             Ok(r) => r.into_iter().cloned().collect(),
-            Err(reason) => return Outcome::Failed(reason),
+            Err(reason) => return Err(Outcome::Failed(reason)),
         };
-        // `swarm pause` and `approval: required` (issue 15; see daemon::gate).
+        // `swarm pause` and `approval: required` (see daemon::gate).
         match gate::decide(&self.project, &self.config, &msg) {
             gate::Decision::Deliver => {}
-            gate::Decision::Paused(r) => return Outcome::Deferred(r),
-            gate::Decision::Hold => return gate::hold(&self.journal, &c.worktree, &c.path, &msg),
+            gate::Decision::Paused(r) => return Err(Outcome::Deferred(r)),
+            gate::Decision::Hold => {
+                return Err(gate::hold(&self.journal, &c.worktree, &c.path, &msg))
+            }
         }
-        // Racing senders: the loser of a discussion turn is refused here; the
-        // winner's turn is logged before any copy wakes the next speaker.
-        match self.forum_duty(|f, d| f.admit(d, &msg)) {
-            Admission::Admit => {}
-            Admission::Refuse(r) => return Outcome::Failed(r),
-            Admission::Wait(r) => return Outcome::Deferred(r),
-        }
+        Ok((msg, recipients))
+    }
+
+    /// Publishes every copy of one admitted file (each copy fsynced, its
+    /// folder not yet: that is the group's) and adds it to the group.
+    fn stage(
+        &mut self,
+        c: Candidate,
+        msg: Message,
+        recipients: Vec<Role>,
+        group: &mut Group,
+    ) -> Result<(), (Candidate, Outcome)> {
         let thorough = self.suspects.contains(&c.path);
         let enqueued_at = clock::iso_now();
         let wake_method = wake::method(&self.project, &self.config);
+        let mut dirs = Vec::with_capacity(recipients.len());
+        let mut wakes = Vec::new();
         for role in &recipients {
             let wt = Worktree::new(&role.worktree_path);
             if let Some(link) = wt.symlinked_inbox_folder() {
-                return Outcome::Deferred(crate::protocol::layout::symlinked_inbox_reason(&link));
+                let reason = crate::protocol::layout::symlinked_inbox_reason(&link);
+                return Err((c, Outcome::Deferred(reason)));
             }
             if let Err(e) = fsx::ensure_dirs(&wt.inbox_dirs()) {
-                return Outcome::Deferred(format!("{}: {e}", wt.inbox().display()));
+                let reason = format!("{}: {e}", wt.inbox().display());
+                return Err((c, Outcome::Deferred(reason)));
             }
+            let new = wt.inbox_new();
             if self.holds(&wt, &c.name, thorough) {
+                // Held already, perhaps by a copy whose folder fsync failed
+                // earlier: the group's fsync of `new/` makes it durable.
+                dirs.push(group.dir(new));
                 continue;
             }
             let mut copy = msg.clone();
             copy.set("recipient", &role.name);
             copy.set("enqueued_at", &enqueued_at);
-            let dest = wt.inbox_new().join(&c.name);
-            match fsx::publish(&wt.inbox_tmp(), &dest, copy.render().as_bytes()) {
+            let dest = new.join(&c.name);
+            match fsx::publish_without_dir_sync(&wt.inbox_tmp(), &dest, copy.render().as_bytes()) {
                 Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Outcome::Deferred(format!("{}: {e}", dest.display())),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    dirs.push(group.dir(new));
+                    continue;
+                }
+                Err(e) => {
+                    // Copies already out wait in `new/`; the retry finds them.
+                    let reason = format!("{}: {e}", dest.display());
+                    return Err((c, Outcome::Deferred(reason)));
+                }
             }
+            dirs.push(group.dir(new));
             if role.wakes_here() && fields::wakes(&msg, &role.name) {
-                self.waker.wake(wake::Request {
+                wakes.push(wake::Request {
                     role: role.name.clone(),
                     session: role.session.clone(),
                     worktree: role.worktree_path.clone(),
@@ -761,34 +1060,85 @@ impl Deliverer {
                 });
             }
         }
-        let sent = Worktree::new(&c.worktree).sent();
-        let sent_path =
-            match fsx::move_into_unique(&c.path, &sent, grammar::collision_names(&c.path)) {
-                Ok(p) => p,
-                // Moved; only the fsync of a folder after the rename failed. Every
-                // copy is out and the original left the outbox: delivered (a crash
-                // undoing the rename brings back an original whose copies are held).
-                Err(e) => match fsx::moved_to(&e) {
-                    Some(p) => {
-                        eprintln!("handoffd: {e}");
-                        p.to_path_buf()
-                    }
-                    // Someone else moved the original away (by hand, or a
-                    // daemon that got past the lock): not a fault of ours.
-                    None if e.kind() == io::ErrorKind::NotFound && !c.path.exists() => {
-                        return Outcome::Vanished
-                    }
-                    None => return Outcome::Deferred(format!("{}: {e}", sent.display())),
-                },
-            };
-        self.forum_duty(|f, d| f.delivered(d, &msg, &sent_path));
-        // forum.log first: once `delivered` is logged, everything is written.
-        self.journal.forum(&crate::protocol::line::forum_line(&msg));
-        self.journal
-            .record(&Event::new(Kind::Delivered).message(&msg).path(&c.path));
-        Outcome::Delivered
+        group.staged.push(Staged {
+            c,
+            msg,
+            dirs,
+            wakes,
+        });
+        Ok(())
     }
 
+    /// Commits a group: fsyncs each destination folder once; an original
+    /// whose copies' folders all synced moves to `sent/`; then each `sent/`
+    /// and outbox folder is fsynced once and the deliveries are logged, in
+    /// order.
+    fn commit(&mut self, group: Group, report: &mut PassReport) {
+        if group.staged.is_empty() {
+            return;
+        }
+        let failed: Vec<Option<String>> = group
+            .dirs
+            .iter()
+            .map(|d| {
+                fsx::sync_dir(d)
+                    .err()
+                    .map(|e| format!("{}: {e}", d.display()))
+            })
+            .collect();
+        let mut moved: Vec<(Staged, PathBuf)> = Vec::with_capacity(group.staged.len());
+        for s in group.staged {
+            // Not durable: the original stays and is retried (its copies are
+            // found held then, and their folder synced again).
+            if let Some(reason) = s.dirs.iter().find_map(|&i| failed[i].clone()) {
+                self.settle(&s.c, Outcome::Deferred(reason), report);
+                continue;
+            }
+            for w in &s.wakes {
+                self.waker.wake(w.clone());
+            }
+            let sent = Worktree::new(&s.c.worktree).sent();
+            let names = grammar::collision_names(&s.c.path);
+            match fsx::move_into_unique_without_sync(&s.c.path, &sent, names) {
+                Ok(p) => moved.push((s, p)),
+                // Someone else moved the original away (by hand, or a
+                // daemon that got past the lock): not a fault of ours.
+                Err(e) if e.kind() == io::ErrorKind::NotFound && !s.c.path.exists() => {
+                    self.settle(&s.c, Outcome::Vanished, report)
+                }
+                Err(e) => {
+                    let reason = format!("{}: {e}", sent.display());
+                    self.settle(&s.c, Outcome::Deferred(reason), report)
+                }
+            }
+        }
+        let mut synced: HashSet<PathBuf> = HashSet::new();
+        for (s, target) in &moved {
+            for d in [parent_of(target), parent_of(&s.c.path)] {
+                if synced.insert(d.to_path_buf()) {
+                    // Moved; only the fsync of a folder after the rename
+                    // failed. Every copy is out and the original left the
+                    // outbox: delivered (a crash undoing the rename brings
+                    // back an original whose copies are held).
+                    if let Err(e) = fsx::sync_dir(d) {
+                        eprintln!(
+                            "handoffd: moved to {}, but the folder fsync failed: {e}",
+                            target.display()
+                        );
+                    }
+                }
+            }
+        }
+        for (s, sent_path) in moved {
+            self.forum_duty(|f, d| f.delivered(d, &s.msg, &sent_path));
+            // forum.log first: once `delivered` is logged, everything is written.
+            self.journal
+                .forum(&crate::protocol::line::forum_line(&s.msg));
+            self.journal
+                .record(&Event::new(Kind::Delivered).message(&s.msg).path(&s.c.path));
+            self.settle(&s.c, Outcome::Delivered, report);
+        }
+    }
     /// Moves a refused original to the sender's `failed/`, with the reason in
     /// `<name>.error` beside it, and logs `failed <path> <reason>`.
     fn fail(&mut self, c: &Candidate, reason: &str) {
@@ -870,10 +1220,15 @@ impl Deliverer {
             self.position = positions(&self.worktrees);
             self.quiet.clear();
             self.generation += 1;
+            self.dirty.clear();
             // List every outbox at the next pass (and let go of the locks
             // of worktrees no longer served).
             self.scans = 0;
         }
+        // Paths are re-validated against the new table.
+        self.valid.clear();
+        self.canon.clear();
+        self.full_due = true;
         self.roles = roles;
         self.config = config;
     }

@@ -3,7 +3,9 @@
 //! reports lost events, and on a rescan timer as a safety net; events are
 //! hints, so a lost or merged one costs at most one rescan interval (with
 //! more than 1 000 worktrees, a few: the rescan checks at most 1 000 quiet
-//! outboxes per round, see `deliver::QUIET_CHECKS`).
+//! outboxes per round, see `deliver::QUIET_CHECKS`). A pass started by
+//! events lists only the outboxes they named; the timer's pass checks them
+//! all, so the timer restarts only after such a pass.
 
 pub mod alert;
 pub mod control;
@@ -40,6 +42,11 @@ const FORUM_POLL: Duration = Duration::from_millis(200);
 /// A temp file in `inbox/tmp` or `outbox/tmp` older than this was left by a
 /// killed writer (a publish takes milliseconds); removed at start-up.
 const STALE_TEMP: Duration = Duration::from_secs(3600);
+/// File events queued between passes at most. Events are hints: when the
+/// queue is full the next one is dropped and a rescan of every outbox is
+/// due instead, so a burst of 40 000 files costs a bounded queue, not one
+/// entry per file.
+const EVENT_QUEUE: usize = 1024;
 
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -282,7 +289,8 @@ impl Daemon {
 
     /// The event loop; returns the exit code.
     fn serve(&mut self) -> i32 {
-        let (tx, rx) = mpsc::channel::<Msg>();
+        let (tx, rx) = mpsc::sync_channel::<Msg>(EVENT_QUEUE);
+        let overflow = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let stop = self.deliverer.stop.clone();
         let sig_tx = tx.clone();
         match signal_hook::iterator::Signals::new([
@@ -304,6 +312,7 @@ impl Daemon {
             None
         } else {
             let fs_tx = tx.clone();
+            let lost = overflow.clone();
             match notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
                 let msg = match res {
                     Ok(ev) => Msg::Fs {
@@ -321,7 +330,24 @@ impl Daemon {
                     },
                     Err(e) => Msg::WatchError(e.to_string()),
                 };
-                let _ = fs_tx.send(msg);
+                // Our own listings of watched folders raise access events
+                // that change nothing: dropped here, so they never fill the
+                // queue (a full queue means a rescan).
+                if matches!(
+                    &msg,
+                    Msg::Fs {
+                        access: true,
+                        rescan: false,
+                        ..
+                    }
+                ) {
+                    return;
+                }
+                // Never blocks the watcher: a full queue coalesces into
+                // one rescan.
+                if let Err(mpsc::TrySendError::Full(_)) = fs_tx.try_send(msg) {
+                    lost.store(true, Ordering::Relaxed);
+                }
             }) {
                 Ok(w) => Some(w),
                 Err(e) => {
@@ -367,32 +393,51 @@ impl Daemon {
         let mut need_pass = true;
         let mut next_forum = Instant::now() + FORUM_POLL;
         loop {
+            if overflow.swap(false, Ordering::Relaxed) {
+                self.deliverer.rescan_all();
+                need_pass = true;
+            }
             if need_pass {
                 let before = self.deliverer.generation;
                 need_pass = self.pass();
+                if need_pass {
+                    // The forum queued a file: look everywhere.
+                    self.deliverer.rescan_due();
+                }
                 if self.deliverer.generation != before {
                     sync_watches(&mut watcher, self.watched_dirs());
                 }
-                let every = if polling {
-                    cfg(self).poll_interval.0
-                } else {
-                    cfg(self).rescan.0
-                };
-                next_rescan = Instant::now() + every;
+                // Only a pass that checked every outbox restarts the safety
+                // net's timer (event passes list only what events named).
+                if self.deliverer.last_pass_rescanned() {
+                    let every = if polling {
+                        cfg(self).poll_interval.0
+                    } else {
+                        cfg(self).rescan.0
+                    };
+                    next_rescan = Instant::now() + every;
+                }
             }
             if self.stop_requested() || !self.project.swarmforge().is_dir() {
                 break;
             }
             let now = Instant::now();
             if now >= next_sweep {
-                need_pass |= self.sweep();
+                if self.sweep() {
+                    self.deliverer.rescan_due();
+                    need_pass = true;
+                }
                 next_sweep = Instant::now() + cfg(self).sweep.0;
             }
             if now >= next_forum {
-                need_pass |= self.deliverer.forum_duty(|f, d| f.poll(d));
+                if self.deliverer.forum_duty(|f, d| f.poll(d)) {
+                    self.deliverer.rescan_due();
+                    need_pass = true;
+                }
                 next_forum = Instant::now() + FORUM_POLL;
             }
             if now >= next_rescan {
+                self.deliverer.rescan_due();
                 need_pass = true;
                 continue;
             }
