@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use swarm_handoff::{draft, rules};
+use swarm_handoff::protocol::{draft, rules};
 
 fuzz_target!(|data: &[u8]| {
     let d = draft::parse_bytes(data);
