@@ -264,3 +264,12 @@ impl<T> IoContext<T> for io::Result<T> {
         self.map_err(|e| Error::io(path, e))
     }
 }
+
+/// Stamps `schema_version` into a JSON object (other values pass as they
+/// are): the one JSON convention (docs/json.md), for the CLI and the cockpit.
+pub fn stamped(mut v: serde_json::Value) -> serde_json::Value {
+    if let Some(o) = v.as_object_mut() {
+        o.insert("schema_version".into(), JSON_SCHEMA_VERSION.into());
+    }
+    v
+}

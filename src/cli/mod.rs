@@ -10,13 +10,7 @@ use crate::error::{exit, Error};
 
 pub use crate::error::JSON_SCHEMA_VERSION as SCHEMA_VERSION;
 
-/// Stamps `schema_version` into a JSON object (other values pass as they are).
-pub fn stamped(mut v: serde_json::Value) -> serde_json::Value {
-    if let Some(o) = v.as_object_mut() {
-        o.insert("schema_version".into(), SCHEMA_VERSION.into());
-    }
-    v
-}
+pub use crate::error::stamped;
 
 /// Prints one JSON document (one line) on stdout, stamped with the schema.
 pub fn emit_json(v: serde_json::Value) {

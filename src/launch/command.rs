@@ -4,12 +4,12 @@
 use std::ffi::OsString;
 use std::path::Path;
 
-use super::paths::{prompt_file, shim_dir};
 use crate::error::{Error, Result};
 use crate::launch::agents::{Cli, Launch};
 use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
 use crate::launch::shims;
 use crate::launch::swarmforge_conf::error_prefix;
+use crate::protocol::launch_files::{prompt_file, shim_dir};
 use crate::protocol::layout::Project;
 
 /// POSIX single-quoting.

@@ -3,13 +3,13 @@
 
 use std::time::{Duration, Instant};
 
-use super::paths::{agents_dir, supervisor_pid_file};
 use super::process::{group_alive, kill, lock_holder, start_time, stop_groups};
 use super::sessions::stop_tmux;
 use super::GRACE;
 use crate::daemon::control;
 use crate::error::{Error, Result};
 use crate::fsx;
+use crate::protocol::launch_files::{agents_dir, supervisor_pid_file};
 use crate::protocol::layout::Project;
 
 /// What `down` stopped.

@@ -29,7 +29,6 @@ pub mod demo;
 pub mod down;
 pub mod init;
 pub mod mcp_config;
-pub mod paths;
 pub mod plan;
 pub mod primer;
 pub mod process;
@@ -41,8 +40,8 @@ pub mod swarmforge_conf;
 pub mod templates;
 pub mod up;
 
+pub use crate::protocol::launch_files::agents_dir;
 pub use down::down;
-pub use paths::agents_dir;
 pub use up::{up, Outcome, UpOptions};
 
 use std::time::Duration;

@@ -13,9 +13,9 @@ use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
 
 use super::command::{agent_command, env_prelude, sq, sqp};
-use super::paths::{agent_state_file, run_file, sessions_file, tmux_env_file};
 use super::process::stop_groups;
 use crate::daemon::tmux::{self, ok as tmux_ok};
+use crate::protocol::launch_files::{agent_state_file, run_file, sessions_file, tmux_env_file};
 
 pub(super) fn has_session(sock: &Path, session: &str) -> bool {
     tmux_ok(sock, &["has-session", "-t", &format!("={session}")])

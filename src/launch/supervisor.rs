@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::command::{agent_command, agent_path, sq, sqp};
-use super::paths::{agent_log, agent_parked_file, agent_pid_file, agents_dir};
 use super::process::{detach, group_alive, kill, lock_holder, start_time, stop_groups};
 use super::sessions::{has_session, start_sessions, stop_tmux, write_session_files};
 use super::up::{Outcome, UpOptions};
@@ -16,6 +15,7 @@ use crate::daemon::control;
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
 use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
+use crate::protocol::launch_files::{agent_log, agent_parked_file, agent_pid_file, agents_dir};
 use crate::protocol::layout::Worktree;
 
 /// A headless agent.

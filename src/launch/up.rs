@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::command::check_programs;
-use super::paths::{shim_dir, supervisor_output, supervisor_pid_file};
 use super::process::{detach, lock_holder, start_daemon, tail};
 use super::sessions::write_prompts;
 use super::socket::socket_path;
@@ -18,6 +17,7 @@ use crate::fsx;
 use crate::launch::init;
 use crate::launch::plan::Plan;
 use crate::launch::shims;
+use crate::protocol::launch_files::{shim_dir, supervisor_output, supervisor_pid_file};
 use crate::protocol::layout::Project;
 
 /// How `up` runs.

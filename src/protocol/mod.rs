@@ -11,6 +11,7 @@ pub mod fields;
 pub mod gitcheck;
 pub mod grammar;
 pub mod header;
+pub mod launch_files;
 pub mod layout;
 pub mod line;
 pub mod logfile;

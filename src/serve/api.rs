@@ -92,7 +92,7 @@ fn error_response(e: &Error) -> Response {
     if let Error::Invalid { errors, .. } = e {
         v["errors"] = json!(errors);
     }
-    (code, Json(crate::cli::stamped(v))).into_response()
+    (code, Json(crate::error::stamped(v))).into_response()
 }
 
 /// Runs synchronous library work off the async threads.
@@ -102,7 +102,7 @@ async fn blocking(
 ) -> Response {
     let project = app.project.clone();
     match tokio::task::spawn_blocking(move || f(&project)).await {
-        Ok(Ok(v)) => Json(crate::cli::stamped(v)).into_response(),
+        Ok(Ok(v)) => Json(crate::error::stamped(v)).into_response(),
         Ok(Err(e)) => error_response(&e),
         Err(e) => error_response(&Error::env(format!("internal error: {e}"))),
     }

@@ -57,7 +57,7 @@ fn header_str(h: &HeaderMap, name: impl header::AsHeaderName) -> Option<&str> {
 }
 
 pub fn refuse(status: StatusCode, message: &str) -> Response {
-    let body = crate::cli::stamped(serde_json::json!({
+    let body = crate::error::stamped(serde_json::json!({
         "status": "error",
         "token": "ERROR",
         "message": message,

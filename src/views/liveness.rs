@@ -14,10 +14,10 @@ use serde::Serialize;
 
 use crate::daemon::{tmux, wake};
 use crate::fsx;
-use crate::launch::paths::{
+use crate::protocol::config::Config;
+use crate::protocol::launch_files::{
     agent_parked_file, agent_pid_file, agent_state_file, supervisor_pid_file,
 };
-use crate::protocol::config::Config;
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Role;
 use crate::views::attention;

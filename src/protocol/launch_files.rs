@@ -24,7 +24,7 @@ pub fn agent_pid_file(p: &Project, role: &str) -> PathBuf {
     agents_dir(p).join(format!("{role}.pid"))
 }
 /// `.swarmforge/run/<role>.sh`: what a tmux pane runs.
-pub(super) fn run_file(p: &Project, role: &str) -> PathBuf {
+pub fn run_file(p: &Project, role: &str) -> PathBuf {
     p.swarmforge().join("run").join(format!("{role}.sh"))
 }
 /// `.swarmforge/run/<role>.state`: `running <epoch>` or `exited <status>
@@ -43,9 +43,9 @@ pub fn supervisor_pid_file(p: &Project) -> PathBuf {
 pub fn supervisor_output(p: &Project) -> PathBuf {
     p.daemon_dir().join("swarm-up.out")
 }
-pub(super) fn tmux_env_file(p: &Project) -> PathBuf {
+pub fn tmux_env_file(p: &Project) -> PathBuf {
     p.swarmforge().join("tmux-env")
 }
-pub(super) fn sessions_file(p: &Project) -> PathBuf {
+pub fn sessions_file(p: &Project) -> PathBuf {
     p.swarmforge().join("sessions.tsv")
 }
