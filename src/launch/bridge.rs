@@ -3,12 +3,11 @@
 //! bridge itself (the network part) lives in `crate::bridge`.
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::process::{detach, kill, lock_holder, tail};
+use super::process::{kill, lock_holder, spawn_holding, Spawn};
 use super::shims;
-use crate::error::{Error, IoContext, Result};
+use crate::error::{IoContext, Result};
 use crate::fsx;
 use crate::launch::plan::Plan;
 use crate::protocol::layout::Project;
@@ -36,50 +35,22 @@ pub fn start_bridge(plan: &Plan, say: &mut dyn FnMut(&str)) -> Result<Option<u32
     fsx::ensure_dirs(&[&dir]).at(&dir)?;
     let out = project.bridge_output();
     let prog = swarm_program();
-    let mut cmd = Command::new("sh");
-    // The shell opens the output file and execs the bridge: its pid is ours.
-    cmd.arg("-c")
-        .arg("exec \"$0\" bridge \"$1\" >>\"$2\" 2>&1 </dev/null")
-        .arg(&prog)
-        .arg(&project.root)
-        .arg(&out)
-        .current_dir(&project.root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    detach(&mut cmd, false);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| Error::env(format!("cannot start {} bridge: {e}", prog.display())))?;
-    let pid = child.id();
-    let end = Instant::now() + Duration::from_secs(15);
-    loop {
-        if fsx::flock_holders(&project.bridge_pid()).contains(&pid) {
-            say(&format!(
-                "the bridge runs (pid {pid}, host {}); its log: {}",
-                plan.host.as_deref().unwrap_or("?"),
-                project.bridge_log().display()
-            ));
-            // It runs in a session of its own and outlives a detached `up`.
-            drop(child);
-            return Ok(Some(pid));
-        }
-        if let Ok(Some(st)) = child.try_wait() {
-            return Err(Error::env(format!(
-                "swarm bridge exited at start ({st}); its output ({}):\n{}\n  hint: fix the cause above, then run `swarm up` again",
-                out.display(),
-                tail(&out, 15)
-            )));
-        }
-        if Instant::now() >= end {
-            let _ = child.kill();
-            return Err(Error::env(format!(
-                "swarm bridge did not start within 15 s; its output: {}",
-                out.display()
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let (pid, child) = spawn_holding(&Spawn {
+        name: "swarm bridge",
+        program: &prog,
+        args: &["bridge".as_ref(), project.root.as_os_str()],
+        root: &project.root,
+        output: &out,
+        lock: &project.bridge_pid(),
+    })?;
+    say(&format!(
+        "the bridge runs (pid {pid}, host {}); its log: {}",
+        plan.host.as_deref().unwrap_or("?"),
+        project.bridge_log().display()
+    ));
+    // It runs in a session of its own and outlives a detached `up`.
+    drop(child);
+    Ok(Some(pid))
 }
 
 /// Stops the bridge holding this project's bridge lock: TERM, then KILL

@@ -124,43 +124,72 @@ pub fn start_daemon(project: &Project, say: &mut dyn FnMut(&str)) -> Result<(u32
     fsx::remove_file(&project.stop_file()).at(project.stop_file())?;
     let out = project.daemon_output();
     let prog = handoffd_program();
+    spawn_holding(&Spawn {
+        name: "handoffd",
+        program: &prog,
+        args: &[project.root.as_os_str()],
+        root: &project.root,
+        output: &out,
+        lock: &project.pid_file(),
+    })
+}
+
+/// A detached program whose output is appended to a file and which takes a
+/// lock file once it is ready (the daemon, the bridge).
+pub(crate) struct Spawn<'a> {
+    /// As named in errors.
+    pub name: &'a str,
+    pub program: &'a Path,
+    pub args: &'a [&'a std::ffi::OsStr],
+    pub root: &'a Path,
+    pub output: &'a Path,
+    pub lock: &'a Path,
+}
+
+/// Starts `s.program args…` in a session of its own and waits (15 s at
+/// most) until that very process holds `s.lock`; an exit or a timeout is an
+/// error showing the end of its output.
+pub(crate) fn spawn_holding(s: &Spawn) -> Result<(u32, Child)> {
     let mut cmd = Command::new("sh");
-    // The shell opens the output file (append) and execs the daemon, so the
-    // child's pid is handoffd's own.
+    // The shell opens the output file (append) and execs the program, so the
+    // child's pid is the program's own.
     cmd.arg("-c")
-        .arg("exec \"$0\" \"$1\" >>\"$2\" 2>&1 </dev/null")
-        .arg(&prog)
-        .arg(&project.root)
-        .arg(&out)
-        .current_dir(&project.root)
+        .arg("out=$1; prog=$2; shift 2; exec \"$prog\" \"$@\" >>\"$out\" 2>&1 </dev/null")
+        .arg("sh")
+        .arg(s.output)
+        .arg(s.program)
+        .args(s.args)
+        .current_dir(s.root)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     detach(&mut cmd, false);
     let mut child = cmd
         .spawn()
-        .map_err(|e| Error::env(format!("cannot start {}: {e}", prog.display())))?;
+        .map_err(|e| Error::env(format!("cannot start {}: {e}", s.program.display())))?;
     let pid = child.id();
     let end = Instant::now() + Duration::from_secs(15);
     loop {
-        if fsx::flock_holders(&project.pid_file()).contains(&pid) {
+        if fsx::flock_holders(s.lock).contains(&pid) {
             return Ok((pid, child));
         }
         if let Ok(Some(st)) = child.try_wait() {
             return Err(Error::env(format!(
-                "handoffd exited at start ({st}); its output ({}):\n{}\n  hint: fix the cause above, then run `swarm up` again",
-                out.display(),
-                tail(&out, 15)
+                "{} exited at start ({st}); its output ({}):\n{}\n  hint: fix the cause above, then run `swarm up` again",
+                s.name,
+                s.output.display(),
+                tail(s.output, 15)
             )));
         }
         if Instant::now() >= end {
             let _ = child.kill();
             let _ = child.wait();
             return Err(Error::env(format!(
-                "handoffd did not take its lock {} within 15 s; its output ({}):\n{}",
-                project.pid_file().display(),
-                out.display(),
-                tail(&out, 15)
+                "{} did not take its lock {} within 15 s; its output ({}):\n{}",
+                s.name,
+                s.lock.display(),
+                s.output.display(),
+                tail(s.output, 15)
             )));
         }
         std::thread::sleep(Duration::from_millis(20));
