@@ -415,30 +415,33 @@ impl Deliverer {
     }
 
     /// Removes temp files older than `older_than` that killed writers left in
-    /// the `inbox/tmp` and `outbox/tmp` of every worktree this daemon holds.
+    /// the daemon's folder and the `inbox/tmp` and `outbox/tmp` of every
+    /// worktree this daemon holds.
     /// A folder reached through a symlink is left alone (its files are not
     /// this project's to delete).
     pub fn clean_stale_temps(&self, older_than: Duration) {
+        let plain = |d: &Path| {
+            d.canonicalize().is_ok_and(|real| real == d)
+                && fs::symlink_metadata(d).is_ok_and(|m| m.is_dir())
+        };
+        // The daemon's own folder: a rotation killed before it recorded
+        // the log's new base leaves that file's temp there.
+        let mut dirs = vec![self.project.daemon_dir()];
         for wt_path in self.locks.keys() {
             let wt = Worktree::new(wt_path);
-            let plain = |d: &Path| {
-                d.canonicalize().is_ok_and(|real| real == d)
-                    && fs::symlink_metadata(d).is_ok_and(|m| m.is_dir())
-            };
-            let mut dirs = Vec::new();
             if wt.symlinked_inbox_folder().is_none() {
                 dirs.push(wt.inbox_tmp());
             }
             dirs.push(wt.outbox_tmp());
-            for d in dirs.into_iter().filter(|d| plain(d)) {
-                match fsx::clean_stale_temps(&d, older_than) {
-                    Ok(0) => {}
-                    Ok(n) => eprintln!(
-                        "handoffd: removed {n} stale temp file(s) from {}",
-                        d.display()
-                    ),
-                    Err(e) => eprintln!("handoffd: cannot clean {}: {e}", d.display()),
-                }
+        }
+        for d in dirs.into_iter().filter(|d| plain(d)) {
+            match fsx::clean_stale_temps(&d, older_than) {
+                Ok(0) => {}
+                Ok(n) => eprintln!(
+                    "handoffd: removed {n} stale temp file(s) from {}",
+                    d.display()
+                ),
+                Err(e) => eprintln!("handoffd: cannot clean {}: {e}", d.display()),
             }
         }
     }

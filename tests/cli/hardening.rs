@@ -533,8 +533,9 @@ fn an_idle_daemon_with_many_roles_stays_idle() {
 
 // --------------------------------------------------------- 9: smaller
 
-/// Temp files a kill left in `inbox/tmp` and `outbox/tmp` are removed at
-/// start once older than the bound; fresh ones (a writer may be mid-publish)
+/// Temp files a kill left in `inbox/tmp`, `outbox/tmp` and the daemon's
+/// folder (a log's base, mid-rotation) are removed at start once older than
+/// the bound; fresh ones (a writer may be mid-publish)
 /// and anything that is not a plain temp file stay.
 #[test]
 fn stale_temp_files_are_cleaned_at_start() {
@@ -542,7 +543,11 @@ fn stale_temp_files_are_cleaned_at_start() {
     let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
     let mut stale = Vec::new();
     let mut kept = Vec::new();
-    for dir in [hq(&p.root, "outbox/tmp"), hq(&rev, "inbox/tmp")] {
+    for dir in [
+        hq(&p.root, "outbox/tmp"),
+        hq(&rev, "inbox/tmp"),
+        p.root.join(".swarmforge/daemon"),
+    ] {
         fs::create_dir_all(&dir).unwrap();
         let s = dir.join(".x.handoff.123.0.456.tmp");
         fs::write(&s, "half").unwrap();

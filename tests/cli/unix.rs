@@ -168,18 +168,21 @@ fn man_pages_for_every_binary_and_subcommand_render() {
 struct Follower {
     child: std::process::Child,
     out: std::sync::Arc<std::sync::Mutex<String>>,
+    /// Its stderr (notices, an error it stopped on), for failure reports.
+    err: std::path::PathBuf,
 }
 
 impl Follower {
     fn spawn(p: &Project, args: &[&str]) -> Follower {
         use std::io::BufRead;
+        let err = p.path("follower.stderr");
         let mut child = p
             .cmd("swarm")
             .args(args)
             .command()
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
+            .stderr(fs::File::create(&err).unwrap())
             .spawn()
             .expect("swarm starts");
         let out = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
@@ -193,7 +196,16 @@ impl Follower {
                 s.push('\n');
             }
         });
-        Follower { child, out }
+        Follower { child, out, err }
+    }
+
+    /// Whether it still runs, and what it said on stderr.
+    fn state(&mut self) -> String {
+        format!(
+            "exit: {:?}; stderr: {:?}",
+            self.child.try_wait(),
+            fs::read_to_string(&self.err).unwrap_or_default()
+        )
     }
 
     fn text(&self) -> String {
@@ -241,17 +253,48 @@ fn assert_contiguous(live: &std::path::Path) {
     }
 }
 
-/// What a follower printed (`<offset> <line>`) is exactly the whole log,
+/// What a follower printed (`<offset> <line>`) as it should be for `whole`:
 /// each line with the offset just past it.
-fn assert_follower_saw_the_log(f: &Follower, whole: &str) {
-    let seen = f.text();
+fn with_offsets(whole: &str) -> Vec<String> {
     let mut offset = 0u64;
-    let mut want = String::new();
-    for line in whole.lines() {
-        offset += line.len() as u64 + 1;
-        want.push_str(&format!("{offset} {line}\n"));
+    whole
+        .lines()
+        .map(|line| {
+            offset += line.len() as u64 + 1;
+            format!("{offset} {line}")
+        })
+        .collect()
+}
+
+/// Stops the daemon (SIGTERM, waits for it to exit), so the log is final,
+/// then waits until the follower has printed exactly the whole log, each
+/// line once with its offset.
+fn follower_sees_the_whole_log(f: &mut Follower, mut daemon: Daemon, live: &std::path::Path) {
+    signal(daemon.pid(), libc::SIGTERM);
+    assert_eq!(
+        daemon.wait_exit(DEADLINE),
+        Some(0),
+        "handoffd stops on SIGTERM"
+    );
+    let want = with_offsets(&rotated_log(live));
+    let seen = || -> Vec<String> { f.text().lines().map(str::to_string).collect() };
+    let end = std::time::Instant::now() + DEADLINE;
+    while std::time::Instant::now() < end && seen() != want {
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    assert!(seen == want, "follower:\n{seen}\nlog:\n{want}");
+    let seen = seen();
+    if seen != want {
+        let at = seen.iter().zip(&want).take_while(|(a, b)| a == b).count();
+        panic!(
+            "the follower printed {} lines, the log has {}; first difference at line {at}:\n  \
+             follower: {:?}\n  log:      {:?}\n  follower {}",
+            seen.len(),
+            want.len(),
+            seen.get(at),
+            want.get(at),
+            f.state()
+        );
+    }
 }
 
 fn delivered(p: &Project) -> usize {
@@ -269,8 +312,8 @@ fn a_follower_reads_across_rotations_under_a_flood_without_loss_or_repeat() {
         .config(SMALL_LOGS)
         .build();
     let live = events_path(&p);
-    let f = Follower::spawn(&p, &["events", "--follow", "--with-offset"]);
-    let _d = p.spawn_daemon(&[]);
+    let mut f = Follower::spawn(&p, &["events", "--follow", "--with-offset"]);
+    let d = p.spawn_daemon(&[]);
     let n = 200;
     for i in 0..n {
         p.post("master", &note("a", i, "b", &format!("flood {i}")));
@@ -278,11 +321,8 @@ fn a_follower_reads_across_rotations_under_a_flood_without_loss_or_repeat() {
     wait_until(DEADLINE, "every note delivered", || {
         delivered(&p) == n as usize
     });
+    follower_sees_the_whole_log(&mut f, d, &live);
     let whole = rotated_log(&live);
-    wait_until(DEADLINE, "the follower caught up", || {
-        f.text().lines().count() == whole.lines().count()
-    });
-    assert_follower_saw_the_log(&f, &whole);
     assert_contiguous(&live);
     let rotations = parts(&live).len();
     assert!(rotations > 20, "only {rotations} rotations");
@@ -314,7 +354,7 @@ fn kill_9_during_rotations_loses_and_repeats_no_line() {
         .config(SMALL_LOGS)
         .build();
     let live = events_path(&p);
-    let f = Follower::spawn(&p, &["events", "--follow", "--with-offset"]);
+    let mut f = Follower::spawn(&p, &["events", "--follow", "--with-offset"]);
     let mut sent = 0u32;
     let kills = 5;
     for _ in 0..kills {
@@ -332,10 +372,11 @@ fn kill_9_during_rotations_loses_and_repeats_no_line() {
         // Killed by a signal: no exit code.
         assert_eq!(d.wait_exit(DEADLINE), None);
     }
-    let _d = p.spawn_daemon(&[]);
+    let d = p.spawn_daemon(&[]);
     wait_until(DEADLINE, "every outbox drained", || {
         files(&p.hq("master", "outbox")).is_empty()
     });
+    follower_sees_the_whole_log(&mut f, d, &live);
     let whole = rotated_log(&live);
     // Every line whole: a kill never tears one or splits it across files.
     for l in whole.lines() {
@@ -346,10 +387,6 @@ fn kill_9_during_rotations_loses_and_repeats_no_line() {
         kills + 1
     );
     assert_contiguous(&live);
-    wait_until(DEADLINE, "the follower caught up", || {
-        f.text().lines().count() == rotated_log(&live).lines().count()
-    });
-    assert_follower_saw_the_log(&f, &rotated_log(&live));
 }
 
 #[test]
@@ -393,14 +430,18 @@ fn retention_removes_old_parts_and_says_so() {
         .config("wake: {method: none}\nlogs: {max_bytes: 1024, keep: 2}\n")
         .build();
     let live = events_path(&p);
-    let _d = p.spawn_daemon(&[]);
+    let mut d = p.spawn_daemon(&[]);
     for i in 0..60 {
         p.post("master", &note("a", i, "b", &format!("flood {i}")));
     }
     wait_until(DEADLINE, "every outbox drained", || {
         files(&p.hq("master", "outbox")).is_empty()
     });
-    wait_until(DEADLINE, "parts pruned", || parts(&live).len() <= 2);
+    // Its last batch's events come after the files moved: a stopped daemon
+    // has written them, so no rotation runs under the commands below.
+    signal(d.pid(), libc::SIGTERM);
+    assert_eq!(d.wait_exit(DEADLINE), Some(0));
+    assert!(parts(&live).len() <= 2, "{:?}", parts(&live));
     assert!(parts(&live)[0].0 > 0);
     p.cmd("swarm")
         .args(["events", "--since", "0"])
@@ -714,17 +755,13 @@ fn rotations_whose_second_step_always_fails_still_count_exactly() {
         .build();
     let live = events_path(&p);
     fs::create_dir_all(p.path(".swarmforge/daemon/events.jsonl.base")).unwrap();
-    let f = Follower::spawn(&p, &["events", "--follow", "--with-offset"]);
-    let _d = p.spawn_daemon(&[]);
+    let mut f = Follower::spawn(&p, &["events", "--follow", "--with-offset"]);
+    let d = p.spawn_daemon(&[]);
     for i in 0..60 {
         p.post("master", &note("a", i, "b", &format!("flood {i}")));
     }
     wait_until(DEADLINE, "every note delivered", || delivered(&p) == 60);
     assert!(parts(&live).len() > 5, "{:?}", parts(&live));
     assert_contiguous(&live);
-    let whole = rotated_log(&live);
-    wait_until(DEADLINE, "the follower caught up", || {
-        f.text().lines().count() == whole.lines().count()
-    });
-    assert_follower_saw_the_log(&f, &whole);
+    follower_sees_the_whole_log(&mut f, d, &live);
 }
