@@ -345,10 +345,7 @@ fn ours_hop_lib(base: &Path, n: usize, fsync: bool) -> Duration {
     std::env::set_var("SWARMFORGE_ROLE", "sender");
     let mut d = deliverer(&o);
     let wt = Worktree::new(&o.rcv);
-    let inbox = Inbox {
-        wt: &wt,
-        max_bytes: 1 << 20,
-    };
+    let inbox = Inbox::new(&wt, 1 << 20);
     let t = Instant::now();
     for i in 0..n {
         lib_send(&o, i);
@@ -608,10 +605,7 @@ fn backlog(o: &Opts) {
         "one process",
     );
     let wt = Worktree::new(&ob.rcv);
-    let inbox = Inbox {
-        wt: &wt,
-        max_bytes: 1 << 20,
-    };
+    let inbox = Inbox::new(&wt, 1 << 20);
     let mut lib = Vec::new();
     for _ in 0..5 {
         let s = Instant::now();
@@ -737,10 +731,7 @@ fn trail(o: &Opts) {
     assert_eq!(r.delivered, n);
     for rcv in receivers {
         let wt = Worktree::new(root.join(rcv));
-        let inbox = Inbox {
-            wt: &wt,
-            max_bytes: 1 << 20,
-        };
+        let inbox = Inbox::new(&wt, 1 << 20);
         inbox.ready(ReceiveMode::Batch).unwrap();
         inbox.done(ReceiveMode::Batch).unwrap();
     }

@@ -409,8 +409,10 @@ fn list_sorted(dir: &Path) -> Duration {
     t.elapsed()
 }
 
-/// `done-current` with `n` waiting: (median of 5, listing floor).
-fn accept_with(o: &Opts, n: usize) -> (Duration, Duration) {
+/// `done-current` with `n` waiting: (median of 5, listing floor, the
+/// daemon's VmRSS KiB after). With `daemon`, a running `handoffd` answers the
+/// order of a deep `new/` (protocol::order); without, the helper lists it.
+fn accept_with(o: &Opts, n: usize, daemon: bool) -> (Duration, Duration, Option<u64>) {
     let (_d, p) = project(&o.dir, 1, 1, true);
     let rcv = p.root.join("wt0");
     let new = Worktree::new(&rcv).inbox_new();
@@ -419,6 +421,7 @@ fn accept_with(o: &Opts, n: usize) -> (Duration, Duration) {
         fs::write(new.join(name), text).unwrap();
     }
     let floor = list_sorted(&new).min(list_sorted(&new));
+    let handoffd = daemon.then(|| start_daemon(&p));
     let run = |prog: &str| {
         let out = Command::new(common::bin(prog))
             .current_dir(&rcv)
@@ -431,6 +434,7 @@ fn accept_with(o: &Opts, n: usize) -> (Duration, Duration) {
             .unwrap();
         assert!(out.status.success(), "{prog}");
     };
+    // The first call also has the daemon list the folder once.
     run("ready-next");
     let mut v = Vec::new();
     for _ in 0..5 {
@@ -440,37 +444,43 @@ fn accept_with(o: &Opts, n: usize) -> (Duration, Duration) {
     }
     // Keeps the library import honest: the same call in process.
     let wt = Worktree::new(&rcv);
-    let inbox = Inbox {
-        wt: &wt,
-        max_bytes: 1 << 20,
-    };
+    let inbox = Inbox::new(&wt, 1 << 20);
     let _ = inbox.done(ReceiveMode::Task);
-    (median(v), floor)
+    let rss = handoffd.as_ref().map(|d| rss_kib(d.0.id()));
+    (median(v), floor, rss)
 }
 
 fn accept(o: &Opts) {
-    let (small, small_floor) = accept_with(o, 10);
-    let (big, big_floor) = accept_with(o, o.waiting);
     println!(
         "### Taking the next item: `done-current` with {} waiting vs 10 waiting (median of 5)\n",
         o.waiting
     );
-    println!("| waiting | done-current ms | readdir + sort ms | ratio to 10 waiting | ratio to its listing |");
-    println!("|---|---|---|---|---|");
-    println!(
-        "| 10 | {:.2} | {:.3} | 1.00 | {:.2} |",
-        ms(small),
-        ms(small_floor),
-        ms(small) / ms(small_floor)
-    );
-    println!(
-        "| {} | {:.2} | {:.3} | {:.2} | {:.2} |",
-        o.waiting,
-        ms(big),
-        ms(big_floor),
-        ms(big) / ms(small),
-        ms(big) / ms(big_floor)
-    );
+    println!("| waiting | how the next item is found | done-current ms | readdir + sort ms | ratio to 10 waiting | ratio to its listing | handoffd VmRSS KiB |");
+    println!("|---|---|---|---|---|---|---|");
+    for (daemon, how) in [
+        (false, "the helper lists `new/` (no daemon)"),
+        (true, "the daemon's order hint (handoffd running)"),
+    ] {
+        let (small, small_floor, small_rss) = accept_with(o, 10, daemon);
+        let (big, big_floor, big_rss) = accept_with(o, o.waiting, daemon);
+        let kib = |r: Option<u64>| r.map_or("-".to_string(), |k| k.to_string());
+        println!(
+            "| 10 | {how} | {:.2} | {:.3} | 1.00 | {:.2} | {} |",
+            ms(small),
+            ms(small_floor),
+            ms(small) / ms(small_floor),
+            kib(small_rss)
+        );
+        println!(
+            "| {} | {how} | {:.2} | {:.3} | {:.2} | {:.2} | {} |",
+            o.waiting,
+            ms(big),
+            ms(big_floor),
+            ms(big) / ms(small),
+            ms(big) / ms(big_floor),
+            kib(big_rss)
+        );
+    }
     println!();
 }
 
@@ -541,10 +551,7 @@ fn trail_fixture(base: &Path, n: usize) -> (tempfile::TempDir, PathBuf) {
     assert_eq!(dl.pass().delivered, n);
     for rcv in receivers {
         let wt = Worktree::new(root.join(rcv));
-        let inbox = Inbox {
-            wt: &wt,
-            max_bytes: 1 << 20,
-        };
+        let inbox = Inbox::new(&wt, 1 << 20);
         inbox.ready(ReceiveMode::Batch).unwrap();
         inbox.done(ReceiveMode::Batch).unwrap();
     }

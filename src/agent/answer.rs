@@ -102,10 +102,7 @@ pub fn answer(
     let sender = Sender::as_role(project, &role)?;
     let d = draft::parse(&draft_text(&copy, id, choices, text));
     let shown = format!("swarm answer {id}");
-    let inbox = Inbox {
-        wt: &sender.at.worktree,
-        max_bytes: max,
-    };
+    let inbox = Inbox::new(&sender.at.worktree, max);
     inbox.with_lock(|ib| -> Result<Answered> {
         if let Some(by) = settled_by(project, id)? {
             return Err(Error::refused(

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use crate::agent::printout::{Contribution, ForumView, ItemForum, Turn};
-use crate::agent::queue::{self, Item, Ready};
+use crate::agent::queue::{self, Inbox, Item, Ready};
 use crate::error::{Error, Result};
 use crate::forum::discussion;
 use crate::forum::moderator;
@@ -23,6 +23,18 @@ pub struct Resolved {
     pub mode: ReceiveMode,
     pub config: Config,
     pub project: Option<Project>,
+}
+
+impl Resolved {
+    /// This worktree's inbox, read with the project's limits, asking the
+    /// project's daemon for the order of a deep `new/`.
+    pub fn inbox(&self) -> Inbox<'_> {
+        let inbox = Inbox::new(&self.wt, self.config.limits.max_file_bytes);
+        match &self.project {
+            Some(p) => inbox.with_order(p.order_socket()),
+            None => inbox,
+        }
+    }
 }
 
 /// The inbox and receive mode for this call: a forced mode needs only the

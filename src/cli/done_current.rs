@@ -3,7 +3,6 @@
 use clap::Parser;
 
 use crate::agent::printout;
-use crate::agent::queue::Inbox;
 use crate::error::exit;
 
 #[derive(Parser, Debug)]
@@ -40,10 +39,7 @@ pub fn run() -> i32 {
     let mut place = None;
     let result = super::ready_next::resolve(args.task, args.batch).and_then(|r| {
         crate::fsx::set_fsync(r.config.daemon.fsync);
-        let inbox = Inbox {
-            wt: &r.wt,
-            max_bytes: r.config.limits.max_file_bytes,
-        };
+        let inbox = r.inbox();
         let done = crate::agent::wait::done_then_wait(
             &inbox,
             r.mode,

@@ -3,7 +3,6 @@
 use clap::Parser;
 
 use crate::agent::printout::{self, Resume};
-use crate::agent::queue::Inbox;
 use crate::error::exit;
 use crate::forum::session;
 
@@ -43,10 +42,7 @@ pub fn run() -> i32 {
     let mut place = None;
     let result = resolve(args.task, args.batch).and_then(|r| {
         crate::fsx::set_fsync(r.config.daemon.fsync);
-        let inbox = Inbox {
-            wt: &r.wt,
-            max_bytes: r.config.limits.max_file_bytes,
-        };
+        let inbox = r.inbox();
         let ready = crate::agent::wait::ready_wait(&inbox, r.mode, args.wait.unwrap_or_default());
         place = Some(r);
         ready

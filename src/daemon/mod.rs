@@ -14,6 +14,7 @@ pub mod gate;
 pub mod holds;
 pub mod hook;
 pub mod journal;
+pub mod order;
 pub mod tmux;
 pub mod wake;
 pub mod watchdog;
@@ -95,6 +96,9 @@ pub struct Daemon {
     agents_check: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// The pid file's lock (re-taken if someone deletes the file).
     pid_lock: Option<fsx::Lock>,
+    /// The order hint for `ready-next` (none with `--once` or `--poll`, or
+    /// when its socket cannot be made: callers then list).
+    order: Option<order::OrderServer>,
 }
 
 fn load(project: &Project) -> Result<(Roles, Config)> {
@@ -176,7 +180,14 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
         rewake: Default::default(),
         agents_check: Default::default(),
         pid_lock: Some(lock),
+        order: None,
     };
+    // The index is kept from file events: none with --poll (they are what
+    // that mode does without).
+    if !d.opts.once && !d.opts.poll {
+        d.order = order::OrderServer::start(&d.project);
+        d.serve_order();
+    }
     let code = if d.opts.once {
         let r = d.deliverer.pass();
         d.deliverer.waker.wait_idle(Duration::from_secs(10));
@@ -192,6 +203,9 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
         }
         code
     };
+    // The socket goes while we still hold the pid lock: a daemon started
+    // right after us must not lose its own socket to our clean-up.
+    drop(d.order.take());
     let _ = fsx::remove_file(&d.project.pid_file());
     drop(d.pid_lock.take());
     Ok(code)
@@ -242,6 +256,14 @@ impl Daemon {
         }
     }
 
+    /// Tells the order index which worktrees' inboxes it may answer for.
+    fn serve_order(&self) {
+        if let Some(o) = &self.order {
+            let roots = self.deliverer.roles.worktrees();
+            o.serve(roots.iter().filter_map(|w| w.canonicalize().ok()).collect());
+        }
+    }
+
     fn watched_dirs(&self) -> Vec<PathBuf> {
         let mut v: Vec<PathBuf> = self
             .deliverer
@@ -269,6 +291,7 @@ impl Daemon {
                 fsx::set_fsync(config.daemon.fsync);
                 self.journal.set_policy(config.logs.policy());
                 self.deliverer.reload(roles, config);
+                self.serve_order();
             }
             Err(e) => eprintln!("handoffd: keeping the previous roles and config: {e}"),
         }

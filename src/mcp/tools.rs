@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 use crate::agent::place;
 use crate::agent::printout::{self, Viewer};
-use crate::agent::queue::{Inbox, Item, Ready};
+use crate::agent::queue::{Item, Ready};
 use crate::agent::send::{self, Sender};
 use crate::error::{exit, Error, Token};
 use crate::protocol::draft;
@@ -370,10 +370,7 @@ fn next(agent: &Agent, a: &Args) -> Outcome {
         .unwrap_or(DEFAULT_WAIT_SECS);
     let at = place::resolve_as(&agent.cwd, &agent.role)?;
     crate::fsx::set_fsync(at.config.daemon.fsync);
-    let inbox = Inbox {
-        wt: &at.wt,
-        max_bytes: at.config.limits.max_file_bytes,
-    };
+    let inbox = at.inbox();
     let (r, reactions) =
         crate::agent::wait::ready_wait(&inbox, at.mode, Duration::from_secs(wait))?;
     Ok(ready_value(&at, &r, &reactions, &agent.role))
@@ -383,10 +380,7 @@ fn done(agent: &Agent, a: &Args) -> Outcome {
     let failed = a.line("failed")?;
     let at = place::resolve_as(&agent.cwd, &agent.role)?;
     crate::fsx::set_fsync(at.config.daemon.fsync);
-    let inbox = Inbox {
-        wt: &at.wt,
-        max_bytes: at.config.limits.max_file_bytes,
-    };
+    let inbox = at.inbox();
     let d = inbox.done_failed(at.mode, failed)?;
     let view = match &d.next {
         Ok(next) => place::forum_view(&at, next, Some(&agent.role)),

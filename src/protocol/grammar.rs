@@ -365,6 +365,40 @@ pub fn is_batch_dir_name(name: &str) -> bool {
     })
 }
 
+/// What an entry of a queue folder is, from its name and type: the one
+/// classification the helpers' listings and the daemon's order index share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueEntry {
+    /// A regular file with a valid handoff name: an item.
+    Item,
+    /// A `batch_*` folder.
+    Batch,
+    /// Named `*.handoff` but not an item (a bad name, a symlink, a FIFO):
+    /// refused before anything is handed out.
+    Odd,
+    /// Anything else (temp files, other folders): ignored.
+    Other,
+}
+
+/// Classifies `name` (`is_dir` / `is_file` as the folder entry says, never
+/// following a symlink).
+pub fn queue_entry(name: &str, is_dir: bool, is_file: bool) -> QueueEntry {
+    if is_dir {
+        return if is_batch_dir_name(name) {
+            QueueEntry::Batch
+        } else {
+            QueueEntry::Other
+        };
+    }
+    if !name.ends_with(".handoff") {
+        QueueEntry::Other
+    } else if is_file && valid_handoff_name(name) {
+        QueueEntry::Item
+    } else {
+        QueueEntry::Odd
+    }
+}
+
 // ---------------------------------------------------------------- recipients
 
 /// The items of a comma list header (`to`, `cc`, `mentions`), empties dropped.

@@ -56,6 +56,10 @@ impl Project {
     pub fn events_file(&self) -> PathBuf {
         self.daemon_dir().join("events.jsonl")
     }
+    /// The daemon's order hint socket (protocol::order).
+    pub fn order_socket(&self) -> PathBuf {
+        self.daemon_dir().join("order.sock")
+    }
     /// The daemon's stdout/stderr when started detached (never its journal).
     pub fn daemon_output(&self) -> PathBuf {
         self.daemon_dir().join("handoffd.out")

@@ -15,6 +15,7 @@ pub mod launch_files;
 pub mod layout;
 pub mod line;
 pub mod logfile;
+pub mod order;
 pub mod roles;
 pub mod root;
 pub mod rules;

@@ -25,6 +25,7 @@ mod longpoll;
 mod mcp;
 mod model;
 mod newcomer;
+mod order;
 mod perf;
 mod readme;
 mod real_agents;

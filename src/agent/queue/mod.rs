@@ -5,6 +5,7 @@
 
 mod done;
 mod find;
+mod hint;
 mod ready;
 
 pub use done::{check_failed_reason, MAX_FAILED_REASON};
@@ -17,7 +18,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, IoContext, Result, Token};
 use crate::fsx;
 use crate::protocol::clock;
-use crate::protocol::grammar;
+use crate::protocol::grammar::{self, QueueEntry};
 use crate::protocol::header::Message;
 use crate::protocol::layout::Worktree;
 
@@ -76,6 +77,25 @@ pub struct Done {
 pub struct Inbox<'a> {
     pub wt: &'a Worktree,
     pub max_bytes: u64,
+    /// The daemon's order hint socket (protocol::order), asked instead of
+    /// listing a deep `new/`; `None` always lists.
+    pub order: Option<PathBuf>,
+}
+
+impl<'a> Inbox<'a> {
+    pub fn new(wt: &'a Worktree, max_bytes: u64) -> Inbox<'a> {
+        Inbox {
+            wt,
+            max_bytes,
+            order: None,
+        }
+    }
+
+    /// Asks `socket`'s daemon for the order of a deep `new/`.
+    pub fn with_order(mut self, socket: PathBuf) -> Inbox<'a> {
+        self.order = Some(socket);
+        self
+    }
 }
 
 /// Entries directly in a folder: (sorted handoff file names, sorted batch dirs,
@@ -102,16 +122,11 @@ pub(super) fn list(dir: &Path) -> Result<Listing> {
         let e = e.at(dir)?;
         let name = e.file_name().to_string_lossy().into_owned();
         let ft = e.file_type().at(dir.join(&name))?;
-        if ft.is_dir() {
-            if grammar::is_batch_dir_name(&name) {
-                l.batches.push(name);
-            }
-        } else if name.ends_with(".handoff") {
-            if ft.is_file() && grammar::valid_handoff_name(&name) {
-                l.files.push(name);
-            } else {
-                l.odd.push(e.file_name());
-            }
+        match grammar::queue_entry(&name, ft.is_dir(), ft.is_file()) {
+            QueueEntry::Item => l.files.push(name),
+            QueueEntry::Batch => l.batches.push(name),
+            QueueEntry::Odd => l.odd.push(e.file_name()),
+            QueueEntry::Other => {}
         }
     }
     grammar::sort_names(&mut l.files);

@@ -14,7 +14,7 @@ use crate::protocol::roles::ReceiveMode;
 
 /// Whether an item is a reaction: an annotation for the next ready step,
 /// never a work item.
-pub(super) fn is_reaction(item: &Item) -> bool {
+pub(in crate::agent::queue) fn is_reaction(item: &Item) -> bool {
     item.msg.kind() == Some(MessageType::React)
 }
 
@@ -94,15 +94,20 @@ impl Inbox<'_> {
             });
         }
         let new = self.wt.inbox_new();
-        let waiting = list(&new)?;
-        self.reject_odd(&waiting, &new)?;
         // Validated before moving so a malformed file never becomes "in process".
-        let Some((i, mut item)) = self.first_work(&waiting.files, reactions)? else {
-            return Ok(Ready::NoTask);
+        let (name, mut item) = match self.hinted_first_work(reactions)? {
+            Some(found) => found,
+            None => {
+                let waiting = list(&new)?;
+                self.reject_odd(&waiting, &new)?;
+                let Some((i, item)) = self.first_work(&waiting.files, reactions)? else {
+                    return Ok(Ready::NoTask);
+                };
+                (waiting.files[i].clone(), item)
+            }
         };
-        let name = &waiting.files[i];
-        let src = new.join(name);
-        let dst = ip.join(name);
+        let src = new.join(&name);
+        let dst = ip.join(&name);
         match fsx::move_noreplace(&src, &dst) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use crate::agent::place;
 use crate::agent::printout::{self, Viewer};
-use crate::agent::queue::{Inbox, Item, Ready};
+use crate::agent::queue::{Item, Ready};
 use crate::agent::send::{self, Sender};
 use crate::error::{Error, Result};
 use crate::forum::discussion;
@@ -154,10 +154,7 @@ impl Runner {
         let mut sum = Summary::default();
         loop {
             let at = place::resolve_as(&self.cwd, &self.role)?;
-            let inbox = Inbox {
-                wt: &at.wt,
-                max_bytes: at.config.limits.max_file_bytes,
-            };
+            let inbox = at.inbox();
             // One item at a time, whatever the role's receive mode: one call
             // answers one message.
             let (ready, _reactions) = inbox.ready_noted(ReceiveMode::Task)?;

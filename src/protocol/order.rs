@@ -1,0 +1,159 @@
+//! The order hint: what `ready-next` and `done-current` ask the daemon
+//! instead of listing a deep `inbox/new/` (issue 19, "accept in constant
+//! time").
+//!
+//! The daemon keeps each asked folder's hand-out order in memory, from a
+//! listing and then from the folder's file events, which the kernel queues
+//! before a rename returns: an answer reflects every entry placed before the
+//! question, by our daemon, SwarmForge's or a person. It stays a hint: the
+//! folder is the truth (the caller's move checks each name it takes), and a
+//! caller without an answer lists the folder as before.
+//!
+//! One question and one answer per connection to `.swarmforge/daemon/order.sock`,
+//! in lines:
+//!
+//! ```text
+//! new <absolute path of the inbox/new folder>
+//! ```
+//!
+//! ```text
+//! ok <items> <odd>
+//! <name>            (up to HEAD item names, in hand-out order)
+//! end
+//! ```
+//!
+//! or `no <reason>` when the daemon does not serve that folder.
+
+use std::path::{Path, PathBuf};
+
+use crate::protocol::grammar;
+
+/// Item names per answer: enough for the reactions ahead of the next work
+/// item in any realistic queue; a caller that runs through them lists.
+pub const HEAD: usize = 32;
+
+/// A `new/` folder whose directory is at least this large (bytes, as `stat`
+/// reports it: on ext4 and tmpfs it grows with the entries) asks the daemon;
+/// a smaller one is listed, which is then as cheap as the question.
+pub const DEEP_DIR_BYTES: u64 = 64 * 1024;
+
+/// The longest question read (a path and the verb).
+pub const MAX_QUESTION: usize = 4096 + 8;
+
+/// The longest answer read: HEAD names of at most 255 bytes, the lines around.
+pub const MAX_ANSWER: usize = 64 + HEAD * 256 + 8;
+
+/// The question for `new_dir`; `None` when its path cannot travel on one
+/// line (not UTF-8, a control character, not absolute, too long).
+pub fn question(new_dir: &Path) -> Option<String> {
+    let s = new_dir.to_str()?;
+    let ok = new_dir.is_absolute()
+        && s.len() + 5 <= MAX_QUESTION
+        && !s.chars().any(crate::text::is_control);
+    ok.then(|| format!("new {s}\n"))
+}
+
+/// The folder a question names (untrusted input: `None` unless well formed).
+pub fn parse_question(text: &str) -> Option<PathBuf> {
+    let line = text.strip_suffix('\n')?;
+    let path = line.strip_prefix("new ")?;
+    let ok = path.starts_with('/')
+        && line.len() < MAX_QUESTION
+        && !path.chars().any(crate::text::is_control);
+    ok.then(|| PathBuf::from(path))
+}
+
+/// What the daemon knows of one folder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    /// Items waiting.
+    pub items: usize,
+    /// Entries named `*.handoff` that are not items (the caller lists, and
+    /// refuses them, as before).
+    pub odd: usize,
+    /// The first items in hand-out order, at most [`HEAD`].
+    pub head: Vec<String>,
+}
+
+pub fn render_answer(a: &Answer) -> String {
+    let mut s = format!("ok {} {}\n", a.items, a.odd);
+    for n in a.head.iter().take(HEAD) {
+        s.push_str(n);
+        s.push('\n');
+    }
+    s.push_str("end\n");
+    s
+}
+
+pub fn render_refusal(reason: &str) -> String {
+    let reason: String = reason
+        .chars()
+        .map(|c| if crate::text::is_control(c) { ' ' } else { c })
+        .collect();
+    format!("no {reason}\n")
+}
+
+/// An answer (`None` for a refusal or anything malformed: every name must be
+/// a valid item name, and no more than [`HEAD`] of them).
+pub fn parse_answer(text: &str) -> Option<Answer> {
+    let mut lines = text.strip_suffix("end\n")?.lines();
+    let mut first = lines.next()?.strip_prefix("ok ")?.split(' ');
+    let items = first.next()?.parse().ok()?;
+    let odd = first.next()?.parse().ok()?;
+    if first.next().is_some() {
+        return None;
+    }
+    let head: Vec<String> = lines.map(str::to_string).collect();
+    let ok = head.len() <= HEAD
+        && head.len() <= items
+        && head.iter().all(|n| grammar::valid_handoff_name(n));
+    ok.then_some(Answer { items, odd, head })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn questions_and_answers_round_trip_and_bad_ones_are_refused() {
+        let q = question(Path::new("/p/.swarmforge/handoffs/inbox/new")).unwrap();
+        assert_eq!(
+            parse_question(&q).unwrap(),
+            Path::new("/p/.swarmforge/handoffs/inbox/new")
+        );
+        assert!(question(Path::new("relative/new")).is_none());
+        assert!(question(Path::new("/a\nb")).is_none());
+        for bad in [
+            "new relative\n",
+            "new /a\u{1b}b\n",
+            "new /a",
+            "old /a\n",
+            "",
+        ] {
+            assert!(parse_question(bad).is_none(), "{bad:?}");
+        }
+        let a = Answer {
+            items: 3,
+            odd: 1,
+            head: vec!["50_20260615T140531Z_000001_from_a_to_b.handoff".into()],
+        };
+        assert_eq!(parse_answer(&render_answer(&a)).unwrap(), a);
+        let none = Answer {
+            items: 0,
+            odd: 0,
+            head: vec![],
+        };
+        assert_eq!(parse_answer(&render_answer(&none)).unwrap(), none);
+        for bad in [
+            "ok 1 0\n../x.handoff\nend\n",
+            "ok 0 0\n50_20260615T140531Z_000001_from_a_to_b.handoff\nend\n",
+            "ok 1 0\n",
+            "ok x 0\nend\n",
+            "ok 1 0 9\nend\n",
+            "no not served\n",
+        ] {
+            assert!(parse_answer(bad).is_none(), "{bad:?}");
+        }
+        assert_eq!(render_refusal("a\nb"), "no a b\n");
+    }
+}

@@ -1,0 +1,222 @@
+//! The order hint (issue 19, "accept in constant time"): with the daemon
+//! running, `ready-next` and `done-current` take the next item of a deep
+//! `inbox/new` without listing it, and still hand out, in order, files
+//! placed there by anyone else. Proven under strace (the folder is never
+//! opened; the daemon's socket is asked) and by what is handed out; the
+//! speed itself is a benchmark (`cargo bench --bench scaling`).
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use crate::support::{publish, require_tool, Project, Role, CREATED};
+
+/// Items placed for a deep folder: its directory then reports well over
+/// protocol::order::DEEP_DIR_BYTES (64 KiB) on ext4 and tmpfs alike.
+const DEEP: u32 = 4000;
+
+fn name(priority: &str, seq: u32) -> String {
+    format!("{priority}_20260615T140531Z_{seq:06}_from_qa_to_coder.handoff")
+}
+
+/// A delivered note in the coder's `inbox/new`, placed as any writer would
+/// (temp file + rename), not through our daemon.
+fn place(p: &Project, priority: &str, seq: u32, kind: &str) -> String {
+    let n = name(priority, seq);
+    let id = format!("20260615T140531Z_{seq:06}_from_qa");
+    let extra = if kind == "react" {
+        "reaction: thumbs_up\nin_reply_to: 20260615T140531Z_999999_from_qa\n"
+    } else {
+        ""
+    };
+    let text = format!(
+        "id: {id}\nfrom: qa\nto: coder\nrecipient: coder\npriority: {priority}\ntype: {kind}\n\
+         message: m{seq}\n{extra}created_at: {CREATED}\nenqueued_at: 2026-06-15T14:05:32.123456Z\n\n\
+         Re-read your role and constitution.\n\nm{seq}\n"
+    );
+    publish(&p.handoffs("inbox/new").join(&n), text.as_bytes());
+    n
+}
+
+/// A project whose coder has `DEEP` notes waiting (sequence 1..=DEEP, all
+/// priority 50) and a running daemon.
+fn deep() -> (Project, crate::support::Daemon) {
+    let p = Project::builder()
+        .role("coder")
+        .role(Role::new("qa").worktree("qa"))
+        .config("wake: {method: none}\n")
+        .build();
+    for seq in 1..=DEEP {
+        place(&p, "50", seq, "note");
+    }
+    let size = fs::metadata(p.handoffs("inbox/new")).unwrap().size();
+    assert!(
+        size >= 64 * 1024,
+        "inbox/new is only {size} bytes: not deep"
+    );
+    let d = p.spawn_daemon(&[]);
+    (p, d)
+}
+
+/// `prog args` as the coder under `strace -f -y -e trace=getdents64,connect`:
+/// (its stdout, the trace).
+fn traced(p: &Project, prog: &str, args: &[&str]) -> (String, String) {
+    let log = p.root.join("strace.log");
+    let log_arg = log.display().to_string();
+    let r = p
+        .cmd(prog)
+        .role("coder")
+        .args(args)
+        .under(&[
+            "strace",
+            "-f",
+            "-qq",
+            "-y",
+            "-o",
+            &log_arg,
+            "-e",
+            "trace=getdents64,connect",
+        ])
+        .run();
+    r.ok();
+    (r.stdout.clone(), fs::read_to_string(&log).unwrap())
+}
+
+/// The call asked the daemon and never read `inbox/new`'s entries (the hint
+/// path only looks at single names in it).
+fn asked_without_listing(trace: &str) {
+    let asked = trace
+        .lines()
+        .any(|l| l.contains("connect(") && l.contains("order.sock") && l.ends_with("= 0"));
+    assert!(asked, "the daemon was not asked:\n{trace}");
+    let listed: Vec<&str> = trace
+        .lines()
+        .filter(|l| l.contains("getdents64(") && l.contains("/inbox/new>"))
+        .collect();
+    assert!(listed.is_empty(), "inbox/new was listed: {listed:?}");
+}
+
+fn taken_id(json: &str) -> String {
+    let v: serde_json::Value = serde_json::from_str(json.trim()).expect("one JSON object");
+    v["id"]
+        .as_str()
+        .or_else(|| v["next"]["id"].as_str())
+        .unwrap_or_else(|| panic!("no id in {v}"))
+        .to_string()
+}
+
+fn in_process(p: &Project) -> Vec<String> {
+    crate::support::entries(&p.handoffs("inbox/in_process"))
+}
+
+#[test]
+fn a_deep_inbox_is_taken_in_order_without_listing_it_whoever_placed_its_files() {
+    if !require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    let (p, _d) = deep();
+    let (out, trace) = traced(&p, "ready-next", &["--json"]);
+    asked_without_listing(&trace);
+    assert_eq!(taken_id(&out), "20260615T140531Z_000001_from_qa");
+    assert_eq!(in_process(&p), [name("50", 1)]);
+
+    // Placed behind the daemon's back, just before the call: first in order.
+    place(&p, "10", DEEP + 1, "note");
+    let (out, trace) = traced(&p, "done-current", &["--json"]);
+    asked_without_listing(&trace);
+    assert_eq!(
+        taken_id(&out),
+        format!("20260615T140531Z_{:06}_from_qa", DEEP + 1)
+    );
+
+    // The next in order removed by hand: skipped, the one after is taken.
+    fs::remove_file(p.handoffs("inbox/new").join(name("50", 2))).unwrap();
+    let (out, trace) = traced(&p, "done-current", &["--json"]);
+    asked_without_listing(&trace);
+    assert_eq!(taken_id(&out), "20260615T140531Z_000003_from_qa");
+    assert_eq!(in_process(&p), [name("50", 3)]);
+}
+
+#[test]
+fn reactions_ahead_of_the_next_item_are_shown_once_even_beyond_one_answer() {
+    let (p, _d) = deep();
+    // More reactions than one answer names (protocol::order::HEAD is 32).
+    let reactions: Vec<String> = (0..40)
+        .map(|i| place(&p, "00", DEEP + 1 + i, "react"))
+        .collect();
+    let r = p.cmd("ready-next").role("coder").args(["--json"]).run();
+    r.ok();
+    let v = r.json();
+    assert_eq!(v["id"], "20260615T140531Z_000001_from_qa", "{v}");
+    assert_eq!(v["reactions"].as_array().map(Vec::len), Some(40), "{v}");
+    for n in &reactions {
+        assert!(
+            !p.handoffs("inbox/new").join(n).exists(),
+            "{n} left in new/"
+        );
+        assert!(
+            p.handoffs("inbox/completed").join(n).exists(),
+            "{n} not completed"
+        );
+    }
+}
+
+#[test]
+fn an_odd_entry_in_a_deep_inbox_is_refused_as_without_the_daemon() {
+    let (p, _d) = deep();
+    let odd = p.handoffs("inbox/new").join(name("00", DEEP + 1));
+    std::os::unix::fs::symlink("/etc/passwd", &odd).unwrap();
+    let rejected = p.handoffs("inbox/rejected").join(name("00", DEEP + 1));
+    p.cmd("ready-next")
+        .role("coder")
+        .args(["--task"])
+        .code(2)
+        .stderr_has(&format!(
+            "MALFORMED_HANDOFF: symlink\n- {}\n",
+            rejected.display()
+        ))
+        .run();
+    // Then the queue moves on, in order.
+    let r = p.cmd("ready-next").role("coder").args(["--json"]).run();
+    assert_eq!(taken_id(&r.stdout), "20260615T140531Z_000001_from_qa");
+}
+
+#[test]
+fn without_an_answer_the_helpers_list_as_before() {
+    let (p, d) = deep();
+    // A daemon that stopped leaves no socket; a stale file there is refused
+    // by the kernel: both list the folder.
+    drop(d);
+    let sock = p.path(".swarmforge/daemon/order.sock");
+    let _ = fs::remove_file(&sock);
+    fs::write(&sock, "").unwrap();
+    let r = p.cmd("ready-next").role("coder").args(["--json"]).run();
+    assert_eq!(taken_id(&r.stdout), "20260615T140531Z_000001_from_qa");
+    // A daemon asked about a folder it does not serve refuses; the caller
+    // lists. (The qa worktree is served; a copy of the project is not.)
+    let elsewhere = tempfile::tempdir().unwrap();
+    let copy = elsewhere.path().join("new");
+    fs::create_dir(&copy).unwrap();
+    let _d = p.spawn_daemon(&[]);
+    let answer = ask(&sock, &copy);
+    assert!(answer.starts_with("no "), "{answer}");
+    let answer = ask(&sock, Path::new("relative"));
+    assert!(answer.starts_with("no "), "{answer}");
+    let served = p.handoffs("inbox/new").canonicalize().unwrap();
+    let answer = ask(&sock, &served);
+    assert!(
+        answer.starts_with(&format!("ok {} 0\n", DEEP - 1)),
+        "{answer}"
+    );
+}
+
+/// One question on the daemon's socket, as a hostile or foreign caller would.
+fn ask(sock: &Path, dir: &Path) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(sock).expect("the daemon listens");
+    s.write_all(format!("new {}\n", dir.display()).as_bytes())
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
