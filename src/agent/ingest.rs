@@ -324,10 +324,6 @@ impl Ingest {
                 }
                 Err(e) => return Err(e),
             };
-            if std::env::var_os("SWARM_TEST_INGEST_CRASH_AFTER_POST").is_some() {
-                // Test hook: die in the window between the post and the cursor.
-                std::process::abort();
-            }
             c.offset = end;
             c.pending = None;
             self.save_advanced(&mut f, &mut c)?;
