@@ -699,6 +699,13 @@ impl Deliverer {
         self.full_due = true;
     }
 
+    /// Every deferred file is tried at the next pass, which checks every
+    /// outbox (a change that may be the repair: a resume).
+    pub fn retry_now(&mut self) {
+        self.retry.clear();
+        self.rescan_all();
+    }
+
     /// The next pass checks every outbox (the timer's safety net, or the
     /// forum queued a file).
     pub fn rescan_due(&mut self) {

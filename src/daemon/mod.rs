@@ -500,6 +500,13 @@ impl Daemon {
                                 {
                                     need_pass = true;
                                 }
+                                // `swarm resume` (or a pause changed): what
+                                // waited for it is tried now, not after its
+                                // retry backoff or the next rescan.
+                                if paths.iter().any(|p| p == &self.project.pause_file()) {
+                                    self.deliverer.retry_now();
+                                    need_pass = true;
+                                }
                                 if paths.iter().any(|p| self.is_config_event(p))
                                     && self.reload_if_changed()
                                 {

@@ -236,6 +236,24 @@ fn paused_type_waits_in_the_outbox_across_kill_9_and_resume_delivers_it() {
     assert_eq!(n, 2);
 }
 
+/// Resume takes effect at once: with the safety-net rescan an hour away,
+/// only the pause file's own event can get the waiting note out.
+#[test]
+fn resume_delivers_what_waited_without_a_rescan() {
+    let p = project("daemon: {rescan: 1h}\n");
+    let _d = p.spawn_daemon(&[]);
+    p.swarm(&["pause", "--type", "note"]).ok();
+    let queued = p.send_as("coder", NOTE).ok().queued();
+    let paused_line = format!("deferred {}", queued.display());
+    wait_until(DEADLINE, "the daemon defers the paused note", || {
+        p.log().lines().any(|l| l.contains(&paused_line))
+    });
+    p.swarm(&["resume"]).ok().stdout_has("RESUMED");
+    wait_until(DEADLINE, "the note is delivered after resume", || {
+        copies_of(&p.wt_path("qa"), &file_name(&queued)).len() == 1 && !queued.exists()
+    });
+}
+
 #[test]
 fn pause_everything_then_add_nothing() {
     let p = project("");
