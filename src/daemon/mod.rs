@@ -94,11 +94,14 @@ pub struct Daemon {
     rewake: std::collections::HashMap<String, Rewake>,
     /// A watchdog agent check is running on its thread.
     agents_check: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The order hint for `ready-next` (none with `--once`, when polling,
+    /// or when its socket cannot be made: callers then list). Declared
+    /// before the pid lock, so it is dropped first, however we exit: a
+    /// daemon started right after us must not lose its socket to our
+    /// clean-up.
+    order: Option<order::OrderServer>,
     /// The pid file's lock (re-taken if someone deletes the file).
     pid_lock: Option<fsx::Lock>,
-    /// The order hint for `ready-next` (none with `--once` or `--poll`, or
-    /// when its socket cannot be made: callers then list).
-    order: Option<order::OrderServer>,
 }
 
 fn load(project: &Project) -> Result<(Roles, Config)> {
@@ -179,15 +182,9 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
         deliverer,
         rewake: Default::default(),
         agents_check: Default::default(),
-        pid_lock: Some(lock),
         order: None,
+        pid_lock: Some(lock),
     };
-    // The index is kept from file events: none with --poll (they are what
-    // that mode does without).
-    if !d.opts.once && !d.opts.poll {
-        d.order = order::OrderServer::start(&d.project);
-        d.serve_order();
-    }
     let code = if d.opts.once {
         let r = d.deliverer.pass();
         d.deliverer.waker.wait_idle(Duration::from_secs(10));
@@ -203,8 +200,6 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
         }
         code
     };
-    // The socket goes while we still hold the pid lock: a daemon started
-    // right after us must not lose its own socket to our clean-up.
     drop(d.order.take());
     let _ = fsx::remove_file(&d.project.pid_file());
     drop(d.pid_lock.take());
@@ -404,8 +399,14 @@ impl Daemon {
         };
         sync_watches(&mut watcher, self.watched_dirs());
         self.deliverer.forum_duty(|f, d| f.start(d));
-        // Logged once the watcher is in place, so `started` means ready: a
-        // file queued after this line is seen by an event.
+        // The order index is kept from file events too: none without them.
+        if watcher.is_some() {
+            self.order = order::OrderServer::start(&self.project);
+            self.serve_order();
+        }
+        // Logged once the watcher (and the order socket) are in place, so
+        // `started` means ready: a file queued after this line is seen by an
+        // event.
         self.journal.record(&Event::new(Kind::Started));
 
         let polling = watcher.is_none();

@@ -44,20 +44,15 @@ const RELIST: Duration = Duration::from_secs(30);
 
 /// One indexed folder.
 struct Folder {
+    /// The folder itself, held open: entries are looked at through it, and
+    /// its identity tells whether the path still names it.
+    fd: OwnedFd,
+    identity: (u64, u64),
+    wd: i32,
     items: BTreeSet<(SortKey, Box<str>)>,
     /// Entries named `*.handoff` that are not items (raw names).
     odd: HashSet<Box<[u8]>>,
     listed: Instant,
-}
-
-impl Default for Folder {
-    fn default() -> Folder {
-        Folder {
-            items: BTreeSet::new(),
-            odd: HashSet::new(),
-            listed: Instant::now(),
-        }
-    }
 }
 
 impl Folder {
@@ -95,12 +90,32 @@ impl Folder {
     }
 }
 
+fn identity(st: &rustix::fs::Stat) -> (u64, u64) {
+    (st.st_dev, st.st_ino)
+}
+
+/// Filesystems whose file events may miss changes made elsewhere (another
+/// host, a FUSE daemon): never indexed, their callers list.
+const REMOTE_MAGIC: [u64; 11] = [
+    0x6969,      // NFS
+    0xFF53_4D42, // CIFS
+    0xFE53_4D42, // SMB2
+    0x517B,      // SMB
+    0x6573_5546, // FUSE (sshfs, virtiofs, ...)
+    0x0102_1997, // 9p
+    0x00C3_6400, // Ceph
+    0x5346_414F, // AFS
+    0x0116_1970, // GFS2
+    0x7461_636F, // OCFS2
+    0x0BD0_0BD0, // Lustre
+];
+
 /// The folders indexed so far and the inotify instance that keeps them.
 struct Index {
     inotify: OwnedFd,
     /// Watch descriptor → folder path.
     watches: HashMap<i32, PathBuf>,
-    folders: HashMap<PathBuf, (i32, Folder)>,
+    folders: HashMap<PathBuf, Folder>,
 }
 
 impl Index {
@@ -113,10 +128,20 @@ impl Index {
         })
     }
 
+    /// Forgets every folder (each lists again when next asked).
+    fn clear(&mut self) {
+        for f in self.folders.values() {
+            let _ = inotify::remove_watch(&self.inotify, f.wd);
+        }
+        self.folders.clear();
+        self.watches.clear();
+    }
+
     /// Applies every queued event.
     fn drain(&mut self) {
         let mut buf = [MaybeUninit::<u8>::uninit(); 64 * 1024];
         let mut events = Vec::new();
+        let mut failed = false;
         {
             let mut reader = inotify::Reader::new(self.inotify.as_fd(), &mut buf);
             loop {
@@ -127,25 +152,26 @@ impl Index {
                         ev.file_name().map(|n| n.to_bytes().to_vec()),
                     )),
                     Err(rustix::io::Errno::INTR) => continue,
-                    // AGAIN: drained. Anything else: the next question
-                    // relists what it needs.
-                    Err(_) => break,
+                    Err(rustix::io::Errno::AGAIN) => break,
+                    Err(_) => {
+                        failed = true;
+                        break;
+                    }
                 }
             }
         }
         for (wd, mask, name) in events {
             self.apply(wd, mask, name.as_deref());
         }
+        // Events we could not read may have been anything.
+        if failed {
+            self.clear();
+        }
     }
 
     fn apply(&mut self, wd: i32, mask: ReadFlags, name: Option<&[u8]>) {
         if mask.contains(ReadFlags::QUEUE_OVERFLOW) {
-            // Events were lost: every folder lists again when next asked.
-            for (wd, _) in self.folders.values() {
-                let _ = inotify::remove_watch(&self.inotify, *wd);
-            }
-            self.folders.clear();
-            self.watches.clear();
+            self.clear();
             return;
         }
         let Some(dir) = self.watches.get(&wd).cloned() else {
@@ -163,33 +189,55 @@ impl Index {
             self.folders.remove(&dir);
             return;
         }
-        let (Some(name), Some((_, folder))) = (name, self.folders.get_mut(&dir)) else {
+        let (Some(name), Some(folder)) = (name, self.folders.get_mut(&dir)) else {
             return;
         };
         if mask.intersects(ReadFlags::DELETE | ReadFlags::MOVED_FROM) {
             folder.remove(name);
         }
         if mask.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO) {
-            // What the entry is now; gone already means a later event says so.
-            let path = dir.join(std::ffi::OsStr::from_bytes(name));
-            if let Ok(m) = std::fs::symlink_metadata(&path) {
+            // What the entry is now, looked at through the folder itself
+            // (its path may name another folder by now); gone already
+            // means a later event says so.
+            let at = rustix::fs::statat(&folder.fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW);
+            if let Ok(st) = at {
+                let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
                 folder.remove(name);
-                folder.add(name, m.is_dir(), m.file_type().is_file());
+                folder.add(
+                    name,
+                    kind == rustix::fs::FileType::Directory,
+                    kind == rustix::fs::FileType::RegularFile,
+                );
             }
         }
     }
 
     /// Drops `dir`'s index and its watch.
     fn forget(&mut self, dir: &Path) {
-        if let Some((wd, _)) = self.folders.remove(dir) {
-            let _ = inotify::remove_watch(&self.inotify, wd);
-            self.watches.remove(&wd);
+        if let Some(f) = self.folders.remove(dir) {
+            let _ = inotify::remove_watch(&self.inotify, f.wd);
+            self.watches.remove(&f.wd);
         }
     }
 
-    /// Watches `dir`, then lists it (in that order, so nothing placed in
-    /// between is missed: it is in the listing or in a queued event).
+    /// Opens and watches `dir`, then lists it (in that order, so nothing
+    /// placed in between is missed: it is in the listing or in a queued
+    /// event); refuses a folder that changed meanwhile, or one on a
+    /// filesystem whose events may miss changes.
     fn build(&mut self, dir: &Path) -> io::Result<()> {
+        use rustix::fs::{Mode, OFlags};
+        let fd = rustix::fs::open(
+            dir,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let magic = rustix::fs::fstatfs(&fd)?.f_type as u64;
+        if REMOTE_MAGIC.contains(&magic) {
+            return Err(io::Error::other(format!(
+                "filesystem type {magic:#x}: its file events may miss other hosts' changes"
+            )));
+        }
+        let id = identity(&rustix::fs::fstat(&fd)?);
         let flags = WatchFlags::CREATE
             | WatchFlags::MOVED_TO
             | WatchFlags::DELETE
@@ -200,23 +248,51 @@ impl Index {
             | WatchFlags::DONT_FOLLOW
             | WatchFlags::EXCL_UNLINK;
         let wd = inotify::add_watch(&self.inotify, dir, flags)?;
-        let mut folder = Folder::default();
-        for e in std::fs::read_dir(dir)? {
-            let e = e?;
-            let ft = e.file_type()?;
-            folder.add(e.file_name().as_bytes(), ft.is_dir(), ft.is_file());
+        let mut folder = Folder {
+            fd,
+            identity: id,
+            wd,
+            items: BTreeSet::new(),
+            odd: HashSet::new(),
+            listed: Instant::now(),
+        };
+        let listed = (|| -> io::Result<()> {
+            for e in std::fs::read_dir(dir)? {
+                let e = e?;
+                let ft = e.file_type()?;
+                folder.add(e.file_name().as_bytes(), ft.is_dir(), ft.is_file());
+            }
+            // The path still names the folder we opened, watched and
+            // listed (a watch added on another one would say nothing).
+            match self.identity_at(dir) {
+                Some(now) if now == id => Ok(()),
+                _ => Err(io::Error::other(
+                    "the folder was replaced while it was listed",
+                )),
+            }
+        })();
+        if let Err(e) = listed {
+            let _ = inotify::remove_watch(&self.inotify, wd);
+            return Err(e);
         }
         self.watches.insert(wd, dir.to_path_buf());
-        self.folders.insert(dir.to_path_buf(), (wd, folder));
+        self.folders.insert(dir.to_path_buf(), folder);
         Ok(())
+    }
+
+    fn identity_at(&self, dir: &Path) -> Option<(u64, u64)> {
+        rustix::fs::lstat(dir).ok().map(|st| identity(&st))
     }
 
     fn answer(&mut self, dir: &Path) -> io::Result<Answer> {
         self.drain();
+        // One stat: the path may name another folder now (a parent
+        // renamed, a copy restored) without any event on the one we watch.
+        let now = self.identity_at(dir);
         let fresh = self
             .folders
             .get(dir)
-            .is_some_and(|(_, f)| f.listed.elapsed() < RELIST);
+            .is_some_and(|f| Some(f.identity) == now && f.listed.elapsed() < RELIST);
         if !fresh {
             self.forget(dir);
             self.build(dir)?;
@@ -224,7 +300,7 @@ impl Index {
         }
         self.folders
             .get(dir)
-            .map(|(_, f)| f.answer())
+            .map(Folder::answer)
             .ok_or_else(|| io::Error::other("the folder changed while it was listed"))
     }
 }
@@ -233,6 +309,8 @@ impl Index {
 /// questions about any folder but their `inbox/new` are refused.
 #[derive(Default)]
 struct Served {
+    /// Bumped by every change, so the index drops what is no longer served.
+    generation: u64,
     roots: Vec<PathBuf>,
     /// Their `inbox/new` folders, canonical (as callers name them): worked
     /// out again when a question names a folder not in it, since a folder
@@ -309,6 +387,7 @@ impl OrderServer {
     pub fn serve(&self, roots: Vec<PathBuf>) {
         let mut s = self.served.lock().unwrap_or_else(|e| e.into_inner());
         *s = Served {
+            generation: s.generation + 1,
             roots,
             folders: HashSet::new(),
         };
@@ -330,6 +409,7 @@ fn run(listener: UnixListener, mut index: Index, served: &Mutex<Served>, stop: &
         tv_sec: 0,
         tv_nsec: 200_000_000,
     });
+    let mut generation = 0;
     while !stop.load(Ordering::Relaxed) {
         let (calls, events) = {
             let mut fds = [
@@ -345,48 +425,73 @@ fn run(listener: UnixListener, mut index: Index, served: &Mutex<Served>, stop: &
         if events {
             index.drain();
         }
-        if calls {
-            while let Ok((conn, _)) = listener.accept() {
-                converse(conn, &mut index, served);
+        if !calls {
+            continue;
+        }
+        // A bounded round, so events are drained and the stop flag seen
+        // however many callers keep arriving.
+        for _ in 0..64 {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            match listener.accept() {
+                Ok((conn, _)) => {
+                    let mut s = served.lock().unwrap_or_else(|e| e.into_inner());
+                    if s.generation != generation {
+                        generation = s.generation;
+                        index.clear();
+                    }
+                    converse(conn, &mut index, &mut s);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                // Out of descriptors, say: the socket stays readable, so
+                // wait a tick instead of spinning on it.
+                Err(_) => {
+                    std::thread::sleep(TICK);
+                    break;
+                }
             }
         }
     }
 }
 
-/// One question, one answer; a caller that misbehaves is dropped.
-fn converse(mut conn: UnixStream, index: &mut Index, served: &Mutex<Served>) {
-    if conn.set_nonblocking(false).is_err()
-        || conn.set_read_timeout(Some(CONVERSATION)).is_err()
-        || conn.set_write_timeout(Some(CONVERSATION)).is_err()
-    {
+/// One question, one answer, within [`CONVERSATION`] all told: a caller that
+/// misbehaves or trickles is dropped.
+fn converse(mut conn: UnixStream, index: &mut Index, served: &mut Served) {
+    let end = Instant::now() + CONVERSATION;
+    let left = || {
+        end.checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+    };
+    if conn.set_nonblocking(false).is_err() {
         return;
     }
     let mut q = Vec::with_capacity(256);
-    let mut byte = [0u8; 256];
+    let mut chunk = [0u8; 256];
     while !q.ends_with(b"\n") && q.len() < order::MAX_QUESTION {
-        match conn.read(&mut byte) {
+        let Some(t) = left() else { return };
+        if conn.set_read_timeout(Some(t)).is_err() {
+            return;
+        }
+        match conn.read(&mut chunk) {
             Ok(0) | Err(_) => return,
-            Ok(n) => q.extend_from_slice(&byte[..n]),
+            Ok(n) => q.extend_from_slice(&chunk[..n]),
         }
     }
     let reply = match std::str::from_utf8(&q).ok().and_then(order::parse_question) {
         None => order::render_refusal("malformed question"),
-        Some(dir) => {
-            let ok = served
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .allows(&dir);
-            if !ok {
-                order::render_refusal("not an inbox this daemon serves")
-            } else {
-                match index.answer(&dir) {
-                    Ok(a) => order::render_answer(&a),
-                    Err(e) => order::render_refusal(&e.to_string()),
-                }
-            }
+        Some(dir) if !served.allows(&dir) => {
+            order::render_refusal("not an inbox this daemon serves")
         }
+        Some(dir) => match index.answer(&dir) {
+            Ok(a) => order::render_answer(&a),
+            Err(e) => order::render_refusal(&e.to_string()),
+        },
     };
-    let _ = conn.write_all(reply.as_bytes());
+    let Some(t) = left() else { return };
+    if conn.set_write_timeout(Some(t)).is_ok() {
+        let _ = conn.write_all(reply.as_bytes());
+    }
 }
 
 #[cfg(test)]
@@ -427,5 +532,24 @@ mod tests {
         std::fs::write(new.join(n(30, 3)), "x").unwrap();
         let a = ix.answer(&new).unwrap();
         assert_eq!(names(&a), [n(30, 3)]);
+    }
+
+    #[test]
+    fn a_parent_moved_away_raises_no_event_and_is_still_noticed() {
+        let d = tempfile::tempdir().unwrap();
+        let inbox = d.path().join("inbox");
+        let new = inbox.join("new");
+        std::fs::create_dir_all(&new).unwrap();
+        let n = |p: u32, s: u32| format!("{p}_20260615T140531Z_{s:06}_from_a_to_b.handoff");
+        std::fs::write(new.join(n(50, 2)), "x").unwrap();
+        let mut ix = Index::new().unwrap();
+        assert_eq!(names(&ix.answer(&new).unwrap()), [n(50, 2)]);
+        // The inbox moved aside and restored from a copy holding one more:
+        // the watched folder itself saw nothing.
+        std::fs::rename(&inbox, d.path().join("inbox.old")).unwrap();
+        std::fs::create_dir_all(&new).unwrap();
+        std::fs::write(new.join(n(50, 2)), "x").unwrap();
+        std::fs::write(new.join(n(10, 1)), "x").unwrap();
+        assert_eq!(names(&ix.answer(&new).unwrap()), [n(10, 1), n(50, 2)]);
     }
 }

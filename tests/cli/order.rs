@@ -9,7 +9,7 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use crate::support::{publish, require_tool, Project, Role, CREATED};
+use crate::support::{publish, require_tool, Project, Role, CREATED, DEADLINE};
 
 /// Items placed for a deep folder: its directory then reports well over
 /// protocol::order::DEEP_DIR_BYTES (64 KiB) on ext4 and tmpfs alike.
@@ -115,6 +115,12 @@ fn a_deep_inbox_is_taken_in_order_without_listing_it_whoever_placed_its_files() 
         return;
     }
     let (p, _d) = deep();
+    // The daemon lists a folder the first time it is asked: done here, so
+    // the traced calls' questions only drain events (a loaded machine must
+    // not make them outwait the helpers' patience and list).
+    let served = p.handoffs("inbox/new").canonicalize().unwrap();
+    let sock = p.path(".swarmforge/daemon/order.sock");
+    assert!(ask(&sock, &served).starts_with(&format!("ok {DEEP} 0\n")));
     let (out, trace) = traced(&p, "ready-next", &["--json"]);
     asked_without_listing(&trace);
     assert_eq!(taken_id(&out), "20260615T140531Z_000001_from_qa");
@@ -207,6 +213,66 @@ fn without_an_answer_the_helpers_list_as_before() {
     assert!(
         answer.starts_with(&format!("ok {} 0\n", DEEP - 1)),
         "{answer}"
+    );
+}
+
+/// Polling (`daemon.poll: true`, for filesystems without file events) keeps
+/// no index: there is no socket, and the helpers list.
+#[test]
+fn a_polling_daemon_keeps_no_order() {
+    let p = Project::builder()
+        .role("coder")
+        .role(Role::new("qa").worktree("qa"))
+        .config("wake: {method: none}\ndaemon: {poll: true}\n")
+        .build();
+    for seq in 1..=DEEP {
+        place(&p, "50", seq, "note");
+    }
+    let _d = p.spawn_daemon(&[]);
+    assert!(!p.path(".swarmforge/daemon/order.sock").exists());
+    let r = p.cmd("ready-next").role("coder").args(["--json"]).run();
+    assert_eq!(taken_id(&r.stdout), "20260615T140531Z_000001_from_qa");
+}
+
+/// A caller that trickles its question a byte at a time is dropped after
+/// the conversation's bound, so the one after it is answered while the
+/// first is still trickling.
+#[test]
+fn a_trickling_caller_does_not_hold_up_the_next() {
+    let (p, _d) = deep();
+    let sock = p.path(".swarmforge/daemon/order.sock");
+    let served = p.handoffs("inbox/new").canonicalize().unwrap();
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (connected, is_connected) = std::sync::mpsc::channel();
+    let trickler = {
+        let (sock, answered) = (sock.clone(), answered.clone());
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let mut s = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+            s.write_all(b"n").unwrap();
+            // Connected first, so the daemon takes this caller first.
+            connected.send(()).unwrap();
+            // Paced stimulus, not a wait: a byte every 100 ms for up to 20 s,
+            // until the next caller has its answer.
+            for _ in 0..200 {
+                if answered.load(std::sync::atomic::Ordering::Relaxed) {
+                    return true;
+                }
+                if s.write_all(b"n").is_err() {
+                    return true; // dropped by the daemon
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            false
+        })
+    };
+    is_connected.recv_timeout(DEADLINE).unwrap();
+    let answer = ask(&sock, &served);
+    answered.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(answer.starts_with(&format!("ok {DEEP} 0\n")), "{answer}");
+    assert!(
+        trickler.join().unwrap(),
+        "the next caller was answered only after the trickler gave up"
     );
 }
 

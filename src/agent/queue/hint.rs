@@ -30,7 +30,7 @@ fn ask(socket: &Path, new_dir: &Path) -> Option<Answer> {
         return None;
     }
     let q = order::question(&new_dir.canonicalize().ok()?)?;
-    let mut conn = UnixStream::connect(socket).ok()?;
+    let mut conn = connect(socket)?;
     conn.set_read_timeout(Some(PATIENCE)).ok()?;
     conn.set_write_timeout(Some(PATIENCE)).ok()?;
     conn.write_all(q.as_bytes()).ok()?;
@@ -39,6 +39,23 @@ fn ask(socket: &Path, new_dir: &Path) -> Option<Answer> {
         .read_to_string(&mut text)
         .ok()?;
     order::parse_answer(&text)
+}
+
+/// Connects without waiting: a daemon whose backlog is full (it is stuck)
+/// refuses at once instead of holding us, and the inbox lock, indefinitely.
+fn connect(socket: &Path) -> Option<UnixStream> {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let fd = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+        None,
+    )
+    .ok()?;
+    rustix::net::connect(&fd, &SocketAddrUnix::new(socket).ok()?).ok()?;
+    let conn = UnixStream::from(fd);
+    conn.set_nonblocking(false).ok()?;
+    Some(conn)
 }
 
 impl Inbox<'_> {
