@@ -14,7 +14,7 @@ use crate::protocol::roles::ReceiveMode;
 
 /// Whether an item is a reaction: an annotation for the next ready step,
 /// never a work item.
-pub(in crate::agent::queue) fn is_reaction(item: &Item) -> bool {
+pub(super) fn is_reaction(item: &Item) -> bool {
     item.msg.kind() == Some(MessageType::React)
 }
 
