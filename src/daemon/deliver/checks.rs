@@ -1,0 +1,207 @@
+//! The refusals that happen before any copy is written: reading the file,
+//! the header checks (forged, unknown recipient, wrong outbox), roles that
+//! went away, and whether a recipient already holds the file.
+
+use super::*;
+
+/// Headers only the daemon and helpers write; an outbox file carrying one is forged.
+pub(super) const DELIVERY_HEADERS: &[&str] =
+    &["recipient", "enqueued_at", "dequeued_at", "completed_at"];
+
+/// Headers every outbox file must carry.
+pub(super) const REQUIRED: &[&str] = &["id", "from", "to", "priority", "type", "created_at"];
+
+/// Every item name a recipient held when the index was built: everything in
+/// `new/` plus everything inside the `batch_*` dirs of `in_process/` and
+/// `completed/`. Items only move forward (new → in_process → completed), so a
+/// name in `new/` at build time is held for good even after it moved into a
+/// batch; and since this daemon is the only writer of `new/`, any copy made
+/// before this pass is covered. No timestamps, no locks.
+pub(super) struct InboxIndex {
+    names: HashSet<String>,
+}
+
+pub(super) fn entry_names(dir: &Path) -> impl Iterator<Item = String> {
+    fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+}
+
+impl InboxIndex {
+    pub(super) fn build(wt: &Worktree) -> InboxIndex {
+        let mut names: HashSet<String> = entry_names(&wt.inbox_new()).collect();
+        for base in [wt.in_process(), wt.completed()] {
+            for b in crate::protocol::layout::batch_dirs(&base) {
+                names.extend(entry_names(&b));
+            }
+        }
+        InboxIndex { names }
+    }
+}
+
+impl Deliverer {
+    /// Whether `role` works in the worktree of this outbox (D8), comparing
+    /// canonical paths so two spellings of one folder agree.
+    pub(super) fn owns(&self, c: &Candidate, role: &str) -> bool {
+        let Some(r) = self.roles.find(role) else {
+            return false;
+        };
+        match self.canon.get(&r.worktree_path) {
+            Some(p) => *p == c.worktree,
+            // A worktree not resolved yet in this process.
+            None => r
+                .worktree_path
+                .canonicalize()
+                .is_ok_and(|p| p == c.worktree),
+        }
+    }
+
+    pub(super) fn read(&self, c: &Candidate) -> Result<Message, Outcome> {
+        if !grammar::valid_handoff_name(&c.name) {
+            return Err(Outcome::Failed("invalid file name".into()));
+        }
+        let limit = self.config.limits.max_file_bytes;
+        let bytes = match fsx::read_bounded(&c.path, limit) {
+            Ok(b) => b,
+            Err(fsx::ReadRefusal::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(Outcome::Vanished)
+            }
+            Err(fsx::ReadRefusal::Io(e)) => return Err(Outcome::Deferred(format!("read: {e}"))),
+            Err(fsx::ReadRefusal::TooLarge(n)) => {
+                return Err(Outcome::Failed(format!(
+                    "file too large ({n} bytes; limit {limit})"
+                )))
+            }
+            Err(e) => return Err(Outcome::Failed(e.to_string())),
+        };
+        Message::parse_bytes(&bytes).map_err(|e| Outcome::Failed(e.to_string()))
+    }
+
+    /// A sender or recipient that was in roles.tsv earlier in this process's
+    /// life and is not now: the reason to defer the file until it is back.
+    pub(super) fn role_gone(&self, msg: &Message, c: &Candidate) -> Option<String> {
+        let gone = |r: &str| self.known.contains(r) && self.roles.find(r).is_none();
+        let from = msg.get("from").unwrap_or_default();
+        if gone(from) && !self.owns(c, from) {
+            return Some(format!("sender {from} is no longer in roles.tsv"));
+        }
+        let to = msg.get("to").unwrap_or_default();
+        to.split(',')
+            .chain(crate::protocol::grammar::role_list(msg.get("cc")))
+            .find(|r| *r != "all" && gone(r))
+            .map(|r| format!("recipient {r} is no longer in roles.tsv"))
+    }
+
+    /// The refusals that must happen before any copy is written.
+    pub(super) fn check(&self, msg: &Message, c: &Candidate) -> Result<Vec<&Role>, String> {
+        for h in REQUIRED {
+            if msg.get(h).is_none_or(fields::blank) {
+                return Err(format!("missing {h} header"));
+            }
+        }
+        for h in DELIVERY_HEADERS {
+            if msg.get(h).is_some() {
+                return Err(format!("forged {h} header"));
+            }
+        }
+        let from = msg.get("from").unwrap_or_default();
+        let from_daemon = from == crate::protocol::grammar::DAEMON;
+        if from_daemon {
+            // Only our own digest requests, queued in the moderator's outbox.
+            let moderator = self.config.forum.moderator.as_deref();
+            let ok = msg.kind() == Some(grammar::MessageType::DigestRequest)
+                && moderator.is_some_and(|m| self.owns(c, m));
+            if !ok {
+                return Err("sender mismatch".into());
+            }
+        } else if !self.owns(c, from) {
+            // D8: the daemon, not an environment variable, decides who sent it.
+            return Err("sender mismatch".into());
+        }
+        let id = msg.get("id").unwrap_or_default();
+        if !grammar::id_names_sender(id, from) {
+            return Err("id does not name the sender".into());
+        }
+        let priority = msg.get("priority").unwrap_or_default();
+        if !grammar::name_matches(&c.name, priority, id) {
+            return Err("file name does not match its priority and id headers".into());
+        }
+        let to = msg.get("to").unwrap_or_default();
+        let recipients: Vec<&Role> = if to == "all" {
+            self.roles.roles.iter().filter(|r| r.name != from).collect()
+        } else {
+            let mut v = Vec::new();
+            for r in to.split(',') {
+                match self.roles.find(r) {
+                    Some(role) => v.push(role),
+                    None => return Err(format!("unknown recipient {r}")),
+                }
+            }
+            v
+        };
+        let is_role = |r: &str| r == "all" || self.roles.find(r).is_some();
+        if !from_daemon {
+            // The sender's allowed_types, max_hops and every validation rule.
+            let allowed = self.config.allowed_types(from);
+            let policy = rules::Policy {
+                is_role: &is_role,
+                allowed: &allowed,
+            };
+            rules::recheck(msg, &policy, self.config.max_hops)?;
+        }
+        let mut recipients = recipients;
+        for r in crate::protocol::grammar::role_list(msg.get("cc")) {
+            // Context copies: delivered like any copy, never woken.
+            match self.roles.find(r) {
+                Some(role) if !recipients.iter().any(|x| x.name == r) => recipients.push(role),
+                Some(_) => {}
+                None => return Err(format!("unknown cc role {r}")),
+            }
+        }
+        Ok(recipients)
+    }
+
+    /// Whether the recipient already holds this file anywhere in its inbox.
+    /// Checked in the direction items move (new → in_process → completed), so
+    /// an item moving concurrently is still seen.
+    pub(super) fn holds(&mut self, wt: &Worktree, name: &str, thorough: bool) -> bool {
+        if [wt.inbox_new(), wt.in_process(), wt.completed()]
+            .iter()
+            .any(|d| d.join(name).exists())
+        {
+            return true;
+        }
+        if !thorough {
+            return false;
+        }
+        self.index
+            .entry(wt.root.clone())
+            .or_insert_with(|| InboxIndex::build(wt))
+            .names
+            .contains(name)
+    }
+
+    /// Reads and checks one outbox file: the refusals that happen before any
+    /// copy is written.
+    pub(super) fn prepare(&mut self, c: &Candidate) -> Result<(Message, Vec<Role>), Outcome> {
+        let msg = self.read(c)?;
+        if let Some(reason) = self.role_gone(&msg, c) {
+            return Err(Outcome::Deferred(reason));
+        }
+        let recipients: Vec<Role> = match self.check(&msg, c) {
+            Ok(r) => r.into_iter().cloned().collect(),
+            Err(reason) => return Err(Outcome::Failed(reason)),
+        };
+        // `swarm pause` and `approval: required` (see daemon::gate).
+        match gate::decide(&self.project, &self.config, &msg) {
+            gate::Decision::Deliver => {}
+            gate::Decision::Paused(r) => return Err(Outcome::Deferred(r)),
+            gate::Decision::Hold => {
+                return Err(gate::hold(&self.journal, &c.worktree, &c.path, &msg))
+            }
+        }
+        Ok((msg, recipients))
+    }
+}

@@ -1,0 +1,489 @@
+//! One synchronous, idempotent delivery pass: the daemon's core (§6.4, issue 3).
+//!
+//! Every `*.handoff` in every role's outbox is taken in priority order (file
+//! name order across all outboxes). A file is refused to `failed/` with a
+//! reason before any copy is written when it is malformed, a symlink, not a
+//! regular file, too large, sent from an outbox its `from` does not own (D8),
+//! or names an unknown recipient. Otherwise each recipient gets a copy
+//! published atomically into `inbox/new/` (skipping a recipient that already
+//! holds the file anywhere in its inbox), then the original moves to `sent/`.
+//! Killed at any instant and restarted, every message reaches every recipient
+//! exactly once: copies are complete-or-absent, and the original leaves the
+//! outbox only after every copy is durable. Under backlog the files go out
+//! in groups that share each folder's fsync (group commit, see
+//! [`Deliverer::pass`]); the rule holds per file within the group.
+//!
+//! The pass and its bookkeeping are here; `sources` decides which outboxes a
+//! pass lists and streams their files in order, `checks` holds the refusals
+//! made before any copy is written, `commit` publishes a group's copies and
+//! moves its originals (or refuses one to `failed/`).
+
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::daemon::gate;
+use crate::daemon::hook::{Admission, Duties, ForumHook, NoForum};
+use crate::daemon::journal::{Event, Journal, Kind};
+use crate::daemon::wake::{self, Waker};
+use crate::fsx;
+use crate::protocol::clock;
+use crate::protocol::config::Config;
+use crate::protocol::fields;
+use crate::protocol::grammar;
+use crate::protocol::header::Message;
+use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::roles::{Role, Roles};
+use crate::protocol::rules;
+
+mod checks;
+mod commit;
+mod sources;
+
+use checks::InboxIndex;
+use commit::{forum_bound, Group, GROUP};
+use sources::{positions, with_outboxes, DirStamp, Quiet};
+
+/// First wait before a deferred file is tried again; doubled per retry up to
+/// [`RETRY_CAP`]. A fault that lasts (a broken inbox, an unwritable `sent/`)
+/// costs one attempt every few seconds, not a busy loop; a roles.tsv or
+/// config change retries everything at once, since it may be the repair.
+const RETRY_FIRST: Duration = Duration::from_millis(200);
+const RETRY_CAP: Duration = Duration::from_secs(5);
+
+struct Retry {
+    next: Instant,
+    backoff: Duration,
+}
+
+/// Descriptors kept free of outbox locks.
+const LOCK_FD_RESERVE: u64 = 256;
+
+/// What happened to one outbox file.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Delivered,
+    Failed(String),
+    /// Transient trouble (disk full, permissions): left in the outbox, retried.
+    Deferred(String),
+    /// Gone before we got to it.
+    Vanished,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PassReport {
+    pub delivered: usize,
+    pub failed: usize,
+    pub deferred: usize,
+    /// A stop was requested; the pass ended after the file in hand.
+    pub interrupted: bool,
+}
+
+struct Candidate {
+    name: String,
+    path: PathBuf,
+    worktree: PathBuf,
+    /// Position of its worktree in `Deliverer::worktrees`.
+    source: usize,
+    /// Position of its outbox among this pass's sources (the listing cursor).
+    key: usize,
+}
+
+/// An outbox a pass lists.
+struct Source {
+    index: usize,
+    wt: PathBuf,
+    outbox: PathBuf,
+    stamp: Option<DirStamp>,
+}
+
+enum Validated {
+    /// Canonical worktree path, locked (or served unlocked), plain outbox.
+    Serve(PathBuf),
+    /// No such folder (yet).
+    Missing,
+    /// Another daemon's, or a symlinked outbox.
+    Skip(PathBuf),
+}
+
+/// The delivery engine; the daemon decides when to call [`Deliverer::pass`].
+pub struct Deliverer {
+    pub project: Project,
+    pub roles: Roles,
+    pub config: Config,
+    pub journal: Journal,
+    pub waker: Waker,
+    pub stop: Arc<AtomicBool>,
+    /// Outbox files that may already have copies out there (present when this
+    /// process started, or deferred mid-delivery): they get the thorough check.
+    suspects: HashSet<PathBuf>,
+    started: bool,
+    /// The forum's duties (discussion turns, digests); see `daemon::hook`.
+    pub forum: Box<dyn ForumHook>,
+    /// Last deferral reason logged per file, so a stuck file logs once per cause.
+    deferred: HashMap<PathBuf, String>,
+    /// Each role's worktree path as written in roles.tsv → its canonical path
+    /// (kept between passes; cleared on a reload and every full listing).
+    canon: HashMap<PathBuf, PathBuf>,
+    /// By position in `worktrees`: the canonical path of a worktree whose
+    /// lock is claimed and whose outbox is a plain folder (same lifetime as
+    /// `canon`).
+    valid: Vec<Option<PathBuf>>,
+    /// Outboxes named by file events (or holding a deferred file) since the
+    /// last pass: all an event-driven pass lists.
+    dirty: HashSet<usize>,
+    /// The next pass checks every outbox (timer, lost events, reload).
+    full_due: bool,
+    started_sources: bool,
+    /// The last pass checked every outbox.
+    rescanned: bool,
+    /// Symlinked outboxes already reported.
+    aliased: HashSet<PathBuf>,
+    /// Per recipient worktree, built at most once per pass (thorough checks only).
+    index: HashMap<PathBuf, InboxIndex>,
+    /// Every role named in roles.tsv since this process started. A sender or
+    /// recipient that was a role and is gone now (roles.tsv edited, or being
+    /// rewritten) is a transient fault: the file waits, it is not refused.
+    known: HashSet<String>,
+    /// When each deferred file may be tried again.
+    retry: HashMap<PathBuf, Retry>,
+    /// The flock on each served worktree's `handoffs/` folder (by canonical
+    /// worktree path): one daemon per set of outboxes, however it was
+    /// reached (another root spelling, a role worktree holding a copy of
+    /// roles.tsv, a deleted pid file).
+    locks: HashMap<PathBuf, fsx::Lock>,
+    /// Outboxes already reported as served by another daemon (or unlockable).
+    foreign: HashSet<PathBuf>,
+    /// How many folder locks may be held: each keeps a descriptor open, and
+    /// the watcher, the logs and the signal pipe need theirs.
+    lock_budget: usize,
+    budget_warned: bool,
+    /// Empty outboxes by worktree path as written in roles.tsv.
+    /// By position in `worktrees` (no hashing of 10 000 paths per pass).
+    quiet: Vec<Option<Quiet>>,
+    /// Worktree path → position in `worktrees`, for file events.
+    position: HashMap<PathBuf, usize>,
+    /// Passes since every outbox was last listed.
+    scans: u32,
+    /// No file events (polling): every quiet outbox is checked every pass.
+    pub polling: bool,
+    /// `roles.worktrees()` with each one's outbox path, computed once per
+    /// table, not once per pass.
+    worktrees: Vec<(PathBuf, PathBuf)>,
+    /// Bumped whenever the list of worktrees changes (the daemon then
+    /// re-syncs its watches).
+    pub generation: u64,
+}
+
+/// Why a worktree's outbox cannot be ours: another process holds its lock.
+fn held_by_other(handoffs: &Path) -> String {
+    let who = fsx::lock_holder(handoffs)
+        .map(|pid| format!("another handoffd (pid {pid})"))
+        .unwrap_or_else(|| "another handoffd".into());
+    format!(
+        "{who} already serves {}; two daemons must never move the same files.\n  hint: stop that daemon first (`swarm stop <its project root>`, or kill it)",
+        handoffs.display()
+    )
+}
+
+impl Deliverer {
+    pub fn new(
+        project: Project,
+        roles: Roles,
+        config: Config,
+        journal: Journal,
+        waker: Waker,
+    ) -> Self {
+        let known = roles.roles.iter().map(|r| r.name.clone()).collect();
+        let worktrees = with_outboxes(roles.worktrees());
+        Deliverer {
+            known,
+            position: positions(&worktrees),
+            worktrees,
+            generation: 0,
+            project,
+            roles,
+            config,
+            journal,
+            waker,
+            stop: Arc::new(AtomicBool::new(false)),
+            suspects: HashSet::new(),
+            started: false,
+            deferred: HashMap::new(),
+            forum: Box::new(NoForum),
+            index: HashMap::new(),
+            canon: HashMap::new(),
+            aliased: HashSet::new(),
+            retry: HashMap::new(),
+            locks: HashMap::new(),
+            foreign: HashSet::new(),
+            quiet: Vec::new(),
+            valid: Vec::new(),
+            dirty: HashSet::new(),
+            full_due: true,
+            started_sources: false,
+            rescanned: false,
+            scans: 0,
+            polling: true,
+            lock_budget: (fsx::fd_limit().saturating_sub(LOCK_FD_RESERVE) as usize).max(1),
+            budget_warned: false,
+        }
+    }
+
+    /// Removes temp files older than `older_than` that killed writers left in
+    /// the daemon's folder and the `inbox/tmp` and `outbox/tmp` of every
+    /// worktree this daemon holds.
+    /// A folder reached through a symlink is left alone (its files are not
+    /// this project's to delete).
+    pub fn clean_stale_temps(&self, older_than: Duration) {
+        let plain = |d: &Path| {
+            d.canonicalize().is_ok_and(|real| real == d)
+                && fs::symlink_metadata(d).is_ok_and(|m| m.is_dir())
+        };
+        // The daemon's own folder: a rotation killed before it recorded
+        // the log's new base leaves that file's temp there.
+        let mut dirs = vec![self.project.daemon_dir()];
+        for wt_path in self.locks.keys() {
+            let wt = Worktree::new(wt_path);
+            if wt.symlinked_inbox_folder().is_none() {
+                dirs.push(wt.inbox_tmp());
+            }
+            dirs.push(wt.outbox_tmp());
+        }
+        for d in dirs.into_iter().filter(|d| plain(d)) {
+            match fsx::clean_stale_temps(&d, older_than) {
+                Ok(0) => {}
+                Ok(n) => eprintln!(
+                    "handoffd: removed {n} stale temp file(s) from {}",
+                    d.display()
+                ),
+                Err(e) => eprintln!("handoffd: cannot clean {}: {e}", d.display()),
+            }
+        }
+    }
+
+    /// A file event in `outbox`: list it at the next pass.
+    pub fn outbox_changed(&mut self, outbox: &Path) {
+        let known = outbox
+            .parent()
+            .and_then(Path::parent)
+            .and_then(Path::parent)
+            .and_then(|wt| self.position.get(wt).copied());
+        match known {
+            Some(i) => {
+                if let Some(q) = self.quiet.get_mut(i) {
+                    *q = None;
+                }
+                self.dirty.insert(i);
+            }
+            // An outbox we cannot place (another spelling): check them all.
+            None => self.full_due = true,
+        }
+    }
+
+    /// Events were lost: list every outbox at the next pass.
+    pub fn rescan_all(&mut self) {
+        self.quiet.clear();
+        self.full_due = true;
+    }
+
+    /// Every deferred file is tried at the next pass, which checks every
+    /// outbox (a change that may be the repair: a resume).
+    pub fn retry_now(&mut self) {
+        self.retry.clear();
+        self.rescan_all();
+    }
+
+    /// The next pass checks every outbox (the timer's safety net, or the
+    /// forum queued a file).
+    pub fn rescan_due(&mut self) {
+        self.full_due = true;
+    }
+
+    /// Whether the last pass was a rescan of every outbox (not only those
+    /// events named): the daemon restarts its rescan timer only then.
+    pub fn last_pass_rescanned(&self) -> bool {
+        self.rescanned
+    }
+
+    /// Delivers everything waiting; stops early (after the group in hand)
+    /// when a stop is requested.
+    ///
+    /// Group commit (issue 19): the copies of up to [`GROUP`] files are
+    /// published (each file fsynced), then each destination folder is
+    /// fsynced once for the group, then those originals move to `sent/` and
+    /// each `sent/` and outbox folder is fsynced once. An original leaves its
+    /// outbox only after the folder of every one of its copies was fsynced,
+    /// so the exactly-once argument holds for the group as for one file. One
+    /// file waiting is a group of one: it goes out at once.
+    pub fn pass(&mut self) -> PassReport {
+        let mut report = PassReport::default();
+        let first = !self.started;
+        self.started = true;
+        let sources = self.sources();
+        let mut cursor: Option<(String, usize)> = None;
+        let mut first_listing = true;
+        loop {
+            let (chunk, more) = self.list_chunk(&sources, cursor.as_ref(), first_listing);
+            first_listing = false;
+            if let Some(last) = chunk.last() {
+                cursor = Some((last.name.clone(), last.key));
+            }
+            if first {
+                self.suspects.extend(chunk.iter().map(|c| c.path.clone()));
+            }
+            let mut group = Group::default();
+            for c in chunk {
+                if self.stop.load(Ordering::Relaxed) {
+                    report.interrupted = true;
+                    break;
+                }
+                let now = Instant::now();
+                if self.retry.get(&c.path).is_some_and(|r| now < r.next) {
+                    report.deferred += 1;
+                    self.dirty.insert(c.source);
+                    continue;
+                }
+                let (msg, recipients) = match self.prepare(&c) {
+                    Ok(x) => x,
+                    Err(o) => {
+                        self.settle(&c, o, &mut report);
+                        continue;
+                    }
+                };
+                // A discussion or session message goes alone: the forum's
+                // admission and bookkeeping see every earlier file delivered.
+                let alone = forum_bound(&msg);
+                if alone {
+                    self.commit(std::mem::take(&mut group), &mut report);
+                }
+                match self.forum_duty(|f, d| f.admit(d, &msg)) {
+                    Admission::Admit => {}
+                    Admission::Refuse(r) => {
+                        self.settle(&c, Outcome::Failed(r), &mut report);
+                        continue;
+                    }
+                    Admission::Wait(r) => {
+                        self.settle(&c, Outcome::Deferred(r), &mut report);
+                        continue;
+                    }
+                }
+                match self.stage(c, msg, recipients, &mut group) {
+                    Ok(()) => {}
+                    Err((c, o)) => self.settle(&c, o, &mut report),
+                }
+                if alone || group.staged.len() >= GROUP {
+                    self.commit(std::mem::take(&mut group), &mut report);
+                }
+            }
+            self.commit(group, &mut report);
+            if !more || report.interrupted {
+                break;
+            }
+        }
+        if report.interrupted {
+            self.full_due = true;
+        }
+        // Forget state for files that are gone (delivered by hand, removed).
+        self.suspects.retain(|p| p.exists());
+        self.deferred.retain(|p, _| p.exists());
+        self.retry.retain(|p, _| p.exists());
+        self.index.clear();
+        report
+    }
+
+    /// The bookkeeping of one file's outcome.
+    fn settle(&mut self, c: &Candidate, outcome: Outcome, report: &mut PassReport) {
+        match outcome {
+            Outcome::Delivered => {
+                report.delivered += 1;
+                self.suspects.remove(&c.path);
+                self.deferred.remove(&c.path);
+                self.retry.remove(&c.path);
+            }
+            Outcome::Failed(reason) => {
+                report.failed += 1;
+                self.suspects.remove(&c.path);
+                self.deferred.remove(&c.path);
+                self.retry.remove(&c.path);
+                self.fail(c, &reason);
+            }
+            Outcome::Deferred(reason) => {
+                report.deferred += 1;
+                // Its outbox is listed again at the next pass, event or not.
+                self.dirty.insert(c.source);
+                let backoff = self
+                    .retry
+                    .get(&c.path)
+                    .map_or(RETRY_FIRST, |r| (r.backoff * 2).min(RETRY_CAP));
+                self.retry.insert(
+                    c.path.clone(),
+                    Retry {
+                        next: Instant::now() + backoff,
+                        backoff,
+                    },
+                );
+                self.suspects.insert(c.path.clone());
+                if self.deferred.get(&c.path) != Some(&reason) {
+                    self.journal
+                        .record(&Event::new(Kind::Deferred).path(&c.path).reason(&reason));
+                    self.deferred.insert(c.path.clone(), reason);
+                }
+            }
+            Outcome::Vanished => {
+                self.suspects.remove(&c.path);
+                self.retry.remove(&c.path);
+            }
+        }
+    }
+    /// The forum's duties, with the project's state around them.
+    pub fn with_forum(mut self, forum: Box<dyn ForumHook>) -> Self {
+        self.forum = forum;
+        self
+    }
+
+    /// Runs `f` on the forum with the state it may use. (The forum is taken
+    /// out for the call, so it can be borrowed mutably beside that state.)
+    pub fn forum_duty<T>(&mut self, f: impl FnOnce(&mut dyn ForumHook, &Duties) -> T) -> T {
+        let mut forum = std::mem::replace(&mut self.forum, Box::new(NoForum));
+        let duties = Duties {
+            project: &self.project,
+            roles: &self.roles,
+            config: &self.config,
+            journal: &self.journal,
+            waker: &self.waker,
+        };
+        let out = f(forum.as_mut(), &duties);
+        self.forum = forum;
+        out
+    }
+
+    /// Re-reads roles.tsv and swarm.yaml.
+    pub fn reload(&mut self, roles: Roles, config: Config) {
+        // The change may be the repair of what deferred a file: retry now.
+        self.retry.clear();
+        self.known
+            .extend(roles.roles.iter().map(|r| r.name.clone()));
+        let worktrees = with_outboxes(roles.worktrees());
+        if worktrees != self.worktrees {
+            self.worktrees = worktrees;
+            self.position = positions(&self.worktrees);
+            self.quiet.clear();
+            self.generation += 1;
+            self.dirty.clear();
+            // List every outbox at the next pass (and let go of the locks
+            // of worktrees no longer served).
+            self.scans = 0;
+        }
+        // Paths are re-validated against the new table.
+        self.valid.clear();
+        self.canon.clear();
+        self.full_due = true;
+        self.roles = roles;
+        self.config = config;
+    }
+}
