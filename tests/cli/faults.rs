@@ -529,6 +529,19 @@ fn helpers_report_injected_eio_and_lose_nothing() {
     assert_eq!(copies_of(&rev, &n.name), vec![done]);
 }
 
+/// Posts `n` in the main worktree's outbox and waits for its `deferred`
+/// line: `dir` refused the write (`Operation not permitted`). The outbox path.
+#[track_caller]
+fn post_refused_by(p: &Project, n: &Note, dir: &Path) -> PathBuf {
+    let path = post(&p.root, n);
+    let reason = wait_deferred(p, &path);
+    assert!(
+        reason.contains(&dir.display().to_string()) && reason.contains("Operation not permitted"),
+        "{reason}"
+    );
+    path
+}
+
 /// Folders that refuse writes even to root (`chattr +i`): the recipient's
 /// `inbox/new`, then the sender's `sent/` after the copy is out (and the
 /// recipient has meanwhile accepted it), then the recipient's `completed/`
@@ -549,12 +562,7 @@ fn unwritable_folders_defer_and_delivery_resumes() {
         return;
     };
     let n1 = note("coder", 1, "reviewer", "one");
-    let n1_path = post(&p.root, &n1);
-    let reason = wait_deferred(&p, &n1_path);
-    assert!(
-        reason.contains(&new.display().to_string()) && reason.contains("Operation not permitted"),
-        "{reason}"
-    );
+    let n1_path = post_refused_by(&p, &n1, &new);
     drop(guard);
     wait_delivered(&p, &n1_path);
     assert_eq!(copies_of(&rev, &n1.name).len(), 1);
@@ -564,12 +572,7 @@ fn unwritable_folders_defer_and_delivery_resumes() {
         return;
     };
     let n2 = note("coder", 2, "reviewer", "two");
-    let n2_path = post(&p.root, &n2);
-    let reason = wait_deferred(&p, &n2_path);
-    assert!(
-        reason.contains(&sent.display().to_string()) && reason.contains("Operation not permitted"),
-        "{reason}"
-    );
+    let n2_path = post_refused_by(&p, &n2, &sent);
     assert_eq!(copies_of(&rev, &n2.name).len(), 1);
     // The recipient works through n1 and accepts n2 meanwhile.
     p.cmd("ready-next").role("reviewer").run().ok();
