@@ -388,13 +388,7 @@ fn a_full_disk_defers_and_everything_resumes_when_space_returns() {
     assert!(r.stderr.contains("No space left on device"), "{r:?}");
     assert_eq!(fs::read(&ip).unwrap(), before);
     fs::remove_file(&filler).unwrap();
-    let r = p.cmd("done-current").role("reviewer").run();
-    r.ok();
-    let done = hq(&rev, "inbox/completed").join(&n1.name);
-    assert_eq!(
-        r.stdout,
-        format!("COMPLETED: {}\nNO_TASK\n", done.display())
-    );
+    let done = reviewer_completes(&p, &rev, &n1.name);
     assert_eq!(header_count(&done, "completed_at"), 1);
     assert_eq!(copies_of(&rev, &n1.name), vec![done]);
     d.alive();
@@ -519,14 +513,22 @@ fn helpers_report_injected_eio_and_lose_nothing() {
     assert!(r.stderr.contains("Input/output error"), "{r:?}");
     assert_eq!(fs::read(&ip).unwrap(), before, "in-process item changed");
     assert!(entries(&hq(&rev, "inbox/tmp")).is_empty(), "temp file left");
+    let done = reviewer_completes(&p, &rev, &n.name);
+    assert_eq!(copies_of(&rev, &n.name), vec![done]);
+}
+
+/// Runs `done-current` as reviewer (worktree `rev`): it must complete `name`
+/// and find nothing next. The completed path.
+#[track_caller]
+fn reviewer_completes(p: &Project, rev: &Path, name: &str) -> PathBuf {
     let r = p.cmd("done-current").role("reviewer").run();
     r.ok();
-    let done = hq(&rev, "inbox/completed").join(&n.name);
+    let done = hq(rev, "inbox/completed").join(name);
     assert_eq!(
         r.stdout,
         format!("COMPLETED: {}\nNO_TASK\n", done.display())
     );
-    assert_eq!(copies_of(&rev, &n.name), vec![done]);
+    done
 }
 
 /// Posts `n` in the main worktree's outbox and waits for its `deferred`
@@ -595,13 +597,7 @@ fn unwritable_folders_defer_and_delivery_resumes() {
     assert!(r.stderr.contains("Operation not permitted"), "{r:?}");
     assert!(hq(&rev, "inbox/in_process").join(&n2.name).exists());
     drop(guard);
-    let r = p.cmd("done-current").role("reviewer").run();
-    r.ok();
-    let done = completed.join(&n2.name);
-    assert_eq!(
-        r.stdout,
-        format!("COMPLETED: {}\nNO_TASK\n", done.display())
-    );
+    let done = reviewer_completes(&p, &rev, &n2.name);
     assert_eq!(header_count(&done, "completed_at"), 1);
     assert_eq!(count(&p.log(), "failed"), 0);
     d.alive();

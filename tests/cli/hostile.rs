@@ -62,6 +62,14 @@ fn assert_refused(r: &Run, reason: &str, moved_to: &Path) {
     );
 }
 
+/// One `handoffd --once` pass, which must end within [`DEADLINE`].
+fn handoffd_once(p: &Project) -> Run {
+    p.cmd("handoffd")
+        .arg("--once")
+        .arg(&p.root)
+        .run_within(DEADLINE)
+}
+
 /// `coder` in the main worktree, `reviewer` in `rev`; no wake-ups.
 fn project() -> (Project, PathBuf) {
     let p = Project::builder()
@@ -464,11 +472,7 @@ fn a_fifo_for_roles_tsv_or_swarm_yaml_never_blocks_the_daemon() {
         fs::remove_file(file).unwrap();
         mkfifo(file);
         // A FIFO {what} must not block it.
-        let r = p
-            .cmd("handoffd")
-            .arg("--once")
-            .arg(&p.root)
-            .run_within(DEADLINE);
+        let r = handoffd_once(&p);
         assert_eq!(r.code, 1, "{what}: {r:?}");
         assert!(
             r.stderr.contains(&file.display().to_string())
@@ -661,11 +665,7 @@ fn fifos_at_the_daemons_own_state_files_never_block_delivery() {
     mkfifo(&p.path(".swarmforge/forum.log"));
     let a = note("coder", 1, "reviewer", "through the fifos");
     let sent = post(&p.root, &a);
-    let r = p
-        .cmd("handoffd")
-        .arg("--once")
-        .arg(&p.root)
-        .run_within(DEADLINE);
+    let r = handoffd_once(&p);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("delivered 1"), "{r:?}");
     assert!(!sent.exists(), "the original left the outbox");
