@@ -290,24 +290,19 @@ fn allowed_types_are_enforced_at_send() {
 fn the_daemon_rechecks_allowed_types_and_hops() {
     let p = validation_swarm();
     p.config("max_hops: 3\nroles:\n  - {name: coder, allowed_types: [git_handoff, note]}\n");
+    // Planted in `wt`'s outbox as its role would write it.
+    let outbox =
+        |wt: &str, seq: u32, head: (&str, &str, &str), extra: &[(&str, &str)], body: &str| {
+            plant(&p, wt, "outbox", seq, head, extra, body)
+        };
     let planted = [
         (
-            plant(
-                &p,
-                "master",
-                "outbox",
-                1,
-                ("coder", "qa", "post"),
-                &[],
-                "hi\n",
-            ),
+            outbox("master", 1, ("coder", "qa", "post"), &[], "hi\n"),
             "type not allowed for sender",
         ),
         (
-            plant(
-                &p,
+            outbox(
                 "qa",
-                "outbox",
                 2,
                 ("qa", "coder", "note"),
                 &[("message", "m"), ("hop", "4")],
@@ -316,34 +311,16 @@ fn the_daemon_rechecks_allowed_types_and_hops() {
             "hop_limit",
         ),
         (
-            plant(
-                &p,
-                "qa",
-                "outbox",
-                3,
-                ("qa", "coder", "digest_request"),
-                &[],
-                "x\n",
-            ),
+            outbox("qa", 3, ("qa", "coder", "digest_request"), &[], "x\n"),
             "type not allowed for sender",
         ),
         (
-            plant(
-                &p,
-                "qa",
-                "outbox",
-                5,
-                ("qa", "coder", "clarify"),
-                &[],
-                "A\n",
-            ),
+            outbox("qa", 5, ("qa", "coder", "clarify"), &[], "A\n"),
             "invalid: Missing required header 'question' for clarify.",
         ),
     ];
-    let good = plant(
-        &p,
+    let good = outbox(
         "qa",
-        "outbox",
         6,
         ("qa", "coder", "note"),
         &[("message", "m"), ("hop", "3")],
