@@ -225,6 +225,23 @@ impl Host {
     pub fn status(&self) -> String {
         self.p.swarm(&["status"]).stdout.clone()
     }
+
+    /// Waits (within [`LONG`]) until `role` holds exactly `n` copies.
+    pub fn wait_copies(&self, role: &str, n: usize, what: &str) {
+        wait_until(LONG, what, || self.copies(role).len() == n);
+    }
+
+    /// `swarm up --no-tmux --until-idle --quiet --timeout <timeout>`, to run.
+    fn up_until_idle(&self, timeout: &str) -> Cmd<'_> {
+        self.p.cmd("swarm").args([
+            "up",
+            "--no-tmux",
+            "--until-idle",
+            "--quiet",
+            "--timeout",
+            timeout,
+        ])
+    }
 }
 
 /// A bare repository standing for the shared git server.
@@ -361,9 +378,7 @@ fn messages_cross_hosts_both_ways_and_agents_notice_nothing() {
     assert!(!hosts[0].p.root.join(".worktrees/pong").exists());
     start_all(&mut hosts);
     let queued = hosts[0].send("ping", &note("pong", "hello from a"));
-    wait_until(LONG, "pong on host b holds ping's note", || {
-        hosts[1].copies("pong").len() == 1
-    });
+    hosts[1].wait_copies("pong", 1, "pong on host b holds ping's note");
     wait_until(LONG, "the original left ping's outbox", || !queued.exists());
     let copy = &hosts[1].copies("pong")[0];
     assert_eq!(file_name(copy), file_name(&queued));
@@ -375,9 +390,7 @@ fn messages_cross_hosts_both_ways_and_agents_notice_nothing() {
     let task = take(&hosts[1], "pong");
     assert!(task.contains("FROM: ping"), "{task}");
     hosts[1].send("pong", &note("ping", "hello from b"));
-    wait_until(LONG, "ping on host a holds pong's answer", || {
-        hosts[0].copies("ping").len() == 1
-    });
+    hosts[0].wait_copies("ping", 1, "ping on host a holds pong's answer");
     assert!(take(&hosts[0], "ping").contains("FROM: pong"));
     // The proxy copies left for sent/ once acknowledged; nothing waits.
     wait_until(LONG, "the proxy inbox is drained", || {
@@ -463,9 +476,7 @@ fn a_git_handoff_waits_for_its_commit_then_travels_with_it() {
         a,
         &["remote", "set-url", "hub", &_hub.path().to_string_lossy()],
     );
-    wait_until(LONG, "pong holds the git_handoff", || {
-        hosts[1].copies("pong").len() == 1
-    });
+    hosts[1].wait_copies("pong", 1, "pong holds the git_handoff");
     let b = &hosts[1].p.root;
     git(b, &["cat-file", "-e", &format!("{commit}^{{commit}}")]);
     let task = take(&hosts[1], "pong");
@@ -501,9 +512,7 @@ fn a_received_git_handoff_without_its_commit_waits_with_a_reason_in_status() {
         &b,
         &["remote", "set-url", "hub", &hub.path().to_string_lossy()],
     );
-    wait_until(LONG, "pong holds it once the commit can be fetched", || {
-        hosts[1].copies("pong").len() == 1
-    });
+    hosts[1].wait_copies("pong", 1, "pong holds it once the commit can be fetched");
     wait_until(LONG, "the waiting note is gone", || {
         !hosts[1].status().contains("waiting on the bridge:")
     });
@@ -518,16 +527,12 @@ fn nats_down_defers_remote_copies_once_local_delivery_goes_on_and_the_backlog_dr
     let (_hub, mut hosts) = swarm(&nats, &["a", "b"], roles);
     start_all(&mut hosts);
     hosts[0].send("ping", &note("pong", "before"));
-    wait_until(LONG, "the first note crossed", || {
-        hosts[1].copies("pong").len() == 1
-    });
+    hosts[1].wait_copies("pong", 1, "the first note crossed");
     nats.kill();
     for i in 0..5 {
         hosts[0].send("ping", &note("local,pong", &format!("during {i}")));
     }
-    wait_until(LONG, "local delivery goes on while NATS is down", || {
-        hosts[0].copies("local").len() == 5
-    });
+    hosts[0].wait_copies("local", 5, "local delivery goes on while NATS is down");
     wait_until(LONG, "the outage is logged", || {
         hosts[0].log().contains(" deferred ")
     });
@@ -539,9 +544,7 @@ fn nats_down_defers_remote_copies_once_local_delivery_goes_on_and_the_backlog_dr
         handoff_names(&proxy_new).len() == 5
     });
     nats.up();
-    wait_until(LONG, "the backlog drained after the heal", || {
-        hosts[1].copies("pong").len() == 6
-    });
+    hosts[1].wait_copies("pong", 6, "the backlog drained after the heal");
     wait_until(LONG, "the proxy is empty", || {
         handoff_names(&proxy_new).is_empty()
     });
@@ -705,9 +708,7 @@ fn a_partitioned_host_catches_up_after_the_heal() {
     let (_hub, mut hosts) = swarm(&nats, &["a", "b"], roles);
     start_all(&mut hosts);
     hosts[0].send("ping", &note("pong", "before"));
-    wait_until(LONG, "the first note crossed", || {
-        hosts[1].copies("pong").len() == 1
-    });
+    hosts[1].wait_copies("pong", 1, "the first note crossed");
     // Host b's bridge is cut off (stopped: no traffic either way).
     hosts[1].signal_bridge(libc::SIGSTOP);
     let mut sent = Vec::new();
@@ -716,9 +717,7 @@ fn a_partitioned_host_catches_up_after_the_heal() {
     }
     // Both sides keep working locally: b's own roles talk to each other.
     hosts[1].send("pong", &note("peer", "local on b"));
-    wait_until(LONG, "local delivery on the partitioned host", || {
-        hosts[1].copies("peer").len() == 1
-    });
+    hosts[1].wait_copies("peer", 1, "local delivery on the partitioned host");
     wait_until(LONG, "a published everything to JetStream", || {
         handoff_names(
             &hosts[0]
@@ -729,9 +728,7 @@ fn a_partitioned_host_catches_up_after_the_heal() {
     });
     assert_eq!(hosts[1].copies("pong").len(), 1);
     hosts[1].signal_bridge(libc::SIGCONT);
-    wait_until(LONG, "the backlog drained after the heal", || {
-        hosts[1].copies("pong").len() == 21
-    });
+    hosts[1].wait_copies("pong", 21, "the backlog drained after the heal");
     sent.insert(0, PathBuf::from(file_name(&hosts[1].copies("pong")[0])));
     let mut want: Vec<PathBuf> = sent;
     want.sort();
@@ -764,9 +761,7 @@ fn credentials_come_from_a_file_or_the_environment_and_are_never_logged() {
     assert!(hosts[1].copies("pong").is_empty());
     hosts[1].kill_bridge();
     hosts[1].start_bridge_env(&[("SWARM_NATS_TOKEN", token)]);
-    wait_until(LONG, "the note crossed with the token", || {
-        hosts[1].copies("pong").len() == 1
-    });
+    hosts[1].wait_copies("pong", 1, "the note crossed with the token");
     for h in &hosts {
         let all = format!(
             "{}{}{}",
@@ -794,7 +789,7 @@ fn swarm_up_starts_the_bridge_and_down_stops_it() {
         });
     }
     hosts[0].send("ping", &note("pong", "via swarm up"));
-    wait_until(LONG, "pong holds it", || hosts[1].copies("pong").len() == 1);
+    hosts[1].wait_copies("pong", 1, "pong holds it");
     // The detached supervisor stops its bridge with the rest of the swarm.
     for h in &hosts {
         h.p.cmd("swarm").args(["down"]).code(0).run();
@@ -822,11 +817,11 @@ fn receipts_transcript_and_audit_check_read_the_whole_swarm_from_any_host() {
     start_all(&mut hosts);
     let cross = hosts[0].send("ping", &note("pong", "across"));
     let id = id_of(&cross);
-    wait_until(LONG, "pong holds it", || hosts[1].copies("pong").len() == 1);
+    hosts[1].wait_copies("pong", 1, "pong holds it");
     take(&hosts[1], "pong");
     let inner = hosts[1].send("pong", &note("peer", "only-on-b"));
     let inner_id = id_of(&inner);
-    wait_until(LONG, "peer holds it", || hosts[1].copies("peer").len() == 1);
+    hosts[1].wait_copies("peer", 1, "peer holds it");
     take(&hosts[1], "peer");
     // Host a sees pong's work on host b: completed, with every stamp.
     wait_until(LONG, "a's receipts show pong completed", || {
@@ -881,18 +876,7 @@ fn swarm_up_until_idle_waits_until_copies_for_other_hosts_are_bridged() {
     // The server is down: the agent's note cannot be bridged, so the swarm
     // is not idle (it would stop with the note undelivered) and times out.
     nats.kill();
-    let r = hosts[0]
-        .p
-        .cmd("swarm")
-        .args([
-            "up",
-            "--no-tmux",
-            "--until-idle",
-            "--quiet",
-            "--timeout",
-            "4s",
-        ])
-        .run();
+    let r = hosts[0].up_until_idle("4s").run();
     assert_ne!(
         r.code, 0,
         "idle with a copy still in the proxy: {}",
@@ -903,19 +887,7 @@ fn swarm_up_until_idle_waits_until_copies_for_other_hosts_are_bridged() {
         .path(".swarmforge/bridge/out/pong/.swarmforge/handoffs");
     assert_eq!(handoff_names(&proxy.join("inbox/new")).len(), 1);
     nats.up();
-    hosts[0]
-        .p
-        .cmd("swarm")
-        .args([
-            "up",
-            "--no-tmux",
-            "--until-idle",
-            "--quiet",
-            "--timeout",
-            "60s",
-        ])
-        .code(0)
-        .run();
+    hosts[0].up_until_idle("60s").code(0).run();
     assert!(
         handoff_names(&proxy.join("inbox/new")).is_empty(),
         "left unbridged"
@@ -928,7 +900,5 @@ fn swarm_up_until_idle_waits_until_copies_for_other_hosts_are_bridged() {
     // Host b comes up later and finds it waiting in JetStream.
     hosts[1].start_daemon();
     hosts[1].start_bridge();
-    wait_until(LONG, "pong holds both of the agent's notes", || {
-        hosts[1].copies("pong").len() == 2
-    });
+    hosts[1].wait_copies("pong", 2, "pong holds both of the agent's notes");
 }

@@ -49,6 +49,17 @@ fn kill(c: &mut Child) {
     let _ = c.wait();
 }
 
+/// Waits until every sender's outbox is empty.
+fn wait_outboxes_drained(swarm: &Project, timeout: Duration) {
+    let outboxes: Vec<PathBuf> = SENDERS
+        .iter()
+        .map(|s| swarm.role_dir(s).join(".swarmforge/handoffs/outbox"))
+        .collect();
+    wait_until(timeout, "outboxes drained", || {
+        outboxes.iter().all(|o| handoffs(o).is_empty())
+    });
+}
+
 /// `*.handoff` files directly in a folder.
 fn handoffs(dir: &Path) -> Vec<PathBuf> {
     handoff_names(dir).iter().map(|n| dir.join(n)).collect()
@@ -144,13 +155,7 @@ fn sigkill_anywhere_delivers_exactly_once() {
     eprintln!("crash harness: SIGKILLs {kills:?}");
 
     // Drain: the daemon delivers everything left; receivers finish everything.
-    let outboxes: Vec<PathBuf> = SENDERS
-        .iter()
-        .map(|s| swarm.role_dir(s).join(".swarmforge/handoffs/outbox"))
-        .collect();
-    wait_until(Duration::from_secs(60), "outboxes drained", || {
-        outboxes.iter().all(|o| handoffs(o).is_empty())
-    });
+    wait_outboxes_drained(&swarm, Duration::from_secs(60));
     kill(&mut daemon);
     for (r, _) in RECEIVERS {
         let end = Instant::now() + Duration::from_secs(60);
@@ -268,13 +273,7 @@ fn sigkill_during_group_commit_delivers_exactly_once() {
         }
     }
     let mut daemon = spawn_daemon(&swarm);
-    let outboxes: Vec<PathBuf> = SENDERS
-        .iter()
-        .map(|s| swarm.role_dir(s).join(".swarmforge/handoffs/outbox"))
-        .collect();
-    wait_until(Duration::from_secs(120), "outboxes drained", || {
-        outboxes.iter().all(|o| handoffs(o).is_empty())
-    });
+    wait_outboxes_drained(&swarm, Duration::from_secs(120));
     kill(&mut daemon);
     let held: HashMap<&str, HashMap<String, Vec<PathBuf>>> = RECEIVERS
         .iter()

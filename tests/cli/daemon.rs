@@ -54,6 +54,14 @@ fn uses_inotify(pid: u32) -> bool {
 
 // ------------------------------------------------------------------ tests
 
+/// `coder` in the main worktree and `reviewer` in `rev`, both codex, task mode.
+fn two_roles() -> Project {
+    Project::with_roles(&[
+        ("coder", "master", "codex", "task"),
+        ("reviewer", "rev", "codex", "task"),
+    ])
+}
+
 /// Several recipients in separate worktrees each get one complete copy with
 /// the headers in D5 order (other headers sorted by name after them); the
 /// original moves to `sent/` unchanged and the journal says `delivered`.
@@ -834,10 +842,7 @@ fn swarm_status_json_shows_counts_and_the_daemon() {
 /// recreating anything.
 #[test]
 fn the_daemon_exits_when_swarmforge_is_deleted() {
-    let p = Project::with_roles(&[
-        ("coder", "master", "codex", "task"),
-        ("reviewer", "rev", "codex", "task"),
-    ]);
+    let p = two_roles();
     let mut d = p.spawn_daemon(&[]);
     // A live swarm: the event loop is serving.
     let path = p.post("master", &note("coder", 1, "reviewer", "bye"));
@@ -896,10 +901,7 @@ fn tmux_wakes_the_recipient_session() {
     for session in ["swarmforge-reviewer", "swarmforge-coder"] {
         tmux.session(session, None, "cat");
     }
-    let p = Project::with_roles(&[
-        ("coder", "master", "codex", "task"),
-        ("reviewer", "rev", "codex", "task"),
-    ]);
+    let p = two_roles();
     fs::write(
         p.path(".swarmforge/tmux-socket"),
         format!("{}\n", tmux.sock.display()),
@@ -921,10 +923,7 @@ fn tmux_wakes_the_recipient_session() {
 /// anyway and the original is in `sent/`.
 #[test]
 fn a_failed_wake_up_is_logged_and_the_message_still_delivered() {
-    let p = Project::with_roles(&[
-        ("coder", "master", "codex", "task"),
-        ("reviewer", "rev", "codex", "task"),
-    ]);
+    let p = two_roles();
     p.config("wake: {method: command, command: \"exit 3\"}\n");
     let _d = p.spawn_daemon(&[]);
     let n = note("coder", 1, "reviewer", "hello");
@@ -961,10 +960,7 @@ fn a_failed_wake_up_is_logged_and_the_message_still_delivered() {
 /// ready-next, the re-wakes stop.
 #[test]
 fn an_unaccepted_item_is_renotified_until_accepted() {
-    let p = Project::with_roles(&[
-        ("coder", "master", "codex", "task"),
-        ("reviewer", "rev", "codex", "task"),
-    ]);
+    let p = two_roles();
     let wakes = p.record_wakes("ack_within: 1s, sweep: 200ms");
     let _d = p.spawn_daemon(&[]);
     let n = note("coder", 1, "reviewer", "hello");
@@ -1078,10 +1074,7 @@ fn a_transient_fault_defers_once_and_delivery_resumes() {
 /// `--poll` delivers with no inotify watch at all.
 #[test]
 fn poll_mode_delivers_without_file_events() {
-    let p = Project::with_roles(&[
-        ("coder", "master", "codex", "task"),
-        ("reviewer", "rev", "codex", "task"),
-    ]);
+    let p = two_roles();
     let d = p.spawn_daemon(&["--poll"]);
     let n = note("coder", 1, "reviewer", "polled");
     let path = p.post("master", &n);
@@ -1101,10 +1094,7 @@ fn poll_mode_delivers_without_file_events() {
 /// `handoffd --once`: one pass, a summary line, exit 0, no pid file left.
 #[test]
 fn once_delivers_and_exits_0() {
-    let p = Project::with_roles(&[
-        ("coder", "master", "codex", "task"),
-        ("reviewer", "rev", "codex", "task"),
-    ]);
+    let p = two_roles();
     let a = note("coder", 1, "reviewer", "one");
     let b = note("coder", 2, "reviewer", "two");
     p.post("master", &a);

@@ -388,13 +388,7 @@ fn a_full_disk_defers_and_everything_resumes_when_space_returns() {
     assert!(r.stderr.contains("No space left on device"), "{r:?}");
     assert_eq!(fs::read(&ip).unwrap(), before);
     fs::remove_file(&filler).unwrap();
-    let r = p.cmd("done-current").role("reviewer").run();
-    r.ok();
-    let done = hq(&rev, "inbox/completed").join(&n1.name);
-    assert_eq!(
-        r.stdout,
-        format!("COMPLETED: {}\nNO_TASK\n", done.display())
-    );
+    let done = reviewer_completes(&p, &rev, &n1.name);
     assert_eq!(header_count(&done, "completed_at"), 1);
     assert_eq!(copies_of(&rev, &n1.name), vec![done]);
     d.alive();
@@ -519,14 +513,35 @@ fn helpers_report_injected_eio_and_lose_nothing() {
     assert!(r.stderr.contains("Input/output error"), "{r:?}");
     assert_eq!(fs::read(&ip).unwrap(), before, "in-process item changed");
     assert!(entries(&hq(&rev, "inbox/tmp")).is_empty(), "temp file left");
+    let done = reviewer_completes(&p, &rev, &n.name);
+    assert_eq!(copies_of(&rev, &n.name), vec![done]);
+}
+
+/// Runs `done-current` as reviewer (worktree `rev`): it must complete `name`
+/// and find nothing next. The completed path.
+#[track_caller]
+fn reviewer_completes(p: &Project, rev: &Path, name: &str) -> PathBuf {
     let r = p.cmd("done-current").role("reviewer").run();
     r.ok();
-    let done = hq(&rev, "inbox/completed").join(&n.name);
+    let done = hq(rev, "inbox/completed").join(name);
     assert_eq!(
         r.stdout,
         format!("COMPLETED: {}\nNO_TASK\n", done.display())
     );
-    assert_eq!(copies_of(&rev, &n.name), vec![done]);
+    done
+}
+
+/// Posts `n` in the main worktree's outbox and waits for its `deferred`
+/// line: `dir` refused the write (`Operation not permitted`). The outbox path.
+#[track_caller]
+fn post_refused_by(p: &Project, n: &Note, dir: &Path) -> PathBuf {
+    let path = post(&p.root, n);
+    let reason = wait_deferred(p, &path);
+    assert!(
+        reason.contains(&dir.display().to_string()) && reason.contains("Operation not permitted"),
+        "{reason}"
+    );
+    path
 }
 
 /// Folders that refuse writes even to root (`chattr +i`): the recipient's
@@ -549,12 +564,7 @@ fn unwritable_folders_defer_and_delivery_resumes() {
         return;
     };
     let n1 = note("coder", 1, "reviewer", "one");
-    let n1_path = post(&p.root, &n1);
-    let reason = wait_deferred(&p, &n1_path);
-    assert!(
-        reason.contains(&new.display().to_string()) && reason.contains("Operation not permitted"),
-        "{reason}"
-    );
+    let n1_path = post_refused_by(&p, &n1, &new);
     drop(guard);
     wait_delivered(&p, &n1_path);
     assert_eq!(copies_of(&rev, &n1.name).len(), 1);
@@ -564,12 +574,7 @@ fn unwritable_folders_defer_and_delivery_resumes() {
         return;
     };
     let n2 = note("coder", 2, "reviewer", "two");
-    let n2_path = post(&p.root, &n2);
-    let reason = wait_deferred(&p, &n2_path);
-    assert!(
-        reason.contains(&sent.display().to_string()) && reason.contains("Operation not permitted"),
-        "{reason}"
-    );
+    let n2_path = post_refused_by(&p, &n2, &sent);
     assert_eq!(copies_of(&rev, &n2.name).len(), 1);
     // The recipient works through n1 and accepts n2 meanwhile.
     p.cmd("ready-next").role("reviewer").run().ok();
@@ -592,13 +597,7 @@ fn unwritable_folders_defer_and_delivery_resumes() {
     assert!(r.stderr.contains("Operation not permitted"), "{r:?}");
     assert!(hq(&rev, "inbox/in_process").join(&n2.name).exists());
     drop(guard);
-    let r = p.cmd("done-current").role("reviewer").run();
-    r.ok();
-    let done = completed.join(&n2.name);
-    assert_eq!(
-        r.stdout,
-        format!("COMPLETED: {}\nNO_TASK\n", done.display())
-    );
+    let done = reviewer_completes(&p, &rev, &n2.name);
     assert_eq!(header_count(&done, "completed_at"), 1);
     assert_eq!(count(&p.log(), "failed"), 0);
     d.alive();

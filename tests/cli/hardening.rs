@@ -407,6 +407,23 @@ fn an_unreadable_inbox_file_is_moved_aside_and_the_queue_moves_on() {
 
 // ------------------------------------------------ 6: reserved role names
 
+/// An empty temp folder (not a project) and its canonical path.
+fn temp_root() -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().canonicalize().unwrap();
+    (d, root)
+}
+
+/// `swarm init` in `root`, stdin closed.
+fn swarm_init(root: &Path) -> Run {
+    clean_command(&bin("swarm"), root)
+        .arg("init")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+        .into()
+}
+
 /// `handoffd` and `all` are refused as role names wherever roles come from:
 /// roles.tsv (the line is skipped, with the reason), swarm.yaml and
 /// swarmforge.conf (`swarm init` exits 1 naming the rule).
@@ -445,25 +462,18 @@ fn reserved_role_names_are_refused() {
     );
 
     for name in ["all", "handoffd"] {
-        let d = tempfile::tempdir().unwrap();
-        let root = d.path().canonicalize().unwrap();
+        let (_d, root) = temp_root();
         fs::write(
             root.join("swarm.yaml"),
             format!("roles:\n  - name: {name}\n    agent: human\n"),
         )
         .unwrap();
-        let r: Run = clean_command(&bin("swarm"), &root)
-            .arg("init")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-            .into();
+        let r = swarm_init(&root);
         assert_eq!(r.code, 1, "{name}: {r:?}");
         assert!(r.stderr.contains(&format!("'{name}' is reserved")), "{r:?}");
         assert!(!root.join(".swarmforge").exists());
 
-        let d = tempfile::tempdir().unwrap();
-        let root = d.path().canonicalize().unwrap();
+        let (_d, root) = temp_root();
         fs::create_dir_all(root.join("swarmforge/roles")).unwrap();
         fs::write(
             root.join("swarmforge/swarmforge.conf"),
@@ -472,12 +482,7 @@ fn reserved_role_names_are_refused() {
         .unwrap();
         fs::write(root.join("swarmforge/constitution.prompt"), "x\n").unwrap();
         fs::write(root.join(format!("swarmforge/roles/{name}.prompt")), "x\n").unwrap();
-        let r: Run = clean_command(&bin("swarm"), &root)
-            .arg("init")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-            .into();
+        let r = swarm_init(&root);
         assert_eq!(r.code, 1, "{name}: {r:?}");
         assert!(
             r.stderr

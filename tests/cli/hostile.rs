@@ -14,7 +14,7 @@ use proptest::prelude::*;
 
 use crate::support::{
     entries, hq, log_count as count, log_lines as lines, note, post, wait_delivered, wait_until,
-    Project, Role, CREATED, DEADLINE,
+    Note, Project, Role, Run, CREATED, DEADLINE,
 };
 
 const HUNDRED_MIB: u64 = 100 * 1024 * 1024;
@@ -51,6 +51,25 @@ fn no_control_chars(text: &str) -> bool {
         .all(|c| c == '\n' || !(c.is_control() || ('\u{80}'..='\u{9f}').contains(&c)))
 }
 
+/// Asserts a helper refused an inbox entry: exit 2, the reason and the path
+/// it was moved to.
+#[track_caller]
+fn assert_refused(r: &Run, reason: &str, moved_to: &Path) {
+    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(
+        r.stderr,
+        format!("MALFORMED_HANDOFF: {reason}\n- {}\n", moved_to.display())
+    );
+}
+
+/// One `handoffd --once` pass, which must end within [`DEADLINE`].
+fn handoffd_once(p: &Project) -> Run {
+    p.cmd("handoffd")
+        .arg("--once")
+        .arg(&p.root)
+        .run_within(DEADLINE)
+}
+
 /// `coder` in the main worktree, `reviewer` in `rev`; no wake-ups.
 fn project() -> (Project, PathBuf) {
     let p = Project::builder()
@@ -60,6 +79,56 @@ fn project() -> (Project, PathBuf) {
         .build();
     let rev = p.root.join("rev");
     (p, rev)
+}
+
+/// Plants hostile files in coder's outbox, each followed by a good note that
+/// must be delivered, and records what each refusal must say.
+struct Planter<'a> {
+    p: &'a Project,
+    outbox: PathBuf,
+    seq: u32,
+    /// (name as planted, name in failed/, reason)
+    cases: Vec<(PathBuf, String, String)>,
+    good: Vec<String>,
+}
+
+impl Planter<'_> {
+    fn next(&mut self) -> u32 {
+        self.seq += 1;
+        self.seq
+    }
+
+    /// The next note from coder to reviewer.
+    fn note(&mut self) -> Note {
+        note("coder", self.next(), "reviewer", "a")
+    }
+
+    /// Published like a sender would (temp file, rename), under any byte name.
+    fn plant(&mut self, name: &[u8], bytes: &[u8], reason: &str) {
+        let os = std::ffi::OsStr::from_bytes(name);
+        let path = self.outbox.join(os);
+        let tmp = hq(&self.p.root, "outbox/tmp/hostile.tmp");
+        fs::write(&tmp, bytes).unwrap();
+        fs::rename(&tmp, &path).unwrap();
+        let failed_name = os.to_string_lossy().into_owned();
+        self.cases.push((path, failed_name, reason.to_string()));
+    }
+
+    /// Plants the next note under its own name with its text edited, then a
+    /// good one.
+    fn plant_note(&mut self, edit: impl FnOnce(&str) -> Vec<u8>, reason: &str) {
+        let n = self.note();
+        self.plant(n.name.as_bytes(), &edit(&n.text), reason);
+        self.good_one();
+    }
+
+    /// Posts a good note and waits until it is delivered.
+    fn good_one(&mut self) {
+        let n = note("coder", self.next(), "reviewer", "ok");
+        let path = post(&self.p.root, &n);
+        self.good.push(n.name);
+        wait_delivered(self.p, &path);
+    }
 }
 
 /// The outbox cases the daemon test does not plant: each goes to `failed/`
@@ -72,184 +141,122 @@ fn the_daemon_refuses_hostile_outbox_files_and_keeps_running() {
     let (p, rev) = project();
     let mut d = p.spawn_daemon(&[]);
     let outbox = hq(&p.root, "outbox");
-    let mut seq = 0;
-    let mut next = || {
-        seq += 1;
-        seq
-    };
-    // (name as planted, name in failed/, reason)
-    let mut cases: Vec<(PathBuf, String, String)> = Vec::new();
-    let mut good = Vec::new();
     fs::create_dir_all(hq(&p.root, "outbox/tmp")).unwrap();
-    // Published like a sender would (temp file, rename), under any byte name.
-    let plant = |name: &[u8], bytes: &[u8], reason: &str, cases: &mut Vec<_>| {
-        let os = std::ffi::OsStr::from_bytes(name);
-        let path = outbox.join(os);
-        let tmp = hq(&p.root, "outbox/tmp/hostile.tmp");
-        fs::write(&tmp, bytes).unwrap();
-        fs::rename(&tmp, &path).unwrap();
-        let failed_name = os.to_string_lossy().into_owned();
-        cases.push((path, failed_name, reason.to_string()));
-    };
-    let good_one = |p: &Project, seq: u32, good: &mut Vec<String>| {
-        let n = note("coder", seq, "reviewer", "ok");
-        let path = post(&p.root, &n);
-        good.push(n.name);
-        wait_delivered(p, &path);
+    let mut pl = Planter {
+        p: &p,
+        outbox: outbox.clone(),
+        seq: 0,
+        cases: Vec::new(),
+        good: Vec::new(),
     };
 
-    let n = note("coder", next(), "reviewer", "a");
-    let (head, tail) = n.text.split_once("message: a").unwrap();
-    let bytes = [head.as_bytes(), b"message: a\xff", tail.as_bytes()].concat();
-    plant(
-        n.name.as_bytes(),
-        &bytes,
+    pl.plant_note(
+        |text| {
+            let (head, tail) = text.split_once("message: a").unwrap();
+            [head.as_bytes(), b"message: a\xff", tail.as_bytes()].concat()
+        },
         "malformed: not valid UTF-8",
-        &mut cases,
     );
-    good_one(&p, next(), &mut good);
 
-    let n = note("coder", next(), "reviewer", "a");
+    let n = pl.note();
     let big = outbox.join(&n.name);
     let tmp = hq(&p.root, "outbox/tmp/big.tmp");
     sparse(&tmp, n.text.as_bytes(), HUNDRED_MIB);
     let t = Instant::now();
     fs::rename(&tmp, &big).unwrap();
-    cases.push((
+    pl.cases.push((
         big.clone(),
         n.name.clone(),
         format!("file too large ({HUNDRED_MIB} bytes; limit 1048576)"),
     ));
-    good_one(&p, next(), &mut good);
+    pl.good_one();
     assert!(t.elapsed() < Duration::from_secs(10), "slow to refuse");
 
-    let n = note("coder", next(), "reviewer", "a");
-    plant(
-        n.name.as_bytes(),
-        n.text.replace('\n', "\r\n").as_bytes(),
+    pl.plant_note(
+        |text| text.replace('\n', "\r\n").into_bytes(),
         "malformed: line 1: header 'id' contains a control character",
-        &mut cases,
     );
-    good_one(&p, next(), &mut good);
-
-    let n = note("coder", next(), "reviewer", "a");
-    plant(
-        n.name.as_bytes(),
-        (n.text.clone() + "\0").as_bytes(),
+    pl.plant_note(
+        |text| (text.to_string() + "\0").into_bytes(),
         "malformed: body contains control character U+0000",
-        &mut cases,
     );
-    good_one(&p, next(), &mut good);
-
-    let n = note("coder", next(), "reviewer", "a");
-    plant(
-        n.name.as_bytes(),
-        n.text
-            .replace("from: coder\n", "from: coder\x1b]0;pwned\x07\n")
-            .as_bytes(),
+    pl.plant_note(
+        |text| {
+            text.replace("from: coder\n", "from: coder\x1b]0;pwned\x07\n")
+                .into_bytes()
+        },
         "malformed: line 2: header 'from' contains a control character",
-        &mut cases,
     );
-    good_one(&p, next(), &mut good);
 
-    // Terminal escape sequences and invalid UTF-8 in the file name.
-    let n = note("coder", next(), "reviewer", "a");
-    plant(
-        b"50_\x1b[2J\x1b[31mred.handoff",
-        n.text.as_bytes(),
-        "invalid file name",
-        &mut cases,
-    );
-    good_one(&p, next(), &mut good);
-    let n = note("coder", next(), "reviewer", "a");
-    plant(
+    // Terminal escape sequences and invalid UTF-8 in the file name; `..`: a
+    // hidden name.
+    for name in [
+        &b"50_\x1b[2J\x1b[31mred.handoff"[..],
         b"50_\xff\xfe.handoff",
-        n.text.as_bytes(),
-        "invalid file name",
-        &mut cases,
-    );
-    good_one(&p, next(), &mut good);
-
-    // `..`: a hidden name, and a recipient that is a path.
-    let n = note("coder", next(), "reviewer", "a");
-    plant(
         b"..handoff",
-        n.text.as_bytes(),
-        "invalid file name",
-        &mut cases,
-    );
-    good_one(&p, next(), &mut good);
-    let seq = next();
+    ] {
+        let n = pl.note();
+        pl.plant(name, n.text.as_bytes(), "invalid file name");
+        pl.good_one();
+    }
+    // A recipient that is a path.
+    let seq = pl.next();
     let n = note("coder", seq, "../../etc", "a");
     let name = format!("50_20260615T140531Z_{seq:06}_from_coder_to_.._.._etc.handoff");
-    plant(
+    pl.plant(
         name.as_bytes(),
         n.text.as_bytes(),
         "unknown recipient ../../etc",
-        &mut cases,
     );
-    good_one(&p, next(), &mut good);
+    pl.good_one();
 
     // Forged identity and delivery headers the daemon test does not plant.
-    let n = note("coder", next(), "reviewer", "a");
-    plant(
-        n.name.as_bytes(),
-        n.text
-            .replace("_from_coder\n", "_from_reviewer\n")
-            .as_bytes(),
+    pl.plant_note(
+        |text| {
+            text.replace("_from_coder\n", "_from_reviewer\n")
+                .into_bytes()
+        },
         "id does not name the sender",
-        &mut cases,
     );
-    good_one(&p, next(), &mut good);
     for h in ["dequeued_at", "completed_at"] {
-        let n = note("coder", next(), "reviewer", "a");
-        plant(
-            n.name.as_bytes(),
-            n.text
-                .replace("type: note\n", &format!("type: note\n{h}: {CREATED}\n"))
-                .as_bytes(),
+        pl.plant_note(
+            |text| {
+                text.replace("type: note\n", &format!("type: note\n{h}: {CREATED}\n"))
+                    .into_bytes()
+            },
             &format!("forged {h} header"),
-            &mut cases,
         );
-        good_one(&p, next(), &mut good);
     }
 
     // A header far over the draft limits (but under the file limit).
-    let n = note("coder", next(), "reviewer", "a");
     let long = "y".repeat(100_000);
-    plant(
-        n.name.as_bytes(),
-        n.text
-            .replace("message: a\n", &format!("message: {long}\n"))
-            .as_bytes(),
+    pl.plant_note(
+        |text| {
+            text.replace("message: a\n", &format!("message: {long}\n"))
+                .into_bytes()
+        },
         "invalid: Header 'message' must be no longer than 80 characters; got 100000.",
-        &mut cases,
     );
-    good_one(&p, next(), &mut good);
 
     // Empty file; dangling symlink; symlink to a device.
-    let n = note("coder", next(), "reviewer", "a");
-    plant(
-        n.name.as_bytes(),
-        b"",
-        "malformed: no blank line after the headers",
-        &mut cases,
-    );
-    good_one(&p, next(), &mut good);
+    pl.plant_note(|_| Vec::new(), "malformed: no blank line after the headers");
     for target in ["/nonexistent/swarm-handoff-target", "/dev/zero"] {
-        let n = note("coder", next(), "reviewer", "a");
+        let n = pl.note();
         let tmp = hq(&p.root, "outbox/tmp/link.tmp");
         std::os::unix::fs::symlink(target, &tmp).unwrap();
         let path = outbox.join(&n.name);
         fs::rename(&tmp, &path).unwrap();
-        cases.push((path, n.name.clone(), "symlink".into()));
-        good_one(&p, next(), &mut good);
+        pl.cases.push((path, n.name.clone(), "symlink".into()));
+        pl.good_one();
     }
 
     // A directory named like a handoff is not a queue item: left alone.
     let dir = outbox.join("50_20260615T140531Z_999999_from_coder_to_reviewer.handoff");
     fs::create_dir(&dir).unwrap();
-    good_one(&p, next(), &mut good);
+    pl.good_one();
+    let Planter {
+        cases, mut good, ..
+    } = pl;
 
     let failed = hq(&p.root, "failed");
     wait_until(DEADLINE, "every hostile file refused", || {
@@ -322,27 +329,17 @@ fn helpers_refuse_hostile_inbox_entries_and_move_on() {
     let t = Instant::now();
     let r = ready(&[]);
     assert!(t.elapsed() < Duration::from_secs(10));
-    assert_eq!(r.code, 2, "{r:?}");
-    assert_eq!(
-        r.stderr,
-        format!(
-            "MALFORMED_HANDOFF: file too large ({HUNDRED_MIB} bytes)\n- {}\n",
-            rejected.join("00_big.handoff").display()
-        )
+    assert_refused(
+        &r,
+        &format!("file too large ({HUNDRED_MIB} bytes)"),
+        &rejected.join("00_big.handoff"),
     );
 
     fs::write(new.join("..handoff"), "id: x\n\nbody\n").unwrap();
-    let r = ready(&[]);
-    assert_eq!(
-        (r.code, r.stderr.as_str()),
-        (
-            2,
-            format!(
-                "MALFORMED_HANDOFF: invalid file name\n- {}\n",
-                rejected.join("..handoff").display()
-            )
-            .as_str()
-        )
+    assert_refused(
+        &ready(&[]),
+        "invalid file name",
+        &rejected.join("..handoff"),
     );
 
     // A symlink named like a batch, pointing at a folder outside the project
@@ -360,14 +357,10 @@ fn helpers_refuse_hostile_inbox_entries_and_move_on() {
 
     // A FIFO in in_process: refused, never opened for a blocking read.
     mkfifo(&ip.join("00_fifo.handoff"));
-    let r = ready(&[]);
-    assert_eq!(r.code, 2, "{r:?}");
-    assert_eq!(
-        r.stderr,
-        format!(
-            "MALFORMED_HANDOFF: not a regular file\n- {}\n",
-            rejected.join("00_fifo.handoff").display()
-        )
+    assert_refused(
+        &ready(&[]),
+        "not a regular file",
+        &rejected.join("00_fifo.handoff"),
     );
 
     // The queue moves on to the good item; the bait is untouched.
@@ -479,11 +472,7 @@ fn a_fifo_for_roles_tsv_or_swarm_yaml_never_blocks_the_daemon() {
         fs::remove_file(file).unwrap();
         mkfifo(file);
         // A FIFO {what} must not block it.
-        let r = p
-            .cmd("handoffd")
-            .arg("--once")
-            .arg(&p.root)
-            .run_within(DEADLINE);
+        let r = handoffd_once(&p);
         assert_eq!(r.code, 1, "{what}: {r:?}");
         assert!(
             r.stderr.contains(&file.display().to_string())
@@ -676,11 +665,7 @@ fn fifos_at_the_daemons_own_state_files_never_block_delivery() {
     mkfifo(&p.path(".swarmforge/forum.log"));
     let a = note("coder", 1, "reviewer", "through the fifos");
     let sent = post(&p.root, &a);
-    let r = p
-        .cmd("handoffd")
-        .arg("--once")
-        .arg(&p.root)
-        .run_within(DEADLINE);
+    let r = handoffd_once(&p);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("delivered 1"), "{r:?}");
     assert!(!sent.exists(), "the original left the outbox");

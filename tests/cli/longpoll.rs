@@ -5,14 +5,6 @@ use std::path::Path;
 
 use crate::support::*;
 
-fn project() -> Project {
-    Project::builder()
-        .role("coder")
-        .role(Role::new("reviewer").worktree("rev"))
-        .config("wake: {method: none}\n")
-        .build()
-}
-
 /// Waits until a waiting `ready-next` has made its first look (the inbox
 /// lock exists) and is still waiting.
 fn waiting(started: &mut Started, wt: &Path) {
@@ -26,7 +18,7 @@ fn waiting(started: &mut Started, wt: &Path) {
 
 #[test]
 fn wait_returns_when_an_item_is_delivered() {
-    let p = project();
+    let p = Project::coder_and_reviewer();
     let _d = p.spawn_daemon(&[]);
     // A wait far longer than the test's deadline: returning at all proves
     // it returned on the delivery, not at the end of the wait.
@@ -51,7 +43,7 @@ fn wait_returns_when_an_item_is_delivered() {
 
 #[test]
 fn wait_ends_with_no_task() {
-    let p = project();
+    let p = Project::coder_and_reviewer();
     p.cmd("ready-next")
         .role("reviewer")
         .args(["--wait", "1"])
@@ -67,7 +59,7 @@ fn wait_ends_with_no_task() {
 
 #[test]
 fn wait_is_refused_when_malformed() {
-    let p = project();
+    let p = Project::coder_and_reviewer();
     for bad in ["-1", "x", "3601", "1.5"] {
         p.cmd("ready-next")
             .role("reviewer")
@@ -80,7 +72,7 @@ fn wait_is_refused_when_malformed() {
 
 #[test]
 fn done_current_waits_for_the_next_item() {
-    let p = project();
+    let p = Project::coder_and_reviewer();
     let _d = p.spawn_daemon(&[]);
     let first = p
         .send_as(
@@ -118,7 +110,7 @@ fn done_current_waits_for_the_next_item() {
 
 #[test]
 fn the_wrapper_passes_wait_through() {
-    let p = project();
+    let p = Project::coder_and_reviewer();
     let shims = p.path("shims");
     std::fs::create_dir_all(&shims).unwrap();
     p.swarm(&["shims", shims.to_str().unwrap()]);
@@ -131,7 +123,7 @@ fn the_wrapper_passes_wait_through() {
 
 #[test]
 fn a_reaction_is_an_annotation_not_a_task() {
-    let p = project();
+    let p = Project::coder_and_reviewer();
     let wakes = p.record_wakes("");
     p.send_as(
         "coder",
@@ -177,7 +169,7 @@ fn a_reaction_is_an_annotation_not_a_task() {
 
 #[test]
 fn a_reaction_needs_a_message_and_a_known_reaction() {
-    let p = project();
+    let p = Project::coder_and_reviewer();
     let r = p.send_as(
         "coder",
         "type: react\nto: reviewer\npriority: 50\nreaction: heart\n",

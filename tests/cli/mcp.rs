@@ -138,18 +138,10 @@ impl Drop for Client {
     }
 }
 
-fn project() -> Project {
-    Project::builder()
-        .role("coder")
-        .role(Role::new("reviewer").worktree("rev"))
-        .config("wake: {method: none}\n")
-        .build()
-}
-
 #[test]
 fn lists_a_small_set_of_tools() {
     let Some(py) = python() else { return };
-    let p = project();
+    let p = Project::coder_and_reviewer();
     let mut c = Client::start(&py, &p, "reviewer", &[]);
     c.request(json!({"op": "list"}));
     let a = c.answer();
@@ -171,7 +163,7 @@ fn lists_a_small_set_of_tools() {
 #[test]
 fn mcp_and_shell_agents_hand_work_to_each_other() {
     let Some(py) = python() else { return };
-    let p = project();
+    let p = Project::coder_and_reviewer();
     let _d = p.spawn_daemon(&[]);
     let mut c = Client::start(&py, &p, "reviewer", &[]);
 
@@ -252,7 +244,7 @@ fn mcp_and_shell_agents_hand_work_to_each_other() {
 #[test]
 fn an_empty_wait_ends_with_no_task() {
     let Some(py) = python() else { return };
-    let p = project();
+    let p = Project::coder_and_reviewer();
     let mut c = Client::start(&py, &p, "reviewer", &[]);
     let a = c.ok("next", json!({"wait_seconds": 1}));
     assert_eq!(a, json!({"status": "no_task"}));
@@ -296,7 +288,7 @@ fn cli_errors(p: &Project, role: &str, args: &Value) -> Value {
 #[test]
 fn validation_errors_are_tool_errors_with_the_cli_text() {
     let Some(py) = python() else { return };
-    let p = project();
+    let p = Project::coder_and_reviewer();
     let mut c = Client::start(&py, &p, "coder", &[]);
     let long = "x".repeat(81);
     let cases = [
@@ -360,7 +352,7 @@ fn validation_errors_are_tool_errors_with_the_cli_text() {
 #[test]
 fn a_killed_server_loses_nothing() {
     let Some(py) = python() else { return };
-    let p = project();
+    let p = Project::coder_and_reviewer();
     let mut c = Client::start(&py, &p, "reviewer", &[]);
     c.request(json!({"op": "call", "tool": "next", "args": {"wait_seconds": 50}}));
     let lock = p.hq("rev", "inbox.flock");
@@ -397,7 +389,7 @@ fn a_killed_server_loses_nothing() {
 
 #[test]
 fn a_server_for_an_unknown_role_fails_at_start() {
-    let p = project();
+    let p = Project::coder_and_reviewer();
     p.cmd("swarm")
         .args(["mcp", "--role", "ghost"])
         .code(1)
@@ -443,16 +435,22 @@ fn swarm_up_writes_each_agents_mcp_configuration() {
         fakes.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let mut guard = SwarmGuard::new(&p.root);
-    let up = p.cmd("swarm").env("PATH", &path).args([
-        "up",
-        "--no-tmux",
-        "--until-idle",
-        "--timeout",
-        "60s",
-    ]);
-    guard.guard(up.arg(&p.root).start());
-    let out = guard.finish(Duration::from_secs(90), "swarm up --until-idle returns");
+    // `swarm up --until-idle` with the fake agents first on PATH; its guard
+    // lives to the end of the test.
+    let up_until_idle = |what: &str| {
+        let mut guard = SwarmGuard::new(&p.root);
+        let up = p.cmd("swarm").env("PATH", &path).args([
+            "up",
+            "--no-tmux",
+            "--until-idle",
+            "--timeout",
+            "60s",
+        ]);
+        guard.guard(up.arg(&p.root).start());
+        let out = guard.finish(Duration::from_secs(90), what);
+        (guard, out)
+    };
+    let (_first, out) = up_until_idle("swarm up --until-idle returns");
     out.ok();
     let swarm = bin("swarm").display().to_string();
     let args = |role: &str, wt: &str| {
@@ -515,18 +513,8 @@ fn swarm_up_writes_each_agents_mcp_configuration() {
     let mut merged = claude.clone();
     merged["mcpServers"]["other"] = json!({"command": "x"});
     std::fs::write(p.path(".worktrees/cl/.mcp.json"), merged.to_string()).unwrap();
-    let mut guard = SwarmGuard::new(&p.root);
-    let up = p.cmd("swarm").env("PATH", &path).args([
-        "up",
-        "--no-tmux",
-        "--until-idle",
-        "--timeout",
-        "60s",
-    ]);
-    guard.guard(up.arg(&p.root).start());
-    guard
-        .finish(Duration::from_secs(90), "second swarm up returns")
-        .ok();
+    let (_second, out) = up_until_idle("second swarm up returns");
+    out.ok();
     let again = read(".worktrees/cl/.mcp.json");
     assert_eq!(again["mcpServers"]["other"], json!({"command": "x"}));
     assert_eq!(again["mcpServers"]["swarm"], claude["mcpServers"]["swarm"]);
@@ -599,7 +587,7 @@ fn ask_and_answer_through_the_tools() {
 #[test]
 fn read_is_bounded_and_filtered() {
     let Some(py) = python() else { return };
-    let p = project();
+    let p = Project::coder_and_reviewer();
     for i in 0..25 {
         p.send_as(
             "coder",

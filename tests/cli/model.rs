@@ -66,6 +66,11 @@ fn plant(
 
 // ---------------------------------------------------------------- validation
 
+/// A draft and the exact error list it must get.
+fn case(draft: impl Into<String>, want: &[&str]) -> (String, Vec<String>) {
+    (draft.into(), want.iter().map(|w| w.to_string()).collect())
+}
+
 fn validation_swarm() -> Project {
     Project::with_roles(&[
         ("coder", "master", "codex", "task"),
@@ -79,133 +84,124 @@ fn validation_swarm() -> Project {
 fn each_type_validates_with_exact_messages() {
     let p = validation_swarm();
     let long = |n: usize| "x".repeat(n);
-    let cases: Vec<(String, Vec<String>)> = vec![
+    let cases = vec![
         // post
-        (
-            "type: post\nto: qa\npriority: 10\n".into(),
-            vec!["Missing body or header 'subject' for post.".into()],
+        case(
+            "type: post\nto: qa\npriority: 10\n",
+            &["Missing body or header 'subject' for post."],
         ),
-        (
+        case(
             format!("type: post\nto: qa\npriority: 10\nsubject: {}\n\nbody\n", long(121)),
-            vec!["Header 'subject' must be no longer than 120 characters; got 121.".into()],
+            &["Header 'subject' must be no longer than 120 characters; got 121."],
         ),
-        (
+        case(
             format!("type: post\nto: qa\npriority: 10\n\n{}\n", long(16384)),
-            vec!["Body must be no larger than 16384 bytes for post; got 16385.".into()],
+            &["Body must be no larger than 16384 bytes for post; got 16385."],
         ),
-        (
-            "type: post\nto: qa\npriority: 10\nmessage: m\n\nfine\nbad \x1b[2J\n".into(),
-            vec![
-                "Line 7: body must not contain control characters.".into(),
-                "Header 'message' is not allowed for type 'post'.".into(),
-                "Header 'message' is only allowed for note.".into(),
+        case(
+            "type: post\nto: qa\npriority: 10\nmessage: m\n\nfine\nbad \x1b[2J\n",
+            &[
+                "Line 7: body must not contain control characters.",
+                "Header 'message' is not allowed for type 'post'.",
+                "Header 'message' is only allowed for note.",
             ],
         ),
         // clarify
-        (
-            "type: clarify\nto: boss,qa\npriority: 10\nallow_multiple: maybe\nallow_custom: no\n".into(),
-            vec![
-                "Missing required header 'question' for clarify.".into(),
-                "Header 'allow_multiple' must be yes or no; got 'maybe'.".into(),
-                "Header 'to' must name exactly one role for clarify; got 'boss,qa'.".into(),
-                "Missing options for clarify: list one per body line when 'allow_custom' is no."
-                    .into(),
+        case(
+            "type: clarify\nto: boss,qa\npriority: 10\nallow_multiple: maybe\nallow_custom: no\n",
+            &[
+                "Missing required header 'question' for clarify.",
+                "Header 'allow_multiple' must be yes or no; got 'maybe'.",
+                "Header 'to' must name exactly one role for clarify; got 'boss,qa'.",
+                "Missing options for clarify: list one per body line when 'allow_custom' is no.",
             ],
         ),
-        (
+        case(
             format!(
                 "type: clarify\nto: all\npriority: 10\nquestion: {}\n\nA\nB\nA\n",
                 long(501)
             ),
-            vec![
-                "Header 'question' must be no longer than 500 characters; got 501.".into(),
-                "Header 'to' must name exactly one role for clarify; got 'all'.".into(),
-                "Duplicate option 'A'.".into(),
+            &[
+                "Header 'question' must be no longer than 500 characters; got 501.",
+                "Header 'to' must name exactly one role for clarify; got 'all'.",
+                "Duplicate option 'A'.",
             ],
         ),
         // answer
-        (
-            "type: answer\nto: coder\npriority: 10\nchoices: 1,x\n".into(),
-            vec![
-                "Header 'choices' must be option numbers separated by commas; got '1,x'.".into(),
-                "Missing required header 'in_reply_to' for answer.".into(),
+        case(
+            "type: answer\nto: coder\npriority: 10\nchoices: 1,x\n",
+            &[
+                "Header 'choices' must be option numbers separated by commas; got '1,x'.",
+                "Missing required header 'in_reply_to' for answer.",
             ],
         ),
-        (
-            "type: answer\nto: coder\npriority: 10\nin_reply_to: 20260616T000000Z_000009_from_coder\n\nyes\n"
-                .into(),
-            vec![
-                "Header 'in_reply_to' must name a message in your inbox; got '20260616T000000Z_000009_from_coder'."
-                    .into(),
+        case(
+            "type: answer\nto: coder\npriority: 10\nin_reply_to: 20260616T000000Z_000009_from_coder\n\nyes\n",
+            &[
+                "Header 'in_reply_to' must name a message in your inbox; got '20260616T000000Z_000009_from_coder'.",
             ],
         ),
-        (
-            "type: answer\nto: coder\npriority: 10\nin_reply_to: nope\nchoices: 2,2\n".into(),
-            vec![
-                "Header 'in_reply_to' must be a message id; got 'nope'.".into(),
-                "Duplicate choice 2.".into(),
+        case(
+            "type: answer\nto: coder\npriority: 10\nin_reply_to: nope\nchoices: 2,2\n",
+            &[
+                "Header 'in_reply_to' must be a message id; got 'nope'.",
+                "Duplicate choice 2.",
             ],
         ),
         // close
-        (
-            "type: close\nto: qa\npriority: 10\n\nwhy not\n".into(),
-            vec!["Missing required header 'reason' for close.".into()],
+        case(
+            "type: close\nto: qa\npriority: 10\n\nwhy not\n",
+            &["Missing required header 'reason' for close."],
         ),
         // digest
-        (
-            "type: digest\nto: all\npriority: 10\n".into(),
-            vec!["Missing required body for digest.".into()],
+        case(
+            "type: digest\nto: all\npriority: 10\n",
+            &["Missing required body for digest."],
         ),
-        (
+        case(
             format!("type: digest\nto: all\npriority: 10\n\n{}\n", long(4096)),
-            vec!["Body must be no larger than 4096 bytes for digest; got 4097.".into()],
+            &["Body must be no larger than 4096 bytes for digest; got 4097."],
         ),
         // the daemon's own type
-        (
-            "type: digest_request\nto: qa\npriority: 10\n\nx\n".into(),
-            vec![
-                "Header 'type' must be one of git_handoff, note, post, clarify, answer, digest, close or react; got 'digest_request'."
-                    .into(),
+        case(
+            "type: digest_request\nto: qa\npriority: 10\n\nx\n",
+            &[
+                "Header 'type' must be one of git_handoff, note, post, clarify, answer, digest, close or react; got 'digest_request'.",
             ],
         ),
         // headers any type may carry
-        (
-            "type: note\nto: qa\npriority: 10\nmessage: m\ncc: ghost,qa,boss,boss\nwake: maybe\nthread: t\n"
-                .into(),
-            vec![
-                "Unknown cc role 'ghost'.".into(),
-                "Role 'qa' is in both 'to' and 'cc'.".into(),
-                "Duplicate cc role 'boss'.".into(),
-                "Header 'wake' must be yes or no; got 'maybe'.".into(),
-                "Header 'thread' must be a message id; got 't'.".into(),
+        case(
+            "type: note\nto: qa\npriority: 10\nmessage: m\ncc: ghost,qa,boss,boss\nwake: maybe\nthread: t\n",
+            &[
+                "Unknown cc role 'ghost'.",
+                "Role 'qa' is in both 'to' and 'cc'.",
+                "Duplicate cc role 'boss'.",
+                "Header 'wake' must be yes or no; got 'maybe'.",
+                "Header 'thread' must be a message id; got 't'.",
             ],
         ),
-        (
-            "type: post\nto: all\npriority: 10\ncc: qa\n\nhi\n".into(),
-            vec!["Header 'cc' is not allowed with 'to: all'.".into()],
+        case(
+            "type: post\nto: all\npriority: 10\ncc: qa\n\nhi\n",
+            &["Header 'cc' is not allowed with 'to: all'."],
         ),
-        (
-            "type: note\nto: all,qa\npriority: 10\nmessage: m\n".into(),
-            vec!["Recipient 'all' must be the only recipient in 'to'.".into()],
+        case(
+            "type: note\nto: all,qa\npriority: 10\nmessage: m\n",
+            &["Recipient 'all' must be the only recipient in 'to'."],
         ),
-        (
-            "type: note\nto: qa\npriority: 10\nmessage: m\nhop: 0\nmentions: qa\nsession: s1\n".into(),
-            vec![
-                "Line 5: header 'hop' is reserved and must not be written by agents.".into(),
-                "Line 6: header 'mentions' is reserved and must not be written by agents.".into(),
-                "Line 7: header 'session' is reserved and must not be written by agents.".into(),
+        case(
+            "type: note\nto: qa\npriority: 10\nmessage: m\nhop: 0\nmentions: qa\nsession: s1\n",
+            &[
+                "Line 5: header 'hop' is reserved and must not be written by agents.",
+                "Line 6: header 'mentions' is reserved and must not be written by agents.",
+                "Line 7: header 'session' is reserved and must not be written by agents.",
             ],
         ),
-        (
-            "type: note\nto: qa\npriority: 10\nmessage: m\nsubject: s\n\nbody\n".into(),
-            vec![
-                "Header 'subject' is not allowed for type 'note'.".into(),
-                "Line 7: draft handoffs may contain headers only; payloads are generated by swarm_handoff.sh."
-                    .into(),
-            ]
-            .into_iter()
-            .rev()
-            .collect(),
+        case(
+            "type: note\nto: qa\npriority: 10\nmessage: m\nsubject: s\n\nbody\n",
+            &[
+                "Line 7: draft handoffs may contain headers only; payloads are generated by swarm_handoff.sh.",
+                "Header 'subject' is not allowed for type 'note'.",
+            ],
         ),
     ];
     for (draft, want) in cases {
@@ -294,24 +290,19 @@ fn allowed_types_are_enforced_at_send() {
 fn the_daemon_rechecks_allowed_types_and_hops() {
     let p = validation_swarm();
     p.config("max_hops: 3\nroles:\n  - {name: coder, allowed_types: [git_handoff, note]}\n");
+    // Planted in `wt`'s outbox as its role would write it.
+    let outbox =
+        |wt: &str, seq: u32, head: (&str, &str, &str), extra: &[(&str, &str)], body: &str| {
+            plant(&p, wt, "outbox", seq, head, extra, body)
+        };
     let planted = [
         (
-            plant(
-                &p,
-                "master",
-                "outbox",
-                1,
-                ("coder", "qa", "post"),
-                &[],
-                "hi\n",
-            ),
+            outbox("master", 1, ("coder", "qa", "post"), &[], "hi\n"),
             "type not allowed for sender",
         ),
         (
-            plant(
-                &p,
+            outbox(
                 "qa",
-                "outbox",
                 2,
                 ("qa", "coder", "note"),
                 &[("message", "m"), ("hop", "4")],
@@ -320,34 +311,16 @@ fn the_daemon_rechecks_allowed_types_and_hops() {
             "hop_limit",
         ),
         (
-            plant(
-                &p,
-                "qa",
-                "outbox",
-                3,
-                ("qa", "coder", "digest_request"),
-                &[],
-                "x\n",
-            ),
+            outbox("qa", 3, ("qa", "coder", "digest_request"), &[], "x\n"),
             "type not allowed for sender",
         ),
         (
-            plant(
-                &p,
-                "qa",
-                "outbox",
-                5,
-                ("qa", "coder", "clarify"),
-                &[],
-                "A\n",
-            ),
+            outbox("qa", 5, ("qa", "coder", "clarify"), &[], "A\n"),
             "invalid: Missing required header 'question' for clarify.",
         ),
     ];
-    let good = plant(
-        &p,
+    let good = outbox(
         "qa",
-        "outbox",
         6,
         ("qa", "coder", "note"),
         &[("message", "m"), ("hop", "3")],
@@ -587,6 +560,18 @@ fn hop_limit_stops_an_agent_loop_and_a_new_task_resets_it() {
 
 // ---------------------------------------------------------------- clarify
 
+/// `lead` in the main worktree, an agent `asker` in its own in `mode`, and
+/// a human `owner`; with the project root as a string.
+fn asker_swarm(asker: &str, mode: &str) -> (Project, String) {
+    let p = Project::with_roles(&[
+        ("lead", "master", "codex", "task"),
+        (asker, asker, "codex", mode),
+        ("owner", "owner", "human", "task"),
+    ]);
+    let root = p.root.to_str().unwrap().to_string();
+    (p, root)
+}
+
 fn attention(p: &Project) -> Vec<Value> {
     let r = p.swarm(&["status", "--json", p.root.to_str().unwrap()]);
     r.ok().json()["attention"].as_array().unwrap().clone()
@@ -598,12 +583,7 @@ fn attention(p: &Project) -> Vec<Value> {
 /// the parked item, and the question leaves the attention list.
 #[test]
 fn clarify_answer_round_trip_through_the_binaries() {
-    let p = Project::with_roles(&[
-        ("lead", "master", "codex", "task"),
-        ("coder", "coder", "codex", "task"),
-        ("owner", "owner", "human", "task"),
-    ]);
-    let root = p.root.to_str().unwrap().to_string();
+    let (p, root) = asker_swarm("coder", "task");
     p.send_as(
         "lead",
         "type: note\nto: coder\npriority: 20\nmessage: build the store\n",
@@ -843,12 +823,7 @@ fn withdrawn_clarify_and_waiting_items_in_the_attention_list() {
 /// and before the first item, and completed.
 #[test]
 fn a_parked_batch_gets_its_answer_before_its_items() {
-    let p = Project::with_roles(&[
-        ("lead", "master", "codex", "task"),
-        ("qa", "qa", "codex", "batch"),
-        ("owner", "owner", "human", "task"),
-    ]);
-    let root = p.root.to_str().unwrap().to_string();
+    let (p, root) = asker_swarm("qa", "batch");
     for m in ["one", "two"] {
         p.send_as(
             "lead",
@@ -905,6 +880,13 @@ fn sha(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The (path, state) pairs of `swarm artifacts --json` rows.
+fn path_states(rows: &[(String, String, Value)]) -> Vec<(&str, &str)> {
+    rows.iter()
+        .map(|(p, s, _)| (p.as_str(), s.as_str()))
         .collect()
 }
 
@@ -1001,10 +983,7 @@ fn artifact_paths_are_confined_and_rechecked() {
             .collect()
     };
     let rows = list(&p);
-    let states: Vec<(&str, &str)> = rows
-        .iter()
-        .map(|(p, s, _)| (p.as_str(), s.as_str()))
-        .collect();
+    let states = path_states(&rows);
     assert_eq!(
         states,
         vec![
@@ -1035,10 +1014,7 @@ fn artifact_paths_are_confined_and_rechecked() {
     std::os::unix::fs::symlink(&secret, wt.join("in-link")).unwrap();
     fs::remove_file(wt.join("data.bin")).unwrap();
     let rows = list(&p);
-    let states: Vec<(&str, &str)> = rows
-        .iter()
-        .map(|(p, s, _)| (p.as_str(), s.as_str()))
-        .collect();
+    let states = path_states(&rows);
     assert_eq!(
         states,
         vec![
@@ -1067,24 +1043,17 @@ fn artifact_paths_are_confined_and_rechecked() {
     // --session lists every message of the session.
     fs::write(wt.join("notes.txt"), "n\n").unwrap();
     let art = format!("{} 2 notes.txt", sha(b"n\n"));
-    plant(
-        &p,
-        "coder",
-        "sent",
-        90,
-        ("coder", "qa", "post"),
-        &[("session", "s1"), ("artifact", &art)],
-        "x\n",
-    );
-    plant(
-        &p,
-        "coder",
-        "sent",
-        91,
-        ("coder", "qa", "post"),
-        &[("session", "s2"), ("artifact", &art)],
-        "x\n",
-    );
+    for (seq, session) in [(90, "s1"), (91, "s2")] {
+        plant(
+            &p,
+            "coder",
+            "sent",
+            seq,
+            ("coder", "qa", "post"),
+            &[("session", session), ("artifact", &art)],
+            "x\n",
+        );
+    }
     let r = p.swarm(&["artifacts", "--session", "s1", &root, "--json"]);
     let v = r.ok().json();
     let arts = v["artifacts"].as_array().unwrap();

@@ -124,6 +124,56 @@ fn project() -> Project {
         .build()
 }
 
+/// `coder` in the main worktree and `qa` in its own; no wake-ups.
+fn coder_and_qa() -> Project {
+    Project::builder()
+        .role("coder")
+        .role(Role::new("qa").worktree("qa"))
+        .config("wake: {method: none}\n")
+        .build()
+}
+
+/// An open event stream and everything read from it so far.
+struct EventStream {
+    s: TcpStream,
+    seen: String,
+}
+
+impl EventStream {
+    /// Connects to the cockpit and sends `request` (a whole GET).
+    fn open(c: &Cockpit, request: &str) -> EventStream {
+        let mut s = TcpStream::connect(&c.addr).unwrap();
+        s.write_all(request.as_bytes()).unwrap();
+        // A read that waits too long fails the test instead of hanging it.
+        s.set_read_timeout(Some(DEADLINE)).unwrap();
+        EventStream {
+            s,
+            seen: String::new(),
+        }
+    }
+
+    /// Reads until `want` holds for all read so far (deadline, no timing
+    /// bound); returns it.
+    fn read_until(&mut self, want: &dyn Fn(&str) -> bool, what: &str) -> &str {
+        let mut buf = [0u8; 4096];
+        let end = Instant::now() + DEADLINE;
+        while !want(&self.seen) {
+            assert!(
+                Instant::now() < end,
+                "timed out waiting for {what}; got:\n{}",
+                self.seen
+            );
+            let n = self
+                .s
+                .read(&mut buf)
+                .unwrap_or_else(|e| panic!("{what}: {e}\n{}", self.seen));
+            assert!(n > 0, "stream closed before {what}:\n{}", self.seen);
+            self.seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        &self.seen
+    }
+}
+
 fn id_of(queued: &Path) -> String {
     let name = file_name(queued);
     let rest = name.split_once('_').unwrap().1;
@@ -204,42 +254,20 @@ fn every_request_needs_the_token_and_posts_need_it_in_a_header_from_this_origin(
 
 #[test]
 fn the_event_stream_carries_a_message_sent_by_swarm_handoff() {
-    let p = Project::builder()
-        .role("coder")
-        .role(Role::new("qa").worktree("qa"))
-        .config("wake: {method: none}\n")
-        .build();
+    let p = coder_and_qa();
     let _d = p.spawn_daemon(&[]);
     let c = start(&p);
-    let mut s = TcpStream::connect(&c.addr).unwrap();
-    write!(
-        s,
-        "GET /api/events?token={} HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\n\r\n",
-        c.token, c.addr
-    )
-    .unwrap();
-    // A read that waits too long fails the test instead of hanging it.
-    s.set_read_timeout(Some(DEADLINE)).unwrap();
-    let mut seen = String::new();
-    let mut buf = [0u8; 4096];
-    let mut read_until = |want: &dyn Fn(&str) -> bool, what: &str| {
-        let end = Instant::now() + DEADLINE;
-        while !want(&seen) {
-            assert!(
-                Instant::now() < end,
-                "timed out waiting for {what}; got:\n{seen}"
-            );
-            let n = s
-                .read(&mut buf)
-                .unwrap_or_else(|e| panic!("{what}: {e}\n{seen}"));
-            assert!(n > 0, "stream closed before {what}:\n{seen}");
-            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-    };
-    read_until(&|s| s.contains("event: hello"), "the stream to open");
+    let mut s = EventStream::open(
+        &c,
+        &format!(
+            "GET /api/events?token={} HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\n\r\n",
+            c.token, c.addr
+        ),
+    );
+    s.read_until(&|s| s.contains("event: hello"), "the stream to open");
     let queued = p.send_as("coder", NOTE).ok().queued();
     let id = id_of(&queued);
-    read_until(
+    let seen = s.read_until(
         &|s| {
             s.lines()
                 .any(|l| l.starts_with("data: ") && l.contains("\"delivered\"") && l.contains(&id))
@@ -510,33 +538,18 @@ fn the_page_in_headless_chromium() {
 
 /// Reads one event stream until `want` holds (deadline, no timing bound).
 fn stream_until(c: &Cockpit, target: &str, headers: &str, want: &dyn Fn(&str) -> bool) -> String {
-    let mut s = TcpStream::connect(&c.addr).unwrap();
-    write!(
-        s,
+    let request = format!(
         "GET {target} HTTP/1.1\r\nHost: {}\r\nX-Swarm-Token: {}\r\n{headers}\r\n",
         c.addr, c.token
-    )
-    .unwrap();
-    s.set_read_timeout(Some(DEADLINE)).unwrap();
-    let mut seen = String::new();
-    let mut buf = [0u8; 4096];
-    let end = Instant::now() + DEADLINE;
-    while !want(&seen) {
-        assert!(Instant::now() < end, "timed out; got:\n{seen}");
-        let n = s.read(&mut buf).unwrap_or_else(|e| panic!("{e}\n{seen}"));
-        assert!(n > 0, "stream closed:\n{seen}");
-        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
-    }
-    seen
+    );
+    let mut s = EventStream::open(c, &request);
+    s.read_until(want, "the stream");
+    s.seen
 }
 
 #[test]
 fn a_reconnecting_stream_resumes_at_its_last_event_id() {
-    let p = Project::builder()
-        .role("coder")
-        .role(Role::new("qa").worktree("qa"))
-        .config("wake: {method: none}\n")
-        .build();
+    let p = coder_and_qa();
     let _d = p.spawn_daemon(&[]);
     let c = start(&p);
     let first = p.send_as("coder", NOTE).ok().queued();

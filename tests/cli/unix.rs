@@ -222,6 +222,27 @@ impl Drop for Follower {
 
 const SMALL_LOGS: &str = "wake: {method: none}\nlogs: {max_bytes: 1024, keep: 100000}\n";
 
+/// Roles `a` and `b` in the main worktree, logs rotated at 1 KiB, no wake-ups.
+fn small_logs_project() -> Project {
+    Project::builder()
+        .role("a")
+        .role("b")
+        .config(SMALL_LOGS)
+        .build()
+}
+
+/// `swarm events --follow --with-offset`, running.
+fn follow_with_offsets(p: &Project) -> Follower {
+    Follower::spawn(p, &["events", "--follow", "--with-offset"])
+}
+
+/// Posts notes `a` → `b` numbered `seqs` ("flood <n>").
+fn flood(p: &Project, seqs: std::ops::Range<u32>) {
+    for i in seqs {
+        p.post("master", &note("a", i, "b", &format!("flood {i}")));
+    }
+}
+
 fn events_path(p: &Project) -> std::path::PathBuf {
     p.path(".swarmforge/daemon/events.jsonl")
 }
@@ -306,18 +327,12 @@ fn delivered(p: &Project) -> usize {
 
 #[test]
 fn a_follower_reads_across_rotations_under_a_flood_without_loss_or_repeat() {
-    let p = Project::builder()
-        .role("a")
-        .role("b")
-        .config(SMALL_LOGS)
-        .build();
+    let p = small_logs_project();
     let live = events_path(&p);
-    let mut f = Follower::spawn(&p, &["events", "--follow", "--with-offset"]);
+    let mut f = follow_with_offsets(&p);
     let d = p.spawn_daemon(&[]);
     let n = 200;
-    for i in 0..n {
-        p.post("master", &note("a", i, "b", &format!("flood {i}")));
-    }
+    flood(&p, 0..n);
     wait_until(DEADLINE, "every note delivered", || {
         delivered(&p) == n as usize
     });
@@ -348,22 +363,16 @@ fn a_follower_reads_across_rotations_under_a_flood_without_loss_or_repeat() {
 
 #[test]
 fn kill_9_during_rotations_loses_and_repeats_no_line() {
-    let p = Project::builder()
-        .role("a")
-        .role("b")
-        .config(SMALL_LOGS)
-        .build();
+    let p = small_logs_project();
     let live = events_path(&p);
-    let mut f = Follower::spawn(&p, &["events", "--follow", "--with-offset"]);
+    let mut f = follow_with_offsets(&p);
     let mut sent = 0u32;
     let kills = 5;
     for _ in 0..kills {
         let mut d = p.spawn_daemon(&[]);
         let before = parts(&live).len();
-        for _ in 0..40 {
-            p.post("master", &note("a", sent, "b", &format!("flood {sent}")));
-            sent += 1;
-        }
+        flood(&p, sent..sent + 40);
+        sent += 40;
         // Killed while it delivers and rotates (wherever it is).
         wait_until(DEADLINE, "a few rotations", || {
             parts(&live).len() >= before + 3
@@ -431,9 +440,7 @@ fn retention_removes_old_parts_and_says_so() {
         .build();
     let live = events_path(&p);
     let mut d = p.spawn_daemon(&[]);
-    for i in 0..60 {
-        p.post("master", &note("a", i, "b", &format!("flood {i}")));
-    }
+    flood(&p, 0..60);
     wait_until(DEADLINE, "every outbox drained", || {
         files(&p.hq("master", "outbox")).is_empty()
     });
@@ -748,18 +755,12 @@ fn quiet_drops_progress_and_init_says_what_it_does() {
 fn rotations_whose_second_step_always_fails_still_count_exactly() {
     // A folder where the base file goes makes every rotation stop right
     // after its rename, like a kill -9 there, every time.
-    let p = Project::builder()
-        .role("a")
-        .role("b")
-        .config(SMALL_LOGS)
-        .build();
+    let p = small_logs_project();
     let live = events_path(&p);
     fs::create_dir_all(p.path(".swarmforge/daemon/events.jsonl.base")).unwrap();
-    let mut f = Follower::spawn(&p, &["events", "--follow", "--with-offset"]);
+    let mut f = follow_with_offsets(&p);
     let d = p.spawn_daemon(&[]);
-    for i in 0..60 {
-        p.post("master", &note("a", i, "b", &format!("flood {i}")));
-    }
+    flood(&p, 0..60);
     wait_until(DEADLINE, "every note delivered", || delivered(&p) == 60);
     assert!(parts(&live).len() > 5, "{:?}", parts(&live));
     assert_contiguous(&live);

@@ -231,6 +231,15 @@ impl Project {
         Project::builder().roles(rows.iter().copied()).build()
     }
 
+    /// `coder` in the main worktree, `reviewer` in `.worktrees/rev`; no wake-ups.
+    pub fn coder_and_reviewer() -> Project {
+        Project::builder()
+            .role("coder")
+            .role(Role::new("reviewer").worktree("rev"))
+            .config("wake: {method: none}\n")
+            .build()
+    }
+
     /// An empty temp folder: no git, no roles (`swarm init` makes them).
     pub fn empty() -> Project {
         let dir = tempfile::tempdir().expect("tempdir");
