@@ -451,6 +451,66 @@ async fn events_publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Shar
     }
 }
 
+/// The messages of the mirror consumer `durable` on `<prefix>>`, or `None`
+/// after a pause when the server is not ready (the caller asks again).
+async fn mirror_messages(
+    st: &stream::Stream,
+    durable: &str,
+    prefix: &str,
+    log: &Log,
+    key: &str,
+) -> Option<pull::Stream> {
+    let cfg = pull::Config {
+        durable_name: Some(durable.to_string()),
+        filter_subject: format!("{prefix}>"),
+        ack_policy: AckPolicy::Explicit,
+        ack_wait: ACK_WAIT,
+        max_deliver: -1,
+        ..Default::default()
+    };
+    let messages = match st
+        .get_or_create_consumer::<pull::Config>(durable, cfg)
+        .await
+    {
+        Ok(c) => c.messages().await,
+        Err(e) => {
+            log.deferred_once(key, &format!("{durable}: {e}"));
+            tokio::time::sleep(RETRY).await;
+            return None;
+        }
+    };
+    let Ok(messages) = messages else {
+        tokio::time::sleep(RETRY).await;
+        return None;
+    };
+    log.cleared(key);
+    Some(messages)
+}
+
+/// Acks a mirrored message by how its file step went: applied, refused for
+/// good (bad data is never redelivered), or to be redelivered after a pause.
+async fn settle<T>(
+    m: &jetstream::Message,
+    res: std::io::Result<T>,
+    log: &Log,
+    key: &str,
+    rejected: impl FnOnce(&std::io::Error) -> String,
+) {
+    match res {
+        Ok(_) => {
+            let _ = m.ack().await;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            log.line("rejected", &rejected(&e));
+            let _ = m.ack_with(AckKind::Term).await;
+        }
+        Err(e) => {
+            log.deferred_once(key, &e.to_string());
+            let _ = m.ack_with(AckKind::Nak(Some(RETRY))).await;
+        }
+    }
+}
+
 /// Every host's events → `.swarmforge/bridge/events/<host>.jsonl`.
 async fn events_mirror_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
     let mirror = Arc::new(Mutex::new(Mirror::default()));
@@ -458,30 +518,11 @@ async fn events_mirror_loop(s: Arc<Settings>, js: jetstream::Context, log: Share
     loop {
         let st = stream(&s, &js, &log).await;
         let durable = format!("events-{}", s.host);
-        let cfg = pull::Config {
-            durable_name: Some(durable.clone()),
-            filter_subject: format!("{prefix}>"),
-            ack_policy: AckPolicy::Explicit,
-            ack_wait: ACK_WAIT,
-            max_deliver: -1,
-            ..Default::default()
-        };
-        let messages = match st
-            .get_or_create_consumer::<pull::Config>(&durable, cfg)
-            .await
-        {
-            Ok(c) => c.messages().await,
-            Err(e) => {
-                log.deferred_once("events-consumer", &format!("{durable}: {e}"));
-                tokio::time::sleep(RETRY).await;
-                continue;
-            }
-        };
-        let Ok(mut messages) = messages else {
-            tokio::time::sleep(RETRY).await;
+        let Some(mut messages) =
+            mirror_messages(&st, &durable, &prefix, &log, "events-consumer").await
+        else {
             continue;
         };
-        log.cleared("events-consumer");
         while let Some(Ok(m)) = messages.next().await {
             let host = m
                 .subject
@@ -514,19 +555,10 @@ async fn events_mirror_loop(s: Arc<Settings>, js: jetstream::Context, log: Share
                 )
             })
             .await;
-            match res {
-                Ok(_) => {
-                    let _ = m.ack().await;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                    log.line("rejected", &format!("event on {}: {e}", m.subject));
-                    let _ = m.ack_with(AckKind::Term).await;
-                }
-                Err(e) => {
-                    log.deferred_once("events-mirror", &e.to_string());
-                    let _ = m.ack_with(AckKind::Nak(Some(RETRY))).await;
-                }
-            }
+            settle(&m, res, &log, "events-mirror", |e| {
+                format!("event on {}: {e}", m.subject)
+            })
+            .await;
         }
         tokio::time::sleep(RETRY).await;
     }
@@ -604,30 +636,11 @@ async fn trail_mirror_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared
     loop {
         let st = stream(&s, &js, &log).await;
         let durable = format!("trail-{}", s.host);
-        let cfg = pull::Config {
-            durable_name: Some(durable.clone()),
-            filter_subject: format!("{prefix}>"),
-            ack_policy: AckPolicy::Explicit,
-            ack_wait: ACK_WAIT,
-            max_deliver: -1,
-            ..Default::default()
-        };
-        let messages = match st
-            .get_or_create_consumer::<pull::Config>(&durable, cfg)
-            .await
-        {
-            Ok(c) => c.messages().await,
-            Err(e) => {
-                log.deferred_once("trail-consumer", &format!("{durable}: {e}"));
-                tokio::time::sleep(RETRY).await;
-                continue;
-            }
-        };
-        let Ok(mut messages) = messages else {
-            tokio::time::sleep(RETRY).await;
+        let Some(mut messages) =
+            mirror_messages(&st, &durable, &prefix, &log, "trail-consumer").await
+        else {
             continue;
         };
-        log.cleared("trail-consumer");
         while let Some(Ok(m)) = messages.next().await {
             let host = m
                 .subject
@@ -660,19 +673,10 @@ async fn trail_mirror_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared
                 )
             })
             .await;
-            match res {
-                Ok(_) => {
-                    let _ = m.ack().await;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                    log.line("rejected", &format!("trail record {host}:{wt}:{rel}: {e}"));
-                    let _ = m.ack_with(AckKind::Term).await;
-                }
-                Err(e) => {
-                    log.deferred_once("trail-mirror", &e.to_string());
-                    let _ = m.ack_with(AckKind::Nak(Some(RETRY))).await;
-                }
-            }
+            settle(&m, res, &log, "trail-mirror", |e| {
+                format!("trail record {host}:{wt}:{rel}: {e}")
+            })
+            .await;
         }
         tokio::time::sleep(RETRY).await;
     }
