@@ -134,6 +134,17 @@ fn message_of(path: &Path) -> Option<Message> {
     Message::parse_bytes(&fsx::read_bounded(path, MAX_HELD_BYTES).ok()?).ok()
 }
 
+/// The sender's worktree of a held original
+/// (`<worktree>/.swarmforge/handoffs/held/<name>`).
+fn sender_worktree(held: &Path) -> PathBuf {
+    held.parent()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
 /// Approves a held handoff: it goes back to its outbox, to be delivered.
 /// Returns the outbox path.
 pub fn approve(project: &Project, id: &str, via: &str) -> Result<PathBuf> {
@@ -174,14 +185,7 @@ pub fn approve(project: &Project, id: &str, via: &str) -> Result<PathBuf> {
         .file_name()
         .map(|n| grammar::strip_collision_prefix(&n.to_string_lossy()).to_string())
         .unwrap_or_default();
-    let wt = h
-        .path
-        .parent()
-        .and_then(Path::parent)
-        .and_then(Path::parent)
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
+    let wt = sender_worktree(&h.path);
     let outbox = Worktree::new(&wt).outbox();
     let dest = outbox.join(&name);
     match fsx::move_noreplace(&h.path, &dest) {
@@ -199,14 +203,7 @@ pub fn deny(project: &Project, id: &str, reason: &str, via: &str) -> Result<Path
     }
     let h = find(project, id)?;
     let m = message_of(&h.path);
-    let wt = h
-        .path
-        .parent()
-        .and_then(Path::parent)
-        .and_then(Path::parent)
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
+    let wt = sender_worktree(&h.path);
     let wt = Worktree::new(wt);
     let failed = wt.failed();
     fsx::ensure_dirs(&[&failed, &wt.outbox_tmp()]).map_err(|e| Error::io(&failed, e))?;
