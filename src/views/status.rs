@@ -133,25 +133,22 @@ fn waiting_since(path: &Path, mtime: Option<SystemTime>) -> Option<SystemTime> {
 
 /// (count of waiting items, since when the oldest has waited) in `new/`.
 fn waiting(dir: &Path) -> (usize, Option<SystemTime>) {
-    let mut n = 0;
-    let mut oldest: Option<SystemTime> = None;
-    if let Ok(rd) = fs::read_dir(dir) {
-        for e in rd.flatten() {
-            if !is_item(&e.file_name().to_string_lossy()) {
-                continue;
-            }
-            n += 1;
-            let mtime = e.metadata().and_then(|m| m.modified()).ok();
-            if let Some(t) = waiting_since(&e.path(), mtime) {
-                oldest = Some(oldest.map_or(t, |o| o.min(t)));
-            }
-        }
-    }
-    (n, oldest)
+    count_oldest(dir, |e| {
+        let mtime = e.metadata().and_then(|m| m.modified()).ok();
+        waiting_since(&e.path(), mtime)
+    })
 }
 
 /// (count of items, oldest mtime) directly in `dir`.
 fn items(dir: &Path) -> (usize, Option<SystemTime>) {
+    count_oldest(dir, |e| e.metadata().and_then(|m| m.modified()).ok())
+}
+
+/// (count of items, the earliest `since` of them) directly in `dir`.
+fn count_oldest(
+    dir: &Path,
+    since: impl Fn(&fs::DirEntry) -> Option<SystemTime>,
+) -> (usize, Option<SystemTime>) {
     let mut n = 0;
     let mut oldest: Option<SystemTime> = None;
     if let Ok(rd) = fs::read_dir(dir) {
@@ -160,7 +157,7 @@ fn items(dir: &Path) -> (usize, Option<SystemTime>) {
                 continue;
             }
             n += 1;
-            if let Ok(t) = e.metadata().and_then(|m| m.modified()) {
+            if let Some(t) = since(&e) {
                 oldest = Some(oldest.map_or(t, |o| o.min(t)));
             }
         }
