@@ -102,17 +102,11 @@ impl Discussion {
         let mut m = Message::default();
         m.push("id", &self.id);
         m.push("order", self.order.join(","));
-        if let Some(n) = self.max_turns {
-            m.push("max_turns", n.to_string());
-        }
+        record::push_some(&mut m, "max_turns", self.max_turns.map(|n| n.to_string()));
         m.push("opened_at", &self.opened_at);
         m.push("opened_by", &self.opened_by);
-        if let Some(c) = &self.closed_at {
-            m.push("closed_at", c);
-        }
-        if let Some(r) = &self.close_reason {
-            m.push("close_reason", r);
-        }
+        record::push_some(&mut m, "closed_at", self.closed_at.as_deref());
+        record::push_some(&mut m, "close_reason", self.close_reason.as_deref());
         m
     }
 

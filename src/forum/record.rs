@@ -17,6 +17,13 @@ pub fn field(m: &Message, name: &str) -> Option<String> {
     m.get(name).filter(|v| !v.is_empty()).map(str::to_string)
 }
 
+/// Writes a header only when it has a value: the counterpart of `field`.
+pub fn push_some(m: &mut Message, name: &str, value: Option<impl Into<String>>) {
+    if let Some(v) = value {
+        m.push(name, v);
+    }
+}
+
 /// One record; `Ok(None)` when the file does not exist.
 pub fn read(path: &Path) -> Result<Option<Message>> {
     let bytes = match fsx::read_bounded(path, MAX_BYTES) {

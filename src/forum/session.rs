@@ -52,17 +52,11 @@ impl Session {
     fn to_message(&self) -> Message {
         let mut m = Message::default();
         m.push("id", &self.id);
-        if let Some(t) = &self.title {
-            m.push("title", t);
-        }
+        record::push_some(&mut m, "title", self.title.as_deref());
         m.push("started_at", &self.started_at);
         m.push("started_by", &self.started_by);
-        if let Some(c) = &self.closed_at {
-            m.push("closed_at", c);
-        }
-        if let Some(r) = &self.close_reason {
-            m.push("close_reason", r);
-        }
+        record::push_some(&mut m, "closed_at", self.closed_at.as_deref());
+        record::push_some(&mut m, "close_reason", self.close_reason.as_deref());
         m
     }
 }
