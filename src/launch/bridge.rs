@@ -3,9 +3,9 @@
 //! bridge itself (the network part) lives in `crate::bridge`.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::process::{kill, lock_holder, spawn_holding, Spawn};
+use super::process::{lock_holder, spawn_holding, stop_lock_holder, Spawn};
 use super::shims;
 use crate::error::{IoContext, Result};
 use crate::fsx;
@@ -57,17 +57,5 @@ pub fn start_bridge(plan: &Plan, say: &mut dyn FnMut(&str)) -> Result<Option<u32
 /// after `grace`. Safe at any moment: every step of the bridge is
 /// crash-safe. Returns its pid.
 pub fn stop_bridge(project: &Project, grace: Duration) -> Option<u32> {
-    let pid = lock_holder(&project.bridge_pid())?;
-    if pid == std::process::id() {
-        return None;
-    }
-    kill(pid as i32, rustix::process::Signal::TERM);
-    let end = Instant::now() + grace;
-    while lock_holder(&project.bridge_pid()).is_some() && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    if lock_holder(&project.bridge_pid()).is_some() {
-        kill(pid as i32, rustix::process::Signal::KILL);
-    }
-    Some(pid)
+    stop_lock_holder(&project.bridge_pid(), grace)
 }

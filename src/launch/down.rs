@@ -1,9 +1,7 @@
 //! `swarm down`: stop the supervisor, the agents, the daemon and the tmux
 //! sessions, from anywhere; no handoff file is touched.
 
-use std::time::{Duration, Instant};
-
-use super::process::{group_alive, kill, lock_holder, start_time, stop_groups};
+use super::process::{group_alive, lock_holder, start_time, stop_groups, stop_lock_holder};
 use super::sessions::stop_tmux;
 use super::GRACE;
 use crate::daemon::control;
@@ -72,26 +70,18 @@ pub fn down(project: &Project) -> Result<DownReport> {
             project.root.display()
         )));
     }
-    let mut report = DownReport::default();
-    let sup = supervisor_pid_file(project);
-    if let Some(pid) = lock_holder(&sup) {
-        if pid != std::process::id() {
-            report.supervisor = Some(pid);
-            kill(pid as i32, rustix::process::Signal::TERM);
-            // It stops its agents (GRACE) and the daemon (GRACE) itself.
-            let end = Instant::now() + GRACE * 3;
-            while lock_holder(&sup).is_some() && Instant::now() < end {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            if lock_holder(&sup).is_some() {
-                kill(pid as i32, rustix::process::Signal::KILL);
-            }
-        }
-    }
-    report.agents = stop_recorded_agents(project);
+    // It stops its agents (GRACE) and the daemon (GRACE) itself.
+    let supervisor = stop_lock_holder(&supervisor_pid_file(project), GRACE * 3);
+    let agents = stop_recorded_agents(project);
     let daemon_pid = lock_holder(&project.pid_file());
-    report.daemon = control::stop(project, control::GRACE)?.pid.or(daemon_pid);
-    report.sessions = stop_tmux(project)?;
-    report.bridge = super::bridge::stop_bridge(project, GRACE);
-    Ok(report)
+    let daemon = control::stop(project, control::GRACE)?.pid.or(daemon_pid);
+    let sessions = stop_tmux(project)?;
+    let bridge = super::bridge::stop_bridge(project, GRACE);
+    Ok(DownReport {
+        supervisor,
+        agents,
+        daemon,
+        sessions,
+        bridge,
+    })
 }

@@ -31,6 +31,35 @@ pub(super) fn detach(cmd: &mut Command, die_with_parent: bool) {
     }
 }
 
+/// Spawns `cmd` (a `sh -c` that redirects its own output) in a session of
+/// its own with no standard streams; `program` names it in the error.
+pub(super) fn spawn_alone(cmd: &mut Command, program: &Path) -> Result<Child> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    detach(cmd, false);
+    cmd.spawn()
+        .map_err(|e| Error::env(format!("cannot start {}: {e}", program.display())))
+}
+
+/// Stops the process holding the flock on `lock`: TERM, then KILL when it
+/// still holds it after `grace`. Never this process. Returns its pid.
+pub(super) fn stop_lock_holder(lock: &Path, grace: Duration) -> Option<u32> {
+    let pid = lock_holder(lock)?;
+    if pid == std::process::id() {
+        return None;
+    }
+    kill(pid as i32, Signal::TERM);
+    let end = Instant::now() + grace;
+    while lock_holder(lock).is_some() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if lock_holder(lock).is_some() {
+        kill(pid as i32, Signal::KILL);
+    }
+    Some(pid)
+}
+
 /// kill(2): a negative `pid` names a process group, as in the shell.
 pub(super) fn kill(pid: i32, sig: Signal) -> bool {
     match Pid::from_raw(pid.abs()) {
@@ -159,14 +188,8 @@ pub(crate) fn spawn_holding(s: &Spawn) -> Result<(u32, Child)> {
         .arg(s.output)
         .arg(s.program)
         .args(s.args)
-        .current_dir(s.root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    detach(&mut cmd, false);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| Error::env(format!("cannot start {}: {e}", s.program.display())))?;
+        .current_dir(s.root);
+    let mut child = spawn_alone(&mut cmd, s.program)?;
     let pid = child.id();
     let end = Instant::now() + Duration::from_secs(15);
     loop {

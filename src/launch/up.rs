@@ -2,13 +2,13 @@
 //! the headless supervisor); a foreground run tears down on a signal.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::command::check_programs;
-use super::process::{detach, lock_holder, start_daemon, tail};
+use super::process::{lock_holder, spawn_alone, start_daemon, tail};
 use super::sessions::write_prompts;
 use super::socket::socket_path;
 use super::supervisor::Running;
@@ -229,14 +229,8 @@ pub(super) fn spawn_detached_supervisor(
         .arg(script)
         .arg(&exe)
         .arg(&project.root)
-        .arg(&out)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    detach(&mut cmd, false);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| Error::env(format!("cannot start {}: {e}", exe.display())))?;
+        .arg(&out);
+    let mut child = spawn_alone(&mut cmd, &exe)?;
     let end = Instant::now() + Duration::from_secs(30);
     loop {
         if let Some(pid) = lock_holder(&supervisor_pid_file(project)) {
