@@ -1,7 +1,6 @@
 //! `swarm approve <id>`: deliver a held handoff (issue 15).
 
 use crate::daemon::holds;
-use crate::error::exit;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
@@ -20,21 +19,15 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> i32 {
-    let project = match super::project(None) {
-        Ok(p) => p,
-        Err(e) => return crate::cli::report(&e, args.json),
-    };
-    match holds::approve(&project, &args.id, "cli") {
-        Ok(path) => {
-            if args.json {
-                crate::cli::emit_json(serde_json::json!({
-                    "status": "approved", "id": args.id, "path": path,
-                }));
-            } else {
-                crate::cli::out(&format!("APPROVED: {}\n", path.display()));
-            }
-            exit::OK
-        }
-        Err(e) => crate::cli::report(&e, args.json),
-    }
+    super::answer(
+        None,
+        args.json,
+        |p| holds::approve(p, &args.id, "cli"),
+        |path| {
+            serde_json::json!({
+                "status": "approved", "id": args.id, "path": path,
+            })
+        },
+        |path| format!("APPROVED: {}\n", path.display()),
+    )
 }

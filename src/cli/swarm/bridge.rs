@@ -1,6 +1,5 @@
 //! `swarm bridge [root]`: this host's end of a swarm across hosts (issue 16).
 
-use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -17,13 +16,12 @@ Credentials come from `bridge_credentials_file`, SWARM_NATS_CREDS or SWARM_NATS_
 See docs/bridge.md."
 )]
 pub struct Args {
-    /// Project root (default: found from the current directory)
-    #[arg(id = "root_dir", value_name = "ROOT")]
-    pub root: Option<PathBuf>,
+    #[command(flatten)]
+    pub root: super::RootArg,
 }
 
 pub fn run(args: Args) -> i32 {
-    let result = super::project(args.root.as_deref()).and_then(|p| Settings::load(&p));
+    let result = super::project(args.root.path()).and_then(|p| Settings::load(&p));
     let settings = match result {
         Ok(s) => s,
         Err(e) => return crate::cli::report(&e, false),

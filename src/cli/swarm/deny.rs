@@ -1,7 +1,6 @@
 //! `swarm deny <id> --reason R`: refuse a held handoff (issue 15).
 
 use crate::daemon::holds;
-use crate::error::exit;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
@@ -20,21 +19,15 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> i32 {
-    let project = match super::project(None) {
-        Ok(p) => p,
-        Err(e) => return crate::cli::report(&e, args.json),
-    };
-    match holds::deny(&project, &args.id, &args.reason, "cli") {
-        Ok(path) => {
-            if args.json {
-                crate::cli::emit_json(serde_json::json!({
-                    "status": "denied", "id": args.id, "path": path, "reason": args.reason,
-                }));
-            } else {
-                crate::cli::out(&format!("DENIED: {}\n", path.display()));
-            }
-            exit::OK
-        }
-        Err(e) => crate::cli::report(&e, args.json),
-    }
+    super::answer(
+        None,
+        args.json,
+        |p| holds::deny(p, &args.id, &args.reason, "cli"),
+        |path| {
+            serde_json::json!({
+                "status": "denied", "id": args.id, "path": path, "reason": args.reason,
+            })
+        },
+        |path| format!("DENIED: {}\n", path.display()),
+    )
 }

@@ -7,14 +7,7 @@ use crate::error::{exit, Error};
 use crate::forum::session;
 use crate::protocol::header::Message;
 
-#[derive(clap::Args, Debug)]
-pub struct Args {
-    #[command(subcommand)]
-    pub action: Action,
-    /// One JSON object instead of text
-    #[arg(long, global = true)]
-    pub json: bool,
-}
+pub type Args = super::Actions<Action>;
 
 #[derive(Subcommand, Debug)]
 pub enum Action {

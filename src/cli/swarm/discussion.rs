@@ -7,14 +7,7 @@ use crate::error::exit;
 use crate::forum::discussion;
 use crate::protocol::roles::Roles;
 
-#[derive(clap::Args, Debug)]
-pub struct Args {
-    #[command(subcommand)]
-    pub action: Action,
-    /// One JSON object instead of text
-    #[arg(long, global = true)]
-    pub json: bool,
-}
+pub type Args = super::Actions<Action>;
 
 #[derive(Subcommand, Debug)]
 pub enum Action {

@@ -105,6 +105,53 @@ pub fn up_root(positional: Option<&Path>) -> Result<PathBuf> {
     }
 }
 
+/// The positional `[ROOT]` of the commands that find the project from it.
+#[derive(clap::Args, Debug)]
+pub struct RootArg {
+    /// Project root (default: found from the current directory)
+    #[arg(id = "root_dir", value_name = "ROOT")]
+    pub root: Option<PathBuf>,
+}
+
+impl RootArg {
+    pub fn path(&self) -> Option<&Path> {
+        self.root.as_deref()
+    }
+}
+
+/// The arguments of a command made of actions (`swarm session start`, …):
+/// the action and a `--json` every action takes.
+#[derive(clap::Args, Debug)]
+pub struct Actions<A: Subcommand> {
+    #[command(subcommand)]
+    pub action: A,
+    /// One JSON object instead of text
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// Runs `act` on the project found from `root` and prints what it returns:
+/// one JSON object with `--json`, else text; a failure as `cli::report` does.
+pub fn answer<T>(
+    root: Option<&Path>,
+    json: bool,
+    act: impl FnOnce(&Project) -> Result<T>,
+    as_json: impl FnOnce(&T) -> serde_json::Value,
+    as_text: impl FnOnce(&T) -> String,
+) -> i32 {
+    match project(root).and_then(|p| act(&p)) {
+        Ok(v) => {
+            if json {
+                crate::cli::emit_json(as_json(&v));
+            } else {
+                crate::cli::out(&as_text(&v));
+            }
+            crate::error::exit::OK
+        }
+        Err(e) => crate::cli::report(&e, json),
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Create the state folders, worktrees and roles.tsv (idempotent)

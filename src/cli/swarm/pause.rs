@@ -1,7 +1,6 @@
 //! `swarm pause [--type T…]`: stop delivery (of those types) (issue 15).
 
 use crate::daemon::holds;
-use crate::error::exit;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
@@ -21,21 +20,15 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> i32 {
-    let project = match super::project(None) {
-        Ok(p) => p,
-        Err(e) => return crate::cli::report(&e, args.json),
-    };
-    match holds::pause(&project, &args.types) {
-        Ok(p) => {
-            if args.json {
-                crate::cli::emit_json(serde_json::json!({
-                    "status": "paused", "types": p.types, "since": p.since,
-                }));
-            } else {
-                crate::cli::out(&format!("PAUSED: {} since {}\n", p.describe(), p.since));
-            }
-            exit::OK
-        }
-        Err(e) => crate::cli::report(&e, args.json),
-    }
+    super::answer(
+        None,
+        args.json,
+        |p| holds::pause(p, &args.types),
+        |p| {
+            serde_json::json!({
+                "status": "paused", "types": p.types, "since": p.since,
+            })
+        },
+        |p| format!("PAUSED: {} since {}\n", p.describe(), p.since),
+    )
 }

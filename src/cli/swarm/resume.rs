@@ -1,7 +1,6 @@
 //! `swarm resume`: end a `swarm pause` (issue 15).
 
 use crate::daemon::holds;
-use crate::error::exit;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
@@ -14,23 +13,15 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> i32 {
-    let project = match super::project(None) {
-        Ok(p) => p,
-        Err(e) => return crate::cli::report(&e, args.json),
-    };
-    match holds::resume(&project) {
-        Ok(was) => {
-            if args.json {
-                crate::cli::emit_json(serde_json::json!({
-                    "status": "resumed", "was_paused": was,
-                }));
-            } else if was {
-                crate::cli::out("RESUMED\n");
-            } else {
-                crate::cli::out("NOT PAUSED\n");
-            }
-            exit::OK
-        }
-        Err(e) => crate::cli::report(&e, args.json),
-    }
+    super::answer(
+        None,
+        args.json,
+        holds::resume,
+        |was| {
+            serde_json::json!({
+                "status": "resumed", "was_paused": was,
+            })
+        },
+        |&was| if was { "RESUMED\n" } else { "NOT PAUSED\n" }.to_string(),
+    )
 }

@@ -5,14 +5,7 @@ use clap::Subcommand;
 use crate::error::exit;
 use crate::forum::session;
 
-#[derive(clap::Args, Debug)]
-pub struct Args {
-    #[command(subcommand)]
-    pub action: Action,
-    /// One JSON object instead of text
-    #[arg(long, global = true)]
-    pub json: bool,
-}
+pub type Args = super::Actions<Action>;
 
 #[derive(Subcommand, Debug)]
 pub enum Action {
