@@ -41,10 +41,15 @@ fn place(p: &Project, priority: &str, seq: u32, kind: &str) -> String {
 /// A project whose coder has `DEEP` notes waiting (sequence 1..=DEEP, all
 /// priority 50) and a running daemon.
 fn deep() -> (Project, crate::support::Daemon) {
+    deep_with("")
+}
+
+/// [`deep`] with more of swarm.yaml.
+fn deep_with(config: &str) -> (Project, crate::support::Daemon) {
     let p = Project::builder()
         .role("coder")
         .role(Role::new("qa").worktree("qa"))
-        .config("wake: {method: none}\n")
+        .config(&format!("wake: {{method: none}}\n{config}"))
         .build();
     for seq in 1..=DEEP {
         place(&p, "50", seq, "note");
@@ -220,15 +225,7 @@ fn without_an_answer_the_helpers_list_as_before() {
 /// no index: there is no socket, and the helpers list.
 #[test]
 fn a_polling_daemon_keeps_no_order() {
-    let p = Project::builder()
-        .role("coder")
-        .role(Role::new("qa").worktree("qa"))
-        .config("wake: {method: none}\ndaemon: {poll: true}\n")
-        .build();
-    for seq in 1..=DEEP {
-        place(&p, "50", seq, "note");
-    }
-    let _d = p.spawn_daemon(&[]);
+    let (p, _d) = deep_with("daemon: {poll: true}\n");
     assert!(!p.path(".swarmforge/daemon/order.sock").exists());
     let r = p.cmd("ready-next").role("coder").args(["--json"]).run();
     assert_eq!(taken_id(&r.stdout), "20260615T140531Z_000001_from_qa");
