@@ -196,7 +196,7 @@ pub(super) fn env_prelude(project: &Project, r: &PlannedRole) -> Result<String> 
         sqp(&shim_dir(project)),
         sqp(&shims::own_bin_dir()?),
     );
-    for (k, v) in crate::launch::mcp_config::env(project, r)? {
+    for (k, v) in crate::launch::agents::mcp::env(project, r)? {
         s.push_str(&format!("export {k}={}\n", sqp(&v)));
     }
     s.push_str(&format!("cd {} || exit 1\n", sqp(&r.worktree_path)));

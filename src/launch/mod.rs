@@ -28,7 +28,6 @@ pub mod command;
 pub mod demo;
 pub mod down;
 pub mod init;
-pub mod mcp_config;
 pub mod plan;
 pub mod primer;
 pub mod process;

@@ -160,7 +160,7 @@ impl<'a> Running<'a> {
             .env("SWARMFORGE_ROLE", &r.name)
             .env("SWARMFORGE_PROJECT", &project.root)
             .env("PATH", agent_path(project)?)
-            .envs(super::mcp_config::env(project, r)?)
+            .envs(super::agents::mcp::env(project, r)?)
             .env_remove("TMUX")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -123,7 +123,7 @@ pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Ou
     let project = &plan.project;
     check_no_supervisor(project)?;
     check_programs(plan, opts.tmux)?;
-    super::mcp_config::check(plan)?;
+    super::agents::mcp::check(plan)?;
     let report = init::init(plan)?;
     for c in &report.changes {
         say(c);
@@ -134,7 +134,7 @@ pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Ou
     for note in write_prompts(plan)? {
         say(&note);
     }
-    for p in super::mcp_config::write_all(plan, &shims::own_bin_dir()?.join("swarm"))? {
+    for p in super::agents::mcp::write_all(plan, &shims::own_bin_dir()?.join("swarm"))? {
         say(&format!("MCP configuration: {}", p.display()));
     }
     if opts.detach && !opts.tmux {

@@ -8,7 +8,11 @@
 
 use serde_json::{json, Value};
 
+use std::path::{Path, PathBuf};
+
+use super::mcp::{merge_server, read_object, write_json, Server, SERVER};
 use super::{merge_hook, Launch, Preset};
+use crate::error::Result;
 use crate::launch::command::{sq, sqp};
 use crate::protocol::config::Permission;
 
@@ -91,5 +95,51 @@ impl Preset for Claude {
             Some(r) => json!({"decision": "block", "reason": r}),
             None => json!({}),
         }
+    }
+
+    fn write_mcp(&self, wt: &Path, _role: &str, server: &Server) -> Result<Vec<PathBuf>> {
+        let mut entry = server.stdio();
+        entry["type"] = json!("stdio");
+        let mcp = wt.join(".mcp.json");
+        merge_server(&mcp, "mcpServers", entry)?;
+        // Approves the project server, so the agent is not asked.
+        let local = wt.join(".claude/settings.local.json");
+        let mut obj = read_object(&local)?;
+        let list = obj
+            .entry("enabledMcpjsonServers".to_string())
+            .or_insert_with(|| json!([]));
+        if !list.is_array() {
+            *list = json!([]);
+        }
+        if let Some(a) = list.as_array_mut() {
+            if !a.iter().any(|v| v == SERVER) {
+                a.push(json!(SERVER));
+            }
+        }
+        // Approving the server does not permit its tools: without this rule
+        // Claude Code asks before every call (found with the real CLI,
+        // tests/cli/real_agents.rs).
+        let perms = obj
+            .entry("permissions".to_string())
+            .or_insert_with(|| json!({}));
+        if !perms.is_object() {
+            *perms = json!({});
+        }
+        let allow = perms
+            .as_object_mut()
+            .map(|p| p.entry("allow").or_insert_with(|| json!([])));
+        if let Some(allow) = allow {
+            if !allow.is_array() {
+                *allow = json!([]);
+            }
+            if let Some(a) = allow.as_array_mut() {
+                let rule = format!("mcp__{SERVER}");
+                if !a.iter().any(|v| *v == rule.as_str()) {
+                    a.push(json!(rule));
+                }
+            }
+        }
+        write_json(&local, &Value::Object(obj))?;
+        Ok(vec![mcp, local])
     }
 }

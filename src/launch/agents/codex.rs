@@ -7,11 +7,31 @@
 
 use serde_json::{json, Value};
 
+use std::path::{Path, PathBuf};
+
+use super::mcp::{Server, SERVER};
 use super::{merge_hook, Launch, Preset};
+use crate::error::{Error, Result};
+use crate::fsx;
 use crate::launch::command::{sq, sqp};
+use crate::launch::init::write_if_changed;
 use crate::protocol::config::Permission;
 
 pub struct Codex;
+
+/// `<worktree>/.codex`, the `CODEX_HOME` of a Codex role with `mcp: true`.
+fn codex_home(wt: &Path) -> PathBuf {
+    wt.join(".codex")
+}
+
+/// TOML basic string.
+fn toml_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_default()
+}
+
+/// The first line of a Codex config we wrote (rewritten freely; any other
+/// file is left alone).
+const CODEX_MARK: &str = "# Written by `swarm up` for role ";
 
 impl Preset for Codex {
     fn program(&self) -> &'static str {
@@ -74,5 +94,31 @@ impl Preset for Codex {
             Some(r) => json!({"decision": "block", "reason": r}),
             None => json!({}),
         }
+    }
+
+    fn write_mcp(&self, wt: &Path, role: &str, server: &Server) -> Result<Vec<PathBuf>> {
+        let home = codex_home(wt);
+        let path = home.join("config.toml");
+        if let Ok(old) = std::fs::read_to_string(&path) {
+            if !old.starts_with(CODEX_MARK) {
+                return Err(Error::env(format!(
+                    "{} exists and was not written by swarm up; it is CODEX_HOME's config for role {role}.\n  hint: move it away, or add [mcp_servers.{SERVER}] yourself and remove `mcp: true`",
+                    path.display(),
+                )));
+            }
+        }
+        let args: Vec<String> = server.args.iter().map(|a| toml_str(a)).collect();
+        let text = format!(
+            "{CODEX_MARK}{role}: CODEX_HOME points here.\n[mcp_servers.{SERVER}]\ncommand = {}\nargs = [{}]\n",
+            toml_str(&server.command),
+            args.join(", ")
+        );
+        fsx::ensure_dirs(&[&home]).map_err(|e| Error::io(&home, e))?;
+        write_if_changed(&path, text.as_bytes())?;
+        Ok(vec![path])
+    }
+
+    fn mcp_env(&self, wt: &Path) -> Vec<(&'static str, PathBuf)> {
+        vec![("CODEX_HOME", codex_home(wt))]
     }
 }

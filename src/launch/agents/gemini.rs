@@ -8,7 +8,11 @@
 
 use serde_json::{json, Value};
 
+use std::path::{Path, PathBuf};
+
+use super::mcp::{merge_server, Server};
 use super::{merge_hook, Launch, Preset};
+use crate::error::Result;
 use crate::launch::command::sq;
 use crate::protocol::config::Permission;
 
@@ -93,5 +97,13 @@ impl Preset for Gemini {
             Some(r) => json!({"decision": "deny", "reason": r}),
             None => json!({}),
         }
+    }
+
+    fn write_mcp(&self, wt: &Path, _role: &str, server: &Server) -> Result<Vec<PathBuf>> {
+        let p = wt.join(".gemini/settings.json");
+        let mut entry = server.stdio();
+        entry["cwd"] = json!(wt.display().to_string());
+        merge_server(&p, "mcpServers", entry)?;
+        Ok(vec![p])
     }
 }

@@ -8,12 +8,14 @@ pub mod claude;
 pub mod codex;
 pub mod gemini;
 pub mod hook;
+pub mod mcp;
 pub mod setup;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{json, Map, Value};
 
+use crate::error::Result;
 use crate::launch::command::{sq, sqp};
 use crate::protocol::config::Permission;
 
@@ -112,6 +114,14 @@ pub trait Preset: Sync {
     /// The hook's answer on stdout: `Some(reason)` keeps the agent going with
     /// `reason` as its next instruction; None lets the turn end.
     fn reply(&self, keep_going: Option<&str>) -> Value;
+    /// Writes the MCP configuration that starts `server` as `mcp::SERVER`
+    /// for `role` into its worktree `wt` (merged into the CLI's own files,
+    /// their other keys kept); returns the files written.
+    fn write_mcp(&self, wt: &Path, role: &str, server: &mcp::Server) -> Result<Vec<PathBuf>>;
+    /// The environment the CLI needs to find that configuration.
+    fn mcp_env(&self, _wt: &Path) -> Vec<(&'static str, PathBuf)> {
+        Vec::new()
+    }
 }
 
 /// Whether a hook entry's command is ours (so a re-install replaces it).

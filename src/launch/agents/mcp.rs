@@ -1,0 +1,184 @@
+//! `mcp: true` on a role in swarm.yaml: `swarm up` writes the agent CLI's
+//! MCP configuration into the role's worktree, so the agent starts with the
+//! `swarm mcp` tools. Project-local files only, never the user's own config;
+//! which files is each preset's (`Preset::write_mcp`, `Preset::mcp_env`):
+//! Claude Code's `.mcp.json` and `.claude/settings.local.json`, Codex's
+//! `.codex/config.toml` with `CODEX_HOME` pointed there, Gemini CLI's
+//! `.gemini/settings.json`. This module holds what they share.
+//!
+//! The server is named `swarm` and started as `swarm --root <worktree> mcp
+//! --role <role>`, so it needs no inherited environment (Codex passes only a
+//! short whitelist to its servers). JSON files are merged (other keys kept).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use super::Cli;
+use crate::error::{Error, Result};
+use crate::fsx;
+use crate::launch::init::write_if_changed;
+use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
+use crate::protocol::config::Config;
+use crate::protocol::layout::Project;
+
+/// The server's name in every agent's configuration.
+pub const SERVER: &str = "swarm";
+
+/// The preset CLI a role runs: a SwarmForge model name, or the first word
+/// of its command line (a path's last part).
+pub fn cli_of(agent: &AgentSpec) -> Option<Cli> {
+    let word = match agent {
+        AgentSpec::Human | AgentSpec::Api => return None,
+        AgentSpec::Model { name, .. } => name.as_str(),
+        AgentSpec::Preset { cli, .. } => cli.name(),
+        AgentSpec::Command(c) => c.split_whitespace().next()?,
+    };
+    Cli::parse(word.rsplit('/').next()?)
+}
+
+/// How the agent starts the `swarm` server.
+pub struct Server {
+    pub command: String,
+    pub args: Vec<String>,
+}
+
+impl Server {
+    /// `{"command": …, "args": […]}`, the stdio entry JSON configs share.
+    pub fn stdio(&self) -> Value {
+        json!({"command": self.command, "args": self.args})
+    }
+}
+
+fn wants_mcp(config: &Config, role: &str) -> bool {
+    config.roles.iter().any(|r| r.name == role && r.mcp)
+}
+
+/// The command line of the server for role `r`.
+fn server(swarm: &Path, r: &PlannedRole) -> Server {
+    Server {
+        command: swarm.display().to_string(),
+        args: vec![
+            "--root".into(),
+            r.worktree_path.display().to_string(),
+            "mcp".into(),
+            "--role".into(),
+            r.name.clone(),
+        ],
+    }
+}
+
+/// Extra environment for the role's agent (what its CLI needs to find the
+/// configuration, when it has `mcp: true`), read from the project's config.
+pub fn env(project: &Project, r: &PlannedRole) -> Result<Vec<(&'static str, PathBuf)>> {
+    let config = Config::load(&project.config_file())?;
+    Ok(match cli_of(&r.agent) {
+        Some(cli) if wants_mcp(&config, &r.name) => cli.preset().mcp_env(&r.worktree_path),
+        _ => Vec::new(),
+    })
+}
+
+/// Checks the plan: a role with `mcp: true` runs a CLI we can configure and
+/// has a worktree of its own (the configuration is per folder).
+pub fn check(plan: &Plan) -> Result<()> {
+    let path = plan.project.config_file();
+    for r in plan
+        .roles
+        .iter()
+        .filter(|r| wants_mcp(&plan.config, &r.name))
+    {
+        if cli_of(&r.agent).is_none() {
+            return Err(Error::env(format!(
+                "{}: role '{}' has `mcp: true`, but its agent is not claude, codex or gemini.\n  hint: remove `mcp: true`, or start the agent with one of those commands",
+                path.display(),
+                r.name
+            )));
+        }
+        let shared = plan.roles.iter().find(|o| {
+            o.name != r.name
+                && o.worktree_path == r.worktree_path
+                && wants_mcp(&plan.config, &o.name)
+        });
+        if let Some(o) = shared {
+            return Err(Error::env(format!(
+                "{}: roles '{}' and '{}' both have `mcp: true` in one worktree ({}); an agent's MCP configuration is per folder.\n  hint: give one of them a worktree of its own",
+                path.display(),
+                r.name,
+                o.name,
+                r.worktree_path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Reads a JSON object to merge into; a missing file is an empty object.
+pub(super) fn read_object(path: &Path) -> Result<serde_json::Map<String, Value>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Object(m)) => Ok(m),
+        _ => Err(Error::env(format!(
+            "{}: not a JSON object, so the swarm MCP server cannot be added to it.\n  hint: fix or remove the file, then run `swarm up` again",
+            path.display()
+        ))),
+    }
+}
+
+pub(super) fn write_json(path: &Path, v: &Value) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        fsx::ensure_dirs(&[dir]).map_err(|e| Error::io(dir, e))?;
+    }
+    let mut text = serde_json::to_string_pretty(v).unwrap_or_default();
+    text.push('\n');
+    write_if_changed(path, text.as_bytes()).map(|_| ())
+}
+
+/// Sets `obj[key][SERVER] = entry`, keeping the other servers.
+pub(super) fn merge_server(path: &Path, key: &str, entry: Value) -> Result<()> {
+    let mut obj = read_object(path)?;
+    let servers = obj.entry(key.to_string()).or_insert_with(|| json!({}));
+    if !servers.is_object() {
+        *servers = json!({});
+    }
+    servers[SERVER] = entry;
+    write_json(path, &Value::Object(obj))
+}
+
+/// Writes the configuration of every role with `mcp: true`; returns the
+/// files written (for `swarm up`'s report).
+pub fn write_all(plan: &Plan, swarm: &Path) -> Result<Vec<PathBuf>> {
+    check(plan)?;
+    let mut out = Vec::new();
+    for r in plan
+        .roles
+        .iter()
+        .filter(|r| wants_mcp(&plan.config, &r.name))
+    {
+        if let Some(cli) = cli_of(&r.agent) {
+            out.extend(
+                cli.preset()
+                    .write_mcp(&r.worktree_path, &r.name, &server(swarm, r))?,
+            );
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clis_by_command() {
+        let c = |s: &str| cli_of(&AgentSpec::Command(s.into()));
+        assert_eq!(c("claude --model x"), Some(Cli::Claude));
+        assert_eq!(c("/usr/local/bin/codex -C ."), Some(Cli::Codex));
+        assert_eq!(c("gemini"), Some(Cli::Gemini));
+        assert_eq!(c("sh agent.sh"), None);
+        assert_eq!(cli_of(&AgentSpec::Human), None);
+    }
+}
