@@ -1,0 +1,96 @@
+//! Re-waking a role whose mail waits unread: a role with waiting items,
+//! nothing in process and its oldest waiting item older than `ack_within`
+//! is woken again, with backoff doubling up to `rewake_cap`. Recovery is by
+//! file state only (nothing is remembered across restarts).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use super::{wake, Daemon};
+use crate::protocol::config::Config;
+use crate::protocol::layout::Worktree;
+
+/// Per-role re-wake state: when the next re-wake may happen and the backoff.
+pub(super) struct Rewake {
+    next: Instant,
+    backoff: Duration,
+}
+
+impl Daemon {
+    pub(super) fn rewake_sweep(&mut self, cfg: &Config) {
+        let method = wake::method(&self.project, cfg);
+        if method == wake::Method::None {
+            return;
+        }
+        let now = Instant::now();
+        for role in self.deliverer.roles.roles.clone() {
+            if !role.wakes_here() {
+                continue;
+            }
+            let ack = cfg
+                .role(&role.name)
+                .and_then(|r| r.ack_within)
+                .unwrap_or(cfg.daemon.ack_within)
+                .0;
+            let wt = Worktree::new(&role.worktree_path);
+            let oldest = oldest_waiting(&wt.inbox_new(), &role.name, cfg.limits.max_file_bytes);
+            let waiting = oldest.is_some() && wake::still_waiting(&role.worktree_path);
+            let Some((path, age)) = oldest.filter(|_| waiting) else {
+                self.rewake.remove(&role.name);
+                continue;
+            };
+            if age < ack {
+                continue;
+            }
+            let state = self.rewake.entry(role.name.clone()).or_insert(Rewake {
+                next: now,
+                backoff: ack,
+            });
+            if now < state.next {
+                continue;
+            }
+            state.next = now + state.backoff;
+            state.backoff = (state.backoff * 2).min(cfg.daemon.rewake_cap.0.max(ack));
+            self.deliverer.waker.wake(wake::Request {
+                role: role.name.clone(),
+                session: role.session.clone(),
+                worktree: role.worktree_path.clone(),
+                path,
+                method: method.clone(),
+                rewake: true,
+            });
+        }
+    }
+}
+
+/// The oldest `*.handoff` in a folder (by mtime) that should wake `role`
+/// (`cc` copies and `wake: no` items are delivered without a wake-up, so they
+/// never cause a re-wake either), and its age.
+fn oldest_waiting(dir: &Path, role: &str, max_bytes: u64) -> Option<(PathBuf, Duration)> {
+    let rd = std::fs::read_dir(dir).ok()?;
+    let mut items: Vec<(SystemTime, PathBuf)> = rd
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".handoff"))
+        .filter_map(|e| Some((e.metadata().and_then(|m| m.modified()).ok()?, e.path())))
+        .collect();
+    items.sort();
+    let wakes = |p: &Path| {
+        crate::fsx::read_bounded(p, max_bytes)
+            .ok()
+            .and_then(|b| crate::protocol::header::Message::parse_bytes(&b).ok())
+            .is_none_or(|m| crate::protocol::fields::wakes(&m, role))
+    };
+    let best = items
+        .into_iter()
+        .find(|(_, p)| wakes(p))
+        .map(|(t, p)| (p, t));
+    let (p, t) = best?;
+    // An mtime in the future means the clock stepped back since delivery: the
+    // real wait is unknown, so count it as overdue (a re-wake is only a hint,
+    // and the backoff spaces the next ones) rather than never re-waking until
+    // the wall clock catches up.
+    Some((
+        p,
+        SystemTime::now().duration_since(t).unwrap_or(Duration::MAX),
+    ))
+}
