@@ -113,15 +113,40 @@ function message(id) {
   return (S.transcript ? S.transcript.messages : []).find((m) => m.id === id);
 }
 
+// What a person has chosen or typed in an attention item, by item: every
+// event re-renders the list, which must not wipe a half-made answer.
+const drafts = new Map();
+function draft(key) {
+  if (!drafts.has(key)) drafts.set(key, { checked: new Set(), text: '' });
+  return drafts.get(key);
+}
+
+// A text input that keeps its draft text across re-renders.
+function draftText(d, attrs) {
+  const t = el('input', Object.assign({ type: 'text' }, attrs));
+  t.value = d.text;
+  t.addEventListener('input', () => { d.text = t.value; });
+  return t;
+}
+
 function clarifyItem(a) {
   const m = message(a.id);
   const h = (m && m.headers) || {};
   const multiple = h.allow_multiple === 'yes';
   const custom = h.allow_custom === 'yes';
   const name = 'c-' + a.id;
-  const opts = (a.options || []).map((o, i) => el('label', {},
-    el('input', { type: multiple ? 'checkbox' : 'radio', name, value: String(i + 1), 'data-option': o }), ' ', o));
-  const text = custom ? el('input', { type: 'text', placeholder: 'your own answer', 'data-custom': a.id }) : null;
+  const d = draft(name);
+  const opts = (a.options || []).map((o, i) => {
+    const v = String(i + 1);
+    const input = el('input', { type: multiple ? 'checkbox' : 'radio', name, value: v, 'data-option': o });
+    input.checked = d.checked.has(v);
+    input.addEventListener('change', () => {
+      if (!multiple) d.checked.clear();
+      if (input.checked) d.checked.add(v); else d.checked.delete(v);
+    });
+    return el('label', {}, input, ' ', o);
+  });
+  const text = custom ? draftText(d, { placeholder: 'your own answer', 'data-custom': a.id, 'data-draft': name }) : null;
   const send = () => {
     const choices = [...document.getElementsByName(name)].filter((x) => x.checked).map((x) => Number(x.value));
     act('/api/answer', { id: a.id, choices, text: text && text.value ? text.value : null });
@@ -133,7 +158,7 @@ function clarifyItem(a) {
 }
 
 function heldItem(h) {
-  const reason = el('input', { type: 'text', placeholder: 'reason to deny' });
+  const reason = draftText(draft('h-' + h.id), { placeholder: 'reason to deny', 'data-draft': 'h-' + h.id });
   return el('div', { class: 'item', 'data-held': h.id },
     el('div', { class: 'what' }, 'held ' + h.type + ': ' + h.from + ' → ' + h.to + (h.title ? ' — ' + h.title : '')),
     el('div', { class: 'kv' }, h.id + ' · waiting ' + age(h.age_s)),
@@ -155,7 +180,18 @@ function renderAttention(st) {
   for (const v of S.violations.slice(-10)) {
     items.push(el('div', { class: 'item' }, el('div', { class: 'what' }, 'expectation violated'), (v.path || '') + ' ' + (v.reason || '')));
   }
+  // The text input being typed in keeps its focus and caret.
+  const f = document.activeElement;
+  const typing = f && f.dataset && f.dataset.draft ? [f.dataset.draft, f.selectionStart, f.selectionEnd] : null;
   $('attention').replaceChildren(...(items.length ? items : [el('div', { class: 'empty' }, 'nothing needs a person')]));
+  if (typing) {
+    const again = [...$('attention').querySelectorAll('[data-draft]')].find((x) => x.dataset.draft === typing[0]);
+    if (again) { again.focus(); again.setSelectionRange(typing[1], typing[2]); }
+  }
+  // Drafts of items that are gone (answered, approved) are dropped.
+  const live = new Set([...$('attention').querySelectorAll('[data-clarify]')].map((x) => 'c-' + x.dataset.clarify)
+    .concat([...$('attention').querySelectorAll('[data-held]')].map((x) => 'h-' + x.dataset.held)));
+  for (const k of [...drafts.keys()]) if (!live.has(k)) drafts.delete(k);
 }
 
 function toggleReceipts(m, box) {

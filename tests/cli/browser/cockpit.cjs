@@ -58,6 +58,12 @@ function send(role, draft) {
     const item = page.locator(`[data-clarify="${clarify}"]`);
     await item.waitFor();
     await item.locator('input[data-option="hand-written"]').check();
+    // Anything that happens meanwhile re-renders the list: the choice stays.
+    const meanwhile = send('qa', 'type: note\nto: coder\npriority: 50\nmessage: meanwhile\n');
+    await page.waitForSelector(`.msg[data-id="${meanwhile}"]`);
+    if (!(await item.locator('input[data-option="hand-written"]').isChecked())) {
+      throw new Error('a re-render wiped the chosen answer');
+    }
     await item.getByRole('button', { name: 'Answer' }).click();
     await item.waitFor({ state: 'detached' });
     // The daemon delivers the answer; the asker takes it with ready-next.
