@@ -74,31 +74,7 @@ fn project(base: &Path, recipients: usize, fsync: bool) -> (tempfile::TempDir, P
 
 /// Publishes one outbox message the way `swarm-handoff` does.
 fn publish(wt: &Worktree, seq: usize, to: &str) {
-    let now = clock::now();
-    let id = format!("{}_{seq:06}_from_sender", clock::idts(now));
-    let mut m = Message::default();
-    m.set("id", &id);
-    m.set("from", "sender");
-    m.set("to", to);
-    m.set("priority", "50");
-    m.set("type", "note");
-    m.set("message", format!("benchmark message {seq}"));
-    m.set("created_at", clock::iso(now));
-    m.body = format!("Re-read your role and constitution.\n\nbenchmark message {seq}\n");
-    let name = format!("50_{id}_to_{}.handoff", to.replace(',', "_"));
-    fsx::publish(
-        &wt.outbox_tmp(),
-        &wt.outbox().join(name),
-        m.render().as_bytes(),
-    )
-    .unwrap();
-}
-
-fn recipients_list(n: usize) -> String {
-    (0..n)
-        .map(|r| format!("r{r}"))
-        .collect::<Vec<_>>()
-        .join(",")
+    common::publish_note(wt, "sender", seq, to);
 }
 
 /// Library delivery of a backlog of `n` messages; returns time per message.
@@ -106,7 +82,7 @@ fn throughput(base: &Path, n: usize, recipients: usize, fsync: bool) -> Duration
     let (_d, project, roles) = project(base, recipients, fsync);
     let wt = Worktree::new(&project.root);
     fsx::set_fsync(false);
-    let to = recipients_list(recipients);
+    let to = common::recipients_list(recipients);
     for i in 0..n {
         publish(&wt, i + 1, &to);
     }
@@ -150,7 +126,7 @@ fn latency(base: &Path, n: usize, recipients: usize, fsync: bool) -> (f64, f64) 
         std::thread::sleep(Duration::from_millis(5));
     }
     fsx::set_fsync(fsync);
-    let to = recipients_list(recipients);
+    let to = common::recipients_list(recipients);
     let first_inbox = Worktree::new(project.root.join("wt0")).inbox_new();
     let sent = wt.sent();
     for i in 0..n {

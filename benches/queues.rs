@@ -17,21 +17,18 @@
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
+use common::Daemon;
+
 use swarm_handoff::agent::queue::{Inbox, Ready};
 use swarm_handoff::daemon::deliver::Deliverer;
-use swarm_handoff::daemon::journal::Journal;
-use swarm_handoff::daemon::wake::Waker;
 use swarm_handoff::fsx;
-use swarm_handoff::protocol::clock;
-use swarm_handoff::protocol::config::Config;
-use swarm_handoff::protocol::header::Message;
 use swarm_handoff::protocol::layout::{Project, Worktree};
-use swarm_handoff::protocol::roles::{ReceiveMode, Roles};
+use swarm_handoff::protocol::roles::ReceiveMode;
 
 const BODY: usize = 400;
 
@@ -193,12 +190,7 @@ fn ours(base: &Path, fsync: bool, receive: &str) -> Ours {
     let d = tempfile::tempdir_in(base).unwrap();
     let root = d.path().canonicalize().unwrap();
     let rcv = root.join("wt0");
-    fs::create_dir_all(rcv.join(".swarmforge/handoffs")).unwrap();
-    fs::write(
-        rcv.join(".swarmforge/project-root"),
-        format!("{}\n", root.display()),
-    )
-    .unwrap();
+    common::role_worktree(&root, &rcv);
     fs::create_dir_all(root.join(".swarmforge/daemon")).unwrap();
     fs::write(
         root.join(".swarmforge/roles.tsv"),
@@ -276,36 +268,6 @@ fn ours_enqueue_lib(base: &Path, n: usize, fsync: bool) -> Duration {
     t.elapsed() / n as u32
 }
 
-/// `handoffd` for a project; killed on drop.
-struct Daemon(Child);
-
-impl Daemon {
-    fn start(p: &Project) -> Daemon {
-        let child = Command::new(common::bin("handoffd"))
-            .arg(&p.root)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let end = Instant::now() + Duration::from_secs(10);
-        while !fs::read_to_string(p.log_file())
-            .unwrap_or_default()
-            .contains(" started")
-        {
-            assert!(Instant::now() < end, "handoffd started");
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        Daemon(child)
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn wait_for(p: &Path) {
     let end = Instant::now() + Duration::from_secs(10);
     while !p.exists() {
@@ -332,11 +294,7 @@ fn ours_hop_cli(base: &Path, n: usize, fsync: bool) -> Duration {
 }
 
 fn deliverer(o: &Ours) -> Deliverer {
-    let roles = Roles::load(&o.project.roles_tsv()).unwrap();
-    let config = Config::load(&o.project.config_file()).unwrap();
-    let journal = Journal::new(&o.project);
-    let waker = Waker::new(o.project.clone(), journal.clone());
-    Deliverer::new(o.project.clone(), roles, config, journal, waker)
+    common::deliverer(&o.project)
 }
 
 /// The same four steps through the library, in process.
@@ -360,30 +318,10 @@ fn ours_hop_lib(base: &Path, n: usize, fsync: bool) -> Duration {
     t.elapsed() / n as u32
 }
 
-/// A delivered inbox copy as the daemon renders it.
-fn copy_text(seq: usize, idts: &str) -> (String, String) {
-    let id = format!("{idts}_{seq:06}_from_sender");
-    let mut m = Message::default();
-    m.set("id", &id);
-    m.set("from", "sender");
-    m.set("to", "r0");
-    m.set("recipient", "r0");
-    m.set("priority", "50");
-    m.set("type", "note");
-    m.set("message", format!("backlog {seq}"));
-    m.set("created_at", "2026-06-15T14:05:31.123456Z");
-    m.set("enqueued_at", "2026-06-15T14:05:31.223456Z");
-    m.body = format!(
-        "Re-read your role and constitution.\n\nbacklog {seq} {}\n",
-        "x".repeat(300)
-    );
-    (format!("50_{id}_to_r0.handoff"), m.render())
-}
-
 fn fill_inbox(o: &Ours, n: usize) {
     let new = Worktree::new(&o.rcv).inbox_new();
     for i in 0..n {
-        let (name, text) = copy_text(i + 1, "20260615T140531Z");
+        let (name, text) = common::copy_text("sender", "20260615T140531Z", i + 1);
         fs::write(new.join(name), text).unwrap();
     }
 }
@@ -662,81 +600,11 @@ fn backlog(o: &Opts) {
 fn trail(o: &Opts) {
     let n = o.trail;
     eprintln!("trail: {n} messages");
-    let d = tempfile::tempdir_in(&o.dir).unwrap();
-    let root = d.path().canonicalize().unwrap();
     let senders = ["s0", "s1", "s2", "s3"];
     let receivers = ["r0", "r1"];
-    let mut tsv = String::new();
-    for r in senders.iter().chain(receivers.iter()) {
-        let wt = root.join(r);
-        fs::create_dir_all(wt.join(".swarmforge/handoffs")).unwrap();
-        fs::write(
-            wt.join(".swarmforge/project-root"),
-            format!("{}\n", root.display()),
-        )
-        .unwrap();
-        let mode = if r.starts_with('r') { "batch" } else { "task" };
-        tsv.push_str(&format!(
-            "{r}\t{r}\t{}\ts\tX\tscript\t{mode}\n",
-            wt.display()
-        ));
-        fsx::ensure_dirs(&Worktree::new(&wt).all_dirs()).unwrap();
-    }
-    fs::create_dir_all(root.join(".swarmforge/daemon")).unwrap();
-    fs::write(root.join(".swarmforge/roles.tsv"), tsv).unwrap();
-    fs::write(
-        root.join("swarm.yaml"),
-        "daemon:\n  fsync: false\nwake:\n  method: none\n",
-    )
-    .unwrap();
-    let project = Project::new(&root);
-    fsx::set_fsync(false);
     let build = Instant::now();
-    let base = clock::now();
-    for i in 0..n {
-        let s = senders[i % senders.len()];
-        let to = receivers[i % receivers.len()];
-        // In the past, 10 ms apart: a created_at after the enqueued_at the
-        // pass stamps would make every copy a time_order violation.
-        let when = base - chrono::Duration::milliseconds((n - i) as i64 * 10);
-        let id = format!(
-            "{}_{:06}_from_{s}",
-            clock::idts(when),
-            i / senders.len() + 1
-        );
-        let mut m = Message::default();
-        m.set("id", &id);
-        m.set("from", s);
-        m.set("to", to);
-        m.set("priority", "50");
-        m.set("type", "note");
-        m.set("message", format!("message {i} about the parser"));
-        m.set("created_at", clock::iso(when));
-        m.body = format!("Re-read your role and constitution.\n\nmessage {i} about the parser\n");
-        let wt = Worktree::new(root.join(s));
-        fsx::publish(
-            &wt.outbox_tmp(),
-            &wt.outbox().join(format!("50_{id}_to_{to}.handoff")),
-            m.render().as_bytes(),
-        )
-        .unwrap();
-    }
-    let o2 = Ours {
-        _d: tempfile::tempdir_in(&o.dir).unwrap(),
-        project: project.clone(),
-        rcv: root.join("r0"),
-    };
-    let mut dl = deliverer(&o2);
-    let r = dl.pass();
-    assert_eq!(r.delivered, n);
-    for rcv in receivers {
-        let wt = Worktree::new(root.join(rcv));
-        let inbox = Inbox::new(&wt, 1 << 20);
-        inbox.ready(ReceiveMode::Batch).unwrap();
-        inbox.done(ReceiveMode::Batch).unwrap();
-    }
+    let (_d, root) = common::trail_fixture(&o.dir, n);
     let build = build.elapsed();
-    fsx::set_fsync(true);
     eprintln!("  fixture built in {:.1} s", build.as_secs_f64());
 
     let time = |args: &[&str]| -> Duration {

@@ -21,21 +21,19 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
+use common::Daemon;
+
 use swarm_handoff::agent::queue::Inbox;
-use swarm_handoff::daemon::deliver::Deliverer;
-use swarm_handoff::daemon::journal::Journal;
-use swarm_handoff::daemon::wake::Waker;
 use swarm_handoff::fsx;
 use swarm_handoff::protocol::clock;
-use swarm_handoff::protocol::config::Config;
 use swarm_handoff::protocol::header::Message;
 use swarm_handoff::protocol::layout::{Project, Worktree};
-use swarm_handoff::protocol::roles::{ReceiveMode, Roles};
+use swarm_handoff::protocol::roles::ReceiveMode;
 
 struct Opts {
     backlog: usize,
@@ -93,7 +91,7 @@ fn project(
         } else {
             root.join(format!("s{s}"))
         };
-        pointer(&root, &wt);
+        common::role_worktree(&root, &wt);
         tsv.push_str(&format!(
             "s{s}\ts{s}\t{}\ts\tS\tscript\ttask\n",
             wt.display()
@@ -101,7 +99,7 @@ fn project(
     }
     for r in 0..recipients {
         let wt = root.join(format!("wt{r}"));
-        pointer(&root, &wt);
+        common::role_worktree(&root, &wt);
         tsv.push_str(&format!(
             "r{r}\tr{r}\t{}\ts\tR\tscript\ttask\n",
             wt.display()
@@ -117,19 +115,6 @@ fn project(
     (d, Project::new(root))
 }
 
-/// A worktree's queue folders and (outside the root) its pointer to the root.
-fn pointer(root: &Path, wt: &Path) {
-    fs::create_dir_all(wt.join(".swarmforge/handoffs")).unwrap();
-    if wt != root {
-        fs::write(
-            wt.join(".swarmforge/project-root"),
-            format!("{}\n", root.display()),
-        )
-        .unwrap();
-    }
-    fsx::ensure_dirs(&Worktree::new(wt).all_dirs()).unwrap();
-}
-
 fn sender_wt(p: &Project, s: usize) -> Worktree {
     if s == 0 {
         Worktree::new(&p.root)
@@ -140,68 +125,7 @@ fn sender_wt(p: &Project, s: usize) -> Worktree {
 
 /// Publishes one outbox note from `s<sender>` the way `swarm-handoff` does.
 fn publish(p: &Project, sender: usize, seq: usize, to: &str) {
-    let wt = sender_wt(p, sender);
-    let now = clock::now();
-    let from = format!("s{sender}");
-    let id = format!("{}_{seq:06}_from_{from}", clock::idts(now));
-    let mut m = Message::default();
-    m.set("id", &id);
-    m.set("from", &from);
-    m.set("to", to);
-    m.set("priority", "50");
-    m.set("type", "note");
-    m.set("message", format!("benchmark message {seq}"));
-    m.set("created_at", clock::iso(now));
-    m.body = format!("Re-read your role and constitution.\n\nbenchmark message {seq}\n");
-    let name = format!("50_{id}_to_{}.handoff", to.replace(',', "_"));
-    fsx::publish(
-        &wt.outbox_tmp(),
-        &wt.outbox().join(name),
-        m.render().as_bytes(),
-    )
-    .unwrap();
-}
-
-fn recipients_list(n: usize) -> String {
-    (0..n)
-        .map(|r| format!("r{r}"))
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-fn deliverer(p: &Project) -> Deliverer {
-    let roles = Roles::load(&p.roles_tsv()).unwrap();
-    let config = Config::load(&p.config_file()).unwrap();
-    let journal = Journal::new(p);
-    let waker = Waker::new(p.clone(), journal.clone());
-    Deliverer::new(p.clone(), roles, config, journal, waker)
-}
-
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_daemon(p: &Project) -> Daemon {
-    let child = Command::new(common::bin("handoffd"))
-        .arg(&p.root)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !fs::read_to_string(p.log_file())
-        .unwrap_or_default()
-        .contains("started")
-    {
-        assert!(Instant::now() < deadline, "daemon started");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    Daemon(child)
+    common::publish_note(&sender_wt(p, sender), &format!("s{sender}"), seq, to);
 }
 
 fn count(dir: &Path) -> usize {
@@ -222,12 +146,12 @@ fn wait_count(dir: &Path, n: usize, within: Duration) {
 fn drain_once(o: &Opts, recipients: usize) -> Duration {
     let (_d, p) = project(&o.dir, 1, recipients, true);
     fsx::set_fsync(false);
-    let to = recipients_list(recipients);
+    let to = common::recipients_list(recipients);
     for i in 0..o.backlog {
         publish(&p, 0, i + 1, &to);
     }
     fsx::set_fsync(true);
-    let mut d = deliverer(&p);
+    let mut d = common::deliverer(&p);
     let t = Instant::now();
     let r = d.pass();
     let el = t.elapsed();
@@ -268,7 +192,7 @@ fn drain(o: &Opts) {
 /// created → enqueued p50 and p99 (ms) with `senders` roles sharing `rate`.
 fn paced_latency(o: &Opts, senders: usize) -> (f64, f64) {
     let (_d, p) = project(&o.dir, senders, 1, true);
-    let daemon = start_daemon(&p);
+    let daemon = Daemon::start(&p);
     fsx::set_fsync(true);
     let gap = Duration::from_secs_f64(1.0 / o.rate);
     let start = Instant::now();
@@ -328,7 +252,7 @@ fn rss_kib(pid: u32) -> u64 {
 
 fn burst(o: &Opts) {
     let (_d, p) = project(&o.dir, 1, 1, false);
-    let daemon = start_daemon(&p);
+    let daemon = Daemon::start(&p);
     let pid = daemon.0.id();
     std::thread::sleep(Duration::from_millis(500));
     let idle = rss_kib(pid);
@@ -379,25 +303,6 @@ fn burst(o: &Opts) {
 
 // ----------------------------------------------------------------- accept
 
-fn copy_text(seq: usize) -> (String, String) {
-    let id = format!("20260615T140531Z_{seq:06}_from_s0");
-    let mut m = Message::default();
-    m.set("id", &id);
-    m.set("from", "s0");
-    m.set("to", "r0");
-    m.set("recipient", "r0");
-    m.set("priority", "50");
-    m.set("type", "note");
-    m.set("message", format!("backlog {seq}"));
-    m.set("created_at", "2026-06-15T14:05:31.123456Z");
-    m.set("enqueued_at", "2026-06-15T14:05:31.223456Z");
-    m.body = format!(
-        "Re-read your role and constitution.\n\nbacklog {seq} {}\n",
-        "x".repeat(300)
-    );
-    (format!("50_{id}_to_r0.handoff"), m.render())
-}
-
 fn list_sorted(dir: &Path) -> Duration {
     let t = Instant::now();
     let mut v: Vec<_> = fs::read_dir(dir)
@@ -417,11 +322,11 @@ fn accept_with(o: &Opts, n: usize, daemon: bool) -> (Duration, Duration, Option<
     let rcv = p.root.join("wt0");
     let new = Worktree::new(&rcv).inbox_new();
     for i in 0..n + 6 {
-        let (name, text) = copy_text(i + 1);
+        let (name, text) = common::copy_text("s0", "20260615T140531Z", i + 1);
         fs::write(new.join(name), text).unwrap();
     }
     let floor = list_sorted(&new).min(list_sorted(&new));
-    let handoffd = daemon.then(|| start_daemon(&p));
+    let handoffd = daemon.then(|| Daemon::start(&p));
     let run = |prog: &str| {
         let out = Command::new(common::bin(prog))
             .current_dir(&rcv)
@@ -486,79 +391,6 @@ fn accept(o: &Opts) {
 
 // ------------------------------------------------------------------ audit
 
-/// `n` messages through the real pipeline (4 senders, 2 batch recipients,
-/// every copy completed), as benches/queues.rs builds them.
-fn trail_fixture(base: &Path, n: usize) -> (tempfile::TempDir, PathBuf) {
-    let d = tempfile::tempdir_in(base).unwrap();
-    let root = d.path().canonicalize().unwrap();
-    let senders = ["s0", "s1", "s2", "s3"];
-    let receivers = ["r0", "r1"];
-    let mut tsv = String::new();
-    for r in senders.iter().chain(receivers.iter()) {
-        let wt = root.join(r);
-        fs::create_dir_all(wt.join(".swarmforge/handoffs")).unwrap();
-        fs::write(
-            wt.join(".swarmforge/project-root"),
-            format!("{}\n", root.display()),
-        )
-        .unwrap();
-        let mode = if r.starts_with('r') { "batch" } else { "task" };
-        tsv.push_str(&format!(
-            "{r}\t{r}\t{}\ts\tX\tscript\t{mode}\n",
-            wt.display()
-        ));
-        fsx::ensure_dirs(&Worktree::new(&wt).all_dirs()).unwrap();
-    }
-    fs::create_dir_all(root.join(".swarmforge/daemon")).unwrap();
-    fs::write(root.join(".swarmforge/roles.tsv"), tsv).unwrap();
-    fs::write(
-        root.join("swarm.yaml"),
-        "daemon:\n  fsync: false\nwake:\n  method: none\n",
-    )
-    .unwrap();
-    let project = Project::new(&root);
-    fsx::set_fsync(false);
-    let base_t = clock::now();
-    for i in 0..n {
-        let s = senders[i % senders.len()];
-        let to = receivers[i % receivers.len()];
-        // In the past, 10 ms apart: a created_at after the enqueued_at the
-        // pass stamps would make every copy a time_order violation.
-        let when = base_t - chrono::Duration::milliseconds((n - i) as i64 * 10);
-        let id = format!(
-            "{}_{:06}_from_{s}",
-            clock::idts(when),
-            i / senders.len() + 1
-        );
-        let mut m = Message::default();
-        m.set("id", &id);
-        m.set("from", s);
-        m.set("to", to);
-        m.set("priority", "50");
-        m.set("type", "note");
-        m.set("message", format!("message {i} about the parser"));
-        m.set("created_at", clock::iso(when));
-        m.body = format!("Re-read your role and constitution.\n\nmessage {i} about the parser\n");
-        let wt = Worktree::new(root.join(s));
-        fsx::publish(
-            &wt.outbox_tmp(),
-            &wt.outbox().join(format!("50_{id}_to_{to}.handoff")),
-            m.render().as_bytes(),
-        )
-        .unwrap();
-    }
-    let mut dl = deliverer(&project);
-    assert_eq!(dl.pass().delivered, n);
-    for rcv in receivers {
-        let wt = Worktree::new(root.join(rcv));
-        let inbox = Inbox::new(&wt, 1 << 20);
-        inbox.ready(ReceiveMode::Batch).unwrap();
-        inbox.done(ReceiveMode::Batch).unwrap();
-    }
-    fsx::set_fsync(true);
-    (d, root)
-}
-
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in fs::read_dir(dir).into_iter().flatten().flatten() {
@@ -574,7 +406,7 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 
 /// (`swarm audit --check` median of 3, reading every file once).
 fn audit_on(o: &Opts, n: usize) -> (Duration, Duration) {
-    let (_d, root) = trail_fixture(&o.dir, n);
+    let (_d, root) = common::trail_fixture(&o.dir, n);
     let read_all = (0..2)
         .map(|_| {
             let s = Instant::now();

@@ -127,12 +127,7 @@ fn main() {
     let mut tsv = String::new();
     for (i, r) in senders.iter().chain(recipients.iter()).enumerate() {
         let wt = root.join(r);
-        fs::create_dir_all(wt.join(".swarmforge/handoffs")).unwrap();
-        fs::write(
-            wt.join(".swarmforge/project-root"),
-            format!("{}\n", root.display()),
-        )
-        .unwrap();
+        common::role_worktree(&root, &wt);
         let mode = if r.starts_with('r') && i % 2 == 1 {
             "batch"
         } else {

@@ -1,6 +1,8 @@
 //! Pieces every benchmark shares: the bare durable-publish loop (the physical
-//! limit every figure is compared with), the binaries under test, and the
-//! `--name value` flags.
+//! limit every figure is compared with), the binaries under test, the
+//! `--name value` flags, and the fixtures several benches build the same
+//! way (role worktrees, outbox notes, a completed trail, a library
+//! `Deliverer`).
 
 #![allow(dead_code)]
 
@@ -9,7 +11,19 @@ use std::fs;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use swarm_handoff::agent::queue::Inbox;
+use swarm_handoff::daemon::deliver::Deliverer;
+use swarm_handoff::daemon::journal::Journal;
+use swarm_handoff::daemon::wake::Waker;
+use swarm_handoff::fsx;
+use swarm_handoff::protocol::clock;
+use swarm_handoff::protocol::config::Config;
+use swarm_handoff::protocol::header::Message;
+use swarm_handoff::protocol::layout::{Project, Worktree};
+use swarm_handoff::protocol::roles::{ReceiveMode, Roles};
 
 /// The physical limit: write + (fsync) + rename + (fsync of the folder) of
 /// `n` files of `body` bytes in a fresh folder under `base`; time per file.
@@ -80,4 +94,178 @@ pub fn flag<T: std::str::FromStr>(f: &HashMap<String, String>, name: &str, defau
 
 pub fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
+}
+
+/// A role worktree at `wt` for the project at `root`: its folders, and the
+/// `project-root` pointer unless it is the root itself.
+pub fn role_worktree(root: &Path, wt: &Path) {
+    fs::create_dir_all(wt.join(".swarmforge/handoffs")).unwrap();
+    if wt != root {
+        fs::write(
+            wt.join(".swarmforge/project-root"),
+            format!("{}\n", root.display()),
+        )
+        .unwrap();
+    }
+    fsx::ensure_dirs(&Worktree::new(wt).all_dirs()).unwrap();
+}
+
+/// A `Deliverer` for `p`, as the daemon builds one.
+pub fn deliverer(p: &Project) -> Deliverer {
+    let roles = Roles::load(&p.roles_tsv()).unwrap();
+    let config = Config::load(&p.config_file()).unwrap();
+    let journal = Journal::new(p);
+    let waker = Waker::new(p.clone(), journal.clone());
+    Deliverer::new(p.clone(), roles, config, journal, waker)
+}
+
+/// Publishes note `seq` from `from` to `to` (a comma list) in `wt`'s outbox,
+/// the way `swarm-handoff` does.
+pub fn publish_note(wt: &Worktree, from: &str, seq: usize, to: &str) {
+    let now = clock::now();
+    let id = format!("{}_{seq:06}_from_{from}", clock::idts(now));
+    let mut m = Message::default();
+    m.set("id", &id);
+    m.set("from", from);
+    m.set("to", to);
+    m.set("priority", "50");
+    m.set("type", "note");
+    m.set("message", format!("benchmark message {seq}"));
+    m.set("created_at", clock::iso(now));
+    m.body = format!("Re-read your role and constitution.\n\nbenchmark message {seq}\n");
+    let name = format!("50_{id}_to_{}.handoff", to.replace(',', "_"));
+    fsx::publish(
+        &wt.outbox_tmp(),
+        &wt.outbox().join(name),
+        m.render().as_bytes(),
+    )
+    .unwrap();
+}
+
+/// `r0,r1,…` for `n` recipients.
+pub fn recipients_list(n: usize) -> String {
+    (0..n)
+        .map(|r| format!("r{r}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `n` messages through the real pipeline under `base`: 4 senders, 2 batch
+/// recipients, every copy delivered and completed (fsync off while it is
+/// built). Returns the folder (removed on drop) and the project root.
+pub fn trail_fixture(base: &Path, n: usize) -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir_in(base).unwrap();
+    let root = d.path().canonicalize().unwrap();
+    let senders = ["s0", "s1", "s2", "s3"];
+    let receivers = ["r0", "r1"];
+    let mut tsv = String::new();
+    for r in senders.iter().chain(receivers.iter()) {
+        let wt = root.join(r);
+        role_worktree(&root, &wt);
+        let mode = if r.starts_with('r') { "batch" } else { "task" };
+        tsv.push_str(&format!(
+            "{r}\t{r}\t{}\ts\tX\tscript\t{mode}\n",
+            wt.display()
+        ));
+    }
+    fs::create_dir_all(root.join(".swarmforge/daemon")).unwrap();
+    fs::write(root.join(".swarmforge/roles.tsv"), tsv).unwrap();
+    fs::write(
+        root.join("swarm.yaml"),
+        "daemon:\n  fsync: false\nwake:\n  method: none\n",
+    )
+    .unwrap();
+    let project = Project::new(&root);
+    fsx::set_fsync(false);
+    let base_t = clock::now();
+    for i in 0..n {
+        let s = senders[i % senders.len()];
+        let to = receivers[i % receivers.len()];
+        // In the past, 10 ms apart: a created_at after the enqueued_at the
+        // pass stamps would make every copy a time_order violation.
+        let when = base_t - chrono::Duration::milliseconds((n - i) as i64 * 10);
+        let id = format!(
+            "{}_{:06}_from_{s}",
+            clock::idts(when),
+            i / senders.len() + 1
+        );
+        let mut m = Message::default();
+        m.set("id", &id);
+        m.set("from", s);
+        m.set("to", to);
+        m.set("priority", "50");
+        m.set("type", "note");
+        m.set("message", format!("message {i} about the parser"));
+        m.set("created_at", clock::iso(when));
+        m.body = format!("Re-read your role and constitution.\n\nmessage {i} about the parser\n");
+        let wt = Worktree::new(root.join(s));
+        fsx::publish(
+            &wt.outbox_tmp(),
+            &wt.outbox().join(format!("50_{id}_to_{to}.handoff")),
+            m.render().as_bytes(),
+        )
+        .unwrap();
+    }
+    let mut dl = deliverer(&project);
+    assert_eq!(dl.pass().delivered, n);
+    for rcv in receivers {
+        let wt = Worktree::new(root.join(rcv));
+        let inbox = Inbox::new(&wt, 1 << 20);
+        inbox.ready(ReceiveMode::Batch).unwrap();
+        inbox.done(ReceiveMode::Batch).unwrap();
+    }
+    fsx::set_fsync(true);
+    (d, root)
+}
+
+/// `handoffd` for a project, returned once it has logged `started`;
+/// stopped (SIGTERM, then reaped) on drop.
+pub struct Daemon(pub Child);
+
+impl Daemon {
+    pub fn start(p: &Project) -> Daemon {
+        let child = Command::new(bin("handoffd"))
+            .arg(&p.root)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !fs::read_to_string(p.log_file())
+            .unwrap_or_default()
+            .contains(" started")
+        {
+            assert!(Instant::now() < deadline, "handoffd did not start");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Daemon(child)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
+        let _ = self.0.wait();
+    }
+}
+
+/// Inbox copy `seq` from `from` to `r0` as the daemon renders it (a 300-byte
+/// body): its file name and text, for filling a backlog directly.
+pub fn copy_text(from: &str, idts: &str, seq: usize) -> (String, String) {
+    let id = format!("{idts}_{seq:06}_from_{from}");
+    let mut m = Message::default();
+    m.set("id", &id);
+    m.set("from", from);
+    m.set("to", "r0");
+    m.set("recipient", "r0");
+    m.set("priority", "50");
+    m.set("type", "note");
+    m.set("message", format!("backlog {seq}"));
+    m.set("created_at", "2026-06-15T14:05:31.123456Z");
+    m.set("enqueued_at", "2026-06-15T14:05:31.223456Z");
+    m.body = format!(
+        "Re-read your role and constitution.\n\nbacklog {seq} {}\n",
+        "x".repeat(300)
+    );
+    (format!("50_{id}_to_r0.handoff"), m.render())
 }
