@@ -59,13 +59,7 @@ fn project(base: &Path, recipients: usize, fsync: bool) -> (tempfile::TempDir, P
             wt.display()
         ));
     }
-    fs::create_dir_all(root.join(".swarmforge/daemon")).unwrap();
-    fs::write(root.join(".swarmforge/roles.tsv"), tsv).unwrap();
-    fs::write(
-        root.join("swarm.yaml"),
-        format!("daemon:\n  fsync: {fsync}\nwake:\n  method: none\n"),
-    )
-    .unwrap();
+    common::project_files(&root, &tsv, fsync);
     let roles = Roles::load(&root.join(".swarmforge/roles.tsv")).unwrap();
     let wt = Worktree::new(&root);
     fsx::ensure_dirs(&wt.all_dirs()).unwrap();

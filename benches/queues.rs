@@ -191,21 +191,12 @@ fn ours(base: &Path, fsync: bool, receive: &str) -> Ours {
     let root = d.path().canonicalize().unwrap();
     let rcv = root.join("wt0");
     common::role_worktree(&root, &rcv);
-    fs::create_dir_all(root.join(".swarmforge/daemon")).unwrap();
-    fs::write(
-        root.join(".swarmforge/roles.tsv"),
-        format!(
-            "sender\tmaster\t{}\ts\tSender\tscript\ttask\nr0\tr0\t{}\ts\tR\tscript\t{receive}\n",
-            root.display(),
-            rcv.display()
-        ),
-    )
-    .unwrap();
-    fs::write(
-        root.join("swarm.yaml"),
-        format!("daemon:\n  fsync: {fsync}\nwake:\n  method: none\n"),
-    )
-    .unwrap();
+    let tsv = format!(
+        "sender\tmaster\t{}\ts\tSender\tscript\ttask\nr0\tr0\t{}\ts\tR\tscript\t{receive}\n",
+        root.display(),
+        rcv.display()
+    );
+    common::project_files(&root, &tsv, fsync);
     for wt in [&root, &rcv] {
         fsx::ensure_dirs(&Worktree::new(wt).all_dirs()).unwrap();
     }
@@ -634,7 +625,7 @@ fn trail(o: &Opts) {
             let s = Instant::now();
             let mut bytes = 0;
             for wt in senders.iter().chain(receivers.iter()) {
-                for entry in walk(&root.join(wt).join(".swarmforge/handoffs")) {
+                for entry in common::walk(&root.join(wt).join(".swarmforge/handoffs")) {
                     bytes += fs::read(entry).map(|b| b.len()).unwrap_or(0);
                 }
             }
@@ -670,19 +661,6 @@ fn trail(o: &Opts) {
     );
     println!("### `swarm transcript` and `swarm audit` on {n} messages ({files} files: originals in sent/, copies in completed batches)\n");
     t.print("ms", "reading every file once", common::us(read_all));
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 fn main() {

@@ -105,13 +105,7 @@ fn project(
             wt.display()
         ));
     }
-    fs::create_dir_all(root.join(".swarmforge/daemon")).unwrap();
-    fs::write(root.join(".swarmforge/roles.tsv"), tsv).unwrap();
-    fs::write(
-        root.join("swarm.yaml"),
-        format!("daemon:\n  fsync: {fsync}\nwake:\n  method: none\n"),
-    )
-    .unwrap();
+    common::project_files(&root, &tsv, fsync);
     (d, Project::new(root))
 }
 
@@ -391,19 +385,6 @@ fn accept(o: &Opts) {
 
 // ------------------------------------------------------------------ audit
 
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
-
 /// (`swarm audit --check` median of 3, reading every file once).
 fn audit_on(o: &Opts, n: usize) -> (Duration, Duration) {
     let (_d, root) = common::trail_fixture(&o.dir, n);
@@ -411,7 +392,7 @@ fn audit_on(o: &Opts, n: usize) -> (Duration, Duration) {
         .map(|_| {
             let s = Instant::now();
             let mut bytes = 0;
-            for f in walk(&root) {
+            for f in common::walk(&root) {
                 bytes += fs::read(f).map(|b| b.len()).unwrap_or(0);
             }
             assert!(bytes > 0);

@@ -138,13 +138,7 @@ fn main() {
             wt.display()
         ));
     }
-    fs::create_dir_all(root.join(".swarmforge/daemon")).unwrap();
-    fs::write(root.join(".swarmforge/roles.tsv"), &tsv).unwrap();
-    fs::write(
-        root.join("swarm.yaml"),
-        format!("daemon:\n  fsync: {}\nwake:\n  method: none\n", o.fsync),
-    )
-    .unwrap();
+    common::project_files(&root, &tsv, o.fsync);
     let total = o.messages * o.senders;
     println!(
         "soak: {} senders x {} recipients, {} messages per sender ({total} in all), rate {}, fsync {}, in {}",

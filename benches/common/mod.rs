@@ -110,6 +110,32 @@ pub fn role_worktree(root: &Path, wt: &Path) {
     fsx::ensure_dirs(&Worktree::new(wt).all_dirs()).unwrap();
 }
 
+/// A project's own files at `root`: the daemon's folder, `roles.tsv` holding
+/// `tsv`, and a `swarm.yaml` with `daemon.fsync` set and no wake-ups.
+pub fn project_files(root: &Path, tsv: &str, fsync: impl std::fmt::Display) {
+    fs::create_dir_all(root.join(".swarmforge/daemon")).unwrap();
+    fs::write(root.join(".swarmforge/roles.tsv"), tsv).unwrap();
+    fs::write(
+        root.join("swarm.yaml"),
+        format!("daemon:\n  fsync: {fsync}\nwake:\n  method: none\n"),
+    )
+    .unwrap();
+}
+
+/// Every file below `dir` (folders walked, not listed).
+pub fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
 /// A `Deliverer` for `p`, as the daemon builds one.
 pub fn deliverer(p: &Project) -> Deliverer {
     let roles = Roles::load(&p.roles_tsv()).unwrap();
@@ -168,13 +194,7 @@ pub fn trail_fixture(base: &Path, n: usize) -> (tempfile::TempDir, PathBuf) {
             wt.display()
         ));
     }
-    fs::create_dir_all(root.join(".swarmforge/daemon")).unwrap();
-    fs::write(root.join(".swarmforge/roles.tsv"), tsv).unwrap();
-    fs::write(
-        root.join("swarm.yaml"),
-        "daemon:\n  fsync: false\nwake:\n  method: none\n",
-    )
-    .unwrap();
+    project_files(&root, &tsv, false);
     let project = Project::new(&root);
     fsx::set_fsync(false);
     let base_t = clock::now();
