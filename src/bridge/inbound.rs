@@ -1,41 +1,43 @@
-//! The receiving side: one message from JetStream, validated like any
-//! untrusted file, written into the recipient's `inbox/new` the usual way
-//! (temp, fsync, no-clobber rename, fsync of the folder), unless the inbox
-//! already holds it anywhere. The caller acks only after `Written` or `Held`.
+//! The receiving side: one message from JetStream, checked as what the
+//! transport promises (a copy for a local role, from a role of the host that
+//! published it, within the size limit), then spooled into that role's relay
+//! folder (`Project::bridge_relay`) the usual way (temp, fsync, no-clobber
+//! rename, fsync of the folder). The daemon delivers it from there through
+//! its one gate (docs/bridge.md, "One deliverer"), so `swarm pause`,
+//! approvals and every rule of this host hold for it. The caller acks only
+//! after `Spooled` or `Held`.
 
 use std::path::PathBuf;
 
 use super::outbound::git;
 use super::Settings;
-use crate::daemon::wake;
 use crate::fsx;
-use crate::protocol::fields;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
-use crate::protocol::layout::{batch_dirs, Worktree};
+use crate::protocol::layout::Worktree;
 use crate::protocol::roles::Roles;
 
 /// What became of a received message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// Durable in the inbox: ack.
-    Written(PathBuf),
-    /// The inbox already holds it (a redelivery): ack.
+    /// Durable in the role's relay folder, for the daemon to deliver: ack.
+    Spooled(PathBuf),
+    /// Spooled or delivered already (a redelivery): ack.
     Held,
-    /// Cannot be handed out yet (its commit is missing, the inbox is not
+    /// Cannot be spooled yet (its commit is missing, the folder is not
     /// writable): leave it unacknowledged and retry.
     Wait(String),
     /// Never deliverable: terminate it, with this reason logged.
     Reject(String),
 }
 
-/// Checks and writes one message that arrived on `subject` with the file
-/// name `name`.
+/// Checks and spools one message that arrived on `subject` with the file
+/// name `name`, published by the bridge of `from_host`.
 pub fn accept(
     s: &Settings,
     roles: &Roles,
-    waker: Option<&wake::Waker>,
     subject: &str,
+    from_host: Option<&str>,
     name: Option<&str>,
     bytes: &[u8],
 ) -> Verdict {
@@ -62,35 +64,36 @@ pub fn accept(
         Ok(m) => m,
         Err(e) => return Verdict::Reject(format!("malformed: {e}")),
     };
-    let (id, priority) = (
-        msg.get("id").unwrap_or(""),
-        msg.get("priority").unwrap_or(""),
-    );
-    if !grammar::valid_message_id(id) || !grammar::name_matches(name, priority, id) {
-        return Verdict::Reject(format!(
-            "file name {name} does not match its id and priority"
-        ));
-    }
     if msg.get("recipient") != Some(role_name) {
         return Verdict::Reject(format!(
             "its recipient is not {role_name}, the role its subject names"
         ));
     }
-    let from = msg.get("from").unwrap_or("");
-    let to = msg.get("to").unwrap_or("");
-    if !grammar::addressed(to, from, role_name) && !grammar::in_cc(msg.get("cc"), role_name) {
-        return Verdict::Reject(format!("it is not addressed to {role_name}"));
+    match roles.find(role_name) {
+        Some(r) if !r.is_remote() => {}
+        _ => return Verdict::Reject(format!("{role_name} is not a role of host {}", s.host)),
     }
-    // The sending daemon checked that `from` owns the outbox (D8); here the
-    // sender must at least be a role of another host, named by the id.
+    // The publishing host must be the sender's host: a host speaks for
+    // its own roles only.
+    let from = msg.get("from").unwrap_or("");
+    let Some(from_host) = from_host else {
+        return Verdict::Reject("no Swarm-From-Host header".into());
+    };
     match roles.find(from) {
-        Some(r) if r.is_remote() && grammar::id_names_sender(id, from) => {}
-        Some(r) if !r.is_remote() => {
+        Some(r) if r.is_remote() && r.worktree_name.strip_prefix('@') == Some(from_host) => {}
+        Some(r) if r.is_remote() => {
+            return Verdict::Reject(format!(
+                "its sender {from} works on host {}, but host {} published it",
+                r.worktree_name.trim_start_matches('@'),
+                crate::text::escape(from_host)
+            ))
+        }
+        Some(_) => {
             return Verdict::Reject(format!(
                 "its sender {from} works on this host, so it cannot come over the bridge"
             ))
         }
-        _ => {
+        None => {
             return Verdict::Reject(format!(
                 "its sender '{}' is not a role of another host in {}",
                 crate::text::escape(from),
@@ -98,73 +101,39 @@ pub fn accept(
             ))
         }
     }
-    let Some(role) = roles.find(role_name) else {
-        return Verdict::Reject(format!(
-            "{role_name} is not a role in {}",
-            s.project.roles_tsv().display()
-        ));
-    };
-    if role.is_remote() {
-        return Verdict::Reject(format!("{role_name} does not work on host {}", s.host));
-    }
-    let wt = Worktree::new(&role.worktree_path);
-    if holds(&wt, name) {
+    let relay = Worktree::new(s.project.bridge_relay(role_name));
+    if spooled(&relay, name) {
         clear_waiting(s, name);
         return Verdict::Held;
     }
-    if msg.get("type") == Some("git_handoff") {
+    if msg.kind() == Some(grammar::MessageType::GitHandoff) {
         if let Err(why) = have_commit(s, &msg) {
             note_waiting(s, name, role_name, &why);
             return Verdict::Wait(why);
         }
     }
-    if let Some(link) = wt.symlinked_inbox_folder() {
-        return Verdict::Wait(crate::protocol::layout::symlinked_inbox_reason(&link));
+    if let Err(e) = fsx::ensure_dirs(&[relay.outbox(), relay.outbox_tmp()]) {
+        return Verdict::Wait(format!("{}: {e}", relay.outbox().display()));
     }
-    if let Err(e) = fsx::ensure_dirs(&wt.inbox_dirs()) {
-        return Verdict::Wait(format!("{}: {e}", wt.inbox().display()));
-    }
-    let dest = wt.inbox_new().join(name);
-    match fsx::publish(&wt.inbox_tmp(), &dest, bytes) {
+    let dest = relay.outbox().join(name);
+    match fsx::publish(&relay.outbox_tmp(), &dest, bytes) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Verdict::Held,
         Err(e) => return Verdict::Wait(format!("{}: {e}", dest.display())),
     }
     clear_waiting(s, name);
-    if let Some(w) = waker.filter(|_| role.wakes_here() && fields::wakes(&msg, role_name)) {
-        w.wake(wake::Request {
-            role: role.name.clone(),
-            session: role.session.clone(),
-            worktree: role.worktree_path.clone(),
-            path: dest.clone(),
-            method: wake::method(&s.project, &s.config),
-            rewake: false,
-        });
-    }
-    Verdict::Written(dest)
+    Verdict::Spooled(dest)
 }
 
-/// Whether the inbox holds `name` anywhere: new, in process, completed, in
-/// any batch folder, or completed under a collision name. Looked at in the
-/// direction items move, so an item moving meanwhile is still seen.
-pub fn holds(wt: &Worktree, name: &str) -> bool {
-    let quick = [wt.inbox_new(), wt.in_process(), wt.completed()];
-    if quick.iter().any(|d| d.join(name).exists()) {
-        return true;
-    }
-    let batches = batch_dirs(&wt.in_process())
-        .into_iter()
-        .chain(batch_dirs(&wt.completed()));
-    for b in batches {
-        if b.join(name).exists() {
-            return true;
-        }
-    }
-    let Ok(rd) = std::fs::read_dir(wt.completed()) else {
-        return false;
-    };
-    rd.flatten()
-        .any(|e| grammar::strip_collision_prefix(&e.file_name().to_string_lossy()) == name)
+/// Whether the relay folder has this copy already: waiting, held for
+/// approval, delivered (`sent/`) or refused (`failed/`). Looked at in the
+/// direction files move, so one moving meanwhile is still seen. The daemon
+/// keeps the stronger promise, one delivery per id (see
+/// `daemon::deliver::relay`).
+fn spooled(relay: &Worktree, name: &str) -> bool {
+    [relay.outbox(), relay.held(), relay.sent(), relay.failed()]
+        .iter()
+        .any(|d| d.join(name).exists())
 }
 
 /// The commit of a `git_handoff` is in this host's repository, fetched from
@@ -265,31 +234,29 @@ mod tests {
     }
 
     fn verdict(s: &Settings, r: &Roles, subject: &str, name: Option<&str>, b: &[u8]) -> Verdict {
-        accept(s, r, None, subject, name, b)
+        accept(s, r, subject, Some("a"), name, b)
     }
 
     #[test]
-    fn writes_once_then_holds() {
+    fn spools_once_then_holds() {
         let (_d, s, r) = setup();
         let subj = "swarm.swarm.to.b.pong";
         let v = verdict(&s, &r, subj, Some(NAME), msg("pong").as_bytes());
-        let Verdict::Written(p) = v else {
+        let Verdict::Spooled(p) = v else {
             panic!("{v:?}")
         };
+        let relay = Worktree::new(s.project.bridge_relay("pong"));
+        assert_eq!(p, relay.outbox().join(NAME));
         assert_eq!(std::fs::read_to_string(&p).unwrap(), msg("pong"));
+        // Never written into the inbox: the daemon delivers it.
+        assert!(!Worktree::new(&s.project.root).inbox_new().exists());
         assert_eq!(
             verdict(&s, &r, subj, Some(NAME), msg("pong").as_bytes()),
             Verdict::Held
         );
-        // Accepted and completed meanwhile: still held, never a second copy.
-        let wt = Worktree::new(&s.project.root);
-        std::fs::create_dir_all(wt.completed().join("batch_x")).unwrap();
-        std::fs::rename(
-            &p,
-            wt.completed()
-                .join(format!("2026-12-01T00:00:00.000000Z_{NAME}")),
-        )
-        .unwrap();
+        // Delivered by the daemon meanwhile: still held, never spooled again.
+        std::fs::create_dir_all(relay.sent()).unwrap();
+        std::fs::rename(&p, relay.sent().join(NAME)).unwrap();
         assert_eq!(
             verdict(&s, &r, subj, Some(NAME), msg("pong").as_bytes()),
             Verdict::Held
@@ -309,11 +276,6 @@ mod tests {
         reject(
             "swarm.swarm.to.b.pong",
             Some("../../etc/passwd"),
-            ok.as_bytes(),
-        );
-        reject(
-            "swarm.swarm.to.b.pong",
-            Some("50_20261201T000000Z_000002_from_ping_to_pong.handoff"),
             ok.as_bytes(),
         );
         reject("swarm.swarm.to.b.pong", Some(NAME), msg("ping").as_bytes());
@@ -339,9 +301,31 @@ mod tests {
             Some(NAME),
             format!("{ok}{}", "x".repeat(5000)).as_bytes(),
         );
-        assert!(Worktree::new(&s.project.root)
-            .inbox_new()
-            .read_dir()
-            .is_err());
+        // A host speaks for its own roles only.
+        let v = accept(
+            &s,
+            &r,
+            "swarm.swarm.to.b.pong",
+            Some("c"),
+            Some(NAME),
+            ok.as_bytes(),
+        );
+        assert!(
+            matches!(&v, Verdict::Reject(w) if w.contains("host c published it")),
+            "{v:?}"
+        );
+        let v = accept(
+            &s,
+            &r,
+            "swarm.swarm.to.b.pong",
+            None,
+            Some(NAME),
+            ok.as_bytes(),
+        );
+        assert!(
+            matches!(&v, Verdict::Reject(w) if w.contains("Swarm-From-Host")),
+            "{v:?}"
+        );
+        assert!(!s.project.bridge_relay("pong").exists());
     }
 }

@@ -15,7 +15,6 @@ use super::inbound::{self, Verdict};
 use super::outbound;
 use super::trail;
 use super::{credentials, Credentials, Log, Settings};
-use crate::daemon::{journal::Journal, wake};
 use crate::error::{Error, Result};
 use crate::fsx;
 use crate::protocol::roles::Roles;
@@ -287,8 +286,6 @@ fn watch_proxies(
 /// JetStream → this host's inboxes, through one durable consumer per host;
 /// a message is acked only once its copy is durable (or already held).
 async fn consume_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
-    let journal = Journal::new(&s.project);
-    let waker = wake::Waker::new(s.project.clone(), journal);
     loop {
         let st = stream(&s, &js, &log).await;
         let durable = format!("to-{}", s.host);
@@ -329,25 +326,31 @@ async fn consume_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
                 }
             };
             let subject = m.subject.to_string();
-            let name = m
-                .headers
-                .as_ref()
-                .and_then(|h| h.get("Swarm-Name"))
-                .map(|v| v.as_str().to_string());
+            let header = |h: &str| {
+                m.headers
+                    .as_ref()
+                    .and_then(|hs| hs.get(h))
+                    .map(|v| v.as_str().to_string())
+            };
+            let (name, from_host) = (header("Swarm-Name"), header("Swarm-From-Host"));
             let payload = m.payload.to_vec();
-            let (s2, w2, subj) = (s.clone(), waker.clone(), subject.clone());
-            let nm = name.clone();
+            let (s2, subj, nm) = (s.clone(), subject.clone(), name.clone());
             let verdict = blocking(move || match Roles::load(&s2.project.roles_tsv()) {
-                Ok(roles) => {
-                    inbound::accept(&s2, &roles, Some(&w2), &subj, nm.as_deref(), &payload)
-                }
+                Ok(roles) => inbound::accept(
+                    &s2,
+                    &roles,
+                    &subj,
+                    from_host.as_deref(),
+                    nm.as_deref(),
+                    &payload,
+                ),
                 Err(e) => Verdict::Wait(e.to_string()),
             })
             .await;
             let shown = name.unwrap_or_else(|| "?".into());
             let key = format!("received {shown}");
             let ack = match &verdict {
-                Verdict::Written(p) => {
+                Verdict::Spooled(p) => {
                     log.cleared(&key);
                     log.line("received", &format!("{} from {subject}", p.display()));
                     m.ack().await

@@ -45,7 +45,13 @@ pub fn list(project: &Project) -> Result<Vec<Held>> {
     let roles = Roles::load(&project.roles_tsv())?;
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    for wt in roles.worktrees() {
+    // Copies relayed from other hosts are held in their relay folders.
+    let relays = std::fs::read_dir(project.bridge_relay_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path());
+    for wt in roles.worktrees().into_iter().chain(relays) {
         // roles.tsv may name a worktree relative to the project root.
         let wt = if wt.is_absolute() {
             wt

@@ -34,7 +34,7 @@ use crate::daemon::wake::Waker;
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
 use crate::protocol::config::Config;
-use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
 use rewake::Rewake;
 
@@ -256,13 +256,7 @@ impl Daemon {
     }
 
     fn watched_dirs(&self) -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = self
-            .deliverer
-            .roles
-            .worktrees()
-            .iter()
-            .map(|w| Worktree::new(w).outbox())
-            .collect();
+        let mut v: Vec<PathBuf> = self.deliverer.outboxes();
         v.push(self.project.swarmforge());
         v.push(self.project.daemon_dir());
         v.push(self.project.root.clone());

@@ -243,6 +243,13 @@ impl<'a> Running<'a> {
                 .remote
                 .iter()
                 .all(|r| entries(&r.worktree().inbox_new(), true) == 0)
+            // Copies received from other hosts wait for this daemon.
+            && self.plan.roles.iter().all(|r| {
+                entries(
+                    &Worktree::new(self.plan.project.bridge_relay(&r.name)).outbox(),
+                    true,
+                ) == 0
+            })
     }
 
     pub(super) fn headless(

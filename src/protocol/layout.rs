@@ -102,6 +102,17 @@ impl Project {
     pub fn bridge_proxy(&self, role: &str) -> PathBuf {
         self.bridge_dir().join("out").join(role)
     }
+    /// Where the bridge spools what arrives for local role `role`: a
+    /// worktree-shaped folder whose outbox the daemon delivers from like any
+    /// other (its checks, `swarm pause`, approvals), so the daemon stays the
+    /// one writer of every `inbox/new` (docs/bridge.md, "One deliverer").
+    pub fn bridge_relay(&self, role: &str) -> PathBuf {
+        self.bridge_relay_dir().join(role)
+    }
+    /// The parent of every [`Project::bridge_relay`] folder.
+    pub fn bridge_relay_dir(&self) -> PathBuf {
+        self.bridge_dir().join("in")
+    }
     /// Held (flock) by the one running bridge; holds its pid.
     pub fn bridge_pid(&self) -> PathBuf {
         self.bridge_dir().join("bridge.pid")

@@ -64,6 +64,10 @@ pub struct Status {
     /// Items the bridge received for this host that wait (for their commit).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub bridge_waiting: Vec<BridgeWaiting>,
+    /// Copies received from other hosts that the daemon has not delivered
+    /// yet, or refused (docs/bridge.md, "One deliverer").
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub relayed: Vec<Relayed>,
     /// `swarm pause` in force (null when delivery runs).
     pub paused: Option<crate::daemon::gate::Pause>,
     /// Handoffs waiting for `swarm approve` / `swarm deny`.
@@ -76,6 +80,36 @@ pub struct BridgeWaiting {
     pub name: String,
     pub role: String,
     pub reason: String,
+}
+
+/// A local role's relay folder, when it holds anything to look at.
+#[derive(Debug, Serialize)]
+pub struct Relayed {
+    pub role: String,
+    /// Received, not delivered yet (paused, retried, or in the next pass).
+    pub waiting: usize,
+    /// Refused by this host's daemon, each with a `.error` note beside it.
+    pub failed: usize,
+    pub failed_dir: PathBuf,
+}
+
+/// Every local role's relay folder that holds waiting or refused copies.
+pub fn relayed(project: &Project, roles: &crate::protocol::roles::Roles) -> Vec<Relayed> {
+    roles
+        .roles
+        .iter()
+        .filter(|r| !r.is_remote())
+        .filter_map(|r| {
+            let wt = Worktree::new(project.bridge_relay(&r.name));
+            let (waiting, failed) = (items(&wt.outbox()).0, items(&wt.failed()).0);
+            (waiting + failed > 0).then(|| Relayed {
+                role: r.name.clone(),
+                waiting,
+                failed,
+                failed_dir: wt.failed(),
+            })
+        })
+        .collect()
 }
 
 /// The bridge's notes (`.swarmforge/bridge/waiting/<name>`: `role<TAB>why`).
@@ -244,6 +278,7 @@ pub fn collect(project: &Project) -> Result<Status> {
                 .map(|l| crate::protocol::layout::symlinked_inbox_reason(&l)),
         });
     }
+    let relayed = relayed(project, &roles);
     Ok(Status {
         root: project.root.clone(),
         daemon_running: pid.is_some(),
@@ -252,6 +287,7 @@ pub fn collect(project: &Project) -> Result<Status> {
         attention,
         problems: roles.problems,
         bridge_waiting: bridge_waiting(project),
+        relayed,
         paused: crate::daemon::gate::pause_state(project),
         held: crate::daemon::holds::list(project)?,
     })
@@ -350,6 +386,20 @@ pub fn text(s: &Status) -> String {
             w.role,
             crate::text::escape(&w.reason)
         ));
+    }
+    for r in &s.relayed {
+        out.push_str(&format!(
+            "from other hosts for {}: {} waiting for delivery",
+            r.role, r.waiting
+        ));
+        if r.failed > 0 {
+            out.push_str(&format!(
+                ", {} refused (reasons in {})",
+                r.failed,
+                r.failed_dir.display()
+            ));
+        }
+        out.push('\n');
     }
     if let Some(p) = &s.paused {
         out.push_str(&format!(

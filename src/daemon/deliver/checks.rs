@@ -190,10 +190,27 @@ impl Deliverer {
         if let Some(reason) = self.role_gone(&msg, c) {
             return Err(Outcome::Deferred(reason));
         }
-        let recipients: Vec<Role> = match self.check(&msg, c) {
-            Ok(r) => r.into_iter().cloned().collect(),
+        let checked = match self.relay_recipient(c) {
+            Some(r) => self.check_relayed(&msg, c, &r),
+            None => self
+                .check(&msg, c)
+                .map(|v| v.into_iter().cloned().collect()),
+        };
+        let recipients: Vec<Role> = match checked {
+            Ok(r) => r,
             Err(reason) => return Err(Outcome::Failed(reason)),
         };
+        if self.relay_recipient(c).is_some() {
+            match self.relayed_before(c, msg.get("id").unwrap_or_default()) {
+                relay::Seen::New => {}
+                relay::Seen::Again => return Err(self.relayed_again(c)),
+                relay::Seen::Conflict(first) => {
+                    return Err(Outcome::Failed(format!(
+                        "duplicate: its id was relayed to this role before, as {first}"
+                    )))
+                }
+            }
+        }
         // `swarm pause` and `approval: required` (see daemon::gate).
         match gate::decide(&self.project, &self.config, &msg) {
             gate::Decision::Deliver => {}

@@ -64,6 +64,8 @@ impl Deliverer {
         group: &mut Group,
     ) -> Result<(), (Candidate, Outcome)> {
         let thorough = self.suspects.contains(&c.path);
+        // A relayed copy keeps the stamp of the host that enqueued it.
+        let relayed = self.relay_recipient(&c).is_some();
         let enqueued_at = clock::iso_now();
         let wake_method = wake::method(&self.project, &self.config);
         let mut dirs = Vec::with_capacity(recipients.len());
@@ -87,7 +89,9 @@ impl Deliverer {
             }
             let mut copy = msg.clone();
             copy.set("recipient", &role.name);
-            copy.set("enqueued_at", &enqueued_at);
+            if !relayed {
+                copy.set("enqueued_at", &enqueued_at);
+            }
             let dest = new.join(&c.name);
             match fsx::publish_without_dir_sync(&wt.inbox_tmp(), &dest, copy.render().as_bytes()) {
                 Ok(()) => {}
@@ -183,6 +187,7 @@ impl Deliverer {
             }
         }
         for (s, sent_path) in moved {
+            self.relayed(&s.c, &s.msg);
             self.forum_duty(|f, d| f.delivered(d, &s.msg, &sent_path));
             // forum.log first: once `delivered` is logged, everything is written.
             self.journal

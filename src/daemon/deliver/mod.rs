@@ -13,10 +13,15 @@
 //! in groups that share each folder's fsync (group commit, see
 //! [`Deliverer::pass`]); the rule holds per file within the group.
 //!
+//! What arrives from other hosts is delivered by this same pass: the bridge
+//! spools it into a relay folder whose outbox is listed beside the roles'
+//! (`relay`), so this daemon is the only writer of every `inbox/new`.
+//!
 //! The pass and its bookkeeping are here; `sources` decides which outboxes a
 //! pass lists and streams their files in order, `checks` holds the refusals
-//! made before any copy is written, `commit` publishes a group's copies and
-//! moves its originals (or refuses one to `failed/`).
+//! made before any copy is written, `relay` those of a copy relayed from
+//! another host, `commit` publishes a group's copies and moves its originals
+//! (or refuses one to `failed/`).
 
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::fs;
@@ -42,6 +47,7 @@ use crate::protocol::rules;
 
 mod checks;
 mod commit;
+mod relay;
 mod sources;
 
 use checks::InboxIndex;
@@ -177,6 +183,11 @@ pub struct Deliverer {
     /// Bumped whenever the list of worktrees changes (the daemon then
     /// re-syncs its watches).
     pub generation: u64,
+    /// The canonical folder holding the relay folders, when a bridge is
+    /// configured (see `relay`).
+    relay_base: Option<PathBuf>,
+    /// Per relay folder, the ids relayed through it (see `relay`).
+    ledgers: HashMap<PathBuf, relay::Ledger>,
 }
 
 /// Why a worktree's outbox cannot be ours: another process holds its lock.
@@ -199,8 +210,8 @@ impl Deliverer {
         waker: Waker,
     ) -> Self {
         let known = roles.roles.iter().map(|r| r.name.clone()).collect();
-        let worktrees = with_outboxes(roles.worktrees());
-        Deliverer {
+        let worktrees = with_outboxes(served(&project, &roles, &config));
+        let mut d = Deliverer {
             known,
             position: positions(&worktrees),
             worktrees,
@@ -231,7 +242,17 @@ impl Deliverer {
             polling: true,
             lock_budget: (fsx::fd_limit().saturating_sub(LOCK_FD_RESERVE) as usize).max(1),
             budget_warned: false,
-        }
+            relay_base: None,
+            ledgers: HashMap::new(),
+        };
+        d.refresh_relay_base();
+        d
+    }
+
+    /// Every outbox this daemon delivers from: the roles' own, then the
+    /// relay folders' (for the watcher).
+    pub fn outboxes(&self) -> Vec<PathBuf> {
+        self.worktrees.iter().map(|(_, o)| o.clone()).collect()
     }
 
     /// Removes temp files older than `older_than` that killed writers left in
@@ -468,7 +489,7 @@ impl Deliverer {
         self.retry.clear();
         self.known
             .extend(roles.roles.iter().map(|r| r.name.clone()));
-        let worktrees = with_outboxes(roles.worktrees());
+        let worktrees = with_outboxes(served(&self.project, &roles, &config));
         if worktrees != self.worktrees {
             self.worktrees = worktrees;
             self.position = positions(&self.worktrees);
@@ -485,5 +506,14 @@ impl Deliverer {
         self.full_due = true;
         self.roles = roles;
         self.config = config;
+        self.refresh_relay_base();
     }
+}
+
+/// The worktrees whose outboxes a daemon delivers from: every role's, and
+/// a relay folder per local role when a bridge is configured.
+fn served(project: &Project, roles: &Roles, config: &Config) -> Vec<PathBuf> {
+    let mut v = roles.worktrees();
+    v.extend(relay::relay_worktrees(project, roles, config));
+    v
 }

@@ -1,0 +1,207 @@
+//! Copies that arrived over the bridge, delivered by this daemon like any
+//! other file (docs/bridge.md, "One deliverer").
+//!
+//! The receiving bridge does not write into inboxes: it spools each copy it
+//! receives for local role `R` into the outbox of a worktree-shaped folder,
+//! `.swarmforge/bridge/in/<R>/` ([`Project::bridge_relay`]), and acks once
+//! that publish is durable. The pass lists those outboxes beside the roles'
+//! own, so a relayed copy meets the same gate as a local file: the refusals
+//! (here: the relay's own, since its sender works on another host), the
+//! receiving host's `allowed_types`, `max_hops` and validation rules,
+//! `swarm pause`, `approval: required` (held in the relay folder's `held/`,
+//! released by `swarm approve` like any held file), the forum's admission,
+//! and group commit. The daemon stays the only writer of every `inbox/new`.
+//!
+//! Invariant kept here: **one delivery per message id and recipient.** A
+//! relayed copy's name is not a function of its id (the `_to_` tail is the
+//! sending host's), so a publisher could send one id under several names.
+//! The relay folder's `sent/` keeps the name of every relayed copy; the ids
+//! in it are read once per daemon and kept up to date as copies are sent. A
+//! second copy of an id under its own name is a redelivery (moved to `sent/`
+//! beside the first, nothing delivered); under another name it is refused.
+
+use super::*;
+
+/// Every served relay folder, one per local role, when a bridge is
+/// configured (none otherwise, so a swarm without a bridge lists nothing
+/// more).
+pub(super) fn relay_worktrees(project: &Project, roles: &Roles, config: &Config) -> Vec<PathBuf> {
+    if config.bridge.is_none() {
+        return Vec::new();
+    }
+    roles
+        .roles
+        .iter()
+        .filter(|r| !r.is_remote())
+        .map(|r| project.bridge_relay(&r.name))
+        .collect()
+}
+
+/// The ids already relayed to one recipient, by id → the name they came as.
+#[derive(Default)]
+pub(super) struct Ledger {
+    ids: HashMap<String, String>,
+}
+
+impl Ledger {
+    fn load(wt: &Worktree) -> Ledger {
+        let mut ids = HashMap::new();
+        for name in checks::entry_names(&wt.sent()) {
+            let plain = grammar::strip_collision_prefix(&name);
+            if let Some(f) = grammar::FileName::parse(plain) {
+                ids.entry(f.id.to_string())
+                    .or_insert_with(|| plain.to_string());
+            }
+        }
+        Ledger { ids }
+    }
+}
+
+/// What the ledger says of a relayed copy.
+pub(super) enum Seen {
+    New,
+    /// The same copy again (the bridge got it twice).
+    Again,
+    /// The same id under another name.
+    Conflict(String),
+}
+
+impl Deliverer {
+    /// The local role a candidate was relayed to, when it sits in a relay
+    /// folder.
+    pub(super) fn relay_recipient(&self, c: &Candidate) -> Option<String> {
+        let base = self.relay_base.as_ref()?;
+        if c.worktree.parent() != Some(base.as_path()) {
+            return None;
+        }
+        Some(c.worktree.file_name()?.to_string_lossy().into_owned())
+    }
+
+    /// Re-reads where relay folders live (a bridge configured or not).
+    pub(super) fn refresh_relay_base(&mut self) {
+        self.relay_base = None;
+        if self.config.bridge.is_none() {
+            return;
+        }
+        let dir = self.project.bridge_relay_dir();
+        if let Err(e) = fsx::ensure_dirs(&[&dir]) {
+            eprintln!("handoffd: cannot create {}: {e}", dir.display());
+            return;
+        }
+        self.relay_base = dir.canonicalize().ok();
+        // Made now, so the watcher sees the first copy spooled into each.
+        for (wt, outbox) in &self.worktrees {
+            if wt.parent() == Some(dir.as_path()) {
+                if let Err(e) = fsx::ensure_dirs(&[outbox]) {
+                    eprintln!("handoffd: cannot create {}: {e}", outbox.display());
+                }
+            }
+        }
+    }
+
+    /// The refusals for a relayed copy, before anything is written. Its
+    /// sender works on another host (whose daemon checked the outbox it
+    /// came from), so ownership is that host's; what holds here is that it
+    /// is a copy, for this recipient, from a role of another host, within
+    /// this host's rules.
+    pub(super) fn check_relayed(
+        &self,
+        msg: &Message,
+        c: &Candidate,
+        recipient: &str,
+    ) -> Result<Vec<Role>, String> {
+        for h in checks::REQUIRED {
+            if msg.get(h).is_none_or(fields::blank) {
+                return Err(format!("missing {h} header"));
+            }
+        }
+        for h in ["dequeued_at", "completed_at"] {
+            if msg.get(h).is_some() {
+                return Err(format!("forged {h} header"));
+            }
+        }
+        if msg.get("recipient") != Some(recipient) {
+            return Err(format!(
+                "its recipient header is not {recipient}, the role it was relayed to"
+            ));
+        }
+        if msg.get("enqueued_at").is_none_or(fields::blank) {
+            return Err("missing enqueued_at header (the sending host stamps it)".into());
+        }
+        let from = msg.get("from").unwrap_or_default();
+        match self.roles.find(from) {
+            Some(r) if r.is_remote() => {}
+            Some(_) => {
+                return Err(format!(
+                    "its sender {from} works on this host, so it cannot come over the bridge"
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "its sender '{}' is not a role of another host in {}",
+                    crate::text::escape(from),
+                    self.project.roles_tsv().display()
+                ))
+            }
+        }
+        let id = msg.get("id").unwrap_or_default();
+        if !grammar::id_names_sender(id, from) {
+            return Err("id does not name the sender".into());
+        }
+        let priority = msg.get("priority").unwrap_or_default();
+        if !grammar::name_matches(&c.name, priority, id) {
+            return Err("file name does not match its priority and id headers".into());
+        }
+        let role = match self.roles.find(recipient) {
+            Some(r) if !r.is_remote() => r.clone(),
+            _ => return Err(format!("{recipient} is not a role of this host")),
+        };
+        let to = msg.get("to").unwrap_or_default();
+        if !grammar::addressed(to, from, recipient) && !grammar::in_cc(msg.get("cc"), recipient) {
+            return Err(format!("it is not addressed to {recipient}"));
+        }
+        let is_role = |r: &str| r == grammar::ALL || self.roles.find(r).is_some();
+        let allowed = self.config.allowed_types(from);
+        let policy = rules::Policy {
+            is_role: &is_role,
+            allowed: &allowed,
+        };
+        rules::recheck(msg, &policy, self.config.max_hops)?;
+        Ok(vec![role])
+    }
+
+    /// Whether this id was relayed to this relay folder's role before.
+    pub(super) fn relayed_before(&mut self, c: &Candidate, id: &str) -> Seen {
+        let ledger = self
+            .ledgers
+            .entry(c.worktree.clone())
+            .or_insert_with(|| Ledger::load(&Worktree::new(&c.worktree)));
+        match ledger.ids.get(id) {
+            None => Seen::New,
+            Some(n) if *n == c.name => Seen::Again,
+            Some(n) => Seen::Conflict(n.clone()),
+        }
+    }
+
+    /// A relayed copy went out: its id is taken for good.
+    pub(super) fn relayed(&mut self, c: &Candidate, msg: &Message) {
+        if let (Some(ledger), Some(id)) = (self.ledgers.get_mut(&c.worktree), msg.get("id")) {
+            ledger
+                .ids
+                .entry(id.to_string())
+                .or_insert_with(|| c.name.clone());
+        }
+    }
+
+    /// A copy received again after it went out: it joins the first in
+    /// `sent/`, and nothing is delivered.
+    pub(super) fn relayed_again(&mut self, c: &Candidate) -> Outcome {
+        let sent = Worktree::new(&c.worktree).sent();
+        match fsx::move_into_unique(&c.path, &sent, grammar::collision_names(&c.path)) {
+            Ok(_) => Outcome::Vanished,
+            Err(e) if fsx::moved_to(&e).is_some() => Outcome::Vanished,
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !c.path.exists() => Outcome::Vanished,
+            Err(e) => Outcome::Deferred(format!("{}: {e}", sent.display())),
+        }
+    }
+}
