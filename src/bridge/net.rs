@@ -665,17 +665,9 @@ async fn trail_mirror_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared
             let payload = m.payload.to_vec();
             let s2 = s.clone();
             let (h2, w2, r2) = (host.clone(), wt.clone(), rel.clone());
-            let res = blocking(move || {
-                trail::apply(
-                    &s2.project,
-                    s2.config.limits.max_file_bytes,
-                    &h2,
-                    &w2,
-                    &r2,
-                    &payload,
-                )
-            })
-            .await;
+            let res =
+                blocking(move || trail::apply(&s2.project, &s2.config, &h2, &w2, &r2, &payload))
+                    .await;
             settle(&m, res, &log, "trail-mirror", |e| {
                 format!("trail record {host}:{wt}:{rel}: {e}")
             })

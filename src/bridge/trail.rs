@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::fsx;
+use crate::protocol::config::Config;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::layout::{batch_dirs, Project, Worktree};
@@ -157,17 +158,64 @@ fn places(hq: &Path, group: usize) -> Vec<(usize, PathBuf)> {
     v
 }
 
+/// The roles that swarm.yaml puts on `host` in its worktree `worktree`
+/// (`none` and `master` are one worktree, as in the mirror's names).
+fn roles_in<'a>(config: &'a Config, host: &str, worktree: &str) -> Vec<&'a str> {
+    let norm = |w: &str| match w {
+        "none" | "" => "master".to_string(),
+        w => w.to_string(),
+    };
+    config
+        .roles
+        .iter()
+        .filter(|r| config.role_host(&r.name) == Some(host) && norm(&r.worktree) == norm(worktree))
+        .map(|r| r.name.as_str())
+        .collect()
+}
+
+/// A record a host may publish: a file of one of its own worktrees, an
+/// original sent by a role working there, or a copy for one. Anything else
+/// would let a host (or anyone publishing on its subject) put messages that
+/// were never sent into every other host's transcript.
+fn check_owner(
+    config: &Config,
+    host: &str,
+    worktree: &str,
+    group: usize,
+    msg: &Message,
+) -> Result<(), String> {
+    let there = roles_in(config, host, worktree);
+    if there.is_empty() {
+        return Err(format!(
+            "host {host} has no worktree {worktree} in swarm.yaml"
+        ));
+    }
+    let (who, what) = if group == 0 {
+        (msg.get("from").unwrap_or(""), "sender")
+    } else {
+        (msg.get("recipient").unwrap_or(""), "recipient")
+    };
+    if there.contains(&who) || (group == 0 && who == grammar::DAEMON) {
+        return Ok(());
+    }
+    Err(format!(
+        "its {what} '{}' does not work in host {host}'s worktree {worktree}",
+        crate::text::escape(who)
+    ))
+}
+
 /// Writes one received record into the mirror of `host`'s worktree,
 /// removing the file from the places it moved on from. A record older than
 /// what the mirror holds (a redelivery) changes nothing. Ok(false): ignored.
 pub fn apply(
     project: &Project,
-    max_bytes: u64,
+    config: &Config,
     host: &str,
     worktree: &str,
     rel: &str,
     bytes: &[u8],
 ) -> io::Result<bool> {
+    let max_bytes = config.limits.max_file_bytes;
     let bad = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);
     if !grammar::valid_role(host) || !valid_worktree(worktree) {
         return Err(bad(format!(
@@ -181,7 +229,8 @@ pub fn apply(
     if bytes.len() as u64 > max_bytes {
         return Err(bad(format!("{} bytes, over the limit", bytes.len())));
     }
-    Message::parse_bytes(bytes).map_err(|e| bad(format!("malformed: {e}")))?;
+    let msg = Message::parse_bytes(bytes).map_err(|e| bad(format!("malformed: {e}")))?;
+    check_owner(config, host, worktree, group, &msg).map_err(bad)?;
     let root = project.bridge_mirror(host, worktree);
     let hq = Worktree::new(&root).handoffs();
     let target = hq.join(rel);

@@ -241,3 +241,73 @@ fn forged_publishes_meet_the_receiving_hosts_rules_and_one_id_is_delivered_once(
         "{events}"
     );
 }
+
+#[test]
+fn a_host_mirrors_only_the_trail_records_another_host_may_publish() {
+    let Some(nats) = Nats::start() else { return };
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], TWO);
+    start(&mut hosts);
+    // A real message, so the mirror is known to work.
+    hosts[0].send("ping", &note("pong", "real"));
+    hosts[1].wait_copies("pong", 1, "the real note crossed");
+    let trail = "swarm.swarm.trail.a";
+    let (id, text) = copy(7, "note", "");
+    let original = text
+        .replace("recipient: pong\n", "")
+        .replace("enqueued_at: 2026-12-01T10:10:10.000001Z\n", "");
+    let name = format!("50_{id}_to_pong.handoff");
+    let record = |wt: &str, rel: &str, body: &str| {
+        publish(
+            &nats,
+            trail,
+            &[("Swarm-Worktree", wt), ("Swarm-Path", rel)],
+            body,
+        )
+    };
+    // Host a claiming a message that pong (host b) sent from a's worktree,
+    // a worktree host a does not have, and a copy for a role not there.
+    let forged_from = original
+        .replace("from: ping", "from: pong")
+        .replace("_from_ping", "_from_pong");
+    record("master", &format!("sent/{name}"), &forged_from);
+    record("pong", &format!("sent/{name}"), &original);
+    record("master", &format!("inbox/new/{name}"), &text);
+    wait_until(LONG, "host b refuses the three forged records", || {
+        hosts[1].log().matches("rejected trail record").count() >= 3
+    });
+    let log = hosts[1].log();
+    assert!(
+        log.contains("its sender 'pong' does not work in host a's worktree master"),
+        "{log}"
+    );
+    assert!(log.contains("host a has no worktree pong"), "{log}");
+    assert!(
+        log.contains("its recipient 'pong' does not work in host a's worktree master"),
+        "{log}"
+    );
+    let mirror = hosts[1].p.path(".swarmforge/bridge/hosts/a");
+    let mut planted = Vec::new();
+    for e in walk(&mirror) {
+        if file_name(&e) == name {
+            planted.push(e);
+        }
+    }
+    assert!(planted.is_empty(), "{planted:?}");
+}
+
+/// Every file below `dir`.
+fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
