@@ -127,17 +127,6 @@ pub fn check_rel(rel: &str) -> Option<(usize, usize, &str)> {
     grammar::is_batch_dir_name(batch).then_some((1, rank, name))
 }
 
-/// A worktree name from another host: what `swarm init` allows.
-pub fn valid_worktree(w: &str) -> bool {
-    let b = w.as_bytes();
-    !b.is_empty()
-        && b.len() <= 64
-        && b[0].is_ascii_alphanumeric()
-        && !w.contains("..")
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-}
-
 /// Every place a file of this group may sit in the mirror worktree `hq`.
 fn places(hq: &Path, group: usize) -> Vec<(usize, PathBuf)> {
     if group == 0 {
@@ -191,9 +180,9 @@ fn check_owner(
         ));
     }
     let (who, what) = if group == 0 {
-        (msg.get("from").unwrap_or(""), "sender")
+        (msg.sender().unwrap_or(""), "sender")
     } else {
-        (msg.get("recipient").unwrap_or(""), "recipient")
+        (msg.recipient().unwrap_or(""), "recipient")
     };
     if there.contains(&who) || (group == 0 && who == grammar::DAEMON) {
         return Ok(());
@@ -217,7 +206,7 @@ pub fn apply(
 ) -> io::Result<bool> {
     let max_bytes = config.limits.max_file_bytes;
     let bad = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);
-    if !grammar::valid_role(host) || !valid_worktree(worktree) {
+    if !grammar::valid_role(host) || !grammar::valid_worktree_name(worktree) {
         return Err(bad(format!(
             "bad host or worktree name '{}'",
             crate::text::escape(worktree)

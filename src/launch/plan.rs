@@ -87,9 +87,7 @@ impl PlannedRole {
 }
 
 /// `master` and `none` mean the project root and may be shared.
-pub fn is_shared_worktree(name: &str) -> bool {
-    matches!(name, "master" | "none")
-}
+pub use crate::protocol::grammar::{is_shared_worktree, valid_worktree_name};
 
 /// Where the roles came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -350,22 +348,6 @@ fn yaml_error(path: &Path, at: Loc, msg: String, hint: &str) -> Error {
         None => path.display().to_string(),
     };
     Error::env(format!("{pos}: {msg}\n  hint: {hint}"))
-}
-
-/// A worktree name is a directory under `.worktrees/` and part of a branch
-/// name, so it keeps to a small safe alphabet.
-pub fn valid_worktree_name(w: &str) -> bool {
-    if is_shared_worktree(w) {
-        return true;
-    }
-    let b = w.as_bytes();
-    !b.is_empty()
-        && b.len() <= 64
-        && b[0].is_ascii_alphanumeric()
-        && !w.contains("..")
-        && !w.ends_with(".lock")
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
 /// What is missing or wrong in an `agent: api` role's keys.

@@ -399,6 +399,31 @@ pub fn queue_entry(name: &str, is_dir: bool, is_file: bool) -> QueueEntry {
     }
 }
 
+// ---------------------------------------------------------------- worktrees
+
+/// `master` and `none`: the project's main checkout, shared by every role
+/// that names it.
+pub fn is_shared_worktree(name: &str) -> bool {
+    matches!(name, "master" | "none")
+}
+
+/// A worktree name is a directory under `.worktrees/` and part of a branch
+/// name, so it keeps to a small safe alphabet. The one validator: swarm.yaml,
+/// swarmforge.conf and the names other hosts publish are checked by it.
+pub fn valid_worktree_name(w: &str) -> bool {
+    if is_shared_worktree(w) {
+        return true;
+    }
+    let b = w.as_bytes();
+    !b.is_empty()
+        && b.len() <= 64
+        && b[0].is_ascii_alphanumeric()
+        && !w.contains("..")
+        && !w.ends_with(".lock")
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
 // ---------------------------------------------------------------- recipients
 
 /// The items of a comma list header (`to`, `cc`, `mentions`), empties dropped.
