@@ -46,9 +46,10 @@ fn draft_text(
     choices: &[usize],
     text: Option<&str>,
 ) -> String {
-    let to = clarify.header("from").unwrap_or("");
+    let to = clarify.msg.sender().unwrap_or("");
     let priority = clarify
-        .header("priority")
+        .msg
+        .priority()
         .filter(|p| fields::valid_priority(p))
         .unwrap_or("50");
     let mut d = format!("type: answer\nto: {to}\npriority: {priority}\nin_reply_to: {id}\n");
@@ -86,7 +87,7 @@ pub fn answer(
             "No copy of {id} in any inbox: it is not delivered yet, or no such message exists.\n  hint: `swarm receipts {id}` shows where it is"
         )));
     };
-    let kind = copy.header("type").unwrap_or("unknown");
+    let kind = copy.msg.type_name().unwrap_or("unknown");
     if kind != types::CLARIFY.name {
         return Err(Error::refused(
             Token::NotAClarify,
@@ -95,8 +96,9 @@ pub fn answer(
         ));
     }
     let role = copy
-        .header("recipient")
-        .or_else(|| copy.header("to"))
+        .msg
+        .recipient()
+        .or_else(|| copy.msg.to())
         .unwrap_or("")
         .to_string();
     let sender = Sender::as_role(project, &role)?;
@@ -135,11 +137,11 @@ pub fn settled(originals: &[Original]) -> HashMap<String, String> {
         if o.place == Place::Failed {
             continue;
         }
-        let kind = o.msg.get("type").unwrap_or("");
+        let kind = o.msg.type_name().unwrap_or("");
         if kind != types::ANSWER.name && kind != types::CLOSE.name {
             continue;
         }
-        if let Some(r) = o.msg.get("in_reply_to") {
+        if let Some(r) = o.msg.in_reply_to() {
             out.entry(r.to_string())
                 .or_insert_with(|| o.id().to_string());
         }

@@ -7,6 +7,7 @@
 //! containment and the hash at read time, because the file may have changed
 //! (or been swapped for a symlink) since.
 
+use crate::protocol::header::names;
 use std::fs::{self, File};
 use std::io::{self, Read};
 use std::os::unix::fs::MetadataExt;
@@ -318,7 +319,7 @@ pub fn rows(o: &Original) -> Vec<Row> {
         return Vec::new();
     };
     o.msg
-        .get_all("artifact")
+        .get_all(names::ARTIFACT)
         .map(|v| check(o.id(), &wt, v))
         .collect()
 }

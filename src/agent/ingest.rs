@@ -140,7 +140,7 @@ impl Ingest {
         if let Some(bad) = opts
             .to
             .split(',')
-            .find(|r| *r != "all" && sender.roles.find(r).is_none())
+            .find(|r| *r != grammar::ALL && sender.roles.find(r).is_none())
         {
             return Err(Error::env(format!(
                 "--to names '{}', which is neither `all` nor a role of {}\n  hint: use `all` or role names separated by commas",
@@ -408,7 +408,7 @@ impl Ingest {
                 fsx::read_bounded(p, self.max.saturating_add(4096))
                     .ok()
                     .and_then(|b| Message::parse_bytes(&b).ok())
-                    .is_some_and(|m| m.get("type") == Some("post") && m.body.trim() == text)
+                    .is_some_and(|m| m.type_name() == Some("post") && m.body.trim() == text)
             })
     }
 

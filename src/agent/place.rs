@@ -2,6 +2,7 @@
 //! config, the project) and what the forum adds to the items it hands out:
 //! shared by `ready-next`, `done-current` and `swarm mcp`.
 
+use crate::protocol::header::names;
 use std::path::Path;
 
 use crate::agent::printout::{Contribution, ForumView, ItemForum, Turn};
@@ -118,7 +119,8 @@ pub fn forum_view(place: &Resolved, r: &Ready, me: Option<&str>) -> ForumView {
         let f = ItemForum {
             latest_digest: latest_digest(project, item, me, max),
             context: item
-                .header("discussion")
+                .msg
+                .discussion()
                 .and_then(|d| context(project, &roles, d, max)),
             contributions: (item.msg.kind()
                 == Some(crate::protocol::grammar::MessageType::DigestRequest))
@@ -139,17 +141,17 @@ fn latest_digest(
     me: Option<&str>,
     max: u64,
 ) -> Option<std::path::PathBuf> {
-    let s = item.header("session")?;
+    let s = item.msg.session()?;
     let p = session::latest_digest(project, s)?;
     let digest = crate::fsx::read_bounded(&p, max)
         .ok()
         .and_then(|b| Message::parse_bytes(&b).ok());
     if let Some(d) = &digest {
-        let author = d.get("from");
-        if author.is_some() && (author == me || author == item.header("recipient")) {
+        let author = d.sender();
+        if author.is_some() && (author == me || author == item.msg.recipient()) {
             return None;
         }
-        if d.get("id").is_some() && d.get("id") == item.header("id") {
+        if d.id().is_some() && d.id() == item.msg.id() {
             return None;
         }
     }
@@ -176,7 +178,7 @@ fn turn_text(m: &Message) -> String {
         .collect::<Vec<_>>()
         .join("\n");
     let body = body.trim();
-    let text = match (m.get("message"), m.get("subject")) {
+    let text = match (m.get(names::MESSAGE), m.get(names::SUBJECT)) {
         (Some(msg), _) if !msg.trim().is_empty() => msg.to_string(),
         (_, Some(s)) if !s.trim().is_empty() && !body.is_empty() => format!("{s} — {body}"),
         (_, Some(s)) if !s.trim().is_empty() => s.to_string(),

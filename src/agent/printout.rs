@@ -5,6 +5,7 @@
 //! headers are present, between the SwarmForge header tokens and `PAYLOAD:`,
 //! so a `git_handoff` or `note` without them prints exactly as SwarmForge did.
 
+use crate::protocol::header::names;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -84,17 +85,17 @@ pub struct Resume {
 impl Viewer<'_> {
     /// The roles this copy speaks to: the reader and the copy's recipient.
     fn is_me(&self, item: &Item, role: &str) -> bool {
-        self.role == Some(role) || item.header("recipient") == Some(role)
+        self.role == Some(role) || item.msg.recipient() == Some(role)
     }
 
     fn mentioned(&self, item: &Item) -> bool {
-        crate::protocol::grammar::role_list(item.header("mentions"))
+        crate::protocol::grammar::role_list(item.msg.get(names::MENTIONS))
             .iter()
             .any(|r| self.is_me(item, r))
     }
 
     fn cc(&self, item: &Item) -> bool {
-        crate::protocol::grammar::role_list(item.header("cc"))
+        crate::protocol::grammar::role_list(item.msg.get(names::CC))
             .iter()
             .any(|r| self.is_me(item, r))
     }
@@ -109,11 +110,11 @@ struct Clarify<'a> {
 }
 
 fn clarify(item: &Item) -> Option<Clarify<'_>> {
-    if item.header("type") != Some(types::CLARIFY.name) {
+    if item.msg.type_name() != Some(types::CLARIFY.name) {
         return None;
     }
     Some(Clarify {
-        question: item.header("question").unwrap_or(""),
+        question: item.msg.get(names::QUESTION).unwrap_or(""),
         options: fields::options(&item.msg.body),
         allow_multiple: fields::flag(&item.msg, "allow_multiple"),
         allow_custom: fields::flag(&item.msg, "allow_custom"),
@@ -138,7 +139,8 @@ pub struct AnswerParts<'a> {
 
 pub fn answer_parts(item: &Item) -> AnswerParts<'_> {
     let k = item
-        .header("choices")
+        .msg
+        .get(names::CHOICES)
         .and_then(fields::parse_choices)
         .map_or(0, |c| c.len());
     let lines: Vec<&str> = item.msg.body.lines().collect();
@@ -158,9 +160,9 @@ fn answer_text(a: &Item) -> String {
     let mut s = format!(
         "ANSWER: {}\nANSWER_FROM: {}\n",
         a.path.display(),
-        escape(a.header("from").unwrap_or("unknown"))
+        escape(a.msg.sender().unwrap_or("unknown"))
     );
-    if let Some(r) = a.header("in_reply_to") {
+    if let Some(r) = a.msg.in_reply_to() {
         s.push_str(&format!("ANSWER_IN_REPLY_TO: {}\n", escape(r)));
     }
     let parts = answer_parts(a);
@@ -177,13 +179,13 @@ fn answer_text(a: &Item) -> String {
 fn extra_text(item: &Item, viewer: Viewer) -> String {
     let mut s = String::new();
     let mut line = |token: &str, v: &str| s.push_str(&format!("{token}: {}\n", escape(v)));
-    if let Some(v) = item.header("subject") {
+    if let Some(v) = item.msg.get(names::SUBJECT) {
         line("SUBJECT", v);
     }
-    if let Some(v) = item.header("in_reply_to") {
+    if let Some(v) = item.msg.in_reply_to() {
         line("IN_REPLY_TO", v);
     }
-    if let Some(v) = item.header("thread") {
+    if let Some(v) = item.msg.thread() {
         line("THREAD", v);
     }
     if viewer.mentioned(item) {
@@ -204,17 +206,17 @@ fn extra_text(item: &Item, viewer: Viewer) -> String {
             yes_no(c.allow_custom)
         ));
     }
-    if item.header("type") == Some(types::ANSWER.name) {
-        if let Some(v) = item.header("choices") {
+    if item.msg.type_name() == Some(types::ANSWER.name) {
+        if let Some(v) = item.msg.get(names::CHOICES) {
             s.push_str(&format!("CHOICES: {}\n", escape(v)));
         }
     }
-    if item.header("type") == Some(types::CLOSE.name) {
-        if let Some(v) = item.header("reason") {
+    if item.msg.type_name() == Some(types::CLOSE.name) {
+        if let Some(v) = item.msg.get(names::REASON) {
             s.push_str(&format!("REASON: {}\n", escape(v)));
         }
     }
-    for a in item.msg.get_all("artifact") {
+    for a in item.msg.get_all(names::ARTIFACT) {
         s.push_str(&format!("ARTIFACT: {}\n", escape(a)));
     }
     if let Some(f) = viewer.forum.and_then(|f| f.of(item)) {
@@ -286,11 +288,11 @@ pub fn task_text(item: &Item, viewer: Viewer, answers: &[Item]) -> String {
     let mut s = format!(
         "TASK: {}\nFROM: {}\nTYPE: {}\nPRIORITY: {}\n",
         item.path.display(),
-        item.header("from").unwrap_or("unknown"),
-        item.header("type").unwrap_or("unknown"),
+        item.msg.sender().unwrap_or("unknown"),
+        item.msg.type_name().unwrap_or("unknown"),
         item.priority()
     );
-    if let Some(t) = item.header("task") {
+    if let Some(t) = item.msg.get(names::TASK) {
         s.push_str(&format!("TASK_NAME: {t}\n"));
     }
     s.push_str(&extra_text(item, viewer));
@@ -311,9 +313,9 @@ pub fn reactions_text(reactions: &[Item]) -> String {
         .map(|r| {
             format!(
                 "REACTION: {} from {} on {}\n",
-                escape(r.header("reaction").unwrap_or("unknown")),
-                escape(r.header("from").unwrap_or("unknown")),
-                escape(r.header("in_reply_to").unwrap_or("unknown"))
+                escape(r.msg.get(names::REACTION).unwrap_or("unknown")),
+                escape(r.msg.sender().unwrap_or("unknown")),
+                escape(r.msg.in_reply_to().unwrap_or("unknown"))
             )
         })
         .collect()
@@ -325,10 +327,10 @@ pub fn reactions_json(reactions: &[Item]) -> Value {
         .iter()
         .map(|r| {
             json!({
-                "reaction": r.header("reaction"),
-                "from": r.header("from").unwrap_or("unknown"),
-                "in_reply_to": r.header("in_reply_to"),
-                "id": r.header("id"),
+                "reaction": r.msg.get(names::REACTION),
+                "from": r.msg.sender().unwrap_or("unknown"),
+                "in_reply_to": r.msg.in_reply_to(),
+                "id": r.msg.id(),
                 "path": r.path,
             })
         })
@@ -384,7 +386,8 @@ pub fn done_text(d: &Done, viewer: Viewer) -> String {
 fn answer_json(a: &Item) -> Value {
     let parts = answer_parts(a);
     let numbers = a
-        .header("choices")
+        .msg
+        .get(names::CHOICES)
         .and_then(fields::parse_choices)
         .unwrap_or_default();
     let choices: Vec<Value> = parts
@@ -402,9 +405,9 @@ fn answer_json(a: &Item) -> Value {
     let text: String = parts.text.iter().map(|l| format!("{l}\n")).collect();
     json!({
         "path": a.path,
-        "id": a.header("id"),
-        "from": a.header("from").unwrap_or("unknown"),
-        "in_reply_to": a.header("in_reply_to"),
+        "id": a.msg.id(),
+        "from": a.msg.sender().unwrap_or("unknown"),
+        "in_reply_to": a.msg.in_reply_to(),
         "choices": choices,
         "text": text,
     })
@@ -426,23 +429,23 @@ pub fn item_json(item: &Item, viewer: Viewer) -> Value {
     }
     let mut v = json!({
         "path": item.path,
-        "id": item.header("id"),
-        "from": item.header("from").unwrap_or("unknown"),
-        "type": item.header("type").unwrap_or("unknown"),
+        "id": item.msg.id(),
+        "from": item.msg.sender().unwrap_or("unknown"),
+        "type": item.msg.type_name().unwrap_or("unknown"),
         "priority": item.priority(),
         // `task` and `body` as in every other command; the older
         // `task_name` and `payload` stay for scripts that use them.
-        "task": item.header("task"),
-        "task_name": item.header("task"),
+        "task": item.msg.get(names::TASK),
+        "task_name": item.msg.get(names::TASK),
         "body": item.msg.body,
         "payload": item.msg.body,
         "headers": headers,
-        "subject": item.header("subject"),
-        "in_reply_to": item.header("in_reply_to"),
-        "thread": item.header("thread"),
+        "subject": item.msg.get(names::SUBJECT),
+        "in_reply_to": item.msg.in_reply_to(),
+        "thread": item.msg.thread(),
         "mentioned": viewer.mentioned(item),
         "cc": viewer.cc(item),
-        "artifacts": item.msg.get_all("artifact").collect::<Vec<_>>(),
+        "artifacts": item.msg.get_all(names::ARTIFACT).collect::<Vec<_>>(),
     });
     let f = viewer.forum.and_then(|f| f.of(item));
     v["latest_digest"] = json!(f.and_then(|f| f.latest_digest.as_ref()));

@@ -7,6 +7,7 @@
 //! approvals and every rule of this host hold for it. The caller acks only
 //! after `Spooled` or `Held`.
 
+use crate::protocol::header::names;
 use std::path::PathBuf;
 
 use super::outbound::git;
@@ -64,7 +65,7 @@ pub fn accept(
         Ok(m) => m,
         Err(e) => return Verdict::Reject(format!("malformed: {e}")),
     };
-    if msg.get("recipient") != Some(role_name) {
+    if msg.recipient() != Some(role_name) {
         return Verdict::Reject(format!(
             "its recipient is not {role_name}, the role its subject names"
         ));
@@ -75,7 +76,7 @@ pub fn accept(
     }
     // The publishing host must be the sender's host: a host speaks for
     // its own roles only.
-    let from = msg.get("from").unwrap_or("");
+    let from = msg.sender().unwrap_or("");
     let Some(from_host) = from_host else {
         return Verdict::Reject("no Swarm-From-Host header".into());
     };
@@ -139,7 +140,7 @@ fn spooled(relay: &Worktree, name: &str) -> bool {
 /// The commit of a `git_handoff` is in this host's repository, fetched from
 /// `git_remote` when it is not.
 fn have_commit(s: &Settings, msg: &Message) -> Result<(), String> {
-    let commit = msg.get("commit").unwrap_or("");
+    let commit = msg.get(names::COMMIT).unwrap_or("");
     if commit.is_empty() || commit.len() > 64 || !commit.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(format!(
             "commit '{}' is not a commit id",
@@ -163,7 +164,7 @@ fn have_commit(s: &Settings, msg: &Message) -> Result<(), String> {
             root.display()
         ));
     };
-    let id = msg.get("id").unwrap_or("");
+    let id = msg.id().unwrap_or("");
     let r = format!("refs/swarm/handoffs/{id}");
     let fetched = git(
         root,

@@ -2,6 +2,7 @@
 //! of roles on other hosts, what to publish for each, and the move to the
 //! proxy's `sent/` once JetStream acknowledged it.
 
+use crate::protocol::header::names;
 use std::path::{Path, PathBuf};
 
 use super::{Log, Settings};
@@ -109,15 +110,15 @@ fn read_copy(s: &Settings, path: &Path, name: &str, role: &str) -> Result<Copy, 
     let bytes = fsx::read_bounded(path, s.config.limits.max_file_bytes)
         .map_err(|e| format!("cannot read: {e}"))?;
     let msg = Message::parse_bytes(&bytes).map_err(|e| format!("malformed: {e}"))?;
-    let id = msg.get("id").unwrap_or_default().to_string();
+    let id = msg.id().unwrap_or_default().to_string();
     if !grammar::valid_message_id(&id) {
         return Err("no valid id".into());
     }
-    if msg.get("recipient") != Some(role) {
+    if msg.recipient() != Some(role) {
         return Err(format!("its recipient is not {role}"));
     }
-    let commit = (msg.get("type") == Some("git_handoff"))
-        .then(|| msg.get("commit").unwrap_or_default().to_string());
+    let commit = (msg.type_name() == Some("git_handoff"))
+        .then(|| msg.get(names::COMMIT).unwrap_or_default().to_string());
     Ok((id, bytes, commit))
 }
 

@@ -5,6 +5,8 @@
 //! `notify.timeout`, so delivery never waits for it. A full queue drops
 //! events rather than block (the journal keeps them all).
 
+use crate::protocol::grammar;
+use crate::protocol::header::names;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc::{sync_channel, SyncSender};
@@ -118,23 +120,21 @@ pub fn attention(project: &Project, ev: &Event) -> Option<Attention> {
     match ev.kind {
         Kind::Delivered => {
             let m = delivered_message(ev.path.as_deref()?)?;
-            if m.get("type") != Some("clarify") {
+            if m.kind() != Some(grammar::MessageType::Clarify) {
                 return None;
             }
             let roles = Roles::load(&project.roles_tsv()).ok()?;
-            let human = m
-                .get("to")?
-                .split(',')
-                .map(str::trim)
+            let human = grammar::role_list(m.to())
+                .into_iter()
                 .find(|t| roles.roles.iter().any(|r| r.name == *t && r.is_human()))?;
             Some(Attention {
                 event: "clarify_waiting",
                 role: human.to_string(),
-                id: m.get("id").unwrap_or(&id).to_string(),
+                id: m.id().unwrap_or(&id).to_string(),
                 summary: one_line(&format!(
                     "{} asks: {}",
-                    m.get("from").unwrap_or("?"),
-                    m.get("question").unwrap_or("")
+                    m.sender().unwrap_or("?"),
+                    m.get(names::QUESTION).unwrap_or("")
                 )),
             })
         }

@@ -76,7 +76,7 @@ pub fn fingerprint(msg: &Message) -> String {
 /// for its id whose `sha256` is the message's fingerprint. An agent reusing
 /// an approved id for other content (or other recipients) is held again.
 pub fn approved(project: &Project, msg: &Message) -> bool {
-    let id = msg.get("id").unwrap_or_default();
+    let id = msg.id().unwrap_or_default();
     if !grammar::valid_message_id(id) {
         return false;
     }
@@ -89,7 +89,7 @@ pub fn approved(project: &Project, msg: &Message) -> bool {
 
 /// Deliver, leave paused, or hold.
 pub fn decide(project: &Project, config: &Config, msg: &Message) -> Decision {
-    let kind = msg.get("type").unwrap_or_default();
+    let kind = msg.type_name().unwrap_or_default();
     if let Some(p) = pause_state(project) {
         if p.covers(kind) {
             return Decision::Paused(format!(
@@ -99,7 +99,7 @@ pub fn decide(project: &Project, config: &Config, msg: &Message) -> Decision {
             ));
         }
     }
-    let from = msg.get("from").unwrap_or_default();
+    let from = msg.sender().unwrap_or_default();
     if from != grammar::DAEMON && config.needs_approval(from, kind) && !approved(project, msg) {
         return Decision::Hold;
     }

@@ -9,6 +9,7 @@
 //! approve` again finishes the job; after (3), the daemon finds the record
 //! and delivers the file the usual way, exactly once.
 
+use crate::protocol::header::names;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -89,7 +90,7 @@ pub fn list(project: &Project) -> Result<Vec<Held>> {
                 from: get("from"),
                 to: get("to"),
                 kind: get("type"),
-                title: m.get("title").map(str::to_string),
+                title: m.get(names::TITLE).map(str::to_string),
                 path,
                 age_s,
             });

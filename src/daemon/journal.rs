@@ -123,9 +123,9 @@ impl Event {
 
     /// Copies id, from and to from a parsed message.
     pub fn message(mut self, m: &crate::protocol::header::Message) -> Self {
-        self.id = m.get("id").map(str::to_string);
-        self.from = m.get("from").map(str::to_string);
-        self.to = m.get("to").map(str::to_string);
+        self.id = m.id().map(str::to_string);
+        self.from = m.sender().map(str::to_string);
+        self.to = m.to().map(str::to_string);
         self
     }
 

@@ -4,6 +4,7 @@
 //! lock, at most `restart_budget` times an hour, on `ready-next
 //! --resume-context 20`. A dead or slow agent never stops another role.
 
+use crate::protocol::header::names;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -47,7 +48,7 @@ fn in_process(wt: &Worktree) -> Option<(PathBuf, String)> {
             continue;
         };
         let m = Message::parse_bytes(&fsx::read_bounded(&file, 1024 * 1024).ok()?).ok()?;
-        return Some((p, m.get("dequeued_at")?.to_string()));
+        return Some((p, m.get(names::DEQUEUED_AT)?.to_string()));
     }
     None
 }

@@ -6,6 +6,7 @@
 //! against the order, so a restart rebuilds it exactly; the daemon also
 //! reconciles the log with the delivered originals at start-up.
 
+use crate::protocol::header::names;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -100,7 +101,7 @@ impl Discussion {
 
     fn to_message(&self) -> Message {
         let mut m = Message::default();
-        m.push("id", &self.id);
+        m.push(names::ID, &self.id);
         m.push("order", self.order.join(","));
         record::push_some(&mut m, "max_turns", self.max_turns.map(|n| n.to_string()));
         m.push("opened_at", &self.opened_at);
@@ -327,8 +328,8 @@ pub fn admit(project: &Project, id: &str, msg: &Message) -> std::result::Result<
     let _lock = lock(project).map_err(transient)?;
     let mut d = load(project, id).map_err(transient)?;
     let log = log(project, id).map_err(transient)?;
-    let from = msg.get("from").unwrap_or_default();
-    let msg_id = msg.get("id").unwrap_or_default();
+    let from = msg.sender().unwrap_or_default();
+    let msg_id = msg.id().unwrap_or_default();
     if log.iter().any(|e| e.kind == "turn" && e.id == msg_id) {
         return Ok(());
     }

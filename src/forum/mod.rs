@@ -10,6 +10,7 @@ pub mod moderator;
 pub mod record;
 pub mod session;
 
+use crate::protocol::header::names;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
@@ -84,7 +85,7 @@ impl State {
     /// Counts what a pass delivered; queues a digest request when due.
     /// Returns true when a new file waits for delivery.
     fn count(&mut self, d: &Duties, m: &Message) {
-        if let (Some(s), Some(t)) = (m.get("session"), m.get("created_at")) {
+        if let (Some(s), Some(t)) = (m.session(), m.get(names::CREATED_AT)) {
             let e = self.last_activity.entry(s.to_string()).or_default();
             if t > e.as_str() {
                 *e = t.to_string();
@@ -188,7 +189,7 @@ impl ForumHook for Forum {
     }
 
     fn admit(&mut self, duties: &Duties, msg: &Message) -> Admission {
-        let Some(id) = msg.get("discussion") else {
+        let Some(id) = msg.discussion() else {
             return Admission::Admit;
         };
         match discussion::admit(duties.project, id, msg) {
@@ -202,7 +203,7 @@ impl ForumHook for Forum {
     /// when it was admitted); contributions are counted once started.
     fn delivered(&mut self, duties: &Duties, msg: &Message, sent_path: &Path) {
         if msg.kind() == Some(MessageType::Digest) {
-            if let Some(s) = msg.get("session").filter(|s| grammar::valid_session_id(s)) {
+            if let Some(s) = msg.session().filter(|s| grammar::valid_session_id(s)) {
                 if let Err(e) = session::set_latest_digest(duties.project, s, sent_path) {
                     eprintln!("handoffd: cannot record the latest digest of {s}: {e}");
                 }

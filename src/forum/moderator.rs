@@ -5,6 +5,7 @@
 //! `handoffd`, published in the moderator's outbox and delivered by the normal
 //! pass, so it is durable and crash-safe like any other message.
 
+use crate::protocol::header::names;
 use std::collections::HashMap;
 use std::fs;
 use std::path::PathBuf;
@@ -109,12 +110,10 @@ impl Moderator {
 
     /// Counts one delivered message.
     pub fn delivered(&mut self, msg: &Message, moderator: &str) {
-        let (Some(sess), Some(kind), Some(id)) =
-            (msg.get("session"), msg.get("type"), msg.get("id"))
-        else {
+        let (Some(sess), Some(kind), Some(id)) = (msg.session(), msg.type_name(), msg.id()) else {
             return;
         };
-        if is_contribution(kind) && msg.get("from") != Some(moderator) {
+        if is_contribution(kind) && msg.sender() != Some(moderator) {
             self.pending
                 .entry(sess.to_string())
                 .or_default()
@@ -268,7 +267,7 @@ fn finished_failed(wt: &Worktree, name: &str) -> bool {
         fsx::read_bounded(p, 1024 * 1024)
             .ok()
             .and_then(|b| Message::parse_bytes(&b).ok())
-            .is_some_and(|m| m.get("failed").is_some())
+            .is_some_and(|m| m.get(names::FAILED).is_some())
     })
 }
 
@@ -283,13 +282,13 @@ fn publish_request(
     let now = clock::now();
     let id = grammar::message_id(now, sequence::next(wt)?, DAEMON);
     let mut m = Message::default();
-    m.set("id", &id);
-    m.set("from", DAEMON);
-    m.set("to", moderator);
-    m.set("priority", REQUEST_PRIORITY);
-    m.set("type", grammar::MessageType::DigestRequest.name());
-    m.set("session", session);
-    m.set("created_at", clock::iso(now));
+    m.set(names::ID, &id);
+    m.set(names::FROM, DAEMON);
+    m.set(names::TO, moderator);
+    m.set(names::PRIORITY, REQUEST_PRIORITY);
+    m.set(names::TYPE, grammar::MessageType::DigestRequest.name());
+    m.set(names::SESSION, session);
+    m.set(names::CREATED_AT, clock::iso(now));
     let mut body = format!(
         "Digest these {} contributions of session {session}, in order, and send a digest to all.\n\n",
         ids.len()

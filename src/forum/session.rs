@@ -5,6 +5,7 @@
 //! and truncates nothing. At most one session is open at a time; its id is
 //! stamped on every message sent while it is open.
 
+use crate::protocol::header::names;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -51,7 +52,7 @@ impl Session {
 
     fn to_message(&self) -> Message {
         let mut m = Message::default();
-        m.push("id", &self.id);
+        m.push(names::ID, &self.id);
         record::push_some(&mut m, "title", self.title.as_deref());
         m.push("started_at", &self.started_at);
         m.push("started_by", &self.started_by);

@@ -465,11 +465,12 @@ fn reply(agent: &Agent, a: &Args) -> Outcome {
         .str("body")?
         .ok_or_else(|| usage("reply: 'body' is required."))?;
     let item = current(agent)?;
-    let sender = item.header("from").unwrap_or("").to_string();
+    let sender = item.msg.sender().unwrap_or("").to_string();
     let to = a.line("to")?.map(str::to_string).unwrap_or(sender);
-    let id = item.header("id").unwrap_or("").to_string();
+    let id = item.msg.id().unwrap_or("").to_string();
     let priority = item
-        .header("priority")
+        .msg
+        .priority()
         .filter(|p| crate::protocol::fields::valid_priority(p))
         .unwrap_or("50")
         .to_string();
@@ -601,14 +602,14 @@ fn read(agent: &Agent, a: &Args) -> Outcome {
                 body.push('…');
             }
             let mut v = json!({
-                "id": m.get("id"),
+                "id": m.id(),
                 "time": o.when().map(crate::protocol::clock::iso),
-                "from": m.get("from"),
-                "to": m.get("to"),
-                "type": m.get("type"),
+                "from": m.sender(),
+                "to": m.to(),
+                "type": m.type_name(),
                 "summary": crate::protocol::line::summary(m),
                 "state": o.place.as_str(),
-                "in_reply_to": m.get("in_reply_to"),
+                "in_reply_to": m.in_reply_to(),
                 "body": body,
             });
             if let Some(r) = marks.get(o.id()) {

@@ -259,3 +259,5 @@ mod tests {
         }
     }
 }
+
+crate::protocol::header::header_accessors!(Draft);

@@ -2,6 +2,7 @@
 //! hop count, mentions, stamped artifacts, lengths as SwarmForge counts them.
 
 use crate::protocol::grammar;
+use crate::protocol::header::names;
 use crate::protocol::header::Message;
 use crate::protocol::rules::Fields;
 
@@ -72,12 +73,12 @@ pub fn hop(f: &impl Fields) -> Result<u32, String> {
 /// either, that is the daemon's check).
 pub fn wakes(msg: &Message, recipient: &str) -> bool {
     let default = msg.kind() != Some(grammar::MessageType::React);
-    let asked = match msg.get("wake") {
+    let asked = match msg.get(names::WAKE) {
         Some("no") => false,
         Some("yes") => true,
         _ => default,
     };
-    asked && !grammar::role_list(msg.get("cc")).contains(&recipient)
+    asked && !grammar::role_list(msg.get(names::CC)).contains(&recipient)
 }
 
 /// `@role` words in `texts` naming known roles other than `sender`, in order

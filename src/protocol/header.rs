@@ -10,26 +10,87 @@
 use crate::text::{body_control, escape, is_control};
 use std::fmt;
 
+/// Every header name the tools read or write, spelled once. Code outside
+/// the protocol layer names a header through these (or through the typed
+/// accessors of [`Message`]), never as a string literal, so a header's name
+/// and its readers cannot drift apart.
+pub mod names {
+    pub const ID: &str = "id";
+    pub const FROM: &str = "from";
+    pub const TO: &str = "to";
+    pub const CC: &str = "cc";
+    pub const MENTIONS: &str = "mentions";
+    /// The role a delivered copy is for (written by the daemon).
+    pub const RECIPIENT: &str = "recipient";
+    pub const PRIORITY: &str = "priority";
+    pub const TYPE: &str = "type";
+    pub const ROLE: &str = "role";
+    pub const TASK: &str = "task";
+    pub const COMMIT: &str = "commit";
+    pub const MESSAGE: &str = "message";
+    pub const SUBJECT: &str = "subject";
+    pub const TITLE: &str = "title";
+    pub const QUESTION: &str = "question";
+    pub const CHOICES: &str = "choices";
+    pub const REACTION: &str = "reaction";
+    pub const IN_REPLY_TO: &str = "in_reply_to";
+    pub const THREAD: &str = "thread";
+    pub const SESSION: &str = "session";
+    pub const DISCUSSION: &str = "discussion";
+    pub const ARTIFACT: &str = "artifact";
+    pub const HOP: &str = "hop";
+    pub const WAKE: &str = "wake";
+    /// Why a discussion was closed.
+    pub const REASON: &str = "reason";
+    /// Why an item failed (`swarm run-api`).
+    pub const FAILED: &str = "failed";
+    pub const CREATED_AT: &str = "created_at";
+    pub const ENQUEUED_AT: &str = "enqueued_at";
+    pub const DEQUEUED_AT: &str = "dequeued_at";
+    pub const COMPLETED_AT: &str = "completed_at";
+}
+
 /// Headers rendered first, in this order (D5).
 pub const ORDER: &[&str] = &[
-    "id",
-    "from",
-    "to",
-    "recipient",
-    "priority",
-    "type",
-    "role",
-    "task",
-    "commit",
-    "message",
-    "created_at",
-    "enqueued_at",
-    "dequeued_at",
-    "completed_at",
+    names::ID,
+    names::FROM,
+    names::TO,
+    names::RECIPIENT,
+    names::PRIORITY,
+    names::TYPE,
+    names::ROLE,
+    names::TASK,
+    names::COMMIT,
+    names::MESSAGE,
+    names::CREATED_AT,
+    names::ENQUEUED_AT,
+    names::DEQUEUED_AT,
+    names::COMPLETED_AT,
 ];
 
-/// The one header that may repeat (collaboration.md, "Artifacts").
-pub const REPEATABLE: &[&str] = &["artifact"];
+/// The one header that may repeat (docs/message-model.md, "Artifacts").
+pub const REPEATABLE: &[&str] = &[names::ARTIFACT];
+
+/// The life stamps of a copy: created by the sender, enqueued by the
+/// daemon, dequeued and completed by the recipient's helpers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stamp {
+    Created,
+    Enqueued,
+    Dequeued,
+    Completed,
+}
+
+impl Stamp {
+    pub const fn header(self) -> &'static str {
+        match self {
+            Stamp::Created => names::CREATED_AT,
+            Stamp::Enqueued => names::ENQUEUED_AT,
+            Stamp::Dequeued => names::DEQUEUED_AT,
+            Stamp::Completed => names::COMPLETED_AT,
+        }
+    }
+}
 
 /// Longest header name accepted.
 pub const MAX_NAME: usize = 64;
@@ -88,6 +149,72 @@ pub struct Message {
     pub body: String,
 }
 
+/// The typed readers of the headers every tool asks about, for each type
+/// holding headers (a [`Message`], a `Draft`): one spelling of each name.
+macro_rules! header_accessors {
+    ($t:ty) => {
+        impl $t {
+            /// The `type:` header as written.
+            pub fn type_name(&self) -> Option<&str> {
+                self.get($crate::protocol::header::names::TYPE)
+            }
+
+            pub fn id(&self) -> Option<&str> {
+                self.get($crate::protocol::header::names::ID)
+            }
+
+            /// The `from:` header: the sending role (or `handoffd`).
+            pub fn sender(&self) -> Option<&str> {
+                self.get($crate::protocol::header::names::FROM)
+            }
+
+            /// The `to:` header as written (a comma list, or `all`); see
+            /// `grammar::recipients` for the roles it names.
+            pub fn to(&self) -> Option<&str> {
+                self.get($crate::protocol::header::names::TO)
+            }
+
+            /// The roles of the `cc:` header.
+            pub fn cc(&self) -> Vec<&str> {
+                $crate::protocol::grammar::role_list(self.get($crate::protocol::header::names::CC))
+            }
+
+            /// The role a delivered copy is for.
+            pub fn recipient(&self) -> Option<&str> {
+                self.get($crate::protocol::header::names::RECIPIENT)
+            }
+
+            pub fn priority(&self) -> Option<&str> {
+                self.get($crate::protocol::header::names::PRIORITY)
+            }
+
+            pub fn in_reply_to(&self) -> Option<&str> {
+                self.get($crate::protocol::header::names::IN_REPLY_TO)
+            }
+
+            pub fn thread(&self) -> Option<&str> {
+                self.get($crate::protocol::header::names::THREAD)
+            }
+
+            pub fn session(&self) -> Option<&str> {
+                self.get($crate::protocol::header::names::SESSION)
+            }
+
+            pub fn discussion(&self) -> Option<&str> {
+                self.get($crate::protocol::header::names::DISCUSSION)
+            }
+
+            /// One of the life stamps, as written.
+            pub fn stamp(&self, s: $crate::protocol::header::Stamp) -> Option<&str> {
+                self.get(s.header())
+            }
+        }
+    };
+}
+pub(crate) use header_accessors;
+
+header_accessors!(Message);
+
 impl Message {
     pub fn parse_bytes(bytes: &[u8]) -> Result<Message, ParseError> {
         let text = std::str::from_utf8(bytes).map_err(|_| ParseError::NotUtf8)?;
@@ -137,8 +264,12 @@ impl Message {
 
     /// The `type:` header as a known type (`None` when absent or unknown).
     pub fn kind(&self) -> Option<crate::protocol::grammar::MessageType> {
-        self.get("type")
+        self.type_name()
             .and_then(crate::protocol::grammar::MessageType::parse)
+    }
+
+    pub fn set_stamp(&mut self, s: Stamp, value: impl Into<String>) {
+        self.set(s.header(), value)
     }
 
     pub fn get(&self, name: &str) -> Option<&str> {

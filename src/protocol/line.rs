@@ -4,6 +4,7 @@
 //! is one line.
 
 use crate::protocol::clock::{self, Instant};
+use crate::protocol::header::names;
 use crate::protocol::header::Message;
 
 /// Longest summary, in characters, before it is cut with `…`.
@@ -54,9 +55,9 @@ pub fn speech(msg: &Message) -> String {
 
 /// When a message was said: `created_at`, else the second in its id.
 pub fn when(msg: &Message) -> Option<Instant> {
-    msg.get("created_at")
+    msg.get(names::CREATED_AT)
         .and_then(clock::parse)
-        .or_else(|| crate::protocol::grammar::id_time(msg.get("id").unwrap_or("")))
+        .or_else(|| crate::protocol::grammar::id_time(msg.id().unwrap_or("")))
 }
 
 /// `2026-06-15 14:05:31` (UTC), or `????-??-?? ??:??:??` without a time.

@@ -485,7 +485,7 @@ pub fn recipient_errors(to: &str, is_role: &dyn Fn(&str) -> bool) -> Vec<String>
 /// re-checked here: a hand-written one is delivered as written, and
 /// `swarm artifacts` reports it as `malformed`.)
 pub fn recheck(msg: &Message, policy: &Policy, max_hops: u32) -> Result<(), String> {
-    if let Some(rule) = msg.get("type").and_then(type_rule) {
+    if let Some(rule) = msg.type_name().and_then(type_rule) {
         if !policy.allowed.contains(&rule.name) {
             return Err("type not allowed for sender".into());
         }
@@ -497,7 +497,7 @@ pub fn recheck(msg: &Message, policy: &Policy, max_hops: u32) -> Result<(), Stri
     }
     let mut errors = validate_with(msg, policy, &mut |_| Ok(()));
     for rule in [&ANSWER, &REACT] {
-        if msg.get("type") == Some(rule.name) && present(msg, "in_reply_to").is_none() {
+        if msg.type_name() == Some(rule.name) && present(msg, "in_reply_to").is_none() {
             errors.push(format!(
                 "Missing required header 'in_reply_to' for {}.",
                 rule.name

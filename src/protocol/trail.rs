@@ -8,6 +8,7 @@
 
 pub mod watch;
 
+use crate::protocol::header::names;
 use std::collections::HashSet;
 use std::fs;
 use std::io;
@@ -96,7 +97,7 @@ pub struct Original {
 
 impl Original {
     pub fn id(&self) -> &str {
-        self.msg.get("id").unwrap_or("")
+        self.msg.id().unwrap_or("")
     }
 
     /// When it was said: `created_at`, else the second in its id.
@@ -415,7 +416,7 @@ impl Trail {
                 _ => None,
             };
             self.originals.push(Original {
-                created: Stamp::of(msg.get("created_at")),
+                created: Stamp::of(msg.get(names::CREATED_AT)),
                 path,
                 place,
                 msg,
@@ -439,10 +440,10 @@ impl Trail {
             to: get("to"),
             cc: get("cc"),
             recipient: get("recipient"),
-            created: Stamp::of(msg.get("created_at")),
-            enqueued: Stamp::of(msg.get("enqueued_at")),
-            dequeued: Stamp::of(msg.get("dequeued_at")),
-            completed: Stamp::of(msg.get("completed_at")),
+            created: Stamp::of(msg.get(names::CREATED_AT)),
+            enqueued: Stamp::of(msg.get(names::ENQUEUED_AT)),
+            dequeued: Stamp::of(msg.get(names::DEQUEUED_AT)),
+            completed: Stamp::of(msg.get(names::COMPLETED_AT)),
         });
     }
 }

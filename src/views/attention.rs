@@ -6,6 +6,7 @@
 //! `close` with `in_reply_to: <clarify id>` is queued (a refused one does not
 //! count). A failed clarify was never asked.
 
+use crate::protocol::header::names;
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -71,12 +72,12 @@ fn clarify_item(o: &Original, now: Instant) -> Item {
     Item {
         kind: Kind::Clarify,
         id: o.id().to_string(),
-        from: m.get("from").unwrap_or("?").to_string(),
-        role: m.get("to").unwrap_or("?").to_string(),
+        from: m.sender().unwrap_or("?").to_string(),
+        role: m.to().unwrap_or("?").to_string(),
         kind_of_message: types::CLARIFY.name.to_string(),
         since: since.map(clock::iso),
         age_s: age(since, now),
-        text: crate::text::escape(m.get("question").unwrap_or("")),
+        text: crate::text::escape(m.get(names::QUESTION).unwrap_or("")),
         options: fields::options(&m.body)
             .into_iter()
             .map(crate::text::escape)
@@ -87,10 +88,10 @@ fn clarify_item(o: &Original, now: Instant) -> Item {
 
 /// Whether a copy in a shared inbox is meant for `role`.
 fn meant_for(m: &Message, role: &str) -> bool {
-    let from = m.get("from").unwrap_or("");
-    m.get("recipient") == Some(role)
-        || crate::protocol::grammar::addressed(m.get("to").unwrap_or(""), from, role)
-        || crate::protocol::grammar::role_list(m.get("cc")).contains(&role)
+    let from = m.sender().unwrap_or("");
+    m.recipient() == Some(role)
+        || crate::protocol::grammar::addressed(m.to().unwrap_or(""), from, role)
+        || crate::protocol::grammar::role_list(m.get(names::CC)).contains(&role)
 }
 
 /// Every attention item: open clarifies (oldest first), then each human
@@ -106,7 +107,7 @@ pub fn from_trail(t: &Trail, now: Instant) -> Vec<Item> {
     let mut out: Vec<Item> = transcript::messages(&t.originals)
         .into_iter()
         .filter(|o| o.place != Place::Failed)
-        .filter(|o| o.msg.get("type") == Some(types::CLARIFY.name))
+        .filter(|o| o.msg.type_name() == Some(types::CLARIFY.name))
         .filter(|o| !done.contains_key(o.id()))
         .map(|o| clarify_item(o, now))
         .collect();
@@ -136,16 +137,16 @@ fn waiting(roles: &Roles, project: &Project, max_bytes: u64, now: Instant) -> Ve
             let trail::Loaded::Ok(m) = trail::load_message(&path, max_bytes) else {
                 continue;
             };
-            if m.get("type") == Some(types::CLARIFY.name) || !meant_for(&m, &r.name) {
+            if m.type_name() == Some(types::CLARIFY.name) || !meant_for(&m, &r.name) {
                 continue;
             }
-            let since = m.get("enqueued_at").and_then(clock::parse);
+            let since = m.get(names::ENQUEUED_AT).and_then(clock::parse);
             out.push(Item {
                 kind: Kind::Waiting,
-                id: m.get("id").unwrap_or("?").to_string(),
-                from: m.get("from").unwrap_or("?").to_string(),
+                id: m.id().unwrap_or("?").to_string(),
+                from: m.sender().unwrap_or("?").to_string(),
                 role: r.name.clone(),
-                kind_of_message: m.get("type").unwrap_or("?").to_string(),
+                kind_of_message: m.type_name().unwrap_or("?").to_string(),
                 since: since.map(clock::iso),
                 age_s: age(since, now),
                 text: crate::protocol::line::summary(&m),

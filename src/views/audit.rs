@@ -177,7 +177,7 @@ pub fn report(t: &Trail) -> Report {
         None => f(extra.entry(name.to_string()).or_default()),
     };
     for o in &t.originals {
-        let from = o.msg.get("from").unwrap_or("?");
+        let from = o.msg.sender().unwrap_or("?");
         slot(from, &mut |x| x.original(o.place, o.reason.as_deref()));
     }
     for c in &t.copies {

@@ -1,6 +1,7 @@
 //! `swarm status`: the daemon and each role's queue, read from the files, and
 //! what needs a person (open clarifies, items waiting for human roles).
 
+use crate::protocol::header::names;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -160,7 +161,10 @@ fn waiting_since(path: &Path, mtime: Option<SystemTime>) -> Option<SystemTime> {
     crate::fsx::read_bounded(path, MAX_COPY_BYTES)
         .ok()
         .and_then(|b| crate::protocol::header::Message::parse_bytes(&b).ok())
-        .and_then(|m| m.get("enqueued_at").and_then(crate::protocol::clock::parse))
+        .and_then(|m| {
+            m.get(names::ENQUEUED_AT)
+                .and_then(crate::protocol::clock::parse)
+        })
         .map(SystemTime::from)
         .or(mtime)
 }

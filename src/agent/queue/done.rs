@@ -1,6 +1,7 @@
 //! Finishing work (§7.5–7.7): the item or batch in process moves to
 //! `completed/`, stamped, optionally `failed` with a reason.
 
+use crate::protocol::header::names;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -65,12 +66,12 @@ impl Inbox<'_> {
         if target.exists() {
             return Err(Self::completed_exists(&target));
         }
-        if item.header("dequeued_at").is_none() {
+        if item.msg.get(names::DEQUEUED_AT).is_none() {
             let at = in_order(&item.msg, at);
-            item.msg.set("dequeued_at", &at);
+            item.msg.set(names::DEQUEUED_AT, &at);
         }
         if let Some(r) = failed {
-            item.msg.set("failed", r);
+            item.msg.set(names::FAILED, r);
         }
         self.stamp(item, "completed_at", at)?;
         match fsx::move_noreplace(&item.path, &target) {
@@ -233,7 +234,7 @@ impl Inbox<'_> {
         let t = clock::iso_now();
         for item in &mut items {
             if let Some(r) = failed {
-                item.msg.set("failed", r);
+                item.msg.set(names::FAILED, r);
             }
             self.stamp(item, "completed_at", &t)?;
         }

@@ -24,7 +24,7 @@ pub(super) fn find_in(dir: &Path, id: &str, max_bytes: u64) -> Option<Item> {
         let path = dir.join(n);
         let bytes = fsx::read_bounded(&path, max_bytes).ok()?;
         let msg = Message::parse_bytes(&bytes).ok()?;
-        (msg.get("id") == Some(id)).then_some(Item { path, msg })
+        (msg.id() == Some(id)).then_some(Item { path, msg })
     })
 }
 

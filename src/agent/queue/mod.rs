@@ -11,6 +11,7 @@ mod ready;
 pub use done::{check_failed_reason, MAX_FAILED_REASON};
 pub use find::{current_item, find_copy, find_item, find_original};
 
+use crate::protocol::header::names;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -30,12 +31,9 @@ pub struct Item {
 }
 
 impl Item {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.msg.get(name)
-    }
     /// `priority` header, `50` when missing (SwarmForge's default).
     pub fn priority(&self) -> &str {
-        self.header("priority").unwrap_or("50")
+        self.msg.priority().unwrap_or("50")
     }
 }
 
@@ -249,7 +247,7 @@ impl Inbox<'_> {
     /// every accepted item carries exactly one.
     pub(super) fn load_in_process(&self, path: &Path) -> Result<Item> {
         let mut item = self.load(path)?;
-        if item.header("dequeued_at").is_none() {
+        if item.msg.get(names::DEQUEUED_AT).is_none() {
             self.stamp(&mut item, "dequeued_at", &clock::iso_now())?;
         }
         Ok(item)

@@ -276,7 +276,7 @@ impl Inbox<'_> {
             let Ok(msg) = Message::parse_bytes(&bytes) else {
                 continue;
             };
-            if msg.get("type") != Some(crate::protocol::types::ANSWER.name) {
+            if msg.type_name() != Some(crate::protocol::types::ANSWER.name) {
                 continue;
             }
             let mut item = Item { path: src, msg };

@@ -6,6 +6,7 @@ use crate::agent::artifacts;
 use crate::agent::queue::{self, Item};
 use crate::protocol::draft::Draft;
 use crate::protocol::fields;
+use crate::protocol::header::names;
 use crate::protocol::types;
 
 use super::Sender;
@@ -22,10 +23,10 @@ pub(super) struct Context {
 /// Whether an inbox item was meant for `role` (roles sharing a worktree
 /// share its inbox).
 pub(super) fn meant_for(item: &Item, role: &str) -> bool {
-    let from = item.header("from").unwrap_or("");
-    item.header("recipient") == Some(role)
-        || crate::protocol::grammar::addressed(item.header("to").unwrap_or(""), from, role)
-        || crate::protocol::grammar::role_list(item.header("cc")).contains(&role)
+    let from = item.msg.sender().unwrap_or("");
+    item.msg.recipient() == Some(role)
+        || crate::protocol::grammar::addressed(item.msg.to().unwrap_or(""), from, role)
+        || crate::protocol::grammar::role_list(item.msg.get(names::CC)).contains(&role)
 }
 
 /// The collaboration checks that need the files: the message replied to,
@@ -39,7 +40,7 @@ pub(super) fn context(
     let mut c = Context::default();
     let wt = &s.at.worktree;
     let max = s.config.limits.max_file_bytes;
-    let given = d.get("in_reply_to").filter(|v| !fields::blank(v));
+    let given = d.in_reply_to().filter(|v| !fields::blank(v));
     c.parent = match given {
         Some(id) if crate::protocol::grammar::valid_message_id(id) => {
             let found = queue::find_item(wt, id, max);
@@ -54,10 +55,10 @@ pub(super) fn context(
         None => queue::current_item(wt, max).filter(|i| meant_for(i, &s.role)),
     };
     if let Some(p) = &c.parent {
-        let pid = p.header("id").unwrap_or("");
-        let derived = p.header("thread").unwrap_or(pid).to_string();
+        let pid = p.msg.id().unwrap_or("");
+        let derived = p.msg.thread().unwrap_or(pid).to_string();
         if let Some(t) = d
-            .get("thread")
+            .thread()
             .filter(|t| crate::protocol::grammar::valid_message_id(t))
         {
             if t != derived {
@@ -79,7 +80,7 @@ pub(super) fn context(
             ));
         }
     } else if let Some(t) = d
-        .get("thread")
+        .thread()
         .filter(|t| crate::protocol::grammar::valid_message_id(t))
     {
         c.thread = Some(t.to_string());
@@ -90,11 +91,13 @@ pub(super) fn context(
     if rule.name == types::REACT.name && c.parent.is_none() && given.is_none() {
         errors.push("Missing required header 'in_reply_to' for react.".to_string());
     }
-    if d.get("to") == Some("all") && !s.roles.roles.iter().any(|r| r.name != s.role) {
+    if d.to() == Some(crate::protocol::grammar::ALL)
+        && !s.roles.roles.iter().any(|r| r.name != s.role)
+    {
         errors.push("Header 'to' is 'all', but there is no other role to send to.".to_string());
     }
     let mut seen: Vec<String> = Vec::new();
-    for raw in d.get_all("artifact") {
+    for raw in d.get_all(names::ARTIFACT) {
         match artifacts::stamp(&wt.root, raw) {
             Ok(a) if seen.contains(&a.path) => {
                 errors.push(format!("Duplicate artifact '{}'.", a.path));
@@ -123,8 +126,8 @@ pub(super) fn answer_checks(
         }
         return;
     };
-    let pid = p.header("id").unwrap_or("");
-    let kind = p.header("type").unwrap_or("unknown");
+    let pid = p.msg.id().unwrap_or("");
+    let kind = p.msg.type_name().unwrap_or("unknown");
     if kind != types::CLARIFY.name {
         errors.push(format!(
             "Header 'in_reply_to' must name a clarify for answer; '{pid}' is a {kind}."
@@ -132,7 +135,7 @@ pub(super) fn answer_checks(
         return;
     }
     let options = fields::options(&p.msg.body);
-    if let Some(list) = d.get("choices").and_then(fields::parse_choices) {
+    if let Some(list) = d.get(names::CHOICES).and_then(fields::parse_choices) {
         for n in &list {
             if *n == 0 || *n > options.len() {
                 errors.push(format!(
@@ -164,7 +167,7 @@ pub(super) fn answer_body(d: &Draft, parent: Option<&Item>) -> String {
         .unwrap_or_default();
     let mut body = String::new();
     let choices = d
-        .get("choices")
+        .get(names::CHOICES)
         .and_then(fields::parse_choices)
         .unwrap_or_default();
     for n in &choices {

@@ -8,6 +8,7 @@ mod draft_file;
 
 pub use draft_file::{discard_draft, shown_path};
 
+use crate::protocol::header::names;
 use context::{answer_body, context, Context};
 
 use std::path::{Path, PathBuf};
@@ -195,7 +196,7 @@ pub fn submit(s: &Sender, d: &Draft, shown: &str) -> Result<Queued> {
         canonical = Some(gitcheck::canonical_commit(&repo, c)?);
         Ok(())
     }));
-    let ty = d.get("type").unwrap_or_default().to_string();
+    let ty = d.type_name().unwrap_or_default().to_string();
     let rule = types::type_rule(&ty).filter(|r| allowed.contains(&r.name));
     let ctx = match rule {
         Some(rule) => context(s, d, rule, &mut errors),
@@ -207,7 +208,7 @@ pub fn submit(s: &Sender, d: &Draft, shown: &str) -> Result<Queued> {
     let Some(rule) = rule else {
         return Err(Error::env("internal: a valid draft without a type rule"));
     };
-    if let Some(id) = d.get("discussion") {
+    if let Some(id) = d.discussion() {
         // A round-robin turn: only the expected speaker may send.
         if let Some(r) = crate::forum::discussion::refusal(&s.at.project, id, &s.role)? {
             return Err(Error::refused(r.token, r.detail, vec![]));
@@ -215,36 +216,39 @@ pub fn submit(s: &Sender, d: &Draft, shown: &str) -> Result<Queued> {
     }
 
     let sender = &s.role;
-    let to = d.get("to").unwrap_or_default().to_string();
-    let priority = d.get("priority").unwrap_or_default().to_string();
-    let recipients: Vec<String> = to.split(',').map(str::to_string).collect();
+    let to = d.to().unwrap_or_default().to_string();
+    let priority = d.priority().unwrap_or_default().to_string();
+    let recipients: Vec<String> = grammar::role_list(Some(&to))
+        .into_iter()
+        .map(str::to_string)
+        .collect();
     let wt = &s.at.worktree;
     fsx::ensure_dirs(&wt.send_dirs()).at(wt.handoffs())?;
     let now = clock::now();
     let seq = sequence::next(wt)?;
     let id = grammar::message_id(now, seq, sender);
     let mut msg = Message::default();
-    msg.set("id", &id);
-    msg.set("from", sender);
-    msg.set("to", recipients.join(","));
-    msg.set("priority", &priority);
-    msg.set("type", &ty);
+    msg.set(names::ID, &id);
+    msg.set(names::FROM, sender);
+    msg.set(names::TO, recipients.join(","));
+    msg.set(names::PRIORITY, &priority);
+    msg.set(names::TYPE, &ty);
     let body = if ty == types::GIT_HANDOFF.name {
         let commit = canonical.unwrap_or_default();
-        msg.set("role", sender);
-        msg.set("task", d.get("task").unwrap_or_default());
-        msg.set("commit", &commit);
+        msg.set(names::ROLE, sender);
+        msg.set(names::TASK, d.get(names::TASK).unwrap_or_default());
+        msg.set(names::COMMIT, &commit);
         format!("{BODY_PREAMBLE}\n\nmerge_and_process {sender} {commit}\n")
     } else if ty == types::NOTE.name {
-        let m = d.get("message").unwrap_or_default();
-        msg.set("message", m);
+        let m = d.get(names::MESSAGE).unwrap_or_default();
+        msg.set(names::MESSAGE, m);
         format!("{BODY_PREAMBLE}\n\n{m}\n")
     } else if ty == types::ANSWER.name {
         answer_body(d, ctx.parent.as_ref())
     } else {
         d.body.clone().unwrap_or_default()
     };
-    msg.set("created_at", clock::iso(now));
+    msg.set(names::CREATED_AT, clock::iso(now));
     for name in rule.own {
         if let Some(v) = d.get(name) {
             let v = if *name == "choices" {
@@ -268,13 +272,13 @@ pub fn submit(s: &Sender, d: &Draft, shown: &str) -> Result<Queued> {
         }
     }
     if let Some(p) = &ctx.parent {
-        msg.set("in_reply_to", p.header("id").unwrap_or_default());
+        msg.set(names::IN_REPLY_TO, p.msg.id().unwrap_or_default());
     }
     if let Some(t) = &ctx.thread {
-        msg.set("thread", t);
+        msg.set(names::THREAD, t);
     }
     if ctx.hop > 0 {
-        msg.set("hop", ctx.hop.to_string());
+        msg.set(names::HOP, ctx.hop.to_string());
     }
     let texts: Vec<&str> = ["subject", "message", "question", "reason"]
         .iter()
@@ -283,13 +287,13 @@ pub fn submit(s: &Sender, d: &Draft, shown: &str) -> Result<Queued> {
         .collect();
     let mentions = fields::mentions(&texts, sender, &is_role);
     if !mentions.is_empty() {
-        msg.set("mentions", mentions.join(","));
+        msg.set(names::MENTIONS, mentions.join(","));
     }
     if let Ok(Some(session)) = crate::forum::session::current(&s.at.project) {
-        msg.set("session", session.id);
+        msg.set(names::SESSION, session.id);
     }
     for a in &ctx.artifacts {
-        msg.push("artifact", a.header());
+        msg.push(names::ARTIFACT, a.header());
     }
     msg.body = body;
 
@@ -303,7 +307,7 @@ pub fn submit(s: &Sender, d: &Draft, shown: &str) -> Result<Queued> {
         kind: ty,
         to: recipients,
         priority,
-        in_reply_to: msg.get("in_reply_to").map(str::to_string),
+        in_reply_to: msg.in_reply_to().map(str::to_string),
         thread: ctx.thread,
         hop: ctx.hop,
         artifacts: ctx.artifacts,

@@ -66,7 +66,7 @@ pub fn run(args: Args) -> i32 {
         .into_iter()
         .filter(|o| match (&id, &args.session) {
             (Some(i), _) => o.id() == i,
-            (None, Some(s)) => o.msg.get("session") == Some(s.as_str()),
+            (None, Some(s)) => o.msg.session() == Some(s.as_str()),
             _ => false,
         })
         .collect();

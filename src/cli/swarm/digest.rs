@@ -1,6 +1,7 @@
 //! `swarm digest latest [--session S] [--json]`: the newest moderator digest of
 //! a session (default: the open session, else the newest one).
 
+use crate::protocol::header::names;
 use clap::Subcommand;
 
 use crate::error::{exit, Error};
@@ -48,9 +49,9 @@ pub fn run(args: Args) -> i32 {
                 let v = serde_json::json!({
                     "session": id,
                     "path": path,
-                    "id": msg.get("id"),
-                    "from": msg.get("from"),
-                    "created_at": msg.get("created_at"),
+                    "id": msg.id(),
+                    "from": msg.sender(),
+                    "created_at": msg.get(names::CREATED_AT),
                     "body": msg.body,
                 });
                 crate::cli::emit_json(v);

@@ -135,7 +135,7 @@ pub fn run(mut args: Args) -> i32 {
             let members: Vec<_> = all
                 .iter()
                 .copied()
-                .filter(|o| o.id() == root || o.msg.get("thread") == Some(root.as_str()))
+                .filter(|o| o.id() == root || o.msg.thread() == Some(root.as_str()))
                 .collect();
             if members.is_empty() {
                 let e = Error::env(format!(

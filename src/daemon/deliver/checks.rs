@@ -83,14 +83,14 @@ impl Deliverer {
     /// life and is not now: the reason to defer the file until it is back.
     pub(super) fn role_gone(&self, msg: &Message, c: &Candidate) -> Option<String> {
         let gone = |r: &str| self.known.contains(r) && self.roles.find(r).is_none();
-        let from = msg.get("from").unwrap_or_default();
+        let from = msg.sender().unwrap_or_default();
         if gone(from) && !self.owns(c, from) {
             return Some(format!("sender {from} is no longer in roles.tsv"));
         }
-        let to = msg.get("to").unwrap_or_default();
-        to.split(',')
-            .chain(crate::protocol::grammar::role_list(msg.get("cc")))
-            .find(|r| *r != "all" && gone(r))
+        grammar::role_list(msg.to())
+            .into_iter()
+            .chain(msg.cc())
+            .find(|r| *r != grammar::ALL && gone(r))
             .map(|r| format!("recipient {r} is no longer in roles.tsv"))
     }
 
@@ -106,7 +106,7 @@ impl Deliverer {
                 return Err(format!("forged {h} header"));
             }
         }
-        let from = msg.get("from").unwrap_or_default();
+        let from = msg.sender().unwrap_or_default();
         let from_daemon = from == crate::protocol::grammar::DAEMON;
         if from_daemon {
             // Only our own digest requests, queued in the moderator's outbox.
@@ -120,28 +120,24 @@ impl Deliverer {
             // D8: the daemon, not an environment variable, decides who sent it.
             return Err("sender mismatch".into());
         }
-        let id = msg.get("id").unwrap_or_default();
+        let id = msg.id().unwrap_or_default();
         if !grammar::id_names_sender(id, from) {
             return Err("id does not name the sender".into());
         }
-        let priority = msg.get("priority").unwrap_or_default();
+        let priority = msg.priority().unwrap_or_default();
         if !grammar::name_matches(&c.name, priority, id) {
             return Err("file name does not match its priority and id headers".into());
         }
-        let to = msg.get("to").unwrap_or_default();
-        let recipients: Vec<&Role> = if to == "all" {
-            self.roles.roles.iter().filter(|r| r.name != from).collect()
-        } else {
-            let mut v = Vec::new();
-            for r in to.split(',') {
-                match self.roles.find(r) {
-                    Some(role) => v.push(role),
-                    None => return Err(format!("unknown recipient {r}")),
-                }
+        let to = msg.to().unwrap_or_default();
+        let names = self.roles.roles.iter().map(|r| r.name.as_str());
+        let mut recipients: Vec<&Role> = Vec::new();
+        for r in grammar::recipients(to, from, names) {
+            match self.roles.find(&r) {
+                Some(role) => recipients.push(role),
+                None => return Err(format!("unknown recipient {r}")),
             }
-            v
-        };
-        let is_role = |r: &str| r == "all" || self.roles.find(r).is_some();
+        }
+        let is_role = |r: &str| r == grammar::ALL || self.roles.find(r).is_some();
         if !from_daemon {
             // The sender's allowed_types, max_hops and every validation rule.
             let allowed = self.config.allowed_types(from);
@@ -151,8 +147,7 @@ impl Deliverer {
             };
             rules::recheck(msg, &policy, self.config.max_hops)?;
         }
-        let mut recipients = recipients;
-        for r in crate::protocol::grammar::role_list(msg.get("cc")) {
+        for r in msg.cc() {
             // Context copies: delivered like any copy, never woken.
             match self.roles.find(r) {
                 Some(role) if !recipients.iter().any(|x| x.name == r) => recipients.push(role),
@@ -201,7 +196,7 @@ impl Deliverer {
             Err(reason) => return Err(Outcome::Failed(reason)),
         };
         if self.relay_recipient(c).is_some() {
-            match self.relayed_before(c, msg.get("id").unwrap_or_default()) {
+            match self.relayed_before(c, msg.id().unwrap_or_default()) {
                 relay::Seen::New => {}
                 relay::Seen::Again => return Err(self.relayed_again(c)),
                 relay::Seen::Conflict(first) => {

@@ -41,8 +41,8 @@ impl Group {
 /// A message the forum keeps state about (a discussion turn, a session's
 /// digest or request): delivered alone, after every earlier file.
 pub(super) fn forum_bound(msg: &Message) -> bool {
-    msg.get("discussion").is_some()
-        || msg.get("session").is_some()
+    msg.discussion().is_some()
+        || msg.session().is_some()
         || matches!(
             msg.kind(),
             Some(grammar::MessageType::Digest | grammar::MessageType::DigestRequest)
@@ -88,9 +88,9 @@ impl Deliverer {
                 continue;
             }
             let mut copy = msg.clone();
-            copy.set("recipient", &role.name);
+            copy.set(names::RECIPIENT, &role.name);
             if !relayed {
-                copy.set("enqueued_at", &enqueued_at);
+                copy.set(names::ENQUEUED_AT, &enqueued_at);
             }
             let dest = new.join(&c.name);
             match fsx::publish_without_dir_sync(&wt.inbox_tmp(), &dest, copy.render().as_bytes()) {

@@ -40,7 +40,7 @@ use crate::protocol::clock;
 use crate::protocol::config::Config;
 use crate::protocol::fields;
 use crate::protocol::grammar;
-use crate::protocol::header::Message;
+use crate::protocol::header::{names, Message};
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::{Role, Roles};
 use crate::protocol::rules;

@@ -120,15 +120,15 @@ impl Deliverer {
                 return Err(format!("forged {h} header"));
             }
         }
-        if msg.get("recipient") != Some(recipient) {
+        if msg.recipient() != Some(recipient) {
             return Err(format!(
                 "its recipient header is not {recipient}, the role it was relayed to"
             ));
         }
-        if msg.get("enqueued_at").is_none_or(fields::blank) {
+        if msg.get(names::ENQUEUED_AT).is_none_or(fields::blank) {
             return Err("missing enqueued_at header (the sending host stamps it)".into());
         }
-        let from = msg.get("from").unwrap_or_default();
+        let from = msg.sender().unwrap_or_default();
         match self.roles.find(from) {
             Some(r) if r.is_remote() => {}
             Some(_) => {
@@ -144,11 +144,11 @@ impl Deliverer {
                 ))
             }
         }
-        let id = msg.get("id").unwrap_or_default();
+        let id = msg.id().unwrap_or_default();
         if !grammar::id_names_sender(id, from) {
             return Err("id does not name the sender".into());
         }
-        let priority = msg.get("priority").unwrap_or_default();
+        let priority = msg.priority().unwrap_or_default();
         if !grammar::name_matches(&c.name, priority, id) {
             return Err("file name does not match its priority and id headers".into());
         }
@@ -156,8 +156,10 @@ impl Deliverer {
             Some(r) if !r.is_remote() => r.clone(),
             _ => return Err(format!("{recipient} is not a role of this host")),
         };
-        let to = msg.get("to").unwrap_or_default();
-        if !grammar::addressed(to, from, recipient) && !grammar::in_cc(msg.get("cc"), recipient) {
+        let to = msg.to().unwrap_or_default();
+        if !grammar::addressed(to, from, recipient)
+            && !grammar::in_cc(msg.get(names::CC), recipient)
+        {
             return Err(format!("it is not addressed to {recipient}"));
         }
         let is_role = |r: &str| r == grammar::ALL || self.roles.find(r).is_some();
@@ -185,7 +187,7 @@ impl Deliverer {
 
     /// A relayed copy went out: its id is taken for good.
     pub(super) fn relayed(&mut self, c: &Candidate, msg: &Message) {
-        if let (Some(ledger), Some(id)) = (self.ledgers.get_mut(&c.worktree), msg.get("id")) {
+        if let (Some(ledger), Some(id)) = (self.ledgers.get_mut(&c.worktree), msg.id()) {
             ledger
                 .ids
                 .entry(id.to_string())

@@ -19,6 +19,7 @@
 
 pub mod chat;
 
+use crate::protocol::header::names;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -173,7 +174,7 @@ impl Runner {
                 forum: Some(&view),
             };
             let shown = printout::task_text(item, viewer, answers);
-            let id = item.header("id").unwrap_or("").to_string();
+            let id = item.msg.id().unwrap_or("").to_string();
             let failed = match self.reply_plan(&at.wt, item) {
                 None => {
                     say(&format!(
@@ -274,14 +275,15 @@ impl Runner {
         }
         Ok(!headers_in(&wt.outbox(), 1 << 20)
             .iter()
-            .any(|m| m.get("discussion") == Some(id)))
+            .any(|m| m.discussion() == Some(id)))
     }
 
     /// What to send back for `item`, or None when it needs no call.
     fn reply_plan(&self, wt: &crate::protocol::layout::Worktree, item: &Item) -> Option<ReplyPlan> {
         let kind = item.msg.kind()?;
         let priority = item
-            .header("priority")
+            .msg
+            .priority()
             .filter(|p| fields::valid_priority(p))
             .unwrap_or("50")
             .to_string();
@@ -294,7 +296,7 @@ impl Runner {
                 subject: Some("digest".into()),
             });
         }
-        if let Some(d) = item.header("discussion") {
+        if let Some(d) = item.msg.discussion() {
             if !matches!(self.may_speak(wt, d), Ok(true)) {
                 return None;
             }
@@ -314,13 +316,13 @@ impl Runner {
         ) {
             return None;
         }
-        let to_me = crate::protocol::grammar::role_list(item.header("to"))
+        let to_me = crate::protocol::grammar::role_list(item.msg.to())
             .iter()
             .any(|r| r == &self.role)
-            || crate::protocol::grammar::role_list(item.header("mentions"))
+            || crate::protocol::grammar::role_list(item.msg.get(names::MENTIONS))
                 .iter()
                 .any(|r| r == &self.role);
-        let from = item.header("from")?;
+        let from = item.msg.sender()?;
         if !to_me || from == self.role || from == "handoffd" {
             return None;
         }
@@ -392,7 +394,7 @@ struct ReplyPlan {
 }
 
 fn kind_name(item: &Item) -> &str {
-    item.header("type").unwrap_or("?")
+    item.msg.type_name().unwrap_or("?")
 }
 
 /// The model's text made fit for a draft: CRLF to LF, other control
@@ -511,7 +513,7 @@ fn answered(wt: &crate::protocol::layout::Worktree, id: &str, max: u64) -> bool 
         && [wt.outbox(), wt.sent(), wt.failed()].iter().any(|d| {
             headers_in(d, max)
                 .iter()
-                .any(|m| m.get("in_reply_to") == Some(id))
+                .any(|m| m.in_reply_to() == Some(id))
         })
 }
 
@@ -547,7 +549,7 @@ fn discussion_context(project: &crate::protocol::layout::Project, id: &str, max:
             .map(|o| {
                 let b = o
                     .msg
-                    .get("message")
+                    .get(names::MESSAGE)
                     .map(str::to_string)
                     .unwrap_or_else(|| o.msg.body.trim().to_string());
                 chat::one_line(&b)

@@ -247,11 +247,9 @@ pub fn check<'a>(t: &'a Trail) -> Vec<Violation> {
         let from = c
             .from
             .as_deref()
-            .or_else(|| orig.and_then(|o| o.msg.get("from")))
+            .or_else(|| orig.and_then(|o| o.msg.sender()))
             .unwrap_or("");
-        let to =
-            c.to.as_deref()
-                .or_else(|| orig.and_then(|o| o.msg.get("to")));
+        let to = c.to.as_deref().or_else(|| orig.and_then(|o| o.msg.to()));
         if let Some(to) = to {
             if !crate::protocol::grammar::addressed(to, from, r)
                 && !crate::protocol::grammar::in_cc(c.cc.as_deref(), r)
@@ -324,9 +322,9 @@ pub fn check<'a>(t: &'a Trail) -> Vec<Violation> {
             continue;
         }
         let id = &id;
-        let from = o.msg.get("from").unwrap_or("");
+        let from = o.msg.sender().unwrap_or("");
         let mut wanted: Vec<(Slot, Vec<String>)> = Vec::new();
-        for r in t.roles.recipients(o.msg.get("to").unwrap_or(""), from) {
+        for r in t.roles.recipients(o.msg.to().unwrap_or(""), from) {
             let s = match homes.get(r.as_str()) {
                 Some(&h) => Slot::Inbox(h),
                 None => Slot::Unknown,

@@ -1,6 +1,7 @@
 //! `swarm transcript --follow`: after the existing messages, print each new one
 //! as soon as its file appears in an outbox, `sent/` or `failed/`.
 
+use crate::protocol::header::names;
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -117,7 +118,7 @@ fn fresh(t: &Trail, seen: &mut Seen, candidates: Vec<(PathBuf, Place)>) -> Vec<O
         };
         seen.bad.remove(&path);
         seen.paths.insert(path.clone());
-        let id = msg.get("id").unwrap_or("").to_string();
+        let id = msg.id().unwrap_or("").to_string();
         if !id.is_empty() && !seen.ids.insert(id) {
             continue;
         }
@@ -126,7 +127,7 @@ fn fresh(t: &Trail, seen: &mut Seen, candidates: Vec<(PathBuf, Place)>) -> Vec<O
             _ => None,
         };
         out.push(Original {
-            created: Stamp::of(msg.get("created_at")),
+            created: Stamp::of(msg.get(names::CREATED_AT)),
             path,
             place,
             msg,

@@ -1,6 +1,7 @@
 //! Printing the transcript: text lines with day markers, JSON lines,
 //! Markdown; threads folded, reactions beside their message, sessions framed.
 
+use crate::protocol::header::names;
 use std::collections::HashMap;
 
 use chrono::NaiveDate;
@@ -65,7 +66,7 @@ impl<'a> Printer<'a> {
         if let Some(&n) = d.get(o.id()) {
             return n;
         }
-        let n = match o.msg.get("in_reply_to").and_then(|p| d.get(p)) {
+        let n = match o.msg.in_reply_to().and_then(|p| d.get(p)) {
             Some(&p) => p + 1,
             None if o.id() == root.as_str() => 0,
             None => 1,
@@ -250,16 +251,16 @@ pub(super) fn headers_json(msg: &Message) -> Value {
 /// One message as a JSON object (`--format jsonl`).
 pub fn jsonl(o: &Original, roles: &Roles) -> Value {
     let m = &o.msg;
-    let from = m.get("from").unwrap_or("");
+    let from = m.sender().unwrap_or("");
     json!({
-        "id": m.get("id"),
+        "id": m.id(),
         "time": o.when().map(clock::iso),
-        "from": m.get("from"),
-        "to": m.get("to"),
-        "recipients": roles.recipients(m.get("to").unwrap_or(""), from),
-        "type": m.get("type"),
-        "created_at": m.get("created_at"),
-        "task": m.get("task"),
+        "from": m.sender(),
+        "to": m.to(),
+        "recipients": roles.recipients(m.to().unwrap_or(""), from),
+        "type": m.type_name(),
+        "created_at": m.get(names::CREATED_AT),
+        "task": m.get(names::TASK),
         "summary": summary(m),
         "state": o.place.as_str(),
         "reason": o.reason,

@@ -1,6 +1,7 @@
 //! Which messages the transcript shows and in what order: the filter, the
 //! order messages were said in, threads, reactions.
 
+use crate::protocol::header::names;
 use std::collections::HashMap;
 
 use crate::protocol::clock::{self, Instant};
@@ -31,28 +32,28 @@ pub struct Filter {
 impl Filter {
     pub fn matches(&self, msg: &Message, roles: &Roles) -> bool {
         if let Some(k) = &self.kind {
-            if msg.get("type") != Some(k.as_str()) {
+            if msg.type_name() != Some(k.as_str()) {
                 return false;
             }
         }
         if let Some(t) = &self.task {
-            if msg.get("task") != Some(t.as_str()) {
+            if msg.get(names::TASK) != Some(t.as_str()) {
                 return false;
             }
         }
         if let Some(sess) = &self.session {
-            if msg.get("session") != Some(sess.as_str()) {
+            if msg.session() != Some(sess.as_str()) {
                 return false;
             }
         }
         if let Some(root) = &self.thread {
-            if msg.get("id") != Some(root.as_str()) && msg.get("thread") != Some(root.as_str()) {
+            if msg.id() != Some(root.as_str()) && msg.thread() != Some(root.as_str()) {
                 return false;
             }
         }
         if let Some(r) = &self.role {
-            let from = msg.get("from").unwrap_or("");
-            let to = msg.get("to").unwrap_or("");
+            let from = msg.sender().unwrap_or("");
+            let to = msg.to().unwrap_or("");
             if from != r && !roles.recipients(to, from).contains(r) {
                 return false;
             }
@@ -126,7 +127,7 @@ pub fn thread_root<'a>(originals: &[&'a Original], id: &'a str) -> &'a str {
     originals
         .iter()
         .find(|o| o.id() == id)
-        .and_then(|o| o.msg.get("thread"))
+        .and_then(|o| o.msg.thread())
         .unwrap_or(id)
 }
 
@@ -145,7 +146,7 @@ pub fn thread_order<'a>(members: &[&'a Original], root: &str) -> Vec<(&'a Origin
     for (i, o) in members.iter().enumerate() {
         let parent = o
             .msg
-            .get("in_reply_to")
+            .in_reply_to()
             .and_then(|p| ids.get(p).copied())
             .filter(|&p| p != i);
         match parent {
@@ -189,12 +190,12 @@ pub fn reaction_marks(all: &[&Original]) -> HashMap<String, Vec<(String, String)
         if o.msg.kind() != Some(MessageType::React) {
             continue;
         }
-        let Some(target) = o.msg.get("in_reply_to").filter(|t| ids.contains(t)) else {
+        let Some(target) = o.msg.in_reply_to().filter(|t| ids.contains(t)) else {
             continue;
         };
         marks.entry(target.to_string()).or_default().push((
-            o.msg.get("reaction").unwrap_or("unknown").to_string(),
-            o.msg.get("from").unwrap_or("unknown").to_string(),
+            o.msg.get(names::REACTION).unwrap_or("unknown").to_string(),
+            o.msg.sender().unwrap_or("unknown").to_string(),
         ));
     }
     marks
@@ -203,9 +204,7 @@ pub fn reaction_marks(all: &[&Original]) -> HashMap<String, Vec<(String, String)
 /// Whether `o` is a reaction folded into its target's line.
 pub fn is_folded(o: &Original, marks: &HashMap<String, Vec<(String, String)>>) -> bool {
     o.msg.kind() == Some(MessageType::React)
-        && o.msg
-            .get("in_reply_to")
-            .is_some_and(|t| marks.contains_key(t))
+        && o.msg.in_reply_to().is_some_and(|t| marks.contains_key(t))
 }
 
 #[cfg(test)]

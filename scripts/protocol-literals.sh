@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Counts the places outside the protocol layer that still speak the file
+# grammar themselves (docs/design.md, "The mail store"): header names as
+# string literals in header calls, the `.handoff` suffix, message type names
+# and `all` compared by hand, listings of state folders, hard-coded message
+# size caps. Each count must stay at or below its ceiling; lower a ceiling
+# when a change brings its count down, never raise it. Exit 1 above a ceiling.
+#
+#   scripts/protocol-literals.sh          counts and ceilings
+#   scripts/protocol-literals.sh --list   also every place counted
+set -euo pipefail
+cd "$(dirname "$0")/.."
+list=no
+[ "${1:-}" = --list ] && list=yes
+
+# Files outside the protocol layer (and its foundation, fsx.rs), tests
+# included: a test that builds file names by hand drifts too.
+files=$(git ls-files 'src/*.rs' | grep -vE '^src/(protocol/|fsx\.rs)')
+
+headers='id|from|to|cc|mentions|recipient|priority|type|role|task|commit|message|subject|title|question|choices|reaction|in_reply_to|thread|session|discussion|artifact|hop|wake|failed|created_at|enqueued_at|dequeued_at|completed_at'
+types='note|clarify|answer|react|git_handoff|digest|digest_request|review|handoff|task_done'
+
+# name | ceiling | pattern (grep -E). The ceilings are today's counts; the
+# header-literal ones left are JSON keys of other protocols (an OpenAI
+# answer's `choices` and `message`, an MCP call's `choices`).
+checks=(
+  "header-literal|3|\\.(get|set|push|remove|get_all|header|field)\\(\"($headers)\""
+  "handoff-suffix|13|\"\\.handoff\""
+  "type-literal|6|(==|!=) *\"($types)\"|Some\\(\"($types)\"\\)"
+  "all-literal|3|(==|!=) *\"all\"|Some\\(\"all\"\\)|split\\(','\\)"
+  "state-listing|32|read_dir\\("
+  "size-cap|13|1024 \\* 1024"
+)
+fail=0
+for c in "${checks[@]}"; do
+  IFS='|' read -r name ceiling pattern <<<"$c"
+  hits=$(grep -nE -- "$pattern" $files || true)
+  n=$(printf '%s' "$hits" | grep -c . || true)
+  status=ok
+  if [ "$n" -gt "$ceiling" ]; then status=OVER; fail=1; fi
+  printf '%-16s %4d (ceiling %d) %s\n' "$name" "$n" "$ceiling" "$status"
+  if [ "$list" = yes ] || [ "$status" = OVER ]; then
+    printf '%s\n' "$hits" | sed 's/^/    /'
+  fi
+done
+if [ "$fail" = 1 ]; then
+  echo "protocol-literals: a count is over its ceiling; use the protocol layer (src/protocol/header.rs names and accessors, grammar.rs, layout.rs) instead" >&2
+  exit 1
+fi
