@@ -47,8 +47,7 @@ pub fn resolve(task: bool, batch: bool) -> Result<Resolved> {
         _ => None,
     };
     if let Some(mode) = forced {
-        let wt = root::locate_worktree(&cwd)?;
-        let project = root::project_of(&wt);
+        let (wt, project) = root::locate_worktree(&cwd)?;
         let config = match &project {
             Some(p) => Config::load(&p.config_file())?,
             None => Config::default(),

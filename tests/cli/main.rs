@@ -12,6 +12,7 @@ mod core_send;
 mod costs;
 mod crash;
 mod daemon;
+mod discovery;
 mod examples;
 mod faults;
 mod forum;
