@@ -38,7 +38,8 @@ impl Resolved {
 }
 
 /// The inbox and receive mode for this call: a forced mode needs only the
-/// worktree; otherwise the role's row in roles.tsv decides (§7.1).
+/// worktree; otherwise the role's row in roles.tsv decides (docs/protocol.md
+/// §7.3).
 pub fn resolve(task: bool, batch: bool) -> Result<Resolved> {
     let cwd = root::current_dir()?;
     let forced = match (task, batch) {

@@ -1,9 +1,10 @@
-//! One synchronous, idempotent delivery pass: the daemon's core (§6.4, issue 3).
+//! One synchronous, idempotent delivery pass: the daemon's core
+//! (docs/protocol.md §7.2).
 //!
 //! Every `*.handoff` in every role's outbox is taken in priority order (file
 //! name order across all outboxes). A file is refused to `failed/` with a
 //! reason before any copy is written when it is malformed, a symlink, not a
-//! regular file, too large, sent from an outbox its `from` does not own (D8),
+//! regular file, too large, sent from an outbox its `from` does not own,
 //! or names an unknown recipient. Otherwise each recipient gets a copy
 //! published atomically into `inbox/new/` (skipping a recipient that already
 //! holds the file anywhere in its inbox), then the original moves to `sent/`.
