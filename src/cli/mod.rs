@@ -53,6 +53,28 @@ pub fn wants_json(args: &[std::ffi::OsString]) -> bool {
             .any(|w| w[0] == "--format" && w[1] == "jsonl")
 }
 
+/// The first command-line argument (after the program) that is not valid
+/// UTF-8, as a usage error naming it with its bytes escaped; `None` when
+/// every one is. Roles, headers and the paths this toolkit prints are UTF-8,
+/// so such an argument is refused up front, never misread.
+pub fn non_utf8_argument(args: &[std::ffi::OsString]) -> Option<Error> {
+    let (i, bad) = args
+        .iter()
+        .enumerate()
+        .skip(1)
+        .find(|(_, a)| a.to_str().is_none())?;
+    let mut shown = String::new();
+    for chunk in bad.as_encoded_bytes().utf8_chunks() {
+        shown.push_str(&crate::text::escape(chunk.valid()));
+        for b in chunk.invalid() {
+            shown.push_str(&format!("\\x{b:02X}"));
+        }
+    }
+    Some(Error::env(format!(
+        "argument {i} is not valid UTF-8: {shown}\n  hint: name files and folders with UTF-8 paths"
+    )))
+}
+
 /// clap's colour choice under the same rule: clap's own detection looks at
 /// the stream it writes to but not every variable the same way.
 pub fn clap_colour() -> clap::ColorChoice {

@@ -42,16 +42,11 @@ impl Located {
     /// `/p/.worktrees/ping is role ping's worktree of project /p`, for the
     /// commands that refuse to run there (they name both folders).
     pub fn describe(&self) -> String {
-        let roles = Roles::load(&self.project.roles_tsv()).unwrap_or_default();
         let wt = &self.worktree.root;
-        let names: Vec<&str> = roles
-            .roles
-            .iter()
-            .filter(|r| {
-                let p = self.project.root.join(&r.worktree_path);
-                p.canonicalize().is_ok_and(|c| &c == wt)
-            })
-            .map(|r| r.name.as_str())
+        let names: Vec<String> = role_worktrees(&self.project.root)
+            .into_iter()
+            .filter(|(_, path)| path == wt)
+            .map(|(name, _)| name)
             .collect();
         let whose = match names.as_slice() {
             [] => "a worktree".to_string(),
@@ -146,14 +141,25 @@ fn pointed_project(dir: &Path) -> Option<PathBuf> {
     holds_roles(&p).then_some(p)
 }
 
-/// The role worktrees `project`'s roles.tsv lists, as canonical folders
-/// (a relative column 3 is relative to the project root).
-fn listed_worktrees(project: &Path) -> Vec<PathBuf> {
+/// Each role of `project`'s roles.tsv with its worktree as a canonical
+/// folder (a relative column 3 is relative to the project root).
+fn role_worktrees(project: &Path) -> Vec<(String, PathBuf)> {
     let roles = Roles::load(&Project::new(project).roles_tsv()).unwrap_or_default();
     roles
-        .worktrees()
-        .iter()
-        .filter_map(|w| project.join(w).canonicalize().ok())
+        .roles
+        .into_iter()
+        .filter_map(|r| {
+            let path = project.join(&r.worktree_path).canonicalize().ok()?;
+            Some((r.name, path))
+        })
+        .collect()
+}
+
+/// The role worktrees `project`'s roles.tsv lists, as canonical folders.
+fn listed_worktrees(project: &Path) -> Vec<PathBuf> {
+    role_worktrees(project)
+        .into_iter()
+        .map(|(_, p)| p)
         .collect()
 }
 

@@ -5,6 +5,7 @@ mod support;
 mod agents;
 mod api;
 mod archive;
+mod args;
 mod bridge;
 mod builder;
 mod core_queue;
