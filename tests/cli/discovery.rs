@@ -6,10 +6,11 @@
 //! role's worktree is that role's worktree of the enclosing project.
 //!
 //! Role `ping` works in the layout under test, `pong` in a `swarm init`
-//! worktree. Every agent helper runs under both its names (ours, and
-//! SwarmForge's wrapper as `swarm shims` writes it) from ping's worktree and
-//! from a folder inside it; `swarm` runs from those folders and with
-//! `--root`; `handoffd` is refused on ping's worktree. Found right, ping is
+//! worktree. Every agent helper runs under each of its names (ours,
+//! SwarmForge's wrapper as `swarm shims` writes it, and SwarmForge's
+//! task-mode helper) from ping's worktree and from a folder inside it;
+//! `swarm` runs from those folders, with `--root` and with the positional
+//! root; `handoffd` is refused on ping's worktree. Found right, ping is
 //! held to the project's swarm.yaml, its mail carries the open session, and
 //! its queue is its own worktree's.
 
@@ -140,27 +141,33 @@ fn setup(place: Place) -> Case {
     }
 }
 
-/// An agent helper's two names: ours and SwarmForge's wrapper.
+/// An agent helper's names: ours, SwarmForge's wrapper, and SwarmForge's
+/// task-mode helper (`ready_for_next_task.sh`: no role, no roles.tsv row).
 #[derive(Clone, Copy, Debug)]
 enum Spelling {
     Ours,
     SwarmForge,
+    SwarmForgeTask,
 }
 
-const SPELLINGS: [Spelling; 2] = [Spelling::Ours, Spelling::SwarmForge];
+const SPELLINGS: [Spelling; 3] = [
+    Spelling::Ours,
+    Spelling::SwarmForge,
+    Spelling::SwarmForgeTask,
+];
 
 impl Case {
     fn helper(&self, spelling: Spelling, ours: &str) -> PathBuf {
-        let theirs = match ours {
-            "swarm-handoff" => "swarm_handoff.sh",
-            "ready-next" => "ready_for_next.sh",
-            "done-current" => "done_with_current.sh",
-            other => panic!("no helper {other}"),
+        let theirs = match (ours, spelling) {
+            (_, Spelling::Ours) => return bin(ours),
+            ("swarm-handoff", _) => "swarm_handoff.sh",
+            ("ready-next", Spelling::SwarmForge) => "ready_for_next.sh",
+            ("ready-next", _) => "ready_for_next_task.sh",
+            ("done-current", Spelling::SwarmForge) => "done_with_current.sh",
+            ("done-current", _) => "done_with_current_task.sh",
+            (other, _) => panic!("no helper {other}"),
         };
-        match spelling {
-            Spelling::Ours => bin(ours),
-            Spelling::SwarmForge => self.shims.join(theirs),
-        }
+        self.shims.join(theirs)
     }
 
     fn run(&self, program: &Path, cwd: &Path, role: Option<&str>, args: &[&str]) -> Run {
@@ -297,12 +304,12 @@ impl Case {
             "{:?}: from {here}",
             self.place
         );
-        assert_eq!(
-            status(elsewhere, &["--root", here, "status", "--json"]),
-            want,
-            "{:?}: --root {here}",
-            self.place
-        );
+        for args in [
+            &["--root", here, "status", "--json"][..],
+            &["status", here, "--json"],
+        ] {
+            assert_eq!(status(elsewhere, args), want, "{:?}: {args:?}", self.place);
+        }
     }
 
     /// `handoffd` on ping's worktree serves nothing and names the project.
