@@ -55,20 +55,13 @@ pub fn run() -> i32 {
         eprintln!("handoffd: {e}");
         return e.exit_code();
     }
-    let matches = match command().try_get_matches_from(&args) {
+    let usage = || {
+        eprintln!("{USAGE}");
+        exit::ENV
+    };
+    let matches = match super::parse_own(command(), &args, help, usage) {
         Ok(m) => m,
-        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => {
-            super::out(&help());
-            return exit::OK;
-        }
-        Err(e) if e.kind() == clap::error::ErrorKind::DisplayVersion => {
-            super::out(&format!("handoffd {}\n", env!("CARGO_PKG_VERSION")));
-            return exit::OK;
-        }
-        Err(_) => {
-            eprintln!("{USAGE}");
-            return exit::ENV;
-        }
+        Err(code) => return code,
     };
     let opts = Options {
         once: matches.get_flag("once"),

@@ -75,6 +75,31 @@ pub fn non_utf8_argument(args: &[std::ffi::OsString]) -> Option<Error> {
     )))
 }
 
+/// Parses `args` with `cmd` for a binary that keeps its own texts (the
+/// agent helper and the daemon answer as SwarmForge's do): `--help` prints
+/// `help()`, `--version` `<name> <version>`, and any other refusal is
+/// `usage()`'s answer (its exit code).
+pub fn parse_own(
+    cmd: clap::Command,
+    args: &[std::ffi::OsString],
+    help: impl FnOnce() -> String,
+    usage: impl FnOnce() -> i32,
+) -> Result<clap::ArgMatches, i32> {
+    use clap::error::ErrorKind;
+    let name = cmd.get_name().to_string();
+    cmd.try_get_matches_from(args).map_err(|e| match e.kind() {
+        ErrorKind::DisplayHelp => {
+            out(&help());
+            exit::OK
+        }
+        ErrorKind::DisplayVersion => {
+            out(&format!("{name} {}\n", env!("CARGO_PKG_VERSION")));
+            exit::OK
+        }
+        _ => usage(),
+    })
+}
+
 /// clap's colour choice under the same rule: clap's own detection looks at
 /// the stream it writes to but not every variable the same way.
 pub fn clap_colour() -> clap::ColorChoice {

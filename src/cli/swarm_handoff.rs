@@ -44,30 +44,23 @@ pub fn run() -> i32 {
     if let Some(e) = super::non_utf8_argument(&args) {
         return super::report(&e, json);
     }
-    let matches = match command().try_get_matches_from(&args) {
+    let usage = || {
+        eprint!("{USAGE}");
+        if json {
+            let given = args.iter().skip(1).filter(|a| *a != "--json").count();
+            super::emit_json(serde_json::json!({
+                "status": "error",
+                "token": "USAGE",
+                "message": format!("expected one draft file, got {given}"),
+                "paths": [],
+                "exit_code": exit::ENV,
+            }));
+        }
+        exit::ENV
+    };
+    let matches = match super::parse_own(command(), &args, help, usage) {
         Ok(m) => m,
-        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => {
-            super::out(&help());
-            return exit::OK;
-        }
-        Err(e) if e.kind() == clap::error::ErrorKind::DisplayVersion => {
-            super::out(&format!("swarm-handoff {}\n", env!("CARGO_PKG_VERSION")));
-            return exit::OK;
-        }
-        Err(_) => {
-            eprint!("{USAGE}");
-            if json {
-                let given = args.iter().skip(1).filter(|a| *a != "--json").count();
-                super::emit_json(serde_json::json!({
-                    "status": "error",
-                    "token": "USAGE",
-                    "message": format!("expected one draft file, got {given}"),
-                    "paths": [],
-                    "exit_code": exit::ENV,
-                }));
-            }
-            return exit::ENV;
-        }
+        Err(code) => return code,
     };
     let json = matches.get_flag("json");
     let Some(arg) = matches.get_one::<String>("draft") else {

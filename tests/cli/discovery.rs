@@ -178,6 +178,12 @@ impl Case {
         c.args(args).output().unwrap().into()
     }
 
+    /// Writes `draft` into `cwd` and sends it there as `role` with `send`.
+    fn send(&self, send: &Path, cwd: &Path, role: &str, draft: &str) -> Run {
+        fs::write(cwd.join("draft.txt"), draft).unwrap();
+        self.run(send, cwd, Some(role), &["draft.txt"])
+    }
+
     fn pong(&self) -> PathBuf {
         self.p.path(".worktrees/pong")
     }
@@ -217,12 +223,8 @@ impl Case {
         let send = self.helper(spelling, "swarm-handoff");
 
         // Held to the project's swarm.yaml (ping may send notes only).
-        fs::write(
-            cwd.join("draft.txt"),
-            "type: post\nto: pong\npriority: 50\nsubject: hi\n\nbody\n",
-        )
-        .unwrap();
-        let r = self.run(&send, cwd, Some("ping"), &["draft.txt"]);
+        let post = "type: post\nto: pong\npriority: 50\nsubject: hi\n\nbody\n";
+        let r = self.send(&send, cwd, "ping", post);
         assert_eq!(r.code, 2, "{what}: the project's allowed_types: {r:?}");
         assert!(
             r.stderr
@@ -231,12 +233,8 @@ impl Case {
         );
 
         // Queued in ping's own outbox; delivered with the open session.
-        fs::write(
-            cwd.join("draft.txt"),
-            "type: note\nto: pong\npriority: 50\nmessage: from ping\n",
-        )
-        .unwrap();
-        let r = self.run(&send, cwd, Some("ping"), &["draft.txt"]);
+        let note = "type: note\nto: pong\npriority: 50\nmessage: from ping\n";
+        let r = self.send(&send, cwd, "ping", note);
         assert_eq!(r.code, 0, "{what}: {r:?}");
         let queued = r
             .stdout
@@ -259,17 +257,8 @@ impl Case {
         self.take(Spelling::Ours, "pong", &self.pong(), "from ping");
 
         // Mail for ping lands in ping's inbox and is handed out there.
-        fs::write(
-            self.pong().join("draft.txt"),
-            "type: note\nto: ping\npriority: 50\nmessage: for ping\n",
-        )
-        .unwrap();
-        let r = self.run(
-            &bin("swarm-handoff"),
-            &self.pong(),
-            Some("pong"),
-            &["draft.txt"],
-        );
+        let note = "type: note\nto: ping\npriority: 50\nmessage: for ping\n";
+        let r = self.send(&bin("swarm-handoff"), &self.pong(), "pong", note);
         assert_eq!(r.code, 0, "{what}: pong sends: {r:?}");
         self.deliver();
         assert_eq!(
