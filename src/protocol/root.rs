@@ -229,12 +229,17 @@ pub fn project_from(dir: &Path) -> Option<Project> {
 /// in the project, git worktree or plain folder, is never taken for the
 /// project's own.
 fn worktree_in(dir: &Path, project: &Project) -> Worktree {
-    let listed = listed_worktrees(&project.root);
+    // The listing is read only when a folder passes the cheaper tests: an
+    // agent runs in its worktree's top folder, which holds state.
+    let listed = std::cell::OnceCell::new();
     let stop = |d: &&Path| {
         *d == project.root
-            || listed.iter().any(|l| l == d)
             || has_state(d)
             || d.join(".git").exists()
+            || listed
+                .get_or_init(|| listed_worktrees(&project.root))
+                .iter()
+                .any(|l| l == d)
     };
     Worktree::new(upwards(dir).find(stop).unwrap_or(dir))
 }
