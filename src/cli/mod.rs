@@ -133,9 +133,8 @@ pub fn parse_args<T: clap::Parser>() -> Result<T, i32> {
     }
 }
 
-/// Every binary's clap definition, for completions and man pages. The agent
-/// helpers that parse by hand (for SwarmForge's exact usage text) have a
-/// definition used for documentation only.
+/// Every binary's clap definition, the one each parses its command line
+/// with, for completions and man pages.
 pub fn commands() -> Vec<clap::Command> {
     use clap::CommandFactory;
     vec![
