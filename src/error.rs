@@ -15,7 +15,7 @@ pub mod exit {
     pub const REFUSED: i32 = 2;
 }
 
-/// Every refusal token the tools print (protocol.md §7.9 and the
+/// Every refusal token the tools print (docs/protocol.md §7.5 and the
 /// collaboration tokens), with its exit code: one table, so a token is never
 /// spelled or numbered twice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -1,9 +1,10 @@
 //! The only module that writes, renames, fsyncs or locks.
 //!
-//! Every publish is temp file + fsync + rename + fsync(dir) (D7); every state
-//! change is a rename that cannot clobber (`renameat2(RENAME_NOREPLACE)`); locks
-//! are `flock(2)` locks on plain files, released by the kernel when the holder
-//! dies, so a killed process never leaves a stale lock behind.
+//! Every publish is temp file + fsync + rename + fsync(dir) (docs/protocol.md
+//! §8); every state change is a rename that cannot clobber
+//! (`renameat2(RENAME_NOREPLACE)`); locks are `flock(2)` locks on plain files,
+//! released by the kernel when the holder dies, so a killed process never
+//! leaves a stale lock behind.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -236,7 +237,7 @@ pub fn publish_without_dir_sync(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io
 
 /// Atomically replaces the content of an existing file, keeping its mode: temp
 /// file in `tmp_dir`, fsync, rename(2) over the target, fsync(dir). The target
-/// never disappears, not even for an instant (§15.4).
+/// never disappears, not even for an instant.
 pub fn replace(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
     replace_with(tmp_dir, dest, bytes, true)
 }
@@ -293,7 +294,7 @@ pub fn create_dir_new(dir: &Path) -> io::Result<()> {
 }
 
 /// Creates every listed directory (and parents) if missing.
-/// Each folder created is made durable in its parent (D7): a message
+/// Each folder created is made durable in its parent: a message
 /// published into a brand-new `outbox/` must not lose that folder on a crash.
 pub fn ensure_dirs<P: AsRef<Path>>(dirs: &[P]) -> io::Result<()> {
     for d in dirs {

@@ -1,17 +1,28 @@
 //! swarm-handoff: a file-based handoff queue for agent swarms that speaks
-//! SwarmForge's on-disk protocol (see `docs/` and the README).
+//! SwarmForge's on-disk protocol (docs/protocol.md).
 //!
 //! Agents queue drafts with `swarm-handoff`, accept work with `ready-next` and
 //! finish it with `done-current`; `handoffd` routes each outbox file into every
 //! recipient's inbox. Every state change is an atomic rename (`fsx`), and the
 //! files themselves are the transcript and the audit trail.
 //!
-//! The folders are the layers, each importing only those below it:
-//! `fsx` and `error` (the foundation), `protocol` (the on-disk format),
-//! `daemon` (delivery), `forum` (sessions, discussions, the moderator; reached
-//! by the daemon through one hook), `agent` (the agent's commands), `views`
-//! (read-only readers), `launch` (init, up, down), `bridge` (hosts joined over
-//! NATS JetStream; the one async part) and `cli` (the front ends).
+//! The folders are the layers, each importing only those listed before it
+//! (docs/design.md says why):
+//!
+//! - `fsx`, `text`, `error`: the foundation (renames, fsyncs and locks;
+//!   what may reach a terminal; errors with their exit codes);
+//! - `protocol`: the on-disk format, the paths, roles.tsv, the config and
+//!   finding the project;
+//! - `daemon`: `handoffd`, the delivery pass and when to run it, the gate,
+//!   wake-ups, the journal;
+//! - `forum`: sessions, discussions, the moderator, reached by the daemon
+//!   through one hook;
+//! - `agent`: the agent's own commands (send, take and finish work);
+//! - `views`: read-only answers for people (status, transcript, audit);
+//! - `bridge`: hosts joined over NATS JetStream;
+//! - `launch`: init, up, down;
+//! - `serve`, `mcp`: the cockpit and the MCP server (the async front ends);
+//! - `cli`: the command lines of the five binaries.
 
 // Every layer is public for the binaries, the integration tests, the benches
 // and the fuzz targets; nothing else is promised. (Building with these as

@@ -1,5 +1,5 @@
 //! `swarm answer <clarify-id> --choice N [--choice M] [--text T]`: a person
-//! answers an open clarify (collaboration.md, "Human roles").
+//! answers an open clarify (docs/message-model.md, "`swarm answer`").
 //!
 //! The answer is sent as the role that received the clarify, through the same
 //! path as `swarm-handoff` (a draft, validated against the clarify's options,

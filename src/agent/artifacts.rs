@@ -1,5 +1,5 @@
 //! Artifacts: files a message names with repeatable `artifact:` headers
-//! (collaboration.md, "Artifacts").
+//! (docs/message-model.md, "Artifacts").
 //!
 //! At send time a draft's `artifact: <path>` must, after normalisation and
 //! resolving symlinks, be a regular file inside the sender's worktree; it is

@@ -39,7 +39,8 @@ impl Resolved {
 }
 
 /// The inbox and receive mode for this call: a forced mode needs only the
-/// worktree; otherwise the role's row in roles.tsv decides (§7.1).
+/// worktree; otherwise the role's row in roles.tsv decides (docs/protocol.md
+/// §7.3).
 pub fn resolve(task: bool, batch: bool) -> Result<Resolved> {
     let cwd = root::current_dir()?;
     let forced = match (task, batch) {
@@ -48,8 +49,7 @@ pub fn resolve(task: bool, batch: bool) -> Result<Resolved> {
         _ => None,
     };
     if let Some(mode) = forced {
-        let wt = root::locate_worktree(&cwd)?;
-        let project = root::project_of(&wt);
+        let (wt, project) = root::locate_worktree(&cwd)?;
         let config = match &project {
             Some(p) => Config::load(&p.config_file())?,
             None => Config::default(),

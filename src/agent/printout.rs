@@ -1,5 +1,5 @@
-//! What `ready-next` and `done-current` print: SwarmForge's tokens (§7.2, §7.3)
-//! as text, or one JSON object carrying the same facts.
+//! What `ready-next` and `done-current` print: SwarmForge's tokens
+//! (docs/protocol.md §7.3) as text, or one JSON object carrying the same facts.
 //!
 //! The collaboration tokens (docs/message-model.md) only appear when their
 //! headers are present, between the SwarmForge header tokens and `PAYLOAD:`,
@@ -281,9 +281,9 @@ pub fn resume_json(r: &Resume) -> Value {
     json!({"lines": r.lines, "latest_digest": r.latest_digest})
 }
 
-/// §7.2 task printout, with the collaboration tokens and any `ANSWER:`
-/// blocks before `PAYLOAD:`. The body is printed verbatim (the one parser
-/// already refused control characters in it).
+/// The task printout (docs/protocol.md §7.3), with the collaboration tokens and
+/// any `ANSWER:` blocks before `PAYLOAD:`. The body is printed verbatim (the
+/// one parser already refused control characters in it).
 pub fn task_text(item: &Item, viewer: Viewer, answers: &[Item]) -> String {
     let mut s = format!(
         "TASK: {}\nFROM: {}\nTYPE: {}\nPRIORITY: {}\n",

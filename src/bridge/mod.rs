@@ -1,4 +1,4 @@
-//! The bridge (issue 16, docs/bridge.md): a swarm across hosts over NATS
+//! The bridge (docs/bridge.md): a swarm across hosts over NATS
 //! JetStream, with the daemon unchanged. A role on another host is a local
 //! proxy worktree (`.swarmforge/bridge/out/<role>/`) that the daemon delivers
 //! into like any inbox; the bridge publishes each proxy copy to JetStream and

@@ -7,8 +7,9 @@ use crate::error::exit;
 
 pub const USAGE: &str = "Usage: handoffd [--once] [--poll] <project-root>";
 
-/// The clap definition of handoffd, for completions and man pages only: the
-/// arguments are parsed by hand to keep SwarmForge's usage line.
+/// The command line: `run` parses with it; completions and man pages are
+/// rendered from it. A bad command line answers with [`USAGE`], as
+/// SwarmForge's `handoffd.bb` answers with its own.
 pub fn command() -> clap::Command {
     use clap::{Arg, ArgAction, Command};
     Command::new("handoffd")
@@ -18,6 +19,7 @@ pub fn command() -> clap::Command {
             "Logs to .swarmforge/daemon/handoffd.log and events.jsonl (rotated by size, \
              see `logs:` in swarm.yaml). `swarm stop` stops it.",
         )
+        .args_override_self(true)
         .arg(
             Arg::new("once")
                 .long("once")
@@ -39,31 +41,34 @@ pub fn command() -> clap::Command {
         )
 }
 
+/// `--help`: the usage line and the two flags.
+fn help() -> String {
+    format!(
+        "{USAGE}\n\nRoutes every role's outbox into its recipients' inboxes.\n  \
+         --once  one delivery pass, then exit\n  --poll  poll instead of file events\n"
+    )
+}
+
 pub fn run() -> i32 {
-    let mut opts = Options::default();
-    let mut root: Option<PathBuf> = None;
-    for a in std::env::args().skip(1) {
-        match a.as_str() {
-            "--once" => opts.once = true,
-            "--poll" => opts.poll = true,
-            "-h" | "--help" => {
-                println!("{USAGE}\n\nRoutes every role's outbox into its recipients' inboxes.\n  --once  one delivery pass, then exit\n  --poll  poll instead of file events");
-                return exit::OK;
-            }
-            "-V" | "--version" => {
-                println!("handoffd {}", env!("CARGO_PKG_VERSION"));
-                return exit::OK;
-            }
-            s if s.starts_with('-') || root.is_some() => {
-                eprintln!("{USAGE}");
-                return exit::ENV;
-            }
-            s => root = Some(PathBuf::from(s)),
-        }
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(e) = super::non_utf8_argument(&args) {
+        eprintln!("handoffd: {e}");
+        return e.exit_code();
     }
-    let Some(root) = root else {
+    let usage = || {
         eprintln!("{USAGE}");
-        return exit::ENV;
+        exit::ENV
+    };
+    let matches = match super::parse_own(command(), &args, help, usage) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let opts = Options {
+        once: matches.get_flag("once"),
+        poll: matches.get_flag("poll"),
+    };
+    let Some(root) = matches.get_one::<String>("root").map(PathBuf::from) else {
+        return exit::ENV; // clap requires it
     };
     match daemon::run(&root, opts, Box::<crate::forum::Forum>::default()) {
         Ok(code) => code,

@@ -53,6 +53,53 @@ pub fn wants_json(args: &[std::ffi::OsString]) -> bool {
             .any(|w| w[0] == "--format" && w[1] == "jsonl")
 }
 
+/// The first command-line argument (after the program) that is not valid
+/// UTF-8, as a usage error naming it with its bytes escaped; `None` when
+/// every one is. Roles, headers and the paths this toolkit prints are UTF-8,
+/// so such an argument is refused up front, never misread.
+pub fn non_utf8_argument(args: &[std::ffi::OsString]) -> Option<Error> {
+    let (i, bad) = args
+        .iter()
+        .enumerate()
+        .skip(1)
+        .find(|(_, a)| a.to_str().is_none())?;
+    let mut shown = String::new();
+    for chunk in bad.as_encoded_bytes().utf8_chunks() {
+        shown.push_str(&crate::text::escape(chunk.valid()));
+        for b in chunk.invalid() {
+            shown.push_str(&format!("\\x{b:02X}"));
+        }
+    }
+    Some(Error::env(format!(
+        "argument {i} is not valid UTF-8: {shown}\n  hint: name files and folders with UTF-8 paths"
+    )))
+}
+
+/// Parses `args` with `cmd` for a binary that keeps its own texts (the
+/// agent helper and the daemon answer as SwarmForge's do): `--help` prints
+/// `help()`, `--version` `<name> <version>`, and any other refusal is
+/// `usage()`'s answer (its exit code).
+pub fn parse_own(
+    cmd: clap::Command,
+    args: &[std::ffi::OsString],
+    help: impl FnOnce() -> String,
+    usage: impl FnOnce() -> i32,
+) -> Result<clap::ArgMatches, i32> {
+    use clap::error::ErrorKind;
+    let name = cmd.get_name().to_string();
+    cmd.try_get_matches_from(args).map_err(|e| match e.kind() {
+        ErrorKind::DisplayHelp => {
+            out(&help());
+            exit::OK
+        }
+        ErrorKind::DisplayVersion => {
+            out(&format!("{name} {}\n", env!("CARGO_PKG_VERSION")));
+            exit::OK
+        }
+        _ => usage(),
+    })
+}
+
 /// clap's colour choice under the same rule: clap's own detection looks at
 /// the stream it writes to but not every variable the same way.
 pub fn clap_colour() -> clap::ColorChoice {
@@ -86,9 +133,8 @@ pub fn parse_args<T: clap::Parser>() -> Result<T, i32> {
     }
 }
 
-/// Every binary's clap definition, for completions and man pages. The agent
-/// helpers that parse by hand (for SwarmForge's exact usage text) have a
-/// definition used for documentation only.
+/// Every binary's clap definition, the one each parses its command line
+/// with, for completions and man pages.
 pub fn commands() -> Vec<clap::Command> {
     use clap::CommandFactory;
     vec![

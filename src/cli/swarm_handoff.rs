@@ -6,8 +6,9 @@ use crate::error::{Error, Token};
 use crate::protocol::draft::{self, USAGE};
 use crate::protocol::types;
 
-/// The clap definition of this command, for completions and man pages only:
-/// parsing stays by hand so a refusal prints SwarmForge's usage byte for byte.
+/// The command line: `run` parses with it; completions and man pages are
+/// rendered from it. A bad command line still answers with SwarmForge's
+/// usage text, byte for byte, and `--help` with [`help`].
 pub fn command() -> clap::Command {
     use clap::{Arg, ArgAction, Command};
     Command::new("swarm-handoff")
@@ -18,6 +19,7 @@ pub fn command() -> clap::Command {
              the project and the worktree are found from the current directory.\n\
              Exit codes: 0 queued; 1 environment or usage error; 2 draft refused (nothing queued).",
         )
+        .args_override_self(true)
         .arg(
             Arg::new("json")
                 .long("json")
@@ -28,42 +30,42 @@ pub fn command() -> clap::Command {
             Arg::new("draft")
                 .value_name("DRAFT_FILE")
                 .required(true)
+                // SwarmForge takes any one argument for the draft's path
+                // (`-` or `--x` included) and says `Draft file not found`.
+                .allow_hyphen_values(true)
                 .value_hint(clap::ValueHint::FilePath)
                 .help("The draft to queue"),
         )
 }
 
-pub fn run(args: Vec<String>) -> i32 {
-    let mut json = false;
-    let mut positional = Vec::new();
-    for a in args {
-        match a.as_str() {
-            "--json" => json = true,
-            "-h" | "--help" => {
-                super::out(&help());
-                return exit::OK;
-            }
-            "-V" | "--version" => {
-                super::out(&format!("swarm-handoff {}\n", env!("CARGO_PKG_VERSION")));
-                return exit::OK;
-            }
-            _ => positional.push(a),
-        }
+pub fn run() -> i32 {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let json = super::wants_json(&args);
+    if let Some(e) = super::non_utf8_argument(&args) {
+        return super::report(&e, json);
     }
-    if positional.len() != 1 {
+    let usage = || {
         eprint!("{USAGE}");
         if json {
+            let given = args.iter().skip(1).filter(|a| *a != "--json").count();
             super::emit_json(serde_json::json!({
                 "status": "error",
                 "token": "USAGE",
-                "message": format!("expected one draft file, got {}", positional.len()),
+                "message": format!("expected one draft file, got {given}"),
                 "paths": [],
                 "exit_code": exit::ENV,
             }));
         }
-        return exit::ENV;
-    }
-    let arg = &positional[0];
+        exit::ENV
+    };
+    let matches = match super::parse_own(command(), &args, help, usage) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let json = matches.get_flag("json");
+    let Some(arg) = matches.get_one::<String>("draft") else {
+        return exit::ENV; // clap requires it
+    };
     let cwd = match crate::protocol::root::current_dir() {
         Ok(c) => c,
         Err(e) => return super::report(&e, json),

@@ -3,7 +3,7 @@
 //! The daemon holds an exclusive flock(2) on `.swarmforge/daemon/handoffd.pid`
 //! for its whole life. A pid is only signalled after /proc/locks confirms that
 //! this very process holds that lock, so a stale pid file can never get an
-//! unrelated process killed (§15.10).
+//! unrelated process killed (docs/protocol.md §7.6).
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
-//! Whether the delivery pass may deliver a message now (issue 15): `swarm
-//! pause` (the state file `.swarmforge/paused`) and swarm.yaml's approval
-//! rules (`approval: required` per sending role or per type). The pass asks
-//! [`decide`] once per message, after its refusal checks and before the
+//! Whether the delivery pass may deliver a message now (docs/cockpit.md):
+//! `swarm pause` (the state file `.swarmforge/paused`) and swarm.yaml's
+//! approval rules (`approval: required` per sending role or per type). The pass
+//! asks [`decide`] once per message, after its refusal checks and before the
 //! forum's admission; [`hold`] moves a message that needs approval into its
 //! sender's `held/`.
 //!

@@ -1,6 +1,6 @@
-//! What a person does about the gate (issue 15): list, approve and deny held
-//! handoffs; pause and resume delivery. The same files are written by `swarm
-//! approve|deny|pause|resume` and by the cockpit (`swarm serve`).
+//! What a person does about the gate (docs/cockpit.md): list, approve and deny
+//! held handoffs; pause and resume delivery. The same files are written by
+//! `swarm approve|deny|pause|resume` and by the cockpit (`swarm serve`).
 //!
 //! Approve is crash-safe in this order: (1) publish the record
 //! `.swarmforge/approvals/<id>` (temp + fsync + no-clobber rename), (2)

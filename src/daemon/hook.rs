@@ -1,4 +1,4 @@
-//! The daemon's one door to the forum (collaboration.md): discussion turns,
+//! The daemon's one door to the forum (docs/forum.md): discussion turns,
 //! digest bookkeeping, idle sessions and late turns. The forum implements
 //! [`ForumHook`]; the daemon calls only this trait and never reaches into the
 //! forum's modules, so delivery stays a pass over files that knows no

@@ -16,7 +16,8 @@ use crate::protocol::layout::Project;
 use crate::protocol::logfile::{self, Policy};
 use crate::text::escape;
 
-/// What happened. The first six are SwarmForge's log words (§6.8, issue 3).
+/// What happened. The first six are SwarmForge's log words (docs/protocol.md
+/// §7.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {

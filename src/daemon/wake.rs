@@ -1,7 +1,7 @@
-//! Wake-ups, off the delivery path (§6.5, §15.1). Each role's wake-up runs on
-//! its own thread, so a slow tmux call never delays delivery or another role;
-//! a wake-up requested while one is running for that role is coalesced into
-//! one more. A failed wake-up is logged `notify_failed` and never fails a
+//! Wake-ups, off the delivery path (docs/protocol.md §7.2). Each role's wake-up
+//! runs on its own thread, so a slow tmux call never delays delivery or another
+//! role; a wake-up requested while one is running for that role is coalesced
+//! into one more. A failed wake-up is logged `notify_failed` and never fails a
 //! delivery; the re-wake sweep tries again later.
 //!
 //! Per role `wake:` in `swarm.yaml`: `immediate` types at once (SwarmForge's

@@ -1,4 +1,4 @@
-//! Round-robin discussions (collaboration.md, "Round-robin discussions").
+//! Round-robin discussions (docs/forum.md, "Round-robin discussions").
 //!
 //! A discussion is a record (`<id>.discussion`: order, cap, open/closed) and
 //! an append-only turn log (`<id>.turns`) that the daemon writes as it

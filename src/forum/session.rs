@@ -1,4 +1,4 @@
-//! Forum sessions (collaboration.md, "Forum sessions and the moderator").
+//! Forum sessions (docs/forum.md, "Sessions").
 //!
 //! A session is an index record, never a reset: starting or closing one
 //! writes one small header-format file under `.swarmforge/forum/sessions/`

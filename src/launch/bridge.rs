@@ -1,5 +1,5 @@
-//! Starting and stopping `swarm bridge` with the swarm (issue 16): `swarm up`
-//! starts it when `swarm.yaml` sets `bridge:`, `swarm down` stops it. The
+//! Starting and stopping `swarm bridge` with the swarm (docs/bridge.md): `swarm
+//! up` starts it when `swarm.yaml` sets `bridge:`, `swarm down` stops it. The
 //! bridge itself (the network part) lives in `crate::bridge`.
 
 use std::path::PathBuf;

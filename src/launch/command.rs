@@ -31,7 +31,7 @@ pub(super) fn wants_auto_approve(extra: &str) -> bool {
             .any(|w| w == ["--permission-mode", "bypassPermissions"])
 }
 
-/// SwarmForge's instruction file for a model agent (§12.3 step 14).
+/// SwarmForge's instruction file for a model agent (docs/launcher.md).
 pub fn prompt_text(role: &str) -> String {
     format!(
         "Read swarmforge/constitution.prompt, then read every file it refers to recursively, and obey all of those instructions.\n\

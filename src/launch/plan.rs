@@ -59,7 +59,7 @@ impl AgentSpec {
 /// The `agent:` word for the built-in chat-completion runner.
 pub const API_AGENT: &str = "api";
 
-/// One role, with every derived value (§12.2).
+/// One role, with every derived value (docs/launcher.md).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlannedRole {
     pub name: String,
@@ -240,7 +240,8 @@ impl Plan {
         })
     }
 
-    /// The `roles.tsv` text (§2): one line per role, in config order.
+    /// The `roles.tsv` text (docs/protocol.md §2): one line per role, in config
+    /// order.
     pub fn roles_tsv(&self) -> String {
         Roles::from_roles(
             self.roles
@@ -386,7 +387,8 @@ pub fn api_problem(r: &RoleConfig) -> Option<String> {
     None
 }
 
-/// Checks what serde cannot: names (D9), uniqueness, agents, worktrees.
+/// Checks what serde cannot: names (docs/protocol.md §4), uniqueness, agents,
+/// worktrees.
 pub fn validate_yaml_roles(roles: &[RoleConfig], text: &str, path: &Path) -> Result<()> {
     let sp = spans(text);
     let at = |i: usize, f: fn(&SpanRole) -> Loc| sp.get(i).and_then(f);

@@ -1,7 +1,7 @@
 //! SwarmForge-named wrapper scripts (`swarm_handoff.sh`, `ready_for_next.sh`,
 //! their `_task`/`_batch` forms, `stop_handoff_daemon.sh`): role prompts and the
 //! wake text name these commands literally, so a swarm switches to our binaries
-//! by putting one folder of wrappers first on PATH (§0, §17).
+//! by putting one folder of wrappers first on PATH (docs/protocol.md §9).
 
 use std::path::{Path, PathBuf};
 

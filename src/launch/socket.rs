@@ -40,8 +40,8 @@ pub fn user_name() -> String {
     }
 }
 
-/// `/tmp/swarmforge-<user>/<crc32 of the root path>.sock` (§12.2): short
-/// enough for a socket path, outside any sandboxed worktree (§14).
+/// `/tmp/swarmforge-<user>/<crc32 of the root path>.sock` (docs/launcher.md):
+/// short enough for a socket path, outside any sandboxed worktree.
 pub fn socket_path(root: &Path) -> PathBuf {
     let crc = crc32(root.to_string_lossy().as_bytes());
     PathBuf::from("/tmp")

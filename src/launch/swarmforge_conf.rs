@@ -1,8 +1,9 @@
-//! SwarmForge's launcher config, `swarmforge/swarmforge.conf` (protocol.md
-//! §12.1): the grammar and the error texts of the original, byte for byte, plus
-//! two extensions that are errors in the original:
+//! SwarmForge's launcher config, `swarmforge/swarmforge.conf`
+//! (docs/launcher.md): the grammar and the error texts of the original, byte
+//! for byte, plus two extensions that are errors in the original:
 //!
-//! * role names must also satisfy D9 (`[A-Za-z0-9][A-Za-z0-9-]*`);
+//! * role names must also satisfy docs/protocol.md §4
+//!   (`[A-Za-z0-9][A-Za-z0-9-]*`);
 //! * the agent column may be `human` (a person works the role; never woken),
 //!   or any command: a word containing `/` (a path, resolved from the role's
 //!   worktree) or a program found on `PATH`. The command line run is the agent

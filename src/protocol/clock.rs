@@ -1,5 +1,6 @@
-//! Time stamps (D4): RFC 3339 UTC with microseconds for headers and logs, and the
-//! second-resolution `<IDTS>` used in ids and file names.
+//! Time stamps (docs/protocol.md §4): RFC 3339 UTC with microseconds for
+//! headers and logs, and the second-resolution `<IDTS>` used in ids and file
+//! names.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 

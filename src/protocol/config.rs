@@ -24,7 +24,7 @@ pub struct Config {
     pub launch: LaunchConfig,
     pub notify: NotifyConfig,
     pub logs: LogsConfig,
-    /// The hosts a swarm spans (issue 16); empty: one host, no bridge.
+    /// The hosts a swarm spans (docs/bridge.md); empty: one host, no bridge.
     pub hosts: Vec<String>,
     /// The NATS server (or cluster, comma-separated) the hosts' bridges share:
     /// `nats://host:port`. Never with credentials in it (see docs/bridge.md).
@@ -66,7 +66,8 @@ impl Default for Config {
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct DaemonConfig {
-    /// fsync every publish and move (D7). Off trades crash durability for speed.
+    /// fsync every publish and move (docs/protocol.md §8). Off trades crash
+    /// durability for speed.
     pub fsync: bool,
     /// Safety-net rescan of every outbox even without file events.
     pub rescan: Dur,
@@ -467,7 +468,7 @@ impl Config {
         Ok(c)
     }
 
-    /// Hosts, the bridge URL and every role's host (issue 16).
+    /// Hosts, the bridge URL and every role's host (docs/bridge.md).
     fn check_hosts(&self) -> std::result::Result<(), String> {
         let esc = crate::text::escape;
         for (i, h) in self.hosts.iter().enumerate() {

@@ -1,5 +1,5 @@
-//! Draft grammar (§5.2): strict `field: value` lines; every error is collected
-//! with its line number, in SwarmForge's words and order.
+//! Draft grammar (docs/protocol.md §7.1): strict `field: value` lines; every
+//! error is collected with its line number, in SwarmForge's words and order.
 
 use crate::protocol::fields::blank;
 use crate::protocol::rules;
@@ -189,7 +189,7 @@ impl rules::Fields for Draft {
     }
 }
 
-/// The stderr report for an invalid draft (§5.1).
+/// The stderr report for an invalid draft (docs/protocol.md §7.1).
 pub fn invalid_report(draft_shown: &str, errors: &[String]) -> String {
     let e = crate::error::Error::invalid(
         crate::error::Token::HandoffInvalid,

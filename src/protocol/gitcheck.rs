@@ -1,5 +1,5 @@
-//! `git_handoff` commit validation through git (§5.4), with the zero-match case
-//! reported as `matched 0.` (D2).
+//! `git_handoff` commit validation through git (docs/protocol.md §7.1), with
+//! the zero-match case reported as `matched 0.` (docs/protocol.md §9).
 
 use std::path::Path;
 use std::process::Command;

@@ -1,4 +1,4 @@
-//! The protocol's grammar (protocol.md §5.1, §5.6, §7): role names, message
+//! The protocol's grammar (docs/protocol.md §4): role names, message
 //! ids, queue file names, batch folders, recipients and message types. Every
 //! other module builds and parses these through here, so the shapes are
 //! written down once.
@@ -16,7 +16,8 @@ pub const DAEMON: &str = "handoffd";
 /// The `to` value that addresses every role but the sender.
 pub const ALL: &str = "all";
 
-/// Role names match `[A-Za-z0-9][A-Za-z0-9-]*` (D9); case is kept.
+/// Role names match `[A-Za-z0-9][A-Za-z0-9-]*` (docs/protocol.md §4); case is
+/// kept.
 pub fn valid_role(name: &str) -> bool {
     let b = name.as_bytes();
     !b.is_empty()
@@ -53,8 +54,8 @@ pub fn valid_discussion_id(id: &str) -> bool {
 
 // ---------------------------------------------------------------- message types
 
-/// Every message type (§5.3 and docs/message-model.md), in the order the docs
-/// and messages list them.
+/// Every message type (docs/protocol.md §5.3 and docs/message-model.md), in the
+/// order the docs and messages list them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MessageType {
     GitHandoff,
@@ -123,7 +124,7 @@ pub fn format_seq(n: u64) -> String {
     format!("{n:06}")
 }
 
-/// A message id `<IDTS>_<SEQ>_from_<sender>` (§5.6), parsed.
+/// A message id `<IDTS>_<SEQ>_from_<sender>` (docs/protocol.md §4), parsed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MessageId<'a> {
     /// `20260615T140531Z`
@@ -206,7 +207,8 @@ pub fn valid_handoff_name(name: &str) -> bool {
 }
 
 /// File name `<NN>_<IDTS>_<SEQ>_from_<sender>_to_<r1>_<r2>.handoff`, the
-/// recipient part shortened when it would exceed NAME_MAX (§15.16).
+/// recipient part shortened when it would exceed NAME_MAX (docs/protocol.md
+/// §4).
 pub fn file_name(priority: &str, id: &str, recipients: &[String]) -> String {
     let full = format!("{priority}_{id}_to_{}.handoff", recipients.join("_"));
     if full.len() <= MAX_BUILT_NAME || recipients.is_empty() {
@@ -251,10 +253,10 @@ impl<'a> FileName<'a> {
     }
 }
 
-/// The order items are handed out in (§7.2): priority, then the second, then
-/// the sequence number compared as a number (so `1000000` follows `999999`),
-/// then the name. A name of another shape sorts by its text, after the
-/// well-formed names of the same first two characters.
+/// The order items are handed out in (docs/protocol.md §4): priority, then the
+/// second, then the sequence number compared as a number (so `1000000` follows
+/// `999999`), then the name. A name of another shape sorts by its text, after
+/// the well-formed names of the same first two characters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct SortKey {
     priority: [u8; 2],

@@ -1,11 +1,12 @@
-//! The one header parser and renderer (D6), used by every tool.
+//! The one header parser and renderer (docs/protocol.md §5.1), used by every
+//! tool.
 //!
 //! A handoff file is `name: value` lines, one empty line, then the body. The
 //! parser is strict where SwarmForge's four parsers disagreed: a missing blank
 //! line, a line without `": "`, a duplicate header (except `artifact`) or a
 //! control character anywhere but newline/tab in the body makes the file
-//! malformed. Rendering puts headers in the delivered order of D5, then the
-//! rest sorted by name, and keeps the body byte for byte.
+//! malformed. Rendering puts headers in the delivered order (docs/protocol.md
+//! §5.2), then the rest sorted by name, and keeps the body byte for byte.
 
 use crate::text::{body_control, escape, is_control};
 use std::fmt;
@@ -50,7 +51,7 @@ pub mod names {
     pub const COMPLETED_AT: &str = "completed_at";
 }
 
-/// Headers rendered first, in this order (D5).
+/// Headers rendered first, in this order (docs/protocol.md §5.2).
 pub const ORDER: &[&str] = &[
     names::ID,
     names::FROM,
@@ -316,8 +317,9 @@ impl Message {
         self.headers.retain(|(n, _)| n != name);
     }
 
-    /// Renders in the order of D5, then other headers sorted by name (stable, so
-    /// repeated `artifact` values keep their order), a blank line, the body.
+    /// Renders in the order of docs/protocol.md §5.2, then other headers sorted
+    /// by name (stable, so repeated `artifact` values keep their order), a
+    /// blank line, the body.
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(256 + self.body.len());
         for key in ORDER {

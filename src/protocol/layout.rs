@@ -1,4 +1,5 @@
-//! Every path of a project and of a worktree, in one place (protocol.md §1).
+//! Every path of a project and of a worktree, in one place (docs/protocol.md
+//! §1).
 
 use std::path::{Path, PathBuf};
 
@@ -93,7 +94,7 @@ impl Project {
     pub fn host_file(&self) -> PathBuf {
         self.swarmforge().join("host")
     }
-    /// The bridge's state (issue 16, docs/bridge.md).
+    /// The bridge's state (docs/bridge.md).
     pub fn bridge_dir(&self) -> PathBuf {
         self.swarmforge().join("bridge")
     }
@@ -264,10 +265,10 @@ impl Worktree {
     }
 
     /// The first of this worktree's inbox folders (`.swarmforge`, `handoffs`,
-    /// `inbox` and the folders in it) that is a symlink. A symlink there would send a copy wherever it points
-    /// (outside the project, or into another role's inbox), so nothing is
-    /// delivered into, or cleaned in, such an inbox. A missing folder is fine:
-    /// it is created as a plain one.
+    /// `inbox` and the folders in it) that is a symlink. A symlink there would
+    /// send a copy wherever it points (outside the project, or into another
+    /// role's inbox), so nothing is delivered into, or cleaned in, such an
+    /// inbox. A missing folder is fine: it is created as a plain one.
     pub fn symlinked_inbox_folder(&self) -> Option<PathBuf> {
         let inbox = self.inbox();
         let mut chain = vec![self.swarmforge(), self.handoffs(), inbox.clone()];

@@ -1,5 +1,5 @@
-//! The on-disk protocol (protocol.md): the one grammar of ids, file names and
-//! recipients, the header format, drafts and their rules, the paths of a
+//! The on-disk protocol (docs/protocol.md): the one grammar of ids, file names
+//! and recipients, the header format, drafts and their rules, the paths of a
 //! project and its worktrees, roles, the sequence, the project config and the
 //! root resolver. Imports nothing above it.
 

@@ -1,6 +1,6 @@
-//! The order hint: what `ready-next` and `done-current` ask the daemon
-//! instead of listing a deep `inbox/new/` (issue 19, "accept in constant
-//! time").
+//! The order hint: what `ready-next` and `done-current` ask the daemon instead
+//! of listing a deep `inbox/new/` (docs/benchmarks.md, "Costs that must not
+//! grow").
 //!
 //! The daemon keeps each asked folder's hand-out order in memory, from a
 //! listing and then from the folder's file events, which the kernel queues

@@ -1,4 +1,5 @@
-//! `.swarmforge/roles.tsv`: seven TAB-separated columns per role (§2).
+//! `.swarmforge/roles.tsv`: seven TAB-separated columns per role
+//! (docs/protocol.md §2).
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -32,7 +33,7 @@ pub struct Role {
     pub session: String,
     pub display: String,
     pub agent: String,
-    /// Column 7 as written; empty means `task` (D2).
+    /// Column 7 as written; empty means `task` (docs/protocol.md §2).
     pub mode: String,
 }
 
@@ -50,8 +51,9 @@ impl Role {
         self.agent == "human"
     }
 
-    /// A role on another host (issue 16): its worktree column is `@<host>`
-    /// and its path a local proxy the bridge drains; never woken here.
+    /// A role on another host (docs/bridge.md): its worktree column is
+    /// `@<host>` and its path a local proxy the bridge drains; never woken
+    /// here.
     pub fn is_remote(&self) -> bool {
         self.worktree_name.starts_with('@')
     }
@@ -112,7 +114,8 @@ impl Roles {
     pub fn parse(text: &str) -> Roles {
         let mut out = Roles::default();
         for (i, raw) in text.lines().enumerate() {
-            // A CRLF file must not leak `\r` into paths or modes (§2 quirk fixed).
+            // A CRLF file must not leak `\r` into paths or modes
+            // (docs/protocol.md §2).
             let line = raw.strip_suffix('\r').unwrap_or(raw);
             if line.trim().is_empty() {
                 continue;

@@ -1,13 +1,17 @@
-//! The one root resolver (D3): from any folder, the worktree whose
-//! `.swarmforge/` holds the state, and the project that holds `roles.tsv`.
-//! Every binary and every `swarm` subcommand asks here.
+//! The one root resolver: from any folder, the project that holds
+//! `roles.tsv` and the worktree whose `.swarmforge/` holds the state. Every
+//! binary and every `swarm` subcommand asks here.
 //!
-//! Two layouts are recognised. `swarm init` writes a `project-root` pointer
-//! into each role worktree. SwarmForge's launcher copies `roles.tsv` into
-//! every role worktree instead; there the main checkout (git's common dir)
-//! is the project when it holds `roles.tsv` itself, so a copy never makes a
-//! worktree look like a project of its own. Never creates anything; never
-//! depends on `HOME`.
+//! The project is found the way SwarmForge's own helpers find it first
+//! (git's top level when it holds `roles.tsv`, else the parent of git's
+//! common dir), then by this project's additions (the `project-root`
+//! pointer `swarm init` writes, the nearest `roles.tsv` where there is no
+//! git); a copy of `roles.tsv` in a role worktree never makes a project of
+//! its own. The worktree is the nearest folder that roles.tsv lists as a
+//! role's worktree, the project root, or a folder with state or a `.git`.
+//! docs/protocol.md ("Finding the project") has the table of layouts, each
+//! tested in tests/cli/discovery.rs. Never creates anything; never depends
+//! on `HOME`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -38,16 +42,11 @@ impl Located {
     /// `/p/.worktrees/ping is role ping's worktree of project /p`, for the
     /// commands that refuse to run there (they name both folders).
     pub fn describe(&self) -> String {
-        let roles = Roles::load(&self.project.roles_tsv()).unwrap_or_default();
         let wt = &self.worktree.root;
-        let names: Vec<&str> = roles
-            .roles
-            .iter()
-            .filter(|r| {
-                let p = self.project.root.join(&r.worktree_path);
-                p.canonicalize().is_ok_and(|c| &c == wt)
-            })
-            .map(|r| r.name.as_str())
+        let names: Vec<String> = role_worktrees(&self.project.root)
+            .into_iter()
+            .filter(|(_, path)| path == wt)
+            .map(|(name, _)| name)
             .collect();
         let whose = match names.as_slice() {
             [] => "a worktree".to_string(),
@@ -73,19 +72,15 @@ fn has_state(dir: &Path) -> bool {
         || sf.join("project-root").is_file()
 }
 
-/// Walks up from `cwd` to the nearest folder with swarm state
-/// (`.swarmforge/handoffs`, `roles.tsv` or a `project-root` pointer),
-/// stopping at a git worktree boundary (`.git`), so a role worktree nested in
-/// the project never resolves to the project's own state.
-pub fn find_worktree(cwd: &Path) -> Option<PathBuf> {
-    let mut dir = Some(cwd);
-    while let Some(d) = dir {
-        if has_state(d) || d.join(".git").exists() {
-            return Some(d.to_path_buf());
-        }
-        dir = d.parent();
-    }
-    None
+/// The folders from `dir` up to the file system's root.
+fn upwards(dir: &Path) -> impl Iterator<Item = &Path> {
+    std::iter::successors(Some(dir), |d| d.parent())
+}
+
+/// git's top level of `dir`: the nearest folder holding `.git` (a folder in
+/// a main checkout, a `gitdir:` file in a linked worktree).
+fn git_top_level(dir: &Path) -> Option<&Path> {
+    upwards(dir).find(|d| d.join(".git").exists())
 }
 
 /// The main checkout of the git worktree at `wt` (the parent of git's common
@@ -136,25 +131,125 @@ fn holds_roles(dir: &Path) -> bool {
     Project::new(dir).roles_tsv().is_file()
 }
 
-/// The project of a worktree: the one its `project-root` pointer names; else
-/// the main checkout when that holds `roles.tsv` (SwarmForge's layout, where
-/// the worktree's own `roles.tsv` is only a copy); else the worktree itself
-/// when it holds `roles.tsv`.
-pub fn project_of(wt: &Worktree) -> Option<Project> {
-    if let Ok(b) = fsx::read_bounded(&wt.project_pointer(), 4096) {
-        let p = PathBuf::from(String::from_utf8_lossy(&b).trim());
-        if let Ok(p) = p.canonicalize() {
-            if holds_roles(&p) {
-                return Some(Project::new(p));
-            }
+/// The project a `project-root` pointer in `dir` names, when that folder
+/// holds `roles.tsv`.
+fn pointed_project(dir: &Path) -> Option<PathBuf> {
+    let b = fsx::read_bounded(&Worktree::new(dir).project_pointer(), 4096).ok()?;
+    let p = PathBuf::from(String::from_utf8_lossy(&b).trim())
+        .canonicalize()
+        .ok()?;
+    holds_roles(&p).then_some(p)
+}
+
+/// Each role of `project`'s roles.tsv with its worktree as a canonical
+/// folder (a relative column 3 is relative to the project root).
+fn role_worktrees(project: &Path) -> Vec<(String, PathBuf)> {
+    let roles = Roles::load(&Project::new(project).roles_tsv()).unwrap_or_default();
+    roles
+        .roles
+        .into_iter()
+        .filter_map(|r| {
+            let path = project.join(&r.worktree_path).canonicalize().ok()?;
+            Some((r.name, path))
+        })
+        .collect()
+}
+
+/// The role worktrees `project`'s roles.tsv lists, as canonical folders.
+fn listed_worktrees(project: &Path) -> Vec<PathBuf> {
+    role_worktrees(project)
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect()
+}
+
+/// SwarmForge's rule (its helpers' `project-root`): git's top level when it
+/// holds `roles.tsv`, else the parent of git's common dir when that does.
+fn swarmforge_project(dir: &Path) -> Option<PathBuf> {
+    let top = git_top_level(dir)?;
+    if holds_roles(top) {
+        return Some(top.to_path_buf());
+    }
+    main_checkout(top).filter(|m| holds_roles(m))
+}
+
+/// Ours, where SwarmForge's finds none: the nearest `project-root` pointer,
+/// else the nearest folder holding `roles.tsv`, looking no further up than
+/// git's top level.
+fn our_project(dir: &Path) -> Option<PathBuf> {
+    for d in upwards(dir) {
+        if let Some(p) = pointed_project(d) {
+            return Some(p);
+        }
+        if holds_roles(d) {
+            return Some(d.to_path_buf());
+        }
+        if d.join(".git").exists() {
+            return None;
         }
     }
-    if let Some(main) = main_checkout(&wt.root) {
-        if main != wt.root && holds_roles(&main) {
-            return Some(Project::new(main));
-        }
+    None
+}
+
+/// A folder holding `roles.tsv` that is a role's worktree of another
+/// project stands for that project: a copy of `roles.tsv` (SwarmForge's
+/// launcher makes one in every role worktree) never makes a project. It is
+/// a role worktree when its `project-root` pointer names the project, when
+/// it is a linked git worktree whose main checkout holds `roles.tsv`, or
+/// when an enclosing folder's `roles.tsv` lists it.
+fn enclosing_project(found: PathBuf) -> PathBuf {
+    if let Some(p) = pointed_project(&found) {
+        return p;
     }
-    holds_roles(&wt.root).then(|| Project::new(&wt.root))
+    if let Some(main) = main_checkout(&found).filter(|m| *m != found && holds_roles(m)) {
+        return main;
+    }
+    let lists_it = |d: &&Path| holds_roles(d) && listed_worktrees(d).contains(&found);
+    let lister = upwards(&found)
+        .skip(1)
+        .find(lists_it)
+        .map(Path::to_path_buf);
+    lister.unwrap_or(found)
+}
+
+/// The project of the folder `dir` (canonical): SwarmForge's rule, then
+/// ours, then a role worktree's copy of `roles.tsv` resolved to its project.
+/// The table of layouts is in docs/protocol.md ("Finding the project").
+pub fn project_from(dir: &Path) -> Option<Project> {
+    swarmforge_project(dir)
+        .or_else(|| our_project(dir))
+        .map(enclosing_project)
+        .map(Project::new)
+}
+
+/// The worktree `dir` (canonical) is in, of `project`: the nearest folder
+/// up from `dir` that roles.tsv lists as a role's worktree, is the project
+/// root, holds swarm state (`.swarmforge/handoffs`, `roles.tsv` or a
+/// `project-root` pointer) or is a git top level. So a role worktree nested
+/// in the project, git worktree or plain folder, is never taken for the
+/// project's own.
+fn worktree_in(dir: &Path, project: &Project) -> Worktree {
+    // The listing is read only when a folder passes the cheaper tests: an
+    // agent runs in its worktree's top folder, which holds state.
+    let listed = std::cell::OnceCell::new();
+    let stop = |d: &&Path| {
+        *d == project.root
+            || has_state(d)
+            || d.join(".git").exists()
+            || listed
+                .get_or_init(|| listed_worktrees(&project.root))
+                .iter()
+                .any(|l| l == d)
+    };
+    Worktree::new(upwards(dir).find(stop).unwrap_or(dir))
+}
+
+/// Without a project (the forced `--task`/`--batch` helpers need none): the
+/// nearest folder with swarm state or a git top level.
+fn bare_worktree(dir: &Path) -> Option<PathBuf> {
+    upwards(dir)
+        .find(|d| has_state(d) || d.join(".git").exists())
+        .map(Path::to_path_buf)
 }
 
 fn canonical(start: &Path) -> Result<PathBuf> {
@@ -171,17 +266,20 @@ fn canonical(start: &Path) -> Result<PathBuf> {
 /// root` (exit 1): the agent helpers' resolver.
 pub fn locate(cwd: &Path) -> Result<Located> {
     let cwd = canonical(cwd)?;
-    let wt = find_worktree(&cwd).ok_or_else(|| Error::env(NO_ROOT))?;
-    let worktree = Worktree::new(wt);
-    let project = project_of(&worktree).ok_or_else(|| Error::env(NO_ROOT))?;
+    let project = project_from(&cwd).ok_or_else(|| Error::env(NO_ROOT))?;
+    let worktree = worktree_in(&cwd, &project);
     Ok(Located { worktree, project })
 }
 
-/// Just the worktree (the forced `--task`/`--batch` helpers need no roles).
-pub fn locate_worktree(cwd: &Path) -> Result<Worktree> {
+/// The worktree, and the project when there is one (the forced
+/// `--task`/`--batch` helpers need no roles).
+pub fn locate_worktree(cwd: &Path) -> Result<(Worktree, Option<Project>)> {
     let cwd = canonical(cwd)?;
-    find_worktree(&cwd)
-        .map(Worktree::new)
+    if let Some(project) = project_from(&cwd) {
+        return Ok((worktree_in(&cwd, &project), Some(project)));
+    }
+    bare_worktree(&cwd)
+        .map(|wt| (Worktree::new(wt), None))
         .ok_or_else(|| Error::env(NO_ROOT))
 }
 
@@ -195,13 +293,12 @@ pub fn locate_project(arg: Option<&Path>) -> Result<Located> {
         None => current_dir()?,
     };
     let start = canonical(&start)?;
-    let wt = find_worktree(&start);
-    match wt.as_ref().map(|w| Worktree::new(w.clone())) {
-        Some(worktree) => match project_of(&worktree) {
-            Some(project) => Ok(Located { worktree, project }),
-            None => Err(not_a_project(&start, Some(&worktree.root))),
-        },
-        None => Err(not_a_project(&start, None)),
+    match project_from(&start) {
+        Some(project) => Ok(Located {
+            worktree: worktree_in(&start, &project),
+            project,
+        }),
+        None => Err(not_a_project(&start, git_top_level(&start))),
     }
 }
 

@@ -1,11 +1,11 @@
 //! Message types and their header rules, shared by the draft validator and the
 //! daemon's re-check, so a file that `swarm-handoff` would refuse is refused
-//! again at delivery (§15.14).
+//! again at delivery (docs/protocol.md §7.2).
 //!
 //! The two core types (`git_handoff`, `note`) keep SwarmForge's rules and
-//! messages exactly (§5.3); the collaboration types (`post`, `clarify`,
-//! `answer`, `digest_request`, `digest`, `close`, docs/message-model.md) add
-//! groups in the same style after SwarmForge's.
+//! messages exactly (docs/protocol.md §7.1); the collaboration types (`post`,
+//! `clarify`, `answer`, `digest_request`, `digest`, `close`,
+//! docs/message-model.md) add groups in the same style after SwarmForge's.
 
 use crate::protocol::fields::*;
 use crate::protocol::grammar;
@@ -59,15 +59,15 @@ pub struct Policy<'a> {
     pub allowed: &'a [&'static str],
 }
 
-/// The validation groups of §5.3 in their order: base, recipient, per-field,
-/// git, note; then the collaboration groups (common headers, the new types,
-/// body size). `is_role` answers whether a recipient is a known role; every
-/// sendable type is allowed. The commit check through git is separate (it
-/// needs a repository).
+/// The validation groups (docs/protocol.md §7.1) in their order: base,
+/// recipient, per-field, git, note; then the collaboration groups (common
+/// headers, the new types, body size). `is_role` answers whether a recipient is
+/// a known role; every sendable type is allowed. The commit check through git
+/// is separate (it needs a repository).
 ///
-/// `resolve_commit` runs the repository check of §5.4 on a well-formed commit
-/// (in place in the git group, as SwarmForge orders it); the daemon passes a
-/// resolver that accepts everything.
+/// `resolve_commit` runs the repository check (docs/protocol.md §7.1) on a
+/// well-formed commit (in place in the git group, as SwarmForge orders it); the
+/// daemon passes a resolver that accepts everything.
 pub fn validate(
     f: &impl Fields,
     is_role: &dyn Fn(&str) -> bool,
@@ -439,8 +439,8 @@ pub fn commit_shape_error(commit: Option<&str>) -> Option<String> {
     }
 }
 
-/// Recipient checks of §5.3, per item in order; `to` is split keeping empties.
-/// `all` alone means every role but the sender.
+/// Recipient checks (docs/protocol.md §7.1), per item in order; `to` is split
+/// keeping empties. `all` alone means every role but the sender.
 pub fn recipient_errors(to: &str, is_role: &dyn Fn(&str) -> bool) -> Vec<String> {
     let mut errors = Vec::new();
     if to == "all" {

@@ -1,6 +1,6 @@
-//! Per-worktree sequence numbers (§5.6), allocated under an flock(2) lock and
-//! stored by atomic replace, so a killed sender never blocks later sends and a
-//! crash never leaves an empty or negative counter (§15.5, §15.6).
+//! Per-worktree sequence numbers (docs/protocol.md §4), allocated under an
+//! flock(2) lock and stored by atomic replace, so a killed sender never blocks
+//! later sends and a crash never leaves an empty or negative counter.
 //!
 //! The counter is replaced without fsync. Why that can never reissue an id:
 //! a killed process loses nothing (the rename is in the page cache, which

@@ -184,7 +184,7 @@ pub struct Trail {
     /// Per worktree index, the proxy of roles on another host (their copies
     /// still waiting for the bridge), read as copies of that worktree.
     proxies: Vec<(usize, PathBuf)>,
-    /// Where each remote role's files are mirrored (issue 16).
+    /// Where each remote role's files are mirrored (docs/bridge.md).
     mirrors: std::collections::HashMap<String, PathBuf>,
 }
 
@@ -506,7 +506,7 @@ pub fn failure_reason(path: &Path) -> Option<String> {
 }
 
 /// The reason a failed original carries: `<name>.error` beside it in `failed/`
-/// (this daemon), else in the outbox it came from (SwarmForge's daemon, §6.6),
+/// (this daemon), else in the outbox it came from (SwarmForge's daemon),
 /// where the name has no collision prefix.
 fn failure_note(
     failed_dir: &Path,

@@ -3,8 +3,8 @@
 
 use crate::protocol::grammar::MessageType;
 
-/// Headers only the tools write (§5.2, plus the stamped collaboration
-/// headers); a draft that sets one is refused.
+/// Headers only the tools write (docs/protocol.md §5.4, plus the stamped
+/// collaboration headers); a draft that sets one is refused.
 pub const RESERVED: &[&str] = &[
     "id",
     "from",
@@ -45,7 +45,8 @@ pub const MAX_DIGEST_BYTES: usize = 4 * 1024;
 /// Draft headers every type has.
 const BASE: &[&str] = &["type", "to", "priority"];
 
-/// Draft headers any type may carry (collaboration.md, "Message model").
+/// Draft headers any type may carry (docs/message-model.md, "Headers any type
+/// may carry").
 pub const COMMON: &[&str] = &[
     "in_reply_to",
     "thread",

@@ -1,5 +1,5 @@
 //! `swarm serve`: the cockpit, a live web page for the people running a
-//! swarm (issue 15). Async lives here only (design.md): axum on a
+//! swarm (docs/cockpit.md). Async lives here only (docs/design.md): axum on a
 //! current-thread tokio runtime, every library call (all synchronous file
 //! work) in `spawn_blocking`.
 //!

@@ -1,6 +1,6 @@
-//! What needs a person (collaboration.md, "Human roles"): every open
-//! `clarify`, and the items waiting for a human role. Read from the files
-//! only; `swarm status` shows the list.
+//! What needs a person (docs/message-model.md, "Human roles and `swarm
+//! status`"): every open `clarify`, and the items waiting for a human role.
+//! Read from the files only; `swarm status` shows the list.
 //!
 //! A clarify is open from the moment it is queued until an `answer` or a
 //! `close` with `in_reply_to: <clarify id>` is queued (a refused one does not

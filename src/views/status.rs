@@ -75,7 +75,7 @@ pub struct Status {
     pub held: Vec<crate::daemon::holds::Held>,
 }
 
-/// One received item the bridge holds back, and why (issue 16).
+/// One received item the bridge holds back, and why (docs/bridge.md).
 #[derive(Debug, Serialize)]
 pub struct BridgeWaiting {
     pub name: String,

@@ -1,5 +1,5 @@
-//! Finishing work (§7.5–7.7): the item or batch in process moves to
-//! `completed/`, stamped, optionally `failed` with a reason.
+//! Finishing work (docs/protocol.md §7.4): the item or batch in process moves
+//! to `completed/`, stamped, optionally `failed` with a reason.
 
 use crate::protocol::header::names;
 use std::fs;
@@ -177,7 +177,7 @@ impl Inbox<'_> {
         }
         let target = self.wt.completed().join(name);
         // Check before loading (which may finish an interrupted dequeued_at
-        // stamp), so a refusal changes nothing (§15.8).
+        // stamp), so a refusal changes nothing.
         if target.exists() {
             return Err(Self::completed_exists(&target));
         }
@@ -222,7 +222,7 @@ impl Inbox<'_> {
             ));
         }
         // Check before loading (which may finish an interrupted dequeued_at
-        // stamp), so a refusal changes nothing (§15.8).
+        // stamp), so a refusal changes nothing.
         if target.exists() {
             return Err(Error::refused(
                 Token::AmbiguousTaskState,

@@ -1,7 +1,8 @@
-//! `ready-next` / `done-current` state transitions (§7), each under the one
-//! per-inbox lock, each a no-clobber rename, so concurrent callers never create
-//! two in-process items, lose or duplicate a file, or see a half-written one.
-//! Taking work is in `ready`, finishing it in `done`, lookups by id in `find`.
+//! `ready-next` / `done-current` state transitions (docs/protocol.md §7.3,
+//! §7.4), each under the one per-inbox lock, each a no-clobber rename, so
+//! concurrent callers never create two in-process items, lose or duplicate a
+//! file, or see a half-written one. Taking work is in `ready`, finishing it in
+//! `done`, lookups by id in `find`.
 
 mod done;
 mod find;

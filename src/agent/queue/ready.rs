@@ -1,5 +1,5 @@
-//! Taking work (§7.2–7.4): the next task, or every waiting item of one
-//! priority as a batch, or the item already in process again.
+//! Taking work (docs/protocol.md §7.3): the next task, or every waiting item of
+//! one priority as a batch, or the item already in process again.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -182,9 +182,10 @@ impl Inbox<'_> {
             return Ok(Ready::NoTask);
         };
         let priority = first_item.priority().to_string();
-        // Selection is by the priority header (§7.5). Our daemon only delivers
-        // files whose name prefix matches that header, so only files with that
-        // prefix (or no prefix) need reading; this keeps a deep backlog cheap.
+        // Selection is by the priority header, as SwarmForge's is. Our daemon
+        // only delivers files whose name prefix matches that header, so only
+        // files with that prefix (or no prefix) need reading; this keeps a
+        // deep backlog cheap.
         let mut selected = vec![first_item];
         for name in waiting.files.iter().skip(first + 1) {
             let prefix = name.get(..3).unwrap_or("");

@@ -76,7 +76,7 @@ pub(super) fn real_draft(path: &Path, at: &Located, shown: &str) -> Result<PathB
 }
 
 /// Deletes the draft after the queued line was printed (best effort: the
-/// handoff is queued whatever happens here, §15.23).
+/// handoff is queued whatever happens here, docs/protocol.md §7.1).
 pub fn discard_draft(draft_arg: &str, cwd: &Path) -> Option<String> {
     let p = if Path::new(draft_arg).is_absolute() {
         PathBuf::from(draft_arg)

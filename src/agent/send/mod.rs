@@ -1,7 +1,7 @@
 //! `swarm-handoff <draft>`: validate a draft and queue it in the sender's
-//! outbox (§5), published atomically (D7). The reply context a message is
-//! stamped with is in `context`; finding, checking and removing the draft
-//! file in `draft_file`.
+//! outbox (docs/protocol.md §7.1), published atomically (§8 of that file).
+//! The reply context a message is stamped with is in `context`; finding,
+//! checking and removing the draft file in `draft_file`.
 
 mod context;
 mod draft_file;
@@ -65,7 +65,7 @@ pub fn same_dir(a: &Path, b: &Path) -> bool {
 }
 
 /// Checks that the acting role works in the located worktree, so a message is
-/// never queued where the daemon will not look (§15.13).
+/// never queued where the daemon will not look (docs/protocol.md §3).
 pub fn check_role_worktree(role: &Role, at: &Located) -> Result<()> {
     if same_dir(&role.worktree_path, &at.worktree.root) {
         return Ok(());

@@ -1,4 +1,4 @@
-//! `swarm approve <id>`: deliver a held handoff (issue 15).
+//! `swarm approve <id>`: deliver a held handoff (docs/cockpit.md).
 
 use crate::daemon::holds;
 

@@ -1,4 +1,5 @@
-//! `swarm bridge [root]`: this host's end of a swarm across hosts (issue 16).
+//! `swarm bridge [root]`: this host's end of a swarm across hosts
+//! (docs/bridge.md).
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! `swarm deny <id> --reason R`: refuse a held handoff (issue 15).
+//! `swarm deny <id> --reason R`: refuse a held handoff (docs/cockpit.md).
 
 use crate::daemon::holds;
 

@@ -1,4 +1,4 @@
-//! `swarm pause [--type T…]`: stop delivery (of those types) (issue 15).
+//! `swarm pause [--type T…]`: stop delivery (of those types) (docs/cockpit.md).
 
 use crate::daemon::holds;
 

@@ -1,4 +1,4 @@
-//! `swarm resume`: end a `swarm pause` (issue 15).
+//! `swarm resume`: end a `swarm pause` (docs/cockpit.md).
 
 use crate::daemon::holds;
 

@@ -42,7 +42,8 @@ impl InboxIndex {
 }
 
 impl Deliverer {
-    /// Whether `role` works in the worktree of this outbox (D8), comparing
+    /// Whether `role` works in the worktree of this outbox (docs/protocol.md §7.2:
+    /// the outbox a file sits in, not its `from`, says who sent it), comparing
     /// canonical paths so two spellings of one folder agree.
     pub(super) fn owns(&self, c: &Candidate, role: &str) -> bool {
         let Some(r) = self.roles.find(role) else {
@@ -117,7 +118,8 @@ impl Deliverer {
                 return Err("sender mismatch".into());
             }
         } else if !self.owns(c, from) {
-            // D8: the daemon, not an environment variable, decides who sent it.
+            // The daemon, not an environment variable, decides who sent it
+            // (docs/protocol.md §7.2).
             return Err("sender mismatch".into());
         }
         let id = msg.id().unwrap_or_default();

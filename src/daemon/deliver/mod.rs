@@ -1,9 +1,10 @@
-//! One synchronous, idempotent delivery pass: the daemon's core (§6.4, issue 3).
+//! One synchronous, idempotent delivery pass: the daemon's core
+//! (docs/protocol.md §7.2).
 //!
 //! Every `*.handoff` in every role's outbox is taken in priority order (file
 //! name order across all outboxes). A file is refused to `failed/` with a
 //! reason before any copy is written when it is malformed, a symlink, not a
-//! regular file, too large, sent from an outbox its `from` does not own (D8),
+//! regular file, too large, sent from an outbox its `from` does not own,
 //! or names an unknown recipient. Otherwise each recipient gets a copy
 //! published atomically into `inbox/new/` (skipping a recipient that already
 //! holds the file anywhere in its inbox), then the original moves to `sent/`.
@@ -334,7 +335,7 @@ impl Deliverer {
     /// Delivers everything waiting; stops early (after the group in hand)
     /// when a stop is requested.
     ///
-    /// Group commit (issue 19): the copies of up to [`GROUP`] files are
+    /// Group commit (docs/protocol.md §8): the copies of up to [`GROUP`] files are
     /// published (each file fsynced), then each destination folder is
     /// fsynced once for the group, then those originals move to `sent/` and
     /// each `sent/` and outbox folder is fsynced once. An original leaves its

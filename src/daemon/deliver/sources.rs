@@ -118,7 +118,7 @@ impl Deliverer {
     /// each, sorted by that path (ties between equal file names break by it).
     /// An outbox reached through a symlinked `.swarmforge`, `handoffs` or
     /// `outbox` is skipped, since it could alias another role's outbox and get
-    /// that role's mail refused (D8).
+    /// that role's mail refused (docs/protocol.md §7.2, the sender check).
     ///
     /// With file events, a pass lists only the outboxes events named (and
     /// those still holding a deferred file); a rescan (`full_due`: the timer,
