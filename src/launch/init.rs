@@ -226,7 +226,7 @@ pub fn init(plan: &Plan) -> Result<InitReport> {
     ensure_repo(root, &mut report)?;
     let sf = plan.project.swarmforge();
     ensure_missing(std::slice::from_ref(&sf))?;
-    for r in plan.roles.iter().filter(|r| !r.in_root()) {
+    for r in plan.roles.iter().filter(|r| r.has_own_checkout()) {
         ensure_worktree(root, r, &mut report)?;
     }
     for wt in plan.worktree_paths() {

@@ -113,7 +113,7 @@ pub fn definitions() -> Vec<Value> {
         ),
         tool(
             "done",
-            "Finish the item in process (failed: reason, if it could not be done), then take the next one without waiting.",
+            "Finish the item in process (failed: reason, if it could not be done), then take the next one without waiting. Not while it waits for an ask's answer.",
             json!({"failed": s("why it failed (one line)")}),
             &[],
         ),
@@ -140,7 +140,7 @@ pub fn definitions() -> Vec<Value> {
         ),
         tool(
             "ask",
-            "Ask a person or role a blocking question (clarify); the answer arrives with your parked item.",
+            "Ask a person or role a blocking question (clarify) about the item in process. Do not call done: the item stays in process (parked). End your turn; when woken, next returns that item with the answer.",
             json!({
                 "to": s("one role"),
                 "question": s("one line"),

@@ -10,10 +10,10 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::agent::mailbox::handle_command;
 use crate::error::Result;
 use crate::protocol::clock::{self, Instant};
 use crate::protocol::fields;
-use crate::protocol::header::Message;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
 use crate::protocol::trail::{self, Original, Place, Scope, Trail};
@@ -59,6 +59,8 @@ pub struct Item {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub options: Vec<String>,
     pub path: PathBuf,
+    /// The command that handles it (`swarm answer …`, `swarm inbox done …`).
+    pub handle: String,
 }
 
 fn age(since: Option<Instant>, now: Instant) -> Option<u64> {
@@ -82,15 +84,8 @@ fn clarify_item(o: &Original, now: Instant) -> Item {
             .map(crate::text::escape)
             .collect(),
         path: o.path.clone(),
+        handle: handle_command(types::CLARIFY.name, o.id(), m.get("to").unwrap_or("?")),
     }
-}
-
-/// Whether a copy in a shared inbox is meant for `role`.
-fn meant_for(m: &Message, role: &str) -> bool {
-    let from = m.get("from").unwrap_or("");
-    m.get("recipient") == Some(role)
-        || crate::protocol::grammar::addressed(m.get("to").unwrap_or(""), from, role)
-        || crate::protocol::grammar::role_list(m.get("cc")).contains(&role)
 }
 
 /// Every attention item: open clarifies (oldest first), then each human
@@ -136,13 +131,17 @@ fn waiting(roles: &Roles, project: &Project, max_bytes: u64, now: Instant) -> Ve
             let trail::Loaded::Ok(m) = trail::load_message(&path, max_bytes) else {
                 continue;
             };
-            if m.get("type") == Some(types::CLARIFY.name) || !meant_for(&m, &r.name) {
+            if m.get("type") == Some(types::CLARIFY.name)
+                || !crate::protocol::people::meant_for(&m, &r.name)
+            {
                 continue;
             }
             let since = m.get("enqueued_at").and_then(clock::parse);
+            let id = m.get("id").unwrap_or("?").to_string();
             out.push(Item {
                 kind: Kind::Waiting,
-                id: m.get("id").unwrap_or("?").to_string(),
+                handle: handle_command(m.get("type").unwrap_or("?"), &id, &r.name),
+                id,
                 from: m.get("from").unwrap_or("?").to_string(),
                 role: r.name.clone(),
                 kind_of_message: m.get("type").unwrap_or("?").to_string(),
@@ -199,7 +198,7 @@ pub fn text(items: &[Item]) -> String {
             line.push_str(&format!("  [{}]", opts.join(" | ")));
         }
         s.push_str(line.trim_end());
-        s.push('\n');
+        s.push_str(&format!("\n  -> {}\n", i.handle));
     }
     s
 }
