@@ -126,8 +126,12 @@ pub fn check_rel(rel: &str) -> Option<(usize, usize, &str)> {
     grammar::is_batch_dir_name(batch).then_some((1, rank, name))
 }
 
-/// A worktree name from another host: what `swarm init` allows.
+/// A worktree name from another host: what `swarm init` allows (a
+/// person's state-only folder is `people/<role>`, protocol::people).
 pub fn valid_worktree(w: &str) -> bool {
+    if let Some(role) = w.strip_prefix(crate::protocol::people::WORKTREE_PREFIX) {
+        return grammar::valid_role(role);
+    }
     let b = w.as_bytes();
     !b.is_empty()
         && b.len() <= 64

@@ -253,9 +253,19 @@ impl Plan {
             for (i, r) in config.roles.iter().enumerate() {
                 let mut p = planned(root, &r.name, &r.worktree, r.mode, yaml_agent(r));
                 let explicit = sp.get(i).and_then(|s| s.worktree.as_ref()).is_some();
-                if p.is_human() && p.in_root() && !explicit {
-                    p.worktree_name = people::worktree_name(&r.name);
-                    p.worktree_path = project.person_inbox(&r.name);
+                let is_human = p.is_human();
+                if is_human && p.in_root() {
+                    // An explicit shared worktree next to an agent is
+                    // refused below; otherwise a person's inbox is theirs.
+                    let agent_in_root = config.roles.iter().any(|o| {
+                        !matches!(yaml_agent(o), AgentSpec::Human)
+                            && is_shared_worktree(&o.worktree)
+                    });
+                    if !(explicit && agent_in_root) {
+                        p.worktree_name =
+                            people::planned_worktree_name(&r.name, is_human, &r.worktree);
+                        p.worktree_path = project.person_inbox(&r.name);
+                    }
                 }
                 match (config.role_host(&r.name), host.as_deref()) {
                     (Some(h), Some(me)) if h != me => {

@@ -26,6 +26,17 @@ pub fn worktree_name(role: &str) -> String {
     format!("{WORKTREE_PREFIX}{role}")
 }
 
+/// Column 2 for a role `swarm init` lays out from a configured worktree
+/// name: a human role at the shared checkout (`master`, `none`) gets its
+/// own folder (one rule, also for the mirrors of other hosts' roles).
+pub fn planned_worktree_name(role: &str, human: bool, configured: &str) -> String {
+    if human && matches!(configured, "master" | "none") {
+        worktree_name(role)
+    } else {
+        configured.to_string()
+    }
+}
+
 /// Whether a roles.tsv worktree name is a person's state-only folder.
 pub fn is_person_folder(worktree_name: &str) -> bool {
     worktree_name.starts_with(WORKTREE_PREFIX)
