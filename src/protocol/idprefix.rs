@@ -58,12 +58,16 @@ pub fn ambiguous(typed: &str, ids: &[String]) -> Error {
     Error::refused(Token::AmbiguousId, detail, vec![])
 }
 
-/// The whole id `typed` names among the project's messages: a whole id is
-/// taken as it is (the command then says whether it exists); a prefix must
+/// The whole id `typed` names among the project's messages: a whole id (or
+/// text no id can start with) is taken as it is, and the command then says
+/// whether it exists; a prefix must
 /// start exactly one message's id (else exit 1 when none does, exit 2 when
 /// several do).
 pub fn expand(project: &Project, typed: &str) -> Result<String> {
-    if grammar::valid_message_id(typed) {
+    // A whole id, or what no id can start with (`../x`, a file name): the
+    // command's own check answers it.
+    let id_chars = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if grammar::valid_message_id(typed) || typed.is_empty() || !typed.chars().all(id_chars) {
         return Ok(typed.to_string());
     }
     let t = Trail::load(project, &Scope::originals())?;
@@ -71,7 +75,7 @@ pub fn expand(project: &Project, typed: &str) -> Result<String> {
         Match::One(id) => Ok(id),
         Match::Many(ids) => Err(ambiguous(typed, &ids)),
         Match::None => Err(Error::env(format!(
-            "No message id starts with '{}' in {}.\n  hint: `swarm transcript --ids` shows every message with its id",
+            "'{}' is not a message id, nor the start of one in {}.\n  hint: `swarm transcript --ids` shows every message with its id",
             crate::text::escape(typed),
             project.root.display()
         ))),

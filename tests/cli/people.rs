@@ -283,7 +283,7 @@ fn ids_in_the_transcript_and_unique_prefixes_everywhere() {
         .stdout_has("HANDOFF QUEUED: ");
     let r = p.swarm(&["receipts", "29990101"]);
     assert_eq!(r.code, 1, "{r:?}");
-    r.stderr_has("No message id starts with '29990101'");
+    r.stderr_has("'29990101' is not a message id, nor the start of one in ");
 }
 
 /// The lines of the primer's "Asking a person" section.
