@@ -92,9 +92,10 @@ pub fn person_mail_elsewhere(cx: &Context) -> Vec<Finding> {
             let new = Worktree::new(&wt).inbox_new();
             for name in trail::handoff_names(&new).unwrap_or_default() {
                 let path = new.join(&name);
-                let trail::Loaded::Ok(m) =
-                    trail::load_message(&path, cx.config.limits.max_file_bytes + 4096)
-                else {
+                let trail::Loaded::Ok(m) = trail::load_message(
+                    &path,
+                    cx.config.limits.max_file_bytes + crate::agent::queue::STAMP_HEADROOM,
+                ) else {
                     continue;
                 };
                 let for_person = m.get("recipient") == Some(h.name.as_str())

@@ -609,3 +609,70 @@ fn doctor_names_missing_clis_shared_inboxes_and_a_stale_daemon() {
     let _ = child.wait();
     assert!(codes.contains(&"DAEMON_STALE_BINARY".to_string()), "{v}");
 }
+
+/// A project on a small file system (a real tmpfs): DISK_LOW with its fix.
+#[test]
+fn doctor_finds_a_disk_running_out_of_space() {
+    let Some(fs_) = crate::faults::Tmpfs::mount("40m") else {
+        return;
+    };
+    let root = fs_.path().join("proj");
+    fs::create_dir_all(&root).unwrap();
+    fs::write(
+        root.join("swarm.yaml"),
+        "roles:\n  - name: lead\n    agent: sh x.sh\n  - name: boss\n    agent: human\n",
+    )
+    .unwrap();
+    let p = Project::empty();
+    p.cmd("swarm").at(&root).arg("init").run().ok();
+    let r = p.cmd("swarm").at(&root).args(["doctor", "--json"]).run();
+    assert_eq!(r.code, 1, "{r:?}");
+    let v = r.json();
+    let disk = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "disk_space")
+        .unwrap()
+        .clone();
+    assert_eq!(disk["findings"][0]["code"], "DISK_LOW", "{v}");
+    assert!(disk["findings"][0]["fix"]
+        .as_str()
+        .unwrap()
+        .contains("free space"));
+}
+
+/// A project laid out before people had inboxes of their own (boss in the
+/// main checkout beside the lead): `swarm init` gives boss its folder and
+/// moves what waits only for boss there, before the lead can take it.
+#[test]
+fn init_moves_a_persons_waiting_mail_out_of_a_shared_inbox() {
+    let p = lead_and_boss("sh x.sh", "");
+    // The old table: boss in the main checkout, sharing the lead's inbox.
+    let r = p.root.display().to_string();
+    p.write_roles_raw(&format!(
+        "lead\tmaster\t{r}\tswarmforge-lead\tLead\tsh\ttask\nboss\tmaster\t{r}\tswarmforge-boss\tBoss\thuman\ttask\n"
+    ));
+    let theirs = p.write(
+        ".swarmforge/handoffs/inbox/new/20_20261201T100000Z_000001_from_lead_to_boss.handoff",
+        "id: 20261201T100000Z_000001_from_lead\nfrom: lead\nto: boss\nrecipient: boss\npriority: 20\ntype: note\nmessage: for boss\ncreated_at: 2026-12-01T10:00:00.000000Z\nenqueued_at: 2026-12-01T10:00:00.100000Z\n\nRe-read your role and constitution.\n\nfor boss\n",
+    );
+    let both = p.write(
+        ".swarmforge/handoffs/inbox/new/20_20261201T100000Z_000002_from_lead_to_lead_boss.handoff",
+        "id: 20261201T100000Z_000002_from_lead\nfrom: lead\nto: lead,boss\npriority: 20\ntype: note\nmessage: for both\ncreated_at: 2026-12-01T10:00:00.000000Z\nenqueued_at: 2026-12-01T10:00:00.100000Z\n\nRe-read your role and constitution.\n\nfor both\n",
+    );
+    p.swarm(&["init"])
+        .ok()
+        .stdout_has("moved 1 item(s) waiting for boss");
+    assert!(!theirs.exists() && both.exists());
+    assert!(boss_inbox(&p, "new")
+        .join(theirs.file_name().unwrap())
+        .exists());
+    p.cmd("ready-next")
+        .role("lead")
+        .run()
+        .ok()
+        .stdout_has("for both");
+    let again = p.swarm(&["init"]);
+    again.ok().stdout_has("is up to date");
+}

@@ -81,8 +81,11 @@ pub fn run(args: Args) -> i32 {
         Some(Action::Show { id }) => {
             let l = listing(&p, role)?;
             let e = mailbox::pick(&p.project, &l, id, &p.roles, p.max_bytes)?;
-            let bytes = crate::fsx::read_bounded(&e.path, p.max_bytes + 4096)
-                .map_err(|err| crate::error::Error::env(format!("{}: {err}", e.path.display())))?;
+            let bytes = crate::fsx::read_bounded(
+                &e.path,
+                p.max_bytes + crate::agent::queue::STAMP_HEADROOM,
+            )
+            .map_err(|err| crate::error::Error::env(format!("{}: {err}", e.path.display())))?;
             let whole = String::from_utf8_lossy(&bytes).into_owned();
             if args.json {
                 let mut v = serde_json::to_value(e).unwrap_or_default();
