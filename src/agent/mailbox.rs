@@ -85,6 +85,7 @@ fn worktree(project: &Project, r: &Role) -> Worktree {
 
 /// The command that handles an item.
 pub fn handle_command(kind: &str, id: &str, role: &str) -> String {
+    let id = crate::text::escape(id);
     if kind == types::CLARIFY.name {
         format!("swarm answer {id} --choice N | --text T")
     } else {

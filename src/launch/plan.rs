@@ -317,7 +317,7 @@ impl Plan {
             .collect();
         if let Some(s) = shared_human(&roles).first() {
             return Err(Error::env(format!(
-                "{}: {}\n  hint: give {} a worktree of its own in {} (e.g. `window {} human {}`), or move the roles to {}, where a human role without `worktree:` gets an inbox of its own; then run `swarm init`\n  hint: items for {} already waiting in {} stay there: move them into the new inbox's inbox/new (`swarm doctor` lists them)",
+                "{}: {}\n  hint: give {} a worktree of its own in {} (e.g. `window {} human {}`), or move the roles to {}, where a human role without `worktree:` gets an inbox of its own; then run `swarm init`\n  hint: items for {} already waiting in {} are moved into the new inbox by that `swarm init` (`swarm doctor` lists any left)",
                 conf_path.display(),
                 s.what(),
                 s.human,

@@ -154,7 +154,7 @@ pub fn definitions() -> Vec<Value> {
             "answer",
             "Answer a clarify sent to you.",
             json!({
-                "id": s("the clarify's id"),
+                "id": s("the clarify's id (or a unique prefix)"),
                 "choices": {"type": "array", "items": {"type": "integer", "minimum": 1}},
                 "text": s("custom answer"),
             }),
@@ -526,6 +526,8 @@ fn answer(agent: &Agent, a: &Args) -> Outcome {
         return Err(usage("answer: give choices and/or text."));
     }
     let at = crate::protocol::root::locate(&agent.cwd)?;
+    let whole = crate::protocol::idprefix::expand(&at.project, id)?;
+    let id = whole.as_str();
     match crate::agent::answer::answer(&at.project, id, &choices, text) {
         Ok(done) => {
             let mut v = serde_json::to_value(&done).unwrap_or_default();

@@ -97,7 +97,7 @@ impl SharedInbox {
     pub fn tsv_hint(&self, project: &Project) -> String {
         let own = project.person_inbox(&self.human);
         format!(
-            "  hint: give {h} an inbox of its own: describe the roles in {yaml} (a human role without `worktree:` gets {own}) and run `swarm init`, or set columns 2 and 3 of {h} in {tsv} to {name} and {own} yourself\n  hint: SwarmForge project: items for {h} already waiting in {new} stay there; after the change move them into {own_new} (`swarm doctor` lists them)",
+            "  hint: give {h} an inbox of its own: describe the roles in {yaml} (a human role without `worktree:` gets {own}) and run `swarm init`, or set columns 2 and 3 of {h} in {tsv} to {name} and {own} yourself\n  hint: SwarmForge project: items for {h} already waiting in {new} are moved into {own_new} by `swarm init`; after a change by hand move them yourself (`swarm doctor` lists them)",
             h = self.human,
             yaml = project.config_file().display(),
             own = own.display(),

@@ -18,7 +18,7 @@ the inbox lock, as done-current does), so receipts and `swarm audit` show the \
 person handled it. A clarify is answered with `swarm answer`, not marked done. \
 An id may be shortened to any unique prefix.
 Exit 0 done; 1 usage or an environment error; 2 refused (UNKNOWN_ID, \
-AMBIGUOUS_ID, NOT_WAITING_FOR_ROLE: nothing changed).")]
+AMBIGUOUS_ID, NOT_WAITING_FOR_ROLE, CLARIFY_NEEDS_ANSWER: nothing changed).")]
 pub struct Args {
     #[command(subcommand)]
     pub action: Option<Action>,
@@ -118,7 +118,7 @@ pub fn run(args: Args) -> i32 {
 fn show_text(e: &Entry, whole: &str) -> String {
     let mut s = format!(
         "ID: {}\nFOR: {}\nPATH: {}\nHANDLE: {}\n\n",
-        e.id,
+        crate::text::escape(&e.id),
         e.role,
         crate::text::escape(&e.path.to_string_lossy()),
         e.handle
