@@ -676,3 +676,49 @@ fn init_moves_a_persons_waiting_mail_out_of_a_shared_inbox() {
     let again = p.swarm(&["init"]);
     again.ok().stdout_has("is up to date");
 }
+
+/// Another program holding the daemon's lock is found by its version: the
+/// process doctor finds there reports a version other than this swarm's.
+#[test]
+fn doctor_finds_a_daemon_of_another_version() {
+    if !require_tool("flock", "apt-get install -y util-linux") {
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let p = lead_and_boss("sh x.sh", "");
+    let pid_file = p.path(".swarmforge/daemon/handoffd.pid");
+    fs::create_dir_all(pid_file.parent().unwrap()).unwrap();
+    fs::write(&pid_file, "").unwrap();
+    let mut holder = std::process::Command::new("flock")
+        .arg("-x")
+        .arg(&pid_file)
+        .args(["sleep", "120"])
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pgid = holder.id() as i32;
+    let mut found = serde_json::Value::Null;
+    wait_until(
+        Duration::from_secs(20),
+        "doctor sees the lock holder",
+        || {
+            let (_, codes, v) = doctor(&p);
+            found = v;
+            codes.contains(&"DAEMON_VERSION".to_string())
+        },
+    );
+    // SAFETY: kill(2) of the process group we started.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+    let _ = holder.wait();
+    let f = found["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["findings"].as_array().unwrap().clone())
+        .find(|f| f["code"] == "DAEMON_VERSION")
+        .unwrap();
+    assert!(f["message"].as_str().unwrap().contains("flock"), "{f}");
+    assert!(f["fix"].as_str().unwrap().contains("swarm stop"), "{f}");
+}

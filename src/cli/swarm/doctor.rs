@@ -16,7 +16,8 @@ pub struct Args {
     /// Project root or any folder inside it (default: the current directory)
     #[arg(id = "root_dir", value_name = "ROOT")]
     pub root: Option<PathBuf>,
-    /// One JSON object: {"healthy", "checks": [{"check", "findings": [{"code", "message", "fix", "path"}]}]}
+    /// One JSON object: {"healthy", "checks": [{"check", "findings": [{"code", "message", "fix", "path"}]}]};
+    /// with findings also the error fields (token FINDINGS, exit_code 1)
     #[arg(long)]
     pub json: bool,
 }
@@ -28,11 +29,26 @@ pub fn run(args: Args) -> i32 {
     };
     if args.json {
         let mut v = serde_json::to_value(&report).unwrap_or_default();
-        v["status"] = serde_json::json!(if report.healthy {
-            "healthy"
+        if report.healthy {
+            v["status"] = serde_json::json!("healthy");
         } else {
-            "findings"
-        });
+            // Unhealthy is a failure by the JSON convention (docs/json.md):
+            // the report also carries the error object's fields.
+            let findings: Vec<&crate::doctor::Finding> =
+                report.checks.iter().flat_map(|c| &c.findings).collect();
+            v["status"] = serde_json::json!("findings");
+            v["token"] = serde_json::json!("FINDINGS");
+            v["message"] = serde_json::json!(format!(
+                "{} finding(s) in {}",
+                findings.len(),
+                report.root.display()
+            ));
+            v["paths"] = serde_json::json!(findings
+                .iter()
+                .filter_map(|f| f.path.as_ref())
+                .collect::<Vec<_>>());
+            v["exit_code"] = serde_json::json!(exit::ENV);
+        }
         crate::cli::emit_json(v);
     } else {
         crate::cli::out(&crate::doctor::text(&report));
