@@ -722,3 +722,39 @@ fn doctor_finds_a_daemon_of_another_version() {
     assert!(f["message"].as_str().unwrap().contains("flock"), "{f}");
     assert!(f["fix"].as_str().unwrap().contains("swarm stop"), "{f}");
 }
+
+/// A second process calling itself handoffd for the same project (beside
+/// the one holding the lock) is DAEMON_MULTIPLE.
+#[test]
+fn doctor_finds_a_second_daemon_process() {
+    use std::os::unix::process::CommandExt;
+    let p = lead_and_boss("sh x.sh", "");
+    let _d = p.spawn_daemon(&[]);
+    let mut other = std::process::Command::new("bash")
+        .args([
+            "-c",
+            "exec -a handoffd tail -f /dev/null \"$0\"",
+            p.root.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pgid = other.id() as i32;
+    let mut found = serde_json::Value::Null;
+    wait_until(Duration::from_secs(20), "doctor sees both", || {
+        let (_, codes, v) = doctor(&p);
+        found = v;
+        codes.contains(&"DAEMON_MULTIPLE".to_string())
+    });
+    // SAFETY: kill(2) of the process group we started.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+    let _ = other.wait();
+    let text = found.to_string();
+    assert!(text.contains(&format!("{}", pgid)), "{text}");
+    let (code, codes, v) = doctor(&p);
+    assert_eq!((code, codes.len()), (0, 0), "{v}");
+}
