@@ -758,3 +758,41 @@ fn doctor_finds_a_second_daemon_process() {
     let (code, codes, v) = doctor(&p);
     assert_eq!((code, codes.len()), (0, 0), "{v}");
 }
+
+/// Eight people marking the same item done at once (real processes): one
+/// completes it, the others are refused, and it is completed exactly once.
+#[test]
+fn concurrent_inbox_done_completes_an_item_once() {
+    let p = lead_and_boss("sh x.sh", "");
+    let n = p
+        .send(
+            "lead",
+            "type: note\nto: boss\npriority: 20\nmessage: once\n",
+        )
+        .queued();
+    p.deliver_once().ok();
+    let id = id_of(&n);
+    let children: Vec<_> = (0..8)
+        .map(|_| {
+            p.cmd("swarm")
+                .args(["inbox", "done", &id])
+                .command()
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let codes: Vec<i32> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap().status.code().unwrap_or(-1))
+        .collect();
+    assert_eq!(codes.iter().filter(|c| **c == 0).count(), 1, "{codes:?}");
+    assert_eq!(codes.iter().filter(|c| **c == 2).count(), 7, "{codes:?}");
+    let done = handoff_names(&boss_inbox(&p, "completed"));
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert!(handoff_names(&boss_inbox(&p, "new")).is_empty());
+    let f = boss_inbox(&p, "completed").join(&done[0]);
+    assert_eq!(header_count(&f, "completed_at"), 1);
+    p.swarm(&["audit", "--check"]).ok();
+}
