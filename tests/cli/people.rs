@@ -461,17 +461,54 @@ fn the_cockpit_marks_a_persons_item_done() {
     );
 }
 
-fn doctor(p: &Project) -> (i32, Vec<String>, serde_json::Value) {
-    let r = p.swarm(&["doctor", "--json"]);
-    let v = r.json();
-    let codes = v["checks"]
+/// Every finding of a `swarm doctor --json` report.
+fn findings(v: &serde_json::Value) -> Vec<serde_json::Value> {
+    v["checks"]
         .as_array()
         .unwrap()
         .iter()
         .flat_map(|c| c["findings"].as_array().unwrap().clone())
+        .collect()
+}
+
+/// `swarm doctor --json`: exit code, the finding codes, the report.
+fn doctor(p: &Project) -> (i32, Vec<String>, serde_json::Value) {
+    let r = p.swarm(&["doctor", "--json"]);
+    let v = r.json();
+    let codes = findings(&v)
+        .iter()
         .map(|f| f["code"].as_str().unwrap().to_string())
         .collect();
     (r.code, codes, v)
+}
+
+/// Runs `program args` in a process group of its own until `code` shows
+/// in doctor's report; kills the group; returns that finding.
+fn with_process_until(p: &Project, program: &str, args: &[&str], code: &str) -> serde_json::Value {
+    use std::os::unix::process::CommandExt;
+    let mut child = std::process::Command::new(program)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pgid = child.id() as i32;
+    let mut found = serde_json::Value::Null;
+    wait_until(Duration::from_secs(20), code, || {
+        let (_, _, v) = doctor(p);
+        found = findings(&v)
+            .into_iter()
+            .find(|f| f["code"] == code)
+            .unwrap_or_default();
+        !found.is_null()
+    });
+    // SAFETY: kill(2) of the process group we started.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+    let _ = child.wait();
+    found
 }
 
 /// Healthy: a running daemon and nothing else wrong exits 0; every planted
@@ -531,12 +568,7 @@ fn doctor_finds_each_planted_problem() {
     for w in want {
         assert!(codes.iter().any(|c| c == w), "{w} missing in {v}");
     }
-    let all: Vec<&serde_json::Value> = v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|c| c["findings"].as_array().unwrap())
-        .collect();
+    let all = findings(&v);
     let elsewhere = all
         .iter()
         .find(|f| f["code"] == "PERSON_MAIL_ELSEWHERE")
@@ -628,18 +660,11 @@ fn doctor_finds_a_disk_running_out_of_space() {
     let r = p.cmd("swarm").at(&root).args(["doctor", "--json"]).run();
     assert_eq!(r.code, 1, "{r:?}");
     let v = r.json();
-    let disk = v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["check"] == "disk_space")
-        .unwrap()
-        .clone();
-    assert_eq!(disk["findings"][0]["code"], "DISK_LOW", "{v}");
-    assert!(disk["findings"][0]["fix"]
-        .as_str()
-        .unwrap()
-        .contains("free space"));
+    let disk = findings(&v)
+        .into_iter()
+        .find(|f| f["code"] == "DISK_LOW")
+        .unwrap_or_else(|| panic!("no DISK_LOW in {v}"));
+    assert!(disk["fix"].as_str().unwrap().contains("free space"));
 }
 
 /// A project laid out before people had inboxes of their own (boss in the
@@ -684,41 +709,12 @@ fn doctor_finds_a_daemon_of_another_version() {
     if !require_tool("flock", "apt-get install -y util-linux") {
         return;
     }
-    use std::os::unix::process::CommandExt;
     let p = lead_and_boss("sh x.sh", "");
     let pid_file = p.path(".swarmforge/daemon/handoffd.pid");
     fs::create_dir_all(pid_file.parent().unwrap()).unwrap();
     fs::write(&pid_file, "").unwrap();
-    let mut holder = std::process::Command::new("flock")
-        .arg("-x")
-        .arg(&pid_file)
-        .args(["sleep", "120"])
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let pgid = holder.id() as i32;
-    let mut found = serde_json::Value::Null;
-    wait_until(
-        Duration::from_secs(20),
-        "doctor sees the lock holder",
-        || {
-            let (_, codes, v) = doctor(&p);
-            found = v;
-            codes.contains(&"DAEMON_VERSION".to_string())
-        },
-    );
-    // SAFETY: kill(2) of the process group we started.
-    unsafe {
-        libc::kill(-pgid, libc::SIGKILL);
-    }
-    let _ = holder.wait();
-    let f = found["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|c| c["findings"].as_array().unwrap().clone())
-        .find(|f| f["code"] == "DAEMON_VERSION")
-        .unwrap();
+    let lock = pid_file.to_str().unwrap();
+    let f = with_process_until(&p, "flock", &["-x", lock, "sleep", "120"], "DAEMON_VERSION");
     assert!(f["message"].as_str().unwrap().contains("flock"), "{f}");
     assert!(f["fix"].as_str().unwrap().contains("swarm stop"), "{f}");
 }
@@ -727,34 +723,22 @@ fn doctor_finds_a_daemon_of_another_version() {
 /// the one holding the lock) is DAEMON_MULTIPLE.
 #[test]
 fn doctor_finds_a_second_daemon_process() {
-    use std::os::unix::process::CommandExt;
     let p = lead_and_boss("sh x.sh", "");
     let _d = p.spawn_daemon(&[]);
-    let mut other = std::process::Command::new("bash")
-        .args([
-            "-c",
-            "exec -a handoffd tail -f /dev/null \"$0\"",
-            p.root.to_str().unwrap(),
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let pgid = other.id() as i32;
-    let mut found = serde_json::Value::Null;
-    wait_until(Duration::from_secs(20), "doctor sees both", || {
-        let (_, codes, v) = doctor(&p);
-        found = v;
-        codes.contains(&"DAEMON_MULTIPLE".to_string())
-    });
-    // SAFETY: kill(2) of the process group we started.
-    unsafe {
-        libc::kill(-pgid, libc::SIGKILL);
-    }
-    let _ = other.wait();
-    let text = found.to_string();
-    assert!(text.contains(&format!("{}", pgid)), "{text}");
+    let root = p.root.to_str().unwrap();
+    let f = with_process_until(
+        &p,
+        "bash",
+        &["-c", "exec -a handoffd tail -f /dev/null \"$0\"", root],
+        "DAEMON_MULTIPLE",
+    );
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("2 handoffd processes"),
+        "{f}"
+    );
     let (code, codes, v) = doctor(&p);
     assert_eq!((code, codes.len()), (0, 0), "{v}");
 }
