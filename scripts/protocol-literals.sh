@@ -26,10 +26,10 @@ types='note|clarify|answer|react|git_handoff|digest|digest_request|review|handof
 checks=(
   "header-literal|3|\\.(get|set|push|remove|get_all|header|field)\\(\"($headers)\""
   "handoff-suffix|13|\"\\.handoff\""
-  "type-literal|6|(==|!=) *\"($types)\"|Some\\(\"($types)\"\\)"
+  "type-literal|2|(==|!=) *\"($types)\"|Some\\(\"($types)\"\\)"
   "all-literal|3|(==|!=) *\"all\"|Some\\(\"all\"\\)|split\\(','\\)"
-  "state-listing|32|read_dir\\("
-  "size-cap|13|1024 \\* 1024"
+  "state-listing|33|read_dir\\((\\&?[a-z]|std|crate|Worktree|project)"
+  "size-cap|6|read_bounded\\([^;]*1024 \\* 1024"
 )
 fail=0
 for c in "${checks[@]}"; do

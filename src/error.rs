@@ -13,6 +13,9 @@ pub mod exit {
     pub const ENV: i32 = 1;
     /// Refusal: invalid draft, ambiguous queue state, malformed item.
     pub const REFUSED: i32 = 2;
+    /// `swarm up --until-idle`: the swarm went idle with questions or mail
+    /// waiting for a person (docs/launcher.md).
+    pub const WAITING_FOR_PERSON: i32 = 3;
 }
 
 /// Every refusal token the tools print (docs/protocol.md §7.5 and the
@@ -36,11 +39,15 @@ pub enum Token {
     NotYourTurn,
     DiscussionClosed,
     UnknownDiscussion,
+    UnknownId,
+    AmbiguousId,
+    NotWaitingForRole,
+    ClarifyNeedsAnswer,
 }
 
 impl Token {
     /// `(token, name as printed, exit code)`, in the spec's order.
-    const TABLE: [(Token, &'static str, i32); 16] = [
+    const TABLE: [(Token, &'static str, i32); 20] = [
         (
             Token::AmbiguousTaskState,
             "AMBIGUOUS_TASK_STATE",
@@ -83,6 +90,18 @@ impl Token {
         (
             Token::UnknownDiscussion,
             "UNKNOWN_DISCUSSION",
+            exit::REFUSED,
+        ),
+        (Token::UnknownId, "UNKNOWN_ID", exit::REFUSED),
+        (Token::AmbiguousId, "AMBIGUOUS_ID", exit::REFUSED),
+        (
+            Token::NotWaitingForRole,
+            "NOT_WAITING_FOR_ROLE",
+            exit::REFUSED,
+        ),
+        (
+            Token::ClarifyNeedsAnswer,
+            "CLARIFY_NEEDS_ANSWER",
             exit::REFUSED,
         ),
     ];

@@ -32,6 +32,7 @@ pub mod agent;
 pub mod bridge;
 pub mod cli;
 pub mod daemon;
+pub mod doctor;
 pub mod error;
 pub mod forum;
 pub mod fsx;

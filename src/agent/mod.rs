@@ -4,6 +4,7 @@
 pub mod answer;
 pub mod artifacts;
 pub mod ingest;
+pub mod mailbox;
 pub mod place;
 pub mod printout;
 pub mod queue;

@@ -67,7 +67,7 @@ pub fn resolve(task: bool, batch: bool) -> Result<Resolved> {
 /// The inbox and receive mode of `role` working in the worktree `cwd` is
 /// in (`swarm mcp` acts as a role given on its command line).
 pub fn resolve_as(cwd: &Path, role: &str) -> Result<Resolved> {
-    let at = root::locate(cwd)?;
+    let mut at = root::locate(cwd)?;
     let roles = Roles::load(&at.project.roles_tsv())?;
     let row = roles.find(role).ok_or_else(|| {
         Error::env(format!(
@@ -82,7 +82,7 @@ pub fn resolve_as(cwd: &Path, role: &str) -> Result<Resolved> {
             vec![],
         )
     })?;
-    crate::agent::send::check_role_worktree(row, &at)?;
+    crate::agent::send::check_role_worktree(row, &mut at)?;
     let config = Config::load(&at.project.config_file())?;
     Ok(Resolved {
         wt: at.worktree,

@@ -117,7 +117,7 @@ fn read_copy(s: &Settings, path: &Path, name: &str, role: &str) -> Result<Copy, 
     if msg.recipient() != Some(role) {
         return Err(format!("its recipient is not {role}"));
     }
-    let commit = (msg.type_name() == Some("git_handoff"))
+    let commit = (msg.kind() == Some(grammar::MessageType::GitHandoff))
         .then(|| msg.get(names::COMMIT).unwrap_or_default().to_string());
     Ok((id, bytes, commit))
 }

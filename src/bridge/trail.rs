@@ -127,6 +127,15 @@ pub fn check_rel(rel: &str) -> Option<(usize, usize, &str)> {
     grammar::is_batch_dir_name(batch).then_some((1, rank, name))
 }
 
+/// A worktree name from another host: one `swarm init` allows, or a
+/// person's state-only folder (`people/<role>`, protocol::people).
+fn valid_worktree(w: &str) -> bool {
+    match w.strip_prefix(crate::protocol::people::WORKTREE_PREFIX) {
+        Some(role) => grammar::valid_role(role),
+        None => grammar::valid_worktree_name(w),
+    }
+}
+
 /// Every place a file of this group may sit in the mirror worktree `hq`.
 fn places(hq: &Path, group: usize) -> Vec<(usize, PathBuf)> {
     if group == 0 {
@@ -157,7 +166,11 @@ fn roles_in<'a>(config: &'a Config, host: &str, worktree: &str) -> Vec<&'a str> 
     config
         .roles
         .iter()
-        .filter(|r| config.role_host(&r.name) == Some(host) && norm(&r.worktree) == norm(worktree))
+        .filter(|r| {
+            let wt =
+                crate::protocol::people::planned_worktree_name(&r.name, r.is_human(), &r.worktree);
+            config.role_host(&r.name) == Some(host) && norm(&wt) == norm(worktree)
+        })
         .map(|r| r.name.as_str())
         .collect()
 }
@@ -206,7 +219,7 @@ pub fn apply(
 ) -> io::Result<bool> {
     let max_bytes = config.limits.max_file_bytes;
     let bad = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);
-    if !grammar::valid_role(host) || !grammar::valid_worktree_name(worktree) {
+    if !grammar::valid_role(host) || !valid_worktree(worktree) {
         return Err(bad(format!(
             "bad host or worktree name '{}'",
             crate::text::escape(worktree)

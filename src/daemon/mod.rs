@@ -110,6 +110,8 @@ fn load(project: &Project) -> Result<(Roles, Config)> {
             project.roles_tsv().display()
         );
     }
+    // A person's mail must never reach an agent's inbox (protocol::people).
+    crate::protocol::people::check_table(project, &roles)?;
     let config = Config::load(&project.config_file())?;
     Ok((roles, config))
 }

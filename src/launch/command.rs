@@ -139,11 +139,24 @@ pub(super) fn program_word(cmd: &str) -> Option<&str> {
     (plain && !SHELL_WORDS.contains(&w)).then_some(w)
 }
 
-/// Every agent's program must be installed before anything starts.
-pub(super) fn check_programs(plan: &Plan, need_tmux: bool) -> Result<()> {
-    let mut words: Vec<String> = Vec::new();
+/// A program the swarm needs that is not on PATH, and the roles using it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MissingProgram {
+    pub program: String,
+    /// Empty for tmux (the launcher's own need).
+    pub roles: Vec<String>,
+}
+
+/// Every program the plan needs (tmux when `need_tmux`, then each agent's)
+/// that is not installed, in plan order: all of them, so one install round
+/// fixes them all.
+pub fn missing_programs(plan: &Plan, need_tmux: bool) -> Vec<MissingProgram> {
+    let mut words: Vec<MissingProgram> = Vec::new();
     if need_tmux {
-        words.push("tmux".into());
+        words.push(MissingProgram {
+            program: "tmux".into(),
+            roles: Vec::new(),
+        });
     }
     for r in &plan.roles {
         let w = match &r.agent {
@@ -153,28 +166,52 @@ pub(super) fn check_programs(plan: &Plan, need_tmux: bool) -> Result<()> {
             AgentSpec::Command(c) => program_word(c),
         };
         if let Some(w) = w {
-            if !words.iter().any(|x| x == w) {
-                words.push(w.to_string());
+            match words.iter_mut().find(|x| x.program == w) {
+                Some(m) => m.roles.push(r.name.clone()),
+                None => words.push(MissingProgram {
+                    program: w.to_string(),
+                    roles: vec![r.name.clone()],
+                }),
             }
         }
     }
-    for w in words {
-        if !crate::launch::swarmforge_conf::is_command(&w) {
-            let hint = if w == "tmux" {
-                "install tmux, or run headless with `swarm up --no-tmux`".to_string()
-            } else {
-                format!(
-                    "install it, or change the agent in {}",
-                    plan.source.path().display()
-                )
-            };
-            return Err(Error::env(format!(
-                "{}'{w}' is required but not installed.\n  hint: {hint}",
-                error_prefix()
-            )));
-        }
+    words.retain(|m| !crate::launch::swarmforge_conf::is_command(&m.program));
+    words
+}
+
+/// The repair of one missing program.
+pub fn missing_hint(plan: &Plan, m: &MissingProgram) -> String {
+    if m.program == "tmux" {
+        "install tmux, or run headless with `swarm up --no-tmux`".to_string()
+    } else {
+        format!(
+            "install it (roles {}), or change their agent in {}",
+            m.roles.join(", "),
+            plan.source.path().display()
+        )
     }
-    Ok(())
+}
+
+/// Every agent's program must be installed before anything starts; every
+/// missing one is named at once.
+pub(super) fn check_programs(plan: &Plan, need_tmux: bool) -> Result<()> {
+    let missing = missing_programs(plan, need_tmux);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let mut msg = String::new();
+    for m in &missing {
+        if !msg.is_empty() {
+            msg.push('\n');
+        }
+        msg.push_str(&format!(
+            "{}'{}' is required but not installed.\n  hint: {}",
+            error_prefix(),
+            m.program,
+            missing_hint(plan, m)
+        ));
+    }
+    Err(Error::env(msg))
 }
 
 /// PATH for agents: the wrappers, the folder of our binaries, then the
@@ -199,7 +236,7 @@ pub(super) fn env_prelude(project: &Project, r: &PlannedRole) -> Result<String> 
     for (k, v) in crate::launch::agents::mcp::env(project, r)? {
         s.push_str(&format!("export {k}={}\n", sqp(&v)));
     }
-    s.push_str(&format!("cd {} || exit 1\n", sqp(&r.worktree_path)));
+    s.push_str(&format!("cd {} || exit 1\n", sqp(r.workdir())));
     Ok(s)
 }
 

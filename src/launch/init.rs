@@ -226,7 +226,7 @@ pub fn init(plan: &Plan) -> Result<InitReport> {
     ensure_repo(root, &mut report)?;
     let sf = plan.project.swarmforge();
     ensure_missing(std::slice::from_ref(&sf))?;
-    for r in plan.roles.iter().filter(|r| !r.in_root()) {
+    for r in plan.roles.iter().filter(|r| r.has_own_checkout()) {
         ensure_worktree(root, r, &mut report)?;
     }
     for wt in plan.worktree_paths() {
@@ -262,8 +262,66 @@ pub fn init(plan: &Plan) -> Result<InitReport> {
         }
     }
     let tsv = plan.project.roles_tsv();
+    migrate_person_mail(plan, &mut report)?;
     if write_if_changed(&tsv, plan.roles_tsv().as_bytes())? {
         report.changes.push(format!("wrote {}", tsv.display()));
     }
     Ok(report)
+}
+
+/// A person who shared an agent's inbox under the old table gets an inbox
+/// of their own in the new one (protocol::people); the items waiting only
+/// for them in the old, shared `inbox/new` move along (no-clobber renames
+/// under that inbox's lock), so the agent's next `ready-next` cannot take
+/// them. Items also meant for a role still working there stay.
+fn migrate_person_mail(plan: &Plan, report: &mut InitReport) -> Result<()> {
+    use crate::protocol::people;
+    let old = crate::protocol::roles::Roles::load(&plan.project.roles_tsv())?;
+    let max = plan.config.limits.max_file_bytes + crate::agent::queue::STAMP_HEADROOM;
+    for r in plan.roles.iter().filter(|r| r.is_person_folder()) {
+        let Some(was) = old
+            .find(&r.name)
+            .filter(|o| o.worktree_path != r.worktree_path)
+        else {
+            continue;
+        };
+        let others: Vec<&str> = old
+            .roles
+            .iter()
+            .filter(|o| o.name != r.name && o.worktree_path == was.worktree_path)
+            .map(|o| o.name.as_str())
+            .collect();
+        let from = Worktree::new(&was.worktree_path);
+        let to = r.worktree();
+        fsx::ensure_dirs(&[to.inbox_new()]).at(to.inbox_new())?;
+        let moved = crate::agent::queue::Inbox::new(&from, max).with_lock(|_| {
+            let mut n = 0;
+            for name in
+                crate::protocol::trail::handoff_names(&from.inbox_new()).at(from.inbox_new())?
+            {
+                let path = from.inbox_new().join(&name);
+                let crate::protocol::trail::Loaded::Ok(m) =
+                    crate::protocol::trail::load_message(&path, max)
+                else {
+                    continue;
+                };
+                let only_theirs = people::meant_for(&m, &r.name)
+                    && !others.iter().any(|o| people::meant_for(&m, o));
+                if only_theirs {
+                    fsx::move_noreplace(&path, &to.inbox_new().join(&name)).at(&path)?;
+                    n += 1;
+                }
+            }
+            Ok::<usize, Error>(n)
+        })?;
+        if moved > 0 {
+            report.changes.push(format!(
+                "moved {moved} item(s) waiting for {} from {} into its own inbox {}",
+                r.name,
+                from.inbox_new().display(),
+                to.inbox_new().display()
+            ));
+        }
+    }
+    Ok(())
 }

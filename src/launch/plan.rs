@@ -12,6 +12,7 @@ use crate::launch::swarmforge_conf::{self, ConfAgent, ConfPaths};
 use crate::protocol::config::{Config, Permission, RoleConfig};
 use crate::protocol::grammar;
 use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::people;
 use crate::protocol::roles::{self, ReceiveMode, Role, Roles};
 
 /// What runs a role.
@@ -81,6 +82,26 @@ impl PlannedRole {
         self.agent == AgentSpec::Human
     }
 
+    /// A person's state-only inbox folder (protocol::people): no git
+    /// worktree, no agent files.
+    pub fn is_person_folder(&self) -> bool {
+        people::is_person_folder(&self.worktree_name)
+    }
+
+    /// Where the role's commands run: a person with a state-only inbox
+    /// works in the project root (their commands find that inbox).
+    pub fn workdir(&self) -> &Path {
+        match self.worktree_path.ancestors().nth(3) {
+            Some(root) if self.is_person_folder() => root,
+            _ => &self.worktree_path,
+        }
+    }
+
+    /// Whether `swarm init` makes a git worktree for this role.
+    pub fn has_own_checkout(&self) -> bool {
+        !self.in_root() && !self.is_person_folder()
+    }
+
     pub fn worktree(&self) -> Worktree {
         Worktree::new(&self.worktree_path)
     }
@@ -147,6 +168,53 @@ fn shared_inbox_warnings(roles: &[PlannedRole]) -> Vec<String> {
         .collect()
 }
 
+/// The human roles that would share an inbox with an agent.
+fn shared_human(roles: &[PlannedRole]) -> Vec<people::SharedInbox> {
+    let table = Roles::from_roles(
+        roles
+            .iter()
+            .map(|r| Role {
+                name: r.name.clone(),
+                worktree_name: r.worktree_name.clone(),
+                worktree_path: r.worktree_path.clone(),
+                session: String::new(),
+                display: String::new(),
+                agent: r.agent.column(),
+                mode: String::new(),
+            })
+            .collect(),
+    );
+    people::shared_inboxes(&table)
+}
+
+/// A `swarm.yaml` human role that names a shared worktree (`master`,
+/// `none`) where an agent works too: refused at its `worktree:` key.
+fn refuse_shared_person_inbox(
+    roles: &[PlannedRole],
+    path: &Path,
+    sp: &[SpanRole],
+    config: &[RoleConfig],
+) -> Result<()> {
+    let Some(s) = shared_human(roles).into_iter().next() else {
+        return Ok(());
+    };
+    let at = config
+        .iter()
+        .position(|r| r.name == s.human)
+        .and_then(|i| sp.get(i))
+        .and_then(|r| loc(&r.worktree));
+    Err(yaml_error(
+        path,
+        at,
+        s.what(),
+        &format!(
+            "remove `worktree:` from role {}: a human role without it gets an inbox of its own ({}); or give it a worktree name of its own",
+            s.human,
+            Project::new(path.parent().unwrap_or(Path::new("."))).person_inbox(&s.human).display()
+        ),
+    ))
+}
+
 impl Plan {
     /// Reads `swarm.yaml`; its `roles:` win. Without roles there, the roles
     /// come from `swarmforge/swarmforge.conf` (daemon settings still come
@@ -179,8 +247,24 @@ impl Plan {
             let host = this_host(&project, &config)?;
             let mut roles: Vec<PlannedRole> = Vec::new();
             let mut remote: Vec<PlannedRole> = Vec::new();
-            for r in &config.roles {
+            let sp = spans(&text);
+            for (i, r) in config.roles.iter().enumerate() {
                 let mut p = planned(root, &r.name, &r.worktree, r.mode, yaml_agent(r));
+                let explicit = sp.get(i).and_then(|s| s.worktree.as_ref()).is_some();
+                let is_human = p.is_human();
+                if is_human && p.in_root() {
+                    // An explicit shared worktree next to an agent is
+                    // refused below; otherwise a person's inbox is theirs.
+                    let agent_in_root = config.roles.iter().any(|o| {
+                        !matches!(yaml_agent(o), AgentSpec::Human)
+                            && is_shared_worktree(&o.worktree)
+                    });
+                    if !(explicit && agent_in_root) {
+                        p.worktree_name =
+                            people::planned_worktree_name(&r.name, is_human, &r.worktree);
+                        p.worktree_path = project.person_inbox(&r.name);
+                    }
+                }
                 match (config.role_host(&r.name), host.as_deref()) {
                     (Some(h), Some(me)) if h != me => {
                         p.worktree_name = format!("@{h}");
@@ -191,6 +275,7 @@ impl Plan {
                     _ => roles.push(p),
                 }
             }
+            refuse_shared_person_inbox(&roles, &yaml_path, &sp, &config.roles)?;
             warnings.extend(shared_inbox_warnings(&roles));
             return Ok(Plan {
                 project,
@@ -228,6 +313,20 @@ impl Plan {
                 planned(root, &c.name, &c.worktree, c.mode, agent)
             })
             .collect();
+        if let Some(s) = shared_human(&roles).first() {
+            return Err(Error::env(format!(
+                "{}: {}\n  hint: give {} a worktree of its own in {} (e.g. `window {} human {}`), or move the roles to {}, where a human role without `worktree:` gets an inbox of its own; then run `swarm init`\n  hint: items for {} already waiting in {} are moved into the new inbox by that `swarm init` (`swarm doctor` lists any left)",
+                conf_path.display(),
+                s.what(),
+                s.human,
+                conf_path.display(),
+                s.human,
+                s.human,
+                yaml_path.display(),
+                s.human,
+                Worktree::new(&s.worktree).inbox_new().display()
+            )));
+        }
         warnings.extend(shared_inbox_warnings(&roles));
         Ok(Plan {
             project,

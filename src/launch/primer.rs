@@ -26,7 +26,7 @@ fn placeholder(field: &str) -> &'static str {
 
 fn draft(rule: &TypeRule, to: &str) -> String {
     let mut s = format!("type: {}\nto: {to}\npriority: 50\n", rule.name);
-    if rule.name == "answer" {
+    if rule.name == types::ANSWER.name {
         s.push_str(&format!("in_reply_to: {}\n", placeholder("in_reply_to")));
     }
     for f in rule.own {
@@ -64,6 +64,9 @@ pub fn primer(plan: &Plan, role: &str) -> Result<String> {
                 .join(", ")
         ))
     })?;
+    if me.is_human() {
+        return Ok(person_primer(plan, me));
+    }
     let rc = plan.config.role(role);
     let about = |name: &str| {
         plan.config
@@ -104,14 +107,29 @@ pub fn primer(plan: &Plan, role: &str) -> Result<String> {
     let sendable: Vec<&'static TypeRule> = allowed
         .iter()
         .filter_map(|t| types::type_rule(t))
-        .filter(|t| t.name != "digest" || moderator == Some(role))
+        .filter(|t| t.name != types::DIGEST.name || moderator == Some(role))
         .collect();
-    let first_peer = peers
-        .iter()
-        .find(|p| !p.is_human())
-        .or(peers.first())
-        .map_or("<role>", |p| p.name.as_str());
-    let human = peers.iter().find(|p| p.is_human()).map(|p| p.name.as_str());
+    // Drafts address the peers the job names, in the order it names them;
+    // else the first agent (or person) among the peers.
+    let job = rc
+        .and_then(|r| r.prompt.clone().or_else(|| r.description.clone()))
+        .unwrap_or_default();
+    let named = |want_human: bool| {
+        peers
+            .iter()
+            .filter(|p| p.is_human() == want_human)
+            .filter_map(|p| mention_at(&job, &p.name).map(|at| (at, p.name.as_str())))
+            .min()
+            .map(|(_, n)| n)
+    };
+    let first_peer = named(false)
+        .or(peers
+            .iter()
+            .find(|p| !p.is_human())
+            .map(|p| p.name.as_str()))
+        .or(peers.first().map(|p| p.name.as_str()))
+        .unwrap_or("<role>");
+    let human = named(true).or(peers.iter().find(|p| p.is_human()).map(|p| p.name.as_str()));
     s.push_str("\n## Sending\n\n");
     if sendable.is_empty() {
         s.push_str("You may not send messages; finish items with `done_with_current.sh`.\n");
@@ -129,9 +147,12 @@ pub fn primer(plan: &Plan, role: &str) -> Result<String> {
             s.push_str(&format!("\n```\n{}```\n", draft(t, to)));
         }
     }
-    if let (Some(h), true) = (human, sendable.iter().any(|t| t.name == "clarify")) {
+    if let (Some(h), true) = (
+        human,
+        sendable.iter().any(|t| t.name == types::CLARIFY.name),
+    ) {
         s.push_str(&format!(
-            "\n## Asking a person\n\nWhen you cannot go on without a decision, send a `clarify` to `{h}` (options one per body line), run `done_with_current.sh`, and end your turn. The answer comes back as an item with an `ANSWER:` block.\n"
+            "\n## Asking a person\n\nWhen you cannot finish the item in process without a decision:\n\n1. Send a `clarify` to `{h}` (the question in `question:`, options one per body line).\n2. Do not run `done_with_current.sh`: the item stays in process (parked) until the answer arrives.\n3. End your turn.\n4. When you are woken, run `ready_for_next.sh`: it prints the same item again with an `ANSWER:` block (`ANSWER_CHOICE:`, `ANSWER_TEXT:`).\n5. Finish the item with that answer, then run `done_with_current.sh`.\n"
         ));
     }
     if let Some(m) = moderator {
@@ -142,6 +163,60 @@ pub fn primer(plan: &Plan, role: &str) -> Result<String> {
     }
     s.push_str("\n## When to stop\n\nWhen `ready_for_next.sh` prints `NO_TASK`, end your turn and wait; do not poll. New mail wakes you with \"You have new handoff mail. If idle, run ready_for_next.sh.\" Never end a turn with an item in process unless you sent a `clarify` about it.\n");
     Ok(s)
+}
+
+/// Where `name` is first named in `text` as a word (`lead`, `@lead`,
+/// `` `lead` ``), not inside a longer name (`leader`).
+fn mention_at(text: &str, name: &str) -> Option<usize> {
+    let is_name_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    text.match_indices(name).map(|(i, _)| i).find(|&i| {
+        let before = text[..i].chars().next_back();
+        let after = text[i + name.len()..].chars().next();
+        !before.is_some_and(is_name_char) && !after.is_some_and(is_name_char)
+    })
+}
+
+/// What a person in a human role is told: where their mail waits and the
+/// commands that read, answer and finish it; no agent loop.
+fn person_primer(plan: &Plan, me: &PlannedRole) -> String {
+    let role = &me.name;
+    let inbox = crate::protocol::layout::Worktree::new(&me.worktree_path).inbox();
+    let mut s = format!(
+        "# Swarm role: {role}\n\nYou are the person in role `{role}` of a swarm of agents that hand work to each other through files (swarm-handoff). Nothing is started for you and nothing wakes you: the swarm waits for you. Your mail waits in {} and only you take it.\n\n## Your mail\n\n- `swarm inbox` lists what waits for you (id, sender, type, age, summary) with the command that handles each; `swarm status` and the cockpit (`swarm serve`) list it too.\n- `swarm inbox show <id>` prints one item whole.\n- A question (`clarify`): `swarm answer <id> --choice N` (repeat `--choice` when several are allowed) or `--text \"...\"`. The asker keeps its item parked until then and gets your answer with it.\n- Anything else: `swarm inbox done <id>` when you have read or handled it, so receipts and `swarm audit` show you did.\n\nAn id may be shortened to any unique prefix (`swarm transcript --ids` shows them).\n",
+        inbox.display()
+    );
+    let peers: Vec<&PlannedRole> = plan.roles.iter().filter(|r| r.name != *role).collect();
+    if !peers.is_empty() {
+        s.push_str("\n## The swarm\n\n");
+        for p in &peers {
+            s.push_str(&format!("- `{}` ({})\n", p.name, who(p)));
+        }
+    }
+    let allowed = plan.config.allowed_types(role);
+    let sendable: Vec<&'static TypeRule> = allowed
+        .iter()
+        .filter_map(|t| types::type_rule(t))
+        .filter(|t| !matches!(t.name, "digest" | "answer"))
+        .collect();
+    if !sendable.is_empty() {
+        let to = peers
+            .iter()
+            .find(|p| !p.is_human())
+            .map_or("<role>", |p| p.name.as_str());
+        s.push_str(&format!(
+            "\n## Sending\n\nWrite a draft file and run `SWARMFORGE_ROLE={role} swarm-handoff <file>` in {}. You may send {}, e.g.:\n\n```\n{}```\n",
+            me.workdir().display(),
+            types::list_in_words(&sendable.iter().map(|t| t.name).collect::<Vec<_>>()),
+            draft(
+                sendable
+                    .iter()
+                    .find(|t| t.name == types::NOTE.name)
+                    .unwrap_or(&sendable[0]),
+                to
+            )
+        ));
+    }
+    s
 }
 
 /// A rough token count (bytes / 4), the figure docs/agents.md quotes.

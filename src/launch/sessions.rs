@@ -71,7 +71,7 @@ pub(super) fn start_sessions(
         }
         let file = run_file(project, &r.name);
         init::write_if_changed(&file, pane_script(project, r)?.as_bytes())?;
-        let wt = r.worktree_path.to_string_lossy().into_owned();
+        let wt = r.workdir().to_string_lossy().into_owned();
         let mut run = format!("sh {}", sqp(&file));
         if !r.is_human() {
             let delay = stagger * agents;

@@ -113,7 +113,7 @@ pub fn definitions() -> Vec<Value> {
         ),
         tool(
             "done",
-            "Finish the item in process (failed: reason, if it could not be done), then take the next one without waiting.",
+            "Finish the item in process (failed: reason, if it could not be done), then take the next one without waiting. Not while it waits for an ask's answer.",
             json!({"failed": s("why it failed (one line)")}),
             &[],
         ),
@@ -140,7 +140,7 @@ pub fn definitions() -> Vec<Value> {
         ),
         tool(
             "ask",
-            "Ask a person or role a blocking question (clarify); the answer arrives with your parked item.",
+            "Ask a person or role a blocking question (clarify) about the item in process. Do not call done: the item stays in process (parked). End your turn; when woken, next returns that item with the answer.",
             json!({
                 "to": s("one role"),
                 "question": s("one line"),
@@ -154,7 +154,7 @@ pub fn definitions() -> Vec<Value> {
             "answer",
             "Answer a clarify sent to you.",
             json!({
-                "id": s("the clarify's id"),
+                "id": s("the clarify's id (or a unique prefix)"),
                 "choices": {"type": "array", "items": {"type": "integer", "minimum": 1}},
                 "text": s("custom answer"),
             }),
@@ -527,6 +527,8 @@ fn answer(agent: &Agent, a: &Args) -> Outcome {
         return Err(usage("answer: give choices and/or text."));
     }
     let at = crate::protocol::root::locate(&agent.cwd)?;
+    let whole = crate::protocol::idprefix::expand(&at.project, id)?;
+    let id = whole.as_str();
     match crate::agent::answer::answer(&at.project, id, &choices, text) {
         Ok(done) => {
             let mut v = serde_json::to_value(&done).unwrap_or_default();

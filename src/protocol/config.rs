@@ -275,6 +275,13 @@ pub struct RoleConfig {
     pub approval: Approval,
 }
 
+impl RoleConfig {
+    /// `agent: human` (any case, as `swarm init` reads it).
+    pub fn is_human(&self) -> bool {
+        self.agent.eq_ignore_ascii_case("human")
+    }
+}
+
 impl Default for RoleConfig {
     fn default() -> Self {
         RoleConfig {

@@ -148,6 +148,12 @@ impl Project {
     pub fn bridge_tmp(&self) -> PathBuf {
         self.bridge_dir().join("tmp")
     }
+    /// The inbox of a human role that has no worktree of its own: a
+    /// worktree-shaped state folder (no git checkout), so no agent's
+    /// `ready-next` can take a person's mail (protocol::people).
+    pub fn person_inbox(&self, role: &str) -> PathBuf {
+        self.swarmforge().join("people").join(role)
+    }
     /// SwarmForge's launcher config.
     pub fn swarmforge_conf(&self) -> PathBuf {
         self.root.join("swarmforge").join("swarmforge.conf")

@@ -219,7 +219,8 @@ impl Trail {
             let wt = config
                 .role(&r.name)
                 .map_or("master", |c| c.worktree.as_str());
-            let m = project.bridge_mirror(host, wt);
+            let wt = crate::protocol::people::planned_worktree_name(&r.name, r.is_human(), wt);
+            let m = project.bridge_mirror(host, &wt);
             mirrors.insert(r.name.clone(), m.clone());
             proxies_of.push((m, absolute(project, &r.worktree_path)));
         }

@@ -55,6 +55,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/resume", post(resume))
         .route("/api/answer", post(answer_clarify))
         .route("/api/send", post(send_as_human))
+        .route("/api/inbox/done", post(inbox_done))
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),
             token::guard,
@@ -253,6 +254,24 @@ async fn answer_clarify(State(app): State<Arc<App>>, Json(q): Json<AnswerBody>) 
         Ok(v)
     })
     .await
+}
+
+#[derive(Deserialize)]
+struct DoneBody {
+    id: String,
+    /// The role it waits for (default: any human role).
+    role: Option<String>,
+}
+
+/// "Mark done" on an item waiting for a person: `swarm inbox done`.
+async fn inbox_done(State(app): State<Arc<App>>, Json(q): Json<DoneBody>) -> Response {
+    let r = blocking(&app, move |p| {
+        let (e, path) = crate::agent::mailbox::mark_done(p, q.role.as_deref(), &q.id)?;
+        Ok(json!({"status": "completed", "id": e.id, "role": e.role, "completed": path}))
+    })
+    .await;
+    let _ = app.ticks.send(());
+    r
 }
 
 #[derive(Deserialize)]

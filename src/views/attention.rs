@@ -11,10 +11,10 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::agent::mailbox::handle_command;
 use crate::error::Result;
 use crate::protocol::clock::{self, Instant};
 use crate::protocol::fields;
-use crate::protocol::header::Message;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
 use crate::protocol::trail::{self, Original, Place, Scope, Trail};
@@ -60,6 +60,8 @@ pub struct Item {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub options: Vec<String>,
     pub path: PathBuf,
+    /// The command that handles it (`swarm answer …`, `swarm inbox done …`).
+    pub handle: String,
 }
 
 fn age(since: Option<Instant>, now: Instant) -> Option<u64> {
@@ -83,15 +85,8 @@ fn clarify_item(o: &Original, now: Instant) -> Item {
             .map(crate::text::escape)
             .collect(),
         path: o.path.clone(),
+        handle: handle_command(types::CLARIFY.name, o.id(), m.to().unwrap_or("?")),
     }
-}
-
-/// Whether a copy in a shared inbox is meant for `role`.
-fn meant_for(m: &Message, role: &str) -> bool {
-    let from = m.sender().unwrap_or("");
-    m.recipient() == Some(role)
-        || crate::protocol::grammar::addressed(m.to().unwrap_or(""), from, role)
-        || crate::protocol::grammar::role_list(m.get(names::CC)).contains(&role)
 }
 
 /// Every attention item: open clarifies (oldest first), then each human
@@ -137,13 +132,17 @@ fn waiting(roles: &Roles, project: &Project, max_bytes: u64, now: Instant) -> Ve
             let trail::Loaded::Ok(m) = trail::load_message(&path, max_bytes) else {
                 continue;
             };
-            if m.type_name() == Some(types::CLARIFY.name) || !meant_for(&m, &r.name) {
+            if m.type_name() == Some(types::CLARIFY.name)
+                || !crate::protocol::people::meant_for(&m, &r.name)
+            {
                 continue;
             }
             let since = m.get(names::ENQUEUED_AT).and_then(clock::parse);
+            let id = m.id().unwrap_or("?").to_string();
             out.push(Item {
                 kind: Kind::Waiting,
-                id: m.id().unwrap_or("?").to_string(),
+                handle: handle_command(m.type_name().unwrap_or("?"), &id, &r.name),
+                id,
                 from: m.sender().unwrap_or("?").to_string(),
                 role: r.name.clone(),
                 kind_of_message: m.type_name().unwrap_or("?").to_string(),
@@ -200,7 +199,7 @@ pub fn text(items: &[Item]) -> String {
             line.push_str(&format!("  [{}]", opts.join(" | ")));
         }
         s.push_str(line.trim_end());
-        s.push('\n');
+        s.push_str(&format!("\n  -> {}\n", i.handle));
     }
     s
 }

@@ -760,7 +760,8 @@ fn swarm_status_json_shows_counts_and_the_daemon() {
         ("coder", "master", "codex", "task"),
         ("reviewer", "rev", "claude", "task"),
         ("QA", "qa", "codex", "batch"),
-        ("boss", "master", "human", "task"),
+        // A person never shares an agent's inbox (handoffd refuses that).
+        ("boss", "boss", "human", "task"),
     ]);
     let root = p.root.to_str().unwrap().to_string();
     let status = |p: &Project| -> serde_json::Value {

@@ -99,13 +99,13 @@ fn deferred_lines(p: &Project, outbox_path: &Path) -> usize {
 }
 
 /// A tmpfs of the given size mounted on a fresh temp dir; unmounted on drop.
-struct Tmpfs {
+pub(crate) struct Tmpfs {
     dir: tempfile::TempDir,
 }
 
 impl Tmpfs {
     /// `None` after a NOTE (a failure in CI) when it cannot be mounted.
-    fn mount(size: &str) -> Option<Tmpfs> {
+    pub(crate) fn mount(size: &str) -> Option<Tmpfs> {
         if !require_tool("mount", "apt-get install -y mount") {
             return None;
         }
@@ -132,7 +132,7 @@ impl Tmpfs {
         )
     }
 
-    fn path(&self) -> PathBuf {
+    pub(crate) fn path(&self) -> PathBuf {
         self.dir.path().to_path_buf()
     }
 

@@ -117,13 +117,16 @@ fn init_creates_everything_and_a_second_run_changes_nothing() {
     assert_eq!(
         d.read(".swarmforge/roles.tsv"),
         format!(
-            "boss\tmaster\t{r}\tswarmforge-boss\tBoss\thuman\ttask\n\
+            "boss\tpeople/boss\t{r}/.swarmforge/people/boss\tswarmforge-boss\tBoss\thuman\ttask\n\
              coder\tmaster\t{r}\tswarmforge-coder\tCoder\tsh\ttask\n\
              code-reviewer\treview\t{r}/.worktrees/review\tswarmforge-code-reviewer\tCode Reviewer\t./agents/review.sh\tbatch\n",
             r = root.display()
         )
     );
-    for base in [root.clone(), wt.clone()] {
+    // The person's inbox is a state-only folder of its own (no checkout).
+    let person = root.join(".swarmforge/people/boss");
+    assert!(!person.join(".git").exists());
+    for base in [root.clone(), wt.clone(), person] {
         for sub in MESSAGE_DIRS.iter().chain(&["outbox/tmp", "inbox/tmp"]) {
             let p = base.join(".swarmforge/handoffs").join(sub);
             assert!(p.is_dir(), "{}", p.display());

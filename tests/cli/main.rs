@@ -28,6 +28,7 @@ mod mcp;
 mod model;
 mod newcomer;
 mod order;
+mod people;
 mod perf;
 mod readme;
 mod real_agents;

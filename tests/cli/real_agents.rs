@@ -621,7 +621,7 @@ fn claude_code_takes_work_through_swarm_mcp_and_its_stop_hook() {
     let took = last_user_text(&s.turn("coder", 4));
     assert!(took.contains("what is the answer?"), "{took}");
     // The reply reached the owner.
-    let owner_new = hq(&s.d.root, "inbox/new");
+    let owner_new = hq(&s.d.root.join(".swarmforge/people/owner"), "inbox/new");
     s.wait("the reply is delivered to owner", || {
         !handoff_names(&owner_new).is_empty()
     });
@@ -724,7 +724,7 @@ fn gemini_cli_takes_answers_and_finishes_an_item_after_its_hook() {
     );
     assert!(last_function_response(&s.turn("reviewer", 5)).contains("HANDOFF QUEUED:"));
     assert!(last_function_response(&s.turn("reviewer", 6)).contains("COMPLETED:"));
-    let owner_new = hq(&s.d.root, "inbox/new");
+    let owner_new = hq(&s.d.root.join(".swarmforge/people/owner"), "inbox/new");
     s.wait("the answer is delivered to owner", || {
         !handoff_names(&owner_new).is_empty()
     });

@@ -525,6 +525,15 @@ fn the_page_in_headless_chromium() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(shot.is_file(), "no screenshot at {}", shot.display());
+    // The note marked done in the page is completed in boss's inbox.
+    let done = crate::support::handoff_names(&p.hq("boss", "inbox/completed"));
+    assert!(
+        done.iter().any(|n| {
+            std::fs::read_to_string(p.hq("boss", "inbox/completed").join(n))
+                .is_ok_and(|t| t.contains("message: mark me done"))
+        }),
+        "{done:?}"
+    );
     // The approved note reached qa, once.
     let id = stdout.trim().rsplit(' ').next().unwrap().to_string();
     crate::support::wait_until(DEADLINE, "the approved note is delivered", || {

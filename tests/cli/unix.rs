@@ -570,6 +570,11 @@ fn every_command_speaks_the_one_json_convention() {
         ("swarm", None, s(&["down", "--json"]), 0),
         ("ready-next", Some("b"), s(&["--json"]), 0),
         ("done-current", Some("b"), s(&["--json"]), 0),
+        ("swarm", None, s(&["inbox", "--json"]), 0),
+        ("swarm", None, s(&["inbox", "--role", "b", "--json"]), 0),
+        ("swarm", None, s(&["inbox", "done", "nope", "--json"]), 2),
+        // No daemon runs: a finding, reported as the convention's failure.
+        ("swarm", None, s(&["doctor", "--json"]), 1),
         // Errors: refusals, bad arguments, usage errors, no project.
         ("swarm", None, s(&["receipts", "nope", "--json"]), 1),
         (

@@ -66,8 +66,17 @@ pub fn same_dir(a: &Path, b: &Path) -> bool {
 
 /// Checks that the acting role works in the located worktree, so a message is
 /// never queued where the daemon will not look (docs/protocol.md §3).
-pub fn check_role_worktree(role: &Role, at: &Located) -> Result<()> {
+pub fn check_role_worktree(role: &Role, at: &mut Located) -> Result<()> {
     if same_dir(&role.worktree_path, &at.worktree.root) {
+        return Ok(());
+    }
+    // A person with a state-only inbox works in the project root; their
+    // commands act on that inbox (protocol::people).
+    if role.is_human()
+        && crate::protocol::people::is_person_folder(&role.worktree_name)
+        && !at.in_role_worktree()
+    {
+        at.worktree = crate::protocol::layout::Worktree::new(&role.worktree_path);
         return Ok(());
     }
     Err(Error::env(format!(
@@ -119,7 +128,7 @@ impl Sender {
     /// makes before reading a draft (known role, its own worktree), and the
     /// project's fsync setting applied.
     pub fn locate(role: &str, cwd: &Path) -> Result<Sender> {
-        let at = root::locate(cwd)?;
+        let mut at = root::locate(cwd)?;
         let roles = Roles::load(&at.project.roles_tsv())?;
         let Some(r) = roles.find(role) else {
             return Err(Error::env(format!(
@@ -127,7 +136,7 @@ impl Sender {
                 roles.unknown_hint(&at.project.roles_tsv())
             )));
         };
-        check_role_worktree(r, &at)?;
+        check_role_worktree(r, &mut at)?;
         let config = Config::load(&at.project.config_file())?;
         fsx::set_fsync(config.daemon.fsync);
         Ok(Sender {

@@ -16,7 +16,7 @@ ready-next prints them. More than one --choice needs allow_multiple: yes; \
 Exit 0 answered; 1 usage, no such clarify in any inbox, or an environment \
 error; 2 refused (ANSWER INVALID with the reasons, NOT_A_CLARIFY, CLARIFY_CLOSED).")]
 pub struct Args {
-    /// The clarify's message id (`<IDTS>_<SEQ>_from_<asker>`)
+    /// The clarify's message id (`<IDTS>_<SEQ>_from_<asker>`), or a unique prefix of it
     pub id: String,
     /// Project root or any folder inside it (default: the current directory)
     #[arg(id = "root_dir", value_name = "ROOT")]
@@ -41,6 +41,11 @@ pub fn run(args: Args) -> i32 {
         Ok(p) => p,
         Err(e) => return crate::cli::report(&e, args.json),
     };
+    let mut args = args;
+    match crate::protocol::idprefix::expand(&project, &args.id) {
+        Ok(id) => args.id = id,
+        Err(e) => return crate::cli::report(&e, args.json),
+    }
     match answer::answer(&project, &args.id, &args.choices, args.text.as_deref()) {
         Ok(a) => {
             if args.json {

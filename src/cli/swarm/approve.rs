@@ -22,7 +22,7 @@ pub fn run(args: Args) -> i32 {
     super::answer(
         None,
         args.json,
-        |p| holds::approve(p, &args.id, "cli"),
+        |p| holds::approve(p, &crate::protocol::idprefix::expand(p, &args.id)?, "cli"),
         |path| {
             serde_json::json!({
                 "status": "approved", "id": args.id, "path": path,

@@ -44,7 +44,11 @@ pub fn run(args: Args) -> i32 {
         (None, [i, r]) => (Some(i.clone()), Some(PathBuf::from(r))),
         _ => return crate::cli::report(&usage(), args.json),
     };
+    let mut id = id;
     let result = super::project(root.as_deref()).and_then(|project| {
+        if let Some(i) = &mut id {
+            *i = crate::protocol::idprefix::expand(&project, i)?;
+        }
         let scope = Scope {
             name_contains: id.clone(),
             ..Scope::originals()

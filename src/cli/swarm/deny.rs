@@ -22,7 +22,14 @@ pub fn run(args: Args) -> i32 {
     super::answer(
         None,
         args.json,
-        |p| holds::deny(p, &args.id, &args.reason, "cli"),
+        |p| {
+            holds::deny(
+                p,
+                &crate::protocol::idprefix::expand(p, &args.id)?,
+                &args.reason,
+                "cli",
+            )
+        },
         |path| {
             serde_json::json!({
                 "status": "denied", "id": args.id, "path": path, "reason": args.reason,

@@ -22,9 +22,11 @@ pub mod demo;
 pub mod deny;
 pub mod digest;
 pub mod discussion;
+pub mod doctor;
 pub mod down;
 pub mod events;
 pub mod hook;
+pub mod inbox;
 pub mod ingest;
 pub mod init;
 pub mod man;
@@ -164,6 +166,8 @@ pub enum Command {
     Demo(demo::Args),
     /// Daemon and per-role queue state
     Status(status::Args),
+    /// Check the project's set-up; each finding with a code and its fix
+    Doctor(doctor::Args),
     /// Stop handoffd (stop file + TERM, then KILL after 5 s)
     Stop(stop::Args),
     /// Every message of the project, once, in order
@@ -180,6 +184,8 @@ pub enum Command {
     Shims(shims::Args),
     /// Answer an open clarify question as a human role
     Answer(answer::Args),
+    /// What waits for a person: list, show and mark items done
+    Inbox(inbox::Args),
     /// List a message's (or a session's) artifacts and re-check their hashes
     Artifacts(artifacts::Args),
     /// Start, close and list forum sessions
@@ -230,6 +236,7 @@ pub fn run() -> i32 {
         Command::Down(a) => down::run(a),
         Command::Demo(a) => demo::run(a),
         Command::Status(a) => status::run(a),
+        Command::Doctor(a) => doctor::run(a),
         Command::Stop(a) => stop::run(a),
         Command::Transcript(a) => transcript::run(a),
         Command::Receipts(a) => receipts::run(a),
@@ -238,6 +245,7 @@ pub fn run() -> i32 {
         Command::Bridge(a) => bridge::run(a),
         Command::Shims(a) => shims::run(a),
         Command::Answer(a) => answer::run(a),
+        Command::Inbox(a) => inbox::run(a),
         Command::Artifacts(a) => artifacts::run(a),
         Command::Session(a) => session::run(a),
         Command::Discussion(a) => discussion::run(a),

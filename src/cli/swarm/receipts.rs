@@ -17,7 +17,7 @@ the sender. A copy at a role the `to` header does not name is marked (cc) when
 the message names that role in `cc`, else (not in to).
 Exit 1 when no file carries the id.")]
 pub struct Args {
-    /// The message id (`<IDTS>_<SEQ>_from_<sender>`) or its file name
+    /// The message id (`<IDTS>_<SEQ>_from_<sender>`, or a unique prefix of it) or its file name
     pub id: String,
     /// Project root or any folder inside it (default: the current directory)
     #[arg(id = "root_dir", value_name = "ROOT")]
@@ -38,8 +38,9 @@ fn id_of(arg: &str) -> String {
 }
 
 pub fn run(args: Args) -> i32 {
-    let id = id_of(&args.id);
+    let mut id = id_of(&args.id);
     let result = super::project(args.root.as_deref()).and_then(|project| {
+        id = crate::protocol::idprefix::expand(&project, &id)?;
         // File names embed the id, so only those files are read; a hand-made
         // name without it is still found by the full scan below.
         let narrow = Scope {

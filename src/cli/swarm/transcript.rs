@@ -14,6 +14,7 @@ Each message once: the sender's copy in sent/ or failed/ (de-duplicated by id) \
 and anything still in an outbox, ordered by created_at, then id. Times are UTC.
 
 Text lines:  [HH:MM:SS] [FROM -> TO] <type> <task, message, subject or first body line>
+(with --ids: [HH:MM:SS] <id> [FROM -> TO] ...; any command that takes an id takes a unique prefix of it)
 with a `--- YYYY-MM-DD ---` line whenever the day changes and ` [failed: <reason>]` \
 after a failed message. Control characters are escaped, so one message is one line.
 --json (or --format jsonl, the older spelling) prints JSON Lines: one object per \
@@ -60,6 +61,10 @@ pub struct Args {
     /// Keep printing new messages as they are sent, until interrupted
     #[arg(long, short = 'f')]
     pub follow: bool,
+    /// Text lines show each message's id after the time (the id `receipts`,
+    /// `--thread`, `answer` and `inbox` take; any unique prefix of it works)
+    #[arg(long)]
+    pub ids: bool,
 }
 
 fn filter(args: &Args) -> Result<Filter, Error> {
@@ -126,10 +131,22 @@ pub fn run(mut args: Args) -> i32 {
     let all = transcript::messages(&t.originals);
     let all_for_marks = all.clone();
     let mut printer = Printer::new(args.format, &t.roles);
+    printer.ids = args.ids;
     // With --thread: the whole conversation as a tree, then the other filters.
     let ordered: Vec<_> = match &args.thread {
         None => all.into_iter().collect(),
-        Some(id) => {
+        Some(typed) => {
+            let id = match crate::protocol::idprefix::resolve(typed, all.iter().map(|o| o.id())) {
+                crate::protocol::idprefix::Match::One(id) => id,
+                crate::protocol::idprefix::Match::Many(ids) => {
+                    return crate::cli::report(
+                        &crate::protocol::idprefix::ambiguous(typed, &ids),
+                        json,
+                    )
+                }
+                crate::protocol::idprefix::Match::None => typed.clone(),
+            };
+            let id = &id;
             let root = transcript::thread_root(&all, id).to_string();
             filter.thread = Some(root.clone());
             let members: Vec<_> = all

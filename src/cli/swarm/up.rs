@@ -19,7 +19,8 @@ pub struct Args {
     #[arg(short, long, conflicts_with = "until_idle")]
     pub detach: bool,
     /// With --no-tmux: stop the swarm and return once every queue is empty
-    /// and no agent runs
+    /// and no agent runs; exit 3 when it stops with a question or mail
+    /// waiting for a person (listed on stderr)
     #[arg(long, requires = "no_tmux")]
     pub until_idle: bool,
     /// Stop the swarm after this long (e.g. 90s, 10m) and exit 1
@@ -46,8 +47,10 @@ pub fn run(args: Args) -> i32 {
         timeout: args.timeout.map(|d| d.0),
         stagger: args.stagger.map(|d| d.0),
     };
+    let mut project = None;
     let result = super::up_root(args.root.as_deref()).and_then(|root| {
         let plan = Plan::load(&root)?;
+        project = Some(plan.project.clone());
         for w in &plan.warnings {
             eprintln!("{w}");
         }
@@ -63,10 +66,30 @@ pub fn run(args: Args) -> i32 {
                 Outcome::TimedOut => eprintln!("swarm up: timed out; the swarm was stopped"),
                 Outcome::Stalled(why) => eprintln!("swarm up: stalled: {why}"),
                 Outcome::DaemonDied => eprintln!("swarm up: handoffd stopped unexpectedly"),
+                Outcome::Idle => {
+                    if let Some(code) = project.as_ref().and_then(people_waiting) {
+                        return code;
+                    }
+                }
                 _ => {}
             }
             outcome.exit_code()
         }
         Err(e) => crate::cli::report(&e, false),
     }
+}
+
+/// An idle swarm that leaves questions or mail for a person says so, one
+/// line each with the command that handles it, and exits 3.
+fn people_waiting(project: &crate::protocol::layout::Project) -> Option<i32> {
+    let items = crate::views::attention::collect(project).ok()?;
+    if items.is_empty() {
+        return None;
+    }
+    eprint!(
+        "swarm up: idle, but {} item(s) wait for a person:\n{}",
+        items.len(),
+        crate::views::attention::text(&items)
+    );
+    Some(crate::error::exit::WAITING_FOR_PERSON)
 }

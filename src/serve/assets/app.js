@@ -171,7 +171,8 @@ function renderAttention(st) {
   const items = [];
   for (const a of st.attention) {
     if (a.kind === 'clarify') items.push(clarifyItem(a));
-    else items.push(el('div', { class: 'item' }, el('div', { class: 'what' }, a.role + ' has waiting ' + a.type + ' from ' + a.from), a.text));
+    else items.push(el('div', { class: 'item', 'data-waiting': a.id }, el('div', { class: 'what' }, a.role + ' has waiting ' + a.type + ' from ' + a.from), a.text, ' ',
+      el('button', { type: 'button', 'data-done': a.id, onclick: () => act('/api/inbox/done', { id: a.id, role: a.role }) }, 'Mark done')));
   }
   for (const h of st.held) items.push(heldItem(h));
   for (const r of st.roles) {

@@ -32,6 +32,9 @@ pub struct Printer<'a> {
     depths: Option<(String, HashMap<String, usize>)>,
     /// See [`reaction_marks`].
     pub reactions: HashMap<String, Vec<(String, String)>>,
+    /// Text lines name each message's id (`swarm transcript --ids`), the
+    /// handle `receipts`, `--thread`, `answer` and `inbox` take.
+    pub ids: bool,
 }
 
 impl<'a> Printer<'a> {
@@ -42,6 +45,7 @@ impl<'a> Printer<'a> {
             day: None,
             depths: None,
             reactions: HashMap::new(),
+            ids: false,
         }
     }
 
@@ -132,7 +136,11 @@ impl<'a> Printer<'a> {
             None => "??:??:??".to_string(),
         };
         s.push_str(&"  ".repeat(depth));
-        s.push_str(&format!("[{hms}] {}", speech(&o.msg)));
+        s.push_str(&format!("[{hms}] "));
+        if self.ids {
+            s.push_str(&format!("{} ", crate::text::escape(o.id())));
+        }
+        s.push_str(&speech(&o.msg));
         s.push_str(&state_suffix(o));
         if let Some(marks) = self.reactions.get(o.id()) {
             s.push_str(&marks_text(marks));

@@ -1,7 +1,8 @@
 // The cockpit in real headless Chromium (driven by playwright-core), run by
 // tests/cli/serve.rs: the page loads, a message sent from the shell appears
 // without a reload, a clarify is answered by clicking and the asker's
-// ready-next shows the answer, a held handoff is approved by clicking, and a
+// ready-next shows the answer, a person's note is marked done by clicking, a
+// held handoff is approved by clicking, and a
 // screenshot of the board is saved. Every wait has a deadline; none is timed.
 'use strict';
 const { execFileSync } = require('child_process');
@@ -75,6 +76,13 @@ function send(role, draft) {
       if (!shown.includes('hand-written')) await page.waitForTimeout(50);
     }
     run('qa', 'done-current', []);
+
+    // A person's note marked done by clicking (as `swarm inbox done`).
+    const fyi = send('qa', 'type: note\nto: boss\npriority: 50\nmessage: mark me done\n');
+    const waiting = page.locator(`[data-waiting="${fyi}"]`);
+    await waiting.waitFor();
+    await page.locator(`[data-done="${fyi}"]`).click();
+    await waiting.waitFor({ state: 'detached' });
 
     // A held handoff approved by clicking.
     const held = send('coder', 'type: note\nto: qa\npriority: 50\nmessage: needs a nod\n');

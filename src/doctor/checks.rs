@@ -1,0 +1,493 @@
+//! The checks of `swarm doctor`, one function each (see [`super::CHECKS`]).
+//! Codes are stable: scripts match on them (docs/doctor.md lists them).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::{Context, Finding};
+use crate::launch::command::{missing_hint, missing_programs};
+use crate::launch::swarmforge_conf::is_command;
+use crate::protocol::clock;
+use crate::protocol::layout::Worktree;
+use crate::protocol::people;
+use crate::protocol::trail::{self, Scope, Trail};
+
+/// Stamps this far apart (sender's clock vs. the daemon's) count as skew.
+const SKEW_SECS: i64 = 2;
+/// A stamp this far in the future is a clock that is ahead.
+const FUTURE_SECS: i64 = 60;
+/// Free space below this (bytes) on the project's file system.
+const MIN_FREE_BYTES: u64 = 100 * 1024 * 1024;
+/// Most audit violations listed one by one (the rest are counted).
+const MAX_LISTED: usize = 20;
+
+fn absolute(cx: &Context, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        cx.project.root.join(p)
+    }
+}
+
+/// `swarm.yaml` / `swarmforge.conf` must load (roles, agents, worktrees).
+pub fn config(cx: &Context) -> Vec<Finding> {
+    let has_config = cx.project.config_file().exists() || cx.project.swarmforge_conf().exists();
+    match &cx.plan {
+        Err(e) if has_config => vec![Finding::new(
+            "CONFIG_INVALID",
+            e.lines().next().unwrap_or(e).to_string(),
+            e.lines()
+                .skip(1)
+                .map(|l| l.trim().trim_start_matches("hint: "))
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+        .at(if cx.project.config_file().exists() {
+            cx.project.config_file()
+        } else {
+            cx.project.swarmforge_conf()
+        })],
+        _ => Vec::new(),
+    }
+}
+
+/// A human role sharing its worktree (its inbox) with an agent.
+pub fn shared_inbox(cx: &Context) -> Vec<Finding> {
+    people::shared_inboxes(&cx.roles)
+        .iter()
+        .map(|s| {
+            Finding::new(
+                "SHARED_INBOX",
+                s.what(),
+                s.tsv_hint(&cx.project)
+                    .lines()
+                    .map(|l| l.trim().trim_start_matches("hint: "))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            )
+            .at(cx.project.roles_tsv())
+        })
+        .collect()
+}
+
+/// Items for a person waiting in an inbox that is not theirs (left from a
+/// layout where the person shared an agent's inbox).
+pub fn person_mail_elsewhere(cx: &Context) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let local: Vec<_> = cx.roles.roles.iter().filter(|r| !r.is_remote()).collect();
+    for h in local.iter().filter(|r| r.is_human()) {
+        let own = absolute(cx, &h.worktree_path);
+        let mut seen: Vec<PathBuf> = Vec::new();
+        for r in &local {
+            let wt = absolute(cx, &r.worktree_path);
+            if wt == own || seen.contains(&wt) {
+                continue;
+            }
+            seen.push(wt.clone());
+            let there: Vec<&str> = local
+                .iter()
+                .filter(|o| absolute(cx, &o.worktree_path) == wt)
+                .map(|o| o.name.as_str())
+                .collect();
+            let new = Worktree::new(&wt).inbox_new();
+            for name in trail::handoff_names(&new).unwrap_or_default() {
+                let path = new.join(&name);
+                let trail::Loaded::Ok(m) = trail::load_message(
+                    &path,
+                    cx.config.limits.max_file_bytes + crate::agent::queue::STAMP_HEADROOM,
+                ) else {
+                    continue;
+                };
+                let for_person = m.recipient() == Some(h.name.as_str())
+                    || (people::meant_for(&m, &h.name)
+                        && !there.iter().any(|o| people::meant_for(&m, o)));
+                if for_person {
+                    out.push(
+                        Finding::new(
+                            "PERSON_MAIL_ELSEWHERE",
+                            format!(
+                                "{} waits for {} in {}, which is not {}'s inbox",
+                                m.id().unwrap_or(&name),
+                                h.name,
+                                new.display(),
+                                h.name
+                            ),
+                            format!(
+                                "move it into {}/ (mv {} {}/)",
+                                Worktree::new(&own).inbox_new().display(),
+                                path.display(),
+                                Worktree::new(&own).inbox_new().display()
+                            ),
+                        )
+                        .at(path),
+                    );
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether git ignores `rel` in the checkout `wt` (None: not a git checkout).
+fn git_ignores(wt: &Path, rel: &str) -> Option<bool> {
+    let o = Command::new("git")
+        .arg("-C")
+        .arg(wt)
+        .args(["check-ignore", "-q", "--", rel])
+        .output()
+        .ok()?;
+    match o.status.code() {
+        Some(0) => Some(true),
+        Some(1) => Some(false),
+        _ => None,
+    }
+}
+
+fn git_tracks(wt: &Path, rel: &str) -> bool {
+    Command::new("git")
+        .arg("-C")
+        .arg(wt)
+        .args(["ls-files", "--error-unmatch", "--", rel])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Files the launcher wrote into a checkout that git neither ignores nor
+/// tracks: one `git add -A` would commit the swarm's state or settings.
+pub fn launch_files_ignored(cx: &Context) -> Vec<Finding> {
+    let mut candidates: Vec<(PathBuf, String)> =
+        vec![(cx.project.root.clone(), ".worktrees/".into())];
+    for r in cx.roles.roles.iter().filter(|r| !r.is_remote()) {
+        if people::is_person_folder(&r.worktree_name) {
+            continue;
+        }
+        let wt = absolute(cx, &r.worktree_path);
+        let mut names = vec![".swarmforge/".to_string()];
+        if let Some(cli) = crate::launch::agents::Cli::from_agent(&r.agent) {
+            let p = cli.preset();
+            names.extend(p.instruction_file().map(str::to_string));
+            names.push(p.hook_file().to_string());
+            names.push(".mcp.json".into());
+        }
+        for n in names {
+            if !candidates.iter().any(|(w, x)| *w == wt && *x == n) {
+                candidates.push((wt.clone(), n));
+            }
+        }
+    }
+    candidates
+        .into_iter()
+        .filter(|(wt, rel)| wt.join(rel.trim_end_matches('/')).exists())
+        .filter(|(wt, rel)| git_ignores(wt, rel) == Some(false) && !git_tracks(wt, rel))
+        .map(|(wt, rel)| {
+            Finding::new(
+                "UNIGNORED_LAUNCH_FILE",
+                format!(
+                    "{} was written by swarm, but git neither ignores nor tracks it in {}",
+                    rel,
+                    wt.display()
+                ),
+                format!(
+                    "add `{rel}` to the repository's info/exclude (git rev-parse --git-path info/exclude); `swarm init` adds .swarmforge/ and .worktrees/"
+                ),
+            )
+            .at(wt.join(rel.trim_end_matches('/')))
+        })
+        .collect()
+}
+
+/// Every agent program that is not installed, all at once.
+pub fn agent_cli_missing(cx: &Context) -> Vec<Finding> {
+    let Ok(plan) = &cx.plan else {
+        return Vec::new();
+    };
+    missing_programs(plan, false)
+        .iter()
+        .map(|m| {
+            Finding::new(
+                "AGENT_CLI_MISSING",
+                format!(
+                    "'{}' (the agent of {}) is not installed on PATH",
+                    m.program,
+                    m.roles.join(", ")
+                ),
+                missing_hint(plan, m),
+            )
+            .at(plan.source.path())
+        })
+        .collect()
+}
+
+/// Agent CLIs whose trust or first-run state will stop them before their
+/// first turn. Wired to the agent-CLI trust detection when it lands
+/// (docs/agents.md); until then it looks at nothing and finds nothing.
+pub fn agent_cli_trust(_cx: &Context) -> Vec<Finding> {
+    Vec::new()
+}
+
+/// A tmux socket left where no server answers, or no tmux to ask.
+pub fn tmux_socket(cx: &Context) -> Vec<Finding> {
+    let sock = cx.project.tmux_socket();
+    let Ok(meta) = std::fs::symlink_metadata(&sock) else {
+        return Vec::new();
+    };
+    if !is_command("tmux") {
+        return vec![Finding::new(
+            "TMUX_MISSING",
+            "a tmux socket exists, but tmux is not installed",
+            "install tmux, or run headless with `swarm up --no-tmux`",
+        )
+        .at(sock)];
+    }
+    use std::os::unix::fs::FileTypeExt;
+    let answers = meta.file_type().is_socket()
+        && crate::daemon::tmux::call(&sock, &["list-sessions"]).is_ok_and(|r| r.ok);
+    if answers {
+        return Vec::new();
+    }
+    vec![Finding::new(
+        "TMUX_SOCKET_STALE",
+        format!(
+            "{} is left over: no tmux server answers on it",
+            sock.display()
+        ),
+        "run `swarm down` (or remove the file); `swarm up` makes a new one",
+    )
+    .at(sock)]
+}
+
+/// The `handoffd` processes serving this project (by their command line).
+fn daemons_for(root: &Path) -> Vec<u32> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let want = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                return false;
+            };
+            let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
+            let is_daemon = args.first().is_some_and(|a| {
+                Path::new(std::ffi::OsStr::from_bytes(a)).file_name()
+                    == Some(std::ffi::OsStr::new("handoffd"))
+            });
+            is_daemon
+                && !args.iter().any(|a| *a == b"--once")
+                && args.iter().skip(1).any(|a| {
+                    Path::new(std::ffi::OsStr::from_bytes(a))
+                        .canonicalize()
+                        .is_ok_and(|p| p == want)
+                })
+        })
+        .collect()
+}
+
+use std::os::unix::ffi::OsStrExt;
+
+/// The daemon: running, only one, and the same build as this CLI.
+pub fn daemon(cx: &Context) -> Vec<Finding> {
+    let root = &cx.project.root;
+    let Some(pid) = crate::daemon::control::running_pid(&cx.project) else {
+        return vec![Finding::new(
+            "DAEMON_NOT_RUNNING",
+            format!(
+                "no handoffd delivers for {}: messages stay in outboxes",
+                root.display()
+            ),
+            format!("run `swarm up`, or `handoffd {} &`", root.display()),
+        )
+        .at(cx.project.pid_file())];
+    };
+    let mut out = Vec::new();
+    let all = daemons_for(root);
+    if all.len() > 1 {
+        out.push(Finding::new(
+            "DAEMON_MULTIPLE",
+            format!(
+                "{} handoffd processes name {} (pids {})",
+                all.len(),
+                root.display(),
+                all.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+            ),
+            format!("keep the one holding the pid file lock (pid {pid}); stop the others with kill <pid>"),
+        ));
+    }
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe"));
+    match exe {
+        Ok(p) if p.to_string_lossy().ends_with(" (deleted)") => out.push(Finding::new(
+            "DAEMON_STALE_BINARY",
+            format!(
+                "handoffd (pid {pid}) runs a binary that was replaced or deleted since it started: {}",
+                p.display()
+            ),
+            format!("restart it: `swarm stop {r}` then `swarm up` (or `handoffd {r} &`)", r = root.display()),
+        )),
+        Ok(p) => {
+            let v = Command::new(&p)
+                .arg("--version")
+                .output()
+                .ok()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+            let mine = env!("CARGO_PKG_VERSION");
+            if let Some(v) = v.filter(|v| v.split_whitespace().last() != Some(mine)) {
+                out.push(Finding::new(
+                    "DAEMON_VERSION",
+                    format!(
+                        "handoffd (pid {pid}, {}) reports '{}', this swarm is {mine}",
+                        p.display(),
+                        crate::text::escape(&v)
+                    ),
+                    format!("restart it with this build: `swarm stop {r}` then `swarm up`", r = root.display()),
+                ));
+            }
+        }
+        // Another user's process: nothing more to learn.
+        Err(_) => {}
+    }
+    out
+}
+
+/// Logs that grow past twice their rotation size are not being rotated.
+pub fn logs(cx: &Context) -> Vec<Finding> {
+    let limit = cx.config.logs.max_bytes;
+    if limit == 0 {
+        return Vec::new();
+    }
+    let p = &cx.project;
+    let mut files = vec![p.log_file(), p.events_file(), p.daemon_output()];
+    if let Ok(rd) = std::fs::read_dir(crate::protocol::launch_files::agents_dir(p)) {
+        files.extend(
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|f| f.extension().is_some_and(|x| x == "log")),
+        );
+    }
+    files
+        .into_iter()
+        .filter_map(|f| {
+            let len = std::fs::metadata(&f).ok()?.len();
+            (len > limit.saturating_mul(2)).then(|| {
+                Finding::new(
+                    "LOG_TOO_LARGE",
+                    format!(
+                        "{} holds {len} bytes, more than twice logs.max_bytes ({limit})",
+                        f.display()
+                    ),
+                    "move it away or truncate it when no swarm runs; handoffd rotates its own logs, agent logs grow with what the agents print",
+                )
+                .at(f)
+            })
+        })
+        .collect()
+}
+
+/// Room left on the project's file system (a full disk fails every send).
+pub fn disk_space(cx: &Context) -> Vec<Finding> {
+    let Ok(st) = rustix::fs::statvfs(&cx.project.root) else {
+        return Vec::new();
+    };
+    let free = st.f_bavail.saturating_mul(st.f_frsize);
+    let total = st.f_blocks.saturating_mul(st.f_frsize);
+    if free >= MIN_FREE_BYTES || total == 0 {
+        return Vec::new();
+    }
+    vec![Finding::new(
+        "DISK_LOW",
+        format!(
+            "only {} MiB free of {} MiB on the file system of {}",
+            free / (1024 * 1024),
+            total / (1024 * 1024),
+            cx.project.root.display()
+        ),
+        "free space (e.g. `swarm archive`, old agent logs); a full disk refuses every send and delivery",
+    )]
+}
+
+/// Stamps that disagree: a copy enqueued before it was created (the
+/// sender's clock is ahead of the daemon's), or stamps in the future.
+pub fn clock_skew(cx: &Context) -> Vec<Finding> {
+    let Ok(t) = Trail::load(&cx.project, &Scope::all()) else {
+        return Vec::new();
+    };
+    let now = clock::now();
+    let mut worst: Option<(i64, PathBuf)> = None;
+    let mut future: Option<(i64, PathBuf)> = None;
+    let mut count = 0usize;
+    for c in &t.copies {
+        if let (Some(cr), Some(en)) = (c.created.at(), c.enqueued.at()) {
+            let ahead = (cr - en).num_seconds();
+            if ahead > SKEW_SECS {
+                count += 1;
+                if worst.as_ref().is_none_or(|(w, _)| ahead > *w) {
+                    worst = Some((ahead, c.path.clone()));
+                }
+            }
+        }
+    }
+    for o in &t.originals {
+        if let Some(at) = o.when() {
+            let ahead = (at - now).num_seconds();
+            if ahead > FUTURE_SECS && future.as_ref().is_none_or(|(w, _)| ahead > *w) {
+                future = Some((ahead, o.path.clone()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if let Some((s, path)) = worst {
+        out.push(
+            Finding::new(
+                "CLOCK_SKEW",
+                format!("{count} cop(ies) were enqueued before they were created, by up to {s} s: a sender's clock runs ahead of the daemon's"),
+                "synchronise the clocks (NTP: timedatectl set-ntp true) of every host and container that sends",
+            )
+            .at(path),
+        );
+    }
+    if let Some((s, path)) = future {
+        out.push(
+            Finding::new(
+                "CLOCK_SKEW",
+                format!("a message is stamped {s} s in the future"),
+                "synchronise the clocks (NTP) of every host and container that sends",
+            )
+            .at(path),
+        );
+    }
+    out
+}
+
+/// What `swarm audit --check` finds.
+pub fn audit(cx: &Context) -> Vec<Finding> {
+    let t = match Trail::load(&cx.project, &Scope::all()) {
+        Ok(t) => t,
+        Err(e) => {
+            return vec![Finding::new(
+                "AUDIT_UNREADABLE",
+                e.to_string(),
+                "repair what the message names, then run `swarm audit --check`",
+            )]
+        }
+    };
+    let v = crate::views::audit::check::check(&t);
+    let mut out: Vec<Finding> = v
+        .iter()
+        .take(MAX_LISTED)
+        .map(|x| {
+            Finding::new(
+                "AUDIT_VIOLATION",
+                format!("{} {}: {}", x.kind, x.subject, x.detail),
+                "see `swarm audit --check` and docs/transcript-and-audit.md for what each violation means",
+            )
+        })
+        .collect();
+    if v.len() > MAX_LISTED {
+        out.push(Finding::new(
+            "AUDIT_VIOLATION",
+            format!("… and {} more violation(s)", v.len() - MAX_LISTED),
+            "run `swarm audit --check` for the whole list",
+        ));
+    }
+    out
+}

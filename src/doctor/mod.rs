@@ -1,0 +1,142 @@
+//! `swarm doctor`: a project's set-up checked as a whole, each finding with
+//! a stable code, what is wrong and how to fix it (docs/doctor.md).
+//!
+//! The checks are independent functions in [`checks`], listed once in
+//! [`CHECKS`]: each reads what it needs from a shared [`Context`] and returns
+//! its findings; none changes anything. A check that cannot look (no git,
+//! no tmux) says so as a finding of its own instead of passing silently.
+
+pub mod checks;
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::launch::plan::Plan;
+use crate::protocol::config::Config;
+use crate::protocol::layout::Project;
+use crate::protocol::roles::Roles;
+
+/// One problem: a stable code (`SHARED_INBOX`), what is wrong, the fix.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub code: &'static str,
+    pub message: String,
+    pub fix: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+}
+
+impl Finding {
+    pub fn new(code: &'static str, message: impl Into<String>, fix: impl Into<String>) -> Self {
+        Finding {
+            code,
+            message: message.into(),
+            fix: fix.into(),
+            path: None,
+        }
+    }
+
+    pub fn at(mut self, path: impl Into<PathBuf>) -> Self {
+        self.path = Some(path.into());
+        self
+    }
+}
+
+/// What every check may read, loaded once.
+pub struct Context {
+    pub project: Project,
+    pub roles: Roles,
+    pub config: Config,
+    /// The plan from `swarm.yaml` / `swarmforge.conf`, or why it failed.
+    pub plan: std::result::Result<Plan, String>,
+}
+
+impl Context {
+    pub fn load(project: &Project) -> crate::Result<Context> {
+        Ok(Context {
+            project: project.clone(),
+            roles: Roles::load(&project.roles_tsv())?,
+            config: Config::load(&project.config_file())?,
+            plan: Plan::load(&project.root).map_err(|e| e.to_string()),
+        })
+    }
+}
+
+/// A check: its name (as `--json` reports it) and the function.
+pub type Check = (&'static str, fn(&Context) -> Vec<Finding>);
+
+/// Every check, in the order the report lists them.
+pub const CHECKS: &[Check] = &[
+    ("config", checks::config),
+    ("shared_inbox", checks::shared_inbox),
+    ("person_mail_elsewhere", checks::person_mail_elsewhere),
+    ("launch_files_ignored", checks::launch_files_ignored),
+    ("agent_cli_missing", checks::agent_cli_missing),
+    ("agent_cli_trust", checks::agent_cli_trust),
+    ("tmux_socket", checks::tmux_socket),
+    ("daemon", checks::daemon),
+    ("logs", checks::logs),
+    ("disk_space", checks::disk_space),
+    ("clock_skew", checks::clock_skew),
+    ("audit", checks::audit),
+];
+
+/// One check's outcome.
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckResult {
+    pub check: &'static str,
+    pub findings: Vec<Finding>,
+}
+
+/// The whole report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub root: PathBuf,
+    pub healthy: bool,
+    pub checks: Vec<CheckResult>,
+}
+
+/// Runs every check.
+pub fn run(project: &Project) -> crate::Result<Report> {
+    let cx = Context::load(project)?;
+    let checks: Vec<CheckResult> = CHECKS
+        .iter()
+        .map(|(name, f)| CheckResult {
+            check: name,
+            findings: f(&cx),
+        })
+        .collect();
+    Ok(Report {
+        root: project.root.clone(),
+        healthy: checks.iter().all(|c| c.findings.is_empty()),
+        checks,
+    })
+}
+
+/// `ok <check>` per clean check, each finding as `CODE: message` and
+/// `  fix: …`, then a summary line.
+pub fn text(r: &Report) -> String {
+    let mut s = String::new();
+    let mut n = 0;
+    for c in &r.checks {
+        if c.findings.is_empty() {
+            s.push_str(&format!("ok       {}\n", c.check));
+        }
+        for f in &c.findings {
+            n += 1;
+            s.push_str(&format!(
+                "FINDING  {}: {}\n  fix: {}\n",
+                f.code,
+                crate::text::escape(&f.message),
+                crate::text::escape(&f.fix)
+            ));
+        }
+    }
+    if n == 0 {
+        s.push_str(&format!("healthy: {}\n", r.root.display()));
+    } else {
+        s.push_str(&format!("{n} finding(s) in {}\n", r.root.display()));
+    }
+    s
+}
