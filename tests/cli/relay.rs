@@ -264,25 +264,26 @@ fn a_host_mirrors_only_the_trail_records_another_host_may_publish() {
             body,
         )
     };
-    // Host a claiming a message that pong (host b) sent from a's worktree,
-    // a worktree host a does not have, and a copy for a role not there.
+    // Host a claiming a message that pong (host b) sent from ping's folder
+    // on a (a person's own, `people/ping`), a worktree host a does not
+    // have, and a copy there for a role that does not work there.
     let forged_from = original
         .replace("from: ping", "from: pong")
         .replace("_from_ping", "_from_pong");
-    record("master", &format!("sent/{name}"), &forged_from);
+    record("people/ping", &format!("sent/{name}"), &forged_from);
     record("pong", &format!("sent/{name}"), &original);
-    record("master", &format!("inbox/new/{name}"), &text);
+    record("people/ping", &format!("inbox/new/{name}"), &text);
     wait_until(LONG, "host b refuses the three forged records", || {
         hosts[1].log().matches("rejected trail record").count() >= 3
     });
     let log = hosts[1].log();
     assert!(
-        log.contains("its sender 'pong' does not work in host a's worktree master"),
+        log.contains("its sender 'pong' does not work in host a's worktree people/ping"),
         "{log}"
     );
     assert!(log.contains("host a has no worktree pong"), "{log}");
     assert!(
-        log.contains("its recipient 'pong' does not work in host a's worktree master"),
+        log.contains("its recipient 'pong' does not work in host a's worktree people/ping"),
         "{log}"
     );
     let mirror = hosts[1].p.path(".swarmforge/bridge/hosts/a");
