@@ -41,7 +41,43 @@ impl InboxIndex {
     }
 }
 
+/// Every header an outbox file (or a relayed copy) must carry.
+pub(super) fn required(msg: &Message) -> Result<(), String> {
+    match REQUIRED
+        .iter()
+        .find(|h| msg.get(h).is_none_or(fields::blank))
+    {
+        Some(h) => Err(format!("missing {h} header")),
+        None => Ok(()),
+    }
+}
+
+/// The id names its sender, and the file name matches its id and priority.
+pub(super) fn identity(msg: &Message, c: &Candidate, from: &str) -> Result<(), String> {
+    let id = msg.id().unwrap_or_default();
+    if !grammar::id_names_sender(id, from) {
+        return Err("id does not name the sender".into());
+    }
+    let priority = msg.priority().unwrap_or_default();
+    if !grammar::name_matches(&c.name, priority, id) {
+        return Err("file name does not match its priority and id headers".into());
+    }
+    Ok(())
+}
+
 impl Deliverer {
+    /// This host's rules for what `from` sends: its allowed_types,
+    /// max_hops and every validation rule.
+    pub(super) fn sender_rules(&self, msg: &Message, from: &str) -> Result<(), String> {
+        let is_role = |r: &str| r == grammar::ALL || self.roles.find(r).is_some();
+        let allowed = self.config.allowed_types(from);
+        let policy = rules::Policy {
+            is_role: &is_role,
+            allowed: &allowed,
+        };
+        rules::recheck(msg, &policy, self.config.max_hops)
+    }
+
     /// Whether `role` works in the worktree of this outbox (docs/protocol.md §7.2:
     /// the outbox a file sits in, not its `from`, says who sent it), comparing
     /// canonical paths so two spellings of one folder agree.
@@ -97,11 +133,7 @@ impl Deliverer {
 
     /// The refusals that must happen before any copy is written.
     pub(super) fn check(&self, msg: &Message, c: &Candidate) -> Result<Vec<&Role>, String> {
-        for h in REQUIRED {
-            if msg.get(h).is_none_or(fields::blank) {
-                return Err(format!("missing {h} header"));
-            }
-        }
+        required(msg)?;
         for h in DELIVERY_HEADERS {
             if msg.get(h).is_some() {
                 return Err(format!("forged {h} header"));
@@ -122,14 +154,7 @@ impl Deliverer {
             // (docs/protocol.md §7.2).
             return Err("sender mismatch".into());
         }
-        let id = msg.id().unwrap_or_default();
-        if !grammar::id_names_sender(id, from) {
-            return Err("id does not name the sender".into());
-        }
-        let priority = msg.priority().unwrap_or_default();
-        if !grammar::name_matches(&c.name, priority, id) {
-            return Err("file name does not match its priority and id headers".into());
-        }
+        identity(msg, c, from)?;
         let to = msg.to().unwrap_or_default();
         let names = self.roles.roles.iter().map(|r| r.name.as_str());
         let mut recipients: Vec<&Role> = Vec::new();
@@ -139,15 +164,8 @@ impl Deliverer {
                 None => return Err(format!("unknown recipient {r}")),
             }
         }
-        let is_role = |r: &str| r == grammar::ALL || self.roles.find(r).is_some();
         if !from_daemon {
-            // The sender's allowed_types, max_hops and every validation rule.
-            let allowed = self.config.allowed_types(from);
-            let policy = rules::Policy {
-                is_role: &is_role,
-                allowed: &allowed,
-            };
-            rules::recheck(msg, &policy, self.config.max_hops)?;
+            self.sender_rules(msg, from)?;
         }
         for r in msg.cc() {
             // Context copies: delivered like any copy, never woken.

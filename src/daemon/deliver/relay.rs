@@ -110,11 +110,7 @@ impl Deliverer {
         c: &Candidate,
         recipient: &str,
     ) -> Result<Vec<Role>, String> {
-        for h in checks::REQUIRED {
-            if msg.get(h).is_none_or(fields::blank) {
-                return Err(format!("missing {h} header"));
-            }
-        }
+        checks::required(msg)?;
         for h in ["dequeued_at", "completed_at"] {
             if msg.get(h).is_some() {
                 return Err(format!("forged {h} header"));
@@ -144,14 +140,7 @@ impl Deliverer {
                 ))
             }
         }
-        let id = msg.id().unwrap_or_default();
-        if !grammar::id_names_sender(id, from) {
-            return Err("id does not name the sender".into());
-        }
-        let priority = msg.priority().unwrap_or_default();
-        if !grammar::name_matches(&c.name, priority, id) {
-            return Err("file name does not match its priority and id headers".into());
-        }
+        checks::identity(msg, c, from)?;
         let role = match self.roles.find(recipient) {
             Some(r) if !r.is_remote() => r.clone(),
             _ => return Err(format!("{recipient} is not a role of this host")),
@@ -162,13 +151,7 @@ impl Deliverer {
         {
             return Err(format!("it is not addressed to {recipient}"));
         }
-        let is_role = |r: &str| r == grammar::ALL || self.roles.find(r).is_some();
-        let allowed = self.config.allowed_types(from);
-        let policy = rules::Policy {
-            is_role: &is_role,
-            allowed: &allowed,
-        };
-        rules::recheck(msg, &policy, self.config.max_hops)?;
+        self.sender_rules(msg, from)?;
         Ok(vec![role])
     }
 
