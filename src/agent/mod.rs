@@ -3,6 +3,7 @@
 
 pub mod answer;
 pub mod artifacts;
+pub mod caller;
 pub mod ingest;
 pub mod place;
 pub mod printout;

@@ -31,6 +31,7 @@ pub mod init;
 pub mod plan;
 pub mod primer;
 pub mod process;
+pub mod secrets;
 pub mod sessions;
 pub mod shims;
 pub mod socket;

@@ -526,7 +526,8 @@ fn answer(agent: &Agent, a: &Args) -> Outcome {
         return Err(usage("answer: give choices and/or text."));
     }
     let at = crate::protocol::root::locate(&agent.cwd)?;
-    match crate::agent::answer::answer(&at.project, id, &choices, text) {
+    let caller = crate::agent::caller::Caller::agent(&agent.role);
+    match crate::agent::answer::answer(&at.project, id, &choices, text, &caller) {
         Ok(done) => {
             let mut v = serde_json::to_value(&done).unwrap_or_default();
             v["status"] = json!("answered");

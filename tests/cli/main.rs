@@ -29,6 +29,7 @@ mod order;
 mod perf;
 mod readme;
 mod real_agents;
+mod security;
 mod serve;
 mod trail;
 mod unix;

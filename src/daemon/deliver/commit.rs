@@ -63,7 +63,8 @@ impl Deliverer {
         recipients: Vec<Role>,
         group: &mut Group,
     ) -> Result<(), (Candidate, Outcome)> {
-        let thorough = self.suspects.contains(&c.path);
+        let thorough = self.suspects.contains(&c.path)
+            || super::checks::sent_before(&Worktree::new(&c.worktree), &c.name);
         let enqueued_at = clock::iso_now();
         let wake_method = wake::method(&self.project, &self.config);
         let mut dirs = Vec::with_capacity(recipients.len());
