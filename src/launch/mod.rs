@@ -25,6 +25,7 @@ pub mod api;
 pub mod archive;
 pub mod bridge;
 pub mod command;
+pub mod confine;
 pub mod demo;
 pub mod down;
 pub mod init;

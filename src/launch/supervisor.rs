@@ -270,6 +270,7 @@ impl<'a> Running<'a> {
                     r.name
                 ));
             }
+            let command = super::confine::wrap_shell(self.plan, r, &command)?;
             self.slots.push(Slot {
                 role: r,
                 command,

@@ -366,3 +366,111 @@ fn bidi_controls_in_a_payload_are_escaped() {
         assert!(!r.stdout.contains(c), "{c:?} raw in {:?}", r.stdout);
     }
 }
+
+/// A hostile scripted agent in a confined swarm tries every write and read
+/// a person's decisions and the other roles depend on: each is refused, and
+/// its own work (a note to another role, its own queue) goes on.
+#[test]
+fn a_confined_agent_does_its_own_work_and_nothing_else() {
+    if !crate::support::require_tool("bwrap", "apt-get install -y bubblewrap") {
+        return;
+    }
+    let g = Project::empty();
+    let root = g.path("swarm");
+    fs::create_dir_all(root.join("agents")).unwrap();
+    fs::write(root.join("agents/hostile.sh"), HOSTILE).unwrap();
+    fs::write(
+        root.join("agents/drain.sh"),
+        "out=$(ready-next)\nuntil printf '%s\\n' \"$out\" | grep -qx NO_TASK; do out=$(done-current); done\n",
+    )
+    .unwrap();
+    fs::write(
+        root.join("swarm.yaml"),
+        "launch: {stagger: 0ms, confine: true}\nroles:\n  - {name: hostile, worktree: hostile, agent: sh \"$SWARMFORGE_PROJECT/agents/hostile.sh\"}\n  - {name: victim, worktree: victim, agent: sh \"$SWARMFORGE_PROJECT/agents/drain.sh\"}\n  - {name: boss, worktree: boss, agent: human}\n  - {name: helper, worktree: helper, agent: api, base_url: 'http://127.0.0.1:9/v1', model: m, api_key_env: HELPER_KEY}\n",
+    )
+    .unwrap();
+    g.cmd("swarm")
+        .at(&root)
+        .args(["init", "--quiet"])
+        .run()
+        .ok();
+    g.cmd("swarm")
+        .at(&root)
+        .args(["pause", "--type", "post"])
+        .run()
+        .ok();
+    let token = root.join(".swarmforge/serve/token");
+    fs::create_dir_all(token.parent().unwrap()).unwrap();
+    fs::write(&token, "cockpit-secret\n").unwrap();
+
+    let mut guard = crate::support::SwarmGuard::new(&root);
+    guard.guard(
+        g.cmd("swarm")
+            .at(&root)
+            .env("HELPER_KEY", "helper-key-SECRET")
+            .args(["up", "--no-tmux", "--until-idle", "--timeout", "60s"])
+            .start(),
+    );
+    let out = guard.finish(std::time::Duration::from_secs(70), "the swarm finishes");
+    out.ok();
+    let results =
+        fs::read_to_string(root.join(".worktrees/hostile/results.txt")).unwrap_or_else(|e| {
+            let log =
+                fs::read_to_string(root.join(".swarmforge/agents/hostile.log")).unwrap_or_default();
+            panic!("no results: {e}\n{}\n{}\n{log}", out.stdout, out.stderr)
+        });
+    for attempt in [
+        "approval",
+        "unpause",
+        "token",
+        "victim_inbox",
+        "victim_file",
+        "boss_inbox",
+        "daemon_stop",
+        "key",
+        "answer_as_boss",
+    ] {
+        assert!(
+            results.contains(&format!("{attempt}: refused")),
+            "{attempt} was not refused:\n{results}"
+        );
+    }
+    let log = fs::read_to_string(root.join(".swarmforge/agents/hostile.log")).unwrap_or_default();
+    assert!(results.contains("own: sent"), "{results}\n{log}");
+    assert!(results.contains("own: home and tmp"), "{results}\n{log}");
+    assert!(!root
+        .join(".swarmforge/approvals/20260101T000000Z_000001_from_hostile")
+        .exists());
+    assert!(root.join(".swarmforge/paused").exists());
+    assert!(!root.join(".worktrees/victim/planted.txt").exists());
+    let t = g.cmd("swarm").at(&root).args(["transcript"]).run();
+    assert!(
+        t.stdout
+            .contains("[hostile -> victim] note from the sandbox"),
+        "{}",
+        t.stdout
+    );
+}
+
+/// What the hostile agent tries (each line of results.txt: `<what>: refused`
+/// or `<what>: DONE`).
+const HOSTILE: &str = r#"set -u
+r="$PWD/results.txt"
+: >"$r"
+P="$SWARMFORGE_PROJECT"
+try() { what=$1; shift; if ( "$@" ) >/dev/null 2>&1; then echo "$what: DONE" >>"$r"; else echo "$what: refused" >>"$r"; fi; }
+try approval sh -c "echo sha256: x >'$P/.swarmforge/approvals/20260101T000000Z_000001_from_hostile'"
+try unpause rm "$P/.swarmforge/paused"
+try token cat "$P/.swarmforge/serve/token"
+try victim_inbox sh -c "echo x >'$P/.worktrees/victim/.swarmforge/handoffs/inbox/new/50_x.handoff'"
+try victim_file sh -c "echo x >'$P/.worktrees/victim/planted.txt'"
+try boss_inbox sh -c "echo x >'$P/.worktrees/boss/.swarmforge/handoffs/inbox/new/50_x.handoff'"
+try daemon_stop sh -c "echo x >'$P/.swarmforge/daemon/stop'"
+try key sh -c 'test -n "${HELPER_KEY:-}"'
+id=$(ls "$P/.worktrees/boss/.swarmforge/handoffs/inbox/new" 2>/dev/null | head -n 1)
+try answer_as_boss env -u SWARMFORGE_ROLE swarm answer "${id:-20260101T000000Z_000001_from_hostile}" --choice 1
+echo x >"$HOME/x" && echo x >/tmp/x && echo "own: home and tmp" >>"$r"
+printf 'type: note\nto: victim\npriority: 50\nmessage: from the sandbox\n' >d.txt && swarm-handoff d.txt && echo "own: sent" >>"$r"
+out=$(ready-next)
+until printf '%s\n' "$out" | grep -qx NO_TASK; do out=$(done-current); done
+"#;
