@@ -453,21 +453,19 @@ impl Ingest {
 
 /// sha256 (hex) of the file's first `n` bytes.
 fn head_hash(f: &mut File, n: u64) -> Result<String> {
-    let mut buf = Vec::with_capacity(n as usize);
-    f.seek(SeekFrom::Start(0))
-        .map_err(|e| Error::env(format!("seek: {e}")))?;
-    f.by_ref()
-        .take(n)
-        .read_to_end(&mut buf)
-        .map_err(|e| Error::env(format!("read: {e}")))?;
-    Ok(hex(&Sha256::digest(&buf)))
+    range_hash(f, 0, n)
 }
 
 /// sha256 (hex) of the min(offset, 256) bytes before `offset`.
 fn tail_hash(f: &mut File, offset: u64) -> Result<String> {
     let n = offset.min(HEAD_BYTES);
+    range_hash(f, offset - n, n)
+}
+
+/// sha256 (hex) of `n` bytes of the file from `from`.
+fn range_hash(f: &mut File, from: u64, n: u64) -> Result<String> {
     let mut buf = Vec::with_capacity(n as usize);
-    f.seek(SeekFrom::Start(offset - n))
+    f.seek(SeekFrom::Start(from))
         .map_err(|e| Error::env(format!("seek: {e}")))?;
     f.by_ref()
         .take(n)

@@ -199,6 +199,21 @@ fn key_in_no_file(p: &Project) {
     }
 }
 
+/// Notes from ada to helper, priorities 10, 11, … in order, delivered.
+fn notes_to_helper(p: &Project, messages: &[&str]) {
+    for (i, m) in messages.iter().enumerate() {
+        p.send_as(
+            "ada",
+            &format!(
+                "type: note\nto: helper\npriority: {}\nmessage: {m}\n",
+                10 + i
+            ),
+        )
+        .ok();
+    }
+    p.deliver_once().ok();
+}
+
 fn text(p: &Path) -> String {
     fs::read_to_string(p).unwrap()
 }
@@ -457,17 +472,7 @@ fn failures_end_as_done_current_failed_with_the_reason() {
         "",
         "    request_timeout: 1s\n    retries: 1\n",
     );
-    for (i, m) in ["one", "two", "three", "four"].iter().enumerate() {
-        p.send_as(
-            "ada",
-            &format!(
-                "type: note\nto: helper\npriority: {}\nmessage: {m}\n",
-                10 + i
-            ),
-        )
-        .ok();
-    }
-    p.deliver_once().ok();
+    notes_to_helper(&p, &["one", "two", "three", "four"]);
     let out = run_api(&p, "helper");
     out.stdout_has("retrying in 500 ms");
     assert_eq!(server.seen().len(), 6, "{}", out.stdout);
@@ -772,17 +777,7 @@ fn a_server_quoting_the_key_gets_it_redacted_everywhere() {
         "",
         "    retries: 1\n",
     );
-    for (i, m) in ["one", "two", "three"].iter().enumerate() {
-        p.send_as(
-            "ada",
-            &format!(
-                "type: note\nto: helper\npriority: {}\nmessage: {m}\n",
-                10 + i
-            ),
-        )
-        .ok();
-    }
-    p.deliver_once().ok();
+    notes_to_helper(&p, &["one", "two", "three"]);
     let out = run_api(&p, "helper");
     out.stdout_has("<redacted>");
     let completed = p.hq("helper", "inbox/completed");

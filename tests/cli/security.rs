@@ -45,28 +45,20 @@ fn an_agent_cannot_answer_a_clarify_as_the_person() {
         .stderr_has(refused)
         .stderr_has("boss is a person")
         .run();
-    // Claiming the person's role from the agent's own shell.
-    p.cmd("sh")
-        .role("coder")
-        .bins_on_path()
-        .args([
-            "-c",
-            &format!("SWARMFORGE_ROLE=boss swarm answer {id} --choice 1; exit $?"),
-        ])
-        .code(2)
-        .stderr_has(refused)
-        .run();
-    // Dropping the variable: the agent's shell still carries it.
-    p.cmd("sh")
-        .role("coder")
-        .bins_on_path()
-        .args([
-            "-c",
-            &format!("env -u SWARMFORGE_ROLE swarm answer {id} --choice 1; exit $?"),
-        ])
-        .code(2)
-        .stderr_has(refused)
-        .run();
+    // Claiming the person's role from the agent's own shell; dropping the
+    // variable (the agent's shell still carries it).
+    for how in ["SWARMFORGE_ROLE=boss", "env -u SWARMFORGE_ROLE"] {
+        p.cmd("sh")
+            .role("coder")
+            .bins_on_path()
+            .args([
+                "-c",
+                &format!("{how} swarm answer {id} --choice 1; exit $?"),
+            ])
+            .code(2)
+            .stderr_has(refused)
+            .run();
+    }
     assert!(copy[0].exists(), "the person's copy stays open");
     assert!(files(&p.hq("master", "outbox")).is_empty());
 
@@ -86,13 +78,9 @@ fn gated() -> Project {
         .build()
 }
 
-/// The person reviews a held note; the agent swaps its body and recipient
-/// afterwards: the approval of what was reviewed is refused and nothing is
-/// recorded or delivered; the person reviews again and approves what they
-/// now see. `swarm approve` without the reviewed sha256 shows the message and
-/// approves nothing; an agent cannot approve at all.
-#[test]
-fn an_approval_covers_exactly_the_content_the_person_reviewed() {
+/// A gated project whose coder's note to qa is held: the project, the
+/// queued path and the id.
+fn held_note() -> (Project, std::path::PathBuf, String) {
     let p = gated();
     let queued = p
         .send_as(
@@ -103,6 +91,17 @@ fn an_approval_covers_exactly_the_content_the_person_reviewed() {
         .queued();
     let id = id_of(&queued);
     p.deliver_once().ok();
+    (p, queued, id)
+}
+
+/// The person reviews a held note; the agent swaps its body and recipient
+/// afterwards: the approval of what was reviewed is refused and nothing is
+/// recorded or delivered; the person reviews again and approves what they
+/// now see. `swarm approve` without the reviewed sha256 shows the message and
+/// approves nothing; an agent cannot approve at all.
+#[test]
+fn an_approval_covers_exactly_the_content_the_person_reviewed() {
+    let (p, queued, id) = held_note();
     let held = p.hq("master", "held").join(file_name(&queued));
     assert!(held.is_file());
 
@@ -295,16 +294,7 @@ fn an_archived_batch_whose_name_is_taken_stays_in_the_trail() {
 /// moves it into the outbox.
 #[test]
 fn a_symlinked_held_folder_or_file_is_not_followed() {
-    let p = gated();
-    let queued = p
-        .send_as(
-            "coder",
-            "type: note\nto: qa\npriority: 50\nmessage: ship it\n",
-        )
-        .ok()
-        .queued();
-    let id = id_of(&queued);
-    p.deliver_once().ok();
+    let (p, queued, id) = held_note();
     let held = p.hq("master", "held");
     let outside = tempfile::tempdir().unwrap();
     let name = file_name(&queued);

@@ -30,9 +30,12 @@ impl Drop for Cockpit {
 
 /// Starts `swarm serve --port 0` and reads the URL it prints.
 pub fn start(p: &Project) -> Cockpit {
-    let mut child = p
-        .cmd("swarm")
-        .args(["serve", "--port", "0"])
+    start_cmd(p.cmd("swarm").args(["serve", "--port", "0"]))
+}
+
+/// Starts a command that runs `swarm serve` and reads the URL it prints.
+fn start_cmd(cmd: crate::support::Cmd) -> Cockpit {
+    let mut child = cmd
         .command()
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -611,34 +614,11 @@ fn a_reconnecting_stream_resumes_at_its_last_event_id() {
 /// `swarm serve` with at most `fds` descriptors (as on a system whose limit
 /// is 1024, with room to spare for the test).
 fn start_with_fd_limit(p: &Project, fds: u32) -> Cockpit {
-    let mut child = p
-        .cmd("sh")
-        .args([
-            "-c",
-            &format!("ulimit -n {fds} && exec \"$0\" serve --port 0",),
-            crate::support::bin("swarm").to_str().unwrap(),
-        ])
-        .command()
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("swarm serve starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("COCKPIT: http://")
-        .unwrap()
-        .to_string();
-    let (addr, token) = url.split_once("/?token=").unwrap();
-    Cockpit {
-        child,
-        addr: addr.to_string(),
-        token: token.to_string(),
-    }
+    start_cmd(p.cmd("sh").args([
+        "-c",
+        &format!("ulimit -n {fds} && exec \"$0\" serve --port 0"),
+        crate::support::bin("swarm").to_str().unwrap(),
+    ]))
 }
 
 /// Holding connections needs no token, so it must not take the cockpit:
