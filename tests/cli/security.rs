@@ -362,6 +362,19 @@ fn bidi_controls_in_a_payload_are_escaped() {
 /// its own work (a note to another role, its own queue) goes on.
 #[test]
 fn a_confined_agent_does_its_own_work_and_nothing_else() {
+    confined_run(false);
+}
+
+/// The same in tmux: the pane runs the agent confined.
+#[test]
+fn a_confined_agent_in_tmux_does_its_own_work_and_nothing_else() {
+    if !crate::support::require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    confined_run(true);
+}
+
+fn confined_run(tmux: bool) {
     if !crate::support::require_tool("bwrap", "apt-get install -y bubblewrap") {
         return;
     }
@@ -394,21 +407,38 @@ fn a_confined_agent_does_its_own_work_and_nothing_else() {
     fs::write(&token, "cockpit-secret\n").unwrap();
 
     let mut guard = crate::support::SwarmGuard::new(&root);
-    guard.guard(
-        g.cmd("swarm")
-            .at(&root)
-            .env("HELPER_KEY", "helper-key-SECRET")
-            .args(["up", "--no-tmux", "--until-idle", "--timeout", "60s"])
-            .start(),
-    );
-    let out = guard.finish(std::time::Duration::from_secs(70), "the swarm finishes");
-    out.ok();
-    let results =
-        fs::read_to_string(root.join(".worktrees/hostile/results.txt")).unwrap_or_else(|e| {
-            let log =
-                fs::read_to_string(root.join(".swarmforge/agents/hostile.log")).unwrap_or_default();
-            panic!("no results: {e}\n{}\n{}\n{log}", out.stdout, out.stderr)
-        });
+    let up = g
+        .cmd("swarm")
+        .at(&root)
+        .env("HELPER_KEY", "helper-key-SECRET")
+        .arg("up");
+    let results_file = root.join(".worktrees/hostile/results.txt");
+    if tmux {
+        let r = up.arg("--detach").run();
+        assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+        guard.socket = Some(std::path::PathBuf::from(
+            fs::read_to_string(root.join(".swarmforge/tmux-socket"))
+                .unwrap()
+                .trim(),
+        ));
+        crate::support::wait_until(
+            crate::support::DEADLINE,
+            "the agent in tmux is done",
+            || fs::read_to_string(&results_file).is_ok_and(|r| r.contains("own: sent")),
+        );
+    } else {
+        guard.guard(
+            up.args(["--no-tmux", "--until-idle", "--timeout", "60s"])
+                .start(),
+        );
+        let out = guard.finish(std::time::Duration::from_secs(70), "the swarm finishes");
+        out.ok();
+    }
+    let results = fs::read_to_string(&results_file).unwrap_or_else(|e| {
+        let log =
+            fs::read_to_string(root.join(".swarmforge/agents/hostile.log")).unwrap_or_default();
+        panic!("no results: {e}\n{log}")
+    });
     for attempt in [
         "approval",
         "unpause",
@@ -432,6 +462,10 @@ fn a_confined_agent_does_its_own_work_and_nothing_else() {
         .join(".swarmforge/approvals/20260101T000000Z_000001_from_hostile")
         .exists());
     assert!(root.join(".swarmforge/paused").exists());
+    // The person's question is still theirs to answer.
+    let boss = root.join(".worktrees/boss");
+    assert_eq!(crate::support::inbox_copies(&boss).len(), 1);
+    assert!(files(&crate::support::hq(&boss, "outbox")).is_empty());
     assert!(!root.join(".worktrees/victim/planted.txt").exists());
     let t = g.cmd("swarm").at(&root).args(["transcript"]).run();
     assert!(
@@ -457,8 +491,12 @@ try victim_file sh -c "echo x >'$P/.worktrees/victim/planted.txt'"
 try boss_inbox sh -c "echo x >'$P/.worktrees/boss/.swarmforge/handoffs/inbox/new/50_x.handoff'"
 try daemon_stop sh -c "echo x >'$P/.swarmforge/daemon/stop'"
 try key sh -c 'test -n "${HELPER_KEY:-}"'
-id=$(ls "$P/.worktrees/boss/.swarmforge/handoffs/inbox/new" 2>/dev/null | head -n 1)
-try answer_as_boss env -u SWARMFORGE_ROLE swarm answer "${id:-20260101T000000Z_000001_from_hostile}" --choice 1
+printf 'type: clarify\nto: boss\npriority: 50\nquestion: Ship it?\n\nyes\nno\n' >q.txt && swarm-handoff q.txt >/dev/null
+box="$P/.worktrees/boss/.swarmforge/handoffs/inbox/new"
+i=0
+until [ -n "$(ls "$box" 2>/dev/null)" ] || [ $i -ge 200 ]; do sleep 0.1; i=$((i+1)); done
+id=$(ls "$box" | head -n 1 | sed 's/^[0-9]*_\(.*\)_to_.*/\1/')
+try answer_as_boss env -u SWARMFORGE_ROLE swarm answer "$id" --choice 1
 echo x >"$HOME/x" && echo x >/tmp/x && echo "own: home and tmp" >>"$r"
 printf 'type: note\nto: victim\npriority: 50\nmessage: from the sandbox\n' >d.txt && swarm-handoff d.txt && echo "own: sent" >>"$r"
 out=$(ready-next)
