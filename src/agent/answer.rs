@@ -144,12 +144,7 @@ fn check_caller(
     copy: &std::path::Path,
 ) -> Result<()> {
     let human = roles.find(role).is_some_and(|r| r.is_human());
-    let allowed = match caller {
-        Caller::Person => true,
-        Caller::Agent(_) if human => false,
-        Caller::Agent(_) => caller.may_act_as(role),
-    };
-    if allowed {
+    if caller.clone().people_as_persons(roles).may_act_as(role) {
         return Ok(());
     }
     let whose = if human {

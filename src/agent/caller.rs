@@ -10,6 +10,9 @@
 //! confinement this is a line against a confused agent, not a determined
 //! one (an agent can start a process outside its own tree, e.g. through
 //! tmux); confinement (docs/security.md) is what makes it hold.
+//!
+//! A person's own pane in the swarm's tmux names their human role; a
+//! process whose every role is a human role is that person ([`Caller::of`]).
 
 use std::path::Path;
 
@@ -58,6 +61,27 @@ impl Caller {
             Caller::Person
         } else {
             Caller::Agent(roles)
+        }
+    }
+
+    /// The caller of this process in a project: [`Caller::detect`], where a
+    /// process naming only human roles (a person's pane) is a person.
+    pub fn of(project: &crate::protocol::layout::Project) -> crate::error::Result<Caller> {
+        let roles = crate::protocol::roles::Roles::load(&project.roles_tsv())?;
+        Ok(Caller::detect().people_as_persons(&roles))
+    }
+
+    /// A caller whose every role is a human role counts as a person.
+    pub fn people_as_persons(self, roles: &crate::protocol::roles::Roles) -> Caller {
+        match &self {
+            Caller::Agent(rs)
+                if rs
+                    .iter()
+                    .all(|r| roles.find(r).is_some_and(|x| x.is_human())) =>
+            {
+                Caller::Person
+            }
+            _ => self,
         }
     }
 

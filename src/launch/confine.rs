@@ -22,8 +22,16 @@ use crate::launch::plan::{Plan, PlannedRole};
 use crate::protocol::launch_files::agents_dir;
 use crate::protocol::layout::Project;
 
-/// The sandbox program (Debian's `bubblewrap`).
-pub const BWRAP: &str = "bwrap";
+/// The sandbox program: `SWARM_BWRAP` when set (a bubblewrap binary not on
+/// PATH), else `bwrap` from PATH (Debian's `bubblewrap`). Codex prefers a
+/// `bwrap` on PATH to the one it ships, and fails with Debian 12's 0.8
+/// (docs/security.md), so a bwrap kept off PATH can be the better choice.
+pub fn program() -> String {
+    std::env::var("SWARM_BWRAP")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "bwrap".to_string())
+}
 
 /// Whether the swarm's agents are confined (swarm.yaml `launch.confine`).
 pub fn enabled(plan: &Plan) -> bool {
@@ -34,7 +42,8 @@ pub fn enabled(plan: &Plan) -> bool {
 /// bwrap is installed and can create its namespaces. The error says why
 /// not and how to repair (or to turn confinement off).
 pub fn check() -> Result<()> {
-    let out = Command::new(BWRAP)
+    let bwrap = program();
+    let out = Command::new(&bwrap)
         .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
         .args(["--unshare-pid", "--die-with-parent", "true"])
         .stdin(Stdio::null())
@@ -48,7 +57,8 @@ pub fn check() -> Result<()> {
             crate::text::escape(String::from_utf8_lossy(&o.stderr).trim())
         ))),
         Err(e) => Err(Error::env(format!(
-            "confinement (launch: {{confine: true}}) needs bubblewrap: cannot run {BWRAP}: {e}\n  hint: apt-get install bubblewrap, or set `launch: {{confine: false}}` in swarm.yaml (agents then run unconfined, see docs/security.md)"
+            "confinement (launch: {{confine: true}}) needs bubblewrap: cannot run {}: {e}\n  hint: apt-get install bubblewrap (or name a bwrap binary in SWARM_BWRAP), or set `launch: {{confine: false}}` in swarm.yaml (agents then run unconfined, see docs/security.md)",
+            crate::text::escape(&bwrap)
         ))),
     }
 }
@@ -134,7 +144,7 @@ pub fn wrap_shell(plan: &Plan, r: &PlannedRole, cmd: &str) -> Result<String> {
         return Ok(cmd.to_string());
     }
     let q = crate::launch::shims::quote;
-    let mut out = String::from(BWRAP);
+    let mut out = q(&program());
     for a in args(plan, r)? {
         out.push(' ');
         out.push_str(&q(&a));

@@ -62,10 +62,13 @@ fn an_agent_cannot_answer_a_clarify_as_the_person() {
     assert!(copy[0].exists(), "the person's copy stays open");
     assert!(files(&p.hq("master", "outbox")).is_empty());
 
-    // The person, from a shell of their own.
-    p.swarm(&["answer", &id, "--choice", "2"])
-        .ok()
-        .stdout_has("HANDOFF QUEUED: ");
+    // The person, from their own pane (whose shell names only their role).
+    p.cmd("swarm")
+        .role("boss")
+        .args(["answer", &id, "--choice", "2"])
+        .code(0)
+        .stdout_has("HANDOFF QUEUED: ")
+        .run();
     assert!(!copy[0].exists());
 }
 
@@ -374,10 +377,30 @@ fn a_confined_agent_in_tmux_does_its_own_work_and_nothing_else() {
     confined_run(true);
 }
 
-fn confined_run(tmux: bool) {
-    if !crate::support::require_tool("bwrap", "apt-get install -y bubblewrap") {
-        return;
+/// A bubblewrap for the confinement tests: the one the pinned Codex ships
+/// (kept off PATH: Codex prefers a `bwrap` on PATH to its own and fails with
+/// Debian 12's), else `bwrap` on PATH; None after a NOTE (a failure in CI).
+fn bwrap() -> Option<String> {
+    let clis = std::env::var_os("SWARM_AGENT_CLIS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/agent-clis"));
+    let shipped = clis.join(
+        "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/codex-resources/bwrap",
+    );
+    if shipped.is_file() {
+        return Some(shipped.to_string_lossy().into_owned());
     }
+    crate::support::require_tool(
+        "bwrap",
+        "apt-get install -y bubblewrap, or install the real agent CLIs (.ci/run)",
+    )
+    .then(|| "bwrap".to_string())
+}
+
+fn confined_run(tmux: bool) {
+    let Some(bwrap) = bwrap() else {
+        return;
+    };
     let g = Project::empty();
     let root = g.path("swarm");
     fs::create_dir_all(root.join("agents")).unwrap();
@@ -411,6 +434,7 @@ fn confined_run(tmux: bool) {
         .cmd("swarm")
         .at(&root)
         .env("HELPER_KEY", "helper-key-SECRET")
+        .env("SWARM_BWRAP", &bwrap)
         .arg("up");
     let results_file = root.join(".worktrees/hostile/results.txt");
     if tmux {

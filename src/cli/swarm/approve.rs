@@ -33,9 +33,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> i32 {
-    let caller = crate::agent::caller::Caller::detect();
     let project = match super::project(None).and_then(|p| {
-        caller.require_person("swarm approve")?;
+        crate::agent::caller::Caller::of(&p)?.require_person("swarm approve")?;
         Ok(p)
     }) {
         Ok(p) => p,

@@ -24,7 +24,7 @@ pub fn run(args: Args) -> i32 {
         None,
         args.json,
         |p| {
-            crate::agent::caller::Caller::detect().require_person("swarm deny")?;
+            crate::agent::caller::Caller::of(p)?.require_person("swarm deny")?;
             holds::deny(p, &args.id, &args.reason, "cli")
         },
         |path| {

@@ -25,7 +25,7 @@ pub fn run(args: Args) -> i32 {
         None,
         args.json,
         |p| {
-            crate::agent::caller::Caller::detect().require_person("swarm pause")?;
+            crate::agent::caller::Caller::of(p)?.require_person("swarm pause")?;
             holds::pause(p, &args.types)
         },
         |p| {

@@ -18,7 +18,7 @@ pub fn run(args: Args) -> i32 {
         None,
         args.json,
         |p| {
-            crate::agent::caller::Caller::detect().require_person("swarm resume")?;
+            crate::agent::caller::Caller::of(p)?.require_person("swarm resume")?;
             holds::resume(p)
         },
         |was| {
