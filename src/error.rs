@@ -36,6 +36,9 @@ pub enum Token {
     AnswerInvalid,
     NotAClarify,
     ClarifyClosed,
+    NotYourClarify,
+    ChangedSinceReview,
+    PersonOnly,
     NotYourTurn,
     DiscussionClosed,
     UnknownDiscussion,
@@ -47,7 +50,7 @@ pub enum Token {
 
 impl Token {
     /// `(token, name as printed, exit code)`, in the spec's order.
-    const TABLE: [(Token, &'static str, i32); 20] = [
+    const TABLE: [(Token, &'static str, i32); 23] = [
         (
             Token::AmbiguousTaskState,
             "AMBIGUOUS_TASK_STATE",
@@ -85,6 +88,13 @@ impl Token {
         (Token::AnswerInvalid, "ANSWER INVALID", exit::REFUSED),
         (Token::NotAClarify, "NOT_A_CLARIFY", exit::REFUSED),
         (Token::ClarifyClosed, "CLARIFY_CLOSED", exit::REFUSED),
+        (Token::NotYourClarify, "NOT_YOUR_CLARIFY", exit::REFUSED),
+        (
+            Token::ChangedSinceReview,
+            "CHANGED_SINCE_REVIEW",
+            exit::REFUSED,
+        ),
+        (Token::PersonOnly, "PERSON_ONLY", exit::REFUSED),
         (Token::NotYourTurn, "NOT_YOUR_TURN", exit::REFUSED),
         (Token::DiscussionClosed, "DISCUSSION_CLOSED", exit::REFUSED),
         (

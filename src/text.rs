@@ -45,6 +45,33 @@ pub fn escape(s: &str) -> String {
     out
 }
 
+/// Text printed verbatim (a message body) with only the bidi controls and
+/// line separators escaped (`\u{202e}`): newlines, tabs and backslashes
+/// stay as they are.
+pub fn escape_bidi(s: &str) -> String {
+    if !s.chars().any(is_bidi_or_separator) {
+        return s.to_string();
+    }
+    s.chars()
+        .map(|c| {
+            if is_bidi_or_separator(c) {
+                format!("\\u{{{:x}}}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// [`escape`] for text shown as several lines (a message body): newlines
+/// and tabs stay, everything else `escape` escapes is escaped.
+pub fn escape_lines(s: &str) -> String {
+    s.split('\n')
+        .map(|l| l.split('\t').map(escape).collect::<Vec<_>>().join("\t"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Colour on stderr: only on a terminal, and never with `NO_COLOR` set to
 /// anything non-empty (https://no-color.org). The one rule for every tool.
 pub fn colour_stderr() -> bool {

@@ -7,12 +7,17 @@
 //! then the clarify's copy in that role's inbox is completed. Both happen
 //! under that inbox's lock, so two people answering at once cannot both
 //! answer.
+//!
+//! Only a person answers as a human role, and an agent only as itself
+//! ([`Caller`], docs/security.md "Who is calling"): otherwise an agent could
+//! ask the person a blocking question and answer it in the person's name.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::agent::caller::Caller;
 use crate::agent::queue::{self, Inbox};
 use crate::agent::send::{self, Queued, Sender};
 use crate::error::Result;
@@ -68,12 +73,14 @@ fn draft_text(
 /// Answers clarify `id` in `project`. Refusals (a choice that is not an
 /// option, a second choice without `allow_multiple`, text without
 /// `allow_custom`, a clarify answered or withdrawn already) exit 2; a clarify
-/// that reached no inbox exits 1.
+/// that reached no inbox exits 1. `caller` must be allowed to act as the
+/// clarify's recipient (exit 2, `NOT_YOUR_CLARIFY`).
 pub fn answer(
     project: &Project,
     id: &str,
     choices: &[usize],
     text: Option<&str>,
+    caller: &Caller,
 ) -> Result<Answered> {
     if !crate::protocol::grammar::valid_message_id(id) {
         return Err(Error::env(format!("'{}' is not a message id.", escape(id))));
@@ -101,6 +108,7 @@ pub fn answer(
         .or_else(|| copy.msg.to())
         .unwrap_or("")
         .to_string();
+    check_caller(&roles, id, &role, caller, &copy.path)?;
     let sender = Sender::as_role(project, &role)?;
     let d = draft::parse(&draft_text(&copy, id, choices, text));
     let shown = format!("swarm answer {id}");
@@ -127,6 +135,34 @@ pub fn answer(
             completed,
         })
     })
+}
+
+/// Refuses an agent answering as a person, or as another agent.
+fn check_caller(
+    roles: &Roles,
+    id: &str,
+    role: &str,
+    caller: &Caller,
+    copy: &std::path::Path,
+) -> Result<()> {
+    let human = roles.find(role).is_some_and(|r| r.is_human());
+    if caller.clone().people_as_persons(roles).may_act_as(role) {
+        return Ok(());
+    }
+    let whose = if human {
+        format!("{} is a person, and only a person answers for them (from their own shell or the cockpit)", escape(role))
+    } else {
+        format!("only {} answers it", escape(role))
+    };
+    Err(Error::refused(
+        Token::NotYourClarify,
+        format!(
+            "{id} was asked of {}; {whose}. This is {} (SWARMFORGE_ROLE in this process or its parents).",
+            escape(role),
+            caller.describe()
+        ),
+        vec![copy.to_path_buf()],
+    ))
 }
 
 /// Ids of the clarifies an `answer` or `close` (queued or delivered) speaks

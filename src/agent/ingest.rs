@@ -11,7 +11,9 @@
 //! failed/ holds a post of it numbered above that (posts are published
 //! complete-or-absent), else it is posted again. A partial last line waits
 //! for its newline. A file replaced (another inode) or truncated (shorter
-//! than the cursor, or other first bytes) starts over at 0 and, with
+//! than the cursor, or other first bytes, or other bytes just before the
+//! cursor: a log rewritten in place behind the same banner) starts over at
+//! 0 and, with
 //! `--sessions`, opens a new forum session, as ForumEngine does on a new log.
 
 use std::fs::File;
@@ -61,6 +63,9 @@ struct Cursor {
     ino: u64,
     /// sha256 of the first min(offset, 256) bytes.
     head: String,
+    /// sha256 of the min(offset, 256) bytes before `offset` (None in a
+    /// cursor written before it was kept: not checked).
+    tail: Option<String>,
     offset: u64,
     /// A line being posted: its end offset and the role's highest sequence
     /// number before the post.
@@ -75,6 +80,9 @@ impl Cursor {
         m.set("dev", self.dev.to_string());
         m.set("ino", self.ino.to_string());
         m.set("head", &self.head);
+        if let Some(t) = &self.tail {
+            m.set("tail", t);
+        }
         m.set("offset", self.offset.to_string());
         if let Some((end, seq)) = self.pending {
             m.set("pending_end", end.to_string());
@@ -93,6 +101,7 @@ impl Cursor {
             dev: num("dev")?,
             ino: num("ino")?,
             head: m.get("head")?.to_string(),
+            tail: m.get("tail").map(str::to_string),
             offset: num("offset")?,
             pending: match (num("pending_end"), num("pending_after_seq")) {
                 (Some(e), Some(s)) => Some((e, s)),
@@ -243,7 +252,11 @@ impl Ingest {
             Some("the file was replaced")
         } else if meta.len() < c.offset {
             Some("the file was truncated")
-        } else if head_hash(&mut f, c.offset.min(HEAD_BYTES))? != c.head {
+        } else if head_hash(&mut f, c.offset.min(HEAD_BYTES))? != c.head
+            || c.tail
+                .as_ref()
+                .is_some_and(|t| tail_hash(&mut f, c.offset).is_ok_and(|now| now != *t))
+        {
             Some("the file was rewritten")
         } else {
             None
@@ -253,6 +266,7 @@ impl Ingest {
                 dev: meta.dev(),
                 ino: meta.ino(),
                 head: head_hash(&mut f, 0)?,
+                tail: None,
                 offset: 0,
                 pending: None,
                 session_due: self.opts.sessions.then(clock::iso_now),
@@ -335,9 +349,11 @@ impl Ingest {
     }
 
     /// Saves the cursor moved past a line, with the head hash of the bytes
-    /// now before it (the check hashes min(offset, 256) bytes).
+    /// now before it (the check hashes min(offset, 256) bytes) and the tail
+    /// hash of the bytes just before it.
     fn save_advanced(&self, f: &mut File, c: &mut Cursor) -> Result<()> {
         c.head = head_hash(f, c.offset.min(HEAD_BYTES))?;
+        c.tail = Some(tail_hash(f, c.offset)?);
         self.save(c)
     }
 
@@ -437,8 +453,19 @@ impl Ingest {
 
 /// sha256 (hex) of the file's first `n` bytes.
 fn head_hash(f: &mut File, n: u64) -> Result<String> {
+    range_hash(f, 0, n)
+}
+
+/// sha256 (hex) of the min(offset, 256) bytes before `offset`.
+fn tail_hash(f: &mut File, offset: u64) -> Result<String> {
+    let n = offset.min(HEAD_BYTES);
+    range_hash(f, offset - n, n)
+}
+
+/// sha256 (hex) of `n` bytes of the file from `from`.
+fn range_hash(f: &mut File, from: u64, n: u64) -> Result<String> {
     let mut buf = Vec::with_capacity(n as usize);
-    f.seek(SeekFrom::Start(0))
+    f.seek(SeekFrom::Start(from))
         .map_err(|e| Error::env(format!("seek: {e}")))?;
     f.by_ref()
         .take(n)
@@ -504,6 +531,7 @@ mod tests {
             dev: 1,
             ino: 2,
             head: "ab".into(),
+            tail: Some("cd".into()),
             offset: 30,
             pending: Some((40, 7)),
             session_due: None,

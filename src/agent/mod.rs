@@ -3,6 +3,7 @@
 
 pub mod answer;
 pub mod artifacts;
+pub mod caller;
 pub mod ingest;
 pub mod mailbox;
 pub mod place;

@@ -281,26 +281,27 @@ pub fn resume_json(r: &Resume) -> Value {
     json!({"lines": r.lines, "latest_digest": r.latest_digest})
 }
 
-/// The task printout (docs/protocol.md §7.3), with the collaboration tokens and
-/// any `ANSWER:` blocks before `PAYLOAD:`. The body is printed verbatim (the
-/// one parser already refused control characters in it).
+/// The task printout (docs/protocol.md §7.3), with the collaboration tokens
+/// and any `ANSWER:` blocks before `PAYLOAD:`. The body is printed verbatim
+/// (the one parser already refused control characters in it) but for bidi
+/// controls and line separators, escaped so the payload reads as what it is.
 pub fn task_text(item: &Item, viewer: Viewer, answers: &[Item]) -> String {
     let mut s = format!(
         "TASK: {}\nFROM: {}\nTYPE: {}\nPRIORITY: {}\n",
         item.path.display(),
-        item.msg.sender().unwrap_or("unknown"),
-        item.msg.type_name().unwrap_or("unknown"),
+        escape(item.msg.sender().unwrap_or("unknown")),
+        escape(item.msg.type_name().unwrap_or("unknown")),
         item.priority()
     );
     if let Some(t) = item.msg.get(names::TASK) {
-        s.push_str(&format!("TASK_NAME: {t}\n"));
+        s.push_str(&format!("TASK_NAME: {}\n", escape(t)));
     }
     s.push_str(&extra_text(item, viewer));
     for a in answers {
         s.push_str(&answer_text(a));
     }
     s.push_str("PAYLOAD:\n");
-    s.push_str(&item.msg.body);
+    s.push_str(&crate::text::escape_bidi(&item.msg.body));
     s
 }
 

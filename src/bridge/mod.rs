@@ -151,29 +151,64 @@ fn creds_from_file(path: &Path) -> Result<Credentials> {
 
 /// `.swarmforge/bridge/bridge.log`: one escaped line per event, the same
 /// shape as handoffd.log (`<time> <word> <detail>`). A wait is logged
-/// `deferred` once per subject and cause, and `resumed` when it clears.
+/// `deferred` once per subject and cause, and `resumed` when it clears; a
+/// NATS client event of the same kind as the last one is counted, not
+/// logged (a server away gives one per reconnect attempt), until another
+/// kind comes. The bridge is the file's only writer and rotates it like the
+/// daemon's logs (`logs:` in swarm.yaml).
 #[derive(Debug)]
 pub struct Log {
     path: PathBuf,
     deferred: Mutex<HashMap<String, String>>,
+    /// Held for every append and rotation (logfile::rotate_if_full).
+    policy: Mutex<crate::protocol::logfile::Policy>,
+    /// The kind of the last NATS event logged and how many of that kind
+    /// were left out since.
+    last_event: Mutex<(String, u64)>,
 }
 
 impl Log {
     pub fn new(project: &Project) -> Log {
+        let logs = Config::load(&project.config_file())
+            .map(|c| c.logs)
+            .unwrap_or_default();
         Log {
             path: project.bridge_log(),
             deferred: Mutex::new(HashMap::new()),
+            policy: Mutex::new(logs.policy()),
+            last_event: Mutex::new((String::new(), 0)),
         }
     }
 
     pub fn line(&self, word: &str, detail: &str) {
         let l = format!("{} {word} {}\n", clock::iso_now(), escape(detail));
-        if let Err(e) = fsx::append(&self.path, l.as_bytes()) {
+        let policy = self.policy.lock().unwrap_or_else(|e| e.into_inner());
+        let result = fsx::append_len(&self.path, l.as_bytes()).and_then(|len| {
+            crate::protocol::logfile::rotate_if_full(&self.path, len, *policy).map(|_| ())
+        });
+        if let Err(e) = result {
             eprintln!(
                 "swarm bridge: cannot append to {}: {e}",
                 self.path.display()
             );
         }
+    }
+
+    /// Logs a NATS client event (`nats <event>`) unless it is of the same
+    /// kind (the text before its first `:`) as the last one logged.
+    pub fn event(&self, text: &str) {
+        let kind = text.split(':').next().unwrap_or(text).to_string();
+        let mut last = self.last_event.lock().unwrap_or_else(|e| e.into_inner());
+        if last.0 == kind {
+            last.1 += 1;
+            return;
+        }
+        let left_out = std::mem::replace(&mut *last, (kind, 0));
+        drop(last);
+        if left_out.1 > 0 {
+            self.line("nats", &format!("{} more like: {}", left_out.1, left_out.0));
+        }
+        self.line("nats", text);
     }
 
     /// Logs `deferred <key> <reason>` unless this key already waits for
@@ -211,5 +246,33 @@ impl Log {
         if was {
             self.line("resumed", key);
         }
+    }
+}
+
+#[cfg(test)]
+mod log_tests {
+    use super::*;
+
+    #[test]
+    fn events_of_one_kind_are_counted_and_the_log_rotates() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = Project::new(dir.path());
+        std::fs::create_dir_all(project.bridge_log().parent().unwrap()).unwrap();
+        std::fs::write(project.config_file(), "logs: {max_bytes: 2000, keep: 2}\n").unwrap();
+        let log = Log::new(&project);
+        for i in 0..50 {
+            log.event(&format!("client error: attempt {i}"));
+        }
+        log.event("connected");
+        let text = std::fs::read_to_string(project.bridge_log()).unwrap();
+        assert_eq!(text.lines().count(), 3, "{text}");
+        assert!(text.contains("49 more like: client error"), "{text}");
+        for i in 0..100 {
+            log.line("received", &format!("message {i} from somewhere"));
+        }
+        let parts = crate::protocol::logfile::rotated(&project.bridge_log()).unwrap();
+        assert_eq!(parts.len(), 2, "{parts:?}");
+        let live = std::fs::metadata(project.bridge_log()).unwrap().len();
+        assert!(live < 2000);
     }
 }

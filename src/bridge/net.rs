@@ -94,7 +94,7 @@ async fn main(s: Settings, creds: Credentials, log: Shared, stop: Arc<AtomicBool
         .reconnect_delay_callback(|n| Duration::from_millis((50 * n as u64).min(500)))
         .event_callback(move |ev| {
             let log = ev_log.clone();
-            async move { log.line("nats", &ev.to_string()) }
+            async move { log.event(&ev.to_string()) }
         });
     match creds {
         Credentials::None => {}

@@ -8,6 +8,13 @@
 //! (no-clobber rename). Killed before (3), the file is still held and `swarm
 //! approve` again finishes the job; after (3), the daemon finds the record
 //! and delivers the file the usual way, exactly once.
+//!
+//! An approval is for what the person saw (docs/security.md, "Approve what
+//! was seen"): every listing carries the held message as it will be
+//! delivered and its fingerprint; `approve` takes the fingerprint the person
+//! reviewed and refuses when the file holds anything else now. The record
+//! binds that fingerprint, so content swapped after the approval is held
+//! again by the daemon.
 
 use crate::protocol::header::names;
 use std::io;
@@ -37,7 +44,16 @@ pub struct Held {
     pub path: PathBuf,
     /// Seconds since it was held (the file's mtime).
     pub age_s: Option<u64>,
+    /// The fingerprint an approval of this content names (gate::fingerprint).
+    pub sha256: String,
+    /// The message as it would be delivered (headers and body), at most
+    /// [`MAX_SHOWN_BYTES`]; `truncated` when there is more.
+    pub text: String,
+    pub truncated: bool,
 }
+
+/// The most of a held message a listing carries (the CLI shows it all).
+pub const MAX_SHOWN_BYTES: usize = 64 * 1024;
 
 const MAX_HELD_BYTES: u64 = 16 * 1024 * 1024;
 
@@ -59,8 +75,14 @@ pub fn list(project: &Project) -> Result<Vec<Held>> {
         } else {
             project.root.join(wt)
         };
-        let held = Worktree::new(&wt).held();
+        let w = Worktree::new(&wt);
+        let held = w.held();
         if !seen.insert(held.canonicalize().unwrap_or(held.clone())) {
+            continue;
+        }
+        // A symlink on the way (or as the entry) would show, and approve
+        // would move into the outbox, a file from anywhere.
+        if symlink_on_the_way(&w) {
             continue;
         }
         let Ok(rd) = std::fs::read_dir(&held) else {
@@ -68,7 +90,9 @@ pub fn list(project: &Project) -> Result<Vec<Held>> {
         };
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if !grammar::valid_handoff_name(grammar::strip_collision_prefix(&name)) {
+            if !grammar::valid_handoff_name(grammar::strip_collision_prefix(&name))
+                || !e.file_type().is_ok_and(|t| t.is_file())
+            {
                 continue;
             }
             let path = e.path();
@@ -85,7 +109,16 @@ pub fn list(project: &Project) -> Result<Vec<Held>> {
                 .ok()
                 .and_then(|t| t.elapsed().ok())
                 .map(|d| d.as_secs());
+            let rendered = m.render();
+            let truncated = rendered.len() > MAX_SHOWN_BYTES;
+            let mut end = rendered.len().min(MAX_SHOWN_BYTES);
+            while !rendered.is_char_boundary(end) {
+                end -= 1;
+            }
             out.push(Held {
+                sha256: gate::fingerprint(&m),
+                text: rendered[..end].to_string(),
+                truncated,
                 id: get("id"),
                 from: get("from"),
                 to: get("to"),
@@ -98,6 +131,13 @@ pub fn list(project: &Project) -> Result<Vec<Held>> {
     }
     out.sort_by(|a, b| a.id.cmp(&b.id));
     Ok(out)
+}
+
+/// Whether `.swarmforge`, `handoffs` or `held` of this worktree is a symlink.
+fn symlink_on_the_way(w: &Worktree) -> bool {
+    [w.swarmforge(), w.handoffs(), w.held()]
+        .iter()
+        .any(|d| std::fs::symlink_metadata(d).is_ok_and(|m| m.file_type().is_symlink()))
 }
 
 fn check_id(id: &str) -> Result<()> {
@@ -152,22 +192,41 @@ fn sender_worktree(held: &Path) -> PathBuf {
         .unwrap_or_default()
 }
 
-/// Approves a held handoff: it goes back to its outbox, to be delivered.
-/// Returns the outbox path.
-pub fn approve(project: &Project, id: &str, via: &str) -> Result<PathBuf> {
+/// The held message with this id, whole, and its fingerprint: what a
+/// person reviews before approving.
+pub fn review(project: &Project, id: &str) -> Result<(Held, Message)> {
     let h = find(project, id)?;
-    let dir = project.approvals_dir();
-    fsx::ensure_dirs(&[&dir, &project.approvals_tmp()]).map_err(|e| Error::io(&dir, e))?;
     let Some(msg) = message_of(&h.path) else {
         return Err(Error::env(format!(
             "{} is no longer a readable handoff",
             h.path.display()
         )));
     };
-    // The approval covers this content only (see gate::approved).
+    Ok((h, msg))
+}
+
+/// Approves a held handoff whose content has fingerprint `seen` (what the
+/// person reviewed): it goes back to its outbox, to be delivered. Returns
+/// the outbox path. Other content now: refused (`CHANGED_SINCE_REVIEW`),
+/// nothing recorded.
+pub fn approve(project: &Project, id: &str, seen: &str, via: &str) -> Result<PathBuf> {
+    let (h, msg) = review(project, id)?;
+    let now = gate::fingerprint(&msg);
+    if now != seen {
+        return Err(Error::refused(
+            crate::error::Token::ChangedSinceReview,
+            format!(
+                "{id} is not what was reviewed (sha256 {}), it is now sha256 {now}; nothing approved. Review it again: `swarm approve {id}` shows it.",
+                crate::text::escape(seen)
+            ),
+            vec![h.path.clone()],
+        ));
+    }
+    let dir = project.approvals_dir();
+    fsx::ensure_dirs(&[&dir, &project.approvals_tmp()]).map_err(|e| Error::io(&dir, e))?;
+    // The approval covers the content reviewed only (see gate::approved).
     let record = format!(
-        "id: {id}\nsha256: {}\napproved_at: {}\nby: {}\nvia: {via}\n",
-        gate::fingerprint(&msg),
+        "id: {id}\nsha256: {seen}\napproved_at: {}\nby: {}\nvia: {via}\n",
         clock::iso_now(),
         who()
     );

@@ -120,7 +120,16 @@ fn move_old(dir: &Path, wt: &Worktree, kind: &str, before: NaiveDate) -> Result<
             .join(kind);
         fsx::ensure_dirs(&[&dest]).at(&dest)?;
         let path = e.path();
-        match fsx::move_into_unique(&path, &dest, grammar::collision_names(&path)) {
+        // A batch keeps a batch name when its name is taken: the trail
+        // reads `batch_*` folders only (`batch_<name>_<n>`, never a stamp
+        // in front).
+        let names: Box<dyn Iterator<Item = String>> = if ft.is_dir() {
+            let n = name.clone();
+            Box::new(std::iter::once(n.clone()).chain((2..1000).map(move |i| format!("{n}_{i}"))))
+        } else {
+            Box::new(grammar::collision_names(&path))
+        };
+        match fsx::move_into_unique(&path, &dest, names) {
             Ok(_) => {}
             // Moved, only a folder fsync failed: it is archived all the same.
             Err(err) if fsx::moved_to(&err).is_some() => {}

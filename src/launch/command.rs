@@ -236,6 +236,13 @@ pub(super) fn env_prelude(project: &Project, r: &PlannedRole) -> Result<String> 
     for (k, v) in crate::launch::agents::mcp::env(project, r)? {
         s.push_str(&format!("export {k}={}\n", sqp(&v)));
     }
+    // Other roles' secrets (launch::secrets): the tmux server has them all.
+    // A person's own shell keeps what they gave it.
+    if !r.is_human() {
+        let foreign = crate::launch::secrets::foreign_in(project, &r.name)?;
+        let names: Vec<String> = foreign.iter().map(|k| sq(k)).collect();
+        s.push_str(&format!("unset {}\n", names.join(" ")));
+    }
     s.push_str(&format!("cd {} || exit 1\n", sqp(r.workdir())));
     Ok(s)
 }

@@ -23,13 +23,18 @@ pub(super) fn has_session(sock: &Path, session: &str) -> bool {
 
 /// What a role's pane runs: the agent in a loop that waits for a line (the
 /// daemon's wake-up) between runs; for a person, their shell.
-pub(super) fn pane_script(project: &Project, r: &PlannedRole) -> Result<String> {
+pub(super) fn pane_script(plan: &Plan, r: &PlannedRole) -> Result<String> {
+    let project = &plan.project;
     let mut s = format!(
         "# Written by `swarm up`: role {} in its worktree.\n",
         r.name
     );
     s.push_str(&env_prelude(project, r)?);
-    match agent_command(project, r) {
+    let cmd = match agent_command(project, r) {
+        Some(c) => Some(crate::launch::confine::wrap_shell(plan, r, &c)?),
+        None => None,
+    };
+    match cmd {
         None => s.push_str("exec \"${SHELL:-/bin/sh}\"\n"),
         // `$1`: seconds to wait first (the launch stagger), so every
         // session exists at once and no early wake-up misses its target.
@@ -70,7 +75,7 @@ pub(super) fn start_sessions(
             continue;
         }
         let file = run_file(project, &r.name);
-        init::write_if_changed(&file, pane_script(project, r)?.as_bytes())?;
+        init::write_if_changed(&file, pane_script(plan, r)?.as_bytes())?;
         let wt = r.workdir().to_string_lossy().into_owned();
         let mut run = format!("sh {}", sqp(&file));
         if !r.is_human() {

@@ -165,6 +165,9 @@ impl<'a> Running<'a> {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
+        for k in super::secrets::foreign_in(project, &r.name)? {
+            cmd.env_remove(k);
+        }
         detach(&mut cmd, true);
         let child = cmd
             .spawn()
@@ -274,6 +277,7 @@ impl<'a> Running<'a> {
                     r.name
                 ));
             }
+            let command = super::confine::wrap_shell(self.plan, r, &command)?;
             self.slots.push(Slot {
                 role: r,
                 command,

@@ -529,7 +529,8 @@ fn answer(agent: &Agent, a: &Args) -> Outcome {
     let at = crate::protocol::root::locate(&agent.cwd)?;
     let whole = crate::protocol::idprefix::expand(&at.project, id)?;
     let id = whole.as_str();
-    match crate::agent::answer::answer(&at.project, id, &choices, text) {
+    let caller = crate::agent::caller::Caller::agent(&agent.role);
+    match crate::agent::answer::answer(&at.project, id, &choices, text, &caller) {
         Ok(done) => {
             let mut v = serde_json::to_value(&done).unwrap_or_default();
             v["status"] = json!("answered");

@@ -357,12 +357,16 @@ impl Default for DiscussionConfig {
 pub struct LaunchConfig {
     /// Pause between starting two agents.
     pub stagger: Dur,
+    /// Run every agent in a bubblewrap sandbox (docs/security.md,
+    /// "Confinement"). Off by default for now.
+    pub confine: bool,
 }
 
 impl Default for LaunchConfig {
     fn default() -> Self {
         LaunchConfig {
             stagger: Dur::millis(1500),
+            confine: false,
         }
     }
 }

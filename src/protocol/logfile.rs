@@ -1,4 +1,5 @@
-//! Size-rotated logs: `handoffd.log`, `events.jsonl` and `forum.log`.
+//! Size-rotated logs: `handoffd.log`, `events.jsonl`, `forum.log` and the
+//! bridge's `bridge.log`.
 //!
 //! The live file keeps its name, so SwarmForge's tools and `tail -F` go on
 //! working. A full file is renamed, in one step, to `<name>.<start>`, where
@@ -10,7 +11,7 @@
 //! removed every rotated part.
 //!
 //! Only the daemon writes these logs (and rotates them, under the same lock as
-//! its appends); every other process only reads.
+//! its appends), the bridge its own; every other process only reads.
 
 use std::io;
 use std::path::{Path, PathBuf};

@@ -177,10 +177,17 @@ async fn audit_json(State(app): State<Arc<App>>) -> Response {
     .await
 }
 
-async fn approve(State(app): State<Arc<App>>, Json(q): Json<IdQuery>) -> Response {
+/// An approval names the sha256 of the message the page showed.
+#[derive(Deserialize)]
+struct ApproveBody {
+    id: String,
+    sha256: String,
+}
+
+async fn approve(State(app): State<Arc<App>>, Json(q): Json<ApproveBody>) -> Response {
     blocking(&app, move |p| {
-        let path = holds::approve(p, &q.id, "cockpit")?;
-        Ok(json!({"status": "approved", "id": q.id, "path": path}))
+        let path = holds::approve(p, &q.id, &q.sha256, "cockpit")?;
+        Ok(json!({"status": "approved", "id": q.id, "sha256": q.sha256, "path": path}))
     })
     .await
 }
@@ -241,7 +248,9 @@ async fn answer_clarify(State(app): State<Arc<App>>, Json(q): Json<AnswerBody>) 
             return Err(Error::env("give a choice and/or a text"));
         }
         // The draft's errors, reported against the clarify (as `swarm answer` does).
-        let a = answer::answer(p, &q.id, &q.choices, text).map_err(|e| match e {
+        // Whoever holds the cockpit's token is the person (docs/security.md).
+        let person = crate::agent::caller::Caller::Person;
+        let a = answer::answer(p, &q.id, &q.choices, text, &person).map_err(|e| match e {
             Error::Invalid { errors, .. } => Error::invalid(
                 crate::error::Token::AnswerInvalid,
                 crate::text::escape(&q.id),

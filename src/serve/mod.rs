@@ -9,9 +9,11 @@
 //!   as the CLI command of the same name;
 //! - `stream`: server-sent events from `events.jsonl` offsets, woken by file
 //!   events;
+//! - `listen`: accepting connections (timeouts and limits);
 //! - `assets/`: the page, embedded with `include_str!` (no JavaScript build).
 
 mod api;
+mod listen;
 mod stream;
 mod token;
 
@@ -34,6 +36,8 @@ pub struct Options {
 pub struct App {
     pub project: Project,
     pub token: String,
+    /// The port served: a request's `Host` must name it (token::guard).
+    pub port: u16,
     /// A tick per file event in the watched folders (see `stream`).
     pub ticks: tokio::sync::broadcast::Sender<()>,
 }
@@ -64,6 +68,7 @@ pub fn run(project: Project, opts: &Options, on_url: &mut dyn FnMut(&str)) -> Re
         let app = Arc::new(App {
             project,
             token,
+            port: local.port(),
             ticks,
         });
         stream::watch(app.clone());
@@ -76,8 +81,7 @@ pub fn run(project: Project, opts: &Options, on_url: &mut dyn FnMut(&str)) -> Re
             local.port(),
             app.token
         ));
-        axum::serve(listener, api::router(app))
-            .await
-            .map_err(|e| Error::env(format!("serving on {local}: {e}")))
+        listen::serve(listener, api::router(app)).await;
+        Ok(())
     })
 }

@@ -5,7 +5,10 @@
 //! in the URL. Every request must carry it (`?token=` or the
 //! `X-Swarm-Token` header); a POST must carry it in the header (a form on
 //! another site cannot set headers) and is refused with 403 when its
-//! `Origin` is not this server.
+//! `Origin` is not this server. The `Host` header must name this server by
+//! address (`127.0.0.1:<port>`, `[::1]:<port>`, `localhost:<port>`): a
+//! page whose own host name resolves to 127.0.0.1 (DNS rebinding) is
+//! refused before the token is even looked at.
 
 use std::io::Read;
 use std::sync::Arc;
@@ -67,9 +70,33 @@ pub fn refuse(status: StatusCode, message: &str) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
+/// Whether `host` (a `Host` header) names this server: an IP address or
+/// `localhost`, with this port.
+fn own_host(host: &str, port: u16) -> bool {
+    let Some((name, p)) = host.rsplit_once(':') else {
+        return false;
+    };
+    if p.parse::<u16>().ok() != Some(port) {
+        return false;
+    }
+    let bare = name
+        .strip_prefix('[')
+        .and_then(|n| n.strip_suffix(']'))
+        .unwrap_or(name);
+    name.eq_ignore_ascii_case("localhost")
+        || (bare == name && name.parse::<std::net::Ipv4Addr>().is_ok())
+        || (bare != name && bare.parse::<std::net::Ipv6Addr>().is_ok())
+}
+
 /// The guard in front of every route.
 pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
     let h = req.headers();
+    if !header_str(h, header::HOST).is_some_and(|host| own_host(host, app.port)) {
+        return refuse(
+            StatusCode::MISDIRECTED_REQUEST,
+            "the Host header does not name this server (an address or localhost with its port)",
+        );
+    }
     let by_header = header_str(h, HEADER).is_some_and(|t| same(t, &app.token));
     if req.method() != Method::GET && req.method() != Method::HEAD {
         if let Some(origin) = header_str(h, header::ORIGIN) {
@@ -99,6 +126,9 @@ pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
             );
         }
     }
+    if let Some(s) = req.extensions().get::<super::listen::Shown>() {
+        s.set();
+    }
     let mut res = next.run(req).await;
     let hs = res.headers_mut();
     // The token is in the page's URL: never send it on as a referrer.
@@ -120,5 +150,27 @@ mod tests {
         assert!(same("abc", "abc"));
         assert!(!same("abc", "abd"));
         assert!(!same("abc", "ab"));
+    }
+
+    #[test]
+    fn the_host_must_be_an_address_or_localhost_with_the_port() {
+        for ok in [
+            "127.0.0.1:8080",
+            "[::1]:8080",
+            "localhost:8080",
+            "10.0.0.5:8080",
+        ] {
+            assert!(own_host(ok, 8080), "{ok}");
+        }
+        for bad in [
+            "evil.example:8080",
+            "127.0.0.1:80",
+            "127.0.0.1",
+            "[::1]",
+            "::1:8080",
+            "127.0.0.1.nip.io:8080",
+        ] {
+            assert!(!own_host(bad, 8080), "{bad}");
+        }
     }
 }

@@ -199,6 +199,21 @@ fn key_in_no_file(p: &Project) {
     }
 }
 
+/// Notes from ada to helper, priorities 10, 11, … in order, delivered.
+fn notes_to_helper(p: &Project, messages: &[&str]) {
+    for (i, m) in messages.iter().enumerate() {
+        p.send_as(
+            "ada",
+            &format!(
+                "type: note\nto: helper\npriority: {}\nmessage: {m}\n",
+                10 + i
+            ),
+        )
+        .ok();
+    }
+    p.deliver_once().ok();
+}
+
 fn text(p: &Path) -> String {
     fs::read_to_string(p).unwrap()
 }
@@ -457,17 +472,7 @@ fn failures_end_as_done_current_failed_with_the_reason() {
         "",
         "    request_timeout: 1s\n    retries: 1\n",
     );
-    for (i, m) in ["one", "two", "three", "four"].iter().enumerate() {
-        p.send_as(
-            "ada",
-            &format!(
-                "type: note\nto: helper\npriority: {}\nmessage: {m}\n",
-                10 + i
-            ),
-        )
-        .ok();
-    }
-    p.deliver_once().ok();
+    notes_to_helper(&p, &["one", "two", "three", "four"]);
     let out = run_api(&p, "helper");
     out.stdout_has("retrying in 500 ms");
     assert_eq!(server.seen().len(), 6, "{}", out.stdout);
@@ -748,4 +753,117 @@ fn the_roundtable_seats_run_on_a_model_server_by_one_setting() {
         "{}",
         t.stdout
     );
+}
+
+/// A server or gateway that quotes the request's Authorization header back,
+/// in an error (retried or final), a refusal or the answer itself: the key
+/// reaches no `failed:` header, no reply, no stdout (run_api checks stdout
+/// and stderr; key_in_no_file every file of the project).
+#[test]
+fn a_server_quoting_the_key_gets_it_redacted_everywhere() {
+    let quoted = format!("invalid header Authorization: Bearer {KEY}");
+    let server = FakeServer::start(vec![
+        // item 1: a 500 quoting the key, then a 401 quoting it
+        Answer::Status(500, serde_json::json!({"error": {"message": quoted}}).to_string()),
+        Answer::Status(401, serde_json::json!({"error": {"message": quoted}}).to_string()),
+        // item 2: a refusal quoting it
+        Answer::Ok(serde_json::json!({"choices": [{"message": {"role": "assistant", "content": null, "refusal": quoted}, "finish_reason": "stop"}]}).to_string()),
+        // item 3: an answer quoting it
+        chat(&format!("your key is {KEY}")),
+    ]);
+    let p = project(
+        &server,
+        &[("ada", false), ("helper", true)],
+        "",
+        "    retries: 1\n",
+    );
+    notes_to_helper(&p, &["one", "two", "three"]);
+    let out = run_api(&p, "helper");
+    out.stdout_has("<redacted>");
+    let completed = p.hq("helper", "inbox/completed");
+    let reasons: Vec<String> = handoff_names(&completed)
+        .iter()
+        .filter_map(|n| file_header(&completed.join(n), "failed"))
+        .collect();
+    assert_eq!(reasons.len(), 2, "{reasons:?}");
+    assert!(
+        reasons.iter().all(|r| r.contains("<redacted>")),
+        "{reasons:?}"
+    );
+    p.deliver_once().ok();
+    key_in_no_file(&p);
+}
+
+const NATS_SECRET: &str = "nats-token-3c9e1f7a-SECRET";
+
+/// `swarm up` with the person's secrets in its environment (an API role's
+/// key, the bridge's token): the other agents see neither, headless and in
+/// tmux (a scripted agent dumps its environment); the API role still works
+/// with its own key (swarm_up_starts_the_runner_for_an_api_role).
+#[test]
+fn each_agent_gets_only_its_own_secrets() {
+    let server = FakeServer::start(vec![]);
+    let g = Project::empty();
+    let root = g.path("swarm");
+    fs::create_dir_all(root.join("agents")).unwrap();
+    fs::write(
+        root.join("agents/dump.sh"),
+        "env >\"$SWARMFORGE_PROJECT/env.tmp\" && mv \"$SWARMFORGE_PROJECT/env.tmp\" \"$SWARMFORGE_PROJECT/env.txt\"\n",
+    )
+    .unwrap();
+    fs::write(
+        root.join("swarm.yaml"),
+        format!(
+            "launch: {{stagger: 0ms}}\nroles:\n  - name: asker\n    worktree: asker\n    agent: sh \"$SWARMFORGE_PROJECT/agents/dump.sh\"\n  - name: helper\n    worktree: helper\n    agent: api\n    base_url: {}\n    model: fake-model\n    api_key_env: FAKE_API_KEY\n",
+            server.base_url
+        ),
+    )
+    .unwrap();
+    let dump = root.join("env.txt");
+    let check = |how: &str| {
+        let env = fs::read_to_string(&dump).unwrap();
+        assert!(env.contains("SWARMFORGE_ROLE=asker"), "{how}: {env}");
+        assert!(
+            !env.contains(KEY),
+            "{how}: another role's key reached the agent"
+        );
+        assert!(
+            !env.contains(NATS_SECRET),
+            "{how}: the bridge token reached the agent"
+        );
+        assert!(!env.contains("SWARM_NATS_CREDS"), "{how}: {env}");
+    };
+    let up = |args: &[&str]| {
+        g.cmd("swarm")
+            .at(&root)
+            .env("FAKE_API_KEY", KEY)
+            .env("SWARM_NATS_TOKEN", NATS_SECRET)
+            .env("SWARM_NATS_CREDS", "/nowhere/x.creds")
+            .arg("up")
+            .args(args)
+    };
+    let mut guard = SwarmGuard::new(&root);
+    guard.guard(up(&["--no-tmux", "--until-idle", "--timeout", "60s"]).start());
+    guard
+        .finish(Duration::from_secs(70), "the swarm finishes")
+        .ok();
+    check("headless");
+
+    if !crate::support::require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    fs::remove_file(&dump).unwrap();
+    let r = up(&["--detach"]).run();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    guard.socket = Some(
+        root.join(
+            fs::read_to_string(root.join(".swarmforge/tmux-socket"))
+                .unwrap()
+                .trim(),
+        ),
+    );
+    wait_until(DEADLINE, "the agent in tmux dumped its environment", || {
+        dump.exists()
+    });
+    check("tmux");
 }

@@ -902,3 +902,37 @@ fn swarm_up_until_idle_waits_until_copies_for_other_hosts_are_bridged() {
     hosts[1].start_bridge();
     hosts[1].wait_copies("pong", 2, "pong holds both of the agent's notes");
 }
+
+/// NATS goes away and a server that closes every connection takes its
+/// port: the bridge reconnects again and again, and the log says so once
+/// (not a line or two per attempt); bridge.log is rotated like the
+/// daemon's logs (unit test in bridge::log).
+#[test]
+fn an_outage_is_logged_once_not_once_per_reconnect() {
+    let Some(mut nats) = Nats::start() else {
+        return;
+    };
+    let roles = "roles:\n  - {name: ping, agent: human, host: a}\n  - {name: pong, agent: human, host: b, worktree: pong}\n";
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], roles);
+    hosts[0].start_bridge();
+    let before = hosts[0].log().lines().count();
+    nats.kill();
+    let fake = TcpListener::bind(("127.0.0.1", nats.port)).unwrap();
+    fake.set_nonblocking(true).unwrap();
+    let mut attempts = 0;
+    wait_until(LONG, "the bridge reconnected 20 times", || {
+        while let Ok((c, _)) = fake.accept() {
+            drop(c);
+            attempts += 1;
+        }
+        attempts >= 20
+    });
+    let log = hosts[0].log();
+    let new: Vec<&str> = log.lines().skip(before).collect();
+    assert!(
+        new.len() <= 4,
+        "{} lines for one outage:\n{}",
+        new.len(),
+        new.join("\n")
+    );
+}

@@ -39,6 +39,22 @@ fn kill_9(d: &mut crate::support::Daemon) {
     c.wait().unwrap();
 }
 
+/// `swarm approve <id> --sha256 <what status shows>`, as a person does
+/// after reviewing it.
+fn approve(p: &Project, id: &str, extra: &[&str]) -> crate::support::Run {
+    let st = p.swarm(&["status", "--json"]).ok().json();
+    let h = st["held"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["id"] == id)
+        .unwrap_or_else(|| panic!("{id} is not held: {st}"));
+    let sha = h["sha256"].as_str().unwrap().to_string();
+    let mut args = vec!["approve", id, "--sha256", &sha];
+    args.extend_from_slice(extra);
+    p.swarm(&args)
+}
+
 fn held(p: &Project) -> PathBuf {
     p.hq("master", "held")
 }
@@ -67,7 +83,7 @@ fn held_handoff_survives_kill_9_and_is_delivered_once_when_approved() {
     let _d = p.spawn_daemon(&[]);
     assert_eq!(files(&held(&p)).len(), 1);
 
-    let out = p.swarm(&["approve", &id, "--json"]).ok().json();
+    let out = approve(&p, &id, &["--json"]).ok().json();
     assert_eq!(out["status"], "approved");
     wait_until(DEADLINE, "the approved note is delivered", || {
         copies_of(&p.wt_path("qa"), &file_name(&queued)).len() == 1
@@ -92,7 +108,7 @@ fn approve_finishes_after_a_crash_between_record_and_move() {
     assert_eq!(files(&held(&p)).len(), 1);
     // A `swarm approve` killed after its record was published (as if: the
     // record is there, the file still held).
-    p.swarm(&["approve", &id]).ok();
+    approve(&p, &id, &[]).ok();
     let record = p.path(&format!(".swarmforge/approvals/{id}"));
     let outbox = p.hq("master", "outbox");
     let back = outbox.join(file_name(&queued));
@@ -100,7 +116,7 @@ fn approve_finishes_after_a_crash_between_record_and_move() {
     // The daemon does not touch held/ on its own, approved or not.
     p.deliver_once().ok();
     assert_eq!(files(&held(&p)).len(), 1);
-    p.swarm(&["approve", &id]).ok().stdout_has("APPROVED: ");
+    approve(&p, &id, &[]).ok().stdout_has("APPROVED: ");
     assert!(fs::read_to_string(&record).unwrap().contains("sha256: "));
     p.deliver_once().ok();
     assert_eq!(copies_of(&p.wt_path("qa"), &file_name(&queued)).len(), 1);
@@ -122,7 +138,7 @@ fn an_approved_id_reused_for_other_content_is_held_again() {
     let queued = p.send_as("coder", NOTE).ok().queued();
     let id = id_of(&queued);
     p.deliver_once().ok();
-    p.swarm(&["approve", &id]).ok();
+    approve(&p, &id, &[]).ok();
     p.deliver_once().ok();
     assert_eq!(copies_of(&p.wt_path("qa"), &file_name(&queued)).len(), 1);
     // The agent plants a file with the approved id, other content, another recipient.

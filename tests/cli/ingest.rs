@@ -248,3 +248,24 @@ fn every_line_is_posted_once_across_kill_9_and_restarts() {
     follower.finish(DEADLINE, "the last follower stops");
     assert_eq!(posts(&p), lines, "each line once, in order");
 }
+
+/// A log rewritten in place behind the same banner (the first 256 bytes
+/// unchanged, longer than the cursor): the follower notices and starts
+/// over, never resuming mid-line in the new text.
+#[test]
+fn a_log_rewritten_behind_the_same_banner_starts_over() {
+    let p = project();
+    fs::create_dir_all(p.root.join("logs")).unwrap();
+    let log = p.root.join("logs/speaker.log");
+    let banner = format!("[INFO] [SYSTEM] {}\n", "=".repeat(300));
+    append(&log, &format!("{banner}[INFO] [SPEAKER] short\n"));
+    once(&p, &log, &[]);
+    assert_eq!(posts(&p), ["short"]);
+    fs::write(
+        &log,
+        format!("{banner}[INFO] [SPEAKER] a much longer first line\n[INFO] [SPEAKER] next\n"),
+    )
+    .unwrap();
+    once(&p, &log, &[]).stdout_has("NEW_LOG: the file was rewritten");
+    assert_eq!(posts(&p), ["short", "a much longer first line", "next"]);
+}

@@ -33,6 +33,7 @@ mod perf;
 mod readme;
 mod real_agents;
 mod relay;
+mod security;
 mod serve;
 mod trail;
 mod unix;

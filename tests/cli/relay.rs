@@ -141,7 +141,21 @@ fn the_receiving_hosts_approval_rule_holds_a_relayed_copy_until_approved() {
     assert!(st.contains("held note ping -> pong"), "{st}");
     let held = fs::read_to_string(relay(&hosts[1], "pong", "held").join(&name)).unwrap();
     let id = header(&held, "id").unwrap().to_string();
-    hosts[1].p.swarm(&["approve", &id]);
+    // The person reviews what is held here, then approves exactly that.
+    let review = hosts[1].p.swarm(&["approve", &id, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(review.stdout.trim()).expect("one JSON object");
+    let seen = v["sha256"]
+        .as_str()
+        .expect("the reviewed sha256")
+        .to_string();
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("needs b's approval"),
+        "{v}"
+    );
+    hosts[1].p.swarm(&["approve", &id, "--sha256", &seen]);
     hosts[1].wait_copies("pong", 1, "the approved copy is delivered");
     assert_eq!(file_name(&hosts[1].copies("pong")[0]), name);
 }

@@ -30,9 +30,12 @@ impl Drop for Cockpit {
 
 /// Starts `swarm serve --port 0` and reads the URL it prints.
 pub fn start(p: &Project) -> Cockpit {
-    let mut child = p
-        .cmd("swarm")
-        .args(["serve", "--port", "0"])
+    start_cmd(p.cmd("swarm").args(["serve", "--port", "0"]))
+}
+
+/// Starts a command that runs `swarm serve` and reads the URL it prints.
+fn start_cmd(cmd: crate::support::Cmd) -> Cockpit {
+    let mut child = cmd
         .command()
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -302,12 +305,39 @@ fn every_action_writes_what_the_cli_writes() {
     let id = id_of(&queued);
     p.deliver_once().ok();
     assert_eq!(files(&p.hq("master", "held")).len(), 1);
-    assert_eq!(c.get("/api/status").json()["held"][0]["id"], id.as_str());
+    let st = c.get("/api/status").json();
+    assert_eq!(st["held"][0]["id"], id.as_str());
+    // The page gets the whole message and the fingerprint it approves.
+    assert!(st["held"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("message: ship it"));
+    let seen = st["held"][0]["sha256"].as_str().unwrap().to_string();
+    // Content swapped after the page showed it: refused, nothing recorded.
+    let held = p.hq("master", "held").join(file_name(&queued));
+    let original = std::fs::read_to_string(&held).unwrap();
+    std::fs::write(&held, original.replace("ship it", "ship it all")).unwrap();
+    let r = c.post(
+        "/api/approve",
+        serde_json::json!({"id": id, "sha256": seen}),
+    );
+    assert_eq!(r.code, 422, "{}", r.body);
+    assert_eq!(r.json()["token"], "CHANGED_SINCE_REVIEW");
+    assert!(!p.path(&format!(".swarmforge/approvals/{id}")).exists());
+    std::fs::write(&held, original).unwrap();
     let r = c.post("/api/approve", serde_json::json!({"id": id}));
+    assert_eq!(r.code, 422, "an approval without the sha256: {}", r.body);
+    let r = c.post(
+        "/api/approve",
+        serde_json::json!({"id": id, "sha256": seen}),
+    );
     assert_eq!(r.code, 200, "{}", r.body);
     p.deliver_once().ok();
     assert_eq!(copies_of(&p.wt_path("qa"), &file_name(&queued)).len(), 1);
-    let r = c.post("/api/approve", serde_json::json!({"id": id}));
+    let r = c.post(
+        "/api/approve",
+        serde_json::json!({"id": id, "sha256": seen}),
+    );
     assert_eq!(r.code, 400);
     assert!(r.json()["message"]
         .as_str()
@@ -416,7 +446,10 @@ fn hostile_input_gets_a_4xx_with_the_cli_text_and_touches_nothing() {
         "/abs",
         "",
     ] {
-        let r = c.post("/api/approve", serde_json::json!({"id": bad}));
+        let r = c.post(
+            "/api/approve",
+            serde_json::json!({"id": bad, "sha256": "0"}),
+        );
         assert_eq!(r.code, 400, "{bad}: {}", r.body);
         assert!(r.json()["message"]
             .as_str()
@@ -585,4 +618,81 @@ fn a_reconnecting_stream_resumes_at_its_last_event_id() {
         &|s| s.contains(&b),
     );
     assert!(!resumed.contains(&a), "{resumed}");
+}
+
+/// `swarm serve` with at most `fds` descriptors (as on a system whose limit
+/// is 1024, with room to spare for the test).
+fn start_with_fd_limit(p: &Project, fds: u32) -> Cockpit {
+    start_cmd(p.cmd("sh").args([
+        "-c",
+        &format!("ulimit -n {fds} && exec \"$0\" serve --port 0"),
+        crate::support::bin("swarm").to_str().unwrap(),
+    ]))
+}
+
+/// Holding connections needs no token, so it must not take the cockpit:
+/// with more unfinished requests open than it has descriptors, the person's
+/// request is still answered; an unfinished request is closed by the server
+/// (header timeout); a `Host` that is not this server (DNS rebinding) is
+/// refused even with the token.
+#[test]
+fn unfinished_requests_and_foreign_hosts_do_not_take_the_cockpit() {
+    let p = coder_and_qa();
+    let c = start_with_fd_limit(&p, 128);
+    let mut junk = Vec::new();
+    for _ in 0..300 {
+        // The accept queue full (the server takes no more): enough.
+        let Ok(mut s) = TcpStream::connect_timeout(&c.addr.parse().unwrap(), DEADLINE) else {
+            break;
+        };
+        let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: ");
+        junk.push(s);
+    }
+    let mut s = TcpStream::connect_timeout(&c.addr.parse().unwrap(), DEADLINE)
+        .unwrap_or_else(|e| panic!("the cockpit takes no connection: {e}"));
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    let req = format!(
+        "GET /api/status?token={} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        c.token, c.addr
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    assert!(out.starts_with("HTTP/1.1 200"), "not answered: {out:?}");
+
+    // The oldest unfinished request was closed (EOF, or reset).
+    let first = &mut junk[0];
+    first.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut buf = [0u8; 64];
+    match first.read(&mut buf) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("an unfinished request was kept open: {other:?}"),
+    }
+    drop(junk);
+
+    // One unfinished request alone: closed by the header timeout.
+    let mut slow = TcpStream::connect_timeout(&c.addr.parse().unwrap(), DEADLINE).unwrap();
+    slow.write_all(b"GET / HTTP/1.1\r\n").unwrap();
+    slow.set_read_timeout(Some(DEADLINE)).unwrap();
+    match slow.read(&mut buf) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("the unfinished request was kept open: {e}"),
+    }
+
+    // DNS rebinding: a page on another name that resolves to 127.0.0.1.
+    let port = c.addr.rsplit_once(':').unwrap().1;
+    for host in [format!("rebind.example:{port}"), "127.0.0.1:1".to_string()] {
+        let mut s = TcpStream::connect(&c.addr).unwrap();
+        s.set_read_timeout(Some(DEADLINE)).unwrap();
+        let req = format!(
+            "GET /api/status?token={} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n",
+            c.token
+        );
+        s.write_all(req.as_bytes()).unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        assert!(out.starts_with("HTTP/1.1 421"), "{host}: {out}");
+    }
 }

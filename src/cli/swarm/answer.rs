@@ -14,7 +14,10 @@ leaves the attention list of `swarm status`. Options are numbered from 1 as \
 ready-next prints them. More than one --choice needs allow_multiple: yes; \
 --text needs allow_custom: yes.
 Exit 0 answered; 1 usage, no such clarify in any inbox, or an environment \
-error; 2 refused (ANSWER INVALID with the reasons, NOT_A_CLARIFY, CLARIFY_CLOSED).")]
+error; 2 refused (ANSWER INVALID with the reasons, NOT_A_CLARIFY, CLARIFY_CLOSED, \
+NOT_YOUR_CLARIFY: an agent answering as a person or as another role; an agent \
+is a process with SWARMFORGE_ROLE in its own or a parent's environment, see \
+docs/security.md).")]
 pub struct Args {
     /// The clarify's message id (`<IDTS>_<SEQ>_from_<asker>`), or a unique prefix of it
     pub id: String,
@@ -46,7 +49,14 @@ pub fn run(args: Args) -> i32 {
         Ok(id) => args.id = id,
         Err(e) => return crate::cli::report(&e, args.json),
     }
-    match answer::answer(&project, &args.id, &args.choices, args.text.as_deref()) {
+    let caller = crate::agent::caller::Caller::detect();
+    match answer::answer(
+        &project,
+        &args.id,
+        &args.choices,
+        args.text.as_deref(),
+        &caller,
+    ) {
         Ok(a) => {
             if args.json {
                 let mut v = serde_json::to_value(&a).unwrap_or_default();

@@ -1,33 +1,109 @@
-//! `swarm approve <id>`: deliver a held handoff (docs/cockpit.md).
+//! `swarm approve <id>`: deliver a held handoff (docs/cockpit.md), exactly
+//! as the person reviewed it (docs/security.md, "Approve what was seen").
+
+use std::io::{BufRead, IsTerminal, Write};
 
 use crate::daemon::holds;
+use crate::error::{exit, Error};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
 A handoff whose sender or type has `approval: required` in swarm.yaml waits \
 in its sender's .swarmforge/handoffs/held/ until a person decides. approve \
-records the approval (.swarmforge/approvals/<id>) and moves the original back \
-to its outbox; the daemon then delivers it the usual way, exactly once. \
-Journaled as `approved`. Safe to repeat after a crash.
-Exit 0 approved; 1 no such held handoff, a bad id, or an environment error.")]
+shows the held message (headers and body, as it will be delivered) and its \
+sha256; on a terminal it asks, otherwise it approves only with --sha256 \
+naming what was reviewed. The approval (.swarmforge/approvals/<id>) binds \
+that sha256: content changed after the review is refused now \
+(CHANGED_SINCE_REVIEW) or held again by the daemon. The original then goes \
+back to its outbox and is delivered the usual way, exactly once. Journaled \
+as `approved`. Safe to repeat after a crash.
+Exit 0 approved; 1 no such held handoff, a bad id, not confirmed, or an \
+environment error; 2 CHANGED_SINCE_REVIEW, or PERSON_ONLY (run by an agent, \
+docs/security.md).")]
 pub struct Args {
-    /// The held message's id (`<IDTS>_<SEQ>_from_<sender>`); `swarm status` lists them
+    /// The held message's id (`<IDTS>_<SEQ>_from_<sender>`, or a unique prefix of it); `swarm status` lists them
     pub id: String,
+    /// The sha256 of the message reviewed (shown by `swarm approve <id>`,
+    /// `swarm status --json` and the cockpit)
+    #[arg(long, value_name = "HEX")]
+    pub sha256: Option<String>,
     /// Print one JSON object instead of text
     #[arg(long)]
     pub json: bool,
 }
 
 pub fn run(args: Args) -> i32 {
-    super::answer(
-        None,
-        args.json,
-        |p| holds::approve(p, &crate::protocol::idprefix::expand(p, &args.id)?, "cli"),
-        |path| {
-            serde_json::json!({
-                "status": "approved", "id": args.id, "path": path,
-            })
+    let project = match super::project(None).and_then(|p| {
+        crate::agent::caller::Caller::of(&p)?.require_person("swarm approve")?;
+        Ok(p)
+    }) {
+        Ok(p) => p,
+        Err(e) => return crate::cli::report(&e, args.json),
+    };
+    let mut args = args;
+    match crate::protocol::idprefix::expand(&project, &args.id) {
+        Ok(id) => args.id = id,
+        Err(e) => return crate::cli::report(&e, args.json),
+    }
+    let seen = match &args.sha256 {
+        Some(s) => s.clone(),
+        None => match confirm(&project, &args.id, args.json) {
+            Ok(Some(s)) => s,
+            Ok(None) => return exit::ENV,
+            Err(e) => return crate::cli::report(&e, args.json),
         },
-        |path| format!("APPROVED: {}\n", path.display()),
-    )
+    };
+    match holds::approve(&project, &args.id, &seen, "cli") {
+        Ok(path) => {
+            if args.json {
+                crate::cli::emit_json(serde_json::json!({
+                    "status": "approved", "id": args.id, "sha256": seen, "path": path,
+                }));
+            } else {
+                crate::cli::out(&format!("APPROVED: {}\n", path.display()));
+            }
+            exit::OK
+        }
+        Err(e) => crate::cli::report(&e, args.json),
+    }
+}
+
+/// Shows the held message; on a terminal asks, and returns the fingerprint
+/// shown when the person says yes. Elsewhere (or on no) nothing is approved.
+fn confirm(
+    project: &crate::protocol::layout::Project,
+    id: &str,
+    json: bool,
+) -> Result<Option<String>, Error> {
+    let (h, msg) = holds::review(project, id)?;
+    let fp = crate::daemon::gate::fingerprint(&msg);
+    let hint = format!("swarm approve {id} --sha256 {fp}");
+    if json {
+        crate::cli::emit_json(serde_json::json!({
+            "status": "review", "id": id, "sha256": fp, "path": h.path,
+            "message": msg.render(), "approve": hint,
+        }));
+    } else {
+        crate::cli::out(&format!(
+            "HELD: {}\n{}\nsha256: {fp}\n",
+            h.path.display(),
+            crate::text::escape_lines(msg.render().trim_end())
+        ));
+    }
+    let terminal = std::io::stdin().is_terminal() && !json;
+    if terminal {
+        eprint!("Approve exactly this message? [y/N] ");
+        let _ = std::io::stderr().flush();
+        let mut line = String::new();
+        let _ = std::io::stdin().lock().read_line(&mut line);
+        if matches!(line.trim(), "y" | "Y" | "yes") {
+            return Ok(Some(fp));
+        }
+        eprintln!("swarm approve: not approved.");
+        return Ok(None);
+    }
+    eprintln!(
+        "swarm approve: nothing approved yet. Read the message above; to approve exactly it:\n  {hint}"
+    );
+    Ok(None)
 }

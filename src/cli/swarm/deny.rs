@@ -6,7 +6,8 @@ use crate::daemon::holds;
 #[command(after_help = "\
 Moves a held handoff to its sender's failed/ with `<name>.error` reading \
 `denied: <reason>`, as the daemon does with a refusal. Journaled as `denied`.
-Exit 0 denied; 1 no such held handoff, a bad id, no reason, or an environment error.")]
+Exit 0 denied; 1 no such held handoff, a bad id, no reason, or an environment \
+error; 2 PERSON_ONLY (run by an agent, docs/security.md).")]
 pub struct Args {
     /// The held message's id (`<IDTS>_<SEQ>_from_<sender>`)
     pub id: String,
@@ -23,6 +24,7 @@ pub fn run(args: Args) -> i32 {
         None,
         args.json,
         |p| {
+            crate::agent::caller::Caller::of(p)?.require_person("swarm deny")?;
             holds::deny(
                 p,
                 &crate::protocol::idprefix::expand(p, &args.id)?,

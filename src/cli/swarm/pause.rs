@@ -9,7 +9,8 @@ outbox files where they are (retried with the deferred files' backoff, at \
 most every 5 s); everything else keeps working: agents send, take and finish \
 work. Repeating adds types; a pause without --type pauses everything. \
 `swarm resume` removes it. Shown by `swarm status`.
-Exit 0 paused; 1 unknown type or an environment error.")]
+Exit 0 paused; 1 unknown type or an environment error; 2 PERSON_ONLY (run by an \
+agent, docs/security.md).")]
 pub struct Args {
     /// Pause only this message type (repeatable; default: every type)
     #[arg(long = "type", value_name = "TYPE")]
@@ -23,7 +24,10 @@ pub fn run(args: Args) -> i32 {
     super::answer(
         None,
         args.json,
-        |p| holds::pause(p, &args.types),
+        |p| {
+            crate::agent::caller::Caller::of(p)?.require_person("swarm pause")?;
+            holds::pause(p, &args.types)
+        },
         |p| {
             serde_json::json!({
                 "status": "paused", "types": p.types, "since": p.since,

@@ -16,7 +16,9 @@ pub(super) const REQUIRED: &[&str] = &["id", "from", "to", "priority", "type", "
 /// `completed/`. Items only move forward (new → in_process → completed), so a
 /// name in `new/` at build time is held for good even after it moved into a
 /// batch; and since this daemon is the only writer of `new/`, any copy made
-/// before this pass is covered. No timestamps, no locks.
+/// before this pass is covered. No timestamps, no locks. `swarm archive`
+/// moves completed items on into `archive/<day>/completed/`: those count as
+/// held too, or a copy completed and archived would be delivered again.
 pub(super) struct InboxIndex {
     names: HashSet<String>,
 }
@@ -32,10 +34,15 @@ pub(super) fn entry_names(dir: &Path) -> impl Iterator<Item = String> {
 impl InboxIndex {
     pub(super) fn build(wt: &Worktree) -> InboxIndex {
         let mut names: HashSet<String> = entry_names(&wt.inbox_new()).collect();
-        for base in [wt.in_process(), wt.completed()] {
+        let archived = wt.archive_days().into_iter().map(|d| d.join("completed"));
+        for base in [wt.in_process(), wt.completed()]
+            .into_iter()
+            .chain(archived)
+        {
             for b in crate::protocol::layout::batch_dirs(&base) {
                 names.extend(entry_names(&b));
             }
+            names.extend(entry_names(&base));
         }
         InboxIndex { names }
     }
@@ -63,6 +70,23 @@ pub(super) fn identity(msg: &Message, c: &Candidate, from: &str) -> Result<(), S
         return Err("file name does not match its priority and id headers".into());
     }
     Ok(())
+}
+
+/// The archive day folder an entry named `name` goes to (`swarm archive`
+/// files an entry under the day its id was created).
+fn archive_day(wt: &Worktree, name: &str) -> Option<PathBuf> {
+    let day = grammar::FileName::parse(name)?.message_id().time()?;
+    Some(wt.archive().join(day.format("%Y-%m-%d").to_string()))
+}
+
+/// Whether the sender sent a file of this name before (in `sent/`, live or
+/// archived): a re-planted original, which gets the thorough check.
+pub(super) fn sent_before(sender: &Worktree, name: &str) -> bool {
+    let archived = archive_day(sender, name).map(|d| d.join("sent"));
+    [sender.sent()]
+        .iter()
+        .chain(archived.iter())
+        .any(|d| d.join(name).exists())
 }
 
 impl Deliverer {
@@ -178,12 +202,15 @@ impl Deliverer {
         Ok(recipients)
     }
 
-    /// Whether the recipient already holds this file anywhere in its inbox.
-    /// Checked in the direction items move (new → in_process → completed), so
-    /// an item moving concurrently is still seen.
+    /// Whether the recipient already holds this file anywhere in its inbox
+    /// or its archive. Checked in the direction items move (new →
+    /// in_process → completed → archive), so an item moving concurrently is
+    /// still seen.
     pub(super) fn holds(&mut self, wt: &Worktree, name: &str, thorough: bool) -> bool {
+        let archived = archive_day(wt, name).map(|d| d.join("completed"));
         if [wt.inbox_new(), wt.in_process(), wt.completed()]
             .iter()
+            .chain(archived.iter())
             .any(|d| d.join(name).exists())
         {
             return true;

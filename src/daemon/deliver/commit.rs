@@ -63,7 +63,8 @@ impl Deliverer {
         recipients: Vec<Role>,
         group: &mut Group,
     ) -> Result<(), (Candidate, Outcome)> {
-        let thorough = self.suspects.contains(&c.path);
+        let thorough = self.suspects.contains(&c.path)
+            || super::checks::sent_before(&Worktree::new(&c.worktree), &c.name);
         // A relayed copy keeps the stamp of the host that enqueued it.
         let relayed = self.relay_recipient(&c).is_some();
         let enqueued_at = clock::iso_now();

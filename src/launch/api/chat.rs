@@ -1,6 +1,10 @@
 //! One OpenAI-compatible chat completion (`POST {base_url}/chat/completions`)
 //! with a blocking client: timeouts, retries with backoff, a bounded and
-//! validated answer. The key only ever goes in the Authorization header.
+//! validated answer. The key only ever goes in the Authorization header:
+//! whatever comes back (an error text, a refusal, the answer itself) has it
+//! replaced by `<redacted>` before it reaches a header, a file or stdout,
+//! since a server or gateway may quote the request's headers
+//! (docs/security.md, "Secrets").
 
 use std::time::Duration;
 
@@ -88,7 +92,12 @@ impl Endpoint {
         let mut pause = FIRST_BACKOFF;
         let mut attempt = 0;
         loop {
-            match self.attempt(&agent, &body) {
+            let outcome = match self.attempt(&agent, &body) {
+                Ok(text) => Ok(self.redact(&text)),
+                Err(Attempt::Final(f)) => Err(Attempt::Final(Failure(self.redact(&f.0)))),
+                Err(Attempt::Retry(why)) => Err(Attempt::Retry(self.redact(&why))),
+            };
+            match outcome {
                 Ok(text) => return Ok(text),
                 Err(Attempt::Final(f)) => return Err(f),
                 Err(Attempt::Retry(why)) if attempt >= self.retries => {
@@ -105,6 +114,14 @@ impl Endpoint {
                     pause = (pause * 2).min(MAX_BACKOFF);
                 }
             }
+        }
+    }
+
+    /// `text` with every occurrence of the key replaced by `<redacted>`.
+    pub fn redact(&self, text: &str) -> String {
+        match &self.key {
+            Some(k) if text.contains(k.as_str()) => text.replace(k.as_str(), "<redacted>"),
+            _ => text.to_string(),
         }
     }
 
@@ -129,7 +146,7 @@ impl Endpoint {
                 return Err(Attempt::Retry(format!(
                     "cannot reach {}: {}",
                     self.url,
-                    one_line(&e.to_string())
+                    one_line(&self.redact(&e.to_string()))
                 )))
             }
         };
@@ -139,8 +156,9 @@ impl Endpoint {
             .with_config()
             .limit(MAX_RESPONSE_BYTES)
             .read_to_string();
+        // Before anything is cut to one line: a cut key would not match.
         let text = match text {
-            Ok(t) => t,
+            Ok(t) => self.redact(&t),
             Err(ureq::Error::Timeout(_)) => {
                 return Err(Attempt::Retry(format!(
                     "no answer from {} within {} s",
@@ -158,7 +176,7 @@ impl Endpoint {
                 return Err(Attempt::Retry(format!(
                     "reading the answer from {}: {}",
                     self.url,
-                    one_line(&e.to_string())
+                    one_line(&self.redact(&e.to_string()))
                 )))
             }
         };

@@ -157,12 +157,21 @@ function clarifyItem(a) {
     opts, text, el('button', { type: 'button', onclick: send }, 'Answer'));
 }
 
+// Bidi controls and line separators shown as what they are, so a held
+// message cannot make its text read as something else.
+function visible(t) {
+  return t.replace(/[\u202a-\u202e\u2066-\u2069\u2028\u2029]/g, (c) => '\\u{' + c.charCodeAt(0).toString(16) + '}');
+}
+
+// The whole held message is shown, and Approve names its sha256: the server
+// approves exactly what is on screen, or refuses (CHANGED_SINCE_REVIEW).
 function heldItem(h) {
   const reason = draftText(draft('h-' + h.id), { placeholder: 'reason to deny', 'data-draft': 'h-' + h.id });
   return el('div', { class: 'item', 'data-held': h.id },
-    el('div', { class: 'what' }, 'held ' + h.type + ': ' + h.from + ' → ' + h.to + (h.title ? ' — ' + h.title : '')),
-    el('div', { class: 'kv' }, h.id + ' · waiting ' + age(h.age_s)),
-    el('button', { type: 'button', 'data-approve': h.id, onclick: () => act('/api/approve', { id: h.id }) }, 'Approve'), ' ',
+    el('div', { class: 'what' }, 'held ' + h.type + ': ' + h.from + ' → ' + h.to),
+    el('div', { class: 'kv' }, h.id + ' · waiting ' + age(h.age_s) + ' · sha256 ' + h.sha256.slice(0, 12)),
+    el('pre', { class: 'held-text', 'data-held-text': h.id }, visible(h.text) + (h.truncated ? '\n… (longer; `swarm approve ' + h.id + '` shows it all)' : '')),
+    h.truncated ? null : el('button', { type: 'button', 'data-approve': h.id, onclick: () => act('/api/approve', { id: h.id, sha256: h.sha256 }) }, 'Approve'), ' ',
     reason, ' ',
     el('button', { type: 'button', onclick: () => act('/api/deny', { id: h.id, reason: reason.value }) }, 'Deny'));
 }

@@ -88,6 +88,9 @@ function send(role, draft) {
     const held = send('coder', 'type: note\nto: qa\npriority: 50\nmessage: needs a nod\n');
     const approve = page.locator(`[data-approve="${held}"]`);
     await approve.waitFor();
+    // The person sees the whole held message before approving it.
+    const heldText = await page.locator(`[data-held-text="${held}"]`).textContent();
+    if (!heldText.includes('message: needs a nod')) throw new Error('the held message is not shown: ' + heldText);
     await page.waitForSelector('[data-role="coder"]');
     await page.screenshot({ path: SHOT, fullPage: true });
     await approve.click();

@@ -1,0 +1,155 @@
+//! Confinement (docs/security.md, "Confinement"): with `launch: {confine:
+//! true}` every agent runs inside a bubblewrap sandbox where the whole
+//! system is read-only except its own worktree, its own queue folders, a
+//! private `/tmp` and a private home; the project's `.swarmforge/` (approvals,
+//! pause, the daemon's files), other roles' worktrees and inboxes are
+//! read-only, and the cockpit's token folder is hidden. Its own pid
+//! namespace hides the other agents' processes (and their environments).
+//!
+//! Bubblewrap, not Landlock: a mount namespace can also hide (the token)
+//! and give a private `/tmp` and home, which Landlock's allow-lists cannot;
+//! it needs unprivileged user namespaces (or root), which [`check`] tries
+//! once and explains when missing.
+//!
+//! The invariant: everything an agent of a confined swarm runs starts from
+//! the one command [`wrap_shell`] builds, both headless and in tmux.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::error::{Error, Result};
+use crate::launch::plan::{Plan, PlannedRole};
+use crate::protocol::launch_files::agents_dir;
+use crate::protocol::layout::Project;
+
+/// The sandbox program: `SWARM_BWRAP` when set (a bubblewrap binary not on
+/// PATH), else `bwrap` from PATH (Debian's `bubblewrap`). Codex prefers a
+/// `bwrap` on PATH to the one it ships, and fails with Debian 12's 0.8
+/// (docs/security.md), so a bwrap kept off PATH can be the better choice.
+pub fn program() -> String {
+    std::env::var("SWARM_BWRAP")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "bwrap".to_string())
+}
+
+/// Whether the swarm's agents are confined (swarm.yaml `launch.confine`).
+pub fn enabled(plan: &Plan) -> bool {
+    plan.config.launch.confine
+}
+
+/// Checks that a sandbox can be made here, once before any agent starts:
+/// bwrap is installed and can create its namespaces. The error says why
+/// not and how to repair (or to turn confinement off).
+pub fn check() -> Result<()> {
+    let bwrap = program();
+    let out = Command::new(&bwrap)
+        .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
+        .args(["--unshare-pid", "--die-with-parent", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output();
+    match out {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(Error::env(format!(
+            "confinement (launch: {{confine: true}}) cannot work here: bwrap fails: {}\n  hint: bubblewrap needs unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 also kernel.apparmor_restrict_unprivileged_userns=0), or run as root; or set `launch: {{confine: false}}` in swarm.yaml (agents then run unconfined, see docs/security.md)",
+            crate::text::escape(String::from_utf8_lossy(&o.stderr).trim())
+        ))),
+        Err(e) => Err(Error::env(format!(
+            "confinement (launch: {{confine: true}}) needs bubblewrap: cannot run {}: {e}\n  hint: apt-get install bubblewrap (or name a bwrap binary in SWARM_BWRAP), or set `launch: {{confine: false}}` in swarm.yaml (agents then run unconfined, see docs/security.md)",
+            crate::text::escape(&bwrap)
+        ))),
+    }
+}
+
+/// The role's private home inside the sandbox (kept between runs).
+pub fn home_dir(project: &Project, role: &str) -> PathBuf {
+    agents_dir(project).join(role).join("home")
+}
+
+fn canon(p: &Path) -> PathBuf {
+    p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// The bwrap arguments for `r` (without the command), mounts in order: a
+/// later mount covers an earlier one.
+pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
+    let project = &plan.project;
+    let root = canon(&project.root);
+    let own = canon(&r.worktree_path);
+    let home = home_dir(project, &r.name);
+    crate::fsx::ensure_dirs(&[&home]).map_err(|e| Error::io(&home, e))?;
+    let s = |p: &Path| p.to_string_lossy().into_owned();
+    let mut a: Vec<String> = vec![
+        "--ro-bind".into(),
+        "/".into(),
+        "/".into(),
+        "--dev".into(),
+        "/dev".into(),
+        "--proc".into(),
+        "/proc".into(),
+        "--tmpfs".into(),
+        "/tmp".into(),
+        "--unshare-pid".into(),
+        "--die-with-parent".into(),
+    ];
+    let mut bind = |kind: &str, p: &Path| {
+        a.extend([kind.to_string(), s(p), s(p)]);
+    };
+    // The private /tmp covers a project kept under /tmp: back, read-only.
+    bind("--ro-bind", &root);
+    // Its own worktree, writable.
+    bind("--bind", &own);
+    // What lies inside it but is not its own: read-only again.
+    let swarmforge = root.join(".swarmforge");
+    if swarmforge.starts_with(&own) {
+        bind("--ro-bind", &swarmforge);
+    }
+    for o in &plan.roles {
+        let wt = canon(&o.worktree_path);
+        if wt != own && wt.starts_with(&own) && wt.exists() {
+            bind("--ro-bind", &wt);
+        }
+    }
+    // Its own queue folders (under .swarmforge when it works in the root).
+    let handoffs = crate::protocol::layout::Worktree::new(&own).handoffs();
+    crate::fsx::ensure_dirs(&[&handoffs]).map_err(|e| Error::io(&handoffs, e))?;
+    bind("--bind", &handoffs);
+    // The cockpit's token: not even readable.
+    let serve = project.serve_dir();
+    if serve.exists() {
+        a.extend(["--tmpfs".into(), s(&canon(&serve))]);
+    }
+    // A private home at the person's home path.
+    match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        Some(h) => a.extend(["--bind".into(), s(&home), h.to_string_lossy().into_owned()]),
+        None => a.extend([
+            "--bind".into(),
+            s(&home),
+            s(&home),
+            "--setenv".into(),
+            "HOME".into(),
+            s(&home),
+        ]),
+    }
+    a.extend(["--chdir".into(), s(&own)]);
+    Ok(a)
+}
+
+/// `cmd` (a shell command) as it runs for `r`: unchanged when confinement
+/// is off, else `bwrap <args> -- sh -c <cmd>`.
+pub fn wrap_shell(plan: &Plan, r: &PlannedRole, cmd: &str) -> Result<String> {
+    if !enabled(plan) || r.is_human() {
+        return Ok(cmd.to_string());
+    }
+    let q = crate::launch::shims::quote;
+    let mut out = q(&program());
+    for a in args(plan, r)? {
+        out.push(' ');
+        out.push_str(&q(&a));
+    }
+    out.push_str(" -- sh -c ");
+    out.push_str(&q(cmd));
+    Ok(out)
+}

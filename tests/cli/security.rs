@@ -1,0 +1,528 @@
+//! The third adversarial round (docs/security.md): each break reproduced as
+//! a malicious agent would do it, and refused.
+
+use std::fs;
+use std::path::Path;
+
+use crate::support::{copies_of, file_name, files, Project, Role};
+
+/// `coder` (an agent, main worktree), `boss` (a person, worktree `boss`).
+fn with_boss() -> Project {
+    Project::builder()
+        .role("coder")
+        .role(Role::new("boss").worktree("boss").agent("human"))
+        .config("wake: {method: none}\n")
+        .build()
+}
+
+fn id_of(queued: &Path) -> String {
+    let name = file_name(queued);
+    let rest = name.split_once('_').unwrap().1;
+    rest.split("_to_").next().unwrap().to_string()
+}
+
+const ASK_BOSS: &str =
+    "type: clarify\nto: boss\npriority: 50\nquestion: Ship it?\n\nyes\nnot yet\n";
+
+/// An agent sends a blocking clarify to the person and answers it itself
+/// with `swarm answer`: refused, whether it runs as itself, claims the
+/// person's role, or drops SWARMFORGE_ROLE (its shell's environment still
+/// names it); the person's copy stays open; the person then answers.
+#[test]
+fn an_agent_cannot_answer_a_clarify_as_the_person() {
+    let p = with_boss();
+    let queued = p.send_as("coder", ASK_BOSS).ok().queued();
+    let id = id_of(&queued);
+    p.deliver_once().ok();
+    let copy = copies_of(&p.wt_path("boss"), &file_name(&queued));
+    assert_eq!(copy.len(), 1);
+
+    let refused = "NOT_YOUR_CLARIFY";
+    p.cmd("swarm")
+        .role("coder")
+        .args(["answer", &id, "--choice", "1"])
+        .code(2)
+        .stderr_has(refused)
+        .stderr_has("boss is a person")
+        .run();
+    // Claiming the person's role from the agent's own shell; dropping the
+    // variable (the agent's shell still carries it).
+    for how in ["SWARMFORGE_ROLE=boss", "env -u SWARMFORGE_ROLE"] {
+        p.cmd("sh")
+            .role("coder")
+            .bins_on_path()
+            .args([
+                "-c",
+                &format!("{how} swarm answer {id} --choice 1; exit $?"),
+            ])
+            .code(2)
+            .stderr_has(refused)
+            .run();
+    }
+    assert!(copy[0].exists(), "the person's copy stays open");
+    assert!(files(&p.hq("master", "outbox")).is_empty());
+
+    // The person, from their own pane (whose shell names only their role).
+    p.cmd("swarm")
+        .role("boss")
+        .args(["answer", &id, "--choice", "2"])
+        .code(0)
+        .stdout_has("HANDOFF QUEUED: ")
+        .run();
+    assert!(!copy[0].exists());
+}
+
+/// `coder` gated by `approval: required`, `qa` in worktree `qa`.
+fn gated() -> Project {
+    Project::builder()
+        .role("coder")
+        .role(Role::new("qa").worktree("qa"))
+        .config("wake: {method: none}\nroles:\n  - {name: coder, approval: required}\n")
+        .build()
+}
+
+/// A gated project whose coder's note to qa is held: the project, the
+/// queued path and the id.
+fn held_note() -> (Project, std::path::PathBuf, String) {
+    let p = gated();
+    let queued = p
+        .send_as(
+            "coder",
+            "type: note\nto: qa\npriority: 50\nmessage: ship it\n",
+        )
+        .ok()
+        .queued();
+    let id = id_of(&queued);
+    p.deliver_once().ok();
+    (p, queued, id)
+}
+
+/// The person reviews a held note; the agent swaps its body and recipient
+/// afterwards: the approval of what was reviewed is refused and nothing is
+/// recorded or delivered; the person reviews again and approves what they
+/// now see. `swarm approve` without the reviewed sha256 shows the message and
+/// approves nothing; an agent cannot approve at all.
+#[test]
+fn an_approval_covers_exactly_the_content_the_person_reviewed() {
+    let (p, queued, id) = held_note();
+    let held = p.hq("master", "held").join(file_name(&queued));
+    assert!(held.is_file());
+
+    // Reviewing: the whole message and its fingerprint, nothing approved.
+    let st = p.swarm(&["status", "--json"]).ok().json();
+    let seen = st["held"][0]["sha256"].as_str().unwrap().to_string();
+    assert!(st["held"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("message: ship it"));
+    let r = p
+        .cmd("swarm")
+        .args(["approve", &id])
+        .code(1)
+        .stdout_has("message: ship it")
+        .stdout_has(&format!("sha256: {seen}"))
+        .stderr_has(&format!("swarm approve {id} --sha256 {seen}"))
+        .run();
+    assert!(r.stderr.contains("nothing approved"), "{r:?}");
+    let record = p.path(&format!(".swarmforge/approvals/{id}"));
+    assert!(!record.exists() && held.is_file());
+
+    // The agent rewrites its held file after the review.
+    let swapped = fs::read_to_string(&held)
+        .unwrap()
+        .replace("to: qa", "to: coder")
+        .replace("ship it", "rm -rf everything");
+    fs::write(&held, swapped).unwrap();
+    p.cmd("swarm")
+        .args(["approve", &id, "--sha256", &seen])
+        .code(2)
+        .stderr_has("CHANGED_SINCE_REVIEW")
+        .stderr_has("nothing approved")
+        .run();
+    assert!(!record.exists() && held.is_file());
+    p.deliver_once().ok();
+    assert!(copies_of(&p.wt_path("qa"), &file_name(&queued)).is_empty());
+
+    // An agent approving: refused, whatever it names.
+    p.cmd("swarm")
+        .role("coder")
+        .args(["approve", &id, "--sha256", &seen])
+        .code(2)
+        .stderr_has("PERSON_ONLY")
+        .run();
+    for args in [
+        vec!["pause"],
+        vec!["resume"],
+        vec!["deny", &id, "--reason", "x"],
+    ] {
+        p.cmd("swarm")
+            .role("coder")
+            .args(&args)
+            .code(2)
+            .stderr_has("PERSON_ONLY")
+            .run();
+    }
+    assert!(!record.exists() && held.is_file());
+
+    // The person reviews again and approves what they see now.
+    let r = p
+        .cmd("swarm")
+        .args(["approve", &id, "--json"])
+        .code(1)
+        .run();
+    let now = r.json();
+    assert_eq!(now["status"], "review");
+    assert!(now["message"]
+        .as_str()
+        .unwrap()
+        .contains("rm -rf everything"));
+    let fp = now["sha256"].as_str().unwrap();
+    assert_ne!(fp, seen);
+    p.swarm(&["approve", &id, "--sha256", fp])
+        .ok()
+        .stdout_has("APPROVED: ");
+    assert!(fs::read_to_string(&record)
+        .unwrap()
+        .contains(&format!("sha256: {fp}")));
+}
+
+fn tomorrow() -> String {
+    (chrono::Utc::now() + chrono::Duration::days(1))
+        .format("%Y-%m-%d")
+        .to_string()
+}
+
+/// Every `.handoff` file under a worktree's `archive/` named `name`.
+fn archived(wt: &Path, name: &str) -> usize {
+    crate::support::walk(&crate::support::hq(wt, "archive"))
+        .iter()
+        .filter(|f| f.file_name().is_some_and(|n| n == name))
+        .count()
+}
+
+/// The daemon dies after a copy and before the original's move to `sent/`;
+/// the item is completed and archived; the restarted daemon must see the
+/// archived copy and not deliver a second one. A running daemon must not
+/// deliver an original re-planted after the archive either.
+#[test]
+fn an_archived_copy_still_counts_as_delivered() {
+    for mode in ["task", "batch"] {
+        let p = Project::builder()
+            .role("coder")
+            .role(Role::new("qa").worktree("qa").mode(mode))
+            .config("wake: {method: none}\ndaemon: {rescan: 100ms}\n")
+            .build();
+        let queued = p
+            .send_as("coder", "type: note\nto: qa\npriority: 50\nmessage: once\n")
+            .ok()
+            .queued();
+        let name = file_name(&queued);
+        p.deliver_once().ok();
+        // As if killed before the move: the original is back in the outbox.
+        let sent = p.hq("master", "sent").join(&name);
+        fs::rename(&sent, &queued).unwrap();
+        p.cmd("ready-next").role("qa").run().ok();
+        p.cmd("done-current").role("qa").run().ok();
+        p.swarm(&["archive", "--before", &tomorrow()]).ok();
+        assert_eq!(archived(&p.wt_path("qa"), &name), 1, "{mode}");
+        p.deliver_once().ok();
+        assert!(!queued.exists(), "{mode}: the original left the outbox");
+        assert!(
+            copies_of(&p.wt_path("qa"), &name).is_empty(),
+            "{mode}: a second copy was delivered"
+        );
+
+        // Re-planted from the archive while a daemon runs.
+        let d = p.spawn_daemon(&[]);
+        let original = crate::support::walk(&p.hq("master", "archive"))
+            .into_iter()
+            .find(|f| f.file_name().is_some_and(|n| n == name.as_str()))
+            .unwrap_or_else(|| p.hq("master", "sent").join(&name));
+        let tmp = p.hq("master", "outbox/tmp");
+        fs::create_dir_all(&tmp).unwrap();
+        fs::copy(&original, tmp.join("x")).unwrap();
+        fs::rename(tmp.join("x"), &queued).unwrap();
+        crate::support::wait_until(crate::support::DEADLINE, "the re-plant is handled", || {
+            !queued.exists()
+        });
+        drop(d);
+        assert!(
+            copies_of(&p.wt_path("qa"), &name).is_empty(),
+            "{mode}: the re-planted original was delivered again"
+        );
+    }
+}
+
+/// Two completed batches of one name (the second made after the first was
+/// archived): the archive keeps a batch name for the second, and
+/// `audit --check` still finds every delivered, completed copy.
+#[test]
+fn an_archived_batch_whose_name_is_taken_stays_in_the_trail() {
+    let p = Project::builder()
+        .role("coder")
+        .role(Role::new("qa").worktree("qa").mode("batch"))
+        .config("wake: {method: none}\n")
+        .build();
+    let completed = p.hq("qa", "inbox/completed");
+    let mut first = None;
+    for m in ["one", "two"] {
+        p.send_as(
+            "coder",
+            &format!("type: note\nto: qa\npriority: 50\nmessage: {m}\n"),
+        )
+        .ok();
+        p.deliver_once().ok();
+        p.cmd("ready-next").role("qa").run().ok();
+        p.cmd("done-current").role("qa").run().ok();
+        let batch = crate::support::entries(&completed)
+            .into_iter()
+            .find(|n| n.starts_with("batch_"))
+            .unwrap();
+        // The second batch gets the first one's name (a clock set back).
+        let name = first.get_or_insert(batch.clone()).clone();
+        if batch != name {
+            fs::rename(completed.join(&batch), completed.join(&name)).unwrap();
+        }
+        p.swarm(&["archive", "--before", &tomorrow()]).ok();
+    }
+    let day = crate::support::entries(&p.hq("qa", "archive"))[0].clone();
+    let dirs = crate::support::entries(&p.hq("qa", &format!("archive/{day}/completed")));
+    assert_eq!(dirs.len(), 2, "{dirs:?}");
+    assert!(dirs.iter().all(|d| d.starts_with("batch_")), "{dirs:?}");
+    p.swarm(&["audit", "--check"]).ok();
+}
+
+/// A held folder that is a symlink (or a held entry that is one) points
+/// outside the project: neither `swarm status` lists it nor `swarm approve`
+/// moves it into the outbox.
+#[test]
+fn a_symlinked_held_folder_or_file_is_not_followed() {
+    let (p, queued, id) = held_note();
+    let held = p.hq("master", "held");
+    let outside = tempfile::tempdir().unwrap();
+    let name = file_name(&queued);
+    fs::rename(held.join(&name), outside.path().join(&name)).unwrap();
+    let fp = {
+        // What a listing would show for the planted file.
+        fs::write(
+            held.join(&name),
+            fs::read(outside.path().join(&name)).unwrap(),
+        )
+        .unwrap();
+        let st = p.swarm(&["status", "--json"]).ok().json();
+        fs::remove_file(held.join(&name)).unwrap();
+        st["held"][0]["sha256"].as_str().unwrap().to_string()
+    };
+    for how in ["folder", "file"] {
+        fs::remove_dir_all(&held).unwrap();
+        if how == "folder" {
+            std::os::unix::fs::symlink(outside.path(), &held).unwrap();
+        } else {
+            fs::create_dir(&held).unwrap();
+            std::os::unix::fs::symlink(outside.path().join(&name), held.join(&name)).unwrap();
+        }
+        let st = p.swarm(&["status", "--json"]).ok().json();
+        assert_eq!(st["held"], serde_json::json!([]), "{how}");
+        p.cmd("swarm")
+            .args(["approve", &id, "--sha256", &fp])
+            .code(1)
+            .stderr_has("no held handoff")
+            .run();
+        assert!(outside.path().join(&name).is_file(), "{how}");
+        assert!(files(&p.hq("master", "outbox")).is_empty(), "{how}");
+        if how == "folder" {
+            fs::remove_file(&held).unwrap();
+            fs::create_dir(&held).unwrap();
+        }
+    }
+}
+
+/// Bidi overrides and line separators in a body reach `ready-next`'s
+/// PAYLOAD escaped (`\u{202e}`), never raw.
+#[test]
+fn bidi_controls_in_a_payload_are_escaped() {
+    let p = Project::builder()
+        .role("coder")
+        .role(Role::new("qa").worktree("qa"))
+        .config("wake: {method: none}\n")
+        .build();
+    p.send_as(
+        "coder",
+        "type: post\nto: qa\npriority: 50\nsubject: look\n\nsafe \u{202e}txt.exe\u{2028}next\u{2029}and \u{2066}x\u{2069}\n",
+    )
+    .ok();
+    p.deliver_once().ok();
+    let r = p.cmd("ready-next").role("qa").run();
+    r.ok()
+        .stdout_has("safe \\u{202e}txt.exe\\u{2028}next\\u{2029}and \\u{2066}x\\u{2069}");
+    for c in ['\u{202e}', '\u{2028}', '\u{2029}', '\u{2066}', '\u{2069}'] {
+        assert!(!r.stdout.contains(c), "{c:?} raw in {:?}", r.stdout);
+    }
+}
+
+/// A hostile scripted agent in a confined swarm tries every write and read
+/// a person's decisions and the other roles depend on: each is refused, and
+/// its own work (a note to another role, its own queue) goes on.
+#[test]
+fn a_confined_agent_does_its_own_work_and_nothing_else() {
+    confined_run(false);
+}
+
+/// The same in tmux: the pane runs the agent confined.
+#[test]
+fn a_confined_agent_in_tmux_does_its_own_work_and_nothing_else() {
+    if !crate::support::require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    confined_run(true);
+}
+
+/// A bubblewrap for the confinement tests: the one the pinned Codex ships
+/// (kept off PATH: Codex prefers a `bwrap` on PATH to its own and fails with
+/// Debian 12's), else `bwrap` on PATH; None after a NOTE (a failure in CI).
+fn bwrap() -> Option<String> {
+    let clis = std::env::var_os("SWARM_AGENT_CLIS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/agent-clis"));
+    let shipped = clis.join(
+        "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/codex-resources/bwrap",
+    );
+    if shipped.is_file() {
+        return Some(shipped.to_string_lossy().into_owned());
+    }
+    crate::support::require_tool(
+        "bwrap",
+        "apt-get install -y bubblewrap, or install the real agent CLIs (.ci/run)",
+    )
+    .then(|| "bwrap".to_string())
+}
+
+fn confined_run(tmux: bool) {
+    let Some(bwrap) = bwrap() else {
+        return;
+    };
+    let g = Project::empty();
+    let root = g.path("swarm");
+    fs::create_dir_all(root.join("agents")).unwrap();
+    fs::write(root.join("agents/hostile.sh"), HOSTILE).unwrap();
+    fs::write(
+        root.join("agents/drain.sh"),
+        "out=$(ready-next)\nuntil printf '%s\\n' \"$out\" | grep -qx NO_TASK; do out=$(done-current); done\n",
+    )
+    .unwrap();
+    fs::write(
+        root.join("swarm.yaml"),
+        "launch: {stagger: 0ms, confine: true}\nroles:\n  - {name: hostile, worktree: hostile, agent: sh \"$SWARMFORGE_PROJECT/agents/hostile.sh\"}\n  - {name: victim, worktree: victim, agent: sh \"$SWARMFORGE_PROJECT/agents/drain.sh\"}\n  - {name: boss, worktree: boss, agent: human}\n  - {name: helper, worktree: helper, agent: api, base_url: 'http://127.0.0.1:9/v1', model: m, api_key_env: HELPER_KEY}\n",
+    )
+    .unwrap();
+    g.cmd("swarm")
+        .at(&root)
+        .args(["init", "--quiet"])
+        .run()
+        .ok();
+    g.cmd("swarm")
+        .at(&root)
+        .args(["pause", "--type", "post"])
+        .run()
+        .ok();
+    let token = root.join(".swarmforge/serve/token");
+    fs::create_dir_all(token.parent().unwrap()).unwrap();
+    fs::write(&token, "cockpit-secret\n").unwrap();
+
+    let mut guard = crate::support::SwarmGuard::new(&root);
+    let up = g
+        .cmd("swarm")
+        .at(&root)
+        .env("HELPER_KEY", "helper-key-SECRET")
+        .env("SWARM_BWRAP", &bwrap)
+        .arg("up");
+    let results_file = root.join(".worktrees/hostile/results.txt");
+    if tmux {
+        let r = up.arg("--detach").run();
+        assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+        guard.socket = Some(std::path::PathBuf::from(
+            fs::read_to_string(root.join(".swarmforge/tmux-socket"))
+                .unwrap()
+                .trim(),
+        ));
+        crate::support::wait_until(
+            crate::support::DEADLINE,
+            "the agent in tmux is done",
+            || fs::read_to_string(&results_file).is_ok_and(|r| r.contains("own: sent")),
+        );
+    } else {
+        guard.guard(
+            up.args(["--no-tmux", "--until-idle", "--timeout", "60s"])
+                .start(),
+        );
+        let out = guard.finish(std::time::Duration::from_secs(70), "the swarm finishes");
+        out.ok();
+    }
+    let results = fs::read_to_string(&results_file).unwrap_or_else(|e| {
+        let log =
+            fs::read_to_string(root.join(".swarmforge/agents/hostile.log")).unwrap_or_default();
+        panic!("no results: {e}\n{log}")
+    });
+    for attempt in [
+        "approval",
+        "unpause",
+        "token",
+        "victim_inbox",
+        "victim_file",
+        "boss_inbox",
+        "daemon_stop",
+        "key",
+        "answer_as_boss",
+    ] {
+        assert!(
+            results.contains(&format!("{attempt}: refused")),
+            "{attempt} was not refused:\n{results}"
+        );
+    }
+    let log = fs::read_to_string(root.join(".swarmforge/agents/hostile.log")).unwrap_or_default();
+    assert!(results.contains("own: sent"), "{results}\n{log}");
+    assert!(results.contains("own: home and tmp"), "{results}\n{log}");
+    assert!(!root
+        .join(".swarmforge/approvals/20260101T000000Z_000001_from_hostile")
+        .exists());
+    assert!(root.join(".swarmforge/paused").exists());
+    // The person's question is still theirs to answer.
+    let boss = root.join(".worktrees/boss");
+    assert_eq!(crate::support::inbox_copies(&boss).len(), 1);
+    assert!(files(&crate::support::hq(&boss, "outbox")).is_empty());
+    assert!(!root.join(".worktrees/victim/planted.txt").exists());
+    let t = g.cmd("swarm").at(&root).args(["transcript"]).run();
+    assert!(
+        t.stdout
+            .contains("[hostile -> victim] note from the sandbox"),
+        "{}",
+        t.stdout
+    );
+}
+
+/// What the hostile agent tries (each line of results.txt: `<what>: refused`
+/// or `<what>: DONE`).
+const HOSTILE: &str = r#"set -u
+r="$PWD/results.txt"
+: >"$r"
+P="$SWARMFORGE_PROJECT"
+try() { what=$1; shift; if ( "$@" ) >/dev/null 2>&1; then echo "$what: DONE" >>"$r"; else echo "$what: refused" >>"$r"; fi; }
+try approval sh -c "echo sha256: x >'$P/.swarmforge/approvals/20260101T000000Z_000001_from_hostile'"
+try unpause rm "$P/.swarmforge/paused"
+try token cat "$P/.swarmforge/serve/token"
+try victim_inbox sh -c "echo x >'$P/.worktrees/victim/.swarmforge/handoffs/inbox/new/50_x.handoff'"
+try victim_file sh -c "echo x >'$P/.worktrees/victim/planted.txt'"
+try boss_inbox sh -c "echo x >'$P/.worktrees/boss/.swarmforge/handoffs/inbox/new/50_x.handoff'"
+try daemon_stop sh -c "echo x >'$P/.swarmforge/daemon/stop'"
+try key sh -c 'test -n "${HELPER_KEY:-}"'
+printf 'type: clarify\nto: boss\npriority: 50\nquestion: Ship it?\n\nyes\nno\n' >q.txt && swarm-handoff q.txt >/dev/null
+box="$P/.worktrees/boss/.swarmforge/handoffs/inbox/new"
+i=0
+until [ -n "$(ls "$box" 2>/dev/null)" ] || [ $i -ge 200 ]; do sleep 0.1; i=$((i+1)); done
+id=$(ls "$box" | head -n 1 | sed 's/^[0-9]*_\(.*\)_to_.*/\1/')
+try answer_as_boss env -u SWARMFORGE_ROLE swarm answer "$id" --choice 1
+echo x >"$HOME/x" && echo x >/tmp/x && echo "own: home and tmp" >>"$r"
+printf 'type: note\nto: victim\npriority: 50\nmessage: from the sandbox\n' >d.txt && swarm-handoff d.txt && echo "own: sent" >>"$r"
+out=$(ready-next)
+until printf '%s\n' "$out" | grep -qx NO_TASK; do out=$(done-current); done
+"#;
