@@ -456,7 +456,14 @@ fn confined_run(tmux: bool) {
                 .start(),
         );
         let out = guard.finish(std::time::Duration::from_secs(70), "the swarm finishes");
-        out.ok();
+        // Idle, with the hostile agent's real clarify still open for the
+        // person: --until-idle says so with its own exit code.
+        assert_eq!(
+            out.code, 3,
+            "stdout:\n{}\nstderr:\n{}",
+            out.stdout, out.stderr
+        );
+        assert!(out.stderr.contains("wait for a person"), "{}", out.stderr);
     }
     let results = fs::read_to_string(&results_file).unwrap_or_else(|e| {
         let log =
