@@ -95,7 +95,7 @@ pub fn resolve_as(cwd: &Path, role: &str) -> Result<Resolved> {
 /// The items a ready step hands out.
 pub fn items(r: &Ready) -> Vec<&Item> {
     match r {
-        Ready::NoTask => Vec::new(),
+        Ready::NoTask | Ready::MailWaiting => Vec::new(),
         Ready::Task { item, .. } => vec![item],
         Ready::Batch { items, .. } => items.iter().collect(),
     }

@@ -341,6 +341,7 @@ pub fn reactions_json(reactions: &[Item]) -> Value {
 pub fn ready_text(r: &Ready, viewer: Viewer) -> String {
     match r {
         Ready::NoTask => "NO_TASK\n".to_string(),
+        Ready::MailWaiting => "MAIL_WAITING\n".to_string(),
         Ready::Task { item, answers, .. } => task_text(item, viewer, answers),
         Ready::Batch {
             dir,
@@ -466,6 +467,7 @@ pub fn item_json(item: &Item, viewer: Viewer) -> Value {
 pub fn ready_json(r: &Ready, viewer: Viewer) -> Value {
     match r {
         Ready::NoTask => json!({"status": "no_task"}),
+        Ready::MailWaiting => json!({"status": "mail_waiting"}),
         Ready::Task {
             item,
             resumed,

@@ -29,6 +29,10 @@ pub struct Args {
     /// item to be delivered (on file events), then print NO_TASK
     #[arg(long, value_name = "SECS", value_parser = crate::agent::wait::parse_wait)]
     pub wait: Option<std::time::Duration>,
+    /// Take nothing after the completion: print MAIL_WAITING when work
+    /// waits, else NO_TASK (today's SwarmForge `done_with_current.sh`)
+    #[arg(long, conflicts_with = "wait")]
+    pub mail_waiting: bool,
 }
 
 pub fn run() -> i32 {
@@ -40,12 +44,16 @@ pub fn run() -> i32 {
     let result = super::ready_next::resolve(args.task, args.batch).and_then(|r| {
         crate::fsx::set_fsync(r.config.daemon.fsync);
         let inbox = r.inbox();
-        let done = crate::agent::wait::done_then_wait(
-            &inbox,
-            r.mode,
-            args.failed.as_deref(),
-            args.wait.unwrap_or_default(),
-        );
+        let done = if args.mail_waiting {
+            inbox.done_announcing(r.mode, args.failed.as_deref())
+        } else {
+            crate::agent::wait::done_then_wait(
+                &inbox,
+                r.mode,
+                args.failed.as_deref(),
+                args.wait.unwrap_or_default(),
+            )
+        };
         place = Some(r);
         done
     });

@@ -20,15 +20,26 @@ const fn shim(name: &'static str, binary: &'static str, args: &'static [&'static
     Shim { name, binary, args }
 }
 
-/// Every wrapper `swarm shims` writes.
+/// Every wrapper `swarm shims` writes. The done wrappers take nothing after
+/// the completion and print `MAIL_WAITING` or `NO_TASK`, as SwarmForge's do
+/// today; an agent on older prompts that stops there is woken again, since
+/// untaken mail is re-woken (docs/swarmforge-compat.md §1).
 pub const SHIMS: &[Shim] = &[
     shim("swarm_handoff.sh", "swarm-handoff", &[]),
     shim("ready_for_next.sh", "ready-next", &[]),
-    shim("done_with_current.sh", "done-current", &[]),
+    shim("done_with_current.sh", "done-current", &["--mail-waiting"]),
     shim("ready_for_next_task.sh", "ready-next", &["--task"]),
     shim("ready_for_next_batch.sh", "ready-next", &["--batch"]),
-    shim("done_with_current_task.sh", "done-current", &["--task"]),
-    shim("done_with_current_batch.sh", "done-current", &["--batch"]),
+    shim(
+        "done_with_current_task.sh",
+        "done-current",
+        &["--task", "--mail-waiting"],
+    ),
+    shim(
+        "done_with_current_batch.sh",
+        "done-current",
+        &["--batch", "--mail-waiting"],
+    ),
     shim("stop_handoff_daemon.sh", "swarm", &["stop"]),
 ];
 

@@ -28,7 +28,7 @@ message: <one line, max 80 chars>
 /// A parsed draft: the recorded fields in draft order, the body (for types
 /// that take one: `Some`, possibly empty; leading blank lines dropped, lines
 /// joined with `\n`, ending in `\n`) and every parse error.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Draft {
     pub fields: Vec<(String, String)>,
     pub body: Option<String>,

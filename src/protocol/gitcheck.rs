@@ -42,3 +42,17 @@ pub fn canonical_commit(dir: &Path, commit: &str) -> Result<String, String> {
     }
     Ok(short)
 }
+
+/// The 10-character abbreviation of HEAD in `dir`, as SwarmForge's
+/// `swarm_handoff.sh` reads it today to fill a draft's `commit`
+/// (docs/swarmforge-compat.md §2); None when there is no readable HEAD.
+pub fn head_commit(dir: &Path) -> Option<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["rev-parse", "--short=10", "HEAD"])
+        .output()
+        .ok()?;
+    let head = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !head.is_empty()).then_some(head)
+}

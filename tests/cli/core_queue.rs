@@ -1232,11 +1232,21 @@ fn shims_write_executable_wrappers_that_work_from_path() {
     let table = [
         ("swarm_handoff.sh", "swarm-handoff", ""),
         ("ready_for_next.sh", "ready-next", ""),
-        ("done_with_current.sh", "done-current", ""),
+        // Today's SwarmForge done helpers take nothing next: they print
+        // MAIL_WAITING or NO_TASK (docs/swarmforge-compat.md §1).
+        ("done_with_current.sh", "done-current", " --mail-waiting"),
         ("ready_for_next_task.sh", "ready-next", " --task"),
         ("ready_for_next_batch.sh", "ready-next", " --batch"),
-        ("done_with_current_task.sh", "done-current", " --task"),
-        ("done_with_current_batch.sh", "done-current", " --batch"),
+        (
+            "done_with_current_task.sh",
+            "done-current",
+            " --task --mail-waiting",
+        ),
+        (
+            "done_with_current_batch.sh",
+            "done-current",
+            " --batch --mail-waiting",
+        ),
         ("stop_handoff_daemon.sh", "swarm", " stop"),
     ];
     let listing: String = table

@@ -244,11 +244,10 @@ fn git_group_errors() {
     let blob = short(&p, "HEAD:README");
     let cases: Vec<(String, Vec<String>)> = vec![
         (
+            // No commit: today's SwarmForge fills it from HEAD
+            // (docs/swarmforge-compat.md §2), so only the task is missing.
             "type: git_handoff\nto: qa\npriority: 10\n".into(),
-            vec![
-                "Missing required header 'task' for git_handoff.".into(),
-                "Missing required header 'commit' for git_handoff.".into(),
-            ],
+            vec!["Missing required header 'task' for git_handoff.".into()],
         ),
         (
             // 41 astral characters are 82 UTF-16 units, as SwarmForge counts.
@@ -295,6 +294,17 @@ fn git_group_errors() {
         ),
     );
     queued_path(&r);
+    // With no HEAD to take (an unborn branch) the commit is missing.
+    let p = project();
+    support::git(&p.root, &["checkout", "-q", "--orphan", "unborn"]);
+    assert_invalid(
+        &p,
+        "type: git_handoff\nto: qa\npriority: 10\n",
+        &[
+            "Missing required header 'task' for git_handoff.",
+            "Missing required header 'commit' for git_handoff.",
+        ],
+    );
 }
 
 #[test]

@@ -8,6 +8,7 @@ mod archive;
 mod args;
 mod bridge;
 mod builder;
+mod compat;
 mod core_queue;
 mod core_send;
 mod costs;

@@ -7,11 +7,21 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::find::find_in;
-use super::{in_order, list, paths, remove_if_unfilled, Done, Inbox, Item};
+use super::{in_order, list, paths, remove_if_unfilled, Done, Inbox, Item, Ready};
 use crate::error::{Error, IoContext, Result, Token};
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::roles::ReceiveMode;
+
+/// What a completion does next.
+#[derive(Clone, Copy)]
+enum FollowUp {
+    /// Take the next item, as SwarmForge's done helpers did (`exec` of the
+    /// ready helper) and `done-current` does.
+    TakeNext,
+    /// Take nothing; say `MAIL_WAITING` or `NO_TASK`.
+    Announce,
+}
 
 /// Longest `--failed` reason accepted.
 pub const MAX_FAILED_REASON: usize = 200;
@@ -132,6 +142,17 @@ impl Inbox<'_> {
     /// <reason>` on it (every item of a batch) along with `completed_at`,
     /// so whoever asked (the daemon, for a digest request) can tell.
     pub fn done_failed(&self, mode: ReceiveMode, failed: Option<&str>) -> Result<Done> {
+        self.finish(mode, failed, FollowUp::TakeNext)
+    }
+
+    /// Completes the item in process like [`Inbox::done_failed`], then only
+    /// says whether mail waits (`MAIL_WAITING` / `NO_TASK`) and takes nothing:
+    /// SwarmForge's `done_with_current.sh` today (docs/swarmforge-compat.md §1).
+    pub fn done_announcing(&self, mode: ReceiveMode, failed: Option<&str>) -> Result<Done> {
+        self.finish(mode, failed, FollowUp::Announce)
+    }
+
+    fn finish(&self, mode: ReceiveMode, failed: Option<&str>, follow: FollowUp) -> Result<Done> {
         if let Some(r) = failed {
             check_failed_reason(r)?;
         }
@@ -144,7 +165,17 @@ impl Inbox<'_> {
             }
         };
         let mut reactions = Vec::new();
-        let next = self.ready_locked(mode, &mut reactions);
+        let next = match follow {
+            FollowUp::TakeNext => self.ready_locked(mode, &mut reactions),
+            // Any item in `new/` is mail, as upstream counts it.
+            FollowUp::Announce => list(&self.wt.inbox_new()).map(|l| {
+                if l.files.is_empty() {
+                    Ready::NoTask
+                } else {
+                    Ready::MailWaiting
+                }
+            }),
+        };
         Ok(Done {
             completed,
             completed_batch,

@@ -42,6 +42,8 @@ impl Item {
 #[derive(Clone, Debug)]
 pub enum Ready {
     NoTask,
+    /// Work waits in `new/` and was not taken (`done-current --mail-waiting`).
+    MailWaiting,
     Task {
         item: Item,
         resumed: bool,

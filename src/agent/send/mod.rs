@@ -192,6 +192,8 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> Result<Queued> {
 /// Validates a parsed draft for `s` and queues it: the path `swarm-handoff`
 /// and `swarm answer` share. `shown` names the draft in the report.
 pub fn submit(s: &Sender, d: &Draft, shown: &str) -> Result<Queued> {
+    let filled = with_head_commit(d, &s.at.worktree.root);
+    let d = filled.as_ref().unwrap_or(d);
     let allowed = s.config.allowed_types(&s.role);
     let is_role = |r: &str| s.roles.find(r).is_some();
     let policy = rules::Policy {
@@ -321,6 +323,20 @@ pub fn submit(s: &Sender, d: &Draft, shown: &str) -> Result<Queued> {
         hop: ctx.hop,
         artifacts: ctx.artifacts,
     })
+}
+
+/// A `git_handoff` draft without `commit` names the sender worktree's HEAD,
+/// as SwarmForge's `swarm_handoff.sh` fills it today; a commit the draft
+/// names is kept (docs/swarmforge-compat.md §2). None: nothing to fill (or
+/// no readable HEAD, which the validation then reports as the missing commit).
+fn with_head_commit(d: &Draft, worktree: &Path) -> Option<Draft> {
+    if d.type_name() != Some(types::GIT_HANDOFF.name) || d.get(names::COMMIT).is_some() {
+        return None;
+    }
+    let head = gitcheck::head_commit(worktree)?;
+    let mut filled = d.clone();
+    filled.fields.push((names::COMMIT.to_string(), head));
+    Some(filled)
 }
 
 #[cfg(test)]

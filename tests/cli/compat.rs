@@ -1,0 +1,217 @@
+//! Today's SwarmForge, as its own files document it (docs/swarmforge-compat.md):
+//! each case from upstream's documented example, in both layouts.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::support::{file_header, git, handoff_names, Layout, Project, Role, Run};
+
+const LAYOUTS: [Layout; 2] = [Layout::Init, Layout::SwarmForge];
+
+/// `coder` in the main worktree (task mode), `qa` in `.worktrees/qa` (batch
+/// mode); no wake-ups.
+fn project(layout: Layout) -> Project {
+    Project::builder()
+        .layout(layout)
+        .role("coder")
+        .role(Role::new("qa").worktree("qa").mode("batch"))
+        .config("wake: {method: none}\n")
+        .queue_dirs()
+        .build()
+}
+
+/// The SwarmForge-named wrappers (`swarm shims`), first on PATH.
+struct Shims {
+    dir: tempfile::TempDir,
+}
+
+impl Shims {
+    fn install(p: &Project) -> Shims {
+        let dir = tempfile::tempdir().unwrap();
+        p.swarm(&["shims", dir.path().to_str().unwrap()]).ok();
+        Shims { dir }
+    }
+
+    /// Runs `script` with `sh -c` as `role`, from its worktree.
+    fn run(&self, p: &Project, role: &str, script: &str) -> Run {
+        let path = format!(
+            "{}:{}",
+            self.dir.path().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        p.cmd("sh")
+            .role(role)
+            .env("PATH", path)
+            .args(["-c", script])
+            .run()
+    }
+}
+
+fn note(to: &str, priority: &str, message: &str) -> String {
+    format!("type: note\nto: {to}\npriority: {priority}\nmessage: {message}\n")
+}
+
+/// The one `*.handoff` name in `dir` (a queue folder).
+fn only(dir: &Path) -> String {
+    let names = handoff_names(dir);
+    assert_eq!(names.len(), 1, "{}: {names:?}", dir.display());
+    names[0].clone()
+}
+
+/// Upstream's test/swarmforge/script_test.clj,
+/// `done-with-current-task-completes-without-accepting-next`: "Given a
+/// current task and more mail in the inbox / When done_with_current runs /
+/// Then it completes the current task, leaves the next item queued, and
+/// prints MAIL_WAITING"; and its handoff-protocol.md example:
+///
+/// ```text
+/// COMPLETED: .swarmforge/handoffs/inbox/completed/00_20260615T140531Z_000042_from_architect_to_coder.handoff
+/// MAIL_WAITING
+/// ```
+///
+/// With nothing queued the same line is `NO_TASK`.
+#[test]
+fn done_with_current_sh_prints_mail_waiting_and_leaves_the_next_item_queued() {
+    for layout in LAYOUTS {
+        let p = project(layout);
+        let sh = Shims::install(&p);
+        p.send_as("qa", &note("coder", "50", "first")).ok();
+        p.send_as("qa", &note("coder", "50", "second")).ok();
+        p.deliver_once().ok();
+        let new = p.hq("master", "inbox/new");
+        let done = p.hq("master", "inbox/completed");
+
+        sh.run(&p, "coder", "ready_for_next.sh")
+            .ok()
+            .stdout_has("\n\nfirst\n");
+        let first = only(&p.hq("master", "inbox/in_process"));
+        let second = only(&new);
+        sh.run(&p, "coder", "done_with_current.sh").is(
+            0,
+            &format!("COMPLETED: {}\nMAIL_WAITING\n", done.join(&first).display()),
+            "",
+        );
+        // Left queued, not accepted: still in new/, never stamped.
+        assert_eq!(only(&new), second, "{layout:?}");
+        assert_eq!(file_header(&new.join(&second), "dequeued_at"), None);
+
+        sh.run(&p, "coder", "ready_for_next.sh")
+            .ok()
+            .stdout_has("\n\nsecond\n");
+        sh.run(&p, "coder", "done_with_current_task.sh").is(
+            0,
+            &format!("COMPLETED: {}\nNO_TASK\n", done.join(&second).display()),
+            "",
+        );
+    }
+}
+
+/// Upstream's `done-with-current-batch-completes-without-accepting-next`:
+/// "Given a current batch and more mail in the inbox / When done_with_current
+/// runs / Then it completes the batch, leaves the next item queued, and
+/// prints MAIL_WAITING" (after `COMPLETED_BATCH:`).
+#[test]
+fn done_with_current_sh_after_a_batch_prints_mail_waiting() {
+    for layout in LAYOUTS {
+        let p = project(layout);
+        let sh = Shims::install(&p);
+        p.send_as("coder", &note("qa", "10", "a")).ok();
+        p.send_as("coder", &note("qa", "10", "b")).ok();
+        p.send_as("coder", &note("qa", "20", "c")).ok();
+        p.deliver_once().ok();
+
+        sh.run(&p, "qa", "ready_for_next.sh")
+            .ok()
+            .stdout_has("COUNT: 2\n");
+        let r = sh.run(&p, "qa", "done_with_current.sh");
+        r.ok().stdout_has("COMPLETED_BATCH: ");
+        assert!(
+            r.stdout.ends_with("\nMAIL_WAITING\n"),
+            "{layout:?}: {}",
+            r.stdout
+        );
+        let left = only(&p.hq("qa", "inbox/new"));
+        assert!(left.starts_with("20_"), "{left}");
+
+        sh.run(&p, "qa", "ready_for_next.sh")
+            .ok()
+            .stdout_has("COUNT: 1\n");
+        let r = sh.run(&p, "qa", "done_with_current_batch.sh");
+        assert!(
+            r.stdout.ends_with("\nNO_TASK\n"),
+            "{layout:?}: {}",
+            r.stdout
+        );
+    }
+}
+
+/// `swarm_handoff.sh ./tmp/handoff.txt` with upstream's documented draft,
+/// which names no commit (swarmforge/handoff-protocol.md, "The helper
+/// replaces any draft `commit` value with the sender worktree's current
+/// HEAD"; the lieutenant README: "The agent does not type a SHA;
+/// `swarm_handoff.sh` fills `commit` from the sender worktree HEAD (exactly 10
+/// hexadecimal characters, resolved to a single commit)"):
+///
+/// ```text
+/// type: git_handoff
+/// to: cleaner
+/// priority: 50
+/// task: task-1-cave-setup
+/// ```
+///
+/// A draft that does name a commit keeps it (SwarmForge's earlier prompts
+/// tell agents to type it).
+#[test]
+fn git_handoff_without_commit_takes_head_and_drafts_live_in_tmp() {
+    for layout in LAYOUTS {
+        let p = project(layout);
+        let wt = p.role_dir("qa");
+        let commit_in_qa = |what: &str| {
+            fs::write(wt.join(format!("{what}.txt")), what).unwrap();
+            git(&wt, &["add", &format!("{what}.txt")]);
+            git(&wt, &["commit", "-q", "-m", what]);
+            git(&wt, &["rev-parse", "--short=10", "HEAD"])
+        };
+        let send = |draft: &str| -> PathBuf {
+            fs::create_dir_all(wt.join("tmp")).unwrap();
+            fs::write(wt.join("tmp/handoff.txt"), draft).unwrap();
+            let queued = p
+                .cmd("swarm-handoff")
+                .role("qa")
+                .arg("./tmp/handoff.txt")
+                .run()
+                .queued();
+            assert!(
+                !wt.join("tmp/handoff.txt").exists(),
+                "{layout:?}: draft deleted"
+            );
+            queued
+        };
+        let draft = "type: git_handoff\nto: coder\npriority: 50\ntask: task-1-cave-setup\n";
+
+        let older = commit_in_qa("cave");
+        let queued = send(draft);
+        assert_eq!(
+            file_header(&queued, "commit").as_deref(),
+            Some(older.as_str())
+        );
+        let text = fs::read_to_string(&queued).unwrap();
+        assert!(
+            text.ends_with(&format!("\n\nmerge_and_process qa {older}\n")),
+            "{layout:?}: {text}"
+        );
+
+        let head = commit_in_qa("wumpus");
+        assert_ne!(head, older);
+        let queued = send(&format!("{draft}commit: {older}\n"));
+        assert_eq!(
+            file_header(&queued, "commit").as_deref(),
+            Some(older.as_str())
+        );
+        let queued = send(draft);
+        assert_eq!(
+            file_header(&queued, "commit").as_deref(),
+            Some(head.as_str())
+        );
+    }
+}
