@@ -92,7 +92,11 @@ pub fn still_waiting(worktree: &Path) -> bool {
     has_handoff(wt.inbox_new(), false) && !has_handoff(wt.in_process(), true)
 }
 
-fn run_tmux(socket: &Path, session: &str) -> Result<(), String> {
+/// `exited`: the pane script waits at its `read` for a line (the agent
+/// exited): the text and one Enter make one line, so one run. An agent that
+/// runs gets SwarmForge's cadence, whose trailing C-j a TUI needs; typed at
+/// the pane script's `read` it would be a second line, a second run.
+fn run_tmux(socket: &Path, session: &str, exited: bool) -> Result<(), String> {
     // `=name:` matches the session name exactly; a bare name is a prefix
     // match and could type into another agent's pane.
     let target = format!("={session}:");
@@ -105,8 +109,12 @@ fn run_tmux(socket: &Path, session: &str) -> Result<(), String> {
     let text = send(&["-l", WAKE_TEXT])?;
     std::thread::sleep(Duration::from_millis(150));
     let cr = send(&["C-m"])?;
-    std::thread::sleep(Duration::from_millis(50));
-    let lf = send(&["C-j"])?;
+    let lf = if exited {
+        true
+    } else {
+        std::thread::sleep(Duration::from_millis(50));
+        send(&["C-j"])?
+    };
     match (text, cr, lf) {
         (false, _, _) => Err("tmux send text failed".into()),
         (_, false, _) => Err("tmux send carriage return failed".into()),
@@ -146,6 +154,37 @@ pub fn deferred_file(project: &Project, role: &str) -> PathBuf {
         .daemon_dir()
         .join("wake")
         .join(format!("{role}.deferred"))
+}
+
+/// Longest a wake-up waits for its role's tmux session to exist.
+const PANE_WAIT: Duration = Duration::from_secs(20);
+/// How long after an agent started a wake-up waits before it looks at the
+/// pane: a CLI's first dialog takes a moment to draw, and an Enter typed
+/// before it would answer it.
+const STARTUP_GRACE: Duration = Duration::from_secs(5);
+
+/// The pane script's state (`running <t>` / `exited <status> <t>`).
+fn agent_state(project: &Project, role: &str) -> String {
+    let f = crate::protocol::launch_files::agent_state_file(project, role);
+    fsx::read_bounded(&f, 4096)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+/// The agent exited and its pane script waits for a line.
+fn agent_exited(project: &Project, role: &str) -> bool {
+    agent_state(project, role).starts_with("exited")
+}
+
+/// How long ago the running agent started, when the state file says.
+fn agent_run_age(project: &Project, role: &str) -> Option<Duration> {
+    let st = agent_state(project, role);
+    let t: u64 = st.strip_prefix("running ")?.trim().parse().ok()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs();
+    Some(Duration::from_secs(now.saturating_sub(t)))
 }
 
 /// Largest pane capture compared (a pane's visible text is far smaller).
@@ -306,6 +345,52 @@ impl Waker {
         }
     }
 
+    /// The startup race: the daemon runs before `swarm up` creates the
+    /// sessions, so a wake-up waits (bounded) for the role's pane, and for
+    /// an agent that just started to draw its first screen (a dialog it
+    /// shows must be seen before anything is typed).
+    fn pane_ready(&self, req: &Request, socket: &Path) -> Result<(), String> {
+        let end = Instant::now() + PANE_WAIT;
+        let target = format!("={}", req.session);
+        let mut pause = Duration::from_millis(50);
+        while !tmux::ok(socket, &["has-session", "-t", &target]) {
+            if Instant::now() >= end {
+                return Err(format!(
+                    "no tmux session {} on {} after {}s",
+                    req.session,
+                    socket.display(),
+                    PANE_WAIT.as_secs()
+                ));
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(500));
+        }
+        if let Some(age) = agent_run_age(&self.project, &req.role) {
+            if let Some(rest) = STARTUP_GRACE.checked_sub(age) {
+                std::thread::sleep(rest);
+            }
+        }
+        Ok(())
+    }
+
+    /// Types the wake text unless the pane waits for a person (daemon/pane.rs):
+    /// Ok(false) when it was held, and the wait reported instead.
+    fn type_wake(&self, req: &Request, socket: &Path) -> Result<bool, String> {
+        let screen = capture(socket, &req.session)?;
+        if let Some(p) = crate::daemon::pane::classify(&screen) {
+            crate::daemon::pane::report(&self.project, &req.role, Some(&p), &self.journal);
+            self.journal.record(
+                &Event::new(Kind::WakeHeld)
+                    .path(&req.path)
+                    .recipient(&req.role)
+                    .reason(format!("{}: {}", p.wait.word(), p.text)),
+            );
+            return Ok(false);
+        }
+        let exited = agent_exited(&self.project, &req.role);
+        run_tmux(socket, &req.session, exited).map(|()| true)
+    }
+
     fn perform(&self, req: &Request) {
         if req.rewake && !still_waiting(&req.worktree) {
             return;
@@ -320,14 +405,24 @@ impl Waker {
             m => m,
         };
         let result = match &req.method {
-            Method::Tmux { socket } if mode == WakeMode::Idle => {
-                match self.wait_quiet(req, socket, quiet, limit) {
-                    Ok(true) => run_tmux(socket, &req.session),
+            Method::Tmux { socket } => {
+                let ready = self.pane_ready(req, socket).and_then(|()| {
+                    if mode == WakeMode::Idle {
+                        self.wait_quiet(req, socket, quiet, limit)
+                    } else {
+                        Ok(true)
+                    }
+                });
+                match ready {
+                    Ok(true) => match self.type_wake(req, socket) {
+                        Ok(true) => Ok(()),
+                        Ok(false) => return,
+                        Err(e) => Err(e),
+                    },
                     Ok(false) => return,
                     Err(e) => Err(e),
                 }
             }
-            Method::Tmux { socket } => run_tmux(socket, &req.session),
             Method::Command(cmd) => run_command(cmd, req, &self.project),
             Method::None => return,
         };

@@ -145,28 +145,34 @@ pub fn check_agents(project: &Project, roles: &Roles, config: &Config, journal: 
             &socket,
             &["has-session", "-t", &format!("={}", role.session)],
         );
+        // The pane outlives its agent (it waits for a wake-up to run it
+        // again); the pane script's state file says it exited, and how.
+        // Exit 0 is the documented end of a scripted agent's run: idle.
+        let state = crate::protocol::launch_files::agent_state_file(project, &role.name);
+        let text = fsx::read_bounded(&state, 4096).unwrap_or_default();
+        let text = String::from_utf8_lossy(&text);
+        let mut words = text.split_whitespace();
+        let exited = words.next() == Some("exited");
+        let code = exited.then(|| words.next().unwrap_or("?").to_string());
+        // A pane waiting for a person: reported once per prompt.
+        let seen = (has_session && !exited)
+            .then(|| crate::daemon::pane::look(&socket, &role.session))
+            .flatten();
+        crate::daemon::pane::report(project, &role.name, seen.as_ref(), journal);
         match config.role(&role.name).filter(|r| r.restart) {
             Some(rc) if !has_session => restart(project, role, rc.restart_budget, &socket, journal),
             Some(_) => {}
             None => {
-                // The pane outlives its agent (it waits for a wake-up to run
-                // it again); the pane script's state file says it exited.
-                let state = project
-                    .swarmforge()
-                    .join("run")
-                    .join(format!("{}.state", role.name));
-                let exited =
-                    fsx::read_bounded(&state, 4096).is_ok_and(|b| b.starts_with(b"exited"));
-                let alive = has_session && !exited;
+                let failed = code.as_deref().is_some_and(|c| c != "0");
                 let launched = started
                     .lines()
                     .any(|l| l.split('\t').nth(2) == Some(role.session.as_str()));
-                let why = if has_session {
-                    "its agent exited"
-                } else {
-                    "its session is gone"
+                let why = match code {
+                    Some(c) if has_session => format!("its agent exited with status {c}"),
+                    _ => "its session is gone".to_string(),
                 };
-                report_dead(project, role, alive || !launched, why, journal);
+                let alive = has_session && !failed;
+                report_dead(project, role, alive || !launched, &why, journal);
             }
         }
     }

@@ -23,6 +23,7 @@
 pub mod agents;
 pub mod api;
 pub mod archive;
+pub mod attach;
 pub mod bridge;
 pub mod command;
 pub mod demo;

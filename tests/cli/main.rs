@@ -26,6 +26,7 @@ mod mcp;
 mod model;
 mod newcomer;
 mod order;
+mod panes;
 mod perf;
 mod readme;
 mod real_agents;

@@ -14,6 +14,7 @@ pub mod answer;
 pub mod approve;
 pub mod archive;
 pub mod artifacts;
+pub mod attach;
 pub mod audit;
 pub mod bridge;
 pub mod can_send;
@@ -216,6 +217,8 @@ pub enum Command {
     Pause(pause::Args),
     /// Restart delivery after `swarm pause`
     Resume(resume::Args),
+    /// Open a role's tmux pane (to answer what its agent waits for)
+    Attach(attach::Args),
 }
 
 pub fn run() -> i32 {
@@ -256,5 +259,6 @@ pub fn run() -> i32 {
         Command::Deny(a) => deny::run(a),
         Command::Pause(a) => pause::run(a),
         Command::Resume(a) => resume::run(a),
+        Command::Attach(a) => attach::run(a),
     }
 }
