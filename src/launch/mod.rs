@@ -38,6 +38,7 @@ pub mod socket;
 pub mod supervisor;
 pub mod swarmforge_conf;
 pub mod templates;
+pub mod trust;
 pub mod up;
 
 pub use crate::protocol::launch_files::agents_dir;

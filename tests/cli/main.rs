@@ -32,4 +32,5 @@ mod readme;
 mod real_agents;
 mod serve;
 mod trail;
+mod trust;
 mod unix;

@@ -41,6 +41,7 @@ pub mod shims;
 pub mod status;
 pub mod stop;
 pub mod transcript;
+pub mod trust;
 pub mod up;
 
 #[derive(Parser, Debug)]
@@ -219,6 +220,10 @@ pub enum Command {
     Resume(resume::Args),
     /// Open a role's tmux pane (to answer what its agent waits for)
     Attach(attach::Args),
+    /// Record folder trust for this swarm's worktrees in each CLI's store
+    Trust(trust::Args),
+    /// Remove the folder trust `swarm trust` recorded
+    Untrust(trust::Args),
 }
 
 pub fn run() -> i32 {
@@ -260,5 +265,7 @@ pub fn run() -> i32 {
         Command::Pause(a) => pause::run(a),
         Command::Resume(a) => resume::run(a),
         Command::Attach(a) => attach::run(a),
+        Command::Trust(a) => trust::run(a),
+        Command::Untrust(a) => trust::run_untrust(a),
     }
 }
