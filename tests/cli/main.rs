@@ -31,6 +31,7 @@ mod perf;
 mod readme;
 mod real_agents;
 mod serve;
+mod teardown;
 mod trail;
 mod trust;
 mod unix;
