@@ -28,6 +28,7 @@ mod newcomer;
 mod order;
 mod panes;
 mod perf;
+mod preamble;
 mod readme;
 mod real_agents;
 mod serve;
