@@ -95,6 +95,13 @@ pub fn primer(plan: &Plan, role: &str) -> Result<String> {
         s.push('\n');
     }
     let batch = me.mode.as_str() == "batch";
+    // `mcp: true`: the agent has the `swarm` MCP server's tools; teach
+    // those, not the shell wrappers (docs/mcp.md).
+    let mcp = rc.is_some_and(|r| r.mcp);
+    if mcp {
+        s.push_str(&mcp_sections(plan, role, &peers));
+        return Ok(s);
+    }
     s.push_str(&format!(
         "\n## Taking and finishing work\n\n1. Run `ready_for_next.sh`. It prints `NO_TASK`, or {} with `FROM:`, `TYPE:` and `PAYLOAD:`.\n2. Do what it asks, here in your worktree; commit code with git.\n3. Run `done_with_current.sh`: it completes the item and prints the next one, or `NO_TASK`.\n\nOne item at a time. Never edit or move files under `.swarmforge/` yourself.\n",
         if batch { "a batch of every waiting item (`BATCH:`)" } else { "one item (`TASK:`)" }
@@ -142,6 +149,58 @@ pub fn primer(plan: &Plan, role: &str) -> Result<String> {
     }
     s.push_str("\n## When to stop\n\nWhen `ready_for_next.sh` prints `NO_TASK`, end your turn and wait; do not poll. New mail wakes you with \"You have new handoff mail. If idle, run ready_for_next.sh.\" Never end a turn with an item in process unless you sent a `clarify` about it.\n");
     Ok(s)
+}
+
+/// The work, sending and stopping sections for an `mcp: true` role: the
+/// `swarm` server's tools, with the same drafts given as arguments.
+fn mcp_sections(plan: &Plan, role: &str, peers: &[&PlannedRole]) -> String {
+    let mut s = String::from(
+        "\n## Taking and finishing work\n\nYou have the tools of the `swarm` MCP server (Claude Code lists them as `mcp__swarm__<tool>`); use them, not shell scripts.\n\n1. Call `next`. It returns status `no_task`, or your item with its `from`, `type` and `body`.\n2. Do what it asks, here in your worktree; commit code with git.\n3. Call `done` (with `failed: <why>` if it could not be done): it completes the item and returns the next one, or `no_task`.\n\nOne item at a time. Never edit or move files under `.swarmforge/` yourself.\n",
+    );
+    let allowed = plan.config.allowed_types(role);
+    let moderator = plan.config.forum.moderator.as_deref();
+    let sendable: Vec<&'static TypeRule> = allowed
+        .iter()
+        .filter_map(|t| types::type_rule(t))
+        .filter(|t| t.name != "digest" || moderator == Some(role))
+        .collect();
+    let first_peer = peers
+        .iter()
+        .find(|p| !p.is_human())
+        .or(peers.first())
+        .map_or("<role>", |p| p.name.as_str());
+    let human = peers.iter().find(|p| p.is_human()).map(|p| p.name.as_str());
+    s.push_str("\n## Sending\n\n");
+    if sendable.is_empty() {
+        s.push_str("You may not send messages; finish items with `done`.\n");
+    } else {
+        s.push_str(&format!(
+            "Call `send` with `type`, `to` (a role, roles separated by commas, or `all`), `priority` (00-99, lower first) and the type's fields as arguments; `status: queued` means sent, `invalid` lists what to fix. `reply` answers the item in process. You may send {}:\n",
+            types::list_in_words(&sendable.iter().map(|t| t.name).collect::<Vec<_>>())
+        ));
+        for t in &sendable {
+            let to = match t.name {
+                "clarify" => human.unwrap_or(first_peer),
+                "digest" => "all",
+                _ => first_peer,
+            };
+            let mut args = format!("type: {}, to: {to}", t.name);
+            for f in t.own {
+                args.push_str(&format!(", {f}: {}", placeholder(f)));
+            }
+            if t.body {
+                args.push_str(", body: <text>");
+            }
+            s.push_str(&format!("- `send` {{{args}}}\n"));
+        }
+    }
+    if let (Some(h), true) = (human, sendable.iter().any(|t| t.name == "clarify")) {
+        s.push_str(&format!(
+            "\n## Asking a person\n\nWhen you cannot go on without a decision, call `ask` with `to: {h}`, the `question` and its `options`, then `done`, and end your turn. The answer comes back with your item.\n"
+        ));
+    }
+    s.push_str("\n## When to stop\n\nWhen `next` returns `no_task`, end your turn and wait; do not poll. New mail wakes you with \"You have new handoff mail. If idle, run ready_for_next.sh.\": that means call `next`. Never end a turn with an item in process unless you asked a person about it.\n");
+    s
 }
 
 /// A rough token count (bytes / 4), the figure docs/agents.md quotes.

@@ -27,7 +27,7 @@ use serde_json::{json, Value};
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
 use crate::launch::agents::Cli;
-use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
+use crate::launch::plan::{Plan, PlannedRole};
 
 /// Largest store read (a long-used `~/.claude.json` is a few MB).
 const MAX_STORE: u64 = 64 * 1024 * 1024;
@@ -76,14 +76,10 @@ impl Stores {
     }
 }
 
-/// The CLI a role runs that has a folder-trust dialog: the presets, and
-/// SwarmForge's `claude` / `codex` model agents.
+/// The CLI a role runs that has a folder-trust dialog (a preset, a
+/// SwarmForge model agent, or a command line starting it).
 pub fn cli_of(r: &PlannedRole) -> Option<Cli> {
-    match &r.agent {
-        AgentSpec::Preset { cli, .. } => Some(*cli),
-        AgentSpec::Model { name, .. } => Cli::from_agent(name),
-        _ => None,
-    }
+    crate::launch::agents::mcp::cli_of(&r.agent)
 }
 
 /// One worktree a CLI must trust.
