@@ -111,6 +111,14 @@ const NEEDS_INPUT: &[(&str, &str)] = &[
         "Would you like to make the following edits?",
         "Codex asks permission for an edit",
     ),
+    (
+        "hook needs review before it can run",
+        "Codex asks to review its hooks",
+    ),
+    (
+        "Allow the swarm MCP server to run tool",
+        "Codex asks permission for a swarm tool",
+    ),
     // Gemini CLI
     (
         "Do you trust the files in this folder?",

@@ -74,6 +74,26 @@ impl Stores {
             Cli::Gemini => &self.gemini,
         }
     }
+
+    /// The store of `n`'s CLI as its role runs it: a Codex role with
+    /// `mcp: true` runs with `CODEX_HOME=<worktree>/.codex` (agents/codex.rs)
+    /// and reads its trust from there.
+    fn file_for(&self, plan: &Plan, n: &Need) -> PathBuf {
+        let role = plan.roles.iter().find(|r| r.name == n.role);
+        let home = role.and_then(|r| {
+            n.cli
+                .preset()
+                .mcp_env(&r.worktree_path)
+                .into_iter()
+                .find(|(k, _)| *k == "CODEX_HOME")
+                .filter(|_| plan.config.role(&r.name).is_some_and(|c| c.mcp))
+                .map(|(_, v)| v)
+        });
+        match home {
+            Some(h) => h.join("config.toml"),
+            None => self.file(n.cli).to_path_buf(),
+        }
+    }
 }
 
 /// The CLI a role runs that has a folder-trust dialog (a preset, a
@@ -368,7 +388,7 @@ pub fn trust(plan: &Plan, roles: &[String], stores: &Stores) -> Result<Vec<Chang
     let mut recs = records(plan);
     let mut out = Vec::new();
     for n in needs(plan, roles)? {
-        let file = stores.file(n.cli).to_path_buf();
+        let file = stores.file_for(plan, &n);
         let text = read(&file)?;
         let done = if is_trusted(n.cli, text.as_deref(), &file, &n.folder)? {
             Done::Already
@@ -401,7 +421,7 @@ pub fn untrust(plan: &Plan, roles: &[String], stores: &Stores) -> Result<Vec<Cha
     let mut recs = records(plan);
     let mut out = Vec::new();
     for n in needs(plan, roles)? {
-        let file = stores.file(n.cli).to_path_buf();
+        let file = stores.file_for(plan, &n);
         let rec = (n.cli.name().to_string(), file.clone(), n.folder.clone());
         if !recs.contains(&rec) {
             continue;
@@ -435,11 +455,11 @@ pub fn untrust(plan: &Plan, roles: &[String], stores: &Stores) -> Result<Vec<Cha
 pub fn untrusted(plan: &Plan, stores: &Stores) -> Result<Vec<Need>> {
     let mut out = Vec::new();
     for n in needs(plan, &[])? {
-        let file = stores.file(n.cli);
-        let ok = read(file)
+        let file = stores.file_for(plan, &n);
+        let ok = read(&file)
             .ok()
             .flatten()
-            .is_some_and(|t| is_trusted(n.cli, Some(&t), file, &n.folder).unwrap_or(false));
+            .is_some_and(|t| is_trusted(n.cli, Some(&t), &file, &n.folder).unwrap_or(false));
         if !ok {
             out.push(n);
         }

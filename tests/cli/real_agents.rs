@@ -863,3 +863,66 @@ fn codex_in_an_untrusted_worktree_waits_for_a_person_until_swarm_trust() {
 fn gemini_cli_in_an_untrusted_worktree_waits_for_a_person_until_swarm_trust() {
     untrusted_then_trusted("gemini", "", |s, steps| s.gemini("coder", steps));
 }
+
+/// `mcp: true` with the real `cli`: the role takes, answers and finishes an
+/// item through `swarm mcp`'s tools (named `<prefix>next`, …, as the CLI
+/// offers MCP tools to its model), its primer teaching those tools.
+fn mcp_round_trip(cli: &str, extra: &str, prefix: &str, setup: impl Fn(&RealSwarm, Vec<Step>)) {
+    if !require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let Some(bin) = agent_bin(cli) else {
+        return;
+    };
+    let yaml = format!(
+        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: {cli}\n    worktree: coder\n    description: answers questions\n    wake: queue\n    mcp: true\n{extra}  - name: owner\n    agent: human\n"
+    );
+    let mut s = RealSwarm::init(&yaml, bin);
+    let t = |n: &str| format!("{prefix}{n}");
+    setup(
+        &s,
+        vec![
+            Step::tool(&t("next"), json!({"wait_seconds": 0})).after("mail"),
+            Step::tool(&t("reply"), json!({"body": "the answer is 42"})),
+            Step::tool(&t("done"), json!({})),
+            Step::text("Answered."),
+        ],
+    );
+    s.up();
+    s.d.send("owner", &draft("coder", "what is the answer?"))
+        .ok();
+    s.wait("the question is delivered", || s.waiting("coder") == 1);
+    s.model.open("mail");
+    s.wait("coder answered and finished", || {
+        s.reached("coder", 3) && s.completed("coder") == 1
+    });
+    let first = all_text(&s.turn("coder", 0));
+    assert!(
+        first.contains("Call `next`") && !first.contains("swarm_handoff.sh"),
+        "the primer does not teach the tools:\n{first}"
+    );
+    let took = all_text(&s.turn("coder", 1));
+    assert!(took.contains("what is the answer?"), "{took}");
+    let owner_new = hq(&s.d.root, "inbox/new");
+    s.wait("the reply is delivered to owner", || {
+        !handoff_names(&owner_new).is_empty()
+    });
+    let reply = fs::read_to_string(owner_new.join(&handoff_names(&owner_new)[0])).unwrap();
+    assert!(reply.contains("the answer is 42"), "{reply}");
+    s.audit_and_transcript();
+}
+
+#[test]
+fn codex_takes_work_through_swarm_mcp() {
+    let extra = format!("    args: {}\n", codex_args("coder"));
+    mcp_round_trip("codex", &extra, "mcp__swarm/", |s, steps| {
+        s.codex("coder", steps)
+    });
+}
+
+#[test]
+fn gemini_cli_takes_work_through_swarm_mcp() {
+    mcp_round_trip("gemini", "", "mcp_swarm_", |s, steps| {
+        s.gemini("coder", steps)
+    });
+}
