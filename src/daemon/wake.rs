@@ -23,6 +23,7 @@ use crate::daemon::tmux;
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::config::{Config, WakeMethod, WakeMode};
+use crate::protocol::launch_files::AgentRun;
 use crate::protocol::layout::{Project, Worktree};
 
 /// SwarmForge's wake text (byte for byte; it names the dispatcher, not a file).
@@ -163,23 +164,11 @@ const PANE_WAIT: Duration = Duration::from_secs(20);
 /// before it would answer it.
 const STARTUP_GRACE: Duration = Duration::from_secs(5);
 
-/// The pane script's state (`running <t>` / `exited <status> <t>`).
-fn agent_state(project: &Project, role: &str) -> String {
-    let f = crate::protocol::launch_files::agent_state_file(project, role);
-    fsx::read_bounded(&f, 4096)
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default()
-}
-
-/// The agent exited and its pane script waits for a line.
-fn agent_exited(project: &Project, role: &str) -> bool {
-    agent_state(project, role).starts_with("exited")
-}
-
-/// How long ago the running agent started, when the state file says.
+/// How long ago the running agent started, when its state file says.
 fn agent_run_age(project: &Project, role: &str) -> Option<Duration> {
-    let st = agent_state(project, role);
-    let t: u64 = st.strip_prefix("running ")?.trim().parse().ok()?;
+    let Some(AgentRun::Running(Some(t))) = AgentRun::of(project, role) else {
+        return None;
+    };
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .ok()?
@@ -385,9 +374,13 @@ impl Waker {
                     .recipient(&req.role)
                     .reason(format!("{}: {}", p.wait.word(), p.text)),
             );
+            let _ = fsx::remove_file(&deferred_file(&self.project, &req.role));
             return Ok(false);
         }
-        let exited = agent_exited(&self.project, &req.role);
+        let exited = matches!(
+            AgentRun::of(&self.project, &req.role),
+            Some(AgentRun::Exited { .. })
+        );
         run_tmux(socket, &req.session, exited).map(|()| true)
     }
 

@@ -14,6 +14,7 @@ use crate::protocol::clock;
 use crate::protocol::config::Config;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
+use crate::protocol::launch_files::AgentRun;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::{Role, Roles};
 
@@ -148,12 +149,12 @@ pub fn check_agents(project: &Project, roles: &Roles, config: &Config, journal: 
         // The pane outlives its agent (it waits for a wake-up to run it
         // again); the pane script's state file says it exited, and how.
         // Exit 0 is the documented end of a scripted agent's run: idle.
-        let state = crate::protocol::launch_files::agent_state_file(project, &role.name);
-        let text = fsx::read_bounded(&state, 4096).unwrap_or_default();
-        let text = String::from_utf8_lossy(&text);
-        let mut words = text.split_whitespace();
-        let exited = words.next() == Some("exited");
-        let code = exited.then(|| words.next().unwrap_or("?").to_string());
+        let run = AgentRun::of(project, &role.name);
+        let code = match &run {
+            Some(AgentRun::Exited { status, .. }) => Some(status.clone()),
+            _ => None,
+        };
+        let exited = code.is_some();
         // A pane waiting for a person: reported once per prompt.
         let seen = (has_session && !exited)
             .then(|| crate::daemon::pane::look(&socket, &role.session))
@@ -163,7 +164,7 @@ pub fn check_agents(project: &Project, roles: &Roles, config: &Config, journal: 
             Some(rc) if !has_session => restart(project, role, rc.restart_budget, &socket, journal),
             Some(_) => {}
             None => {
-                let failed = code.as_deref().is_some_and(|c| c != "0");
+                let failed = run.as_ref().is_some_and(AgentRun::failed);
                 let launched = started
                     .lines()
                     .any(|l| l.split('\t').nth(2) == Some(role.session.as_str()));

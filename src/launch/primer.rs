@@ -106,19 +106,11 @@ pub fn primer(plan: &Plan, role: &str) -> Result<String> {
         "\n## Taking and finishing work\n\n1. Run `ready_for_next.sh`. It prints `NO_TASK`, or {} with `FROM:`, `TYPE:` and `PAYLOAD:`.\n2. Do what it asks, here in your worktree; commit code with git.\n3. Run `done_with_current.sh`: it completes the item and prints the next one, or `NO_TASK`.\n\nOne item at a time. Never edit or move files under `.swarmforge/` yourself.\n",
         if batch { "a batch of every waiting item (`BATCH:`)" } else { "one item (`TASK:`)" }
     ));
-    let allowed = plan.config.allowed_types(role);
-    let moderator = plan.config.forum.moderator.as_deref();
-    let sendable: Vec<&'static TypeRule> = allowed
-        .iter()
-        .filter_map(|t| types::type_rule(t))
-        .filter(|t| t.name != "digest" || moderator == Some(role))
-        .collect();
-    let first_peer = peers
-        .iter()
-        .find(|p| !p.is_human())
-        .or(peers.first())
-        .map_or("<role>", |p| p.name.as_str());
-    let human = peers.iter().find(|p| p.is_human()).map(|p| p.name.as_str());
+    let Audience {
+        sendable,
+        first_peer,
+        human,
+    } = audience(plan, role, &peers);
     s.push_str("\n## Sending\n\n");
     if sendable.is_empty() {
         s.push_str("You may not send messages; finish items with `done_with_current.sh`.\n");
@@ -141,7 +133,7 @@ pub fn primer(plan: &Plan, role: &str) -> Result<String> {
             "\n## Asking a person\n\nWhen you cannot go on without a decision, send a `clarify` to `{h}` (options one per body line), run `done_with_current.sh`, and end your turn. The answer comes back as an item with an `ANSWER:` block.\n"
         ));
     }
-    if let Some(m) = moderator {
+    if let Some(m) = plan.config.forum.moderator.as_deref() {
         s.push_str(&format!(
             "\n## Forum\n\nPosts, notes and handoffs sent while a session is open belong to it. `{m}` moderates: every {} contributions it gets a `digest_request` and answers with a `digest` to `all`; your `ready-next` then shows `LATEST_DIGEST:`. In a round-robin discussion add `discussion: <id>` to your draft, and send only on your turn (`swarm can-send --discussion <id>` exits 0 then).\n",
             plan.config.forum.digest_every
@@ -151,25 +143,45 @@ pub fn primer(plan: &Plan, role: &str) -> Result<String> {
     Ok(s)
 }
 
+/// What a role may send and to whom its examples go.
+struct Audience<'a> {
+    sendable: Vec<&'static TypeRule>,
+    /// An agent peer (else any peer): the examples' `to`.
+    first_peer: &'a str,
+    /// A person, for `clarify`.
+    human: Option<&'a str>,
+}
+
+fn audience<'a>(plan: &Plan, role: &str, peers: &[&'a PlannedRole]) -> Audience<'a> {
+    let moderator = plan.config.forum.moderator.as_deref();
+    Audience {
+        sendable: plan
+            .config
+            .allowed_types(role)
+            .iter()
+            .filter_map(|t| types::type_rule(t))
+            .filter(|t| t.name != "digest" || moderator == Some(role))
+            .collect(),
+        first_peer: peers
+            .iter()
+            .find(|p| !p.is_human())
+            .or(peers.first())
+            .map_or("<role>", |p| p.name.as_str()),
+        human: peers.iter().find(|p| p.is_human()).map(|p| p.name.as_str()),
+    }
+}
+
 /// The work, sending and stopping sections for an `mcp: true` role: the
 /// `swarm` server's tools, with the same drafts given as arguments.
 fn mcp_sections(plan: &Plan, role: &str, peers: &[&PlannedRole]) -> String {
     let mut s = String::from(
         "\n## Taking and finishing work\n\nYou have the tools of the `swarm` MCP server (Claude Code lists them as `mcp__swarm__<tool>`); use them, not shell scripts.\n\n1. Call `next`. It returns status `no_task`, or your item with its `from`, `type` and `body`.\n2. Do what it asks, here in your worktree; commit code with git.\n3. Call `done` (with `failed: <why>` if it could not be done): it completes the item and returns the next one, or `no_task`.\n\nOne item at a time. Never edit or move files under `.swarmforge/` yourself.\n",
     );
-    let allowed = plan.config.allowed_types(role);
-    let moderator = plan.config.forum.moderator.as_deref();
-    let sendable: Vec<&'static TypeRule> = allowed
-        .iter()
-        .filter_map(|t| types::type_rule(t))
-        .filter(|t| t.name != "digest" || moderator == Some(role))
-        .collect();
-    let first_peer = peers
-        .iter()
-        .find(|p| !p.is_human())
-        .or(peers.first())
-        .map_or("<role>", |p| p.name.as_str());
-    let human = peers.iter().find(|p| p.is_human()).map(|p| p.name.as_str());
+    let Audience {
+        sendable,
+        first_peer,
+        human,
+    } = audience(plan, role, peers);
     s.push_str("\n## Sending\n\n");
     if sendable.is_empty() {
         s.push_str("You may not send messages; finish items with `done`.\n");

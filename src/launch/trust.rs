@@ -134,6 +134,16 @@ pub struct Change {
 }
 
 impl Change {
+    fn of(n: Need, file: PathBuf, done: Done) -> Change {
+        Change {
+            key: key(n.cli, &n.folder),
+            role: n.role,
+            cli: n.cli,
+            file,
+            done,
+        }
+    }
+
     pub fn line(&self) -> String {
         let what = match self.done {
             Done::Added => "added",
@@ -404,13 +414,7 @@ pub fn trust(plan: &Plan, roles: &[String], stores: &Stores) -> Result<Vec<Chang
             }
             Done::Added
         };
-        out.push(Change {
-            key: key(n.cli, &n.folder),
-            role: n.role,
-            cli: n.cli,
-            file,
-            done,
-        });
+        out.push(Change::of(n, file, done));
     }
     Ok(out)
 }
@@ -438,13 +442,7 @@ pub fn untrust(plan: &Plan, roles: &[String], stores: &Stores) -> Result<Vec<Cha
         };
         recs.retain(|r| r != &rec);
         save_records(plan, &recs)?;
-        out.push(Change {
-            key: key(n.cli, &n.folder),
-            role: n.role,
-            cli: n.cli,
-            file,
-            done,
-        });
+        out.push(Change::of(n, file, done));
     }
     Ok(out)
 }

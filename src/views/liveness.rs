@@ -21,7 +21,7 @@ use crate::daemon::{pane, tmux, wake};
 use crate::fsx;
 use crate::protocol::config::Config;
 use crate::protocol::launch_files::{
-    agent_parked_file, agent_pid_file, agent_state_file, supervisor_pid_file,
+    agent_parked_file, agent_pid_file, supervisor_pid_file, AgentRun,
 };
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Role;
@@ -136,10 +136,7 @@ impl Runner {
                 ))
             }
             Runner::Tmux { socket, quiet } => {
-                let state = read_small(&agent_state_file(project, &r.name)).unwrap_or_default();
-                let mut words = state.split_whitespace();
-                let exited = words.next() == Some("exited");
-                let stamp = |w: Option<&str>| w.and_then(|t| t.parse().ok()).map(iso_of_epoch);
+                let run = AgentRun::of(project, &r.name);
                 let reply = tmux::call(
                     socket,
                     &[
@@ -157,17 +154,13 @@ impl Runner {
                         return Some(Liveness::new(State::Dead, since));
                     }
                 };
-                if exited {
-                    let code = state.split_whitespace().nth(1);
-                    let at = stamp(state.split_whitespace().nth(2));
-                    return Some(Liveness::new(
-                        if code == Some("0") {
-                            State::Idle
-                        } else {
-                            State::Dead
-                        },
-                        at,
-                    ));
+                if let Some(AgentRun::Exited { at, .. }) = &run {
+                    let state = if run.as_ref().is_some_and(AgentRun::failed) {
+                        State::Dead
+                    } else {
+                        State::Idle
+                    };
+                    return Some(Liveness::new(state, at.map(iso_of_epoch)));
                 }
                 if let Some(p) = pane::look(socket, &r.session) {
                     let since = pane::reported(project, &r.name)

@@ -239,6 +239,29 @@ impl RealSwarm {
         handoff_names(&hq(&self.wt(role), "inbox/new")).len()
     }
 
+    /// Waits for the first copy in the owner's (the root's) `inbox/new`,
+    /// which must contain `text`.
+    fn owner_got(&self, text: &str) {
+        let owner_new = hq(&self.d.root, "inbox/new");
+        self.wait("a reply is delivered to owner", || {
+            !handoff_names(&owner_new).is_empty()
+        });
+        let reply = fs::read_to_string(owner_new.join(&handoff_names(&owner_new)[0])).unwrap();
+        assert!(reply.contains(text), "{reply}");
+    }
+
+    /// The role's entry in `swarm status --json`.
+    fn status_of(&self, role: &str) -> Value {
+        let st = self.d.swarm(&["status", "--json"]).json();
+        st["roles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["role"] == role)
+            .cloned()
+            .unwrap()
+    }
+
     /// `swarm audit --check` is clean; returns the transcript.
     fn audit_and_transcript(&self) -> String {
         self.d.swarm(&["audit", "--check"]).ok();
@@ -612,12 +635,7 @@ fn claude_code_takes_work_through_swarm_mcp_and_its_stop_hook() {
     let took = last_user_text(&s.turn("coder", 4));
     assert!(took.contains("what is the answer?"), "{took}");
     // The reply reached the owner.
-    let owner_new = hq(&s.d.root, "inbox/new");
-    s.wait("the reply is delivered to owner", || {
-        !handoff_names(&owner_new).is_empty()
-    });
-    let reply = fs::read_to_string(owner_new.join(&handoff_names(&owner_new)[0])).unwrap();
-    assert!(reply.contains("the answer is 42"), "{reply}");
+    s.owner_got("the answer is 42");
     let t = s.audit_and_transcript();
     assert!(
         t.contains("what is the answer?") && t.contains("the answer is 42"),
@@ -775,16 +793,7 @@ fn untrusted_then_trusted(cli: &str, extra: &str, setup: impl Fn(&RealSwarm, Vec
         ],
     );
     s.up_with(&[]);
-    let coder = |s: &RealSwarm| {
-        let st = s.d.swarm(&["status", "--json"]).json();
-        st["roles"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["role"] == "coder")
-            .cloned()
-            .unwrap()
-    };
+    let coder = |s: &RealSwarm| s.status_of("coder");
     s.wait("the trust dialog is needs_input", || {
         coder(&s)["agent_state"] == "needs_input"
     });
@@ -903,12 +912,7 @@ fn mcp_round_trip(cli: &str, extra: &str, prefix: &str, setup: impl Fn(&RealSwar
     );
     let took = all_text(&s.turn("coder", 1));
     assert!(took.contains("what is the answer?"), "{took}");
-    let owner_new = hq(&s.d.root, "inbox/new");
-    s.wait("the reply is delivered to owner", || {
-        !handoff_names(&owner_new).is_empty()
-    });
-    let reply = fs::read_to_string(owner_new.join(&handoff_names(&owner_new)[0])).unwrap();
-    assert!(reply.contains("the answer is 42"), "{reply}");
+    s.owner_got("the answer is 42");
     s.audit_and_transcript();
 }
 
