@@ -116,6 +116,10 @@ const NEEDS_INPUT: &[(&str, &str)] = &[
         "Codex asks to review its hooks",
     ),
     (
+        "Hooks need review",
+        "Codex asks to trust the swarm's turn-end hook",
+    ),
+    (
         "Allow the swarm MCP server to run tool",
         "Codex asks permission for a swarm tool",
     ),
@@ -170,6 +174,7 @@ const MARKERS: &[char] = &['❯', '›', '>', '●', '▶', '→'];
 const HINTS: &[&str] = &[
     "enter to confirm",
     "enter continue",
+    "enter confirm",
     "press enter",
     "esc to cancel",
     "(y/n)",
@@ -438,6 +443,14 @@ Tips for getting started:
         assert!(g.text.contains("Gemini CLI"), "{g:?}");
         assert_eq!(g.options.len(), 3);
         assert_eq!(g.options[2].keys, ["Down", "Down", "Enter"]);
+    }
+
+    #[test]
+    fn codexs_hook_review_is_seen() {
+        let p = classify("  Hooks need review\n  1 hook is new or changed.\n  Hooks can run outside the sandbox after you trust them.\n› 1. Review hooks\n  2. Trust all and continue\n  3. Continue without trusting (hooks won't run)\n  enter confirm · esc skip\n").unwrap();
+        assert_eq!(p.text, "Codex asks to trust the swarm's turn-end hook");
+        assert_eq!(p.options[1].label, "2. Trust all and continue");
+        assert_eq!(p.options[1].keys, ["Down", "Enter"]);
     }
 
     #[test]

@@ -876,7 +876,18 @@ fn gemini_cli_in_an_untrusted_worktree_waits_for_a_person_until_swarm_trust() {
 /// `mcp: true` with the real `cli`: the role takes, answers and finishes an
 /// item through `swarm mcp`'s tools (named `<prefix>next`, …, as the CLI
 /// offers MCP tools to its model), its primer teaching those tools.
-fn mcp_round_trip(cli: &str, extra: &str, prefix: &str, setup: impl Fn(&RealSwarm, Vec<Step>)) {
+///
+/// `hook_review`: the CLI first asks a person to trust the swarm's turn-end
+/// hook (Codex, whose hooks live in the role's `CODEX_HOME`); the swarm
+/// shows that as `needs_input`, and the person answers it with `swarm
+/// attach --choose`.
+fn mcp_round_trip(
+    cli: &str,
+    extra: &str,
+    prefix: &str,
+    hook_review: bool,
+    setup: impl Fn(&RealSwarm, Vec<Step>),
+) {
     if !require_tool("tmux", "apt-get install -y tmux") {
         return;
     }
@@ -898,6 +909,21 @@ fn mcp_round_trip(cli: &str, extra: &str, prefix: &str, setup: impl Fn(&RealSwar
         ],
     );
     s.up();
+    if hook_review {
+        s.wait("the hook review is needs_input", || {
+            s.status_of("coder")["agent_prompt"]
+                .as_str()
+                .is_some_and(|p| p.contains("turn-end hook"))
+        });
+        let c = s.status_of("coder");
+        let opts = c["agent_options"].as_array().unwrap();
+        let n = 1 + opts
+            .iter()
+            .position(|o| o["label"].as_str().unwrap().contains("Trust all"))
+            .unwrap_or_else(|| panic!("{c}"));
+        s.swarm(&["attach", "coder", "--choose", &n.to_string()])
+            .ok();
+    }
     s.d.send("owner", &draft("coder", "what is the answer?"))
         .ok();
     s.wait("the question is delivered", || s.waiting("coder") == 1);
@@ -919,14 +945,14 @@ fn mcp_round_trip(cli: &str, extra: &str, prefix: &str, setup: impl Fn(&RealSwar
 #[test]
 fn codex_takes_work_through_swarm_mcp() {
     let extra = format!("    args: {}\n", codex_args("coder"));
-    mcp_round_trip("codex", &extra, "mcp__swarm/", |s, steps| {
+    mcp_round_trip("codex", &extra, "mcp__swarm/", true, |s, steps| {
         s.codex("coder", steps)
     });
 }
 
 #[test]
 fn gemini_cli_takes_work_through_swarm_mcp() {
-    mcp_round_trip("gemini", "", "mcp_swarm_", |s, steps| {
+    mcp_round_trip("gemini", "", "mcp_swarm_", false, |s, steps| {
         s.gemini("coder", steps)
     });
 }
