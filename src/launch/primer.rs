@@ -106,11 +106,8 @@ pub fn primer(plan: &Plan, role: &str) -> Result<String> {
         "\n## Taking and finishing work\n\n1. Run `ready_for_next.sh`. It prints `NO_TASK`, or {} with `FROM:`, `TYPE:` and `PAYLOAD:`.\n2. Do what it asks, here in your worktree; commit code with git.\n3. Run `done_with_current.sh`: it completes the item and prints the next one, or `NO_TASK`.\n\nOne item at a time. Never edit or move files under `.swarmforge/` yourself.\n",
         if batch { "a batch of every waiting item (`BATCH:`)" } else { "one item (`TASK:`)" }
     ));
-    let Audience {
-        sendable,
-        first_peer,
-        human,
-    } = audience(plan, role, &peers);
+    let aud = audience(plan, role, &peers);
+    let (sendable, human) = (&aud.sendable, aud.human);
     s.push_str("\n## Sending\n\n");
     if sendable.is_empty() {
         s.push_str("You may not send messages; finish items with `done_with_current.sh`.\n");
@@ -119,12 +116,8 @@ pub fn primer(plan: &Plan, role: &str) -> Result<String> {
             "Write a draft file, then run `swarm_handoff.sh <file>`. `HANDOFF QUEUED` means sent (the draft is deleted); `HANDOFF INVALID` lists what to fix. `to:` is a role, roles separated by commas, or `all`; `priority:` 00-99, lower goes first. Any draft may add `in_reply_to: <id>` and `cc: <role>`. You may send {}:\n",
             types::list_in_words(&sendable.iter().map(|t| t.name).collect::<Vec<_>>())
         ));
-        for t in &sendable {
-            let to = match t.name {
-                "clarify" => human.unwrap_or(first_peer),
-                "digest" => "all",
-                _ => first_peer,
-            };
+        for t in sendable {
+            let to = aud.to(t);
             s.push_str(&format!("\n```\n{}```\n", draft(t, to)));
         }
     }
@@ -152,6 +145,17 @@ struct Audience<'a> {
     human: Option<&'a str>,
 }
 
+impl Audience<'_> {
+    /// The recipient of type `t`'s example.
+    fn to(&self, t: &TypeRule) -> &str {
+        match t.name {
+            "clarify" => self.human.unwrap_or(self.first_peer),
+            "digest" => "all",
+            _ => self.first_peer,
+        }
+    }
+}
+
 fn audience<'a>(plan: &Plan, role: &str, peers: &[&'a PlannedRole]) -> Audience<'a> {
     let moderator = plan.config.forum.moderator.as_deref();
     Audience {
@@ -177,11 +181,8 @@ fn mcp_sections(plan: &Plan, role: &str, peers: &[&PlannedRole]) -> String {
     let mut s = String::from(
         "\n## Taking and finishing work\n\nYou have the tools of the `swarm` MCP server (Claude Code lists them as `mcp__swarm__<tool>`); use them, not shell scripts.\n\n1. Call `next`. It returns status `no_task`, or your item with its `from`, `type` and `body`.\n2. Do what it asks, here in your worktree; commit code with git.\n3. Call `done` (with `failed: <why>` if it could not be done): it completes the item and returns the next one, or `no_task`.\n\nOne item at a time. Never edit or move files under `.swarmforge/` yourself.\n",
     );
-    let Audience {
-        sendable,
-        first_peer,
-        human,
-    } = audience(plan, role, peers);
+    let aud = audience(plan, role, peers);
+    let (sendable, human) = (&aud.sendable, aud.human);
     s.push_str("\n## Sending\n\n");
     if sendable.is_empty() {
         s.push_str("You may not send messages; finish items with `done`.\n");
@@ -190,12 +191,8 @@ fn mcp_sections(plan: &Plan, role: &str, peers: &[&PlannedRole]) -> String {
             "Call `send` with `type`, `to` (a role, roles separated by commas, or `all`), `priority` (00-99, lower first) and the type's fields as arguments; `status: queued` means sent, `invalid` lists what to fix. `reply` answers the item in process. You may send {}:\n",
             types::list_in_words(&sendable.iter().map(|t| t.name).collect::<Vec<_>>())
         ));
-        for t in &sendable {
-            let to = match t.name {
-                "clarify" => human.unwrap_or(first_peer),
-                "digest" => "all",
-                _ => first_peer,
-            };
+        for t in sendable {
+            let to = aud.to(t);
             let mut args = format!("type: {}, to: {to}", t.name);
             for f in t.own {
                 args.push_str(&format!(", {f}: {}", placeholder(f)));
