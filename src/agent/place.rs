@@ -27,6 +27,19 @@ pub struct Resolved {
 }
 
 impl Resolved {
+    /// Whether printouts keep SwarmForge's "Re-read your role and
+    /// constitution." line: yes in a SwarmForge project (it has the
+    /// constitution, or its roles come from roles.tsv / swarmforge.conf);
+    /// no for roles declared in `swarm.yaml` without a constitution, which
+    /// have nothing of the kind to re-read.
+    pub fn keeps_preamble(&self) -> bool {
+        self.config.roles.is_empty()
+            || self
+                .project
+                .as_ref()
+                .is_none_or(|p| p.constitution().is_file())
+    }
+
     /// This worktree's inbox, read with the project's limits, asking the
     /// project's daemon for the order of a deep `new/`.
     pub fn inbox(&self) -> Inbox<'_> {

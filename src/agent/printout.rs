@@ -22,6 +22,25 @@ use crate::text::escape;
 pub struct Viewer<'a> {
     pub role: Option<&'a str>,
     pub forum: Option<&'a ForumView>,
+    /// Keep SwarmForge's generated first body line ("Re-read your role and
+    /// constitution."): true in a SwarmForge project, which has that
+    /// constitution; a role without one is not told to re-read it.
+    pub preamble: bool,
+}
+
+/// The body as `viewer` is shown it (see [`Viewer::preamble`]).
+fn payload(item: &Item, viewer: Viewer) -> String {
+    let body = &item.msg.body;
+    if viewer.preamble {
+        return body.clone();
+    }
+    match body.strip_prefix(crate::agent::send::BODY_PREAMBLE) {
+        Some(rest) if rest.starts_with('\n') || rest.is_empty() => {
+            let rest = rest.strip_prefix('\n').unwrap_or(rest);
+            rest.strip_prefix('\n').unwrap_or(rest).to_string()
+        }
+        _ => body.clone(),
+    }
 }
 
 /// Forum facts about the items being printed, looked up from the files by
@@ -301,7 +320,7 @@ pub fn task_text(item: &Item, viewer: Viewer, answers: &[Item]) -> String {
         s.push_str(&answer_text(a));
     }
     s.push_str("PAYLOAD:\n");
-    s.push_str(&crate::text::escape_bidi(&item.msg.body));
+    s.push_str(&crate::text::escape_bidi(&payload(item, viewer)));
     s
 }
 
@@ -439,8 +458,8 @@ pub fn item_json(item: &Item, viewer: Viewer) -> Value {
         // `task_name` and `payload` stay for scripts that use them.
         "task": item.msg.get(names::TASK),
         "task_name": item.msg.get(names::TASK),
-        "body": item.msg.body,
-        "payload": item.msg.body,
+        "body": payload(item, viewer),
+        "payload": payload(item, viewer),
         "headers": headers,
         "subject": item.msg.get(names::SUBJECT),
         "in_reply_to": item.msg.in_reply_to(),

@@ -67,6 +67,7 @@ pub fn run() -> i32 {
             let viewer = printout::Viewer {
                 role: me.as_deref(),
                 forum: Some(&view),
+                preamble: place.as_ref().is_none_or(|p| p.keeps_preamble()),
             };
             if args.json {
                 super::emit_json(printout::done_json(&d, viewer));

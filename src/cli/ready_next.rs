@@ -57,6 +57,7 @@ pub fn run() -> i32 {
             let viewer = printout::Viewer {
                 role: me.as_deref(),
                 forum: Some(&view),
+                preamble: place.as_ref().is_none_or(|p| p.keeps_preamble()),
             };
             let resume = args
                 .resume_context

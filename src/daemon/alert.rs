@@ -45,6 +45,8 @@ fn may_matter(kind: Kind) -> bool {
             | Kind::Failed
             | Kind::Restarted
             | Kind::AgentDead
+            | Kind::NeedsInput
+            | Kind::Blocked
             | Kind::ExpectationViolated
     )
 }
@@ -154,6 +156,16 @@ pub fn attention(project: &Project, ev: &Event) -> Option<Attention> {
         )),
         Kind::AgentDead => Some(a(
             "agent_dead",
+            ev.recipient.as_ref(),
+            ev.reason.clone().unwrap_or_default(),
+        )),
+        Kind::NeedsInput => Some(a(
+            "needs_input",
+            ev.recipient.as_ref(),
+            ev.reason.clone().unwrap_or_default(),
+        )),
+        Kind::Blocked => Some(a(
+            "agent_blocked",
             ev.recipient.as_ref(),
             ev.reason.clone().unwrap_or_default(),
         )),

@@ -51,6 +51,13 @@ pub enum Kind {
     Approved,
     /// `swarm deny`: a held file was refused to `failed/` with the reason.
     Denied,
+    /// A role's pane shows a dialog, menu or permission request waiting for
+    /// a person (daemon/pane.rs); no wake-up is typed into it.
+    NeedsInput,
+    /// A role's pane shows a rate limit or an authentication error.
+    Blocked,
+    /// A wake-up was not typed: the role's pane waits for a person.
+    WakeHeld,
 }
 
 impl Kind {
@@ -73,6 +80,9 @@ impl Kind {
             Kind::Held => "held",
             Kind::Approved => "approved",
             Kind::Denied => "denied",
+            Kind::NeedsInput => "needs_input",
+            Kind::Blocked => "blocked",
+            Kind::WakeHeld => "wake_held",
         }
     }
 }

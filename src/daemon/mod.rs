@@ -15,6 +15,7 @@ pub mod holds;
 pub mod hook;
 pub mod journal;
 pub mod order;
+pub mod pane;
 mod rewake;
 pub mod tmux;
 pub mod wake;

@@ -23,6 +23,7 @@ use crate::daemon::tmux;
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::config::{Config, WakeMethod, WakeMode};
+use crate::protocol::launch_files::AgentRun;
 use crate::protocol::layout::{Project, Worktree};
 
 /// SwarmForge's wake text (byte for byte; it names the dispatcher, not a file).
@@ -92,7 +93,11 @@ pub fn still_waiting(worktree: &Path) -> bool {
     has_handoff(wt.inbox_new(), false) && !has_handoff(wt.in_process(), true)
 }
 
-fn run_tmux(socket: &Path, session: &str) -> Result<(), String> {
+/// `exited`: the pane script waits at its `read` for a line (the agent
+/// exited): the text and one Enter make one line, so one run. An agent that
+/// runs gets SwarmForge's cadence, whose trailing C-j a TUI needs; typed at
+/// the pane script's `read` it would be a second line, a second run.
+fn run_tmux(socket: &Path, session: &str, exited: bool) -> Result<(), String> {
     // `=name:` matches the session name exactly; a bare name is a prefix
     // match and could type into another agent's pane.
     let target = format!("={session}:");
@@ -105,8 +110,12 @@ fn run_tmux(socket: &Path, session: &str) -> Result<(), String> {
     let text = send(&["-l", WAKE_TEXT])?;
     std::thread::sleep(Duration::from_millis(150));
     let cr = send(&["C-m"])?;
-    std::thread::sleep(Duration::from_millis(50));
-    let lf = send(&["C-j"])?;
+    let lf = if exited {
+        true
+    } else {
+        std::thread::sleep(Duration::from_millis(50));
+        send(&["C-j"])?
+    };
     match (text, cr, lf) {
         (false, _, _) => Err("tmux send text failed".into()),
         (_, false, _) => Err("tmux send carriage return failed".into()),
@@ -146,6 +155,25 @@ pub fn deferred_file(project: &Project, role: &str) -> PathBuf {
         .daemon_dir()
         .join("wake")
         .join(format!("{role}.deferred"))
+}
+
+/// Longest a wake-up waits for its role's tmux session to exist.
+const PANE_WAIT: Duration = Duration::from_secs(20);
+/// How long after an agent started a wake-up waits before it looks at the
+/// pane: a CLI's first dialog takes a moment to draw, and an Enter typed
+/// before it would answer it.
+const STARTUP_GRACE: Duration = Duration::from_secs(5);
+
+/// How long ago the running agent started, when its state file says.
+fn agent_run_age(project: &Project, role: &str) -> Option<Duration> {
+    let Some(AgentRun::Running(Some(t))) = AgentRun::of(project, role) else {
+        return None;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs();
+    Some(Duration::from_secs(now.saturating_sub(t)))
 }
 
 /// Largest pane capture compared (a pane's visible text is far smaller).
@@ -306,6 +334,56 @@ impl Waker {
         }
     }
 
+    /// The startup race: the daemon runs before `swarm up` creates the
+    /// sessions, so a wake-up waits (bounded) for the role's pane, and for
+    /// an agent that just started to draw its first screen (a dialog it
+    /// shows must be seen before anything is typed).
+    fn pane_ready(&self, req: &Request, socket: &Path) -> Result<(), String> {
+        let end = Instant::now() + PANE_WAIT;
+        let target = format!("={}", req.session);
+        let mut pause = Duration::from_millis(50);
+        while !tmux::ok(socket, &["has-session", "-t", &target]) {
+            if Instant::now() >= end {
+                return Err(format!(
+                    "no tmux session {} on {} after {}s",
+                    req.session,
+                    socket.display(),
+                    PANE_WAIT.as_secs()
+                ));
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(500));
+        }
+        if let Some(age) = agent_run_age(&self.project, &req.role) {
+            if let Some(rest) = STARTUP_GRACE.checked_sub(age) {
+                std::thread::sleep(rest);
+            }
+        }
+        Ok(())
+    }
+
+    /// Types the wake text unless the pane waits for a person (daemon/pane.rs):
+    /// Ok(false) when it was held, and the wait reported instead.
+    fn type_wake(&self, req: &Request, socket: &Path) -> Result<bool, String> {
+        let screen = capture(socket, &req.session)?;
+        if let Some(p) = crate::daemon::pane::classify(&screen) {
+            crate::daemon::pane::report(&self.project, &req.role, Some(&p), &self.journal);
+            self.journal.record(
+                &Event::new(Kind::WakeHeld)
+                    .path(&req.path)
+                    .recipient(&req.role)
+                    .reason(format!("{}: {}", p.wait.word(), p.text)),
+            );
+            let _ = fsx::remove_file(&deferred_file(&self.project, &req.role));
+            return Ok(false);
+        }
+        let exited = matches!(
+            AgentRun::of(&self.project, &req.role),
+            Some(AgentRun::Exited { .. })
+        );
+        run_tmux(socket, &req.session, exited).map(|()| true)
+    }
+
     fn perform(&self, req: &Request) {
         if req.rewake && !still_waiting(&req.worktree) {
             return;
@@ -320,14 +398,24 @@ impl Waker {
             m => m,
         };
         let result = match &req.method {
-            Method::Tmux { socket } if mode == WakeMode::Idle => {
-                match self.wait_quiet(req, socket, quiet, limit) {
-                    Ok(true) => run_tmux(socket, &req.session),
+            Method::Tmux { socket } => {
+                let ready = self.pane_ready(req, socket).and_then(|()| {
+                    if mode == WakeMode::Idle {
+                        self.wait_quiet(req, socket, quiet, limit)
+                    } else {
+                        Ok(true)
+                    }
+                });
+                match ready {
+                    Ok(true) => match self.type_wake(req, socket) {
+                        Ok(true) => Ok(()),
+                        Ok(false) => return,
+                        Err(e) => Err(e),
+                    },
                     Ok(false) => return,
                     Err(e) => Err(e),
                 }
             }
-            Method::Tmux { socket } => run_tmux(socket, &req.session),
             Method::Command(cmd) => run_command(cmd, req, &self.project),
             Method::None => return,
         };

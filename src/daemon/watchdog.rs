@@ -15,6 +15,7 @@ use crate::protocol::clock;
 use crate::protocol::config::Config;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
+use crate::protocol::launch_files::AgentRun;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::{Role, Roles};
 
@@ -146,28 +147,34 @@ pub fn check_agents(project: &Project, roles: &Roles, config: &Config, journal: 
             &socket,
             &["has-session", "-t", &format!("={}", role.session)],
         );
+        // The pane outlives its agent (it waits for a wake-up to run it
+        // again); the pane script's state file says it exited, and how.
+        // Exit 0 is the documented end of a scripted agent's run: idle.
+        let run = AgentRun::of(project, &role.name);
+        let code = match &run {
+            Some(AgentRun::Exited { status, .. }) => Some(status.clone()),
+            _ => None,
+        };
+        let exited = code.is_some();
+        // A pane waiting for a person: reported once per prompt.
+        let seen = (has_session && !exited)
+            .then(|| crate::daemon::pane::look(&socket, &role.session))
+            .flatten();
+        crate::daemon::pane::report(project, &role.name, seen.as_ref(), journal);
         match config.role(&role.name).filter(|r| r.restart) {
             Some(rc) if !has_session => restart(project, role, rc.restart_budget, &socket, journal),
             Some(_) => {}
             None => {
-                // The pane outlives its agent (it waits for a wake-up to run
-                // it again); the pane script's state file says it exited.
-                let state = project
-                    .swarmforge()
-                    .join("run")
-                    .join(format!("{}.state", role.name));
-                let exited =
-                    fsx::read_bounded(&state, 4096).is_ok_and(|b| b.starts_with(b"exited"));
-                let alive = has_session && !exited;
+                let failed = run.as_ref().is_some_and(AgentRun::failed);
                 let launched = started
                     .lines()
                     .any(|l| l.split('\t').nth(2) == Some(role.session.as_str()));
-                let why = if has_session {
-                    "its agent exited"
-                } else {
-                    "its session is gone"
+                let why = match code {
+                    Some(c) if has_session => format!("its agent exited with status {c}"),
+                    _ => "its session is gone".to_string(),
                 };
-                report_dead(project, role, alive || !launched, why, journal);
+                let alive = has_session && !failed;
+                report_dead(project, role, alive || !launched, &why, journal);
             }
         }
     }

@@ -218,11 +218,48 @@ pub fn agent_cli_missing(cx: &Context) -> Vec<Finding> {
         .collect()
 }
 
-/// Agent CLIs whose trust or first-run state will stop them before their
-/// first turn. Wired to the agent-CLI trust detection when it lands
-/// (docs/agents.md); until then it looks at nothing and finds nothing.
-pub fn agent_cli_trust(_cx: &Context) -> Vec<Finding> {
-    Vec::new()
+/// Agent CLIs that will stop at their folder-trust dialog before their
+/// first turn: a worktree of this swarm that the CLI's own store (in this
+/// user's HOME) does not trust (launch::trust, docs/agents.md).
+pub fn agent_cli_trust(cx: &Context) -> Vec<Finding> {
+    let Ok(plan) = &cx.plan else {
+        return Vec::new();
+    };
+    let stores = match crate::launch::trust::Stores::from(|k| std::env::var_os(k)) {
+        Ok(s) => s,
+        Err(e) => {
+            return vec![Finding::new(
+                "AGENT_CLI_TRUST_UNKNOWN",
+                format!("cannot tell which worktrees the agent CLIs trust: {e}"),
+                "set HOME to the home folder the agent CLIs use",
+            )]
+        }
+    };
+    match crate::launch::trust::untrusted(plan, &stores) {
+        Ok(needs) => needs
+            .into_iter()
+            .map(|n| {
+                Finding::new(
+                    "AGENT_CLI_UNTRUSTED",
+                    format!(
+                        "role {}: {} has not trusted {}, so it will wait at its trust dialog",
+                        n.role,
+                        n.cli.name(),
+                        n.folder.display()
+                    ),
+                    format!(
+                        "run `swarm trust {}` (or start with `swarm up --trust`)",
+                        n.role
+                    ),
+                )
+            })
+            .collect(),
+        Err(e) => vec![Finding::new(
+            "AGENT_CLI_TRUST_UNKNOWN",
+            format!("cannot read the agent CLIs' trust: {e}"),
+            "repair the file it names (swarm trust refuses to rewrite a file it cannot parse)",
+        )],
+    }
 }
 
 /// A tmux socket left where no server answers, or no tmux to ask.

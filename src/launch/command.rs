@@ -85,16 +85,22 @@ pub fn agent_command(project: &Project, r: &PlannedRole) -> Option<String> {
             model,
             args,
             permission,
-        } => Some(cli.preset().command(&Launch {
-            role: &r.name,
-            root: &project.root,
-            worktree: &r.worktree_path,
-            prompt_file: &prompt_file(project, &r.name),
-            model: model.as_deref(),
-            args,
-            permission: *permission,
-            instructions_in_file: instructions_in_file(*cli, r),
-        })),
+        } => Some(
+            cli.preset().command(&Launch {
+                role: &r.name,
+                root: &project.root,
+                worktree: &r.worktree_path,
+                prompt_file: &prompt_file(project, &r.name),
+                model: model.as_deref(),
+                args,
+                permission: *permission,
+                instructions_in_file: instructions_in_file(*cli, r),
+                mcp: crate::protocol::config::Config::load(&project.config_file())
+                    .ok()
+                    .and_then(|c| c.role(&r.name).map(|x| x.mcp))
+                    .unwrap_or(false),
+            }),
+        ),
         AgentSpec::Model { name, extra } => {
             let p = sqp(&prompt_file(project, &r.name));
             let wt = sqp(&r.worktree_path);

@@ -1,7 +1,9 @@
 //! `swarm down`: stop the supervisor, the agents, the daemon and the tmux
 //! sessions, from anywhere; no handoff file is touched.
 
-use super::process::{group_alive, lock_holder, start_time, stop_groups, stop_lock_holder};
+use super::process::{
+    group_alive, lock_holder, start_time, stop_groups, stop_lock_holder, stop_pids,
+};
 use super::sessions::stop_tmux;
 use super::GRACE;
 use crate::daemon::control;
@@ -19,6 +21,26 @@ pub struct DownReport {
     pub sessions: Vec<String>,
     /// The bridge to other hosts, when one ran.
     pub bridge: Option<u32>,
+    /// Processes that still carried an agent's environment after the
+    /// agents' groups and sessions were stopped (they had left their group).
+    pub strays: Vec<u32>,
+}
+
+/// Stops every process left with an agent's environment for this project
+/// (process.rs, `agent_processes`): TERM, then KILL after [`GRACE`].
+pub(super) fn stop_strays(project: &Project) -> Vec<u32> {
+    let roles: Vec<String> = match crate::protocol::roles::Roles::load(&project.roles_tsv()) {
+        Ok(r) => r
+            .roles
+            .iter()
+            .filter(|r| !r.is_human())
+            .map(|r| r.name.clone())
+            .collect(),
+        Err(_) => return Vec::new(),
+    };
+    let pids = super::process::agent_processes(&project.root, &roles);
+    stop_pids(&pids, GRACE);
+    pids.into_iter().map(|p| p as u32).collect()
 }
 
 /// Headless agents recorded by a supervisor that is gone (SIGKILLed).
@@ -76,12 +98,16 @@ pub fn down(project: &Project) -> Result<DownReport> {
     let daemon_pid = lock_holder(&project.pid_file());
     let daemon = control::stop(project, control::GRACE)?.pid.or(daemon_pid);
     let sessions = stop_tmux(project)?;
+    let strays = stop_strays(project);
     let bridge = super::bridge::stop_bridge(project, GRACE);
+    // What the panes waited for is no longer waiting.
+    let _ = std::fs::remove_dir_all(project.daemon_dir().join("waiting"));
     Ok(DownReport {
         supervisor,
         agents,
         daemon,
         sessions,
         bridge,
+        strays,
     })
 }

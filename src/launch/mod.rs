@@ -23,6 +23,7 @@
 pub mod agents;
 pub mod api;
 pub mod archive;
+pub mod attach;
 pub mod bridge;
 pub mod command;
 pub mod confine;
@@ -39,6 +40,7 @@ pub mod socket;
 pub mod supervisor;
 pub mod swarmforge_conf;
 pub mod templates;
+pub mod trust;
 pub mod up;
 
 pub use crate::protocol::launch_files::agents_dir;

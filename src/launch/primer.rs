@@ -98,38 +98,19 @@ pub fn primer(plan: &Plan, role: &str) -> Result<String> {
         s.push('\n');
     }
     let batch = me.mode.as_str() == "batch";
+    // `mcp: true`: the agent has the `swarm` MCP server's tools; teach
+    // those, not the shell wrappers (docs/mcp.md).
+    let mcp = rc.is_some_and(|r| r.mcp);
+    if mcp {
+        s.push_str(&mcp_sections(plan, role, &peers));
+        return Ok(s);
+    }
     s.push_str(&format!(
         "\n## Taking and finishing work\n\n1. Run `ready_for_next.sh`. It prints `NO_TASK`, or {} with `FROM:`, `TYPE:` and `PAYLOAD:`.\n2. Do what it asks, here in your worktree; commit code with git.\n3. Run `done_with_current.sh`: it completes the item and prints `MAIL_WAITING` (more work waits: run `ready_for_next.sh` again) or `NO_TASK`.\n\nOne item at a time. Never edit or move files under `.swarmforge/` yourself.\n",
         if batch { "a batch of every waiting item (`BATCH:`)" } else { "one item (`TASK:`)" }
     ));
-    let allowed = plan.config.allowed_types(role);
-    let moderator = plan.config.forum.moderator.as_deref();
-    let sendable: Vec<&'static TypeRule> = allowed
-        .iter()
-        .filter_map(|t| types::type_rule(t))
-        .filter(|t| t.name != types::DIGEST.name || moderator == Some(role))
-        .collect();
-    // Drafts address the peers the job names, in the order it names them;
-    // else the first agent (or person) among the peers.
-    let job = rc
-        .and_then(|r| r.prompt.clone().or_else(|| r.description.clone()))
-        .unwrap_or_default();
-    let named = |want_human: bool| {
-        peers
-            .iter()
-            .filter(|p| p.is_human() == want_human)
-            .filter_map(|p| mention_at(&job, &p.name).map(|at| (at, p.name.as_str())))
-            .min()
-            .map(|(_, n)| n)
-    };
-    let first_peer = named(false)
-        .or(peers
-            .iter()
-            .find(|p| !p.is_human())
-            .map(|p| p.name.as_str()))
-        .or(peers.first().map(|p| p.name.as_str()))
-        .unwrap_or("<role>");
-    let human = named(true).or(peers.iter().find(|p| p.is_human()).map(|p| p.name.as_str()));
+    let aud = audience(plan, role, &peers);
+    let (sendable, human) = (&aud.sendable, aud.human);
     s.push_str("\n## Sending\n\n");
     if sendable.is_empty() {
         s.push_str("You may not send messages; finish items with `done_with_current.sh`.\n");
@@ -138,12 +119,8 @@ pub fn primer(plan: &Plan, role: &str) -> Result<String> {
             "Write a draft file, then run `swarm_handoff.sh <file>`. `HANDOFF QUEUED` means sent (the draft is deleted); `HANDOFF INVALID` lists what to fix. `to:` is a role, roles separated by commas, or `all`; `priority:` 00-99, lower goes first. Any draft may add `in_reply_to: <id>` and `cc: <role>`. You may send {}:\n",
             types::list_in_words(&sendable.iter().map(|t| t.name).collect::<Vec<_>>())
         ));
-        for t in &sendable {
-            let to = match t.name {
-                "clarify" => human.unwrap_or(first_peer),
-                "digest" => "all",
-                _ => first_peer,
-            };
+        for t in sendable {
+            let to = aud.to(t);
             s.push_str(&format!("\n```\n{}```\n", draft(t, to)));
         }
     }
@@ -155,7 +132,7 @@ pub fn primer(plan: &Plan, role: &str) -> Result<String> {
             "\n## Asking a person\n\nWhen you cannot finish the item in process without a decision:\n\n1. Send a `clarify` to `{h}` (the question in `question:`, options one per body line).\n2. Do not run `done_with_current.sh`: the item stays in process (parked) until the answer arrives.\n3. End your turn.\n4. When you are woken, run `ready_for_next.sh`: it prints the same item again with an `ANSWER:` block (`ANSWER_CHOICE:`, `ANSWER_TEXT:`).\n5. Finish the item with that answer, then run `done_with_current.sh`.\n"
         ));
     }
-    if let Some(m) = moderator {
+    if let Some(m) = plan.config.forum.moderator.as_deref() {
         s.push_str(&format!(
             "\n## Forum\n\nPosts, notes and handoffs sent while a session is open belong to it. `{m}` moderates: every {} contributions it gets a `digest_request` and answers with a `digest` to `all`; your `ready-next` then shows `LATEST_DIGEST:`. In a round-robin discussion add `discussion: <id>` to your draft, and send only on your turn (`swarm can-send --discussion <id>` exits 0 then).\n",
             plan.config.forum.digest_every
@@ -216,6 +193,102 @@ fn person_primer(plan: &Plan, me: &PlannedRole) -> String {
             )
         ));
     }
+    s
+}
+
+/// What a role may send and to whom its examples go.
+struct Audience<'a> {
+    sendable: Vec<&'static TypeRule>,
+    /// An agent peer (else any peer): the examples' `to`.
+    first_peer: &'a str,
+    /// A person, for `clarify`.
+    human: Option<&'a str>,
+}
+
+impl Audience<'_> {
+    /// The recipient of type `t`'s example.
+    fn to(&self, t: &TypeRule) -> &str {
+        match t.name {
+            "clarify" => self.human.unwrap_or(self.first_peer),
+            "digest" => "all",
+            _ => self.first_peer,
+        }
+    }
+}
+
+fn audience<'a>(plan: &Plan, role: &str, peers: &[&'a PlannedRole]) -> Audience<'a> {
+    let moderator = plan.config.forum.moderator.as_deref();
+    // Drafts address the peers the job names, in the order it names them;
+    // else the first agent (or person) among the peers.
+    let job = plan
+        .config
+        .role(role)
+        .and_then(|r| r.prompt.clone().or_else(|| r.description.clone()))
+        .unwrap_or_default();
+    let named = |want_human: bool| -> Option<&'a str> {
+        peers
+            .iter()
+            .filter(|p| p.is_human() == want_human)
+            .filter_map(|p| mention_at(&job, &p.name).map(|at| (at, p.name.as_str())))
+            .min()
+            .map(|(_, n)| n)
+    };
+    Audience {
+        sendable: plan
+            .config
+            .allowed_types(role)
+            .iter()
+            .filter_map(|t| types::type_rule(t))
+            .filter(|t| t.name != types::DIGEST.name || moderator == Some(role))
+            .collect(),
+        first_peer: named(false)
+            .or(peers
+                .iter()
+                .find(|p| !p.is_human())
+                .or(peers.first())
+                .map(|p| p.name.as_str()))
+            .unwrap_or("<role>"),
+        human: named(true).or(peers.iter().find(|p| p.is_human()).map(|p| p.name.as_str())),
+    }
+}
+
+/// The work, sending and stopping sections for an `mcp: true` role: the
+/// `swarm` server's tools, with the same drafts given as arguments.
+fn mcp_sections(plan: &Plan, role: &str, peers: &[&PlannedRole]) -> String {
+    let mut s = String::from(
+        "\n## Taking and finishing work\n\nYou have the tools of the `swarm` MCP server (Claude Code lists them as `mcp__swarm__<tool>`); use them, not shell scripts.\n\n1. Call `next`. It returns status `no_task`, or your item with its `from`, `type` and `body`.\n2. Do what it asks, here in your worktree; commit code with git.\n3. Call `done` (with `failed: <why>` if it could not be done): it completes the item and returns the next one, or `no_task`.\n\nOne item at a time. Never edit or move files under `.swarmforge/` yourself.\n",
+    );
+    let aud = audience(plan, role, peers);
+    let (sendable, human) = (&aud.sendable, aud.human);
+    s.push_str("\n## Sending\n\n");
+    if sendable.is_empty() {
+        s.push_str("You may not send messages; finish items with `done`.\n");
+    } else {
+        s.push_str(&format!(
+            "Call `send` with `type`, `to` (a role, roles separated by commas, or `all`), `priority` (00-99, lower first) and the type's fields as arguments; `status: queued` means sent, `invalid` lists what to fix. `reply` answers the item in process. You may send {}:\n",
+            types::list_in_words(&sendable.iter().map(|t| t.name).collect::<Vec<_>>())
+        ));
+        for t in sendable {
+            let to = aud.to(t);
+            let mut args = format!("type: {}, to: {to}", t.name);
+            for f in t.own {
+                args.push_str(&format!(", {f}: {}", placeholder(f)));
+            }
+            if t.body {
+                args.push_str(", body: <text>");
+            }
+            s.push_str(&format!("- `send` {{{args}}}\n"));
+        }
+    }
+    if let (Some(h), true) = (
+        human,
+        sendable.iter().any(|t| t.name == types::CLARIFY.name),
+    ) {
+        s.push_str(&format!(
+            "\n## Asking a person\n\nWhen you cannot go on without a decision, call `ask` with `to: {h}`, the `question` and its `options`, then `done`, and end your turn. The answer comes back with your item.\n"
+        ));
+    }
+    s.push_str("\n## When to stop\n\nWhen `next` returns `no_task`, end your turn and wait; do not poll. New mail wakes you with \"You have new handoff mail. If idle, run ready_for_next.sh.\": that means call `next`. Never end a turn with an item in process unless you asked a person about it.\n");
     s
 }
 

@@ -218,3 +218,98 @@ pub(crate) fn spawn_holding(s: &Spawn) -> Result<(u32, Child)> {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Largest `/proc/<pid>/environ` read.
+const MAX_ENVIRON: u64 = 1024 * 1024;
+
+/// `/proc/<pid>/stat` field 4, the parent.
+fn parent_of(pid: i32) -> Option<i32> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    s[s.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// This process and its ancestors: never stopped (a `swarm down` typed in
+/// a role's pane must finish).
+fn self_and_ancestors() -> Vec<i32> {
+    let mut out = vec![std::process::id() as i32];
+    while let Some(p) = out.last().and_then(|p| parent_of(*p)).filter(|p| *p > 1) {
+        if out.contains(&p) || out.len() > 256 {
+            break;
+        }
+        out.push(p);
+    }
+    out
+}
+
+/// Every process (of this user: others' environments cannot be read) that
+/// carries an agent's environment for `root`: `SWARMFORGE_PROJECT=<root>`
+/// with `SWARMFORGE_ROLE` one of `roles`. Whatever an agent started keeps
+/// that environment, also when it left the agent's process group (a CLI's
+/// background server that called setsid), so this finds what group kills
+/// miss.
+pub(crate) fn agent_processes(root: &Path, roles: &[String]) -> Vec<i32> {
+    use std::io::Read;
+    let mine = self_and_ancestors();
+    let want_root = format!("SWARMFORGE_PROJECT={}", root.display());
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid <= 1 || mine.contains(&pid) {
+            continue;
+        }
+        let mut env = Vec::new();
+        let read = std::fs::File::open(e.path().join("environ"))
+            .and_then(|f| f.take(MAX_ENVIRON).read_to_end(&mut env));
+        if read.is_err() {
+            continue;
+        }
+        let vars: Vec<&[u8]> = env.split(|b| *b == 0).collect();
+        let has_root = vars.contains(&want_root.as_bytes());
+        let has_role = vars.iter().any(|v| {
+            v.strip_prefix(b"SWARMFORGE_ROLE=")
+                .is_some_and(|r| roles.iter().any(|x| x.as_bytes() == r))
+        });
+        if has_root && has_role && start_time(pid).is_some() {
+            out.push(pid);
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// SIGTERM to each process, wait up to `grace` for all of them, SIGKILL
+/// the rest (each checked by its start time, so a reused pid is spared).
+pub(crate) fn stop_pids(pids: &[i32], grace: Duration) {
+    let born: Vec<(i32, Option<u64>)> = pids.iter().map(|p| (*p, start_time(*p))).collect();
+    let same = |(p, t): &(i32, Option<u64>)| t.is_some() && start_time(*p) == *t;
+    let alive = |(p, t): &(i32, Option<u64>)| {
+        // A zombie has a start time but no more life in it.
+        same(&(*p, *t))
+            && std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rfind(')')
+                        .and_then(|i| s[i + 1..].split_whitespace().next().map(str::to_string))
+                })
+                .is_some_and(|st| st != "Z" && st != "X")
+    };
+    for b in born.iter().filter(|b| same(b)) {
+        kill(b.0, Signal::TERM);
+    }
+    let end = Instant::now() + grace;
+    while born.iter().any(alive) && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for b in born.iter().filter(|b| alive(b)) {
+        kill(b.0, Signal::KILL);
+    }
+}

@@ -146,8 +146,11 @@ impl<'a> Running<'a> {
         let _ = fsx::remove_file(&agent_parked_file(project, &r.name));
         let log = agent_log(project, &r.name);
         // The shell opens the log (append) itself; every run is marked in it.
+        // The parent-death signal (the supervisor killed with -9) reaches
+        // only this shell: it runs the agent in the background and passes
+        // a TERM or HUP on to its whole group, so no agent outlives it.
         let script = format!(
-            "exec >>{} 2>&1 </dev/null\nprintf '[swarm] run %s of role %s\\n' {} {}\n{}\n",
+            "exec >>{} 2>&1 </dev/null\nprintf '[swarm] run %s of role %s\\n' {} {}\ntrap 'trap - TERM HUP; kill -TERM 0 2>/dev/null' TERM HUP\n(\n{}\n) &\nwait $!\n",
             sqp(&log),
             slot.runs,
             sq(&r.name),
@@ -290,6 +293,15 @@ impl<'a> Running<'a> {
                 before: [0; 4],
             });
         }
+        // Agents a `swarm up` killed with -9 left running would work the
+        // same queues as the new ones.
+        let left = super::down::stop_recorded_agents(project);
+        if !left.is_empty() {
+            say(&format!(
+                "stopped the agents a previous swarm up left running: {}",
+                left.join(" ")
+            ));
+        }
         let started = Instant::now();
         let mut last_initial: Option<Instant> = None;
         let mut last_daemon_check = Instant::now();
@@ -399,6 +411,14 @@ impl<'a> Running<'a> {
         let killed = stop_tmux(project)?;
         if !killed.is_empty() {
             say(&format!("killed tmux sessions: {}", killed.join(" ")));
+        }
+        let strays = super::down::stop_strays(project);
+        if !strays.is_empty() {
+            let pids: Vec<String> = strays.iter().map(u32::to_string).collect();
+            say(&format!(
+                "stopped processes agents left outside their group: {}",
+                pids.join(" ")
+            ));
         }
         let r = stopped?;
         if let Some(pid) = r.pid.or(daemon_pid) {

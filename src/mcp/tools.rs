@@ -356,6 +356,7 @@ fn ready_value(at: &place::Resolved, r: &Ready, reactions: &[Item], me: &str) ->
     let viewer = Viewer {
         role: Some(me),
         forum: Some(&view),
+        preamble: at.keeps_preamble(),
     };
     let mut v = printout::ready_json(r, viewer);
     if !reactions.is_empty() {
@@ -389,6 +390,7 @@ fn done(agent: &Agent, a: &Args) -> Outcome {
     let viewer = Viewer {
         role: Some(&agent.role),
         forum: Some(&view),
+        preamble: at.keeps_preamble(),
     };
     Ok(printout::done_json(&d, viewer))
 }

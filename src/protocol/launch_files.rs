@@ -32,6 +32,38 @@ pub fn run_file(p: &Project, role: &str) -> PathBuf {
 pub fn agent_state_file(p: &Project, role: &str) -> PathBuf {
     p.swarmforge().join("run").join(format!("{role}.state"))
 }
+
+/// What a tmux pane's agent is doing, per its state file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AgentRun {
+    /// Running since this epoch second.
+    Running(Option<u64>),
+    /// Exited with this status (`0`: done until the next wake-up; a
+    /// scripted agent's documented end) at this epoch second.
+    Exited { status: String, at: Option<u64> },
+}
+
+impl AgentRun {
+    /// The state file of `role`'s pane, read bounded; None without one.
+    pub fn of(p: &Project, role: &str) -> Option<AgentRun> {
+        let b = crate::fsx::read_bounded(&agent_state_file(p, role), 4096).ok()?;
+        let text = String::from_utf8_lossy(&b);
+        let mut w = text.split_whitespace();
+        match w.next()? {
+            "running" => Some(AgentRun::Running(w.next().and_then(|t| t.parse().ok()))),
+            "exited" => Some(AgentRun::Exited {
+                status: w.next().unwrap_or("?").to_string(),
+                at: w.next().and_then(|t| t.parse().ok()),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Exited with a status other than 0.
+    pub fn failed(&self) -> bool {
+        matches!(self, AgentRun::Exited { status, .. } if status != "0")
+    }
+}
 pub fn prompt_file(p: &Project, role: &str) -> PathBuf {
     p.swarmforge().join("prompts").join(format!("{role}.md"))
 }

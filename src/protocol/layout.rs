@@ -10,6 +10,10 @@ pub struct Project {
 }
 
 impl Project {
+    /// SwarmForge's constitution: present in a SwarmForge project.
+    pub fn constitution(&self) -> PathBuf {
+        self.root.join("swarmforge").join("constitution.prompt")
+    }
     pub fn new(root: impl Into<PathBuf>) -> Self {
         Project { root: root.into() }
     }

@@ -29,6 +29,11 @@ pub enum Kind {
     Clarify,
     /// An item waiting in a human role's `inbox/new`.
     Waiting,
+    /// An agent's pane shows a dialog, menu or permission request
+    /// (daemon/pane.rs): a person answers it with `swarm attach <role>`.
+    NeedsInput,
+    /// An agent's pane shows a rate limit or an authentication error.
+    Blocked,
 }
 
 impl Kind {
@@ -36,6 +41,8 @@ impl Kind {
         match self {
             Kind::Clarify => "clarify",
             Kind::Waiting => "waiting",
+            Kind::NeedsInput => "needs_input",
+            Kind::Blocked => "blocked",
         }
     }
 }
@@ -107,7 +114,38 @@ pub fn from_trail(t: &Trail, now: Instant) -> Vec<Item> {
         .map(|o| clarify_item(o, now))
         .collect();
     out.extend(waiting(&t.roles, &t.project, t.max_bytes, now));
+    out.extend(panes(&t.roles, &t.project, now));
     out
+}
+
+/// Agents whose pane waits for a person, as the daemon last saw them.
+fn panes(roles: &Roles, project: &Project, now: Instant) -> Vec<Item> {
+    use crate::daemon::pane;
+    roles
+        .roles
+        .iter()
+        .filter(|r| !r.is_human() && !r.is_remote())
+        .filter_map(|r| {
+            let (wait, at, text) = pane::reported(project, &r.name)?;
+            let since = clock::parse(&at);
+            Some(Item {
+                kind: match wait {
+                    pane::Wait::NeedsInput => Kind::NeedsInput,
+                    pane::Wait::Blocked => Kind::Blocked,
+                },
+                id: format!("pane:{}", r.name),
+                from: r.name.clone(),
+                role: r.name.clone(),
+                kind_of_message: wait.word().to_string(),
+                since: since.map(clock::iso),
+                age_s: age(since, now),
+                text: crate::text::escape(&text),
+                handle: format!("swarm attach {}", r.name),
+                options: Vec::new(),
+                path: pane::marker_file(project, &r.name),
+            })
+        })
+        .collect()
 }
 
 /// Items waiting in human roles' `inbox/new` (clarifies are listed as such).

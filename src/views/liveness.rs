@@ -1,9 +1,14 @@
-//! Whether each role's agent is `busy`, `idle`, `dead` or `parked`, since
-//! when, and why a role with waiting work is not moving (`swarm status`).
+//! Whether each role's agent is `busy`, `idle`, `dead`, `parked`,
+//! `needs_input` or `blocked`, since when, and why a role with waiting work
+//! is not moving (`swarm status`).
 //!
-//! With tmux: a missing session or a pane whose agent exited (the pane
-//! script's state file) is dead; otherwise the window's last output time
-//! tells busy (output within the quiet window) from idle. Headless: a
+//! With tmux: a missing session or a pane whose agent exited with an error
+//! (the pane script's state file) is dead; an agent that exited 0 waits for
+//! its next wake-up: idle. A pane showing a dialog, a menu or a permission
+//! request is `needs_input`, one showing a rate limit or an authentication
+//! error `blocked` (daemon/pane.rs, the prompt's words as the detail);
+//! otherwise the window's last output time tells busy (output within the
+//! quiet window) from idle. Headless: a
 //! running agent process is busy, a parked role parked, else idle. No swarm
 //! running: unknown.
 
@@ -12,23 +17,27 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use crate::daemon::{tmux, wake};
+use crate::daemon::{pane, tmux, wake};
 use crate::fsx;
 use crate::protocol::config::Config;
 use crate::protocol::launch_files::{
-    agent_parked_file, agent_pid_file, agent_state_file, supervisor_pid_file,
+    agent_parked_file, agent_pid_file, supervisor_pid_file, AgentRun,
 };
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Role;
 use crate::views::attention;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum State {
     Busy,
     Idle,
     Dead,
     Parked,
+    /// The pane waits for a person: a dialog, menu or permission request.
+    NeedsInput,
+    /// The pane shows a rate limit or an authentication error.
+    Blocked,
 }
 
 impl State {
@@ -38,6 +47,8 @@ impl State {
             State::Idle => "idle",
             State::Dead => "dead",
             State::Parked => "parked",
+            State::NeedsInput => "needs_input",
+            State::Blocked => "blocked",
         }
     }
 }
@@ -48,6 +59,21 @@ pub struct Liveness {
     pub state: State,
     /// ISO time: last output (busy, idle), exit or death (dead), parking.
     pub since: Option<String>,
+    /// What a `needs_input` / `blocked` pane shows (its prompt, one line).
+    pub detail: Option<String>,
+    /// The options of a recognised menu and the keys that choose each.
+    pub options: Vec<pane::Choice>,
+}
+
+impl Liveness {
+    fn new(state: State, since: Option<String>) -> Liveness {
+        Liveness {
+            state,
+            since,
+            detail: None,
+            options: Vec::new(),
+        }
+    }
 }
 
 /// How the swarm runs, looked up once per `swarm status`.
@@ -101,22 +127,16 @@ impl Runner {
             Runner::None => None,
             Runner::Headless => {
                 if let Some(t) = read_small(&agent_parked_file(project, &r.name)) {
-                    return Some(Liveness {
-                        state: State::Parked,
-                        since: Some(t),
-                    });
+                    return Some(Liveness::new(State::Parked, Some(t)));
                 }
                 let running = agent_pid_file(project, &r.name).exists();
-                Some(Liveness {
-                    state: if running { State::Busy } else { State::Idle },
-                    since: None,
-                })
+                Some(Liveness::new(
+                    if running { State::Busy } else { State::Idle },
+                    None,
+                ))
             }
             Runner::Tmux { socket, quiet } => {
-                let state = read_small(&agent_state_file(project, &r.name)).unwrap_or_default();
-                let mut words = state.split_whitespace();
-                let exited = words.next() == Some("exited");
-                let stamp = |w: Option<&str>| w.and_then(|t| t.parse().ok()).map(iso_of_epoch);
+                let run = AgentRun::of(project, &r.name);
                 let reply = tmux::call(
                     socket,
                     &[
@@ -131,32 +151,42 @@ impl Runner {
                     Ok(rep) if rep.ok => rep.stdout.trim().parse::<u64>().ok(),
                     _ => {
                         let since = read_small(&project.daemon_dir().join("dead").join(&r.name));
-                        return Some(Liveness {
-                            state: State::Dead,
-                            since,
-                        });
+                        return Some(Liveness::new(State::Dead, since));
                     }
                 };
-                if exited {
+                if let Some(AgentRun::Exited { at, .. }) = &run {
+                    let state = if run.as_ref().is_some_and(AgentRun::failed) {
+                        State::Dead
+                    } else {
+                        State::Idle
+                    };
+                    return Some(Liveness::new(state, at.map(iso_of_epoch)));
+                }
+                if let Some(p) = pane::look(socket, &r.session) {
+                    let since = pane::reported(project, &r.name)
+                        .filter(|(w, _, t)| *w == p.wait && *t == p.text)
+                        .map(|(_, at, _)| at);
                     return Some(Liveness {
-                        state: State::Dead,
-                        since: stamp(state.split_whitespace().nth(2)),
+                        state: match p.wait {
+                            pane::Wait::NeedsInput => State::NeedsInput,
+                            pane::Wait::Blocked => State::Blocked,
+                        },
+                        since,
+                        detail: Some(p.text),
+                        options: p.options,
                     });
                 }
                 let Some(at) = activity else {
-                    return Some(Liveness {
-                        state: State::Idle,
-                        since: None,
-                    });
+                    return Some(Liveness::new(State::Idle, None));
                 };
                 // Output within two quiet windows (at least 2 s, the clock's
                 // resolution here) counts as busy.
                 let window = (quiet.as_secs() * 2).max(2);
                 let busy = now_epoch().saturating_sub(at) < window;
-                Some(Liveness {
-                    state: if busy { State::Busy } else { State::Idle },
-                    since: Some(iso_of_epoch(at)),
-                })
+                Some(Liveness::new(
+                    if busy { State::Busy } else { State::Idle },
+                    Some(iso_of_epoch(at)),
+                ))
             }
         }
     }
@@ -189,6 +219,19 @@ pub fn not_moving(
         Some(State::Dead) => return Some("agent dead".into()),
         Some(State::Parked) => {
             return Some("agent parked after runs that left the queue untouched".into())
+        }
+        Some(State::NeedsInput) => {
+            return Some(format!(
+                "agent waits for a person: {} (swarm attach {})",
+                live.and_then(|l| l.detail.as_deref()).unwrap_or("a prompt"),
+                r.name
+            ))
+        }
+        Some(State::Blocked) => {
+            return Some(format!(
+                "agent blocked: {}",
+                live.and_then(|l| l.detail.as_deref()).unwrap_or("?")
+            ))
         }
         _ => {}
     }

@@ -36,11 +36,17 @@ pub struct RoleStatus {
     /// Outgoing files not yet delivered.
     pub outbox: usize,
     pub last_wake: Option<String>,
-    /// `busy`, `idle`, `dead` or `parked`; null for a person or when no
-    /// swarm runs (views/liveness.rs).
+    /// `busy`, `idle`, `dead`, `parked`, `needs_input` or `blocked`; null
+    /// for a person or when no swarm runs (views/liveness.rs).
     pub agent_state: Option<liveness::State>,
     /// Since when (last output, exit or parking), when known.
     pub agent_since: Option<String>,
+    /// What a `needs_input` / `blocked` agent's pane shows (daemon/pane.rs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_prompt: Option<String>,
+    /// The options of that prompt's menu and the tmux keys choosing each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub agent_options: Vec<crate::daemon::pane::Choice>,
     /// Why waiting work does not move ("agent dead", "waiting on clarify
     /// <id> to <role>", "wake deferred: busy"), when that is known.
     pub not_moving: Option<String>,
@@ -272,6 +278,8 @@ pub fn collect(project: &Project) -> Result<Status> {
             outbox: items(&wt.outbox()).0,
             last_wake,
             agent_state: live.as_ref().map(|l| l.state),
+            agent_prompt: live.as_ref().and_then(|l| l.detail.clone()),
+            agent_options: live.as_ref().map(|l| l.options.clone()).unwrap_or_default(),
             agent_since: live.and_then(|l| l.since),
             not_moving,
             host: r
@@ -366,7 +374,10 @@ pub fn text(s: &Status) -> String {
             if let Some(t) = &r.agent_since {
                 out.push_str(&format!(" since {t}"));
             }
-            if let Some(w) = &r.not_moving {
+            if let Some(p) = &r.agent_prompt {
+                out.push_str(&format!(": {p} (swarm attach {})", r.role));
+            }
+            if let Some(w) = r.not_moving.as_ref().filter(|_| r.agent_prompt.is_none()) {
                 out.push_str(&format!("; not moving: {}", crate::text::escape(w)));
             }
             out.push('\n');

@@ -644,7 +644,9 @@ fn liveness_and_notifications_follow_a_killed_agent() {
     // The watchdog sees the exit and tells the person, once.
     wait_until(Duration::from_secs(30), "agent_dead notified", || {
         fs::read_to_string(d.path("notified")).is_ok_and(|t| {
-            t.contains("agent_dead|coder||its agent exited (session swarmforge-coder)\n")
+            t.contains(
+                "agent_dead|coder||its agent exited with status 137 (session swarmforge-coder)\n",
+            )
         })
     });
     // The session gone too: still the same death, not a second notice.

@@ -489,6 +489,24 @@ fn swarm_up_writes_each_agents_mcp_configuration() {
     assert!(codex.contains("\"mcp\", \"--role\", \"cx\"]"), "{codex}");
     // Only the role that asked for it.
     assert!(!p.path(".worktrees/pl/.mcp.json").exists());
+    // Every file written holds this machine's absolute paths: none of them
+    // shows in `git status` (an agent's `git add -A` would commit it).
+    for wt in ["cl", "cx", "gm"] {
+        let st = std::process::Command::new("git")
+            .args(["status", "--porcelain", "--untracked-files=all"])
+            .current_dir(p.wt_path(wt))
+            .output()
+            .unwrap();
+        let st = String::from_utf8_lossy(&st.stdout).into_owned();
+        for f in [
+            ".mcp.json",
+            "settings.local.json",
+            ".codex/config.toml",
+            ".gemini/settings.json",
+        ] {
+            assert!(!st.contains(f), "{wt}: {f} not excluded:\n{st}");
+        }
+    }
     // Codex runs with CODEX_HOME in its worktree; the others keep theirs.
     let ran = p.read("ran.txt");
     let cx_home = p.wt_path("cx").join(".codex");
@@ -518,6 +536,68 @@ fn swarm_up_writes_each_agents_mcp_configuration() {
     let again = read(".worktrees/cl/.mcp.json");
     assert_eq!(again["mcpServers"]["other"], json!({"command": "x"}));
     assert_eq!(again["mcpServers"]["swarm"], claude["mcpServers"]["swarm"]);
+}
+
+#[test]
+fn an_mcp_role_sharing_its_folder_with_another_agent_of_its_cli_is_refused() {
+    let p = Project::builder()
+        .config(
+            "roles:\n- {name: a, agent: claude, worktree: master, mcp: true}\n- {name: b, agent: claude, worktree: master}\n",
+        )
+        .build();
+    let fakes = p.path("fakes");
+    std::fs::create_dir_all(&fakes).unwrap();
+    fake_agent(&fakes, "claude");
+    let path = format!(
+        "{}:{}",
+        fakes.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let r = p
+        .cmd("swarm")
+        .env("PATH", &path)
+        .args(["up", "--no-tmux", "--until-idle", "--timeout", "5s"])
+        .code(1)
+        .run();
+    r.stderr_has("role 'a' has `mcp: true` and shares its folder");
+    r.stderr_has("with role 'b', whose agent would load the same MCP configuration and act as 'a'");
+    assert!(!p.path(".mcp.json").exists());
+}
+
+#[test]
+fn an_mcp_roles_primer_teaches_the_tools_not_the_wrappers() {
+    let p = Project::builder()
+        .config(
+            "roles:\n- {name: a, agent: claude, worktree: wa, mcp: true}\n- {name: b, agent: claude, worktree: wb}\n- {name: boss, agent: human}\n",
+        )
+        .build();
+    let mcp = p.swarm(&["prompt", "a"]);
+    mcp.ok();
+    let t = &mcp.stdout;
+    for want in [
+        "Call `next`",
+        "Call `done`",
+        "- `send` {type: note, to: b, message: <one line, at most 80 characters>}",
+        "call `ask` with `to: boss`",
+        "When `next` returns `no_task`",
+        "mcp__swarm__<tool>",
+    ] {
+        assert!(t.contains(want), "lacks {want:?}:\n{t}");
+    }
+    for wrapper in [
+        "swarm_handoff.sh",
+        "done_with_current.sh",
+        "ready_for_next.sh` ",
+    ] {
+        assert!(!t.contains(wrapper), "teaches {wrapper}:\n{t}");
+    }
+    // A role without `mcp: true` keeps the wrappers.
+    let plain = p.swarm(&["prompt", "b"]);
+    assert!(
+        plain.stdout.contains("swarm_handoff.sh <file>"),
+        "{}",
+        plain.stdout
+    );
 }
 
 #[test]

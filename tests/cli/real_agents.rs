@@ -1,8 +1,11 @@
 //! The agent layer with the real agent CLIs (issue 20): `swarm up` starts
 //! each role's real CLI with its preset in tmux, pointed through the CLI's
 //! own settings in the role's worktree at a scripted model on 127.0.0.1
-//! (support/model_server.rs). HOME is a temp folder, so no user config is
-//! read or written; no traffic leaves the machine.
+//! (support/model_server.rs). HOME is a temp folder set up like a real
+//! user's (Claude Code's onboarding done) with the worktrees NOT trusted:
+//! the CLIs' folder-trust dialogs are met as a new user meets them, and
+//! either seen by the swarm (`needs_input`, nothing typed into them) or
+//! answered beforehand by `swarm up --trust`. No traffic leaves the machine.
 //!
 //! The CLIs are the pinned versions `.ci/run` installs with npm into
 //! `target/agent-clis` (or the folder `SWARM_AGENT_CLIS` names); without
@@ -69,11 +72,19 @@ impl RealSwarm {
             &yaml.replace("@MODEL@", &format!("http://127.0.0.1:{}", model.port)),
         );
         d.swarm(&["init"]).ok();
+        // A user who has used Claude Code before: onboarding done, no
+        // project of this swarm known.
+        let home = tempfile::tempdir().unwrap();
+        fs::write(
+            home.path().join(".claude.json"),
+            json!({"hasCompletedOnboarding": true, "theme": "dark", "projects": {}}).to_string(),
+        )
+        .unwrap();
         RealSwarm {
             guard: SwarmGuard::new(&d.root),
             d,
             model,
-            home: tempfile::tempdir().unwrap(),
+            home,
             bin,
         }
     }
@@ -84,8 +95,7 @@ impl RealSwarm {
 
     /// Claude Code for `role`: its endpoint and a dummy token in the
     /// worktree's `.claude/settings.json` (`env`, applied to that session
-    /// only), and the first-run dialogs (onboarding, folder trust) answered
-    /// in the temp HOME's `.claude.json`.
+    /// only).
     fn claude(&self, role: &str, steps: Vec<Step>) {
         self.model.script(role, steps);
         let wt = self.wt(role);
@@ -104,39 +114,18 @@ impl RealSwarm {
             ),
             &settings.to_string(),
         );
-        let state = self.home.path().join(".claude.json");
-        let mut v: Value = fs::read_to_string(&state)
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or_else(
-                || json!({"hasCompletedOnboarding": true, "theme": "dark", "projects": {}}),
-            );
-        v["projects"][wt.display().to_string()] =
-            json!({"hasTrustDialogAccepted": true, "hasCompletedProjectOnboarding": true});
-        fs::write(&state, v.to_string()).unwrap();
     }
 
-    /// Codex for `role`: its worktree trusted in the temp HOME's
-    /// `.codex/config.toml` (project-local config may not name a model
+    /// Codex for `role` (project-local config may not name a model
     /// provider; the role's `args:` do, see [`codex_args`]).
     fn codex(&self, role: &str, steps: Vec<Step>) {
         self.model.script(role, steps);
-        let dir = self.home.path().join(".codex");
-        fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("config.toml");
-        let mut text = fs::read_to_string(&file).unwrap_or_default();
-        text.push_str(&format!(
-            "[projects.{:?}]\ntrust_level = \"trusted\"\n",
-            self.wt(role).display().to_string()
-        ));
-        fs::write(&file, text).unwrap();
     }
 
     /// Gemini CLI for `role`: its endpoint and a dummy key in the worktree's
     /// `.gemini/.env`, API-key auth in its `.gemini/settings.json` (which
-    /// `swarm up` merges its hook into), and the worktree trusted in the
-    /// temp HOME's `.gemini/trustedFolders.json` (an untrusted folder's
-    /// settings and `.env` are not read).
+    /// `swarm up` merges its hook into; an untrusted folder's settings and
+    /// `.env` are not read).
     fn gemini(&self, role: &str, steps: Vec<Step>) {
         self.model.script(role, steps);
         let wt = self.wt(role);
@@ -155,32 +144,34 @@ impl RealSwarm {
                 "general": {"disableAutoUpdate": true, "disableUpdateNag": true}})
             .to_string(),
         );
-        let dir = self.home.path().join(".gemini");
-        fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("trustedFolders.json");
-        let mut v: Value = fs::read_to_string(&file)
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or_else(|| json!({}));
-        v[wt.display().to_string()] = json!("TRUST_FOLDER");
-        fs::write(&file, v.to_string()).unwrap();
     }
 
-    /// `swarm up --detach` in tmux, with the CLIs first on PATH and HOME
-    /// the temp folder.
-    fn up(&mut self) {
+    /// `swarm <args>` with the CLIs first on PATH and HOME the temp folder.
+    fn swarm(&self, args: &[&str]) -> crate::support::Run {
         let path = format!(
             "{}:{}",
             self.bin.display(),
             std::env::var("PATH").unwrap_or_default()
         );
-        let r = self
-            .d
+        self.d
             .cmd("swarm")
-            .args(["up", "--detach"])
+            .args(args)
             .env("PATH", path)
             .env("HOME", self.home.path())
-            .run();
+            .run()
+    }
+
+    /// `swarm up --detach --trust` in tmux: the person agreed to trust the
+    /// worktrees, so no dialog waits.
+    fn up(&mut self) {
+        self.up_with(&["--trust"]);
+    }
+
+    /// `swarm up --detach <extra>` in tmux.
+    fn up_with(&mut self, extra: &[&str]) {
+        let mut args = vec!["up", "--detach"];
+        args.extend_from_slice(extra);
+        let r = self.swarm(&args);
         assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
         self.guard.socket = Some(PathBuf::from(self.d.read(".swarmforge/tmux-socket").trim()));
     }
@@ -246,6 +237,30 @@ impl RealSwarm {
 
     fn waiting(&self, role: &str) -> usize {
         handoff_names(&hq(&self.wt(role), "inbox/new")).len()
+    }
+
+    /// Waits for the first copy in the owner's (a person's own folder,
+    /// `.swarmforge/people/owner`) `inbox/new`,
+    /// which must contain `text`.
+    fn owner_got(&self, text: &str) {
+        let owner_new = hq(&self.d.root.join(".swarmforge/people/owner"), "inbox/new");
+        self.wait("a reply is delivered to owner", || {
+            !handoff_names(&owner_new).is_empty()
+        });
+        let reply = fs::read_to_string(owner_new.join(&handoff_names(&owner_new)[0])).unwrap();
+        assert!(reply.contains(text), "{reply}");
+    }
+
+    /// The role's entry in `swarm status --json`.
+    fn status_of(&self, role: &str) -> Value {
+        let st = self.d.swarm(&["status", "--json"]).json();
+        st["roles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["role"] == role)
+            .cloned()
+            .unwrap()
     }
 
     /// `swarm audit --check` is clean; returns the transcript.
@@ -621,12 +636,7 @@ fn claude_code_takes_work_through_swarm_mcp_and_its_stop_hook() {
     let took = last_user_text(&s.turn("coder", 4));
     assert!(took.contains("what is the answer?"), "{took}");
     // The reply reached the owner.
-    let owner_new = hq(&s.d.root.join(".swarmforge/people/owner"), "inbox/new");
-    s.wait("the reply is delivered to owner", || {
-        !handoff_names(&owner_new).is_empty()
-    });
-    let reply = fs::read_to_string(owner_new.join(&handoff_names(&owner_new)[0])).unwrap();
-    assert!(reply.contains("the answer is 42"), "{reply}");
+    s.owner_got("the answer is 42");
     let t = s.audit_and_transcript();
     assert!(
         t.contains("what is the answer?") && t.contains("the answer is 42"),
@@ -733,4 +743,217 @@ fn gemini_cli_takes_answers_and_finishes_an_item_after_its_hook() {
         t.contains("please review abc123") && t.contains("looks good"),
         "{t}"
     );
+}
+
+/// One agent role `coder` running `agent` (with `extra` lines), woken
+/// `idle` and re-woken about every second, and `notify.command` writing
+/// each event into `<project>/notified`.
+fn lone_yaml(agent: &str, extra: &str) -> String {
+    format!(
+        r#"launch:
+  stagger: 0ms
+wake:
+  quiet: 500ms
+daemon:
+  sweep: 500ms
+  ack_within: 1s
+  rewake_cap: 2s
+notify:
+  command: printf '%s|%s|%s\n' "$SWARMFORGE_EVENT" "$SWARMFORGE_ROLE" "$SWARMFORGE_SUMMARY" >> "$SWARMFORGE_PROJECT/notified"
+roles:
+  - name: coder
+    agent: {agent}
+    worktree: coder
+    description: implements each task
+    wake: idle
+{extra}  - name: owner
+    agent: human
+"#
+    )
+}
+
+/// A new user's first `swarm up` of a real CLI in an untrusted worktree:
+/// its trust dialog is `needs_input` within the deadline, stays on screen
+/// through several held re-wake-ups (nothing is typed into it, so it never
+/// answers "No"), and the person is notified once. Then `swarm trust`, and
+/// the same swarm, restarted, does its work with nobody typing into a pane.
+fn untrusted_then_trusted(cli: &str, extra: &str, setup: impl Fn(&RealSwarm, Vec<Step>)) {
+    if !require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let Some(bin) = agent_bin(cli) else {
+        return;
+    };
+    let mut s = RealSwarm::init(&lone_yaml(cli, extra), bin);
+    setup(
+        &s,
+        vec![
+            Step::shell("ready_for_next.sh"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Done with the task."),
+        ],
+    );
+    s.up_with(&[]);
+    let coder = |s: &RealSwarm| s.status_of("coder");
+    s.wait("the trust dialog is needs_input", || {
+        coder(&s)["agent_state"] == "needs_input"
+    });
+    let prompt = coder(&s)["agent_prompt"].as_str().unwrap().to_string();
+    assert!(
+        prompt.contains("trust this folder") && prompt.contains("swarm trust"),
+        "{prompt}"
+    );
+    s.d.send("owner", &draft("coder", "please add a --version flag"))
+        .ok();
+    let held = |s: &RealSwarm| {
+        s.d.events()
+            .iter()
+            .filter(|e| e["recipient"] == "coder" && e["kind"] == "wake_held")
+            .count()
+    };
+    s.wait("three re-wake-ups held", || held(&s) >= 3);
+    let notified = |s: &RealSwarm| fs::read_to_string(s.d.path("notified")).unwrap_or_default();
+    s.wait("the person notified", || {
+        notified(&s).contains("needs_input|coder|")
+    });
+    // Still the dialog, the agent still running, never told anything.
+    let c = coder(&s);
+    assert_eq!(c["agent_state"], "needs_input", "{c}\n{}", s.panes());
+    assert!(
+        s.d.read(".swarmforge/run/coder.state")
+            .starts_with("running"),
+        "{}",
+        s.panes()
+    );
+    assert!(!s.panes().contains("didn't start"), "{}", s.panes());
+    assert!(s.model.turns("coder").is_empty(), "{}", s.model.dump());
+    assert_eq!(notified(&s).matches("needs_input|").count(), 1);
+    let kinds: Vec<Value> =
+        s.d.events()
+            .iter()
+            .filter(|e| e["recipient"] == "coder")
+            .map(|e| e["kind"].clone())
+            .collect();
+    assert!(
+        !kinds.iter().any(|k| k == "woken" || k == "renotified"),
+        "{kinds:?}"
+    );
+
+    // The person agrees; the same swarm restarted works untouched.
+    let down = s.swarm(&["down"]);
+    assert_eq!(down.code, 0, "{}", down.stderr);
+    let t = s.swarm(&["trust"]);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    assert!(
+        t.stdout.contains(&format!("coder ({cli}): ")),
+        "{}",
+        t.stdout
+    );
+    assert!(t.stdout.contains(": added"), "{}", t.stdout);
+    s.swarm(&["trust", "--check"]).ok();
+    s.up_with(&[]);
+    s.wait("the task taken and done", || {
+        s.reached("coder", 2) && s.completed("coder") == 1
+    });
+    s.audit_and_transcript();
+}
+
+#[test]
+fn claude_code_in_an_untrusted_worktree_waits_for_a_person_until_swarm_trust() {
+    untrusted_then_trusted("claude", "", |s, steps| s.claude("coder", steps));
+}
+
+#[test]
+fn codex_in_an_untrusted_worktree_waits_for_a_person_until_swarm_trust() {
+    let extra = format!("    args: {}\n", codex_args("coder"));
+    untrusted_then_trusted("codex", &extra, |s, steps| s.codex("coder", steps));
+}
+
+#[test]
+fn gemini_cli_in_an_untrusted_worktree_waits_for_a_person_until_swarm_trust() {
+    untrusted_then_trusted("gemini", "", |s, steps| s.gemini("coder", steps));
+}
+
+/// `mcp: true` with the real `cli`: the role takes, answers and finishes an
+/// item through `swarm mcp`'s tools (named `<prefix>next`, …, as the CLI
+/// offers MCP tools to its model), its primer teaching those tools.
+///
+/// `hook_review`: the CLI first asks a person to trust the swarm's turn-end
+/// hook (Codex, whose hooks live in the role's `CODEX_HOME`); the swarm
+/// shows that as `needs_input`, and the person answers it with `swarm
+/// attach --choose`.
+fn mcp_round_trip(
+    cli: &str,
+    extra: &str,
+    prefix: &str,
+    hook_review: bool,
+    setup: impl Fn(&RealSwarm, Vec<Step>),
+) {
+    if !require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let Some(bin) = agent_bin(cli) else {
+        return;
+    };
+    let yaml = format!(
+        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: {cli}\n    worktree: coder\n    description: answers questions\n    wake: queue\n    mcp: true\n{extra}  - name: owner\n    agent: human\n"
+    );
+    let mut s = RealSwarm::init(&yaml, bin);
+    let t = |n: &str| format!("{prefix}{n}");
+    setup(
+        &s,
+        vec![
+            Step::tool(&t("next"), json!({"wait_seconds": 0})).after("mail"),
+            Step::tool(&t("reply"), json!({"body": "the answer is 42"})),
+            Step::tool(&t("done"), json!({})),
+            Step::text("Answered."),
+        ],
+    );
+    s.up();
+    if hook_review {
+        s.wait("the hook review is needs_input", || {
+            s.status_of("coder")["agent_prompt"]
+                .as_str()
+                .is_some_and(|p| p.contains("turn-end hook"))
+        });
+        let c = s.status_of("coder");
+        let opts = c["agent_options"].as_array().unwrap();
+        let n = 1 + opts
+            .iter()
+            .position(|o| o["label"].as_str().unwrap().contains("Trust all"))
+            .unwrap_or_else(|| panic!("{c}"));
+        s.swarm(&["attach", "coder", "--choose", &n.to_string()])
+            .ok();
+    }
+    s.d.send("owner", &draft("coder", "what is the answer?"))
+        .ok();
+    s.wait("the question is delivered", || s.waiting("coder") == 1);
+    s.model.open("mail");
+    s.wait("coder answered and finished", || {
+        s.reached("coder", 3) && s.completed("coder") == 1
+    });
+    let first = all_text(&s.turn("coder", 0));
+    assert!(
+        first.contains("Call `next`") && !first.contains("swarm_handoff.sh"),
+        "the primer does not teach the tools:\n{first}"
+    );
+    let took = all_text(&s.turn("coder", 1));
+    assert!(took.contains("what is the answer?"), "{took}");
+    s.owner_got("the answer is 42");
+    s.audit_and_transcript();
+}
+
+#[test]
+fn codex_takes_work_through_swarm_mcp() {
+    let extra = format!("    args: {}\n", codex_args("coder"));
+    mcp_round_trip("codex", &extra, "mcp__swarm/", true, |s, steps| {
+        s.codex("coder", steps)
+    });
+}
+
+#[test]
+fn gemini_cli_takes_work_through_swarm_mcp() {
+    mcp_round_trip("gemini", "", "mcp_swarm_", false, |s, steps| {
+        s.gemini("coder", steps)
+    });
 }

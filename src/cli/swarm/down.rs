@@ -25,6 +25,7 @@ pub fn run(args: Args) -> i32 {
                 "daemon_pid": r.daemon,
                 "sessions": r.sessions,
                 "bridge_pid": r.bridge,
+                "stray_pids": r.strays,
             }));
             exit::OK
         }
@@ -44,6 +45,13 @@ pub fn run(args: Args) -> i32 {
             }
             if !r.sessions.is_empty() {
                 text.push_str(&format!("killed tmux sessions: {}\n", r.sessions.join(" ")));
+            }
+            if !r.strays.is_empty() {
+                let pids: Vec<String> = r.strays.iter().map(u32::to_string).collect();
+                text.push_str(&format!(
+                    "stopped processes agents left outside their group: {}\n",
+                    pids.join(" ")
+                ));
             }
             if let Some(pid) = r.bridge {
                 text.push_str(&format!("stopped the bridge (pid {pid})\n"));

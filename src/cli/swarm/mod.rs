@@ -14,6 +14,7 @@ pub mod answer;
 pub mod approve;
 pub mod archive;
 pub mod artifacts;
+pub mod attach;
 pub mod audit;
 pub mod bridge;
 pub mod can_send;
@@ -42,6 +43,7 @@ pub mod shims;
 pub mod status;
 pub mod stop;
 pub mod transcript;
+pub mod trust;
 pub mod up;
 
 #[derive(Parser, Debug)]
@@ -222,6 +224,12 @@ pub enum Command {
     Pause(pause::Args),
     /// Restart delivery after `swarm pause`
     Resume(resume::Args),
+    /// Open a role's tmux pane (to answer what its agent waits for)
+    Attach(attach::Args),
+    /// Record folder trust for this swarm's worktrees in each CLI's store
+    Trust(trust::Args),
+    /// Remove the folder trust `swarm trust` recorded
+    Untrust(trust::Args),
 }
 
 pub fn run() -> i32 {
@@ -264,5 +272,8 @@ pub fn run() -> i32 {
         Command::Deny(a) => deny::run(a),
         Command::Pause(a) => pause::run(a),
         Command::Resume(a) => resume::run(a),
+        Command::Attach(a) => attach::run(a),
+        Command::Trust(a) => trust::run(a),
+        Command::Untrust(a) => trust::run_untrust(a),
     }
 }

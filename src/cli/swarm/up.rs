@@ -33,6 +33,10 @@ pub struct Args {
     /// still said on stderr
     #[arg(long, short)]
     pub quiet: bool,
+    /// First record folder trust for the worktrees in each coding CLI's
+    /// store (as `swarm trust` does), so no trust dialog waits in a pane
+    #[arg(long)]
+    pub trust: bool,
 }
 
 pub fn parse_dur(s: &str) -> Result<Dur, String> {
@@ -53,6 +57,13 @@ pub fn run(args: Args) -> i32 {
         project = Some(plan.project.clone());
         for w in &plan.warnings {
             eprintln!("{w}");
+        }
+        if args.trust {
+            launch::init::init(&plan)?;
+            let changes = launch::trust::trust(&plan, &[], &launch::trust::Stores::from_env()?)?;
+            super::trust::print(&changes, &mut |l| {
+                crate::cli::out(&format!("swarm: trust: {l}\n"))
+            });
         }
         launch::up(&plan, &opts, &mut |line: &str| {
             if !args.quiet {

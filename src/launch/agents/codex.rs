@@ -29,6 +29,25 @@ fn toml_str(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_default()
 }
 
+/// The `[projects."<path>"]` tables of the Codex config at `path`, as
+/// TOML text (empty when there are none or the file does not parse).
+fn kept_projects(path: &Path) -> String {
+    let Ok(old) = std::fs::read_to_string(path) else {
+        return String::new();
+    };
+    let Ok(doc) = old.parse::<toml_edit::DocumentMut>() else {
+        return String::new();
+    };
+    let Some(projects) = doc.get("projects").and_then(|p| p.as_table()) else {
+        return String::new();
+    };
+    let mut keep = toml_edit::DocumentMut::new();
+    let mut t = projects.clone();
+    t.set_implicit(true);
+    keep.insert("projects", toml_edit::Item::Table(t));
+    format!("\n{keep}")
+}
+
 /// The first line of a Codex config we wrote (rewritten freely; any other
 /// file is left alone).
 const CODEX_MARK: &str = "# Written by `swarm up` for role ";
@@ -100,7 +119,11 @@ impl Preset for Codex {
         let home = codex_home(wt);
         let path = home.join("config.toml");
         if let Ok(old) = std::fs::read_to_string(&path) {
-            if !old.starts_with(CODEX_MARK) {
+            // `swarm trust` may have written only the folder trust here.
+            let only_trust = old
+                .parse::<toml_edit::DocumentMut>()
+                .is_ok_and(|d| d.iter().all(|(k, _)| k == "projects"));
+            if !old.starts_with(CODEX_MARK) && !only_trust {
                 return Err(Error::env(format!(
                     "{} exists and was not written by swarm up; it is CODEX_HOME's config for role {role}.\n  hint: move it away, or add [mcp_servers.{SERVER}] yourself and remove `mcp: true`",
                     path.display(),
@@ -108,11 +131,13 @@ impl Preset for Codex {
             }
         }
         let args: Vec<String> = server.args.iter().map(|a| toml_str(a)).collect();
-        let text = format!(
-            "{CODEX_MARK}{role}: CODEX_HOME points here.\n[mcp_servers.{SERVER}]\ncommand = {}\nargs = [{}]\n",
+        let mut text = format!(
+            "{CODEX_MARK}{role}: CODEX_HOME points here.\n[mcp_servers.{SERVER}]\ncommand = {}\nargs = [{}]\n# The role's own tools: approved, or each call waits for a person.\ndefault_tools_approval_mode = \"approve\"\n",
             toml_str(&server.command),
             args.join(", ")
         );
+        // The folder trust `swarm trust` (or Codex itself) recorded here stays.
+        text.push_str(&kept_projects(&path));
         fsx::ensure_dirs(&[&home]).map_err(|e| Error::io(&home, e))?;
         write_if_changed(&path, text.as_bytes())?;
         Ok(vec![path])

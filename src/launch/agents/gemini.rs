@@ -103,6 +103,10 @@ impl Preset for Gemini {
         let p = wt.join(".gemini/settings.json");
         let mut entry = server.stdio();
         entry["cwd"] = json!(wt.display().to_string());
+        // The role's own tools: no confirmation per call, or the agent waits
+        // in its pane for a person at every step (found with the real CLI,
+        // tests/cli/real_agents.rs), as Claude Code's allow rule does.
+        entry["trust"] = json!(true);
         merge_server(&p, "mcpServers", entry)?;
         Ok(vec![p])
     }

@@ -94,18 +94,23 @@ pub fn check(plan: &Plan) -> Result<()> {
                 r.name
             )));
         }
+        // The configuration is per folder: another agent of the same CLI
+        // there would load this role's server and act as this role.
         let shared = plan.roles.iter().find(|o| {
             o.name != r.name
                 && o.worktree_path == r.worktree_path
-                && wants_mcp(&plan.config, &o.name)
+                && (wants_mcp(&plan.config, &o.name)
+                    || (cli_of(&o.agent).is_some() && cli_of(&o.agent) == cli_of(&r.agent)))
         });
         if let Some(o) = shared {
             return Err(Error::env(format!(
-                "{}: roles '{}' and '{}' both have `mcp: true` in one worktree ({}); an agent's MCP configuration is per folder.\n  hint: give one of them a worktree of its own",
+                "{}: role '{}' has `mcp: true` and shares its folder ({}) with role '{}', whose agent would load the same MCP configuration and act as '{}'.\n  hint: give role '{}' a worktree of its own",
                 path.display(),
                 r.name,
+                r.worktree_path.display(),
                 o.name,
-                r.worktree_path.display()
+                r.name,
+                r.name
             )));
         }
     }
@@ -153,17 +158,31 @@ pub(super) fn merge_server(path: &Path, key: &str, entry: Value) -> Result<()> {
 pub fn write_all(plan: &Plan, swarm: &Path) -> Result<Vec<PathBuf>> {
     check(plan)?;
     let mut out = Vec::new();
+    let mut excludes: Vec<String> = Vec::new();
     for r in plan
         .roles
         .iter()
         .filter(|r| wants_mcp(&plan.config, &r.name))
     {
         if let Some(cli) = cli_of(&r.agent) {
-            out.extend(
-                cli.preset()
-                    .write_mcp(&r.worktree_path, &r.name, &server(swarm, r))?,
-            );
+            let files = cli
+                .preset()
+                .write_mcp(&r.worktree_path, &r.name, &server(swarm, r))?;
+            for f in &files {
+                if let Ok(rel) = f.strip_prefix(&r.worktree_path) {
+                    excludes.push(format!("/{}", rel.display()));
+                }
+            }
+            out.extend(files);
         }
+    }
+    // Absolute paths of this machine: an agent's `git add -A` must not
+    // commit them (a tracked file of the same name is not affected).
+    excludes.sort_unstable();
+    excludes.dedup();
+    if !excludes.is_empty() && plan.project.root.join(".git").exists() {
+        let refs: Vec<&str> = excludes.iter().map(String::as_str).collect();
+        crate::launch::init::add_excludes(&plan.project.root, &refs)?;
     }
     Ok(out)
 }

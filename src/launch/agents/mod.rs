@@ -72,6 +72,8 @@ pub struct Launch<'a> {
     /// The CLI reads the primer from its instruction file in the worktree
     /// (or its system-prompt flag); otherwise the first prompt carries it.
     pub instructions_in_file: bool,
+    /// `mcp: true`: the agent takes work with the `swarm` server's `next`.
+    pub mcp: bool,
 }
 
 impl Launch<'_> {
@@ -86,8 +88,13 @@ impl Launch<'_> {
     pub fn first_prompt(&self) -> String {
         if self.instructions_in_file {
             sq(&format!(
-                "You are the agent of role {} in this swarm; your instructions are loaded. Start now: run ready_for_next.sh.",
-                self.role
+                "You are the agent of role {} in this swarm; your instructions are loaded. Start now: {}.",
+                self.role,
+                if self.mcp {
+                    "call the swarm tool `next`"
+                } else {
+                    "run ready_for_next.sh"
+                }
             ))
         } else {
             format!("\"$(cat {})\"", sqp(self.prompt_file))

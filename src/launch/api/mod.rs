@@ -172,6 +172,7 @@ impl Runner {
             let viewer = Viewer {
                 role: Some(&self.role),
                 forum: Some(&view),
+                preamble: at.keeps_preamble(),
             };
             let shown = printout::task_text(item, viewer, answers);
             let id = item.msg.id().unwrap_or("").to_string();

@@ -518,8 +518,17 @@ fn responses_sse(body: &Value, kind: &Kind, n: usize) -> Vec<u8> {
         Kind::Shell(cmd) => json!({"type": "function_call", "id": format!("fc_{n:04}"),
             "call_id": format!("call_{n:04}"), "name": shell_tool(body),
             "arguments": shell_args(body, cmd).to_string()}),
-        Kind::Tool(name, input) => json!({"type": "function_call", "id": format!("fc_{n:04}"),
-            "call_id": format!("call_{n:04}"), "name": name, "arguments": input.to_string()}),
+        // `namespace/tool`: a tool of a namespace (Codex offers each MCP
+        // server's tools as the namespace `mcp__<server>`).
+        Kind::Tool(name, input) => {
+            let mut call = json!({"type": "function_call", "id": format!("fc_{n:04}"),
+                "call_id": format!("call_{n:04}"), "name": name, "arguments": input.to_string()});
+            if let Some((ns, tool)) = name.split_once('/') {
+                call["name"] = json!(tool);
+                call["namespace"] = json!(ns);
+            }
+            call
+        }
     };
     let response = |status: &str, output: Value| {
         json!({"id": id, "object": "response", "status": status, "model": body["model"],

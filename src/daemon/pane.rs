@@ -1,0 +1,495 @@
+//! What an agent's tmux pane shows when the agent waits for a person
+//! (docs/agents.md, "When an agent waits for a person"): a dialog, a menu, a
+//! permission request or a login prompt (`needs_input`), or a rate-limit or
+//! authentication error (`blocked`). Read from the pane's visible text only.
+//!
+//! The invariant this module keeps for the rest of the toolkit: a pane that
+//! [`classify`] recognises is never typed into by a wake-up (daemon/wake.rs);
+//! a person answers it (`swarm attach <role>`), and the daemon reports it
+//! once per prompt (`needs_input` / `blocked` in the journal and to
+//! `notify.command`).
+//!
+//! Known prompts are matched by their own words (a table per CLI, written
+//! against the pinned CLIs of tests/cli/real_agents.rs); anything else that
+//! looks like a menu (a selection marker on a numbered or listed option and
+//! a confirm hint) counts too, so a new dialog of a new CLI version is still
+//! seen. A false alarm costs a held wake-up and a notification; typing into
+//! a dialog can answer it wrongly (Claude Code's trust dialog is answered
+//! "No, exit" by an Enter).
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::daemon::journal::{Event, Journal, Kind};
+use crate::fsx;
+use crate::protocol::clock;
+use crate::protocol::layout::Project;
+
+/// What kind of wait the pane shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Wait {
+    /// A dialog, menu, permission request or login prompt.
+    NeedsInput,
+    /// A rate limit or an authentication error.
+    Blocked,
+}
+
+impl Wait {
+    pub fn word(self) -> &'static str {
+        match self {
+            Wait::NeedsInput => "needs_input",
+            Wait::Blocked => "blocked",
+        }
+    }
+}
+
+/// One option of a recognised menu, and the exact keys that choose it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Choice {
+    pub label: String,
+    /// tmux key names (`send-keys` without `-l`): arrows from the
+    /// highlighted option, then Enter.
+    pub keys: Vec<String>,
+}
+
+/// What the pane waits for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Prompt {
+    pub wait: Wait,
+    /// The prompt's own words (one line, control characters escaped).
+    pub text: String,
+    /// The options of a menu, when they could be read.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<Choice>,
+}
+
+/// Known prompts: words on screen, and what they mean.
+const NEEDS_INPUT: &[(&str, &str)] = &[
+    // Claude Code
+    (
+        "Is this a project you created or one you trust?",
+        "Claude Code asks whether to trust this folder (swarm trust)",
+    ),
+    (
+        "Yes, I trust these settings",
+        "Claude Code asks whether to trust this folder's settings",
+    ),
+    (
+        "New MCP server found in",
+        "Claude Code asks whether to use a project MCP server",
+    ),
+    ("Select login method", "Claude Code asks to log in"),
+    (
+        "Do you want to proceed?",
+        "Claude Code asks permission for a tool",
+    ),
+    (
+        "Do you want to make this edit",
+        "Claude Code asks permission for an edit",
+    ),
+    (
+        "Do you want to create",
+        "Claude Code asks permission to create a file",
+    ),
+    // Codex
+    (
+        "Trust this folder? Codex can",
+        "Codex asks whether to trust this folder (swarm trust)",
+    ),
+    (
+        "Do you trust the contents of this directory?",
+        "Codex asks whether to trust this folder (swarm trust)",
+    ),
+    ("Sign in with ChatGPT", "Codex asks to sign in"),
+    (
+        "Would you like to run the following command?",
+        "Codex asks permission to run a command",
+    ),
+    (
+        "Would you like to make the following edits?",
+        "Codex asks permission for an edit",
+    ),
+    (
+        "hook needs review before it can run",
+        "Codex asks to review its hooks",
+    ),
+    (
+        "Hooks need review",
+        "Codex asks to trust the swarm's turn-end hook",
+    ),
+    (
+        "Allow the swarm MCP server to run tool",
+        "Codex asks permission for a swarm tool",
+    ),
+    // Gemini CLI
+    (
+        "Do you trust the files in this folder?",
+        "Gemini CLI asks whether to trust this folder (swarm trust)",
+    ),
+    (
+        "Do you trust this folder?",
+        "Gemini CLI asks whether to trust this folder (swarm trust)",
+    ),
+    (
+        "How would you like to authenticate",
+        "Gemini CLI asks to log in",
+    ),
+    (
+        "Allow execution of",
+        "Gemini CLI asks permission to run a command",
+    ),
+    (
+        "Apply this change?",
+        "Gemini CLI asks permission for an edit",
+    ),
+];
+
+/// Signs of a rate limit or an authentication error, lower case, looked
+/// for in the last lines only (an agent may well discuss rate limits in its
+/// work).
+const BLOCKED: &[&str] = &[
+    "usage limit reached",
+    "hit your usage limit",
+    "rate limit",
+    "rate_limit_error",
+    "quota exceeded",
+    "resource_exhausted",
+    "invalid api key",
+    "please run /login",
+    "authentication_error",
+    "credit balance is too low",
+];
+
+/// Lines from the bottom that may hold a dialog's marker and hint.
+const TAIL: usize = 30;
+/// Lines from the bottom looked at for a blocking error.
+const ERROR_TAIL: usize = 8;
+
+/// Selection markers the CLIs draw before the highlighted option.
+const MARKERS: &[char] = &['❯', '›', '>', '●', '▶', '→'];
+
+/// Confirm hints under a menu, lower case.
+const HINTS: &[&str] = &[
+    "enter to confirm",
+    "enter continue",
+    "enter confirm",
+    "press enter",
+    "esc to cancel",
+    "(y/n)",
+    "[y/n]",
+    "enter to select",
+    "use arrow keys",
+];
+
+/// The last `n` non-empty lines of the screen, without box-drawing edges.
+fn tail(screen: &str, n: usize) -> Vec<String> {
+    let lines: Vec<String> = screen
+        .lines()
+        .map(|l| {
+            l.trim()
+                .trim_matches(|c| c == '│' || c == '┃' || c == '║')
+                .trim()
+                .to_string()
+        })
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines[lines.len().saturating_sub(n)..].to_vec()
+}
+
+/// A highlighted option: a marker, then the option (maybe numbered).
+fn marked(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix(MARKERS)?;
+    let rest = rest.trim_start();
+    (!rest.is_empty() && rest.chars().next().is_some_and(|c| c.is_alphanumeric())).then_some(rest)
+}
+
+/// `N. label` → (N, label).
+fn numbered(line: &str) -> Option<(u32, &str)> {
+    let (n, rest) = line.split_once(". ")?;
+    let n: u32 = n.trim().parse().ok()?;
+    Some((n, rest.trim()))
+}
+
+/// The menu around the highlighted line: its options and the keys to each.
+fn options(lines: &[String], at: usize) -> Vec<Choice> {
+    let label = |l: &str| marked(l).unwrap_or(l).trim().to_string();
+    let is_option = |l: &str| {
+        let l = marked(l).unwrap_or(l);
+        numbered(l).is_some()
+    };
+    let numbered_menu = numbered(marked(&lines[at]).unwrap_or("")).is_some();
+    let (mut first, mut last) = (at, at);
+    if numbered_menu {
+        while first > 0 && is_option(&lines[first - 1]) {
+            first -= 1;
+        }
+        while last + 1 < lines.len() && is_option(&lines[last + 1]) {
+            last += 1;
+        }
+    } else {
+        // Unnumbered (Claude Code's trust dialog): the short lines right
+        // after the highlighted one, up to the hint.
+        while last + 1 < lines.len() {
+            let next = lines[last + 1].to_lowercase();
+            if HINTS.iter().any(|h| next.contains(h)) || next.chars().count() > 60 {
+                break;
+            }
+            last += 1;
+        }
+    }
+    (first..=last)
+        .map(|i| {
+            let moves = i as isize - at as isize;
+            let key = if moves < 0 { "Up" } else { "Down" };
+            let mut keys = vec![key.to_string(); moves.unsigned_abs()];
+            keys.push("Enter".into());
+            Choice {
+                label: crate::text::escape(&label(&lines[i])),
+                keys,
+            }
+        })
+        .collect()
+}
+
+fn one_line(s: &str) -> String {
+    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let esc = crate::text::escape(&flat);
+    match esc.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &esc[..i]),
+        None => esc,
+    }
+}
+
+/// What the pane waits for, if it waits for a person.
+pub fn classify(screen: &str) -> Option<Prompt> {
+    let lines = tail(screen, TAIL);
+    let lower: Vec<String> = lines.iter().map(|l| l.to_lowercase()).collect();
+    let hint = lower.iter().any(|l| HINTS.iter().any(|h| l.contains(h)));
+    let marker = lines.iter().rposition(|l| marked(l).is_some());
+    let known = NEEDS_INPUT
+        .iter()
+        .find(|(words, _)| lines.iter().any(|l| l.contains(words)));
+    // A dialog: a highlighted option under a known prompt or above a
+    // confirm hint (Gemini CLI's dialogs show no hint).
+    if let (Some(at), true) = (marker, hint || known.is_some()) {
+        let text = match known {
+            Some((_, what)) => what.to_string(),
+            // The question above the menu, else the highlighted option.
+            None => lines[..at]
+                .iter()
+                .rev()
+                .find(|l| l.trim_end().ends_with('?'))
+                .map(|q| format!("a dialog asks: {}", q.trim()))
+                .unwrap_or_else(|| format!("a menu waits on: {}", lines[at].trim())),
+        };
+        return Some(Prompt {
+            wait: Wait::NeedsInput,
+            text: one_line(&text),
+            options: options(&lines, at),
+        });
+    }
+    let last = &lower[lower.len().saturating_sub(ERROR_TAIL)..];
+    let at = last
+        .iter()
+        .rposition(|l| BLOCKED.iter().any(|b| l.contains(b)))?;
+    let line = &lines[lines.len() - last.len() + at];
+    Some(Prompt {
+        wait: Wait::Blocked,
+        text: one_line(line),
+        options: Vec::new(),
+    })
+}
+
+/// `.swarmforge/daemon/waiting/<role>`: present while the role's pane waits
+/// for a person; `<state>\t<time>\t<text>`.
+pub fn marker_file(project: &Project, role: &str) -> PathBuf {
+    project.daemon_dir().join("waiting").join(role)
+}
+
+/// A role's pane wait as the daemon last saw it: (wait, since, text).
+pub fn reported(project: &Project, role: &str) -> Option<(Wait, String, String)> {
+    let b = fsx::read_bounded(&marker_file(project, role), 4096).ok()?;
+    let t = String::from_utf8_lossy(&b);
+    let mut f = t.trim_end().splitn(3, '\t');
+    let wait = match f.next()? {
+        "needs_input" => Wait::NeedsInput,
+        "blocked" => Wait::Blocked,
+        _ => return None,
+    };
+    Some((wait, f.next()?.to_string(), f.next()?.to_string()))
+}
+
+/// Records what `role`'s pane shows: a `needs_input` / `blocked` event once
+/// per prompt (the marker keeps "once" across sweeps, wake-ups and daemon
+/// restarts), and the marker removed when the pane no longer waits.
+pub fn report(project: &Project, role: &str, seen: Option<&Prompt>, journal: &Journal) {
+    let file = marker_file(project, role);
+    let Some(p) = seen else {
+        if file.exists() {
+            let _ = fsx::remove_file(&file);
+        }
+        return;
+    };
+    if reported(project, role).is_some_and(|(w, _, t)| w == p.wait && t == p.text) {
+        return;
+    }
+    let dir = project.daemon_dir().join("waiting");
+    // One mkdir below the daemon's folder, never `create_dir_all`: a report
+    // finishing after `.swarmforge/` was deleted must not bring it back.
+    if !project.daemon_dir().is_dir() {
+        return;
+    }
+    match std::fs::create_dir(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(_) => return,
+    }
+    let line = format!("{}\t{}\t{}\n", p.wait.word(), clock::iso_now(), p.text);
+    if fsx::write_file(&file, line.as_bytes()).is_ok() {
+        journal.record(
+            &Event::new(match p.wait {
+                Wait::NeedsInput => Kind::NeedsInput,
+                Wait::Blocked => Kind::Blocked,
+            })
+            .recipient(role)
+            .reason(p.text.clone()),
+        );
+    }
+}
+
+/// The pane of `session` and what it waits for (None: it waits for nobody,
+/// or it cannot be read).
+pub fn look(socket: &Path, session: &str) -> Option<Prompt> {
+    crate::daemon::wake::capture(socket, session)
+        .ok()
+        .and_then(|s| classify(&s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CLAUDE_TRUST: &str = "
+────────────────────────────────────────
+ Accessing workspace:
+
+ /tmp/agt/w/c
+
+ Quick safety check: Is this a project you created or one you trust? (Like your own code, a well-known open source
+ project, or work from your team). If not, take a moment to review what's in this folder first.
+
+ Claude Code'll be able to read, edit, and execute files here.
+
+ Security guide
+
+ ❯ No, exit
+   Yes, I trust this folder
+
+ Enter to confirm · Esc to cancel
+
+
+
+";
+
+    const CODEX_TRUST: &str = "
+  Folder access
+  /tmp/agt/w/x2
+
+  Trust this folder? Codex can read, edit, and run files here, subject to your permission settings. Folder settings
+  can run code automatically, even without a model request. Continue only if you trust these files. Your trust
+  decision will be saved.
+
+› 1. Trust and continue
+  2. Back to Agent Command Center
+
+  enter continue · esc back
+";
+
+    const GEMINI_TRUST: &str = "
+ Gemini CLI v0.61.0
+Tips for getting started:
+1. Create GEMINI.md files to customize your interactions
+2. /help for more information
+ ╭──────────────────────────────────────────╮
+ │                                          │
+ │ Do you trust the files in this folder?   │
+ │                                          │
+ │ ● 1. Trust folder (g)                    │
+ │   2. Trust parent folder (w)             │
+ │   3. Don't trust                         │
+ │                                          │
+ ╰──────────────────────────────────────────╯
+";
+
+    #[test]
+    fn each_clis_trust_dialog_is_seen_with_its_options() {
+        let c = classify(CLAUDE_TRUST).unwrap();
+        assert_eq!(c.wait, Wait::NeedsInput);
+        assert!(c.text.contains("Claude Code") && c.text.contains("trust"));
+        assert_eq!(c.options[0].label, "No, exit");
+        assert_eq!(c.options[0].keys, ["Enter"]);
+        assert_eq!(c.options[1].label, "Yes, I trust this folder");
+        assert_eq!(c.options[1].keys, ["Down", "Enter"]);
+        assert_eq!(c.options.len(), 2);
+
+        let x = classify(CODEX_TRUST).unwrap();
+        assert!(x.text.contains("Codex"), "{x:?}");
+        assert_eq!(x.options.len(), 2);
+        assert_eq!(x.options[1].label, "2. Back to Agent Command Center");
+
+        let g = classify(GEMINI_TRUST).unwrap();
+        assert!(g.text.contains("Gemini CLI"), "{g:?}");
+        assert_eq!(g.options.len(), 3);
+        assert_eq!(g.options[2].keys, ["Down", "Down", "Enter"]);
+    }
+
+    #[test]
+    fn codexs_hook_review_is_seen() {
+        let p = classify("  Hooks need review\n  1 hook is new or changed.\n  Hooks can run outside the sandbox after you trust them.\n› 1. Review hooks\n  2. Trust all and continue\n  3. Continue without trusting (hooks won't run)\n  enter confirm · esc skip\n").unwrap();
+        assert_eq!(p.text, "Codex asks to trust the swarm's turn-end hook");
+        assert_eq!(p.options[1].label, "2. Trust all and continue");
+        assert_eq!(p.options[1].keys, ["Down", "Enter"]);
+    }
+
+    #[test]
+    fn an_unknown_menu_is_seen_by_its_marker_and_hint() {
+        let p =
+            classify("Some tool v9\n\nPick a colour?\n❯ 1. Red\n  2. Blue\n\nEnter to confirm\n")
+                .unwrap();
+        assert_eq!(p.wait, Wait::NeedsInput);
+        assert_eq!(p.text, "a dialog asks: Pick a colour?");
+        assert_eq!(p.options.len(), 2);
+    }
+
+    #[test]
+    fn a_working_or_idle_agent_is_not_waiting() {
+        for s in [
+            "",
+            "> \n",
+            "$ ready_for_next.sh\nNO_TASK\n[swarm] the agent of role coder exited (status 0). A wake-up (Enter) runs it again; Ctrl-D closes this window.\n",
+            "● Reading the file\n  ⎿ 40 lines\n\n> Try \"fix the tests\"\n  ? for shortcuts\n",
+            // Rate limits discussed far above the bottom do not block.
+            &format!("we should add rate limit handling\n{}", "work\n".repeat(20)),
+        ] {
+            assert_eq!(classify(s), None, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn a_rate_limit_or_auth_error_at_the_bottom_blocks() {
+        let p =
+            classify("working…\n  ⎿  API Error: 429 rate_limit_error: slow down\n> \n").unwrap();
+        assert_eq!(p.wait, Wait::Blocked);
+        assert!(p.text.contains("rate_limit_error"));
+        let p = classify("Invalid API key · Please run /login\n").unwrap();
+        assert_eq!(p.wait, Wait::Blocked);
+    }
+
+    #[test]
+    fn control_characters_in_a_prompt_are_escaped() {
+        let p = classify("Go?\x1b[31m\n❯ 1. Yes\x07\n  2. No\nEnter to confirm\n").unwrap();
+        assert!(!p.text.contains('\x1b') && !p.options[0].label.contains('\x07'));
+    }
+}

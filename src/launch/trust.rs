@@ -1,0 +1,542 @@
+//! `swarm trust` / `swarm untrust` (docs/agents.md, "Trusting the
+//! worktrees"): each coding CLI asks, the first time it starts in a folder,
+//! whether to trust it, and waits in its pane until a person answers. With
+//! the person's consent, given by running `swarm trust`, the swarm records
+//! that answer for its own worktrees, and only those, in each CLI's own
+//! store:
+//!
+//! * Claude Code: `~/.claude.json` (`$CLAUDE_CONFIG_DIR/.claude.json`),
+//!   `projects["<worktree>"].hasTrustDialogAccepted = true`;
+//! * Codex: `~/.codex/config.toml` (`$CODEX_HOME/config.toml`),
+//!   `[projects."<worktree>"] trust_level = "trusted"`;
+//! * Gemini CLI: `~/.gemini/trustedFolders.json`
+//!   (`$GEMINI_CLI_TRUSTED_FOLDERS_PATH`, `$GEMINI_CLI_HOME/.gemini/…`),
+//!   `"<worktree>": "TRUST_FOLDER"`.
+//!
+//! Each file is changed by an atomic replace that keeps its mode and every
+//! other key (Codex's comments and layout too); a file that does not parse
+//! is refused, never overwritten. What `trust` added is listed in
+//! `.swarmforge/trusted.tsv`, so `untrust` removes exactly those entries and
+//! never a trust the person gave by hand.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::error::{Error, IoContext, Result};
+use crate::fsx;
+use crate::launch::agents::Cli;
+use crate::launch::plan::{Plan, PlannedRole};
+
+/// Largest store read (a long-used `~/.claude.json` is a few MB).
+const MAX_STORE: u64 = 64 * 1024 * 1024;
+/// Largest `.swarmforge/trusted.tsv` read (a line per trusted worktree).
+const MAX_RECORD: u64 = 1024 * 1024;
+
+/// Where each CLI keeps its trust, resolved from the environment as the
+/// CLIs resolve it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stores {
+    pub claude: PathBuf,
+    pub codex: PathBuf,
+    pub gemini: PathBuf,
+}
+
+impl Stores {
+    /// From `HOME` and the CLIs' own overrides, read through `var`.
+    pub fn from(var: impl Fn(&str) -> Option<OsString>) -> Result<Stores> {
+        let set = |k: &str| var(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let home = set("HOME")
+            .ok_or_else(|| Error::env("HOME is not set: the CLIs keep their trust under it"))?;
+        Ok(Stores {
+            claude: set("CLAUDE_CONFIG_DIR")
+                .unwrap_or_else(|| home.clone())
+                .join(".claude.json"),
+            codex: set("CODEX_HOME")
+                .unwrap_or_else(|| home.join(".codex"))
+                .join("config.toml"),
+            gemini: set("GEMINI_CLI_TRUSTED_FOLDERS_PATH").unwrap_or_else(|| {
+                set("GEMINI_CLI_HOME")
+                    .unwrap_or_else(|| home.clone())
+                    .join(".gemini")
+                    .join("trustedFolders.json")
+            }),
+        })
+    }
+
+    pub fn from_env() -> Result<Stores> {
+        Stores::from(|k| std::env::var_os(k))
+    }
+
+    fn file(&self, cli: Cli) -> &Path {
+        match cli {
+            Cli::Claude => &self.claude,
+            Cli::Codex => &self.codex,
+            Cli::Gemini => &self.gemini,
+        }
+    }
+
+    /// The store of `n`'s CLI as its role runs it: a Codex role with
+    /// `mcp: true` runs with `CODEX_HOME=<worktree>/.codex` (agents/codex.rs)
+    /// and reads its trust from there.
+    fn file_for(&self, plan: &Plan, n: &Need) -> PathBuf {
+        let role = plan.roles.iter().find(|r| r.name == n.role);
+        let home = role.and_then(|r| {
+            n.cli
+                .preset()
+                .mcp_env(&r.worktree_path)
+                .into_iter()
+                .find(|(k, _)| *k == "CODEX_HOME")
+                .filter(|_| plan.config.role(&r.name).is_some_and(|c| c.mcp))
+                .map(|(_, v)| v)
+        });
+        match home {
+            Some(h) => h.join("config.toml"),
+            None => self.file(n.cli).to_path_buf(),
+        }
+    }
+}
+
+/// The CLI a role runs that has a folder-trust dialog (a preset, a
+/// SwarmForge model agent, or a command line starting it).
+pub fn cli_of(r: &PlannedRole) -> Option<Cli> {
+    crate::launch::agents::mcp::cli_of(&r.agent)
+}
+
+/// One worktree a CLI must trust.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Need {
+    pub role: String,
+    pub cli: Cli,
+    /// As the CLI sees its working folder (symlinks resolved).
+    pub folder: PathBuf,
+}
+
+/// What one change did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Done {
+    Added,
+    /// Trusted already (by hand or by an earlier `swarm trust`): left alone.
+    Already,
+    Removed,
+    /// `untrust`: the entry was gone or changed by someone else: left alone.
+    Absent,
+}
+
+/// One file and key, and what happened to it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub role: String,
+    pub cli: Cli,
+    pub file: PathBuf,
+    /// The key, in the file's own syntax.
+    pub key: String,
+    pub done: Done,
+}
+
+impl Change {
+    fn of(n: Need, file: PathBuf, done: Done) -> Change {
+        Change {
+            key: key(n.cli, &n.folder),
+            role: n.role,
+            cli: n.cli,
+            file,
+            done,
+        }
+    }
+
+    pub fn line(&self) -> String {
+        let what = match self.done {
+            Done::Added => "added",
+            Done::Already => "already trusted, left alone",
+            Done::Removed => "removed",
+            Done::Absent => "not ours or gone, left alone",
+        };
+        format!(
+            "{} ({}): {} {}: {what}",
+            self.role,
+            self.cli.name(),
+            self.file.display(),
+            self.key
+        )
+    }
+}
+
+/// The worktrees of `roles` (all agent roles when empty) and their CLIs.
+/// Naming a role that does not exist, or runs no such CLI, is an error.
+pub fn needs(plan: &Plan, roles: &[String]) -> Result<Vec<Need>> {
+    for name in roles {
+        let Some(r) = plan.roles.iter().find(|r| &r.name == name) else {
+            let names: Vec<&str> = plan.roles.iter().map(|r| r.name.as_str()).collect();
+            return Err(Error::env(format!(
+                "no role {name:?} in this swarm; roles: {}",
+                names.join(", ")
+            )));
+        };
+        if cli_of(r).is_none() {
+            return Err(Error::env(format!(
+                "role {name} runs no CLI that asks for folder trust (Claude Code, Codex, Gemini CLI)"
+            )));
+        }
+    }
+    let mut out: Vec<Need> = Vec::new();
+    for r in &plan.roles {
+        if !roles.is_empty() && !roles.contains(&r.name) {
+            continue;
+        }
+        let Some(cli) = cli_of(r) else { continue };
+        let folder = r
+            .worktree_path
+            .canonicalize()
+            .at(&r.worktree_path)
+            .map_err(|e| {
+                Error::env(format!(
+                    "{e}\n  hint: `swarm init` creates the worktree of role {}",
+                    r.name
+                ))
+            })?;
+        if !out.iter().any(|n| n.cli == cli && n.folder == folder) {
+            out.push(Need {
+                role: r.name.clone(),
+                cli,
+                folder,
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn key(cli: Cli, folder: &Path) -> String {
+    let f = folder.to_string_lossy();
+    match cli {
+        Cli::Claude => format!("projects[{}].hasTrustDialogAccepted", json!(f)),
+        Cli::Codex => format!("[projects.{}] trust_level", json!(f)),
+        Cli::Gemini => json!(f).to_string(),
+    }
+}
+
+/// A store's text: None when the file does not exist.
+fn read(file: &Path) -> Result<Option<String>> {
+    match std::fs::symlink_metadata(file) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(file, e)),
+        Ok(_) => {}
+    }
+    let b = fsx::read_bounded(file, MAX_STORE)
+        .map_err(|e| Error::env(format!("cannot read {}: {e}", file.display())))?;
+    String::from_utf8(b)
+        .map(Some)
+        .map_err(|_| Error::env(format!("{} is not UTF-8 text; not changed", file.display())))
+}
+
+fn bad(file: &Path, cause: impl std::fmt::Display) -> Error {
+    Error::env(format!(
+        "{} does not parse ({cause}); nothing in it was changed\n  hint: repair or move the file, then run the command again",
+        file.display()
+    ))
+}
+
+/// Replaces `file` atomically, keeping its mode (a new one is private),
+/// through a symlink to its target.
+fn write(file: &Path, text: &str) -> Result<()> {
+    let real = file.canonicalize().unwrap_or_else(|_| file.to_path_buf());
+    let dir = real.parent().unwrap_or(Path::new("/")).to_path_buf();
+    if real.exists() {
+        fsx::replace(&dir, &real, text.as_bytes()).at(&real)
+    } else {
+        fsx::ensure_dirs(&[&dir]).at(&dir)?;
+        fsx::write_private(&dir, &real, text.as_bytes()).at(&real)
+    }
+}
+
+/// The trust as the store holds it now.
+fn is_trusted(cli: Cli, text: Option<&str>, file: &Path, folder: &Path) -> Result<bool> {
+    let Some(text) = text else { return Ok(false) };
+    let f = folder.to_string_lossy();
+    Ok(match cli {
+        Cli::Claude | Cli::Gemini => {
+            let v: Value = serde_json::from_str(text).map_err(|e| bad(file, e))?;
+            match cli {
+                Cli::Claude => v["projects"][f.as_ref()]["hasTrustDialogAccepted"] == true,
+                _ => v[f.as_ref()] == "TRUST_FOLDER",
+            }
+        }
+        Cli::Codex => {
+            let d: toml_edit::DocumentMut = text.parse().map_err(|e| bad(file, e))?;
+            d.get("projects")
+                .and_then(|p| p.get(f.as_ref()))
+                .and_then(|t| t.get("trust_level"))
+                .and_then(|v| v.as_str())
+                == Some("trusted")
+        }
+    })
+}
+
+/// The store's text with the trust set (`on`) or removed.
+fn edit(cli: Cli, text: Option<&str>, file: &Path, folder: &Path, on: bool) -> Result<String> {
+    let f = folder.to_string_lossy().into_owned();
+    match cli {
+        Cli::Claude | Cli::Gemini => {
+            let mut v: Value = match text {
+                Some(t) => serde_json::from_str(t).map_err(|e| bad(file, e))?,
+                None => json!({}),
+            };
+            if !v.is_object() {
+                return Err(bad(file, "not a JSON object"));
+            }
+            if cli == Cli::Gemini {
+                let m = v.as_object_mut().expect("an object");
+                if on {
+                    m.insert(f, json!("TRUST_FOLDER"));
+                } else {
+                    m.remove(&f);
+                }
+            } else {
+                let projects = v
+                    .as_object_mut()
+                    .expect("an object")
+                    .entry("projects")
+                    .or_insert_with(|| json!({}));
+                let Some(projects) = projects.as_object_mut() else {
+                    return Err(bad(file, "`projects` is not an object"));
+                };
+                let entry = projects.entry(f.clone()).or_insert_with(|| json!({}));
+                let Some(entry) = entry.as_object_mut() else {
+                    return Err(bad(file, "a `projects` entry is not an object"));
+                };
+                if on {
+                    entry.insert("hasTrustDialogAccepted".into(), json!(true));
+                } else {
+                    entry.remove("hasTrustDialogAccepted");
+                    // An entry holding nothing else was ours alone.
+                    if entry.is_empty() {
+                        projects.remove(&f);
+                    }
+                }
+            }
+            let mut out = serde_json::to_string_pretty(&v).map_err(|e| bad(file, e))?;
+            out.push('\n');
+            Ok(out)
+        }
+        Cli::Codex => {
+            let mut d: toml_edit::DocumentMut =
+                text.unwrap_or("").parse().map_err(|e| bad(file, e))?;
+            if !d.contains_key("projects") {
+                let mut t = toml_edit::Table::new();
+                t.set_implicit(true);
+                d.insert("projects", toml_edit::Item::Table(t));
+            }
+            let Some(projects) = d["projects"].as_table_like_mut() else {
+                return Err(bad(file, "`projects` is not a table"));
+            };
+            if on {
+                if projects.get(&f).is_none() {
+                    projects.insert(&f, toml_edit::Item::Table(toml_edit::Table::new()));
+                }
+                let Some(t) = projects.get_mut(&f).and_then(|t| t.as_table_like_mut()) else {
+                    return Err(bad(file, "a `projects` entry is not a table"));
+                };
+                t.insert("trust_level", toml_edit::value("trusted"));
+            } else {
+                let now_empty = match projects.get_mut(&f).and_then(|t| t.as_table_like_mut()) {
+                    Some(t) => {
+                        t.remove("trust_level");
+                        t.is_empty()
+                    }
+                    None => false,
+                };
+                if now_empty {
+                    projects.remove(&f);
+                }
+                if projects.is_empty() {
+                    d.remove("projects");
+                }
+            }
+            Ok(d.to_string())
+        }
+    }
+}
+
+/// `.swarmforge/trusted.tsv`: `cli<TAB>file<TAB>folder`, one entry `trust`
+/// added a line.
+fn record_file(plan: &Plan) -> PathBuf {
+    plan.project.swarmforge().join("trusted.tsv")
+}
+
+fn records(plan: &Plan) -> Vec<(String, PathBuf, PathBuf)> {
+    let text = fsx::read_bounded(&record_file(plan), MAX_RECORD)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split('\t');
+            Some((
+                f.next()?.to_string(),
+                PathBuf::from(f.next()?),
+                PathBuf::from(f.next()?),
+            ))
+        })
+        .collect()
+}
+
+fn save_records(plan: &Plan, recs: &[(String, PathBuf, PathBuf)]) -> Result<()> {
+    let file = record_file(plan);
+    let text: String = recs
+        .iter()
+        .map(|(c, f, d)| format!("{c}\t{}\t{}\n", f.display(), d.display()))
+        .collect();
+    let dir = plan.project.swarmforge();
+    if file.exists() {
+        fsx::replace(&dir, &file, text.as_bytes()).at(&file)
+    } else {
+        fsx::write_private(&dir, &file, text.as_bytes()).at(&file)
+    }
+}
+
+/// Records trust for the worktrees of `roles` (every agent role when
+/// empty) in each CLI's store. Returns every file and key looked at.
+pub fn trust(plan: &Plan, roles: &[String], stores: &Stores) -> Result<Vec<Change>> {
+    let mut recs = records(plan);
+    let mut out = Vec::new();
+    for n in needs(plan, roles)? {
+        let file = stores.file_for(plan, &n);
+        let text = read(&file)?;
+        let done = if is_trusted(n.cli, text.as_deref(), &file, &n.folder)? {
+            Done::Already
+        } else {
+            write(
+                &file,
+                &edit(n.cli, text.as_deref(), &file, &n.folder, true)?,
+            )?;
+            let rec = (n.cli.name().to_string(), file.clone(), n.folder.clone());
+            if !recs.contains(&rec) {
+                recs.push(rec);
+                save_records(plan, &recs)?;
+            }
+            Done::Added
+        };
+        out.push(Change::of(n, file, done));
+    }
+    Ok(out)
+}
+
+/// Removes the entries `trust` added for `roles` (every role when empty),
+/// and nothing else.
+pub fn untrust(plan: &Plan, roles: &[String], stores: &Stores) -> Result<Vec<Change>> {
+    let mut recs = records(plan);
+    let mut out = Vec::new();
+    for n in needs(plan, roles)? {
+        let file = stores.file_for(plan, &n);
+        let rec = (n.cli.name().to_string(), file.clone(), n.folder.clone());
+        if !recs.contains(&rec) {
+            continue;
+        }
+        let text = read(&file)?;
+        let done = if is_trusted(n.cli, text.as_deref(), &file, &n.folder)? {
+            write(
+                &file,
+                &edit(n.cli, text.as_deref(), &file, &n.folder, false)?,
+            )?;
+            Done::Removed
+        } else {
+            Done::Absent
+        };
+        recs.retain(|r| r != &rec);
+        save_records(plan, &recs)?;
+        out.push(Change::of(n, file, done));
+    }
+    Ok(out)
+}
+
+/// The swarm's worktrees that a CLI does not trust yet (it would show its
+/// trust dialog there), for `swarm doctor`; a store that cannot be read
+/// counts as not trusting.
+pub fn untrusted(plan: &Plan, stores: &Stores) -> Result<Vec<Need>> {
+    let mut out = Vec::new();
+    for n in needs(plan, &[])? {
+        let file = stores.file_for(plan, &n);
+        let ok = read(&file)
+            .ok()
+            .flatten()
+            .is_some_and(|t| is_trusted(n.cli, Some(&t), &file, &n.folder).unwrap_or(false));
+        if !ok {
+            out.push(n);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codex_keeps_comments_and_other_tables() {
+        let f = Path::new("/h/.codex/config.toml");
+        let dir = Path::new("/p/.worktrees/coder");
+        let before = "# mine\nmodel = \"o3\" # why\n\n[tui]\nx = 1\n";
+        let on = edit(Cli::Codex, Some(before), f, dir, true).unwrap();
+        assert!(on.starts_with(before), "{on}");
+        assert!(
+            on.contains("[projects.\"/p/.worktrees/coder\"]\ntrust_level = \"trusted\"\n"),
+            "{on}"
+        );
+        assert!(is_trusted(Cli::Codex, Some(&on), f, dir).unwrap());
+        let off = edit(Cli::Codex, Some(&on), f, dir, false).unwrap();
+        assert_eq!(off, before);
+        assert!(edit(Cli::Codex, Some("[broken"), f, dir, true).is_err());
+    }
+
+    #[test]
+    fn claude_and_gemini_keep_every_other_key() {
+        let f = Path::new("/h/.claude.json");
+        let dir = Path::new("/p/w");
+        let before = r#"{"theme":"dark","projects":{"/p/w":{"allowedTools":["x"]},"/o":{"hasTrustDialogAccepted":true}}}"#;
+        let on = edit(Cli::Claude, Some(before), f, dir, true).unwrap();
+        let v: Value = serde_json::from_str(&on).unwrap();
+        assert_eq!(v["theme"], "dark");
+        assert_eq!(v["projects"]["/p/w"]["allowedTools"][0], "x");
+        assert_eq!(v["projects"]["/p/w"]["hasTrustDialogAccepted"], true);
+        assert_eq!(v["projects"]["/o"]["hasTrustDialogAccepted"], true);
+        let off: Value =
+            serde_json::from_str(&edit(Cli::Claude, Some(&on), f, dir, false).unwrap()).unwrap();
+        assert_eq!(off, serde_json::from_str::<Value>(before).unwrap());
+
+        let g = Path::new("/h/.gemini/trustedFolders.json");
+        let on = edit(Cli::Gemini, Some(r#"{"/x":"DO_NOT_TRUST"}"#), g, dir, true).unwrap();
+        let v: Value = serde_json::from_str(&on).unwrap();
+        assert_eq!(
+            (v["/x"].as_str(), v["/p/w"].as_str()),
+            (Some("DO_NOT_TRUST"), Some("TRUST_FOLDER"))
+        );
+        assert!(edit(Cli::Gemini, Some("[]"), g, dir, true).is_err());
+    }
+
+    #[test]
+    fn stores_follow_each_clis_overrides() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| OsString::from(v))
+            }
+        };
+        let s = Stores::from(env(&[("HOME", "/h")])).unwrap();
+        assert_eq!(s.claude, Path::new("/h/.claude.json"));
+        assert_eq!(s.codex, Path::new("/h/.codex/config.toml"));
+        assert_eq!(s.gemini, Path::new("/h/.gemini/trustedFolders.json"));
+        let s = Stores::from(env(&[
+            ("HOME", "/h"),
+            ("CLAUDE_CONFIG_DIR", "/c"),
+            ("CODEX_HOME", "/x"),
+            ("GEMINI_CLI_HOME", "/g"),
+        ]))
+        .unwrap();
+        assert_eq!(s.claude, Path::new("/c/.claude.json"));
+        assert_eq!(s.codex, Path::new("/x/config.toml"));
+        assert_eq!(s.gemini, Path::new("/g/.gemini/trustedFolders.json"));
+        assert!(Stores::from(env(&[])).is_err());
+    }
+}

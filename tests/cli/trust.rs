@@ -1,0 +1,221 @@
+//! `swarm trust` / `swarm untrust` (docs/agents.md, "Trusting the
+//! worktrees"): the trust of exactly this swarm's worktrees, in each CLI's
+//! own store, every other key and the file's mode kept; `untrust` removes
+//! only what `trust` added. The real CLIs reading these entries are proved
+//! in tests/cli/real_agents.rs.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::support::Project;
+
+const YAML: &str = r#"roles:
+  - name: lead
+    agent: claude
+    worktree: master
+  - name: coder
+    agent: codex
+    worktree: coder
+  - name: reviewer
+    agent: gemini
+    worktree: reviewer
+  - name: helper
+    agent: claude
+    worktree: master
+  - name: owner
+    agent: human
+"#;
+
+const CODEX_BEFORE: &str = "# my settings\nmodel = \"o3\" # the one I like\n\n[tui]\nscreen_reader_detection_done = true\n";
+
+fn mode(p: &Path) -> u32 {
+    fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+fn json(p: &Path) -> Value {
+    serde_json::from_str(&fs::read_to_string(p).unwrap()).unwrap()
+}
+
+#[test]
+fn trust_records_exactly_the_swarms_worktrees_and_untrust_removes_only_that() {
+    let d = Project::empty();
+    d.write("swarm.yaml", YAML);
+    d.swarm(&["init"]).ok();
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let claude = h.join(".claude.json");
+    let claude_before = r#"{"hasCompletedOnboarding":true,"theme":"dark","projects":{"/elsewhere":{"hasTrustDialogAccepted":true,"allowedTools":["Bash"]}}}"#;
+    fs::write(&claude, claude_before).unwrap();
+    fs::set_permissions(&claude, fs::Permissions::from_mode(0o600)).unwrap();
+    fs::create_dir_all(h.join(".codex")).unwrap();
+    let codex = h.join(".codex/config.toml");
+    fs::write(&codex, CODEX_BEFORE).unwrap();
+    fs::set_permissions(&codex, fs::Permissions::from_mode(0o640)).unwrap();
+    let gemini = h.join(".gemini/trustedFolders.json");
+    let wt = |r: &str| d.role_dir(r).canonicalize().unwrap().display().to_string();
+
+    // The reviewer's folder was trusted by hand: left alone, and kept.
+    fs::create_dir_all(h.join(".gemini")).unwrap();
+    fs::write(
+        &gemini,
+        format!("{{\"{}\": \"TRUST_FOLDER\"}}", wt("reviewer")),
+    )
+    .unwrap();
+
+    let run = |args: &[&str]| d.cmd("swarm").args(args).env("HOME", h).run();
+    let r = run(&["trust", "--check"]);
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stdout,
+        format!(
+            "untrusted: lead (claude): {}\nuntrusted: coder (codex): {}\n",
+            wt("lead"),
+            wt("coder")
+        )
+    );
+    let r = run(&["trust"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let out = r.stdout.clone();
+    assert!(
+        out.contains(&format!(
+            "lead (claude): {} projects[\"{}\"].hasTrustDialogAccepted: added",
+            claude.display(),
+            wt("lead")
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "coder (codex): {} [projects.\"{}\"] trust_level: added",
+            codex.display(),
+            wt("coder")
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "reviewer (gemini): {} \"{}\": already trusted, left alone",
+            gemini.display(),
+            wt("reviewer")
+        )),
+        "{out}"
+    );
+    // `helper` shares lead's folder: one entry; nobody else's folder.
+    assert_eq!(out.lines().count(), 3, "{out}");
+
+    let v = json(&claude);
+    assert_eq!(v["projects"][wt("lead")]["hasTrustDialogAccepted"], true);
+    assert_eq!(v["theme"], "dark");
+    assert_eq!(v["hasCompletedOnboarding"], true);
+    assert_eq!(v["projects"]["/elsewhere"]["allowedTools"][0], "Bash");
+    assert_eq!(mode(&claude), 0o600);
+    let toml = fs::read_to_string(&codex).unwrap();
+    assert!(toml.starts_with(CODEX_BEFORE), "{toml}");
+    assert!(
+        toml.contains(&format!(
+            "[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+            wt("coder")
+        )),
+        "{toml}"
+    );
+    assert_eq!(mode(&codex), 0o640);
+
+    run(&["trust", "--check"]).ok();
+    // Again: nothing changes.
+    let again = run(&["trust"]);
+    assert_eq!(again.code, 0);
+    assert_eq!(again.stdout.matches("already trusted").count(), 3);
+    assert_eq!(fs::read_to_string(&codex).unwrap(), toml);
+
+    // Bad input: a role that is not there, or runs no such CLI.
+    let r = run(&["trust", "nobody"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("no role \"nobody\""), "{}", r.stderr);
+    let r = run(&["trust", "owner"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("role owner runs no CLI"), "{}", r.stderr);
+
+    let r = run(&["untrust"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.matches(": removed").count(), 2, "{}", r.stdout);
+    assert_eq!(
+        json(&claude),
+        serde_json::from_str::<Value>(claude_before).unwrap()
+    );
+    assert_eq!(fs::read_to_string(&codex).unwrap(), CODEX_BEFORE);
+    assert_eq!(mode(&codex), 0o640);
+    // The trust given by hand stays.
+    assert_eq!(json(&gemini)[wt("reviewer")], "TRUST_FOLDER");
+    assert_eq!(run(&["untrust"]).stdout, "nothing to change\n");
+}
+
+#[test]
+fn a_store_that_does_not_parse_is_refused_and_left_as_it_was() {
+    let d = Project::empty();
+    d.write("swarm.yaml", YAML);
+    d.swarm(&["init"]).ok();
+    let home = tempfile::tempdir().unwrap();
+    let claude = home.path().join(".claude.json");
+    fs::write(&claude, "{not json").unwrap();
+    let r = d
+        .cmd("swarm")
+        .args(["trust", "lead"])
+        .env("HOME", home.path())
+        .run();
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr
+            .contains(&format!("{} does not parse", claude.display()))
+            && r.stderr.contains("nothing in it was changed"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(fs::read_to_string(&claude).unwrap(), "{not json");
+    // Missing stores are created private, with only the entry.
+    let r = d
+        .cmd("swarm")
+        .args(["trust", "reviewer"])
+        .env("HOME", home.path())
+        .run();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let g = home.path().join(".gemini/trustedFolders.json");
+    assert_eq!(mode(&g), 0o600);
+    assert_eq!(json(&g).as_object().unwrap().len(), 1);
+}
+
+/// `swarm doctor` names each worktree an agent CLI has not trusted, with
+/// `swarm trust` as the fix, and is quiet about trust once it ran.
+#[test]
+fn doctor_names_each_untrusted_worktree_until_swarm_trust() {
+    let d = Project::empty();
+    d.write("swarm.yaml", YAML);
+    d.swarm(&["init"]).ok();
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    fs::write(h.join(".claude.json"), r#"{"hasCompletedOnboarding":true}"#).unwrap();
+    let run = |args: &[&str]| d.cmd("swarm").args(args).env("HOME", h).run();
+    let r = run(&["doctor", "--json"]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    let untrusted: Vec<String> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["findings"].as_array().unwrap().iter())
+        .filter(|f| f["code"] == "AGENT_CLI_UNTRUSTED")
+        .map(|f| f["message"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(untrusted.len(), 3, "{untrusted:?}");
+    assert!(
+        untrusted
+            .iter()
+            .any(|m| m.starts_with("role coder: codex has not trusted")),
+        "{untrusted:?}"
+    );
+    run(&["trust"]).ok();
+    let r = run(&["doctor", "--json"]);
+    assert!(!r.stdout.contains("AGENT_CLI_UNTRUSTED"), "{}", r.stdout);
+}
