@@ -13,7 +13,7 @@ use std::time::Duration;
 use crate::support::*;
 
 /// Long deadline: several processes share two cores with the rest of the suite.
-const LONG: Duration = Duration::from_secs(60);
+pub const LONG: Duration = Duration::from_secs(60);
 
 /// One nats-server with JetStream, on 127.0.0.1, restartable on the same
 /// port and store.

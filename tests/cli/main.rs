@@ -6,6 +6,7 @@ mod agents;
 mod api;
 mod archive;
 mod args;
+mod audit_lag;
 mod bridge;
 mod builder;
 mod core_queue;
