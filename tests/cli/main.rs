@@ -27,6 +27,7 @@ mod layouts;
 mod longpoll;
 mod mcp;
 mod model;
+mod nats_sync;
 mod newcomer;
 mod order;
 mod people;
