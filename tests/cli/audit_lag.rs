@@ -7,26 +7,15 @@
 use std::fs;
 use std::path::PathBuf;
 
-use crate::bridge::{swarm, Host, Nats, LONG};
+use crate::bridge::{note, start_all, swarm, Host, Nats, LONG};
 use crate::support::*;
 
 const THREE: &str = "roles:\n  - {name: ping, agent: human, host: a}\n  - {name: pong, agent: human, host: b, worktree: pong}\n  - {name: pang, agent: human, host: b, worktree: pang}\n";
-
-fn note(to: &str, msg: &str) -> String {
-    format!("type: note\nto: {to}\npriority: 50\nmessage: {msg}\n")
-}
 
 fn audit(h: &Host, extra: &[&str]) -> Run {
     let mut args = vec!["audit", "--check"];
     args.extend_from_slice(extra);
     h.p.swarm(&args)
-}
-
-fn start(hosts: &mut [Host]) {
-    for h in hosts.iter_mut() {
-        h.start_daemon();
-        h.start_bridge();
-    }
 }
 
 fn proxy_sent(h: &Host, role: &str) -> PathBuf {
@@ -39,7 +28,7 @@ fn proxy_sent(h: &Host, role: &str) -> PathBuf {
 fn a_copy_not_mirrored_yet_is_pending_and_wait_sees_the_mirror_catch_up() {
     let Some(nats) = Nats::start() else { return };
     let (_hub, mut hosts) = swarm(&nats, &["a", "b"], THREE);
-    start(&mut hosts);
+    start_all(&mut hosts);
     // A burst both ways: whenever the audit runs, it never cries wolf.
     for i in 0..8 {
         hosts[0].send("ping", &note("pong", &format!("a{i}")));
@@ -72,6 +61,10 @@ fn a_copy_not_mirrored_yet_is_pending_and_wait_sees_the_mirror_catch_up() {
     assert!(r.stdout.contains("PENDING missing_copy"), "{}", r.stdout);
     assert!(r.stdout.contains("host b"), "{}", r.stdout);
     assert!(r.stdout.contains("1 pending"), "{}", r.stdout);
+    let j = audit(&hosts[0], &["--json"]).json();
+    assert_eq!(j["ok"], true, "{j}");
+    assert_eq!(j["violations"].as_array().unwrap().len(), 0, "{j}");
+    assert_eq!(j["pending"][0]["kind"], "missing_copy", "{j}");
     // Still behind when the wait is over: said, exit 1, not a violation.
     let r = audit(&hosts[0], &["--wait", "300ms"]);
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
@@ -105,7 +98,7 @@ fn a_copy_not_mirrored_yet_is_pending_and_wait_sees_the_mirror_catch_up() {
 fn a_copy_lost_on_its_host_is_a_violation_once_the_mirror_caught_up() {
     let Some(nats) = Nats::start() else { return };
     let (_hub, mut hosts) = swarm(&nats, &["a", "b"], THREE);
-    start(&mut hosts);
+    start_all(&mut hosts);
     // Host b delivers pong's note to pang with its bridge down, then loses
     // the copy (as a power cut would an unsynced file).
     hosts[1].kill_bridge();

@@ -410,11 +410,11 @@ fn queued_copy(h: &Host, role: &str) -> PathBuf {
     h.copies(role).remove(0)
 }
 
-fn note(to: &str, msg: &str) -> String {
+pub fn note(to: &str, msg: &str) -> String {
     format!("type: note\nto: {to}\npriority: 50\nmessage: {msg}\n")
 }
 
-fn start_all(hosts: &mut [Host]) {
+pub fn start_all(hosts: &mut [Host]) {
     for h in hosts.iter_mut() {
         h.start_daemon();
         h.start_bridge();
