@@ -92,11 +92,12 @@ fn run_check(args: &Args) -> i32 {
     };
     let deadline = std::time::Instant::now() + wait.unwrap_or_default();
     let (t, f) = loop {
+        let lag = crate::views::audit::lag::Lag::before_load(&project);
         let t = match Trail::load(&project, &Scope::all()) {
             Ok(t) => t,
             Err(e) => return crate::cli::report(&e, args.json),
         };
-        let f = check::verify(&t);
+        let f = check::verify(&t, lag);
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         if f.pending.is_empty() || !f.violations.is_empty() || left.is_zero() {
             break (t, f);

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::lag::Judged;
+use super::lag::{Judged, Lag};
 use crate::protocol::trail::{Copy, Place, Stamp, Trail};
 use crate::text::escape;
 
@@ -170,10 +170,11 @@ fn check_copy(t: &Trail, c: &Copy, homes: &HashMap<&str, usize>, out: &mut Out) 
     }
 }
 
-/// Every violation, sorted by kind then subject (copies that may still be
-/// on their way are left out: see [`verify`]).
+/// Every violation, sorted by kind then subject. Copies crossing hosts are
+/// left out (judged without a [`Lag::before_load`], they are all pending):
+/// see [`verify`].
 pub fn check(t: &Trail) -> Vec<Violation> {
-    verify(t).violations
+    verify(t, Lag::default()).violations
 }
 
 /// What the check found: broken rules, and copies not here yet that the
@@ -202,11 +203,11 @@ impl Findings {
     }
 }
 
-/// Every violation and every pending copy, each sorted by kind then subject.
-pub fn verify<'a>(t: &'a Trail) -> Findings {
+/// Every violation and every pending copy, each sorted by kind then
+/// subject; `lag` read before `t` was loaded.
+pub fn verify<'a>(t: &'a Trail, mut lag: Lag) -> Findings {
     let mut out = Out(Vec::new());
     let mut pending = Out(Vec::new());
-    let mut lag = super::lag::Lag::default();
     for (dir, e) in &t.unreadable {
         out.add("unreadable_dir", shown(dir), e.clone());
     }

@@ -16,10 +16,10 @@
 //!   there, or not arrived yet, is pending.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::protocol::grammar::strip_collision_prefix;
-use crate::protocol::layout::Worktree;
+use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::trail::{handoff_names, Original, Trail};
 
 /// Largest mirrored events file read (larger: read as far as this).
@@ -45,9 +45,22 @@ struct Remote {
 }
 
 /// Reads each host's mirrored events at most once per audit.
+///
+/// What says "it should be here" is read *before* the trail
+/// ([`Lag::before_load`]): a mark read first covers only files mirrored
+/// before the trail was listed, and a relayed copy in `sent/` before the
+/// listing was in its inbox before it too, so a copy arriving while the
+/// audit reads is pending, never lost. (Events only add deliveries; they
+/// may be read later.)
 #[derive(Default)]
 pub struct Lag {
     hosts: HashMap<String, Remote>,
+    /// Each host's trail mark, read before the trail.
+    marks: HashMap<String, u64>,
+    /// Per local role, the names in its relay folder's `sent/` and
+    /// `failed/`, read before the trail. (`Lag::default()` has neither, so
+    /// it calls every copy crossing hosts pending.)
+    relayed: HashMap<String, (Vec<String>, Vec<String>)>,
 }
 
 /// The host an original's file was mirrored from, if it was.
@@ -70,8 +83,7 @@ fn relay_role(path: &str) -> Option<String> {
     Some(rest.split('/').next()?.to_string())
 }
 
-fn load_remote(t: &Trail, host: &str) -> Remote {
-    let mark = crate::bridge::trail::read_mark(&t.project, host);
+fn load_remote(t: &Trail, host: &str, mark: Option<u64>) -> Remote {
     let file = crate::bridge::events::Mirror::file(&t.project, host);
     let text = crate::fsx::read_bounded(&file, MAX_EVENTS_BYTES)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
@@ -108,7 +120,35 @@ fn offset(o: Option<u64>) -> String {
     o.map_or_else(|| "none yet".to_string(), |o| o.to_string())
 }
 
+/// The names of the files in a folder (sorted; none when it is missing).
+fn names(dir: &Path) -> Vec<String> {
+    handoff_names(dir).unwrap_or_default()
+}
+
 impl Lag {
+    /// Reads the marks and relay folders of `project`; call it before
+    /// loading the trail that is judged with it.
+    pub fn before_load(project: &Project) -> Lag {
+        let mut lag = Lag::default();
+        if let Ok(rd) = std::fs::read_dir(project.bridge_dir().join("marks")) {
+            for e in rd.flatten() {
+                let host = e.file_name().to_string_lossy().into_owned();
+                if let Some(m) = crate::bridge::trail::read_mark(project, &host) {
+                    lag.marks.insert(host, m);
+                }
+            }
+        }
+        if let Ok(rd) = std::fs::read_dir(project.bridge_relay_dir()) {
+            for e in rd.flatten() {
+                let role = e.file_name().to_string_lossy().into_owned();
+                let wt = Worktree::new(project.bridge_relay(&role));
+                lag.relayed
+                    .insert(role, (names(&wt.sent()), names(&wt.failed())));
+            }
+        }
+        lag
+    }
+
     /// Judges the missing copy of `o` for `names` (roles sharing one inbox).
     pub fn judge(&mut self, t: &Trail, o: &Original, names: &[String]) -> Judged {
         let remote_host = names.iter().find_map(|n| {
@@ -118,7 +158,7 @@ impl Lag {
         });
         match remote_host {
             Some(host) => self.judge_remote(t, o, names, &host),
-            None => judge_relayed(t, o, names),
+            None => self.judge_relayed(t, o, names),
         }
     }
 
@@ -142,10 +182,11 @@ impl Lag {
     /// By host `host`'s `delivered` event of `id`: through the relay folder
     /// of one of `names`, or (None) on the host where it was sent.
     fn judged(&mut self, t: &Trail, id: &str, names: Option<&[String]>, host: &str) -> Judged {
+        let mark = self.marks.get(host).copied();
         let r = self
             .hosts
             .entry(host.to_string())
-            .or_insert_with(|| load_remote(t, host));
+            .or_insert_with(|| load_remote(t, host, mark));
         let behind = format!(
             "host {host}'s files are mirrored up to its event offset {}, its events up to offset {}",
             offset(r.mark),
@@ -174,33 +215,32 @@ impl Lag {
             )),
         }
     }
-}
 
-/// A copy for a role of this host whose original was sent on another host.
-fn judge_relayed(t: &Trail, o: &Original, names: &[String]) -> Judged {
-    let Some(from) = mirrored_from(t, &o.path) else {
-        return Judged::Lost(String::new());
-    };
-    let id = o.id();
-    let holds = |dir: PathBuf| {
-        handoff_names(&dir).is_ok_and(|v| {
-            v.iter()
-                .any(|n| strip_collision_prefix(n).contains(&format!("_{id}_to_")))
-        })
-    };
-    for name in names {
-        let relay = Worktree::new(t.project.bridge_relay(name));
-        if holds(relay.sent()) {
-            return Judged::Lost(format!(
-                "delivered here from host {from} (in {})",
-                relay.sent().display()
-            ));
+    /// A copy for a role of this host whose original was sent on another
+    /// host.
+    fn judge_relayed(&self, t: &Trail, o: &Original, names: &[String]) -> Judged {
+        let Some(from) = mirrored_from(t, &o.path) else {
+            return Judged::Lost(String::new());
+        };
+        let tail = format!("_{}_to_", o.id());
+        let holds = |v: &Vec<String>| v.iter().any(|n| strip_collision_prefix(n).contains(&tail));
+        for name in names {
+            let Some((sent, failed)) = self.relayed.get(name) else {
+                continue;
+            };
+            let relay = Worktree::new(t.project.bridge_relay(name));
+            if holds(sent) {
+                return Judged::Lost(format!(
+                    "delivered here from host {from} (in {})",
+                    relay.sent().display()
+                ));
+            }
+            if holds(failed) {
+                return Judged::Lost(format!("refused here (see {})", relay.failed().display()));
+            }
         }
-        if holds(relay.failed()) {
-            return Judged::Lost(format!("refused here (see {})", relay.failed().display()));
-        }
+        Judged::Pending(format!(
+            "sent on host {from}, not delivered here yet (in transit or waiting in the relay folder)"
+        ))
     }
-    Judged::Pending(format!(
-        "sent on host {from}, not delivered here yet (in transit or waiting in the relay folder)"
-    ))
 }
