@@ -289,3 +289,29 @@ pub fn read_mark(project: &Project, host: &str) -> Option<u64> {
     let bytes = fsx::read_bounded(&project.bridge_trail_mark(host), 64).ok()?;
     String::from_utf8(bytes).ok()?.trim().parse().ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mark_only_rises_and_names_a_valid_host() {
+        let d = tempfile::tempdir().unwrap();
+        let p = Project::new(d.path());
+        assert_eq!(read_mark(&p, "b"), None);
+        assert!(apply_mark(&p, "b", 100).unwrap());
+        assert_eq!(read_mark(&p, "b"), Some(100));
+        // A redelivered older mark, or the same one, changes nothing.
+        assert!(!apply_mark(&p, "b", 40).unwrap());
+        assert!(!apply_mark(&p, "b", 100).unwrap());
+        assert_eq!(read_mark(&p, "b"), Some(100));
+        assert!(apply_mark(&p, "b", 101).unwrap());
+        assert_eq!(read_mark(&p, "b"), Some(101));
+        let e = apply_mark(&p, "../x", 5).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(!d.path().join(".swarmforge/bridge/x").exists());
+        // An unreadable mark is no mark: nothing is judged lost by it.
+        std::fs::write(p.bridge_trail_mark("c"), "soon\n").unwrap();
+        assert_eq!(read_mark(&p, "c"), None);
+    }
+}
