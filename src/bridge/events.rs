@@ -67,6 +67,18 @@ pub fn read_from(project: &Project, from: u64, max: usize) -> io::Result<(Vec<Li
     Ok((out, pos))
 }
 
+/// The offset after the last line of this host's events now (offsets
+/// counted across rotations): every event at a smaller offset was written.
+pub fn end_offset(project: &Project) -> io::Result<u64> {
+    let live = project.events_file();
+    let len = match std::fs::metadata(&live) {
+        Ok(m) => m.len(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
+        Err(e) => return Err(e),
+    };
+    Ok(logfile::live_start(&live)? + len)
+}
+
 /// How far this host's events were published.
 pub fn load_offset(project: &Project) -> u64 {
     std::fs::read_to_string(project.bridge_events_offset())

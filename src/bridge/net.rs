@@ -572,7 +572,15 @@ async fn trail_publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Share
     let _ = stream(&s, &js, &log).await;
     let subject = format!("swarm.{}.trail.{}", s.name(), s.host);
     let mut published: std::collections::HashSet<String> = Default::default();
+    // The events offset at the start of the last complete pass, and the mark
+    // published last (see `publish_mark`).
+    let mut prev_start: Option<u64> = None;
+    let mut marked: Option<u64> = None;
     loop {
+        let start = {
+            let s = s.clone();
+            blocking(move || events::end_offset(&s.project).ok()).await
+        };
         let records = {
             let s = s.clone();
             blocking(move || trail::scan(&s.project)).await
@@ -620,6 +628,16 @@ async fn trail_publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Share
             }
         }
         if ok {
+            if let Some(e) = prev_start.filter(|&e| marked.is_none_or(|m| e > m)) {
+                if publish_mark(&js, &subject, &s.host, e).await {
+                    marked = Some(e);
+                }
+            }
+            prev_start = start;
+        } else {
+            prev_start = None;
+        }
+        if ok {
             log.cleared("trail");
         } else {
             log.deferred_once("trail", &format!("trail records wait for {}", s.url));
@@ -630,6 +648,25 @@ async fn trail_publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Share
             RETRY
         })
         .await;
+    }
+}
+
+/// Publishes the trail mark `offset` after this host's records: every file
+/// this host held before its events reached `offset` was published (and
+/// acked) in the pass that started there or the one after it. Two passes,
+/// because a file moving during a scan can be missed by that scan but not by
+/// the next. The mirror then knows a file it lacks is not lag
+/// (docs/transcript-and-audit.md, "Lag is not loss").
+async fn publish_mark(js: &jetstream::Context, subject: &str, host: &str, offset: u64) -> bool {
+    let mut h = async_nats::HeaderMap::new();
+    h.insert("Nats-Msg-Id", format!("trmark:{host}:{offset}").as_str());
+    h.insert("Swarm-Mark", offset.to_string().as_str());
+    let msg = jetstream::message::PublishMessage::build()
+        .payload(bytes::Bytes::new())
+        .headers(h);
+    match js.send_publish(subject.to_string(), msg).await {
+        Ok(a) => matches!(tokio::time::timeout(ACK_TIMEOUT, a).await, Ok(Ok(_))),
+        Err(_) => false,
     }
 }
 
@@ -661,6 +698,23 @@ async fn trail_mirror_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared
                     .map(|v| v.as_str().to_string())
                     .unwrap_or_default()
             };
+            let mark = h("Swarm-Mark");
+            if !mark.is_empty() {
+                let s2 = s.clone();
+                let h2 = host.clone();
+                let res = match mark.parse::<u64>() {
+                    Ok(o) => blocking(move || trail::apply_mark(&s2.project, &h2, o)).await,
+                    Err(_) => Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        "not an offset",
+                    )),
+                };
+                settle(&m, res, &log, "trail-mirror", |e| {
+                    format!("trail mark of {host}: {e}")
+                })
+                .await;
+                continue;
+            }
             let (wt, rel) = (h("Swarm-Worktree"), h("Swarm-Path"));
             let payload = m.payload.to_vec();
             let s2 = s.clone();

@@ -258,3 +258,60 @@ pub fn apply(
     }
     Ok(true)
 }
+
+/// Records that every file host `host` held before its events reached
+/// `offset` is mirrored here (a mark is published after the records of two
+/// complete passes, see `net`). Marks only rise: a redelivered older one
+/// changes nothing. Ok(false): ignored.
+pub fn apply_mark(project: &Project, host: &str, offset: u64) -> io::Result<bool> {
+    if !grammar::valid_role(host) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("bad host name '{}'", crate::text::escape(host)),
+        ));
+    }
+    let path = project.bridge_trail_mark(host);
+    if read_mark(project, host).is_some_and(|m| m >= offset) {
+        return Ok(false);
+    }
+    let dir = path.parent().unwrap_or(&path).to_path_buf();
+    fsx::ensure_dirs(&[&dir, &project.bridge_tmp()])?;
+    fsx::replace(
+        &project.bridge_tmp(),
+        &path,
+        format!("{offset}\n").as_bytes(),
+    )?;
+    Ok(true)
+}
+
+/// The mark of host `host`'s mirror, if one arrived.
+pub fn read_mark(project: &Project, host: &str) -> Option<u64> {
+    let bytes = fsx::read_bounded(&project.bridge_trail_mark(host), 64).ok()?;
+    String::from_utf8(bytes).ok()?.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mark_only_rises_and_names_a_valid_host() {
+        let d = tempfile::tempdir().unwrap();
+        let p = Project::new(d.path());
+        assert_eq!(read_mark(&p, "b"), None);
+        assert!(apply_mark(&p, "b", 100).unwrap());
+        assert_eq!(read_mark(&p, "b"), Some(100));
+        // A redelivered older mark, or the same one, changes nothing.
+        assert!(!apply_mark(&p, "b", 40).unwrap());
+        assert!(!apply_mark(&p, "b", 100).unwrap());
+        assert_eq!(read_mark(&p, "b"), Some(100));
+        assert!(apply_mark(&p, "b", 101).unwrap());
+        assert_eq!(read_mark(&p, "b"), Some(101));
+        let e = apply_mark(&p, "../x", 5).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(!d.path().join(".swarmforge/bridge/x").exists());
+        // An unreadable mark is no mark: nothing is judged lost by it.
+        std::fs::write(p.bridge_trail_mark("c"), "soon\n").unwrap();
+        assert_eq!(read_mark(&p, "c"), None);
+    }
+}

@@ -497,6 +497,7 @@ pub fn clock_skew(cx: &Context) -> Vec<Finding> {
 
 /// What `swarm audit --check` finds.
 pub fn audit(cx: &Context) -> Vec<Finding> {
+    let lag = crate::views::audit::lag::Lag::before_load(&cx.project);
     let t = match Trail::load(&cx.project, &Scope::all()) {
         Ok(t) => t,
         Err(e) => {
@@ -507,7 +508,7 @@ pub fn audit(cx: &Context) -> Vec<Finding> {
             )]
         }
     };
-    let v = crate::views::audit::check::check(&t);
+    let v = crate::views::audit::check::verify(&t, lag).violations;
     let mut out: Vec<Finding> = v
         .iter()
         .take(MAX_LISTED)

@@ -6,6 +6,7 @@
 //! its findings; none changes anything. A check that cannot look (no git,
 //! no tmux) says so as a finding of its own instead of passing silently.
 
+pub mod bridge_sync;
 pub mod checks;
 
 use std::path::PathBuf;
@@ -79,6 +80,7 @@ pub const CHECKS: &[Check] = &[
     ("logs", checks::logs),
     ("disk_space", checks::disk_space),
     ("clock_skew", checks::clock_skew),
+    ("bridge_sync", bridge_sync::bridge_sync),
     ("audit", checks::audit),
 ];
 

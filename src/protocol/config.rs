@@ -34,6 +34,9 @@ pub struct Config {
     pub bridge_credentials_file: Option<String>,
     /// The swarm's name on the bridge: its JetStream stream and subjects.
     pub bridge_name: String,
+    /// The NATS server's monitoring endpoint (`http://host:8222`), where
+    /// `swarm doctor` reads whether JetStream syncs every write.
+    pub bridge_monitor: Option<String>,
     /// The git remote a `git_handoff`'s commit travels through between hosts.
     pub git_remote: Option<String>,
     /// Per message type: `types: {handoff: {approval: required}}`.
@@ -57,6 +60,7 @@ impl Default for Config {
             bridge: None,
             bridge_credentials_file: None,
             bridge_name: "swarm".into(),
+            bridge_monitor: None,
             git_remote: None,
             types: std::collections::BTreeMap::new(),
         }
@@ -511,6 +515,20 @@ impl Config {
                 "hosts names several hosts but bridge is not set: name the NATS server (bridge: nats://host:4222)"
                     .into(),
             );
+        }
+        if let Some(m) = &self.bridge_monitor {
+            let rest = m
+                .strip_prefix("http://")
+                .or_else(|| m.strip_prefix("https://"));
+            let host = rest.map(|r| r.split('/').next().unwrap_or(""));
+            if host.is_none_or(|h| h.is_empty() || h.contains('@'))
+                || m.chars().any(|c| c.is_control() || c.is_whitespace())
+            {
+                return Err(format!(
+                    "bridge_monitor: '{}' is not an http:// or https:// URL of a server (no credentials in it), e.g. http://10.0.0.5:8222",
+                    esc(m)
+                ));
+            }
         }
         if let Some(r) = &self.git_remote {
             if r.is_empty()

@@ -148,6 +148,12 @@ impl Project {
         let wt = if wt == "none" { "master" } else { wt };
         self.bridge_dir().join("hosts").join(host).join(wt)
     }
+    /// How far the mirror of host `host`'s files has caught up: the offset
+    /// in its events before which every file it had was mirrored
+    /// (docs/bridge.md, "One trail").
+    pub fn bridge_trail_mark(&self, host: &str) -> PathBuf {
+        self.bridge_dir().join("marks").join(host)
+    }
     /// Temp files of the bridge's own publishes.
     pub fn bridge_tmp(&self) -> PathBuf {
         self.bridge_dir().join("tmp")

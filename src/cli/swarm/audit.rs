@@ -17,6 +17,9 @@ max, nearest rank), the oldest item waiting in an inbox/new, and failures by rea
 
 --check verifies the trail instead and prints one `VIOLATION <kind> <subject>: \
 <detail>` line per problem, then `CHECK OK` (exit 0) or `CHECK FAILED` (exit 2). \
+A copy still on its way to another host's mirror is a `PENDING missing_copy` \
+line, never a violation; --wait D waits up to D for them before judging \
+(`CHECK PENDING`, exit 1, if some are still pending then). \
 Kinds: malformed, unreadable_dir, rejected, missing_header, bad_time, time_order, \
 state_mismatch, duplicate_original, orphan_copy, missing_copy, duplicate_copy, \
 completed_twice, recipient_not_in_to, unknown_recipient, wrong_inbox.")]
@@ -30,6 +33,10 @@ pub struct Args {
     /// Print one JSON object instead of text
     #[arg(long)]
     pub json: bool,
+    /// With --check: wait up to this long (e.g. 30s, 2m) for copies still
+    /// on their way to another host's mirror before judging
+    #[arg(long, value_name = "DURATION", requires = "check")]
+    pub wait: Option<String>,
     /// Reference time for ages (RFC 3339; default: now)
     #[arg(long, value_name = "TIME")]
     pub now: Option<String>,
@@ -49,33 +56,14 @@ pub fn run(args: Args) -> i32 {
             }
         },
     };
+    if args.check {
+        return run_check(&args);
+    }
     let loaded = super::project(args.root.as_deref()).and_then(|p| Trail::load(&p, &Scope::all()));
     let t = match loaded {
         Ok(t) => t,
         Err(e) => return crate::cli::report(&e, args.json),
     };
-    if args.check {
-        let v = check::check(&t);
-        if args.json {
-            let list: Vec<_> = v.iter().map(check::Violation::json).collect();
-            let obj = serde_json::json!({
-                "ok": v.is_empty(),
-                "originals": t.originals.len(),
-                "copies": t.copies.len(),
-                "violations": list,
-            });
-            crate::cli::emit_json(obj);
-        } else {
-            let mut s: String = v.iter().map(check::Violation::line).collect();
-            s.push_str(&check::summary(&t, &v));
-            crate::cli::out(&s);
-        }
-        return if v.is_empty() {
-            exit::OK
-        } else {
-            exit::REFUSED
-        };
-    }
     let r = audit::report(&t);
     if args.json {
         crate::cli::emit_json(audit::json(&r, now));
@@ -83,4 +71,72 @@ pub fn run(args: Args) -> i32 {
         crate::cli::out(&audit::text(&r, now));
     }
     exit::OK
+}
+
+/// `--check [--wait D]`: judges once nothing is pending any more, or when
+/// the wait is over. Pending copies are never violations; pending ones left
+/// after `--wait` make the exit 1 (the mirrors did not catch up: an
+/// environment problem, not a broken trail).
+fn run_check(args: &Args) -> i32 {
+    let wait = match args.wait.as_deref().map(crate::protocol::duration::parse) {
+        None => None,
+        Some(Ok(d)) => Some(d),
+        Some(Err(e)) => {
+            let e = Error::env(format!("--wait: {e}"));
+            return crate::cli::report(&e, args.json);
+        }
+    };
+    let project = match super::project(args.root.as_deref()) {
+        Ok(p) => p,
+        Err(e) => return crate::cli::report(&e, args.json),
+    };
+    let deadline = std::time::Instant::now() + wait.unwrap_or_default();
+    let (t, f) = loop {
+        let lag = crate::views::audit::lag::Lag::before_load(&project);
+        let t = match Trail::load(&project, &Scope::all()) {
+            Ok(t) => t,
+            Err(e) => return crate::cli::report(&e, args.json),
+        };
+        let f = check::verify(&t, lag);
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if f.pending.is_empty() || !f.violations.is_empty() || left.is_zero() {
+            break (t, f);
+        }
+        // Polls the files; the mirrors are written by the bridge.
+        std::thread::sleep(left.min(std::time::Duration::from_millis(250)));
+    };
+    let v = &f.violations;
+    let stuck = wait.is_some() && v.is_empty() && !f.pending.is_empty();
+    if args.json {
+        let list: Vec<_> = v.iter().map(check::Violation::json).collect();
+        let pending: Vec<_> = f.pending.iter().map(check::Violation::json).collect();
+        let obj = serde_json::json!({
+            "ok": v.is_empty() && !stuck,
+            "originals": t.originals.len(),
+            "copies": t.copies.len(),
+            "violations": list,
+            "pending": pending,
+        });
+        crate::cli::emit_json(obj);
+    } else {
+        let mut s: String = v.iter().map(check::Violation::line).collect();
+        s.push_str(&f.pending_lines());
+        if stuck {
+            s.push_str(&format!(
+                "CHECK PENDING: {} copies still on their way after --wait {}\n",
+                f.pending.len(),
+                args.wait.as_deref().unwrap_or("")
+            ));
+        } else {
+            s.push_str(&check::summary(&t, v, f.pending.len()));
+        }
+        crate::cli::out(&s);
+    }
+    if !v.is_empty() {
+        exit::REFUSED
+    } else if stuck {
+        exit::ENV
+    } else {
+        exit::OK
+    }
 }
