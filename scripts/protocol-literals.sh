@@ -28,7 +28,7 @@ checks=(
   "handoff-suffix|13|\"\\.handoff\""
   "type-literal|2|(==|!=) *\"($types)\"|Some\\(\"($types)\"\\)"
   "all-literal|3|(==|!=) *\"all\"|Some\\(\"all\"\\)|split\\(','\\)"
-  "state-listing|33|read_dir\\((\\&?[a-z]|std|crate|Worktree|project)"
+  "state-listing|32|read_dir\\((\\&?[a-z]|std|crate|Worktree|project)"
   "size-cap|6|read_bounded\\([^;]*1024 \\* 1024"
 )
 fail=0

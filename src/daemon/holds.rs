@@ -63,11 +63,10 @@ pub fn list(project: &Project) -> Result<Vec<Held>> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     // Copies relayed from other hosts are held in their relay folders.
-    let relays = std::fs::read_dir(project.bridge_relay_dir())
+    let relays = project
+        .relayed_roles()
         .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path());
+        .map(|r| project.bridge_relay(&r));
     for wt in roles.worktrees().into_iter().chain(relays) {
         // roles.tsv may name a worktree relative to the project root.
         let wt = if wt.is_absolute() {

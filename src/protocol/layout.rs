@@ -118,6 +118,19 @@ impl Project {
     pub fn bridge_relay_dir(&self) -> PathBuf {
         self.bridge_dir().join("in")
     }
+    /// The roles that have a relay folder, by name (what arrived for them
+    /// from other hosts; none without a bridge).
+    pub fn relayed_roles(&self) -> Vec<String> {
+        names_in(&self.bridge_relay_dir())
+    }
+    /// The newest trail mark received from each other host, one file per host.
+    pub fn bridge_marks(&self) -> PathBuf {
+        self.bridge_dir().join("marks")
+    }
+    /// The hosts a trail mark was received from.
+    pub fn marked_hosts(&self) -> Vec<String> {
+        names_in(&self.bridge_marks())
+    }
     /// Held (flock) by the one running bridge; holds its pid.
     pub fn bridge_pid(&self) -> PathBuf {
         self.bridge_dir().join("bridge.pid")
@@ -152,7 +165,7 @@ impl Project {
     /// in its events before which every file it had was mirrored
     /// (docs/bridge.md, "One trail").
     pub fn bridge_trail_mark(&self, host: &str) -> PathBuf {
-        self.bridge_dir().join("marks").join(host)
+        self.bridge_marks().join(host)
     }
     /// Temp files of the bridge's own publishes.
     pub fn bridge_tmp(&self) -> PathBuf {
@@ -331,5 +344,16 @@ pub fn batch_dirs(dir: &Path) -> Vec<PathBuf> {
                 && crate::protocol::grammar::is_batch_dir_name(&e.file_name().to_string_lossy())
         })
         .map(|e| e.path())
+        .collect()
+}
+
+/// The entry names of a state folder of the project's own (none when it
+/// does not exist).
+fn names_in(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect()
 }

@@ -130,21 +130,15 @@ impl Lag {
     /// loading the trail that is judged with it.
     pub fn before_load(project: &Project) -> Lag {
         let mut lag = Lag::default();
-        if let Ok(rd) = std::fs::read_dir(project.bridge_dir().join("marks")) {
-            for e in rd.flatten() {
-                let host = e.file_name().to_string_lossy().into_owned();
-                if let Some(m) = crate::bridge::trail::read_mark(project, &host) {
-                    lag.marks.insert(host, m);
-                }
+        for host in project.marked_hosts() {
+            if let Some(m) = crate::bridge::trail::read_mark(project, &host) {
+                lag.marks.insert(host, m);
             }
         }
-        if let Ok(rd) = std::fs::read_dir(project.bridge_relay_dir()) {
-            for e in rd.flatten() {
-                let role = e.file_name().to_string_lossy().into_owned();
-                let wt = Worktree::new(project.bridge_relay(&role));
-                lag.relayed
-                    .insert(role, (names(&wt.sent()), names(&wt.failed())));
-            }
+        for role in project.relayed_roles() {
+            let wt = Worktree::new(project.bridge_relay(&role));
+            lag.relayed
+                .insert(role, (names(&wt.sent()), names(&wt.failed())));
         }
         lag
     }
