@@ -225,6 +225,14 @@ pub fn agent_cli_trust(cx: &Context) -> Vec<Finding> {
     let Ok(plan) = &cx.plan else {
         return Vec::new();
     };
+    // Only the preset CLIs have trust dialogs.
+    if !plan
+        .roles
+        .iter()
+        .any(|r| crate::launch::trust::cli_of(r).is_some())
+    {
+        return Vec::new();
+    }
     let stores = match crate::launch::trust::Stores::from(|k| std::env::var_os(k)) {
         Ok(s) => s,
         Err(e) => {
