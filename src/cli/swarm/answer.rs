@@ -40,15 +40,15 @@ pub fn run(args: Args) -> i32 {
         eprintln!("swarm answer: give --choice N (repeatable) and/or --text TEXT");
         return exit::ENV;
     }
-    let project = match super::project(args.root.as_deref()) {
-        Ok(p) => p,
+    // The clarify's id, or a unique prefix of one.
+    let (project, id) = match super::project(args.root.as_deref()).and_then(|p| {
+        let id = crate::protocol::idprefix::expand(&p, &args.id)?;
+        Ok((p, id))
+    }) {
+        Ok(x) => x,
         Err(e) => return crate::cli::report(&e, args.json),
     };
-    let mut args = args;
-    match crate::protocol::idprefix::expand(&project, &args.id) {
-        Ok(id) => args.id = id,
-        Err(e) => return crate::cli::report(&e, args.json),
-    }
+    let args = Args { id, ..args };
     let caller = crate::agent::caller::Caller::detect();
     match answer::answer(
         &project,

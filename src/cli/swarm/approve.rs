@@ -33,18 +33,16 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> i32 {
-    let project = match super::project(None).and_then(|p| {
+    // A person's command, for a held id (or a unique prefix of one).
+    let (project, id) = match super::project(None).and_then(|p| {
         crate::agent::caller::Caller::of(&p)?.require_person("swarm approve")?;
-        Ok(p)
+        let id = crate::protocol::idprefix::expand(&p, &args.id)?;
+        Ok((p, id))
     }) {
-        Ok(p) => p,
+        Ok(x) => x,
         Err(e) => return crate::cli::report(&e, args.json),
     };
-    let mut args = args;
-    match crate::protocol::idprefix::expand(&project, &args.id) {
-        Ok(id) => args.id = id,
-        Err(e) => return crate::cli::report(&e, args.json),
-    }
+    let args = Args { id, ..args };
     let seen = match &args.sha256 {
         Some(s) => s.clone(),
         None => match confirm(&project, &args.id, args.json) {
