@@ -97,7 +97,24 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
     let mut bind = |kind: &str, p: &Path| {
         a.extend([kind.to_string(), s(p), s(p)]);
     };
-    // The private /tmp covers a project kept under /tmp: back, read-only.
+    // The private /tmp covers programs kept under /tmp (a build tree, the
+    // folders on PATH, this binary's own, which holds the agent helpers):
+    // back, read-only, or the agent could not run them.
+    let mut programs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    programs.extend(
+        std::env::current_exe()
+            .ok()
+            .and_then(|e| e.parent().map(Path::to_path_buf)),
+    );
+    let mut seen = std::collections::HashSet::new();
+    for d in programs.iter().map(|d| canon(d)) {
+        if d.starts_with("/tmp") && d.is_dir() && seen.insert(d.clone()) {
+            bind("--ro-bind", &d);
+        }
+    }
+    // And a project kept under /tmp: back, read-only.
     bind("--ro-bind", &root);
     // Its own worktree, writable.
     bind("--bind", &own);
