@@ -562,6 +562,9 @@ fn answer(agent: &Agent, a: &Args) -> Outcome {
 
 fn react(agent: &Agent, a: &Args) -> Outcome {
     let id = a.required_line("id")?;
+    let at = crate::protocol::root::locate(&agent.cwd)?;
+    let whole = crate::protocol::idprefix::expand(&at.project, id)?;
+    let id = whole.as_str();
     let reaction = a.required_line("reaction")?;
     // To the message's sender; an id that names none is left to the
     // validator (`in_reply_to` must be a message id).
@@ -582,15 +585,20 @@ fn read(agent: &Agent, a: &Args) -> Outcome {
     let last = a
         .uint("last", MAX_READ as u64)?
         .map_or(DEFAULT_READ, |n| n.max(1) as usize);
-    let thread = a.line("thread")?;
     let at = crate::protocol::root::locate(&agent.cwd)?;
+    let thread = match a.line("thread")? {
+        Some(t) => Some(crate::protocol::idprefix::expand(&at.project, t)?),
+        None => None,
+    };
     let t = Trail::load(&at.project, &Scope::originals())?;
     let all = transcript::messages(&t.originals);
     let marks = transcript::reaction_marks(&all);
     let filter = transcript::Filter {
         role: a.line("role")?.map(str::to_string),
         kind: a.line("type")?.map(str::to_string),
-        thread: thread.map(|id| transcript::thread_root(&all, id).to_string()),
+        thread: thread
+            .as_deref()
+            .map(|id| transcript::thread_root(&all, id).to_string()),
         ..Default::default()
     };
     let shown: Vec<_> = all

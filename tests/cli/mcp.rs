@@ -160,6 +160,51 @@ fn lists_a_small_set_of_tools() {
     assert!(bytes < 6 * 1024, "tools/list is {bytes} bytes");
 }
 
+/// `react` and `read` take an id's unique prefix, as every command that
+/// takes an id does (docs/message-model.md, "Ids").
+#[test]
+fn react_and_read_take_a_unique_id_prefix() {
+    let Some(py) = python() else { return };
+    let p = Project::coder_and_reviewer();
+    // Two notes from one sender: their ids differ in the sequence number,
+    // so the part before `_from_` is unique to each.
+    let first = p
+        .send_as(
+            "coder",
+            "type: note\nto: reviewer\npriority: 40\nmessage: one\n",
+        )
+        .queued();
+    let second = p
+        .send_as(
+            "coder",
+            "type: note\nto: reviewer\npriority: 40\nmessage: two\n",
+        )
+        .queued();
+    p.deliver_once().ok();
+    let id = |q: &std::path::Path| {
+        let n = file_name(q);
+        let rest = n.split_once('_').unwrap().1;
+        rest.split("_to_").next().unwrap().to_string()
+    };
+    let (a, b) = (id(&first), id(&second));
+    let short = |i: &str| i[..i.find("_from_").unwrap()].to_string();
+    let mut c = Client::start(&py, &p, "reviewer", &[]);
+    let read = c.ok("read", json!({"thread": short(&b)}));
+    let msgs = read["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 1, "{read}");
+    assert_eq!(msgs[0]["id"], b.as_str());
+    let r = c.ok("react", json!({"id": short(&a), "reaction": "thumbs_up"}));
+    assert_eq!(r["type"], "react");
+    assert_eq!(r["in_reply_to"], a.as_str(), "{r}");
+    // A prefix both ids share is refused, naming both.
+    let shared = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    let common = &a[..shared];
+    let e = c.call("react", json!({"id": common, "reaction": "check"}));
+    assert_eq!(e["is_error"], true, "{e}");
+    let text = e["text"].as_str().unwrap();
+    assert!(text.contains(&a) && text.contains(&b), "{text}");
+}
+
 #[test]
 fn mcp_and_shell_agents_hand_work_to_each_other() {
     let Some(py) = python() else { return };
