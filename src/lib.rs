@@ -21,6 +21,7 @@
 //! - `views`: read-only answers for people (status, transcript, audit);
 //! - `bridge`: hosts joined over NATS JetStream;
 //! - `launch`: init, up, down;
+//! - `telemetry`: what agents do and what it costs (usage, activity);
 //! - `serve`, `mcp`: the cockpit and the MCP server (the async front ends);
 //! - `cli`: the command lines of the five binaries.
 
@@ -40,6 +41,7 @@ pub mod launch;
 pub mod mcp;
 pub mod protocol;
 pub mod serve;
+pub mod telemetry;
 pub mod text;
 pub mod views;
 

@@ -177,6 +177,15 @@ impl Project {
     pub fn person_inbox(&self, role: &str) -> PathBuf {
         self.swarmforge().join("people").join(role)
     }
+    /// What agents do and what it costs: per-role activity, sessions and
+    /// the usage journal (telemetry).
+    pub fn telemetry_dir(&self) -> PathBuf {
+        self.swarmforge().join("telemetry")
+    }
+    /// One JSON line per agent turn's token usage (telemetry::usage).
+    pub fn usage_file(&self) -> PathBuf {
+        self.telemetry_dir().join("usage.jsonl")
+    }
     /// SwarmForge's launcher config.
     pub fn swarmforge_conf(&self) -> PathBuf {
         self.root.join("swarmforge").join("swarmforge.conf")

@@ -1,0 +1,155 @@
+//! The usage journal: one JSON object per line in
+//! `.swarmforge/telemetry/usage.jsonl`, one line per agent turn, appended
+//! with a single O_APPEND write (fsx::append) so concurrent writers (the
+//! headless supervisor of each role, the API runner) never interleave.
+//!
+//! Every reader treats the file as untrusted: a line longer than
+//! [`MAX_LINE`], not UTF-8 or not a record is skipped and counted, never
+//! fatal. Token counts are what the agent's CLI or model server reported;
+//! `cost_usd` is the CLI's own figure when it gave one (else cost is
+//! computed at read time from `prices:` in swarm.yaml).
+
+use std::io::{BufRead, BufReader, Read as _};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::fsx;
+use crate::protocol::clock;
+use crate::protocol::layout::Project;
+
+/// The longest line a reader accepts; a record is a few hundred bytes.
+pub const MAX_LINE: usize = 16 * 1024;
+
+/// One turn's usage, attributed to the role and the handoff it worked on.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// When the turn ended (ISO 8601, UTC).
+    pub time: String,
+    pub role: String,
+    /// The handoff in process during the turn, if any.
+    pub id: Option<String>,
+    /// Its thread (the root message's id), if known.
+    pub thread: Option<String>,
+    pub model: Option<String>,
+    /// Where the figures came from: `claude`, `codex`, `gemini`, `api`.
+    pub source: String,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    /// The CLI's own cost figure, when it reports one.
+    pub cost_usd: Option<f64>,
+}
+
+impl Usage {
+    /// A record for `role` stamped now; fill in the figures.
+    pub fn now(role: &str, source: &str) -> Usage {
+        Usage {
+            time: clock::iso_now(),
+            role: role.to_string(),
+            source: source.to_string(),
+            ..Usage::default()
+        }
+    }
+
+    pub fn total_tokens(&self) -> u64 {
+        self.input_tokens
+            .saturating_add(self.output_tokens)
+            .saturating_add(self.cache_read_tokens)
+            .saturating_add(self.cache_write_tokens)
+    }
+}
+
+/// Appends one record. Creates `.swarmforge/telemetry/` when missing but
+/// never `.swarmforge/` itself.
+pub fn record(project: &Project, usage: &Usage) -> Result<()> {
+    if !project.swarmforge().is_dir() {
+        return Err(Error::env(format!(
+            "{}: not a swarm (run `swarm init`)",
+            project.swarmforge().display()
+        )));
+    }
+    let dir = project.telemetry_dir();
+    fsx::ensure_dirs(&[&dir]).map_err(|e| Error::io(&dir, e))?;
+    let mut line =
+        serde_json::to_string(usage).map_err(|e| Error::env(format!("usage record: {e}")))?;
+    line.push('\n');
+    let path = project.usage_file();
+    fsx::append(&path, line.as_bytes()).map_err(|e| Error::io(&path, e))
+}
+
+/// Every readable record, oldest first, and how many lines were skipped.
+/// A missing file is no usage yet.
+pub fn read(project: &Project) -> Result<(Vec<Usage>, usize)> {
+    let path = project.usage_file();
+    let file = match fsx::open_regular(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+        Err(e) => return Err(Error::io(&path, e)),
+    };
+    let mut out = Vec::new();
+    let mut skipped = 0;
+    let mut reader = BufReader::new(file);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = (&mut reader)
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| Error::io(&path, e))?;
+        if n == 0 {
+            break;
+        }
+        if buf.last() != Some(&b'\n') && n > MAX_LINE {
+            // An overlong line: skip the rest of it.
+            skipped += 1;
+            let mut rest = Vec::new();
+            reader
+                .read_until(b'\n', &mut rest)
+                .map_err(|e| Error::io(&path, e))?;
+            continue;
+        }
+        match std::str::from_utf8(&buf)
+            .ok()
+            .and_then(|s| serde_json::from_str::<Usage>(s.trim_end()).ok())
+        {
+            Some(u) => out.push(u),
+            None => skipped += 1,
+        }
+    }
+    Ok((out, skipped))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_bad_lines_are_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = Project::new(dir.path());
+        std::fs::create_dir_all(project.swarmforge()).unwrap();
+        let mut u = Usage::now("coder", "claude");
+        u.input_tokens = 10;
+        u.output_tokens = 5;
+        u.cost_usd = Some(0.01);
+        record(&project, &u).unwrap();
+        fsx::append(&project.usage_file(), b"not json\n").unwrap();
+        let long = vec![b'x'; MAX_LINE * 2];
+        fsx::append(&project.usage_file(), &long).unwrap();
+        fsx::append(&project.usage_file(), b"\n").unwrap();
+        record(&project, &u).unwrap();
+        let (all, skipped) = read(&project).unwrap();
+        assert_eq!(all, vec![u.clone(), u]);
+        assert_eq!(skipped, 2);
+    }
+
+    #[test]
+    fn no_swarm_no_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = Project::new(dir.path());
+        assert!(record(&project, &Usage::now("a", "api")).is_err());
+        assert_eq!(read(&project).unwrap().1, 0);
+    }
+}
