@@ -186,6 +186,13 @@ impl Project {
     pub fn usage_file(&self) -> PathBuf {
         self.telemetry_dir().join("usage.jsonl")
     }
+    /// One role's activity: what its agent did, one JSON line per event
+    /// (telemetry::activity).
+    pub fn activity_file(&self, role: &str) -> PathBuf {
+        self.telemetry_dir()
+            .join("activity")
+            .join(format!("{role}.jsonl"))
+    }
     /// SwarmForge's launcher config.
     pub fn swarmforge_conf(&self) -> PathBuf {
         self.root.join("swarmforge").join("swarmforge.conf")

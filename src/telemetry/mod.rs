@@ -3,4 +3,5 @@
 //! `daemon`: every record here is derived from agents' turns, never the
 //! truth of a handoff's state, which stays in the mail files.
 
+pub mod activity;
 pub mod usage;
