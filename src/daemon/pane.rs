@@ -359,12 +359,12 @@ pub fn report(project: &Project, role: &str, seen: Option<&Prompt>, journal: &Jo
     }
 }
 
-/// The pane of `session` and what it waits for (None: it waits for nobody,
-/// or it cannot be read).
-pub fn look(socket: &Path, session: &str) -> Option<Prompt> {
-    crate::daemon::wake::capture(socket, session)
-        .ok()
-        .and_then(|s| classify(&s))
+/// The pane of `session` and what it waits for (None: it waits for
+/// nobody); Err when it cannot be read (tmux slow or gone), which says
+/// nothing about the pane: a reported prompt stays reported, or a busy
+/// machine would clear it and notify the same prompt again.
+pub fn look(socket: &Path, session: &str) -> Result<Option<Prompt>, String> {
+    crate::daemon::wake::capture(socket, session).map(|s| classify(&s))
 }
 
 #[cfg(test)]

@@ -157,10 +157,14 @@ pub fn check_agents(project: &Project, roles: &Roles, config: &Config, journal: 
         };
         let exited = code.is_some();
         // A pane waiting for a person: reported once per prompt.
-        let seen = (has_session && !exited)
-            .then(|| crate::daemon::pane::look(&socket, &role.session))
-            .flatten();
-        crate::daemon::pane::report(project, &role.name, seen.as_ref(), journal);
+        let seen = if has_session && !exited {
+            crate::daemon::pane::look(&socket, &role.session)
+        } else {
+            Ok(None)
+        };
+        if let Ok(seen) = seen {
+            crate::daemon::pane::report(project, &role.name, seen.as_ref(), journal);
+        }
         match config.role(&role.name).filter(|r| r.restart) {
             Some(rc) if !has_session => restart(project, role, rc.restart_budget, &socket, journal),
             Some(_) => {}

@@ -51,6 +51,34 @@ pub fn config(cx: &Context) -> Vec<Finding> {
     }
 }
 
+/// A SwarmForge project's `swarmforge.conf` lines that are read but not
+/// acted on here (launch::swarmforge_conf, docs/swarmforge-compat.md): the
+/// migration check. Nothing SwarmForge accepts is refused; this says what
+/// would behave differently.
+pub fn swarmforge_features(cx: &Context) -> Vec<Finding> {
+    let Ok(plan) = &cx.plan else {
+        return Vec::new();
+    };
+    if !matches!(plan.source, crate::launch::plan::Source::SwarmforgeConf(_)) {
+        return Vec::new();
+    }
+    let paths = crate::launch::swarmforge_conf::ConfPaths::for_root(&cx.project.root);
+    let Ok(conf) = crate::launch::swarmforge_conf::load(&paths) else {
+        return Vec::new();
+    };
+    conf.notes
+        .into_iter()
+        .map(|n| {
+            Finding::new(
+                "SWARMFORGE_NOT_SUPPORTED",
+                n,
+                "see docs/swarmforge-compat.md for what this project does instead; remove the line to silence this",
+            )
+            .at(&paths.config)
+        })
+        .collect()
+}
+
 /// A human role sharing its worktree (its inbox) with an agent.
 pub fn shared_inbox(cx: &Context) -> Vec<Finding> {
     people::shared_inboxes(&cx.roles)
@@ -268,6 +296,18 @@ pub fn agent_cli_trust(cx: &Context) -> Vec<Finding> {
             "repair the file it names (swarm trust refuses to rewrite a file it cannot parse)",
         )],
     }
+}
+
+/// Codex roles whose every sandboxed command will fail: CODEX_HOME in the
+/// temp folder and a system bwrap on PATH (launch::agents::codex_sandbox).
+pub fn codex_sandbox_helper(cx: &Context) -> Vec<Finding> {
+    let Ok(plan) = &cx.plan else {
+        return Vec::new();
+    };
+    crate::launch::agents::codex_sandbox::problems(plan, |k| std::env::var_os(k))
+        .into_iter()
+        .map(|p| Finding::new("CODEX_SANDBOX_HELPER", p.message(), p.fix()).at(&p.codex_home))
+        .collect()
 }
 
 /// A tmux socket left where no server answers, or no tmux to ask.

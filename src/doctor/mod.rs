@@ -70,11 +70,13 @@ pub type Check = (&'static str, fn(&Context) -> Vec<Finding>);
 /// Every check, in the order the report lists them.
 pub const CHECKS: &[Check] = &[
     ("config", checks::config),
+    ("swarmforge_features", checks::swarmforge_features),
     ("shared_inbox", checks::shared_inbox),
     ("person_mail_elsewhere", checks::person_mail_elsewhere),
     ("launch_files_ignored", checks::launch_files_ignored),
     ("agent_cli_missing", checks::agent_cli_missing),
     ("agent_cli_trust", checks::agent_cli_trust),
+    ("codex_sandbox_helper", checks::codex_sandbox_helper),
     ("tmux_socket", checks::tmux_socket),
     ("daemon", checks::daemon),
     ("logs", checks::logs),

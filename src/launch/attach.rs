@@ -80,11 +80,17 @@ pub fn target(project: &Project, role: &str) -> Result<Target> {
 /// the option chosen.
 pub fn choose(project: &Project, role: &str, n: usize) -> Result<(pane::Prompt, pane::Choice)> {
     let t = target(project, role)?;
-    let p = pane::look(&t.socket, &t.session).ok_or_else(|| {
-        Error::env(format!(
-            "role {role}'s pane waits for no answer now; nothing was typed\n  hint: `swarm attach {role}` shows it"
-        ))
-    })?;
+    let p = pane::look(&t.socket, &t.session)
+        .map_err(|e| {
+            Error::env(format!(
+                "cannot read role {role}'s pane: {e}; nothing was typed\n  hint: `swarm attach {role}` shows it"
+            ))
+        })?
+        .ok_or_else(|| {
+            Error::env(format!(
+                "role {role}'s pane waits for no answer now; nothing was typed\n  hint: `swarm attach {role}` shows it"
+            ))
+        })?;
     let Some(c) = n.checked_sub(1).and_then(|i| p.options.get(i)).cloned() else {
         let opts: Vec<String> = p
             .options

@@ -23,9 +23,9 @@ use crate::protocol::launch_files::agents_dir;
 use crate::protocol::layout::Project;
 
 /// The sandbox program: `SWARM_BWRAP` when set (a bubblewrap binary not on
-/// PATH), else `bwrap` from PATH (Debian's `bubblewrap`). Codex prefers a
-/// `bwrap` on PATH to the one it ships, and fails with Debian 12's 0.8
-/// (docs/security.md), so a bwrap kept off PATH can be the better choice.
+/// PATH), else `bwrap` from PATH (Debian's `bubblewrap`). Codex's own
+/// sandbox also takes a `bwrap` from PATH, which fails when its CODEX_HOME
+/// is in the temp folder (launch::agents::codex_sandbox).
 pub fn program() -> String {
     std::env::var("SWARM_BWRAP")
         .ok()

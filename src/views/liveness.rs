@@ -162,7 +162,7 @@ impl Runner {
                     };
                     return Some(Liveness::new(state, at.map(iso_of_epoch)));
                 }
-                if let Some(p) = pane::look(socket, &r.session) {
+                if let Ok(Some(p)) = pane::look(socket, &r.session) {
                     let since = pane::reported(project, &r.name)
                         .filter(|(w, _, t)| *w == p.wait && *t == p.text)
                         .map(|(_, at, _)| at);

@@ -18,7 +18,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::support::{
-    handoff_names, hq, require_capability, require_tool, ModelServer, Project, Step, SwarmGuard,
+    handoff_names, hq, require_capability, require_tool, user_dir, ModelServer, Project, Step,
+    SwarmGuard,
 };
 
 /// A whole scripted conversation, real CLI start-up included.
@@ -60,13 +61,17 @@ struct RealSwarm {
     model: ModelServer,
     home: tempfile::TempDir,
     bin: PathBuf,
+    /// Folders put first on the swarm's PATH (a system bwrap).
+    path_first: Vec<PathBuf>,
 }
 
 impl RealSwarm {
     /// `swarm init` for `yaml`; the model server is started, no agent yet.
     fn init(yaml: &str, bin: PathBuf) -> RealSwarm {
         let model = ModelServer::start();
-        let d = Project::empty();
+        // Where a user keeps a project and a HOME: outside the temp folder
+        // (Codex treats a CODEX_HOME there differently, docs/agents.md).
+        let d = Project::empty_at_home();
         d.write(
             "swarm.yaml",
             &yaml.replace("@MODEL@", &format!("http://127.0.0.1:{}", model.port)),
@@ -74,7 +79,7 @@ impl RealSwarm {
         d.swarm(&["init"]).ok();
         // A user who has used Claude Code before: onboarding done, no
         // project of this swarm known.
-        let home = tempfile::tempdir().unwrap();
+        let home = user_dir();
         fs::write(
             home.path().join(".claude.json"),
             json!({"hasCompletedOnboarding": true, "theme": "dark", "projects": {}}).to_string(),
@@ -86,6 +91,7 @@ impl RealSwarm {
             model,
             home,
             bin,
+            path_first: Vec::new(),
         }
     }
 
@@ -148,11 +154,12 @@ impl RealSwarm {
 
     /// `swarm <args>` with the CLIs first on PATH and HOME the temp folder.
     fn swarm(&self, args: &[&str]) -> crate::support::Run {
-        let path = format!(
-            "{}:{}",
-            self.bin.display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
+        let mut dirs = self.path_first.clone();
+        dirs.push(self.bin.clone());
+        dirs.extend(std::env::split_paths(
+            &std::env::var_os("PATH").unwrap_or_default(),
+        ));
+        let path = std::env::join_paths(dirs).unwrap();
         self.d
             .cmd("swarm")
             .args(args)
@@ -956,4 +963,197 @@ fn gemini_cli_takes_work_through_swarm_mcp() {
     mcp_round_trip("gemini", "", "mcp_swarm_", false, |s, steps| {
         s.gemini("coder", steps)
     });
+}
+
+/// Debian's bubblewrap as `.ci/run` unpacks it (`target/bubblewrap`, kept
+/// off PATH so every other test runs without a system bwrap), or None after
+/// a NOTE (a failure in CI).
+#[track_caller]
+fn debian_bwrap() -> Option<PathBuf> {
+    let bwrap = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bubblewrap/usr/bin/bwrap");
+    let probe = std::process::Command::new(&bwrap)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("{}: {e}", bwrap.display()))
+        .and_then(|o| {
+            if o.status.success() {
+                Ok(bwrap.clone())
+            } else {
+                Err(String::from_utf8_lossy(&o.stderr).into_owned())
+            }
+        });
+    require_capability(
+        "run Debian's bubblewrap from target/bubblewrap",
+        "run .ci/run, which unpacks Debian's bubblewrap package there (apt-get download bubblewrap)",
+        probe,
+    )
+}
+
+/// A folder outside the temp folder holding `bwrap`: a script that logs each
+/// call to `log` and runs `real` (so the test sees Codex chose it).
+fn logging_bwrap(real: &Path, log: &Path) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = user_dir();
+    let script = dir.path().join("bwrap");
+    fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho called >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            real.display()
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+/// On a machine with Debian's bubblewrap on PATH (as on most desktops,
+/// where Flatpak pulls it in), Codex's sandbox takes that bwrap, and a
+/// Codex role still runs its commands, inside the sandbox, with nobody
+/// typing: HOME and the project are where a user keeps them, outside the
+/// temp folder (docs/agents.md "Codex and bubblewrap"). Failed before HOME
+/// moved out of /tmp: `bwrap: execvp codex-linux-sandbox`.
+#[test]
+fn codex_works_with_debian_bubblewrap_on_path() {
+    if !require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let (Some(bin), Some(real)) = (agent_bin("codex"), debian_bwrap()) else {
+        return;
+    };
+    let yaml = format!(
+        r#"launch:
+  stagger: 0ms
+roles:
+  - name: coder
+    agent: codex
+    worktree: coder
+    description: implements each task
+    wake: queue
+    args: {}
+  - name: owner
+    agent: human
+"#,
+        codex_args("coder")
+    );
+    let mut s = RealSwarm::init(&yaml, bin);
+    let log = s.home.path().join("bwrap-calls");
+    let bwrap_dir = logging_bwrap(&real, &log);
+    s.path_first.push(bwrap_dir.path().to_path_buf());
+    s.codex(
+        "coder",
+        vec![
+            Step::shell("ready_for_next.sh"),
+            // Outside the workspace: the sandbox must refuse it.
+            Step::shell("touch /etc/swarm-sandbox-probe"),
+            Step::shell(&format!(
+                "printf '{}' > answer.txt && swarm_handoff.sh answer.txt",
+                draft("owner", "sandboxed and done").replace('\n', "\\n")
+            )),
+            Step::shell("done_with_current.sh"),
+            Step::text("Done."),
+        ],
+    );
+    // `swarm up` sees nothing wrong: CODEX_HOME is not in the temp folder.
+    let r = s.swarm(&["up", "--detach", "--trust"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(!r.stderr.contains("codex-linux-sandbox"), "{}", r.stderr);
+    s.guard.socket = Some(PathBuf::from(s.d.read(".swarmforge/tmux-socket").trim()));
+    s.d.send("owner", &draft("coder", "run inside your sandbox"))
+        .ok();
+    s.wait("coder finished its item", || {
+        s.reached("coder", 4) && s.completed("coder") == 1
+    });
+    let took = last_output(&s.turn("coder", 1));
+    assert!(took.contains("TASK:"), "{took}");
+    let probe = last_output(&s.turn("coder", 2));
+    assert!(
+        probe.contains("Read-only file system") || probe.contains("Permission denied"),
+        "a write outside the workspace was not refused: {probe}"
+    );
+    assert!(!Path::new("/etc/swarm-sandbox-probe").exists());
+    for n in [1, 3, 4] {
+        let out = last_output(&s.turn("coder", n));
+        assert!(!out.contains("execvp"), "step {n}: {out}");
+    }
+    assert!(last_output(&s.turn("coder", 3)).contains("HANDOFF QUEUED:"));
+    assert!(last_output(&s.turn("coder", 4)).contains("COMPLETED:"));
+    assert!(
+        fs::read_to_string(&log).is_ok_and(|l| l.contains("called")),
+        "Codex never called the bwrap on PATH"
+    );
+    s.owner_got("sandboxed and done");
+    s.audit_and_transcript();
+}
+
+/// `swarm doctor` and `swarm up` name the one layout where Codex's sandbox
+/// cannot work: a CODEX_HOME in the temp folder with a system bwrap on
+/// PATH; a HOME outside it, or `permission: full`, is fine.
+#[test]
+fn doctor_names_a_codex_home_in_the_temp_folder_with_bubblewrap_on_path() {
+    use std::os::unix::fs::PermissionsExt;
+    let p = Project::empty();
+    p.write(
+        "swarm.yaml",
+        "roles:\n  - name: coder\n    agent: codex\n    worktree: coder\n  - name: boss\n    agent: codex\n    worktree: boss\n    permission: full\n",
+    );
+    p.swarm(&["init"]).ok();
+    let bwrap_dir = user_dir();
+    let bwrap = bwrap_dir.path().join("bwrap");
+    fs::write(&bwrap, "#!/bin/sh\nexit 0\n").unwrap();
+    fs::set_permissions(&bwrap, fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bwrap_dir.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let tmp_home = tempfile::tempdir().unwrap();
+    let user_home = user_dir();
+    let doctor = |home: &Path, path: &str| {
+        let r = p
+            .cmd("swarm")
+            .args(["doctor", "--json"])
+            .env("HOME", home)
+            .env("CODEX_HOME", "")
+            .env("TMPDIR", "")
+            .env("PATH", path)
+            .run();
+        let v = r.json();
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|c| c["findings"].as_array().unwrap().clone())
+            .filter(|f| f["code"] == "CODEX_SANDBOX_HELPER")
+            .collect::<Vec<_>>()
+    };
+    let found = doctor(tmp_home.path(), &path);
+    assert_eq!(found.len(), 1, "{found:?}");
+    let msg = found[0]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("role coder") && msg.contains(&bwrap.display().to_string()),
+        "{msg}"
+    );
+    assert!(found[0]["fix"].as_str().unwrap().contains("CODEX_HOME"));
+    // A user's real HOME, or no bwrap on PATH: nothing to say.
+    assert!(doctor(user_home.path(), &path).is_empty());
+    assert!(doctor(tmp_home.path(), &std::env::var("PATH").unwrap()).is_empty());
+    // `swarm up` warns before it starts anything (here it then stops: no
+    // codex on PATH).
+    let r = p
+        .cmd("swarm")
+        .args(["up", "--detach"])
+        .env("HOME", tmp_home.path())
+        .env("CODEX_HOME", "")
+        .env("TMPDIR", "")
+        .env("PATH", &path)
+        .run();
+    assert!(
+        r.stderr
+            .contains("warning: role coder: every shell command of Codex will fail"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("role boss"), "{}", r.stderr);
 }

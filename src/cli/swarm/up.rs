@@ -58,6 +58,9 @@ pub fn run(args: Args) -> i32 {
         for w in &plan.warnings {
             eprintln!("{w}");
         }
+        for p in launch::agents::codex_sandbox::problems(&plan, |k| std::env::var_os(k)) {
+            eprintln!("warning: {}\n  hint: {}", p.message(), p.fix());
+        }
         if args.trust {
             launch::init::init(&plan)?;
             let changes = launch::trust::trust(&plan, &[], &launch::trust::Stores::from_env()?)?;

@@ -205,6 +205,16 @@ pub fn hq(wt: &Path, rel: &str) -> PathBuf {
     wt.join(".swarmforge/handoffs").join(rel)
 }
 
+/// A throw-away folder outside the temp folder (under `target/users`),
+/// where a user's HOME or project is: some CLIs treat anything in `/tmp`
+/// differently (Codex will not make its sandbox helper's links there,
+/// docs/agents.md "Codex and bubblewrap").
+pub fn user_dir() -> tempfile::TempDir {
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/users");
+    std::fs::create_dir_all(&base).unwrap();
+    tempfile::tempdir_in(&base).expect("a folder under target/users")
+}
+
 /// A temp project: a git repository with `.swarmforge/roles.tsv`.
 pub struct Project {
     pub dir: tempfile::TempDir,
@@ -243,6 +253,14 @@ impl Project {
     /// An empty temp folder: no git, no roles (`swarm init` makes them).
     pub fn empty() -> Project {
         let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().unwrap();
+        Project { dir, root }
+    }
+
+    /// An empty folder where a user keeps a project: outside the temp
+    /// folder (see [`user_dir`]).
+    pub fn empty_at_home() -> Project {
+        let dir = user_dir();
         let root = dir.path().canonicalize().unwrap();
         Project { dir, root }
     }
