@@ -296,7 +296,9 @@ impl Plan {
             )));
         }
         let conf = swarmforge_conf::load(&ConfPaths::for_root(root))?;
+        warnings.extend(conf.notes.iter().map(|n| format!("note: {n}")));
         let roles: Vec<PlannedRole> = conf
+            .roles
             .iter()
             .map(|c| {
                 let agent = match &c.agent {

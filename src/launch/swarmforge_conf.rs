@@ -10,6 +10,15 @@
 //!   word followed by the extra arguments. `claude`, `codex`, `copilot` and
 //!   `grok` (any case) keep SwarmForge's start commands (see `launch`).
 //!
+//! Today's SwarmForge adds line forms (docs/swarmforge-compat.md §4), all
+//! accepted here so that a project from it starts: `window-invisible` (a
+//! window with no terminal, which every role here is), a propagation token
+//! after the mode (`forward-only`, `back-one`, `back-all`), `card <type>
+//! <role>...` (a task type's route, checked as upstream checks it) and
+//! `Lieutenant <agent> [args...]` (a forge host's agent). What is read but
+//! not acted on is listed in [`Conf::notes`], which `swarm up` prints and
+//! `swarm doctor` reports.
+//!
 //! Role prompts (`swarmforge/roles/<role>.prompt`) are required only for the
 //! four model agents: a script or a person does not read them. The
 //! constitution is required as in the original (it marks a SwarmForge project).
@@ -55,6 +64,49 @@ pub struct ConfRole {
     pub mode: ReceiveMode,
     /// Extra CLI arguments, re-joined with single spaces.
     pub extra: Option<String>,
+    /// `window-invisible`: no terminal window (true of every role here).
+    pub invisible: bool,
+    pub propagation: Propagation,
+}
+
+/// Where a role's handoffs also go as merge-only copies (today's
+/// SwarmForge): nowhere, to the previous role, or to every earlier one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Propagation {
+    ForwardOnly,
+    BackOne,
+    BackAll,
+}
+
+impl Propagation {
+    fn parse(word: &str) -> Option<Propagation> {
+        match word {
+            "forward-only" => Some(Propagation::ForwardOnly),
+            "back-one" => Some(Propagation::BackOne),
+            "back-all" => Some(Propagation::BackAll),
+            _ => None,
+        }
+    }
+}
+
+/// A `card <type> <role>...` line: a task type and its ordered route.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Card {
+    pub line: usize,
+    pub kind: String,
+    pub route: Vec<String>,
+}
+
+/// A whole conf: the windows, the cards, the forge host's agent, and what
+/// was accepted but is not acted on here.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Conf {
+    pub roles: Vec<ConfRole>,
+    pub cards: Vec<Card>,
+    /// `Lieutenant <agent> [args...]`: (line, agent, extra args).
+    pub lieutenant: Option<(usize, String, Option<String>)>,
+    /// One line per accepted feature this project does not implement.
+    pub notes: Vec<String>,
 }
 
 /// The files a conf parse looks at.
@@ -101,7 +153,7 @@ pub fn is_command(word: &str) -> bool {
 
 /// Reads and checks the conf in SwarmForge's order: config present,
 /// constitution present, each line, at least one window.
-pub fn load(paths: &ConfPaths) -> Result<Vec<ConfRole>> {
+pub fn load(paths: &ConfPaths) -> Result<Conf> {
     if !paths.config.exists() {
         return Err(fail(format!(
             "Config not found at {}",
@@ -127,9 +179,10 @@ pub fn parse(
     paths: &ConfPaths,
     is_command: &dyn Fn(&str) -> bool,
     exists: &dyn Fn(&Path) -> bool,
-) -> Result<Vec<ConfRole>> {
+) -> Result<Conf> {
     let conf = paths.config.display();
     let mut rows: Vec<ConfRole> = Vec::new();
+    let mut out = Conf::default();
     // Clojure's split-lines: `\n` or `\r\n`.
     for (i, raw) in text.split('\n').enumerate() {
         let line_no = i + 1;
@@ -139,19 +192,45 @@ pub fn parse(
             continue;
         }
         let fields: Vec<&str> = line.split(java_space).filter(|f| !f.is_empty()).collect();
+        match fields[0] {
+            "card" => {
+                if fields.len() < 3 {
+                    return Err(fail(format!("Invalid config line {line_no}: {line}")));
+                }
+                out.cards.push(Card {
+                    line: line_no,
+                    kind: fields[1].to_string(),
+                    route: fields[2..].iter().map(|r| r.to_string()).collect(),
+                });
+                continue;
+            }
+            "Lieutenant" => {
+                if fields.len() < 2 || out.lieutenant.is_some() {
+                    return Err(fail(format!("Invalid config line {line_no}: {line}")));
+                }
+                let extra = (fields.len() > 2).then(|| fields[2..].join(" "));
+                out.lieutenant = Some((line_no, fields[1].to_string(), extra));
+                continue;
+            }
+            _ => {}
+        }
         if fields.len() < 4 {
             return Err(fail(format!("Invalid config line {line_no}: {line}")));
         }
         let (keyword, role, agent_raw, worktree) = (fields[0], fields[1], fields[2], fields[3]);
         let trailing = &fields[4..];
         let agent = agent_raw.to_lowercase();
-        let (mode, extra_tokens) = match trailing.first() {
+        let (mode, rest) = match trailing.first() {
             Some(&"task") => (ReceiveMode::Task, &trailing[1..]),
             Some(&"batch") => (ReceiveMode::Batch, &trailing[1..]),
             _ => (ReceiveMode::Task, trailing),
         };
+        let (propagation, extra_tokens) = match rest.first().and_then(|w| Propagation::parse(w)) {
+            Some(p) => (p, &rest[1..]),
+            None => (Propagation::ForwardOnly, rest),
+        };
         let extra = (!extra_tokens.is_empty()).then(|| extra_tokens.join(" "));
-        if keyword != "window" {
+        if keyword != "window" && keyword != "window-invisible" {
             return Err(fail(format!(
                 "Unknown config directive on line {line_no}: {keyword}"
             )));
@@ -209,12 +288,74 @@ pub fn parse(
             worktree: worktree.to_string(),
             mode,
             extra,
+            invisible: keyword == "window-invisible",
+            propagation,
         });
     }
     if rows.is_empty() {
         return Err(fail(format!("No windows defined in {conf}")));
     }
-    Ok(rows)
+    for card in &out.cards {
+        check_route(card, &rows)?;
+    }
+    out.notes = notes(&rows, &out, &paths.config);
+    out.roles = rows;
+    Ok(out)
+}
+
+/// Upstream's rule: "A route must be nonempty, contain no duplicate roles,
+/// and name only roles defined by window lines."
+fn check_route(card: &Card, rows: &[ConfRole]) -> Result<()> {
+    let n = card.line;
+    for (i, role) in card.route.iter().enumerate() {
+        if !rows.iter().any(|r| &r.name == role) {
+            return Err(fail(format!(
+                "Invalid card '{}' on line {n}: role '{}' is not defined by a window line",
+                crate::text::escape(&card.kind),
+                crate::text::escape(role)
+            )));
+        }
+        if card.route[..i].contains(role) {
+            return Err(fail(format!(
+                "Invalid card '{}' on line {n}: role '{role}' appears twice in its route",
+                crate::text::escape(&card.kind)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// What today's SwarmForge would do with these lines that this project does
+/// not (docs/swarmforge-compat.md §4), one line each.
+fn notes(rows: &[ConfRole], conf: &Conf, path: &Path) -> Vec<String> {
+    let at = |line: usize| format!("{}:{line}", path.display());
+    let mut v = Vec::new();
+    for r in rows {
+        if r.propagation != Propagation::ForwardOnly {
+            v.push(format!(
+                "{}: role {} asks for merge-only copies to earlier roles ({}); they are not made here, each handoff goes to its recipients only",
+                at(r.line),
+                r.name,
+                if r.propagation == Propagation::BackOne { "back-one" } else { "back-all" }
+            ));
+        }
+    }
+    for c in &conf.cards {
+        v.push(format!(
+            "{}: card '{}' (route {}) is read and checked; the board (.swarmforge/board/) and card lanes are not kept here",
+            at(c.line),
+            crate::text::escape(&c.kind),
+            c.route.join(" -> ")
+        ));
+    }
+    if let Some((line, agent, _)) = &conf.lieutenant {
+        v.push(format!(
+            "{}: the forge host's Lieutenant ({}) is not started by `swarm up`",
+            at(*line),
+            crate::text::escape(agent)
+        ));
+    }
+    v
 }
 
 #[cfg(test)]
@@ -226,8 +367,57 @@ mod tests {
     }
 
     fn run(text: &str) -> std::result::Result<Vec<ConfRole>, String> {
+        run_conf(text).map(|c| c.roles)
+    }
+
+    fn run_conf(text: &str) -> std::result::Result<Conf, String> {
         parse(text, &paths(), &|w: &str| w.contains('/'), &|_: &Path| true)
             .map_err(|e| e.to_string().replacen(error_prefix(), "", 1))
+    }
+
+    /// The line forms of today's SwarmForge (its `lieutenant` README, quoted
+    /// in docs/swarmforge-compat.md §4) are accepted.
+    #[test]
+    fn todays_line_forms_are_accepted() {
+        let c = run_conf(
+            "Lieutenant claude --model opus\nwindow architect claude master\nwindow-invisible coder codex coder task back-one --full-auto\nwindow qa claude qa batch back-all\nwindow ops claude ops forward-only\ncard feature architect coder qa\ncard bug coder qa\n",
+        )
+        .unwrap();
+        assert_eq!(c.roles.len(), 4);
+        assert!(c.roles[1].invisible && !c.roles[0].invisible);
+        assert_eq!(c.roles[1].propagation, Propagation::BackOne);
+        assert_eq!(c.roles[1].extra.as_deref(), Some("--full-auto"));
+        assert_eq!(c.roles[2].propagation, Propagation::BackAll);
+        assert_eq!(c.roles[2].mode, ReceiveMode::Batch);
+        assert_eq!(c.roles[3].propagation, Propagation::ForwardOnly);
+        assert_eq!(c.roles[3].extra, None);
+        assert_eq!(c.cards.len(), 2);
+        assert_eq!(c.cards[0].route, ["architect", "coder", "qa"]);
+        assert_eq!(
+            c.lieutenant,
+            Some((1, "claude".to_string(), Some("--model opus".to_string())))
+        );
+        // Two merge-only roles, two cards, the Lieutenant.
+        assert_eq!(c.notes.len(), 5, "{:#?}", c.notes);
+        assert!(c.notes[0].contains("swarmforge.conf:3") && c.notes[0].contains("back-one"));
+    }
+
+    #[test]
+    fn a_card_route_is_checked_as_upstream_checks_it() {
+        let base = "window a claude master\nwindow b claude b\n";
+        assert_eq!(
+            run(&format!("{base}card x a c")).unwrap_err(),
+            "Invalid card 'x' on line 3: role 'c' is not defined by a window line"
+        );
+        assert_eq!(
+            run(&format!("{base}card x a b a")).unwrap_err(),
+            "Invalid card 'x' on line 3: role 'a' appears twice in its route"
+        );
+        assert_eq!(
+            run(&format!("{base}card x")).unwrap_err(),
+            "Invalid config line 3: card x"
+        );
+        assert!(run(&format!("{base}card x b a")).is_ok());
     }
 
     #[test]

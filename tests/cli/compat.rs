@@ -215,3 +215,63 @@ fn git_handoff_without_commit_takes_head_and_drafts_live_in_tmp() {
         );
     }
 }
+
+/// Today's SwarmForge `swarmforge.conf` (its `lieutenant` README, quoted in
+/// docs/swarmforge-compat.md §4: "card <type> <role> [<role>...]",
+/// "window-invisible <role> <agent> <worktree> [task|batch]
+/// [forward-only|back-one|back-all] [extra-cli-args...]", "Lieutenant
+/// <agent> [extra-cli-args...]") starts here: nothing SwarmForge accepts is
+/// refused, and `swarm up` and `swarm doctor` say what is read but not acted
+/// on. Before: `Unknown config directive on line 1: Lieutenant`.
+#[test]
+fn todays_swarmforge_conf_lines_start_and_doctor_says_what_is_not_acted_on() {
+    let p = Project::empty();
+    git(&p.root, &["init", "-q", "-b", "master"]);
+    p.write("README", "x\n");
+    git(&p.root, &["add", "."]);
+    git(&p.root, &["commit", "-q", "-m", "init"]);
+    p.write("swarmforge/constitution.prompt", "Be kind.\n");
+    p.write("agent.sh", "#!/bin/sh\nexit 0\n");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(p.root.join("agent.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let agent = p.root.join("agent.sh").display().to_string();
+    p.write(
+        "swarmforge/swarmforge.conf",
+        &format!(
+            "Lieutenant claude --model opus\n\
+             window boss human master\n\
+             window-invisible coder {agent} coder task back-one --verbose\n\
+             window qa {agent} qa batch forward-only\n\
+             card feature coder qa\n"
+        ),
+    );
+    p.swarm(&["init"]).ok();
+    // The propagation token is not taken for an argument of the agent.
+    let roles = p.read(".swarmforge/roles.tsv");
+    assert!(roles.contains("coder\t"), "{roles}");
+    let r = p.swarm(&["doctor", "--json"]);
+    let v = r.json();
+    let notes: Vec<String> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["findings"].as_array().unwrap().clone())
+        .filter(|f| f["code"] == "SWARMFORGE_NOT_SUPPORTED")
+        .map(|f| f["message"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(notes.len(), 3, "{notes:#?}");
+    assert!(notes[0].contains("swarmforge.conf:3") && notes[0].contains("back-one"));
+    assert!(notes[1].contains("swarmforge.conf:5") && notes[1].contains("card 'feature'"));
+    assert!(notes[2].contains("swarmforge.conf:1") && notes[2].contains("Lieutenant"));
+    // A route naming a role no window defines is refused as upstream does.
+    let conf = p.read("swarmforge/swarmforge.conf");
+    p.write(
+        "swarmforge/swarmforge.conf",
+        &format!("{conf}card bug qa nobody\n"),
+    );
+    let r = p.swarm(&["init"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    r.stderr_has("Invalid card 'bug' on line 6: role 'nobody' is not defined by a window line");
+}
