@@ -71,7 +71,21 @@ pub fn run() -> i32 {
         Err(e) => return super::report(&e, json),
     };
     match send::queue(arg, &cwd) {
-        Ok(q) => {
+        Ok(send::Sent::AuditRequired(c)) => {
+            // SwarmForge's answer: exit 0, the draft stays for the second call.
+            if json {
+                super::emit_json(serde_json::json!({
+                    "status": "audit_required",
+                    "task": c.task,
+                    "commit": c.commit,
+                    "report": c.report(),
+                }));
+            } else {
+                super::out(&c.report());
+            }
+            exit::OK
+        }
+        Ok(send::Sent::Queued(q)) => {
             if json {
                 let mut v = serde_json::to_value(&q).unwrap_or_default();
                 v["status"] = serde_json::json!("queued");

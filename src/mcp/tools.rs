@@ -400,10 +400,20 @@ fn done(agent: &Agent, a: &Args) -> Outcome {
 fn submit(agent: &Agent, text: &str, shown: &str) -> Outcome {
     let sender = Sender::locate(&agent.role, &agent.cwd)?;
     let parsed = draft::parse_bytes(text.as_bytes());
-    let q = send::submit(&sender, &parsed, shown)?;
-    let mut v = serde_json::to_value(&q).unwrap_or_default();
-    v["status"] = json!("queued");
-    Ok(v)
+    // The same gate as `swarm-handoff` (agent::send::audit_gate).
+    match send::submit_gated(&sender, &parsed, shown)? {
+        send::Sent::Queued(q) => {
+            let mut v = serde_json::to_value(&q).unwrap_or_default();
+            v["status"] = json!("queued");
+            Ok(v)
+        }
+        send::Sent::AuditRequired(c) => Ok(json!({
+            "status": "audit_required",
+            "task": c.task,
+            "commit": c.commit,
+            "report": c.report(),
+        })),
+    }
 }
 
 /// Draft text from header lines and a body (a blank line between).

@@ -41,6 +41,9 @@ pub struct Config {
     pub git_remote: Option<String>,
     /// Per message type: `types: {handoff: {approval: required}}`.
     pub types: std::collections::BTreeMap<String, TypeConfig>,
+    /// Today's SwarmForge's audit gate: a `git_handoff` is queued only by
+    /// a second, unchanged `swarm-handoff` call (docs/swarmforge-compat.md §3).
+    pub audit_gate: bool,
 }
 
 impl Default for Config {
@@ -62,6 +65,7 @@ impl Default for Config {
             bridge_name: "swarm".into(),
             bridge_monitor: None,
             git_remote: None,
+            audit_gate: false,
             types: std::collections::BTreeMap::new(),
         }
     }

@@ -219,6 +219,12 @@ impl Worktree {
     pub fn handoffs(&self) -> PathBuf {
         self.swarmforge().join("handoffs")
     }
+    /// The audit gate's open challenges (agent::send::audit_gate): one
+    /// folder per sender, `<sha256(sender)>/<sha256(task)>`, as today's
+    /// SwarmForge keeps them (docs/swarmforge-compat.md §3).
+    pub fn audit_pending(&self) -> PathBuf {
+        self.handoffs().join("audit_pending")
+    }
     pub fn sequence(&self) -> PathBuf {
         self.handoffs().join("sequence")
     }

@@ -3,6 +3,7 @@
 //! project and its worktrees, roles, the sequence, the project config and the
 //! root resolver. Imports nothing above it.
 
+pub mod audit_pending;
 pub mod clock;
 pub mod config;
 pub mod draft;

@@ -56,6 +56,10 @@ pub struct RoleStatus {
     /// Why handoffd cannot deliver to this role (a symlinked inbox folder).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// Since when the audit gate holds this role's git handoff back (not
+    /// queued until the unchanged second call; agent::send::audit_gate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit_pending_since: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -288,6 +292,7 @@ pub fn collect(project: &Project) -> Result<Status> {
             problem: wt
                 .symlinked_inbox_folder()
                 .map(|l| crate::protocol::layout::symlinked_inbox_reason(&l)),
+            audit_pending_since: crate::protocol::audit_pending::open_for(&wt, &r.name),
         });
     }
     let relayed = relayed(project, &roles);
@@ -422,6 +427,14 @@ pub fn text(s: &Status) -> String {
             p.describe(),
             p.since
         ));
+    }
+    for r in &s.roles {
+        if let Some(t) = &r.audit_pending_since {
+            out.push_str(&format!(
+                "audit gate: {}'s git_handoff is not queued (challenged at {t}); it is queued when {} runs swarm-handoff again on the unchanged draft\n",
+                r.role, r.role
+            ));
+        }
     }
     for h in &s.held {
         out.push_str(&format!(

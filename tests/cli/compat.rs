@@ -275,3 +275,102 @@ fn todays_swarmforge_conf_lines_start_and_doctor_says_what_is_not_acted_on() {
     assert_eq!(r.code, 1, "{}", r.stderr);
     r.stderr_has("Invalid card 'bug' on line 6: role 'nobody' is not defined by a window line");
 }
+
+/// Today's SwarmForge's audit gate, from its `swarm_handoff.bb` and its
+/// `lieutenant` README (docs/swarmforge-compat.md §3): "Only an unchanged
+/// second call queues the handoff … A changed draft, task, sender, recipient
+/// set, or commit invalidates the earlier audit." The first call prints
+/// `AUDIT_REQUIRED`, `HANDOFF_NOT_QUEUED`, `TASK_ID: <id>`, `COMMIT: <sha>`,
+/// queues nothing, keeps the draft and exits 0. Here behind `audit_gate:
+/// true`; without it a git_handoff is queued at once, as before.
+#[test]
+fn the_audit_gate_queues_a_git_handoff_only_on_an_unchanged_second_call() {
+    for layout in LAYOUTS {
+        let p = Project::builder()
+            .layout(layout)
+            .role("coder")
+            .role(Role::new("qa").worktree("qa").mode("batch"))
+            .config("wake: {method: none}\naudit_gate: true\n")
+            .queue_dirs()
+            .build();
+        let wt = p.role_dir("qa");
+        let commit_in_qa = |what: &str| {
+            fs::write(wt.join(format!("{what}.txt")), what).unwrap();
+            git(&wt, &["add", &format!("{what}.txt")]);
+            git(&wt, &["commit", "-q", "-m", what]);
+            git(&wt, &["rev-parse", "--short=10", "HEAD"])
+        };
+        let outbox = wt.join(".swarmforge/handoffs/outbox");
+        let queued = || handoff_names(&outbox).len();
+        let call = |draft: &str| -> Run {
+            fs::create_dir_all(wt.join("tmp")).unwrap();
+            fs::write(wt.join("tmp/handoff.txt"), draft).unwrap();
+            let r = p
+                .cmd("swarm-handoff")
+                .role("qa")
+                .arg("./tmp/handoff.txt")
+                .run();
+            assert_eq!(r.code, 0, "{layout:?}: {}", r.stderr);
+            r
+        };
+        let draft = "type: git_handoff\nto: coder\npriority: 50\ntask: task-1-cave-setup\n";
+        let first = commit_in_qa("cave");
+
+        let r = call(draft);
+        assert!(
+            r.stdout.starts_with(&format!(
+                "AUDIT_REQUIRED\nHANDOFF_NOT_QUEUED\nTASK_ID: task-1-cave-setup\nCOMMIT: {first}\n\n"
+            )),
+            "{layout:?}: {}",
+            r.stdout
+        );
+        assert_eq!(queued(), 0, "{layout:?}: nothing queued");
+        assert!(
+            wt.join("tmp/handoff.txt").exists(),
+            "{layout:?}: draft kept"
+        );
+        // `swarm status` says a handoff is held back, and by whom.
+        let st = p.swarm(&["status"]);
+        assert!(
+            st.stdout
+                .contains("audit gate: qa's git_handoff is not queued"),
+            "{}",
+            st.stdout
+        );
+
+        // A change (here the priority) is challenged again.
+        let r = call(&draft.replace("priority: 50", "priority: 40"));
+        assert!(r.stdout.starts_with("AUDIT_REQUIRED\n"), "{}", r.stdout);
+        assert_eq!(queued(), 0);
+        // A new commit at HEAD changes the handoff too.
+        let r = call(draft);
+        assert!(r.stdout.starts_with("AUDIT_REQUIRED\n"), "{}", r.stdout);
+        let head = commit_in_qa("wumpus");
+        let r = call(draft);
+        assert!(
+            r.stdout.contains(&format!("COMMIT: {head}\n")),
+            "{}",
+            r.stdout
+        );
+        // The unchanged second call queues it, and leaves no challenge.
+        let r = call(draft);
+        assert!(r.stdout.starts_with("HANDOFF QUEUED: "), "{}", r.stdout);
+        assert_eq!(queued(), 1);
+        assert!(
+            !wt.join("tmp/handoff.txt").exists(),
+            "{layout:?}: draft deleted"
+        );
+        let pending = wt.join(".swarmforge/handoffs/audit_pending");
+        let left: Vec<_> = fs::read_dir(&pending)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .flat_map(|d| fs::read_dir(d.path()).unwrap().flatten())
+            .collect();
+        assert!(left.is_empty(), "{layout:?}: {left:?}");
+        assert!(!p.swarm(&["status"]).stdout.contains("audit gate:"));
+        // Other types are never gated.
+        let r = call("type: note\nto: coder\npriority: 50\nmessage: hi\n");
+        assert!(r.stdout.starts_with("HANDOFF QUEUED: "), "{}", r.stdout);
+    }
+}

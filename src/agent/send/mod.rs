@@ -3,6 +3,7 @@
 //! The reply context a message is stamped with is in `context`; finding,
 //! checking and removing the draft file in `draft_file`.
 
+pub mod audit_gate;
 mod context;
 mod draft_file;
 
@@ -152,8 +153,9 @@ impl Sender {
     }
 }
 
-/// Everything `swarm-handoff` does before printing `HANDOFF QUEUED:`.
-pub fn queue(draft_arg: &str, cwd: &Path) -> Result<Queued> {
+/// Everything `swarm-handoff` does before printing `HANDOFF QUEUED:` (or,
+/// behind the audit gate, `AUDIT_REQUIRED`).
+pub fn queue(draft_arg: &str, cwd: &Path) -> Result<Sent> {
     let shown = shown_path(draft_arg);
     let draft_path = if Path::new(draft_arg).is_absolute() {
         PathBuf::from(draft_arg)
@@ -186,12 +188,69 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> Result<Queued> {
         // Nothing was parsed, so "missing header" errors would only mislead.
         return Err(Error::invalid(Token::HandoffInvalid, shown, parsed.errors));
     }
-    submit(&s, &parsed, &shown)
+    submit_gated(&s, &parsed, &shown)
+}
+
+/// What `swarm-handoff` did with a draft.
+#[derive(Debug)]
+pub enum Sent {
+    Queued(Queued),
+    /// The audit gate held a `git_handoff` back: nothing was queued.
+    AuditRequired(audit_gate::Challenge),
 }
 
 /// Validates a parsed draft for `s` and queues it: the path `swarm-handoff`
 /// and `swarm answer` share. `shown` names the draft in the report.
 pub fn submit(s: &Sender, d: &Draft, shown: &str) -> Result<Queued> {
+    let v = validate(s, d, shown)?;
+    publish(s, v)
+}
+
+/// [`submit`] behind the audit gate (`audit_gate: true`): a `git_handoff`
+/// is queued only by a second, unchanged call (agent::send::audit_gate).
+pub fn submit_gated(s: &Sender, d: &Draft, shown: &str) -> Result<Sent> {
+    let v = validate(s, d, shown)?;
+    if !s.config.audit_gate || v.ty != types::GIT_HANDOFF.name {
+        return publish(s, v).map(Sent::Queued);
+    }
+    let commit = v.canonical.clone().unwrap_or_default();
+    let recipients: Vec<String> = grammar::role_list(v.d.to())
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    let artifacts: Vec<String> = v.ctx.artifacts.iter().map(|a| a.header()).collect();
+    let c = audit_gate::candidate(
+        &s.role,
+        &v.d,
+        &v.ty,
+        &recipients,
+        v.d.priority().unwrap_or_default(),
+        &commit,
+        &artifacts,
+    );
+    let gate = audit_gate::check(&s.at.worktree, &c)?;
+    if !gate.passed() {
+        return Ok(Sent::AuditRequired(audit_gate::Challenge {
+            task: v.d.get(names::TASK).unwrap_or_default().to_string(),
+            commit,
+        }));
+    }
+    let q = publish(s, v)?;
+    gate.queued()?;
+    Ok(Sent::Queued(q))
+}
+
+/// A draft that passed every check, with what the checks found.
+struct Valid {
+    d: Draft,
+    ty: String,
+    rule: &'static types::TypeRule,
+    ctx: Context,
+    canonical: Option<String>,
+}
+
+/// Every check of a draft for `s`; nothing is written.
+fn validate(s: &Sender, d: &Draft, shown: &str) -> Result<Valid> {
     let filled = with_head_commit(d, &s.at.worktree.root);
     let d = filled.as_ref().unwrap_or(d);
     let allowed = s.config.allowed_types(&s.role);
@@ -225,7 +284,26 @@ pub fn submit(s: &Sender, d: &Draft, shown: &str) -> Result<Queued> {
             return Err(Error::refused(r.token, r.detail, vec![]));
         }
     }
+    Ok(Valid {
+        d: d.clone(),
+        ty,
+        rule,
+        ctx,
+        canonical,
+    })
+}
 
+/// Queues a validated draft: stamps it and publishes it in the outbox.
+fn publish(s: &Sender, v: Valid) -> Result<Queued> {
+    let Valid {
+        d,
+        ty,
+        rule,
+        ctx,
+        canonical,
+    } = v;
+    let d = &d;
+    let is_role = |r: &str| s.roles.find(r).is_some();
     let sender = &s.role;
     let to = d.to().unwrap_or_default().to_string();
     let priority = d.priority().unwrap_or_default().to_string();
