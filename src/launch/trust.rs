@@ -122,6 +122,8 @@ pub enum Done {
     Removed,
     /// `untrust`: the entry was gone or changed by someone else: left alone.
     Absent,
+    /// Could not be done; the reason is in the change's key line.
+    Failed,
 }
 
 /// One file and key, and what happened to it.
@@ -152,6 +154,7 @@ impl Change {
             Done::Already => "already trusted, left alone",
             Done::Removed => "removed",
             Done::Absent => "not ours or gone, left alone",
+            Done::Failed => "NOT done",
         };
         format!(
             "{} ({}): {} {}: {what}",
@@ -416,7 +419,92 @@ pub fn trust(plan: &Plan, roles: &[String], stores: &Stores) -> Result<Vec<Chang
             }
             Done::Added
         };
+        let hook = if n.cli == Cli::Codex {
+            trust_codex_hook(plan, &n, &file, &mut recs)?
+        } else {
+            Vec::new()
+        };
         out.push(Change::of(n, file, done));
+        out.extend(hook);
+    }
+    Ok(out)
+}
+
+/// The record of a Codex hook trust `trust` added (its own kind, beside
+/// the folder trust's `codex`).
+const CODEX_HOOK: &str = "codex-hook";
+
+/// The key prefix of every hook of `folder`'s `.codex/hooks.json`.
+fn hook_prefix(folder: &Path) -> String {
+    format!("{}:", folder.join(".codex").join("hooks.json").display())
+}
+
+/// Trusts the turn-end hook `swarm up` gives a Codex role, with the hash
+/// Codex itself reports (launch::agents::codex_hooks): on the command line
+/// for most roles, in the role's own CODEX_HOME for `mcp: true` (whose hook
+/// file is written first, exactly as `swarm up` writes it).
+fn trust_codex_hook(
+    plan: &Plan,
+    n: &Need,
+    file: &Path,
+    recs: &mut Vec<(String, PathBuf, PathBuf)>,
+) -> Result<Vec<Change>> {
+    use crate::launch::agents::{codex_hooks, hook_command, setup};
+    let Some(r) = plan.roles.iter().find(|r| r.name == n.role) else {
+        return Ok(Vec::new());
+    };
+    let bin = crate::launch::shims::own_bin_dir()?;
+    let ours = hook_command(&bin, Cli::Codex);
+    let mcp = plan.config.role(&r.name).is_some_and(|c| c.mcp);
+    let (args, prefix) = if mcp {
+        setup::install_hook(Cli::Codex, &r.worktree_path, &bin)?;
+        (Vec::new(), hook_prefix(&n.folder))
+    } else {
+        (
+            vec!["-c".to_string(), codex_hooks::session_hook(&ours)],
+            codex_hooks::SESSION_FLAGS.to_string(),
+        )
+    };
+    let change = |key: String, done: Done| Change {
+        role: n.role.clone(),
+        cli: n.cli,
+        file: file.to_path_buf(),
+        key,
+        done,
+    };
+    let home = file.parent().unwrap_or(Path::new("."));
+    let listed = match codex_hooks::list("codex", &args, home, &n.folder) {
+        Ok(l) => l,
+        Err(e) => {
+            return Ok(vec![change(
+                format!(
+                    "[hooks.state] ({e}; `swarm attach {} --choose` answers Codex's hook review instead)",
+                    n.role
+                ),
+                Done::Failed,
+            )])
+        }
+    };
+    let mut out = Vec::new();
+    for h in listed
+        .iter()
+        .filter(|h| h.key.starts_with(&prefix) && h.command == ours)
+    {
+        let key = format!("[hooks.state.{}] trusted_hash", json!(h.key));
+        if h.trusted {
+            out.push(change(key, Done::Already));
+            continue;
+        }
+        let text = read(file)?.unwrap_or_default();
+        let new =
+            codex_hooks::with_trust(&text, &h.key, &h.current_hash).map_err(|e| bad(file, e))?;
+        write(file, &new)?;
+        let rec = (CODEX_HOOK.to_string(), file.to_path_buf(), n.folder.clone());
+        if !recs.contains(&rec) {
+            recs.push(rec);
+            save_records(plan, recs)?;
+        }
+        out.push(change(key, Done::Added));
     }
     Ok(out)
 }
@@ -428,6 +516,43 @@ pub fn untrust(plan: &Plan, roles: &[String], stores: &Stores) -> Result<Vec<Cha
     let mut out = Vec::new();
     for n in needs(plan, roles)? {
         let file = stores.file_for(plan, &n);
+        let hook_rec = (CODEX_HOOK.to_string(), file.clone(), n.folder.clone());
+        if n.cli == Cli::Codex && recs.contains(&hook_rec) {
+            recs.retain(|r| r != &hook_rec);
+            // A command-line hook's trust is one key per store, shared by
+            // every such role: removed with the last of them.
+            let shared = recs.iter().any(|(c, f, _)| c == CODEX_HOOK && f == &file);
+            let mcp = plan.config.role(&n.role).is_some_and(|c| c.mcp);
+            let prefix = if mcp {
+                hook_prefix(&n.folder)
+            } else {
+                crate::launch::agents::codex_hooks::SESSION_FLAGS.to_string()
+            };
+            let removed = if !mcp && shared {
+                0
+            } else {
+                let text = read(&file)?.unwrap_or_default();
+                let (new, removed) =
+                    crate::launch::agents::codex_hooks::without_trust(&text, &prefix)
+                        .map_err(|e| bad(&file, e))?;
+                if removed > 0 {
+                    write(&file, &new)?;
+                }
+                removed
+            };
+            save_records(plan, &recs)?;
+            out.push(Change {
+                role: n.role.clone(),
+                cli: n.cli,
+                file: file.clone(),
+                key: format!("[hooks.state.\"{prefix}…\"]"),
+                done: if removed > 0 {
+                    Done::Removed
+                } else {
+                    Done::Absent
+                },
+            });
+        }
         let rec = (n.cli.name().to_string(), file.clone(), n.folder.clone());
         if !recs.contains(&rec) {
             continue;

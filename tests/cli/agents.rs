@@ -205,6 +205,11 @@ fn presets_start_each_cli_as_its_docs_say() {
             format!("{root}/.worktrees/coder"),
             "-c".into(),
             "allow_login_shell=false".into(),
+            // The turn-end hook on the command line (agents/codex_hooks.rs).
+            "-c".into(),
+            format!(
+                "hooks.Stop=[{{hooks=[{{type=\"command\",command=\"'{bin}/swarm' hook codex Stop\",timeout=30}}]}}]"
+            ),
             "--sandbox".into(),
             "workspace-write".into(),
             "--ask-for-approval".into(),
@@ -225,11 +230,9 @@ fn presets_start_each_cli_as_its_docs_say() {
             && agents_md.ends_with("<!-- swarm-handoff: end -->\n"),
         "{agents_md}"
     );
-    assert_eq!(
-        json_file(&d.path(".worktrees/coder/.codex/hooks.json")),
-        json!({"hooks": {"Stop": [{"hooks": [{"type": "command",
-            "command": format!("'{bin}/swarm' hook codex Stop"), "timeout": 30}]}]}})
-    );
+    // Codex loads no hooks.json from a linked worktree: the hook came on
+    // the command line above, and no file is written for it.
+    assert!(!d.path(".worktrees/coder/.codex/hooks.json").exists());
 
     // In the shared root the primer is the first prompt, not GEMINI.md
     // (roles sharing a worktree would overwrite each other's).
@@ -262,9 +265,12 @@ fn presets_start_each_cli_as_its_docs_say() {
 #[test]
 fn a_second_up_keeps_the_projects_own_instructions_and_settings() {
     let d = Project::empty();
+    // `mcp: true`: the role's CODEX_HOME is `.codex` in its worktree, whose
+    // hooks.json gets the turn-end hook (other Codex roles get it on their
+    // command line, agents/codex_hooks.rs).
     d.write(
         "swarm.yaml",
-        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: codex\n    worktree: coder\n",
+        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: codex\n    worktree: coder\n    mcp: true\n",
     );
     let fakes = Fakes::new(RECORDER);
     let _guard = SwarmGuard::new(&d.root);

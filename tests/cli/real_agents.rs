@@ -857,6 +857,14 @@ fn untrusted_then_trusted(cli: &str, extra: &str, setup: impl Fn(&RealSwarm, Vec
         t.stdout
     );
     assert!(t.stdout.contains(": added"), "{}", t.stdout);
+    if cli == "codex" {
+        // The swarm's turn-end hook, with the hash Codex reports for it.
+        assert!(
+            t.stdout.contains("[hooks.state.") && t.stdout.contains("trusted_hash: added"),
+            "{}",
+            t.stdout
+        );
+    }
     s.swarm(&["trust", "--check"]).ok();
     s.up_with(&[]);
     s.wait("the task taken and done", || {
@@ -953,7 +961,8 @@ fn mcp_round_trip(
 #[test]
 fn codex_takes_work_through_swarm_mcp() {
     let extra = format!("    args: {}\n", codex_args("coder"));
-    mcp_round_trip("codex", &extra, "mcp__swarm/", true, |s, steps| {
+    // `swarm up --trust` trusted the turn-end hook too: no hook review.
+    mcp_round_trip("codex", &extra, "mcp__swarm/", false, |s, steps| {
         s.codex("coder", steps)
     });
 }
@@ -1156,4 +1165,49 @@ fn doctor_names_a_codex_home_in_the_temp_folder_with_bubblewrap_on_path() {
         r.stderr
     );
     assert!(!r.stderr.contains("role boss"), "{}", r.stderr);
+}
+
+/// Codex's `Stop` hook (`swarm hook codex Stop`), trusted by `swarm up
+/// --trust` with the hash Codex's own app server reports, keeps a Codex
+/// role going when mail arrived while it worked: the continuation carries
+/// the hook's reason, and nobody typed into the pane (no hook review).
+#[test]
+fn codex_stop_hook_trusted_by_swarm_trust_continues_a_turn_when_mail_waits() {
+    if !require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let Some(bin) = agent_bin("codex") else {
+        return;
+    };
+    let extra = format!("    args: {}\n", codex_args("coder"));
+    let mut s = RealSwarm::init(&lone_yaml("codex", &extra), bin);
+    s.codex(
+        "coder",
+        vec![
+            Step::shell("ready_for_next.sh"),
+            // The turn ends only once mail waits: the hook must catch it.
+            Step::text("Nothing waits for me; ending the turn.").after("mail"),
+            Step::shell("ready_for_next.sh"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Done."),
+        ],
+    );
+    s.up();
+    s.wait("coder's first command ran", || s.reached("coder", 1));
+    s.d.send("owner", &draft("coder", "please add a --version flag"))
+        .ok();
+    s.wait("the task is delivered", || s.waiting("coder") == 1);
+    s.model.open("mail");
+    s.wait("coder took and finished the task", || {
+        s.reached("coder", 4) && s.completed("coder") == 1
+    });
+    let hooked = input_text(&s.turn("coder", 2));
+    assert!(
+        hooked.contains("New handoff mail is waiting for role coder"),
+        "the continuation lacks the hook's reason:\n{hooked}"
+    );
+    let took = last_output(&s.turn("coder", 3));
+    assert!(took.contains("please add a --version flag"), "{took}");
+    assert!(!s.panes().contains("Hooks need review"), "{}", s.panes());
+    s.audit_and_transcript();
 }

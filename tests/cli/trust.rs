@@ -103,8 +103,16 @@ fn trust_records_exactly_the_swarms_worktrees_and_untrust_removes_only_that() {
         )),
         "{out}"
     );
+    // Codex's turn-end hook is trusted with the hash Codex reports; with no
+    // `codex` on PATH that is said, and the rest is done.
+    assert!(
+        out.contains("coder (codex): ")
+            && out.contains("cannot run `codex app-server`")
+            && out.contains(": NOT done"),
+        "{out}"
+    );
     // `helper` shares lead's folder: one entry; nobody else's folder.
-    assert_eq!(out.lines().count(), 3, "{out}");
+    assert_eq!(out.lines().count(), 4, "{out}");
 
     let v = json(&claude);
     assert_eq!(v["projects"][wt("lead")]["hasTrustDialogAccepted"], true);

@@ -29,8 +29,9 @@ fn toml_str(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_default()
 }
 
-/// The `[projects."<path>"]` tables of the Codex config at `path`, as
-/// TOML text (empty when there are none or the file does not parse).
+/// The `[projects."<path>"]` tables (folder trust) and `[hooks…]` tables
+/// (hook trust) of the Codex config at `path`, as TOML text (empty when
+/// there are none or the file does not parse).
 fn kept_projects(path: &Path) -> String {
     let Ok(old) = std::fs::read_to_string(path) else {
         return String::new();
@@ -38,13 +39,17 @@ fn kept_projects(path: &Path) -> String {
     let Ok(doc) = old.parse::<toml_edit::DocumentMut>() else {
         return String::new();
     };
-    let Some(projects) = doc.get("projects").and_then(|p| p.as_table()) else {
-        return String::new();
-    };
     let mut keep = toml_edit::DocumentMut::new();
-    let mut t = projects.clone();
-    t.set_implicit(true);
-    keep.insert("projects", toml_edit::Item::Table(t));
+    for name in ["projects", "hooks"] {
+        if let Some(table) = doc.get(name).and_then(|p| p.as_table()) {
+            let mut t = table.clone();
+            t.set_implicit(true);
+            keep.insert(name, toml_edit::Item::Table(t));
+        }
+    }
+    if keep.is_empty() {
+        return String::new();
+    }
     format!("\n{keep}")
 }
 
@@ -78,8 +83,20 @@ impl Preset for Codex {
         // (/etc/profile on Debian) resets PATH: the wrappers in
         // `.swarmforge/bin` were "command not found" with the real Codex
         // 0.171 (tests/cli/real_agents.rs). A plain shell keeps our PATH.
+        // The turn-end hook, on the command line unless the role's own
+        // CODEX_HOME (`mcp: true`) holds it (agents/codex_hooks.rs says why).
+        let hook = match crate::launch::shims::own_bin_dir() {
+            Ok(bin) if !l.mcp => format!(
+                " -c {}",
+                sq(&super::codex_hooks::session_hook(&super::hook_command(
+                    &bin,
+                    super::Cli::Codex
+                )))
+            ),
+            _ => String::new(),
+        };
         format!(
-            "codex --cd {} -c allow_login_shell=false {perm}{add_dir}{model}{} {}",
+            "codex --cd {} -c allow_login_shell=false{hook} {perm}{add_dir}{model}{} {}",
             sqp(l.worktree),
             l.extra(),
             l.first_prompt()
@@ -122,7 +139,7 @@ impl Preset for Codex {
             // `swarm trust` may have written only the folder trust here.
             let only_trust = old
                 .parse::<toml_edit::DocumentMut>()
-                .is_ok_and(|d| d.iter().all(|(k, _)| k == "projects"));
+                .is_ok_and(|d| d.iter().all(|(k, _)| k == "projects" || k == "hooks"));
             if !old.starts_with(CODEX_MARK) && !only_trust {
                 return Err(Error::env(format!(
                     "{} exists and was not written by swarm up; it is CODEX_HOME's config for role {role}.\n  hint: move it away, or add [mcp_servers.{SERVER}] yourself and remove `mcp: true`",

@@ -6,6 +6,7 @@
 
 pub mod claude;
 pub mod codex;
+pub mod codex_hooks;
 pub mod codex_sandbox;
 pub mod gemini;
 pub mod hook;

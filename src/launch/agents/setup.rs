@@ -115,6 +115,13 @@ pub fn prepare(plan: &Plan, bin_dir: &Path) -> Result<Vec<String>> {
                         excludes.push(name);
                     }
                 }
+                // A Codex role outside `mcp: true` gets its hook on its
+                // command line (agents/codex_hooks.rs).
+                let on_command_line =
+                    *cli == Cli::Codex && !plan.config.role(&r.name).is_some_and(|c| c.mcp);
+                if on_command_line {
+                    continue;
+                }
                 if install_hook(*cli, &r.worktree_path, bin_dir)? {
                     notes.push(format!(
                         "{}: turn-end hook in {}",
