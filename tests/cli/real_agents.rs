@@ -640,6 +640,11 @@ fn claude_code_takes_work_through_swarm_mcp_and_its_stop_hook() {
         hooked.contains("New handoff mail is waiting for role coder"),
         "the continuation lacks the hook's reason:\n{hooked}"
     );
+    // In the words of the tools it has, not the wrappers it lacks.
+    assert!(
+        hooked.contains("Call the swarm tool `next`") && !hooked.contains("ready_for_next.sh"),
+        "{hooked}"
+    );
     let took = last_user_text(&s.turn("coder", 4));
     assert!(took.contains("what is the answer?"), "{took}");
     // The reply reached the owner.

@@ -45,11 +45,18 @@ pub fn parse_input(bytes: &[u8]) -> Input {
     }
 }
 
-/// The instruction a waiting role is given.
-pub fn continue_reason(role: &str) -> String {
-    format!(
-        "New handoff mail is waiting for role {role}. Run ready_for_next.sh now, do the item it prints, then run done_with_current.sh."
-    )
+/// The instruction a waiting role is given, in the words of the way it
+/// takes work: the wrappers, or (`mcp: true`) the swarm server's tools.
+pub fn continue_reason(role: &str, mcp: bool) -> String {
+    if mcp {
+        format!(
+            "New handoff mail is waiting for role {role}. Call the swarm tool `next` now, do the item it gives you, then call `done`."
+        )
+    } else {
+        format!(
+            "New handoff mail is waiting for role {role}. Run ready_for_next.sh now, do the item it prints, then run done_with_current.sh."
+        )
+    }
 }
 
 fn state_file(project: &Project, role: &str) -> PathBuf {
@@ -122,7 +129,11 @@ pub fn decide(project: &Project, role: &str, input: &Input) -> (Option<String>, 
         let _ = fsx::ensure_dirs(&[&dir])
             .and_then(|_| fsx::write_file(&f, format!("{count} {fp}\n").as_bytes()));
     }
-    (Some(continue_reason(role)), None)
+    let mcp = crate::protocol::config::Config::load(&project.config_file())
+        .ok()
+        .and_then(|c| c.role(role).map(|r| r.mcp))
+        .unwrap_or(false);
+    (Some(continue_reason(role, mcp)), None)
 }
 
 /// The full answer: JSON for stdout and an optional note for stderr.
