@@ -56,6 +56,10 @@ pub struct RoleStatus {
     /// Why handoffd cannot deliver to this role (a symlinked inbox folder).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// A headless agent's liveness from its activity file (`responding`,
+    /// `listening`, `idle`, `dead`; telemetry/activity.rs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub activity: Option<crate::telemetry::activity::Liveness>,
 }
 
 #[derive(Debug, Serialize)]
@@ -288,6 +292,7 @@ pub fn collect(project: &Project) -> Result<Status> {
             problem: wt
                 .symlinked_inbox_folder()
                 .map(|l| crate::protocol::layout::symlinked_inbox_reason(&l)),
+            activity: crate::telemetry::activity::of_role(project, &r.name),
         });
     }
     let relayed = relayed(project, &roles);
@@ -369,6 +374,9 @@ pub fn text(s: &Status) -> String {
         ));
     }
     for r in &s.roles {
+        if let Some(a) = r.activity {
+            out.push_str(&format!("{}: activity {}\n", r.role, a.word()));
+        }
         if let Some(st) = r.agent_state {
             out.push_str(&format!("{}: agent {}", r.role, st.word()));
             if let Some(t) = &r.agent_since {

@@ -86,6 +86,44 @@ impl Preset for Codex {
         )
     }
 
+    /// `codex exec --json` (docs: developers.openai.com/codex/noninteractive),
+    /// or `codex exec resume <id>`, which takes no `--sandbox`/`--cd`/
+    /// `--add-dir`: the permission goes in as `-c` overrides for both, and
+    /// the turn runs in the worktree. exec never asks: what `ask` would ask
+    /// is refused.
+    fn turn(&self, l: &Launch, resume: Option<&str>, prompt: &str) -> String {
+        let (sandbox, approval) = match l.permission {
+            Permission::Ask => ("workspace-write", "untrusted"),
+            Permission::Edits => ("workspace-write", "on-request"),
+            Permission::Full => ("danger-full-access", "never"),
+        };
+        let roots = if l.worktree != l.root {
+            format!(
+                " -c {}",
+                sq(&format!(
+                    "sandbox_workspace_write.writable_roots=[{}]",
+                    toml_str(&l.root.to_string_lossy())
+                ))
+            )
+        } else {
+            String::new()
+        };
+        let model = l
+            .model
+            .map(|m| format!(" --model {}", sq(m)))
+            .unwrap_or_default();
+        // `resume`'s options come before the session id and the prompt.
+        let (head, id) = match resume {
+            Some(id) => (" resume", format!(" {}", sq(id))),
+            None => ("", String::new()),
+        };
+        format!(
+            "codex exec{head} --json -c allow_login_shell=false -c sandbox_mode={sandbox} -c approval_policy={approval}{roots}{model}{}{id} {}",
+            l.extra(),
+            sq(prompt)
+        )
+    }
+
     fn instruction_file(&self) -> Option<&'static str> {
         Some("AGENTS.md")
     }

@@ -49,6 +49,30 @@ impl Preset for Gemini {
         )
     }
 
+    /// `--prompt` (headless) with `--output-format stream-json` (docs:
+    /// geminicli.com/docs/cli/headless). `--skip-trust` trusts the worktree
+    /// for this run only: a headless run cannot show the trust dialog, and
+    /// the worktree is the swarm's own (its settings carry our hook).
+    fn turn(&self, l: &Launch, resume: Option<&str>, prompt: &str) -> String {
+        let mode = match l.permission {
+            Permission::Ask => "default",
+            Permission::Edits => "auto_edit",
+            Permission::Full => "yolo",
+        };
+        let model = l
+            .model
+            .map(|m| format!(" --model {}", sq(m)))
+            .unwrap_or_default();
+        let resume = resume
+            .map(|id| format!(" --resume {}", sq(id)))
+            .unwrap_or_default();
+        format!(
+            "gemini --output-format stream-json --skip-trust --approval-mode {mode}{model}{}{resume} --prompt {}",
+            l.extra(),
+            sq(prompt)
+        )
+    }
+
     fn instruction_file(&self) -> Option<&'static str> {
         Some("GEMINI.md")
     }

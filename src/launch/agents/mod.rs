@@ -10,6 +10,7 @@ pub mod gemini;
 pub mod hook;
 pub mod mcp;
 pub mod setup;
+pub mod stream;
 
 use std::path::{Path, PathBuf};
 
@@ -100,6 +101,32 @@ impl Launch<'_> {
             format!("\"$(cat {})\"", sqp(self.prompt_file))
         }
     }
+
+    /// A headless turn's prompt (unquoted): the nudge of [`first_prompt`],
+    /// after the primer when the CLI has no instructions of its own yet
+    /// (a new conversation whose primer is not in a file).
+    ///
+    /// [`first_prompt`]: Launch::first_prompt
+    pub fn turn_prompt(&self, resumed: bool, primer: &str) -> String {
+        let start = if self.mcp {
+            "call the swarm tool `next`"
+        } else {
+            "run ready_for_next.sh"
+        };
+        if resumed {
+            format!(
+                "New work waits for you (role {}). Start now: {start}, and handle it as your instructions say.",
+                self.role
+            )
+        } else if self.instructions_in_file {
+            format!(
+                "You are the agent of role {} in this swarm; your instructions are loaded. Start now: {start}.",
+                self.role
+            )
+        } else {
+            format!("{primer}\n\nStart now: {start}.")
+        }
+    }
 }
 
 /// One CLI's specifics.
@@ -108,6 +135,10 @@ pub trait Preset: Sync {
     fn program(&self) -> &'static str;
     /// The shell command line that starts the agent in its worktree.
     fn command(&self, l: &Launch) -> String;
+    /// The shell command line of one headless turn: non-interactive, its
+    /// JSON event stream on stdout (agents/stream.rs reads it), resuming
+    /// `resume` (a session id already checked by launch::agent_session).
+    fn turn(&self, l: &Launch, resume: Option<&str>, prompt: &str) -> String;
     /// The worktree file the CLI reads project instructions from, when the
     /// preset injects the primer that way (None: a system-prompt flag).
     fn instruction_file(&self) -> Option<&'static str>;
