@@ -22,11 +22,11 @@ use crate::support::{
 };
 
 /// A whole scripted conversation, real CLI start-up included.
-const LONG: Duration = Duration::from_secs(120);
+pub(crate) const LONG: Duration = Duration::from_secs(120);
 
 /// `<clis>/node_modules/.bin`, holding `cli`, or None after a NOTE.
 #[track_caller]
-fn agent_bin(cli: &str) -> Option<PathBuf> {
+pub(crate) fn agent_bin(cli: &str) -> Option<PathBuf> {
     let dir = std::env::var_os("SWARM_AGENT_CLIS")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/agent-clis"));
@@ -54,17 +54,17 @@ fn agent_bin(cli: &str) -> Option<PathBuf> {
 /// A swarm of real CLIs talking to one scripted model. Fields drop in
 /// order: the guard's `swarm down` must run while the project still exists
 /// (Codex and Gemini CLI outlive the SIGHUP of a killed tmux server).
-struct RealSwarm {
-    guard: SwarmGuard,
-    d: Project,
-    model: ModelServer,
-    home: tempfile::TempDir,
-    bin: PathBuf,
+pub(crate) struct RealSwarm {
+    pub(crate) guard: SwarmGuard,
+    pub(crate) d: Project,
+    pub(crate) model: ModelServer,
+    pub(crate) home: tempfile::TempDir,
+    pub(crate) bin: PathBuf,
 }
 
 impl RealSwarm {
     /// `swarm init` for `yaml`; the model server is started, no agent yet.
-    fn init(yaml: &str, bin: PathBuf) -> RealSwarm {
+    pub(crate) fn init(yaml: &str, bin: PathBuf) -> RealSwarm {
         let model = ModelServer::start();
         let d = Project::empty();
         d.write(
@@ -89,14 +89,14 @@ impl RealSwarm {
         }
     }
 
-    fn wt(&self, role: &str) -> PathBuf {
+    pub(crate) fn wt(&self, role: &str) -> PathBuf {
         self.d.role_dir(role)
     }
 
     /// Claude Code for `role`: its endpoint and a dummy token in the
     /// worktree's `.claude/settings.json` (`env`, applied to that session
     /// only).
-    fn claude(&self, role: &str, steps: Vec<Step>) {
+    pub(crate) fn claude(&self, role: &str, steps: Vec<Step>) {
         self.model.script(role, steps);
         let wt = self.wt(role);
         let settings = json!({"env": {
@@ -118,7 +118,7 @@ impl RealSwarm {
 
     /// Codex for `role` (project-local config may not name a model
     /// provider; the role's `args:` do, see [`codex_args`]).
-    fn codex(&self, role: &str, steps: Vec<Step>) {
+    pub(crate) fn codex(&self, role: &str, steps: Vec<Step>) {
         self.model.script(role, steps);
     }
 
@@ -126,7 +126,7 @@ impl RealSwarm {
     /// `.gemini/.env`, API-key auth in its `.gemini/settings.json` (which
     /// `swarm up` merges its hook into; an untrusted folder's settings and
     /// `.env` are not read).
-    fn gemini(&self, role: &str, steps: Vec<Step>) {
+    pub(crate) fn gemini(&self, role: &str, steps: Vec<Step>) {
         self.model.script(role, steps);
         let wt = self.wt(role);
         let rel = wt.strip_prefix(&self.d.root).unwrap().display().to_string();
@@ -147,7 +147,7 @@ impl RealSwarm {
     }
 
     /// `swarm <args>` with the CLIs first on PATH and HOME the temp folder.
-    fn swarm(&self, args: &[&str]) -> crate::support::Run {
+    pub(crate) fn swarm(&self, args: &[&str]) -> crate::support::Run {
         let path = format!(
             "{}:{}",
             self.bin.display(),
@@ -177,7 +177,7 @@ impl RealSwarm {
     }
 
     /// Waits for `what`; on a timeout the model's log and the panes are shown.
-    fn wait(&self, what: &str, mut cond: impl FnMut() -> bool) {
+    pub(crate) fn wait(&self, what: &str, mut cond: impl FnMut() -> bool) {
         let end = std::time::Instant::now() + LONG;
         let mut pause = Duration::from_millis(20);
         while std::time::Instant::now() < end {
@@ -218,12 +218,12 @@ impl RealSwarm {
     }
 
     /// `role`'s conversation has reached step `n`.
-    fn reached(&self, role: &str, n: usize) -> bool {
+    pub(crate) fn reached(&self, role: &str, n: usize) -> bool {
         self.model.reached(role, n)
     }
 
     /// The request in which `role` asked for step `n`.
-    fn turn(&self, role: &str, n: usize) -> Value {
+    pub(crate) fn turn(&self, role: &str, n: usize) -> Value {
         self.model
             .turns(role)
             .into_iter()
@@ -231,7 +231,7 @@ impl RealSwarm {
             .unwrap_or_else(|| panic!("{role} never asked for step {n}:\n{}", self.model.dump()))
     }
 
-    fn completed(&self, role: &str) -> usize {
+    pub(crate) fn completed(&self, role: &str) -> usize {
         handoff_names(&hq(&self.wt(role), "inbox/completed")).len()
     }
 
@@ -252,7 +252,7 @@ impl RealSwarm {
     }
 
     /// The role's entry in `swarm status --json`.
-    fn status_of(&self, role: &str) -> Value {
+    pub(crate) fn status_of(&self, role: &str) -> Value {
         let st = self.d.swarm(&["status", "--json"]).json();
         st["roles"]
             .as_array()
@@ -273,7 +273,7 @@ impl RealSwarm {
 }
 
 /// Every string in a JSON value, one a line, in order.
-fn strings(v: &Value) -> String {
+pub(crate) fn strings(v: &Value) -> String {
     fn walk(v: &Value, out: &mut String) {
         match v {
             Value::String(s) => {
@@ -305,7 +305,7 @@ fn system_text(req: &Value) -> String {
 
 /// The text of the last user message of a Messages API request (tool
 /// results included).
-fn last_user_text(req: &Value) -> String {
+pub(crate) fn last_user_text(req: &Value) -> String {
     let Some(m) = req["body"]["messages"]
         .as_array()
         .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
@@ -327,7 +327,7 @@ fn tool_names(req: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn draft(to: &str, message: &str) -> String {
+pub(crate) fn draft(to: &str, message: &str) -> String {
     format!("type: note\nto: {to}\npriority: 20\nmessage: {message}\n")
 }
 
@@ -441,14 +441,14 @@ fn claude_code_pair_hands_a_task_and_its_answer_round_trip() {
 /// A Codex role's `args:` pointing it at the scripted model: a model
 /// provider on the Responses API over plain HTTP (no WebSocket), given with
 /// `-c` overrides.
-fn codex_args(role: &str) -> String {
+pub(crate) fn codex_args(role: &str) -> String {
     format!(
         r#"["-c", "model=scripted", "-c", "model_provider=scripted", "-c", "model_providers.scripted={{name=\"scripted\", base_url=\"@MODEL@/{role}/v1\", wire_api=\"responses\", supports_websockets=false}}"]"#
     )
 }
 
 /// The texts of a Responses API request's input items, joined.
-fn input_text(req: &Value) -> String {
+pub(crate) fn input_text(req: &Value) -> String {
     strings(&req["body"]["input"])
 }
 

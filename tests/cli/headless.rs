@@ -1,0 +1,215 @@
+//! The headless runtime with the real agent CLIs (docs/headless.md): each
+//! turn is one non-interactive run of Claude Code, Codex or Gemini CLI with
+//! its JSON event stream, against the scripted model
+//! (support/model_server.rs), with HOME set up like a real user's and the
+//! worktrees NOT trusted: no terminal, no keystroke, no dialog answered.
+//! Without the CLIs a test is skipped with a NOTE (a failure under CI=true).
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::real_agents::{agent_bin, codex_args, draft, strings, RealSwarm};
+use crate::support::model_server::Usage;
+use crate::support::Step;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Cli {
+    Claude,
+    Codex,
+    Gemini,
+}
+
+impl Cli {
+    fn name(self) -> &'static str {
+        match self {
+            Cli::Claude => "claude",
+            Cli::Codex => "codex",
+            Cli::Gemini => "gemini",
+        }
+    }
+}
+
+/// A swarm of one headless `coder` of `cli` and a person, `owner`;
+/// `runtime` is written into the role's entry when given.
+fn swarm(cli: Cli, runtime: Option<&str>) -> Option<RealSwarm> {
+    let bin = agent_bin(cli.name())?;
+    let args = match cli {
+        Cli::Codex => format!("\n    args: {}", codex_args("coder")),
+        _ => String::new(),
+    };
+    let runtime = runtime
+        .map(|r| format!("\n    runtime: {r}"))
+        .unwrap_or_default();
+    let yaml = format!(
+        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: {}\n    worktree: coder\n    description: implements each task\n    wake: queue{args}{runtime}\n  - name: owner\n    agent: human\n",
+        cli.name()
+    );
+    Some(RealSwarm::init(&yaml, bin))
+}
+
+fn script(s: &RealSwarm, cli: Cli, steps: Vec<Step>) {
+    match cli {
+        Cli::Claude => s.claude("coder", steps),
+        Cli::Codex => s.codex("coder", steps),
+        Cli::Gemini => s.gemini("coder", steps),
+    }
+}
+
+/// `swarm up --no-tmux --detach`: the background supervisor runs the swarm.
+fn up_headless(s: &RealSwarm) {
+    let r = s.swarm(&["up", "--no-tmux", "--detach"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+}
+
+/// Two items, one turn each: take, finish, say so.
+fn two_items() -> Vec<Step> {
+    vec![
+        Step::shell("ready_for_next.sh"),
+        Step::shell("done_with_current.sh"),
+        Step::text("Finished the first task."),
+        Step::shell("ready_for_next.sh"),
+        Step::shell("done_with_current.sh"),
+        Step::text("Finished the second task."),
+    ]
+}
+
+/// What the swarm recorded, summed per figure.
+fn recorded(s: &RealSwarm) -> (Usage, Vec<Value>) {
+    let text = std::fs::read_to_string(s.d.root.join(".swarmforge/telemetry/usage.jsonl"))
+        .unwrap_or_default();
+    let recs: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut u = Usage::default();
+    for r in &recs {
+        u.input += r["input_tokens"].as_u64().unwrap();
+        u.output += r["output_tokens"].as_u64().unwrap();
+        u.cache_read += r["cache_read_tokens"].as_u64().unwrap();
+        u.cache_write += r["cache_write_tokens"].as_u64().unwrap();
+    }
+    (u, recs)
+}
+
+/// What the model server reported to `role`'s agent, summed.
+fn reported(s: &RealSwarm, role: &str, main_only: bool) -> Usage {
+    let mut u = Usage::default();
+    for r in s.model.requests() {
+        if r["role"] != role || (main_only && r["main"] != true) || r["usage"].is_null() {
+            continue;
+        }
+        let x = Usage::from_log(&r["usage"]);
+        u.input += x.input;
+        u.output += x.output;
+        u.cache_read += x.cache_read;
+        u.cache_write += x.cache_write;
+    }
+    u
+}
+
+fn activity(s: &RealSwarm) -> Vec<Value> {
+    let r = s.swarm(&["activity", "--role", "coder", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn turn_ends(s: &RealSwarm) -> usize {
+    activity(s)
+        .iter()
+        .filter(|r| r["kind"] == "turn_end")
+        .count()
+}
+
+fn session_file(s: &RealSwarm) -> PathBuf {
+    s.d.root.join(".swarmforge/agents/coder.session")
+}
+
+/// An item is taken and finished with no terminal; the second item's turn
+/// resumes the first one's conversation; the activity file shows the
+/// turns, the tool calls and the item; the usage journal holds what the
+/// model server reported, to the token.
+fn two_items_two_turns(cli: Cli) {
+    let Some(s) = swarm(cli, None) else {
+        return;
+    };
+    script(&s, cli, two_items());
+    up_headless(&s);
+    s.d.send("owner", &draft("coder", "first task: add a --version flag"))
+        .ok();
+    s.wait("the first item is finished and its turn ended", || {
+        s.completed("coder") == 1 && turn_ends(&s) == 1
+    });
+    let kept = std::fs::read_to_string(session_file(&s)).unwrap();
+    assert!(kept.starts_with(&format!("{} ", cli.name())), "{kept}");
+    s.d.send("owner", &draft("coder", "second task: add --help"))
+        .ok();
+    s.wait("the second item is finished and its turn ended", || {
+        s.completed("coder") == 2 && turn_ends(&s) == 2
+    });
+    // The second item's first request carries the first item's conversation.
+    let resumed = strings(&s.turn("coder", 3)["body"]);
+    assert!(
+        resumed.contains("first task: add a --version flag")
+            && resumed.contains("Finished the first task."),
+        "the second turn did not resume the first:\n{resumed}"
+    );
+    assert_eq!(std::fs::read_to_string(session_file(&s)).unwrap(), kept);
+
+    // Activity: two turns, each with its tool calls, ending ok, the item named.
+    let recs = activity(&s);
+    let kinds: Vec<&str> = recs.iter().filter_map(|r| r["kind"].as_str()).collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "turn_start").count(),
+        2,
+        "{recs:#?}"
+    );
+    assert_eq!(kinds.iter().filter(|k| **k == "turn_end").count(), 2);
+    assert!(recs.iter().any(|r| r["kind"] == "tool_call"
+        && r["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("ready_for_next.sh"))));
+    assert!(recs
+        .iter()
+        .any(|r| r["kind"] == "tool_result" && r["id"].is_string()));
+    assert!(recs
+        .iter()
+        .filter(|r| r["kind"] == "turn_end")
+        .all(|r| r["status"] == "ok"));
+    let st = s.status_of("coder");
+    assert_eq!(st["activity"], "idle", "{st}");
+
+    // Usage: one record per turn, attributed to the item and its thread,
+    // equal to what the server reported.
+    let (got, recs) = recorded(&s);
+    assert_eq!(recs.len(), 2, "{recs:#?}");
+    for r in &recs {
+        assert_eq!(r["role"], "coder");
+        assert_eq!(r["source"], cli.name());
+        assert!(r["id"].is_string() && r["thread"].is_string(), "{r}");
+    }
+    assert_ne!(recs[0]["id"], recs[1]["id"]);
+    let want = reported(&s, "coder", cli != Cli::Gemini);
+    assert_eq!(
+        got, want,
+        "recorded {got:?}, the server reported {want:?}\n{recs:#?}"
+    );
+}
+
+#[test]
+fn claude_code_runs_headless_and_resumes_its_session() {
+    two_items_two_turns(Cli::Claude);
+}
+
+#[test]
+fn codex_runs_headless_and_resumes_its_session() {
+    two_items_two_turns(Cli::Codex);
+}
+
+#[test]
+fn gemini_cli_runs_headless_and_resumes_its_session() {
+    two_items_two_turns(Cli::Gemini);
+}
