@@ -22,6 +22,13 @@ pub fn path(project: &Project, role: &str) -> PathBuf {
     agents_dir(project).join(format!("{role}.session"))
 }
 
+/// `<role>.totals`: `<session> <input> <output> <cache read> <cache
+/// write>`, the running usage totals a cumulative CLI last reported for
+/// that session (launch/turn.rs turns them into per-turn figures).
+pub fn totals_path(project: &Project, role: &str) -> PathBuf {
+    agents_dir(project).join(format!("{role}.totals"))
+}
+
 /// An id safe on a command line: 1..=[`MAX_ID`] ASCII letters, digits,
 /// `-`, `_` or `.`, not starting with `-` (it would read as an option).
 pub fn valid(id: &str) -> bool {

@@ -301,7 +301,47 @@ impl Reader<'_> {
         }
     }
 
+    /// `f` less what the conversation had reported before, for a CLI that
+    /// reports running totals; the new total is kept for the next turn.
+    fn this_turn(&self, f: Figures) -> Figures {
+        if !stream::cumulative(self.cli) {
+            return f;
+        }
+        let Some(session) = self.session.as_deref() else {
+            return f;
+        };
+        let file = agent_session::totals_path(self.project, self.role);
+        let before: Vec<u64> = fsx::read_bounded(&file, 4096)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .and_then(|t| {
+                let mut w = t.split_whitespace();
+                (w.next() == Some(session)).then(|| w.filter_map(|x| x.parse().ok()).collect())
+            })
+            .unwrap_or_default();
+        let was = |i: usize| before.get(i).copied().unwrap_or(0);
+        let line = format!(
+            "{session} {} {} {} {}\n",
+            f.input_tokens, f.output_tokens, f.cache_read_tokens, f.cache_write_tokens
+        );
+        if let Err(e) = fsx::replace(
+            file.parent().unwrap_or(Path::new(".")),
+            &file,
+            line.as_bytes(),
+        ) {
+            eprintln!("warning: {}: {e}", file.display());
+        }
+        Figures {
+            input_tokens: f.input_tokens.saturating_sub(was(0)),
+            output_tokens: f.output_tokens.saturating_sub(was(1)),
+            cache_read_tokens: f.cache_read_tokens.saturating_sub(was(2)),
+            cache_write_tokens: f.cache_write_tokens.saturating_sub(was(3)),
+            ..f
+        }
+    }
+
     fn usage(&self, f: Figures) {
+        let f = self.this_turn(f);
         let mut u = Usage::now(self.role, self.cli.name());
         u.id = self.item.as_ref().map(|(id, _)| id.clone());
         u.thread = self.item.as_ref().map(|(_, t)| t.clone());

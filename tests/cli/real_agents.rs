@@ -191,11 +191,33 @@ impl RealSwarm {
             return;
         }
         panic!(
-            "timed out after {LONG:?} waiting for: {what}\n--- model requests:\n{}\n--- panes:\n{}\n--- handoffd.log:\n{}",
+            "timed out after {LONG:?} waiting for: {what}\n--- model requests:\n{}\n--- panes:\n{}\n--- handoffd.log:\n{}\n--- headless agents' logs:\n{}",
             self.model.dump(),
             self.panes(),
-            self.d.log()
+            self.d.log(),
+            self.agent_logs()
         );
+    }
+
+    /// The headless agents' logs (`.swarmforge/agents/*.log`), their ends.
+    fn agent_logs(&self) -> String {
+        let mut out = String::new();
+        let dir = self.d.root.join(".swarmforge/agents");
+        for e in fs::read_dir(dir).into_iter().flatten().flatten() {
+            if e.path().extension().is_some_and(|x| x == "log") {
+                let t = fs::read_to_string(e.path()).unwrap_or_default();
+                let tail: String = t
+                    .chars()
+                    .rev()
+                    .take(4000)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect();
+                out.push_str(&format!("== {}\n{tail}\n", e.path().display()));
+            }
+        }
+        out
     }
 
     fn panes(&self) -> String {

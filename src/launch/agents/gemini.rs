@@ -50,9 +50,12 @@ impl Preset for Gemini {
     }
 
     /// `--prompt` (headless) with `--output-format stream-json` (docs:
-    /// geminicli.com/docs/cli/headless). `--skip-trust` trusts the worktree
-    /// for this run only: a headless run cannot show the trust dialog, and
-    /// the worktree is the swarm's own (its settings carry our hook).
+    /// geminicli.com/docs/cli/headless). `GEMINI_CLI_TRUST_WORKSPACE=true`
+    /// trusts the worktree for this run only (docs/cli/trusted-folders,
+    /// "Headless and automated environments"): a headless run cannot show
+    /// the trust dialog, and the worktree is the swarm's own. Not
+    /// `--skip-trust`: 0.61 applies it after reading the workspace's
+    /// settings, so their auth and hook were ignored (tests/cli/headless.rs).
     fn turn(&self, l: &Launch, resume: Option<&str>, prompt: &str) -> String {
         let mode = match l.permission {
             Permission::Ask => "default",
@@ -67,7 +70,7 @@ impl Preset for Gemini {
             .map(|id| format!(" --resume {}", sq(id)))
             .unwrap_or_default();
         format!(
-            "gemini --output-format stream-json --skip-trust --approval-mode {mode}{model}{}{resume} --prompt {}",
+            "GEMINI_CLI_TRUST_WORKSPACE=true gemini --output-format stream-json --approval-mode {mode}{model}{}{resume} --prompt {}",
             l.extra(),
             sq(prompt)
         )

@@ -70,6 +70,13 @@ fn act(kind: Kind, name: Option<String>, text: Option<String>, status: Option<&s
     }
 }
 
+/// Whether `cli` reports the whole conversation's usage at a turn's end
+/// rather than the turn's: Codex's `turn.completed` carries the thread's
+/// running total (seen with 0.171: a resumed turn reported both turns).
+pub fn cumulative(cli: Cli) -> bool {
+    cli == Cli::Codex
+}
+
 /// The events of one parsed line of `cli`'s stream.
 pub fn parse(cli: Cli, v: &Value) -> Vec<Event> {
     match cli {
