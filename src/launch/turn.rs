@@ -172,24 +172,26 @@ pub fn turn(root: &Path, role: &str, say: &mut dyn FnMut(&str)) -> Result<Turn> 
 }
 
 /// One CLI run's reading.
+#[derive(Default)]
 struct Run {
     code: Option<i32>,
-    /// Events other than errors and notes (the CLI got going).
-    events: usize,
-    session_seen: bool,
+    /// What the agent did (text, thinking, tool calls and results).
+    acted: usize,
+    /// The error events' texts (bounded).
+    errors: String,
     stderr_tail: String,
     skipped: usize,
     unknown: usize,
 }
 
 impl Run {
-    /// A resume the CLI refused: it failed before reporting a session or
-    /// doing anything, saying on stderr that it does not know the session.
+    /// A resume the CLI refused: it failed before the agent did anything,
+    /// saying (on stderr or in an error event) that it does not know the
+    /// session.
     fn refused_resume(&self) -> bool {
-        let e = self.stderr_tail.to_lowercase();
+        let e = format!("{}\n{}", self.stderr_tail, self.errors).to_lowercase();
         self.code.is_some_and(|c| c != 0)
-            && !self.session_seen
-            && self.events == 0
+            && self.acted == 0
             && [
                 "no conversation found",
                 "not found",
@@ -252,7 +254,6 @@ impl Reader<'_> {
     fn event(&mut self, ev: Event) {
         match ev {
             Event::Session(id) => {
-                self.run.session_seen = true;
                 if self.session.as_deref() == Some(id.as_str()) {
                     return;
                 }
@@ -263,18 +264,23 @@ impl Reader<'_> {
                     }
                 }
             }
-            Event::Model(m) => {
-                self.run.events += 1;
-                self.model = Some(m);
-            }
+            Event::Model(m) => self.model = Some(m),
             Event::Activity {
                 kind,
                 name,
                 text,
                 status,
             } => {
-                if kind != Kind::Error {
-                    self.run.events += 1;
+                if kind == Kind::Error {
+                    if let Some(t) = text
+                        .as_deref()
+                        .filter(|_| self.run.errors.len() < STDERR_TAIL)
+                    {
+                        self.run.errors.push_str(&activity::bound(t));
+                        self.run.errors.push('\n');
+                    }
+                } else {
+                    self.run.acted += 1;
                 }
                 if matches!(kind, Kind::ToolCall | Kind::ToolResult) {
                     self.look_at_item();
@@ -288,7 +294,6 @@ impl Reader<'_> {
                 self.record(a);
             }
             Event::Usage(f) => {
-                self.run.events += 1;
                 self.look_at_item();
                 self.usage(f);
             }
@@ -342,6 +347,12 @@ impl Reader<'_> {
 
     fn usage(&self, f: Figures) {
         let f = self.this_turn(f);
+        if f.input_tokens + f.output_tokens + f.cache_read_tokens + f.cache_write_tokens == 0
+            && f.cost_usd.is_none_or(|c| c == 0.0)
+        {
+            // A run that never reached the model (a refused resume) used nothing.
+            return;
+        }
         let mut u = Usage::now(self.role, self.cli.name());
         u.id = self.item.as_ref().map(|(id, _)| id.clone());
         u.thread = self.item.as_ref().map(|(_, t)| t.clone());
@@ -428,14 +439,7 @@ fn run_once(
         item: current_item(&r.worktree()),
         model: None,
         session: resume.map(str::to_string),
-        run: Run {
-            code: None,
-            events: 0,
-            session_seen: false,
-            stderr_tail: String::new(),
-            skipped: 0,
-            unknown: 0,
-        },
+        run: Run::default(),
         unknown_types: Vec::new(),
     };
     reader.record(start);
@@ -519,14 +523,7 @@ mod tests {
             item: None,
             model: None,
             session: None,
-            run: Run {
-                code: None,
-                events: 0,
-                session_seen: false,
-                stderr_tail: String::new(),
-                skipped: 0,
-                unknown: 0,
-            },
+            run: Run::default(),
             unknown_types: Vec::new(),
         }
     }

@@ -213,3 +213,141 @@ fn codex_runs_headless_and_resumes_its_session() {
 fn gemini_cli_runs_headless_and_resumes_its_session() {
     two_items_two_turns(Cli::Gemini);
 }
+
+/// The process group of `role`'s running headless agent (`<pid> <start>`
+/// in `.swarmforge/agents/<role>.pid`; the run is a group of its own).
+fn agent_group(s: &RealSwarm, role: &str) -> i32 {
+    let rec =
+        std::fs::read_to_string(s.d.root.join(format!(".swarmforge/agents/{role}.pid"))).unwrap();
+    rec.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// kill -9 of the whole agent (turn reader and CLI) while the model is
+/// thinking: the supervisor runs the role again, the new turn resumes the
+/// session (its request carries what the killed turn had done) and the
+/// item is finished.
+fn killed_mid_turn_resumes(cli: Cli) {
+    let Some(s) = swarm(cli, None) else {
+        return;
+    };
+    script(
+        &s,
+        cli,
+        vec![
+            Step::shell("ready_for_next.sh"),
+            Step::shell("done_with_current.sh").after("go"),
+            // A CLI may close the killed turn with a message of its own
+            // (Claude Code does), which moves the resumed turn one step on.
+            Step::shell("done_with_current.sh"),
+            Step::text("Finished."),
+        ],
+    );
+    up_headless(&s);
+    s.d.send("owner", &draft("coder", "a task to survive a crash"))
+        .ok();
+    s.wait("the agent is mid-turn, waiting for the model", || {
+        s.reached("coder", 1)
+    });
+    let kept = std::fs::read_to_string(session_file(&s)).unwrap();
+    let id = kept.split_whitespace().nth(1).unwrap().to_string();
+    let before = s.model.turns("coder").len();
+    let pgid = agent_group(&s, "coder");
+    let k = std::process::Command::new("kill")
+        .args(["-9", "--", &format!("-{pgid}")])
+        .status()
+        .unwrap();
+    assert!(k.success());
+    s.wait("the restarted turn asks the model again", || {
+        s.model.turns("coder").len() > before
+    });
+    s.model.open("go");
+    s.wait("the item is finished after the crash", || {
+        s.completed("coder") == 1 && turn_ends(&s) >= 1
+    });
+    let again = strings(&s.model.turns("coder")[before]["body"]);
+    assert!(
+        again.contains("a task to survive a crash"),
+        "the restarted turn did not resume the conversation:\n{again}"
+    );
+    let recs = activity(&s);
+    let starts: Vec<&Value> = recs.iter().filter(|r| r["kind"] == "turn_start").collect();
+    assert!(starts.len() >= 2, "{recs:#?}");
+    let resumed = starts[1]["text"].as_str().unwrap_or("");
+    assert!(
+        resumed.contains(&format!("resumes session {id}")),
+        "{resumed}"
+    );
+}
+
+#[test]
+fn claude_code_killed_mid_turn_resumes_its_session() {
+    killed_mid_turn_resumes(Cli::Claude);
+}
+
+#[test]
+fn codex_killed_mid_turn_resumes_its_session() {
+    killed_mid_turn_resumes(Cli::Codex);
+}
+
+#[test]
+fn gemini_cli_killed_mid_turn_resumes_its_session() {
+    killed_mid_turn_resumes(Cli::Gemini);
+}
+
+/// A kept session the CLI does not know (its files were removed): the
+/// turn starts a new conversation, says so in the journal and the
+/// activity, and the item is still finished.
+fn refused_resume_starts_fresh(cli: Cli) {
+    let Some(s) = swarm(cli, None) else {
+        return;
+    };
+    script(
+        &s,
+        cli,
+        vec![
+            Step::shell("ready_for_next.sh"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Finished."),
+        ],
+    );
+    let gone = "0b7c2f9e-1b2a-4c3d-9e8f-112233445566";
+    s.d.write(
+        ".swarmforge/agents/coder.session",
+        &format!("{} {gone}\n", cli.name()),
+    );
+    up_headless(&s);
+    s.d.send("owner", &draft("coder", "a task for a new conversation"))
+        .ok();
+    s.wait("the item is finished in a new conversation", || {
+        s.completed("coder") == 1 && turn_ends(&s) >= 2
+    });
+    let events = s.d.read(".swarmforge/daemon/events.jsonl");
+    let refused: Vec<Value> = events
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["kind"] == "resume_refused")
+        .collect();
+    assert_eq!(refused.len(), 1, "{events}");
+    assert_eq!(refused[0]["recipient"], "coder");
+    assert!(refused[0]["reason"].as_str().unwrap().contains(gone));
+    let kept = std::fs::read_to_string(session_file(&s)).unwrap();
+    assert!(!kept.contains(gone), "{kept}");
+    assert!(activity(&s)
+        .iter()
+        .any(|r| r["kind"] == "note" && r["text"].as_str().unwrap_or("").contains(gone)));
+}
+
+#[test]
+fn claude_code_refusing_a_resume_starts_fresh_and_says_so() {
+    refused_resume_starts_fresh(Cli::Claude);
+}
+
+#[test]
+fn codex_refusing_a_resume_starts_fresh_and_says_so() {
+    refused_resume_starts_fresh(Cli::Codex);
+}
+
+#[test]
+fn gemini_cli_refusing_a_resume_starts_fresh_and_says_so() {
+    refused_resume_starts_fresh(Cli::Gemini);
+}
