@@ -193,7 +193,12 @@ impl Run {
         self.code.is_some_and(|c| c != 0)
             && self.acted == 0
             && [
+                // Claude Code 2.1: "No conversation found with session ID".
                 "no conversation found",
+                // Gemini CLI 0.61: "Error resuming session: No previous
+                // sessions found for this project."
+                "error resuming session",
+                "no previous session",
                 "not found",
                 "no session",
                 "invalid session",
