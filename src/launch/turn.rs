@@ -205,6 +205,7 @@ impl Run {
                 "could not find",
                 "cannot find",
                 "does not exist",
+                // Codex 0.171: "no rollout found for thread id <id>".
                 "no rollout",
                 "unknown session",
             ]

@@ -351,3 +351,46 @@ fn codex_refusing_a_resume_starts_fresh_and_says_so() {
 fn gemini_cli_refusing_a_resume_starts_fresh_and_says_so() {
     refused_resume_starts_fresh(Cli::Gemini);
 }
+
+/// `runtime: headless` for one role of a tmux swarm: its pane runs one
+/// headless turn per wake-up (no interactive CLI, so no trust dialog in
+/// an untrusted worktree), and the item is finished.
+#[test]
+fn a_headless_role_in_a_tmux_swarm_takes_its_item_without_a_dialog() {
+    if !crate::support::require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let Some(mut s) = swarm(Cli::Claude, Some("headless")) else {
+        return;
+    };
+    s.d.write(
+        "swarm.yaml",
+        &s.d.read("swarm.yaml").replace("    wake: queue\n", ""),
+    );
+    script(
+        &s,
+        Cli::Claude,
+        vec![
+            Step::shell("ready_for_next.sh"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Finished."),
+        ],
+    );
+    s.up_with(&[]);
+    s.d.send(
+        "owner",
+        &draft("coder", "a task for a pane without a dialog"),
+    )
+    .ok();
+    s.wait("the item is finished and the turn ended", || {
+        s.completed("coder") == 1 && turn_ends(&s) == 1
+    });
+    let (_, recs) = recorded(&s);
+    assert_eq!(recs.len(), 1, "{recs:#?}");
+    assert!(std::fs::read_to_string(session_file(&s))
+        .unwrap()
+        .starts_with("claude "));
+    // Nothing waits for a person.
+    let st = s.status_of("coder");
+    assert_ne!(st["agent_state"], "needs_input", "{st}");
+}

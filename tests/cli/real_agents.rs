@@ -168,7 +168,7 @@ impl RealSwarm {
     }
 
     /// `swarm up --detach <extra>` in tmux.
-    fn up_with(&mut self, extra: &[&str]) {
+    pub(crate) fn up_with(&mut self, extra: &[&str]) {
         let mut args = vec!["up", "--detach"];
         args.extend_from_slice(extra);
         let r = self.swarm(&args);
