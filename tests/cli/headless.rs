@@ -394,3 +394,134 @@ fn a_headless_role_in_a_tmux_swarm_takes_its_item_without_a_dialog() {
     let st = s.status_of("coder");
     assert_ne!(st["agent_state"], "needs_input", "{st}");
 }
+
+/// A `claude` whose stream is hostile: invalid UTF-8, a 3 MiB line, an
+/// unknown event type, a 200 kB tool input, control characters. It does
+/// the protocol's work for real (the wrappers) and reports usage.
+const HOSTILE_CLAUDE: &str = r#"#!/bin/bash
+printf '%s\n' "$*" >>"$FAKE_LOG/claude.args"
+echo '{"type":"system","subtype":"init","session_id":"hostile-1","model":"fake-model"}'
+printf '\377\376{"type":"assistant"}\n'
+head -c 3000000 /dev/zero | tr '\0' x; echo
+echo '{"type":"brand-new-event","x":1}'
+big=$(head -c 200000 /dev/zero | tr '\0' y)
+echo "{\"type\":\"assistant\",\"message\":{\"content\":[{\"type\":\"tool_use\",\"name\":\"Bash\",\"input\":{\"command\":\"$big\"}}]}}"
+echo '{"type":"assistant","message":{"content":[{"type":"text","text":"red \u001b[31m alert"}]}}'
+out=$(ready_for_next.sh 2>&1)
+echo '{"type":"user","message":{"content":[{"type":"tool_result","content":"took it","is_error":false}]}}'
+done_with_current.sh >/dev/null 2>&1
+echo '{"type":"result","subtype":"success","is_error":false,"session_id":"hostile-1","total_cost_usd":0.25,"usage":{"input_tokens":11,"output_tokens":22,"cache_read_input_tokens":33,"cache_creation_input_tokens":44}}'
+"#;
+
+/// The CLI's stream is untrusted: every bad line is bounded, skipped and
+/// counted, the supervisor goes on, the item is finished, and every file
+/// the turn wrote stays readable. `swarm fresh` then forgets the session.
+#[test]
+fn a_hostile_stream_is_bounded_skipped_and_counted() {
+    let d = crate::support::Project::empty();
+    d.write(
+        "swarm.yaml",
+        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n  - name: owner\n    agent: human\n",
+    );
+    d.swarm(&["init"]).ok();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("claude");
+    std::fs::write(&fake, HOSTILE_CLAUDE).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    d.send("owner", &draft("coder", "a task through a hostile stream"))
+        .ok();
+    d.deliver_once().ok();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let up = d
+        .cmd("swarm")
+        .args(["up", "--no-tmux", "--until-idle", "--timeout", "120s"])
+        .env("PATH", &path)
+        .env("FAKE_LOG", dir.path())
+        .run();
+    assert_eq!(up.code, 0, "{}\n{}", up.stdout, up.stderr);
+    assert!(!up.stderr.contains("gets no terminal"), "{}", up.stderr);
+    let wt = d.role_dir("coder");
+    assert_eq!(
+        crate::support::handoff_names(&crate::support::hq(&wt, "inbox/completed")).len(),
+        1
+    );
+    // One non-interactive run with the stream-json flags and the primer.
+    let args = std::fs::read_to_string(dir.path().join("claude.args")).unwrap();
+    assert_eq!(args.lines().count(), 1, "{args}");
+    assert!(
+        args.starts_with("-p --output-format stream-json --verbose --append-system-prompt-file "),
+        "{args}"
+    );
+
+    let r = d.swarm(&["activity", "--role", "coder", "--json"]);
+    r.ok();
+    let recs: Vec<Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every activity line is a record"))
+        .collect();
+    let note = recs
+        .iter()
+        .find(|r| r["kind"] == "note")
+        .unwrap_or_else(|| panic!("{recs:#?}"));
+    assert_eq!(
+        note["text"],
+        "skipped 2 unreadable line(s) and 1 event(s) of unknown type (brand-new-event)"
+    );
+    let call = recs.iter().find(|r| r["kind"] == "tool_call").unwrap();
+    assert_eq!(call["name"], "Bash");
+    assert!(call["text"].as_str().unwrap().chars().count() <= 2001);
+    let text = recs.iter().find(|r| r["kind"] == "text").unwrap();
+    assert!(!text["text"].as_str().unwrap().contains('\u{1b}'), "{text}");
+    assert!(recs
+        .iter()
+        .any(|r| r["kind"] == "turn_end" && r["status"] == "ok"));
+    // The text form prints every record on one line.
+    let plain = d.swarm(&["activity"]);
+    plain.ok();
+    assert!(plain.stdout.contains("coder tool_call"), "{}", plain.stdout);
+    assert!(!plain.stdout.contains('\u{1b}'));
+
+    // Usage, as the CLI reported it, with the item and its thread.
+    let usage = d.read(".swarmforge/telemetry/usage.jsonl");
+    let u: Value = serde_json::from_str(usage.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (
+            &u["input_tokens"],
+            &u["output_tokens"],
+            &u["cache_read_tokens"],
+            &u["cache_write_tokens"],
+            &u["cost_usd"],
+            &u["model"]
+        ),
+        (
+            &Value::from(11),
+            &Value::from(22),
+            &Value::from(33),
+            &Value::from(44),
+            &Value::from(0.25),
+            &Value::from("fake-model")
+        )
+    );
+    assert!(u["id"].is_string() && u["thread"] == u["id"], "{u}");
+
+    // The session is kept, and forgotten on request.
+    assert_eq!(
+        d.read(".swarmforge/agents/coder.session"),
+        "claude hostile-1\n"
+    );
+    let f = d.swarm(&["fresh", "coder"]);
+    f.ok();
+    assert!(f.stdout.contains("next turn starts a new conversation"));
+    assert!(!d.root.join(".swarmforge/agents/coder.session").exists());
+    let bad = d.swarm(&["fresh", "nobody"]);
+    assert_eq!(bad.code, 1, "{}", bad.stderr);
+    assert!(bad.stderr.contains("nobody"));
+}
