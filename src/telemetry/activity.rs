@@ -281,3 +281,72 @@ pub fn of_role(project: &Project, role: &str) -> Option<Liveness> {
     let (recs, _, _) = read_from(&live, len.saturating_sub(256 * 1024)).ok()?;
     liveness(&recs)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(kind: Kind) -> Activity {
+        Activity::now("coder", kind)
+    }
+
+    #[test]
+    fn liveness_follows_the_last_turn() {
+        assert_eq!(liveness(&[]), None);
+        let mut start = rec(Kind::TurnStart);
+        start.pid = Some(std::process::id());
+        let mut call = rec(Kind::ToolCall);
+        call.text = Some("ready_for_next.sh --wait 60".into());
+        assert_eq!(
+            liveness(&[start.clone(), rec(Kind::Text)]),
+            Some(Liveness::Responding)
+        );
+        assert_eq!(
+            liveness(&[start.clone(), call.clone(), rec(Kind::Note)]),
+            Some(Liveness::Listening)
+        );
+        assert_eq!(
+            liveness(&[start.clone(), rec(Kind::TurnEnd)]),
+            Some(Liveness::Idle)
+        );
+        // A turn whose process is gone without ending it.
+        let mut gone = start.clone();
+        gone.pid = Some(u32::MAX - 1);
+        assert_eq!(liveness(&[gone, rec(Kind::Text)]), Some(Liveness::Dead));
+        // Only the last turn counts.
+        assert_eq!(
+            liveness(&[rec(Kind::TurnEnd), start, rec(Kind::ToolResult)]),
+            Some(Liveness::Responding)
+        );
+    }
+
+    #[test]
+    fn the_file_is_rotated_and_read_across_parts_and_bad_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Project::new(dir.path());
+        let big = "x".repeat(MAX_TEXT * 3);
+        let mut n = 0;
+        while logfile::rotated(&p.activity_file("coder"))
+            .unwrap()
+            .is_empty()
+        {
+            append(&p, &rec(Kind::Text).text(&big)).unwrap();
+            n += 1;
+        }
+        fsx::append(&p.activity_file("coder"), b"garbage\n\xff\n").unwrap();
+        append(&p, &rec(Kind::TurnEnd)).unwrap();
+        let (all, skipped) = read(&p, "coder").unwrap();
+        assert_eq!(all.len(), n + 1);
+        assert_eq!(skipped, 2);
+        assert!(all[0].text.as_ref().unwrap().chars().count() <= MAX_TEXT + 1);
+        assert_eq!(roles(&p), vec!["coder".to_string()]);
+        // Parts beyond KEEP are removed: the whole stays bounded.
+        for _ in 0..(KEEP + 1) * n {
+            append(&p, &rec(Kind::Text).text(&big)).unwrap();
+        }
+        let files = logfile::files(&p.activity_file("coder")).unwrap();
+        assert!(files.len() <= KEEP + 1, "{files:?}");
+        assert!(files.iter().all(|f| f.len <= MAX_BYTES + 8192));
+        assert_eq!(of_role(&p, "coder"), None);
+    }
+}
