@@ -24,8 +24,7 @@ use crate::launch::agents::stream::{self, Event, Figures};
 use crate::launch::agents::{Cli, Launch};
 use crate::launch::command::instructions_in_file;
 use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
-use crate::protocol::grammar;
-use crate::protocol::header::{names, Message};
+use crate::protocol::header::names;
 use crate::protocol::launch_files::prompt_file;
 use crate::protocol::layout::{Project, Worktree};
 use crate::telemetry::activity::{self, Activity, Kind};
@@ -53,34 +52,10 @@ pub struct Turn {
 /// The handoff in process in `wt`: its id and thread (the root's id; a
 /// root is its own thread).
 fn current_item(wt: &Worktree) -> Option<(String, String)> {
-    let mut entries: Vec<std::path::PathBuf> = std::fs::read_dir(wt.in_process())
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    entries.sort();
-    for p in entries {
-        let name = p.file_name()?.to_string_lossy().into_owned();
-        let file = if grammar::is_batch_dir_name(&name) && p.is_dir() {
-            let mut inner: Vec<_> = std::fs::read_dir(&p)
-                .ok()?
-                .flatten()
-                .map(|e| e.path())
-                .filter(|f| f.extension().is_some_and(|x| x == "handoff"))
-                .collect();
-            inner.sort();
-            inner.into_iter().next()?
-        } else if name.ends_with(".handoff") {
-            p
-        } else {
-            continue;
-        };
-        let m = Message::parse_bytes(&fsx::read_bounded(&file, 1024 * 1024).ok()?).ok()?;
-        let id = m.get(names::ID)?.to_string();
-        let thread = m.thread().unwrap_or(&id).to_string();
-        return Some((id, thread));
-    }
-    None
+    let (_, m) = crate::daemon::watchdog::in_process_message(wt)?;
+    let id = m.get(names::ID)?.to_string();
+    let thread = m.thread().unwrap_or(&id).to_string();
+    Some((id, thread))
 }
 
 /// The role's preset, or why it has none.

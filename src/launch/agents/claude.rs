@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
 use super::mcp::{merge_server, read_object, write_json, Server, SERVER};
-use super::{merge_hook, Launch, Preset};
+use super::{merge_hook, model_flag, Launch, Preset};
 use crate::error::Result;
 use crate::launch::command::{sq, sqp};
 use crate::protocol::config::Permission;
@@ -25,13 +25,10 @@ fn common(l: &Launch) -> String {
         Permission::Edits => "acceptEdits",
         Permission::Full => "bypassPermissions",
     };
-    let model = l
-        .model
-        .map(|m| format!(" --model {}", sq(m)))
-        .unwrap_or_default();
     format!(
-        "--append-system-prompt-file {} --permission-mode {mode}{model}{}",
+        "--append-system-prompt-file {} --permission-mode {mode}{}{}",
         sqp(l.prompt_file),
+        model_flag(l),
         l.extra()
     )
 }

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
 use super::mcp::{Server, SERVER};
-use super::{merge_hook, Launch, Preset};
+use super::{merge_hook, model_flag, Launch, Preset};
 use crate::error::{Error, Result};
 use crate::fsx;
 use crate::launch::command::{sq, sqp};
@@ -70,10 +70,7 @@ impl Preset for Codex {
         } else {
             String::new()
         };
-        let model = l
-            .model
-            .map(|m| format!(" --model {}", sq(m)))
-            .unwrap_or_default();
+        let model = model_flag(l);
         // Codex runs commands in a login shell by default, whose profile
         // (/etc/profile on Debian) resets PATH: the wrappers in
         // `.swarmforge/bin` were "command not found" with the real Codex
@@ -108,10 +105,7 @@ impl Preset for Codex {
         } else {
             String::new()
         };
-        let model = l
-            .model
-            .map(|m| format!(" --model {}", sq(m)))
-            .unwrap_or_default();
+        let model = model_flag(l);
         // `resume`'s options come before the session id and the prompt.
         let (head, id) = match resume {
             Some(id) => (" resume", format!(" {}", sq(id))),

@@ -129,6 +129,13 @@ impl Launch<'_> {
     }
 }
 
+/// ` --model <m>` when the role names a model (every CLI spells it so).
+pub fn model_flag(l: &Launch) -> String {
+    l.model
+        .map(|m| format!(" --model {}", sq(m)))
+        .unwrap_or_default()
+}
+
 /// One CLI's specifics.
 pub trait Preset: Sync {
     /// The program (and the `agent:` word).
