@@ -244,6 +244,48 @@ mod tests {
     }
 
     #[test]
+    fn a_headless_turn_is_each_clis_non_interactive_command_with_its_stream() {
+        let args = vec!["--x".to_string()];
+        let l = Launch {
+            role: "coder",
+            root: Path::new("/p"),
+            worktree: Path::new("/p/.worktrees/coder"),
+            prompt_file: Path::new("/p/.swarmforge/prompts/coder.md"),
+            model: Some("m1"),
+            args: &args,
+            permission: Permission::Edits,
+            instructions_in_file: true,
+            mcp: false,
+        };
+        let p = l.turn_prompt(true, "primer");
+        assert!(p.starts_with("New work waits for you (role coder)"), "{p}");
+        assert_eq!(
+            Cli::Claude.preset().turn(&l, Some("s-1"), "go"),
+            "claude -p --output-format stream-json --verbose --append-system-prompt-file '/p/.swarmforge/prompts/coder.md' --permission-mode acceptEdits --model 'm1' '--x' --resume 's-1' 'go'"
+        );
+        assert_eq!(
+            Cli::Codex.preset().turn(&l, Some("s-1"), "go"),
+            "codex exec resume --json -c allow_login_shell=false -c sandbox_mode=workspace-write -c approval_policy=on-request -c 'sandbox_workspace_write.writable_roots=[\"/p\"]' --model 'm1' '--x' 's-1' 'go'"
+        );
+        assert_eq!(
+            Cli::Codex.preset().turn(&l, None, "go"),
+            "codex exec --json -c allow_login_shell=false -c sandbox_mode=workspace-write -c approval_policy=on-request -c 'sandbox_workspace_write.writable_roots=[\"/p\"]' --model 'm1' '--x' 'go'"
+        );
+        assert_eq!(
+            Cli::Gemini.preset().turn(&l, None, "go"),
+            "GEMINI_CLI_TRUST_WORKSPACE=true gemini --output-format stream-json --approval-mode auto_edit --model 'm1' '--x' --prompt 'go'"
+        );
+        let fresh = Launch {
+            instructions_in_file: false,
+            ..l
+        };
+        assert_eq!(
+            fresh.turn_prompt(false, "PRIMER"),
+            "PRIMER\n\nStart now: run ready_for_next.sh."
+        );
+    }
+
+    #[test]
     fn presets_are_exact_words() {
         assert_eq!(Cli::from_agent(" claude "), Some(Cli::Claude));
         assert_eq!(Cli::from_agent("claude --x"), None);
