@@ -525,3 +525,61 @@ fn a_hostile_stream_is_bounded_skipped_and_counted() {
     assert_eq!(bad.code, 1, "{}", bad.stderr);
     assert!(bad.stderr.contains("nobody"));
 }
+
+/// `swarm activity --follow` prints records appended after it started,
+/// across a rotation, and nothing twice.
+#[test]
+fn activity_follow_prints_new_records_as_they_come() {
+    let d = crate::support::Project::empty();
+    d.write(
+        "swarm.yaml",
+        "roles:\n  - name: coder\n    agent: claude\n    worktree: coder\n",
+    );
+    d.swarm(&["init"]).ok();
+    let file = d.root.join(".swarmforge/telemetry/activity/coder.jsonl");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let rec = |text: &str| {
+        format!(
+            "{{\"time\":\"2026-01-01T00:00:00Z\",\"role\":\"coder\",\"kind\":\"text\",\"id\":null,\"name\":null,\"text\":\"{text}\",\"status\":null}}\n"
+        )
+    };
+    std::fs::write(&file, rec("before")).unwrap();
+    let out_path = d.root.join("follow.out");
+    let out = std::fs::File::create(&out_path).unwrap();
+    let mut child = d
+        .cmd("swarm")
+        .args(["activity", "--follow", "--role", "coder"])
+        .command()
+        .stdin(std::process::Stdio::null())
+        .stdout(out)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let printed = || std::fs::read_to_string(&out_path).unwrap_or_default();
+    crate::support::wait_until(std::time::Duration::from_secs(20), "the old record", || {
+        printed().contains("before")
+    });
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap();
+    f.write_all(rec("after").as_bytes()).unwrap();
+    crate::support::wait_until(std::time::Duration::from_secs(20), "the new record", || {
+        printed().contains("after")
+    });
+    // Rotated away: the new live file is read from its start.
+    std::fs::rename(&file, file.with_extension("jsonl.000000000000")).unwrap();
+    std::fs::write(&file, rec("rotated")).unwrap();
+    crate::support::wait_until(
+        std::time::Duration::from_secs(20),
+        "the rotated record",
+        || printed().contains("rotated"),
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = printed();
+    assert_eq!(text.matches("before").count(), 1, "{text}");
+    assert_eq!(text.matches("after").count(), 1, "{text}");
+    assert!(text.contains("coder text: after"), "{text}");
+}
