@@ -58,6 +58,9 @@ pub enum Kind {
     Blocked,
     /// A wake-up was not typed: the role's pane waits for a person.
     WakeHeld,
+    /// A headless agent's CLI refused to resume the role's session; the
+    /// turn started a new conversation (launch/turn.rs).
+    ResumeRefused,
 }
 
 impl Kind {
@@ -83,6 +86,7 @@ impl Kind {
             Kind::NeedsInput => "needs_input",
             Kind::Blocked => "blocked",
             Kind::WakeHeld => "wake_held",
+            Kind::ResumeRefused => "resume_refused",
         }
     }
 }

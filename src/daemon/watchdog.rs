@@ -28,6 +28,15 @@ fn marker_dir(project: &Project) -> PathBuf {
 
 /// The in-process item (file, or first file of the batch) and its `dequeued_at`.
 fn in_process(wt: &Worktree) -> Option<(PathBuf, String)> {
+    let (p, m) = in_process_message(wt)?;
+    let at = m.get(names::DEQUEUED_AT)?.to_string();
+    Some((p, at))
+}
+
+/// The in-process entry (a file, or a batch folder) and the message of
+/// that file or of the batch's first file; also what a headless turn is
+/// working on (launch/turn.rs).
+pub(crate) fn in_process_message(wt: &Worktree) -> Option<(PathBuf, Message)> {
     let mut entries: Vec<PathBuf> = fs::read_dir(wt.in_process())
         .ok()?
         .flatten()
@@ -49,7 +58,7 @@ fn in_process(wt: &Worktree) -> Option<(PathBuf, String)> {
             continue;
         };
         let m = Message::parse_bytes(&fsx::read_bounded(&file, 1024 * 1024).ok()?).ok()?;
-        return Some((p, m.get(names::DEQUEUED_AT)?.to_string()));
+        return Some((p, m));
     }
     None
 }

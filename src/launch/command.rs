@@ -80,11 +80,20 @@ pub fn agent_command(project: &Project, r: &PlannedRole) -> Option<String> {
                 .unwrap_or_else(|_| "swarm".into()),
             sq(&r.name)
         )),
+        // A headless preset: each run is one turn read by our own binary.
+        AgentSpec::Preset { headless: true, .. } => Some(format!(
+            "{} turn --role {}",
+            shims::own_bin_dir()
+                .map(|d| sqp(&d.join("swarm")))
+                .unwrap_or_else(|_| "swarm".into()),
+            sq(&r.name)
+        )),
         AgentSpec::Preset {
             cli,
             model,
             args,
             permission,
+            ..
         } => Some(
             cli.preset().command(&Launch {
                 role: &r.name,

@@ -20,6 +20,7 @@
 //! A foreground `up` tears everything down on Ctrl-C, SIGTERM or SIGHUP;
 //! `down` does the same from anywhere. Neither touches a handoff file.
 
+pub mod agent_session;
 pub mod agents;
 pub mod api;
 pub mod archive;
@@ -41,6 +42,7 @@ pub mod supervisor;
 pub mod swarmforge_conf;
 pub mod templates;
 pub mod trust;
+pub mod turn;
 pub mod up;
 
 pub use crate::protocol::launch_files::agents_dir;

@@ -32,6 +32,9 @@ pub enum AgentSpec {
         model: Option<String>,
         args: Vec<String>,
         permission: Permission,
+        /// Each turn a non-interactive run read by `swarm turn`
+        /// (`runtime: headless`, or `swarm up --no-tmux`).
+        headless: bool,
     },
     /// `agent: api`: our own runner (`swarm run-api --role R`) asks an
     /// OpenAI-compatible chat-completion server; its keys stay in the role's
@@ -362,6 +365,18 @@ impl Plan {
         .render()
     }
 
+    /// This plan with every preset agent headless (`swarm up --no-tmux`:
+    /// an interactive CLI would get no terminal).
+    pub fn with_headless_presets(&self) -> Plan {
+        let mut p = self.clone();
+        for r in &mut p.roles {
+            if let AgentSpec::Preset { headless, .. } = &mut r.agent {
+                *headless = true;
+            }
+        }
+        p
+    }
+
     /// Distinct worktree paths, root first when any role works there.
     pub fn worktree_paths(&self) -> Vec<PathBuf> {
         let mut out: Vec<PathBuf> = Vec::new();
@@ -386,6 +401,7 @@ fn yaml_agent(r: &RoleConfig) -> AgentSpec {
             model: r.model.clone(),
             args: r.args.clone(),
             permission: r.permission,
+            headless: r.runtime == crate::protocol::config::Runtime::Headless,
         }
     } else {
         AgentSpec::Command(a.to_string())

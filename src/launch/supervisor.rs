@@ -274,7 +274,14 @@ impl<'a> Running<'a> {
                 ));
                 continue;
             };
-            if matches!(r.agent, AgentSpec::Model { .. } | AgentSpec::Preset { .. }) {
+            if matches!(
+                r.agent,
+                AgentSpec::Model { .. }
+                    | AgentSpec::Preset {
+                        headless: false,
+                        ..
+                    }
+            ) {
                 say(&format!(
                     "warning: {} runs an interactive model agent, which gets no terminal with --no-tmux",
                     r.name

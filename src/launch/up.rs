@@ -120,6 +120,13 @@ pub(super) fn take_supervisor_lock(project: &Project) -> Result<fsx::Lock> {
 
 /// Runs a swarm. Prints progress through `say`.
 pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Outcome> {
+    let headless;
+    let plan = if opts.tmux {
+        plan
+    } else {
+        headless = plan.with_headless_presets();
+        &headless
+    };
     let project = &plan.project;
     check_no_supervisor(project)?;
     check_programs(plan, opts.tmux)?;

@@ -199,6 +199,19 @@ pub enum Permission {
     Full,
 }
 
+/// How a preset agent runs (`runtime:`; docs/headless.md).
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Runtime {
+    /// The interactive CLI in the role's tmux pane (`swarm up --no-tmux`
+    /// makes it headless).
+    #[default]
+    Tmux,
+    /// One non-interactive invocation per turn, its JSON event stream read
+    /// by `swarm turn` (src/launch/turn.rs).
+    Headless,
+}
+
 /// `notify.command`: run on attention events, off the delivery path.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -281,6 +294,8 @@ pub struct RoleConfig {
     pub retries: u32,
     /// `required`: everything this role sends waits for a person's approval.
     pub approval: Approval,
+    /// Preset agents: `tmux` (interactive) or `headless` (docs/headless.md).
+    pub runtime: Runtime,
 }
 
 impl RoleConfig {
@@ -315,6 +330,7 @@ impl Default for RoleConfig {
             request_timeout: Dur::secs(120),
             retries: 2,
             approval: Approval::None,
+            runtime: Runtime::Tmux,
         }
     }
 }

@@ -60,6 +60,10 @@ pub struct RoleStatus {
     /// queued until the unchanged second call; agent::send::audit_gate).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit_pending_since: Option<String>,
+    /// A headless agent's liveness from its activity file (`responding`,
+    /// `listening`, `idle`, `dead`; telemetry/activity.rs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub activity: Option<crate::telemetry::activity::Liveness>,
 }
 
 #[derive(Debug, Serialize)]
@@ -293,6 +297,7 @@ pub fn collect(project: &Project) -> Result<Status> {
                 .symlinked_inbox_folder()
                 .map(|l| crate::protocol::layout::symlinked_inbox_reason(&l)),
             audit_pending_since: crate::protocol::audit_pending::open_for(&wt, &r.name),
+            activity: crate::telemetry::activity::of_role(project, &r.name),
         });
     }
     let relayed = relayed(project, &roles);
@@ -374,6 +379,9 @@ pub fn text(s: &Status) -> String {
         ));
     }
     for r in &s.roles {
+        if let Some(a) = r.activity {
+            out.push_str(&format!("{}: activity {}\n", r.role, a.word()));
+        }
         if let Some(st) = r.agent_state {
             out.push_str(&format!("{}: agent {}", r.role, st.word()));
             if let Some(t) = &r.agent_since {

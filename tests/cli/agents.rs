@@ -139,12 +139,14 @@ roles:
 
 #[test]
 fn presets_start_each_cli_as_its_docs_say() {
+    if !require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
     let d = Project::empty();
     d.write("swarm.yaml", PRESETS_YAML);
     let fakes = Fakes::new(RECORDER);
-    let _guard = SwarmGuard::new(&d.root);
-    let r = up(&d, &fakes, &["--no-tmux", "--detach"]);
-    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    // In tmux: `--no-tmux` runs presets headless (docs/headless.md).
+    let _guard = up_in_tmux(&d, &fakes);
     wait_until(Duration::from_secs(30), "every fake started", || {
         ["claude.architect", "codex.coder", "gemini.reviewer"]
             .iter()
@@ -520,12 +522,18 @@ fn wake_yaml(wake: &str) -> String {
     )
 }
 
-fn tmux_swarm(d: &Project, fakes: &Fakes, yaml: &str) -> SwarmGuard {
-    d.write("swarm.yaml", yaml);
+/// `swarm up --detach` in tmux; the guard stops the swarm and its tmux.
+fn up_in_tmux(d: &Project, fakes: &Fakes) -> SwarmGuard {
     let mut guard = SwarmGuard::new(&d.root);
     let r = up(d, fakes, &["--detach"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     guard.socket = Some(PathBuf::from(d.read(".swarmforge/tmux-socket").trim()));
+    guard
+}
+
+fn tmux_swarm(d: &Project, fakes: &Fakes, yaml: &str) -> SwarmGuard {
+    d.write("swarm.yaml", yaml);
+    let guard = up_in_tmux(d, fakes);
     wait_until(Duration::from_secs(30), "the fake agent runs", || {
         fakes.io("claude", "coder").contains("PID ")
     });
@@ -822,9 +830,13 @@ fn a_tracked_agents_md_is_left_alone_and_the_primer_goes_in_the_first_prompt() {
         "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: codex\n    worktree: coder\n",
     );
     let fakes = Fakes::new(RECORDER);
-    let _guard = SwarmGuard::new(&d.root);
-    let r = up(&d, &fakes, &["--no-tmux", "--detach"]);
+    if !require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let mut guard = SwarmGuard::new(&d.root);
+    let r = up(&d, &fakes, &["--detach"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    guard.socket = Some(PathBuf::from(d.read(".swarmforge/tmux-socket").trim()));
     r.stdout_has(
         "coder: AGENTS.md is tracked by git, so the primer goes in the first prompt instead",
     );

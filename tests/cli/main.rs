@@ -20,6 +20,7 @@ mod examples;
 mod faults;
 mod forum;
 mod hardening;
+mod headless;
 mod holds;
 mod hostile;
 mod ingest;

@@ -23,11 +23,11 @@ use crate::support::{
 };
 
 /// A whole scripted conversation, real CLI start-up included.
-const LONG: Duration = Duration::from_secs(120);
+pub(crate) const LONG: Duration = Duration::from_secs(120);
 
 /// `<clis>/node_modules/.bin`, holding `cli`, or None after a NOTE.
 #[track_caller]
-fn agent_bin(cli: &str) -> Option<PathBuf> {
+pub(crate) fn agent_bin(cli: &str) -> Option<PathBuf> {
     let dir = std::env::var_os("SWARM_AGENT_CLIS")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/agent-clis"));
@@ -55,19 +55,19 @@ fn agent_bin(cli: &str) -> Option<PathBuf> {
 /// A swarm of real CLIs talking to one scripted model. Fields drop in
 /// order: the guard's `swarm down` must run while the project still exists
 /// (Codex and Gemini CLI outlive the SIGHUP of a killed tmux server).
-struct RealSwarm {
-    guard: SwarmGuard,
-    d: Project,
-    model: ModelServer,
-    home: tempfile::TempDir,
-    bin: PathBuf,
+pub(crate) struct RealSwarm {
+    pub(crate) guard: SwarmGuard,
+    pub(crate) d: Project,
+    pub(crate) model: ModelServer,
+    pub(crate) home: tempfile::TempDir,
+    pub(crate) bin: PathBuf,
     /// Folders put first on the swarm's PATH (a system bwrap).
-    path_first: Vec<PathBuf>,
+    pub(crate) path_first: Vec<PathBuf>,
 }
 
 impl RealSwarm {
     /// `swarm init` for `yaml`; the model server is started, no agent yet.
-    fn init(yaml: &str, bin: PathBuf) -> RealSwarm {
+    pub(crate) fn init(yaml: &str, bin: PathBuf) -> RealSwarm {
         let model = ModelServer::start();
         // Where a user keeps a project and a HOME: outside the temp folder
         // (Codex treats a CODEX_HOME there differently, docs/agents.md).
@@ -95,14 +95,14 @@ impl RealSwarm {
         }
     }
 
-    fn wt(&self, role: &str) -> PathBuf {
+    pub(crate) fn wt(&self, role: &str) -> PathBuf {
         self.d.role_dir(role)
     }
 
     /// Claude Code for `role`: its endpoint and a dummy token in the
     /// worktree's `.claude/settings.json` (`env`, applied to that session
     /// only).
-    fn claude(&self, role: &str, steps: Vec<Step>) {
+    pub(crate) fn claude(&self, role: &str, steps: Vec<Step>) {
         self.model.script(role, steps);
         let wt = self.wt(role);
         let settings = json!({"env": {
@@ -124,7 +124,7 @@ impl RealSwarm {
 
     /// Codex for `role` (project-local config may not name a model
     /// provider; the role's `args:` do, see [`codex_args`]).
-    fn codex(&self, role: &str, steps: Vec<Step>) {
+    pub(crate) fn codex(&self, role: &str, steps: Vec<Step>) {
         self.model.script(role, steps);
     }
 
@@ -132,7 +132,7 @@ impl RealSwarm {
     /// `.gemini/.env`, API-key auth in its `.gemini/settings.json` (which
     /// `swarm up` merges its hook into; an untrusted folder's settings and
     /// `.env` are not read).
-    fn gemini(&self, role: &str, steps: Vec<Step>) {
+    pub(crate) fn gemini(&self, role: &str, steps: Vec<Step>) {
         self.model.script(role, steps);
         let wt = self.wt(role);
         let rel = wt.strip_prefix(&self.d.root).unwrap().display().to_string();
@@ -153,7 +153,7 @@ impl RealSwarm {
     }
 
     /// `swarm <args>` with the CLIs first on PATH and HOME the temp folder.
-    fn swarm(&self, args: &[&str]) -> crate::support::Run {
+    pub(crate) fn swarm(&self, args: &[&str]) -> crate::support::Run {
         let mut dirs = self.path_first.clone();
         dirs.push(self.bin.clone());
         dirs.extend(std::env::split_paths(
@@ -175,7 +175,7 @@ impl RealSwarm {
     }
 
     /// `swarm up --detach <extra>` in tmux.
-    fn up_with(&mut self, extra: &[&str]) {
+    pub(crate) fn up_with(&mut self, extra: &[&str]) {
         let mut args = vec!["up", "--detach"];
         args.extend_from_slice(extra);
         let r = self.swarm(&args);
@@ -184,7 +184,7 @@ impl RealSwarm {
     }
 
     /// Waits for `what`; on a timeout the model's log and the panes are shown.
-    fn wait(&self, what: &str, mut cond: impl FnMut() -> bool) {
+    pub(crate) fn wait(&self, what: &str, mut cond: impl FnMut() -> bool) {
         let end = std::time::Instant::now() + LONG;
         let mut pause = Duration::from_millis(20);
         while std::time::Instant::now() < end {
@@ -198,11 +198,33 @@ impl RealSwarm {
             return;
         }
         panic!(
-            "timed out after {LONG:?} waiting for: {what}\n--- model requests:\n{}\n--- panes:\n{}\n--- handoffd.log:\n{}",
+            "timed out after {LONG:?} waiting for: {what}\n--- model requests:\n{}\n--- panes:\n{}\n--- handoffd.log:\n{}\n--- headless agents' logs:\n{}",
             self.model.dump(),
             self.panes(),
-            self.d.log()
+            self.d.log(),
+            self.agent_logs()
         );
+    }
+
+    /// The headless agents' logs (`.swarmforge/agents/*.log`), their ends.
+    fn agent_logs(&self) -> String {
+        let mut out = String::new();
+        let dir = self.d.root.join(".swarmforge/agents");
+        for e in fs::read_dir(dir).into_iter().flatten().flatten() {
+            if e.path().extension().is_some_and(|x| x == "log") {
+                let t = fs::read_to_string(e.path()).unwrap_or_default();
+                let tail: String = t
+                    .chars()
+                    .rev()
+                    .take(4000)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect();
+                out.push_str(&format!("== {}\n{tail}\n", e.path().display()));
+            }
+        }
+        out
     }
 
     fn panes(&self) -> String {
@@ -225,12 +247,12 @@ impl RealSwarm {
     }
 
     /// `role`'s conversation has reached step `n`.
-    fn reached(&self, role: &str, n: usize) -> bool {
+    pub(crate) fn reached(&self, role: &str, n: usize) -> bool {
         self.model.reached(role, n)
     }
 
     /// The request in which `role` asked for step `n`.
-    fn turn(&self, role: &str, n: usize) -> Value {
+    pub(crate) fn turn(&self, role: &str, n: usize) -> Value {
         self.model
             .turns(role)
             .into_iter()
@@ -238,7 +260,7 @@ impl RealSwarm {
             .unwrap_or_else(|| panic!("{role} never asked for step {n}:\n{}", self.model.dump()))
     }
 
-    fn completed(&self, role: &str) -> usize {
+    pub(crate) fn completed(&self, role: &str) -> usize {
         handoff_names(&hq(&self.wt(role), "inbox/completed")).len()
     }
 
@@ -259,7 +281,7 @@ impl RealSwarm {
     }
 
     /// The role's entry in `swarm status --json`.
-    fn status_of(&self, role: &str) -> Value {
+    pub(crate) fn status_of(&self, role: &str) -> Value {
         let st = self.d.swarm(&["status", "--json"]).json();
         st["roles"]
             .as_array()
@@ -280,7 +302,7 @@ impl RealSwarm {
 }
 
 /// Every string in a JSON value, one a line, in order.
-fn strings(v: &Value) -> String {
+pub(crate) fn strings(v: &Value) -> String {
     fn walk(v: &Value, out: &mut String) {
         match v {
             Value::String(s) => {
@@ -312,7 +334,7 @@ fn system_text(req: &Value) -> String {
 
 /// The text of the last user message of a Messages API request (tool
 /// results included).
-fn last_user_text(req: &Value) -> String {
+pub(crate) fn last_user_text(req: &Value) -> String {
     let Some(m) = req["body"]["messages"]
         .as_array()
         .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
@@ -334,7 +356,7 @@ fn tool_names(req: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn draft(to: &str, message: &str) -> String {
+pub(crate) fn draft(to: &str, message: &str) -> String {
     format!("type: note\nto: {to}\npriority: 20\nmessage: {message}\n")
 }
 
@@ -448,14 +470,14 @@ fn claude_code_pair_hands_a_task_and_its_answer_round_trip() {
 /// A Codex role's `args:` pointing it at the scripted model: a model
 /// provider on the Responses API over plain HTTP (no WebSocket), given with
 /// `-c` overrides.
-fn codex_args(role: &str) -> String {
+pub(crate) fn codex_args(role: &str) -> String {
     format!(
         r#"["-c", "model=scripted", "-c", "model_provider=scripted", "-c", "model_providers.scripted={{name=\"scripted\", base_url=\"@MODEL@/{role}/v1\", wire_api=\"responses\", supports_websockets=false}}"]"#
     )
 }
 
 /// The texts of a Responses API request's input items, joined.
-fn input_text(req: &Value) -> String {
+pub(crate) fn input_text(req: &Value) -> String {
     strings(&req["body"]["input"])
 }
 

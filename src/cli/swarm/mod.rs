@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::protocol::layout::Project;
 use crate::protocol::root::{self, Located};
 
+pub mod activity;
 pub mod answer;
 pub mod approve;
 pub mod archive;
@@ -44,6 +45,7 @@ pub mod status;
 pub mod stop;
 pub mod transcript;
 pub mod trust;
+pub mod turn;
 pub mod up;
 
 #[derive(Parser, Debug)]
@@ -230,6 +232,13 @@ pub enum Command {
     Trust(trust::Args),
     /// Remove the folder trust `swarm trust` recorded
     Untrust(trust::Args),
+    /// Run one headless turn of a preset agent (what a headless role runs)
+    #[command(hide = true)]
+    Turn(turn::Args),
+    /// Make roles' next headless turn start a new conversation
+    Fresh(turn::FreshArgs),
+    /// Show what agents did between handoffs (turns, text, tool calls)
+    Activity(activity::Args),
 }
 
 pub fn run() -> i32 {
@@ -275,5 +284,8 @@ pub fn run() -> i32 {
         Command::Attach(a) => attach::run(a),
         Command::Trust(a) => trust::run(a),
         Command::Untrust(a) => trust::run_untrust(a),
+        Command::Turn(a) => turn::run(a),
+        Command::Fresh(a) => turn::run_fresh(a),
+        Command::Activity(a) => activity::run(a),
     }
 }

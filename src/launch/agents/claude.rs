@@ -11,12 +11,27 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
 use super::mcp::{merge_server, read_object, write_json, Server, SERVER};
-use super::{merge_hook, Launch, Preset};
+use super::{merge_hook, model_flag, Launch, Preset};
 use crate::error::Result;
 use crate::launch::command::{sq, sqp};
 use crate::protocol::config::Permission;
 
 pub struct Claude;
+
+/// Primer, permission mode, model and `args:`, shared by both runtimes.
+fn common(l: &Launch) -> String {
+    let mode = match l.permission {
+        Permission::Ask => "default",
+        Permission::Edits => "acceptEdits",
+        Permission::Full => "bypassPermissions",
+    };
+    format!(
+        "--append-system-prompt-file {} --permission-mode {mode}{}{}",
+        sqp(l.prompt_file),
+        model_flag(l),
+        l.extra()
+    )
+}
 
 /// The wrappers an agent runs for the protocol, allowed in its settings.
 pub const ALLOWED: &[&str] = &[
@@ -31,20 +46,19 @@ impl Preset for Claude {
     }
 
     fn command(&self, l: &Launch) -> String {
-        let mode = match l.permission {
-            Permission::Ask => "default",
-            Permission::Edits => "acceptEdits",
-            Permission::Full => "bypassPermissions",
-        };
-        let model = l
-            .model
-            .map(|m| format!(" --model {}", sq(m)))
+        format!("claude {} {}", common(l), l.first_prompt())
+    }
+
+    /// `-p` (print mode: no terminal, no trust dialog) with the stream-json
+    /// output, which needs `--verbose` (docs: code.claude.com/docs/en/headless).
+    fn turn(&self, l: &Launch, resume: Option<&str>, prompt: &str) -> String {
+        let resume = resume
+            .map(|id| format!(" --resume {}", sq(id)))
             .unwrap_or_default();
         format!(
-            "claude --append-system-prompt-file {} --permission-mode {mode}{model}{} {}",
-            sqp(l.prompt_file),
-            l.extra(),
-            l.first_prompt()
+            "claude -p --output-format stream-json --verbose {}{resume} {}",
+            common(l),
+            sq(prompt)
         )
     }
 

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
 use super::mcp::{Server, SERVER};
-use super::{merge_hook, Launch, Preset};
+use super::{merge_hook, model_flag, Launch, Preset};
 use crate::error::{Error, Result};
 use crate::fsx;
 use crate::launch::command::{sq, sqp};
@@ -75,10 +75,7 @@ impl Preset for Codex {
         } else {
             String::new()
         };
-        let model = l
-            .model
-            .map(|m| format!(" --model {}", sq(m)))
-            .unwrap_or_default();
+        let model = model_flag(l);
         // Codex runs commands in a login shell by default, whose profile
         // (/etc/profile on Debian) resets PATH: the wrappers in
         // `.swarmforge/bin` were "command not found" with the real Codex
@@ -100,6 +97,41 @@ impl Preset for Codex {
             sqp(l.worktree),
             l.extra(),
             l.first_prompt()
+        )
+    }
+
+    /// `codex exec --json` (docs: developers.openai.com/codex/noninteractive),
+    /// or `codex exec resume <id>`, which takes no `--sandbox`/`--cd`/
+    /// `--add-dir`: the permission goes in as `-c` overrides for both, and
+    /// the turn runs in the worktree. exec never asks: what `ask` would ask
+    /// is refused.
+    fn turn(&self, l: &Launch, resume: Option<&str>, prompt: &str) -> String {
+        let (sandbox, approval) = match l.permission {
+            Permission::Ask => ("workspace-write", "untrusted"),
+            Permission::Edits => ("workspace-write", "on-request"),
+            Permission::Full => ("danger-full-access", "never"),
+        };
+        let roots = if l.worktree != l.root {
+            format!(
+                " -c {}",
+                sq(&format!(
+                    "sandbox_workspace_write.writable_roots=[{}]",
+                    toml_str(&l.root.to_string_lossy())
+                ))
+            )
+        } else {
+            String::new()
+        };
+        let model = model_flag(l);
+        // `resume`'s options come before the session id and the prompt.
+        let (head, id) = match resume {
+            Some(id) => (" resume", format!(" {}", sq(id))),
+            None => ("", String::new()),
+        };
+        format!(
+            "codex exec{head} --json -c allow_login_shell=false -c sandbox_mode={sandbox} -c approval_policy={approval}{roots}{model}{}{id} {}",
+            l.extra(),
+            sq(prompt)
         )
     }
 

@@ -11,12 +11,22 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
 use super::mcp::{merge_server, Server};
-use super::{merge_hook, Launch, Preset};
+use super::{merge_hook, model_flag, Launch, Preset};
 use crate::error::Result;
 use crate::launch::command::sq;
 use crate::protocol::config::Permission;
 
 pub struct Gemini;
+
+/// Approval mode, model and `args:`, shared by both runtimes.
+fn common(l: &Launch) -> String {
+    let mode = match l.permission {
+        Permission::Ask => "default",
+        Permission::Edits => "auto_edit",
+        Permission::Full => "yolo",
+    };
+    format!("--approval-mode {mode}{}{}", model_flag(l), l.extra())
+}
 
 /// The wrappers an agent runs for the protocol, allowed without a
 /// confirmation (`tools.allowed`): under `auto_edit` the real Gemini CLI
@@ -33,19 +43,28 @@ impl Preset for Gemini {
     }
 
     fn command(&self, l: &Launch) -> String {
-        let mode = match l.permission {
-            Permission::Ask => "default",
-            Permission::Edits => "auto_edit",
-            Permission::Full => "yolo",
-        };
-        let model = l
-            .model
-            .map(|m| format!(" --model {}", sq(m)))
+        format!(
+            "gemini {} --prompt-interactive {}",
+            common(l),
+            l.first_prompt()
+        )
+    }
+
+    /// `--prompt` (headless) with `--output-format stream-json` (docs:
+    /// geminicli.com/docs/cli/headless). `GEMINI_CLI_TRUST_WORKSPACE=true`
+    /// trusts the worktree for this run only (docs/cli/trusted-folders,
+    /// "Headless and automated environments"): a headless run cannot show
+    /// the trust dialog, and the worktree is the swarm's own. Not
+    /// `--skip-trust`: 0.61 applies it after reading the workspace's
+    /// settings, so their auth and hook were ignored (tests/cli/headless.rs).
+    fn turn(&self, l: &Launch, resume: Option<&str>, prompt: &str) -> String {
+        let resume = resume
+            .map(|id| format!(" --resume {}", sq(id)))
             .unwrap_or_default();
         format!(
-            "gemini --approval-mode {mode}{model}{} --prompt-interactive {}",
-            l.extra(),
-            l.first_prompt()
+            "GEMINI_CLI_TRUST_WORKSPACE=true gemini --output-format stream-json {}{resume} --prompt {}",
+            common(l),
+            sq(prompt)
         )
     }
 

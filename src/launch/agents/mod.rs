@@ -12,6 +12,7 @@ pub mod gemini;
 pub mod hook;
 pub mod mcp;
 pub mod setup;
+pub mod stream;
 
 use std::path::{Path, PathBuf};
 
@@ -102,6 +103,39 @@ impl Launch<'_> {
             format!("\"$(cat {})\"", sqp(self.prompt_file))
         }
     }
+
+    /// A headless turn's prompt (unquoted): the nudge of [`first_prompt`],
+    /// after the primer when the CLI has no instructions of its own yet
+    /// (a new conversation whose primer is not in a file).
+    ///
+    /// [`first_prompt`]: Launch::first_prompt
+    pub fn turn_prompt(&self, resumed: bool, primer: &str) -> String {
+        let start = if self.mcp {
+            "call the swarm tool `next`"
+        } else {
+            "run ready_for_next.sh"
+        };
+        if resumed {
+            format!(
+                "New work waits for you (role {}). Start now: {start}, and handle it as your instructions say.",
+                self.role
+            )
+        } else if self.instructions_in_file {
+            format!(
+                "You are the agent of role {} in this swarm; your instructions are loaded. Start now: {start}.",
+                self.role
+            )
+        } else {
+            format!("{primer}\n\nStart now: {start}.")
+        }
+    }
+}
+
+/// ` --model <m>` when the role names a model (every CLI spells it so).
+pub fn model_flag(l: &Launch) -> String {
+    l.model
+        .map(|m| format!(" --model {}", sq(m)))
+        .unwrap_or_default()
 }
 
 /// One CLI's specifics.
@@ -110,6 +144,10 @@ pub trait Preset: Sync {
     fn program(&self) -> &'static str;
     /// The shell command line that starts the agent in its worktree.
     fn command(&self, l: &Launch) -> String;
+    /// The shell command line of one headless turn: non-interactive, its
+    /// JSON event stream on stdout (agents/stream.rs reads it), resuming
+    /// `resume` (a session id already checked by launch::agent_session).
+    fn turn(&self, l: &Launch, resume: Option<&str>, prompt: &str) -> String;
     /// The worktree file the CLI reads project instructions from, when the
     /// preset injects the primer that way (None: a system-prompt flag).
     fn instruction_file(&self) -> Option<&'static str>;
@@ -205,6 +243,48 @@ mod tests {
         assert_eq!(twice["hooks"]["Stop"][0], theirs);
         let broken = merge_hook(json!([1]), "Stop", json!({"command": ours}));
         assert_eq!(broken["hooks"]["Stop"][0]["hooks"][0]["command"], ours);
+    }
+
+    #[test]
+    fn a_headless_turn_is_each_clis_non_interactive_command_with_its_stream() {
+        let args = vec!["--x".to_string()];
+        let l = Launch {
+            role: "coder",
+            root: Path::new("/p"),
+            worktree: Path::new("/p/.worktrees/coder"),
+            prompt_file: Path::new("/p/.swarmforge/prompts/coder.md"),
+            model: Some("m1"),
+            args: &args,
+            permission: Permission::Edits,
+            instructions_in_file: true,
+            mcp: false,
+        };
+        let p = l.turn_prompt(true, "primer");
+        assert!(p.starts_with("New work waits for you (role coder)"), "{p}");
+        assert_eq!(
+            Cli::Claude.preset().turn(&l, Some("s-1"), "go"),
+            "claude -p --output-format stream-json --verbose --append-system-prompt-file '/p/.swarmforge/prompts/coder.md' --permission-mode acceptEdits --model 'm1' '--x' --resume 's-1' 'go'"
+        );
+        assert_eq!(
+            Cli::Codex.preset().turn(&l, Some("s-1"), "go"),
+            "codex exec resume --json -c allow_login_shell=false -c sandbox_mode=workspace-write -c approval_policy=on-request -c 'sandbox_workspace_write.writable_roots=[\"/p\"]' --model 'm1' '--x' 's-1' 'go'"
+        );
+        assert_eq!(
+            Cli::Codex.preset().turn(&l, None, "go"),
+            "codex exec --json -c allow_login_shell=false -c sandbox_mode=workspace-write -c approval_policy=on-request -c 'sandbox_workspace_write.writable_roots=[\"/p\"]' --model 'm1' '--x' 'go'"
+        );
+        assert_eq!(
+            Cli::Gemini.preset().turn(&l, None, "go"),
+            "GEMINI_CLI_TRUST_WORKSPACE=true gemini --output-format stream-json --approval-mode auto_edit --model 'm1' '--x' --prompt 'go'"
+        );
+        let fresh = Launch {
+            instructions_in_file: false,
+            ..l
+        };
+        assert_eq!(
+            fresh.turn_prompt(false, "PRIMER"),
+            "PRIMER\n\nStart now: run ready_for_next.sh."
+        );
     }
 
     #[test]

@@ -32,7 +32,7 @@
 mod assertions;
 mod drafts;
 mod guard;
-mod model_server;
+pub mod model_server;
 mod project;
 mod require;
 mod run;

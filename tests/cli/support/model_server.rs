@@ -16,7 +16,10 @@
 //! test act at an exact point of the conversation without sleeping.
 //!
 //! Every request is logged as one JSON line (`role`, `path`, `main`, `step`,
-//! `body`) to [`ModelServer::log`]. Requests that are not the agent's own
+//! `usage`, `body`) to [`ModelServer::log`]. Every answer reports token
+//! usage that depends only on the request's step ([`Usage::of`]), logged as
+//! `usage` (input excluding cached input, output, cache read, cache write),
+//! so a test can compare what the swarm recorded to the token. Requests that are not the agent's own
 //! turn (Claude Code's side requests without tools, e.g. a title) are
 //! answered with a short text and logged with `main: false`.
 
@@ -74,6 +77,57 @@ impl Step {
     pub fn after(mut self, gate: &str) -> Step {
         self.gate = Some(gate.into());
         self
+    }
+}
+
+/// The token usage an answer reports; `input` excludes cached input.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+}
+
+impl Usage {
+    /// An agent's turn: figures from its step; a side request: small and
+    /// fixed. Only the Messages API can say cache writes.
+    fn of(wire: Wire, main: bool, step: usize) -> Usage {
+        let k = step as u64;
+        let mut u = if main {
+            Usage {
+                input: 100 + 3 * k,
+                output: 20 + k,
+                cache_read: 50 + k,
+                cache_write: 7,
+            }
+        } else {
+            Usage {
+                input: 5,
+                output: 1,
+                cache_read: 0,
+                cache_write: 0,
+            }
+        };
+        if !matches!(wire, Wire::Anthropic) {
+            u.cache_write = 0;
+        }
+        u
+    }
+
+    fn json(self) -> Value {
+        json!({"input": self.input, "output": self.output,
+            "cache_read": self.cache_read, "cache_write": self.cache_write})
+    }
+
+    pub fn from_log(v: &Value) -> Usage {
+        let n = |k: &str| v[k].as_u64().unwrap_or(0);
+        Usage {
+            input: n("input"),
+            output: n("output"),
+            cache_read: n("cache_read"),
+            cache_write: n("cache_write"),
+        }
     }
 }
 
@@ -303,9 +357,11 @@ fn answer(req: &Request, s: &State) -> (&'static str, Vec<u8>) {
     };
     let main = wire.is_some_and(|w| w.is_main(&body));
     let step = wire.map(|w| w.turns_done(&body));
+    let usage = wire.map(|w| Usage::of(w, main, step.unwrap_or(0)));
     {
         let line = json!({"role": role, "method": req.method, "path": rest,
-            "main": main, "step": if main { json!(step) } else { Value::Null }, "body": body});
+            "main": main, "step": if main { json!(step) } else { Value::Null },
+            "usage": usage.map(Usage::json), "body": body});
         let mut f = s.log.lock().unwrap();
         let _ = writeln!(f, "{line}");
     }
@@ -345,21 +401,22 @@ fn answer(req: &Request, s: &State) -> (&'static str, Vec<u8>) {
         .or(body["input"].as_array())
         .or(body["contents"].as_array())
         .map_or(0, Vec::len);
+    let u = usage.unwrap_or_default();
     match wire {
         Wire::Anthropic if body["stream"] == true => {
-            ("text/event-stream", anthropic_sse(&body, &kind, n))
+            ("text/event-stream", anthropic_sse(&body, &kind, n, u))
         }
-        Wire::Anthropic => ("application/json", anthropic_json(&body, &kind, n)),
-        Wire::Responses => ("text/event-stream", responses_sse(&body, &kind, n)),
+        Wire::Anthropic => ("application/json", anthropic_json(&body, &kind, n, u)),
+        Wire::Responses => ("text/event-stream", responses_sse(&body, &kind, n, u)),
         Wire::Gemini { stream: true } => {
             let mut out = b"data: ".to_vec();
-            out.extend_from_slice(gemini_json(&kind).to_string().as_bytes());
+            out.extend_from_slice(gemini_json(&kind, u).to_string().as_bytes());
             out.extend_from_slice(b"\r\n\r\n");
             ("text/event-stream", out)
         }
         Wire::Gemini { stream: false } => (
             "application/json",
-            gemini_json(&kind).to_string().into_bytes(),
+            gemini_json(&kind, u).to_string().into_bytes(),
         ),
     }
 }
@@ -439,13 +496,18 @@ fn anthropic_tool(kind: &Kind) -> Option<(String, Value)> {
     }
 }
 
-fn anthropic_message(body: &Value, n: usize, content: Value, stop: &str) -> Value {
-    json!({"id": format!("msg_{n:04}"), "type": "message", "role": "assistant",
-        "model": body["model"], "content": content, "stop_reason": stop,
-        "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 10}})
+fn anthropic_usage(u: Usage) -> Value {
+    json!({"input_tokens": u.input, "output_tokens": u.output,
+        "cache_read_input_tokens": u.cache_read, "cache_creation_input_tokens": u.cache_write})
 }
 
-fn anthropic_json(body: &Value, kind: &Kind, n: usize) -> Vec<u8> {
+fn anthropic_message(body: &Value, n: usize, content: Value, stop: &str, u: Usage) -> Value {
+    json!({"id": format!("msg_{n:04}"), "type": "message", "role": "assistant",
+        "model": body["model"], "content": content, "stop_reason": stop,
+        "stop_sequence": null, "usage": anthropic_usage(u)})
+}
+
+fn anthropic_json(body: &Value, kind: &Kind, n: usize, u: Usage) -> Vec<u8> {
     let (content, stop) = match anthropic_tool(kind) {
         Some((name, input)) => (
             json!([{"type": "tool_use", "id": format!("toolu_{n:04}"), "name": name, "input": input}]),
@@ -456,13 +518,13 @@ fn anthropic_json(body: &Value, kind: &Kind, n: usize) -> Vec<u8> {
             (json!([{"type": "text", "text": t}]), "end_turn")
         }
     };
-    anthropic_message(body, n, content, stop)
+    anthropic_message(body, n, content, stop, u)
         .to_string()
         .into_bytes()
 }
 
-fn anthropic_sse(body: &Value, kind: &Kind, n: usize) -> Vec<u8> {
-    let mut start = anthropic_message(body, n, json!([]), "");
+fn anthropic_sse(body: &Value, kind: &Kind, n: usize, u: Usage) -> Vec<u8> {
+    let mut start = anthropic_message(body, n, json!([]), "", u);
     start["stop_reason"] = Value::Null;
     let (block, delta, stop) = match anthropic_tool(kind) {
         Some((name, input)) => (
@@ -499,7 +561,7 @@ fn anthropic_sse(body: &Value, kind: &Kind, n: usize) -> Vec<u8> {
         (
             "message_delta",
             json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
-                "usage": {"output_tokens": 10}}),
+                "usage": anthropic_usage(u)}),
         ),
         ("message_stop", json!({"type": "message_stop"})),
     ])
@@ -507,7 +569,7 @@ fn anthropic_sse(body: &Value, kind: &Kind, n: usize) -> Vec<u8> {
 
 /// The OpenAI Responses API, streamed, as Codex reads it: the item is
 /// announced, completed, then the response completes.
-fn responses_sse(body: &Value, kind: &Kind, n: usize) -> Vec<u8> {
+fn responses_sse(body: &Value, kind: &Kind, n: usize, u: Usage) -> Vec<u8> {
     let id = format!("resp_{n:04}");
     let item = match kind {
         Kind::Text(t) => {
@@ -533,9 +595,10 @@ fn responses_sse(body: &Value, kind: &Kind, n: usize) -> Vec<u8> {
     let response = |status: &str, output: Value| {
         json!({"id": id, "object": "response", "status": status, "model": body["model"],
             "output": output,
-            "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
-                "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 0},
-                "total_tokens": 20}})
+            "usage": {"input_tokens": u.input + u.cache_read,
+                "input_tokens_details": {"cached_tokens": u.cache_read},
+                "output_tokens": u.output, "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": u.input + u.cache_read + u.output}})
     };
     sse(&[
         (
@@ -584,7 +647,7 @@ fn shell_args(body: &Value, cmd: &str) -> Value {
 
 /// A Gemini API answer (one chunk of a stream, or the whole reply): text, or
 /// a function call (the shell tool is `run_shell_command`).
-fn gemini_json(kind: &Kind) -> Value {
+fn gemini_json(kind: &Kind, u: Usage) -> Value {
     let part = match kind {
         Kind::Text(t) => json!({"text": t}),
         Kind::Shell(cmd) => json!({"functionCall": {"name": "run_shell_command",
@@ -593,7 +656,9 @@ fn gemini_json(kind: &Kind) -> Value {
     };
     json!({"candidates": [{"content": {"role": "model", "parts": [part]},
             "finishReason": "STOP", "index": 0}],
-        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 10, "totalTokenCount": 20},
+        "usageMetadata": {"promptTokenCount": u.input + u.cache_read,
+            "cachedContentTokenCount": u.cache_read, "candidatesTokenCount": u.output,
+            "totalTokenCount": u.input + u.cache_read + u.output},
         "modelVersion": "scripted"})
 }
 

@@ -1,0 +1,80 @@
+//! `swarm turn --role R`: one headless turn of a preset agent (what a
+//! headless role runs; src/launch/turn.rs), and `swarm fresh <role>…`,
+//! which makes each role's next turn start a new conversation.
+
+use std::io::Write;
+
+use crate::error::exit;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The role (default: SWARMFORGE_ROLE)
+    #[arg(long)]
+    pub role: Option<String>,
+}
+
+pub fn run(args: Args) -> i32 {
+    let role = match args
+        .role
+        .map(Ok)
+        .unwrap_or_else(crate::protocol::root::acting_role)
+    {
+        Ok(r) => r,
+        Err(e) => return crate::cli::report(&e, false),
+    };
+    let root = match super::up_root(None) {
+        Ok(r) => r,
+        Err(e) => return crate::cli::report(&e, false),
+    };
+    let mut say = |line: &str| {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "[swarm] {}", crate::text::escape(line));
+        let _ = out.flush();
+    };
+    match crate::launch::turn::turn(&root, &role, &mut say) {
+        // The CLI's own code, so a failed turn shows in the agent's log and
+        // counts for the supervisor; a signal is an environment failure.
+        Ok(t) => match t.code {
+            _ if !t.ran => exit::OK,
+            Some(0) => exit::OK,
+            _ => exit::ENV,
+        },
+        Err(e) => crate::cli::report(&e, false),
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct FreshArgs {
+    /// The roles whose next headless turn starts a new conversation
+    #[arg(required = true)]
+    pub roles: Vec<String>,
+}
+
+pub fn run_fresh(args: FreshArgs) -> i32 {
+    let plan = match super::up_root(None).and_then(|r| crate::launch::plan::Plan::load(&r)) {
+        Ok(p) => p,
+        Err(e) => return crate::cli::report(&e, false),
+    };
+    for role in &args.roles {
+        if !plan.roles.iter().any(|r| &r.name == role) {
+            let e = crate::error::Error::env(format!(
+                "role '{role}' is not in {}",
+                plan.source.path().display()
+            ));
+            return crate::cli::report(&e, false);
+        }
+    }
+    for role in &args.roles {
+        match crate::launch::agent_session::forget(&plan.project, role) {
+            Ok(Some(old)) => crate::cli::out(&format!(
+                "{role}: session forgotten ({}); its next turn starts a new conversation\n",
+                crate::text::escape(&old)
+            )),
+            Ok(None) => crate::cli::out(&format!(
+                "{role}: no session kept; its next turn starts a new conversation\n"
+            )),
+            Err(e) => return crate::cli::report(&e, false),
+        }
+    }
+    exit::OK
+}

@@ -1,0 +1,585 @@
+//! The headless runtime with the real agent CLIs (docs/headless.md): each
+//! turn is one non-interactive run of Claude Code, Codex or Gemini CLI with
+//! its JSON event stream, against the scripted model
+//! (support/model_server.rs), with HOME set up like a real user's and the
+//! worktrees NOT trusted: no terminal, no keystroke, no dialog answered.
+//! Without the CLIs a test is skipped with a NOTE (a failure under CI=true).
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::real_agents::{agent_bin, codex_args, draft, strings, RealSwarm};
+use crate::support::model_server::Usage;
+use crate::support::Step;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Cli {
+    Claude,
+    Codex,
+    Gemini,
+}
+
+impl Cli {
+    fn name(self) -> &'static str {
+        match self {
+            Cli::Claude => "claude",
+            Cli::Codex => "codex",
+            Cli::Gemini => "gemini",
+        }
+    }
+}
+
+/// A swarm of one headless `coder` of `cli` and a person, `owner`;
+/// `runtime` is written into the role's entry when given.
+fn swarm(cli: Cli, runtime: Option<&str>) -> Option<RealSwarm> {
+    let bin = agent_bin(cli.name())?;
+    let args = match cli {
+        Cli::Codex => format!("\n    args: {}", codex_args("coder")),
+        _ => String::new(),
+    };
+    let runtime = runtime
+        .map(|r| format!("\n    runtime: {r}"))
+        .unwrap_or_default();
+    let yaml = format!(
+        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: {}\n    worktree: coder\n    description: implements each task\n    wake: queue{args}{runtime}\n  - name: owner\n    agent: human\n",
+        cli.name()
+    );
+    Some(RealSwarm::init(&yaml, bin))
+}
+
+fn script(s: &RealSwarm, cli: Cli, steps: Vec<Step>) {
+    match cli {
+        Cli::Claude => s.claude("coder", steps),
+        Cli::Codex => s.codex("coder", steps),
+        Cli::Gemini => s.gemini("coder", steps),
+    }
+}
+
+/// `swarm up --no-tmux --detach`: the background supervisor runs the swarm.
+fn up_headless(s: &RealSwarm) {
+    let r = s.swarm(&["up", "--no-tmux", "--detach"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+}
+
+/// Two items, one turn each: take, finish, say so.
+fn two_items() -> Vec<Step> {
+    vec![
+        Step::shell("ready_for_next.sh"),
+        Step::shell("done_with_current.sh"),
+        Step::text("Finished the first task."),
+        Step::shell("ready_for_next.sh"),
+        Step::shell("done_with_current.sh"),
+        Step::text("Finished the second task."),
+    ]
+}
+
+/// What the swarm recorded, summed per figure.
+fn recorded(s: &RealSwarm) -> (Usage, Vec<Value>) {
+    let text = std::fs::read_to_string(s.d.root.join(".swarmforge/telemetry/usage.jsonl"))
+        .unwrap_or_default();
+    let recs: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut u = Usage::default();
+    for r in &recs {
+        u.input += r["input_tokens"].as_u64().unwrap();
+        u.output += r["output_tokens"].as_u64().unwrap();
+        u.cache_read += r["cache_read_tokens"].as_u64().unwrap();
+        u.cache_write += r["cache_write_tokens"].as_u64().unwrap();
+    }
+    (u, recs)
+}
+
+/// What the model server reported to `role`'s agent, summed.
+fn reported(s: &RealSwarm, role: &str, main_only: bool) -> Usage {
+    let mut u = Usage::default();
+    for r in s.model.requests() {
+        if r["role"] != role || (main_only && r["main"] != true) || r["usage"].is_null() {
+            continue;
+        }
+        let x = Usage::from_log(&r["usage"]);
+        u.input += x.input;
+        u.output += x.output;
+        u.cache_read += x.cache_read;
+        u.cache_write += x.cache_write;
+    }
+    u
+}
+
+fn activity(s: &RealSwarm) -> Vec<Value> {
+    let r = s.swarm(&["activity", "--role", "coder", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn turn_ends(s: &RealSwarm) -> usize {
+    activity(s)
+        .iter()
+        .filter(|r| r["kind"] == "turn_end")
+        .count()
+}
+
+fn session_file(s: &RealSwarm) -> PathBuf {
+    s.d.root.join(".swarmforge/agents/coder.session")
+}
+
+/// An item is taken and finished with no terminal; the second item's turn
+/// resumes the first one's conversation; the activity file shows the
+/// turns, the tool calls and the item; the usage journal holds what the
+/// model server reported, to the token.
+fn two_items_two_turns(cli: Cli) {
+    let Some(s) = swarm(cli, None) else {
+        return;
+    };
+    script(&s, cli, two_items());
+    up_headless(&s);
+    s.d.send("owner", &draft("coder", "first task: add a --version flag"))
+        .ok();
+    s.wait("the first item is finished and its turn ended", || {
+        s.completed("coder") == 1 && turn_ends(&s) == 1
+    });
+    let kept = std::fs::read_to_string(session_file(&s)).unwrap();
+    assert!(kept.starts_with(&format!("{} ", cli.name())), "{kept}");
+    s.d.send("owner", &draft("coder", "second task: add --help"))
+        .ok();
+    s.wait("the second item is finished and its turn ended", || {
+        s.completed("coder") == 2 && turn_ends(&s) == 2
+    });
+    // The second item's first request carries the first item's conversation.
+    let resumed = strings(&s.turn("coder", 3)["body"]);
+    assert!(
+        resumed.contains("first task: add a --version flag")
+            && resumed.contains("Finished the first task."),
+        "the second turn did not resume the first:\n{resumed}"
+    );
+    assert_eq!(std::fs::read_to_string(session_file(&s)).unwrap(), kept);
+
+    // Activity: two turns, each with its tool calls, ending ok, the item named.
+    let recs = activity(&s);
+    let kinds: Vec<&str> = recs.iter().filter_map(|r| r["kind"].as_str()).collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "turn_start").count(),
+        2,
+        "{recs:#?}"
+    );
+    assert_eq!(kinds.iter().filter(|k| **k == "turn_end").count(), 2);
+    assert!(recs.iter().any(|r| r["kind"] == "tool_call"
+        && r["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("ready_for_next.sh"))));
+    assert!(recs
+        .iter()
+        .any(|r| r["kind"] == "tool_result" && r["id"].is_string()));
+    assert!(recs
+        .iter()
+        .filter(|r| r["kind"] == "turn_end")
+        .all(|r| r["status"] == "ok"));
+    let st = s.status_of("coder");
+    assert_eq!(st["activity"], "idle", "{st}");
+
+    // Usage: one record per turn, attributed to the item and its thread,
+    // equal to what the server reported.
+    let (got, recs) = recorded(&s);
+    assert_eq!(recs.len(), 2, "{recs:#?}");
+    for r in &recs {
+        assert_eq!(r["role"], "coder");
+        assert_eq!(r["source"], cli.name());
+        assert!(r["id"].is_string() && r["thread"].is_string(), "{r}");
+    }
+    assert_ne!(recs[0]["id"], recs[1]["id"]);
+    let want = reported(&s, "coder", cli != Cli::Gemini);
+    assert_eq!(
+        got, want,
+        "recorded {got:?}, the server reported {want:?}\n{recs:#?}"
+    );
+}
+
+#[test]
+fn claude_code_runs_headless_and_resumes_its_session() {
+    two_items_two_turns(Cli::Claude);
+}
+
+#[test]
+fn codex_runs_headless_and_resumes_its_session() {
+    two_items_two_turns(Cli::Codex);
+}
+
+#[test]
+fn gemini_cli_runs_headless_and_resumes_its_session() {
+    two_items_two_turns(Cli::Gemini);
+}
+
+/// The process group of `role`'s running headless agent (`<pid> <start>`
+/// in `.swarmforge/agents/<role>.pid`; the run is a group of its own).
+fn agent_group(s: &RealSwarm, role: &str) -> i32 {
+    let rec =
+        std::fs::read_to_string(s.d.root.join(format!(".swarmforge/agents/{role}.pid"))).unwrap();
+    rec.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// kill -9 of the whole agent (turn reader and CLI) while the model is
+/// thinking: the supervisor runs the role again, the new turn resumes the
+/// session (its request carries what the killed turn had done) and the
+/// item is finished.
+fn killed_mid_turn_resumes(cli: Cli) {
+    let Some(s) = swarm(cli, None) else {
+        return;
+    };
+    script(
+        &s,
+        cli,
+        vec![
+            Step::shell("ready_for_next.sh"),
+            Step::shell("done_with_current.sh").after("go"),
+            // A CLI may close the killed turn with a message of its own
+            // (Claude Code does), which moves the resumed turn one step on.
+            Step::shell("done_with_current.sh"),
+            Step::text("Finished."),
+        ],
+    );
+    up_headless(&s);
+    s.d.send("owner", &draft("coder", "a task to survive a crash"))
+        .ok();
+    s.wait("the agent is mid-turn, waiting for the model", || {
+        s.reached("coder", 1)
+    });
+    let kept = std::fs::read_to_string(session_file(&s)).unwrap();
+    let id = kept.split_whitespace().nth(1).unwrap().to_string();
+    let before = s.model.turns("coder").len();
+    let pgid = agent_group(&s, "coder");
+    let k = std::process::Command::new("kill")
+        .args(["-9", "--", &format!("-{pgid}")])
+        .status()
+        .unwrap();
+    assert!(k.success());
+    s.wait("the restarted turn asks the model again", || {
+        s.model.turns("coder").len() > before
+    });
+    s.model.open("go");
+    s.wait("the item is finished after the crash", || {
+        s.completed("coder") == 1 && turn_ends(&s) >= 1
+    });
+    let again = strings(&s.model.turns("coder")[before]["body"]);
+    assert!(
+        again.contains("a task to survive a crash"),
+        "the restarted turn did not resume the conversation:\n{again}"
+    );
+    let recs = activity(&s);
+    let starts: Vec<&Value> = recs.iter().filter(|r| r["kind"] == "turn_start").collect();
+    assert!(starts.len() >= 2, "{recs:#?}");
+    let resumed = starts[1]["text"].as_str().unwrap_or("");
+    assert!(
+        resumed.contains(&format!("resumes session {id}")),
+        "{resumed}"
+    );
+}
+
+#[test]
+fn claude_code_killed_mid_turn_resumes_its_session() {
+    killed_mid_turn_resumes(Cli::Claude);
+}
+
+#[test]
+fn codex_killed_mid_turn_resumes_its_session() {
+    killed_mid_turn_resumes(Cli::Codex);
+}
+
+#[test]
+fn gemini_cli_killed_mid_turn_resumes_its_session() {
+    killed_mid_turn_resumes(Cli::Gemini);
+}
+
+/// A kept session the CLI does not know (its files were removed): the
+/// turn starts a new conversation, says so in the journal and the
+/// activity, and the item is still finished.
+fn refused_resume_starts_fresh(cli: Cli) {
+    let Some(s) = swarm(cli, None) else {
+        return;
+    };
+    script(
+        &s,
+        cli,
+        vec![
+            Step::shell("ready_for_next.sh"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Finished."),
+        ],
+    );
+    let gone = "0b7c2f9e-1b2a-4c3d-9e8f-112233445566";
+    s.d.write(
+        ".swarmforge/agents/coder.session",
+        &format!("{} {gone}\n", cli.name()),
+    );
+    up_headless(&s);
+    s.d.send("owner", &draft("coder", "a task for a new conversation"))
+        .ok();
+    s.wait("the item is finished in a new conversation", || {
+        s.completed("coder") == 1 && turn_ends(&s) >= 2
+    });
+    let events = s.d.read(".swarmforge/daemon/events.jsonl");
+    let refused: Vec<Value> = events
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["kind"] == "resume_refused")
+        .collect();
+    assert_eq!(refused.len(), 1, "{events}");
+    assert_eq!(refused[0]["recipient"], "coder");
+    assert!(refused[0]["reason"].as_str().unwrap().contains(gone));
+    let kept = std::fs::read_to_string(session_file(&s)).unwrap();
+    assert!(!kept.contains(gone), "{kept}");
+    assert!(activity(&s)
+        .iter()
+        .any(|r| r["kind"] == "note" && r["text"].as_str().unwrap_or("").contains(gone)));
+}
+
+#[test]
+fn claude_code_refusing_a_resume_starts_fresh_and_says_so() {
+    refused_resume_starts_fresh(Cli::Claude);
+}
+
+#[test]
+fn codex_refusing_a_resume_starts_fresh_and_says_so() {
+    refused_resume_starts_fresh(Cli::Codex);
+}
+
+#[test]
+fn gemini_cli_refusing_a_resume_starts_fresh_and_says_so() {
+    refused_resume_starts_fresh(Cli::Gemini);
+}
+
+/// `runtime: headless` for one role of a tmux swarm: its pane runs one
+/// headless turn per wake-up (no interactive CLI, so no trust dialog in
+/// an untrusted worktree), and the item is finished.
+#[test]
+fn a_headless_role_in_a_tmux_swarm_takes_its_item_without_a_dialog() {
+    if !crate::support::require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let Some(mut s) = swarm(Cli::Claude, Some("headless")) else {
+        return;
+    };
+    s.d.write(
+        "swarm.yaml",
+        &s.d.read("swarm.yaml").replace("    wake: queue\n", ""),
+    );
+    script(
+        &s,
+        Cli::Claude,
+        vec![
+            Step::shell("ready_for_next.sh"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Finished."),
+        ],
+    );
+    s.up_with(&[]);
+    s.d.send(
+        "owner",
+        &draft("coder", "a task for a pane without a dialog"),
+    )
+    .ok();
+    s.wait("the item is finished and the turn ended", || {
+        s.completed("coder") == 1 && turn_ends(&s) == 1
+    });
+    let (_, recs) = recorded(&s);
+    assert_eq!(recs.len(), 1, "{recs:#?}");
+    assert!(std::fs::read_to_string(session_file(&s))
+        .unwrap()
+        .starts_with("claude "));
+    // Nothing waits for a person.
+    let st = s.status_of("coder");
+    assert_ne!(st["agent_state"], "needs_input", "{st}");
+}
+
+/// A `claude` whose stream is hostile: invalid UTF-8, a 3 MiB line, an
+/// unknown event type, a 200 kB tool input, control characters. It does
+/// the protocol's work for real (the wrappers) and reports usage.
+const HOSTILE_CLAUDE: &str = r#"#!/bin/bash
+printf '%s\n' "$*" >>"$FAKE_LOG/claude.args"
+echo '{"type":"system","subtype":"init","session_id":"hostile-1","model":"fake-model"}'
+printf '\377\376{"type":"assistant"}\n'
+head -c 3000000 /dev/zero | tr '\0' x; echo
+echo '{"type":"brand-new-event","x":1}'
+big=$(head -c 200000 /dev/zero | tr '\0' y)
+echo "{\"type\":\"assistant\",\"message\":{\"content\":[{\"type\":\"tool_use\",\"name\":\"Bash\",\"input\":{\"command\":\"$big\"}}]}}"
+echo '{"type":"assistant","message":{"content":[{"type":"text","text":"red \u001b[31m alert"}]}}'
+out=$(ready_for_next.sh 2>&1)
+echo '{"type":"user","message":{"content":[{"type":"tool_result","content":"took it","is_error":false}]}}'
+done_with_current.sh >/dev/null 2>&1
+echo '{"type":"result","subtype":"success","is_error":false,"session_id":"hostile-1","total_cost_usd":0.25,"usage":{"input_tokens":11,"output_tokens":22,"cache_read_input_tokens":33,"cache_creation_input_tokens":44}}'
+"#;
+
+/// The CLI's stream is untrusted: every bad line is bounded, skipped and
+/// counted, the supervisor goes on, the item is finished, and every file
+/// the turn wrote stays readable. `swarm fresh` then forgets the session.
+#[test]
+fn a_hostile_stream_is_bounded_skipped_and_counted() {
+    let d = crate::support::Project::empty();
+    d.write(
+        "swarm.yaml",
+        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n  - name: owner\n    agent: human\n",
+    );
+    d.swarm(&["init"]).ok();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("claude");
+    std::fs::write(&fake, HOSTILE_CLAUDE).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    d.send("owner", &draft("coder", "a task through a hostile stream"))
+        .ok();
+    d.deliver_once().ok();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let up = d
+        .cmd("swarm")
+        .args(["up", "--no-tmux", "--until-idle", "--timeout", "120s"])
+        .env("PATH", &path)
+        .env("FAKE_LOG", dir.path())
+        .run();
+    assert_eq!(up.code, 0, "{}\n{}", up.stdout, up.stderr);
+    assert!(!up.stderr.contains("gets no terminal"), "{}", up.stderr);
+    let wt = d.role_dir("coder");
+    assert_eq!(
+        crate::support::handoff_names(&crate::support::hq(&wt, "inbox/completed")).len(),
+        1
+    );
+    // One non-interactive run with the stream-json flags and the primer.
+    let args = std::fs::read_to_string(dir.path().join("claude.args")).unwrap();
+    assert_eq!(args.lines().count(), 1, "{args}");
+    assert!(
+        args.starts_with("-p --output-format stream-json --verbose --append-system-prompt-file "),
+        "{args}"
+    );
+
+    let r = d.swarm(&["activity", "--role", "coder", "--json"]);
+    r.ok();
+    let recs: Vec<Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every activity line is a record"))
+        .collect();
+    let note = recs
+        .iter()
+        .find(|r| r["kind"] == "note")
+        .unwrap_or_else(|| panic!("{recs:#?}"));
+    assert_eq!(
+        note["text"],
+        "skipped 2 unreadable line(s) and 1 event(s) of unknown type (brand-new-event)"
+    );
+    let call = recs.iter().find(|r| r["kind"] == "tool_call").unwrap();
+    assert_eq!(call["name"], "Bash");
+    assert!(call["text"].as_str().unwrap().chars().count() <= 2001);
+    let text = recs.iter().find(|r| r["kind"] == "text").unwrap();
+    assert!(!text["text"].as_str().unwrap().contains('\u{1b}'), "{text}");
+    assert!(recs
+        .iter()
+        .any(|r| r["kind"] == "turn_end" && r["status"] == "ok"));
+    // The text form prints every record on one line.
+    let plain = d.swarm(&["activity"]);
+    plain.ok();
+    assert!(plain.stdout.contains("coder tool_call"), "{}", plain.stdout);
+    assert!(!plain.stdout.contains('\u{1b}'));
+
+    // Usage, as the CLI reported it, with the item and its thread.
+    let usage = d.read(".swarmforge/telemetry/usage.jsonl");
+    let u: Value = serde_json::from_str(usage.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (
+            &u["input_tokens"],
+            &u["output_tokens"],
+            &u["cache_read_tokens"],
+            &u["cache_write_tokens"],
+            &u["cost_usd"],
+            &u["model"]
+        ),
+        (
+            &Value::from(11),
+            &Value::from(22),
+            &Value::from(33),
+            &Value::from(44),
+            &Value::from(0.25),
+            &Value::from("fake-model")
+        )
+    );
+    assert!(u["id"].is_string() && u["thread"] == u["id"], "{u}");
+
+    // The session is kept, and forgotten on request.
+    assert_eq!(
+        d.read(".swarmforge/agents/coder.session"),
+        "claude hostile-1\n"
+    );
+    let f = d.swarm(&["fresh", "coder"]);
+    f.ok();
+    assert!(f.stdout.contains("next turn starts a new conversation"));
+    assert!(!d.root.join(".swarmforge/agents/coder.session").exists());
+    let bad = d.swarm(&["fresh", "nobody"]);
+    assert_eq!(bad.code, 1, "{}", bad.stderr);
+    assert!(bad.stderr.contains("nobody"));
+}
+
+/// `swarm activity --follow` prints records appended after it started,
+/// across a rotation, and nothing twice.
+#[test]
+fn activity_follow_prints_new_records_as_they_come() {
+    let d = crate::support::Project::empty();
+    d.write(
+        "swarm.yaml",
+        "roles:\n  - name: coder\n    agent: claude\n    worktree: coder\n",
+    );
+    d.swarm(&["init"]).ok();
+    let file = d.root.join(".swarmforge/telemetry/activity/coder.jsonl");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let rec = |text: &str| {
+        format!(
+            "{{\"time\":\"2026-01-01T00:00:00Z\",\"role\":\"coder\",\"kind\":\"text\",\"id\":null,\"name\":null,\"text\":\"{text}\",\"status\":null}}\n"
+        )
+    };
+    std::fs::write(&file, rec("before")).unwrap();
+    let out_path = d.root.join("follow.out");
+    let out = std::fs::File::create(&out_path).unwrap();
+    let mut child = d
+        .cmd("swarm")
+        .args(["activity", "--follow", "--role", "coder"])
+        .command()
+        .stdin(std::process::Stdio::null())
+        .stdout(out)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let printed = || std::fs::read_to_string(&out_path).unwrap_or_default();
+    crate::support::wait_until(std::time::Duration::from_secs(20), "the old record", || {
+        printed().contains("before")
+    });
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap();
+    f.write_all(rec("after").as_bytes()).unwrap();
+    crate::support::wait_until(std::time::Duration::from_secs(20), "the new record", || {
+        printed().contains("after")
+    });
+    // Rotated away: the new live file is read from its start.
+    std::fs::rename(&file, file.with_extension("jsonl.000000000000")).unwrap();
+    std::fs::write(&file, rec("rotated")).unwrap();
+    crate::support::wait_until(
+        std::time::Duration::from_secs(20),
+        "the rotated record",
+        || printed().contains("rotated"),
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = printed();
+    assert_eq!(text.matches("before").count(), 1, "{text}");
+    assert_eq!(text.matches("after").count(), 1, "{text}");
+    assert!(text.contains("coder text: after"), "{text}");
+}
