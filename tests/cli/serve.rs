@@ -98,6 +98,26 @@ impl Cockpit {
         }
     }
 
+    /// The cookie the first load sets.
+    pub fn cookie(&self) -> String {
+        let port = self.addr.rsplit_once(':').unwrap().1;
+        format!("swarm_cockpit_{port}={}", self.token)
+    }
+
+    /// A request as the page makes it: the cookie, no token in the URL.
+    pub fn with_cookie(
+        &self,
+        method: &str,
+        target: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Reply {
+        let cookie = self.cookie();
+        let mut h = vec![("Cookie", cookie.as_str())];
+        h.extend_from_slice(headers);
+        self.raw(method, target, &h, body)
+    }
+
     pub fn get(&self, path: &str) -> Reply {
         let sep = if path.contains('?') { '&' } else { '?' };
         self.raw("GET", &format!("{path}{sep}token={}", self.token), &[], "")
@@ -215,19 +235,87 @@ fn every_request_needs_the_token_and_posts_need_it_in_a_header_from_this_origin(
         );
         assert_eq!(r.code, 401, "{path} with a wrong token");
     }
-    let page = c.get("/");
-    assert_eq!(page.code, 200);
-    assert!(page
+    // The first load exchanges the URL's token for a cookie and leaves the
+    // address bar: a redirect to `/`, the page itself without the token.
+    let first = c.get("/");
+    assert_eq!(first.code, 303, "{}", first.head);
+    let head = first.head.to_lowercase();
+    assert!(head.contains("location: /\r\n"), "{}", first.head);
+    let port = c.addr.rsplit_once(':').unwrap().1;
+    let set = first
         .head
-        .to_lowercase()
-        .contains("referrer-policy: no-referrer"));
+        .lines()
+        .find(|l| l.to_lowercase().starts_with("set-cookie:"))
+        .unwrap_or_else(|| panic!("no cookie set: {}", first.head));
+    assert!(
+        set.contains(&format!("swarm_cockpit_{port}={}", c.token))
+            && set.contains("HttpOnly")
+            && set.contains("SameSite=Strict")
+            && set.contains("Path=/"),
+        "{set}"
+    );
+    assert!(head.contains("referrer-policy: no-referrer"));
+    // A wrong token in the URL sets no cookie.
+    let wrong = c.raw("GET", "/?token=00", &[("Cookie", &c.cookie())], "");
+    assert_eq!(wrong.code, 303);
+    assert!(
+        !wrong.head.to_lowercase().contains("set-cookie"),
+        "{}",
+        wrong.head
+    );
+    let page = c.with_cookie("GET", "/", &[], "");
+    assert_eq!(page.code, 200, "{}", page.body);
     assert!(page
         .head
         .to_lowercase()
         .contains("content-security-policy: default-src 'none'"));
-    assert!(page.body.contains(&format!("/app.js?token={}", c.token)));
+    assert!(page.body.contains("src=\"/app.js\""), "{}", page.body);
+    assert!(!page.body.contains(&c.token));
     assert!(!page.body.contains("http://") && !page.body.contains("https://"));
-    assert_eq!(c.get("/app.js").code, 200);
+    assert_eq!(c.with_cookie("GET", "/app.js", &[], "").code, 200);
+    assert_eq!(c.with_cookie("GET", "/api/snapshot", &[], "").code, 200);
+    // The cookie of another port (another cockpit) is no key here.
+    let other = format!("swarm_cockpit_1={}", c.token);
+    assert_eq!(
+        c.raw("GET", "/api/status", &[("Cookie", &other)], "").code,
+        401
+    );
+    // A page on another port of this host is "same-site": it may not read
+    // with the cookie, nor act with it.
+    let r = c.with_cookie("GET", "/api/status", &[("Sec-Fetch-Site", "same-site")], "");
+    assert_eq!(r.code, 403, "{}", r.body);
+    let r = c.with_cookie(
+        "POST",
+        "/api/pause",
+        &[
+            ("Origin", "http://127.0.0.1:1"),
+            ("Content-Type", "application/json"),
+        ],
+        "{}",
+    );
+    assert_eq!(r.code, 403, "{}", r.body);
+    // The cookie without an Origin (not the page's own fetch) acts on nothing.
+    let r = c.with_cookie(
+        "POST",
+        "/api/pause",
+        &[("Content-Type", "application/json")],
+        "{}",
+    );
+    assert_eq!(r.code, 401, "{}", r.body);
+    assert!(!p.path(".swarmforge/paused").exists());
+    // The page's own POST: the cookie and its Origin.
+    let own = format!("http://{}", c.addr);
+    let r = c.with_cookie(
+        "POST",
+        "/api/resume",
+        &[
+            ("Origin", &own),
+            ("Sec-Fetch-Site", "same-origin"),
+            ("Content-Type", "application/json"),
+        ],
+        "{}",
+    );
+    assert_eq!(r.code, 200, "{}", r.body);
     let st = c.get("/api/status").json();
     assert_eq!(st["schema_version"], 1);
     assert_eq!(st["roles"].as_array().unwrap().len(), 3);
@@ -487,6 +575,47 @@ fn hostile_input_gets_a_4xx_with_the_cli_text_and_touches_nothing() {
     }
     let r = c.post("/api/approve", serde_json::json!("not an object"));
     assert!((400..500).contains(&r.code), "{}", r.code);
+    assert_eq!(r.json()["token"], "ERROR", "{}", r.body);
+    // Every refusal is the documented JSON error, even the framework's own:
+    // a wrong content type, an unknown page, a wrong method.
+    let t = c.token.clone();
+    let own = format!("http://{}", c.addr);
+    let r = c.raw(
+        "POST",
+        "/api/approve",
+        &[
+            ("X-Swarm-Token", &t),
+            ("Origin", &own),
+            ("Content-Type", "text/plain"),
+        ],
+        "{}",
+    );
+    assert_eq!(r.code, 415, "{}", r.body);
+    assert!(r
+        .head
+        .to_lowercase()
+        .contains("content-type: application/json"));
+    assert_eq!(r.json()["exit_code"], 1);
+    assert!(r.json()["message"]
+        .as_str()
+        .unwrap()
+        .contains("must be JSON"));
+    for (method, target) in [("GET", "/api/nothing"), ("GET", "/api/approve")] {
+        let r = c.raw(method, &format!("{target}?token={t}"), &[], "");
+        assert!(r.code == 404 || r.code == 405, "{target}: {}", r.code);
+        assert_eq!(r.json()["token"], "ERROR", "{target}: {}", r.body);
+    }
+    // Choosing an option needs a pane that shows it.
+    let r = c.post(
+        "/api/choose",
+        serde_json::json!({"role": "coder", "option": 1, "label": "Yes", "prompt": "x"}),
+    );
+    assert_eq!(r.code, 400, "{}", r.body);
+    assert!(
+        r.json()["message"].as_str().unwrap().contains("tmux"),
+        "{}",
+        r.body
+    );
     let r = c.raw(
         "GET",
         &format!("/api/events?token={}&from=7", c.token),
@@ -496,6 +625,142 @@ fn hostile_input_gets_a_4xx_with_the_cli_text_and_touches_nothing() {
     assert_eq!(r.code, 400, "{}", r.body);
     // Nothing was written but the server's own token (there before the snapshot).
     assert_eq!(crate::support::snapshot(&p.root), before);
+}
+
+/// Reads `/api/live` until `want` holds.
+fn live_until(c: &Cockpit, since: u64, want: &dyn Fn(&str) -> bool) -> String {
+    let request = format!(
+        "GET /api/live?since={since} HTTP/1.1\r\nHost: {}\r\nCookie: {}\r\n\r\n",
+        c.addr,
+        c.cookie()
+    );
+    let mut s = EventStream::open(c, &request);
+    s.read_until(want, "the live stream");
+    s.seen
+}
+
+/// The page's data: one snapshot, then small deltas: a message sent from
+/// the shell arrives as one `message` event with its entry, its recipient's
+/// card as one `role` event; a snapshot is bounded and `load earlier`
+/// pages back through the rest.
+#[test]
+fn a_snapshot_then_deltas_carry_a_new_message_and_its_recipients_card() {
+    let p = coder_and_qa();
+    let _d = p.spawn_daemon(&[]);
+    for _ in 0..3 {
+        let q = p.send_as("coder", NOTE).ok().queued();
+        crate::support::wait_delivered(&p, &q);
+    }
+    let c = start(&p);
+    let snap = c.with_cookie("GET", "/api/snapshot", &[], "").json();
+    assert_eq!(snap["total"], 3, "{snap}");
+    assert_eq!(snap["messages"].as_array().unwrap().len(), 3);
+    let roles: Vec<&str> = snap["roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["coder", "qa"]);
+    assert_eq!(snap["roles"][1]["new"], 3, "{snap}");
+    let seq = snap["seq"].as_u64().unwrap();
+
+    let queued = p
+        .send_as(
+            "coder",
+            "type: note\nto: qa\npriority: 50\nmessage: live one\n",
+        )
+        .ok()
+        .queued();
+    let id = id_of(&queued);
+    let seen = live_until(&c, seq, &|s| {
+        s.contains("event: message")
+            && s.contains("live one")
+            && s.contains("\"state\":\"sent\"")
+            && s.split("\n\n")
+                .any(|e| e.contains("event: role") && e.contains("\"new\":4"))
+    });
+    let ev = seen
+        .split("\n\n")
+        .find(|e| e.contains("event: message") && e.contains("\"state\":\"sent\""))
+        .unwrap();
+    assert!(ev.contains(&id), "{ev}");
+    let data: serde_json::Value =
+        serde_json::from_str(ev.lines().find_map(|l| l.strip_prefix("data: ")).unwrap()).unwrap();
+    assert_eq!(data["total"], 4);
+    assert_eq!(data["message"]["summary"], "live one");
+    // Each event's id is its sequence number, after the snapshot's.
+    let ids: Vec<u64> = seen
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .map(|v| v.trim().parse().unwrap())
+        .collect();
+    assert!(!ids.is_empty() && ids.iter().all(|i| *i > seq), "{ids:?}");
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    // Reconnecting after the last one sees none of them again.
+    let last = *ids.last().unwrap();
+    let again = c.with_cookie("GET", "/api/snapshot", &[], "").json();
+    assert!(again["seq"].as_u64().unwrap() >= last);
+    assert_eq!(again["total"], 4);
+    // An offset the server no longer keeps: the page is told to reload.
+    let reset = live_until(&c, u64::MAX / 2, &|s| s.contains("event: reset"));
+    assert!(reset.contains("event: reset"), "{reset}");
+
+    // Load earlier: pages of the newest first, oldest first within a page.
+    let page = c
+        .with_cookie(
+            "GET",
+            &format!("/api/transcript?before={id}&limit=2"),
+            &[],
+            "",
+        )
+        .json();
+    let msgs = page["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 2, "{page}");
+    assert_eq!(page["more"], true);
+    assert!(msgs.iter().all(|m| m["id"] != id));
+}
+
+/// The compose form's fields become a draft checked by the same code as
+/// `swarm-handoff`; each error comes back with the field it is about.
+#[test]
+fn the_compose_form_is_validated_as_a_draft_with_errors_by_field() {
+    let p = project();
+    let c = start(&p);
+    let r = c.post(
+        "/api/send",
+        serde_json::json!({"role": "boss", "fields": {
+            "type": "note", "to": "nobody", "priority": "50", "message": "hi"}}),
+    );
+    assert_eq!(r.code, 422, "{}", r.body);
+    let by = r.json()["errors_by_field"].clone();
+    assert!(
+        by.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e[0] == "to" && e[1].as_str().unwrap().contains("nobody")),
+        "{by}"
+    );
+    let r = c.post(
+        "/api/send",
+        serde_json::json!({"role": "boss", "fields": {
+            "type": "note", "to": "qa", "priority": "50", "message": "a\nto: coder"}}),
+    );
+    assert_eq!(r.code, 422, "{}", r.body);
+    assert_eq!(r.json()["errors_by_field"][0][0], "message", "{}", r.body);
+    let r = c.post(
+        "/api/send",
+        serde_json::json!({"role": "boss", "fields": {
+            "type": "note", "to": "qa", "priority": 50, "message": "from the form",
+            "subject": "", "in_reply_to": "", "body": ""}}),
+    );
+    assert_eq!(r.code, 200, "{}", r.body);
+    let queued = std::path::PathBuf::from(r.json()["path"].as_str().unwrap());
+    let text = std::fs::read_to_string(&queued).unwrap();
+    assert!(
+        text.contains("message: from the form") && text.contains("to: qa"),
+        "{text}"
+    );
 }
 
 #[test]
