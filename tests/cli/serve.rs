@@ -773,26 +773,149 @@ fn a_non_loopback_address_needs_allow_remote() {
         .run();
 }
 
+/// playwright-core's folder when Chromium, node and playwright-core are
+/// here (under `CI=true` their absence fails the test).
+fn browser_tools() -> Option<std::path::PathBuf> {
+    let npm = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/npm/node_modules/playwright-core");
+    if !crate::support::require_tool("chromium", "apt-get install -y chromium")
+        || !crate::support::require_tool("node", "apt-get install -y nodejs npm")
+    {
+        return None;
+    }
+    crate::support::require_capability(
+        "load playwright-core",
+        "npm install --prefix target/npm playwright-core (see .ci/run)",
+        if npm.is_dir() {
+            Ok(())
+        } else {
+            Err(format!("{} is missing", npm.display()))
+        },
+    )?;
+    Some(npm)
+}
+
+/// A swarm at work in tmux, seen in Chromium (docs/cockpit.md): `lead` a
+/// person, `coder` an agent whose pane shows Claude Code's folder-trust
+/// dialog (needs_input), `qa` a scripted agent taking one item per wake-up,
+/// and usage records for today. The page (tests/cli/browser/glance.cjs)
+/// answers the dialog by a click, keeps a half-typed message and an open
+/// body through ten live messages, shows the usage records' sum as cost,
+/// never sends the token in a URL after the first request, and is laid out
+/// without overflow or overlap at 1400, 1024 and 390 pixels.
+#[test]
+fn the_cockpit_at_a_glance_in_chromium() {
+    let Some(npm) = browser_tools() else {
+        return;
+    };
+    if !crate::support::require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let d = Project::empty();
+    d.write("agents/coder.sh", crate::panes::DIALOG);
+    d.write("agents/qa.sh", crate::panes::ONE_ITEM);
+    d.write(
+        "swarm.yaml",
+        &format!(
+            "launch:\n  stagger: 0ms\nwake:\n  quiet: 300ms\ndaemon:\n  sweep: 200ms\n  ack_within: 1s\n  rewake_cap: 2s\nroles:\n  - name: lead\n    agent: human\n  - name: coder\n    agent: bash {}\n    worktree: coder\n    wake: immediate\n  - name: qa\n    agent: bash {}\n    worktree: qa\n    wake: immediate\n",
+            d.path("agents/coder.sh").display(),
+            d.path("agents/qa.sh").display()
+        ),
+    );
+    let mut guard = crate::support::SwarmGuard::new(&d.root);
+    let r = d.cmd("swarm").args(["up", "--detach"]).run();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    guard.socket = Some(std::path::PathBuf::from(
+        d.read(".swarmforge/tmux-socket").trim(),
+    ));
+    crate::support::wait_until(DEADLINE, "coder needs_input", || {
+        d.swarm(&["status", "--json"]).json()["roles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["role"] == "coder" && r["agent_state"] == "needs_input")
+    });
+    // Today's usage, as the headless runtime records it (one line a turn).
+    let now = swarm_handoff::protocol::clock::iso_now();
+    let today = &now[..10];
+    let records = [
+        ("coder", 1200, 300, Some(0.125)),
+        ("coder", 800, 200, Some(0.5)),
+        ("qa", 100, 50, Some(0.25)),
+        ("qa", 10, 5, None),
+    ];
+    let mut lines = String::new();
+    for (role, input, output, cost) in records {
+        lines.push_str(
+            &serde_json::json!({
+                "time": format!("{today}T00:00:01.000000Z"), "role": role, "id": null,
+                "thread": null, "model": "m", "source": "claude",
+                "input_tokens": input, "output_tokens": output,
+                "cache_read_tokens": 0, "cache_write_tokens": 0, "cost_usd": cost,
+            })
+            .to_string(),
+        );
+        lines.push('\n');
+    }
+    d.write(".swarmforge/telemetry/usage.jsonl", &lines);
+    d.write(
+        ".swarmforge/telemetry/activity/qa.jsonl",
+        &format!(
+            "{}\n",
+            serde_json::json!({"time": format!("{today}T00:00:02.000000Z"), "role": "qa",
+                "kind": "tool_call", "id": null, "name": "Bash",
+                "text": "cargo test --test cli -- a_very_long_filter_name_that_must_wrap_inside_its_card_and_never_overflow", "status": null})
+        ),
+    );
+    let expect = serde_json::json!({
+        "cost": "$0.88", "cost_exact": "$0.875", "tokens": "2665",
+        "roles": {"coder": ["2500", "$0.63"], "qa": ["165", "$0.25"]},
+    });
+    let c = start(&d);
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/cockpit-shots");
+    let _ = std::fs::remove_dir_all(&shots);
+    std::fs::create_dir_all(&shots).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cli/browser/glance.cjs");
+    let out = crate::support::clean_command(Path::new("node"), &d.root)
+        .arg(script)
+        .env("PLAYWRIGHT_CORE", &npm)
+        .env(
+            "COCKPIT_URL",
+            format!("http://{}/?token={}", c.addr, c.token),
+        )
+        .env("TOKEN", &c.token)
+        .env("BIN_DIR", crate::support::bin_dir())
+        .env("LEAD_DIR", d.role_dir("lead"))
+        .env("EXPECT", expect.to_string())
+        .env("SHOTS", &shots)
+        .output()
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("BROWSER OK"),
+        "browser test failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for w in [1400, 1024, 390] {
+        assert!(
+            shots.join(format!("cockpit-{w}.png")).is_file(),
+            "no screenshot at {w}"
+        );
+    }
+    // The click chose "Yes, I trust this folder" by its own keys.
+    let io = std::fs::read_to_string(d.path("io.coder")).unwrap_or_default();
+    assert!(
+        io.contains("TRUSTED") && !io.contains("ANSWERED_NO"),
+        "{io}"
+    );
+}
+
 /// The page in real headless Chromium (Debian's `chromium`, driven by
 /// `playwright-core` from `target/npm`, both installed by `.ci/run`).
 #[test]
 fn the_page_in_headless_chromium() {
-    let npm = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/npm/node_modules/playwright-core");
-    if !crate::support::require_tool("chromium", "apt-get install -y chromium")
-        || !crate::support::require_tool("node", "apt-get install -y nodejs npm")
-        || crate::support::require_capability(
-            "load playwright-core",
-            "npm install --prefix target/npm playwright-core (see .ci/run)",
-            if npm.is_dir() {
-                Ok(())
-            } else {
-                Err(format!("{} is missing", npm.display()))
-            },
-        )
-        .is_none()
-    {
+    let Some(npm) = browser_tools() else {
         return;
-    }
+    };
     let p = project();
     let _d = p.spawn_daemon(&[]);
     let c = start(&p);

@@ -206,7 +206,7 @@ function renderHeader() {
   const roles = [...S.roles.values()];
   const count = (st) => roles.filter((r) => r.state === st).length;
   const total = (S.usage && S.usage.total) || { tokens: 0, cost_usd: 0 };
-  const item = (k, label, v, cls) => el('div', { class: 'total ' + (cls || ''), 'data-key': k }, el('dt', {}, label), el('dd', { 'data-total': k }, v));
+  const item = (k, label, v, cls, title) => el('div', { class: 'total ' + (cls || ''), 'data-key': k }, el('dt', {}, label), el('dd', { 'data-total': k, title }, v));
   patch('totals',
     item('roles', 'roles', roles.length),
     item('busy', 'busy', count('busy')),
@@ -214,7 +214,7 @@ function renderHeader() {
     item('waiting', 'waiting', roles.reduce((a, r) => a + (r.new || 0), 0)),
     item('in_process', 'in process', roles.filter((r) => r.in_process).length),
     item('tokens', 'tokens today', tokens(total.tokens)),
-    item('cost', 'cost today', money(total.cost_usd)));
+    item('cost', 'cost today', money(total.cost_usd), '', '$' + (total.cost_usd || 0)));
   const b = $('banner');
   if (h.paused) {
     b.hidden = false;
@@ -229,7 +229,7 @@ function promptBox(r) {
   return el('div', { class: 'prompt' },
     el('div', { class: 'prompt-text' }, visible(r.prompt)),
     (r.options || []).map((label, i) => el('button', {
-      type: 'button', 'data-key': 'o' + i, 'data-action': 'choose', 'data-role': r.role,
+      type: 'button', 'data-key': 'o' + i, 'data-action': 'choose', 'data-agent': r.role,
       'data-option': String(i + 1), 'data-label': label, 'data-prompt': r.prompt,
     }, label)));
 }
@@ -246,7 +246,7 @@ function card(r) {
       : kv('working on', el('span', { class: 'mute' }, 'nothing')),
     a ? kv('activity', el('span', { class: 'activity', title: a.time }, a.kind + (a.name ? ' ' + a.name : '') + (a.text ? ': ' + visible(a.text) : '')), ' ', when(a.time)) : null,
     kv('waiting', el('b', {}, r.new), r.new ? [' (oldest ', when(r.oldest_since), ')'] : ''),
-    kv('today', el('b', { 'data-tokens': r.role }, tokens(sp.tokens)), ' tokens · ', el('b', { 'data-cost': r.role }, money(sp.cost_usd))),
+    kv('today', el('b', { 'data-tokens': r.role }, tokens(sp.tokens)), ' tokens · ', el('b', { 'data-cost': r.role, title: '$' + sp.cost_usd }, money(sp.cost_usd))),
     r.failed || r.outbox || r.held ? kv('files', 'failed ', el('b', {}, r.failed), ' · outbox ', el('b', {}, r.outbox), ' · held ', el('b', {}, r.held)) : null,
     r.not_moving ? el('div', { class: 'warn' }, 'not moving: ' + visible(r.not_moving)) : null,
     r.problem ? el('div', { class: 'warn' }, visible(r.problem)) : null);
@@ -291,7 +291,7 @@ function renderAttention() {
       items.push(el('div', { class: 'item', 'data-key': 'w:' + a.id, 'data-waiting': a.id },
         el('div', { class: 'what' }, a.role + ' has waiting ' + a.type + ' from ' + a.from), el('div', { class: 'text' }, visible(a.text)),
         el('div', { class: 'kv' }, idChip(a.id), ' ', when(a.since)),
-        el('button', { type: 'button', 'data-done': a.id, 'data-action': 'done', 'data-id': a.id, 'data-role': a.role }, 'Mark done')));
+        el('button', { type: 'button', 'data-done': a.id, 'data-action': 'done', 'data-id': a.id, 'data-human': a.role }, 'Mark done')));
     } else {
       const r = S.roles.get(a.role);
       items.push(el('div', { class: 'item', 'data-key': 'p:' + a.role, 'data-pane': a.role },
@@ -441,7 +441,7 @@ const actions = {
     const reason = document.querySelector(`[data-reason="${CSS.escape(b.dataset.id)}"]`);
     await act('/api/deny', { id: b.dataset.id, reason: reason ? reason.value : '' });
   },
-  async done(b) { await act('/api/inbox/done', { id: b.dataset.id, role: b.dataset.role }); },
+  async done(b) { await act('/api/inbox/done', { id: b.dataset.id, role: b.dataset.human }); },
   async answer(b) {
     const id = b.dataset.id;
     const choices = [...document.getElementsByName('c-' + id)].filter((x) => x.checked).map((x) => Number(x.value));
@@ -450,7 +450,7 @@ const actions = {
   },
   async choose(b) {
     b.disabled = true;
-    await act('/api/choose', { role: b.dataset.role, option: Number(b.dataset.option), label: b.dataset.label, prompt: b.dataset.prompt });
+    await act('/api/choose', { role: b.dataset.agent, option: Number(b.dataset.option), label: b.dataset.label, prompt: b.dataset.prompt });
     b.disabled = false;
   },
   async copy(b) {
