@@ -89,15 +89,17 @@ async fn not_allowed() -> Response {
 
 /// A JSON body, or the documented JSON error (a wrong content type, bad
 /// JSON, a missing field) instead of axum's plain text.
-fn body<T>(b: std::result::Result<Json<T>, JsonRejection>) -> std::result::Result<T, Response> {
+fn body<T>(
+    b: std::result::Result<Json<T>, JsonRejection>,
+) -> std::result::Result<T, Box<Response>> {
     b.map(|Json(v)| v).map_err(|e| {
-        token::refuse(
+        Box::new(token::refuse(
             e.status(),
             &format!(
                 "the request body must be JSON (Content-Type: application/json): {}",
                 e.body_text()
             ),
-        )
+        ))
     })
 }
 
@@ -255,7 +257,7 @@ async fn approve(
 ) -> Response {
     let q = match body(q) {
         Ok(q) => q,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     blocking(&app, move |p| {
         let path = holds::approve(p, &q.id, &q.sha256, "cockpit")?;
@@ -276,7 +278,7 @@ async fn deny(
 ) -> Response {
     let q = match body(q) {
         Ok(q) => q,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     blocking(&app, move |p| {
         let path = holds::deny(p, &q.id, &q.reason, "cockpit")?;
@@ -326,7 +328,7 @@ async fn answer_clarify(
 ) -> Response {
     let q = match body(q) {
         Ok(q) => q,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     blocking(&app, move |p| {
         let text = q.text.as_deref().filter(|t| !t.trim().is_empty());
@@ -365,7 +367,7 @@ async fn inbox_done(
 ) -> Response {
     let q = match body(q) {
         Ok(q) => q,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let r = blocking(&app, move |p| {
         let (e, path) = crate::agent::mailbox::mark_done(p, q.role.as_deref(), &q.id)?;
@@ -491,7 +493,7 @@ async fn send_as_human(
 ) -> Response {
     let q = match body(q) {
         Ok(q) => q,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     blocking(&app, move |p| {
         if !grammar::valid_role(&q.role) {
@@ -550,7 +552,7 @@ async fn choose(
 ) -> Response {
     let q = match body(q) {
         Ok(q) => q,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let r = blocking(&app, move |p| {
         if !grammar::valid_role(&q.role) {

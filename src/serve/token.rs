@@ -140,7 +140,8 @@ pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
         }
         // The cookie rides along on any request the browser makes; only the
         // page's own fetch (an Origin naming this server) may use it.
-        if !by_header && !(by_cookie && origin.is_some()) {
+        let allowed = by_header || (by_cookie && origin.is_some());
+        if !allowed {
             return refuse(
                 StatusCode::UNAUTHORIZED,
                 "a state-changing request needs the cockpit's cookie from its own page, or the token in the X-Swarm-Token header",
