@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Query, State};
 use axum::http::{header, StatusCode, Uri};
 use axum::response::{Html, IntoResponse, Response};
@@ -89,18 +88,26 @@ async fn not_allowed() -> Response {
 
 /// A JSON body, or the documented JSON error (a wrong content type, bad
 /// JSON, a missing field) instead of axum's plain text.
-fn body<T>(
-    b: std::result::Result<Json<T>, JsonRejection>,
-) -> std::result::Result<T, Box<Response>> {
-    b.map(|Json(v)| v).map_err(|e| {
-        Box::new(token::refuse(
-            e.status(),
-            &format!(
-                "the request body must be JSON (Content-Type: application/json): {}",
-                e.body_text()
-            ),
-        ))
-    })
+struct Body<T>(T);
+
+impl<T: serde::de::DeserializeOwned, S: Send + Sync> axum::extract::FromRequest<S> for Body<T> {
+    type Rejection = Response;
+
+    async fn from_request(
+        req: axum::extract::Request,
+        state: &S,
+    ) -> std::result::Result<Self, Response> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(Body(v)),
+            Err(e) => Err(token::refuse(
+                e.status(),
+                &format!(
+                    "the request body must be JSON (Content-Type: application/json): {}",
+                    e.body_text()
+                ),
+            )),
+        }
+    }
 }
 
 async fn index(State(app): State<Arc<App>>, uri: Uri) -> Response {
@@ -251,14 +258,7 @@ struct ApproveBody {
     sha256: String,
 }
 
-async fn approve(
-    State(app): State<Arc<App>>,
-    q: std::result::Result<Json<ApproveBody>, JsonRejection>,
-) -> Response {
-    let q = match body(q) {
-        Ok(q) => q,
-        Err(r) => return *r,
-    };
+async fn approve(State(app): State<Arc<App>>, Body(q): Body<ApproveBody>) -> Response {
     blocking(&app, move |p| {
         let path = holds::approve(p, &q.id, &q.sha256, "cockpit")?;
         Ok(json!({"status": "approved", "id": q.id, "sha256": q.sha256, "path": path}))
@@ -272,14 +272,7 @@ struct DenyBody {
     reason: String,
 }
 
-async fn deny(
-    State(app): State<Arc<App>>,
-    q: std::result::Result<Json<DenyBody>, JsonRejection>,
-) -> Response {
-    let q = match body(q) {
-        Ok(q) => q,
-        Err(r) => return *r,
-    };
+async fn deny(State(app): State<Arc<App>>, Body(q): Body<DenyBody>) -> Response {
     blocking(&app, move |p| {
         let path = holds::deny(p, &q.id, &q.reason, "cockpit")?;
         Ok(json!({"status": "denied", "id": q.id, "path": path, "reason": q.reason}))
@@ -322,14 +315,7 @@ struct AnswerBody {
     text: Option<String>,
 }
 
-async fn answer_clarify(
-    State(app): State<Arc<App>>,
-    q: std::result::Result<Json<AnswerBody>, JsonRejection>,
-) -> Response {
-    let q = match body(q) {
-        Ok(q) => q,
-        Err(r) => return *r,
-    };
+async fn answer_clarify(State(app): State<Arc<App>>, Body(q): Body<AnswerBody>) -> Response {
     blocking(&app, move |p| {
         let text = q.text.as_deref().filter(|t| !t.trim().is_empty());
         if q.choices.is_empty() && text.is_none() {
@@ -361,14 +347,7 @@ struct DoneBody {
 }
 
 /// "Mark done" on an item waiting for a person: `swarm inbox done`.
-async fn inbox_done(
-    State(app): State<Arc<App>>,
-    q: std::result::Result<Json<DoneBody>, JsonRejection>,
-) -> Response {
-    let q = match body(q) {
-        Ok(q) => q,
-        Err(r) => return *r,
-    };
+async fn inbox_done(State(app): State<Arc<App>>, Body(q): Body<DoneBody>) -> Response {
     let r = blocking(&app, move |p| {
         let (e, path) = crate::agent::mailbox::mark_done(p, q.role.as_deref(), &q.id)?;
         Ok(json!({"status": "completed", "id": e.id, "role": e.role, "completed": path}))
@@ -487,14 +466,7 @@ fn by_field(errors: &[String]) -> Vec<(String, String)> {
         .collect()
 }
 
-async fn send_as_human(
-    State(app): State<Arc<App>>,
-    q: std::result::Result<Json<SendBody>, JsonRejection>,
-) -> Response {
-    let q = match body(q) {
-        Ok(q) => q,
-        Err(r) => return *r,
-    };
+async fn send_as_human(State(app): State<Arc<App>>, Body(q): Body<SendBody>) -> Response {
     blocking(&app, move |p| {
         if !grammar::valid_role(&q.role) {
             return Err(Error::env(format!(
@@ -546,14 +518,7 @@ struct ChooseBody {
 
 /// `POST /api/choose`: answers what an agent's pane waits for with one of
 /// its recognised options (`swarm attach ROLE --choose N`).
-async fn choose(
-    State(app): State<Arc<App>>,
-    q: std::result::Result<Json<ChooseBody>, JsonRejection>,
-) -> Response {
-    let q = match body(q) {
-        Ok(q) => q,
-        Err(r) => return *r,
-    };
+async fn choose(State(app): State<Arc<App>>, Body(q): Body<ChooseBody>) -> Response {
     let r = blocking(&app, move |p| {
         if !grammar::valid_role(&q.role) {
             return Err(Error::env(format!(

@@ -136,12 +136,7 @@ pub async fn live(
             }
         }
     });
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
-    });
-    Sse::new(stream)
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
-        .into_response()
+    sse_response(rx)
 }
 
 #[derive(Deserialize)]
@@ -222,6 +217,12 @@ pub async fn events(
             }
         }
     });
+    sse_response(rx)
+}
+
+/// The events a connection's task sends, as the response (with a
+/// keep-alive comment every 15 s).
+fn sse_response(rx: tokio::sync::mpsc::Receiver<Event>) -> Response {
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
     });

@@ -204,7 +204,7 @@ fn id_of(queued: &Path) -> String {
 }
 
 #[test]
-fn every_request_needs_the_token_and_posts_need_it_in_a_header_from_this_origin() {
+fn the_token_once_then_a_cookie_and_posts_only_from_this_origin() {
     let p = project();
     let c = start(&p);
     let file = p.path(".swarmforge/serve/token");
@@ -629,14 +629,7 @@ fn hostile_input_gets_a_4xx_with_the_cli_text_and_touches_nothing() {
 
 /// Reads `/api/live` until `want` holds.
 fn live_until(c: &Cockpit, since: u64, want: &dyn Fn(&str) -> bool) -> String {
-    let request = format!(
-        "GET /api/live?since={since} HTTP/1.1\r\nHost: {}\r\nCookie: {}\r\n\r\n",
-        c.addr,
-        c.cookie()
-    );
-    let mut s = EventStream::open(c, &request);
-    s.read_until(want, "the live stream");
-    s.seen
+    stream_until(c, &format!("/api/live?since={since}"), "", want)
 }
 
 /// The page's data: one snapshot, then small deltas: a message sent from

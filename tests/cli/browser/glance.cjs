@@ -8,30 +8,17 @@
 // 1400, 1024 and 390 pixels nothing is wider than its card or section and
 // no two text boxes overlap (screenshots saved). Every wait has a deadline.
 'use strict';
-const { execFileSync } = require('child_process');
-const fs = require('fs');
 const path = require('path');
-const { chromium } = require(process.env.PLAYWRIGHT_CORE);
+const shell = require('./shell.cjs');
 
 const URL_ = process.env.COCKPIT_URL;
 const TOKEN = process.env.TOKEN;
-const BIN = process.env.BIN_DIR;
 const LEAD = process.env.LEAD_DIR;
 const EXPECT = JSON.parse(process.env.EXPECT);
 const SHOTS = process.env.SHOTS;
 const DEADLINE = 30000;
 
-let n = 0;
-function send(message) {
-  const file = path.join(LEAD, `glance-draft-${++n}.txt`);
-  fs.writeFileSync(file, `type: note\nto: qa\npriority: 50\nmessage: ${message}\n`);
-  const out = execFileSync(path.join(BIN, 'swarm-handoff'), [file], {
-    cwd: LEAD, env: { PATH: process.env.PATH, SWARMFORGE_ROLE: 'lead' }, encoding: 'utf8',
-  });
-  const id = /_(\d{8}T\d{6}Z_\d+_from_[A-Za-z0-9-]+)_to_/.exec(out);
-  if (!id) throw new Error('no id in: ' + out);
-  return id[1];
-}
+const send = (message) => shell.send(LEAD, 'lead', `type: note\nto: qa\npriority: 50\nmessage: ${message}\n`);
 
 function check(cond, what) { if (!cond) throw new Error(what); }
 
@@ -101,11 +88,7 @@ function layoutProblems() {
 }
 
 (async () => {
-  const browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-      '--disable-component-update', '--no-first-run'],
-  });
+  const browser = await shell.launch();
   try {
     const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
     const page = await context.newPage();
