@@ -84,6 +84,30 @@ function layoutProblems() {
       }
     }
   }
+  // Contrast: every text's colour on the first opaque background behind it.
+  const rgb = (c) => (c.match(/[\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => {
+    const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  const seenPairs = new Set();
+  for (const { p } of texts) {
+    if (p.closest('button, input, select, textarea, option')) continue;
+    const fg = rgb(getComputedStyle(p).color);
+    let bg = null;
+    for (let a = p; a; a = a.parentElement) {
+      const c = rgb(getComputedStyle(a).backgroundColor);
+      if (c.length === 3 || (c.length === 4 && c[3] > 0.9)) { bg = c; break; }
+    }
+    bg = bg || [255, 255, 255];
+    const [hi, lo] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+    const ratio = (hi + 0.05) / (lo + 0.05);
+    const key = fg.join() + '/' + bg.join();
+    if (ratio < 4.5 && !seenPairs.has(key)) {
+      seenPairs.add(key);
+      problems.push(`contrast ${ratio.toFixed(2)}:1 of "${p.textContent.slice(0, 30)}" (${fg} on ${bg})`);
+    }
+  }
   return problems.slice(0, 10);
 }
 
