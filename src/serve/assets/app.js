@@ -22,6 +22,7 @@ function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (k === 'class') e.className = v;
+    else if (k === 'style') setStyle(e, v);
     else if (v === true) e.setAttribute(k, '');
     else if (v !== false && v !== null && v !== undefined) e.setAttribute(k, v);
   }
@@ -29,6 +30,16 @@ function el(tag, attrs, ...kids) {
     if (k !== null && k !== undefined && k !== false) e.append(k.nodeType ? k : String(k));
   }
   return e;
+}
+
+// Styles through the CSSOM: the page's Content-Security-Policy refuses
+// style attributes written as text.
+function setStyle(e, text) {
+  e.removeAttribute('style');
+  for (const decl of String(text).split(';')) {
+    const i = decl.indexOf(':');
+    if (i > 0) e.style.setProperty(decl.slice(0, i).trim(), decl.slice(i + 1).trim());
+  }
 }
 
 function svg(tag, attrs, ...kids) {
@@ -52,6 +63,7 @@ function morph(a, b) {
   }
   for (const { name, value } of [...b.attributes]) {
     if (USER_STATE.has(name) && a.hasAttribute('data-init')) continue;
+    if (name === 'style') { if (a.style.cssText !== b.style.cssText) setStyle(a, b.style.cssText); continue; }
     if (a.getAttribute(name) !== value) a.setAttribute(name, value);
   }
   morphChildren(a, b);

@@ -120,6 +120,8 @@ function layoutProblems() {
     const errors = [];
     const requests = [];
     page.on('pageerror', (e) => errors.push(String(e)));
+    // A refusal by the page's Content-Security-Policy is a console error.
+    page.on('console', (m) => { if (m.type() === 'error') errors.push('console: ' + m.text()); });
     page.on('request', (r) => requests.push(r.url()));
     await page.goto(URL_);
     await page.waitForSelector('[data-role="coder"]');
@@ -174,6 +176,15 @@ function layoutProblems() {
     }, first);
     check(kept.value === 'half-typed' && kept.focused && kept.caret === 4, 'typing did not survive: ' + JSON.stringify(kept));
     check(kept.open, 'the open body was closed by an update');
+
+    // The charts are drawn: latency bars and legend swatches have their
+    // size and colour (styles the CSP lets through).
+    const drawn = await page.evaluate(() => ({
+      bars: [...document.querySelectorAll('#latency .bar')].map((b) => b.getBoundingClientRect().width),
+      swatches: [...document.querySelectorAll('#depth .swatch')].map((w) => getComputedStyle(w).backgroundColor),
+    }));
+    check(drawn.bars.length && drawn.bars.every((w) => w > 1), 'latency bars not drawn: ' + JSON.stringify(drawn));
+    check(drawn.swatches.length && drawn.swatches.every((c) => c !== 'rgba(0, 0, 0, 0)'), 'legend without colours: ' + JSON.stringify(drawn));
 
     // The dialog answered by a click: the card leaves needs_input.
     await page.screenshot({ path: path.join(SHOTS, 'cockpit-needs-input.png') });
