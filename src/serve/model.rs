@@ -68,23 +68,36 @@ pub const STAGES: [&str; 3] = [
     "dequeued_to_completed",
 ];
 
+/// A role's latency samples per stage, and their summary (computed when a
+/// sample arrives, not on every refresh).
 #[derive(Default)]
-struct Samples([VecDeque<i64>; 3]);
+struct Samples {
+    stages: [VecDeque<i64>; 3],
+    summary: Value,
+}
 
 impl Samples {
     fn push(&mut self, stage: usize, ms: i64) {
-        let v = &mut self.0[stage];
+        let v = &mut self.stages[stage];
         if v.len() == SAMPLES {
             v.pop_front();
         }
         v.push_back(ms.max(0));
+        self.summary = Value::Null;
     }
 
     /// Per stage: p50 in ms and the count, or null when nothing was measured.
-    fn json(&self) -> Value {
+    fn json(&mut self) -> Value {
+        if self.summary.is_null() {
+            self.summary = self.summarize();
+        }
+        self.summary.clone()
+    }
+
+    fn summarize(&self) -> Value {
         let mut out = serde_json::Map::new();
         for (i, name) in STAGES.iter().enumerate() {
-            let mut v: Vec<i64> = self.0[i].iter().copied().collect();
+            let mut v: Vec<i64> = self.stages[i].iter().copied().collect();
             v.sort_unstable();
             out.insert(
                 name.to_string(),
@@ -554,7 +567,9 @@ impl Model {
         let runner = Runner::of(&self.project);
         let roles = self.roles.roles.clone();
         for r in &roles {
-            let card = self.card(r, &runner, &items, &held);
+            let latency = self.latency.get_mut(&r.name).map(Samples::json);
+            let mut card = self.card(r, &runner, &items, &held);
+            card["latency"] = latency.unwrap_or(Value::Null);
             if self.cards.get(&r.name) != Some(&card) {
                 let depth =
                     card["new"].as_u64().unwrap_or(0) + u64::from(!card["in_process"].is_null());
@@ -642,7 +657,6 @@ impl Model {
             "not_moving": not_moving,
             "problem": wt.symlinked_inbox_folder().map(|l| crate::protocol::layout::symlinked_inbox_reason(&l)),
             "activity": last_activity(&self.project, &r.name),
-            "latency": self.latency.get(&r.name).map(Samples::json),
         })
     }
 
