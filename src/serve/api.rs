@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Query, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, StatusCode, Uri};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -30,8 +30,8 @@ const INDEX: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
 const APP_CSS: &str = include_str!("assets/app.css");
 
-/// The newest messages the page gets (the CLI's transcript has them all).
-const TRANSCRIPT_LIMIT: usize = 500;
+/// The most messages one `load earlier` returns.
+const PAGE_LIMIT: usize = 500;
 
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
@@ -45,6 +45,8 @@ pub fn router(app: Arc<App>) -> Router {
             get(|| asset(APP_CSS, "text/css; charset=utf-8")),
         )
         .route("/api/status", get(status_json))
+        .route("/api/snapshot", get(snapshot))
+        .route("/api/live", get(stream::live))
         .route("/api/transcript", get(transcript_json))
         .route("/api/receipts", get(receipts_json))
         .route("/api/audit", get(audit_json))
@@ -56,6 +58,9 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/answer", post(answer_clarify))
         .route("/api/send", post(send_as_human))
         .route("/api/inbox/done", post(inbox_done))
+        .route("/api/choose", post(choose))
+        .fallback(not_found)
+        .method_not_allowed_fallback(not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),
             token::guard,
@@ -67,18 +72,73 @@ async fn asset(body: &'static str, kind: &'static str) -> Response {
     ([(header::CONTENT_TYPE, kind)], body).into_response()
 }
 
-async fn index(State(app): State<Arc<App>>) -> Response {
-    // Scripts and styles come from this server only; the token (hex, so
-    // nothing to escape) rides along in their URLs.
-    let page = INDEX.replace("{{TOKEN}}", &app.token);
+async fn not_found(uri: Uri) -> Response {
+    token::refuse(
+        StatusCode::NOT_FOUND,
+        &format!("no such page: {}", crate::text::escape(uri.path())),
+    )
+}
+
+async fn not_allowed() -> Response {
+    token::refuse(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method not allowed here (actions are POSTs with a JSON body; reads are GETs)",
+    )
+}
+
+/// A JSON body, or the documented JSON error (a wrong content type, bad
+/// JSON, a missing field) instead of axum's plain text.
+struct Body<T>(T);
+
+impl<T: serde::de::DeserializeOwned, S: Send + Sync> axum::extract::FromRequest<S> for Body<T> {
+    type Rejection = Response;
+
+    async fn from_request(
+        req: axum::extract::Request,
+        state: &S,
+    ) -> std::result::Result<Self, Response> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(Body(v)),
+            Err(e) => Err(token::refuse(
+                e.status(),
+                &format!(
+                    "the request body must be JSON (Content-Type: application/json): {}",
+                    e.body_text()
+                ),
+            )),
+        }
+    }
+}
+
+async fn index(State(app): State<Arc<App>>, uri: Uri) -> Response {
+    // The first load: the token becomes a cookie and leaves the URL (the
+    // redirect replaces the address and its history entry).
+    if let Some(t) = token::query_token(uri.query()) {
+        let mut res = (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response();
+        if token::same(t, &app.token) {
+            if let Ok(v) = token::set_cookie(app.port, &app.token).parse() {
+                res.headers_mut().insert(header::SET_COOKIE, v);
+            }
+        }
+        return res;
+    }
     (
         [(
             header::CONTENT_SECURITY_POLICY,
             "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; form-action 'none'; frame-ancestors 'none'; base-uri 'none'",
         )],
-        Html(page),
+        Html(INDEX),
     )
         .into_response()
+}
+
+async fn snapshot(State(app): State<Arc<App>>) -> Response {
+    match app.model.lock() {
+        Ok(m) => Json(crate::error::stamped(m.snapshot())).into_response(),
+        Err(_) => error_response(&Error::env(
+            "internal error: the cockpit's model is unusable",
+        )),
+    }
 }
 
 /// A library error as the CLI reports it: 400 for usage and environment
@@ -92,6 +152,7 @@ fn error_response(e: &Error) -> Response {
     let mut v = e.to_json();
     if let Error::Invalid { errors, .. } = e {
         v["errors"] = json!(errors);
+        v["errors_by_field"] = json!(by_field(errors));
     }
     (code, Json(crate::error::stamped(v))).into_response()
 }
@@ -117,20 +178,33 @@ async fn status_json(State(app): State<Arc<App>>) -> Response {
     .await
 }
 
-async fn transcript_json(State(app): State<Arc<App>>) -> Response {
-    blocking(&app, |p| {
-        let t = Trail::load(p, &Scope::originals())?;
-        let all = crate::views::transcript::select::messages(&t.originals);
-        let skip = all.len().saturating_sub(TRANSCRIPT_LIMIT);
-        let messages: Vec<Value> = all
-            .iter()
-            .skip(skip)
-            .map(|o| crate::views::transcript::print::jsonl(o, &t.roles))
-            .collect();
+#[derive(Deserialize)]
+struct Earlier {
+    /// Messages before this id (default: the newest).
+    before: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `GET /api/transcript[?before=ID&limit=N]`: a page of messages, oldest
+/// first (the page's "load earlier").
+async fn transcript_json(State(app): State<Arc<App>>, Query(q): Query<Earlier>) -> Response {
+    let limit = q.limit.unwrap_or(super::model::FIRST).clamp(1, PAGE_LIMIT);
+    if let Some(id) = &q.before {
+        if let Err(e) = check_id(id) {
+            return error_response(&e);
+        }
+    }
+    let a = app.clone();
+    blocking(&app, move |p| {
+        let (messages, more) = a
+            .model
+            .lock()
+            .map_err(|_| Error::env("internal error: the cockpit's model is unusable"))?
+            .earlier(q.before.as_deref(), limit)?;
         let sessions = crate::forum::session::list(p).unwrap_or_default();
         Ok(json!({
             "messages": messages,
-            "total": all.len(),
+            "more": more,
             "sessions": sessions,
         }))
     })
@@ -184,7 +258,7 @@ struct ApproveBody {
     sha256: String,
 }
 
-async fn approve(State(app): State<Arc<App>>, Json(q): Json<ApproveBody>) -> Response {
+async fn approve(State(app): State<Arc<App>>, Body(q): Body<ApproveBody>) -> Response {
     blocking(&app, move |p| {
         let path = holds::approve(p, &q.id, &q.sha256, "cockpit")?;
         Ok(json!({"status": "approved", "id": q.id, "sha256": q.sha256, "path": path}))
@@ -198,7 +272,7 @@ struct DenyBody {
     reason: String,
 }
 
-async fn deny(State(app): State<Arc<App>>, Json(q): Json<DenyBody>) -> Response {
+async fn deny(State(app): State<Arc<App>>, Body(q): Body<DenyBody>) -> Response {
     blocking(&app, move |p| {
         let path = holds::deny(p, &q.id, &q.reason, "cockpit")?;
         Ok(json!({"status": "denied", "id": q.id, "path": path, "reason": q.reason}))
@@ -241,7 +315,7 @@ struct AnswerBody {
     text: Option<String>,
 }
 
-async fn answer_clarify(State(app): State<Arc<App>>, Json(q): Json<AnswerBody>) -> Response {
+async fn answer_clarify(State(app): State<Arc<App>>, Body(q): Body<AnswerBody>) -> Response {
     blocking(&app, move |p| {
         let text = q.text.as_deref().filter(|t| !t.trim().is_empty());
         if q.choices.is_empty() && text.is_none() {
@@ -273,7 +347,7 @@ struct DoneBody {
 }
 
 /// "Mark done" on an item waiting for a person: `swarm inbox done`.
-async fn inbox_done(State(app): State<Arc<App>>, Json(q): Json<DoneBody>) -> Response {
+async fn inbox_done(State(app): State<Arc<App>>, Body(q): Body<DoneBody>) -> Response {
     let r = blocking(&app, move |p| {
         let (e, path) = crate::agent::mailbox::mark_done(p, q.role.as_deref(), &q.id)?;
         Ok(json!({"status": "completed", "id": e.id, "role": e.role, "completed": path}))
@@ -288,10 +362,111 @@ struct SendBody {
     /// The human role sending.
     role: String,
     /// The draft, as `swarm-handoff` reads it from a file.
-    draft: String,
+    draft: Option<String>,
+    /// Or the compose form's fields (`type`, `to`, `priority`, `subject`,
+    /// `message`, `in_reply_to`, `body`, ...), made into that draft.
+    fields: Option<serde_json::Map<String, Value>>,
 }
 
-async fn send_as_human(State(app): State<Arc<App>>, Json(q): Json<SendBody>) -> Response {
+/// A header name as drafts spell them (`in_reply_to`, `allow_multiple`).
+fn header_name(s: &str) -> bool {
+    s.len() <= 64
+        && s.starts_with(|c: char| c.is_ascii_lowercase())
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// The header order of a composed draft; other fields follow by name.
+const FIELD_ORDER: &[&str] = &[
+    "type",
+    "to",
+    "cc",
+    "priority",
+    "in_reply_to",
+    "subject",
+    "message",
+];
+
+/// The draft the compose form's fields spell: one header per non-empty
+/// field, the body after a blank line. A header value must be one line.
+fn compose(fields: &serde_json::Map<String, Value>) -> std::result::Result<String, Vec<String>> {
+    let mut names: Vec<&String> = fields.keys().filter(|k| *k != "body").collect();
+    names.sort_by_key(|k| {
+        (
+            FIELD_ORDER
+                .iter()
+                .position(|o| o == k)
+                .unwrap_or(usize::MAX),
+            k.to_string(),
+        )
+    });
+    let mut draft = String::new();
+    let mut errors = Vec::new();
+    for name in names {
+        let v = match &fields[name] {
+            Value::String(s) => s.trim().to_string(),
+            Value::Number(n) => n.to_string(),
+            Value::Null => continue,
+            _ => {
+                errors.push(format!(
+                    "Header '{}' must be text.",
+                    crate::text::escape(name)
+                ));
+                continue;
+            }
+        };
+        if !header_name(name) {
+            errors.push(format!(
+                "'{}' is not a header name.",
+                crate::text::escape(name)
+            ));
+        } else if v.contains(['\n', '\r']) {
+            errors.push(format!("Header '{name}' must be one line."));
+        } else if !v.is_empty() {
+            draft.push_str(&format!("{name}: {v}\n"));
+        }
+    }
+    if let Some(b) = fields
+        .get("body")
+        .and_then(Value::as_str)
+        .filter(|b| !b.trim().is_empty())
+    {
+        draft.push('\n');
+        draft.push_str(b);
+        if !b.ends_with('\n') {
+            draft.push('\n');
+        }
+    }
+    if errors.is_empty() {
+        Ok(draft)
+    } else {
+        Err(errors)
+    }
+}
+
+/// Each error with the form field it is about (the first field it names
+/// in quotes; recipients are `to`), or `""` for the draft as a whole.
+fn by_field(errors: &[String]) -> Vec<(String, String)> {
+    errors
+        .iter()
+        .map(|e| {
+            let named = e
+                .split('\'')
+                .skip(1)
+                .step_by(2)
+                .find(|w| !w.is_empty() && header_name(w))
+                .map(str::to_string);
+            let field = if e.contains("recipient") || e.contains(" cc ") {
+                "to".to_string()
+            } else {
+                named.unwrap_or_default()
+            };
+            (field, e.clone())
+        })
+        .collect()
+}
+
+async fn send_as_human(State(app): State<Arc<App>>, Body(q): Body<SendBody>) -> Response {
     blocking(&app, move |p| {
         if !grammar::valid_role(&q.role) {
             return Err(Error::env(format!(
@@ -306,19 +481,113 @@ async fn send_as_human(State(app): State<Arc<App>>, Json(q): Json<SendBody>) -> 
                 q.role
             )));
         }
-        if q.draft.len() > draft::MAX_DRAFT_BYTES {
+        let text = match (q.draft, q.fields) {
+            (Some(d), None) => d,
+            (None, Some(f)) => compose(&f).map_err(|errors| {
+                Error::invalid(crate::error::Token::HandoffInvalid, "the compose form", errors)
+            })?,
+            _ => return Err(Error::env("give either a draft or the form's fields")),
+        };
+        if text.len() > draft::MAX_DRAFT_BYTES {
             return Err(Error::env(format!(
                 "Draft must be no larger than {} bytes; got {}.",
                 draft::MAX_DRAFT_BYTES,
-                q.draft.len()
+                text.len()
             )));
         }
         let s = send::Sender::as_role(p, &q.role)?;
-        let d = draft::parse(&q.draft);
+        let d = draft::parse(&text);
         let queued = send::submit(&s, &d, "the cockpit's draft")?;
         let mut v = serde_json::to_value(&queued).unwrap_or_default();
         v["status"] = json!("queued");
         Ok(v)
     })
     .await
+}
+
+#[derive(Deserialize)]
+struct ChooseBody {
+    role: String,
+    /// 1-based, as `swarm attach --choose`.
+    option: usize,
+    /// The option's label and the prompt as the page showed them: another
+    /// prompt on screen now is refused, nothing typed.
+    label: String,
+    prompt: String,
+}
+
+/// `POST /api/choose`: answers what an agent's pane waits for with one of
+/// its recognised options (`swarm attach ROLE --choose N`).
+async fn choose(State(app): State<Arc<App>>, Body(q): Body<ChooseBody>) -> Response {
+    let r = blocking(&app, move |p| {
+        if !grammar::valid_role(&q.role) {
+            return Err(Error::env(format!(
+                "'{}' is not a role name.",
+                crate::text::escape(&q.role)
+            )));
+        }
+        let t = crate::launch::attach::target(p, &q.role)?;
+        let now = crate::daemon::pane::look(&t.socket, &t.session);
+        let same = now.as_ref().is_some_and(|w| {
+            w.text == q.prompt
+                && q.option
+                    .checked_sub(1)
+                    .and_then(|i| w.options.get(i))
+                    .is_some_and(|c| c.label == q.label)
+        });
+        if !same {
+            return Err(Error::refused(
+                crate::error::Token::ChangedSinceReview,
+                format!(
+                "role {}'s pane no longer shows \"{}\" with option {} \"{}\"; nothing was typed",
+                q.role,
+                crate::text::escape(&q.prompt),
+                q.option,
+                crate::text::escape(&q.label)
+            ),
+                Vec::new(),
+            ));
+        }
+        let (prompt, c) = crate::launch::attach::choose(p, &q.role, q.option)?;
+        Ok(json!({"status": "chosen", "role": q.role, "prompt": prompt.text, "label": c.label, "keys": c.keys}))
+    })
+    .await;
+    let _ = app.ticks.send(());
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_form_makes_a_draft_and_errors_find_their_field() {
+        let f: serde_json::Map<String, Value> = serde_json::from_value(json!({
+            "body": "line one\nline two",
+            "message": "hi",
+            "to": "qa",
+            "type": "note",
+            "priority": 50,
+            "subject": "",
+        }))
+        .unwrap();
+        assert_eq!(
+            compose(&f).unwrap(),
+            "type: note\nto: qa\npriority: 50\nmessage: hi\n\nline one\nline two\n"
+        );
+        let bad: serde_json::Map<String, Value> =
+            serde_json::from_value(json!({"message": "a\nto: boss"})).unwrap();
+        assert_eq!(
+            compose(&bad).unwrap_err(),
+            ["Header 'message' must be one line."]
+        );
+        let e = by_field(&[
+            "Unknown recipient role 'nobody'.".into(),
+            "Header 'priority' must be a number.".into(),
+            "Draft is empty.".into(),
+        ]);
+        assert_eq!(e[0].0, "to");
+        assert_eq!(e[1].0, "priority");
+        assert_eq!(e[2].0, "");
+    }
 }

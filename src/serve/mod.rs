@@ -3,22 +3,27 @@
 //! current-thread tokio runtime, every library call (all synchronous file
 //! work) in `spawn_blocking`.
 //!
-//! - `token`: the access token, its 0600 file and the request guard (token on
-//!   every request, in a header on state-changing POSTs, cross-origin refused);
+//! - `token`: the access token, its 0600 file, the cookie it is exchanged
+//!   for on first load, and the request guard (cross-origin refused);
+//! - `model`: what the page shows, kept up to date change by change, and
+//!   the deltas a page applies;
+//! - `spend`: tokens and cost per role from the usage journal;
 //! - `api`: the JSON endpoints and the actions, each writing the same files
 //!   as the CLI command of the same name;
-//! - `stream`: server-sent events from `events.jsonl` offsets, woken by file
-//!   events;
+//! - `stream`: the watcher that feeds the model, the page's delta stream,
+//!   and server-sent journal lines from `events.jsonl` offsets;
 //! - `listen`: accepting connections (timeouts and limits);
 //! - `assets/`: the page, embedded with `include_str!` (no JavaScript build).
 
 mod api;
 mod listen;
+pub mod model;
+pub mod spend;
 mod stream;
 mod token;
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::protocol::layout::Project;
@@ -40,6 +45,9 @@ pub struct App {
     pub port: u16,
     /// A tick per file event in the watched folders (see `stream`).
     pub ticks: tokio::sync::broadcast::Sender<()>,
+    /// What the page shows, and each change to it as it happens.
+    pub model: Mutex<model::Model>,
+    pub deltas: tokio::sync::broadcast::Sender<Arc<model::Delta>>,
 }
 
 /// Checks the address, writes the token, prints the URL and serves until
@@ -52,6 +60,7 @@ pub fn run(project: Project, opts: &Options, on_url: &mut dyn FnMut(&str)) -> Re
         )));
     }
     let token = token::create(&project)?;
+    let model = model::Model::open(&project)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -65,11 +74,14 @@ pub fn run(project: Project, opts: &Options, on_url: &mut dyn FnMut(&str)) -> Re
             .local_addr()
             .map_err(|e| Error::env(format!("{addr}: {e}")))?;
         let (ticks, _) = tokio::sync::broadcast::channel(16);
+        let (deltas, _) = tokio::sync::broadcast::channel(1024);
         let app = Arc::new(App {
             project,
             token,
             port: local.port(),
             ticks,
+            model: Mutex::new(model),
+            deltas,
         });
         stream::watch(app.clone());
         let host = match local.ip() {

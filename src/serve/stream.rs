@@ -1,14 +1,16 @@
 //! The live feed: server-sent events.
 //!
 //! One thread watches the project's folders (the daemon's journal folder,
-//! `.swarmforge/` for the pause file, and every worktree's queue folders)
-//! with notify and broadcasts a tick per change. Each event-stream
+//! `.swarmforge/` for the pause file, telemetry, and every worktree's queue
+//! folders) with notify, applies each change to the model once and
+//! broadcasts its deltas (`/api/live`, what the page uses) and a tick.
+//!
+//! `/api/events` is the raw journal for scripts: each event-stream
 //! connection reads `events.jsonl` from an offset (its end when the stream
 //! opened, or `?from=N`, a log offset as `swarm events --since` takes)
 //! across rotations with [`EventReader`], and on each tick sends the new
 //! lines (`event: journal`, `id:` the offset after the line) and one
-//! `event: changed` so the page re-reads what it shows. No polling: a
-//! connection sleeps until a tick (or the keep-alive).
+//! `event: changed`. A connection sleeps until a tick (or the keep-alive).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -20,45 +22,36 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use crate::protocol::layout::Worktree;
-use crate::protocol::logfile;
-use crate::protocol::roles::Roles;
 use crate::protocol::trail::watch::DirWatch;
 use crate::views::events::EventReader;
 
+use super::model::{journal_end, Delta};
 use super::App;
 
-/// Starts the watcher thread (it lives as long as the process).
+/// Starts the watcher thread (it lives as long as the process): each wake
+/// is applied to the model once, for every open page, and its deltas are
+/// broadcast.
 pub fn watch(app: Arc<App>) {
-    let p = app.project.clone();
-    let mut dirs = vec![p.daemon_dir(), p.swarmforge(), p.approvals_dir()];
-    if let Ok(roles) = Roles::load(&p.roles_tsv()) {
-        for wt in roles.worktrees() {
-            let w = Worktree::new(if wt.is_absolute() {
-                wt
-            } else {
-                p.root.join(wt)
-            });
-            dirs.extend([
-                w.outbox(),
-                w.held(),
-                w.sent(),
-                w.failed(),
-                w.inbox_new(),
-                w.in_process(),
-                w.completed(),
-            ]);
-        }
-    }
-    dirs.sort();
-    dirs.dedup();
+    let dirs = match app.model.lock() {
+        Ok(m) => m.watched(),
+        Err(_) => return,
+    };
     let spawned = std::thread::Builder::new()
         .name("cockpit-watch".into())
         .spawn(move || {
             let mut w = DirWatch::new(dirs);
             loop {
-                let wake = w.wait_for(Duration::from_secs(30));
-                if wake.rescan || !wake.paths.is_empty() {
+                // Agents' states (a pane's output, a dialog) change without a
+                // file event: a short wait keeps the cards current.
+                let wake = w.wait_for(REFRESH);
+                let deltas = match app.model.lock() {
+                    Ok(mut m) => m.apply(&wake),
+                    Err(_) => return,
+                };
+                for d in deltas {
+                    let _ = app.deltas.send(Arc::new(d));
+                }
+                if !wake.paths.is_empty() {
                     // Nobody listening is fine.
                     let _ = app.ticks.send(());
                 }
@@ -69,18 +62,86 @@ pub fn watch(app: Arc<App>) {
     }
 }
 
+/// How often the cards are looked at when no file changes.
+const REFRESH: Duration = Duration::from_secs(2);
+
+#[derive(Deserialize)]
+pub struct Since {
+    since: Option<u64>,
+}
+
+fn sse(d: &Delta) -> Event {
+    Event::default()
+        .event(d.event)
+        .id(d.seq.to_string())
+        .data(d.data.clone())
+}
+
+/// `GET /api/live?since=SEQ`: the deltas after the snapshot at `SEQ` (or
+/// after `Last-Event-ID` on a reconnect), then each as it happens. When
+/// some are no longer kept, one `reset` event tells the page to load a new
+/// snapshot.
+pub async fn live(
+    State(app): State<Arc<App>>,
+    Query(q): Query<Since>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    let resume = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    // Subscribed before the backlog is taken: nothing falls in between.
+    let mut rx_deltas = app.deltas.subscribe();
+    let backlog = match app.model.lock() {
+        Ok(m) => resume.or(q.since).map_or(Some(Vec::new()), |s| m.since(s)),
+        Err(_) => None,
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Event>(256);
+    tokio::spawn(async move {
+        let Some(backlog) = backlog else {
+            let _ = tx.send(Event::default().event("reset").data("{}")).await;
+            return;
+        };
+        let mut last = 0;
+        for d in &backlog {
+            last = d.seq;
+            if tx.send(sse(d)).await.is_err() {
+                return;
+            }
+        }
+        if tx
+            .send(Event::default().event("hello").data("{}"))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        loop {
+            tokio::select! {
+                d = rx_deltas.recv() => match d {
+                    Ok(d) if d.seq > last => {
+                        last = d.seq;
+                        if tx.send(sse(&d)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        let _ = tx.send(Event::default().event("reset").data("{}")).await;
+                        return;
+                    }
+                    Err(_) => return,
+                },
+                _ = tx.closed() => return,
+            }
+        }
+    });
+    sse_response(rx)
+}
+
 #[derive(Deserialize)]
 pub struct From {
     from: Option<u64>,
-}
-
-/// Where the journal ends now (the next line's offset).
-fn end_offset(path: &std::path::Path) -> u64 {
-    logfile::files(path)
-        .ok()
-        .and_then(|f| f.last().map(logfile::Part::end))
-        .or_else(|| logfile::live_start(path).ok())
-        .unwrap_or(0)
 }
 
 /// `GET /api/events`: the stream.
@@ -102,9 +163,9 @@ pub async fn events(
     let opened = tokio::task::spawn_blocking(move || match (q.from, resume) {
         (Some(n), _) => EventReader::new(&path, n),
         (None, Some(n)) => {
-            EventReader::new(&path, n).or_else(|_| EventReader::new(&path, end_offset(&path)))
+            EventReader::new(&path, n).or_else(|_| EventReader::new(&path, journal_end(&path)))
         }
-        (None, None) => EventReader::new(&path, end_offset(&path)),
+        (None, None) => EventReader::new(&path, journal_end(&path)),
     })
     .await;
     let mut reader = match opened {
@@ -156,6 +217,12 @@ pub async fn events(
             }
         }
     });
+    sse_response(rx)
+}
+
+/// The events a connection's task sends, as the response (with a
+/// keep-alive comment every 15 s).
+fn sse_response(rx: tokio::sync::mpsc::Receiver<Event>) -> Response {
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
     });

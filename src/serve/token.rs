@@ -2,10 +2,15 @@
 //!
 //! 32 random bytes from the kernel (`/dev/urandom`), hex, written to
 //! `.swarmforge/serve/token` with mode 0600 from its first byte, and printed
-//! in the URL. Every request must carry it (`?token=` or the
-//! `X-Swarm-Token` header); a POST must carry it in the header (a form on
-//! another site cannot set headers) and is refused with 403 when its
-//! `Origin` is not this server. The `Host` header must name this server by
+//! in the URL. The page's first load (`/?token=`) exchanges it for an
+//! HttpOnly, SameSite=Strict cookie named for this port and is redirected
+//! to `/`, so the token leaves the address bar and history and no later
+//! request carries it in a URL (docs/cockpit.md, "Security"). Every request
+//! must carry it: the cookie, the `X-Swarm-Token` header, or (a GET from a
+//! script) `?token=`. A POST must carry it in the cookie or the header,
+//! never the query; with the cookie it must come from this origin (an
+//! `Origin` naming this server, JSON only), and any POST whose `Origin` or
+//! `Sec-Fetch-Site` names another site gets 403. The `Host` header must name this server by
 //! address (`127.0.0.1:<port>`, `[::1]:<port>`, `localhost:<port>`): a
 //! page whose own host name resolves to 127.0.0.1 (DNS rebinding) is
 //! refused before the token is even looked at.
@@ -26,6 +31,28 @@ use super::App;
 
 pub const HEADER: &str = "x-swarm-token";
 
+/// The cookie's name: cookies are not kept apart by port, so two cockpits
+/// on one host must not share one.
+pub fn cookie_name(port: u16) -> String {
+    format!("swarm_cockpit_{port}")
+}
+
+/// The `Set-Cookie` value that replaces the URL's token.
+pub fn set_cookie(port: u16, token: &str) -> String {
+    format!(
+        "{}={token}; Path=/; HttpOnly; SameSite=Strict",
+        cookie_name(port)
+    )
+}
+
+fn cookie_token<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    h.get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|kv| kv.trim().strip_prefix(name)?.strip_prefix('='))
+}
+
 /// A fresh token, saved for the people allowed to read the project.
 pub fn create(project: &Project) -> Result<String> {
     let mut bytes = [0u8; 32];
@@ -43,7 +70,7 @@ pub fn create(project: &Project) -> Result<String> {
 }
 
 /// Compares in time independent of where the strings differ.
-fn same(a: &str, b: &str) -> bool {
+pub fn same(a: &str, b: &str) -> bool {
     a.len() == b.len()
         && a.bytes()
             .zip(b.bytes())
@@ -51,7 +78,7 @@ fn same(a: &str, b: &str) -> bool {
             == 0
 }
 
-fn query_token(query: Option<&str>) -> Option<&str> {
+pub fn query_token(query: Option<&str>) -> Option<&str> {
     query?.split('&').find_map(|kv| kv.strip_prefix("token="))
 }
 
@@ -98,32 +125,43 @@ pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
         );
     }
     let by_header = header_str(h, HEADER).is_some_and(|t| same(t, &app.token));
+    let by_cookie = cookie_token(h, &cookie_name(app.port)).is_some_and(|t| same(t, &app.token));
     if req.method() != Method::GET && req.method() != Method::HEAD {
-        if let Some(origin) = header_str(h, header::ORIGIN) {
-            let own = header_str(h, header::HOST).map(|host| format!("http://{host}"));
-            if own.as_deref() != Some(origin) {
-                return refuse(
-                    StatusCode::FORBIDDEN,
-                    "cross-origin request refused: this page only acts for itself",
-                );
-            }
+        let own = header_str(h, header::HOST).map(|host| format!("http://{host}"));
+        let origin = header_str(h, header::ORIGIN);
+        if origin.is_some_and(|o| own.as_deref() != Some(o)) {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                "cross-origin request refused: this page only acts for itself",
+            );
         }
-        if header_str(h, "sec-fetch-site").is_some_and(|s| s == "cross-site") {
+        if header_str(h, "sec-fetch-site").is_some_and(|s| s != "same-origin" && s != "none") {
             return refuse(StatusCode::FORBIDDEN, "cross-site request refused");
         }
-        if !by_header {
+        // The cookie rides along on any request the browser makes; only the
+        // page's own fetch (an Origin naming this server) may use it.
+        let allowed = by_header || (by_cookie && origin.is_some());
+        if !allowed {
             return refuse(
                 StatusCode::UNAUTHORIZED,
-                "a state-changing request needs the token in the X-Swarm-Token header",
+                "a state-changing request needs the cockpit's cookie from its own page, or the token in the X-Swarm-Token header",
             );
         }
     } else {
         let by_query = query_token(req.uri().query()).is_some_and(|t| same(t, &app.token));
-        if !by_header && !by_query {
+        if !by_header && !by_query && !by_cookie {
             return refuse(
                 StatusCode::UNAUTHORIZED,
                 "missing or wrong token: open the URL `swarm serve` printed (the token is also in .swarmforge/serve/token)",
             );
+        }
+        // A page on another port of this host is "same-site": the cookie
+        // alone does not let it read.
+        if !by_header
+            && !by_query
+            && header_str(h, "sec-fetch-site").is_some_and(|s| s != "same-origin" && s != "none")
+        {
+            return refuse(StatusCode::FORBIDDEN, "cross-site request refused");
         }
     }
     if let Some(s) = req.extensions().get::<super::listen::Shown>() {
@@ -131,7 +169,7 @@ pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
     }
     let mut res = next.run(req).await;
     let hs = res.headers_mut();
-    // The token is in the page's URL: never send it on as a referrer.
+    // The first URL carries the token: never send it on as a referrer.
     hs.insert(header::REFERRER_POLICY, "no-referrer".parse().unwrap());
     hs.insert(header::X_CONTENT_TYPE_OPTIONS, "nosniff".parse().unwrap());
     hs.insert(header::CACHE_CONTROL, "no-store".parse().unwrap());
@@ -147,6 +185,13 @@ mod tests {
     fn token_from_query_and_constant_time_compare() {
         assert_eq!(query_token(Some("a=1&token=abc")), Some("abc"));
         assert_eq!(query_token(Some("tokenx=abc")), None);
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::COOKIE,
+            "a=1; swarm_cockpit_80=t0k; x=2".parse().unwrap(),
+        );
+        assert_eq!(cookie_token(&h, "swarm_cockpit_80"), Some("t0k"));
+        assert_eq!(cookie_token(&h, "swarm_cockpit_8"), None);
         assert!(same("abc", "abc"));
         assert!(!same("abc", "abd"));
         assert!(!same("abc", "ab"));

@@ -105,16 +105,29 @@ pub fn collect(project: &Project) -> Result<Vec<Item>> {
 
 /// [`collect`] on a loaded trail, ages taken at `now`.
 pub fn from_trail(t: &Trail, now: Instant) -> Vec<Item> {
-    let done = crate::agent::answer::settled(&t.originals);
-    let mut out: Vec<Item> = transcript::messages(&t.originals)
+    from_originals(&t.originals, &t.roles, &t.project, t.max_bytes, now)
+}
+
+/// [`from_trail`] on the originals at hand: only the clarifies, answers and
+/// closes among them matter, so a reader that keeps just those (the
+/// cockpit) gets the same list without loading the trail again.
+pub fn from_originals(
+    originals: &[Original],
+    roles: &Roles,
+    project: &Project,
+    max_bytes: u64,
+    now: Instant,
+) -> Vec<Item> {
+    let done = crate::agent::answer::settled(originals);
+    let mut out: Vec<Item> = transcript::messages(originals)
         .into_iter()
         .filter(|o| o.place != Place::Failed)
         .filter(|o| o.msg.type_name() == Some(types::CLARIFY.name))
         .filter(|o| !done.contains_key(o.id()))
         .map(|o| clarify_item(o, now))
         .collect();
-    out.extend(waiting(&t.roles, &t.project, t.max_bytes, now));
-    out.extend(panes(&t.roles, &t.project, now));
+    out.extend(waiting(roles, project, max_bytes, now));
+    out.extend(panes(roles, project, now));
     out
 }
 

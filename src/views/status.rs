@@ -184,7 +184,7 @@ fn waiting_since(path: &Path, mtime: Option<SystemTime>) -> Option<SystemTime> {
 }
 
 /// (count of waiting items, since when the oldest has waited) in `new/`.
-fn waiting(dir: &Path) -> (usize, Option<SystemTime>) {
+pub(crate) fn waiting(dir: &Path) -> (usize, Option<SystemTime>) {
     count_oldest(dir, |e| {
         let mtime = e.metadata().and_then(|m| m.modified()).ok();
         waiting_since(&e.path(), mtime)
@@ -192,7 +192,7 @@ fn waiting(dir: &Path) -> (usize, Option<SystemTime>) {
 }
 
 /// (count of items, oldest mtime) directly in `dir`.
-fn items(dir: &Path) -> (usize, Option<SystemTime>) {
+pub(crate) fn items(dir: &Path) -> (usize, Option<SystemTime>) {
     count_oldest(dir, |e| e.metadata().and_then(|m| m.modified()).ok())
 }
 
@@ -233,7 +233,7 @@ fn completed_count(dir: &Path) -> usize {
         .sum()
 }
 
-fn in_process(dir: &Path) -> Option<(PathBuf, Option<SystemTime>)> {
+pub(crate) fn in_process(dir: &Path) -> Option<(PathBuf, Option<SystemTime>)> {
     let rd = fs::read_dir(dir).ok()?;
     let mut v: Vec<_> = rd
         .flatten()

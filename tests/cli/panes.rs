@@ -18,7 +18,7 @@ const WAKE_TEXT: &str = "You have new handoff mail. If idle, run ready_for_next.
 /// A fake of Claude Code's folder-trust dialog: "No, exit" highlighted;
 /// Enter on it exits 1, Down then Enter trusts and shows an idle prompt
 /// whose typed lines are logged `GOT`. Every key is logged `KEY`.
-const DIALOG: &str = r#"#!/bin/bash
+pub(crate) const DIALOG: &str = r#"#!/bin/bash
 log="$SWARMFORGE_PROJECT/io.$SWARMFORGE_ROLE"
 echo "START $$" >>"$log"
 cat <<'EOF'
@@ -71,7 +71,7 @@ done
 /// A scripted agent: takes at most one item per run, logs the run
 /// (`NO_TASK` or the item's `msg-…` word), finishes the item and exits with
 /// the code in `<project>/exitcode` (0 without it).
-const ONE_ITEM: &str = r#"out=$(ready-next 2>&1)
+pub(crate) const ONE_ITEM: &str = r#"out=$(ready-next 2>&1)
 case "$out" in
   *NO_TASK*) what=NO_TASK ;;
   *) what=$(printf '%s\n' "$out" | grep -o 'msg-[a-z]*' | head -n 1); done-current >/dev/null 2>&1 ;;

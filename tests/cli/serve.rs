@@ -98,6 +98,26 @@ impl Cockpit {
         }
     }
 
+    /// The cookie the first load sets.
+    pub fn cookie(&self) -> String {
+        let port = self.addr.rsplit_once(':').unwrap().1;
+        format!("swarm_cockpit_{port}={}", self.token)
+    }
+
+    /// A request as the page makes it: the cookie, no token in the URL.
+    pub fn with_cookie(
+        &self,
+        method: &str,
+        target: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Reply {
+        let cookie = self.cookie();
+        let mut h = vec![("Cookie", cookie.as_str())];
+        h.extend_from_slice(headers);
+        self.raw(method, target, &h, body)
+    }
+
     pub fn get(&self, path: &str) -> Reply {
         let sep = if path.contains('?') { '&' } else { '?' };
         self.raw("GET", &format!("{path}{sep}token={}", self.token), &[], "")
@@ -184,7 +204,7 @@ fn id_of(queued: &Path) -> String {
 }
 
 #[test]
-fn every_request_needs_the_token_and_posts_need_it_in_a_header_from_this_origin() {
+fn the_token_once_then_a_cookie_and_posts_only_from_this_origin() {
     let p = project();
     let c = start(&p);
     let file = p.path(".swarmforge/serve/token");
@@ -215,19 +235,87 @@ fn every_request_needs_the_token_and_posts_need_it_in_a_header_from_this_origin(
         );
         assert_eq!(r.code, 401, "{path} with a wrong token");
     }
-    let page = c.get("/");
-    assert_eq!(page.code, 200);
-    assert!(page
+    // The first load exchanges the URL's token for a cookie and leaves the
+    // address bar: a redirect to `/`, the page itself without the token.
+    let first = c.get("/");
+    assert_eq!(first.code, 303, "{}", first.head);
+    let head = first.head.to_lowercase();
+    assert!(head.contains("location: /\r\n"), "{}", first.head);
+    let port = c.addr.rsplit_once(':').unwrap().1;
+    let set = first
         .head
-        .to_lowercase()
-        .contains("referrer-policy: no-referrer"));
+        .lines()
+        .find(|l| l.to_lowercase().starts_with("set-cookie:"))
+        .unwrap_or_else(|| panic!("no cookie set: {}", first.head));
+    assert!(
+        set.contains(&format!("swarm_cockpit_{port}={}", c.token))
+            && set.contains("HttpOnly")
+            && set.contains("SameSite=Strict")
+            && set.contains("Path=/"),
+        "{set}"
+    );
+    assert!(head.contains("referrer-policy: no-referrer"));
+    // A wrong token in the URL sets no cookie.
+    let wrong = c.raw("GET", "/?token=00", &[("Cookie", &c.cookie())], "");
+    assert_eq!(wrong.code, 303);
+    assert!(
+        !wrong.head.to_lowercase().contains("set-cookie"),
+        "{}",
+        wrong.head
+    );
+    let page = c.with_cookie("GET", "/", &[], "");
+    assert_eq!(page.code, 200, "{}", page.body);
     assert!(page
         .head
         .to_lowercase()
         .contains("content-security-policy: default-src 'none'"));
-    assert!(page.body.contains(&format!("/app.js?token={}", c.token)));
+    assert!(page.body.contains("src=\"/app.js\""), "{}", page.body);
+    assert!(!page.body.contains(&c.token));
     assert!(!page.body.contains("http://") && !page.body.contains("https://"));
-    assert_eq!(c.get("/app.js").code, 200);
+    assert_eq!(c.with_cookie("GET", "/app.js", &[], "").code, 200);
+    assert_eq!(c.with_cookie("GET", "/api/snapshot", &[], "").code, 200);
+    // The cookie of another port (another cockpit) is no key here.
+    let other = format!("swarm_cockpit_1={}", c.token);
+    assert_eq!(
+        c.raw("GET", "/api/status", &[("Cookie", &other)], "").code,
+        401
+    );
+    // A page on another port of this host is "same-site": it may not read
+    // with the cookie, nor act with it.
+    let r = c.with_cookie("GET", "/api/status", &[("Sec-Fetch-Site", "same-site")], "");
+    assert_eq!(r.code, 403, "{}", r.body);
+    let r = c.with_cookie(
+        "POST",
+        "/api/pause",
+        &[
+            ("Origin", "http://127.0.0.1:1"),
+            ("Content-Type", "application/json"),
+        ],
+        "{}",
+    );
+    assert_eq!(r.code, 403, "{}", r.body);
+    // The cookie without an Origin (not the page's own fetch) acts on nothing.
+    let r = c.with_cookie(
+        "POST",
+        "/api/pause",
+        &[("Content-Type", "application/json")],
+        "{}",
+    );
+    assert_eq!(r.code, 401, "{}", r.body);
+    assert!(!p.path(".swarmforge/paused").exists());
+    // The page's own POST: the cookie and its Origin.
+    let own = format!("http://{}", c.addr);
+    let r = c.with_cookie(
+        "POST",
+        "/api/resume",
+        &[
+            ("Origin", &own),
+            ("Sec-Fetch-Site", "same-origin"),
+            ("Content-Type", "application/json"),
+        ],
+        "{}",
+    );
+    assert_eq!(r.code, 200, "{}", r.body);
     let st = c.get("/api/status").json();
     assert_eq!(st["schema_version"], 1);
     assert_eq!(st["roles"].as_array().unwrap().len(), 3);
@@ -487,6 +575,47 @@ fn hostile_input_gets_a_4xx_with_the_cli_text_and_touches_nothing() {
     }
     let r = c.post("/api/approve", serde_json::json!("not an object"));
     assert!((400..500).contains(&r.code), "{}", r.code);
+    assert_eq!(r.json()["token"], "ERROR", "{}", r.body);
+    // Every refusal is the documented JSON error, even the framework's own:
+    // a wrong content type, an unknown page, a wrong method.
+    let t = c.token.clone();
+    let own = format!("http://{}", c.addr);
+    let r = c.raw(
+        "POST",
+        "/api/approve",
+        &[
+            ("X-Swarm-Token", &t),
+            ("Origin", &own),
+            ("Content-Type", "text/plain"),
+        ],
+        "{}",
+    );
+    assert_eq!(r.code, 415, "{}", r.body);
+    assert!(r
+        .head
+        .to_lowercase()
+        .contains("content-type: application/json"));
+    assert_eq!(r.json()["exit_code"], 1);
+    assert!(r.json()["message"]
+        .as_str()
+        .unwrap()
+        .contains("must be JSON"));
+    for (method, target) in [("GET", "/api/nothing"), ("GET", "/api/approve")] {
+        let r = c.raw(method, &format!("{target}?token={t}"), &[], "");
+        assert!(r.code == 404 || r.code == 405, "{target}: {}", r.code);
+        assert_eq!(r.json()["token"], "ERROR", "{target}: {}", r.body);
+    }
+    // Choosing an option needs a pane that shows it.
+    let r = c.post(
+        "/api/choose",
+        serde_json::json!({"role": "coder", "option": 1, "label": "Yes", "prompt": "x"}),
+    );
+    assert_eq!(r.code, 400, "{}", r.body);
+    assert!(
+        r.json()["message"].as_str().unwrap().contains("tmux"),
+        "{}",
+        r.body
+    );
     let r = c.raw(
         "GET",
         &format!("/api/events?token={}&from=7", c.token),
@@ -496,6 +625,135 @@ fn hostile_input_gets_a_4xx_with_the_cli_text_and_touches_nothing() {
     assert_eq!(r.code, 400, "{}", r.body);
     // Nothing was written but the server's own token (there before the snapshot).
     assert_eq!(crate::support::snapshot(&p.root), before);
+}
+
+/// Reads `/api/live` until `want` holds.
+fn live_until(c: &Cockpit, since: u64, want: &dyn Fn(&str) -> bool) -> String {
+    stream_until(c, &format!("/api/live?since={since}"), "", want)
+}
+
+/// The page's data: one snapshot, then small deltas: a message sent from
+/// the shell arrives as one `message` event with its entry, its recipient's
+/// card as one `role` event; a snapshot is bounded and `load earlier`
+/// pages back through the rest.
+#[test]
+fn a_snapshot_then_deltas_carry_a_new_message_and_its_recipients_card() {
+    let p = coder_and_qa();
+    let _d = p.spawn_daemon(&[]);
+    for _ in 0..3 {
+        let q = p.send_as("coder", NOTE).ok().queued();
+        crate::support::wait_delivered(&p, &q);
+    }
+    let c = start(&p);
+    let snap = c.with_cookie("GET", "/api/snapshot", &[], "").json();
+    assert_eq!(snap["total"], 3, "{snap}");
+    assert_eq!(snap["messages"].as_array().unwrap().len(), 3);
+    let roles: Vec<&str> = snap["roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["coder", "qa"]);
+    assert_eq!(snap["roles"][1]["new"], 3, "{snap}");
+    let seq = snap["seq"].as_u64().unwrap();
+
+    let queued = p
+        .send_as(
+            "coder",
+            "type: note\nto: qa\npriority: 50\nmessage: live one\n",
+        )
+        .ok()
+        .queued();
+    let id = id_of(&queued);
+    let seen = live_until(&c, seq, &|s| {
+        s.contains("event: message")
+            && s.contains("live one")
+            && s.contains("\"state\":\"sent\"")
+            && s.split("\n\n")
+                .any(|e| e.contains("event: role") && e.contains("\"new\":4"))
+    });
+    let ev = seen
+        .split("\n\n")
+        .find(|e| e.contains("event: message") && e.contains("\"state\":\"sent\""))
+        .unwrap();
+    assert!(ev.contains(&id), "{ev}");
+    let data: serde_json::Value =
+        serde_json::from_str(ev.lines().find_map(|l| l.strip_prefix("data: ")).unwrap()).unwrap();
+    assert_eq!(data["total"], 4);
+    assert_eq!(data["message"]["summary"], "live one");
+    // Each event's id is its sequence number, after the snapshot's.
+    let ids: Vec<u64> = seen
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .map(|v| v.trim().parse().unwrap())
+        .collect();
+    assert!(!ids.is_empty() && ids.iter().all(|i| *i > seq), "{ids:?}");
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    // Reconnecting after the last one sees none of them again.
+    let last = *ids.last().unwrap();
+    let again = c.with_cookie("GET", "/api/snapshot", &[], "").json();
+    assert!(again["seq"].as_u64().unwrap() >= last);
+    assert_eq!(again["total"], 4);
+    // An offset the server no longer keeps: the page is told to reload.
+    let reset = live_until(&c, u64::MAX / 2, &|s| s.contains("event: reset"));
+    assert!(reset.contains("event: reset"), "{reset}");
+
+    // Load earlier: pages of the newest first, oldest first within a page.
+    let page = c
+        .with_cookie(
+            "GET",
+            &format!("/api/transcript?before={id}&limit=2"),
+            &[],
+            "",
+        )
+        .json();
+    let msgs = page["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 2, "{page}");
+    assert_eq!(page["more"], true);
+    assert!(msgs.iter().all(|m| m["id"] != id));
+}
+
+/// The compose form's fields become a draft checked by the same code as
+/// `swarm-handoff`; each error comes back with the field it is about.
+#[test]
+fn the_compose_form_is_validated_as_a_draft_with_errors_by_field() {
+    let p = project();
+    let c = start(&p);
+    let r = c.post(
+        "/api/send",
+        serde_json::json!({"role": "boss", "fields": {
+            "type": "note", "to": "nobody", "priority": "50", "message": "hi"}}),
+    );
+    assert_eq!(r.code, 422, "{}", r.body);
+    let by = r.json()["errors_by_field"].clone();
+    assert!(
+        by.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e[0] == "to" && e[1].as_str().unwrap().contains("nobody")),
+        "{by}"
+    );
+    let r = c.post(
+        "/api/send",
+        serde_json::json!({"role": "boss", "fields": {
+            "type": "note", "to": "qa", "priority": "50", "message": "a\nto: coder"}}),
+    );
+    assert_eq!(r.code, 422, "{}", r.body);
+    assert_eq!(r.json()["errors_by_field"][0][0], "message", "{}", r.body);
+    let r = c.post(
+        "/api/send",
+        serde_json::json!({"role": "boss", "fields": {
+            "type": "note", "to": "qa", "priority": 50, "message": "from the form",
+            "subject": "", "in_reply_to": "", "body": ""}}),
+    );
+    assert_eq!(r.code, 200, "{}", r.body);
+    let queued = std::path::PathBuf::from(r.json()["path"].as_str().unwrap());
+    let text = std::fs::read_to_string(&queued).unwrap();
+    assert!(
+        text.contains("message: from the form") && text.contains("to: qa"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -508,26 +766,149 @@ fn a_non_loopback_address_needs_allow_remote() {
         .run();
 }
 
+/// playwright-core's folder when Chromium, node and playwright-core are
+/// here (under `CI=true` their absence fails the test).
+fn browser_tools() -> Option<std::path::PathBuf> {
+    let npm = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/npm/node_modules/playwright-core");
+    if !crate::support::require_tool("chromium", "apt-get install -y chromium")
+        || !crate::support::require_tool("node", "apt-get install -y nodejs npm")
+    {
+        return None;
+    }
+    crate::support::require_capability(
+        "load playwright-core",
+        "npm install --prefix target/npm playwright-core (see .ci/run)",
+        if npm.is_dir() {
+            Ok(())
+        } else {
+            Err(format!("{} is missing", npm.display()))
+        },
+    )?;
+    Some(npm)
+}
+
+/// A swarm at work in tmux, seen in Chromium (docs/cockpit.md): `lead` a
+/// person, `coder` an agent whose pane shows Claude Code's folder-trust
+/// dialog (needs_input), `qa` a scripted agent taking one item per wake-up,
+/// and usage records for today. The page (tests/cli/browser/glance.cjs)
+/// answers the dialog by a click, keeps a half-typed message and an open
+/// body through ten live messages, shows the usage records' sum as cost,
+/// never sends the token in a URL after the first request, and is laid out
+/// without overflow or overlap at 1400, 1024 and 390 pixels.
+#[test]
+fn the_cockpit_at_a_glance_in_chromium() {
+    let Some(npm) = browser_tools() else {
+        return;
+    };
+    if !crate::support::require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let d = Project::empty();
+    d.write("agents/coder.sh", crate::panes::DIALOG);
+    d.write("agents/qa.sh", crate::panes::ONE_ITEM);
+    d.write(
+        "swarm.yaml",
+        &format!(
+            "launch:\n  stagger: 0ms\nwake:\n  quiet: 300ms\ndaemon:\n  sweep: 200ms\n  ack_within: 1s\n  rewake_cap: 2s\nroles:\n  - name: lead\n    agent: human\n  - name: coder\n    agent: bash {}\n    worktree: coder\n    wake: immediate\n  - name: qa\n    agent: bash {}\n    worktree: qa\n    wake: immediate\n",
+            d.path("agents/coder.sh").display(),
+            d.path("agents/qa.sh").display()
+        ),
+    );
+    let mut guard = crate::support::SwarmGuard::new(&d.root);
+    let r = d.cmd("swarm").args(["up", "--detach"]).run();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    guard.socket = Some(std::path::PathBuf::from(
+        d.read(".swarmforge/tmux-socket").trim(),
+    ));
+    crate::support::wait_until(DEADLINE, "coder needs_input", || {
+        d.swarm(&["status", "--json"]).json()["roles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["role"] == "coder" && r["agent_state"] == "needs_input")
+    });
+    // Today's usage, as the headless runtime records it (one line a turn).
+    let now = swarm_handoff::protocol::clock::iso_now();
+    let today = &now[..10];
+    let records = [
+        ("coder", 1200, 300, Some(0.125)),
+        ("coder", 800, 200, Some(0.5)),
+        ("qa", 100, 50, Some(0.25)),
+        ("qa", 10, 5, None),
+    ];
+    let mut lines = String::new();
+    for (role, input, output, cost) in records {
+        lines.push_str(
+            &serde_json::json!({
+                "time": format!("{today}T00:00:01.000000Z"), "role": role, "id": null,
+                "thread": null, "model": "m", "source": "claude",
+                "input_tokens": input, "output_tokens": output,
+                "cache_read_tokens": 0, "cache_write_tokens": 0, "cost_usd": cost,
+            })
+            .to_string(),
+        );
+        lines.push('\n');
+    }
+    d.write(".swarmforge/telemetry/usage.jsonl", &lines);
+    d.write(
+        ".swarmforge/telemetry/activity/qa.jsonl",
+        &format!(
+            "{}\n",
+            serde_json::json!({"time": format!("{today}T00:00:02.000000Z"), "role": "qa",
+                "kind": "tool_call", "id": null, "name": "Bash",
+                "text": "cargo test --test cli -- a_very_long_filter_name_that_must_wrap_inside_its_card_and_never_overflow", "status": null})
+        ),
+    );
+    let expect = serde_json::json!({
+        "cost": "$0.88", "cost_exact": "$0.875", "tokens": "2665",
+        "roles": {"coder": ["2500", "$0.63"], "qa": ["165", "$0.25"]},
+    });
+    let c = start(&d);
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/cockpit-shots");
+    let _ = std::fs::remove_dir_all(&shots);
+    std::fs::create_dir_all(&shots).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cli/browser/glance.cjs");
+    let out = crate::support::clean_command(Path::new("node"), &d.root)
+        .arg(script)
+        .env("PLAYWRIGHT_CORE", &npm)
+        .env(
+            "COCKPIT_URL",
+            format!("http://{}/?token={}", c.addr, c.token),
+        )
+        .env("TOKEN", &c.token)
+        .env("BIN_DIR", crate::support::bin_dir())
+        .env("LEAD_DIR", d.role_dir("lead"))
+        .env("EXPECT", expect.to_string())
+        .env("SHOTS", &shots)
+        .output()
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("BROWSER OK"),
+        "browser test failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for w in [1400, 1024, 390] {
+        assert!(
+            shots.join(format!("cockpit-{w}.png")).is_file(),
+            "no screenshot at {w}"
+        );
+    }
+    // The click chose "Yes, I trust this folder" by its own keys.
+    let io = std::fs::read_to_string(d.path("io.coder")).unwrap_or_default();
+    assert!(
+        io.contains("TRUSTED") && !io.contains("ANSWERED_NO"),
+        "{io}"
+    );
+}
+
 /// The page in real headless Chromium (Debian's `chromium`, driven by
 /// `playwright-core` from `target/npm`, both installed by `.ci/run`).
 #[test]
 fn the_page_in_headless_chromium() {
-    let npm = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/npm/node_modules/playwright-core");
-    if !crate::support::require_tool("chromium", "apt-get install -y chromium")
-        || !crate::support::require_tool("node", "apt-get install -y nodejs npm")
-        || crate::support::require_capability(
-            "load playwright-core",
-            "npm install --prefix target/npm playwright-core (see .ci/run)",
-            if npm.is_dir() {
-                Ok(())
-            } else {
-                Err(format!("{} is missing", npm.display()))
-            },
-        )
-        .is_none()
-    {
+    let Some(npm) = browser_tools() else {
         return;
-    }
+    };
     let p = project();
     let _d = p.spawn_daemon(&[]);
     let c = start(&p);

@@ -5,40 +5,18 @@
 // held handoff is approved by clicking, and a
 // screenshot of the board is saved. Every wait has a deadline; none is timed.
 'use strict';
-const { execFileSync } = require('child_process');
-const fs = require('fs');
-const path = require('path');
-const { chromium } = require(process.env.PLAYWRIGHT_CORE);
+const shell = require('./shell.cjs');
 
 const URL_ = process.env.COCKPIT_URL;
-const BIN = process.env.BIN_DIR;
 const DIRS = JSON.parse(process.env.ROLE_DIRS);
 const SHOT = process.env.SHOT;
 const DEADLINE = 20000;
 
-function run(role, program, args) {
-  return execFileSync(path.join(BIN, program), args, {
-    cwd: DIRS[role],
-    env: { PATH: process.env.PATH, SWARMFORGE_ROLE: role },
-    encoding: 'utf8',
-  });
-}
-
-function send(role, draft) {
-  const file = path.join(DIRS[role], `browser-draft-${role}.txt`);
-  fs.writeFileSync(file, draft);
-  const out = run(role, 'swarm-handoff', [file]);
-  const id = /_(\d{8}T\d{6}Z_\d+_from_[A-Za-z0-9-]+)_to_/.exec(out);
-  if (!id) throw new Error('no id in: ' + out);
-  return id[1];
-}
+const run = (role, program, args) => shell.run(DIRS[role], role, program, args);
+const send = (role, draft) => shell.send(DIRS[role], role, draft);
 
 (async () => {
-  const browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-      '--disable-component-update', '--no-first-run'],
-  });
+  const browser = await shell.launch();
   try {
     const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
     page.setDefaultTimeout(DEADLINE);

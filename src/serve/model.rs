@@ -1,0 +1,740 @@
+//! What the cockpit shows, kept in memory and brought up to date by the
+//! changes themselves (docs/cockpit.md, "Live updates"): the trail is read
+//! once when the server starts; after that a changed file costs a read of
+//! that file, a role's card is rebuilt from its queue folders (bounded by
+//! what waits, not by history), and the journal is read from its offset.
+//! Each change that alters what a page shows becomes one small [`Delta`]
+//! with a sequence number; a page loads [`Model::snapshot`] once and then
+//! applies the deltas after its `seq`.
+//!
+//! The invariant: a snapshot at `seq` plus every delta after `seq` is what
+//! a fresh snapshot would show (deltas replace whole keyed entries: a
+//! message by id, a role's card by name, the attention list as a whole).
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant as Clock, SystemTime};
+
+use serde_json::{json, Value};
+
+use crate::error::Result;
+use crate::protocol::clock::{self, Instant};
+use crate::protocol::header::{names, Message};
+use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::roles::{Role, Roles};
+use crate::protocol::trail::watch::Wake;
+use crate::protocol::trail::{self, Loaded, Original, Place, Scope, Stamp, Trail};
+use crate::protocol::types;
+use crate::telemetry::activity::Activity;
+use crate::views::events::EventReader;
+use crate::views::liveness::{self, Runner};
+use crate::views::{attention, status};
+
+use super::spend;
+
+/// Messages kept in memory for the page (older ones: `load earlier`, which
+/// reads the trail on demand).
+pub const KEEP: usize = 1000;
+/// Messages a snapshot carries.
+pub const FIRST: usize = 200;
+/// Deltas kept for a page that reconnects.
+const RING: usize = 512;
+/// Journal lines a snapshot carries.
+const JOURNAL: usize = 50;
+/// Points of queue-depth history per role.
+const DEPTH_POINTS: usize = 400;
+/// Latency samples per role and stage.
+const SAMPLES: usize = 500;
+/// The longest body sent to the page (the CLI shows all of it).
+const MAX_BODY: usize = 16 * 1024;
+/// How often at most a rescan lists every `sent/` folder.
+const FULL_LIST: Duration = Duration::from_secs(30);
+/// The tail of an activity file read for its last record.
+const ACTIVITY_TAIL: u64 = 16 * 1024;
+
+/// One change as the page receives it.
+#[derive(Clone, Debug)]
+pub struct Delta {
+    pub seq: u64,
+    /// `message`, `role`, `attention`, `header`, `usage`, `journal`.
+    pub event: &'static str,
+    pub data: String,
+}
+
+/// The stages whose latency the cockpit charts (as `swarm audit`).
+pub const STAGES: [&str; 3] = [
+    "created_to_enqueued",
+    "enqueued_to_dequeued",
+    "dequeued_to_completed",
+];
+
+/// A role's latency samples per stage, and their summary (computed when a
+/// sample arrives, not on every refresh).
+#[derive(Default)]
+struct Samples {
+    stages: [VecDeque<i64>; 3],
+    summary: Value,
+}
+
+impl Samples {
+    fn push(&mut self, stage: usize, ms: i64) {
+        let v = &mut self.stages[stage];
+        if v.len() == SAMPLES {
+            v.pop_front();
+        }
+        v.push_back(ms.max(0));
+        self.summary = Value::Null;
+    }
+
+    /// Per stage: p50 in ms and the count, or null when nothing was measured.
+    fn json(&mut self) -> Value {
+        if self.summary.is_null() {
+            self.summary = self.summarize();
+        }
+        self.summary.clone()
+    }
+
+    fn summarize(&self) -> Value {
+        let mut out = serde_json::Map::new();
+        for (i, name) in STAGES.iter().enumerate() {
+            let mut v: Vec<i64> = self.stages[i].iter().copied().collect();
+            v.sort_unstable();
+            out.insert(
+                name.to_string(),
+                if v.is_empty() {
+                    Value::Null
+                } else {
+                    json!({"p50_ms": v[v.len() / 2], "count": v.len()})
+                },
+            );
+        }
+        Value::Object(out)
+    }
+}
+
+/// The cockpit's state (see the module doc).
+pub struct Model {
+    project: Project,
+    roles: Roles,
+    max_bytes: u64,
+    seq: u64,
+    ring: VecDeque<Delta>,
+    /// The newest messages by (time, id); `at` maps id to its key.
+    messages: BTreeMap<(String, String), Value>,
+    at: HashMap<String, (String, String)>,
+    total: usize,
+    /// Every original file already read.
+    seen: HashSet<PathBuf>,
+    /// Clarifies, answers and closes: what the attention list needs.
+    questions: Vec<Original>,
+    cards: BTreeMap<String, Value>,
+    attention: Value,
+    header: Value,
+    usage: spend::Summary,
+    journal: Option<EventReader>,
+    journal_tail: VecDeque<Value>,
+    depth: BTreeMap<String, VecDeque<(i64, u64)>>,
+    latency: BTreeMap<String, Samples>,
+    listed: Clock,
+}
+
+fn rank(p: Place) -> u8 {
+    match p {
+        Place::Sent => 0,
+        Place::Failed => 1,
+        _ => 2,
+    }
+}
+
+fn stamp_ms(a: &Stamp, b: &Stamp) -> Option<i64> {
+    Some((b.at()? - a.at()?).num_milliseconds())
+}
+
+fn iso_of(t: SystemTime) -> String {
+    clock::iso(Instant::from(t))
+}
+
+/// The message entry the page shows (as `swarm transcript --json`, with a
+/// bounded body).
+fn entry(o: &Original, roles: &Roles) -> Value {
+    let mut v = crate::views::transcript::print::jsonl(o, roles);
+    if let Some(b) = v["body"].as_str().filter(|b| b.len() > MAX_BODY) {
+        let mut cut = MAX_BODY;
+        while !b.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        v["body"] = json!(format!("{}\n…", &b[..cut]));
+        v["body_truncated"] = json!(true);
+    }
+    v
+}
+
+/// The last record of a role's activity file, if any is readable.
+fn last_activity(project: &Project, role: &str) -> Option<Activity> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = crate::fsx::open_regular(&project.activity_file(role)).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(ACTIVITY_TAIL)))
+        .ok()?;
+    let mut buf = Vec::new();
+    f.take(ACTIVITY_TAIL).read_to_end(&mut buf).ok()?;
+    String::from_utf8_lossy(&buf)
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str::<Activity>(l).ok())
+}
+
+/// Where the journal ends now (the next line's offset).
+pub fn journal_end(path: &Path) -> u64 {
+    crate::protocol::logfile::files(path)
+        .ok()
+        .and_then(|f| f.last().map(crate::protocol::logfile::Part::end))
+        .or_else(|| crate::protocol::logfile::live_start(path).ok())
+        .unwrap_or(0)
+}
+
+impl Model {
+    /// Reads the whole trail once and builds every card.
+    pub fn open(project: &Project) -> Result<Model> {
+        let t = Trail::load(project, &Scope::all())?;
+        let mut m = Model {
+            project: project.clone(),
+            roles: t.roles.clone(),
+            max_bytes: t.max_bytes,
+            seq: 0,
+            ring: VecDeque::new(),
+            messages: BTreeMap::new(),
+            at: HashMap::new(),
+            total: 0,
+            seen: HashSet::new(),
+            questions: Vec::new(),
+            cards: BTreeMap::new(),
+            attention: json!({}),
+            header: json!({}),
+            usage: spend::Summary::default(),
+            journal: None,
+            journal_tail: VecDeque::new(),
+            depth: BTreeMap::new(),
+            latency: BTreeMap::new(),
+            listed: Clock::now(),
+        };
+        let all = crate::views::transcript::select::messages(&t.originals);
+        for o in all.iter().skip(all.len().saturating_sub(KEEP)) {
+            m.put(o);
+        }
+        m.total = all.len();
+        for o in &t.originals {
+            m.seen.insert(o.path.clone());
+            m.keep_question(o);
+        }
+        m.seed_history(&t);
+        m.read_usage();
+        let path = project.events_file();
+        m.journal = EventReader::new(&path, journal_end(&path)).ok();
+        m.refresh(&mut Vec::new());
+        m.ring.clear();
+        Ok(m)
+    }
+
+    /// Depth and latency before the server started, from the copies' stamps.
+    fn seed_history(&mut self, t: &Trail) {
+        let mut steps: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
+        for c in &t.copies {
+            let Some(r) = c.recipient.clone() else {
+                continue;
+            };
+            if let Some(e) = c.enqueued.at() {
+                let s = steps.entry(r.clone()).or_default();
+                s.push((e.timestamp(), 1));
+                if let Some(d) = c.dequeued.at().or(c.completed.at()) {
+                    s.push((d.timestamp(), -1));
+                }
+            }
+            if c.place == Place::Completed {
+                self.sample(&r, &c.created, &c.enqueued, &c.dequeued, &c.completed);
+            }
+        }
+        for (role, mut s) in steps {
+            s.sort_unstable();
+            let mut n = 0i64;
+            let mut pts: VecDeque<(i64, u64)> = VecDeque::new();
+            for (t, d) in s {
+                n += d;
+                match pts.back_mut() {
+                    Some(last) if last.0 == t => last.1 = n.max(0) as u64,
+                    _ => pts.push_back((t, n.max(0) as u64)),
+                }
+            }
+            while pts.len() > DEPTH_POINTS {
+                pts.pop_front();
+            }
+            self.depth.insert(role, pts);
+        }
+    }
+
+    fn sample(&mut self, role: &str, cr: &Stamp, en: &Stamp, de: &Stamp, co: &Stamp) {
+        let s = self.latency.entry(role.to_string()).or_default();
+        for (i, v) in [stamp_ms(cr, en), stamp_ms(en, de), stamp_ms(de, co)]
+            .into_iter()
+            .enumerate()
+        {
+            if let Some(ms) = v {
+                s.push(i, ms);
+            }
+        }
+    }
+
+    fn keep_question(&mut self, o: &Original) {
+        let t = o.msg.type_name();
+        if [types::CLARIFY.name, types::ANSWER.name, types::CLOSE.name]
+            .iter()
+            .any(|k| t == Some(*k))
+        {
+            self.questions.push(o.clone());
+        }
+    }
+
+    /// Adds or replaces a message; true when the page must hear of it.
+    fn put(&mut self, o: &Original) -> bool {
+        let id = o.id().to_string();
+        let key = (
+            o.when().map(clock::iso).unwrap_or_default(),
+            if id.is_empty() {
+                o.path.display().to_string()
+            } else {
+                id.clone()
+            },
+        );
+        if let Some(old) = self.at.get(&key.1).cloned() {
+            let keep = self.messages.get(&old).is_some_and(|v| {
+                let place = v["state"].as_str().unwrap_or("");
+                let old_rank = match place {
+                    "sent" => 0,
+                    "failed" => 1,
+                    _ => 2,
+                };
+                old_rank < rank(o.place)
+                    && v["path"].as_str().is_some_and(|p| Path::new(p).exists())
+            });
+            if keep {
+                return false;
+            }
+            self.messages.remove(&old);
+        } else {
+            self.total += 1;
+        }
+        self.at.insert(key.1.clone(), key.clone());
+        self.messages.insert(key, entry(o, &self.roles));
+        while self.messages.len() > KEEP {
+            if let Some((k, _)) = self.messages.pop_first() {
+                self.at.remove(&k.1);
+            }
+        }
+        true
+    }
+
+    fn emit(&mut self, out: &mut Vec<Delta>, event: &'static str, data: &Value) {
+        self.seq += 1;
+        let d = Delta {
+            seq: self.seq,
+            event,
+            data: data.to_string(),
+        };
+        if self.ring.len() == RING {
+            self.ring.pop_front();
+        }
+        self.ring.push_back(d.clone());
+        out.push(d);
+    }
+
+    /// Folders that hold originals, with what their files are.
+    fn original_dirs(&self) -> Vec<(PathBuf, Place)> {
+        let mut v = Vec::new();
+        for root in self.worktrees() {
+            let w = Worktree::new(root);
+            v.extend([
+                (w.outbox(), Place::Outbox),
+                (w.sent(), Place::Sent),
+                (w.failed(), Place::Failed),
+                (w.held(), Place::Held),
+            ]);
+        }
+        v
+    }
+
+    fn worktrees(&self) -> Vec<PathBuf> {
+        self.roles
+            .worktrees()
+            .into_iter()
+            .map(|w| {
+                if w.is_absolute() {
+                    w
+                } else {
+                    self.project.root.join(w)
+                }
+            })
+            .collect()
+    }
+
+    /// Every folder whose changes matter to the page.
+    pub fn watched(&self) -> Vec<PathBuf> {
+        let p = &self.project;
+        let mut dirs = vec![
+            p.daemon_dir(),
+            p.daemon_dir().join("waiting"),
+            p.swarmforge(),
+            p.approvals_dir(),
+            p.telemetry_dir(),
+            p.activity_file("x")
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default(),
+        ];
+        for root in self.worktrees() {
+            let w = Worktree::new(root);
+            dirs.extend([
+                w.outbox(),
+                w.held(),
+                w.sent(),
+                w.failed(),
+                w.inbox_new(),
+                w.in_process(),
+                w.completed(),
+            ]);
+        }
+        dirs.sort();
+        dirs.dedup();
+        dirs
+    }
+
+    /// Reads one original file; the deltas it causes.
+    fn original(&mut self, path: &Path, place: Place, out: &mut Vec<Delta>) {
+        let msg = match trail::load_message(path, self.max_bytes) {
+            Loaded::Ok(m) => m,
+            Loaded::Gone | Loaded::Bad(_) => return,
+        };
+        let o = Original {
+            created: Stamp::of(msg.get(names::CREATED_AT)),
+            path: path.to_path_buf(),
+            place,
+            reason: (place == Place::Failed)
+                .then(|| trail::failure_reason(path))
+                .flatten(),
+            msg,
+        };
+        self.seen.insert(o.path.clone());
+        self.keep_question(&o);
+        if self.put(&o) {
+            let v = self
+                .at
+                .get(o.id())
+                .and_then(|k| self.messages.get(k))
+                .cloned();
+            if let Some(v) = v {
+                self.emit(out, "message", &json!({"message": v, "total": self.total}));
+            }
+        }
+    }
+
+    /// A copy that arrived in a `completed/` folder: its stage latencies.
+    fn completed_copy(&mut self, path: &Path) {
+        let Loaded::Ok(m) = trail::load_message(path, self.max_bytes) else {
+            return;
+        };
+        let stamp = |m: &Message, n: &str| Stamp::of(m.get(n));
+        if let Some(r) = m.get(names::RECIPIENT).map(str::to_string) {
+            self.sample(
+                &r,
+                &stamp(&m, names::CREATED_AT),
+                &stamp(&m, names::ENQUEUED_AT),
+                &stamp(&m, names::DEQUEUED_AT),
+                &stamp(&m, names::COMPLETED_AT),
+            );
+        }
+    }
+
+    fn read_usage(&mut self) {
+        let records = crate::telemetry::usage::read(&self.project)
+            .map(|r| r.0)
+            .unwrap_or_default();
+        let day = clock::iso_now().get(..10).unwrap_or("").to_string();
+        self.usage = spend::summarize(&records, &day);
+    }
+
+    /// Applies one wake of the folder watcher; returns the deltas, in order.
+    pub fn apply(&mut self, wake: &Wake) -> Vec<Delta> {
+        let mut out = Vec::new();
+        self.read_journal(&mut out);
+        let dirs = self.original_dirs();
+        let completed: Vec<PathBuf> = self
+            .worktrees()
+            .into_iter()
+            .map(|r| Worktree::new(r).completed())
+            .collect();
+        let mut candidates: Vec<(PathBuf, Place)> = Vec::new();
+        let mut usage = false;
+        for p in &wake.paths {
+            let Some(parent) = p.parent() else { continue };
+            if p == &self.project.usage_file() {
+                usage = true;
+            }
+            if !p.to_string_lossy().ends_with(".handoff") {
+                continue;
+            }
+            if let Some((_, place)) = dirs.iter().find(|(d, _)| d == parent) {
+                candidates.push((p.clone(), *place));
+            } else if completed.iter().any(|d| d == parent) && p.is_file() {
+                self.completed_copy(p);
+            }
+        }
+        if wake.rescan {
+            usage = true;
+            let full = self.listed.elapsed() >= FULL_LIST;
+            if full {
+                self.listed = Clock::now();
+            }
+            for (d, place) in &dirs {
+                if *place == Place::Sent && !full {
+                    continue;
+                }
+                if let Ok(names) = trail::handoff_names(d) {
+                    candidates.extend(
+                        names
+                            .into_iter()
+                            .map(|n| (d.join(n), *place))
+                            .filter(|(p, _)| !self.seen.contains(p)),
+                    );
+                }
+            }
+        }
+        for (p, place) in candidates {
+            self.original(&p, place, &mut out);
+        }
+        if usage {
+            let before = self.usage.clone();
+            self.read_usage();
+            if self.usage != before {
+                let v = json!(self.usage);
+                self.emit(&mut out, "usage", &v);
+            }
+        }
+        self.refresh(&mut out);
+        out
+    }
+
+    fn read_journal(&mut self, out: &mut Vec<Delta>) {
+        if self.journal.is_none() {
+            let path = self.project.events_file();
+            self.journal = EventReader::new(&path, journal_end(&path)).ok();
+        }
+        let Some(reader) = self.journal.as_mut() else {
+            return;
+        };
+        let mut lines = Vec::new();
+        let _ = reader.poll(&mut |l, next| {
+            if let Ok(v) = serde_json::from_slice::<Value>(l) {
+                lines.push((v, next));
+            }
+            Ok(())
+        });
+        for (mut v, next) in lines {
+            v["offset"] = json!(next);
+            if self.journal_tail.len() == JOURNAL {
+                self.journal_tail.pop_front();
+            }
+            self.journal_tail.push_back(v.clone());
+            self.emit(out, "journal", &v);
+        }
+    }
+
+    /// Rebuilds the cards, the attention list and the header; emits those
+    /// that changed.
+    fn refresh(&mut self, out: &mut Vec<Delta>) {
+        let now = clock::now();
+        let items = attention::from_originals(
+            &self.questions,
+            &self.roles,
+            &self.project,
+            self.max_bytes,
+            now,
+        );
+        let held = crate::daemon::holds::list(&self.project).unwrap_or_default();
+        let att = json!({"attention": items, "held": held});
+        if att != self.attention {
+            self.attention = att.clone();
+            self.emit(out, "attention", &att);
+        }
+        let runner = Runner::of(&self.project);
+        let roles = self.roles.roles.clone();
+        for r in &roles {
+            let latency = self.latency.get_mut(&r.name).map(Samples::json);
+            let mut card = self.card(r, &runner, &items, &held);
+            card["latency"] = latency.unwrap_or(Value::Null);
+            if self.cards.get(&r.name) != Some(&card) {
+                let depth =
+                    card["new"].as_u64().unwrap_or(0) + u64::from(!card["in_process"].is_null());
+                let pts = self.depth.entry(r.name.clone()).or_default();
+                if pts.back().map(|p| p.1) != Some(depth) {
+                    if pts.len() == DEPTH_POINTS {
+                        pts.pop_front();
+                    }
+                    pts.push_back((now.timestamp(), depth));
+                }
+                self.cards.insert(r.name.clone(), card.clone());
+                self.emit(out, "role", &card);
+            }
+        }
+        let pid = crate::daemon::control::running_pid(&self.project);
+        let header = json!({
+            "root": self.project.root,
+            "daemon_running": pid.is_some(),
+            "daemon_pid": pid,
+            "paused": crate::daemon::gate::pause_state(&self.project),
+        });
+        if header != self.header {
+            self.header = header.clone();
+            self.emit(out, "header", &header);
+        }
+    }
+
+    /// A role's card: its queue, its agent, its work, its spend.
+    fn card(
+        &self,
+        r: &Role,
+        runner: &Runner,
+        items: &[attention::Item],
+        held: &[crate::daemon::holds::Held],
+    ) -> Value {
+        let wt = Worktree::new(if r.worktree_path.is_absolute() {
+            r.worktree_path.clone()
+        } else {
+            self.project.root.join(&r.worktree_path)
+        });
+        let (new, oldest) = status::waiting(&wt.inbox_new());
+        let ip = status::in_process(&wt.in_process()).map(|(path, t)| {
+            let file = if path.is_dir() {
+                None
+            } else {
+                match trail::load_message(&path, self.max_bytes) {
+                    Loaded::Ok(m) => Some(m),
+                    _ => None,
+                }
+            };
+            json!({
+                "name": path.file_name().map(|n| crate::text::escape(&n.to_string_lossy())),
+                "id": file.as_ref().and_then(|m| m.id().map(str::to_string)),
+                "type": file.as_ref().and_then(|m| m.type_name().map(str::to_string)),
+                "summary": file.as_ref().map(crate::protocol::line::summary),
+                "since": t.map(iso_of),
+            })
+        });
+        let live = runner.liveness(&self.project, r);
+        let stuck = (new > 0 && ip.is_none())
+            || items
+                .iter()
+                .any(|a| a.kind == attention::Kind::Clarify && a.from == r.name);
+        let not_moving = stuck
+            .then(|| liveness::not_moving(&self.project, r, live.as_ref(), items))
+            .flatten();
+        let last_wake =
+            std::fs::read_to_string(crate::daemon::wake::last_wake_file(&self.project, &r.name))
+                .ok()
+                .map(|s| crate::text::escape(s.trim()));
+        json!({
+            "role": r.name,
+            "human": r.is_human(),
+            "state": live.as_ref().map(|l| l.state.word()),
+            "since": live.as_ref().and_then(|l| l.since.clone()),
+            "prompt": live.as_ref().and_then(|l| l.detail.clone()),
+            "options": live.as_ref().map(|l| l.options.iter().map(|c| c.label.clone()).collect::<Vec<_>>()).unwrap_or_default(),
+            "new": new,
+            "oldest_since": oldest.map(iso_of),
+            "in_process": ip,
+            "failed": status::items(&wt.failed()).0,
+            "outbox": status::items(&wt.outbox()).0,
+            "held": held.iter().filter(|h| h.from == r.name).count(),
+            "last_wake": last_wake,
+            "not_moving": not_moving,
+            "problem": wt.symlinked_inbox_folder().map(|l| crate::protocol::layout::symlinked_inbox_reason(&l)),
+            "activity": last_activity(&self.project, &r.name),
+        })
+    }
+
+    /// Everything the page shows, at `seq`.
+    pub fn snapshot(&self) -> Value {
+        let skip = self.messages.len().saturating_sub(FIRST);
+        let messages: Vec<&Value> = self.messages.values().skip(skip).collect();
+        let depth: BTreeMap<&String, Vec<&(i64, u64)>> = self
+            .depth
+            .iter()
+            .map(|(k, v)| (k, v.iter().collect()))
+            .collect();
+        let sessions = crate::forum::session::list(&self.project).unwrap_or_default();
+        json!({
+            "seq": self.seq,
+            "header": self.header,
+            "roles": self.cards.values().collect::<Vec<_>>(),
+            "attention": self.attention,
+            "messages": messages,
+            "total": self.total,
+            "sessions": sessions,
+            "journal": self.journal_tail,
+            "usage": self.usage,
+            "depth": depth,
+            "stages": STAGES,
+        })
+    }
+
+    /// The deltas after `seq`, or None when some of them are no longer kept
+    /// (the page loads a new snapshot).
+    pub fn since(&self, seq: u64) -> Option<Vec<Delta>> {
+        if seq > self.seq {
+            return None;
+        }
+        let first = self.ring.front().map_or(self.seq + 1, |d| d.seq);
+        if seq + 1 < first {
+            return None;
+        }
+        Some(self.ring.iter().filter(|d| d.seq > seq).cloned().collect())
+    }
+
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// The messages before `id` (or the newest), at most `limit`, oldest
+    /// first, and whether there are more: from memory when it holds them,
+    /// else from the trail (a page asking for old history).
+    pub fn earlier(&self, before: Option<&str>, limit: usize) -> Result<(Vec<Value>, bool)> {
+        let end = match before {
+            Some(id) => match self.at.get(id) {
+                Some(k) => self.messages.range(..k.clone()).count(),
+                None => return self.earlier_from_trail(before, limit),
+            },
+            None => self.messages.len(),
+        };
+        if end < limit && self.total > self.messages.len() {
+            return self.earlier_from_trail(before, limit);
+        }
+        let start = end.saturating_sub(limit);
+        let v: Vec<Value> = self
+            .messages
+            .values()
+            .skip(start)
+            .take(end - start)
+            .cloned()
+            .collect();
+        Ok((v, start > 0))
+    }
+
+    fn earlier_from_trail(&self, before: Option<&str>, limit: usize) -> Result<(Vec<Value>, bool)> {
+        let t = Trail::load(&self.project, &Scope::originals())?;
+        let all = crate::views::transcript::select::messages(&t.originals);
+        let end = before
+            .and_then(|id| all.iter().position(|o| o.id() == id))
+            .unwrap_or(all.len());
+        let start = end.saturating_sub(limit);
+        let v = all[start..end].iter().map(|o| entry(o, &t.roles)).collect();
+        Ok((v, start > 0))
+    }
+}
