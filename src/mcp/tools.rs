@@ -40,6 +40,10 @@ const MAX_READ: usize = 100;
 const MAX_READ_BODY: usize = 2000;
 const MAX_READ_BYTES: usize = 24 * 1024;
 
+/// `search`: default and most hits.
+const DEFAULT_SEARCH: usize = 10;
+const MAX_SEARCH: usize = 50;
+
 /// Longest argument string accepted (a draft is at most 64 KiB anyway).
 const MAX_ARG_BYTES: usize = draft::MAX_DRAFT_BYTES;
 
@@ -186,6 +190,18 @@ pub fn definitions() -> Vec<Value> {
             json!({}),
             &[],
         ),
+        tool(
+            "search",
+            "Full-text search over every message (archived too), best match first.",
+            json!({
+                "query": s("words that must all occur"),
+                "role": s("sent or received by"),
+                "type": s("message type"),
+                "since": s("RFC 3339 time or an age (2h, 1d)"),
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH, "description": "default 10"},
+            }),
+            &["query"],
+        ),
     ]
 }
 
@@ -193,7 +209,16 @@ pub fn definitions() -> Vec<Value> {
 pub fn known(name: &str) -> bool {
     matches!(
         name,
-        "next" | "done" | "send" | "reply" | "ask" | "answer" | "react" | "read" | "status"
+        "next"
+            | "done"
+            | "send"
+            | "reply"
+            | "ask"
+            | "answer"
+            | "react"
+            | "read"
+            | "status"
+            | "search"
     )
 }
 
@@ -343,6 +368,10 @@ pub fn call(agent: &Agent, name: &str, args: Option<&Map<String, Value>>) -> Out
             &Args::check(name, map, &["thread", "role", "type", "last"])?,
         ),
         "status" => status_tool(agent, &Args::check(name, map, &[])?),
+        "search" => search_tool(
+            agent,
+            &Args::check(name, map, &["query", "role", "type", "since", "limit"])?,
+        ),
         other => Err(usage(format!(
             "unknown tool '{}'.",
             crate::text::escape(other)
@@ -651,6 +680,31 @@ fn status_tool(agent: &Agent, _a: &Args) -> Outcome {
     let at = crate::protocol::root::locate(&agent.cwd)?;
     let s = status::collect(&at.project)?;
     let mut v = serde_json::to_value(&s).unwrap_or_default();
+    v["status"] = json!("ok");
+    Ok(v)
+}
+
+fn search_tool(agent: &Agent, a: &Args) -> Outcome {
+    let at = crate::protocol::root::locate(&agent.cwd)?;
+    let since = match a.line("since")? {
+        Some(t) => Some(
+            transcript::parse_time(t, crate::protocol::clock::now())
+                .map_err(usage)?
+                .timestamp(),
+        ),
+        None => None,
+    };
+    let q = crate::search::Query {
+        text: a.required_line("query")?.to_string(),
+        role: a.line("role")?.map(str::to_string),
+        kind: a.line("type")?.map(str::to_string),
+        since,
+        limit: a
+            .uint("limit", MAX_SEARCH as u64)?
+            .map_or(DEFAULT_SEARCH, |n| (n as usize).max(1)),
+    };
+    let answer = crate::search::search(&at.project, &q)?;
+    let mut v = serde_json::to_value(&answer).unwrap_or_default();
     v["status"] = json!("ok");
     Ok(v)
 }

@@ -37,6 +37,7 @@ pub mod prompt;
 pub mod receipts;
 pub mod resume;
 pub mod run_api;
+pub mod search;
 pub mod serve;
 pub mod session;
 pub mod shims;
@@ -228,6 +229,8 @@ pub enum Command {
     Attach(attach::Args),
     /// Record folder trust for this swarm's worktrees in each CLI's store
     Trust(trust::Args),
+    /// Ranked full-text search over every message, archived ones too
+    Search(search::Args),
     /// Remove the folder trust `swarm trust` recorded
     Untrust(trust::Args),
 }
@@ -274,6 +277,7 @@ pub fn run() -> i32 {
         Command::Resume(a) => resume::run(a),
         Command::Attach(a) => attach::run(a),
         Command::Trust(a) => trust::run(a),
+        Command::Search(a) => search::run(a),
         Command::Untrust(a) => trust::run_untrust(a),
     }
 }
