@@ -202,6 +202,28 @@ pub fn definitions() -> Vec<Value> {
             }),
             &["query"],
         ),
+        tool(
+            "reserve",
+            "Announce files you are about to change; refused if another role holds them.",
+            json!({
+                "globs": {"type": "array", "items": {"type": "string"}, "description": "repository paths; *, ?, **"},
+                "ttl": s("how long (30m, 2h; default 1h)"),
+                "reason": s("why, one line"),
+            }),
+            &["globs"],
+        ),
+        tool(
+            "release",
+            "Give back your reservations (all, or the globs named).",
+            json!({"globs": {"type": "array", "items": {"type": "string"}}}),
+            &[],
+        ),
+        tool(
+            "reservations",
+            "Who holds which files now.",
+            json!({}),
+            &[],
+        ),
     ]
 }
 
@@ -219,6 +241,9 @@ pub fn known(name: &str) -> bool {
             | "read"
             | "status"
             | "search"
+            | "reserve"
+            | "release"
+            | "reservations"
     )
 }
 
@@ -368,6 +393,14 @@ pub fn call(agent: &Agent, name: &str, args: Option<&Map<String, Value>>) -> Out
             &Args::check(name, map, &["thread", "role", "type", "last"])?,
         ),
         "status" => status_tool(agent, &Args::check(name, map, &[])?),
+        "reserve" => reserve_tool(agent, &Args::check(name, map, &["globs", "ttl", "reason"])?),
+        "release" => release_tool(agent, &Args::check(name, map, &["globs"])?),
+        "reservations" => {
+            Args::check(name, map, &[])?;
+            let at = crate::protocol::root::locate(&agent.cwd)?;
+            let rs = crate::reservations::active(&at.project)?;
+            Ok(json!({"status": "ok", "reservations": rs}))
+        }
         "search" => search_tool(
             agent,
             &Args::check(name, map, &["query", "role", "type", "since", "limit"])?,
@@ -682,6 +715,59 @@ fn status_tool(agent: &Agent, _a: &Args) -> Outcome {
     let mut v = serde_json::to_value(&s).unwrap_or_default();
     v["status"] = json!("ok");
     Ok(v)
+}
+
+/// The agent's globs as repository paths (relative to the folder it runs in).
+fn agent_globs(
+    agent: &Agent,
+    a: &Args,
+) -> Result<(crate::protocol::root::Located, Vec<String>), Refusal> {
+    let at = crate::protocol::root::locate(&agent.cwd)?;
+    let wt = at
+        .worktree
+        .root
+        .canonicalize()
+        .unwrap_or(at.worktree.root.clone());
+    let cwd = agent.cwd.canonicalize().unwrap_or(agent.cwd.clone());
+    let cwd = if cwd.starts_with(&wt) {
+        cwd
+    } else {
+        wt.clone()
+    };
+    let globs = a
+        .strings("globs")?
+        .iter()
+        .map(|g| crate::reservations::glob::normalise(g, &wt, &cwd).map_err(usage))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((at, globs))
+}
+
+fn reserve_tool(agent: &Agent, a: &Args) -> Outcome {
+    let (at, globs) = agent_globs(agent, a)?;
+    let ttl = match a.line("ttl")? {
+        Some(t) => {
+            crate::protocol::duration::parse(t).map_err(|e| usage(format!("reserve: ttl: {e}")))?
+        }
+        None => crate::reservations::DEFAULT_TTL,
+    };
+    let (r, _) = crate::reservations::reserve(
+        &at.project,
+        &crate::reservations::Request {
+            role: &agent.role,
+            globs,
+            ttl,
+            reason: a.line("reason")?.unwrap_or(""),
+            files: crate::reservations::repo_files(&at.worktree.root),
+            force: false,
+        },
+    )?;
+    Ok(json!({"status": "ok", "reservation": r}))
+}
+
+fn release_tool(agent: &Agent, a: &Args) -> Outcome {
+    let (at, globs) = agent_globs(agent, a)?;
+    let gone = crate::reservations::release(&at.project, &agent.role, &globs)?;
+    Ok(json!({"status": "ok", "released": gone}))
 }
 
 fn search_tool(agent: &Agent, a: &Args) -> Outcome {

@@ -41,6 +41,20 @@ pub struct Config {
     pub git_remote: Option<String>,
     /// Per message type: `types: {handoff: {approval: required}}`.
     pub types: std::collections::BTreeMap<String, TypeConfig>,
+    /// `reservations: guard` installs the pre-commit guard (docs/reservations.md).
+    pub reservations: ReservationsMode,
+}
+
+/// What file reservations do at commit time.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ReservationsMode {
+    /// Advisory: shown, never enforced.
+    #[default]
+    Advisory,
+    /// `swarm up` installs a pre-commit hook refusing commits that touch
+    /// files another role holds.
+    Guard,
 }
 
 impl Default for Config {
@@ -63,6 +77,7 @@ impl Default for Config {
             bridge_monitor: None,
             git_remote: None,
             types: std::collections::BTreeMap::new(),
+            reservations: ReservationsMode::default(),
         }
     }
 }

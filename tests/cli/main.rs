@@ -38,6 +38,7 @@ mod preamble;
 mod readme;
 mod real_agents;
 mod relay;
+mod reservations;
 mod search;
 mod security;
 mod serve;

@@ -158,7 +158,21 @@ fn lists_a_small_set_of_tools() {
         .collect();
     assert_eq!(
         names,
-        ["next", "done", "send", "reply", "ask", "answer", "react", "read", "status", "search",]
+        [
+            "next",
+            "done",
+            "send",
+            "reply",
+            "ask",
+            "answer",
+            "react",
+            "read",
+            "status",
+            "search",
+            "reserve",
+            "release",
+            "reservations",
+        ]
     );
     let bytes = a["bytes"].as_u64().unwrap();
     eprintln!("tools/list result: {bytes} bytes");

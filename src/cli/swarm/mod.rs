@@ -35,6 +35,9 @@ pub mod mcp;
 pub mod pause;
 pub mod prompt;
 pub mod receipts;
+pub mod release;
+pub mod reservations;
+pub mod reserve;
 pub mod resume;
 pub mod run_api;
 pub mod search;
@@ -231,6 +234,12 @@ pub enum Command {
     Trust(trust::Args),
     /// Ranked full-text search over every message, archived ones too
     Search(search::Args),
+    /// Announce the files this role is about to change (globs, a TTL, a reason)
+    Reserve(reserve::Args),
+    /// Give back this role's file reservations
+    Release(release::Args),
+    /// Who holds which files; --guard is the pre-commit check
+    Reservations(reservations::Args),
     /// Remove the folder trust `swarm trust` recorded
     Untrust(trust::Args),
 }
@@ -278,6 +287,9 @@ pub fn run() -> i32 {
         Command::Attach(a) => attach::run(a),
         Command::Trust(a) => trust::run(a),
         Command::Search(a) => search::run(a),
+        Command::Reserve(a) => reserve::run(a),
+        Command::Release(a) => release::run(a),
+        Command::Reservations(a) => reservations::run(a),
         Command::Untrust(a) => trust::run_untrust(a),
     }
 }
