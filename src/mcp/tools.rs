@@ -723,22 +723,9 @@ fn agent_globs(
     a: &Args,
 ) -> Result<(crate::protocol::root::Located, Vec<String>), Refusal> {
     let at = crate::protocol::root::locate(&agent.cwd)?;
-    let wt = at
-        .worktree
-        .root
-        .canonicalize()
-        .unwrap_or(at.worktree.root.clone());
-    let cwd = agent.cwd.canonicalize().unwrap_or(agent.cwd.clone());
-    let cwd = if cwd.starts_with(&wt) {
-        cwd
-    } else {
-        wt.clone()
-    };
-    let globs = a
-        .strings("globs")?
-        .iter()
-        .map(|g| crate::reservations::glob::normalise(g, &wt, &cwd).map_err(usage))
-        .collect::<Result<Vec<_>, _>>()?;
+    let typed = a.strings("globs")?;
+    let globs = crate::reservations::glob::normalise_all(&typed, &at.worktree.root, &agent.cwd)
+        .map_err(usage)?;
     Ok((at, globs))
 }
 

@@ -88,6 +88,28 @@ pub fn normalise(glob: &str, worktree: &Path, cwd: &Path) -> Result<String, Stri
     Ok(parts.join("/"))
 }
 
+/// Every glob typed in `cwd` for `worktree` (both canonicalised; a `cwd`
+/// outside the worktree counts as its top), normalised.
+pub fn normalise_all<S: AsRef<str>>(
+    typed: &[S],
+    worktree: &Path,
+    cwd: &Path,
+) -> Result<Vec<String>, String> {
+    let wt = worktree
+        .canonicalize()
+        .unwrap_or_else(|_| worktree.to_path_buf());
+    let cwd = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
+    let cwd = if cwd.starts_with(&wt) {
+        cwd
+    } else {
+        wt.clone()
+    };
+    typed
+        .iter()
+        .map(|g| normalise(g.as_ref(), &wt, &cwd))
+        .collect()
+}
+
 /// Whether `path` (repository-relative, `/`-separated) matches `glob`.
 pub fn matches(glob: &str, path: &str) -> bool {
     let g: Vec<&str> = glob.split('/').collect();

@@ -120,8 +120,18 @@ fn a_role_reserves_others_see_it_and_an_overlap_is_refused_naming_the_holder() {
 #[test]
 fn a_reservation_expires_by_its_time_to_live() {
     let p = Project::coder_and_reviewer();
-    reserve(&p, "reviewer", &["a.txt", "--ttl", "1s"]).ok();
-    assert_eq!(held(&p).len(), 1);
+    // Its file says when it ends (no timed assertion: the machine may be
+    // slower than the TTL).
+    let r = reserve(&p, "reviewer", &["a.txt", "--ttl", "1s", "--json"]);
+    r.ok();
+    let v = r.json();
+    let (made, ends) = (
+        chrono::DateTime::parse_from_rfc3339(v["reservation"]["created_at"].as_str().unwrap())
+            .unwrap(),
+        chrono::DateTime::parse_from_rfc3339(v["reservation"]["expires_at"].as_str().unwrap())
+            .unwrap(),
+    );
+    assert_eq!((ends - made).num_seconds(), 1, "{v}");
     wait_until(DEADLINE, "the reservation expired", || held(&p).is_empty());
     // Expired: no longer in the way.
     reserve(&p, "coder", &["a.txt"]).ok();
@@ -196,6 +206,18 @@ fn who_is_me_comes_from_the_role_variable_or_the_worktree() {
     r.stderr_has("Unknown role: ghost");
 }
 
+/// `swarm up` headless until its agents (`true`) are done.
+fn up_until_idle(d: &Project) -> Run {
+    let mut guard = SwarmGuard::new(&d.root);
+    guard.guard(
+        d.cmd("swarm")
+            .args(["up", "--no-tmux", "--until-idle", "--timeout", "30s"])
+            .arg(&d.root)
+            .start(),
+    );
+    guard.finish(Duration::from_secs(60), "swarm up --until-idle returns")
+}
+
 fn git_ok(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
     clean_command(std::path::Path::new("git"), dir)
         .args(args)
@@ -214,15 +236,7 @@ fn swarm_up_installs_a_guard_that_refuses_a_commit_touching_another_roles_files(
         "swarm.yaml",
         "reservations: guard\nwake: {method: none}\nlaunch: {stagger: 0ms}\nroles:\n  - name: coder\n    agent: \"true\"\n    worktree: coder\n  - name: reviewer\n    agent: \"true\"\n    worktree: reviewer\n",
     );
-    let mut guard = SwarmGuard::new(&d.root);
-    guard.guard(
-        d.cmd("swarm")
-            .args(["up", "--no-tmux", "--until-idle", "--timeout", "30s"])
-            .arg(&d.root)
-            .start(),
-    );
-    let out = guard.finish(Duration::from_secs(60), "swarm up --until-idle returns");
-    out.ok().stdout_has("reservations guard: ");
+    up_until_idle(&d).ok().stdout_has("reservations guard: ");
     let hook = d.path(".git/hooks/pre-commit");
     assert!(std::fs::read_to_string(&hook)
         .unwrap()
@@ -277,15 +291,7 @@ fn swarm_up_installs_a_guard_that_refuses_a_commit_touching_another_roles_files(
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // Someone else's hook is never overwritten.
     std::fs::write(&hook, "#!/bin/sh\nexit 0\n").unwrap();
-    let mut guard = SwarmGuard::new(&d.root);
-    guard.guard(
-        d.cmd("swarm")
-            .args(["up", "--no-tmux", "--until-idle", "--timeout", "30s"])
-            .arg(&d.root)
-            .start(),
-    );
-    guard
-        .finish(Duration::from_secs(60), "swarm up returns")
+    up_until_idle(&d)
         .ok()
         .stdout_has("reservations guard NOT installed");
     assert_eq!(

@@ -1,8 +1,8 @@
 //! `swarm release [<glob>...]`: give back this role's reservations (all of
 //! them, or the globs named) (docs/reservations.md).
 
-use crate::error::{Error, Result};
-use crate::reservations::{self, glob};
+use crate::error::Result;
+use crate::reservations;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -19,23 +19,7 @@ pub struct Args {
 
 fn act(args: &Args) -> Result<(String, Vec<String>)> {
     let (at, role) = super::reserve::acting(args.role.as_deref())?;
-    let wt = at
-        .worktree
-        .root
-        .canonicalize()
-        .unwrap_or(at.worktree.root.clone());
-    let cwd = crate::protocol::root::current_dir()?;
-    let cwd = cwd.canonicalize().unwrap_or(cwd);
-    let cwd = if cwd.starts_with(&wt) {
-        cwd
-    } else {
-        wt.clone()
-    };
-    let globs = args
-        .globs
-        .iter()
-        .map(|g| glob::normalise(g, &wt, &cwd).map_err(Error::env))
-        .collect::<Result<Vec<_>>>()?;
+    let globs = super::reserve::typed_globs(&at, &args.globs)?;
     let gone = reservations::release(&at.project, &role, &globs)?;
     Ok((role, gone))
 }

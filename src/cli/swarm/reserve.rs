@@ -70,6 +70,12 @@ pub fn acting(named: Option<&str>) -> Result<(Located, String)> {
     }
 }
 
+/// The globs as typed here, as repository paths.
+pub fn typed_globs(at: &Located, typed: &[String]) -> Result<Vec<String>> {
+    let cwd = crate::protocol::root::current_dir()?;
+    glob::normalise_all(typed, &at.worktree.root, &cwd).map_err(Error::env)
+}
+
 /// The reservation as JSON and as a line.
 pub fn as_json(r: &Reservation) -> serde_json::Value {
     serde_json::to_value(r).unwrap_or_default()
@@ -78,19 +84,7 @@ pub fn as_json(r: &Reservation) -> serde_json::Value {
 fn act(args: &Args) -> Result<(Reservation, Vec<Reservation>)> {
     let (at, role) = acting(args.role.as_deref())?;
     let wt = &at.worktree.root;
-    let cwd = crate::protocol::root::current_dir()?;
-    let cwd = cwd.canonicalize().unwrap_or(cwd);
-    let wt_canon = wt.canonicalize().unwrap_or_else(|_| wt.clone());
-    let cwd = if cwd.starts_with(&wt_canon) {
-        cwd
-    } else {
-        wt_canon.clone()
-    };
-    let globs = args
-        .globs
-        .iter()
-        .map(|g| glob::normalise(g, &wt_canon, &cwd).map_err(Error::env))
-        .collect::<Result<Vec<_>>>()?;
+    let globs = typed_globs(&at, &args.globs)?;
     let ttl = crate::protocol::duration::parse(&args.ttl)
         .map_err(|e| Error::env(format!("--ttl: {e}")))?;
     reservations::reserve(
