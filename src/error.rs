@@ -46,11 +46,13 @@ pub enum Token {
     AmbiguousId,
     NotWaitingForRole,
     ClarifyNeedsAnswer,
+    Reserved,
+    NotReserved,
 }
 
 impl Token {
     /// `(token, name as printed, exit code)`, in the spec's order.
-    const TABLE: [(Token, &'static str, i32); 23] = [
+    const TABLE: [(Token, &'static str, i32); 25] = [
         (
             Token::AmbiguousTaskState,
             "AMBIGUOUS_TASK_STATE",
@@ -114,6 +116,8 @@ impl Token {
             "CLARIFY_NEEDS_ANSWER",
             exit::REFUSED,
         ),
+        (Token::Reserved, "RESERVED", exit::REFUSED),
+        (Token::NotReserved, "NOT_RESERVED", exit::REFUSED),
     ];
 
     fn row(self) -> (Token, &'static str, i32) {

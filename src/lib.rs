@@ -13,6 +13,8 @@
 //!   what may reach a terminal; errors with their exit codes);
 //! - `protocol`: the on-disk format, the paths, roles.tsv, the config and
 //!   finding the project;
+//! - `search`: the full-text index of the messages, derived from the files;
+//! - `reservations`: files a role announces it is changing, and the guard;
 //! - `daemon`: `handoffd`, the delivery pass and when to run it, the gate,
 //!   wake-ups, the journal;
 //! - `forum`: sessions, discussions, the moderator, reached by the daemon
@@ -40,6 +42,8 @@ pub mod fsx;
 pub mod launch;
 pub mod mcp;
 pub mod protocol;
+pub mod reservations;
+pub mod search;
 pub mod serve;
 pub mod telemetry;
 pub mod text;

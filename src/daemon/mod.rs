@@ -99,6 +99,8 @@ pub struct Daemon {
     order: Option<order::OrderServer>,
     /// The pid file's lock (re-taken if someone deletes the file).
     pid_lock: Option<fsx::Lock>,
+    /// Keeps the search index up to date off the delivery path.
+    indexer: Option<crate::search::indexer::Indexer>,
 }
 
 fn load(project: &Project) -> Result<(Roles, Config)> {
@@ -183,6 +185,7 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
         agents_check: Default::default(),
         order: None,
         pid_lock: Some(lock),
+        indexer: None,
     };
     let code = if d.opts.once {
         let r = d.deliverer.pass();
@@ -401,6 +404,7 @@ impl Daemon {
         // `started` means ready: a file queued after this line is seen by an
         // event.
         self.journal.record(&Event::new(Kind::Started));
+        self.indexer = Some(crate::search::indexer::Indexer::start(&self.project));
 
         let polling = watcher.is_none();
         self.deliverer.polling = polling;
@@ -417,6 +421,9 @@ impl Daemon {
             if need_pass {
                 let before = self.deliverer.generation;
                 need_pass = self.pass();
+                if let Some(i) = &self.indexer {
+                    i.nudge();
+                }
                 if need_pass {
                     // The forum queued a file: look everywhere.
                     self.deliverer.rescan_due();

@@ -119,6 +119,29 @@ pub(super) fn take_supervisor_lock(project: &Project) -> Result<fsx::Lock> {
 }
 
 /// Runs a swarm. Prints progress through `say`.
+/// `reservations: guard`: the pre-commit hook in every role worktree's
+/// hooks folder (docs/reservations.md); a hook of someone else's is kept.
+fn install_guard(project: &Project, say: &mut dyn FnMut(&str)) -> Result<()> {
+    use crate::reservations::guard::{self, Installed};
+    let roles = crate::protocol::roles::Roles::load(&project.roles_tsv())?;
+    let wts: Vec<std::path::PathBuf> = roles
+        .roles
+        .iter()
+        .filter(|r| !r.is_remote() && !r.is_human())
+        .map(|r| project.root.join(&r.worktree_path))
+        .collect();
+    for i in guard::install(&wts, &shims::own_bin_dir()?.join("swarm"))? {
+        match i {
+            Installed::Written(p) => say(&format!("reservations guard: {}", p.display())),
+            Installed::Foreign(p) => say(&format!(
+                "reservations guard NOT installed: {} is another pre-commit hook; add `swarm reservations --guard` to it",
+                p.display()
+            )),
+        }
+    }
+    Ok(())
+}
+
 pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Outcome> {
     let headless;
     let plan = if opts.tmux {
@@ -146,6 +169,9 @@ pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Ou
     }
     for p in super::agents::mcp::write_all(plan, &shims::own_bin_dir()?.join("swarm"))? {
         say(&format!("MCP configuration: {}", p.display()));
+    }
+    if plan.config.reservations == crate::protocol::config::ReservationsMode::Guard {
+        install_guard(project, say)?;
     }
     if opts.detach && !opts.tmux {
         return spawn_detached_supervisor(plan, opts, say);

@@ -40,6 +40,10 @@ const MAX_READ: usize = 100;
 const MAX_READ_BODY: usize = 2000;
 const MAX_READ_BYTES: usize = 24 * 1024;
 
+/// `search`: default and most hits.
+const DEFAULT_SEARCH: usize = 10;
+const MAX_SEARCH: usize = 50;
+
 /// Longest argument string accepted (a draft is at most 64 KiB anyway).
 const MAX_ARG_BYTES: usize = draft::MAX_DRAFT_BYTES;
 
@@ -186,6 +190,40 @@ pub fn definitions() -> Vec<Value> {
             json!({}),
             &[],
         ),
+        tool(
+            "search",
+            "Full-text search over every message (archived too), best match first.",
+            json!({
+                "query": s("words that must all occur"),
+                "role": s("sent or received by"),
+                "type": s("message type"),
+                "since": s("RFC 3339 time or an age (2h, 1d)"),
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH, "description": "default 10"},
+            }),
+            &["query"],
+        ),
+        tool(
+            "reserve",
+            "Announce files you are about to change; refused if another role holds them.",
+            json!({
+                "globs": {"type": "array", "items": {"type": "string"}, "description": "repository paths; *, ?, **"},
+                "ttl": s("how long (30m, 2h; default 1h)"),
+                "reason": s("why, one line"),
+            }),
+            &["globs"],
+        ),
+        tool(
+            "release",
+            "Give back your reservations (all, or the globs named).",
+            json!({"globs": {"type": "array", "items": {"type": "string"}}}),
+            &[],
+        ),
+        tool(
+            "reservations",
+            "Who holds which files now.",
+            json!({}),
+            &[],
+        ),
     ]
 }
 
@@ -193,7 +231,19 @@ pub fn definitions() -> Vec<Value> {
 pub fn known(name: &str) -> bool {
     matches!(
         name,
-        "next" | "done" | "send" | "reply" | "ask" | "answer" | "react" | "read" | "status"
+        "next"
+            | "done"
+            | "send"
+            | "reply"
+            | "ask"
+            | "answer"
+            | "react"
+            | "read"
+            | "status"
+            | "search"
+            | "reserve"
+            | "release"
+            | "reservations"
     )
 }
 
@@ -343,6 +393,18 @@ pub fn call(agent: &Agent, name: &str, args: Option<&Map<String, Value>>) -> Out
             &Args::check(name, map, &["thread", "role", "type", "last"])?,
         ),
         "status" => status_tool(agent, &Args::check(name, map, &[])?),
+        "reserve" => reserve_tool(agent, &Args::check(name, map, &["globs", "ttl", "reason"])?),
+        "release" => release_tool(agent, &Args::check(name, map, &["globs"])?),
+        "reservations" => {
+            Args::check(name, map, &[])?;
+            let at = crate::protocol::root::locate(&agent.cwd)?;
+            let rs = crate::reservations::active(&at.project)?;
+            Ok(json!({"status": "ok", "reservations": rs}))
+        }
+        "search" => search_tool(
+            agent,
+            &Args::check(name, map, &["query", "role", "type", "since", "limit"])?,
+        ),
         other => Err(usage(format!(
             "unknown tool '{}'.",
             crate::text::escape(other)
@@ -661,6 +723,71 @@ fn status_tool(agent: &Agent, _a: &Args) -> Outcome {
     let at = crate::protocol::root::locate(&agent.cwd)?;
     let s = status::collect(&at.project)?;
     let mut v = serde_json::to_value(&s).unwrap_or_default();
+    v["status"] = json!("ok");
+    Ok(v)
+}
+
+/// The agent's globs as repository paths (relative to the folder it runs in).
+fn agent_globs(
+    agent: &Agent,
+    a: &Args,
+) -> Result<(crate::protocol::root::Located, Vec<String>), Refusal> {
+    let at = crate::protocol::root::locate(&agent.cwd)?;
+    let typed = a.strings("globs")?;
+    let globs = crate::reservations::glob::normalise_all(&typed, &at.worktree.root, &agent.cwd)
+        .map_err(usage)?;
+    Ok((at, globs))
+}
+
+fn reserve_tool(agent: &Agent, a: &Args) -> Outcome {
+    let (at, globs) = agent_globs(agent, a)?;
+    let ttl = match a.line("ttl")? {
+        Some(t) => {
+            crate::protocol::duration::parse(t).map_err(|e| usage(format!("reserve: ttl: {e}")))?
+        }
+        None => crate::reservations::DEFAULT_TTL,
+    };
+    let (r, _) = crate::reservations::reserve(
+        &at.project,
+        &crate::reservations::Request {
+            role: &agent.role,
+            globs,
+            ttl,
+            reason: a.line("reason")?.unwrap_or(""),
+            files: crate::reservations::repo_files(&at.worktree.root),
+            force: false,
+        },
+    )?;
+    Ok(json!({"status": "ok", "reservation": r}))
+}
+
+fn release_tool(agent: &Agent, a: &Args) -> Outcome {
+    let (at, globs) = agent_globs(agent, a)?;
+    let gone = crate::reservations::release(&at.project, &agent.role, &globs)?;
+    Ok(json!({"status": "ok", "released": gone}))
+}
+
+fn search_tool(agent: &Agent, a: &Args) -> Outcome {
+    let at = crate::protocol::root::locate(&agent.cwd)?;
+    let since = match a.line("since")? {
+        Some(t) => Some(
+            transcript::parse_time(t, crate::protocol::clock::now())
+                .map_err(usage)?
+                .timestamp(),
+        ),
+        None => None,
+    };
+    let q = crate::search::Query {
+        text: a.required_line("query")?.to_string(),
+        role: a.line("role")?.map(str::to_string),
+        kind: a.line("type")?.map(str::to_string),
+        since,
+        limit: a
+            .uint("limit", MAX_SEARCH as u64)?
+            .map_or(DEFAULT_SEARCH, |n| (n as usize).max(1)),
+    };
+    let answer = crate::search::search(&at.project, &q)?;
+    let mut v = serde_json::to_value(&answer).unwrap_or_default();
     v["status"] = json!("ok");
     Ok(v)
 }

@@ -44,6 +44,20 @@ pub struct Config {
     /// Today's SwarmForge's audit gate: a `git_handoff` is queued only by
     /// a second, unchanged `swarm-handoff` call (docs/swarmforge-compat.md §3).
     pub audit_gate: bool,
+    /// `reservations: guard` installs the pre-commit guard (docs/reservations.md).
+    pub reservations: ReservationsMode,
+}
+
+/// What file reservations do at commit time.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ReservationsMode {
+    /// Advisory: shown, never enforced.
+    #[default]
+    Advisory,
+    /// `swarm up` installs a pre-commit hook refusing commits that touch
+    /// files another role holds.
+    Guard,
 }
 
 impl Default for Config {
@@ -67,6 +81,7 @@ impl Default for Config {
             git_remote: None,
             audit_gate: false,
             types: std::collections::BTreeMap::new(),
+            reservations: ReservationsMode::default(),
         }
     }
 }

@@ -11,7 +11,8 @@ use crate::protocol::header::Message;
 pub const MAX_SUMMARY: usize = 200;
 
 /// SwarmForge's generated first body line; it says nothing about the message.
-const PREAMBLE: &str = "Re-read your role and constitution.";
+/// The line the sender helper puts first in every body (not what was said).
+pub const PREAMBLE: &str = "Re-read your role and constitution.";
 
 /// Headers that name what a message is about, in order of preference.
 const SUMMARY_HEADERS: &[&str] = &["task", "message", "subject", "question", "reason"];

@@ -527,7 +527,7 @@ async fn choose(State(app): State<Arc<App>>, Body(q): Body<ChooseBody>) -> Respo
             )));
         }
         let t = crate::launch::attach::target(p, &q.role)?;
-        let now = crate::daemon::pane::look(&t.socket, &t.session);
+        let now = crate::daemon::pane::look(&t.socket, &t.session).ok().flatten();
         let same = now.as_ref().is_some_and(|w| {
             w.text == q.prompt
                 && q.option

@@ -87,6 +87,8 @@ pub struct Status {
     pub paused: Option<crate::daemon::gate::Pause>,
     /// Handoffs waiting for `swarm approve` / `swarm deny`.
     pub held: Vec<crate::daemon::holds::Held>,
+    /// File reservations in force (docs/reservations.md).
+    pub reservations: Vec<crate::reservations::Reservation>,
 }
 
 /// One received item the bridge holds back, and why (docs/bridge.md).
@@ -312,6 +314,7 @@ pub fn collect(project: &Project) -> Result<Status> {
         relayed,
         paused: crate::daemon::gate::pause_state(project),
         held: crate::daemon::holds::list(project)?,
+        reservations: crate::reservations::active(project)?,
     })
 }
 
@@ -455,6 +458,9 @@ pub fn text(s: &Status) -> String {
             h.id,
             h.id
         ));
+    }
+    for r in &s.reservations {
+        out.push_str(&format!("reserved: {}\n", r.describe()));
     }
     out.push_str(&attention::text(&s.attention));
     for p in &s.problems {

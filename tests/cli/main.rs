@@ -39,6 +39,8 @@ mod preamble;
 mod readme;
 mod real_agents;
 mod relay;
+mod reservations;
+mod search;
 mod security;
 mod serve;
 mod teardown;

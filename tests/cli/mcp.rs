@@ -15,7 +15,7 @@ use crate::support::*;
 
 /// The venv `.ci/run` makes (`python3 -m venv target/venv && target/venv/bin/pip
 /// install mcp==<pinned>`), or `SWARM_MCP_PYTHON`.
-fn python() -> Option<PathBuf> {
+pub(crate) fn python() -> Option<PathBuf> {
     let p = std::env::var_os("SWARM_MCP_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/venv/bin/python"));
@@ -43,7 +43,7 @@ fn driver() -> PathBuf {
 }
 
 /// A Python MCP client session with `swarm mcp` acting as a role.
-struct Client {
+pub(crate) struct Client {
     child: Child,
     stdin: ChildStdin,
     lines: Receiver<String>,
@@ -52,7 +52,12 @@ struct Client {
 }
 
 impl Client {
-    fn start(python: &Path, p: &Project, role: &str, extra_env: &[(&str, &str)]) -> Client {
+    pub(crate) fn start(
+        python: &Path,
+        p: &Project,
+        role: &str,
+        extra_env: &[(&str, &str)],
+    ) -> Client {
         let pid_file = p.path(&format!("mcp-{role}.pid"));
         let server = format!(
             "echo $$ > '{}'; exec '{}' mcp",
@@ -105,7 +110,7 @@ impl Client {
         self.stdin.flush().unwrap();
     }
 
-    fn call(&mut self, tool: &str, args: Value) -> Value {
+    pub(crate) fn call(&mut self, tool: &str, args: Value) -> Value {
         self.request(json!({"op": "call", "tool": tool, "args": args}));
         let a = self.answer();
         assert!(a.get("exception").is_none(), "{tool}: {a}");
@@ -113,7 +118,7 @@ impl Client {
     }
 
     /// A call that must succeed: its structured result.
-    fn ok(&mut self, tool: &str, args: Value) -> Value {
+    pub(crate) fn ok(&mut self, tool: &str, args: Value) -> Value {
         let a = self.call(tool, args);
         assert_eq!(a["is_error"], false, "{tool}: {a}");
         a["structured"].clone()
@@ -153,7 +158,21 @@ fn lists_a_small_set_of_tools() {
         .collect();
     assert_eq!(
         names,
-        ["next", "done", "send", "reply", "ask", "answer", "react", "read", "status"]
+        [
+            "next",
+            "done",
+            "send",
+            "reply",
+            "ask",
+            "answer",
+            "react",
+            "read",
+            "status",
+            "search",
+            "reserve",
+            "release",
+            "reservations",
+        ]
     );
     let bytes = a["bytes"].as_u64().unwrap();
     eprintln!("tools/list result: {bytes} bytes");

@@ -36,8 +36,12 @@ pub mod mcp;
 pub mod pause;
 pub mod prompt;
 pub mod receipts;
+pub mod release;
+pub mod reservations;
+pub mod reserve;
 pub mod resume;
 pub mod run_api;
+pub mod search;
 pub mod serve;
 pub mod session;
 pub mod shims;
@@ -230,6 +234,14 @@ pub enum Command {
     Attach(attach::Args),
     /// Record folder trust for this swarm's worktrees in each CLI's store
     Trust(trust::Args),
+    /// Ranked full-text search over every message, archived ones too
+    Search(search::Args),
+    /// Announce the files this role is about to change (globs, a TTL, a reason)
+    Reserve(reserve::Args),
+    /// Give back this role's file reservations
+    Release(release::Args),
+    /// Who holds which files; --guard is the pre-commit check
+    Reservations(reservations::Args),
     /// Remove the folder trust `swarm trust` recorded
     Untrust(trust::Args),
     /// Run one headless turn of a preset agent (what a headless role runs)
@@ -283,6 +295,10 @@ pub fn run() -> i32 {
         Command::Resume(a) => resume::run(a),
         Command::Attach(a) => attach::run(a),
         Command::Trust(a) => trust::run(a),
+        Command::Search(a) => search::run(a),
+        Command::Reserve(a) => reserve::run(a),
+        Command::Release(a) => release::run(a),
+        Command::Reservations(a) => reservations::run(a),
         Command::Untrust(a) => trust::run_untrust(a),
         Command::Turn(a) => turn::run(a),
         Command::Fresh(a) => turn::run_fresh(a),

@@ -1,0 +1,126 @@
+//! `swarm reserve <glob>... [--ttl D] [--reason R]`: announce the files
+//! this role is about to change (docs/reservations.md).
+
+use crate::agent::caller::Caller;
+use crate::error::{Error, Result, Token};
+use crate::protocol::root::Located;
+use crate::reservations::{self, glob, guard, Reservation};
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Globs are paths of the repository (the same in every role's worktree), relative to the folder \
+you run in: `*` and `?` within a path segment, `**` for any number of segments. A glob that \
+leaves the project is refused. Refused (exit 2, RESERVED) when another role holds an \
+overlapping glob, naming it; --force takes it anyway. Stored as one file per reservation \
+in .swarmforge/reservations/.")]
+pub struct Args {
+    /// The files, as globs (src/parser/**, README.md)
+    #[arg(value_name = "GLOB", required = true)]
+    pub globs: Vec<String>,
+    /// How long it holds (90s, 30m, 2h, 1d; at most 30d)
+    #[arg(long, value_name = "D", default_value = "1h")]
+    pub ttl: String,
+    /// Why (one line, shown to the others)
+    #[arg(long, value_name = "R", default_value = "")]
+    pub reason: String,
+    /// Take it even when another role holds an overlapping glob
+    #[arg(long)]
+    pub force: bool,
+    /// The role reserving (default: SWARMFORGE_ROLE, else this worktree's role)
+    #[arg(long = "as", value_name = "ROLE")]
+    pub role: Option<String>,
+    /// One JSON object instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Where the command stands and the role it acts as: `--as` (a person may
+/// name any role, an agent only its own), else the role found as the agent
+/// helpers find it.
+pub fn acting(named: Option<&str>) -> Result<(Located, String)> {
+    let at = super::located(None)?;
+    if let Some(r) = named {
+        let roles = crate::protocol::roles::Roles::load(&at.project.roles_tsv())?;
+        if roles.find(r).is_none() {
+            return Err(Error::env(format!(
+                "Unknown role: {}{}",
+                crate::text::escape(r),
+                roles.unknown_hint(&at.project.roles_tsv())
+            )));
+        }
+        let caller = Caller::of(&at.project)?;
+        if !caller.may_act_as(r) {
+            return Err(Error::refused(
+                Token::PersonOnly,
+                format!(
+                    "{} may not act as {r} (docs/security.md)",
+                    caller.describe()
+                ),
+                vec![],
+            ));
+        }
+        return Ok((at, r.to_string()));
+    }
+    match guard::me(&at.project, &at.worktree.root)? {
+        Some(r) => Ok((at, r)),
+        None => Err(Error::env(format!(
+            "cannot tell which role you are in {}: no SWARMFORGE_ROLE, and roles.tsv gives this worktree no single role\n  hint: pass --as ROLE",
+            at.worktree.root.display()
+        ))),
+    }
+}
+
+/// The globs as typed here, as repository paths.
+pub fn typed_globs(at: &Located, typed: &[String]) -> Result<Vec<String>> {
+    let cwd = crate::protocol::root::current_dir()?;
+    glob::normalise_all(typed, &at.worktree.root, &cwd).map_err(Error::env)
+}
+
+/// The reservation as JSON and as a line.
+pub fn as_json(r: &Reservation) -> serde_json::Value {
+    serde_json::to_value(r).unwrap_or_default()
+}
+
+fn act(args: &Args) -> Result<(Reservation, Vec<Reservation>)> {
+    let (at, role) = acting(args.role.as_deref())?;
+    let wt = &at.worktree.root;
+    let globs = typed_globs(&at, &args.globs)?;
+    let ttl = crate::protocol::duration::parse(&args.ttl)
+        .map_err(|e| Error::env(format!("--ttl: {e}")))?;
+    reservations::reserve(
+        &at.project,
+        &reservations::Request {
+            role: &role,
+            globs,
+            ttl,
+            reason: &args.reason,
+            files: reservations::repo_files(wt),
+            force: args.force,
+        },
+    )
+}
+
+pub fn run(args: Args) -> i32 {
+    match act(&args) {
+        Ok((r, overlaps)) => {
+            if args.json {
+                crate::cli::emit_json(serde_json::json!({
+                    "status": "ok",
+                    "reservation": as_json(&r),
+                    "overlaps": overlaps.iter().map(as_json).collect::<Vec<_>>(),
+                }));
+            } else {
+                let mut s = format!("RESERVED: {} {}\n", r.id, r.describe());
+                for o in &overlaps {
+                    s.push_str(&format!(
+                        "  overlapping (taken with --force): {}\n",
+                        o.describe()
+                    ));
+                }
+                crate::cli::out(&s);
+            }
+            crate::error::exit::OK
+        }
+        Err(e) => crate::cli::report(&e, args.json),
+    }
+}

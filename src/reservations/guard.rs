@@ -1,0 +1,200 @@
+//! The pre-commit guard: a commit that touches a file another role holds
+//! is refused, naming the holder and how to override. `swarm up` installs
+//! the hook when `reservations: guard` is set in swarm.yaml
+//! (docs/reservations.md); the hook runs `swarm reservations --guard`.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, IoContext, Result, Token};
+use crate::fsx;
+use crate::protocol::layout::Project;
+use crate::protocol::roles::Roles;
+
+/// The first line after the shebang of the hook we write: how we know a
+/// hook is ours to replace.
+pub const MARK: &str = "# swarm-handoff reservations guard";
+
+/// Who "me" is in a worktree: `SWARMFORGE_ROLE` (as the agent helpers take
+/// it), else the one role roles.tsv gives this worktree; `None` when
+/// neither tells (a person at a checkout several roles share).
+pub fn me(project: &Project, worktree: &Path) -> Result<Option<String>> {
+    let roles = Roles::load(&project.roles_tsv())?;
+    if let Ok(r) = std::env::var("SWARMFORGE_ROLE") {
+        if !r.is_empty() {
+            if roles.find(&r).is_none() {
+                return Err(Error::env(format!(
+                    "SWARMFORGE_ROLE={} is not a role of {}{}",
+                    crate::text::escape(&r),
+                    project.root.display(),
+                    roles.unknown_hint(&project.roles_tsv())
+                )));
+            }
+            return Ok(Some(r));
+        }
+    }
+    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let here = canon(worktree);
+    let mine: Vec<&str> = roles
+        .roles
+        .iter()
+        .filter(|r| {
+            let p = if r.worktree_path.is_absolute() {
+                r.worktree_path.clone()
+            } else {
+                project.root.join(&r.worktree_path)
+            };
+            canon(&p) == here
+        })
+        .map(|r| r.name.as_str())
+        .collect();
+    Ok(match mine.as_slice() {
+        [one] => Some(one.to_string()),
+        _ => None,
+    })
+}
+
+/// The staged paths of the commit being made in `worktree` (both sides of
+/// a rename).
+pub fn staged(worktree: &Path) -> Result<Vec<String>> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(worktree)
+        .args(["diff", "--cached", "--name-only", "--no-renames", "-z"])
+        .output()
+        .map_err(|e| Error::env(format!("cannot run git: {e}")))?;
+    if !out.status.success() {
+        return Err(Error::env(format!(
+            "git diff --cached in {}: {}",
+            worktree.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(out
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|s| !s.is_empty())
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .collect())
+}
+
+/// One staged file another role holds.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Blocked {
+    pub path: String,
+    pub holder: String,
+    pub glob: String,
+    pub expires_at: String,
+    pub reason: String,
+}
+
+/// The staged files of `worktree` that a live reservation of a role other
+/// than `me` covers.
+pub fn check(project: &Project, worktree: &Path, me: Option<&str>) -> Result<Vec<Blocked>> {
+    let files = staged(worktree)?;
+    let held = super::active(project)?;
+    let mut out = Vec::new();
+    for f in &files {
+        for r in held.iter().filter(|r| Some(r.role.as_str()) != me) {
+            if let Some(g) = r.globs.iter().find(|g| super::glob::matches(g, f)) {
+                out.push(Blocked {
+                    path: f.clone(),
+                    holder: r.role.clone(),
+                    glob: g.clone(),
+                    expires_at: r.expires_at.clone(),
+                    reason: r.reason.clone(),
+                });
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The refusal a blocked commit gets.
+pub fn refusal(blocked: &[Blocked]) -> Error {
+    let lines: Vec<String> = blocked
+        .iter()
+        .map(|b| {
+            let reason = if b.reason.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", crate::text::escape(&b.reason))
+            };
+            format!(
+                "  {}: reserved by {} ({}) until {}{reason}",
+                crate::text::escape(&b.path),
+                b.holder,
+                crate::text::escape(&b.glob),
+                b.expires_at.get(..19).unwrap_or(&b.expires_at)
+            )
+        })
+        .collect();
+    let mut holders: Vec<&str> = blocked.iter().map(|b| b.holder.as_str()).collect();
+    holders.dedup();
+    Error::refused(
+        Token::Reserved,
+        format!(
+            "commit refused: {} staged file(s) reserved by another role\n{}\n  hint: ask {} to run `swarm release`, wait until it expires, or override with `git commit --no-verify`",
+            blocked.len(),
+            lines.join("\n"),
+            holders.join(", ")
+        ),
+        Vec::new(),
+    )
+}
+
+/// The hooks folder git uses for `worktree` (core.hooksPath honoured;
+/// linked worktrees share their repository's).
+fn hooks_dir(worktree: &Path) -> Result<PathBuf> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(worktree)
+        .args(["rev-parse", "--path-format=absolute", "--git-path", "hooks"])
+        .output()
+        .map_err(|e| Error::env(format!("cannot run git: {e}")))?;
+    if !out.status.success() {
+        return Err(Error::env(format!(
+            "{}: not a git worktree; the reservations guard needs git",
+            worktree.display()
+        )));
+    }
+    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
+
+/// What installing the hook did for one hooks folder.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Installed {
+    Written(PathBuf),
+    /// A pre-commit hook of someone else's is there: left alone.
+    Foreign(PathBuf),
+}
+
+/// Installs the pre-commit hook for each worktree (once per hooks folder),
+/// running `swarm` at `swarm_bin`.
+pub fn install(worktrees: &[PathBuf], swarm_bin: &Path) -> Result<Vec<Installed>> {
+    let mut done: Vec<PathBuf> = Vec::new();
+    let mut out = Vec::new();
+    for wt in worktrees {
+        let dir = hooks_dir(wt)?;
+        if done.contains(&dir) {
+            continue;
+        }
+        done.push(dir.clone());
+        let hook = dir.join("pre-commit");
+        if let Ok(text) = std::fs::read_to_string(&hook) {
+            if !text.contains(MARK) {
+                out.push(Installed::Foreign(hook));
+                continue;
+            }
+        }
+        let bin = swarm_bin.to_string_lossy().replace('\'', "'\\''");
+        let script = format!(
+            "#!/bin/sh\n{MARK} (written by `swarm up`; docs/reservations.md)\nexec '{bin}' reservations --guard\n"
+        );
+        fsx::ensure_dirs(&[&dir]).at(&dir)?;
+        fsx::write_file(&hook, script.as_bytes()).at(&hook)?;
+        fsx::set_mode(&hook, 0o755).at(&hook)?;
+        out.push(Installed::Written(hook));
+    }
+    Ok(out)
+}

@@ -1,0 +1,372 @@
+//! File reservations (docs/reservations.md): a role announces the files it
+//! is about to change (globs, a time to live, a reason); others see them in
+//! `swarm reservations`, `swarm status` and the cockpit, and the optional
+//! pre-commit guard refuses a commit touching a file another role holds.
+//!
+//! Stored like everything else: one JSON file per reservation in
+//! `.swarmforge/reservations/`, published whole by `fsx`; an expired one is
+//! simply ignored (and removed by the next reserve or release). Taking a
+//! reservation holds `reservations.flock`, so two roles cannot both take
+//! overlapping files at once.
+
+pub mod glob;
+pub mod guard;
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, IoContext, Result, Token};
+use crate::fsx;
+use crate::protocol::clock::{self, Instant};
+use crate::protocol::layout::Project;
+
+/// Longest reason kept, in characters.
+pub const MAX_REASON: usize = 200;
+/// Most globs in one reservation.
+pub const MAX_GLOBS: usize = 64;
+/// Default and longest time to live.
+pub const DEFAULT_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
+pub const MAX_TTL: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+/// Largest reservation file read back.
+const MAX_FILE: u64 = 128 * 1024;
+
+/// One reservation, as its file holds it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Reservation {
+    pub id: String,
+    pub role: String,
+    pub globs: Vec<String>,
+    #[serde(default)]
+    pub reason: String,
+    pub created_at: String,
+    pub expires_at: String,
+}
+
+impl Reservation {
+    pub fn expires(&self) -> Option<Instant> {
+        clock::parse(&self.expires_at)
+    }
+    pub fn live(&self, now: Instant) -> bool {
+        self.expires().is_some_and(|t| t > now)
+    }
+    /// The first of its globs that may name one of `globs`' files.
+    pub fn overlapping(&self, globs: &[String], files: &[String]) -> Option<(String, String)> {
+        for mine in &self.globs {
+            for g in globs {
+                if glob::overlap(mine, g, files) {
+                    return Some((mine.clone(), g.clone()));
+                }
+            }
+        }
+        None
+    }
+    /// `reviewer holds src/** until 2026-12-02T01:30:00Z (reason)`.
+    pub fn describe(&self) -> String {
+        let reason = if self.reason.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", crate::text::escape(&self.reason))
+        };
+        format!(
+            "{} holds {} until {}{reason}",
+            self.role,
+            crate::text::escape(&self.globs.join(" ")),
+            self.expires_at
+                .get(..19)
+                .map_or(self.expires_at.as_str(), |s| s)
+        )
+    }
+}
+
+/// The reservations of a project, and what could not be read.
+#[derive(Debug, Default, Serialize)]
+pub struct Listing {
+    pub reservations: Vec<Reservation>,
+    /// Files that are not readable reservations, with the reason.
+    pub problems: Vec<String>,
+}
+
+pub fn dir(project: &Project) -> PathBuf {
+    project.swarmforge().join("reservations")
+}
+
+fn tmp(project: &Project) -> PathBuf {
+    dir(project).join("tmp")
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 200
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Every reservation on disk (expired ones too), oldest first.
+pub fn all(project: &Project) -> Result<Listing> {
+    let d = dir(project);
+    let mut out = Listing::default();
+    match std::fs::symlink_metadata(&d) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(Error::env(format!(
+                "{}: not a folder (a symlink or a file); reservations must live inside the project.\n  hint: remove it",
+                d.display()
+            )))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e).at(&d),
+    }
+    let mut names: Vec<String> = std::fs::read_dir(&d)
+        .at(&d)?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    names.sort();
+    for n in names {
+        let p = d.join(&n);
+        let r = fsx::read_bounded(&p, MAX_FILE)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice::<Reservation>(&b).map_err(|e| e.to_string()))
+            .and_then(|r| check(&r, &n).map(|()| r));
+        match r {
+            Ok(r) => out.reservations.push(r),
+            Err(e) => out.problems.push(format!("{}: {e}", p.display())),
+        }
+    }
+    out.reservations
+        .sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+    Ok(out)
+}
+
+/// A file's content is untrusted: its name, role and globs must be ones
+/// `reserve` could have written.
+fn check(r: &Reservation, file: &str) -> std::result::Result<(), String> {
+    if !valid_id(&r.id) || file != format!("{}.json", r.id) {
+        return Err("its id does not match its file name".into());
+    }
+    if !crate::protocol::grammar::valid_role(&r.role) {
+        return Err(format!("invalid role '{}'", crate::text::escape(&r.role)));
+    }
+    if r.globs.is_empty() || r.globs.len() > MAX_GLOBS {
+        return Err("no globs, or too many".into());
+    }
+    for g in &r.globs {
+        let root = Path::new("/");
+        if glob::normalise(g, root, root).as_deref() != Ok(g.as_str()) {
+            return Err(format!(
+                "glob '{}' is not a normalised project path",
+                crate::text::escape(g)
+            ));
+        }
+    }
+    if r.expires().is_none() {
+        return Err("expires_at is not a time".into());
+    }
+    Ok(())
+}
+
+/// The reservations in force now.
+pub fn active(project: &Project) -> Result<Vec<Reservation>> {
+    let now = clock::now();
+    Ok(all(project)?
+        .reservations
+        .into_iter()
+        .filter(|r| r.live(now))
+        .collect())
+}
+
+/// What `reserve` is asked for.
+pub struct Request<'a> {
+    pub role: &'a str,
+    /// Already normalised (see [`glob::normalise`]).
+    pub globs: Vec<String>,
+    pub ttl: std::time::Duration,
+    pub reason: &'a str,
+    /// Files of the repository, to tell whether two globs overlap.
+    pub files: Vec<String>,
+    /// Take it even when another role holds an overlapping glob.
+    pub force: bool,
+}
+
+/// Takes a reservation; refused (exit 2) when another role holds a glob
+/// that overlaps, naming the holder. Returns it and the overlapping ones
+/// (only non-empty with `force`).
+pub fn reserve(project: &Project, req: &Request) -> Result<(Reservation, Vec<Reservation>)> {
+    if req.globs.is_empty() || req.globs.len() > MAX_GLOBS {
+        return Err(Error::env(format!("name 1 to {MAX_GLOBS} globs")));
+    }
+    if req.ttl.is_zero() || req.ttl > MAX_TTL {
+        return Err(Error::env("--ttl must be more than 0 and at most 30d"));
+    }
+    if req.reason.chars().count() > MAX_REASON || req.reason.chars().any(char::is_control) {
+        return Err(Error::env(format!(
+            "--reason must be one line of at most {MAX_REASON} characters"
+        )));
+    }
+    let d = dir(project);
+    fsx::ensure_dirs(&[&d, &tmp(project)]).at(&d)?;
+    let lock_path = project.swarmforge().join("reservations.flock");
+    let _lock = fsx::lock(&lock_path).at(&lock_path)?;
+    let listing = all(project)?;
+    let now = clock::now();
+    prune(project, &listing, now);
+    let others: Vec<Reservation> = listing
+        .reservations
+        .into_iter()
+        .filter(|r| r.live(now) && r.role != req.role)
+        .filter(|r| r.overlapping(&req.globs, &req.files).is_some())
+        .collect();
+    if !others.is_empty() && !req.force {
+        let lines: Vec<String> = others
+            .iter()
+            .map(|r| {
+                let (theirs, ours) = r.overlapping(&req.globs, &req.files).unwrap_or_default();
+                format!(
+                    "  {} overlaps {}: {}",
+                    crate::text::escape(&ours),
+                    crate::text::escape(&theirs),
+                    r.describe()
+                )
+            })
+            .collect();
+        let holders: Vec<&str> = others.iter().map(|r| r.role.as_str()).collect();
+        return Err(Error::refused(
+            Token::Reserved,
+            format!(
+                "reserved by another role:\n{}\n  hint: wait for it to expire, ask {} to run `swarm release`, or take it anyway with --force (both then show)",
+                lines.join("\n"),
+                holders.join(", ")
+            ),
+            Vec::new(),
+        ));
+    }
+    let expires = now
+        + chrono::Duration::from_std(req.ttl).map_err(|_| Error::env("--ttl is out of range"))?;
+    for n in 1..=1000u32 {
+        let id = format!("{}_{}_{n}", clock::idts(now), req.role);
+        let r = Reservation {
+            id: id.clone(),
+            role: req.role.to_string(),
+            globs: req.globs.clone(),
+            reason: req.reason.to_string(),
+            created_at: clock::iso(now),
+            expires_at: clock::iso(expires),
+        };
+        let bytes = serde_json::to_vec_pretty(&r).map_err(|e| Error::env(e.to_string()))?;
+        let p = d.join(format!("{id}.json"));
+        match fsx::publish(&tmp(project), &p, &bytes) {
+            Ok(()) => return Ok((r, others)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).at(&p),
+        }
+    }
+    Err(Error::env("too many reservations in one second"))
+}
+
+/// Removes expired reservations (best effort: they are ignored anyway).
+fn prune(project: &Project, listing: &Listing, now: Instant) {
+    for r in listing.reservations.iter().filter(|r| !r.live(now)) {
+        let _ = fsx::remove_file(&dir(project).join(format!("{}.json", r.id)));
+    }
+}
+
+/// Releases `role`'s reservations: all of them when `globs` is empty, else
+/// those globs (a reservation left without globs is removed). Returns the
+/// globs released; refused when `role` holds none of the named ones.
+pub fn release(project: &Project, role: &str, globs: &[String]) -> Result<Vec<String>> {
+    let d = dir(project);
+    if !d.exists() {
+        return if globs.is_empty() {
+            Ok(Vec::new())
+        } else {
+            Err(not_held(role, globs, &[]))
+        };
+    }
+    fsx::ensure_dirs(&[&tmp(project)]).at(&d)?;
+    let lock_path = project.swarmforge().join("reservations.flock");
+    let _lock = fsx::lock(&lock_path).at(&lock_path)?;
+    let listing = all(project)?;
+    let now = clock::now();
+    prune(project, &listing, now);
+    let mine: Vec<&Reservation> = listing
+        .reservations
+        .iter()
+        .filter(|r| r.role == role && r.live(now))
+        .collect();
+    if !globs.is_empty() {
+        let held: Vec<&String> = mine.iter().flat_map(|r| r.globs.iter()).collect();
+        let missing: Vec<String> = globs
+            .iter()
+            .filter(|g| !held.contains(g))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            let held: Vec<String> = held.into_iter().cloned().collect();
+            return Err(not_held(role, &missing, &held));
+        }
+    }
+    let mut released = Vec::new();
+    for r in mine {
+        let p = d.join(format!("{}.json", r.id));
+        let (gone, keep): (Vec<String>, Vec<String>) = r
+            .globs
+            .iter()
+            .cloned()
+            .partition(|g| globs.is_empty() || globs.contains(g));
+        if gone.is_empty() {
+            continue;
+        }
+        if keep.is_empty() {
+            fsx::remove_file(&p).at(&p)?;
+        } else {
+            let kept = Reservation {
+                globs: keep,
+                ..r.clone()
+            };
+            let bytes = serde_json::to_vec_pretty(&kept).map_err(|e| Error::env(e.to_string()))?;
+            fsx::replace(&tmp(project), &p, &bytes).at(&p)?;
+        }
+        released.extend(gone);
+    }
+    Ok(released)
+}
+
+fn not_held(role: &str, globs: &[String], held: &[String]) -> Error {
+    Error::refused(
+        Token::NotReserved,
+        format!(
+            "{role} holds no reservation of {}; it holds: {}",
+            crate::text::escape(&globs.join(" ")),
+            if held.is_empty() {
+                "none".to_string()
+            } else {
+                crate::text::escape(&held.join(" "))
+            }
+        ),
+        Vec::new(),
+    )
+}
+
+/// The repository's files as seen from `worktree` (tracked and untracked,
+/// ignored ones left out), to tell whether two globs overlap.
+pub fn repo_files(worktree: &Path) -> Vec<String> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(worktree)
+        .args(["ls-files", "-z", "-co", "--exclude-standard"])
+        .stderr(std::process::Stdio::null())
+        .output();
+    match out {
+        Ok(o) if o.status.success() => o
+            .stdout
+            .split(|b| *b == 0)
+            .filter(|s| !s.is_empty())
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .collect(),
+        _ => Vec::new(),
+    }
+}

@@ -1,0 +1,430 @@
+//! The index's folder, `.swarmforge/search/`: a manifest naming the segments
+//! and, per watched folder, the modification time it had when last read; and
+//! the segments (`segment.rs`). Derived from the message files, never the
+//! truth: deleting the folder loses nothing, `swarm search --reindex`
+//! rebuilds it, and a damaged index is rebuilt by the next refresh.
+//!
+//! Invariant kept here: a message (by id) is in at most one segment. A
+//! refresh reads only folders whose modification time moved (or was too
+//! recent to trust: a file renamed in within the same clock tick would not
+//! move it), and indexes only ids no segment holds. Writers hold
+//! `index.flock`; readers take no lock (segments are immutable, the manifest
+//! is replaced whole).
+
+use std::collections::{BTreeMap, HashSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use super::segment::{self, Built, DocRef, Segment};
+use super::tokens;
+use crate::error::{Error, IoContext, Result};
+use crate::fsx;
+use crate::protocol::config::Config;
+use crate::protocol::grammar;
+use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::roles::Roles;
+use crate::protocol::trail::{self, Loaded};
+
+const VERSION: u32 = 1;
+/// A folder changed this recently is read again next time.
+const SETTLE: Duration = Duration::from_secs(1);
+/// Largest manifest read (one line per watched folder).
+const MAX_MANIFEST: u64 = 32 * 1024 * 1024;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SegInfo {
+    pub name: String,
+    pub docs: u32,
+    /// Its docs' lengths summed.
+    #[serde(default)]
+    pub words: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Manifest {
+    pub version: u32,
+    pub next: u64,
+    pub segments: Vec<SegInfo>,
+    /// Folder (relative to the root) → modification time in ns when read.
+    pub folders: BTreeMap<String, u64>,
+}
+
+/// What a refresh did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Refreshed {
+    pub added: usize,
+    pub docs: u64,
+    pub segments: usize,
+    pub folders_read: usize,
+}
+
+/// The index of one project.
+pub struct Index {
+    pub project: Project,
+    pub dir: PathBuf,
+}
+
+fn valid_segment_name(n: &str) -> bool {
+    n.strip_prefix("seg-")
+        .is_some_and(|d| !d.is_empty() && d.len() <= 12 && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
+fn mtime_ns(p: &Path) -> Option<SystemTime> {
+    std::fs::symlink_metadata(p)
+        .ok()
+        .filter(|m| m.is_dir())
+        .and_then(|m| m.modified().ok())
+}
+
+fn ns(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos().min(u128::from(u64::MAX)) as u64)
+}
+
+impl Index {
+    pub fn new(project: &Project) -> Index {
+        Index {
+            project: project.clone(),
+            dir: project.swarmforge().join("search"),
+        }
+    }
+
+    fn manifest_path(&self) -> PathBuf {
+        self.dir.join("manifest.json")
+    }
+    fn tmp(&self) -> PathBuf {
+        self.dir.join("tmp")
+    }
+
+    /// The folder must be a real folder of the project: a symlink there
+    /// would make the index read (and write) somewhere else.
+    fn check_dir(&self) -> Result<bool> {
+        match std::fs::symlink_metadata(&self.dir) {
+            Ok(m) if m.is_dir() => Ok(true),
+            Ok(_) => Err(Error::env(format!(
+                "{}: not a folder (a symlink or a file); the search index must live inside the project.\n  hint: remove it and run `swarm search --reindex`",
+                self.dir.display()
+            ))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e).at(&self.dir),
+        }
+    }
+
+    /// The manifest, or an empty one when there is no index yet.
+    pub fn manifest(&self) -> Result<Manifest> {
+        if !self.check_dir()? {
+            return Ok(Manifest::default());
+        }
+        let p = self.manifest_path();
+        let bytes = match fsx::read_bounded(&p, MAX_MANIFEST) {
+            Ok(b) => b,
+            Err(fsx::ReadRefusal::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
+                return Ok(Manifest::default())
+            }
+            Err(e) => return Err(self.damaged(&format!("{}: {e}", p.display()))),
+        };
+        let m: Manifest = serde_json::from_slice(&bytes)
+            .map_err(|e| self.damaged(&format!("{}: {e}", p.display())))?;
+        if m.version != VERSION {
+            return Err(self.damaged(&format!("{}: version {}", p.display(), m.version)));
+        }
+        if let Some(bad) = m.segments.iter().find(|s| !valid_segment_name(&s.name)) {
+            return Err(self.damaged(&format!(
+                "{}: segment name '{}' is not of the form seg-<digits>",
+                p.display(),
+                crate::text::escape(&bad.name)
+            )));
+        }
+        Ok(m)
+    }
+
+    fn damaged(&self, what: &str) -> Error {
+        Error::env(format!(
+            "search index damaged: {what}\n  hint: run `swarm search --reindex` (the index is rebuilt from the message files)"
+        ))
+    }
+
+    /// Opens the manifest's segments.
+    pub fn open(&self, m: &Manifest) -> Result<Vec<Segment>> {
+        m.segments
+            .iter()
+            .map(|s| {
+                Segment::open(&self.dir, &s.name)
+                    .map_err(|e| self.damaged(&format!("{}: {e}", s.name)))
+            })
+            .collect()
+    }
+
+    /// The folders messages are said in: each local worktree's outbox,
+    /// sent, held and failed, its archive folder and each archived day.
+    pub fn folders(&self, roles: &Roles) -> Vec<(PathBuf, PathBuf)> {
+        let mut v = Vec::new();
+        let mut seen = HashSet::new();
+        for r in roles.roles.iter().filter(|r| !r.is_remote()) {
+            let root = if r.worktree_path.is_absolute() {
+                r.worktree_path.clone()
+            } else {
+                self.project.root.join(&r.worktree_path)
+            };
+            if !seen.insert(root.clone()) {
+                continue;
+            }
+            let wt = Worktree::new(&root);
+            for d in [wt.outbox(), wt.sent(), wt.held(), wt.failed(), wt.archive()] {
+                v.push((root.clone(), d));
+            }
+            for day in wt.archive_days() {
+                v.push((root.clone(), day.join("sent")));
+                v.push((root.clone(), day.join("failed")));
+            }
+        }
+        v
+    }
+
+    /// The name a folder has in the manifest (relative to the root).
+    pub fn key(&self, p: &Path) -> String {
+        p.strip_prefix(&self.project.root)
+            .unwrap_or(p)
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// Whether any watched folder moved since the manifest was written.
+    pub fn stale(&self, m: &Manifest) -> Result<bool> {
+        let roles = Roles::load(&self.project.roles_tsv())?;
+        let now = SystemTime::now();
+        for (_, d) in self.folders(&roles) {
+            let seen = m.folders.get(&self.key(&d)).copied();
+            match mtime_ns(&d) {
+                None => {
+                    if seen.is_some() {
+                        return Ok(true);
+                    }
+                }
+                Some(t) => {
+                    let recent = now.duration_since(t).map_or(true, |a| a < SETTLE);
+                    if recent || seen != Some(ns(t)) {
+                        return Ok(true);
+                    }
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    fn lock(&self) -> Result<fsx::Lock> {
+        fsx::ensure_dirs(&[&self.dir, &self.tmp()]).at(&self.dir)?;
+        self.check_dir()?;
+        let p = self.dir.join("index.flock");
+        let lock = fsx::lock(&p).at(&p)?;
+        // What a killed writer left half-written.
+        let _ = fsx::clean_stale_temps(&self.tmp(), Duration::from_secs(60));
+        Ok(lock)
+    }
+
+    /// Adds what the files hold and the index does not. A damaged index is
+    /// rebuilt from scratch.
+    pub fn refresh(&self) -> Result<Refreshed> {
+        let _lock = self.lock()?;
+        match self.refresh_locked(false) {
+            Ok(r) => Ok(r),
+            Err(e) if e.to_string().contains("search index damaged") => self.refresh_locked(true),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Throws the index away and builds it again from the files.
+    pub fn reindex(&self) -> Result<Refreshed> {
+        let _lock = self.lock()?;
+        self.refresh_locked(true)
+    }
+
+    fn refresh_locked(&self, scratch: bool) -> Result<Refreshed> {
+        let mut m = if scratch {
+            // Keep the numbering going so no new segment reuses a name a
+            // reader may still have open.
+            let next = self.manifest().map(|m| m.next).unwrap_or(0);
+            Manifest {
+                version: VERSION,
+                next,
+                ..Manifest::default()
+            }
+        } else {
+            let mut m = self.manifest()?;
+            m.version = VERSION;
+            m
+        };
+        let old_files = if scratch {
+            self.segment_files_on_disk()
+        } else {
+            Vec::new()
+        };
+        let segs = self.open(&m)?;
+        let known: Vec<Vec<u64>> = segs
+            .iter()
+            .map(|s| s.term_hashes())
+            .collect::<io::Result<_>>()
+            .map_err(|e| self.damaged(&e.to_string()))?;
+        let roles = Roles::load(&self.project.roles_tsv())?;
+        let config = Config::load(&self.project.config_file())?;
+        let max = config.limits.max_file_bytes;
+        let now = SystemTime::now();
+        let mut built = Built::default();
+        let mut added: HashSet<String> = HashSet::new();
+        let mut folders = BTreeMap::new();
+        let mut read = 0;
+        let indexed = |id: &str, added: &HashSet<String>| {
+            let h = tokens::id_key(id);
+            added.contains(id) || known.iter().any(|k| k.binary_search(&h).is_ok())
+        };
+        for (wt_root, dir) in self.folders(&roles) {
+            let key = self.key(&dir);
+            let Some(t) = mtime_ns(&dir) else { continue };
+            let settled = now.duration_since(t).is_ok_and(|a| a >= SETTLE);
+            let stamp = if settled { ns(t) } else { 0 };
+            if settled && m.folders.get(&key) == Some(&stamp) {
+                folders.insert(key, stamp);
+                continue;
+            }
+            folders.insert(key, stamp);
+            if dir.file_name().is_some_and(|n| n == "archive") {
+                continue;
+            }
+            read += 1;
+            let names = trail::handoff_names(&dir).at(&dir)?;
+            for name in names {
+                if grammar::FileName::parse(&name).is_some_and(|f| indexed(f.id, &added)) {
+                    continue;
+                }
+                let Loaded::Ok(msg) = trail::load_message(&dir.join(&name), max) else {
+                    continue;
+                };
+                let Some(id) = msg.id().filter(|i| !i.is_empty()).map(str::to_string) else {
+                    continue;
+                };
+                if indexed(&id, &added) {
+                    continue;
+                }
+                let recipients = {
+                    let mut r =
+                        roles.recipients(msg.to().unwrap_or(""), msg.sender().unwrap_or(""));
+                    r.extend(msg.cc().into_iter().map(str::to_string));
+                    r
+                };
+                let created = crate::protocol::trail::Stamp::of(msg.get("created_at"))
+                    .at()
+                    .or_else(|| grammar::id_time(&id))
+                    .map_or(0, |t| t.timestamp());
+                let terms = tokens::of_message(&msg, &recipients);
+                built.add(
+                    DocRef {
+                        id: id.clone(),
+                        file: grammar::strip_collision_prefix(&name).to_string(),
+                        wt: self.key(&wt_root),
+                        from: msg.sender().unwrap_or("").to_string(),
+                        to: msg.to().unwrap_or("").to_string(),
+                        kind: msg.type_name().unwrap_or("").to_string(),
+                        created,
+                    },
+                    &terms,
+                );
+                added.insert(id);
+            }
+        }
+        drop(segs);
+        let changed_folders = folders != m.folders;
+        m.folders = folders;
+        let mut gone: Vec<String> = Vec::new();
+        if !built.docs.is_empty() {
+            let name = format!("seg-{:06}", m.next);
+            m.next += 1;
+            built
+                .write(&self.dir, &self.tmp(), &name)
+                .map_err(|e| self.damaged(&format!("writing {name}: {e}")))?;
+            m.segments.push(SegInfo {
+                name,
+                docs: built.docs.len() as u32,
+                words: built.words,
+            });
+            gone = self.merge(&mut m)?;
+        }
+        if scratch || changed_folders || !built.docs.is_empty() {
+            let p = self.manifest_path();
+            let bytes = serde_json::to_vec(&m).map_err(|e| Error::env(e.to_string()))?;
+            fsx::replace(&self.tmp(), &p, &bytes).at(&p)?;
+        }
+        // Only after the manifest stopped naming them.
+        let keep: HashSet<String> = m.segments.iter().map(|s| s.name.clone()).collect();
+        for n in gone.iter().filter(|n| !keep.contains(*n)) {
+            for f in segment::files(&self.dir, n) {
+                let _ = fsx::remove_file(&f);
+            }
+        }
+        for f in old_files {
+            let stem = f.file_stem().map(|s| s.to_string_lossy().into_owned());
+            if stem.is_some_and(|s| !keep.contains(&s)) {
+                let _ = fsx::remove_file(&f);
+            }
+        }
+        Ok(Refreshed {
+            added: built.docs.len(),
+            docs: m.segments.iter().map(|s| u64::from(s.docs)).sum(),
+            segments: m.segments.len(),
+            folders_read: read,
+        })
+    }
+
+    /// Segment files present in the folder (for a rebuild's clean-up).
+    fn segment_files_on_disk(&self) -> Vec<PathBuf> {
+        let Ok(rd) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        rd.flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_stem()
+                    .is_some_and(|s| valid_segment_name(&s.to_string_lossy()))
+            })
+            .collect()
+    }
+
+    /// Merges the newest segments while the one before is no more than
+    /// twice as big (a binary counter: O(log n) segments, each message
+    /// rewritten O(log n) times). Returns the names merged away.
+    fn merge(&self, m: &mut Manifest) -> Result<Vec<String>> {
+        let mut gone = Vec::new();
+        while m.segments.len() >= 2 {
+            let n = m.segments.len();
+            let (a, b) = (&m.segments[n - 2], &m.segments[n - 1]);
+            if u64::from(a.docs) > 2 * u64::from(b.docs) {
+                break;
+            }
+            let load = |s: &SegInfo| {
+                Segment::open(&self.dir, &s.name)
+                    .and_then(|seg| seg.load())
+                    .map_err(|e| self.damaged(&format!("{}: {e}", s.name)))
+            };
+            let words = a.words + b.words;
+            let mut merged = load(a)?;
+            merged.append(load(b)?);
+            merged.words = words;
+            let name = format!("seg-{:06}", m.next);
+            m.next += 1;
+            merged
+                .write(&self.dir, &self.tmp(), &name)
+                .map_err(|e| self.damaged(&format!("writing {name}: {e}")))?;
+            gone.push(m.segments[n - 2].name.clone());
+            gone.push(m.segments[n - 1].name.clone());
+            m.segments.truncate(n - 2);
+            m.segments.push(SegInfo {
+                name,
+                docs: merged.docs.len() as u32,
+                words,
+            });
+        }
+        Ok(gone)
+    }
+}
