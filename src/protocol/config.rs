@@ -41,6 +41,8 @@ pub struct Config {
     pub git_remote: Option<String>,
     /// Per message type: `types: {handoff: {approval: required}}`.
     pub types: std::collections::BTreeMap<String, TypeConfig>,
+    /// `swarm a2a`: the outside door (docs/a2a.md).
+    pub a2a: A2aConfig,
 }
 
 impl Default for Config {
@@ -63,8 +65,18 @@ impl Default for Config {
             bridge_monitor: None,
             git_remote: None,
             types: std::collections::BTreeMap::new(),
+            a2a: A2aConfig::default(),
         }
     }
+}
+
+/// `a2a:` in swarm.yaml (docs/a2a.md): who outside work comes from.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct A2aConfig {
+    /// The role (in roles.tsv) every A2A task is sent from and every reply
+    /// and clarify goes back to; `swarm a2a` refuses to start without it.
+    pub sender: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -277,6 +289,8 @@ pub struct RoleConfig {
     pub retries: u32,
     /// `required`: everything this role sends waits for a person's approval.
     pub approval: Approval,
+    /// `swarm a2a` offers this role to outside agents (docs/a2a.md).
+    pub a2a: bool,
 }
 
 impl RoleConfig {
@@ -311,6 +325,7 @@ impl Default for RoleConfig {
             request_timeout: Dur::secs(120),
             retries: 2,
             approval: Approval::None,
+            a2a: false,
         }
     }
 }
