@@ -39,15 +39,6 @@ pub fn router(app: Arc<App>) -> Router {
         .with_state(app)
 }
 
-/// Compares in time independent of where the strings differ.
-fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
-}
-
 /// Every request needs `Authorization: Bearer <token>`.
 async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
     let ok = req
@@ -55,7 +46,7 @@ async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Respons
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| same(t.trim(), &app.token));
+        .is_some_and(|t| crate::text::same_secret(t.trim(), &app.token));
     if !ok {
         let body = json!({"error": "missing or wrong bearer token: send Authorization: Bearer <the token in .swarmforge/a2a/token>"});
         let mut r = (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
@@ -110,21 +101,28 @@ fn not_offered(role: &str, offered: &[Offered]) -> String {
     )
 }
 
-async fn swarm_card(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+/// The offered roles, read off the async runtime; Err is the answer.
+async fn offered_roles(app: &Arc<App>) -> Result<(Config, Vec<Offered>), Response> {
     let a = app.clone();
     match blocking(move || config(&a)).await {
-        Some(Ok((_, offered))) => axum::Json(card::swarm_card(
+        Some(Ok(x)) => Ok(x),
+        Some(Err(e)) => Err(reply(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            json!({"error": e}),
+        )),
+        None => Err(StatusCode::INTERNAL_SERVER_ERROR.into_response()),
+    }
+}
+
+async fn swarm_card(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    match offered_roles(&app).await {
+        Ok((_, offered)) => axum::Json(card::swarm_card(
             &base(&app, &headers),
             &app.project,
             &offered,
         ))
         .into_response(),
-        Some(Err(e)) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            axum::Json(json!({"error": e})),
-        )
-            .into_response(),
-        None => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        Err(r) => r,
     }
 }
 
@@ -133,22 +131,16 @@ async fn role_card(
     Path(role): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let a = app.clone();
-    match blocking(move || config(&a)).await {
-        Some(Ok((_, offered))) => match offered.iter().find(|r| r.name == role) {
-            Some(r) => axum::Json(card::role_card(&base(&app, &headers), r)).into_response(),
-            None => (
-                StatusCode::NOT_FOUND,
-                axum::Json(json!({"error": not_offered(&role, &offered)})),
-            )
-                .into_response(),
-        },
-        Some(Err(e)) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            axum::Json(json!({"error": e})),
-        )
-            .into_response(),
-        None => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    let offered = match offered_roles(&app).await {
+        Ok((_, o)) => o,
+        Err(r) => return r,
+    };
+    match offered.iter().find(|r| r.name == role) {
+        Some(r) => axum::Json(card::role_card(&base(&app, &headers), r)).into_response(),
+        None => reply(
+            StatusCode::NOT_FOUND,
+            json!({"error": not_offered(&role, &offered)}),
+        ),
     }
 }
 
@@ -197,16 +189,9 @@ async fn rpc_endpoint(
             );
         }
     }
-    let a = app.clone();
-    let (sender, offered) = match blocking(move || config(&a)).await {
-        Some(Ok((c, o))) => (c.a2a.sender.unwrap_or_default(), o),
-        Some(Err(e)) => {
-            return reply(
-                StatusCode::OK,
-                rpc::error(&id, &RpcError::new(code::INTERNAL, e)),
-            )
-        }
-        None => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    let (sender, offered) = match offered_roles(&app).await {
+        Ok((c, o)) => (c.a2a.sender.unwrap_or_default(), o),
+        Err(r) => return r,
     };
     if !offered.iter().any(|r| r.name == role) {
         return reply(

@@ -25,8 +25,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::error::Result;
-use crate::protocol::layout::{Project, Worktree};
-use crate::protocol::roles::Roles;
+use crate::protocol::layout::Project;
 use crate::protocol::trail::watch::DirWatch;
 use crate::protocol::trail::{Scope, Trail};
 
@@ -121,30 +120,11 @@ impl Tracker {
     }
 }
 
-/// The folders whose changes can move a task: the daemon's journal folder
-/// and every worktree's queue folders.
+/// The folders whose changes can move a task: the daemon's journal folder,
+/// the task records and every worktree's queue folders.
 fn watched(project: &Project) -> Vec<PathBuf> {
     let mut dirs = vec![project.daemon_dir(), project.swarmforge().join("a2a/tasks")];
-    if let Ok(roles) = Roles::load(&project.roles_tsv()) {
-        for wt in roles.worktrees() {
-            let w = Worktree::new(if wt.is_absolute() {
-                wt
-            } else {
-                project.root.join(wt)
-            });
-            dirs.extend([
-                w.outbox(),
-                w.held(),
-                w.sent(),
-                w.failed(),
-                w.inbox_new(),
-                w.in_process(),
-                w.completed(),
-            ]);
-        }
-    }
-    dirs.sort();
-    dirs.dedup();
+    dirs.extend(crate::protocol::trail::watch::queue_dirs(project));
     dirs
 }
 

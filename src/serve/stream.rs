@@ -20,9 +20,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use crate::protocol::layout::Worktree;
 use crate::protocol::logfile;
-use crate::protocol::roles::Roles;
 use crate::protocol::trail::watch::DirWatch;
 use crate::views::events::EventReader;
 
@@ -32,24 +30,7 @@ use super::App;
 pub fn watch(app: Arc<App>) {
     let p = app.project.clone();
     let mut dirs = vec![p.daemon_dir(), p.swarmforge(), p.approvals_dir()];
-    if let Ok(roles) = Roles::load(&p.roles_tsv()) {
-        for wt in roles.worktrees() {
-            let w = Worktree::new(if wt.is_absolute() {
-                wt
-            } else {
-                p.root.join(wt)
-            });
-            dirs.extend([
-                w.outbox(),
-                w.held(),
-                w.sent(),
-                w.failed(),
-                w.inbox_new(),
-                w.in_process(),
-                w.completed(),
-            ]);
-        }
-    }
+    dirs.extend(crate::protocol::trail::watch::queue_dirs(&p));
     dirs.sort();
     dirs.dedup();
     let spawned = std::thread::Builder::new()

@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 
@@ -21,26 +21,12 @@ use crate::support::*;
 
 /// The venv `.ci/run` makes, with a2a-sdk installed, or `SWARM_A2A_PYTHON`.
 fn python() -> Option<PathBuf> {
-    let p = std::env::var_os("SWARM_A2A_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/venv/bin/python"));
-    let probe = Command::new(&p)
-        .args(["-c", "import a2a.client, a2a.types"])
-        .output()
-        .map_err(|e| format!("{}: {e}", p.display()))
-        .and_then(|o| {
-            if o.status.success() {
-                Ok(())
-            } else {
-                Err(String::from_utf8_lossy(&o.stderr).into_owned())
-            }
-        });
-    require_capability(
-        "import the A2A Python SDK",
+    venv_python(
+        "SWARM_A2A_PYTHON",
+        "a2a.client, a2a.types",
+        "the A2A Python SDK",
         "target/venv/bin/pip install a2a-sdk==1.3.0 (as .ci/run does, or set SWARM_A2A_PYTHON)",
-        probe,
-    )?;
-    Some(p)
+    )
 }
 
 /// `dev` (offered over A2A), `qa` (not offered) and `client`, the person
