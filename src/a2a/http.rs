@@ -54,6 +54,9 @@ async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Respons
             .insert(header::WWW_AUTHENTICATE, "Bearer".parse().unwrap());
         return r;
     }
+    if let Some(s) = req.extensions().get::<crate::serve::listen::Shown>() {
+        s.set();
+    }
     let mut res = next.run(req).await;
     res.headers_mut()
         .insert(header::CACHE_CONTROL, "no-store".parse().unwrap());

@@ -145,8 +145,9 @@ pub fn run(project: Project, opts: &Options, on_url: &mut dyn FnMut(&str)) -> Re
             IpAddr::V4(ip) => ip.to_string(),
         };
         on_url(&format!("http://{host}:{}", local.port()));
-        axum::serve(listener, http::router(app))
-            .await
-            .map_err(|e| Error::env(format!("serving on {local}: {e}")))
+        // The cockpit's accept loop: header timeout, bounded connections,
+        // those that never showed the token closed first.
+        crate::serve::listen::serve(listener, http::router(app)).await;
+        Ok(())
     })
 }

@@ -13,7 +13,7 @@
 //! - `assets/`: the page, embedded with `include_str!` (no JavaScript build).
 
 mod api;
-mod listen;
+pub(crate) mod listen;
 mod stream;
 mod token;
 

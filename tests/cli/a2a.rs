@@ -83,11 +83,21 @@ impl Server {
         self.base.strip_prefix("http://").unwrap()
     }
 
-    /// One raw request, `Connection: close`: (status, body).
+    /// One raw POST, `Connection: close`: (status, body).
     fn raw(&self, target: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+        self.request("POST", target, headers, body)
+    }
+
+    fn request(
+        &self,
+        method: &str,
+        target: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (u16, String) {
         let mut s = TcpStream::connect(self.addr()).unwrap();
         let mut req = format!(
-            "POST {target} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+            "{method} {target} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
             self.addr(),
             body.len()
         );
@@ -305,6 +315,19 @@ fn a_task_is_one_handoff_through_its_whole_life_with_the_python_sdk() {
     let refused = c.answer();
     assert!(refused["exception"].is_string(), "{refused}");
     assert_eq!(sent_by_client(&p).len(), before);
+
+    // ListTasks: this role's tasks, as GetTask shows them.
+    let token = std::fs::read_to_string(token_file(&p)).unwrap();
+    let bearer = format!("Bearer {}", token.trim());
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}).to_string();
+    let (status, body) = s.raw("/a2a/dev", &[("Authorization", &bearer)], &list);
+    let listed: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(listed["result"]["tasks"][0]["id"], id.as_str(), "{body}");
+    assert_eq!(
+        listed["result"]["tasks"][0]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
 
     // The audit sees one handoff per task, each delivered once.
     wait_until(DEADLINE, "everything delivered", || {
@@ -616,6 +639,31 @@ fn bad_requests_get_the_spec_errors_and_queue_nothing() {
         401
     );
     assert_eq!(s.raw(&format!("/a2a/dev?token={token}"), &[], &get).0, 401);
+
+    // The swarm's card offers dev only; a card needs the token too.
+    let (status, body) = s.request("GET", "/.well-known/agent-card.json", &auth, "");
+    assert_eq!(status, 200, "{body}");
+    let card: Value = serde_json::from_str(&body).unwrap();
+    let skills: Vec<&str> = card["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(skills, ["dev"], "{card}");
+    assert_eq!(
+        card["supportedInterfaces"][0]["url"],
+        format!("{}/a2a/dev", s.base)
+    );
+    assert_eq!(
+        s.request("GET", "/.well-known/agent-card.json", &[], "").0,
+        401
+    );
+    assert_eq!(
+        s.request("GET", "/a2a/qa/.well-known/agent-card.json", &auth, "")
+            .0,
+        404
+    );
 
     // Unknown roles and roles without a2a: true.
     assert_eq!(code(s.raw("/a2a/nobody", &auth, &get)), (404, -32600));
