@@ -263,8 +263,7 @@ impl Call {
 
     async fn view(&self, rec: Record) -> Result<(Record, View), RpcError> {
         self.run(move |ctx| {
-            let trail = super::track::load_trail(ctx.project)?;
-            let v = ctx.tracker.observe(ctx.store, &trail, &rec)?.0;
+            let v = ctx.tracker.observe_one(ctx.project, ctx.store, &rec)?;
             Ok((rec, v))
         })
         .await

@@ -269,8 +269,7 @@ fn queued_before(ctx: &Ctx, task: &str) -> Result<Option<String>, RpcError> {
 }
 
 fn now_view(ctx: &Ctx, rec: &Record) -> Result<View, RpcError> {
-    let trail = track::load_trail(ctx.project)?;
-    Ok(ctx.tracker.observe(ctx.store, &trail, rec)?.0)
+    Ok(ctx.tracker.observe_one(ctx.project, ctx.store, rec)?)
 }
 
 /// A task of this role, or TaskNotFound.
@@ -447,7 +446,6 @@ pub fn list_tasks(ctx: &Ctx, params: &Map<String, Value>) -> Outcome {
             .ok_or_else(|| RpcError::params("pageSize must be 1-100"))?,
     } as usize;
     let context = str_field(params, "contextId")?;
-    let trail = track::load_trail(ctx.project)?;
     let mut tasks = Vec::new();
     let mut recs: Vec<Record> = ctx
         .store
@@ -457,9 +455,10 @@ pub fn list_tasks(ctx: &Ctx, params: &Map<String, Value>) -> Outcome {
         .collect();
     let total = recs.len();
     recs.reverse();
-    for r in recs.iter().take(size) {
-        let v = ctx.tracker.observe(ctx.store, &trail, r)?.0;
-        tasks.push(task::task_json(r, &v, Some(0)));
+    recs.truncate(size);
+    let (views, _) = ctx.tracker.observe(ctx.project, ctx.store, &recs)?;
+    for (r, v) in recs.iter().zip(&views) {
+        tasks.push(task::task_json(r, v, Some(0)));
     }
     Ok(json!({"tasks": tasks, "nextPageToken": "", "pageSize": size, "totalSize": total}))
 }

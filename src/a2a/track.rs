@@ -51,11 +51,43 @@ pub fn load_trail(project: &Project) -> Result<Trail> {
 }
 
 impl Tracker {
-    /// The task's view now; logs the events that lead to it. Returns whether
-    /// anything was logged.
-    pub fn observe(&self, store: &Store, trail: &Trail, rec: &Record) -> Result<(View, bool)> {
-        let v = task::view(trail, rec);
+    /// The views of `recs` now; logs the events that lead to them. The
+    /// trail is read and each record read again under the tracker's lock,
+    /// so snapshots are logged in the order they were taken: a request
+    /// holding an older one can never log the task going back.
+    pub fn observe(
+        &self,
+        project: &Project,
+        store: &Store,
+        recs: &[Record],
+    ) -> Result<(Vec<View>, bool)> {
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let trail = load_trail(project)?;
+        let mut views = Vec::with_capacity(recs.len());
+        let mut any = false;
+        for rec in recs {
+            let fresh = store.record(&rec.id)?;
+            let rec = fresh.as_ref().unwrap_or(rec);
+            let v = task::view(&trail, rec);
+            any |= Self::log(&mut last, store, rec, &v)?;
+            views.push(v);
+        }
+        Ok((views, any))
+    }
+
+    /// One task's view as [`Tracker::observe`] gives it.
+    pub fn observe_one(&self, project: &Project, store: &Store, rec: &Record) -> Result<View> {
+        let (mut v, _) = self.observe(project, store, std::slice::from_ref(rec))?;
+        Ok(v.remove(0))
+    }
+
+    /// Appends the events from the last logged key to `v`'s; whether any.
+    fn log(
+        last: &mut HashMap<String, (u64, Value)>,
+        store: &Store,
+        rec: &Record,
+        v: &View,
+    ) -> Result<bool> {
         let entry = match last.get(&rec.id) {
             Some(e) => Some(e.clone()),
             None => store
@@ -63,18 +95,18 @@ impl Tracker {
                 .pop()
                 .map(|l| (l.seq, l.key)),
         };
-        let now = task::key(&v);
+        let now = task::key(v);
         if entry.as_ref().is_some_and(|(_, k)| *k == now) {
             if let Some(e) = entry {
                 last.insert(rec.id.clone(), e);
             }
-            return Ok((v, false));
+            return Ok(false);
         }
         let (mut seq, before) = match entry {
             Some((s, k)) => (s, Some(k)),
             None => (0, None),
         };
-        for event in task::events(rec, before.as_ref(), &v) {
+        for event in task::events(rec, before.as_ref(), v) {
             seq += 1;
             store.append(
                 &rec.id,
@@ -86,7 +118,7 @@ impl Tracker {
             )?;
         }
         last.insert(rec.id.clone(), (seq, now));
-        Ok((v, true))
+        Ok(true)
     }
 
     /// Whether the last logged state of `task` is terminal (nothing more
@@ -111,12 +143,7 @@ impl Tracker {
         if open.is_empty() {
             return Ok(false);
         }
-        let trail = load_trail(project)?;
-        let mut any = false;
-        for r in &open {
-            any |= self.observe(store, &trail, r)?.1;
-        }
-        Ok(any)
+        Ok(self.observe(project, store, &open)?.1)
     }
 }
 

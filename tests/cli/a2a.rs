@@ -337,6 +337,17 @@ fn a_task_is_one_handoff_through_its_whole_life_with_the_python_sdk() {
     p.cmd("swarm").args(["audit", "--check"]).run().ok();
 }
 
+/// The states a task's events go through never go back.
+fn assert_forward(shape: &[String]) {
+    let rank = |e: &String| {
+        ["SUBMITTED", "WORKING", "INPUT_REQUIRED", "COMPLETED"]
+            .iter()
+            .position(|s| e.ends_with(&format!("TASK_STATE_{s}")))
+    };
+    let ranks: Vec<usize> = shape.iter().filter_map(rank).collect();
+    assert!(ranks.windows(2).all(|w| w[0] < w[1]), "{shape:?}");
+}
+
 /// `client`'s file by name, wherever it is now.
 fn find_sent(p: &Project, name: &str) -> PathBuf {
     let a = p.hq("client", "outbox").join(name);
@@ -398,6 +409,7 @@ fn a_stream_and_a_blocking_send_follow_the_task_and_cancel_ends_one() {
         Some("status TASK_STATE_COMPLETED"),
         "{shape:?}"
     );
+    assert_forward(&shape);
     let art = shape
         .iter()
         .position(|e| e.starts_with("artifact changelog\nWritten."))
@@ -569,6 +581,7 @@ fn pushes_reach_a_receiver_that_was_down_across_a_server_restart() {
     });
     let got = r.got.lock().unwrap().clone();
     let shape: Vec<String> = got.iter().map(|(_, e)| state_of(e)).collect();
+    assert_forward(&shape);
     assert_eq!(
         shape.first().map(String::as_str),
         Some("task TASK_STATE_SUBMITTED"),
