@@ -253,11 +253,6 @@ impl Call {
         })
         .await
         .unwrap_or_else(|| Err(RpcError::new(code::INTERNAL, "the request's worker ended")));
-        // Whatever a request logged (events, push configs) is due now.
-        let _ = self.app.ticks.send(());
-        if let Ok(p) = self.app.pusher.lock() {
-            let _ = p.send(());
-        }
         out
     }
 
@@ -275,15 +270,20 @@ impl Call {
             .and_then(|c| c.get("returnImmediately"))
             .and_then(Value::as_bool)
             .unwrap_or(false);
-        let mut ticks = self.app.ticks.subscribe();
+        let mut ticks = self.app.tracker.subscribe();
         let sent = self.run(move |ctx| rpc::send_message(ctx, &params)).await;
         let (mut rec, mut v) = match sent {
             Ok(x) => x,
             Err(e) => return reply(StatusCode::OK, rpc::error(&id, &e)),
         };
+        // The tracker ticks when it logs a change: look then, until the
+        // task stops or asks, or the wait is over.
         let until = Instant::now() + BLOCK_WAIT;
-        while !immediately && !v.state.is_interrupted() && Instant::now() < until {
-            let _ = tokio::time::timeout(LOOK, ticks.recv()).await;
+        while !immediately && !v.state.is_interrupted() {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() || tokio::time::timeout(left, ticks.recv()).await.is_err() {
+                break;
+            }
             match self.view(rec.clone()).await {
                 Ok((r, nv)) => (rec, v) = (r, nv),
                 Err(e) => return reply(StatusCode::OK, rpc::error(&id, &e)),
@@ -345,7 +345,7 @@ impl Call {
     fn stream(&self, id: Value, rec: Record, v: View) -> Response {
         let (tx, rx) = tokio::sync::mpsc::channel::<Event>(64);
         let call = self.clone();
-        let mut ticks = self.app.ticks.subscribe();
+        let mut ticks = self.app.tracker.subscribe();
         tokio::spawn(async move {
             let data = |r: Value| Event::default().data(rpc::result(&id, r).to_string());
             let store = call.app.store.clone();
@@ -373,12 +373,12 @@ impl Call {
                 return;
             }
             loop {
+                // A tick says the tracker logged something; the log is
+                // read every LOOK anyway, in case a tick was missed.
                 tokio::select! {
                     _ = tokio::time::timeout(LOOK, ticks.recv()) => {}
                     _ = tx.closed() => return,
                 }
-                // The stream looks itself too: a tick may be missed.
-                let _ = call.view(rec.clone()).await;
                 let s = store.clone();
                 let t = task_id.clone();
                 let Some(Ok(events)) = blocking(move || s.events_after(&t, cursor)).await else {

@@ -24,7 +24,7 @@ mod task;
 mod track;
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc};
 
 use crate::error::{Error, Result};
 use crate::fsx;
@@ -51,11 +51,6 @@ pub struct App {
     /// The address bound (for cards when a request's Host is unusable).
     pub addr: SocketAddr,
     pub tracker: track::Tracker,
-    /// A tick whenever events were logged (streams and blocking sends wait
-    /// on it).
-    pub ticks: tokio::sync::broadcast::Sender<()>,
-    /// Wakes the pusher.
-    pub pusher: Mutex<mpsc::Sender<()>>,
 }
 
 /// The checks before serving: a sender that roles.tsv knows, at least one
@@ -125,20 +120,17 @@ pub fn run(project: Project, opts: &Options, on_url: &mut dyn FnMut(&str)) -> Re
         let local = listener
             .local_addr()
             .map_err(|e| Error::env(format!("{addr}: {e}")))?;
-        let (ticks, _) = tokio::sync::broadcast::channel(64);
         let (wake, woken) = mpsc::channel();
         let app = Arc::new(App {
             project,
             store: store.clone(),
             token,
             addr: local,
-            tracker: track::Tracker::default(),
-            ticks,
-            pusher: Mutex::new(wake.clone()),
+            tracker: track::Tracker::new(wake),
         });
         track::push(store, woken)
             .map_err(|e| Error::env(format!("cannot start the webhook pusher: {e}")))?;
-        track::watch(app.clone(), wake)
+        track::watch(app.clone())
             .map_err(|e| Error::env(format!("cannot start the tracker: {e}")))?;
         let host = match local.ip() {
             IpAddr::V6(ip) => format!("[{ip}]"),

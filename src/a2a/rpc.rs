@@ -583,6 +583,8 @@ fn save_push(ctx: &Ctx, c: PushConfig) -> Outcome {
         )));
     }
     ctx.store.save_push(&c)?;
+    // Events already logged are due to the new receiver now.
+    ctx.tracker.wake_pusher();
     Ok(push_json(&c))
 }
 

@@ -32,10 +32,15 @@ use crate::protocol::trail::{Scope, Trail};
 use super::store::{Logged, PushConfig, Record, Store};
 use super::task::{self, View};
 
-/// The last logged sequence and key per task (read from the log once).
-#[derive(Default)]
+/// The last logged sequence and key per task (read from the log once), and
+/// whom to tell when something was logged.
 pub struct Tracker {
     last: Mutex<HashMap<String, (u64, Value)>>,
+    /// A tick per observation that logged events (streams and blocking
+    /// sends wait on it; only a logged event ticks, so waiters that observe
+    /// do not wake each other in a loop).
+    ticks: tokio::sync::broadcast::Sender<()>,
+    pusher: Mutex<mpsc::Sender<()>>,
 }
 
 /// How often the tracker looks even without a file event.
@@ -51,6 +56,26 @@ pub fn load_trail(project: &Project) -> Result<Trail> {
 }
 
 impl Tracker {
+    pub fn new(pusher: mpsc::Sender<()>) -> Tracker {
+        Tracker {
+            last: Mutex::default(),
+            ticks: tokio::sync::broadcast::channel(64).0,
+            pusher: Mutex::new(pusher),
+        }
+    }
+
+    /// Ticks after each observation that logged events.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<()> {
+        self.ticks.subscribe()
+    }
+
+    /// Wakes the pusher (a new push config may have events due).
+    pub fn wake_pusher(&self) {
+        if let Ok(p) = self.pusher.lock() {
+            let _ = p.send(());
+        }
+    }
+
     /// The views of `recs` now; logs the events that lead to them. The
     /// trail is read and each record read again under the tracker's lock,
     /// so snapshots are logged in the order they were taken: a request
@@ -71,6 +96,12 @@ impl Tracker {
             let v = task::view(&trail, rec);
             any |= Self::log(&mut last, store, rec, &v)?;
             views.push(v);
+        }
+        drop(last);
+        if any {
+            // Nobody listening is fine.
+            let _ = self.ticks.send(());
+            self.wake_pusher();
         }
         Ok((views, any))
     }
@@ -155,21 +186,16 @@ fn watched(project: &Project) -> Vec<PathBuf> {
     dirs
 }
 
-/// Starts the watcher thread: observes on each change, then ticks the
-/// streams and wakes the pusher.
-pub fn watch(app: std::sync::Arc<super::App>, pusher: mpsc::Sender<()>) -> std::io::Result<()> {
+/// Starts the watcher thread: observes on each change (the tracker then
+/// ticks the streams and wakes the pusher).
+pub fn watch(app: std::sync::Arc<super::App>) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("a2a-track".into())
         .spawn(move || {
             let mut w = DirWatch::new(watched(&app.project));
             loop {
-                match app.tracker.observe_all(&app.project, &app.store) {
-                    Ok(true) => {
-                        let _ = app.ticks.send(());
-                        let _ = pusher.send(());
-                    }
-                    Ok(false) => {}
-                    Err(e) => eprintln!("swarm a2a: {e}"),
+                if let Err(e) = app.tracker.observe_all(&app.project, &app.store) {
+                    eprintln!("swarm a2a: {e}");
                 }
                 let _ = w.wait_for(RESCAN);
             }
