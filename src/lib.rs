@@ -31,6 +31,7 @@
 // and the fuzz targets; nothing else is promised. (Building with these as
 // `pub(crate)` shows what no binary uses: only `Inbox::done` and
 // `rules::validate`, kept for the benches and fuzzers.)
+pub mod a2a;
 pub mod agent;
 pub mod bridge;
 pub mod cli;

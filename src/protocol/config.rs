@@ -46,6 +46,8 @@ pub struct Config {
     pub audit_gate: bool,
     /// `reservations: guard` installs the pre-commit guard (docs/reservations.md).
     pub reservations: ReservationsMode,
+    /// `swarm a2a`: the outside door (docs/a2a.md).
+    pub a2a: A2aConfig,
 }
 
 /// What file reservations do at commit time.
@@ -82,8 +84,18 @@ impl Default for Config {
             audit_gate: false,
             types: std::collections::BTreeMap::new(),
             reservations: ReservationsMode::default(),
+            a2a: A2aConfig::default(),
         }
     }
+}
+
+/// `a2a:` in swarm.yaml (docs/a2a.md): who outside work comes from.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct A2aConfig {
+    /// The role (in roles.tsv) every A2A task is sent from and every reply
+    /// and clarify goes back to; `swarm a2a` refuses to start without it.
+    pub sender: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -311,6 +323,8 @@ pub struct RoleConfig {
     pub approval: Approval,
     /// Preset agents: `tmux` (interactive) or `headless` (docs/headless.md).
     pub runtime: Runtime,
+    /// `swarm a2a` offers this role to outside agents (docs/a2a.md).
+    pub a2a: bool,
 }
 
 impl RoleConfig {
@@ -346,6 +360,7 @@ impl Default for RoleConfig {
             retries: 2,
             approval: Approval::None,
             runtime: Runtime::Tmux,
+            a2a: false,
         }
     }
 }

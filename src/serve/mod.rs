@@ -16,7 +16,7 @@
 //! - `assets/`: the page, embedded with `include_str!` (no JavaScript build).
 
 mod api;
-mod listen;
+pub(crate) mod listen;
 pub mod model;
 pub mod spend;
 mod stream;

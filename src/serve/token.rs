@@ -69,14 +69,7 @@ pub fn create(project: &Project) -> Result<String> {
     Ok(token)
 }
 
-/// Compares in time independent of where the strings differ.
-pub fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
-}
+pub use crate::text::same_secret as same;
 
 pub fn query_token(query: Option<&str>) -> Option<&str> {
     query?.split('&').find_map(|kv| kv.strip_prefix("token="))

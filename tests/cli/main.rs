@@ -2,6 +2,7 @@
 
 mod support;
 
+mod a2a;
 mod agents;
 mod api;
 mod archive;

@@ -5,7 +5,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::Duration;
 
@@ -16,26 +16,12 @@ use crate::support::*;
 /// The venv `.ci/run` makes (`python3 -m venv target/venv && target/venv/bin/pip
 /// install mcp==<pinned>`), or `SWARM_MCP_PYTHON`.
 pub(crate) fn python() -> Option<PathBuf> {
-    let p = std::env::var_os("SWARM_MCP_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/venv/bin/python"));
-    let probe = Command::new(&p)
-        .args(["-c", "import mcp"])
-        .output()
-        .map_err(|e| format!("{}: {e}", p.display()))
-        .and_then(|o| {
-            if o.status.success() {
-                Ok(())
-            } else {
-                Err(String::from_utf8_lossy(&o.stderr).into_owned())
-            }
-        });
-    require_capability(
-        "import the MCP Python SDK",
+    venv_python(
+        "SWARM_MCP_PYTHON",
+        "mcp",
+        "the MCP Python SDK",
         "python3 -m venv target/venv && target/venv/bin/pip install mcp==1.30.0 (or set SWARM_MCP_PYTHON)",
-        probe,
-    )?;
-    Some(p)
+    )
 }
 
 fn driver() -> PathBuf {

@@ -11,6 +11,7 @@ use crate::protocol::layout::Project;
 use crate::protocol::root::{self, Located};
 
 pub mod activity;
+pub mod a2a;
 pub mod answer;
 pub mod approve;
 pub mod archive;
@@ -222,6 +223,8 @@ pub enum Command {
     Ingest(ingest::Args),
     /// The cockpit: a live web page with approvals, answers and pause
     Serve(serve::Args),
+    /// Serve the roles with `a2a: true` as A2A agents (tasks become handoffs)
+    A2a(a2a::Args),
     /// Deliver a held handoff (`approval: required`)
     Approve(approve::Args),
     /// Refuse a held handoff to failed/ with a reason
@@ -289,6 +292,7 @@ pub fn run() -> i32 {
         Command::RunApi(a) => run_api::run(a),
         Command::Ingest(a) => ingest::run(a),
         Command::Serve(a) => serve::run(a),
+        Command::A2a(a) => a2a::run(a),
         Command::Approve(a) => approve::run(a),
         Command::Deny(a) => deny::run(a),
         Command::Pause(a) => pause::run(a),

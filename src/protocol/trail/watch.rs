@@ -10,6 +10,36 @@ use std::time::Duration;
 
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 
+use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::roles::Roles;
+
+/// Every worktree's queue folders (outbox, held, sent, failed and the
+/// inbox's), sorted: what a watcher of the whole swarm's mail listens to.
+pub fn queue_dirs(project: &Project) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Ok(roles) = Roles::load(&project.roles_tsv()) {
+        for wt in roles.worktrees() {
+            let w = Worktree::new(if wt.is_absolute() {
+                wt
+            } else {
+                project.root.join(wt)
+            });
+            dirs.extend([
+                w.outbox(),
+                w.held(),
+                w.sent(),
+                w.failed(),
+                w.inbox_new(),
+                w.in_process(),
+                w.completed(),
+            ]);
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    dirs
+}
+
 /// Re-check interval with working file events (a safety net only, so it is
 /// slow: a re-check lists folders that may hold tens of thousands of files).
 const SAFETY: Duration = Duration::from_secs(30);

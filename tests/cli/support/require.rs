@@ -2,7 +2,8 @@
 //! print a `NOTE:` and return; with `CI=true` it fails the test, so no test
 //! passes in CI without having run.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// Whether we run in CI (the environment variable `CI` is `true`).
 pub fn in_ci() -> bool {
@@ -55,4 +56,27 @@ fn on_path(tool: &str) -> bool {
             .metadata()
             .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     })
+}
+
+/// The Python of the venv `.ci/run` makes (`target/venv`), or the one
+/// `env_var` names, when `python -c "import <modules>"` works there (a
+/// NOTE, or a failure in CI, naming `install` otherwise).
+#[track_caller]
+pub fn venv_python(env_var: &str, modules: &str, sdk: &str, install: &str) -> Option<PathBuf> {
+    let p = std::env::var_os(env_var)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/venv/bin/python"));
+    let probe = Command::new(&p)
+        .args(["-c", &format!("import {modules}")])
+        .output()
+        .map_err(|e| format!("{}: {e}", p.display()))
+        .and_then(|o| {
+            if o.status.success() {
+                Ok(())
+            } else {
+                Err(String::from_utf8_lossy(&o.stderr).into_owned())
+            }
+        });
+    require_capability(&format!("import {sdk}"), install, probe)?;
+    Some(p)
 }
