@@ -72,6 +72,18 @@ impl Settings {
         format!("SWARM-{}", self.name())
     }
 
+    /// The stream's replicas: `bridge_replicas`, else one per server the
+    /// URL names (a cluster's seeds), at most JetStream's 5. A single
+    /// replica on a cluster would make the one server holding it a single
+    /// point of loss and of unavailability (docs/bridge.md, "A cluster").
+    pub fn replicas(&self) -> usize {
+        let named = self.url.split(',').filter(|u| !u.trim().is_empty()).count();
+        self.config
+            .bridge_replicas
+            .map_or(named, |r| r as usize)
+            .clamp(1, 5)
+    }
+
     pub fn to_subject(&self, host: &str, role: &str) -> String {
         format!("swarm.{}.to.{host}.{role}", self.name())
     }

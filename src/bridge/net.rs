@@ -145,6 +145,7 @@ async fn stream(s: &Settings, js: &jetstream::Context, log: &Log) -> stream::Str
             subjects: vec![format!("swarm.{}.>", s.name())],
             storage: stream::StorageType::File,
             duplicate_window: Duration::from_secs(120),
+            num_replicas: s.replicas(),
             ..Default::default()
         };
         match js.get_or_create_stream(cfg).await {

@@ -37,6 +37,9 @@ pub struct Config {
     /// The NATS server's monitoring endpoint (`http://host:8222`), where
     /// `swarm doctor` reads whether JetStream syncs every write.
     pub bridge_monitor: Option<String>,
+    /// How many servers of a JetStream cluster keep each message (1 to 5);
+    /// unset: one per server `bridge` names, at most 5 (docs/bridge.md).
+    pub bridge_replicas: Option<u32>,
     /// The git remote a `git_handoff`'s commit travels through between hosts.
     pub git_remote: Option<String>,
     /// Per message type: `types: {handoff: {approval: required}}`.
@@ -61,6 +64,7 @@ impl Default for Config {
             bridge_credentials_file: None,
             bridge_name: "swarm".into(),
             bridge_monitor: None,
+            bridge_replicas: None,
             git_remote: None,
             types: std::collections::BTreeMap::new(),
         }
@@ -515,6 +519,13 @@ impl Config {
                 "hosts names several hosts but bridge is not set: name the NATS server (bridge: nats://host:4222)"
                     .into(),
             );
+        }
+        if let Some(r) = self.bridge_replicas {
+            if !(1..=5).contains(&r) {
+                return Err(format!(
+                    "bridge_replicas: {r} is out of range: JetStream keeps 1 to 5 replicas of a stream"
+                ));
+            }
         }
         if let Some(m) = &self.bridge_monitor {
             let rest = m

@@ -32,6 +32,7 @@ mod nats_sync;
 mod newcomer;
 mod order;
 mod panes;
+mod partition;
 mod people;
 mod perf;
 mod preamble;
