@@ -11,14 +11,14 @@ rounds=${1:-60}
 seed=${2:-1}
 runs=${3:-5}
 export CI=true SWARM_PARTITION_ROUNDS=$rounds
-cargo build --release --locked --tests -q
+cargo build --locked --tests -q
 echo "| seed | rounds (faults) | messages | copies delivered | losses | duplicates | time |"
 echo "|---|---|---|---|---|---|---|"
 for ((i = 0; i < runs; i++)); do
   s=$((seed + i))
   log=$(mktemp)
   start=$(date +%s)
-  if SWARM_PARTITION_SEED=$s cargo test --release --locked -q --test cli \
+  if SWARM_PARTITION_SEED=$s cargo test --locked -q --test cli \
       partition::partitions -- --nocapture >"$log" 2>&1; then
     line=$(grep -m1 '^PARTITION-RUN' "$log")
     field() { sed -E "s/.* $1=([^ ]*).*/\1/" <<<"$line"; }

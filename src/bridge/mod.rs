@@ -288,3 +288,37 @@ mod log_tests {
         assert!(live < 2000);
     }
 }
+
+#[cfg(test)]
+mod replica_tests {
+    use super::*;
+
+    fn settings(url: &str, replicas: Option<u32>) -> Settings {
+        let config = Config {
+            bridge_replicas: replicas,
+            ..Config::default()
+        };
+        Settings {
+            project: Project::new(std::path::Path::new("/nonexistent")),
+            config,
+            host: "a".into(),
+            url: url.into(),
+        }
+    }
+
+    #[test]
+    fn a_cluster_named_in_full_gets_a_replica_per_server_at_most_five() {
+        assert_eq!(settings("nats://a:4222", None).replicas(), 1);
+        assert_eq!(
+            settings("nats://a:1,nats://b:1,nats://c:1", None).replicas(),
+            3
+        );
+        let seven = vec!["nats://x:1"; 7].join(",");
+        assert_eq!(settings(&seven, None).replicas(), 5);
+        assert_eq!(
+            settings("nats://a:1,nats://b:1,nats://c:1", Some(1)).replicas(),
+            1
+        );
+        assert_eq!(settings("nats://a:4222", Some(3)).replicas(), 3);
+    }
+}

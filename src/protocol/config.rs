@@ -717,6 +717,16 @@ mod tests {
         assert!(e.contains("'c' is not one of hosts (a)"), "{e}");
         assert!(Config::parse("hosts: [a]\nbridge: http://h\n").is_err());
         assert!(Config::parse("hosts: [a_b]\nbridge: nats://h:1\n").is_err());
+        for bad in ["0", "6"] {
+            let e = Config::parse(&format!(
+                "hosts: [a]\nbridge: nats://h:1\nbridge_replicas: {bad}\n"
+            ))
+            .unwrap_err();
+            assert!(
+                e.contains(&format!("bridge_replicas: {bad} is out of range")),
+                "{e}"
+            );
+        }
     }
 
     #[test]
