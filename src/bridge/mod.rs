@@ -313,7 +313,7 @@ mod replica_tests {
             settings("nats://a:1,nats://b:1,nats://c:1", None).replicas(),
             3
         );
-        let seven = vec!["nats://x:1"; 7].join(",");
+        let seven = ["nats://x:1"; 7].join(",");
         assert_eq!(settings(&seven, None).replicas(), 5);
         assert_eq!(
             settings("nats://a:1,nats://b:1,nats://c:1", Some(1)).replicas(),

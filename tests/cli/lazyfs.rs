@@ -167,9 +167,9 @@ impl Journal {
             let bytes = data.get(ino).map_or(&[][..], |d| d);
             if let Err(e) = fs::write(to.join(rel), bytes) {
                 panic!(
-                    "crash point {k}+{extra}: {}: {e}\n{:#?}",
+                    "crash point {k}+{extra}: {}: {e}\nlast steps: {:#?}",
                     rel.display(),
-                    &self.ops[..cut]
+                    &self.ops[cut.saturating_sub(20)..cut]
                 );
             }
         }

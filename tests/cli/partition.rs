@@ -5,7 +5,7 @@
 //! need no network and run beside the test. A seeded nemesis, in the spirit
 //! of Jepsen, cuts a node and its host off (links down), drops one direction
 //! of a link, kills -9 and restarts servers, bridges and daemons, pauses
-//! bridges (SIGSTOP) and skews a daemon's clock (faketime) while every host
+//! bridges (SIGSTOP) and skews a host's clock (faketime) while every host
 //! sends to the others; then it heals, and the checker demands that every
 //! handoff reached every recipient exactly once and that `swarm audit
 //! --check` is clean on every host.

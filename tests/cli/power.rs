@@ -254,3 +254,48 @@ fn a_power_cut_at_any_sync_loses_nothing_acknowledged_and_duplicates_nothing() {
         ks.len()
     );
 }
+
+/// The harness can tell: a file written without fsync, or renamed without
+/// an fsync of its folder, is not on the disk after the cut.
+#[test]
+fn the_file_system_loses_what_was_not_synced() {
+    let p = Project::empty();
+    let Some((_backing, mut m)) = mount(&p) else {
+        return;
+    };
+    let f = p.root.join("unsynced");
+    fs::write(&f, "lost").unwrap();
+    let g = p.root.join("synced.tmp");
+    let file = fs::File::create(&g).unwrap();
+    std::io::Write::write_all(&mut &file, b"kept").unwrap();
+    file.sync_all().unwrap();
+    fs::rename(&g, p.root.join("synced")).unwrap();
+    let synced_file = m.journal.lock().unwrap().syncs();
+    fs::File::open(&p.root).unwrap().sync_all().unwrap();
+    m.unmount();
+    let j = std::mem::take(&mut *m.journal.lock().unwrap());
+    let after = tempfile::tempdir().unwrap();
+    // Cut before the folder's fsync: the rename may be lost, the data was
+    // synced under the old name.
+    j.materialize(synced_file, 0, after.path());
+    assert_eq!(
+        fs::read_to_string(after.path().join("unsynced")).unwrap(),
+        ""
+    );
+    assert_eq!(
+        fs::read_to_string(after.path().join("synced.tmp")).unwrap(),
+        "kept"
+    );
+    assert!(!after.path().join("synced").exists());
+    // After it: the rename is durable.
+    let after = tempfile::tempdir().unwrap();
+    j.materialize(j.syncs(), 0, after.path());
+    assert_eq!(
+        fs::read_to_string(after.path().join("synced")).unwrap(),
+        "kept"
+    );
+    assert_eq!(
+        fs::read_to_string(after.path().join("unsynced")).unwrap(),
+        ""
+    );
+}
