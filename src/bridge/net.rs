@@ -470,6 +470,10 @@ async fn mirror_messages(
         ack_policy: AckPolicy::Explicit,
         ack_wait: ACK_WAIT,
         max_deliver: -1,
+        // One message out at a time: a record whose ack was lost (a
+        // partition, a paused bridge) is redelivered before anything after
+        // it, so a trail mark never overtakes the files it vouches for.
+        max_ack_pending: 1,
         ..Default::default()
     };
     let messages = match st
