@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 filter=$1 tag=$2 seedvar=$3 seed=$4 runs=$5
 shift 5
-cargo build --locked --tests -q
+cargo build --locked --test cli -q
 echo "| $(IFS='|'; echo "$*" | sed 's/|/ | /g') | time |"
 echo "|$(printf -- '---|%.0s' "$@" x)"
 for ((i = 0; i < runs; i++)); do

@@ -90,6 +90,11 @@ async fn main(s: Settings, creds: Credentials, log: Shared, stop: Arc<AtomicBool
         .max_reconnects(None)
         .connection_timeout(Duration::from_secs(2))
         .request_timeout(Some(ACK_TIMEOUT))
+        // A server cut off by a partition sends no reset: the connection
+        // looks alive until pings go unanswered. Ping often, so the client
+        // moves to a server it can reach within seconds, not minutes
+        // (docs/bridge.md, "Partitions, tested").
+        .ping_interval(Duration::from_secs(3))
         // The server coming back should be noticed within half a second.
         .reconnect_delay_callback(|n| Duration::from_millis((50 * n as u64).min(500)))
         .event_callback(move |ev| {
