@@ -781,6 +781,7 @@ impl Filesystem for LazyFs {
 /// A mounted [`LazyFs`], unmounted when dropped.
 pub struct Mount {
     pub journal: Arc<Mutex<Journal>>,
+    at: PathBuf,
     session: Option<fuser::BackgroundSession>,
 }
 
@@ -797,13 +798,19 @@ impl Mount {
         let session = fuser::spawn_mount(fs, at, &cfg).map_err(|e| format!("mount: {e}"))?;
         Ok(Mount {
             journal,
+            at: at.to_path_buf(),
             session: Some(session),
         })
     }
 
+    /// Unmounts; a mount still busy (a file left open) is detached.
     pub fn unmount(&mut self) {
         if let Some(s) = self.session.take() {
-            let _ = s.umount_and_join();
+            if s.umount_and_join().is_err() {
+                let c = cstr(&self.at);
+                // SAFETY: a valid NUL-terminated path.
+                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+            }
         }
     }
 }

@@ -56,6 +56,16 @@ fn kill(c: &mut Child) {
     let _ = c.wait();
 }
 
+/// A daemon killed when dropped, so a failing check never leaves it holding
+/// the mount busy.
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        kill(&mut self.0);
+    }
+}
+
 /// The `pw-…` words in every copy `role` holds, counted once per copy.
 fn held(p: &Project, role: &str) -> BTreeMap<String, usize> {
     let mut seen = BTreeMap::new();
@@ -127,7 +137,7 @@ fn mount(p: &Project) -> Option<(tempfile::TempDir, Mount)> {
 /// Runs the workload on the mount; the journal and what was acknowledged.
 fn workload(p: &Project, m: &mut Mount, sends: usize, seed: u64) -> (Journal, Vec<Acked>) {
     let mut rng = Rng(seed.max(1));
-    let mut daemon = p.cmd("handoffd").arg(&p.root).spawn();
+    let daemon = Daemon(p.cmd("handoffd").arg(&p.root).spawn());
     let mut acked = Vec::new();
     for i in 0..sends {
         let from = rng.below(3) as usize;
@@ -147,7 +157,7 @@ fn workload(p: &Project, m: &mut Mount, sends: usize, seed: u64) -> (Journal, Ve
         }
     }
     wait_until(DEADLINE, "the daemon delivered the workload", || drained(p));
-    kill(&mut daemon);
+    drop(daemon);
     m.unmount();
     let j = std::mem::take(&mut *m.journal.lock().unwrap());
     (j, acked)
@@ -269,6 +279,7 @@ fn the_file_system_loses_what_was_not_synced() {
     let file = fs::File::create(&g).unwrap();
     std::io::Write::write_all(&mut &file, b"kept").unwrap();
     file.sync_all().unwrap();
+    drop(file);
     fs::rename(&g, p.root.join("synced")).unwrap();
     let synced_file = m.journal.lock().unwrap().syncs();
     fs::File::open(&p.root).unwrap().sync_all().unwrap();
