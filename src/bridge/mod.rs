@@ -72,6 +72,18 @@ impl Settings {
         format!("SWARM-{}", self.name())
     }
 
+    /// The stream's replicas: `bridge_replicas`, else one per server the
+    /// URL names (a cluster's seeds), at most JetStream's 5. A single
+    /// replica on a cluster would make the one server holding it a single
+    /// point of loss and of unavailability (docs/bridge.md, "A cluster").
+    pub fn replicas(&self) -> usize {
+        let named = self.url.split(',').filter(|u| !u.trim().is_empty()).count();
+        self.config
+            .bridge_replicas
+            .map_or(named, |r| r as usize)
+            .clamp(1, 5)
+    }
+
     pub fn to_subject(&self, host: &str, role: &str) -> String {
         format!("swarm.{}.to.{host}.{role}", self.name())
     }
@@ -274,5 +286,39 @@ mod log_tests {
         assert_eq!(parts.len(), 2, "{parts:?}");
         let live = std::fs::metadata(project.bridge_log()).unwrap().len();
         assert!(live < 2000);
+    }
+}
+
+#[cfg(test)]
+mod replica_tests {
+    use super::*;
+
+    fn settings(url: &str, replicas: Option<u32>) -> Settings {
+        let config = Config {
+            bridge_replicas: replicas,
+            ..Config::default()
+        };
+        Settings {
+            project: Project::new(std::path::Path::new("/nonexistent")),
+            config,
+            host: "a".into(),
+            url: url.into(),
+        }
+    }
+
+    #[test]
+    fn a_cluster_named_in_full_gets_a_replica_per_server_at_most_five() {
+        assert_eq!(settings("nats://a:4222", None).replicas(), 1);
+        assert_eq!(
+            settings("nats://a:1,nats://b:1,nats://c:1", None).replicas(),
+            3
+        );
+        let seven = ["nats://x:1"; 7].join(",");
+        assert_eq!(settings(&seven, None).replicas(), 5);
+        assert_eq!(
+            settings("nats://a:1,nats://b:1,nats://c:1", Some(1)).replicas(),
+            1
+        );
+        assert_eq!(settings("nats://a:4222", Some(3)).replicas(), 3);
     }
 }

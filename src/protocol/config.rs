@@ -37,6 +37,9 @@ pub struct Config {
     /// The NATS server's monitoring endpoint (`http://host:8222`), where
     /// `swarm doctor` reads whether JetStream syncs every write.
     pub bridge_monitor: Option<String>,
+    /// How many servers of a JetStream cluster keep each message (1 to 5);
+    /// unset: one per server `bridge` names, at most 5 (docs/bridge.md).
+    pub bridge_replicas: Option<u32>,
     /// The git remote a `git_handoff`'s commit travels through between hosts.
     pub git_remote: Option<String>,
     /// Per message type: `types: {handoff: {approval: required}}`.
@@ -80,6 +83,7 @@ impl Default for Config {
             bridge_credentials_file: None,
             bridge_name: "swarm".into(),
             bridge_monitor: None,
+            bridge_replicas: None,
             git_remote: None,
             audit_gate: false,
             types: std::collections::BTreeMap::new(),
@@ -566,6 +570,13 @@ impl Config {
                     .into(),
             );
         }
+        if let Some(r) = self.bridge_replicas {
+            if !(1..=5).contains(&r) {
+                return Err(format!(
+                    "bridge_replicas: {r} is out of range: JetStream keeps 1 to 5 replicas of a stream"
+                ));
+            }
+        }
         if let Some(m) = &self.bridge_monitor {
             let rest = m
                 .strip_prefix("http://")
@@ -756,6 +767,16 @@ mod tests {
         assert!(e.contains("'c' is not one of hosts (a)"), "{e}");
         assert!(Config::parse("hosts: [a]\nbridge: http://h\n").is_err());
         assert!(Config::parse("hosts: [a_b]\nbridge: nats://h:1\n").is_err());
+        for bad in ["0", "6"] {
+            let e = Config::parse(&format!(
+                "hosts: [a]\nbridge: nats://h:1\nbridge_replicas: {bad}\n"
+            ))
+            .unwrap_err();
+            assert!(
+                e.contains(&format!("bridge_replicas: {bad} is out of range")),
+                "{e}"
+            );
+        }
     }
 
     #[test]

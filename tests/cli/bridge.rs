@@ -48,7 +48,7 @@ fn free_port() -> u16 {
 }
 
 /// The current server's binary, or None after a NOTE (a failure in CI).
-fn current_server() -> Option<PathBuf> {
+pub fn current_server() -> Option<PathBuf> {
     let p = std::env::var_os("SWARM_NATS_SERVER")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
@@ -190,7 +190,7 @@ impl Drop for Nats {
 }
 
 /// A child process killed (SIGKILL) when dropped.
-pub struct Proc(Option<Child>);
+pub struct Proc(pub Option<Child>);
 
 impl Proc {
     pub fn kill9(&mut self) {
@@ -212,15 +212,14 @@ pub struct Host {
     pub p: Project,
     pub daemon: Option<Proc>,
     pub bridge: Option<Proc>,
+    /// The network namespace its bridge runs in (tests/cli/partition.rs);
+    /// None: the test's own.
+    pub netns: Option<String>,
 }
 
 impl Host {
     pub fn log(&self) -> String {
         fs::read_to_string(self.p.path(".swarmforge/bridge/bridge.log")).unwrap_or_default()
-    }
-
-    fn spawn(&self, program: &str, args: &[&str], out: &str) -> Proc {
-        self.spawn_env(program, args, out, &[])
     }
 
     fn spawn_env(&self, program: &str, args: &[&str], out: &str, env: &[(&str, &str)]) -> Proc {
@@ -229,7 +228,15 @@ impl Host {
             .append(true)
             .open(self.p.root.join(out))
             .unwrap();
-        let child = clean_command(&bin(program), &self.p.root)
+        let mut cmd = match &self.netns {
+            Some(ns) if program == "swarm" => {
+                let mut c = clean_command(Path::new("ip"), &self.p.root);
+                c.args(["netns", "exec", ns]).arg(bin(program));
+                c
+            }
+            _ => clean_command(&bin(program), &self.p.root),
+        };
+        let child = cmd
             .envs(env.iter().copied())
             .args(args)
             .arg(&self.p.root)
@@ -242,7 +249,11 @@ impl Host {
     }
 
     pub fn start_daemon(&mut self) {
-        self.daemon = Some(self.spawn("handoffd", &[], "handoffd.stderr"));
+        self.start_daemon_env(&[]);
+    }
+
+    pub fn start_daemon_env(&mut self, env: &[(&str, &str)]) {
+        self.daemon = Some(self.spawn_env("handoffd", &[], "handoffd.stderr", env));
     }
 
     pub fn start_bridge(&mut self) {
@@ -336,6 +347,11 @@ impl Hub {
 /// The project on `hosts` (one checkout each, cloned from the hub), with
 /// `yaml` (roles with `host:`) plus the hosts, the bridge and the git remote.
 pub fn swarm(nats: &Nats, hosts: &[&str], roles_yaml: &str) -> (Hub, Vec<Host>) {
+    swarm_at(&nats.url(), hosts, roles_yaml)
+}
+
+/// [`swarm`] on the NATS servers `url` names (a cluster: comma-separated).
+pub fn swarm_at(url: &str, hosts: &[&str], roles_yaml: &str) -> (Hub, Vec<Host>) {
     let hub = Hub {
         dir: tempfile::tempdir().unwrap(),
     };
@@ -351,7 +367,7 @@ pub fn swarm(nats: &Nats, hosts: &[&str], roles_yaml: &str) -> (Hub, Vec<Host>) 
     let yaml = format!(
         "hosts: [{}]\nbridge: {}\ngit_remote: hub\n{wake}daemon: {{rescan: 200ms}}\n{roles_yaml}",
         hosts.join(", "),
-        nats.url()
+        url
     );
     let first = Project::empty();
     git(&first.root, &["init", "-q", "-b", "master"]);
@@ -393,6 +409,7 @@ pub fn swarm(nats: &Nats, hosts: &[&str], roles_yaml: &str) -> (Hub, Vec<Host>) 
             p,
             daemon: None,
             bridge: None,
+            netns: None,
         });
     }
     (hub, out)

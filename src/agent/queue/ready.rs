@@ -86,12 +86,23 @@ impl Inbox<'_> {
         }
         if let Some(name) = cur.files.first() {
             let item = self.load_in_process(&ip.join(name))?;
-            let answers = self.take_answers()?;
-            return Ok(Ready::Task {
-                item,
-                resumed: true,
-                answers,
-            });
+            if item
+                .msg
+                .get(crate::protocol::header::names::COMPLETED_AT)
+                .is_none()
+            {
+                let answers = self.take_answers()?;
+                return Ok(Ready::Task {
+                    item,
+                    resumed: true,
+                    answers,
+                });
+            }
+            // A done step cut off between its stamp and its move (a crash,
+            // a power cut): the task is done; finish the move, never hand it
+            // out again (docs/transcript-and-audit.md, "An interrupted take").
+            fsx::move_noreplace(&item.path, &self.wt.completed().join(name))
+                .map_err(|e| Error::io(&item.path, e))?;
         }
         let new = self.wt.inbox_new();
         // Validated before moving so a malformed file never becomes "in process".

@@ -1,0 +1,312 @@
+//! Power loss (docs/power-loss.md). The project runs on [`crate::lazyfs`], a
+//! FUSE file system that records every tree change and every sync; a
+//! workload of sends, deliveries (group commit) and ready/done runs on it
+//! once. Then, for each crash point (every sync, or a seeded sample of
+//! them, each with a seeded number of the tree changes that followed it),
+//! the disk as a power cut there could leave it is rebuilt at the same path,
+//! the daemon recovers on it, and the checker demands: every send that
+//! printed `HANDOFF QUEUED` before the cut is at its recipient exactly once,
+//! nothing is there twice, `swarm audit --check` is clean, and a new send
+//! gets an id no copy has.
+//!
+//! `SWARM_POWER_SEED`, `SWARM_POWER_SENDS` and `SWARM_POWER_POINTS` (a
+//! number, or `all`) choose the run; scripts/power-harness.sh runs long ones.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::Duration;
+
+use crate::lazyfs::{Journal, Mount};
+use crate::support::*;
+
+const ROLES: [&str; 3] = ["px", "py", "pz"];
+
+fn env_or(name: &str, default: &str) -> String {
+    std::env::var(name)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| default.to_string())
+}
+
+/// Three roles, each in its own folder; no wake-ups.
+fn project() -> Project {
+    Project::builder()
+        .roles(ROLES.iter().map(|r| Role::new(r).at(r).agent("script")))
+        .config("wake: {method: none}\n")
+        .build()
+}
+
+fn outbox(p: &Project, role: &str) -> PathBuf {
+    p.role_dir(role).join(".swarmforge/handoffs/outbox")
+}
+
+fn drained(p: &Project) -> bool {
+    ROLES.iter().all(|r| {
+        fs::read_dir(outbox(p, r)).is_ok_and(|d| {
+            d.flatten()
+                .all(|e| !e.file_name().to_string_lossy().ends_with(".handoff"))
+        })
+    })
+}
+
+fn kill(c: &mut Child) {
+    let _ = c.kill();
+    let _ = c.wait();
+}
+
+/// A daemon killed when dropped, so a failing check never leaves it holding
+/// the mount busy.
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        kill(&mut self.0);
+    }
+}
+
+/// The `pw-…` words in every copy `role` holds, counted once per copy.
+fn held(p: &Project, role: &str) -> BTreeMap<String, usize> {
+    let mut seen = BTreeMap::new();
+    for c in inbox_copies(&p.role_dir(role)) {
+        let text = fs::read_to_string(&c).unwrap_or_default();
+        let words: BTreeSet<&str> = text
+            .split_whitespace()
+            .filter(|w| w.starts_with("pw-"))
+            .collect();
+        for w in words {
+            *seen.entry(w.to_string()).or_insert(0) += 1;
+        }
+    }
+    seen
+}
+
+/// The ids in the names of every handoff file under `dir`.
+fn ids_under(dir: &Path) -> BTreeSet<String> {
+    walk(dir)
+        .into_iter()
+        .filter_map(|f| {
+            let n = f.file_name()?.to_string_lossy().to_string();
+            let rest = n.strip_suffix(".handoff")?.split_once('_')?.1;
+            Some(rest.split("_to_").next()?.to_string())
+        })
+        .collect()
+}
+
+fn send(p: &Project, from: usize, to: usize, body: &str) -> PathBuf {
+    let dir = p.role_dir(ROLES[from]);
+    fs::write(
+        dir.join("draft.txt"),
+        format!(
+            "type: note\nto: {}\npriority: 50\nmessage: {body}\n",
+            ROLES[to]
+        ),
+    )
+    .unwrap();
+    p.cmd("swarm-handoff")
+        .role(ROLES[from])
+        .at(&dir)
+        .arg("draft.txt")
+        .code(0)
+        .run()
+        .queued()
+}
+
+/// A send that printed HANDOFF QUEUED once `at_sync` syncs had completed.
+struct Acked {
+    body: String,
+    to: usize,
+    at_sync: usize,
+}
+
+/// The project moved onto a [`Mount`] at its own path.
+fn mount(p: &Project) -> Option<(tempfile::TempDir, Mount)> {
+    let backing = tempfile::tempdir().unwrap();
+    for e in fs::read_dir(&p.root).unwrap().flatten() {
+        fs::rename(e.path(), backing.path().join(e.file_name())).unwrap();
+    }
+    let m = require_capability(
+        "mount a FUSE file system (root and /dev/fuse, as CI runs)",
+        "run the tests as root on a machine with /dev/fuse",
+        Mount::new(backing.path(), &p.root),
+    )?;
+    Some((backing, m))
+}
+
+/// Runs the workload on the mount; the journal and what was acknowledged.
+fn workload(p: &Project, m: &mut Mount, sends: usize, seed: u64) -> (Journal, Vec<Acked>) {
+    let mut rng = Rng(seed.max(1));
+    let daemon = Daemon(p.cmd("handoffd").arg(&p.root).spawn());
+    let mut acked = Vec::new();
+    for i in 0..sends {
+        let from = rng.below(3) as usize;
+        let to = (from + 1 + rng.below(2) as usize) % 3;
+        let body = format!("pw-{seed}-{i}");
+        send(p, from, to, &body);
+        let at_sync = m.journal.lock().unwrap().syncs();
+        acked.push(Acked { body, to, at_sync });
+        // Now and then a recipient takes and finishes its next task.
+        if rng.below(3) == 0 {
+            let r = ROLES[rng.below(3) as usize];
+            let dir = p.role_dir(r);
+            let got = p.cmd("ready-next").role(r).at(&dir).run();
+            if got.code == 0 && got.stdout.starts_with("TASK:") {
+                p.cmd("done-current").role(r).at(&dir).code(0).run();
+            }
+        }
+    }
+    wait_until(DEADLINE, "the daemon delivered the workload", || drained(p));
+    drop(daemon);
+    m.unmount();
+    let j = std::mem::take(&mut *m.journal.lock().unwrap());
+    (j, acked)
+}
+
+/// Rebuilds crash point (`k`, `extra`) at the project's path, recovers and
+/// checks it; an error names what went wrong.
+fn check_point(
+    p: &Project,
+    j: &Journal,
+    acked: &[Acked],
+    k: usize,
+    extra: usize,
+) -> Result<(), String> {
+    for e in fs::read_dir(&p.root).unwrap().flatten() {
+        let path = e.path();
+        if path.is_dir() && !path.is_symlink() {
+            fs::remove_dir_all(&path).unwrap();
+        } else {
+            fs::remove_file(&path).unwrap();
+        }
+    }
+    j.materialize(k, extra, &p.root);
+    let mut daemon = p.cmd("handoffd").arg(&p.root).spawn();
+    let end = std::time::Instant::now() + DEADLINE;
+    while !drained(p) && std::time::Instant::now() < end {
+        if let Ok(Some(st)) = daemon.try_wait() {
+            return Err(format!("the daemon exited on recovery: {st}"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ok = drained(p);
+    kill(&mut daemon);
+    if !ok {
+        return Err("the daemon did not drain the outboxes on recovery".into());
+    }
+    let held: Vec<_> = ROLES.iter().map(|r| held(p, r)).collect();
+    for a in acked.iter().filter(|a| a.at_sync <= k) {
+        let n = held[a.to].get(&a.body).copied().unwrap_or(0);
+        if n != 1 {
+            return Err(format!(
+                "{} (acknowledged after sync {}) is at {} {n} times",
+                a.body, a.at_sync, ROLES[a.to]
+            ));
+        }
+    }
+    for (r, h) in held.iter().enumerate() {
+        if let Some((m, n)) = h.iter().find(|(_, n)| **n > 1) {
+            return Err(format!("{m} is at {} {n} times", ROLES[r]));
+        }
+    }
+    let audit = p.swarm(&["audit", "--check"]);
+    if audit.code != 0 {
+        return Err(format!("audit --check: {}{}", audit.stdout, audit.stderr));
+    }
+    let before = ids_under(&p.root);
+    let id = send(p, 0, 1, "pw-after")
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    if before.iter().any(|b| id.contains(&format!("_{b}_to_"))) {
+        return Err(format!("a new send reused an id: {id}"));
+    }
+    Ok(())
+}
+
+#[test]
+fn a_power_cut_at_any_sync_loses_nothing_acknowledged_and_duplicates_nothing() {
+    let seed: u64 = env_or("SWARM_POWER_SEED", "28").parse().unwrap_or(28);
+    let sends: usize = env_or("SWARM_POWER_SENDS", "12").parse().unwrap_or(12);
+    let points = env_or("SWARM_POWER_POINTS", "24");
+    let p = project();
+    let Some((_backing, mut m)) = mount(&p) else {
+        return;
+    };
+    let (j, acked) = workload(&p, &mut m, sends, seed);
+    let total = j.syncs();
+    assert!(total > sends, "the workload synced only {total} times");
+    let mut rng = Rng(seed.max(1) ^ 0x5eed);
+    let ks: Vec<usize> = match points.parse::<usize>() {
+        Ok(n) if n < total + 1 => (0..n)
+            .map(|_| rng.below(total as u64 + 1) as usize)
+            .collect(),
+        _ => (0..=total).collect(),
+    };
+    let mut failures = Vec::new();
+    for &k in &ks {
+        let extra = rng.below(j.slack(k) as u64 + 1) as usize;
+        if let Err(e) = check_point(&p, &j, &acked, k, extra) {
+            failures.push(format!("sync {k} + {extra} changes: {e}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "seed {seed}: {} of {} crash points failed:\n{}",
+        failures.len(),
+        ks.len(),
+        failures.join("\n")
+    );
+    eprintln!(
+        "POWER-RUN seed={seed} sends={sends} syncs={total} ops={} points={} failures=0",
+        j.ops.len(),
+        ks.len()
+    );
+}
+
+/// The harness can tell: a file written without fsync, or renamed without
+/// an fsync of its folder, is not on the disk after the cut.
+#[test]
+fn the_file_system_loses_what_was_not_synced() {
+    let p = Project::empty();
+    let Some((_backing, mut m)) = mount(&p) else {
+        return;
+    };
+    let f = p.root.join("unsynced");
+    fs::write(&f, "lost").unwrap();
+    let g = p.root.join("synced.tmp");
+    let file = fs::File::create(&g).unwrap();
+    std::io::Write::write_all(&mut &file, b"kept").unwrap();
+    file.sync_all().unwrap();
+    drop(file);
+    fs::rename(&g, p.root.join("synced")).unwrap();
+    let synced_file = m.journal.lock().unwrap().syncs();
+    fs::File::open(&p.root).unwrap().sync_all().unwrap();
+    m.unmount();
+    let j = std::mem::take(&mut *m.journal.lock().unwrap());
+    let after = tempfile::tempdir().unwrap();
+    // Cut before the folder's fsync: the rename may be lost, the data was
+    // synced under the old name.
+    j.materialize(synced_file, 0, after.path());
+    assert_eq!(
+        fs::read_to_string(after.path().join("unsynced")).unwrap(),
+        ""
+    );
+    assert_eq!(
+        fs::read_to_string(after.path().join("synced.tmp")).unwrap(),
+        "kept"
+    );
+    assert!(!after.path().join("synced").exists());
+    // After it: the rename is durable.
+    let after = tempfile::tempdir().unwrap();
+    j.materialize(j.syncs(), 0, after.path());
+    assert_eq!(
+        fs::read_to_string(after.path().join("synced")).unwrap(),
+        "kept"
+    );
+    assert_eq!(
+        fs::read_to_string(after.path().join("unsynced")).unwrap(),
+        ""
+    );
+}
