@@ -260,7 +260,7 @@ fn sweep(o: &Opts) {
         "### The re-wake sweep: handoffd CPU over {:.0} s, `daemon.sweep: 100ms`, {} vs {} waiting\n",
         o.window, o.waiting, o.sweep_small
     );
-    println!("| waiting | main thread (the sweep) ms | whole daemon ms | ratio (main thread) | ratio (whole) |");
+    println!("| waiting | main thread (the sweep) ms | whole daemon ms | ratio (whole) | ratio (main thread) |");
     println!("|---|---|---|---|---|");
     let mut rows = Vec::new();
     for n in [o.sweep_small, o.waiting] {
@@ -278,8 +278,8 @@ fn sweep(o: &Opts) {
             "| {n} | {:.0} | {:.0} | {:.2} | {:.2} |",
             ms(*mn),
             ms(*wn),
-            ms(*mn) / ms(m).max(10.0),
-            ms(*wn) / ms(w).max(10.0)
+            ms(*wn) / ms(w).max(10.0),
+            ms(*mn) / ms(m).max(10.0)
         );
     }
     println!();
@@ -338,10 +338,11 @@ fn reply(o: &Opts) {
         "### A reply naming the oldest of {} completed items (batch folders of 100) vs a plain send (median of {})\n",
         o.history, o.sends
     );
-    println!("| plain send ms | reply ms | ratio |");
-    println!("|---|---|---|");
+    println!("| completed items | plain send ms | reply ms | ratio |");
+    println!("|---|---|---|---|");
     println!(
-        "| {:.2} | {:.2} | {:.2} |\n",
+        "| {} | {:.2} | {:.2} | {:.2} |\n",
+        o.history,
         ms(plain),
         ms(replies),
         ms(replies) / ms(plain)
