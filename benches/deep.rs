@@ -10,8 +10,8 @@
 //! `ready-next` and `done-current` (a "before" build) runs the same
 //! measurements with those.
 //!
-//! - spacing: one agent step, `ready-next` then `done-current` (complete and
-//!   take the next), with W items waiting and with `--small` waiting, the
+//! - spacing: one agent step, `done-current` (complete and take the
+//!   next; the first item taken by `ready-next`), with W items waiting and with `--small` waiting, the
 //!   two projects' steps alternating, for calls 1 s apart and for calls
 //!   35 s and 120 s apart, simulated: the daemon's index age is shortened
 //!   (`HANDOFFD_ORDER_RELIST`, 1 s and 0.25 s) and calls come 1.2 s and
@@ -69,7 +69,7 @@ fn opts() -> Opts {
 }
 
 fn bin(name: &str) -> PathBuf {
-    match std::env::var_os("SWARM_BENCH_BIN") {
+    match std::env::var_os("SWARM_BENCH_BIN").filter(|d| !d.is_empty()) {
         Some(dir) => Path::new(&dir).join(name),
         None => common::bin(name),
     }
@@ -182,17 +182,19 @@ fn run(prog: &str, rcv: &Path) -> Duration {
     took
 }
 
-/// One agent step: `ready-next` (shows the item in process) and
-/// `done-current` (completes it, takes the next).
+/// One agent step: `done-current` (completes the item in process, takes
+/// the next). (`ready-next` with an item already in process reads every
+/// waiting file, looking for answers: not part of the step measured here;
+/// see docs/benchmarks.md.)
 fn step(rcv: &Path) -> Duration {
-    run("ready-next", rcv) + run("done-current", rcv)
+    run("done-current", rcv)
 }
 
 fn spacing(o: &Opts) {
     let (_ds, small, small_rcv) = project(&o.dir, o.small + 4 * o.calls + 8);
     let (_db, big, big_rcv) = project(&o.dir, o.waiting);
     println!(
-        "### One agent step (`ready-next` + `done-current`), {} waiting vs {} waiting (median of {})\n",
+        "### One agent step (`done-current`: complete + take the next), {} waiting vs {} waiting (median of {})\n",
         o.waiting, o.small, o.calls
     );
     println!(
@@ -214,7 +216,7 @@ fn spacing(o: &Opts) {
         let env = [("HANDOFFD_ORDER_RELIST", relist)];
         let _a = Daemon::start(&small, &env);
         let _b = Daemon::start(&big, &env);
-        // Each project's first step takes an item into process.
+        // Each project's first call takes an item into process.
         run("ready-next", &small_rcv);
         run("ready-next", &big_rcv);
         let (mut s, mut b) = (Vec::new(), Vec::new());
@@ -286,7 +288,7 @@ fn sweep(o: &Opts) {
 }
 
 fn reply(o: &Opts) {
-    let (_d, p, rcv) = project(&o.dir, 0);
+    let (_d, _p, rcv) = project(&o.dir, 0);
     let wt = Worktree::new(&rcv);
     let completed = wt.completed();
     let mut oldest = None;
@@ -358,6 +360,8 @@ fn main() {
             .map(|n| n.get())
             .unwrap_or(1),
         std::env::var("SWARM_BENCH_BIN")
+            .ok()
+            .filter(|b| !b.is_empty())
             .map(|b| format!(", binaries from {b}"))
             .unwrap_or_default()
     );

@@ -15,12 +15,18 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do dirs+=("$(realpath "$1")"); shift; do
 [ ${#dirs[@]} -gt 0 ] || dirs=("")
 runs="${RUNS:-3}"
 echo "load: $(uptime)"
-cargo bench --locked --bench deep --no-run
+# Built with the release profile (not `cargo bench`'s own), so the library
+# is the one `cargo build --release` made.
+exe="$(cargo build --release --locked --bench deep --message-format=json \
+  | python3 -c 'import json, sys
+for m in map(json.loads, sys.stdin):
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "deep" and m.get("executable"):
+        print(m["executable"])' | tail -1)"
 out="$(mktemp -d)"
 for d in "${dirs[@]}"; do
   for r in $(seq 1 "$runs"); do
     echo "== ${d:-this build}, run $r" >&2
-    SWARM_BENCH_BIN="$d" cargo bench --locked --bench deep -- "$@" \
+    SWARM_BENCH_BIN="$d" "$exe" --bench "$@" \
       | tee "$out/$(basename "${d:-this}").$r" >&2
   done
 done

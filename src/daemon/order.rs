@@ -149,7 +149,7 @@ impl Entries {
 }
 
 fn mtime_ns(st: &rustix::fs::Stat) -> i64 {
-    (st.st_mtime as i64)
+    st.st_mtime
         .saturating_mul(1_000_000_000)
         .saturating_add(st.st_mtime_nsec as i64)
 }
