@@ -35,6 +35,8 @@ use std::time::{Duration, Instant};
 
 mod common;
 
+use common::{median, ms};
+
 use swarm_handoff::agent::queue::ids;
 use swarm_handoff::protocol::layout::{Project, Worktree};
 
@@ -61,10 +63,7 @@ fn opts() -> Opts {
         sweep_small: common::flag(&f, "sweep-small", 100),
         window: common::flag(&f, "window", 20.0),
         dir: common::flag(&f, "dir", std::env::temp_dir()),
-        skip: f
-            .get("skip")
-            .map(|s| s.split(',').map(String::from).collect())
-            .unwrap_or_default(),
+        skip: common::skip(&f),
     }
 }
 
@@ -73,15 +72,6 @@ fn bin(name: &str) -> PathBuf {
         Some(dir) => Path::new(&dir).join(name),
         None => common::bin(name),
     }
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 /// A project whose role `r0` (in `<root>/wt0`) has `n` items waiting.
