@@ -26,6 +26,8 @@ use std::time::{Duration, Instant};
 
 mod common;
 
+use common::{median, ms};
+
 use common::Daemon;
 
 use swarm_handoff::agent::queue::Inbox;
@@ -58,20 +60,8 @@ fn opts() -> Opts {
         waiting: common::flag(&f, "waiting", 100_000),
         trail: common::flag(&f, "trail", 50_000),
         dir: common::flag(&f, "dir", std::env::temp_dir()),
-        skip: f
-            .get("skip")
-            .map(|s| s.split(',').map(String::from).collect())
-            .unwrap_or_default(),
+        skip: common::skip(&f),
     }
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 /// A project with `senders` sender roles (`s0`…; `s0` in the root, the

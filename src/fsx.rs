@@ -239,17 +239,31 @@ pub fn publish_without_dir_sync(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io
 /// file in `tmp_dir`, fsync, rename(2) over the target, fsync(dir). The target
 /// never disappears, not even for an instant.
 pub fn replace(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
-    replace_with(tmp_dir, dest, bytes, true)
+    replace_with(tmp_dir, dest, bytes, true, true)
+}
+
+/// [`replace`] without the fsync of `dest`'s folder: the new content is
+/// durable (the temp file was fsynced), the name pointing at it only once
+/// the caller fsyncs a folder holding it, e.g. after moving it on (the
+/// completion stamp, then the move to `completed/`: docs/protocol.md §8).
+pub fn replace_without_dir_sync(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace_with(tmp_dir, dest, bytes, true, false)
 }
 
 /// [`replace`] without its two fsyncs: still atomic for every reader (temp +
 /// rename), but an OS crash may bring back the old content, or an empty
 /// file. Only for state whose loss the caller can repair (the sequence).
 pub fn replace_unsynced(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
-    replace_with(tmp_dir, dest, bytes, false)
+    replace_with(tmp_dir, dest, bytes, false, false)
 }
 
-fn replace_with(tmp_dir: &Path, dest: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
+fn replace_with(
+    tmp_dir: &Path,
+    dest: &Path,
+    bytes: &[u8],
+    durable: bool,
+    dir_sync: bool,
+) -> io::Result<()> {
     let mode = match fs::metadata(dest) {
         Ok(m) => m.permissions().mode() & 0o7777,
         Err(e) if e.kind() == io::ErrorKind::NotFound => 0o644,
@@ -264,7 +278,7 @@ fn replace_with(tmp_dir: &Path, dest: &Path, bytes: &[u8], durable: bool) -> io:
         let _ = fs::remove_file(&tmp);
         return Err(e);
     }
-    if durable {
+    if durable && dir_sync {
         sync_dir(parent(dest))
     } else {
         Ok(())

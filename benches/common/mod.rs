@@ -92,6 +92,23 @@ pub fn flag<T: std::str::FromStr>(f: &HashMap<String, String>, name: &str, defau
     }
 }
 
+/// The median of `v` (not empty).
+pub fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// `--skip a,b`: the sections left out.
+pub fn skip(f: &HashMap<String, String>) -> Vec<String> {
+    f.get("skip")
+        .map(|s| s.split(',').map(String::from).collect())
+        .unwrap_or_default()
+}
+
 pub fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }

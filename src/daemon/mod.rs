@@ -399,6 +399,11 @@ impl Daemon {
         if watcher.is_some() {
             self.order = order::OrderServer::start(&self.project);
             self.serve_order();
+            // Deep inboxes are indexed before `started`, so no first call
+            // after a restart waits for their listing.
+            if let Some(o) = &self.order {
+                o.settle();
+            }
         }
         // Logged once the watcher (and the order socket) are in place, so
         // `started` means ready: a file queued after this line is seen by an

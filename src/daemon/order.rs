@@ -1,7 +1,7 @@
-//! The order index behind protocol::order: for each `inbox/new` folder a
-//! caller asked about, its items in hand-out order, kept from one listing
-//! and then from the folder's inotify events, and answered on
-//! `.swarmforge/daemon/order.sock`.
+//! The order index behind protocol::order: for each deep `inbox/new` folder
+//! this daemon serves, its items in hand-out order and in age order, kept
+//! from one listing and then from the folder's inotify events, answered on
+//! `.swarmforge/daemon/order.sock` and read by the re-wake sweep.
 //!
 //! Why an answer is never behind the question: the kernel queues a folder's
 //! event before the rename (or create, or unlink) returns, and every question
@@ -10,21 +10,29 @@
 //! folder removed or replaced make the index list the folder again. Anything
 //! else that goes wrong here only costs speed: a caller without an answer
 //! lists the folder itself.
+//!
+//! Why no caller waits for a listing (docs/benchmarks.md, "Deep queues at
+//! any call spacing"): listings run on their own thread. Deep folders are
+//! indexed when the daemon starts (before it logs `started`) and when they
+//! grow deep later; the periodic re-listing, the safety net for a change
+//! that raised no event, lists next to the live index and then replays onto
+//! the new listing every event seen since it began, so the swap loses
+//! nothing and the answers in between come from the live index.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::{self, Read, Write};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
 
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+use rustix::fs::{AtFlags, FileType};
 
 use crate::fsx;
 use crate::protocol::grammar::{self, QueueEntry, SortKey};
@@ -37,30 +45,53 @@ const CONVERSATION: Duration = Duration::from_millis(500);
 /// How often the thread looks at its stop flag while nothing happens.
 const TICK: Duration = Duration::from_millis(200);
 
-/// How long a folder's index is trusted before it is listed again: the
-/// safety net for writers whose changes raise no event here (another host
-/// on a network filesystem), as the daemon's own periodic rescan is.
+/// How long a folder's listing is trusted before it is listed again, in
+/// the background: the safety net for a change that raised no event, as the
+/// daemon's own periodic rescan is. `HANDOFFD_ORDER_RELIST` (seconds)
+/// shortens it, for benchmarks that simulate calls far apart.
 const RELIST: Duration = Duration::from_secs(30);
+/// How often served folders that are not indexed are looked at (one `stat`
+/// each) to index those that grew deep.
+const DEEP_SCAN: Duration = Duration::from_secs(10);
+/// How long the daemon's start waits for its first listings (100 000
+/// items, a stat each, took over 5 s on two cores under a load of 25).
+const SETTLE: Duration = Duration::from_secs(60);
+/// Files the re-wake sweep reads per folder and round to find the oldest
+/// item that wakes (copies that do not wake are remembered as such).
+const SWEEP_READS: usize = 16;
 
-/// One indexed folder.
-struct Folder {
-    /// The folder itself, held open: entries are looked at through it, and
-    /// its identity tells whether the path still names it.
-    fd: OwnedFd,
-    identity: (u64, u64),
-    wd: i32,
-    items: BTreeSet<(SortKey, Box<str>)>,
-    /// Entries named `*.handoff` that are not items (raw names).
-    odd: HashSet<Box<[u8]>>,
-    listed: Instant,
+fn relist_period() -> Duration {
+    std::env::var("HANDOFFD_ORDER_RELIST")
+        .ok()
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.05 && *s <= 86_400.0)
+        .map_or(RELIST, Duration::from_secs_f64)
 }
 
-impl Folder {
-    fn add(&mut self, name: &[u8], is_dir: bool, is_file: bool) {
+type Name = Arc<str>;
+
+/// What one listing (and the events after it) says a folder holds.
+#[derive(Default)]
+struct Entries {
+    items: BTreeSet<(SortKey, Name)>,
+    /// Item → its modification time (ns since the epoch): when it was
+    /// placed, as the re-wake sweep reads it.
+    ages: HashMap<Name, i64>,
+    by_age: BTreeSet<(i64, Name)>,
+    /// Entries named `*.handoff` that are not items (raw names).
+    odd: HashSet<Box<[u8]>>,
+}
+
+impl Entries {
+    fn add(&mut self, name: &[u8], kind: FileType, mtime: i64) {
         let text = String::from_utf8_lossy(name);
-        match grammar::queue_entry(&text, is_dir, is_file) {
+        let is_dir = kind == FileType::Directory;
+        match grammar::queue_entry(&text, is_dir, kind == FileType::RegularFile) {
             QueueEntry::Item => {
-                self.items.insert((grammar::sort_key(&text), text.into()));
+                let n: Name = text.into();
+                self.items.insert((grammar::sort_key(&n), n.clone()));
+                self.by_age.insert((mtime, n.clone()));
+                self.ages.insert(n, mtime);
             }
             QueueEntry::Odd => {
                 self.odd.insert(name.into());
@@ -71,16 +102,93 @@ impl Folder {
 
     fn remove(&mut self, name: &[u8]) {
         if let Ok(text) = std::str::from_utf8(name) {
-            self.items.remove(&(grammar::sort_key(text), text.into()));
+            if let Some((n, t)) = self.ages.remove_entry(text) {
+                self.by_age.remove(&(t, n.clone()));
+                self.items.remove(&(grammar::sort_key(text), n));
+            }
         }
         self.odd.remove(name);
     }
 
+    /// Brings `name` up to date with what the folder holds now (looked at
+    /// through the folder itself: its path may name another by now).
+    fn refresh(&mut self, dir: &OwnedFd, name: &[u8]) {
+        self.remove(name);
+        if let Ok(st) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            self.add(name, FileType::from_raw_mode(st.st_mode), mtime_ns(&st));
+        }
+    }
+
+    fn apply(&mut self, dir: &OwnedFd, mask: ReadFlags, name: &[u8]) {
+        if mask.intersects(ReadFlags::DELETE | ReadFlags::MOVED_FROM) {
+            self.remove(name);
+        }
+        if mask.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO) {
+            // Gone already means a later event says so.
+            self.refresh(dir, name);
+        }
+    }
+
+    /// Lists the folder through `dir` (a fresh descriptor, so the held one
+    /// keeps no offset).
+    fn list(dir: &OwnedFd) -> io::Result<Entries> {
+        let mut e = Entries::default();
+        for entry in rustix::fs::Dir::read_from(dir)? {
+            let entry = entry?;
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            match entry.file_type() {
+                // Only items need a stat (their age); d_type says the rest.
+                FileType::RegularFile | FileType::Unknown => e.refresh(dir, name),
+                kind => e.add(name, kind, 0),
+            }
+        }
+        Ok(e)
+    }
+}
+
+fn mtime_ns(st: &rustix::fs::Stat) -> i64 {
+    st.st_mtime
+        .saturating_mul(1_000_000_000)
+        .saturating_add(st.st_mtime_nsec as i64)
+}
+
+fn system_time(ns: i64) -> SystemTime {
+    match u64::try_from(ns) {
+        Ok(ns) => SystemTime::UNIX_EPOCH + Duration::from_nanos(ns),
+        Err(_) => SystemTime::UNIX_EPOCH,
+    }
+}
+
+/// One indexed folder.
+struct Folder {
+    /// The folder itself, held open: entries are looked at through it, and
+    /// its identity tells whether the path still names it.
+    fd: Arc<OwnedFd>,
+    identity: (u64, u64),
+    wd: i32,
+    entries: Entries,
+    /// Items the sweep found do not wake their role (`cc`, `wake: no`).
+    quiet: HashSet<Name>,
+    /// False until the first listing is in.
+    ready: bool,
+    listed: Instant,
+    /// While a listing runs: the events seen since it began (replayed onto
+    /// it), and the listing's number (a folder forgotten and watched again
+    /// starts another, and the old one's result is dropped).
+    pending: Option<Vec<(ReadFlags, Box<[u8]>)>>,
+    job: u64,
+}
+
+impl Folder {
     fn answer(&self) -> Answer {
         Answer {
-            items: self.items.len(),
-            odd: self.odd.len(),
+            items: self.entries.items.len(),
+            odd: self.entries.odd.len(),
             head: self
+                .entries
                 .items
                 .iter()
                 .take(order::HEAD)
@@ -92,6 +200,10 @@ impl Folder {
 
 fn identity(st: &rustix::fs::Stat) -> (u64, u64) {
     (st.st_dev, st.st_ino)
+}
+
+fn identity_at(dir: &Path) -> Option<(u64, u64)> {
+    rustix::fs::lstat(dir).ok().map(|st| identity(&st))
 }
 
 /// Filesystems whose file events may miss changes made elsewhere (another
@@ -110,31 +222,52 @@ const REMOTE_MAGIC: [u64; 11] = [
     0x0BD0_0BD0, // Lustre
 ];
 
+/// A listing for the lister thread.
+struct Job {
+    dir: PathBuf,
+    fd: Arc<OwnedFd>,
+    job: u64,
+}
+
 /// The folders indexed so far and the inotify instance that keeps them.
 struct Index {
     inotify: OwnedFd,
     /// Watch descriptor → folder path.
     watches: HashMap<i32, PathBuf>,
     folders: HashMap<PathBuf, Folder>,
+    jobs: mpsc::Sender<Option<Job>>,
+    next_job: u64,
+}
+
+/// What a question finds.
+enum Found {
+    Answer(Answer),
+    /// Being listed: ask again once it is in.
+    Listing,
 }
 
 impl Index {
-    fn new() -> io::Result<Index> {
+    fn new(jobs: mpsc::Sender<Option<Job>>) -> io::Result<Index> {
         let inotify = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?;
         Ok(Index {
             inotify,
             watches: HashMap::new(),
             folders: HashMap::new(),
+            jobs,
+            next_job: 0,
         })
     }
 
-    /// Forgets every folder (each lists again when next asked).
+    /// Forgets every folder; those still served are watched and listed
+    /// again in the background.
     fn clear(&mut self) {
-        for f in self.folders.values() {
-            let _ = inotify::remove_watch(&self.inotify, f.wd);
+        let dirs: Vec<PathBuf> = self.folders.keys().cloned().collect();
+        for dir in &dirs {
+            self.forget(dir);
         }
-        self.folders.clear();
-        self.watches.clear();
+        for dir in dirs {
+            let _ = self.watch(&dir);
+        }
     }
 
     /// Applies every queued event.
@@ -160,22 +293,23 @@ impl Index {
                 }
             }
         }
+        let mut lost = failed;
         for (wd, mask, name) in events {
-            self.apply(wd, mask, name.as_deref());
+            lost |= !self.apply(wd, mask, name.as_deref());
         }
         // Events we could not read may have been anything.
-        if failed {
+        if lost {
             self.clear();
         }
     }
 
-    fn apply(&mut self, wd: i32, mask: ReadFlags, name: Option<&[u8]>) {
+    /// Applies one event; false when events were lost.
+    fn apply(&mut self, wd: i32, mask: ReadFlags, name: Option<&[u8]>) -> bool {
         if mask.contains(ReadFlags::QUEUE_OVERFLOW) {
-            self.clear();
-            return;
+            return false;
         }
         let Some(dir) = self.watches.get(&wd).cloned() else {
-            return;
+            return true;
         };
         let gone =
             ReadFlags::IGNORED | ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF | ReadFlags::UNMOUNT;
@@ -187,29 +321,21 @@ impl Index {
             }
             self.watches.remove(&wd);
             self.folders.remove(&dir);
-            return;
+            return true;
         }
         let (Some(name), Some(folder)) = (name, self.folders.get_mut(&dir)) else {
-            return;
+            return true;
         };
         if mask.intersects(ReadFlags::DELETE | ReadFlags::MOVED_FROM) {
-            folder.remove(name);
-        }
-        if mask.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO) {
-            // What the entry is now, looked at through the folder itself
-            // (its path may name another folder by now); gone already
-            // means a later event says so.
-            let at = rustix::fs::statat(&folder.fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW);
-            if let Ok(st) = at {
-                let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
-                folder.remove(name);
-                folder.add(
-                    name,
-                    kind == rustix::fs::FileType::Directory,
-                    kind == rustix::fs::FileType::RegularFile,
-                );
+            if let Ok(text) = std::str::from_utf8(name) {
+                folder.quiet.remove(text);
             }
         }
+        folder.entries.apply(&folder.fd, mask, name);
+        if let Some(log) = &mut folder.pending {
+            log.push((mask, name.into()));
+        }
+        true
     }
 
     /// Drops `dir`'s index and its watch.
@@ -220,11 +346,11 @@ impl Index {
         }
     }
 
-    /// Opens and watches `dir`, then lists it (in that order, so nothing
-    /// placed in between is missed: it is in the listing or in a queued
-    /// event); refuses a folder that changed meanwhile, or one on a
+    /// Opens and watches `dir`, then has it listed in the background (in
+    /// that order, so nothing placed in between is missed: it is in the
+    /// listing or in an event replayed onto it); refuses a folder on a
     /// filesystem whose events may miss changes.
-    fn build(&mut self, dir: &Path) -> io::Result<()> {
+    fn watch(&mut self, dir: &Path) -> io::Result<()> {
         use rustix::fs::{Mode, OFlags};
         let fd = rustix::fs::open(
             dir,
@@ -248,60 +374,162 @@ impl Index {
             | WatchFlags::DONT_FOLLOW
             | WatchFlags::EXCL_UNLINK;
         let wd = inotify::add_watch(&self.inotify, dir, flags)?;
-        let mut folder = Folder {
-            fd,
-            identity: id,
-            wd,
-            items: BTreeSet::new(),
-            odd: HashSet::new(),
-            listed: Instant::now(),
-        };
-        let listed = (|| -> io::Result<()> {
-            for e in std::fs::read_dir(dir)? {
-                let e = e?;
-                let ft = e.file_type()?;
-                folder.add(e.file_name().as_bytes(), ft.is_dir(), ft.is_file());
-            }
-            // The path still names the folder we opened, watched and
-            // listed (a watch added on another one would say nothing).
-            match self.identity_at(dir) {
-                Some(now) if now == id => Ok(()),
-                _ => Err(io::Error::other(
-                    "the folder was replaced while it was listed",
-                )),
-            }
-        })();
-        if let Err(e) = listed {
-            let _ = inotify::remove_watch(&self.inotify, wd);
-            return Err(e);
+        if let Some(old) = self.watches.insert(wd, dir.to_path_buf()) {
+            // The same folder under another path (a watch is per inode).
+            self.folders.remove(&old);
         }
-        self.watches.insert(wd, dir.to_path_buf());
-        self.folders.insert(dir.to_path_buf(), folder);
+        self.folders.insert(
+            dir.to_path_buf(),
+            Folder {
+                fd: Arc::new(fd),
+                identity: id,
+                wd,
+                entries: Entries::default(),
+                quiet: HashSet::new(),
+                ready: false,
+                listed: Instant::now(),
+                pending: None,
+                job: 0,
+            },
+        );
+        self.relist(dir);
         Ok(())
     }
 
-    fn identity_at(&self, dir: &Path) -> Option<(u64, u64)> {
-        rustix::fs::lstat(dir).ok().map(|st| identity(&st))
+    /// Starts a background listing of `dir` unless one runs.
+    fn relist(&mut self, dir: &Path) {
+        let Some(f) = self.folders.get_mut(dir) else {
+            return;
+        };
+        if f.pending.is_some() {
+            return;
+        }
+        self.next_job += 1;
+        f.job = self.next_job;
+        f.pending = Some(Vec::new());
+        let job = Job {
+            dir: dir.to_path_buf(),
+            fd: f.fd.clone(),
+            job: f.job,
+        };
+        if self.jobs.send(Some(job)).is_err() {
+            self.forget(dir);
+        }
     }
 
-    fn answer(&mut self, dir: &Path) -> io::Result<Answer> {
+    /// Takes a finished listing: the events seen since it began are
+    /// replayed onto it, then it replaces the live entries. Returns the old
+    /// entries (dropped by the caller after the lock is let go).
+    fn swap_in(&mut self, job: &Job, listed: io::Result<Entries>) -> Option<Entries> {
         self.drain();
-        // One stat: the path may name another folder now (a parent
-        // renamed, a copy restored) without any event on the one we watch.
-        let now = self.identity_at(dir);
-        let fresh = self
+        let f = self
             .folders
-            .get(dir)
-            .is_some_and(|f| Some(f.identity) == now && f.listed.elapsed() < RELIST);
-        if !fresh {
-            self.forget(dir);
-            self.build(dir)?;
-            self.drain();
+            .get_mut(&job.dir)
+            .filter(|f| f.job == job.job)?;
+        let log = f.pending.take().unwrap_or_default();
+        // The path still names the folder we listed (a watch on another one
+        // would say nothing).
+        let same = identity_at(&job.dir) == Some(f.identity);
+        let mut fresh = match listed {
+            Ok(e) if same => e,
+            _ => {
+                self.forget(&job.dir);
+                return None;
+            }
+        };
+        for (mask, name) in &log {
+            fresh.apply(&f.fd, *mask, name);
         }
-        self.folders
-            .get(dir)
-            .map(Folder::answer)
-            .ok_or_else(|| io::Error::other("the folder changed while it was listed"))
+        f.quiet.retain(|n| fresh.ages.contains_key(n));
+        f.ready = true;
+        f.listed = Instant::now();
+        Some(std::mem::replace(&mut f.entries, fresh))
+    }
+
+    /// Lists again, in the background, folders listed longer ago than `age`.
+    fn relist_older(&mut self, age: Duration) {
+        let due: Vec<PathBuf> = self
+            .folders
+            .iter()
+            .filter(|(_, f)| f.ready && f.pending.is_none() && f.listed.elapsed() >= age)
+            .map(|(d, _)| d.clone())
+            .collect();
+        for dir in due {
+            self.relist(&dir);
+        }
+    }
+
+    /// Watches the served folders that are deep and not indexed yet.
+    fn index_deep(&mut self, served: &HashSet<PathBuf>) {
+        for dir in served {
+            if self.folders.contains_key(dir) {
+                continue;
+            }
+            let deep = std::fs::symlink_metadata(dir)
+                .is_ok_and(|m| m.is_dir() && m.len() >= order::DEEP_DIR_BYTES);
+            if deep {
+                let _ = self.watch(dir);
+            }
+        }
+    }
+
+    /// The folder at `dir` if it is indexed, listed, and still the folder
+    /// the path names (one `stat`: a parent renamed or a copy restored
+    /// raises no event on the one we watch); otherwise it is watched again
+    /// and `None` said while it is listed.
+    fn current(&mut self, dir: &Path) -> io::Result<Option<&mut Folder>> {
+        self.drain();
+        let now = identity_at(dir);
+        let known = self.folders.get(dir).map(|f| Some(f.identity) == now);
+        match known {
+            Some(true) => {}
+            Some(false) => {
+                self.forget(dir);
+                self.watch(dir)?;
+            }
+            None => self.watch(dir)?,
+        }
+        Ok(self.folders.get_mut(dir).filter(|f| f.ready))
+    }
+
+    fn answer(&mut self, dir: &Path) -> io::Result<Found> {
+        Ok(match self.current(dir)? {
+            Some(f) => Found::Answer(f.answer()),
+            None => Found::Listing,
+        })
+    }
+
+    fn listing(&self) -> bool {
+        self.folders.values().any(|f| !f.ready)
+    }
+}
+
+/// The index, shared by the socket's thread, the lister and the re-wake
+/// sweep; `listed` is signalled whenever a listing is swapped in.
+struct Shared {
+    index: Mutex<Index>,
+    listed: Condvar,
+    served: Mutex<Served>,
+}
+
+impl Shared {
+    fn index(&self) -> MutexGuard<'_, Index> {
+        self.index.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn served(&self) -> MutexGuard<'_, Served> {
+        self.served.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The lister: one listing at a time, off every caller's path, until told
+/// to stop (`None`).
+fn lister(shared: &Shared, jobs: &mpsc::Receiver<Option<Job>>) {
+    while let Ok(Some(job)) = jobs.recv() {
+        let listed = Entries::list(&job.fd);
+        let old = shared.index().swap_in(&job, listed);
+        shared.listed.notify_all();
+        drop(old);
     }
 }
 
@@ -309,43 +537,68 @@ impl Index {
 /// questions about any folder but their `inbox/new` are refused.
 #[derive(Default)]
 struct Served {
-    /// Bumped by every change, so the index drops what is no longer served.
-    generation: u64,
     roots: Vec<PathBuf>,
     /// Their `inbox/new` folders, canonical (as callers name them): worked
     /// out again when a question names a folder not in it, since a folder
     /// may appear, or be replaced, after the roots were set.
     folders: HashSet<PathBuf>,
+    /// A role's `inbox/new` as the daemon names it → canonical.
+    canonical: HashMap<PathBuf, PathBuf>,
 }
 
 impl Served {
-    fn allows(&mut self, dir: &Path) -> bool {
-        if self.folders.contains(dir) {
-            return true;
-        }
-        self.folders = self
+    fn new(roots: Vec<PathBuf>) -> Served {
+        let mut s = Served {
+            roots,
+            ..Served::default()
+        };
+        s.resolve();
+        s
+    }
+
+    fn resolve(&mut self) {
+        self.canonical = self
             .roots
             .iter()
-            .filter_map(|r| Worktree::new(r).inbox_new().canonicalize().ok())
+            .filter_map(|r| {
+                let new = Worktree::new(r).inbox_new();
+                let c = new.canonicalize().ok()?;
+                Some((new, c))
+            })
             .collect();
+        self.folders = self.canonical.values().cloned().collect();
+    }
+
+    fn allows(&mut self, dir: &Path) -> bool {
+        if !self.folders.contains(dir) {
+            self.resolve();
+        }
         self.folders.contains(dir)
     }
 }
 
-/// The running index: its thread stops, and its socket is removed, on drop.
+/// The oldest item waiting in a folder, as the re-wake sweep needs it.
+pub struct Oldest {
+    /// Under the folder's path as the sweep named it.
+    pub path: PathBuf,
+    pub placed: SystemTime,
+}
+
+/// The running index: its threads stop, and its socket is removed, on drop.
 pub struct OrderServer {
-    served: Arc<Mutex<Served>>,
+    shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
     socket: PathBuf,
-    thread: Option<std::thread::JoinHandle<()>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl OrderServer {
-    /// Binds the socket and starts the thread. `None` (said once on stderr)
+    /// Binds the socket and starts the threads. `None` (said once on stderr)
     /// when it cannot: callers then list their folders, as without a daemon.
     /// The caller holds the pid lock, so a socket file there is stale.
     pub fn start(project: &Project) -> Option<OrderServer> {
         let socket = project.order_socket();
+        let (jobs, queue) = mpsc::channel();
         let started = (|| -> io::Result<(UnixListener, Index)> {
             match fsx::remove_file(&socket) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
@@ -354,7 +607,7 @@ impl OrderServer {
             let listener = UnixListener::bind(&socket)?;
             std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
             listener.set_nonblocking(true)?;
-            Ok((listener, Index::new()?))
+            Ok((listener, Index::new(jobs)?))
         })();
         let (listener, index) = match started {
             Ok(v) => v,
@@ -366,64 +619,155 @@ impl OrderServer {
                 return None;
             }
         };
-        let served = Arc::new(Mutex::new(Served::default()));
+        let shared = Arc::new(Shared {
+            index: Mutex::new(index),
+            listed: Condvar::new(),
+            served: Mutex::new(Served::default()),
+        });
         let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let (served, stop) = (served.clone(), stop.clone());
-            std::thread::Builder::new()
-                .name("order".into())
-                .spawn(move || run(listener, index, &served, &stop))
-                .ok()?
-        };
-        Some(OrderServer {
-            served,
-            stop,
+        let mut server = OrderServer {
+            shared: shared.clone(),
+            stop: stop.clone(),
             socket,
-            thread: Some(thread),
-        })
+            threads: Vec::new(),
+        };
+        let sh = shared.clone();
+        let lister = std::thread::Builder::new()
+            .name("order-list".into())
+            .spawn(move || lister(&sh, &queue))
+            .ok()?;
+        server.threads.push(lister);
+        let answers = std::thread::Builder::new()
+            .name("order".into())
+            .spawn(move || run(listener, &shared, &stop))
+            .ok()?;
+        server.threads.push(answers);
+        Some(server)
     }
 
-    /// Sets the worktrees whose `inbox/new` questions may name.
+    /// Sets the worktrees whose `inbox/new` questions may name: folders no
+    /// longer served are dropped, deep ones not indexed yet are listed.
     pub fn serve(&self, roots: Vec<PathBuf>) {
-        let mut s = self.served.lock().unwrap_or_else(|e| e.into_inner());
-        *s = Served {
-            generation: s.generation + 1,
-            roots,
-            folders: HashSet::new(),
-        };
+        let served = Served::new(roots);
+        {
+            let mut ix = self.shared.index();
+            let gone: Vec<PathBuf> = ix
+                .folders
+                .keys()
+                .filter(|d| !served.folders.contains(*d))
+                .cloned()
+                .collect();
+            for d in gone {
+                ix.forget(&d);
+            }
+            ix.index_deep(&served.folders);
+        }
+        *self.shared.served() = served;
+    }
+
+    /// Waits (up to a bound) until the folders being listed are in, so the
+    /// first question after the daemon's start finds them indexed.
+    pub fn settle(&self) {
+        let end = Instant::now() + SETTLE;
+        let mut ix = self.shared.index();
+        while ix.listing() {
+            let Some(left) = end.checked_duration_since(Instant::now()) else {
+                return;
+            };
+            ix = match self.shared.listed.wait_timeout(ix, left) {
+                Ok((g, _)) => g,
+                Err(e) => e.into_inner().0,
+            };
+        }
+    }
+
+    /// The oldest item in `new_dir` (a served role's `inbox/new`, named as
+    /// the daemon names it) for which `wakes` says yes; `None` when the
+    /// folder is not indexed (the caller lists it), `Some(None)` when none
+    /// waits. At most [`SWEEP_READS`] items are offered to `wakes` per call;
+    /// those it refuses are remembered and not offered again.
+    pub fn oldest(
+        &self,
+        new_dir: &Path,
+        mut wakes: impl FnMut(&Path) -> bool,
+    ) -> Option<Option<Oldest>> {
+        let dir = self.shared.served().canonical.get(new_dir).cloned()?;
+        let mut ix = self.shared.index();
+        if !ix.folders.contains_key(&dir) {
+            return None;
+        }
+        let f = ix.current(&dir).ok()??;
+        let mut refused = Vec::new();
+        let mut found = None;
+        for (t, n) in f
+            .entries
+            .by_age
+            .iter()
+            .filter(|(_, n)| !f.quiet.contains(n))
+        {
+            if refused.len() == SWEEP_READS {
+                break;
+            }
+            let path = new_dir.join(&**n);
+            if wakes(&path) {
+                found = Some(Oldest {
+                    path,
+                    placed: system_time(*t),
+                });
+                break;
+            }
+            refused.push(n.clone());
+        }
+        f.quiet.extend(refused);
+        Some(found)
     }
 }
 
 impl Drop for OrderServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
+        let _ = self.shared.index().jobs.send(None);
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
         let _ = fsx::remove_file(&self.socket);
     }
 }
 
-fn run(listener: UnixListener, mut index: Index, served: &Mutex<Served>, stop: &AtomicBool) {
+fn run(listener: UnixListener, shared: &Shared, stop: &AtomicBool) {
     let tick = Timespec::try_from(TICK).unwrap_or(Timespec {
         tv_sec: 0,
         tv_nsec: 200_000_000,
     });
-    let mut generation = 0;
+    let relist = relist_period();
+    let mut next_scan = Instant::now() + DEEP_SCAN;
+    let inotify = match shared.index().inotify.try_clone() {
+        Ok(fd) => fd,
+        Err(_) => return,
+    };
     while !stop.load(Ordering::Relaxed) {
         let (calls, events) = {
             let mut fds = [
                 PollFd::new(&listener, PollFlags::IN),
-                PollFd::new(&index.inotify, PollFlags::IN),
+                PollFd::new(&inotify, PollFlags::IN),
             ];
             if rustix::event::poll(&mut fds, Some(&tick)).is_err() {
                 continue;
             }
             (!fds[0].revents().is_empty(), !fds[1].revents().is_empty())
         };
-        // Applied as they come, so the kernel's queue stays short.
-        if events {
-            index.drain();
+        {
+            let mut ix = shared.index();
+            // Applied as they come, so the kernel's queue stays short.
+            if events {
+                ix.drain();
+            }
+            ix.relist_older(relist);
+            if Instant::now() >= next_scan {
+                next_scan = Instant::now() + DEEP_SCAN;
+                let served = shared.served().folders.clone();
+                ix.index_deep(&served);
+            }
         }
         if !calls {
             continue;
@@ -435,14 +779,7 @@ fn run(listener: UnixListener, mut index: Index, served: &Mutex<Served>, stop: &
                 return;
             }
             match listener.accept() {
-                Ok((conn, _)) => {
-                    let mut s = served.lock().unwrap_or_else(|e| e.into_inner());
-                    if s.generation != generation {
-                        generation = s.generation;
-                        index.clear();
-                    }
-                    converse(conn, &mut index, &mut s);
-                }
+                Ok((conn, _)) => converse(conn, shared),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 // Out of descriptors, say: the socket stays readable, so
                 // wait a tick instead of spinning on it.
@@ -457,7 +794,7 @@ fn run(listener: UnixListener, mut index: Index, served: &Mutex<Served>, stop: &
 
 /// One question, one answer, within [`CONVERSATION`] all told: a caller that
 /// misbehaves or trickles is dropped.
-fn converse(mut conn: UnixStream, index: &mut Index, served: &mut Served) {
+fn converse(mut conn: UnixStream, shared: &Shared) {
     let end = Instant::now() + CONVERSATION;
     let left = || {
         end.checked_duration_since(Instant::now())
@@ -478,19 +815,39 @@ fn converse(mut conn: UnixStream, index: &mut Index, served: &mut Served) {
             Ok(n) => q.extend_from_slice(&chunk[..n]),
         }
     }
-    let reply = match std::str::from_utf8(&q).ok().and_then(order::parse_question) {
+    let dir = std::str::from_utf8(&q).ok().and_then(order::parse_question);
+    let reply = match dir {
         None => order::render_refusal("malformed question"),
-        Some(dir) if !served.allows(&dir) => {
+        Some(dir) if !shared.served().allows(&dir) => {
             order::render_refusal("not an inbox this daemon serves")
         }
-        Some(dir) => match index.answer(&dir) {
-            Ok(a) => order::render_answer(&a),
-            Err(e) => order::render_refusal(&e.to_string()),
-        },
+        Some(dir) => answer(shared, &dir, end),
     };
     let Some(t) = left() else { return };
     if conn.set_write_timeout(Some(t)).is_ok() {
         let _ = conn.write_all(reply.as_bytes());
+    }
+}
+
+/// The answer for a served folder; one being listed (watched just now, or
+/// after lost events) is waited for until shortly before `end`, then the
+/// caller is told to list it itself.
+fn answer(shared: &Shared, dir: &Path, end: Instant) -> String {
+    let end = end - CONVERSATION / 5;
+    let mut ix = shared.index();
+    loop {
+        match ix.answer(dir) {
+            Ok(Found::Answer(a)) => return order::render_answer(&a),
+            Ok(Found::Listing) => {}
+            Err(e) => return order::render_refusal(&e.to_string()),
+        }
+        let Some(left) = end.checked_duration_since(Instant::now()) else {
+            return order::render_refusal("still listing the folder");
+        };
+        ix = match shared.listed.wait_timeout(ix, left) {
+            Ok((g, _)) => g,
+            Err(e) => e.into_inner().0,
+        };
     }
 }
 
@@ -502,6 +859,39 @@ mod tests {
         a.head.iter().map(String::as_str).collect()
     }
 
+    /// An index whose listings are run by [`Ix::answer`] itself.
+    struct Ix {
+        index: Index,
+        jobs: mpsc::Receiver<Option<Job>>,
+    }
+
+    impl Ix {
+        fn new() -> Ix {
+            let (tx, jobs) = mpsc::channel();
+            Ix {
+                index: Index::new(tx).unwrap(),
+                jobs,
+            }
+        }
+
+        fn list(&mut self) {
+            while let Ok(Some(job)) = self.jobs.try_recv() {
+                let listed = Entries::list(&job.fd);
+                self.index.swap_in(&job, listed);
+            }
+        }
+
+        fn answer(&mut self, dir: &Path) -> io::Result<Answer> {
+            for _ in 0..3 {
+                if let Found::Answer(a) = self.index.answer(dir)? {
+                    return Ok(a);
+                }
+                self.list();
+            }
+            Err(io::Error::other("never listed"))
+        }
+    }
+
     #[test]
     fn events_keep_the_order_and_a_replaced_folder_is_listed_again() {
         let d = tempfile::tempdir().unwrap();
@@ -509,7 +899,7 @@ mod tests {
         std::fs::create_dir(&new).unwrap();
         let n = |p: u32, s: u32| format!("{p}_20260615T140531Z_{s:06}_from_a_to_b.handoff");
         std::fs::write(new.join(n(50, 2)), "x").unwrap();
-        let mut ix = Index::new().unwrap();
+        let mut ix = Ix::new();
         let a = ix.answer(&new).unwrap();
         assert_eq!(names(&a), [n(50, 2)]);
         // Placed behind the index's back, by anyone: seen at the next answer.
@@ -542,7 +932,7 @@ mod tests {
         std::fs::create_dir_all(&new).unwrap();
         let n = |p: u32, s: u32| format!("{p}_20260615T140531Z_{s:06}_from_a_to_b.handoff");
         std::fs::write(new.join(n(50, 2)), "x").unwrap();
-        let mut ix = Index::new().unwrap();
+        let mut ix = Ix::new();
         assert_eq!(names(&ix.answer(&new).unwrap()), [n(50, 2)]);
         // The inbox moved aside and restored from a copy holding one more:
         // the watched folder itself saw nothing.

@@ -33,8 +33,26 @@ impl Daemon {
                 .unwrap_or(cfg.daemon.ack_within)
                 .0;
             let wt = Worktree::new(&role.worktree_path);
-            let oldest = oldest_waiting(&wt.inbox_new(), &role.name, cfg.limits.max_file_bytes);
-            let waiting = oldest.is_some() && wake::still_waiting(&role.worktree_path);
+            let new = wt.inbox_new();
+            let max = cfg.limits.max_file_bytes;
+            // A deep inbox's oldest item comes from the order index; a
+            // shallow one (or without the index) is listed.
+            let indexed = self.order.as_ref().and_then(|o| {
+                o.oldest(&new, |p| wakes(p, &role.name, max))
+                    .map(|found| found.map(|f| (f.path, age(f.placed))))
+            });
+            let (oldest, waiting) = match indexed {
+                // The index saw an item waiting: only in_process/ is left to look at.
+                Some(found) => {
+                    let w = found.is_some() && wake::nothing_in_process(&role.worktree_path);
+                    (found, w)
+                }
+                None => {
+                    let found = oldest_waiting(&new, &role.name, max);
+                    let w = found.is_some() && wake::still_waiting(&role.worktree_path);
+                    (found, w)
+                }
+            };
             let Some((path, age)) = oldest.filter(|_| waiting) else {
                 self.rewake.remove(&role.name);
                 continue;
@@ -74,23 +92,27 @@ fn oldest_waiting(dir: &Path, role: &str, max_bytes: u64) -> Option<(PathBuf, Du
         .filter_map(|e| Some((e.metadata().and_then(|m| m.modified()).ok()?, e.path())))
         .collect();
     items.sort();
-    let wakes = |p: &Path| {
-        crate::fsx::read_bounded(p, max_bytes)
-            .ok()
-            .and_then(|b| crate::protocol::header::Message::parse_bytes(&b).ok())
-            .is_none_or(|m| crate::protocol::fields::wakes(&m, role))
-    };
     let best = items
         .into_iter()
-        .find(|(_, p)| wakes(p))
+        .find(|(_, p)| wakes(p, role, max_bytes))
         .map(|(t, p)| (p, t));
     let (p, t) = best?;
-    // An mtime in the future means the clock stepped back since delivery: the
-    // real wait is unknown, so count it as overdue (a re-wake is only a hint,
-    // and the backoff spaces the next ones) rather than never re-waking until
-    // the wall clock catches up.
-    Some((
-        p,
-        SystemTime::now().duration_since(t).unwrap_or(Duration::MAX),
-    ))
+    Some((p, age(t)))
+}
+
+/// Whether the item at `p` should wake `role`: `cc` copies and `wake: no`
+/// items are delivered without a wake-up, so they never cause a re-wake.
+fn wakes(p: &Path, role: &str, max_bytes: u64) -> bool {
+    crate::fsx::read_bounded(p, max_bytes)
+        .ok()
+        .and_then(|b| crate::protocol::header::Message::parse_bytes(&b).ok())
+        .is_none_or(|m| crate::protocol::fields::wakes(&m, role))
+}
+
+/// How long ago `t` was. An mtime in the future means the clock stepped
+/// back since delivery: the real wait is unknown, so count it as overdue (a
+/// re-wake is only a hint, and the backoff spaces the next ones) rather than
+/// never re-waking until the wall clock catches up.
+fn age(t: SystemTime) -> Duration {
+    SystemTime::now().duration_since(t).unwrap_or(Duration::MAX)
 }

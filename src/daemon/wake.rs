@@ -79,18 +79,24 @@ pub struct Request {
 /// A re-wake is still needed: items wait in `new/` and nothing is in process.
 pub fn still_waiting(worktree: &Path) -> bool {
     let wt = Worktree::new(worktree);
-    let has_handoff = |dir: PathBuf, batches: bool| {
-        std::fs::read_dir(dir)
-            .map(|rd| {
-                rd.flatten().any(|e| {
-                    let n = e.file_name();
-                    let n = n.to_string_lossy();
-                    n.ends_with(".handoff") || (batches && n.starts_with("batch_"))
-                })
+    has_handoff(&wt.inbox_new(), false) && nothing_in_process(worktree)
+}
+
+/// Whether nothing is in process in the worktree (no item, no batch).
+pub fn nothing_in_process(worktree: &Path) -> bool {
+    !has_handoff(&Worktree::new(worktree).in_process(), true)
+}
+
+fn has_handoff(dir: &Path, batches: bool) -> bool {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten().any(|e| {
+                let n = e.file_name();
+                let n = n.to_string_lossy();
+                n.ends_with(".handoff") || (batches && n.starts_with("batch_"))
             })
-            .unwrap_or(false)
-    };
-    has_handoff(wt.inbox_new(), false) && !has_handoff(wt.in_process(), true)
+        })
+        .unwrap_or(false)
 }
 
 /// `exited`: the pane script waits at its `read` for a line (the agent

@@ -70,3 +70,119 @@ fn a_reply_to_the_item_in_process_lists_no_history() {
         .count();
     assert_eq!(opened_completed, 0, "completed/ grows with history:\n{log}");
 }
+
+/// A reply naming a message completed long ago finds it through the id
+/// index of `completed/` (docs/protocol.md §1.2), for a task and for an item
+/// of a completed batch: `completed/` and its batch folders are never listed.
+#[test]
+fn a_reply_to_an_old_completed_message_lists_no_history() {
+    if !require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    for mode in ["task", "batch"] {
+        let p = Project::builder()
+            .role("coder")
+            .role(Role::new("qa").worktree("qa").mode(mode))
+            .build();
+        for i in 0..3 {
+            p.send_as(
+                "coder",
+                &format!("type: note\nto: qa\npriority: 10\nmessage: m{i}\n"),
+            )
+            .ok();
+        }
+        p.deliver_once().ok();
+        // Everything taken and completed: the parent is history now.
+        for _ in 0..4 {
+            p.cmd("ready-next").role("qa").run();
+            p.cmd("done-current").role("qa").run();
+        }
+        let first = crate::support::inbox_copies(&p.wt_path("qa"))
+            .into_iter()
+            .map(|c| crate::support::file_name(&c))
+            .min()
+            .expect("completed copies");
+        // `10_<id>_to_qa.handoff`
+        let id = first
+            .strip_prefix("10_")
+            .and_then(|n| n.strip_suffix("_to_qa.handoff"))
+            .unwrap()
+            .to_string();
+        let draft =
+            format!("type: note\nto: coder\npriority: 10\nmessage: late\nin_reply_to: {id}\n");
+        let log = traced(&p, "qa", "trace=openat,getdents64", &draft);
+        assert!(
+            !log.contains("must name a message"),
+            "{mode}: the reply was refused:\n{log}"
+        );
+        let listed: Vec<&str> = calls(&log, "openat")
+            .into_iter()
+            .filter(|l| l.contains("/inbox/completed") && l.contains("O_DIRECTORY"))
+            .collect();
+        assert!(
+            listed.is_empty(),
+            "{mode}: completed/ was listed:\n{listed:?}"
+        );
+        assert_eq!(
+            fs::read_dir(p.wt_path("qa").join(".swarmforge/handoffs/outbox"))
+                .unwrap()
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".handoff"))
+                .count(),
+            1,
+            "{mode}: the reply was not queued"
+        );
+    }
+}
+
+/// `done-current` killed right where it links the completed copy into the
+/// id index (the new step after the move): the copy is completed, the link
+/// missing; a reply naming it still finds it (by listing), and writes the
+/// link again, so the reply after that lists nothing.
+#[test]
+fn a_completion_killed_before_its_id_link_is_still_found_and_relinked() {
+    if !require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    let p = Project::builder()
+        .role("coder")
+        .role(Role::new("qa").worktree("qa"))
+        .build();
+    p.send_as("coder", "type: note\nto: qa\npriority: 10\nmessage: m\n")
+        .ok();
+    p.deliver_once().ok();
+    let taken = p.cmd("ready-next").role("qa").args(["--json"]).run().json();
+    let id = taken["id"].as_str().expect("an id").to_string();
+    let r = p
+        .cmd("done-current")
+        .role("qa")
+        .under(&[
+            "strace",
+            "-f",
+            "-qq",
+            "-o",
+            "/dev/null",
+            "-e",
+            "inject=symlink,symlinkat:signal=KILL",
+        ])
+        .run();
+    assert!(!r.stdout.contains("COMPLETED"), "{r:?}");
+    let hq = p.wt_path("qa").join(".swarmforge/handoffs");
+    let completed = crate::support::handoff_names(&hq.join("inbox/completed"));
+    assert_eq!(completed.len(), 1, "the copy was not completed");
+    assert!(fs::symlink_metadata(hq.join("inbox/completed-ids").join(&id)).is_err());
+    let draft = format!("type: note\nto: coder\npriority: 10\nmessage: late\nin_reply_to: {id}\n");
+    for (round, listing) in [("first", true), ("second", false)] {
+        let log = traced(&p, "qa", "trace=openat", &draft);
+        let listed = calls(&log, "openat")
+            .into_iter()
+            .any(|l| l.contains("/inbox/completed") && l.contains("O_DIRECTORY"));
+        assert_eq!(listed, listing, "{round} reply:\n{log}");
+    }
+    assert_eq!(
+        fs::read_link(hq.join("inbox/completed-ids").join(&id)).unwrap(),
+        std::path::Path::new(&completed[0])
+    );
+    let queued = crate::support::handoff_names(&hq.join("outbox"));
+    assert_eq!(queued.len(), 2, "both replies queued: {queued:?}");
+}

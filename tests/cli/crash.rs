@@ -301,3 +301,106 @@ fn sigkill_during_group_commit_delivers_exactly_once() {
     assert_eq!(total, expected, "no copy without an original in sent/");
     eprintln!("group-commit crash: seed {seed}, {kills} SIGKILLs, {n} messages, {total} copies, all exactly once");
 }
+
+/// The helpers' durable steps, each cut by SIGKILL (strace injects it at
+/// the 1st, 2nd, ... fsync of successive calls, until one gets through): `ready-next` moves
+/// an item without fsyncs and lets the stamp's fsync of `in_process/` make
+/// it durable; `done-current` stamps without a folder fsync and lets the
+/// move's fsyncs cover it (docs/protocol.md §8). After every kill the next
+/// plain call recovers: each item is held once, taken once, completed once,
+/// and every completed copy carries both stamps.
+#[test]
+fn sigkill_at_each_fsync_of_the_helpers_repeats_and_loses_nothing() {
+    if !crate::support::require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    let p = Project::builder()
+        .role("coder")
+        .role(Role::new("qa").worktree("qa"))
+        .build();
+    const ITEMS: usize = 6;
+    for i in 0..ITEMS {
+        p.send_as(
+            "coder",
+            &format!("type: note\nto: qa\npriority: 50\nmessage: m{i}\n"),
+        )
+        .ok();
+    }
+    p.deliver_once().ok();
+    let qa = p.role_dir("qa");
+    let names: Vec<String> = handoff_names(&crate::support::hq(&qa, "inbox/new"));
+    assert_eq!(names.len(), ITEMS);
+    let check = |after: &str| {
+        let held = copies(&qa);
+        for n in &names {
+            assert_eq!(
+                held.get(n).map_or(0, Vec::len),
+                1,
+                "{n} after {after}: {held:?}"
+            );
+        }
+        let ip = handoff_names(&crate::support::hq(&qa, "inbox/in_process"));
+        assert!(ip.len() <= 1, "{ip:?} in process after {after}");
+        for f in handoffs(&crate::support::hq(&qa, "inbox/completed")) {
+            let text = fs::read_to_string(&f).unwrap();
+            for stamp in ["dequeued_at: ", "completed_at: "] {
+                assert!(
+                    text.contains(stamp),
+                    "{} lacks {stamp}after {after}",
+                    f.display()
+                );
+            }
+        }
+    };
+    let killed_at = |prog: &str, n: usize| {
+        let inject = format!("inject=fsync,fdatasync:signal=KILL:when={n}");
+        p.cmd(prog)
+            .role("qa")
+            .under(&["strace", "-f", "-qq", "-o", "/dev/null", "-e", &inject])
+            .run()
+    };
+    let mut kills = 0;
+    // Taking: killed at each fsync of one ready-next until a call gets
+    // through (prints a task), then recovered by a plain call.
+    for n in 1.. {
+        let r = killed_at("ready-next", n);
+        check(&format!("ready-next killed at fsync {n}"));
+        if r.stdout.starts_with("TASK: ") {
+            break;
+        }
+        kills += 1;
+        assert!(n < 20, "ready-next never got through");
+    }
+    let r = p.cmd("ready-next").role("qa").run();
+    r.ok();
+    assert!(r.stdout.starts_with("TASK: "), "{r:?}");
+    // Finishing and taking the next: the same for done-current.
+    for n in 1.. {
+        // A kill after the completion but before the next was taken leaves
+        // nothing in process: a plain ready-next takes it.
+        if handoff_names(&crate::support::hq(&qa, "inbox/in_process")).is_empty() {
+            p.cmd("ready-next").role("qa").run().ok();
+        }
+        let r = killed_at("done-current", n);
+        check(&format!("done-current killed at fsync {n}"));
+        if r.stdout.starts_with("COMPLETED: ") {
+            break;
+        }
+        kills += 1;
+        assert!(n < 20, "done-current never got through");
+    }
+    assert!(
+        kills >= 4,
+        "only {kills} kills: the calls made fewer fsyncs than expected"
+    );
+    // Drained by plain calls: every item completed exactly once.
+    for _ in 0..ITEMS + 1 {
+        let r = p.cmd("done-current").role("qa").run();
+        check("a plain done-current");
+        if r.stdout.contains("NO_TASK") || r.stderr.contains("NO_CURRENT_TASK") {
+            break;
+        }
+    }
+    let completed = handoff_names(&crate::support::hq(&qa, "inbox/completed"));
+    assert_eq!(completed, names, "every item completed once");
+}

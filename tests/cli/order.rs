@@ -46,10 +46,17 @@ fn deep() -> (Project, crate::support::Daemon) {
 
 /// [`deep`] with more of swarm.yaml.
 fn deep_with(config: &str) -> (Project, crate::support::Daemon) {
+    let p = deep_project(&format!("wake: {{method: none}}\n{config}"));
+    let d = p.spawn_daemon(&[]);
+    (p, d)
+}
+
+/// The project of [`deep`] with this swarm.yaml, no daemon yet.
+fn deep_project(config: &str) -> Project {
     let p = Project::builder()
         .role("coder")
         .role(Role::new("qa").worktree("qa"))
-        .config(&format!("wake: {{method: none}}\n{config}"))
+        .config(config)
         .build();
     for seq in 1..=DEEP {
         place(&p, "50", seq, "note");
@@ -59,8 +66,7 @@ fn deep_with(config: &str) -> (Project, crate::support::Daemon) {
         size >= 64 * 1024,
         "inbox/new is only {size} bytes: not deep"
     );
-    let d = p.spawn_daemon(&[]);
-    (p, d)
+    p
 }
 
 /// `prog args` as the coder under `strace -f -y -e trace=getdents64,connect`:
@@ -270,6 +276,152 @@ fn a_trickling_caller_does_not_hold_up_the_next() {
     assert!(
         trickler.join().unwrap(),
         "the next caller was answered only after the trickler gave up"
+    );
+}
+
+/// `strace -f -y` attached to the running daemon, tracing `getdents64`; its
+/// log, and the ids of the daemon's threads by name, when it is stopped.
+struct DaemonTrace {
+    strace: std::process::Child,
+    log: std::path::PathBuf,
+    pid: u32,
+}
+
+impl DaemonTrace {
+    fn attach(p: &Project, pid: u32) -> DaemonTrace {
+        let log = p.root.join("daemon-strace.log");
+        let strace = std::process::Command::new("strace")
+            .args(["-f", "-qq", "-y", "-e", "trace=getdents64", "-o"])
+            .arg(&log)
+            .args(["-p", &pid.to_string()])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("strace runs");
+        DaemonTrace { strace, log, pid }
+    }
+
+    fn text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The thread ids of the daemon named `comm`.
+    fn threads(&self, comm: &str) -> Vec<String> {
+        fs::read_dir(format!("/proc/{}/task", self.pid))
+            .unwrap()
+            .flatten()
+            .filter(|t| fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == comm))
+            .map(|t| t.file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// The threads that read `inbox/new`'s entries (strace's first column).
+    fn listers(&self) -> std::collections::BTreeSet<String> {
+        self.text()
+            .lines()
+            .filter(|l| l.contains("getdents64(") && l.contains("/inbox/new>"))
+            .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+            .collect()
+    }
+
+    fn detach(mut self) {
+        crate::support::signal(self.strace.id(), 2);
+        let _ = self.strace.wait();
+    }
+}
+
+/// The index is listed again while calls come in (here every 50 ms,
+/// `HANDOFFD_ORDER_RELIST`, as if calls came far apart): the listings run on
+/// the daemon's lister thread, never on the thread that answers, so no
+/// caller waits for one; and right after a restart the first question is
+/// answered from an index built before `started`.
+#[test]
+fn a_deep_inbox_is_listed_off_every_callers_path_at_start_and_when_its_index_ages() {
+    if !require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    let p = deep_project("wake: {method: none}\n");
+    let sock = p.path(".swarmforge/daemon/order.sock");
+    let served = p.handoffs("inbox/new").canonicalize().unwrap();
+    let d = p.spawn_daemon_env(&[], &[("HANDOFFD_ORDER_RELIST", "0.05")]);
+    let trace = DaemonTrace::attach(&p, d.pid());
+    // The periodic listing shows up in the trace (which also says strace
+    // is attached).
+    crate::support::wait_until(DEADLINE, "a background listing of inbox/new", || {
+        !trace.listers().is_empty()
+    });
+    for seq in 1..=6 {
+        let prog = if seq == 1 {
+            "ready-next"
+        } else {
+            "done-current"
+        };
+        let (out, t) = traced(&p, prog, &["--json"]);
+        asked_without_listing(&t);
+        assert_eq!(taken_id(&out), format!("20260615T140531Z_{seq:06}_from_qa"));
+    }
+    let (answering, lister) = (trace.threads("order"), trace.threads("order-list"));
+    assert_eq!((answering.len(), lister.len()), (1, 1));
+    let listers = trace.listers();
+    trace.detach();
+    assert_eq!(
+        listers.into_iter().collect::<Vec<_>>(),
+        lister,
+        "inbox/new was listed by a thread other than the lister"
+    );
+
+    // Restarted: the first question finds the index built (6 items gone).
+    drop(d);
+    let _d = p.spawn_daemon(&[]);
+    let answer = ask(&sock, &served);
+    assert!(
+        answer.starts_with(&format!("ok {} 0\n", DEEP - 6)),
+        "{answer}"
+    );
+}
+
+/// The re-wake sweep takes a deep inbox's oldest waiting item from the
+/// index (by the time it was placed, skipping items that do not wake, such
+/// as reactions) and never lists the folder on the daemon's main thread.
+#[test]
+fn the_rewake_sweep_finds_a_deep_inboxs_oldest_item_in_the_index() {
+    if !require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    let p = deep_project("");
+    let wakes = p.record_wakes("ack_within: 30m, sweep: 100ms");
+    let new = p.handoffs("inbox/new");
+    let set_age = |name: &str, secs: u64| {
+        let f = fs::File::options()
+            .write(true)
+            .open(new.join(name))
+            .unwrap();
+        f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(secs))
+            .unwrap();
+    };
+    // Overdue: a note placed two hours ago; older still, a reaction (which
+    // wakes nobody); the rest were placed just now.
+    let overdue = name("50", 77);
+    set_age(&overdue, 2 * 3600);
+    let reaction = place(&p, "50", DEEP + 1, "react");
+    set_age(&reaction, 3 * 3600);
+    let d = p.spawn_daemon(&[]);
+    let trace = DaemonTrace::attach(&p, d.pid());
+    crate::support::wait_until(DEADLINE, "a renotified line", || {
+        crate::support::log_count(&p.log(), "renotified") >= 1
+    });
+    let main = d.pid().to_string();
+    let listers = trace.listers();
+    trace.detach();
+    assert_eq!(
+        crate::support::log_lines(&p.log(), "renotified")[0],
+        format!("renotified {}", new.join(&overdue).display())
+    );
+    assert!(fs::read_to_string(&wakes).unwrap().contains("coder"));
+    assert!(
+        !listers.contains(&main),
+        "the sweep listed inbox/new on the main thread"
     );
 }
 

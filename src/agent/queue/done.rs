@@ -83,10 +83,13 @@ impl Inbox<'_> {
         if let Some(r) = failed {
             item.msg.set(names::FAILED, r);
         }
-        self.stamp(item, "completed_at", at)?;
+        // The move fsyncs `completed/` and then this folder: that makes the
+        // stamped file's name durable, so the stamp needs no fsync of its own.
+        self.stamp_before_move(item, "completed_at", at)?;
         match fsx::move_noreplace(&item.path, &target) {
             Ok(()) => {
                 item.path = target.clone();
+                super::ids::record_item(self.wt, item);
                 Ok(target)
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
@@ -267,8 +270,11 @@ impl Inbox<'_> {
             if let Some(r) = failed {
                 item.msg.set(names::FAILED, r);
             }
-            self.stamp(item, "completed_at", &t)?;
+            self.stamp_before_move(item, "completed_at", &t)?;
         }
+        // One fsync of the batch folder for all its stamps (the move below
+        // fsyncs the folders around it, not this one).
+        fsx::sync_dir(&dir).at(&dir)?;
         // One directory rename completes the whole batch.
         match fsx::move_noreplace(&dir, &target) {
             Ok(()) => {}
@@ -281,10 +287,15 @@ impl Inbox<'_> {
             }
             Err(e) => return Err(Error::io(&dir, e)),
         }
-        let files = items
+        let files: Vec<PathBuf> = items
             .iter()
             .filter_map(|i| i.path.file_name().map(|n| target.join(n)))
             .collect();
+        for (item, path) in items.iter().zip(&files) {
+            if let (Some(id), Ok(place)) = (item.msg.id(), path.strip_prefix(self.wt.completed())) {
+                super::ids::record(self.wt, id, place);
+            }
+        }
         Ok((files, target))
     }
 }

@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::{list, Item};
+use super::{ids, list, Item};
 use crate::fsx;
 use crate::protocol::header::Message;
 use crate::protocol::layout::Worktree;
@@ -30,8 +30,9 @@ pub(super) fn find_in(dir: &Path, id: &str, max_bytes: u64) -> Option<Item> {
 
 /// The copy of message `id` in this worktree's inbox, if any (read-only, no
 /// lock: for look-ups, never for transitions). Looks where a reply's parent
-/// usually is first (in process, then waiting), and lists `completed/`,
-/// which grows with history, only when the copy is in none of those.
+/// usually is first (in process, then waiting), then follows the id index
+/// of `completed/` (`ids`), and lists `completed/`, which grows with
+/// history, only when the copy is in none of those.
 pub fn find_copy(wt: &Worktree, id: &str, max_bytes: u64) -> Option<Item> {
     let in_batches = |base: PathBuf| -> Option<Item> {
         let l = list(&base).ok()?;
@@ -39,11 +40,19 @@ pub fn find_copy(wt: &Worktree, id: &str, max_bytes: u64) -> Option<Item> {
             .iter()
             .find_map(|b| find_in(&base.join(b), id, max_bytes))
     };
+    let listed_completed = || {
+        let found = find_in(&wt.completed(), id, max_bytes).or_else(|| in_batches(wt.completed()));
+        // Found by listing: its link was missing or stale; write it again.
+        if let Some(item) = &found {
+            ids::record_item(wt, item);
+        }
+        found
+    };
     find_in(&wt.in_process(), id, max_bytes)
         .or_else(|| in_batches(wt.in_process()))
         .or_else(|| find_in(&wt.inbox_new(), id, max_bytes))
-        .or_else(|| find_in(&wt.completed(), id, max_bytes))
-        .or_else(|| in_batches(wt.completed()))
+        .or_else(|| ids::find(wt, id, max_bytes))
+        .or_else(listed_completed)
 }
 
 /// Message `id` as this worktree knows it: a copy in its inbox, else its own

@@ -2,11 +2,12 @@
 //! §7.4), each under the one per-inbox lock, each a no-clobber rename, so
 //! concurrent callers never create two in-process items, lose or duplicate a
 //! file, or see a half-written one. Taking work is in `ready`, finishing it in
-//! `done`, lookups by id in `find`.
+//! `done`, lookups by id in `find` (completed copies through `ids`).
 
 mod done;
 mod find;
 mod hint;
+pub mod ids;
 mod ready;
 
 pub use done::{check_failed_reason, MAX_FAILED_REASON};
@@ -258,12 +259,33 @@ impl Inbox<'_> {
 
     /// Sets one header with an atomic replace that keeps the file's mode.
     pub(super) fn stamp(&self, item: &mut Item, field: &str, value: &str) -> Result<()> {
+        self.stamp_with(item, field, value, fsx::replace)
+    }
+
+    /// [`Inbox::stamp`] whose folder is not fsynced: only for a file moved
+    /// on next by a move that fsyncs both folders (docs/protocol.md §8).
+    pub(super) fn stamp_before_move(
+        &self,
+        item: &mut Item,
+        field: &str,
+        value: &str,
+    ) -> Result<()> {
+        self.stamp_with(item, field, value, fsx::replace_without_dir_sync)
+    }
+
+    fn stamp_with(
+        &self,
+        item: &mut Item,
+        field: &str,
+        value: &str,
+        replace: fn(&Path, &Path, &[u8]) -> std::io::Result<()>,
+    ) -> Result<()> {
         let value = match field {
             "dequeued_at" | "completed_at" => in_order(&item.msg, value),
             _ => value.to_string(),
         };
         item.msg.set(field, &value);
-        fsx::replace(
+        replace(
             &self.wt.inbox_tmp(),
             &item.path,
             item.msg.render().as_bytes(),

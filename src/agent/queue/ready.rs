@@ -5,7 +5,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::{list, paths, remove_if_unfilled, Inbox, Item, Ready};
-use crate::error::{Error, Result, Token};
+use crate::error::{Error, IoContext, Result, Token};
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::grammar::{self, MessageType};
@@ -119,7 +119,10 @@ impl Inbox<'_> {
         };
         let src = new.join(&name);
         let dst = ip.join(&name);
-        match fsx::move_noreplace(&src, &dst) {
+        // Moved without fsyncs: the stamp that follows fsyncs `in_process/`
+        // (the item's new name with it), then `new/` is fsynced; nothing is
+        // handed out before both (docs/protocol.md §8).
+        match fsx::rename_noreplace_raw(&src, &dst) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 return Err(Error::refused(
@@ -132,6 +135,7 @@ impl Inbox<'_> {
         }
         item.path = dst;
         self.stamp(&mut item, "dequeued_at", &clock::iso_now())?;
+        fsx::sync_dir(&new).at(&new)?;
         Ok(Ready::Task {
             item,
             resumed: false,

@@ -490,6 +490,12 @@ impl Project {
     /// one more `started` line, so it also waits correctly for a restart.
     /// Killed when the guard drops.
     pub fn spawn_daemon(&self, extra: &[&str]) -> Daemon {
+        self.spawn_daemon_env(extra, &[])
+    }
+
+    /// [`Project::spawn_daemon`] with more environment (e.g. a shortened
+    /// `HANDOFFD_ORDER_RELIST`).
+    pub fn spawn_daemon_env(&self, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
         let before = log_count(&self.log(), "started");
         let err_path = self.root.join("handoffd.stderr");
         let err = fs::OpenOptions::new()
@@ -498,6 +504,7 @@ impl Project {
             .open(&err_path)
             .unwrap();
         let child = clean_command(&bin("handoffd"), &self.root)
+            .envs(env.iter().copied())
             .args(extra)
             .arg(&self.root)
             .stdin(Stdio::null())
