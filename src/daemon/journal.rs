@@ -58,6 +58,15 @@ pub enum Kind {
     Blocked,
     /// A wake-up was not typed: the role's pane waits for a person.
     WakeHeld,
+    /// A role's budget (or the swarm's) is used up: the role is parked
+    /// (docs/cost.md, "Budgets").
+    BudgetReached,
+    /// `swarm budget raise` added to a budget.
+    BudgetRaised,
+    /// A parked role may go on (a raise, or a new period).
+    BudgetReleased,
+    /// Spans were dropped: the trace collector is down or slow (docs/cost.md).
+    TracesDropped,
 }
 
 impl Kind {
@@ -83,6 +92,10 @@ impl Kind {
             Kind::NeedsInput => "needs_input",
             Kind::Blocked => "blocked",
             Kind::WakeHeld => "wake_held",
+            Kind::BudgetReached => "budget_reached",
+            Kind::BudgetRaised => "budget_raised",
+            Kind::BudgetReleased => "budget_released",
+            Kind::TracesDropped => "traces_dropped",
         }
     }
 }

@@ -388,6 +388,11 @@ impl Waker {
         if req.rewake && !still_waiting(&req.worktree) {
             return;
         }
+        // A parked role gets no wake-up; the sweep journals why and wakes
+        // it once it may go on (parking.rs).
+        if crate::telemetry::budget::parked(&self.project, &req.role).is_some() {
+            return;
+        }
         let (mode, quiet, limit) = self.settings(&req.role);
         // `queue`: delivery leaves the mail alone; a re-wake (the mail sat
         // past `ack_within`, so the agent's own check missed it) is

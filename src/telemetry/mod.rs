@@ -4,4 +4,7 @@
 //! truth of a handoff's state, which stays in the mail files.
 
 pub mod activity;
+pub mod budget;
+pub mod cost;
+pub mod spend;
 pub mod usage;

@@ -79,6 +79,8 @@ pub struct Status {
     pub paused: Option<crate::daemon::gate::Pause>,
     /// Handoffs waiting for `swarm approve` / `swarm deny`.
     pub held: Vec<crate::daemon::holds::Held>,
+    /// Tokens and cost per role, and the roles a budget parks.
+    pub spend: crate::telemetry::spend::Spend,
 }
 
 /// One received item the bridge holds back, and why (docs/bridge.md).
@@ -302,6 +304,7 @@ pub fn collect(project: &Project) -> Result<Status> {
         relayed,
         paused: crate::daemon::gate::pause_state(project),
         held: crate::daemon::holds::list(project)?,
+        spend: crate::telemetry::spend::collect(project),
     })
 }
 
@@ -435,6 +438,7 @@ pub fn text(s: &Status) -> String {
             h.id
         ));
     }
+    out.push_str(&crate::telemetry::spend::text(&s.spend));
     out.push_str(&attention::text(&s.attention));
     for p in &s.problems {
         out.push_str(&format!("roles.tsv: {p}\n"));

@@ -17,8 +17,10 @@ pub mod artifacts;
 pub mod attach;
 pub mod audit;
 pub mod bridge;
+pub mod budget;
 pub mod can_send;
 pub mod completions;
+pub mod cost;
 pub mod demo;
 pub mod deny;
 pub mod digest;
@@ -230,6 +232,10 @@ pub enum Command {
     Trust(trust::Args),
     /// Remove the folder trust `swarm trust` recorded
     Untrust(trust::Args),
+    /// Tokens and cost of the agents' turns, by role, item, thread or day
+    Cost(cost::Args),
+    /// Budgets' standing; `raise` lets a parked role go on
+    Budget(budget::Args),
 }
 
 pub fn run() -> i32 {
@@ -275,5 +281,7 @@ pub fn run() -> i32 {
         Command::Attach(a) => attach::run(a),
         Command::Trust(a) => trust::run(a),
         Command::Untrust(a) => trust::run_untrust(a),
+        Command::Cost(a) => cost::run(a),
+        Command::Budget(a) => budget::run(a),
     }
 }
