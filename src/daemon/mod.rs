@@ -161,6 +161,10 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
     };
     let journal = Journal::new(&project);
     journal.set_policy(config.logs.policy());
+    // Traces leave on threads of their own, never on the delivery path.
+    if let Some(e) = config.otel.endpoint.as_deref().filter(|_| !opts.once) {
+        crate::telemetry::otlp::Exporter::start(&project, e, journal.clone());
+    }
     let waker = Waker::new(project.clone(), journal.clone());
     let mut deliverer =
         Deliverer::new(project.clone(), roles, config, journal.clone(), waker).with_forum(forum);

@@ -6,5 +6,7 @@
 pub mod activity;
 pub mod budget;
 pub mod cost;
+pub mod otlp;
 pub mod spend;
+pub mod trace;
 pub mod usage;

@@ -43,6 +43,7 @@ mod security;
 mod serve;
 mod spending;
 mod teardown;
+mod traces;
 mod trail;
 mod trust;
 mod unix;

@@ -34,6 +34,7 @@ pub mod ingest;
 pub mod init;
 pub mod man;
 pub mod mcp;
+pub mod otel;
 pub mod pause;
 pub mod prompt;
 pub mod receipts;
@@ -236,6 +237,8 @@ pub enum Command {
     Cost(cost::Args),
     /// Budgets' standing; `raise` lets a parked role go on
     Budget(budget::Args),
+    /// Send traces (threads, copies, turns) to an OpenTelemetry collector
+    Otel(otel::Args),
 }
 
 pub fn run() -> i32 {
@@ -283,5 +286,6 @@ pub fn run() -> i32 {
         Command::Untrust(a) => trust::run_untrust(a),
         Command::Cost(a) => cost::run(a),
         Command::Budget(a) => budget::run(a),
+        Command::Otel(a) => otel::run(a),
     }
 }
