@@ -32,8 +32,7 @@ pub const BATCH: usize = 512;
 const QUEUE: usize = 16;
 /// How often the daemon looks for finished copies and new turns.
 const POLL: Duration = Duration::from_secs(2);
-/// Only what is older than this is exported live: a copy completes (its
-/// stamp) a moment before it lands in `completed/`.
+/// Copies completed this long before the daemon started are history.
 const SETTLE: Duration = Duration::from_secs(2);
 /// One POST may take this long.
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -224,22 +223,42 @@ fn poll_loop(project: &Project, url: &str, tx: SyncSender<(usize, Vec<u8>)>, jou
         last: None,
         spans: 0,
     };
+    // What this daemon exported: copies by (id, recipient), and how many
+    // journal records it has seen (the journal only grows). History from
+    // before it started is `swarm otel export`'s.
     let settle = chrono::Duration::from_std(SETTLE).unwrap_or_default();
-    let mut mark = clock::now() - settle;
+    let since = clock::now() - settle;
+    let mut done: std::collections::HashSet<(String, String)> = Default::default();
+    let mut seen_turns = match usage::read(project) {
+        Ok((r, _)) => r.len(),
+        Err(_) => 0,
+    };
     loop {
         std::thread::sleep(POLL);
-        let upto = clock::now() - settle;
-        let within = |t: Option<Instant>| t.is_some_and(|t| t > mark && t <= upto);
-        let spans = match (Trail::load(project, &Scope::all()), usage::read(project)) {
-            (Ok(t), Ok((records, _))) => trace::spans(
-                &t,
-                |c| within(c.completed.at()),
-                &records,
-                |u| within(clock::parse(&u.time)),
-            ),
-            _ => continue,
+        let (Ok(t), Ok((records, _))) = (Trail::load(project, &Scope::all()), usage::read(project))
+        else {
+            continue;
         };
-        mark = upto;
+        let fresh = |c: &crate::protocol::trail::Copy| {
+            c.completed.at().is_some_and(|t| t >= since)
+                && !done.contains(&(
+                    c.id.clone().unwrap_or_default(),
+                    c.recipient.clone().unwrap_or_default(),
+                ))
+        };
+        let new_turns = seen_turns.min(records.len());
+        let spans = trace::spans(&t, fresh, &records[new_turns..], |_| true);
+        for c in t
+            .copies
+            .iter()
+            .filter(|c| c.completed.at().is_some_and(|t| t >= since))
+        {
+            done.insert((
+                c.id.clone().unwrap_or_default(),
+                c.recipient.clone().unwrap_or_default(),
+            ));
+        }
+        seen_turns = records.len();
         for chunk in spans.chunks(BATCH) {
             match tx.try_send((chunk.len(), encode(&root, chunk))) {
                 Ok(()) => {}

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use sha2::{Digest, Sha256};
 
 use crate::protocol::clock::Instant;
-use crate::protocol::header::{names, Message};
+use crate::protocol::header::Message;
 use crate::protocol::trail::{Copy, Trail};
 use crate::telemetry::usage::Usage;
 
@@ -53,7 +53,7 @@ pub fn derived(root: &str) -> String {
 
 /// The trace a message belongs to: its header, else its thread's.
 pub fn of(msg: &Message) -> String {
-    match msg.get(names::TRACE_ID).filter(|t| valid_trace_id(t)) {
+    match msg.trace_id().filter(|t| valid_trace_id(t)) {
         Some(t) => t.to_string(),
         None => derived(msg.thread().or(msg.id()).unwrap_or("")),
     }
@@ -236,6 +236,7 @@ fn clamp(n: u64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::header::names;
 
     #[test]
     fn trace_ids_are_valid_inherited_and_derived_the_same_way_twice() {

@@ -288,14 +288,18 @@ pub fn submit(s: &Sender, d: &Draft, shown: &str) -> Result<Queued> {
     if let Some(t) = &ctx.thread {
         msg.set(names::THREAD, t);
     }
-    msg.set(
-        names::TRACE_ID,
-        crate::telemetry::trace::for_new(
-            ctx.parent.as_ref().map(|p| &p.msg),
-            ctx.thread.as_deref(),
-            &id,
-        ),
-    );
+    // Only where traces are exported: a swarm without `otel:` keeps
+    // SwarmForge's exact file, and its traces are derived the same way.
+    if s.config.otel.endpoint.is_some() {
+        msg.set(
+            names::TRACE_ID,
+            crate::telemetry::trace::for_new(
+                ctx.parent.as_ref().map(|p| &p.msg),
+                ctx.thread.as_deref(),
+                &id,
+            ),
+        );
+    }
     if ctx.hop > 0 {
         msg.set(names::HOP, ctx.hop.to_string());
     }
