@@ -226,10 +226,15 @@ fn a_thread_is_one_trace_exported_live_and_from_history() {
 
 #[test]
 fn a_collector_that_is_down_costs_a_journal_line_not_a_delivery() {
-    let dead = {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("http://{}", l.local_addr().unwrap())
-    };
+    // A collector that hangs up on every request (a port merely closed
+    // could be taken by another test's listener meanwhile).
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = format!("http://{}", l.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            drop(c);
+        }
+    });
     let p = two_roles(&format!("otel: {{endpoint: '{dead}'}}\n"));
     let _d = p.spawn_daemon(&[]);
     p.send_as("a", "type: note\nto: b\npriority: 10\nmessage: one\n")
@@ -245,7 +250,7 @@ fn a_collector_that_is_down_costs_a_journal_line_not_a_delivery() {
             e["kind"] == "traces_dropped"
                 && e["reason"]
                     .as_str()
-                    .is_some_and(|r| r.contains("cannot reach"))
+                    .is_some_and(|r| r.contains("dropped: cannot reach"))
         })
     });
     // Delivery goes on.
