@@ -11,8 +11,6 @@
 //! `.swarmforge/telemetry/budget-raises.jsonl` and counts in the period it
 //! was made in only; the next day of a `per: day` budget starts from zero.
 
-use std::io::{BufRead, BufReader, Read as _};
-
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -231,38 +229,9 @@ pub fn parked(project: &Project, role: &str) -> Option<Reason> {
 
 /// Every raise, oldest first, and how many lines were skipped.
 pub fn read_raises(project: &Project) -> Result<(Vec<Raise>, usize)> {
-    let path = raises_file(project);
-    let file = match fsx::open_regular(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
-        Err(e) => return Err(Error::io(&path, e)),
-    };
-    let (mut out, mut skipped) = (Vec::new(), 0);
-    let mut reader = BufReader::new(file);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        let n = (&mut reader)
-            .take(MAX_RAISE_LINE as u64 + 1)
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| Error::io(&path, e))?;
-        if n == 0 {
-            break;
-        }
-        if buf.last() != Some(&b'\n') && n > MAX_RAISE_LINE {
-            skipped += 1;
-            let mut rest = Vec::new();
-            reader
-                .read_until(b'\n', &mut rest)
-                .map_err(|e| Error::io(&path, e))?;
-            continue;
-        }
-        match serde_json::from_slice::<Raise>(&buf) {
-            Ok(r) if r.cost_usd.is_finite() && r.cost_usd >= 0.0 => out.push(r),
-            _ => skipped += 1,
-        }
-    }
-    Ok((out, skipped))
+    crate::telemetry::jsonl::read(&raises_file(project), MAX_RAISE_LINE, |r: &Raise| {
+        r.cost_usd.is_finite() && r.cost_usd >= 0.0
+    })
 }
 
 pub fn raises_file(project: &Project) -> std::path::PathBuf {

@@ -6,6 +6,7 @@
 pub mod activity;
 pub mod budget;
 pub mod cost;
+pub mod jsonl;
 pub mod otlp;
 pub mod spend;
 pub mod trace;

@@ -9,8 +9,6 @@
 //! `cost_usd` is the CLI's own figure when it gave one (else cost is
 //! computed at read time from `prices:` in swarm.yaml).
 
-use std::io::{BufRead, BufReader, Read as _};
-
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -82,43 +80,7 @@ pub fn record(project: &Project, usage: &Usage) -> Result<()> {
 /// Every readable record, oldest first, and how many lines were skipped.
 /// A missing file is no usage yet.
 pub fn read(project: &Project) -> Result<(Vec<Usage>, usize)> {
-    let path = project.usage_file();
-    let file = match fsx::open_regular(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
-        Err(e) => return Err(Error::io(&path, e)),
-    };
-    let mut out = Vec::new();
-    let mut skipped = 0;
-    let mut reader = BufReader::new(file);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        let n = (&mut reader)
-            .take(MAX_LINE as u64 + 1)
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| Error::io(&path, e))?;
-        if n == 0 {
-            break;
-        }
-        if buf.last() != Some(&b'\n') && n > MAX_LINE {
-            // An overlong line: skip the rest of it.
-            skipped += 1;
-            let mut rest = Vec::new();
-            reader
-                .read_until(b'\n', &mut rest)
-                .map_err(|e| Error::io(&path, e))?;
-            continue;
-        }
-        match std::str::from_utf8(&buf)
-            .ok()
-            .and_then(|s| serde_json::from_str::<Usage>(s.trim_end()).ok())
-        {
-            Some(u) => out.push(u),
-            None => skipped += 1,
-        }
-    }
-    Ok((out, skipped))
+    crate::telemetry::jsonl::read(&project.usage_file(), MAX_LINE, |_: &Usage| true)
 }
 
 #[cfg(test)]
