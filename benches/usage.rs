@@ -3,7 +3,8 @@
 //!   cargo bench --bench usage -- [--messages N] [--latency-messages M] [--journal L] [--dir D]
 //!
 //! The same delivery, side by side in one run, in two projects:
-//! - plain: no budgets, no usage journal, no wake-ups;
+//! - plain: no budgets, no usage journal (a wake-up command per delivery
+//!   and a 100 ms sweep, as in the other);
 //! - spending: a budget per recipient and one for the swarm (never reached),
 //!   a usage journal of L lines (default 50 000, ~12 MB) that a writer thread
 //!   keeps appending to while messages flow (as runners journal turns), a
@@ -39,6 +40,13 @@ fn project(base: &Path, spending: bool, journal: usize) -> (tempfile::TempDir, P
         wt.display()
     );
     common::project_files(&root, &tsv, false);
+    // Both projects wake each recipient and sweep alike; only budgets and
+    // the journal differ.
+    fs::write(
+        root.join("swarm.yaml"),
+        "daemon: {fsync: false, sweep: 100ms}\nwake: {method: command, command: 'true'}\n",
+    )
+    .unwrap();
     if spending {
         fs::write(
             root.join("swarm.yaml"),
