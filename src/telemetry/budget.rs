@@ -211,10 +211,9 @@ pub fn load(project: &Project) -> Result<Budgets> {
     if config.budget.is_none() && config.roles.iter().all(|r| r.budget.is_none()) {
         return Ok(Budgets::default());
     }
-    let (records, skipped) = usage::read(project)?;
     let (raises, skipped_raises) = read_raises(project)?;
-    Ok(Budgets {
-        budgets: standings(&config, &records, &raises, clock::now()),
+    usage::with_all(project, |records, skipped| Budgets {
+        budgets: standings(&config, records, &raises, clock::now()),
         skipped_lines: skipped + skipped_raises,
     })
 }
