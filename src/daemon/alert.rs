@@ -48,6 +48,7 @@ fn may_matter(kind: Kind) -> bool {
             | Kind::NeedsInput
             | Kind::Blocked
             | Kind::ExpectationViolated
+            | Kind::BudgetReached
     )
 }
 
@@ -173,6 +174,11 @@ pub fn attention(project: &Project, ev: &Event) -> Option<Attention> {
             "expectation_violated",
             ev.recipient.as_ref(),
             format!("{} {}", ev.reason.as_deref().unwrap_or(""), name(&ev.path)),
+        )),
+        Kind::BudgetReached => Some(a(
+            "budget_reached",
+            ev.recipient.as_ref(),
+            ev.reason.clone().unwrap_or_default(),
         )),
         _ => None,
     }

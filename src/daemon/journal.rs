@@ -61,6 +61,15 @@ pub enum Kind {
     /// A headless agent's CLI refused to resume the role's session; the
     /// turn started a new conversation (launch/turn.rs).
     ResumeRefused,
+    /// A role's budget (or the swarm's) is used up: the role is parked
+    /// (docs/cost.md, "Budgets").
+    BudgetReached,
+    /// `swarm budget raise` added to a budget.
+    BudgetRaised,
+    /// A parked role may go on (a raise, or a new period).
+    BudgetReleased,
+    /// Spans were dropped: the trace collector is down or slow (docs/cost.md).
+    TracesDropped,
 }
 
 impl Kind {
@@ -87,6 +96,10 @@ impl Kind {
             Kind::Blocked => "blocked",
             Kind::WakeHeld => "wake_held",
             Kind::ResumeRefused => "resume_refused",
+            Kind::BudgetReached => "budget_reached",
+            Kind::BudgetRaised => "budget_raised",
+            Kind::BudgetReleased => "budget_released",
+            Kind::TracesDropped => "traces_dropped",
         }
     }
 }

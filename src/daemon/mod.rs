@@ -16,6 +16,7 @@ pub mod hook;
 pub mod journal;
 pub mod order;
 pub mod pane;
+mod parking;
 mod rewake;
 pub mod tmux;
 pub mod wake;
@@ -89,6 +90,8 @@ pub struct Daemon {
     roles_stamp: Option<(SystemTime, u64)>,
     config_stamp: Option<(SystemTime, u64)>,
     rewake: std::collections::HashMap<String, Rewake>,
+    /// Which roles a budget parks, as last journaled (parking.rs).
+    parking: parking::Parking,
     /// A watchdog agent check is running on its thread.
     agents_check: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// The order hint for `ready-next` (none with `--once`, when polling,
@@ -160,6 +163,10 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
     };
     let journal = Journal::new(&project);
     journal.set_policy(config.logs.policy());
+    // Traces leave on threads of their own, never on the delivery path.
+    if let Some(e) = config.otel.endpoint.as_deref().filter(|_| !opts.once) {
+        crate::telemetry::otlp::Exporter::start(&project, e, journal.clone());
+    }
     let waker = Waker::new(project.clone(), journal.clone());
     let mut deliverer =
         Deliverer::new(project.clone(), roles, config, journal.clone(), waker).with_forum(forum);
@@ -182,6 +189,7 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
         journal,
         deliverer,
         rewake: Default::default(),
+        parking: Default::default(),
         agents_check: Default::default(),
         order: None,
         pid_lock: Some(lock),
@@ -564,6 +572,9 @@ impl Daemon {
             });
         }
         self.rewake_sweep(&cfg);
+        let d = &self.deliverer;
+        self.parking
+            .check(&self.project, &d.roles, &cfg, &self.journal, &d.waker);
         queued
     }
 }

@@ -394,6 +394,17 @@ impl Waker {
         if req.rewake && !still_waiting(&req.worktree) {
             return;
         }
+        // A parked role gets no wake-up; the sweep wakes it once it may go
+        // on (parking.rs).
+        if let Some(why) = crate::telemetry::budget::parked(&self.project, &req.role) {
+            self.journal.record(
+                &Event::new(Kind::WakeHeld)
+                    .path(&req.path)
+                    .recipient(&req.role)
+                    .reason(format!("parked: {}", why.words())),
+            );
+            return;
+        }
         let (mode, quiet, limit) = self.settings(&req.role);
         // `queue`: delivery leaves the mail alone; a re-wake (the mail sat
         // past `ack_within`, so the agent's own check missed it) is

@@ -51,6 +51,12 @@ pub struct Config {
     pub reservations: ReservationsMode,
     /// `swarm a2a`: the outside door (docs/a2a.md).
     pub a2a: A2aConfig,
+    /// US dollars per million tokens, per model (docs/cost.md).
+    pub prices: std::collections::BTreeMap<String, Price>,
+    /// The whole swarm's token or cost budget (docs/cost.md).
+    pub budget: Option<Budget>,
+    /// Trace export (docs/cost.md, "Traces").
+    pub otel: OtelConfig,
 }
 
 /// What file reservations do at commit time.
@@ -89,6 +95,9 @@ impl Default for Config {
             types: std::collections::BTreeMap::new(),
             reservations: ReservationsMode::default(),
             a2a: A2aConfig::default(),
+            prices: std::collections::BTreeMap::new(),
+            budget: None,
+            otel: OtelConfig::default(),
         }
     }
 }
@@ -329,6 +338,8 @@ pub struct RoleConfig {
     pub runtime: Runtime,
     /// `swarm a2a` offers this role to outside agents (docs/a2a.md).
     pub a2a: bool,
+    /// The role's token or cost budget (docs/cost.md).
+    pub budget: Option<Budget>,
 }
 
 impl RoleConfig {
@@ -365,6 +376,7 @@ impl Default for RoleConfig {
             approval: Approval::None,
             runtime: Runtime::Tmux,
             a2a: false,
+            budget: None,
         }
     }
 }
@@ -534,6 +546,7 @@ impl Config {
         c.check_allowed_types()?;
         c.check_ranges()?;
         c.check_hosts()?;
+        c.check_spending()?;
         Ok(c)
     }
 
@@ -725,9 +738,151 @@ impl Config {
     }
 }
 
+/// One model's price (`prices.<model>` in swarm.yaml): US dollars per
+/// million tokens of each kind.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Price {
+    pub input: f64,
+    pub output: f64,
+    pub cache_read: f64,
+    pub cache_write: f64,
+}
+
+/// Over what a budget counts.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum BudgetPeriod {
+    /// The UTC day: a new day starts from zero.
+    #[default]
+    Day,
+    /// The swarm's whole life.
+    Swarm,
+}
+
+impl BudgetPeriod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BudgetPeriod::Day => "day",
+            BudgetPeriod::Swarm => "swarm",
+        }
+    }
+}
+
+/// `budget: {tokens: N, cost: X, per: day|swarm}`: a role (or the whole
+/// swarm) is parked once either limit is reached (docs/cost.md).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Budget {
+    pub tokens: Option<u64>,
+    /// US dollars.
+    pub cost: Option<f64>,
+    pub per: BudgetPeriod,
+}
+
+/// `otel:`: where the daemon sends traces (OTLP over HTTP).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct OtelConfig {
+    /// The collector's base URL, e.g. `http://127.0.0.1:4318`
+    /// (`/v1/traces` is appended); unset: no export.
+    pub endpoint: Option<String>,
+}
+
+/// Longest model name in `prices:`.
+const MAX_MODEL_NAME: usize = 200;
+
+impl Config {
+    /// Prices, budgets and the trace endpoint (docs/cost.md).
+    fn check_spending(&self) -> std::result::Result<(), String> {
+        let esc = crate::text::escape;
+        let amount = |key: String, v: f64| {
+            if v.is_finite() && v >= 0.0 {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{key} must be a number of dollars, 0 or more; got {v}"
+                ))
+            }
+        };
+        for (model, p) in &self.prices {
+            if model.is_empty()
+                || model.len() > MAX_MODEL_NAME
+                || model.chars().any(|c| c.is_control())
+            {
+                return Err(format!("prices: invalid model name '{}'", esc(model)));
+            }
+            for (k, v) in [
+                ("input", p.input),
+                ("output", p.output),
+                ("cache_read", p.cache_read),
+                ("cache_write", p.cache_write),
+            ] {
+                amount(format!("prices.{}.{k}", esc(model)), v)?;
+            }
+        }
+        let budget = |key: String, b: &Budget| {
+            if b.tokens.is_none() && b.cost.is_none() {
+                return Err(format!(
+                    "{key} sets neither tokens nor cost (e.g. {key}: {{tokens: 2000000, per: day}})"
+                ));
+            }
+            if let Some(c) = b.cost {
+                amount(format!("{key}.cost"), c)?;
+            }
+            Ok(())
+        };
+        if let Some(b) = &self.budget {
+            budget("budget".into(), b)?;
+        }
+        for r in &self.roles {
+            if let Some(b) = &r.budget {
+                budget(format!("roles[{}].budget", esc(&r.name)), b)?;
+            }
+        }
+        if let Some(e) = &self.otel.endpoint {
+            let host = e
+                .strip_prefix("http://")
+                .or_else(|| e.strip_prefix("https://"))
+                .map(|r| r.split('/').next().unwrap_or(""));
+            if host.is_none_or(|h| h.is_empty() || h.contains('@'))
+                || e.chars().any(|c| c.is_control() || c.is_whitespace())
+            {
+                return Err(format!(
+                    "otel.endpoint: '{}' is not an http:// or https:// URL of a collector (no credentials in it), e.g. http://127.0.0.1:4318",
+                    esc(e)
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prices_budgets_and_the_trace_endpoint_are_checked() {
+        let c = Config::parse(
+            "prices:\n  m1: {input: 3, output: 15, cache_read: 0.3, cache_write: 3.75}\nbudget: {tokens: 1000}\nroles:\n  - {name: a, budget: {cost: 2.5, per: swarm}}\notel: {endpoint: 'http://127.0.0.1:4318'}\n",
+        )
+        .unwrap();
+        assert_eq!(c.prices["m1"].output, 15.0);
+        assert_eq!(c.budget.as_ref().unwrap().per, BudgetPeriod::Day);
+        assert_eq!(
+            c.role("a").unwrap().budget.as_ref().unwrap().cost,
+            Some(2.5)
+        );
+        let e = Config::parse("prices:\n  m: {input: -1}\n").unwrap_err();
+        assert!(e.contains("prices.m.input must be"), "{e}");
+        let e = Config::parse("budget: {per: day}\n").unwrap_err();
+        assert!(e.contains("sets neither tokens nor cost"), "{e}");
+        assert!(Config::parse("budget: {tokens: 1, per: week}\n").is_err());
+        assert!(Config::parse("prices:\n  m: {inptu: 1}\n").is_err());
+        let e = Config::parse("otel: {endpoint: 'http://u:p@h:4318'}\n").unwrap_err();
+        assert!(e.contains("otel.endpoint"), "{e}");
+    }
 
     #[test]
     fn intervals_that_would_spin_are_refused() {

@@ -49,6 +49,8 @@ pub mod names {
     pub const ENQUEUED_AT: &str = "enqueued_at";
     pub const DEQUEUED_AT: &str = "dequeued_at";
     pub const COMPLETED_AT: &str = "completed_at";
+    /// The thread's W3C trace id (telemetry::trace).
+    pub const TRACE_ID: &str = "trace_id";
 }
 
 /// Headers rendered first, in this order (docs/protocol.md §5.2).
@@ -203,6 +205,11 @@ macro_rules! header_accessors {
 
             pub fn discussion(&self) -> Option<&str> {
                 self.get($crate::protocol::header::names::DISCUSSION)
+            }
+
+            /// The thread's W3C trace id, as written (telemetry::trace).
+            pub fn trace_id(&self) -> Option<&str> {
+                self.get($crate::protocol::header::names::TRACE_ID)
             }
 
             /// One of the life stamps, as written.

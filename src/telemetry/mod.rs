@@ -4,4 +4,10 @@
 //! truth of a handoff's state, which stays in the mail files.
 
 pub mod activity;
+pub mod budget;
+pub mod cost;
+pub mod jsonl;
+pub mod otlp;
+pub mod spend;
+pub mod trace;
 pub mod usage;

@@ -9,8 +9,6 @@
 //! `cost_usd` is the CLI's own figure when it gave one (else cost is
 //! computed at read time from `prices:` in swarm.yaml).
 
-use std::io::{BufRead, BufReader, Read as _};
-
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -82,43 +80,56 @@ pub fn record(project: &Project, usage: &Usage) -> Result<()> {
 /// Every readable record, oldest first, and how many lines were skipped.
 /// A missing file is no usage yet.
 pub fn read(project: &Project) -> Result<(Vec<Usage>, usize)> {
+    crate::telemetry::jsonl::read(&project.usage_file(), MAX_LINE, |_: &Usage| true)
+}
+
+/// What this process has read of a journal: its records and where the
+/// next read starts.
+struct Cached {
+    path: std::path::PathBuf,
+    inode: u64,
+    offset: u64,
+    records: Vec<Usage>,
+    skipped: usize,
+}
+
+static CACHE: std::sync::Mutex<Option<Cached>> = std::sync::Mutex::new(None);
+
+/// Runs `f` on every record and the skipped count, reading only what was
+/// appended since this process last asked (the daemon's budget checks run
+/// on every wake-up and sweep: a whole large journal each time would cost
+/// the machine's cores). A journal replaced or cut short is read afresh.
+pub fn with_all<R>(project: &Project, f: impl FnOnce(&[Usage], usize) -> R) -> Result<R> {
+    use std::os::unix::fs::MetadataExt as _;
     let path = project.usage_file();
-    let file = match fsx::open_regular(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+    let meta = match std::fs::metadata(&path) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(Error::io(&path, e)),
     };
-    let mut out = Vec::new();
-    let mut skipped = 0;
-    let mut reader = BufReader::new(file);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        let n = (&mut reader)
-            .take(MAX_LINE as u64 + 1)
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| Error::io(&path, e))?;
-        if n == 0 {
-            break;
-        }
-        if buf.last() != Some(&b'\n') && n > MAX_LINE {
-            // An overlong line: skip the rest of it.
-            skipped += 1;
-            let mut rest = Vec::new();
-            reader
-                .read_until(b'\n', &mut rest)
-                .map_err(|e| Error::io(&path, e))?;
-            continue;
-        }
-        match std::str::from_utf8(&buf)
-            .ok()
-            .and_then(|s| serde_json::from_str::<Usage>(s.trim_end()).ok())
-        {
-            Some(u) => out.push(u),
-            None => skipped += 1,
-        }
+    let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    let (inode, len) = meta.map(|m| (m.ino(), m.len())).unwrap_or((0, 0));
+    let stale = cache
+        .as_ref()
+        .is_none_or(|c| c.path != path || c.inode != inode || c.offset > len);
+    if stale {
+        *cache = Some(Cached {
+            path: path.clone(),
+            inode,
+            offset: 0,
+            records: Vec::new(),
+            skipped: 0,
+        });
     }
-    Ok((out, skipped))
+    let c = cache.as_mut().expect("set above");
+    if c.offset < len {
+        let (more, skipped, at) =
+            crate::telemetry::jsonl::read_from(&path, c.offset, MAX_LINE, |_: &Usage| true)?;
+        c.records.extend(more);
+        c.skipped += skipped;
+        c.offset = at;
+    }
+    Ok(f(&c.records, c.skipped))
 }
 
 #[cfg(test)]

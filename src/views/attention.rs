@@ -34,6 +34,9 @@ pub enum Kind {
     NeedsInput,
     /// An agent's pane shows a rate limit or an authentication error.
     Blocked,
+    /// A role's budget (or the swarm's) is used up: the role is parked
+    /// until `swarm budget raise` or the next period (docs/cost.md).
+    Budget,
 }
 
 impl Kind {
@@ -43,6 +46,7 @@ impl Kind {
             Kind::Waiting => "waiting",
             Kind::NeedsInput => "needs_input",
             Kind::Blocked => "blocked",
+            Kind::Budget => "budget",
         }
     }
 }
@@ -128,7 +132,36 @@ pub fn from_originals(
         .collect();
     out.extend(waiting(roles, project, max_bytes, now));
     out.extend(panes(roles, project, now));
+    out.extend(budgets(roles, project));
     out
+}
+
+/// Roles a budget parks (docs/cost.md, "Budgets").
+fn budgets(roles: &Roles, project: &Project) -> Vec<Item> {
+    let Ok(b) = crate::telemetry::budget::load(project) else {
+        return Vec::new();
+    };
+    roles
+        .roles
+        .iter()
+        .filter(|r| !r.is_human() && !r.is_remote())
+        .filter_map(|r| {
+            let why = b.parked(&r.name)?;
+            Some(Item {
+                kind: Kind::Budget,
+                id: format!("budget:{}", r.name),
+                from: r.name.clone(),
+                role: r.name.clone(),
+                kind_of_message: "budget_reached".into(),
+                since: None,
+                age_s: None,
+                text: crate::text::escape(&why.words()),
+                options: Vec::new(),
+                path: project.usage_file(),
+                handle: why.handle(),
+            })
+        })
+        .collect()
 }
 
 /// Agents whose pane waits for a person, as the daemon last saw them.

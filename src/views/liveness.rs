@@ -215,6 +215,12 @@ pub fn not_moving(
     {
         return Some(format!("waiting on clarify {} to {}", c.id, c.role));
     }
+    if let Some(b) = attention
+        .iter()
+        .find(|a| a.kind == attention::Kind::Budget && a.from == r.name)
+    {
+        return Some(format!("parked: {} ({})", b.text, b.handle));
+    }
     match live.map(|l| l.state) {
         Some(State::Dead) => return Some("agent dead".into()),
         Some(State::Parked) => {

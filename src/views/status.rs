@@ -89,6 +89,8 @@ pub struct Status {
     pub held: Vec<crate::daemon::holds::Held>,
     /// File reservations in force (docs/reservations.md).
     pub reservations: Vec<crate::reservations::Reservation>,
+    /// Tokens and cost per role, and the roles a budget parks.
+    pub spend: crate::telemetry::spend::Spend,
 }
 
 /// One received item the bridge holds back, and why (docs/bridge.md).
@@ -315,6 +317,7 @@ pub fn collect(project: &Project) -> Result<Status> {
         paused: crate::daemon::gate::pause_state(project),
         held: crate::daemon::holds::list(project)?,
         reservations: crate::reservations::active(project)?,
+        spend: crate::telemetry::spend::collect(project),
     })
 }
 
@@ -462,6 +465,7 @@ pub fn text(s: &Status) -> String {
     for r in &s.reservations {
         out.push_str(&format!("reserved: {}\n", r.describe()));
     }
+    out.push_str(&crate::telemetry::spend::text(&s.spend));
     out.push_str(&attention::text(&s.attention));
     for p in &s.problems {
         out.push_str(&format!("roles.tsv: {p}\n"));

@@ -17,11 +17,11 @@ use crate::support::{
     SwarmGuard, DEADLINE,
 };
 
-const KEY: &str = "sk-test-7f3a9c1e5b0d2468-SECRET";
+pub(crate) const KEY: &str = "sk-test-7f3a9c1e5b0d2468-SECRET";
 
 /// One scripted answer.
 #[derive(Clone)]
-enum Answer {
+pub(crate) enum Answer {
     Ok(String),
     Status(u16, String),
     Raw(String),
@@ -29,7 +29,7 @@ enum Answer {
     Slow(Duration, String),
 }
 
-fn chat(content: &str) -> Answer {
+pub(crate) fn chat(content: &str) -> Answer {
     Answer::Ok(
         serde_json::json!({
             "id": "x", "object": "chat.completion",
@@ -41,20 +41,20 @@ fn chat(content: &str) -> Answer {
 
 /// A request the server received: its header lines and JSON body.
 #[derive(Clone, Debug)]
-struct Seen {
+pub(crate) struct Seen {
     path: String,
     headers: Vec<String>,
-    body: serde_json::Value,
+    pub(crate) body: serde_json::Value,
 }
 
-struct FakeServer {
-    base_url: String,
+pub(crate) struct FakeServer {
+    pub(crate) base_url: String,
     seen: Arc<Mutex<Vec<Seen>>>,
     script: Arc<Mutex<VecDeque<Answer>>>,
 }
 
 impl FakeServer {
-    fn start(script: Vec<Answer>) -> FakeServer {
+    pub(crate) fn start(script: Vec<Answer>) -> FakeServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -124,17 +124,22 @@ impl FakeServer {
         }
     }
 
-    fn seen(&self) -> Vec<Seen> {
+    pub(crate) fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
 
-    fn push(&self, a: Answer) {
+    pub(crate) fn push(&self, a: Answer) {
         self.script.lock().unwrap().push_back(a);
     }
 }
 
 /// Roles each in their own worktree; `api` roles talk to `server`.
-fn project(server: &FakeServer, roles: &[(&str, bool)], extra: &str, api_keys: &str) -> Project {
+pub(crate) fn project(
+    server: &FakeServer,
+    roles: &[(&str, bool)],
+    extra: &str,
+    api_keys: &str,
+) -> Project {
     let mut yaml = format!("daemon: {{rescan: 300ms, sweep: 200ms}}\n{extra}roles:\n");
     for (name, api) in roles {
         if *api {
@@ -158,7 +163,7 @@ fn project(server: &FakeServer, roles: &[(&str, bool)], extra: &str, api_keys: &
         .build()
 }
 
-fn run_api(p: &Project, role: &str) -> crate::support::Run {
+pub(crate) fn run_api(p: &Project, role: &str) -> crate::support::Run {
     let r = p
         .cmd("swarm")
         .role(role)
@@ -174,7 +179,7 @@ fn run_api(p: &Project, role: &str) -> crate::support::Run {
 }
 
 /// Names in a role's handoff folder.
-fn names(p: &Project, role: &str, rel: &str) -> Vec<String> {
+pub(crate) fn names(p: &Project, role: &str, rel: &str) -> Vec<String> {
     handoff_names(&p.hq(role, rel))
 }
 

@@ -366,6 +366,18 @@ fn publish(s: &Sender, v: Valid) -> Result<Queued> {
     if let Some(t) = &ctx.thread {
         msg.set(names::THREAD, t);
     }
+    // Only where traces are exported: a swarm without `otel:` keeps
+    // SwarmForge's exact file, and its traces are derived the same way.
+    if s.config.otel.endpoint.is_some() {
+        msg.set(
+            names::TRACE_ID,
+            crate::telemetry::trace::for_new(
+                ctx.parent.as_ref().map(|p| &p.msg),
+                ctx.thread.as_deref(),
+                &id,
+            ),
+        );
+    }
     if ctx.hop > 0 {
         msg.set(names::HOP, ctx.hop.to_string());
     }

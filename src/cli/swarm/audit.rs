@@ -65,10 +65,15 @@ pub fn run(args: Args) -> i32 {
         Err(e) => return crate::cli::report(&e, args.json),
     };
     let r = audit::report(&t);
+    let spend = crate::telemetry::spend::collect(&t.project);
     if args.json {
-        crate::cli::emit_json(audit::json(&r, now));
+        let mut v = audit::json(&r, now);
+        v["spend"] = serde_json::to_value(&spend).unwrap_or_default();
+        crate::cli::emit_json(v);
     } else {
-        crate::cli::out(&audit::text(&r, now));
+        let mut s = audit::text(&r, now);
+        s.push_str(&crate::telemetry::spend::text(&spend));
+        crate::cli::out(&s);
     }
     exit::OK
 }
@@ -107,6 +112,9 @@ fn run_check(args: &Args) -> i32 {
     };
     let v = &f.violations;
     let stuck = wait.is_some() && v.is_empty() && !f.pending.is_empty();
+    // A parked role is no broken rule, but its work does not move: shown.
+    let spend = crate::telemetry::spend::collect(&project);
+    let parked: Vec<_> = spend.parked().collect();
     if args.json {
         let list: Vec<_> = v.iter().map(check::Violation::json).collect();
         let pending: Vec<_> = f.pending.iter().map(check::Violation::json).collect();
@@ -116,11 +124,17 @@ fn run_check(args: &Args) -> i32 {
             "copies": t.copies.len(),
             "violations": list,
             "pending": pending,
+            "parked": parked.iter().map(|(role, why)| serde_json::json!({
+                "role": role, "reason": why.words(), "budget": why,
+            })).collect::<Vec<_>>(),
         });
         crate::cli::emit_json(obj);
     } else {
         let mut s: String = v.iter().map(check::Violation::line).collect();
         s.push_str(&f.pending_lines());
+        for (role, why) in &parked {
+            s.push_str(&format!("PARKED {role}: {}\n", why.words()));
+        }
         if stuck {
             s.push_str(&format!(
                 "CHECK PENDING: {} copies still on their way after --wait {}\n",

@@ -19,8 +19,10 @@ pub mod artifacts;
 pub mod attach;
 pub mod audit;
 pub mod bridge;
+pub mod budget;
 pub mod can_send;
 pub mod completions;
+pub mod cost;
 pub mod demo;
 pub mod deny;
 pub mod digest;
@@ -34,6 +36,7 @@ pub mod ingest;
 pub mod init;
 pub mod man;
 pub mod mcp;
+pub mod otel;
 pub mod pause;
 pub mod prompt;
 pub mod receipts;
@@ -254,6 +257,12 @@ pub enum Command {
     Fresh(turn::FreshArgs),
     /// Show what agents did between handoffs (turns, text, tool calls)
     Activity(activity::Args),
+    /// Tokens and cost of the agents' turns, by role, item, thread or day
+    Cost(cost::Args),
+    /// Budgets' standing; `raise` lets a parked role go on
+    Budget(budget::Args),
+    /// Send traces (threads, copies, turns) to an OpenTelemetry collector
+    Otel(otel::Args),
 }
 
 pub fn run() -> i32 {
@@ -307,5 +316,8 @@ pub fn run() -> i32 {
         Command::Turn(a) => turn::run(a),
         Command::Fresh(a) => turn::run_fresh(a),
         Command::Activity(a) => activity::run(a),
+        Command::Cost(a) => cost::run(a),
+        Command::Budget(a) => budget::run(a),
+        Command::Otel(a) => otel::run(a),
     }
 }

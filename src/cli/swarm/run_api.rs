@@ -52,7 +52,8 @@ pub fn run(args: Args) -> i32 {
     match runner.run(&mut say) {
         Ok(s) => {
             say(&format!(
-                "{role}: queue empty ({} items, {} calls, {} sent, {} failed)",
+                "{role}: {} ({} items, {} calls, {} sent, {} failed)",
+                if s.parked { "parked" } else { "queue empty" },
                 s.items,
                 s.calls,
                 s.sent.len(),

@@ -66,11 +66,14 @@ impl Endpoint {
 
     /// Asks once (plus `retries` more times on transient failures) and
     /// returns the answer text.
+    /// `spent` gets the usage of every answer that reported one (a refused
+    /// or unusable answer's tokens were spent too).
     pub fn complete(
         &self,
         system: &str,
         user: &str,
         say: &mut dyn FnMut(&str),
+        spent: &mut dyn FnMut(Spent),
     ) -> Result<String, Failure> {
         let body = json!({
             "model": self.model,
@@ -92,7 +95,7 @@ impl Endpoint {
         let mut pause = FIRST_BACKOFF;
         let mut attempt = 0;
         loop {
-            let outcome = match self.attempt(&agent, &body) {
+            let outcome = match self.attempt(&agent, &body, spent) {
                 Ok(text) => Ok(self.redact(&text)),
                 Err(Attempt::Final(f)) => Err(Attempt::Final(Failure(self.redact(&f.0)))),
                 Err(Attempt::Retry(why)) => Err(Attempt::Retry(self.redact(&why))),
@@ -125,7 +128,12 @@ impl Endpoint {
         }
     }
 
-    fn attempt(&self, agent: &ureq::Agent, body: &str) -> Result<String, Attempt> {
+    fn attempt(
+        &self,
+        agent: &ureq::Agent,
+        body: &str,
+        spent: &mut dyn FnMut(Spent),
+    ) -> Result<String, Attempt> {
         let mut req = agent
             .post(&self.url)
             .header("Content-Type", "application/json")
@@ -199,8 +207,51 @@ impl Endpoint {
                 server_says(&text)
             ))));
         }
+        if let Some(s) = parse_usage(&text) {
+            spent(s);
+        }
         parse_answer(&text).map_err(|why| Attempt::Final(Failure(why)))
     }
+}
+
+/// What one answer says it used (OpenAI's `usage` object): `prompt_tokens`
+/// counts the cached ones too, so they are split off as cache reads;
+/// `cost` is kept when a gateway reports it (OpenRouter does).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Spent {
+    pub model: Option<String>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cost_usd: Option<f64>,
+}
+
+/// The `usage` of a chat-completion response, when it has one.
+pub fn parse_usage(text: &str) -> Option<Spent> {
+    let v: Value = serde_json::from_str(text).ok()?;
+    let u = v.get("usage")?.as_object()?;
+    let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let cached = u
+        .get("prompt_tokens_details")
+        .and_then(|d| d.get("cached_tokens"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    let prompt = n("prompt_tokens");
+    let model = v
+        .get("model")
+        .and_then(Value::as_str)
+        .filter(|m| m.len() <= 200 && !m.chars().any(char::is_control))
+        .map(str::to_string);
+    Some(Spent {
+        model,
+        input_tokens: prompt.saturating_sub(cached),
+        output_tokens: n("completion_tokens"),
+        cache_read_tokens: cached.min(prompt),
+        cost_usd: u
+            .get("cost")
+            .and_then(Value::as_f64)
+            .filter(|c| c.is_finite() && *c >= 0.0),
+    })
 }
 
 /// The answer text of a chat-completion response, or why there is none.
@@ -282,6 +333,20 @@ mod tests {
         assert!(parse_answer(filtered)
             .unwrap_err()
             .contains("content_filter"));
+    }
+
+    #[test]
+    fn usage_is_read_with_cached_prompt_tokens_split_off() {
+        let t = r#"{"model":"m","choices":[],"usage":{"prompt_tokens":100,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":40},"cost":0.5}}"#;
+        let s = parse_usage(t).unwrap();
+        assert_eq!(
+            (s.input_tokens, s.output_tokens, s.cache_read_tokens),
+            (60, 7, 40)
+        );
+        assert_eq!((s.model.as_deref(), s.cost_usd), (Some("m"), Some(0.5)));
+        assert_eq!(parse_usage(r#"{"choices":[]}"#), None);
+        let bad = r#"{"usage":{"prompt_tokens":-5,"completion_tokens":"x","cost":-1}}"#;
+        assert_eq!(parse_usage(bad).unwrap(), Spent::default());
     }
 
     #[test]

@@ -54,6 +54,8 @@ pub struct Summary {
     pub calls: usize,
     pub sent: Vec<PathBuf>,
     pub failed: usize,
+    /// Stopped because the role's budget (or the swarm's) is used up.
+    pub parked: bool,
 }
 
 /// `swarm run-api --base-url U --model M [--api-key-env V]`: run a role
@@ -154,6 +156,11 @@ impl Runner {
     pub fn run(&self, say: &mut dyn FnMut(&str)) -> Result<Summary> {
         let mut sum = Summary::default();
         loop {
+            if let Some(why) = self.parked() {
+                say(&format!("{}: parked, no call: {}", self.role, why.words()));
+                sum.parked = true;
+                return Ok(sum);
+            }
             let at = place::resolve_as(&self.cwd, &self.role)?;
             let inbox = at.inbox();
             // One item at a time, whatever the role's receive mode: one call
@@ -199,7 +206,7 @@ impl Runner {
                 }
                 Some(plan) => {
                     sum.calls += 1;
-                    match self.ask_and_send(&plan, &shown, say) {
+                    match self.ask_and_send(&plan, &shown, Some(&item.msg), say) {
                         Ok(p) => {
                             sum.sent.push(p);
                             None
@@ -233,6 +240,11 @@ impl Runner {
             if !self.may_speak(&at.wt, &d.id)? {
                 continue;
             }
+            if let Some(why) = self.parked() {
+                say(&format!("{}: parked, no call: {}", self.role, why.words()));
+                sum.parked = true;
+                return Ok(());
+            }
             let ctx = discussion_context(project, &d.id, at.config.limits.max_file_bytes);
             let shown = format!(
                 "DISCUSSION: {}\nORDER: {}\nIt is your turn.\n{ctx}",
@@ -249,7 +261,7 @@ impl Runner {
                 subject: None,
             };
             sum.calls += 1;
-            match self.ask_and_send(&plan, &shown, say) {
+            match self.ask_and_send(&plan, &shown, None, say) {
                 Ok(p) => sum.sent.push(p),
                 Err(f) => {
                     sum.failed += 1;
@@ -351,6 +363,7 @@ impl Runner {
         &self,
         plan: &ReplyPlan,
         shown: &str,
+        about: Option<&Message>,
         say: &mut dyn FnMut(&str),
     ) -> std::result::Result<PathBuf, Failure> {
         let ask = format!(
@@ -367,7 +380,14 @@ impl Runner {
             "{}: asking {} at {}",
             self.role, self.endpoint.model, self.endpoint.url
         ));
-        let answer = self.endpoint.complete(&self.system, &ask, say)?;
+        let mut spent = Vec::new();
+        let answer = self
+            .endpoint
+            .complete(&self.system, &ask, say, &mut |s| spent.push(s));
+        for s in spent {
+            self.record_usage(about, s, say);
+        }
+        let answer = answer?;
         let text = draft_text(plan, &answer).map_err(Failure)?;
         let sender =
             Sender::locate(&self.role, &self.cwd).map_err(|e| Failure(one_line_err(&e)))?;
@@ -381,6 +401,42 @@ impl Runner {
             q.path.display()
         ));
         Ok(q.path)
+    }
+}
+
+impl Runner {
+    /// One call's usage, journaled as a headless turn's is (docs/cost.md):
+    /// attributed to the item in process and its thread. A journal that
+    /// cannot be written is said, never fatal: the answer still goes out.
+    fn record_usage(&self, about: Option<&Message>, s: chat::Spent, say: &mut dyn FnMut(&str)) {
+        let mut u = crate::telemetry::usage::Usage::now(&self.role, "api");
+        u.id = about.and_then(Message::id).map(str::to_string);
+        u.thread = about
+            .and_then(|m| m.thread().or(m.id()))
+            .map(str::to_string);
+        u.model = s.model.or_else(|| Some(self.endpoint.model.clone()));
+        u.input_tokens = s.input_tokens;
+        u.output_tokens = s.output_tokens;
+        u.cache_read_tokens = s.cache_read_tokens;
+        u.cost_usd = s.cost_usd;
+        let recorded = place::resolve_as(&self.cwd, &self.role)
+            .ok()
+            .and_then(|at| at.project)
+            .ok_or_else(|| Error::env("no project"))
+            .and_then(|p| crate::telemetry::usage::record(&p, &u));
+        if let Err(e) = recorded {
+            say(&format!(
+                "{}: usage not journaled: {}",
+                self.role,
+                one_line_err(&e)
+            ));
+        }
+    }
+
+    /// Why this role may not start another call (docs/cost.md, "Budgets").
+    fn parked(&self) -> Option<crate::telemetry::budget::Reason> {
+        let at = place::resolve_as(&self.cwd, &self.role).ok()?;
+        crate::telemetry::budget::parked(at.project.as_ref()?, &self.role)
     }
 }
 
