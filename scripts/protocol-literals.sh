@@ -17,6 +17,12 @@ list=no
 # included: a test that builds file names by hand drifts too.
 files=$(git ls-files 'src/*.rs' | grep -vE '^src/(protocol/|fsx\.rs)')
 
+# Modules that own a store of their own (not the mail store) and list only
+# its folder: the A2A tasks, reservations, the search index's segments, a
+# role's rotated activity parts. Their listings are that store's one place,
+# as protocol/ is the mail store's; the state-listing count leaves them out.
+own_stores='^src/(a2a/store|reservations/mod|search/index|telemetry/activity)\.rs$'
+
 headers='id|from|to|cc|mentions|recipient|priority|type|role|task|commit|message|subject|title|question|choices|reaction|in_reply_to|thread|session|discussion|artifact|hop|wake|failed|created_at|enqueued_at|dequeued_at|completed_at'
 types='note|clarify|answer|react|git_handoff|digest|digest_request|review|handoff|task_done'
 
@@ -27,14 +33,18 @@ checks=(
   "header-literal|3|\\.(get|set|push|remove|get_all|header|field)\\(\"($headers)\""
   "handoff-suffix|13|\"\\.handoff\""
   "type-literal|2|(==|!=) *\"($types)\"|Some\\(\"($types)\"\\)"
-  "all-literal|3|(==|!=) *\"all\"|Some\\(\"all\"\\)|split\\(','\\)"
-  "state-listing|32|read_dir\\((\\&?[a-z]|std|crate|Worktree|project)"
+  "all-literal|2|(==|!=) *\"all\"|Some\\(\"all\"\\)|split\\(','\\)"
+  "state-listing|31|read_dir\\((\\&?[a-z]|std|crate|Worktree|project)"
   "size-cap|6|read_bounded\\([^;]*1024 \\* 1024"
 )
 fail=0
 for c in "${checks[@]}"; do
   IFS='|' read -r name ceiling pattern <<<"$c"
-  hits=$(grep -nE -- "$pattern" $files || true)
+  scope=$files
+  if [ "$name" = state-listing ]; then
+    scope=$(printf '%s\n' $files | grep -vE "$own_stores")
+  fi
+  hits=$(grep -nE -- "$pattern" $scope || true)
   n=$(printf '%s' "$hits" | grep -c . || true)
   status=ok
   if [ "$n" -gt "$ceiling" ]; then status=OVER; fail=1; fi

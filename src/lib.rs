@@ -22,8 +22,9 @@
 //! - `agent`: the agent's own commands (send, take and finish work);
 //! - `views`: read-only answers for people (status, transcript, audit);
 //! - `bridge`: hosts joined over NATS JetStream;
-//! - `launch`: init, up, down;
-//! - `telemetry`: what agents do and what it costs (usage, activity);
+//! - `telemetry`: what agents do and what it costs (usage, activity,
+//!   budgets, traces), derived from their turns, never a handoff's truth;
+//! - `launch`: init, up, down, and the headless turn;
 //! - `serve`, `mcp`: the cockpit and the MCP server (the async front ends);
 //! - `cli`: the command lines of the five binaries.
 

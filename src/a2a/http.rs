@@ -306,7 +306,10 @@ impl Call {
     async fn subscribe(&self, id: Value, params: Map<String, Value>) -> Response {
         let got = self
             .run(move |ctx| {
-                let task = params.get("id").and_then(Value::as_str).unwrap_or("");
+                let task = params
+                    .get(super::rpc::RPC_ID)
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
                 match ctx.store.record(task)? {
                     Some(r) if r.role == ctx.role => Ok(r),
                     _ => Err(RpcError::new(

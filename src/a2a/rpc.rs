@@ -5,6 +5,11 @@
 
 use serde_json::{json, Map, Value};
 
+/// JSON-RPC's and A2A's own keys (not message headers, which are spelled
+/// in protocol::header::names).
+pub(crate) const RPC_ID: &str = "id";
+const A2A_MESSAGE: &str = "message";
+
 use crate::agent::send::{self, Sender};
 use crate::error::Error;
 use crate::protocol::draft;
@@ -98,7 +103,7 @@ pub fn parse(body: &[u8]) -> Result<Request, (Value, RpcError)> {
             ),
         ));
     };
-    let id = match o.remove("id") {
+    let id = match o.remove(RPC_ID) {
         Some(id @ (Value::String(_) | Value::Number(_))) => id,
         _ => {
             return Err((
@@ -263,7 +268,9 @@ fn queued_before(ctx: &Ctx, task: &str) -> Result<Option<String>, RpcError> {
         .iter()
         .find(|o| {
             o.msg.sender() == Some(ctx.sender)
-                && o.msg.get("subject").is_some_and(|s| s.starts_with(&prefix))
+                && o.msg
+                    .get(crate::protocol::header::names::SUBJECT)
+                    .is_some_and(|s| s.starts_with(&prefix))
         })
         .map(|o| o.id().to_string()))
 }
@@ -287,7 +294,7 @@ fn task_of(ctx: &Ctx, id: Option<&str>) -> Result<Record, RpcError> {
 /// a handoff queued exactly once per message id; a message naming a task
 /// answers its open clarify. Returns the task and its view.
 pub fn send_message(ctx: &Ctx, params: &Map<String, Value>) -> Result<(Record, View), RpcError> {
-    let Some(Value::Object(msg)) = params.get("message") else {
+    let Some(Value::Object(msg)) = params.get(A2A_MESSAGE) else {
         return Err(RpcError::params("message is required"));
     };
     let Some(message_id) = id_field(msg, "messageId")? else {
@@ -402,7 +409,7 @@ fn answer(ctx: &Ctx, rec: Record, message_id: &str, text: &str) -> Result<Record
     let before = trail.originals.iter().find(|o| {
         o.msg.sender() == Some(ctx.sender)
             && o.msg.in_reply_to() == Some(clarify.as_str())
-            && o.msg.type_name() == Some("answer")
+            && o.msg.type_name() == Some(crate::protocol::types::ANSWER.name)
     });
     let id = match before {
         Some(o) => o.id().to_string(),

@@ -122,8 +122,7 @@ pub fn view(trail: &Trail, rec: &Record) -> View {
         return v;
     };
     let to_sender = |m: &crate::protocol::header::Message| {
-        m.to()
-            .is_some_and(|t| t.split(',').any(|r| r.trim() == rec.sender))
+        crate::protocol::grammar::role_list(m.to()).contains(&rec.sender.as_str())
     };
     // The role's messages in the thread, and the sender's answers.
     let mut answered: Vec<&str> = Vec::new();

@@ -20,6 +20,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+/// Between the servers of `bridge:` (NATS seeds), not a role list.
+const URL_SEPARATOR: char = ',';
+
 use crate::error::{Error, Result};
 use crate::fsx;
 use crate::protocol::clock;
@@ -72,12 +75,21 @@ impl Settings {
         format!("SWARM-{}", self.name())
     }
 
+    /// The servers `bridge:` names (a cluster's seeds, comma-separated).
+    pub fn servers(&self) -> Vec<&str> {
+        self.url
+            .split(URL_SEPARATOR)
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .collect()
+    }
+
     /// The stream's replicas: `bridge_replicas`, else one per server the
     /// URL names (a cluster's seeds), at most JetStream's 5. A single
     /// replica on a cluster would make the one server holding it a single
     /// point of loss and of unavailability (docs/bridge.md, "A cluster").
     pub fn replicas(&self) -> usize {
-        let named = self.url.split(',').filter(|u| !u.trim().is_empty()).count();
+        let named = self.servers().len();
         self.config
             .bridge_replicas
             .map_or(named, |r| r as usize)

@@ -113,7 +113,7 @@ async fn main(s: Settings, creds: Credentials, log: Shared, stop: Arc<AtomicBool
             })?
         }
     }
-    let servers: Vec<&str> = s.url.split(',').collect();
+    let servers: Vec<&str> = s.servers();
     let client = opts.connect(servers.as_slice()).await.map_err(|e| {
         Error::env(format!(
             "cannot connect to the bridge {}: {e}\n  hint: is nats-server running with -js?",

@@ -14,6 +14,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+/// The largest primer read (a primer is a few kB; not a message).
+const MAX_PRIMER: u64 = 1024 * 1024;
+
 use serde_json::Value;
 
 use crate::daemon::journal::{self, Event as JournalEvent};
@@ -95,8 +98,17 @@ pub fn turn(root: &Path, role: &str, say: &mut dyn FnMut(&str)) -> Result<Turn> 
         say(&format!("{role}: no work waits; no turn"));
         return Ok(Turn::default());
     }
+    // A parked role starts no turn; its item stays where it is until a
+    // raise or the next period (docs/cost.md, "Budgets").
+    if let Some(why) = crate::telemetry::budget::parked(project, role) {
+        say(&format!(
+            "{role}: parked, the budget of {} is used up; no turn (`swarm budget raise` lets it go on)",
+            why.budget_of
+        ));
+        return Ok(Turn::default());
+    }
     let pf = prompt_file(project, role);
-    let primer = fsx::read_bounded(&pf, 1024 * 1024)
+    let primer = fsx::read_bounded(&pf, MAX_PRIMER)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .map_err(|_| {
             Error::env(format!(

@@ -314,10 +314,12 @@ impl Index {
                     r.extend(msg.cc().into_iter().map(str::to_string));
                     r
                 };
-                let created = crate::protocol::trail::Stamp::of(msg.get("created_at"))
-                    .at()
-                    .or_else(|| grammar::id_time(&id))
-                    .map_or(0, |t| t.timestamp());
+                let created = crate::protocol::trail::Stamp::of(
+                    msg.get(crate::protocol::header::names::CREATED_AT),
+                )
+                .at()
+                .or_else(|| grammar::id_time(&id))
+                .map_or(0, |t| t.timestamp());
                 let terms = tokens::of_message(&msg, &recipients);
                 built.add(
                     DocRef {

@@ -478,7 +478,10 @@ impl Model {
             if p == &self.project.usage_file() {
                 usage = true;
             }
-            if !p.to_string_lossy().ends_with(".handoff") {
+            if !p
+                .file_name()
+                .is_some_and(|n| crate::protocol::grammar::valid_handoff_name(&n.to_string_lossy()))
+            {
                 continue;
             }
             if let Some((_, place)) = dirs.iter().find(|(d, _)| d == parent) {

@@ -10,8 +10,8 @@ use crate::error::{Error, Result};
 use crate::protocol::layout::Project;
 use crate::protocol::root::{self, Located};
 
-pub mod activity;
 pub mod a2a;
+pub mod activity;
 pub mod answer;
 pub mod approve;
 pub mod archive;

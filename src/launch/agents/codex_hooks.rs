@@ -25,6 +25,9 @@ use serde_json::{json, Value};
 
 use crate::error::{Error, Result};
 
+/// JSON-RPC's id key (the app server's protocol, not a message header).
+const RPC_ID: &str = "id";
+
 /// How long the app server may take to answer (it starts in ~1 s).
 const DEADLINE: Duration = Duration::from_secs(20);
 /// The longest line read from it.
@@ -116,7 +119,7 @@ fn exchange(child: &mut std::process::Child, cwd: &Path) -> Result<Vec<Listed>> 
                 DEADLINE.as_secs()
             ))
         })?;
-        match msg.get("id").and_then(Value::as_i64) {
+        match msg.get(RPC_ID).and_then(Value::as_i64) {
             Some(1) => {
                 if let Some(e) = msg.get("error") {
                     return Err(Error::env(format!("codex app-server: initialize: {e}")));
