@@ -205,14 +205,29 @@ pub fn hq(wt: &Path, rel: &str) -> PathBuf {
     wt.join(".swarmforge/handoffs").join(rel)
 }
 
-/// A throw-away folder outside the temp folder (under `target/users`),
-/// where a user's HOME or project is: some CLIs treat anything in `/tmp`
-/// differently (Codex will not make its sandbox helper's links there,
-/// docs/agents.md "Codex and bubblewrap").
+/// A throw-away folder outside the temp folder, where a user's HOME or
+/// project is: some CLIs treat anything in `/tmp` differently (Codex will
+/// not make its sandbox helper's links there, docs/agents.md "Codex and
+/// bubblewrap"). Under `target/users`, or, when the checkout itself is in
+/// the temp folder (a CI clone), under `~/.cache/swarm-handoff-tests`.
 pub fn user_dir() -> tempfile::TempDir {
-    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/users");
+    let temp = std::env::temp_dir()
+        .canonicalize()
+        .unwrap_or_else(|_| std::env::temp_dir());
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/users");
+    let in_temp = |p: &Path| {
+        p.ancestors()
+            .find_map(|a| a.canonicalize().ok())
+            .is_some_and(|c| c.starts_with(&temp))
+    };
+    let base = match std::env::var_os("HOME").map(PathBuf::from) {
+        Some(h) if in_temp(&target) && h.is_absolute() && !in_temp(&h) => {
+            h.join(".cache/swarm-handoff-tests")
+        }
+        _ => target,
+    };
     std::fs::create_dir_all(&base).unwrap();
-    tempfile::tempdir_in(&base).expect("a folder under target/users")
+    tempfile::tempdir_in(&base).unwrap_or_else(|e| panic!("a folder under {}: {e}", base.display()))
 }
 
 /// A temp project: a git repository with `.swarmforge/roles.tsv`.
