@@ -222,6 +222,22 @@ fn agent_group(s: &RealSwarm, role: &str) -> i32 {
     rec.split_whitespace().next().unwrap().parse().unwrap()
 }
 
+/// Whether a `.jsonl` file in `dir` (down to `depth` folders) contains `text`.
+fn holds(dir: &std::path::Path, text: &str, depth: u32) -> bool {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    rd.flatten().any(|e| {
+        let p = e.path();
+        if p.is_dir() {
+            depth > 0 && holds(&p, text, depth - 1)
+        } else {
+            p.extension().is_some_and(|x| x == "jsonl")
+                && std::fs::read_to_string(&p).is_ok_and(|t| t.contains(text))
+        }
+    })
+}
+
 /// kill -9 of the whole agent (turn reader and CLI) while the model is
 /// thinking: the supervisor runs the role again, the new turn resumes the
 /// session (its request carries what the killed turn had done) and the
@@ -248,6 +264,16 @@ fn killed_mid_turn_resumes(cli: Cli) {
     s.wait("the agent is mid-turn, waiting for the model", || {
         s.reached("coder", 1)
     });
+    if cli == Cli::Claude {
+        // Claude Code appends its transcript (`~/.claude/projects/…/<id>.jsonl`)
+        // beside its requests, not before them: a kill before the task reached
+        // that file leaves nothing to resume, and the turn rightly starts fresh.
+        // The crash this test means comes once the conversation is on disk.
+        let projects = s.home.path().join(".claude/projects");
+        s.wait("Claude Code's transcript holds the task", || {
+            holds(&projects, "a task to survive a crash", 3)
+        });
+    }
     let kept = std::fs::read_to_string(session_file(&s)).unwrap();
     let id = kept.split_whitespace().nth(1).unwrap().to_string();
     let before = s.model.turns("coder").len();
