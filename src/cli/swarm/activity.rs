@@ -42,8 +42,15 @@ fn line(a: &Activity, json: bool) -> String {
     if let Some(t) = &a.text {
         s.push_str(&format!(": {t}"));
     }
-    // Every field was escaped when written; a hand-edited file is escaped here.
-    crate::text::escape(&s) + "\n"
+    // Every field was escaped when written (its backslashes doubled once):
+    // escaping again would double them twice. Only a hand-edited line that
+    // holds what a terminal must not see is escaped here.
+    let unsafe_char = |c: char| crate::text::is_control(c) || crate::text::is_bidi_or_separator(c);
+    if s.chars().any(unsafe_char) {
+        crate::text::escape(&s) + "\n"
+    } else {
+        s + "\n"
+    }
 }
 
 pub fn run(args: Args) -> i32 {
@@ -110,5 +117,22 @@ pub fn run(args: Args) -> i32 {
                 at.insert(r, pos);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::activity::Kind;
+
+    #[test]
+    fn text_escaped_when_written_is_printed_once_and_a_planted_escape_is_not() {
+        let a = Activity::now("coder", Kind::Text).text("C:\\dir\ttab");
+        let l = line(&a, false);
+        assert!(l.ends_with(": C:\\\\dir\\ttab\n"), "{l}");
+        let mut planted = Activity::now("coder", Kind::Text);
+        planted.text = Some("\x1b[31mred".into());
+        let l = line(&planted, false);
+        assert!(l.contains("\\e[31mred") && !l.contains('\x1b'), "{l}");
     }
 }
