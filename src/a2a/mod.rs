@@ -23,7 +23,7 @@ mod store;
 mod task;
 mod track;
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::{mpsc, Arc};
 
 use crate::error::{Error, Result};
@@ -34,14 +34,8 @@ use crate::protocol::roles::Roles;
 
 pub use store::Store;
 
-/// How `swarm a2a` listens.
-#[derive(Clone, Debug)]
-pub struct Options {
-    pub bind: IpAddr,
-    pub port: u16,
-    /// A non-loopback `bind` needs this.
-    pub allow_remote: bool,
-}
+/// How `swarm a2a` listens: as the cockpit does.
+pub use crate::serve::Options;
 
 /// What every handler shares.
 pub struct App {
@@ -88,12 +82,7 @@ fn check(project: &Project) -> Result<(String, Vec<String>)> {
 /// Checks the setup, takes the server lock, prints the address (never the
 /// token) and serves until killed. `on_url` gets the base URL once bound.
 pub fn run(project: Project, opts: &Options, on_url: &mut dyn FnMut(&str)) -> Result<()> {
-    if !opts.bind.is_loopback() && !opts.allow_remote {
-        return Err(Error::env(format!(
-            "refusing to serve on {} (not a loopback address): anyone who can reach it and learns the token can hand the swarm work\n  hint: add --allow-remote if you mean it, or use --bind 127.0.0.1",
-            opts.bind
-        )));
-    }
+    crate::serve::listen::check_bind(opts, "can hand the swarm work")?;
     check(&project)?;
     let store = Store::new(&project);
     store.ensure()?;
@@ -108,18 +97,8 @@ pub fn run(project: Project, opts: &Options, on_url: &mut dyn FnMut(&str)) -> Re
         )));
     };
     let token = store.token()?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::env(format!("cannot start the async runtime: {e}")))?;
-    rt.block_on(async move {
-        let addr = SocketAddr::new(opts.bind, opts.port);
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| Error::env(format!("cannot listen on {addr}: {e}")))?;
-        let local = listener
-            .local_addr()
-            .map_err(|e| Error::env(format!("{addr}: {e}")))?;
+    crate::serve::listen::runtime()?.block_on(async move {
+        let (listener, local, url) = crate::serve::listen::bind(opts).await?;
         let (wake, woken) = mpsc::channel();
         let app = Arc::new(App {
             project,
@@ -132,11 +111,7 @@ pub fn run(project: Project, opts: &Options, on_url: &mut dyn FnMut(&str)) -> Re
             .map_err(|e| Error::env(format!("cannot start the webhook pusher: {e}")))?;
         track::watch(app.clone())
             .map_err(|e| Error::env(format!("cannot start the tracker: {e}")))?;
-        let host = match local.ip() {
-            IpAddr::V6(ip) => format!("[{ip}]"),
-            IpAddr::V4(ip) => ip.to_string(),
-        };
-        on_url(&format!("http://{host}:{}", local.port()));
+        on_url(&url);
         // The cockpit's accept loop: header timeout, bounded connections,
         // those that never showed the token closed first.
         crate::serve::listen::serve(listener, http::router(app)).await;

@@ -111,3 +111,43 @@ fn make_room(open: &Mutex<VecDeque<Open>>) -> bool {
         None => false,
     }
 }
+
+/// Refuses a non-loopback address unless `--allow-remote` was given;
+/// `exposes` says what anyone who reaches it with the token could do.
+pub(crate) fn check_bind(opts: &super::Options, exposes: &str) -> crate::Result<()> {
+    if !opts.bind.is_loopback() && !opts.allow_remote {
+        return Err(crate::Error::env(format!(
+            "refusing to serve on {} (not a loopback address): anyone who can reach it and learns the token {exposes}\n  hint: add --allow-remote if you mean it, or use --bind 127.0.0.1",
+            opts.bind
+        )));
+    }
+    Ok(())
+}
+
+/// The single-threaded runtime a server of the swarm runs on.
+pub(crate) fn runtime() -> crate::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| crate::Error::env(format!("cannot start the async runtime: {e}")))
+}
+
+/// The listener on `opts`' address, the address it got (port 0: any free
+/// one) and its base URL, `http://<host>:<port>`.
+pub(crate) async fn bind(
+    opts: &super::Options,
+) -> crate::Result<(tokio::net::TcpListener, std::net::SocketAddr, String)> {
+    let addr = std::net::SocketAddr::new(opts.bind, opts.port);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| crate::Error::env(format!("cannot listen on {addr}: {e}")))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| crate::Error::env(format!("{addr}: {e}")))?;
+    let host = match local.ip() {
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        std::net::IpAddr::V4(ip) => ip.to_string(),
+    };
+    let url = format!("http://{host}:{}", local.port());
+    Ok((listener, local, url))
+}

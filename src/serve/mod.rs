@@ -22,13 +22,13 @@ pub mod spend;
 mod stream;
 mod token;
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::protocol::layout::Project;
 
-/// How `swarm serve` listens.
+/// How a server of the swarm listens (`swarm serve`, `swarm a2a`).
 #[derive(Clone, Debug)]
 pub struct Options {
     pub bind: IpAddr,
@@ -53,26 +53,11 @@ pub struct App {
 /// Checks the address, writes the token, prints the URL and serves until
 /// killed. `on_url` gets the URL once the socket is bound.
 pub fn run(project: Project, opts: &Options, on_url: &mut dyn FnMut(&str)) -> Result<()> {
-    if !opts.bind.is_loopback() && !opts.allow_remote {
-        return Err(Error::env(format!(
-            "refusing to serve on {} (not a loopback address): anyone who can reach it and learns the token controls the swarm\n  hint: add --allow-remote if you mean it, or use --bind 127.0.0.1",
-            opts.bind
-        )));
-    }
+    listen::check_bind(opts, "controls the swarm")?;
     let token = token::create(&project)?;
     let model = model::Model::open(&project)?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::env(format!("cannot start the async runtime: {e}")))?;
-    rt.block_on(async move {
-        let addr = SocketAddr::new(opts.bind, opts.port);
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| Error::env(format!("cannot listen on {addr}: {e}")))?;
-        let local = listener
-            .local_addr()
-            .map_err(|e| Error::env(format!("{addr}: {e}")))?;
+    listen::runtime()?.block_on(async move {
+        let (listener, local, url) = listen::bind(opts).await?;
         let (ticks, _) = tokio::sync::broadcast::channel(16);
         let (deltas, _) = tokio::sync::broadcast::channel(1024);
         let app = Arc::new(App {
@@ -84,15 +69,7 @@ pub fn run(project: Project, opts: &Options, on_url: &mut dyn FnMut(&str)) -> Re
             deltas,
         });
         stream::watch(app.clone());
-        let host = match local.ip() {
-            IpAddr::V6(ip) => format!("[{ip}]"),
-            IpAddr::V4(ip) => ip.to_string(),
-        };
-        on_url(&format!(
-            "http://{host}:{}/?token={}",
-            local.port(),
-            app.token
-        ));
+        on_url(&format!("{url}/?token={}", app.token));
         listen::serve(listener, api::router(app)).await;
         Ok(())
     })
