@@ -260,6 +260,14 @@ impl RealSwarm {
             .unwrap_or_else(|| panic!("{role} never asked for step {n}:\n{}", self.model.dump()))
     }
 
+    /// The owner's `text` to `role`, delivered into its inbox, then the
+    /// model's gate `gate` opened: the step that waited for mail answers.
+    fn mail_then_open(&self, role: &str, text: &str, gate: &str) {
+        self.d.send("owner", &draft(role, text)).ok();
+        self.wait("the mail is delivered", || self.waiting(role) == 1);
+        self.model.open(gate);
+    }
+
     pub(crate) fn completed(&self, role: &str) -> usize {
         handoff_names(&hq(&self.wt(role), "inbox/completed")).len()
     }
@@ -635,10 +643,7 @@ fn claude_code_takes_work_through_swarm_mcp_and_its_stop_hook() {
     );
     s.up();
     s.wait("coder's first turn ends", || s.reached("coder", 2));
-    s.d.send("owner", &draft("coder", "what is the answer?"))
-        .ok();
-    s.wait("the question is delivered", || s.waiting("coder") == 1);
-    s.model.open("mail");
+    s.mail_then_open("coder", "what is the answer?", "mail");
     s.wait("coder answered and finished", || {
         s.reached("coder", 6) && s.completed("coder") == 1
     });
@@ -740,10 +745,7 @@ fn gemini_cli_takes_answers_and_finishes_an_item_after_its_hook() {
     );
     s.up();
     s.wait("reviewer's first turn ends", || s.reached("reviewer", 1));
-    s.d.send("owner", &draft("reviewer", "please review abc123"))
-        .ok();
-    s.wait("the item is delivered", || s.waiting("reviewer") == 1);
-    s.model.open("sent");
+    s.mail_then_open("reviewer", "please review abc123", "sent");
     s.wait("reviewer answered and finished", || {
         s.reached("reviewer", 6) && s.completed("reviewer") == 1
     });
@@ -967,10 +969,7 @@ fn mcp_round_trip(
         s.swarm(&["attach", "coder", "--choose", &n.to_string()])
             .ok();
     }
-    s.d.send("owner", &draft("coder", "what is the answer?"))
-        .ok();
-    s.wait("the question is delivered", || s.waiting("coder") == 1);
-    s.model.open("mail");
+    s.mail_then_open("coder", "what is the answer?", "mail");
     s.wait("coder answered and finished", || {
         s.reached("coder", 3) && s.completed("coder") == 1
     });
@@ -1221,10 +1220,7 @@ fn codex_stop_hook_trusted_by_swarm_trust_continues_a_turn_when_mail_waits() {
     );
     s.up();
     s.wait("coder's first command ran", || s.reached("coder", 1));
-    s.d.send("owner", &draft("coder", "please add a --version flag"))
-        .ok();
-    s.wait("the task is delivered", || s.waiting("coder") == 1);
-    s.model.open("mail");
+    s.mail_then_open("coder", "please add a --version flag", "mail");
     s.wait("coder took and finished the task", || {
         s.reached("coder", 4) && s.completed("coder") == 1
     });
