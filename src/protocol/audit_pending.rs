@@ -31,8 +31,14 @@ pub struct Locked {
     root: PathBuf,
 }
 
+/// Lower-case hex SHA-256: the names of this store's folders and files,
+/// and the gate's fingerprints.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(bytes))
+}
+
 fn hash(s: &str) -> String {
-    format!("{:x}", Sha256::digest(s.as_bytes()))
+    sha256_hex(s.as_bytes())
 }
 
 impl Locked {

@@ -12,10 +12,9 @@
 //! none behind.
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::protocol::audit_pending;
+use crate::protocol::audit_pending::{self, sha256_hex as sha256};
 use crate::protocol::draft::Draft;
 use crate::protocol::layout::Worktree;
 
@@ -60,10 +59,6 @@ const INSTRUCTIONS: &str = "Re-read the complete inbound task payload and every 
 Check that the commit named above does everything the task asks and nothing it does not, and that the \
 recipients and priority are right. Then run the same swarm_handoff.sh command again, unchanged, to queue \
 the handoff. Any change to the draft, the task, the recipients, the priority or the commit starts a new audit.";
-
-pub fn sha256(bytes: &[u8]) -> String {
-    format!("{:x}", Sha256::digest(bytes))
-}
 
 /// The candidate for a validated `git_handoff` draft.
 pub fn candidate(
