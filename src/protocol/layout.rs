@@ -302,6 +302,19 @@ impl Worktree {
         self.handoffs().join("inbox.flock")
     }
 
+    /// Every folder a message of this worktree moves through (outbox, held,
+    /// sent, failed and the inbox's): what a watcher of its mail listens to.
+    pub fn queue_dirs(&self) -> [PathBuf; 7] {
+        [
+            self.outbox(),
+            self.held(),
+            self.sent(),
+            self.failed(),
+            self.inbox_new(),
+            self.in_process(),
+            self.completed(),
+        ]
+    }
     pub fn send_dirs(&self) -> [PathBuf; 4] {
         [self.outbox_tmp(), self.outbox(), self.sent(), self.failed()]
     }

@@ -392,15 +392,7 @@ impl Model {
         ];
         for root in self.worktrees() {
             let w = Worktree::new(root);
-            dirs.extend([
-                w.outbox(),
-                w.held(),
-                w.sent(),
-                w.failed(),
-                w.inbox_new(),
-                w.in_process(),
-                w.completed(),
-            ]);
+            dirs.extend(w.queue_dirs());
         }
         dirs.sort();
         dirs.dedup();

@@ -24,15 +24,7 @@ pub fn queue_dirs(project: &Project) -> Vec<PathBuf> {
             } else {
                 project.root.join(wt)
             });
-            dirs.extend([
-                w.outbox(),
-                w.held(),
-                w.sent(),
-                w.failed(),
-                w.inbox_new(),
-                w.in_process(),
-                w.completed(),
-            ]);
+            dirs.extend(w.queue_dirs());
         }
     }
     dirs.sort();
