@@ -5,6 +5,7 @@
 //! another per-CLI file (an MCP config), only adds to it.
 
 pub mod claude;
+pub mod claude_root;
 pub mod codex;
 pub mod codex_hooks;
 pub mod codex_sandbox;
