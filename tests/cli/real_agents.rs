@@ -528,7 +528,8 @@ fn last_output(req: &Value) -> String {
 
 /// Claude Code hands a task to Codex and takes its answer: Codex reads its
 /// primer from the worktree's AGENTS.md and runs the wrappers through its
-/// own shell tool (`exec_command`) under its sandbox.
+/// own shell tool (`exec_command`) with its sandbox off (`permission: full`;
+/// every other Codex test runs with it on).
 #[test]
 fn claude_code_and_codex_hand_a_task_and_its_answer_round_trip() {
     if !require_tool("tmux", "apt-get install -y tmux") {
@@ -551,6 +552,7 @@ roles:
     worktree: coder
     description: implements each task
     wake: queue
+    permission: full
     args: {}
   - name: owner
     agent: human
@@ -612,6 +614,11 @@ roles:
     assert!(
         took.contains("TASK:") && took.contains("add a --version flag"),
         "{took}"
+    );
+    let told = strings(&s.turn("coder", 0)["body"]);
+    assert!(
+        told.contains("danger-full-access"),
+        "Codex did not run with its sandbox off:\n{told}"
     );
     assert!(last_output(&s.turn("coder", 2)).contains("HANDOFF QUEUED:"));
     assert!(last_output(&s.turn("coder", 3)).contains("COMPLETED:"));
@@ -1435,4 +1442,69 @@ roles:
     assert_eq!(audit.code, 0, "{}\n{}", audit.stdout, audit.stderr);
     let down = s.swarm(&["down"]);
     assert_eq!(down.code, 0, "{}\n{}", down.stdout, down.stderr);
+}
+
+/// Claude Code with its own sandbox on (`sandbox.enabled` in the user's
+/// settings; on Linux it runs each shell command in bubblewrap, with socat
+/// for its network proxy): the wrappers still take, answer and finish an
+/// item from inside it; the sandbox is seen on in what Claude tells its
+/// model and in the calls of the bwrap on PATH (docs/agents.md "Each CLI's
+/// own sandbox").
+#[test]
+fn claude_code_with_its_own_sandbox_on_takes_and_answers_an_item() {
+    if !require_tool("tmux", "apt-get install -y tmux")
+        || !require_tool("socat", "apt-get install -y socat")
+    {
+        return;
+    }
+    let (Some(bin), Some(real)) = (agent_bin("claude"), debian_bwrap()) else {
+        return;
+    };
+    let mut s = RealSwarm::init(
+        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n    description: implements each task\n    wake: queue\n  - name: owner\n    agent: human\n",
+        bin,
+    );
+    let log = s.home.path().join("bwrap-calls");
+    let bwrap_dir = logging_bwrap(&real, &log);
+    s.path_first.push(bwrap_dir.path().to_path_buf());
+    fs::create_dir_all(s.home.path().join(".claude")).unwrap();
+    fs::write(
+        s.home.path().join(".claude/settings.json"),
+        json!({"sandbox": {"enabled": true, "failIfUnavailable": true}}).to_string(),
+    )
+    .unwrap();
+    let coder = s.wt("coder");
+    s.claude(
+        "coder",
+        vec![
+            Step::shell("ready_for_next.sh"),
+            Step::tool(
+                "Write",
+                json!({"file_path": coder.join("answer.txt").display().to_string(),
+                    "content": draft("owner", "answered from Claude's sandbox")}),
+            ),
+            Step::shell("swarm_handoff.sh answer.txt"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Done."),
+        ],
+    );
+    s.d.send("owner", &draft("coder", "please work in your sandbox"))
+        .ok();
+    s.up();
+    s.wait("coder finished its item", || {
+        s.reached("coder", 4) && s.completed("coder") == 1
+    });
+    assert!(last_user_text(&s.turn("coder", 1)).contains("please work in your sandbox"));
+    assert!(
+        strings(&s.turn("coder", 0)).contains("Bash commands run inside an OS-level sandbox"),
+        "Claude Code did not say its sandbox is on"
+    );
+    assert!(
+        fs::read_to_string(&log).is_ok_and(|l| l.contains("called")),
+        "Claude Code never ran its sandbox (bwrap on PATH)"
+    );
+    assert!(last_user_text(&s.turn("coder", 3)).contains("HANDOFF QUEUED:"));
+    assert!(last_user_text(&s.turn("coder", 4)).contains("COMPLETED:"));
+    s.owner_got("answered from Claude's sandbox");
+    s.audit_and_transcript();
 }
