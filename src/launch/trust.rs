@@ -405,6 +405,19 @@ fn save_records(plan: &Plan, recs: &[(String, PathBuf, PathBuf)]) -> Result<()> 
     }
 }
 
+/// Adds `rec` to `.swarmforge/trusted.tsv` (once).
+fn remember(
+    plan: &Plan,
+    recs: &mut Vec<(String, PathBuf, PathBuf)>,
+    rec: (String, PathBuf, PathBuf),
+) -> Result<()> {
+    if recs.contains(&rec) {
+        return Ok(());
+    }
+    recs.push(rec);
+    save_records(plan, recs)
+}
+
 /// Records trust for the worktrees of `roles` (every agent role when
 /// empty) in each CLI's store. Returns every file and key looked at.
 pub fn trust(plan: &Plan, roles: &[String], stores: &Stores) -> Result<Vec<Change>> {
@@ -420,11 +433,11 @@ pub fn trust(plan: &Plan, roles: &[String], stores: &Stores) -> Result<Vec<Chang
                 &file,
                 &edit(n.cli, text.as_deref(), &file, &n.folder, true)?,
             )?;
-            let rec = (n.cli.name().to_string(), file.clone(), n.folder.clone());
-            if !recs.contains(&rec) {
-                recs.push(rec);
-                save_records(plan, &recs)?;
-            }
+            remember(
+                plan,
+                &mut recs,
+                (n.cli.name().to_string(), file.clone(), n.folder.clone()),
+            )?;
             Done::Added
         };
         let hook = if n.cli == Cli::Codex {
@@ -457,21 +470,10 @@ pub struct Bypass {
 /// The Claude Code roles with `permission: full` among `roles` (every role
 /// when empty).
 fn bypass_roles(plan: &Plan, roles: &[String]) -> Vec<Bypass> {
-    use crate::launch::plan::AgentSpec;
-    use crate::protocol::config::Permission;
     plan.roles
         .iter()
         .filter(|r| roles.is_empty() || roles.contains(&r.name))
-        .filter(|r| {
-            matches!(
-                &r.agent,
-                AgentSpec::Preset {
-                    cli: Cli::Claude,
-                    permission: Permission::Full,
-                    ..
-                }
-            )
-        })
+        .filter(|r| crate::launch::agents::claude_root::bypasses(r))
         .map(|r| {
             let folder = r
                 .worktree_path
@@ -538,11 +540,11 @@ fn trust_bypass(
             Done::Already
         } else {
             set_consent(&b, true)?;
-            let rec = (CLAUDE_BYPASS.to_string(), b.file.clone(), b.folder.clone());
-            if !recs.contains(&rec) {
-                recs.push(rec);
-                save_records(plan, recs)?;
-            }
+            remember(
+                plan,
+                recs,
+                (CLAUDE_BYPASS.to_string(), b.file.clone(), b.folder.clone()),
+            )?;
             Done::Added
         };
         out.push(bypass_change(&b, done));
@@ -653,11 +655,11 @@ fn trust_codex_hook(
         let new =
             codex_hooks::with_trust(&text, &h.key, &h.current_hash).map_err(|e| bad(file, e))?;
         write(file, &new)?;
-        let rec = (CODEX_HOOK.to_string(), file.to_path_buf(), n.folder.clone());
-        if !recs.contains(&rec) {
-            recs.push(rec);
-            save_records(plan, recs)?;
-        }
+        remember(
+            plan,
+            recs,
+            (CODEX_HOOK.to_string(), file.to_path_buf(), n.folder.clone()),
+        )?;
         out.push(change(key, Done::Added));
     }
     Ok(out)

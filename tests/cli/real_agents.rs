@@ -99,6 +99,14 @@ impl RealSwarm {
         }
     }
 
+    /// Debian's bubblewrap `real`, through a logging script, first on the
+    /// swarm's PATH (its log in HOME).
+    pub(crate) fn bwrap_on_path(&mut self, real: &Path) -> BwrapOnPath {
+        let b = BwrapOnPath::new(real, self.home.path().join("bwrap-calls"));
+        self.path_first.push(b.dir.path().to_path_buf());
+        b
+    }
+
     /// From here on `swarm` runs as `user`, which is given the project, the
     /// HOME and `extra` folders (as an ordinary user's own are).
     pub(crate) fn as_ordinary_user(&mut self, user: (u32, u32), extra: &[&Path]) {
@@ -396,6 +404,14 @@ pub(crate) fn draft(to: &str, message: &str) -> String {
     format!("type: note\nto: {to}\npriority: 20\nmessage: {message}\n")
 }
 
+/// Claude Code's Write tool putting `text` into `dir/name`.
+fn claude_write(dir: &Path, name: &str, text: &str) -> Step {
+    Step::tool(
+        "Write",
+        json!({"file_path": dir.join(name).display().to_string(), "content": text}),
+    )
+}
+
 const PAIR_YAML: &str = r#"launch:
   stagger: 0ms
 roles:
@@ -427,17 +443,11 @@ fn claude_code_pair_hands_a_task_and_its_answer_round_trip() {
     let mut s = RealSwarm::init(PAIR_YAML, bin);
     let lead = s.wt("lead");
     let coder = s.wt("coder");
-    let write = |dir: &Path, name: &str, text: &str| {
-        Step::tool(
-            "Write",
-            json!({"file_path": dir.join(name).display().to_string(), "content": text}),
-        )
-    };
     s.claude(
         "lead",
         vec![
             Step::shell("ready_for_next.sh --wait 60"),
-            write(&lead, "ask.txt", &draft("coder", "add a --version flag")),
+            claude_write(&lead, "ask.txt", &draft("coder", "add a --version flag")),
             Step::shell("swarm_handoff.sh ask.txt"),
             Step::shell("done_with_current.sh"),
             Step::shell("ready_for_next.sh --wait 60"),
@@ -451,7 +461,8 @@ fn claude_code_pair_hands_a_task_and_its_answer_round_trip() {
             Step::shell("ready_for_next.sh --wait 60"),
             // Held until lead has finished its item, so its
             // done_with_current.sh cannot take the answer early.
-            write(&coder, "answer.txt", &draft("lead", "added --version")).after("lead-done"),
+            claude_write(&coder, "answer.txt", &draft("lead", "added --version"))
+                .after("lead-done"),
             Step::shell("swarm_handoff.sh answer.txt"),
             Step::shell("done_with_current.sh"),
             Step::text("Done with the task."),
@@ -565,11 +576,7 @@ roles:
         "lead",
         vec![
             Step::shell("ready_for_next.sh --wait 60"),
-            Step::tool(
-                "Write",
-                json!({"file_path": lead.join("ask.txt").display().to_string(),
-                    "content": draft("coder", "add a --version flag")}),
-            ),
+            claude_write(&lead, "ask.txt", &draft("coder", "add a --version flag")),
             Step::shell("swarm_handoff.sh ask.txt"),
             Step::shell("done_with_current.sh"),
             Step::shell("ready_for_next.sh --wait 60"),
@@ -1060,22 +1067,34 @@ fn debian_bwrap() -> Option<PathBuf> {
 }
 
 /// A folder outside the temp folder holding `bwrap`: a script that logs each
-/// call to `log` and runs `real` (so the test sees Codex chose it).
-fn logging_bwrap(real: &Path, log: &Path) -> tempfile::TempDir {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = user_dir();
-    let script = dir.path().join("bwrap");
-    fs::write(
-        &script,
-        format!(
-            "#!/bin/sh\necho called >> '{}'\nexec '{}' \"$@\"\n",
-            log.display(),
-            real.display()
-        ),
-    )
-    .unwrap();
-    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
-    dir
+/// call and runs Debian's (so a test sees a CLI chose the bwrap on PATH).
+pub(crate) struct BwrapOnPath {
+    pub(crate) dir: tempfile::TempDir,
+    log: PathBuf,
+}
+
+impl BwrapOnPath {
+    fn new(real: &Path, log: PathBuf) -> BwrapOnPath {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = user_dir();
+        let script = dir.path().join("bwrap");
+        fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\necho called >> '{}'\nexec '{}' \"$@\"\n",
+                log.display(),
+                real.display()
+            ),
+        )
+        .unwrap();
+        fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+        BwrapOnPath { dir, log }
+    }
+
+    /// Some CLI ran it.
+    fn called(&self) -> bool {
+        fs::read_to_string(&self.log).is_ok_and(|l| l.contains("called"))
+    }
 }
 
 /// On a machine with Debian's bubblewrap on PATH (as on most desktops,
@@ -1108,9 +1127,7 @@ roles:
         codex_args("coder")
     );
     let mut s = RealSwarm::init(&yaml, bin);
-    let log = s.home.path().join("bwrap-calls");
-    let bwrap_dir = logging_bwrap(&real, &log);
-    s.path_first.push(bwrap_dir.path().to_path_buf());
+    let bwrap = s.bwrap_on_path(&real);
     s.codex(
         "coder",
         vec![
@@ -1149,10 +1166,7 @@ roles:
     }
     assert!(last_output(&s.turn("coder", 3)).contains("HANDOFF QUEUED:"));
     assert!(last_output(&s.turn("coder", 4)).contains("COMPLETED:"));
-    assert!(
-        fs::read_to_string(&log).is_ok_and(|l| l.contains("called")),
-        "Codex never called the bwrap on PATH"
-    );
+    assert!(bwrap.called(), "Codex never called the bwrap on PATH");
     s.owner_got("sandboxed and done");
     s.audit_and_transcript();
 }
@@ -1348,20 +1362,14 @@ roles:
         codex_args("tester")
     );
     let mut s = RealSwarm::init(&yaml, bin);
-    let log = s.home.path().join("bwrap-calls");
-    let bwrap_dir = logging_bwrap(&real, &log);
-    s.path_first.push(bwrap_dir.path().to_path_buf());
+    let bwrap = s.bwrap_on_path(&real);
     let coder = s.wt("coder");
     let reviewer = s.wt("reviewer");
     s.claude(
         "coder",
         vec![
             Step::shell("ready_for_next.sh"),
-            Step::tool(
-                "Write",
-                json!({"file_path": coder.join("answer.txt").display().to_string(),
-                    "content": draft("owner", "coded as swarm-user")}),
-            ),
+            claude_write(&coder, "answer.txt", &draft("owner", "coded as swarm-user")),
             Step::shell("swarm_handoff.sh answer.txt"),
             Step::shell("done_with_current.sh"),
             Step::text("Done."),
@@ -1401,7 +1409,7 @@ roles:
             .ok();
     }
     if let Some(u) = user {
-        s.as_ordinary_user(u, &[bwrap_dir.path()]);
+        s.as_ordinary_user(u, &[bwrap.dir.path()]);
     }
     let r = s.swarm(&["up", "--detach", "--trust"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
@@ -1423,10 +1431,7 @@ roles:
         "Codex's sandbox let a write outside the workspace through: {refused}"
     );
     assert!(!probe.exists());
-    assert!(
-        fs::read_to_string(&log).is_ok_and(|l| l.contains("called")),
-        "Codex never called the bwrap on PATH"
-    );
+    assert!(bwrap.called(), "Codex never called the bwrap on PATH");
     let owner_new = hq(&s.d.root.join(".swarmforge/people/owner"), "inbox/new");
     s.wait("three answers reach owner", || {
         handoff_names(&owner_new).len() == 3
@@ -1464,9 +1469,7 @@ fn claude_code_with_its_own_sandbox_on_takes_and_answers_an_item() {
         "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n    description: implements each task\n    wake: queue\n  - name: owner\n    agent: human\n",
         bin,
     );
-    let log = s.home.path().join("bwrap-calls");
-    let bwrap_dir = logging_bwrap(&real, &log);
-    s.path_first.push(bwrap_dir.path().to_path_buf());
+    let bwrap = s.bwrap_on_path(&real);
     fs::create_dir_all(s.home.path().join(".claude")).unwrap();
     fs::write(
         s.home.path().join(".claude/settings.json"),
@@ -1478,10 +1481,10 @@ fn claude_code_with_its_own_sandbox_on_takes_and_answers_an_item() {
         "coder",
         vec![
             Step::shell("ready_for_next.sh"),
-            Step::tool(
-                "Write",
-                json!({"file_path": coder.join("answer.txt").display().to_string(),
-                    "content": draft("owner", "answered from Claude's sandbox")}),
+            claude_write(
+                &coder,
+                "answer.txt",
+                &draft("owner", "answered from Claude's sandbox"),
             ),
             Step::shell("swarm_handoff.sh answer.txt"),
             Step::shell("done_with_current.sh"),
@@ -1500,7 +1503,7 @@ fn claude_code_with_its_own_sandbox_on_takes_and_answers_an_item() {
         "Claude Code did not say its sandbox is on"
     );
     assert!(
-        fs::read_to_string(&log).is_ok_and(|l| l.contains("called")),
+        bwrap.called(),
         "Claude Code never ran its sandbox (bwrap on PATH)"
     );
     assert!(last_user_text(&s.turn("coder", 3)).contains("HANDOFF QUEUED:"));

@@ -14,7 +14,7 @@
 use std::ffi::OsString;
 
 use super::Cli;
-use crate::launch::plan::{AgentSpec, Plan};
+use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
 use crate::protocol::config::Permission;
 
 /// A Claude Code role that will refuse to start.
@@ -47,20 +47,24 @@ pub fn problems(plan: &Plan, euid: u32, var: impl Fn(&str) -> Option<OsString>) 
     }
     plan.roles
         .iter()
-        .filter(|r| {
-            matches!(
-                &r.agent,
-                AgentSpec::Preset {
-                    cli: Cli::Claude,
-                    permission: Permission::Full,
-                    ..
-                }
-            )
-        })
+        .filter(|r| bypasses(r))
         .map(|r| Problem {
             role: r.name.clone(),
         })
         .collect()
+}
+
+/// A Claude Code role with `permission: full`: started in bypassPermissions
+/// mode (refused as root; a disclaimer at its first start, launch::trust).
+pub fn bypasses(r: &PlannedRole) -> bool {
+    matches!(
+        &r.agent,
+        AgentSpec::Preset {
+            cli: Cli::Claude,
+            permission: Permission::Full,
+            ..
+        }
+    )
 }
 
 /// This process's effective uid.
