@@ -271,6 +271,49 @@ fn a_dialog_is_reported_on_the_pane_check_without_waiting_for_the_sweep() {
     assert!(!io(&d).contains("KEY"), "{}", io(&d));
 }
 
+/// A second `swarm up` starts its agents one by one (`launch.stagger`)
+/// while the daemon already looks at the panes: an agent whose session is
+/// not started yet is not reported dead (the earlier run's session list
+/// said it should be running).
+#[test]
+fn a_second_up_does_not_report_agents_dead_before_their_sessions_start() {
+    if !require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let d = Project::empty();
+    d.write(
+        "swarm.yaml",
+        "launch:\n  stagger: 2s\ndaemon:\n  pane_check: 100ms\nroles:\n  - name: one\n    agent: sleep 600\n    worktree: one\n  - name: two\n    agent: sleep 600\n    worktree: two\n",
+    );
+    let mut guard = SwarmGuard::new(&d.root);
+    // A HOME, as a user has: without one the false report did not show.
+    let home = tempfile::tempdir().unwrap();
+    for run in 1..=2 {
+        let r = d
+            .cmd("swarm")
+            .args(["up", "--detach"])
+            .env("HOME", home.path())
+            .run();
+        assert_eq!(r.code, 0, "run {run}: {}\n{}", r.stdout, r.stderr);
+        guard.socket = Some(PathBuf::from(d.read(".swarmforge/tmux-socket").trim()));
+        wait_until(WAIT, "both agents run", || {
+            let st = d.swarm(&["status", "--json"]).json();
+            st["roles"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|r| r["agent_state"] == "busy")
+        });
+        d.swarm(&["down"]).ok();
+    }
+    let dead: Vec<Value> = d
+        .events()
+        .into_iter()
+        .filter(|e| e["kind"] == "agent_dead")
+        .collect();
+    assert!(dead.is_empty(), "{dead:?}");
+}
+
 #[test]
 fn a_rate_limit_on_screen_is_blocked_with_its_reason() {
     if !require_tool("tmux", "apt-get install -y tmux") {
