@@ -609,3 +609,152 @@ fn activity_follow_prints_new_records_as_they_come() {
     assert_eq!(text.matches("after").count(), 1, "{text}");
     assert!(text.contains("coder text: after"), "{text}");
 }
+
+/// A small budget parks a headless role (docs/cost.md, "Budgets"): the
+/// turn that used it up ends with its item still in process; the
+/// supervisor starts no new turn and shows the role `parked`; an
+/// attention item and a `budget_reached` notify event say so; `swarm
+/// budget raise` releases it, the next turn resumes the conversation and
+/// finishes the item, and nothing is lost.
+#[test]
+fn a_budget_parks_a_headless_role_until_a_raise() {
+    let Some(bin) = agent_bin("claude") else {
+        return;
+    };
+    let probe = tempfile::tempdir().unwrap();
+    let notes = probe.path().join("notify.txt");
+    let yaml = format!(
+        "launch:\n  stagger: 0ms\nnotify: {{command: \"echo $SWARMFORGE_EVENT $SWARMFORGE_ROLE >> {}\"}}\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n    description: implements each task\n    wake: queue\n    budget: {{tokens: 100, per: swarm}}\n  - name: owner\n    agent: human\n",
+        notes.display()
+    );
+    let s = RealSwarm::init(&yaml, bin);
+    script(
+        &s,
+        Cli::Claude,
+        vec![
+            Step::shell("ready_for_next.sh"),
+            Step::text("Pausing here; the rest next turn."),
+            Step::shell("done_with_current.sh"),
+            Step::text("Finished."),
+        ],
+    );
+    up_headless(&s);
+    s.d.send("owner", &draft("coder", "a task that outgrows its budget"))
+        .ok();
+    s.wait("the first turn ended with the item in process", || {
+        turn_ends(&s) == 1
+    });
+    let wt = s.wt("coder");
+    let in_process = || crate::support::handoff_names(&crate::support::hq(&wt, "inbox/in_process"));
+    assert_eq!(in_process().len(), 1, "the item stays in process");
+
+    // Parked: shown by the supervisor, the journal, notify and status.
+    s.wait("the supervisor shows coder parked", || {
+        s.status_of("coder")["agent_state"] == "parked"
+    });
+    s.wait(
+        "budget_reached journaled and told to notify.command",
+        || std::fs::read_to_string(&notes).is_ok_and(|n| n.contains("budget_reached coder")),
+    );
+    let st = s.d.swarm(&["status", "--json"]).ok().json();
+    let item = st["attention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["kind"] == "budget")
+        .cloned()
+        .unwrap_or_else(|| panic!("no budget attention item: {st}"));
+    assert_eq!(item["role"], "coder");
+    let turns = s.model.turns("coder").len();
+    let recs = activity(&s);
+    assert_eq!(
+        recs.iter().filter(|r| r["kind"] == "turn_start").count(),
+        1,
+        "no new turn while parked: {recs:#?}"
+    );
+    assert_eq!(in_process().len(), 1);
+    assert_eq!(s.completed("coder"), 0);
+
+    // A person's raise: the role goes on in its conversation and finishes.
+    s.swarm(&["budget", "raise", "coder", "--tokens", "100000"])
+        .ok();
+    s.wait("the item is finished after the raise", || {
+        s.completed("coder") == 1 && turn_ends(&s) == 2
+    });
+    assert!(s.model.turns("coder").len() > turns);
+    let resumed = strings(&s.turn("coder", 2)["body"]);
+    assert!(
+        resumed.contains("a task that outgrows its budget"),
+        "the turn after the raise did not resume the conversation:\n{resumed}"
+    );
+    let st = s.d.swarm(&["status", "--json"]).ok().json();
+    assert!(
+        !st["attention"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["kind"] == "budget"),
+        "{st}"
+    );
+    assert_ne!(s.status_of("coder")["agent_state"], "parked");
+    s.wait("budget_released journaled", || {
+        s.d.read(".swarmforge/daemon/events.jsonl")
+            .contains("\"budget_released\"")
+    });
+    s.d.swarm(&["audit", "--check"]).ok();
+}
+
+/// A `claude` that takes its item, uses 500 tokens and ends its turn with
+/// the item still in process.
+const THIRSTY_CLAUDE: &str = r#"#!/bin/bash
+printf '%s\n' "$*" >>"$FAKE_LOG/claude.args"
+echo '{"type":"system","subtype":"init","session_id":"thirsty-1","model":"fake-model"}'
+ready_for_next.sh >/dev/null 2>&1
+echo '{"type":"result","subtype":"success","is_error":false,"session_id":"thirsty-1","usage":{"input_tokens":400,"output_tokens":100}}'
+"#;
+
+/// `swarm up --no-tmux --until-idle` with a role its budget parks: the
+/// supervisor starts no run for it (one turn, not a stall count of them)
+/// and ends at once, saying the budget holds it, with its item in process.
+#[test]
+fn until_idle_ends_when_only_a_budget_holds_the_work() {
+    let d = crate::support::Project::empty();
+    d.write(
+        "swarm.yaml",
+        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n    budget: {tokens: 100, per: day}\n  - name: owner\n    agent: human\n",
+    );
+    d.swarm(&["init"]).ok();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("claude");
+    std::fs::write(&fake, THIRSTY_CLAUDE).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    d.send("owner", &draft("coder", "a task too big for its budget"))
+        .ok();
+    d.deliver_once().ok();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let up = d
+        .cmd("swarm")
+        .args(["up", "--no-tmux", "--until-idle", "--timeout", "120s"])
+        .env("PATH", &path)
+        .env("FAKE_LOG", dir.path())
+        .run();
+    assert_ne!(up.code, 0, "{}\n{}", up.stdout, up.stderr);
+    up.stderr_has("work waits for coder (parked by a budget)");
+    up.stdout_has("coder: parked, budget of coder reached: 500 of 100 tokens");
+    let args = std::fs::read_to_string(dir.path().join("claude.args")).unwrap();
+    assert_eq!(args.lines().count(), 1, "one turn only: {args}");
+    let log = d.read(".swarmforge/agents/coder.log");
+    assert_eq!(log.matches("[swarm] run ").count(), 1, "{log}");
+    let wt = d.role_dir("coder");
+    assert_eq!(
+        crate::support::handoff_names(&crate::support::hq(&wt, "inbox/in_process")).len(),
+        1
+    );
+}
