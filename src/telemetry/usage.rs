@@ -59,6 +59,17 @@ impl Usage {
     }
 }
 
+/// The activity record that says `u` (`swarm activity` shows it).
+pub fn activity(u: &Usage) -> crate::telemetry::activity::Activity {
+    use crate::telemetry::activity::{Activity, Kind};
+    let mut a = Activity::now(&u.role, Kind::Usage).text(&format!(
+        "input {} output {} cache_read {} cache_write {}",
+        u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens
+    ));
+    a.name = u.model.clone();
+    a
+}
+
 /// Appends one record. Creates `.swarmforge/telemetry/` when missing but
 /// never `.swarmforge/` itself.
 pub fn record(project: &Project, usage: &Usage) -> Result<()> {

@@ -758,3 +758,97 @@ fn until_idle_ends_when_only_a_budget_holds_the_work() {
         1
     );
 }
+
+/// A `runtime: tmux` Claude Code (the interactive CLI in its pane, the
+/// worktree trusted by `swarm up --trust`): at its turn end the Stop hook
+/// reads what its transcript gained into the activity file and the usage
+/// journal, as a headless turn's stream is read (docs/headless.md, "In
+/// tmux mode"); `swarm cost` holds what the model server reported, to the
+/// token, and a second turn adds only its own part of the transcript.
+#[test]
+fn claude_code_in_tmux_records_activity_and_usage_from_its_transcript() {
+    if !crate::support::require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let Some(mut s) = swarm(Cli::Claude, None) else {
+        return;
+    };
+    // Woken in its pane (`wake: idle`, the default) for the second item.
+    s.d.write(
+        "swarm.yaml",
+        &s.d.read("swarm.yaml").replace("    wake: queue\n", ""),
+    );
+    script(
+        &s,
+        Cli::Claude,
+        vec![
+            Step::shell("ready_for_next.sh --wait 60"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Finished the first task."),
+            Step::shell("ready_for_next.sh"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Finished the second task."),
+        ],
+    );
+    s.up_with(&["--trust"]);
+    s.d.send("owner", &draft("coder", "first task in a pane"))
+        .ok();
+    s.wait("the item is finished and the turn end recorded", || {
+        s.completed("coder") == 1 && turn_ends(&s) == 1
+    });
+    let recs = activity(&s);
+    let kinds: Vec<&str> = recs.iter().filter_map(|r| r["kind"].as_str()).collect();
+    assert_eq!(kinds.first(), Some(&"turn_start"), "{recs:#?}");
+    assert_eq!(kinds.last(), Some(&"turn_end"), "{recs:#?}");
+    assert!(
+        recs.iter().any(|r| r["kind"] == "tool_call"
+            && r["name"] == "Bash"
+            && r["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("ready_for_next.sh --wait 60"))),
+        "{recs:#?}"
+    );
+    assert!(recs.iter().any(|r| r["kind"] == "tool_result"
+        && r["status"] == "ok"
+        && r["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("first task in a pane"))));
+    assert!(recs
+        .iter()
+        .any(|r| r["kind"] == "text" && r["text"] == "Finished the first task."));
+    // Every record names the item the turn worked on (finished by then).
+    assert!(recs.iter().all(|r| r["id"].is_string()), "{recs:#?}");
+    let (got, usage) = recorded(&s);
+    assert_eq!(usage.len(), 1, "{usage:#?}");
+    assert_eq!(usage[0]["source"], "claude");
+    assert_eq!(usage[0]["id"], recs[0]["id"]);
+    let want = reported(&s, "coder", true);
+    assert_eq!(got, want, "recorded {got:?}, the server reported {want:?}");
+    let cost = s.swarm(&["cost", "--json"]);
+    assert_eq!(cost.code, 0, "{}", cost.stderr);
+    let total = &cost.json()["total"];
+    assert_eq!(
+        total["total_tokens"],
+        want.input + want.output + want.cache_read + want.cache_write,
+        "{total}"
+    );
+
+    // The next turn: only what the transcript gained since.
+    s.d.send("owner", &draft("coder", "second task in a pane"))
+        .ok();
+    s.wait("the second item is finished and its turn recorded", || {
+        s.completed("coder") == 2 && turn_ends(&s) == 2
+    });
+    let recs = activity(&s);
+    assert_eq!(
+        recs.iter()
+            .filter(|r| r["kind"] == "text" && r["text"] == "Finished the first task.")
+            .count(),
+        1,
+        "{recs:#?}"
+    );
+    let (got, usage) = recorded(&s);
+    assert_eq!(usage.len(), 2, "{usage:#?}");
+    assert_ne!(usage[0]["id"], usage[1]["id"]);
+    assert_eq!(got, reported(&s, "coder", true));
+}
