@@ -214,6 +214,8 @@ struct Reader<'a> {
     session: Option<String>,
     run: Run,
     unknown_types: Vec<String>,
+    /// The time of this run's `turn_start` record.
+    started: Option<String>,
 }
 
 impl Reader<'_> {
@@ -340,13 +342,14 @@ impl Reader<'_> {
             // A run that never reached the model (a refused resume) used nothing.
             return;
         }
-        let u = stream::usage_of(
+        let mut u = stream::usage_of(
             self.role,
             self.cli,
             f,
             self.model.clone(),
             self.item.as_ref(),
         );
+        u.started = self.started.clone();
         if let Err(e) = usage::record(self.project, &u) {
             eprintln!("warning: {e}");
         }
@@ -418,6 +421,7 @@ fn run_once(
         session: resume.map(str::to_string),
         run: Run::default(),
         unknown_types: Vec::new(),
+        started: Some(start.time.clone()),
     };
     reader.record(start);
     say(&format!(
@@ -505,6 +509,7 @@ mod tests {
             session: None,
             run: Run::default(),
             unknown_types: Vec::new(),
+            started: None,
         }
     }
 

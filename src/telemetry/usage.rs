@@ -38,6 +38,11 @@ pub struct Usage {
     pub cache_write_tokens: u64,
     /// The CLI's own cost figure, when it reports one.
     pub cost_usd: Option<f64>,
+    /// When the turn started (the time of its `turn_start` activity
+    /// record), so a turn's span has its true length; absent in records
+    /// written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<String>,
 }
 
 impl Usage {

@@ -192,6 +192,7 @@ fn two_items_two_turns(cli: Cli) {
         assert!(r["id"].is_string() && r["thread"].is_string(), "{r}");
     }
     assert_ne!(recs[0]["id"], recs[1]["id"]);
+    starts_are_turn_starts(&s, &recs);
     let want = reported(&s, "coder", cli != Cli::Gemini);
     assert_eq!(
         got, want,
@@ -813,9 +814,11 @@ fn claude_code_in_tmux_records_activity_and_usage_from_its_transcript() {
         && r["text"]
             .as_str()
             .is_some_and(|t| t.contains("first task in a pane"))));
-    assert!(recs
-        .iter()
-        .any(|r| r["kind"] == "text" && r["text"] == "Finished the first task."));
+    assert!(
+        recs.iter()
+            .any(|r| r["kind"] == "text" && r["text"] == "Finished the first task."),
+        "{recs:#?}"
+    );
     // Every record names the item the turn worked on (finished by then).
     assert!(recs.iter().all(|r| r["id"].is_string()), "{recs:#?}");
     let (got, usage) = recorded(&s);
@@ -851,4 +854,20 @@ fn claude_code_in_tmux_records_activity_and_usage_from_its_transcript() {
     assert_eq!(usage.len(), 2, "{usage:#?}");
     assert_ne!(usage[0]["id"], usage[1]["id"]);
     assert_eq!(got, reported(&s, "coder", true));
+    starts_are_turn_starts(&s, &usage);
+}
+
+/// Each usage record's `started` is the time of a `turn_start` in the
+/// activity, before the usage's own time: a turn's span has its length.
+fn starts_are_turn_starts(s: &RealSwarm, usage: &[Value]) {
+    let starts: Vec<Value> = activity(s)
+        .into_iter()
+        .filter(|r| r["kind"] == "turn_start")
+        .map(|r| r["time"].clone())
+        .collect();
+    for u in usage {
+        assert!(starts.contains(&u["started"]), "{u} / {starts:?}");
+        let t = |k: &str| chrono::DateTime::parse_from_rfc3339(u[k].as_str().unwrap()).unwrap();
+        assert!(t("started") < t("time"), "{u}");
+    }
 }

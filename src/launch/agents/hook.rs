@@ -31,6 +31,8 @@ pub struct Input {
     pub stop_hook_active: bool,
     /// Claude Code's transcript of the session (`transcript_path`).
     pub transcript_path: Option<String>,
+    /// The text the turn ended with (`last_assistant_message`).
+    pub last_message: Option<String>,
 }
 
 /// Lenient by design: invalid or oversized input is read as `{}`.
@@ -48,6 +50,11 @@ pub fn parse_input(bytes: &[u8]) -> Input {
             .get("transcript_path")
             .and_then(Value::as_str)
             .filter(|p| p.len() <= 4096 && !p.chars().any(char::is_control))
+            .map(str::to_string),
+        last_message: v
+            .get("last_assistant_message")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
             .map(str::to_string),
     }
 }
@@ -156,8 +163,9 @@ pub fn read_transcript(
     let (Cli::Claude, Some(p), Some(r)) = (cli, project, role.filter(|r| !r.is_empty())) else {
         return None;
     };
-    let path = parse_input(stdin).transcript_path?;
-    super::transcript::claude_turn_end(p, r, Path::new(&path))
+    let input = parse_input(stdin);
+    let path = input.transcript_path?;
+    super::transcript::claude_turn_end(p, r, Path::new(&path), input.last_message.as_deref())
         .err()
         .map(|e| format!("activity not recorded: {e}"))
 }

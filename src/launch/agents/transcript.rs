@@ -15,7 +15,7 @@
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -277,9 +277,61 @@ fn item_of(wt: &Worktree, since: Option<&str>) -> Option<(String, String)> {
     Some((id, thread))
 }
 
+/// How long a turn end waits for the turn's last message to reach the
+/// transcript: Claude Code may run its Stop hook before it wrote it
+/// (seen with 2.1.332 under load).
+const FLUSH_WAIT: Duration = Duration::from_secs(3);
+
+/// Waits (at most [`FLUSH_WAIT`]) until the part of `real` after the
+/// offset kept for it holds `last` (the text the turn ended with, as JSON
+/// writes it) on a finished line; then the turn is read whole. Past the
+/// wait the turn is read as it is, and the rest at the next turn end.
+fn await_last_message(project: &Project, role: &str, real: &Path, last: &str) {
+    let head: String = last.chars().take(200).collect();
+    let Ok(quoted) = serde_json::to_string(&head) else {
+        return;
+    };
+    let needle = quoted.trim_matches('"').as_bytes().to_vec();
+    let offset = fsx::read_bounded(&cursor_file(project, role), 64 * 1024)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Cursor>(&b).ok())
+        .and_then(|c| {
+            let key = real.display().to_string();
+            c.files
+                .into_iter()
+                .find(|p| p.path == key)
+                .map(|p| p.offset)
+        })
+        .unwrap_or(0);
+    let end = std::time::Instant::now() + FLUSH_WAIT;
+    loop {
+        let mut buf = Vec::new();
+        let read = fsx::open_regular(real).and_then(|mut f| {
+            f.seek(SeekFrom::Start(offset))?;
+            f.take(MAX_CHUNK).read_to_end(&mut buf)
+        });
+        let done = read.is_err()
+            || buf.len() as u64 >= MAX_CHUNK
+            || buf
+                .windows(needle.len().max(1))
+                .rposition(|w| w == needle.as_slice())
+                .is_some_and(|i| buf[i..].contains(&b'\n'));
+        if done || std::time::Instant::now() >= end {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// At a Claude Code turn end in tmux mode: reads what `transcript` gained
-/// since the last turn end into `role`'s activity and usage.
-pub fn claude_turn_end(project: &Project, role: &str, transcript: &Path) -> Result<Gained> {
+/// since the last turn end into `role`'s activity and usage; `last` is the
+/// text the turn ended with, when the hook was given it.
+pub fn claude_turn_end(
+    project: &Project,
+    role: &str,
+    transcript: &Path,
+    last: Option<&str>,
+) -> Result<Gained> {
     let roles = Roles::load(&project.roles_tsv())?;
     let Some(r) = roles.roles.iter().find(|r| r.name == role) else {
         return Err(Error::env(format!(
@@ -290,6 +342,11 @@ pub fn claude_turn_end(project: &Project, role: &str, transcript: &Path) -> Resu
     };
     let root = claude_projects()
         .ok_or_else(|| Error::env("neither CLAUDE_CONFIG_DIR nor HOME names a folder"))?;
+    if let Some(last) = last {
+        if let Ok(real) = inside(&root, transcript) {
+            await_last_message(project, role, &real, last);
+        }
+    }
     let reader = gather(project, role, &root, transcript)?;
     write(project, r, reader)
 }
@@ -382,13 +439,14 @@ fn write(project: &Project, r: &crate::protocol::roles::Role, rd: Reader) -> Res
     }
     let mut recorded = None;
     if rd.used {
-        let u = stream::usage_of(
+        let mut u = stream::usage_of(
             role,
             Cli::Claude,
             rd.figures,
             rd.model.clone(),
             item.as_ref(),
         );
+        u.started = rd.first.clone();
         if u.total_tokens() > 0 {
             usage::record(project, &u)?;
             out.push(usage::activity(&u));
