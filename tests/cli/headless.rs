@@ -379,21 +379,28 @@ fn gemini_cli_refusing_a_resume_starts_fresh_and_says_so() {
     refused_resume_starts_fresh(Cli::Gemini);
 }
 
+/// [`swarm`] of Claude Code for `swarm up` in tmux, woken in its pane
+/// (`wake: idle`, the default); None after a NOTE without tmux or the CLI.
+fn claude_in_tmux(runtime: Option<&str>) -> Option<RealSwarm> {
+    if !crate::support::require_tool("tmux", "apt-get install -y tmux") {
+        return None;
+    }
+    let s = swarm(Cli::Claude, runtime)?;
+    s.d.write(
+        "swarm.yaml",
+        &s.d.read("swarm.yaml").replace("    wake: queue\n", ""),
+    );
+    Some(s)
+}
+
 /// `runtime: headless` for one role of a tmux swarm: its pane runs one
 /// headless turn per wake-up (no interactive CLI, so no trust dialog in
 /// an untrusted worktree), and the item is finished.
 #[test]
 fn a_headless_role_in_a_tmux_swarm_takes_its_item_without_a_dialog() {
-    if !crate::support::require_tool("tmux", "apt-get install -y tmux") {
-        return;
-    }
-    let Some(mut s) = swarm(Cli::Claude, Some("headless")) else {
+    let Some(mut s) = claude_in_tmux(Some("headless")) else {
         return;
     };
-    s.d.write(
-        "swarm.yaml",
-        &s.d.read("swarm.yaml").replace("    wake: queue\n", ""),
-    );
     script(
         &s,
         Cli::Claude,
@@ -440,26 +447,29 @@ done_with_current.sh >/dev/null 2>&1
 echo '{"type":"result","subtype":"success","is_error":false,"session_id":"hostile-1","total_cost_usd":0.25,"usage":{"input_tokens":11,"output_tokens":22,"cache_read_input_tokens":33,"cache_creation_input_tokens":44}}'
 "#;
 
-/// The CLI's stream is untrusted: every bad line is bounded, skipped and
-/// counted, the supervisor goes on, the item is finished, and every file
-/// the turn wrote stays readable. `swarm fresh` then forgets the session.
-#[test]
-fn a_hostile_stream_is_bounded_skipped_and_counted() {
+/// A swarm of one `coder` (`yaml`'s roles) whose `claude` is the fake
+/// `script`, with the owner's `task` delivered to it, run by `swarm up
+/// --no-tmux --until-idle`; the fake logs into the returned folder.
+fn up_with_fake_claude(
+    yaml: &str,
+    script: &str,
+    task: &str,
+) -> (
+    crate::support::Project,
+    tempfile::TempDir,
+    crate::support::Run,
+) {
     let d = crate::support::Project::empty();
-    d.write(
-        "swarm.yaml",
-        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n  - name: owner\n    agent: human\n",
-    );
+    d.write("swarm.yaml", yaml);
     d.swarm(&["init"]).ok();
     let dir = tempfile::tempdir().unwrap();
     let bin = dir.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let fake = bin.join("claude");
-    std::fs::write(&fake, HOSTILE_CLAUDE).unwrap();
+    std::fs::write(&fake, script).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    d.send("owner", &draft("coder", "a task through a hostile stream"))
-        .ok();
+    d.send("owner", &draft("coder", task)).ok();
     d.deliver_once().ok();
     let path = format!(
         "{}:{}",
@@ -472,6 +482,19 @@ fn a_hostile_stream_is_bounded_skipped_and_counted() {
         .env("PATH", &path)
         .env("FAKE_LOG", dir.path())
         .run();
+    (d, dir, up)
+}
+
+/// The CLI's stream is untrusted: every bad line is bounded, skipped and
+/// counted, the supervisor goes on, the item is finished, and every file
+/// the turn wrote stays readable. `swarm fresh` then forgets the session.
+#[test]
+fn a_hostile_stream_is_bounded_skipped_and_counted() {
+    let (d, dir, up) = up_with_fake_claude(
+        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n  - name: owner\n    agent: human\n",
+        HOSTILE_CLAUDE,
+        "a task through a hostile stream",
+    );
     assert_eq!(up.code, 0, "{}\n{}", up.stdout, up.stderr);
     assert!(!up.stderr.contains("gets no terminal"), "{}", up.stderr);
     let wt = d.role_dir("coder");
@@ -657,14 +680,7 @@ fn a_budget_parks_a_headless_role_until_a_raise() {
         "budget_reached journaled and told to notify.command",
         || std::fs::read_to_string(&notes).is_ok_and(|n| n.contains("budget_reached coder")),
     );
-    let st = s.d.swarm(&["status", "--json"]).ok().json();
-    let item = st["attention"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["kind"] == "budget")
-        .cloned()
-        .unwrap_or_else(|| panic!("no budget attention item: {st}"));
+    let item = crate::budgets::budget_item(&s.d.swarm(&["status", "--json"]).ok().json());
     assert_eq!(item["role"], "coder");
     let turns = s.model.turns("coder").len();
     let recs = activity(&s);
@@ -689,14 +705,7 @@ fn a_budget_parks_a_headless_role_until_a_raise() {
         "the turn after the raise did not resume the conversation:\n{resumed}"
     );
     let st = s.d.swarm(&["status", "--json"]).ok().json();
-    assert!(
-        !st["attention"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|a| a["kind"] == "budget"),
-        "{st}"
-    );
+    assert!(!crate::budgets::has_budget_item(&st), "{st}");
     assert_ne!(s.status_of("coder")["agent_state"], "parked");
     s.wait("budget_released journaled", || {
         s.d.read(".swarmforge/daemon/events.jsonl")
@@ -719,33 +728,11 @@ echo '{"type":"result","subtype":"success","is_error":false,"session_id":"thirst
 /// and ends at once, saying the budget holds it, with its item in process.
 #[test]
 fn until_idle_ends_when_only_a_budget_holds_the_work() {
-    let d = crate::support::Project::empty();
-    d.write(
-        "swarm.yaml",
+    let (d, dir, up) = up_with_fake_claude(
         "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n    budget: {tokens: 100, per: day}\n  - name: owner\n    agent: human\n",
+        THIRSTY_CLAUDE,
+        "a task too big for its budget",
     );
-    d.swarm(&["init"]).ok();
-    let dir = tempfile::tempdir().unwrap();
-    let bin = dir.path().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let fake = bin.join("claude");
-    std::fs::write(&fake, THIRSTY_CLAUDE).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    d.send("owner", &draft("coder", "a task too big for its budget"))
-        .ok();
-    d.deliver_once().ok();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let up = d
-        .cmd("swarm")
-        .args(["up", "--no-tmux", "--until-idle", "--timeout", "120s"])
-        .env("PATH", &path)
-        .env("FAKE_LOG", dir.path())
-        .run();
     assert_ne!(up.code, 0, "{}\n{}", up.stdout, up.stderr);
     up.stderr_has("work waits for coder (parked by a budget)");
     up.stdout_has("coder: parked, budget of coder reached: 500 of 100 tokens");
@@ -768,17 +755,9 @@ fn until_idle_ends_when_only_a_budget_holds_the_work() {
 /// token, and a second turn adds only its own part of the transcript.
 #[test]
 fn claude_code_in_tmux_records_activity_and_usage_from_its_transcript() {
-    if !crate::support::require_tool("tmux", "apt-get install -y tmux") {
-        return;
-    }
-    let Some(mut s) = swarm(Cli::Claude, None) else {
+    let Some(mut s) = claude_in_tmux(None) else {
         return;
     };
-    // Woken in its pane (`wake: idle`, the default) for the second item.
-    s.d.write(
-        "swarm.yaml",
-        &s.d.read("swarm.yaml").replace("    wake: queue\n", ""),
-    );
     script(
         &s,
         Cli::Claude,

@@ -246,32 +246,34 @@ fn read_chunk(buf: &[u8], full: bool, place: &mut Place, reader: &mut Reader) {
 
 /// The handoff this turn worked on: the one in process at its end, else
 /// the last one finished since it started.
-fn item_of(wt: &Worktree, since: Option<&str>) -> Option<(String, String)> {
+fn item_of(project: &Project, wt: &Worktree, since: Option<&str>) -> Option<(String, String)> {
+    use crate::protocol::trail::{handoff_names, load_message, Loaded};
+    use std::os::unix::fs::MetadataExt;
     if let Some(it) = crate::launch::turn::current_item(wt) {
         return Some(it);
     }
     let since: SystemTime = since.and_then(clock::parse)?.into();
+    let dir = wt.completed();
     let mut best: Option<(SystemTime, PathBuf)> = None;
-    for e in std::fs::read_dir(wt.completed()).ok()?.flatten() {
-        let p = e.path();
-        if p.extension().is_none_or(|x| x != "handoff") {
-            continue;
-        }
+    for name in handoff_names(&dir).ok()? {
+        let p = dir.join(name);
         // A finished item was renamed into completed/: its change time.
         let Ok(meta) = std::fs::symlink_metadata(&p) else {
             continue;
         };
-        use std::os::unix::fs::MetadataExt;
         let changed = SystemTime::UNIX_EPOCH
-            + std::time::Duration::new(meta.ctime().max(0) as u64, meta.ctime_nsec() as u32);
+            + Duration::new(meta.ctime().max(0) as u64, meta.ctime_nsec() as u32);
         if changed >= since && best.as_ref().is_none_or(|(t, _)| changed > *t) {
             best = Some((changed, p));
         }
     }
     let (_, p) = best?;
-    let m =
-        crate::protocol::header::Message::parse_bytes(&fsx::read_bounded(&p, 1024 * 1024).ok()?)
-            .ok()?;
+    let max = crate::protocol::config::Config::load(&project.config_file())
+        .map(|c| c.limits.max_file_bytes)
+        .ok()?;
+    let Loaded::Ok(m) = load_message(&p, max) else {
+        return None;
+    };
     let id = m.get(crate::protocol::header::names::ID)?.to_string();
     let thread = m.thread().unwrap_or(&id).to_string();
     Some((id, thread))
@@ -418,7 +420,11 @@ fn write(project: &Project, r: &crate::protocol::roles::Role, rd: Reader) -> Res
     if rd.records.is_empty() && !rd.used && rd.skipped == 0 {
         return Ok(Gained::default());
     }
-    let item = item_of(&Worktree::new(&r.worktree_path), rd.first.as_deref());
+    let item = item_of(
+        project,
+        &Worktree::new(&r.worktree_path),
+        rd.first.as_deref(),
+    );
     let id = item.as_ref().map(|(id, _)| id.clone());
     let mut out = Vec::new();
     let mut start = Activity::now(role, Kind::TurnStart).text(&match &rd.session {
