@@ -152,8 +152,9 @@ pub fn decide(project: &Project, role: &str, input: &Input) -> (Option<String>, 
 
 /// At a turn end in tmux mode, what the CLI's transcript gained goes to
 /// the role's activity and usage (agents/transcript.rs); a note says why
-/// it could not. Claude Code only: the other CLIs give their hooks no
-/// transcript (docs/headless.md, "In tmux mode").
+/// it could not. Claude Code only: Codex's rollouts and Gemini CLI's chat
+/// recordings, whose paths their hooks are given too, have formats of
+/// their own that are not read yet (docs/headless.md, "In tmux mode").
 pub fn read_transcript(
     cli: Cli,
     project: Option<&Project>,
