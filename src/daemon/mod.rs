@@ -167,7 +167,14 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
     journal.set_policy(config.logs.policy());
     // Traces leave on threads of their own, never on the delivery path.
     if let Some(e) = config.otel.endpoint.as_deref().filter(|_| !opts.once) {
-        crate::telemetry::otlp::Exporter::start(&project, e, journal.clone());
+        let j = journal.clone();
+        crate::telemetry::otlp::Exporter::start(
+            &project,
+            e,
+            std::sync::Arc::new(move |why: String| {
+                j.record(&Event::new(Kind::TracesDropped).reason(why))
+            }),
+        );
     }
     let waker = Waker::new(project.clone(), journal.clone());
     let mut deliverer =

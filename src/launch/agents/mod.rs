@@ -14,6 +14,7 @@ pub mod hook;
 pub mod mcp;
 pub mod setup;
 pub mod stream;
+pub mod transcript;
 
 use std::path::{Path, PathBuf};
 
