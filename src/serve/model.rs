@@ -482,14 +482,17 @@ impl Model {
                 self.completed_copy(p);
             }
         }
-        if wake.rescan {
+        if wake.rescan || !wake.fresh.is_empty() {
             usage = true;
             let full = self.listed.elapsed() >= FULL_LIST;
             if full {
                 self.listed = Clock::now();
             }
             for (d, place) in &dirs {
-                if *place == Place::Sent && !full {
+                // A `sent/` is long: listed now and then, and whenever its
+                // content was never reported (a message renamed into a
+                // folder before its watch was set up has no event of its own).
+                if *place == Place::Sent && !full && !wake.fresh.contains(d) {
                     continue;
                 }
                 if let Ok(names) = trail::handoff_names(d) {
