@@ -131,6 +131,7 @@ pub struct Model {
     attention: Value,
     header: Value,
     usage: spend::Summary,
+    ledger: spend::Ledger,
     journal: Option<EventReader>,
     journal_tail: VecDeque<Value>,
     depth: BTreeMap<String, VecDeque<(i64, u64)>>,
@@ -212,6 +213,7 @@ impl Model {
             attention: json!({}),
             header: json!({}),
             usage: spend::Summary::default(),
+            ledger: spend::Ledger::default(),
             journal: None,
             journal_tail: VecDeque::new(),
             depth: BTreeMap::new(),
@@ -445,12 +447,12 @@ impl Model {
         }
     }
 
+    /// Reads what was appended to the usage journal; a new day also
+    /// changes what "today" sums.
     fn read_usage(&mut self) {
-        let records = crate::telemetry::usage::read(&self.project)
-            .map(|r| r.0)
-            .unwrap_or_default();
+        self.ledger.read(&self.project.usage_file());
         let day = clock::iso_now().get(..10).unwrap_or("").to_string();
-        self.usage = spend::summarize(&records, &day);
+        self.usage = self.ledger.summary(&day);
     }
 
     /// Applies one wake of the folder watcher; returns the deltas, in order.
