@@ -547,17 +547,23 @@ impl Model {
         }
     }
 
-    /// Rebuilds the cards, the attention list and the header; emits those
-    /// that changed.
-    fn refresh(&mut self, out: &mut Vec<Delta>) {
-        let now = clock::now();
-        let items = attention::from_originals(
+    /// What needs a person now, from the clarifies, answers and closes kept
+    /// (as `attention::collect`, without reading the trail).
+    pub fn attention_items(&self) -> Vec<attention::Item> {
+        attention::from_originals(
             &self.questions,
             &self.roles,
             &self.project,
             self.max_bytes,
-            now,
-        );
+            clock::now(),
+        )
+    }
+
+    /// Rebuilds the cards, the attention list and the header; emits those
+    /// that changed.
+    fn refresh(&mut self, out: &mut Vec<Delta>) {
+        let now = clock::now();
+        let items = self.attention_items();
         let held = crate::daemon::holds::list(&self.project).unwrap_or_default();
         let att = json!({"attention": items, "held": held});
         if att != self.attention {
