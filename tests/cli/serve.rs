@@ -828,8 +828,9 @@ fn browser_tools() -> Option<std::path::PathBuf> {
 /// A swarm at work in tmux, seen in Chromium (docs/cockpit.md): `lead` a
 /// person, `coder` an agent whose pane shows Claude Code's folder-trust
 /// dialog (needs_input), `qa` a scripted agent taking one item per wake-up,
-/// and usage records for today. The page (tests/cli/browser/glance.cjs)
-/// answers the dialog by a click, keeps a half-typed message and an open
+/// and usage records for today. The page (tests/cli/browser/glance.cjs) is
+/// walked with Tab (every control, in page order, with a focus ring) and
+/// answers the dialog from the keyboard, keeps a half-typed message and an open
 /// body through ten live messages, shows the usage records' sum as cost,
 /// never sends the token in a URL after the first request, and is laid out
 /// without overflow or overlap at 1400, 1024 and 390 pixels.
@@ -932,7 +933,7 @@ fn the_cockpit_at_a_glance_in_chromium() {
             "no screenshot at {w}"
         );
     }
-    // The click chose "Yes, I trust this folder" by its own keys.
+    // Enter on the page's button chose "Yes, I trust this folder" by its own keys.
     let io = std::fs::read_to_string(d.path("io.coder")).unwrap_or_default();
     assert!(
         io.contains("TRUSTED") && !io.contains("ANSWERED_NO"),
