@@ -241,3 +241,40 @@ pub struct Wake {
     /// tens of thousands) lists these in full.
     pub fresh: Vec<PathBuf>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A folder renamed into place with a file already in it: no event
+    /// names the file, so the folder is reported fresh (to be listed).
+    #[test]
+    fn a_folder_that_appears_with_a_file_in_it_is_reported_fresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let wanted = dir.path().join("sent");
+        let mut w = DirWatch::new(vec![wanted.clone()]);
+        let parked = dir.path().join("parked");
+        std::fs::create_dir(&parked).unwrap();
+        std::fs::write(parked.join("50_x.handoff"), "x").unwrap();
+        std::fs::rename(&parked, &wanted).unwrap();
+        let end = std::time::Instant::now() + Duration::from_secs(20);
+        let mut fresh = Vec::new();
+        while fresh.is_empty() && std::time::Instant::now() < end {
+            fresh = w.wait_for(Duration::from_millis(200)).fresh;
+        }
+        assert_eq!(fresh, vec![wanted.clone()]);
+        // Reported once: after that its own events name its files.
+        std::fs::write(wanted.join("50_y.handoff"), "y").unwrap();
+        let mut wake = w.wait_for(Duration::from_millis(200));
+        while wake.paths.is_empty() && std::time::Instant::now() < end {
+            assert!(wake.fresh.is_empty(), "{:?}", wake.fresh);
+            wake = w.wait_for(Duration::from_millis(200));
+        }
+        assert!(wake.fresh.is_empty(), "{:?}", wake.fresh);
+        assert!(
+            wake.paths.contains(&wanted.join("50_y.handoff")),
+            "{:?}",
+            wake.paths
+        );
+    }
+}
