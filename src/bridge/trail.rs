@@ -1,5 +1,5 @@
 //! One trail across hosts: every host publishes the message files of its own
-//! worktrees (originals in outbox/sent/failed, copies in the inbox folders,
+//! worktrees (originals in outbox/held/sent/failed, copies in the inbox folders,
 //! batch folders too) each time one appears or moves, and mirrors every other
 //! host's into `.swarmforge/bridge/hosts/<host>/<worktree>/`, worktree-shaped,
 //! so `swarm transcript`, `swarm receipts` and `swarm audit --check` read the
@@ -52,7 +52,10 @@ fn local_worktrees(roles: &Roles) -> Vec<(String, PathBuf)> {
     out
 }
 
-const ORIGINALS: [&str; 3] = ["outbox", "sent", "failed"];
+/// Where an original sits; `held/` ranks with `sent/` and `failed/`, so an
+/// approved original's brief stay back in its outbox never moves the
+/// mirror's copy backwards (docs/bridge.md, "One control").
+const ORIGINALS: [&str; 4] = ["outbox", "held", "sent", "failed"];
 const COPIES: [&str; 3] = ["inbox/new", "inbox/in_process", "inbox/completed"];
 
 fn handoff_files(dir: &Path) -> Vec<(String, std::fs::Metadata)> {
