@@ -499,3 +499,40 @@ fn the_audit_reports_a_control_that_was_skipped() {
         r.stdout
     );
 }
+
+#[test]
+fn a_pause_and_a_resume_issued_at_once_on_two_hosts_end_the_same_everywhere() {
+    // b is away when it pauses and a resumes: a's resume reaches the
+    // stream first, so b's pause is the later one on every host.
+    let Some(nats) = Nats::start() else { return };
+    let (_hub, mut hosts) = swarm(
+        &nats,
+        &["a", "b"],
+        THREE.replace("host: c", "host: a").as_str(),
+    );
+    start_all(&mut hosts);
+    hosts[1].kill_bridge();
+    let pause = control_id(&hosts[1].p.swarm(&["pause"]).ok().stdout);
+    let resume = control_id(&hosts[0].p.swarm(&["resume"]).ok().stdout);
+    let out = hosts[0].p.path(".swarmforge/bridge/control/out");
+    wait_until(LONG, "a's resume is in the stream", || {
+        files(&out).is_empty()
+    });
+    hosts[1].start_bridge();
+    wait_until(LONG, "each applied the other's", || {
+        journaled(&hosts[1], "control_applied", &resume)
+            && journaled(&hosts[0], "control_applied", &pause)
+    });
+    wait_until(LONG, "both hosts end paused", || {
+        paused(&hosts[0]) && paused(&hosts[1])
+    });
+    // b applied its own pause again after a's resume, and said so.
+    assert!(controls(&hosts[1])
+        .iter()
+        .any(|e| e["kind"] == "control_applied"
+            && e["reason"].as_str().unwrap().starts_with(&pause)
+            && e["reason"]
+                .as_str()
+                .unwrap()
+                .contains("again, in the stream's order")));
+}
