@@ -100,16 +100,25 @@ fn events(project: &Project, me: &str, hosts: &[String]) -> (BTreeMap<String, Ve
     for h in hosts {
         out.entry(h.clone()).or_default();
     }
-    let own = super::events::read_from(project, 0, usize::MAX)
-        .map(|(l, _)| l)
-        .unwrap_or_default();
-    let oldest = own
-        .first()
+    // read_from reads a bounded slice per call: read on to the end.
+    let (mut own, mut first) = (Vec::new(), None);
+    let mut from = 0;
+    while let Ok((lines, next)) = super::events::read_from(project, from, 4096) {
+        if next == from {
+            break;
+        }
+        if first.is_none() {
+            first = lines.first().cloned();
+        }
+        own.extend(lines.into_iter().filter(|l| l.text.contains("\"control_")));
+        from = next;
+    }
+    let oldest = first
         .and_then(|l| serde_json::from_str::<serde_json::Value>(&l.text).ok())
         .and_then(|v| v["time"].as_str().map(str::to_string))
         .unwrap_or_default();
     let mine = out.entry(me.to_string()).or_default();
-    for l in own.iter().filter(|l| l.text.contains("\"control_")) {
+    for l in &own {
         if let Some(e) = serde_json::from_str(&l.text).ok().as_ref().and_then(parse) {
             mine.push(e);
         }
