@@ -227,12 +227,8 @@ pub fn json_id(r: Option<&Record>) -> serde_json::Value {
 
 /// The records waiting in this host's control outbox, oldest first.
 pub fn waiting(project: &Project) -> Vec<(PathBuf, Record)> {
-    let Ok(rd) = std::fs::read_dir(outbox(project)) else {
-        return Vec::new();
-    };
-    let mut names: Vec<String> = rd
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
+    let mut names: Vec<String> = crate::protocol::layout::names_in(&outbox(project))
+        .into_iter()
         .filter(|n| n.ends_with(".json"))
         .collect();
     names.sort();

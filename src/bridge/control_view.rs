@@ -233,11 +233,8 @@ pub fn held_elsewhere(project: &Project, hosts: &[String], me: &str) -> Vec<Remo
     let mut out = Vec::new();
     for h in hosts.iter().filter(|h| *h != me) {
         let base = project.bridge_dir().join("hosts").join(h);
-        let Ok(rd) = std::fs::read_dir(&base) else {
-            continue;
-        };
-        for wt in rd.flatten() {
-            let held = crate::protocol::layout::Worktree::new(wt.path()).held();
+        for wt in crate::protocol::layout::names_in(&base) {
+            let held = crate::protocol::layout::Worktree::new(base.join(wt)).held();
             out.extend(holds::held_in(&held).into_iter().map(|held| RemoteHeld {
                 host: h.clone(),
                 held,

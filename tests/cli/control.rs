@@ -105,16 +105,13 @@ fn a_pause_on_one_host_stops_delivery_everywhere_and_a_resume_on_another_release
     });
     hosts[1].wait_copies("peer", 1, "b's local note is delivered after the resume");
     hosts[1].wait_copies("pong", 1, "c's note is delivered after the resume");
-    let st = status_json(&hosts[0]);
-    let c = &st["swarm_control"];
-    assert!(
-        c["hosts"]
+    // a sees every host running once the others' journals reached it.
+    wait_until(LONG, "a's status shows every host running", || {
+        let st = status_json(&hosts[0]);
+        st["swarm_control"]["hosts"]
             .as_array()
-            .unwrap()
-            .iter()
-            .all(|h| h["state"] == "running"),
-        "{c}"
-    );
+            .is_some_and(|h| h.iter().all(|h| h["state"] == "running"))
+    });
     for h in &hosts {
         audit_clean(h);
     }
@@ -125,12 +122,7 @@ fn pause_on_a_stops_what_arrives_at_b_from_other_hosts() {
     // The relayed copy waits in b's relay folder, not in a's outbox: a
     // paused by --here alone keeps delivering, b paused from a does not.
     let Some(nats) = Nats::start() else { return };
-    let (_hub, mut hosts) = swarm(
-        &nats,
-        &["a", "b"],
-        THREE.replace("host: c", "host: a").as_str(),
-    );
-    start_all(&mut hosts);
+    let (_hub, hosts) = two_hosts(&nats);
     let id = control_id(&hosts[0].p.swarm(&["pause"]).ok().stdout);
     wait_until(LONG, "b applied a's pause", || {
         journaled(&hosts[1], "control_applied", &id)
@@ -144,6 +136,13 @@ fn pause_on_a_stops_what_arrives_at_b_from_other_hosts() {
     assert!(hosts[1].copies("pong").is_empty());
     hosts[0].p.swarm(&["resume"]).ok();
     hosts[1].wait_copies("pong", 1, "b delivers after a's resume");
+}
+
+/// Hosts a and b (b with pong and peer), daemons and bridges running.
+fn two_hosts(nats: &Nats) -> (crate::bridge::Hub, Vec<Host>) {
+    let (hub, mut hosts) = swarm(nats, &["a", "b"], &THREE.replace("host: c", "host: a"));
+    start_all(&mut hosts);
+    (hub, hosts)
 }
 
 const HELD: &str = "roles:\n  - {name: ping, agent: human, host: a}\n  - {name: pong, agent: human, host: b, worktree: pong, approval: required}\n  - {name: peer, agent: human, host: b, worktree: peer}\n";
@@ -317,12 +316,7 @@ fn a_clarify_on_b_is_answered_from_a() {
 #[test]
 fn controls_sent_while_a_host_is_away_are_applied_in_order_when_it_returns() {
     let Some(nats) = Nats::start() else { return };
-    let (_hub, mut hosts) = swarm(
-        &nats,
-        &["a", "b"],
-        THREE.replace("host: c", "host: a").as_str(),
-    );
-    start_all(&mut hosts);
+    let (_hub, mut hosts) = two_hosts(&nats);
     hosts[1].kill_bridge();
     let ids: Vec<String> = [
         vec!["pause"],
@@ -393,12 +387,7 @@ fn record(host: &str, n: u64) -> String {
 #[test]
 fn control_records_from_strangers_or_malformed_are_refused_and_a_redelivered_one_applies_once() {
     let Some(nats) = Nats::start() else { return };
-    let (_hub, mut hosts) = swarm(
-        &nats,
-        &["a", "b"],
-        THREE.replace("host: c", "host: a").as_str(),
-    );
-    start_all(&mut hosts);
+    let (_hub, hosts) = two_hosts(&nats);
     let subject = |h: &str| format!("swarm.swarm.control.{h}");
     // A host not in `hosts:`.
     publish(&nats, &subject("zed"), &[], &record("zed", 1));
@@ -470,16 +459,16 @@ fn the_audit_reports_a_control_that_was_skipped() {
     // A check that says OK must be able to say not OK: b's journal lacks
     // the first of two controls of a that it applied.
     let Some(nats) = Nats::start() else { return };
-    let (_hub, mut hosts) = swarm(
-        &nats,
-        &["a", "b"],
-        THREE.replace("host: c", "host: a").as_str(),
-    );
-    start_all(&mut hosts);
+    let (_hub, hosts) = two_hosts(&nats);
     let first = control_id(&hosts[0].p.swarm(&["pause"]).ok().stdout);
     let second = control_id(&hosts[0].p.swarm(&["resume"]).ok().stdout);
     wait_until(LONG, "b applied both", || {
         journaled(&hosts[1], "control_applied", &second)
+    });
+    // b judges a's controls by a's journal, mirrored: wait for it.
+    let mirror = hosts[1].p.path(".swarmforge/bridge/events/a.jsonl");
+    wait_until(LONG, "a's control_sent events reached b", || {
+        fs::read_to_string(&mirror).is_ok_and(|t| t.contains(&second))
     });
     audit_clean(&hosts[1]);
     let events = hosts[1].p.path(".swarmforge/daemon/events.jsonl");
@@ -505,12 +494,7 @@ fn a_pause_and_a_resume_issued_at_once_on_two_hosts_end_the_same_everywhere() {
     // b is away when it pauses and a resumes: a's resume reaches the
     // stream first, so b's pause is the later one on every host.
     let Some(nats) = Nats::start() else { return };
-    let (_hub, mut hosts) = swarm(
-        &nats,
-        &["a", "b"],
-        THREE.replace("host: c", "host: a").as_str(),
-    );
-    start_all(&mut hosts);
+    let (_hub, mut hosts) = two_hosts(&nats);
     hosts[1].kill_bridge();
     let pause = control_id(&hosts[1].p.swarm(&["pause"]).ok().stdout);
     let resume = control_id(&hosts[0].p.swarm(&["resume"]).ok().stdout);
@@ -527,12 +511,12 @@ fn a_pause_and_a_resume_issued_at_once_on_two_hosts_end_the_same_everywhere() {
         paused(&hosts[0]) && paused(&hosts[1])
     });
     // b applied its own pause again after a's resume, and said so.
-    assert!(controls(&hosts[1])
-        .iter()
-        .any(|e| e["kind"] == "control_applied"
-            && e["reason"].as_str().unwrap().starts_with(&pause)
-            && e["reason"]
-                .as_str()
-                .unwrap()
-                .contains("again, in the stream's order")));
+    wait_until(LONG, "b journaled its pause applied again", || {
+        controls(&hosts[1]).iter().any(|e| {
+            let r = e["reason"].as_str().unwrap_or("");
+            e["kind"] == "control_applied"
+                && r.starts_with(&pause)
+                && r.contains("again, in the stream's order")
+        })
+    });
 }
