@@ -431,6 +431,17 @@ fn apply(p: &Project, r: &Record) -> io::Result<Applied> {
     }
 }
 
+/// Whether the swarm's trail (this host's files and the mirrors of the
+/// others) has a clarify with this id: an answer is sent only for one.
+pub fn clarify_known(p: &Project, id: &str) -> bool {
+    use crate::protocol::trail::{Scope, Trail};
+    Trail::load(p, &Scope::originals()).is_ok_and(|t| {
+        t.originals.iter().any(|o| {
+            o.id() == id && o.msg.type_name() == Some(crate::protocol::types::CLARIFY.name)
+        })
+    })
+}
+
 /// Whether clarify `id` has a copy in an inbox of this host (not in the
 /// proxy of a role on another host).
 pub fn clarify_here(p: &Project, id: &str) -> bool {

@@ -303,6 +303,15 @@ fn a_clarify_on_b_is_answered_from_a() {
             .status()
             .contains(&format!("control {good} answer by "))
     });
+    // An id no host knows is refused, nothing is sent.
+    let r = hosts[0].p.swarm(&[
+        "answer",
+        "20200101T000000Z_000001_from_lead",
+        "--choice",
+        "1",
+    ]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("No clarify"), "{r:?}");
     // An agent cannot answer for a person on another host.
     let r = hosts[0]
         .p

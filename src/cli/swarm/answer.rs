@@ -115,6 +115,17 @@ fn answer_elsewhere(project: &crate::protocol::layout::Project, args: &Args) -> 
     let sent = crate::agent::caller::Caller::of(project)
         .and_then(|c| c.require_person("swarm answer for a clarify on another host"))
         .and_then(|()| {
+            if crate::bridge::control::clarify_known(project, &args.id) {
+                Ok(())
+            } else {
+                Err(Error::env(format!(
+                    "No clarify {} on any host of this swarm: it is not sent yet, not mirrored here yet, or no such message exists.\n  hint: `swarm receipts {}` shows where it is",
+                    crate::text::escape(&args.id),
+                    crate::text::escape(&args.id)
+                )))
+            }
+        })
+        .and_then(|()| {
             crate::bridge::control::issue(project, action, "no copy on this host, sent")
         });
     match sent {
