@@ -150,9 +150,22 @@ pub fn issue(project: &Project, action: Action, local: &str) -> Result<Option<Re
     let Some((_, host)) = bridged(project) else {
         return Ok(None);
     };
+    let out = outbox(project);
+    let tmp = project.bridge_tmp();
+    fsx::ensure_dirs(&[&out, &tmp]).map_err(|e| Error::io(&out, e))?;
+    // Ids rise even when the clock steps back: the outbox is published in
+    // name order and the audit reads one host's ids as its order.
+    let last = dir(project).join("last");
+    let _issuing = fsx::lock(&dir(project).join("issue.lock")).map_err(|e| Error::io(&last, e))?;
+    let before: u128 = fsx::read_bounded(&last, 64)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
+        .map_or(0, |d| d.as_nanos())
+        .max(before + 1);
     let r = Record {
         id: format!("{host}.{nanos:020}.{}", std::process::id()),
         host,
@@ -160,9 +173,7 @@ pub fn issue(project: &Project, action: Action, local: &str) -> Result<Option<Re
         at: crate::protocol::clock::iso_now(),
         action,
     };
-    let out = outbox(project);
-    let tmp = project.bridge_tmp();
-    fsx::ensure_dirs(&[&out, &tmp]).map_err(|e| Error::io(&out, e))?;
+    fsx::replace(&tmp, &last, format!("{nanos}\n").as_bytes()).map_err(|e| Error::io(&last, e))?;
     let bytes = serde_json::to_vec(&r).unwrap_or_default();
     let path = out.join(format!("{}.json", r.id));
     fsx::publish(&tmp, &path, &bytes).map_err(|e| Error::io(&path, e))?;
@@ -474,4 +485,70 @@ fn reapply(p: &Project, r: &Record) -> io::Result<Option<Applied>> {
     Ok(Some(
         apply(p, r)?.map(|o| format!("{o} (again, in the stream's order)")),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bridged_project() -> (tempfile::TempDir, Project) {
+        let d = tempfile::tempdir().unwrap();
+        let p = Project::new(d.path());
+        std::fs::create_dir_all(p.swarmforge()).unwrap();
+        std::fs::write(
+            p.config_file(),
+            "hosts: [a, b]\nbridge: nats://127.0.0.1:1\n",
+        )
+        .unwrap();
+        std::fs::write(p.host_file(), "a\n").unwrap();
+        (d, p)
+    }
+
+    #[test]
+    fn ids_rise_even_when_the_clock_steps_back() {
+        let (_d, p) = bridged_project();
+        // A record issued "in the future" (a clock since stepped back).
+        std::fs::create_dir_all(dir(&p)).unwrap();
+        std::fs::write(dir(&p).join("last"), "99999999999999999990\n").unwrap();
+        let a = issue(&p, Action::Resume, "x").unwrap().unwrap();
+        let b = issue(&p, Action::Resume, "x").unwrap().unwrap();
+        assert!(a.id.starts_with("a.99999999999999999991."), "{}", a.id);
+        assert!(b.id > a.id, "{} then {}", a.id, b.id);
+        let names: Vec<String> = waiting(&p).into_iter().map(|(_, r)| r.id).collect();
+        assert_eq!(names, [a.id, b.id]);
+    }
+
+    #[test]
+    fn a_record_is_checked_as_untrusted_input() {
+        let (_d, p) = bridged_project();
+        let config = Config::load(&p.config_file()).unwrap();
+        let good = |kind: &str| {
+            format!(
+                r#"{{"id":"b.{:020}.7","host":"b","by":"bob","at":"t",{kind}}}"#,
+                5
+            )
+        };
+        assert!(check(&config, "b", good(r#""kind":"resume""#).as_bytes()).is_ok());
+        let bad = [
+            ("zed", good(r#""kind":"resume""#)),
+            ("b", good(r#""kind":"reboot""#)),
+            ("b", good(r#""kind":"pause","types":["nonsense"]"#)),
+            ("b", good(r#""kind":"approve","message":"x","sha256":"00""#)),
+            (
+                "b",
+                good(
+                    r#""kind":"deny","message":"20260101T000000Z_000001_from_x","reason":"a\u001b[2J""#,
+                ),
+            ),
+            ("b", good(r#""kind":"resume""#).replace("\"b.", "\"a.")),
+            ("b", "[1,2".to_string()),
+            ("b", "x".repeat(70 * 1024)),
+        ];
+        for (from, rec) in bad {
+            assert!(
+                check(&config, from, rec.as_bytes()).is_err(),
+                "{from}: {rec:.80}"
+            );
+        }
+    }
 }
