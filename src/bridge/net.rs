@@ -503,6 +503,11 @@ async fn mirror_messages(
     Some(messages)
 }
 
+/// The host a message of `<prefix><host>` came from (empty: none).
+fn publisher(m: &jetstream::Message, prefix: &str) -> String {
+    m.subject.strip_prefix(prefix).unwrap_or("").to_string()
+}
+
 /// Acks a mirrored message by how its file step went: applied, refused for
 /// good (bad data is never redelivered), or to be redelivered after a pause.
 async fn settle<T>(
@@ -540,11 +545,7 @@ async fn events_mirror_loop(s: Arc<Settings>, js: jetstream::Context, log: Share
             continue;
         };
         while let Some(Ok(m)) = messages.next().await {
-            let host = m
-                .subject
-                .strip_prefix(prefix.as_str())
-                .unwrap_or("")
-                .to_string();
+            let host = publisher(&m, &prefix);
             let offset = m
                 .headers
                 .as_ref()
@@ -695,11 +696,7 @@ async fn trail_mirror_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared
             continue;
         };
         while let Some(Ok(m)) = messages.next().await {
-            let host = m
-                .subject
-                .strip_prefix(prefix.as_str())
-                .unwrap_or("")
-                .to_string();
+            let host = publisher(&m, &prefix);
             if host == s.host {
                 let _ = m.ack().await;
                 continue;
@@ -803,11 +800,7 @@ async fn control_apply_loop(s: Arc<Settings>, js: jetstream::Context, log: Share
             continue;
         };
         while let Some(Ok(m)) = messages.next().await {
-            let from = m
-                .subject
-                .strip_prefix(prefix.as_str())
-                .unwrap_or("")
-                .to_string();
+            let from = publisher(&m, &prefix);
             let payload = m.payload.to_vec();
             let (s2, f2) = (s.clone(), from.clone());
             let outcome = blocking(move || control::receive(&s2, &f2, &payload)).await;

@@ -250,13 +250,30 @@ pub fn apply(
         }
     }
     let dir = target.parent().unwrap_or(&hq).to_path_buf();
-    fsx::ensure_dirs(&[&dir, &project.bridge_tmp()])?;
-    if std::fs::read(&target).is_ok_and(|b| b == bytes) {
-        // Held already; only moves to tidy.
-    } else {
-        fsx::replace(&project.bridge_tmp(), &target, bytes)?;
+    let tmp = project.bridge_tmp();
+    fsx::ensure_dirs(&[&dir, &tmp])?;
+    let mut stale: Vec<PathBuf> = stale.into_keys().collect();
+    match stale.pop() {
+        // A move is a rename of the file in its old place, never a copy
+        // and a removal: a reader between the two (`swarm audit --check`)
+        // would see one original twice.
+        Some(from) if !target.exists() => {
+            if std::fs::read(&from).map_or(true, |b| b != bytes) {
+                fsx::replace(&tmp, &from, bytes)?;
+            }
+            match fsx::move_noreplace(&from, &target) {
+                Err(e) if fsx::moved_to(&e).is_none() => return Err(e),
+                _ => {}
+            }
+        }
+        other => {
+            stale.extend(other);
+            if !std::fs::read(&target).is_ok_and(|b| b == bytes) {
+                fsx::replace(&tmp, &target, bytes)?;
+            }
+        }
     }
-    for p in stale.keys() {
+    for p in &stale {
         fsx::remove_file(p)?;
     }
     Ok(true)
