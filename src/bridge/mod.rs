@@ -9,6 +9,8 @@
 //! File logic is synchronous (`outbound`, `inbound`, `events`); only `net`
 //! is async and runs it through `spawn_blocking`.
 
+pub mod control;
+pub mod control_view;
 pub mod events;
 pub mod inbound;
 pub mod outbound;
@@ -103,6 +105,12 @@ impl Settings {
     /// The subjects of messages for this host's roles.
     pub fn inbound_filter(&self) -> String {
         format!("swarm.{}.to.{}.>", self.name(), self.host)
+    }
+
+    /// Where host `host` publishes its control records (docs/bridge.md,
+    /// "One control").
+    pub fn control_subject(&self, host: &str) -> String {
+        format!("swarm.{}.control.{host}", self.name())
     }
 
     pub fn events_subject(&self, host: &str) -> String {

@@ -10,6 +10,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy, stream, AckKind};
 use futures_util::StreamExt;
 
+use super::control;
 use super::events::{self, Mirror};
 use super::inbound::{self, Verdict};
 use super::outbound;
@@ -128,7 +129,9 @@ async fn main(s: Settings, creds: Credentials, log: Shared, stop: Arc<AtomicBool
     let evm = tokio::spawn(events_mirror_loop(s.clone(), js.clone(), log.clone()));
     let trp = tokio::spawn(trail_publish_loop(s.clone(), js.clone(), log.clone()));
     let trm = tokio::spawn(trail_mirror_loop(s.clone(), js.clone(), log.clone()));
-    let tasks = [out, inb, evp, evm, trp, trm];
+    let ctp = tokio::spawn(control_publish_loop(s.clone(), js.clone(), log.clone()));
+    let ctm = tokio::spawn(control_apply_loop(s.clone(), js.clone(), log.clone()));
+    let tasks = [out, inb, evp, evm, trp, trm, ctp, ctm];
     while !stop.load(Ordering::Relaxed) {
         tokio::time::sleep(Duration::from_millis(100)).await;
         if tasks.iter().any(|t| t.is_finished()) {
@@ -500,6 +503,11 @@ async fn mirror_messages(
     Some(messages)
 }
 
+/// The host a message of `<prefix><host>` came from (empty: none).
+fn publisher(m: &jetstream::Message, prefix: &str) -> String {
+    m.subject.strip_prefix(prefix).unwrap_or("").to_string()
+}
+
 /// Acks a mirrored message by how its file step went: applied, refused for
 /// good (bad data is never redelivered), or to be redelivered after a pause.
 async fn settle<T>(
@@ -537,11 +545,7 @@ async fn events_mirror_loop(s: Arc<Settings>, js: jetstream::Context, log: Share
             continue;
         };
         while let Some(Ok(m)) = messages.next().await {
-            let host = m
-                .subject
-                .strip_prefix(prefix.as_str())
-                .unwrap_or("")
-                .to_string();
+            let host = publisher(&m, &prefix);
             let offset = m
                 .headers
                 .as_ref()
@@ -692,11 +696,7 @@ async fn trail_mirror_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared
             continue;
         };
         while let Some(Ok(m)) = messages.next().await {
-            let host = m
-                .subject
-                .strip_prefix(prefix.as_str())
-                .unwrap_or("")
-                .to_string();
+            let host = publisher(&m, &prefix);
             if host == s.host {
                 let _ = m.ack().await;
                 continue;
@@ -736,6 +736,95 @@ async fn trail_mirror_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared
                 format!("trail record {host}:{wt}:{rel}: {e}")
             })
             .await;
+        }
+        tokio::time::sleep(RETRY).await;
+    }
+}
+
+/// This host's control records → the stream, oldest first, one at a time:
+/// a record leaves the control outbox only after its PubAck, and the next
+/// is published only then, so one host's records keep their order.
+async fn control_publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
+    let _ = stream(&s, &js, &log).await;
+    let subject = s.control_subject(&s.host);
+    loop {
+        let waiting = {
+            let s = s.clone();
+            blocking(move || control::waiting(&s.project)).await
+        };
+        let mut ok = true;
+        for (path, r) in waiting {
+            let mut h = async_nats::HeaderMap::new();
+            h.insert("Nats-Msg-Id", format!("ctl:{}", r.id).as_str());
+            let bytes = serde_json::to_vec(&r).unwrap_or_default();
+            let msg = jetstream::message::PublishMessage::build()
+                .payload(bytes::Bytes::from(bytes))
+                .headers(h);
+            let acked = match js.send_publish(subject.clone(), msg).await {
+                Ok(a) => matches!(tokio::time::timeout(ACK_TIMEOUT, a).await, Ok(Ok(_))),
+                Err(_) => false,
+            };
+            if !acked {
+                ok = false;
+                break;
+            }
+            let (p2, id) = (path.clone(), r.id.clone());
+            match blocking(move || control::mark_sent(&p2)).await {
+                Ok(()) => log.line("published", &format!("control {id}")),
+                Err(e) => {
+                    log.deferred(&path.display().to_string(), &e.to_string());
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        if ok {
+            log.cleared("control");
+        } else {
+            log.deferred_once("control", &format!("control records wait for {}", s.url));
+        }
+        tokio::time::sleep(if ok { IDLE } else { RETRY }).await;
+    }
+}
+
+/// Every host's control records → applied here in the stream's order (one
+/// out at a time, see `mirror_messages`).
+async fn control_apply_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
+    let prefix = format!("swarm.{}.control.", s.name());
+    loop {
+        let st = stream(&s, &js, &log).await;
+        let durable = format!("control-{}", s.host);
+        let Some(mut messages) =
+            mirror_messages(&st, &durable, &prefix, &log, "control-consumer").await
+        else {
+            continue;
+        };
+        while let Some(Ok(m)) = messages.next().await {
+            let from = publisher(&m, &prefix);
+            let payload = m.payload.to_vec();
+            let (s2, f2) = (s.clone(), from.clone());
+            let outcome = blocking(move || control::receive(&s2, &f2, &payload)).await;
+            let ack = match outcome {
+                control::Outcome::Applied => {
+                    log.line("control", &format!("applied a record from {from}"));
+                    m.ack().await
+                }
+                control::Outcome::Again => m.ack().await,
+                control::Outcome::Refused(why) => {
+                    log.line(
+                        "rejected",
+                        &format!("control record on {}: {why}", m.subject),
+                    );
+                    m.ack_with(AckKind::Term).await
+                }
+                control::Outcome::Wait(why) => {
+                    log.deferred_once("control-apply", &why);
+                    m.ack_with(AckKind::Nak(Some(RETRY))).await
+                }
+            };
+            if let Err(e) = ack {
+                log.deferred_once("control-consumer", &format!("ack not sent: {e}"));
+            }
         }
         tokio::time::sleep(RETRY).await;
     }

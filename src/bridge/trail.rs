@@ -1,5 +1,5 @@
 //! One trail across hosts: every host publishes the message files of its own
-//! worktrees (originals in outbox/sent/failed, copies in the inbox folders,
+//! worktrees (originals in outbox/held/sent/failed, copies in the inbox folders,
 //! batch folders too) each time one appears or moves, and mirrors every other
 //! host's into `.swarmforge/bridge/hosts/<host>/<worktree>/`, worktree-shaped,
 //! so `swarm transcript`, `swarm receipts` and `swarm audit --check` read the
@@ -52,7 +52,10 @@ fn local_worktrees(roles: &Roles) -> Vec<(String, PathBuf)> {
     out
 }
 
-const ORIGINALS: [&str; 3] = ["outbox", "sent", "failed"];
+/// Where an original sits; `held/` ranks with `sent/` and `failed/`, so an
+/// approved original's brief stay back in its outbox never moves the
+/// mirror's copy backwards (docs/bridge.md, "One control").
+const ORIGINALS: [&str; 4] = ["outbox", "held", "sent", "failed"];
 const COPIES: [&str; 3] = ["inbox/new", "inbox/in_process", "inbox/completed"];
 
 fn handoff_files(dir: &Path) -> Vec<(String, std::fs::Metadata)> {
@@ -247,13 +250,30 @@ pub fn apply(
         }
     }
     let dir = target.parent().unwrap_or(&hq).to_path_buf();
-    fsx::ensure_dirs(&[&dir, &project.bridge_tmp()])?;
-    if std::fs::read(&target).is_ok_and(|b| b == bytes) {
-        // Held already; only moves to tidy.
-    } else {
-        fsx::replace(&project.bridge_tmp(), &target, bytes)?;
+    let tmp = project.bridge_tmp();
+    fsx::ensure_dirs(&[&dir, &tmp])?;
+    let mut stale: Vec<PathBuf> = stale.into_keys().collect();
+    match stale.pop() {
+        // A move is a rename of the file in its old place, never a copy
+        // and a removal: a reader between the two (`swarm audit --check`)
+        // would see one original twice.
+        Some(from) if !target.exists() => {
+            if std::fs::read(&from).map_or(true, |b| b != bytes) {
+                fsx::replace(&tmp, &from, bytes)?;
+            }
+            match fsx::move_noreplace(&from, &target) {
+                Err(e) if fsx::moved_to(&e).is_none() => return Err(e),
+                _ => {}
+            }
+        }
+        other => {
+            stale.extend(other);
+            if !std::fs::read(&target).is_ok_and(|b| b == bytes) {
+                fsx::replace(&tmp, &target, bytes)?;
+            }
+        }
     }
-    for p in stale.keys() {
+    for p in &stale {
         fsx::remove_file(p)?;
     }
     Ok(true)

@@ -84,52 +84,59 @@ pub fn list(project: &Project) -> Result<Vec<Held>> {
         if symlink_on_the_way(&w) {
             continue;
         }
-        let Ok(rd) = std::fs::read_dir(&held) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if !grammar::valid_handoff_name(grammar::strip_collision_prefix(&name))
-                || !e.file_type().is_ok_and(|t| t.is_file())
-            {
-                continue;
-            }
-            let path = e.path();
-            let Ok(bytes) = fsx::read_bounded(&path, MAX_HELD_BYTES) else {
-                continue;
-            };
-            let Ok(m) = Message::parse_bytes(&bytes) else {
-                continue;
-            };
-            let get = |h: &str| m.get(h).unwrap_or_default().to_string();
-            let age_s = e
-                .metadata()
-                .and_then(|md| md.modified())
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .map(|d| d.as_secs());
-            let rendered = m.render();
-            let truncated = rendered.len() > MAX_SHOWN_BYTES;
-            let mut end = rendered.len().min(MAX_SHOWN_BYTES);
-            while !rendered.is_char_boundary(end) {
-                end -= 1;
-            }
-            out.push(Held {
-                sha256: gate::fingerprint(&m),
-                text: rendered[..end].to_string(),
-                truncated,
-                id: get("id"),
-                from: get("from"),
-                to: get("to"),
-                kind: get("type"),
-                title: m.get(names::TITLE).map(str::to_string),
-                path,
-                age_s,
-            });
-        }
+        out.extend(held_in(&held));
     }
     out.sort_by(|a, b| a.id.cmp(&b.id));
     Ok(out)
+}
+
+/// The held originals in one `held/` folder (any order).
+pub fn held_in(held: &Path) -> Vec<Held> {
+    let Ok(rd) = std::fs::read_dir(held) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !grammar::valid_handoff_name(grammar::strip_collision_prefix(&name))
+            || !e.file_type().is_ok_and(|t| t.is_file())
+        {
+            continue;
+        }
+        let path = e.path();
+        let Ok(bytes) = fsx::read_bounded(&path, MAX_HELD_BYTES) else {
+            continue;
+        };
+        let Ok(m) = Message::parse_bytes(&bytes) else {
+            continue;
+        };
+        let get = |h: &str| m.get(h).unwrap_or_default().to_string();
+        let age_s = e
+            .metadata()
+            .and_then(|md| md.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .map(|d| d.as_secs());
+        let rendered = m.render();
+        let truncated = rendered.len() > MAX_SHOWN_BYTES;
+        let mut end = rendered.len().min(MAX_SHOWN_BYTES);
+        while !rendered.is_char_boundary(end) {
+            end -= 1;
+        }
+        out.push(Held {
+            sha256: gate::fingerprint(&m),
+            text: rendered[..end].to_string(),
+            truncated,
+            id: get("id"),
+            from: get("from"),
+            to: get("to"),
+            kind: get("type"),
+            title: m.get(names::TITLE).map(str::to_string),
+            path,
+            age_s,
+        });
+    }
+    out
 }
 
 /// Whether `.swarmforge`, `handoffs` or `held` of this worktree is a symlink.
@@ -164,7 +171,8 @@ pub fn find(project: &Project, id: &str) -> Result<Held> {
         })
 }
 
-fn who() -> String {
+/// `$USER`, when it is a plain name: who ran a person's command.
+pub fn who() -> String {
     std::env::var("USER")
         .ok()
         .filter(|u| grammar::valid_role(u))

@@ -70,6 +70,14 @@ pub enum Kind {
     BudgetReleased,
     /// Spans were dropped: the trace collector is down or slow (docs/cost.md).
     TracesDropped,
+    /// A person's pause, resume, approve, deny or answer was sent to the
+    /// whole swarm (docs/bridge.md, "One control").
+    ControlSent,
+    /// A control record from another host was applied here.
+    ControlApplied,
+    /// A control record was refused here (its host is not in `hosts:`, it is
+    /// malformed, or what it asks is refused, e.g. changed since review).
+    ControlRefused,
 }
 
 impl Kind {
@@ -100,6 +108,9 @@ impl Kind {
             Kind::BudgetRaised => "budget_raised",
             Kind::BudgetReleased => "budget_released",
             Kind::TracesDropped => "traces_dropped",
+            Kind::ControlSent => "control_sent",
+            Kind::ControlApplied => "control_applied",
+            Kind::ControlRefused => "control_refused",
         }
     }
 }

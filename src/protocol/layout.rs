@@ -384,7 +384,7 @@ pub fn batch_dirs(dir: &Path) -> Vec<PathBuf> {
 
 /// The entry names of a state folder of the project's own (none when it
 /// does not exist).
-fn names_in(dir: &Path) -> Vec<String> {
+pub fn names_in(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
         .into_iter()
         .flatten()

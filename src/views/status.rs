@@ -87,6 +87,9 @@ pub struct Status {
     pub paused: Option<crate::daemon::gate::Pause>,
     /// Handoffs waiting for `swarm approve` / `swarm deny`.
     pub held: Vec<crate::daemon::holds::Held>,
+    /// Pause state and controls across hosts (docs/bridge.md, "One control").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swarm_control: Option<crate::bridge::control_view::SwarmControl>,
     /// File reservations in force (docs/reservations.md).
     pub reservations: Vec<crate::reservations::Reservation>,
     /// Tokens and cost per role, and the roles a budget parks.
@@ -320,6 +323,7 @@ pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Resul
         relayed,
         paused: crate::daemon::gate::pause_state(project),
         held: crate::daemon::holds::list(project)?,
+        swarm_control: crate::bridge::control_view::collect(project),
         reservations: crate::reservations::active(project)?,
         spend: crate::telemetry::spend::collect(project),
     })
@@ -445,6 +449,9 @@ pub fn text(s: &Status) -> String {
             p.describe(),
             p.since
         ));
+    }
+    if let Some(c) = &s.swarm_control {
+        out.push_str(&crate::bridge::control_view::text(c));
     }
     for r in &s.roles {
         if let Some(t) = &r.audit_pending_since {

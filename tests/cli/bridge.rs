@@ -416,7 +416,7 @@ pub fn swarm_at(url: &str, hosts: &[&str], roles_yaml: &str) -> (Hub, Vec<Host>)
 }
 
 /// The id in a queue file's name (`<NN>_<id>_to_<recipients>.handoff`).
-fn id_of(path: &Path) -> String {
+pub fn id_of(path: &Path) -> String {
     let n = file_name(path);
     let rest = n.split_once('_').unwrap().1;
     rest.split("_to_").next().unwrap().to_string()
@@ -666,7 +666,7 @@ fn nats_down_defers_remote_copies_once_local_delivery_goes_on_and_the_backlog_dr
 
 /// Checks that every message reached each of its remote recipients once,
 /// whole, and nothing else arrived.
-fn exactly_once(h: &Host, role: &str, want: &[PathBuf]) {
+pub fn exactly_once(h: &Host, role: &str, want: &[PathBuf]) {
     let copies = h.copies(role);
     let mut names: Vec<String> = copies.iter().map(|c| file_name(c)).collect();
     names.sort();

@@ -12,6 +12,7 @@ mod bridge;
 mod budgets;
 mod builder;
 mod compat;
+mod control;
 mod core_queue;
 mod core_send;
 mod costs;

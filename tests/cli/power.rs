@@ -22,6 +22,8 @@ use crate::lazyfs::{Journal, Mount};
 use crate::support::*;
 
 const ROLES: [&str; 3] = ["px", "py", "pz"];
+/// A role whose every send waits for `swarm approve` (`approval: required`).
+const APPROVER: &str = "pa";
 
 fn env_or(name: &str, default: &str) -> String {
     std::env::var(name)
@@ -30,11 +32,22 @@ fn env_or(name: &str, default: &str) -> String {
         .unwrap_or_else(|| default.to_string())
 }
 
-/// Three roles, each in its own folder; no wake-ups.
+/// Three roles, each in its own folder (py takes batches), and one whose
+/// sends need approval; no wake-ups; logs rotated every few kilobytes.
 fn project() -> Project {
+    let role = |r: &str| {
+        let role = Role::new(r).at(r).agent("script");
+        if r == "py" {
+            role.mode("batch")
+        } else {
+            role
+        }
+    };
     Project::builder()
-        .roles(ROLES.iter().map(|r| Role::new(r).at(r).agent("script")))
-        .config("wake: {method: none}\n")
+        .roles(ROLES.iter().chain([&APPROVER]).map(|r| role(r)))
+        .config(&format!(
+            "wake: {{method: none}}\nlogs: {{max_bytes: 3000, keep: 3}}\nroles:\n  - {{name: {APPROVER}, approval: required}}\n"
+        ))
         .build()
 }
 
@@ -43,7 +56,7 @@ fn outbox(p: &Project, role: &str) -> PathBuf {
 }
 
 fn drained(p: &Project) -> bool {
-    ROLES.iter().all(|r| {
+    ROLES.iter().chain([&APPROVER]).all(|r| {
         fs::read_dir(outbox(p, r)).is_ok_and(|d| {
             d.flatten()
                 .all(|e| !e.file_name().to_string_lossy().ends_with(".handoff"))
@@ -66,10 +79,24 @@ impl Drop for Daemon {
     }
 }
 
-/// The `pw-…` words in every copy `role` holds, counted once per copy.
+/// The copies `role` completed that `swarm archive` moved.
+fn archived_copies(p: &Project, role: &str) -> Vec<PathBuf> {
+    walk(&p.role_dir(role).join(".swarmforge/handoffs/archive"))
+        .into_iter()
+        .filter(|f| {
+            let s = f.to_string_lossy();
+            s.contains("/completed/") && s.ends_with(".handoff")
+        })
+        .collect()
+}
+
+/// The `pw-…` words in every copy `role` holds (archived ones too),
+/// counted once per copy.
 fn held(p: &Project, role: &str) -> BTreeMap<String, usize> {
     let mut seen = BTreeMap::new();
-    for c in inbox_copies(&p.role_dir(role)) {
+    let mut all = inbox_copies(&p.role_dir(role));
+    all.extend(archived_copies(p, role));
+    for c in all {
         let text = fs::read_to_string(&c).unwrap_or_default();
         let words: BTreeSet<&str> = text
             .split_whitespace()
@@ -95,7 +122,11 @@ fn ids_under(dir: &Path) -> BTreeSet<String> {
 }
 
 fn send(p: &Project, from: usize, to: usize, body: &str) -> PathBuf {
-    let dir = p.role_dir(ROLES[from]);
+    send_as(p, ROLES[from], to, body)
+}
+
+fn send_as(p: &Project, from: &str, to: usize, body: &str) -> PathBuf {
+    let dir = p.role_dir(from);
     fs::write(
         dir.join("draft.txt"),
         format!(
@@ -105,7 +136,7 @@ fn send(p: &Project, from: usize, to: usize, body: &str) -> PathBuf {
     )
     .unwrap();
     p.cmd("swarm-handoff")
-        .role(ROLES[from])
+        .role(from)
         .at(&dir)
         .arg("draft.txt")
         .code(0)
@@ -134,12 +165,60 @@ fn mount(p: &Project) -> Option<(tempfile::TempDir, Mount)> {
     Some((backing, m))
 }
 
-/// Runs the workload on the mount; the journal and what was acknowledged.
+/// A send of the approver's, held, then approved as a person does (the
+/// sha256 `swarm status` shows): acknowledged once `APPROVED` is printed.
+fn approved_send(p: &Project, m: &Mount, body: &str) -> Acked {
+    let queued = send_as(p, APPROVER, 0, body);
+    let name = queued.file_name().unwrap().to_string_lossy().to_string();
+    let id = name
+        .split_once('_')
+        .unwrap()
+        .1
+        .split("_to_")
+        .next()
+        .unwrap()
+        .to_string();
+    let mut sha = String::new();
+    wait_until(DEADLINE, "the approver's note is held", || {
+        let st = p.swarm(&["status", "--json"]).json();
+        let found = st["held"].as_array().and_then(|h| {
+            h.iter()
+                .find(|h| h["id"] == id.as_str())
+                .and_then(|h| h["sha256"].as_str().map(str::to_string))
+        });
+        sha = found.unwrap_or_default();
+        !sha.is_empty()
+    });
+    p.swarm(&["approve", &id, "--sha256", &sha])
+        .ok()
+        .stdout_has("APPROVED: ");
+    Acked {
+        body: body.to_string(),
+        to: 0,
+        at_sync: m.journal.lock().unwrap().syncs(),
+    }
+}
+
+fn tomorrow() -> String {
+    (chrono::Utc::now() + chrono::Duration::days(1))
+        .format("%Y-%m-%d")
+        .to_string()
+}
+
+/// Runs the workload on the mount (sends, delivery, ready/done, batches,
+/// an approval, an archive, the logs rotating); the journal and what was
+/// acknowledged.
 fn workload(p: &Project, m: &mut Mount, sends: usize, seed: u64) -> (Journal, Vec<Acked>) {
     let mut rng = Rng(seed.max(1));
     let daemon = Daemon(p.cmd("handoffd").arg(&p.root).spawn());
     let mut acked = Vec::new();
     for i in 0..sends {
+        if i == sends / 3 {
+            acked.push(approved_send(p, m, &format!("pw-{seed}-approved")));
+        }
+        if i == 2 * sends / 3 {
+            p.swarm(&["archive", "--before", &tomorrow()]).ok();
+        }
         let from = rng.below(3) as usize;
         let to = (from + 1 + rng.below(2) as usize) % 3;
         let body = format!("pw-{seed}-{i}");
@@ -157,6 +236,34 @@ fn workload(p: &Project, m: &mut Mount, sends: usize, seed: u64) -> (Journal, Ve
         }
     }
     wait_until(DEADLINE, "the daemon delivered the workload", || drained(p));
+    // The workload did what it claims: the logs rotated, py took a batch,
+    // archive moved finished items.
+    let daemon_dir = p.path(".swarmforge/daemon");
+    assert!(
+        files(&daemon_dir)
+            .iter()
+            .any(|f| f.starts_with("events.jsonl.")),
+        "the journal never rotated: {:?}",
+        files(&daemon_dir)
+    );
+    assert!(
+        walk(&p.role_dir("py").join(".swarmforge/handoffs"))
+            .iter()
+            .any(|f| f.to_string_lossy().contains("/batch")),
+        "py never took a batch"
+    );
+    assert!(
+        p.role_dir("px")
+            .join(".swarmforge/handoffs/archive")
+            .is_dir()
+            || p.role_dir("py")
+                .join(".swarmforge/handoffs/archive")
+                .is_dir()
+            || p.role_dir("pz")
+                .join(".swarmforge/handoffs/archive")
+                .is_dir(),
+        "nothing was archived"
+    );
     drop(daemon);
     m.unmount();
     let j = std::mem::take(&mut *m.journal.lock().unwrap());

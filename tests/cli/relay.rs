@@ -42,7 +42,7 @@ fn journal(h: &Host) -> String {
 
 /// Publishes one message to the swarm's stream as a bridge would, with
 /// whatever headers the caller chooses.
-fn publish(nats: &Nats, subject: &str, headers: &[(&str, &str)], payload: &str) {
+pub fn publish(nats: &Nats, subject: &str, headers: &[(&str, &str)], payload: &str) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -90,7 +90,7 @@ fn a_paused_host_keeps_what_arrives_over_the_bridge_until_resume() {
     let Some(nats) = Nats::start() else { return };
     let (_hub, mut hosts) = swarm(&nats, &["a", "b"], TWO);
     start(&mut hosts);
-    hosts[1].p.swarm(&["pause"]);
+    hosts[1].p.swarm(&["pause", "--here"]);
     let queued = hosts[0].send("ping", &note("pong", "while b is paused"));
     let name = file_name(&queued);
     // Received and spooled on b, and the daemon left it there: paused.
@@ -106,7 +106,7 @@ fn a_paused_host_keeps_what_arrives_over_the_bridge_until_resume() {
         st.contains("from other hosts for pong: 1 waiting for delivery"),
         "{st}"
     );
-    hosts[1].p.swarm(&["resume"]);
+    hosts[1].p.swarm(&["resume", "--here"]);
     hosts[1].wait_copies("pong", 1, "the copy is delivered after resume");
     assert_eq!(file_name(&hosts[1].copies("pong")[0]), name);
     wait_until(LONG, "the relayed copy moved to sent/", || {

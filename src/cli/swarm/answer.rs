@@ -17,7 +17,9 @@ Exit 0 answered; 1 usage, no such clarify in any inbox, or an environment \
 error; 2 refused (ANSWER INVALID with the reasons, NOT_A_CLARIFY, CLARIFY_CLOSED, \
 NOT_YOUR_CLARIFY: an agent answering as a person or as another role; an agent \
 is a process with SWARMFORGE_ROLE in its own or a parent's environment, see \
-docs/security.md).")]
+docs/security.md). In a swarm across hosts, a clarify whose copy is on another \
+host is answered there: the answer travels over the bridge (docs/bridge.md, \
+\"One control\") and exits 0 once sent.")]
 pub struct Args {
     /// The clarify's message id (`<IDTS>_<SEQ>_from_<asker>`), or a unique prefix of it
     pub id: String,
@@ -49,6 +51,11 @@ pub fn run(args: Args) -> i32 {
         Err(e) => return crate::cli::report(&e, args.json),
     };
     let args = Args { id, ..args };
+    if crate::bridge::control::bridged(&project).is_some()
+        && !crate::bridge::control::clarify_here(&project, &args.id)
+    {
+        return answer_elsewhere(&project, &args);
+    }
     let caller = crate::agent::caller::Caller::detect();
     match answer::answer(
         &project,
@@ -92,6 +99,51 @@ pub fn run(args: Args) -> i32 {
             }
             exit::REFUSED
         }
+        Err(e) => crate::cli::report(&e, args.json),
+    }
+}
+
+/// A clarify whose copy is on another host of the swarm: a person's answer
+/// travels there over the bridge and is checked and sent there
+/// (docs/bridge.md, "One control").
+fn answer_elsewhere(project: &crate::protocol::layout::Project, args: &Args) -> i32 {
+    let action = crate::bridge::control::Action::Answer {
+        message: args.id.clone(),
+        choices: args.choices.clone(),
+        text: args.text.clone(),
+    };
+    let sent = crate::agent::caller::Caller::of(project)
+        .and_then(|c| c.require_person("swarm answer for a clarify on another host"))
+        .and_then(|()| {
+            if crate::bridge::control::clarify_known(project, &args.id) {
+                Ok(())
+            } else {
+                Err(Error::env(format!(
+                    "No clarify {} on any host of this swarm: it is not sent yet, not mirrored here yet, or no such message exists.\n  hint: `swarm receipts {}` shows where it is",
+                    crate::text::escape(&args.id),
+                    crate::text::escape(&args.id)
+                )))
+            }
+        })
+        .and_then(|()| {
+            crate::bridge::control::issue(project, action, "no copy on this host, sent")
+        });
+    match sent {
+        Ok(Some(c)) => {
+            if args.json {
+                crate::cli::emit_json(serde_json::json!({
+                    "status": "sent", "clarify": args.id, "control": c.id,
+                }));
+            } else {
+                crate::cli::out(&format!(
+                    "ANSWER SENT: {} has no copy on this host; the host holding it answers and checks the choices\n{}",
+                    args.id,
+                    crate::bridge::control::sent_line(Some(&c))
+                ));
+            }
+            exit::OK
+        }
+        Ok(None) => crate::cli::report(&Error::env("this swarm has no bridge"), args.json),
         Err(e) => crate::cli::report(&e, args.json),
     }
 }

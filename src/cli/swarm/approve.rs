@@ -3,6 +3,7 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 
+use crate::bridge::control;
 use crate::daemon::holds;
 use crate::error::{exit, Error};
 
@@ -16,7 +17,11 @@ naming what was reviewed. The approval (.swarmforge/approvals/<id>) binds \
 that sha256: content changed after the review is refused now \
 (CHANGED_SINCE_REVIEW) or held again by the daemon. The original then goes \
 back to its outbox and is delivered the usual way, exactly once. Journaled \
-as `approved`. Safe to repeat after a crash.
+as `approved`. Safe to repeat after a crash. A handoff held on another \
+host of the swarm (`swarm status` lists it with its sha256) is approved \
+there: the approval travels over the bridge and that host delivers the \
+message only if it still holds exactly the content reviewed \
+(docs/bridge.md, \"One control\").
 Exit 0 approved; 1 no such held handoff, a bad id, not confirmed, or an \
 environment error; 2 CHANGED_SINCE_REVIEW, or PERSON_ONLY (run by an agent, \
 docs/security.md).")]
@@ -43,6 +48,11 @@ pub fn run(args: Args) -> i32 {
         Err(e) => return crate::cli::report(&e, args.json),
     };
     let args = Args { id, ..args };
+    if holds::find(&project, &args.id).is_err() {
+        if let Some(r) = crate::bridge::control_view::held_by_id(&project, &args.id) {
+            return approve_remote(&project, &r, &args);
+        }
+    }
     let seen = match &args.sha256 {
         Some(s) => s.clone(),
         None => match confirm(&project, &args.id, args.json) {
@@ -66,6 +76,49 @@ pub fn run(args: Args) -> i32 {
     }
 }
 
+/// Approval of a handoff held on another host: the person reviews the
+/// mirrored copy; the control carries the fingerprint reviewed, and that
+/// host approves only if its held copy still has it (docs/bridge.md, "One
+/// control").
+fn approve_remote(
+    project: &crate::protocol::layout::Project,
+    r: &crate::bridge::control_view::RemoteHeld,
+    args: &Args,
+) -> i32 {
+    let seen = match &args.sha256 {
+        Some(s) => s.clone(),
+        None => match confirm_shown(
+            &r.held.path,
+            &r.held.text,
+            &r.held.sha256,
+            &args.id,
+            args.json,
+        ) {
+            Some(s) => s,
+            None => return exit::ENV,
+        },
+    };
+    match control::approve_elsewhere(project, r, &seen) {
+        Ok(c) => {
+            if args.json {
+                crate::cli::emit_json(serde_json::json!({
+                    "status": "sent", "id": args.id, "sha256": seen, "host": r.host,
+                    "control": c.id,
+                }));
+            } else {
+                crate::cli::out(&format!(
+                    "APPROVAL SENT: {} is held on host {}; it approves exactly the content reviewed\n{}",
+                    args.id,
+                    r.host,
+                    control::sent_line(Some(&c))
+                ));
+            }
+            exit::OK
+        }
+        Err(e) => crate::cli::report(&e, args.json),
+    }
+}
+
 /// Shows the held message; on a terminal asks, and returns the fingerprint
 /// shown when the person says yes. Elsewhere (or on no) nothing is approved.
 fn confirm(
@@ -75,17 +128,27 @@ fn confirm(
 ) -> Result<Option<String>, Error> {
     let (h, msg) = holds::review(project, id)?;
     let fp = crate::daemon::gate::fingerprint(&msg);
+    Ok(confirm_shown(&h.path, &msg.render(), &fp, id, json))
+}
+
+fn confirm_shown(
+    path: &std::path::Path,
+    rendered: &str,
+    fp: &str,
+    id: &str,
+    json: bool,
+) -> Option<String> {
     let hint = format!("swarm approve {id} --sha256 {fp}");
     if json {
         crate::cli::emit_json(serde_json::json!({
-            "status": "review", "id": id, "sha256": fp, "path": h.path,
-            "message": msg.render(), "approve": hint,
+            "status": "review", "id": id, "sha256": fp, "path": path,
+            "message": rendered, "approve": hint,
         }));
     } else {
         crate::cli::out(&format!(
             "HELD: {}\n{}\nsha256: {fp}\n",
-            h.path.display(),
-            crate::text::escape_lines(msg.render().trim_end())
+            path.display(),
+            crate::text::escape_lines(rendered.trim_end())
         ));
     }
     let terminal = std::io::stdin().is_terminal() && !json;
@@ -95,13 +158,13 @@ fn confirm(
         let mut line = String::new();
         let _ = std::io::stdin().lock().read_line(&mut line);
         if matches!(line.trim(), "y" | "Y" | "yes") {
-            return Ok(Some(fp));
+            return Some(fp.to_string());
         }
         eprintln!("swarm approve: not approved.");
-        return Ok(None);
+        return None;
     }
     eprintln!(
         "swarm approve: nothing approved yet. Read the message above; to approve exactly it:\n  {hint}"
     );
-    Ok(None)
+    None
 }

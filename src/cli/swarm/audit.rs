@@ -102,7 +102,10 @@ fn run_check(args: &Args) -> i32 {
             Ok(t) => t,
             Err(e) => return crate::cli::report(&e, args.json),
         };
-        let f = check::verify(&t, lag);
+        let mut f = check::verify(&t, lag);
+        let (bad, pending) = crate::bridge::control_view::audit(&project);
+        f.violations.extend(bad);
+        f.pending.extend(pending);
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         if f.pending.is_empty() || !f.violations.is_empty() || left.is_zero() {
             break (t, f);

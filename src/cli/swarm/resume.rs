@@ -1,13 +1,18 @@
 //! `swarm resume`: end a `swarm pause` (docs/cockpit.md).
 
+use crate::bridge::control;
 use crate::daemon::holds;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
 Removes .swarmforge/paused; the daemon delivers what waited within its retry \
-backoff (at most 5 s). Exit 0 resumed (or nothing was paused); 1 an environment error; \
+backoff (at most 5 s). In a swarm across hosts every host resumes too, \
+unless --here (docs/bridge.md, \"One control\"). Exit 0 resumed (or nothing was paused); 1 an environment error; \
 2 PERSON_ONLY (run by an agent, docs/security.md).")]
 pub struct Args {
+    /// This host only: nothing is sent to the other hosts of the swarm
+    #[arg(long)]
+    pub here: bool,
     /// Print one JSON object instead of text
     #[arg(long)]
     pub json: bool,
@@ -19,13 +24,24 @@ pub fn run(args: Args) -> i32 {
         args.json,
         |p| {
             crate::agent::caller::Caller::of(p)?.require_person("swarm resume")?;
-            holds::resume(p)
+            let was = holds::resume(p)?;
+            let done = if was { "resumed" } else { "not paused" };
+            let sent = if args.here {
+                None
+            } else {
+                control::issue(p, control::Action::Resume, done)?
+            };
+            Ok((was, sent))
         },
-        |was| {
+        |(was, c)| {
             serde_json::json!({
                 "status": "resumed", "was_paused": was,
+                "control": control::json_id(c.as_ref()),
             })
         },
-        |&was| if was { "RESUMED\n" } else { "NOT PAUSED\n" }.to_string(),
+        |(was, c)| {
+            let head = if *was { "RESUMED\n" } else { "NOT PAUSED\n" };
+            format!("{head}{}", control::sent_line(c.as_ref()))
+        },
     )
 }

@@ -1,0 +1,554 @@
+//! One control for the whole swarm (docs/bridge.md, "One control"): `swarm
+//! pause`, `resume`, `approve`, `deny` and `answer` run on any host act on
+//! every host. The command does its local part as on a single host, then
+//! leaves a control record in `.swarmforge/bridge/control/out/`; the bridge
+//! publishes the records there in name order (one host's records keep their
+//! order) and every host's bridge applies every record in the stream's order,
+//! through one consumer that takes one record at a time.
+//!
+//! Invariant: a record is applied at most once per host from the stream. The
+//! marker `.swarmforge/bridge/control/seen/<id>` is published after the
+//! record's effect and its journal line, and a record whose marker exists
+//! changes nothing; the effects themselves are idempotent (a pause sets a
+//! state, an approval of a message no longer held is a no-op), so a crash
+//! between the effect and the marker repeats nothing harmful.
+//!
+//! A host's own pause and resume come back to it in the stream's order and
+//! are applied again there, so a pause on one host and a resume on another
+//! issued at once end in the same state on every host: the later in the
+//! stream wins everywhere.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::control_view::RemoteHeld;
+use super::Settings;
+use crate::agent::caller::Caller;
+use crate::daemon::holds;
+use crate::daemon::journal::{record_outside, Event, Kind};
+use crate::error::{Error, Result};
+use crate::fsx;
+use crate::protocol::config::Config;
+use crate::protocol::grammar;
+use crate::protocol::layout::Project;
+use crate::text::escape;
+
+/// Largest control record read or published.
+pub const MAX_RECORD: u64 = 64 * 1024;
+/// Longest free text (a denial's reason, an answer's text).
+const MAX_TEXT: usize = 16 * 1024;
+
+/// One control record, as published (JSON, one object).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// `<host>.<nanoseconds since the epoch, 20 digits>.<pid>`: unique, and
+    /// one host's ids sort in the order it issued them.
+    pub id: String,
+    /// The host where the person ran the command.
+    pub host: String,
+    /// Who ran it (`$USER`).
+    pub by: String,
+    pub at: String,
+    #[serde(flatten)]
+    pub action: Action,
+}
+
+/// What a control record asks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Action {
+    Pause {
+        types: Vec<String>,
+    },
+    Resume,
+    /// Approve held message `message`, if its content is still `sha256`.
+    Approve {
+        message: String,
+        sha256: String,
+    },
+    Deny {
+        message: String,
+        reason: String,
+    },
+    /// Answer clarify `message` as a person.
+    Answer {
+        message: String,
+        choices: Vec<usize>,
+        text: Option<String>,
+    },
+}
+
+impl Action {
+    pub fn word(&self) -> &'static str {
+        match self {
+            Action::Pause { .. } => "pause",
+            Action::Resume => "resume",
+            Action::Approve { .. } => "approve",
+            Action::Deny { .. } => "deny",
+            Action::Answer { .. } => "answer",
+        }
+    }
+
+    /// The action in a few words, for the journal and `swarm status`.
+    pub fn describe(&self) -> String {
+        match self {
+            Action::Pause { types } if types.is_empty() => "pause all delivery".into(),
+            Action::Pause { types } => format!("pause delivery of {}", types.join(",")),
+            Action::Resume => "resume delivery".into(),
+            Action::Approve { message, .. } => format!("approve {message}"),
+            Action::Deny { message, .. } => format!("deny {message}"),
+            Action::Answer { message, .. } => format!("answer {message}"),
+        }
+    }
+}
+
+fn dir(project: &Project) -> PathBuf {
+    project.bridge_dir().join("control")
+}
+
+/// Records issued on this host, waiting for their PubAck.
+pub fn outbox(project: &Project) -> PathBuf {
+    dir(project).join("out")
+}
+
+/// Records issued on this host and acknowledged by JetStream.
+pub fn sent(project: &Project) -> PathBuf {
+    dir(project).join("sent")
+}
+
+/// One empty marker per record applied from the stream.
+fn seen(project: &Project) -> PathBuf {
+    dir(project).join("seen")
+}
+
+/// Whether swarm.yaml gives this checkout a bridge (and so a swarm to tell).
+pub fn bridged(project: &Project) -> Option<(Config, String)> {
+    let config = Config::load(&project.config_file()).ok()?;
+    config.bridge.as_ref()?;
+    let host = crate::protocol::config::this_host(project, &config).ok()??;
+    Some((config, host))
+}
+
+/// Journals `kind` for record `r` with `outcome` (docs/bridge.md, "One
+/// control": `<id> <kind> by <who> on <host>: <outcome>`).
+fn journal(project: &Project, kind: Kind, r: &Record, outcome: &str) {
+    let reason = format!(
+        "{} {} by {} on {}: {outcome}",
+        r.id,
+        r.action.word(),
+        r.by,
+        r.host
+    );
+    record_outside(project, &Event::new(kind).reason(reason));
+}
+
+/// Sends `action`, already done on this host (`local`: what it did here),
+/// to every other host. None: this swarm has no bridge.
+pub fn issue(project: &Project, action: Action, local: &str) -> Result<Option<Record>> {
+    let Some((_, host)) = bridged(project) else {
+        return Ok(None);
+    };
+    let out = outbox(project);
+    let tmp = project.bridge_tmp();
+    fsx::ensure_dirs(&[&out, &tmp]).map_err(|e| Error::io(&out, e))?;
+    // Ids rise even when the clock steps back: the outbox is published in
+    // name order and the audit reads one host's ids as its order.
+    let last = dir(project).join("last");
+    let _issuing = fsx::lock(&dir(project).join("issue.lock")).map_err(|e| Error::io(&last, e))?;
+    let before: u128 = fsx::read_bounded(&last, 64)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+        .max(before + 1);
+    let r = Record {
+        id: format!("{host}.{nanos:020}.{}", std::process::id()),
+        host,
+        by: holds::who(),
+        at: crate::protocol::clock::iso_now(),
+        action,
+    };
+    fsx::replace(&tmp, &last, format!("{nanos}\n").as_bytes()).map_err(|e| Error::io(&last, e))?;
+    let bytes = serde_json::to_vec(&r).unwrap_or_default();
+    let path = out.join(format!("{}.json", r.id));
+    fsx::publish(&tmp, &path, &bytes).map_err(|e| Error::io(&path, e))?;
+    journal(project, Kind::ControlSent, &r, local);
+    Ok(Some(r))
+}
+
+/// Approves a handoff held on host `r.host`, reviewed as `seen`: refused
+/// (`CHANGED_SINCE_REVIEW`) when the mirror shows other content now; that
+/// host checks its own held copy again before it approves.
+pub fn approve_elsewhere(project: &Project, r: &RemoteHeld, seen: &str) -> Result<Record> {
+    if r.held.sha256 != seen {
+        return Err(Error::refused(
+            crate::error::Token::ChangedSinceReview,
+            format!(
+                "{} held on host {} is not what was reviewed (sha256 {}), it is now sha256 {}; nothing approved. Review it again: `swarm approve {}` shows it.",
+                r.held.id, r.host, escape(seen), r.held.sha256, r.held.id
+            ),
+            vec![r.held.path.clone()],
+        ));
+    }
+    let action = Action::Approve {
+        message: r.held.id.clone(),
+        sha256: seen.to_string(),
+    };
+    let local = format!("held on host {}, sent there", r.host);
+    issue(project, action, &local)?.ok_or_else(|| Error::env("this swarm has no bridge"))
+}
+
+/// Denies a handoff held on host `r.host`.
+pub fn deny_elsewhere(project: &Project, r: &RemoteHeld, reason: &str) -> Result<Record> {
+    if reason.trim().is_empty() || !valid_text(reason) {
+        return Err(Error::env(
+            "a denial needs a reason (--reason TEXT, no control characters)",
+        ));
+    }
+    let action = Action::Deny {
+        message: r.held.id.clone(),
+        reason: reason.to_string(),
+    };
+    let local = format!("held on host {}, sent there", r.host);
+    issue(project, action, &local)?.ok_or_else(|| Error::env("this swarm has no bridge"))
+}
+
+/// The line a command prints after it sent a control (nothing without a
+/// bridge).
+pub fn sent_line(r: Option<&Record>) -> String {
+    r.map(|r| {
+        format!(
+            "CONTROL SENT: {} ({}) to every host; `swarm status` shows where it is applied\n",
+            r.id,
+            r.action.describe()
+        )
+    })
+    .unwrap_or_default()
+}
+
+/// The control's id for a command's JSON answer (null without a bridge).
+pub fn json_id(r: Option<&Record>) -> serde_json::Value {
+    r.map_or(serde_json::Value::Null, |r| serde_json::json!(r.id))
+}
+
+/// The records waiting in this host's control outbox, oldest first.
+pub fn waiting(project: &Project) -> Vec<(PathBuf, Record)> {
+    let mut names: Vec<String> = crate::protocol::layout::names_in(&outbox(project))
+        .into_iter()
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .filter_map(|n| {
+            let p = outbox(project).join(n);
+            let b = fsx::read_bounded(&p, MAX_RECORD).ok()?;
+            Some((p, serde_json::from_slice(&b).ok()?))
+        })
+        .collect()
+}
+
+/// JetStream acknowledged the record: it leaves the outbox.
+pub fn mark_sent(path: &Path) -> io::Result<()> {
+    let Some(name) = path.file_name() else {
+        return Ok(());
+    };
+    let project_sent = path
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("sent"))
+        .unwrap_or_default();
+    fsx::ensure_dirs(&[&project_sent])?;
+    match fsx::move_noreplace(path, &project_sent.join(name)) {
+        Ok(()) => Ok(()),
+        Err(e) if fsx::moved_to(&e).is_some() => Ok(()),
+        // Sent before (a crash after the move): the copy in the outbox goes.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => fsx::remove_file(path),
+        Err(e) => Err(e),
+    }
+}
+
+/// What became of a received record.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Applied now (journaled `control_applied` or, refused by its own
+    /// checks, `control_refused`): ack.
+    Applied,
+    /// Applied before (a redelivery): ack.
+    Again,
+    /// Not a record this host accepts (journaled `control_refused`):
+    /// terminate, never redeliver.
+    Refused(String),
+    /// Cannot be applied yet (a disk error): redeliver after a pause.
+    Wait(String),
+}
+
+fn valid_text(t: &str) -> bool {
+    t.len() <= MAX_TEXT && !t.chars().any(|c| c.is_control() && c != '\n' && c != '\t')
+}
+
+/// Checks a received record as untrusted input: the host it came from
+/// (`from`, its subject) is one of `hosts:` and the record's own; every
+/// field is what a command of this version writes.
+pub fn check(config: &Config, from: &str, bytes: &[u8]) -> std::result::Result<Record, String> {
+    if !config.hosts.iter().any(|h| h == from) {
+        return Err(format!(
+            "host '{}' is not one of the hosts in swarm.yaml ({})",
+            escape(from),
+            config.hosts.join(", ")
+        ));
+    }
+    if bytes.len() as u64 > MAX_RECORD {
+        return Err(format!("{} bytes, more than {MAX_RECORD}", bytes.len()));
+    }
+    let r: Record =
+        serde_json::from_slice(bytes).map_err(|e| format!("malformed control record: {e}"))?;
+    if r.host != from {
+        return Err(format!(
+            "it names host '{}' but host {from} published it",
+            escape(&r.host)
+        ));
+    }
+    let mut parts = r.id.split('.');
+    let ok_id = parts.next() == Some(from)
+        && parts
+            .next()
+            .is_some_and(|n| n.len() == 20 && n.bytes().all(|b| b.is_ascii_digit()))
+        && parts
+            .next()
+            .is_some_and(|n| (1..=10).contains(&n.len()) && n.bytes().all(|b| b.is_ascii_digit()))
+        && parts.next().is_none();
+    if !ok_id {
+        return Err(format!("'{}' is not a control id", escape(&r.id)));
+    }
+    if !grammar::valid_role(&r.by) || r.at.len() > 64 || !valid_text(&r.at) {
+        return Err("bad `by` or `at`".into());
+    }
+    let message_ok = |m: &str| grammar::valid_message_id(m);
+    let fine = match &r.action {
+        Action::Pause { types } => types
+            .iter()
+            .all(|t| crate::protocol::types::type_rule(t).is_some_and(|r| r.sendable)),
+        Action::Resume => true,
+        Action::Approve { message, sha256 } => {
+            message_ok(message)
+                && sha256.len() == 64
+                && sha256.bytes().all(|b| b.is_ascii_hexdigit())
+        }
+        Action::Deny { message, reason } => {
+            message_ok(message) && !reason.trim().is_empty() && valid_text(reason)
+        }
+        Action::Answer {
+            message,
+            choices,
+            text,
+        } => message_ok(message) && choices.len() <= 64 && text.as_deref().is_none_or(valid_text),
+    };
+    if !fine {
+        return Err(format!("bad {} record", r.action.word()));
+    }
+    Ok(r)
+}
+
+/// Applies one record received from host `from` (its subject): refused and
+/// journaled when it is not acceptable, a no-op when applied before.
+pub fn receive(s: &Settings, from: &str, bytes: &[u8]) -> Outcome {
+    let p = &s.project;
+    let r = match check(&s.config, from, bytes) {
+        Ok(r) => r,
+        Err(why) => {
+            let ev = Event::new(Kind::ControlRefused)
+                .reason(format!("control record from host {}: {why}", escape(from)));
+            record_outside(p, &ev);
+            return Outcome::Refused(why);
+        }
+    };
+    let marker = seen(p).join(&r.id);
+    if marker.exists() {
+        return Outcome::Again;
+    }
+    let own = r.host == s.host;
+    let result = match (&r.action, own) {
+        // Done here when it was issued; only its order is re-applied.
+        (Action::Pause { .. } | Action::Resume, true) => reapply(p, &r),
+        (_, true) => Ok(None),
+        (_, false) => apply(p, &r).map(Some),
+    };
+    match result {
+        Ok(Some(Ok(outcome))) => journal(p, Kind::ControlApplied, &r, &outcome),
+        Ok(Some(Err(refusal))) => journal(p, Kind::ControlRefused, &r, &refusal),
+        Ok(None) => {}
+        Err(e) => return Outcome::Wait(e.to_string()),
+    }
+    let tmp = p.bridge_tmp();
+    match fsx::ensure_dirs(&[&seen(p), &tmp]).and_then(|_| fsx::publish(&tmp, &marker, b"")) {
+        Ok(()) => Outcome::Applied,
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Outcome::Applied,
+        Err(e) => Outcome::Wait(format!("{}: {e}", marker.display())),
+    }
+}
+
+/// A refusal the record's own checks make (journaled, not retried), or a
+/// transient error (retried).
+type Applied = std::result::Result<String, String>;
+
+fn transient(e: &Error) -> bool {
+    matches!(e, Error::Io { .. })
+}
+
+/// Does what the record asks on this host.
+fn apply(p: &Project, r: &Record) -> io::Result<Applied> {
+    let via = format!("control {} from host {} by {}", r.id, r.host, r.by);
+    let res: Result<String> = match &r.action {
+        Action::Pause { types } => {
+            holds::pause(p, types).map(|st| format!("{} paused since {}", st.describe(), st.since))
+        }
+        Action::Resume => {
+            holds::resume(p).map(|was| if was { "resumed" } else { "not paused" }.into())
+        }
+        Action::Approve { message, sha256 } => match holds::find(p, message) {
+            Ok(_) => holds::approve(p, message, sha256, &via)
+                .map(|to| format!("approved, back in {}", to.display())),
+            Err(_) => Ok("not held on this host".into()),
+        },
+        Action::Deny { message, reason } => match holds::find(p, message) {
+            Ok(_) => holds::deny(p, message, reason, &via)
+                .map(|to| format!("denied, in {}", to.display())),
+            Err(_) => Ok("not held on this host".into()),
+        },
+        Action::Answer {
+            message,
+            choices,
+            text,
+        } => {
+            if !clarify_here(p, message) {
+                Ok("no copy of it on this host".into())
+            } else {
+                crate::agent::answer::answer(p, message, choices, text.as_deref(), &Caller::Person)
+                    .map(|a| format!("answered as {}: {}", a.role, a.queued.path.display()))
+            }
+        }
+    };
+    match res {
+        Ok(o) => Ok(Ok(o)),
+        Err(e) if transient(&e) => Err(io::Error::other(e.to_string())),
+        Err(Error::Refused { token, detail, .. }) => Ok(Err(format!("{}: {detail}", token.name()))),
+        Err(e) => Ok(Err(e.to_string())),
+    }
+}
+
+/// Whether the swarm's trail (this host's files and the mirrors of the
+/// others) has a clarify with this id: an answer is sent only for one.
+pub fn clarify_known(p: &Project, id: &str) -> bool {
+    use crate::protocol::trail::{Scope, Trail};
+    Trail::load(p, &Scope::originals()).is_ok_and(|t| {
+        t.originals.iter().any(|o| {
+            o.id() == id && o.msg.type_name() == Some(crate::protocol::types::CLARIFY.name)
+        })
+    })
+}
+
+/// Whether clarify `id` has a copy in an inbox of this host (not in the
+/// proxy of a role on another host).
+pub fn clarify_here(p: &Project, id: &str) -> bool {
+    let Ok(mut roles) = crate::protocol::roles::Roles::load(&p.roles_tsv()) else {
+        return false;
+    };
+    roles.roles.retain(|r| !r.is_remote());
+    let max = Config::load(&p.config_file())
+        .map(|c| c.limits.max_file_bytes)
+        .unwrap_or(MAX_RECORD);
+    crate::agent::answer::clarify_copy(&roles, p, id, max).is_some()
+}
+
+/// A pause or resume issued here comes back in the stream's order: applied
+/// again when the pause state is not what it set (a record of another host
+/// came in between). Journaled only then.
+fn reapply(p: &Project, r: &Record) -> io::Result<Option<Applied>> {
+    let now = crate::daemon::gate::pause_state(p);
+    let differs = match (&r.action, &now) {
+        (Action::Resume, Some(_)) => true,
+        (Action::Pause { .. }, None) => true,
+        (Action::Pause { types }, Some(st)) => {
+            !st.types.is_empty() && (types.is_empty() || types.iter().any(|t| !st.covers(t)))
+        }
+        _ => false,
+    };
+    if !differs {
+        return Ok(None);
+    }
+    Ok(Some(
+        apply(p, r)?.map(|o| format!("{o} (again, in the stream's order)")),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bridged_project() -> (tempfile::TempDir, Project) {
+        let d = tempfile::tempdir().unwrap();
+        let p = Project::new(d.path());
+        std::fs::create_dir_all(p.swarmforge()).unwrap();
+        std::fs::write(
+            p.config_file(),
+            "hosts: [a, b]\nbridge: nats://127.0.0.1:1\n",
+        )
+        .unwrap();
+        std::fs::write(p.host_file(), "a\n").unwrap();
+        (d, p)
+    }
+
+    #[test]
+    fn ids_rise_even_when_the_clock_steps_back() {
+        let (_d, p) = bridged_project();
+        // A record issued "in the future" (a clock since stepped back).
+        std::fs::create_dir_all(dir(&p)).unwrap();
+        std::fs::write(dir(&p).join("last"), "99999999999999999990\n").unwrap();
+        let a = issue(&p, Action::Resume, "x").unwrap().unwrap();
+        let b = issue(&p, Action::Resume, "x").unwrap().unwrap();
+        assert!(a.id.starts_with("a.99999999999999999991."), "{}", a.id);
+        assert!(b.id > a.id, "{} then {}", a.id, b.id);
+        let names: Vec<String> = waiting(&p).into_iter().map(|(_, r)| r.id).collect();
+        assert_eq!(names, [a.id, b.id]);
+    }
+
+    #[test]
+    fn a_record_is_checked_as_untrusted_input() {
+        let (_d, p) = bridged_project();
+        let config = Config::load(&p.config_file()).unwrap();
+        let good = |kind: &str| {
+            format!(
+                r#"{{"id":"b.{:020}.7","host":"b","by":"bob","at":"t",{kind}}}"#,
+                5
+            )
+        };
+        assert!(check(&config, "b", good(r#""kind":"resume""#).as_bytes()).is_ok());
+        let bad = [
+            ("zed", good(r#""kind":"resume""#)),
+            ("b", good(r#""kind":"reboot""#)),
+            ("b", good(r#""kind":"pause","types":["nonsense"]"#)),
+            ("b", good(r#""kind":"approve","message":"x","sha256":"00""#)),
+            (
+                "b",
+                good(
+                    r#""kind":"deny","message":"20260101T000000Z_000001_from_x","reason":"a\u001b[2J""#,
+                ),
+            ),
+            ("b", good(r#""kind":"resume""#).replace("\"b.", "\"a.")),
+            ("b", "[1,2".to_string()),
+            ("b", "x".repeat(70 * 1024)),
+        ];
+        for (from, rec) in bad {
+            assert!(
+                check(&config, from, rec.as_bytes()).is_err(),
+                "{from}: {rec:.80}"
+            );
+        }
+    }
+}
