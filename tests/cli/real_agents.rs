@@ -18,8 +18,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::support::{
-    chown_tree, handoff_names, hq, require_capability, require_tool, user_dir, ModelServer,
-    Project, Step, SwarmGuard,
+    chown_tree, handoff_names, hq, require_capability, require_tool, user_dir, user_dir_in,
+    ModelServer, Project, Step, SwarmGuard,
 };
 
 /// A whole scripted conversation, real CLI start-up included.
@@ -66,15 +66,24 @@ pub(crate) struct RealSwarm {
     /// The ordinary user (uid, gid) `swarm` runs as, when the test runs as
     /// root (see [`RealSwarm::as_ordinary_user`]).
     pub(crate) user: Option<(u32, u32)>,
+    /// Where the project, HOME and helper folders are made (None: see
+    /// `user_dir`).
+    base: Option<PathBuf>,
 }
 
 impl RealSwarm {
     /// `swarm init` for `yaml`; the model server is started, no agent yet.
     pub(crate) fn init(yaml: &str, bin: PathBuf) -> RealSwarm {
+        RealSwarm::init_in(yaml, bin, None)
+    }
+
+    /// [`RealSwarm::init`] with the project, HOME and helper folders in
+    /// `base` (an ordinary user's home).
+    pub(crate) fn init_in(yaml: &str, bin: PathBuf, base: Option<PathBuf>) -> RealSwarm {
         let model = ModelServer::start();
         // Where a user keeps a project and a HOME: outside the temp folder
         // (Codex treats a CODEX_HOME there differently, docs/agents.md).
-        let d = Project::empty_at_home();
+        let d = Project::empty_in(base.as_deref());
         d.write(
             "swarm.yaml",
             &yaml.replace("@MODEL@", &format!("http://127.0.0.1:{}", model.port)),
@@ -82,7 +91,7 @@ impl RealSwarm {
         d.swarm(&["init"]).ok();
         // A user who has used Claude Code before: onboarding done, no
         // project of this swarm known.
-        let home = user_dir();
+        let home = user_dir_in(base.as_deref());
         fs::write(
             home.path().join(".claude.json"),
             json!({"hasCompletedOnboarding": true, "theme": "dark", "projects": {}}).to_string(),
@@ -96,13 +105,18 @@ impl RealSwarm {
             bin,
             path_first: Vec::new(),
             user: None,
+            base,
         }
     }
 
     /// Debian's bubblewrap `real`, through a logging script, first on the
     /// swarm's PATH (its log in HOME).
     pub(crate) fn bwrap_on_path(&mut self, real: &Path) -> BwrapOnPath {
-        let b = BwrapOnPath::new(real, self.home.path().join("bwrap-calls"));
+        let b = BwrapOnPath::new(
+            real,
+            self.home.path().join("bwrap-calls"),
+            self.base.as_deref(),
+        );
         self.path_first.push(b.dir.path().to_path_buf());
         b
     }
@@ -1074,9 +1088,9 @@ pub(crate) struct BwrapOnPath {
 }
 
 impl BwrapOnPath {
-    fn new(real: &Path, log: PathBuf) -> BwrapOnPath {
+    fn new(real: &Path, log: PathBuf, base: Option<&Path>) -> BwrapOnPath {
         use std::os::unix::fs::PermissionsExt;
-        let dir = user_dir();
+        let dir = user_dir_in(base);
         let script = dir.path().join("bwrap");
         fs::write(
             &script,
@@ -1284,11 +1298,18 @@ fn codex_stop_hook_trusted_by_swarm_trust_continues_a_turn_when_mail_waits() {
     s.audit_and_transcript();
 }
 
+/// An ordinary user's account: ids and home folder.
+struct User {
+    ids: (u32, u32),
+    home: PathBuf,
+}
+
 /// Who the ordinary-user test runs `swarm` as: `swarm-user` (which
-/// `.ci/run` makes) when this process is root, else nobody else (this
-/// process is an ordinary user already). None after a NOTE (a failure in CI).
+/// `.ci/run` makes, with a home) when this process is root, else nobody
+/// else (this process is an ordinary user already). None after a NOTE (a
+/// failure in CI).
 #[track_caller]
-fn ordinary_user() -> Option<Option<(u32, u32)>> {
+fn ordinary_user() -> Option<Option<User>> {
     // SAFETY: geteuid(2) cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         return Some(None);
@@ -1300,14 +1321,18 @@ fn ordinary_user() -> Option<Option<(u32, u32)>> {
         .and_then(|o| {
             let line = String::from_utf8_lossy(&o.stdout).into_owned();
             let f: Vec<&str> = line.trim().split(':').collect();
-            match (f.get(2).map(|u| u.parse()), f.get(3).map(|g| g.parse())) {
-                (Some(Ok(u)), Some(Ok(g))) => Ok((u, g)),
-                _ => Err("no user swarm-user".to_string()),
+            match (
+                f.get(2).and_then(|u| u.parse().ok()),
+                f.get(3).and_then(|g| g.parse().ok()),
+                f.get(5).map(PathBuf::from).filter(|h| h.is_dir()),
+            ) {
+                (Some(u), Some(g), Some(home)) => Ok(User { ids: (u, g), home }),
+                _ => Err("no user swarm-user with a home folder".to_string()),
             }
         });
     require_capability(
         "run a swarm as the ordinary user swarm-user",
-        "run .ci/run as root, which makes it (useradd --user-group --no-create-home --shell /bin/bash swarm-user)",
+        "run .ci/run as root, which makes it (useradd --user-group --create-home --shell /bin/bash swarm-user)",
         probe,
     )
     .map(Some)
@@ -1361,7 +1386,7 @@ roles:
 "#,
         codex_args("tester")
     );
-    let mut s = RealSwarm::init(&yaml, bin);
+    let mut s = RealSwarm::init_in(&yaml, bin, user.as_ref().map(|u| u.home.clone()));
     let bwrap = s.bwrap_on_path(&real);
     let coder = s.wt("coder");
     let reviewer = s.wt("reviewer");
@@ -1408,8 +1433,8 @@ roles:
         s.d.send("owner", &draft(role, &format!("please take this, {role}")))
             .ok();
     }
-    if let Some(u) = user {
-        s.as_ordinary_user(u, &[bwrap.dir.path()]);
+    if let Some(u) = &user {
+        s.as_ordinary_user(u.ids, &[bwrap.dir.path()]);
     }
     let r = s.swarm(&["up", "--detach", "--trust"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
@@ -1436,7 +1461,7 @@ roles:
     s.wait("three answers reach owner", || {
         handoff_names(&owner_new).len() == 3
     });
-    if let Some((uid, _)) = user {
+    if let Some(User { ids: (uid, _), .. }) = user {
         use std::os::unix::fs::MetadataExt;
         for name in handoff_names(&owner_new) {
             let owner = fs::metadata(owner_new.join(&name)).unwrap().uid();

@@ -230,6 +230,16 @@ pub fn user_dir() -> tempfile::TempDir {
     tempfile::tempdir_in(&base).unwrap_or_else(|e| panic!("a folder under {}: {e}", base.display()))
 }
 
+/// [`user_dir`], or a throw-away folder in `base` (an ordinary user's own
+/// home, which that user can reach).
+pub fn user_dir_in(base: Option<&Path>) -> tempfile::TempDir {
+    match base {
+        Some(b) => tempfile::tempdir_in(b)
+            .unwrap_or_else(|e| panic!("a folder under {}: {e}", b.display())),
+        None => user_dir(),
+    }
+}
+
 /// A temp project: a git repository with `.swarmforge/roles.tsv`.
 pub struct Project {
     pub dir: tempfile::TempDir,
@@ -275,7 +285,12 @@ impl Project {
     /// An empty folder where a user keeps a project: outside the temp
     /// folder (see [`user_dir`]).
     pub fn empty_at_home() -> Project {
-        let dir = user_dir();
+        Project::empty_in(None)
+    }
+
+    /// An empty folder in `base` (see [`user_dir_in`]).
+    pub fn empty_in(base: Option<&Path>) -> Project {
+        let dir = user_dir_in(base);
         let root = dir.path().canonicalize().unwrap();
         Project { dir, root }
     }
