@@ -70,6 +70,10 @@ pub enum Kind {
     BudgetReleased,
     /// Spans were dropped: the trace collector is down or slow (docs/cost.md).
     TracesDropped,
+    /// `swarm role add`: a role joined the running lineup.
+    SeatAdded,
+    /// `swarm role remove`: a role left it, its waiting mail returned.
+    SeatRemoved,
 }
 
 impl Kind {
@@ -100,6 +104,8 @@ impl Kind {
             Kind::BudgetRaised => "budget_raised",
             Kind::BudgetReleased => "budget_released",
             Kind::TracesDropped => "traces_dropped",
+            Kind::SeatAdded => "seat_added",
+            Kind::SeatRemoved => "seat_removed",
         }
     }
 }

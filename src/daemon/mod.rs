@@ -89,6 +89,8 @@ pub struct Daemon {
     deliverer: Deliverer,
     roles_stamp: Option<(SystemTime, u64)>,
     config_stamp: Option<(SystemTime, u64)>,
+    /// `.swarmforge/lineup.json` (docs/lineups.md).
+    lineup_stamp: Option<(SystemTime, u64)>,
     rewake: std::collections::HashMap<String, Rewake>,
     /// Which roles a budget parks, as last journaled (parking.rs).
     parking: parking::Parking,
@@ -161,6 +163,7 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
             return Err(e);
         }
     };
+    crate::lineup::state::acknowledge(&project, config.seats.generation);
     let journal = Journal::new(&project);
     journal.set_policy(config.logs.policy());
     // Traces leave on threads of their own, never on the delivery path.
@@ -184,6 +187,7 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
     let mut d = Daemon {
         roles_stamp: stamp(&project.roles_tsv()),
         config_stamp: stamp(&project.config_file()),
+        lineup_stamp: stamp(&crate::lineup::state::file(&project)),
         project,
         opts,
         journal,
@@ -280,13 +284,16 @@ impl Daemon {
     fn reload_if_changed(&mut self) -> bool {
         let rs = stamp(&self.project.roles_tsv());
         let cs = stamp(&self.project.config_file());
-        if rs == self.roles_stamp && cs == self.config_stamp {
+        let ls = stamp(&crate::lineup::state::file(&self.project));
+        if rs == self.roles_stamp && cs == self.config_stamp && ls == self.lineup_stamp {
             return false;
         }
         self.roles_stamp = rs;
         self.config_stamp = cs;
+        self.lineup_stamp = ls;
         match load(&self.project) {
             Ok((roles, config)) => {
+                crate::lineup::state::acknowledge(&self.project, config.seats.generation);
                 fsx::set_fsync(config.daemon.fsync);
                 self.journal.set_policy(config.logs.policy());
                 self.deliverer.reload(roles, config);
@@ -546,7 +553,9 @@ impl Daemon {
     }
 
     fn is_config_event(&self, p: &Path) -> bool {
-        p == self.project.roles_tsv() || p == self.project.config_file()
+        p == self.project.roles_tsv()
+            || p == self.project.config_file()
+            || p == crate::lineup::state::file(&self.project)
     }
 
     /// The re-wake sweep: a role with waiting items, nothing in process, and
