@@ -74,6 +74,8 @@ pub enum Kind {
     SeatAdded,
     /// `swarm role remove`: a role left it, its waiting mail returned.
     SeatRemoved,
+    /// A delivered `seat_request` was carried out (or refused by `swarm role`).
+    SeatRequested,
 }
 
 impl Kind {
@@ -106,6 +108,7 @@ impl Kind {
             Kind::TracesDropped => "traces_dropped",
             Kind::SeatAdded => "seat_added",
             Kind::SeatRemoved => "seat_removed",
+            Kind::SeatRequested => "seat_requested",
         }
     }
 }

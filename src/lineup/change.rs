@@ -299,11 +299,7 @@ pub fn remove(
     let outbox = r.worktree().outbox();
     wait_until(project, "the daemon to deliver the returned mail", || {
         lock_holder(&project.pid_file()).is_none()
-            || !std::fs::read_dir(&outbox)
-                .into_iter()
-                .flatten()
-                .flatten()
-                .any(|e| e.file_name().to_string_lossy().ends_with(".handoff"))
+            || crate::protocol::trail::handoff_names(&outbox).is_ok_and(|v| v.is_empty())
     })?;
     seats.leaving.retain(|l| l != name);
     seats.added.retain(|a| a.name != name);

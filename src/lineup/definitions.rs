@@ -30,8 +30,11 @@ pub struct Definition {
     pub role: RoleConfig,
 }
 
+/// The swarm.yaml key naming a role's definition.
+const FROM_KEY: &str = "from";
+
 /// Keys a definition does not pass on: a role names itself.
-const OWN_KEYS: [&str; 2] = ["name", "from"];
+const OWN_KEYS: [&str; 2] = ["name", FROM_KEY];
 
 /// The per-user folder of definitions.
 pub fn user_dir() -> Option<PathBuf> {
@@ -61,7 +64,7 @@ fn make(
     origin: Origin,
     keys: Map<String, Value>,
 ) -> std::result::Result<Definition, String> {
-    if keys.get("from").is_some_and(|v| !v.is_null()) {
+    if keys.get(FROM_KEY).is_some_and(|v| !v.is_null()) {
         return Err(format!(
             "agent definition '{name}' uses `from:`; a definition cannot start from another"
         ));
@@ -196,7 +199,7 @@ pub fn with_definition(
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     keys.extend(own);
-    keys.insert("from".into(), Value::String(def.name.clone()));
+    keys.insert(FROM_KEY.into(), Value::String(def.name.clone()));
     serde_json::from_value(Value::Object(keys)).map_err(|e| e.to_string())
 }
 

@@ -1,5 +1,5 @@
 //! Lineups: the roles of a running swarm change (`swarm role add`,
-//! `swarm role remove`), and roles start from
+//! `swarm role remove`, a coordinator's `seat_request`), and roles start from
 //! a library of agent definitions (docs/lineups.md).
 //!
 //! Why a state file and not an edited `swarm.yaml`: swarm.yaml is a person's
@@ -11,6 +11,7 @@
 
 pub mod change;
 pub mod definitions;
+pub mod seat;
 pub mod state;
 
 use serde::{Deserialize, Serialize};

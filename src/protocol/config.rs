@@ -724,10 +724,14 @@ impl Config {
     }
 
     /// The types `role` may send: its `allowed_types`, or every sendable type.
+    /// (plus `seat_request` for a role `lineup.may_change` names).
     pub fn allowed_types(&self, role: &str) -> Vec<&'static str> {
-        crate::protocol::types::allowed_for(
-            self.role(role).and_then(|r| r.allowed_types.as_deref()),
-        )
+        use crate::protocol::types::{allowed_for, SEAT_REQUEST};
+        let mut v = allowed_for(self.role(role).and_then(|r| r.allowed_types.as_deref()));
+        if self.lineup.may_change.iter().any(|r| r == role) && !v.contains(&SEAT_REQUEST.name) {
+            v.push(SEAT_REQUEST.name);
+        }
+        v
     }
 
     /// Loads `path`; a missing file means every default.

@@ -417,3 +417,89 @@ fn with_tmux_an_added_role_gets_a_session_and_a_removed_one_loses_it() {
     assert!(has("swarmforge-worker"));
     d.swarm(&["audit", "--check"]).ok();
 }
+
+/// Writes `draft` in `role`'s worktree and sends it from there.
+fn send_from(d: &Project, role: &str, draft: &str) -> Run {
+    let path = wt(d, role).join("seat-draft.txt");
+    fs::write(&path, draft).unwrap();
+    d.cmd("swarm-handoff")
+        .role(role)
+        .at(wt(d, role))
+        .arg(&path)
+        .run()
+}
+
+fn seat(action: &str, role: &str) -> String {
+    format!("type: seat_request\nto: lead\npriority: 50\nseat: {action}\nseat_role: {role}\ndefinition: drainer\nreason: more hands\n")
+}
+
+#[test]
+fn a_coordinator_gets_seats_by_message_and_no_one_else_does() {
+    let d = project(&format!(
+        "  - name: coord\n    agent: {DRAIN_AGENT}\n    worktree: coord\nlineup:\n  may_change: [coord]\n"
+    ));
+    d.swarm(&["init"]).ok();
+    let _daemon = d.spawn_daemon(&[]);
+    let seat_events = |d: &Project| -> Vec<String> {
+        d.events()
+            .iter()
+            .filter(|e| e["kind"] == "seat_requested")
+            .map(|e| e["reason"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    send_from(&d, "coord", &seat("add", "helper")).ok();
+    wait_until(WAIT, "the daemon carried the request out", || {
+        !seat_events(&d).is_empty()
+    });
+    let ev = seat_events(&d);
+    assert!(
+        ev[0].starts_with("swarm role add helper --from drainer: done"),
+        "{ev:?}"
+    );
+    assert_eq!(roles_tsv_names(&d), ["lead", "worker", "coord", "helper"]);
+    assert!(hq(&wt(&d, "helper"), "inbox/new").is_dir());
+    // The request reached its recipient too, like any message.
+    wait_until(WAIT, "lead has the request", || {
+        walk(&lead_box(&d))
+            .iter()
+            .any(|p| file_header(p, "type").as_deref() == Some("seat_request"))
+    });
+    // A role lineup.may_change does not name: refused by its own check…
+    let r = send_from(&d, "worker", &seat("remove", "coord"));
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    r.stderr_has("got 'seat_request'");
+    // …and by the daemon for a file written past that check.
+    let n = crate::support::note("worker", 5, "lead", "x");
+    let text = n.text.replace(
+        "type: note\nmessage: x\n",
+        "type: seat_request\nseat: remove\nseat_role: coord\n",
+    );
+    drop_in_outbox(&wt(&d, "worker"), &n.name, text.as_bytes());
+    let refusal = hq(&wt(&d, "worker"), "failed").join(format!("{}.error", n.name));
+    wait_until(WAIT, "the worker's request is refused", || refusal.exists());
+    let why = fs::read_to_string(&refusal).unwrap();
+    assert!(
+        why.contains("role worker may not change the lineup"),
+        "{why}"
+    );
+    assert!(d
+        .events()
+        .iter()
+        .any(|e| e["kind"] == "failed" && e["id"] == n.id.as_str()));
+    assert!(roles_tsv_names(&d).contains(&"coord".to_string()));
+    // Refused by `swarm role` itself: journaled with its reason.
+    send_from(&d, "coord", &seat("remove", "lead")).ok();
+    wait_until(WAIT, "the second request is journaled", || {
+        seat_events(&d).len() == 2
+    });
+    let ev = seat_events(&d);
+    assert!(
+        ev[1].contains("refused (exit 2)") && ev[1].contains("is a person's"),
+        "{ev:?}"
+    );
+    send_from(&d, "coord", &seat("remove", "helper")).ok();
+    wait_until(WAIT, "helper left", || seat_events(&d).len() == 3);
+    assert!(seat_events(&d)[2].contains("done"), "{:?}", seat_events(&d));
+    assert_eq!(roles_tsv_names(&d), ["lead", "worker", "coord"]);
+    d.swarm(&["audit", "--check"]).ok();
+}

@@ -251,7 +251,10 @@ impl Deliverer {
     /// copy is written.
     pub(super) fn prepare(&mut self, c: &Candidate) -> Result<(Message, Vec<Role>), Outcome> {
         let msg = self.read(c)?;
-        if let Some(reason) = self.lineup_refusal(&msg) {
+        if let Some(reason) = self
+            .lineup_refusal(&msg)
+            .or_else(|| crate::lineup::seat::refusal(&self.config, &msg))
+        {
             return Err(Outcome::Failed(reason));
         }
         if let Some(reason) = self.role_gone(&msg, c) {
