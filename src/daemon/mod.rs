@@ -156,6 +156,13 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
     };
     // Written at once: `swarm up` waits for the holder's pid in this file.
     fsx::rewrite_locked(&lock, format!("{}\n", std::process::id()).as_bytes()).at(&pid_path)?;
+    // Stamped before the read: a change made meanwhile is read again at
+    // the first pass, never missed.
+    let stamps = (
+        stamp(&project.roles_tsv()),
+        stamp(&project.config_file()),
+        stamp(&crate::lineup::state::file(&project)),
+    );
     let (roles, config) = match load(&project) {
         Ok(rc) => rc,
         Err(e) => {
@@ -185,9 +192,9 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
     fsx::set_fsync(deliverer.config.daemon.fsync);
     deliverer.clean_stale_temps(STALE_TEMP);
     let mut d = Daemon {
-        roles_stamp: stamp(&project.roles_tsv()),
-        config_stamp: stamp(&project.config_file()),
-        lineup_stamp: stamp(&crate::lineup::state::file(&project)),
+        roles_stamp: stamps.0,
+        config_stamp: stamps.1,
+        lineup_stamp: stamps.2,
         project,
         opts,
         journal,

@@ -186,8 +186,18 @@ impl<'a> Running<'a> {
             return Ok(());
         }
         self.lineup = now;
-        let seats = crate::lineup::state::load(project)?;
-        let plan = Plan::load(&project.root)?.with_headless_presets();
+        // A lineup that does not read keeps the agents as they are.
+        let read = crate::lineup::state::load(project)
+            .and_then(|s| Ok((s, Plan::load(&project.root)?.with_headless_presets())));
+        let (seats, plan) = match read {
+            Ok(x) => x,
+            Err(e) => {
+                say(&format!(
+                    "the lineup does not read; agents kept as they are: {e}"
+                ));
+                return Ok(());
+            }
+        };
         let keep =
             |name: &str| plan.roles.iter().any(|r| r.name == name) && !seats.is_leaving(name);
         let (kept, gone): (Vec<Slot>, Vec<Slot>) = std::mem::take(&mut self.slots)
@@ -204,8 +214,15 @@ impl<'a> Running<'a> {
                 s.role.name
             ));
         }
-        for r in plan.roles.iter().filter(|r| keep(&r.name)) {
+        // `swarm role add` records the role before it makes its worktree:
+        // a role whose folders are not there yet is looked at again.
+        let mut unready = false;
+        for r in plan.roles.iter().filter(|r| keep(&r.name) && !r.is_human()) {
             if self.slots.iter().any(|s| s.role.name == r.name) {
+                continue;
+            }
+            if !r.worktree().inbox_new().is_dir() {
+                unready = true;
                 continue;
             }
             if let Some(slot) = self.slot_for(r, say)? {
@@ -213,7 +230,11 @@ impl<'a> Running<'a> {
                 self.slots.push(slot);
             }
         }
-        crate::lineup::state::acknowledge_supervised(project, seats.generation);
+        if unready {
+            self.lineup = None;
+        } else {
+            crate::lineup::state::acknowledge_supervised(project, seats.generation);
+        }
         Ok(())
     }
 

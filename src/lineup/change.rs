@@ -289,13 +289,55 @@ pub fn remove(
             project.config_file().display()
         )));
     }
+    // The returned mail needs a daemon to reach its senders: without one
+    // running, one runs for the time of the removal.
+    let mut own_daemon = None;
+    if lock_holder(&project.pid_file()).is_none()
+        && crate::launch::supervisor::pending(&r.worktree())
+    {
+        let (pid, child) = crate::launch::process::start_daemon(project, say)?;
+        say(&format!(
+            "handoffd started (pid {pid}) to deliver the returned mail"
+        ));
+        own_daemon = Some(child);
+    }
+    let result = retire(project, &config, &mut seats, &r, reason, say);
+    if let Some(mut child) = own_daemon {
+        let stopped = crate::daemon::control::stop(project, crate::daemon::control::GRACE);
+        let _ = child.wait();
+        stopped?;
+    }
+    let returned = result?;
+    record_outside(
+        project,
+        &Event::new(Kind::SeatRemoved)
+            .recipient(name)
+            .reason(format!("{returned} waiting item(s) returned: {reason}")),
+    );
+    Ok(Removed {
+        returned,
+        worktree: r.worktree_path.clone(),
+    })
+}
+
+/// Steps 1 to 4 of a removal (see the module doc); returns how many items
+/// went back.
+fn retire(
+    project: &Project,
+    config: &Config,
+    seats: &mut Seats,
+    r: &PlannedRole,
+    reason: &str,
+    say: &mut dyn FnMut(&str),
+) -> Result<usize> {
+    let name = r.name.as_str();
     if !seats.is_leaving(name) {
         seats.leaving.push(name.to_string());
-        state::save(project, &mut seats)?;
+        state::save(project, seats)?;
     }
     wait_for_daemon(project, seats.generation)?;
-    stop(project, &r, seats.generation, say)?;
-    let returned = return_mail(project, &config, &r, reason, say)?;
+    stop(project, r, seats.generation, say)?;
+    let returned = return_mail(project, config, r, reason, say)?;
     let outbox = r.worktree().outbox();
     wait_until(project, "the daemon to deliver the returned mail", || {
         lock_holder(&project.pid_file()).is_none()
@@ -310,7 +352,7 @@ pub fn remove(
         worktree_path: r.worktree_path.clone(),
         at: crate::protocol::clock::iso_now(),
     });
-    state::save(project, &mut seats)?;
+    state::save(project, seats)?;
     let plan = Plan::load(&project.root)?;
     init::init(&plan)?;
     for note in sessions::write_prompts(&plan)? {
@@ -320,16 +362,7 @@ pub fn remove(
         sessions::write_session_files(&plan, &sock)?;
     }
     wait_for_daemon(project, seats.generation)?;
-    record_outside(
-        project,
-        &Event::new(Kind::SeatRemoved)
-            .recipient(name)
-            .reason(format!("{returned} waiting item(s) returned: {reason}")),
-    );
-    Ok(Removed {
-        returned,
-        worktree: r.worktree_path.clone(),
-    })
+    Ok(returned)
 }
 
 /// Stops the role's agent: its tmux session, or (headless) the supervisor

@@ -99,8 +99,7 @@ fn run(swarm: &Path, root: &Path, args: &[String], out: &Path) -> String {
     let last = std::fs::read_to_string(out)
         .unwrap_or_default()
         .lines()
-        .filter(|l| !l.trim().is_empty())
-        .last()
+        .rfind(|l| !l.trim().is_empty())
         .unwrap_or_default()
         .to_string();
     match status {

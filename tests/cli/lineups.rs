@@ -503,3 +503,29 @@ fn a_coordinator_gets_seats_by_message_and_no_one_else_does() {
     assert_eq!(roles_tsv_names(&d), ["lead", "worker", "coord"]);
     d.swarm(&["audit", "--check"]).ok();
 }
+
+#[test]
+fn without_a_running_daemon_a_removal_still_returns_the_mail() {
+    let d = project(&format!(
+        "  - name: spare\n    agent: {DRAIN_AGENT}\n    worktree: spare\n"
+    ));
+    d.swarm(&["init"]).ok();
+    {
+        let _daemon = d.spawn_daemon(&[]);
+        for n in 0..2 {
+            d.send("lead", &note("spare", n)).ok();
+        }
+        let new = hq(&wt(&d, "spare"), "inbox/new");
+        wait_until(WAIT, "two items wait for spare", || count(&new) == 2);
+    }
+    let r = d.swarm(&["role", "remove", "spare"]);
+    r.ok();
+    r.stdout_has("ROLE REMOVED: spare (2 waiting item(s) returned");
+    r.stderr_has("to deliver the returned mail");
+    // Delivered before the command returned, and that daemon is gone again.
+    assert_eq!(returned_to_lead(&d).len(), 2);
+    let log = d.log();
+    let last_start = log.rfind(" started").unwrap();
+    assert!(log[last_start..].contains(" stopped\n"), "{log}");
+    d.swarm(&["audit", "--check"]).ok();
+}
