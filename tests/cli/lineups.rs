@@ -313,49 +313,46 @@ fn bad_lineup_changes_are_refused_with_the_reason() {
     let d = project("");
     d.swarm(&["init"]).ok();
     let yaml = d.read("swarm.yaml");
-    let r = d.swarm(&["role", "add", "a_b", "--agent", "true"]);
-    assert_eq!(r.code, 1);
-    r.stderr_has("invalid role name 'a_b'");
-    let r = d.swarm(&["role", "add", "all", "--agent", "true"]);
-    assert_eq!(r.code, 1);
-    r.stderr_has("is reserved");
-    let r = d.swarm(&[
-        "role",
-        "add",
-        "x",
-        "--agent",
-        "true",
-        "--worktree",
-        "../out",
-    ]);
-    assert_eq!(r.code, 1);
-    r.stderr_has("invalid worktree '../out'");
-    let r = d.swarm(&[
-        "role",
-        "add",
-        "x",
-        "--agent",
-        "true",
-        "--worktree",
-        "worker",
-    ]);
-    assert_eq!(r.code, 1);
-    r.stderr_has("already used by role 'worker'");
-    let r = d.swarm(&["role", "add", "x"]);
-    assert_eq!(r.code, 1);
-    r.stderr_has("give --from <definition> or --agent <command>");
-    let r = d.swarm(&["role", "add", "worker", "--agent", "true"]);
-    assert_eq!(r.code, 2);
-    r.stderr_has("LINEUP_REFUSED: role worker is already in the lineup");
-    let r = d.swarm(&["role", "remove", "lead"]);
-    assert_eq!(r.code, 2);
-    r.stderr_has("role lead is a person's");
-    let r = d.swarm(&["role", "remove", "worker"]);
-    assert_eq!(r.code, 2);
-    r.stderr_has("role worker is the last agent role");
-    let r = d.swarm(&["role", "remove", "nobody"]);
-    assert_eq!(r.code, 1);
-    r.stderr_has("unknown role nobody");
+    let cases: [(&[&str], i32, &str); 9] = [
+        (
+            &["add", "a_b", "--agent", "true"],
+            1,
+            "invalid role name 'a_b'",
+        ),
+        (&["add", "all", "--agent", "true"], 1, "is reserved"),
+        (
+            &["add", "x", "--agent", "true", "--worktree", "../out"],
+            1,
+            "invalid worktree '../out'",
+        ),
+        (
+            &["add", "x", "--agent", "true", "--worktree", "worker"],
+            1,
+            "already used by role 'worker'",
+        ),
+        (
+            &["add", "x"],
+            1,
+            "give --from <definition> or --agent <command>",
+        ),
+        (
+            &["add", "worker", "--agent", "true"],
+            2,
+            "LINEUP_REFUSED: role worker is already in the lineup",
+        ),
+        (&["remove", "lead"], 2, "role lead is a person's"),
+        (
+            &["remove", "worker"],
+            2,
+            "role worker is the last agent role",
+        ),
+        (&["remove", "nobody"], 1, "unknown role nobody"),
+    ];
+    for (args, code, why) in cases {
+        let r = d.cmd("swarm").arg("role").args(args.iter().copied()).run();
+        assert_eq!(r.code, code, "{args:?}: {}", r.stderr);
+        r.stderr_has(why);
+    }
     // Nothing of that changed the lineup or the person's file.
     assert_eq!(roles_tsv_names(&d), ["lead", "worker"]);
     assert_eq!(d.read("swarm.yaml"), yaml);
