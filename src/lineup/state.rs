@@ -116,7 +116,9 @@ pub fn load(project: &Project) -> Result<Seats> {
 
 /// Writes `seats` with the next generation (call under [`lock`]).
 pub fn save(project: &Project, seats: &mut Seats) -> Result<()> {
-    seats.generation += 1;
+    // Past any generation acknowledged before (a lineup file deleted and
+    // started again must not look acknowledged already).
+    seats.generation = seats.generation.max(acknowledged(project)) + 1;
     let f = file(project);
     let mut json = serde_json::to_vec_pretty(seats).map_err(|e| Error::env(e.to_string()))?;
     json.push(b'\n');
@@ -140,16 +142,26 @@ pub fn merge(config: &mut Config, path: &Path) -> Result<()> {
 }
 
 /// The daemon acts on `generation` from now on (`swarm role` waits for it).
+/// Written only when it changes: a reload on a project being deleted (its
+/// roles.tsv gone) writes nothing there.
 pub fn acknowledge(project: &Project, generation: u64) {
-    write_seen(&seen_file(project), generation);
+    if acknowledged(project) != generation {
+        write_seen(&seen_file(project), generation);
+    }
 }
 
 /// The headless supervisor runs the agents of `generation` from now on.
 pub fn acknowledge_supervised(project: &Project, generation: u64) {
-    write_seen(&supervised_file(project), generation);
+    if supervised(project) != generation {
+        write_seen(&supervised_file(project), generation);
+    }
 }
 
 fn write_seen(f: &Path, generation: u64) {
+    // Never brings back the folder of a project being deleted.
+    if !f.parent().is_some_and(Path::is_dir) {
+        return;
+    }
     if let Err(e) = fsx::write_file(f, format!("{generation}\n").as_bytes()) {
         eprintln!("cannot write {}: {e}", f.display());
     }
