@@ -96,6 +96,8 @@ pub struct Daemon {
     parking: parking::Parking,
     /// A watchdog agent check is running on its thread.
     agents_check: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// What the agent checks last saw of each pane (watchdog::PaneLooks).
+    pane_looks: std::sync::Arc<std::sync::Mutex<watchdog::PaneLooks>>,
     /// The order hint for `ready-next` (none with `--once`, when polling,
     /// or when its socket cannot be made: callers then list). Declared
     /// before the pid lock, so it is dropped first, however we exit: a
@@ -175,7 +177,14 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
     journal.set_policy(config.logs.policy());
     // Traces leave on threads of their own, never on the delivery path.
     if let Some(e) = config.otel.endpoint.as_deref().filter(|_| !opts.once) {
-        crate::telemetry::otlp::Exporter::start(&project, e, journal.clone());
+        let j = journal.clone();
+        crate::telemetry::otlp::Exporter::start(
+            &project,
+            e,
+            std::sync::Arc::new(move |why: String| {
+                j.record(&Event::new(Kind::TracesDropped).reason(why))
+            }),
+        );
     }
     let waker = Waker::new(project.clone(), journal.clone());
     let mut deliverer =
@@ -202,6 +211,7 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
         rewake: Default::default(),
         parking: Default::default(),
         agents_check: Default::default(),
+        pane_looks: Default::default(),
         order: None,
         pid_lock: Some(lock),
         indexer: None,
@@ -438,6 +448,7 @@ impl Daemon {
         let cfg = |d: &Daemon| d.deliverer.config.daemon.clone();
         let mut next_rescan = Instant::now();
         let mut next_sweep = Instant::now() + cfg(self).sweep.0;
+        let mut next_agents = Instant::now() + cfg(self).pane_check.0;
         let mut need_pass = true;
         let mut next_forum = Instant::now() + FORUM_POLL;
         loop {
@@ -480,6 +491,10 @@ impl Daemon {
                 }
                 next_sweep = Instant::now() + cfg(self).sweep.0;
             }
+            if now >= next_agents {
+                self.check_agents();
+                next_agents = Instant::now() + cfg(self).pane_check.0;
+            }
             if now >= next_forum {
                 if self.deliverer.forum_duty(|f, d| f.poll(d)) {
                     self.deliverer.rescan_due();
@@ -494,6 +509,7 @@ impl Daemon {
             }
             let wait = next_rescan
                 .min(next_sweep)
+                .min(next_agents)
                 .saturating_duration_since(now)
                 .min(HOUSEKEEPING);
             match rx.recv_timeout(wait) {
@@ -565,6 +581,26 @@ impl Daemon {
             || p == crate::lineup::state::file(&self.project)
     }
 
+    /// The agents' sessions and panes, every `daemon.pane_check`
+    /// (watchdog::check_agents). tmux calls may take seconds on a hung
+    /// server: off the loop, one check at a time.
+    fn check_agents(&mut self) {
+        if self.agents_check.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let d = &self.deliverer;
+        let (project, roles, journal) =
+            (self.project.clone(), d.roles.clone(), self.journal.clone());
+        let (busy, cfg) = (self.agents_check.clone(), d.config.clone());
+        let looks = self.pane_looks.clone();
+        std::thread::spawn(move || {
+            if let Ok(mut looks) = looks.lock() {
+                watchdog::check_agents(&project, &roles, &cfg, &journal, &mut looks);
+            }
+            busy.store(false, Ordering::Release);
+        });
+    }
+
     /// The re-wake sweep: a role with waiting items, nothing in process, and
     /// its oldest waiting item older than `ack_within` is woken again, with
     /// backoff (doubling up to `rewake_cap`). Recovery is by file state only.
@@ -577,16 +613,6 @@ impl Daemon {
         let queued = self.deliverer.forum_duty(|f, d| f.sweep(d));
         let d = &self.deliverer;
         watchdog::check_expectations(&self.project, &d.roles, &cfg, &self.journal);
-        // tmux calls may take seconds on a hung server: off the loop, one at a time.
-        if !self.agents_check.swap(true, Ordering::AcqRel) {
-            let (project, roles, journal) =
-                (self.project.clone(), d.roles.clone(), self.journal.clone());
-            let (busy, cfg) = (self.agents_check.clone(), cfg.clone());
-            std::thread::spawn(move || {
-                watchdog::check_agents(&project, &roles, &cfg, &journal);
-                busy.store(false, Ordering::Release);
-            });
-        }
         self.rewake_sweep(&cfg);
         let d = &self.deliverer;
         self.parking

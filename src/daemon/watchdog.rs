@@ -5,6 +5,7 @@
 //! --resume-context 20`. A dead or slow agent never stops another role.
 
 use crate::protocol::header::names;
+use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -139,11 +140,77 @@ pub fn restarts_last_hour(project: &Project, role: &str) -> usize {
         .count()
 }
 
-/// Restarts every `restart: true` role whose tmux session is gone.
-pub fn check_agents(project: &Project, roles: &Roles, config: &Config, journal: &Journal) {
+/// What the last look at the agents' panes saw: each session's last
+/// drawing time (tmux's `window_activity`, whole seconds), so a pane that
+/// drew nothing since its last capture is not captured again. Looking
+/// every `daemon.pane_check` (2 s) then costs one `tmux list-panes` for the
+/// whole swarm, plus a capture per pane that changed (docs/agents.md, "When
+/// an agent waits for a person").
+#[derive(Debug, Default)]
+pub struct PaneLooks {
+    captured_at_activity: HashMap<String, u64>,
+}
+
+impl PaneLooks {
+    /// Whether `session`, last drawn at `activity`, must be captured now: it
+    /// drew since its last capture, or within the last two seconds (tmux
+    /// counts whole seconds, so more may have come in the same second).
+    fn due(&self, session: &str, activity: Option<u64>, now: u64) -> bool {
+        match (activity, self.captured_at_activity.get(session)) {
+            (Some(a), Some(seen)) => a != *seen || a + 2 >= now,
+            _ => true,
+        }
+    }
+}
+
+/// Each tmux session on `socket` and its last activity (None: tmux did not
+/// say); empty when no server runs there. Err when tmux could not be asked
+/// (hung, not installed): that says nothing about the sessions.
+fn sessions(socket: &Path) -> Result<HashMap<String, Option<u64>>, String> {
+    let r = crate::daemon::tmux::call(
+        socket,
+        // Activity first, then a space: tmux prints a tab as `_` without a
+        // UTF-8 locale (the daemon's environment may have none), and the
+        // name is the rest of the line.
+        &[
+            "list-panes",
+            "-a",
+            "-F",
+            "#{window_activity} #{session_name}",
+        ],
+    )?;
+    if !r.ok {
+        return Ok(HashMap::new());
+    }
+    Ok(r.stdout
+        .lines()
+        .filter_map(|l| {
+            let (at, name) = l.split_once(' ')?;
+            Some((name.to_string(), at.trim().parse().ok()))
+        })
+        .collect())
+}
+
+/// Looks at every agent's session and pane: reports a pane waiting for a
+/// person (`needs_input` / `blocked`), an agent that died, and restarts a
+/// `restart: true` role whose session is gone.
+pub fn check_agents(
+    project: &Project,
+    roles: &Roles,
+    config: &Config,
+    journal: &Journal,
+    looks: &mut PaneLooks,
+) {
     let wake::Method::Tmux { socket } = wake::method(project, config) else {
         return;
     };
+    let Ok(live) = sessions(&socket) else {
+        return;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     // Sessions `swarm up` started (so a session not yet created is not dead).
     let started = fsx::read_bounded(&project.swarmforge().join("sessions.tsv"), 1024 * 1024)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
@@ -152,10 +219,8 @@ pub fn check_agents(project: &Project, roles: &Roles, config: &Config, journal: 
         if role.is_human() || role.session.is_empty() {
             continue;
         }
-        let has_session = tmux(
-            &socket,
-            &["has-session", "-t", &format!("={}", role.session)],
-        );
+        let activity = live.get(&role.session).copied();
+        let has_session = activity.is_some();
         // The pane outlives its agent (it waits for a wake-up to run it
         // again); the pane script's state file says it exited, and how.
         // Exit 0 is the documented end of a scripted agent's run: idle.
@@ -166,13 +231,25 @@ pub fn check_agents(project: &Project, roles: &Roles, config: &Config, journal: 
         };
         let exited = code.is_some();
         // A pane waiting for a person: reported once per prompt.
-        let seen = if has_session && !exited {
-            crate::daemon::pane::look(&socket, &role.session)
+        let seen = if !has_session || exited {
+            Some(Ok(None))
+        } else if looks.due(&role.session, activity.flatten(), now) {
+            Some(crate::daemon::pane::look(&socket, &role.session))
         } else {
-            Ok(None)
+            None
         };
-        if let Ok(seen) = seen {
+        // Not looked at (nothing drawn), or tmux could not be read: the
+        // last report stands.
+        if let Some(Ok(seen)) = seen {
             crate::daemon::pane::report(project, &role.name, seen.as_ref(), journal);
+            match activity.flatten() {
+                Some(a) if has_session => {
+                    looks.captured_at_activity.insert(role.session.clone(), a);
+                }
+                _ => {
+                    looks.captured_at_activity.remove(&role.session);
+                }
+            }
         }
         match config.role(&role.name).filter(|r| r.restart) {
             Some(rc) if !has_session => restart(project, role, rc.restart_budget, &socket, journal),
@@ -290,4 +367,22 @@ fn restart(project: &Project, role: &Role, budget: u32, socket: &Path, journal: 
     } else {
         ev.reason(format!("cannot restart session {}", role.session))
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pane_is_captured_again_only_when_it_drew_or_may_still_be_drawing() {
+        let mut looks = PaneLooks::default();
+        assert!(looks.due("s", Some(100), 200), "never captured");
+        assert!(looks.due("s", None, 200), "tmux gave no activity");
+        looks.captured_at_activity.insert("s".into(), 100);
+        assert!(!looks.due("s", Some(100), 200), "nothing drawn since");
+        assert!(looks.due("s", Some(101), 200), "drew since");
+        // Whole seconds: more may have come in the capture's own second.
+        assert!(looks.due("s", Some(100), 102));
+        assert!(!looks.due("s", Some(100), 103));
+    }
 }

@@ -271,6 +271,21 @@ pub fn agent_cli_trust(cx: &Context) -> Vec<Finding> {
             )]
         }
     };
+    let bypass = crate::launch::trust::unconsented(plan).into_iter().map(|b| {
+        Finding::new(
+            "AGENT_CLI_BYPASS_UNACCEPTED",
+            format!(
+                "role {}: Claude Code with `permission: full` will wait at its bypass-permissions disclaimer: no consent in {}",
+                b.role,
+                b.file.display()
+            ),
+            format!(
+                "run `swarm trust {}` (or start with `swarm up --trust`) to accept it for this worktree only",
+                b.role
+            ),
+        )
+        .at(&b.file)
+    });
     match crate::launch::trust::untrusted(plan, &stores) {
         Ok(needs) => needs
             .into_iter()
@@ -289,6 +304,7 @@ pub fn agent_cli_trust(cx: &Context) -> Vec<Finding> {
                     ),
                 )
             })
+            .chain(bypass)
             .collect(),
         Err(e) => vec![Finding::new(
             "AGENT_CLI_TRUST_UNKNOWN",
@@ -307,6 +323,19 @@ pub fn codex_sandbox_helper(cx: &Context) -> Vec<Finding> {
     crate::launch::agents::codex_sandbox::problems(plan, |k| std::env::var_os(k))
         .into_iter()
         .map(|p| Finding::new("CODEX_SANDBOX_HELPER", p.message(), p.fix()).at(&p.codex_home))
+        .collect()
+}
+
+/// Claude Code roles with `permission: full` in a swarm run as root, which
+/// Claude Code refuses to start (launch::agents::claude_root).
+pub fn claude_full_as_root(cx: &Context) -> Vec<Finding> {
+    let Ok(plan) = &cx.plan else {
+        return Vec::new();
+    };
+    use crate::launch::agents::claude_root;
+    claude_root::problems(plan, claude_root::euid(), |k| std::env::var_os(k))
+        .into_iter()
+        .map(|p| Finding::new("CLAUDE_FULL_AS_ROOT", p.message(), p.fix()))
         .collect()
 }
 

@@ -30,6 +30,8 @@ pub(super) struct Slot {
     /// Parked after stalls; the inbox fingerprint at that moment.
     parked: Option<[usize; 4]>,
     before: [usize; 4],
+    /// Parked by a budget when last asked, and when that was.
+    held: Option<Instant>,
 }
 
 pub(super) struct Running<'a> {
@@ -173,6 +175,7 @@ impl<'a> Running<'a> {
             not_before: Instant::now(),
             parked: None,
             before: [0; 4],
+            held: None,
         }))
     }
 
@@ -348,6 +351,46 @@ impl<'a> Running<'a> {
         }
     }
 
+    /// Whether a budget parks slot `i`'s role (docs/cost.md, "Budgets"):
+    /// no run starts, the item stays where it is, and the role shows
+    /// `parked` until a raise or the next period releases it. Not a stall:
+    /// a released role runs at once, whatever its inbox did meanwhile.
+    /// Asked before every start and, while held, once a second (the
+    /// answer reads the usage journal).
+    fn budget_holds(&mut self, i: usize, say: &mut dyn FnMut(&str)) -> bool {
+        let project = &self.plan.project;
+        let s = &mut self.slots[i];
+        if s.held.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+            return true;
+        }
+        let role = &s.role.name;
+        let file = agent_parked_file(project, role);
+        match crate::telemetry::budget::parked(project, role) {
+            Some(why) => {
+                if s.held.is_none() {
+                    let _ = fsx::write_file(
+                        &file,
+                        format!("{}\n", crate::protocol::clock::iso_now()).as_bytes(),
+                    );
+                    say(&format!(
+                        "{role}: parked, {}; no run until `{}` or the next period",
+                        why.words(),
+                        why.handle()
+                    ));
+                }
+                s.held = Some(Instant::now());
+                true
+            }
+            None => {
+                if s.held.take().is_some() {
+                    let _ = fsx::remove_file(&file);
+                    say(&format!("{role}: its budget lets it go on"));
+                }
+                false
+            }
+        }
+    }
+
     fn outboxes_empty(&self) -> bool {
         self.plan
             .worktree_paths()
@@ -425,7 +468,7 @@ impl<'a> Running<'a> {
                     let _ = fsx::remove_file(&agent_parked_file(&self.plan.project, &s.role.name));
                     s.stalls = 0;
                 }
-                if pending(&w) {
+                if pending(&w) && !self.budget_holds(i, say) {
                     self.spawn(i, say)?;
                 }
             }
@@ -450,10 +493,19 @@ impl<'a> Running<'a> {
                     .iter()
                     .filter(|s| pending(&s.role.worktree()))
                     .collect();
-                if quiet && waiting.iter().all(|s| s.parked.is_some()) {
+                if quiet
+                    && waiting
+                        .iter()
+                        .all(|s| s.parked.is_some() || s.held.is_some())
+                {
                     if !waiting.is_empty() {
-                        let names: Vec<&str> =
-                            waiting.iter().map(|s| s.role.name.as_str()).collect();
+                        let names: Vec<String> = waiting
+                            .iter()
+                            .map(|s| match s.held {
+                                Some(_) => format!("{} (parked by a budget)", s.role.name),
+                                None => s.role.name.clone(),
+                            })
+                            .collect();
                         return Ok(Outcome::Stalled(format!(
                             "work waits for {} but their agents make no progress; see {}",
                             names.join(", "),

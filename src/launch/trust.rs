@@ -13,6 +13,14 @@
 //!   (`$GEMINI_CLI_TRUSTED_FOLDERS_PATH`, `$GEMINI_CLI_HOME/.gemini/…`),
 //!   `"<worktree>": "TRUST_FOLDER"`.
 //!
+//! A Claude Code role with `permission: full` (bypassPermissions) also
+//! shows, at its first start, a disclaimer ("Claude Code running in Bypass
+//! Permissions mode", `❯ No, exit` highlighted). `trust` records the
+//! person's acceptance for that role's worktree only, as Claude Code's own
+//! local setting `skipDangerousModePermissionPrompt: true` in
+//! `<worktree>/.claude/settings.local.json` (never in the user's settings,
+//! which would cover every project).
+//!
 //! Each file is changed by an atomic replace that keeps its mode and every
 //! other key (Codex's comments and layout too); a file that does not parse
 //! is refused, never overwritten. What `trust` added is listed in
@@ -397,6 +405,19 @@ fn save_records(plan: &Plan, recs: &[(String, PathBuf, PathBuf)]) -> Result<()> 
     }
 }
 
+/// Adds `rec` to `.swarmforge/trusted.tsv` (once).
+fn remember(
+    plan: &Plan,
+    recs: &mut Vec<(String, PathBuf, PathBuf)>,
+    rec: (String, PathBuf, PathBuf),
+) -> Result<()> {
+    if recs.contains(&rec) {
+        return Ok(());
+    }
+    recs.push(rec);
+    save_records(plan, recs)
+}
+
 /// Records trust for the worktrees of `roles` (every agent role when
 /// empty) in each CLI's store. Returns every file and key looked at.
 pub fn trust(plan: &Plan, roles: &[String], stores: &Stores) -> Result<Vec<Change>> {
@@ -412,11 +433,11 @@ pub fn trust(plan: &Plan, roles: &[String], stores: &Stores) -> Result<Vec<Chang
                 &file,
                 &edit(n.cli, text.as_deref(), &file, &n.folder, true)?,
             )?;
-            let rec = (n.cli.name().to_string(), file.clone(), n.folder.clone());
-            if !recs.contains(&rec) {
-                recs.push(rec);
-                save_records(plan, &recs)?;
-            }
+            remember(
+                plan,
+                &mut recs,
+                (n.cli.name().to_string(), file.clone(), n.folder.clone()),
+            )?;
             Done::Added
         };
         let hook = if n.cli == Cli::Codex {
@@ -427,7 +448,142 @@ pub fn trust(plan: &Plan, roles: &[String], stores: &Stores) -> Result<Vec<Chang
         out.push(Change::of(n, file, done));
         out.extend(hook);
     }
+    out.extend(trust_bypass(plan, roles, &mut recs)?);
     Ok(out)
+}
+
+/// The record of a Claude Code bypass-permissions consent `trust` added.
+const CLAUDE_BYPASS: &str = "claude-bypass";
+/// Claude Code's setting for "the person accepted the bypass disclaimer".
+const BYPASS_KEY: &str = "skipDangerousModePermissionPrompt";
+
+/// One Claude Code role with `permission: full`: it shows the bypass
+/// disclaimer until its worktree's local settings record consent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bypass {
+    pub role: String,
+    /// `<worktree>/.claude/settings.local.json`.
+    pub file: PathBuf,
+    pub folder: PathBuf,
+}
+
+/// The Claude Code roles with `permission: full` among `roles` (every role
+/// when empty).
+fn bypass_roles(plan: &Plan, roles: &[String]) -> Vec<Bypass> {
+    plan.roles
+        .iter()
+        .filter(|r| roles.is_empty() || roles.contains(&r.name))
+        .filter(|r| crate::launch::agents::claude_root::bypasses(r))
+        .map(|r| {
+            let folder = r
+                .worktree_path
+                .canonicalize()
+                .unwrap_or_else(|_| r.worktree_path.clone());
+            Bypass {
+                role: r.name.clone(),
+                file: folder.join(".claude/settings.local.json"),
+                folder,
+            }
+        })
+        .collect()
+}
+
+fn consented(b: &Bypass) -> Result<bool> {
+    Ok(match read(&b.file)? {
+        Some(t) => {
+            let v: Value = serde_json::from_str(&t).map_err(|e| bad(&b.file, e))?;
+            v[BYPASS_KEY] == true
+        }
+        None => false,
+    })
+}
+
+/// `b`'s local settings with the consent set (`on`) or removed.
+fn set_consent(b: &Bypass, on: bool) -> Result<()> {
+    let mut v: Value = match read(&b.file)? {
+        Some(t) => serde_json::from_str(&t).map_err(|e| bad(&b.file, e))?,
+        None => json!({}),
+    };
+    let Some(m) = v.as_object_mut() else {
+        return Err(bad(&b.file, "not a JSON object"));
+    };
+    if on {
+        m.insert(BYPASS_KEY.into(), json!(true));
+    } else {
+        m.remove(BYPASS_KEY);
+    }
+    let mut out = serde_json::to_string_pretty(&v).map_err(|e| bad(&b.file, e))?;
+    out.push('\n');
+    write(&b.file, &out)
+}
+
+fn bypass_change(b: &Bypass, done: Done) -> Change {
+    Change {
+        role: b.role.clone(),
+        cli: Cli::Claude,
+        file: b.file.clone(),
+        key: format!("{BYPASS_KEY} (permission: full)"),
+        done,
+    }
+}
+
+/// Records the bypass consent of `roles`' Claude Code `permission: full`
+/// roles.
+fn trust_bypass(
+    plan: &Plan,
+    roles: &[String],
+    recs: &mut Vec<(String, PathBuf, PathBuf)>,
+) -> Result<Vec<Change>> {
+    let mut out = Vec::new();
+    for b in bypass_roles(plan, roles) {
+        let done = if consented(&b)? {
+            Done::Already
+        } else {
+            set_consent(&b, true)?;
+            remember(
+                plan,
+                recs,
+                (CLAUDE_BYPASS.to_string(), b.file.clone(), b.folder.clone()),
+            )?;
+            Done::Added
+        };
+        out.push(bypass_change(&b, done));
+    }
+    Ok(out)
+}
+
+/// Removes the bypass consents `trust` recorded for `roles`.
+fn untrust_bypass(
+    plan: &Plan,
+    roles: &[String],
+    recs: &mut Vec<(String, PathBuf, PathBuf)>,
+) -> Result<Vec<Change>> {
+    let mut out = Vec::new();
+    for b in bypass_roles(plan, roles) {
+        let rec = (CLAUDE_BYPASS.to_string(), b.file.clone(), b.folder.clone());
+        if !recs.contains(&rec) {
+            continue;
+        }
+        let done = if consented(&b)? {
+            set_consent(&b, false)?;
+            Done::Removed
+        } else {
+            Done::Absent
+        };
+        recs.retain(|r| r != &rec);
+        save_records(plan, recs)?;
+        out.push(bypass_change(&b, done));
+    }
+    Ok(out)
+}
+
+/// The Claude Code `permission: full` roles that will show the bypass
+/// disclaimer (no consent recorded), for `swarm doctor`.
+pub fn unconsented(plan: &Plan) -> Vec<Bypass> {
+    bypass_roles(plan, &[])
+        .into_iter()
+        .filter(|b| !consented(b).unwrap_or(false))
+        .collect()
 }
 
 /// The record of a Codex hook trust `trust` added (its own kind, beside
@@ -499,11 +655,11 @@ fn trust_codex_hook(
         let new =
             codex_hooks::with_trust(&text, &h.key, &h.current_hash).map_err(|e| bad(file, e))?;
         write(file, &new)?;
-        let rec = (CODEX_HOOK.to_string(), file.to_path_buf(), n.folder.clone());
-        if !recs.contains(&rec) {
-            recs.push(rec);
-            save_records(plan, recs)?;
-        }
+        remember(
+            plan,
+            recs,
+            (CODEX_HOOK.to_string(), file.to_path_buf(), n.folder.clone()),
+        )?;
         out.push(change(key, Done::Added));
     }
     Ok(out)
@@ -571,6 +727,7 @@ pub fn untrust(plan: &Plan, roles: &[String], stores: &Stores) -> Result<Vec<Cha
         save_records(plan, &recs)?;
         out.push(Change::of(n, file, done));
     }
+    out.extend(untrust_bypass(plan, roles, &mut recs)?);
     Ok(out)
 }
 

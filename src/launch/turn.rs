@@ -31,7 +31,7 @@ use crate::protocol::header::names;
 use crate::protocol::launch_files::prompt_file;
 use crate::protocol::layout::{Project, Worktree};
 use crate::telemetry::activity::{self, Activity, Kind};
-use crate::telemetry::usage::{self, Usage};
+use crate::telemetry::usage;
 
 /// The longest stream line read; the rest of a longer one is skipped.
 pub const MAX_LINE: usize = 1024 * 1024;
@@ -54,7 +54,7 @@ pub struct Turn {
 
 /// The handoff in process in `wt`: its id and thread (the root's id; a
 /// root is its own thread).
-fn current_item(wt: &Worktree) -> Option<(String, String)> {
+pub(crate) fn current_item(wt: &Worktree) -> Option<(String, String)> {
     let (_, m) = crate::daemon::watchdog::in_process_message(wt)?;
     let id = m.get(names::ID)?.to_string();
     let thread = m.thread().unwrap_or(&id).to_string();
@@ -214,6 +214,8 @@ struct Reader<'a> {
     session: Option<String>,
     run: Run,
     unknown_types: Vec<String>,
+    /// The time of this run's `turn_start` record.
+    started: Option<String>,
 }
 
 impl Reader<'_> {
@@ -278,13 +280,7 @@ impl Reader<'_> {
                 if matches!(kind, Kind::ToolCall | Kind::ToolResult) {
                     self.look_at_item();
                 }
-                let mut a = Activity::now(self.role, kind);
-                a.name = name.map(|n| activity::bound(&n));
-                a.status = status;
-                if let Some(t) = text {
-                    a = a.text(&t);
-                }
-                self.record(a);
+                self.record(stream::record(self.role, kind, name, text, status));
             }
             Event::Usage(f) => {
                 self.look_at_item();
@@ -346,27 +342,18 @@ impl Reader<'_> {
             // A run that never reached the model (a refused resume) used nothing.
             return;
         }
-        let mut u = Usage::now(self.role, self.cli.name());
-        u.id = self.item.as_ref().map(|(id, _)| id.clone());
-        u.thread = self.item.as_ref().map(|(_, t)| t.clone());
-        u.model = f
-            .model
-            .or_else(|| self.model.clone())
-            .map(|m| activity::bound(&m));
-        u.input_tokens = f.input_tokens;
-        u.output_tokens = f.output_tokens;
-        u.cache_read_tokens = f.cache_read_tokens;
-        u.cache_write_tokens = f.cache_write_tokens;
-        u.cost_usd = f.cost_usd.filter(|c| c.is_finite() && *c >= 0.0);
+        let mut u = stream::usage_of(
+            self.role,
+            self.cli,
+            f,
+            self.model.clone(),
+            self.item.as_ref(),
+        );
+        u.started = self.started.clone();
         if let Err(e) = usage::record(self.project, &u) {
             eprintln!("warning: {e}");
         }
-        let mut a = Activity::now(self.role, Kind::Usage).text(&format!(
-            "input {} output {} cache_read {} cache_write {}",
-            u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens
-        ));
-        a.name = u.model.clone();
-        self.record(a);
+        self.record(usage::activity(&u));
     }
 }
 
@@ -434,6 +421,7 @@ fn run_once(
         session: resume.map(str::to_string),
         run: Run::default(),
         unknown_types: Vec::new(),
+        started: Some(start.time.clone()),
     };
     reader.record(start);
     say(&format!(
@@ -446,6 +434,9 @@ fn run_once(
     let mut child = Command::new("sh")
         .arg("-c")
         .arg(command)
+        // The turn-end hook leaves this turn's transcript alone: its
+        // stream is read here (agents/transcript.rs).
+        .env(crate::launch::agents::transcript::HEADLESS_ENV, "1")
         .current_dir(&r.worktree_path)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -518,6 +509,7 @@ mod tests {
             session: None,
             run: Run::default(),
             unknown_types: Vec::new(),
+            started: None,
         }
     }
 

@@ -185,6 +185,11 @@ pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Ou
     let stagger = opts.stagger.unwrap_or(plan.config.launch.stagger.0);
     let sock = socket_path(&project.root);
     if opts.tmux {
+        // The sessions of an earlier run: until this run has started its
+        // own (and written the list again), a session the daemon does not
+        // find is not yet started, not dead (daemon::watchdog).
+        let listed = crate::protocol::launch_files::sessions_file(project);
+        fsx::remove_file(&listed).at(&listed)?;
         let dir = sock.parent().unwrap_or(Path::new("/tmp"));
         fsx::ensure_dirs(&[dir]).at(dir)?;
         let mut line = sock.to_string_lossy().into_owned();

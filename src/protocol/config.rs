@@ -136,6 +136,10 @@ pub struct DaemonConfig {
     pub poll_interval: Dur,
     /// How often the re-wake / watchdog sweep runs.
     pub sweep: Dur,
+    /// How often the agents' panes and sessions are looked at (a dialog
+    /// waiting for a person, a session gone): one `tmux list-panes` a
+    /// look, and a capture only of panes that drew something since.
+    pub pane_check: Dur,
     /// A role with waiting items and nothing in process is woken again after this.
     pub ack_within: Dur,
     /// Upper bound of the re-wake backoff.
@@ -152,6 +156,7 @@ impl Default for DaemonConfig {
             poll: false,
             poll_interval: Dur::millis(200),
             sweep: Dur::secs(10),
+            pane_check: Dur::secs(2),
             ack_within: Dur::secs(60),
             rewake_cap: Dur::secs(600),
             complete_within: None,
@@ -669,6 +674,7 @@ impl Config {
         min("daemon.rescan", d.rescan, Dur::millis(10))?;
         min("daemon.poll_interval", d.poll_interval, Dur::millis(10))?;
         min("daemon.sweep", d.sweep, Dur::millis(100))?;
+        min("daemon.pane_check", d.pane_check, Dur::millis(100))?;
         min("wake.quiet", self.wake.quiet, Dur::millis(50))?;
         min("notify.timeout", self.notify.timeout, Dur::millis(100))?;
         if self.logs.max_bytes != 0 && self.logs.max_bytes < MIN_LOG_BYTES {
@@ -911,6 +917,14 @@ mod tests {
         let e = Config::parse("daemon:\n  rescan: 0\n").unwrap_err();
         assert_eq!(e, "daemon.rescan must be at least 10ms; got 0s");
         assert!(Config::parse("daemon:\n  sweep: 10ms\n").is_err());
+        assert!(Config::parse("daemon:\n  pane_check: 10ms\n").is_err());
+        assert_eq!(
+            Config::parse("daemon:\n  pane_check: 500ms\n")
+                .unwrap()
+                .daemon
+                .pane_check,
+            Dur::millis(500)
+        );
         assert!(Config::parse("limits:\n  max_file_bytes: 0\n").is_err());
         assert!(Config::parse("limits:\n  max_file_bytes: 18446744073709551615\n").is_ok());
     }

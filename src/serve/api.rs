@@ -171,8 +171,15 @@ async fn blocking(
 }
 
 async fn status_json(State(app): State<Arc<App>>) -> Response {
-    blocking(&app, |p| {
-        let s = status::collect(p)?;
+    let a = app.clone();
+    blocking(&app, move |p| {
+        // The model keeps the clarifies: no trail read per request.
+        let attention = a
+            .model
+            .lock()
+            .map_err(|_| Error::env("internal error: the cockpit's model is unusable"))?
+            .attention_items();
+        let s = status::collect_with(p, attention)?;
         Ok(serde_json::to_value(&s).unwrap_or_default())
     })
     .await
@@ -230,7 +237,7 @@ fn check_id(id: &str) -> Result<()> {
 async fn receipts_json(State(app): State<Arc<App>>, Query(q): Query<IdQuery>) -> Response {
     blocking(&app, move |p| {
         check_id(&q.id)?;
-        let t = Trail::load(p, &Scope::all())?;
+        let t = receipts::trail_of(p, &q.id)?;
         match receipts::collect(&t, &q.id) {
             Some(r) => Ok(receipts::json(&r)),
             None => Err(Error::env(format!(

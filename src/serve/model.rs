@@ -131,6 +131,7 @@ pub struct Model {
     attention: Value,
     header: Value,
     usage: spend::Summary,
+    ledger: spend::Ledger,
     journal: Option<EventReader>,
     journal_tail: VecDeque<Value>,
     depth: BTreeMap<String, VecDeque<(i64, u64)>>,
@@ -212,6 +213,7 @@ impl Model {
             attention: json!({}),
             header: json!({}),
             usage: spend::Summary::default(),
+            ledger: spend::Ledger::default(),
             journal: None,
             journal_tail: VecDeque::new(),
             depth: BTreeMap::new(),
@@ -445,12 +447,12 @@ impl Model {
         }
     }
 
+    /// Reads what was appended to the usage journal; a new day also
+    /// changes what "today" sums.
     fn read_usage(&mut self) {
-        let records = crate::telemetry::usage::read(&self.project)
-            .map(|r| r.0)
-            .unwrap_or_default();
+        self.ledger.read(&self.project.usage_file());
         let day = clock::iso_now().get(..10).unwrap_or("").to_string();
-        self.usage = spend::summarize(&records, &day);
+        self.usage = self.ledger.summary(&day);
     }
 
     /// Applies one wake of the folder watcher; returns the deltas, in order.
@@ -482,14 +484,17 @@ impl Model {
                 self.completed_copy(p);
             }
         }
-        if wake.rescan {
+        if wake.rescan || !wake.fresh.is_empty() {
             usage = true;
             let full = self.listed.elapsed() >= FULL_LIST;
             if full {
                 self.listed = Clock::now();
             }
             for (d, place) in &dirs {
-                if *place == Place::Sent && !full {
+                // A `sent/` is long: listed now and then, and whenever its
+                // content was never reported (a message renamed into a
+                // folder before its watch was set up has no event of its own).
+                if *place == Place::Sent && !full && !wake.fresh.contains(d) {
                     continue;
                 }
                 if let Ok(names) = trail::handoff_names(d) {
@@ -542,17 +547,23 @@ impl Model {
         }
     }
 
-    /// Rebuilds the cards, the attention list and the header; emits those
-    /// that changed.
-    fn refresh(&mut self, out: &mut Vec<Delta>) {
-        let now = clock::now();
-        let items = attention::from_originals(
+    /// What needs a person now, from the clarifies, answers and closes kept
+    /// (as `attention::collect`, without reading the trail).
+    pub fn attention_items(&self) -> Vec<attention::Item> {
+        attention::from_originals(
             &self.questions,
             &self.roles,
             &self.project,
             self.max_bytes,
-            now,
-        );
+            clock::now(),
+        )
+    }
+
+    /// Rebuilds the cards, the attention list and the header; emits those
+    /// that changed.
+    fn refresh(&mut self, out: &mut Vec<Delta>) {
+        let now = clock::now();
+        let items = self.attention_items();
         let held = crate::daemon::holds::list(&self.project).unwrap_or_default();
         let att = json!({"attention": items, "held": held});
         if att != self.attention {

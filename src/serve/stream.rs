@@ -92,8 +92,9 @@ pub async fn live(
         .and_then(|v| v.parse::<u64>().ok());
     // Subscribed before the backlog is taken: nothing falls in between.
     let mut rx_deltas = app.deltas.subscribe();
+    let after = resume.or(q.since);
     let backlog = match app.model.lock() {
-        Ok(m) => resume.or(q.since).map_or(Some(Vec::new()), |s| m.since(s)),
+        Ok(m) => after.map_or(Some(Vec::new()), |s| m.since(s)),
         Err(_) => None,
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<Event>(256);
@@ -102,7 +103,9 @@ pub async fn live(
             let _ = tx.send(Event::default().event("reset").data("{}")).await;
             return;
         };
-        let mut last = 0;
+        // A delta the page already has (in its snapshot or the backlog) may
+        // still be queued on the subscription: it is not sent twice.
+        let mut last = after.unwrap_or(0);
         for d in &backlog {
             last = d.seq;
             if tx.send(sse(d)).await.is_err() {

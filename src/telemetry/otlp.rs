@@ -5,11 +5,14 @@
 //! In the daemon, export never touches the delivery path: a poller thread
 //! reads the files every few seconds and hands batches to a sender thread
 //! through a bounded queue. A full queue or a collector that is down drops
-//! the batch and says so in the journal (`traces_dropped`, at most once a
-//! minute while it lasts); `swarm otel export --since T` sends history
-//! again whenever wanted.
+//! the batch and says so through the note the daemon gives it (the
+//! journal's `traces_dropped`, at most once a minute while it lasts; this
+//! module writes no journal itself, so telemetry does not depend on the
+//! daemon); `swarm otel export --since T` sends history again whenever
+//! wanted.
 
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -18,7 +21,6 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{span::SpanKind, ResourceSpans, ScopeSpans};
 use prost::Message as _;
 
-use crate::daemon::journal::{Event, Journal, Kind};
 use crate::error::{Error, Result};
 use crate::protocol::clock::{self, Instant};
 use crate::protocol::layout::Project;
@@ -161,23 +163,27 @@ pub fn export(project: &Project, endpoint: &str, since: Option<Instant>) -> Resu
     Ok(spans.len())
 }
 
+/// Where the exporter says that spans were dropped (one line: how many,
+/// where to, why).
+pub type DropNote = Arc<dyn Fn(String) + Send + Sync>;
+
 /// The daemon's exporter: started when `otel.endpoint` is set; its threads
 /// end with the process.
 pub struct Exporter;
 
 impl Exporter {
-    pub fn start(project: &Project, endpoint: &str, journal: Journal) {
+    pub fn start(project: &Project, endpoint: &str, note: DropNote) {
         let (tx, rx) = sync_channel::<(usize, Vec<u8>)>(QUEUE);
         let url = traces_url(endpoint);
-        let j = journal.clone();
+        let n = Arc::clone(&note);
         let u = url.clone();
         let _ = std::thread::Builder::new()
             .name("otel-send".into())
-            .spawn(move || send_loop(&u, rx, &j));
+            .spawn(move || send_loop(&u, rx, &n));
         let project = project.clone();
         let _ = std::thread::Builder::new()
             .name("otel-poll".into())
-            .spawn(move || poll_loop(&project, &url, tx, &journal));
+            .spawn(move || poll_loop(&project, &url, tx, &note));
     }
 }
 
@@ -188,7 +194,7 @@ struct Dropped {
 }
 
 impl Dropped {
-    fn note(&mut self, journal: &Journal, url: &str, spans: usize, why: &str) {
+    fn note(&mut self, note: &DropNote, url: &str, spans: usize, why: &str) {
         self.spans += spans;
         if self
             .last
@@ -196,28 +202,25 @@ impl Dropped {
         {
             return;
         }
-        journal.record(
-            &Event::new(Kind::TracesDropped)
-                .reason(format!("{} spans for {url} dropped: {why}", self.spans)),
-        );
+        note(format!("{} spans for {url} dropped: {why}", self.spans));
         self.last = Some(std::time::Instant::now());
         self.spans = 0;
     }
 }
 
-fn send_loop(url: &str, rx: Receiver<(usize, Vec<u8>)>, journal: &Journal) {
+fn send_loop(url: &str, rx: Receiver<(usize, Vec<u8>)>, note: &DropNote) {
     let mut dropped = Dropped {
         last: None,
         spans: 0,
     };
     for (n, body) in rx {
         if let Err(why) = post(url, body) {
-            dropped.note(journal, url, n, &why);
+            dropped.note(note, url, n, &why);
         }
     }
 }
 
-fn poll_loop(project: &Project, url: &str, tx: SyncSender<(usize, Vec<u8>)>, journal: &Journal) {
+fn poll_loop(project: &Project, url: &str, tx: SyncSender<(usize, Vec<u8>)>, note: &DropNote) {
     let root = project.root.display().to_string();
     let mut dropped = Dropped {
         last: None,
@@ -229,14 +232,17 @@ fn poll_loop(project: &Project, url: &str, tx: SyncSender<(usize, Vec<u8>)>, jou
     let settle = chrono::Duration::from_std(SETTLE).unwrap_or_default();
     let since = clock::now() - settle;
     let mut done: std::collections::HashSet<(String, String)> = Default::default();
-    let mut seen_turns = match usage::read(project) {
-        Ok((r, _)) => r.len(),
-        Err(_) => 0,
-    };
+    // The usage journal is followed (usage::with_all reads only what was
+    // appended since the last look).
+    let mut seen_turns = usage::with_all(project, |r, _| r.len()).unwrap_or(0);
     loop {
         std::thread::sleep(POLL);
-        let (Ok(t), Ok((records, _))) = (Trail::load(project, &Scope::all()), usage::read(project))
-        else {
+        let Ok(t) = Trail::load(project, &Scope::all()) else {
+            continue;
+        };
+        let Ok((records, all)) = usage::with_all(project, |r, _| {
+            (r[seen_turns.min(r.len())..].to_vec(), r.len())
+        }) else {
             continue;
         };
         let fresh = |c: &crate::protocol::trail::Copy| {
@@ -246,8 +252,7 @@ fn poll_loop(project: &Project, url: &str, tx: SyncSender<(usize, Vec<u8>)>, jou
                     c.recipient.clone().unwrap_or_default(),
                 ))
         };
-        let new_turns = seen_turns.min(records.len());
-        let spans = trace::spans(&t, fresh, &records[new_turns..], |_| true);
+        let spans = trace::spans(&t, fresh, &records, |_| true);
         for c in t
             .copies
             .iter()
@@ -258,12 +263,12 @@ fn poll_loop(project: &Project, url: &str, tx: SyncSender<(usize, Vec<u8>)>, jou
                 c.recipient.clone().unwrap_or_default(),
             ));
         }
-        seen_turns = records.len();
+        seen_turns = all;
         for chunk in spans.chunks(BATCH) {
             match tx.try_send((chunk.len(), encode(&root, chunk))) {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) => {
-                    dropped.note(journal, url, chunk.len(), "the export queue is full")
+                    dropped.note(note, url, chunk.len(), "the export queue is full")
                 }
                 Err(TrySendError::Disconnected(_)) => return,
             }

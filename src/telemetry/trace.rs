@@ -10,7 +10,9 @@
 //! span from `created_at` to `completed_at` (or its latest stamp) with one
 //! child per stage (queued, waiting, working), parented on the copy its
 //! message replied to or was handed on from; each usage record is an agent
-//! turn, parented on the copy of the item it worked on. Span ids are
+//! turn, parented on the copy of the item it worked on, from its start
+//! (`started`: the turn's `turn_start` activity time) to the usage's
+//! report (an older record without `started` is an instant). Span ids are
 //! hashes of what they stand for, so a span exported live and again from
 //! history is the same span.
 
@@ -221,7 +223,12 @@ pub fn spans(
             span_id: span_id(&["turn", &u.role, &u.time, u.id.as_deref().unwrap_or("")]),
             parent: u.id.as_deref().map(|i| copy_span_id(i, &u.role)),
             name: format!("turn {}", u.role),
-            start: end,
+            start: u
+                .started
+                .as_deref()
+                .and_then(crate::protocol::clock::parse)
+                .filter(|s| *s <= end)
+                .unwrap_or(end),
             end,
             attributes,
         });

@@ -38,6 +38,11 @@ pub struct Usage {
     pub cache_write_tokens: u64,
     /// The CLI's own cost figure, when it reports one.
     pub cost_usd: Option<f64>,
+    /// When the turn started (the time of its `turn_start` activity
+    /// record), so a turn's span has its true length; absent in records
+    /// written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<String>,
 }
 
 impl Usage {
@@ -57,6 +62,17 @@ impl Usage {
             .saturating_add(self.cache_read_tokens)
             .saturating_add(self.cache_write_tokens)
     }
+}
+
+/// The activity record that says `u` (`swarm activity` shows it).
+pub fn activity(u: &Usage) -> crate::telemetry::activity::Activity {
+    use crate::telemetry::activity::{Activity, Kind};
+    let mut a = Activity::now(&u.role, Kind::Usage).text(&format!(
+        "input {} output {} cache_read {} cache_write {}",
+        u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens
+    ));
+    a.name = u.model.clone();
+    a
 }
 
 /// Appends one record. Creates `.swarmforge/telemetry/` when missing but

@@ -4,7 +4,9 @@
 
 use serde_json::{json, Value};
 
-use crate::protocol::trail::{Copy, Original, Place, Stamp, Trail};
+use crate::error::Result;
+use crate::protocol::layout::Project;
+use crate::protocol::trail::{Copy, Original, Place, Scope, Stamp, Trail};
 use crate::text::escape;
 
 /// One recipient's state; `copy` is `None` when it never got the message.
@@ -29,6 +31,21 @@ pub struct Receipts<'a> {
     pub kind: Option<String>,
     pub created_at: Option<String>,
     pub receipts: Vec<Receipt<'a>>,
+}
+
+/// The trail [`collect`] needs for `id`: file names embed the id, so only
+/// those files are read; a hand-made name without it is still found by the
+/// full scan this falls back to.
+pub fn trail_of(project: &Project, id: &str) -> Result<Trail> {
+    let narrow = Scope {
+        name_contains: Some(id.to_string()),
+        ..Scope::all()
+    };
+    let t = Trail::load(project, &narrow)?;
+    if collect(&t, id).is_some() {
+        return Ok(t);
+    }
+    Trail::load(project, &Scope::all())
 }
 
 /// Collects the receipts of `id` from a trail (read with both originals and

@@ -252,9 +252,13 @@ pub(crate) fn in_process(dir: &Path) -> Option<(PathBuf, Option<SystemTime>)> {
 }
 
 pub fn collect(project: &Project) -> Result<Status> {
+    collect_with(project, attention::collect(project)?)
+}
+
+/// [`collect`] with the attention list at hand (the cockpit keeps it).
+pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Result<Status> {
     let roles = Roles::load(&project.roles_tsv())?;
     let pid = control::running_pid(project);
-    let attention = attention::collect(project)?;
     let runner = Runner::of(project);
     let mut out = Vec::new();
     for r in &roles.roles {

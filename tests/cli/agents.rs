@@ -874,3 +874,62 @@ fn headless_liveness_is_busy_while_the_agent_runs_and_idle_after() {
     // No swarm running: unknown, not dead.
     assert!(state(&d).is_null());
 }
+
+/// Claude Code refuses `permission: full` (bypassPermissions) as root
+/// unless IS_SANDBOX=1: as root, `swarm up` refuses before starting
+/// anything, naming the role and the three ways out, and `swarm doctor`
+/// reports CLAUDE_FULL_AS_ROOT; with IS_SANDBOX=1, or as an ordinary user,
+/// the role starts with that mode (docs/agents.md "Claude Code as root").
+#[test]
+fn claude_with_full_permission_is_refused_as_root_unless_the_machine_is_a_sandbox() {
+    if !require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let d = Project::empty();
+    d.write(
+        "swarm.yaml",
+        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n    permission: full\n  - name: owner\n    agent: human\n",
+    );
+    let fakes = Fakes::new(RECORDER);
+    // SAFETY: geteuid(2) cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    d.swarm(&["init"]).ok();
+    let doctor = d.swarm(&["doctor", "--json"]).json();
+    let found = doctor.to_string().contains("CLAUDE_FULL_AS_ROOT");
+    assert_eq!(found, root, "{doctor:#}");
+    let mut guard = SwarmGuard::new(&d.root);
+    if root {
+        let r = up(&d, &fakes, &["--detach"]);
+        assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+        assert!(
+            r.stderr.contains(
+                "role coder: Claude Code refuses `permission: full` (bypassPermissions) when run as root"
+            ) && r.stderr.contains("IS_SANDBOX=1")
+                && r.stderr.contains("permission: edits"),
+            "{}",
+            r.stderr
+        );
+        assert!(!d.path(".swarmforge/tmux-socket").exists());
+        assert!(fakes.record("claude", "coder").is_none());
+    }
+    // The person says the machine is a sandbox (or is not root): it starts.
+    let r = d
+        .cmd("swarm")
+        .args(["up", "--detach"])
+        .env("PATH", fakes.path())
+        .env("FAKE_LOG", &fakes.log)
+        .env("IS_SANDBOX", "1")
+        .run();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    guard.socket = Some(PathBuf::from(d.read(".swarmforge/tmux-socket").trim()));
+    wait_until(Duration::from_secs(30), "claude started", || {
+        fakes.record("claude", "coder").is_some()
+    });
+    let args = fields(&fakes.record("claude", "coder").unwrap(), "arg");
+    assert!(
+        args.windows(2)
+            .any(|w| w[0] == "--permission-mode" && w[1] == "bypassPermissions"),
+        "{args:?}"
+    );
+    d.swarm(&["down"]).ok();
+}

@@ -8,6 +8,26 @@ use crate::api::{names, project, run_api, FakeServer, KEY};
 use crate::spending::chat_with_usage;
 use crate::support::{wait_until, DEADLINE};
 
+/// The `budget` attention item of `swarm status --json`'s output `st`.
+pub(crate) fn budget_item(st: &serde_json::Value) -> serde_json::Value {
+    st["attention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["kind"] == "budget")
+        .cloned()
+        .unwrap_or_else(|| panic!("no budget attention item: {st}"))
+}
+
+/// Whether `st` (`swarm status --json`) has a `budget` attention item.
+pub(crate) fn has_budget_item(st: &serde_json::Value) -> bool {
+    st["attention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|a| a["kind"] == "budget")
+}
+
 fn has_event(p: &crate::support::Project, kind: &str, role: &str) -> bool {
     p.events()
         .iter()
@@ -51,14 +71,7 @@ fn a_role_at_its_budget_is_parked_until_a_person_raises_it() {
     wait_until(DEADLINE, "notify.command told of it", || {
         std::fs::read_to_string(&notes).is_ok_and(|n| n.contains("budget_reached b"))
     });
-    let st = p.swarm(&["status", "--json"]).ok().json();
-    let item = st["attention"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["kind"] == "budget")
-        .cloned()
-        .unwrap_or_else(|| panic!("no budget attention item: {st}"));
+    let item = budget_item(&p.swarm(&["status", "--json"]).ok().json());
     assert_eq!(item["role"], "b");
     assert!(
         item["handle"]
@@ -126,14 +139,7 @@ fn a_role_at_its_budget_is_parked_until_a_person_raises_it() {
     assert_eq!(server.seen().len(), 2);
     assert!(names(&p, "b", "inbox/new").is_empty());
     let st = p.swarm(&["status", "--json"]).ok().json();
-    assert!(
-        !st["attention"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|a| a["kind"] == "budget"),
-        "{st}"
-    );
+    assert!(!has_budget_item(&st), "{st}");
 }
 
 #[test]

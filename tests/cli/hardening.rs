@@ -15,7 +15,7 @@ use crate::faults::{
     alive, copies_of, entries, hq, lines, note, post, run_at, set_roles, start, wait_delivered,
     write_config, Strace,
 };
-use crate::support::{bin, clean_command, wait_until, Project, Run, DEADLINE};
+use crate::support::{bin, chown_tree, clean_command, wait_until, Project, Run, DEADLINE};
 
 /// `coder` in the main worktree, `reviewer` in `rev`; no wake-ups; the
 /// default rescan interval, so an idle daemon has no reason to work.
@@ -350,15 +350,6 @@ fn run_as(id: u32, dir: &Path, role: &str, program: &str) -> Option<Run> {
     Some(r.into())
 }
 
-fn chown_tree(path: &Path, id: u32) {
-    std::os::unix::fs::lchown(path, Some(id), Some(id)).unwrap();
-    if fs::symlink_metadata(path).unwrap().is_dir() {
-        for e in fs::read_dir(path).unwrap().flatten() {
-            chown_tree(&e.path(), id);
-        }
-    }
-}
-
 /// A file of another user with mode 600 in `inbox/new`: moved aside with the
 /// reason, and the valid item behind it is handed out. The reader runs as a
 /// user who owns the project but not that file (root reads everything).
@@ -373,7 +364,7 @@ fn an_unreadable_inbox_file_is_moved_aside_and_the_queue_moves_on() {
     let new = hq(&rev, "inbox/new");
     let bad = new.join("00_20260615T140531Z_000009_from_coder_to_reviewer.handoff");
     fs::write(&bad, note("coder", 9, "reviewer", "private").text).unwrap();
-    chown_tree(&p.root, READER);
+    chown_tree(&p.root, (READER, READER));
     std::os::unix::fs::chown(&bad, Some(OTHER), Some(OTHER)).unwrap();
     fs::set_permissions(&bad, fs::Permissions::from_mode(0o600)).unwrap();
     let Some(r) = run_as(READER, &rev, "reviewer", "ready-next") else {

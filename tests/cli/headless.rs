@@ -192,6 +192,7 @@ fn two_items_two_turns(cli: Cli) {
         assert!(r["id"].is_string() && r["thread"].is_string(), "{r}");
     }
     assert_ne!(recs[0]["id"], recs[1]["id"]);
+    starts_are_turn_starts(&s, &recs);
     let want = reported(&s, "coder", cli != Cli::Gemini);
     assert_eq!(
         got, want,
@@ -378,21 +379,28 @@ fn gemini_cli_refusing_a_resume_starts_fresh_and_says_so() {
     refused_resume_starts_fresh(Cli::Gemini);
 }
 
+/// [`swarm`] of Claude Code for `swarm up` in tmux, woken in its pane
+/// (`wake: idle`, the default); None after a NOTE without tmux or the CLI.
+fn claude_in_tmux(runtime: Option<&str>) -> Option<RealSwarm> {
+    if !crate::support::require_tool("tmux", "apt-get install -y tmux") {
+        return None;
+    }
+    let s = swarm(Cli::Claude, runtime)?;
+    s.d.write(
+        "swarm.yaml",
+        &s.d.read("swarm.yaml").replace("    wake: queue\n", ""),
+    );
+    Some(s)
+}
+
 /// `runtime: headless` for one role of a tmux swarm: its pane runs one
 /// headless turn per wake-up (no interactive CLI, so no trust dialog in
 /// an untrusted worktree), and the item is finished.
 #[test]
 fn a_headless_role_in_a_tmux_swarm_takes_its_item_without_a_dialog() {
-    if !crate::support::require_tool("tmux", "apt-get install -y tmux") {
-        return;
-    }
-    let Some(mut s) = swarm(Cli::Claude, Some("headless")) else {
+    let Some(mut s) = claude_in_tmux(Some("headless")) else {
         return;
     };
-    s.d.write(
-        "swarm.yaml",
-        &s.d.read("swarm.yaml").replace("    wake: queue\n", ""),
-    );
     script(
         &s,
         Cli::Claude,
@@ -439,26 +447,29 @@ done_with_current.sh >/dev/null 2>&1
 echo '{"type":"result","subtype":"success","is_error":false,"session_id":"hostile-1","total_cost_usd":0.25,"usage":{"input_tokens":11,"output_tokens":22,"cache_read_input_tokens":33,"cache_creation_input_tokens":44}}'
 "#;
 
-/// The CLI's stream is untrusted: every bad line is bounded, skipped and
-/// counted, the supervisor goes on, the item is finished, and every file
-/// the turn wrote stays readable. `swarm fresh` then forgets the session.
-#[test]
-fn a_hostile_stream_is_bounded_skipped_and_counted() {
+/// A swarm of one `coder` (`yaml`'s roles) whose `claude` is the fake
+/// `script`, with the owner's `task` delivered to it, run by `swarm up
+/// --no-tmux --until-idle`; the fake logs into the returned folder.
+fn up_with_fake_claude(
+    yaml: &str,
+    script: &str,
+    task: &str,
+) -> (
+    crate::support::Project,
+    tempfile::TempDir,
+    crate::support::Run,
+) {
     let d = crate::support::Project::empty();
-    d.write(
-        "swarm.yaml",
-        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n  - name: owner\n    agent: human\n",
-    );
+    d.write("swarm.yaml", yaml);
     d.swarm(&["init"]).ok();
     let dir = tempfile::tempdir().unwrap();
     let bin = dir.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let fake = bin.join("claude");
-    std::fs::write(&fake, HOSTILE_CLAUDE).unwrap();
+    std::fs::write(&fake, script).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    d.send("owner", &draft("coder", "a task through a hostile stream"))
-        .ok();
+    d.send("owner", &draft("coder", task)).ok();
     d.deliver_once().ok();
     let path = format!(
         "{}:{}",
@@ -471,6 +482,19 @@ fn a_hostile_stream_is_bounded_skipped_and_counted() {
         .env("PATH", &path)
         .env("FAKE_LOG", dir.path())
         .run();
+    (d, dir, up)
+}
+
+/// The CLI's stream is untrusted: every bad line is bounded, skipped and
+/// counted, the supervisor goes on, the item is finished, and every file
+/// the turn wrote stays readable. `swarm fresh` then forgets the session.
+#[test]
+fn a_hostile_stream_is_bounded_skipped_and_counted() {
+    let (d, dir, up) = up_with_fake_claude(
+        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n  - name: owner\n    agent: human\n",
+        HOSTILE_CLAUDE,
+        "a task through a hostile stream",
+    );
     assert_eq!(up.code, 0, "{}\n{}", up.stdout, up.stderr);
     assert!(!up.stderr.contains("gets no terminal"), "{}", up.stderr);
     let wt = d.role_dir("coder");
@@ -608,4 +632,221 @@ fn activity_follow_prints_new_records_as_they_come() {
     assert_eq!(text.matches("before").count(), 1, "{text}");
     assert_eq!(text.matches("after").count(), 1, "{text}");
     assert!(text.contains("coder text: after"), "{text}");
+}
+
+/// A small budget parks a headless role (docs/cost.md, "Budgets"): the
+/// turn that used it up ends with its item still in process; the
+/// supervisor starts no new turn and shows the role `parked`; an
+/// attention item and a `budget_reached` notify event say so; `swarm
+/// budget raise` releases it, the next turn resumes the conversation and
+/// finishes the item, and nothing is lost.
+#[test]
+fn a_budget_parks_a_headless_role_until_a_raise() {
+    let Some(bin) = agent_bin("claude") else {
+        return;
+    };
+    let probe = tempfile::tempdir().unwrap();
+    let notes = probe.path().join("notify.txt");
+    let yaml = format!(
+        "launch:\n  stagger: 0ms\nnotify: {{command: \"echo $SWARMFORGE_EVENT $SWARMFORGE_ROLE >> {}\"}}\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n    description: implements each task\n    wake: queue\n    budget: {{tokens: 100, per: swarm}}\n  - name: owner\n    agent: human\n",
+        notes.display()
+    );
+    let s = RealSwarm::init(&yaml, bin);
+    script(
+        &s,
+        Cli::Claude,
+        vec![
+            Step::shell("ready_for_next.sh"),
+            Step::text("Pausing here; the rest next turn."),
+            Step::shell("done_with_current.sh"),
+            Step::text("Finished."),
+        ],
+    );
+    up_headless(&s);
+    s.d.send("owner", &draft("coder", "a task that outgrows its budget"))
+        .ok();
+    s.wait("the first turn ended with the item in process", || {
+        turn_ends(&s) == 1
+    });
+    let wt = s.wt("coder");
+    let in_process = || crate::support::handoff_names(&crate::support::hq(&wt, "inbox/in_process"));
+    assert_eq!(in_process().len(), 1, "the item stays in process");
+
+    // Parked: shown by the supervisor, the journal, notify and status.
+    s.wait("the supervisor shows coder parked", || {
+        s.status_of("coder")["agent_state"] == "parked"
+    });
+    s.wait(
+        "budget_reached journaled and told to notify.command",
+        || std::fs::read_to_string(&notes).is_ok_and(|n| n.contains("budget_reached coder")),
+    );
+    let item = crate::budgets::budget_item(&s.d.swarm(&["status", "--json"]).ok().json());
+    assert_eq!(item["role"], "coder");
+    let turns = s.model.turns("coder").len();
+    let recs = activity(&s);
+    assert_eq!(
+        recs.iter().filter(|r| r["kind"] == "turn_start").count(),
+        1,
+        "no new turn while parked: {recs:#?}"
+    );
+    assert_eq!(in_process().len(), 1);
+    assert_eq!(s.completed("coder"), 0);
+
+    // A person's raise: the role goes on in its conversation and finishes.
+    s.swarm(&["budget", "raise", "coder", "--tokens", "100000"])
+        .ok();
+    s.wait("the item is finished after the raise", || {
+        s.completed("coder") == 1 && turn_ends(&s) == 2
+    });
+    assert!(s.model.turns("coder").len() > turns);
+    let resumed = strings(&s.turn("coder", 2)["body"]);
+    assert!(
+        resumed.contains("a task that outgrows its budget"),
+        "the turn after the raise did not resume the conversation:\n{resumed}"
+    );
+    let st = s.d.swarm(&["status", "--json"]).ok().json();
+    assert!(!crate::budgets::has_budget_item(&st), "{st}");
+    assert_ne!(s.status_of("coder")["agent_state"], "parked");
+    s.wait("budget_released journaled", || {
+        s.d.read(".swarmforge/daemon/events.jsonl")
+            .contains("\"budget_released\"")
+    });
+    s.d.swarm(&["audit", "--check"]).ok();
+}
+
+/// A `claude` that takes its item, uses 500 tokens and ends its turn with
+/// the item still in process.
+const THIRSTY_CLAUDE: &str = r#"#!/bin/bash
+printf '%s\n' "$*" >>"$FAKE_LOG/claude.args"
+echo '{"type":"system","subtype":"init","session_id":"thirsty-1","model":"fake-model"}'
+ready_for_next.sh >/dev/null 2>&1
+echo '{"type":"result","subtype":"success","is_error":false,"session_id":"thirsty-1","usage":{"input_tokens":400,"output_tokens":100}}'
+"#;
+
+/// `swarm up --no-tmux --until-idle` with a role its budget parks: the
+/// supervisor starts no run for it (one turn, not a stall count of them)
+/// and ends at once, saying the budget holds it, with its item in process.
+#[test]
+fn until_idle_ends_when_only_a_budget_holds_the_work() {
+    let (d, dir, up) = up_with_fake_claude(
+        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n    budget: {tokens: 100, per: day}\n  - name: owner\n    agent: human\n",
+        THIRSTY_CLAUDE,
+        "a task too big for its budget",
+    );
+    assert_ne!(up.code, 0, "{}\n{}", up.stdout, up.stderr);
+    up.stderr_has("work waits for coder (parked by a budget)");
+    up.stdout_has("coder: parked, budget of coder reached: 500 of 100 tokens");
+    let args = std::fs::read_to_string(dir.path().join("claude.args")).unwrap();
+    assert_eq!(args.lines().count(), 1, "one turn only: {args}");
+    let log = d.read(".swarmforge/agents/coder.log");
+    assert_eq!(log.matches("[swarm] run ").count(), 1, "{log}");
+    let wt = d.role_dir("coder");
+    assert_eq!(
+        crate::support::handoff_names(&crate::support::hq(&wt, "inbox/in_process")).len(),
+        1
+    );
+}
+
+/// A `runtime: tmux` Claude Code (the interactive CLI in its pane, the
+/// worktree trusted by `swarm up --trust`): at its turn end the Stop hook
+/// reads what its transcript gained into the activity file and the usage
+/// journal, as a headless turn's stream is read (docs/headless.md, "In
+/// tmux mode"); `swarm cost` holds what the model server reported, to the
+/// token, and a second turn adds only its own part of the transcript.
+#[test]
+fn claude_code_in_tmux_records_activity_and_usage_from_its_transcript() {
+    let Some(mut s) = claude_in_tmux(None) else {
+        return;
+    };
+    script(
+        &s,
+        Cli::Claude,
+        vec![
+            Step::shell("ready_for_next.sh --wait 60"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Finished the first task."),
+            Step::shell("ready_for_next.sh"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Finished the second task."),
+        ],
+    );
+    s.up_with(&["--trust"]);
+    s.d.send("owner", &draft("coder", "first task in a pane"))
+        .ok();
+    s.wait("the item is finished and the turn end recorded", || {
+        s.completed("coder") == 1 && turn_ends(&s) == 1
+    });
+    let recs = activity(&s);
+    let kinds: Vec<&str> = recs.iter().filter_map(|r| r["kind"].as_str()).collect();
+    assert_eq!(kinds.first(), Some(&"turn_start"), "{recs:#?}");
+    assert_eq!(kinds.last(), Some(&"turn_end"), "{recs:#?}");
+    assert!(
+        recs.iter().any(|r| r["kind"] == "tool_call"
+            && r["name"] == "Bash"
+            && r["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("ready_for_next.sh --wait 60"))),
+        "{recs:#?}"
+    );
+    assert!(recs.iter().any(|r| r["kind"] == "tool_result"
+        && r["status"] == "ok"
+        && r["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("first task in a pane"))));
+    assert!(
+        recs.iter()
+            .any(|r| r["kind"] == "text" && r["text"] == "Finished the first task."),
+        "{recs:#?}"
+    );
+    // Every record names the item the turn worked on (finished by then).
+    assert!(recs.iter().all(|r| r["id"].is_string()), "{recs:#?}");
+    let (got, usage) = recorded(&s);
+    assert_eq!(usage.len(), 1, "{usage:#?}");
+    assert_eq!(usage[0]["source"], "claude");
+    assert_eq!(usage[0]["id"], recs[0]["id"]);
+    let want = reported(&s, "coder", true);
+    assert_eq!(got, want, "recorded {got:?}, the server reported {want:?}");
+    let cost = s.swarm(&["cost", "--json"]);
+    assert_eq!(cost.code, 0, "{}", cost.stderr);
+    let total = &cost.json()["total"];
+    assert_eq!(
+        total["total_tokens"],
+        want.input + want.output + want.cache_read + want.cache_write,
+        "{total}"
+    );
+
+    // The next turn: only what the transcript gained since.
+    s.d.send("owner", &draft("coder", "second task in a pane"))
+        .ok();
+    s.wait("the second item is finished and its turn recorded", || {
+        s.completed("coder") == 2 && turn_ends(&s) == 2
+    });
+    let recs = activity(&s);
+    assert_eq!(
+        recs.iter()
+            .filter(|r| r["kind"] == "text" && r["text"] == "Finished the first task.")
+            .count(),
+        1,
+        "{recs:#?}"
+    );
+    let (got, usage) = recorded(&s);
+    assert_eq!(usage.len(), 2, "{usage:#?}");
+    assert_ne!(usage[0]["id"], usage[1]["id"]);
+    assert_eq!(got, reported(&s, "coder", true));
+    starts_are_turn_starts(&s, &usage);
+}
+
+/// Each usage record's `started` is the time of a `turn_start` in the
+/// activity, before the usage's own time: a turn's span has its length.
+fn starts_are_turn_starts(s: &RealSwarm, usage: &[Value]) {
+    let starts: Vec<Value> = activity(s)
+        .into_iter()
+        .filter(|r| r["kind"] == "turn_start")
+        .map(|r| r["time"].clone())
+        .collect();
+    for u in usage {
+        assert!(starts.contains(&u["started"]), "{u} / {starts:?}");
+        let t = |k: &str| chrono::DateTime::parse_from_rfc3339(u[k].as_str().unwrap()).unwrap();
+        assert!(t("started") < t("time"), "{u}");
+    }
 }

@@ -85,9 +85,19 @@ const NOTIFY: &str = "notify:\n  command: printf '%s|%s|%s|%s\\n' \"$SWARMFORGE_
 /// A swarm with the person `lead` and the agent `coder` running `agent`
 /// (a script written into the project) with `wake`, re-woken every ~second.
 fn swarm(d: &Project, script: &str, wake: &str) -> SwarmGuard {
+    swarm_with(
+        d,
+        script,
+        wake,
+        "daemon:\n  sweep: 200ms\n  ack_within: 1s\n  rewake_cap: 2s\n",
+    )
+}
+
+/// [`swarm`] with `daemon` as the `daemon:` section.
+fn swarm_with(d: &Project, script: &str, wake: &str, daemon: &str) -> SwarmGuard {
     d.write("agents/coder.sh", script);
     let yaml = format!(
-        "launch:\n  stagger: 0ms\nwake:\n  quiet: 300ms\ndaemon:\n  sweep: 200ms\n  ack_within: 1s\n  rewake_cap: 2s\n{NOTIFY}roles:\n  - name: lead\n    agent: human\n  - name: coder\n    agent: bash {}\n    worktree: coder\n    wake: {wake}\n",
+        "launch:\n  stagger: 0ms\nwake:\n  quiet: 300ms\n{daemon}{NOTIFY}roles:\n  - name: lead\n    agent: human\n  - name: coder\n    agent: bash {}\n    worktree: coder\n    wake: {wake}\n",
         d.path("agents/coder.sh").display()
     );
     d.write("swarm.yaml", &yaml);
@@ -233,6 +243,75 @@ fn a_dialog_is_needs_input_no_wake_is_typed_into_it_and_a_person_answers_it() {
         .code(1)
         .stderr_has("waits for no answer now; nothing was typed")
         .run();
+}
+
+/// The panes are looked at every `daemon.pane_check` (2 s by default), not
+/// only on the re-wake sweep (`daemon.sweep`, 10 s by default): with the
+/// sweep set too far off to ever run here, a dialog is still journaled and
+/// the person told, with nothing typed into it.
+#[test]
+fn a_dialog_is_reported_on_the_pane_check_without_waiting_for_the_sweep() {
+    if !require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let d = Project::empty();
+    let _guard = swarm_with(
+        &d,
+        DIALOG,
+        "immediate",
+        "daemon:\n  sweep: 1h\n  pane_check: 300ms\n",
+    );
+    wait_until(WAIT, "the dialog is up", || io(&d).contains("START"));
+    wait_until(WAIT, "needs_input journaled", || {
+        count(&d, "coder", "needs_input") == 1
+    });
+    wait_until(WAIT, "the person notified", || {
+        notified(&d).contains("needs_input|coder||Claude Code asks whether to trust")
+    });
+    assert!(!io(&d).contains("KEY"), "{}", io(&d));
+}
+
+/// A second `swarm up` starts its agents one by one (`launch.stagger`)
+/// while the daemon already looks at the panes: an agent whose session is
+/// not started yet is not reported dead (the earlier run's session list
+/// said it should be running).
+#[test]
+fn a_second_up_does_not_report_agents_dead_before_their_sessions_start() {
+    if !require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let d = Project::empty();
+    d.write(
+        "swarm.yaml",
+        "launch:\n  stagger: 2s\ndaemon:\n  pane_check: 100ms\nroles:\n  - name: one\n    agent: sleep 600\n    worktree: one\n  - name: two\n    agent: sleep 600\n    worktree: two\n",
+    );
+    let mut guard = SwarmGuard::new(&d.root);
+    // A HOME, as a user has: without one the false report did not show.
+    let home = tempfile::tempdir().unwrap();
+    for run in 1..=2 {
+        let r = d
+            .cmd("swarm")
+            .args(["up", "--detach"])
+            .env("HOME", home.path())
+            .run();
+        assert_eq!(r.code, 0, "run {run}: {}\n{}", r.stdout, r.stderr);
+        guard.socket = Some(PathBuf::from(d.read(".swarmforge/tmux-socket").trim()));
+        wait_until(WAIT, "both agents run", || {
+            let st = d.swarm(&["status", "--json"]).json();
+            st["roles"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|r| r["agent_state"] == "busy")
+        });
+        d.swarm(&["down"]).ok();
+    }
+    let dead: Vec<Value> = d
+        .events()
+        .into_iter()
+        .filter(|e| e["kind"] == "agent_dead")
+        .collect();
+    assert!(dead.is_empty(), "{dead:?}");
 }
 
 #[test]

@@ -18,8 +18,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::support::{
-    handoff_names, hq, require_capability, require_tool, user_dir, ModelServer, Project, Step,
-    SwarmGuard,
+    chown_tree, handoff_names, hq, require_capability, require_tool, user_dir, ModelServer,
+    Project, Step, SwarmGuard,
 };
 
 /// A whole scripted conversation, real CLI start-up included.
@@ -63,6 +63,9 @@ pub(crate) struct RealSwarm {
     pub(crate) bin: PathBuf,
     /// Folders put first on the swarm's PATH (a system bwrap).
     pub(crate) path_first: Vec<PathBuf>,
+    /// The ordinary user (uid, gid) `swarm` runs as, when the test runs as
+    /// root (see [`RealSwarm::as_ordinary_user`]).
+    pub(crate) user: Option<(u32, u32)>,
 }
 
 impl RealSwarm {
@@ -92,7 +95,28 @@ impl RealSwarm {
             home,
             bin,
             path_first: Vec::new(),
+            user: None,
         }
+    }
+
+    /// Debian's bubblewrap `real`, through a logging script, first on the
+    /// swarm's PATH (its log in HOME).
+    pub(crate) fn bwrap_on_path(&mut self, real: &Path) -> BwrapOnPath {
+        let b = BwrapOnPath::new(real, self.home.path().join("bwrap-calls"));
+        self.path_first.push(b.dir.path().to_path_buf());
+        b
+    }
+
+    /// From here on `swarm` runs as `user`, which is given the project, the
+    /// HOME and `extra` folders (as an ordinary user's own are).
+    pub(crate) fn as_ordinary_user(&mut self, user: (u32, u32), extra: &[&Path]) {
+        for dir in [self.d.root.as_path(), self.home.path()]
+            .into_iter()
+            .chain(extra.iter().copied())
+        {
+            chown_tree(dir, user);
+        }
+        self.user = Some(user);
     }
 
     pub(crate) fn wt(&self, role: &str) -> PathBuf {
@@ -160,8 +184,20 @@ impl RealSwarm {
             &std::env::var_os("PATH").unwrap_or_default(),
         ));
         let path = std::env::join_paths(dirs).unwrap();
+        let as_user = self
+            .user
+            .map(|(u, g)| {
+                vec![
+                    "setpriv".to_string(),
+                    format!("--reuid={u}"),
+                    format!("--regid={g}"),
+                    "--clear-groups".to_string(),
+                ]
+            })
+            .unwrap_or_default();
         self.d
             .cmd("swarm")
+            .under(&as_user.iter().map(String::as_str).collect::<Vec<_>>())
             .args(args)
             .env("PATH", path)
             .env("HOME", self.home.path())
@@ -368,6 +404,14 @@ pub(crate) fn draft(to: &str, message: &str) -> String {
     format!("type: note\nto: {to}\npriority: 20\nmessage: {message}\n")
 }
 
+/// Claude Code's Write tool putting `text` into `dir/name`.
+fn claude_write(dir: &Path, name: &str, text: &str) -> Step {
+    Step::tool(
+        "Write",
+        json!({"file_path": dir.join(name).display().to_string(), "content": text}),
+    )
+}
+
 const PAIR_YAML: &str = r#"launch:
   stagger: 0ms
 roles:
@@ -399,17 +443,11 @@ fn claude_code_pair_hands_a_task_and_its_answer_round_trip() {
     let mut s = RealSwarm::init(PAIR_YAML, bin);
     let lead = s.wt("lead");
     let coder = s.wt("coder");
-    let write = |dir: &Path, name: &str, text: &str| {
-        Step::tool(
-            "Write",
-            json!({"file_path": dir.join(name).display().to_string(), "content": text}),
-        )
-    };
     s.claude(
         "lead",
         vec![
             Step::shell("ready_for_next.sh --wait 60"),
-            write(&lead, "ask.txt", &draft("coder", "add a --version flag")),
+            claude_write(&lead, "ask.txt", &draft("coder", "add a --version flag")),
             Step::shell("swarm_handoff.sh ask.txt"),
             Step::shell("done_with_current.sh"),
             Step::shell("ready_for_next.sh --wait 60"),
@@ -423,7 +461,8 @@ fn claude_code_pair_hands_a_task_and_its_answer_round_trip() {
             Step::shell("ready_for_next.sh --wait 60"),
             // Held until lead has finished its item, so its
             // done_with_current.sh cannot take the answer early.
-            write(&coder, "answer.txt", &draft("lead", "added --version")).after("lead-done"),
+            claude_write(&coder, "answer.txt", &draft("lead", "added --version"))
+                .after("lead-done"),
             Step::shell("swarm_handoff.sh answer.txt"),
             Step::shell("done_with_current.sh"),
             Step::text("Done with the task."),
@@ -500,7 +539,8 @@ fn last_output(req: &Value) -> String {
 
 /// Claude Code hands a task to Codex and takes its answer: Codex reads its
 /// primer from the worktree's AGENTS.md and runs the wrappers through its
-/// own shell tool (`exec_command`) under its sandbox.
+/// own shell tool (`exec_command`) with its sandbox off (`permission: full`;
+/// every other Codex test runs with it on).
 #[test]
 fn claude_code_and_codex_hand_a_task_and_its_answer_round_trip() {
     if !require_tool("tmux", "apt-get install -y tmux") {
@@ -523,6 +563,7 @@ roles:
     worktree: coder
     description: implements each task
     wake: queue
+    permission: full
     args: {}
   - name: owner
     agent: human
@@ -535,11 +576,7 @@ roles:
         "lead",
         vec![
             Step::shell("ready_for_next.sh --wait 60"),
-            Step::tool(
-                "Write",
-                json!({"file_path": lead.join("ask.txt").display().to_string(),
-                    "content": draft("coder", "add a --version flag")}),
-            ),
+            claude_write(&lead, "ask.txt", &draft("coder", "add a --version flag")),
             Step::shell("swarm_handoff.sh ask.txt"),
             Step::shell("done_with_current.sh"),
             Step::shell("ready_for_next.sh --wait 60"),
@@ -584,6 +621,11 @@ roles:
     assert!(
         took.contains("TASK:") && took.contains("add a --version flag"),
         "{took}"
+    );
+    let told = strings(&s.turn("coder", 0)["body"]);
+    assert!(
+        told.contains("danger-full-access"),
+        "Codex did not run with its sandbox off:\n{told}"
     );
     assert!(last_output(&s.turn("coder", 2)).contains("HANDOFF QUEUED:"));
     assert!(last_output(&s.turn("coder", 3)).contains("COMPLETED:"));
@@ -1025,22 +1067,34 @@ fn debian_bwrap() -> Option<PathBuf> {
 }
 
 /// A folder outside the temp folder holding `bwrap`: a script that logs each
-/// call to `log` and runs `real` (so the test sees Codex chose it).
-fn logging_bwrap(real: &Path, log: &Path) -> tempfile::TempDir {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = user_dir();
-    let script = dir.path().join("bwrap");
-    fs::write(
-        &script,
-        format!(
-            "#!/bin/sh\necho called >> '{}'\nexec '{}' \"$@\"\n",
-            log.display(),
-            real.display()
-        ),
-    )
-    .unwrap();
-    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
-    dir
+/// call and runs Debian's (so a test sees a CLI chose the bwrap on PATH).
+pub(crate) struct BwrapOnPath {
+    pub(crate) dir: tempfile::TempDir,
+    log: PathBuf,
+}
+
+impl BwrapOnPath {
+    fn new(real: &Path, log: PathBuf) -> BwrapOnPath {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = user_dir();
+        let script = dir.path().join("bwrap");
+        fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\necho called >> '{}'\nexec '{}' \"$@\"\n",
+                log.display(),
+                real.display()
+            ),
+        )
+        .unwrap();
+        fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+        BwrapOnPath { dir, log }
+    }
+
+    /// Some CLI ran it.
+    fn called(&self) -> bool {
+        fs::read_to_string(&self.log).is_ok_and(|l| l.contains("called"))
+    }
 }
 
 /// On a machine with Debian's bubblewrap on PATH (as on most desktops,
@@ -1073,9 +1127,7 @@ roles:
         codex_args("coder")
     );
     let mut s = RealSwarm::init(&yaml, bin);
-    let log = s.home.path().join("bwrap-calls");
-    let bwrap_dir = logging_bwrap(&real, &log);
-    s.path_first.push(bwrap_dir.path().to_path_buf());
+    let bwrap = s.bwrap_on_path(&real);
     s.codex(
         "coder",
         vec![
@@ -1114,10 +1166,7 @@ roles:
     }
     assert!(last_output(&s.turn("coder", 3)).contains("HANDOFF QUEUED:"));
     assert!(last_output(&s.turn("coder", 4)).contains("COMPLETED:"));
-    assert!(
-        fs::read_to_string(&log).is_ok_and(|l| l.contains("called")),
-        "Codex never called the bwrap on PATH"
-    );
+    assert!(bwrap.called(), "Codex never called the bwrap on PATH");
     s.owner_got("sandboxed and done");
     s.audit_and_transcript();
 }
@@ -1232,5 +1281,233 @@ fn codex_stop_hook_trusted_by_swarm_trust_continues_a_turn_when_mail_waits() {
     let took = last_output(&s.turn("coder", 3));
     assert!(took.contains("please add a --version flag"), "{took}");
     assert!(!s.panes().contains("Hooks need review"), "{}", s.panes());
+    s.audit_and_transcript();
+}
+
+/// Who the ordinary-user test runs `swarm` as: `swarm-user` (which
+/// `.ci/run` makes) when this process is root, else nobody else (this
+/// process is an ordinary user already). None after a NOTE (a failure in CI).
+#[track_caller]
+fn ordinary_user() -> Option<Option<(u32, u32)>> {
+    // SAFETY: geteuid(2) cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some(None);
+    }
+    let probe = std::process::Command::new("getent")
+        .args(["passwd", "swarm-user"])
+        .output()
+        .map_err(|e| format!("getent: {e}"))
+        .and_then(|o| {
+            let line = String::from_utf8_lossy(&o.stdout).into_owned();
+            let f: Vec<&str> = line.trim().split(':').collect();
+            match (f.get(2).map(|u| u.parse()), f.get(3).map(|g| g.parse())) {
+                (Some(Ok(u)), Some(Ok(g))) => Ok((u, g)),
+                _ => Err("no user swarm-user".to_string()),
+            }
+        });
+    require_capability(
+        "run a swarm as the ordinary user swarm-user",
+        "run .ci/run as root, which makes it (useradd --user-group --no-create-home --shell /bin/bash swarm-user)",
+        probe,
+    )
+    .map(Some)
+}
+
+/// As an ordinary user (not root, as CI runs), with Debian's bubblewrap on
+/// PATH: Claude Code (`permission: full`, which it refuses as root), Codex (its sandbox on, nested through unprivileged
+/// user namespaces) and Gemini CLI each take an item and answer it, after
+/// `swarm up --trust` run by that user for its own HOME. Codex's sandbox is
+/// seen refusing a write to the user's own HOME, which the user could make
+/// (docs/agents.md "Running as an ordinary user").
+#[test]
+fn the_three_presets_work_as_an_ordinary_user_with_bubblewrap_on_path() {
+    if !require_tool("tmux", "apt-get install -y tmux")
+        || !require_tool("setpriv", "apt-get install -y util-linux")
+    {
+        return;
+    }
+    let (Some(bin), Some(_), Some(_), Some(real), Some(user)) = (
+        agent_bin("claude"),
+        agent_bin("codex"),
+        agent_bin("gemini"),
+        debian_bwrap(),
+        ordinary_user(),
+    ) else {
+        return;
+    };
+    let yaml = format!(
+        r#"launch:
+  stagger: 0ms
+roles:
+  - name: coder
+    agent: claude
+    worktree: coder
+    description: implements each task
+    wake: queue
+    permission: full
+  - name: tester
+    agent: codex
+    worktree: tester
+    description: tests each change
+    wake: queue
+    args: {}
+  - name: reviewer
+    agent: gemini
+    worktree: reviewer
+    description: reviews what it is sent
+    wake: queue
+  - name: owner
+    agent: human
+"#,
+        codex_args("tester")
+    );
+    let mut s = RealSwarm::init(&yaml, bin);
+    let bwrap = s.bwrap_on_path(&real);
+    let coder = s.wt("coder");
+    let reviewer = s.wt("reviewer");
+    s.claude(
+        "coder",
+        vec![
+            Step::shell("ready_for_next.sh"),
+            claude_write(&coder, "answer.txt", &draft("owner", "coded as swarm-user")),
+            Step::shell("swarm_handoff.sh answer.txt"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Done."),
+        ],
+    );
+    let probe = s.home.path().join("sandbox-probe");
+    s.codex(
+        "tester",
+        vec![
+            Step::shell("ready_for_next.sh"),
+            Step::shell(&format!("touch '{}'", probe.display())),
+            Step::shell(&format!(
+                "printf '{}' > answer.txt && swarm_handoff.sh answer.txt",
+                draft("owner", "tested as swarm-user").replace('\n', "\\n")
+            )),
+            Step::shell("done_with_current.sh"),
+            Step::text("Done."),
+        ],
+    );
+    s.gemini(
+        "reviewer",
+        vec![
+            Step::shell("ready_for_next.sh"),
+            Step::tool(
+                "write_file",
+                json!({"file_path": reviewer.join("answer.txt").display().to_string(),
+                    "content": draft("owner", "reviewed as swarm-user")}),
+            ),
+            Step::shell("swarm_handoff.sh answer.txt"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Reviewed."),
+        ],
+    );
+    // The owner's mail waits before the agents start.
+    for role in ["coder", "tester", "reviewer"] {
+        s.d.send("owner", &draft(role, &format!("please take this, {role}")))
+            .ok();
+    }
+    if let Some(u) = user {
+        s.as_ordinary_user(u, &[bwrap.dir.path()]);
+    }
+    let r = s.swarm(&["up", "--detach", "--trust"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    s.guard.socket = Some(PathBuf::from(s.d.read(".swarmforge/tmux-socket").trim()));
+    s.wait("each agent finished its item", || {
+        s.reached("coder", 4)
+            && s.reached("tester", 4)
+            && s.reached("reviewer", 4)
+            && ["coder", "tester", "reviewer"]
+                .iter()
+                .all(|r| s.completed(r) == 1)
+    });
+    assert!(last_user_text(&s.turn("coder", 1)).contains("please take this, coder"));
+    assert!(last_output(&s.turn("tester", 1)).contains("please take this, tester"));
+    assert!(last_function_response(&s.turn("reviewer", 1)).contains("please take this, reviewer"));
+    let refused = last_output(&s.turn("tester", 2));
+    assert!(
+        refused.contains("Read-only file system") || refused.contains("Permission denied"),
+        "Codex's sandbox let a write outside the workspace through: {refused}"
+    );
+    assert!(!probe.exists());
+    assert!(bwrap.called(), "Codex never called the bwrap on PATH");
+    let owner_new = hq(&s.d.root.join(".swarmforge/people/owner"), "inbox/new");
+    s.wait("three answers reach owner", || {
+        handoff_names(&owner_new).len() == 3
+    });
+    if let Some((uid, _)) = user {
+        use std::os::unix::fs::MetadataExt;
+        for name in handoff_names(&owner_new) {
+            let owner = fs::metadata(owner_new.join(&name)).unwrap().uid();
+            assert_eq!(owner, uid, "{name} was not written by the ordinary user");
+        }
+    }
+    let audit = s.swarm(&["audit", "--check"]);
+    assert_eq!(audit.code, 0, "{}\n{}", audit.stdout, audit.stderr);
+    let down = s.swarm(&["down"]);
+    assert_eq!(down.code, 0, "{}\n{}", down.stdout, down.stderr);
+}
+
+/// Claude Code with its own sandbox on (`sandbox.enabled` in the user's
+/// settings; on Linux it runs each shell command in bubblewrap, with socat
+/// for its network proxy): the wrappers still take, answer and finish an
+/// item from inside it; the sandbox is seen on in what Claude tells its
+/// model and in the calls of the bwrap on PATH (docs/agents.md "Each CLI's
+/// own sandbox").
+#[test]
+fn claude_code_with_its_own_sandbox_on_takes_and_answers_an_item() {
+    if !require_tool("tmux", "apt-get install -y tmux")
+        || !require_tool("socat", "apt-get install -y socat")
+    {
+        return;
+    }
+    let (Some(bin), Some(real)) = (agent_bin("claude"), debian_bwrap()) else {
+        return;
+    };
+    let mut s = RealSwarm::init(
+        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n    description: implements each task\n    wake: queue\n  - name: owner\n    agent: human\n",
+        bin,
+    );
+    let bwrap = s.bwrap_on_path(&real);
+    fs::create_dir_all(s.home.path().join(".claude")).unwrap();
+    fs::write(
+        s.home.path().join(".claude/settings.json"),
+        json!({"sandbox": {"enabled": true, "failIfUnavailable": true}}).to_string(),
+    )
+    .unwrap();
+    let coder = s.wt("coder");
+    s.claude(
+        "coder",
+        vec![
+            Step::shell("ready_for_next.sh"),
+            claude_write(
+                &coder,
+                "answer.txt",
+                &draft("owner", "answered from Claude's sandbox"),
+            ),
+            Step::shell("swarm_handoff.sh answer.txt"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Done."),
+        ],
+    );
+    s.d.send("owner", &draft("coder", "please work in your sandbox"))
+        .ok();
+    s.up();
+    s.wait("coder finished its item", || {
+        s.reached("coder", 4) && s.completed("coder") == 1
+    });
+    assert!(last_user_text(&s.turn("coder", 1)).contains("please work in your sandbox"));
+    assert!(
+        strings(&s.turn("coder", 0)).contains("Bash commands run inside an OS-level sandbox"),
+        "Claude Code did not say its sandbox is on"
+    );
+    assert!(
+        bwrap.called(),
+        "Claude Code never ran its sandbox (bwrap on PATH)"
+    );
+    assert!(last_user_text(&s.turn("coder", 3)).contains("HANDOFF QUEUED:"));
+    assert!(last_user_text(&s.turn("coder", 4)).contains("COMPLETED:"));
+    s.owner_got("answered from Claude's sandbox");
     s.audit_and_transcript();
 }

@@ -714,6 +714,44 @@ fn a_snapshot_then_deltas_carry_a_new_message_and_its_recipients_card() {
     assert!(msgs.iter().all(|m| m["id"] != id));
 }
 
+/// A queue folder that appears with a message already in it (as when the
+/// daemon makes a role's first `sent/` and renames the message in before
+/// the cockpit's watch on the new folder is set up: no file event ever
+/// names that message). The window is made explicit by renaming a folder
+/// that holds the message into place; the page still gets it, long before
+/// the slow safety re-list.
+#[test]
+fn a_message_in_a_queue_folder_that_appeared_with_it_reaches_the_page() {
+    let p = coder_and_qa();
+    // qa's first message, taken out of its outbox before the cockpit starts
+    // (no daemon: nobody else moves it).
+    let queued = p
+        .send_as(
+            "qa",
+            "type: note\nto: coder\npriority: 50\nmessage: first from qa\n",
+        )
+        .ok()
+        .queued();
+    let id = id_of(&queued);
+    let parked = p.root.join("parked");
+    std::fs::create_dir_all(&parked).unwrap();
+    std::fs::rename(&queued, parked.join(file_name(&queued))).unwrap();
+    // `swarm-handoff` made qa's queue folders; qa has sent nothing yet.
+    let sent = p.hq("qa", "sent");
+    std::fs::remove_dir(&sent).unwrap();
+
+    let c = start(&p);
+    let snap = c.with_cookie("GET", "/api/snapshot", &[], "").json();
+    assert_eq!(snap["total"], 0, "{snap}");
+    let seq = snap["seq"].as_u64().unwrap();
+    std::fs::rename(&parked, &sent).unwrap();
+    let seen = live_until(&c, seq, &|s| {
+        s.split("\n\n")
+            .any(|e| e.contains("event: message") && e.contains(&id))
+    });
+    assert!(seen.contains("first from qa"), "{seen}");
+}
+
 /// The compose form's fields become a draft checked by the same code as
 /// `swarm-handoff`; each error comes back with the field it is about.
 #[test]
@@ -790,8 +828,9 @@ fn browser_tools() -> Option<std::path::PathBuf> {
 /// A swarm at work in tmux, seen in Chromium (docs/cockpit.md): `lead` a
 /// person, `coder` an agent whose pane shows Claude Code's folder-trust
 /// dialog (needs_input), `qa` a scripted agent taking one item per wake-up,
-/// and usage records for today. The page (tests/cli/browser/glance.cjs)
-/// answers the dialog by a click, keeps a half-typed message and an open
+/// and usage records for today. The page (tests/cli/browser/glance.cjs) is
+/// walked with Tab (every control, in page order, with a focus ring) and
+/// answers the dialog from the keyboard, keeps a half-typed message and an open
 /// body through ten live messages, shows the usage records' sum as cost,
 /// never sends the token in a URL after the first request, and is laid out
 /// without overflow or overlap at 1400, 1024 and 390 pixels.
@@ -894,7 +933,7 @@ fn the_cockpit_at_a_glance_in_chromium() {
             "no screenshot at {w}"
         );
     }
-    // The click chose "Yes, I trust this folder" by its own keys.
+    // Enter on the page's button chose "Yes, I trust this folder" by its own keys.
     let io = std::fs::read_to_string(d.path("io.coder")).unwrap_or_default();
     assert!(
         io.contains("TRUSTED") && !io.contains("ANSWERED_NO"),

@@ -139,9 +139,21 @@ fn a_thread_is_one_trace_exported_live_and_from_history() {
     );
     p.run_in(".worktrees/b", Some("b"), "done-current", &[])
         .ok();
-    // One turn of b on the root item, as a runner journals it.
+    // One turn of b on the root item, as a runner journals it: started
+    // 90 s before it reported its usage.
+    let ended = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let started = (chrono::DateTime::parse_from_rfc3339(&ended).unwrap()
+        - chrono::Duration::seconds(90))
+    .to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let nanos = |t: &str| {
+        chrono::DateTime::parse_from_rfc3339(t)
+            .unwrap()
+            .timestamp_nanos_opt()
+            .unwrap() as u64
+    };
     let usage = serde_json::json!({
-        "time": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+        "time": ended,
+        "started": started,
         "role": "b", "id": root_id, "thread": root_id, "model": "m", "source": "api",
         "input_tokens": 11, "output_tokens": 7, "cache_read_tokens": 0,
         "cache_write_tokens": 0, "cost_usd": null,
@@ -198,6 +210,12 @@ fn a_thread_is_one_trace_exported_live_and_from_history() {
     assert_eq!(
         attr(turn, "gen_ai.usage.input_tokens").as_deref(),
         Some("11")
+    );
+    // The turn's span runs from its start to its end, not an instant.
+    assert_eq!(
+        (turn.start_time_unix_nano, turn.end_time_unix_nano),
+        (nanos(&started), nanos(&ended)),
+        "{turn:?}"
     );
 
     // History: the same spans again, to another collector.

@@ -227,3 +227,98 @@ fn doctor_names_each_untrusted_worktree_until_swarm_trust() {
     let r = run(&["doctor", "--json"]);
     assert!(!r.stdout.contains("AGENT_CLI_UNTRUSTED"), "{}", r.stdout);
 }
+
+/// A Claude Code role with `permission: full` meets a bypass-permissions
+/// disclaimer at its first start: `swarm trust` records the person's
+/// acceptance in that worktree's `.claude/settings.local.json` only
+/// (`skipDangerousModePermissionPrompt`), keeping every other key; doctor
+/// and `trust --check` name it until then; `untrust` removes it, and an
+/// acceptance given by hand is left alone.
+#[test]
+fn trust_accepts_claudes_bypass_disclaimer_for_a_full_permission_role_only() {
+    let d = Project::empty();
+    d.write(
+        "swarm.yaml",
+        "roles:\n  - name: lead\n    agent: claude\n    worktree: lead\n  - name: coder\n    agent: claude\n    worktree: coder\n    permission: full\n  - name: fixer\n    agent: claude\n    worktree: fixer\n    permission: full\n",
+    );
+    d.swarm(&["init"]).ok();
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    fs::write(h.join(".claude.json"), r#"{"hasCompletedOnboarding":true}"#).unwrap();
+    let local = |r: &str| {
+        d.role_dir(r)
+            .canonicalize()
+            .unwrap()
+            .join(".claude/settings.local.json")
+    };
+    // The fixer's was accepted by hand, beside a setting of the person's.
+    fs::create_dir_all(local("fixer").parent().unwrap()).unwrap();
+    fs::write(
+        local("fixer"),
+        r#"{"skipDangerousModePermissionPrompt":true,"model":"opus"}"#,
+    )
+    .unwrap();
+    fs::create_dir_all(local("coder").parent().unwrap()).unwrap();
+    fs::write(
+        local("coder"),
+        r#"{"permissions":{"allow":["Bash(ls:*)"]}}"#,
+    )
+    .unwrap();
+    let run = |args: &[&str]| d.cmd("swarm").args(args).env("HOME", h).run();
+
+    let doctor = run(&["doctor", "--json"]).stdout;
+    assert_eq!(
+        doctor.matches("AGENT_CLI_BYPASS_UNACCEPTED").count(),
+        1,
+        "{doctor}"
+    );
+    assert!(doctor.contains("role coder: Claude Code with `permission: full`"));
+    let r = run(&["trust", "--check"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stdout.contains(&format!(
+            "bypass disclaimer not accepted: coder (claude, permission: full): {}\n",
+            local("coder").display()
+        )),
+        "{}",
+        r.stdout
+    );
+
+    let r = run(&["trust"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains(&format!(
+            "coder (claude): {} skipDangerousModePermissionPrompt (permission: full): added",
+            local("coder").display()
+        )) && r.stdout.contains(&format!(
+            "fixer (claude): {} skipDangerousModePermissionPrompt (permission: full): already trusted, left alone",
+            local("fixer").display()
+        )),
+        "{}",
+        r.stdout
+    );
+    // Not for the role without `permission: full`.
+    assert!(!local("lead").exists());
+    let v = json(&local("coder"));
+    assert_eq!(v["skipDangerousModePermissionPrompt"], true);
+    assert_eq!(v["permissions"]["allow"][0], "Bash(ls:*)");
+    assert!(!run(&["doctor", "--json"])
+        .stdout
+        .contains("AGENT_CLI_BYPASS_UNACCEPTED"));
+    run(&["trust", "--check"]).ok();
+
+    let r = run(&["untrust"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains(&format!(
+        "coder (claude): {} skipDangerousModePermissionPrompt (permission: full): removed",
+        local("coder").display()
+    )));
+    assert_eq!(
+        json(&local("coder")),
+        serde_json::json!({"permissions": {"allow": ["Bash(ls:*)"]}})
+    );
+    assert_eq!(
+        json(&local("fixer"))["skipDangerousModePermissionPrompt"],
+        true
+    );
+}

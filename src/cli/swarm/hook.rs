@@ -5,7 +5,7 @@ use std::io::Read;
 use std::path::PathBuf;
 
 use crate::error::{exit, Error};
-use crate::launch::agents::{hook, Cli};
+use crate::launch::agents::{hook, transcript, Cli};
 use crate::protocol::layout::Project;
 
 #[derive(clap::Args, Debug)]
@@ -56,7 +56,14 @@ pub fn run(args: Args) -> i32 {
         .take(hook::MAX_INPUT as u64 + 1)
         .read_to_end(&mut input);
     let role = std::env::var("SWARMFORGE_ROLE").ok();
-    let (reply, note) = hook::answer(cli, project().as_ref(), role.as_deref(), &input);
+    let project = project();
+    // A headless turn's stream is read by `swarm turn` itself.
+    if std::env::var_os(transcript::HEADLESS_ENV).is_none() {
+        if let Some(n) = hook::read_transcript(cli, project.as_ref(), role.as_deref(), &input) {
+            eprintln!("swarm hook: {}", crate::text::escape(&n));
+        }
+    }
+    let (reply, note) = hook::answer(cli, project.as_ref(), role.as_deref(), &input);
     if let Some(n) = note {
         eprintln!("swarm hook: {}", crate::text::escape(&n));
     }

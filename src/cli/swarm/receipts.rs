@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 
 use crate::error::{exit, Error};
-use crate::protocol::trail::{Scope, Trail};
 use crate::text::escape;
 use crate::views::receipts;
 
@@ -41,17 +40,7 @@ pub fn run(args: Args) -> i32 {
     let mut id = id_of(&args.id);
     let result = super::project(args.root.as_deref()).and_then(|project| {
         id = crate::protocol::idprefix::expand(&project, &id)?;
-        // File names embed the id, so only those files are read; a hand-made
-        // name without it is still found by the full scan below.
-        let narrow = Scope {
-            name_contains: Some(id.clone()),
-            ..Scope::all()
-        };
-        let t = Trail::load(&project, &narrow)?;
-        if receipts::collect(&t, &id).is_some() {
-            return Ok(t);
-        }
-        Trail::load(&project, &Scope::all())
+        receipts::trail_of(&project, &id)
     });
     let t = match result {
         Ok(t) => t,

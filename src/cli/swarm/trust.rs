@@ -35,19 +35,31 @@ pub fn print(changes: &[Change], say: &mut dyn FnMut(&str)) {
 fn check(args: &Args) -> i32 {
     let result = super::up_root(args.root.as_deref())
         .and_then(|root| Plan::load(&root))
-        .and_then(|plan| trust::untrusted(&plan, &Stores::from_env()?));
+        .and_then(|plan| {
+            Ok((
+                trust::untrusted(&plan, &Stores::from_env()?)?,
+                trust::unconsented(&plan),
+            ))
+        });
     match result {
-        Ok(v) if v.is_empty() => {
+        Ok((v, b)) if v.is_empty() && b.is_empty() => {
             crate::cli::out("every agent's worktree is trusted by its CLI\n");
             exit::OK
         }
-        Ok(v) => {
+        Ok((v, b)) => {
             for n in &v {
                 crate::cli::out(&format!(
                     "untrusted: {} ({}): {}\n",
                     n.role,
                     n.cli.name(),
                     n.folder.display()
+                ));
+            }
+            for b in &b {
+                crate::cli::out(&format!(
+                    "bypass disclaimer not accepted: {} (claude, permission: full): {}\n",
+                    b.role,
+                    b.file.display()
                 ));
             }
             eprintln!("  hint: `swarm trust` records the trust (or answer the dialog: `swarm attach <role>`)");

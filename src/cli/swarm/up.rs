@@ -61,6 +61,21 @@ pub fn run(args: Args) -> i32 {
         for p in launch::agents::codex_sandbox::problems(&plan, |k| std::env::var_os(k)) {
             eprintln!("warning: {}\n  hint: {}", p.message(), p.fix());
         }
+        let refused = launch::agents::claude_root::problems(
+            &plan,
+            launch::agents::claude_root::euid(),
+            |k| std::env::var_os(k),
+        );
+        if !refused.is_empty() {
+            let lines: Vec<String> = refused
+                .iter()
+                .map(|p| format!("{}\n  hint: {}", p.message(), p.fix()))
+                .collect();
+            return Err(crate::error::Error::env(format!(
+                "not starting: {}",
+                lines.join("\n")
+            )));
+        }
         if args.trust {
             launch::init::init(&plan)?;
             let changes = launch::trust::trust(&plan, &[], &launch::trust::Stores::from_env()?)?;

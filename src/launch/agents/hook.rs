@@ -29,6 +29,10 @@ pub const MAX_CONTINUATIONS: u32 = 5;
 pub struct Input {
     /// The CLI is already continuing because of a stop hook.
     pub stop_hook_active: bool,
+    /// Claude Code's transcript of the session (`transcript_path`).
+    pub transcript_path: Option<String>,
+    /// The text the turn ended with (`last_assistant_message`).
+    pub last_message: Option<String>,
 }
 
 /// Lenient by design: invalid or oversized input is read as `{}`.
@@ -42,6 +46,16 @@ pub fn parse_input(bytes: &[u8]) -> Input {
             .get("stop_hook_active")
             .and_then(Value::as_bool)
             .unwrap_or(false),
+        transcript_path: v
+            .get("transcript_path")
+            .and_then(Value::as_str)
+            .filter(|p| p.len() <= 4096 && !p.chars().any(char::is_control))
+            .map(str::to_string),
+        last_message: v
+            .get("last_assistant_message")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string),
     }
 }
 
@@ -134,6 +148,27 @@ pub fn decide(project: &Project, role: &str, input: &Input) -> (Option<String>, 
         .and_then(|c| c.role(role).map(|r| r.mcp))
         .unwrap_or(false);
     (Some(continue_reason(role, mcp)), None)
+}
+
+/// At a turn end in tmux mode, what the CLI's transcript gained goes to
+/// the role's activity and usage (agents/transcript.rs); a note says why
+/// it could not. Claude Code only: Codex's rollouts and Gemini CLI's chat
+/// recordings, whose paths their hooks are given too, have formats of
+/// their own that are not read yet (docs/headless.md, "In tmux mode").
+pub fn read_transcript(
+    cli: Cli,
+    project: Option<&Project>,
+    role: Option<&str>,
+    stdin: &[u8],
+) -> Option<String> {
+    let (Cli::Claude, Some(p), Some(r)) = (cli, project, role.filter(|r| !r.is_empty())) else {
+        return None;
+    };
+    let input = parse_input(stdin);
+    let path = input.transcript_path?;
+    super::transcript::claude_turn_end(p, r, Path::new(&path), input.last_message.as_deref())
+        .err()
+        .map(|e| format!("activity not recorded: {e}"))
 }
 
 /// The full answer: JSON for stdout and an optional note for stderr.

@@ -5,6 +5,7 @@
 //! another per-CLI file (an MCP config), only adds to it.
 
 pub mod claude;
+pub mod claude_root;
 pub mod codex;
 pub mod codex_hooks;
 pub mod codex_sandbox;
@@ -13,6 +14,7 @@ pub mod hook;
 pub mod mcp;
 pub mod setup;
 pub mod stream;
+pub mod transcript;
 
 use std::path::{Path, PathBuf};
 

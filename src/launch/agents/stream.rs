@@ -11,7 +11,8 @@
 use serde_json::Value;
 
 use super::Cli;
-use crate::telemetry::activity::Kind;
+use crate::telemetry::activity::{self, Activity, Kind};
+use crate::telemetry::usage::Usage;
 
 /// The figures of one usage report, normalised: `input_tokens` excludes
 /// cached input (Codex and Gemini report it inclusive; Claude exclusive).
@@ -68,6 +69,45 @@ fn act(kind: Kind, name: Option<String>, text: Option<String>, status: Option<&s
         text,
         status: status.map(str::to_string),
     }
+}
+
+/// The activity record of `role` for an [`Event::Activity`], its name and
+/// text bounded and escaped.
+pub fn record(
+    role: &str,
+    kind: Kind,
+    name: Option<String>,
+    text: Option<String>,
+    status: Option<String>,
+) -> Activity {
+    let mut a = Activity::now(role, kind);
+    a.name = name.map(|n| activity::bound(&n));
+    a.status = status;
+    match text {
+        Some(t) => a.text(&t),
+        None => a,
+    }
+}
+
+/// The usage record of `role` for figures `cli` reported (the model
+/// they name, else `model`), attributed to `item` (its id and thread).
+pub fn usage_of(
+    role: &str,
+    cli: Cli,
+    f: Figures,
+    model: Option<String>,
+    item: Option<&(String, String)>,
+) -> Usage {
+    let mut u = Usage::now(role, cli.name());
+    u.id = item.map(|(id, _)| id.clone());
+    u.thread = item.map(|(_, t)| t.clone());
+    u.model = f.model.or(model).map(|m| activity::bound(&m));
+    u.input_tokens = f.input_tokens;
+    u.output_tokens = f.output_tokens;
+    u.cache_read_tokens = f.cache_read_tokens;
+    u.cache_write_tokens = f.cache_write_tokens;
+    u.cost_usd = f.cost_usd.filter(|c| c.is_finite() && *c >= 0.0);
+    u
 }
 
 /// Whether `cli` reports the whole conversation's usage at a turn's end

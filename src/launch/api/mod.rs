@@ -381,11 +381,12 @@ impl Runner {
             self.role, self.endpoint.model, self.endpoint.url
         ));
         let mut spent = Vec::new();
+        let asked = crate::protocol::clock::iso_now();
         let answer = self
             .endpoint
             .complete(&self.system, &ask, say, &mut |s| spent.push(s));
         for s in spent {
-            self.record_usage(about, s, say);
+            self.record_usage(about, s, &asked, say);
         }
         let answer = answer?;
         let text = draft_text(plan, &answer).map_err(Failure)?;
@@ -408,8 +409,15 @@ impl Runner {
     /// One call's usage, journaled as a headless turn's is (docs/cost.md):
     /// attributed to the item in process and its thread. A journal that
     /// cannot be written is said, never fatal: the answer still goes out.
-    fn record_usage(&self, about: Option<&Message>, s: chat::Spent, say: &mut dyn FnMut(&str)) {
+    fn record_usage(
+        &self,
+        about: Option<&Message>,
+        s: chat::Spent,
+        asked: &str,
+        say: &mut dyn FnMut(&str),
+    ) {
         let mut u = crate::telemetry::usage::Usage::now(&self.role, "api");
+        u.started = Some(asked.to_string());
         u.id = about.and_then(Message::id).map(str::to_string);
         u.thread = about
             .and_then(|m| m.thread().or(m.id()))

@@ -47,6 +47,9 @@ pub struct DirWatch {
     watched: HashSet<PathBuf>,
     /// A folder could not be watched: re-check at the fallback pace.
     degraded: bool,
+    /// Wanted folders whose content no event has reported yet (see
+    /// [`Wake::fresh`]), for the next wait to hand over.
+    fresh: Vec<PathBuf>,
 }
 
 impl DirWatch {
@@ -70,6 +73,7 @@ impl DirWatch {
             wanted: dirs,
             watched: HashSet::new(),
             degraded: false,
+            fresh: Vec::new(),
         };
         w.arm();
         w
@@ -118,6 +122,10 @@ impl DirWatch {
             }
             match w.watch(&dir, RecursiveMode::NonRecursive) {
                 Ok(()) => {
+                    // What it held before now was never reported.
+                    if self.wanted.contains(&dir) {
+                        self.fresh.push(dir.clone());
+                    }
                     self.watched.insert(dir);
                     added = true;
                 }
@@ -170,6 +178,10 @@ impl DirWatch {
                     if ev.need_rescan() || ev.paths.is_empty() {
                         wake.rescan = true;
                     }
+                    if ev.need_rescan() {
+                        // Events were dropped: any folder may hide news.
+                        self.fresh.extend(self.wanted.iter().cloned());
+                    }
                     for p in ev.paths {
                         if p.parent()
                             .is_some_and(|d| self.wanted.iter().any(|w| w == d))
@@ -191,6 +203,7 @@ impl DirWatch {
                     woke = true;
                     timeout = Duration::ZERO;
                     wake.rescan = true;
+                    self.fresh.extend(self.wanted.iter().cloned());
                 }
                 Err(RecvTimeoutError::Timeout) => break,
                 Err(RecvTimeoutError::Disconnected) => {
@@ -206,6 +219,10 @@ impl DirWatch {
         if !woke || self.arm() {
             wake.rescan = true;
         }
+        wake.fresh = std::mem::take(&mut self.fresh);
+        wake.fresh.sort();
+        wake.fresh.dedup();
+        wake.fresh.retain(|d| d.is_dir());
         wake
     }
 }
@@ -217,4 +234,47 @@ pub struct Wake {
     pub paths: Vec<PathBuf>,
     /// Look at everything again.
     pub rescan: bool,
+    /// Wanted folders whose content no event reported: a watch set up just
+    /// now (on the first wait: every folder; later: one that appeared or
+    /// was replaced, possibly with files already in it) or events dropped.
+    /// A follower that lists some folders only now and then (a `sent/` of
+    /// tens of thousands) lists these in full.
+    pub fresh: Vec<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A folder renamed into place with a file already in it: no event
+    /// names the file, so the folder is reported fresh (to be listed).
+    #[test]
+    fn a_folder_that_appears_with_a_file_in_it_is_reported_fresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let wanted = dir.path().join("sent");
+        let mut w = DirWatch::new(vec![wanted.clone()]);
+        let parked = dir.path().join("parked");
+        std::fs::create_dir(&parked).unwrap();
+        std::fs::write(parked.join("50_x.handoff"), "x").unwrap();
+        std::fs::rename(&parked, &wanted).unwrap();
+        let end = std::time::Instant::now() + Duration::from_secs(20);
+        let mut fresh = Vec::new();
+        while fresh.is_empty() && std::time::Instant::now() < end {
+            fresh = w.wait_for(Duration::from_millis(200)).fresh;
+        }
+        assert_eq!(fresh, vec![wanted.clone()]);
+        // Reported once: after that its own events name its files.
+        std::fs::write(wanted.join("50_y.handoff"), "y").unwrap();
+        let mut wake = w.wait_for(Duration::from_millis(200));
+        while wake.paths.is_empty() && std::time::Instant::now() < end {
+            assert!(wake.fresh.is_empty(), "{:?}", wake.fresh);
+            wake = w.wait_for(Duration::from_millis(200));
+        }
+        assert!(wake.fresh.is_empty(), "{:?}", wake.fresh);
+        assert!(
+            wake.paths.contains(&wanted.join("50_y.handoff")),
+            "{:?}",
+            wake.paths
+        );
+    }
 }

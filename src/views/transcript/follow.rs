@@ -150,8 +150,8 @@ pub fn run(
     let mut watch = DirWatch::new(dirs.iter().map(|(d, _)| d.clone()).collect());
     // Whatever appeared between the first read and the watch being set.
     let mut wake = Wake {
-        paths: Vec::new(),
         rescan: true,
+        ..Wake::default()
     };
     loop {
         let news = fresh(t, &mut seen, candidates(&dirs, &wake));

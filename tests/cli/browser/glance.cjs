@@ -3,8 +3,10 @@
 // the token leaves the URL on the first load and no later request carries
 // it; a message sent from the shell appears without a reload; a half-typed
 // message, its focus and caret, and an open message body survive ten live
-// updates; the cost and tokens shown equal the usage records' sums; the
-// coder's folder-trust dialog (needs_input) is answered by a click; and at
+// updates; the cost and tokens shown equal the usage records' sums; Tab
+// visits every control in page order with a visible focus ring, and Enter
+// and Space activate them: the coder's folder-trust dialog (needs_input)
+// is answered from the keyboard; and at
 // 1400, 1024 and 390 pixels nothing is wider than its card or section and
 // no two text boxes overlap (screenshots saved). Every wait has a deadline.
 'use strict';
@@ -186,9 +188,62 @@ function layoutProblems() {
     check(drawn.bars.length && drawn.bars.every((w) => w > 1), 'latency bars not drawn: ' + JSON.stringify(drawn));
     check(drawn.swatches.length && drawn.swatches.every((c) => c !== 'rgba(0, 0, 0, 0)'), 'legend without colours: ' + JSON.stringify(drawn));
 
-    // The dialog answered by a click: the card leaves needs_input.
+    // Keyboard: from the top, Tab visits every control of the page, each
+    // once, in document order (header, roles with the dialog's answer
+    // buttons, what needs a person, the form, the transcript), each with a
+    // visible focus ring.
     await page.screenshot({ path: path.join(SHOTS, 'cockpit-needs-input.png') });
-    await yes.click();
+    const want = await page.evaluate(() => {
+      const shown = (e) => e.getClientRects().length > 0 && !e.closest('[hidden], details:not([open]) > :not(summary)');
+      const radios = new Set();
+      const list = [...document.querySelectorAll('a[href], button, input, select, textarea, summary, [tabindex]')]
+        .filter((e) => shown(e) && !e.disabled && e.tabIndex >= 0)
+        .filter((e) => {
+          // A radio group is one stop.
+          if (e.type !== 'radio') return true;
+          if (radios.has(e.name)) return false;
+          radios.add(e.name); return true;
+        });
+      window.__stops = new Map(list.map((e, i) => [e, i]));
+      const h1 = document.querySelector('h1'); h1.tabIndex = -1; h1.focus();
+      return list.map((e) => e.tagName + (e.dataset.action ? ':' + e.dataset.action : '') + (e.id ? '#' + e.id : ''));
+    });
+    check(want.length > 10, 'too few controls: ' + want.join(' '));
+    const reached = [];
+    for (let i = 0; i < want.length; i++) {
+      await page.keyboard.press('Tab');
+      reached.push(await page.evaluate(() => {
+        const a = document.activeElement;
+        const st = getComputedStyle(a);
+        return {
+          at: window.__stops.has(a) ? window.__stops.get(a) : -1,
+          what: a.tagName + (a.dataset.action ? ':' + a.dataset.action : '') + (a.id ? '#' + a.id : ''),
+          ring: st.outlineStyle !== 'none' && parseFloat(st.outlineWidth) >= 2,
+        };
+      }));
+    }
+    const order = reached.map((r) => r.at);
+    check(order.every((at, i) => at === i), 'Tab order is not the page order:\n' +
+      reached.map((r, i) => `${i}: ${r.what} (${r.at}; want ${want[i]})`).join('\n'));
+    const ringless = reached.filter((r) => !r.ring).map((r) => r.what);
+    check(!ringless.length, 'focused without a visible ring: ' + ringless.join(' '));
+    check(want.some((w) => w === 'BUTTON:choose'), 'the dialog\'s answers are not reachable: ' + want.join(' '));
+
+    // Space and Enter activate: a message body opens, delivery pauses and
+    // resumes, and the dialog is answered from the keyboard (the card
+    // leaves needs_input; the Rust side checks the agent got "yes").
+    const summary = page.locator(`.msg[data-id="${first}"] details.rcpt > summary`);
+    await summary.focus();
+    await page.keyboard.press('Enter');
+    await page.waitForFunction((id) => document.querySelector(`.msg[data-id="${id}"] details.rcpt`).open, first);
+    await page.locator('#pause').focus();
+    await page.keyboard.press('Space');
+    await page.locator('#banner:not([hidden])').waitFor();
+    await page.locator('#resume').focus();
+    await page.keyboard.press('Enter');
+    await page.locator('#banner').waitFor({ state: 'hidden' });
+    await yes.focus();
+    await page.keyboard.press('Enter');
     await page.waitForFunction(() => {
       const b = document.querySelector('[data-role="coder"] .badge');
       return b && b.dataset.state !== 'needs_input';
@@ -202,10 +257,6 @@ function layoutProblems() {
       await page.screenshot({ path: path.join(SHOTS, `cockpit-${width}.png`), fullPage: true });
       check(!problems.length, `layout at ${width}px:\n` + problems.join('\n'));
     }
-
-    // Keyboard: Tab reaches the compose form's fields and a choose-free page.
-    await page.keyboard.press('Tab');
-    check(await page.evaluate(() => document.activeElement !== document.body), 'Tab focuses nothing');
 
     const leaked = requests.slice(1).filter((u) => u.includes(TOKEN));
     check(!leaked.length, 'requests after the first carry the token: ' + leaked.join(' '));

@@ -133,6 +133,17 @@ pub fn is_iso_micros(s: &str) -> bool {
 }
 
 /// Copies a folder tree (files and folders only).
+/// Gives `path` and everything under it (symlinks themselves, not their
+/// targets) to `(uid, gid)`.
+pub fn chown_tree(path: &Path, (uid, gid): (u32, u32)) {
+    std::os::unix::fs::lchown(path, Some(uid), Some(gid)).unwrap();
+    if std::fs::symlink_metadata(path).unwrap().is_dir() {
+        for e in std::fs::read_dir(path).unwrap().flatten() {
+            chown_tree(&e.path(), (uid, gid));
+        }
+    }
+}
+
 pub fn copy_tree(src: &Path, dst: &Path) {
     fs::create_dir_all(dst).unwrap();
     for e in fs::read_dir(src).unwrap().flatten() {
