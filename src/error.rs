@@ -48,11 +48,13 @@ pub enum Token {
     ClarifyNeedsAnswer,
     Reserved,
     NotReserved,
+    /// `swarm role`: a change of the lineup that is not allowed.
+    LineupRefused,
 }
 
 impl Token {
     /// `(token, name as printed, exit code)`, in the spec's order.
-    const TABLE: [(Token, &'static str, i32); 25] = [
+    const TABLE: [(Token, &'static str, i32); 26] = [
         (
             Token::AmbiguousTaskState,
             "AMBIGUOUS_TASK_STATE",
@@ -118,6 +120,7 @@ impl Token {
         ),
         (Token::Reserved, "RESERVED", exit::REFUSED),
         (Token::NotReserved, "NOT_RESERVED", exit::REFUSED),
+        (Token::LineupRefused, "LINEUP_REFUSED", exit::REFUSED),
     ];
 
     fn row(self) -> (Token, &'static str, i32) {

@@ -42,6 +42,7 @@ pub mod error;
 pub mod forum;
 pub mod fsx;
 pub mod launch;
+pub mod lineup;
 pub mod mcp;
 pub mod protocol;
 pub mod reservations;

@@ -78,6 +78,12 @@ pub enum Kind {
     /// A control record was refused here (its host is not in `hosts:`, it is
     /// malformed, or what it asks is refused, e.g. changed since review).
     ControlRefused,
+    /// `swarm role add`: a role joined the running lineup.
+    SeatAdded,
+    /// `swarm role remove`: a role left it, its waiting mail returned.
+    SeatRemoved,
+    /// A delivered `seat_request` was carried out (or refused by `swarm role`).
+    SeatRequested,
 }
 
 impl Kind {
@@ -111,6 +117,9 @@ impl Kind {
             Kind::ControlSent => "control_sent",
             Kind::ControlApplied => "control_applied",
             Kind::ControlRefused => "control_refused",
+            Kind::SeatAdded => "seat_added",
+            Kind::SeatRemoved => "seat_removed",
+            Kind::SeatRequested => "seat_requested",
         }
     }
 }

@@ -89,6 +89,8 @@ pub struct Daemon {
     deliverer: Deliverer,
     roles_stamp: Option<(SystemTime, u64)>,
     config_stamp: Option<(SystemTime, u64)>,
+    /// `.swarmforge/lineup.json` (docs/lineups.md).
+    lineup_stamp: Option<(SystemTime, u64)>,
     rewake: std::collections::HashMap<String, Rewake>,
     /// Which roles a budget parks, as last journaled (parking.rs).
     parking: parking::Parking,
@@ -156,6 +158,13 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
     };
     // Written at once: `swarm up` waits for the holder's pid in this file.
     fsx::rewrite_locked(&lock, format!("{}\n", std::process::id()).as_bytes()).at(&pid_path)?;
+    // Stamped before the read: a change made meanwhile is read again at
+    // the first pass, never missed.
+    let stamps = (
+        stamp(&project.roles_tsv()),
+        stamp(&project.config_file()),
+        stamp(&crate::lineup::state::file(&project)),
+    );
     let (roles, config) = match load(&project) {
         Ok(rc) => rc,
         Err(e) => {
@@ -163,6 +172,7 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
             return Err(e);
         }
     };
+    crate::lineup::state::acknowledge(&project, config.seats.generation);
     let journal = Journal::new(&project);
     journal.set_policy(config.logs.policy());
     // Traces leave on threads of their own, never on the delivery path.
@@ -191,8 +201,9 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
     fsx::set_fsync(deliverer.config.daemon.fsync);
     deliverer.clean_stale_temps(STALE_TEMP);
     let mut d = Daemon {
-        roles_stamp: stamp(&project.roles_tsv()),
-        config_stamp: stamp(&project.config_file()),
+        roles_stamp: stamps.0,
+        config_stamp: stamps.1,
+        lineup_stamp: stamps.2,
         project,
         opts,
         journal,
@@ -290,13 +301,16 @@ impl Daemon {
     fn reload_if_changed(&mut self) -> bool {
         let rs = stamp(&self.project.roles_tsv());
         let cs = stamp(&self.project.config_file());
-        if rs == self.roles_stamp && cs == self.config_stamp {
+        let ls = stamp(&crate::lineup::state::file(&self.project));
+        if rs == self.roles_stamp && cs == self.config_stamp && ls == self.lineup_stamp {
             return false;
         }
         self.roles_stamp = rs;
         self.config_stamp = cs;
+        self.lineup_stamp = ls;
         match load(&self.project) {
             Ok((roles, config)) => {
+                crate::lineup::state::acknowledge(&self.project, config.seats.generation);
                 fsx::set_fsync(config.daemon.fsync);
                 self.journal.set_policy(config.logs.policy());
                 self.deliverer.reload(roles, config);
@@ -562,7 +576,9 @@ impl Daemon {
     }
 
     fn is_config_event(&self, p: &Path) -> bool {
-        p == self.project.roles_tsv() || p == self.project.config_file()
+        p == self.project.roles_tsv()
+            || p == self.project.config_file()
+            || p == crate::lineup::state::file(&self.project)
     }
 
     /// The agents' sessions and panes, every `daemon.pane_check`

@@ -75,7 +75,7 @@ pub(super) fn group_alive(pgid: i32) -> bool {
 }
 
 /// SIGTERM to each group, wait up to `grace` for all of them, SIGKILL the rest.
-pub(super) fn stop_groups(pgids: &[i32], grace: Duration, children: &mut [&mut Child]) {
+pub(crate) fn stop_groups(pgids: &[i32], grace: Duration, children: &mut [&mut Child]) {
     for &g in pgids.iter().filter(|g| **g > 1) {
         kill(-g, Signal::TERM);
     }

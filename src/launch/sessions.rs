@@ -17,7 +17,7 @@ use super::process::stop_groups;
 use crate::daemon::tmux::{self, ok as tmux_ok};
 use crate::protocol::launch_files::{agent_state_file, run_file, sessions_file, tmux_env_file};
 
-pub(super) fn has_session(sock: &Path, session: &str) -> bool {
+pub(crate) fn has_session(sock: &Path, session: &str) -> bool {
     tmux_ok(sock, &["has-session", "-t", &format!("={session}")])
 }
 
@@ -51,13 +51,13 @@ pub(super) fn pane_script(plan: &Plan, r: &PlannedRole) -> Result<String> {
 }
 
 /// Prompt files, instruction blocks and turn-end hooks (agents/setup.rs).
-pub(super) fn write_prompts(plan: &Plan) -> Result<Vec<String>> {
+pub(crate) fn write_prompts(plan: &Plan) -> Result<Vec<String>> {
     crate::launch::agents::setup::prepare(plan, &crate::launch::shims::own_bin_dir()?)
 }
 
 /// Creates the missing sessions at once; the n-th new agent waits
 /// n × `stagger` inside its pane before it starts. Returns the new roles.
-pub(super) fn start_sessions(
+pub(crate) fn start_sessions(
     plan: &Plan,
     sock: &Path,
     stagger: Duration,
@@ -121,7 +121,7 @@ pub(super) fn start_sessions(
     Ok(started)
 }
 
-pub(super) fn write_session_files(plan: &Plan, sock: &Path) -> Result<()> {
+pub(crate) fn write_session_files(plan: &Plan, sock: &Path) -> Result<()> {
     let mut tsv = String::new();
     for (i, r) in plan.roles.iter().enumerate() {
         tsv.push_str(&format!(
@@ -153,6 +153,40 @@ pub(super) fn write_session_files(plan: &Plan, sock: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Kills one session; its pane processes' groups are added to `pgids`
+/// (to be stopped after the SIGHUP). False: there was no such session.
+fn kill_session(sock: &Path, session: &str, pgids: &mut Vec<i32>) -> bool {
+    if session.is_empty() || !has_session(sock, session) {
+        return false;
+    }
+    if let Ok(o) = tmux::call(
+        sock,
+        &[
+            "list-panes",
+            "-s",
+            "-t",
+            &format!("={session}"),
+            "-F",
+            "#{pane_pid}",
+        ],
+    ) {
+        pgids.extend(
+            o.stdout
+                .lines()
+                .filter_map(|l| l.trim().parse::<i32>().ok()),
+        );
+    }
+    tmux_ok(sock, &["kill-session", "-t", &format!("={session}")])
+}
+
+/// Stops one role's session and its pane processes (`swarm role remove`).
+pub(crate) fn stop_session(sock: &Path, session: &str) -> bool {
+    let mut pgids = Vec::new();
+    let killed = kill_session(sock, session, &mut pgids);
+    stop_groups(&pgids, GRACE, &mut []);
+    killed
+}
+
 /// Kills the project's tmux sessions and their pane processes, then the
 /// server if nothing else runs on the socket. Returns the sessions killed.
 pub fn stop_tmux(project: &Project) -> Result<Vec<String>> {
@@ -166,27 +200,7 @@ pub fn stop_tmux(project: &Project) -> Result<Vec<String>> {
         let roles = Roles::load(&project.roles_tsv())?;
         let mut pgids: Vec<i32> = Vec::new();
         for r in &roles.roles {
-            if r.session.is_empty() || !has_session(&sock, &r.session) {
-                continue;
-            }
-            if let Ok(o) = tmux::call(
-                &sock,
-                &[
-                    "list-panes",
-                    "-s",
-                    "-t",
-                    &format!("={}", r.session),
-                    "-F",
-                    "#{pane_pid}",
-                ],
-            ) {
-                pgids.extend(
-                    o.stdout
-                        .lines()
-                        .filter_map(|l| l.trim().parse::<i32>().ok()),
-                );
-            }
-            if tmux_ok(&sock, &["kill-session", "-t", &format!("={}", r.session)]) {
+            if kill_session(&sock, &r.session, &mut pgids) {
                 killed.push(r.session.clone());
             }
         }

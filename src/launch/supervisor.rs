@@ -19,8 +19,8 @@ use crate::protocol::launch_files::{agent_log, agent_parked_file, agent_pid_file
 use crate::protocol::layout::Worktree;
 
 /// A headless agent.
-pub(super) struct Slot<'a> {
-    role: &'a PlannedRole,
+pub(super) struct Slot {
+    role: PlannedRole,
     command: String,
     child: Option<Child>,
     runs: u32,
@@ -37,7 +37,17 @@ pub(super) struct Slot<'a> {
 pub(super) struct Running<'a> {
     plan: &'a Plan,
     daemon: Option<Child>,
-    slots: Vec<Slot<'a>>,
+    slots: Vec<Slot>,
+    /// `.swarmforge/lineup.json` as last read (size, mtime): a change
+    /// adds or stops agents (docs/lineups.md).
+    lineup: Option<(u64, std::time::SystemTime)>,
+}
+
+fn lineup_stamp(
+    project: &crate::protocol::layout::Project,
+) -> Option<(u64, std::time::SystemTime)> {
+    let m = std::fs::metadata(crate::lineup::state::file(project)).ok()?;
+    Some((m.len(), m.modified().ok()?))
 }
 
 /// Entries of `dir` that a queue would list (no dot files).
@@ -80,6 +90,7 @@ impl<'a> Running<'a> {
             plan,
             daemon: Some(daemon),
             slots: Vec::new(),
+            lineup: lineup_stamp(&plan.project),
         }
     }
 
@@ -131,6 +142,105 @@ impl<'a> Running<'a> {
         }
     }
 
+    /// A headless slot for `r` (None: a person's role).
+    fn slot_for(&self, r: &PlannedRole, say: &mut dyn FnMut(&str)) -> Result<Option<Slot>> {
+        let Some(command) = agent_command(&self.plan.project, r) else {
+            say(&format!(
+                "{}: a person works this role; not started",
+                r.name
+            ));
+            return Ok(None);
+        };
+        if matches!(
+            r.agent,
+            AgentSpec::Model { .. }
+                | AgentSpec::Preset {
+                    headless: false,
+                    ..
+                }
+        ) {
+            say(&format!(
+                "warning: {} runs an interactive model agent, which gets no terminal with --no-tmux",
+                r.name
+            ));
+        }
+        let command = super::confine::wrap_shell(self.plan, r, &command)?;
+        Ok(Some(Slot {
+            role: r.clone(),
+            command,
+            child: None,
+            runs: 0,
+            initial_done: false,
+            stalls: 0,
+            not_before: Instant::now(),
+            parked: None,
+            before: [0; 4],
+            held: None,
+        }))
+    }
+
+    /// When the lineup changed (`swarm role add/remove`): agents of roles
+    /// leaving or gone stop, new roles get a slot; then the generation acted
+    /// on is acknowledged for `swarm role`.
+    fn follow_lineup(&mut self, say: &mut dyn FnMut(&str)) -> Result<()> {
+        let project = &self.plan.project;
+        let now = lineup_stamp(project);
+        if now == self.lineup {
+            return Ok(());
+        }
+        self.lineup = now;
+        // A lineup that does not read keeps the agents as they are.
+        let read = crate::lineup::state::load(project)
+            .and_then(|s| Ok((s, Plan::load(&project.root)?.with_headless_presets())));
+        let (seats, plan) = match read {
+            Ok(x) => x,
+            Err(e) => {
+                say(&format!(
+                    "the lineup does not read; agents kept as they are: {e}"
+                ));
+                return Ok(());
+            }
+        };
+        let keep =
+            |name: &str| plan.roles.iter().any(|r| r.name == name) && !seats.is_leaving(name);
+        let (kept, gone): (Vec<Slot>, Vec<Slot>) = std::mem::take(&mut self.slots)
+            .into_iter()
+            .partition(|s| keep(&s.role.name));
+        self.slots = kept;
+        for mut s in gone {
+            if let Some(mut c) = s.child.take() {
+                stop_groups(&[c.id() as i32], GRACE, &mut [&mut c]);
+            }
+            let _ = fsx::remove_file(&agent_pid_file(project, &s.role.name));
+            say(&format!(
+                "{}: left the lineup; its agent stopped",
+                s.role.name
+            ));
+        }
+        // `swarm role add` records the role before it makes its worktree:
+        // a role whose folders are not there yet is looked at again.
+        let mut unready = false;
+        for r in plan.roles.iter().filter(|r| keep(&r.name) && !r.is_human()) {
+            if self.slots.iter().any(|s| s.role.name == r.name) {
+                continue;
+            }
+            if !r.worktree().inbox_new().is_dir() {
+                unready = true;
+                continue;
+            }
+            if let Some(slot) = self.slot_for(r, say)? {
+                say(&format!("{}: joined the lineup", r.name));
+                self.slots.push(slot);
+            }
+        }
+        if unready {
+            self.lineup = None;
+        } else {
+            crate::lineup::state::acknowledge_supervised(project, seats.generation);
+        }
+        Ok(())
+    }
+
     fn daemon_alive(&mut self) -> bool {
         match self.daemon.as_mut() {
             Some(c) => matches!(c.try_wait(), Ok(None)),
@@ -141,7 +251,8 @@ impl<'a> Running<'a> {
     fn spawn(&mut self, i: usize, say: &mut dyn FnMut(&str)) -> Result<()> {
         let project = &self.plan.project;
         let slot = &mut self.slots[i];
-        let r = slot.role;
+        let r = slot.role.clone();
+        let r = &r;
         let dir = agents_dir(project);
         fsx::ensure_dirs(&[&dir]).at(&dir)?;
         slot.runs += 1;
@@ -309,39 +420,9 @@ impl<'a> Running<'a> {
     ) -> Result<Outcome> {
         let project = &self.plan.project;
         for r in &self.plan.roles {
-            let Some(command) = agent_command(project, r) else {
-                say(&format!(
-                    "{}: a person works this role; not started",
-                    r.name
-                ));
-                continue;
-            };
-            if matches!(
-                r.agent,
-                AgentSpec::Model { .. }
-                    | AgentSpec::Preset {
-                        headless: false,
-                        ..
-                    }
-            ) {
-                say(&format!(
-                    "warning: {} runs an interactive model agent, which gets no terminal with --no-tmux",
-                    r.name
-                ));
+            if let Some(slot) = self.slot_for(r, say)? {
+                self.slots.push(slot);
             }
-            let command = super::confine::wrap_shell(self.plan, r, &command)?;
-            self.slots.push(Slot {
-                role: r,
-                command,
-                child: None,
-                runs: 0,
-                initial_done: false,
-                stalls: 0,
-                not_before: Instant::now(),
-                parked: None,
-                before: [0; 4],
-                held: None,
-            });
         }
         // Agents a `swarm up` killed with -9 left running would work the
         // same queues as the new ones.
@@ -364,6 +445,7 @@ impl<'a> Running<'a> {
                 return Ok(Outcome::TimedOut);
             }
             self.reap(say);
+            self.follow_lineup(say)?;
             // Every agent runs once at start, `stagger` apart.
             if let Some(i) = self.slots.iter().position(|s| !s.initial_done) {
                 if last_initial.is_none_or(|t| t.elapsed() >= stagger) {

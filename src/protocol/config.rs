@@ -57,6 +57,14 @@ pub struct Config {
     pub budget: Option<Budget>,
     /// Trace export (docs/cost.md, "Traces").
     pub otel: OtelConfig,
+    /// Agent definitions roles start from (`from:`; docs/lineups.md).
+    pub agents: Vec<RoleConfig>,
+    /// Who may change the running lineup by message (docs/lineups.md).
+    pub lineup: crate::lineup::LineupConfig,
+    /// The lineup changes merged in from `.swarmforge/lineup.json`
+    /// (never read from swarm.yaml).
+    #[serde(skip)]
+    pub seats: crate::lineup::Seats,
 }
 
 /// What file reservations do at commit time.
@@ -98,6 +106,9 @@ impl Default for Config {
             prices: std::collections::BTreeMap::new(),
             budget: None,
             otel: OtelConfig::default(),
+            agents: Vec::new(),
+            lineup: crate::lineup::LineupConfig::default(),
+            seats: crate::lineup::Seats::default(),
         }
     }
 }
@@ -345,6 +356,9 @@ pub struct RoleConfig {
     pub a2a: bool,
     /// The role's token or cost budget (docs/cost.md).
     pub budget: Option<Budget>,
+    /// The agent definition this role starts from (docs/lineups.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
 }
 
 impl RoleConfig {
@@ -382,6 +396,7 @@ impl Default for RoleConfig {
             runtime: Runtime::Tmux,
             a2a: false,
             budget: None,
+            from: None,
         }
     }
 }
@@ -547,7 +562,8 @@ impl Config {
         if text.trim().is_empty() {
             return Ok(Config::default());
         }
-        let c = serde_saphyr::from_str::<Config>(text).map_err(|e| e.to_string())?;
+        let mut c = serde_saphyr::from_str::<Config>(text).map_err(|e| e.to_string())?;
+        crate::lineup::definitions::resolve(&mut c, text)?;
         c.check_allowed_types()?;
         c.check_ranges()?;
         c.check_hosts()?;
@@ -714,10 +730,14 @@ impl Config {
     }
 
     /// The types `role` may send: its `allowed_types`, or every sendable type.
+    /// (plus `seat_request` for a role `lineup.may_change` names).
     pub fn allowed_types(&self, role: &str) -> Vec<&'static str> {
-        crate::protocol::types::allowed_for(
-            self.role(role).and_then(|r| r.allowed_types.as_deref()),
-        )
+        use crate::protocol::types::{allowed_for, SEAT_REQUEST};
+        let mut v = allowed_for(self.role(role).and_then(|r| r.allowed_types.as_deref()));
+        if self.lineup.may_change.iter().any(|r| r == role) && !v.contains(&SEAT_REQUEST.name) {
+            v.push(SEAT_REQUEST.name);
+        }
+        v
     }
 
     /// Loads `path`; a missing file means every default.
@@ -731,12 +751,14 @@ impl Config {
         };
         let text = String::from_utf8(bytes)
             .map_err(|_| Error::env(format!("{}: not valid UTF-8", path.display())))?;
-        Config::parse(&text).map_err(|e| {
+        let mut c = Config::parse(&text).map_err(|e| {
             Error::env(format!(
                 "{}: {e}\n  hint: every key is optional; see the README section \"swarm.yaml\"",
                 path.display()
             ))
-        })
+        })?;
+        crate::lineup::state::merge(&mut c, path)?;
+        Ok(c)
     }
 
     pub fn role(&self, name: &str) -> Option<&RoleConfig> {

@@ -67,10 +67,12 @@ pub enum MessageType {
     Digest,
     Close,
     React,
+    /// A coordinator asks for a seat to be added or removed (docs/lineups.md).
+    SeatRequest,
 }
 
 impl MessageType {
-    pub const ALL: [MessageType; 9] = [
+    pub const ALL: [MessageType; 10] = [
         MessageType::GitHandoff,
         MessageType::Note,
         MessageType::Post,
@@ -80,6 +82,7 @@ impl MessageType {
         MessageType::Digest,
         MessageType::Close,
         MessageType::React,
+        MessageType::SeatRequest,
     ];
 
     /// The `type:` value.
@@ -94,6 +97,7 @@ impl MessageType {
             MessageType::Digest => "digest",
             MessageType::Close => "close",
             MessageType::React => "react",
+            MessageType::SeatRequest => "seat_request",
         }
     }
 

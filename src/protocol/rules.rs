@@ -423,8 +423,39 @@ fn type_errors(f: &impl Fields, rule: &TypeRule, to: Option<&str>) -> Vec<String
             None => errors.push("Missing required header 'reason' for close.".to_string()),
             Some(_) => errors.extend(longer_than(f, "reason", MAX_REASON_CHARS)),
         },
+        "seat_request" => errors.extend(seat_request_errors(f)),
         _ => {}
     }
+    errors
+}
+
+/// A `seat_request` (docs/lineups.md): `seat: add` with a `seat_role` and
+/// the `definition` it starts from, or `seat: remove` with a `seat_role`;
+/// `reason` optional.
+fn seat_request_errors(f: &impl Fields) -> Vec<String> {
+    let mut errors = Vec::new();
+    let seat = present(f, "seat");
+    match seat {
+        None => errors.push("Missing required header 'seat' for seat_request.".to_string()),
+        Some(s) if !SEAT_ACTIONS.contains(&s) => errors.push(format!(
+            "Header 'seat' must be one of {}; got '{s}'.",
+            list_in_words(SEAT_ACTIONS)
+        )),
+        Some(_) => {}
+    }
+    let names = [("seat_role", true), ("definition", seat == Some("add"))];
+    for (h, required) in names {
+        match present(f, h) {
+            None if required => {
+                errors.push(format!("Missing required header '{h}' for seat_request."))
+            }
+            Some(v) if !crate::protocol::grammar::valid_role(v) => errors.push(format!(
+                "Header '{h}' must be a role name (letters, digits and '-'); got '{v}'."
+            )),
+            _ => {}
+        }
+    }
+    errors.extend(longer_than(f, "reason", MAX_REASON_CHARS));
     errors
 }
 

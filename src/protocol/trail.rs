@@ -207,8 +207,10 @@ struct Listing {
 impl Trail {
     /// Reads the project's roles, config and the files `scope` asks for.
     pub fn load(project: &Project, scope: &Scope) -> Result<Trail> {
-        let roles = Roles::load(&project.roles_tsv())?;
         let config = Config::load(&project.config_file())?;
+        // Removed roles' worktrees still hold their history (docs/lineups.md).
+        let roles =
+            crate::lineup::state::with_retired(Roles::load(&project.roles_tsv())?, &config.seats);
         // A role on another host is read from the mirror of its worktree
         // there (its host's bridge publishes every file), plus the copies
         // that wait in its local proxy for the bridge.

@@ -160,6 +160,18 @@ pub const REACT: TypeRule = TypeRule {
     sendable: true,
 };
 
+pub const SEAT_REQUEST: TypeRule = TypeRule {
+    kind: MessageType::SeatRequest,
+    name: MessageType::SeatRequest.name(),
+    own: &["seat", "seat_role", "definition", "reason"],
+    body: false,
+    max_body: 0,
+    sendable: true,
+};
+
+/// What a `seat_request` asks for.
+pub const SEAT_ACTIONS: &[&str] = &["add", "remove"];
+
 /// The reactions a `react` may carry (the group chat's set), in the order
 /// messages list them.
 pub const REACTIONS: &[&str] = &["thumbs_up", "thumbs_down", "fire", "check", "x", "thinking"];
@@ -175,6 +187,7 @@ pub const TYPES: &[&TypeRule] = &[
     &DIGEST,
     &CLOSE,
     &REACT,
+    &SEAT_REQUEST,
 ];
 
 pub fn type_rule(name: &str) -> Option<&'static TypeRule> {
@@ -203,11 +216,21 @@ pub fn sendable_types() -> Vec<&'static str> {
         .collect()
 }
 
+/// What a role may send unless swarm.yaml says otherwise: every sendable
+/// type but `seat_request`, which only the roles `lineup.may_change` names
+/// get (docs/lineups.md).
+pub fn default_types() -> Vec<&'static str> {
+    sendable_types()
+        .into_iter()
+        .filter(|t| *t != SEAT_REQUEST.name)
+        .collect()
+}
+
 /// The types a role may send: its configured `allowed_types` (unknown and
-/// daemon-only names never count), or every sendable type.
+/// daemon-only names never count), or the default ones.
 pub fn allowed_for(configured: Option<&[String]>) -> Vec<&'static str> {
     match configured {
-        None => sendable_types(),
+        None => default_types(),
         Some(list) => TYPES
             .iter()
             .filter(|t| t.sendable && list.iter().any(|n| n == t.name))
@@ -226,7 +249,7 @@ pub fn list_in_words(names: &[&str]) -> String {
     }
 }
 
-/// Every sendable type in words (the message for a role with the default list).
+/// The default types in words (the message for a role with the default list).
 pub fn type_list() -> String {
-    list_in_words(&sendable_types())
+    list_in_words(&default_types())
 }

@@ -30,6 +30,7 @@ mod ingest;
 mod launcher;
 mod layouts;
 mod lazyfs;
+mod lineups;
 mod longpoll;
 mod mcp;
 mod model;

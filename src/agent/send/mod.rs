@@ -254,12 +254,14 @@ fn validate(s: &Sender, d: &Draft, shown: &str) -> Result<Valid> {
     let filled = with_head_commit(d, &s.at.worktree.root);
     let d = filled.as_ref().unwrap_or(d);
     let allowed = s.config.allowed_types(&s.role);
-    let is_role = |r: &str| s.roles.find(r).is_some();
+    let seats = &s.config.seats;
+    let is_role = |r: &str| s.roles.find(r).is_some() && !seats.is_leaving(r);
     let policy = rules::Policy {
         is_role: &is_role,
         allowed: &allowed,
     };
     let mut errors = d.errors.clone();
+    errors.extend(crate::lineup::send_refusals(seats, d));
     let mut canonical = None;
     let repo = s.at.worktree.root.clone();
     errors.extend(rules::validate_with(d, &policy, &mut |c| {

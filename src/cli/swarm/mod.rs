@@ -44,6 +44,7 @@ pub mod release;
 pub mod reservations;
 pub mod reserve;
 pub mod resume;
+pub mod role;
 pub mod run_api;
 pub mod search;
 pub mod serve;
@@ -246,6 +247,10 @@ pub enum Command {
     Reserve(reserve::Args),
     /// Give back this role's file reservations
     Release(release::Args),
+    /// Change the lineup of a running swarm: add, remove, list roles
+    Role(role::Args),
+    /// The library of agent definitions roles start from
+    Agents(role::AgentsArgs),
     /// Who holds which files; --guard is the pre-commit check
     Reservations(reservations::Args),
     /// Remove the folder trust `swarm trust` recorded
@@ -311,6 +316,8 @@ pub fn run() -> i32 {
         Command::Search(a) => search::run(a),
         Command::Reserve(a) => reserve::run(a),
         Command::Release(a) => release::run(a),
+        Command::Role(a) => role::run(a),
+        Command::Agents(a) => role::run_agents(a),
         Command::Reservations(a) => reservations::run(a),
         Command::Untrust(a) => trust::run_untrust(a),
         Command::Turn(a) => turn::run(a),

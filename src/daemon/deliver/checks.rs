@@ -140,6 +140,22 @@ impl Deliverer {
         Message::parse_bytes(&bytes).map_err(|e| Outcome::Failed(e.to_string()))
     }
 
+    /// A recipient the lineup is removing or removed, or a sender it
+    /// removed (docs/lineups.md): refused with the reason, never deferred,
+    /// since that role is not coming back on its own.
+    pub(super) fn lineup_refusal(&self, msg: &Message) -> Option<String> {
+        let seats = &self.config.seats;
+        let from = msg.sender().unwrap_or_default();
+        if seats.retired(from).is_some() && self.roles.find(from).is_none() {
+            return seats.refusal(from).map(|why| format!("sender: {why}"));
+        }
+        grammar::role_list(msg.to())
+            .into_iter()
+            .chain(msg.cc())
+            .find_map(|r| seats.refusal(r))
+            .map(|why| format!("recipient: {why}"))
+    }
+
     /// A sender or recipient that was in roles.tsv earlier in this process's
     /// life and is not now: the reason to defer the file until it is back.
     pub(super) fn role_gone(&self, msg: &Message, c: &Candidate) -> Option<String> {
@@ -180,7 +196,13 @@ impl Deliverer {
         }
         identity(msg, c, from)?;
         let to = msg.to().unwrap_or_default();
-        let names = self.roles.roles.iter().map(|r| r.name.as_str());
+        // `all` is every role but one leaving the lineup.
+        let names = self
+            .roles
+            .roles
+            .iter()
+            .map(|r| r.name.as_str())
+            .filter(|n| !self.config.seats.is_leaving(n));
         let mut recipients: Vec<&Role> = Vec::new();
         for r in grammar::recipients(to, from, names) {
             match self.roles.find(&r) {
@@ -229,6 +251,12 @@ impl Deliverer {
     /// copy is written.
     pub(super) fn prepare(&mut self, c: &Candidate) -> Result<(Message, Vec<Role>), Outcome> {
         let msg = self.read(c)?;
+        if let Some(reason) = self
+            .lineup_refusal(&msg)
+            .or_else(|| crate::lineup::seat::refusal(&self.config, &msg))
+        {
+            return Err(Outcome::Failed(reason));
+        }
         if let Some(reason) = self.role_gone(&msg, c) {
             return Err(Outcome::Deferred(reason));
         }

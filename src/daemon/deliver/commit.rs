@@ -195,6 +195,7 @@ impl Deliverer {
                 .forum(&crate::protocol::line::forum_line(&s.msg));
             self.journal
                 .record(&Event::new(Kind::Delivered).message(&s.msg).path(&s.c.path));
+            crate::lineup::seat::act(&self.project, &self.journal, &s.msg);
             self.settle(&s.c, Outcome::Delivered, report);
         }
     }
