@@ -122,34 +122,35 @@ pub fn search(project: &Project, q: &Query) -> Result<Answer> {
     run(&idx, &m, q, &words).map_err(|e| Error::env(format!("{}: {e}", idx.dir.display())))
 }
 
-/// Docs of a sorted posting list that are also in `keep` (sorted).
-fn intersect(a: &[Posting], keep: &[u32]) -> Vec<Posting> {
-    let (mut i, mut j, mut out) = (0, 0, Vec::new());
-    while i < a.len() && j < keep.len() {
-        match a[i].doc.cmp(&keep[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                out.push(a[i]);
-                i += 1;
-                j += 1;
-            }
+/// One segment's candidates: the docs that hold every word, and per doc
+/// the posting of each word, `posts[i * words + w]` (one allocation, not
+/// one per doc: a common word matches most of the index).
+struct Candidates {
+    docs: Vec<u32>,
+    posts: Vec<Posting>,
+}
+
+/// Keeps the docs of `keep` (sorted) that `list` (sorted by doc) holds.
+fn narrow(keep: &mut Vec<u32>, list: &[Posting]) {
+    let mut i = 0;
+    keep.retain(|d| {
+        while i < list.len() && list[i].doc < *d {
+            i += 1;
         }
-    }
-    out
+        i < list.len() && list[i].doc == *d
+    });
 }
 
-fn docs_of(p: &[Posting]) -> Vec<u32> {
-    p.iter().map(|p| p.doc).collect()
-}
-
-/// One segment's candidates: per doc, the postings of every word.
-fn matches(seg: &Segment, words: &[u64], q: &Query) -> io::Result<Vec<(u32, Vec<Posting>)>> {
+fn matches(seg: &Segment, words: &[u64], q: &Query) -> io::Result<Candidates> {
+    let none = Candidates {
+        docs: Vec::new(),
+        posts: Vec::new(),
+    };
     let mut lists: Vec<Vec<Posting>> = Vec::with_capacity(words.len());
     for h in words {
         let p = seg.postings(*h)?;
         if p.is_empty() {
-            return Ok(Vec::new());
+            return Ok(none);
         }
         lists.push(p);
     }
@@ -157,20 +158,21 @@ fn matches(seg: &Segment, words: &[u64], q: &Query) -> io::Result<Vec<(u32, Vec<
     let rarest = (0..lists.len())
         .min_by_key(|i| lists[*i].len())
         .unwrap_or(0);
-    let mut keep = docs_of(&lists[rarest]);
-    for l in &lists {
-        keep = docs_of(&intersect(l, &keep));
+    let mut keep: Vec<u32> = lists[rarest].iter().map(|p| p.doc).collect();
+    for (i, l) in lists.iter().enumerate() {
+        if i != rarest {
+            narrow(&mut keep, l);
+        }
     }
     if let Some(r) = &q.role {
-        let mut who = docs_of(&seg.postings(tokens::from_key(r))?);
-        who.extend(docs_of(&seg.postings(tokens::to_key(r))?));
-        who.sort_unstable();
-        who.dedup();
-        keep.retain(|d| who.binary_search(d).is_ok());
+        let mut who = seg.postings(tokens::from_key(r))?;
+        who.extend(seg.postings(tokens::to_key(r))?);
+        who.sort_unstable_by_key(|p| p.doc);
+        who.dedup_by_key(|p| p.doc);
+        narrow(&mut keep, &who);
     }
     if let Some(k) = &q.kind {
-        let of = docs_of(&seg.postings(tokens::type_key(k))?);
-        keep.retain(|d| of.binary_search(d).is_ok());
+        narrow(&mut keep, &seg.postings(tokens::type_key(k))?);
     }
     if let Some(since) = q.since {
         if !keep.is_empty() {
@@ -178,12 +180,18 @@ fn matches(seg: &Segment, words: &[u64], q: &Query) -> io::Result<Vec<(u32, Vec<
             keep.retain(|d| created.get(*d as usize).is_some_and(|c| *c >= since));
         }
     }
-    let lists: Vec<Vec<Posting>> = lists.iter().map(|l| intersect(l, &keep)).collect();
-    Ok(keep
-        .iter()
-        .enumerate()
-        .map(|(i, d)| (*d, lists.iter().map(|l| l[i]).collect()))
-        .collect())
+    let w = lists.len();
+    let mut posts = vec![Posting::default(); keep.len() * w];
+    for (wi, l) in lists.iter().enumerate() {
+        let mut i = 0;
+        for (ki, d) in keep.iter().enumerate() {
+            while l[i].doc < *d {
+                i += 1;
+            }
+            posts[ki * w + wi] = l[i];
+        }
+    }
+    Ok(Candidates { docs: keep, posts })
 }
 
 fn run(idx: &Index, m: &Manifest, q: &Query, words: &[String]) -> io::Result<Answer> {
@@ -210,16 +218,18 @@ fn run(idx: &Index, m: &Manifest, q: &Query, words: &[String]) -> io::Result<Ans
         .iter()
         .flat_map(|s| hashes.iter().enumerate().map(move |h| (s, h)))
     {
-        df[h.0] += s.postings(*h.1)?.len() as u64;
+        df[h.0] += u64::from(s.count(*h.1)?);
     }
     let idf: Vec<f64> = df
         .iter()
         .map(|d| (1.0 + (n as f64 - *d as f64 + 0.5) / (*d as f64 + 0.5)).ln())
         .collect();
-    let mut scored: Vec<(f64, usize, u32)> = Vec::new();
+    let mut scored: Vec<(f64, usize, u32)> =
+        Vec::with_capacity(per_seg.iter().map(|c| c.docs.len()).sum());
+    let w = hashes.len();
     for (si, cands) in per_seg.iter().enumerate() {
-        for (doc, ps) in cands {
-            let score: f64 = ps
+        for (ki, doc) in cands.docs.iter().enumerate() {
+            let score: f64 = cands.posts[ki * w..(ki + 1) * w]
                 .iter()
                 .zip(&idf)
                 .map(|(p, idf)| {

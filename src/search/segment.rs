@@ -32,7 +32,7 @@ const META: u64 = 20;
 const MAX_DOC_LINE: u32 = 64 * 1024;
 
 /// One posting: a doc of the segment holding the term `tf` times.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Posting {
     pub doc: u32,
     pub tf: u16,
@@ -211,14 +211,14 @@ impl Segment {
         Ok((u64_at(&b, 0), u64_at(&b, 8), u32_at(&b, 16)))
     }
 
-    /// The postings of term hash `h` (none when absent).
-    pub fn postings(&self, h: u64) -> io::Result<Vec<Posting>> {
+    /// Where the postings of term hash `h` start, and how many there are.
+    fn find(&self, h: u64) -> io::Result<Option<(u64, u32)>> {
         let (mut lo, mut hi) = (0u64, self.n_terms);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             let (mh, off, count) = self.term_at(mid)?;
             if mh == h {
-                return self.read_postings(off, count);
+                return Ok(Some((off, count)));
             }
             if mh < h {
                 lo = mid + 1;
@@ -226,7 +226,21 @@ impl Segment {
                 hi = mid;
             }
         }
-        Ok(Vec::new())
+        Ok(None)
+    }
+
+    /// The postings of term hash `h` (none when absent).
+    pub fn postings(&self, h: u64) -> io::Result<Vec<Posting>> {
+        match self.find(h)? {
+            Some((off, count)) => self.read_postings(off, count),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// How many messages of this segment hold term `h`, without reading
+    /// its postings (a ranking needs only the count).
+    pub fn count(&self, h: u64) -> io::Result<u32> {
+        Ok(self.find(h)?.map_or(0, |(_, count)| count))
     }
 
     fn read_postings(&self, off: u64, count: u32) -> io::Result<Vec<Posting>> {
