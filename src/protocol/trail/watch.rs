@@ -45,6 +45,11 @@ pub struct DirWatch {
     rx: Receiver<notify::Result<Event>>,
     wanted: Vec<PathBuf>,
     watched: HashSet<PathBuf>,
+    /// The inode each watched folder had when its watch was set up: an
+    /// event about the folder itself that arrives late (from its parent's
+    /// watch, before the folder got its own) must not drop a watch on the
+    /// same folder, or its content is reported fresh, and listed, twice.
+    inodes: std::collections::HashMap<PathBuf, u64>,
     /// A folder could not be watched: re-check at the fallback pace.
     degraded: bool,
     /// Wanted folders whose content no event has reported yet (see
@@ -72,6 +77,7 @@ impl DirWatch {
             rx,
             wanted: dirs,
             watched: HashSet::new(),
+            inodes: Default::default(),
             degraded: false,
             fresh: Vec::new(),
         };
@@ -114,6 +120,7 @@ impl DirWatch {
         {
             let _ = w.unwatch(&old);
             self.watched.remove(&old);
+            self.inodes.remove(&old);
         }
         let mut added = false;
         for dir in needed {
@@ -125,6 +132,9 @@ impl DirWatch {
                     // What it held before now was never reported.
                     if self.wanted.contains(&dir) {
                         self.fresh.push(dir.clone());
+                    }
+                    if let Some(ino) = inode(&dir) {
+                        self.inodes.insert(dir.clone(), ino);
                     }
                     self.watched.insert(dir);
                     added = true;
@@ -191,8 +201,11 @@ impl DirWatch {
                         }
                         wake.rescan = true;
                         // A watched folder itself was removed or replaced: its
-                        // watch is gone, so set it up again below.
-                        if self.watched.remove(&p) {
+                        // watch is gone, so set it up again below. The same
+                        // folder still there keeps its watch.
+                        let same = inode(&p).is_some_and(|i| self.inodes.get(&p) == Some(&i));
+                        if !same && self.watched.remove(&p) {
+                            self.inodes.remove(&p);
                             if let Some(w) = self.watcher.as_mut() {
                                 let _ = w.unwatch(&p);
                             }
@@ -225,6 +238,15 @@ impl DirWatch {
         wake.fresh.retain(|d| d.is_dir());
         wake
     }
+}
+
+/// The inode of folder `p` (None when it is not there).
+fn inode(p: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(p)
+        .ok()
+        .filter(|m| m.is_dir())
+        .map(|m| m.ino())
 }
 
 /// What changed since the last wait.
