@@ -267,20 +267,7 @@ impl Segment {
 
     /// Whether term hash `h` is in this segment (a refresh's "indexed yet?").
     pub fn has(&self, h: u64) -> io::Result<bool> {
-        let (mut lo, mut hi) = (0u64, self.n_terms);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let mh = self.term_at(mid)?.0;
-            if mh == h {
-                return Ok(true);
-            }
-            if mh < h {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        Ok(false)
+        Ok(self.find(h)?.is_some())
     }
 
     fn meta_at(&self, doc: u32) -> io::Result<(i64, u64, u32)> {
