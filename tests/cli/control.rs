@@ -380,7 +380,11 @@ fn controls_sent_while_a_host_is_away_are_applied_in_order_when_it_returns() {
     wait_until(LONG, "b applied a's last resume", || {
         journaled(&hosts[1], "control_applied", &last) && !paused(&hosts[1])
     });
-    assert!(files(&hosts[0].p.path(".swarmforge/bridge/control/out")).is_empty());
+    // A moves a record to sent/ once its server acknowledged it, which may
+    // come after B applied it.
+    wait_until(LONG, "a's control outbox emptied", || {
+        files(&hosts[0].p.path(".swarmforge/bridge/control/out")).is_empty()
+    });
     for h in &hosts {
         audit_clean(h);
     }

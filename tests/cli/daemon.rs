@@ -848,6 +848,21 @@ fn the_daemon_exits_when_swarmforge_is_deleted() {
     // A live swarm: the event loop is serving.
     let path = p.post("master", &note("coder", 1, "reviewer", "bye"));
     wait_delivered(&p, &path);
+    // And its search index has taken the delivery in (docs/search.md): a
+    // refresh writing a segment while `rm -rf` runs makes the removal fail
+    // with "Directory not empty", as it would for a person (noted in
+    // docs/search.md); this test is about the daemon's exit.
+    wait_until(Duration::from_secs(30), "the delivery indexed", || {
+        fs::read_to_string(p.path(".swarmforge/search/manifest.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|m| {
+                m["segments"]
+                    .as_array()
+                    .map(|s| s.iter().filter_map(|g| g["docs"].as_u64()).sum::<u64>())
+            })
+            .is_some_and(|n| n >= 1)
+    });
     if let Err(e) = fs::remove_dir_all(p.path(".swarmforge")) {
         let out = Command::new("find")
             .arg(p.path(".swarmforge"))
@@ -931,8 +946,10 @@ fn a_failed_wake_up_is_logged_and_the_message_still_delivered() {
     let path = p.post("master", &n);
     let copy = p.hq("rev", "inbox/new").join(&n.name);
     wait_delivered(&p, &path);
+    // The log line is written just before the events.jsonl line: wait for both.
     wait_until(DEADLINE, "notify_failed logged", || {
         count(&p.log(), "notify_failed") == 1
+            && p.events().iter().any(|e| e["kind"] == "notify_failed")
     });
     assert!(copy.exists());
     assert!(p.hq("master", "sent").join(&n.name).exists());
