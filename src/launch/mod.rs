@@ -43,6 +43,7 @@ pub mod swarmforge_conf;
 pub mod templates;
 pub mod trust;
 pub mod turn;
+pub mod turn_item;
 pub mod up;
 
 pub use crate::protocol::launch_files::agents_dir;

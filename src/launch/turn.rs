@@ -132,7 +132,8 @@ pub fn turn(root: &Path, role: &str, say: &mut dyn FnMut(&str)) -> Result<Turn> 
         let resume = agent_session::read(project, role, cli);
         let prompt = launch.turn_prompt(resume.is_some(), &primer);
         let command = cli.preset().turn(&launch, resume.as_deref(), &prompt);
-        let run = run_once(project, r, cli, &command, resume.as_deref(), say)?;
+        let max_bytes = plan.config.limits.max_file_bytes;
+        let run = run_once(project, r, cli, &command, resume.as_deref(), max_bytes, say)?;
         out.ran = true;
         out.code = run.code;
         out.skipped += run.skipped;
@@ -216,11 +217,16 @@ struct Reader<'a> {
     unknown_types: Vec<String>,
     /// The time of this run's `turn_start` record.
     started: Option<String>,
+    /// Items moved into process during the turn, seen as it happens (the
+    /// reader may read behind the agent; launch::turn_item).
+    items: Option<crate::launch::turn_item::ItemWatch>,
 }
 
 impl Reader<'_> {
     fn look_at_item(&mut self) {
-        if let Some(it) = current_item(&self.wt) {
+        if let Some(it) =
+            current_item(&self.wt).or_else(|| self.items.as_ref().and_then(|w| w.last()))
+        {
             self.item = Some(it);
         }
     }
@@ -402,6 +408,7 @@ fn run_once(
     cli: Cli,
     command: &str,
     resume: Option<&str>,
+    max_bytes: u64,
     say: &mut dyn FnMut(&str),
 ) -> Result<Run> {
     let role = r.name.as_str();
@@ -422,6 +429,10 @@ fn run_once(
         run: Run::default(),
         unknown_types: Vec::new(),
         started: Some(start.time.clone()),
+        items: Some(crate::launch::turn_item::ItemWatch::start(
+            &r.worktree(),
+            max_bytes,
+        )),
     };
     reader.record(start);
     say(&format!(
@@ -509,6 +520,7 @@ mod tests {
             session: None,
             run: Run::default(),
             unknown_types: Vec::new(),
+            items: None,
             started: None,
         }
     }
