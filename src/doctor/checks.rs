@@ -271,7 +271,7 @@ pub fn agent_cli_trust(cx: &Context) -> Vec<Finding> {
             )]
         }
     };
-    let bypass = crate::launch::trust::unconsented(plan).into_iter().map(|b| {
+    let bypass = crate::launch::trust::unconsented(plan, &stores).into_iter().map(|b| {
         Finding::new(
             "AGENT_CLI_BYPASS_UNACCEPTED",
             format!(

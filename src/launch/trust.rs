@@ -47,6 +47,10 @@ const MAX_RECORD: u64 = 1024 * 1024;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stores {
     pub claude: PathBuf,
+    /// Claude Code's user settings (`~/.claude/settings.json`,
+    /// `$CLAUDE_CONFIG_DIR/settings.json`), where a person's own acceptance
+    /// of the bypass disclaimer lands; read, never written.
+    pub claude_settings: PathBuf,
     pub codex: PathBuf,
     pub gemini: PathBuf,
 }
@@ -61,6 +65,9 @@ impl Stores {
             claude: set("CLAUDE_CONFIG_DIR")
                 .unwrap_or_else(|| home.clone())
                 .join(".claude.json"),
+            claude_settings: set("CLAUDE_CONFIG_DIR")
+                .unwrap_or_else(|| home.join(".claude"))
+                .join("settings.json"),
             codex: set("CODEX_HOME")
                 .unwrap_or_else(|| home.join(".codex"))
                 .join("config.toml"),
@@ -448,7 +455,7 @@ pub fn trust(plan: &Plan, roles: &[String], stores: &Stores) -> Result<Vec<Chang
         out.push(Change::of(n, file, done));
         out.extend(hook);
     }
-    out.extend(trust_bypass(plan, roles, &mut recs)?);
+    out.extend(trust_bypass(plan, roles, stores, &mut recs)?);
     Ok(out)
 }
 
@@ -488,14 +495,25 @@ fn bypass_roles(plan: &Plan, roles: &[String]) -> Vec<Bypass> {
         .collect()
 }
 
-fn consented(b: &Bypass) -> Result<bool> {
-    Ok(match read(&b.file)? {
+/// Whether the settings file `file` holds the bypass acceptance.
+fn holds_consent(file: &Path) -> Result<bool> {
+    Ok(match read(file)? {
         Some(t) => {
-            let v: Value = serde_json::from_str(&t).map_err(|e| bad(&b.file, e))?;
+            let v: Value = serde_json::from_str(&t).map_err(|e| bad(file, e))?;
             v[BYPASS_KEY] == true
         }
         None => false,
     })
+}
+
+fn consented(b: &Bypass) -> Result<bool> {
+    holds_consent(&b.file)
+}
+
+/// The person accepted the disclaimer in Claude Code itself, which records
+/// it in the user settings (for every project): no worktree needs ours.
+fn accepted_by_user(stores: &Stores) -> bool {
+    holds_consent(&stores.claude_settings).unwrap_or(false)
 }
 
 /// `b`'s local settings with the consent set (`on`) or removed.
@@ -532,11 +550,16 @@ fn bypass_change(b: &Bypass, done: Done) -> Change {
 fn trust_bypass(
     plan: &Plan,
     roles: &[String],
+    stores: &Stores,
     recs: &mut Vec<(String, PathBuf, PathBuf)>,
 ) -> Result<Vec<Change>> {
     let mut out = Vec::new();
-    for b in bypass_roles(plan, roles) {
-        let done = if consented(&b)? {
+    let by_user = accepted_by_user(stores);
+    for mut b in bypass_roles(plan, roles) {
+        let done = if by_user {
+            b.file = stores.claude_settings.clone();
+            Done::Already
+        } else if consented(&b)? {
             Done::Already
         } else {
             set_consent(&b, true)?;
@@ -578,8 +601,12 @@ fn untrust_bypass(
 }
 
 /// The Claude Code `permission: full` roles that will show the bypass
-/// disclaimer (no consent recorded), for `swarm doctor`.
-pub fn unconsented(plan: &Plan) -> Vec<Bypass> {
+/// disclaimer (no consent recorded, neither ours nor the person's own),
+/// for `swarm doctor`.
+pub fn unconsented(plan: &Plan, stores: &Stores) -> Vec<Bypass> {
+    if accepted_by_user(stores) {
+        return Vec::new();
+    }
     bypass_roles(plan, &[])
         .into_iter()
         .filter(|b| !consented(b).unwrap_or(false))
@@ -807,6 +834,7 @@ mod tests {
         };
         let s = Stores::from(env(&[("HOME", "/h")])).unwrap();
         assert_eq!(s.claude, Path::new("/h/.claude.json"));
+        assert_eq!(s.claude_settings, Path::new("/h/.claude/settings.json"));
         assert_eq!(s.codex, Path::new("/h/.codex/config.toml"));
         assert_eq!(s.gemini, Path::new("/h/.gemini/trustedFolders.json"));
         let s = Stores::from(env(&[
@@ -817,6 +845,7 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(s.claude, Path::new("/c/.claude.json"));
+        assert_eq!(s.claude_settings, Path::new("/c/settings.json"));
         assert_eq!(s.codex, Path::new("/x/config.toml"));
         assert_eq!(s.gemini, Path::new("/g/.gemini/trustedFolders.json"));
         assert!(Stores::from(env(&[])).is_err());

@@ -231,15 +231,17 @@ fn doctor_names_each_untrusted_worktree_until_swarm_trust() {
 /// A Claude Code role with `permission: full` meets a bypass-permissions
 /// disclaimer at its first start: `swarm trust` records the person's
 /// acceptance in that worktree's `.claude/settings.local.json` only
-/// (`skipDangerousModePermissionPrompt`), keeping every other key; doctor
-/// and `trust --check` name it until then; `untrust` removes it, and an
-/// acceptance given by hand is left alone.
+/// (`skipDangerousModePermissionPrompt`), keeping the project's own
+/// settings there; doctor and `trust --check` name it until then; `untrust`
+/// removes it. A person who accepted the disclaimer in Claude Code itself
+/// has the key in their user settings (Claude writes it there): then
+/// nothing is missing, nothing is added, and `untrust` leaves it alone.
 #[test]
 fn trust_accepts_claudes_bypass_disclaimer_for_a_full_permission_role_only() {
     let d = Project::empty();
     d.write(
         "swarm.yaml",
-        "roles:\n  - name: lead\n    agent: claude\n    worktree: lead\n  - name: coder\n    agent: claude\n    worktree: coder\n    permission: full\n  - name: fixer\n    agent: claude\n    worktree: fixer\n    permission: full\n",
+        "roles:\n  - name: lead\n    agent: claude\n    worktree: lead\n  - name: coder\n    agent: claude\n    worktree: coder\n    permission: full\n",
     );
     d.swarm(&["init"]).ok();
     let home = tempfile::tempdir().unwrap();
@@ -251,13 +253,7 @@ fn trust_accepts_claudes_bypass_disclaimer_for_a_full_permission_role_only() {
             .unwrap()
             .join(".claude/settings.local.json")
     };
-    // The fixer's was accepted by hand, beside a setting of the person's.
-    fs::create_dir_all(local("fixer").parent().unwrap()).unwrap();
-    fs::write(
-        local("fixer"),
-        r#"{"skipDangerousModePermissionPrompt":true,"model":"opus"}"#,
-    )
-    .unwrap();
+    // The project's own local settings (not trust): kept.
     fs::create_dir_all(local("coder").parent().unwrap()).unwrap();
     fs::write(
         local("coder"),
@@ -290,9 +286,6 @@ fn trust_accepts_claudes_bypass_disclaimer_for_a_full_permission_role_only() {
         r.stdout.contains(&format!(
             "coder (claude): {} skipDangerousModePermissionPrompt (permission: full): added",
             local("coder").display()
-        )) && r.stdout.contains(&format!(
-            "fixer (claude): {} skipDangerousModePermissionPrompt (permission: full): already trusted, left alone",
-            local("fixer").display()
         )),
         "{}",
         r.stdout
@@ -317,8 +310,30 @@ fn trust_accepts_claudes_bypass_disclaimer_for_a_full_permission_role_only() {
         json(&local("coder")),
         serde_json::json!({"permissions": {"allow": ["Bash(ls:*)"]}})
     );
-    assert_eq!(
-        json(&local("fixer"))["skipDangerousModePermissionPrompt"],
-        true
+
+    // The person accepted the disclaimer in Claude Code, which wrote it to
+    // the user settings: the swarm sees it and adds nothing of its own.
+    let user = h.join(".claude/settings.json");
+    fs::create_dir_all(user.parent().unwrap()).unwrap();
+    fs::write(&user, r#"{"skipDangerousModePermissionPrompt":true}"#).unwrap();
+    assert!(!run(&["doctor", "--json"])
+        .stdout
+        .contains("AGENT_CLI_BYPASS_UNACCEPTED"));
+    let check = run(&["trust", "--check"]).stdout;
+    assert!(!check.contains("bypass disclaimer"), "{check}");
+    let r = run(&["trust"]);
+    assert!(
+        r.stdout.contains(&format!(
+            "coder (claude): {} skipDangerousModePermissionPrompt (permission: full): already trusted, left alone",
+            user.display()
+        )),
+        "{}",
+        r.stdout
     );
+    assert_eq!(
+        json(&local("coder"))["skipDangerousModePermissionPrompt"],
+        Value::Null
+    );
+    run(&["untrust"]).ok();
+    assert_eq!(json(&user)["skipDangerousModePermissionPrompt"], true);
 }

@@ -36,9 +36,10 @@ fn check(args: &Args) -> i32 {
     let result = super::up_root(args.root.as_deref())
         .and_then(|root| Plan::load(&root))
         .and_then(|plan| {
+            let stores = Stores::from_env()?;
             Ok((
-                trust::untrusted(&plan, &Stores::from_env()?)?,
-                trust::unconsented(&plan),
+                trust::untrusted(&plan, &stores)?,
+                trust::unconsented(&plan, &stores),
             ))
         });
     match result {
