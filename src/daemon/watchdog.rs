@@ -207,10 +207,7 @@ pub fn check_agents(
     let Ok(live) = sessions(&socket) else {
         return;
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let now = u64::try_from(clock::now().timestamp()).unwrap_or(0);
     // Sessions `swarm up` started (so a session not yet created is not dead).
     let started = fsx::read_bounded(&project.swarmforge().join("sessions.tsv"), 1024 * 1024)
         .map(|b| String::from_utf8_lossy(&b).into_owned())

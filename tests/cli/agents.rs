@@ -891,8 +891,7 @@ fn claude_with_full_permission_is_refused_as_root_unless_the_machine_is_a_sandbo
         "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n    permission: full\n  - name: owner\n    agent: human\n",
     );
     let fakes = Fakes::new(RECORDER);
-    // SAFETY: geteuid(2) cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = swarm_handoff::launch::agents::claude_root::euid() == 0;
     d.swarm(&["init"]).ok();
     let doctor = d.swarm(&["doctor", "--json"]).json();
     let found = doctor.to_string().contains("CLAUDE_FULL_AS_ROOT");

@@ -1310,8 +1310,7 @@ struct User {
 /// failure in CI).
 #[track_caller]
 fn ordinary_user() -> Option<Option<User>> {
-    // SAFETY: geteuid(2) cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if swarm_handoff::launch::agents::claude_root::euid() != 0 {
         return Some(None);
     }
     let probe = std::process::Command::new("getent")
