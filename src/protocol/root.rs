@@ -357,6 +357,11 @@ pub fn current_dir() -> Result<PathBuf> {
     std::env::current_dir().map_err(|e| Error::io(".", e))
 }
 
+/// The role named on the command line (`--role`), else the acting role.
+pub fn named_or_acting_role(named: Option<String>) -> Result<String> {
+    named.map(Ok).unwrap_or_else(acting_role)
+}
+
 /// The acting role from `SWARMFORGE_ROLE` (unset or empty: exit 1).
 pub fn acting_role() -> Result<String> {
     match std::env::var("SWARMFORGE_ROLE") {

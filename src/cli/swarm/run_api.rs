@@ -23,11 +23,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> i32 {
-    let role = match args
-        .role
-        .map(Ok)
-        .unwrap_or_else(crate::protocol::root::acting_role)
-    {
+    let role = match crate::protocol::root::named_or_acting_role(args.role) {
         Ok(r) => r,
         Err(e) => return crate::cli::report(&e, false),
     };
