@@ -455,6 +455,13 @@ impl Lock {
     pub fn file(&self) -> &File {
         &self.file
     }
+
+    /// Another descriptor of the same lock (one open file, one lock): a
+    /// child process given it (as its stdin) holds the lock until it
+    /// exits, past the death of the process that took it.
+    pub fn share(&self) -> io::Result<File> {
+        self.file.try_clone()
+    }
 }
 
 fn open_lock_file(path: &Path) -> io::Result<File> {

@@ -198,6 +198,8 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
     }
     // A stop file left from before we held the lock is stale.
     fsx::remove_file(&project.stop_file()).at(project.stop_file())?;
+    // Seat requests a killed daemon delivered but did not answer.
+    crate::lineup::seat::resume(&project, &journal);
     fsx::set_fsync(deliverer.config.daemon.fsync);
     deliverer.clean_stale_temps(STALE_TEMP);
     let mut d = Daemon {

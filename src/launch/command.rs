@@ -209,7 +209,7 @@ pub fn missing_hint(plan: &Plan, m: &MissingProgram) -> String {
 
 /// Every agent's program must be installed before anything starts; every
 /// missing one is named at once.
-pub(super) fn check_programs(plan: &Plan, need_tmux: bool) -> Result<()> {
+pub(crate) fn check_programs(plan: &Plan, need_tmux: bool) -> Result<()> {
     let missing = missing_programs(plan, need_tmux);
     if missing.is_empty() {
         return Ok(());

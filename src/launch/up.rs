@@ -118,11 +118,9 @@ pub(super) fn take_supervisor_lock(project: &Project) -> Result<fsx::Lock> {
     Ok(lock)
 }
 
-/// Runs a swarm. Prints progress through `say`.
 /// `reservations: guard`: the pre-commit hook in every role worktree's
 /// hooks folder (docs/reservations.md); a hook of someone else's is kept.
 fn install_guard(project: &Project, say: &mut dyn FnMut(&str)) -> Result<()> {
-    use crate::reservations::guard::{self, Installed};
     let roles = crate::protocol::roles::Roles::load(&project.roles_tsv())?;
     let wts: Vec<std::path::PathBuf> = roles
         .roles
@@ -130,7 +128,17 @@ fn install_guard(project: &Project, say: &mut dyn FnMut(&str)) -> Result<()> {
         .filter(|r| !r.is_remote() && !r.is_human())
         .map(|r| project.root.join(&r.worktree_path))
         .collect();
-    for i in guard::install(&wts, &shims::own_bin_dir()?.join("swarm"))? {
+    install_guard_in(&wts, say)
+}
+
+/// The reservations guard in the worktrees `wts` (also for a role added
+/// to a running swarm), saying what was written and what was kept.
+pub(crate) fn install_guard_in(
+    wts: &[std::path::PathBuf],
+    say: &mut dyn FnMut(&str),
+) -> Result<()> {
+    use crate::reservations::guard::{self, Installed};
+    for i in guard::install(wts, &shims::own_bin_dir()?.join("swarm"))? {
         match i {
             Installed::Written(p) => say(&format!("reservations guard: {}", p.display())),
             Installed::Foreign(p) => say(&format!(
@@ -142,6 +150,7 @@ fn install_guard(project: &Project, say: &mut dyn FnMut(&str)) -> Result<()> {
     Ok(())
 }
 
+/// Runs a swarm. Prints progress through `say`.
 pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Outcome> {
     let headless;
     let plan = if opts.tmux {

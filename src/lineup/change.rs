@@ -18,7 +18,8 @@ use serde_json::{Map, Value};
 
 use crate::agent::queue::{Inbox, Item, Ready};
 use crate::daemon::journal::{record_outside, Event, Kind};
-use crate::error::{Error, Result, Token};
+use crate::error::{Error, IoContext, Result, Token};
+use crate::fsx;
 use crate::launch::plan::{self, Plan, PlannedRole, Source};
 use crate::launch::process::lock_holder;
 use crate::launch::{init, sessions, shims};
@@ -119,23 +120,45 @@ pub fn add(project: &Project, req: &AddRequest, say: &mut dyn FnMut(&str)) -> Re
     plan::validate_yaml_roles(&roles, "", Path::new("swarm role add"))?;
     let mut seats = state::load(project)?;
     let before = seats.clone();
+    let had_file = state::file(project).exists();
     seats.added.retain(|r| r.name != role.name);
     seats.added.push(role.clone());
     seats.removed.retain(|r| r.name != role.name);
     state::save(project, &mut seats)?;
-    let plan = match Plan::load(&project.root) {
+    // Its program is installed (like `swarm up`), else nothing changes.
+    let plan = Plan::load(&project.root).and_then(|plan| {
+        let mut one = plan.clone();
+        one.roles.retain(|r| r.name == role.name);
+        crate::launch::command::check_programs(&one, false)?;
+        Ok(plan)
+    });
+    let plan = match plan {
         Ok(p) => p,
         Err(e) => {
-            let mut back = Seats {
-                generation: seats.generation,
-                ..before
-            };
-            state::save(project, &mut back)?;
+            if had_file {
+                let mut back = Seats {
+                    generation: seats.generation,
+                    ..before
+                };
+                state::save(project, &mut back)?;
+            } else {
+                let f = state::file(project);
+                fsx::remove_file(&f).at(&f)?;
+            }
             return Err(e);
         }
     };
     for c in init::init(&plan)?.changes {
         say(&c);
+    }
+    if let Some(r) = plan
+        .roles
+        .iter()
+        .find(|r| r.name == role.name && !r.is_human())
+    {
+        if plan.config.reservations == crate::protocol::config::ReservationsMode::Guard {
+            crate::launch::up::install_guard_in(std::slice::from_ref(&r.worktree_path), say)?;
+        }
     }
     for note in sessions::write_prompts(&plan)? {
         say(&note);

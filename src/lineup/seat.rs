@@ -1,18 +1,48 @@
 //! `seat_request`: a coordinator agent asks for a seat by message
-//! (docs/lineups.md). The daemon refuses it, before any copy is written,
-//! from a role `lineup.may_change` does not name; a request it delivered it
-//! carries out with `swarm role add/remove` in a process of its own (so the
-//! daemon keeps delivering while the change waits on it), and journals the
-//! outcome (`seat_requested`, with the command's exit and last line).
+//! (docs/lineups.md, "Seats asked for by message"). The daemon refuses it,
+//! before any copy is written, from a role `lineup.may_change` does not
+//! name; a request it delivers it carries out with `swarm role add/remove`
+//! in a process of its own (so the daemon keeps delivering while the change
+//! waits on it), journals the outcome (`seat_requested`) and tells the
+//! requester in a `note` from `handoffd`, `in_reply_to` the request.
+//!
+//! The invariant, kept by the files in `.swarmforge/daemon/seats/`: a
+//! request whose copies are written is carried out and answered exactly
+//! once, whatever is killed when.
+//! - `<id>.request` is published before the original moves to `sent/`
+//!   (after its copies are durable), so a delivered request always has one;
+//!   the daemon's start takes up every one left.
+//! - `<id>.started` is published before the command runs: for a request
+//!   found started but unanswered after a crash, the lineup, read under its
+//!   lock, says whether the change happened; if it did, the command is not
+//!   run again (a second `role add` would be refused as "already in the
+//!   lineup"), else it is.
+//! - `<id>.note` is the whole answer, id and all, published before it is
+//!   put in the requester's outbox: put there again after a crash, it has
+//!   the same name, and the daemon delivers a name it sent before once.
+//! - Then `done/<id>` is published and the three files go: a request
+//!   whose original had not yet moved to `sent/` when the daemon was
+//!   killed is delivered again at the restart, and found done.
+//!
+//! One worker per request at a time: `<id>.lock`, an OS lock, which the
+//! `swarm role` command holds too (as its stdin): a restarted daemon waits
+//! for a command a killed one left running before it reads the lineup.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::daemon::journal::{Event, Journal, Kind};
+use crate::fsx;
+use crate::protocol::clock;
 use crate::protocol::config::Config;
-use crate::protocol::grammar::MessageType;
-use crate::protocol::header::Message;
-use crate::protocol::layout::Project;
+use crate::protocol::grammar::{self, MessageType};
+use crate::protocol::header::{names, Message};
+use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::roles::Roles;
+use crate::protocol::sequence;
+
+/// Longest outcome line put in the answer.
+const MAX_OUTCOME: usize = 300;
 
 /// Why the daemon refuses `msg` (None: not a seat request, or allowed).
 pub fn refusal(config: &Config, msg: &Message) -> Option<String> {
@@ -28,59 +58,271 @@ pub fn refusal(config: &Config, msg: &Message) -> Option<String> {
     ))
 }
 
-/// The `swarm role` arguments a delivered request asks for.
-fn arguments(msg: &Message) -> Option<Vec<String>> {
-    let role = msg.get("seat_role")?.to_string();
-    let reason = msg.get("reason");
-    match msg.get("seat")? {
-        "add" => Some(vec![
-            "role".into(),
-            "add".into(),
-            role,
-            "--from".into(),
-            msg.get("definition")?.to_string(),
-        ]),
-        "remove" => {
-            let mut v = vec!["role".into(), "remove".into(), role];
-            if let Some(r) = reason {
-                v.extend(["--reason".to_string(), r.to_string()]);
-            }
-            Some(v)
+/// What a request asks for.
+#[derive(Debug, PartialEq, Eq)]
+enum Ask {
+    Add {
+        role: String,
+        definition: String,
+    },
+    Remove {
+        role: String,
+        reason: Option<String>,
+    },
+}
+
+impl Ask {
+    fn of(msg: &Message) -> Option<Ask> {
+        let role = msg.get("seat_role")?.to_string();
+        match msg.get("seat")? {
+            "add" => Some(Ask::Add {
+                role,
+                definition: msg.get("definition")?.to_string(),
+            }),
+            "remove" => Some(Ask::Remove {
+                role,
+                reason: msg.get(names::REASON).map(str::to_string),
+            }),
+            _ => None,
         }
-        _ => None,
+    }
+
+    /// The `swarm role` arguments.
+    fn arguments(&self) -> Vec<String> {
+        match self {
+            Ask::Add { role, definition } => vec![
+                "role".into(),
+                "add".into(),
+                role.clone(),
+                "--from".into(),
+                definition.clone(),
+            ],
+            Ask::Remove { role, reason } => {
+                let mut v = vec!["role".into(), "remove".into(), role.clone()];
+                if let Some(r) = reason {
+                    v.extend(["--reason".to_string(), r.clone()]);
+                }
+                v
+            }
+        }
+    }
+
+    /// Whether the lineup already shows the change (read under its lock).
+    fn carried_out(&self, project: &Project) -> bool {
+        let Ok(_lock) = crate::lineup::state::lock(project) else {
+            return false;
+        };
+        let Ok(config) = Config::load(&project.config_file()) else {
+            return false;
+        };
+        match self {
+            Ask::Add { role, .. } => config.roles.iter().any(|r| &r.name == role),
+            Ask::Remove { role, .. } => config.seats.retired(role).is_some(),
+        }
     }
 }
 
-/// Carries out a delivered seat request (none other is acted on).
-pub fn act(project: &Project, journal: &Journal, msg: &Message) {
-    if msg.kind() != Some(MessageType::SeatRequest) {
-        return;
+/// The folder of requests being carried out.
+pub fn dir(project: &Project) -> PathBuf {
+    project.daemon_dir().join("seats")
+}
+
+fn file(project: &Project, id: &str, ext: &str) -> PathBuf {
+    dir(project).join(format!("{id}.{ext}"))
+}
+
+/// Records a seat request whose copies are durable, before its original
+/// moves to `sent/` (see the invariant above). Other messages: nothing.
+pub fn queue(project: &Project, msg: &Message) -> std::io::Result<()> {
+    let Some(id) = request_id(msg) else {
+        return Ok(());
+    };
+    let f = file(project, id, "request");
+    if f.exists() || done(project, id).exists() {
+        return Ok(());
     }
-    let base = Event::new(Kind::SeatRequested).message(msg);
-    let Some(args) = arguments(msg) else {
-        journal.record(&base.reason("malformed seat_request; nothing done"));
+    let d = dir(project);
+    fsx::ensure_dirs(&[&d])?;
+    fsx::publish(&d, &f, msg.render().as_bytes())
+}
+
+fn request_id(msg: &Message) -> Option<&str> {
+    (msg.kind() == Some(MessageType::SeatRequest))
+        .then(|| msg.id())
+        .flatten()
+        .filter(|id| grammar::valid_message_id(id))
+}
+
+/// Carries out a delivered seat request (none other is acted on), on a
+/// thread of its own.
+pub fn act(project: &Project, journal: &Journal, msg: &Message) {
+    if let Some(id) = request_id(msg) {
+        spawn(project, journal, id.to_string());
+    }
+}
+
+/// Takes up every request a killed daemon left (called at its start).
+pub fn resume(project: &Project, journal: &Journal) {
+    let Ok(entries) = std::fs::read_dir(dir(project)) else {
         return;
     };
-    let swarm = match crate::launch::shims::own_bin_dir() {
-        Ok(d) => d.join("swarm"),
-        Err(e) => {
-            journal.record(&base.reason(format!("cannot find swarm: {e}")));
-            return;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(id) = name.strip_suffix(".request") {
+            if grammar::valid_message_id(id) {
+                spawn(project, journal, id.to_string());
+            }
         }
-    };
-    let out = project
-        .daemon_dir()
-        .join(format!("seat-{}.out", msg.id().unwrap_or("unknown")));
+    }
+}
+
+fn spawn(project: &Project, journal: &Journal, id: String) {
+    let project = project.clone();
     let journal = journal.clone();
-    let root = project.root.clone();
     std::thread::spawn(move || {
-        let what = args.join(" ");
-        let result = run(&swarm, &root, &args, &out);
-        journal.record(&base.reason(format!("swarm {what}: {result}")));
+        if let Err(e) = carry_out(&project, &journal, &id) {
+            eprintln!("handoffd: seat request {id}: {e} (taken up again at the next start)");
+        }
     });
 }
 
-fn run(swarm: &Path, root: &Path, args: &[String], out: &Path) -> String {
+fn carry_out(project: &Project, journal: &Journal, id: &str) -> std::io::Result<()> {
+    let lock = fsx::lock(&file(project, id, "lock"))?;
+    let request = file(project, id, "request");
+    let bytes = match fsx::read_bounded(&request, crate::protocol::config::MAX_CONFIG_BYTES) {
+        Ok(b) => b,
+        // Answered by another worker meanwhile.
+        Err(fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(std::io::Error::other(e.to_string())),
+    };
+    let Ok(msg) = Message::parse_bytes(&bytes) else {
+        return retire(project, id);
+    };
+    let note_file = file(project, id, "note");
+    let note = match fsx::read_bounded(&note_file, crate::protocol::config::MAX_CONFIG_BYTES) {
+        Ok(b) => Message::parse_bytes(&b).ok(),
+        Err(_) => None,
+    };
+    let note = match note {
+        Some(n) => n,
+        None => {
+            let outcome = outcome(project, id, &msg, &lock)?;
+            journal.record(
+                &Event::new(Kind::SeatRequested)
+                    .message(&msg)
+                    .reason(outcome.clone()),
+            );
+            let n = answer(project, &msg, &outcome)?;
+            fsx::publish(&dir(project), &note_file, n.render().as_bytes())?;
+            n
+        }
+    };
+    tell(project, &msg, &note)?;
+    retire(project, id)
+}
+
+/// Runs the command once; after a crash mid-run, reads the lineup instead.
+fn outcome(
+    project: &Project,
+    id: &str,
+    msg: &Message,
+    lock: &fsx::Lock,
+) -> std::io::Result<String> {
+    let Some(ask) = Ask::of(msg) else {
+        return Ok("malformed seat_request (needs seat: add|remove, seat_role, and definition for add); nothing done".into());
+    };
+    let what = format!("swarm {}", ask.arguments().join(" "));
+    let started = file(project, id, "started");
+    if started.exists() {
+        // A killed daemon started it (the lock said it is over): done, or
+        // it never ran or was stopped, and running it again is safe (a
+        // change made twice is refused, not repeated).
+        if ask.carried_out(project) {
+            return Ok(format!("{what}: done (before the daemon restarted)"));
+        }
+    } else {
+        fsx::publish(&dir(project), &started, b"")?;
+    }
+    let swarm = match crate::launch::shims::own_bin_dir() {
+        Ok(d) => d.join("swarm"),
+        Err(e) => return Ok(format!("{what}: cannot find swarm: {e}")),
+    };
+    let out = project.daemon_dir().join(format!("seat-{id}.out"));
+    let held = lock.share()?;
+    Ok(format!(
+        "{what}: {}",
+        run(&swarm, &project.root, &ask.arguments(), &out, held)
+    ))
+}
+
+/// The note that tells the requester, with an id of its own.
+fn answer(project: &Project, msg: &Message, outcome: &str) -> std::io::Result<Message> {
+    let from = msg.sender().unwrap_or_default();
+    let wt = requester(project, from)?;
+    let now = clock::now();
+    let seq = sequence::next(&wt).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let mut m = Message::default();
+    m.set(names::ID, grammar::message_id(now, seq, grammar::DAEMON));
+    m.set(names::FROM, grammar::DAEMON);
+    m.set(names::TO, from);
+    m.set(names::PRIORITY, msg.priority().unwrap_or("50"));
+    m.set(names::TYPE, MessageType::Note.name());
+    m.set(names::IN_REPLY_TO, msg.id().unwrap_or_default());
+    m.set(names::CREATED_AT, clock::iso(now));
+    let escaped = crate::text::escape(outcome);
+    let mut line: String = escaped.chars().take(MAX_OUTCOME).collect();
+    if escaped.chars().count() > MAX_OUTCOME {
+        line.push('…');
+    }
+    m.set(names::MESSAGE, line);
+    Ok(m)
+}
+
+/// The requester's worktree (roles.tsv, the removed roles included).
+fn requester(project: &Project, role: &str) -> std::io::Result<Worktree> {
+    let roles =
+        Roles::load(&project.roles_tsv()).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let seats = crate::lineup::state::load(project).unwrap_or_default();
+    let roles = crate::lineup::state::with_retired(roles, &seats);
+    roles
+        .find(role)
+        .map(|r| Worktree::new(&r.worktree_path))
+        .ok_or_else(|| std::io::Error::other(format!("requester {role} is not in roles.tsv")))
+}
+
+/// Puts the answer in the requester's outbox, once: the same name again
+/// after a crash is delivered once (the daemon knows what it sent).
+fn tell(project: &Project, msg: &Message, note: &Message) -> std::io::Result<()> {
+    let from = msg.sender().unwrap_or_default();
+    let wt = requester(project, from)?;
+    let id = note.id().unwrap_or_default();
+    let name = grammar::file_name(note.priority().unwrap_or("50"), id, &[from.to_string()]);
+    let dest = wt.outbox().join(&name);
+    if dest.exists() || wt.sent().join(&name).exists() {
+        return Ok(());
+    }
+    fsx::ensure_dirs(&wt.send_dirs())?;
+    fsx::publish(&wt.outbox_tmp(), &dest, note.render().as_bytes())
+}
+
+fn done(project: &Project, id: &str) -> PathBuf {
+    dir(project).join("done").join(id)
+}
+
+fn retire(project: &Project, id: &str) -> std::io::Result<()> {
+    let d = dir(project).join("done");
+    fsx::ensure_dirs(&[&d])?;
+    let f = done(project, id);
+    if !f.exists() {
+        fsx::publish(&d, &f, b"")?;
+    }
+    for ext in ["request", "started", "note"] {
+        fsx::remove_file(&file(project, id, ext))?;
+    }
+    fsx::sync_dir(&dir(project))
+}
+
+fn run(swarm: &Path, root: &Path, args: &[String], out: &Path, held: std::fs::File) -> String {
     let file = match std::fs::File::create(out) {
         Ok(f) => f,
         Err(e) => return format!("cannot write {}: {e}", out.display()),
@@ -92,7 +334,7 @@ fn run(swarm: &Path, root: &Path, args: &[String], out: &Path) -> String {
     let status = Command::new(swarm)
         .args(args)
         .current_dir(root)
-        .stdin(Stdio::null())
+        .stdin(Stdio::from(held))
         .stdout(file)
         .stderr(err)
         .status();
@@ -106,5 +348,37 @@ fn run(swarm: &Path, root: &Path, args: &[String], out: &Path) -> String {
         Ok(s) if s.success() => format!("done: {last}"),
         Ok(s) => format!("refused (exit {}): {last}", s.code().unwrap_or(-1)),
         Err(e) => format!("cannot run {}: {e}", swarm.display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(extra: &str) -> Message {
+        Message::parse_bytes(
+            format!("id: 20260101T000000Z_000001_from_coord\nfrom: coord\nto: lead\npriority: 50\ntype: seat_request\n{extra}")
+                .as_bytes(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_request_reads_as_what_it_asks() {
+        assert_eq!(
+            Ask::of(&request("seat: add\nseat_role: r2\ndefinition: rev\n")),
+            Some(Ask::Add {
+                role: "r2".into(),
+                definition: "rev".into()
+            })
+        );
+        assert_eq!(Ask::of(&request("seat: add\nseat_role: r2\n")), None);
+        assert_eq!(Ask::of(&request("seat: grow\nseat_role: r2\n")), None);
+        assert_eq!(
+            Ask::of(&request("seat: remove\nseat_role: r2\nreason: done\n"))
+                .unwrap()
+                .arguments(),
+            ["role", "remove", "r2", "--reason", "done"]
+        );
     }
 }

@@ -225,10 +225,20 @@ fn a_role_added_and_removed_under_traffic_loses_and_doubles_nothing() {
         .iter()
         .filter(|(to, code, _)| to == "helper" && *code == 0)
         .count();
+    // A send checked just before helper was marked leaving is refused by
+    // the daemon to lead's failed/, with the reason (docs/lineups.md).
+    let refused_at_delivery = walk(&hq(&lead_box(&d), "failed"))
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "error"))
+        .filter(|p| {
+            fs::read_to_string(p)
+                .is_ok_and(|t| t.contains("role helper is being removed from the lineup"))
+        })
+        .count();
     assert_eq!(
-        files(&hq(&wt(&d, "helper"), "inbox/completed")).len(),
+        files(&hq(&wt(&d, "helper"), "inbox/completed")).len() + refused_at_delivery,
         accepted_helper,
-        "every handoff accepted for helper is closed in its inbox"
+        "every handoff accepted for helper is closed in its inbox, or refused with the reason"
     );
     // The lineup outlives the swarm: down, up, still without helper, and
     // swarm.yaml as the person wrote it.
@@ -313,7 +323,12 @@ fn bad_lineup_changes_are_refused_with_the_reason() {
     let d = project("");
     d.swarm(&["init"]).ok();
     let yaml = d.read("swarm.yaml");
-    let cases: [(&[&str], i32, &str); 9] = [
+    let cases: [(&[&str], i32, &str); 10] = [
+        (
+            &["add", "x", "--agent", "no-such-agent-cli --yes"],
+            1,
+            "'no-such-agent-cli' is required but not installed",
+        ),
         (
             &["add", "a_b", "--agent", "true"],
             1,
@@ -430,11 +445,97 @@ fn seat(action: &str, role: &str) -> String {
     format!("type: seat_request\nto: lead\npriority: 50\nseat: {action}\nseat_role: {role}\ndefinition: drainer\nreason: more hands\n")
 }
 
+/// The answers in coord's inbox: (message, in_reply_to).
+fn seat_answers(d: &Project) -> Vec<(String, String)> {
+    walk(&hq(&wt(d, "coord"), "inbox"))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "handoff"))
+        .filter(|p| file_header(p, "from").as_deref() == Some("handoffd"))
+        .filter_map(|p| Some((file_header(&p, "message")?, file_header(&p, "in_reply_to")?)))
+        .collect()
+}
+
+fn coordinated() -> Project {
+    project(&format!(
+        "  - name: coord\n    agent: {DRAIN_AGENT}\n    worktree: coord\nlineup:\n  may_change: [coord]\n"
+    ))
+}
+
+/// docs/lineups.md: a delivered request is carried out and answered
+/// exactly once, whatever is killed when. Here the daemon is SIGKILLed
+/// while `swarm role add` runs (held on the lineup lock by the test): the
+/// restarted daemon waits for that command, finds the role added, and
+/// answers once; it does not run the command again.
+#[test]
+fn a_seat_request_is_answered_once_when_the_daemon_is_killed_while_it_runs() {
+    let d = coordinated();
+    d.swarm(&["init"]).ok();
+    let seats = d.path(".swarmforge/daemon/seats");
+    // Holds the lineup lock: the daemon's `swarm role add` waits on it.
+    let mut holder = std::process::Command::new("flock")
+        .arg("--no-fork") // one process holds it: killing it frees the lock
+        .arg(d.path(".swarmforge/lineup.lock"))
+        .args(["sleep", "600"])
+        .spawn()
+        .expect("flock (util-linux) must be installed");
+    let daemon = d.spawn_daemon(&[]);
+    send_from(&d, "coord", &seat("add", "helper")).ok();
+    let started = || {
+        fs::read_dir(&seats)
+            .map(|r| {
+                r.flatten()
+                    .any(|e| e.file_name().to_string_lossy().ends_with(".started"))
+            })
+            .unwrap_or(false)
+    };
+    wait_until(WAIT, "the command runs", started);
+    wait_until(WAIT, "`swarm role add` waits on the lock", || {
+        fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+                let needle = b"role\0add\0helper";
+                c.windows(needle.len()).any(|w| w == needle)
+            })
+        })
+    });
+    drop(daemon); // SIGKILL; its `swarm role add` still waits on the lock
+    let _daemon = d.spawn_daemon(&[]);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    wait_until(WAIT, "coord is told", || !seat_answers(&d).is_empty());
+    wait_until(WAIT, "the request is retired", || {
+        fs::read_dir(seats.join("done"))
+            .map(|r| r.count())
+            .unwrap_or(0)
+            == 1
+            && !started()
+    });
+    let answers = seat_answers(&d);
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert!(
+        answers[0]
+            .0
+            .contains("swarm role add helper --from drainer: done (before the daemon restarted)"),
+        "{answers:?}"
+    );
+    assert_eq!(roles_tsv_names(&d), ["lead", "worker", "coord", "helper"]);
+    let outcomes: Vec<_> = d
+        .events()
+        .into_iter()
+        .filter(|e| e["kind"] == "seat_requested")
+        .collect();
+    assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+    let added = d
+        .events()
+        .iter()
+        .filter(|e| e["kind"] == "seat_added")
+        .count();
+    assert_eq!(added, 1);
+    d.swarm(&["audit", "--check"]).ok();
+}
+
 #[test]
 fn a_coordinator_gets_seats_by_message_and_no_one_else_does() {
-    let d = project(&format!(
-        "  - name: coord\n    agent: {DRAIN_AGENT}\n    worktree: coord\nlineup:\n  may_change: [coord]\n"
-    ));
+    let d = coordinated();
     d.swarm(&["init"]).ok();
     let _daemon = d.spawn_daemon(&[]);
     let seat_events = |d: &Project| -> Vec<String> {
@@ -455,6 +556,13 @@ fn a_coordinator_gets_seats_by_message_and_no_one_else_does() {
     );
     assert_eq!(roles_tsv_names(&d), ["lead", "worker", "coord", "helper"]);
     assert!(hq(&wt(&d, "helper"), "inbox/new").is_dir());
+    // The requester is told, in a note from handoffd answering its request.
+    wait_until(WAIT, "coord is told", || seat_answers(&d).len() == 1);
+    let (answer, _) = &seat_answers(&d)[0];
+    assert!(
+        answer.contains("swarm role add helper --from drainer: done"),
+        "{answer}"
+    );
     // The request reached its recipient too, like any message.
     wait_until(WAIT, "lead has the request", || {
         walk(&lead_box(&d))

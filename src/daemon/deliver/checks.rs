@@ -182,10 +182,18 @@ impl Deliverer {
         let from = msg.sender().unwrap_or_default();
         let from_daemon = from == crate::protocol::grammar::DAEMON;
         if from_daemon {
-            // Only our own digest requests, queued in the moderator's outbox.
+            // Only our own digest requests, queued in the moderator's
+            // outbox, and our answers to a seat request, each queued in
+            // the requester's own outbox for it alone (lineup::seat).
             let moderator = self.config.forum.moderator.as_deref();
-            let ok = msg.kind() == Some(grammar::MessageType::DigestRequest)
+            let digest = msg.kind() == Some(grammar::MessageType::DigestRequest)
                 && moderator.is_some_and(|m| self.owns(c, m));
+            let to = grammar::role_list(msg.to());
+            let seat_answer = msg.kind() == Some(grammar::MessageType::Note)
+                && msg.get(names::IN_REPLY_TO).is_some()
+                && to.len() == 1
+                && self.owns(c, to[0]);
+            let ok = digest || seat_answer;
             if !ok {
                 return Err("sender mismatch".into());
             }

@@ -152,6 +152,13 @@ impl Deliverer {
                 self.settle(&s.c, Outcome::Deferred(reason), report);
                 continue;
             }
+            // A seat request is recorded before it counts as sent
+            // (lineup::seat keeps it carried out exactly once).
+            if let Err(e) = crate::lineup::seat::queue(&self.project, &s.msg) {
+                let reason = format!("{}: {e}", crate::lineup::seat::dir(&self.project).display());
+                self.settle(&s.c, Outcome::Deferred(reason), report);
+                continue;
+            }
             for w in &s.wakes {
                 self.waker.wake(w.clone());
             }
