@@ -357,7 +357,7 @@ mod tests {
 
     fn request(extra: &str) -> Message {
         Message::parse_bytes(
-            format!("id: 20260101T000000Z_000001_from_coord\nfrom: coord\nto: lead\npriority: 50\ntype: seat_request\n{extra}")
+            format!("id: 20260101T000000Z_000001_from_coord\nfrom: coord\nto: lead\npriority: 50\ntype: seat_request\n{extra}\n")
                 .as_bytes(),
         )
         .unwrap()
