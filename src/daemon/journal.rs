@@ -84,6 +84,9 @@ pub enum Kind {
     SeatRemoved,
     /// A delivered `seat_request` was carried out (or refused by `swarm role`).
     SeatRequested,
+    /// An agent's turn ended but what it did and used could not be read
+    /// (its transcript was unreadable): a `lost` usage record says so.
+    ActivityLost,
 }
 
 impl Kind {
@@ -120,6 +123,7 @@ impl Kind {
             Kind::SeatAdded => "seat_added",
             Kind::SeatRemoved => "seat_removed",
             Kind::SeatRequested => "seat_requested",
+            Kind::ActivityLost => "activity_lost",
         }
     }
 }

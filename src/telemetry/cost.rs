@@ -93,11 +93,18 @@ pub struct Tally {
     pub cost_usd: f64,
     /// Turns with neither a reported cost nor a price for their model.
     pub unpriced_turns: u64,
+    /// Turns whose figures could not be read (`lost` records): their
+    /// tokens and cost are missing from the sums.
+    pub unread_turns: u64,
 }
 
 impl Tally {
     pub fn add(&mut self, config: &Config, u: &Usage) {
         self.turns += 1;
+        if u.lost.is_some() {
+            self.unread_turns += 1;
+            return;
+        }
         self.input_tokens = self.input_tokens.saturating_add(u.input_tokens);
         self.output_tokens = self.output_tokens.saturating_add(u.output_tokens);
         self.cache_read_tokens = self.cache_read_tokens.saturating_add(u.cache_read_tokens);
@@ -114,6 +121,9 @@ impl Tally {
         let mut s = format!("{} tokens, {}", self.total_tokens, dollars(self.cost_usd));
         if self.unpriced_turns > 0 {
             s.push_str(&format!(" (+{} unpriced turns)", self.unpriced_turns));
+        }
+        if self.unread_turns > 0 {
+            s.push_str(&format!(" (+{} turns not read)", self.unread_turns));
         }
         s
     }
@@ -233,11 +243,11 @@ pub fn text(r: &Report) -> String {
             t.cache_read_tokens,
             t.cache_write_tokens,
             format!("{:.4}", t.cost_usd),
-            if t.unpriced_turns > 0 {
-                format!("  ({} unpriced)", t.unpriced_turns)
-            } else {
-                String::new()
-            }
+            [(t.unpriced_turns, "unpriced"), (t.unread_turns, "not read")]
+                .iter()
+                .filter(|(n, _)| *n > 0)
+                .map(|(n, what)| format!("  ({n} {what})"))
+                .collect::<String>()
         )
     };
     for row in &r.rows {
@@ -246,6 +256,9 @@ pub fn text(r: &Report) -> String {
     out.push_str(&line("TOTAL", &r.total));
     if r.total.unpriced_turns > 0 {
         out.push_str("unpriced: those turns' models have no entry in `prices:` in swarm.yaml and their CLI reported no cost (docs/cost.md)\n");
+    }
+    if r.total.unread_turns > 0 {
+        out.push_str("not read: those turns ended but their figures could not be read (events.jsonl has each `activity_lost` with the reason); the sums miss them (docs/cost.md)\n");
     }
     if r.skipped_lines > 0 {
         out.push_str(&format!(

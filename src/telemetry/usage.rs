@@ -43,6 +43,11 @@ pub struct Usage {
     /// written before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started: Option<String>,
+    /// Set when the turn ended but its figures could not be read (why):
+    /// the turn is counted, its tokens and cost are unknown, and `swarm
+    /// cost` says so instead of showing a total that looks whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost: Option<String>,
 }
 
 impl Usage {

@@ -504,6 +504,48 @@ fn the_hook_answers_in_each_clis_format_and_is_bounded() {
         .run();
 }
 
+/// docs/cost.md: a turn end whose transcript cannot be read is not lost
+/// silently: a `lost` usage record and an `activity_lost` event say so,
+/// and `swarm cost` counts the turn as not read instead of showing sums
+/// that look whole.
+#[test]
+fn an_unreadable_transcript_is_counted_as_a_turn_not_read() {
+    let p = Project::builder()
+        .role(Role::new("coder").worktree("coder"))
+        .role(Role::new("lead").worktree("lead"))
+        .queue_dirs()
+        .build();
+    p.deliver_once().ok(); // the daemon has run: its journal exists
+                           // A transcript outside Claude Code's projects folder is refused.
+    let r = p
+        .cmd("swarm")
+        .role("coder")
+        .args(["hook", "claude", "Stop"])
+        .stdin(r#"{"hook_event_name":"Stop","transcript_path":"/etc/hostname"}"#)
+        .run();
+    assert_eq!((r.code, r.stdout.as_str()), (0, "{}\n"), "{}", r.stderr);
+    r.stderr_has("activity not recorded");
+    let usage = p.read(".swarmforge/telemetry/usage.jsonl");
+    let rec: Value = serde_json::from_str(usage.lines().next().unwrap()).unwrap();
+    assert_eq!(rec["role"], "coder");
+    assert!(rec["lost"].as_str().is_some_and(|w| !w.is_empty()), "{rec}");
+    assert!(events(&p)
+        .iter()
+        .any(|e| e["kind"] == "activity_lost" && e["recipient"] == "coder"));
+    let r = p.cmd("swarm").args(["cost"]).run();
+    r.ok();
+    let coder = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("coder"))
+        .unwrap_or_default();
+    assert!(coder.contains("(1 not read)"), "{}", r.stdout);
+    r.stdout_has("not read: those turns ended");
+    let json = p.cmd("swarm").args(["cost", "--json"]).run();
+    let v: Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(v["total"]["unread_turns"], 1, "{v}");
+}
+
 fn events(d: &Project) -> Vec<Value> {
     d.events()
 }

@@ -166,9 +166,27 @@ pub fn read_transcript(
     };
     let input = parse_input(stdin);
     let path = input.transcript_path?;
-    super::transcript::claude_turn_end(p, r, Path::new(&path), input.last_message.as_deref())
-        .err()
-        .map(|e| format!("activity not recorded: {e}"))
+    let e =
+        super::transcript::claude_turn_end(p, r, Path::new(&path), input.last_message.as_deref())
+            .err()?;
+    // Said where a person and `swarm cost` look, not only on the hook's
+    // stderr (which Claude Code keeps to itself).
+    let why = crate::text::escape(&e.to_string());
+    let lost = crate::telemetry::usage::Usage {
+        lost: Some(why.clone()),
+        ..crate::telemetry::usage::Usage::now(r, cli.name())
+    };
+    let kept = crate::telemetry::usage::record(p, &lost).err();
+    crate::daemon::journal::record_outside(
+        p,
+        &crate::daemon::journal::Event::new(crate::daemon::journal::Kind::ActivityLost)
+            .recipient(r)
+            .reason(why.clone()),
+    );
+    Some(match kept {
+        None => format!("activity not recorded: {why}"),
+        Some(k) => format!("activity not recorded: {why}; nor its loss: {k}"),
+    })
 }
 
 /// The full answer: JSON for stdout and an optional note for stderr.
