@@ -468,7 +468,11 @@ impl<'a> Running<'a> {
                     let _ = fsx::remove_file(&agent_parked_file(&self.plan.project, &s.role.name));
                     s.stalls = 0;
                 }
-                if pending(&w) && !self.budget_holds(i, say) {
+                let waits = pending(&w);
+                // A held role is asked again with nothing waiting too, so a
+                // raise clears its `parked` at once, not at its next item.
+                let holds = (waits || s.held.is_some()) && self.budget_holds(i, say);
+                if waits && !holds {
                     self.spawn(i, say)?;
                 }
             }

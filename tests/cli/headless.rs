@@ -747,6 +747,68 @@ fn until_idle_ends_when_only_a_budget_holds_the_work() {
     );
 }
 
+/// docs/cost.md, "Budgets": a role parked by its budget shows `parked`
+/// only while the budget holds it. Here its item is finished by a person
+/// while it is parked, and the raise that follows clears `parked` at once,
+/// with nothing waiting for the role.
+#[test]
+fn a_raise_clears_parked_when_nothing_waits_any_more() {
+    let d = crate::support::Project::empty();
+    d.write(
+        "swarm.yaml",
+        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n    budget: {tokens: 100, per: day}\n  - name: owner\n    agent: human\n",
+    );
+    d.swarm(&["init"]).ok();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("claude");
+    std::fs::write(&fake, THIRSTY_CLAUDE).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut guard = crate::support::SwarmGuard::new(&d.root);
+    d.cmd("swarm")
+        .args(["up", "--no-tmux", "--detach"])
+        .env("PATH", &path)
+        .env("FAKE_LOG", dir.path())
+        .run()
+        .ok();
+    d.send("owner", &draft("coder", "a task too big for its budget"))
+        .ok();
+    let parked = d.path(".swarmforge/agents/coder.parked");
+    crate::support::wait_until(
+        std::time::Duration::from_secs(60),
+        "coder is parked",
+        || parked.exists(),
+    );
+    // The person finishes the item themselves.
+    d.cmd("done-current")
+        .role("coder")
+        .at(d.role_dir("coder"))
+        .run()
+        .ok();
+    d.swarm(&["budget", "raise", "coder", "--tokens", "100000"])
+        .ok();
+    crate::support::wait_until(
+        std::time::Duration::from_secs(60),
+        "parked is cleared",
+        || !parked.exists(),
+    );
+    let st = d.swarm(&["status", "--json"]);
+    assert!(
+        !st.stdout.contains("\"agent_state\":\"parked\""),
+        "{}",
+        st.stdout
+    );
+    d.swarm(&["down"]).ok();
+    guard.running = None;
+}
+
 /// A `runtime: tmux` Claude Code (the interactive CLI in its pane, the
 /// worktree trusted by `swarm up --trust`): at its turn end the Stop hook
 /// reads what its transcript gained into the activity file and the usage
