@@ -13,10 +13,10 @@ use crate::daemon::journal::{Event, Journal, Kind};
 use crate::daemon::wake;
 use crate::fsx;
 use crate::protocol::clock;
-use crate::protocol::config::Config;
+use crate::protocol::config::{Config, MAX_CONFIG_BYTES};
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
-use crate::protocol::launch_files::AgentRun;
+use crate::protocol::launch_files::{sessions_file, AgentRun};
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::{Role, Roles};
 
@@ -129,7 +129,7 @@ fn restarts_file(project: &Project, role: &str) -> PathBuf {
 
 /// Restarts done in the last hour, per the role's restart log.
 pub fn restarts_last_hour(project: &Project, role: &str) -> usize {
-    let Ok(text) = fsx::read_bounded(&restarts_file(project, role), 1024 * 1024)
+    let Ok(text) = fsx::read_bounded(&restarts_file(project, role), MAX_CONFIG_BYTES)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
     else {
         return 0;
@@ -209,7 +209,7 @@ pub fn check_agents(
     };
     let now = u64::try_from(clock::now().timestamp()).unwrap_or(0);
     // Sessions `swarm up` started (so a session not yet created is not dead).
-    let started = fsx::read_bounded(&project.swarmforge().join("sessions.tsv"), 1024 * 1024)
+    let started = fsx::read_bounded(&sessions_file(project), MAX_CONFIG_BYTES)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
     for role in &roles.roles {

@@ -37,7 +37,10 @@ pub fn run(args: Args) -> i32 {
         };
         let path = session::latest_digest(&project, &id)
             .ok_or_else(|| Error::env(format!("No digest in session {id} yet.")))?;
-        let bytes = crate::fsx::read_bounded(&path, 1024 * 1024)
+        let max = crate::protocol::config::Config::load(&project.config_file())?
+            .limits
+            .max_file_bytes;
+        let bytes = crate::fsx::read_bounded(&path, max)
             .map_err(|e| Error::env(format!("{}: {e}", path.display())))?;
         let msg = Message::parse_bytes(&bytes)
             .map_err(|e| Error::env(format!("{}: {e}", path.display())))?;
