@@ -36,7 +36,7 @@ checks=(
   "type-literal|2|(==|!=) *\"($types)\"|Some\\(\"($types)\"\\)"
   "all-literal|2|(==|!=) *\"all\"|Some\\(\"all\"\\)|split\\(','\\)"
   "state-listing|31|read_dir\\((\\&?[a-z]|std|crate|Worktree|project)"
-  "size-cap|3|read_bounded\\([^;]*1024 \\* 1024"
+  "size-cap|1|read_bounded\\([^;]*1024 \\* 1024"
 )
 fail=0
 for c in "${checks[@]}"; do

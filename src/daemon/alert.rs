@@ -59,13 +59,14 @@ impl Notifier {
         let cfg = Config::load(&project.config_file()).ok()?;
         let cmd = cfg.notify.command.filter(|c| !c.trim().is_empty())?;
         let timeout = cfg.notify.timeout.0;
+        let max_bytes = cfg.limits.max_file_bytes;
         let (tx, rx) = sync_channel::<Event>(QUEUE);
         let project = project.clone();
         std::thread::Builder::new()
             .name("notify".into())
             .spawn(move || {
                 for ev in rx {
-                    if let Some(a) = attention(&project, &ev) {
+                    if let Some(a) = attention(&project, &ev, max_bytes) {
                         if let Err(e) = run(&cmd, &project, &a, timeout) {
                             eprintln!("handoffd: notify.command for {}: {e}", a.event);
                         }
@@ -86,11 +87,11 @@ impl Notifier {
 
 /// The message a `delivered` event names: its original, moved from the
 /// outbox to `sent/` by then.
-fn delivered_message(path: &Path) -> Option<Message> {
+fn delivered_message(path: &Path, max_bytes: u64) -> Option<Message> {
     let name = path.file_name()?;
     let sent: PathBuf = path.parent()?.parent()?.join("sent").join(name);
     [sent.as_path(), path].iter().find_map(|p| {
-        fsx::read_bounded(p, 1024 * 1024)
+        fsx::read_bounded(p, max_bytes)
             .ok()
             .and_then(|b| Message::parse_bytes(&b).ok())
     })
@@ -106,7 +107,7 @@ fn one_line(s: &str) -> String {
 }
 
 /// Whether `ev` is an attention event, and what to say about it.
-pub fn attention(project: &Project, ev: &Event) -> Option<Attention> {
+pub fn attention(project: &Project, ev: &Event, max_bytes: u64) -> Option<Attention> {
     let id = ev.id.clone().unwrap_or_default();
     let name = |p: &Option<PathBuf>| {
         p.as_ref()
@@ -122,7 +123,7 @@ pub fn attention(project: &Project, ev: &Event) -> Option<Attention> {
     };
     match ev.kind {
         Kind::Delivered => {
-            let m = delivered_message(ev.path.as_deref()?)?;
+            let m = delivered_message(ev.path.as_deref()?, max_bytes)?;
             if m.kind() != Some(grammar::MessageType::Clarify) {
                 return None;
             }

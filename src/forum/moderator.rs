@@ -161,7 +161,7 @@ impl Moderator {
                 return false;
             }
             // Finished: failed (`done-current --failed`) means back off.
-            if finished_failed(&wt, &name) {
+            if finished_failed(&wt, &name, config.limits.max_file_bytes) {
                 let first = config.forum.retry_after.0;
                 self.backoff = (self.backoff * 2).clamp(first, MAX_BACKOFF.max(first));
                 self.not_before = Some(Instant::now() + self.backoff);
@@ -256,7 +256,7 @@ fn any_open_request(wt: &Worktree) -> Option<String> {
 }
 
 /// The completed copy of request `name` carries a `failed` header.
-fn finished_failed(wt: &Worktree, name: &str) -> bool {
+fn finished_failed(wt: &Worktree, name: &str, max_bytes: u64) -> bool {
     let mut places = vec![wt.completed().join(name)];
     places.extend(
         crate::protocol::layout::batch_dirs(&wt.completed())
@@ -264,7 +264,7 @@ fn finished_failed(wt: &Worktree, name: &str) -> bool {
             .map(|b| b.join(name)),
     );
     places.iter().any(|p| {
-        fsx::read_bounded(p, 1024 * 1024)
+        fsx::read_bounded(p, max_bytes)
             .ok()
             .and_then(|b| Message::parse_bytes(&b).ok())
             .is_some_and(|m| m.get(names::FAILED).is_some())
