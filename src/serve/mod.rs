@@ -12,6 +12,8 @@
 //!   as the CLI command of the same name;
 //! - `stream`: the watcher that feeds the model, the page's delta stream,
 //!   and server-sent journal lines from `events.jsonl` offsets;
+//! - `swarmforge`: SwarmForge's dashboard API (`/api/state`, ...) answered
+//!   from this project's own files;
 //! - `listen`: accepting connections (timeouts and limits);
 //! - `assets/`: the page, embedded with `include_str!` (no JavaScript build).
 
@@ -20,6 +22,7 @@ pub(crate) mod listen;
 pub mod model;
 pub mod spend;
 mod stream;
+mod swarmforge;
 mod token;
 
 use std::net::IpAddr;
@@ -48,6 +51,9 @@ pub struct App {
     /// What the page shows, and each change to it as it happens.
     pub model: Mutex<model::Model>,
     pub deltas: tokio::sync::broadcast::Sender<Arc<model::Delta>>,
+    /// The fingerprint of each held handoff as `GET /api/state` last showed
+    /// it: what an approval through SwarmForge's API approves.
+    pub shown: Mutex<std::collections::HashMap<String, String>>,
 }
 
 /// Checks the address, writes the token, prints the URL and serves until
@@ -67,6 +73,7 @@ pub fn run(project: Project, opts: &Options, on_url: &mut dyn FnMut(&str)) -> Re
             ticks,
             model: Mutex::new(model),
             deltas,
+            shown: Mutex::default(),
         });
         stream::watch(app.clone());
         on_url(&format!("{url}/?token={}", app.token));

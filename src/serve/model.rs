@@ -708,6 +708,26 @@ impl Model {
         self.seq
     }
 
+    /// The roles as the server read them.
+    pub fn roles(&self) -> &Roles {
+        &self.roles
+    }
+
+    /// Each role's card, by role name.
+    pub fn cards(&self) -> &BTreeMap<String, Value> {
+        &self.cards
+    }
+
+    /// The clarifies, answers and closes kept.
+    pub fn questions(&self) -> &[Original] {
+        &self.questions
+    }
+
+    /// The newest messages kept (at most [`KEEP`]), oldest first.
+    pub fn messages(&self) -> impl Iterator<Item = &Value> + Clone {
+        self.messages.values()
+    }
+
     /// The messages before `id` (or the newest), at most `limit`, oldest
     /// first, and whether there are more: from memory when it holds them,
     /// else from the trail (a page asking for old history).
