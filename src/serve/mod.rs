@@ -7,6 +7,7 @@
 //!   for on first load, and the request guard (cross-origin refused);
 //! - `model`: what the page shows, kept up to date change by change, and
 //!   the deltas a page applies;
+//! - `folders`: what the role cards count, kept from the watcher's events;
 //! - `spend`: tokens and cost per role from the usage journal;
 //! - `api`: the JSON endpoints and the actions, each writing the same files
 //!   as the CLI command of the same name;
@@ -18,6 +19,7 @@
 //! - `assets/`: the page, embedded with `include_str!` (no JavaScript build).
 
 mod api;
+mod folders;
 pub(crate) mod listen;
 pub mod model;
 pub mod spend;

@@ -117,6 +117,15 @@ fn the_bridge_reads_approvals_and_approves_what_the_state_showed() {
         p.deliver_once().ok();
         let held = p.hq("master", "held").join(file_name(&queued));
         assert!(held.is_file());
+        // Approved only as shown: before any state was read, nothing is.
+        let r = bridge(
+            &c,
+            "POST",
+            &format!("/api/approvals/{id}/approve"),
+            Some(json!({})),
+        );
+        assert_eq!(r.code, 422, "{}", r.body);
+        assert!(!p.path(&format!(".swarmforge/approvals/{id}")).exists());
 
         // pack_web.bb `dashboard-state`: {master_role, master_display, lanes,
         // tasks, approvals, work_in_flight, chat, clarifications}; an
