@@ -8,12 +8,12 @@
 //! effect checked on disk, in both layouts. Real binaries, real HTTP,
 //! deadlines only.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use crate::serve::{start, Cockpit, Reply};
+use crate::serve::{id_of, start, Cockpit, Reply, PARSER_CLARIFY};
 use crate::support::{copies_of, file_name, files, Layout, Project, Role, DEADLINE};
 
 const LAYOUTS: [Layout; 2] = [Layout::Init, Layout::SwarmForge];
@@ -97,14 +97,18 @@ fn state_until(c: &Cockpit, what: &str, want: &dyn Fn(&Value) -> bool) -> Value 
     }
 }
 
-fn id_of(queued: &Path) -> String {
-    let name = file_name(queued);
-    let rest = name.split_once('_').unwrap().1;
-    rest.split("_to_").next().unwrap().to_string()
-}
-
-fn note(message: &str) -> String {
-    format!("type: note\nto: qa\npriority: 50\nmessage: {message}\n")
+/// A note from coder to qa, held for approval: its queued path and id.
+fn held_note(p: &Project) -> (PathBuf, String) {
+    let queued = p
+        .send_as(
+            "coder",
+            "type: note\nto: qa\npriority: 50\nmessage: ship it\n",
+        )
+        .ok()
+        .queued();
+    p.deliver_once().ok();
+    let id = id_of(&queued);
+    (queued, id)
 }
 
 #[test]
@@ -112,9 +116,7 @@ fn the_bridge_reads_approvals_and_approves_what_the_state_showed() {
     for layout in LAYOUTS {
         let p = project(layout);
         let c = start(&p);
-        let queued = p.send_as("coder", &note("ship it")).ok().queued();
-        let id = id_of(&queued);
-        p.deliver_once().ok();
+        let (queued, id) = held_note(&p);
         let held = p.hq("master", "held").join(file_name(&queued));
         assert!(held.is_file());
         // Approved only as shown: before any state was read, nothing is.
@@ -259,9 +261,7 @@ fn retry_sends_the_held_handoff_back_with_the_comments() {
     for layout in LAYOUTS {
         let p = project(layout);
         let c = start(&p);
-        let queued = p.send_as("coder", &note("ship it")).ok().queued();
-        let id = id_of(&queued);
-        p.deliver_once().ok();
+        let (queued, id) = held_note(&p);
         assert_eq!(state(&c)["approvals"][0]["id"], id.as_str());
 
         // api.go `SendBack`: POST /api/tasks/retry {id, project, comments}.
@@ -309,13 +309,7 @@ fn the_bridge_answers_a_clarification_and_chats_with_the_master_role() {
     for layout in LAYOUTS {
         let p = project(layout);
         let c = start(&p);
-        let clarify = p
-            .send_as(
-                "qa",
-                "type: clarify\nto: boss\npriority: 10\nquestion: which parser?\n\npeg\nhand-written\n",
-            )
-            .ok()
-            .queued();
+        let clarify = p.send_as("qa", PARSER_CLARIFY).ok().queued();
         let cid = id_of(&clarify);
         p.deliver_once().ok();
 
