@@ -47,6 +47,8 @@ const VIA: &str = "cockpit (SwarmForge API)";
 const REJECT: &str = "Reject opens the dialog; use Retry, Delete, or Accept.";
 /// The largest board file read.
 const MAX_BOARD_BYTES: u64 = 4 * 1024 * 1024;
+/// The subject of the comments Retry sends (not a chat message).
+const SENT_BACK: &str = "Sent back: ";
 /// The longest subject a post may have (docs/message-model.md).
 const SUBJECT_CHARS: usize = types::MAX_SUBJECT_CHARS;
 
@@ -341,8 +343,9 @@ fn clarifications(questions: &[Original], roles: &Roles) -> Vec<Value> {
     out.into_iter().map(|(_, v)| v).collect()
 }
 
-/// The person's posts to the master role and the first reply to each, as
-/// SwarmForge's chat (pack_web.bb `parse-chat`), from the messages kept.
+/// The person's posts to the master role (not Retry's comments) and the
+/// first reply to each, as SwarmForge's chat (pack_web.bb `parse-chat`),
+/// from the messages kept.
 fn chat_entries<'a>(
     messages: impl Iterator<Item = &'a Value> + Clone,
     roles: &Roles,
@@ -362,6 +365,9 @@ fn chat_entries<'a>(
                 && v["recipients"]
                     .as_array()
                     .is_some_and(|r| r.iter().any(|x| x == master))
+                && !v["headers"]["subject"]
+                    .as_str()
+                    .is_some_and(|s| s.starts_with(SENT_BACK))
         })
         .map(|v| {
             let id = v["id"].as_str().unwrap_or("");
@@ -619,7 +625,7 @@ async fn retry(State(app): State<Arc<App>>, h: HeaderMap, b: Bytes) -> Response 
             if comments.trim().is_empty() { "Sent back without comments." } else { comments.trim() },
             held.kind,
         );
-        let feedback = post_as(p, &me, &held.from, &format!("Sent back: {what}"), &text)
+        let feedback = post_as(p, &me, &held.from, &format!("{SENT_BACK}{what}"), &text)
             .map_err(|e| match e {
                 No::Lib(e) => No::Lib(Error::env(format!(
                     "{id} was denied ({}), but the comments could not be sent to {}: {e}",

@@ -286,6 +286,13 @@ fn retry_sends_the_held_handoff_back_with_the_comments() {
         );
         assert!(files(&p.hq("master", "held")).is_empty());
         assert!(state(&c)["approvals"].as_array().unwrap().is_empty());
+        // The comments are no chat message, though coder is the master role.
+        let end = Instant::now() + DEADLINE;
+        while !c.get("/api/transcript").body.contains("Sent back: ") {
+            assert!(Instant::now() < end, "the cockpit never saw the comments");
+            std::thread::yield_now();
+        }
+        assert!(state(&c)["chat"].as_array().unwrap().is_empty());
         // The comments reach the sender from the person, whole.
         p.deliver_once().ok();
         p.cmd("ready-next")
