@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use crate::serve::{id_of, start, Cockpit, Reply, PARSER_CLARIFY};
+use crate::serve::{id_of, start, Cockpit, Reply, NOTE, PARSER_CLARIFY};
 use crate::support::{copies_of, file_name, files, Layout, Project, Role, DEADLINE};
 
 const LAYOUTS: [Layout; 2] = [Layout::Init, Layout::SwarmForge];
@@ -99,13 +99,7 @@ fn state_until(c: &Cockpit, what: &str, want: &dyn Fn(&Value) -> bool) -> Value 
 
 /// A note from coder to qa, held for approval: its queued path and id.
 fn held_note(p: &Project) -> (PathBuf, String) {
-    let queued = p
-        .send_as(
-            "coder",
-            "type: note\nto: qa\npriority: 50\nmessage: ship it\n",
-        )
-        .ok()
-        .queued();
+    let queued = p.send_as("coder", NOTE).ok().queued();
     p.deliver_once().ok();
     let id = id_of(&queued);
     (queued, id)

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use crate::support::{copies_of, file_name, files, Project, Role, DEADLINE};
 
-const NOTE: &str = "type: note\nto: qa\npriority: 50\nmessage: ship it\n";
+pub const NOTE: &str = "type: note\nto: qa\npriority: 50\nmessage: ship it\n";
 /// A clarify from qa to the person boss, with two options.
 pub const PARSER_CLARIFY: &str =
     "type: clarify\nto: boss\npriority: 10\nquestion: which parser?\n\npeg\nhand-written\n";
