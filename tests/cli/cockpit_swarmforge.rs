@@ -428,3 +428,34 @@ fn the_bridge_answers_a_clarification_and_chats_with_the_master_role() {
         assert_eq!(r.code, 403, "{}", r.body);
     }
 }
+
+/// The board, when there is one (`.swarmforge/board/tasks.tsv`, one card a
+/// line: name, lane, created, updated, task id, audit count; pack_web.bb
+/// `task-entry`), is SwarmForge's `tasks`; without one, `tasks` and
+/// `lanes` are empty.
+#[test]
+fn the_board_is_read_when_there_is_one() {
+    let p = project(Layout::SwarmForge);
+    let c = start(&p);
+    let s = state(&c);
+    assert_eq!(
+        (s["tasks"].clone(), s["lanes"].clone()),
+        (json!([]), json!([]))
+    );
+    std::fs::create_dir_all(p.path(".swarmforge/board")).unwrap();
+    std::fs::write(
+        p.path(".swarmforge/board/tasks.tsv"),
+        "parser\tqa\t2026-12-01T10:00:00Z\t2026-12-01T11:00:00Z\t20261201T100000000000Z-parser\t2\n\
+         docs\tdone\t2026-12-01T09:00:00Z\t2026-12-01T09:30:00Z\t\t0\n",
+    )
+    .unwrap();
+    let s = state(&c);
+    assert_eq!(s["lanes"], json!(["coder", "qa", "done"]), "{s:#}");
+    assert_eq!(
+        s["tasks"][0],
+        json!({"name": "parser", "id": "20261201T100000000000Z-parser", "lane": "qa",
+               "updated_at": "2026-12-01T11:00:00Z", "audit_count": 2, "status": "waiting in queue"})
+    );
+    assert_eq!(s["tasks"][1]["id"], "docs", "the id defaults to the name");
+    assert_eq!(s["tasks"][1]["status"], "");
+}
