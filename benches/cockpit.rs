@@ -69,6 +69,9 @@ fn run(o: &Opts, n: usize) -> Figures {
         Worktree::new(root.join("r0")),
     );
     let mut times = Vec::with_capacity(o.updates);
+    // The copies the recipient took since the last update: the watcher
+    // names them in the next wake (the model keeps its counts from events).
+    let mut taken: Vec<PathBuf> = Vec::new();
     for i in 0..o.updates {
         let id = format!("{}_{:06}_from_s0", clock::idts(clock::now()), 900_000 + i);
         let name = format!("50_{id}_to_r0.handoff");
@@ -97,6 +100,7 @@ fn run(o: &Opts, n: usize) -> Figures {
         wake.paths.push(s0.outbox().join(&name));
         wake.paths.push(s0.sent().join(&name));
         wake.paths.extend(copies.iter().cloned());
+        wake.paths.append(&mut taken);
         let t = Instant::now();
         let deltas = model.apply(&wake);
         times.push(t.elapsed());
@@ -109,7 +113,8 @@ fn run(o: &Opts, n: usize) -> Figures {
         // The recipient takes it (untimed): its inbox stays as small at
         // both sizes.
         for c in copies {
-            let _ = fs::remove_file(c);
+            let _ = fs::remove_file(&c);
+            taken.push(c);
         }
     }
     fsx::set_fsync(true);

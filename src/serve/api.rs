@@ -59,6 +59,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/send", post(send_as_human))
         .route("/api/inbox/done", post(inbox_done))
         .route("/api/choose", post(choose))
+        .merge(super::swarmforge::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(not_allowed)
         .layer(axum::middleware::from_fn_with_state(
@@ -142,14 +143,16 @@ async fn snapshot(State(app): State<Arc<App>>) -> Response {
 }
 
 /// A library error as the CLI reports it: 400 for usage and environment
-/// errors, 422 for refusals (the CLI's exit 2), the text and token in JSON.
-fn error_response(e: &Error) -> Response {
+/// errors, 422 for refusals (the CLI's exit 2), the text and token in JSON
+/// (also as `error`, the key SwarmForge's dashboard answers with).
+pub(super) fn error_response(e: &Error) -> Response {
     let code = match e.exit_code() {
         exit::REFUSED => StatusCode::UNPROCESSABLE_ENTITY,
         _ if matches!(e, Error::Io { .. }) => StatusCode::INTERNAL_SERVER_ERROR,
         _ => StatusCode::BAD_REQUEST,
     };
     let mut v = e.to_json();
+    v["error"] = v["message"].clone();
     if let Error::Invalid { errors, .. } = e {
         v["errors"] = json!(errors);
         v["errors_by_field"] = json!(by_field(errors));

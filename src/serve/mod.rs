@@ -7,19 +7,24 @@
 //!   for on first load, and the request guard (cross-origin refused);
 //! - `model`: what the page shows, kept up to date change by change, and
 //!   the deltas a page applies;
+//! - `folders`: what the role cards count, kept from the watcher's events;
 //! - `spend`: tokens and cost per role from the usage journal;
 //! - `api`: the JSON endpoints and the actions, each writing the same files
 //!   as the CLI command of the same name;
 //! - `stream`: the watcher that feeds the model, the page's delta stream,
 //!   and server-sent journal lines from `events.jsonl` offsets;
+//! - `swarmforge`: SwarmForge's dashboard API (`/api/state`, ...) answered
+//!   from this project's own files;
 //! - `listen`: accepting connections (timeouts and limits);
 //! - `assets/`: the page, embedded with `include_str!` (no JavaScript build).
 
 mod api;
+mod folders;
 pub(crate) mod listen;
 pub mod model;
 pub mod spend;
 mod stream;
+mod swarmforge;
 mod token;
 
 use std::net::IpAddr;
@@ -48,6 +53,9 @@ pub struct App {
     /// What the page shows, and each change to it as it happens.
     pub model: Mutex<model::Model>,
     pub deltas: tokio::sync::broadcast::Sender<Arc<model::Delta>>,
+    /// The fingerprint of each held handoff as `GET /api/state` last showed
+    /// it: what an approval through SwarmForge's API approves.
+    pub shown: Mutex<std::collections::HashMap<String, String>>,
 }
 
 /// Checks the address, writes the token, prints the URL and serves until
@@ -67,6 +75,7 @@ pub fn run(project: Project, opts: &Options, on_url: &mut dyn FnMut(&str)) -> Re
             ticks,
             model: Mutex::new(model),
             deltas,
+            shown: Mutex::default(),
         });
         stream::watch(app.clone());
         on_url(&format!("{url}/?token={}", app.token));

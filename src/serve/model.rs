@@ -1,8 +1,10 @@
 //! What the cockpit shows, kept in memory and brought up to date by the
 //! changes themselves (docs/cockpit.md, "Live updates"): the trail is read
 //! once when the server starts; after that a changed file costs a read of
-//! that file, a role's card is rebuilt from its queue folders (bounded by
-//! what waits, not by history), and the journal is read from its offset.
+//! that file, only the cards of the roles a change touched are rebuilt
+//! (every card every [`CARDS_EVERY`], for what changes without a file),
+//! their counts come from the events (`folders`), and the journal is read
+//! from its offset.
 //! Each change that alters what a page shows becomes one small [`Delta`]
 //! with a sequence number; a page loads [`Model::snapshot`] once and then
 //! applies the deltas after its `seq`.
@@ -26,10 +28,11 @@ use crate::protocol::trail::watch::Wake;
 use crate::protocol::trail::{self, Loaded, Original, Place, Scope, Stamp, Trail};
 use crate::protocol::types;
 use crate::telemetry::activity::Activity;
+use crate::views::attention;
 use crate::views::events::EventReader;
 use crate::views::liveness::{self, Runner};
-use crate::views::{attention, status};
 
+use super::folders::{self, Folders};
 use super::spend;
 
 /// Messages kept in memory for the page (older ones: `load earlier`, which
@@ -51,6 +54,9 @@ const MAX_BODY: usize = 16 * 1024;
 const FULL_LIST: Duration = Duration::from_secs(30);
 /// The tail of an activity file read for its last record.
 const ACTIVITY_TAIL: u64 = 16 * 1024;
+/// How often at most every card is rebuilt when changes touch only some:
+/// an agent's state (a pane, a dialog) changes without a file event.
+const CARDS_EVERY: Duration = Duration::from_secs(2);
 
 /// One change as the page receives it.
 #[derive(Clone, Debug)]
@@ -137,6 +143,15 @@ pub struct Model {
     depth: BTreeMap<String, VecDeque<(i64, u64)>>,
     latency: BTreeMap<String, Samples>,
     listed: Clock,
+    /// What the cards count, kept from the events.
+    folders: Folders,
+    /// The roles whose card a change in a folder or file touches: queue
+    /// folders (by worktree), activity, last wake-up and pane files.
+    touches: HashMap<PathBuf, Vec<String>>,
+    /// Folders whose changes no card shows (`sent/`, `completed/`).
+    quiet: HashSet<PathBuf>,
+    /// When every card was last rebuilt.
+    carded: Clock,
 }
 
 fn rank(p: Place) -> u8 {
@@ -185,6 +200,15 @@ fn last_activity(project: &Project, role: &str) -> Option<Activity> {
         .find_map(|l| serde_json::from_str::<Activity>(l).ok())
 }
 
+/// Whether `p` is the journal or one of its rotated parts (no card shows
+/// it: the journal is read from its offset).
+fn is_journal(p: &Path, journal: &Path) -> bool {
+    p.parent() == journal.parent()
+        && p.file_name()
+            .zip(journal.file_name())
+            .is_some_and(|(n, j)| n.to_string_lossy().starts_with(&*j.to_string_lossy()))
+}
+
 /// Where the journal ends now (the next line's offset).
 pub fn journal_end(path: &Path) -> u64 {
     crate::protocol::logfile::files(path)
@@ -219,7 +243,12 @@ impl Model {
             depth: BTreeMap::new(),
             latency: BTreeMap::new(),
             listed: Clock::now(),
+            folders: Folders::default(),
+            touches: HashMap::new(),
+            quiet: HashSet::new(),
+            carded: Clock::now(),
         };
+        m.track_folders();
         let all = crate::views::transcript::select::messages(&t.originals);
         for o in all.iter().skip(all.len().saturating_sub(KEEP)) {
             m.put(o);
@@ -233,9 +262,47 @@ impl Model {
         m.read_usage();
         let path = project.events_file();
         m.journal = EventReader::new(&path, journal_end(&path)).ok();
-        m.refresh(&mut Vec::new());
+        m.refresh(&mut Vec::new(), None);
         m.ring.clear();
         Ok(m)
+    }
+
+    /// Lists the folders the cards count once, and notes which roles each
+    /// folder and file concerns.
+    fn track_folders(&mut self) {
+        for r in self.roles.roles.clone() {
+            let w = self.worktree_of(&r);
+            for (dir, kind) in [
+                (w.inbox_new(), folders::Kind::New),
+                (w.in_process(), folders::Kind::InProcess),
+                (w.failed(), folders::Kind::Items),
+                (w.outbox(), folders::Kind::Items),
+            ] {
+                self.folders.track(&dir, kind);
+            }
+            let files = [
+                w.inbox_new(),
+                w.in_process(),
+                w.failed(),
+                w.outbox(),
+                w.held(),
+                self.project.activity_file(&r.name),
+                crate::daemon::wake::last_wake_file(&self.project, &r.name),
+                crate::daemon::pane::marker_file(&self.project, &r.name),
+            ];
+            for f in files {
+                self.touches.entry(f).or_default().push(r.name.clone());
+            }
+            self.quiet.extend([w.sent(), w.completed()]);
+        }
+    }
+
+    fn worktree_of(&self, r: &Role) -> Worktree {
+        Worktree::new(if r.worktree_path.is_absolute() {
+            r.worktree_path.clone()
+        } else {
+            self.project.root.join(&r.worktree_path)
+        })
     }
 
     /// Depth and latency before the server started, from the copies' stamps.
@@ -467,8 +534,30 @@ impl Model {
             .collect();
         let mut candidates: Vec<(PathBuf, Place)> = Vec::new();
         let mut usage = false;
+        // The cards to rebuild: those a path concerns; all of them when a
+        // path concerns no card in particular, on a rescan, and now and then.
+        let mut all = wake.rescan || !wake.fresh.is_empty() || self.carded.elapsed() >= CARDS_EVERY;
+        let mut dirty: HashSet<String> = HashSet::new();
+        if wake.rescan {
+            self.folders.relist_all();
+        }
+        for d in &wake.fresh {
+            self.folders.relist(d);
+        }
+        let journal = self.project.events_file();
         for p in &wake.paths {
             let Some(parent) = p.parent() else { continue };
+            let folder = self.folders.note(p);
+            if let Some(roles) = folder
+                .as_ref()
+                .and_then(|d| self.touches.get(d))
+                .or_else(|| self.touches.get(p))
+                .or_else(|| self.touches.get(parent))
+            {
+                dirty.extend(roles.iter().cloned());
+            } else if !self.quiet.contains(parent) && !is_journal(p, &journal) {
+                all = true;
+            }
             if p == &self.project.usage_file() {
                 usage = true;
             }
@@ -518,7 +607,7 @@ impl Model {
                 self.emit(&mut out, "usage", &v);
             }
         }
-        self.refresh(&mut out);
+        self.refresh(&mut out, (!all).then_some(&dirty));
         out
     }
 
@@ -559,20 +648,29 @@ impl Model {
         )
     }
 
-    /// Rebuilds the cards, the attention list and the header; emits those
-    /// that changed.
-    fn refresh(&mut self, out: &mut Vec<Delta>) {
+    /// Rebuilds the attention list, the header and the cards of `only`
+    /// (None: every card; every card, too, when what needs a person
+    /// changed); emits those that changed.
+    fn refresh(&mut self, out: &mut Vec<Delta>, only: Option<&HashSet<String>>) {
         let now = clock::now();
         let items = self.attention_items();
         let held = crate::daemon::holds::list(&self.project).unwrap_or_default();
         let att = json!({"attention": items, "held": held});
+        let mut only = only;
         if att != self.attention {
             self.attention = att.clone();
             self.emit(out, "attention", &att);
+            only = None;
+        }
+        if only.is_none() {
+            self.carded = Clock::now();
         }
         let runner = Runner::of(&self.project);
         let roles = self.roles.roles.clone();
-        for r in &roles {
+        for r in roles
+            .iter()
+            .filter(|r| only.is_none_or(|o| o.contains(&r.name)))
+        {
             let latency = self.latency.get_mut(&r.name).map(Samples::json);
             let mut card = self.card(r, &runner, &items, &held);
             card["latency"] = latency.unwrap_or(Value::Null);
@@ -611,13 +709,9 @@ impl Model {
         items: &[attention::Item],
         held: &[crate::daemon::holds::Held],
     ) -> Value {
-        let wt = Worktree::new(if r.worktree_path.is_absolute() {
-            r.worktree_path.clone()
-        } else {
-            self.project.root.join(&r.worktree_path)
-        });
-        let (new, oldest) = status::waiting(&wt.inbox_new());
-        let ip = status::in_process(&wt.in_process()).map(|(path, t)| {
+        let wt = self.worktree_of(r);
+        let (new, oldest) = self.folders.count(&wt.inbox_new());
+        let ip = self.folders.first(&wt.in_process()).map(|(path, t)| {
             let file = if path.is_dir() {
                 None
             } else {
@@ -656,8 +750,8 @@ impl Model {
             "new": new,
             "oldest_since": oldest.map(iso_of),
             "in_process": ip,
-            "failed": status::items(&wt.failed()).0,
-            "outbox": status::items(&wt.outbox()).0,
+            "failed": self.folders.count(&wt.failed()).0,
+            "outbox": self.folders.count(&wt.outbox()).0,
             "held": held.iter().filter(|h| h.from == r.name).count(),
             "last_wake": last_wake,
             "not_moving": not_moving,
@@ -706,6 +800,26 @@ impl Model {
 
     pub fn seq(&self) -> u64 {
         self.seq
+    }
+
+    /// The roles as the server read them.
+    pub fn roles(&self) -> &Roles {
+        &self.roles
+    }
+
+    /// Each role's card, by role name.
+    pub fn cards(&self) -> &BTreeMap<String, Value> {
+        &self.cards
+    }
+
+    /// The clarifies, answers and closes kept.
+    pub fn questions(&self) -> &[Original] {
+        &self.questions
+    }
+
+    /// The newest messages kept (at most [`KEEP`]), oldest first.
+    pub fn messages(&self) -> impl Iterator<Item = &Value> + Clone {
+        self.messages.values()
     }
 
     /// The messages before `id` (or the newest), at most `limit`, oldest

@@ -6,8 +6,11 @@
 //! HttpOnly, SameSite=Strict cookie named for this port and is redirected
 //! to `/`, so the token leaves the address bar and history and no later
 //! request carries it in a URL (docs/cockpit.md, "Security"). Every request
-//! must carry it: the cookie, the `X-Swarm-Token` header, or (a GET from a
-//! script) `?token=`. A POST must carry it in the cookie or the header,
+//! must carry it: the cookie, the `X-Swarm-Token` header, an `Authorization`
+//! header (`Bearer <token>`, or `Basic` with the token as the password: what
+//! an HTTP client makes of a base URL `http://swarm:<token>@host:port`, the
+//! only way a tool built for SwarmForge's dashboard can be given it), or (a
+//! GET from a script) `?token=`. A POST must carry it in the cookie or the header,
 //! never the query; with the cookie it must come from this origin (an
 //! `Origin` naming this server, JSON only), and any POST whose `Origin` or
 //! `Sec-Fetch-Site` names another site gets 403. The `Host` header must name this server by
@@ -79,11 +82,51 @@ fn header_str(h: &HeaderMap, name: impl header::AsHeaderName) -> Option<&str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
 
+/// The token an `Authorization` header carries: `Bearer <token>`, or
+/// `Basic` credentials whose password is the token (any user name).
+fn authorization_token(h: &HeaderMap) -> Option<String> {
+    let v = header_str(h, header::AUTHORIZATION)?.trim();
+    let (scheme, rest) = v.split_once(' ')?;
+    if scheme.eq_ignore_ascii_case("bearer") {
+        return Some(rest.trim().to_string());
+    }
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let pair = String::from_utf8(base64_decode(rest.trim())?).ok()?;
+    Some(pair.split_once(':')?.1.to_string())
+}
+
+/// Standard base64 (RFC 4648, padding optional); None for anything else.
+fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in s.trim_end_matches('=').bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
 pub fn refuse(status: StatusCode, message: &str) -> Response {
     let body = crate::error::stamped(serde_json::json!({
         "status": "error",
         "token": "ERROR",
         "message": message,
+        "error": message,
         "paths": [],
         "exit_code": crate::error::exit::ENV,
     }));
@@ -117,7 +160,8 @@ pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
             "the Host header does not name this server (an address or localhost with its port)",
         );
     }
-    let by_header = header_str(h, HEADER).is_some_and(|t| same(t, &app.token));
+    let by_header = header_str(h, HEADER).is_some_and(|t| same(t, &app.token))
+        || authorization_token(h).is_some_and(|t| same(&t, &app.token));
     let by_cookie = cookie_token(h, &cookie_name(app.port)).is_some_and(|t| same(t, &app.token));
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let own = header_str(h, header::HOST).map(|host| format!("http://{host}"));
@@ -137,7 +181,7 @@ pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
         if !allowed {
             return refuse(
                 StatusCode::UNAUTHORIZED,
-                "a state-changing request needs the cockpit's cookie from its own page, or the token in the X-Swarm-Token header",
+                "a state-changing request needs the cockpit's cookie from its own page, or the token in the X-Swarm-Token or Authorization header",
             );
         }
     } else {
@@ -188,6 +232,15 @@ mod tests {
         assert!(same("abc", "abc"));
         assert!(!same("abc", "abd"));
         assert!(!same("abc", "ab"));
+        // What Go's client sends for http://swarm:t0k@127.0.0.1:port.
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, "Basic c3dhcm06dDBr".parse().unwrap());
+        assert_eq!(authorization_token(&h).as_deref(), Some("t0k"));
+        h.insert(header::AUTHORIZATION, "bearer t0k".parse().unwrap());
+        assert_eq!(authorization_token(&h).as_deref(), Some("t0k"));
+        h.insert(header::AUTHORIZATION, "Basic !!".parse().unwrap());
+        assert_eq!(authorization_token(&h), None);
+        assert_eq!(base64_decode("aGVsbG8gd29ybGQ=").unwrap(), b"hello world");
     }
 
     #[test]

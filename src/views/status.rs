@@ -160,7 +160,7 @@ pub fn bridge_waiting(project: &Project) -> Vec<BridgeWaiting> {
     v
 }
 
-fn is_item(name: &str) -> bool {
+pub(crate) fn is_item(name: &str) -> bool {
     name.ends_with(".handoff")
 }
 
@@ -178,7 +178,7 @@ const MAX_COPY_BYTES: u64 = 1024 * 1024 + 4096;
 /// definition `swarm audit` uses too; its mtime only for a copy without a
 /// readable stamp (a file planted by hand), since a copy, a backup or `touch`
 /// changes the mtime.
-fn waiting_since(path: &Path, mtime: Option<SystemTime>) -> Option<SystemTime> {
+pub(crate) fn waiting_since(path: &Path, mtime: Option<SystemTime>) -> Option<SystemTime> {
     crate::fsx::read_bounded(path, MAX_COPY_BYTES)
         .ok()
         .and_then(|b| crate::protocol::header::Message::parse_bytes(&b).ok())

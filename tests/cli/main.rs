@@ -11,6 +11,8 @@ mod audit_lag;
 mod bridge;
 mod budgets;
 mod builder;
+mod cockpit_live;
+mod cockpit_swarmforge;
 mod compat;
 mod control;
 mod core_queue;

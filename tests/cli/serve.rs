@@ -13,7 +13,10 @@ use std::time::Instant;
 
 use crate::support::{copies_of, file_name, files, Project, Role, DEADLINE};
 
-const NOTE: &str = "type: note\nto: qa\npriority: 50\nmessage: ship it\n";
+pub const NOTE: &str = "type: note\nto: qa\npriority: 50\nmessage: ship it\n";
+/// A clarify from qa to the person boss, with two options.
+pub const PARSER_CLARIFY: &str =
+    "type: clarify\nto: boss\npriority: 10\nquestion: which parser?\n\npeg\nhand-written\n";
 
 pub struct Cockpit {
     child: Child,
@@ -197,7 +200,7 @@ impl EventStream {
     }
 }
 
-fn id_of(queued: &Path) -> String {
+pub fn id_of(queued: &Path) -> String {
     let name = file_name(queued);
     let rest = name.split_once('_').unwrap().1;
     rest.split("_to_").next().unwrap().to_string()
@@ -450,13 +453,7 @@ fn every_action_writes_what_the_cli_writes() {
     );
 
     // Answer a clarify as the human role it asks.
-    let clarify = p
-        .send_as(
-            "qa",
-            "type: clarify\nto: boss\npriority: 10\nquestion: which parser?\n\npeg\nhand-written\n",
-        )
-        .ok()
-        .queued();
+    let clarify = p.send_as("qa", PARSER_CLARIFY).ok().queued();
     p.deliver_once().ok();
     let cid = id_of(&clarify);
     let att = c.get("/api/status").json();

@@ -1,0 +1,461 @@
+//! SwarmForge's dashboard API on `swarm serve` (docs/swarmforge-compat.md §7,
+//! docs/cockpit.md "SwarmForge's dashboard API"): each path driven as the
+//! Matrix bridge forgelet-bridge drives it (its `internal/dashboard/api.go`
+//! and `clarifications.go`: Go's HTTP client, JSON bodies, the base URL from
+//! its configuration, here `http://swarm:<token>@127.0.0.1:<port>`, which Go
+//! sends as `Authorization: Basic`), the shapes taken from upstream's
+//! dashboard (sgo/forgelet-swarmforge `swarmforge/scripts/pack_web.bb`), the
+//! effect checked on disk, in both layouts. Real binaries, real HTTP,
+//! deadlines only.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+
+use crate::serve::{id_of, start, Cockpit, Reply, NOTE, PARSER_CLARIFY};
+use crate::support::{copies_of, file_name, files, Layout, Project, Role, DEADLINE};
+
+const LAYOUTS: [Layout; 2] = [Layout::Init, Layout::SwarmForge];
+
+/// `coder` at the main checkout (SwarmForge's master role), `qa` in its own
+/// worktree, `boss` the person; every `note` waits for approval.
+fn project(layout: Layout) -> Project {
+    Project::builder()
+        .layout(layout)
+        .role("coder")
+        .role(Role::new("qa").worktree("qa"))
+        .role(Role::new("boss").worktree("boss").agent("human"))
+        .config("wake: {method: none}\ntypes:\n  note:\n    approval: required\n")
+        .queue_dirs()
+        .build()
+}
+
+fn base64(b: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in b.chunks(3) {
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// What forgelet-bridge's Go client sends for a base URL with the token as
+/// its password: no Origin, no cookie, `Authorization: Basic`.
+fn bridge(c: &Cockpit, method: &str, path: &str, body: Option<Value>) -> Reply {
+    bridge_as(c, &c.token, method, path, body, &[])
+}
+
+fn bridge_as(
+    c: &Cockpit,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+    extra: &[(&str, &str)],
+) -> Reply {
+    let auth = format!("Basic {}", base64(format!("swarm:{token}").as_bytes()));
+    let mut h = vec![
+        ("User-Agent", "Go-http-client/1.1"),
+        ("Accept-Encoding", "gzip"),
+        ("Authorization", auth.as_str()),
+    ];
+    if body.is_some() {
+        h.push(("Content-Type", "application/json"));
+    }
+    h.extend_from_slice(extra);
+    let text = body.map(|b| b.to_string()).unwrap_or_default();
+    c.raw(method, path, &h, &text)
+}
+
+fn state(c: &Cockpit) -> Value {
+    let r = bridge(c, "GET", "/api/state", None);
+    assert_eq!(r.code, 200, "{}", r.body);
+    r.json()
+}
+
+/// `/api/state` once `want` holds (the cockpit learns of new files from its
+/// watcher).
+fn state_until(c: &Cockpit, what: &str, want: &dyn Fn(&Value) -> bool) -> Value {
+    let end = Instant::now() + DEADLINE;
+    loop {
+        let s = state(c);
+        if want(&s) {
+            return s;
+        }
+        assert!(Instant::now() < end, "timed out waiting for {what}: {s:#}");
+        std::thread::yield_now();
+    }
+}
+
+/// A note from coder to qa, held for approval: its queued path and id.
+fn held_note(p: &Project) -> (PathBuf, String) {
+    let queued = p.send_as("coder", NOTE).ok().queued();
+    p.deliver_once().ok();
+    let id = id_of(&queued);
+    (queued, id)
+}
+
+#[test]
+fn the_bridge_reads_approvals_and_approves_what_the_state_showed() {
+    for layout in LAYOUTS {
+        let p = project(layout);
+        let c = start(&p);
+        let (queued, id) = held_note(&p);
+        let held = p.hq("master", "held").join(file_name(&queued));
+        assert!(held.is_file());
+        // Approved only as shown: before any state was read, nothing is.
+        let r = bridge(
+            &c,
+            "POST",
+            &format!("/api/approvals/{id}/approve"),
+            Some(json!({})),
+        );
+        assert_eq!(r.code, 422, "{}", r.body);
+        assert!(!p.path(&format!(".swarmforge/approvals/{id}")).exists());
+
+        // pack_web.bb `dashboard-state`: {master_role, master_display, lanes,
+        // tasks, approvals, work_in_flight, chat, clarifications}; an
+        // approval is {id, gate, task_id, task, artifacts, reviews}, and the
+        // bridge's ApprovalRequest also reads `from` and `to`.
+        let s = state(&c);
+        assert_eq!(s["master_role"], "coder", "{s:#}");
+        assert_eq!(s["master_display"], "Coder");
+        for k in ["lanes", "tasks", "chat", "clarifications"] {
+            assert!(s[k].is_array(), "{k}: {s:#}");
+        }
+        let a = &s["approvals"][0];
+        assert_eq!(a["id"], id.as_str());
+        assert_eq!(
+            (a["from"].as_str(), a["to"].as_str()),
+            (Some("coder"), Some("qa"))
+        );
+        assert_eq!(a["gate"], "coder → qa");
+        assert!(a["artifacts"].is_array() && a["reviews"].is_object());
+        // queue-row: {task, tasks, batch_tasks, role, state, updated_at, activity}.
+        let w = s["work_in_flight"].as_array().unwrap();
+        assert_eq!(w.len(), 2, "the agents, not the person: {w:?}");
+        for row in w {
+            for k in [
+                "task",
+                "tasks",
+                "batch_tasks",
+                "role",
+                "state",
+                "updated_at",
+                "activity",
+            ] {
+                assert!(!row[k].is_null(), "{k}: {row}");
+            }
+            assert!(["no_session", "live", "idle"].contains(&row["state"].as_str().unwrap()));
+        }
+
+        // Refused before anything happens: no token, a wrong one, another
+        // site's page carrying the right one.
+        let before = crate::support::snapshot(&p.root);
+        let url = format!("/api/approvals/{id}/approve");
+        let body = json!({"id": id, "project": ""});
+        let r = c.raw(
+            "POST",
+            &url,
+            &[("Content-Type", "application/json")],
+            &body.to_string(),
+        );
+        assert_eq!(r.code, 401, "{}", r.body);
+        assert!(r.json()["error"].as_str().unwrap().contains("token"));
+        let r = bridge_as(&c, "not-the-token", "POST", &url, Some(body.clone()), &[]);
+        assert_eq!(r.code, 401, "{}", r.body);
+        let r = bridge_as(
+            &c,
+            &c.token,
+            "POST",
+            &url,
+            Some(body.clone()),
+            &[("Origin", "http://evil.example")],
+        );
+        assert_eq!(r.code, 403, "{}", r.body);
+        let r = c.raw("GET", "/api/state", &[], "");
+        assert_eq!(r.code, 401, "{}", r.body);
+        assert_eq!(
+            crate::support::snapshot(&p.root),
+            before,
+            "a refusal changed files"
+        );
+
+        // Content swapped after the state showed it: not approved.
+        let original = std::fs::read_to_string(&held).unwrap();
+        std::fs::write(&held, original.replace("ship it", "ship it all")).unwrap();
+        let r = bridge(&c, "POST", &url, Some(body.clone()));
+        assert_eq!(r.code, 422, "{}", r.body);
+        assert_eq!(r.json()["token"], "CHANGED_SINCE_REVIEW");
+        assert!(!p.path(&format!(".swarmforge/approvals/{id}")).exists());
+        std::fs::write(&held, original).unwrap();
+
+        // api.go `Approve`: POST /api/approvals/<id>/approve {id, project};
+        // pack_web.bb answers {"ok":true}. The effect: `swarm approve`'s.
+        let r = bridge(&c, "POST", &url, Some(body.clone()));
+        assert_eq!(r.code, 200, "{}", r.body);
+        assert_eq!(r.json()["ok"], true);
+        assert!(p.path(&format!(".swarmforge/approvals/{id}")).is_file());
+        p.deliver_once().ok();
+        assert_eq!(copies_of(&p.wt_path("qa"), &file_name(&queued)).len(), 1);
+        assert!(p
+            .events()
+            .iter()
+            .any(|e| e["kind"] == "approved"
+                && e["reason"].as_str().unwrap().contains("SwarmForge API")));
+
+        // Upstream's answers: an unknown id 404 `Unknown approval: <id>`;
+        // reject 400 with its dialog text; errors as {"error": ...}.
+        let r = bridge(&c, "POST", &url, Some(body.clone()));
+        assert_eq!(r.code, 404, "{}", r.body);
+        assert_eq!(r.json()["error"], format!("Unknown approval: {id}"));
+        let r = bridge(
+            &c,
+            "POST",
+            &format!("/api/approvals/{id}/reject"),
+            Some(json!({})),
+        );
+        assert_eq!(r.code, 400);
+        assert_eq!(
+            r.json()["error"],
+            "Reject opens the dialog; use Retry, Delete, or Accept."
+        );
+        let r = bridge(
+            &c,
+            "POST",
+            &url,
+            Some(json!({"id": id, "project": "elsewhere"})),
+        );
+        assert_eq!(r.code, 404, "{}", r.body);
+        let r = c.raw(
+            "POST",
+            &url,
+            &[
+                ("Authorization", &format!("Bearer {}", c.token)),
+                ("Content-Type", "text/plain"),
+            ],
+            "id=1",
+        );
+        assert_eq!(r.code, 415, "{}", r.body);
+    }
+}
+
+#[test]
+fn retry_sends_the_held_handoff_back_with_the_comments() {
+    for layout in LAYOUTS {
+        let p = project(layout);
+        let c = start(&p);
+        let (queued, id) = held_note(&p);
+        assert_eq!(state(&c)["approvals"][0]["id"], id.as_str());
+
+        // api.go `SendBack`: POST /api/tasks/retry {id, project, comments}.
+        let r = bridge(&c, "POST", "/api/tasks/retry", Some(json!({"project": ""})));
+        assert_eq!(r.code, 400);
+        assert_eq!(r.json()["error"], "Missing approval id");
+        let r = bridge(
+            &c,
+            "POST",
+            "/api/tasks/retry",
+            Some(json!({"id": id, "project": "", "comments": "Add the tests first.\nThen ship."})),
+        );
+        assert_eq!(r.code, 200, "{}", r.body);
+        assert_eq!(r.json()["ok"], true);
+        // Denied as `swarm deny` does, the first line of the comments as why.
+        let error = p
+            .hq("master", "failed")
+            .join(format!("{}.error", file_name(&queued)));
+        assert_eq!(
+            std::fs::read_to_string(error).unwrap(),
+            "denied: sent back: Add the tests first.\n"
+        );
+        assert!(files(&p.hq("master", "held")).is_empty());
+        assert!(state(&c)["approvals"].as_array().unwrap().is_empty());
+        // The comments are no chat message, though coder is the master role.
+        let end = Instant::now() + DEADLINE;
+        while !c.get("/api/transcript").body.contains("Sent back: ") {
+            assert!(Instant::now() < end, "the cockpit never saw the comments");
+            std::thread::yield_now();
+        }
+        assert!(state(&c)["chat"].as_array().unwrap().is_empty());
+        // The comments reach the sender from the person, whole.
+        p.deliver_once().ok();
+        p.cmd("ready-next")
+            .role("coder")
+            .stdout_has("FROM: boss")
+            .stdout_has("Add the tests first.\nThen ship.")
+            .run();
+        let r = bridge(
+            &c,
+            "POST",
+            "/api/tasks/retry",
+            Some(json!({"id": id, "comments": "x"})),
+        );
+        assert_eq!(r.code, 404, "{}", r.body);
+        assert_eq!(r.json()["error"], format!("Unknown approval: {id}"));
+    }
+}
+
+#[test]
+fn the_bridge_answers_a_clarification_and_chats_with_the_master_role() {
+    for layout in LAYOUTS {
+        let p = project(layout);
+        let c = start(&p);
+        let clarify = p.send_as("qa", PARSER_CLARIFY).ok().queued();
+        let cid = id_of(&clarify);
+        p.deliver_once().ok();
+
+        // clarifications.go reads {id, status, project, role, body} and keeps
+        // status "pending"; pack_web.bb `parse-clarification` adds response
+        // and created_at; `role` is who asked (the answer goes back there).
+        let s = state_until(&c, "the clarification", &|s| {
+            s["clarifications"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+        });
+        let q = &s["clarifications"][0];
+        assert_eq!(q["id"], cid.as_str());
+        assert_eq!(q["status"], "pending");
+        assert_eq!(q["role"], "qa");
+        assert_eq!(q["body"], "which parser?\n1. peg\n2. hand-written");
+
+        // POST /api/clarifications/<id>/answer {id, project, text}; an
+        // unknown id is 404 `Unknown clarification: <id>` (pack_web.bb).
+        let r = bridge(
+            &c,
+            "POST",
+            "/api/clarifications/20990101T000000Z_000001_from_qa/answer",
+            Some(json!({"text": "peg"})),
+        );
+        assert_eq!(r.code, 404, "{}", r.body);
+        assert_eq!(
+            r.json()["error"],
+            "Unknown clarification: 20990101T000000Z_000001_from_qa"
+        );
+        let r = bridge(
+            &c,
+            "POST",
+            &format!("/api/clarifications/{cid}/answer"),
+            Some(json!({"id": cid, "project": "", "text": "2"})),
+        );
+        assert_eq!(r.code, 200, "{}", r.body);
+        assert_eq!(r.json()["ok"], true);
+        p.deliver_once().ok();
+        p.cmd("ready-next")
+            .role("qa")
+            .stdout_has("hand-written")
+            .run();
+        let s = state_until(&c, "the answered clarification", &|s| {
+            s["clarifications"][0]["status"] == "done"
+        });
+        assert_eq!(s["clarifications"][0]["response"], "hand-written");
+        let r = bridge(
+            &c,
+            "POST",
+            &format!("/api/clarifications/{cid}/answer"),
+            Some(json!({"text": "peg"})),
+        );
+        assert_eq!(r.code, 422, "answered already: {}", r.body);
+
+        // api.go `Chat`: POST /api/chat {text}: the person's post to the
+        // master role; blank text is answered ok and sends nothing.
+        let r = bridge(&c, "POST", "/api/chat", Some(json!({"text": "  "})));
+        assert_eq!(r.code, 200, "{}", r.body);
+        assert!(files(&p.hq("boss", "outbox")).is_empty());
+        let r = bridge(
+            &c,
+            "POST",
+            "/api/chat",
+            Some(json!({"text": "How far is the parser?\nThe demo is at five."})),
+        );
+        assert_eq!(r.code, 200, "{}", r.body);
+        let chat_id = r.json()["id"].as_str().unwrap().to_string();
+        p.deliver_once().ok();
+        p.cmd("ready-next")
+            .role("coder")
+            .stdout_has("FROM: boss")
+            .stdout_has("How far is the parser?\nThe demo is at five.")
+            .run();
+        let s = state_until(&c, "the chat", &|s| {
+            s["chat"].as_array().is_some_and(|a| !a.is_empty())
+        });
+        assert_eq!(s["chat"][0]["id"], chat_id.as_str());
+        assert_eq!(s["chat"][0]["status"], "pending");
+        // The master role's reply to it is the chat's response.
+        p.send_as(
+            "coder",
+            "type: post\nto: boss\npriority: 50\n\nHalf done; in time.\n",
+        )
+        .ok();
+        p.deliver_once().ok();
+        let s = state_until(&c, "the chat's response", &|s| {
+            s["chat"][0]["status"] == "done"
+        });
+        assert_eq!(s["chat"][0]["response"], "Half done; in time.");
+
+        // The project: this one, and creating another is refused.
+        let r = bridge(&c, "GET", "/api/projects", None);
+        assert_eq!(r.code, 200, "{}", r.body);
+        let name = file_name(&p.root);
+        assert_eq!(r.json()["open_projects"], json!([name]));
+        let r = bridge(
+            &c,
+            "POST",
+            "/api/projects",
+            Some(json!({"name": "other", "pack": "six-pack"})),
+        );
+        assert_eq!(r.code, 409, "{}", r.body);
+        assert!(r.json()["error"].as_str().unwrap().contains("swarm init"));
+        let r = c.raw(
+            "POST",
+            "/api/chat",
+            &[
+                ("Content-Type", "application/json"),
+                ("Origin", "http://evil.example"),
+                ("X-Swarm-Token", &c.token),
+            ],
+            "{\"text\":\"hi\"}",
+        );
+        assert_eq!(r.code, 403, "{}", r.body);
+    }
+}
+
+/// The board, when there is one (`.swarmforge/board/tasks.tsv`, one card a
+/// line: name, lane, created, updated, task id, audit count; pack_web.bb
+/// `task-entry`), is SwarmForge's `tasks`; without one, `tasks` and
+/// `lanes` are empty.
+#[test]
+fn the_board_is_read_when_there_is_one() {
+    let p = project(Layout::SwarmForge);
+    let c = start(&p);
+    let s = state(&c);
+    assert_eq!(
+        (s["tasks"].clone(), s["lanes"].clone()),
+        (json!([]), json!([]))
+    );
+    std::fs::create_dir_all(p.path(".swarmforge/board")).unwrap();
+    std::fs::write(
+        p.path(".swarmforge/board/tasks.tsv"),
+        "parser\tqa\t2026-12-01T10:00:00Z\t2026-12-01T11:00:00Z\t20261201T100000000000Z-parser\t2\n\
+         docs\tdone\t2026-12-01T09:00:00Z\t2026-12-01T09:30:00Z\t\t0\n",
+    )
+    .unwrap();
+    let s = state(&c);
+    assert_eq!(s["lanes"], json!(["coder", "qa", "done"]), "{s:#}");
+    assert_eq!(
+        s["tasks"][0],
+        json!({"name": "parser", "id": "20261201T100000000000Z-parser", "lane": "qa",
+               "updated_at": "2026-12-01T11:00:00Z", "audit_count": 2, "status": "waiting in queue"})
+    );
+    assert_eq!(s["tasks"][1]["id"], "docs", "the id defaults to the name");
+    assert_eq!(s["tasks"][1]["status"], "");
+}
