@@ -489,12 +489,14 @@ fn a_seat_request_is_answered_once_when_the_daemon_is_killed_while_it_runs() {
             .unwrap_or(false)
     };
     wait_until(WAIT, "the command runs", started);
+    // This project's own command (its folder: other tests add a helper too).
+    let root = d.root.canonicalize().unwrap();
     wait_until(WAIT, "`swarm role add` waits on the lock", || {
         fs::read_dir("/proc").unwrap().flatten().any(|e| {
-            fs::read(e.path().join("cmdline")).is_ok_and(|c| {
-                let needle = b"role\0add\0helper";
-                c.windows(needle.len()).any(|w| w == needle)
-            })
+            let needle = b"role\0add\0helper";
+            fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| c.windows(needle.len()).any(|w| w == needle))
+                && fs::read_link(e.path().join("cwd")).is_ok_and(|c| c == root)
         })
     });
     drop(daemon); // SIGKILL; its `swarm role add` still waits on the lock
