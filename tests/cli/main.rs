@@ -11,6 +11,7 @@ mod audit_lag;
 mod bridge;
 mod budgets;
 mod builder;
+mod cards;
 mod compat;
 mod control;
 mod core_queue;

@@ -182,10 +182,13 @@ impl Deliverer {
         let from = msg.sender().unwrap_or_default();
         let from_daemon = from == crate::protocol::grammar::DAEMON;
         if from_daemon {
-            // Only our own digest requests, queued in the moderator's outbox.
+            // Only our own digest requests, queued in the moderator's outbox,
+            // and the notes that start a card.
             let moderator = self.config.forum.moderator.as_deref();
-            let ok = msg.kind() == Some(grammar::MessageType::DigestRequest)
-                && moderator.is_some_and(|m| self.owns(c, m));
+            let ok = (msg.kind() == Some(grammar::MessageType::DigestRequest)
+                && moderator.is_some_and(|m| self.owns(c, m)))
+                // A card's start, queued by `swarm card new` (src/board/).
+                || crate::board::is_birth_in_own_outbox(msg, &|r| self.owns(c, r));
             if !ok {
                 return Err("sender mismatch".into());
             }

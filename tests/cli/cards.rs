@@ -1,0 +1,296 @@
+//! Today's SwarmForge's cards, routes, board and merge-only copies
+//! (docs/swarmforge-compat.md §4), in both layouts, from upstream's own
+//! documented example.
+
+use std::fs;
+use std::path::Path;
+
+use crate::support::{file_header, git, handoff_names, Layout, Project, Role, Run};
+
+const LAYOUTS: [Layout; 2] = [Layout::Init, Layout::SwarmForge];
+
+/// Upstream's `lieutenant` README, "The `swarmforge.conf` File":
+///
+/// ```conf
+/// card change lead implement verify
+/// card review verify
+/// window-invisible lead codex master
+/// window-invisible implement claude implementation task back-one
+/// window-invisible verify copilot verification batch back-all
+/// ```
+const CONF: &str = "card change lead implement verify\n\
+card review verify\n\
+window-invisible lead codex master\n\
+window-invisible implement claude implementation task back-one\n\
+window-invisible verify copilot verification batch back-all\n";
+
+/// The same swarm in swarm.yaml's words.
+const YAML: &str = "wake: {method: none}\n\
+cards:\n  change: [lead, implement, verify]\n  review: [verify]\n\
+roles:\n\
+  - {name: lead, agent: codex}\n\
+  - {name: implement, agent: claude, worktree: implementation, propagation: back-one}\n\
+  - {name: verify, agent: copilot, worktree: verification, mode: batch, propagation: back-all}\n";
+
+/// The README's example swarm, without agents (the tests play them).
+fn project(layout: Layout) -> Project {
+    let p = Project::builder()
+        .layout(layout)
+        .role("lead")
+        .role(Role::new("implement").worktree("implementation"))
+        .role(Role::new("verify").worktree("verification").mode("batch"))
+        .queue_dirs()
+        .build();
+    match layout {
+        Layout::SwarmForge => {
+            p.write("swarmforge/swarmforge.conf", CONF);
+            p.write("swarmforge/constitution.prompt", "Be kind.\n");
+            p.config("wake: {method: none}\n");
+        }
+        Layout::Init => {
+            p.config(YAML);
+        }
+    }
+    p
+}
+
+/// tasks.tsv's line for `name`, split into its columns.
+fn row(p: &Project, name: &str) -> Vec<String> {
+    let text = p.read(".swarmforge/board/tasks.tsv");
+    let line = text
+        .lines()
+        .find(|l| l.split('\t').next() == Some(name))
+        .unwrap_or_else(|| panic!("no card {name} in tasks.tsv:\n{text}"));
+    line.split('\t').map(str::to_string).collect()
+}
+
+fn lane(p: &Project, name: &str) -> String {
+    row(p, name)[1].clone()
+}
+
+/// Commits a file in `role`'s worktree.
+fn commit(p: &Project, role: &str, what: &str) {
+    let wt = p.role_dir(role);
+    fs::write(wt.join(format!("{what}.txt")), what).unwrap();
+    git(&wt, &["add", &format!("{what}.txt")]);
+    git(&wt, &["commit", "-q", "-m", what]);
+}
+
+/// Takes `role`'s next item and finishes it.
+fn take_and_finish(p: &Project, role: &str) -> Run {
+    let r = p.cmd("ready-next").role(role).run();
+    r.ok();
+    p.cmd("done-current").role(role).run().ok();
+    r
+}
+
+fn git_handoff(to: &str, task: &str) -> String {
+    format!("type: git_handoff\nto: {to}\npriority: 50\ntask: {task}\n")
+}
+
+/// Upstream's `lieutenant` README: "Each `card` line defines one New Task
+/// type and its ordered active route. The first role is its starting lane,
+/// each following role is the next handoff destination, and the last role
+/// completes it", "Cards move when `handoffd` delivers a forward
+/// `git_handoff`", "Merge-only copies from `back-one` or `back-all` do not
+/// move the card. The last role on the card's configured route sends the
+/// terminal handoff to every configured role earlier than it in window
+/// order; only that complete recipient set moves the card to **Done**"; and
+/// `pack_web.bb`'s board file, `.swarmforge/board/tasks.tsv`, one card a
+/// line: `name lane created updated task_id audit_count`.
+#[test]
+fn a_card_moves_lane_by_lane_along_its_route_to_done() {
+    for layout in LAYOUTS {
+        let p = project(layout);
+        p.swarm(&[
+            "card",
+            "new",
+            "change",
+            "jump",
+            "--text",
+            "Make the wumpus jump.",
+        ])
+        .ok()
+        .stdout_has("CARD QUEUED: jump (change) for lead: ");
+        let cols = row(&p, "jump");
+        assert_eq!(cols.len(), 6, "{layout:?}: {cols:?}");
+        assert_eq!(
+            (cols[1].as_str(), cols[4].as_str(), cols[5].as_str()),
+            ("new", "jump", "0")
+        );
+        assert_eq!(
+            p.read(".swarmforge/board/jump.txt"),
+            "Make the wumpus jump.\n"
+        );
+
+        p.deliver_once().ok();
+        assert_eq!(lane(&p, "jump"), "lead", "{layout:?}");
+        let r = take_and_finish(&p, "lead");
+        assert!(
+            r.stdout.contains("Make the wumpus jump."),
+            "{layout:?}: {}",
+            r.stdout
+        );
+
+        commit(&p, "lead", "spec");
+        p.send_as("lead", &git_handoff("implement", "jump")).ok();
+        p.deliver_once().ok();
+        assert_eq!(lane(&p, "jump"), "implement", "{layout:?}");
+        take_and_finish(&p, "implement");
+
+        // implement is back-one: a merge-only copy to lead, which does not
+        // move the card.
+        commit(&p, "implement", "code");
+        let r = p.send_as("implement", &git_handoff("verify", "jump"));
+        r.ok();
+        let queued: Vec<&str> = r
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("HANDOFF QUEUED: "))
+            .collect();
+        assert_eq!(queued.len(), 2, "{layout:?}: {}", r.stdout);
+        p.deliver_once().ok();
+        assert_eq!(lane(&p, "jump"), "verify", "{layout:?}");
+        let lead_new = p.hq("master", "inbox/new");
+        let names = handoff_names(&lead_new);
+        assert_eq!(
+            names.len(),
+            1,
+            "{layout:?}: {}\n{}",
+            r.stdout,
+            p.read(".swarmforge/daemon/handoffd.log")
+        );
+        let copy = lead_new.join(&names[0]);
+        assert_eq!(
+            file_header(&copy, "non-forwarding").as_deref(),
+            Some("true")
+        );
+        assert_eq!(file_header(&copy, "priority").as_deref(), Some("00"));
+        assert_eq!(file_header(&copy, "task").as_deref(), Some("jump"));
+        take_and_finish(&p, "lead");
+        take_and_finish(&p, "verify");
+
+        // A partial terminal set is no terminal: the card stays.
+        commit(&p, "verify", "checked");
+        p.send_as("verify", &git_handoff("implement", "jump")).ok();
+        p.deliver_once().ok();
+        assert_eq!(lane(&p, "jump"), "implement", "{layout:?}: a handback");
+        take_and_finish(&p, "implement");
+        commit(&p, "implement", "fixed");
+        p.send_as("implement", &git_handoff("verify", "jump")).ok();
+        p.deliver_once().ok();
+        assert_eq!(lane(&p, "jump"), "verify");
+        take_and_finish(&p, "lead");
+        take_and_finish(&p, "verify");
+
+        // The terminal handoff: verify (back-all) to every role before it
+        // in window order; no copies for a terminal.
+        commit(&p, "verify", "verified");
+        let r = p.send_as("verify", &git_handoff("lead,implement", "jump"));
+        assert_eq!(
+            r.stdout.matches("HANDOFF QUEUED: ").count(),
+            1,
+            "{}",
+            r.stdout
+        );
+        p.deliver_once().ok();
+        assert_eq!(lane(&p, "jump"), "done", "{layout:?}");
+
+        let st = p.swarm(&["status"]);
+        st.ok().stdout_has("board: jump (change) done\n");
+        assert!(!st.stdout.contains("NOT IN STEP"), "{}", st.stdout);
+        p.swarm(&["card", "list"])
+            .ok()
+            .stdout_has("board: jump (change) done\n");
+        p.swarm(&["transcript"])
+            .ok()
+            .stdout_has("board: jump (change) done\n");
+        p.swarm(&["audit", "--check"]).ok();
+
+        // Names are checked, types must be declared, a name is taken once.
+        let r = p.swarm(&["card", "new", "change", "jump"]);
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert!(r.stderr.contains("CARD_EXISTS"), "{}", r.stderr);
+        let r = p.swarm(&["card", "new", "bugfix", "x"]);
+        assert_eq!(r.code, 1);
+        assert!(
+            r.stderr.contains("unknown card type 'bugfix'") && r.stderr.contains("change, review"),
+            "{}",
+            r.stderr
+        );
+        let r = p.swarm(&["card", "new", "change", "../x"]);
+        assert_eq!(r.code, 1);
+        assert!(r.stderr.contains("is not a name"), "{}", r.stderr);
+    }
+}
+
+/// The board is a function of the handoffs: a tasks.tsv that says
+/// otherwise (a hand edit, or a crash between a delivery and the board's
+/// write) is "not OK" for `swarm audit --check` and `swarm status`, and the
+/// daemon's next first pass writes it back.
+#[test]
+fn the_board_disagreeing_with_the_handoffs_is_not_ok_and_is_repaired() {
+    for layout in LAYOUTS {
+        let p = project(layout);
+        p.swarm(&["card", "new", "review", "look"]).ok();
+        p.deliver_once().ok();
+        assert_eq!(lane(&p, "look"), "verify");
+        p.swarm(&["audit", "--check"]).ok();
+        let good = p.read(".swarmforge/board/tasks.tsv");
+
+        // A hand edit.
+        p.write(
+            ".swarmforge/board/tasks.tsv",
+            &good.replace("\tverify\t", "\tdone\t"),
+        );
+        let r = p.swarm(&["audit", "--check"]);
+        assert_eq!(r.code, 2, "{layout:?}: {}", r.stdout);
+        assert!(
+            r.stdout.contains("VIOLATION board ")
+                && r.stdout.contains(
+                    "card 'look' is in lane 'done'; the handoffs put it in lane 'verify'"
+                ),
+            "{}",
+            r.stdout
+        );
+        p.swarm(&["status"])
+            .ok()
+            .stdout_has("board: NOT IN STEP with .swarmforge/board/tasks.tsv: card 'look'");
+        p.deliver_once().ok();
+        assert_eq!(
+            p.read(".swarmforge/board/tasks.tsv"),
+            good,
+            "{layout:?}: rewritten"
+        );
+
+        // The board lost (a crash before its first write): said, then rebuilt
+        // with the same bytes.
+        fs::remove_file(p.path(".swarmforge/board/tasks.tsv")).unwrap();
+        let r = p.swarm(&["audit", "--check"]);
+        assert_eq!(r.code, 2);
+        assert!(r.stdout.contains("the file is missing"), "{}", r.stdout);
+        p.deliver_once().ok();
+        assert_eq!(p.read(".swarmforge/board/tasks.tsv"), good);
+        p.swarm(&["audit", "--check"]).ok();
+    }
+}
+
+/// Only in the launcher layout: a project without cards has no board.
+#[test]
+fn no_card_types_no_board() {
+    let p = Project::builder()
+        .role("a")
+        .role(Role::new("b").worktree("b"))
+        .queue_dirs()
+        .build();
+    p.config("wake: {method: none}\n");
+    let r = p.swarm(&["card", "new", "x", "y"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("no card types are declared"),
+        "{}",
+        r.stderr
+    );
+    p.deliver_once().ok();
+    assert!(!Path::new(&p.path(".swarmforge/board")).exists());
+}
