@@ -294,3 +294,162 @@ fn no_card_types_no_board() {
     p.deliver_once().ok();
     assert!(!Path::new(&p.path(".swarmforge/board")).exists());
 }
+
+/// The scripted agent of the proof: `agent.sh <to> <last>`. Each run (one
+/// per wake-up) works its queue through SwarmForge's helper names until
+/// `NO_TASK`: a merge-only copy or the last role's terminal result is merged
+/// and finished; anything else is merged, worked (a file, a commit) and
+/// handed to `<to>` through the audit gate (the first call answers
+/// `AUDIT_REQUIRED`, the unchanged second queues it), then finished.
+const AGENT: &str = r#"#!/bin/sh
+set -eu
+to=$1
+last=$2
+me=$SWARMFORGE_ROLE
+gitc() { git -c user.name="$me" -c user.email="$me@swarm.invalid" "$@"; }
+out=$(ready_for_next.sh)
+until [ "$out" = NO_TASK ]; do
+    item=$(printf '%s\n' "$out" | sed -n 's/^TASK: //p')
+    task=$(sed -n 's/^task: //p' "$item" | head -n 1)
+    from=$(sed -n 's/^from: //p' "$item" | head -n 1)
+    commit=$(sed -n 's/^commit: //p' "$item" | head -n 1)
+    [ -z "$commit" ] || gitc merge -q --no-edit "$commit"
+    if ! grep -qx 'non-forwarding: true' "$item" && [ "$from" != "$last" ]; then
+        echo "$me worked on $task" >"$me-$task.txt"
+        gitc add "$me-$task.txt"
+        gitc commit -q -m "$me: $task"
+        mkdir -p tmp
+        printf 'type: git_handoff\nto: %s\npriority: 50\ntask: %s\n' "$to" "$task" >tmp/handoff.txt
+        swarm_handoff.sh ./tmp/handoff.txt | grep -qx AUDIT_REQUIRED
+        swarm_handoff.sh ./tmp/handoff.txt | grep -q '^HANDOFF QUEUED: '
+    fi
+    done=$(done_with_current.sh)
+    case "$done" in
+        *MAIL_WAITING) out=$(ready_for_next.sh) ;;
+        *) out=NO_TASK ;;
+    esac
+done
+"#;
+
+/// The proof (docs/swarmforge-compat.md §4): a SwarmForge project laid out
+/// as its `lieutenant` README describes it ("`swarmforge/swarmforge.conf`
+/// defines card routes and the swarm window by window", the README's own
+/// example: `card change lead implement verify`, `window-invisible lead …
+/// master`, `window-invisible implement … implementation task back-one`,
+/// `window-invisible verify … verification … back-all`), with the audit
+/// gate ("The first valid Git handoff call returns `AUDIT_REQUIRED` …
+/// increments the task card's audit counter … Only an unchanged second call
+/// queues the handoff"), runs one card from New to Done under `swarm up`:
+/// real tmux, real binaries, scripted agents woken by handoffd. Then the
+/// same swarm from swarm.yaml (`swarm init`'s layout).
+#[test]
+fn a_swarmforge_project_runs_a_card_from_new_to_done_under_swarm_up() {
+    if !crate::support::require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    for layout in LAYOUTS {
+        let d = Project::empty();
+        git(&d.root, &["init", "-q", "-b", "master"]);
+        d.write("README", "a wumpus game\n");
+        d.write("agents/agent.sh", AGENT);
+        {
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(d.path("agents/agent.sh"), fs::Permissions::from_mode(0o755))
+                .unwrap();
+        }
+        let yaml = "audit_gate: true\nlaunch: {stagger: 200ms}\n";
+        match layout {
+            Layout::SwarmForge => {
+                d.write("swarmforge/constitution.prompt", "Be kind.\n");
+                d.write(
+                    "swarmforge/swarmforge.conf",
+                    "card change lead implement verify\n\
+                     card review verify\n\
+                     window-invisible lead ./agents/agent.sh master task forward-only implement verify\n\
+                     window-invisible implement ./agents/agent.sh implementation task back-one verify verify\n\
+                     window-invisible verify ./agents/agent.sh verification task back-all lead,implement verify\n",
+                );
+                d.write("swarm.yaml", yaml);
+            }
+            Layout::Init => {
+                let agent =
+                    |args: &str| format!("sh \\\"$SWARMFORGE_PROJECT/agents/agent.sh\\\" {args}");
+                d.write(
+                    "swarm.yaml",
+                    &format!(
+                        "{yaml}cards:\n  change: [lead, implement, verify]\n  review: [verify]\n\
+                         roles:\n\
+                         \x20 - {{name: lead, agent: \"{}\"}}\n\
+                         \x20 - {{name: implement, agent: \"{}\", worktree: implementation, propagation: back-one}}\n\
+                         \x20 - {{name: verify, agent: \"{}\", worktree: verification, propagation: back-all}}\n",
+                        agent("implement verify"),
+                        agent("verify verify"),
+                        agent("lead,implement verify")
+                    ),
+                );
+            }
+        }
+        d.write(".gitignore", ".swarmforge/\n.worktrees/\ntmp/\n");
+        git(&d.root, &["add", "."]);
+        git(&d.root, &["commit", "-q", "-m", "init"]);
+
+        let mut guard = crate::support::SwarmGuard::new(&d.root);
+        let r = d.swarm(&["up", "--detach"]);
+        assert_eq!(r.code, 0, "{layout:?}: {}\n{}", r.stdout, r.stderr);
+        guard.socket = Some(std::path::PathBuf::from(
+            d.read(".swarmforge/tmux-socket").trim(),
+        ));
+
+        // New Task: the card waits in `new`, then follows its route.
+        d.swarm(&[
+            "card",
+            "new",
+            "change",
+            "jump",
+            "--text",
+            "Make the wumpus jump.",
+        ])
+        .ok();
+        crate::support::wait_until(
+            std::time::Duration::from_secs(120),
+            "the card reaches done and every queue is empty",
+            || {
+                let done = d
+                    .read(".swarmforge/board/tasks.tsv")
+                    .lines()
+                    .any(|l| l.starts_with("jump\tdone\t"));
+                let st = d.swarm(&["status", "--json"]).json();
+                let idle = st["roles"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|r| r["new"] == 0 && r["in_process"].is_null() && r["outbox"] == 0);
+                done && idle
+            },
+        );
+        let cols = row(&d, "jump");
+        // One audit challenge for each of the three git_handoffs.
+        assert_eq!(cols[5], "3", "{layout:?}: {cols:?}");
+        d.swarm(&["status"])
+            .ok()
+            .stdout_has("board: jump (change) done, 3 audit(s)\n");
+        d.swarm(&["audit", "--check"]).ok();
+        // Everyone merged the terminal result: verify's file is in lead's tree.
+        assert_eq!(
+            d.read("verify-jump.txt"),
+            "verify worked on jump\n",
+            "{layout:?}"
+        );
+        assert!(d.path(".worktrees/implementation/verify-jump.txt").exists());
+        // lead got implement's merge-only copy (back-one) and merged it.
+        let lead_done = d.path(".swarmforge/handoffs/inbox/completed");
+        let copies = handoff_names(&lead_done)
+            .into_iter()
+            .filter(|n| file_header(&lead_done.join(n), "non-forwarding").is_some())
+            .count();
+        assert_eq!(copies, 1, "{layout:?}");
+
+        d.swarm(&["down"]).ok();
+        drop(guard);
+    }
+}
