@@ -11,8 +11,9 @@
 //! script used window order; a task that is no card still does). Changing
 //! that choice is changing that one function.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
+use super::{Routes, NON_FORWARDING};
 use crate::error::{IoContext, Result};
 use crate::fsx;
 use crate::protocol::clock;
@@ -20,9 +21,6 @@ use crate::protocol::grammar::{self, MessageType};
 use crate::protocol::header::{names, Message};
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::sequence;
-use crate::protocol::trail::{Scope, Trail};
-
-use super::{derive, read, Board, Routes, NON_FORWARDING};
 
 /// Priority of a merge-only copy (upstream's `"00"`): merged before new work.
 pub const PRIORITY: &str = "00";
@@ -30,34 +28,24 @@ pub const PRIORITY: &str = "00";
 /// The line added to a copy's body, so the agent reading it knows.
 pub const NOTICE: &str = "Merge-only copy: merge this commit and keep working; do not hand it on.";
 
-/// Queues the merge-only copies of the `git_handoff` just queued at
-/// `queued` by `sender` from `wt`; returns their paths (none for most).
+/// Queues the merge-only copies of `msg`, the `git_handoff` `sender` just
+/// queued from `wt` (taken as built: the daemon may have moved its file
+/// already); returns their paths (none for most).
 pub fn queue(
     project: &Project,
     wt: &Worktree,
     sender: &str,
-    queued: &Path,
+    msg: &Message,
 ) -> Result<Vec<PathBuf>> {
     let routes = Routes::load(project)?;
     if !routes.propagation.contains_key(sender) {
         return Ok(Vec::new());
     }
-    let bytes = fsx::read_bounded(queued, 1024 * 1024)
-        .map_err(|e| crate::error::Error::env(format!("{}: {e}", queued.display())))?;
-    let Ok(msg) = Message::parse_bytes(&bytes) else {
-        return Ok(Vec::new());
-    };
     if msg.kind() != Some(MessageType::GitHandoff) || msg.get(NON_FORWARDING).is_some() {
         return Ok(Vec::new());
     }
-    let task = msg.get(names::TASK).unwrap_or_default();
-    let kind = if routes.is_empty() {
-        None
-    } else {
-        let trail = Trail::load(project, &Scope::originals())?;
-        let board = derive(&trail, &routes, &read(project)?.unwrap_or_default());
-        board_kind(&board, task)
-    };
+    // The send stamped the card's type (`card_type`) when the task is a card.
+    let kind = msg.get(super::CARD_TYPE).map(str::to_string);
     let route = kind.as_deref().and_then(|k| routes.route(k));
     let to = grammar::role_list(msg.to());
     let mut out = Vec::new();
@@ -70,6 +58,9 @@ pub fn queue(
         copy.set(names::TO, &target);
         copy.set(names::PRIORITY, PRIORITY);
         copy.set(NON_FORWARDING, "true");
+        if kind.is_some() {
+            copy.set(super::DELIVERY_KIND, super::REVERSE);
+        }
         copy.set(names::CREATED_AT, clock::iso(now));
         copy.remove(names::MENTIONS);
         copy.body = format!("{}\n{NOTICE}\n", msg.body.trim_end_matches('\n'));
@@ -82,8 +73,4 @@ pub fn queue(
         out.push(dest);
     }
     Ok(out)
-}
-
-fn board_kind(board: &Board, task: &str) -> Option<String> {
-    board.find(task).map(|c| c.kind.clone())
 }

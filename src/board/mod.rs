@@ -48,6 +48,14 @@ pub use routes::Routes;
 
 /// The header naming a card's type (upstream's New Task note carries it).
 pub const CARD_TYPE: &str = "card_type";
+/// How a card's `git_handoff` moves it (upstream's reserved header).
+pub const DELIVERY_KIND: &str = "delivery_kind";
+/// The one card-moving delivery to the next role.
+pub const FORWARD: &str = "forward";
+/// A merge-only copy to an earlier role.
+pub const REVERSE: &str = "reverse";
+/// The last role's result to every role before it: the card is done.
+pub const TERMINAL: &str = "terminal";
 /// The header marking a merge-only copy (upstream's name, hyphen and all).
 pub const NON_FORWARDING: &str = "non-forwarding";
 /// A card queued but not yet with its first role.
@@ -230,6 +238,26 @@ fn birth(m: &Message) -> Option<&str> {
     (m.sender() == Some(grammar::DAEMON) && m.kind() == Some(MessageType::Note))
         .then(|| m.get(CARD_TYPE))
         .flatten()
+}
+
+/// What a `git_handoff` of `sender` naming `task` is stamped with when the
+/// task is a card: its `card_type`, and its `delivery_kind` (upstream's
+/// `forward`, or `terminal` for the last role's result to every role before
+/// it), so receivers and batches know the card without reading the board.
+pub fn stamp(
+    project: &Project,
+    task: &str,
+    sender: &str,
+    to: &[&str],
+) -> Option<(String, &'static str)> {
+    let routes = Routes::load(project).ok().filter(|r| !r.is_empty())?;
+    let trail = Trail::load(project, &Scope::originals()).ok()?;
+    let board = derive(&trail, &routes, &Board::default());
+    let kind = board.find(task)?.kind.clone();
+    let terminal = routes
+        .route(&kind)
+        .is_some_and(|r| routes.is_terminal(r, sender, to));
+    Some((kind, if terminal { TERMINAL } else { FORWARD }))
 }
 
 /// tasks.tsv as written; None when there is none.

@@ -124,6 +124,13 @@ impl Routes {
         Ok(())
     }
 
+    /// The routes of the project a helper runs in, when it declares cards;
+    /// a conf that cannot be read shows no card lines (`swarm status` and
+    /// `swarm doctor` say why).
+    pub fn for_place(project: Option<&Project>) -> Option<Routes> {
+        Routes::load(project?).ok().filter(|r| !r.is_empty())
+    }
+
     pub fn is_empty(&self) -> bool {
         self.cards.is_empty()
     }

@@ -125,18 +125,22 @@ fn a_card_moves_lane_by_lane_along_its_route_to_done() {
 
         p.deliver_once().ok();
         assert_eq!(lane(&p, "jump"), "lead", "{layout:?}");
+        // Upstream's script_test.clj,
+        // `ready-for-next-task-prints-card-type-and-this-card`: "CARD_TYPE:
+        // component", "THIS_CARD: next coder".
         let r = take_and_finish(&p, "lead");
         assert!(
             r.stdout.contains("Make the wumpus jump."),
             "{layout:?}: {}",
             r.stdout
         );
+        r.stdout_has("TASK_NAME: jump\nCARD_TYPE: change\nTHIS_CARD: next implement\n");
 
         commit(&p, "lead", "spec");
         p.send_as("lead", &git_handoff("implement", "jump")).ok();
         p.deliver_once().ok();
         assert_eq!(lane(&p, "jump"), "implement", "{layout:?}");
-        take_and_finish(&p, "implement");
+        take_and_finish(&p, "implement").stdout_has("THIS_CARD: next verify\n");
 
         // implement is back-one: a merge-only copy to lead, which does not
         // move the card.
@@ -167,8 +171,17 @@ fn a_card_moves_lane_by_lane_along_its_route_to_done() {
         );
         assert_eq!(file_header(&copy, "priority").as_deref(), Some("00"));
         assert_eq!(file_header(&copy, "task").as_deref(), Some("jump"));
-        take_and_finish(&p, "lead");
-        take_and_finish(&p, "verify");
+        assert_eq!(
+            file_header(&copy, "delivery_kind").as_deref(),
+            Some("reverse")
+        );
+        // A merge-only copy names its card but nobody hands it on.
+        let r = take_and_finish(&p, "lead");
+        r.stdout_has("CARD_TYPE: change\n");
+        assert!(!r.stdout.contains("THIS_CARD:"), "{}", r.stdout);
+        // `ready-for-next-batch-prints-card-type-and-this-card`: "THIS_CARD:
+        // last; terminal to: specifier,coder".
+        take_and_finish(&p, "verify").stdout_has("THIS_CARD: last; terminal to: lead,implement\n");
 
         // A partial terminal set is no terminal: the card stays.
         commit(&p, "verify", "checked");
@@ -193,8 +206,16 @@ fn a_card_moves_lane_by_lane_along_its_route_to_done() {
             "{}",
             r.stdout
         );
+        assert_eq!(
+            file_header(&r.queued(), "delivery_kind").as_deref(),
+            Some("terminal")
+        );
         p.deliver_once().ok();
         assert_eq!(lane(&p, "jump"), "done", "{layout:?}");
+        // The result is merged where it arrives, not handed on.
+        let r = take_and_finish(&p, "implement");
+        r.stdout_has("CARD_TYPE: change\n");
+        assert!(!r.stdout.contains("THIS_CARD:"), "{}", r.stdout);
 
         let st = p.swarm(&["status"]);
         st.ok().stdout_has("board: jump (change) done\n");
@@ -295,26 +316,27 @@ fn no_card_types_no_board() {
     assert!(!Path::new(&p.path(".swarmforge/board")).exists());
 }
 
-/// The scripted agent of the proof: `agent.sh <to> <last>`. Each run (one
-/// per wake-up) works its queue through SwarmForge's helper names until
-/// `NO_TASK`: a merge-only copy or the last role's terminal result is merged
-/// and finished; anything else is merged, worked (a file, a commit) and
-/// handed to `<to>` through the audit gate (the first call answers
-/// `AUDIT_REQUIRED`, the unchanged second queues it), then finished.
+/// The scripted agent of the proof, working as a SwarmForge prompt tells an
+/// agent to: each run (one per wake-up) works its queue through SwarmForge's
+/// helper names until `NO_TASK`. It merges what arrives; where the printout
+/// says `THIS_CARD: next <role>` or `THIS_CARD: last; terminal to: <roles>`
+/// it works (a file, a commit) and hands the card on through the audit gate
+/// (the first call answers `AUDIT_REQUIRED`, the unchanged second queues
+/// it); a merge-only copy or a terminal result carries no `THIS_CARD`.
 const AGENT: &str = r#"#!/bin/sh
 set -eu
-to=$1
-last=$2
 me=$SWARMFORGE_ROLE
 gitc() { git -c user.name="$me" -c user.email="$me@swarm.invalid" "$@"; }
+field() { printf '%s\n' "$out" | sed -n "s/^$1//p" | head -n 1; }
 out=$(ready_for_next.sh)
 until [ "$out" = NO_TASK ]; do
-    item=$(printf '%s\n' "$out" | sed -n 's/^TASK: //p')
-    task=$(sed -n 's/^task: //p' "$item" | head -n 1)
-    from=$(sed -n 's/^from: //p' "$item" | head -n 1)
-    commit=$(sed -n 's/^commit: //p' "$item" | head -n 1)
-    [ -z "$commit" ] || gitc merge -q --no-edit "$commit"
-    if ! grep -qx 'non-forwarding: true' "$item" && [ "$from" != "$last" ]; then
+    task=$(field 'TASK_NAME: ')
+    commits=$(printf '%s\n' "$out" | sed -n 's/^merge_and_process [A-Za-z0-9-]* \([0-9a-f]\{10\}\)$/\1/p')
+    next=$(field 'THIS_CARD: next ')
+    terminal=$(field 'THIS_CARD: last; terminal to: ')
+    to=${next:-$terminal}
+    for c in $commits; do gitc merge -q --no-edit "$c"; done
+    if [ -n "$to" ]; then
         echo "$me worked on $task" >"$me-$task.txt"
         gitc add "$me-$task.txt"
         gitc commit -q -m "$me: $task"
@@ -365,15 +387,14 @@ fn a_swarmforge_project_runs_a_card_from_new_to_done_under_swarm_up() {
                     "swarmforge/swarmforge.conf",
                     "card change lead implement verify\n\
                      card review verify\n\
-                     window-invisible lead ./agents/agent.sh master task forward-only implement verify\n\
-                     window-invisible implement ./agents/agent.sh implementation task back-one verify verify\n\
-                     window-invisible verify ./agents/agent.sh verification task back-all lead,implement verify\n",
+                     window-invisible lead ./agents/agent.sh master\n\
+                     window-invisible implement ./agents/agent.sh implementation task back-one\n\
+                     window-invisible verify ./agents/agent.sh verification batch back-all\n",
                 );
                 d.write("swarm.yaml", yaml);
             }
             Layout::Init => {
-                let agent =
-                    |args: &str| format!("sh \\\"$SWARMFORGE_PROJECT/agents/agent.sh\\\" {args}");
+                let agent = "sh \\\"$SWARMFORGE_PROJECT/agents/agent.sh\\\"";
                 d.write(
                     "swarm.yaml",
                     &format!(
@@ -381,10 +402,8 @@ fn a_swarmforge_project_runs_a_card_from_new_to_done_under_swarm_up() {
                          roles:\n\
                          \x20 - {{name: lead, agent: \"{}\"}}\n\
                          \x20 - {{name: implement, agent: \"{}\", worktree: implementation, propagation: back-one}}\n\
-                         \x20 - {{name: verify, agent: \"{}\", worktree: verification, propagation: back-all}}\n",
-                        agent("implement verify"),
-                        agent("verify verify"),
-                        agent("lead,implement verify")
+                         \x20 - {{name: verify, agent: \"{}\", worktree: verification, mode: batch, propagation: back-all}}\n",
+                        agent, agent, agent
                     ),
                 );
             }
@@ -447,7 +466,13 @@ fn a_swarmforge_project_runs_a_card_from_new_to_done_under_swarm_up() {
             .into_iter()
             .filter(|n| file_header(&lead_done.join(n), "non-forwarding").is_some())
             .count();
-        assert_eq!(copies, 1, "{layout:?}");
+        assert_eq!(
+            copies,
+            1,
+            "{layout:?}: {:?}\n{}",
+            handoff_names(&lead_done),
+            d.read(".swarmforge/daemon/handoffd.log")
+        );
 
         d.swarm(&["down"]).ok();
         drop(guard);

@@ -336,8 +336,14 @@ fn publish(s: &Sender, v: Valid) -> Result<Queued> {
     let body = if ty == types::GIT_HANDOFF.name {
         let commit = canonical.unwrap_or_default();
         msg.set(names::ROLE, sender);
-        msg.set(names::TASK, d.get(names::TASK).unwrap_or_default());
+        let task = d.get(names::TASK).unwrap_or_default();
+        msg.set(names::TASK, task);
         msg.set(names::COMMIT, &commit);
+        let to: Vec<&str> = recipients.iter().map(String::as_str).collect();
+        if let Some((kind, how)) = crate::board::stamp(&s.at.project, task, sender, &to) {
+            msg.set(crate::board::CARD_TYPE, kind);
+            msg.set(crate::board::DELIVERY_KIND, how);
+        }
         format!("{BODY_PREAMBLE}\n\nmerge_and_process {sender} {commit}\n")
     } else if ty == types::NOTE.name {
         let m = d.get(names::MESSAGE).unwrap_or_default();
@@ -415,7 +421,7 @@ fn publish(s: &Sender, v: Valid) -> Result<Queued> {
     // The handoff is queued; a copy that cannot be made is said, not turned
     // into a failed send (which would make the agent send twice).
     let copies = if ty == types::GIT_HANDOFF.name {
-        crate::board::copies::queue(&s.at.project, wt, sender, &dest).unwrap_or_else(|e| {
+        crate::board::copies::queue(&s.at.project, wt, sender, &msg).unwrap_or_else(|e| {
             eprintln!("swarm-handoff: merge-only copies not queued: {e}");
             Vec::new()
         })
