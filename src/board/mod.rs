@@ -277,6 +277,24 @@ pub struct View {
     /// Where tasks.tsv disagrees with the handoffs (empty: it agrees).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub disagreements: Vec<String>,
+    /// Why the board cannot be derived (a conf or swarm.yaml that does not
+    /// read, a route naming no role).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+impl View {
+    /// [`view`] for `swarm status`: a board that cannot be derived is a
+    /// line of the status, not a failed status.
+    pub fn for_status(project: &Project) -> Option<View> {
+        view(project).unwrap_or_else(|e| {
+            Some(View {
+                cards: Vec::new(),
+                disagreements: Vec::new(),
+                problem: Some(e.to_string()),
+            })
+        })
+    }
 }
 
 /// The derived board and tasks.tsv's disagreements with it; None when the
@@ -298,6 +316,7 @@ pub fn view_of(project: &Project, trail: &Trail) -> Result<Option<View>> {
     Ok(Some(View {
         cards: derived.cards,
         disagreements,
+        problem: None,
     }))
 }
 
@@ -532,6 +551,9 @@ pub fn is_birth_in_own_outbox(msg: &Message, owner: &dyn Fn(&str) -> bool) -> bo
 /// `swarm status`'s lines for the board.
 pub fn text(v: &View) -> String {
     let mut out = String::new();
+    if let Some(p) = &v.problem {
+        return format!("board: cannot be read: {}\n", crate::text::escape(p));
+    }
     if v.cards.is_empty() {
         out.push_str("board: no cards\n");
     }

@@ -44,37 +44,49 @@ impl Routes {
     /// [`Routes::load`] with roles.tsv and swarm.yaml already read.
     pub fn from_parts(project: &Project, roles: &Roles, config: &Config) -> Result<Routes> {
         let window: Vec<String> = roles.roles.iter().map(|r| r.name.clone()).collect();
-        let conf = project.swarmforge_conf();
-        let (cards, propagation, source) =
-            if !config.cards.is_empty() || !config.roles.is_empty() || !conf.exists() {
-                let prop = config
-                    .roles
+        let yaml_prop =
+            |roles: &[crate::protocol::config::RoleConfig]| -> BTreeMap<String, Propagation> {
+                roles
                     .iter()
                     .filter(|r| r.propagation != Propagation::ForwardOnly)
                     .map(|r| (r.name.clone(), r.propagation))
-                    .collect();
-                (config.cards.clone(), prop, project.config_file())
-            } else {
-                let bytes = crate::fsx::read_bounded(&conf, MAX_CONFIG_BYTES)
-                    .map_err(|e| Error::env(format!("{}: {e}", conf.display())))?;
-                let text = String::from_utf8_lossy(&bytes);
-                // Agents and prompts are `swarm up`'s business; only the
-                // routes and tokens are read here.
-                let c = swarmforge_conf::parse(
-                    &text,
-                    &ConfPaths::for_root(&project.root),
-                    &|_: &str| true,
-                    &|_: &std::path::Path| true,
-                )?;
-                let cards = c.cards.into_iter().map(|k| (k.kind, k.route)).collect();
-                let prop = c
-                    .roles
-                    .iter()
-                    .filter(|r| r.propagation != Propagation::ForwardOnly)
-                    .map(|r| (r.name.clone(), r.propagation))
-                    .collect();
-                (cards, prop, conf)
+                    .collect()
             };
+        let conf = project.swarmforge_conf();
+        // The roles come from swarm.yaml when it lists any (as for `swarm
+        // up`), else from the conf; the cards from swarm.yaml when it
+        // declares any, else from the conf.
+        let (cards, propagation, source) = if !config.roles.is_empty() || !conf.exists() {
+            (
+                config.cards.clone(),
+                yaml_prop(&config.roles),
+                project.config_file(),
+            )
+        } else {
+            let bytes = crate::fsx::read_bounded(&conf, MAX_CONFIG_BYTES)
+                .map_err(|e| Error::env(format!("{}: {e}", conf.display())))?;
+            let text = String::from_utf8_lossy(&bytes);
+            // Agents and prompts are `swarm up`'s business; only the routes
+            // and tokens are read here.
+            let c = swarmforge_conf::parse(
+                &text,
+                &ConfPaths::for_root(&project.root),
+                &|_: &str| true,
+                &|_: &std::path::Path| true,
+            )?;
+            let prop = c
+                .roles
+                .iter()
+                .filter(|r| r.propagation != Propagation::ForwardOnly)
+                .map(|r| (r.name.clone(), r.propagation))
+                .collect();
+            if config.cards.is_empty() {
+                let cards = c.cards.into_iter().map(|k| (k.kind, k.route)).collect();
+                (cards, prop, conf)
+            } else {
+                (config.cards.clone(), prop, project.config_file())
+            }
+        };
         let routes = Routes {
             cards,
             propagation,
@@ -85,43 +97,8 @@ impl Routes {
         Ok(routes)
     }
 
-    /// Upstream's rule for a route ("nonempty, no duplicate roles, only roles
-    /// defined by window lines"), here against roles.tsv, and a type name
-    /// that fits a header.
     fn check(&self) -> Result<()> {
-        let at = self.source.display();
-        for (kind, route) in &self.cards {
-            if kind.is_empty()
-                || kind.len() > MAX_KIND
-                || !kind
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-            {
-                return Err(Error::env(format!(
-                    "{at}: card type '{}' is not a name (letters, digits, '-', '_', '.'; at most {MAX_KIND})",
-                    crate::text::escape(kind)
-                )));
-            }
-            if route.is_empty() {
-                return Err(Error::env(format!(
-                    "{at}: card '{kind}' has an empty route; list its roles in order"
-                )));
-            }
-            for (i, role) in route.iter().enumerate() {
-                if !self.window.contains(role) {
-                    return Err(Error::env(format!(
-                        "{at}: card '{kind}': role '{}' is not a role of this swarm (roles.tsv)",
-                        crate::text::escape(role)
-                    )));
-                }
-                if route[..i].contains(role) {
-                    return Err(Error::env(format!(
-                        "{at}: card '{kind}': role '{role}' appears twice in its route"
-                    )));
-                }
-            }
-        }
-        Ok(())
+        check_cards(&self.cards, &self.window, &self.source)
     }
 
     /// The routes of the project a helper runs in, when it declares cards;
@@ -200,6 +177,51 @@ impl Routes {
             .map(|r| r.to_string())
             .collect()
     }
+}
+
+/// Upstream's rule for a route ("nonempty, no duplicate roles, only roles
+/// defined by window lines"), against `roles`, and a type name that fits a
+/// header; errors name `source`. `swarm init` / `swarm up` check swarm.yaml's
+/// `cards:` with it (swarmforge.conf's `card` lines are checked as upstream
+/// words it, in launch/swarmforge_conf.rs).
+pub fn check_cards(
+    cards: &BTreeMap<String, Vec<String>>,
+    roles: &[String],
+    source: &std::path::Path,
+) -> Result<()> {
+    let at = source.display();
+    for (kind, route) in cards {
+        if kind.is_empty()
+            || kind.len() > MAX_KIND
+            || !kind
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(Error::env(format!(
+                "{at}: card type '{}' is not a name (letters, digits, '-', '_', '.'; at most {MAX_KIND})",
+                crate::text::escape(kind)
+            )));
+        }
+        if route.is_empty() {
+            return Err(Error::env(format!(
+                "{at}: card '{kind}' has an empty route; list its roles in order"
+            )));
+        }
+        for (i, role) in route.iter().enumerate() {
+            if !roles.contains(role) {
+                return Err(Error::env(format!(
+                    "{at}: card '{kind}': role '{}' is not a role of this swarm",
+                    crate::text::escape(role)
+                )));
+            }
+            if route[..i].contains(role) {
+                return Err(Error::env(format!(
+                    "{at}: card '{kind}': role '{role}' appears twice in its route"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -330,7 +330,7 @@ pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Resul
         swarm_control: crate::bridge::control_view::collect(project),
         reservations: crate::reservations::active(project)?,
         spend: crate::telemetry::spend::collect(project),
-        board: crate::board::view(project)?,
+        board: crate::board::View::for_status(project),
     })
 }
 

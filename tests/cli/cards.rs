@@ -478,3 +478,132 @@ fn a_swarmforge_project_runs_a_card_from_new_to_done_under_swarm_up() {
         drop(guard);
     }
 }
+
+/// `back-all` (the `lieutenant` README: "also queue merge-only copies to
+/// every earlier role on this card's configured route"; handoff-protocol.md:
+/// "`reverse` is a merge-only propagation copy to an earlier role … A
+/// terminal delivery never generates additional propagation copies"). A role
+/// between them in window order but not on the route gets none; a task that
+/// is no card goes back in window order, as upstream's `swarm_handoff.bb`
+/// (`reverse-roles`) does. Copies are `00`, `non-forwarding: true`, and move
+/// no card.
+#[test]
+fn merge_only_copies_go_back_on_the_cards_route_and_move_nothing() {
+    for layout in LAYOUTS {
+        let p = Project::builder()
+            .layout(layout)
+            .role("a")
+            .role(Role::new("b").worktree("b"))
+            .role(Role::new("c").worktree("c"))
+            .role(Role::new("d").worktree("d"))
+            .queue_dirs()
+            .build();
+        match layout {
+            Layout::SwarmForge => {
+                p.write(
+                    "swarmforge/swarmforge.conf",
+                    "card hop a c d\nwindow a codex master\nwindow b codex b\nwindow c codex c task back-all\nwindow d codex d task back-all\n",
+                );
+                p.write("swarmforge/constitution.prompt", "x\n");
+                p.config("wake: {method: none}\n");
+            }
+            Layout::Init => {
+                p.config(
+                    "wake: {method: none}\ncards: {hop: [a, c, d]}\nroles:\n  - {name: a, agent: codex}\n  - {name: b, agent: codex, worktree: b}\n  - {name: c, agent: codex, worktree: c, propagation: back-all}\n  - {name: d, agent: codex, worktree: d, propagation: back-all}\n",
+                );
+            }
+        }
+        p.swarm(&["card", "new", "hop", "h1"]).ok();
+        p.deliver_once().ok();
+        take_and_finish(&p, "a");
+        commit(&p, "a", "a1");
+        p.send_as("a", &git_handoff("c", "h1")).ok();
+        p.deliver_once().ok();
+        take_and_finish(&p, "c");
+        commit(&p, "c", "c1");
+        let r = p.send_as("c", &git_handoff("d", "h1"));
+        let queued: Vec<String> = r
+            .stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("HANDOFF QUEUED: "))
+            .map(str::to_string)
+            .collect();
+        assert_eq!(queued.len(), 2, "{layout:?}: {}", r.stdout);
+        assert!(queued[1].ends_with("_from_c_to_a.handoff"), "{queued:?}");
+        p.deliver_once().ok();
+        assert_eq!(lane(&p, "h1"), "d", "{layout:?}");
+        assert!(
+            handoff_names(&p.hq("b", "inbox/new")).is_empty(),
+            "b is not on the route"
+        );
+        let copy = p
+            .hq("master", "inbox/new")
+            .join(&handoff_names(&p.hq("master", "inbox/new"))[0]);
+        assert_eq!(
+            file_header(&copy, "non-forwarding").as_deref(),
+            Some("true")
+        );
+        assert_eq!(file_header(&copy, "priority").as_deref(), Some("00"));
+        assert!(fs::read_to_string(&copy)
+            .unwrap()
+            .contains("Merge-only copy"));
+
+        // A task that is no card: back in window order (a and b).
+        commit(&p, "c", "c2");
+        let r = p.send_as("c", &git_handoff("d", "chore"));
+        assert_eq!(
+            r.stdout.matches("HANDOFF QUEUED: ").count(),
+            3,
+            "{}",
+            r.stdout
+        );
+        assert!(r.stdout.contains("_from_c_to_b.handoff"), "{}", r.stdout);
+
+        // d is last on the route: its terminal result (to a, b, c: every
+        // role before it in window order) makes no copies and ends the card.
+        take_and_finish(&p, "d");
+        commit(&p, "d", "d1");
+        let r = p.send_as("d", &git_handoff("a,b,c", "h1"));
+        assert_eq!(
+            r.stdout.matches("HANDOFF QUEUED: ").count(),
+            1,
+            "{}",
+            r.stdout
+        );
+        p.deliver_once().ok();
+        assert_eq!(lane(&p, "h1"), "done", "{layout:?}");
+        p.swarm(&["audit", "--check"]).ok();
+    }
+}
+
+/// Upstream: "A route must be nonempty, contain no duplicate roles, and
+/// name only roles defined by window lines"; swarm.yaml's `cards:` is held
+/// to the same rule by `swarm init` (swarmforge.conf's by the conf check,
+/// `compat::todays_swarmforge_conf_lines_start_and_doctor_says_what_is_not_acted_on`).
+#[test]
+fn a_yaml_route_naming_no_role_is_refused() {
+    let d = Project::empty();
+    d.write(
+        "swarm.yaml",
+        "cards: {fix: [a, ghost]}\nroles:\n  - {name: a, agent: human}\n",
+    );
+    let r = d.swarm(&["init"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("swarm.yaml: card 'fix': role 'ghost' is not a role of this swarm"),
+        "{}",
+        r.stderr
+    );
+    d.write(
+        "swarm.yaml",
+        "cards: {fix: [a, a]}\nroles:\n  - {name: a, agent: human}\n",
+    );
+    let r = d.swarm(&["init"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("role 'a' appears twice in its route"),
+        "{}",
+        r.stderr
+    );
+}
