@@ -2,11 +2,12 @@
 //! propagation token, and the window order that names a card's terminal
 //! recipients (docs/swarmforge-compat.md §4).
 //!
-//! Read from the same file `swarm up` takes the roles from: `swarm.yaml`
-//! (`cards: {<type>: [<role>, ...]}` and a role's `propagation:`) when it
-//! declares cards or roles, else SwarmForge's `swarmforge/swarmforge.conf`
-//! (`card <type> <role>...` lines and the propagation token of `window`
-//! lines). Window order is roles.tsv order, which both write in config order.
+//! Read as `swarm up` reads the swarm: the roles (and their `propagation:`)
+//! from `swarm.yaml` when it lists any, else from SwarmForge's
+//! `swarmforge/swarmforge.conf` (the `window` lines' propagation token); the
+//! cards from `swarm.yaml`'s `cards:` when it declares any, else from the
+//! conf's `card` lines. Window order is roles.tsv order, which both write in
+//! config order.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
