@@ -444,8 +444,8 @@ fn answer_json(a: &Item) -> Value {
 }
 
 /// A card's item: its type and, unless it is a merge-only copy or the
-/// terminal result, where the reader sends it next (upstream's `THIS_CARD: next <role>` or `THIS_CARD:
-/// last; terminal to: <roles>`).
+/// terminal result, where the reader sends it next (upstream's `THIS_CARD:
+/// next <role>` or `THIS_CARD: last; terminal to: <roles>`).
 fn this_card<'v>(item: &'v Item, viewer: Viewer) -> Option<(&'v str, Option<String>)> {
     let routes = viewer.cards?;
     let kind = item.msg.get(crate::board::CARD_TYPE)?;

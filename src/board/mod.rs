@@ -260,6 +260,17 @@ pub fn stamp(
     Some((kind, if terminal { TERMINAL } else { FORWARD }))
 }
 
+/// Why a `git_handoff` naming `task` is refused: the card is done
+/// (upstream's `swarm_handoff.bb`: "Task '%s' is done and cannot accept new
+/// handoffs.").
+pub fn refusal(project: &Project, task: &str) -> Option<String> {
+    let routes = Routes::load(project).ok().filter(|r| !r.is_empty())?;
+    let trail = Trail::load(project, &Scope::originals()).ok()?;
+    let board = derive(&trail, &routes, &Board::default());
+    (board.find(task)?.lane == DONE)
+        .then(|| format!("Task '{task}' is done and cannot accept new handoffs."))
+}
+
 /// tasks.tsv as written; None when there is none.
 pub fn read(project: &Project) -> Result<Option<Board>> {
     let path = tasks_file(project);

@@ -88,6 +88,28 @@ fn git_handoff(to: &str, task: &str) -> String {
     format!("type: git_handoff\nto: {to}\npriority: 50\ntask: {task}\n")
 }
 
+/// `role` hands `task` to `to`; returns every `HANDOFF QUEUED:` path (the
+/// handoff, then its merge-only copies).
+fn hand(p: &Project, role: &str, to: &str, task: &str) -> Vec<String> {
+    let r = p.send_as(role, &git_handoff(to, task));
+    r.ok();
+    r.stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("HANDOFF QUEUED: "))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A merge-only copy, as upstream writes one: priority `00`, `non-forwarding: true`.
+fn assert_copy(copy: &Path) {
+    assert_eq!(file_header(copy, "non-forwarding").as_deref(), Some("true"));
+    assert_eq!(file_header(copy, "priority").as_deref(), Some("00"));
+    assert_eq!(
+        file_header(copy, "delivery_kind").as_deref(),
+        Some("reverse")
+    );
+}
+
 /// Upstream's `lieutenant` README: "Each `card` line defines one New Task
 /// type and its ordered active route. The first role is its starting lane,
 /// each following role is the next handoff destination, and the last role
@@ -145,14 +167,8 @@ fn a_card_moves_lane_by_lane_along_its_route_to_done() {
         // implement is back-one: a merge-only copy to lead, which does not
         // move the card.
         commit(&p, "implement", "code");
-        let r = p.send_as("implement", &git_handoff("verify", "jump"));
-        r.ok();
-        let queued: Vec<&str> = r
-            .stdout
-            .lines()
-            .filter(|l| l.starts_with("HANDOFF QUEUED: "))
-            .collect();
-        assert_eq!(queued.len(), 2, "{layout:?}: {}", r.stdout);
+        let queued = hand(&p, "implement", "verify", "jump");
+        assert_eq!(queued.len(), 2, "{layout:?}: {queued:?}");
         p.deliver_once().ok();
         assert_eq!(lane(&p, "jump"), "verify", "{layout:?}");
         let lead_new = p.hq("master", "inbox/new");
@@ -160,21 +176,12 @@ fn a_card_moves_lane_by_lane_along_its_route_to_done() {
         assert_eq!(
             names.len(),
             1,
-            "{layout:?}: {}\n{}",
-            r.stdout,
+            "{layout:?}: {}",
             p.read(".swarmforge/daemon/handoffd.log")
         );
         let copy = lead_new.join(&names[0]);
-        assert_eq!(
-            file_header(&copy, "non-forwarding").as_deref(),
-            Some("true")
-        );
-        assert_eq!(file_header(&copy, "priority").as_deref(), Some("00"));
+        assert_copy(&copy);
         assert_eq!(file_header(&copy, "task").as_deref(), Some("jump"));
-        assert_eq!(
-            file_header(&copy, "delivery_kind").as_deref(),
-            Some("reverse")
-        );
         // A merge-only copy names its card but nobody hands it on.
         let r = take_and_finish(&p, "lead");
         r.stdout_has("CARD_TYPE: change\n");
@@ -199,15 +206,10 @@ fn a_card_moves_lane_by_lane_along_its_route_to_done() {
         // The terminal handoff: verify (back-all) to every role before it
         // in window order; no copies for a terminal.
         commit(&p, "verify", "verified");
-        let r = p.send_as("verify", &git_handoff("lead,implement", "jump"));
+        let queued = hand(&p, "verify", "lead,implement", "jump");
+        assert_eq!(queued.len(), 1, "{queued:?}");
         assert_eq!(
-            r.stdout.matches("HANDOFF QUEUED: ").count(),
-            1,
-            "{}",
-            r.stdout
-        );
-        assert_eq!(
-            file_header(&r.queued(), "delivery_kind").as_deref(),
+            file_header(Path::new(&queued[0]), "delivery_kind").as_deref(),
             Some("terminal")
         );
         p.deliver_once().ok();
@@ -216,6 +218,16 @@ fn a_card_moves_lane_by_lane_along_its_route_to_done() {
         let r = take_and_finish(&p, "implement");
         r.stdout_has("CARD_TYPE: change\n");
         assert!(!r.stdout.contains("THIS_CARD:"), "{}", r.stdout);
+        // A done card takes no more handoffs (upstream's `swarm_handoff.bb`).
+        commit(&p, "implement", "late");
+        let r = p.send_as("implement", &git_handoff("verify", "jump"));
+        assert_eq!(r.code, 2, "{layout:?}: {}", r.stdout);
+        assert!(
+            r.stderr
+                .contains("- Task 'jump' is done and cannot accept new handoffs."),
+            "{}",
+            r.stderr
+        );
 
         let st = p.swarm(&["status"]);
         st.ok().stdout_has("board: jump (change) done\n");
@@ -521,14 +533,8 @@ fn merge_only_copies_go_back_on_the_cards_route_and_move_nothing() {
         p.deliver_once().ok();
         take_and_finish(&p, "c");
         commit(&p, "c", "c1");
-        let r = p.send_as("c", &git_handoff("d", "h1"));
-        let queued: Vec<String> = r
-            .stdout
-            .lines()
-            .filter_map(|l| l.strip_prefix("HANDOFF QUEUED: "))
-            .map(str::to_string)
-            .collect();
-        assert_eq!(queued.len(), 2, "{layout:?}: {}", r.stdout);
+        let queued = hand(&p, "c", "d", "h1");
+        assert_eq!(queued.len(), 2, "{layout:?}: {queued:?}");
         assert!(queued[1].ends_with("_from_c_to_a.handoff"), "{queued:?}");
         p.deliver_once().ok();
         assert_eq!(lane(&p, "h1"), "d", "{layout:?}");
@@ -539,37 +545,22 @@ fn merge_only_copies_go_back_on_the_cards_route_and_move_nothing() {
         let copy = p
             .hq("master", "inbox/new")
             .join(&handoff_names(&p.hq("master", "inbox/new"))[0]);
-        assert_eq!(
-            file_header(&copy, "non-forwarding").as_deref(),
-            Some("true")
-        );
-        assert_eq!(file_header(&copy, "priority").as_deref(), Some("00"));
+        assert_copy(&copy);
         assert!(fs::read_to_string(&copy)
             .unwrap()
             .contains("Merge-only copy"));
 
         // A task that is no card: back in window order (a and b).
         commit(&p, "c", "c2");
-        let r = p.send_as("c", &git_handoff("d", "chore"));
-        assert_eq!(
-            r.stdout.matches("HANDOFF QUEUED: ").count(),
-            3,
-            "{}",
-            r.stdout
-        );
-        assert!(r.stdout.contains("_from_c_to_b.handoff"), "{}", r.stdout);
+        let queued = hand(&p, "c", "d", "chore");
+        assert_eq!(queued.len(), 3, "{queued:?}");
+        assert!(queued[2].ends_with("_from_c_to_b.handoff"), "{queued:?}");
 
         // d is last on the route: its terminal result (to a, b, c: every
         // role before it in window order) makes no copies and ends the card.
         take_and_finish(&p, "d");
         commit(&p, "d", "d1");
-        let r = p.send_as("d", &git_handoff("a,b,c", "h1"));
-        assert_eq!(
-            r.stdout.matches("HANDOFF QUEUED: ").count(),
-            1,
-            "{}",
-            r.stdout
-        );
+        assert_eq!(hand(&p, "d", "a,b,c", "h1").len(), 1);
         p.deliver_once().ok();
         assert_eq!(lane(&p, "h1"), "done", "{layout:?}");
         p.swarm(&["audit", "--check"]).ok();

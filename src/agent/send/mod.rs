@@ -278,6 +278,12 @@ fn validate(s: &Sender, d: &Draft, shown: &str) -> Result<Valid> {
         Ok(())
     }));
     let ty = d.type_name().unwrap_or_default().to_string();
+    if ty == types::GIT_HANDOFF.name {
+        errors.extend(
+            d.get(names::TASK)
+                .and_then(|t| crate::board::refusal(&s.at.project, t)),
+        );
+    }
     let rule = types::type_rule(&ty).filter(|r| allowed.contains(&r.name));
     let ctx = match rule {
         Some(rule) => context(s, d, rule, &mut errors),
