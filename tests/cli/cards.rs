@@ -239,6 +239,9 @@ fn a_card_moves_lane_by_lane_along_its_route_to_done() {
             .ok()
             .stdout_has("board: jump (change) done\n");
         p.swarm(&["audit", "--check"]).ok();
+        let v = p.swarm(&["status", "--json"]).json();
+        assert_eq!(v["board"]["cards"][0]["lane"], "done", "{v}");
+        assert_eq!(v["board"]["cards"][0]["type"], "change", "{v}");
 
         // Names are checked, types must be declared, a name is taken once.
         let r = p.swarm(&["card", "new", "change", "jump"]);
