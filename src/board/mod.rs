@@ -240,6 +240,15 @@ fn birth(m: &Message) -> Option<&str> {
         .flatten()
 }
 
+/// The routes and the derived board, when the project declares cards and
+/// both read (a send then goes on as in a project without cards).
+fn current(project: &Project) -> Option<(Routes, Board)> {
+    let routes = Routes::load(project).ok().filter(|r| !r.is_empty())?;
+    let trail = Trail::load(project, &Scope::originals()).ok()?;
+    let board = derive(&trail, &routes, &Board::default());
+    Some((routes, board))
+}
+
 /// What a `git_handoff` of `sender` naming `task` is stamped with when the
 /// task is a card: its `card_type`, and its `delivery_kind` (upstream's
 /// `forward`, or `terminal` for the last role's result to every role before
@@ -250,9 +259,7 @@ pub fn stamp(
     sender: &str,
     to: &[&str],
 ) -> Option<(String, &'static str)> {
-    let routes = Routes::load(project).ok().filter(|r| !r.is_empty())?;
-    let trail = Trail::load(project, &Scope::originals()).ok()?;
-    let board = derive(&trail, &routes, &Board::default());
+    let (routes, board) = current(project)?;
     let kind = board.find(task)?.kind.clone();
     let terminal = routes
         .route(&kind)
@@ -264,9 +271,7 @@ pub fn stamp(
 /// (upstream's `swarm_handoff.bb`: "Task '%s' is done and cannot accept new
 /// handoffs.").
 pub fn refusal(project: &Project, task: &str) -> Option<String> {
-    let routes = Routes::load(project).ok().filter(|r| !r.is_empty())?;
-    let trail = Trail::load(project, &Scope::originals()).ok()?;
-    let board = derive(&trail, &routes, &Board::default());
+    let (_, board) = current(project)?;
     (board.find(task)?.lane == DONE)
         .then(|| format!("Task '{task}' is done and cannot accept new handoffs."))
 }
