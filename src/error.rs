@@ -50,11 +50,13 @@ pub enum Token {
     NotReserved,
     /// `swarm role`: a change of the lineup that is not allowed.
     LineupRefused,
+    /// `swarm card new`: a card of that name is on the board already.
+    CardExists,
 }
 
 impl Token {
     /// `(token, name as printed, exit code)`, in the spec's order.
-    const TABLE: [(Token, &'static str, i32); 26] = [
+    const TABLE: [(Token, &'static str, i32); 27] = [
         (
             Token::AmbiguousTaskState,
             "AMBIGUOUS_TASK_STATE",
@@ -121,6 +123,7 @@ impl Token {
         (Token::Reserved, "RESERVED", exit::REFUSED),
         (Token::NotReserved, "NOT_RESERVED", exit::REFUSED),
         (Token::LineupRefused, "LINEUP_REFUSED", exit::REFUSED),
+        (Token::CardExists, "CARD_EXISTS", exit::REFUSED),
     ];
 
     fn row(self) -> (Token, &'static str, i32) {

@@ -15,6 +15,8 @@
 //!   finding the project;
 //! - `search`: the full-text index of the messages, derived from the files;
 //! - `reservations`: files a role announces it is changing, and the guard;
+//! - `board`: today's SwarmForge's cards and their lanes, a function of
+//!   the handoff files (it reads SwarmForge's conf through `launch`'s parser);
 //! - `daemon`: `handoffd`, the delivery pass and when to run it, the gate,
 //!   wake-ups, the journal;
 //! - `forum`: sessions, discussions, the moderator, reached by the daemon
@@ -34,6 +36,7 @@
 // `rules::validate`, kept for the benches and fuzzers.)
 pub mod a2a;
 pub mod agent;
+pub mod board;
 pub mod bridge;
 pub mod cli;
 pub mod daemon;

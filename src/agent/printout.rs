@@ -26,6 +26,9 @@ pub struct Viewer<'a> {
     /// constitution."): true in a SwarmForge project, which has that
     /// constitution; a role without one is not told to re-read it.
     pub preamble: bool,
+    /// The project's card routes, for `CARD_TYPE:` / `THIS_CARD:` (today's
+    /// SwarmForge; src/board/). None: not printed.
+    pub cards: Option<&'a crate::board::Routes>,
 }
 
 /// The body as `viewer` is shown it (see [`Viewer::preamble`]).
@@ -315,6 +318,12 @@ pub fn task_text(item: &Item, viewer: Viewer, answers: &[Item]) -> String {
     if let Some(t) = item.msg.get(names::TASK) {
         s.push_str(&format!("TASK_NAME: {}\n", escape(t)));
     }
+    if let Some((kind, this)) = this_card(item, viewer) {
+        s.push_str(&format!("CARD_TYPE: {}\n", escape(kind)));
+        if let Some(t) = this {
+            s.push_str(&format!("THIS_CARD: {t}\n"));
+        }
+    }
     s.push_str(&extra_text(item, viewer));
     for a in answers {
         s.push_str(&answer_text(a));
@@ -434,6 +443,28 @@ fn answer_json(a: &Item) -> Value {
     })
 }
 
+/// A card's item: its type and, unless it is a merge-only copy or the
+/// terminal result, where the reader sends it next (upstream's `THIS_CARD:
+/// next <role>` or `THIS_CARD: last; terminal to: <roles>`).
+fn this_card<'v>(item: &'v Item, viewer: Viewer) -> Option<(&'v str, Option<String>)> {
+    let routes = viewer.cards?;
+    let kind = item.msg.get(crate::board::CARD_TYPE)?;
+    let route = routes.route(kind)?;
+    // A merge-only copy, or the terminal result: merged, not handed on.
+    if item.msg.get(crate::board::NON_FORWARDING) == Some("true")
+        || item.msg.get(crate::board::DELIVERY_KIND) == Some(crate::board::TERMINAL)
+    {
+        return Some((kind, None));
+    }
+    let me = viewer.role.or(item.msg.recipient())?;
+    let at = route.iter().position(|r| r == me)?;
+    let this = match route.get(at + 1) {
+        Some(next) => format!("next {next}"),
+        None => format!("last; terminal to: {}", routes.terminal_set(me).join(",")),
+    };
+    Some((kind, Some(this)))
+}
+
 pub fn item_json(item: &Item, viewer: Viewer) -> Value {
     let mut headers = Map::new();
     for (n, v) in &item.msg.headers {
@@ -468,6 +499,10 @@ pub fn item_json(item: &Item, viewer: Viewer) -> Value {
         "cc": viewer.cc(item),
         "artifacts": item.msg.get_all(names::ARTIFACT).collect::<Vec<_>>(),
     });
+    if let Some((kind, this)) = this_card(item, viewer) {
+        v["card_type"] = json!(kind);
+        v["this_card"] = json!(this);
+    }
     let f = viewer.forum.and_then(|f| f.of(item));
     v["latest_digest"] = json!(f.and_then(|f| f.latest_digest.as_ref()));
     v["context"] = json!(f.and_then(|f| f.context.as_ref()));

@@ -92,6 +92,9 @@ pub fn run() -> i32 {
                 super::emit_json(v);
             } else {
                 super::out(&format!("HANDOFF QUEUED: {}\n", q.path.display()));
+                for c in &q.copies {
+                    super::out(&format!("HANDOFF QUEUED: {}\n", c.display()));
+                }
             }
             if let Some(w) = send::discard_draft(arg, &cwd) {
                 eprintln!("{w}");

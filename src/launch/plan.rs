@@ -231,6 +231,8 @@ impl Plan {
         if !config.roles.is_empty() {
             let text = std::fs::read_to_string(&yaml_path).unwrap_or_default();
             validate_yaml_roles(&config.roles, &text, &yaml_path)?;
+            let names: Vec<String> = config.roles.iter().map(|r| r.name.clone()).collect();
+            crate::board::routes::check_cards(&config.cards, &names, &yaml_path)?;
             if let Some(m) = &config.forum.moderator {
                 if !config.roles.iter().any(|r| &r.name == m) {
                     return Err(Error::env(format!(

@@ -15,9 +15,10 @@
 //! window with no terminal, which every role here is), a propagation token
 //! after the mode (`forward-only`, `back-one`, `back-all`), `card <type>
 //! <role>...` (a task type's route, checked as upstream checks it) and
-//! `Lieutenant <agent> [args...]` (a forge host's agent). What is read but
-//! not acted on is listed in [`Conf::notes`], which `swarm up` prints and
-//! `swarm doctor` reports.
+//! `Lieutenant <agent> [args...]` (a forge host's agent). Cards and
+//! propagation are acted on by the board (src/board/); what is read but not
+//! acted on is listed in [`Conf::notes`], which `swarm up` prints and `swarm
+//! doctor` reports.
 //!
 //! Role prompts (`swarmforge/roles/<role>.prompt`) are required only for the
 //! four model agents: a script or a person does not read them. The
@@ -69,25 +70,7 @@ pub struct ConfRole {
     pub propagation: Propagation,
 }
 
-/// Where a role's handoffs also go as merge-only copies (today's
-/// SwarmForge): nowhere, to the previous role, or to every earlier one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Propagation {
-    ForwardOnly,
-    BackOne,
-    BackAll,
-}
-
-impl Propagation {
-    fn parse(word: &str) -> Option<Propagation> {
-        match word {
-            "forward-only" => Some(Propagation::ForwardOnly),
-            "back-one" => Some(Propagation::BackOne),
-            "back-all" => Some(Propagation::BackAll),
-            _ => None,
-        }
-    }
-}
+pub use crate::protocol::config::Propagation;
 
 /// A `card <type> <role>...` line: a task type and its ordered route.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -298,7 +281,7 @@ pub fn parse(
     for card in &out.cards {
         check_route(card, &rows)?;
     }
-    out.notes = notes(&rows, &out, &paths.config);
+    out.notes = notes(&out, &paths.config);
     out.roles = rows;
     Ok(out)
 }
@@ -327,27 +310,9 @@ fn check_route(card: &Card, rows: &[ConfRole]) -> Result<()> {
 
 /// What today's SwarmForge would do with these lines that this project does
 /// not (docs/swarmforge-compat.md §4), one line each.
-fn notes(rows: &[ConfRole], conf: &Conf, path: &Path) -> Vec<String> {
+fn notes(conf: &Conf, path: &Path) -> Vec<String> {
     let at = |line: usize| format!("{}:{line}", path.display());
     let mut v = Vec::new();
-    for r in rows {
-        if r.propagation != Propagation::ForwardOnly {
-            v.push(format!(
-                "{}: role {} asks for merge-only copies to earlier roles ({}); they are not made here, each handoff goes to its recipients only",
-                at(r.line),
-                r.name,
-                if r.propagation == Propagation::BackOne { "back-one" } else { "back-all" }
-            ));
-        }
-    }
-    for c in &conf.cards {
-        v.push(format!(
-            "{}: card '{}' (route {}) is read and checked; the board (.swarmforge/board/) and card lanes are not kept here",
-            at(c.line),
-            crate::text::escape(&c.kind),
-            c.route.join(" -> ")
-        ));
-    }
     if let Some((line, agent, _)) = &conf.lieutenant {
         v.push(format!(
             "{}: the forge host's Lieutenant ({}) is not started by `swarm up`",
@@ -397,9 +362,9 @@ mod tests {
             c.lieutenant,
             Some((1, "claude".to_string(), Some("--model opus".to_string())))
         );
-        // Two merge-only roles, two cards, the Lieutenant.
-        assert_eq!(c.notes.len(), 5, "{:#?}", c.notes);
-        assert!(c.notes[0].contains("swarmforge.conf:3") && c.notes[0].contains("back-one"));
+        // Cards and propagation are acted on (src/board/); the Lieutenant is not.
+        assert_eq!(c.notes.len(), 1, "{:#?}", c.notes);
+        assert!(c.notes[0].contains("swarmforge.conf:1") && c.notes[0].contains("Lieutenant"));
     }
 
     #[test]

@@ -419,6 +419,7 @@ fn ready_value(at: &place::Resolved, r: &Ready, reactions: &[Item], me: &str) ->
         role: Some(me),
         forum: Some(&view),
         preamble: at.keeps_preamble(),
+        cards: None,
     };
     let mut v = printout::ready_json(r, viewer);
     if !reactions.is_empty() {
@@ -453,6 +454,7 @@ fn done(agent: &Agent, a: &Args) -> Outcome {
         role: Some(&agent.role),
         forum: Some(&view),
         preamble: at.keeps_preamble(),
+        cards: None,
     };
     Ok(printout::done_json(&d, viewer))
 }

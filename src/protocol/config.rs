@@ -47,6 +47,9 @@ pub struct Config {
     /// Today's SwarmForge's audit gate: a `git_handoff` is queued only by
     /// a second, unchanged `swarm-handoff` call (docs/swarmforge-compat.md §3).
     pub audit_gate: bool,
+    /// Today's SwarmForge's `card <type> <role>...` lines: each card type's
+    /// ordered route (docs/swarmforge-compat.md §4; the board, src/board/).
+    pub cards: std::collections::BTreeMap<String, Vec<String>>,
     /// `reservations: guard` installs the pre-commit guard (docs/reservations.md).
     pub reservations: ReservationsMode,
     /// `swarm a2a`: the outside door (docs/a2a.md).
@@ -100,6 +103,7 @@ impl Default for Config {
             bridge_replicas: None,
             git_remote: None,
             audit_gate: false,
+            cards: Default::default(),
             types: std::collections::BTreeMap::new(),
             reservations: ReservationsMode::default(),
             a2a: A2aConfig::default(),
@@ -359,6 +363,42 @@ pub struct RoleConfig {
     /// The agent definition this role starts from (docs/lineups.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
+    /// Merge-only copies of this role's forward `git_handoff`s to earlier
+    /// roles on the card's route (SwarmForge's propagation token).
+    pub propagation: Propagation,
+}
+
+/// Where a role's forward `git_handoff`s also go as merge-only copies
+/// (today's SwarmForge, docs/swarmforge-compat.md §4): nowhere, to the
+/// previous role on the card's route, or to every earlier one.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Propagation {
+    #[default]
+    ForwardOnly,
+    BackOne,
+    BackAll,
+}
+
+impl Propagation {
+    /// SwarmForge's token.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Propagation::ForwardOnly => "forward-only",
+            Propagation::BackOne => "back-one",
+            Propagation::BackAll => "back-all",
+        }
+    }
+
+    pub fn parse(word: &str) -> Option<Propagation> {
+        [
+            Propagation::ForwardOnly,
+            Propagation::BackOne,
+            Propagation::BackAll,
+        ]
+        .into_iter()
+        .find(|p| p.as_str() == word)
+    }
 }
 
 impl RoleConfig {
@@ -397,6 +437,7 @@ impl Default for RoleConfig {
             a2a: false,
             budget: None,
             from: None,
+            propagation: Propagation::ForwardOnly,
         }
     }
 }

@@ -136,13 +136,15 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
+/// `[a-z][a-z0-9_-]*`: the hyphen because today's SwarmForge writes
+/// `non-forwarding` (docs/swarmforge-compat.md §4).
 fn valid_name(n: &str) -> bool {
     let b = n.as_bytes();
     !b.is_empty()
         && b.len() <= MAX_NAME
         && b[0].is_ascii_lowercase()
         && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_')
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-')
 }
 
 /// A parsed handoff file: ordered headers and the verbatim body.

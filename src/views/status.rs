@@ -94,6 +94,10 @@ pub struct Status {
     pub reservations: Vec<crate::reservations::Reservation>,
     /// Tokens and cost per role, and the roles a budget parks.
     pub spend: crate::telemetry::spend::Spend,
+    /// Today's SwarmForge's cards and their lanes (src/board/), when the
+    /// project declares card types.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub board: Option<crate::board::View>,
 }
 
 /// One received item the bridge holds back, and why (docs/bridge.md).
@@ -326,6 +330,7 @@ pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Resul
         swarm_control: crate::bridge::control_view::collect(project),
         reservations: crate::reservations::active(project)?,
         spend: crate::telemetry::spend::collect(project),
+        board: crate::board::View::for_status(project),
     })
 }
 
@@ -460,6 +465,9 @@ pub fn text(s: &Status) -> String {
                 r.role, r.role
             ));
         }
+    }
+    if let Some(b) = &s.board {
+        out.push_str(&crate::board::text(b));
     }
     for h in &s.held {
         out.push_str(&format!(

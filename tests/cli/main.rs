@@ -11,6 +11,7 @@ mod audit_lag;
 mod bridge;
 mod budgets;
 mod builder;
+mod cards;
 mod cockpit_live;
 mod cockpit_swarmforge;
 mod compat;

@@ -51,6 +51,9 @@ pub struct Queued {
     pub hop: u32,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub artifacts: Vec<artifacts::Stamped>,
+    /// Merge-only copies queued with it (`back-one` / `back-all`; src/board/copies.rs).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub copies: Vec<PathBuf>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -230,6 +233,12 @@ pub fn submit_gated(s: &Sender, d: &Draft, shown: &str) -> Result<Sent> {
     );
     let gate = audit_gate::check(&s.at.worktree, &c)?;
     if !gate.passed() {
+        // Upstream counts each challenge on the card (`increment-audit`).
+        if let Err(e) =
+            crate::board::count_audit(&s.at.project, v.d.get(names::TASK).unwrap_or_default())
+        {
+            eprintln!("swarm-handoff: the card's audit count was not raised: {e}");
+        }
         return Ok(Sent::AuditRequired(audit_gate::Challenge {
             task: v.d.get(names::TASK).unwrap_or_default().to_string(),
             commit,
@@ -269,6 +278,12 @@ fn validate(s: &Sender, d: &Draft, shown: &str) -> Result<Valid> {
         Ok(())
     }));
     let ty = d.type_name().unwrap_or_default().to_string();
+    if ty == types::GIT_HANDOFF.name {
+        errors.extend(
+            d.get(names::TASK)
+                .and_then(|t| crate::board::refusal(&s.at.project, t)),
+        );
+    }
     let rule = types::type_rule(&ty).filter(|r| allowed.contains(&r.name));
     let ctx = match rule {
         Some(rule) => context(s, d, rule, &mut errors),
@@ -327,8 +342,14 @@ fn publish(s: &Sender, v: Valid) -> Result<Queued> {
     let body = if ty == types::GIT_HANDOFF.name {
         let commit = canonical.unwrap_or_default();
         msg.set(names::ROLE, sender);
-        msg.set(names::TASK, d.get(names::TASK).unwrap_or_default());
+        let task = d.get(names::TASK).unwrap_or_default();
+        msg.set(names::TASK, task);
         msg.set(names::COMMIT, &commit);
+        let to: Vec<&str> = recipients.iter().map(String::as_str).collect();
+        if let Some((kind, how)) = crate::board::stamp(&s.at.project, task, sender, &to) {
+            msg.set(crate::board::CARD_TYPE, kind);
+            msg.set(crate::board::DELIVERY_KIND, how);
+        }
         format!("{BODY_PREAMBLE}\n\nmerge_and_process {sender} {commit}\n")
     } else if ty == types::NOTE.name {
         let m = d.get(names::MESSAGE).unwrap_or_default();
@@ -403,7 +424,18 @@ fn publish(s: &Sender, v: Valid) -> Result<Queued> {
     let name = grammar::file_name(&priority, &id, &recipients);
     let dest = wt.outbox().join(&name);
     fsx::publish(&wt.outbox_tmp(), &dest, msg.render().as_bytes()).at(&dest)?;
+    // The handoff is queued; a copy that cannot be made is said, not turned
+    // into a failed send (which would make the agent send twice).
+    let copies = if ty == types::GIT_HANDOFF.name {
+        crate::board::copies::queue(&s.at.project, wt, sender, &msg).unwrap_or_else(|e| {
+            eprintln!("swarm-handoff: merge-only copies not queued: {e}");
+            Vec::new()
+        })
+    } else {
+        Vec::new()
+    };
     Ok(Queued {
+        copies,
         path: dest,
         id,
         sequence: grammar::format_seq(seq),

@@ -105,6 +105,19 @@ fn run_check(args: &Args) -> i32 {
         let mut f = check::verify(&t, lag);
         let (bad, pending) = crate::bridge::control_view::audit(&project);
         f.violations.extend(bad);
+        // The board must say what the handoffs say (src/board/).
+        match crate::board::view_of(&project, &t) {
+            Ok(Some(b)) => {
+                f.violations
+                    .extend(b.disagreements.into_iter().map(|d| check::Violation {
+                        kind: "board",
+                        subject: crate::board::tasks_file(&project).display().to_string(),
+                        detail: d,
+                    }))
+            }
+            Ok(None) => {}
+            Err(e) => return crate::cli::report(&e, args.json),
+        }
         f.pending.extend(pending);
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         if f.pending.is_empty() || !f.violations.is_empty() || left.is_zero() {

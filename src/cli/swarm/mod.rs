@@ -21,6 +21,7 @@ pub mod audit;
 pub mod bridge;
 pub mod budget;
 pub mod can_send;
+pub mod card;
 pub mod completions;
 pub mod cost;
 pub mod demo;
@@ -209,6 +210,8 @@ pub enum Command {
     Digest(digest::Args),
     /// Exit 0 when it is the caller's turn in a discussion, 1 otherwise
     CanSend(can_send::Args),
+    /// Today's SwarmForge's cards: start one (New Task), list the board
+    Card(card::Args),
     /// Print exactly what a role's agent is told (the protocol primer)
     Prompt(prompt::Args),
     /// Answer a coding CLI's turn-end hook (installed by `swarm up`)
@@ -297,6 +300,7 @@ pub fn run() -> i32 {
         Command::Discussion(a) => discussion::run(a),
         Command::Digest(a) => digest::run(a),
         Command::CanSend(a) => can_send::run(a),
+        Command::Card(a) => card::run(a),
         Command::Prompt(a) => prompt::run(a),
         Command::Hook(a) => hook::run(a),
         Command::Archive(a) => archive::run(a),

@@ -196,6 +196,12 @@ pub fn run(mut args: Args) -> i32 {
             let m = transcript::session_marker(args.format, s, transcript::Edge::End);
             out.write_all(m.as_bytes())?;
         }
+        // Where the cards stand (src/board/); the JSON lines stay messages only.
+        if args.format != Format::Jsonl && !args.follow {
+            if let Ok(Some(b)) = crate::board::view_of(&t.project, &t) {
+                out.write_all(crate::board::text(&b).as_bytes())?;
+            }
+        }
         out.flush()?;
         if args.follow {
             let seen = follow::Seen::from_trail(&t);

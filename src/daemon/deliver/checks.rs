@@ -183,8 +183,9 @@ impl Deliverer {
         let from_daemon = from == crate::protocol::grammar::DAEMON;
         if from_daemon {
             // Only our own digest requests, queued in the moderator's
-            // outbox, and our answers to a seat request, each queued in
-            // the requester's own outbox for it alone (lineup::seat).
+            // outbox; our answers to a seat request, each queued in the
+            // requester's own outbox for it alone (lineup::seat); and the
+            // notes that start a card, queued by `swarm card new` (src/board/).
             let moderator = self.config.forum.moderator.as_deref();
             let digest = msg.kind() == Some(grammar::MessageType::DigestRequest)
                 && moderator.is_some_and(|m| self.owns(c, m));
@@ -193,7 +194,8 @@ impl Deliverer {
                 && msg.get(names::IN_REPLY_TO).is_some()
                 && to.len() == 1
                 && self.owns(c, to[0]);
-            let ok = digest || seat_answer;
+            let card_birth = crate::board::is_birth_in_own_outbox(msg, &|r| self.owns(c, r));
+            let ok = digest || seat_answer || card_birth;
             if !ok {
                 return Err("sender mismatch".into());
             }

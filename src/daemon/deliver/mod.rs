@@ -129,6 +129,10 @@ pub struct Deliverer {
     /// process started, or deferred mid-delivery): they get the thorough check.
     suspects: HashSet<PathBuf>,
     started: bool,
+    /// The board (src/board/) is to be derived and written after this pass:
+    /// the first pass (a crash may have left it behind) and any pass after
+    /// one whose write failed.
+    board_due: bool,
     /// The forum's duties (discussion turns, digests); see `daemon::hook`.
     pub forum: Box<dyn ForumHook>,
     /// Last deferral reason logged per file, so a stuck file logs once per cause.
@@ -225,6 +229,7 @@ impl Deliverer {
             stop: Arc::new(AtomicBool::new(false)),
             suspects: HashSet::new(),
             started: false,
+            board_due: true,
             deferred: HashMap::new(),
             forum: Box::new(NoForum),
             index: HashMap::new(),
@@ -415,6 +420,17 @@ impl Deliverer {
         self.deferred.retain(|p, _| p.exists());
         self.retry.retain(|p, _| p.exists());
         self.index.clear();
+        if report.delivered > 0 || self.board_due {
+            self.board_due = false;
+            if let Err(e) = crate::board::sync(&self.project) {
+                self.board_due = true;
+                self.journal.record(
+                    &Event::new(Kind::Deferred)
+                        .path(&crate::board::tasks_file(&self.project))
+                        .reason(format!("board: {e}")),
+                );
+            }
+        }
         report
     }
 

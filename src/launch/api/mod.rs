@@ -180,6 +180,7 @@ impl Runner {
                 role: Some(&self.role),
                 forum: Some(&view),
                 preamble: at.keeps_preamble(),
+                cards: None,
             };
             let shown = printout::task_text(item, viewer, answers);
             let id = item.msg.id().unwrap_or("").to_string();

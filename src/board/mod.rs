@@ -1,0 +1,614 @@
+//! Today's SwarmForge's cards and board (docs/swarmforge-compat.md §4): a
+//! card is a task of a declared type (`card <type> <role>...`) that moves
+//! lane by lane along its route as handoffs carry it, and ends in Done with
+//! the last role's terminal handoff.
+//!
+//! **One truth.** The handoff files are the truth; the board is a function
+//! of them. A card is born by the note `swarm card new` queues to the first
+//! role of its route (`from: handoffd`, headers `task` and `card_type`; the
+//! task text in `.swarmforge/board/<name>.txt`), and moved only by delivered
+//! `git_handoff`s naming it in `task` ([`derive`]). `.swarmforge/board/tasks.tsv`
+//! is that function written down, in upstream's columns, for the tools that
+//! read it: handoffd rewrites it after every pass that delivered something
+//! and on its first pass, under the board lock, temp + fsync + rename.
+//!
+//! **Crash between a delivery and the board write.** The delivery is done
+//! (the original is in `sent/`) and tasks.tsv is one step behind. Nothing
+//! is lost, because nothing is kept only in tasks.tsv but the audit count:
+//! the next pass, or the next daemon's first pass, derives the same board
+//! and writes it; writing it twice writes the same bytes. Until then
+//! `swarm status` shows the derived board and says the file lags, and
+//! `swarm audit --check` says "not OK" for a tasks.tsv that disagrees with
+//! the handoffs (a lag, or a hand edit).
+//!
+//! Lanes: `new` (queued, not delivered yet), a role's name, `done`.
+//! Columns: `name lane created updated task_id audit_count` (upstream's
+//! `pack_web.bb`); a card's id is its name; `audit_count` is the one column
+//! not derived (upstream counts audit challenges there) and is carried over.
+
+pub mod copies;
+pub mod routes;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::error::{Error, IoContext, Result, Token};
+use crate::fsx;
+use crate::protocol::clock;
+use crate::protocol::grammar::{self, MessageType};
+use crate::protocol::header::{names, Message};
+use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::roles::Roles;
+use crate::protocol::sequence;
+use crate::protocol::trail::{Original, Place, Scope, Trail};
+
+pub use routes::Routes;
+
+/// The header naming a card's type (upstream's New Task note carries it).
+pub const CARD_TYPE: &str = "card_type";
+/// How a card's `git_handoff` moves it (upstream's reserved header).
+pub const DELIVERY_KIND: &str = "delivery_kind";
+/// The one card-moving delivery to the next role.
+pub const FORWARD: &str = "forward";
+/// A merge-only copy to an earlier role.
+pub const REVERSE: &str = "reverse";
+/// The last role's result to every role before it: the card is done.
+pub const TERMINAL: &str = "terminal";
+/// The header marking a merge-only copy (upstream's name, hyphen and all).
+pub const NON_FORWARDING: &str = "non-forwarding";
+/// A card queued but not yet with its first role.
+pub const NEW: &str = "new";
+/// A card whose last role sent the terminal handoff.
+pub const DONE: &str = "done";
+/// Longest card name (a file name, and within a note's 80-character message).
+pub const MAX_NAME: usize = 64;
+/// Largest task text.
+pub const MAX_TEXT: usize = 16 * 1024;
+
+/// One card.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Card {
+    pub name: String,
+    /// The card type (not a tasks.tsv column; empty when read from the file).
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub lane: String,
+    pub created: String,
+    pub updated: String,
+    pub task_id: String,
+    pub audit_count: u64,
+}
+
+/// Every card, oldest first.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Board {
+    pub cards: Vec<Card>,
+}
+
+impl Board {
+    /// tasks.tsv: one card a line, tab-separated.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for c in &self.cards {
+            out.push_str(&format!(
+                "{}\t{}\t{}\t{}\t{}\t{}\n",
+                c.name, c.lane, c.created, c.updated, c.task_id, c.audit_count
+            ));
+        }
+        out
+    }
+
+    /// Reads tasks.tsv leniently (upstream's reader: blank lines skipped, an
+    /// empty task_id is the name).
+    pub fn parse(text: &str) -> Board {
+        let cards = text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                let f: Vec<&str> = l.split('\t').collect();
+                let col = |i: usize| f.get(i).copied().unwrap_or("").to_string();
+                let name = col(0);
+                Card {
+                    task_id: Some(col(4))
+                        .filter(|s| !s.is_empty())
+                        .unwrap_or(name.clone()),
+                    name,
+                    kind: String::new(),
+                    lane: col(1),
+                    created: col(2),
+                    updated: col(3),
+                    audit_count: col(5).parse().unwrap_or(0),
+                }
+            })
+            .collect();
+        Board { cards }
+    }
+
+    pub fn find(&self, name: &str) -> Option<&Card> {
+        self.cards.iter().find(|c| c.name == name)
+    }
+}
+
+/// `.swarmforge/board/` at the project root.
+pub fn dir(project: &Project) -> PathBuf {
+    project.swarmforge().join("board")
+}
+
+/// `.swarmforge/board/tasks.tsv`
+pub fn tasks_file(project: &Project) -> PathBuf {
+    dir(project).join("tasks.tsv")
+}
+
+/// `.swarmforge/board/<name>.txt`: the task text.
+pub fn text_file(project: &Project, name: &str) -> PathBuf {
+    dir(project).join(format!("{name}.txt"))
+}
+
+fn lock_file(project: &Project) -> PathBuf {
+    dir(project).join(".lock")
+}
+
+fn tmp_dir(project: &Project) -> PathBuf {
+    dir(project).join(".tmp")
+}
+
+/// The board the handoffs say, carrying `audit_count` over from `prev`.
+pub fn derive(trail: &Trail, routes: &Routes, prev: &Board) -> Board {
+    let mut originals: Vec<&Original> = trail
+        .originals
+        .iter()
+        .filter(|o| o.place != Place::Failed)
+        .collect();
+    originals.sort_by(|a, b| (a.when(), a.id()).cmp(&(b.when(), b.id())));
+    let mut cards: Vec<Card> = Vec::new();
+    let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    for o in originals {
+        let m = &o.msg;
+        let Some(task) = m.get(names::TASK) else {
+            continue;
+        };
+        let when = o.when().map(clock::iso).unwrap_or_default();
+        if let Some(kind) = birth(m) {
+            if index.contains_key(task) {
+                continue;
+            }
+            let lane = match o.place {
+                Place::Sent => m.to().unwrap_or(NEW).to_string(),
+                _ => NEW.to_string(),
+            };
+            index.insert(task.to_string(), cards.len());
+            cards.push(Card {
+                name: task.to_string(),
+                kind: kind.to_string(),
+                lane,
+                created: when.clone(),
+                updated: when,
+                task_id: task.to_string(),
+                audit_count: prev.find(task).map_or(0, |c| c.audit_count),
+            });
+            continue;
+        }
+        if o.place != Place::Sent
+            || m.kind() != Some(MessageType::GitHandoff)
+            || m.get(NON_FORWARDING) == Some("true")
+        {
+            continue;
+        }
+        let Some(card) = index.get(task).map(|i| &mut cards[*i]) else {
+            continue;
+        };
+        let Some(route) = routes.route(&card.kind) else {
+            continue;
+        };
+        if card.lane == DONE || card.lane == NEW {
+            continue;
+        }
+        let from = m.sender().unwrap_or_default();
+        let to = grammar::role_list(m.to());
+        let lane = if routes.is_terminal(route, from, &to) {
+            Some(DONE.to_string())
+        } else {
+            let next = route
+                .iter()
+                .position(|r| r == from)
+                .and_then(|i| route.get(i + 1));
+            match next.filter(|n| to.contains(&n.as_str())) {
+                Some(n) => Some(n.clone()),
+                None => {
+                    let on: Vec<&&str> = to
+                        .iter()
+                        .filter(|r| route.iter().any(|x| x == **r))
+                        .collect();
+                    (on.len() == 1).then(|| on[0].to_string())
+                }
+            }
+        };
+        if let Some(lane) = lane {
+            card.lane = lane;
+            card.updated = when;
+        }
+    }
+    Board { cards }
+}
+
+/// The card type of a card's birth note, if `m` is one.
+fn birth(m: &Message) -> Option<&str> {
+    (m.sender() == Some(grammar::DAEMON) && m.kind() == Some(MessageType::Note))
+        .then(|| m.get(CARD_TYPE))
+        .flatten()
+}
+
+/// The routes and the derived board, when the project declares cards and
+/// both read (a send then goes on as in a project without cards).
+fn current(project: &Project) -> Option<(Routes, Board)> {
+    let routes = Routes::load(project).ok().filter(|r| !r.is_empty())?;
+    let trail = Trail::load(project, &Scope::originals()).ok()?;
+    let board = derive(&trail, &routes, &Board::default());
+    Some((routes, board))
+}
+
+/// What a `git_handoff` of `sender` naming `task` is stamped with when the
+/// task is a card: its `card_type`, and its `delivery_kind` (upstream's
+/// `forward`, or `terminal` for the last role's result to every role before
+/// it), so receivers and batches know the card without reading the board.
+pub fn stamp(
+    project: &Project,
+    task: &str,
+    sender: &str,
+    to: &[&str],
+) -> Option<(String, &'static str)> {
+    let (routes, board) = current(project)?;
+    let kind = board.find(task)?.kind.clone();
+    let terminal = routes
+        .route(&kind)
+        .is_some_and(|r| routes.is_terminal(r, sender, to));
+    Some((kind, if terminal { TERMINAL } else { FORWARD }))
+}
+
+/// Why a `git_handoff` naming `task` is refused: the card is done
+/// (upstream's `swarm_handoff.bb`: "Task '%s' is done and cannot accept new
+/// handoffs.").
+pub fn refusal(project: &Project, task: &str) -> Option<String> {
+    let (_, board) = current(project)?;
+    (board.find(task)?.lane == DONE)
+        .then(|| format!("Task '{task}' is done and cannot accept new handoffs."))
+}
+
+/// tasks.tsv as written; None when there is none.
+pub fn read(project: &Project) -> Result<Option<Board>> {
+    let path = tasks_file(project);
+    match fsx::read_bounded(&path, 16 * 1024 * 1024) {
+        Ok(b) => Ok(Some(Board::parse(&String::from_utf8_lossy(&b)))),
+        Err(fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::env(format!("{}: {e}", path.display()))),
+    }
+}
+
+/// The board now: derived, and whether tasks.tsv says the same.
+#[derive(Clone, Debug, Serialize)]
+pub struct View {
+    pub cards: Vec<Card>,
+    /// Where tasks.tsv disagrees with the handoffs (empty: it agrees).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub disagreements: Vec<String>,
+    /// Why the board cannot be derived (a conf or swarm.yaml that does not
+    /// read, a route naming no role).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+impl View {
+    /// [`view`] for `swarm status`: a board that cannot be derived is a
+    /// line of the status, not a failed status.
+    pub fn for_status(project: &Project) -> Option<View> {
+        view(project).unwrap_or_else(|e| {
+            Some(View {
+                cards: Vec::new(),
+                disagreements: Vec::new(),
+                problem: Some(e.to_string()),
+            })
+        })
+    }
+}
+
+/// The derived board and tasks.tsv's disagreements with it; None when the
+/// project declares no card.
+pub fn view(project: &Project) -> Result<Option<View>> {
+    let trail = Trail::load(project, &Scope::originals())?;
+    view_of(project, &trail)
+}
+
+/// [`view`] from a trail already read (with its originals).
+pub fn view_of(project: &Project, trail: &Trail) -> Result<Option<View>> {
+    let routes = Routes::load(project)?;
+    if routes.is_empty() {
+        return Ok(None);
+    }
+    let file = read(project)?;
+    let derived = derive(trail, &routes, file.as_ref().unwrap_or(&Board::default()));
+    let disagreements = disagreements(file.as_ref(), &derived);
+    Ok(Some(View {
+        cards: derived.cards,
+        disagreements,
+        problem: None,
+    }))
+}
+
+/// Where tasks.tsv (`file`) differs from the board the handoffs say.
+fn disagreements(file: Option<&Board>, derived: &Board) -> Vec<String> {
+    let Some(file) = file else {
+        return if derived.cards.is_empty() {
+            Vec::new()
+        } else {
+            vec![format!(
+                "the file is missing; the handoffs hold {} card(s)",
+                derived.cards.len()
+            )]
+        };
+    };
+    let mut out = Vec::new();
+    for c in &derived.cards {
+        match file.find(&c.name) {
+            None => out.push(format!(
+                "card '{}' is missing; the handoffs put it in lane '{}'",
+                c.name, c.lane
+            )),
+            Some(f) if f.lane != c.lane => out.push(format!(
+                "card '{}' is in lane '{}'; the handoffs put it in lane '{}'",
+                c.name,
+                crate::text::escape(&f.lane),
+                c.lane
+            )),
+            Some(f)
+                if (&f.created, &f.updated, &f.task_id) != (&c.created, &c.updated, &c.task_id) =>
+            {
+                out.push(format!(
+                    "card '{}' has other times or another task_id than the handoffs say",
+                    c.name
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    for f in &file.cards {
+        if derived.find(&f.name).is_none() {
+            out.push(format!(
+                "card '{}' (lane '{}') was made by no handoff",
+                crate::text::escape(&f.name),
+                crate::text::escape(&f.lane)
+            ));
+        }
+    }
+    out
+}
+
+/// Derives the board and writes tasks.tsv when it differs (under the board
+/// lock); None when the project declares no card. Idempotent.
+pub fn sync(project: &Project) -> Result<Option<Board>> {
+    let routes = Routes::load(project)?;
+    if routes.is_empty() {
+        return Ok(None);
+    }
+    fsx::ensure_dirs(&[dir(project), tmp_dir(project)]).at(dir(project))?;
+    let _lock = fsx::lock(&lock_file(project)).at(lock_file(project))?;
+    sync_locked(project, &routes).map(Some)
+}
+
+fn sync_locked(project: &Project, routes: &Routes) -> Result<Board> {
+    let trail = Trail::load(project, &Scope::originals())?;
+    let file = read(project)?;
+    let board = derive(&trail, routes, file.as_ref().unwrap_or(&Board::default()));
+    if file.as_ref() != Some(&strip(&board)) {
+        let path = tasks_file(project);
+        fsx::replace(&tmp_dir(project), &path, board.render().as_bytes()).at(&path)?;
+    }
+    Ok(board)
+}
+
+/// The board as tasks.tsv can hold it (no card types).
+fn strip(b: &Board) -> Board {
+    Board {
+        cards: b
+            .cards
+            .iter()
+            .map(|c| Card {
+                kind: String::new(),
+                ..c.clone()
+            })
+            .collect(),
+    }
+}
+
+/// What `swarm card new` made.
+#[derive(Debug, Serialize)]
+pub struct NewCard {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The first role of the route: the card's first lane.
+    pub first: String,
+    /// The queued note that starts it.
+    pub queued: PathBuf,
+    pub text_file: PathBuf,
+}
+
+/// A card name: `[A-Za-z0-9][A-Za-z0-9._-]*`, at most [`MAX_NAME`], not a
+/// reserved lane.
+pub fn check_name(name: &str) -> std::result::Result<(), String> {
+    let b = name.as_bytes();
+    let ok = !b.is_empty()
+        && b.len() <= MAX_NAME
+        && b[0].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || b"._-".contains(c));
+    if !ok {
+        return Err(format!(
+            "card name '{}' is not a name: letters, digits, '.', '_', '-', starting with a letter or digit, at most {MAX_NAME}",
+            crate::text::escape(name)
+        ));
+    }
+    Ok(())
+}
+
+/// Starts a card: its text in `board/<name>.txt`, a note from handoffd to
+/// the route's first role (which the daemon delivers like any note), and the
+/// board written. Refused (`CARD_EXISTS`) when a card of that name exists.
+pub fn new_card(project: &Project, kind: &str, name: &str, text: &str) -> Result<NewCard> {
+    check_name(name).map_err(Error::env)?;
+    if text.len() > MAX_TEXT {
+        return Err(Error::env(format!(
+            "the task text is {} bytes; at most {MAX_TEXT}",
+            text.len()
+        )));
+    }
+    if text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return Err(Error::env(
+            "the task text holds control characters; only newlines and tabs may be in it",
+        ));
+    }
+    let routes = Routes::load(project)?;
+    let Some(route) = routes.route(kind) else {
+        let known: Vec<&str> = routes.cards.keys().map(String::as_str).collect();
+        return Err(Error::env(if known.is_empty() {
+            format!(
+                "no card types are declared: add `card <type> <role>...` lines to {} or `cards: {{<type>: [<role>, ...]}}` to {}",
+                project.swarmforge_conf().display(),
+                project.config_file().display()
+            )
+        } else {
+            format!(
+                "unknown card type '{}'; {} declares: {}",
+                crate::text::escape(kind),
+                routes.source.display(),
+                known.join(", ")
+            )
+        }));
+    };
+    let first = route[0].clone();
+    let roles = Roles::load(&project.roles_tsv())?;
+    let role = roles
+        .find(&first)
+        .ok_or_else(|| Error::env(format!("role '{first}' is not in roles.tsv")))?;
+    let wt = Worktree::new(if role.worktree_path.is_absolute() {
+        role.worktree_path.clone()
+    } else {
+        project.root.join(&role.worktree_path)
+    });
+    fsx::ensure_dirs(&[dir(project), tmp_dir(project)]).at(dir(project))?;
+    let _lock = fsx::lock(&lock_file(project)).at(lock_file(project))?;
+    let board = sync_locked(project, &routes)?;
+    if let Some(c) = board.find(name) {
+        return Err(Error::refused(
+            Token::CardExists,
+            format!("card '{name}' is on the board already (lane {})", c.lane),
+            vec![tasks_file(project)],
+        ));
+    }
+    let text_path = text_file(project, name);
+    let mut text = text.to_string();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    fsx::replace(&tmp_dir(project), &text_path, text.as_bytes()).at(&text_path)?;
+    let queued = queue_birth(&wt, kind, name, &first, &text)?;
+    sync_locked(project, &routes)?;
+    Ok(NewCard {
+        name: name.to_string(),
+        kind: kind.to_string(),
+        first,
+        queued,
+        text_file: text_path,
+    })
+}
+
+/// The note that starts a card, published into the first role's outbox.
+fn queue_birth(wt: &Worktree, kind: &str, name: &str, first: &str, text: &str) -> Result<PathBuf> {
+    fsx::ensure_dirs(&wt.send_dirs()).at(wt.handoffs())?;
+    let now = clock::now();
+    let seq = sequence::next(wt)?;
+    let id = grammar::message_id(now, seq, grammar::DAEMON);
+    let message = format!("New card: {name}");
+    let mut msg = Message::default();
+    msg.set(names::ID, &id);
+    msg.set(names::FROM, grammar::DAEMON);
+    msg.set(names::TO, first);
+    msg.set(names::PRIORITY, "50");
+    msg.set(names::TYPE, MessageType::Note.name());
+    msg.set(names::TASK, name);
+    msg.set(CARD_TYPE, kind);
+    msg.set(names::MESSAGE, &message);
+    msg.set(names::CREATED_AT, clock::iso(now));
+    let said = if text.is_empty() {
+        format!("{message}\n")
+    } else {
+        text.to_string()
+    };
+    msg.body = format!("{}\n\n{said}", crate::agent::send::BODY_PREAMBLE);
+    let file = grammar::file_name("50", &id, &[first.to_string()]);
+    let dest = wt.outbox().join(file);
+    fsx::publish(&wt.outbox_tmp(), &dest, msg.render().as_bytes()).at(&dest)?;
+    Ok(dest)
+}
+
+/// Whether `msg`, sitting in the outbox of `owner`, is a card's birth note
+/// that handoffd may deliver although `from: handoffd` (only `swarm card
+/// new` writes it, into the first role's own outbox, addressed to it).
+pub fn is_birth_in_own_outbox(msg: &Message, owner: &dyn Fn(&str) -> bool) -> bool {
+    birth(msg).is_some()
+        && msg.get(names::TASK).is_some()
+        && msg.to().is_some_and(|to| !to.contains(',') && owner(to))
+}
+
+/// `swarm status`'s lines for the board.
+pub fn text(v: &View) -> String {
+    let mut out = String::new();
+    if let Some(p) = &v.problem {
+        return format!("board: cannot be read: {}\n", crate::text::escape(p));
+    }
+    if v.cards.is_empty() {
+        out.push_str("board: no cards\n");
+    }
+    for c in &v.cards {
+        out.push_str(&format!(
+            "board: {} ({}) {}{}\n",
+            c.name,
+            c.kind,
+            c.lane,
+            if c.audit_count > 0 {
+                format!(", {} audit(s)", c.audit_count)
+            } else {
+                String::new()
+            }
+        ));
+    }
+    for d in &v.disagreements {
+        out.push_str(&format!(
+            "board: NOT IN STEP with .swarmforge/board/tasks.tsv: {d}\n"
+        ));
+    }
+    out
+}
+
+/// Where the audit gate counts a challenge: the card's `audit_count` (as
+/// upstream's `pack_board.sh increment-audit`). A task that is no card is
+/// not counted.
+pub fn count_audit(project: &Project, task: &str) -> Result<()> {
+    let routes = Routes::load(project)?;
+    if routes.is_empty() {
+        return Ok(());
+    }
+    fsx::ensure_dirs(&[dir(project), tmp_dir(project)]).at(dir(project))?;
+    let _lock = fsx::lock(&lock_file(project)).at(lock_file(project))?;
+    let mut board = sync_locked(project, &routes)?;
+    let Some(c) = board.cards.iter_mut().find(|c| c.name == task) else {
+        return Ok(());
+    };
+    c.audit_count += 1;
+    let path = tasks_file(project);
+    fsx::replace(&tmp_dir(project), &path, board.render().as_bytes()).at(&path)
+}
