@@ -276,10 +276,14 @@ pub fn refusal(project: &Project, task: &str) -> Option<String> {
         .then(|| format!("Task '{task}' is done and cannot accept new handoffs."))
 }
 
+/// The largest tasks.tsv read (one line per card; a board this big is
+/// not one a person wrote by hand).
+const MAX_BOARD_BYTES: u64 = 16 * 1024 * 1024;
+
 /// tasks.tsv as written; None when there is none.
 pub fn read(project: &Project) -> Result<Option<Board>> {
     let path = tasks_file(project);
-    match fsx::read_bounded(&path, 16 * 1024 * 1024) {
+    match fsx::read_bounded(&path, MAX_BOARD_BYTES) {
         Ok(b) => Ok(Some(Board::parse(&String::from_utf8_lossy(&b)))),
         Err(fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::env(format!("{}: {e}", path.display()))),

@@ -57,17 +57,12 @@ fn since(kind: Kind, path: &Path, md: &std::fs::Metadata) -> Option<SystemTime> 
 
 fn list(dir: &Path, kind: Kind) -> BTreeMap<String, Option<SystemTime>> {
     let mut out = BTreeMap::new();
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if !counts(kind, &name) {
-            continue;
+    status::each_entry(dir, |e, name| {
+        if counts(kind, name) {
+            let at = e.metadata().ok().and_then(|md| since(kind, &e.path(), &md));
+            out.insert(name.to_string(), at);
         }
-        let at = e.metadata().ok().and_then(|md| since(kind, &e.path(), &md));
-        out.insert(name, at);
-    }
+    });
     out
 }
 

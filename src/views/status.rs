@@ -214,18 +214,26 @@ fn count_oldest(
 ) -> (usize, Option<SystemTime>) {
     let mut n = 0;
     let mut oldest: Option<SystemTime> = None;
+    each_entry(dir, |e, name| {
+        if !is_item(name) {
+            return;
+        }
+        n += 1;
+        if let Some(t) = since(e) {
+            oldest = Some(oldest.map_or(t, |o| o.min(t)));
+        }
+    });
+    (n, oldest)
+}
+
+/// Calls `f` with each entry of the queue folder `dir` and its name (none
+/// when it cannot be listed): the views' one listing of a queue folder.
+pub(crate) fn each_entry(dir: &Path, mut f: impl FnMut(&fs::DirEntry, &str)) {
     if let Ok(rd) = fs::read_dir(dir) {
         for e in rd.flatten() {
-            if !is_item(&e.file_name().to_string_lossy()) {
-                continue;
-            }
-            n += 1;
-            if let Some(t) = since(&e) {
-                oldest = Some(oldest.map_or(t, |o| o.min(t)));
-            }
+            f(&e, &e.file_name().to_string_lossy());
         }
     }
-    (n, oldest)
 }
 
 fn completed_count(dir: &Path) -> usize {
