@@ -18,8 +18,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::error::{Error, Result};
+use crate::launch::cli_state;
 use crate::launch::plan::{Plan, PlannedRole};
-use crate::protocol::launch_files::agents_dir;
+use crate::protocol::launch_files::agent_own_dir;
 use crate::protocol::layout::Project;
 
 /// The sandbox program: `SWARM_BWRAP` when set (a bubblewrap binary not on
@@ -65,7 +66,7 @@ pub fn check() -> Result<()> {
 
 /// The role's private home inside the sandbox (kept between runs).
 pub fn home_dir(project: &Project, role: &str) -> PathBuf {
-    agents_dir(project).join(role).join("home")
+    agent_own_dir(project, role).join("home")
 }
 
 fn canon(p: &Path) -> PathBuf {
@@ -94,7 +95,7 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
         "--unshare-pid".into(),
         "--die-with-parent".into(),
     ];
-    let mut bind = |kind: &str, p: &Path| {
+    let bind = |a: &mut Vec<String>, kind: &str, p: &Path| {
         a.extend([kind.to_string(), s(p), s(p)]);
     };
     // The private /tmp covers programs kept under /tmp (a build tree, the
@@ -111,44 +112,72 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
     let mut seen = std::collections::HashSet::new();
     for d in programs.iter().map(|d| canon(d)) {
         if d.starts_with("/tmp") && d.is_dir() && seen.insert(d.clone()) {
-            bind("--ro-bind", &d);
+            bind(&mut a, "--ro-bind", &d);
         }
     }
     // And a project kept under /tmp: back, read-only.
-    bind("--ro-bind", &root);
+    bind(&mut a, "--ro-bind", &root);
     // Its own worktree, writable.
-    bind("--bind", &own);
+    bind(&mut a, "--bind", &own);
     // What lies inside it but is not its own: read-only again.
     let swarmforge = root.join(".swarmforge");
     if swarmforge.starts_with(&own) {
-        bind("--ro-bind", &swarmforge);
+        bind(&mut a, "--ro-bind", &swarmforge);
     }
     for o in &plan.roles {
         let wt = canon(&o.worktree_path);
         if wt != own && wt.starts_with(&own) && wt.exists() {
-            bind("--ro-bind", &wt);
+            bind(&mut a, "--ro-bind", &wt);
         }
     }
     // Its own queue folders (under .swarmforge when it works in the root).
     let handoffs = crate::protocol::layout::Worktree::new(&own).handoffs();
     crate::fsx::ensure_dirs(&[&handoffs]).map_err(|e| Error::io(&handoffs, e))?;
-    bind("--bind", &handoffs);
+    bind(&mut a, "--bind", &handoffs);
+    // Its own launcher folder (conversation id, hook and transcript state),
+    // and the swarm's telemetry, which its `swarm turn` and hooks write;
+    // budget raises are a person's, read-only.
+    let own_dir = agent_own_dir(project, &r.name);
+    let telemetry = project.telemetry_dir();
+    let raises = crate::telemetry::budget::raises_file(project);
+    crate::fsx::ensure_dirs(&[&own_dir, &telemetry]).map_err(|e| Error::io(&telemetry, e))?;
+    if !raises.exists() {
+        crate::fsx::append(&raises, b"").map_err(|e| Error::io(&raises, e))?;
+    }
+    bind(&mut a, "--bind", &canon(&own_dir));
+    bind(&mut a, "--bind", &canon(&telemetry));
+    bind(&mut a, "--ro-bind", &canon(&raises));
+    // Other roles' private homes (copies of the person's CLI state): hidden.
+    for o in plan.roles.iter().filter(|o| o.name != r.name) {
+        let theirs = home_dir(project, &o.name);
+        if theirs.is_dir() {
+            a.extend(["--tmpfs".into(), s(&canon(&theirs))]);
+        }
+    }
     // The cockpit's token: not even readable.
     let serve = project.serve_dir();
     if serve.exists() {
         a.extend(["--tmpfs".into(), s(&canon(&serve))]);
     }
-    // A private home at the person's home path.
-    match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-        Some(h) => a.extend(["--bind".into(), s(&home), h.to_string_lossy().into_owned()]),
-        None => a.extend([
-            "--bind".into(),
-            s(&home),
-            s(&home),
-            "--setenv".into(),
-            "HOME".into(),
-            s(&home),
-        ]),
+    // A private home at the person's home path, and in it the state folder
+    // of the role's own CLI, shared (launch/cli_state.rs).
+    let var = |k: &str| std::env::var_os(k);
+    let person_home = var("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    let home_at = person_home.clone().unwrap_or_else(|| home.clone());
+    a.extend(["--bind".into(), s(&home), s(&home_at)]);
+    if person_home.is_none() {
+        a.extend(["--setenv".into(), "HOME".into(), s(&home)]);
+    }
+    if let Some(cli) = crate::launch::trust::cli_of(r) {
+        if let Some(dir) = cli_state::folder(cli, &var) {
+            crate::fsx::ensure_dirs(&[&dir]).map_err(|e| Error::io(&dir, e))?;
+            bind(&mut a, "--bind", &canon(&dir));
+        }
+        if cli == crate::launch::agents::Cli::Claude {
+            if let Some(person) = cli_state::claude_json(&var) {
+                cli_state::seed_claude_json(&person, &home.join(".claude.json"), &own)?;
+            }
+        }
     }
     a.extend(["--chdir".into(), s(&own)]);
     Ok(a)

@@ -125,7 +125,7 @@ fn turn_ends(s: &RealSwarm) -> usize {
 }
 
 fn session_file(s: &RealSwarm) -> PathBuf {
-    s.d.root.join(".swarmforge/agents/coder.session")
+    s.d.root.join(".swarmforge/agents/coder/session")
 }
 
 /// An item is taken and finished with no terminal; the second item's turn
@@ -339,7 +339,7 @@ fn refused_resume_starts_fresh(cli: Cli) {
     );
     let gone = "0b7c2f9e-1b2a-4c3d-9e8f-112233445566";
     s.d.write(
-        ".swarmforge/agents/coder.session",
+        ".swarmforge/agents/coder/session",
         &format!("{} {gone}\n", cli.name()),
     );
     up_headless(&s);
@@ -564,13 +564,13 @@ fn a_hostile_stream_is_bounded_skipped_and_counted() {
 
     // The session is kept, and forgotten on request.
     assert_eq!(
-        d.read(".swarmforge/agents/coder.session"),
+        d.read(".swarmforge/agents/coder/session"),
         "claude hostile-1\n"
     );
     let f = d.swarm(&["fresh", "coder"]);
     f.ok();
     assert!(f.stdout.contains("next turn starts a new conversation"));
-    assert!(!d.root.join(".swarmforge/agents/coder.session").exists());
+    assert!(!d.root.join(".swarmforge/agents/coder/session").exists());
     let bad = d.swarm(&["fresh", "nobody"]);
     assert_eq!(bad.code, 1, "{}", bad.stderr);
     assert!(bad.stderr.contains("nobody"));
