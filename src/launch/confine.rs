@@ -1,10 +1,13 @@
-//! Confinement (docs/security.md, "Confinement"): with `launch: {confine:
-//! true}` every agent runs inside a bubblewrap sandbox where the whole
-//! system is read-only except its own worktree, its own queue folders, a
-//! private `/tmp` and a private home; the project's `.swarmforge/` (approvals,
+//! Confinement (docs/security.md, "Confinement"): by default (`launch:
+//! {confine: false}` turns it off) every agent runs inside a bubblewrap
+//! sandbox where the whole system is read-only except its own worktree,
+//! its own queue folders, its own launcher folder, the telemetry and forum
+//! records, a private `/tmp` and a private home holding its CLI's state
+//! folder (launch/cli_state.rs); the project's `.swarmforge/` (approvals,
 //! pause, the daemon's files), other roles' worktrees and inboxes are
-//! read-only, and the cockpit's token folder is hidden. Its own pid
-//! namespace hides the other agents' processes (and their environments).
+//! read-only, and the cockpit's token folder and other roles' homes are
+//! hidden. Its own pid namespace hides the other agents' processes (and
+//! their environments).
 //!
 //! Bubblewrap, not Landlock: a mount namespace can also hide (the token)
 //! and give a private `/tmp` and home, which Landlock's allow-lists cannot;
@@ -39,10 +42,17 @@ pub fn enabled(plan: &Plan) -> bool {
     plan.config.launch.confine
 }
 
-/// Checks that a sandbox can be made here, once before any agent starts:
-/// bwrap is installed and can create its namespaces. The error says why
-/// not and how to repair (or to turn confinement off).
-pub fn check() -> Result<()> {
+/// Why a sandbox cannot be made here, and how to repair it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub message: String,
+    pub fix: String,
+}
+
+const OPT_OUT: &str = "or set `launch: {confine: false}` in swarm.yaml (agents then run unconfined as your user, see docs/security.md \"Confinement\")";
+
+/// Tries a sandbox once: bwrap is installed and can create its namespaces.
+pub fn probe() -> Option<Problem> {
     let bwrap = program();
     let out = Command::new(&bwrap)
         .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
@@ -52,15 +62,36 @@ pub fn check() -> Result<()> {
         .stderr(Stdio::piped())
         .output();
     match out {
-        Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(Error::env(format!(
-            "confinement (launch: {{confine: true}}) cannot work here: bwrap fails: {}\n  hint: bubblewrap needs unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 also kernel.apparmor_restrict_unprivileged_userns=0), or run as root; or set `launch: {{confine: false}}` in swarm.yaml (agents then run unconfined, see docs/security.md)",
-            crate::text::escape(String::from_utf8_lossy(&o.stderr).trim())
-        ))),
-        Err(e) => Err(Error::env(format!(
-            "confinement (launch: {{confine: true}}) needs bubblewrap: cannot run {}: {e}\n  hint: apt-get install bubblewrap (or name a bwrap binary in SWARM_BWRAP), or set `launch: {{confine: false}}` in swarm.yaml (agents then run unconfined, see docs/security.md)",
-            crate::text::escape(&bwrap)
-        ))),
+        Ok(o) if o.status.success() => None,
+        Ok(o) => Some(Problem {
+            message: format!(
+                "agents are confined by default, but bubblewrap cannot make a sandbox here: {} fails: {}",
+                crate::text::escape(&bwrap),
+                crate::text::escape(String::from_utf8_lossy(&o.stderr).trim())
+            ),
+            fix: format!("bubblewrap needs unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 also kernel.apparmor_restrict_unprivileged_userns=0), or run as root; {OPT_OUT}"),
+        }),
+        Err(e) => Some(Problem {
+            message: format!(
+                "agents are confined by default, which needs bubblewrap: cannot run {}: {e}",
+                crate::text::escape(&bwrap)
+            ),
+            fix: format!("install it (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap), or name a bwrap binary in SWARM_BWRAP; {OPT_OUT}"),
+        }),
+    }
+}
+
+/// Whether `plan` starts an agent this machine would have to confine.
+pub fn needed(plan: &Plan) -> bool {
+    enabled(plan) && plan.roles.iter().any(|r| !r.is_human())
+}
+
+/// Checks that a sandbox can be made here, once before any agent starts.
+/// The error says why not and how to repair (or to turn confinement off).
+pub fn check() -> Result<()> {
+    match probe() {
+        None => Ok(()),
+        Some(p) => Err(Error::env(format!("{}\n  hint: {}", p.message, p.fix))),
     }
 }
 
@@ -130,22 +161,27 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
             bind(&mut a, "--ro-bind", &wt);
         }
     }
+    // What its git needs to commit, and not git's config or hooks.
+    for (kind, p) in git_binds(&root, &own) {
+        bind(&mut a, kind, &p);
+    }
     // Its own queue folders (under .swarmforge when it works in the root).
     let handoffs = crate::protocol::layout::Worktree::new(&own).handoffs();
     crate::fsx::ensure_dirs(&[&handoffs]).map_err(|e| Error::io(&handoffs, e))?;
     bind(&mut a, "--bind", &handoffs);
     // Its own launcher folder (conversation id, hook and transcript state),
-    // and the swarm's telemetry, which its `swarm turn` and hooks write;
-    // budget raises are a person's, read-only.
+    // the swarm's telemetry, which its `swarm turn` and hooks write, and the
+    // forum's sessions and discussions, which agents open; budget raises
+    // are a person's, read-only.
     let own_dir = agent_own_dir(project, &r.name);
-    let telemetry = project.telemetry_dir();
     let raises = crate::telemetry::budget::raises_file(project);
-    crate::fsx::ensure_dirs(&[&own_dir, &telemetry]).map_err(|e| Error::io(&telemetry, e))?;
+    for d in [own_dir, project.telemetry_dir(), project.forum_dir()] {
+        crate::fsx::ensure_dirs(&[&d]).map_err(|e| Error::io(&d, e))?;
+        bind(&mut a, "--bind", &canon(&d));
+    }
     if !raises.exists() {
         crate::fsx::append(&raises, b"").map_err(|e| Error::io(&raises, e))?;
     }
-    bind(&mut a, "--bind", &canon(&own_dir));
-    bind(&mut a, "--bind", &canon(&telemetry));
     bind(&mut a, "--ro-bind", &canon(&raises));
     // Other roles' private homes (copies of the person's CLI state): hidden.
     for o in plan.roles.iter().filter(|o| o.name != r.name) {
@@ -181,6 +217,46 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
     }
     a.extend(["--chdir".into(), s(&own)]);
     Ok(a)
+}
+
+/// The mounts that let the agent commit in its worktree (docs/security.md,
+/// "Confinement"): the project's `.git` stays read-only except the object
+/// store, the refs and their logs, and the worktree's own git folder
+/// (`.git/worktrees/<name>`, read from the worktree's `.git` file); a role
+/// working in the root gets `.git` itself (its index and HEAD live there)
+/// but never `config` or `hooks`, which the person's own git would run.
+fn git_binds(root: &Path, own: &Path) -> Vec<(&'static str, PathBuf)> {
+    let git = root.join(".git");
+    if !git.is_dir() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    if own == root {
+        out.push(("--bind", git.clone()));
+    } else {
+        out.push(("--ro-bind", git.clone()));
+        let pointer = crate::fsx::read_bounded(&own.join(".git"), 4096).ok();
+        let gitdir = pointer
+            .as_deref()
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .and_then(|t| t.trim().strip_prefix("gitdir:"))
+            .map(|d| canon(Path::new(d.trim())))
+            .filter(|d| d.starts_with(git.join("worktrees")) && d.is_dir());
+        out.extend(gitdir.map(|d| ("--bind", d)));
+    }
+    for d in ["objects", "refs", "logs"] {
+        let p = git.join(d);
+        if crate::fsx::ensure_dirs(&[&p]).is_ok() {
+            out.push(("--bind", p));
+        }
+    }
+    for f in ["config", "hooks"] {
+        let p = git.join(f);
+        if p.exists() {
+            out.push(("--ro-bind", p));
+        }
+    }
+    out
 }
 
 /// `cmd` (a shell command) as it runs for `r`: unchanged when confinement

@@ -533,3 +533,75 @@ printf 'type: note\nto: victim\npriority: 50\nmessage: from the sandbox\n' >d.tx
 out=$(ready-next)
 until printf '%s\n' "$out" | grep -qx NO_TASK; do out=$(done-current); done
 "#;
+
+/// On a machine without bubblewrap (a bwrap that cannot run), a swarm of
+/// agents (confined by default) does not start: `swarm up` says why and
+/// both ways out, exit 1, no agent run; `swarm doctor` reports
+/// CONFINEMENT, and not once `launch: {confine: false}` opts out, with
+/// which the same swarm starts; a swarm of people only needs no sandbox.
+/// `swarm demo` runs its scripted agents unconfined there and says so.
+#[test]
+fn a_machine_that_cannot_confine_is_explained_and_the_opt_out_works() {
+    let p = Project::builder()
+        .role("coder")
+        .config("wake: {method: none}\nlaunch: {stagger: 0ms}\nroles:\n  - {name: coder, agent: sh -c 'echo ran >ran.txt'}\n")
+        .build();
+    let missing = p.path("no-such-bwrap");
+    let r = p
+        .cmd("swarm")
+        .args(["up", "--no-tmux", "--until-idle", "--timeout", "20s"])
+        .env("SWARM_BWRAP", &missing)
+        .code(1)
+        .stderr_has("agents are confined by default")
+        .stderr_has("apt-get install bubblewrap")
+        .stderr_has("launch: {confine: false}")
+        .run();
+    assert!(
+        r.stderr.contains(&missing.display().to_string()),
+        "{}",
+        r.stderr
+    );
+    assert!(!p.root.join("ran.txt").exists());
+    let doctor = p
+        .cmd("swarm")
+        .args(["doctor", "--json"])
+        .env("SWARM_BWRAP", &missing)
+        .run()
+        .json();
+    assert!(doctor.to_string().contains("CONFINEMENT"), "{doctor:#}");
+
+    p.write(
+        "swarm.yaml",
+        "wake: {method: none}\nlaunch: {stagger: 0ms, confine: false}\nroles:\n  - {name: coder, agent: sh -c 'echo ran >ran.txt'}\n",
+    );
+    let doctor = p
+        .cmd("swarm")
+        .args(["doctor", "--json"])
+        .env("SWARM_BWRAP", &missing)
+        .run()
+        .json();
+    assert!(!doctor.to_string().contains("CONFINEMENT"), "{doctor:#}");
+    let r = p
+        .cmd("swarm")
+        .args(["up", "--no-tmux", "--until-idle", "--timeout", "20s"])
+        .env("SWARM_BWRAP", &missing)
+        .run();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(p.root.join("ran.txt").is_file());
+
+    let g = Project::empty();
+    let dir = g.path("demo");
+    let mut guard = crate::support::SwarmGuard::new(&dir);
+    guard.guard(
+        g.cmd("swarm")
+            .args(["demo", "--timeout", "90s", "--dir"])
+            .arg(&dir)
+            .env("SWARM_BWRAP", &missing)
+            .start(),
+    );
+    let out = guard.finish(std::time::Duration::from_secs(120), "swarm demo returns");
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(said.contains("run unconfined"), "{said}");
+    assert!(said.contains("the demo finished after"), "{said}");
+}
