@@ -183,12 +183,16 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
         crate::fsx::append(&raises, b"").map_err(|e| Error::io(&raises, e))?;
     }
     bind(&mut a, "--ro-bind", &canon(&raises));
-    // Other roles' private homes (copies of the person's CLI state): hidden.
-    for o in plan.roles.iter().filter(|o| o.name != r.name) {
+    // Other agents' private homes (copies of the person's CLI state):
+    // hidden, made first if need be (an agent started later has one too).
+    for o in plan
+        .roles
+        .iter()
+        .filter(|o| o.name != r.name && !o.is_human())
+    {
         let theirs = home_dir(project, &o.name);
-        if theirs.is_dir() {
-            a.extend(["--tmpfs".into(), s(&canon(&theirs))]);
-        }
+        crate::fsx::ensure_dirs(&[&theirs]).map_err(|e| Error::io(&theirs, e))?;
+        a.extend(["--tmpfs".into(), s(&canon(&theirs))]);
     }
     // The cockpit's token: not even readable.
     let serve = project.serve_dir();

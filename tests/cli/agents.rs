@@ -118,6 +118,7 @@ fn json_file(p: &Path) -> Value {
 
 const PRESETS_YAML: &str = r#"launch:
   stagger: 0ms
+  confine: false  # the fake CLIs write their records to the test, outside the worktree
 roles:
   - name: architect
     agent: claude
@@ -272,7 +273,7 @@ fn a_second_up_keeps_the_projects_own_instructions_and_settings() {
     // command line, agents/codex_hooks.rs).
     d.write(
         "swarm.yaml",
-        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: codex\n    worktree: coder\n    mcp: true\n",
+        "launch:\n  stagger: 0ms\n  confine: false  # the fake CLIs write their records to the test, outside the worktree\nroles:\n  - name: coder\n    agent: codex\n    worktree: coder\n    mcp: true\n",
     );
     let fakes = Fakes::new(RECORDER);
     let _guard = SwarmGuard::new(&d.root);
@@ -518,7 +519,7 @@ fn kinds_for(d: &Project, role: &str) -> Vec<String> {
 
 fn wake_yaml(wake: &str) -> String {
     format!(
-        "launch:\n  stagger: 0ms\nwake:\n  quiet: 300ms\ndaemon:\n  sweep: 200ms\n  ack_within: 600s\nroles:\n  - name: lead\n    agent: human\n  - name: coder\n    agent: claude\n    worktree: coder\n    wake: {wake}\n"
+        "launch:\n  stagger: 0ms\n  confine: false  # the fake CLIs write their records to the test, outside the worktree\nwake:\n  quiet: 300ms\ndaemon:\n  sweep: 200ms\n  ack_within: 600s\nroles:\n  - name: lead\n    agent: human\n  - name: coder\n    agent: claude\n    worktree: coder\n    wake: {wake}\n"
     )
 }
 
@@ -827,7 +828,7 @@ fn a_tracked_agents_md_is_left_alone_and_the_primer_goes_in_the_first_prompt() {
     crate::support::git(&d.root, &["commit", "-q", "-m", "rules"]);
     d.write(
         "swarm.yaml",
-        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: codex\n    worktree: coder\n",
+        "launch:\n  stagger: 0ms\n  confine: false  # the fake CLIs write their records to the test, outside the worktree\nroles:\n  - name: coder\n    agent: codex\n    worktree: coder\n",
     );
     let fakes = Fakes::new(RECORDER);
     if !require_tool("tmux", "apt-get install -y tmux") {
@@ -859,7 +860,7 @@ fn headless_liveness_is_busy_while_the_agent_runs_and_idle_after() {
     let d = Project::empty();
     d.write(
         "swarm.yaml",
-        "launch:\n  stagger: 0ms\nroles:\n  - name: worker\n    agent: sh -c 'while [ ! -e \"$FAKE_LOG/release\" ]; do sleep 0.05; done'\n",
+        "launch:\n  stagger: 0ms\n  confine: false  # the fake CLIs write their records to the test, outside the worktree\nroles:\n  - name: worker\n    agent: sh -c 'while [ ! -e \"$FAKE_LOG/release\" ]; do sleep 0.05; done'\n",
     );
     let fakes = Fakes::new(RECORDER);
     let _guard = SwarmGuard::new(&d.root);
@@ -888,7 +889,7 @@ fn claude_with_full_permission_is_refused_as_root_unless_the_machine_is_a_sandbo
     let d = Project::empty();
     d.write(
         "swarm.yaml",
-        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n    permission: full\n  - name: owner\n    agent: human\n",
+        "launch:\n  stagger: 0ms\n  confine: false  # the fake CLIs write their records to the test, outside the worktree\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n    permission: full\n  - name: owner\n    agent: human\n",
     );
     let fakes = Fakes::new(RECORDER);
     let root = swarm_handoff::launch::agents::claude_root::euid() == 0;

@@ -110,13 +110,14 @@ impl RealSwarm {
     }
 
     /// Debian's bubblewrap `real`, through a logging script, first on the
-    /// swarm's PATH (its log in HOME).
+    /// swarm's PATH (its log in HOME: for a confined agent, its private home).
     pub(crate) fn bwrap_on_path(&mut self, real: &Path) -> BwrapOnPath {
-        let b = BwrapOnPath::new(
+        let mut b = BwrapOnPath::new(
             real,
             self.home.path().join("bwrap-calls"),
             self.base.as_deref(),
         );
+        b.agents = Some(self.d.root.join(".swarmforge/agents"));
         self.path_first.push(b.dir.path().to_path_buf());
         b
     }
@@ -1085,6 +1086,8 @@ fn debian_bwrap() -> Option<PathBuf> {
 pub(crate) struct BwrapOnPath {
     pub(crate) dir: tempfile::TempDir,
     log: PathBuf,
+    /// `.swarmforge/agents`, whose `<role>/home` is a confined agent's HOME.
+    agents: Option<PathBuf>,
 }
 
 impl BwrapOnPath {
@@ -1102,12 +1105,24 @@ impl BwrapOnPath {
         )
         .unwrap();
         fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
-        BwrapOnPath { dir, log }
+        BwrapOnPath {
+            dir,
+            log,
+            agents: None,
+        }
     }
 
-    /// Some CLI ran it.
+    /// Some CLI ran it (unconfined, or confined: the log in its home).
     fn called(&self) -> bool {
-        fs::read_to_string(&self.log).is_ok_and(|l| l.contains("called"))
+        let name = self.log.file_name().unwrap();
+        let homes = self
+            .agents
+            .iter()
+            .flat_map(|a| fs::read_dir(a).into_iter().flatten().flatten())
+            .map(|e| e.path().join("home").join(name));
+        std::iter::once(self.log.clone())
+            .chain(homes)
+            .any(|f| fs::read_to_string(f).is_ok_and(|l| l.contains("called")))
     }
 }
 
