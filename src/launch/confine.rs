@@ -213,6 +213,19 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
             crate::fsx::ensure_dirs(&[&dir]).map_err(|e| Error::io(&dir, e))?;
             bind(&mut a, "--bind", &canon(&dir));
         }
+        if cli == crate::launch::agents::Cli::Codex {
+            // Codex's own sandbox mounts over `~/.agents` (the person's
+            // skills) and cannot make the folder in a read-only root: the
+            // person's, read-only, or an empty one of its own.
+            let skills = person_home.as_ref().map(|h| h.join(".agents"));
+            match skills.filter(|d| d.is_dir()) {
+                Some(d) => bind(&mut a, "--ro-bind", &canon(&d)),
+                None => {
+                    let d = home.join(".agents");
+                    crate::fsx::ensure_dirs(&[&d]).map_err(|e| Error::io(&d, e))?;
+                }
+            }
+        }
         if cli == crate::launch::agents::Cli::Claude {
             if let Some(person) = cli_state::claude_json(&var) {
                 cli_state::seed_claude_json(&person, &home.join(".claude.json"), &own)?;

@@ -126,6 +126,7 @@ pub fn turn(root: &Path, role: &str, say: &mut dyn FnMut(&str)) -> Result<Turn> 
         permission: *permission,
         instructions_in_file: instructions_in_file(cli, r),
         mcp: plan.config.role(role).is_some_and(|c| c.mcp),
+        confined: crate::launch::confine::enabled(&plan),
     };
     let mut out = Turn::default();
     loop {
