@@ -57,9 +57,15 @@ done
 
 impl Fakes {
     fn new(script: &str) -> Fakes {
+        Fakes::logging_to(script, None)
+    }
+
+    /// With the records in `log` (a folder a confined agent may write),
+    /// else in the fakes' own temporary folder.
+    fn logging_to(script: &str, log: Option<PathBuf>) -> Fakes {
         let dir = tempfile::tempdir().unwrap();
         let bin = dir.path().join("bin");
-        let log = dir.path().join("log");
+        let log = log.unwrap_or_else(|| dir.path().join("log"));
         fs::create_dir_all(&bin).unwrap();
         fs::create_dir_all(&log).unwrap();
         for cli in ["claude", "codex", "gemini"] {
@@ -722,7 +728,9 @@ fn swarmforge_conf_agents_start_as_swarmforge_starts_them_with_the_primer_added(
     );
     d.write("swarmforge/constitution.prompt", "Be good.\n");
     d.write("swarmforge/roles/architect.prompt", "Plan.\n");
-    let fakes = Fakes::new(RECORDER);
+    // A SwarmForge project has no swarm.yaml to opt out of confinement: the
+    // fake records into the root, the architect's own worktree (master).
+    let fakes = Fakes::logging_to(RECORDER, Some(d.path("fake-log")));
     let _guard = SwarmGuard::new(&d.root);
     let r = up(&d, &fakes, &["--no-tmux", "--detach"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
