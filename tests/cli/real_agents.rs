@@ -1510,9 +1510,16 @@ fn claude_code_with_its_own_sandbox_on_takes_and_answers_an_item() {
     );
     let bwrap = s.bwrap_on_path(&real);
     fs::create_dir_all(s.home.path().join(".claude")).unwrap();
+    // As root, Claude's bubblewrap cannot mount a /proc of its own inside
+    // the swarm's sandbox: the person chooses its weaker nested mode
+    // (docs/security.md, "The coding CLIs inside"); as an ordinary user it
+    // nests as it is.
+    let root = swarm_handoff::launch::agents::claude_root::euid() == 0;
     fs::write(
         s.home.path().join(".claude/settings.json"),
-        json!({"sandbox": {"enabled": true, "failIfUnavailable": true}}).to_string(),
+        json!({"sandbox": {"enabled": true, "failIfUnavailable": true,
+            "enableWeakerNestedSandbox": root}})
+        .to_string(),
     )
     .unwrap();
     let coder = s.wt("coder");
