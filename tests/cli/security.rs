@@ -581,25 +581,23 @@ fn a_machine_that_cannot_confine_is_explained_and_the_opt_out_works() {
         r.stderr
     );
     assert!(!p.root.join("ran.txt").exists());
-    let doctor = p
-        .cmd("swarm")
-        .args(["doctor", "--json"])
-        .env("SWARM_BWRAP", &missing)
-        .run()
-        .json();
-    assert!(doctor.to_string().contains("CONFINEMENT"), "{doctor:#}");
+    let doctor_says = || {
+        p.cmd("swarm")
+            .args(["doctor", "--json"])
+            .env("SWARM_BWRAP", &missing)
+            .run()
+            .json()
+            .to_string()
+    };
+    let doctor = doctor_says();
+    assert!(doctor.contains("CONFINEMENT"), "{doctor}");
 
     p.write(
         "swarm.yaml",
         "wake: {method: none}\nlaunch: {stagger: 0ms, confine: false}\nroles:\n  - {name: coder, agent: sh -c 'echo ran >ran.txt'}\n",
     );
-    let doctor = p
-        .cmd("swarm")
-        .args(["doctor", "--json"])
-        .env("SWARM_BWRAP", &missing)
-        .run()
-        .json();
-    assert!(!doctor.to_string().contains("CONFINEMENT"), "{doctor:#}");
+    let doctor = doctor_says();
+    assert!(!doctor.contains("CONFINEMENT"), "{doctor}");
     let r = p
         .cmd("swarm")
         .args(["up", "--no-tmux", "--until-idle", "--timeout", "20s"])
