@@ -194,11 +194,11 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
         crate::fsx::ensure_dirs(&[&theirs]).map_err(|e| Error::io(&theirs, e))?;
         a.extend(["--tmpfs".into(), s(&canon(&theirs))]);
     }
-    // The cockpit's token: not even readable.
+    // The cockpit's token: not even readable, also when the cockpit starts
+    // after the agent (the folder is made now, and hidden).
     let serve = project.serve_dir();
-    if serve.exists() {
-        a.extend(["--tmpfs".into(), s(&canon(&serve))]);
-    }
+    crate::fsx::ensure_dirs(&[&serve]).map_err(|e| Error::io(&serve, e))?;
+    a.extend(["--tmpfs".into(), s(&canon(&serve))]);
     // A private home at the person's home path, and in it the state folder
     // of the role's own CLI, shared (launch/cli_state.rs).
     let var = |k: &str| std::env::var_os(k);

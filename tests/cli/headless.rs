@@ -348,6 +348,11 @@ fn refused_resume_starts_fresh(cli: Cli) {
     s.wait("the item is finished in a new conversation", || {
         s.completed("coder") == 1 && turn_ends(&s) >= 2
     });
+    // Journaled by the supervisor once the (confined) turn has ended.
+    s.wait("the refused resume is journaled", || {
+        s.d.read(".swarmforge/daemon/events.jsonl")
+            .contains("\"resume_refused\"")
+    });
     let events = s.d.read(".swarmforge/daemon/events.jsonl");
     let refused: Vec<Value> = events
         .lines()
