@@ -326,6 +326,22 @@ pub fn codex_sandbox_helper(cx: &Context) -> Vec<Finding> {
         .collect()
 }
 
+/// A swarm whose agents are confined (the default) on a machine where
+/// bubblewrap cannot make a sandbox: `swarm up` would stop
+/// (launch::confine).
+pub fn confinement(cx: &Context) -> Vec<Finding> {
+    let Ok(plan) = &cx.plan else {
+        return Vec::new();
+    };
+    if !crate::launch::confine::needed(plan) {
+        return Vec::new();
+    }
+    crate::launch::confine::probe()
+        .map(|p| Finding::new("CONFINEMENT", p.message, p.fix))
+        .into_iter()
+        .collect()
+}
+
 /// Claude Code roles with `permission: full` in a swarm run as root, which
 /// Claude Code refuses to start (launch::agents::claude_root).
 pub fn claude_full_as_root(cx: &Context) -> Vec<Finding> {

@@ -77,6 +77,7 @@ pub const CHECKS: &[Check] = &[
     ("agent_cli_missing", checks::agent_cli_missing),
     ("agent_cli_trust", checks::agent_cli_trust),
     ("codex_sandbox_helper", checks::codex_sandbox_helper),
+    ("confinement", checks::confinement),
     ("claude_full_as_root", checks::claude_full_as_root),
     ("tmux_socket", checks::tmux_socket),
     ("daemon", checks::daemon),

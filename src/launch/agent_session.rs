@@ -1,5 +1,5 @@
 //! A headless role's conversation: the session id its CLI reported, kept
-//! in `.swarmforge/agents/<role>.session` as `<cli> <id>` so the next turn,
+//! in `.swarmforge/agents/<role>/session` as `<cli> <id>` so the next turn,
 //! a restart after a crash and the watchdog's restart all resume it
 //! (docs/headless.md). `swarm fresh <role>` removes it.
 //!
@@ -12,21 +12,21 @@ use std::path::PathBuf;
 use crate::error::{Error, Result};
 use crate::fsx;
 use crate::launch::agents::Cli;
-use crate::protocol::launch_files::agents_dir;
+use crate::protocol::launch_files::agent_own_dir;
 use crate::protocol::layout::Project;
 
 /// The longest id kept (UUIDs are 36 characters).
 pub const MAX_ID: usize = 128;
 
 pub fn path(project: &Project, role: &str) -> PathBuf {
-    agents_dir(project).join(format!("{role}.session"))
+    agent_own_dir(project, role).join("session")
 }
 
-/// `<role>.totals`: `<session> <input> <output> <cache read> <cache
+/// `<role>/totals`: `<session> <input> <output> <cache read> <cache
 /// write>`, the running usage totals a cumulative CLI last reported for
 /// that session (launch/turn.rs turns them into per-turn figures).
 pub fn totals_path(project: &Project, role: &str) -> PathBuf {
-    agents_dir(project).join(format!("{role}.totals"))
+    agent_own_dir(project, role).join("totals")
 }
 
 /// An id safe on a command line: 1..=[`MAX_ID`] ASCII letters, digits,
@@ -59,7 +59,7 @@ pub fn write(project: &Project, role: &str, cli: Cli, id: &str) -> Result<()> {
             id.chars().count()
         )));
     }
-    let dir = agents_dir(project);
+    let dir = agent_own_dir(project, role);
     fsx::ensure_dirs(&[&dir]).map_err(|e| Error::io(&dir, e))?;
     let p = path(project, role);
     fsx::replace(&dir, &p, format!("{} {id}\n", cli.name()).as_bytes())

@@ -108,6 +108,8 @@ pub fn agent_command(project: &Project, r: &PlannedRole) -> Option<String> {
                     .ok()
                     .and_then(|c| c.role(&r.name).map(|x| x.mcp))
                     .unwrap_or(false),
+                confined: crate::protocol::config::Config::load(&project.config_file())
+                    .is_ok_and(|c| c.launch.confine),
             }),
         ),
         AgentSpec::Model { name, extra } => {

@@ -1,10 +1,13 @@
-//! Confinement (docs/security.md, "Confinement"): with `launch: {confine:
-//! true}` every agent runs inside a bubblewrap sandbox where the whole
-//! system is read-only except its own worktree, its own queue folders, a
-//! private `/tmp` and a private home; the project's `.swarmforge/` (approvals,
+//! Confinement (docs/security.md, "Confinement"): by default (`launch:
+//! {confine: false}` turns it off) every agent runs inside a bubblewrap
+//! sandbox where the whole system is read-only except its own worktree,
+//! its own queue folders, its own launcher folder, the telemetry and forum
+//! records, a private `/tmp` and a private home holding its CLI's state
+//! folder (launch/cli_state.rs); the project's `.swarmforge/` (approvals,
 //! pause, the daemon's files), other roles' worktrees and inboxes are
-//! read-only, and the cockpit's token folder is hidden. Its own pid
-//! namespace hides the other agents' processes (and their environments).
+//! read-only, and the cockpit's token folder and other roles' homes are
+//! hidden. Its own pid namespace hides the other agents' processes (and
+//! their environments).
 //!
 //! Bubblewrap, not Landlock: a mount namespace can also hide (the token)
 //! and give a private `/tmp` and home, which Landlock's allow-lists cannot;
@@ -18,8 +21,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::error::{Error, Result};
+use crate::launch::cli_state;
 use crate::launch::plan::{Plan, PlannedRole};
-use crate::protocol::launch_files::agents_dir;
+use crate::protocol::launch_files::agent_own_dir;
 use crate::protocol::layout::Project;
 
 /// The sandbox program: `SWARM_BWRAP` when set (a bubblewrap binary not on
@@ -38,10 +42,17 @@ pub fn enabled(plan: &Plan) -> bool {
     plan.config.launch.confine
 }
 
-/// Checks that a sandbox can be made here, once before any agent starts:
-/// bwrap is installed and can create its namespaces. The error says why
-/// not and how to repair (or to turn confinement off).
-pub fn check() -> Result<()> {
+/// Why a sandbox cannot be made here, and how to repair it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub message: String,
+    pub fix: String,
+}
+
+const OPT_OUT: &str = "or set `launch: {confine: false}` in swarm.yaml (agents then run unconfined as your user, see docs/security.md \"Confinement\")";
+
+/// Tries a sandbox once: bwrap is installed and can create its namespaces.
+pub fn probe() -> Option<Problem> {
     let bwrap = program();
     let out = Command::new(&bwrap)
         .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
@@ -51,21 +62,42 @@ pub fn check() -> Result<()> {
         .stderr(Stdio::piped())
         .output();
     match out {
-        Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(Error::env(format!(
-            "confinement (launch: {{confine: true}}) cannot work here: bwrap fails: {}\n  hint: bubblewrap needs unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 also kernel.apparmor_restrict_unprivileged_userns=0), or run as root; or set `launch: {{confine: false}}` in swarm.yaml (agents then run unconfined, see docs/security.md)",
-            crate::text::escape(String::from_utf8_lossy(&o.stderr).trim())
-        ))),
-        Err(e) => Err(Error::env(format!(
-            "confinement (launch: {{confine: true}}) needs bubblewrap: cannot run {}: {e}\n  hint: apt-get install bubblewrap (or name a bwrap binary in SWARM_BWRAP), or set `launch: {{confine: false}}` in swarm.yaml (agents then run unconfined, see docs/security.md)",
-            crate::text::escape(&bwrap)
-        ))),
+        Ok(o) if o.status.success() => None,
+        Ok(o) => Some(Problem {
+            message: format!(
+                "agents are confined by default, but bubblewrap cannot make a sandbox here: {} fails: {}",
+                crate::text::escape(&bwrap),
+                crate::text::escape(String::from_utf8_lossy(&o.stderr).trim())
+            ),
+            fix: format!("bubblewrap needs unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 also kernel.apparmor_restrict_unprivileged_userns=0), or run as root; {OPT_OUT}"),
+        }),
+        Err(e) => Some(Problem {
+            message: format!(
+                "agents are confined by default, which needs bubblewrap: cannot run {}: {e}",
+                crate::text::escape(&bwrap)
+            ),
+            fix: format!("install it (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap), or name a bwrap binary in SWARM_BWRAP; {OPT_OUT}"),
+        }),
+    }
+}
+
+/// Whether `plan` starts an agent this machine would have to confine.
+pub fn needed(plan: &Plan) -> bool {
+    enabled(plan) && plan.roles.iter().any(|r| !r.is_human())
+}
+
+/// Checks that a sandbox can be made here, once before any agent starts.
+/// The error says why not and how to repair (or to turn confinement off).
+pub fn check() -> Result<()> {
+    match probe() {
+        None => Ok(()),
+        Some(p) => Err(Error::env(format!("{}\n  hint: {}", p.message, p.fix))),
     }
 }
 
 /// The role's private home inside the sandbox (kept between runs).
 pub fn home_dir(project: &Project, role: &str) -> PathBuf {
-    agents_dir(project).join(role).join("home")
+    agent_own_dir(project, role).join("home")
 }
 
 fn canon(p: &Path) -> PathBuf {
@@ -94,7 +126,7 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
         "--unshare-pid".into(),
         "--die-with-parent".into(),
     ];
-    let mut bind = |kind: &str, p: &Path| {
+    let bind = |a: &mut Vec<String>, kind: &str, p: &Path| {
         a.extend([kind.to_string(), s(p), s(p)]);
     };
     // The private /tmp covers programs kept under /tmp (a build tree, the
@@ -111,47 +143,137 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
     let mut seen = std::collections::HashSet::new();
     for d in programs.iter().map(|d| canon(d)) {
         if d.starts_with("/tmp") && d.is_dir() && seen.insert(d.clone()) {
-            bind("--ro-bind", &d);
+            bind(&mut a, "--ro-bind", &d);
         }
     }
     // And a project kept under /tmp: back, read-only.
-    bind("--ro-bind", &root);
+    bind(&mut a, "--ro-bind", &root);
     // Its own worktree, writable.
-    bind("--bind", &own);
+    bind(&mut a, "--bind", &own);
     // What lies inside it but is not its own: read-only again.
     let swarmforge = root.join(".swarmforge");
     if swarmforge.starts_with(&own) {
-        bind("--ro-bind", &swarmforge);
+        bind(&mut a, "--ro-bind", &swarmforge);
     }
     for o in &plan.roles {
         let wt = canon(&o.worktree_path);
         if wt != own && wt.starts_with(&own) && wt.exists() {
-            bind("--ro-bind", &wt);
+            bind(&mut a, "--ro-bind", &wt);
         }
+    }
+    // What its git needs to commit, and not git's config or hooks.
+    for (kind, p) in git_binds(&root, &own) {
+        bind(&mut a, kind, &p);
     }
     // Its own queue folders (under .swarmforge when it works in the root).
     let handoffs = crate::protocol::layout::Worktree::new(&own).handoffs();
     crate::fsx::ensure_dirs(&[&handoffs]).map_err(|e| Error::io(&handoffs, e))?;
-    bind("--bind", &handoffs);
-    // The cockpit's token: not even readable.
-    let serve = project.serve_dir();
-    if serve.exists() {
-        a.extend(["--tmpfs".into(), s(&canon(&serve))]);
+    bind(&mut a, "--bind", &handoffs);
+    // Its own launcher folder (conversation id, hook and transcript state),
+    // the swarm's telemetry, which its `swarm turn` and hooks write, and the
+    // forum's sessions and discussions, which agents open; budget raises
+    // are a person's, read-only.
+    let own_dir = agent_own_dir(project, &r.name);
+    let raises = crate::telemetry::budget::raises_file(project);
+    for d in [own_dir, project.telemetry_dir(), project.forum_dir()] {
+        crate::fsx::ensure_dirs(&[&d]).map_err(|e| Error::io(&d, e))?;
+        bind(&mut a, "--bind", &canon(&d));
     }
-    // A private home at the person's home path.
-    match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-        Some(h) => a.extend(["--bind".into(), s(&home), h.to_string_lossy().into_owned()]),
-        None => a.extend([
-            "--bind".into(),
-            s(&home),
-            s(&home),
-            "--setenv".into(),
-            "HOME".into(),
-            s(&home),
-        ]),
+    if !raises.exists() {
+        crate::fsx::append(&raises, b"").map_err(|e| Error::io(&raises, e))?;
+    }
+    bind(&mut a, "--ro-bind", &canon(&raises));
+    // Other agents' private homes (copies of the person's CLI state):
+    // hidden, made first if need be (an agent started later has one too).
+    for o in plan
+        .roles
+        .iter()
+        .filter(|o| o.name != r.name && !o.is_human())
+    {
+        let theirs = home_dir(project, &o.name);
+        crate::fsx::ensure_dirs(&[&theirs]).map_err(|e| Error::io(&theirs, e))?;
+        a.extend(["--tmpfs".into(), s(&canon(&theirs))]);
+    }
+    // The cockpit's token: not even readable, also when the cockpit starts
+    // after the agent (the folder is made now, and hidden).
+    let serve = project.serve_dir();
+    crate::fsx::ensure_dirs(&[&serve]).map_err(|e| Error::io(&serve, e))?;
+    a.extend(["--tmpfs".into(), s(&canon(&serve))]);
+    // A private home at the person's home path, and in it the state folder
+    // of the role's own CLI, shared (launch/cli_state.rs).
+    let var = |k: &str| std::env::var_os(k);
+    let person_home = var("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    let home_at = person_home.clone().unwrap_or_else(|| home.clone());
+    a.extend(["--bind".into(), s(&home), s(&home_at)]);
+    if person_home.is_none() {
+        a.extend(["--setenv".into(), "HOME".into(), s(&home)]);
+    }
+    if let Some(cli) = crate::launch::trust::cli_of(r) {
+        if let Some(dir) = cli_state::folder(cli, &var) {
+            crate::fsx::ensure_dirs(&[&dir]).map_err(|e| Error::io(&dir, e))?;
+            bind(&mut a, "--bind", &canon(&dir));
+        }
+        if cli == crate::launch::agents::Cli::Codex {
+            // Codex's own sandbox mounts over `~/.agents` (the person's
+            // skills) and cannot make the folder in a read-only root: the
+            // person's, read-only, or an empty one of its own.
+            let skills = person_home.as_ref().map(|h| h.join(".agents"));
+            match skills.filter(|d| d.is_dir()) {
+                Some(d) => bind(&mut a, "--ro-bind", &canon(&d)),
+                None => {
+                    let d = home.join(".agents");
+                    crate::fsx::ensure_dirs(&[&d]).map_err(|e| Error::io(&d, e))?;
+                }
+            }
+        }
+        if cli == crate::launch::agents::Cli::Claude {
+            if let Some(person) = cli_state::claude_json(&var) {
+                cli_state::seed_claude_json(&person, &home.join(".claude.json"), &own)?;
+            }
+        }
     }
     a.extend(["--chdir".into(), s(&own)]);
     Ok(a)
+}
+
+/// The mounts that let the agent commit in its worktree (docs/security.md,
+/// "Confinement"): the project's `.git` stays read-only except the object
+/// store, the refs and their logs, and the worktree's own git folder
+/// (`.git/worktrees/<name>`, read from the worktree's `.git` file); a role
+/// working in the root gets `.git` itself (its index and HEAD live there)
+/// but never `config` or `hooks`, which the person's own git would run.
+fn git_binds(root: &Path, own: &Path) -> Vec<(&'static str, PathBuf)> {
+    let git = root.join(".git");
+    if !git.is_dir() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    if own == root {
+        out.push(("--bind", git.clone()));
+    } else {
+        out.push(("--ro-bind", git.clone()));
+        let pointer = crate::fsx::read_bounded(&own.join(".git"), 4096).ok();
+        let gitdir = pointer
+            .as_deref()
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .and_then(|t| t.trim().strip_prefix("gitdir:"))
+            .map(|d| canon(Path::new(d.trim())))
+            .filter(|d| d.starts_with(git.join("worktrees")) && d.is_dir());
+        out.extend(gitdir.map(|d| ("--bind", d)));
+    }
+    for d in ["objects", "refs", "logs"] {
+        let p = git.join(d);
+        if crate::fsx::ensure_dirs(&[&p]).is_ok() {
+            out.push(("--bind", p));
+        }
+    }
+    for f in ["config", "hooks"] {
+        let p = git.join(f);
+        if p.exists() {
+            out.push(("--ro-bind", p));
+        }
+    }
+    out
 }
 
 /// `cmd` (a shell command) as it runs for `r`: unchanged when confinement

@@ -145,7 +145,19 @@ pub fn run(
     say(&format!("example '{name}' copied to {}", root.display()));
     write_example(ex, &root)?;
     let start = Instant::now();
-    let plan = Plan::load(&root)?;
+    let mut plan = Plan::load(&root)?;
+    // The demo's agents are the example's own scripts in a fresh folder:
+    // on a machine that cannot confine, they run unconfined, said plainly
+    // (a swarm of the person's own stops instead: docs/security.md).
+    if launch::confine::needed(&plan) {
+        if let Some(p) = launch::confine::probe() {
+            say(&format!(
+                "note: {}\n  the demo's scripted agents run unconfined; your own swarms will stop here until you repair it: {}",
+                p.message, p.fix
+            ));
+            plan.config.launch.confine = false;
+        }
+    }
     let opts = UpOptions {
         tmux: false,
         detach: false,

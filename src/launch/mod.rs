@@ -26,6 +26,7 @@ pub mod api;
 pub mod archive;
 pub mod attach;
 pub mod bridge;
+pub mod cli_state;
 pub mod command;
 pub mod confine;
 pub mod demo;

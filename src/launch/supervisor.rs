@@ -318,6 +318,7 @@ impl<'a> Running<'a> {
                 kill(-pid, rustix::process::Signal::KILL);
             }
             let _ = fsx::remove_file(&agent_pid_file(project, &slot.role.name));
+            super::turn::relay_refused_resumes(project, &slot.role.name);
             let w = slot.role.worktree();
             let after = fingerprint(&w);
             let code = status

@@ -126,6 +126,7 @@ pub fn turn(root: &Path, role: &str, say: &mut dyn FnMut(&str)) -> Result<Turn> 
         permission: *permission,
         instructions_in_file: instructions_in_file(cli, r),
         mcp: plan.config.role(role).is_some_and(|c| c.mcp),
+        confined: crate::launch::confine::enabled(&plan),
     };
     let mut out = Turn::default();
     loop {
@@ -148,14 +149,46 @@ pub fn turn(root: &Path, role: &str, say: &mut dyn FnMut(&str)) -> Result<Turn> 
             cli.name()
         );
         say(&format!("{role}: {why}"));
+        // A confined turn cannot write the daemon's journal: it leaves the
+        // event in its own folder for its supervisor (relay_refused_resumes).
+        let noted = refused_file(project, role);
+        if let Err(e) = fsx::append(&noted, format!("{why}\n").as_bytes()) {
+            eprintln!("warning: {}: {e}", noted.display());
+        }
+        let _ = activity::append(project, &Activity::now(role, Kind::Note).text(&why));
+        out.started_fresh = true;
+    }
+}
+
+/// `.swarmforge/agents/<role>/resume-refused`: one line per refused
+/// resume, written by the role's (confined) turn.
+fn refused_file(project: &Project, role: &str) -> std::path::PathBuf {
+    crate::protocol::launch_files::agent_own_dir(project, role).join("resume-refused")
+}
+
+/// Journals the refused resumes `role`'s last turn left in its folder
+/// (`resume_refused`), run by the supervisor outside the sandbox after the
+/// turn. The lines are the agent's: bounded, escaped, and only ever an
+/// event about that role.
+pub fn relay_refused_resumes(project: &Project, role: &str) {
+    let noted = refused_file(project, role);
+    let Ok(bytes) = fsx::read_bounded(&noted, 64 * 1024) else {
+        let _ = fsx::remove_file(&noted);
+        return;
+    };
+    let _ = fsx::remove_file(&noted);
+    for line in String::from_utf8_lossy(&bytes)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .take(16)
+    {
+        let why: String = line.chars().take(1024).collect();
         journal::record_outside(
             project,
             &JournalEvent::new(journal::Kind::ResumeRefused)
                 .recipient(role)
-                .reason(why.clone()),
+                .reason(crate::text::escape(&why)),
         );
-        let _ = activity::append(project, &Activity::now(role, Kind::Note).text(&why));
-        out.started_fresh = true;
     }
 }
 

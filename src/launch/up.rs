@@ -162,7 +162,7 @@ pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Ou
     let project = &plan.project;
     check_no_supervisor(project)?;
     check_programs(plan, opts.tmux)?;
-    if super::confine::enabled(plan) {
+    if super::confine::needed(plan) {
         super::confine::check()?;
     }
     super::agents::mcp::check(plan)?;

@@ -489,7 +489,7 @@ pub struct LaunchConfig {
     /// Pause between starting two agents.
     pub stagger: Dur,
     /// Run every agent in a bubblewrap sandbox (docs/security.md,
-    /// "Confinement"). Off by default for now.
+    /// "Confinement"). On by default; `confine: false` runs agents unconfined.
     pub confine: bool,
 }
 
@@ -497,7 +497,7 @@ impl Default for LaunchConfig {
     fn default() -> Self {
         LaunchConfig {
             stagger: Dur::millis(1500),
-            confine: false,
+            confine: true,
         }
     }
 }

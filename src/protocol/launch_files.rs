@@ -13,6 +13,13 @@ pub fn shim_dir(p: &Project) -> PathBuf {
 pub fn agents_dir(p: &Project) -> PathBuf {
     p.swarmforge().join("agents")
 }
+/// `.swarmforge/agents/<role>/`: what the role's own agent writes about
+/// itself (its conversation id, its hook's and transcript reader's state,
+/// its private home): the one launcher folder a confined agent may write
+/// (launch/confine.rs).
+pub fn agent_own_dir(p: &Project, role: &str) -> PathBuf {
+    agents_dir(p).join(role)
+}
 pub fn agent_log(p: &Project, role: &str) -> PathBuf {
     agents_dir(p).join(format!("{role}.log"))
 }

@@ -57,9 +57,15 @@ done
 
 impl Fakes {
     fn new(script: &str) -> Fakes {
+        Fakes::logging_to(script, None)
+    }
+
+    /// With the records in `log` (a folder a confined agent may write),
+    /// else in the fakes' own temporary folder.
+    fn logging_to(script: &str, log: Option<PathBuf>) -> Fakes {
         let dir = tempfile::tempdir().unwrap();
         let bin = dir.path().join("bin");
-        let log = dir.path().join("log");
+        let log = log.unwrap_or_else(|| dir.path().join("log"));
         fs::create_dir_all(&bin).unwrap();
         fs::create_dir_all(&log).unwrap();
         for cli in ["claude", "codex", "gemini"] {
@@ -118,6 +124,7 @@ fn json_file(p: &Path) -> Value {
 
 const PRESETS_YAML: &str = r#"launch:
   stagger: 0ms
+  confine: false  # the fake CLIs write their records to the test, outside the worktree
 roles:
   - name: architect
     agent: claude
@@ -272,7 +279,7 @@ fn a_second_up_keeps_the_projects_own_instructions_and_settings() {
     // command line, agents/codex_hooks.rs).
     d.write(
         "swarm.yaml",
-        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: codex\n    worktree: coder\n    mcp: true\n",
+        "launch:\n  stagger: 0ms\n  confine: false  # the fake CLIs write their records to the test, outside the worktree\nroles:\n  - name: coder\n    agent: codex\n    worktree: coder\n    mcp: true\n",
     );
     let fakes = Fakes::new(RECORDER);
     let _guard = SwarmGuard::new(&d.root);
@@ -560,7 +567,7 @@ fn kinds_for(d: &Project, role: &str) -> Vec<String> {
 
 fn wake_yaml(wake: &str) -> String {
     format!(
-        "launch:\n  stagger: 0ms\nwake:\n  quiet: 300ms\ndaemon:\n  sweep: 200ms\n  ack_within: 600s\nroles:\n  - name: lead\n    agent: human\n  - name: coder\n    agent: claude\n    worktree: coder\n    wake: {wake}\n"
+        "launch:\n  stagger: 0ms\n  confine: false  # the fake CLIs write their records to the test, outside the worktree\nwake:\n  quiet: 300ms\ndaemon:\n  sweep: 200ms\n  ack_within: 600s\nroles:\n  - name: lead\n    agent: human\n  - name: coder\n    agent: claude\n    worktree: coder\n    wake: {wake}\n"
     )
 }
 
@@ -763,7 +770,9 @@ fn swarmforge_conf_agents_start_as_swarmforge_starts_them_with_the_primer_added(
     );
     d.write("swarmforge/constitution.prompt", "Be good.\n");
     d.write("swarmforge/roles/architect.prompt", "Plan.\n");
-    let fakes = Fakes::new(RECORDER);
+    // A SwarmForge project has no swarm.yaml to opt out of confinement: the
+    // fake records into the root, the architect's own worktree (master).
+    let fakes = Fakes::logging_to(RECORDER, Some(d.path("fake-log")));
     let _guard = SwarmGuard::new(&d.root);
     let r = up(&d, &fakes, &["--no-tmux", "--detach"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
@@ -869,7 +878,7 @@ fn a_tracked_agents_md_is_left_alone_and_the_primer_goes_in_the_first_prompt() {
     crate::support::git(&d.root, &["commit", "-q", "-m", "rules"]);
     d.write(
         "swarm.yaml",
-        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: codex\n    worktree: coder\n",
+        "launch:\n  stagger: 0ms\n  confine: false  # the fake CLIs write their records to the test, outside the worktree\nroles:\n  - name: coder\n    agent: codex\n    worktree: coder\n",
     );
     let fakes = Fakes::new(RECORDER);
     if !require_tool("tmux", "apt-get install -y tmux") {
@@ -901,7 +910,7 @@ fn headless_liveness_is_busy_while_the_agent_runs_and_idle_after() {
     let d = Project::empty();
     d.write(
         "swarm.yaml",
-        "launch:\n  stagger: 0ms\nroles:\n  - name: worker\n    agent: sh -c 'while [ ! -e \"$FAKE_LOG/release\" ]; do sleep 0.05; done'\n",
+        "launch:\n  stagger: 0ms\n  confine: false  # the fake CLIs write their records to the test, outside the worktree\nroles:\n  - name: worker\n    agent: sh -c 'while [ ! -e \"$FAKE_LOG/release\" ]; do sleep 0.05; done'\n",
     );
     let fakes = Fakes::new(RECORDER);
     let _guard = SwarmGuard::new(&d.root);
@@ -930,7 +939,7 @@ fn claude_with_full_permission_is_refused_as_root_unless_the_machine_is_a_sandbo
     let d = Project::empty();
     d.write(
         "swarm.yaml",
-        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n    permission: full\n  - name: owner\n    agent: human\n",
+        "launch:\n  stagger: 0ms\n  confine: false  # the fake CLIs write their records to the test, outside the worktree\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n    permission: full\n  - name: owner\n    agent: human\n",
     );
     let fakes = Fakes::new(RECORDER);
     let root = swarm_handoff::launch::agents::claude_root::euid() == 0;

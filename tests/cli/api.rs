@@ -813,7 +813,7 @@ fn each_agent_gets_only_its_own_secrets() {
     fs::create_dir_all(root.join("agents")).unwrap();
     fs::write(
         root.join("agents/dump.sh"),
-        "env >\"$SWARMFORGE_PROJECT/env.tmp\" && mv \"$SWARMFORGE_PROJECT/env.tmp\" \"$SWARMFORGE_PROJECT/env.txt\"\n",
+        "env >env.tmp && mv env.tmp env.txt\n",
     )
     .unwrap();
     fs::write(
@@ -824,7 +824,8 @@ fn each_agent_gets_only_its_own_secrets() {
         ),
     )
     .unwrap();
-    let dump = root.join("env.txt");
+    // In its own worktree: the agent is confined (the default).
+    let dump = root.join(".worktrees/asker/env.txt");
     let check = |how: &str| {
         let env = fs::read_to_string(&dump).unwrap();
         assert!(env.contains("SWARMFORGE_ROLE=asker"), "{how}: {env}");

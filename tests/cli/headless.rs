@@ -125,7 +125,7 @@ fn turn_ends(s: &RealSwarm) -> usize {
 }
 
 fn session_file(s: &RealSwarm) -> PathBuf {
-    s.d.root.join(".swarmforge/agents/coder.session")
+    s.d.root.join(".swarmforge/agents/coder/session")
 }
 
 /// An item is taken and finished with no terminal; the second item's turn
@@ -339,7 +339,7 @@ fn refused_resume_starts_fresh(cli: Cli) {
     );
     let gone = "0b7c2f9e-1b2a-4c3d-9e8f-112233445566";
     s.d.write(
-        ".swarmforge/agents/coder.session",
+        ".swarmforge/agents/coder/session",
         &format!("{} {gone}\n", cli.name()),
     );
     up_headless(&s);
@@ -347,6 +347,11 @@ fn refused_resume_starts_fresh(cli: Cli) {
         .ok();
     s.wait("the item is finished in a new conversation", || {
         s.completed("coder") == 1 && turn_ends(&s) >= 2
+    });
+    // Journaled by the supervisor once the (confined) turn has ended.
+    s.wait("the refused resume is journaled", || {
+        s.d.read(".swarmforge/daemon/events.jsonl")
+            .contains("\"resume_refused\"")
     });
     let events = s.d.read(".swarmforge/daemon/events.jsonl");
     let refused: Vec<Value> = events
@@ -433,7 +438,7 @@ fn a_headless_role_in_a_tmux_swarm_takes_its_item_without_a_dialog() {
 /// unknown event type, a 200 kB tool input, control characters. It does
 /// the protocol's work for real (the wrappers) and reports usage.
 const HOSTILE_CLAUDE: &str = r#"#!/bin/bash
-printf '%s\n' "$*" >>"$FAKE_LOG/claude.args"
+printf '%s\n' "$*" >>"$PWD/claude.args"
 echo '{"type":"system","subtype":"init","session_id":"hostile-1","model":"fake-model"}'
 printf '\377\376{"type":"assistant"}\n'
 head -c 3000000 /dev/zero | tr '\0' x; echo
@@ -449,7 +454,8 @@ echo '{"type":"result","subtype":"success","is_error":false,"session_id":"hostil
 
 /// A swarm of one `coder` (`yaml`'s roles) whose `claude` is the fake
 /// `script`, with the owner's `task` delivered to it, run by `swarm up
-/// --no-tmux --until-idle`; the fake logs into the returned folder.
+/// --no-tmux --until-idle`; the fake (kept in the returned folder) logs its
+/// arguments into `claude.args` in its own worktree (the agent is confined).
 fn up_with_fake_claude(
     yaml: &str,
     script: &str,
@@ -490,7 +496,7 @@ fn up_with_fake_claude(
 /// the turn wrote stays readable. `swarm fresh` then forgets the session.
 #[test]
 fn a_hostile_stream_is_bounded_skipped_and_counted() {
-    let (d, dir, up) = up_with_fake_claude(
+    let (d, _fake, up) = up_with_fake_claude(
         "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n  - name: owner\n    agent: human\n",
         HOSTILE_CLAUDE,
         "a task through a hostile stream",
@@ -503,7 +509,7 @@ fn a_hostile_stream_is_bounded_skipped_and_counted() {
         1
     );
     // One non-interactive run with the stream-json flags and the primer.
-    let args = std::fs::read_to_string(dir.path().join("claude.args")).unwrap();
+    let args = std::fs::read_to_string(d.role_dir("coder").join("claude.args")).unwrap();
     assert_eq!(args.lines().count(), 1, "{args}");
     assert!(
         args.starts_with("-p --output-format stream-json --verbose --append-system-prompt-file "),
@@ -564,13 +570,13 @@ fn a_hostile_stream_is_bounded_skipped_and_counted() {
 
     // The session is kept, and forgotten on request.
     assert_eq!(
-        d.read(".swarmforge/agents/coder.session"),
+        d.read(".swarmforge/agents/coder/session"),
         "claude hostile-1\n"
     );
     let f = d.swarm(&["fresh", "coder"]);
     f.ok();
     assert!(f.stdout.contains("next turn starts a new conversation"));
-    assert!(!d.root.join(".swarmforge/agents/coder.session").exists());
+    assert!(!d.root.join(".swarmforge/agents/coder/session").exists());
     let bad = d.swarm(&["fresh", "nobody"]);
     assert_eq!(bad.code, 1, "{}", bad.stderr);
     assert!(bad.stderr.contains("nobody"));
@@ -717,7 +723,7 @@ fn a_budget_parks_a_headless_role_until_a_raise() {
 /// A `claude` that takes its item, uses 500 tokens and ends its turn with
 /// the item still in process.
 const THIRSTY_CLAUDE: &str = r#"#!/bin/bash
-printf '%s\n' "$*" >>"$FAKE_LOG/claude.args"
+printf '%s\n' "$*" >>"$PWD/claude.args"
 echo '{"type":"system","subtype":"init","session_id":"thirsty-1","model":"fake-model"}'
 ready_for_next.sh >/dev/null 2>&1
 echo '{"type":"result","subtype":"success","is_error":false,"session_id":"thirsty-1","usage":{"input_tokens":400,"output_tokens":100}}'
@@ -728,7 +734,7 @@ echo '{"type":"result","subtype":"success","is_error":false,"session_id":"thirst
 /// and ends at once, saying the budget holds it, with its item in process.
 #[test]
 fn until_idle_ends_when_only_a_budget_holds_the_work() {
-    let (d, dir, up) = up_with_fake_claude(
+    let (d, _fake, up) = up_with_fake_claude(
         "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n    budget: {tokens: 100, per: day}\n  - name: owner\n    agent: human\n",
         THIRSTY_CLAUDE,
         "a task too big for its budget",
@@ -736,7 +742,7 @@ fn until_idle_ends_when_only_a_budget_holds_the_work() {
     assert_ne!(up.code, 0, "{}\n{}", up.stdout, up.stderr);
     up.stderr_has("work waits for coder (parked by a budget)");
     up.stdout_has("coder: parked, budget of coder reached: 500 of 100 tokens");
-    let args = std::fs::read_to_string(dir.path().join("claude.args")).unwrap();
+    let args = std::fs::read_to_string(d.role_dir("coder").join("claude.args")).unwrap();
     assert_eq!(args.lines().count(), 1, "one turn only: {args}");
     let log = d.read(".swarmforge/agents/coder.log");
     assert_eq!(log.matches("[swarm] run ").count(), 1, "{log}");

@@ -457,7 +457,7 @@ fn fake_agent(dir: &Path, name: &str) {
     let p = dir.join(name);
     std::fs::write(
         &p,
-        "#!/bin/sh\necho \"$SWARMFORGE_ROLE ${CODEX_HOME:-none}\" >> \"$SWARMFORGE_PROJECT/ran.txt\"\n",
+        "#!/bin/sh\necho \"$SWARMFORGE_ROLE ${CODEX_HOME:-none}\" >> ran.txt\n",
     )
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -558,7 +558,11 @@ fn swarm_up_writes_each_agents_mcp_configuration() {
         }
     }
     // Codex runs with CODEX_HOME in its worktree; the others keep theirs.
-    let ran = p.read("ran.txt");
+    // Each in its own worktree (the agents are confined).
+    let ran: String = ["cl", "cx", "gm"]
+        .iter()
+        .map(|w| std::fs::read_to_string(p.wt_path(w).join("ran.txt")).unwrap_or_default())
+        .collect();
     let cx_home = p.wt_path("cx").join(".codex");
     assert!(
         ran.contains(&format!("cx {}\n", cx_home.display())),

@@ -19,7 +19,7 @@ const WAKE_TEXT: &str = "You have new handoff mail. If idle, run ready_for_next.
 /// Enter on it exits 1, Down then Enter trusts and shows an idle prompt
 /// whose typed lines are logged `GOT`. Every key is logged `KEY`.
 pub(crate) const DIALOG: &str = r#"#!/bin/bash
-log="$SWARMFORGE_PROJECT/io.$SWARMFORGE_ROLE"
+log="$PWD/io.$SWARMFORGE_ROLE"
 echo "START $$" >>"$log"
 cat <<'EOF'
  Accessing workspace:
@@ -57,7 +57,7 @@ done
 
 /// A pane showing a rate-limit error under an idle prompt.
 const LIMITED: &str = r#"#!/bin/bash
-log="$SWARMFORGE_PROJECT/io.$SWARMFORGE_ROLE"
+log="$PWD/io.$SWARMFORGE_ROLE"
 echo "START $$" >>"$log"
 echo "working on it"
 echo "  ⎿  API Error: 429 {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\"}}"
@@ -76,7 +76,7 @@ case "$out" in
   *NO_TASK*) what=NO_TASK ;;
   *) what=$(printf '%s\n' "$out" | grep -o 'msg-[a-z]*' | head -n 1); done-current >/dev/null 2>&1 ;;
 esac
-echo "run $what" >>"$SWARMFORGE_PROJECT/runs.$SWARMFORGE_ROLE"
+echo "run $what" >>"$PWD/runs.$SWARMFORGE_ROLE"
 exit "$(cat "$SWARMFORGE_PROJECT/exitcode" 2>/dev/null || echo 0)"
 "#;
 
@@ -140,7 +140,7 @@ fn count(d: &Project, role: &str, kind: &str) -> usize {
 }
 
 fn io(d: &Project) -> String {
-    fs::read_to_string(d.path("io.coder")).unwrap_or_default()
+    fs::read_to_string(d.path(".worktrees/coder/io.coder")).unwrap_or_default()
 }
 
 fn notified(d: &Project) -> String {
@@ -346,7 +346,7 @@ fn a_scripted_agent_that_exited_0_is_idle_and_one_that_failed_is_dead() {
     }
     let d = Project::empty();
     let _guard = swarm(&d, ONE_ITEM, "immediate");
-    let runs = || fs::read_to_string(d.path("runs.coder")).unwrap_or_default();
+    let runs = || fs::read_to_string(d.path(".worktrees/coder/runs.coder")).unwrap_or_default();
     wait_until(WAIT, "the first run", || runs().contains("run NO_TASK"));
     wait_until(WAIT, "idle in status", || {
         coder(&d)["agent_state"] == "idle"
@@ -377,7 +377,7 @@ fn one_wake_up_runs_an_exited_scripted_agent_once() {
     }
     let d = Project::empty();
     let _guard = swarm(&d, ONE_ITEM, "immediate");
-    let runs = || fs::read_to_string(d.path("runs.coder")).unwrap_or_default();
+    let runs = || fs::read_to_string(d.path(".worktrees/coder/runs.coder")).unwrap_or_default();
     wait_until(WAIT, "the first run", || runs().contains("run NO_TASK"));
     send(&d, "coder", "msg-one");
     wait_until(WAIT, "woken, and the item done", || {

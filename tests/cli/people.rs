@@ -42,12 +42,12 @@ fn walkthrough_the_leads_queue_never_takes_the_persons_mail() {
     let p = lead_and_boss("sh \"$SWARMFORGE_PROJECT/lead.sh\"", "");
     p.write(
         "lead.sh",
-        "set -eu\nd=.swarmforge/lead-draft.txt\n\
-         if [ ! -e .swarmforge/asked ]; then\n\
+        "set -eu\nd=lead-draft.txt\n\
+         if [ ! -e .asked ]; then\n\
          printf 'type: clarify\\nto: boss\\npriority: 10\\nquestion: Ship on Friday?\\n\\nYes\\nNo\\n' >\"$d\"; swarm-handoff \"$d\"\n\
          printf 'type: note\\nto: boss\\npriority: 20\\nmessage: build is green\\n' >\"$d\"; swarm-handoff \"$d\"\n\
          printf 'type: note\\nto: boss\\npriority: 30\\nmessage: release notes drafted\\n' >\"$d\"; swarm-handoff \"$d\"\n\
-         : >.swarmforge/asked\nfi\n\
+         : >.asked\nfi\n\
          out=$(ready-next)\nuntil printf '%s\\n' \"$out\" | grep -qx NO_TASK; do out=$(done-current); done\n",
     );
     let mut guard = SwarmGuard::new(&p.root);

@@ -110,13 +110,14 @@ impl RealSwarm {
     }
 
     /// Debian's bubblewrap `real`, through a logging script, first on the
-    /// swarm's PATH (its log in HOME).
+    /// swarm's PATH (its log in HOME: for a confined agent, its private home).
     pub(crate) fn bwrap_on_path(&mut self, real: &Path) -> BwrapOnPath {
-        let b = BwrapOnPath::new(
+        let mut b = BwrapOnPath::new(
             real,
             self.home.path().join("bwrap-calls"),
             self.base.as_deref(),
         );
+        b.agents = Some(self.d.root.join(".swarmforge/agents"));
         self.path_first.push(b.dir.path().to_path_buf());
         b
     }
@@ -1085,6 +1086,8 @@ fn debian_bwrap() -> Option<PathBuf> {
 pub(crate) struct BwrapOnPath {
     pub(crate) dir: tempfile::TempDir,
     log: PathBuf,
+    /// `.swarmforge/agents`, whose `<role>/home` is a confined agent's HOME.
+    agents: Option<PathBuf>,
 }
 
 impl BwrapOnPath {
@@ -1102,12 +1105,24 @@ impl BwrapOnPath {
         )
         .unwrap();
         fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
-        BwrapOnPath { dir, log }
+        BwrapOnPath {
+            dir,
+            log,
+            agents: None,
+        }
     }
 
-    /// Some CLI ran it.
+    /// Some CLI ran it (unconfined, or confined: the log in its home).
     fn called(&self) -> bool {
-        fs::read_to_string(&self.log).is_ok_and(|l| l.contains("called"))
+        let name = self.log.file_name().unwrap();
+        let homes = self
+            .agents
+            .iter()
+            .flat_map(|a| fs::read_dir(a).into_iter().flatten().flatten())
+            .map(|e| e.path().join("home").join(name));
+        std::iter::once(self.log.clone())
+            .chain(homes)
+            .any(|f| fs::read_to_string(f).is_ok_and(|l| l.contains("called")))
     }
 }
 
@@ -1495,9 +1510,16 @@ fn claude_code_with_its_own_sandbox_on_takes_and_answers_an_item() {
     );
     let bwrap = s.bwrap_on_path(&real);
     fs::create_dir_all(s.home.path().join(".claude")).unwrap();
+    // As root, Claude's bubblewrap cannot mount a /proc of its own inside
+    // the swarm's sandbox: the person chooses its weaker nested mode
+    // (docs/security.md, "The coding CLIs inside"); as an ordinary user it
+    // nests as it is.
+    let root = swarm_handoff::launch::agents::claude_root::euid() == 0;
     fs::write(
         s.home.path().join(".claude/settings.json"),
-        json!({"sandbox": {"enabled": true, "failIfUnavailable": true}}).to_string(),
+        json!({"sandbox": {"enabled": true, "failIfUnavailable": true,
+            "enableWeakerNestedSandbox": root}})
+        .to_string(),
     )
     .unwrap();
     let coder = s.wt("coder");
@@ -1534,4 +1556,157 @@ fn claude_code_with_its_own_sandbox_on_takes_and_answers_an_item() {
     assert!(last_user_text(&s.turn("coder", 4)).contains("COMPLETED:"));
     s.owner_got("answered from Claude's sandbox");
     s.audit_and_transcript();
+}
+
+/// The escape attempts of [`a_confined_cli_works_and_cannot_write_outside`],
+/// as a script in the agent's worktree: each line of its output is
+/// `<what>=DONE` or `<what>=REFUSED` (words not in the script, so a
+/// request that only quotes the command cannot pass).
+fn escape_script(s: &RealSwarm) -> String {
+    let root = s.d.root.display().to_string();
+    let victim = hq(&s.wt("victim"), "inbox/new").display().to_string();
+    let home = s.home.path().display().to_string();
+    format!(
+        r#"r() {{ if ( eval "$2" ) >/dev/null 2>&1; then echo "$1=DONE"; else echo "$1=REFUSED"; fi; }}
+r inbox 'echo x >"{victim}/50_20260101T000000Z_000001_from_owner_to_victim.handoff"'
+r approval 'echo sha256: x >"{root}/.swarmforge/approvals/20260101T000000Z_000001_from_coder"'
+r unpause 'rm "{root}/.swarmforge/paused"'
+r token 'cat "{root}/.swarmforge/serve/token"'
+r person_home 'echo x >"{home}/planted" && test -f "{home}/.bashrc-of-the-person"'
+r own 'echo x >own.txt'
+"#
+    )
+}
+
+/// The real `cli`, confined (the default: no `confine:` in swarm.yaml),
+/// started as a user would (`swarm up --trust`), with its sandbox off
+/// (`permission: full`, or for Claude Code as root an allow rule for the
+/// one script) so only the swarm's confinement stands between it and the
+/// project: it takes an item, runs a script that tries to write another
+/// role's inbox, an approval, the pause, the person's home and to read the
+/// cockpit token, and finishes the item. Each attempt is refused, its own
+/// write lands, and the audit is clean.
+fn a_confined_cli_works_and_cannot_write_outside(
+    cli: &str,
+    extra: &str,
+    setup: impl Fn(&RealSwarm, Vec<Step>),
+) {
+    if !require_tool("tmux", "apt-get install -y tmux") || crate::support::require_bwrap().is_none()
+    {
+        return;
+    }
+    let Some(bin) = agent_bin(cli) else {
+        return;
+    };
+    let yaml = format!(
+        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: {cli}\n    worktree: coder\n    wake: queue\n{extra}  - name: victim\n    agent: human\n    worktree: victim\n  - name: owner\n    agent: human\n"
+    );
+    let mut s = RealSwarm::init(&yaml, bin);
+    fs::write(s.home.path().join(".bashrc-of-the-person"), "# theirs\n").unwrap();
+    setup(
+        &s,
+        vec![
+            Step::shell("ready_for_next.sh"),
+            Step::shell("sh escape.sh"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Done with the task."),
+        ],
+    );
+    let coder = s.wt("coder");
+    fs::write(coder.join("escape.sh"), escape_script(&s)).unwrap();
+    s.swarm(&["pause", "--type", "post"]).ok();
+    s.d.write(".swarmforge/serve/token", "cockpit-secret\n");
+    s.up();
+    assert!(
+        s.d.read(".swarmforge/run/coder.sh").contains("bwrap"),
+        "the pane does not run the agent confined:\n{}",
+        s.d.read(".swarmforge/run/coder.sh")
+    );
+    s.d.send("owner", &draft("coder", "please add a --version flag"))
+        .ok();
+    s.wait("the task taken and done", || {
+        s.reached("coder", 3) && s.completed("coder") == 1
+    });
+    let seen = all_text(&s.turn("coder", 2));
+    for what in ["inbox", "approval", "unpause", "token", "person_home"] {
+        assert!(
+            seen.contains(&format!("{what}=REFUSED")),
+            "{what} was not refused:\n{seen}"
+        );
+    }
+    assert!(seen.contains("own=DONE"), "{seen}");
+    assert!(coder.join("own.txt").is_file());
+    assert!(s.d.root.join(".swarmforge/paused").exists());
+    assert!(!s.home.path().join("planted").exists());
+    assert!(handoff_names(&hq(&s.wt("victim"), "inbox/new")).is_empty());
+    assert!(!s
+        .d
+        .root
+        .join(".swarmforge/approvals/20260101T000000Z_000001_from_coder")
+        .exists());
+    s.audit_and_transcript();
+    s.swarm(&["status"]).ok();
+}
+
+#[test]
+fn a_confined_claude_code_works_and_cannot_write_outside() {
+    // As root Claude Code refuses bypassPermissions: the person allows the
+    // one script in the worktree's local settings (which `swarm up` merges
+    // its hook into) instead.
+    a_confined_cli_works_and_cannot_write_outside("claude", "", |s, steps| {
+        s.claude("coder", steps);
+        allow_in(
+            &s.wt("coder").join(".claude/settings.local.json"),
+            &["permissions", "allow"],
+            "Bash(sh escape.sh)",
+        );
+    });
+}
+
+#[test]
+fn a_confined_codex_works_and_cannot_write_outside() {
+    let extra = format!("    permission: full\n    args: {}\n", codex_args("coder"));
+    a_confined_cli_works_and_cannot_write_outside("codex", &extra, |s, steps| {
+        s.codex("coder", steps)
+    });
+}
+
+#[test]
+fn a_confined_gemini_cli_works_and_cannot_write_outside() {
+    // Gemini CLI's policy refuses a command outside `tools.allowed` even in
+    // yolo mode once that list exists (`swarm up` adds the wrappers to it).
+    a_confined_cli_works_and_cannot_write_outside(
+        "gemini",
+        "    permission: full\n",
+        |s, steps| {
+            s.gemini("coder", steps);
+            allow_in(
+                &s.wt("coder").join(".gemini/settings.json"),
+                &["tools", "allowed"],
+                "run_shell_command(sh escape.sh)",
+            );
+        },
+    );
+}
+
+/// Adds `rule` to the list at `keys` in the JSON settings file `f`
+/// (created when missing).
+fn allow_in(f: &Path, keys: &[&str], rule: &str) {
+    let mut v: Value = fs::read_to_string(f)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_else(|| json!({}));
+    let mut at = &mut v;
+    for k in keys {
+        if at.get(*k).is_none() {
+            at[*k] = json!({});
+        }
+        at = &mut at[*k];
+    }
+    if !at.is_array() {
+        *at = json!([]);
+    }
+    at.as_array_mut().unwrap().push(json!(rule));
+    fs::create_dir_all(f.parent().unwrap()).unwrap();
+    fs::write(f, v.to_string()).unwrap();
 }

@@ -412,7 +412,7 @@ fn confined_run(tmux: bool) {
     .unwrap();
     fs::write(
         root.join("swarm.yaml"),
-        "launch: {stagger: 0ms, confine: true}\nroles:\n  - {name: hostile, worktree: hostile, agent: sh \"$SWARMFORGE_PROJECT/agents/hostile.sh\"}\n  - {name: victim, worktree: victim, agent: sh \"$SWARMFORGE_PROJECT/agents/drain.sh\"}\n  - {name: boss, worktree: boss, agent: human}\n  - {name: helper, worktree: helper, agent: api, base_url: 'http://127.0.0.1:9/v1', model: m, api_key_env: HELPER_KEY}\n",
+        "launch: {stagger: 0ms}\nroles:\n  - {name: hostile, worktree: hostile, agent: sh \"$SWARMFORGE_PROJECT/agents/hostile.sh\"}\n  - {name: victim, worktree: victim, agent: sh \"$SWARMFORGE_PROJECT/agents/drain.sh\"}\n  - {name: boss, worktree: boss, agent: human}\n  - {name: helper, worktree: helper, agent: api, base_url: 'http://127.0.0.1:9/v1', model: m, api_key_env: HELPER_KEY}\n",
     )
     .unwrap();
     g.cmd("swarm")
@@ -425,6 +425,9 @@ fn confined_run(tmux: bool) {
         .args(["pause", "--type", "post"])
         .run()
         .ok();
+    let theirs = root.join(".swarmforge/agents/victim/home");
+    fs::create_dir_all(&theirs).unwrap();
+    fs::write(theirs.join(".claude.json"), "victim-copy-SECRET\n").unwrap();
     let token = root.join(".swarmforge/serve/token");
     fs::create_dir_all(token.parent().unwrap()).unwrap();
     fs::write(&token, "cockpit-secret\n").unwrap();
@@ -480,6 +483,9 @@ fn confined_run(tmux: bool) {
         "daemon_stop",
         "key",
         "answer_as_boss",
+        "other_home",
+        "git_hooks",
+        "git_config",
     ] {
         assert!(
             results.contains(&format!("{attempt}: refused")),
@@ -488,6 +494,7 @@ fn confined_run(tmux: bool) {
     }
     let log = fs::read_to_string(root.join(".swarmforge/agents/hostile.log")).unwrap_or_default();
     assert!(results.contains("own: sent"), "{results}\n{log}");
+    assert!(results.contains("own: committed"), "{results}\n{log}");
     assert!(results.contains("own: home and tmp"), "{results}\n{log}");
     assert!(!root
         .join(".swarmforge/approvals/20260101T000000Z_000001_from_hostile")
@@ -498,6 +505,14 @@ fn confined_run(tmux: bool) {
     assert_eq!(crate::support::inbox_copies(&boss).len(), 1);
     assert!(files(&crate::support::hq(&boss, "outbox")).is_empty());
     assert!(!root.join(".worktrees/victim/planted.txt").exists());
+    assert!(!root.join(".git/hooks/post-commit").exists());
+    // The swarm's own books still balance, and its status reads.
+    g.cmd("swarm")
+        .at(&root)
+        .args(["audit", "--check"])
+        .run()
+        .ok();
+    g.cmd("swarm").at(&root).args(["status"]).run().ok();
     let t = g.cmd("swarm").at(&root).args(["transcript"]).run();
     assert!(
         t.stdout
@@ -522,6 +537,9 @@ try victim_file sh -c "echo x >'$P/.worktrees/victim/planted.txt'"
 try boss_inbox sh -c "echo x >'$P/.worktrees/boss/.swarmforge/handoffs/inbox/new/50_x.handoff'"
 try daemon_stop sh -c "echo x >'$P/.swarmforge/daemon/stop'"
 try key sh -c 'test -n "${HELPER_KEY:-}"'
+try other_home grep -q SECRET "$P/.swarmforge/agents/victim/home/.claude.json"
+try git_hooks sh -c "echo 'echo pwned' >'$P/.git/hooks/post-commit'"
+try git_config git config --file "$P/.git/config" core.hooksPath /tmp
 printf 'type: clarify\nto: boss\npriority: 50\nquestion: Ship it?\n\nyes\nno\n' >q.txt && swarm-handoff q.txt >/dev/null
 box="$P/.worktrees/boss/.swarmforge/handoffs/inbox/new"
 i=0
@@ -529,7 +547,78 @@ until [ -n "$(ls "$box" 2>/dev/null)" ] || [ $i -ge 200 ]; do sleep 0.1; i=$((i+
 id=$(ls "$box" | head -n 1 | sed 's/^[0-9]*_\(.*\)_to_.*/\1/')
 try answer_as_boss env -u SWARMFORGE_ROLE swarm answer "$id" --choice 1
 echo x >"$HOME/x" && echo x >/tmp/x && echo "own: home and tmp" >>"$r"
+echo w >work.txt && git add work.txt && git -c user.name=h -c user.email=h@invalid commit -qm work && echo "own: committed" >>"$r"
 printf 'type: note\nto: victim\npriority: 50\nmessage: from the sandbox\n' >d.txt && swarm-handoff d.txt && echo "own: sent" >>"$r"
 out=$(ready-next)
 until printf '%s\n' "$out" | grep -qx NO_TASK; do out=$(done-current); done
 "#;
+
+/// On a machine without bubblewrap (a bwrap that cannot run), a swarm of
+/// agents (confined by default) does not start: `swarm up` says why and
+/// both ways out, exit 1, no agent run; `swarm doctor` reports
+/// CONFINEMENT, and not once `launch: {confine: false}` opts out, with
+/// which the same swarm starts; a swarm of people only needs no sandbox.
+/// `swarm demo` runs its scripted agents unconfined there and says so.
+#[test]
+fn a_machine_that_cannot_confine_is_explained_and_the_opt_out_works() {
+    let p = Project::builder()
+        .role("coder")
+        .config("wake: {method: none}\nlaunch: {stagger: 0ms}\nroles:\n  - {name: coder, agent: sh -c 'echo ran >ran.txt'}\n")
+        .build();
+    let missing = p.path("no-such-bwrap");
+    let r = p
+        .cmd("swarm")
+        .args(["up", "--no-tmux", "--until-idle", "--timeout", "20s"])
+        .env("SWARM_BWRAP", &missing)
+        .code(1)
+        .stderr_has("agents are confined by default")
+        .stderr_has("apt-get install bubblewrap")
+        .stderr_has("launch: {confine: false}")
+        .run();
+    assert!(
+        r.stderr.contains(&missing.display().to_string()),
+        "{}",
+        r.stderr
+    );
+    assert!(!p.root.join("ran.txt").exists());
+    let doctor_says = || {
+        p.cmd("swarm")
+            .args(["doctor", "--json"])
+            .env("SWARM_BWRAP", &missing)
+            .run()
+            .json()
+            .to_string()
+    };
+    let doctor = doctor_says();
+    assert!(doctor.contains("CONFINEMENT"), "{doctor}");
+
+    p.write(
+        "swarm.yaml",
+        "wake: {method: none}\nlaunch: {stagger: 0ms, confine: false}\nroles:\n  - {name: coder, agent: sh -c 'echo ran >ran.txt'}\n",
+    );
+    let doctor = doctor_says();
+    assert!(!doctor.contains("CONFINEMENT"), "{doctor}");
+    let r = p
+        .cmd("swarm")
+        .args(["up", "--no-tmux", "--until-idle", "--timeout", "20s"])
+        .env("SWARM_BWRAP", &missing)
+        .run();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(p.root.join("ran.txt").is_file());
+
+    let g = Project::empty();
+    let dir = g.path("demo");
+    let mut guard = crate::support::SwarmGuard::new(&dir);
+    guard.guard(
+        g.cmd("swarm")
+            .args(["demo", "--timeout", "90s", "--dir"])
+            .arg(&dir)
+            .env("SWARM_BWRAP", &missing)
+            .start(),
+    );
+    let out = guard.finish(std::time::Duration::from_secs(120), "swarm demo returns");
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(said.contains("run unconfined"), "{said}");
+    assert!(said.contains("the demo finished after"), "{said}");
+}

@@ -931,7 +931,7 @@ fn the_cockpit_at_a_glance_in_chromium() {
         );
     }
     // Enter on the page's button chose "Yes, I trust this folder" by its own keys.
-    let io = std::fs::read_to_string(d.path("io.coder")).unwrap_or_default();
+    let io = std::fs::read_to_string(d.path(".worktrees/coder/io.coder")).unwrap_or_default();
     assert!(
         io.contains("TRUSTED") && !io.contains("ANSWERED_NO"),
         "{io}"

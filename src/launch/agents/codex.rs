@@ -69,8 +69,10 @@ impl Preset for Codex {
             Permission::Full => "--sandbox danger-full-access --ask-for-approval never",
         };
         // The queue folders live under the project root; a role in its own
-        // worktree must be able to write there under the sandbox.
-        let add_dir = if l.worktree != l.root {
+        // worktree must be able to write there under the sandbox (unless
+        // the swarm confines it: its queue is in its worktree, and the
+        // root is read-only anyway).
+        let add_dir = if l.worktree != l.root && !l.confined {
             format!(" --add-dir {}", sqp(l.root))
         } else {
             String::new()
@@ -111,7 +113,7 @@ impl Preset for Codex {
             Permission::Edits => ("workspace-write", "on-request"),
             Permission::Full => ("danger-full-access", "never"),
         };
-        let roots = if l.worktree != l.root {
+        let roots = if l.worktree != l.root && !l.confined {
             format!(
                 " -c {}",
                 sq(&format!(

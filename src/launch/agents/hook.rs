@@ -74,7 +74,7 @@ pub fn continue_reason(role: &str, mcp: bool) -> String {
 }
 
 fn state_file(project: &Project, role: &str) -> PathBuf {
-    project.daemon_dir().join("hooks").join(role)
+    crate::protocol::launch_files::agent_own_dir(project, role).join("hook")
 }
 
 /// The names waiting in `new/`, as one fingerprint (sorted, so order of
@@ -139,8 +139,8 @@ pub fn decide(project: &Project, role: &str, input: &Input) -> (Option<String>, 
     // Without the daemon folder (a swarm never started here) there is no
     // state to keep, and no loop to fear: the next stop is a fresh one.
     if project.daemon_dir().is_dir() {
-        let dir = project.daemon_dir().join("hooks");
-        let _ = fsx::ensure_dirs(&[&dir])
+        let dir = f.parent().unwrap_or(Path::new("."));
+        let _ = fsx::ensure_dirs(&[dir])
             .and_then(|_| fsx::write_file(&f, format!("{count} {fp}\n").as_bytes()));
     }
     let mcp = crate::protocol::config::Config::load(&project.config_file())

@@ -79,6 +79,11 @@ pub struct Launch<'a> {
     pub instructions_in_file: bool,
     /// `mcp: true`: the agent takes work with the `swarm` server's `next`.
     pub mcp: bool,
+    /// The swarm's sandbox confines the agent (launch/confine.rs): the
+    /// project root is read-only there, so the CLI's own sandbox is not
+    /// asked to make it writable (Codex would try to make its protected
+    /// `.agents` folder in it, and fail every command).
+    pub confined: bool,
 }
 
 impl Launch<'_> {
@@ -260,6 +265,7 @@ mod tests {
             permission: Permission::Edits,
             instructions_in_file: true,
             mcp: false,
+            confined: false,
         };
         let p = l.turn_prompt(true, "primer");
         assert!(p.starts_with("New work waits for you (role coder)"), "{p}");

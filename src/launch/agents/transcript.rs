@@ -8,7 +8,7 @@
 //! file inside Claude Code's own projects folder is read (the path is
 //! resolved first, so no symlink leads out, and opened without following
 //! one). Each turn end reads at most [`MAX_CHUNK`] bytes from the offset
-//! kept per role (`.swarmforge/telemetry/transcripts/<role>.json`), never
+//! kept per role (`.swarmforge/agents/<role>/transcript.json`), never
 //! the whole file; a partial last line waits for the next turn end; a line
 //! longer than [`MAX_LINE`] or not a JSON object is skipped and counted in
 //! a note. Nothing here panics, and a failure only costs the hook a note.
@@ -65,10 +65,7 @@ struct Cursor {
 }
 
 fn cursor_file(project: &Project, role: &str) -> PathBuf {
-    project
-        .telemetry_dir()
-        .join("transcripts")
-        .join(format!("{role}.json"))
+    crate::protocol::launch_files::agent_own_dir(project, role).join("transcript.json")
 }
 
 /// Claude Code's projects folder: `$CLAUDE_CONFIG_DIR/projects`, else

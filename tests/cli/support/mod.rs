@@ -85,7 +85,8 @@ pub fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool)
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
 /// A command with the environment SwarmForge's tests use: PATH,
-/// GIT_CONFIG_NOSYSTEM and (optionally) SWARMFORGE_ROLE; no HOME.
+/// GIT_CONFIG_NOSYSTEM, SWARM_BWRAP (the bubblewrap that confines agents,
+/// [`bwrap`]) and (optionally) SWARMFORGE_ROLE; no HOME.
 pub fn clean_command(program: &Path, cwd: &Path) -> Command {
     let mut c = Command::new(program);
     c.current_dir(cwd)
@@ -96,6 +97,9 @@ pub fn clean_command(program: &Path, cwd: &Path) -> Command {
         .env("GIT_AUTHOR_EMAIL", "t@example.com")
         .env("GIT_COMMITTER_NAME", "t")
         .env("GIT_COMMITTER_EMAIL", "t@example.com");
+    if let Some(b) = bwrap() {
+        c.env("SWARM_BWRAP", b);
+    }
     c
 }
 

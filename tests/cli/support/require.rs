@@ -80,3 +80,40 @@ pub fn venv_python(env_var: &str, modules: &str, sdk: &str, install: &str) -> Op
     require_capability(&format!("import {sdk}"), install, probe)?;
     Some(p)
 }
+
+/// The bubblewrap the tests' swarms confine their agents with (agents are
+/// confined by default, docs/security.md): Debian's as `.ci/run` unpacks it
+/// into `target/bubblewrap` (kept off PATH, so tests also cover a machine
+/// without one on PATH), else the one the pinned Codex ships, else `bwrap`
+/// on PATH. Every test command gets it as `SWARM_BWRAP`.
+pub fn bwrap() -> Option<std::path::PathBuf> {
+    static FOUND: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
+            let clis = std::env::var_os("SWARM_AGENT_CLIS")
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|| target.join("agent-clis"));
+            [
+                target.join("bubblewrap/usr/bin/bwrap"),
+                clis.join("node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/codex-resources/bwrap"),
+            ]
+            .into_iter()
+            .find(|p| p.is_file())
+            .or_else(|| on_path("bwrap").then(|| "bwrap".into()))
+        })
+        .clone()
+}
+
+/// [`bwrap`], or None after a NOTE (a failure in CI).
+#[track_caller]
+pub fn require_bwrap() -> Option<std::path::PathBuf> {
+    let b = bwrap();
+    if b.is_none() {
+        missing(
+            "no bubblewrap for confined agents",
+            "run .ci/run (it unpacks Debian's bubblewrap into target/bubblewrap), or apt-get install -y bubblewrap",
+        );
+    }
+    b
+}

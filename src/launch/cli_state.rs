@@ -1,0 +1,179 @@
+//! A confined agent's coding CLI and the person's CLI state
+//! (docs/security.md, "Confinement"): the sandbox gives the agent a
+//! private home, but the CLI's login, onboarding and the swarm's trust
+//! records (`swarm trust`, launch/trust.rs) live in the person's home. So
+//! the one state folder of the role's own CLI is shared into the sandbox,
+//! writable, at its own path:
+//!
+//! * Claude Code: `~/.claude` (`$CLAUDE_CONFIG_DIR`): settings, the login
+//!   (`.credentials.json`), the transcripts `swarm hook` reads;
+//! * Codex: `~/.codex` (`$CODEX_HOME`): `auth.json`, `config.toml` with the
+//!   trust and hook records;
+//! * Gemini CLI: `~/.gemini` (`$GEMINI_CLI_HOME/.gemini`): settings,
+//!   `trustedFolders.json`, the OAuth login.
+//!
+//! Claude Code's other file, `~/.claude.json` (onboarding, account, trust
+//! per folder), sits in the home itself and is replaced by a rename, which a
+//! bind of the single file would refuse. The private home gets a copy at each
+//! start instead ([`seed_claude_json`]); the agent's changes stay in its
+//! copy, except the entry of its own worktree, which is kept from the last
+//! copy when the person's file has none (a trust the person gave in the
+//! agent's pane survives a restart).
+//!
+//! Nothing else of the person's home is visible: a role's sandbox never
+//! gets another CLI's folder.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::fsx;
+use crate::launch::agents::Cli;
+
+/// Largest `~/.claude.json` copied (a long-used one is a few MB).
+const MAX_CLAUDE_JSON: u64 = 64 * 1024 * 1024;
+
+/// The state folder `cli` keeps, resolved from the environment (through
+/// `var`) as the CLI resolves it; None without a HOME.
+pub fn folder(cli: Cli, var: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    let set = |k: &str| var(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let home = set("HOME");
+    match cli {
+        Cli::Claude => set("CLAUDE_CONFIG_DIR").or_else(|| Some(home?.join(".claude"))),
+        Cli::Codex => set("CODEX_HOME").or_else(|| Some(home?.join(".codex"))),
+        Cli::Gemini => Some(set("GEMINI_CLI_HOME").or(home)?.join(".gemini")),
+    }
+}
+
+/// Claude Code's `.claude.json` of the person, when it lives in the home
+/// itself (not in a `$CLAUDE_CONFIG_DIR`, which is shared whole).
+pub fn claude_json(var: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    if var("CLAUDE_CONFIG_DIR").is_some_and(|v| !v.is_empty()) {
+        return None;
+    }
+    var("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| PathBuf::from(h).join(".claude.json"))
+}
+
+/// Writes `copy` (in the role's private home) from the person's `person`
+/// file, keeping the last copy's entry for `worktree` when the person's
+/// file has none. Nothing to do without a person's file; a person's file
+/// that is not a JSON object is refused (the agent would start as a new
+/// user), naming the file.
+pub fn seed_claude_json(person: &Path, copy: &Path, worktree: &Path) -> Result<()> {
+    // The person's own file, perhaps a link kept by a dotfiles manager.
+    let real = person
+        .canonicalize()
+        .unwrap_or_else(|_| person.to_path_buf());
+    let bytes = match fsx::read_bounded(&real, MAX_CLAUDE_JSON) {
+        Ok(b) => b,
+        Err(fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => {
+            return Err(Error::env(format!(
+                "{}: cannot copy into a confined agent's home: {e}",
+                person.display()
+            )))
+        }
+    };
+    let mut doc: Value = serde_json::from_slice(&bytes)
+        .ok()
+        .filter(Value::is_object)
+        .ok_or_else(|| {
+            Error::env(format!(
+                "{}: not a JSON object, so a confined Claude Code would start as a new user\n  hint: repair or remove the file (Claude Code writes it again), or set `launch: {{confine: false}}`",
+                person.display()
+            ))
+        })?;
+    let key = worktree.to_string_lossy().into_owned();
+    let kept = fsx::read_bounded(copy, MAX_CLAUDE_JSON)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .and_then(|v| v.get("projects")?.get(&key).cloned());
+    if let Some(entry) = kept {
+        if doc.get("projects").is_none_or(|p| !p.is_object()) {
+            doc["projects"] = Value::Object(Default::default());
+        }
+        if let Some(projects) = doc["projects"].as_object_mut() {
+            projects.entry(key).or_insert(entry);
+        }
+    }
+    let out = serde_json::to_vec(&doc).map_err(|e| Error::env(format!("{e}")))?;
+    let dir = copy.parent().unwrap_or(Path::new("."));
+    fsx::write_private(dir, copy, &out).map_err(|e| Error::io(copy, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<OsString> + 'a {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| OsString::from(v))
+        }
+    }
+
+    #[test]
+    fn folders_follow_the_clis_overrides() {
+        let h = env(&[("HOME", "/h")]);
+        assert_eq!(folder(Cli::Claude, &h), Some("/h/.claude".into()));
+        assert_eq!(folder(Cli::Codex, &h), Some("/h/.codex".into()));
+        assert_eq!(folder(Cli::Gemini, &h), Some("/h/.gemini".into()));
+        assert_eq!(claude_json(&h), Some("/h/.claude.json".into()));
+        let o = env(&[
+            ("HOME", "/h"),
+            ("CLAUDE_CONFIG_DIR", "/c"),
+            ("CODEX_HOME", "/x"),
+            ("GEMINI_CLI_HOME", "/g"),
+        ]);
+        assert_eq!(folder(Cli::Claude, &o), Some("/c".into()));
+        assert_eq!(folder(Cli::Codex, &o), Some("/x".into()));
+        assert_eq!(folder(Cli::Gemini, &o), Some("/g/.gemini".into()));
+        assert_eq!(claude_json(&o), None);
+        assert_eq!(folder(Cli::Codex, &env(&[])), None);
+    }
+
+    #[test]
+    fn the_copy_is_the_persons_file_plus_the_own_worktrees_entry() {
+        let d = tempfile::tempdir().unwrap();
+        let person = d.path().join("person.json");
+        let copy = d.path().join("copy.json");
+        let read =
+            |p: &Path| -> Value { serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap() };
+        // No person's file: nothing written.
+        seed_claude_json(&person, &copy, Path::new("/w")).unwrap();
+        assert!(!copy.exists());
+        std::fs::write(&person, json!({"hasCompletedOnboarding": true}).to_string()).unwrap();
+        seed_claude_json(&person, &copy, Path::new("/w")).unwrap();
+        assert_eq!(read(&copy), json!({"hasCompletedOnboarding": true}));
+        // The agent's pane trusted its worktree; another folder's entry goes.
+        std::fs::write(
+            &copy,
+            json!({"projects": {"/w": {"hasTrustDialogAccepted": true}, "/o": {}}}).to_string(),
+        )
+        .unwrap();
+        seed_claude_json(&person, &copy, Path::new("/w")).unwrap();
+        assert_eq!(
+            read(&copy),
+            json!({"hasCompletedOnboarding": true, "projects": {"/w": {"hasTrustDialogAccepted": true}}})
+        );
+        // The person's own entry wins (an untrust stays an untrust).
+        std::fs::write(&person, json!({"projects": {"/w": {"x": 1}}}).to_string()).unwrap();
+        seed_claude_json(&person, &copy, Path::new("/w")).unwrap();
+        assert_eq!(read(&copy), json!({"projects": {"/w": {"x": 1}}}));
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&copy).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        std::fs::write(&person, "[1]").unwrap();
+        let e = seed_claude_json(&person, &copy, Path::new("/w")).unwrap_err();
+        assert!(e.to_string().contains("person.json"), "{e}");
+    }
+}
