@@ -171,11 +171,14 @@ pub fn find(project: &Project, id: &str) -> Result<Held> {
         })
 }
 
-/// `$USER`, when it is a plain name: who ran a person's command.
+/// Who ran a person's command: `$USER`, else the account of the process's
+/// uid (a service or `env -i` has no `$USER`), when it is a plain name;
+/// `unknown` only when neither is.
 pub fn who() -> String {
     std::env::var("USER")
         .ok()
         .filter(|u| grammar::valid_role(u))
+        .or_else(|| crate::launch::socket::account_name().filter(|u| grammar::valid_role(u)))
         .unwrap_or_else(|| "unknown".into())
 }
 
