@@ -131,7 +131,8 @@ async fn main(s: Settings, creds: Credentials, log: Shared, stop: Arc<AtomicBool
     let trm = tokio::spawn(trail_mirror_loop(s.clone(), js.clone(), log.clone()));
     let ctp = tokio::spawn(control_publish_loop(s.clone(), js.clone(), log.clone()));
     let ctm = tokio::spawn(control_apply_loop(s.clone(), js.clone(), log.clone()));
-    let tasks = [out, inb, evp, evm, trp, trm, ctp, ctm];
+    let ctw = tokio::spawn(control_wait_loop(s.clone(), log.clone()));
+    let tasks = [out, inb, evp, evm, trp, trm, ctp, ctm, ctw];
     while !stop.load(Ordering::Relaxed) {
         tokio::time::sleep(Duration::from_millis(100)).await;
         if tasks.iter().any(|t| t.is_finished()) {
@@ -827,5 +828,18 @@ async fn control_apply_loop(s: Arc<Settings>, js: jetstream::Context, log: Share
             }
         }
         tokio::time::sleep(RETRY).await;
+    }
+}
+
+/// Control records waiting here for what they act on (`control_wait`):
+/// applied as soon as they need not wait any longer.
+async fn control_wait_loop(s: Arc<Settings>, log: Shared) {
+    loop {
+        let s2 = s.clone();
+        let applied = blocking(move || super::control_wait::retry(&s2.project)).await;
+        if applied > 0 {
+            log.line("control", &format!("applied {applied} waiting record(s)"));
+        }
+        tokio::time::sleep(IDLE).await;
     }
 }

@@ -322,6 +322,67 @@ fn a_clarify_on_b_is_answered_from_a() {
     assert_eq!(r.code, 2, "{r:?}");
 }
 
+const CLARIFY: &str =
+    "type: clarify\nto: boss\npriority: 10\nquestion: Ship on Friday?\n\nYes\nNo\n";
+
+#[test]
+fn an_answer_that_arrives_before_the_clarify_waits_for_its_copy_across_a_restart() {
+    let Some(nats) = Nats::start() else { return };
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], ASK);
+    start_all(&mut hosts);
+    // b's daemon is down: the clarify reaches b's relay folder, not boss.
+    hosts[1].kill_daemon();
+    let q = hosts[0].send("lead", CLARIFY);
+    let id = id_of(&q);
+    let relay = hosts[1]
+        .p
+        .path(".swarmforge/bridge/in/boss/.swarmforge/handoffs/outbox");
+    wait_until(LONG, "the clarify waits in b's relay folder", || {
+        files(&relay).len() == 1
+    });
+    let cid = control_id(
+        &hosts[0]
+            .p
+            .swarm(&["answer", &id, "--choice", "1"])
+            .ok()
+            .stdout_has(&format!("ANSWER SENT: {id}"))
+            .stdout,
+    );
+    wait_until(LONG, "b keeps the answer until the copy is there", || {
+        journaled(&hosts[1], "control_waiting", &cid)
+    });
+    assert!(!journaled(&hosts[1], "control_applied", &cid));
+    assert!(hosts[1].copies("boss").is_empty());
+    // Said on b's audit and on a's status, never judged lost.
+    let audit = hosts[1].p.swarm(&["audit", "--check"]);
+    assert!(
+        audit
+            .stdout
+            .contains(&format!("PENDING control_waiting {cid}")),
+        "{audit:?}"
+    );
+    wait_until(LONG, "a's status shows the answer waiting on b", || {
+        hosts[0]
+            .status()
+            .contains("on b it waits for the clarify's copy to reach boss")
+    });
+    // Nothing is lost across a restart: b's bridge is killed, the copy is
+    // delivered meanwhile, and the bridge that comes back applies it.
+    hosts[1].kill_bridge();
+    hosts[1].start_daemon();
+    hosts[1].wait_copies("boss", 1, "the clarify reached boss on b");
+    hosts[1].start_bridge();
+    hosts[0].wait_copies("lead", 1, "boss's answer reached lead on a");
+    let a = &hosts[0].copies("lead")[0];
+    assert_eq!(file_header(a, "type").as_deref(), Some("answer"));
+    assert_eq!(file_header(a, "in_reply_to").as_deref(), Some(id.as_str()));
+    assert!(journaled(&hosts[1], "control_applied", &cid));
+    assert!(files(&hosts[1].p.path(".swarmforge/bridge/control/waiting")).is_empty());
+    for h in &hosts {
+        audit_clean(h);
+    }
+}
+
 #[test]
 fn controls_sent_while_a_host_is_away_are_applied_in_order_when_it_returns() {
     let Some(nats) = Nats::start() else { return };
