@@ -208,6 +208,18 @@ pub fn approve_elsewhere(project: &Project, r: &RemoteHeld, seen: &str) -> Resul
     issue(project, action, &local)?.ok_or_else(|| Error::env("this swarm has no bridge"))
 }
 
+/// A person approved held message `id` on this host as `seen`: the
+/// approval goes to every host as well, so its copies relayed to them are
+/// delivered there, not held again (docs/bridge.md, "Approvals travel").
+/// None without a bridge.
+pub fn approved_here(project: &Project, id: &str, seen: &str) -> Result<Option<Record>> {
+    let action = Action::Approve {
+        message: id.to_string(),
+        sha256: seen.to_string(),
+    };
+    issue(project, action, "approved here")
+}
+
 /// Denies a handoff held on host `r.host`.
 pub fn deny_elsewhere(project: &Project, r: &RemoteHeld, reason: &str) -> Result<Record> {
     if reason.trim().is_empty() || !valid_text(reason) {
@@ -440,7 +452,10 @@ pub(super) fn apply(p: &Project, r: &Record) -> io::Result<Applied> {
         Action::Approve { message, sha256 } => match holds::find(p, message) {
             Ok(_) => holds::approve(p, message, sha256, &via)
                 .map(|to| format!("approved, back in {}", to.display())),
-            Err(_) => Ok("not held on this host".into()),
+            // Its copy may come later (relayed from its sender's host).
+            Err(_) => holds::approve_ahead(p, message, sha256, &r.by, &via).map(|()| {
+                "not held on this host; a copy that comes with this content is approved".into()
+            }),
         },
         Action::Deny { message, reason } => match holds::find(p, message) {
             Ok(_) => holds::deny(p, message, reason, &via)

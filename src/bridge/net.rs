@@ -207,6 +207,9 @@ async fn publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
             headers.insert("Nats-Msg-Id", o.msg_id.as_str());
             headers.insert("Swarm-Name", o.name.as_str());
             headers.insert("Swarm-From-Host", s.host.as_str());
+            if let Some(a) = &o.approval {
+                headers.insert("Swarm-Approval", a.as_str());
+            }
             let subject = s.to_subject(&o.host, &o.role);
             let msg = jetstream::message::PublishMessage::build()
                 .payload(bytes::Bytes::from(o.bytes.clone()))
@@ -343,6 +346,7 @@ async fn consume_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
                     .map(|v| v.as_str().to_string())
             };
             let (name, from_host) = (header("Swarm-Name"), header("Swarm-From-Host"));
+            let approval = header("Swarm-Approval");
             let payload = m.payload.to_vec();
             let (s2, subj, nm) = (s.clone(), subject.clone(), name.clone());
             let verdict = blocking(move || match Roles::load(&s2.project.roles_tsv()) {
@@ -350,8 +354,11 @@ async fn consume_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
                     &s2,
                     &roles,
                     &subj,
-                    from_host.as_deref(),
-                    nm.as_deref(),
+                    inbound::Sent {
+                        from_host: from_host.as_deref(),
+                        name: nm.as_deref(),
+                        approval: approval.as_deref(),
+                    },
                     &payload,
                 ),
                 Err(e) => Verdict::Wait(e.to_string()),

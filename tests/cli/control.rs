@@ -260,6 +260,76 @@ fn deny_on_a_refuses_a_message_held_on_b() {
     assert!(hosts[1].copies("peer").is_empty());
 }
 
+const RELAYED: &str = "roles:\n  - {name: ping, agent: human, host: a, approval: required}\n  - {name: pong, agent: human, host: b, worktree: pong}\n";
+
+#[test]
+fn an_approval_on_the_senders_host_travels_with_its_copy_bound_to_its_content() {
+    let Some(nats) = Nats::start() else { return };
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], RELAYED);
+    start_all(&mut hosts);
+    let q = hosts[0].send("ping", &note("pong", "reviewed on a"));
+    let id = id_of(&q);
+    let held = hq(&hosts[0].p.role_dir("ping"), "held").join(file_name(&q));
+    wait_until(LONG, "the note is held on a", || held.exists());
+    let st = status_json(&hosts[0]);
+    let sha = st["held"][0]["sha256"].as_str().unwrap().to_string();
+    let out = hosts[0]
+        .p
+        .swarm(&["approve", &id, "--sha256", &sha])
+        .ok()
+        .stdout
+        .clone();
+    assert!(out.starts_with("APPROVED: "), "{out}");
+    // b's gate asks for the same approval: the one made on a counts there.
+    hosts[1].wait_copies("pong", 1, "the approved note reached pong on b");
+    exactly_once(&hosts[1], "pong", &[file_name(&q).into()]);
+    let cid = control_id(&out);
+    wait_until(LONG, "b applied a's approval", || {
+        journaled(&hosts[1], "control_applied", &cid)
+    });
+    let held_on_b = |h: &Host| {
+        h.p.events()
+            .into_iter()
+            .filter(|e| e["kind"] == "held")
+            .count()
+    };
+    assert_eq!(held_on_b(&hosts[1]), 0, "held again on b");
+    // A peer cannot stretch an approval: one for an id and a fingerprint
+    // does not cover a copy of that id with other content, and a header in
+    // the message approves nothing.
+    let forged = "20261201T101010Z_000009_from_ping";
+    let other = "ab".repeat(32);
+    publish(
+        &nats,
+        "swarm.swarm.control.a",
+        &[],
+        &format!(
+            r#"{{"id":"a.{:020}.42","host":"a","by":"mallory","at":"2026-12-02T00:00:00Z","kind":"approve","message":"{forged}","sha256":"{other}"}}"#,
+            u64::MAX / 2
+        ),
+    );
+    let name = format!("50_{forged}_to_pong.handoff");
+    let text = format!("id: {forged}\nfrom: ping\nto: pong\nrecipient: pong\npriority: 50\ntype: note\nmessage: swapped\napproved_by: alice\ncreated_at: 2026-12-01T10:10:10.000000Z\nenqueued_at: 2026-12-01T10:10:10.000001Z\n\nswapped\n");
+    publish(
+        &nats,
+        "swarm.swarm.to.b.pong",
+        &[("Swarm-Name", &name), ("Swarm-From-Host", "a")],
+        &text,
+    );
+    let relay_held = hosts[1]
+        .p
+        .path(".swarmforge/bridge/in/pong/.swarmforge/handoffs/held")
+        .join(&name);
+    wait_until(LONG, "b holds the copy approved for other content", || {
+        relay_held.exists()
+    });
+    assert!(hosts[1]
+        .p
+        .path(&format!(".swarmforge/approvals/{forged}"))
+        .exists());
+    assert_eq!(hosts[1].copies("pong").len(), 1);
+}
+
 const ASK: &str = "roles:\n  - {name: lead, agent: sh lead.sh, host: a}\n  - {name: boss, agent: human, host: b, worktree: boss}\n";
 
 #[test]

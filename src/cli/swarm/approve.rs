@@ -21,7 +21,9 @@ as `approved`. Safe to repeat after a crash. A handoff held on another \
 host of the swarm (`swarm status` lists it with its sha256) is approved \
 there: the approval travels over the bridge and that host delivers the \
 message only if it still holds exactly the content reviewed \
-(docs/bridge.md, \"One control\").
+(docs/bridge.md, \"One control\"). An approval here is sent to every host \
+too, so the copies relayed from here are not held again there \
+(docs/bridge.md, \"Approvals travel\").
 Exit 0 approved; 1 no such held handoff, a bad id, not confirmed, or an \
 environment error; 2 CHANGED_SINCE_REVIEW, or PERSON_ONLY (run by an agent, \
 docs/security.md).")]
@@ -63,12 +65,22 @@ pub fn run(args: Args) -> i32 {
     };
     match holds::approve(&project, &args.id, &seen, "cli") {
         Ok(path) => {
+            // Approved here; its copies on other hosts need the approval too.
+            let sent = control::approved_here(&project, &args.id, &seen).unwrap_or_else(|e| {
+                eprintln!("swarm approve: approved here, but not sent to the other hosts: {e}");
+                None
+            });
             if args.json {
                 crate::cli::emit_json(serde_json::json!({
                     "status": "approved", "id": args.id, "sha256": seen, "path": path,
+                    "control": control::json_id(sent.as_ref()),
                 }));
             } else {
-                crate::cli::out(&format!("APPROVED: {}\n", path.display()));
+                crate::cli::out(&format!(
+                    "APPROVED: {}\n{}",
+                    path.display(),
+                    control::sent_line(sent.as_ref())
+                ));
             }
             exit::OK
         }
