@@ -15,6 +15,7 @@ pub mod control_wait;
 pub mod events;
 pub mod inbound;
 pub mod outbound;
+pub mod swarmwide;
 pub mod trail;
 
 mod net;

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::agent::{answer, send};
-use crate::daemon::holds;
+use crate::bridge::{control, swarmwide};
 use crate::error::{exit, Error, Result};
 use crate::protocol::clock;
 use crate::protocol::draft;
@@ -267,8 +267,11 @@ struct ApproveBody {
 
 async fn approve(State(app): State<Arc<App>>, Body(q): Body<ApproveBody>) -> Response {
     blocking(&app, move |p| {
-        let path = holds::approve(p, &q.id, &q.sha256, "cockpit")?;
-        Ok(json!({"status": "approved", "id": q.id, "sha256": q.sha256, "path": path}))
+        // Wherever in the swarm it is held (docs/bridge.md, "One control").
+        let d = swarmwide::approve(p, &q.id, &q.sha256, "cockpit")?;
+        let mut v = d.json("approved", &q.id);
+        v["sha256"] = json!(q.sha256);
+        Ok(v)
     })
     .await
 }
@@ -281,8 +284,10 @@ struct DenyBody {
 
 async fn deny(State(app): State<Arc<App>>, Body(q): Body<DenyBody>) -> Response {
     blocking(&app, move |p| {
-        let path = holds::deny(p, &q.id, &q.reason, "cockpit")?;
-        Ok(json!({"status": "denied", "id": q.id, "path": path, "reason": q.reason}))
+        let d = swarmwide::deny(p, &q.id, &q.reason, "cockpit")?;
+        let mut v = d.json("denied", &q.id);
+        v["reason"] = json!(q.reason);
+        Ok(v)
     })
     .await
 }
@@ -296,8 +301,9 @@ struct PauseBody {
 async fn pause(State(app): State<Arc<App>>, body: Option<Json<PauseBody>>) -> Response {
     let types = body.map(|b| b.0.types).unwrap_or_default();
     let r = blocking(&app, move |p| {
-        let s = holds::pause(p, &types)?;
-        Ok(json!({"status": "paused", "types": s.types, "since": s.since}))
+        let (s, c) = swarmwide::pause(p, &types, false)?;
+        let control = control::json_id(c.as_ref());
+        Ok(json!({"status": "paused", "types": s.types, "since": s.since, "control": control}))
     })
     .await;
     let _ = app.ticks.send(());
@@ -306,8 +312,9 @@ async fn pause(State(app): State<Arc<App>>, body: Option<Json<PauseBody>>) -> Re
 
 async fn resume(State(app): State<Arc<App>>) -> Response {
     let r = blocking(&app, |p| {
-        let was = holds::resume(p)?;
-        Ok(json!({"status": "resumed", "was_paused": was}))
+        let (was, c) = swarmwide::resume(p, false)?;
+        let control = control::json_id(c.as_ref());
+        Ok(json!({"status": "resumed", "was_paused": was, "control": control}))
     })
     .await;
     let _ = app.ticks.send(());

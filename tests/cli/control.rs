@@ -299,13 +299,13 @@ fn an_approval_on_the_senders_host_travels_with_its_copy_bound_to_its_content() 
     // the message approves nothing.
     let forged = "20261201T101010Z_000009_from_ping";
     let other = "ab".repeat(32);
+    let rid = format!("a.{:020}.42", u64::MAX / 2);
     publish(
         &nats,
         "swarm.swarm.control.a",
         &[],
         &format!(
-            r#"{{"id":"a.{:020}.42","host":"a","by":"mallory","at":"2026-12-02T00:00:00Z","kind":"approve","message":"{forged}","sha256":"{other}"}}"#,
-            u64::MAX / 2
+            r#"{{"id":"{rid}","host":"a","by":"mallory","at":"2026-12-02T00:00:00Z","kind":"approve","message":"{forged}","sha256":"{other}"}}"#
         ),
     );
     let name = format!("50_{forged}_to_pong.handoff");
@@ -323,11 +323,58 @@ fn an_approval_on_the_senders_host_travels_with_its_copy_bound_to_its_content() 
     wait_until(LONG, "b holds the copy approved for other content", || {
         relay_held.exists()
     });
-    assert!(hosts[1]
-        .p
-        .path(&format!(".swarmforge/approvals/{forged}"))
-        .exists());
+    // Applied before the copy came (recorded for that content) or after
+    // (refused: CHANGED_SINCE_REVIEW); either way the copy stays held.
+    wait_until(LONG, "b took the approve record in", || {
+        journaled(&hosts[1], "control_applied", &rid)
+            || journaled(&hosts[1], "control_refused", &rid)
+    });
+    assert!(relay_held.exists());
     assert_eq!(hosts[1].copies("pong").len(), 1);
+}
+
+#[test]
+fn the_cockpit_pauses_resumes_and_approves_for_the_whole_swarm() {
+    let Some(nats) = Nats::start() else { return };
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], HELD);
+    start_all(&mut hosts);
+    let cockpit = crate::serve::start(&hosts[0].p);
+    let r = cockpit.post("/api/pause", serde_json::json!({}));
+    assert_eq!(r.code, 200, "{}", r.body);
+    let id = r.json()["control"].as_str().unwrap().to_string();
+    wait_until(LONG, "b applied the cockpit's pause", || {
+        paused(&hosts[1]) && journaled(&hosts[1], "control_applied", &id)
+    });
+    let r = cockpit.post("/api/resume", serde_json::json!({}));
+    assert_eq!(r.code, 200, "{}", r.body);
+    let id = r.json()["control"].as_str().unwrap().to_string();
+    wait_until(LONG, "b applied the cockpit's resume", || {
+        !paused(&hosts[1]) && journaled(&hosts[1], "control_applied", &id)
+    });
+    // A handoff held on b, approved in a's cockpit as a's mirror shows it.
+    let q = hosts[1].send("pong", &note("peer", "approve me from a"));
+    let msg = id_of(&q);
+    wait_until(LONG, "a sees it held on b", || {
+        remote_sha(&hosts[0], &msg).is_some()
+    });
+    let sha = remote_sha(&hosts[0], &msg).unwrap();
+    let r = cockpit.post(
+        "/api/approve",
+        serde_json::json!({"id": msg, "sha256": sha}),
+    );
+    assert_eq!(r.code, 200, "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["status"], "sent", "{v}");
+    assert_eq!(v["host"], "b", "{v}");
+    hosts[1].wait_copies(
+        "peer",
+        1,
+        "the note approved in a's cockpit is delivered on b",
+    );
+    exactly_once(&hosts[1], "peer", &[file_name(&q).into()]);
+    for h in &hosts {
+        audit_clean(h);
+    }
 }
 
 const ASK: &str = "roles:\n  - {name: lead, agent: sh lead.sh, host: a}\n  - {name: boss, agent: human, host: b, worktree: boss}\n";

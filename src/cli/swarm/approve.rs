@@ -4,6 +4,7 @@
 use std::io::{BufRead, IsTerminal, Write};
 
 use crate::bridge::control;
+use crate::bridge::swarmwide::Decided;
 use crate::daemon::holds;
 use crate::error::{exit, Error};
 
@@ -63,13 +64,8 @@ pub fn run(args: Args) -> i32 {
             Err(e) => return crate::cli::report(&e, args.json),
         },
     };
-    match holds::approve(&project, &args.id, &seen, "cli") {
-        Ok(path) => {
-            // Approved here; its copies on other hosts need the approval too.
-            let sent = control::approved_here(&project, &args.id, &seen).unwrap_or_else(|e| {
-                eprintln!("swarm approve: approved here, but not sent to the other hosts: {e}");
-                None
-            });
+    match crate::bridge::swarmwide::approve(&project, &args.id, &seen, "cli") {
+        Ok(Decided::Here(path, sent)) => {
             if args.json {
                 crate::cli::emit_json(serde_json::json!({
                     "status": "approved", "id": args.id, "sha256": seen, "path": path,
@@ -80,6 +76,22 @@ pub fn run(args: Args) -> i32 {
                     "APPROVED: {}\n{}",
                     path.display(),
                     control::sent_line(sent.as_ref())
+                ));
+            }
+            exit::OK
+        }
+        // Gone from here meanwhile, held elsewhere: sent there.
+        Ok(Decided::Elsewhere(host, c)) => {
+            if args.json {
+                crate::cli::emit_json(serde_json::json!({
+                    "status": "sent", "id": args.id, "sha256": seen, "host": host,
+                    "control": c.id,
+                }));
+            } else {
+                crate::cli::out(&format!(
+                    "APPROVAL SENT: {} is held on host {host}\n{}",
+                    args.id,
+                    control::sent_line(Some(&c))
                 ));
             }
             exit::OK
