@@ -140,7 +140,15 @@ fn events(project: &Project, me: &str, hosts: &[String]) -> (BTreeMap<String, Ve
 /// The swarm-wide control state; None without a bridge.
 pub fn collect(project: &Project) -> Option<SwarmControl> {
     let (config, me) = control::bridged(project)?;
-    let (evs, _) = events(project, &me, &config.hosts);
+    // Read through the index: only what the journals gained since.
+    let mut evs: BTreeMap<String, Vec<Ev>> =
+        super::control_index::control_events(project, &me, &config.hosts)
+            .into_iter()
+            .map(|(h, list)| (h, list.iter().filter_map(parse).collect()))
+            .collect();
+    for h in &config.hosts {
+        evs.entry(h.clone()).or_default();
+    }
     let mut entries: BTreeMap<String, Entry> = BTreeMap::new();
     let mut refused = Vec::new();
     for (h, list) in &evs {

@@ -10,6 +10,7 @@
 //! is async and runs it through `spawn_blocking`.
 
 pub mod control;
+pub mod control_index;
 pub mod control_view;
 pub mod control_wait;
 pub mod events;

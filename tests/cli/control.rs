@@ -10,6 +10,7 @@ use crate::bridge::{exactly_once, id_of, note, start_all, swarm, Host, Nats, LON
 use crate::relay::publish;
 use crate::support::*;
 use std::fs;
+use std::io::Write;
 use std::path::Path;
 
 /// This host's control events (`control_sent`, `_applied`, `_refused`).
@@ -710,4 +711,62 @@ fn a_pause_and_a_resume_issued_at_once_on_two_hosts_end_the_same_everywhere() {
                 && r.contains("again, in the stream's order")
         })
     });
+}
+
+/// Blanks every line of `file` (spaces, newlines kept, so offsets stay).
+fn blank(file: &Path) {
+    let text = fs::read_to_string(file).unwrap();
+    let blanked: String = text
+        .chars()
+        .map(|c| if c == '\n' { c } else { ' ' })
+        .collect();
+    fs::write(file, blanked).unwrap();
+}
+
+#[test]
+fn status_reads_only_what_the_journals_gained_since_it_last_looked() {
+    let p = Project::builder()
+        .config("hosts: [a, b]\nbridge: nats://127.0.0.1:1\nroles:\n  - {name: ping, agent: human, host: a}\n  - {name: pong, agent: human, host: b, worktree: pong}\n")
+        .build();
+    fs::write(p.path(".swarmforge/host"), "a\n").unwrap();
+    // The journal's folder, as a daemon that ever ran leaves it.
+    fs::create_dir_all(p.path(".swarmforge/daemon")).unwrap();
+    let first = control_id(&p.swarm(&["pause"]).ok().stdout);
+    // Host b applied it, as b's mirrored journal says.
+    let mirror = p.path(".swarmforge/bridge/events/b.jsonl");
+    fs::create_dir_all(mirror.parent().unwrap()).unwrap();
+    let applied = |id: &str, offset: u64| {
+        format!(
+            "{}\n",
+            serde_json::json!({"host": "b", "offset": offset, "event": {
+                "kind": "control_applied", "time": "2026-12-02T00:00:00.000000Z",
+                "reason": format!("{id} pause by alice on a: all delivery paused"),
+            }})
+        )
+    };
+    fs::write(&mirror, applied(&first, 10)).unwrap();
+    let shown = |p: &Project, id: &str| {
+        let st = p.swarm(&["status"]).ok().stdout.clone();
+        st.lines().any(|l| {
+            l.contains(&format!("control {id} pause by "))
+                && l.contains(", b (all delivery paused)")
+        })
+    };
+    assert!(shown(&p, &first), "{}", p.swarm(&["status"]).stdout);
+    // What was read once is not read again: blanked, it still shows.
+    blank(&p.path(".swarmforge/daemon/events.jsonl"));
+    blank(&mirror);
+    assert!(shown(&p, &first), "{}", p.swarm(&["status"]).stdout);
+    // What comes after is read.
+    let second = control_id(&p.swarm(&["pause", "--type", "note"]).ok().stdout);
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&mirror)
+        .unwrap()
+        .write_all(applied(&second, 20).as_bytes())
+        .unwrap();
+    assert!(shown(&p, &first) && shown(&p, &second));
+    // A lost index is rebuilt from the files (here: only what they still say).
+    fs::remove_file(p.path(".swarmforge/bridge/control/index.json")).unwrap();
+    assert!(shown(&p, &second) && !shown(&p, &first));
 }
