@@ -124,7 +124,7 @@ pub fn sent(project: &Project) -> PathBuf {
 }
 
 /// One empty marker per record applied from the stream.
-pub(super) fn seen(project: &Project) -> PathBuf {
+fn seen(project: &Project) -> PathBuf {
     dir(project).join("seen")
 }
 
