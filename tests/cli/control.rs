@@ -216,7 +216,10 @@ fn approve_on_a_of_a_message_held_on_b_delivers_it_once_and_only_as_reviewed() {
             .stdout,
     );
     hosts[1].wait_copies("peer", 1, "the approved note is delivered on b");
-    assert!(journaled(&hosts[1], "control_applied", &cid));
+    // Journaled just after the approval's effect, which the copy may beat.
+    wait_until(LONG, "b journaled the approval applied", || {
+        journaled(&hosts[1], "control_applied", &cid)
+    });
     assert!(journaled(&hosts[0], "control_sent", &cid));
     wait_until(LONG, "a's mirror shows it held no more", || {
         remote_sha(&hosts[0], &id).is_none()
