@@ -80,6 +80,34 @@ pub fn deny(p: &Project, id: &str, reason: &str, via: &str) -> Result<Decided> {
     holds::deny(p, id, reason, via).map(|path| Decided::Here(path, None))
 }
 
+/// Answers clarify `id` as a person when its copy is on another host of
+/// the swarm (none here): the answer is sent there, checked and written
+/// there. None when a copy is here (answer it here) or there is no bridge.
+pub fn answer_elsewhere(
+    p: &Project,
+    id: &str,
+    choices: &[usize],
+    text: Option<&str>,
+) -> Result<Option<Record>> {
+    if control::bridged(p).is_none() || control::clarify_here(p, id) {
+        return Ok(None);
+    }
+    let to = control::clarify_recipients(p, id).ok_or_else(|| {
+        crate::error::Error::env(format!(
+            "No clarify {} on any host of this swarm: it is not sent yet, not mirrored here yet, or no such message exists.\n  hint: `swarm receipts {}` shows where it is",
+            crate::text::escape(id),
+            crate::text::escape(id)
+        ))
+    })?;
+    let action = Action::Answer {
+        message: id.to_string(),
+        choices: choices.to_vec(),
+        text: text.map(str::to_string),
+        to,
+    };
+    control::issue(p, action, "no copy on this host, sent")
+}
+
 impl Decided {
     /// The JSON answer of a decision (`word`: `approved`, `denied`).
     pub fn json(&self, word: &str, id: &str) -> serde_json::Value {

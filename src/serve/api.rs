@@ -336,6 +336,10 @@ async fn answer_clarify(State(app): State<Arc<App>>, Body(q): Body<AnswerBody>) 
             return Err(Error::env("give a choice and/or a text"));
         }
         // The draft's errors, reported against the clarify (as `swarm answer` does).
+        // A copy on another host only: the answer goes there.
+        if let Some(c) = swarmwide::answer_elsewhere(p, &q.id, &q.choices, text)? {
+            return Ok(json!({"status": "sent", "clarify": q.id, "control": c.id}));
+        }
         // Whoever holds the cockpit's token is the person (docs/security.md).
         let person = crate::agent::caller::Caller::Person;
         let a = answer::answer(p, &q.id, &q.choices, text, &person).map_err(|e| match e {

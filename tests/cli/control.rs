@@ -505,6 +505,28 @@ fn an_answer_that_arrives_before_the_clarify_waits_for_its_copy_across_a_restart
 }
 
 #[test]
+fn the_cockpit_answers_a_clarify_whose_copy_is_on_another_host() {
+    let Some(nats) = Nats::start() else { return };
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], ASK);
+    start_all(&mut hosts);
+    let q = hosts[0].send("lead", CLARIFY);
+    let id = id_of(&q);
+    hosts[1].wait_copies("boss", 1, "the clarify reached boss on b");
+    let cockpit = crate::serve::start(&hosts[0].p);
+    let r = cockpit.post("/api/answer", serde_json::json!({"id": id, "choices": [2]}));
+    assert_eq!(r.code, 200, "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["status"], "sent", "{v}");
+    let cid = v["control"].as_str().unwrap().to_string();
+    hosts[0].wait_copies("lead", 1, "boss's answer reached lead on a");
+    let a = &hosts[0].copies("lead")[0];
+    assert_eq!(file_header(a, "in_reply_to").as_deref(), Some(id.as_str()));
+    wait_until(LONG, "b journaled the cockpit's answer applied", || {
+        journaled(&hosts[1], "control_applied", &cid)
+    });
+}
+
+#[test]
 fn controls_sent_while_a_host_is_away_are_applied_in_order_when_it_returns() {
     let Some(nats) = Nats::start() else { return };
     let (_hub, mut hosts) = two_hosts(&nats);
