@@ -77,6 +77,11 @@ pub enum Action {
         message: String,
         choices: Vec<usize>,
         text: Option<String>,
+        /// The clarify's recipients as the issuing host's trail shows them:
+        /// a host with one of them waits for the clarify's copy when the
+        /// answer arrives first (`control_wait`). Empty in older records.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        to: Vec<String>,
     },
 }
 
@@ -133,7 +138,7 @@ pub fn bridged(project: &Project) -> Option<(Config, String)> {
 
 /// Journals `kind` for record `r` with `outcome` (docs/bridge.md, "One
 /// control": `<id> <kind> by <who> on <host>: <outcome>`).
-fn journal(project: &Project, kind: Kind, r: &Record, outcome: &str) {
+pub(super) fn journal(project: &Project, kind: Kind, r: &Record, outcome: &str) {
     let reason = format!(
         "{} {} by {} on {}: {outcome}",
         r.id,
@@ -201,6 +206,18 @@ pub fn approve_elsewhere(project: &Project, r: &RemoteHeld, seen: &str) -> Resul
     };
     let local = format!("held on host {}, sent there", r.host);
     issue(project, action, &local)?.ok_or_else(|| Error::env("this swarm has no bridge"))
+}
+
+/// A person approved held message `id` on this host as `seen`: the
+/// approval goes to every host as well, so its copies relayed to them are
+/// delivered there, not held again (docs/bridge.md, "Approvals travel").
+/// None without a bridge.
+pub fn approved_here(project: &Project, id: &str, seen: &str) -> Result<Option<Record>> {
+    let action = Action::Approve {
+        message: id.to_string(),
+        sha256: seen.to_string(),
+    };
+    issue(project, action, "approved here")
 }
 
 /// Denies a handoff held on host `r.host`.
@@ -347,7 +364,14 @@ pub fn check(config: &Config, from: &str, bytes: &[u8]) -> std::result::Result<R
             message,
             choices,
             text,
-        } => message_ok(message) && choices.len() <= 64 && text.as_deref().is_none_or(valid_text),
+            to,
+        } => {
+            message_ok(message)
+                && choices.len() <= 64
+                && text.as_deref().is_none_or(valid_text)
+                && to.len() <= 64
+                && to.iter().all(|t| grammar::valid_role(t))
+        }
     };
     if !fine {
         return Err(format!("bad {} record", r.action.word()));
@@ -369,11 +393,21 @@ pub fn receive(s: &Settings, from: &str, bytes: &[u8]) -> Outcome {
         }
     };
     let marker = seen(p).join(&r.id);
+    // One record applied at a time (the stream's, or one that waited).
+    let _applying = APPLYING.lock().unwrap_or_else(|e| e.into_inner());
     if marker.exists() {
         return Outcome::Again;
     }
     let own = r.host == s.host;
+    let waits = if own {
+        None
+    } else {
+        super::control_wait::must_wait(p, &r)
+    };
     let result = match (&r.action, own) {
+        _ if waits.is_some() => {
+            super::control_wait::park(p, &r, waits.as_deref().unwrap_or("")).map(|()| None)
+        }
         // Done here when it was issued; only its order is re-applied.
         (Action::Pause { .. } | Action::Resume, true) => reapply(p, &r),
         (_, true) => Ok(None),
@@ -393,16 +427,20 @@ pub fn receive(s: &Settings, from: &str, bytes: &[u8]) -> Outcome {
     }
 }
 
+/// Held while a record is applied here: the stream's consumer and the
+/// retry of waiting records never apply two at once.
+pub(super) static APPLYING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A refusal the record's own checks make (journaled, not retried), or a
 /// transient error (retried).
-type Applied = std::result::Result<String, String>;
+pub(super) type Applied = std::result::Result<String, String>;
 
 fn transient(e: &Error) -> bool {
     matches!(e, Error::Io { .. })
 }
 
 /// Does what the record asks on this host.
-fn apply(p: &Project, r: &Record) -> io::Result<Applied> {
+pub(super) fn apply(p: &Project, r: &Record) -> io::Result<Applied> {
     let via = format!("control {} from host {} by {}", r.id, r.host, r.by);
     let res: Result<String> = match &r.action {
         Action::Pause { types } => {
@@ -414,7 +452,10 @@ fn apply(p: &Project, r: &Record) -> io::Result<Applied> {
         Action::Approve { message, sha256 } => match holds::find(p, message) {
             Ok(_) => holds::approve(p, message, sha256, &via)
                 .map(|to| format!("approved, back in {}", to.display())),
-            Err(_) => Ok("not held on this host".into()),
+            // Its copy may come later (relayed from its sender's host).
+            Err(_) => holds::approve_ahead(p, message, sha256, &r.by, &via).map(|()| {
+                "not held on this host; a copy that comes with this content is approved".into()
+            }),
         },
         Action::Deny { message, reason } => match holds::find(p, message) {
             Ok(_) => holds::deny(p, message, reason, &via)
@@ -425,6 +466,7 @@ fn apply(p: &Project, r: &Record) -> io::Result<Applied> {
             message,
             choices,
             text,
+            ..
         } => {
             if !clarify_here(p, message) {
                 Ok("no copy of it on this host".into())
@@ -442,15 +484,24 @@ fn apply(p: &Project, r: &Record) -> io::Result<Applied> {
     }
 }
 
-/// Whether the swarm's trail (this host's files and the mirrors of the
-/// others) has a clarify with this id: an answer is sent only for one.
-pub fn clarify_known(p: &Project, id: &str) -> bool {
+/// The recipients of the clarify with this id, when the swarm's trail
+/// (this host's files and the mirrors of the others) has one: an answer is
+/// sent only for one.
+pub fn clarify_recipients(p: &Project, id: &str) -> Option<Vec<String>> {
     use crate::protocol::trail::{Scope, Trail};
-    Trail::load(p, &Scope::originals()).is_ok_and(|t| {
-        t.originals.iter().any(|o| {
-            o.id() == id && o.msg.type_name() == Some(crate::protocol::types::CLARIFY.name)
-        })
-    })
+    let t = Trail::load(p, &Scope::originals()).ok()?;
+    let o = t.originals.iter().find(|o| {
+        o.id() == id && o.msg.type_name() == Some(crate::protocol::types::CLARIFY.name)
+    })?;
+    let roles = crate::protocol::roles::Roles::load(&p.roles_tsv()).unwrap_or_default();
+    let from = o.msg.sender().unwrap_or_default();
+    let mut to = roles.recipients(o.msg.to().unwrap_or_default(), from);
+    for cc in o.msg.cc() {
+        to.extend(roles.recipients(cc, from));
+    }
+    to.sort();
+    to.dedup();
+    Some(to)
 }
 
 /// Whether clarify `id` has a copy in an inbox of this host (not in the

@@ -40,6 +40,8 @@ pub struct Entry {
     pub applied: BTreeMap<String, String>,
     /// The hosts that have not confirmed it yet.
     pub pending: Vec<String>,
+    /// Host → what it waits for there (`control_waiting`, not applied yet).
+    pub waiting: BTreeMap<String, String>,
 }
 
 /// A handoff held on another host, as its mirror shows it.
@@ -138,7 +140,15 @@ fn events(project: &Project, me: &str, hosts: &[String]) -> (BTreeMap<String, Ve
 /// The swarm-wide control state; None without a bridge.
 pub fn collect(project: &Project) -> Option<SwarmControl> {
     let (config, me) = control::bridged(project)?;
-    let (evs, _) = events(project, &me, &config.hosts);
+    // Read through the index: only what the journals gained since.
+    let mut evs: BTreeMap<String, Vec<Ev>> =
+        super::control_index::control_events(project, &me, &config.hosts)
+            .into_iter()
+            .map(|(h, list)| (h, list.iter().filter_map(parse).collect()))
+            .collect();
+    for h in &config.hosts {
+        evs.entry(h.clone()).or_default();
+    }
     let mut entries: BTreeMap<String, Entry> = BTreeMap::new();
     let mut refused = Vec::new();
     for (h, list) in &evs {
@@ -157,10 +167,16 @@ pub fn collect(project: &Project) -> Option<SwarmControl> {
                 at: e.time.clone(),
                 applied: BTreeMap::new(),
                 pending: Vec::new(),
+                waiting: BTreeMap::new(),
             });
             if e.word == "control_sent" {
                 en.at = e.time.clone();
             }
+            if e.word == "control_waiting" {
+                en.waiting.insert(h.clone(), e.outcome.clone());
+                continue;
+            }
+            en.waiting.remove(h);
             let what = if e.word == "control_refused" {
                 format!("refused: {}", e.outcome)
             } else {
@@ -176,7 +192,7 @@ pub fn collect(project: &Project) -> Option<SwarmControl> {
         c.pending = config
             .hosts
             .iter()
-            .filter(|h| !c.applied.contains_key(*h) && **h != c.host)
+            .filter(|h| !c.applied.contains_key(*h) && !c.waiting.contains_key(*h) && **h != c.host)
             .cloned()
             .collect();
     }
@@ -280,6 +296,9 @@ pub fn text(s: &SwarmControl) -> String {
         if !c.pending.is_empty() {
             out.push_str(&format!("; pending on {}", c.pending.join(", ")));
         }
+        for (h, why) in &c.waiting {
+            out.push_str(&format!("; on {h} it {why}"));
+        }
         out.push('\n');
     }
     for r in &s.refused {
@@ -306,7 +325,21 @@ pub fn audit(project: &Project) -> (Vec<Violation>, Vec<Violation>) {
     let (evs, oldest) = events(project, &me, &config.hosts);
     let mine = evs.get(&me).map(Vec::as_slice).unwrap_or(&[]);
     let done = |id: &str| mine.iter().any(|e| e.id == id && e.word != "control_sent");
+    // A record parked here and not applied since waits (for a clarify's
+    // copy): pending, never judged lost.
     let (mut bad, mut pending) = (Vec::new(), Vec::new());
+    for e in mine.iter().filter(|e| e.word == "control_waiting") {
+        let later = mine
+            .iter()
+            .any(|x| x.id == e.id && (x.word == "control_applied" || x.word == "control_refused"));
+        if !later {
+            pending.push(Violation {
+                kind: "control_waiting",
+                subject: e.id.clone(),
+                detail: format!("{} by {} on host {}: {}", e.kind, e.by, e.origin, e.outcome),
+            });
+        }
+    }
     for (h, list) in evs.iter().filter(|(h, _)| **h != me) {
         let sent: Vec<&Ev> = list
             .iter()

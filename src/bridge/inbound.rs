@@ -32,16 +32,26 @@ pub enum Verdict {
     Reject(String),
 }
 
-/// Checks and spools one message that arrived on `subject` with the file
-/// name `name`, published by the bridge of `from_host`.
-pub fn accept(
-    s: &Settings,
-    roles: &Roles,
-    subject: &str,
-    from_host: Option<&str>,
-    name: Option<&str>,
-    bytes: &[u8],
-) -> Verdict {
+/// What the publishing bridge said of a message, in its NATS headers.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sent<'a> {
+    /// `Swarm-From-Host`: the publishing host.
+    pub from_host: Option<&'a str>,
+    /// `Swarm-Name`: the copy's file name.
+    pub name: Option<&'a str>,
+    /// `Swarm-Approval`: `<fingerprint of the original> <by>`, a person's
+    /// approval on the sender's host (docs/bridge.md, "Approvals travel").
+    pub approval: Option<&'a str>,
+}
+
+/// Checks and spools one message that arrived on `subject`, as `sent`
+/// describes it.
+pub fn accept(s: &Settings, roles: &Roles, subject: &str, sent: Sent, bytes: &[u8]) -> Verdict {
+    let Sent {
+        from_host,
+        name,
+        approval,
+    } = sent;
     let Some(role_name) = s.subject_role(subject) else {
         return Verdict::Reject(format!("subject {subject} is not for host {}", s.host));
     };
@@ -107,6 +117,13 @@ pub fn accept(
         clear_waiting(s, name);
         return Verdict::Held;
     }
+    if let Some(a) = approval {
+        // Written before the copy is spooled, so the daemon never sees the
+        // copy without it.
+        if let Err(why) = take_approval(s, &msg, from_host, a) {
+            return Verdict::Wait(why);
+        }
+    }
     if msg.kind() == Some(grammar::MessageType::GitHandoff) {
         if let Err(why) = have_commit(s, &msg) {
             note_waiting(s, name, role_name, &why);
@@ -124,6 +141,25 @@ pub fn accept(
     }
     clear_waiting(s, name);
     Verdict::Spooled(dest)
+}
+
+/// The approval a copy carries, taken as this host's approval of that copy
+/// when it is for exactly this content: the fingerprint of the copy's
+/// original (the copy without `recipient` and `enqueued_at`) must be the
+/// one approved, and the publisher was checked to be the sender's host. One
+/// for other content, or malformed, is ignored: the copy is held here like
+/// any other needing approval.
+fn take_approval(s: &Settings, msg: &Message, from_host: &str, a: &str) -> Result<(), String> {
+    let Some((sha, by)) = a.split_once(' ') else {
+        return Ok(());
+    };
+    let hex = sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit());
+    if !hex || !grammar::valid_role(by) || crate::daemon::gate::original_fingerprint(msg) != sha {
+        return Ok(());
+    }
+    let id = msg.id().unwrap_or_default();
+    let via = format!("the bridge, approved on host {from_host}");
+    crate::daemon::holds::approve_ahead(&s.project, id, sha, by, &via).map_err(|e| e.to_string())
 }
 
 /// Whether the relay folder has this copy already: waiting, held for
@@ -234,8 +270,16 @@ mod tests {
         )
     }
 
+    fn sent<'a>(from_host: Option<&'a str>, name: Option<&'a str>) -> Sent<'a> {
+        Sent {
+            from_host,
+            name,
+            approval: None,
+        }
+    }
+
     fn verdict(s: &Settings, r: &Roles, subject: &str, name: Option<&str>, b: &[u8]) -> Verdict {
-        accept(s, r, subject, Some("a"), name, b)
+        accept(s, r, subject, sent(Some("a"), name), b)
     }
 
     #[test]
@@ -307,8 +351,7 @@ mod tests {
             &s,
             &r,
             "swarm.swarm.to.b.pong",
-            Some("c"),
-            Some(NAME),
+            sent(Some("c"), Some(NAME)),
             ok.as_bytes(),
         );
         assert!(
@@ -319,8 +362,7 @@ mod tests {
             &s,
             &r,
             "swarm.swarm.to.b.pong",
-            None,
-            Some(NAME),
+            sent(None, Some(NAME)),
             ok.as_bytes(),
         );
         assert!(
@@ -328,5 +370,47 @@ mod tests {
             "{v:?}"
         );
         assert!(!s.project.bridge_relay("pong").exists());
+    }
+
+    #[test]
+    fn an_approval_is_taken_only_for_the_content_it_names() {
+        let (_d, s, r) = setup();
+        let subj = "swarm.swarm.to.b.pong";
+        let copy = Message::parse(&msg("pong")).unwrap();
+        let right = crate::daemon::gate::original_fingerprint(&copy);
+        let record = s.project.approvals_dir().join(copy.id().unwrap());
+        let with = |a: &str, name: &str, body: &str| {
+            let sent = Sent {
+                from_host: Some("a"),
+                name: Some(name),
+                approval: Some(a),
+            };
+            accept(&s, &r, subj, sent, body.as_bytes())
+        };
+        // Other content, or no fingerprint at all: ignored, still spooled
+        // (the daemon holds it if it needs approval).
+        let other = "ab".repeat(32);
+        let v = with(&format!("{other} alice"), NAME, &msg("pong"));
+        assert!(matches!(v, Verdict::Spooled(_)), "{v:?}");
+        assert!(!record.exists());
+        let name2 = NAME.replace("000001", "000002");
+        let body2 = msg("pong").replace("000001_from", "000002_from");
+        let v = with("nonsense", &name2, &body2);
+        assert!(matches!(v, Verdict::Spooled(_)), "{v:?}");
+        // This very content: recorded before the copy is spooled.
+        let name3 = NAME.replace("000001", "000003");
+        let body3 = msg("pong").replace("000001_from", "000003_from");
+        let copy3 = Message::parse(&body3).unwrap();
+        let fp3 = crate::daemon::gate::original_fingerprint(&copy3);
+        assert_ne!(fp3, right);
+        let v = with(&format!("{fp3} alice"), &name3, &body3);
+        assert!(matches!(v, Verdict::Spooled(_)), "{v:?}");
+        assert!(crate::daemon::gate::approved(&s.project, &copy3));
+        let text =
+            std::fs::read_to_string(s.project.approvals_dir().join(copy3.id().unwrap())).unwrap();
+        assert!(
+            text.contains("by: alice\n") && text.contains("approved on host a"),
+            "{text}"
+        );
     }
 }

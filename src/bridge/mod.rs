@@ -10,10 +10,13 @@
 //! is async and runs it through `spawn_blocking`.
 
 pub mod control;
+pub mod control_index;
 pub mod control_view;
+pub mod control_wait;
 pub mod events;
 pub mod inbound;
 pub mod outbound;
+pub mod swarmwide;
 pub mod trail;
 
 mod net;

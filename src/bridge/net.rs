@@ -131,7 +131,8 @@ async fn main(s: Settings, creds: Credentials, log: Shared, stop: Arc<AtomicBool
     let trm = tokio::spawn(trail_mirror_loop(s.clone(), js.clone(), log.clone()));
     let ctp = tokio::spawn(control_publish_loop(s.clone(), js.clone(), log.clone()));
     let ctm = tokio::spawn(control_apply_loop(s.clone(), js.clone(), log.clone()));
-    let tasks = [out, inb, evp, evm, trp, trm, ctp, ctm];
+    let ctw = tokio::spawn(control_wait_loop(s.clone(), log.clone()));
+    let tasks = [out, inb, evp, evm, trp, trm, ctp, ctm, ctw];
     while !stop.load(Ordering::Relaxed) {
         tokio::time::sleep(Duration::from_millis(100)).await;
         if tasks.iter().any(|t| t.is_finished()) {
@@ -206,6 +207,9 @@ async fn publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
             headers.insert("Nats-Msg-Id", o.msg_id.as_str());
             headers.insert("Swarm-Name", o.name.as_str());
             headers.insert("Swarm-From-Host", s.host.as_str());
+            if let Some(a) = &o.approval {
+                headers.insert("Swarm-Approval", a.as_str());
+            }
             let subject = s.to_subject(&o.host, &o.role);
             let msg = jetstream::message::PublishMessage::build()
                 .payload(bytes::Bytes::from(o.bytes.clone()))
@@ -342,6 +346,7 @@ async fn consume_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
                     .map(|v| v.as_str().to_string())
             };
             let (name, from_host) = (header("Swarm-Name"), header("Swarm-From-Host"));
+            let approval = header("Swarm-Approval");
             let payload = m.payload.to_vec();
             let (s2, subj, nm) = (s.clone(), subject.clone(), name.clone());
             let verdict = blocking(move || match Roles::load(&s2.project.roles_tsv()) {
@@ -349,8 +354,11 @@ async fn consume_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
                     &s2,
                     &roles,
                     &subj,
-                    from_host.as_deref(),
-                    nm.as_deref(),
+                    inbound::Sent {
+                        from_host: from_host.as_deref(),
+                        name: nm.as_deref(),
+                        approval: approval.as_deref(),
+                    },
                     &payload,
                 ),
                 Err(e) => Verdict::Wait(e.to_string()),
@@ -827,5 +835,18 @@ async fn control_apply_loop(s: Arc<Settings>, js: jetstream::Context, log: Share
             }
         }
         tokio::time::sleep(RETRY).await;
+    }
+}
+
+/// Control records waiting here for what they act on (`control_wait`):
+/// applied as soon as they need not wait any longer.
+async fn control_wait_loop(s: Arc<Settings>, log: Shared) {
+    loop {
+        let s2 = s.clone();
+        let applied = blocking(move || super::control_wait::retry(&s2.project)).await;
+        if applied > 0 {
+            log.line("control", &format!("applied {applied} waiting record(s)"));
+        }
+        tokio::time::sleep(IDLE).await;
     }
 }

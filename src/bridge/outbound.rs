@@ -28,6 +28,9 @@ pub struct Outgoing {
     pub id: String,
     /// The proxy worktree the copy sits in.
     pub proxy: Worktree,
+    /// `Swarm-Approval`: a person's approval of it on this host
+    /// (`holds::carried_approval`).
+    pub approval: Option<String>,
 }
 
 impl Outgoing {
@@ -83,7 +86,7 @@ pub fn scan(s: &Settings, log: &Log, limit: usize) -> Vec<Outgoing> {
             }
             let path = dir.join(&name);
             match read_copy(s, &path, &name, &role) {
-                Ok((id, bytes, commit)) => out.push(Outgoing {
+                Ok((id, bytes, commit, approval)) => out.push(Outgoing {
                     msg_id: format!("{id}:{role}"),
                     path,
                     name,
@@ -93,6 +96,7 @@ pub fn scan(s: &Settings, log: &Log, limit: usize) -> Vec<Outgoing> {
                     commit,
                     id,
                     proxy: wt.clone(),
+                    approval,
                 }),
                 Err(reason) => reject(log, &wt, &path, &reason),
             }
@@ -101,7 +105,7 @@ pub fn scan(s: &Settings, log: &Log, limit: usize) -> Vec<Outgoing> {
     out
 }
 
-type Copy = (String, Vec<u8>, Option<String>);
+type Copy = (String, Vec<u8>, Option<String>, Option<String>);
 
 fn read_copy(s: &Settings, path: &Path, name: &str, role: &str) -> Result<Copy, String> {
     if !grammar::valid_handoff_name(name) {
@@ -119,7 +123,8 @@ fn read_copy(s: &Settings, path: &Path, name: &str, role: &str) -> Result<Copy, 
     }
     let commit = (msg.kind() == Some(grammar::MessageType::GitHandoff))
         .then(|| msg.get(names::COMMIT).unwrap_or_default().to_string());
-    Ok((id, bytes, commit))
+    let approval = crate::daemon::holds::carried_approval(&s.project, &msg);
+    Ok((id, bytes, commit, approval))
 }
 
 fn reject(log: &Log, wt: &Worktree, path: &Path, reason: &str) {

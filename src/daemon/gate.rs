@@ -21,7 +21,7 @@ use crate::daemon::journal::{Event, Journal, Kind};
 use crate::fsx;
 use crate::protocol::config::Config;
 use crate::protocol::grammar;
-use crate::protocol::header::Message;
+use crate::protocol::header::{names, Message};
 use crate::protocol::layout::{Project, Worktree};
 
 /// What the pass does with one message.
@@ -72,9 +72,28 @@ pub fn fingerprint(msg: &Message) -> String {
     format!("{:x}", Sha256::digest(msg.render().as_bytes()))
 }
 
+/// The fingerprint of the original a copy was made from: the copy without
+/// the headers delivery writes on every copy (`recipient`, `enqueued_at`;
+/// the daemon sets both on the copies it makes, whatever the original
+/// said). An approval of the original on its sender's host thereby covers
+/// the copy relayed to another host (docs/bridge.md, "Approvals travel").
+pub fn original_fingerprint(msg: &Message) -> String {
+    let mut m = msg.clone();
+    m.remove(names::RECIPIENT);
+    m.remove(names::ENQUEUED_AT);
+    fingerprint(&m)
+}
+
+/// Whether fingerprint `seen` (what a person reviewed) is this message's,
+/// as it is or as the original it is a copy of.
+pub fn is_fingerprint(msg: &Message, seen: &str) -> bool {
+    fingerprint(msg) == seen || original_fingerprint(msg) == seen
+}
+
 /// Whether a person approved this very message (`swarm approve`): a record
-/// for its id whose `sha256` is the message's fingerprint. An agent reusing
-/// an approved id for other content (or other recipients) is held again.
+/// for its id whose `sha256` is the message's fingerprint (or its
+/// original's). An agent reusing an approved id for other content (or other
+/// recipients) is held again.
 pub fn approved(project: &Project, msg: &Message) -> bool {
     let id = msg.id().unwrap_or_default();
     if !grammar::valid_message_id(id) {
@@ -83,8 +102,10 @@ pub fn approved(project: &Project, msg: &Message) -> bool {
     let Ok(bytes) = fsx::read_bounded(&project.approvals_dir().join(id), 64 * 1024) else {
         return false;
     };
-    let want = format!("sha256: {}", fingerprint(msg));
-    String::from_utf8_lossy(&bytes).lines().any(|l| l == want)
+    String::from_utf8_lossy(&bytes)
+        .lines()
+        .filter_map(|l| l.strip_prefix("sha256: "))
+        .any(|seen| is_fingerprint(msg, seen))
 }
 
 /// Deliver, leave paused, or hold.
@@ -136,6 +157,35 @@ pub fn hold(journal: &Journal, worktree: &Path, path: &Path, msg: &Message) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_approval_of_the_original_covers_its_copies_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = Project::new(dir.path());
+        std::fs::create_dir_all(project.approvals_dir()).unwrap();
+        let original = msg("coder", "note");
+        let seen = fingerprint(&original);
+        let id = original.id().unwrap().to_string();
+        std::fs::write(
+            project.approvals_dir().join(&id),
+            format!("id: {id}\nsha256: {seen}\n"),
+        )
+        .unwrap();
+        assert!(approved(&project, &original));
+        // The copy another host made of it: recipient and enqueued_at added.
+        let mut copy = original.clone();
+        copy.set(names::RECIPIENT, "qa");
+        copy.set(names::ENQUEUED_AT, "2026-01-01T00:00:01Z");
+        assert_ne!(fingerprint(&copy), seen);
+        assert!(approved(&project, &copy));
+        // Any other change is other content.
+        let mut other = copy.clone();
+        other.set(names::PRIORITY, "10");
+        assert!(!approved(&project, &other));
+        let mut cc = copy.clone();
+        cc.set(names::CC, "boss");
+        assert!(!approved(&project, &cc));
+    }
 
     fn msg(from: &str, kind: &str) -> Message {
         let text = format!(

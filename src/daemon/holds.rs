@@ -171,11 +171,14 @@ pub fn find(project: &Project, id: &str) -> Result<Held> {
         })
 }
 
-/// `$USER`, when it is a plain name: who ran a person's command.
+/// Who ran a person's command: `$USER`, else the account of the process's
+/// uid (a service or `env -i` has no `$USER`), when it is a plain name;
+/// `unknown` only when neither is.
 pub fn who() -> String {
     std::env::var("USER")
         .ok()
         .filter(|u| grammar::valid_role(u))
+        .or_else(|| crate::launch::socket::account_name().filter(|u| grammar::valid_role(u)))
         .unwrap_or_else(|| "unknown".into())
 }
 
@@ -219,7 +222,8 @@ pub fn review(project: &Project, id: &str) -> Result<(Held, Message)> {
 pub fn approve(project: &Project, id: &str, seen: &str, via: &str) -> Result<PathBuf> {
     let (h, msg) = review(project, id)?;
     let now = gate::fingerprint(&msg);
-    if now != seen {
+    // A copy relayed from another host may be approved as its original.
+    if !gate::is_fingerprint(&msg, seen) {
         return Err(Error::refused(
             crate::error::Token::ChangedSinceReview,
             format!(
@@ -229,25 +233,7 @@ pub fn approve(project: &Project, id: &str, seen: &str, via: &str) -> Result<Pat
             vec![h.path.clone()],
         ));
     }
-    let dir = project.approvals_dir();
-    fsx::ensure_dirs(&[&dir, &project.approvals_tmp()]).map_err(|e| Error::io(&dir, e))?;
-    // The approval covers the content reviewed only (see gate::approved).
-    let record = format!(
-        "id: {id}\nsha256: {seen}\napproved_at: {}\nby: {}\nvia: {via}\n",
-        clock::iso_now(),
-        who()
-    );
-    let file = dir.join(id);
-    match fsx::publish(&project.approvals_tmp(), &file, record.as_bytes()) {
-        Ok(()) => {}
-        // Approved before: a run killed before the move (same content), or
-        // the id reused for other content; either way this approval stands.
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            fsx::replace(&project.approvals_tmp(), &file, record.as_bytes())
-                .map_err(|e| Error::io(&file, e))?
-        }
-        Err(e) => return Err(Error::io(&file, e)),
-    }
+    record_approval(project, id, seen, &who(), via)?;
     let ev = Event::new(Kind::Approved)
         .path(&h.path)
         .reason(format!("by {} via {via}", who()))
@@ -266,6 +252,67 @@ pub fn approve(project: &Project, id: &str, seen: &str, via: &str) -> Result<Pat
         Err(e) if fsx::moved_to(&e).is_some() => Ok(dest),
         Err(e) => Err(Error::io(&dest, e)),
     }
+}
+
+/// Publishes the approval record `.swarmforge/approvals/<id>` binding
+/// fingerprint `seen` (see gate::approved).
+fn record_approval(project: &Project, id: &str, seen: &str, by: &str, via: &str) -> Result<()> {
+    let dir = project.approvals_dir();
+    fsx::ensure_dirs(&[&dir, &project.approvals_tmp()]).map_err(|e| Error::io(&dir, e))?;
+    let record = format!(
+        "id: {id}\nsha256: {seen}\napproved_at: {}\nby: {by}\nvia: {via}\n",
+        clock::iso_now(),
+    );
+    let file = dir.join(id);
+    match fsx::publish(&project.approvals_tmp(), &file, record.as_bytes()) {
+        Ok(()) => Ok(()),
+        // Approved before: a run killed before the move (same content), or
+        // the id reused for other content; either way this approval stands.
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            fsx::replace(&project.approvals_tmp(), &file, record.as_bytes())
+                .map_err(|e| Error::io(&file, e))
+        }
+        Err(e) => Err(Error::io(&file, e)),
+    }
+}
+
+/// Approves, ahead of its arrival, a copy of message `id` that is held on
+/// no folder of this host yet: a person on another host approved it as
+/// fingerprint `seen` (docs/bridge.md, "Approvals travel"). The daemon
+/// delivers a copy that arrives with that content (as its original) and
+/// holds one with any other.
+pub fn approve_ahead(project: &Project, id: &str, seen: &str, by: &str, via: &str) -> Result<()> {
+    check_id(id)?;
+    if approval_record(project, id).is_some_and(|(s, _)| s.iter().any(|s| s == seen)) {
+        return Ok(());
+    }
+    record_approval(project, id, seen, by, via)
+}
+
+/// The fingerprints approval record `id` binds, and who approved.
+fn approval_record(project: &Project, id: &str) -> Option<(Vec<String>, String)> {
+    let bytes = fsx::read_bounded(&project.approvals_dir().join(id), 64 * 1024).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    let field = |k: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix(k))
+            .map(str::to_string)
+            .collect()
+    };
+    let by = field("by: ").pop().unwrap_or_else(|| "unknown".into());
+    Some((field("sha256: "), by))
+}
+
+/// The approval a copy made here carries to another host (docs/bridge.md,
+/// "Approvals travel"): `<fingerprint of its original> <by>`, when a
+/// person approved it here.
+pub fn carried_approval(project: &Project, copy: &Message) -> Option<String> {
+    let id = copy.id()?;
+    if !grammar::valid_message_id(id) || !gate::approved(project, copy) {
+        return None;
+    }
+    let (_, by) = approval_record(project, id)?;
+    Some(format!("{} {by}", gate::original_fingerprint(copy)))
 }
 
 /// Denies a held handoff: refused to its sender's `failed/` with

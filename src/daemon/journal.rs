@@ -78,6 +78,9 @@ pub enum Kind {
     /// A control record was refused here (its host is not in `hosts:`, it is
     /// malformed, or what it asks is refused, e.g. changed since review).
     ControlRefused,
+    /// A control record waits here for what it acts on (an answer for a
+    /// clarify whose copy has not arrived yet).
+    ControlWaiting,
     /// `swarm role add`: a role joined the running lineup.
     SeatAdded,
     /// `swarm role remove`: a role left it, its waiting mail returned.
@@ -120,6 +123,7 @@ impl Kind {
             Kind::ControlSent => "control_sent",
             Kind::ControlApplied => "control_applied",
             Kind::ControlRefused => "control_refused",
+            Kind::ControlWaiting => "control_waiting",
             Kind::SeatAdded => "seat_added",
             Kind::SeatRemoved => "seat_removed",
             Kind::SeatRequested => "seat_requested",

@@ -25,6 +25,13 @@ pub fn user_name() -> String {
             return u;
         }
     }
+    // SAFETY: getuid cannot fail.
+    account_name().unwrap_or_else(|| unsafe { libc::getuid() }.to_string())
+}
+
+/// The name of this process's account (getpwuid_r of its real uid), when
+/// the password database has one.
+pub fn account_name() -> Option<String> {
     // SAFETY: getpwuid_r writes into the buffers we own; the name is copied
     // out before they go away.
     unsafe {
@@ -34,9 +41,9 @@ pub fn user_name() -> String {
         let mut res: *mut libc::passwd = std::ptr::null_mut();
         let rc = libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut res);
         if rc == 0 && !res.is_null() && !pwd.pw_name.is_null() {
-            return CStr::from_ptr(pwd.pw_name).to_string_lossy().into_owned();
+            return Some(CStr::from_ptr(pwd.pw_name).to_string_lossy().into_owned());
         }
-        uid.to_string()
+        None
     }
 }
 

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::agent::{answer, send};
-use crate::daemon::holds;
+use crate::bridge::{control, swarmwide};
 use crate::error::{exit, Error, Result};
 use crate::protocol::clock;
 use crate::protocol::draft;
@@ -270,8 +270,11 @@ struct ApproveBody {
 
 async fn approve(State(app): State<Arc<App>>, Body(q): Body<ApproveBody>) -> Response {
     blocking(&app, move |p| {
-        let path = holds::approve(p, &q.id, &q.sha256, "cockpit")?;
-        Ok(json!({"status": "approved", "id": q.id, "sha256": q.sha256, "path": path}))
+        // Wherever in the swarm it is held (docs/bridge.md, "One control").
+        let d = swarmwide::approve(p, &q.id, &q.sha256, "cockpit")?;
+        let mut v = d.json("approved", &q.id);
+        v["sha256"] = json!(q.sha256);
+        Ok(v)
     })
     .await
 }
@@ -284,8 +287,10 @@ struct DenyBody {
 
 async fn deny(State(app): State<Arc<App>>, Body(q): Body<DenyBody>) -> Response {
     blocking(&app, move |p| {
-        let path = holds::deny(p, &q.id, &q.reason, "cockpit")?;
-        Ok(json!({"status": "denied", "id": q.id, "path": path, "reason": q.reason}))
+        let d = swarmwide::deny(p, &q.id, &q.reason, "cockpit")?;
+        let mut v = d.json("denied", &q.id);
+        v["reason"] = json!(q.reason);
+        Ok(v)
     })
     .await
 }
@@ -299,8 +304,9 @@ struct PauseBody {
 async fn pause(State(app): State<Arc<App>>, body: Option<Json<PauseBody>>) -> Response {
     let types = body.map(|b| b.0.types).unwrap_or_default();
     let r = blocking(&app, move |p| {
-        let s = holds::pause(p, &types)?;
-        Ok(json!({"status": "paused", "types": s.types, "since": s.since}))
+        let (s, c) = swarmwide::pause(p, &types, false)?;
+        let control = control::json_id(c.as_ref());
+        Ok(json!({"status": "paused", "types": s.types, "since": s.since, "control": control}))
     })
     .await;
     let _ = app.ticks.send(());
@@ -309,8 +315,9 @@ async fn pause(State(app): State<Arc<App>>, body: Option<Json<PauseBody>>) -> Re
 
 async fn resume(State(app): State<Arc<App>>) -> Response {
     let r = blocking(&app, |p| {
-        let was = holds::resume(p)?;
-        Ok(json!({"status": "resumed", "was_paused": was}))
+        let (was, c) = swarmwide::resume(p, false)?;
+        let control = control::json_id(c.as_ref());
+        Ok(json!({"status": "resumed", "was_paused": was, "control": control}))
     })
     .await;
     let _ = app.ticks.send(());
@@ -332,6 +339,10 @@ async fn answer_clarify(State(app): State<Arc<App>>, Body(q): Body<AnswerBody>) 
             return Err(Error::env("give a choice and/or a text"));
         }
         // The draft's errors, reported against the clarify (as `swarm answer` does).
+        // A copy on another host only: the answer goes there.
+        if let Some(c) = swarmwide::answer_elsewhere(p, &q.id, &q.choices, text)? {
+            return Ok(json!({"status": "sent", "clarify": q.id, "control": c.id}));
+        }
         // Whoever holds the cockpit's token is the person (docs/security.md).
         let person = crate::agent::caller::Caller::Person;
         let a = answer::answer(p, &q.id, &q.choices, text, &person).map_err(|e| match e {

@@ -10,6 +10,7 @@ use crate::bridge::{exactly_once, id_of, note, start_all, swarm, Host, Nats, LON
 use crate::relay::publish;
 use crate::support::*;
 use std::fs;
+use std::io::Write;
 use std::path::Path;
 
 /// This host's control events (`control_sent`, `_applied`, `_refused`).
@@ -215,7 +216,10 @@ fn approve_on_a_of_a_message_held_on_b_delivers_it_once_and_only_as_reviewed() {
             .stdout,
     );
     hosts[1].wait_copies("peer", 1, "the approved note is delivered on b");
-    assert!(journaled(&hosts[1], "control_applied", &cid));
+    // Journaled just after the approval's effect, which the copy may beat.
+    wait_until(LONG, "b journaled the approval applied", || {
+        journaled(&hosts[1], "control_applied", &cid)
+    });
     assert!(journaled(&hosts[0], "control_sent", &cid));
     wait_until(LONG, "a's mirror shows it held no more", || {
         remote_sha(&hosts[0], &id).is_none()
@@ -258,6 +262,123 @@ fn deny_on_a_refuses_a_message_held_on_b() {
     let note = fs::read_to_string(&error).unwrap();
     assert_eq!(note, "denied: not now\n");
     assert!(hosts[1].copies("peer").is_empty());
+}
+
+const RELAYED: &str = "roles:\n  - {name: ping, agent: human, host: a, approval: required}\n  - {name: pong, agent: human, host: b, worktree: pong}\n";
+
+#[test]
+fn an_approval_on_the_senders_host_travels_with_its_copy_bound_to_its_content() {
+    let Some(nats) = Nats::start() else { return };
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], RELAYED);
+    start_all(&mut hosts);
+    let q = hosts[0].send("ping", &note("pong", "reviewed on a"));
+    let id = id_of(&q);
+    let held = hq(&hosts[0].p.role_dir("ping"), "held").join(file_name(&q));
+    wait_until(LONG, "the note is held on a", || held.exists());
+    let st = status_json(&hosts[0]);
+    let sha = st["held"][0]["sha256"].as_str().unwrap().to_string();
+    let out = hosts[0]
+        .p
+        .swarm(&["approve", &id, "--sha256", &sha])
+        .ok()
+        .stdout
+        .clone();
+    assert!(out.starts_with("APPROVED: "), "{out}");
+    // b's gate asks for the same approval: the one made on a counts there.
+    hosts[1].wait_copies("pong", 1, "the approved note reached pong on b");
+    exactly_once(&hosts[1], "pong", &[file_name(&q).into()]);
+    let cid = control_id(&out);
+    wait_until(LONG, "b applied a's approval", || {
+        journaled(&hosts[1], "control_applied", &cid)
+    });
+    let held_on_b = |h: &Host| {
+        h.p.events()
+            .into_iter()
+            .filter(|e| e["kind"] == "held")
+            .count()
+    };
+    assert_eq!(held_on_b(&hosts[1]), 0, "held again on b");
+    // A peer cannot stretch an approval: one for an id and a fingerprint
+    // does not cover a copy of that id with other content, and a header in
+    // the message approves nothing.
+    let forged = "20261201T101010Z_000009_from_ping";
+    let other = "ab".repeat(32);
+    let rid = format!("a.{:020}.42", u64::MAX / 2);
+    publish(
+        &nats,
+        "swarm.swarm.control.a",
+        &[],
+        &format!(
+            r#"{{"id":"{rid}","host":"a","by":"mallory","at":"2026-12-02T00:00:00Z","kind":"approve","message":"{forged}","sha256":"{other}"}}"#
+        ),
+    );
+    let name = format!("50_{forged}_to_pong.handoff");
+    let text = format!("id: {forged}\nfrom: ping\nto: pong\nrecipient: pong\npriority: 50\ntype: note\nmessage: swapped\napproved_by: alice\ncreated_at: 2026-12-01T10:10:10.000000Z\nenqueued_at: 2026-12-01T10:10:10.000001Z\n\nswapped\n");
+    publish(
+        &nats,
+        "swarm.swarm.to.b.pong",
+        &[("Swarm-Name", &name), ("Swarm-From-Host", "a")],
+        &text,
+    );
+    let relay_held = hosts[1]
+        .p
+        .path(".swarmforge/bridge/in/pong/.swarmforge/handoffs/held")
+        .join(&name);
+    wait_until(LONG, "b holds the copy approved for other content", || {
+        relay_held.exists()
+    });
+    // Applied before the copy came (recorded for that content) or after
+    // (refused: CHANGED_SINCE_REVIEW); either way the copy stays held.
+    wait_until(LONG, "b took the approve record in", || {
+        journaled(&hosts[1], "control_applied", &rid)
+            || journaled(&hosts[1], "control_refused", &rid)
+    });
+    assert!(relay_held.exists());
+    assert_eq!(hosts[1].copies("pong").len(), 1);
+}
+
+#[test]
+fn the_cockpit_pauses_resumes_and_approves_for_the_whole_swarm() {
+    let Some(nats) = Nats::start() else { return };
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], HELD);
+    start_all(&mut hosts);
+    let cockpit = crate::serve::start(&hosts[0].p);
+    let r = cockpit.post("/api/pause", serde_json::json!({}));
+    assert_eq!(r.code, 200, "{}", r.body);
+    let id = r.json()["control"].as_str().unwrap().to_string();
+    wait_until(LONG, "b applied the cockpit's pause", || {
+        paused(&hosts[1]) && journaled(&hosts[1], "control_applied", &id)
+    });
+    let r = cockpit.post("/api/resume", serde_json::json!({}));
+    assert_eq!(r.code, 200, "{}", r.body);
+    let id = r.json()["control"].as_str().unwrap().to_string();
+    wait_until(LONG, "b applied the cockpit's resume", || {
+        !paused(&hosts[1]) && journaled(&hosts[1], "control_applied", &id)
+    });
+    // A handoff held on b, approved in a's cockpit as a's mirror shows it.
+    let q = hosts[1].send("pong", &note("peer", "approve me from a"));
+    let msg = id_of(&q);
+    wait_until(LONG, "a sees it held on b", || {
+        remote_sha(&hosts[0], &msg).is_some()
+    });
+    let sha = remote_sha(&hosts[0], &msg).unwrap();
+    let r = cockpit.post(
+        "/api/approve",
+        serde_json::json!({"id": msg, "sha256": sha}),
+    );
+    assert_eq!(r.code, 200, "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["status"], "sent", "{v}");
+    assert_eq!(v["host"], "b", "{v}");
+    hosts[1].wait_copies(
+        "peer",
+        1,
+        "the note approved in a's cockpit is delivered on b",
+    );
+    exactly_once(&hosts[1], "peer", &[file_name(&q).into()]);
+    for h in &hosts {
+        audit_clean(h);
+    }
 }
 
 const ASK: &str = "roles:\n  - {name: lead, agent: sh lead.sh, host: a}\n  - {name: boss, agent: human, host: b, worktree: boss}\n";
@@ -320,6 +441,89 @@ fn a_clarify_on_b_is_answered_from_a() {
         .args(["answer", &id, "--choice", "2"])
         .run();
     assert_eq!(r.code, 2, "{r:?}");
+}
+
+const CLARIFY: &str =
+    "type: clarify\nto: boss\npriority: 10\nquestion: Ship on Friday?\n\nYes\nNo\n";
+
+#[test]
+fn an_answer_that_arrives_before_the_clarify_waits_for_its_copy_across_a_restart() {
+    let Some(nats) = Nats::start() else { return };
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], ASK);
+    start_all(&mut hosts);
+    // b's daemon is down: the clarify reaches b's relay folder, not boss.
+    hosts[1].kill_daemon();
+    let q = hosts[0].send("lead", CLARIFY);
+    let id = id_of(&q);
+    let relay = hosts[1]
+        .p
+        .path(".swarmforge/bridge/in/boss/.swarmforge/handoffs/outbox");
+    wait_until(LONG, "the clarify waits in b's relay folder", || {
+        files(&relay).len() == 1
+    });
+    let cid = control_id(
+        &hosts[0]
+            .p
+            .swarm(&["answer", &id, "--choice", "1"])
+            .ok()
+            .stdout_has(&format!("ANSWER SENT: {id}"))
+            .stdout,
+    );
+    wait_until(LONG, "b keeps the answer until the copy is there", || {
+        journaled(&hosts[1], "control_waiting", &cid)
+    });
+    assert!(!journaled(&hosts[1], "control_applied", &cid));
+    assert!(hosts[1].copies("boss").is_empty());
+    // Said on b's audit and on a's status, never judged lost.
+    let audit = hosts[1].p.swarm(&["audit", "--check"]);
+    assert!(
+        audit
+            .stdout
+            .contains(&format!("PENDING control_waiting {cid}")),
+        "{audit:?}"
+    );
+    wait_until(LONG, "a's status shows the answer waiting on b", || {
+        hosts[0]
+            .status()
+            .contains("on b it waits for the clarify's copy to reach boss")
+    });
+    // Nothing is lost across a restart: b's bridge is killed, the copy is
+    // delivered meanwhile, and the bridge that comes back applies it.
+    hosts[1].kill_bridge();
+    hosts[1].start_daemon();
+    hosts[1].wait_copies("boss", 1, "the clarify reached boss on b");
+    hosts[1].start_bridge();
+    hosts[0].wait_copies("lead", 1, "boss's answer reached lead on a");
+    let a = &hosts[0].copies("lead")[0];
+    assert_eq!(file_header(a, "type").as_deref(), Some("answer"));
+    assert_eq!(file_header(a, "in_reply_to").as_deref(), Some(id.as_str()));
+    assert!(journaled(&hosts[1], "control_applied", &cid));
+    assert!(files(&hosts[1].p.path(".swarmforge/bridge/control/waiting")).is_empty());
+    for h in &hosts {
+        audit_clean(h);
+    }
+}
+
+#[test]
+fn the_cockpit_answers_a_clarify_whose_copy_is_on_another_host() {
+    let Some(nats) = Nats::start() else { return };
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], ASK);
+    start_all(&mut hosts);
+    let q = hosts[0].send("lead", CLARIFY);
+    let id = id_of(&q);
+    hosts[1].wait_copies("boss", 1, "the clarify reached boss on b");
+    let cockpit = crate::serve::start(&hosts[0].p);
+    let r = cockpit.post("/api/answer", serde_json::json!({"id": id, "choices": [2]}));
+    assert_eq!(r.code, 200, "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["status"], "sent", "{v}");
+    let cid = v["control"].as_str().unwrap().to_string();
+    hosts[0].wait_copies("lead", 1, "boss's answer reached lead on a");
+    let a = &hosts[0].copies("lead")[0];
+    assert_eq!(file_header(a, "in_reply_to").as_deref(), Some(id.as_str()));
+    wait_until(LONG, "b journaled the cockpit's answer applied", || {
+        journaled(&hosts[1], "control_applied", &cid)
+    });
 }
 
 #[test]
@@ -532,4 +736,62 @@ fn a_pause_and_a_resume_issued_at_once_on_two_hosts_end_the_same_everywhere() {
                 && r.contains("again, in the stream's order")
         })
     });
+}
+
+/// Blanks every line of `file` (spaces, newlines kept, so offsets stay).
+fn blank(file: &Path) {
+    let text = fs::read_to_string(file).unwrap();
+    let blanked: String = text
+        .chars()
+        .map(|c| if c == '\n' { c } else { ' ' })
+        .collect();
+    fs::write(file, blanked).unwrap();
+}
+
+#[test]
+fn status_reads_only_what_the_journals_gained_since_it_last_looked() {
+    let p = Project::builder()
+        .config("hosts: [a, b]\nbridge: nats://127.0.0.1:1\nroles:\n  - {name: ping, agent: human, host: a}\n  - {name: pong, agent: human, host: b, worktree: pong}\n")
+        .build();
+    fs::write(p.path(".swarmforge/host"), "a\n").unwrap();
+    // The journal's folder, as a daemon that ever ran leaves it.
+    fs::create_dir_all(p.path(".swarmforge/daemon")).unwrap();
+    let first = control_id(&p.swarm(&["pause"]).ok().stdout);
+    // Host b applied it, as b's mirrored journal says.
+    let mirror = p.path(".swarmforge/bridge/events/b.jsonl");
+    fs::create_dir_all(mirror.parent().unwrap()).unwrap();
+    let applied = |id: &str, offset: u64| {
+        format!(
+            "{}\n",
+            serde_json::json!({"host": "b", "offset": offset, "event": {
+                "kind": "control_applied", "time": "2026-12-02T00:00:00.000000Z",
+                "reason": format!("{id} pause by alice on a: all delivery paused"),
+            }})
+        )
+    };
+    fs::write(&mirror, applied(&first, 10)).unwrap();
+    let shown = |p: &Project, id: &str| {
+        let st = p.swarm(&["status"]).ok().stdout.clone();
+        st.lines().any(|l| {
+            l.contains(&format!("control {id} pause by "))
+                && l.contains(", b (all delivery paused)")
+        })
+    };
+    assert!(shown(&p, &first), "{}", p.swarm(&["status"]).stdout);
+    // What was read once is not read again: blanked, it still shows.
+    blank(&p.path(".swarmforge/daemon/events.jsonl"));
+    blank(&mirror);
+    assert!(shown(&p, &first), "{}", p.swarm(&["status"]).stdout);
+    // What comes after is read.
+    let second = control_id(&p.swarm(&["pause", "--type", "note"]).ok().stdout);
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&mirror)
+        .unwrap()
+        .write_all(applied(&second, 20).as_bytes())
+        .unwrap();
+    assert!(shown(&p, &first) && shown(&p, &second));
+    // A lost index is rebuilt from the files (here: only what they still say).
+    fs::remove_file(p.path(".swarmforge/bridge/control/index.json")).unwrap();
+    assert!(shown(&p, &second) && !shown(&p, &first));
 }

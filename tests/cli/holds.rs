@@ -285,3 +285,41 @@ fn pause_everything_then_add_nothing() {
     p.deliver_once().ok();
     assert!(!queued.exists());
 }
+
+#[test]
+fn an_approval_run_without_user_names_the_account_not_unknown() {
+    let p = project("types:\n  note:\n    approval: required\n");
+    let queued = p.send_as("coder", NOTE).ok().queued();
+    let id = id_of(&queued);
+    p.deliver_once().ok();
+    let st = p.swarm(&["status", "--json"]).ok().json();
+    let sha = st["held"][0]["sha256"].as_str().unwrap().to_string();
+    // A service or `env -i` has no $USER: the uid's account names the person.
+    p.cmd("swarm")
+        .under(&["env", "-u", "USER"])
+        .args(["approve", &id, "--sha256", &sha])
+        .stdout_has("APPROVED: ")
+        .run();
+    let account = std::process::Command::new("id")
+        .arg("-un")
+        .output()
+        .unwrap();
+    let account = String::from_utf8(account.stdout)
+        .unwrap()
+        .trim()
+        .to_string();
+    let record = fs::read_to_string(p.path(&format!(".swarmforge/approvals/{id}"))).unwrap();
+    assert!(record.contains(&format!("\nby: {account}\n")), "{record}");
+    let approved = p
+        .events()
+        .into_iter()
+        .find(|e| e["kind"] == "approved")
+        .unwrap();
+    assert!(
+        approved["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("by {account} ")),
+        "{approved}"
+    );
+}

@@ -107,26 +107,15 @@ pub fn run(args: Args) -> i32 {
 /// travels there over the bridge and is checked and sent there
 /// (docs/bridge.md, "One control").
 fn answer_elsewhere(project: &crate::protocol::layout::Project, args: &Args) -> i32 {
-    let action = crate::bridge::control::Action::Answer {
-        message: args.id.clone(),
-        choices: args.choices.clone(),
-        text: args.text.clone(),
-    };
     let sent = crate::agent::caller::Caller::of(project)
         .and_then(|c| c.require_person("swarm answer for a clarify on another host"))
         .and_then(|()| {
-            if crate::bridge::control::clarify_known(project, &args.id) {
-                Ok(())
-            } else {
-                Err(Error::env(format!(
-                    "No clarify {} on any host of this swarm: it is not sent yet, not mirrored here yet, or no such message exists.\n  hint: `swarm receipts {}` shows where it is",
-                    crate::text::escape(&args.id),
-                    crate::text::escape(&args.id)
-                )))
-            }
-        })
-        .and_then(|()| {
-            crate::bridge::control::issue(project, action, "no copy on this host, sent")
+            crate::bridge::swarmwide::answer_elsewhere(
+                project,
+                &args.id,
+                &args.choices,
+                args.text.as_deref(),
+            )
         });
     match sent {
         Ok(Some(c)) => {

@@ -4,6 +4,7 @@
 use std::io::{BufRead, IsTerminal, Write};
 
 use crate::bridge::control;
+use crate::bridge::swarmwide::Decided;
 use crate::daemon::holds;
 use crate::error::{exit, Error};
 
@@ -21,7 +22,9 @@ as `approved`. Safe to repeat after a crash. A handoff held on another \
 host of the swarm (`swarm status` lists it with its sha256) is approved \
 there: the approval travels over the bridge and that host delivers the \
 message only if it still holds exactly the content reviewed \
-(docs/bridge.md, \"One control\").
+(docs/bridge.md, \"One control\"). An approval here is sent to every host \
+too, so the copies relayed from here are not held again there \
+(docs/bridge.md, \"Approvals travel\").
 Exit 0 approved; 1 no such held handoff, a bad id, not confirmed, or an \
 environment error; 2 CHANGED_SINCE_REVIEW, or PERSON_ONLY (run by an agent, \
 docs/security.md).")]
@@ -61,14 +64,35 @@ pub fn run(args: Args) -> i32 {
             Err(e) => return crate::cli::report(&e, args.json),
         },
     };
-    match holds::approve(&project, &args.id, &seen, "cli") {
-        Ok(path) => {
+    match crate::bridge::swarmwide::approve(&project, &args.id, &seen, "cli") {
+        Ok(Decided::Here(path, sent)) => {
             if args.json {
                 crate::cli::emit_json(serde_json::json!({
                     "status": "approved", "id": args.id, "sha256": seen, "path": path,
+                    "control": control::json_id(sent.as_ref()),
                 }));
             } else {
-                crate::cli::out(&format!("APPROVED: {}\n", path.display()));
+                crate::cli::out(&format!(
+                    "APPROVED: {}\n{}",
+                    path.display(),
+                    control::sent_line(sent.as_ref())
+                ));
+            }
+            exit::OK
+        }
+        // Gone from here meanwhile, held elsewhere: sent there.
+        Ok(Decided::Elsewhere(host, c)) => {
+            if args.json {
+                crate::cli::emit_json(serde_json::json!({
+                    "status": "sent", "id": args.id, "sha256": seen, "host": host,
+                    "control": c.id,
+                }));
+            } else {
+                crate::cli::out(&format!(
+                    "APPROVAL SENT: {} is held on host {host}\n{}",
+                    args.id,
+                    control::sent_line(Some(&c))
+                ));
             }
             exit::OK
         }

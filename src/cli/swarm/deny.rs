@@ -1,14 +1,7 @@
 //! `swarm deny <id> --reason R`: refuse a held handoff (docs/cockpit.md).
 
-use crate::bridge::{control, control_view};
-use crate::daemon::holds;
-
-/// Where the held handoff was denied.
-enum Denied {
-    Here(std::path::PathBuf),
-    /// Held on that host: the denial was sent there.
-    Elsewhere(String, control::Record),
-}
+use crate::bridge::control;
+use crate::bridge::swarmwide::{self, Decided};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
@@ -36,26 +29,16 @@ pub fn run(args: Args) -> i32 {
         |p| {
             crate::agent::caller::Caller::of(p)?.require_person("swarm deny")?;
             let id = crate::protocol::idprefix::expand(p, &args.id)?;
-            if holds::find(p, &id).is_err() {
-                if let Some(r) = control_view::held_by_id(p, &id) {
-                    let c = control::deny_elsewhere(p, &r, &args.reason)?;
-                    return Ok(Denied::Elsewhere(r.host, c));
-                }
-            }
-            holds::deny(p, &id, &args.reason, "cli").map(Denied::Here)
+            swarmwide::deny(p, &id, &args.reason, "cli")
+        },
+        |d| {
+            let mut v = d.json("denied", &args.id);
+            v["reason"] = serde_json::json!(args.reason);
+            v
         },
         |d| match d {
-            Denied::Here(path) => serde_json::json!({
-                "status": "denied", "id": args.id, "path": path, "reason": args.reason,
-            }),
-            Denied::Elsewhere(host, c) => serde_json::json!({
-                "status": "sent", "id": args.id, "host": host, "reason": args.reason,
-                "control": c.id,
-            }),
-        },
-        |d| match d {
-            Denied::Here(path) => format!("DENIED: {}\n", path.display()),
-            Denied::Elsewhere(host, c) => format!(
+            Decided::Here(path, _) => format!("DENIED: {}\n", path.display()),
+            Decided::Elsewhere(host, c) => format!(
                 "DENIAL SENT: {} is held on host {host}\n{}",
                 args.id,
                 control::sent_line(Some(c))

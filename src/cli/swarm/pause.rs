@@ -1,7 +1,6 @@
 //! `swarm pause [--type T…]`: stop delivery (of those types) (docs/cockpit.md).
 
 use crate::bridge::control;
-use crate::daemon::holds;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
@@ -32,17 +31,7 @@ pub fn run(args: Args) -> i32 {
         args.json,
         |p| {
             crate::agent::caller::Caller::of(p)?.require_person("swarm pause")?;
-            let st = holds::pause(p, &args.types)?;
-            let done = format!("{} paused since {}", st.describe(), st.since);
-            let action = control::Action::Pause {
-                types: args.types.clone(),
-            };
-            let sent = if args.here {
-                None
-            } else {
-                control::issue(p, action, &done)?
-            };
-            Ok((st, sent))
+            crate::bridge::swarmwide::pause(p, &args.types, args.here)
         },
         |(p, c)| {
             serde_json::json!({

@@ -1,7 +1,6 @@
 //! `swarm resume`: end a `swarm pause` (docs/cockpit.md).
 
 use crate::bridge::control;
-use crate::daemon::holds;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
@@ -24,14 +23,7 @@ pub fn run(args: Args) -> i32 {
         args.json,
         |p| {
             crate::agent::caller::Caller::of(p)?.require_person("swarm resume")?;
-            let was = holds::resume(p)?;
-            let done = if was { "resumed" } else { "not paused" };
-            let sent = if args.here {
-                None
-            } else {
-                control::issue(p, control::Action::Resume, done)?
-            };
-            Ok((was, sent))
+            crate::bridge::swarmwide::resume(p, args.here)
         },
         |(was, c)| {
             serde_json::json!({
