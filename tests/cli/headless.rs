@@ -452,6 +452,23 @@ done_with_current.sh >/dev/null 2>&1
 echo '{"type":"result","subtype":"success","is_error":false,"session_id":"hostile-1","total_cost_usd":0.25,"usage":{"input_tokens":11,"output_tokens":22,"cache_read_input_tokens":33,"cache_creation_input_tokens":44}}'
 "#;
 
+/// A folder holding `script` as `claude`, and a PATH with it first.
+fn fake_claude(script: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("claude");
+    std::fs::write(&fake, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    (dir, path)
+}
+
 /// A swarm of one `coder` (`yaml`'s roles) whose `claude` is the fake
 /// `script`, with the owner's `task` delivered to it, run by `swarm up
 /// --no-tmux --until-idle`; the fake (kept in the returned folder) logs its
@@ -468,20 +485,9 @@ fn up_with_fake_claude(
     let d = crate::support::Project::empty();
     d.write("swarm.yaml", yaml);
     d.swarm(&["init"]).ok();
-    let dir = tempfile::tempdir().unwrap();
-    let bin = dir.path().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let fake = bin.join("claude");
-    std::fs::write(&fake, script).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (dir, path) = fake_claude(script);
     d.send("owner", &draft("coder", task)).ok();
     d.deliver_once().ok();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     let up = d
         .cmd("swarm")
         .args(["up", "--no-tmux", "--until-idle", "--timeout", "120s"])
@@ -765,18 +771,7 @@ fn a_raise_clears_parked_when_nothing_waits_any_more() {
         "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n    budget: {tokens: 100, per: day}\n  - name: owner\n    agent: human\n",
     );
     d.swarm(&["init"]).ok();
-    let dir = tempfile::tempdir().unwrap();
-    let bin = dir.path().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let fake = bin.join("claude");
-    std::fs::write(&fake, THIRSTY_CLAUDE).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let (dir, path) = fake_claude(THIRSTY_CLAUDE);
     let mut guard = crate::support::SwarmGuard::new(&d.root);
     d.cmd("swarm")
         .args(["up", "--no-tmux", "--detach"])
