@@ -100,6 +100,17 @@ pub fn home_dir(project: &Project, role: &str) -> PathBuf {
     agent_own_dir(project, role).join("home")
 }
 
+/// The folder to give back for a program folder on PATH: an npm
+/// `node_modules/.bin` holds only links into its packages (`codex ->
+/// ../@openai/codex/bin/codex.js`), so the whole `node_modules` goes back,
+/// or the links would dangle inside the sandbox.
+fn program_tree(d: &Path) -> PathBuf {
+    d.ancestors()
+        .find(|a| a.file_name().is_some_and(|n| n == "node_modules"))
+        .unwrap_or(d)
+        .to_path_buf()
+}
+
 fn canon(p: &Path) -> PathBuf {
     p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
 }
@@ -141,7 +152,7 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
             .and_then(|e| e.parent().map(Path::to_path_buf)),
     );
     let mut seen = std::collections::HashSet::new();
-    for d in programs.iter().map(|d| canon(d)) {
+    for d in programs.iter().map(|d| program_tree(&canon(d))) {
         if d.starts_with("/tmp") && d.is_dir() && seen.insert(d.clone()) {
             bind(&mut a, "--ro-bind", &d);
         }
@@ -291,4 +302,21 @@ pub fn wrap_shell(plan: &Plan, r: &PlannedRole, cmd: &str) -> Result<String> {
     out.push_str(" -- sh -c ");
     out.push_str(&q(cmd));
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    #[test]
+    fn an_npm_bin_folder_gives_back_its_node_modules() {
+        assert_eq!(
+            super::program_tree(Path::new("/tmp/x/target/agent-clis/node_modules/.bin")),
+            Path::new("/tmp/x/target/agent-clis/node_modules")
+        );
+        assert_eq!(
+            super::program_tree(Path::new("/tmp/b/bin")),
+            Path::new("/tmp/b/bin")
+        );
+    }
 }
