@@ -181,12 +181,18 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
     crate::fsx::ensure_dirs(&[&handoffs]).map_err(|e| Error::io(&handoffs, e))?;
     bind(&mut a, "--bind", &handoffs);
     // Its own launcher folder (conversation id, hook and transcript state),
-    // the swarm's telemetry, which its `swarm turn` and hooks write, and the
-    // forum's sessions and discussions, which agents open; budget raises
-    // are a person's, read-only.
+    // the swarm's telemetry, which its `swarm turn` and hooks write, the
+    // forum's sessions and discussions, which agents open, and the board;
+    // budget raises are a person's, read-only.
     let own_dir = agent_own_dir(project, &r.name);
     let raises = crate::telemetry::budget::raises_file(project);
-    for d in [own_dir, project.telemetry_dir(), project.forum_dir()] {
+    let mut writable = vec![own_dir, project.telemetry_dir(), project.forum_dir()];
+    // The board of a swarm with cards: the audit gate, in the agent's send,
+    // counts its challenges there (the daemon rederives the rest each pass).
+    if crate::board::Routes::load(project).is_ok_and(|r| !r.is_empty()) {
+        writable.push(crate::board::dir(project));
+    }
+    for d in writable {
         crate::fsx::ensure_dirs(&[&d]).map_err(|e| Error::io(&d, e))?;
         bind(&mut a, "--bind", &canon(&d));
     }
