@@ -1094,13 +1094,18 @@ impl BwrapOnPath {
     fn new(real: &Path, log: PathBuf, base: Option<&Path>) -> BwrapOnPath {
         use std::os::unix::fs::PermissionsExt;
         let dir = user_dir_in(base);
+        // A copy beside the script: the real one may sit under /tmp (a
+        // checkout there), which a confined agent's private /tmp hides.
+        let copy = dir.path().join("bwrap-real");
+        fs::copy(real, &copy).unwrap();
+        fs::set_permissions(&copy, fs::Permissions::from_mode(0o755)).unwrap();
         let script = dir.path().join("bwrap");
         fs::write(
             &script,
             format!(
                 "#!/bin/sh\necho called >> '{}'\nexec '{}' \"$@\"\n",
                 log.display(),
-                real.display()
+                copy.display()
             ),
         )
         .unwrap();
