@@ -203,21 +203,30 @@ fn carry_out(project: &Project, journal: &Journal, id: &str) -> std::io::Result<
         Ok(b) => Message::parse_bytes(&b).ok(),
         Err(_) => None,
     };
-    let note = match note {
-        Some(n) => n,
+    let outcome = match note {
+        Some(_) => None,
         None => {
-            let outcome = outcome(project, id, &msg, &lock)?;
+            let o = outcome(project, id, &msg, &lock)?;
             journal.record(
                 &Event::new(Kind::SeatRequested)
                     .message(&msg)
-                    .reason(outcome.clone()),
+                    .reason(o.clone()),
             );
-            let n = answer(project, &msg, &outcome)?;
+            Some(o)
+        }
+    };
+    // Looked up after the command: it may have removed the requester.
+    let from = msg.sender().unwrap_or_default();
+    let wt = requester(project, from)?;
+    let note = match (note, outcome) {
+        (Some(n), _) => n,
+        (None, o) => {
+            let n = answer(&wt, &msg, &o.unwrap_or_default())?;
             fsx::publish(&dir(project), &note_file, n.render().as_bytes())?;
             n
         }
     };
-    tell(project, &msg, &note)?;
+    tell(&wt, from, &note)?;
     retire(project, id)
 }
 
@@ -256,11 +265,10 @@ fn outcome(
 }
 
 /// The note that tells the requester, with an id of its own.
-fn answer(project: &Project, msg: &Message, outcome: &str) -> std::io::Result<Message> {
+fn answer(wt: &Worktree, msg: &Message, outcome: &str) -> std::io::Result<Message> {
     let from = msg.sender().unwrap_or_default();
-    let wt = requester(project, from)?;
     let now = clock::now();
-    let seq = sequence::next(&wt).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let seq = sequence::next(wt).map_err(|e| std::io::Error::other(e.to_string()))?;
     let mut m = Message::default();
     m.set(names::ID, grammar::message_id(now, seq, grammar::DAEMON));
     m.set(names::FROM, grammar::DAEMON);
@@ -292,9 +300,7 @@ fn requester(project: &Project, role: &str) -> std::io::Result<Worktree> {
 
 /// Puts the answer in the requester's outbox, once: the same name again
 /// after a crash is delivered once (the daemon knows what it sent).
-fn tell(project: &Project, msg: &Message, note: &Message) -> std::io::Result<()> {
-    let from = msg.sender().unwrap_or_default();
-    let wt = requester(project, from)?;
+fn tell(wt: &Worktree, from: &str, note: &Message) -> std::io::Result<()> {
     let id = note.id().unwrap_or_default();
     let name = grammar::file_name(note.priority().unwrap_or("50"), id, &[from.to_string()]);
     let dest = wt.outbox().join(&name);
