@@ -3,6 +3,11 @@
 //! own store, every other key and the file's mode kept; `untrust` removes
 //! only what `trust` added. The real CLIs reading these entries are proved
 //! in tests/cli/real_agents.rs.
+//!
+//! What these tests write into HOME is the person's state before the swarm
+//! (a CLI onboarded once, trusts of their other projects, a disclaimer they
+//! accepted in Claude Code themselves): never a trust of the swarm's own
+//! worktrees, which only `swarm trust`, the command under test, writes.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
