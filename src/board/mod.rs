@@ -390,14 +390,13 @@ fn disagreements(file: Option<&Board>, derived: &Board) -> Vec<String> {
 
 /// Derives the board and writes tasks.tsv when it differs (under the board
 /// lock); None when the project declares no card. Idempotent.
-pub fn sync(project: &Project) -> Result<Option<Board>> {
-    let routes = Routes::load(project)?;
+pub fn sync(project: &Project, routes: &Routes) -> Result<Option<Board>> {
     if routes.is_empty() {
         return Ok(None);
     }
     fsx::ensure_dirs(&[dir(project), tmp_dir(project)]).at(dir(project))?;
     let _lock = fsx::lock(&lock_file(project)).at(lock_file(project))?;
-    sync_locked(project, &routes).map(Some)
+    sync_locked(project, routes).map(Some)
 }
 
 fn sync_locked(project: &Project, routes: &Routes) -> Result<Board> {

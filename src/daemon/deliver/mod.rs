@@ -422,7 +422,11 @@ impl Deliverer {
         self.index.clear();
         if report.delivered > 0 || self.board_due {
             self.board_due = false;
-            if let Err(e) = crate::board::sync(&self.project) {
+            // From the roles and swarm.yaml the daemon holds: a pass reads
+            // no config file for a swarm without cards.
+            let synced = crate::board::Routes::from_parts(&self.project, &self.roles, &self.config)
+                .and_then(|routes| crate::board::sync(&self.project, &routes));
+            if let Err(e) = synced {
                 self.board_due = true;
                 self.journal.record(
                     &Event::new(Kind::Deferred)
