@@ -288,6 +288,14 @@ fn check_point(
         }
     }
     j.materialize(k, extra, &p.root);
+    // A reboot takes at least into the next second: the sequence counter is
+    // not fsynced because an id carries its second (src/protocol/sequence.rs),
+    // and a restart within the second of a lost send is no reboot.
+    let cut = chrono::Utc::now().timestamp();
+    let reboot = std::time::Instant::now() + Duration::from_secs(2);
+    while chrono::Utc::now().timestamp() == cut && std::time::Instant::now() < reboot {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let mut daemon = p.cmd("handoffd").arg(&p.root).spawn();
     let end = std::time::Instant::now() + DEADLINE;
     while !drained(p) && std::time::Instant::now() < end {
