@@ -21,9 +21,10 @@
 //!
 //! Which items may be `answer`s (the `answers` question, asked by a
 //! `ready-next` that resumes an item in process): every item enters the
-//! index unread; the lister thread, when it has no listing to do, reads
-//! each one's head once ([`order::may_be_answer`]) and rules out those
-//! that cannot be. A read belongs to the item as it was added (a number
+//! index unread; a reader thread of the lowest CPU priority (so the reads
+//! of a 100 000-item inbox after a start do not compete with the callers)
+//! reads each one's head once ([`order::may_be_answer`]) and rules out
+//! those that cannot be. A read belongs to the item as it was added (a number
 //! given at each add): an item replaced under the same name meanwhile is
 //! added again, unread, and the stale read is dropped. A new listing keeps
 //! what was read of the items it still holds.
@@ -68,8 +69,9 @@ const SETTLE: Duration = Duration::from_secs(60);
 /// Files the re-wake sweep reads per folder and round to find the oldest
 /// item that wakes (copies that do not wake are remembered as such).
 const SWEEP_READS: usize = 16;
-/// Items whose head the lister reads per round (between two looks at its
-/// queue of listings), and how long it waits for work when none is unread.
+/// Items whose head the reader reads per round (the index is locked only
+/// to take them and to record them), and how long it waits when none is
+/// unread.
 const READS_PER_ROUND: usize = 256;
 const READ_TICK: Duration = Duration::from_millis(100);
 
@@ -631,28 +633,25 @@ impl Shared {
 }
 
 /// The lister: one listing at a time, off every caller's path, until told
-/// to stop (`None`); between listings it reads the heads of unread items.
+/// to stop (`None`).
 fn lister(shared: &Shared, jobs: &mpsc::Receiver<Option<Job>>) {
-    loop {
-        let job = match jobs.try_recv() {
-            Ok(job) => job,
-            Err(mpsc::TryRecvError::Disconnected) => return,
-            Err(mpsc::TryRecvError::Empty) => {
-                if read_heads(shared) > 0 {
-                    continue;
-                }
-                match jobs.recv_timeout(READ_TICK) {
-                    Ok(job) => job,
-                    Err(mpsc::RecvTimeoutError::Timeout) => continue,
-                    Err(mpsc::RecvTimeoutError::Disconnected) => return,
-                }
-            }
-        };
-        let Some(job) = job else { return };
+    while let Ok(Some(job)) = jobs.recv() {
         let listed = Entries::list(&job.fd);
         let old = shared.index().swap_in(&job, listed);
         shared.listed.notify_all();
         drop(old);
+    }
+}
+
+/// The reader: the heads of unread items, at the lowest CPU priority (this
+/// thread's own nice value), until `stop`.
+fn reader(shared: &Shared, stop: &AtomicBool) {
+    // Best effort: at the daemon's own priority it still works.
+    let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19);
+    while !stop.load(Ordering::Relaxed) {
+        if read_heads(shared) == 0 {
+            std::thread::sleep(READ_TICK);
+        }
     }
 }
 
@@ -802,6 +801,12 @@ impl OrderServer {
             .spawn(move || lister(&sh, &queue))
             .ok()?;
         server.threads.push(lister);
+        let (sh, st) = (shared.clone(), stop.clone());
+        let reader = std::thread::Builder::new()
+            .name("order-read".into())
+            .spawn(move || reader(&sh, &st))
+            .ok()?;
+        server.threads.push(reader);
         let answers = std::thread::Builder::new()
             .name("order".into())
             .spawn(move || run(listener, &shared, &stop))
