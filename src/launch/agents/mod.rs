@@ -15,6 +15,7 @@ pub mod mcp;
 pub mod setup;
 pub mod stream;
 pub mod transcript;
+pub mod turn_end;
 
 use std::path::{Path, PathBuf};
 

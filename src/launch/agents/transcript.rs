@@ -1,17 +1,18 @@
 //! Activity and usage of a tmux-mode agent from the transcript its CLI
 //! keeps (docs/headless.md, "In tmux mode"). Claude Code hands its
-//! transcript's path to the Stop hook; at each turn end `swarm hook` reads
-//! the part written since the last one into the role's activity file and
-//! the usage journal: the records a headless turn's stream gives.
+//! transcript's path to the Stop hook, which leaves it in a turn-end
+//! request (agents/turn_end.rs); the daemon, outside the sandbox, reads
+//! the part written since the last turn end into the role's activity file
+//! and the usage journal: the records a headless turn's stream gives.
 //!
 //! The transcript is untrusted like the stream. Only a regular `.jsonl`
 //! file inside Claude Code's own projects folder is read (the path is
 //! resolved first, so no symlink leads out, and opened without following
 //! one). Each turn end reads at most [`MAX_CHUNK`] bytes from the offset
-//! kept per role (`.swarmforge/agents/<role>/transcript.json`), never
-//! the whole file; a partial last line waits for the next turn end; a line
-//! longer than [`MAX_LINE`] or not a JSON object is skipped and counted in
-//! a note. Nothing here panics, and a failure only costs the hook a note.
+//! kept per role (`.swarmforge/telemetry/transcripts/<role>.json`, which
+//! the agent cannot write), never the whole file; a partial last line waits
+//! for the next turn end; a line longer than [`MAX_LINE`] or not a JSON
+//! object is skipped and counted in a note. Nothing here panics.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -65,7 +66,10 @@ struct Cursor {
 }
 
 fn cursor_file(project: &Project, role: &str) -> PathBuf {
-    crate::protocol::launch_files::agent_own_dir(project, role).join("transcript.json")
+    project
+        .telemetry_dir()
+        .join("transcripts")
+        .join(format!("{role}.json"))
 }
 
 /// Claude Code's projects folder: `$CLAUDE_CONFIG_DIR/projects`, else
@@ -276,19 +280,19 @@ fn item_of(project: &Project, wt: &Worktree, since: Option<&str>) -> Option<(Str
     Some((id, thread))
 }
 
-/// How long a turn end waits for the turn's last message to reach the
-/// transcript: Claude Code may run its Stop hook before it wrote it
-/// (seen with 2.1.332 under load).
-const FLUSH_WAIT: Duration = Duration::from_secs(3);
-
-/// Waits (at most [`FLUSH_WAIT`]) until the part of `real` after the
-/// offset kept for it holds `last` (the text the turn ended with, as JSON
-/// writes it) on a finished line; then the turn is read whole. Past the
-/// wait the turn is read as it is, and the rest at the next turn end.
-fn await_last_message(project: &Project, role: &str, real: &Path, last: &str) {
+/// Whether the part of `transcript` after the offset kept for `role`
+/// holds `last` (the text the turn ended with, as JSON writes it) on a
+/// finished line: Claude Code may run its Stop hook before it wrote the
+/// turn's last message (seen with 2.1.332 under load), and the turn is
+/// read whole only once it is there. A transcript that cannot be read
+/// counts as flushed (reading it says why).
+pub fn flushed(project: &Project, role: &str, transcript: &Path, last: &str) -> bool {
+    let Some(real) = claude_projects().and_then(|root| inside(&root, transcript).ok()) else {
+        return true;
+    };
     let head: String = last.chars().take(200).collect();
     let Ok(quoted) = serde_json::to_string(&head) else {
-        return;
+        return true;
     };
     let needle = quoted.trim_matches('"').as_bytes().to_vec();
     let offset = fsx::read_bounded(&cursor_file(project, role), 64 * 1024)
@@ -302,35 +306,22 @@ fn await_last_message(project: &Project, role: &str, real: &Path, last: &str) {
                 .map(|p| p.offset)
         })
         .unwrap_or(0);
-    let end = std::time::Instant::now() + FLUSH_WAIT;
-    loop {
-        let mut buf = Vec::new();
-        let read = fsx::open_regular(real).and_then(|mut f| {
-            f.seek(SeekFrom::Start(offset))?;
-            f.take(MAX_CHUNK).read_to_end(&mut buf)
-        });
-        let done = read.is_err()
-            || buf.len() as u64 >= MAX_CHUNK
-            || buf
-                .windows(needle.len().max(1))
-                .rposition(|w| w == needle.as_slice())
-                .is_some_and(|i| buf[i..].contains(&b'\n'));
-        if done || std::time::Instant::now() >= end {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut buf = Vec::new();
+    let read = fsx::open_regular(&real).and_then(|mut f| {
+        f.seek(SeekFrom::Start(offset))?;
+        f.take(MAX_CHUNK).read_to_end(&mut buf)
+    });
+    read.is_err()
+        || buf.len() as u64 >= MAX_CHUNK
+        || buf
+            .windows(needle.len().max(1))
+            .rposition(|w| w == needle.as_slice())
+            .is_some_and(|i| buf[i..].contains(&b'\n'))
 }
 
 /// At a Claude Code turn end in tmux mode: reads what `transcript` gained
-/// since the last turn end into `role`'s activity and usage; `last` is the
-/// text the turn ended with, when the hook was given it.
-pub fn claude_turn_end(
-    project: &Project,
-    role: &str,
-    transcript: &Path,
-    last: Option<&str>,
-) -> Result<Gained> {
+/// since the last turn end into `role`'s activity and usage.
+pub fn claude_turn_end(project: &Project, role: &str, transcript: &Path) -> Result<Gained> {
     let roles = Roles::load(&project.roles_tsv())?;
     let Some(r) = roles.roles.iter().find(|r| r.name == role) else {
         return Err(Error::env(format!(
@@ -341,11 +332,6 @@ pub fn claude_turn_end(
     };
     let root = claude_projects()
         .ok_or_else(|| Error::env("neither CLAUDE_CONFIG_DIR nor HOME names a folder"))?;
-    if let Some(last) = last {
-        if let Ok(real) = inside(&root, transcript) {
-            await_last_message(project, role, &real, last);
-        }
-    }
     let reader = gather(project, role, &root, transcript)?;
     write(project, r, reader)
 }
