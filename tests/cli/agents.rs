@@ -562,6 +562,18 @@ fn an_unreadable_transcript_is_counted_as_a_turn_not_read() {
     let json = p.cmd("swarm").args(["cost", "--json"]).run();
     let v: Value = serde_json::from_str(&json.stdout).unwrap();
     assert_eq!(v["total"]["unread_turns"], 1, "{v}");
+    // status and audit say so too.
+    p.cmd("swarm")
+        .args(["status"])
+        .run()
+        .stdout_has("(+1 turns not read)");
+    let audit = p.cmd("swarm").args(["audit", "--json"]).run().json();
+    let coder = audit["spend"]["roles"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["role"] == "coder"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(coder["unread_turns"], 1, "{audit}");
     // A request that is not one (the agent's folder is the agent's) is
     // journaled once too.
     p.write(".swarmforge/agents/coder/turn-end", "{not json");
