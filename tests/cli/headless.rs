@@ -462,10 +462,15 @@ fn gemini_cli_refusing_a_resume_starts_fresh_and_says_so() {
 /// [`swarm`] of Claude Code for `swarm up` in tmux, woken in its pane
 /// (`wake: idle`, the default); None after a NOTE without tmux or the CLI.
 fn claude_in_tmux(runtime: Option<&str>) -> Option<RealSwarm> {
+    in_tmux(Cli::Claude, runtime)
+}
+
+/// [`swarm`] of `cli` for `swarm up` in tmux, woken in its pane.
+fn in_tmux(cli: Cli, runtime: Option<&str>) -> Option<RealSwarm> {
     if !crate::support::require_tool("tmux", "apt-get install -y tmux") {
         return None;
     }
-    let s = swarm(Cli::Claude, runtime)?;
+    let s = swarm(cli, runtime)?;
     s.d.write(
         "swarm.yaml",
         &s.d.read("swarm.yaml").replace("    wake: queue\n", ""),
@@ -893,12 +898,30 @@ fn a_raise_clears_parked_when_nothing_waits_any_more() {
 /// token, and a second turn adds only its own part of the transcript.
 #[test]
 fn claude_code_in_tmux_records_activity_and_usage_from_its_transcript() {
-    let Some(mut s) = claude_in_tmux(None) else {
+    in_tmux_records_activity_and_usage(Cli::Claude, "Bash");
+}
+
+/// The same for Codex, from its session file (rollout), whose path its
+/// `Stop` hook is given; its shell tool is `exec_command`.
+#[test]
+fn codex_in_tmux_records_activity_and_usage_from_its_rollout() {
+    in_tmux_records_activity_and_usage(Cli::Codex, "exec_command");
+}
+
+/// The same for Gemini CLI, from its chat recording, whose path its
+/// `AfterAgent` hook is given; its shell tool is `run_shell_command`.
+#[test]
+fn gemini_cli_in_tmux_records_activity_and_usage_from_its_chat_recording() {
+    in_tmux_records_activity_and_usage(Cli::Gemini, "run_shell_command");
+}
+
+fn in_tmux_records_activity_and_usage(cli: Cli, shell_tool: &str) {
+    let Some(mut s) = in_tmux(cli, None) else {
         return;
     };
     script(
         &s,
-        Cli::Claude,
+        cli,
         vec![
             Step::shell("ready_for_next.sh --wait 60"),
             Step::shell("done_with_current.sh"),
@@ -920,7 +943,7 @@ fn claude_code_in_tmux_records_activity_and_usage_from_its_transcript() {
     assert_eq!(kinds.last(), Some(&"turn_end"), "{recs:#?}");
     assert!(
         recs.iter().any(|r| r["kind"] == "tool_call"
-            && r["name"] == "Bash"
+            && r["name"] == shell_tool
             && r["text"]
                 .as_str()
                 .is_some_and(|t| t.contains("ready_for_next.sh --wait 60"))),
@@ -940,7 +963,7 @@ fn claude_code_in_tmux_records_activity_and_usage_from_its_transcript() {
     assert!(recs.iter().all(|r| r["id"].is_string()), "{recs:#?}");
     let (got, usage) = recorded(&s);
     assert_eq!(usage.len(), 1, "{usage:#?}");
-    assert_eq!(usage[0]["source"], "claude");
+    assert_eq!(usage[0]["source"], cli.name());
     assert_eq!(usage[0]["id"], recs[0]["id"]);
     let want = reported(&s, "coder", true);
     assert_eq!(got, want, "recorded {got:?}, the server reported {want:?}");

@@ -60,7 +60,7 @@ pub fn run(args: Args) -> i32 {
     // A headless turn's stream is read by `swarm turn` itself; in tmux the
     // daemon reads the transcript (the hook may run confined).
     if std::env::var_os(transcript::HEADLESS_ENV).is_none() {
-        if let Some(n) = turn_end::leave(cli, project.as_ref(), role.as_deref(), &input) {
+        if let Some(n) = turn_end::leave(project.as_ref(), role.as_deref(), &input) {
             eprintln!("swarm hook: {}", crate::text::escape(&n));
         }
     }

@@ -12,6 +12,7 @@ pub mod codex_sandbox;
 pub mod gemini;
 pub mod hook;
 pub mod mcp;
+pub mod recording;
 pub mod setup;
 pub mod stream;
 pub mod transcript;

@@ -77,21 +77,11 @@ fn read_request(f: &Path) -> Result<Option<Request>, String> {
     }
 }
 
-/// The CLIs whose transcript the daemon reads in tmux mode.
-pub fn reads(cli: Cli) -> bool {
-    cli == Cli::Claude
-}
-
 /// At a turn end in tmux mode (the hook, perhaps confined): leaves the
 /// request for the daemon. Returns a note for the hook's stderr when it
 /// could not.
-pub fn leave(
-    cli: Cli,
-    project: Option<&Project>,
-    role: Option<&str>,
-    stdin: &[u8],
-) -> Option<String> {
-    let (true, Some(p), Some(r)) = (reads(cli), project, role.filter(|r| !r.is_empty())) else {
+pub fn leave(project: Option<&Project>, role: Option<&str>, stdin: &[u8]) -> Option<String> {
+    let (Some(p), Some(r)) = (project, role.filter(|r| !r.is_empty())) else {
         return None;
     };
     if !crate::protocol::grammar::valid_role(r) {
@@ -148,7 +138,7 @@ pub fn relay(project: &Project, roles: &Roles, journal: &Journal) {
         if std::fs::symlink_metadata(&f).is_err() {
             continue;
         }
-        if let Some(cli) = cli_of(role).filter(|c| reads(*c)) {
+        if let Some(cli) = cli_of(role) {
             relay_role(project, &role.name, cli, &f, journal);
         }
     }
@@ -195,18 +185,13 @@ fn relay_role(project: &Project, role: &str, cli: Cli, f: &Path, journal: &Journ
         .unwrap_or(FLUSH_WAIT);
     if let Some(text) = &last.last {
         let path = Path::new(&last.transcript);
-        if age < FLUSH_WAIT && !super::transcript::flushed(project, role, path, text) {
+        if age < FLUSH_WAIT && !super::transcript::flushed(project, role, cli, path, text) {
             return;
         }
     }
     let upto = last.n;
     for e in &fresh {
-        let read = match cli {
-            Cli::Claude => {
-                super::transcript::claude_turn_end(project, role, Path::new(&e.transcript))
-            }
-            _ => continue,
-        };
+        let read = super::transcript::turn_end(project, role, cli, Path::new(&e.transcript));
         if let Err(why) = read {
             lost(project, role, cli, &why.to_string(), journal);
         }
@@ -249,12 +234,7 @@ mod tests {
 
     fn end(p: &Project, transcript: &str) -> Option<String> {
         let input = serde_json::json!({"transcript_path": transcript, "last_assistant_message": "x".repeat(500)});
-        leave(
-            Cli::Claude,
-            Some(p),
-            Some("coder"),
-            input.to_string().as_bytes(),
-        )
+        leave(Some(p), Some("coder"), input.to_string().as_bytes())
     }
 
     #[test]
@@ -272,10 +252,10 @@ mod tests {
         assert_eq!(ns, vec![4, 5, 6, 7, 8, 9, 10, 12]);
         assert_eq!(req.ends[7].transcript, "/t/10.jsonl");
         assert_eq!(req.ends[7].last.as_ref().unwrap().chars().count(), MAX_LAST);
-        // Not Claude Code, no role, a role name that is a path: nothing left.
-        assert_eq!(leave(Cli::Codex, Some(&p), Some("coder"), b"{}"), None);
-        assert_eq!(leave(Cli::Claude, Some(&p), None, b"{}"), None);
-        assert!(leave(Cli::Claude, Some(&p), Some("../x"), b"{}").is_some());
+        // No transcript, no role, a role name that is a path: nothing left.
+        assert_eq!(leave(Some(&p), Some("coder"), b"{}"), None);
+        assert_eq!(leave(Some(&p), None, b"{}"), None);
+        assert!(leave(Some(&p), Some("../x"), b"{}").is_some());
         // A link where the request was is not followed.
         let f = request_file(&p, "coder");
         std::fs::remove_file(&f).unwrap();
