@@ -665,7 +665,10 @@ mod tests {
         copy(2);
         let got = c.look(&project).unwrap();
         assert_eq!(got.len(), 1);
-        assert_eq!(got[0].0.id.as_deref(), Some("20261202T100703Z_000002_from_a"));
+        assert_eq!(
+            got[0].0.id.as_deref(),
+            Some("20261202T100703Z_000002_from_a")
+        );
         assert_eq!(got[0].1.get("message"), Some("m"));
         // Looked at again (the folder changed just now: listed again),
         // nothing new is read.
