@@ -221,6 +221,7 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
     let code = if d.opts.once {
         let r = d.deliverer.pass();
         d.deliverer.waker.wait_idle(Duration::from_secs(10));
+        crate::launch::agents::turn_end::relay(&d.project, &d.deliverer.roles, &d.journal);
         println!(
             "handoffd: delivered {}, failed {}, deferred {}",
             r.delivered, r.failed, r.deferred
@@ -584,7 +585,8 @@ impl Daemon {
     }
 
     /// The agents' sessions and panes, every `daemon.pane_check`
-    /// (watchdog::check_agents). tmux calls may take seconds on a hung
+    /// (watchdog::check_agents), and the turn ends tmux-mode agents left
+    /// (launch::agents::turn_end). tmux calls may take seconds on a hung
     /// server: off the loop, one check at a time.
     fn check_agents(&mut self) {
         if self.agents_check.swap(true, Ordering::AcqRel) {
@@ -596,6 +598,8 @@ impl Daemon {
         let (busy, cfg) = (self.agents_check.clone(), d.config.clone());
         let looks = self.pane_looks.clone();
         std::thread::spawn(move || {
+            // Turn ends the confined agents' hooks left (agents/turn_end.rs).
+            crate::launch::agents::turn_end::relay(&project, &roles, &journal);
             if let Ok(mut looks) = looks.lock() {
                 watchdog::check_agents(&project, &roles, &cfg, &journal, &mut looks);
             }

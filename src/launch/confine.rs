@@ -1,13 +1,13 @@
 //! Confinement (docs/security.md, "Confinement"): by default (`launch:
 //! {confine: false}` turns it off) every agent runs inside a bubblewrap
 //! sandbox where the whole system is read-only except its own worktree,
-//! its own queue folders, its own launcher folder, the telemetry and forum
-//! records, a private `/tmp` and a private home holding its CLI's state
-//! folder (launch/cli_state.rs); the project's `.swarmforge/` (approvals,
-//! pause, the daemon's files), other roles' worktrees and inboxes are
-//! read-only, and the cockpit's token folder and other roles' homes are
-//! hidden. Its own pid namespace hides the other agents' processes (and
-//! their environments).
+//! its own queue folders, its own launcher folder, the forum's records, a
+//! private `/tmp` and a private home holding its CLI's state folder
+//! (launch/cli_state.rs); the project's `.swarmforge/` (approvals, pause,
+//! the daemon's files, the telemetry: activity, usage, budget raises),
+//! other roles' worktrees and inboxes are read-only, and the cockpit's
+//! token folder and other roles' homes are hidden. Its own pid namespace
+//! hides the other agents' processes (and their environments).
 //!
 //! Bubblewrap, not Landlock: a mount namespace can also hide (the token)
 //! and give a private `/tmp` and home, which Landlock's allow-lists cannot;
@@ -15,7 +15,11 @@
 //! once and explains when missing.
 //!
 //! The invariant: everything an agent of a confined swarm runs starts from
-//! the one command [`wrap_shell`] builds, both headless and in tmux.
+//! the one command [`wrap_shell`] builds, both headless and in tmux. What
+//! records an agent's activity and usage is not the agent's and runs
+//! outside ([`wrap_agent`]): a headless turn (`swarm turn`) reads its CLI's
+//! stream unconfined and confines the CLI alone; in tmux the confined hook
+//! leaves a turn-end request the daemon reads (agents/turn_end.rs).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -180,13 +184,12 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
     let handoffs = crate::protocol::layout::Worktree::new(&own).handoffs();
     crate::fsx::ensure_dirs(&[&handoffs]).map_err(|e| Error::io(&handoffs, e))?;
     bind(&mut a, "--bind", &handoffs);
-    // Its own launcher folder (conversation id, hook and transcript state),
-    // the swarm's telemetry, which its `swarm turn` and hooks write, the
-    // forum's sessions and discussions, which agents open, and the board;
-    // budget raises are a person's, read-only.
+    // Its own launcher folder (conversation id, hook state, turn-end
+    // requests), the forum's sessions and discussions, which agents open,
+    // and the board. Not the telemetry: activity and usage are written
+    // outside (see the module doc), budget raises are a person's.
     let own_dir = agent_own_dir(project, &r.name);
-    let raises = crate::telemetry::budget::raises_file(project);
-    let mut writable = vec![own_dir, project.telemetry_dir(), project.forum_dir()];
+    let mut writable = vec![own_dir, project.forum_dir()];
     // The board of a swarm with cards: the audit gate, in the agent's send,
     // counts its challenges there (the daemon rederives the rest each pass).
     if crate::board::Routes::load(project).is_ok_and(|r| !r.is_empty()) {
@@ -196,10 +199,6 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
         crate::fsx::ensure_dirs(&[&d]).map_err(|e| Error::io(&d, e))?;
         bind(&mut a, "--bind", &canon(&d));
     }
-    if !raises.exists() {
-        crate::fsx::append(&raises, b"").map_err(|e| Error::io(&raises, e))?;
-    }
-    bind(&mut a, "--ro-bind", &canon(&raises));
     // Other agents' private homes (copies of the person's CLI state):
     // hidden, made first if need be (an agent started later has one too).
     for o in plan
@@ -291,6 +290,20 @@ fn git_binds(root: &Path, own: &Path) -> Vec<(&'static str, PathBuf)> {
         }
     }
     out
+}
+
+/// What the supervisor or the tmux pane runs for `r`, whose agent command
+/// is `cmd`: [`wrap_shell`], except for the two runners that are the
+/// swarm's own code and run nothing the model names themselves: a headless
+/// preset's `swarm turn` (it reads the CLI's stream into the telemetry and
+/// confines the CLI with [`wrap_shell`]) and `agent: api`'s `swarm run-api`
+/// (it only sends text through the helpers' validation).
+pub fn wrap_agent(plan: &Plan, r: &PlannedRole, cmd: &str) -> Result<String> {
+    use crate::launch::plan::AgentSpec;
+    match r.agent {
+        AgentSpec::Preset { headless: true, .. } | AgentSpec::Api => Ok(cmd.to_string()),
+        _ => wrap_shell(plan, r, cmd),
+    }
 }
 
 /// `cmd` (a shell command) as it runs for `r`: unchanged when confinement

@@ -31,7 +31,7 @@ pub(super) fn pane_script(plan: &Plan, r: &PlannedRole) -> Result<String> {
     );
     s.push_str(&env_prelude(project, r)?);
     let cmd = match agent_command(project, r) {
-        Some(c) => Some(crate::launch::confine::wrap_shell(plan, r, &c)?),
+        Some(c) => Some(crate::launch::confine::wrap_agent(plan, r, &c)?),
         None => None,
     };
     match cmd {

@@ -164,7 +164,7 @@ impl<'a> Running<'a> {
                 r.name
             ));
         }
-        let command = super::confine::wrap_shell(self.plan, r, &command)?;
+        let command = super::confine::wrap_agent(self.plan, r, &command)?;
         Ok(Some(Slot {
             role: r.clone(),
             command,
@@ -318,7 +318,6 @@ impl<'a> Running<'a> {
                 kill(-pid, rustix::process::Signal::KILL);
             }
             let _ = fsx::remove_file(&agent_pid_file(project, &slot.role.name));
-            super::turn::relay_refused_resumes(project, &slot.role.name);
             let w = slot.role.worktree();
             let after = fingerprint(&w);
             let code = status

@@ -3,6 +3,8 @@
 //! CLI runs once, non-interactively, in the role's worktree, resuming the
 //! role's conversation, and its JSON event stream is read line by line
 //! into the role's session file, activity file and the usage journal.
+//! This reader runs outside the sandbox and confines only the CLI
+//! (launch/confine.rs): the telemetry is not the agent's to write.
 //!
 //! No terminal, no keystrokes, no trust dialog. The stream is untrusted:
 //! every line is bounded ([`MAX_LINE`]); a line too long, not UTF-8, not
@@ -132,7 +134,13 @@ pub fn turn(root: &Path, role: &str, say: &mut dyn FnMut(&str)) -> Result<Turn> 
     loop {
         let resume = agent_session::read(project, role, cli);
         let prompt = launch.turn_prompt(resume.is_some(), &primer);
-        let command = cli.preset().turn(&launch, resume.as_deref(), &prompt);
+        // The CLI alone is confined: this reader, which writes the
+        // telemetry, runs outside the sandbox (launch/confine.rs).
+        let command = crate::launch::confine::wrap_shell(
+            &plan,
+            r,
+            &cli.preset().turn(&launch, resume.as_deref(), &prompt),
+        )?;
         let max_bytes = plan.config.limits.max_file_bytes;
         let run = run_once(project, r, cli, &command, resume.as_deref(), max_bytes, say)?;
         out.ran = true;
@@ -149,46 +157,14 @@ pub fn turn(root: &Path, role: &str, say: &mut dyn FnMut(&str)) -> Result<Turn> 
             cli.name()
         );
         say(&format!("{role}: {why}"));
-        // A confined turn cannot write the daemon's journal: it leaves the
-        // event in its own folder for its supervisor (relay_refused_resumes).
-        let noted = refused_file(project, role);
-        if let Err(e) = fsx::append(&noted, format!("{why}\n").as_bytes()) {
-            eprintln!("warning: {}: {e}", noted.display());
-        }
-        let _ = activity::append(project, &Activity::now(role, Kind::Note).text(&why));
-        out.started_fresh = true;
-    }
-}
-
-/// `.swarmforge/agents/<role>/resume-refused`: one line per refused
-/// resume, written by the role's (confined) turn.
-fn refused_file(project: &Project, role: &str) -> std::path::PathBuf {
-    crate::protocol::launch_files::agent_own_dir(project, role).join("resume-refused")
-}
-
-/// Journals the refused resumes `role`'s last turn left in its folder
-/// (`resume_refused`), run by the supervisor outside the sandbox after the
-/// turn. The lines are the agent's: bounded, escaped, and only ever an
-/// event about that role.
-pub fn relay_refused_resumes(project: &Project, role: &str) {
-    let noted = refused_file(project, role);
-    let Ok(bytes) = fsx::read_bounded(&noted, 64 * 1024) else {
-        let _ = fsx::remove_file(&noted);
-        return;
-    };
-    let _ = fsx::remove_file(&noted);
-    for line in String::from_utf8_lossy(&bytes)
-        .lines()
-        .filter(|l| !l.is_empty())
-        .take(16)
-    {
-        let why: String = line.chars().take(1024).collect();
         journal::record_outside(
             project,
             &JournalEvent::new(journal::Kind::ResumeRefused)
                 .recipient(role)
                 .reason(crate::text::escape(&why)),
         );
+        let _ = activity::append(project, &Activity::now(role, Kind::Note).text(&why));
+        out.started_fresh = true;
     }
 }
 

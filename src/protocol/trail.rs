@@ -432,22 +432,116 @@ impl Trail {
         let Some(msg) = self.read(path) else {
             return;
         };
-        let get = |n: &str| msg.get(n).map(str::to_string);
-        self.copies.push(Copy {
-            path: path.to_path_buf(),
-            place,
-            batch,
-            worktree: wt,
-            id: get("id"),
-            from: get("from"),
-            to: get("to"),
-            cc: get("cc"),
-            recipient: get("recipient"),
-            created: Stamp::of(msg.get(names::CREATED_AT)),
-            enqueued: Stamp::of(msg.get(names::ENQUEUED_AT)),
-            dequeued: Stamp::of(msg.get(names::DEQUEUED_AT)),
-            completed: Stamp::of(msg.get(names::COMPLETED_AT)),
-        });
+        self.copies.push(copy_of(path, place, batch, wt, &msg));
+    }
+}
+
+/// The copy at `path` whose content is `msg`.
+fn copy_of(path: &Path, place: Place, batch: Option<String>, wt: usize, msg: &Message) -> Copy {
+    let get = |n: &str| msg.get(n).map(str::to_string);
+    Copy {
+        path: path.to_path_buf(),
+        place,
+        batch,
+        worktree: wt,
+        id: get("id"),
+        from: get("from"),
+        to: get("to"),
+        cc: get("cc"),
+        recipient: get("recipient"),
+        created: Stamp::of(msg.get(names::CREATED_AT)),
+        enqueued: Stamp::of(msg.get(names::ENQUEUED_AT)),
+        dequeued: Stamp::of(msg.get(names::DEQUEUED_AT)),
+        completed: Stamp::of(msg.get(names::COMPLETED_AT)),
+    }
+}
+
+/// Follows the copies that reach `inbox/completed/` (the daemon's live
+/// trace export, telemetry/otlp.rs), without reading the trail again at
+/// every look: a completed folder is listed only when it changed since the
+/// last look (its modification time; one changed within [`RECENT`] of a
+/// look is listed again at the next, as a time stamp's tick may hide a
+/// second change), and only the files not seen before are read.
+#[derive(Debug, Default)]
+pub struct Completions {
+    folders: std::collections::HashMap<PathBuf, Seen>,
+    /// Copy files read so far (what a look costs).
+    pub reads: usize,
+}
+
+#[derive(Debug, Default)]
+struct Seen {
+    mtime: Option<std::time::SystemTime>,
+    names: HashSet<String>,
+}
+
+/// How close to a look a folder's change must be to be listed again.
+const RECENT: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl Completions {
+    /// Starts from what is completed now: history is not followed.
+    pub fn start(project: &Project) -> Completions {
+        let mut c = Completions::default();
+        let _ = c.look_into(project, false);
+        c
+    }
+
+    /// The copies completed since the last look, each with its content.
+    pub fn look(&mut self, project: &Project) -> Result<Vec<(Copy, Message)>> {
+        self.look_into(project, true)
+    }
+
+    fn look_into(&mut self, project: &Project, read: bool) -> Result<Vec<(Copy, Message)>> {
+        // Roles and worktrees only: nothing is listed by the load.
+        let mut t = Trail::load(project, &Scope::default())?;
+        let mut out = Vec::new();
+        for i in 0..t.worktrees.len() {
+            let dir = Worktree::new(&t.worktrees[i]).completed();
+            for b in self.folder(&mut t, &dir, i, None, read, &mut out) {
+                let bdir = dir.join(&b);
+                self.folder(&mut t, &bdir, i, Some(b), read, &mut out);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Reads the new files of `dir` when it changed; returns its batch
+    /// folders when it was listed (each is looked into the same way).
+    fn folder(
+        &mut self,
+        t: &mut Trail,
+        dir: &Path,
+        wt: usize,
+        batch: Option<String>,
+        read: bool,
+        out: &mut Vec<(Copy, Message)>,
+    ) -> Vec<String> {
+        let now = std::time::SystemTime::now();
+        let mtime = fs::metadata(dir).and_then(|m| m.modified()).ok();
+        let seen = self.folders.entry(dir.to_path_buf()).or_default();
+        if mtime.is_some() && seen.mtime == mtime {
+            return Vec::new();
+        }
+        let recent = mtime.is_none_or(|m| now.duration_since(m).map_or(true, |d| d < RECENT));
+        seen.mtime = if recent { None } else { mtime };
+        let l = t.list(dir, None);
+        let names: HashSet<String> = l.files.iter().cloned().collect();
+        for name in l.files.iter().filter(|n| !seen.names.contains(*n)) {
+            if !read {
+                continue;
+            }
+            let path = dir.join(name);
+            self.reads += 1;
+            if let Some(msg) = t.read(&path) {
+                out.push((
+                    copy_of(&path, Place::Completed, batch.clone(), wt, &msg),
+                    msg,
+                ));
+            }
+        }
+        let seen = self.folders.entry(dir.to_path_buf()).or_default();
+        seen.names = names;
+        l.batches
     }
 }
 
@@ -538,4 +632,52 @@ fn failure_note(
 fn read_note(path: &Path) -> Option<String> {
     let bytes = fsx::read_bounded(path, MAX_NOTE_BYTES).ok()?;
     Some(String::from_utf8_lossy(&bytes).trim_end().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completions_read_each_new_copy_once_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = Project::new(dir.path());
+        let wt = dir.path().join("wt");
+        std::fs::create_dir_all(project.swarmforge()).unwrap();
+        std::fs::write(
+            project.roles_tsv(),
+            format!("b\tb\t{}\tswarmforge-b\tB\tcodex\ttask\n", wt.display()),
+        )
+        .unwrap();
+        let done = Worktree::new(&wt).completed();
+        std::fs::create_dir_all(&done).unwrap();
+        let copy = |n: u32| {
+            let id = format!("20261202T100703Z_00000{n}_from_a");
+            std::fs::write(
+                done.join(format!("20_{id}_to_b.handoff")),
+                format!("id: {id}\nfrom: a\nto: b\npriority: 20\ntype: note\nmessage: m\nrecipient: b\ncompleted_at: 2026-12-02T10:07:03.023948Z\n\nbody\n"),
+            )
+            .unwrap();
+        };
+        copy(1);
+        let mut c = Completions::start(&project);
+        assert_eq!(c.reads, 0, "what was completed before is history");
+        copy(2);
+        let got = c.look(&project).unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            got[0].0.id.as_deref(),
+            Some("20261202T100703Z_000002_from_a")
+        );
+        assert_eq!(got[0].1.get("message"), Some("m"));
+        // Looked at again (the folder changed just now: listed again),
+        // nothing new is read.
+        for _ in 0..3 {
+            assert!(c.look(&project).unwrap().is_empty());
+        }
+        assert_eq!(c.reads, 1);
+        copy(3);
+        assert_eq!(c.look(&project).unwrap().len(), 1);
+        assert_eq!(c.reads, 2);
+    }
 }

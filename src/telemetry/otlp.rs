@@ -11,6 +11,7 @@
 //! daemon); `swarm otel export --since T` sends history again whenever
 //! wanted.
 
+use std::collections::VecDeque;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,8 +24,9 @@ use prost::Message as _;
 
 use crate::error::{Error, Result};
 use crate::protocol::clock::{self, Instant};
+use crate::protocol::header::Message;
 use crate::protocol::layout::Project;
-use crate::protocol::trail::{Scope, Trail};
+use crate::protocol::trail::{Completions, Scope, Trail};
 use crate::telemetry::trace::{self, Span, Value};
 use crate::telemetry::usage;
 
@@ -34,8 +36,8 @@ pub const BATCH: usize = 512;
 const QUEUE: usize = 16;
 /// How often the daemon looks for finished copies and new turns.
 const POLL: Duration = Duration::from_secs(2);
-/// Copies completed this long before the daemon started are history.
-const SETTLE: Duration = Duration::from_secs(2);
+/// Recent items kept for the trace of a turn on one.
+const ITEMS: usize = 4096;
 /// One POST may take this long.
 const TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -181,9 +183,14 @@ impl Exporter {
             .name("otel-send".into())
             .spawn(move || send_loop(&u, rx, &n));
         let project = project.clone();
+        // Where following starts: now, before the thread runs.
+        let from = (
+            Completions::start(&project),
+            usage::with_all(&project, |r, _| r.len()).unwrap_or(0),
+        );
         let _ = std::thread::Builder::new()
             .name("otel-poll".into())
-            .spawn(move || poll_loop(&project, &url, tx, &note));
+            .spawn(move || poll_loop(&project, &url, from, tx, &note));
     }
 }
 
@@ -220,24 +227,28 @@ fn send_loop(url: &str, rx: Receiver<(usize, Vec<u8>)>, note: &DropNote) {
     }
 }
 
-fn poll_loop(project: &Project, url: &str, tx: SyncSender<(usize, Vec<u8>)>, note: &DropNote) {
+fn poll_loop(
+    project: &Project,
+    url: &str,
+    (mut completions, mut seen_turns): (Completions, usize),
+    tx: SyncSender<(usize, Vec<u8>)>,
+    note: &DropNote,
+) {
     let root = project.root.display().to_string();
     let mut dropped = Dropped {
         last: None,
         spans: 0,
     };
-    // What this daemon exported: copies by (id, recipient), and how many
-    // journal records it has seen (the journal only grows). History from
-    // before it started is `swarm otel export`'s.
-    let settle = chrono::Duration::from_std(SETTLE).unwrap_or_default();
-    let since = clock::now() - settle;
-    let mut done: std::collections::HashSet<(String, String)> = Default::default();
-    // The usage journal is followed (usage::with_all reads only what was
-    // appended since the last look).
-    let mut seen_turns = usage::with_all(project, |r, _| r.len()).unwrap_or(0);
+    // What this daemon exports: copies completed after it started (the
+    // completed folders are followed: only a changed folder is listed and
+    // only a new file read, protocol::trail::Completions) and the turns
+    // journaled after it started (usage::with_all reads only what was
+    // appended since the last look). History is `swarm otel export`'s.
+    // The items of recent copies, for the trace of a turn on one.
+    let mut items: VecDeque<(String, Message)> = VecDeque::new();
     loop {
         std::thread::sleep(POLL);
-        let Ok(t) = Trail::load(project, &Scope::all()) else {
+        let Ok(copies) = completions.look(project) else {
             continue;
         };
         let Ok((records, all)) = usage::with_all(project, |r, _| {
@@ -245,25 +256,24 @@ fn poll_loop(project: &Project, url: &str, tx: SyncSender<(usize, Vec<u8>)>, not
         }) else {
             continue;
         };
-        let fresh = |c: &crate::protocol::trail::Copy| {
-            c.completed.at().is_some_and(|t| t >= since)
-                && !done.contains(&(
-                    c.id.clone().unwrap_or_default(),
-                    c.recipient.clone().unwrap_or_default(),
-                ))
-        };
-        let spans = trace::spans(&t, fresh, &records, |_| true);
-        for c in t
-            .copies
-            .iter()
-            .filter(|c| c.completed.at().is_some_and(|t| t >= since))
-        {
-            done.insert((
-                c.id.clone().unwrap_or_default(),
-                c.recipient.clone().unwrap_or_default(),
-            ));
-        }
         seen_turns = all;
+        let mut spans = Vec::new();
+        for (c, msg) in copies {
+            trace::copy_spans(&c, Some(&msg), &mut spans);
+            if let Some(id) = c.id {
+                items.push_back((id, msg));
+                if items.len() > ITEMS {
+                    items.pop_front();
+                }
+            }
+        }
+        for u in &records {
+            let msg =
+                u.id.as_deref()
+                    .and_then(|i| items.iter().rev().find(|(id, _)| id == i))
+                    .map(|(_, m)| m);
+            spans.extend(trace::turn_span(u, msg));
+        }
         for chunk in spans.chunks(BATCH) {
             match tx.try_send((chunk.len(), encode(&root, chunk))) {
                 Ok(()) => {}

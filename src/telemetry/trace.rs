@@ -122,118 +122,128 @@ pub fn spans(
     let originals: HashMap<&str, &Message> = t.originals.iter().map(|o| (o.id(), &o.msg)).collect();
     let mut out = Vec::new();
     for c in t.copies.iter().filter(|c| pick(c)) {
-        let (Some(id), Some(role)) = (c.id.as_deref(), c.recipient.as_deref()) else {
-            continue;
-        };
-        let stamps = [
-            c.created.at(),
-            c.enqueued.at(),
-            c.dequeued.at(),
-            c.completed.at(),
-        ];
-        let Some(start) = stamps.iter().flatten().min().copied() else {
-            continue;
-        };
-        let end = stamps.iter().flatten().max().copied().unwrap_or(start);
-        let msg = originals.get(id).copied();
-        let trace = msg.map(of).unwrap_or_else(|| derived(id));
-        let parent = msg.and_then(|m| {
-            let pid = m.in_reply_to()?;
-            Some(copy_span_id(pid, m.sender()?))
-        });
-        let me = copy_span_id(id, role);
-        let kind = msg.and_then(Message::type_name).unwrap_or("message");
-        let mut attributes = vec![
-            ("swarm.id", Value::Str(id.to_string())),
-            ("swarm.type", Value::Str(kind.to_string())),
-            ("swarm.recipient", Value::Str(role.to_string())),
-            (
-                "swarm.place",
-                Value::Str(format!("{:?}", c.place).to_lowercase()),
-            ),
-        ];
-        if let Some(f) = c.from.as_deref() {
-            attributes.push(("swarm.from", Value::Str(f.to_string())));
-        }
-        out.push(Span {
-            trace_id: trace_bytes(&trace),
-            span_id: me,
-            parent,
-            name: format!("{kind} {} -> {role}", c.from.as_deref().unwrap_or("?")),
-            start,
-            end,
-            attributes,
-        });
-        for (i, stage) in ["queued", "waiting", "working"].iter().enumerate() {
-            if let (Some(s), Some(e)) = (stamps[i], stamps[i + 1]) {
-                out.push(Span {
-                    trace_id: trace_bytes(&trace),
-                    span_id: span_id(&["stage", id, role, stage]),
-                    parent: Some(me),
-                    name: (*stage).to_string(),
-                    start: s,
-                    end: e.max(s),
-                    attributes: Vec::new(),
-                });
-            }
-        }
+        let msg = c.id.as_deref().and_then(|id| originals.get(id).copied());
+        copy_spans(c, msg, &mut out);
     }
     for u in records.iter().filter(|u| turns(u)) {
-        let Some(end) = crate::protocol::clock::parse(&u.time) else {
-            continue;
-        };
         let msg = u.id.as_deref().and_then(|i| originals.get(i).copied());
-        let trace = match (msg, u.thread.as_deref(), u.id.as_deref()) {
-            (Some(m), _, _) => of(m),
-            (None, Some(t), _) => derived(t),
-            (None, None, Some(i)) => derived(i),
-            (None, None, None) => derived(&format!("turns of {}", u.role)),
-        };
-        let mut attributes = vec![
-            ("swarm.role", Value::Str(u.role.clone())),
-            ("swarm.source", Value::Str(u.source.clone())),
-            (
-                "gen_ai.usage.input_tokens",
-                Value::Int(clamp(u.input_tokens)),
-            ),
-            (
-                "gen_ai.usage.output_tokens",
-                Value::Int(clamp(u.output_tokens)),
-            ),
-            (
-                "swarm.cache_read_tokens",
-                Value::Int(clamp(u.cache_read_tokens)),
-            ),
-            (
-                "swarm.cache_write_tokens",
-                Value::Int(clamp(u.cache_write_tokens)),
-            ),
-        ];
-        if let Some(m) = &u.model {
-            attributes.push(("gen_ai.request.model", Value::Str(m.clone())));
-        }
-        if let Some(c) = u.cost_usd {
-            attributes.push(("swarm.cost_usd", Value::Float(c)));
-        }
-        if let Some(i) = &u.id {
-            attributes.push(("swarm.id", Value::Str(i.clone())));
-        }
-        out.push(Span {
-            trace_id: trace_bytes(&trace),
-            span_id: span_id(&["turn", &u.role, &u.time, u.id.as_deref().unwrap_or("")]),
-            parent: u.id.as_deref().map(|i| copy_span_id(i, &u.role)),
-            name: format!("turn {}", u.role),
-            start: u
-                .started
-                .as_deref()
-                .and_then(crate::protocol::clock::parse)
-                .filter(|s| *s <= end)
-                .unwrap_or(end),
-            end,
-            attributes,
-        });
+        out.extend(turn_span(u, msg));
     }
     out
+}
+
+/// The spans of copy `c` (its life and its stages) of message `msg` (its
+/// original, or the copy's own content: the same headers).
+pub fn copy_spans(c: &Copy, msg: Option<&Message>, out: &mut Vec<Span>) {
+    let (Some(id), Some(role)) = (c.id.as_deref(), c.recipient.as_deref()) else {
+        return;
+    };
+    let stamps = [
+        c.created.at(),
+        c.enqueued.at(),
+        c.dequeued.at(),
+        c.completed.at(),
+    ];
+    let Some(start) = stamps.iter().flatten().min().copied() else {
+        return;
+    };
+    let end = stamps.iter().flatten().max().copied().unwrap_or(start);
+    let trace = msg.map(of).unwrap_or_else(|| derived(id));
+    let parent = msg.and_then(|m| {
+        let pid = m.in_reply_to()?;
+        Some(copy_span_id(pid, m.sender()?))
+    });
+    let me = copy_span_id(id, role);
+    let kind = msg.and_then(Message::type_name).unwrap_or("message");
+    let mut attributes = vec![
+        ("swarm.id", Value::Str(id.to_string())),
+        ("swarm.type", Value::Str(kind.to_string())),
+        ("swarm.recipient", Value::Str(role.to_string())),
+        (
+            "swarm.place",
+            Value::Str(format!("{:?}", c.place).to_lowercase()),
+        ),
+    ];
+    if let Some(f) = c.from.as_deref() {
+        attributes.push(("swarm.from", Value::Str(f.to_string())));
+    }
+    out.push(Span {
+        trace_id: trace_bytes(&trace),
+        span_id: me,
+        parent,
+        name: format!("{kind} {} -> {role}", c.from.as_deref().unwrap_or("?")),
+        start,
+        end,
+        attributes,
+    });
+    for (i, stage) in ["queued", "waiting", "working"].iter().enumerate() {
+        if let (Some(s), Some(e)) = (stamps[i], stamps[i + 1]) {
+            out.push(Span {
+                trace_id: trace_bytes(&trace),
+                span_id: span_id(&["stage", id, role, stage]),
+                parent: Some(me),
+                name: (*stage).to_string(),
+                start: s,
+                end: e.max(s),
+                attributes: Vec::new(),
+            });
+        }
+    }
+}
+
+/// The span of the turn `u` records, on the item `msg` (its original or a
+/// copy) when known.
+pub fn turn_span(u: &Usage, msg: Option<&Message>) -> Option<Span> {
+    let end = crate::protocol::clock::parse(&u.time)?;
+    let trace = match (msg, u.thread.as_deref(), u.id.as_deref()) {
+        (Some(m), _, _) => of(m),
+        (None, Some(t), _) => derived(t),
+        (None, None, Some(i)) => derived(i),
+        (None, None, None) => derived(&format!("turns of {}", u.role)),
+    };
+    let mut attributes = vec![
+        ("swarm.role", Value::Str(u.role.clone())),
+        ("swarm.source", Value::Str(u.source.clone())),
+        (
+            "gen_ai.usage.input_tokens",
+            Value::Int(clamp(u.input_tokens)),
+        ),
+        (
+            "gen_ai.usage.output_tokens",
+            Value::Int(clamp(u.output_tokens)),
+        ),
+        (
+            "swarm.cache_read_tokens",
+            Value::Int(clamp(u.cache_read_tokens)),
+        ),
+        (
+            "swarm.cache_write_tokens",
+            Value::Int(clamp(u.cache_write_tokens)),
+        ),
+    ];
+    if let Some(m) = &u.model {
+        attributes.push(("gen_ai.request.model", Value::Str(m.clone())));
+    }
+    if let Some(c) = u.cost_usd {
+        attributes.push(("swarm.cost_usd", Value::Float(c)));
+    }
+    if let Some(i) = &u.id {
+        attributes.push(("swarm.id", Value::Str(i.clone())));
+    }
+    Some(Span {
+        trace_id: trace_bytes(&trace),
+        span_id: span_id(&["turn", &u.role, &u.time, u.id.as_deref().unwrap_or("")]),
+        parent: u.id.as_deref().map(|i| copy_span_id(i, &u.role)),
+        name: format!("turn {}", u.role),
+        start: u
+            .started
+            .as_deref()
+            .and_then(crate::protocol::clock::parse)
+            .filter(|s| *s <= end)
+            .unwrap_or(end),
+        end,
+        attributes,
+    })
 }
 
 fn clamp(n: u64) -> i64 {

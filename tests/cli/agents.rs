@@ -512,13 +512,14 @@ fn the_hook_answers_in_each_clis_format_and_is_bounded() {
 }
 
 /// docs/cost.md: a turn end whose transcript cannot be read is not lost
-/// silently: a `lost` usage record and an `activity_lost` event say so,
-/// and `swarm cost` counts the turn as not read instead of showing sums
-/// that look whole.
+/// silently: the hook (which may run confined) only leaves the turn end in
+/// the role's folder; the daemon's reading of it fails, and a `lost` usage
+/// record and an `activity_lost` event in the journal say so; `swarm cost`
+/// counts the turn as not read instead of showing sums that look whole.
 #[test]
 fn an_unreadable_transcript_is_counted_as_a_turn_not_read() {
     let p = Project::builder()
-        .role(Role::new("coder").worktree("coder"))
+        .role(Role::new("coder").worktree("coder").agent("claude"))
         .role(Role::new("lead").worktree("lead"))
         .queue_dirs()
         .build();
@@ -528,17 +529,27 @@ fn an_unreadable_transcript_is_counted_as_a_turn_not_read() {
         .cmd("swarm")
         .role("coder")
         .args(["hook", "claude", "Stop"])
-        .stdin(r#"{"hook_event_name":"Stop","transcript_path":"/etc/hostname"}"#)
+        .stdin(r#"{"hook_event_name":"Stop","transcript_path":"/etc/hostname.jsonl"}"#)
         .run();
     assert_eq!((r.code, r.stdout.as_str()), (0, "{}\n"), "{}", r.stderr);
-    r.stderr_has("activity not recorded");
+    assert!(!p.root.join(".swarmforge/telemetry/usage.jsonl").exists());
+    p.deliver_once().ok();
     let usage = p.read(".swarmforge/telemetry/usage.jsonl");
+    assert_eq!(usage.lines().count(), 1, "{usage}");
     let rec: Value = serde_json::from_str(usage.lines().next().unwrap()).unwrap();
     assert_eq!(rec["role"], "coder");
     assert!(rec["lost"].as_str().is_some_and(|w| !w.is_empty()), "{rec}");
-    assert!(events(&p)
-        .iter()
-        .any(|e| e["kind"] == "activity_lost" && e["recipient"] == "coder"));
+    let lost: Vec<Value> = events(&p)
+        .into_iter()
+        .filter(|e| e["kind"] == "activity_lost" && e["recipient"] == "coder")
+        .collect();
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    // Read once: another pass journals nothing new.
+    p.deliver_once().ok();
+    assert_eq!(
+        p.read(".swarmforge/telemetry/usage.jsonl").lines().count(),
+        1
+    );
     let r = p.cmd("swarm").args(["cost"]).run();
     r.ok();
     let coder = r
@@ -551,6 +562,28 @@ fn an_unreadable_transcript_is_counted_as_a_turn_not_read() {
     let json = p.cmd("swarm").args(["cost", "--json"]).run();
     let v: Value = serde_json::from_str(&json.stdout).unwrap();
     assert_eq!(v["total"]["unread_turns"], 1, "{v}");
+    // status and audit say so too.
+    p.cmd("swarm")
+        .args(["status"])
+        .run()
+        .stdout_has("(+1 turns not read)");
+    let audit = p.cmd("swarm").args(["audit", "--json"]).run().json();
+    let coder = audit["spend"]["roles"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["role"] == "coder"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(coder["unread_turns"], 1, "{audit}");
+    // A request that is not one (the agent's folder is the agent's) is
+    // journaled once too.
+    p.write(".swarmforge/agents/coder/turn-end", "{not json");
+    p.deliver_once().ok();
+    p.deliver_once().ok();
+    let lost = events(&p)
+        .into_iter()
+        .filter(|e| e["kind"] == "activity_lost")
+        .count();
+    assert_eq!(lost, 2);
 }
 
 fn events(d: &Project) -> Vec<Value> {

@@ -215,6 +215,81 @@ fn gemini_cli_runs_headless_and_resumes_its_session() {
     two_items_two_turns(Cli::Gemini);
 }
 
+/// What a confined agent tries against the telemetry (docs/security.md,
+/// "Confinement"): a usage record for another role and for itself, the
+/// usage journal and its own activity cut to nothing, the turn-end state
+/// the daemon keeps; each line of `forge.txt` is `<what>: refused` or
+/// `<what>: DONE`.
+const FORGE: &str = r#"T="$SWARMFORGE_PROJECT/.swarmforge/telemetry"
+r="$PWD/forge.txt"
+try() { w=$1; shift; if ( "$@" ) >/dev/null 2>&1; then echo "$w: DONE" >>"$r"; else echo "$w: refused" >>"$r"; fi; }
+rec='{"time":"2026-12-02T00:00:00Z","role":"ROLE","source":"claude","input_tokens":999999,"output_tokens":1,"cache_read_tokens":0,"cache_write_tokens":0}'
+try append_other sh -c "echo '$rec' | sed s/ROLE/owner/ >>'$T/usage.jsonl'"
+try append_own sh -c "echo '$rec' | sed s/ROLE/coder/ >>'$T/usage.jsonl'"
+try truncate sh -c ": >'$T/usage.jsonl'"
+try replace sh -c "echo >'$T/x' && mv '$T/x' '$T/usage.jsonl'"
+try activity sh -c ": >'$T/activity/coder.jsonl'"
+try raise sh -c "echo >>'$T/budget-raises.jsonl'"
+cat "$r"
+"#;
+
+/// A confined headless agent cannot append a usage record (for another
+/// role or itself), cut or replace the usage journal or its activity:
+/// `swarm turn` reads the CLI's stream outside the sandbox, and only the
+/// CLI runs in it. Its real turns are still recorded, equal to what the
+/// model server reported, to the token.
+#[test]
+fn a_confined_headless_agent_cannot_forge_or_erase_its_usage() {
+    let Some(s) = swarm(Cli::Claude, None) else {
+        return;
+    };
+    let mut steps = two_items();
+    steps.insert(4, Step::shell("sh forge.sh"));
+    script(&s, Cli::Claude, steps);
+    // As root Claude Code refuses bypassPermissions: the person allows the
+    // one script in the worktree's local settings.
+    std::fs::write(s.wt("coder").join("forge.sh"), FORGE).unwrap();
+    crate::real_agents::allow_in(
+        &s.wt("coder").join(".claude/settings.local.json"),
+        &["permissions", "allow"],
+        "Bash(sh forge.sh)",
+    );
+    up_headless(&s);
+    s.d.send("owner", &draft("coder", "first task")).ok();
+    s.wait("the first item is finished and its turn ended", || {
+        s.completed("coder") == 1 && turn_ends(&s) == 1
+    });
+    s.d.send("owner", &draft("coder", "second task")).ok();
+    s.wait("the second item is finished and its turn ended", || {
+        s.completed("coder") == 2 && turn_ends(&s) == 2
+    });
+    let results = std::fs::read_to_string(s.wt("coder").join("forge.txt")).unwrap();
+    for what in [
+        "append_other",
+        "append_own",
+        "truncate",
+        "replace",
+        "activity",
+        "raise",
+    ] {
+        assert!(
+            results.contains(&format!("{what}: refused")),
+            "{what} was not refused:\n{results}"
+        );
+    }
+    let (got, recs) = recorded(&s);
+    assert_eq!(recs.len(), 2, "{recs:#?}");
+    assert!(recs.iter().all(|r| r["role"] == "coder"), "{recs:#?}");
+    let want = reported(&s, "coder", true);
+    assert_eq!(got, want, "recorded {got:?}, the server reported {want:?}");
+    let cost = s.swarm(&["cost", "--json"]);
+    assert_eq!(cost.code, 0, "{}", cost.stderr);
+    assert_eq!(
+        cost.json()["total"]["total_tokens"],
+        want.input + want.output + want.cache_read + want.cache_write
+    );
+}
+
 /// The process group of `role`'s running headless agent (`<pid> <start>`
 /// in `.swarmforge/agents/<role>.pid`; the run is a group of its own).
 fn agent_group(s: &RealSwarm, role: &str) -> i32 {
@@ -348,7 +423,7 @@ fn refused_resume_starts_fresh(cli: Cli) {
     s.wait("the item is finished in a new conversation", || {
         s.completed("coder") == 1 && turn_ends(&s) >= 2
     });
-    // Journaled by the supervisor once the (confined) turn has ended.
+    // Journaled by the turn's reader, outside the sandbox.
     s.wait("the refused resume is journaled", || {
         s.d.read(".swarmforge/daemon/events.jsonl")
             .contains("\"resume_refused\"")
@@ -387,10 +462,15 @@ fn gemini_cli_refusing_a_resume_starts_fresh_and_says_so() {
 /// [`swarm`] of Claude Code for `swarm up` in tmux, woken in its pane
 /// (`wake: idle`, the default); None after a NOTE without tmux or the CLI.
 fn claude_in_tmux(runtime: Option<&str>) -> Option<RealSwarm> {
+    in_tmux(Cli::Claude, runtime)
+}
+
+/// [`swarm`] of `cli` for `swarm up` in tmux, woken in its pane.
+fn in_tmux(cli: Cli, runtime: Option<&str>) -> Option<RealSwarm> {
     if !crate::support::require_tool("tmux", "apt-get install -y tmux") {
         return None;
     }
-    let s = swarm(Cli::Claude, runtime)?;
+    let s = swarm(cli, runtime)?;
     s.d.write(
         "swarm.yaml",
         &s.d.read("swarm.yaml").replace("    wake: queue\n", ""),
@@ -818,12 +898,30 @@ fn a_raise_clears_parked_when_nothing_waits_any_more() {
 /// token, and a second turn adds only its own part of the transcript.
 #[test]
 fn claude_code_in_tmux_records_activity_and_usage_from_its_transcript() {
-    let Some(mut s) = claude_in_tmux(None) else {
+    in_tmux_records_activity_and_usage(Cli::Claude, "Bash");
+}
+
+/// The same for Codex, from its session file (rollout), whose path its
+/// `Stop` hook is given; its shell tool is `exec_command`.
+#[test]
+fn codex_in_tmux_records_activity_and_usage_from_its_rollout() {
+    in_tmux_records_activity_and_usage(Cli::Codex, "exec_command");
+}
+
+/// The same for Gemini CLI, from its chat recording, whose path its
+/// `AfterAgent` hook is given; its shell tool is `run_shell_command`.
+#[test]
+fn gemini_cli_in_tmux_records_activity_and_usage_from_its_chat_recording() {
+    in_tmux_records_activity_and_usage(Cli::Gemini, "run_shell_command");
+}
+
+fn in_tmux_records_activity_and_usage(cli: Cli, shell_tool: &str) {
+    let Some(mut s) = in_tmux(cli, None) else {
         return;
     };
     script(
         &s,
-        Cli::Claude,
+        cli,
         vec![
             Step::shell("ready_for_next.sh --wait 60"),
             Step::shell("done_with_current.sh"),
@@ -845,7 +943,7 @@ fn claude_code_in_tmux_records_activity_and_usage_from_its_transcript() {
     assert_eq!(kinds.last(), Some(&"turn_end"), "{recs:#?}");
     assert!(
         recs.iter().any(|r| r["kind"] == "tool_call"
-            && r["name"] == "Bash"
+            && r["name"] == shell_tool
             && r["text"]
                 .as_str()
                 .is_some_and(|t| t.contains("ready_for_next.sh --wait 60"))),
@@ -865,7 +963,7 @@ fn claude_code_in_tmux_records_activity_and_usage_from_its_transcript() {
     assert!(recs.iter().all(|r| r["id"].is_string()), "{recs:#?}");
     let (got, usage) = recorded(&s);
     assert_eq!(usage.len(), 1, "{usage:#?}");
-    assert_eq!(usage[0]["source"], "claude");
+    assert_eq!(usage[0]["source"], cli.name());
     assert_eq!(usage[0]["id"], recs[0]["id"]);
     let want = reported(&s, "coder", true);
     assert_eq!(got, want, "recorded {got:?}, the server reported {want:?}");

@@ -1696,7 +1696,7 @@ fn a_confined_gemini_cli_works_and_cannot_write_outside() {
 
 /// Adds `rule` to the list at `keys` in the JSON settings file `f`
 /// (created when missing).
-fn allow_in(f: &Path, keys: &[&str], rule: &str) {
+pub(crate) fn allow_in(f: &Path, keys: &[&str], rule: &str) {
     let mut v: Value = fs::read_to_string(f)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())

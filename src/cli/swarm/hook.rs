@@ -5,7 +5,7 @@ use std::io::Read;
 use std::path::PathBuf;
 
 use crate::error::{exit, Error};
-use crate::launch::agents::{hook, transcript, Cli};
+use crate::launch::agents::{hook, transcript, turn_end, Cli};
 use crate::protocol::layout::Project;
 
 #[derive(clap::Args, Debug)]
@@ -57,9 +57,10 @@ pub fn run(args: Args) -> i32 {
         .read_to_end(&mut input);
     let role = std::env::var("SWARMFORGE_ROLE").ok();
     let project = project();
-    // A headless turn's stream is read by `swarm turn` itself.
+    // A headless turn's stream is read by `swarm turn` itself; in tmux the
+    // daemon reads the transcript (the hook may run confined).
     if std::env::var_os(transcript::HEADLESS_ENV).is_none() {
-        if let Some(n) = hook::read_transcript(cli, project.as_ref(), role.as_deref(), &input) {
+        if let Some(n) = turn_end::leave(project.as_ref(), role.as_deref(), &input) {
             eprintln!("swarm hook: {}", crate::text::escape(&n));
         }
     }

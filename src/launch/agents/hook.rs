@@ -150,45 +150,6 @@ pub fn decide(project: &Project, role: &str, input: &Input) -> (Option<String>, 
     (Some(continue_reason(role, mcp)), None)
 }
 
-/// At a turn end in tmux mode, what the CLI's transcript gained goes to
-/// the role's activity and usage (agents/transcript.rs); a note says why
-/// it could not. Claude Code only: Codex's rollouts and Gemini CLI's chat
-/// recordings, whose paths their hooks are given too, have formats of
-/// their own that are not read yet (docs/headless.md, "In tmux mode").
-pub fn read_transcript(
-    cli: Cli,
-    project: Option<&Project>,
-    role: Option<&str>,
-    stdin: &[u8],
-) -> Option<String> {
-    let (Cli::Claude, Some(p), Some(r)) = (cli, project, role.filter(|r| !r.is_empty())) else {
-        return None;
-    };
-    let input = parse_input(stdin);
-    let path = input.transcript_path?;
-    let e =
-        super::transcript::claude_turn_end(p, r, Path::new(&path), input.last_message.as_deref())
-            .err()?;
-    // Said where a person and `swarm cost` look, not only on the hook's
-    // stderr (which Claude Code keeps to itself).
-    let why = crate::text::escape(&e.to_string());
-    let lost = crate::telemetry::usage::Usage {
-        lost: Some(why.clone()),
-        ..crate::telemetry::usage::Usage::now(r, cli.name())
-    };
-    let kept = crate::telemetry::usage::record(p, &lost).err();
-    crate::daemon::journal::record_outside(
-        p,
-        &crate::daemon::journal::Event::new(crate::daemon::journal::Kind::ActivityLost)
-            .recipient(r)
-            .reason(why.clone()),
-    );
-    Some(match kept {
-        None => format!("activity not recorded: {why}"),
-        Some(k) => format!("activity not recorded: {why}; nor its loss: {k}"),
-    })
-}
-
 /// The full answer: JSON for stdout and an optional note for stderr.
 pub fn answer(
     cli: Cli,

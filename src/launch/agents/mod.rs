@@ -12,9 +12,11 @@ pub mod codex_sandbox;
 pub mod gemini;
 pub mod hook;
 pub mod mcp;
+pub mod recording;
 pub mod setup;
 pub mod stream;
 pub mod transcript;
+pub mod turn_end;
 
 use std::path::{Path, PathBuf};
 

@@ -45,16 +45,16 @@ pub enum Event {
     Unknown(String),
 }
 
-fn s(v: &Value) -> Option<String> {
+pub(super) fn s(v: &Value) -> Option<String> {
     v.as_str().map(str::to_string)
 }
 
-fn n(v: &Value) -> u64 {
+pub(super) fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or(0)
 }
 
 /// Text of a value: a string as is, anything else as JSON.
-fn text_of(v: &Value) -> Option<String> {
+pub(super) fn text_of(v: &Value) -> Option<String> {
     match v {
         Value::Null => None,
         Value::String(t) => Some(t.clone()),
@@ -62,7 +62,12 @@ fn text_of(v: &Value) -> Option<String> {
     }
 }
 
-fn act(kind: Kind, name: Option<String>, text: Option<String>, status: Option<&str>) -> Event {
+pub(super) fn act(
+    kind: Kind,
+    name: Option<String>,
+    text: Option<String>,
+    status: Option<&str>,
+) -> Event {
     Event::Activity {
         kind,
         name,

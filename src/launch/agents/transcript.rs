@@ -1,17 +1,22 @@
 //! Activity and usage of a tmux-mode agent from the transcript its CLI
-//! keeps (docs/headless.md, "In tmux mode"). Claude Code hands its
-//! transcript's path to the Stop hook; at each turn end `swarm hook` reads
-//! the part written since the last one into the role's activity file and
-//! the usage journal: the records a headless turn's stream gives.
+//! keeps (docs/headless.md, "In tmux mode"): Claude Code's transcript,
+//! Codex's rollout, Gemini CLI's chat recording, whose path each hands to
+//! its turn-end hook, which leaves it in a turn-end request
+//! (agents/turn_end.rs); the daemon, outside the sandbox, reads the part
+//! written since the last turn end into the role's activity file and the
+//! usage journal: the records a headless turn's stream gives. Claude's
+//! lines are read by the stream's parser, the others by
+//! agents/recording.rs.
 //!
 //! The transcript is untrusted like the stream. Only a regular `.jsonl`
-//! file inside Claude Code's own projects folder is read (the path is
+//! file inside the CLI's own transcript folder is read (the path is
 //! resolved first, so no symlink leads out, and opened without following
 //! one). Each turn end reads at most [`MAX_CHUNK`] bytes from the offset
-//! kept per role (`.swarmforge/agents/<role>/transcript.json`), never
-//! the whole file; a partial last line waits for the next turn end; a line
-//! longer than [`MAX_LINE`] or not a JSON object is skipped and counted in
-//! a note. Nothing here panics, and a failure only costs the hook a note.
+//! kept per role (`.swarmforge/telemetry/transcripts/<role>.json`, which
+//! the agent cannot write), never the whole file; a partial last line waits
+//! for the next turn end; a line longer than [`MAX_LINE`] or not a JSON
+//! object is skipped and counted in a note, as is a line of a type not
+//! known. Nothing here panics.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -42,16 +47,19 @@ pub const MAX_LINE: usize = 1024 * 1024;
 /// Transcripts remembered per role (a resumed older conversation is read
 /// on from where it was left, not again from its start).
 const KEEP: usize = 8;
-/// Assistant message ids remembered per transcript: a message's content
-/// blocks are separate lines carrying the same usage, counted once.
-const KEEP_IDS: usize = 16;
+/// Keys of what was taken once, remembered per transcript: a Claude
+/// message's content blocks are separate lines carrying the same usage, and
+/// Gemini CLI writes a message again each time it changes (agents/recording.rs).
+const KEEP_IDS: usize = 64;
+/// The largest cursor file read.
+const MAX_CURSOR: u64 = 256 * 1024;
 
 /// Where the reading of one transcript stopped.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 struct Place {
     path: String,
     offset: u64,
-    /// The last assistant messages whose usage was counted.
+    /// The keys of the last messages and calls taken (their usage, text…).
     #[serde(default)]
     counted: Vec<String>,
     /// Inside a line longer than a chunk: drop up to its end.
@@ -65,22 +73,30 @@ struct Cursor {
 }
 
 fn cursor_file(project: &Project, role: &str) -> PathBuf {
-    crate::protocol::launch_files::agent_own_dir(project, role).join("transcript.json")
+    project
+        .telemetry_dir()
+        .join("transcripts")
+        .join(format!("{role}.json"))
 }
 
-/// Claude Code's projects folder: `$CLAUDE_CONFIG_DIR/projects`, else
-/// `~/.claude/projects`.
-fn claude_projects() -> Option<PathBuf> {
-    let home = std::env::var_os("CLAUDE_CONFIG_DIR")
-        .map(PathBuf::from)
+/// The folder `cli` keeps its transcripts in, below its state folder as
+/// this process's environment names it (the same path inside the
+/// sandbox, launch/cli_state.rs): Claude Code's `projects`, Codex's
+/// `sessions`, Gemini CLI's `tmp` (`<project>/chats/`).
+fn transcripts_root(cli: Cli) -> Result<PathBuf> {
+    let state = crate::launch::cli_state::folder(cli, &|k| std::env::var_os(k))
         .filter(|p| p.is_absolute())
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .filter(|p| p.is_absolute())
-                .map(|h| h.join(".claude"))
+        .ok_or_else(|| {
+            Error::env(format!(
+                "the environment names no folder of {}'s (HOME, CLAUDE_CONFIG_DIR, CODEX_HOME, GEMINI_CLI_HOME)",
+                cli.name()
+            ))
         })?;
-    Some(home.join("projects"))
+    Ok(state.join(match cli {
+        Cli::Claude => "projects",
+        Cli::Codex => "sessions",
+        Cli::Gemini => "tmp",
+    }))
 }
 
 /// `path` resolved, if it is a `.jsonl` file inside `root` (resolved too).
@@ -116,6 +132,10 @@ pub struct Gained {
 /// One turn end's reading.
 struct Reader<'a> {
     role: &'a str,
+    cli: Cli,
+    /// Lines of a type this reader does not know, and the first few types.
+    unknown: usize,
+    unknown_types: Vec<String>,
     records: Vec<Activity>,
     first: Option<String>,
     session: Option<String>,
@@ -141,6 +161,9 @@ impl Reader<'_> {
             self.skipped += 1;
             return;
         };
+        if self.cli != Cli::Claude {
+            return self.recorded(&v, place);
+        }
         let ty = v["type"].as_str().unwrap_or("");
         // Summaries, file snapshots, system notes: not what the agent did.
         if ty != "assistant" && ty != "user" {
@@ -173,6 +196,60 @@ impl Reader<'_> {
                     a.time = t.clone();
                 }
                 self.records.push(a);
+            }
+        }
+    }
+
+    /// A line of Codex's rollout or Gemini CLI's recording.
+    fn recorded(&mut self, v: &Value, place: &mut Place) {
+        let time = time_of(v);
+        for (key, ev) in super::recording::parse(self.cli, v) {
+            if let Some(k) = key {
+                let k = activity::bound(&k);
+                if place.counted.contains(&k) {
+                    continue;
+                }
+                place.counted.push(k);
+                if place.counted.len() > KEEP_IDS {
+                    place.counted.remove(0);
+                }
+            }
+            match ev {
+                Event::Session(id) => self.session = Some(activity::bound(&id)),
+                Event::Model(m) => self.model = Some(activity::bound(&m)),
+                Event::Activity {
+                    kind,
+                    name,
+                    text,
+                    status,
+                } => {
+                    if self.first.is_none() {
+                        self.first = time.clone();
+                    }
+                    let mut a = stream::record(self.role, kind, name, text, status);
+                    if let Some(t) = &time {
+                        a.time = t.clone();
+                    }
+                    self.records.push(a);
+                }
+                Event::Usage(f) => {
+                    if self.first.is_none() {
+                        self.first = time.clone();
+                    }
+                    let t = &mut self.figures;
+                    t.input_tokens = t.input_tokens.saturating_add(f.input_tokens);
+                    t.output_tokens = t.output_tokens.saturating_add(f.output_tokens);
+                    t.cache_read_tokens = t.cache_read_tokens.saturating_add(f.cache_read_tokens);
+                    t.cache_write_tokens =
+                        t.cache_write_tokens.saturating_add(f.cache_write_tokens);
+                    self.used = true;
+                }
+                Event::Unknown(t) => {
+                    self.unknown += 1;
+                    if self.unknown_types.len() < 8 && !self.unknown_types.contains(&t) {
+                        self.unknown_types.push(activity::bound(&t));
+                    }
+                }
             }
         }
     }
@@ -276,22 +353,25 @@ fn item_of(project: &Project, wt: &Worktree, since: Option<&str>) -> Option<(Str
     Some((id, thread))
 }
 
-/// How long a turn end waits for the turn's last message to reach the
-/// transcript: Claude Code may run its Stop hook before it wrote it
-/// (seen with 2.1.332 under load).
-const FLUSH_WAIT: Duration = Duration::from_secs(3);
-
-/// Waits (at most [`FLUSH_WAIT`]) until the part of `real` after the
-/// offset kept for it holds `last` (the text the turn ended with, as JSON
-/// writes it) on a finished line; then the turn is read whole. Past the
-/// wait the turn is read as it is, and the rest at the next turn end.
-fn await_last_message(project: &Project, role: &str, real: &Path, last: &str) {
+/// Whether the part of `transcript` after the offset kept for `role`
+/// holds `last` (the text the turn ended with, as JSON writes it) on a
+/// finished line: Claude Code may run its Stop hook before it wrote the
+/// turn's last message (seen with 2.1.332 under load), and the turn is
+/// read whole only once it is there. A transcript that cannot be read
+/// counts as flushed (reading it says why).
+pub fn flushed(project: &Project, role: &str, cli: Cli, transcript: &Path, last: &str) -> bool {
+    let Some(real) = transcripts_root(cli)
+        .ok()
+        .and_then(|root| inside(&root, transcript).ok())
+    else {
+        return true;
+    };
     let head: String = last.chars().take(200).collect();
     let Ok(quoted) = serde_json::to_string(&head) else {
-        return;
+        return true;
     };
     let needle = quoted.trim_matches('"').as_bytes().to_vec();
-    let offset = fsx::read_bounded(&cursor_file(project, role), 64 * 1024)
+    let offset = fsx::read_bounded(&cursor_file(project, role), MAX_CURSOR)
         .ok()
         .and_then(|b| serde_json::from_slice::<Cursor>(&b).ok())
         .and_then(|c| {
@@ -302,35 +382,22 @@ fn await_last_message(project: &Project, role: &str, real: &Path, last: &str) {
                 .map(|p| p.offset)
         })
         .unwrap_or(0);
-    let end = std::time::Instant::now() + FLUSH_WAIT;
-    loop {
-        let mut buf = Vec::new();
-        let read = fsx::open_regular(real).and_then(|mut f| {
-            f.seek(SeekFrom::Start(offset))?;
-            f.take(MAX_CHUNK).read_to_end(&mut buf)
-        });
-        let done = read.is_err()
-            || buf.len() as u64 >= MAX_CHUNK
-            || buf
-                .windows(needle.len().max(1))
-                .rposition(|w| w == needle.as_slice())
-                .is_some_and(|i| buf[i..].contains(&b'\n'));
-        if done || std::time::Instant::now() >= end {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut buf = Vec::new();
+    let read = fsx::open_regular(&real).and_then(|mut f| {
+        f.seek(SeekFrom::Start(offset))?;
+        f.take(MAX_CHUNK).read_to_end(&mut buf)
+    });
+    read.is_err()
+        || buf.len() as u64 >= MAX_CHUNK
+        || buf
+            .windows(needle.len().max(1))
+            .rposition(|w| w == needle.as_slice())
+            .is_some_and(|i| buf[i..].contains(&b'\n'))
 }
 
-/// At a Claude Code turn end in tmux mode: reads what `transcript` gained
-/// since the last turn end into `role`'s activity and usage; `last` is the
-/// text the turn ended with, when the hook was given it.
-pub fn claude_turn_end(
-    project: &Project,
-    role: &str,
-    transcript: &Path,
-    last: Option<&str>,
-) -> Result<Gained> {
+/// At a turn end of `cli` in tmux mode: reads what `transcript` gained
+/// since the last turn end into `role`'s activity and usage.
+pub fn turn_end(project: &Project, role: &str, cli: Cli, transcript: &Path) -> Result<Gained> {
     let roles = Roles::load(&project.roles_tsv())?;
     let Some(r) = roles.roles.iter().find(|r| r.name == role) else {
         return Err(Error::env(format!(
@@ -339,14 +406,8 @@ pub fn claude_turn_end(
             project.roles_tsv().display()
         )));
     };
-    let root = claude_projects()
-        .ok_or_else(|| Error::env("neither CLAUDE_CONFIG_DIR nor HOME names a folder"))?;
-    if let Some(last) = last {
-        if let Ok(real) = inside(&root, transcript) {
-            await_last_message(project, role, &real, last);
-        }
-    }
-    let reader = gather(project, role, &root, transcript)?;
+    let root = transcripts_root(cli)?;
+    let reader = gather(project, role, cli, &root, transcript)?;
     write(project, r, reader)
 }
 
@@ -355,6 +416,7 @@ pub fn claude_turn_end(
 fn gather<'a>(
     project: &Project,
     role: &'a str,
+    cli: Cli,
     root: &Path,
     transcript: &Path,
 ) -> Result<Reader<'a>> {
@@ -365,7 +427,7 @@ fn gather<'a>(
     fsx::ensure_dirs(&[&dir]).map_err(|e| Error::io(&dir, e))?;
     let lock = dir.join(format!(".{role}.lock"));
     let _held = fsx::lock(&lock).map_err(|e| Error::io(&lock, e))?;
-    let mut cursor: Cursor = fsx::read_bounded(&file, 64 * 1024)
+    let mut cursor: Cursor = fsx::read_bounded(&file, MAX_CURSOR)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default();
@@ -393,6 +455,9 @@ fn gather<'a>(
         .map_err(|e| Error::io(&real, e))?;
     let mut reader = Reader {
         role,
+        cli,
+        unknown: 0,
+        unknown_types: Vec::new(),
         records: Vec::new(),
         first: None,
         session: None,
@@ -414,9 +479,10 @@ fn gather<'a>(
 /// The turn's records, framed by its start and end, and its usage.
 fn write(project: &Project, r: &crate::protocol::roles::Role, rd: Reader) -> Result<Gained> {
     let role = r.name.as_str();
-    if rd.records.is_empty() && !rd.used && rd.skipped == 0 {
+    if rd.records.is_empty() && !rd.used && rd.skipped + rd.unknown == 0 {
         return Ok(Gained::default());
     }
+    let cli = rd.cli;
     let item = item_of(
         project,
         &Worktree::new(&r.worktree_path),
@@ -425,30 +491,29 @@ fn write(project: &Project, r: &crate::protocol::roles::Role, rd: Reader) -> Res
     let id = item.as_ref().map(|(id, _)| id.clone());
     let mut out = Vec::new();
     let mut start = Activity::now(role, Kind::TurnStart).text(&match &rd.session {
-        Some(s) => format!("claude (tmux) turn in session {s}"),
-        None => "claude (tmux) turn".to_string(),
+        Some(s) => format!("{} (tmux) turn in session {s}", cli.name()),
+        None => format!("{} (tmux) turn", cli.name()),
     });
-    start.name = Some(Cli::Claude.name().to_string());
+    start.name = Some(cli.name().to_string());
     if let Some(t) = &rd.first {
         start.time = t.clone();
     }
     out.push(start);
     out.extend(rd.records);
-    if rd.skipped > 0 {
+    if rd.skipped + rd.unknown > 0 {
+        let types = if rd.unknown_types.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", rd.unknown_types.join(", "))
+        };
         out.push(Activity::now(role, Kind::Note).text(&format!(
-            "skipped {} unreadable transcript line(s)",
-            rd.skipped
+            "skipped {} unreadable transcript line(s) and {} of unknown type{types}",
+            rd.skipped, rd.unknown
         )));
     }
     let mut recorded = None;
     if rd.used {
-        let mut u = stream::usage_of(
-            role,
-            Cli::Claude,
-            rd.figures,
-            rd.model.clone(),
-            item.as_ref(),
-        );
+        let mut u = stream::usage_of(role, cli, rd.figures, rd.model.clone(), item.as_ref());
         u.started = rd.first.clone();
         if u.total_tokens() > 0 {
             usage::record(project, &u)?;
@@ -496,7 +561,7 @@ mod tests {
         body += &"z".repeat(MAX_LINE + 10);
         body += "\n";
         std::fs::write(&t, &body).unwrap();
-        let r = gather(&p, "r", &root, &t).unwrap();
+        let r = gather(&p, "r", Cli::Claude, &root, &t).unwrap();
         assert_eq!(r.skipped, 2);
         assert_eq!(r.records.len(), 2);
         assert_eq!(r.records[1].name.as_deref(), Some("Bash"));
@@ -504,18 +569,21 @@ mod tests {
         assert_eq!(r.figures.input_tokens, 10, "one message, counted once");
         assert_eq!(r.session.as_deref(), Some("s1"));
         // Nothing new: nothing read. A half-written line waits.
-        let r = gather(&p, "r", &root, &t).unwrap();
+        let r = gather(&p, "r", Cli::Claude, &root, &t).unwrap();
         assert!(r.records.is_empty() && !r.used && r.skipped == 0);
         let more = assistant("m2", text, 5);
         let (a, b) = more.split_at(30);
         let mut f = std::fs::OpenOptions::new().append(true).open(&t).unwrap();
         use std::io::Write;
         f.write_all(a.as_bytes()).unwrap();
-        assert!(gather(&p, "r", &root, &t).unwrap().records.is_empty());
+        assert!(gather(&p, "r", Cli::Claude, &root, &t)
+            .unwrap()
+            .records
+            .is_empty());
         f.write_all(b.as_bytes()).unwrap();
         // The same message again (its next block) is not counted twice.
         f.write_all(assistant("m2", call, 5).as_bytes()).unwrap();
-        let r = gather(&p, "r", &root, &t).unwrap();
+        let r = gather(&p, "r", Cli::Claude, &root, &t).unwrap();
         assert_eq!(r.records.len(), 2);
         assert_eq!(r.figures.input_tokens, 5);
     }
@@ -534,14 +602,17 @@ mod tests {
             root.join("link.jsonl"),
             root.join("../secret.jsonl"),
         ] {
-            let e = gather(&p, "r", &root, &t).err().unwrap().to_string();
+            let e = gather(&p, "r", Cli::Claude, &root, &t)
+                .err()
+                .unwrap()
+                .to_string();
             assert!(e.contains("outside"), "{e}");
         }
-        let e = gather(&p, "r", &root, Path::new("rel.jsonl"))
+        let e = gather(&p, "r", Cli::Claude, &root, Path::new("rel.jsonl"))
             .err()
             .unwrap();
         assert!(e.to_string().contains("absolute"), "{e}");
         std::fs::write(root.join("a.txt"), "x").unwrap();
-        assert!(gather(&p, "r", &root, &root.join("a.txt")).is_err());
+        assert!(gather(&p, "r", Cli::Claude, &root, &root.join("a.txt")).is_err());
     }
 }
