@@ -1,8 +1,9 @@
 //! Confinement (docs/security.md, "Confinement"): by default (`launch:
 //! {confine: false}` turns it off) every agent runs inside a bubblewrap
 //! sandbox where the whole system is read-only except its own worktree,
-//! its own queue folders, its own launcher folder, the telemetry and forum
-//! records, a private `/tmp` and a private home holding its CLI's state
+//! its own queue folders, its own launcher folder (where it asks handoffd
+//! for its forum and board writes), the telemetry, a private `/tmp` and a
+//! private home holding its CLI's state
 //! folder (launch/cli_state.rs); the project's `.swarmforge/` (approvals,
 //! pause, the daemon's files), other roles' worktrees and inboxes are
 //! read-only, and the cockpit's token folder and other roles' homes are
@@ -136,6 +137,10 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
         "/tmp".into(),
         "--unshare-pid".into(),
         "--die-with-parent".into(),
+        // Its forum and board writes go through handoffd (forum/requests.rs).
+        "--setenv".into(),
+        crate::forum::requests::CONFINED_ENV.into(),
+        r.name.clone(),
     ];
     let bind = |a: &mut Vec<String>, kind: &str, p: &Path| {
         a.extend([kind.to_string(), s(p), s(p)]);
@@ -180,18 +185,14 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
     let handoffs = crate::protocol::layout::Worktree::new(&own).handoffs();
     crate::fsx::ensure_dirs(&[&handoffs]).map_err(|e| Error::io(&handoffs, e))?;
     bind(&mut a, "--bind", &handoffs);
-    // Its own launcher folder (conversation id, hook and transcript state),
-    // the swarm's telemetry, which its `swarm turn` and hooks write, the
-    // forum's sessions and discussions, which agents open, and the board;
-    // budget raises are a person's, read-only.
+    // Its own launcher folder (conversation id, hook and transcript state,
+    // and its forum and board requests: the forum and the board are
+    // handoffd's to write, forum/requests.rs) and the swarm's telemetry,
+    // which its `swarm turn` and hooks write; budget raises are a person's,
+    // read-only.
     let own_dir = agent_own_dir(project, &r.name);
     let raises = crate::telemetry::budget::raises_file(project);
-    let mut writable = vec![own_dir, project.telemetry_dir(), project.forum_dir()];
-    // The board of a swarm with cards: the audit gate, in the agent's send,
-    // counts its challenges there (the daemon rederives the rest each pass).
-    if crate::board::Routes::load(project).is_ok_and(|r| !r.is_empty()) {
-        writable.push(crate::board::dir(project));
-    }
+    let writable = vec![own_dir, project.telemetry_dir()];
     for d in writable {
         crate::fsx::ensure_dirs(&[&d]).map_err(|e| Error::io(&d, e))?;
         bind(&mut a, "--bind", &canon(&d));

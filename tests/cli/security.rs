@@ -412,7 +412,7 @@ fn confined_run(tmux: bool) {
     .unwrap();
     fs::write(
         root.join("swarm.yaml"),
-        "launch: {stagger: 0ms}\nroles:\n  - {name: hostile, worktree: hostile, agent: sh \"$SWARMFORGE_PROJECT/agents/hostile.sh\"}\n  - {name: victim, worktree: victim, agent: sh \"$SWARMFORGE_PROJECT/agents/drain.sh\"}\n  - {name: boss, worktree: boss, agent: human}\n  - {name: helper, worktree: helper, agent: api, base_url: 'http://127.0.0.1:9/v1', model: m, api_key_env: HELPER_KEY}\n",
+        "launch: {stagger: 0ms}\ncards: {fix: [hostile, victim]}\nroles:\n  - {name: hostile, worktree: hostile, agent: sh \"$SWARMFORGE_PROJECT/agents/hostile.sh\"}\n  - {name: victim, worktree: victim, agent: sh \"$SWARMFORGE_PROJECT/agents/drain.sh\"}\n  - {name: boss, worktree: boss, agent: human}\n  - {name: helper, worktree: helper, agent: api, base_url: 'http://127.0.0.1:9/v1', model: m, api_key_env: HELPER_KEY}\n",
     )
     .unwrap();
     g.cmd("swarm")
@@ -486,6 +486,9 @@ fn confined_run(tmux: bool) {
         "other_home",
         "git_hooks",
         "git_config",
+        "forum_forge",
+        "forum_erase",
+        "board_forge",
     ] {
         assert!(
             results.contains(&format!("{attempt}: refused")),
@@ -496,6 +499,33 @@ fn confined_run(tmux: bool) {
     assert!(results.contains("own: sent"), "{results}\n{log}");
     assert!(results.contains("own: committed"), "{results}\n{log}");
     assert!(results.contains("own: home and tmp"), "{results}\n{log}");
+    // Its forum actions, carried out by handoffd in its name.
+    assert!(results.contains("own: session"), "{results}\n{log}");
+    assert!(results.contains("own: discussion"), "{results}\n{log}");
+    let sessions = g
+        .cmd("swarm")
+        .at(&root)
+        .args(["session", "list", "--json"])
+        .run()
+        .json();
+    assert_eq!(
+        sessions["sessions"][0]["started_by"], "hostile",
+        "{sessions}"
+    );
+    assert_eq!(sessions["sessions"][0]["close_reason"], "from the sandbox");
+    let d = g
+        .cmd("swarm")
+        .at(&root)
+        .args(["discussion", "status", "d1", "--json"])
+        .run()
+        .json();
+    assert_eq!(d["order"], serde_json::json!(["hostile", "victim"]), "{d}");
+    assert!(
+        !root
+            .join(".swarmforge/forum/sessions/s-forged.session")
+            .exists()
+            && !root.join(".swarmforge/board/forged.txt").exists()
+    );
     assert!(!root
         .join(".swarmforge/approvals/20260101T000000Z_000001_from_hostile")
         .exists());
@@ -540,6 +570,12 @@ try key sh -c 'test -n "${HELPER_KEY:-}"'
 try other_home grep -q SECRET "$P/.swarmforge/agents/victim/home/.claude.json"
 try git_hooks sh -c "echo 'echo pwned' >'$P/.git/hooks/post-commit'"
 try git_config git config --file "$P/.git/config" core.hooksPath /tmp
+swarm session start --title sandbox >/dev/null && echo "own: session" >>"$r"
+s=$(ls "$P/.swarmforge/forum/sessions")
+try forum_forge sh -c "printf 'id: s-forged\nstarted_at: x\n\n' >'$P/.swarmforge/forum/sessions/s-forged.session'"
+try forum_erase rm "$P/.swarmforge/forum/sessions/$s"
+try board_forge sh -c "echo x >'$P/.swarmforge/board/forged.txt'"
+swarm session close --reason 'from the sandbox' >/dev/null && swarm discussion open d1 --order hostile,victim >/dev/null && echo "own: discussion" >>"$r"
 printf 'type: clarify\nto: boss\npriority: 50\nquestion: Ship it?\n\nyes\nno\n' >q.txt && swarm-handoff q.txt >/dev/null
 box="$P/.worktrees/boss/.swarmforge/handoffs/inbox/new"
 i=0
