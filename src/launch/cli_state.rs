@@ -12,6 +12,10 @@
 //! * Gemini CLI: `~/.gemini` (`$GEMINI_CLI_HOME/.gemini`): settings,
 //!   `trustedFolders.json`, the OAuth login.
 //!
+//! The user settings in that folder (`settings.json`, Codex's
+//! `config.toml`) are read-only inside: a hook or MCP server written there
+//! would run in the person's own unconfined sessions ([`settings_files`]).
+//!
 //! Claude Code's other file, `~/.claude.json` (onboarding, account, trust
 //! per folder), sits in the home itself and is replaced by a rename, which a
 //! bind of the single file would refuse. The private home gets a copy at each
@@ -44,6 +48,33 @@ pub fn folder(cli: Cli, var: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBu
         Cli::Claude => set("CLAUDE_CONFIG_DIR").or_else(|| Some(home?.join(".claude"))),
         Cli::Codex => set("CODEX_HOME").or_else(|| Some(home?.join(".codex"))),
         Cli::Gemini => Some(set("GEMINI_CLI_HOME").or(home)?.join(".gemini")),
+    }
+}
+
+/// The person's user settings in `cli`'s state `folder`, with what a new
+/// one holds: hooks, MCP servers, `notify` programs and allow rules there
+/// run or apply in the person's own, unconfined sessions of that CLI, so a
+/// confined agent gets them read-only (launch/confine.rs).
+pub fn settings_files(cli: Cli, folder: &Path) -> Vec<(PathBuf, &'static [u8])> {
+    match cli {
+        Cli::Claude | Cli::Gemini => vec![(folder.join("settings.json"), b"{}\n")],
+        Cli::Codex => vec![(folder.join("config.toml"), b"")],
+    }
+}
+
+/// Makes `file` (a settings file of [`settings_files`]) with `empty` when it
+/// does not exist, so the sandbox has a file to mount read-only (a missing
+/// one the agent could create). A symlink (a dotfiles manager's) is left as
+/// it is: the mount takes its target.
+pub fn ensure_settings(file: &Path, empty: &[u8]) -> Result<()> {
+    if std::fs::symlink_metadata(file).is_ok() {
+        return Ok(());
+    }
+    let dir = file.parent().unwrap_or(Path::new("."));
+    match fsx::publish(dir, file, empty) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(Error::io(file, e)),
     }
 }
 

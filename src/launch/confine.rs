@@ -229,7 +229,15 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
     if let Some(cli) = crate::launch::trust::cli_of(r) {
         if let Some(dir) = cli_state::folder(cli, &var) {
             crate::fsx::ensure_dirs(&[&dir]).map_err(|e| Error::io(&dir, e))?;
-            bind(&mut a, "--bind", &canon(&dir));
+            let dir = canon(&dir);
+            bind(&mut a, "--bind", &dir);
+            // Its user settings, read-only: what is written there runs in
+            // the person's own unconfined sessions.
+            for (f, empty) in cli_state::settings_files(cli, &dir) {
+                cli_state::ensure_settings(&f, empty)?;
+                let real = canon(&f);
+                a.extend(["--ro-bind".into(), s(&real), s(&f)]);
+            }
         }
         if cli == crate::launch::agents::Cli::Codex {
             // Codex's own sandbox mounts over `~/.agents` (the person's

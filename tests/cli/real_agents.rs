@@ -1567,7 +1567,8 @@ fn claude_code_with_its_own_sandbox_on_takes_and_answers_an_item() {
 /// as a script in the agent's worktree: each line of its output is
 /// `<what>=DONE` or `<what>=REFUSED` (words not in the script, so a
 /// request that only quotes the command cannot pass).
-fn escape_script(s: &RealSwarm) -> String {
+fn escape_script(s: &RealSwarm, settings: &str) -> String {
+    let settings = s.home.path().join(settings).display().to_string();
     let root = s.d.root.display().to_string();
     let victim = hq(&s.wt("victim"), "inbox/new").display().to_string();
     let home = s.home.path().display().to_string();
@@ -1578,6 +1579,7 @@ r approval 'echo sha256: x >"{root}/.swarmforge/approvals/20260101T000000Z_00000
 r unpause 'rm "{root}/.swarmforge/paused"'
 r token 'cat "{root}/.swarmforge/serve/token"'
 r person_home 'echo x >"{home}/planted" && test -f "{home}/.bashrc-of-the-person"'
+r settings 'echo planted-by-the-agent >>"{settings}"'
 r own 'echo x >own.txt'
 "#
     )
@@ -1618,7 +1620,13 @@ fn a_confined_cli_works_and_cannot_write_outside(
         ],
     );
     let coder = s.wt("coder");
-    fs::write(coder.join("escape.sh"), escape_script(&s)).unwrap();
+    // Its CLI's user settings, which the person's own sessions run.
+    let settings = match cli {
+        "claude" => ".claude/settings.json",
+        "codex" => ".codex/config.toml",
+        _ => ".gemini/settings.json",
+    };
+    fs::write(coder.join("escape.sh"), escape_script(&s, settings)).unwrap();
     s.swarm(&["pause", "--type", "post"]).ok();
     s.d.write(".swarmforge/serve/token", "cockpit-secret\n");
     s.up();
@@ -1633,7 +1641,14 @@ fn a_confined_cli_works_and_cannot_write_outside(
         s.reached("coder", 3) && s.completed("coder") == 1
     });
     let seen = all_text(&s.turn("coder", 2));
-    for what in ["inbox", "approval", "unpause", "token", "person_home"] {
+    for what in [
+        "inbox",
+        "approval",
+        "unpause",
+        "token",
+        "person_home",
+        "settings",
+    ] {
         assert!(
             seen.contains(&format!("{what}=REFUSED")),
             "{what} was not refused:\n{seen}"
@@ -1643,6 +1658,11 @@ fn a_confined_cli_works_and_cannot_write_outside(
     assert!(coder.join("own.txt").is_file());
     assert!(s.d.root.join(".swarmforge/paused").exists());
     assert!(!s.home.path().join("planted").exists());
+    let person_settings = fs::read_to_string(s.home.path().join(settings)).unwrap_or_default();
+    assert!(
+        !person_settings.contains("planted-by-the-agent"),
+        "{person_settings}"
+    );
     assert!(handoff_names(&hq(&s.wt("victim"), "inbox/new")).is_empty());
     assert!(!s
         .d
