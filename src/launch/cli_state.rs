@@ -10,7 +10,8 @@
 //! * Codex: `~/.codex` (`$CODEX_HOME`): `auth.json`, `config.toml` with the
 //!   trust and hook records;
 //! * Gemini CLI: `~/.gemini` (`$GEMINI_CLI_HOME/.gemini`): settings,
-//!   `trustedFolders.json`, the OAuth login.
+//!   `trustedFolders.json`, the OAuth login; a trusted-folders file moved
+//!   elsewhere by `$GEMINI_CLI_TRUSTED_FOLDERS_PATH` is shared read-only.
 //!
 //! The user settings in that folder (`settings.json`, Codex's
 //! `config.toml`) are read-only inside: a hook or MCP server written there
@@ -49,6 +50,18 @@ pub fn folder(cli: Cli, var: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBu
         Cli::Codex => set("CODEX_HOME").or_else(|| Some(home?.join(".codex"))),
         Cli::Gemini => Some(set("GEMINI_CLI_HOME").or(home)?.join(".gemini")),
     }
+}
+
+/// Gemini CLI's trusted-folders file when `GEMINI_CLI_TRUSTED_FOLDERS_PATH`
+/// names one (Gemini's docs, cli/trusted-folders.md: "the desired absolute
+/// file path"; it then reads and writes that file instead of
+/// `~/.gemini/trustedFolders.json`). The sandbox shares it read-only:
+/// `swarm trust` writes it outside, and its folder may hold anything.
+pub fn gemini_trusted_folders(var: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    var("GEMINI_CLI_TRUSTED_FOLDERS_PATH")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
 }
 
 /// The person's user settings in `cli`'s state `folder`, with what a new
@@ -168,6 +181,9 @@ mod tests {
         assert_eq!(folder(Cli::Gemini, &o), Some("/g/.gemini".into()));
         assert_eq!(claude_json(&o), None);
         assert_eq!(folder(Cli::Codex, &env(&[])), None);
+        assert_eq!(gemini_trusted_folders(&h), None);
+        let t = env(&[("GEMINI_CLI_TRUSTED_FOLDERS_PATH", "/etc/g/trust.json")]);
+        assert_eq!(gemini_trusted_folders(&t), Some("/etc/g/trust.json".into()));
     }
 
     #[test]

@@ -239,6 +239,16 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
                 a.extend(["--ro-bind".into(), s(&real), s(&f)]);
             }
         }
+        if cli == crate::launch::agents::Cli::Gemini {
+            // Trust kept elsewhere (GEMINI_CLI_TRUSTED_FOLDERS_PATH), which a
+            // private home or /tmp would hide: what `swarm trust` wrote.
+            let shared = cli_state::folder(cli, &var).map(|d| canon(&d));
+            if let Some(f) = cli_state::gemini_trusted_folders(&var).filter(|f| {
+                f.is_file() && !shared.as_ref().is_some_and(|d| canon(f).starts_with(d))
+            }) {
+                a.extend(["--ro-bind".into(), s(&canon(&f)), s(&f)]);
+            }
+        }
         if cli == crate::launch::agents::Cli::Codex {
             // Codex's own sandbox mounts over `~/.agents` (the person's
             // skills) and cannot make the folder in a read-only root: the

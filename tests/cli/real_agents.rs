@@ -69,6 +69,8 @@ pub(crate) struct RealSwarm {
     /// Where the project, HOME and helper folders are made (None: see
     /// `user_dir`).
     base: Option<PathBuf>,
+    /// More of the person's environment for every `swarm` command.
+    pub(crate) env: Vec<(String, PathBuf)>,
 }
 
 impl RealSwarm {
@@ -106,6 +108,7 @@ impl RealSwarm {
             path_first: Vec::new(),
             user: None,
             base,
+            env: Vec::new(),
         }
     }
 
@@ -210,13 +213,17 @@ impl RealSwarm {
                 ]
             })
             .unwrap_or_default();
-        self.d
+        let mut c = self
+            .d
             .cmd("swarm")
             .under(&as_user.iter().map(String::as_str).collect::<Vec<_>>())
             .args(args)
             .env("PATH", path)
-            .env("HOME", self.home.path())
-            .run()
+            .env("HOME", self.home.path());
+        for (k, v) in &self.env {
+            c = c.env(k, v);
+        }
+        c.run()
     }
 
     /// `swarm up --detach --trust` in tmux: the person agreed to trust the
@@ -973,6 +980,58 @@ fn codex_in_an_untrusted_worktree_waits_for_a_person_until_swarm_trust() {
 #[test]
 fn gemini_cli_in_an_untrusted_worktree_waits_for_a_person_until_swarm_trust() {
     untrusted_then_trusted("gemini", "", |s, steps| s.gemini("coder", steps));
+}
+
+/// `GEMINI_CLI_TRUSTED_FOLDERS_PATH` moves Gemini CLI's trust out of
+/// `~/.gemini` (its docs, cli/trusted-folders.md): `swarm trust` records the
+/// worktree there, `trust --check` reads it there, and the confined Gemini
+/// CLI, whose private home would hide the file, reads it too and works with
+/// nobody at a trust dialog.
+#[test]
+fn gemini_cli_trust_at_its_trusted_folders_path_reaches_the_confined_cli() {
+    if !require_tool("tmux", "apt-get install -y tmux") || crate::support::require_bwrap().is_none()
+    {
+        return;
+    }
+    let Some(bin) = agent_bin("gemini") else {
+        return;
+    };
+    let mut s = RealSwarm::init(&lone_yaml("gemini", ""), bin);
+    let file = s.home.path().join("elsewhere/trust.json");
+    s.env
+        .push(("GEMINI_CLI_TRUSTED_FOLDERS_PATH".into(), file.clone()));
+    s.gemini(
+        "coder",
+        vec![
+            Step::shell("ready_for_next.sh"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Done with the task."),
+        ],
+    );
+    let untrusted = |s: &RealSwarm| {
+        s.swarm(&["doctor", "--json"])
+            .json()
+            .to_string()
+            .contains("AGENT_CLI_UNTRUSTED")
+    };
+    assert!(untrusted(&s));
+    let t = s.swarm(&["trust"]);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    let kept = fs::read_to_string(&file).unwrap();
+    assert!(
+        kept.contains(&s.wt("coder").display().to_string()),
+        "{kept}"
+    );
+    assert!(!s.home.path().join(".gemini/trustedFolders.json").exists());
+    s.swarm(&["trust", "--check"]).ok();
+    assert!(!untrusted(&s));
+    s.up_with(&[]);
+    s.d.send("owner", &draft("coder", "please add a --version flag"))
+        .ok();
+    s.wait("the task taken and done", || {
+        s.reached("coder", 2) && s.completed("coder") == 1
+    });
+    s.audit_and_transcript();
 }
 
 /// `mcp: true` with the real `cli`: the role takes, answers and finishes an
