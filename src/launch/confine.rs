@@ -274,7 +274,8 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
 
 /// The mounts that let the agent commit in its worktree (docs/security.md,
 /// "Confinement"): the project's `.git` stays read-only except the object
-/// store, the refs and their logs, and the worktree's own git folder
+/// store, the refs (not replace refs, tags, remote-tracking refs or notes)
+/// and their logs, and the worktree's own git folder
 /// (`.git/worktrees/<name>`, read from the worktree's `.git` file); a role
 /// working in the root gets `.git` itself (its index and HEAD live there)
 /// but never `config` or `hooks`, which the person's own git would run.
@@ -306,6 +307,17 @@ fn git_binds(root: &Path, own: &Path) -> Vec<(&'static str, PathBuf)> {
     for f in ["config", "hooks"] {
         let p = git.join(f);
         if p.exists() {
+            out.push(("--ro-bind", p));
+        }
+    }
+    // Refs a commit never moves, read-only (made first, or the agent could
+    // make them): `refs/replace` would swap any object the person's git
+    // shows (a reviewed commit for another), tags and remote-tracking
+    // branches would mislead a release or a push. Branches (`refs/heads`)
+    // and `refs/stash` stay writable: see docs/security.md.
+    for d in ["replace", "tags", "remotes", "notes"] {
+        let p = git.join("refs").join(d);
+        if crate::fsx::ensure_dirs(&[&p]).is_ok() {
             out.push(("--ro-bind", p));
         }
     }

@@ -489,6 +489,8 @@ fn confined_run(tmux: bool) {
         "forum_forge",
         "forum_erase",
         "board_forge",
+        "git_replace",
+        "git_tag",
     ] {
         assert!(
             results.contains(&format!("{attempt}: refused")),
@@ -584,6 +586,8 @@ id=$(ls "$box" | head -n 1 | sed 's/^[0-9]*_\(.*\)_to_.*/\1/')
 try answer_as_boss env -u SWARMFORGE_ROLE swarm answer "$id" --choice 1
 echo x >"$HOME/x" && echo x >/tmp/x && echo "own: home and tmp" >>"$r"
 echo w >work.txt && git add work.txt && git -c user.name=h -c user.email=h@invalid commit -qm work && echo "own: committed" >>"$r"
+try git_replace git replace -f "$(git rev-parse HEAD~1)" HEAD
+try git_tag git tag -f v1.0 HEAD
 printf 'type: note\nto: victim\npriority: 50\nmessage: from the sandbox\n' >d.txt && swarm-handoff d.txt && echo "own: sent" >>"$r"
 out=$(ready-next)
 until printf '%s\n' "$out" | grep -qx NO_TASK; do out=$(done-current); done
