@@ -129,7 +129,10 @@ impl Ask {
             },
             "discussion_open" => Ask::DiscussionOpen {
                 id: need("discussion")?,
-                order: need("order")?.split(',').map(str::to_string).collect(),
+                order: grammar::role_list(Some(&need("order")?))
+                    .into_iter()
+                    .map(str::to_string)
+                    .collect(),
                 max_turns: match get("max_turns") {
                     None => None,
                     Some(n) => Some(n.parse().map_err(|_| "max_turns is not a number")?),
@@ -345,19 +348,7 @@ pub fn serve(project: &Project, roles: &Roles) -> usize {
         if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
             continue;
         }
-        let Ok(rd) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        let mut ids: Vec<String> = rd
-            .flatten()
-            .filter_map(|e| {
-                let name = e.file_name().into_string().ok()?;
-                name.strip_suffix(".request")
-                    .filter(|id| valid_id(id))
-                    .map(str::to_string)
-            })
-            .collect();
-        ids.sort();
+        let mut ids = ids_in(&dir);
         ids.truncate(PER_POLL);
         for id in ids {
             match take(project, &r.name, &id) {
@@ -382,25 +373,31 @@ pub fn serve(project: &Project, roles: &Roles) -> usize {
 /// (called at the daemon's start, before new ones are taken).
 pub fn resume(project: &Project, roles: &Roles) {
     for r in &roles.roles {
-        let Ok(rd) = std::fs::read_dir(taken_requests_dir(project, &r.name)) else {
-            continue;
-        };
-        let mut ids: Vec<String> = rd
-            .flatten()
-            .filter_map(|e| {
-                let name = e.file_name().into_string().ok()?;
-                name.strip_suffix(".request")
-                    .filter(|id| valid_id(id))
-                    .map(str::to_string)
-            })
-            .collect();
-        ids.sort();
-        for id in ids {
+        for id in ids_in(&taken_requests_dir(project, &r.name)) {
             if let Err(e) = carry_out(project, roles, &r.name, &id) {
                 eprintln!("handoffd: request {id} of {}: {e}", r.name);
             }
         }
     }
+}
+
+/// The ids of the requests waiting in `dir`, oldest first (an id starts
+/// with its time); nothing for a missing folder.
+fn ids_in(dir: &Path) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut ids: Vec<String> = rd
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            name.strip_suffix(".request")
+                .filter(|id| valid_id(id))
+                .map(str::to_string)
+        })
+        .collect();
+    ids.sort();
+    ids
 }
 
 /// Moves the agent's request out of its reach. False when it is gone or

@@ -662,3 +662,77 @@ fn a_machine_that_cannot_confine_is_explained_and_the_opt_out_works() {
     assert!(said.contains("run unconfined"), "{said}");
     assert!(said.contains("the demo finished after"), "{said}");
 }
+
+/// A confined agent's forum and board writes go through handoffd
+/// (docs/security.md, "Forum and board writes go through handoffd"): a
+/// `swarm session start` in a sandbox (SWARM_CONFINED names its role) is
+/// answered by the running daemon in the folder's role's name, whatever
+/// role it claims. A request the daemon took and was killed in (kill -9)
+/// before or after carrying it out is carried out once by the next daemon:
+/// the session is closed once, and each time answered as done.
+#[test]
+fn a_confined_agents_forum_request_is_carried_out_once_across_a_daemon_kill() {
+    let p = Project::builder()
+        .role("coder")
+        .role(Role::new("reviewer").at("rev"))
+        .config("daemon: {rescan: 100ms}\nwake: {method: none}\n")
+        .build();
+    let d = p.spawn_daemon(&[]);
+    let r = p
+        .cmd("swarm")
+        .role("reviewer")
+        .env("SWARM_CONFINED", "coder")
+        .args(["session", "start", "--title", "asked"])
+        .run();
+    r.ok();
+    let id = r
+        .stdout
+        .strip_prefix("SESSION_STARTED: ")
+        .unwrap()
+        .trim()
+        .to_string();
+    let list = p
+        .cmd("swarm")
+        .args(["session", "list", "--json"])
+        .run()
+        .json();
+    assert_eq!(list["sessions"][0]["started_by"], "coder", "{list}");
+    let asked = p.path(".swarmforge/agents/coder/requests");
+    assert!(files(&asked).is_empty(), "{:?}", files(&asked));
+    drop(d); // kill -9
+
+    // Taken, then killed before it was carried out: the next daemon does it.
+    let taken = p.path(".swarmforge/daemon/requests/coder");
+    fs::create_dir_all(&taken).unwrap();
+    let req = "0000000000000000c105e";
+    let plant = || {
+        fs::write(
+            taken.join(format!("{req}.request")),
+            "op: session_close\nreason: wrap-up\n\n",
+        )
+        .unwrap()
+    };
+    let answer = asked.join(format!("{req}.answer"));
+    for round in 0..2 {
+        // Round 1: killed after carrying it out, before removing it.
+        plant();
+        let d = p.spawn_daemon(&[]);
+        crate::support::wait_until(crate::support::DEADLINE, "the request answered", || {
+            answer.exists() && !taken.join(format!("{req}.request")).exists()
+        });
+        drop(d);
+        let a = fs::read_to_string(&answer).unwrap();
+        assert!(
+            a.contains("outcome: done") && a.contains(&format!("record: {id}")),
+            "round {round}: {a}"
+        );
+        fs::remove_file(&answer).unwrap();
+        let list = p
+            .cmd("swarm")
+            .args(["session", "list", "--json"])
+            .run()
+            .json();
+        assert_eq!(list["sessions"].as_array().unwrap().len(), 1, "{list}");
+        assert_eq!(list["sessions"][0]["close_reason"], "wrap-up", "{list}");
+    }
+}

@@ -92,7 +92,7 @@ fn by_args(args: &[String]) -> Option<String> {
 
 /// A `tools.sandbox` (or legacy top-level `sandbox`) that turns it on.
 fn by_settings(f: &Path) -> Option<String> {
-    let b = crate::fsx::read_bounded(f, 1024 * 1024).ok()?;
+    let b = crate::fsx::read_bounded(f, crate::protocol::config::MAX_CONFIG_BYTES).ok()?;
     let v: Value = serde_json::from_slice(&b).ok()?;
     let set = v
         .get("tools")
