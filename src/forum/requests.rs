@@ -342,10 +342,9 @@ pub fn ask_daemon(project: &Project, role: &str, ask: &Ask) -> Result<Option<Str
 /// [`PER_POLL`] each). Returns how many were carried out.
 pub fn serve(project: &Project, roles: &Roles) -> usize {
     let mut n = 0;
-    for r in &roles.roles {
+    for r in roles.roles.iter().filter(|r| !r.is_human()) {
         let dir = agent_requests_dir(project, &r.name);
-        // The agent may write its folder: a symlink there is never followed.
-        if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+        if !real_dir(&dir) {
             continue;
         }
         let mut ids = ids_in(&dir);
@@ -379,6 +378,12 @@ pub fn resume(project: &Project, roles: &Roles) {
             }
         }
     }
+}
+
+/// The agent may write its own folder: a `requests` that is a symlink (out
+/// of the project, or to another role's folder) is never followed.
+fn real_dir(dir: &Path) -> bool {
+    std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir())
 }
 
 /// The ids of the requests waiting in `dir`, oldest first (an id starts
@@ -444,6 +449,12 @@ fn carry_out(project: &Project, roles: &Roles, role: &str, id: &str) -> io::Resu
     };
     let dir = agent_requests_dir(project, role);
     fsx::ensure_dirs(&[&dir])?;
+    if !real_dir(&dir) {
+        return Err(io::Error::other(format!(
+            "{}: not a folder (a symlink is never followed)",
+            dir.display()
+        )));
+    }
     let out = dir.join(format!("{id}.answer"));
     fsx::remove_file(&out)?;
     fsx::publish(&dir, &out, answer.to_message().render().as_bytes())?;
