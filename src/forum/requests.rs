@@ -380,6 +380,40 @@ pub fn resume(project: &Project, roles: &Roles) {
     }
 }
 
+/// A role's requests not answered yet, for `swarm status`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Waiting {
+    pub role: String,
+    /// Asked, not taken by handoffd yet.
+    pub asked: usize,
+    /// Taken, not answered yet (a daemon killed in it takes them up at
+    /// its start).
+    pub taken: usize,
+}
+
+/// Every agent role with requests not answered yet.
+pub fn waiting(project: &Project, roles: &Roles) -> Vec<Waiting> {
+    roles
+        .roles
+        .iter()
+        .filter(|r| !r.is_human())
+        .filter_map(|r| {
+            let dir = agent_requests_dir(project, &r.name);
+            let asked = if real_dir(&dir) {
+                ids_in(&dir).len()
+            } else {
+                0
+            };
+            let taken = ids_in(&taken_requests_dir(project, &r.name)).len();
+            (asked + taken > 0).then(|| Waiting {
+                role: r.name.clone(),
+                asked,
+                taken,
+            })
+        })
+        .collect()
+}
+
 /// The agent may write its own folder: a `requests` that is a symlink (out
 /// of the project, or to another role's folder) is never followed.
 fn real_dir(dir: &Path) -> bool {

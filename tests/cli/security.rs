@@ -716,6 +716,9 @@ fn a_confined_agents_forum_request_is_carried_out_once_across_a_daemon_kill() {
     for round in 0..2 {
         // Round 1: killed after carrying it out, before removing it.
         plant();
+        p.cmd("swarm").args(["status"]).run().ok().stdout_has(
+            "requests: coder has 0 forum/board request(s) handoffd has not taken and 1 taken but not answered",
+        );
         let d = p.spawn_daemon(&[]);
         crate::support::wait_until(crate::support::DEADLINE, "the request answered", || {
             answer.exists() && !taken.join(format!("{req}.request")).exists()
@@ -735,4 +738,6 @@ fn a_confined_agents_forum_request_is_carried_out_once_across_a_daemon_kill() {
         assert_eq!(list["sessions"].as_array().unwrap().len(), 1, "{list}");
         assert_eq!(list["sessions"][0]["close_reason"], "wrap-up", "{list}");
     }
+    let st = p.cmd("swarm").args(["status"]).run();
+    assert!(!st.stdout.contains("requests: "), "{}", st.stdout);
 }
