@@ -436,7 +436,7 @@ impl Ingest {
             if open.started_by == self.opts.role && open.started_at.as_str() >= due {
                 return Ok(open.id);
             }
-            session::close(&self.project, Some(&open.id), "new_log")?;
+            crate::forum::requests::session_close(&self.project, Some(&open.id), "new_log")?;
         }
         let title = format!(
             "log {}",
@@ -447,7 +447,7 @@ impl Ingest {
                 .unwrap_or_default()
         );
         let title: String = crate::text::escape(&title).chars().take(200).collect();
-        Ok(session::start(&self.project, Some(&title), &self.opts.role)?.id)
+        Ok(crate::forum::requests::session_start(&self.project, Some(&title), &self.opts.role)?.id)
     }
 }
 

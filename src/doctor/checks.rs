@@ -355,6 +355,18 @@ pub fn claude_full_as_root(cx: &Context) -> Vec<Finding> {
         .collect()
 }
 
+/// Confined Gemini CLI roles set to use Gemini's own container sandbox,
+/// which `swarm up` refuses (launch::agents::gemini_sandbox).
+pub fn gemini_sandbox_confined(cx: &Context) -> Vec<Finding> {
+    let Ok(plan) = &cx.plan else {
+        return Vec::new();
+    };
+    crate::launch::agents::gemini_sandbox::problems(plan, |k| std::env::var_os(k))
+        .into_iter()
+        .map(|p| Finding::new("GEMINI_SANDBOX_CONFINED", p.message(), p.fix()))
+        .collect()
+}
+
 /// A tmux socket left where no server answers, or no tmux to ask.
 pub fn tmux_socket(cx: &Context) -> Vec<Finding> {
     let sock = cx.project.tmux_socket();

@@ -49,6 +49,12 @@ pub struct Discussion {
     pub close_reason: Option<String>,
     #[serde(skip)]
     pub path: PathBuf,
+    /// The confined agent's request that opened it (forum/requests.rs).
+    #[serde(skip)]
+    pub request: Option<String>,
+    /// The request that closed it.
+    #[serde(skip)]
+    pub close_request: Option<String>,
 }
 
 /// One line of the turn log.
@@ -96,6 +102,8 @@ impl Discussion {
             closed_at: opt("closed_at"),
             close_reason: opt("close_reason"),
             path: path.to_path_buf(),
+            request: opt("request"),
+            close_request: opt("close_request"),
         })
     }
 
@@ -108,6 +116,8 @@ impl Discussion {
         m.push("opened_by", &self.opened_by);
         record::push_some(&mut m, "closed_at", self.closed_at.as_deref());
         record::push_some(&mut m, "close_reason", self.close_reason.as_deref());
+        record::push_some(&mut m, "request", self.request.as_deref());
+        record::push_some(&mut m, "close_request", self.close_request.as_deref());
         m
     }
 
@@ -213,6 +223,19 @@ pub fn open(
     max_turns: Option<u32>,
     by: &str,
 ) -> Result<Discussion> {
+    open_for(project, roles, id, order, max_turns, by, None)
+}
+
+/// [`open`], recording the confined agent's request it carries out.
+pub fn open_for(
+    project: &Project,
+    roles: &Roles,
+    id: &str,
+    order: &[String],
+    max_turns: Option<u32>,
+    by: &str,
+    request: Option<&str>,
+) -> Result<Discussion> {
     if !valid_id(id) {
         return Err(Error::env(format!(
             "Invalid discussion id '{}': use letters, digits, '-', '_' and '.' (at most 64).",
@@ -250,6 +273,8 @@ pub fn open(
         closed_at: None,
         close_reason: None,
         path: path.clone(),
+        request: request.map(str::to_string),
+        close_request: None,
     };
     let dir = project.discussions_dir();
     fsx::publish(&dir, &path, d.to_message().render().as_bytes()).at(&path)?;
@@ -258,6 +283,16 @@ pub fn open(
 
 /// Closes a discussion with a recorded reason (`explicit_close`, `cap_reached`, …).
 pub fn close(project: &Project, id: &str, reason: &str) -> Result<Discussion> {
+    close_for(project, id, reason, None)
+}
+
+/// [`close`], recording the confined agent's request it carries out.
+pub fn close_for(
+    project: &Project,
+    id: &str,
+    reason: &str,
+    request: Option<&str>,
+) -> Result<Discussion> {
     check_text("Close reason", reason)?;
     let _lock = lock(project)?;
     let mut d = load(project, id)?;
@@ -269,6 +304,7 @@ pub fn close(project: &Project, id: &str, reason: &str) -> Result<Discussion> {
     }
     d.closed_at = Some(clock::iso_now());
     d.close_reason = Some(reason.to_string());
+    d.close_request = request.map(str::to_string);
     record::write(&d.path, &d.to_message())?;
     Ok(d)
 }

@@ -8,6 +8,7 @@ pub mod discussion;
 pub mod history;
 pub mod moderator;
 pub mod record;
+pub mod requests;
 pub mod session;
 
 use crate::protocol::header::names;
@@ -185,6 +186,8 @@ impl State {
 
 impl ForumHook for Forum {
     fn start(&mut self, duties: &Duties) {
+        // Confined agents' requests a killed daemon took but did not answer.
+        requests::resume(duties.project, duties.roles);
         self.state = Some(State::start(duties));
     }
 
@@ -218,7 +221,9 @@ impl ForumHook for Forum {
         self.state.as_mut().is_some_and(|s| s.tick(duties))
     }
 
+    /// Also carries out the confined agents' forum and board requests.
     fn poll(&mut self, duties: &Duties) -> bool {
+        requests::serve(duties.project, duties.roles);
         self.state.as_mut().is_some_and(|s| s.poll(duties))
     }
 

@@ -30,6 +30,13 @@ pub struct Session {
     pub closed_at: Option<String>,
     pub close_reason: Option<String>,
     pub path: PathBuf,
+    /// The confined agent's request that opened it (forum/requests.rs), so
+    /// a request carried out again after a daemon kill is found done.
+    #[serde(skip)]
+    pub request: Option<String>,
+    /// The request that closed it.
+    #[serde(skip)]
+    pub close_request: Option<String>,
 }
 
 impl Session {
@@ -47,6 +54,8 @@ impl Session {
             closed_at: opt("closed_at"),
             close_reason: opt("close_reason"),
             path: path.to_path_buf(),
+            request: opt("request"),
+            close_request: opt("close_request"),
         })
     }
 
@@ -58,6 +67,8 @@ impl Session {
         m.push("started_by", &self.started_by);
         record::push_some(&mut m, "closed_at", self.closed_at.as_deref());
         record::push_some(&mut m, "close_reason", self.close_reason.as_deref());
+        record::push_some(&mut m, "request", self.request.as_deref());
+        record::push_some(&mut m, "close_request", self.close_request.as_deref());
         m
     }
 }
@@ -143,6 +154,16 @@ fn lock(project: &Project) -> Result<fsx::Lock> {
 
 /// Opens a new session; refused while another one is open.
 pub fn start(project: &Project, title: Option<&str>, by: &str) -> Result<Session> {
+    start_for(project, title, by, None)
+}
+
+/// [`start`], recording the confined agent's request it carries out.
+pub fn start_for(
+    project: &Project,
+    title: Option<&str>,
+    by: &str,
+    request: Option<&str>,
+) -> Result<Session> {
     if let Some(t) = title {
         check_text("Session title", t)?;
     }
@@ -170,6 +191,8 @@ pub fn start(project: &Project, title: Option<&str>, by: &str) -> Result<Session
         started_by: by.to_string(),
         closed_at: None,
         close_reason: None,
+        request: request.map(str::to_string),
+        close_request: None,
     };
     record::write(&s.path, &s.to_message())?;
     Ok(s)
@@ -177,6 +200,16 @@ pub fn start(project: &Project, title: Option<&str>, by: &str) -> Result<Session
 
 /// Closes a session (default: the open one) with a recorded reason.
 pub fn close(project: &Project, id: Option<&str>, reason: &str) -> Result<Session> {
+    close_for(project, id, reason, None)
+}
+
+/// [`close`], recording the confined agent's request it carries out.
+pub fn close_for(
+    project: &Project,
+    id: Option<&str>,
+    reason: &str,
+    request: Option<&str>,
+) -> Result<Session> {
     check_text("Close reason", reason)?;
     let _lock = lock(project)?;
     let mut s = match id {
@@ -193,6 +226,7 @@ pub fn close(project: &Project, id: Option<&str>, reason: &str) -> Result<Sessio
     }
     s.closed_at = Some(clock::iso_now());
     s.close_reason = Some(reason.to_string());
+    s.close_request = request.map(str::to_string);
     record::write(&s.path, &s.to_message())?;
     Ok(s)
 }

@@ -10,7 +10,12 @@
 //! * Codex: `~/.codex` (`$CODEX_HOME`): `auth.json`, `config.toml` with the
 //!   trust and hook records;
 //! * Gemini CLI: `~/.gemini` (`$GEMINI_CLI_HOME/.gemini`): settings,
-//!   `trustedFolders.json`, the OAuth login.
+//!   `trustedFolders.json`, the OAuth login; a trusted-folders file moved
+//!   elsewhere by `$GEMINI_CLI_TRUSTED_FOLDERS_PATH` is shared read-only.
+//!
+//! The user settings in that folder (`settings.json`, Codex's
+//! `config.toml`) are read-only inside: a hook or MCP server written there
+//! would run in the person's own unconfined sessions ([`settings_files`]).
 //!
 //! Claude Code's other file, `~/.claude.json` (onboarding, account, trust
 //! per folder), sits in the home itself and is replaced by a rename, which a
@@ -44,6 +49,45 @@ pub fn folder(cli: Cli, var: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBu
         Cli::Claude => set("CLAUDE_CONFIG_DIR").or_else(|| Some(home?.join(".claude"))),
         Cli::Codex => set("CODEX_HOME").or_else(|| Some(home?.join(".codex"))),
         Cli::Gemini => Some(set("GEMINI_CLI_HOME").or(home)?.join(".gemini")),
+    }
+}
+
+/// Gemini CLI's trusted-folders file when `GEMINI_CLI_TRUSTED_FOLDERS_PATH`
+/// names one (Gemini's docs, cli/trusted-folders.md: "the desired absolute
+/// file path"; it then reads and writes that file instead of
+/// `~/.gemini/trustedFolders.json`). The sandbox shares it read-only:
+/// `swarm trust` writes it outside, and its folder may hold anything.
+pub fn gemini_trusted_folders(var: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    var("GEMINI_CLI_TRUSTED_FOLDERS_PATH")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+}
+
+/// The person's user settings in `cli`'s state `folder`, with what a new
+/// one holds: hooks, MCP servers, `notify` programs and allow rules there
+/// run or apply in the person's own, unconfined sessions of that CLI, so a
+/// confined agent gets them read-only (launch/confine.rs).
+pub fn settings_files(cli: Cli, folder: &Path) -> Vec<(PathBuf, &'static [u8])> {
+    match cli {
+        Cli::Claude | Cli::Gemini => vec![(folder.join("settings.json"), b"{}\n")],
+        Cli::Codex => vec![(folder.join("config.toml"), b"")],
+    }
+}
+
+/// Makes `file` (a settings file of [`settings_files`]) with `empty` when it
+/// does not exist, so the sandbox has a file to mount read-only (a missing
+/// one the agent could create). A symlink (a dotfiles manager's) is left as
+/// it is: the mount takes its target.
+pub fn ensure_settings(file: &Path, empty: &[u8]) -> Result<()> {
+    if std::fs::symlink_metadata(file).is_ok() {
+        return Ok(());
+    }
+    let dir = file.parent().unwrap_or(Path::new("."));
+    match fsx::publish(dir, file, empty) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(Error::io(file, e)),
     }
 }
 
@@ -137,6 +181,9 @@ mod tests {
         assert_eq!(folder(Cli::Gemini, &o), Some("/g/.gemini".into()));
         assert_eq!(claude_json(&o), None);
         assert_eq!(folder(Cli::Codex, &env(&[])), None);
+        assert_eq!(gemini_trusted_folders(&h), None);
+        let t = env(&[("GEMINI_CLI_TRUSTED_FOLDERS_PATH", "/etc/g/trust.json")]);
+        assert_eq!(gemini_trusted_folders(&t), Some("/etc/g/trust.json".into()));
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! Confinement (docs/security.md, "Confinement"): by default (`launch:
 //! {confine: false}` turns it off) every agent runs inside a bubblewrap
 //! sandbox where the whole system is read-only except its own worktree,
-//! its own queue folders, its own launcher folder, the forum's records, a
+//! its own queue folders, its own launcher folder (where it asks handoffd
+//! for its forum and board writes and leaves its turn-end requests), a
 //! private `/tmp` and a private home holding its CLI's state folder
 //! (launch/cli_state.rs); the project's `.swarmforge/` (approvals, pause,
-//! the daemon's files, the telemetry: activity, usage, budget raises),
-//! other roles' worktrees and inboxes are read-only, and the cockpit's
-//! token folder and other roles' homes are hidden. Its own pid namespace
-//! hides the other agents' processes (and their environments).
+//! the daemon's files, the forum, the board, the telemetry: activity,
+//! usage, budget raises), other roles' worktrees and inboxes are
+//! read-only, and the cockpit's token folder and other roles' homes are
+//! hidden. Its own pid namespace hides the other agents' processes (and
+//! their environments).
 //!
 //! Bubblewrap, not Landlock: a mount namespace can also hide (the token)
 //! and give a private `/tmp` and home, which Landlock's allow-lists cannot;
@@ -140,6 +142,10 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
         "/tmp".into(),
         "--unshare-pid".into(),
         "--die-with-parent".into(),
+        // Its forum and board writes go through handoffd (forum/requests.rs).
+        "--setenv".into(),
+        crate::forum::requests::CONFINED_ENV.into(),
+        r.name.clone(),
     ];
     let bind = |a: &mut Vec<String>, kind: &str, p: &Path| {
         a.extend([kind.to_string(), s(p), s(p)]);
@@ -185,16 +191,12 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
     crate::fsx::ensure_dirs(&[&handoffs]).map_err(|e| Error::io(&handoffs, e))?;
     bind(&mut a, "--bind", &handoffs);
     // Its own launcher folder (conversation id, hook state, turn-end
-    // requests), the forum's sessions and discussions, which agents open,
-    // and the board. Not the telemetry: activity and usage are written
-    // outside (see the module doc), budget raises are a person's.
+    // requests, and its forum and board requests: the forum and the board
+    // are handoffd's to write, forum/requests.rs). Not the telemetry:
+    // activity and usage are written outside (see the module doc), budget
+    // raises are a person's.
     let own_dir = agent_own_dir(project, &r.name);
-    let mut writable = vec![own_dir, project.forum_dir()];
-    // The board of a swarm with cards: the audit gate, in the agent's send,
-    // counts its challenges there (the daemon rederives the rest each pass).
-    if crate::board::Routes::load(project).is_ok_and(|r| !r.is_empty()) {
-        writable.push(crate::board::dir(project));
-    }
+    let writable = vec![own_dir];
     for d in writable {
         crate::fsx::ensure_dirs(&[&d]).map_err(|e| Error::io(&d, e))?;
         bind(&mut a, "--bind", &canon(&d));
@@ -227,7 +229,25 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
     if let Some(cli) = crate::launch::trust::cli_of(r) {
         if let Some(dir) = cli_state::folder(cli, &var) {
             crate::fsx::ensure_dirs(&[&dir]).map_err(|e| Error::io(&dir, e))?;
-            bind(&mut a, "--bind", &canon(&dir));
+            let dir = canon(&dir);
+            bind(&mut a, "--bind", &dir);
+            // Its user settings, read-only: what is written there runs in
+            // the person's own unconfined sessions.
+            for (f, empty) in cli_state::settings_files(cli, &dir) {
+                cli_state::ensure_settings(&f, empty)?;
+                let real = canon(&f);
+                a.extend(["--ro-bind".into(), s(&real), s(&f)]);
+            }
+        }
+        if cli == crate::launch::agents::Cli::Gemini {
+            // Trust kept elsewhere (GEMINI_CLI_TRUSTED_FOLDERS_PATH), which a
+            // private home or /tmp would hide: what `swarm trust` wrote.
+            let shared = cli_state::folder(cli, &var).map(|d| canon(&d));
+            if let Some(f) = cli_state::gemini_trusted_folders(&var).filter(|f| {
+                f.is_file() && !shared.as_ref().is_some_and(|d| canon(f).starts_with(d))
+            }) {
+                a.extend(["--ro-bind".into(), s(&canon(&f)), s(&f)]);
+            }
         }
         if cli == crate::launch::agents::Cli::Codex {
             // Codex's own sandbox mounts over `~/.agents` (the person's
@@ -254,7 +274,8 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
 
 /// The mounts that let the agent commit in its worktree (docs/security.md,
 /// "Confinement"): the project's `.git` stays read-only except the object
-/// store, the refs and their logs, and the worktree's own git folder
+/// store, the refs (not replace refs, tags, remote-tracking refs or notes)
+/// and their logs, and the worktree's own git folder
 /// (`.git/worktrees/<name>`, read from the worktree's `.git` file); a role
 /// working in the root gets `.git` itself (its index and HEAD live there)
 /// but never `config` or `hooks`, which the person's own git would run.
@@ -286,6 +307,17 @@ fn git_binds(root: &Path, own: &Path) -> Vec<(&'static str, PathBuf)> {
     for f in ["config", "hooks"] {
         let p = git.join(f);
         if p.exists() {
+            out.push(("--ro-bind", p));
+        }
+    }
+    // Refs a commit never moves, read-only (made first, or the agent could
+    // make them): `refs/replace` would swap any object the person's git
+    // shows (a reviewed commit for another), tags and remote-tracking
+    // branches would mislead a release or a push. Branches (`refs/heads`)
+    // and `refs/stash` stay writable: see docs/security.md.
+    for d in ["replace", "tags", "remotes", "notes"] {
+        let p = git.join("refs").join(d);
+        if crate::fsx::ensure_dirs(&[&p]).is_ok() {
             out.push(("--ro-bind", p));
         }
     }

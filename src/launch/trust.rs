@@ -848,6 +848,13 @@ mod tests {
         assert_eq!(s.claude_settings, Path::new("/c/settings.json"));
         assert_eq!(s.codex, Path::new("/x/config.toml"));
         assert_eq!(s.gemini, Path::new("/g/.gemini/trustedFolders.json"));
+        let s = Stores::from(env(&[
+            ("HOME", "/h"),
+            ("GEMINI_CLI_HOME", "/g"),
+            ("GEMINI_CLI_TRUSTED_FOLDERS_PATH", "/t/trust.json"),
+        ]))
+        .unwrap();
+        assert_eq!(s.gemini, Path::new("/t/trust.json"));
         assert!(Stores::from(env(&[])).is_err());
     }
 }

@@ -20,6 +20,17 @@ pub fn agents_dir(p: &Project) -> PathBuf {
 pub fn agent_own_dir(p: &Project, role: &str) -> PathBuf {
     agents_dir(p).join(role)
 }
+/// `.swarmforge/agents/<role>/requests/`: the forum and board writes the
+/// role's confined agent asks handoffd to make, and handoffd's answers
+/// (forum/requests.rs).
+pub fn agent_requests_dir(p: &Project, role: &str) -> PathBuf {
+    agent_own_dir(p, role).join("requests")
+}
+/// `.swarmforge/daemon/requests/<role>/`: the requests of `role` handoffd
+/// took out of the agent's reach and has not answered yet.
+pub fn taken_requests_dir(p: &Project, role: &str) -> PathBuf {
+    p.daemon_dir().join("requests").join(role)
+}
 pub fn agent_log(p: &Project, role: &str) -> PathBuf {
     agents_dir(p).join(format!("{role}.log"))
 }

@@ -98,6 +98,10 @@ pub struct Status {
     /// project declares card types.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub board: Option<crate::board::View>,
+    /// Confined agents' forum and board requests handoffd has not answered
+    /// (forum/requests.rs).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub agent_requests: Vec<crate::forum::requests::Waiting>,
 }
 
 /// One received item the bridge holds back, and why (docs/bridge.md).
@@ -324,6 +328,7 @@ pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Resul
         });
     }
     let relayed = relayed(project, &roles);
+    let agent_requests = crate::forum::requests::waiting(project, &roles);
     Ok(Status {
         root: project.root.clone(),
         daemon_running: pid.is_some(),
@@ -339,6 +344,7 @@ pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Resul
         reservations: crate::reservations::active(project)?,
         spend: crate::telemetry::spend::collect(project),
         board: crate::board::View::for_status(project),
+        agent_requests,
     })
 }
 
@@ -476,6 +482,12 @@ pub fn text(s: &Status) -> String {
     }
     if let Some(b) = &s.board {
         out.push_str(&crate::board::text(b));
+    }
+    for w in &s.agent_requests {
+        out.push_str(&format!(
+            "requests: {} has {} forum/board request(s) handoffd has not taken and {} taken but not answered (is handoffd running?)\n",
+            w.role, w.asked, w.taken
+        ));
     }
     for h in &s.held {
         out.push_str(&format!(

@@ -959,6 +959,68 @@ fn headless_liveness_is_busy_while_the_agent_runs_and_idle_after() {
     assert!(state(&d).is_null());
 }
 
+/// A confined Gemini CLI role set to use Gemini's own container sandbox
+/// (an argument, GEMINI_SANDBOX, `tools.sandbox` in its settings): `swarm
+/// up` refuses before starting anything, naming the role, where the sandbox
+/// was turned on and both ways out, and `swarm doctor` reports
+/// GEMINI_SANDBOX_CONFINED; not once the swarm is unconfined.
+#[test]
+fn a_confined_gemini_role_set_to_use_its_own_sandbox_is_explained() {
+    let d = Project::empty();
+    let yaml = |confine: &str, args: &str| {
+        format!("launch:\n  stagger: 0ms\n{confine}roles:\n  - name: coder\n    agent: gemini\n    worktree: coder\n{args}  - name: owner\n    agent: human\n")
+    };
+    d.write("swarm.yaml", &yaml("", "    args: [\"--sandbox\"]\n"));
+    d.swarm(&["init"]).ok();
+    let doctor = |env: &[(&str, &str)]| {
+        let mut c = d.cmd("swarm").args(["doctor", "--json"]);
+        for (k, v) in env {
+            c = c.env(k, v);
+        }
+        let report = c.run().json();
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|c| c["findings"].as_array().unwrap().clone())
+            .filter(|f| f["code"] == "GEMINI_SANDBOX_CONFINED")
+            .map(|f| f["message"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let found = doctor(&[]);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains("role coder") && found[0].contains("--sandbox"),
+        "{found:?}"
+    );
+    let r = d.cmd("swarm").args(["up", "--detach"]).run();
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("role coder: Gemini CLI is set to use its own container sandbox (its argument --sandbox)")
+            && r.stderr.contains("GEMINI_SANDBOX=false")
+            && r.stderr.contains("confine: false"),
+        "{}",
+        r.stderr
+    );
+    assert!(!d.path(".swarmforge/tmux-socket").exists());
+    // The variable, and the worktree's settings.
+    d.write("swarm.yaml", &yaml("", ""));
+    assert!(doctor(&[]).is_empty());
+    assert!(doctor(&[("GEMINI_SANDBOX", "podman")])[0].contains("GEMINI_SANDBOX=podman"));
+    assert!(doctor(&[("GEMINI_SANDBOX", "false")]).is_empty());
+    d.write(
+        ".worktrees/coder/.gemini/settings.json",
+        r#"{"tools": {"sandbox": "docker"}}"#,
+    );
+    assert!(doctor(&[])[0].contains(".worktrees/coder/.gemini/settings.json"));
+    // Unconfined, Gemini's own sandbox is the person's choice.
+    d.write(
+        "swarm.yaml",
+        &yaml("  confine: false\n", "    args: [\"--sandbox\"]\n"),
+    );
+    assert!(doctor(&[]).is_empty());
+}
+
 /// Claude Code refuses `permission: full` (bypassPermissions) as root
 /// unless IS_SANDBOX=1: as root, `swarm up` refuses before starting
 /// anything, naming the role and the three ways out, and `swarm doctor`

@@ -69,6 +69,8 @@ pub(crate) struct RealSwarm {
     /// Where the project, HOME and helper folders are made (None: see
     /// `user_dir`).
     base: Option<PathBuf>,
+    /// More of the person's environment for every `swarm` command.
+    pub(crate) env: Vec<(String, PathBuf)>,
 }
 
 impl RealSwarm {
@@ -106,6 +108,7 @@ impl RealSwarm {
             path_first: Vec::new(),
             user: None,
             base,
+            env: Vec::new(),
         }
     }
 
@@ -210,13 +213,17 @@ impl RealSwarm {
                 ]
             })
             .unwrap_or_default();
-        self.d
+        let mut c = self
+            .d
             .cmd("swarm")
             .under(&as_user.iter().map(String::as_str).collect::<Vec<_>>())
             .args(args)
             .env("PATH", path)
-            .env("HOME", self.home.path())
-            .run()
+            .env("HOME", self.home.path());
+        for (k, v) in &self.env {
+            c = c.env(k, v);
+        }
+        c.run()
     }
 
     /// `swarm up --detach --trust` in tmux: the person agreed to trust the
@@ -975,6 +982,58 @@ fn gemini_cli_in_an_untrusted_worktree_waits_for_a_person_until_swarm_trust() {
     untrusted_then_trusted("gemini", "", |s, steps| s.gemini("coder", steps));
 }
 
+/// `GEMINI_CLI_TRUSTED_FOLDERS_PATH` moves Gemini CLI's trust out of
+/// `~/.gemini` (its docs, cli/trusted-folders.md): `swarm trust` records the
+/// worktree there, `trust --check` reads it there, and the confined Gemini
+/// CLI, whose private home would hide the file, reads it too and works with
+/// nobody at a trust dialog.
+#[test]
+fn gemini_cli_trust_at_its_trusted_folders_path_reaches_the_confined_cli() {
+    if !require_tool("tmux", "apt-get install -y tmux") || crate::support::require_bwrap().is_none()
+    {
+        return;
+    }
+    let Some(bin) = agent_bin("gemini") else {
+        return;
+    };
+    let mut s = RealSwarm::init(&lone_yaml("gemini", ""), bin);
+    let file = s.home.path().join("elsewhere/trust.json");
+    s.env
+        .push(("GEMINI_CLI_TRUSTED_FOLDERS_PATH".into(), file.clone()));
+    s.gemini(
+        "coder",
+        vec![
+            Step::shell("ready_for_next.sh"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Done with the task."),
+        ],
+    );
+    let untrusted = |s: &RealSwarm| {
+        s.swarm(&["doctor", "--json"])
+            .json()
+            .to_string()
+            .contains("AGENT_CLI_UNTRUSTED")
+    };
+    assert!(untrusted(&s));
+    let t = s.swarm(&["trust"]);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    let kept = fs::read_to_string(&file).unwrap();
+    assert!(
+        kept.contains(&s.wt("coder").display().to_string()),
+        "{kept}"
+    );
+    assert!(!s.home.path().join(".gemini/trustedFolders.json").exists());
+    s.swarm(&["trust", "--check"]).ok();
+    assert!(!untrusted(&s));
+    s.up_with(&[]);
+    s.d.send("owner", &draft("coder", "please add a --version flag"))
+        .ok();
+    s.wait("the task taken and done", || {
+        s.reached("coder", 2) && s.completed("coder") == 1
+    });
+    s.audit_and_transcript();
+}
+
 /// `mcp: true` with the real `cli`: the role takes, answers and finishes an
 /// item through `swarm mcp`'s tools (named `<prefix>next`, …, as the CLI
 /// offers MCP tools to its model), its primer teaching those tools.
@@ -1567,7 +1626,8 @@ fn claude_code_with_its_own_sandbox_on_takes_and_answers_an_item() {
 /// as a script in the agent's worktree: each line of its output is
 /// `<what>=DONE` or `<what>=REFUSED` (words not in the script, so a
 /// request that only quotes the command cannot pass).
-fn escape_script(s: &RealSwarm) -> String {
+fn escape_script(s: &RealSwarm, settings: &str) -> String {
+    let settings = s.home.path().join(settings).display().to_string();
     let root = s.d.root.display().to_string();
     let victim = hq(&s.wt("victim"), "inbox/new").display().to_string();
     let home = s.home.path().display().to_string();
@@ -1578,6 +1638,7 @@ r approval 'echo sha256: x >"{root}/.swarmforge/approvals/20260101T000000Z_00000
 r unpause 'rm "{root}/.swarmforge/paused"'
 r token 'cat "{root}/.swarmforge/serve/token"'
 r person_home 'echo x >"{home}/planted" && test -f "{home}/.bashrc-of-the-person"'
+r settings 'echo planted-by-the-agent >>"{settings}"'
 r own 'echo x >own.txt'
 "#
     )
@@ -1618,7 +1679,13 @@ fn a_confined_cli_works_and_cannot_write_outside(
         ],
     );
     let coder = s.wt("coder");
-    fs::write(coder.join("escape.sh"), escape_script(&s)).unwrap();
+    // Its CLI's user settings, which the person's own sessions run.
+    let settings = match cli {
+        "claude" => ".claude/settings.json",
+        "codex" => ".codex/config.toml",
+        _ => ".gemini/settings.json",
+    };
+    fs::write(coder.join("escape.sh"), escape_script(&s, settings)).unwrap();
     s.swarm(&["pause", "--type", "post"]).ok();
     s.d.write(".swarmforge/serve/token", "cockpit-secret\n");
     s.up();
@@ -1633,7 +1700,14 @@ fn a_confined_cli_works_and_cannot_write_outside(
         s.reached("coder", 3) && s.completed("coder") == 1
     });
     let seen = all_text(&s.turn("coder", 2));
-    for what in ["inbox", "approval", "unpause", "token", "person_home"] {
+    for what in [
+        "inbox",
+        "approval",
+        "unpause",
+        "token",
+        "person_home",
+        "settings",
+    ] {
         assert!(
             seen.contains(&format!("{what}=REFUSED")),
             "{what} was not refused:\n{seen}"
@@ -1643,6 +1717,11 @@ fn a_confined_cli_works_and_cannot_write_outside(
     assert!(coder.join("own.txt").is_file());
     assert!(s.d.root.join(".swarmforge/paused").exists());
     assert!(!s.home.path().join("planted").exists());
+    let person_settings = fs::read_to_string(s.home.path().join(settings)).unwrap_or_default();
+    assert!(
+        !person_settings.contains("planted-by-the-agent"),
+        "{person_settings}"
+    );
     assert!(handoff_names(&hq(&s.wt("victim"), "inbox/new")).is_empty());
     assert!(!s
         .d

@@ -412,7 +412,7 @@ fn confined_run(tmux: bool) {
     .unwrap();
     fs::write(
         root.join("swarm.yaml"),
-        "launch: {stagger: 0ms}\nroles:\n  - {name: hostile, worktree: hostile, agent: sh \"$SWARMFORGE_PROJECT/agents/hostile.sh\"}\n  - {name: victim, worktree: victim, agent: sh \"$SWARMFORGE_PROJECT/agents/drain.sh\"}\n  - {name: boss, worktree: boss, agent: human}\n  - {name: helper, worktree: helper, agent: api, base_url: 'http://127.0.0.1:9/v1', model: m, api_key_env: HELPER_KEY}\n",
+        "launch: {stagger: 0ms}\ncards: {fix: [hostile, victim]}\nroles:\n  - {name: hostile, worktree: hostile, agent: sh \"$SWARMFORGE_PROJECT/agents/hostile.sh\"}\n  - {name: victim, worktree: victim, agent: sh \"$SWARMFORGE_PROJECT/agents/drain.sh\"}\n  - {name: boss, worktree: boss, agent: human}\n  - {name: helper, worktree: helper, agent: api, base_url: 'http://127.0.0.1:9/v1', model: m, api_key_env: HELPER_KEY}\n",
     )
     .unwrap();
     g.cmd("swarm")
@@ -486,6 +486,11 @@ fn confined_run(tmux: bool) {
         "other_home",
         "git_hooks",
         "git_config",
+        "forum_forge",
+        "forum_erase",
+        "board_forge",
+        "git_replace",
+        "git_tag",
     ] {
         assert!(
             results.contains(&format!("{attempt}: refused")),
@@ -496,6 +501,33 @@ fn confined_run(tmux: bool) {
     assert!(results.contains("own: sent"), "{results}\n{log}");
     assert!(results.contains("own: committed"), "{results}\n{log}");
     assert!(results.contains("own: home and tmp"), "{results}\n{log}");
+    // Its forum actions, carried out by handoffd in its name.
+    assert!(results.contains("own: session"), "{results}\n{log}");
+    assert!(results.contains("own: discussion"), "{results}\n{log}");
+    let sessions = g
+        .cmd("swarm")
+        .at(&root)
+        .args(["session", "list", "--json"])
+        .run()
+        .json();
+    assert_eq!(
+        sessions["sessions"][0]["started_by"], "hostile",
+        "{sessions}"
+    );
+    assert_eq!(sessions["sessions"][0]["close_reason"], "from the sandbox");
+    let d = g
+        .cmd("swarm")
+        .at(&root)
+        .args(["discussion", "status", "d1", "--json"])
+        .run()
+        .json();
+    assert_eq!(d["order"], serde_json::json!(["hostile", "victim"]), "{d}");
+    assert!(
+        !root
+            .join(".swarmforge/forum/sessions/s-forged.session")
+            .exists()
+            && !root.join(".swarmforge/board/forged.txt").exists()
+    );
     assert!(!root
         .join(".swarmforge/approvals/20260101T000000Z_000001_from_hostile")
         .exists());
@@ -540,6 +572,12 @@ try key sh -c 'test -n "${HELPER_KEY:-}"'
 try other_home grep -q SECRET "$P/.swarmforge/agents/victim/home/.claude.json"
 try git_hooks sh -c "echo 'echo pwned' >'$P/.git/hooks/post-commit'"
 try git_config git config --file "$P/.git/config" core.hooksPath /tmp
+swarm session start --title sandbox >/dev/null && echo "own: session" >>"$r"
+s=$(ls "$P/.swarmforge/forum/sessions")
+try forum_forge sh -c "printf 'id: s-forged\nstarted_at: x\n\n' >'$P/.swarmforge/forum/sessions/s-forged.session'"
+try forum_erase rm "$P/.swarmforge/forum/sessions/$s"
+try board_forge sh -c "echo x >'$P/.swarmforge/board/forged.txt'"
+swarm session close --reason 'from the sandbox' >/dev/null && swarm discussion open d1 --order hostile,victim >/dev/null && echo "own: discussion" >>"$r"
 printf 'type: clarify\nto: boss\npriority: 50\nquestion: Ship it?\n\nyes\nno\n' >q.txt && swarm-handoff q.txt >/dev/null
 box="$P/.worktrees/boss/.swarmforge/handoffs/inbox/new"
 i=0
@@ -548,6 +586,8 @@ id=$(ls "$box" | head -n 1 | sed 's/^[0-9]*_\(.*\)_to_.*/\1/')
 try answer_as_boss env -u SWARMFORGE_ROLE swarm answer "$id" --choice 1
 echo x >"$HOME/x" && echo x >/tmp/x && echo "own: home and tmp" >>"$r"
 echo w >work.txt && git add work.txt && git -c user.name=h -c user.email=h@invalid commit -qm work && echo "own: committed" >>"$r"
+try git_replace git replace -f "$(git rev-parse HEAD~1)" HEAD
+try git_tag git tag -f v1.0 HEAD
 printf 'type: note\nto: victim\npriority: 50\nmessage: from the sandbox\n' >d.txt && swarm-handoff d.txt && echo "own: sent" >>"$r"
 out=$(ready-next)
 until printf '%s\n' "$out" | grep -qx NO_TASK; do out=$(done-current); done
@@ -621,4 +661,83 @@ fn a_machine_that_cannot_confine_is_explained_and_the_opt_out_works() {
     let said = format!("{}{}", out.stdout, out.stderr);
     assert!(said.contains("run unconfined"), "{said}");
     assert!(said.contains("the demo finished after"), "{said}");
+}
+
+/// A confined agent's forum and board writes go through handoffd
+/// (docs/security.md, "Forum and board writes go through handoffd"): a
+/// `swarm session start` in a sandbox (SWARM_CONFINED names its role) is
+/// answered by the running daemon in the folder's role's name, whatever
+/// role it claims. A request the daemon took and was killed in (kill -9)
+/// before or after carrying it out is carried out once by the next daemon:
+/// the session is closed once, and each time answered as done.
+#[test]
+fn a_confined_agents_forum_request_is_carried_out_once_across_a_daemon_kill() {
+    let p = Project::builder()
+        .role("coder")
+        .role(Role::new("reviewer").at("rev"))
+        .config("daemon: {rescan: 100ms}\nwake: {method: none}\n")
+        .build();
+    let d = p.spawn_daemon(&[]);
+    let r = p
+        .cmd("swarm")
+        .role("reviewer")
+        .env("SWARM_CONFINED", "coder")
+        .args(["session", "start", "--title", "asked"])
+        .run();
+    r.ok();
+    let id = r
+        .stdout
+        .strip_prefix("SESSION_STARTED: ")
+        .unwrap()
+        .trim()
+        .to_string();
+    let list = p
+        .cmd("swarm")
+        .args(["session", "list", "--json"])
+        .run()
+        .json();
+    assert_eq!(list["sessions"][0]["started_by"], "coder", "{list}");
+    let asked = p.path(".swarmforge/agents/coder/requests");
+    assert!(files(&asked).is_empty(), "{:?}", files(&asked));
+    drop(d); // kill -9
+
+    // Taken, then killed before it was carried out: the next daemon does it.
+    let taken = p.path(".swarmforge/daemon/requests/coder");
+    fs::create_dir_all(&taken).unwrap();
+    let req = "0000000000000000c105e";
+    let plant = || {
+        fs::write(
+            taken.join(format!("{req}.request")),
+            "op: session_close\nreason: wrap-up\n\n",
+        )
+        .unwrap()
+    };
+    let answer = asked.join(format!("{req}.answer"));
+    for round in 0..2 {
+        // Round 1: killed after carrying it out, before removing it.
+        plant();
+        p.cmd("swarm").args(["status"]).run().ok().stdout_has(
+            "requests: coder has 0 forum/board request(s) handoffd has not taken and 1 taken but not answered",
+        );
+        let d = p.spawn_daemon(&[]);
+        crate::support::wait_until(crate::support::DEADLINE, "the request answered", || {
+            answer.exists() && !taken.join(format!("{req}.request")).exists()
+        });
+        drop(d);
+        let a = fs::read_to_string(&answer).unwrap();
+        assert!(
+            a.contains("outcome: done") && a.contains(&format!("record: {id}")),
+            "round {round}: {a}"
+        );
+        fs::remove_file(&answer).unwrap();
+        let list = p
+            .cmd("swarm")
+            .args(["session", "list", "--json"])
+            .run()
+            .json();
+        assert_eq!(list["sessions"].as_array().unwrap().len(), 1, "{list}");
+        assert_eq!(list["sessions"][0]["close_reason"], "wrap-up", "{list}");
+    }
+    let st = p.cmd("swarm").args(["status"]).run();
+    assert!(!st.stdout.contains("requests: "), "{}", st.stdout);
 }

@@ -234,9 +234,10 @@ pub fn submit_gated(s: &Sender, d: &Draft, shown: &str) -> Result<Sent> {
     let gate = audit_gate::check(&s.at.worktree, &c)?;
     if !gate.passed() {
         // Upstream counts each challenge on the card (`increment-audit`).
-        if let Err(e) =
-            crate::board::count_audit(&s.at.project, v.d.get(names::TASK).unwrap_or_default())
-        {
+        if let Err(e) = crate::forum::requests::count_audit(
+            &s.at.project,
+            v.d.get(names::TASK).unwrap_or_default(),
+        ) {
             eprintln!("swarm-handoff: the card's audit count was not raised: {e}");
         }
         return Ok(Sent::AuditRequired(audit_gate::Challenge {

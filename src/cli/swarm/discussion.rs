@@ -70,7 +70,7 @@ pub fn run(args: Args) -> i32 {
             order,
             max_turns,
         } => Roles::load(&project.roles_tsv()).and_then(|roles| {
-            discussion::open(
+            crate::forum::requests::discussion_open(
                 &project,
                 &roles,
                 id,
@@ -81,7 +81,8 @@ pub fn run(args: Args) -> i32 {
             status(id).map(render)
         }),
         Action::Close { id, reason } => {
-            discussion::close(&project, id, reason).and_then(|_| status(id).map(render))
+            crate::forum::requests::discussion_close(&project, id, reason)
+                .and_then(|_| status(id).map(render))
         }
         Action::Status { id } => status(id).map(render),
         Action::List => discussion::list(&project).and_then(|all| {

@@ -3,7 +3,7 @@
 use clap::Subcommand;
 
 use crate::error::exit;
-use crate::forum::session;
+use crate::forum::{requests, session};
 
 pub type Args = super::Actions<Action>;
 
@@ -39,20 +39,24 @@ pub fn run(args: Args) -> i32 {
         Err(e) => return crate::cli::report(&e, args.json),
     };
     let result = match &args.action {
-        Action::Start { title } => session::start(&project, title.as_deref(), &actor()).map(|s| {
-            if args.json {
-                crate::cli::stamped(serde_json::to_value(&s).unwrap_or_default()).to_string() + "\n"
-            } else {
-                format!("SESSION_STARTED: {}\n", s.id)
-            }
-        }),
-        Action::Close { reason, id } => session::close(&project, id.as_deref(), reason).map(|s| {
-            if args.json {
-                crate::cli::stamped(serde_json::to_value(&s).unwrap_or_default()).to_string() + "\n"
-            } else {
-                format!("SESSION_CLOSED: {} {}\n", s.id, reason)
-            }
-        }),
+        Action::Start { title } => requests::session_start(&project, title.as_deref(), &actor())
+            .map(|s| {
+                if args.json {
+                    crate::cli::stamped(serde_json::to_value(&s).unwrap_or_default()).to_string()
+                        + "\n"
+                } else {
+                    format!("SESSION_STARTED: {}\n", s.id)
+                }
+            }),
+        Action::Close { reason, id } => requests::session_close(&project, id.as_deref(), reason)
+            .map(|s| {
+                if args.json {
+                    crate::cli::stamped(serde_json::to_value(&s).unwrap_or_default()).to_string()
+                        + "\n"
+                } else {
+                    format!("SESSION_CLOSED: {} {}\n", s.id, reason)
+                }
+            }),
         Action::List => session::list(&project).map(|all| {
             if args.json {
                 crate::cli::stamped(serde_json::json!({ "sessions": all })).to_string() + "\n"

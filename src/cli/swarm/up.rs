@@ -66,10 +66,16 @@ pub fn run(args: Args) -> i32 {
             launch::agents::claude_root::euid(),
             |k| std::env::var_os(k),
         );
-        if !refused.is_empty() {
+        let gemini = launch::agents::gemini_sandbox::problems(&plan, |k| std::env::var_os(k));
+        if !refused.is_empty() || !gemini.is_empty() {
             let lines: Vec<String> = refused
                 .iter()
                 .map(|p| format!("{}\n  hint: {}", p.message(), p.fix()))
+                .chain(
+                    gemini
+                        .iter()
+                        .map(|p| format!("{}\n  hint: {}", p.message(), p.fix())),
+                )
                 .collect();
             return Err(crate::error::Error::env(format!(
                 "not starting: {}",

@@ -10,6 +10,7 @@ pub mod codex;
 pub mod codex_hooks;
 pub mod codex_sandbox;
 pub mod gemini;
+pub mod gemini_sandbox;
 pub mod hook;
 pub mod mcp;
 pub mod recording;
