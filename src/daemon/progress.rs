@@ -117,21 +117,41 @@ pub fn oldest_offset(path: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// A journal line as the readers of progress need it.
+#[derive(Debug, Deserialize)]
+pub struct Line {
+    pub kind: String,
+    pub time: String,
+    pub id: Option<String>,
+    pub recipient: Option<String>,
+    pub stamps: Option<Stamps>,
+}
+
+impl Line {
+    pub fn parse(line: &[u8]) -> Option<Line> {
+        serde_json::from_slice(line).ok()
+    }
+
+    /// `dequeued` or `completed`, or `None` for any other line.
+    pub fn progress(&self) -> Option<Kind> {
+        match self.kind.as_str() {
+            "dequeued" => Some(Kind::Dequeued),
+            "completed" => Some(Kind::Completed),
+            _ => None,
+        }
+    }
+
+    /// The copy's `completed_at`, as a time.
+    pub fn completed_at(&self) -> Option<crate::protocol::clock::Instant> {
+        let s = self.stamps.as_ref()?.completed_at.as_deref()?;
+        crate::protocol::clock::parse(s)
+    }
+}
+
 /// A `dequeued` or `completed` line's kind, id and recipient.
 pub fn progress_line(line: &[u8]) -> Option<(Kind, String, String)> {
-    #[derive(Deserialize)]
-    struct L {
-        kind: String,
-        id: Option<String>,
-        recipient: Option<String>,
-    }
-    let l: L = serde_json::from_slice(line).ok()?;
-    let kind = match l.kind.as_str() {
-        "dequeued" => Kind::Dequeued,
-        "completed" => Kind::Completed,
-        _ => return None,
-    };
-    Some((kind, l.id?, l.recipient?))
+    let l = Line::parse(line)?;
+    Some((l.progress()?, l.id?, l.recipient?))
 }
 
 /// Where a copy sits, as far as this module cares.

@@ -175,7 +175,7 @@ function load(snap) {
   S.sessions = snap.sessions || []; S.journal = (snap.journal || []).slice().reverse();
   S.usage = snap.usage; S.stages = snap.stages || [];
   S.depth = {};
-  for (const [role, pts] of Object.entries(snap.depth || {})) S.depth[role] = pts.map(([t, n]) => ({ t: t * 1000, n }));
+  for (const [role, pts] of Object.entries(snap.depth || {})) S.depth[role] = pts.map(([t, n]) => ({ t, n }));
 }
 
 function applyDelta(kind, data) {
@@ -187,7 +187,7 @@ function applyDelta(kind, data) {
   } else if (kind === 'role') {
     S.roles.set(data.role, data);
     const d = S.depth[data.role] || (S.depth[data.role] = []);
-    const n = (data.new || 0) + (data.in_process ? 1 : 0);
+    const n = data.new || 0;
     if (!d.length || d[d.length - 1].n !== n) d.push({ t: Date.now(), n });
     if (d.length > 400) d.shift();
   } else if (kind === 'attention') {

@@ -11,9 +11,8 @@
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
-use serde::Deserialize;
-
 use super::check::Violation;
+use crate::daemon::journal::Kind;
 use crate::daemon::progress::{self, Mark};
 use crate::protocol::clock;
 use crate::protocol::layout::Project;
@@ -27,33 +26,21 @@ const MARGIN: Duration = Duration::from_secs(2);
 /// The `completed` lines of the journal kept: (id, recipient) and the
 /// copy's `completed_at`; and the time of the oldest line kept.
 fn completed_lines(project: &Project) -> (Vec<(String, String, SystemTime)>, Option<SystemTime>) {
-    #[derive(Deserialize)]
-    struct L {
-        kind: String,
-        time: String,
-        id: Option<String>,
-        recipient: Option<String>,
-        stamps: Option<crate::daemon::journal::Stamps>,
-    }
     let path = project.events_file();
     let mut out = Vec::new();
     let mut oldest = None;
     if let Ok(mut r) = EventReader::new(&path, progress::oldest_offset(&path)) {
         let _ = r.poll(&mut |line, _| {
-            let Ok(l) = serde_json::from_slice::<L>(line) else {
+            let Some(l) = progress::Line::parse(line) else {
                 return Ok(());
             };
             let Some(t) = clock::parse(&l.time).map(SystemTime::from) else {
                 return Ok(());
             };
             oldest.get_or_insert(t);
-            let done = l
-                .stamps
-                .and_then(|s| s.completed_at)
-                .and_then(|s| clock::parse(&s))
-                .map(SystemTime::from);
-            if let ("completed", Some(id), Some(rc), Some(done)) =
-                (l.kind.as_str(), l.id, l.recipient, done)
+            let done = l.completed_at().map(SystemTime::from);
+            if let (Some(Kind::Completed), Some(id), Some(rc), Some(done)) =
+                (l.progress(), l.id, l.recipient, done)
             {
                 out.push((id, rc, done));
             }
