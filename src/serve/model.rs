@@ -532,6 +532,8 @@ impl Model {
         for root in self.worktrees() {
             let w = Worktree::new(root);
             dirs.extend(w.queue_dirs());
+            // What `/api/audit` counts too (serve/kept.rs).
+            dirs.push(w.rejected());
         }
         dirs.sort();
         dirs.dedup();

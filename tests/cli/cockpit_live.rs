@@ -203,3 +203,66 @@ fn the_charts_show_the_history_from_before_the_server_started_as_the_journal_say
         "{card:#}"
     );
 }
+
+/// `GET /api/audit` reads the trail once, then only what changed: after
+/// deliveries, takes, completions and a refusal it says what `swarm audit
+/// --json` (a full read) says.
+#[test]
+fn the_audit_kept_between_requests_says_what_a_full_read_says() {
+    let p = Project::builder()
+        .role("coder")
+        .role(Role::new("qa").worktree("qa"))
+        .config("wake: {method: none}\n")
+        .build();
+    let c = start(&p);
+    let first = c.with_cookie("GET", "/api/audit", &[], "").json();
+    assert_eq!(first["overall"]["copies"]["completed"], 0, "{first:#}");
+    for i in 0..3 {
+        p.send_as(
+            "coder",
+            &format!("type: note\nto: qa\npriority: 50\nmessage: item {i}\n"),
+        )
+        .ok();
+    }
+    p.deliver_once().ok();
+    p.cmd("ready-next").role("qa").stdout_has("item 0").run();
+    p.cmd("done-current").role("qa").stdout_has("item 1").run();
+    // A file nobody can deliver: refused to failed/.
+    crate::support::drop_in_outbox(
+        &p.wt_path("master"),
+        "50_20260615T140531Z_000009_from_coder_to_nobody.handoff",
+        b"id: x\n\nbody\n",
+    );
+    p.deliver_once();
+    let shape = |v: &serde_json::Value| {
+        let mut v = v.clone();
+        for k in ["now", "schema_version", "spend"] {
+            v.as_object_mut().unwrap().remove(k);
+        }
+        let strip = |t: &mut serde_json::Value| {
+            if let Some(o) = t["oldest_waiting"].as_object_mut() {
+                o.remove("age_ms");
+            }
+        };
+        strip(&mut v["overall"]);
+        for r in v["roles"].as_array_mut().unwrap() {
+            strip(r);
+        }
+        v
+    };
+    let end = std::time::Instant::now() + DEADLINE;
+    loop {
+        let full = shape(&p.swarm(&["audit", "--json"]).ok().json());
+        let kept = shape(&c.with_cookie("GET", "/api/audit", &[], "").json());
+        if kept == full {
+            assert_eq!(kept["overall"]["copies"]["completed"], 1, "{kept:#}");
+            assert_eq!(kept["overall"]["originals"]["failed"], 1, "{kept:#}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "the kept audit never said what a full read says:\n{kept:#}\n{full:#}"
+        );
+        std::thread::yield_now();
+    }
+}
