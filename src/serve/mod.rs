@@ -21,7 +21,7 @@
 
 mod api;
 mod folders;
-mod kept;
+pub mod kept;
 pub(crate) mod listen;
 pub mod model;
 pub mod spend;
