@@ -673,10 +673,12 @@ pub fn arrived_since(dir: &Path, since: Option<std::time::SystemTime>) -> io::Re
             } else if after(&m, false) {
                 folders.push((e.path(), false));
             }
-        } else if kind.is_file() && files_changed && grammar::valid_handoff_name(&name) {
-            if fs::symlink_metadata(e.path()).is_ok_and(|m| after(&m, true)) {
-                out.push(e.path());
-            }
+        } else if kind.is_file()
+            && files_changed
+            && grammar::valid_handoff_name(&name)
+            && fs::symlink_metadata(e.path()).is_ok_and(|m| after(&m, true))
+        {
+            out.push(e.path());
         }
     }
     for (folder, all) in folders {
