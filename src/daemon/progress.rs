@@ -173,13 +173,16 @@ struct Recorder {
     /// Copies in process whose `dequeued` is journaled (until completed).
     taken: HashSet<(String, String)>,
     /// Journal ends read at past moments, oldest first (the next mark's
-    /// offset is the newest one read at least [`SLACK`] before its since).
+    /// offset is the newest one read at least [`SLACK`] before its since,
+    /// where a catch-up starts looking).
     ends: VecDeque<(SystemTime, u64)>,
     mark: Option<Mark>,
     /// When a line was last journaled (the mark moves on after it).
     wrote: Option<std::time::Instant>,
     /// The worktrees served (their folders are watched once they exist).
     roots: Vec<PathBuf>,
+    /// A folder could not be watched: catch-ups look every few seconds.
+    blind: bool,
 }
 
 impl Recorder {
@@ -242,6 +245,10 @@ impl Recorder {
                 || (kind == Kind::Dequeued && self.taken.contains(&copy))
                 || before_floor(stamp);
             if dup {
+                // Remembered as handled: a repeated event about the same
+                // move (or the copy no longer being taken once finished)
+                // must not journal it after all.
+                self.recent.insert(k, std::time::Instant::now());
                 continue;
             }
             let mut ev = Event::new(kind).message(&m).recipient(&recipient).path(p);
@@ -250,10 +257,13 @@ impl Recorder {
             self.recent.insert(k, std::time::Instant::now());
             self.wrote = Some(std::time::Instant::now());
         }
+        // Taken (journaled now or before) once it carries its stamp; a copy
+        // moved in before its stamp is not yet.
         match stage {
-            Stage::InProcess => {
+            Stage::InProcess if kinds.contains(&Kind::Dequeued) => {
                 self.taken.insert(copy);
             }
+            Stage::InProcess => {}
             Stage::Completed => {
                 self.taken.remove(&copy);
             }
@@ -278,6 +288,10 @@ impl Recorder {
         };
         let mut arrived = Vec::new();
         for d in &dirs {
+            // Every copy in process is looked at (they are few), so one
+            // whose `dequeued` was journaled before is known as taken and
+            // not journaled again when it completes.
+            let since = since.filter(|_| self.folders.get(d) != Some(&Stage::InProcess));
             match trail::arrived_since(d, since) {
                 Ok(v) => arrived.extend(v),
                 Err(e) => eprintln!("handoffd: cannot list {}: {e}", d.display()),
@@ -307,15 +321,17 @@ impl Recorder {
         let end = crate::serve::model::journal_end(&self.project.events_file());
         self.ends.push_back((now, end));
         let since = now - SLACK;
-        // The newest end read at or before `since` - every later arrival's
-        // line came after it.
-        while self.ends.len() > 1 && self.ends[1].0 <= since {
+        // A catch-up looks at what arrived from `since` less the slack on:
+        // the offset is the newest end read at or before that moment, so
+        // every such arrival's line lies after it.
+        let from = since - SLACK;
+        while self.ends.len() > 1 && self.ends[1].0 <= from {
             self.ends.pop_front();
         }
         let Some(&(t, offset)) = self.ends.front() else {
             return;
         };
-        if t > since {
+        if t > from {
             return;
         }
         let mark = Mark {
@@ -435,6 +451,7 @@ impl Progress {
             mark: read_mark(project),
             wrote: None,
             roots,
+            blind: false,
         };
         let start = SystemTime::now();
         r.ends.push_back((
@@ -479,7 +496,7 @@ impl Progress {
                     if std::time::Instant::now() >= next {
                         // A folder made since (a new role's first take).
                         r.rewatch(w.as_mut(), None);
-                        if w.is_none() {
+                        if w.is_none() || r.blind {
                             // No file events: the folders are looked at.
                             r.catch_up(None);
                         }
@@ -553,8 +570,13 @@ fn serve(r: &mut Recorder, mut w: Option<&mut notify::RecommendedWatcher>) -> Ve
         }
         if let Some(w) = w.as_mut() {
             if let Err(e) = w.watch(&dir, notify::RecursiveMode::Recursive) {
-                eprintln!("handoffd: cannot watch {}: {e}", dir.display());
-                continue;
+                // Out of inotify watches, say: looked at every few seconds.
+                eprintln!(
+                    "handoffd: cannot watch {} ({e}); listing it every {}s instead",
+                    dir.display(),
+                    MARK_EVERY.as_secs()
+                );
+                r.blind = true;
             }
         }
         r.folders.insert(dir.clone(), stage);

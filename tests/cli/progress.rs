@@ -106,6 +106,19 @@ fn taking_and_finishing_are_journaled_once_with_the_files_stamps_also_after_a_cr
         lines(&p, "completed", &second)[0]["stamps"],
         stamps_of(&done2)
     );
+    // Taken under one daemon, finished under the next: one `dequeued`.
+    let third = deliver(&p, 3);
+    p.cmd("ready-next").role("reviewer").run().ok();
+    wait_until(DEADLINE, "the third's dequeued line", || {
+        lines(&p, "dequeued", &third).len() == 1
+    });
+    drop(d);
+    d = p.spawn_daemon(&[]);
+    p.cmd("done-current").role("reviewer").run().ok();
+    wait_until(DEADLINE, "the third's completed line", || {
+        lines(&p, "completed", &third).len() == 1
+    });
+    assert_eq!(lines(&p, "dequeued", &third).len(), 1);
     let r = p.swarm(&["audit", "--check"]);
     assert_eq!(r.code, 0, "{r:?}");
     drop(d);
