@@ -4,7 +4,7 @@
 //!
 //!   cargo bench --bench deep -- [--waiting 100000] [--small 20] [--calls 5]
 //!       [--sweep-small 100] [--window 20] [--history 25000] [--sends 15]
-//!       [--dir D] [--skip spacing,sweep,reply]
+//!       [--dir D] [--skip spacing,resumed,sweep,reply]
 //!
 //! `SWARM_BENCH_BIN` = a folder holding other builds of `handoffd`,
 //! `ready-next` and `done-current` (a "before" build) runs the same
@@ -16,8 +16,14 @@
 //!   35 s and 120 s apart, simulated: the daemon's index age is shortened
 //!   (`HANDOFFD_ORDER_RELIST`, 1 s and 0.25 s) and calls come 1.2 s and
 //!   1 s apart, i.e. past 1.2 and 4 index ages, as 35 s and 120 s are past
-//!   the default 30 s. Then "right after a restart": the daemon stopped,
+//!   the default 30 s; 120 s also as index age 1 s, calls 4 s apart. Then "right after a restart": the daemon stopped,
 //!   started, and the step taken as soon as it logged `started`.
+//! - resumed: `ready-next` with an item already in process and one answer
+//!   for it waiting (placed 1 s before the call, as any writer would), W
+//!   waiting against `--small` waiting, with the daemon, alternating; and
+//!   the same call on the W project with no daemon, which reads every
+//!   waiting file looking for answers, as every such call did before the
+//!   daemon's answers index (issue 29).
 //! - sweep: `handoffd`'s CPU (its main thread, where the re-wake sweep runs,
 //!   and the whole process) over a window with `daemon.sweep: 100ms`, a
 //!   waking role with W and with `--sweep-small` items waiting (none old
@@ -152,6 +158,59 @@ impl Drop for Daemon {
     }
 }
 
+/// Places an answer in `rcv`'s `new/` as any writer would (temp file +
+/// rename), named to come after every item waiting.
+fn place_answer(rcv: &Path, seq: usize) {
+    let (name, text) = common::copy_text("s0", "20260615T140532Z", seq);
+    let text = text.replace("type: note\n", "type: answer\n");
+    let new = Worktree::new(rcv).inbox_new();
+    let tmp = new.parent().unwrap().join(format!(".answer-{seq}.tmp"));
+    fs::write(&tmp, text).unwrap();
+    fs::rename(&tmp, new.join(name)).unwrap();
+}
+
+fn resumed(o: &Opts) {
+    let (_ds, small, small_rcv) = project(&o.dir, o.small);
+    let (_db, big, big_rcv) = project(&o.dir, o.waiting);
+    println!(
+        "### `ready-next` resuming an item in process, one answer waiting: {} vs {} waiting (median of {}, calls 1 s apart)\n",
+        o.waiting, o.small, o.calls
+    );
+    println!(
+        "| {} waiting ms | {} waiting ms | ratio | {} waiting, no daemon (every file read) ms | ratio to it |",
+        o.small, o.waiting, o.waiting
+    );
+    println!("|---|---|---|---|---|");
+    let (mut s, mut b, mut none) = (Vec::new(), Vec::new(), Vec::new());
+    {
+        let _a = Daemon::start(&small, &[]);
+        let _b = Daemon::start(&big, &[]);
+        run("ready-next", &small_rcv);
+        run("ready-next", &big_rcv);
+        for i in 0..o.calls {
+            place_answer(&small_rcv, i + 1);
+            place_answer(&big_rcv, i + 1);
+            std::thread::sleep(Duration::from_secs(1));
+            s.push(run("ready-next", &small_rcv));
+            b.push(run("ready-next", &big_rcv));
+        }
+    }
+    for i in 0..o.calls {
+        place_answer(&big_rcv, o.calls + i + 1);
+        none.push(run("ready-next", &big_rcv));
+    }
+    let (s, b, none) = (median(s), median(b), median(none));
+    println!(
+        "| {:.2} | {:.2} | {:.2} | {:.2} | {:.3} |",
+        ms(s),
+        ms(b),
+        ms(b) / ms(s),
+        ms(none),
+        ms(b) / ms(none)
+    );
+    println!();
+}
+
 fn run(prog: &str, rcv: &Path) -> Duration {
     let t = Instant::now();
     let out = Command::new(bin(prog))
@@ -173,9 +232,8 @@ fn run(prog: &str, rcv: &Path) -> Duration {
 }
 
 /// One agent step: `done-current` (completes the item in process, takes
-/// the next). (`ready-next` with an item already in process reads every
-/// waiting file, looking for answers: not part of the step measured here;
-/// see docs/benchmarks.md.)
+/// the next). (`ready-next` with an item already in process is measured
+/// apart: [`resumed`].)
 fn step(rcv: &Path) -> Duration {
     run("done-current", rcv)
 }
@@ -192,7 +250,10 @@ fn spacing(o: &Opts) {
         o.small, o.waiting
     );
     println!("|---|---|---|---|---|");
-    let settings: [(&str, &str, f64, &str); 3] = [
+    // 120 s is simulated twice: past 4 index ages of 0.25 s (a listing of
+    // W items outlasts that age, so one runs at every call: harsher than
+    // real spacing, where the lister idles 29 s of 30) and of 1 s.
+    let settings: [(&str, &str, f64, &str); 4] = [
         ("1 s apart", "30", 1.0, "the default index age (30 s)"),
         ("35 s apart", "1", 1.2, "index age 1 s, calls 1.2 s apart"),
         (
@@ -201,6 +262,7 @@ fn spacing(o: &Opts) {
             1.0,
             "index age 0.25 s, calls 1 s apart",
         ),
+        ("120 s apart", "1", 4.0, "index age 1 s, calls 4 s apart"),
     ];
     for (label, relist, gap, how) in settings {
         let env = [("HANDOFFD_ORDER_RELIST", relist)];
@@ -358,6 +420,9 @@ fn main() {
     let on = |s: &str| !o.skip.iter().any(|x| x == s);
     if on("spacing") {
         spacing(&o);
+    }
+    if on("resumed") {
+        resumed(&o);
     }
     if on("sweep") {
         sweep(&o);

@@ -18,6 +18,15 @@
 //! that raised no event, lists next to the live index and then replays onto
 //! the new listing every event seen since it began, so the swap loses
 //! nothing and the answers in between come from the live index.
+//!
+//! Which items may be `answer`s (the `answers` question, asked by a
+//! `ready-next` that resumes an item in process): every item enters the
+//! index unread; the lister thread, when it has no listing to do, reads
+//! each one's head once ([`order::may_be_answer`]) and rules out those
+//! that cannot be. A read belongs to the item as it was added (a number
+//! given at each add): an item replaced under the same name meanwhile is
+//! added again, unread, and the stale read is dropped. A new listing keeps
+//! what was read of the items it still holds.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::{self, Read, Write};
@@ -26,7 +35,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -37,7 +46,7 @@ use rustix::fs::{AtFlags, FileType};
 use crate::fsx;
 use crate::protocol::grammar::{self, QueueEntry, SortKey};
 use crate::protocol::layout::{Project, Worktree};
-use crate::protocol::order::{self, Answer};
+use crate::protocol::order::{self, Answer, Ask};
 
 /// How long one connection may take to ask (a stuck caller must not hold
 /// up the others for long; callers give up after their own timeout).
@@ -59,6 +68,14 @@ const SETTLE: Duration = Duration::from_secs(60);
 /// Files the re-wake sweep reads per folder and round to find the oldest
 /// item that wakes (copies that do not wake are remembered as such).
 const SWEEP_READS: usize = 16;
+/// Items whose head the lister reads per round (between two looks at its
+/// queue of listings), and how long it waits for work when none is unread.
+const READS_PER_ROUND: usize = 256;
+const READ_TICK: Duration = Duration::from_millis(100);
+
+/// Numbers each add of an item, so a read can tell whether it is still the
+/// item's (see the module doc).
+static ADDED: AtomicU64 = AtomicU64::new(0);
 
 fn relist_period() -> Duration {
     std::env::var("HANDOFFD_ORDER_RELIST")
@@ -80,6 +97,10 @@ struct Entries {
     by_age: BTreeSet<(i64, Name)>,
     /// Entries named `*.handoff` that are not items (raw names).
     odd: HashSet<Box<[u8]>>,
+    /// Items whose head is not read yet → the number of their add.
+    unread: HashMap<Name, u64>,
+    /// Read items that may be answers.
+    answers: BTreeSet<(SortKey, Name)>,
 }
 
 impl Entries {
@@ -91,6 +112,8 @@ impl Entries {
                 let n: Name = text.into();
                 self.items.insert((grammar::sort_key(&n), n.clone()));
                 self.by_age.insert((mtime, n.clone()));
+                self.unread
+                    .insert(n.clone(), ADDED.fetch_add(1, Ordering::Relaxed));
                 self.ages.insert(n, mtime);
             }
             QueueEntry::Odd => {
@@ -104,7 +127,10 @@ impl Entries {
         if let Ok(text) = std::str::from_utf8(name) {
             if let Some((n, t)) = self.ages.remove_entry(text) {
                 self.by_age.remove(&(t, n.clone()));
-                self.items.remove(&(grammar::sort_key(text), n));
+                self.unread.remove(&n);
+                let key = (grammar::sort_key(text), n);
+                self.answers.remove(&key);
+                self.items.remove(&key);
             }
         }
         self.odd.remove(name);
@@ -127,6 +153,54 @@ impl Entries {
             // Gone already means a later event says so.
             self.refresh(dir, name);
         }
+    }
+
+    /// Records what reading `name`'s head (as of its add number `added`)
+    /// said; a read of an item added again since is dropped.
+    fn read(&mut self, name: &Name, added: u64, may_be_answer: bool) {
+        if self.unread.get(name) != Some(&added) {
+            return;
+        }
+        self.unread.remove(name);
+        if may_be_answer {
+            self.answers.insert((grammar::sort_key(name), name.clone()));
+        }
+    }
+
+    /// Keeps what `old` read of the items both hold (called on a fresh
+    /// listing, after the events since it began are replayed onto it: an
+    /// item `old` had read and this one saw added again is unread here and
+    /// there alike, since both saw the same event).
+    fn inherit(&mut self, old: &Entries) {
+        let read_in_old = |n: &Name| old.ages.contains_key(n) && !old.unread.contains_key(n);
+        let mut answers = Vec::new();
+        self.unread.retain(|n, _| {
+            if !read_in_old(n) {
+                return true;
+            }
+            let key = (grammar::sort_key(n), n.clone());
+            if old.answers.contains(&key) {
+                answers.push(key);
+            }
+            false
+        });
+        self.answers.extend(answers);
+    }
+
+    /// The items that may be answers, in hand-out order: named only when
+    /// there are at most [`order::HEAD`] of them.
+    fn may_be_answers(&self) -> Vec<Name> {
+        if self.answers.len() + self.unread.len() > order::HEAD {
+            return Vec::new();
+        }
+        let mut all: Vec<(SortKey, Name)> = self.answers.iter().cloned().collect();
+        all.extend(
+            self.unread
+                .keys()
+                .map(|n| (grammar::sort_key(n), n.clone())),
+        );
+        all.sort();
+        all.into_iter().map(|(_, n)| n).collect()
     }
 
     /// Lists the folder through `dir` (a fresh descriptor, so the held one
@@ -183,17 +257,24 @@ struct Folder {
 }
 
 impl Folder {
-    fn answer(&self) -> Answer {
-        Answer {
-            items: self.entries.items.len(),
-            odd: self.entries.odd.len(),
-            head: self
-                .entries
-                .items
-                .iter()
-                .take(order::HEAD)
-                .map(|(_, n)| n.to_string())
-                .collect(),
+    fn answer(&self, ask: Ask) -> Answer {
+        let e = &self.entries;
+        match ask {
+            Ask::Head => Answer {
+                items: e.items.len(),
+                odd: e.odd.len(),
+                head: e
+                    .items
+                    .iter()
+                    .take(order::HEAD)
+                    .map(|(_, n)| n.to_string())
+                    .collect(),
+            },
+            Ask::Answers => Answer {
+                items: e.answers.len() + e.unread.len(),
+                odd: e.odd.len(),
+                head: e.may_be_answers().iter().map(|n| n.to_string()).collect(),
+            },
         }
     }
 }
@@ -440,6 +521,7 @@ impl Index {
         for (mask, name) in &log {
             fresh.apply(&f.fd, *mask, name);
         }
+        fresh.inherit(&f.entries);
         f.quiet.retain(|n| fresh.ages.contains_key(n));
         f.ready = true;
         f.listed = Instant::now();
@@ -492,11 +574,37 @@ impl Index {
         Ok(self.folders.get_mut(dir).filter(|f| f.ready))
     }
 
-    fn answer(&mut self, dir: &Path) -> io::Result<Found> {
+    fn answer(&mut self, ask: Ask, dir: &Path) -> io::Result<Found> {
         Ok(match self.current(dir)? {
-            Some(f) => Found::Answer(f.answer()),
+            Some(f) => Found::Answer(f.answer(ask)),
             None => Found::Listing,
         })
+    }
+
+    /// Records what reading the heads of `todo` said.
+    fn record(&mut self, todo: &[Unread], said: &[Option<bool>]) {
+        for ((dir, _, name, added), said) in todo.iter().zip(said) {
+            if let Some(f) = self.folders.get_mut(dir) {
+                // Gone (a later event says so) or unreadable now: kept as
+                // one that may be an answer, for the caller to look at.
+                f.entries.read(name, *added, said.unwrap_or(true));
+            }
+        }
+    }
+
+    /// Up to `n` unread items of listed folders: (folder, its descriptor,
+    /// name, add number).
+    fn unread(&self, n: usize) -> Vec<Unread> {
+        let mut out = Vec::new();
+        for (dir, f) in self.folders.iter().filter(|(_, f)| f.ready) {
+            for (name, added) in f.entries.unread.iter().take(n - out.len()) {
+                out.push((dir.clone(), f.fd.clone(), name.clone(), *added));
+            }
+            if out.len() == n {
+                break;
+            }
+        }
+        out
     }
 
     fn listing(&self) -> bool {
@@ -523,14 +631,71 @@ impl Shared {
 }
 
 /// The lister: one listing at a time, off every caller's path, until told
-/// to stop (`None`).
+/// to stop (`None`); between listings it reads the heads of unread items.
 fn lister(shared: &Shared, jobs: &mpsc::Receiver<Option<Job>>) {
-    while let Ok(Some(job)) = jobs.recv() {
+    loop {
+        let job = match jobs.try_recv() {
+            Ok(job) => job,
+            Err(mpsc::TryRecvError::Disconnected) => return,
+            Err(mpsc::TryRecvError::Empty) => {
+                if read_heads(shared) > 0 {
+                    continue;
+                }
+                match jobs.recv_timeout(READ_TICK) {
+                    Ok(job) => job,
+                    Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                }
+            }
+        };
+        let Some(job) = job else { return };
         let listed = Entries::list(&job.fd);
         let old = shared.index().swap_in(&job, listed);
         shared.listed.notify_all();
         drop(old);
     }
+}
+
+/// Reads the heads of up to [`READS_PER_ROUND`] unread items (the index
+/// unlocked meanwhile) and records what each said; returns how many.
+fn read_heads(shared: &Shared) -> usize {
+    let todo = shared.index().unread(READS_PER_ROUND);
+    let said = heads(&todo);
+    shared.index().record(&todo, &said);
+    todo.len()
+}
+
+type Unread = (PathBuf, Arc<OwnedFd>, Name, u64);
+
+/// What reading each head said (`None`: it could not be read).
+fn heads(todo: &[Unread]) -> Vec<Option<bool>> {
+    todo.iter()
+        .map(|(_, fd, name, _)| head_may_be_answer(fd, name))
+        .collect()
+}
+
+/// Whether the item `name` in the folder `dir` may be an answer; `None`
+/// when it cannot be read.
+fn head_may_be_answer(dir: &OwnedFd, name: &str) -> Option<bool> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+        Mode::empty(),
+    )
+    .ok()?;
+    if FileType::from_raw_mode(rustix::fs::fstat(&fd).ok()?.st_mode) != FileType::RegularFile {
+        return None;
+    }
+    let mut buf = Vec::with_capacity(4096);
+    let mut file = std::fs::File::from(fd);
+    (&mut file)
+        .take(order::HEAD_BYTES as u64)
+        .read_to_end(&mut buf)
+        .ok()?;
+    let whole = buf.len() < order::HEAD_BYTES;
+    Some(order::may_be_answer(&buf, whole))
 }
 
 /// The worktrees this daemon serves, kept by the daemon as roles change;
@@ -815,13 +980,13 @@ fn converse(mut conn: UnixStream, shared: &Shared) {
             Ok(n) => q.extend_from_slice(&chunk[..n]),
         }
     }
-    let dir = std::str::from_utf8(&q).ok().and_then(order::parse_question);
-    let reply = match dir {
+    let asked = std::str::from_utf8(&q).ok().and_then(order::parse_question);
+    let reply = match asked {
         None => order::render_refusal("malformed question"),
-        Some(dir) if !shared.served().allows(&dir) => {
+        Some((_, dir)) if !shared.served().allows(&dir) => {
             order::render_refusal("not an inbox this daemon serves")
         }
-        Some(dir) => answer(shared, &dir, end),
+        Some((ask, dir)) => answer(shared, ask, &dir, end),
     };
     let Some(t) = left() else { return };
     if conn.set_write_timeout(Some(t)).is_ok() {
@@ -832,11 +997,11 @@ fn converse(mut conn: UnixStream, shared: &Shared) {
 /// The answer for a served folder; one being listed (watched just now, or
 /// after lost events) is waited for until shortly before `end`, then the
 /// caller is told to list it itself.
-fn answer(shared: &Shared, dir: &Path, end: Instant) -> String {
+fn answer(shared: &Shared, ask: Ask, dir: &Path, end: Instant) -> String {
     let end = end - CONVERSATION / 5;
     let mut ix = shared.index();
     loop {
-        match ix.answer(dir) {
+        match ix.answer(ask, dir) {
             Ok(Found::Answer(a)) => return order::render_answer(&a),
             Ok(Found::Listing) => {}
             Err(e) => return order::render_refusal(&e.to_string()),
@@ -882,14 +1047,92 @@ mod tests {
         }
 
         fn answer(&mut self, dir: &Path) -> io::Result<Answer> {
+            self.ask(Ask::Head, dir)
+        }
+
+        fn ask(&mut self, ask: Ask, dir: &Path) -> io::Result<Answer> {
             for _ in 0..3 {
-                if let Found::Answer(a) = self.index.answer(dir)? {
+                if let Found::Answer(a) = self.index.answer(ask, dir)? {
                     return Ok(a);
                 }
                 self.list();
             }
             Err(io::Error::other("never listed"))
         }
+
+        /// Reads every unread head, as the lister does between listings.
+        fn read(&mut self) {
+            let todo = self.index.unread(usize::MAX);
+            let said = heads(&todo);
+            self.index.record(&todo, &said);
+        }
+    }
+
+    #[test]
+    fn only_items_that_may_be_answers_are_named_once_their_heads_are_read() {
+        let d = tempfile::tempdir().unwrap();
+        let new = d.path().join("new");
+        std::fs::create_dir(&new).unwrap();
+        let n = |s: u32| format!("50_20260615T140531Z_{s:06}_from_a_to_b.handoff");
+        let msg = |t: &str| format!("id: x\ntype: {t}\n\nbody\n");
+        for s in 1..=40 {
+            std::fs::write(new.join(n(s)), msg("note")).unwrap();
+        }
+        std::fs::write(new.join(n(41)), msg("answer")).unwrap();
+        let mut ix = Ix::new();
+        // Unread: more than HEAD items may be answers, none named (the
+        // caller reads the folder itself).
+        let a = ix.ask(Ask::Answers, &new).unwrap();
+        assert_eq!((a.items, a.head.len()), (41, 0));
+        ix.read();
+        let a = ix.ask(Ask::Answers, &new).unwrap();
+        assert_eq!((a.items, names(&a)), (1, vec![n(41).as_str()]));
+        // Arrived since: unread, so named beside the answer, in order.
+        std::fs::write(new.join(n(0)), msg("note")).unwrap();
+        let a = ix.ask(Ask::Answers, &new).unwrap();
+        assert_eq!(names(&a), [n(0), n(41)]);
+        ix.read();
+        // A note replaced by an answer under its name: read again.
+        let tmp = d.path().join("tmp");
+        std::fs::write(&tmp, msg("answer")).unwrap();
+        std::fs::rename(&tmp, new.join(n(7))).unwrap();
+        let a = ix.ask(Ask::Answers, &new).unwrap();
+        assert_eq!(names(&a), [n(7), n(41)]);
+        ix.read();
+        // A new listing keeps what was read: nothing unread after it.
+        let f = ix.index.folders.get_mut(&new).unwrap();
+        f.listed = Instant::now() - Duration::from_secs(3600);
+        ix.index.relist_older(Duration::from_secs(1));
+        ix.list();
+        let a = ix.ask(Ask::Answers, &new).unwrap();
+        assert_eq!(
+            (a.items, names(&a)),
+            (2, vec![n(7).as_str(), n(41).as_str()])
+        );
+        // Taken: gone from the answers.
+        std::fs::remove_file(new.join(n(41))).unwrap();
+        assert_eq!(names(&ix.ask(Ask::Answers, &new).unwrap()), [n(7)]);
+    }
+
+    #[test]
+    fn a_read_of_an_item_replaced_meanwhile_is_dropped() {
+        let d = tempfile::tempdir().unwrap();
+        let new = d.path().join("new");
+        std::fs::create_dir(&new).unwrap();
+        let n = "50_20260615T140531Z_000001_from_a_to_b.handoff";
+        std::fs::write(new.join(n), "id: x\ntype: note\n\nb\n").unwrap();
+        let mut ix = Ix::new();
+        ix.ask(Ask::Answers, &new).unwrap();
+        let todo = ix.index.unread(usize::MAX);
+        let said = heads(&todo);
+        assert_eq!(said, [Some(false)]);
+        // Replaced by an answer between the read and its record.
+        let tmp = d.path().join("tmp");
+        std::fs::write(&tmp, "id: x\ntype: answer\n\nb\n").unwrap();
+        std::fs::rename(&tmp, new.join(n)).unwrap();
+        ix.index.drain();
+        ix.index.record(&todo, &said);
+        assert_eq!(names(&ix.ask(Ask::Answers, &new).unwrap()), [n]);
     }
 
     #[test]

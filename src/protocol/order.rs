@@ -23,10 +23,22 @@
 //! ```
 //!
 //! or `no <reason>` when the daemon does not serve that folder.
+//!
+//! The second question, `answers <path>`, is what a `ready-next` resuming
+//! an item in process asks: which waiting items may be `answer`s to hand
+//! out with it. The daemon reads the head of each item it indexes once, in
+//! the background, and names every item it has not ruled out (an `answer`,
+//! or one not read yet), in hand-out order, with `<items>` their number;
+//! the caller reads those and checks each as before. An item is ruled out
+//! only when [`may_be_answer`] says it cannot be one, which the caller's own
+//! check would also say, so the names cover every answer the caller would
+//! have found by reading the whole folder. More than [`HEAD`] of them, or
+//! any odd entry, and the caller reads the folder itself.
 
 use std::path::{Path, PathBuf};
 
 use crate::protocol::grammar;
+use crate::protocol::header::Message;
 
 /// Item names per answer: enough for the reactions ahead of the next work
 /// item in any realistic queue; a caller that runs through them lists.
@@ -43,24 +55,69 @@ pub const MAX_QUESTION: usize = 4096 + 8;
 /// The longest answer read: HEAD names of at most 255 bytes, the lines around.
 pub const MAX_ANSWER: usize = 64 + HEAD * 256 + 8;
 
-/// The question for `new_dir`; `None` when its path cannot travel on one
-/// line (not UTF-8, a control character, not absolute, too long).
-pub fn question(new_dir: &Path) -> Option<String> {
-    let s = new_dir.to_str()?;
-    let ok = new_dir.is_absolute()
-        && s.len() + 5 <= MAX_QUESTION
-        && !s.chars().any(crate::text::is_control);
-    ok.then(|| format!("new {s}\n"))
+/// What a question asks of a folder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ask {
+    /// The first items in hand-out order (`new`).
+    Head,
+    /// The items that may be answers (`answers`).
+    Answers,
 }
 
-/// The folder a question names (untrusted input: `None` unless well formed).
-pub fn parse_question(text: &str) -> Option<PathBuf> {
+impl Ask {
+    fn verb(self) -> &'static str {
+        match self {
+            Ask::Head => "new",
+            Ask::Answers => "answers",
+        }
+    }
+}
+
+/// The question for `new_dir`; `None` when its path cannot travel on one
+/// line (not UTF-8, a control character, not absolute, too long).
+pub fn question(ask: Ask, new_dir: &Path) -> Option<String> {
+    let s = new_dir.to_str()?;
+    let verb = ask.verb();
+    let ok = new_dir.is_absolute()
+        && s.len() + verb.len() + 2 <= MAX_QUESTION
+        && !s.chars().any(crate::text::is_control);
+    ok.then(|| format!("{verb} {s}\n"))
+}
+
+/// What a question asks and of which folder (untrusted input: `None` unless
+/// well formed).
+pub fn parse_question(text: &str) -> Option<(Ask, PathBuf)> {
     let line = text.strip_suffix('\n')?;
-    let path = line.strip_prefix("new ")?;
+    let (ask, path) = [Ask::Head, Ask::Answers]
+        .into_iter()
+        .find_map(|a| Some((a, line.strip_prefix(a.verb())?.strip_prefix(' ')?)))?;
     let ok = path.starts_with('/')
         && line.len() < MAX_QUESTION
         && !path.chars().any(crate::text::is_control);
-    ok.then(|| PathBuf::from(path))
+    ok.then(|| (ask, PathBuf::from(path)))
+}
+
+/// How much of a file the daemon reads to tell whether it may be an answer.
+pub const HEAD_BYTES: usize = 64 * 1024;
+
+/// Whether a file beginning with `start` (the whole file when `whole`) may
+/// be an `answer`: false only when a caller reading it whole would not take
+/// it as one (its header block does not parse, or names another type).
+pub fn may_be_answer(start: &[u8], whole: bool) -> bool {
+    let end = if start.starts_with(b"\n") {
+        Some(0)
+    } else {
+        start.windows(2).position(|w| w == b"\n\n").map(|i| i + 1)
+    };
+    let Some(end) = end else {
+        // No end of the header block in what was read: only a longer file
+        // can still hold one.
+        return !whole;
+    };
+    match Message::parse_bytes(&start[..=end]) {
+        Ok(m) => m.type_name() == Some(crate::protocol::types::ANSWER.name),
+        Err(_) => false,
+    }
 }
 
 /// What the daemon knows of one folder.
@@ -116,18 +173,20 @@ mod tests {
 
     #[test]
     fn questions_and_answers_round_trip_and_bad_ones_are_refused() {
-        let q = question(Path::new("/p/.swarmforge/handoffs/inbox/new")).unwrap();
-        assert_eq!(
-            parse_question(&q).unwrap(),
-            Path::new("/p/.swarmforge/handoffs/inbox/new")
-        );
-        assert!(question(Path::new("relative/new")).is_none());
-        assert!(question(Path::new("/a\nb")).is_none());
+        let dir = Path::new("/p/.swarmforge/handoffs/inbox/new");
+        for ask in [Ask::Head, Ask::Answers] {
+            let q = question(ask, dir).unwrap();
+            assert_eq!(parse_question(&q).unwrap(), (ask, dir.to_path_buf()));
+        }
+        assert!(question(Ask::Head, Path::new("relative/new")).is_none());
+        assert!(question(Ask::Answers, Path::new("/a\nb")).is_none());
         for bad in [
             "new relative\n",
             "new /a\u{1b}b\n",
             "new /a",
             "old /a\n",
+            "answers/a\n",
+            "newer /a\n",
             "",
         ] {
             assert!(parse_question(bad).is_none(), "{bad:?}");
@@ -155,5 +214,21 @@ mod tests {
             assert!(parse_answer(bad).is_none(), "{bad:?}");
         }
         assert_eq!(render_refusal("a\nb"), "no a b\n");
+    }
+
+    #[test]
+    fn only_a_file_that_cannot_be_an_answer_is_ruled_out() {
+        let answer = b"id: x\ntype: answer\nin_reply_to: y\n\nbody\n";
+        assert!(may_be_answer(answer, true));
+        // Cut before the end of its headers: it may still be one.
+        assert!(may_be_answer(&answer[..10], false));
+        assert!(!may_be_answer(&answer[..10], true));
+        assert!(!may_be_answer(b"id: x\ntype: note\n\nbody\n", true));
+        assert!(!may_be_answer(b"id: x\n\ntype: answer\n", true));
+        assert!(!may_be_answer(b"\ntype: answer\n\n", true));
+        assert!(!may_be_answer(b"type: answer\nbad line\n\n", true));
+        assert!(!may_be_answer(b"type: ans\x01wer\n\n", true));
+        // A body the caller's parse refuses is its business: named.
+        assert!(may_be_answer(b"type: answer\n\n\x01", true));
     }
 }

@@ -227,6 +227,61 @@ fn without_an_answer_the_helpers_list_as_before() {
     );
 }
 
+/// Issue 29: a `ready-next` that resumes an item in process hands out the
+/// answers waiting for it without reading every waiting file: the daemon
+/// has read each item's head once, in the background, and names only those
+/// that may be answers. Answers placed by anyone (here behind the daemon's
+/// back) are found; notes are left waiting.
+#[test]
+fn answers_for_an_item_in_process_are_found_without_reading_the_deep_inbox() {
+    if !require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    let (p, _d) = deep();
+    let r = p.cmd("ready-next").role("coder").args(["--json"]).run();
+    assert_eq!(taken_id(&r.stdout), "20260615T140531Z_000001_from_qa");
+    let first = place(&p, "50", DEEP + 1, "answer");
+    let second = place(&p, "20", DEEP + 2, "answer");
+    // The daemon has read every head once it names just the two answers
+    // (in hand-out order) and no unread item.
+    let served = p.handoffs("inbox/new").canonicalize().unwrap();
+    let sock = p.path(".swarmforge/daemon/order.sock");
+    let want = format!("ok 2 0\n{second}\n{first}\nend\n");
+    let end = std::time::Instant::now() + DEADLINE;
+    loop {
+        let a = ask_verb(&sock, "answers", &served);
+        if a == want {
+            break;
+        }
+        assert!(std::time::Instant::now() < end, "the daemon says {a:?}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (out, trace) = traced(&p, "ready-next", &["--json"]);
+    asked_without_listing(&trace);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["id"], "20260615T140531Z_000001_from_qa", "{v}");
+    let answers: Vec<&str> = v["answers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no answers in {v}"))
+        .iter()
+        .map(|a| a["id"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            format!("20260615T140531Z_{:06}_from_qa", DEEP + 2),
+            format!("20260615T140531Z_{:06}_from_qa", DEEP + 1)
+        ],
+        "{v}"
+    );
+    for n in [&first, &second] {
+        assert!(p.handoffs("inbox/completed").join(n).exists(), "{n}");
+    }
+    // The notes still wait, and the item in process is still the first.
+    assert_eq!(in_process(&p), [name("50", 1)]);
+    assert!(p.handoffs("inbox/new").join(name("50", 2)).exists());
+}
+
 /// Polling (`daemon.poll: true`, for filesystems without file events) keeps
 /// no index: there is no socket, and the helpers list.
 #[test]
@@ -427,9 +482,13 @@ fn the_rewake_sweep_finds_a_deep_inboxs_oldest_item_in_the_index() {
 
 /// One question on the daemon's socket, as a hostile or foreign caller would.
 fn ask(sock: &Path, dir: &Path) -> String {
+    ask_verb(sock, "new", dir)
+}
+
+fn ask_verb(sock: &Path, verb: &str, dir: &Path) -> String {
     use std::io::{Read, Write};
     let mut s = std::os::unix::net::UnixStream::connect(sock).expect("the daemon listens");
-    s.write_all(format!("new {}\n", dir.display()).as_bytes())
+    s.write_all(format!("{verb} {}\n", dir.display()).as_bytes())
         .unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();

@@ -1,8 +1,9 @@
-//! Taking the next item of a deep `new/` without listing it: the daemon's
-//! order hint (protocol::order). Every name it gives is checked here (a name
-//! gone since is skipped, anything but a regular file sends the caller back
-//! to the listing, which refuses it as before); without a usable answer the
-//! caller lists.
+//! Taking the next item of a deep `new/` without listing it, and the
+//! answers waiting for an item in process without reading every waiting
+//! file: the daemon's order hint (protocol::order). Every name it gives is
+//! checked here (a name gone since is skipped, anything but a regular file
+//! sends the caller back to the listing, which refuses it as before);
+//! without a usable answer the caller lists.
 
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -13,7 +14,7 @@ use super::ready::is_reaction;
 use super::{Inbox, Item};
 use crate::error::Result;
 use crate::protocol::clock;
-use crate::protocol::order::{self, Answer};
+use crate::protocol::order::{self, Answer, Ask};
 
 /// How long a caller waits for the daemon before listing itself.
 const PATIENCE: Duration = Duration::from_secs(1);
@@ -24,12 +25,12 @@ const ROUNDS: usize = 4;
 
 /// The daemon's answer for `new_dir`, or `None`: a shallow folder (listing
 /// it costs no more than asking), no daemon, or anything unexpected.
-fn ask(socket: &Path, new_dir: &Path) -> Option<Answer> {
+fn ask(socket: &Path, what: Ask, new_dir: &Path) -> Option<Answer> {
     let meta = std::fs::symlink_metadata(new_dir).ok()?;
     if !meta.is_dir() || meta.len() < order::DEEP_DIR_BYTES {
         return None;
     }
-    let q = order::question(&new_dir.canonicalize().ok()?)?;
+    let q = order::question(what, &new_dir.canonicalize().ok()?)?;
     let mut conn = connect(socket)?;
     conn.set_read_timeout(Some(PATIENCE)).ok()?;
     conn.set_write_timeout(Some(PATIENCE)).ok()?;
@@ -71,7 +72,7 @@ impl Inbox<'_> {
         };
         let new = self.wt.inbox_new();
         for _ in 0..ROUNDS {
-            let Some(a) = ask(socket, &new) else {
+            let Some(a) = ask(socket, Ask::Head, &new) else {
                 return Ok(None);
             };
             // Odd entries are refused by the listing path; an empty answer
@@ -96,5 +97,13 @@ impl Inbox<'_> {
             }
         }
         Ok(None)
+    }
+
+    /// The names in `new/` that may be answers, in hand-out order, as the
+    /// daemon knows them; `None` when the caller must read the folder (no
+    /// usable answer, an odd entry, or more names than one answer holds).
+    pub(super) fn hinted_answers(&self) -> Option<Vec<String>> {
+        let a = ask(self.order.as_ref()?, Ask::Answers, &self.wt.inbox_new())?;
+        (a.odd == 0 && a.head.len() == a.items).then_some(a.head)
     }
 }

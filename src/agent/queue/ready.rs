@@ -281,10 +281,16 @@ impl Inbox<'_> {
     /// the caller holds. Stamping before the move means a crash in between
     /// leaves the answer in `new/`, where the next call finishes it.
     /// Unreadable files are left for the ordinary ready step to reject.
+    /// In a deep `new/`, only the files the daemon has not ruled out are
+    /// read (hint.rs); otherwise every waiting file is.
     pub(super) fn take_answers(&self) -> Result<Vec<Item>> {
         let new = self.wt.inbox_new();
+        let names = match self.hinted_answers() {
+            Some(names) => names,
+            None => list(&new)?.files,
+        };
         let mut out = Vec::new();
-        for name in list(&new)?.files {
+        for name in names {
             let src = new.join(&name);
             let Ok(bytes) = fsx::read_bounded(&src, self.read_limit()) else {
                 continue;
