@@ -31,28 +31,36 @@ fn card_until(c: &Cockpit, role: &str, what: &str, want: &dyn Fn(&serde_json::Va
     }
 }
 
+/// `coder` at the root and `qa` in its own worktree, no wake-ups.
+fn coder_and_qa() -> Project {
+    Project::builder()
+        .role("coder")
+        .role(Role::new("qa").worktree("qa"))
+        .config("wake: {method: none}\n")
+        .build()
+}
+
+/// Sends note `item <i>` from coder to qa; the queued outbox file.
+fn send_item(p: &Project, i: usize) -> std::path::PathBuf {
+    p.send_as(
+        "coder",
+        &format!("type: note\nto: qa\npriority: 50\nmessage: item {i}\n"),
+    )
+    .ok()
+    .queued()
+}
+
 fn name(p: &Path) -> String {
     p.file_name().unwrap().to_string_lossy().into_owned()
 }
 
 #[test]
 fn a_cards_counts_follow_arrivals_takes_and_completions() {
-    let p = Project::builder()
-        .role("coder")
-        .role(Role::new("qa").worktree("qa"))
-        .config("wake: {method: none}\n")
-        .build();
+    let p = coder_and_qa();
     let c = start(&p);
     let mut sent = Vec::new();
     for i in 0..3 {
-        let q = p
-            .send_as(
-                "coder",
-                &format!("type: note\nto: qa\npriority: 50\nmessage: item {i}\n"),
-            )
-            .ok()
-            .queued();
-        sent.push(name(&q));
+        sent.push(name(&send_item(&p, i)));
     }
     card_until(&c, "coder", "3 in its outbox", &|r| r["outbox"] == 3);
     p.deliver_once().ok();
@@ -89,21 +97,11 @@ fn a_cards_counts_follow_arrivals_takes_and_completions() {
 /// server reading a copy's file.
 #[test]
 fn the_charts_show_the_history_from_before_the_server_started_as_the_journal_says() {
-    let p = Project::builder()
-        .role("coder")
-        .role(Role::new("qa").worktree("qa"))
-        .config("wake: {method: none}\n")
-        .build();
+    let p = coder_and_qa();
     let d = p.spawn_daemon(&[]);
     let mut ids = Vec::new();
     for i in 0..3 {
-        let q = p
-            .send_as(
-                "coder",
-                &format!("type: note\nto: qa\npriority: 50\nmessage: item {i}\n"),
-            )
-            .ok()
-            .queued();
+        let q = send_item(&p, i);
         crate::support::wait_delivered(&p, &q);
         ids.push(
             crate::support::file_header(&p.hq("master", "sent").join(name(&q)), "id").unwrap(),
@@ -209,20 +207,12 @@ fn the_charts_show_the_history_from_before_the_server_started_as_the_journal_say
 /// --json` (a full read) says.
 #[test]
 fn the_audit_kept_between_requests_says_what_a_full_read_says() {
-    let p = Project::builder()
-        .role("coder")
-        .role(Role::new("qa").worktree("qa"))
-        .config("wake: {method: none}\n")
-        .build();
+    let p = coder_and_qa();
     let c = start(&p);
     let first = c.with_cookie("GET", "/api/audit", &[], "").json();
     assert_eq!(first["overall"]["copies"]["completed"], 0, "{first:#}");
     for i in 0..3 {
-        p.send_as(
-            "coder",
-            &format!("type: note\nto: qa\npriority: 50\nmessage: item {i}\n"),
-        )
-        .ok();
+        send_item(&p, i);
     }
     p.deliver_once().ok();
     p.cmd("ready-next").role("qa").stdout_has("item 0").run();
