@@ -10,6 +10,10 @@
 //! the apply is timed. Reports the median and p90 per update at both sizes
 //! and their ratio (the goal: within 2x), next to what the page cost
 //! before (a trail load plus `swarm status`, per change and per page).
+//! Also the server's start-up (the model opened) and `GET /api/audit`: the
+//! first request (reads the trail whole) and one after each update (the
+//! kept trail brought up to date with the wake's paths, then tallied), with
+//! their ratios between the two sizes, measured in the same run.
 
 use std::fs;
 use std::path::PathBuf;
@@ -23,7 +27,9 @@ use swarm_handoff::protocol::header::Message;
 use swarm_handoff::protocol::layout::{Project, Worktree};
 use swarm_handoff::protocol::trail::watch::Wake;
 use swarm_handoff::protocol::trail::{Scope, Trail};
+use swarm_handoff::serve::kept::Kept;
 use swarm_handoff::serve::model::Model;
+use swarm_handoff::views::audit;
 
 struct Opts {
     small: usize,
@@ -47,6 +53,8 @@ struct Figures {
     p50: Duration,
     p90: Duration,
     before: Duration,
+    audit_first: Duration,
+    audit_p50: Duration,
 }
 
 fn run(o: &Opts, n: usize) -> Figures {
@@ -61,6 +69,16 @@ fn run(o: &Opts, n: usize) -> Figures {
     Trail::load(&project, &Scope::all()).unwrap();
     swarm_handoff::views::status::collect(&project).unwrap();
     let before = t.elapsed();
+    let mut kept = Kept::default();
+    let audit = |kept: &mut Kept| {
+        let t = Instant::now();
+        let trail = kept.trail(&project).unwrap();
+        let v = audit::json(&audit::report(trail), clock::now());
+        assert!(v["overall"].is_object());
+        t.elapsed()
+    };
+    let audit_first = audit(&mut kept);
+    let mut audits = Vec::with_capacity(o.updates);
 
     fsx::set_fsync(false);
     let mut dl = common::deliverer(&project);
@@ -104,6 +122,8 @@ fn run(o: &Opts, n: usize) -> Figures {
         let t = Instant::now();
         let deltas = model.apply(&wake);
         times.push(t.elapsed());
+        kept.note(&wake);
+        audits.push(audit(&mut kept));
         assert!(
             deltas
                 .iter()
@@ -119,11 +139,14 @@ fn run(o: &Opts, n: usize) -> Figures {
     }
     fsx::set_fsync(true);
     times.sort();
+    audits.sort();
     Figures {
         open,
         p50: times[times.len() / 2],
         p90: times[times.len() * 9 / 10],
         before,
+        audit_first,
+        audit_p50: audits[audits.len() / 2],
     }
 }
 
@@ -144,9 +167,27 @@ fn main() {
             f.before.as_secs_f64() * 1e3,
         );
     }
-    let ratio = large.p50.as_secs_f64() / small.p50.as_secs_f64().max(1e-9);
+    let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64().max(1e-9);
     println!(
-        "  ratio {} / {} messages (p50): {ratio:.2}x (goal: within 2x)",
-        o.large, o.small
+        "  ratio {} / {} messages (p50): {:.2}x (goal: within 2x)",
+        o.large,
+        o.small,
+        ratio(large.p50, small.p50)
+    );
+    for (n, f) in [(o.small, &small), (o.large, &large)] {
+        println!(
+            "  {n:>6} messages: start-up (model opened) {:.1} ms; /api/audit first {:.1} ms, after an update p50 {:.1} ms",
+            f.open.as_secs_f64() * 1e3,
+            f.audit_first.as_secs_f64() * 1e3,
+            f.audit_p50.as_secs_f64() * 1e3,
+        );
+    }
+    println!(
+        "  ratio {} / {} messages: start-up {:.1}x, /api/audit first {:.1}x, after an update {:.1}x",
+        o.large,
+        o.small,
+        ratio(large.open, small.open),
+        ratio(large.audit_first, small.audit_first),
+        ratio(large.audit_p50, small.audit_p50),
     );
 }

@@ -18,7 +18,7 @@ use crate::text::escape;
 
 /// What happened. The first six are SwarmForge's log words (docs/protocol.md
 /// §7.2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     Started,
@@ -90,6 +90,12 @@ pub enum Kind {
     /// An agent's turn ended but what it did and used could not be read
     /// (its transcript was unreadable): a `lost` usage record says so.
     ActivityLost,
+    /// A copy was taken: it is in its recipient's `inbox/in_process/`
+    /// with its `dequeued_at` stamp (journaled by the daemon from the file,
+    /// daemon/progress.rs; the agent that took it cannot write here).
+    Dequeued,
+    /// A copy was finished: it is in `inbox/completed/`, with its stamps.
+    Completed,
 }
 
 impl Kind {
@@ -128,6 +134,8 @@ impl Kind {
             Kind::SeatRemoved => "seat_removed",
             Kind::SeatRequested => "seat_requested",
             Kind::ActivityLost => "activity_lost",
+            Kind::Dequeued => "dequeued",
+            Kind::Completed => "completed",
         }
     }
 }
@@ -143,6 +151,31 @@ pub struct Event {
     pub recipient: Option<String>,
     pub path: Option<PathBuf>,
     pub reason: Option<String>,
+    /// A copy's time stamps (`dequeued` and `completed` only).
+    pub stamps: Option<Stamps>,
+}
+
+/// The time stamps of a copy as its file says them, each a time or null.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Stamps {
+    pub created_at: Option<String>,
+    pub enqueued_at: Option<String>,
+    pub dequeued_at: Option<String>,
+    pub completed_at: Option<String>,
+}
+
+impl Stamps {
+    /// The four stamps of a copy's file; one that is not a time is null.
+    pub fn of(m: &crate::protocol::header::Message) -> Stamps {
+        use crate::protocol::header::names;
+        let at = |n: &str| m.get(n).and_then(clock::parse).map(clock::iso);
+        Stamps {
+            created_at: at(names::CREATED_AT),
+            enqueued_at: at(names::ENQUEUED_AT),
+            dequeued_at: at(names::DEQUEUED_AT),
+            completed_at: at(names::COMPLETED_AT),
+        }
+    }
 }
 
 impl Event {
@@ -156,6 +189,7 @@ impl Event {
             recipient: None,
             path: None,
             reason: None,
+            stamps: None,
         }
     }
 

@@ -17,6 +17,7 @@ pub mod journal;
 pub mod order;
 pub mod pane;
 mod parking;
+pub mod progress;
 mod rewake;
 pub mod tmux;
 pub mod wake;
@@ -108,6 +109,8 @@ pub struct Daemon {
     pid_lock: Option<fsx::Lock>,
     /// Keeps the search index up to date off the delivery path.
     indexer: Option<crate::search::indexer::Indexer>,
+    /// Journals the copies taken and finished (progress.rs).
+    progress: Option<progress::Progress>,
 }
 
 fn load(project: &Project) -> Result<(Roles, Config)> {
@@ -217,6 +220,7 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
         order: None,
         pid_lock: Some(lock),
         indexer: None,
+        progress: None,
     };
     let code = if d.opts.once {
         let r = d.deliverer.pass();
@@ -229,6 +233,8 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
         0
     } else {
         let code = d.serve();
+        // Its last lines and its mark before `stopped`.
+        drop(d.progress.take());
         if d.project.swarmforge().is_dir() {
             d.journal.record(&Event::new(Kind::Stopped));
         }
@@ -440,6 +446,15 @@ impl Daemon {
                 o.settle();
             }
         }
+        // What agents took and finished while no daemon watched is in the
+        // journal before `started`.
+        self.progress = progress::Progress::start(
+            &self.project,
+            &self.journal,
+            self.deliverer.config.limits.max_file_bytes,
+            self.deliverer.roles.worktrees(),
+            watcher.is_none(),
+        );
         // Logged once the watcher (and the order socket) are in place, so
         // `started` means ready: a file queued after this line is seen by an
         // event.
@@ -471,6 +486,9 @@ impl Daemon {
                 }
                 if self.deliverer.generation != before {
                     sync_watches(&mut watcher, self.watched_dirs());
+                    if let Some(p) = &self.progress {
+                        p.serve(self.deliverer.roles.worktrees());
+                    }
                 }
                 // Only a pass that checked every outbox restarts the safety
                 // net's timer (event passes list only what events named).
@@ -558,6 +576,9 @@ impl Daemon {
                                     && self.reload_if_changed()
                                 {
                                     sync_watches(&mut watcher, self.watched_dirs());
+                                    if let Some(p) = &self.progress {
+                                        p.serve(self.deliverer.roles.worktrees());
+                                    }
                                     need_pass = true;
                                 }
                             }

@@ -197,6 +197,14 @@ fn absolute(project: &Project, p: &Path) -> PathBuf {
     }
 }
 
+/// What a path is, for [`Trail::refresh`].
+enum Found {
+    Original(Place),
+    Copy(Place, Option<String>),
+    Batch(Place),
+    Rejected,
+}
+
 /// One folder's listing: queue files and batch folders, sorted by name.
 struct Listing {
     files: Vec<String>,
@@ -262,6 +270,131 @@ impl Trail {
             }
         }
         Ok(trail)
+    }
+
+    /// Brings the trail up to date with what is at `path` now: a queue
+    /// file (or its `.error` note) in one of the folders a load with
+    /// [`Scope::all`] reads, or a `batch_*` folder of copies (read whole).
+    /// Returns `Some(false)` when it cannot say (a sent, failed or completed
+    /// file gone, which `swarm archive` may have moved where no event names
+    /// it): the caller loads the trail again; `None` for a path outside
+    /// those folders (nothing the trail holds).
+    /// For a reader kept up to date by file events (`swarm serve`'s audit).
+    pub fn refresh(&mut self, path: &Path) -> Option<bool> {
+        let parent = path.parent()?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        // A note changed: its original's reason.
+        if let Some(base) = name.strip_suffix(".error") {
+            let failed = parent.parent().map(|h| h.join("failed").join(base));
+            return match failed {
+                Some(f) if self.originals.iter().any(|o| o.path == f) || f.exists() => {
+                    self.refresh(&f)
+                }
+                _ => Some(true),
+            };
+        }
+        let (i, what) = self.place_of(parent, &name)?;
+        let exists = fs::symlink_metadata(path).is_ok();
+        self.originals.retain(|o| o.path != path);
+        self.bad.retain(|b| b.path != path);
+        match what {
+            Found::Batch(place) => {
+                self.copies.retain(|c| !c.path.starts_with(path));
+                self.bad.retain(|b| !b.path.starts_with(path));
+                if exists {
+                    for n in handoff_names(path).unwrap_or_default() {
+                        self.read_copy(&path.join(n), place, Some(name.clone()), i);
+                    }
+                }
+                Some(true)
+            }
+            Found::Original(place) => {
+                if exists {
+                    if let Some(msg) = self.read(path) {
+                        self.originals.push(Original {
+                            created: Stamp::of(msg.get(names::CREATED_AT)),
+                            path: path.to_path_buf(),
+                            place,
+                            reason: (place == Place::Failed)
+                                .then(|| failure_reason(path))
+                                .flatten(),
+                            msg,
+                        });
+                    }
+                }
+                Some(exists || !matches!(place, Place::Sent | Place::Failed))
+            }
+            Found::Copy(place, batch) => {
+                self.copies.retain(|c| c.path != path);
+                if exists {
+                    self.read_copy(path, place, batch, i);
+                }
+                Some(exists || place != Place::Completed)
+            }
+            Found::Rejected => {
+                self.rejected.retain(|r| r.path != path);
+                if exists {
+                    let mut note = path.as_os_str().to_owned();
+                    note.push(".error");
+                    self.rejected.push(Rejected {
+                        path: path.to_path_buf(),
+                        reason: read_note(Path::new(&note)),
+                    });
+                }
+                Some(true)
+            }
+        }
+    }
+
+    /// Which worktree's which folder `dir` is, for an entry named `name`.
+    fn place_of(&self, dir: &Path, name: &str) -> Option<(usize, Found)> {
+        let batch_of = |d: &Path| {
+            d.file_name()
+                .is_some_and(|n| grammar::is_batch_dir_name(&n.to_string_lossy()))
+        };
+        for (i, root) in self.worktrees.iter().enumerate() {
+            let wt = Worktree::new(root);
+            let originals = [
+                (wt.outbox(), Place::Outbox),
+                (wt.sent(), Place::Sent),
+                (wt.failed(), Place::Failed),
+                (wt.held(), Place::Held),
+            ];
+            if let Some((_, p)) = originals.iter().find(|(d, _)| d == dir) {
+                return grammar::valid_handoff_name(name).then_some((i, Found::Original(*p)));
+            }
+            if dir == wt.rejected() {
+                return name.ends_with(".handoff").then_some((i, Found::Rejected));
+            }
+            let copies = [
+                (wt.inbox_new(), Place::New),
+                (wt.in_process(), Place::InProcess),
+                (wt.completed(), Place::Completed),
+            ];
+            if let Some((_, p)) = copies.iter().find(|(d, _)| d == dir) {
+                if *p != Place::New && grammar::is_batch_dir_name(name) {
+                    return Some((i, Found::Batch(*p)));
+                }
+                return name
+                    .ends_with(".handoff")
+                    .then_some((i, Found::Copy(*p, None)));
+            }
+            if batch_of(dir) {
+                let up = dir.parent()?;
+                let batch = dir.file_name()?.to_string_lossy().into_owned();
+                for (d, p) in &copies[1..] {
+                    if d == up {
+                        return name
+                            .ends_with(".handoff")
+                            .then_some((i, Found::Copy(*p, Some(batch.clone()))));
+                    }
+                }
+            }
+        }
+        None
     }
 
     /// Index in `worktrees` of a role's worktree (its inbox).
@@ -584,6 +717,74 @@ pub fn handoff_names(dir: &Path) -> io::Result<Vec<String>> {
         .collect();
     v.sort_unstable();
     Ok(v)
+}
+
+/// The queue files that arrived in a copies folder (`inbox/in_process/`,
+/// `inbox/completed/`) at or after `since`, those in its `batch_*` folders
+/// included; every one, when `since` is `None`. "Arrived" is the inode's
+/// change time, which a rename sets (a stamp's replace too): a folder not
+/// changed since then is not looked into, so a long `completed/` costs one
+/// listing and no `stat` per file unless it changed. A missing folder is
+/// empty. For the daemon's journal of taken and finished work
+/// (daemon/progress.rs), which must find what moved while it was not
+/// watching.
+pub fn arrived_since(dir: &Path, since: Option<std::time::SystemTime>) -> io::Result<Vec<PathBuf>> {
+    use std::os::unix::fs::MetadataExt;
+    let after = |m: &fs::Metadata, changed: bool| {
+        since.is_none_or(|s| {
+            let t = if changed {
+                std::time::UNIX_EPOCH
+                    + std::time::Duration::new(
+                        m.ctime().max(0) as u64,
+                        m.ctime_nsec().max(0) as u32,
+                    )
+            } else {
+                m.modified().unwrap_or(std::time::UNIX_EPOCH)
+            };
+            t >= s
+        })
+    };
+    let top = match fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() => m,
+        Ok(_) => return Ok(Vec::new()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    // (folder, every file in it counts)
+    let mut folders: Vec<(PathBuf, bool)> = Vec::new();
+    let files_changed = after(&top, false);
+    for e in fs::read_dir(dir)?.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Ok(kind) = e.file_type() else { continue };
+        if kind.is_dir() && grammar::is_batch_dir_name(&name) {
+            let Ok(m) = fs::symlink_metadata(e.path()) else {
+                continue;
+            };
+            // Moved in whole (a finished batch) or made since: all of it.
+            if after(&m, true) {
+                folders.push((e.path(), true));
+            } else if after(&m, false) {
+                folders.push((e.path(), false));
+            }
+        } else if kind.is_file()
+            && files_changed
+            && grammar::valid_handoff_name(&name)
+            && fs::symlink_metadata(e.path()).is_ok_and(|m| after(&m, true))
+        {
+            out.push(e.path());
+        }
+    }
+    for (folder, all) in folders {
+        for name in handoff_names(&folder)? {
+            let p = folder.join(&name);
+            if all || fs::symlink_metadata(&p).is_ok_and(|m| after(&m, true)) {
+                out.push(p);
+            }
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
 }
 
 /// The failure reason of a failed original at `path`, looked up in both places

@@ -21,7 +21,6 @@ use crate::protocol::draft;
 use crate::protocol::grammar;
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
-use crate::protocol::trail::{Scope, Trail};
 use crate::views::{audit, receipts, status};
 
 use super::{stream, token, App};
@@ -254,9 +253,15 @@ async fn receipts_json(State(app): State<Arc<App>>, Query(q): Query<IdQuery>) ->
 }
 
 async fn audit_json(State(app): State<Arc<App>>) -> Response {
-    blocking(&app, |p| {
-        let t = Trail::load(p, &Scope::all())?;
-        Ok(audit::json(&audit::report(&t), clock::now()))
+    let a = app.clone();
+    blocking(&app, move |p| {
+        // Read whole once; then only what changed since (serve/kept.rs).
+        let mut kept = a
+            .kept
+            .lock()
+            .map_err(|_| Error::env("internal error: the cockpit's audit is unusable"))?;
+        let t = kept.trail(p)?;
+        Ok(audit::json(&audit::report(t), clock::now()))
     })
     .await
 }

@@ -116,6 +116,14 @@ impl Folders {
         })
     }
 
+    /// The `since` of every entry of a tracked folder that has one.
+    pub fn sinces(&self, dir: &Path) -> Vec<SystemTime> {
+        self.dirs
+            .get(dir)
+            .map(|f| f.items.values().flatten().copied().collect())
+            .unwrap_or_default()
+    }
+
     /// The first entry by name and its `since`, as `status::in_process`.
     pub fn first(&self, dir: &Path) -> Option<(PathBuf, Option<SystemTime>)> {
         let f = self.dirs.get(dir)?;

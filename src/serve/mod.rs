@@ -8,6 +8,7 @@
 //! - `model`: what the page shows, kept up to date change by change, and
 //!   the deltas a page applies;
 //! - `folders`: what the role cards count, kept from the watcher's events;
+//! - `kept`: the trail `/api/audit` judges, kept from the same changes;
 //! - `spend`: tokens and cost per role from the usage journal;
 //! - `api`: the JSON endpoints and the actions, each writing the same files
 //!   as the CLI command of the same name;
@@ -20,6 +21,7 @@
 
 mod api;
 mod folders;
+pub mod kept;
 pub(crate) mod listen;
 pub mod model;
 pub mod spend;
@@ -56,6 +58,8 @@ pub struct App {
     /// The fingerprint of each held handoff as `GET /api/state` last showed
     /// it: what an approval through SwarmForge's API approves.
     pub shown: Mutex<std::collections::HashMap<String, String>>,
+    /// The trail `/api/audit` judges, kept from the watcher's changes.
+    pub kept: Mutex<kept::Kept>,
 }
 
 /// Checks the address, writes the token, prints the URL and serves until
@@ -76,6 +80,7 @@ pub fn run(project: Project, opts: &Options, on_url: &mut dyn FnMut(&str)) -> Re
             model: Mutex::new(model),
             deltas,
             shown: Mutex::default(),
+            kept: Mutex::default(),
         });
         stream::watch(app.clone());
         on_url(&format!("{url}/?token={}", app.token));

@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 
 use crate::error::Result;
 use crate::protocol::clock::{self, Instant};
-use crate::protocol::header::{names, Message};
+use crate::protocol::header::names;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::{Role, Roles};
 use crate::protocol::trail::watch::Wake;
@@ -31,6 +31,9 @@ use crate::telemetry::activity::Activity;
 use crate::views::attention;
 use crate::views::events::EventReader;
 use crate::views::liveness::{self, Runner};
+
+use crate::daemon::journal::{Kind, Stamps};
+use crate::daemon::progress::Line;
 
 use super::folders::{self, Folders};
 use super::spend;
@@ -48,6 +51,9 @@ const JOURNAL: usize = 50;
 const DEPTH_POINTS: usize = 400;
 /// Latency samples per role and stage.
 const SAMPLES: usize = 500;
+/// How much of the journal's end the history charts are rebuilt from when
+/// the server starts (what is older is not charted).
+const HISTORY_BYTES: u64 = 32 * 1024 * 1024;
 /// The longest body sent to the page (the CLI shows all of it).
 const MAX_BODY: usize = 16 * 1024;
 /// How often at most a rescan lists every `sent/` folder.
@@ -140,6 +146,7 @@ pub struct Model {
     ledger: spend::Ledger,
     journal: Option<EventReader>,
     journal_tail: VecDeque<Value>,
+    /// Per role, (ms since the epoch, items waiting) at each change.
     depth: BTreeMap<String, VecDeque<(i64, u64)>>,
     latency: BTreeMap<String, Samples>,
     listed: Clock,
@@ -219,9 +226,10 @@ pub fn journal_end(path: &Path) -> u64 {
 }
 
 impl Model {
-    /// Reads the whole trail once and builds every card.
+    /// Reads the originals once, the charts' history from the journal's
+    /// end, and builds every card.
     pub fn open(project: &Project) -> Result<Model> {
-        let t = Trail::load(project, &Scope::all())?;
+        let t = Trail::load(project, &Scope::originals())?;
         let mut m = Model {
             project: project.clone(),
             roles: t.roles.clone(),
@@ -258,10 +266,11 @@ impl Model {
             m.seen.insert(o.path.clone());
             m.keep_question(o);
         }
-        m.seed_history(&t);
-        m.read_usage();
         let path = project.events_file();
-        m.journal = EventReader::new(&path, journal_end(&path)).ok();
+        let end = journal_end(&path);
+        m.seed_history(end);
+        m.read_usage();
+        m.journal = EventReader::new(&path, end).ok();
         m.refresh(&mut Vec::new(), None);
         m.ring.clear();
         Ok(m)
@@ -305,30 +314,79 @@ impl Model {
         })
     }
 
-    /// Depth and latency before the server started, from the copies' stamps.
-    fn seed_history(&mut self, t: &Trail) {
+    /// Depth and latency before the server started, from the journal's
+    /// last [`HISTORY_BYTES`] (up to `end`): each copy's wait runs from its
+    /// `enqueued_at` to its `dequeued_at`, as its `dequeued` or `completed`
+    /// line says (daemon/progress.rs); what waits now is in the `inbox/new`
+    /// folders, since its `enqueued_at`. So the depth at any time after the
+    /// first line read is exact without reading a copy, and the latency
+    /// samples are the `completed` lines' stamps.
+    fn seed_history(&mut self, end: u64) {
+        let path = self.project.events_file();
+        let from = crate::views::events::line_at_or_after(&path, end.saturating_sub(HISTORY_BYTES));
+        let mut waits: HashMap<(String, String), (Option<i64>, Option<i64>)> = HashMap::new();
+        let mut first: Option<i64> = None;
+        let mut done: Vec<(String, Stamps)> = Vec::new();
+        if let Ok(mut r) = EventReader::new(&path, from) {
+            let _ = r.poll(&mut |line, next| {
+                if next > end {
+                    return Ok(());
+                }
+                let Some(l) = Line::parse(line) else {
+                    return Ok(());
+                };
+                if let Some(t) = clock::parse(&l.time) {
+                    first.get_or_insert(t.timestamp_millis());
+                }
+                if let Some(kind) = l.progress() {
+                    if let (Some(id), Some(rc)) = (l.id, l.recipient) {
+                        let s = l.stamps.clone().unwrap_or_default();
+                        let secs = |v: &Option<String>| {
+                            v.as_deref()
+                                .and_then(clock::parse)
+                                .map(|t| t.timestamp_millis())
+                        };
+                        let w = waits.entry((id, rc.clone())).or_default();
+                        w.0 = w.0.or(secs(&s.enqueued_at));
+                        w.1 = w.1.or(secs(&s.dequeued_at));
+                        if kind == Kind::Completed {
+                            done.push((rc, s));
+                        }
+                    }
+                }
+                Ok(())
+            });
+        }
+        for (rc, s) in done {
+            self.sample_stamps(&rc, &s);
+        }
         let mut steps: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
-        for c in &t.copies {
-            let Some(r) = c.recipient.clone() else {
-                continue;
-            };
-            if let Some(e) = c.enqueued.at() {
-                let s = steps.entry(r.clone()).or_default();
-                s.push((e.timestamp(), 1));
-                if let Some(d) = c.dequeued.at().or(c.completed.at()) {
-                    s.push((d.timestamp(), -1));
+        for ((_, rc), (enq, deq)) in waits {
+            let s = steps.entry(rc).or_default();
+            if let Some(e) = enq {
+                s.push((e, 1));
+                if let Some(d) = deq {
+                    s.push((d, -1));
                 }
             }
-            if c.place == Place::Completed {
-                self.sample(&r, &c.created, &c.enqueued, &c.dequeued, &c.completed);
+        }
+        for r in self.roles.roles.clone() {
+            let new = self.worktree_of(&r).inbox_new();
+            let s = steps.entry(r.name.clone()).or_default();
+            for t in self.folders.sinces(&new) {
+                s.push((Instant::from(t).timestamp_millis(), 1));
             }
         }
+        let first = first.unwrap_or(i64::MAX);
         for (role, mut s) in steps {
             s.sort_unstable();
             let mut n = 0i64;
             let mut pts: VecDeque<(i64, u64)> = VecDeque::new();
             for (t, d) in s {
                 n += d;
+                // Before the first line read, copies gone by then are
+                // not counted: not charted.
+                let t = if first == i64::MAX { t } else { t.max(first) };
                 match pts.back_mut() {
                     Some(last) if last.0 == t => last.1 = n.max(0) as u64,
                     _ => pts.push_back((t, n.max(0) as u64)),
@@ -339,6 +397,18 @@ impl Model {
             }
             self.depth.insert(role, pts);
         }
+    }
+
+    /// One latency sample from a `completed` line's stamps.
+    fn sample_stamps(&mut self, role: &str, s: &Stamps) {
+        let st = |v: &Option<String>| Stamp::of(v.as_deref());
+        self.sample(
+            role,
+            &st(&s.created_at),
+            &st(&s.enqueued_at),
+            &st(&s.dequeued_at),
+            &st(&s.completed_at),
+        );
     }
 
     fn sample(&mut self, role: &str, cr: &Stamp, en: &Stamp, de: &Stamp, co: &Stamp) {
@@ -462,6 +532,8 @@ impl Model {
         for root in self.worktrees() {
             let w = Worktree::new(root);
             dirs.extend(w.queue_dirs());
+            // What `/api/audit` counts too (serve/kept.rs).
+            dirs.push(w.rejected());
         }
         dirs.sort();
         dirs.dedup();
@@ -497,23 +569,6 @@ impl Model {
         }
     }
 
-    /// A copy that arrived in a `completed/` folder: its stage latencies.
-    fn completed_copy(&mut self, path: &Path) {
-        let Loaded::Ok(m) = trail::load_message(path, self.max_bytes) else {
-            return;
-        };
-        let stamp = |m: &Message, n: &str| Stamp::of(m.get(n));
-        if let Some(r) = m.get(names::RECIPIENT).map(str::to_string) {
-            self.sample(
-                &r,
-                &stamp(&m, names::CREATED_AT),
-                &stamp(&m, names::ENQUEUED_AT),
-                &stamp(&m, names::DEQUEUED_AT),
-                &stamp(&m, names::COMPLETED_AT),
-            );
-        }
-    }
-
     /// Reads what was appended to the usage journal; a new day also
     /// changes what "today" sums.
     fn read_usage(&mut self) {
@@ -525,19 +580,14 @@ impl Model {
     /// Applies one wake of the folder watcher; returns the deltas, in order.
     pub fn apply(&mut self, wake: &Wake) -> Vec<Delta> {
         let mut out = Vec::new();
-        self.read_journal(&mut out);
+        let finished = self.read_journal(&mut out);
         let dirs = self.original_dirs();
-        let completed: Vec<PathBuf> = self
-            .worktrees()
-            .into_iter()
-            .map(|r| Worktree::new(r).completed())
-            .collect();
         let mut candidates: Vec<(PathBuf, Place)> = Vec::new();
         let mut usage = false;
         // The cards to rebuild: those a path concerns; all of them when a
         // path concerns no card in particular, on a rescan, and now and then.
         let mut all = wake.rescan || !wake.fresh.is_empty() || self.carded.elapsed() >= CARDS_EVERY;
-        let mut dirty: HashSet<String> = HashSet::new();
+        let mut dirty: HashSet<String> = finished;
         if wake.rescan {
             self.folders.relist_all();
         }
@@ -569,8 +619,6 @@ impl Model {
             }
             if let Some((_, place)) = dirs.iter().find(|(d, _)| d == parent) {
                 candidates.push((p.clone(), *place));
-            } else if completed.iter().any(|d| d == parent) && p.is_file() {
-                self.completed_copy(p);
             }
         }
         if wake.rescan || !wake.fresh.is_empty() {
@@ -611,13 +659,16 @@ impl Model {
         out
     }
 
-    fn read_journal(&mut self, out: &mut Vec<Delta>) {
+    /// Reads the journal's new lines (each a delta); a `completed` line is
+    /// a latency sample of its recipient, whose role is returned.
+    fn read_journal(&mut self, out: &mut Vec<Delta>) -> HashSet<String> {
+        let mut finished = HashSet::new();
         if self.journal.is_none() {
             let path = self.project.events_file();
             self.journal = EventReader::new(&path, journal_end(&path)).ok();
         }
         let Some(reader) = self.journal.as_mut() else {
-            return;
+            return finished;
         };
         let mut lines = Vec::new();
         let _ = reader.poll(&mut |l, next| {
@@ -627,6 +678,13 @@ impl Model {
             Ok(())
         });
         for (mut v, next) in lines {
+            if v["kind"] == Kind::Completed.word() {
+                let l: Option<Line> = serde_json::from_value(v.clone()).ok();
+                if let Some((rc, s)) = l.and_then(|l| Some((l.recipient?, l.stamps?))) {
+                    self.sample_stamps(&rc, &s);
+                    finished.insert(rc);
+                }
+            }
             v["offset"] = json!(next);
             if self.journal_tail.len() == JOURNAL {
                 self.journal_tail.pop_front();
@@ -634,6 +692,7 @@ impl Model {
             self.journal_tail.push_back(v.clone());
             self.emit(out, "journal", &v);
         }
+        finished
     }
 
     /// What needs a person now, from the clarifies, answers and closes kept
@@ -675,14 +734,13 @@ impl Model {
             let mut card = self.card(r, &runner, &items, &held);
             card["latency"] = latency.unwrap_or(Value::Null);
             if self.cards.get(&r.name) != Some(&card) {
-                let depth =
-                    card["new"].as_u64().unwrap_or(0) + u64::from(!card["in_process"].is_null());
+                let depth = card["new"].as_u64().unwrap_or(0);
                 let pts = self.depth.entry(r.name.clone()).or_default();
                 if pts.back().map(|p| p.1) != Some(depth) {
                     if pts.len() == DEPTH_POINTS {
                         pts.pop_front();
                     }
-                    pts.push_back((now.timestamp(), depth));
+                    pts.push_back((now.timestamp_millis(), depth));
                 }
                 self.cards.insert(r.name.clone(), card.clone());
                 self.emit(out, "role", &card);

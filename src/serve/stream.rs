@@ -48,6 +48,9 @@ pub fn watch(app: Arc<App>) {
                     Ok(mut m) => m.apply(&wake),
                     Err(_) => return,
                 };
+                if let Ok(mut k) = app.kept.lock() {
+                    k.note(&wake);
+                }
                 for d in deltas {
                     let _ = app.deltas.send(Arc::new(d));
                 }

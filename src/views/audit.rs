@@ -8,6 +8,7 @@
 //! copies by their `recipient`.
 
 pub mod check;
+pub mod journaled;
 pub mod lag;
 
 use std::collections::{BTreeMap, HashMap};

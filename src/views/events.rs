@@ -103,6 +103,40 @@ fn locate(live: &Path, offset: u64) -> io::Result<Found> {
     }
 }
 
+/// The start of the first line at or after `offset` (the oldest kept line
+/// when `offset` was rotated away; the end when no line starts after it):
+/// where a reader of a log's last bytes begins. Reads at most 1 MiB past
+/// `offset` looking for the end of the line it falls in.
+pub fn line_at_or_after(path: &Path, offset: u64) -> u64 {
+    const LOOK: u64 = 1024 * 1024;
+    let found = match locate(path, offset) {
+        Ok(f) => f,
+        Err(_) => return offset,
+    };
+    match found {
+        Found::Removed(oldest) => oldest,
+        Found::Nothing => offset,
+        Found::At(o) if offset == o.start => offset,
+        Found::At(o) => {
+            let len = o.file.metadata().map(|m| m.len()).unwrap_or(0);
+            // The byte before `offset`: a newline there means a line starts at it.
+            let mut at = offset - o.start - 1;
+            let mut buf = vec![0u8; 64 * 1024];
+            while at < len && at < offset - o.start + LOOK {
+                let n = match o.file.read_at(&mut buf, at) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                if let Some(i) = buf[..n].iter().position(|&b| b == b'\n') {
+                    return o.start + at + i as u64 + 1;
+                }
+                at += n as u64;
+            }
+            o.start + len
+        }
+    }
+}
+
 impl EventReader {
     /// Opens the log `path` at `offset`; refuses an offset past the end,
     /// inside a line, or in a part retention has removed (the text says

@@ -550,6 +550,39 @@ fn kill_9_at_random_points_loses_and_duplicates_nothing() {
     for wt in ["master", "wb", "wc"] {
         assert!(p.files(&p.hq(wt, "failed")).is_empty(), "{wt} failed/");
     }
+    // The journal says each copy finished exactly once, also those the
+    // recipients finished while no daemon ran or a daemon was killed
+    // between their move and its line (the next start catches up:
+    // src/daemon/progress.rs).
+    let mut d = p.spawn_daemon(&[]);
+    signal(d.pid(), libc::SIGTERM);
+    assert_eq!(d.wait_exit(DEADLINE), Some(0));
+    let mut finished: BTreeSet<(String, String)> = BTreeSet::new();
+    for (role, wt) in rows.iter().map(|r| (r.0, r.1)) {
+        for f in inbox_copies(&p.wt_path(wt)) {
+            if f.components().any(|c| c.as_os_str() == "completed") {
+                let text = fs::read_to_string(&f).unwrap();
+                let (h, _) = parse(&text).unwrap();
+                finished.insert((role.to_string(), header(&h, "id").unwrap().to_string()));
+            }
+        }
+    }
+    let mut lines: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for e in p.events().iter().filter(|e| e["kind"] == "completed") {
+        let key = (
+            e["recipient"].as_str().unwrap().to_string(),
+            e["id"].as_str().unwrap().to_string(),
+        );
+        *lines.entry(key).or_default() += 1;
+    }
+    let twice: Vec<_> = lines.iter().filter(|(_, n)| **n != 1).collect();
+    assert!(twice.is_empty(), "journaled twice: {twice:?}");
+    let journaled: BTreeSet<_> = lines.keys().cloned().collect();
+    assert_eq!(
+        journaled, finished,
+        "the journal's completed lines and the files"
+    );
+    assert!(!finished.is_empty());
 }
 
 /// The state a kill leaves between publishing copies and moving the

@@ -46,6 +46,7 @@ mod people;
 mod perf;
 mod power;
 mod preamble;
+mod progress;
 mod readme;
 mod real_agents;
 mod relay;

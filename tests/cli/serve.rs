@@ -828,7 +828,8 @@ fn browser_tools() -> Option<std::path::PathBuf> {
 /// and usage records for today. The page (tests/cli/browser/glance.cjs) is
 /// walked with Tab (every control, in page order, with a focus ring) and
 /// answers the dialog from the keyboard, keeps a half-typed message and an open
-/// body through ten live messages, shows the usage records' sum as cost,
+/// body through ten live messages, charts the work done before the server
+/// started (from the journal), shows the usage records' sum as cost,
 /// never sends the token in a URL after the first request, and is laid out
 /// without overflow or overlap at 1400, 1024 and 390 pixels.
 #[test]
@@ -895,9 +896,35 @@ fn the_cockpit_at_a_glance_in_chromium() {
                 "text": "cargo test --test cli -- a_very_long_filter_name_that_must_wrap_inside_its_card_and_never_overflow", "status": null})
         ),
     );
+    // Work done before the cockpit starts: its charts show it, from the
+    // daemon's journal (`completed` lines with the copies' stamps).
+    d.send_as(
+        "lead",
+        "type: note\nto: qa\npriority: 50\nmessage: msg-before\n",
+    )
+    .ok();
+    crate::support::wait_until(DEADLINE, "qa's item done and journaled", || {
+        d.events()
+            .iter()
+            .any(|e| e["kind"] == "completed" && e["recipient"] == "qa")
+    });
+    let ms = |v: &serde_json::Value| {
+        chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap_or_default())
+            .map(|t| t.timestamp_millis())
+            .ok()
+    };
+    let events = d.events();
+    let depth_from = events
+        .iter()
+        .filter(|e| e["kind"] == "dequeued" || e["kind"] == "completed")
+        .filter_map(|e| ms(&e["stamps"]["enqueued_at"]))
+        .min()
+        .unwrap();
+    let journal_from = ms(&events[0]["time"]).unwrap();
     let expect = serde_json::json!({
         "cost": "$0.88", "cost_exact": "$0.875", "tokens": "2665",
         "roles": {"coder": ["2500", "$0.63"], "qa": ["165", "$0.25"]},
+        "depth_from": depth_from, "journal_from": journal_from,
     });
     let c = start(&d);
     let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/cockpit-shots");

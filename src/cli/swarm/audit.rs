@@ -98,6 +98,8 @@ fn run_check(args: &Args) -> i32 {
     let deadline = std::time::Instant::now() + wait.unwrap_or_default();
     let (t, f) = loop {
         let lag = crate::views::audit::lag::Lag::before_load(&project);
+        // Read before the trail, as the lag: what it claims was journaled.
+        let mark = crate::daemon::progress::read_mark(&project);
         let t = match Trail::load(&project, &Scope::all()) {
             Ok(t) => t,
             Err(e) => return crate::cli::report(&e, args.json),
@@ -119,6 +121,9 @@ fn run_check(args: &Args) -> i32 {
             Err(e) => return crate::cli::report(&e, args.json),
         }
         f.pending.extend(pending);
+        // The journal must say what the files say (daemon/progress.rs).
+        f.violations
+            .extend(crate::views::audit::journaled::check(&project, &t, mark));
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         if f.pending.is_empty() || !f.violations.is_empty() || left.is_zero() {
             break (t, f);

@@ -175,7 +175,7 @@ function load(snap) {
   S.sessions = snap.sessions || []; S.journal = (snap.journal || []).slice().reverse();
   S.usage = snap.usage; S.stages = snap.stages || [];
   S.depth = {};
-  for (const [role, pts] of Object.entries(snap.depth || {})) S.depth[role] = pts.map(([t, n]) => ({ t: t * 1000, n }));
+  for (const [role, pts] of Object.entries(snap.depth || {})) S.depth[role] = pts.map(([t, n]) => ({ t, n }));
 }
 
 function applyDelta(kind, data) {
@@ -187,7 +187,7 @@ function applyDelta(kind, data) {
   } else if (kind === 'role') {
     S.roles.set(data.role, data);
     const d = S.depth[data.role] || (S.depth[data.role] = []);
-    const n = (data.new || 0) + (data.in_process ? 1 : 0);
+    const n = data.new || 0;
     if (!d.length || d[d.length - 1].n !== n) d.push({ t: Date.now(), n });
     if (d.length > 400) d.shift();
   } else if (kind === 'attention') {
@@ -368,7 +368,7 @@ function renderDepth() {
   const t0 = Math.min(...all.map((p) => p.t)), t1 = Math.max(now, t0 + 1);
   const max = Math.max(1, ...all.map((p) => p.n));
   const x = (t) => L + ((t - t0) / (t1 - t0)) * (W - L - P), y = (n) => H - 20 - (n / max) * (H - 20 - P);
-  const g = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'queue depth per role over time', 'data-key': 'chart' },
+  const g = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': 'queue depth per role over time', 'data-key': 'chart', 'data-t0': String(t0) },
     svg('line', { x1: L, y1: H - 20, x2: W - P, y2: H - 20, stroke: '#8a94a6' }),
     svg('text', { x: 2, y: P + 4 }, String(max)), svg('text', { x: 2, y: H - 20 }, '0'),
     svg('text', { x: L, y: H - 4 }, new Date(t0).toISOString().slice(0, 16).replace('T', ' ')),

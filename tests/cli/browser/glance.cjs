@@ -3,7 +3,9 @@
 // the token leaves the URL on the first load and no later request carries
 // it; a message sent from the shell appears without a reload; a half-typed
 // message, its focus and caret, and an open message body survive ten live
-// updates; the cost and tokens shown equal the usage records' sums; Tab
+// updates; the depth and latency charts show the work done before the
+// server started, from the journal; the cost and tokens shown equal the
+// usage records' sums; Tab
 // visits every control in page order with a visible focus ring, and Enter
 // and Space activate them: the coder's folder-trust dialog (needs_input)
 // is answered from the keyboard; and at
@@ -134,6 +136,16 @@ function layoutProblems() {
     check(c && c.httpOnly && c.sameSite === 'Strict', 'no HttpOnly SameSite=Strict cookie: ' + JSON.stringify(cookies));
     check(await page.evaluate(() => !document.cookie.includes('swarm_cockpit')), 'the page script can read the cookie');
     await page.evaluate(() => { window.__sameLoad = true; });
+
+    // The charts show what happened before the server started, as the
+    // journal says: the depth chart starts at the first copy's enqueue
+    // (its `dequeued`/`completed` line), and qa's work was measured.
+    const loaded = Date.now();
+    const t0 = Number(await page.locator('#depth svg').getAttribute('data-t0'));
+    check(t0 <= EXPECT.depth_from && t0 >= EXPECT.journal_from && t0 < loaded,
+      `the depth chart starts at ${t0}, not at the journal's first enqueue ${EXPECT.depth_from} (server started after it)`);
+    const work = await page.locator('#latency tr[data-key="qadequeued_to_completed"]').textContent();
+    check(!work.includes('not measured') && /\(\d+\)/.test(work), `qa's work before the server started is not charted: ${work}`);
 
     // needs_input: the prompt and its options as buttons on the coder's card.
     const yes = page.locator('[data-role="coder"] button[data-action="choose"]', { hasText: 'Yes, I trust this folder' });
