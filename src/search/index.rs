@@ -28,7 +28,8 @@ use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
 use crate::protocol::trail::{self, Loaded};
 
-const VERSION: u32 = 1;
+/// 2: blocks of postings with their score bounds (`.blk`).
+const VERSION: u32 = 2;
 /// A folder changed this recently is read again next time.
 const SETTLE: Duration = Duration::from_secs(1);
 /// Largest manifest read (one line per watched folder).
@@ -128,8 +129,17 @@ impl Index {
         };
         let m: Manifest = serde_json::from_slice(&bytes)
             .map_err(|e| self.damaged(&format!("{}: {e}", p.display())))?;
-        if m.version != VERSION {
+        if m.version > VERSION {
             return Err(self.damaged(&format!("{}: version {}", p.display(), m.version)));
+        }
+        if m.version < VERSION {
+            // An index an older build wrote: nothing in it is read, the
+            // next refresh rebuilds it (keeping the segment numbering).
+            return Ok(Manifest {
+                version: m.version,
+                next: m.next,
+                ..Manifest::default()
+            });
         }
         if let Some(bad) = m.segments.iter().find(|s| !valid_segment_name(&s.name)) {
             return Err(self.damaged(&format!(
@@ -243,6 +253,7 @@ impl Index {
     }
 
     fn refresh_locked(&self, scratch: bool) -> Result<Refreshed> {
+        let scratch = scratch || self.manifest().is_ok_and(|m| m.version < VERSION);
         let mut m = if scratch {
             // Keep the numbering going so no new segment reuses a name a
             // reader may still have open.

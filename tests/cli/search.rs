@@ -153,6 +153,17 @@ fn the_index_is_derived_from_the_files_and_rebuilt_from_them() {
     // Deleted: the next query builds it again.
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(search(&p, &["parser"])["total"], 3);
+    // Written by an older build (format 1, no score bounds): the next query
+    // rebuilds it in this build's format.
+    let manifest = dir.join("manifest.json");
+    let read =
+        || serde_json::from_str::<Value>(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    let mut m = read();
+    assert_eq!(m["version"], 2, "{m}");
+    m["version"] = json!(1);
+    std::fs::write(&manifest, m.to_string()).unwrap();
+    assert_eq!(search(&p, &["parser"])["total"], 3);
+    assert_eq!(read()["version"], 2);
     // Damaged (a segment cut short): rebuilt, not trusted, not a panic.
     let terms: Vec<_> = walk(&dir)
         .into_iter()
