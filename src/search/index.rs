@@ -169,12 +169,16 @@ impl Index {
     }
 
     /// The folders messages are said in: each local worktree's outbox,
-    /// sent, held and failed, its archive folder and each archived day.
-    pub fn folders(&self, roles: &Roles) -> Vec<(PathBuf, PathBuf)> {
+    /// sent, held and failed, its archive folder and each archived day; and
+    /// the same folders of the mirror this host keeps of each role on
+    /// another host (docs/bridge.md, "One trail").
+    pub fn folders(&self, roles: &Roles, config: &Config) -> Vec<(PathBuf, PathBuf)> {
         let mut v = Vec::new();
         let mut seen = HashSet::new();
-        for r in roles.roles.iter().filter(|r| !r.is_remote()) {
-            let root = if r.worktree_path.is_absolute() {
+        for r in &roles.roles {
+            let root = if let Some((_, mirror)) = trail::mirror_of(&self.project, config, r) {
+                mirror
+            } else if r.worktree_path.is_absolute() {
                 r.worktree_path.clone()
             } else {
                 self.project.root.join(&r.worktree_path)
@@ -194,6 +198,17 @@ impl Index {
         v
     }
 
+    /// The host whose files a worktree (as [`Index::key`] names it) mirrors;
+    /// `None` for this host's own.
+    pub fn host_of(&self, wt_key: &str) -> Option<String> {
+        let hosts = self.project.bridge_dir().join("hosts");
+        let rest = self.project.root.join(wt_key);
+        let rest = rest.strip_prefix(&hosts).ok()?;
+        rest.components()
+            .next()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+    }
+
     /// The name a folder has in the manifest (relative to the root).
     pub fn key(&self, p: &Path) -> String {
         p.strip_prefix(&self.project.root)
@@ -205,8 +220,9 @@ impl Index {
     /// Whether any watched folder moved since the manifest was written.
     pub fn stale(&self, m: &Manifest) -> Result<bool> {
         let roles = Roles::load(&self.project.roles_tsv())?;
+        let config = Config::load(&self.project.config_file())?;
         let now = SystemTime::now();
-        for (_, d) in self.folders(&roles) {
+        for (_, d) in self.folders(&roles, &config) {
             let seen = m.folders.get(&self.key(&d)).copied();
             match mtime_ns(&d) {
                 None => {
@@ -291,7 +307,7 @@ impl Index {
             let h = tokens::id_key(id);
             added.contains(id) || known.iter().any(|k| k.binary_search(&h).is_ok())
         };
-        for (wt_root, dir) in self.folders(&roles) {
+        for (wt_root, dir) in self.folders(&roles, &config) {
             let key = self.key(&dir);
             let Some(t) = mtime_ns(&dir) else { continue };
             let settled = now.duration_since(t).is_ok_and(|a| a >= SETTLE);

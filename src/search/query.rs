@@ -57,6 +57,9 @@ pub struct Hit {
     /// too: `archived` says so).
     pub state: &'static str,
     pub archived: bool,
+    /// The host of a role on another host whose message this host's
+    /// mirror holds (docs/bridge.md); `None` for this host's own.
+    pub host: Option<String>,
     pub path: PathBuf,
     pub summary: String,
     pub snippet: String,
@@ -386,11 +389,10 @@ fn run(idx: &Index, m: &Manifest, q: &Query, words: &[String]) -> io::Result<Ans
     // A few more than asked, for hits whose file is gone.
     let (total, ranked) = top(&segs, &bm, q, &hashes, q.limit + 16)?;
     let roles = Roles::load(&idx.project.roles_tsv()).map_err(io::Error::other)?;
-    let max = Config::load(&idx.project.config_file())
-        .map(|c| c.limits.max_file_bytes)
-        .map_err(io::Error::other)?;
+    let config = Config::load(&idx.project.config_file()).map_err(io::Error::other)?;
+    let max = config.limits.max_file_bytes;
     let worktrees: HashSet<String> = idx
-        .folders(&roles)
+        .folders(&roles, &config)
         .into_iter()
         .map(|(wt, _)| idx.key(&wt))
         .collect();
@@ -421,6 +423,7 @@ fn run(idx: &Index, m: &Manifest, q: &Query, words: &[String]) -> io::Result<Ans
                 &tokens::said(&msg.body).collect::<Vec<_>>().join("\n"),
                 words,
             ),
+            host: idx.host_of(&d.wt),
             id: d.id,
             score: (score * 1000.0).round() / 1000.0,
             from: d.from,

@@ -294,3 +294,52 @@ fn the_mcp_search_tool_answers_what_the_cli_does() {
     let e = c.call("search", json!({"query": "x", "path": "/etc"}));
     assert_eq!(e["is_error"], true, "{e}");
 }
+
+/// On one host of a multi-host swarm (a real nats-server, two hosts), a
+/// search also finds what the roles on the other host said, from the mirror
+/// of their files this host keeps (docs/bridge.md), marked with their host.
+#[test]
+fn a_search_finds_the_other_hosts_messages_in_its_mirror() {
+    use crate::bridge::{id_of, note, start_all, swarm, Nats, LONG};
+    let Some(nats) = Nats::start() else { return };
+    let roles = "roles:\n  - {name: ping, agent: human, host: a}\n  - {name: pong, agent: human, host: b, worktree: pong}\n";
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], roles);
+    start_all(&mut hosts);
+    let (a, b) = (&hosts[0], &hosts[1]);
+    let ping_said = id_of(&a.send("ping", &note("pong", "where is the walrus")));
+    let pong_said = id_of(&b.send("pong", &note("ping", "the walrus sleeps on b")));
+    for (h, local, remote, host) in [
+        (a, &ping_said, &pong_said, "b"),
+        (b, &pong_said, &ping_said, "a"),
+    ] {
+        wait_until(
+            LONG,
+            &format!("host {host}'s message is found on the other host"),
+            || search(&h.p, &["walrus"])["total"] == 2,
+        );
+        let v = search(&h.p, &["walrus"]);
+        let hit = |id: &str| {
+            v["hits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|x| x["id"] == id)
+                .cloned()
+                .unwrap_or_else(|| panic!("{id} not in {v}"))
+        };
+        assert_eq!(hit(remote)["host"], host, "{v}");
+        assert!(
+            hit(remote)["path"]
+                .as_str()
+                .unwrap()
+                .contains(&format!(".swarmforge/bridge/hosts/{host}/")),
+            "{v}"
+        );
+        assert_eq!(hit(local)["host"], Value::Null, "{v}");
+        // The text says so: "sleeps" is pong's, on host b.
+        let r = h.p.swarm(&["search", "sleeps"]);
+        r.ok();
+        assert_eq!(r.stdout.contains("on host b"), host == "b", "{}", r.stdout);
+        assert!(r.stdout.contains("1 of 1 matching"), "{}", r.stdout);
+    }
+}
