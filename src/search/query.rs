@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::index::{Index, Manifest};
-use super::segment::{Posting, Segment, BLOCK};
+use super::segment::{Bound, Posting, Segment, BLOCK};
 use super::tokens;
 use crate::error::{Error, Result};
 use crate::protocol::config::Config;
@@ -161,6 +161,14 @@ impl Bm25 {
         self.idf[w] * tf * (K1 + 1.0) / (tf + K1 * norm)
     }
 
+    /// The most word `w` can add to the score of a doc of block `b`.
+    fn bound(&self, w: usize, b: &Bound) -> f64 {
+        b.corners
+            .iter()
+            .map(|(tf, len)| self.term(w, *tf, *len))
+            .fold(0.0, f64::max)
+    }
+
     /// The sum of the words' parts, in word order (a bound summed the same
     /// way is never below the score it bounds: rounding is monotone).
     fn sum(&self, parts: impl Iterator<Item = (u16, u16)>) -> f64 {
@@ -274,7 +282,7 @@ fn top(
             if let Some(t) = &t {
                 total += t.count as usize;
                 for (bi, b) in s.bounds(t)?.into_iter().enumerate() {
-                    blocks.push((bm.sum(std::iter::once((b.tf, b.len))), si, bi as u32));
+                    blocks.push((0.0 + bm.bound(0, &b), si, bi as u32));
                 }
             }
             terms.push(t);
@@ -304,12 +312,7 @@ fn top(
                 continue 'seg;
             };
             lists.push(s.postings_of(&t)?);
-            bounds.push(
-                s.bounds(&t)?
-                    .into_iter()
-                    .map(|b| bm.term(w, b.tf, b.len))
-                    .collect(),
-            );
+            bounds.push(s.bounds(&t)?.into_iter().map(|b| bm.bound(w, &b)).collect());
         }
         let keep = narrowed(s, &lists, q)?;
         total += keep.len();

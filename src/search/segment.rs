@@ -3,8 +3,8 @@
 //!
 //! - `<name>.post`: postings, 8 bytes each (doc u32, count u16, doc length
 //!   u16), grouped by term, docs ascending;
-//! - `<name>.blk`: per term, per [`BLOCK`] of its postings, 4 bytes (the
-//!   block's highest count u16 and shortest doc length u16): what no
+//! - `<name>.blk`: per term, per [`BLOCK`] of its postings, 16 bytes: the
+//!   [`Bound`] of the block, four (count u16, doc length u16) pairs no
 //!   posting of the block can score above, so a query skips blocks that
 //!   cannot reach its top hits (`query.rs`);
 //! - `<name>.meta`: per doc, 20 bytes (created i64 seconds, offset u64 and
@@ -32,7 +32,7 @@ use crate::fsx;
 const TERM: u64 = 24;
 const POST: u64 = 8;
 const META: u64 = 20;
-const BLK: u64 = 4;
+const BLK: u64 = 4 * CORNERS as u64;
 /// Postings per block of `.blk`.
 pub const BLOCK: usize = 128;
 /// Longest `.docs` line read back (ids, role lists and a path are short).
@@ -47,21 +47,47 @@ pub struct Posting {
     pub len: u16,
 }
 
-/// What bounds a block's scores: its highest count and shortest doc (a
-/// score grows with the count and shrinks with the length).
+/// What bounds a block's scores: up to [`CORNERS`] (count, length) pairs
+/// that together dominate every posting of the block (a score grows with
+/// the count and shrinks with the length, so a posting scores at most as
+/// much as a pair with a count at least its own and a length at most its
+/// own). They are the block's best postings whatever the idf and average
+/// length a query ranks with: its highest count with the shortest doc
+/// holding it, then each lower count that comes with a shorter doc. Past
+/// the last slot, one pair of the highest remaining count and the shortest
+/// remaining length stands for the rest. Unused slots are (0, 0): a zero.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Bound {
-    pub tf: u16,
-    pub len: u16,
+    pub corners: [(u16, u16); CORNERS],
 }
+
+/// Pairs kept per block.
+pub const CORNERS: usize = 4;
 
 impl Bound {
     /// The bound of `ps` (one block).
     pub fn of(ps: &[Posting]) -> Bound {
-        Bound {
-            tf: ps.iter().map(|p| p.tf).max().unwrap_or(0),
-            len: ps.iter().map(|p| p.len).min().unwrap_or(0),
+        let mut by: Vec<(u16, u16)> = ps.iter().map(|p| (p.tf, p.len)).collect();
+        // Highest count first; the shortest doc first within a count.
+        by.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut front: Vec<(u16, u16)> = Vec::new();
+        for (tf, len) in by {
+            if front.last().is_none_or(|l| len < l.1) {
+                front.push((tf, len));
+            }
         }
+        let mut corners = [(0, 0); CORNERS];
+        for (i, c) in front.iter().enumerate() {
+            if i < CORNERS - 1 || front.len() == CORNERS {
+                corners[i] = *c;
+            } else {
+                // The rest: the first of them has the highest count, the
+                // last the shortest length.
+                corners[CORNERS - 1] = (c.0, front[front.len() - 1].1);
+                break;
+            }
+        }
+        Bound { corners }
     }
 }
 
@@ -159,9 +185,10 @@ impl Built {
                 post.extend_from_slice(&p.len.to_le_bytes());
             }
             for c in ps.chunks(BLOCK) {
-                let b = Bound::of(c);
-                blk.extend_from_slice(&b.tf.to_le_bytes());
-                blk.extend_from_slice(&b.len.to_le_bytes());
+                for (tf, len) in Bound::of(c).corners {
+                    blk.extend_from_slice(&tf.to_le_bytes());
+                    blk.extend_from_slice(&len.to_le_bytes());
+                }
                 block += 1;
             }
             at += ps.len() as u64;
@@ -344,9 +371,12 @@ impl Segment {
         let mut b = vec![0u8; n as usize * BLK as usize];
         read_exact_at(&self.blk, &mut b, u64::from(t.block) * BLK)?;
         Ok(b.chunks_exact(BLK as usize)
-            .map(|c| Bound {
-                tf: u16_at(c, 0),
-                len: u16_at(c, 2),
+            .map(|c| {
+                let mut b = Bound::default();
+                for (i, k) in b.corners.iter_mut().enumerate() {
+                    *k = (u16_at(c, 4 * i), u16_at(c, 4 * i + 2));
+                }
+                b
             })
             .collect())
     }
