@@ -557,17 +557,19 @@ mod tests {
         (total, all)
     }
 
-    /// xorshift, for corpora that a failure names by seed.
-    struct Rng(u64);
+    /// A seeded generator, so a failure names its corpus by seed.
+    struct Rng(proptest::test_runner::TestRng);
     impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
+        fn seeded(seed: u64) -> Rng {
+            let mut bytes = [0u8; 32];
+            bytes[..8].copy_from_slice(&seed.to_le_bytes());
+            Rng(proptest::test_runner::TestRng::from_seed(
+                proptest::test_runner::RngAlgorithm::ChaCha,
+                &bytes,
+            ))
         }
         fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
+            proptest::prelude::Rng::next_u64(&mut self.0) % n
         }
     }
 
@@ -628,7 +630,7 @@ mod tests {
     fn bounded_top_k_ranks_exactly_as_scoring_every_match() {
         for seed in 1..=60u64 {
             let d = tempfile::tempdir().unwrap();
-            let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let mut rng = Rng::seeded(seed);
             let (segs, n, total_words) = corpus(d.path(), &mut rng);
             for _ in 0..25 {
                 let mut words: Vec<u64> = (0..1 + rng.below(3))

@@ -300,10 +300,9 @@ fn the_mcp_search_tool_answers_what_the_cli_does() {
 /// of their files this host keeps (docs/bridge.md), marked with their host.
 #[test]
 fn a_search_finds_the_other_hosts_messages_in_its_mirror() {
-    use crate::bridge::{id_of, note, start_all, swarm, Nats, LONG};
+    use crate::bridge::{id_of, note, start_all, swarm, Nats, LONG, TWO};
     let Some(nats) = Nats::start() else { return };
-    let roles = "roles:\n  - {name: ping, agent: human, host: a}\n  - {name: pong, agent: human, host: b, worktree: pong}\n";
-    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], roles);
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], TWO);
     start_all(&mut hosts);
     let (a, b) = (&hosts[0], &hosts[1]);
     let ping_said = id_of(&a.send("ping", &note("pong", "where is the walrus")));
