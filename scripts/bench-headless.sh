@@ -11,6 +11,9 @@
 # usage) and exits, so the figures are the swarm's own cost; a real CLI's
 # start-up (node) and the model's time come on top of both columns equally.
 # Prints the mean wall time per turn of each, the difference and the ratio.
+# CONFINE=false runs the swarm with `launch: {confine: false}`; by default
+# (confined) `swarm turn` also starts the CLI inside bubblewrap, which the
+# by-hand column does not: run both to see what each part costs.
 set -euo pipefail
 
 TURNS=${1:-20}
@@ -36,6 +39,7 @@ FAKE
 chmod +x fake/claude
 export PATH="$TMP/fake:$BIN:$PATH"
 printf 'roles:\n  - name: coder\n    agent: claude\n    worktree: coder\n    runtime: headless\n  - name: owner\n    agent: human\n' >swarm.yaml
+if [ "${CONFINE:-true}" = false ]; then printf 'launch: {confine: false}\n' >>swarm.yaml; fi
 swarm init -q >/dev/null
 swarm up --no-tmux --until-idle --timeout 1ms >/dev/null 2>&1 || true
 printf 'type: note\nto: coder\npriority: 20\nmessage: bench\n' >draft.txt
@@ -55,4 +59,4 @@ t2=$(now)
 hand=$(( (t1 - t0) / TURNS / 1000 ))
 ours=$(( (t2 - t1) / TURNS / 1000 ))
 lines=$(wc -l <"$TMP/.swarmforge/telemetry/activity/coder.jsonl")
-echo "turns=$TURNS events/turn=$EVENTS by_hand_us=$hand swarm_turn_us=$ours overhead_us=$((ours - hand)) ratio=$(awk "BEGIN{printf \"%.2f\", $ours/$hand}") activity_lines=$lines"
+echo "confine=${CONFINE:-true} turns=$TURNS events/turn=$EVENTS by_hand_us=$hand swarm_turn_us=$ours overhead_us=$((ours - hand)) ratio=$(awk "BEGIN{printf \"%.2f\", $ours/$hand}") activity_lines=$lines"

@@ -205,6 +205,21 @@ enum Found {
     Rejected,
 }
 
+/// A role on another host: its host, and where this host mirrors its
+/// worktree (docs/bridge.md, "One trail"). `None` for a local role.
+pub fn mirror_of(
+    project: &Project,
+    config: &Config,
+    r: &crate::protocol::roles::Role,
+) -> Option<(String, PathBuf)> {
+    let host = r.worktree_name.strip_prefix('@')?;
+    let wt = config
+        .role(&r.name)
+        .map_or("master", |c| c.worktree.as_str());
+    let wt = crate::protocol::people::planned_worktree_name(&r.name, r.is_human(), wt);
+    Some((host.to_string(), project.bridge_mirror(host, &wt)))
+}
+
 /// One folder's listing: queue files and batch folders, sorted by name.
 struct Listing {
     files: Vec<String>,
@@ -224,13 +239,10 @@ impl Trail {
         // that wait in its local proxy for the bridge.
         let mut mirrors = std::collections::HashMap::new();
         let mut proxies_of: Vec<(PathBuf, PathBuf)> = Vec::new();
-        for r in roles.roles.iter().filter(|r| r.is_remote()) {
-            let host = r.worktree_name.trim_start_matches('@');
-            let wt = config
-                .role(&r.name)
-                .map_or("master", |c| c.worktree.as_str());
-            let wt = crate::protocol::people::planned_worktree_name(&r.name, r.is_human(), wt);
-            let m = project.bridge_mirror(host, &wt);
+        for r in &roles.roles {
+            let Some((_, m)) = mirror_of(project, &config, r) else {
+                continue;
+            };
             mirrors.insert(r.name.clone(), m.clone());
             proxies_of.push((m, absolute(project, &r.worktree_path)));
         }

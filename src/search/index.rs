@@ -28,7 +28,8 @@ use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
 use crate::protocol::trail::{self, Loaded};
 
-const VERSION: u32 = 1;
+/// 2: blocks of postings with their score bounds (`.blk`).
+const VERSION: u32 = 2;
 /// A folder changed this recently is read again next time.
 const SETTLE: Duration = Duration::from_secs(1);
 /// Largest manifest read (one line per watched folder).
@@ -128,8 +129,17 @@ impl Index {
         };
         let m: Manifest = serde_json::from_slice(&bytes)
             .map_err(|e| self.damaged(&format!("{}: {e}", p.display())))?;
-        if m.version != VERSION {
+        if m.version > VERSION {
             return Err(self.damaged(&format!("{}: version {}", p.display(), m.version)));
+        }
+        if m.version < VERSION {
+            // An index an older build wrote: nothing in it is read, the
+            // next refresh rebuilds it (keeping the segment numbering).
+            return Ok(Manifest {
+                version: m.version,
+                next: m.next,
+                ..Manifest::default()
+            });
         }
         if let Some(bad) = m.segments.iter().find(|s| !valid_segment_name(&s.name)) {
             return Err(self.damaged(&format!(
@@ -159,12 +169,16 @@ impl Index {
     }
 
     /// The folders messages are said in: each local worktree's outbox,
-    /// sent, held and failed, its archive folder and each archived day.
-    pub fn folders(&self, roles: &Roles) -> Vec<(PathBuf, PathBuf)> {
+    /// sent, held and failed, its archive folder and each archived day; and
+    /// the same folders of the mirror this host keeps of each role on
+    /// another host (docs/bridge.md, "One trail").
+    pub fn folders(&self, roles: &Roles, config: &Config) -> Vec<(PathBuf, PathBuf)> {
         let mut v = Vec::new();
         let mut seen = HashSet::new();
-        for r in roles.roles.iter().filter(|r| !r.is_remote()) {
-            let root = if r.worktree_path.is_absolute() {
+        for r in &roles.roles {
+            let root = if let Some((_, mirror)) = trail::mirror_of(&self.project, config, r) {
+                mirror
+            } else if r.worktree_path.is_absolute() {
                 r.worktree_path.clone()
             } else {
                 self.project.root.join(&r.worktree_path)
@@ -184,6 +198,17 @@ impl Index {
         v
     }
 
+    /// The host whose files a worktree (as [`Index::key`] names it) mirrors;
+    /// `None` for this host's own.
+    pub fn host_of(&self, wt_key: &str) -> Option<String> {
+        let hosts = self.project.bridge_dir().join("hosts");
+        let rest = self.project.root.join(wt_key);
+        let rest = rest.strip_prefix(&hosts).ok()?;
+        rest.components()
+            .next()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+    }
+
     /// The name a folder has in the manifest (relative to the root).
     pub fn key(&self, p: &Path) -> String {
         p.strip_prefix(&self.project.root)
@@ -195,8 +220,9 @@ impl Index {
     /// Whether any watched folder moved since the manifest was written.
     pub fn stale(&self, m: &Manifest) -> Result<bool> {
         let roles = Roles::load(&self.project.roles_tsv())?;
+        let config = Config::load(&self.project.config_file())?;
         let now = SystemTime::now();
-        for (_, d) in self.folders(&roles) {
+        for (_, d) in self.folders(&roles, &config) {
             let seen = m.folders.get(&self.key(&d)).copied();
             match mtime_ns(&d) {
                 None => {
@@ -243,6 +269,7 @@ impl Index {
     }
 
     fn refresh_locked(&self, scratch: bool) -> Result<Refreshed> {
+        let scratch = scratch || self.manifest().is_ok_and(|m| m.version < VERSION);
         let mut m = if scratch {
             // Keep the numbering going so no new segment reuses a name a
             // reader may still have open.
@@ -280,7 +307,7 @@ impl Index {
             let h = tokens::id_key(id);
             added.contains(id) || known.iter().any(|k| k.binary_search(&h).is_ok())
         };
-        for (wt_root, dir) in self.folders(&roles) {
+        for (wt_root, dir) in self.folders(&roles, &config) {
             let key = self.key(&dir);
             let Some(t) = mtime_ns(&dir) else { continue };
             let settled = now.duration_since(t).is_ok_and(|a| a >= SETTLE);

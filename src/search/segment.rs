@@ -1,14 +1,18 @@
 //! One immutable piece of the index: the messages one refresh added (or a
-//! merge of older pieces), in four files published whole by `fsx`:
+//! merge of older pieces), in five files published whole by `fsx`:
 //!
 //! - `<name>.post`: postings, 8 bytes each (doc u32, count u16, doc length
 //!   u16), grouped by term, docs ascending;
+//! - `<name>.blk`: per term, per [`BLOCK`] of its postings, 16 bytes: the
+//!   [`Bound`] of the block, four (count u16, doc length u16) pairs no
+//!   posting of the block can score above, so a query skips blocks that
+//!   cannot reach its top hits (`query.rs`);
 //! - `<name>.meta`: per doc, 20 bytes (created i64 seconds, offset u64 and
 //!   length u32 of its line in `.docs`);
 //! - `<name>.docs`: per doc one JSON line ([`DocRef`]);
-//! - `<name>.terms`: per term, 20 bytes (hash u64, first posting u64, count
-//!   u32), sorted by hash; written last, so a segment whose `.terms` exists
-//!   is complete.
+//! - `<name>.terms`: per term, 24 bytes (hash u64, first posting u64, count
+//!   u32, first block u32), sorted by hash; written last, so a segment whose
+//!   `.terms` exists is complete.
 //!
 //! A query reads a term by binary search with positioned reads, so its cost
 //! grows with the postings it touches, not with the index. Every number read
@@ -25,9 +29,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::fsx;
 
-const TERM: u64 = 20;
+const TERM: u64 = 24;
 const POST: u64 = 8;
 const META: u64 = 20;
+const BLK: u64 = 4 * CORNERS as u64;
+/// Postings per block of `.blk`.
+pub const BLOCK: usize = 128;
 /// Longest `.docs` line read back (ids, role lists and a path are short).
 const MAX_DOC_LINE: u32 = 64 * 1024;
 
@@ -38,6 +45,64 @@ pub struct Posting {
     pub tf: u16,
     /// The doc's length in words (capped), for ranking.
     pub len: u16,
+}
+
+/// What bounds a block's scores: up to [`CORNERS`] (count, length) pairs
+/// that together dominate every posting of the block (a score grows with
+/// the count and shrinks with the length, so a posting scores at most as
+/// much as a pair with a count at least its own and a length at most its
+/// own). They are the block's best postings whatever the idf and average
+/// length a query ranks with: its highest count with the shortest doc
+/// holding it, then each lower count that comes with a shorter doc. Past
+/// the last slot, one pair of the highest remaining count and the shortest
+/// remaining length stands for the rest. Unused slots are (0, 0): a zero.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Bound {
+    pub corners: [(u16, u16); CORNERS],
+}
+
+/// Pairs kept per block.
+pub const CORNERS: usize = 4;
+
+impl Bound {
+    /// The bound of `ps` (one block).
+    pub fn of(ps: &[Posting]) -> Bound {
+        let mut by: Vec<(u16, u16)> = ps.iter().map(|p| (p.tf, p.len)).collect();
+        // Highest count first; the shortest doc first within a count.
+        by.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut front: Vec<(u16, u16)> = Vec::new();
+        for (tf, len) in by {
+            if front.last().is_none_or(|l| len < l.1) {
+                front.push((tf, len));
+            }
+        }
+        let mut corners = [(0, 0); CORNERS];
+        for (i, c) in front.iter().enumerate() {
+            if i < CORNERS - 1 || front.len() == CORNERS {
+                corners[i] = *c;
+            } else {
+                // The rest: the first of them has the highest count, the
+                // last the shortest length.
+                corners[CORNERS - 1] = (c.0, front[front.len() - 1].1);
+                break;
+            }
+        }
+        Bound { corners }
+    }
+}
+
+/// One term of a segment: where its postings and blocks are.
+#[derive(Clone, Copy, Debug)]
+pub struct TermAt {
+    pub post: u64,
+    pub count: u32,
+    pub block: u32,
+}
+
+impl TermAt {
+    pub fn blocks(&self) -> u32 {
+        self.count.div_ceil(BLOCK as u32)
+    }
 }
 
 /// Where a message lives and what the filters and the answer need of it.
@@ -103,16 +168,28 @@ impl Built {
     /// Publishes the segment `name` in `dir` (temp files in `tmp`).
     pub fn write(&self, dir: &Path, tmp: &Path, name: &str) -> io::Result<()> {
         let mut post = Vec::new();
+        let mut blk = Vec::new();
         let mut terms = Vec::with_capacity(self.terms.len() * TERM as usize);
         let mut at: u64 = 0;
+        let mut block: u64 = 0;
         for (h, ps) in &self.terms {
+            let first_block = u32::try_from(block)
+                .map_err(|_| io::Error::other("too many posting blocks for one segment"))?;
             terms.extend_from_slice(&h.to_le_bytes());
             terms.extend_from_slice(&at.to_le_bytes());
             terms.extend_from_slice(&(ps.len() as u32).to_le_bytes());
+            terms.extend_from_slice(&first_block.to_le_bytes());
             for p in ps {
                 post.extend_from_slice(&p.doc.to_le_bytes());
                 post.extend_from_slice(&p.tf.to_le_bytes());
                 post.extend_from_slice(&p.len.to_le_bytes());
+            }
+            for c in ps.chunks(BLOCK) {
+                for (tf, len) in Bound::of(c).corners {
+                    blk.extend_from_slice(&tf.to_le_bytes());
+                    blk.extend_from_slice(&len.to_le_bytes());
+                }
+                block += 1;
             }
             at += ps.len() as u64;
         }
@@ -126,7 +203,12 @@ impl Built {
             docs.extend_from_slice(&line);
             docs.push(b'\n');
         }
-        for (ext, bytes) in [("post", &post), ("meta", &meta), ("docs", &docs)] {
+        for (ext, bytes) in [
+            ("post", &post),
+            ("blk", &blk),
+            ("meta", &meta),
+            ("docs", &docs),
+        ] {
             publish_fresh(tmp, &dir.join(format!("{name}.{ext}")), bytes)?;
         }
         publish_fresh(tmp, &dir.join(format!("{name}.terms")), &terms)
@@ -143,7 +225,7 @@ fn publish_fresh(tmp: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
 
 /// The files of segment `name`, for removal.
 pub fn files(dir: &Path, name: &str) -> Vec<std::path::PathBuf> {
-    ["terms", "post", "meta", "docs"]
+    ["terms", "post", "blk", "meta", "docs"]
         .iter()
         .map(|e| dir.join(format!("{name}.{e}")))
         .collect()
@@ -160,10 +242,12 @@ fn damaged(what: &str) -> io::Error {
 pub struct Segment {
     terms: File,
     post: File,
+    blk: File,
     meta: File,
     docs: File,
     n_terms: u64,
     n_post: u64,
+    n_blk: u64,
     pub n_docs: u32,
     docs_len: u64,
 }
@@ -182,43 +266,69 @@ fn u16_at(b: &[u8], i: usize) -> u16 {
     u16::from_le_bytes(b[i..i + 2].try_into().unwrap_or([0; 2]))
 }
 
+fn term_of(b: &[u8]) -> TermAt {
+    TermAt {
+        post: u64_at(b, 8),
+        count: u32_at(b, 16),
+        block: u32_at(b, 20),
+    }
+}
+
 impl Segment {
     /// Opens segment `name` in `dir` (never through a symlink).
     pub fn open(dir: &Path, name: &str) -> io::Result<Segment> {
         let open = |ext: &str| fsx::open_regular(&dir.join(format!("{name}.{ext}")));
-        let (terms, post, meta, docs) =
-            (open("terms")?, open("post")?, open("meta")?, open("docs")?);
+        let (terms, post, blk, meta, docs) = (
+            open("terms")?,
+            open("post")?,
+            open("blk")?,
+            open("meta")?,
+            open("docs")?,
+        );
         let size = |f: &File| f.metadata().map(|m| m.len());
-        let (ts, ps, ms, ds) = (size(&terms)?, size(&post)?, size(&meta)?, size(&docs)?);
-        if ts % TERM != 0 || ps % POST != 0 || ms % META != 0 || ms / META > u64::from(u32::MAX) {
+        let (ts, ps, bs, ms, ds) = (
+            size(&terms)?,
+            size(&post)?,
+            size(&blk)?,
+            size(&meta)?,
+            size(&docs)?,
+        );
+        if ts % TERM != 0
+            || ps % POST != 0
+            || bs % BLK != 0
+            || ms % META != 0
+            || ms / META > u64::from(u32::MAX)
+        {
             return Err(damaged(&format!("{name}: file sizes")));
         }
         Ok(Segment {
             terms,
             post,
+            blk,
             meta,
             docs,
             n_terms: ts / TERM,
             n_post: ps / POST,
+            n_blk: bs / BLK,
             n_docs: (ms / META) as u32,
             docs_len: ds,
         })
     }
 
-    fn term_at(&self, i: u64) -> io::Result<(u64, u64, u32)> {
+    fn term_at(&self, i: u64) -> io::Result<(u64, TermAt)> {
         let mut b = [0u8; TERM as usize];
         read_exact_at(&self.terms, &mut b, i * TERM)?;
-        Ok((u64_at(&b, 0), u64_at(&b, 8), u32_at(&b, 16)))
+        Ok((u64_at(&b, 0), term_of(&b)))
     }
 
-    /// Where the postings of term hash `h` start, and how many there are.
-    fn find(&self, h: u64) -> io::Result<Option<(u64, u32)>> {
+    /// Where the postings and blocks of term hash `h` are (none when absent).
+    pub fn find(&self, h: u64) -> io::Result<Option<TermAt>> {
         let (mut lo, mut hi) = (0u64, self.n_terms);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let (mh, off, count) = self.term_at(mid)?;
+            let (mh, t) = self.term_at(mid)?;
             if mh == h {
-                return Ok(Some((off, count)));
+                return Ok(Some(t));
             }
             if mh < h {
                 lo = mid + 1;
@@ -232,15 +342,49 @@ impl Segment {
     /// The postings of term hash `h` (none when absent).
     pub fn postings(&self, h: u64) -> io::Result<Vec<Posting>> {
         match self.find(h)? {
-            Some((off, count)) => self.read_postings(off, count),
+            Some(t) => self.read_postings(t.post, t.count),
             None => Ok(Vec::new()),
         }
+    }
+
+    /// All the postings of `t`.
+    pub fn postings_of(&self, t: &TermAt) -> io::Result<Vec<Posting>> {
+        self.read_postings(t.post, t.count)
+    }
+
+    /// The postings of `t`'s block `i`.
+    pub fn block(&self, t: &TermAt, i: u32) -> io::Result<Vec<Posting>> {
+        let start = u64::from(i) * BLOCK as u64;
+        if start >= u64::from(t.count) {
+            return Err(damaged("block out of range"));
+        }
+        let n = (u64::from(t.count) - start).min(BLOCK as u64) as u32;
+        self.read_postings(t.post + start, n)
+    }
+
+    /// The bounds of `t`'s blocks, in order.
+    pub fn bounds(&self, t: &TermAt) -> io::Result<Vec<Bound>> {
+        let n = t.blocks();
+        if u64::from(t.block) + u64::from(n) > self.n_blk {
+            return Err(damaged("blocks out of range"));
+        }
+        let mut b = vec![0u8; n as usize * BLK as usize];
+        read_exact_at(&self.blk, &mut b, u64::from(t.block) * BLK)?;
+        Ok(b.chunks_exact(BLK as usize)
+            .map(|c| {
+                let mut b = Bound::default();
+                for (i, k) in b.corners.iter_mut().enumerate() {
+                    *k = (u16_at(c, 4 * i), u16_at(c, 4 * i + 2));
+                }
+                b
+            })
+            .collect())
     }
 
     /// How many messages of this segment hold term `h`, without reading
     /// its postings (a ranking needs only the count).
     pub fn count(&self, h: u64) -> io::Result<u32> {
-        Ok(self.find(h)?.map_or(0, |(_, count)| count))
+        Ok(self.find(h)?.map_or(0, |t| t.count))
     }
 
     fn read_postings(&self, off: u64, count: u32) -> io::Result<Vec<Posting>> {
@@ -321,8 +465,10 @@ impl Segment {
     pub fn load(&self) -> io::Result<Built> {
         let mut built = Built::default();
         for c in self.term_table()?.chunks_exact(TERM as usize) {
-            let (h, off, count) = (u64_at(c, 0), u64_at(c, 8), u32_at(c, 16));
-            built.terms.insert(h, self.read_postings(off, count)?);
+            let t = term_of(c);
+            built
+                .terms
+                .insert(u64_at(c, 0), self.read_postings(t.post, t.count)?);
         }
         for d in 0..self.n_docs {
             built.docs.push(self.doc(d)?);

@@ -458,7 +458,8 @@ fn take(h: &Host, role: &str) -> String {
     r.stdout.clone()
 }
 
-const TWO: &str = "roles:\n  - {name: ping, agent: human, host: a}\n  - {name: pong, agent: human, host: b, worktree: pong}\n";
+/// Two hosts: ping on a, pong on b.
+pub const TWO: &str = "roles:\n  - {name: ping, agent: human, host: a}\n  - {name: pong, agent: human, host: b, worktree: pong}\n";
 
 #[test]
 fn messages_cross_hosts_both_ways_and_agents_notice_nothing() {

@@ -153,6 +153,17 @@ fn the_index_is_derived_from_the_files_and_rebuilt_from_them() {
     // Deleted: the next query builds it again.
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(search(&p, &["parser"])["total"], 3);
+    // Written by an older build (format 1, no score bounds): the next query
+    // rebuilds it in this build's format.
+    let manifest = dir.join("manifest.json");
+    let read =
+        || serde_json::from_str::<Value>(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    let mut m = read();
+    assert_eq!(m["version"], 2, "{m}");
+    m["version"] = json!(1);
+    std::fs::write(&manifest, m.to_string()).unwrap();
+    assert_eq!(search(&p, &["parser"])["total"], 3);
+    assert_eq!(read()["version"], 2);
     // Damaged (a segment cut short): rebuilt, not trusted, not a panic.
     let terms: Vec<_> = walk(&dir)
         .into_iter()
@@ -282,4 +293,52 @@ fn the_mcp_search_tool_answers_what_the_cli_does() {
     );
     let e = c.call("search", json!({"query": "x", "path": "/etc"}));
     assert_eq!(e["is_error"], true, "{e}");
+}
+
+/// On one host of a multi-host swarm (a real nats-server, two hosts), a
+/// search also finds what the roles on the other host said, from the mirror
+/// of their files this host keeps (docs/bridge.md), marked with their host.
+#[test]
+fn a_search_finds_the_other_hosts_messages_in_its_mirror() {
+    use crate::bridge::{id_of, note, start_all, swarm, Nats, LONG, TWO};
+    let Some(nats) = Nats::start() else { return };
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], TWO);
+    start_all(&mut hosts);
+    let (a, b) = (&hosts[0], &hosts[1]);
+    let ping_said = id_of(&a.send("ping", &note("pong", "where is the walrus")));
+    let pong_said = id_of(&b.send("pong", &note("ping", "the walrus sleeps on b")));
+    for (h, local, remote, host) in [
+        (a, &ping_said, &pong_said, "b"),
+        (b, &pong_said, &ping_said, "a"),
+    ] {
+        wait_until(
+            LONG,
+            &format!("host {host}'s message is found on the other host"),
+            || search(&h.p, &["walrus"])["total"] == 2,
+        );
+        let v = search(&h.p, &["walrus"]);
+        let hit = |id: &str| {
+            v["hits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|x| x["id"] == id)
+                .cloned()
+                .unwrap_or_else(|| panic!("{id} not in {v}"))
+        };
+        assert_eq!(hit(remote)["host"], host, "{v}");
+        assert!(
+            hit(remote)["path"]
+                .as_str()
+                .unwrap()
+                .contains(&format!(".swarmforge/bridge/hosts/{host}/")),
+            "{v}"
+        );
+        assert_eq!(hit(local)["host"], Value::Null, "{v}");
+        // The text says so: "sleeps" is pong's, on host b.
+        let r = h.p.swarm(&["search", "sleeps"]);
+        r.ok();
+        assert_eq!(r.stdout.contains("on host b"), host == "b", "{}", r.stdout);
+        assert!(r.stdout.contains("1 of 1 matching"), "{}", r.stdout);
+    }
 }

@@ -92,11 +92,13 @@ pub fn text(a: &Answer) -> String {
             .as_deref()
             .map(|t| t.get(..19).unwrap_or(t).replacen('T', " ", 1))
             .unwrap_or_default();
-        let state = if h.archived {
-            format!("{}, archived", h.state)
-        } else {
-            h.state.to_string()
-        };
+        let mut state = h.state.to_string();
+        if h.archived {
+            state.push_str(", archived");
+        }
+        if let Some(host) = &h.host {
+            state.push_str(&format!(", on host {}", crate::text::escape(host)));
+        }
         s.push_str(&format!(
             "{}. [{when}] {} [{} -> {}] {} {} ({state})\n",
             i + 1,
