@@ -21,7 +21,7 @@ BIN=${2:-target/debug}
 EVENTS=${3:-40}
 BIN=$(cd "$BIN" && pwd)
 TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$TMP"' EXIT
 cd "$TMP"
 git init -q -b master . && git -c user.name=t -c user.email=t@e commit -q --allow-empty -m init
 mkdir -p fake
@@ -41,7 +41,7 @@ export PATH="$TMP/fake:$BIN:$PATH"
 printf 'roles:\n  - name: coder\n    agent: claude\n    worktree: coder\n    runtime: headless\n  - name: owner\n    agent: human\n' >swarm.yaml
 if [ "${CONFINE:-true}" = false ]; then printf 'launch: {confine: false}\n' >>swarm.yaml; fi
 swarm init -q >/dev/null
-swarm up --no-tmux --until-idle --timeout 1ms >/dev/null 2>&1 || true
+swarm up --no-tmux --until-idle --timeout 1ms >"$TMP/up.log" 2>&1 || true
 printf 'type: note\nto: coder\npriority: 20\nmessage: bench\n' >draft.txt
 SWARMFORGE_ROLE=owner swarm-handoff draft.txt >/dev/null
 handoffd --once "$TMP" >/dev/null
