@@ -132,9 +132,16 @@ pub fn read_only(cli: Cli, folder: &Path) -> Vec<(PathBuf, Shape)> {
 /// Makes `path` (one of [`read_only`]) as `shape` when it does not exist,
 /// so the sandbox has something to mount read-only (a missing one the
 /// agent could create in the writable folder). A symlink (a dotfiles
-/// manager's) is left as it is: the mount takes its target.
+/// manager's) is left as it is: the mount takes its target, so a link to
+/// nothing is refused, naming it (there would be nothing to mount).
 pub fn ensure_read_only(path: &Path, shape: Shape) -> Result<()> {
     if std::fs::symlink_metadata(path).is_ok() {
+        if std::fs::metadata(path).is_err() {
+            return Err(Error::env(format!(
+                "{}: a link to nothing, which a confined agent's sandbox cannot mount read-only\n  hint: make its target or remove the link",
+                path.display()
+            )));
+        }
         return Ok(());
     }
     let made = match shape {
@@ -259,9 +266,13 @@ mod tests {
         assert!(d.path().join("commands").is_dir());
         // The person's own are left as they are, a link too.
         std::fs::write(d.path().join("CLAUDE.md"), "theirs").unwrap();
-        std::os::unix::fs::symlink("/nowhere", d.path().join("rules2")).unwrap();
+        std::os::unix::fs::symlink(d.path().join("commands"), d.path().join("rules2")).unwrap();
         ensure_read_only(&d.path().join("CLAUDE.md"), Shape::File(b"")).unwrap();
         ensure_read_only(&d.path().join("rules2"), Shape::Dir).unwrap();
+        std::os::unix::fs::symlink("/nowhere", d.path().join("rules3")).unwrap();
+        let e = ensure_read_only(&d.path().join("rules3"), Shape::Dir).unwrap_err();
+        assert!(e.to_string().contains("rules3"), "{e}");
+        assert!(d.path().join("rules3").symlink_metadata().is_ok());
         assert_eq!(
             std::fs::read(d.path().join("CLAUDE.md")).unwrap(),
             b"theirs"
