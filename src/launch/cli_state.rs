@@ -92,7 +92,9 @@ pub enum Shape {
 ///   `plugins/`;
 /// * Gemini CLI: `settings.json`, `GEMINI.md`, `trustedFolders.json` (a
 ///   trusted folder's own settings and hooks load unasked), `extensions/`,
-///   `commands/`, `agents/`, `skills/`, `policies/` (allow rules).
+///   `commands/`, `agents/`, `skills/`, `policies/` (allow rules);
+/// * for each, `hooks/`, where the person's hook scripts conventionally
+///   live (a hook in the settings runs what is there).
 pub fn read_only(cli: Cli, folder: &Path) -> Vec<(PathBuf, Shape)> {
     use Shape::{Dir, File};
     let list: &[(&str, Shape)] = match cli {
@@ -105,6 +107,7 @@ pub fn read_only(cli: Cli, folder: &Path) -> Vec<(PathBuf, Shape)> {
             ("skills", Dir),
             ("output-styles", Dir),
             ("rules", Dir),
+            ("hooks", Dir),
         ],
         Cli::Codex => &[
             ("config.toml", File(b"")),
@@ -114,6 +117,7 @@ pub fn read_only(cli: Cli, folder: &Path) -> Vec<(PathBuf, Shape)> {
             ("prompts", Dir),
             ("skills", Dir),
             ("plugins", Dir),
+            ("hooks", Dir),
         ],
         Cli::Gemini => &[
             ("settings.json", File(b"{}\n")),
@@ -124,6 +128,7 @@ pub fn read_only(cli: Cli, folder: &Path) -> Vec<(PathBuf, Shape)> {
             ("agents", Dir),
             ("skills", Dir),
             ("policies", Dir),
+            ("hooks", Dir),
         ],
     };
     list.iter().map(|(n, k)| (folder.join(n), *k)).collect()

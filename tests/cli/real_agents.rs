@@ -1656,6 +1656,7 @@ fn loaded_by(cli: &str) -> &'static [&'static str] {
             ".claude/skills/",
             ".claude/output-styles/",
             ".claude/rules/",
+            ".claude/hooks/",
         ],
         "codex" => &[
             ".codex/config.toml",
@@ -1665,6 +1666,7 @@ fn loaded_by(cli: &str) -> &'static [&'static str] {
             ".codex/prompts/",
             ".codex/skills/",
             ".codex/plugins/",
+            ".codex/hooks/",
         ],
         _ => &[
             ".gemini/settings.json",
@@ -1675,6 +1677,7 @@ fn loaded_by(cli: &str) -> &'static [&'static str] {
             ".gemini/agents/",
             ".gemini/skills/",
             ".gemini/policies/",
+            ".gemini/hooks/",
         ],
     }
 }
