@@ -231,10 +231,10 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
             crate::fsx::ensure_dirs(&[&dir]).map_err(|e| Error::io(&dir, e))?;
             let dir = canon(&dir);
             bind(&mut a, "--bind", &dir);
-            // Its user settings, read-only: what is written there runs in
-            // the person's own unconfined sessions.
-            for (f, empty) in cli_state::settings_files(cli, &dir) {
-                cli_state::ensure_settings(&f, empty)?;
+            // What the person's own unconfined sessions load from it (user
+            // settings, plugins, commands, rules, memory), read-only.
+            for (f, shape) in cli_state::read_only(cli, &dir) {
+                cli_state::ensure_read_only(&f, shape)?;
                 let real = canon(&f);
                 a.extend(["--ro-bind".into(), s(&real), s(&f)]);
             }

@@ -1626,8 +1626,7 @@ fn claude_code_with_its_own_sandbox_on_takes_and_answers_an_item() {
 /// as a script in the agent's worktree: each line of its output is
 /// `<what>=DONE` or `<what>=REFUSED` (words not in the script, so a
 /// request that only quotes the command cannot pass).
-fn escape_script(s: &RealSwarm, settings: &str) -> String {
-    let settings = s.home.path().join(settings).display().to_string();
+fn escape_script(s: &RealSwarm, loaded: &[&str]) -> String {
     let root = s.d.root.display().to_string();
     let victim = hq(&s.wt("victim"), "inbox/new").display().to_string();
     let home = s.home.path().display().to_string();
@@ -1638,10 +1637,65 @@ r approval 'echo sha256: x >"{root}/.swarmforge/approvals/20260101T000000Z_00000
 r unpause 'rm "{root}/.swarmforge/paused"'
 r token 'cat "{root}/.swarmforge/serve/token"'
 r person_home 'echo x >"{home}/planted" && test -f "{home}/.bashrc-of-the-person"'
-r settings 'echo planted-by-the-agent >>"{settings}"'
 r own 'echo x >own.txt'
-"#
+{}"#,
+        plant_lines(s, loaded)
     )
+}
+
+/// What the person's own sessions of a CLI load from its state folder
+/// (docs/security.md, "Confinement"): a path ending in `/` is a folder.
+fn loaded_by(cli: &str) -> &'static [&'static str] {
+    match cli {
+        "claude" => &[
+            ".claude/settings.json",
+            ".claude/CLAUDE.md",
+            ".claude/plugins/",
+            ".claude/commands/",
+            ".claude/agents/",
+            ".claude/skills/",
+            ".claude/output-styles/",
+            ".claude/rules/",
+            ".claude/hooks/",
+        ],
+        "codex" => &[
+            ".codex/config.toml",
+            ".codex/AGENTS.md",
+            ".codex/AGENTS.override.md",
+            ".codex/rules/",
+            ".codex/prompts/",
+            ".codex/skills/",
+            ".codex/plugins/",
+            ".codex/hooks/",
+        ],
+        _ => &[
+            ".gemini/settings.json",
+            ".gemini/GEMINI.md",
+            ".gemini/trustedFolders.json",
+            ".gemini/extensions/",
+            ".gemini/commands/",
+            ".gemini/agents/",
+            ".gemini/skills/",
+            ".gemini/policies/",
+            ".gemini/hooks/",
+        ],
+    }
+}
+
+/// One `r plant:<path>` line per path of [`loaded_by`]: append to the
+/// file, or make a file in the folder.
+fn plant_lines(s: &RealSwarm, loaded: &[&str]) -> String {
+    loaded
+        .iter()
+        .map(|rel| {
+            let at = s.home.path().join(rel.trim_end_matches('/'));
+            let cmd = match rel.ends_with('/') {
+                true => format!("echo planted-by-the-agent >\"{}/planted.md\"", at.display()),
+                false => format!("echo planted-by-the-agent >>\"{}\"", at.display()),
+            };
+            format!("r plant:{rel} '{cmd}'\n")
+        })
+        .collect()
 }
 
 /// The real `cli`, confined (the default: no `confine:` in swarm.yaml),
@@ -1649,8 +1703,9 @@ r own 'echo x >own.txt'
 /// (`permission: full`, or for Claude Code as root an allow rule for the
 /// one script) so only the swarm's confinement stands between it and the
 /// project: it takes an item, runs a script that tries to write another
-/// role's inbox, an approval, the pause, the person's home and to read the
-/// cockpit token, and finishes the item. Each attempt is refused, its own
+/// role's inbox, an approval, the pause, the person's home, each place of
+/// its CLI's folder the person's own sessions load ([`loaded_by`]), and to
+/// read the cockpit token, and finishes the item. Each attempt is refused, its own
 /// write lands, and the audit is clean.
 fn a_confined_cli_works_and_cannot_write_outside(
     cli: &str,
@@ -1679,13 +1734,10 @@ fn a_confined_cli_works_and_cannot_write_outside(
         ],
     );
     let coder = s.wt("coder");
-    // Its CLI's user settings, which the person's own sessions run.
-    let settings = match cli {
-        "claude" => ".claude/settings.json",
-        "codex" => ".codex/config.toml",
-        _ => ".gemini/settings.json",
-    };
-    fs::write(coder.join("escape.sh"), escape_script(&s, settings)).unwrap();
+    // What the person's own sessions of its CLI load: settings, plugins,
+    // commands, rules, memory.
+    let loaded = loaded_by(cli);
+    fs::write(coder.join("escape.sh"), escape_script(&s, loaded)).unwrap();
     s.swarm(&["pause", "--type", "post"]).ok();
     s.d.write(".swarmforge/serve/token", "cockpit-secret\n");
     s.up();
@@ -1700,14 +1752,12 @@ fn a_confined_cli_works_and_cannot_write_outside(
         s.reached("coder", 3) && s.completed("coder") == 1
     });
     let seen = all_text(&s.turn("coder", 2));
-    for what in [
-        "inbox",
-        "approval",
-        "unpause",
-        "token",
-        "person_home",
-        "settings",
-    ] {
+    let planted = loaded.iter().map(|rel| format!("plant:{rel}"));
+    for what in ["inbox", "approval", "unpause", "token", "person_home"]
+        .map(String::from)
+        .into_iter()
+        .chain(planted)
+    {
         assert!(
             seen.contains(&format!("{what}=REFUSED")),
             "{what} was not refused:\n{seen}"
@@ -1717,11 +1767,16 @@ fn a_confined_cli_works_and_cannot_write_outside(
     assert!(coder.join("own.txt").is_file());
     assert!(s.d.root.join(".swarmforge/paused").exists());
     assert!(!s.home.path().join("planted").exists());
-    let person_settings = fs::read_to_string(s.home.path().join(settings)).unwrap_or_default();
-    assert!(
-        !person_settings.contains("planted-by-the-agent"),
-        "{person_settings}"
-    );
+    for rel in loaded {
+        let at = s.home.path().join(rel.trim_end_matches('/'));
+        match rel.ends_with('/') {
+            true => assert!(!at.join("planted.md").exists(), "{rel}"),
+            false => {
+                let theirs = fs::read_to_string(&at).unwrap_or_default();
+                assert!(!theirs.contains("planted-by-the-agent"), "{rel}: {theirs}");
+            }
+        }
+    }
     assert!(handoff_names(&hq(&s.wt("victim"), "inbox/new")).is_empty());
     assert!(!s
         .d
