@@ -643,8 +643,10 @@ fn nats_down_defers_remote_copies_once_local_delivery_goes_on_and_the_backlog_dr
         hosts[0].send("ping", &note("local,pong", &format!("during {i}")));
     }
     hosts[0].wait_copies("local", 5, "local delivery goes on while NATS is down");
+    // The copies' own deferral: other lines (the journal's and the trail's
+    // mirroring, " deferred events ...") may be logged first.
     wait_until(LONG, "the outage is logged", || {
-        hosts[0].log().contains(" deferred ")
+        hosts[0].log().contains(" deferred bridge ")
     });
     assert_eq!(hosts[1].copies("pong").len(), 1);
     let proxy_new = hosts[0]
