@@ -336,10 +336,13 @@ impl Daemon {
 
     /// One delivery pass, then the forum's bookkeeping of what it delivered.
     /// Returns true when the forum queued a file (another pass is due).
-    fn pass(&mut self) -> bool {
+    /// One delivery pass: (whether the forum queued a file and another pass
+    /// is due, whether the pass moved a file out of an outbox).
+    fn pass(&mut self) -> (bool, bool) {
         self.reload_if_changed();
-        self.deliverer.pass();
-        self.deliverer.forum_duty(|f, d| f.after_pass(d))
+        let r = self.deliverer.pass();
+        let again = self.deliverer.forum_duty(|f, d| f.after_pass(d));
+        (again, r.delivered + r.failed > 0)
     }
 
     /// The event loop; returns the exit code.
@@ -476,8 +479,15 @@ impl Daemon {
             }
             if need_pass {
                 let before = self.deliverer.generation;
-                need_pass = self.pass();
-                if let Some(i) = &self.indexer {
+                let moved;
+                (need_pass, moved) = self.pass();
+                // Only a pass that moved files gives the index anything
+                // new: an idle swarm's rescans must not refresh it (with
+                // 2 000 roles a refresh stats ~10 000 folders). What else
+                // changes the files (an archive, the bridge's mirror, a
+                // hold) is caught by the indexer's own minute and by every
+                // query, which refreshes first.
+                if let Some(i) = self.indexer.as_ref().filter(|_| moved) {
                     i.nudge();
                 }
                 if need_pass {
