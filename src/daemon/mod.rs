@@ -471,6 +471,7 @@ impl Daemon {
         let mut next_sweep = Instant::now() + cfg(self).sweep.0;
         let mut next_agents = Instant::now() + cfg(self).pane_check.0;
         let mut need_pass = true;
+        let mut first_pass = true;
         let mut next_forum = Instant::now() + FORUM_POLL;
         loop {
             if overflow.swap(false, Ordering::Relaxed) {
@@ -487,9 +488,12 @@ impl Daemon {
                 // changes the files (an archive, the bridge's mirror, a
                 // hold) is caught by the indexer's own minute and by every
                 // query, which refreshes first.
-                if let Some(i) = self.indexer.as_ref().filter(|_| moved) {
+                // The first pass also refreshes it, so a daemon starts with
+                // a fresh index.
+                if let Some(i) = self.indexer.as_ref().filter(|_| moved || first_pass) {
                     i.nudge();
                 }
+                first_pass = false;
                 if need_pass {
                     // The forum queued a file: look everywhere.
                     self.deliverer.rescan_due();
