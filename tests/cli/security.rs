@@ -105,7 +105,7 @@ fn held_note() -> (Project, std::path::PathBuf, String) {
 #[test]
 fn an_approval_covers_exactly_the_content_the_person_reviewed() {
     let (p, queued, id) = held_note();
-    let held = p.hq("master", "held").join(file_name(&queued));
+    let held = p.hq("master", "pending_approval").join(file_name(&queued));
     assert!(held.is_file());
 
     // Reviewing: the whole message and its fingerprint, nothing approved.
@@ -298,7 +298,7 @@ fn an_archived_batch_whose_name_is_taken_stays_in_the_trail() {
 #[test]
 fn a_symlinked_held_folder_or_file_is_not_followed() {
     let (p, queued, id) = held_note();
-    let held = p.hq("master", "held");
+    let held = p.hq("master", "pending_approval");
     let outside = tempfile::tempdir().unwrap();
     let name = file_name(&queued);
     fs::rename(held.join(&name), outside.path().join(&name)).unwrap();
