@@ -279,7 +279,9 @@ pub fn review(project: &Project, id: &str) -> Result<(Held, Message)> {
 /// said of that document. Blank comments remove the document's entry.
 pub fn save_comments(project: &Project, id: &str, doc: &str, comments: &str) -> Result<()> {
     if doc.trim().is_empty() || doc.len() > 4096 || doc.chars().any(char::is_control) {
-        return Err(Error::env("Missing path: name the document the comments are about"));
+        return Err(Error::env(
+            "Missing path: name the document the comments are about",
+        ));
     }
     if comments.len() > pending_approval::MAX_REVIEWS_BYTES as usize / 4 {
         return Err(Error::env("the comments are too long (at most 256 KiB)"));

@@ -175,10 +175,7 @@ fn reply_text(m: &Message) -> String {
 /// reply to it). Sorted by kind, then id.
 pub fn derive(trail: &Trail) -> Vec<Request> {
     let roles = &trail.roles;
-    let human = |r: Option<&str>| {
-        r.and_then(|r| roles.find(r))
-            .is_some_and(|r| r.is_human())
-    };
+    let human = |r: Option<&str>| r.and_then(|r| roles.find(r)).is_some_and(|r| r.is_human());
     let master = master_role(roles).map(|r| r.name.clone());
     // Delivered only: a clarify still in an outbox (or held) was not asked
     // yet, an answer still in one has not reached the asker.
@@ -244,9 +241,12 @@ pub fn derive(trail: &Trail) -> Vec<Request> {
     out
 }
 
-/// Whether a project may have requests at all: one with a person in it.
+/// Whether the request files are written: in a project with a person in
+/// it, on one host. Across hosts (a bridge) another host's answer changes
+/// what they would say without a delivery here to rewrite them, so there
+/// they are not written (docs/swarmforge-compat.md §5).
 pub fn applies(roles: &Roles) -> bool {
-    roles.roles.iter().any(|r| r.is_human())
+    roles.roles.iter().any(|r| r.is_human()) && !roles.roles.iter().any(|r| r.is_remote())
 }
 
 fn read(path: &Path) -> Option<Vec<u8>> {
@@ -328,11 +328,12 @@ pub fn check(project: &Project) -> Vec<Disagreement> {
 /// a project without a person and without request folders.
 pub fn disagreements(trail: &Trail) -> Vec<Disagreement> {
     let project = &trail.project;
-    let wanted = derive(trail);
     let root = project.dashboard_dir();
-    if !applies(&trail.roles) && !root.exists() {
+    let applies = applies(&trail.roles);
+    if !applies && !root.exists() {
         return Vec::new();
     }
+    let wanted = if applies { derive(trail) } else { Vec::new() };
     let mut out = Vec::new();
     let mut say = |line: String, rewritten: bool| out.push(Disagreement { line, rewritten });
     let mut known = std::collections::HashSet::new();

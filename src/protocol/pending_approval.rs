@@ -70,7 +70,10 @@ fn is_reviews(path: &Path) -> bool {
     fsx::read_bounded(path, MAX_REVIEWS_BYTES)
         .ok()
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .is_some_and(|v| v.as_object().is_some_and(|m| m.values().all(|v| v.is_string())))
+        .is_some_and(|v| {
+            v.as_object()
+                .is_some_and(|m| m.values().all(|v| v.is_string()))
+        })
 }
 
 /// Publishes `reviews` beside `hold` (temp + fsync + rename; the temp file
@@ -127,7 +130,11 @@ pub fn problems(w: &Worktree) -> Vec<Problem> {
             let path = e.path();
             let Ok(t) = e.file_type() else { continue };
             if t.is_symlink() {
-                p(path, "a symlink in the approval folder: nothing follows it; remove it".into(), false);
+                p(
+                    path,
+                    "a symlink in the approval folder: nothing follows it; remove it".into(),
+                    false,
+                );
                 continue;
             }
             if !t.is_file() {

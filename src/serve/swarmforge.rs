@@ -36,11 +36,11 @@ use crate::agent::{answer, send};
 use crate::daemon::holds::{self, Held};
 use crate::error::{Error, Token};
 use crate::protocol::config::Config;
+use crate::protocol::dashboard::{master_role as master, question_text, response_text, SENT_BACK};
 use crate::protocol::header::{names, Message};
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
 use crate::protocol::trail::{Original, Place};
-use crate::protocol::dashboard::{master_role as master, question_text, response_text, SENT_BACK};
 use crate::protocol::{draft, fields, grammar, types};
 use crate::text::escape;
 

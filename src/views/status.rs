@@ -516,10 +516,7 @@ pub fn text(s: &Status) -> String {
         ));
     }
     for p in &s.approval_problems {
-        out.push_str(&format!(
-            "approvals: NOT OK: {}\n",
-            crate::text::escape(p)
-        ));
+        out.push_str(&format!("approvals: NOT OK: {}\n", crate::text::escape(p)));
     }
     for d in &s.dashboard {
         out.push_str(&format!(

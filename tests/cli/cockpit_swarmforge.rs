@@ -511,7 +511,12 @@ fn review_comments_are_kept_beside_the_held_handoff_as_upstream_keeps_them() {
             .role("coder")
             .stdout_has("Again, please.\n\ndocs/spec.md:\nName the parser.")
             .run();
-        let r = bridge(&c, "POST", &url, Some(json!({"path": "a", "comments": "b"})));
+        let r = bridge(
+            &c,
+            "POST",
+            &url,
+            Some(json!({"path": "a", "comments": "b"})),
+        );
         assert_eq!(r.code, 404, "{}", r.body);
     }
 }
@@ -541,7 +546,9 @@ fn clarifications_and_chat_are_swarmforges_request_files_derived_from_the_messag
         let text = std::fs::read_to_string(&pending)
             .unwrap_or_else(|e| panic!("{layout:?}: {}: {e}", pending.display()));
         assert!(
-            text.starts_with(&format!("id: {cid}\nstatus: pending\nrole: qa\ncreated_at: 20")),
+            text.starts_with(&format!(
+                "id: {cid}\nstatus: pending\nrole: qa\ncreated_at: 20"
+            )),
             "{text}"
         );
         assert!(
@@ -560,7 +567,9 @@ fn clarifications_and_chat_are_swarmforges_request_files_derived_from_the_messag
         p.deliver_once().ok();
         let text = std::fs::read_to_string(&done).unwrap();
         assert!(
-            text.starts_with(&format!("id: {cid}\nstatus: done\nrole: qa\ncreated_at: 20")),
+            text.starts_with(&format!(
+                "id: {cid}\nstatus: done\nrole: qa\ncreated_at: 20"
+            )),
             "{text}"
         );
         assert!(text.contains("\nresponse: hand-written\n\n"), "{text}");
@@ -587,7 +596,10 @@ fn clarifications_and_chat_are_swarmforges_request_files_derived_from_the_messag
             text.ends_with("\n\nHow far is the parser?\nThe demo is at five.\n"),
             "{text}"
         );
-        p.cmd("ready-next").role("coder").stdout_has("FROM: boss").run();
+        p.cmd("ready-next")
+            .role("coder")
+            .stdout_has("FROM: boss")
+            .run();
         p.send_as(
             "coder",
             "type: post\nto: boss\npriority: 50\n\nHalf done;\nin time.\n",
@@ -596,23 +608,37 @@ fn clarifications_and_chat_are_swarmforges_request_files_derived_from_the_messag
         p.deliver_once().ok();
         let text = std::fs::read_to_string(&replied).unwrap();
         assert!(text.contains("\nstatus: done\n"), "{text}");
-        assert!(text.contains("\nresponse: Half done;\\nin time.\n"), "{text}");
+        assert!(
+            text.contains("\nresponse: Half done;\\nin time.\n"),
+            "{text}"
+        );
         assert!(!asked.exists());
         p.cmd("swarm").args(["audit", "--check"]).run().ok();
 
         // A file that says other than the messages is NOT OK, and the
         // next delivery pass writes it again from them.
         std::fs::write(&done, "id: x\nstatus: done\n\nforged\n").unwrap();
-        std::fs::write(dash.join("requests/pending/req-1.request"), "id: req-1\n\nhi\n").unwrap();
+        std::fs::write(
+            dash.join("requests/pending/req-1.request"),
+            "id: req-1\n\nhi\n",
+        )
+        .unwrap();
         let r = p.cmd("swarm").args(["audit", "--check"]).run();
         assert_eq!(r.code, 2, "{}", r.stdout);
-        assert_eq!(r.stdout.matches("VIOLATION dashboard ").count(), 2, "{}", r.stdout);
+        assert_eq!(
+            r.stdout.matches("VIOLATION dashboard ").count(),
+            2,
+            "{}",
+            r.stdout
+        );
         p.swarm(&["status"])
             .ok()
             .stdout_has("dashboard: NOT IN STEP: ")
             .stdout_has("says other than message");
         p.deliver_once().ok();
-        assert!(std::fs::read_to_string(&done).unwrap().contains("hand-written"));
+        assert!(std::fs::read_to_string(&done)
+            .unwrap()
+            .contains("hand-written"));
         std::fs::remove_file(dash.join("requests/pending/req-1.request")).unwrap();
         p.cmd("swarm").args(["audit", "--check"]).run().ok();
     }

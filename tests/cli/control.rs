@@ -165,7 +165,10 @@ fn approve_on_a_of_a_message_held_on_b_delivers_it_once_and_only_as_reviewed() {
     start_all(&mut hosts);
     let q = hosts[1].send("pong", &note("peer", "needs a person"));
     let id = id_of(&q);
-    let held = hosts[1].p.hq("pong", "pending_approval").join(file_name(&q));
+    let held = hosts[1]
+        .p
+        .hq("pong", "pending_approval")
+        .join(file_name(&q));
     wait_until(LONG, "the note is held on b", || held.exists());
     wait_until(LONG, "a sees it held on b", || {
         remote_sha(&hosts[0], &id).is_some()

@@ -389,7 +389,7 @@ fn a_held_handoff_is_a_file_in_swarmforges_pending_approval_folder() {
         // stray file, a held file that is no message.
         fs::write(&reviews, r#"{"docs/spec.md":"Name the parser."}"#).unwrap();
         fs::write(pending.join("notes.txt"), "x").unwrap();
-        let bad = pending.join(format!("50_20260101T000000Z_000009_from_coder_to_qa.handoff"));
+        let bad = pending.join("50_20260101T000000Z_000009_from_coder_to_qa.handoff");
         fs::write(&bad, "no headers here\n").unwrap();
         let st = p.swarm(&["status", "--json"]).ok().json();
         assert_eq!(
@@ -406,7 +406,11 @@ fn a_held_handoff_is_a_file_in_swarmforges_pending_approval_folder() {
             .stdout_has("is not a message");
         let (code, out) = audit_check(&p);
         assert_eq!(code, 2, "{out}");
-        assert_eq!(out.matches("VIOLATION approval_folder ").count(), 2, "{out}");
+        assert_eq!(
+            out.matches("VIOLATION approval_folder ").count(),
+            2,
+            "{out}"
+        );
         assert!(out.contains("VIOLATION malformed "), "{out}");
         for f in [&reviews, &pending.join("notes.txt"), &bad] {
             fs::remove_file(f).unwrap();
@@ -430,7 +434,11 @@ fn holds_in_the_old_held_folder_move_to_pending_approval_when_handoffd_starts() 
         let old = p.hq("master", "held");
         // As the previous version left it.
         fs::create_dir_all(&old).unwrap();
-        fs::rename(pending.join(file_name(&queued)), old.join(file_name(&queued))).unwrap();
+        fs::rename(
+            pending.join(file_name(&queued)),
+            old.join(file_name(&queued)),
+        )
+        .unwrap();
         let st = p.swarm(&["status", "--json"]).ok().json();
         assert_eq!(st["held"], serde_json::json!([]));
         p.swarm(&["status"])
