@@ -217,6 +217,11 @@ impl Project {
             .join("activity")
             .join(format!("{role}.jsonl"))
     }
+    /// SwarmForge's `mission.md`: the project's mission, at its top
+    /// (served as `GET /api/mission`).
+    pub fn mission_file(&self) -> PathBuf {
+        self.root.join("mission.md")
+    }
     /// SwarmForge's launcher config.
     pub fn swarmforge_conf(&self) -> PathBuf {
         self.root.join("swarmforge").join("swarmforge.conf")

@@ -68,6 +68,7 @@ pub fn routes() -> Router<Arc<App>> {
         )
         .route("/api/tasks/retry", post(retry))
         .route("/api/chat", post(chat))
+        .route("/api/mission", get(mission))
 }
 
 /// Why an action did not happen: the library's error (as the cockpit
@@ -725,6 +726,30 @@ async fn chat(State(app): State<Arc<App>>, h: HeaderMap, b: Bytes) -> Response {
         Ok(json!({"ok": true, "status": "queued", "id": q["id"], "to": to, "queued": q}))
     })
     .await
+}
+
+// ---- mission -------------------------------------------------------------
+
+/// The largest `mission.md` served.
+const MAX_MISSION_BYTES: u64 = 1024 * 1024;
+
+/// `GET /api/mission`: the project's `mission.md` as plain text, empty
+/// when there is none (pack_web.bb `get-mission`). A symlink is not
+/// followed (it could point out of the project): served as none.
+async fn mission(State(app): State<Arc<App>>) -> Response {
+    let project = app.project.clone();
+    let text = tokio::task::spawn_blocking(move || {
+        let file = project.mission_file();
+        let plain = std::fs::symlink_metadata(&file).is_ok_and(|m| m.file_type().is_file());
+        plain
+            .then(|| crate::fsx::read_bounded(&file, MAX_MISSION_BYTES).ok())
+            .flatten()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    })
+    .await
+    .unwrap_or_default();
+    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response()
 }
 
 // ---- projects ------------------------------------------------------------

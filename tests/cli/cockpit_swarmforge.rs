@@ -643,3 +643,40 @@ fn clarifications_and_chat_are_swarmforges_request_files_derived_from_the_messag
         p.cmd("swarm").args(["audit", "--check"]).run().ok();
     }
 }
+
+/// pack_web.bb `get-mission`: `GET /api/mission` answers 200,
+/// `text/plain; charset=utf-8`, the project root's `mission.md`, or an
+/// empty body when there is none. Behind the same token; a symlink is not
+/// followed out of the project.
+#[test]
+fn the_mission_is_served_as_upstream_serves_it() {
+    for layout in LAYOUTS {
+        let p = project(layout);
+        let c = start(&p);
+        let r = bridge(&c, "GET", "/api/mission", None);
+        assert_eq!((r.code, r.body.as_str()), (200, ""), "{layout:?}");
+        std::fs::write(
+            p.path("mission.md"),
+            "# Mission\n\nShip the parser by Friday.\n",
+        )
+        .unwrap();
+        let r = bridge(&c, "GET", "/api/mission", None);
+        assert_eq!(r.code, 200);
+        assert!(
+            r.head
+                .to_ascii_lowercase()
+                .contains("content-type: text/plain; charset=utf-8"),
+            "{}",
+            r.head
+        );
+        assert_eq!(r.body, "# Mission\n\nShip the parser by Friday.\n");
+        let r = c.raw("GET", "/api/mission", &[], "");
+        assert_eq!(r.code, 401, "{}", r.body);
+        let outside = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(outside.path(), "secret\n").unwrap();
+        std::fs::remove_file(p.path("mission.md")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), p.path("mission.md")).unwrap();
+        let r = bridge(&c, "GET", "/api/mission", None);
+        assert_eq!((r.code, r.body.as_str()), (200, ""));
+    }
+}
