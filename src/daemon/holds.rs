@@ -12,9 +12,9 @@
 //! Approve is crash-safe in this order: (1) publish the record
 //! `.swarmforge/approvals/<id>` (temp + fsync + no-clobber rename), (2)
 //! journal `approved`, (3) move the original from `pending_approval/` back
-//! to its outbox (no-clobber rename). Killed before (3), the file is still held and `swarm
-//! approve` again finishes the job; after (3), the daemon finds the record
-//! and delivers the file the usual way, exactly once.
+//! to its outbox (no-clobber rename). Killed before (3), the file is still
+//! held and `swarm approve` again finishes the job; after (3), the daemon
+//! finds the record and delivers the file the usual way, exactly once.
 //!
 //! An approval is for what the person saw (docs/security.md, "Approve what
 //! was seen"): every listing carries the held message as it will be
@@ -72,7 +72,8 @@ const MAX_HELD_BYTES: u64 = 16 * 1024 * 1024;
 pub fn list(project: &Project) -> Result<Vec<Held>> {
     let mut out: Vec<Held> = approval_worktrees(project)?
         .iter()
-        .flat_map(|w| held_in(&w.held()))
+        .filter(|(_, linked)| !linked)
+        .flat_map(|(w, _)| held_in(&w.held()))
         .collect();
     out.sort_by(|a, b| a.id.cmp(&b.id));
     Ok(out)
@@ -80,10 +81,10 @@ pub fn list(project: &Project) -> Result<Vec<Held>> {
 
 /// Every worktree whose approval folder may hold originals: the roles'
 /// and the relay folders' (copies relayed from other hosts are held
-/// there), each once, none reached through a symlink (a symlink on the
-/// way would show, and approve would move into an outbox, a file from
-/// anywhere).
-fn approval_worktrees(project: &Project) -> Result<Vec<Worktree>> {
+/// there), each once, each with whether a symlink is on the way to its
+/// approval folder (then nothing there is listed: it would show, and
+/// approve would move into an outbox, a file from anywhere).
+fn approval_worktrees(project: &Project) -> Result<Vec<(Worktree, bool)>> {
     let roles = Roles::load(&project.roles_tsv())?;
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
@@ -100,10 +101,11 @@ fn approval_worktrees(project: &Project) -> Result<Vec<Worktree>> {
         };
         let w = Worktree::new(&wt);
         let key = w.handoffs();
-        if !seen.insert(key.canonicalize().unwrap_or(key)) || symlink_on_the_way(&w) {
+        if !seen.insert(key.canonicalize().unwrap_or(key)) {
             continue;
         }
-        out.push(w);
+        let linked = symlink_on_the_way(&w);
+        out.push((w, linked));
     }
     Ok(out)
 }
@@ -113,11 +115,19 @@ fn approval_worktrees(project: &Project) -> Result<Vec<Worktree>> {
 /// left in an old `held/` folder): each a line `swarm status` shows and
 /// `swarm audit --check` counts as a violation.
 pub fn problems(project: &Project) -> Vec<Problem> {
-    approval_worktrees(project)
-        .unwrap_or_default()
-        .iter()
-        .flat_map(pending_approval::problems)
-        .collect()
+    let mut out = Vec::new();
+    for (w, linked) in approval_worktrees(project).unwrap_or_default() {
+        if linked {
+            out.push(Problem {
+                path: w.held(),
+                why: "a symlink on the way to this approval folder: nothing held there is listed or approved; make .swarmforge, handoffs and pending_approval plain folders of the worktree".into(),
+                unreadable_handoff: false,
+            });
+        } else {
+            out.extend(pending_approval::problems(&w));
+        }
+    }
+    out
 }
 
 /// Moves every file of the old `held/` folders into `pending_approval/`
@@ -126,8 +136,10 @@ pub fn problems(project: &Project) -> Vec<Problem> {
 /// when it starts, before its first pass. Returns where each went.
 pub fn adopt_old_held(project: &Project) -> Vec<PathBuf> {
     let mut moved = Vec::new();
-    for w in approval_worktrees(project).unwrap_or_default() {
-        if std::fs::symlink_metadata(w.old_held()).is_ok_and(|m| m.file_type().is_symlink()) {
+    for (w, linked) in approval_worktrees(project).unwrap_or_default() {
+        if linked
+            || std::fs::symlink_metadata(w.old_held()).is_ok_and(|m| m.file_type().is_symlink())
+        {
             continue;
         }
         for f in pending_approval::old_held_files(&w) {
@@ -141,7 +153,7 @@ pub fn adopt_old_held(project: &Project) -> Vec<PathBuf> {
             }
         }
         // Gone once empty, so nothing shows the old place again.
-        let _ = std::fs::remove_dir(w.old_held());
+        let _ = fsx::remove_empty_dir(&w.old_held());
     }
     moved
 }

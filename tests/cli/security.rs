@@ -323,6 +323,14 @@ fn a_symlinked_held_folder_or_file_is_not_followed() {
         }
         let st = p.swarm(&["status", "--json"]).ok().json();
         assert_eq!(st["held"], serde_json::json!([]), "{how}");
+        // Not listed, but not silent either: the folder is NOT OK.
+        let problems = st["approval_problems"].to_string();
+        assert!(problems.contains("symlink"), "{how}: {problems}");
+        assert_eq!(
+            p.cmd("swarm").args(["audit", "--check"]).run().code,
+            2,
+            "{how}"
+        );
         p.cmd("swarm")
             .args(["approve", &id, "--sha256", &fp])
             .code(1)
