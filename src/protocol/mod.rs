@@ -18,7 +18,6 @@ pub mod launch_files;
 pub mod layout;
 pub mod line;
 pub mod lineup;
-pub mod logfile;
 pub mod order;
 pub mod pending_approval;
 pub mod people;
