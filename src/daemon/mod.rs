@@ -199,6 +199,9 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
         let _ = fsx::remove_file(&pid_path);
         return Err(Error::env(e));
     }
+    // Holds kept in the old `held/` folders move to SwarmForge's
+    // `pending_approval/`, where every reader looks (daemon::holds).
+    crate::daemon::holds::adopt_old_held(&project);
     // A stop file left from before we held the lock is stale.
     fsx::remove_file(&project.stop_file()).at(project.stop_file())?;
     // Seat requests a killed daemon delivered but did not answer.

@@ -6,6 +6,7 @@
 pub mod audit_pending;
 pub mod clock;
 pub mod config;
+pub mod dashboard;
 pub mod draft;
 pub mod duration;
 pub mod fields;
@@ -18,6 +19,7 @@ pub mod layout;
 pub mod line;
 pub mod lineup;
 pub mod order;
+pub mod pending_approval;
 pub mod people;
 pub mod roles;
 pub mod root;

@@ -87,6 +87,12 @@ pub struct Status {
     pub paused: Option<crate::daemon::gate::Pause>,
     /// Handoffs waiting for `swarm approve` / `swarm deny`.
     pub held: Vec<crate::daemon::holds::Held>,
+    /// What is wrong in an approval folder (`pending_approval/`, or a
+    /// file left in an old `held/`): `<path>: <why>` (daemon::holds::problems).
+    pub approval_problems: Vec<String>,
+    /// Where SwarmForge's request files (clarifications, chat) say other
+    /// than the messages they are derived from (protocol::dashboard).
+    pub dashboard: Vec<String>,
     /// Pause state and controls across hosts (docs/bridge.md, "One control").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub swarm_control: Option<crate::bridge::control_view::SwarmControl>,
@@ -340,6 +346,14 @@ pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Resul
         relayed,
         paused: crate::daemon::gate::pause_state(project),
         held: crate::daemon::holds::list(project)?,
+        approval_problems: crate::daemon::holds::problems(project)
+            .into_iter()
+            .map(|p| format!("{}: {}", p.path.display(), p.why))
+            .collect(),
+        dashboard: crate::protocol::dashboard::check(project)
+            .into_iter()
+            .map(|d| d.line)
+            .collect(),
         swarm_control: crate::bridge::control_view::collect(project),
         reservations: crate::reservations::active(project)?,
         spend: crate::telemetry::spend::collect(project),
@@ -499,6 +513,15 @@ pub fn text(s: &Status) -> String {
             secs(h.age_s),
             h.id,
             h.id
+        ));
+    }
+    for p in &s.approval_problems {
+        out.push_str(&format!("approvals: NOT OK: {}\n", crate::text::escape(p)));
+    }
+    for d in &s.dashboard {
+        out.push_str(&format!(
+            "dashboard: NOT IN STEP: {}\n",
+            crate::text::escape(d)
         ));
     }
     for r in &s.reservations {

@@ -420,6 +420,25 @@ impl Deliverer {
         self.deferred.retain(|p, _| p.exists());
         self.retry.retain(|p, _| p.exists());
         self.index.clear();
+        // SwarmForge's request folders, derived from the messages
+        // (protocol::dashboard), only in a project with a person.
+        if (report.delivered > 0 || self.board_due)
+            && crate::protocol::dashboard::applies(&self.roles)
+        {
+            let synced = crate::protocol::trail::Trail::load(
+                &self.project,
+                &crate::protocol::trail::Scope::originals(),
+            )
+            .map_err(|e| e.to_string())
+            .and_then(|t| crate::protocol::dashboard::sync(&t).map_err(|e| e.to_string()));
+            if let Err(e) = synced {
+                self.journal.record(
+                    &Event::new(Kind::Deferred)
+                        .path(&self.project.dashboard_dir())
+                        .reason(format!("dashboard requests: {e}")),
+                );
+            }
+        }
         if report.delivered > 0 || self.board_due {
             self.board_due = false;
             // From the roles and swarm.yaml the daemon holds: a pass reads
