@@ -6,7 +6,9 @@
 pub mod audit_pending;
 pub mod clock;
 pub mod config;
+pub mod delivery_retry;
 pub mod draft;
+pub mod edn;
 pub mod duration;
 pub mod fields;
 pub mod gitcheck;
@@ -25,3 +27,4 @@ pub mod rules;
 pub mod sequence;
 pub mod trail;
 pub mod types;
+pub mod wakeups;

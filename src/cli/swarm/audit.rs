@@ -120,6 +120,8 @@ fn run_check(args: &Args) -> i32 {
             Ok(None) => {}
             Err(e) => return crate::cli::report(&e, args.json),
         }
+        // A delivery failing again and again needs a person.
+        f.violations.extend(check::delivery_attention(&project));
         f.pending.extend(pending);
         // The journal must say what the files say (daemon/progress.rs).
         f.violations
