@@ -181,6 +181,14 @@ fn derive_marked(trail: &Trail, routes: &Routes, prev: &Board) -> (Board, Option
     (d.board(prev), mark)
 }
 
+/// When `m` was sent, as [`Original::when`] says it for a file holding it
+/// (for a message not read back from a trail).
+pub fn when_of(m: &Message) -> Option<clock::Instant> {
+    crate::protocol::trail::Stamp::of(m.get(names::CREATED_AT))
+        .at()
+        .or_else(|| grammar::id_time(m.id().unwrap_or_default()))
+}
+
 /// The time and id of an original, in the order [`derive`] folds them.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 struct Mark(String, String);

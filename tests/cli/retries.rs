@@ -79,12 +79,15 @@ fn a_failing_delivery_is_counted_beside_it_across_restarts_and_needs_attention_a
     for key in [":handoff", ":last-error", ":next-at", ":first-failed-at"] {
         assert!(text.contains(key), "{key} missing: {text}");
     }
-    assert!(text.contains("Not a directory"), "{text}");
+    let inbox = p.hq("rev", "inbox").display().to_string();
+    assert!(text.contains(&format!(":last-error \"{inbox}")), "{text}");
     assert!(!record.exists(), "attention after one failure");
 
-    // One failure is no violation, and the sidecar is no message.
+    // One failure is no violation (the broken inbox is one, and says so),
+    // and the sidecar is no message.
     let r = p.swarm(&["audit", "--check"]);
-    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stdout.contains("delivery_attention"), "{r:?}");
+    assert!(!r.stdout.contains("retry.edn"), "{r:?}");
     let r = p.swarm(&["status", "--json"]);
     r.ok();
     let st: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();

@@ -207,6 +207,9 @@ pub struct Deliverer {
     /// Retry sidecars the first listing of an outbox saw in this pass: those
     /// whose file is gone by the pass's end are removed.
     sidecars: Vec<PathBuf>,
+    /// What this pass delivered that may move a card (a `task` header),
+    /// with its time: all the board needs to fold in (board::sync_after).
+    board_delivered: Vec<(Option<clock::Instant>, Message)>,
 }
 
 /// Why a worktree's outbox cannot be ours: another process holds its lock.
@@ -265,6 +268,7 @@ impl Deliverer {
             relay_base: None,
             ledgers: HashMap::new(),
             sidecars: Vec::new(),
+            board_delivered: Vec::new(),
         };
         d.refresh_relay_base();
         d
@@ -469,12 +473,21 @@ impl Deliverer {
             }
         }
         self.index.clear();
+        let delivered = std::mem::take(&mut self.board_delivered);
         if report.delivered > 0 || self.board_due {
-            self.board_due = false;
+            let full = std::mem::take(&mut self.board_due);
             // From the roles and swarm.yaml the daemon holds: a pass reads
-            // no config file for a swarm without cards.
+            // no config file for a swarm without cards. The first pass
+            // (a crash may have left the board behind) derives it from
+            // every file; later ones fold in what they delivered.
             let synced = crate::board::Routes::from_parts(&self.project, &self.roles, &self.config)
-                .and_then(|routes| crate::board::sync(&self.project, &routes));
+                .and_then(|routes| {
+                    if full {
+                        crate::board::sync(&self.project, &routes)
+                    } else {
+                        crate::board::sync_after(&self.project, &routes, &delivered)
+                    }
+                });
             if let Err(e) = synced {
                 self.board_due = true;
                 self.journal.record(
