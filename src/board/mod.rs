@@ -229,7 +229,14 @@ impl<'a> Deriving<'a> {
         };
         let when = at.map(clock::iso).unwrap_or_default();
         if let Some(kind) = birth(m) {
-            if self.index.contains_key(task) {
+            if let Some(&i) = self.index.get(task) {
+                // Folding (sync_after): the birth of a card still `new` in
+                // the cache is delivered now, as a full derivation would
+                // see it (the same note: the same time).
+                let card = &mut self.cards[i];
+                if place == Place::Sent && card.lane == NEW && card.created == when {
+                    card.lane = m.to().unwrap_or(NEW).to_string();
+                }
                 return;
             }
             let lane = match place {
@@ -528,9 +535,9 @@ fn fingerprint(routes: &Routes) -> String {
 /// its time, as [`Original::when`] gives it): the cached board with those
 /// folded in, in time order, which is what [`derive`] gives when every one
 /// of them is later than the cache's mark. Otherwise (no cache, other
-/// routes, a card still `new`, whose birth may yet fail, or a delivery
-/// older than the mark) the board is derived from every file, as [`sync`]
-/// does. So a pass costs what it delivered, not the history.
+/// routes, a card left `new` after the fold, whose birth may yet fail, or
+/// a delivery older than the mark) the board is derived from every file,
+/// as [`sync`] does. So a pass costs what it delivered, not the history.
 pub fn sync_after(
     project: &Project,
     routes: &Routes,
@@ -545,7 +552,6 @@ pub fn sync_after(
     let prev = file.clone().unwrap_or_default();
     let folded = read_cache(project)
         .filter(|c| c.routes == fingerprint(routes))
-        .filter(|c| c.cards.iter().all(|x| x.lane != NEW))
         .and_then(|c| {
             let mut ds: Vec<(Mark, &Message)> = Vec::new();
             for (at, m) in delivered.iter().filter(|(_, m)| m.get(names::TASK).is_some()) {
@@ -560,7 +566,12 @@ pub fn sync_after(
                 d.apply(Place::Sent, clock::parse(&k.0), m);
             }
             let mark = ds.last().map(|(k, _)| k.clone()).or(c.mark);
-            Some((d.board(&prev), mark))
+            let board = d.board(&prev);
+            board
+                .cards
+                .iter()
+                .all(|x| x.lane != NEW)
+                .then_some((board, mark))
         });
     match folded {
         Some((board, mark)) => {
