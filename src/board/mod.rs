@@ -528,7 +528,10 @@ fn read_cache(project: &Project) -> Option<Cache> {
 
 /// The routes as the cache was made for (a change of routes may move cards).
 fn fingerprint(routes: &Routes) -> String {
-    format!("{:?}|{:?}|{:?}", routes.cards, routes.propagation, routes.window)
+    format!(
+        "{:?}|{:?}|{:?}",
+        routes.cards, routes.propagation, routes.window
+    )
 }
 
 /// [`sync`] after a delivery pass that delivered `delivered` (each with
@@ -554,11 +557,20 @@ pub fn sync_after(
         .filter(|c| c.routes == fingerprint(routes))
         .and_then(|c| {
             let mut ds: Vec<(Mark, &Message)> = Vec::new();
-            for (at, m) in delivered.iter().filter(|(_, m)| m.get(names::TASK).is_some()) {
-                ds.push((Mark(clock::iso((*at)?), m.id().unwrap_or_default().to_string()), m));
+            for (at, m) in delivered
+                .iter()
+                .filter(|(_, m)| m.get(names::TASK).is_some())
+            {
+                ds.push((
+                    Mark(clock::iso((*at)?), m.id().unwrap_or_default().to_string()),
+                    m,
+                ));
             }
             ds.sort_by(|a, b| a.0.cmp(&b.0));
-            if ds.first().is_some_and(|(k, _)| c.mark.as_ref().is_some_and(|m| k <= m)) {
+            if ds
+                .first()
+                .is_some_and(|(k, _)| c.mark.as_ref().is_some_and(|m| k <= m))
+            {
                 return None;
             }
             let mut d = Deriving::new(routes, c.cards);

@@ -18,8 +18,8 @@ use super::{wake, Daemon};
 use crate::protocol::clock;
 use crate::protocol::config::Config;
 use crate::protocol::delivery_retry;
-use crate::protocol::wakeups;
 use crate::protocol::layout::Worktree;
+use crate::protocol::wakeups;
 
 /// Per-role re-wake state: when the next re-wake may happen and the backoff.
 pub(super) struct Rewake {

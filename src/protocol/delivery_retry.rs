@@ -148,13 +148,14 @@ pub fn read(handoff: &Path) -> Option<Retry> {
 
 /// Writes the sidecar of `handoff` (in the worktree `wt`'s outbox).
 pub fn write(wt: &Worktree, handoff: &Path, r: &Retry) -> io::Result<()> {
-    let mut pairs = vec![(
-        K_HANDOFF,
-        Value::Str(file_name(handoff)),
-    )];
+    let mut pairs = vec![(K_HANDOFF, Value::Str(file_name(handoff)))];
     pairs.extend(r.pairs());
     fsx::ensure_dirs(&[wt.outbox_tmp()])?;
-    fsx::replace(&wt.outbox_tmp(), &sidecar_of(handoff), edn::render(&pairs).as_bytes())
+    fsx::replace(
+        &wt.outbox_tmp(),
+        &sidecar_of(handoff),
+        edn::render(&pairs).as_bytes(),
+    )
 }
 
 /// Removes the sidecar of `handoff`, if any.
@@ -196,7 +197,12 @@ pub fn attention_file(project: &Project, handoff: &Path) -> PathBuf {
 }
 
 /// Writes (or rewrites) the record of `handoff`.
-pub fn write_attention(project: &Project, handoff: &Path, sender: &str, r: &Retry) -> io::Result<()> {
+pub fn write_attention(
+    project: &Project,
+    handoff: &Path,
+    sender: &str,
+    r: &Retry,
+) -> io::Result<()> {
     let dir = project.delivery_attention_dir();
     fsx::ensure_dirs(&[&dir])?;
     let mut pairs = vec![
@@ -205,7 +211,11 @@ pub fn write_attention(project: &Project, handoff: &Path, sender: &str, r: &Retr
     ];
     pairs.extend(r.pairs());
     // Temp files start with a dot, which the listing skips.
-    fsx::replace(&dir, &attention_file(project, handoff), edn::render(&pairs).as_bytes())
+    fsx::replace(
+        &dir,
+        &attention_file(project, handoff),
+        edn::render(&pairs).as_bytes(),
+    )
 }
 
 /// Removes the record of `handoff`, if any.
@@ -260,7 +270,9 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let wt = Worktree::new(d.path());
         fsx::ensure_dirs(&[wt.outbox_tmp()]).unwrap();
-        let h = wt.outbox().join("50_20260615T140531Z_000001_from_a_to_b.handoff");
+        let h = wt
+            .outbox()
+            .join("50_20260615T140531Z_000001_from_a_to_b.handoff");
         let now = clock::now();
         let r1 = Retry::after_failure(None, "disk\nfull", now);
         write(&wt, &h, &r1).unwrap();

@@ -70,7 +70,9 @@ impl Project {
     /// retried, at the project root, where today's SwarmForge keeps them
     /// (protocol::delivery_retry).
     pub fn delivery_attention_dir(&self) -> PathBuf {
-        self.swarmforge().join("handoffs").join("delivery_attention")
+        self.swarmforge()
+            .join("handoffs")
+            .join("delivery_attention")
     }
     /// The daemon's order hint socket (protocol::order).
     pub fn order_socket(&self) -> PathBuf {

@@ -71,7 +71,11 @@ pub fn write(project: &Project, p: &Pending) -> io::Result<()> {
     ];
     pairs.extend(crate::protocol::delivery_retry::retry_pairs(&p.retry));
     // Temp files start with a dot, which the listing skips.
-    fsx::replace(&dir, &file(project, &p.role), edn::render(&pairs).as_bytes())
+    fsx::replace(
+        &dir,
+        &file(project, &p.role),
+        edn::render(&pairs).as_bytes(),
+    )
 }
 
 /// Removes the record of `role`, if any.

@@ -188,7 +188,10 @@ pub fn deliveries(project: &Project, now: Instant) -> Vec<Item> {
                 age_s: None,
                 text: crate::text::escape(&format!("unreadable record: {why}")),
                 options: Vec::new(),
-                handle: format!("remove {} (handoffd writes it again while it retries)", record.display()),
+                handle: format!(
+                    "remove {} (handoffd writes it again while it retries)",
+                    record.display()
+                ),
                 path: record,
             },
         })

@@ -340,12 +340,21 @@ fn the_board_is_folded_pass_by_pass_and_its_cache_is_only_a_hint() {
 
     let text = fs::read_to_string(&cache).unwrap();
     assert!(text.contains("\"lane\":\"verify\""), "{text}");
-    fs::write(&cache, text.replace("\"lane\":\"verify\"", "\"lane\":\"done\"")).unwrap();
+    fs::write(
+        &cache,
+        text.replace("\"lane\":\"verify\"", "\"lane\":\"done\""),
+    )
+    .unwrap();
     // A delivering pass (a note: it moves no card).
-    let r = p.send("lead", "type: note\nto: implement\npriority: 50\nmessage: hi\n");
+    let r = p.send(
+        "lead",
+        "type: note\nto: implement\npriority: 50\nmessage: hi\n",
+    );
     r.ok();
     wait_until(DEADLINE, "the note delivered", || {
-        p.log().lines().any(|l| l.contains("delivered") && l.contains("_from_lead_to_implement"))
+        p.log()
+            .lines()
+            .any(|l| l.contains("delivered") && l.contains("_from_lead_to_implement"))
     });
     wait_until(DEADLINE, "the pass's board written", || {
         lane_now(&p, "look").as_deref() == Some("done")

@@ -72,7 +72,10 @@ fn a_failing_delivery_is_counted_beside_it_across_restarts_and_needs_attention_a
     let record = attention_record(&p, &n.name);
 
     let r = p.deliver_once();
-    assert_eq!(r.stdout, "handoffd: delivered 0, failed 0, deferred 1\n", "{r:?}");
+    assert_eq!(
+        r.stdout, "handoffd: delivered 0, failed 0, deferred 1\n",
+        "{r:?}"
+    );
     assert!(path.exists());
     assert_eq!(attempt(&side), Some(1), "no sidecar after one failure");
     let text = fs::read_to_string(&side).unwrap();
@@ -91,7 +94,12 @@ fn a_failing_delivery_is_counted_beside_it_across_restarts_and_needs_attention_a
     let r = p.swarm(&["status", "--json"]);
     r.ok();
     let st: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
-    let coder = st["roles"].as_array().unwrap().iter().find(|x| x["role"] == "coder").unwrap();
+    let coder = st["roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["role"] == "coder")
+        .unwrap();
     assert_eq!(coder["outbox"], 1, "{st}");
     assert!(!r.stdout.contains("delivery_attention"), "{}", r.stdout);
     let r = p.swarm(&["transcript"]);
@@ -121,13 +129,18 @@ fn a_failing_delivery_is_counted_beside_it_across_restarts_and_needs_attention_a
     let r = p.swarm(&["status", "--json"]);
     let st: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     assert!(
-        st["attention"].as_array().unwrap().iter().any(|a| a["kind"] == "delivery"),
+        st["attention"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["kind"] == "delivery"),
         "{st}"
     );
     let r = p.swarm(&["audit", "--check"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
-        r.stdout.contains(&format!("VIOLATION delivery_attention {}", path.display())),
+        r.stdout
+            .contains(&format!("VIOLATION delivery_attention {}", path.display())),
         "{r:?}"
     );
 
@@ -140,7 +153,10 @@ fn a_failing_delivery_is_counted_beside_it_across_restarts_and_needs_attention_a
     assert!(p.hq("master", "sent").join(&n.name).exists());
     assert_eq!(p.files(&new), vec![n.name.clone()]);
     assert!(!side.exists(), "the sidecar outlived the delivery");
-    assert!(!record.exists(), "the attention record outlived the delivery");
+    assert!(
+        !record.exists(),
+        "the attention record outlived the delivery"
+    );
     let r = p.swarm(&["audit", "--check"]);
     assert_eq!(r.code, 0, "{r:?}");
 }
@@ -170,7 +186,11 @@ fn a_kill_9_between_the_sidecar_and_the_retry_resumes_the_count() {
         next = attempt(&side).unwrap_or(0);
         next != before
     });
-    assert_eq!(next, before + 1, "the count started again after the restart");
+    assert_eq!(
+        next,
+        before + 1,
+        "the count started again after the restart"
+    );
     wait_until(DEADLINE, "attention after the third attempt", || {
         attention_record(&p, &n.name).exists()
     });
@@ -204,7 +224,10 @@ fn a_sidecar_without_its_handoff_is_removed_and_permanent_errors_still_fail() {
     assert!(!record.exists(), "orphan attention record kept");
 
     // An orphan left by a crash (no record of it in memory at all).
-    let orphan = sidecar(&p.hq("master", "outbox").join(&note("coder", 9, "reviewer", "x").name));
+    let orphan = sidecar(
+        &p.hq("master", "outbox")
+            .join(&note("coder", 9, "reviewer", "x").name),
+    );
     fs::write(&orphan, "{:attempt 1}\n").unwrap();
     p.deliver_once();
     assert!(!orphan.exists(), "orphan sidecar kept");
@@ -238,7 +261,9 @@ fn a_failed_wake_up_is_queued_on_disk_and_retried_after_a_restart() {
     let n = note("coder", 1, "reviewer", "hello");
     let path = p.post("master", &n);
     wait_delivered(&p, &path);
-    wait_until(DEADLINE, "the failed wake-up queued", || attempt(&queued).is_some());
+    wait_until(DEADLINE, "the failed wake-up queued", || {
+        attempt(&queued).is_some()
+    });
     let r = p.swarm(&["status"]);
     assert!(r.stdout.contains("wake retry: reviewer failed"), "{r:?}");
     drop(d); // SIGKILL
@@ -276,13 +301,18 @@ fn a_queued_wake_up_for_mail_already_taken_is_dropped() {
     let n = note("coder", 1, "reviewer", "hello");
     let path = p.post("master", &n);
     wait_delivered(&p, &path);
-    wait_until(DEADLINE, "the failed wake-up queued", || attempt(&queued).is_some());
+    wait_until(DEADLINE, "the failed wake-up queued", || {
+        attempt(&queued).is_some()
+    });
     drop(d); // SIGKILL
     let r = p.cmd("ready-next").role("reviewer").run();
     r.ok();
     fs::write(&ok, "").unwrap();
     let _d = p.spawn_daemon(&[]);
     wait_until(DEADLINE, "the queue record dropped", || !queued.exists());
-    assert!(!wakes.exists(), "a wake-up was typed for mail already taken");
+    assert!(
+        !wakes.exists(),
+        "a wake-up was typed for mail already taken"
+    );
     assert!(p.hq("rev", "inbox/in_process").join(&n.name).exists());
 }

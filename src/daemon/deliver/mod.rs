@@ -450,12 +450,7 @@ impl Deliverer {
         // Forget state for files that are gone (delivered by hand, removed).
         self.suspects.retain(|p| p.exists());
         self.deferred.retain(|p, _| p.exists());
-        let gone: Vec<PathBuf> = self
-            .retry
-            .keys()
-            .filter(|p| !p.exists())
-            .cloned()
-            .collect();
+        let gone: Vec<PathBuf> = self.retry.keys().filter(|p| !p.exists()).cloned().collect();
         for p in gone {
             self.retry.remove(&p);
             self.forget_retry(&p);
@@ -463,7 +458,9 @@ impl Deliverer {
         // Sidecars whose file left the outbox by other ways (by hand, a
         // hold, a crash between the move to sent/ and the clean-up).
         for sidecar in std::mem::take(&mut self.sidecars) {
-            let name = sidecar.file_name().map(|n| n.to_string_lossy().into_owned());
+            let name = sidecar
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned());
             let handoff = name
                 .as_deref()
                 .and_then(delivery_retry::handoff_of)
@@ -596,8 +593,7 @@ impl Deliverer {
                 .map(|r| r.name.as_str())
                 .collect::<Vec<_>>()
                 .join(",");
-            if let Err(e) =
-                delivery_retry::write_attention(&self.project, &c.path, &sender, record)
+            if let Err(e) = delivery_retry::write_attention(&self.project, &c.path, &sender, record)
             {
                 eprintln!(
                     "handoffd: cannot write {}: {e}",
