@@ -237,7 +237,7 @@ pub fn attention(project: &Project) -> Vec<Result<Attention, (PathBuf, String)>>
         .map(|n| {
             let record = dir.join(&n);
             let bytes = fsx::read_bounded(&record, MAX_FILE)
-                .map_err(|e| (record.clone(), format!("{e:?}")))?;
+                .map_err(|e| (record.clone(), e.to_string()))?;
             let parsed = std::str::from_utf8(&bytes).ok().and_then(edn::parse);
             let m = parsed.ok_or_else(|| (record.clone(), "not a flat EDN map".to_string()))?;
             let retry = Retry::from_map(&m)

@@ -206,7 +206,7 @@ pub struct Deliverer {
     ledgers: HashMap<PathBuf, relay::Ledger>,
     /// Retry sidecars the first listing of an outbox saw in this pass: those
     /// whose file is gone by the pass's end are removed.
-    sidecars: Vec<PathBuf>,
+    sidecars: HashSet<PathBuf>,
     /// What this pass delivered that may move a card (a `task` header),
     /// with its time: all the board needs to fold in (board::sync_after).
     board_delivered: Vec<(Option<clock::Instant>, Message)>,
@@ -267,7 +267,7 @@ impl Deliverer {
             budget_warned: false,
             relay_base: None,
             ledgers: HashMap::new(),
-            sidecars: Vec::new(),
+            sidecars: HashSet::new(),
             board_delivered: Vec::new(),
         };
         d.refresh_relay_base();
@@ -398,7 +398,12 @@ impl Deliverer {
                 }
                 // A restarted daemon goes on where the killed one stopped:
                 // the attempts so far and the wait come from the sidecar.
-                if first && !self.retry.contains_key(&c.path) {
+                // (Only a file whose sidecar the listing saw: a backlog
+                // at start-up costs no failed open per file.)
+                if first
+                    && !self.retry.contains_key(&c.path)
+                    && self.sidecars.contains(&delivery_retry::sidecar_of(&c.path))
+                {
                     self.resume_retry(&c.path);
                 }
                 let now = Instant::now();

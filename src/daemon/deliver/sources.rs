@@ -299,7 +299,7 @@ impl Deliverer {
                 if !name.ends_with(".handoff") {
                     // A retry sidecar: checked for its file after the pass.
                     if first && crate::protocol::delivery_retry::handoff_of(&name).is_some() {
-                        self.sidecars.push(e.path());
+                        self.sidecars.insert(e.path());
                     }
                     continue;
                 }
