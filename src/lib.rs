@@ -9,14 +9,16 @@
 //! The folders are the layers, each importing only those listed before it
 //! (docs/design.md says why):
 //!
-//! - `fsx`, `text`, `error`: the foundation (renames, fsyncs and locks;
-//!   what may reach a terminal; errors with their exit codes);
+//! - `fsx`, `text`, `error`, `sys`: the foundation (renames, fsyncs and
+//!   locks; what may reach a terminal; errors with their exit codes; the
+//!   system underneath: rotating logs, folder watches, tmux, git, the
+//!   priority of background threads);
 //! - `protocol`: the on-disk format, the paths, roles.tsv, the config and
 //!   finding the project;
 //! - `search`: the full-text index of the messages, derived from the files;
 //! - `reservations`: files a role announces it is changing, and the guard;
 //! - `board`: today's SwarmForge's cards and their lanes, a function of
-//!   the handoff files (it reads SwarmForge's conf through `launch`'s parser);
+//!   the handoff files;
 //! - `daemon`: `handoffd`, the delivery pass and when to run it, the gate,
 //!   wake-ups, the journal;
 //! - `forum`: sessions, discussions, the moderator, reached by the daemon
@@ -51,6 +53,7 @@ pub mod protocol;
 pub mod reservations;
 pub mod search;
 pub mod serve;
+pub mod sys;
 pub mod telemetry;
 pub mod text;
 pub mod views;
