@@ -72,6 +72,9 @@ impl Retry {
     /// The record after one more failed attempt at `now` (the first, when
     /// `before` is none).
     pub fn after_failure(before: Option<&Retry>, error: &str, now: Instant) -> Retry {
+        // To the microsecond, as the file holds it (what is read back
+        // equals what was written).
+        let now = clock::parse(&clock::iso(now)).unwrap_or(now);
         let attempt = before.map_or(1, |r| r.attempt.saturating_add(1));
         let wait = chrono::Duration::from_std(backoff(attempt)).unwrap_or_default();
         Retry {
