@@ -66,6 +66,19 @@ impl Project {
     pub fn events_file(&self) -> PathBuf {
         self.daemon_dir().join("events.jsonl")
     }
+    /// Today's SwarmForge's durable queue of failed wake-ups: one file per
+    /// role (protocol::wakeups).
+    pub fn wakeups_dir(&self) -> PathBuf {
+        self.daemon_dir().join("wakeups")
+    }
+    /// One record per delivery that failed three times and is still being
+    /// retried, at the project root, where today's SwarmForge keeps them
+    /// (protocol::delivery_retry).
+    pub fn delivery_attention_dir(&self) -> PathBuf {
+        self.swarmforge()
+            .join("handoffs")
+            .join("delivery_attention")
+    }
     /// The daemon's order hint socket (protocol::order).
     pub fn order_socket(&self) -> PathBuf {
         self.daemon_dir().join("order.sock")

@@ -476,9 +476,28 @@ async fn state(State(app): State<Arc<App>>) -> Response {
             "work_in_flight": work,
             "chat": chat,
             "clarifications": clar,
+            // Ours: SwarmForge's dashboard shows these in its Attention
+            // (the record format upstream was not seen).
+            "delivery_attention": delivery_attention(p),
         }))
     })
     .await
+}
+
+/// The deliveries that failed three times and are being retried.
+fn delivery_attention(p: &Project) -> Vec<Value> {
+    crate::views::attention::deliveries(p, crate::protocol::clock::now())
+        .into_iter()
+        .map(|i| {
+            json!({
+                "id": i.id,
+                "role": i.role,
+                "since": i.since,
+                "body": i.text,
+                "record": i.path,
+            })
+        })
+        .collect()
 }
 
 // ---- approvals -----------------------------------------------------------

@@ -108,6 +108,42 @@ pub struct Status {
     /// (forum/requests.rs).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub agent_requests: Vec<crate::forum::requests::Waiting>,
+    /// Failed wake-ups handoffd will try again (`.swarmforge/daemon/wakeups/`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub wake_retries: Vec<WakeRetry>,
+}
+
+/// A failed wake-up in the durable queue (protocol::wakeups).
+#[derive(Debug, Serialize)]
+pub struct WakeRetry {
+    pub role: String,
+    /// Failed attempts so far; 0 when the record does not read.
+    pub attempt: u32,
+    pub last_error: String,
+    pub next_at: Option<String>,
+    pub item: PathBuf,
+}
+
+fn wake_retries(project: &Project) -> Vec<WakeRetry> {
+    crate::protocol::wakeups::list(project)
+        .into_iter()
+        .map(|(role, p)| match p {
+            Some(p) => WakeRetry {
+                role,
+                attempt: p.retry.attempt,
+                last_error: p.retry.last_error,
+                next_at: Some(crate::protocol::clock::iso(p.retry.next_at)),
+                item: p.item,
+            },
+            None => WakeRetry {
+                last_error: "unreadable record (handoffd removes it)".into(),
+                next_at: None,
+                item: crate::protocol::wakeups::file(project, &role),
+                attempt: 0,
+                role,
+            },
+        })
+        .collect()
 }
 
 /// One received item the bridge holds back, and why (docs/bridge.md).
@@ -359,6 +395,7 @@ pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Resul
         spend: crate::telemetry::spend::collect(project),
         board: crate::board::View::for_status(project),
         agent_requests,
+        wake_retries: wake_retries(project),
     })
 }
 
@@ -501,6 +538,15 @@ pub fn text(s: &Status) -> String {
         out.push_str(&format!(
             "requests: {} has {} forum/board request(s) handoffd has not taken and {} taken but not answered (is handoffd running?)\n",
             w.role, w.asked, w.taken
+        ));
+    }
+    for w in &s.wake_retries {
+        out.push_str(&format!(
+            "wake retry: {} failed {} time(s), last: {}; handoffd tries again at {}\n",
+            crate::text::escape(&w.role),
+            w.attempt,
+            crate::text::escape(&w.last_error),
+            w.next_at.as_deref().unwrap_or("-")
         ));
     }
     for h in &s.held {

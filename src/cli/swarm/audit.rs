@@ -148,6 +148,8 @@ fn run_check(args: &Args) -> i32 {
                 f.violations.push(v);
             }
         }
+        // A delivery failing again and again needs a person.
+        f.violations.extend(check::delivery_attention(&project));
         f.pending.extend(pending);
         // The journal must say what the files say (daemon/progress.rs).
         f.violations
