@@ -10,6 +10,7 @@
 pub mod alert;
 pub mod control;
 pub mod deliver;
+mod events;
 pub mod gate;
 pub mod holds;
 pub mod hook;
@@ -22,13 +23,10 @@ mod rewake;
 pub mod wake;
 pub mod watchdog;
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant, SystemTime};
-
-use notify::Watcher;
 
 use crate::daemon::deliver::Deliverer;
 use crate::daemon::journal::{Event, Journal, Kind};
@@ -38,6 +36,7 @@ use crate::fsx;
 use crate::protocol::config::Config;
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
+use events::{Events, Msg};
 use rewake::Rewake;
 
 /// How often the stop file and `.swarmforge/` are checked between events.
@@ -47,11 +46,6 @@ const FORUM_POLL: Duration = Duration::from_millis(200);
 /// A temp file in `inbox/tmp` or `outbox/tmp` older than this was left by a
 /// killed writer (a publish takes milliseconds); removed at start-up.
 const STALE_TEMP: Duration = Duration::from_secs(3600);
-/// File events queued between passes at most. Events are hints: when the
-/// queue is full the next one is dropped and a rescan of every outbox is
-/// due instead, so a burst of 40 000 files costs a bounded queue, not one
-/// entry per file.
-const EVENT_QUEUE: usize = 1024;
 
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -61,17 +55,38 @@ pub struct Options {
     pub poll: bool,
 }
 
-enum Msg {
-    /// Something changed under a watched folder; `rescan` when events were lost.
-    Fs {
-        paths: Vec<PathBuf>,
-        rescan: bool,
-        /// Only an open or read (our own reads of outbox files among them):
-        /// nothing changed, so it never starts a pass.
-        access: bool,
-    },
-    WatchError(String),
-    Signal,
+/// When each periodic duty is due next.
+struct Timers {
+    /// The safety net's pass over every outbox (or the poll, without events).
+    rescan: Instant,
+    /// The re-wake sweep.
+    sweep: Instant,
+    /// The watchdog's look at the agents.
+    agents: Instant,
+    /// An open digest request or a backoff, between passes.
+    forum: Instant,
+}
+
+impl Timers {
+    fn new(cfg: &crate::protocol::config::DaemonConfig) -> Timers {
+        let now = Instant::now();
+        Timers {
+            rescan: now,
+            sweep: now + cfg.sweep.0,
+            agents: now + cfg.pane_check.0,
+            forum: now + FORUM_POLL,
+        }
+    }
+
+    /// How long the loop may wait for an event (the forum's poll is not
+    /// waited for: it runs at the housekeeping pace).
+    fn wait(&self, now: Instant) -> Duration {
+        self.rescan
+            .min(self.sweep)
+            .min(self.agents)
+            .saturating_duration_since(now)
+            .min(HOUSEKEEPING)
+    }
 }
 
 /// Identity of a config file, to notice changes without events.
@@ -352,101 +367,68 @@ impl Daemon {
     }
 
     /// The event loop; returns the exit code.
+    /// The daemon's loop: a pass when one is due, then the timers, then
+    /// wait for the next event or timer.
     fn serve(&mut self) -> i32 {
-        let (tx, rx) = mpsc::sync_channel::<Msg>(EVENT_QUEUE);
-        let overflow = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let stop = self.deliverer.stop.clone();
-        let sig_tx = tx.clone();
-        match signal_hook::iterator::Signals::new([
-            signal_hook::consts::SIGTERM,
-            signal_hook::consts::SIGINT,
-            signal_hook::consts::SIGHUP,
-        ]) {
-            Ok(mut signals) => {
-                std::thread::spawn(move || {
-                    for _ in signals.forever() {
-                        stop.store(true, Ordering::Relaxed);
-                        let _ = sig_tx.send(Msg::Signal);
-                    }
-                });
+        let cfg = self.deliverer.config.daemon.clone();
+        let mut events = Events::start(
+            &self.project.root,
+            self.opts.poll || cfg.poll,
+            self.deliverer.stop.clone(),
+            &cfg.poll_interval.to_string(),
+        );
+        events.sync(self.watched_dirs());
+        self.start_services(events.watching());
+        let polling = !events.watching();
+        self.deliverer.polling = polling;
+        let mut timers = Timers::new(&cfg);
+        let mut need_pass = true;
+        let mut first_pass = true;
+        loop {
+            if events.overflowed() {
+                self.deliverer.rescan_all();
+                need_pass = true;
             }
-            Err(e) => eprintln!("handoffd: cannot install signal handlers: {e}"),
+            if need_pass {
+                need_pass = self.delivery_pass(first_pass, &mut events, &mut timers, polling);
+                first_pass = false;
+            }
+            if self.stop_requested() || !self.project.swarmforge().is_dir() {
+                break;
+            }
+            let now = Instant::now();
+            if self.run_timers(now, &mut timers) {
+                need_pass = true;
+            }
+            if now >= timers.rescan {
+                self.deliverer.rescan_due();
+                need_pass = true;
+                continue;
+            }
+            match events.rx.recv_timeout(timers.wait(now)) {
+                Ok(msg) => {
+                    let mut msgs = vec![msg];
+                    msgs.extend(events.rx.try_iter());
+                    for m in msgs {
+                        if self.on_event(m, &mut events) {
+                            need_pass = true;
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
         }
-        let mut watcher = if self.opts.poll || self.deliverer.config.daemon.poll {
-            None
-        } else {
-            let fs_tx = tx.clone();
-            let lost = overflow.clone();
-            match notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-                let msg = match res {
-                    Ok(ev) => Msg::Fs {
-                        rescan: ev.need_rescan(),
-                        // A close after writing may end an in-place write;
-                        // every other access event changes nothing.
-                        access: matches!(
-                            ev.kind,
-                            notify::EventKind::Access(a)
-                                if a != notify::event::AccessKind::Close(
-                                    notify::event::AccessMode::Write
-                                )
-                        ),
-                        paths: ev.paths,
-                    },
-                    Err(e) => Msg::WatchError(e.to_string()),
-                };
-                // Our own listings of watched folders raise access events
-                // that change nothing: dropped here, so they never fill the
-                // queue (a full queue means a rescan).
-                if matches!(
-                    &msg,
-                    Msg::Fs {
-                        access: true,
-                        rescan: false,
-                        ..
-                    }
-                ) {
-                    return;
-                }
-                // Never blocks the watcher: a full queue coalesces into
-                // one rescan.
-                if let Err(mpsc::TrySendError::Full(_)) = fs_tx.try_send(msg) {
-                    lost.store(true, Ordering::Relaxed);
-                }
-            }) {
-                Ok(w) => Some(w),
-                Err(e) => {
-                    eprintln!(
-                        "handoffd: file events unavailable ({e}); polling every {}",
-                        self.deliverer.config.daemon.poll_interval
-                    );
-                    None
-                }
-            }
-        };
-        // Sets, not lists: with thousands of roles a `contains` per folder
-        // made every resync quadratic.
-        let mut watched: HashSet<PathBuf> = HashSet::new();
-        let root = self.project.root.clone();
-        let mut sync_watches = |w: &mut Option<notify::RecommendedWatcher>, want: Vec<PathBuf>| {
-            let Some(w) = w.as_mut() else { return };
-            let want: HashSet<PathBuf> = want.into_iter().collect();
-            for p in watched.iter().filter(|p| !want.contains(*p)) {
-                let _ = w.unwatch(p);
-            }
-            for p in &want {
-                if !watched.contains(p) || !p.exists() {
-                    make_watchable(&root, p);
-                    if let Err(e) = w.watch(p, notify::RecursiveMode::NonRecursive) {
-                        eprintln!("handoffd: cannot watch {}: {e}", p.display());
-                    }
-                }
-            }
-            watched = want;
-        };
-        sync_watches(&mut watcher, self.watched_dirs());
+        0
+    }
+
+    /// What runs beside delivery, started once the watcher is in place;
+    /// then `started` is logged, so it means ready: a file queued after
+    /// that line is seen by an event.
+    fn start_services(&mut self, watching: bool) {
         self.deliverer.forum_duty(|f, d| f.start(d));
         // The order index is kept from file events too: none without them.
-        if watcher.is_some() {
+        if watching {
             self.order = order::OrderServer::start(&self.project);
             self.serve_order();
             // Deep inboxes are indexed before `started`, so no first call
@@ -462,154 +444,126 @@ impl Daemon {
             &self.journal,
             self.deliverer.config.limits.max_file_bytes,
             self.deliverer.roles.worktrees(),
-            watcher.is_none(),
+            !watching,
         );
-        // Logged once the watcher (and the order socket) are in place, so
-        // `started` means ready: a file queued after this line is seen by an
-        // event.
         self.journal.record(&Event::new(Kind::Started));
         self.indexer = Some(crate::search::indexer::Indexer::start(&self.project));
+    }
 
-        let polling = watcher.is_none();
-        self.deliverer.polling = polling;
-        let cfg = |d: &Daemon| d.deliverer.config.daemon.clone();
-        let mut next_rescan = Instant::now();
-        let mut next_sweep = Instant::now() + cfg(self).sweep.0;
-        let mut next_agents = Instant::now() + cfg(self).pane_check.0;
-        let mut need_pass = true;
-        let mut first_pass = true;
-        let mut next_forum = Instant::now() + FORUM_POLL;
-        loop {
-            if overflow.swap(false, Ordering::Relaxed) {
-                self.deliverer.rescan_all();
-                need_pass = true;
-            }
-            if need_pass {
-                let before = self.deliverer.generation;
-                let moved;
-                (need_pass, moved) = self.pass();
-                // Only a pass that moved files gives the index anything
-                // new: an idle swarm's rescans must not refresh it (with
-                // 2 000 roles a refresh stats ~10 000 folders). What else
-                // changes the files (an archive, the bridge's mirror, a
-                // hold) is caught by the indexer's own minute and by every
-                // query, which refreshes first.
-                // The first pass also refreshes it, so a daemon starts with
-                // a fresh index.
-                if let Some(i) = self.indexer.as_ref().filter(|_| moved || first_pass) {
-                    i.nudge();
-                }
-                first_pass = false;
-                if need_pass {
-                    // The forum queued a file: look everywhere.
-                    self.deliverer.rescan_due();
-                }
-                if self.deliverer.generation != before {
-                    sync_watches(&mut watcher, self.watched_dirs());
-                    if let Some(p) = &self.progress {
-                        p.serve(self.deliverer.roles.worktrees());
-                    }
-                }
-                // Only a pass that checked every outbox restarts the safety
-                // net's timer (event passes list only what events named).
-                if self.deliverer.last_pass_rescanned() {
-                    let every = if polling {
-                        cfg(self).poll_interval.0
-                    } else {
-                        cfg(self).rescan.0
-                    };
-                    next_rescan = Instant::now() + every;
-                }
-            }
-            if self.stop_requested() || !self.project.swarmforge().is_dir() {
-                break;
-            }
-            let now = Instant::now();
-            if now >= next_sweep {
-                if self.sweep() {
-                    self.deliverer.rescan_due();
-                    need_pass = true;
-                }
-                next_sweep = Instant::now() + cfg(self).sweep.0;
-            }
-            if now >= next_agents {
-                self.check_agents();
-                next_agents = Instant::now() + cfg(self).pane_check.0;
-            }
-            if now >= next_forum {
-                if self.deliverer.forum_duty(|f, d| f.poll(d)) {
-                    self.deliverer.rescan_due();
-                    need_pass = true;
-                }
-                next_forum = Instant::now() + FORUM_POLL;
-            }
-            if now >= next_rescan {
+    /// A pass and what follows it: the search index nudged, the watches and
+    /// the progress journal kept in step with a changed lineup, the rescan
+    /// timer restarted. True when another pass is due at once.
+    fn delivery_pass(
+        &mut self,
+        first: bool,
+        events: &mut Events,
+        timers: &mut Timers,
+        polling: bool,
+    ) -> bool {
+        let before = self.deliverer.generation;
+        let (again, moved) = self.pass();
+        // Only a pass that moved files gives the index anything new: an
+        // idle swarm's rescans must not refresh it (with 2 000 roles a
+        // refresh stats ~10 000 folders). What else changes the files (an
+        // archive, the bridge's mirror, a hold) is caught by the indexer's
+        // own minute and by every query, which refreshes first. The first
+        // pass also refreshes it, so a daemon starts with a fresh index.
+        if let Some(i) = self.indexer.as_ref().filter(|_| moved || first) {
+            i.nudge();
+        }
+        if again {
+            // The forum queued a file: look everywhere.
+            self.deliverer.rescan_due();
+        }
+        if self.deliverer.generation != before {
+            self.lineup_changed(events);
+        }
+        // Only a pass that checked every outbox restarts the safety net's
+        // timer (event passes list only what events named).
+        if self.deliverer.last_pass_rescanned() {
+            let cfg = &self.deliverer.config.daemon;
+            let every = if polling {
+                cfg.poll_interval.0
+            } else {
+                cfg.rescan.0
+            };
+            timers.rescan = Instant::now() + every;
+        }
+        again
+    }
+
+    /// The roles changed: watch their folders, journal their progress.
+    fn lineup_changed(&mut self, events: &mut Events) {
+        events.sync(self.watched_dirs());
+        if let Some(p) = &self.progress {
+            p.serve(self.deliverer.roles.worktrees());
+        }
+    }
+
+    /// The re-wake sweep, the agents' check and the forum's poll, each when
+    /// due. True when a pass is due.
+    fn run_timers(&mut self, now: Instant, t: &mut Timers) -> bool {
+        let mut due = false;
+        if now >= t.sweep {
+            if self.sweep() {
                 self.deliverer.rescan_due();
-                need_pass = true;
-                continue;
+                due = true;
             }
-            let wait = next_rescan
-                .min(next_sweep)
-                .min(next_agents)
-                .saturating_duration_since(now)
-                .min(HOUSEKEEPING);
-            match rx.recv_timeout(wait) {
-                Ok(msg) => {
-                    let mut msgs = vec![msg];
-                    msgs.extend(rx.try_iter());
-                    for m in msgs {
-                        match m {
-                            Msg::Signal => {}
-                            Msg::WatchError(e) => {
-                                eprintln!("handoffd: watcher: {e}; rescanning");
-                                self.deliverer.rescan_all();
-                                need_pass = true;
-                            }
-                            Msg::Fs {
-                                paths,
-                                rescan,
-                                access,
-                            } => {
-                                if rescan {
-                                    self.deliverer.rescan_all();
-                                }
-                                for p in &paths {
-                                    if !access && self.is_outbox_event(p) {
-                                        if let Some(outbox) = p.parent() {
-                                            self.deliverer.outbox_changed(outbox);
-                                        }
-                                    }
-                                }
-                                if rescan
-                                    || (!access && paths.iter().any(|p| self.is_outbox_event(p)))
-                                {
-                                    need_pass = true;
-                                }
-                                // `swarm resume` (or a pause changed): what
-                                // waited for it is tried now, not after its
-                                // retry backoff or the next rescan.
-                                if paths.iter().any(|p| p == &self.project.pause_file()) {
-                                    self.deliverer.retry_now();
-                                    need_pass = true;
-                                }
-                                if paths.iter().any(|p| self.is_config_event(p))
-                                    && self.reload_if_changed()
-                                {
-                                    sync_watches(&mut watcher, self.watched_dirs());
-                                    if let Some(p) = &self.progress {
-                                        p.serve(self.deliverer.roles.worktrees());
-                                    }
-                                    need_pass = true;
-                                }
-                            }
+            t.sweep = Instant::now() + self.deliverer.config.daemon.sweep.0;
+        }
+        if now >= t.agents {
+            self.check_agents();
+            t.agents = Instant::now() + self.deliverer.config.daemon.pane_check.0;
+        }
+        if now >= t.forum {
+            if self.deliverer.forum_duty(|f, d| f.poll(d)) {
+                self.deliverer.rescan_due();
+                due = true;
+            }
+            t.forum = Instant::now() + FORUM_POLL;
+        }
+        due
+    }
+
+    /// One message from the queue. True when a pass is due.
+    fn on_event(&mut self, m: Msg, events: &mut Events) -> bool {
+        match m {
+            Msg::Signal => false,
+            Msg::WatchError(e) => {
+                eprintln!("handoffd: watcher: {e}; rescanning");
+                self.deliverer.rescan_all();
+                true
+            }
+            Msg::Fs {
+                paths,
+                rescan,
+                access,
+            } => {
+                let mut due = rescan;
+                if rescan {
+                    self.deliverer.rescan_all();
+                }
+                for p in &paths {
+                    if !access && self.is_outbox_event(p) {
+                        if let Some(outbox) = p.parent() {
+                            self.deliverer.outbox_changed(outbox);
                         }
+                        due = true;
                     }
                 }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break,
+                // `swarm resume` (or a pause changed): what waited for it is
+                // tried now, not after its retry backoff or the next rescan.
+                if paths.iter().any(|p| p == &self.project.pause_file()) {
+                    self.deliverer.retry_now();
+                    due = true;
+                }
+                if paths.iter().any(|p| self.is_config_event(p)) && self.reload_if_changed() {
+                    self.lineup_changed(events);
+                    due = true;
+                }
+                due
             }
         }
-        0
     }
 
     fn is_outbox_event(&self, p: &Path) -> bool {
@@ -666,33 +620,5 @@ impl Daemon {
         self.parking
             .check(&self.project, &d.roles, &cfg, &self.journal, &d.waker);
         queued
-    }
-}
-
-/// Creates a missing outbox so it can be watched: one mkdir per level below
-/// its worktree (below `.swarmforge/` for the project root's own outbox), and
-/// never a project-level folder. Recreating `.swarmforge/daemon/` when
-/// roles.tsv vanished made `rm -rf` of a project fail and kept the daemon
-/// alive; now a project being deleted is never brought back half-way.
-fn make_watchable(root: &Path, dir: &Path) {
-    if dir.is_dir() || dir.file_name().is_none_or(|n| n != "outbox") {
-        return;
-    }
-    let Some(sf) = dir.parent().and_then(Path::parent) else {
-        return;
-    };
-    let Some(wt) = sf.parent() else { return };
-    let base = if wt == root { sf } else { wt };
-    let Ok(rel) = dir.strip_prefix(base) else {
-        return;
-    };
-    let mut cur = base.to_path_buf();
-    for c in rel.components() {
-        cur.push(c);
-        match std::fs::create_dir(&cur) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(_) => return,
-        }
     }
 }

@@ -249,6 +249,21 @@ pub fn applies(roles: &Roles) -> bool {
     roles.roles.iter().any(|r| r.is_human()) && !roles.roles.iter().any(|r| r.is_remote())
 }
 
+/// Whether delivering `m` may change a request file: a clarify to a
+/// person, a person's post, or a reply to anything (an answer or close of
+/// a clarify, a reply to a chat). Every other delivery leaves them as they
+/// are, so the daemon derives them again only after one of these.
+pub fn touches(roles: &Roles, m: &Message) -> bool {
+    let human = |r: Option<&str>| {
+        crate::protocol::grammar::role_list(r)
+            .iter()
+            .any(|r| roles.find(r).is_some_and(|r| r.is_human()))
+    };
+    m.in_reply_to().is_some()
+        || (m.type_name() == Some(types::CLARIFY.name) && human(m.to()))
+        || (m.type_name() == Some(types::POST.name) && human(m.sender()))
+}
+
 fn read(path: &Path) -> Option<Vec<u8>> {
     fsx::read_bounded(path, MAX_REQUEST_BYTES).ok()
 }

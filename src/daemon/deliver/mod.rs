@@ -210,6 +210,10 @@ pub struct Deliverer {
     /// What this pass delivered that may move a card (a `task` header),
     /// with its time: all the board needs to fold in (board::sync_after).
     board_delivered: Vec<(Option<clock::Instant>, Message)>,
+    /// This pass delivered a message the person's request files derive
+    /// from (protocol::dashboard::touches): only then are they derived
+    /// again, from every original.
+    dashboard_due: bool,
 }
 
 /// Why a worktree's outbox cannot be ours: another process holds its lock.
@@ -269,6 +273,7 @@ impl Deliverer {
             ledgers: HashMap::new(),
             sidecars: HashSet::new(),
             board_delivered: Vec::new(),
+            dashboard_due: false,
         };
         d.refresh_relay_base();
         d
@@ -477,7 +482,7 @@ impl Deliverer {
         self.index.clear();
         // SwarmForge's request folders, derived from the messages
         // (protocol::dashboard), only in a project with a person.
-        if (report.delivered > 0 || self.board_due)
+        if (std::mem::take(&mut self.dashboard_due) || self.board_due)
             && crate::protocol::dashboard::applies(&self.roles)
         {
             let synced = crate::protocol::trail::Trail::load(
