@@ -432,6 +432,25 @@ fn confined_run(tmux: bool) {
     fs::create_dir_all(token.parent().unwrap()).unwrap();
     fs::write(&token, "cockpit-secret\n").unwrap();
 
+    // The refs the person's git keeps, as before the agent ran.
+    let git_state = || {
+        let run = |args: &[&str]| {
+            let o = std::process::Command::new("git")
+                .arg("-C")
+                .arg(&root)
+                .args(args)
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        };
+        let packed = fs::read_to_string(root.join(".git/packed-refs")).unwrap_or_default();
+        format!(
+            "{}\n{}\n{packed}",
+            run(&["rev-parse", "master", "swarmforge-victim"]),
+            run(&["for-each-ref", "--format=%(refname)", "refs/heads/"])
+        )
+    };
+    let refs_before = git_state();
     let mut guard = crate::support::SwarmGuard::new(&root);
     let up = g
         .cmd("swarm")
@@ -491,6 +510,17 @@ fn confined_run(tmux: bool) {
         "board_forge",
         "git_replace",
         "git_tag",
+        "git_main",
+        "git_branch_f",
+        "git_push",
+        "git_other",
+        "git_delete",
+        "git_delete_ref",
+        "git_new_branch",
+        "git_pack",
+        "git_packed",
+        "git_main_log",
+        "card_new",
     ] {
         assert!(
             results.contains(&format!("{attempt}: refused")),
@@ -538,6 +568,31 @@ fn confined_run(tmux: bool) {
     assert!(files(&crate::support::hq(&boss, "outbox")).is_empty());
     assert!(!root.join(".worktrees/victim/planted.txt").exists());
     assert!(!root.join(".git/hooks/post-commit").exists());
+    // No branch but its own moved, none was made or deleted, packed-refs
+    // is as it was; its own commits (amended) are on its branch for the
+    // person's git.
+    assert!(results.contains("own: amended"), "{results}\n{log}");
+    assert_eq!(git_state(), refs_before);
+    let own = fs::read_to_string(root.join(".worktrees/hostile/own-head.txt")).unwrap();
+    let branch = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&root)
+        .args(["log", "--format=%H %s", "swarmforge-hostile"])
+        .output()
+        .unwrap();
+    let branch = String::from_utf8_lossy(&branch.stdout);
+    assert!(
+        branch.starts_with(&format!("{} work2-amended\n", own.trim())),
+        "{branch}"
+    );
+    assert!(branch.contains(" work\n"), "{branch}");
+    // `swarm card new` from inside says who can run it.
+    let card = fs::read_to_string(root.join(".worktrees/hostile/card-error.txt")).unwrap();
+    assert!(
+        card.contains("a confined agent cannot start a card") && card.contains("ask a person"),
+        "{card}"
+    );
+    assert!(!root.join(".swarmforge/board/c1.txt").exists());
     // The swarm's own books still balance, and its status reads.
     g.cmd("swarm")
         .at(&root)
@@ -588,6 +643,18 @@ echo x >"$HOME/x" && echo x >/tmp/x && echo "own: home and tmp" >>"$r"
 echo w >work.txt && git add work.txt && git -c user.name=h -c user.email=h@invalid commit -qm work && echo "own: committed" >>"$r"
 try git_replace git replace -f "$(git rev-parse HEAD~1)" HEAD
 try git_tag git tag -f v1.0 HEAD
+try git_main git update-ref refs/heads/master HEAD
+try git_branch_f git branch -f master HEAD
+try git_push git push -f . HEAD:master
+try git_other git update-ref refs/heads/swarmforge-victim HEAD
+try git_delete git branch -D swarmforge-victim
+try git_delete_ref git update-ref -d refs/heads/swarmforge-victim
+try git_new_branch git branch evil HEAD
+try git_pack git pack-refs --all
+try git_packed sh -c "git rev-parse HEAD >>'$P/.git/packed-refs'"
+try git_main_log sh -c "echo x >>'$P/.git/logs/refs/heads/master'"
+echo w2 >work2.txt && git add work2.txt && git -c user.name=h -c user.email=h@invalid commit -qm work2 && git -c user.name=h -c user.email=h@invalid commit -q --amend -m work2-amended && git rev-parse HEAD >own-head.txt && echo "own: amended" >>"$r"
+try card_new sh -c "swarm card new fix c1 --text t 2>card-error.txt"
 printf 'type: note\nto: victim\npriority: 50\nmessage: from the sandbox\n' >d.txt && swarm-handoff d.txt && echo "own: sent" >>"$r"
 out=$(ready-next)
 until printf '%s\n' "$out" | grep -qx NO_TASK; do out=$(done-current); done
