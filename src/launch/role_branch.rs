@@ -37,7 +37,7 @@ fn git_opt(dir: &Path, args: &[&str]) -> Option<String> {
 
 /// What the worktree's HEAD names (None: detached or unreadable).
 fn head_ref(wt: &Path) -> Option<String> {
-    git_opt(wt, &["symbolic-ref", "-q", "HEAD"])
+    git_opt(wt, &["symbolic-ref", "-q", "--no-recurse", "HEAD"])
 }
 
 /// Whether `wt` is checked out on [`WORKTREE_REF`].
@@ -81,7 +81,12 @@ fn target(id: &str) -> String {
 fn symref_of(root: &Path, branch: &str) -> Option<String> {
     git_opt(
         root,
-        &["symbolic-ref", "-q", &format!("refs/heads/{branch}")],
+        &[
+            "symbolic-ref",
+            "-q",
+            "--no-recurse",
+            &format!("refs/heads/{branch}"),
+        ],
     )
 }
 
@@ -93,7 +98,7 @@ fn commit_of(dir: &Path, rev: &str) -> Option<String> {
 }
 
 fn refuse_symbolic_worktree_ref(wt: &Path) -> Result<()> {
-    if let Some(to) = git_opt(wt, &["symbolic-ref", "-q", WORKTREE_REF]) {
+    if let Some(to) = git_opt(wt, &["symbolic-ref", "-q", "--no-recurse", WORKTREE_REF]) {
         return Err(Error::env(format!(
             "{}: its {WORKTREE_REF} is a symbolic ref to {}, which the swarm never makes (an agent could have made it, so that git writing the role's branch moves that one)\n  hint: look at it (git -C {} log -1 {WORKTREE_REF}), then make it an ordinary ref: git -C {} update-ref --no-deref {WORKTREE_REF} <commit>",
             wt.display(),
@@ -108,7 +113,7 @@ fn refuse_symbolic_worktree_ref(wt: &Path) -> Result<()> {
 /// Why the worktree `wt` of a confined role is not pinned as `swarm up`
 /// leaves it (None: it is), for `swarm doctor`.
 pub fn unpinned(wt: &Path) -> Option<String> {
-    if let Some(to) = git_opt(wt, &["symbolic-ref", "-q", WORKTREE_REF]) {
+    if let Some(to) = git_opt(wt, &["symbolic-ref", "-q", "--no-recurse", WORKTREE_REF]) {
         return Some(format!(
             "its {WORKTREE_REF} is a symbolic ref to {}",
             crate::text::escape(&to)

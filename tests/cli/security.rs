@@ -808,3 +808,107 @@ fn a_confined_agents_forum_request_is_carried_out_once_across_a_daemon_kill() {
     let st = p.cmd("swarm").args(["status"]).run();
     assert!(!st.stdout.contains("requests: "), "{}", st.stdout);
 }
+
+/// What `git symbolic-ref HEAD` says in `wt` ("" when detached).
+fn head_of(wt: &Path) -> String {
+    let o = std::process::Command::new("git")
+        .arg("-C")
+        .arg(wt)
+        .args(["symbolic-ref", "-q", "HEAD"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+fn git_in(wt: &Path, args: &[&str]) -> String {
+    let o = std::process::Command::new("git")
+        .arg("-C")
+        .arg(wt)
+        .args(["-c", "user.name=p", "-c", "user.email=p@invalid"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "git {args:?}: {o:?}");
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// A worktree made the old way (an ordinary checkout of `swarmforge-<name>`,
+/// as SwarmForge and an unconfined swarm make it) is pinned by the next
+/// `swarm init` of a confined swarm, which says so; commits there move the
+/// branch the person's git sees; a person's worktree stays ordinary; a
+/// worktree put on another branch is reported by `swarm doctor` and refused
+/// with its repair; turning confinement off puts it back.
+#[test]
+fn a_confined_swarm_pins_its_agents_worktrees_and_an_unconfined_one_releases_them() {
+    let g = Project::empty();
+    let root = g.path("swarm");
+    fs::create_dir_all(&root).unwrap();
+    let yaml = |confine: bool| {
+        format!("launch: {{confine: {confine}}}\nroles:\n  - {{name: dev, worktree: dev, agent: sh -c true}}\n  - {{name: boss, worktree: boss, agent: human}}\n")
+    };
+    let init = || g.cmd("swarm").at(&root).arg("init").run();
+    fs::write(root.join("swarm.yaml"), yaml(false)).unwrap();
+    init().ok();
+    let dev = root.join(".worktrees/dev");
+    let boss = root.join(".worktrees/boss");
+    assert_eq!(head_of(&dev), "refs/heads/swarmforge-dev");
+
+    fs::write(root.join("swarm.yaml"), yaml(true)).unwrap();
+    let r = init();
+    r.ok()
+        .stdout_has("its branch swarmforge-dev now lives in the worktree's own git folder");
+    assert_eq!(head_of(&dev), "refs/worktree/swarmforge");
+    assert_eq!(head_of(&boss), "refs/heads/swarmforge-boss");
+    assert_eq!(
+        git_in(&root, &["symbolic-ref", "refs/heads/swarmforge-dev"]),
+        "worktrees/dev/refs/worktree/swarmforge"
+    );
+    git_in(
+        &dev,
+        &["commit", "-q", "--allow-empty", "-m", "pinned work"],
+    );
+    assert_eq!(
+        git_in(&root, &["log", "-1", "--format=%s", "swarmforge-dev"]),
+        "pinned work"
+    );
+    assert!(!init().ok().stdout.contains("own git folder"));
+    let doctor = g.cmd("swarm").at(&root).args(["doctor", "--json"]).run();
+    assert!(!doctor.stdout.contains("ROLE_BRANCH"), "{}", doctor.stdout);
+
+    git_in(&dev, &["switch", "-q", "-c", "feature"]);
+    let doctor = g.cmd("swarm").at(&root).args(["doctor", "--json"]).run();
+    assert!(doctor.stdout.contains("ROLE_BRANCH"), "{}", doctor.stdout);
+    let r = init();
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("on refs/heads/feature, not on its role branch swarmforge-dev")
+            && r.stderr.contains("hint: put it back on its branch"),
+        "{}",
+        r.stderr
+    );
+    git_in(&dev, &["switch", "-q", "swarmforge-dev"]);
+    init().ok();
+    assert_eq!(head_of(&dev), "refs/worktree/swarmforge");
+
+    fs::write(root.join("swarm.yaml"), yaml(false)).unwrap();
+    init()
+        .ok()
+        .stdout_has("back on its ordinary branch swarmforge-dev");
+    assert_eq!(head_of(&dev), "refs/heads/swarmforge-dev");
+    assert_eq!(
+        git_in(
+            &root,
+            &["log", "-1", "--format=%s", "refs/heads/swarmforge-dev"]
+        ),
+        "pinned work"
+    );
+    assert!(std::process::Command::new("git")
+        .arg("-C")
+        .arg(&root)
+        .args(["symbolic-ref", "-q", "refs/heads/swarmforge-dev"])
+        .output()
+        .unwrap()
+        .stdout
+        .is_empty());
+}
