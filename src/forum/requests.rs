@@ -591,7 +591,7 @@ mod tests {
     #[test]
     fn a_requests_folder_swapped_for_a_symlink_after_the_open_moves_nothing_outside() {
         let d = tempfile::tempdir().unwrap();
-        let p = Project::new(&d.path().join("p"));
+        let p = Project::new(d.path().join("p"));
         let roles = roles();
         let dir = agent_requests_dir(&p, "a");
         fsx::ensure_dirs(&[&dir]).unwrap();
