@@ -356,7 +356,7 @@ pub fn role_branch(cx: &Context) -> Vec<Finding> {
         .iter()
         .filter(|r| r.has_own_checkout() && !r.is_human() && r.worktree_path.join(".git").exists())
         .filter_map(|r| {
-            let why = crate::launch::role_branch::unpinned(&r.worktree_path)?;
+            let why = crate::launch::role_branch::unpinned(&plan.project.root, &r.worktree_path)?;
             Some(
                 Finding::new(
                     "ROLE_BRANCH",

@@ -35,40 +35,131 @@ fn git_opt(dir: &Path, args: &[&str]) -> Option<String> {
     git(dir, args).ok().filter(|s| !s.is_empty())
 }
 
-/// What the worktree's HEAD names (None: detached or unreadable).
-fn head_ref(wt: &Path) -> Option<String> {
-    git_opt(wt, &["symbolic-ref", "-q", "--no-recurse", "HEAD"])
+/// A role worktree as the project's own git folder knows it. Its git runs
+/// with the worktree's git folder and the project's common folder named
+/// (`GIT_DIR`, `GIT_COMMON_DIR`), never found through the worktree's `.git`
+/// file or the `commondir` file beside its HEAD: both are the agent's to
+/// write, and a common folder of its making would bring a config and hooks
+/// (`reference-transaction` runs on every ref write) that this unconfined
+/// process would run.
+struct Located {
+    root: PathBuf,
+    path: PathBuf,
+    id: String,
+    gitdir: PathBuf,
+    common: PathBuf,
+}
+
+fn canon(p: &Path) -> PathBuf {
+    p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// Finds `wt`'s id under the project's `.git/worktrees/` (git names it
+/// after the folder, with a number when that is taken): the one whose
+/// `gitdir` file names `wt`.
+fn locate(root: &Path, wt: &Path) -> Result<Located> {
+    let common = root.join(".git");
+    let unknown = || {
+        Error::env(format!(
+            "{}: not a worktree of the repository {} (no .git/worktrees/<id>/gitdir names it)\n  hint: run `git worktree list` in the project; `swarm init` makes the role worktrees",
+            wt.display(),
+            common.display()
+        ))
+    };
+    if !common.is_dir() {
+        return Err(unknown());
+    }
+    let want = canon(wt);
+    let names = |id: &str| {
+        crate::fsx::read_bounded(&common.join("worktrees").join(id).join("gitdir"), 4096)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .and_then(|t| Path::new(t.trim()).parent().map(canon))
+            .is_some_and(|p| p == want)
+    };
+    let valid = |n: &str| {
+        !n.is_empty()
+            && !n.starts_with('.')
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    };
+    let base = wt
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| valid(n) && names(n));
+    let id = match base {
+        Some(b) => b.to_string(),
+        None => {
+            let found: Vec<String> = std::fs::read_dir(common.join("worktrees"))
+                .map(|rd| {
+                    rd.flatten()
+                        .filter_map(|e| e.file_name().into_string().ok())
+                        .filter(|n| valid(n) && names(n))
+                        .collect()
+                })
+                .unwrap_or_default();
+            match <[String; 1]>::try_from(found) {
+                Ok([one]) => one,
+                Err(_) => return Err(unknown()),
+            }
+        }
+    };
+    Ok(Located {
+        root: root.to_path_buf(),
+        path: wt.to_path_buf(),
+        gitdir: common.join("worktrees").join(&id),
+        id,
+        common,
+    })
+}
+
+impl Located {
+    /// git for this worktree (see [`Located`]).
+    fn git(&self, args: &[&str]) -> Result<String> {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&self.root)
+            .env("GIT_DIR", &self.gitdir)
+            .env("GIT_COMMON_DIR", &self.common)
+            .env_remove("GIT_WORK_TREE")
+            .env_remove("GIT_INDEX_FILE")
+            .args(args)
+            .output()
+            .map_err(|e| Error::env(format!("cannot run git: {e}")))?;
+        if !out.status.success() {
+            return Err(Error::env(format!(
+                "git {} failed for the worktree {}: {}",
+                args.join(" "),
+                self.path.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    fn git_opt(&self, args: &[&str]) -> Option<String> {
+        self.git(args).ok().filter(|s| !s.is_empty())
+    }
+
+    /// What HEAD names, one level deep (None: detached or unreadable).
+    fn head_ref(&self) -> Option<String> {
+        self.git_opt(&["symbolic-ref", "-q", "--no-recurse", "HEAD"])
+    }
+
+    /// What its [`WORKTREE_REF`] points to symbolically (the swarm never
+    /// makes it so).
+    fn symbolic_worktree_ref(&self) -> Option<String> {
+        self.git_opt(&["symbolic-ref", "-q", "--no-recurse", WORKTREE_REF])
+    }
+
+    fn commit_of(&self, rev: &str) -> Option<String> {
+        self.git_opt(&["rev-parse", "--verify", "-q", &format!("{rev}^{{commit}}")])
+    }
 }
 
 /// Whether `wt` is checked out on [`WORKTREE_REF`].
-pub fn is_pinned(wt: &Path) -> bool {
-    head_ref(wt).as_deref() == Some(WORKTREE_REF)
-}
-
-/// The worktree's id under `.git/worktrees/` (git names it, usually after
-/// the folder), checked to be one.
-fn worktree_id(wt: &Path) -> Result<String> {
-    let dir = git(wt, &["rev-parse", "--absolute-git-dir"])?;
-    let dir = PathBuf::from(dir);
-    let id = dir
-        .file_name()
-        .and_then(|n| n.to_str())
-        .filter(|_| {
-            dir.parent().and_then(|p| p.file_name()) == Some(std::ffi::OsStr::new("worktrees"))
-        })
-        .filter(|n| {
-            !n.starts_with('.')
-                && n.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        })
-        .ok_or_else(|| {
-            Error::env(format!(
-                "{}: its git folder {} is not a linked worktree's\n  hint: run `git worktree list` in the project; `swarm init` makes the role worktrees",
-                wt.display(),
-                dir.display()
-            ))
-        })?;
-    Ok(id.to_string())
+pub fn is_pinned(root: &Path, wt: &Path) -> bool {
+    locate(root, wt).is_ok_and(|w| w.head_ref().as_deref() == Some(WORKTREE_REF))
 }
 
 /// The symbolic ref's target for the worktree `id`.
@@ -97,14 +188,14 @@ fn commit_of(dir: &Path, rev: &str) -> Option<String> {
     )
 }
 
-fn refuse_symbolic_worktree_ref(wt: &Path) -> Result<()> {
-    if let Some(to) = git_opt(wt, &["symbolic-ref", "-q", "--no-recurse", WORKTREE_REF]) {
+fn refuse_symbolic_worktree_ref(w: &Located) -> Result<()> {
+    if let Some(to) = w.symbolic_worktree_ref() {
         return Err(Error::env(format!(
             "{}: its {WORKTREE_REF} is a symbolic ref to {}, which the swarm never makes (an agent could have made it, so that git writing the role's branch moves that one)\n  hint: look at it (git -C {} log -1 {WORKTREE_REF}), then make it an ordinary ref: git -C {} update-ref --no-deref {WORKTREE_REF} <commit>",
-            wt.display(),
+            w.path.display(),
             crate::text::escape(&to),
-            wt.display(),
-            wt.display()
+            w.path.display(),
+            w.path.display()
         )));
     }
     Ok(())
@@ -112,14 +203,18 @@ fn refuse_symbolic_worktree_ref(wt: &Path) -> Result<()> {
 
 /// Why the worktree `wt` of a confined role is not pinned as `swarm up`
 /// leaves it (None: it is), for `swarm doctor`.
-pub fn unpinned(wt: &Path) -> Option<String> {
-    if let Some(to) = git_opt(wt, &["symbolic-ref", "-q", "--no-recurse", WORKTREE_REF]) {
+pub fn unpinned(root: &Path, wt: &Path) -> Option<String> {
+    let w = match locate(root, wt) {
+        Ok(w) => w,
+        Err(e) => return Some(e.to_string()),
+    };
+    if let Some(to) = w.symbolic_worktree_ref() {
         return Some(format!(
             "its {WORKTREE_REF} is a symbolic ref to {}",
             crate::text::escape(&to)
         ));
     }
-    match head_ref(wt) {
+    match w.head_ref() {
         Some(h) if h == WORKTREE_REF => None,
         Some(h) => Some(format!("it is checked out on {}", crate::text::escape(&h))),
         None => Some("its HEAD is detached".into()),
@@ -129,10 +224,10 @@ pub fn unpinned(wt: &Path) -> Option<String> {
 /// Pins the worktree `wt` of the role branch `branch` (see the module doc);
 /// returns what changed, for the report (None: already pinned).
 pub fn pin(root: &Path, wt: &Path, branch: &str) -> Result<Option<String>> {
-    let id = worktree_id(wt)?;
-    let head = head_ref(wt);
+    let w = locate(root, wt)?;
+    let head = w.head_ref();
     let full = format!("refs/heads/{branch}");
-    refuse_symbolic_worktree_ref(wt)?;
+    refuse_symbolic_worktree_ref(&w)?;
     let mut moved = false;
     if head.as_deref() != Some(WORKTREE_REF) {
         if head.as_deref() != Some(full.as_str()) {
@@ -151,14 +246,14 @@ pub fn pin(root: &Path, wt: &Path, branch: &str) -> Result<Option<String>> {
             )));
         };
         // 1. the worktree's own ref, 2. the worktree onto it.
-        git(wt, &["update-ref", "--no-deref", WORKTREE_REF, &at])?;
-        git(wt, &["symbolic-ref", "HEAD", WORKTREE_REF])?;
+        w.git(&["update-ref", "--no-deref", WORKTREE_REF, &at])?;
+        w.git(&["symbolic-ref", "HEAD", WORKTREE_REF])?;
         moved = true;
     }
     // 3. the branch a symbolic ref to it (also after a crash before this).
-    let want = target(&id);
+    let want = target(&w.id);
     if symref_of(root, branch).as_deref() != Some(want.as_str()) {
-        let pinned = commit_of(wt, WORKTREE_REF);
+        let pinned = w.commit_of(WORKTREE_REF);
         if let (Some(b), Some(p), None) = (commit_of(root, &full), &pinned, symref_of(root, branch))
         {
             // An ordinary branch the person moved past the worktree's work
@@ -192,11 +287,14 @@ pub fn pin(root: &Path, wt: &Path, branch: &str) -> Result<Option<String>> {
 /// Makes `wt` an ordinary checkout of `branch` again (see the module doc);
 /// returns what changed (None: it was not pinned).
 pub fn release(root: &Path, wt: &Path, branch: &str) -> Result<Option<String>> {
-    if !is_pinned(wt) {
+    let Ok(w) = locate(root, wt) else {
+        return Ok(None);
+    };
+    if w.head_ref().as_deref() != Some(WORKTREE_REF) {
         return Ok(None);
     }
     let full = format!("refs/heads/{branch}");
-    let Some(at) = commit_of(wt, "HEAD") else {
+    let Some(at) = w.commit_of("HEAD") else {
         return Err(Error::env(format!(
             "{}: its {WORKTREE_REF} names no commit\n  hint: git -C {} log -1 HEAD",
             wt.display(),
@@ -206,8 +304,8 @@ pub fn release(root: &Path, wt: &Path, branch: &str) -> Result<Option<String>> {
     // 1. the branch an ordinary one at the work, 2. the worktree onto it,
     // 3. its own ref gone.
     git(root, &["update-ref", "--no-deref", &full, &at])?;
-    git(wt, &["symbolic-ref", "HEAD", &full])?;
-    git(wt, &["update-ref", "--no-deref", "-d", WORKTREE_REF])?;
+    w.git(&["symbolic-ref", "HEAD", &full])?;
+    w.git(&["update-ref", "--no-deref", "-d", WORKTREE_REF])?;
     Ok(Some(format!(
         "{}: back on its ordinary branch {branch} (unconfined)",
         wt.display()
@@ -308,7 +406,7 @@ mod tests {
         let (_d, root, wt) = repo();
         let note = pin(&root, &wt, "swarmforge-a").unwrap().unwrap();
         assert!(note.contains("own git folder"), "{note}");
-        assert!(is_pinned(&wt));
+        assert!(is_pinned(&root, &wt));
         assert_eq!(
             run(&root, &["symbolic-ref", "refs/heads/swarmforge-a"]),
             "worktrees/a/refs/worktree/swarmforge"
@@ -351,6 +449,46 @@ mod tests {
         release(&root, &wt, "swarmforge-a").unwrap();
         assert_eq!(run(&root, &["log", "-1", "--format=%s", "master"]), "init");
         assert!(git_opt(&root, &["rev-parse", "-q", "--verify", "refs/heads/master"]).is_some());
+    }
+
+    /// The agent points its worktree's `commondir` at a git folder of its
+    /// own making, whose config names hooks of its own: the swarm's git for
+    /// that worktree (unconfined) runs none of them.
+    #[test]
+    fn a_common_folder_planted_by_the_agent_runs_nothing() {
+        let (d, root, wt) = repo();
+        pin(&root, &wt, "swarmforge-a").unwrap();
+        let fake = wt.join("fake");
+        std::fs::create_dir_all(fake.join("refs")).unwrap();
+        std::fs::create_dir_all(fake.join("hooks")).unwrap();
+        let copy = std::process::Command::new("cp")
+            .arg("-r")
+            .arg(root.join(".git/objects"))
+            .arg(&fake)
+            .status()
+            .unwrap();
+        assert!(copy.success());
+        std::fs::write(
+            fake.join("config"),
+            format!(
+                "[core]\n\trepositoryformatversion = 0\n\thooksPath = {}\n",
+                fake.join("hooks").display()
+            ),
+        )
+        .unwrap();
+        let pwned = d.path().join("pwned");
+        let hook = fake.join("hooks/reference-transaction");
+        std::fs::write(&hook, format!("#!/bin/sh\ntouch '{}'\n", pwned.display())).unwrap();
+        crate::fsx::set_mode(&hook, 0o755).unwrap();
+        std::fs::write(
+            root.join(".git/worktrees/a/commondir"),
+            format!("{}\n", fake.display()),
+        )
+        .unwrap();
+        release(&root, &wt, "swarmforge-a").unwrap().unwrap();
+        pin(&root, &wt, "swarmforge-a").unwrap().unwrap();
+        assert!(unpinned(&root, &wt).is_none());
+        assert!(!pwned.exists());
     }
 
     #[test]
