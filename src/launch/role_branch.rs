@@ -90,14 +90,12 @@ fn locate(root: &Path, wt: &Path) -> Result<Located> {
     let id = match base {
         Some(b) => b.to_string(),
         None => {
-            let found: Vec<String> = std::fs::read_dir(common.join("worktrees"))
-                .map(|rd| {
-                    rd.flatten()
-                        .filter_map(|e| e.file_name().into_string().ok())
-                        .filter(|n| valid(n) && names(n))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let found: Vec<String> = crate::fsx::HeldDir::open(&common.join("worktrees"))
+                .and_then(|d| d.names())
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|n| valid(n) && names(n))
+                .collect();
             match <[String; 1]>::try_from(found) {
                 Ok([one]) => one,
                 Err(_) => return Err(unknown()),
