@@ -20,6 +20,15 @@ use crate::protocol::header::names;
 use crate::protocol::layout::Worktree;
 use crate::protocol::trail::{self, watch::DirWatch, Loaded};
 
+/// The handoff in process in `wt`: its id and thread (the root's id; a
+/// root is its own thread).
+pub(crate) fn current_item(wt: &Worktree) -> Option<(String, String)> {
+    let (_, m) = crate::daemon::watchdog::in_process_message(wt)?;
+    let id = m.get(names::ID)?.to_string();
+    let thread = m.thread().unwrap_or(&id).to_string();
+    Some((id, thread))
+}
+
 /// The id and thread of a handoff.
 pub type Item = (String, String);
 

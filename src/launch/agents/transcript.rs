@@ -323,7 +323,7 @@ fn read_chunk(buf: &[u8], full: bool, place: &mut Place, reader: &mut Reader) {
 fn item_of(project: &Project, wt: &Worktree, since: Option<&str>) -> Option<(String, String)> {
     use crate::protocol::trail::{handoff_names, load_message, Loaded};
     use std::os::unix::fs::MetadataExt;
-    if let Some(it) = crate::launch::turn::current_item(wt) {
+    if let Some(it) = crate::launch::turn_item::current_item(wt) {
         return Some(it);
     }
     let since: SystemTime = since.and_then(clock::parse)?.into();
