@@ -114,25 +114,23 @@ fn locate(root: &Path, wt: &Path) -> Result<Located> {
 impl Located {
     /// git for this worktree (see [`Located`]).
     fn git(&self, args: &[&str]) -> Result<String> {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(&self.root)
-            .env("GIT_DIR", &self.gitdir)
-            .env("GIT_COMMON_DIR", &self.common)
-            .env_remove("GIT_WORK_TREE")
-            .env_remove("GIT_INDEX_FILE")
-            .args(args)
-            .output()
-            .map_err(|e| Error::env(format!("cannot run git: {e}")))?;
-        if !out.status.success() {
+        let gitdir = self.gitdir.to_string_lossy();
+        let common = self.common.to_string_lossy();
+        let out = crate::sys::git::call_with(
+            &self.root,
+            args,
+            &[("GIT_DIR", &gitdir), ("GIT_COMMON_DIR", &common)],
+        )
+        .map_err(Error::env)?;
+        if !out.ok {
             return Err(Error::env(format!(
                 "git {} failed for the worktree {}: {}",
                 args.join(" "),
                 self.path.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
+                out.stderr.trim()
             )));
         }
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+        Ok(out.stdout.trim().to_string())
     }
 
     fn git_opt(&self, args: &[&str]) -> Option<String> {
