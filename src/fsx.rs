@@ -376,6 +376,148 @@ pub fn append_len(path: &Path, bytes: &[u8]) -> io::Result<u64> {
     Ok(f.metadata()?.len())
 }
 
+/// A folder another party may write (a confined agent's own requests
+/// folder), held open: opened once without following a symlink, and every
+/// later listing, look, move, removal and publish names an entry relative
+/// to that handle, so swapping the folder for a symlink after the open
+/// reaches nothing outside it. The invariant the caller keeps: the folder's
+/// *parent* is not that party's to write (else it could swap the folder
+/// before the open; a sandbox's bind-mount point cannot be renamed).
+pub struct HeldDir {
+    fd: std::os::fd::OwnedFd,
+    path: PathBuf,
+}
+
+fn entry_name(name: &str) -> io::Result<&str> {
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("not a file name: {name:?}"),
+        ));
+    }
+    Ok(name)
+}
+
+/// What [`HeldDir::look`] found under a name (never through a symlink).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// A regular file of this many bytes.
+    File(u64),
+    /// Anything else (a symlink, a folder, a FIFO, …).
+    Other,
+}
+
+impl HeldDir {
+    /// Opens `path` (O_DIRECTORY|O_NOFOLLOW): a symlink there is refused.
+    pub fn open(path: &Path) -> io::Result<HeldDir> {
+        use rustix::fs::{openat, Mode, OFlags, CWD};
+        let fd = openat(
+            CWD,
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        Ok(HeldDir {
+            fd,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The path it was opened at (for messages only).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The names in the folder (not `.` and `..`; names that are not UTF-8
+    /// are left out).
+    pub fn names(&self) -> io::Result<Vec<String>> {
+        let mut out = Vec::new();
+        for e in rustix::fs::Dir::read_from(&self.fd)? {
+            let e = e?;
+            if let Ok(n) = e.file_name().to_str() {
+                if n != "." && n != ".." {
+                    out.push(n.to_string());
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// What `name` is, without following a symlink (None: no such entry).
+    pub fn look(&self, name: &str) -> io::Result<Option<Entry>> {
+        use rustix::fs::{statat, AtFlags, FileType};
+        match statat(&self.fd, entry_name(name)?, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {
+                Ok(Some(Entry::File(st.st_size.max(0) as u64)))
+            }
+            Ok(_) => Ok(Some(Entry::Other)),
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Moves the entry `name` (whatever it is; a symlink moves as itself) to
+    /// `to`, in a folder of the caller's own, without clobbering, then
+    /// makes both entries durable.
+    pub fn move_out(&self, name: &str, to: &Path) -> io::Result<()> {
+        use rustix::fs::{renameat_with, RenameFlags, CWD};
+        let name = entry_name(name)?;
+        renameat_with(&self.fd, name, CWD, to, RenameFlags::NOREPLACE)?;
+        sync_dir(parent(to))?;
+        self.sync()
+    }
+
+    /// Removes the entry `name` (a file or a symlink; gone already is fine).
+    pub fn remove(&self, name: &str) -> io::Result<()> {
+        use rustix::fs::{unlinkat, AtFlags};
+        match unlinkat(&self.fd, entry_name(name)?, AtFlags::empty()) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Publishes `bytes` as `name` (which must not exist): a temp file made
+    /// in the folder (never through a symlink), fsynced, renamed without
+    /// clobbering, the folder fsynced.
+    pub fn publish(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        use rustix::fs::{openat, renameat_with, Mode, OFlags, RenameFlags};
+        let name = entry_name(name)?;
+        let tmp = temp_name(name);
+        let fd = openat(
+            &self.fd,
+            tmp.as_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o644),
+        )?;
+        let mut f = File::from(fd);
+        let res = f
+            .write_all(bytes)
+            .and_then(|_| sync_file(&f))
+            .and_then(|_| {
+                renameat_with(
+                    &self.fd,
+                    tmp.as_str(),
+                    &self.fd,
+                    name,
+                    RenameFlags::NOREPLACE,
+                )
+                .map_err(io::Error::from)
+            });
+        if let Err(e) = res {
+            let _ = self.remove(&tmp);
+            return Err(e);
+        }
+        self.sync()
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        if fsync_enabled() {
+            rustix::fs::fsync(&self.fd)?;
+        }
+        Ok(())
+    }
+}
+
 /// Opens `path` for reading without following a symlink and without blocking
 /// on a FIFO; anything but a regular file is refused.
 pub fn open_regular(path: &Path) -> io::Result<File> {

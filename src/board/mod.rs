@@ -639,6 +639,20 @@ pub fn check_name(name: &str) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// Why `swarm card new` is refused to the confined agent of `role`
+/// (docs/security.md, "Confinement"): a card's first note comes from
+/// handoffd, which an agent's own notes never can, and starting work on
+/// the board is a person's act (upstream's New Task button), so it is not
+/// one of the requests handoffd carries out for an agent.
+pub fn refused_to_confined(project: &Project, role: &str, kind: &str, name: &str) -> Error {
+    Error::env(format!(
+        "role {role} runs confined, and a confined agent cannot start a card: its first note would come from handoffd (which no agent may speak as) and the board ({}) is read-only in the sandbox (docs/security.md \"Confinement\")\n  hint: ask a person to run `swarm card new {} {}` (a clarify to them), or send the work to a role yourself as a note with swarm-handoff",
+        dir(project).display(),
+        crate::text::escape(kind),
+        crate::text::escape(name)
+    ))
+}
+
 /// Starts a card: its text in `board/<name>.txt`, a note from handoffd to
 /// the route's first role (which the daemon delivers like any note), and the
 /// board written. Refused (`CARD_EXISTS`) when a card of that name exists.

@@ -342,6 +342,39 @@ pub fn confinement(cx: &Context) -> Vec<Finding> {
         .collect()
 }
 
+/// A confined agent's worktree not pinned (launch::role_branch): its agent
+/// cannot commit (the sandbox keeps `.git/refs` read-only), or its
+/// worktree ref points at another branch.
+pub fn role_branch(cx: &Context) -> Vec<Finding> {
+    let Ok(plan) = &cx.plan else {
+        return Vec::new();
+    };
+    if !crate::launch::confine::enabled(plan) {
+        return Vec::new();
+    }
+    plan.roles
+        .iter()
+        .filter(|r| r.has_own_checkout() && !r.is_human() && r.worktree_path.join(".git").exists())
+        .filter_map(|r| {
+            let why = crate::launch::role_branch::unpinned(&plan.project.root, &r.worktree_path)?;
+            Some(
+                Finding::new(
+                    "ROLE_BRANCH",
+                    format!(
+                        "role {} runs confined, but {why} in its worktree {}, not on {} (its branch {}): its agent cannot commit there, or a write through its branch would move another",
+                        r.name,
+                        r.worktree_path.display(),
+                        crate::launch::role_branch::WORKTREE_REF,
+                        crate::launch::role_branch::branch_name(&r.worktree_name)
+                    ),
+                    "run `swarm up` (or `swarm init`), which pins it or says what to repair first (docs/security.md, \"Branches\")",
+                )
+                .at(&r.worktree_path),
+            )
+        })
+        .collect()
+}
+
 /// Claude Code roles with `permission: full` in a swarm run as root, which
 /// Claude Code refuses to start (launch::agents::claude_root).
 pub fn claude_full_as_root(cx: &Context) -> Vec<Finding> {

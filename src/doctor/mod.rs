@@ -78,6 +78,7 @@ pub const CHECKS: &[Check] = &[
     ("agent_cli_trust", checks::agent_cli_trust),
     ("codex_sandbox_helper", checks::codex_sandbox_helper),
     ("confinement", checks::confinement),
+    ("role_branch", checks::role_branch),
     ("claude_full_as_root", checks::claude_full_as_root),
     ("gemini_sandbox_confined", checks::gemini_sandbox_confined),
     ("tmux_socket", checks::tmux_socket),

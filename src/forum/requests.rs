@@ -343,14 +343,15 @@ pub fn ask_daemon(project: &Project, role: &str, ask: &Ask) -> Result<Option<Str
 pub fn serve(project: &Project, roles: &Roles) -> usize {
     let mut n = 0;
     for r in roles.roles.iter().filter(|r| !r.is_human()) {
-        let dir = agent_requests_dir(project, &r.name);
-        if !real_dir(&dir) {
+        // Held open once: the agent may swap the folder for a symlink at
+        // any time, and nothing after the open goes through the path.
+        let Ok(held) = fsx::HeldDir::open(&agent_requests_dir(project, &r.name)) else {
             continue;
-        }
-        let mut ids = ids_in(&dir);
+        };
+        let mut ids = ids_of(held.names().unwrap_or_default());
         ids.truncate(PER_POLL);
         for id in ids {
-            match take(project, &r.name, &id) {
+            match take(project, &held, &r.name, &id) {
                 Ok(true) => {
                     n += 1;
                     if let Err(e) = carry_out(project, roles, &r.name, &id) {
@@ -398,12 +399,10 @@ pub fn waiting(project: &Project, roles: &Roles) -> Vec<Waiting> {
         .iter()
         .filter(|r| !r.is_human())
         .filter_map(|r| {
-            let dir = agent_requests_dir(project, &r.name);
-            let asked = if real_dir(&dir) {
-                ids_in(&dir).len()
-            } else {
-                0
-            };
+            let asked = fsx::HeldDir::open(&agent_requests_dir(project, &r.name))
+                .and_then(|d| d.names())
+                .map(|n| ids_of(n).len())
+                .unwrap_or(0);
             let taken = ids_in(&taken_requests_dir(project, &r.name)).len();
             (asked + taken > 0).then(|| Waiting {
                 role: r.name.clone(),
@@ -414,22 +413,12 @@ pub fn waiting(project: &Project, roles: &Roles) -> Vec<Waiting> {
         .collect()
 }
 
-/// The agent may write its own folder: a `requests` that is a symlink (out
-/// of the project, or to another role's folder) is never followed.
-fn real_dir(dir: &Path) -> bool {
-    std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir())
-}
-
-/// The ids of the requests waiting in `dir`, oldest first (an id starts
-/// with its time); nothing for a missing folder.
-fn ids_in(dir: &Path) -> Vec<String> {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut ids: Vec<String> = rd
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
+/// The ids among `names` (files `<id>.request`), oldest first (an id
+/// starts with its time).
+fn ids_of(names: Vec<String>) -> Vec<String> {
+    let mut ids: Vec<String> = names
+        .into_iter()
+        .filter_map(|name| {
             name.strip_suffix(".request")
                 .filter(|id| valid_id(id))
                 .map(str::to_string)
@@ -439,27 +428,37 @@ fn ids_in(dir: &Path) -> Vec<String> {
     ids
 }
 
-/// Moves the agent's request out of its reach. False when it is gone or
-/// not a regular file (removed).
-fn take(project: &Project, role: &str, id: &str) -> io::Result<bool> {
-    let from = agent_requests_dir(project, role).join(format!("{id}.request"));
-    let meta = match std::fs::symlink_metadata(&from) {
-        Ok(m) => m,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(e),
+/// The ids of the requests in the daemon's own folder `dir`.
+fn ids_in(dir: &Path) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
     };
-    if !meta.is_file() || meta.len() > MAX_REQUEST {
-        fsx::remove_file(&from)?;
-        return Ok(false);
+    ids_of(
+        rd.flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect(),
+    )
+}
+
+/// Moves the agent's request out of its reach, through the held folder
+/// (fsx::HeldDir). False when it is gone or not a regular file (removed).
+fn take(project: &Project, held: &fsx::HeldDir, role: &str, id: &str) -> io::Result<bool> {
+    let name = format!("{id}.request");
+    match held.look(&name)? {
+        None => return Ok(false),
+        Some(fsx::Entry::File(len)) if len <= MAX_REQUEST => {}
+        Some(_) => {
+            held.remove(&name)?;
+            return Ok(false);
+        }
     }
     let dir = taken_requests_dir(project, role);
     fsx::ensure_dirs(&[&dir])?;
-    let to = dir.join(format!("{id}.request"));
-    match fsx::move_noreplace(&from, &to) {
+    match held.move_out(&name, &dir.join(&name)) {
         Ok(()) => Ok(true),
         // The same id again while the first is being carried out.
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            fsx::remove_file(&from)?;
+            held.remove(&name)?;
             Ok(false)
         }
         Err(e) => Err(e),
@@ -483,15 +482,15 @@ fn carry_out(project: &Project, roles: &Roles, role: &str, id: &str) -> io::Resu
     };
     let dir = agent_requests_dir(project, role);
     fsx::ensure_dirs(&[&dir])?;
-    if !real_dir(&dir) {
-        return Err(io::Error::other(format!(
-            "{}: not a folder (a symlink is never followed)",
+    let held = fsx::HeldDir::open(&dir).map_err(|e| {
+        io::Error::other(format!(
+            "{}: not a folder (a symlink is never followed): {e}",
             dir.display()
-        )));
-    }
-    let out = dir.join(format!("{id}.answer"));
-    fsx::remove_file(&out)?;
-    fsx::publish(&dir, &out, answer.to_message().render().as_bytes())?;
+        ))
+    })?;
+    let out = format!("{id}.answer");
+    held.remove(&out)?;
+    held.publish(&out, answer.to_message().render().as_bytes())?;
     fsx::remove_file(&mark)?;
     fsx::remove_file(&request)
 }
@@ -583,6 +582,56 @@ mod tests {
         serve(&p, &roles);
         let a = std::fs::read_to_string(dir.join("00000000000000bb.answer")).unwrap();
         assert!(a.contains("unknown request"), "{a}");
+    }
+
+    /// The agent swaps its requests folder for a symlink to a folder
+    /// outside between the daemon's open and its move: the held folder's
+    /// request is taken and answered there; the outside folder's files are
+    /// neither moved, nor removed, nor written.
+    #[test]
+    fn a_requests_folder_swapped_for_a_symlink_after_the_open_moves_nothing_outside() {
+        let d = tempfile::tempdir().unwrap();
+        let p = Project::new(d.path().join("p"));
+        let roles = roles();
+        let dir = agent_requests_dir(&p, "a");
+        fsx::ensure_dirs(&[&dir]).unwrap();
+        let id = "00000000000000aa";
+        let name = format!("{id}.request");
+        let ask = Ask::SessionStart { title: None }.to_message().render();
+        std::fs::write(dir.join(&name), &ask).unwrap();
+        let outside = d.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        let secret = "op: session_start\n\nthe person's file\n";
+        std::fs::write(outside.join(&name), secret).unwrap();
+        std::fs::write(outside.join("big.request"), "x").unwrap();
+
+        let held = fsx::HeldDir::open(&dir).unwrap();
+        let aside = d.path().join("aside");
+        std::fs::rename(&dir, &aside).unwrap();
+        std::os::unix::fs::symlink(&outside, &dir).unwrap();
+
+        assert!(take(&p, &held, "a", id).unwrap());
+        let taken = taken_requests_dir(&p, "a").join(&name);
+        assert_eq!(std::fs::read_to_string(&taken).unwrap(), ask);
+        assert_eq!(
+            std::fs::read_to_string(outside.join(&name)).unwrap(),
+            secret
+        );
+        // The answer is refused through the symlink (it is published only
+        // into a folder opened without following one).
+        assert!(carry_out(&p, &roles, "a", id).is_err());
+        let mut left: Vec<_> = std::fs::read_dir(&outside)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["00000000000000aa.request", "big.request"]);
+        // And a daemon's poll skips the symlinked folder.
+        assert_eq!(serve(&p, &roles), 0);
+        assert_eq!(
+            std::fs::read_to_string(outside.join(&name)).unwrap(),
+            secret
+        );
     }
 
     #[test]

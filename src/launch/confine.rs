@@ -273,21 +273,23 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
 }
 
 /// The mounts that let the agent commit in its worktree (docs/security.md,
-/// "Confinement"): the project's `.git` stays read-only except the object
-/// store, the refs (not replace refs, tags, remote-tracking refs or notes)
-/// and their logs, and the worktree's own git folder
-/// (`.git/worktrees/<name>`, read from the worktree's `.git` file); a role
-/// working in the root gets `.git` itself (its index and HEAD live there)
-/// but never `config` or `hooks`, which the person's own git would run.
+/// "Confinement" and "Branches"): the project's `.git` stays read-only
+/// except the object store and the worktree's own git folder
+/// (`.git/worktrees/<id>`, read from the worktree's `.git` file), where
+/// its pinned branch lives (launch/role_branch.rs); `.git/refs`,
+/// `packed-refs` and the refs' logs stay read-only, so no other branch
+/// moves. A role working in the root gets `.git` itself (its index, HEAD
+/// and branch live there, so it can still move branches) but never
+/// `config` or `hooks`, which the person's own git would run, nor the refs
+/// a commit never moves.
 fn git_binds(root: &Path, own: &Path) -> Vec<(&'static str, PathBuf)> {
     let git = root.join(".git");
     if !git.is_dir() {
         return Vec::new();
     }
     let mut out = Vec::new();
-    if own == root {
-        out.push(("--bind", git.clone()));
-    } else {
+    let objects = git.join("objects");
+    if own != root {
         out.push(("--ro-bind", git.clone()));
         let pointer = crate::fsx::read_bounded(&own.join(".git"), 4096).ok();
         let gitdir = pointer
@@ -297,13 +299,12 @@ fn git_binds(root: &Path, own: &Path) -> Vec<(&'static str, PathBuf)> {
             .map(|d| canon(Path::new(d.trim())))
             .filter(|d| d.starts_with(git.join("worktrees")) && d.is_dir());
         out.extend(gitdir.map(|d| ("--bind", d)));
-    }
-    for d in ["objects", "refs", "logs"] {
-        let p = git.join(d);
-        if crate::fsx::ensure_dirs(&[&p]).is_ok() {
-            out.push(("--bind", p));
+        if crate::fsx::ensure_dirs(&[&objects]).is_ok() {
+            out.push(("--bind", objects));
         }
+        return out;
     }
+    out.push(("--bind", git.clone()));
     for f in ["config", "hooks"] {
         let p = git.join(f);
         if p.exists() {
@@ -313,8 +314,7 @@ fn git_binds(root: &Path, own: &Path) -> Vec<(&'static str, PathBuf)> {
     // Refs a commit never moves, read-only (made first, or the agent could
     // make them): `refs/replace` would swap any object the person's git
     // shows (a reviewed commit for another), tags and remote-tracking
-    // branches would mislead a release or a push. Branches (`refs/heads`)
-    // and `refs/stash` stay writable: see docs/security.md.
+    // branches would mislead a release or a push.
     for d in ["replace", "tags", "remotes", "notes"] {
         let p = git.join("refs").join(d);
         if crate::fsx::ensure_dirs(&[&p]).is_ok() {

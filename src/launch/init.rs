@@ -180,9 +180,13 @@ fn ensure_worktree(root: &Path, r: &PlannedRole, report: &mut InitReport) -> Res
             r.name
         )));
     }
-    let branch = format!("swarmforge-{}", r.worktree_name);
+    let branch = crate::launch::role_branch::branch_name(&r.worktree_name);
     let p = path.to_string_lossy().into_owned();
-    // A worktree folder removed by hand is still registered; forget it first.
+    // A worktree folder removed by hand is still registered; forget it
+    // first, its pinned branches made ordinary ones before (role_branch).
+    report
+        .changes
+        .extend(crate::launch::role_branch::rescue_orphans(root)?);
     git(root, &["worktree", "prune"])?;
     if git_ok(
         root,
@@ -203,6 +207,32 @@ fn ensure_worktree(root: &Path, r: &PlannedRole, report: &mut InitReport) -> Res
         path.display(),
         r.name
     ));
+    Ok(())
+}
+
+/// A confined agent's worktree pinned, every other one an ordinary
+/// checkout of its branch (launch/role_branch.rs): the sandbox keeps
+/// `.git/refs` read-only, so only a pinned worktree lets it commit.
+fn ensure_branch_layout(plan: &Plan, report: &mut InitReport) -> Result<()> {
+    use crate::launch::role_branch;
+    let root = &plan.project.root;
+    let mut seen = std::collections::BTreeMap::new();
+    for r in plan.roles.iter().filter(|r| r.has_own_checkout()) {
+        let confined = crate::launch::confine::enabled(plan) && !r.is_human();
+        let e = seen
+            .entry(r.worktree_path.clone())
+            .or_insert((r.worktree_name.clone(), false));
+        e.1 |= confined;
+    }
+    for (wt, (name, confined)) in seen {
+        let branch = role_branch::branch_name(&name);
+        let change = if confined {
+            role_branch::pin(root, &wt, &branch)?
+        } else {
+            role_branch::release(root, &wt, &branch)?
+        };
+        report.changes.extend(change);
+    }
     Ok(())
 }
 
@@ -229,6 +259,7 @@ pub fn init(plan: &Plan) -> Result<InitReport> {
     for r in plan.roles.iter().filter(|r| r.has_own_checkout()) {
         ensure_worktree(root, r, &mut report)?;
     }
+    ensure_branch_layout(plan, &mut report)?;
     for wt in plan.worktree_paths() {
         let w = Worktree::new(&wt);
         let n = ensure_missing(&w.all_dirs())?;

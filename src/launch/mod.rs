@@ -35,6 +35,7 @@ pub mod init;
 pub mod plan;
 pub mod primer;
 pub mod process;
+pub mod role_branch;
 pub mod secrets;
 pub mod sessions;
 pub mod shims;

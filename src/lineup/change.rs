@@ -378,6 +378,22 @@ fn retire(
     state::save(project, seats)?;
     let plan = Plan::load(&project.root)?;
     init::init(&plan)?;
+    // Its worktree stays, an ordinary checkout of its branch again (no
+    // agent of it runs confined any more), so removing the folder later
+    // cannot take the branch with it (launch/role_branch.rs).
+    if r.has_own_checkout()
+        && !plan
+            .roles
+            .iter()
+            .any(|o| o.worktree_path == r.worktree_path)
+    {
+        let branch = crate::launch::role_branch::branch_name(&r.worktree_name);
+        if let Some(note) =
+            crate::launch::role_branch::release(&project.root, &r.worktree_path, &branch)?
+        {
+            say(&note);
+        }
+    }
     for note in sessions::write_prompts(&plan)? {
         say(&note);
     }

@@ -110,9 +110,15 @@ fn init_creates_everything_and_a_second_run_changes_nothing() {
     assert!(exclude.lines().any(|l| l == ".worktrees/"), "{exclude}");
     let wt = root.join(".worktrees/review");
     assert!(wt.join(".git").is_file(), "worktree created");
+    // Its agent is confined (the default): the worktree is on its own
+    // ref, its branch a symbolic ref to it (docs/security.md "Branches").
     assert_eq!(
-        git(&wt, &["rev-parse", "--abbrev-ref", "HEAD"]),
-        "swarmforge-review"
+        git(&wt, &["symbolic-ref", "HEAD"]),
+        "refs/worktree/swarmforge"
+    );
+    assert_eq!(
+        git(root, &["symbolic-ref", "refs/heads/swarmforge-review"]),
+        "worktrees/review/refs/worktree/swarmforge"
     );
     assert_eq!(
         d.read(".swarmforge/roles.tsv"),

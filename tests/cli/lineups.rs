@@ -101,6 +101,19 @@ fn removed_roles_waiting_mail_goes_back_to_its_senders() {
     let r = d.swarm(&["role", "remove", "spare", "--reason", "not needed any more"]);
     r.ok();
     r.stdout_has("ROLE REMOVED: spare (3 waiting item(s) returned to their senders");
+    // Its worktree stays, back on an ordinary branch (it was pinned while
+    // its agent ran confined: docs/security.md "Branches"), so removing
+    // the folder later cannot take the branch along.
+    assert!(
+        r.stderr
+            .contains("back on its ordinary branch swarmforge-spare"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        crate::support::git(&wt(&d, "spare"), &["symbolic-ref", "HEAD"]),
+        "refs/heads/swarmforge-spare"
+    );
     // Every item is closed in spare's inbox, failed with the reason.
     let done = hq(&wt(&d, "spare"), "inbox/completed");
     let completed = files(&done);

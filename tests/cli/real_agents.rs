@@ -1638,6 +1638,9 @@ r unpause 'rm "{root}/.swarmforge/paused"'
 r token 'cat "{root}/.swarmforge/serve/token"'
 r person_home 'echo x >"{home}/planted" && test -f "{home}/.bashrc-of-the-person"'
 r own 'echo x >own.txt'
+r git_main 'git update-ref refs/heads/master HEAD'
+r git_other 'git update-ref -d refs/heads/swarmforge-victim'
+r commit 'git add own.txt && git -c user.name=c -c user.email=c@invalid commit -qm own-commit'
 {}"#,
         plant_lines(s, loaded)
     )
@@ -1753,10 +1756,18 @@ fn a_confined_cli_works_and_cannot_write_outside(
     });
     let seen = all_text(&s.turn("coder", 2));
     let planted = loaded.iter().map(|rel| format!("plant:{rel}"));
-    for what in ["inbox", "approval", "unpause", "token", "person_home"]
-        .map(String::from)
-        .into_iter()
-        .chain(planted)
+    for what in [
+        "inbox",
+        "approval",
+        "unpause",
+        "token",
+        "person_home",
+        "git_main",
+        "git_other",
+    ]
+    .map(String::from)
+    .into_iter()
+    .chain(planted)
     {
         assert!(
             seen.contains(&format!("{what}=REFUSED")),
@@ -1765,6 +1776,15 @@ fn a_confined_cli_works_and_cannot_write_outside(
     }
     assert!(seen.contains("own=DONE"), "{seen}");
     assert!(coder.join("own.txt").is_file());
+    // Its commit moved its own branch only (docs/security.md "Branches").
+    assert!(seen.contains("commit=DONE"), "{seen}");
+    let git = |args: &[&str]| crate::support::git(&s.d.root, args);
+    assert_eq!(
+        git(&["log", "-1", "--format=%s", "swarmforge-coder"]),
+        "own-commit"
+    );
+    assert_ne!(git(&["log", "-1", "--format=%s", "master"]), "own-commit");
+    assert!(git(&["rev-parse", "--verify", "-q", "swarmforge-victim"]).len() >= 40);
     assert!(s.d.root.join(".swarmforge/paused").exists());
     assert!(!s.home.path().join("planted").exists());
     for rel in loaded {

@@ -440,6 +440,25 @@ fn confined_run(tmux: bool) {
     fs::create_dir_all(token.parent().unwrap()).unwrap();
     fs::write(&token, "cockpit-secret\n").unwrap();
 
+    // The refs the person's git keeps, as before the agent ran.
+    let git_state = || {
+        let run = |args: &[&str]| {
+            let o = std::process::Command::new("git")
+                .arg("-C")
+                .arg(&root)
+                .args(args)
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        };
+        let packed = fs::read_to_string(root.join(".git/packed-refs")).unwrap_or_default();
+        format!(
+            "{}\n{}\n{packed}",
+            run(&["rev-parse", "master", "swarmforge-victim"]),
+            run(&["for-each-ref", "--format=%(refname)", "refs/heads/"])
+        )
+    };
+    let refs_before = git_state();
     let mut guard = crate::support::SwarmGuard::new(&root);
     let up = g
         .cmd("swarm")
@@ -499,6 +518,17 @@ fn confined_run(tmux: bool) {
         "board_forge",
         "git_replace",
         "git_tag",
+        "git_main",
+        "git_branch_f",
+        "git_push",
+        "git_other",
+        "git_delete",
+        "git_delete_ref",
+        "git_new_branch",
+        "git_pack",
+        "git_packed",
+        "git_main_log",
+        "card_new",
     ] {
         assert!(
             results.contains(&format!("{attempt}: refused")),
@@ -546,6 +576,31 @@ fn confined_run(tmux: bool) {
     assert!(files(&crate::support::hq(&boss, "outbox")).is_empty());
     assert!(!root.join(".worktrees/victim/planted.txt").exists());
     assert!(!root.join(".git/hooks/post-commit").exists());
+    // No branch but its own moved, none was made or deleted, packed-refs
+    // is as it was; its own commits (amended) are on its branch for the
+    // person's git.
+    assert!(results.contains("own: amended"), "{results}\n{log}");
+    assert_eq!(git_state(), refs_before);
+    let own = fs::read_to_string(root.join(".worktrees/hostile/own-head.txt")).unwrap();
+    let branch = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&root)
+        .args(["log", "--format=%H %s", "swarmforge-hostile"])
+        .output()
+        .unwrap();
+    let branch = String::from_utf8_lossy(&branch.stdout);
+    assert!(
+        branch.starts_with(&format!("{} work2-amended\n", own.trim())),
+        "{branch}"
+    );
+    assert!(branch.contains(" work\n"), "{branch}");
+    // `swarm card new` from inside says who can run it.
+    let card = fs::read_to_string(root.join(".worktrees/hostile/card-error.txt")).unwrap();
+    assert!(
+        card.contains("a confined agent cannot start a card") && card.contains("ask a person"),
+        "{card}"
+    );
+    assert!(!root.join(".swarmforge/board/c1.txt").exists());
     // The swarm's own books still balance, and its status reads.
     g.cmd("swarm")
         .at(&root)
@@ -596,6 +651,18 @@ echo x >"$HOME/x" && echo x >/tmp/x && echo "own: home and tmp" >>"$r"
 echo w >work.txt && git add work.txt && git -c user.name=h -c user.email=h@invalid commit -qm work && echo "own: committed" >>"$r"
 try git_replace git replace -f "$(git rev-parse HEAD~1)" HEAD
 try git_tag git tag -f v1.0 HEAD
+try git_main git update-ref refs/heads/master HEAD
+try git_branch_f git branch -f master HEAD
+try git_push git push -f . HEAD:master
+try git_other git update-ref refs/heads/swarmforge-victim HEAD
+try git_delete git branch -D swarmforge-victim
+try git_delete_ref git update-ref -d refs/heads/swarmforge-victim
+try git_new_branch git branch evil HEAD
+try git_pack git pack-refs --all
+try git_packed sh -c "git rev-parse HEAD >>'$P/.git/packed-refs'"
+try git_main_log sh -c "echo x >>'$P/.git/logs/refs/heads/master'"
+echo w2 >work2.txt && git add work2.txt && git -c user.name=h -c user.email=h@invalid commit -qm work2 && git -c user.name=h -c user.email=h@invalid commit -q --amend -m work2-amended && git rev-parse HEAD >own-head.txt && echo "own: amended" >>"$r"
+try card_new sh -c "swarm card new fix c1 --text t 2>card-error.txt"
 printf 'type: note\nto: victim\npriority: 50\nmessage: from the sandbox\n' >d.txt && swarm-handoff d.txt && echo "own: sent" >>"$r"
 out=$(ready-next)
 until printf '%s\n' "$out" | grep -qx NO_TASK; do out=$(done-current); done
@@ -748,4 +815,108 @@ fn a_confined_agents_forum_request_is_carried_out_once_across_a_daemon_kill() {
     }
     let st = p.cmd("swarm").args(["status"]).run();
     assert!(!st.stdout.contains("requests: "), "{}", st.stdout);
+}
+
+/// What `git symbolic-ref HEAD` says in `wt` ("" when detached).
+fn head_of(wt: &Path) -> String {
+    let o = std::process::Command::new("git")
+        .arg("-C")
+        .arg(wt)
+        .args(["symbolic-ref", "-q", "HEAD"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+fn git_in(wt: &Path, args: &[&str]) -> String {
+    let o = std::process::Command::new("git")
+        .arg("-C")
+        .arg(wt)
+        .args(["-c", "user.name=p", "-c", "user.email=p@invalid"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "git {args:?}: {o:?}");
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// A worktree made the old way (an ordinary checkout of `swarmforge-<name>`,
+/// as SwarmForge and an unconfined swarm make it) is pinned by the next
+/// `swarm init` of a confined swarm, which says so; commits there move the
+/// branch the person's git sees; a person's worktree stays ordinary; a
+/// worktree put on another branch is reported by `swarm doctor` and refused
+/// with its repair; turning confinement off puts it back.
+#[test]
+fn a_confined_swarm_pins_its_agents_worktrees_and_an_unconfined_one_releases_them() {
+    let g = Project::empty();
+    let root = g.path("swarm");
+    fs::create_dir_all(&root).unwrap();
+    let yaml = |confine: bool| {
+        format!("launch: {{confine: {confine}}}\nroles:\n  - {{name: dev, worktree: dev, agent: sh -c true}}\n  - {{name: boss, worktree: boss, agent: human}}\n")
+    };
+    let init = || g.cmd("swarm").at(&root).arg("init").run();
+    fs::write(root.join("swarm.yaml"), yaml(false)).unwrap();
+    init().ok();
+    let dev = root.join(".worktrees/dev");
+    let boss = root.join(".worktrees/boss");
+    assert_eq!(head_of(&dev), "refs/heads/swarmforge-dev");
+
+    fs::write(root.join("swarm.yaml"), yaml(true)).unwrap();
+    let r = init();
+    r.ok()
+        .stdout_has("its branch swarmforge-dev now lives in the worktree's own git folder");
+    assert_eq!(head_of(&dev), "refs/worktree/swarmforge");
+    assert_eq!(head_of(&boss), "refs/heads/swarmforge-boss");
+    assert_eq!(
+        git_in(&root, &["symbolic-ref", "refs/heads/swarmforge-dev"]),
+        "worktrees/dev/refs/worktree/swarmforge"
+    );
+    git_in(
+        &dev,
+        &["commit", "-q", "--allow-empty", "-m", "pinned work"],
+    );
+    assert_eq!(
+        git_in(&root, &["log", "-1", "--format=%s", "swarmforge-dev"]),
+        "pinned work"
+    );
+    assert!(!init().ok().stdout.contains("own git folder"));
+    let doctor = g.cmd("swarm").at(&root).args(["doctor", "--json"]).run();
+    assert!(!doctor.stdout.contains("ROLE_BRANCH"), "{}", doctor.stdout);
+
+    git_in(&dev, &["switch", "-q", "-c", "feature"]);
+    let doctor = g.cmd("swarm").at(&root).args(["doctor", "--json"]).run();
+    assert!(doctor.stdout.contains("ROLE_BRANCH"), "{}", doctor.stdout);
+    let r = init();
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("on refs/heads/feature, not on its role branch swarmforge-dev")
+            && r.stderr.contains("hint: put it back on its branch"),
+        "{}",
+        r.stderr
+    );
+    git_in(&dev, &["switch", "-q", "swarmforge-dev"]);
+    init().ok();
+    assert_eq!(head_of(&dev), "refs/worktree/swarmforge");
+
+    fs::write(root.join("swarm.yaml"), yaml(false)).unwrap();
+    init()
+        .ok()
+        .stdout_has("back on its ordinary branch swarmforge-dev");
+    assert_eq!(head_of(&dev), "refs/heads/swarmforge-dev");
+    assert_eq!(
+        git_in(
+            &root,
+            &["log", "-1", "--format=%s", "refs/heads/swarmforge-dev"]
+        ),
+        "pinned work"
+    );
+    assert!(std::process::Command::new("git")
+        .arg("-C")
+        .arg(&root)
+        .args(["symbolic-ref", "-q", "refs/heads/swarmforge-dev"])
+        .output()
+        .unwrap()
+        .stdout
+        .is_empty());
 }

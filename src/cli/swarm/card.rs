@@ -94,6 +94,9 @@ pub fn run(args: Args) -> i32 {
                     }
                     (None, None) => String::new(),
                 };
+                if let Some(role) = crate::forum::requests::confined_role() {
+                    return Err(crate::board::refused_to_confined(p, &role, &kind, &name));
+                }
                 crate::board::new_card(p, &kind, &name, &text)
             },
             |c| serde_json::json!({"status": "queued", "card": c}),
