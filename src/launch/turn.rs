@@ -56,8 +56,8 @@ pub struct Turn {
 
 /// The handoff in process in `wt`: its id and thread (the root's id; a
 /// root is its own thread).
-pub(crate) fn current_item(wt: &Worktree) -> Option<(String, String)> {
-    let (_, m) = crate::daemon::watchdog::in_process_message(wt)?;
+pub(crate) fn current_item(wt: &Worktree, max_file_bytes: u64) -> Option<(String, String)> {
+    let (_, m) = crate::daemon::watchdog::in_process_message(wt, max_file_bytes)?;
     let id = m.get(names::ID)?.to_string();
     let thread = m.thread().unwrap_or(&id).to_string();
     Some((id, thread))
@@ -66,7 +66,7 @@ pub(crate) fn current_item(wt: &Worktree) -> Option<(String, String)> {
 /// The role's preset, or why it has none.
 fn preset_role<'a>(plan: &'a Plan, role: &str) -> Result<(&'a PlannedRole, Cli)> {
     let r = plan.roles.iter().find(|r| r.name == role).ok_or_else(|| {
-        Error::env(format!(
+        Error::not_found(format!(
             "role '{role}' is not in {}",
             plan.source.path().display()
         ))
@@ -113,10 +113,7 @@ pub fn turn(root: &Path, role: &str, say: &mut dyn FnMut(&str)) -> Result<Turn> 
     let primer = fsx::read_bounded(&pf, MAX_PRIMER)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .map_err(|_| {
-            Error::env(format!(
-                "{}: the role's primer is missing\n  hint: `swarm up` writes it",
-                pf.display()
-            ))
+            Error::bad_file_hint(&pf, "the role's primer is missing", "`swarm up` writes it")
         })?;
     let launch = Launch {
         role,
@@ -217,6 +214,8 @@ struct Reader<'a> {
     role: &'a str,
     cli: Cli,
     wt: Worktree,
+    /// `limits.max_file_bytes`, for reading the item in process.
+    max_bytes: u64,
     /// The handoff worked on: the latest seen in process during the turn
     /// (it stays attributed after `done` moved it on).
     item: Option<(String, String)>,
@@ -233,8 +232,8 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn look_at_item(&mut self) {
-        if let Some(it) =
-            current_item(&self.wt).or_else(|| self.items.as_ref().and_then(|w| w.last()))
+        if let Some(it) = current_item(&self.wt, self.max_bytes)
+            .or_else(|| self.items.as_ref().and_then(|w| w.last()))
         {
             self.item = Some(it);
         }
@@ -432,7 +431,8 @@ fn run_once(
         role,
         cli,
         wt: r.worktree(),
-        item: current_item(&r.worktree()),
+        max_bytes,
+        item: current_item(&r.worktree(), max_bytes),
         model: None,
         session: resume.map(str::to_string),
         run: Run::default(),
@@ -524,6 +524,7 @@ mod tests {
             role: "r",
             cli: Cli::Claude,
             wt: Worktree::new(p.root.join("wt")),
+            max_bytes: 1024 * 1024,
             item: None,
             model: None,
             session: None,

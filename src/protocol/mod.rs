@@ -23,5 +23,6 @@ pub mod roles;
 pub mod root;
 pub mod rules;
 pub mod sequence;
+pub mod store;
 pub mod trail;
 pub mod types;

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::protocol::grammar;
+use crate::protocol::store;
 use crate::views::status;
 
 /// Which queue folder, and so which entries count and since when.
@@ -42,8 +42,11 @@ pub struct Folders {
     dirs: HashMap<PathBuf, Folder>,
 }
 
-fn counts(kind: Kind, name: &str) -> bool {
-    status::is_item(name) || (kind == Kind::InProcess && grammar::is_batch_dir_name(name))
+/// Whether an entry counts in a folder of `kind`: its handoff files, and
+/// in `in_process/` its batch folders.
+fn counts(kind: Kind, entry: store::Kind) -> bool {
+    matches!(entry, store::Kind::Handoff | store::Kind::Odd)
+        || (kind == Kind::InProcess && entry == store::Kind::Batch)
 }
 
 /// The entry's `since` as `views::status` takes it.
@@ -57,10 +60,10 @@ fn since(kind: Kind, path: &Path, md: &std::fs::Metadata) -> Option<SystemTime> 
 
 fn list(dir: &Path, kind: Kind) -> BTreeMap<String, Option<SystemTime>> {
     let mut out = BTreeMap::new();
-    status::each_entry(dir, |e, name| {
-        if counts(kind, name) {
-            let at = e.metadata().ok().and_then(|md| since(kind, &e.path(), &md));
-            out.insert(name.to_string(), at);
+    status::each_entry(dir, |e| {
+        if counts(kind, e.kind) {
+            let at = e.metadata().ok().and_then(|md| since(kind, &e.path, &md));
+            out.insert(e.name, at);
         }
     });
     out
@@ -94,15 +97,15 @@ impl Folders {
         let dir = path.parent()?;
         let f = self.dirs.get_mut(dir)?;
         let name = path.file_name()?.to_string_lossy().into_owned();
-        if counts(f.kind, &name) {
-            match std::fs::symlink_metadata(path) {
-                Ok(md) => {
-                    let at = since(f.kind, path, &md);
-                    f.items.insert(name, at);
-                }
-                Err(_) => {
-                    f.items.remove(&name);
-                }
+        // Classified as a listing would (the entry's own type, never a
+        // symlink's target), so the invariant above holds.
+        match std::fs::symlink_metadata(path) {
+            Ok(md) if counts(f.kind, store::classify(&name, md.is_dir(), md.is_file())) => {
+                let at = since(f.kind, path, &md);
+                f.items.insert(name, at);
+            }
+            _ => {
+                f.items.remove(&name);
             }
         }
         Some(dir.to_path_buf())

@@ -11,9 +11,9 @@ use serde::Serialize;
 use crate::daemon::control;
 use crate::daemon::wake;
 use crate::error::Result;
-use crate::protocol::grammar;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
+use crate::protocol::store::{self, Entry, Kind};
 use crate::views::attention;
 use crate::views::liveness::{self, Runner};
 
@@ -144,17 +144,13 @@ pub fn relayed(project: &Project, roles: &crate::protocol::roles::Roles) -> Vec<
 
 /// The bridge's notes (`.swarmforge/bridge/waiting/<name>`: `role<TAB>why`).
 pub fn bridge_waiting(project: &Project) -> Vec<BridgeWaiting> {
-    let Ok(rd) = fs::read_dir(project.bridge_waiting()) else {
-        return Vec::new();
-    };
-    let mut v: Vec<BridgeWaiting> = rd
-        .flatten()
+    let mut v: Vec<BridgeWaiting> = store::each(&project.bridge_waiting())
         .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if !is_item(&name) {
+            if !e.is_handoff_named() {
                 return None;
             }
-            let text = crate::fsx::read_bounded(&e.path(), 64 * 1024).ok()?;
+            let name = e.name;
+            let text = crate::fsx::read_bounded(&e.path, 64 * 1024).ok()?;
             let text = String::from_utf8_lossy(&text);
             let (role, reason) = text.trim_end().split_once('\t')?;
             Some(BridgeWaiting {
@@ -166,10 +162,6 @@ pub fn bridge_waiting(project: &Project) -> Vec<BridgeWaiting> {
         .collect();
     v.sort_by(|a, b| a.name.cmp(&b.name));
     v
-}
-
-pub(crate) fn is_item(name: &str) -> bool {
-    name.ends_with(".handoff")
 }
 
 fn age(t: SystemTime) -> u64 {
@@ -200,74 +192,60 @@ pub(crate) fn waiting_since(path: &Path, mtime: Option<SystemTime>) -> Option<Sy
 
 /// (count of waiting items, since when the oldest has waited) in `new/`.
 pub(crate) fn waiting(dir: &Path) -> (usize, Option<SystemTime>) {
-    count_oldest(dir, |e| {
-        let mtime = e.metadata().and_then(|m| m.modified()).ok();
-        waiting_since(&e.path(), mtime)
-    })
+    count_oldest(dir, |e| waiting_since(&e.path, e.modified()))
 }
 
 /// (count of items, oldest mtime) directly in `dir`.
 pub(crate) fn items(dir: &Path) -> (usize, Option<SystemTime>) {
-    count_oldest(dir, |e| e.metadata().and_then(|m| m.modified()).ok())
+    count_oldest(dir, Entry::modified)
 }
 
 /// (count of items, the earliest `since` of them) directly in `dir`.
 fn count_oldest(
     dir: &Path,
-    since: impl Fn(&fs::DirEntry) -> Option<SystemTime>,
+    since: impl Fn(&Entry) -> Option<SystemTime>,
 ) -> (usize, Option<SystemTime>) {
     let mut n = 0;
     let mut oldest: Option<SystemTime> = None;
-    each_entry(dir, |e, name| {
-        if !is_item(name) {
+    each_entry(dir, |e| {
+        if !e.is_handoff_named() {
             return;
         }
         n += 1;
-        if let Some(t) = since(e) {
+        if let Some(t) = since(&e) {
             oldest = Some(oldest.map_or(t, |o| o.min(t)));
         }
     });
     (n, oldest)
 }
 
-/// Calls `f` with each entry of the queue folder `dir` and its name (none
-/// when it cannot be listed): the views' one listing of a queue folder.
-pub(crate) fn each_entry(dir: &Path, mut f: impl FnMut(&fs::DirEntry, &str)) {
-    if let Ok(rd) = fs::read_dir(dir) {
-        for e in rd.flatten() {
-            f(&e, &e.file_name().to_string_lossy());
-        }
-    }
+/// Calls `f` with each entry of the queue folder `dir` (none when it cannot
+/// be listed): the views' one listing of a queue folder, through the store.
+pub(crate) fn each_entry(dir: &Path, f: impl FnMut(Entry)) {
+    store::each(dir).for_each(f);
 }
 
 fn completed_count(dir: &Path) -> usize {
-    let Ok(rd) = fs::read_dir(dir) else { return 0 };
-    rd.flatten()
-        .map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if is_item(&name) {
-                1
-            } else if grammar::is_batch_dir_name(&name) {
-                items(&e.path()).0
-            } else {
-                0
-            }
+    store::each(dir)
+        .map(|e| match e.kind {
+            Kind::Handoff | Kind::Odd => 1,
+            Kind::Batch => items(&e.path).0,
+            Kind::Sidecar | Kind::Temp | Kind::Stray => 0,
         })
         .sum()
 }
 
+/// The entry in process (an item or a batch folder; the first in hand-out
+/// order should there be more) and its mtime.
 pub(crate) fn in_process(dir: &Path) -> Option<(PathBuf, Option<SystemTime>)> {
-    let rd = fs::read_dir(dir).ok()?;
-    let mut v: Vec<_> = rd
-        .flatten()
-        .filter(|e| {
-            let n = e.file_name().to_string_lossy().into_owned();
-            is_item(&n) || grammar::is_batch_dir_name(&n)
+    store::scan(dir)
+        .into_entries()
+        .into_iter()
+        .find(|e| e.is_handoff_named() || e.kind == Kind::Batch)
+        .map(|e| {
+            let at = e.modified();
+            (e.path, at)
         })
-        .map(|e| (e.path(), e.metadata().and_then(|m| m.modified()).ok()))
-        .collect();
-    v.sort();
-    v.into_iter().next()
 }
 
 pub fn collect(project: &Project) -> Result<Status> {
