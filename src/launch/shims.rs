@@ -87,7 +87,7 @@ pub fn install(dir: &Path, bin_dir: &Path) -> Result<Vec<PathBuf>> {
     for s in SHIMS {
         let target = bin_dir.join(s.binary);
         if !target.is_file() {
-            return Err(Error::env(format!(
+            return Err(Error::not_found(format!(
                 "Cannot install shims: {} not found.\n  hint: install all five binaries (swarm-handoff, ready-next, done-current, handoffd, swarm) into one folder",
                 target.display()
             )));

@@ -88,9 +88,8 @@ pub fn run(args: Args) -> i32 {
                     }
                     (None, Some(f)) => {
                         let b = crate::fsx::read_bounded(&f, crate::board::MAX_TEXT as u64)
-                            .map_err(|e| Error::env(format!("{}: {e}", f.display())))?;
-                        String::from_utf8(b)
-                            .map_err(|_| Error::env(format!("{}: not valid UTF-8", f.display())))?
+                            .map_err(|e| Error::bad_file(&f, e))?;
+                        String::from_utf8(b).map_err(|_| Error::bad_file(&f, "not valid UTF-8"))?
                     }
                     (None, None) => String::new(),
                 };

@@ -31,7 +31,7 @@ fn project() -> Option<Project> {
 pub fn run(args: Args) -> i32 {
     let Some(cli) = Cli::parse(&args.cli) else {
         return crate::cli::report(
-            &Error::env(format!(
+            &Error::bad_input(format!(
                 "swarm hook: unknown CLI '{}'\n  hint: one of claude, codex, gemini",
                 crate::text::escape(&args.cli)
             )),

@@ -126,10 +126,11 @@ pub(super) fn read_object(path: &Path) -> Result<serde_json::Map<String, Value>>
     };
     match serde_json::from_str::<Value>(&text) {
         Ok(Value::Object(m)) => Ok(m),
-        _ => Err(Error::env(format!(
-            "{}: not a JSON object, so the swarm MCP server cannot be added to it.\n  hint: fix or remove the file, then run `swarm up` again",
-            path.display()
-        ))),
+        _ => Err(Error::bad_file_hint(
+            path,
+            "not a JSON object, so the swarm MCP server cannot be added to it.",
+            "fix or remove the file, then run `swarm up` again",
+        )),
     }
 }
 
