@@ -53,15 +53,18 @@ fn check(project: &Project) -> Result<(String, Vec<String>)> {
     let config = Config::load(&project.config_file())?;
     let file = project.config_file();
     let Some(sender) = config.a2a.sender.clone() else {
-        return Err(Error::bad_file_hint(&file, "no a2a sender: every A2A task is a handoff from one role", "add `a2a: {sender: <role>}` naming a role of roles.tsv (a human role, say `client`), see docs/a2a.md".to_string()));
+        return Err(Error::bad_file_hint(&file, "no a2a sender: every A2A task is a handoff from one role", "add `a2a: {sender: <role>}` naming a role of roles.tsv (a human role, say `client`), see docs/a2a.md"));
     };
     let roles = Roles::load(&project.roles_tsv())?;
     if roles.find(&sender).is_none() {
-        return Err(Error::env(format!(
-            "{}: a2a sender '{sender}' is not a role of {}\n  hint: add it to roles.tsv, or name another role",
-            file.display(),
-            project.roles_tsv().display()
-        )));
+        return Err(Error::bad_file_hint(
+            &file,
+            format!(
+                "a2a sender '{sender}' is not a role of {}",
+                project.roles_tsv().display()
+            ),
+            "add it to roles.tsv, or name another role",
+        ));
     }
     let offered: Vec<String> = card::offered(project, &config)?
         .into_iter()

@@ -196,11 +196,14 @@ impl Ingest {
     fn load(&self) -> Result<Option<Cursor>> {
         match fsx::read_bounded(&self.cursor_path, 4096) {
             Ok(b) => Cursor::parse(&b).map(Some).ok_or_else(|| {
-                Error::env(format!(
-                    "{}: not an ingest cursor\n  hint: remove it to read {} from its start again (lines may be posted twice)",
-                    self.cursor_path.display(),
-                    self.opts.file.display()
-                ))
+                Error::bad_file_hint(
+                    &self.cursor_path,
+                    "not an ingest cursor",
+                    format!(
+                        "remove it to read {} from its start again (lines may be posted twice)",
+                        self.opts.file.display()
+                    ),
+                )
             }),
             Err(fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::bad_file(&self.cursor_path, e)),

@@ -170,7 +170,7 @@ fn ensure_worktree(root: &Path, r: &PlannedRole, report: &mut InitReport) -> Res
     let parent = root.join(".worktrees");
     fsx::ensure_dirs(&[&parent]).at(&parent)?;
     if path.exists() && !fsx::is_empty_dir(path).unwrap_or(false) {
-        return Err(Error::env(format!(
+        return Err(Error::conflict(format!(
             "{}: exists but is not a git worktree, so role {} cannot get one there\n  hint: move its content away (keep any .swarmforge/handoffs files), then run `swarm init` again",
             path.display(),
             r.name

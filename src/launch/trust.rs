@@ -193,7 +193,7 @@ pub fn needs(plan: &Plan, roles: &[String]) -> Result<Vec<Need>> {
             )));
         };
         if cli_of(r).is_none() {
-            return Err(Error::env(format!(
+            return Err(Error::bad_input(format!(
                 "role {name} runs no CLI that asks for folder trust (Claude Code, Codex, Gemini CLI)"
             )));
         }

@@ -73,7 +73,7 @@ fn preset_role<'a>(plan: &'a Plan, role: &str) -> Result<(&'a PlannedRole, Cli)>
     })?;
     match &r.agent {
         AgentSpec::Preset { cli, .. } => Ok((r, *cli)),
-        _ => Err(Error::env(format!(
+        _ => Err(Error::bad_input(format!(
             "role '{role}' does not run a preset agent (claude, codex, gemini); a headless turn needs one\n  hint: set `agent: claude` (or codex, gemini) for it in {}",
             plan.source.path().display()
         ))),

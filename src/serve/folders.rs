@@ -37,9 +37,17 @@ struct Folder {
 }
 
 /// The tracked folders and what each holds.
-#[derive(Default)]
 pub struct Folders {
     dirs: HashMap<PathBuf, Folder>,
+    /// `limits.max_file_bytes`: a copy in `new/` is read for its
+    /// `enqueued_at` up to its copy limit.
+    max_file_bytes: u64,
+}
+
+impl Default for Folders {
+    fn default() -> Self {
+        Folders::new(crate::protocol::config::Limits::default().max_file_bytes)
+    }
 }
 
 /// Whether an entry counts in a folder of `kind`: its handoff files, and
@@ -49,20 +57,29 @@ fn counts(kind: Kind, entry: store::Kind) -> bool {
         || (kind == Kind::InProcess && entry == store::Kind::Batch)
 }
 
-/// The entry's `since` as `views::status` takes it.
-fn since(kind: Kind, path: &Path, md: &std::fs::Metadata) -> Option<SystemTime> {
+/// The entry's `since` as `views::status` takes it (a copy read up to the
+/// copy limit of `max_file_bytes`).
+fn since(
+    kind: Kind,
+    path: &Path,
+    md: &std::fs::Metadata,
+    max_file_bytes: u64,
+) -> Option<SystemTime> {
     let mtime = md.modified().ok();
     match kind {
-        Kind::New => status::waiting_since(path, mtime),
+        Kind::New => status::waiting_since(path, mtime, max_file_bytes),
         Kind::InProcess | Kind::Items => mtime,
     }
 }
 
-fn list(dir: &Path, kind: Kind) -> BTreeMap<String, Option<SystemTime>> {
+fn list(dir: &Path, kind: Kind, max_file_bytes: u64) -> BTreeMap<String, Option<SystemTime>> {
     let mut out = BTreeMap::new();
     status::each_entry(dir, |e| {
         if counts(kind, e.kind) {
-            let at = e.metadata().ok().and_then(|md| since(kind, &e.path, &md));
+            let at = e
+                .metadata()
+                .ok()
+                .and_then(|md| since(kind, &e.path, &md, max_file_bytes));
             out.insert(e.name, at);
         }
     });
@@ -70,10 +87,19 @@ fn list(dir: &Path, kind: Kind) -> BTreeMap<String, Option<SystemTime>> {
 }
 
 impl Folders {
+    /// No folder tracked yet; copies are read up to the copy limit of
+    /// `max_file_bytes` (the project's `limits.max_file_bytes`).
+    pub fn new(max_file_bytes: u64) -> Folders {
+        Folders {
+            dirs: HashMap::new(),
+            max_file_bytes,
+        }
+    }
+
     /// Tracks `dir` (listing it once); a folder tracked already is kept.
     pub fn track(&mut self, dir: &Path, kind: Kind) {
         if !self.dirs.contains_key(dir) {
-            let items = list(dir, kind);
+            let items = list(dir, kind, self.max_file_bytes);
             self.dirs.insert(dir.to_path_buf(), Folder { kind, items });
         }
     }
@@ -81,14 +107,14 @@ impl Folders {
     /// Lists `dir` again, when tracked.
     pub fn relist(&mut self, dir: &Path) {
         if let Some(f) = self.dirs.get_mut(dir) {
-            f.items = list(dir, f.kind);
+            f.items = list(dir, f.kind, self.max_file_bytes);
         }
     }
 
     /// Lists every tracked folder again.
     pub fn relist_all(&mut self) {
         for (dir, f) in self.dirs.iter_mut() {
-            f.items = list(dir, f.kind);
+            f.items = list(dir, f.kind, self.max_file_bytes);
         }
     }
 
@@ -101,7 +127,7 @@ impl Folders {
         // symlink's target), so the invariant above holds.
         match std::fs::symlink_metadata(path) {
             Ok(md) if counts(f.kind, store::classify(&name, md.is_dir(), md.is_file())) => {
-                let at = since(f.kind, path, &md);
+                let at = since(f.kind, path, &md, self.max_file_bytes);
                 f.items.insert(name, at);
             }
             _ => {
@@ -160,7 +186,7 @@ mod tests {
         assert_eq!(f.count(&dir).0, 2);
         assert_eq!(
             f.count(&dir),
-            (list(&dir, Kind::InProcess).len(), f.count(&dir).1)
+            (list(&dir, Kind::InProcess, f.max_file_bytes).len(), f.count(&dir).1)
         );
         assert_eq!(f.note(&d.path().join("elsewhere.handoff")), None);
         // A change no event named shows after a relisting.

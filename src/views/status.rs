@@ -171,15 +171,16 @@ fn age(t: SystemTime) -> u64 {
         .as_secs()
 }
 
-/// Largest copy read for its `enqueued_at` (a copy's limit plus the stamps).
-const MAX_COPY_BYTES: u64 = 1024 * 1024 + 4096;
-
 /// Since when a copy in `inbox/new` has waited: its `enqueued_at`, the one
 /// definition `swarm audit` uses too; its mtime only for a copy without a
 /// readable stamp (a file planted by hand), since a copy, a backup or `touch`
-/// changes the mtime.
-pub(crate) fn waiting_since(path: &Path, mtime: Option<SystemTime>) -> Option<SystemTime> {
-    crate::fsx::read_bounded(path, MAX_COPY_BYTES)
+/// changes the mtime. Read up to the copy limit of `limits.max_file_bytes`.
+pub(crate) fn waiting_since(
+    path: &Path,
+    mtime: Option<SystemTime>,
+    max_file_bytes: u64,
+) -> Option<SystemTime> {
+    crate::fsx::read_bounded(path, store::copy_limit(max_file_bytes))
         .ok()
         .and_then(|b| crate::protocol::header::Message::parse_bytes(&b).ok())
         .and_then(|m| {
@@ -191,8 +192,10 @@ pub(crate) fn waiting_since(path: &Path, mtime: Option<SystemTime>) -> Option<Sy
 }
 
 /// (count of waiting items, since when the oldest has waited) in `new/`.
-pub(crate) fn waiting(dir: &Path) -> (usize, Option<SystemTime>) {
-    count_oldest(dir, |e| waiting_since(&e.path, e.modified()))
+pub(crate) fn waiting(dir: &Path, max_file_bytes: u64) -> (usize, Option<SystemTime>) {
+    count_oldest(dir, |e| {
+        waiting_since(&e.path, e.modified(), max_file_bytes)
+    })
 }
 
 /// (count of items, oldest mtime) directly in `dir`.
@@ -235,13 +238,12 @@ fn completed_count(dir: &Path) -> usize {
         .sum()
 }
 
-/// The entry in process (an item or a batch folder; the first in hand-out
-/// order should there be more) and its mtime.
+/// The entry in process (an item or a batch folder; the first by name
+/// should there be more, as the cockpit's `Folders::first`) and its mtime.
 pub(crate) fn in_process(dir: &Path) -> Option<(PathBuf, Option<SystemTime>)> {
-    store::scan(dir)
-        .into_entries()
-        .into_iter()
-        .find(|e| e.is_handoff_named() || e.kind == Kind::Batch)
+    store::each(dir)
+        .filter(|e| e.is_handoff_named() || e.kind == Kind::Batch)
+        .min_by(|a, b| a.path.cmp(&b.path))
         .map(|e| {
             let at = e.modified();
             (e.path, at)
@@ -257,10 +259,15 @@ pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Resul
     let roles = Roles::load(&project.roles_tsv())?;
     let pid = control::running_pid(project);
     let runner = Runner::of(project);
+    // A config that does not load is reported elsewhere (doctor, up); the
+    // status still shows the queues, read with the default limit.
+    let max_file_bytes = crate::protocol::config::Config::load(&project.config_file())
+        .map(|c| c.limits.max_file_bytes)
+        .unwrap_or_else(|_| crate::protocol::config::Limits::default().max_file_bytes);
     let mut out = Vec::new();
     for r in &roles.roles {
         let wt = Worktree::new(&r.worktree_path);
-        let (new, oldest) = waiting(&wt.inbox_new());
+        let (new, oldest) = waiting(&wt.inbox_new(), max_file_bytes);
         let ip = in_process(&wt.in_process());
         let last_wake = fs::read_to_string(wake::last_wake_file(project, &r.name))
             .ok()

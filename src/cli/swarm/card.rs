@@ -111,7 +111,7 @@ pub fn run(args: Args) -> i32 {
             json,
             |p| {
                 crate::board::view(p)?.ok_or_else(|| {
-                    Error::env(format!(
+                    Error::not_found(format!(
                         "{} declares no card type: add `card <type> <role>...` to {} or `cards:` to {}",
                         p.root.display(),
                         p.swarmforge_conf().display(),

@@ -41,7 +41,7 @@ pub fn run(args: Args) -> i32 {
     let want = cli.preset().turn_end_event();
     if !args.event.eq_ignore_ascii_case(want) {
         return crate::cli::report(
-            &Error::env(format!(
+            &Error::not_found(format!(
                 "swarm hook: {} has no hook event '{}' here\n  hint: install it for {want}",
                 cli.name(),
                 crate::text::escape(&args.event)

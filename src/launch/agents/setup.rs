@@ -71,11 +71,14 @@ pub fn install_hook(cli: Cli, worktree: &Path, bin_dir: &Path) -> Result<bool> {
         None => Value::Object(Default::default()),
         Some(t) if t.trim().is_empty() => Value::Object(Default::default()),
         Some(t) => serde_json::from_str(&t).map_err(|e| {
-            Error::env(format!(
-                "{}: not valid JSON ({e})\n  hint: repair it (or remove it) so `swarm up` can add its {} hook",
-                path.display(),
-                p.turn_end_event()
-            ))
+            Error::bad_file_hint(
+                &path,
+                format!("not valid JSON ({e})"),
+                format!(
+                    "repair it (or remove it) so `swarm up` can add its {} hook",
+                    p.turn_end_event()
+                ),
+            )
         })?,
     };
     let merged = p.with_hook(existing, &hook_command(bin_dir, cli));

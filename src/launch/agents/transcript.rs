@@ -102,10 +102,10 @@ fn transcripts_root(cli: Cli) -> Result<PathBuf> {
 /// `path` resolved, if it is a `.jsonl` file inside `root` (resolved too).
 fn inside(root: &Path, path: &Path) -> Result<PathBuf> {
     let refuse = |why: &str| {
-        Err(Error::env(format!(
-            "{}: not read as a transcript: {why}",
-            crate::text::escape(&path.display().to_string())
-        )))
+        Err(Error::bad_file(
+            path,
+            format!("not read as a transcript: {why}"),
+        ))
     };
     if !path.is_absolute() || path.extension().is_none_or(|x| x != "jsonl") {
         return refuse("not an absolute path to a .jsonl file");

@@ -111,7 +111,7 @@ impl Runner {
                 )));
             }
         } else if planned.agent != AgentSpec::Api {
-            return Err(Error::env(format!(
+            return Err(Error::bad_input(format!(
                 "role '{role}' in {} is not `agent: api`\n  hint: set `agent: api` with `base_url`, `model` and `api_key_env`, or pass --base-url and --model",
                 project.config_file().display()
             )));
