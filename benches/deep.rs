@@ -4,7 +4,7 @@
 //!
 //!   cargo bench --bench deep -- [--waiting 100000] [--small 20] [--calls 5]
 //!       [--sweep-small 100] [--window 20] [--history 25000] [--sends 15]
-//!       [--dir D] [--skip spacing,resumed,sweep,reply]
+//!       [--dir D] [--skip spacing,restart,resumed,sweep,reply]
 //!
 //! `SWARM_BENCH_BIN` = a folder holding other builds of `handoffd`,
 //! `ready-next` and `done-current` (a "before" build) runs the same
@@ -16,7 +16,8 @@
 //!   35 s and 120 s apart, simulated: the daemon's index age is shortened
 //!   (`HANDOFFD_ORDER_RELIST`, 1 s and 0.25 s) and calls come 1.2 s and
 //!   1 s apart, i.e. past 1.2 and 4 index ages, as 35 s and 120 s are past
-//!   the default 30 s; 120 s also as index age 1 s, calls 4 s apart. Then "right after a restart": the daemon stopped,
+//!   the default 30 s; 120 s also as index age 1 s, calls 4 s apart.
+//! - restart: the same step right after a restart: the daemon stopped,
 //!   started, and the step taken as soon as it logged `started`.
 //! - resumed: `ready-next` with an item already in process and one answer
 //!   for it waiting (placed 1 s before the call, as any writer would), W
@@ -285,6 +286,30 @@ fn spacing(o: &Opts) {
             ms(b) / ms(s)
         );
     }
+    println!();
+}
+
+/// The same step as soon as a restarted daemon logs `started`: its
+/// start-up work (the deep folder's first listing, the head reads, the
+/// search index's first refresh) competes with the call.
+fn restart(o: &Opts) {
+    let (_ds, small, small_rcv) = project(&o.dir, o.small + 4 * o.calls + 8);
+    let (_db, big, big_rcv) = project(&o.dir, o.waiting);
+    println!(
+        "### One agent step right after a daemon restart, {} waiting vs {} waiting (median of {})\n",
+        o.waiting, o.small, o.calls
+    );
+    println!(
+        "| calls | simulated by | {} waiting ms | {} waiting ms | ratio |",
+        o.small, o.waiting
+    );
+    println!("|---|---|---|---|---|");
+    {
+        let _a = Daemon::start(&small, &[]);
+        let _b = Daemon::start(&big, &[]);
+        run("ready-next", &small_rcv);
+        run("ready-next", &big_rcv);
+    }
     let (mut s, mut b) = (Vec::new(), Vec::new());
     for _ in 0..o.calls {
         {
@@ -420,6 +445,9 @@ fn main() {
     let on = |s: &str| !o.skip.iter().any(|x| x == s);
     if on("spacing") {
         spacing(&o);
+    }
+    if on("restart") {
+        restart(&o);
     }
     if on("resumed") {
         resumed(&o);

@@ -9,14 +9,15 @@
 //! The folders are the layers, each importing only those listed before it
 //! (docs/design.md says why):
 //!
-//! - `fsx`, `text`, `error`: the foundation (renames, fsyncs and locks;
-//!   what may reach a terminal; errors with their exit codes);
+//! - `fsx`, `text`, `error`, `background`: the foundation (renames, fsyncs
+//!   and locks; what may reach a terminal; errors with their exit codes;
+//!   the priority of threads that work for later);
 //! - `protocol`: the on-disk format, the paths, roles.tsv, the config and
 //!   finding the project;
 //! - `search`: the full-text index of the messages, derived from the files;
 //! - `reservations`: files a role announces it is changing, and the guard;
 //! - `board`: today's SwarmForge's cards and their lanes, a function of
-//!   the handoff files (it reads SwarmForge's conf through `launch`'s parser);
+//!   the handoff files;
 //! - `daemon`: `handoffd`, the delivery pass and when to run it, the gate,
 //!   wake-ups, the journal;
 //! - `forum`: sessions, discussions, the moderator, reached by the daemon
@@ -36,6 +37,7 @@
 // `rules::validate`, kept for the benches and fuzzers.)
 pub mod a2a;
 pub mod agent;
+pub mod background;
 pub mod board;
 pub mod bridge;
 pub mod cli;

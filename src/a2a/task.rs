@@ -92,7 +92,7 @@ fn text_of(m: &crate::protocol::header::Message) -> String {
     let body = m.body.trim_end();
     // The SwarmForge preamble says nothing to an outside client.
     let body = body
-        .strip_prefix(crate::agent::send::BODY_PREAMBLE)
+        .strip_prefix(crate::protocol::draft::BODY_PREAMBLE)
         .map(str::trim_start)
         .unwrap_or(body);
     if !body.is_empty() {

@@ -37,7 +37,7 @@ fn payload(item: &Item, viewer: Viewer) -> String {
     if viewer.preamble {
         return body.clone();
     }
-    match body.strip_prefix(crate::agent::send::BODY_PREAMBLE) {
+    match body.strip_prefix(crate::protocol::draft::BODY_PREAMBLE) {
         Some(rest) if rest.starts_with('\n') || rest.is_empty() => {
             let rest = rest.strip_prefix('\n').unwrap_or(rest);
             rest.strip_prefix('\n').unwrap_or(rest).to_string()

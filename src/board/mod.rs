@@ -551,7 +551,7 @@ fn queue_birth(wt: &Worktree, kind: &str, name: &str, first: &str, text: &str) -
     } else {
         text.to_string()
     };
-    msg.body = format!("{}\n\n{said}", crate::agent::send::BODY_PREAMBLE);
+    msg.body = format!("{}\n\n{said}", crate::protocol::draft::BODY_PREAMBLE);
     let file = grammar::file_name("50", &id, &[first.to_string()]);
     let dest = wt.outbox().join(file);
     fsx::publish(&wt.outbox_tmp(), &dest, msg.render().as_bytes()).at(&dest)?;

@@ -13,10 +13,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
-use crate::launch::swarmforge_conf::{self, ConfPaths};
 use crate::protocol::config::{Config, Propagation, MAX_CONFIG_BYTES};
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
+use crate::protocol::swarmforge_conf::{self, ConfPaths};
 
 /// Longest card type name.
 const MAX_KIND: usize = 64;
@@ -184,7 +184,7 @@ impl Routes {
 /// defined by window lines"), against `roles`, and a type name that fits a
 /// header; errors name `source`. `swarm init` / `swarm up` check swarm.yaml's
 /// `cards:` with it (swarmforge.conf's `card` lines are checked as upstream
-/// words it, in launch/swarmforge_conf.rs).
+/// words it, in protocol/swarmforge_conf.rs).
 pub fn check_cards(
     cards: &BTreeMap<String, Vec<String>>,
     roles: &[String],

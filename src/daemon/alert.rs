@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::time::Duration;
 
-use crate::daemon::journal::{Event, Kind};
+use crate::daemon::journal::{Event, Kind, Listener};
 use crate::fsx;
 use crate::protocol::config::Config;
 use crate::protocol::header::Message;
@@ -82,6 +82,11 @@ impl Notifier {
         if may_matter(ev.kind) {
             let _ = self.tx.try_send(ev.clone());
         }
+    }
+
+    /// The notifier as the journal's listener: offered every event.
+    pub fn listener(self) -> Listener {
+        Listener(std::sync::Arc::new(move |ev: &Event| self.offer(ev)))
     }
 }
 

@@ -237,6 +237,17 @@ impl Event {
 
 /// Where the daemon records events. Clones share the lock and the policy
 /// (the watchdog thread writes through a clone).
+/// Told of every event the journal records (the `notify.command` thread,
+/// `daemon::alert`); it must never block.
+#[derive(Clone)]
+pub struct Listener(pub Arc<dyn Fn(&Event) + Send + Sync>);
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Listener")
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Journal {
     dir: PathBuf,
@@ -245,7 +256,7 @@ pub struct Journal {
     forum: PathBuf,
     policy: Arc<Mutex<Policy>>,
     /// `notify.command`'s runner, when one is configured (read at start).
-    notifier: Option<crate::daemon::alert::Notifier>,
+    listener: Option<Listener>,
 }
 
 impl Journal {
@@ -258,8 +269,14 @@ impl Journal {
             policy: Arc::new(Mutex::new(
                 crate::protocol::config::LogsConfig::default().policy(),
             )),
-            notifier: crate::daemon::alert::Notifier::start(project),
+            listener: None,
         }
+    }
+
+    /// The journal, also telling `listener` of every event it records.
+    pub fn told(mut self, listener: Option<Listener>) -> Journal {
+        self.listener = listener;
+        self
     }
 
     /// Sets the rotation policy (at start and on every config reload).
@@ -299,8 +316,8 @@ impl Journal {
         for (path, line) in [(&self.log, ev.log_line()), (&self.events, json)] {
             self.append(path, line.as_bytes());
         }
-        if let Some(n) = &self.notifier {
-            n.offer(ev);
+        if let Some(l) = &self.listener {
+            (l.0)(ev);
         }
     }
 

@@ -176,7 +176,8 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
         }
     };
     crate::lineup::state::acknowledge(&project, config.seats.generation);
-    let journal = Journal::new(&project);
+    let journal = Journal::new(&project)
+        .told(alert::Notifier::start(&project).map(alert::Notifier::listener));
     journal.set_policy(config.logs.policy());
     // Traces leave on threads of their own, never on the delivery path.
     if let Some(e) = config.otel.endpoint.as_deref().filter(|_| !opts.once) {

@@ -318,7 +318,7 @@ impl Recorder {
         if quiet && self.mark.is_some() {
             return;
         }
-        let end = crate::serve::model::journal_end(&self.project.events_file());
+        let end = crate::protocol::logfile::end(&self.project.events_file());
         self.ends.push_back((now, end));
         let since = now - SLACK;
         // A catch-up looks at what arrived from `since` less the slack on:
@@ -454,10 +454,8 @@ impl Progress {
             blind: false,
         };
         let start = SystemTime::now();
-        r.ends.push_back((
-            start,
-            crate::serve::model::journal_end(&project.events_file()),
-        ));
+        r.ends
+            .push_back((start, crate::protocol::logfile::end(&project.events_file())));
         let mut watcher = match watcher {
             Ok(w) => Some(w),
             Err(e) => {

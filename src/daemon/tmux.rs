@@ -73,3 +73,26 @@ pub fn call(socket: &Path, args: &[&str]) -> Result<Reply, String> {
 pub fn ok(socket: &Path, args: &[&str]) -> bool {
     call(socket, args).is_ok_and(|r| r.ok)
 }
+
+/// Largest pane capture compared (a pane's visible text is far smaller).
+const MAX_CAPTURE: usize = 256 * 1024;
+
+/// The pane's visible text (`capture-pane -p`), bounded.
+pub fn capture(socket: &Path, session: &str) -> Result<String, String> {
+    let r = call(
+        socket,
+        &["capture-pane", "-p", "-t", &format!("={session}:")],
+    )?;
+    if !r.ok {
+        return Err(format!("tmux capture-pane failed: {}", r.stderr.trim()));
+    }
+    let mut t = r.stdout;
+    if t.len() > MAX_CAPTURE {
+        let mut cut = MAX_CAPTURE;
+        while !t.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        t.truncate(cut);
+    }
+    Ok(t)
+}

@@ -177,36 +177,14 @@ fn agent_run_age(project: &Project, role: &str) -> Option<Duration> {
     Some(Duration::from_secs(now.saturating_sub(t)))
 }
 
-/// Largest pane capture compared (a pane's visible text is far smaller).
-const MAX_CAPTURE: usize = 256 * 1024;
 /// Longest pause between two looks at a busy pane.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
-/// The pane's visible text (`capture-pane -p`), bounded.
-pub fn capture(socket: &Path, session: &str) -> Result<String, String> {
-    let r = tmux::call(
-        socket,
-        &["capture-pane", "-p", "-t", &format!("={session}:")],
-    )?;
-    if !r.ok {
-        return Err(format!("tmux capture-pane failed: {}", r.stderr.trim()));
-    }
-    let mut t = r.stdout;
-    if t.len() > MAX_CAPTURE {
-        let mut cut = MAX_CAPTURE;
-        while !t.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        t.truncate(cut);
-    }
-    Ok(t)
-}
-
 /// Idle: the text did not change across `quiet`.
 fn pane_idle(socket: &Path, session: &str, quiet: Duration) -> Result<bool, String> {
-    let before = capture(socket, session)?;
+    let before = tmux::capture(socket, session)?;
     std::thread::sleep(quiet);
-    Ok(capture(socket, session)? == before)
+    Ok(tmux::capture(socket, session)? == before)
 }
 
 /// One mkdir, never `create_dir_all`: a wake-up finishing after
@@ -366,7 +344,7 @@ impl Waker {
     /// Types the wake text unless the pane waits for a person (daemon/pane.rs):
     /// Ok(false) when it was held, and the wait reported instead.
     fn type_wake(&self, req: &Request, socket: &Path) -> Result<bool, String> {
-        let screen = capture(socket, &req.session)?;
+        let screen = tmux::capture(socket, &req.session)?;
         if let Some(p) = crate::daemon::pane::classify(&screen) {
             crate::daemon::pane::report(&self.project, &req.role, Some(&p), &self.journal);
             self.journal.record(

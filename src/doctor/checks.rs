@@ -6,10 +6,10 @@ use std::process::Command;
 
 use super::{Context, Finding};
 use crate::launch::command::{missing_hint, missing_programs};
-use crate::launch::swarmforge_conf::is_command;
 use crate::protocol::clock;
 use crate::protocol::layout::Worktree;
 use crate::protocol::people;
+use crate::protocol::swarmforge_conf::is_command;
 use crate::protocol::trail::{self, Scope, Trail};
 
 /// Stamps this far apart (sender's clock vs. the daemon's) count as skew.
@@ -52,7 +52,7 @@ pub fn config(cx: &Context) -> Vec<Finding> {
 }
 
 /// A SwarmForge project's `swarmforge.conf` lines that are read but not
-/// acted on here (launch::swarmforge_conf, docs/swarmforge-compat.md): the
+/// acted on here (protocol::swarmforge_conf, docs/swarmforge-compat.md): the
 /// migration check. Nothing SwarmForge accepts is refused; this says what
 /// would behave differently.
 pub fn swarmforge_features(cx: &Context) -> Vec<Finding> {
@@ -62,8 +62,8 @@ pub fn swarmforge_features(cx: &Context) -> Vec<Finding> {
     if !matches!(plan.source, crate::launch::plan::Source::SwarmforgeConf(_)) {
         return Vec::new();
     }
-    let paths = crate::launch::swarmforge_conf::ConfPaths::for_root(&cx.project.root);
-    let Ok(conf) = crate::launch::swarmforge_conf::load(&paths) else {
+    let paths = crate::protocol::swarmforge_conf::ConfPaths::for_root(&cx.project.root);
+    let Ok(conf) = crate::protocol::swarmforge_conf::load(&paths) else {
         return Vec::new();
     };
     conf.notes

@@ -8,18 +8,12 @@ use crate::error::{Error, Result};
 use crate::launch::agents::{Cli, Launch};
 use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
 use crate::launch::shims;
-use crate::launch::swarmforge_conf::error_prefix;
 use crate::protocol::launch_files::{prompt_file, shim_dir};
 use crate::protocol::layout::Project;
+use crate::protocol::swarmforge_conf::error_prefix;
 
 /// POSIX single-quoting.
-pub fn sq(s: &str) -> String {
-    shims::quote(s)
-}
-
-pub(super) fn sqp(p: &Path) -> String {
-    sq(&p.to_string_lossy())
-}
+pub use super::shims::{quote as sq, quote_path as sqp};
 
 pub(super) fn wants_auto_approve(extra: &str) -> bool {
     extra.contains("--always-approve")
@@ -192,7 +186,7 @@ pub fn missing_programs(plan: &Plan, need_tmux: bool) -> Vec<MissingProgram> {
             }
         }
     }
-    words.retain(|m| !crate::launch::swarmforge_conf::is_command(&m.program));
+    words.retain(|m| !crate::protocol::swarmforge_conf::is_command(&m.program));
     words
 }
 

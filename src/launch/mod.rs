@@ -40,7 +40,6 @@ pub mod sessions;
 pub mod shims;
 pub mod socket;
 pub mod supervisor;
-pub mod swarmforge_conf;
 pub mod templates;
 pub mod trust;
 pub mod turn;

@@ -8,12 +8,12 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::launch::agents::Cli;
-use crate::launch::swarmforge_conf::{self, ConfAgent, ConfPaths};
 use crate::protocol::config::{Config, Permission, RoleConfig};
 use crate::protocol::grammar;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::people;
 use crate::protocol::roles::{self, ReceiveMode, Role, Roles};
+use crate::protocol::swarmforge_conf::{self, ConfAgent, ConfPaths};
 
 /// What runs a role.
 #[derive(Clone, Debug, PartialEq, Eq)]

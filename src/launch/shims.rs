@@ -51,6 +51,11 @@ pub fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\"'\"'"))
 }
 
+/// [`quote`] for a path (lossy for a name that is not UTF-8).
+pub fn quote_path(p: &Path) -> String {
+    quote(&p.to_string_lossy())
+}
+
 /// The wrapper text: `#!/bin/sh`, then `exec '<bin_dir>/<binary>' [args] "$@"`.
 pub fn script(bin_dir: &str, shim: &Shim) -> String {
     let mut line = format!("exec {}", quote(&format!("{bin_dir}/{}", shim.binary)));

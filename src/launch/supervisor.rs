@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use super::command::{agent_command, agent_path, sq, sqp};
 use super::process::{detach, group_alive, kill, lock_holder, start_time, stop_groups};
 use super::sessions::{has_session, start_sessions, stop_tmux, write_session_files};
-use super::up::{Outcome, UpOptions};
 use super::{GRACE, MAX_STALLS, TICK};
 use crate::daemon::control;
 use crate::error::{Error, IoContext, Result};
@@ -18,6 +17,46 @@ use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
 use crate::protocol::launch_files::{agent_log, agent_parked_file, agent_pid_file, agents_dir};
 use crate::protocol::layout::Worktree;
 use crate::protocol::store;
+
+/// How `up` runs.
+#[derive(Clone, Debug, Default)]
+pub struct UpOptions {
+    /// tmux sessions (true) or headless supervised processes (false).
+    pub tmux: bool,
+    /// Start and return instead of staying in the foreground.
+    pub detach: bool,
+    /// Headless: return once every queue is empty and no agent runs.
+    pub until_idle: bool,
+    /// Give up (and tear down) after this long.
+    pub timeout: Option<Duration>,
+    /// Overrides `launch.stagger`.
+    pub stagger: Option<Duration>,
+}
+
+/// How a foreground `up` ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Started; this process returns and the swarm keeps running.
+    Detached,
+    /// Ctrl-C, SIGTERM, `swarm down`, or every tmux session ended.
+    Stopped,
+    /// `--until-idle`: all work done.
+    Idle,
+    TimedOut,
+    /// `--until-idle`: work waits only for roles parked after stalls.
+    Stalled(String),
+    /// handoffd went away while the swarm ran.
+    DaemonDied,
+}
+
+impl Outcome {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Outcome::Detached | Outcome::Stopped | Outcome::Idle => crate::error::exit::OK,
+            _ => crate::error::exit::ENV,
+        }
+    }
+}
 
 /// A headless agent.
 pub(super) struct Slot {

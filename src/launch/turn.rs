@@ -29,7 +29,6 @@ use crate::launch::agents::stream::{self, Event, Figures};
 use crate::launch::agents::{Cli, Launch};
 use crate::launch::command::instructions_in_file;
 use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
-use crate::protocol::header::names;
 use crate::protocol::launch_files::prompt_file;
 use crate::protocol::layout::{Project, Worktree};
 use crate::telemetry::activity::{self, Activity, Kind};
@@ -52,15 +51,6 @@ pub struct Turn {
     /// Lines skipped (too long, not UTF-8, not JSON) and unknown events.
     pub skipped: usize,
     pub unknown: usize,
-}
-
-/// The handoff in process in `wt`: its id and thread (the root's id; a
-/// root is its own thread).
-pub(crate) fn current_item(wt: &Worktree, max_file_bytes: u64) -> Option<(String, String)> {
-    let (_, m) = crate::daemon::watchdog::in_process_message(wt, max_file_bytes)?;
-    let id = m.get(names::ID)?.to_string();
-    let thread = m.thread().unwrap_or(&id).to_string();
-    Some((id, thread))
 }
 
 /// The role's preset, or why it has none.
@@ -232,7 +222,7 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn look_at_item(&mut self) {
-        if let Some(it) = current_item(&self.wt, self.max_bytes)
+        if let Some(it) = crate::launch::turn_item::current_item(&self.wt, self.max_bytes)
             .or_else(|| self.items.as_ref().and_then(|w| w.last()))
         {
             self.item = Some(it);
@@ -432,7 +422,7 @@ fn run_once(
         cli,
         wt: r.worktree(),
         max_bytes,
-        item: current_item(&r.worktree(), max_bytes),
+        item: crate::launch::turn_item::current_item(&r.worktree(), max_bytes),
         model: None,
         session: resume.map(str::to_string),
         run: Run::default(),

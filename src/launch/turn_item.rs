@@ -20,6 +20,16 @@ use crate::protocol::header::names;
 use crate::protocol::layout::Worktree;
 use crate::protocol::trail::{self, watch::DirWatch, Loaded};
 
+/// The handoff in process in `wt`: its id and thread (the root's id; a
+/// root is its own thread). Read up to the copy limit of `max_file_bytes`
+/// (`limits.max_file_bytes`).
+pub(crate) fn current_item(wt: &Worktree, max_file_bytes: u64) -> Option<(String, String)> {
+    let (_, m) = crate::daemon::watchdog::in_process_message(wt, max_file_bytes)?;
+    let id = m.get(names::ID)?.to_string();
+    let thread = m.thread().unwrap_or(&id).to_string();
+    Some((id, thread))
+}
+
 /// The id and thread of a handoff.
 pub type Item = (String, String);
 

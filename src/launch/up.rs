@@ -20,45 +20,7 @@ use crate::launch::shims;
 use crate::protocol::launch_files::{shim_dir, supervisor_output, supervisor_pid_file};
 use crate::protocol::layout::Project;
 
-/// How `up` runs.
-#[derive(Clone, Debug, Default)]
-pub struct UpOptions {
-    /// tmux sessions (true) or headless supervised processes (false).
-    pub tmux: bool,
-    /// Start and return instead of staying in the foreground.
-    pub detach: bool,
-    /// Headless: return once every queue is empty and no agent runs.
-    pub until_idle: bool,
-    /// Give up (and tear down) after this long.
-    pub timeout: Option<Duration>,
-    /// Overrides `launch.stagger`.
-    pub stagger: Option<Duration>,
-}
-
-/// How a foreground `up` ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// Started; this process returns and the swarm keeps running.
-    Detached,
-    /// Ctrl-C, SIGTERM, `swarm down`, or every tmux session ended.
-    Stopped,
-    /// `--until-idle`: all work done.
-    Idle,
-    TimedOut,
-    /// `--until-idle`: work waits only for roles parked after stalls.
-    Stalled(String),
-    /// handoffd went away while the swarm ran.
-    DaemonDied,
-}
-
-impl Outcome {
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            Outcome::Detached | Outcome::Stopped | Outcome::Idle => crate::error::exit::OK,
-            _ => crate::error::exit::ENV,
-        }
-    }
-}
+pub use super::supervisor::{Outcome, UpOptions};
 
 /// SIGINT/SIGTERM/SIGHUP set a flag instead of killing us, for as long as
 /// this guard lives.

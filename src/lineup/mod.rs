@@ -10,13 +10,10 @@
 //! (`Config::load`), so `swarm down` / `swarm up` keep the lineup.
 
 pub mod change;
-pub mod definitions;
 pub mod seat;
-pub mod state;
 
-use serde::{Deserialize, Serialize};
-
-pub use state::Seats;
+// The lineup's files, read by every reader of swarm.yaml (protocol::config).
+pub use crate::protocol::lineup::{definitions, state, LineupConfig, Seats};
 
 /// Why a draft's recipients are refused by the lineup: one line per role
 /// being removed or removed (the sender's own check; the daemon refuses the
@@ -30,13 +27,4 @@ pub fn send_refusals(seats: &Seats, d: &crate::protocol::draft::Draft) -> Vec<St
         .filter_map(|r| seats.refusal(r))
         .map(|why| format!("{why}; `swarm role list` shows the lineup."))
         .collect()
-}
-
-/// `lineup:` in swarm.yaml.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct LineupConfig {
-    /// Roles whose `seat_request` messages the daemon acts on; any other
-    /// role's is refused with a reason.
-    pub may_change: Vec<String>,
 }

@@ -63,11 +63,11 @@ pub struct Config {
     /// Agent definitions roles start from (`from:`; docs/lineups.md).
     pub agents: Vec<RoleConfig>,
     /// Who may change the running lineup by message (docs/lineups.md).
-    pub lineup: crate::lineup::LineupConfig,
+    pub lineup: crate::protocol::lineup::LineupConfig,
     /// The lineup changes merged in from `.swarmforge/lineup.json`
     /// (never read from swarm.yaml).
     #[serde(skip)]
-    pub seats: crate::lineup::Seats,
+    pub seats: crate::protocol::lineup::Seats,
 }
 
 /// What file reservations do at commit time.
@@ -111,8 +111,8 @@ impl Default for Config {
             budget: None,
             otel: OtelConfig::default(),
             agents: Vec::new(),
-            lineup: crate::lineup::LineupConfig::default(),
-            seats: crate::lineup::Seats::default(),
+            lineup: crate::protocol::lineup::LineupConfig::default(),
+            seats: crate::protocol::lineup::Seats::default(),
         }
     }
 }
@@ -604,7 +604,7 @@ impl Config {
             return Ok(Config::default());
         }
         let mut c = serde_saphyr::from_str::<Config>(text).map_err(|e| e.to_string())?;
-        crate::lineup::definitions::resolve(&mut c, text)?;
+        crate::protocol::lineup::definitions::resolve(&mut c, text)?;
         c.check_allowed_types()?;
         c.check_ranges()?;
         c.check_hosts()?;
@@ -799,7 +799,7 @@ impl Config {
                 "every key is optional; see the README section \"swarm.yaml\"",
             )
         })?;
-        crate::lineup::state::merge(&mut c, path)?;
+        crate::protocol::lineup::state::merge(&mut c, path)?;
         Ok(c)
     }
 

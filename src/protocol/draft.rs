@@ -2,9 +2,12 @@
 //! error is collected with its line number, in SwarmForge's words and order.
 
 use crate::protocol::fields::blank;
-use crate::protocol::rules;
 use crate::protocol::types;
 use crate::text::{escape, is_control};
+
+/// The line every handoff's body starts with, as SwarmForge's
+/// `swarm_handoff.sh` writes it (helpers strip it when they print a body).
+pub const BODY_PREAMBLE: &str = "Re-read your role and constitution.";
 
 /// Largest draft accepted (bytes).
 pub const MAX_DRAFT_BYTES: usize = 64 * 1024;
@@ -176,7 +179,7 @@ impl Draft {
     }
 }
 
-impl rules::Fields for Draft {
+impl crate::protocol::fields::Fields for Draft {
     fn field(&self, name: &str) -> Option<&str> {
         self.get(name)
     }
@@ -202,6 +205,7 @@ pub fn invalid_report(draft_shown: &str, errors: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::rules;
     use proptest::prelude::*;
 
     #[test]

@@ -4,7 +4,41 @@
 use crate::protocol::grammar;
 use crate::protocol::header::names;
 use crate::protocol::header::Message;
-use crate::protocol::rules::Fields;
+
+/// Header lookup used by the validator: a draft (first value wins) or a parsed file.
+pub trait Fields {
+    fn field(&self, name: &str) -> Option<&str>;
+    /// Field names in their original order.
+    fn names(&self) -> Vec<&str>;
+    /// The body when it is known (a draft, a whole file); body rules are
+    /// skipped without it.
+    fn body(&self) -> Option<&str> {
+        None
+    }
+}
+
+impl Fields for Vec<(String, String)> {
+    fn field(&self, name: &str) -> Option<&str> {
+        self.iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+    fn names(&self) -> Vec<&str> {
+        self.iter().map(|(n, _)| n.as_str()).collect()
+    }
+}
+
+impl Fields for Message {
+    fn field(&self, name: &str) -> Option<&str> {
+        self.get(name)
+    }
+    fn names(&self) -> Vec<&str> {
+        self.headers.iter().map(|(n, _)| n.as_str()).collect()
+    }
+    fn body(&self) -> Option<&str> {
+        Some(&self.body)
+    }
+}
 
 pub fn blank(s: &str) -> bool {
     s.trim().is_empty()

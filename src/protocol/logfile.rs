@@ -112,6 +112,15 @@ pub fn live_start(live: &Path) -> io::Result<u64> {
     Ok(parts.last().map_or(0, Part::end).max(recorded_base(live)))
 }
 
+/// Where the log ends now (the next line's offset): 0 for no log.
+pub fn end(live: &Path) -> u64 {
+    files(live)
+        .ok()
+        .and_then(|f| f.last().map(Part::end))
+        .or_else(|| live_start(live).ok())
+        .unwrap_or(0)
+}
+
 /// How a log is bounded (swarm.yaml `logs:`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Policy {

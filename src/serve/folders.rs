@@ -186,7 +186,10 @@ mod tests {
         assert_eq!(f.count(&dir).0, 2);
         assert_eq!(
             f.count(&dir),
-            (list(&dir, Kind::InProcess, f.max_file_bytes).len(), f.count(&dir).1)
+            (
+                list(&dir, Kind::InProcess, f.max_file_bytes).len(),
+                f.count(&dir).1
+            )
         );
         assert_eq!(f.note(&d.path().join("elsewhere.handoff")), None);
         // A change no event named shows after a relisting.

@@ -216,15 +216,6 @@ fn is_journal(p: &Path, journal: &Path) -> bool {
             .is_some_and(|(n, j)| n.to_string_lossy().starts_with(&*j.to_string_lossy()))
 }
 
-/// Where the journal ends now (the next line's offset).
-pub fn journal_end(path: &Path) -> u64 {
-    crate::protocol::logfile::files(path)
-        .ok()
-        .and_then(|f| f.last().map(crate::protocol::logfile::Part::end))
-        .or_else(|| crate::protocol::logfile::live_start(path).ok())
-        .unwrap_or(0)
-}
-
 impl Model {
     /// Reads the originals once, the charts' history from the journal's
     /// end, and builds every card.
@@ -267,7 +258,7 @@ impl Model {
             m.keep_question(o);
         }
         let path = project.events_file();
-        let end = journal_end(&path);
+        let end = crate::protocol::logfile::end(&path);
         m.seed_history(end);
         m.read_usage();
         m.journal = EventReader::new(&path, end).ok();
@@ -665,7 +656,7 @@ impl Model {
         let mut finished = HashSet::new();
         if self.journal.is_none() {
             let path = self.project.events_file();
-            self.journal = EventReader::new(&path, journal_end(&path)).ok();
+            self.journal = EventReader::new(&path, crate::protocol::logfile::end(&path)).ok();
         }
         let Some(reader) = self.journal.as_mut() else {
             return finished;

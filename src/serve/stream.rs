@@ -25,7 +25,7 @@ use serde::Deserialize;
 use crate::protocol::trail::watch::DirWatch;
 use crate::views::events::EventReader;
 
-use super::model::{journal_end, Delta};
+use super::model::Delta;
 use super::App;
 
 /// Starts the watcher thread (it lives as long as the process): each wake
@@ -168,10 +168,9 @@ pub async fn events(
     let mut ticks = app.ticks.subscribe();
     let opened = tokio::task::spawn_blocking(move || match (q.from, resume) {
         (Some(n), _) => EventReader::new(&path, n),
-        (None, Some(n)) => {
-            EventReader::new(&path, n).or_else(|_| EventReader::new(&path, journal_end(&path)))
-        }
-        (None, None) => EventReader::new(&path, journal_end(&path)),
+        (None, Some(n)) => EventReader::new(&path, n)
+            .or_else(|_| EventReader::new(&path, crate::protocol::logfile::end(&path))),
+        (None, None) => EventReader::new(&path, crate::protocol::logfile::end(&path)),
     })
     .await;
     let mut reader = match opened {

@@ -681,7 +681,7 @@ fn the_forum_example_runs_on_a_model_server_by_one_setting() {
             .start(),
     );
     let out = guard.finish(Duration::from_secs(90), "the example swarm finishes");
-    out.ok();
+    let out = out.ok();
     let t = g.cmd("swarm").at(&root).args(["transcript"]).run();
     let posts: Vec<&str> = t
         .stdout
@@ -704,10 +704,21 @@ fn the_forum_example_runs_on_a_model_server_by_one_setting() {
         .filter(|l| l.contains("[moderator -> all] digest"))
         .count();
     assert_eq!(digests, 2, "{}", t.stdout);
+    let calls: Vec<String> = server
+        .seen()
+        .iter()
+        .map(|c| {
+            let user = c.body["messages"][1]["content"].as_str().unwrap_or("");
+            user.lines().take(6).collect::<Vec<_>>().join(" | ")
+        })
+        .collect();
     assert_eq!(
-        server.seen().len(),
+        calls.len(),
         8,
-        "six turns and two digests, no other call:\n{}",
+        "six turns and two digests, no other call; the calls:\n{}\nthe run's output:\n{}\n{}\nthe transcript:\n{}",
+        calls.join("\n"),
+        out.stdout,
+        out.stderr,
         t.stdout
     );
     let st = g

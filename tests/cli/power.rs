@@ -219,6 +219,25 @@ fn workload(p: &Project, m: &mut Mount, sends: usize, seed: u64) -> (Journal, Ve
         if i == 2 * sends / 3 {
             p.swarm(&["archive", "--before", &tomorrow()]).ok();
         }
+        if i == sends / 2 {
+            // py takes a batch at least once, whatever the dice and however
+            // slowly the daemon delivers on a loaded machine.
+            let body = format!("pw-{seed}-batch");
+            send(p, 0, 1, &body);
+            let at_sync = m.journal.lock().unwrap().syncs();
+            acked.push(Acked {
+                body,
+                to: 1,
+                at_sync,
+            });
+            let dir = p.role_dir("py");
+            wait_until(DEADLINE, "a copy reached py", || {
+                !handoff_names(&dir.join(".swarmforge/handoffs/inbox/new")).is_empty()
+            });
+            let got = p.cmd("ready-next").role("py").at(&dir).code(0).run();
+            assert!(got.stdout.starts_with("BATCH:"), "{}", got.stdout);
+            p.cmd("done-current").role("py").at(&dir).code(0).run();
+        }
         let from = rng.below(3) as usize;
         let to = (from + 1 + rng.below(2) as usize) % 3;
         let body = format!("pw-{seed}-{i}");

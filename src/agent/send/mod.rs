@@ -30,8 +30,7 @@ use crate::protocol::rules;
 use crate::protocol::store;
 use crate::protocol::types;
 
-/// Body line every generated handoff starts with.
-pub const BODY_PREAMBLE: &str = "Re-read your role and constitution.";
+use crate::protocol::draft::BODY_PREAMBLE;
 
 /// A queued handoff.
 #[derive(Debug, Clone, serde::Serialize)]

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Map, Value};
 
 use crate::error::Result;
-use crate::launch::command::{sq, sqp};
+use crate::launch::shims::{quote as sq, quote_path as sqp};
 use crate::protocol::config::Permission;
 
 /// The CLIs with a preset.

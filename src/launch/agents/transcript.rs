@@ -326,7 +326,7 @@ fn item_of(project: &Project, wt: &Worktree, since: Option<&str>) -> Option<(Str
     let max = crate::protocol::config::Config::load(&project.config_file())
         .map(|c| c.limits.max_file_bytes)
         .ok()?;
-    if let Some(it) = crate::launch::turn::current_item(wt, max) {
+    if let Some(it) = crate::launch::turn_item::current_item(wt, max) {
         return Some(it);
     }
     let since: SystemTime = since.and_then(clock::parse)?.into();
