@@ -25,10 +25,10 @@ use swarm_handoff::fsx;
 use swarm_handoff::protocol::clock;
 use swarm_handoff::protocol::header::Message;
 use swarm_handoff::protocol::layout::{Project, Worktree};
-use swarm_handoff::protocol::trail::watch::Wake;
 use swarm_handoff::protocol::trail::{Scope, Trail};
 use swarm_handoff::serve::kept::Kept;
 use swarm_handoff::serve::model::Model;
+use swarm_handoff::sys::watch::Wake;
 use swarm_handoff::views::audit;
 
 struct Opts {

@@ -9,9 +9,10 @@
 //! The folders are the layers, each importing only those listed before it
 //! (docs/design.md says why):
 //!
-//! - `fsx`, `text`, `error`, `background`: the foundation (renames, fsyncs
-//!   and locks; what may reach a terminal; errors with their exit codes;
-//!   the priority of threads that work for later);
+//! - `fsx`, `text`, `error`, `sys`: the foundation (renames, fsyncs and
+//!   locks; what may reach a terminal; errors with their exit codes; the
+//!   system underneath: rotating logs, folder watches, tmux, git, the
+//!   priority of background threads);
 //! - `protocol`: the on-disk format, the paths, roles.tsv, the config and
 //!   finding the project;
 //! - `search`: the full-text index of the messages, derived from the files;
@@ -37,7 +38,6 @@
 // `rules::validate`, kept for the benches and fuzzers.)
 pub mod a2a;
 pub mod agent;
-pub mod background;
 pub mod board;
 pub mod bridge;
 pub mod cli;
@@ -53,6 +53,7 @@ pub mod protocol;
 pub mod reservations;
 pub mod search;
 pub mod serve;
+pub mod sys;
 pub mod telemetry;
 pub mod text;
 pub mod views;

@@ -26,8 +26,8 @@ use serde_json::Value;
 
 use crate::error::Result;
 use crate::protocol::layout::Project;
-use crate::protocol::trail::watch::DirWatch;
 use crate::protocol::trail::{Scope, Trail};
+use crate::sys::watch::DirWatch;
 
 use super::store::{Logged, PushConfig, Record, Store};
 use super::task::{self, View};

@@ -35,7 +35,7 @@ use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::store;
-use crate::protocol::trail::watch::DirWatch;
+use crate::sys::watch::DirWatch;
 
 /// Longest line looked at; a longer one is skipped whole (logged).
 pub const MAX_LINE_BYTES: usize = 64 * 1024;

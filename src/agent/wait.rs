@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::agent::queue::{Inbox, Item, Ready};
 use crate::error::Result;
 use crate::protocol::roles::ReceiveMode;
-use crate::protocol::trail::watch::DirWatch;
+use crate::sys::watch::DirWatch;
 
 /// Longest `--wait` a shell agent may ask for (a tool call that blocks
 /// longer than this is almost surely a mistake).

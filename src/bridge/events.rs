@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::fsx;
 use crate::protocol::layout::Project;
-use crate::protocol::logfile;
+use crate::sys::logfile;
 
 /// Largest event line published (a longer one is skipped, never split).
 pub const MAX_LINE: usize = 256 * 1024;

@@ -199,7 +199,7 @@ pub struct Log {
     path: PathBuf,
     deferred: Mutex<HashMap<String, String>>,
     /// Held for every append and rotation (logfile::rotate_if_full).
-    policy: Mutex<crate::protocol::logfile::Policy>,
+    policy: Mutex<crate::sys::logfile::Policy>,
     /// The kind of the last NATS event logged and how many of that kind
     /// were left out since.
     last_event: Mutex<(String, u64)>,
@@ -222,7 +222,7 @@ impl Log {
         let l = format!("{} {word} {}\n", clock::iso_now(), escape(detail));
         let policy = self.policy.lock().unwrap_or_else(|e| e.into_inner());
         let result = fsx::append_len(&self.path, l.as_bytes()).and_then(|len| {
-            crate::protocol::logfile::rotate_if_full(&self.path, len, *policy).map(|_| ())
+            crate::sys::logfile::rotate_if_full(&self.path, len, *policy).map(|_| ())
         });
         if let Err(e) = result {
             eprintln!(
@@ -308,7 +308,7 @@ mod log_tests {
         for i in 0..100 {
             log.line("received", &format!("message {i} from somewhere"));
         }
-        let parts = crate::protocol::logfile::rotated(&project.bridge_log()).unwrap();
+        let parts = crate::sys::logfile::rotated(&project.bridge_log()).unwrap();
         assert_eq!(parts.len(), 2, "{parts:?}");
         let live = std::fs::metadata(project.bridge_log()).unwrap().len();
         assert!(live < 2000);

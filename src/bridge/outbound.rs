@@ -162,24 +162,7 @@ pub fn push_commit(s: &Settings, o: &Outgoing) -> Result<(), String> {
 
 /// Runs git in `dir` without a terminal prompt; stdout, or stderr as the error.
 pub fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-    } else {
-        let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
-        Err(if err.is_empty() {
-            format!("git {} failed", args.first().unwrap_or(&""))
-        } else {
-            err
-        })
-    }
+    crate::sys::git::stdout(dir, args)
 }
 
 /// JetStream acknowledged the copy: it leaves the proxy inbox for the

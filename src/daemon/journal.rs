@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::layout::Project;
-use crate::protocol::logfile::{self, Policy};
+use crate::sys::logfile::{self, Policy};
 use crate::text::escape;
 
 /// What happened. The first six are SwarmForge's log words (docs/protocol.md

@@ -19,7 +19,6 @@ pub mod pane;
 mod parking;
 pub mod progress;
 mod rewake;
-pub mod tmux;
 pub mod wake;
 pub mod watchdog;
 

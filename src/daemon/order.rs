@@ -646,7 +646,7 @@ fn lister(shared: &Shared, jobs: &mpsc::Receiver<Option<Job>>) {
 /// The reader: the heads of unread items, at the lowest CPU priority (this
 /// thread's own nice value), until `stop`.
 fn reader(shared: &Shared, stop: &AtomicBool) {
-    crate::background::lowest_priority();
+    crate::sys::background::lowest_priority();
     while !stop.load(Ordering::Relaxed) {
         if read_heads(shared) == 0 {
             std::thread::sleep(READ_TICK);

@@ -364,7 +364,7 @@ pub fn report(project: &Project, role: &str, seen: Option<&Prompt>, journal: &Jo
 /// nothing about the pane: a reported prompt stays reported, or a busy
 /// machine would clear it and notify the same prompt again.
 pub fn look(socket: &Path, session: &str) -> Result<Option<Prompt>, String> {
-    crate::daemon::tmux::capture(socket, session).map(|s| classify(&s))
+    crate::sys::tmux::capture(socket, session).map(|s| classify(&s))
 }
 
 #[cfg(test)]

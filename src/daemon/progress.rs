@@ -111,7 +111,7 @@ pub fn journaled_since(project: &Project, offset: u64) -> HashSet<Key> {
 
 /// The offset of the oldest line the journal keeps.
 pub fn oldest_offset(path: &Path) -> u64 {
-    crate::protocol::logfile::files(path)
+    crate::sys::logfile::files(path)
         .ok()
         .and_then(|f| f.first().map(|p| p.start))
         .unwrap_or(0)
@@ -318,7 +318,7 @@ impl Recorder {
         if quiet && self.mark.is_some() {
             return;
         }
-        let end = crate::protocol::logfile::end(&self.project.events_file());
+        let end = crate::sys::logfile::end(&self.project.events_file());
         self.ends.push_back((now, end));
         let since = now - SLACK;
         // A catch-up looks at what arrived from `since` less the slack on:
@@ -455,7 +455,7 @@ impl Progress {
         };
         let start = SystemTime::now();
         r.ends
-            .push_back((start, crate::protocol::logfile::end(&project.events_file())));
+            .push_back((start, crate::sys::logfile::end(&project.events_file())));
         let mut watcher = match watcher {
             Ok(w) => Some(w),
             Err(e) => {

@@ -19,13 +19,13 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::daemon::journal::{Event, Journal, Kind};
-use crate::daemon::tmux;
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::config::{Config, WakeMethod, WakeMode};
 use crate::protocol::launch_files::AgentRun;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::store;
+use crate::sys::tmux;
 
 /// SwarmForge's wake text (byte for byte; it names the dispatcher, not a file).
 pub const WAKE_TEXT: &str = "You have new handoff mail. If idle, run ready_for_next.sh.";

@@ -101,7 +101,7 @@ pub fn check_expectations(project: &Project, roles: &Roles, config: &Config, jou
 }
 
 fn tmux(socket: &Path, args: &[&str]) -> bool {
-    crate::daemon::tmux::ok(socket, args)
+    crate::sys::tmux::ok(socket, args)
 }
 
 /// Single-quotes a word for `sh`.
@@ -153,7 +153,7 @@ impl PaneLooks {
 /// say); empty when no server runs there. Err when tmux could not be asked
 /// (hung, not installed): that says nothing about the sessions.
 fn sessions(socket: &Path) -> Result<HashMap<String, Option<u64>>, String> {
-    let r = crate::daemon::tmux::call(
+    let r = crate::sys::tmux::call(
         socket,
         // Activity first, then a space: tmux prints a tab as `_` without a
         // UTF-8 locale (the daemon's environment may have none), and the

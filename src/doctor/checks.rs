@@ -383,7 +383,7 @@ pub fn tmux_socket(cx: &Context) -> Vec<Finding> {
     }
     use std::os::unix::fs::FileTypeExt;
     let answers = meta.file_type().is_socket()
-        && crate::daemon::tmux::call(&sock, &["list-sessions"]).is_ok_and(|r| r.ok);
+        && crate::sys::tmux::call(&sock, &["list-sessions"]).is_ok_and(|r| r.ok);
     if answers {
         return Vec::new();
     }

@@ -6,11 +6,12 @@
 
 use std::path::PathBuf;
 
-use crate::daemon::{pane, tmux};
+use crate::daemon::pane;
 use crate::error::{Error, Result};
 use crate::fsx;
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
+use crate::sys::tmux;
 
 /// A role's pane: the socket and the session to attach to.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -14,8 +14,8 @@ use crate::protocol::roles::Roles;
 
 use super::command::{agent_command, env_prelude, sq, sqp};
 use super::process::stop_groups;
-use crate::daemon::tmux::{self, ok as tmux_ok};
 use crate::protocol::launch_files::{agent_state_file, run_file, sessions_file, tmux_env_file};
+use crate::sys::tmux::{self, ok as tmux_ok};
 
 pub(crate) fn has_session(sock: &Path, session: &str) -> bool {
     tmux_ok(sock, &["has-session", "-t", &format!("={session}")])

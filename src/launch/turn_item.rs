@@ -18,7 +18,8 @@ use std::time::Duration;
 use crate::protocol::grammar;
 use crate::protocol::header::names;
 use crate::protocol::layout::Worktree;
-use crate::protocol::trail::{self, watch::DirWatch, Loaded};
+use crate::protocol::trail::{self, Loaded};
+use crate::sys::watch::DirWatch;
 
 /// The handoff in process in `wt`: its id and thread (the root's id; a
 /// root is its own thread). Read up to the copy limit of `max_file_bytes`

@@ -522,8 +522,8 @@ impl Default for LogsConfig {
 }
 
 impl LogsConfig {
-    pub fn policy(&self) -> crate::protocol::logfile::Policy {
-        crate::protocol::logfile::Policy {
+    pub fn policy(&self) -> crate::sys::logfile::Policy {
+        crate::sys::logfile::Policy {
             max_bytes: self.max_bytes,
             keep: self.keep as usize,
         }

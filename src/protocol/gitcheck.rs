@@ -2,16 +2,13 @@
 //! the zero-match case reported as `matched 0.` (docs/protocol.md §9).
 
 use std::path::Path;
-use std::process::Command;
 
+use crate::sys::git;
+
+/// git's stdout whatever its exit status (`rev-parse --disambiguate` lists
+/// what matched, and nothing when nothing did).
 fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    git::call(dir, args).map(|r| r.stdout)
 }
 
 /// Resolves a 10-hex abbreviation to the canonical lower-case 10-hex form, or
@@ -47,12 +44,7 @@ pub fn canonical_commit(dir: &Path, commit: &str) -> Result<String, String> {
 /// `swarm_handoff.sh` reads it today to fill a draft's `commit`
 /// (docs/swarmforge-compat.md §2); None when there is no readable HEAD.
 pub fn head_commit(dir: &Path) -> Option<String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["rev-parse", "--short=10", "HEAD"])
-        .output()
-        .ok()?;
-    let head = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (out.status.success() && !head.is_empty()).then_some(head)
+    let r = git::call(dir, &["rev-parse", "--short=10", "HEAD"]).ok()?;
+    let head = r.stdout.trim().to_string();
+    (r.ok && !head.is_empty()).then_some(head)
 }

@@ -17,7 +17,6 @@ pub mod launch_files;
 pub mod layout;
 pub mod line;
 pub mod lineup;
-pub mod logfile;
 pub mod order;
 pub mod people;
 pub mod roles;

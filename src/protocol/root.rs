@@ -14,7 +14,6 @@
 //! on `HOME`.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::error::{Error, Result};
 use crate::fsx;
@@ -108,17 +107,16 @@ fn main_checkout(wt: &Path) -> Option<PathBuf> {
 }
 
 fn git_common_dir_parent(wt: &Path) -> Option<PathBuf> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(wt)
-        .args(["rev-parse", "--git-common-dir"])
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .ok()?;
-    if !out.status.success() {
+    let r = crate::sys::git::call_with(
+        wt,
+        &["rev-parse", "--git-common-dir"],
+        &[("GIT_CONFIG_NOSYSTEM", "1")],
+    )
+    .ok()?;
+    if !r.ok {
         return None;
     }
-    let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let s = r.stdout.trim().to_string();
     if s.is_empty() {
         return None;
     }

@@ -28,7 +28,7 @@ impl Indexer {
             // A refresh after a start indexes everything that arrived
             // meanwhile (100 000 files in a deep inbox): never ahead of a
             // caller.
-            crate::background::lowest_priority();
+            crate::sys::background::lowest_priority();
             let index = super::Index::new(&project);
             let mut warned = false;
             let mut last = Instant::now() - GAP;

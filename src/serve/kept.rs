@@ -14,8 +14,8 @@ use std::path::PathBuf;
 
 use crate::error::Result;
 use crate::protocol::layout::Project;
-use crate::protocol::trail::watch::Wake;
 use crate::protocol::trail::{Scope, Trail};
+use crate::sys::watch::Wake;
 
 /// Paths kept for the next request at most; more: read whole.
 const MAX_PENDING: usize = 100_000;

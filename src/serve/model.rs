@@ -24,9 +24,9 @@ use crate::protocol::clock::{self, Instant};
 use crate::protocol::header::names;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::{Role, Roles};
-use crate::protocol::trail::watch::Wake;
 use crate::protocol::trail::{self, Loaded, Original, Place, Scope, Stamp, Trail};
 use crate::protocol::types;
+use crate::sys::watch::Wake;
 use crate::telemetry::activity::Activity;
 use crate::views::attention;
 use crate::views::events::EventReader;
@@ -258,7 +258,7 @@ impl Model {
             m.keep_question(o);
         }
         let path = project.events_file();
-        let end = crate::protocol::logfile::end(&path);
+        let end = crate::sys::logfile::end(&path);
         m.seed_history(end);
         m.read_usage();
         m.journal = EventReader::new(&path, end).ok();
@@ -656,7 +656,7 @@ impl Model {
         let mut finished = HashSet::new();
         if self.journal.is_none() {
             let path = self.project.events_file();
-            self.journal = EventReader::new(&path, crate::protocol::logfile::end(&path)).ok();
+            self.journal = EventReader::new(&path, crate::sys::logfile::end(&path)).ok();
         }
         let Some(reader) = self.journal.as_mut() else {
             return finished;

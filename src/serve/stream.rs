@@ -22,7 +22,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use crate::protocol::trail::watch::DirWatch;
+use crate::sys::watch::DirWatch;
 use crate::views::events::EventReader;
 
 use super::model::Delta;
@@ -169,8 +169,8 @@ pub async fn events(
     let opened = tokio::task::spawn_blocking(move || match (q.from, resume) {
         (Some(n), _) => EventReader::new(&path, n),
         (None, Some(n)) => EventReader::new(&path, n)
-            .or_else(|_| EventReader::new(&path, crate::protocol::logfile::end(&path))),
-        (None, None) => EventReader::new(&path, crate::protocol::logfile::end(&path)),
+            .or_else(|_| EventReader::new(&path, crate::sys::logfile::end(&path))),
+        (None, None) => EventReader::new(&path, crate::sys::logfile::end(&path)),
     })
     .await;
     let mut reader = match opened {

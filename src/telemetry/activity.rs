@@ -11,7 +11,7 @@
 
 //!
 //! The file is bounded: past [`MAX_BYTES`] it is rotated like the daemon's
-//! logs (protocol/logfile.rs, [`KEEP`] parts kept), under a per-role lock
+//! logs (sys/logfile.rs, [`KEEP`] parts kept), under a per-role lock
 //! that every append takes, so no line goes to a file being renamed away.
 
 use std::io::{BufRead, BufReader, Read as _, Seek as _};
@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::layout::Project;
-use crate::protocol::logfile::{self, Policy};
+use crate::sys::logfile::{self, Policy};
 
 /// The longest text kept from one event (assistant text, a tool's input).
 pub const MAX_TEXT: usize = 2000;

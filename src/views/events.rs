@@ -13,7 +13,7 @@ use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use crate::protocol::logfile;
+use crate::sys::logfile;
 
 /// The file being read and where it sits in the log.
 struct Open {

@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use crate::daemon::{pane, tmux, wake};
+use crate::daemon::{pane, wake};
 use crate::fsx;
 use crate::protocol::config::Config;
 use crate::protocol::launch_files::{
@@ -25,6 +25,7 @@ use crate::protocol::launch_files::{
 };
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Role;
+use crate::sys::tmux;
 use crate::views::attention;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

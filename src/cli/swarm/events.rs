@@ -4,7 +4,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 
 use crate::error::{exit, Error};
-use crate::protocol::trail::watch::DirWatch;
+use crate::sys::watch::DirWatch;
 use crate::views::events::{printable, EventReader};
 
 #[derive(clap::Args, Debug)]

@@ -9,8 +9,8 @@ use std::time::SystemTime;
 
 use super::{sort, Filter, Printer};
 use crate::protocol::layout::Worktree;
-use crate::protocol::trail::watch::{DirWatch, Wake};
 use crate::protocol::trail::{self, Loaded, Original, Place, Stamp, Trail};
+use crate::sys::watch::{DirWatch, Wake};
 
 /// What a follower already knows, so each file is read once and each message
 /// printed once (a message moves from the outbox to `sent/` under the same id).
