@@ -2,17 +2,14 @@
 //! overrides and separators are escaped, so a hostile name or header value
 //! can neither drive a terminal nor fake a line. Below every other module.
 
-/// True for C0 controls, DEL and C1 controls.
 /// Whether two secrets are equal, in time independent of where they differ
 /// (the tokens of `swarm serve` and `swarm a2a`).
 pub fn same_secret(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
+    use subtle::ConstantTimeEq;
+    bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
 
+/// True for C0 controls, DEL and C1 controls.
 pub fn is_control(c: char) -> bool {
     let u = c as u32;
     u < 0x20 || (0x7f..=0x9f).contains(&u)

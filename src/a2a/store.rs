@@ -17,7 +17,6 @@
 //!
 //! Every write is temp + fsync + rename + fsync(dir) through `fsx`.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -200,11 +199,7 @@ impl Store {
                 Err(Error::bad_file_hint(&file, "not a token (64 hex digits expected)", "delete it and restart swarm a2a to make a new one (clients then need the new token)"))
             }
             Err(fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-                let mut bytes = [0u8; 32];
-                std::fs::File::open("/dev/urandom")
-                    .and_then(|mut f| f.read_exact(&mut bytes))
-                    .map_err(|e| Error::io("/dev/urandom", e))?;
-                let t: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+                let t = crate::sys::random::hex_token().map_err(|e| Error::io("getrandom", e))?;
                 fsx::write_private(&self.tmp(), &file, format!("{t}\n").as_bytes())
                     .map_err(io(&file))?;
                 Ok(t)

@@ -3,7 +3,7 @@
 //!
 //! | the handoff | A2A state |
 //! |---|---|
-//! | in the sender's outbox or `held/`, or delivered to `inbox/new/` | submitted |
+//! | in the sender's outbox or `pending_approval/`, or delivered to `inbox/new/` | submitted |
 //! | in the role's `inbox/in_process/` | working |
 //! | in process, with a `clarify` from the role to the sender not yet answered | input-required |
 //! | in the role's `inbox/completed/` | completed |

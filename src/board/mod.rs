@@ -32,7 +32,7 @@ pub mod routes;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, IoContext, Result, Token};
 use crate::fsx;
@@ -68,7 +68,7 @@ pub const MAX_NAME: usize = 64;
 pub const MAX_TEXT: usize = 16 * 1024;
 
 /// One card.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Card {
     pub name: String,
     /// The card type (not a tasks.tsv column; empty when read from the file).
@@ -156,54 +156,119 @@ fn tmp_dir(project: &Project) -> PathBuf {
 
 /// The board the handoffs say, carrying `audit_count` over from `prev`.
 pub fn derive(trail: &Trail, routes: &Routes, prev: &Board) -> Board {
+    derive_marked(trail, routes, prev).0
+}
+
+/// [`derive`], and the latest delivered original it folded in (the
+/// cache's mark, see [`sync_after`]).
+fn derive_marked(trail: &Trail, routes: &Routes, prev: &Board) -> (Board, Option<Mark>) {
     let mut originals: Vec<&Original> = trail
         .originals
         .iter()
         .filter(|o| o.place != Place::Failed)
         .collect();
     originals.sort_by(|a, b| (a.when(), a.id()).cmp(&(b.when(), b.id())));
-    let mut cards: Vec<Card> = Vec::new();
-    let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    let mut d = Deriving::new(routes, Vec::new());
+    let mut mark = None;
     for o in originals {
-        let m = &o.msg;
-        let Some(task) = m.get(names::TASK) else {
-            continue;
-        };
-        let when = o.when().map(clock::iso).unwrap_or_default();
-        if let Some(kind) = birth(m) {
-            if index.contains_key(task) {
-                continue;
+        if o.place == Place::Sent && o.msg.get(names::TASK).is_some() {
+            if let Some(w) = o.when() {
+                mark = Some(Mark(clock::iso(w), o.id().to_string()));
             }
-            let lane = match o.place {
+        }
+        d.apply(o.place, o.when(), &o.msg);
+    }
+    (d.board(prev), mark)
+}
+
+/// When `m` was sent, as [`Original::when`] says it for a file holding it
+/// (for a message not read back from a trail).
+pub fn when_of(m: &Message) -> Option<clock::Instant> {
+    crate::protocol::trail::Stamp::of(m.get(names::CREATED_AT))
+        .at()
+        .or_else(|| grammar::id_time(m.id().unwrap_or_default()))
+}
+
+/// The time and id of an original, in the order [`derive`] folds them.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+struct Mark(String, String);
+
+/// The fold [`derive`] is: one original at a time, in time order.
+struct Deriving<'a> {
+    routes: &'a Routes,
+    cards: Vec<Card>,
+    index: BTreeMap<String, usize>,
+}
+
+impl<'a> Deriving<'a> {
+    fn new(routes: &'a Routes, cards: Vec<Card>) -> Self {
+        let index = cards
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name.clone(), i))
+            .collect();
+        Deriving {
+            routes,
+            cards,
+            index,
+        }
+    }
+
+    /// The board, with `audit_count` (the one column not derived) from `prev`.
+    fn board(mut self, prev: &Board) -> Board {
+        for c in &mut self.cards {
+            c.audit_count = prev.find(&c.name).map_or(0, |p| p.audit_count);
+        }
+        Board { cards: self.cards }
+    }
+
+    fn apply(&mut self, place: Place, at: Option<clock::Instant>, m: &Message) {
+        let routes = self.routes;
+        let Some(task) = m.get(names::TASK) else {
+            return;
+        };
+        let when = at.map(clock::iso).unwrap_or_default();
+        if let Some(kind) = birth(m) {
+            if let Some(&i) = self.index.get(task) {
+                // Folding (sync_after): the birth of a card still `new` in
+                // the cache is delivered now, as a full derivation would
+                // see it (the same note: the same time).
+                let card = &mut self.cards[i];
+                if place == Place::Sent && card.lane == NEW && card.created == when {
+                    card.lane = m.to().unwrap_or(NEW).to_string();
+                }
+                return;
+            }
+            let lane = match place {
                 Place::Sent => m.to().unwrap_or(NEW).to_string(),
                 _ => NEW.to_string(),
             };
-            index.insert(task.to_string(), cards.len());
-            cards.push(Card {
+            self.index.insert(task.to_string(), self.cards.len());
+            self.cards.push(Card {
                 name: task.to_string(),
                 kind: kind.to_string(),
                 lane,
                 created: when.clone(),
                 updated: when,
                 task_id: task.to_string(),
-                audit_count: prev.find(task).map_or(0, |c| c.audit_count),
+                audit_count: 0,
             });
-            continue;
+            return;
         }
-        if o.place != Place::Sent
+        if place != Place::Sent
             || m.kind() != Some(MessageType::GitHandoff)
             || m.get(NON_FORWARDING) == Some("true")
         {
-            continue;
+            return;
         }
-        let Some(card) = index.get(task).map(|i| &mut cards[*i]) else {
-            continue;
+        let Some(card) = self.index.get(task).map(|i| &mut self.cards[*i]) else {
+            return;
         };
         let Some(route) = routes.route(&card.kind) else {
-            continue;
+            return;
         };
         if card.lane == DONE || card.lane == NEW {
-            continue;
+            return;
         }
         let from = m.sender().unwrap_or_default();
         let to = grammar::role_list(m.to());
@@ -230,7 +295,6 @@ pub fn derive(trail: &Trail, routes: &Routes, prev: &Board) -> Board {
             card.updated = when;
         }
     }
-    Board { cards }
 }
 
 /// The card type of a card's birth note, if `m` is one.
@@ -242,8 +306,19 @@ fn birth(m: &Message) -> Option<&str> {
 
 /// The routes and the derived board, when the project declares cards and
 /// both read (a send then goes on as in a project without cards).
-fn current(project: &Project) -> Option<(Routes, Board)> {
+///
+/// The card `task` is looked up in handoffd's cache first (see
+/// [`sync_after`]): a card's type never changes once born and `done` is
+/// final, so a card found there is answered without reading the history.
+/// A task not found there (no card, or a card born since the last pass)
+/// is derived from the files.
+fn current(project: &Project, task: &str) -> Option<(Routes, Board)> {
     let routes = Routes::load(project).ok().filter(|r| !r.is_empty())?;
+    if let Some(c) = read_cache(project).filter(|c| c.routes == fingerprint(&routes)) {
+        if c.cards.iter().any(|x| x.name == task) {
+            return Some((routes, Board { cards: c.cards }));
+        }
+    }
     let trail = Trail::load(project, &Scope::originals()).ok()?;
     let board = derive(&trail, &routes, &Board::default());
     Some((routes, board))
@@ -259,7 +334,7 @@ pub fn stamp(
     sender: &str,
     to: &[&str],
 ) -> Option<(String, &'static str)> {
-    let (routes, board) = current(project)?;
+    let (routes, board) = current(project, task)?;
     let kind = board.find(task)?.kind.clone();
     let terminal = routes
         .route(&kind)
@@ -271,7 +346,7 @@ pub fn stamp(
 /// (upstream's `swarm_handoff.bb`: "Task '%s' is done and cannot accept new
 /// handoffs.").
 pub fn refusal(project: &Project, task: &str) -> Option<String> {
-    let (_, board) = current(project)?;
+    let (_, board) = current(project, task)?;
     (board.find(task)?.lane == DONE)
         .then(|| format!("Task '{task}' is done and cannot accept new handoffs."))
 }
@@ -402,12 +477,121 @@ pub fn sync(project: &Project, routes: &Routes) -> Result<Option<Board>> {
 fn sync_locked(project: &Project, routes: &Routes) -> Result<Board> {
     let trail = Trail::load(project, &Scope::originals())?;
     let file = read(project)?;
-    let board = derive(&trail, routes, file.as_ref().unwrap_or(&Board::default()));
-    if file.as_ref() != Some(&strip(&board)) {
+    let (board, mark) = derive_marked(&trail, routes, file.as_ref().unwrap_or(&Board::default()));
+    write_board(project, routes, file.as_ref(), &board, mark)?;
+    Ok(board)
+}
+
+/// Writes tasks.tsv when it differs, then the cache.
+fn write_board(
+    project: &Project,
+    routes: &Routes,
+    file: Option<&Board>,
+    board: &Board,
+    mark: Option<Mark>,
+) -> Result<()> {
+    if file != Some(&strip(board)) {
         let path = tasks_file(project);
         fsx::replace(&tmp_dir(project), &path, board.render().as_bytes()).at(&path)?;
     }
-    Ok(board)
+    let cache = Cache {
+        routes: fingerprint(routes),
+        mark,
+        cards: board.cards.clone(),
+    };
+    let path = cache_file(project);
+    let bytes = serde_json::to_vec(&cache).map_err(|e| Error::env(e.to_string()))?;
+    fsx::replace(&tmp_dir(project), &path, &bytes).at(&path)
+}
+
+/// What handoffd derived last, with what tasks.tsv cannot hold (each
+/// card's type, and the latest delivered original folded in), so the next
+/// pass folds in only what it delivered. Only a hint: rebuilt from the
+/// files whenever it is missing, unreadable, made for other routes, or
+/// cannot be continued exactly (see [`sync_after`]).
+#[derive(Serialize, Deserialize)]
+struct Cache {
+    routes: String,
+    mark: Option<Mark>,
+    cards: Vec<Card>,
+}
+
+/// `.swarmforge/board/derived.json`
+fn cache_file(project: &Project) -> PathBuf {
+    dir(project).join("derived.json")
+}
+
+fn read_cache(project: &Project) -> Option<Cache> {
+    let b = fsx::read_bounded(&cache_file(project), MAX_BOARD_BYTES).ok()?;
+    serde_json::from_slice(&b).ok()
+}
+
+/// The routes as the cache was made for (a change of routes may move cards).
+fn fingerprint(routes: &Routes) -> String {
+    format!(
+        "{:?}|{:?}|{:?}",
+        routes.cards, routes.propagation, routes.window
+    )
+}
+
+/// [`sync`] after a delivery pass that delivered `delivered` (each with
+/// its time, as [`Original::when`] gives it): the cached board with those
+/// folded in, in time order, which is what [`derive`] gives when every one
+/// of them is later than the cache's mark. Otherwise (no cache, other
+/// routes, a card left `new` after the fold, whose birth may yet fail, or
+/// a delivery older than the mark) the board is derived from every file,
+/// as [`sync`] does. So a pass costs what it delivered, not the history.
+pub fn sync_after(
+    project: &Project,
+    routes: &Routes,
+    delivered: &[(Option<clock::Instant>, Message)],
+) -> Result<Option<Board>> {
+    if routes.is_empty() {
+        return Ok(None);
+    }
+    fsx::ensure_dirs(&[dir(project), tmp_dir(project)]).at(dir(project))?;
+    let _lock = fsx::lock(&lock_file(project)).at(lock_file(project))?;
+    let file = read(project)?;
+    let prev = file.clone().unwrap_or_default();
+    let folded = read_cache(project)
+        .filter(|c| c.routes == fingerprint(routes))
+        .and_then(|c| {
+            let mut ds: Vec<(Mark, &Message)> = Vec::new();
+            for (at, m) in delivered
+                .iter()
+                .filter(|(_, m)| m.get(names::TASK).is_some())
+            {
+                ds.push((
+                    Mark(clock::iso((*at)?), m.id().unwrap_or_default().to_string()),
+                    m,
+                ));
+            }
+            ds.sort_by(|a, b| a.0.cmp(&b.0));
+            if ds
+                .first()
+                .is_some_and(|(k, _)| c.mark.as_ref().is_some_and(|m| k <= m))
+            {
+                return None;
+            }
+            let mut d = Deriving::new(routes, c.cards);
+            for (k, m) in &ds {
+                d.apply(Place::Sent, clock::parse(&k.0), m);
+            }
+            let mark = ds.last().map(|(k, _)| k.clone()).or(c.mark);
+            let board = d.board(&prev);
+            board
+                .cards
+                .iter()
+                .all(|x| x.lane != NEW)
+                .then_some((board, mark))
+        });
+    match folded {
+        Some((board, mark)) => {
+            write_board(project, routes, file.as_ref(), &board, mark)?;
+            Ok(Some(board))
+        }
+        None => sync_locked(project, routes).map(Some),
+    }
 }
 
 /// The board as tasks.tsv can hold it (no card types).

@@ -1,5 +1,5 @@
 //! One trail across hosts: every host publishes the message files of its own
-//! worktrees (originals in outbox/held/sent/failed, copies in the inbox folders,
+//! worktrees (originals in outbox/pending_approval/sent/failed, copies in the inbox folders,
 //! batch folders too) each time one appears or moves, and mirrors every other
 //! host's into `.swarmforge/bridge/hosts/<host>/<worktree>/`, worktree-shaped,
 //! so `swarm transcript`, `swarm receipts` and `swarm audit --check` read the
@@ -14,7 +14,7 @@ use crate::fsx;
 use crate::protocol::config::Config;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
-use crate::protocol::layout::{batch_dirs, Project, Worktree};
+use crate::protocol::layout::{batch_dirs, Project, Worktree, PENDING_APPROVAL};
 use crate::protocol::roles::Roles;
 
 /// One file to publish: `rel` is its path under `.swarmforge/handoffs/`.
@@ -52,10 +52,10 @@ fn local_worktrees(roles: &Roles) -> Vec<(String, PathBuf)> {
     out
 }
 
-/// Where an original sits; `held/` ranks with `sent/` and `failed/`, so an
+/// Where an original sits; `pending_approval/` (the held) ranks with `sent/` and `failed/`, so an
 /// approved original's brief stay back in its outbox never moves the
 /// mirror's copy backwards (docs/bridge.md, "One control").
-const ORIGINALS: [&str; 4] = ["outbox", "held", "sent", "failed"];
+const ORIGINALS: [&str; 4] = ["outbox", PENDING_APPROVAL, "sent", "failed"];
 const COPIES: [&str; 3] = ["inbox/new", "inbox/in_process", "inbox/completed"];
 
 fn handoff_files(dir: &Path) -> Vec<(String, std::fs::Metadata)> {

@@ -3,7 +3,7 @@
 //! approval rules (`approval: required` per sending role or per type). The pass
 //! asks [`decide`] once per message, after its refusal checks and before the
 //! forum's admission; [`hold`] moves a message that needs approval into its
-//! sender's `held/`.
+//! sender's `pending_approval/`.
 //!
 //! An approval is a record `.swarmforge/approvals/<id>`, published by `swarm
 //! approve` before the original goes back to its outbox, so a daemon killed
@@ -30,7 +30,7 @@ pub enum Decision {
     Deliver,
     /// Left in the outbox (and retried with the deferred files' backoff).
     Paused(String),
-    /// Moved to the sender's `held/` until a person decides.
+    /// Moved to the sender's `pending_approval/` until a person decides.
     Hold,
 }
 
@@ -127,7 +127,7 @@ pub fn decide(project: &Project, config: &Config, msg: &Message) -> Decision {
     Decision::Deliver
 }
 
-/// Moves an outbox original needing approval into its sender's `held/`
+/// Moves an outbox original needing approval into its sender's `pending_approval/`
 /// (no-clobber) and journals `held`. The file left the outbox, so the pass
 /// forgets it ([`Outcome::Vanished`]); a move that fails leaves it to retry.
 pub fn hold(journal: &Journal, worktree: &Path, path: &Path, msg: &Message) -> Outcome {

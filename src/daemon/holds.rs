@@ -1,13 +1,20 @@
 //! What a person does about the gate (docs/cockpit.md): list, approve and deny
 //! held handoffs; pause and resume delivery. The same files are written by
-//! `swarm approve|deny|pause|resume` and by the cockpit (`swarm serve`).
+//! `swarm approve|deny|pause|resume`, by the cockpit (`swarm serve`) and by
+//! its SwarmForge API.
+//!
+//! A held original lives in its sender's (or relay folder's)
+//! `pending_approval/`, SwarmForge's own approval folder
+//! (protocol::pending_approval): one file, moved in by the daemon's hold
+//! and out by approve or deny, each a rename that cannot clobber. Its
+//! review comments (`<name>.reviews.json`) are dropped before it leaves.
 //!
 //! Approve is crash-safe in this order: (1) publish the record
 //! `.swarmforge/approvals/<id>` (temp + fsync + no-clobber rename), (2)
-//! journal `approved`, (3) move the original from `held/` back to its outbox
-//! (no-clobber rename). Killed before (3), the file is still held and `swarm
-//! approve` again finishes the job; after (3), the daemon finds the record
-//! and delivers the file the usual way, exactly once.
+//! journal `approved`, (3) move the original from `pending_approval/` back
+//! to its outbox (no-clobber rename). Killed before (3), the file is still
+//! held and `swarm approve` again finishes the job; after (3), the daemon
+//! finds the record and delivers the file the usual way, exactly once.
 //!
 //! An approval is for what the person saw (docs/security.md, "Approve what
 //! was seen"): every listing carries the held message as it will be
@@ -30,6 +37,7 @@ use crate::protocol::clock;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::pending_approval::{self, Problem};
 use crate::protocol::roles::Roles;
 
 /// One held original.
@@ -50,6 +58,9 @@ pub struct Held {
     /// [`MAX_SHOWN_BYTES`]; `truncated` when there is more.
     pub text: String,
     pub truncated: bool,
+    /// A person's review comments on it, `{"<path>": "<comments>"}`
+    /// (SwarmForge's `<name>.reviews.json`).
+    pub reviews: serde_json::Map<String, serde_json::Value>,
 }
 
 /// The most of a held message a listing carries (the CLI shows it all).
@@ -59,10 +70,24 @@ const MAX_HELD_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Every held original of the project, oldest id first.
 pub fn list(project: &Project) -> Result<Vec<Held>> {
+    let mut out: Vec<Held> = approval_worktrees(project)?
+        .iter()
+        .filter(|(_, linked)| !linked)
+        .flat_map(|(w, _)| held_in(&w.held()))
+        .collect();
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(out)
+}
+
+/// Every worktree whose approval folder may hold originals: the roles'
+/// and the relay folders' (copies relayed from other hosts are held
+/// there), each once, each with whether a symlink is on the way to its
+/// approval folder (then nothing there is listed: it would show, and
+/// approve would move into an outbox, a file from anywhere).
+fn approval_worktrees(project: &Project) -> Result<Vec<(Worktree, bool)>> {
     let roles = Roles::load(&project.roles_tsv())?;
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    // Copies relayed from other hosts are held in their relay folders.
     let relays = project
         .relayed_roles()
         .into_iter()
@@ -75,22 +100,65 @@ pub fn list(project: &Project) -> Result<Vec<Held>> {
             project.root.join(wt)
         };
         let w = Worktree::new(&wt);
-        let held = w.held();
-        if !seen.insert(held.canonicalize().unwrap_or(held.clone())) {
+        let key = w.handoffs();
+        if !seen.insert(key.canonicalize().unwrap_or(key)) {
             continue;
         }
-        // A symlink on the way (or as the entry) would show, and approve
-        // would move into the outbox, a file from anywhere.
-        if symlink_on_the_way(&w) {
-            continue;
-        }
-        out.extend(held_in(&held));
+        let linked = symlink_on_the_way(&w);
+        out.push((w, linked));
     }
-    out.sort_by(|a, b| a.id.cmp(&b.id));
     Ok(out)
 }
 
-/// The held originals in one `held/` folder (any order).
+/// What is wrong in the project's approval folders (a stray file, review
+/// comments whose handoff is gone, a held file that is no message, a file
+/// left in an old `held/` folder): each a line `swarm status` shows and
+/// `swarm audit --check` counts as a violation.
+pub fn problems(project: &Project) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for (w, linked) in approval_worktrees(project).unwrap_or_default() {
+        if linked {
+            out.push(Problem {
+                path: w.held(),
+                why: "a symlink on the way to this approval folder: nothing held there is listed or approved; make .swarmforge, handoffs and pending_approval plain folders of the worktree".into(),
+                unreadable_handoff: false,
+            });
+        } else {
+            out.extend(pending_approval::problems(&w));
+        }
+    }
+    out
+}
+
+/// Moves every file of the old `held/` folders into `pending_approval/`
+/// (no clobber: a name taken there gets a collision prefix), so a project
+/// held before the folder was renamed keeps its holds. Run by handoffd
+/// when it starts, before its first pass. Returns where each went.
+pub fn adopt_old_held(project: &Project) -> Vec<PathBuf> {
+    let mut moved = Vec::new();
+    for (w, linked) in approval_worktrees(project).unwrap_or_default() {
+        if linked
+            || std::fs::symlink_metadata(w.old_held()).is_ok_and(|m| m.file_type().is_symlink())
+        {
+            continue;
+        }
+        for f in pending_approval::old_held_files(&w) {
+            match fsx::move_into_unique(&f, &w.held(), grammar::collision_names(&f)) {
+                Ok(p) => moved.push(p),
+                Err(e) => {
+                    if let Some(p) = fsx::moved_to(&e) {
+                        moved.push(p.to_path_buf());
+                    }
+                }
+            }
+        }
+        // Gone once empty, so nothing shows the old place again.
+        let _ = fsx::remove_empty_dir(&w.old_held());
+    }
+    moved
+}
+
+/// The held originals in one `pending_approval/` folder (any order).
 pub fn held_in(held: &Path) -> Vec<Held> {
     let Ok(rd) = std::fs::read_dir(held) else {
         return Vec::new();
@@ -132,6 +200,7 @@ pub fn held_in(held: &Path) -> Vec<Held> {
             to: get("to"),
             kind: get("type"),
             title: m.get(names::TITLE).map(str::to_string),
+            reviews: pending_approval::reviews(&path),
             path,
             age_s,
         });
@@ -139,7 +208,8 @@ pub fn held_in(held: &Path) -> Vec<Held> {
     out
 }
 
-/// Whether `.swarmforge`, `handoffs` or `held` of this worktree is a symlink.
+/// Whether `.swarmforge`, `handoffs` or `pending_approval` of this worktree
+/// is a symlink.
 fn symlink_on_the_way(w: &Worktree) -> bool {
     [w.swarmforge(), w.handoffs(), w.held()]
         .iter()
@@ -192,7 +262,7 @@ fn message_of(path: &Path) -> Option<Message> {
 }
 
 /// The sender's worktree of a held original
-/// (`<worktree>/.swarmforge/handoffs/held/<name>`).
+/// (`<worktree>/.swarmforge/handoffs/pending_approval/<name>`).
 fn sender_worktree(held: &Path) -> PathBuf {
     held.parent()
         .and_then(Path::parent)
@@ -213,6 +283,36 @@ pub fn review(project: &Project, id: &str) -> Result<(Held, Message)> {
         )));
     };
     Ok((h, msg))
+}
+
+/// Keeps a person's review comments on document `doc` of held handoff
+/// `id` beside it (SwarmForge's `POST /api/approvals/<id>/comments`):
+/// `<name>.reviews.json` gets `"<doc>": "<comments>"`, replacing what it
+/// said of that document. Blank comments remove the document's entry.
+pub fn save_comments(project: &Project, id: &str, doc: &str, comments: &str) -> Result<()> {
+    if doc.trim().is_empty() || doc.len() > 4096 || doc.chars().any(char::is_control) {
+        return Err(Error::env(
+            "Missing path: name the document the comments are about",
+        ));
+    }
+    if comments.len() > pending_approval::MAX_REVIEWS_BYTES as usize / 4 {
+        return Err(Error::env("the comments are too long (at most 256 KiB)"));
+    }
+    let h = find(project, id)?;
+    let w = Worktree::new(sender_worktree(&h.path));
+    let mut r = pending_approval::reviews(&h.path);
+    let text = comments.trim();
+    if text.is_empty() {
+        r.remove(doc);
+    } else {
+        r.insert(doc.to_string(), serde_json::Value::String(text.to_string()));
+    }
+    pending_approval::write_reviews(&w, &h.path, &r).map_err(|e| Error::io(&h.path, e))?;
+    // Approved or denied meanwhile: the comments must not outlive it.
+    if !h.path.is_file() {
+        let _ = pending_approval::drop_reviews(&h.path);
+    }
+    Ok(())
 }
 
 /// Approves a held handoff whose content has fingerprint `seen` (what the
@@ -247,6 +347,9 @@ pub fn approve(project: &Project, id: &str, seen: &str, via: &str) -> Result<Pat
     let wt = sender_worktree(&h.path);
     let outbox = Worktree::new(&wt).outbox();
     let dest = outbox.join(&name);
+    // Before the move: a crash between leaves a hold without comments,
+    // never comments without a hold.
+    pending_approval::drop_reviews(&h.path).map_err(|e| Error::io(&h.path, e))?;
     match fsx::move_noreplace(&h.path, &dest) {
         Ok(()) => Ok(dest),
         Err(e) if fsx::moved_to(&e).is_some() => Ok(dest),
@@ -327,6 +430,7 @@ pub fn deny(project: &Project, id: &str, reason: &str, via: &str) -> Result<Path
     let wt = Worktree::new(wt);
     let failed = wt.failed();
     fsx::ensure_dirs(&[&failed, &wt.outbox_tmp()]).map_err(|e| Error::io(&failed, e))?;
+    pending_approval::drop_reviews(&h.path).map_err(|e| Error::io(&h.path, e))?;
     let target = match fsx::move_into_unique(&h.path, &failed, grammar::collision_names(&h.path)) {
         Ok(p) => p,
         Err(e) => match fsx::moved_to(&e) {

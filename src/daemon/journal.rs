@@ -45,7 +45,7 @@ pub enum Kind {
     DeferredBusy,
     /// A role's agent session is gone and nothing restarts it.
     AgentDead,
-    /// An outbox file needing approval moved to `held/` (`approval: required`).
+    /// An outbox file needing approval moved to `pending_approval/` (`approval: required`).
     Held,
     /// `swarm approve`: a held file went back to its outbox to be delivered.
     Approved,

@@ -92,6 +92,8 @@ pub struct Daemon {
     /// `.swarmforge/lineup.json` (docs/lineups.md).
     lineup_stamp: Option<(SystemTime, u64)>,
     rewake: std::collections::HashMap<String, Rewake>,
+    /// Queued wake-ups handed to the waker (rewake.rs).
+    wake_issued: std::collections::HashMap<String, rewake::Issued>,
     /// Which roles a budget parks, as last journaled (parking.rs).
     parking: parking::Parking,
     /// A watchdog agent check is running on its thread.
@@ -199,6 +201,9 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
         let _ = fsx::remove_file(&pid_path);
         return Err(Error::env(e));
     }
+    // Holds kept in the old `held/` folders move to SwarmForge's
+    // `pending_approval/`, where every reader looks (daemon::holds).
+    crate::daemon::holds::adopt_old_held(&project);
     // A stop file left from before we held the lock is stale.
     fsx::remove_file(&project.stop_file()).at(project.stop_file())?;
     // Seat requests a killed daemon delivered but did not answer.
@@ -214,6 +219,7 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
         journal,
         deliverer,
         rewake: Default::default(),
+        wake_issued: Default::default(),
         parking: Default::default(),
         agents_check: Default::default(),
         pane_looks: Default::default(),
@@ -654,6 +660,7 @@ impl Daemon {
         let queued = self.deliverer.forum_duty(|f, d| f.sweep(d));
         let d = &self.deliverer;
         watchdog::check_expectations(&self.project, &d.roles, &cfg, &self.journal);
+        self.wakeup_queue_sweep(&cfg);
         self.rewake_sweep(&cfg);
         let d = &self.deliverer;
         self.parking

@@ -1,14 +1,25 @@
 //! Re-waking a role whose mail waits unread: a role with waiting items,
 //! nothing in process and its oldest waiting item older than `ack_within`
 //! is woken again, with backoff doubling up to `rewake_cap`. Recovery is by
-//! file state only (nothing is remembered across restarts).
+//! file state only.
+//!
+//! Under it, the durable queue of failed wake-ups (protocol::wakeups): a
+//! wake-up that failed is tried again when its record's `next-at` comes,
+//! by this process or the next one after a restart, as long as the role
+//! still has mail waiting and nothing in process; once that is no longer
+//! so (the agent took its mail), the record is dropped: nothing is left to
+//! wake for. The queue never touches a delivery, and the retry is a
+//! re-wake: the waker checks the pane again before it types (daemon/wake.rs).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::{wake, Daemon};
+use crate::protocol::clock;
 use crate::protocol::config::Config;
+use crate::protocol::delivery_retry;
 use crate::protocol::layout::Worktree;
+use crate::protocol::wakeups;
 
 /// Per-role re-wake state: when the next re-wake may happen and the backoff.
 pub(super) struct Rewake {
@@ -16,7 +27,83 @@ pub(super) struct Rewake {
     backoff: Duration,
 }
 
+/// A queued wake-up handed to the waker: the attempt it retries, and when.
+pub(super) struct Issued {
+    attempt: u32,
+    at: Instant,
+}
+
 impl Daemon {
+    /// The durable queue's turn (see the module doc).
+    pub(super) fn wakeup_queue_sweep(&mut self, cfg: &Config) {
+        let queued = wakeups::list(&self.project);
+        self.wake_issued
+            .retain(|role, _| queued.iter().any(|(r, _)| r == role));
+        if queued.is_empty() {
+            return;
+        }
+        let method = wake::method(&self.project, cfg);
+        let now = Instant::now();
+        for (name, pending) in queued {
+            let role = self
+                .deliverer
+                .roles
+                .roles
+                .iter()
+                .find(|r| r.name == name && r.wakes_here())
+                .cloned();
+            // No such role (any more), a record that does not read, or no
+            // mail left to wake for: nothing to retry.
+            let live = match (role, pending) {
+                (Some(r), Some(p))
+                    if method != wake::Method::None && wake::still_waiting(&r.worktree_path) =>
+                {
+                    Some((r, p))
+                }
+                _ => None,
+            };
+            let Some((role, p)) = live else {
+                if let Err(e) = wakeups::remove(&self.project, &name) {
+                    eprintln!(
+                        "handoffd: cannot remove {}: {e}",
+                        wakeups::file(&self.project, &name).display()
+                    );
+                }
+                self.wake_issued.remove(&name);
+                continue;
+            };
+            if p.retry.next_at > clock::now() {
+                continue;
+            }
+            // Handed over already and not failed again since: the waker is
+            // on it (or held it back: a busy pane, a dialog); asked again
+            // only after another backoff.
+            let wait = delivery_retry::backoff(p.retry.attempt);
+            if self
+                .wake_issued
+                .get(&name)
+                .is_some_and(|i| i.attempt == p.retry.attempt && now < i.at + wait)
+            {
+                continue;
+            }
+            self.wake_issued.insert(
+                name.clone(),
+                Issued {
+                    attempt: p.retry.attempt,
+                    at: now,
+                },
+            );
+            self.deliverer.waker.wake(wake::Request {
+                role: role.name.clone(),
+                session: role.session.clone(),
+                worktree: role.worktree_path.clone(),
+                path: p.item.clone(),
+                method: method.clone(),
+                rewake: true,
+            });
+        }
+    }
+
     pub(super) fn rewake_sweep(&mut self, cfg: &Config) {
         let method = wake::method(&self.project, cfg);
         if method == wake::Method::None {

@@ -2,7 +2,10 @@
 //! runs on its own thread, so a slow tmux call never delays delivery or another
 //! role; a wake-up requested while one is running for that role is coalesced
 //! into one more. A failed wake-up is logged `notify_failed` and never fails a
-//! delivery; the re-wake sweep tries again later.
+//! delivery. It is queued on disk instead (`.swarmforge/daemon/wakeups/`,
+//! protocol::wakeups) and tried again with backoff by the daemon's sweep,
+//! also after a restart (daemon/rewake.rs); a wake-up that succeeds clears
+//! its role's record.
 //!
 //! Per role `wake:` in `swarm.yaml`: `immediate` types at once (SwarmForge's
 //! way); `idle` (the default) types only into a pane whose text has not
@@ -25,6 +28,7 @@ use crate::protocol::config::{Config, WakeMethod, WakeMode};
 use crate::protocol::launch_files::AgentRun;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::store;
+use crate::protocol::wakeups;
 use crate::sys::tmux;
 
 /// SwarmForge's wake text (byte for byte; it names the dispatcher, not a file).
@@ -425,13 +429,43 @@ impl Waker {
                     &last_wake_file(&self.project, &req.role),
                     &format!("{}\n", clock::iso_now()),
                 );
+                if let Err(e) = wakeups::remove(&self.project, &req.role) {
+                    eprintln!(
+                        "handoffd: cannot remove {}: {e}",
+                        wakeups::file(&self.project, &req.role).display()
+                    );
+                }
             }
-            Err(reason) => self.journal.record(
-                &Event::new(Kind::NotifyFailed)
-                    .path(&req.path)
-                    .recipient(&req.role)
-                    .reason(reason),
+            Err(reason) => {
+                self.journal.record(
+                    &Event::new(Kind::NotifyFailed)
+                        .path(&req.path)
+                        .recipient(&req.role)
+                        .reason(&reason),
+                );
+                self.queue_retry(req, &reason);
+            }
+        }
+    }
+
+    /// Records a failed wake-up in the durable queue: one more attempt,
+    /// the next one after the backoff.
+    fn queue_retry(&self, req: &Request, reason: &str) {
+        let before = wakeups::read(&self.project, &req.role);
+        let p = wakeups::Pending {
+            role: req.role.clone(),
+            item: req.path.clone(),
+            retry: crate::protocol::delivery_retry::Retry::after_failure(
+                before.as_ref().map(|b| &b.retry),
+                reason,
+                clock::now(),
             ),
+        };
+        if let Err(e) = wakeups::write(&self.project, &p) {
+            eprintln!(
+                "handoffd: cannot write {}: {e}",
+                wakeups::file(&self.project, &req.role).display()
+            );
         }
     }
 

@@ -415,11 +415,13 @@ pub fn call(agent: &Agent, name: &str, args: Option<&Map<String, Value>>) -> Out
 /// What `ready-next --json` prints, plus the reactions taken with it.
 fn ready_value(at: &place::Resolved, r: &Ready, reactions: &[Item], me: &str) -> Value {
     let view = place::forum_view(at, r, Some(me));
+    // `card_type` / `this_card`, as `ready-next` prints them.
+    let routes = crate::board::Routes::for_place(at.project.as_ref());
     let viewer = Viewer {
         role: Some(me),
         forum: Some(&view),
         preamble: at.keeps_preamble(),
-        cards: None,
+        cards: routes.as_ref(),
     };
     let mut v = printout::ready_json(r, viewer);
     if !reactions.is_empty() {
@@ -450,11 +452,12 @@ fn done(agent: &Agent, a: &Args) -> Outcome {
         Ok(next) => place::forum_view(&at, next, Some(&agent.role)),
         Err(_) => printout::ForumView::default(),
     };
+    let routes = crate::board::Routes::for_place(at.project.as_ref());
     let viewer = Viewer {
         role: Some(&agent.role),
         forum: Some(&view),
         preamble: at.keeps_preamble(),
-        cards: None,
+        cards: routes.as_ref(),
     };
     Ok(printout::done_json(&d, viewer))
 }

@@ -211,7 +211,7 @@ pub enum Approval {
     /// Delivered as soon as the daemon sees it.
     #[default]
     None,
-    /// Moved to the sender's `held/` until `swarm approve` or `swarm deny`.
+    /// Moved to the sender's `pending_approval/` until `swarm approve` or `swarm deny`.
     Required,
 }
 

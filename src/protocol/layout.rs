@@ -3,6 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
+/// The folder of held originals, as SwarmForge names it.
+pub const PENDING_APPROVAL: &str = "pending_approval";
+/// The name that folder had here before (read only to move its files).
+pub const OLD_HELD: &str = "held";
+
 /// The project root: `roles.tsv`, the daemon's folder, the config.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Project {
@@ -61,6 +66,19 @@ impl Project {
     pub fn events_file(&self) -> PathBuf {
         self.daemon_dir().join("events.jsonl")
     }
+    /// Today's SwarmForge's durable queue of failed wake-ups: one file per
+    /// role (protocol::wakeups).
+    pub fn wakeups_dir(&self) -> PathBuf {
+        self.daemon_dir().join("wakeups")
+    }
+    /// One record per delivery that failed three times and is still being
+    /// retried, at the project root, where today's SwarmForge keeps them
+    /// (protocol::delivery_retry).
+    pub fn delivery_attention_dir(&self) -> PathBuf {
+        self.swarmforge()
+            .join("handoffs")
+            .join("delivery_attention")
+    }
     /// The daemon's order hint socket (protocol::order).
     pub fn order_socket(&self) -> PathBuf {
         self.daemon_dir().join("order.sock")
@@ -82,6 +100,25 @@ impl Project {
     /// Temp files for the pause file and approval records.
     pub fn approvals_tmp(&self) -> PathBuf {
         self.approvals_dir().join("tmp")
+    }
+    /// SwarmForge's dashboard folders: its request files, derived here
+    /// from the messages (protocol::dashboard).
+    pub fn dashboard_dir(&self) -> PathBuf {
+        self.swarmforge().join("dashboard")
+    }
+    /// A clarify to a person as SwarmForge's `<id>.request`, in `done/`
+    /// once answered, else `pending/`.
+    pub fn clarification_requests(&self, done: bool) -> PathBuf {
+        self.dashboard_dir()
+            .join("clarifications")
+            .join(if done { "done" } else { "pending" })
+    }
+    /// A person's chat post to the master role as SwarmForge's
+    /// `<id>.request`, in `done/` (with the reply) once replied to.
+    pub fn chat_requests(&self, done: bool) -> PathBuf {
+        self.dashboard_dir()
+            .join("requests")
+            .join(if done { "done" } else { "pending" })
     }
     /// `swarm serve`'s state: the access token (mode 0600).
     pub fn serve_dir(&self) -> PathBuf {
@@ -193,6 +230,11 @@ impl Project {
             .join("activity")
             .join(format!("{role}.jsonl"))
     }
+    /// SwarmForge's `mission.md`: the project's mission, at its top
+    /// (served as `GET /api/mission`).
+    pub fn mission_file(&self) -> PathBuf {
+        self.root.join("mission.md")
+    }
     /// SwarmForge's launcher config.
     pub fn swarmforge_conf(&self) -> PathBuf {
         self.root.join("swarmforge").join("swarmforge.conf")
@@ -246,9 +288,19 @@ impl Worktree {
         self.handoffs().join("failed")
     }
     /// Originals waiting for a person's `swarm approve` / `swarm deny`
-    /// (`approval: required` in swarm.yaml).
+    /// (`approval: required` in swarm.yaml): SwarmForge's own approval
+    /// folder, so its dashboard and ours read one place
+    /// (protocol::pending_approval, docs/swarmforge-compat.md §5). At the
+    /// project root (the master role's worktree in SwarmForge's layout) it
+    /// is exactly the folder upstream's dashboard lists.
     pub fn held(&self) -> PathBuf {
-        self.handoffs().join("held")
+        self.handoffs().join(PENDING_APPROVAL)
+    }
+    /// Where held originals lived before they moved to
+    /// [`Worktree::held`]: emptied by handoffd when it starts
+    /// (daemon::holds::adopt_old_held); a file left there is reported.
+    pub fn old_held(&self) -> PathBuf {
+        self.handoffs().join(OLD_HELD)
     }
     pub fn inbox(&self) -> PathBuf {
         self.handoffs().join("inbox")

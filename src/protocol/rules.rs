@@ -55,26 +55,11 @@ fn did_you_mean(got: &str, allowed: &[&str]) -> String {
     let plain = got.trim().to_ascii_lowercase();
     allowed
         .iter()
-        .map(|a| (edit_distance(&plain, a), a))
+        .map(|a| (strsim::levenshtein(&plain, a), a))
         .filter(|(d, _)| *d <= 2)
         .min()
         .map(|(_, a)| format!(" Did you mean '{a}'?"))
         .unwrap_or_default()
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
 }
 
 /// [`validate`] for a sender with its own `allowed_types`.

@@ -33,7 +33,7 @@ pub enum Place {
     Outbox,
     Sent,
     Failed,
-    /// Waiting in `held/` for `swarm approve` / `swarm deny`.
+    /// Waiting in `pending_approval/` for `swarm approve` / `swarm deny`.
     Held,
     New,
     InProcess,

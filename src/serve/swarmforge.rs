@@ -8,7 +8,11 @@
 //! approvals are our held handoffs (`swarm approve`), its clarifications our
 //! clarifies to a person (`swarm answer`), its Retry a denial with the
 //! person's comments sent to the sender, its chat a person's post to the
-//! master role. Nothing here writes SwarmForge's own folders.
+//! master role. The held handoffs are SwarmForge's own approval folder
+//! (`pending_approval/`, with `<name>.reviews.json` comments); the request
+//! folders (`dashboard/clarifications/`, `dashboard/requests/`) are derived
+//! from the messages by handoffd (protocol::dashboard) with the same
+//! functions this file answers `clarifications` and `chat` with.
 //!
 //! Behind the same guard as every route (token::guard): a tool gives the
 //! token as `Authorization` (a base URL `http://swarm:<token>@host:port`)
@@ -32,9 +36,10 @@ use crate::agent::{answer, send};
 use crate::daemon::holds::{self, Held};
 use crate::error::{Error, Token};
 use crate::protocol::config::Config;
+use crate::protocol::dashboard::{master_role as master, question_text, response_text, SENT_BACK};
 use crate::protocol::header::{names, Message};
 use crate::protocol::layout::Project;
-use crate::protocol::roles::{Role, Roles};
+use crate::protocol::roles::Roles;
 use crate::protocol::trail::{Original, Place};
 use crate::protocol::{draft, fields, grammar, types};
 use crate::text::escape;
@@ -47,8 +52,6 @@ const VIA: &str = "cockpit (SwarmForge API)";
 const REJECT: &str = "Reject opens the dialog; use Retry, Delete, or Accept.";
 /// The largest board file read.
 const MAX_BOARD_BYTES: u64 = 4 * 1024 * 1024;
-/// The subject of the comments Retry sends (not a chat message).
-const SENT_BACK: &str = "Sent back: ";
 /// The longest subject a post may have (docs/message-model.md).
 const SUBJECT_CHARS: usize = types::MAX_SUBJECT_CHARS;
 
@@ -65,6 +68,7 @@ pub fn routes() -> Router<Arc<App>> {
         )
         .route("/api/tasks/retry", post(retry))
         .route("/api/chat", post(chat))
+        .route("/api/mission", get(mission))
 }
 
 /// Why an action did not happen: the library's error (as the cockpit
@@ -147,17 +151,6 @@ fn check_project(p: &Project, named: &Option<String>) -> Result<(), No> {
         Some(n) if n == project_name(p) => Ok(()),
         Some(n) => Err(not_found("project", n)),
     }
-}
-
-/// The master role (SwarmForge's lane for new work and the chat's
-/// addressee): the first agent at the main checkout, else the first agent.
-fn master(roles: &Roles) -> Option<&Role> {
-    let mut agents = roles
-        .roles
-        .iter()
-        .filter(|r| !r.is_human() && !r.is_remote());
-    let first = agents.clone().next();
-    agents.find(|r| r.worktree_name == "master").or(first)
 }
 
 /// SwarmForge's display name of a role: its words, capitalised
@@ -257,46 +250,12 @@ fn approval_entry(h: &Held) -> Value {
         "task_id": get("task_id").or_else(|| task.clone()),
         "task": task,
         "artifacts": artifacts,
-        "reviews": {},
+        "reviews": h.reviews,
         "type": h.kind,
         "title": h.title,
         "sha256": h.sha256,
         "text": h.text,
     })
-}
-
-/// The question and its numbered options, as a person reads them.
-fn question_text(m: &Message) -> String {
-    let mut q = m.get(names::QUESTION).unwrap_or("").to_string();
-    for (i, o) in fields::options(&m.body).iter().enumerate() {
-        q.push_str(&format!("\n{}. {o}", i + 1));
-    }
-    q
-}
-
-/// What settled a clarify, as SwarmForge's `response`: the answer's text
-/// (the chosen options by label), or the close's reason.
-fn response_text(clarify: &Message, settled: &Message) -> String {
-    if settled.type_name() == Some(types::CLOSE.name) {
-        return format!("closed: {}", settled.get(names::REASON).unwrap_or(""));
-    }
-    // The stored body is one `<n>. <option>` line per choice, then the
-    // answer's own text (docs/message-model.md, "Answers").
-    let options = fields::options(&clarify.body);
-    let choices = settled
-        .get(names::CHOICES)
-        .and_then(fields::parse_choices)
-        .unwrap_or_default();
-    let mut parts: Vec<String> = choices
-        .iter()
-        .filter_map(|n| options.get(n.wrapping_sub(1)).map(|o| o.to_string()))
-        .collect();
-    let own: Vec<&str> = settled.body.lines().skip(choices.len()).collect();
-    let own = own.join("\n");
-    if !own.trim().is_empty() {
-        parts.push(own.trim().to_string());
-    }
-    parts.join("\n")
 }
 
 /// The clarifies asked of a person, pending then done, as SwarmForge's
@@ -517,9 +476,28 @@ async fn state(State(app): State<Arc<App>>) -> Response {
             "work_in_flight": work,
             "chat": chat,
             "clarifications": clar,
+            // Ours: SwarmForge's dashboard shows these in its Attention
+            // (the record format upstream was not seen).
+            "delivery_attention": delivery_attention(p),
         }))
     })
     .await
+}
+
+/// The deliveries that failed three times and are being retried.
+fn delivery_attention(p: &Project) -> Vec<Value> {
+    crate::views::attention::deliveries(p, crate::protocol::clock::now())
+        .into_iter()
+        .map(|i| {
+            json!({
+                "id": i.id,
+                "role": i.role,
+                "since": i.since,
+                "body": i.text,
+                "record": i.path,
+            })
+        })
+        .collect()
 }
 
 // ---- approvals -----------------------------------------------------------
@@ -542,6 +520,7 @@ async fn approval(
 ) -> Response {
     match action.as_str() {
         "approve" => {}
+        "comments" => return comments(app, id, h, b).await,
         "reject" => return token::refuse(StatusCode::BAD_REQUEST, REJECT),
         _ => {
             return token::refuse(
@@ -574,6 +553,37 @@ async fn approval(
         };
         let path = holds::approve(p, &id, &seen, VIA)?;
         Ok(json!({"ok": true, "status": "approved", "id": id, "sha256": seen, "path": path}))
+    })
+    .await
+}
+
+#[derive(Deserialize, Default)]
+struct CommentsBody {
+    path: Option<String>,
+    comments: Option<String>,
+    project: Option<String>,
+}
+
+/// `POST /api/approvals/<id>/comments {path, comments}`: a person's review
+/// comments on one document of a held handoff, kept beside it as
+/// SwarmForge keeps them (`<name>.reviews.json`, pack_web.bb
+/// `save-review!`) and shown as the approval's `reviews`.
+async fn comments(app: Arc<App>, id: String, h: HeaderMap, b: Bytes) -> Response {
+    let q: CommentsBody = match body(&h, &b) {
+        Ok(q) => q,
+        Err(r) => return *r,
+    };
+    run(&app, true, move |p| {
+        check_project(p, &q.project)?;
+        if !grammar::valid_message_id(&id) || !holds::list(p)?.iter().any(|h| h.id == id) {
+            return Err(not_found("approval", &id));
+        }
+        let doc = q.path.unwrap_or_default();
+        if doc.trim().is_empty() {
+            return Err(No::Status(StatusCode::BAD_REQUEST, "Missing path".into()));
+        }
+        holds::save_comments(p, &id, &doc, &q.comments.unwrap_or_default())?;
+        Ok(json!({"ok": true}))
     })
     .await
 }
@@ -620,8 +630,15 @@ async fn retry(State(app): State<Arc<App>>, h: HeaderMap, b: Bytes) -> Response 
         };
         let denied = holds::deny(p, &id, &reason, VIA)?;
         let what = held.title.clone().unwrap_or_else(|| held.kind.clone());
+        // The review comments go with it (pack_web.bb `retry-message`:
+        // "path:\ncomments" per document), read before the denial drops them.
+        let findings: String = held
+            .reviews
+            .iter()
+            .filter_map(|(doc, t)| t.as_str().map(|t| format!("\n\n{doc}:\n{}", t.trim())))
+            .collect();
         let text = format!(
-            "{}\n\n(Your {} {id} was held for approval and sent back by a person; it is in your failed/ folder. Do the work again with these comments in mind.)\n",
+            "{}{findings}\n\n(Your {} {id} was held for approval and sent back by a person; it is in your failed/ folder. Do the work again with these comments in mind.)\n",
             if comments.trim().is_empty() { "Sent back without comments." } else { comments.trim() },
             held.kind,
         );
@@ -728,6 +745,30 @@ async fn chat(State(app): State<Arc<App>>, h: HeaderMap, b: Bytes) -> Response {
         Ok(json!({"ok": true, "status": "queued", "id": q["id"], "to": to, "queued": q}))
     })
     .await
+}
+
+// ---- mission -------------------------------------------------------------
+
+/// The largest `mission.md` served.
+const MAX_MISSION_BYTES: u64 = 1024 * 1024;
+
+/// `GET /api/mission`: the project's `mission.md` as plain text, empty
+/// when there is none (pack_web.bb `get-mission`). A symlink is not
+/// followed (it could point out of the project): served as none.
+async fn mission(State(app): State<Arc<App>>) -> Response {
+    let project = app.project.clone();
+    let text = tokio::task::spawn_blocking(move || {
+        let file = project.mission_file();
+        let plain = std::fs::symlink_metadata(&file).is_ok_and(|m| m.file_type().is_file());
+        plain
+            .then(|| crate::fsx::read_bounded(&file, MAX_MISSION_BYTES).ok())
+            .flatten()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    })
+    .await
+    .unwrap_or_default();
+    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response()
 }
 
 // ---- projects ------------------------------------------------------------

@@ -1,6 +1,6 @@
 //! The cockpit's access token and the guard every request passes.
 //!
-//! 32 random bytes from the kernel (`/dev/urandom`), hex, written to
+//! 32 random bytes from the kernel (getrandom(2)), hex, written to
 //! `.swarmforge/serve/token` with mode 0600 from its first byte, and printed
 //! in the URL. The page's first load (`/?token=`) exchanges it for an
 //! HttpOnly, SameSite=Strict cookie named for this port and is redirected
@@ -18,7 +18,6 @@
 //! page whose own host name resolves to 127.0.0.1 (DNS rebinding) is
 //! refused before the token is even looked at.
 
-use std::io::Read;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
@@ -58,11 +57,7 @@ fn cookie_token<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
 
 /// A fresh token, saved for the people allowed to read the project.
 pub fn create(project: &Project) -> Result<String> {
-    let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| Error::io("/dev/urandom", e))?;
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let token = crate::sys::random::hex_token().map_err(|e| Error::io("getrandom", e))?;
     let dir = project.serve_dir();
     fsx::ensure_dirs(&[&dir]).map_err(|e| Error::io(&dir, e))?;
     fsx::set_mode(&dir, 0o700).map_err(|e| Error::io(&dir, e))?;
@@ -99,26 +94,13 @@ fn authorization_token(h: &HeaderMap) -> Option<String> {
 
 /// Standard base64 (RFC 4648, padding optional); None for anything else.
 fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in s.trim_end_matches('=').bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
+    use base64::engine::{general_purpose, DecodePaddingMode, Engine, GeneralPurpose};
+    const LENIENT: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        general_purpose::GeneralPurposeConfig::new()
+            .with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    LENIENT.decode(s).ok()
 }
 
 pub fn refuse(status: StatusCode, message: &str) -> Response {

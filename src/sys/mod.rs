@@ -1,11 +1,13 @@
 //! The system underneath: what any layer may call and what knows nothing of
 //! the mail protocol. Log files that rotate (`logfile`), waiting for folder
 //! changes (`watch`), the one way to call tmux (`tmux`) and git (`git`),
-//! and the priority of threads that work for later (`background`). Renames,
+//! tokens from the kernel (`random`) and the priority of threads that work
+//! for later (`background`). Renames,
 //! fsyncs and locks stay in `crate::fsx`.
 
 pub mod background;
 pub mod git;
 pub mod logfile;
+pub mod random;
 pub mod tmux;
 pub mod watch;

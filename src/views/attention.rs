@@ -37,6 +37,9 @@ pub enum Kind {
     /// A role's budget (or the swarm's) is used up: the role is parked
     /// until `swarm budget raise` or the next period (docs/cost.md).
     Budget,
+    /// A delivery failed three times and is still being retried
+    /// (protocol::delivery_retry; SwarmForge's `delivery_attention`).
+    Delivery,
 }
 
 impl Kind {
@@ -47,6 +50,7 @@ impl Kind {
             Kind::NeedsInput => "needs_input",
             Kind::Blocked => "blocked",
             Kind::Budget => "budget",
+            Kind::Delivery => "delivery",
         }
     }
 }
@@ -133,7 +137,65 @@ pub fn from_originals(
     out.extend(waiting(roles, project, max_bytes, now));
     out.extend(panes(roles, project, now));
     out.extend(budgets(roles, project));
+    out.extend(deliveries(project, now));
     out
+}
+
+/// Deliveries that failed three times and are being retried, as the
+/// daemon's records say (SwarmForge's "Show a delivery in dashboard
+/// Attention after three failed attempts while continuing retries").
+pub fn deliveries(project: &Project, now: Instant) -> Vec<Item> {
+    use crate::protocol::delivery_retry;
+    delivery_retry::attention(project)
+        .into_iter()
+        .map(|a| match a {
+            Ok(a) => {
+                let name = a
+                    .handoff
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                Item {
+                    kind: Kind::Delivery,
+                    id: format!("delivery:{name}"),
+                    from: a.sender.clone(),
+                    role: a.sender.clone(),
+                    kind_of_message: "delivery_attention".into(),
+                    since: Some(clock::iso(a.retry.first_failed_at)),
+                    age_s: age(Some(a.retry.first_failed_at), now),
+                    text: crate::text::escape(&format!(
+                        "{} failed attempts to deliver {}; last: {}; next at {}",
+                        a.retry.attempt,
+                        a.handoff.display(),
+                        a.retry.last_error,
+                        clock::iso(a.retry.next_at)
+                    )),
+                    options: Vec::new(),
+                    handle: format!(
+                        "fix the cause (handoffd retries it), or remove {}",
+                        a.handoff.display()
+                    ),
+                    path: a.record,
+                }
+            }
+            Err((record, why)) => Item {
+                kind: Kind::Delivery,
+                id: format!("delivery:{}", record.display()),
+                from: String::new(),
+                role: String::new(),
+                kind_of_message: "delivery_attention".into(),
+                since: None,
+                age_s: None,
+                text: crate::text::escape(&format!("unreadable record: {why}")),
+                options: Vec::new(),
+                handle: format!(
+                    "remove {} (handoffd writes it again while it retries)",
+                    record.display()
+                ),
+                path: record,
+            },
+        })
+        .collect()
 }
 
 /// Roles a budget parks (docs/cost.md, "Budgets").

@@ -76,7 +76,7 @@ pub struct Tally {
     pub sent: usize,
     pub failed: usize,
     pub outbox: usize,
-    /// Waiting for a person's approval (`held/`).
+    /// Waiting for a person's approval (`pending_approval/`).
     pub held: usize,
     pub new: usize,
     pub in_process: usize,

@@ -87,6 +87,12 @@ pub struct Status {
     pub paused: Option<crate::daemon::gate::Pause>,
     /// Handoffs waiting for `swarm approve` / `swarm deny`.
     pub held: Vec<crate::daemon::holds::Held>,
+    /// What is wrong in an approval folder (`pending_approval/`, or a
+    /// file left in an old `held/`): `<path>: <why>` (daemon::holds::problems).
+    pub approval_problems: Vec<String>,
+    /// Where SwarmForge's request files (clarifications, chat) say other
+    /// than the messages they are derived from (protocol::dashboard).
+    pub dashboard: Vec<String>,
     /// Pause state and controls across hosts (docs/bridge.md, "One control").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub swarm_control: Option<crate::bridge::control_view::SwarmControl>,
@@ -102,6 +108,42 @@ pub struct Status {
     /// (forum/requests.rs).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub agent_requests: Vec<crate::forum::requests::Waiting>,
+    /// Failed wake-ups handoffd will try again (`.swarmforge/daemon/wakeups/`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub wake_retries: Vec<WakeRetry>,
+}
+
+/// A failed wake-up in the durable queue (protocol::wakeups).
+#[derive(Debug, Serialize)]
+pub struct WakeRetry {
+    pub role: String,
+    /// Failed attempts so far; 0 when the record does not read.
+    pub attempt: u32,
+    pub last_error: String,
+    pub next_at: Option<String>,
+    pub item: PathBuf,
+}
+
+fn wake_retries(project: &Project) -> Vec<WakeRetry> {
+    crate::protocol::wakeups::list(project)
+        .into_iter()
+        .map(|(role, p)| match p {
+            Some(p) => WakeRetry {
+                role,
+                attempt: p.retry.attempt,
+                last_error: p.retry.last_error,
+                next_at: Some(crate::protocol::clock::iso(p.retry.next_at)),
+                item: p.item,
+            },
+            None => WakeRetry {
+                last_error: "unreadable record (handoffd removes it)".into(),
+                next_at: None,
+                item: crate::protocol::wakeups::file(project, &role),
+                attempt: 0,
+                role,
+            },
+        })
+        .collect()
 }
 
 /// One received item the bridge holds back, and why (docs/bridge.md).
@@ -325,11 +367,20 @@ pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Resul
         relayed,
         paused: crate::daemon::gate::pause_state(project),
         held: crate::daemon::holds::list(project)?,
+        approval_problems: crate::daemon::holds::problems(project)
+            .into_iter()
+            .map(|p| format!("{}: {}", p.path.display(), p.why))
+            .collect(),
+        dashboard: crate::protocol::dashboard::check(project)
+            .into_iter()
+            .map(|d| d.line)
+            .collect(),
         swarm_control: crate::bridge::control_view::collect(project),
         reservations: crate::reservations::active(project)?,
         spend: crate::telemetry::spend::collect(project),
         board: crate::board::View::for_status(project),
         agent_requests,
+        wake_retries: wake_retries(project),
     })
 }
 
@@ -474,6 +525,15 @@ pub fn text(s: &Status) -> String {
             w.role, w.asked, w.taken
         ));
     }
+    for w in &s.wake_retries {
+        out.push_str(&format!(
+            "wake retry: {} failed {} time(s), last: {}; handoffd tries again at {}\n",
+            crate::text::escape(&w.role),
+            w.attempt,
+            crate::text::escape(&w.last_error),
+            w.next_at.as_deref().unwrap_or("-")
+        ));
+    }
     for h in &s.held {
         out.push_str(&format!(
             "held {} {} -> {} ({}), {}: swarm approve {} | swarm deny {} --reason R\n",
@@ -484,6 +544,15 @@ pub fn text(s: &Status) -> String {
             secs(h.age_s),
             h.id,
             h.id
+        ));
+    }
+    for p in &s.approval_problems {
+        out.push_str(&format!("approvals: NOT OK: {}\n", crate::text::escape(p)));
+    }
+    for d in &s.dashboard {
+        out.push_str(&format!(
+            "dashboard: NOT IN STEP: {}\n",
+            crate::text::escape(d)
         ));
     }
     for r in &s.reservations {

@@ -5,7 +5,9 @@
 use std::fs;
 use std::path::Path;
 
-use crate::support::{file_header, git, handoff_names, Layout, Project, Role, Run};
+use crate::support::{
+    file_header, git, handoff_names, wait_until, Layout, Project, Role, Run, DEADLINE,
+};
 
 const LAYOUTS: [Layout; 2] = [Layout::Init, Layout::SwarmForge];
 
@@ -309,6 +311,72 @@ fn the_board_disagreeing_with_the_handoffs_is_not_ok_and_is_repaired() {
         assert_eq!(p.read(".swarmforge/board/tasks.tsv"), good);
         p.swarm(&["audit", "--check"]).ok();
     }
+}
+
+/// tasks.tsv's lane of `name`, when the file and the card are there.
+fn lane_now(p: &Project, name: &str) -> Option<String> {
+    let text = fs::read_to_string(p.path(".swarmforge/board/tasks.tsv")).ok()?;
+    let line = text.lines().find(|l| l.split('\t').next() == Some(name))?;
+    line.split('\t').nth(1).map(str::to_string)
+}
+
+/// A running handoffd folds what each pass delivered into its cache of
+/// the board, `.swarmforge/board/derived.json`, instead of reading every
+/// handoff again (the cost no longer grows with the history; figures in
+/// docs/swarmforge-compat.md §4). The cache is only a hint: a lying one
+/// shows as `VIOLATION board` (the check derives from the files), a
+/// restart derives from the files again, and a lost one is rebuilt.
+#[test]
+fn the_board_is_folded_pass_by_pass_and_its_cache_is_only_a_hint() {
+    let p = project(Layout::Init);
+    let d = p.spawn_daemon(&[]);
+    p.swarm(&["card", "new", "review", "look"]).ok();
+    wait_until(DEADLINE, "look with verify", || {
+        lane_now(&p, "look").as_deref() == Some("verify")
+    });
+    let cache = p.path(".swarmforge/board/derived.json");
+    assert!(cache.exists());
+    p.swarm(&["audit", "--check"]).ok();
+
+    let text = fs::read_to_string(&cache).unwrap();
+    assert!(text.contains("\"lane\":\"verify\""), "{text}");
+    fs::write(
+        &cache,
+        text.replace("\"lane\":\"verify\"", "\"lane\":\"done\""),
+    )
+    .unwrap();
+    // A delivering pass (a note: it moves no card).
+    let r = p.send(
+        "lead",
+        "type: note\nto: implement\npriority: 50\nmessage: hi\n",
+    );
+    r.ok();
+    wait_until(DEADLINE, "the note delivered", || {
+        p.log()
+            .lines()
+            .any(|l| l.contains("delivered") && l.contains("_from_lead_to_implement"))
+    });
+    wait_until(DEADLINE, "the pass's board written", || {
+        lane_now(&p, "look").as_deref() == Some("done")
+    });
+    let r = p.swarm(&["audit", "--check"]);
+    assert_eq!(r.code, 2, "{}", r.stdout);
+    assert!(r.stdout.contains("VIOLATION board "), "{}", r.stdout);
+
+    drop(d);
+    let _d = p.spawn_daemon(&[]);
+    wait_until(DEADLINE, "look back with verify", || {
+        lane_now(&p, "look").as_deref() == Some("verify")
+    });
+    p.swarm(&["audit", "--check"]).ok();
+
+    fs::remove_file(&cache).unwrap();
+    p.swarm(&["card", "new", "review", "third"]).ok();
+    wait_until(DEADLINE, "third with verify", || {
+        lane_now(&p, "third").as_deref() == Some("verify")
+    });
+    assert!(cache.exists(), "the cache was not rebuilt");
+    p.swarm(&["audit", "--check"]).ok();
 }
 
 /// Only in the launcher layout: a project without cards has no board.

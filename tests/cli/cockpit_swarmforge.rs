@@ -111,7 +111,7 @@ fn the_bridge_reads_approvals_and_approves_what_the_state_showed() {
         let p = project(layout);
         let c = start(&p);
         let (queued, id) = held_note(&p);
-        let held = p.hq("master", "held").join(file_name(&queued));
+        let held = p.hq("master", "pending_approval").join(file_name(&queued));
         assert!(held.is_file());
         // Approved only as shown: before any state was read, nothing is.
         let r = bridge(
@@ -278,7 +278,7 @@ fn retry_sends_the_held_handoff_back_with_the_comments() {
             std::fs::read_to_string(error).unwrap(),
             "denied: sent back: Add the tests first.\n"
         );
-        assert!(files(&p.hq("master", "held")).is_empty());
+        assert!(files(&p.hq("master", "pending_approval")).is_empty());
         assert!(state(&c)["approvals"].as_array().unwrap().is_empty());
         // The comments are no chat message, though coder is the master role.
         let end = Instant::now() + DEADLINE;
@@ -458,4 +458,225 @@ fn the_board_is_read_when_there_is_one() {
     );
     assert_eq!(s["tasks"][1]["id"], "docs", "the id defaults to the name");
     assert_eq!(s["tasks"][1]["status"], "");
+}
+
+/// Review comments live where upstream keeps them: pack_web.bb
+/// `save-review!` (`POST /api/approvals/<id>/comments {path, comments}`)
+/// writes `<id>.reviews.json` beside `pending_approval/<id>.handoff` as
+/// `{"<path>": "<comments>"}`, `approval-entry` shows them as `reviews`,
+/// `retry-message` puts each as "<path>:\n<comments>" into what is sent
+/// back, and they go when the hold goes.
+#[test]
+fn review_comments_are_kept_beside_the_held_handoff_as_upstream_keeps_them() {
+    for layout in LAYOUTS {
+        let p = project(layout);
+        let c = start(&p);
+        let (queued, id) = held_note(&p);
+        let pending = p.path(".swarmforge/handoffs/pending_approval");
+        let stem = file_name(&queued).trim_end_matches(".handoff").to_string();
+        let reviews = pending.join(format!("{stem}.reviews.json"));
+        assert_eq!(state(&c)["approvals"][0]["reviews"], json!({}));
+        let url = format!("/api/approvals/{id}/comments");
+        let r = bridge(&c, "POST", &url, Some(json!({"comments": "x"})));
+        assert_eq!(r.code, 400, "{}", r.body);
+        assert_eq!(r.json()["error"], "Missing path");
+        let r = bridge(
+            &c,
+            "POST",
+            &url,
+            Some(json!({"path": "docs/spec.md", "comments": "Name the parser."})),
+        );
+        assert_eq!(r.code, 200, "{}", r.body);
+        assert_eq!(r.json()["ok"], true);
+        let kept: Value = serde_json::from_slice(&std::fs::read(&reviews).unwrap()).unwrap();
+        assert_eq!(kept, json!({"docs/spec.md": "Name the parser."}));
+        assert_eq!(
+            state(&c)["approvals"][0]["reviews"],
+            json!({"docs/spec.md": "Name the parser."})
+        );
+        p.cmd("swarm").args(["audit", "--check"]).run().ok();
+
+        // Retry: the comments reach the sender, and leave with the hold.
+        let r = bridge(
+            &c,
+            "POST",
+            "/api/tasks/retry",
+            Some(json!({"id": id, "comments": "Again, please."})),
+        );
+        assert_eq!(r.code, 200, "{}", r.body);
+        assert!(!reviews.exists(), "{:?}", files(&pending));
+        assert!(files(&pending).is_empty());
+        p.deliver_once().ok();
+        p.cmd("ready-next")
+            .role("coder")
+            .stdout_has("Again, please.\n\ndocs/spec.md:\nName the parser.")
+            .run();
+        let r = bridge(
+            &c,
+            "POST",
+            &url,
+            Some(json!({"path": "a", "comments": "b"})),
+        );
+        assert_eq!(r.code, 404, "{}", r.body);
+    }
+}
+
+/// A clarify to a person and a person's chat with the master role are
+/// SwarmForge's request files, derived from the messages: pack_web.bb
+/// `clar-pending-dir`/`clar-done-dir`
+/// (`.swarmforge/dashboard/clarifications/{pending,done}/<id>.request`),
+/// `render-clarification` (`id`, `status`, `role`, `created_at`,
+/// `response` with newlines as `\n`, a blank line, the question) and
+/// `answer-clarification!` (the answer writes `done/` with `status: done`
+/// and `response`, and removes `pending/`); `chat-pending-dir` /
+/// `chat-done-dir` (`.swarmforge/dashboard/requests/{pending,done}`) and
+/// `write-chat-request!` (`id`, `status: pending`, `created_at`, a blank
+/// line, the text), where forgelet-bridge reads the reply from `done/`.
+#[test]
+fn clarifications_and_chat_are_swarmforges_request_files_derived_from_the_messages() {
+    for layout in LAYOUTS {
+        let p = project(layout);
+        let c = start(&p);
+        let clarify = p.send_as("qa", PARSER_CLARIFY).ok().queued();
+        let cid = id_of(&clarify);
+        p.deliver_once().ok();
+        let dash = p.path(".swarmforge/dashboard");
+        let pending = dash.join(format!("clarifications/pending/{cid}.request"));
+        let done = dash.join(format!("clarifications/done/{cid}.request"));
+        let text = std::fs::read_to_string(&pending)
+            .unwrap_or_else(|e| panic!("{layout:?}: {}: {e}", pending.display()));
+        assert!(
+            text.starts_with(&format!(
+                "id: {cid}\nstatus: pending\nrole: qa\ncreated_at: 20"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("\n\nwhich parser?\n1. peg\n2. hand-written\n"),
+            "{text}"
+        );
+        assert!(!done.exists());
+
+        let r = bridge(
+            &c,
+            "POST",
+            &format!("/api/clarifications/{cid}/answer"),
+            Some(json!({"text": "2\n"})),
+        );
+        assert_eq!(r.code, 200, "{}", r.body);
+        p.deliver_once().ok();
+        let text = std::fs::read_to_string(&done).unwrap();
+        assert!(
+            text.starts_with(&format!(
+                "id: {cid}\nstatus: done\nrole: qa\ncreated_at: 20"
+            )),
+            "{text}"
+        );
+        assert!(text.contains("\nresponse: hand-written\n\n"), "{text}");
+        assert!(!pending.exists());
+
+        // Chat: the person's post to the master role, then its reply.
+        let r = bridge(
+            &c,
+            "POST",
+            "/api/chat",
+            Some(json!({"text": "How far is the parser?\nThe demo is at five."})),
+        );
+        assert_eq!(r.code, 200, "{}", r.body);
+        let chat_id = r.json()["id"].as_str().unwrap().to_string();
+        p.deliver_once().ok();
+        let asked = dash.join(format!("requests/pending/{chat_id}.request"));
+        let replied = dash.join(format!("requests/done/{chat_id}.request"));
+        let text = std::fs::read_to_string(&asked).unwrap();
+        assert!(
+            text.starts_with(&format!("id: {chat_id}\nstatus: pending\ncreated_at: 20")),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("\n\nHow far is the parser?\nThe demo is at five.\n"),
+            "{text}"
+        );
+        p.cmd("ready-next")
+            .role("coder")
+            .stdout_has("FROM: boss")
+            .run();
+        p.send_as(
+            "coder",
+            "type: post\nto: boss\npriority: 50\n\nHalf done;\nin time.\n",
+        )
+        .ok();
+        p.deliver_once().ok();
+        let text = std::fs::read_to_string(&replied).unwrap();
+        assert!(text.contains("\nstatus: done\n"), "{text}");
+        assert!(
+            text.contains("\nresponse: Half done;\\nin time.\n"),
+            "{text}"
+        );
+        assert!(!asked.exists());
+        p.cmd("swarm").args(["audit", "--check"]).run().ok();
+
+        // A file that says other than the messages is NOT OK, and the
+        // next delivery pass writes it again from them.
+        std::fs::write(&done, "id: x\nstatus: done\n\nforged\n").unwrap();
+        std::fs::write(
+            dash.join("requests/pending/req-1.request"),
+            "id: req-1\n\nhi\n",
+        )
+        .unwrap();
+        let r = p.cmd("swarm").args(["audit", "--check"]).run();
+        assert_eq!(r.code, 2, "{}", r.stdout);
+        assert_eq!(
+            r.stdout.matches("VIOLATION dashboard ").count(),
+            2,
+            "{}",
+            r.stdout
+        );
+        p.swarm(&["status"])
+            .ok()
+            .stdout_has("dashboard: NOT IN STEP: ")
+            .stdout_has("says other than message");
+        p.deliver_once().ok();
+        assert!(std::fs::read_to_string(&done)
+            .unwrap()
+            .contains("hand-written"));
+        std::fs::remove_file(dash.join("requests/pending/req-1.request")).unwrap();
+        p.cmd("swarm").args(["audit", "--check"]).run().ok();
+    }
+}
+
+/// pack_web.bb `get-mission`: `GET /api/mission` answers 200,
+/// `text/plain; charset=utf-8`, the project root's `mission.md`, or an
+/// empty body when there is none. Behind the same token; a symlink is not
+/// followed out of the project.
+#[test]
+fn the_mission_is_served_as_upstream_serves_it() {
+    for layout in LAYOUTS {
+        let p = project(layout);
+        let c = start(&p);
+        let r = bridge(&c, "GET", "/api/mission", None);
+        assert_eq!((r.code, r.body.as_str()), (200, ""), "{layout:?}");
+        std::fs::write(
+            p.path("mission.md"),
+            "# Mission\n\nShip the parser by Friday.\n",
+        )
+        .unwrap();
+        let r = bridge(&c, "GET", "/api/mission", None);
+        assert_eq!(r.code, 200);
+        assert!(
+            r.head
+                .to_ascii_lowercase()
+                .contains("content-type: text/plain; charset=utf-8"),
+            "{}",
+            r.head
+        );
+        assert_eq!(r.body, "# Mission\n\nShip the parser by Friday.\n");
+        let r = c.raw("GET", "/api/mission", &[], "");
+        assert_eq!(r.code, 401, "{}", r.body);
+        let outside = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(outside.path(), "secret\n").unwrap();
+        std::fs::remove_file(p.path("mission.md")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), p.path("mission.md")).unwrap();
+        let r = bridge(&c, "GET", "/api/mission", None);
+        assert_eq!((r.code, r.body.as_str()), (200, ""));
+    }
 }

@@ -165,7 +165,10 @@ fn approve_on_a_of_a_message_held_on_b_delivers_it_once_and_only_as_reviewed() {
     start_all(&mut hosts);
     let q = hosts[1].send("pong", &note("peer", "needs a person"));
     let id = id_of(&q);
-    let held = hosts[1].p.hq("pong", "held").join(file_name(&q));
+    let held = hosts[1]
+        .p
+        .hq("pong", "pending_approval")
+        .join(file_name(&q));
     wait_until(LONG, "the note is held on b", || held.exists());
     wait_until(LONG, "a sees it held on b", || {
         remote_sha(&hosts[0], &id).is_some()
@@ -273,7 +276,7 @@ fn an_approval_on_the_senders_host_travels_with_its_copy_bound_to_its_content() 
     start_all(&mut hosts);
     let q = hosts[0].send("ping", &note("pong", "reviewed on a"));
     let id = id_of(&q);
-    let held = hq(&hosts[0].p.role_dir("ping"), "held").join(file_name(&q));
+    let held = hq(&hosts[0].p.role_dir("ping"), "pending_approval").join(file_name(&q));
     wait_until(LONG, "the note is held on a", || held.exists());
     let st = status_json(&hosts[0]);
     let sha = st["held"][0]["sha256"].as_str().unwrap().to_string();
@@ -322,7 +325,7 @@ fn an_approval_on_the_senders_host_travels_with_its_copy_bound_to_its_content() 
     );
     let relay_held = hosts[1]
         .p
-        .path(".swarmforge/bridge/in/pong/.swarmforge/handoffs/held")
+        .path(".swarmforge/bridge/in/pong/.swarmforge/handoffs/pending_approval")
         .join(&name);
     wait_until(LONG, "b holds the copy approved for other content", || {
         relay_held.exists()

@@ -6,7 +6,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::support::{copies_of, file_name, files, wait_until, Project, DEADLINE};
+use crate::support::{copies_of, file_name, files, wait_until, Layout, Project, Role, DEADLINE};
 
 const NOTE: &str = "type: note\nto: qa\npriority: 50\nmessage: ship it\n";
 const POST: &str = "type: post\nto: qa\npriority: 50\nsubject: hello\n\nbody\n";
@@ -56,7 +56,7 @@ fn approve(p: &Project, id: &str, extra: &[&str]) -> crate::support::Run {
 }
 
 fn held(p: &Project) -> PathBuf {
-    p.hq("master", "held")
+    p.hq("master", "pending_approval")
 }
 
 #[test]
@@ -322,4 +322,143 @@ fn an_approval_run_without_user_names_the_account_not_unknown() {
             .starts_with(&format!("by {account} ")),
         "{approved}"
     );
+}
+
+const LAYOUTS: [Layout; 2] = [Layout::Init, Layout::SwarmForge];
+
+/// `coder` at the main checkout (SwarmForge's master role, whose worktree
+/// is the project root), `qa` in its own worktree.
+fn project_in(layout: Layout, config: &str) -> Project {
+    Project::builder()
+        .layout(layout)
+        .role("coder")
+        .role(Role::new("qa").worktree("qa"))
+        .config(&format!("wake: {{method: none}}\n{config}"))
+        .build()
+}
+
+/// `swarm audit --check`: its exit code and stdout.
+fn audit_check(p: &Project) -> (i32, String) {
+    let r = p.cmd("swarm").args(["audit", "--check"]).run();
+    (r.code, r.stdout.clone())
+}
+
+/// Upstream's dashboard keeps approvals in the project root's
+/// `.swarmforge/handoffs/pending_approval/` (sgo/forgelet-swarmforge
+/// `swarmforge/scripts/pack_web.bb`: `(defn pending-dir [root] (fs/path
+/// root ".swarmforge" "handoffs" "pending_approval"))`; `pending-files`
+/// lists the regular files ending `.handoff`; `approval-id` is the name
+/// without `.handoff`; `reviews-file` is `<id>.reviews.json` beside it,
+/// written by `save-review!` as `{"<path>": "<comments>"}` and dropped by
+/// `approve!`). A hold here is that file, in both layouts: the one place
+/// `swarm status`, `swarm approve` and the audit read.
+#[test]
+fn a_held_handoff_is_a_file_in_swarmforges_pending_approval_folder() {
+    for layout in LAYOUTS {
+        let p = project_in(layout, "roles:\n  - {name: coder, approval: required}\n");
+        let queued = p.send_as("coder", NOTE).ok().queued();
+        let id = id_of(&queued);
+        p.deliver_once().ok();
+        let pending = p.path(".swarmforge/handoffs/pending_approval");
+        let hold = pending.join(file_name(&queued));
+        assert!(hold.is_file(), "{layout:?}: {:?}", files(&pending));
+        assert!(!p.path(".swarmforge/handoffs/held").exists());
+        let st = p.swarm(&["status", "--json"]).ok().json();
+        assert_eq!(st["held"][0]["id"], id.as_str());
+        assert_eq!(st["approval_problems"], serde_json::json!([]));
+        assert_eq!(audit_check(&p).0, 0, "{layout:?}");
+
+        // A person's review comments, as upstream writes them, beside it.
+        let stem = file_name(&queued).trim_end_matches(".handoff").to_string();
+        let reviews = pending.join(format!("{stem}.reviews.json"));
+        fs::write(&reviews, r#"{"docs/spec.md":"Name the parser."}"#).unwrap();
+        let st = p.swarm(&["status", "--json"]).ok().json();
+        assert_eq!(
+            st["held"][0]["reviews"],
+            serde_json::json!({"docs/spec.md": "Name the parser."})
+        );
+        assert_eq!(audit_check(&p).0, 0, "comments beside a hold are fine");
+
+        // Approved: the file leaves, its comments with it; delivered once.
+        approve(&p, &id, &[]).ok();
+        assert!(!hold.exists() && !reviews.exists(), "{:?}", files(&pending));
+        p.deliver_once().ok();
+        assert_eq!(copies_of(&p.wt_path("qa"), &file_name(&queued)).len(), 1);
+
+        // What is no hold there is NOT OK: comments of no held handoff, a
+        // stray file, a held file that is no message.
+        fs::write(&reviews, r#"{"docs/spec.md":"Name the parser."}"#).unwrap();
+        fs::write(pending.join("notes.txt"), "x").unwrap();
+        let bad = pending.join("50_20260101T000000Z_000009_from_coder_to_qa.handoff");
+        fs::write(&bad, "no headers here\n").unwrap();
+        let st = p.swarm(&["status", "--json"]).ok().json();
+        assert_eq!(
+            st["approval_problems"].as_array().unwrap().len(),
+            3,
+            "{:#}",
+            st["approval_problems"]
+        );
+        p.swarm(&["status"])
+            .ok()
+            .stdout_has("approvals: NOT OK: ")
+            .stdout_has("review comments of no held handoff")
+            .stdout_has("notes.txt: neither a held handoff")
+            .stdout_has("is not a message");
+        let (code, out) = audit_check(&p);
+        assert_eq!(code, 2, "{out}");
+        assert_eq!(
+            out.matches("VIOLATION approval_folder ").count(),
+            2,
+            "{out}"
+        );
+        assert!(out.contains("VIOLATION malformed "), "{out}");
+        for f in [&reviews, &pending.join("notes.txt"), &bad] {
+            fs::remove_file(f).unwrap();
+        }
+        assert_eq!(audit_check(&p).0, 0);
+    }
+}
+
+/// A project held before the folder was SwarmForge's keeps its holds: a
+/// file in the old `held/` folder is reported (NOT OK, with the repair)
+/// until handoffd starts, which moves it to `pending_approval/` without
+/// clobbering one of the same name; then it is approved as any other.
+#[test]
+fn holds_in_the_old_held_folder_move_to_pending_approval_when_handoffd_starts() {
+    for layout in LAYOUTS {
+        let p = project_in(layout, "roles:\n  - {name: coder, approval: required}\n");
+        let queued = p.send_as("coder", NOTE).ok().queued();
+        let id = id_of(&queued);
+        p.deliver_once().ok();
+        let pending = p.hq("master", "pending_approval");
+        let old = p.hq("master", "held");
+        // As the previous version left it.
+        fs::create_dir_all(&old).unwrap();
+        fs::rename(
+            pending.join(file_name(&queued)),
+            old.join(file_name(&queued)),
+        )
+        .unwrap();
+        let st = p.swarm(&["status", "--json"]).ok().json();
+        assert_eq!(st["held"], serde_json::json!([]));
+        p.swarm(&["status"])
+            .ok()
+            .stdout_has("approvals: NOT OK: ")
+            .stdout_has("left in the old held/ folder: handoffd moves it");
+        let (code, out) = audit_check(&p);
+        assert_eq!(code, 2, "{out}");
+        assert!(out.contains("VIOLATION approval_folder "), "{out}");
+
+        // handoffd's start moves it; a second start finds nothing to move.
+        p.deliver_once().ok();
+        assert!(pending.join(file_name(&queued)).is_file());
+        assert!(!old.exists());
+        p.deliver_once().ok();
+        assert_eq!(files(&pending).len(), 1);
+        assert_eq!(audit_check(&p).0, 0);
+        approve(&p, &id, &[]).ok();
+        p.deliver_once().ok();
+        assert_eq!(copies_of(&p.wt_path("qa"), &file_name(&queued)).len(), 1);
+        assert!(files(&pending).is_empty());
+    }
 }

@@ -51,6 +51,7 @@ mod readme;
 mod real_agents;
 mod relay;
 mod reservations;
+mod retries;
 mod search;
 mod security;
 mod serve;

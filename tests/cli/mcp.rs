@@ -751,3 +751,26 @@ fn read_is_bounded_and_filtered() {
     let bad = c.call("read", json!({"last": 1000}));
     assert_eq!(bad["is_error"], true);
 }
+
+/// The MCP `next` answer of a card's item carries `card_type` and
+/// `this_card`, as `ready-next` prints them (upstream's
+/// `ready-for-next-task-prints-card-type-and-this-card`: "CARD_TYPE:" and
+/// "THIS_CARD: next <role>").
+#[test]
+fn next_names_the_card_type_and_where_the_card_goes() {
+    let Some(py) = python() else { return };
+    let p = Project::builder()
+        .role("lead")
+        .role(crate::support::Role::new("implement").worktree("implementation"))
+        .queue_dirs()
+        .build();
+    p.config("wake: {method: none}\ncards:\n  change: [lead, implement]\n");
+    p.swarm(&["card", "new", "change", "c1", "--text", "a change"])
+        .ok();
+    p.deliver_once().ok();
+    let mut c = Client::start(&py, &p, "lead", &[]);
+    let a = c.ok("next", json!({"wait_seconds": 0}));
+    let text = a.to_string();
+    assert!(text.contains(r#""card_type":"change""#), "{a}");
+    assert!(text.contains(r#""this_card":"next implement""#), "{a}");
+}

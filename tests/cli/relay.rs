@@ -134,12 +134,15 @@ fn the_receiving_hosts_approval_rule_holds_a_relayed_copy_until_approved() {
     let queued = hosts[0].send("ping", &note("pong", "needs b's approval"));
     let name = file_name(&queued);
     wait_until(LONG, "b holds the relayed copy", || {
-        relay(&hosts[1], "pong", "held").join(&name).exists()
+        relay(&hosts[1], "pong", "pending_approval")
+            .join(&name)
+            .exists()
     });
     assert!(hosts[1].copies("pong").is_empty());
     let st = hosts[1].status();
     assert!(st.contains("held note ping -> pong"), "{st}");
-    let held = fs::read_to_string(relay(&hosts[1], "pong", "held").join(&name)).unwrap();
+    let held =
+        fs::read_to_string(relay(&hosts[1], "pong", "pending_approval").join(&name)).unwrap();
     let id = header(&held, "id").unwrap().to_string();
     // The person reviews what is held here, then approves exactly that.
     let review = hosts[1].p.swarm(&["approve", &id, "--json"]);

@@ -105,7 +105,7 @@ fn held_note() -> (Project, std::path::PathBuf, String) {
 #[test]
 fn an_approval_covers_exactly_the_content_the_person_reviewed() {
     let (p, queued, id) = held_note();
-    let held = p.hq("master", "held").join(file_name(&queued));
+    let held = p.hq("master", "pending_approval").join(file_name(&queued));
     assert!(held.is_file());
 
     // Reviewing: the whole message and its fingerprint, nothing approved.
@@ -298,7 +298,7 @@ fn an_archived_batch_whose_name_is_taken_stays_in_the_trail() {
 #[test]
 fn a_symlinked_held_folder_or_file_is_not_followed() {
     let (p, queued, id) = held_note();
-    let held = p.hq("master", "held");
+    let held = p.hq("master", "pending_approval");
     let outside = tempfile::tempdir().unwrap();
     let name = file_name(&queued);
     fs::rename(held.join(&name), outside.path().join(&name)).unwrap();
@@ -323,6 +323,14 @@ fn a_symlinked_held_folder_or_file_is_not_followed() {
         }
         let st = p.swarm(&["status", "--json"]).ok().json();
         assert_eq!(st["held"], serde_json::json!([]), "{how}");
+        // Not listed, but not silent either: the folder is NOT OK.
+        let problems = st["approval_problems"].to_string();
+        assert!(problems.contains("symlink"), "{how}: {problems}");
+        assert_eq!(
+            p.cmd("swarm").args(["audit", "--check"]).run().code,
+            2,
+            "{how}"
+        );
         p.cmd("swarm")
             .args(["approve", &id, "--sha256", &fp])
             .code(1)

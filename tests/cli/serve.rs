@@ -395,7 +395,7 @@ fn every_action_writes_what_the_cli_writes() {
     let queued = p.send_as("coder", NOTE).ok().queued();
     let id = id_of(&queued);
     p.deliver_once().ok();
-    assert_eq!(files(&p.hq("master", "held")).len(), 1);
+    assert_eq!(files(&p.hq("master", "pending_approval")).len(), 1);
     let st = c.get("/api/status").json();
     assert_eq!(st["held"][0]["id"], id.as_str());
     // The page gets the whole message and the fingerprint it approves.
@@ -405,7 +405,7 @@ fn every_action_writes_what_the_cli_writes() {
         .contains("message: ship it"));
     let seen = st["held"][0]["sha256"].as_str().unwrap().to_string();
     // Content swapped after the page showed it: refused, nothing recorded.
-    let held = p.hq("master", "held").join(file_name(&queued));
+    let held = p.hq("master", "pending_approval").join(file_name(&queued));
     let original = std::fs::read_to_string(&held).unwrap();
     std::fs::write(&held, original.replace("ship it", "ship it all")).unwrap();
     let r = c.post(

@@ -11,7 +11,7 @@ use crate::error::{exit, Error};
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
 A handoff whose sender or type has `approval: required` in swarm.yaml waits \
-in its sender's .swarmforge/handoffs/held/ until a person decides. approve \
+in its sender's .swarmforge/handoffs/pending_approval/ until a person decides. approve \
 shows the held message (headers and body, as it will be delivered) and its \
 sha256; on a terminal it asks, otherwise it approves only with --sha256 \
 naming what was reviewed. The approval (.swarmforge/approvals/<id>) binds \

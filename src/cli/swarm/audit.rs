@@ -120,6 +120,36 @@ fn run_check(args: &Args) -> i32 {
             Ok(None) => {}
             Err(e) => return crate::cli::report(&e, args.json),
         }
+        // The approval folders hold only holds and their comments
+        // (daemon::holds::problems; a held file that is no message is
+        // the trail's `malformed` already).
+        f.violations.extend(
+            crate::daemon::holds::problems(&project)
+                .into_iter()
+                .filter(|p| !p.unreadable_handoff)
+                .map(|p| check::Violation {
+                    kind: "approval_folder",
+                    subject: p.path.display().to_string(),
+                    detail: p.why,
+                }),
+        );
+        // SwarmForge's request files must say what the messages say; what
+        // a running handoffd rewrites after its next delivery is lag.
+        let running = crate::daemon::control::running_pid(&project).is_some();
+        for d in crate::protocol::dashboard::disagreements(&t) {
+            let v = check::Violation {
+                kind: "dashboard",
+                subject: project.dashboard_dir().display().to_string(),
+                detail: d.line,
+            };
+            if d.rewritten && running {
+                f.pending.push(v);
+            } else {
+                f.violations.push(v);
+            }
+        }
+        // A delivery failing again and again needs a person.
+        f.violations.extend(check::delivery_attention(&project));
         f.pending.extend(pending);
         // The journal must say what the files say (daemon/progress.rs).
         f.violations

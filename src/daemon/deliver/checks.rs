@@ -294,7 +294,7 @@ impl Deliverer {
         // `swarm pause` and `approval: required` (see daemon::gate).
         match gate::decide(&self.project, &self.config, &msg) {
             gate::Decision::Deliver => {}
-            gate::Decision::Paused(r) => return Err(Outcome::Deferred(r)),
+            gate::Decision::Paused(r) => return Err(Outcome::Waiting(r)),
             gate::Decision::Hold => {
                 return Err(gate::hold(&self.journal, &c.worktree, &c.path, &msg))
             }

@@ -203,6 +203,10 @@ impl Deliverer {
             self.journal
                 .record(&Event::new(Kind::Delivered).message(&s.msg).path(&s.c.path));
             crate::lineup::seat::act(&self.project, &self.journal, &s.msg);
+            if s.msg.get(names::TASK).is_some() {
+                let when = crate::board::when_of(&s.msg);
+                self.board_delivered.push((when, s.msg.clone()));
+            }
             self.settle(&s.c, Outcome::Delivered, report);
         }
     }

@@ -39,6 +39,7 @@ use crate::daemon::wake::{self, Waker};
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::config::Config;
+use crate::protocol::delivery_retry;
 use crate::protocol::fields;
 use crate::protocol::grammar;
 use crate::protocol::header::{names, Message};
@@ -55,16 +56,22 @@ use checks::InboxIndex;
 use commit::{forum_bound, Group, GROUP};
 use sources::{positions, with_outboxes, DirStamp, Quiet};
 
-/// First wait before a deferred file is tried again; doubled per retry up to
-/// [`RETRY_CAP`]. A fault that lasts (a broken inbox, an unwritable `sent/`)
-/// costs one attempt every few seconds, not a busy loop; a roles.tsv or
-/// config change retries everything at once, since it may be the repair.
+/// First wait before a file that only waits (a pause, a discussion turn)
+/// is looked at again; doubled per look up to [`WAIT_CAP`]. A file whose
+/// delivery *failed* waits as its retry record says instead
+/// (`protocol::delivery_retry`: doubling up to 60 s, as today's SwarmForge
+/// retries). Either way a fault that lasts costs one attempt every so
+/// often, not a busy loop; a roles.tsv or config change or a resume
+/// retries everything at once, since it may be the repair.
 const RETRY_FIRST: Duration = Duration::from_millis(200);
-const RETRY_CAP: Duration = Duration::from_secs(5);
+const WAIT_CAP: Duration = Duration::from_secs(5);
 
 struct Retry {
     next: Instant,
     backoff: Duration,
+    /// The failed attempts, as the sidecar beside the file says (none while
+    /// the file only waits).
+    record: Option<delivery_retry::Retry>,
 }
 
 /// Descriptors kept free of outbox locks.
@@ -75,8 +82,12 @@ const LOCK_FD_RESERVE: u64 = 256;
 pub enum Outcome {
     Delivered,
     Failed(String),
-    /// Transient trouble (disk full, permissions): left in the outbox, retried.
+    /// Transient trouble (disk full, permissions): left in the outbox, retried,
+    /// and counted in its retry sidecar (`protocol::delivery_retry`).
     Deferred(String),
+    /// Not to be delivered yet (`swarm pause`, a discussion turn): left in the
+    /// outbox and looked at again; no failure.
+    Waiting(String),
     /// Gone before we got to it.
     Vanished,
 }
@@ -193,6 +204,12 @@ pub struct Deliverer {
     relay_base: Option<PathBuf>,
     /// Per relay folder, the ids relayed through it (see `relay`).
     ledgers: HashMap<PathBuf, relay::Ledger>,
+    /// Retry sidecars the first listing of an outbox saw in this pass: those
+    /// whose file is gone by the pass's end are removed.
+    sidecars: HashSet<PathBuf>,
+    /// What this pass delivered that may move a card (a `task` header),
+    /// with its time: all the board needs to fold in (board::sync_after).
+    board_delivered: Vec<(Option<clock::Instant>, Message)>,
 }
 
 /// Why a worktree's outbox cannot be ours: another process holds its lock.
@@ -250,6 +267,8 @@ impl Deliverer {
             budget_warned: false,
             relay_base: None,
             ledgers: HashMap::new(),
+            sidecars: HashSet::new(),
+            board_delivered: Vec::new(),
         };
         d.refresh_relay_base();
         d
@@ -321,8 +340,16 @@ impl Deliverer {
     /// Every deferred file is tried at the next pass, which checks every
     /// outbox (a change that may be the repair: a resume).
     pub fn retry_now(&mut self) {
-        self.retry.clear();
+        self.retry_all_now();
         self.rescan_all();
+    }
+
+    /// Every deferred file is due now; the failed attempts stay counted.
+    fn retry_all_now(&mut self) {
+        let now = Instant::now();
+        for r in self.retry.values_mut() {
+            r.next = now;
+        }
     }
 
     /// The next pass checks every outbox (the timer's safety net, or the
@@ -369,6 +396,16 @@ impl Deliverer {
                     report.interrupted = true;
                     break;
                 }
+                // A restarted daemon goes on where the killed one stopped:
+                // the attempts so far and the wait come from the sidecar.
+                // (Only a file whose sidecar the listing saw: a backlog
+                // at start-up costs no failed open per file.)
+                if first
+                    && !self.retry.contains_key(&c.path)
+                    && self.sidecars.contains(&delivery_retry::sidecar_of(&c.path))
+                {
+                    self.resume_retry(&c.path);
+                }
                 let now = Instant::now();
                 if self.retry.get(&c.path).is_some_and(|r| now < r.next) {
                     report.deferred += 1;
@@ -395,7 +432,7 @@ impl Deliverer {
                         continue;
                     }
                     Admission::Wait(r) => {
-                        self.settle(&c, Outcome::Deferred(r), &mut report);
+                        self.settle(&c, Outcome::Waiting(r), &mut report);
                         continue;
                     }
                 }
@@ -418,14 +455,60 @@ impl Deliverer {
         // Forget state for files that are gone (delivered by hand, removed).
         self.suspects.retain(|p| p.exists());
         self.deferred.retain(|p, _| p.exists());
-        self.retry.retain(|p, _| p.exists());
+        let gone: Vec<PathBuf> = self.retry.keys().filter(|p| !p.exists()).cloned().collect();
+        for p in gone {
+            self.retry.remove(&p);
+            self.forget_retry(&p);
+        }
+        // Sidecars whose file left the outbox by other ways (by hand, a
+        // hold, a crash between the move to sent/ and the clean-up).
+        for sidecar in std::mem::take(&mut self.sidecars) {
+            let name = sidecar
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned());
+            let handoff = name
+                .as_deref()
+                .and_then(delivery_retry::handoff_of)
+                .map(|h| sidecar.with_file_name(h));
+            if let Some(h) = handoff.filter(|h| !h.exists() && !self.retry.contains_key(h)) {
+                self.forget_retry(&h);
+            }
+        }
         self.index.clear();
+        // SwarmForge's request folders, derived from the messages
+        // (protocol::dashboard), only in a project with a person.
+        if (report.delivered > 0 || self.board_due)
+            && crate::protocol::dashboard::applies(&self.roles)
+        {
+            let synced = crate::protocol::trail::Trail::load(
+                &self.project,
+                &crate::protocol::trail::Scope::originals(),
+            )
+            .map_err(|e| e.to_string())
+            .and_then(|t| crate::protocol::dashboard::sync(&t).map_err(|e| e.to_string()));
+            if let Err(e) = synced {
+                self.journal.record(
+                    &Event::new(Kind::Deferred)
+                        .path(&self.project.dashboard_dir())
+                        .reason(format!("dashboard requests: {e}")),
+                );
+            }
+        }
+        let delivered = std::mem::take(&mut self.board_delivered);
         if report.delivered > 0 || self.board_due {
-            self.board_due = false;
+            let full = std::mem::take(&mut self.board_due);
             // From the roles and swarm.yaml the daemon holds: a pass reads
-            // no config file for a swarm without cards.
+            // no config file for a swarm without cards. The first pass
+            // (a crash may have left the board behind) derives it from
+            // every file; later ones fold in what they delivered.
             let synced = crate::board::Routes::from_parts(&self.project, &self.roles, &self.config)
-                .and_then(|routes| crate::board::sync(&self.project, &routes));
+                .and_then(|routes| {
+                    if full {
+                        crate::board::sync(&self.project, &routes)
+                    } else {
+                        crate::board::sync_after(&self.project, &routes, &delivered)
+                    }
+                });
             if let Err(e) = synced {
                 self.board_due = true;
                 self.journal.record(
@@ -445,28 +528,56 @@ impl Deliverer {
                 report.delivered += 1;
                 self.suspects.remove(&c.path);
                 self.deferred.remove(&c.path);
-                self.retry.remove(&c.path);
+                if self.retry.remove(&c.path).is_some() {
+                    self.forget_retry(&c.path);
+                }
             }
             Outcome::Failed(reason) => {
                 report.failed += 1;
                 self.suspects.remove(&c.path);
                 self.deferred.remove(&c.path);
-                self.retry.remove(&c.path);
+                if self.retry.remove(&c.path).is_some() {
+                    self.forget_retry(&c.path);
+                }
                 self.fail(c, &reason);
             }
-            Outcome::Deferred(reason) => {
+            Outcome::Waiting(reason) => {
                 report.deferred += 1;
-                // Its outbox is listed again at the next pass, event or not.
                 self.dirty.insert(c.source);
-                let backoff = self
-                    .retry
-                    .get(&c.path)
-                    .map_or(RETRY_FIRST, |r| (r.backoff * 2).min(RETRY_CAP));
+                let before = self.retry.remove(&c.path);
+                let backoff = before
+                    .as_ref()
+                    .map_or(RETRY_FIRST, |r| (r.backoff * 2).min(WAIT_CAP));
                 self.retry.insert(
                     c.path.clone(),
                     Retry {
                         next: Instant::now() + backoff,
                         backoff,
+                        record: before.and_then(|r| r.record),
+                    },
+                );
+                self.suspects.insert(c.path.clone());
+                if self.deferred.get(&c.path) != Some(&reason) {
+                    self.journal
+                        .record(&Event::new(Kind::Deferred).path(&c.path).reason(&reason));
+                    self.deferred.insert(c.path.clone(), reason);
+                }
+            }
+            Outcome::Deferred(reason) => {
+                report.deferred += 1;
+                // Its outbox is listed again at the next pass, event or not.
+                self.dirty.insert(c.source);
+                let before = self.retry.remove(&c.path).and_then(|r| r.record);
+                let record =
+                    delivery_retry::Retry::after_failure(before.as_ref(), &reason, clock::now());
+                let backoff = delivery_retry::backoff(record.attempt);
+                self.record_failure(c, &record);
+                self.retry.insert(
+                    c.path.clone(),
+                    Retry {
+                        next: Instant::now() + backoff,
+                        backoff,
+                        record: Some(record),
                     },
                 );
                 self.suspects.insert(c.path.clone());
@@ -478,9 +589,79 @@ impl Deliverer {
             }
             Outcome::Vanished => {
                 self.suspects.remove(&c.path);
-                self.retry.remove(&c.path);
+                if self.retry.remove(&c.path).is_some() {
+                    self.forget_retry(&c.path);
+                }
             }
         }
+    }
+
+    /// Writes the failed attempts of `c` beside it and, from the third on,
+    /// its attention record. A write that fails is logged and the retry
+    /// goes on from memory: the record is a report, never a condition of
+    /// delivery.
+    fn record_failure(&mut self, c: &Candidate, record: &delivery_retry::Retry) {
+        let wt = Worktree::new(&c.worktree);
+        if let Err(e) = delivery_retry::write(&wt, &c.path, record) {
+            eprintln!(
+                "handoffd: cannot write {}: {e}",
+                delivery_retry::sidecar_of(&c.path).display()
+            );
+        }
+        if record.needs_attention() {
+            let sender = self
+                .roles
+                .roles
+                .iter()
+                .filter(|r| r.worktree_path == c.worktree)
+                .map(|r| r.name.as_str())
+                .collect::<Vec<_>>()
+                .join(",");
+            if let Err(e) = delivery_retry::write_attention(&self.project, &c.path, &sender, record)
+            {
+                eprintln!(
+                    "handoffd: cannot write {}: {e}",
+                    delivery_retry::attention_file(&self.project, &c.path).display()
+                );
+            }
+        }
+    }
+
+    /// The file at `path` is delivered, refused or gone: its sidecar and
+    /// attention record go too.
+    fn forget_retry(&mut self, path: &Path) {
+        for f in [
+            delivery_retry::sidecar_of(path),
+            delivery_retry::attention_file(&self.project, path),
+        ] {
+            if let Err(e) = fsx::remove_file(&f) {
+                if e.kind() != io::ErrorKind::NotFound {
+                    eprintln!("handoffd: cannot remove {}: {e}", f.display());
+                }
+            }
+        }
+    }
+
+    /// Reads the sidecar of a file this process has not tried yet: the
+    /// attempts so far count on, and the wait it names is kept (never
+    /// longer than the cap: a sidecar is in an agent's outbox, so a far
+    /// future `next-at` must not stall the file).
+    fn resume_retry(&mut self, path: &Path) {
+        let Some(record) = delivery_retry::read(path) else {
+            return;
+        };
+        let left = (record.next_at - clock::now())
+            .to_std()
+            .unwrap_or_default()
+            .min(delivery_retry::BACKOFF_CAP);
+        self.retry.insert(
+            path.to_path_buf(),
+            Retry {
+                next: Instant::now() + left,
+                backoff: delivery_retry::backoff(record.attempt),
+                record: Some(record),
+            },
+        );
     }
     /// The forum's duties, with the project's state around them.
     pub fn with_forum(mut self, forum: Box<dyn ForumHook>) -> Self {
@@ -507,7 +688,7 @@ impl Deliverer {
     /// Re-reads roles.tsv and swarm.yaml.
     pub fn reload(&mut self, roles: Roles, config: Config) {
         // The change may be the repair of what deferred a file: retry now.
-        self.retry.clear();
+        self.retry_all_now();
         self.known
             .extend(roles.roles.iter().map(|r| r.name.clone()));
         let worktrees = with_outboxes(served(&self.project, &roles, &config));

@@ -8,7 +8,7 @@
 //! own, so a relayed copy meets the same gate as a local file: the refusals
 //! (here: the relay's own, since its sender works on another host), the
 //! receiving host's `allowed_types`, `max_hops` and validation rules,
-//! `swarm pause`, `approval: required` (held in the relay folder's `held/`,
+//! `swarm pause`, `approval: required` (held in the relay folder's `pending_approval/`,
 //! released by `swarm approve` like any held file), the forum's admission,
 //! and group commit. The daemon stays the only writer of every `inbox/new`.
 //!

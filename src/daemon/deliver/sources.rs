@@ -297,6 +297,10 @@ impl Deliverer {
             for e in rd.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
                 if !name.ends_with(".handoff") {
+                    // A retry sidecar: checked for its file after the pass.
+                    if first && crate::protocol::delivery_retry::handoff_of(&name).is_some() {
+                        self.sidecars.insert(e.path());
+                    }
                     continue;
                 }
                 // Directories are never queue items; everything else named

@@ -417,6 +417,33 @@ pub fn verify<'a>(t: &'a Trail, mut lag: Lag) -> Findings {
     }
 }
 
+/// Every delivery the daemon has failed three times and still retries
+/// (protocol::delivery_retry): not lost, but not moving either, so the
+/// check is not OK until it goes out or the file is removed.
+pub fn delivery_attention(project: &crate::protocol::layout::Project) -> Vec<Violation> {
+    crate::protocol::delivery_retry::attention(project)
+        .into_iter()
+        .map(|a| match a {
+            Ok(a) => Violation {
+                kind: "delivery_attention",
+                subject: shown(&a.handoff),
+                detail: format!(
+                    "{} failed delivery attempts since {}, last: {} (record {})",
+                    a.retry.attempt,
+                    crate::protocol::clock::iso(a.retry.first_failed_at),
+                    a.retry.last_error,
+                    shown(&a.record)
+                ),
+            },
+            Err((record, why)) => Violation {
+                kind: "delivery_attention",
+                subject: shown(&record),
+                detail: format!("unreadable record: {why}"),
+            },
+        })
+        .collect()
+}
+
 /// `CHECK OK: ...` or `CHECK FAILED: ...` with the counts read (and the
 /// copies still pending, if any).
 pub fn summary(t: &Trail, violations: &[Violation], pending: usize) -> String {
