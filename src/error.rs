@@ -158,7 +158,30 @@ pub enum Error {
         source: io::Error,
         hint: Option<&'static str>,
     },
-    /// Environment or usage problem; the text is printed verbatim (exit 1).
+    /// A file that is there but cannot be used as it stands (not UTF-8, not
+    /// its format, a value out of range): the file, why, and how to repair
+    /// it when a hint helps (exit 1).
+    #[error("{}: {why}{}", shown(path), hint_line(hint))]
+    BadFile {
+        path: PathBuf,
+        why: String,
+        hint: Option<String>,
+    },
+    /// Something named that does not exist: a role, a session, a
+    /// discussion, a draft file, an id, the project. The text names it and
+    /// says where it was looked for (exit 1).
+    #[error("{0}")]
+    NotFound(String),
+    /// An argument or a value given to a command that it cannot take (empty,
+    /// control characters, too long, out of range, two options that
+    /// exclude each other) (exit 1).
+    #[error("{0}")]
+    BadInput(String),
+    /// The state does not allow it now: a session is open, a swarm runs, a
+    /// folder is not empty, another process holds what it needs (exit 1).
+    #[error("{0}")]
+    Conflict(String),
+    /// Any other environment problem; the text is printed verbatim (exit 1).
     #[error("{0}")]
     Env(String),
     /// A protocol refusal, printed `TOKEN: detail` then `- <path>` lines; the
@@ -189,6 +212,12 @@ fn invalid_text(token: &str, subject: &str, errors: &[String]) -> String {
 
 fn hint_suffix(hint: &Option<&'static str>) -> String {
     hint.map(|h| format!("\n  hint: {h}")).unwrap_or_default()
+}
+
+fn hint_line(hint: &Option<String>) -> String {
+    hint.as_ref()
+        .map(|h| format!("\n  hint: {h}"))
+        .unwrap_or_default()
 }
 
 /// A path as printed: control characters escaped, so a hostile file name
@@ -230,6 +259,40 @@ impl Error {
         Error::Env(msg.to_string())
     }
 
+    /// A file that cannot be used: `<path>: <why>`.
+    pub fn bad_file(path: impl AsRef<Path>, why: impl fmt::Display) -> Self {
+        Error::BadFile {
+            path: path.as_ref().to_path_buf(),
+            why: why.to_string(),
+            hint: None,
+        }
+    }
+
+    /// [`Error::bad_file`] with how to repair it (`\n  hint: <hint>`).
+    pub fn bad_file_hint(
+        path: impl AsRef<Path>,
+        why: impl fmt::Display,
+        hint: impl fmt::Display,
+    ) -> Self {
+        Error::BadFile {
+            path: path.as_ref().to_path_buf(),
+            why: why.to_string(),
+            hint: Some(hint.to_string()),
+        }
+    }
+
+    pub fn not_found(msg: impl fmt::Display) -> Self {
+        Error::NotFound(msg.to_string())
+    }
+
+    pub fn bad_input(msg: impl fmt::Display) -> Self {
+        Error::BadInput(msg.to_string())
+    }
+
+    pub fn conflict(msg: impl fmt::Display) -> Self {
+        Error::Conflict(msg.to_string())
+    }
+
     pub fn refused(token: Token, detail: impl fmt::Display, paths: Vec<PathBuf>) -> Self {
         Error::Refused {
             token,
@@ -254,7 +317,12 @@ impl Error {
 
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Io { .. } | Error::Env(_) => exit::ENV,
+            Error::Io { .. }
+            | Error::BadFile { .. }
+            | Error::NotFound(_)
+            | Error::BadInput(_)
+            | Error::Conflict(_)
+            | Error::Env(_) => exit::ENV,
             Error::Refused { token, .. } | Error::Invalid { token, .. } => token.exit_code(),
         }
     }
@@ -263,7 +331,11 @@ impl Error {
     pub fn token_name(&self) -> &str {
         match self {
             Error::Io { .. } => "IO_ERROR",
-            Error::Env(_) => "ERROR",
+            Error::BadFile { .. }
+            | Error::NotFound(_)
+            | Error::BadInput(_)
+            | Error::Conflict(_)
+            | Error::Env(_) => "ERROR",
             Error::Refused { token, .. } | Error::Invalid { token, .. } => token.name(),
         }
     }
@@ -272,8 +344,14 @@ impl Error {
     pub fn to_json(&self) -> serde_json::Value {
         let paths: Vec<String> = match self {
             Error::Refused { paths, .. } => paths.iter().map(|p| p.display().to_string()).collect(),
-            Error::Io { path, .. } => vec![path.display().to_string()],
-            Error::Env(_) | Error::Invalid { .. } => Vec::new(),
+            Error::Io { path, .. } | Error::BadFile { path, .. } => {
+                vec![path.display().to_string()]
+            }
+            Error::NotFound(_)
+            | Error::BadInput(_)
+            | Error::Conflict(_)
+            | Error::Env(_)
+            | Error::Invalid { .. } => Vec::new(),
         };
         serde_json::json!({
             "schema_version": JSON_SCHEMA_VERSION,
@@ -311,4 +389,39 @@ pub fn stamped(mut v: serde_json::Value) -> serde_json::Value {
         o.insert("schema_version".into(), JSON_SCHEMA_VERSION.into());
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn causes_keep_the_env_exit_code_and_token() {
+        let all = [
+            Error::bad_file("/p/swarm.yaml", "not valid UTF-8"),
+            Error::not_found("Unknown session: s1"),
+            Error::bad_input("--limit must be at least 1"),
+            Error::conflict("Session s1 is open"),
+            Error::env("anything else"),
+        ];
+        for e in &all {
+            assert_eq!(e.exit_code(), exit::ENV, "{e}");
+            assert_eq!(e.token_name(), "ERROR", "{e}");
+        }
+        assert_eq!(all[1].to_string(), "Unknown session: s1");
+        assert_eq!(
+            all[0].to_json()["paths"],
+            serde_json::json!(["/p/swarm.yaml"])
+        );
+    }
+
+    #[test]
+    fn a_bad_file_names_the_file_the_cause_and_the_repair() {
+        let e = Error::bad_file_hint("/p/a\u{1b}b", "not valid UTF-8", "save it as UTF-8");
+        assert_eq!(
+            e.to_string(),
+            "/p/a\\eb: not valid UTF-8\n  hint: save it as UTF-8"
+        );
+        assert_eq!(Error::bad_file("/p/x", "why").to_string(), "/p/x: why");
+    }
 }

@@ -333,6 +333,12 @@ pub fn ensure_dirs<P: AsRef<Path>>(dirs: &[P]) -> io::Result<()> {
     Ok(())
 }
 
+/// Whether the folder `dir` holds no entry at all (an error when it cannot
+/// be listed, or does not exist). Reads one entry, never the whole folder.
+pub fn is_empty_dir(dir: &Path) -> io::Result<bool> {
+    Ok(fs::read_dir(dir)?.next().is_none())
+}
+
 /// Removes an empty directory.
 pub fn remove_empty_dir(dir: &Path) -> io::Result<()> {
     fs::remove_dir(dir)?;

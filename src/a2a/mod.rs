@@ -53,28 +53,29 @@ fn check(project: &Project) -> Result<(String, Vec<String>)> {
     let config = Config::load(&project.config_file())?;
     let file = project.config_file();
     let Some(sender) = config.a2a.sender.clone() else {
-        return Err(Error::env(format!(
-            "{}: no a2a sender: every A2A task is a handoff from one role\n  hint: add `a2a: {{sender: <role>}}` naming a role of roles.tsv (a human role, say `client`), see docs/a2a.md",
-            file.display()
-        )));
+        return Err(Error::bad_file_hint(&file, "no a2a sender: every A2A task is a handoff from one role", "add `a2a: {sender: <role>}` naming a role of roles.tsv (a human role, say `client`), see docs/a2a.md"));
     };
     let roles = Roles::load(&project.roles_tsv())?;
     if roles.find(&sender).is_none() {
-        return Err(Error::env(format!(
-            "{}: a2a sender '{sender}' is not a role of {}\n  hint: add it to roles.tsv, or name another role",
-            file.display(),
-            project.roles_tsv().display()
-        )));
+        return Err(Error::bad_file_hint(
+            &file,
+            format!(
+                "a2a sender '{sender}' is not a role of {}",
+                project.roles_tsv().display()
+            ),
+            "add it to roles.tsv, or name another role",
+        ));
     }
     let offered: Vec<String> = card::offered(project, &config)?
         .into_iter()
         .map(|r| r.name)
         .collect();
     if offered.is_empty() {
-        return Err(Error::env(format!(
-            "{}: no role has `a2a: true`, so there is nothing to offer\n  hint: under roles:, add `a2a: true` to each role outside agents may hand work to",
-            file.display()
-        )));
+        return Err(Error::bad_file_hint(
+            &file,
+            "no role has `a2a: true`, so there is nothing to offer",
+            "under roles:, add `a2a: true` to each role outside agents may hand work to",
+        ));
     }
     Ok((sender, offered))
 }
@@ -88,7 +89,7 @@ pub fn run(project: Project, opts: &Options, on_url: &mut dyn FnMut(&str)) -> Re
     store.ensure()?;
     let lock_path = store.server_lock();
     let Some(_server) = fsx::try_lock(&lock_path).map_err(|e| Error::io(&lock_path, e))? else {
-        return Err(Error::env(format!(
+        return Err(Error::conflict(format!(
             "another swarm a2a serves this project ({} is locked{})",
             lock_path.display(),
             fsx::lock_holder(&lock_path)

@@ -130,11 +130,15 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path, max: u64) -> Result<Option<T>> {
     match fsx::read_bounded(path, max) {
-        Ok(b) => serde_json::from_slice(&b)
-            .map(Some)
-            .map_err(|e| Error::env(format!("{}: not a valid record: {e}\n  hint: move it aside; swarm a2a recreates what it needs", path.display()))),
+        Ok(b) => serde_json::from_slice(&b).map(Some).map_err(|e| {
+            Error::bad_file_hint(
+                path,
+                format!("not a valid record: {e}"),
+                "move it aside; swarm a2a recreates what it needs",
+            )
+        }),
         Err(fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::env(format!("{}: {e}", path.display()))),
+        Err(e) => Err(Error::bad_file(path, e)),
     }
 }
 
@@ -192,10 +196,7 @@ impl Store {
                 if t.len() >= 32 && t.bytes().all(|c| c.is_ascii_hexdigit()) {
                     return Ok(t);
                 }
-                Err(Error::env(format!(
-                    "{}: not a token (64 hex digits expected)\n  hint: delete it and restart swarm a2a to make a new one (clients then need the new token)",
-                    file.display()
-                )))
+                Err(Error::bad_file_hint(&file, "not a token (64 hex digits expected)", "delete it and restart swarm a2a to make a new one (clients then need the new token)"))
             }
             Err(fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
                 let t = crate::sys::random::hex_token().map_err(|e| Error::io("getrandom", e))?;
@@ -203,7 +204,7 @@ impl Store {
                     .map_err(io(&file))?;
                 Ok(t)
             }
-            Err(e) => Err(Error::env(format!("{}: {e}", file.display()))),
+            Err(e) => Err(Error::bad_file(&file, e)),
         }
     }
 
@@ -262,7 +263,7 @@ impl Store {
             Err(fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(Vec::new())
             }
-            Err(e) => return Err(Error::env(format!("{}: {e}", f.display()))),
+            Err(e) => return Err(Error::bad_file(&f, e)),
         };
         // A torn last line (no newline yet) is not an event yet.
         let whole = match bytes.iter().rposition(|&b| b == b'\n') {

@@ -83,14 +83,17 @@ pub fn answer(
     caller: &Caller,
 ) -> Result<Answered> {
     if !crate::protocol::grammar::valid_message_id(id) {
-        return Err(Error::env(format!("'{}' is not a message id.", escape(id))));
+        return Err(Error::bad_input(format!(
+            "'{}' is not a message id.",
+            escape(id)
+        )));
     }
     let roles = Roles::load(&project.roles_tsv())?;
     let config = Config::load(&project.config_file())?;
     fsx::set_fsync(config.daemon.fsync);
     let max = config.limits.max_file_bytes;
     let Some(copy) = clarify_copy(&roles, project, id, max) else {
-        return Err(Error::env(format!(
+        return Err(Error::not_found(format!(
             "No copy of {id} in any inbox: it is not delivered yet, or no such message exists.\n  hint: `swarm receipts {id}` shows where it is"
         )));
     };

@@ -34,6 +34,7 @@ use crate::protocol::draft;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::store;
 use crate::sys::watch::DirWatch;
 
 /// Longest line looked at; a longer one is skipped whole (logged).
@@ -151,7 +152,7 @@ impl Ingest {
             .split(',')
             .find(|r| *r != grammar::ALL && sender.roles.find(r).is_none())
         {
-            return Err(Error::env(format!(
+            return Err(Error::bad_input(format!(
                 "--to names '{}', which is neither `all` nor a role of {}\n  hint: use `all` or role names separated by commas",
                 crate::text::escape(bad),
                 project.roles_tsv().display()
@@ -168,7 +169,7 @@ impl Ingest {
         fsx::ensure_dirs(&[&dir, &tmp_dir]).at(&dir)?;
         let lock_path = dir.join(format!("{key}.lock"));
         let Some(lock) = fsx::try_lock(&lock_path).at(&lock_path)? else {
-            return Err(Error::env(format!(
+            return Err(Error::conflict(format!(
                 "another `swarm ingest` follows {} for role {} (lock {})\n  hint: stop it first; one follower per file and role keeps every line posted once",
                 file.display(),
                 opts.role,
@@ -195,14 +196,17 @@ impl Ingest {
     fn load(&self) -> Result<Option<Cursor>> {
         match fsx::read_bounded(&self.cursor_path, 4096) {
             Ok(b) => Cursor::parse(&b).map(Some).ok_or_else(|| {
-                Error::env(format!(
-                    "{}: not an ingest cursor\n  hint: remove it to read {} from its start again (lines may be posted twice)",
-                    self.cursor_path.display(),
-                    self.opts.file.display()
-                ))
+                Error::bad_file_hint(
+                    &self.cursor_path,
+                    "not an ingest cursor",
+                    format!(
+                        "remove it to read {} from its start again (lines may be posted twice)",
+                        self.opts.file.display()
+                    ),
+                )
             }),
             Err(fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::env(format!("{}: {e}", self.cursor_path.display()))),
+            Err(e) => Err(Error::bad_file(&self.cursor_path, e)),
         }
     }
 
@@ -395,15 +399,11 @@ impl Ingest {
     fn own_files(&self) -> Vec<(PathBuf, u64)> {
         let mut out = Vec::new();
         for dir in [self.wt.outbox(), self.wt.sent(), self.wt.failed()] {
-            let Ok(rd) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if let Some(f) = grammar::FileName::parse(&name) {
+            for e in store::each(&dir).filter(|e| e.is_handoff_named()) {
+                if let Some(f) = grammar::FileName::parse(&e.name) {
                     let id = f.message_id();
                     if id.sender == self.opts.role {
-                        out.push((e.path(), id.seq));
+                        out.push((e.path, id.seq));
                     }
                 }
             }

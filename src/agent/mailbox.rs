@@ -62,7 +62,7 @@ pub struct Listing {
 pub fn chosen<'a>(roles: &'a Roles, role: Option<&str>, tsv: &Path) -> Result<Vec<&'a Role>> {
     match role {
         Some(name) => roles.find(name).map(|r| vec![r]).ok_or_else(|| {
-            Error::env(format!(
+            Error::not_found(format!(
                 "Unknown role: {}{}",
                 crate::text::escape(name),
                 roles.unknown_hint(tsv)
@@ -295,7 +295,7 @@ pub fn mark_done(project: &Project, role: Option<&str>, typed: &str) -> Result<(
     let e = pick(project, &listing, typed, &roles, max_bytes)?.clone();
     let r = roles
         .find(&e.role)
-        .ok_or_else(|| Error::env(format!("Unknown role: {}", e.role)))?;
+        .ok_or_else(|| Error::not_found(format!("Unknown role: {}", e.role)))?;
     let path = done(project, &e, r, max_bytes)?;
     Ok((e, path))
 }

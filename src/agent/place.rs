@@ -83,7 +83,7 @@ pub fn resolve_as(cwd: &Path, role: &str) -> Result<Resolved> {
     let mut at = root::locate(cwd)?;
     let roles = Roles::load(&at.project.roles_tsv())?;
     let row = roles.find(role).ok_or_else(|| {
-        Error::env(format!(
+        Error::not_found(format!(
             "Unknown role: {role}{}",
             roles.unknown_hint(&at.project.roles_tsv())
         ))

@@ -205,7 +205,7 @@ pub fn approve_elsewhere(project: &Project, r: &RemoteHeld, seen: &str) -> Resul
         sha256: seen.to_string(),
     };
     let local = format!("held on host {}, sent there", r.host);
-    issue(project, action, &local)?.ok_or_else(|| Error::env("this swarm has no bridge"))
+    issue(project, action, &local)?.ok_or_else(|| Error::not_found("this swarm has no bridge"))
 }
 
 /// A person approved held message `id` on this host as `seen`: the
@@ -223,7 +223,7 @@ pub fn approved_here(project: &Project, id: &str, seen: &str) -> Result<Option<R
 /// Denies a handoff held on host `r.host`.
 pub fn deny_elsewhere(project: &Project, r: &RemoteHeld, reason: &str) -> Result<Record> {
     if reason.trim().is_empty() || !valid_text(reason) {
-        return Err(Error::env(
+        return Err(Error::bad_input(
             "a denial needs a reason (--reason TEXT, no control characters)",
         ));
     }
@@ -232,7 +232,7 @@ pub fn deny_elsewhere(project: &Project, r: &RemoteHeld, reason: &str) -> Result
         reason: reason.to_string(),
     };
     let local = format!("held on host {}, sent there", r.host);
-    issue(project, action, &local)?.ok_or_else(|| Error::env("this swarm has no bridge"))
+    issue(project, action, &local)?.ok_or_else(|| Error::not_found("this swarm has no bridge"))
 }
 
 /// The line a command prints after it sent a control (nothing without a

@@ -145,13 +145,11 @@ fn last_offset(path: &Path) -> Option<u64> {
 
 /// Every mirrored event of every host, in time order (ties by host, offset).
 pub fn all(project: &Project) -> Vec<serde_json::Value> {
-    let Ok(rd) = std::fs::read_dir(project.bridge_events()) else {
-        return Vec::new();
-    };
-    let mut v: Vec<serde_json::Value> = rd
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".jsonl"))
-        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+    let dir = project.bridge_events();
+    let mut v: Vec<serde_json::Value> = crate::protocol::layout::names_in(&dir)
+        .into_iter()
+        .filter(|n| n.ends_with(".jsonl"))
+        .filter_map(|n| std::fs::read_to_string(dir.join(n)).ok())
         .flat_map(|t| {
             t.lines()
                 .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())

@@ -56,10 +56,11 @@ impl Settings {
     pub fn load(project: &Project) -> Result<Settings> {
         let config = Config::load(&project.config_file())?;
         let Some(url) = config.bridge.clone() else {
-            return Err(Error::env(format!(
-                "{}: no `bridge:` is set, so this swarm has no bridge to run\n  hint: set `bridge: nats://host:4222` and `hosts:` (see docs/bridge.md)",
-                project.config_file().display()
-            )));
+            return Err(Error::bad_file_hint(
+                project.config_file(),
+                "no `bridge:` is set, so this swarm has no bridge to run",
+                "set `bridge: nats://host:4222` and `hosts:` (see docs/bridge.md)",
+            ));
         };
         let host = crate::protocol::config::this_host(project, &config)?
             .ok_or_else(|| Error::env("the bridge needs `hosts:` in swarm.yaml"))?;
@@ -165,10 +166,11 @@ pub fn credentials(s: &Settings) -> Result<Credentials> {
 
 fn creds_from_file(path: &Path) -> Result<Credentials> {
     let bytes = fsx::read_bounded(path, MAX_CREDS_BYTES).map_err(|e| {
-        Error::env(format!(
-            "{}: cannot read the bridge credentials: {e}\n  hint: bridge_credentials_file names a NATS .creds file or a file holding a token",
-            path.display()
-        ))
+        Error::bad_file_hint(
+            path,
+            format!("cannot read the bridge credentials: {e}"),
+            "bridge_credentials_file names a NATS .creds file or a file holding a token",
+        )
     })?;
     let text = String::from_utf8_lossy(&bytes);
     if text.contains("-----BEGIN NATS USER JWT-----") {
@@ -176,10 +178,11 @@ fn creds_from_file(path: &Path) -> Result<Credentials> {
     }
     let token = text.lines().next().unwrap_or("").trim().to_string();
     if token.is_empty() {
-        return Err(Error::env(format!(
-            "{}: the bridge credentials file is empty\n  hint: put a token on its first line, or use a NATS .creds file",
-            path.display()
-        )));
+        return Err(Error::bad_file_hint(
+            path,
+            "the bridge credentials file is empty",
+            "put a token on its first line, or use a NATS .creds file",
+        ));
     }
     Ok(Credentials::Token(token))
 }

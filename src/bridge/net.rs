@@ -46,7 +46,7 @@ pub fn run(s: Settings, stop: Arc<AtomicBool>) -> Result<()> {
             let holder = fsx::lock_holder(&pid_file)
                 .map(|p| format!(" (pid {p})"))
                 .unwrap_or_default();
-            return Err(Error::env(format!(
+            return Err(Error::conflict(format!(
                 "a bridge already runs for {}{holder}\n  hint: one bridge per checkout; `swarm down` stops it",
                 s.project.root.display()
             )));
@@ -107,10 +107,7 @@ async fn main(s: Settings, creds: Credentials, log: Shared, stop: Arc<AtomicBool
         Credentials::Token(t) => opts = opts.token(t),
         Credentials::CredsFile(p) => {
             opts = opts.credentials_file(&p).await.map_err(|e| {
-                Error::env(format!(
-                    "{}: not a usable NATS credentials file: {e}",
-                    p.display()
-                ))
+                Error::bad_file(&p, format!("not a usable NATS credentials file: {e}"))
             })?
         }
     }

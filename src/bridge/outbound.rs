@@ -11,6 +11,7 @@ use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::layout::Worktree;
 use crate::protocol::roles::Roles;
+use crate::protocol::store;
 
 /// One proxy copy, ready to publish.
 #[derive(Clone, Debug)]
@@ -71,20 +72,11 @@ pub fn scan(s: &Settings, log: &Log, limit: usize) -> Vec<Outgoing> {
     let mut out = Vec::new();
     for (role, host, wt) in proxies(&roles) {
         let dir = wt.inbox_new();
-        let Ok(rd) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        let mut names: Vec<String> = rd
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".handoff"))
-            .collect();
-        grammar::sort_names(&mut names);
-        for name in names {
+        for e in store::scan(&dir).named() {
             if out.len() >= limit {
                 return out;
             }
-            let path = dir.join(&name);
+            let (name, path) = (e.name.clone(), e.path.clone());
             match read_copy(s, &path, &name, &role) {
                 Ok((id, bytes, commit, approval)) => out.push(Outgoing {
                     msg_id: format!("{id}:{role}"),

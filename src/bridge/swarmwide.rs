@@ -93,7 +93,7 @@ pub fn answer_elsewhere(
         return Ok(None);
     }
     let to = control::clarify_recipients(p, id).ok_or_else(|| {
-        crate::error::Error::env(format!(
+        crate::error::Error::not_found(format!(
             "No clarify {} on any host of this swarm: it is not sent yet, not mirrored here yet, or no such message exists.\n  hint: `swarm receipts {}` shows where it is",
             crate::text::escape(id),
             crate::text::escape(id)

@@ -59,14 +59,11 @@ const ORIGINALS: [&str; 4] = ["outbox", PENDING_APPROVAL, "sent", "failed"];
 const COPIES: [&str; 3] = ["inbox/new", "inbox/in_process", "inbox/completed"];
 
 fn handoff_files(dir: &Path) -> Vec<(String, std::fs::Metadata)> {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    rd.flatten()
+    crate::protocol::store::each(dir)
+        .filter(|e| e.is_handoff_named() && e.is_file())
         .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
             let m = e.metadata().ok()?;
-            (m.is_file() && name.ends_with(".handoff")).then_some((name, m))
+            Some((e.name, m))
         })
         .collect()
 }

@@ -70,7 +70,7 @@ pub fn non_utf8_argument(args: &[std::ffi::OsString]) -> Option<Error> {
             shown.push_str(&format!("\\x{b:02X}"));
         }
     }
-    Some(Error::env(format!(
+    Some(Error::bad_input(format!(
         "argument {i} is not valid UTF-8: {shown}\n  hint: name files and folders with UTF-8 paths"
     )))
 }

@@ -45,7 +45,7 @@ pub struct StopReport {
 pub fn stop(project: &Project, grace: Duration) -> Result<StopReport> {
     let dir = project.daemon_dir();
     if !project.swarmforge().is_dir() {
-        return Err(Error::env(format!(
+        return Err(Error::not_found(format!(
             "No swarm at {} (missing .swarmforge/).",
             project.root.display()
         )));

@@ -157,7 +157,7 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
     let root = crate::protocol::root::exact_root(Some(root), "handoffd")?;
     let project = Project::new(&root);
     if !project.swarmforge().is_dir() {
-        return Err(Error::env(format!(
+        return Err(Error::not_found(format!(
             "No swarm at {} (missing .swarmforge/).\n  hint: run `swarm init {}` first",
             root.display(),
             root.display()
@@ -168,7 +168,7 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
     let pid_path = project.pid_file();
     let Some(lock) = lock_pid_file(&pid_path)? else {
         let pid = std::fs::read_to_string(&pid_path).unwrap_or_default();
-        return Err(Error::env(format!(
+        return Err(Error::conflict(format!(
             "handoffd is already running for {} (pid {}).\n  hint: `swarm stop {}` stops it",
             root.display(),
             pid.trim(),
@@ -282,10 +282,10 @@ fn lock_pid_file(pid_path: &Path) -> Result<Option<fsx::Lock>> {
             return Ok(Some(lock));
         }
     }
-    Err(Error::env(format!(
-        "{}: the pid file keeps being replaced; is another `swarm stop` or handoffd racing?",
-        pid_path.display()
-    )))
+    Err(Error::bad_file(
+        pid_path,
+        "the pid file keeps being replaced; is another `swarm stop` or handoffd racing?",
+    ))
 }
 
 impl Daemon {
@@ -567,7 +567,7 @@ impl Daemon {
     }
 
     fn is_outbox_event(&self, p: &Path) -> bool {
-        p.extension().is_some_and(|e| e == "handoff")
+        crate::protocol::store::is_handoff_path(p)
             && p.parent()
                 .and_then(Path::file_name)
                 .is_some_and(|n| n == "outbox")

@@ -27,6 +27,7 @@ use crate::protocol::clock;
 use crate::protocol::config::{Config, WakeMethod, WakeMode};
 use crate::protocol::launch_files::AgentRun;
 use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::store;
 use crate::protocol::wakeups;
 use crate::sys::tmux;
 
@@ -92,15 +93,9 @@ pub fn nothing_in_process(worktree: &Path) -> bool {
 }
 
 fn has_handoff(dir: &Path, batches: bool) -> bool {
-    std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten().any(|e| {
-                let n = e.file_name();
-                let n = n.to_string_lossy();
-                n.ends_with(".handoff") || (batches && n.starts_with("batch_"))
-            })
-        })
-        .unwrap_or(false)
+    store::any(dir, |e| {
+        e.is_handoff_named() || (batches && e.kind == store::Kind::Batch)
+    })
 }
 
 /// `exited`: the pane script waits at its `read` for a line (the agent

@@ -6,7 +6,6 @@
 
 use crate::protocol::header::names;
 use std::collections::HashMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::daemon::journal::{Event, Journal, Kind};
@@ -14,11 +13,11 @@ use crate::daemon::wake;
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::config::{Config, MAX_CONFIG_BYTES};
-use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::launch_files::{sessions_file, AgentRun};
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::{Role, Roles};
+use crate::protocol::store::{self, Kind as Entry};
 
 /// Transcript lines a restarted agent is shown.
 pub const RESUME_LINES: u32 = 20;
@@ -28,38 +27,25 @@ fn marker_dir(project: &Project) -> PathBuf {
 }
 
 /// The in-process item (file, or first file of the batch) and its `dequeued_at`.
-fn in_process(wt: &Worktree) -> Option<(PathBuf, String)> {
-    let (p, m) = in_process_message(wt)?;
+fn in_process(wt: &Worktree, max_file_bytes: u64) -> Option<(PathBuf, String)> {
+    let (p, m) = in_process_message(wt, max_file_bytes)?;
     let at = m.get(names::DEQUEUED_AT)?.to_string();
     Some((p, at))
 }
 
 /// The in-process entry (a file, or a batch folder) and the message of
-/// that file or of the batch's first file; also what a headless turn is
-/// working on (launch/turn.rs).
-pub(crate) fn in_process_message(wt: &Worktree) -> Option<(PathBuf, Message)> {
-    let mut entries: Vec<PathBuf> = fs::read_dir(wt.in_process())
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    entries.sort();
-    for p in entries {
-        let name = p.file_name()?.to_string_lossy().into_owned();
-        let file = if grammar::is_batch_dir_name(&name) && p.is_dir() {
-            let mut inner: Vec<PathBuf> =
-                fs::read_dir(&p).ok()?.flatten().map(|e| e.path()).collect();
-            inner.sort();
-            inner
-                .into_iter()
-                .find(|f| f.extension().is_some_and(|x| x == "handoff"))?
-        } else if name.ends_with(".handoff") {
-            p.clone()
-        } else {
-            continue;
+/// that file or of the batch's first file, read with the copy limit of
+/// `limits.max_file_bytes`; also what a headless turn is working on
+/// (launch/turn.rs).
+pub(crate) fn in_process_message(wt: &Worktree, max_file_bytes: u64) -> Option<(PathBuf, Message)> {
+    let limit = store::copy_limit(max_file_bytes);
+    for e in store::scan(&wt.in_process()).all() {
+        let file = match e.kind {
+            Entry::Batch => store::scan(&e.path).named().next()?.clone(),
+            Entry::Handoff | Entry::Odd => e.clone(),
+            Entry::Sidecar | Entry::Temp | Entry::Stray => continue,
         };
-        let m = Message::parse_bytes(&fsx::read_bounded(&file, 1024 * 1024).ok()?).ok()?;
-        return Some((p, m));
+        return Some((e.path.clone(), file.message(limit)?));
     }
     None
 }
@@ -83,7 +69,7 @@ pub fn check_expectations(project: &Project, roles: &Roles, config: &Config, jou
             continue;
         }
         let wt = Worktree::new(&role.worktree_path);
-        let Some((item, dequeued)) = in_process(&wt) else {
+        let Some((item, dequeued)) = in_process(&wt, config.limits.max_file_bytes) else {
             continue;
         };
         let Some(t) = clock::parse(&dequeued) else {

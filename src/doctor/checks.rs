@@ -532,13 +532,11 @@ pub fn logs(cx: &Context) -> Vec<Finding> {
     }
     let p = &cx.project;
     let mut files = vec![p.log_file(), p.events_file(), p.daemon_output()];
-    if let Ok(rd) = std::fs::read_dir(crate::protocol::launch_files::agents_dir(p)) {
-        files.extend(
-            rd.flatten()
-                .map(|e| e.path())
-                .filter(|f| f.extension().is_some_and(|x| x == "log")),
-        );
-    }
+    files.extend(
+        crate::protocol::launch_files::agent_files(p, "log")
+            .into_iter()
+            .map(|(_, f)| f),
+    );
     files
         .into_iter()
         .filter_map(|f| {

@@ -159,16 +159,17 @@ fn lock(project: &Project) -> Result<fsx::Lock> {
 
 pub fn load(project: &Project, id: &str) -> Result<Discussion> {
     if !valid_id(id) {
-        return Err(Error::env(format!(
+        return Err(Error::bad_input(format!(
             "Invalid discussion id '{}'.",
             escape(id)
         )));
     }
     let p = record_path(project, id);
-    let m = record::read(&p)?.ok_or_else(|| Error::env(format!("Unknown discussion '{id}'.")))?;
+    let m =
+        record::read(&p)?.ok_or_else(|| Error::not_found(format!("Unknown discussion '{id}'.")))?;
     Discussion::from_message(&m, &p)
         .filter(|d| !d.order.is_empty())
-        .ok_or_else(|| Error::env(format!("{}: not a discussion record", p.display())))
+        .ok_or_else(|| Error::bad_file(&p, "not a discussion record"))
 }
 
 /// Every discussion, by id.
@@ -237,32 +238,36 @@ pub fn open_for(
     request: Option<&str>,
 ) -> Result<Discussion> {
     if !valid_id(id) {
-        return Err(Error::env(format!(
+        return Err(Error::bad_input(format!(
             "Invalid discussion id '{}': use letters, digits, '-', '_' and '.' (at most 64).",
             escape(id)
         )));
     }
     if order.is_empty() {
-        return Err(Error::env("--order must name at least one role."));
+        return Err(Error::bad_input("--order must name at least one role."));
     }
     for (i, r) in order.iter().enumerate() {
         if !grammar::valid_role(r) || roles.find(r).is_none() {
-            return Err(Error::env(format!(
+            return Err(Error::not_found(format!(
                 "Unknown role '{}' in --order.",
                 escape(r)
             )));
         }
         if order[..i].contains(r) {
-            return Err(Error::env(format!("Role '{r}' appears twice in --order.")));
+            return Err(Error::bad_input(format!(
+                "Role '{r}' appears twice in --order."
+            )));
         }
     }
     if max_turns == Some(0) {
-        return Err(Error::env("--max-turns must be at least 1."));
+        return Err(Error::bad_input("--max-turns must be at least 1."));
     }
     let _lock = lock(project)?;
     let path = record_path(project, id);
     if path.exists() {
-        return Err(Error::env(format!("Discussion '{id}' already exists.")));
+        return Err(Error::conflict(format!(
+            "Discussion '{id}' already exists."
+        )));
     }
     let d = Discussion {
         id: id.to_string(),
@@ -297,7 +302,7 @@ pub fn close_for(
     let _lock = lock(project)?;
     let mut d = load(project, id)?;
     if !d.is_open() {
-        return Err(Error::env(format!(
+        return Err(Error::conflict(format!(
             "Discussion '{id}' is already closed ({}).",
             d.close_reason.as_deref().unwrap_or("no reason")
         )));

@@ -3,12 +3,10 @@
 //! session activity, discussion turns) is derived from the files, not kept
 //! only in memory.
 
-use std::fs;
-
-use crate::fsx;
 use crate::protocol::header::Message;
 use crate::protocol::layout::Worktree;
 use crate::protocol::roles::Roles;
+use crate::protocol::store;
 
 /// What one delivered original said, as far as the forum cares.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,20 +40,8 @@ pub fn delivered(roles: &Roles, max_bytes: u64) -> Vec<Said> {
     let mut out = Vec::new();
     for wt in roles.worktrees() {
         let sent = Worktree::new(&wt).sent();
-        let Ok(rd) = fs::read_dir(&sent) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            if !e.file_name().to_string_lossy().ends_with(".handoff") {
-                continue;
-            }
-            let Ok(bytes) = fsx::read_bounded(&e.path(), max_bytes) else {
-                continue;
-            };
-            if let Some(s) = Message::parse_bytes(&bytes)
-                .ok()
-                .and_then(|m| Said::from_message(&m))
-            {
+        for e in store::each(&sent).filter(|e| e.is_handoff_named()) {
+            if let Some(s) = e.message(max_bytes).and_then(|m| Said::from_message(&m)) {
                 out.push(s);
             }
         }

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::daemon::journal::{Event, Journal, Kind};
-use crate::error::{IoContext, Result};
+use crate::error::Result;
 use crate::forum::history::Said;
 use crate::fsx;
 use crate::protocol::clock;
@@ -21,7 +21,7 @@ use crate::protocol::grammar::{self, DAEMON};
 use crate::protocol::header::Message;
 use crate::protocol::layout::Worktree;
 use crate::protocol::roles::Roles;
-use crate::protocol::sequence;
+use crate::protocol::store;
 
 /// Priority of digest requests: ahead of ordinary work.
 pub const REQUEST_PRIORITY: &str = "10";
@@ -248,10 +248,9 @@ fn any_open_request(wt: &Worktree) -> Option<String> {
     let mut dirs = vec![wt.outbox(), wt.inbox_new(), wt.in_process()];
     dirs.extend(crate::protocol::layout::batch_dirs(&wt.in_process()));
     dirs.iter().find_map(|d| {
-        fs::read_dir(d).ok()?.flatten().find_map(|e| {
-            let n = e.file_name().to_string_lossy().into_owned();
-            is_request_name(&n).then_some(n)
-        })
+        store::each(d)
+            .find(|e| is_request_name(&e.name))
+            .map(|e| e.name)
     })
 }
 
@@ -271,37 +270,39 @@ fn finished_failed(wt: &Worktree, name: &str, max_bytes: u64) -> bool {
     })
 }
 
-/// Publishes a `digest_request` from `handoffd` in the moderator's outbox.
+/// Queues a `digest_request` from `handoffd` in the moderator's outbox
+/// (the store's one enqueue path); returns its file name.
 fn publish_request(
     wt: &Worktree,
     moderator: &str,
     session: &str,
     ids: &[String],
 ) -> Result<String> {
-    fsx::ensure_dirs(&wt.send_dirs()).at(wt.handoffs())?;
-    let now = clock::now();
-    let id = grammar::message_id(now, sequence::next(wt)?, DAEMON);
-    let mut m = Message::default();
-    m.set(names::ID, &id);
-    m.set(names::FROM, DAEMON);
-    m.set(names::TO, moderator);
-    m.set(names::PRIORITY, REQUEST_PRIORITY);
-    m.set(names::TYPE, grammar::MessageType::DigestRequest.name());
-    m.set(names::SESSION, session);
-    m.set(names::CREATED_AT, clock::iso(now));
-    let mut body = format!(
-        "Digest these {} contributions of session {session}, in order, and send a digest to all.\n\n",
-        ids.len()
-    );
-    for i in ids {
-        body.push_str(i);
-        body.push('\n');
-    }
-    m.body = body;
-    let name = grammar::file_name(REQUEST_PRIORITY, &id, &[moderator.to_string()]);
-    let dest = wt.outbox().join(&name);
-    fsx::publish(&wt.outbox_tmp(), &dest, m.render().as_bytes()).at(&dest)?;
-    Ok(name)
+    let queued = store::enqueue(wt, DAEMON, |id, now| {
+        let mut m = Message::default();
+        m.set(names::ID, id);
+        m.set(names::FROM, DAEMON);
+        m.set(names::TO, moderator);
+        m.set(names::PRIORITY, REQUEST_PRIORITY);
+        m.set(names::TYPE, grammar::MessageType::DigestRequest.name());
+        m.set(names::SESSION, session);
+        m.set(names::CREATED_AT, clock::iso(now));
+        let mut body = format!(
+            "Digest these {} contributions of session {session}, in order, and send a digest to all.\n\n",
+            ids.len()
+        );
+        for i in ids {
+            body.push_str(i);
+            body.push('\n');
+        }
+        m.body = body;
+        m
+    })?;
+    Ok(queued
+        .path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default())
 }
 
 #[cfg(test)]

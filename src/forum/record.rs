@@ -29,11 +29,11 @@ pub fn read(path: &Path) -> Result<Option<Message>> {
     let bytes = match fsx::read_bounded(path, MAX_BYTES) {
         Ok(b) => b,
         Err(fsx::ReadRefusal::Io(e)) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::env(format!("{}: {e}", path.display()))),
+        Err(e) => return Err(Error::bad_file(path, e)),
     };
     Message::parse_bytes(&bytes)
         .map(Some)
-        .map_err(|e| Error::env(format!("{}: {e}", path.display())))
+        .map_err(|e| Error::bad_file(path, e))
 }
 
 /// Every readable `*.<ext>` record in `dir` (a missing folder is empty);

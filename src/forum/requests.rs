@@ -308,14 +308,14 @@ pub fn ask_daemon(project: &Project, role: &str, ask: &Ask) -> Result<Option<Str
                     .ok()
                     .as_ref()
                     .and_then(Answer::of)
-                    .ok_or_else(|| Error::env(format!("{}: not an answer", answer.display())))?;
+                    .ok_or_else(|| Error::bad_file(&answer, "not an answer"))?;
                 return match a {
                     Answer::Done(record) => Ok(record),
                     Answer::Refused(why) => Err(Error::env(why)),
                 };
             }
             Err(fsx::ReadRefusal::Io(e)) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::env(format!("{}: {e}", answer.display()))),
+            Err(e) => return Err(Error::bad_file(&answer, e)),
         }
         if Instant::now() >= end {
             return Err(match std::fs::remove_file(&request) {

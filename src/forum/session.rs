@@ -76,16 +76,16 @@ impl Session {
 /// A one-line text (title, reason): no control characters, bounded.
 pub fn check_text(what: &str, text: &str) -> Result<()> {
     if text.trim().is_empty() {
-        return Err(Error::env(format!("{what} must not be empty.")));
+        return Err(Error::bad_input(format!("{what} must not be empty.")));
     }
     if text.chars().any(is_control) {
-        return Err(Error::env(format!(
+        return Err(Error::bad_input(format!(
             "{what} must not contain control characters; got '{}'.",
             escape(text)
         )));
     }
     if text.chars().count() > MAX_TEXT {
-        return Err(Error::env(format!(
+        return Err(Error::bad_input(format!(
             "{what} must be no longer than {MAX_TEXT} characters; got {}.",
             text.chars().count()
         )));
@@ -142,7 +142,7 @@ pub fn find(project: &Project, id: &str) -> Result<Session> {
     list(project)?
         .into_iter()
         .find(|s| s.id == id)
-        .ok_or_else(|| Error::env(format!("Unknown session: {}", escape(id))))
+        .ok_or_else(|| Error::not_found(format!("Unknown session: {}", escape(id))))
 }
 
 fn lock(project: &Project) -> Result<fsx::Lock> {
@@ -169,7 +169,7 @@ pub fn start_for(
     }
     let _lock = lock(project)?;
     if let Some(open) = current(project)? {
-        return Err(Error::env(format!(
+        return Err(Error::conflict(format!(
             "Session {} is open (started {}); close it first: swarm session close --reason <why>",
             open.id, open.started_at
         )));
@@ -215,10 +215,10 @@ pub fn close_for(
     let mut s = match id {
         Some(id) => find(project, id)?,
         None => current(project)?
-            .ok_or_else(|| Error::env("No session is open.\n  hint: swarm session list"))?,
+            .ok_or_else(|| Error::conflict("No session is open.\n  hint: swarm session list"))?,
     };
     if let Some(at) = &s.closed_at {
-        return Err(Error::env(format!(
+        return Err(Error::conflict(format!(
             "Session {} is already closed ({at}, {}).",
             s.id,
             s.close_reason.as_deref().unwrap_or("no reason")

@@ -9,7 +9,6 @@
 //! its name, so an archive killed at any point is finished by running it
 //! again, and nothing is ever in two places or in none.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use chrono::NaiveDate;
@@ -20,6 +19,7 @@ use crate::fsx;
 use crate::protocol::grammar;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
+use crate::protocol::store::{self, Kind};
 
 /// What one archive run moved, per worktree.
 #[derive(Debug, Default, Serialize)]
@@ -34,7 +34,7 @@ pub struct Archived {
 /// Parses `--before`: a day, `YYYY-MM-DD` (UTC).
 pub fn parse_day(s: &str) -> Result<NaiveDate> {
     NaiveDate::parse_from_str(s, "%Y-%m-%d").map_err(|_| {
-        Error::env(format!(
+        Error::bad_input(format!(
             "--before must be a day, YYYY-MM-DD (UTC); got '{}'.\n  hint: swarm archive --before 2026-11-01",
             crate::text::escape(s)
         ))
@@ -95,21 +95,20 @@ pub fn archive(
 /// folders move; anything else (a planted name, a symlink) stays. Counts the
 /// handoff files and batches moved.
 fn move_old(dir: &Path, wt: &Worktree, kind: &str, before: NaiveDate) -> Result<usize> {
-    let rd = match fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(Error::io(dir, e)),
-    };
     let mut moved = 0;
-    for e in rd {
+    for e in store::entries(dir).at(dir)? {
         let e = e.at(dir)?;
-        let name = e.file_name().to_string_lossy().into_owned();
-        let ft = e.file_type().at(e.path())?;
-        let entry_ok = if ft.is_dir() {
-            grammar::is_batch_dir_name(&name)
-        } else {
-            ft.is_file()
-                && grammar::valid_handoff_name(name.strip_suffix(".error").unwrap_or(&name))
+        let name = e.name.clone();
+        let is_batch = e.kind == Kind::Batch;
+        let entry_ok = match e.kind {
+            Kind::Batch | Kind::Handoff => true,
+            Kind::Sidecar => {
+                e.is_file()
+                    && name
+                        .strip_suffix(store::NOTE_SUFFIX)
+                        .is_some_and(grammar::valid_handoff_name)
+            }
+            Kind::Odd | Kind::Temp | Kind::Stray => false,
         };
         let Some(day) = day_of(&name).filter(|d| entry_ok && *d < before) else {
             continue;
@@ -119,11 +118,11 @@ fn move_old(dir: &Path, wt: &Worktree, kind: &str, before: NaiveDate) -> Result<
             .join(day.format("%Y-%m-%d").to_string())
             .join(kind);
         fsx::ensure_dirs(&[&dest]).at(&dest)?;
-        let path = e.path();
+        let path = e.path;
         // A batch keeps a batch name when its name is taken: the trail
         // reads `batch_*` folders only (`batch_<name>_<n>`, never a stamp
         // in front).
-        let names: Box<dyn Iterator<Item = String>> = if ft.is_dir() {
+        let names: Box<dyn Iterator<Item = String>> = if is_batch {
             let n = name.clone();
             Box::new(std::iter::once(n.clone()).chain((2..1000).map(move |i| format!("{n}_{i}"))))
         } else {

@@ -39,14 +39,14 @@ pub fn target(project: &Project, role: &str) -> Result<Target> {
     let roles = Roles::load(&project.roles_tsv())?;
     let Some(r) = roles.roles.iter().find(|r| r.name == role) else {
         let names: Vec<&str> = roles.roles.iter().map(|r| r.name.as_str()).collect();
-        return Err(Error::env(format!(
+        return Err(Error::not_found(format!(
             "no role {role:?} in {}; roles: {}",
             project.roles_tsv().display(),
             names.join(", ")
         )));
     };
     if r.is_remote() || r.session.is_empty() {
-        return Err(Error::env(format!(
+        return Err(Error::not_found(format!(
             "role {role} has no tmux session on this host"
         )));
     }
@@ -56,14 +56,14 @@ pub fn target(project: &Project, role: &str) -> Result<Target> {
         .filter(|s| !s.is_empty())
         .map(PathBuf::from)
         .ok_or_else(|| {
-            Error::env(format!(
+            Error::not_found(format!(
                 "no swarm runs in tmux for {} ({} is missing)\n  hint: `swarm up` starts one; a `--no-tmux` swarm has no panes",
                 project.root.display(),
                 project.tmux_socket().display()
             ))
         })?;
     if !tmux::ok(&socket, &["has-session", "-t", &format!("={}", r.session)]) {
-        return Err(Error::env(format!(
+        return Err(Error::not_found(format!(
             "role {role}'s tmux session {} is gone (socket {})\n  hint: `swarm status` shows the agents; `swarm up` starts missing sessions",
             r.session,
             socket.display()
@@ -88,7 +88,7 @@ pub fn choose(project: &Project, role: &str, n: usize) -> Result<(pane::Prompt, 
             ))
         })?
         .ok_or_else(|| {
-            Error::env(format!(
+            Error::conflict(format!(
                 "role {role}'s pane waits for no answer now; nothing was typed\n  hint: `swarm attach {role}` shows it"
             ))
         })?;
@@ -99,7 +99,7 @@ pub fn choose(project: &Project, role: &str, n: usize) -> Result<(pane::Prompt, 
             .enumerate()
             .map(|(i, c)| format!("{}. {}", i + 1, c.label))
             .collect();
-        return Err(Error::env(format!(
+        return Err(Error::bad_input(format!(
             "role {role}'s pane shows \"{}\" with {} option(s) ({}); there is no option {n}; nothing was typed",
             p.text,
             p.options.len(),

@@ -142,10 +142,11 @@ pub fn read_only(cli: Cli, folder: &Path) -> Vec<(PathBuf, Shape)> {
 pub fn ensure_read_only(path: &Path, shape: Shape) -> Result<()> {
     if std::fs::symlink_metadata(path).is_ok() {
         if std::fs::metadata(path).is_err() {
-            return Err(Error::env(format!(
-                "{}: a link to nothing, which a confined agent's sandbox cannot mount read-only\n  hint: make its target or remove the link",
-                path.display()
-            )));
+            return Err(Error::bad_file_hint(
+                path,
+                "a link to nothing, which a confined agent's sandbox cannot mount read-only",
+                "make its target or remove the link",
+            ));
         }
         return Ok(());
     }
@@ -185,20 +186,17 @@ pub fn seed_claude_json(person: &Path, copy: &Path, worktree: &Path) -> Result<(
         Ok(b) => b,
         Err(fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => {
-            return Err(Error::env(format!(
-                "{}: cannot copy into a confined agent's home: {e}",
-                person.display()
-            )))
+            return Err(Error::bad_file(
+                person,
+                format!("cannot copy into a confined agent's home: {e}"),
+            ))
         }
     };
     let mut doc: Value = serde_json::from_slice(&bytes)
         .ok()
         .filter(Value::is_object)
         .ok_or_else(|| {
-            Error::env(format!(
-                "{}: not a JSON object, so a confined Claude Code would start as a new user\n  hint: repair or remove the file (Claude Code writes it again), or set `launch: {{confine: false}}`",
-                person.display()
-            ))
+            Error::bad_file_hint(person, "not a JSON object, so a confined Claude Code would start as a new user", "repair or remove the file (Claude Code writes it again), or set `launch: {confine: false}`".to_string())
         })?;
     let key = worktree.to_string_lossy().into_owned();
     let kept = fsx::read_bounded(copy, MAX_CLAUDE_JSON)

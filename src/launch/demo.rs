@@ -80,7 +80,7 @@ pub fn find(name: &str) -> Result<&'static Example> {
         .find(|(n, _)| *n == name)
         .map(|(_, why)| format!(" ('{name}' is not available yet: it {why})"))
         .unwrap_or_default();
-    Err(Error::env(format!(
+    Err(Error::not_found(format!(
         "Unknown example '{}'{later}.\n  hint: available: {}",
         crate::text::escape(name),
         known.join(", ")
@@ -111,12 +111,13 @@ pub fn demo_dir(name: &str, dir: Option<&Path>) -> Result<PathBuf> {
         )),
     };
     if path.exists() {
-        let empty = std::fs::read_dir(&path).at(&path)?.next().is_none();
+        let empty = fsx::is_empty_dir(&path).at(&path)?;
         if !empty {
-            return Err(Error::env(format!(
-                "{}: not empty\n  hint: give --dir a new or empty directory",
-                path.display()
-            )));
+            return Err(Error::bad_file_hint(
+                &path,
+                "not empty",
+                "give --dir a new or empty directory",
+            ));
         }
     } else {
         fsx::ensure_dirs(&[&path]).at(&path)?;

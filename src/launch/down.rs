@@ -9,7 +9,7 @@ use super::GRACE;
 use crate::daemon::control;
 use crate::error::{Error, Result};
 use crate::fsx;
-use crate::protocol::launch_files::{agents_dir, supervisor_pid_file};
+use crate::protocol::launch_files::{agent_files, supervisor_pid_file};
 use crate::protocol::layout::Project;
 
 /// What `down` stopped.
@@ -46,17 +46,10 @@ pub(super) fn stop_strays(project: &Project) -> Vec<u32> {
 /// Headless agents recorded by a supervisor that is gone (SIGKILLed).
 pub(super) fn stop_recorded_agents(project: &Project) -> Vec<String> {
     let mut stopped = Vec::new();
-    let Ok(rd) = std::fs::read_dir(agents_dir(project)) else {
-        return stopped;
-    };
     let mut pgids = Vec::new();
     let mut files = Vec::new();
-    for e in rd.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(role) = name.strip_suffix(".pid") else {
-            continue;
-        };
-        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+    for (role, path) in agent_files(project, "pid") {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
         let mut f = text.split_whitespace();
         let pid: Option<i32> = f.next().and_then(|s| s.parse().ok());
         let start: Option<u64> = f.next().and_then(|s| s.parse().ok());
@@ -70,10 +63,10 @@ pub(super) fn stop_recorded_agents(project: &Project) -> Vec<String> {
             };
             if pid > 1 && ours {
                 pgids.push(pid);
-                stopped.push(role.to_string());
+                stopped.push(role);
             }
         }
-        files.push(e.path());
+        files.push(path);
     }
     stop_groups(&pgids, GRACE, &mut []);
     for f in files {
@@ -87,7 +80,7 @@ pub(super) fn stop_recorded_agents(project: &Project) -> Vec<String> {
 /// files are never touched.
 pub fn down(project: &Project) -> Result<DownReport> {
     if !project.swarmforge().is_dir() {
-        return Err(Error::env(format!(
+        return Err(Error::not_found(format!(
             "No swarm at {} (missing .swarmforge/).\n  hint: give the project root as [root]",
             project.root.display()
         )));

@@ -169,12 +169,8 @@ fn ensure_worktree(root: &Path, r: &PlannedRole, report: &mut InitReport) -> Res
     }
     let parent = root.join(".worktrees");
     fsx::ensure_dirs(&[&parent]).at(&parent)?;
-    if path.exists()
-        && std::fs::read_dir(path)
-            .map(|mut d| d.next().is_some())
-            .unwrap_or(true)
-    {
-        return Err(Error::env(format!(
+    if path.exists() && !fsx::is_empty_dir(path).unwrap_or(false) {
+        return Err(Error::conflict(format!(
             "{}: exists but is not a git worktree, so role {} cannot get one there\n  hint: move its content away (keep any .swarmforge/handoffs files), then run `swarm init` again",
             path.display(),
             r.name
@@ -240,7 +236,7 @@ fn ensure_branch_layout(plan: &Plan, report: &mut InitReport) -> Result<()> {
 /// checked against `swarm.yaml`'s `hosts` when the plan is loaded.
 pub fn set_host(project: &crate::protocol::layout::Project, host: &str) -> Result<()> {
     if !crate::protocol::grammar::valid_role(host) {
-        return Err(Error::env(format!(
+        return Err(Error::bad_input(format!(
             "invalid host name '{}'\n  hint: host names use letters, digits and '-'",
             crate::text::escape(host)
         )));

@@ -235,11 +235,14 @@ impl Plan {
             crate::board::routes::check_cards(&config.cards, &names, &yaml_path)?;
             if let Some(m) = &config.forum.moderator {
                 if !config.roles.iter().any(|r| &r.name == m) {
-                    return Err(Error::env(format!(
-                        "{}: forum.moderator '{}' is not one of its roles\n  hint: name a role from the `roles:` list",
-                        yaml_path.display(),
-                        crate::text::escape(m)
-                    )));
+                    return Err(Error::bad_file_hint(
+                        &yaml_path,
+                        format!(
+                            "forum.moderator '{}' is not one of its roles",
+                            crate::text::escape(m)
+                        ),
+                        "name a role from the `roles:` list",
+                    ));
                 }
             }
             if conf_path.exists() {
@@ -293,7 +296,7 @@ impl Plan {
             });
         }
         if !conf_path.exists() {
-            return Err(Error::env(format!(
+            return Err(Error::not_found(format!(
                 "No roles defined for {}: add a `roles:` list to {} or write {}\n  hint: see docs/launcher.md, or run `swarm demo` for a working example",
                 root.display(),
                 yaml_path.display(),

@@ -53,7 +53,7 @@ fn who(r: &PlannedRole) -> &'static str {
 /// The primer for `role`.
 pub fn primer(plan: &Plan, role: &str) -> Result<String> {
     let me = plan.roles.iter().find(|r| r.name == role).ok_or_else(|| {
-        Error::env(format!(
+        Error::not_found(format!(
             "no role '{}' in {}\n  hint: one of: {}",
             crate::text::escape(role),
             plan.source.path().display(),

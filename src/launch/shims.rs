@@ -84,7 +84,7 @@ pub fn install(dir: &Path, bin_dir: &Path) -> Result<Vec<PathBuf>> {
         return Err(missing_dir(dir));
     }
     let Some(bin) = bin_dir.to_str() else {
-        return Err(Error::env(format!(
+        return Err(Error::bad_input(format!(
             "Cannot install shims: the binary folder {} is not valid UTF-8.",
             bin_dir.display()
         )));
@@ -92,7 +92,7 @@ pub fn install(dir: &Path, bin_dir: &Path) -> Result<Vec<PathBuf>> {
     for s in SHIMS {
         let target = bin_dir.join(s.binary);
         if !target.is_file() {
-            return Err(Error::env(format!(
+            return Err(Error::not_found(format!(
                 "Cannot install shims: {} not found.\n  hint: install all five binaries (swarm-handoff, ready-next, done-current, handoffd, swarm) into one folder",
                 target.display()
             )));
@@ -112,7 +112,7 @@ fn missing_dir(dir: &Path) -> Error {
     let shown = std::env::current_dir()
         .map(|c| c.join(dir))
         .unwrap_or_else(|_| dir.to_path_buf());
-    Error::env(format!(
+    Error::bad_input(format!(
         "Cannot install shims: {} is not a directory.\n  hint: create it first, then put it first on PATH",
         shown.display()
     ))

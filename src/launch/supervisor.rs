@@ -16,6 +16,7 @@ use crate::fsx;
 use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
 use crate::protocol::launch_files::{agent_log, agent_parked_file, agent_pid_file, agents_dir};
 use crate::protocol::layout::Worktree;
+use crate::protocol::store;
 
 /// How `up` runs.
 #[derive(Clone, Debug, Default)]
@@ -89,19 +90,12 @@ fn lineup_stamp(
     Some((m.len(), m.modified().ok()?))
 }
 
-/// Entries of `dir` that a queue would list (no dot files).
+/// Entries of `dir` that a queue would list (no temp files): its handoff
+/// files, or (`handoff_only` false) everything a person would see.
 pub(super) fn entries(dir: &Path, handoff_only: bool) -> usize {
-    std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .filter(|e| {
-                    let n = e.file_name();
-                    let n = n.to_string_lossy();
-                    !n.starts_with('.') && (!handoff_only || n.ends_with(".handoff"))
-                })
-                .count()
-        })
-        .unwrap_or(0)
+    store::count(dir, |e| {
+        !e.name.starts_with('.') && (!handoff_only || e.is_handoff_named())
+    })
 }
 
 /// new, in process, completed, outbox+sent: any change means progress.

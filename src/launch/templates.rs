@@ -29,7 +29,7 @@ pub fn find(name: &str) -> Result<&'static Example> {
     demo::find(name).map_err(|_| {
         let mut known: Vec<&str> = TEMPLATES.iter().map(|t| t.name).collect();
         known.extend(demo::EXAMPLES.iter().map(|e| e.name));
-        Error::env(format!(
+        Error::not_found(format!(
             "Unknown example '{}'.\n  hint: available: {}",
             crate::text::escape(name),
             known.join(", ")
@@ -42,7 +42,7 @@ pub fn write(name: &str, root: &Path) -> Result<()> {
     let ex = find(name)?;
     let yaml = root.join("swarm.yaml");
     if yaml.exists() {
-        return Err(Error::env(format!(
+        return Err(Error::conflict(format!(
             "{} already exists; `--example` writes a new project's swarm.yaml\n  hint: run it in an empty folder, or remove the file first",
             yaml.display()
         )));

@@ -187,13 +187,13 @@ pub fn needs(plan: &Plan, roles: &[String]) -> Result<Vec<Need>> {
     for name in roles {
         let Some(r) = plan.roles.iter().find(|r| &r.name == name) else {
             let names: Vec<&str> = plan.roles.iter().map(|r| r.name.as_str()).collect();
-            return Err(Error::env(format!(
+            return Err(Error::not_found(format!(
                 "no role {name:?} in this swarm; roles: {}",
                 names.join(", ")
             )));
         };
         if cli_of(r).is_none() {
-            return Err(Error::env(format!(
+            return Err(Error::bad_input(format!(
                 "role {name} runs no CLI that asks for folder trust (Claude Code, Codex, Gemini CLI)"
             )));
         }

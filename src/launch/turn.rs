@@ -56,14 +56,14 @@ pub struct Turn {
 /// The role's preset, or why it has none.
 fn preset_role<'a>(plan: &'a Plan, role: &str) -> Result<(&'a PlannedRole, Cli)> {
     let r = plan.roles.iter().find(|r| r.name == role).ok_or_else(|| {
-        Error::env(format!(
+        Error::not_found(format!(
             "role '{role}' is not in {}",
             plan.source.path().display()
         ))
     })?;
     match &r.agent {
         AgentSpec::Preset { cli, .. } => Ok((r, *cli)),
-        _ => Err(Error::env(format!(
+        _ => Err(Error::bad_input(format!(
             "role '{role}' does not run a preset agent (claude, codex, gemini); a headless turn needs one\n  hint: set `agent: claude` (or codex, gemini) for it in {}",
             plan.source.path().display()
         ))),
@@ -103,10 +103,7 @@ pub fn turn(root: &Path, role: &str, say: &mut dyn FnMut(&str)) -> Result<Turn> 
     let primer = fsx::read_bounded(&pf, MAX_PRIMER)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .map_err(|_| {
-            Error::env(format!(
-                "{}: the role's primer is missing\n  hint: `swarm up` writes it",
-                pf.display()
-            ))
+            Error::bad_file_hint(&pf, "the role's primer is missing", "`swarm up` writes it")
         })?;
     let launch = Launch {
         role,
@@ -207,6 +204,8 @@ struct Reader<'a> {
     role: &'a str,
     cli: Cli,
     wt: Worktree,
+    /// `limits.max_file_bytes`, for reading the item in process.
+    max_bytes: u64,
     /// The handoff worked on: the latest seen in process during the turn
     /// (it stays attributed after `done` moved it on).
     item: Option<(String, String)>,
@@ -223,7 +222,7 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn look_at_item(&mut self) {
-        if let Some(it) = crate::launch::turn_item::current_item(&self.wt)
+        if let Some(it) = crate::launch::turn_item::current_item(&self.wt, self.max_bytes)
             .or_else(|| self.items.as_ref().and_then(|w| w.last()))
         {
             self.item = Some(it);
@@ -422,7 +421,8 @@ fn run_once(
         role,
         cli,
         wt: r.worktree(),
-        item: crate::launch::turn_item::current_item(&r.worktree()),
+        max_bytes,
+        item: crate::launch::turn_item::current_item(&r.worktree(), max_bytes),
         model: None,
         session: resume.map(str::to_string),
         run: Run::default(),
@@ -514,6 +514,7 @@ mod tests {
             role: "r",
             cli: Cli::Claude,
             wt: Worktree::new(p.root.join("wt")),
+            max_bytes: 1024 * 1024,
             item: None,
             model: None,
             session: None,

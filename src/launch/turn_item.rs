@@ -22,9 +22,10 @@ use crate::protocol::trail::{self, Loaded};
 use crate::sys::watch::DirWatch;
 
 /// The handoff in process in `wt`: its id and thread (the root's id; a
-/// root is its own thread).
-pub(crate) fn current_item(wt: &Worktree) -> Option<(String, String)> {
-    let (_, m) = crate::daemon::watchdog::in_process_message(wt)?;
+/// root is its own thread). Read up to the copy limit of `max_file_bytes`
+/// (`limits.max_file_bytes`).
+pub(crate) fn current_item(wt: &Worktree, max_file_bytes: u64) -> Option<(String, String)> {
+    let (_, m) = crate::daemon::watchdog::in_process_message(wt, max_file_bytes)?;
     let id = m.get(names::ID)?.to_string();
     let thread = m.thread().unwrap_or(&id).to_string();
     Some((id, thread))

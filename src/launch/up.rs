@@ -57,7 +57,7 @@ impl Drop for Signals {
 pub(super) fn check_no_supervisor(project: &Project) -> Result<()> {
     let f = supervisor_pid_file(project);
     if let Some(pid) = lock_holder(&f) {
-        return Err(Error::env(format!(
+        return Err(Error::conflict(format!(
             "A `swarm up` (pid {pid}) already runs this swarm ({}).\n  hint: run `swarm down {}` first",
             f.display(),
             project.root.display()
@@ -70,7 +70,7 @@ pub(super) fn take_supervisor_lock(project: &Project) -> Result<fsx::Lock> {
     let f = supervisor_pid_file(project);
     fsx::ensure_dirs(&[project.daemon_dir()]).at(project.daemon_dir())?;
     let lock = fsx::try_lock(&f).at(&f)?.ok_or_else(|| {
-        Error::env(format!(
+        Error::conflict(format!(
             "Another `swarm up` holds {}.\n  hint: run `swarm down {}` first",
             f.display(),
             project.root.display()

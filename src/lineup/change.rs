@@ -94,7 +94,7 @@ fn role_config(project: &Project, req: &AddRequest) -> Result<RoleConfig> {
             let def = definitions::lookup(project, d)?;
             definitions::with_definition(&def, own).map_err(bad)
         }
-        None if req.agent.is_none() => Err(Error::env(
+        None if req.agent.is_none() => Err(Error::bad_input(
             "swarm role add: give --from <definition> or --agent <command>\n  hint: `swarm agents` lists the definitions",
         )),
         None => serde_json::from_value(Value::Object(own)).map_err(|e| bad(e.to_string())),
@@ -274,7 +274,7 @@ pub fn remove(
         if let Some(why) = seats.refusal(name) {
             return Err(refused(why));
         }
-        return Err(Error::env(format!(
+        return Err(Error::not_found(format!(
             "unknown role {}\n  hint: the roles: {}",
             crate::text::escape(name),
             config

@@ -72,7 +72,7 @@ impl Locked {
             candidate,
             created_at: clock::iso_now(),
         })
-        .map_err(|e| Error::env(format!("{}: {e}", file.display())))?;
+        .map_err(|e| Error::bad_file(&file, e))?;
         fsx::replace(&self.root, &file, &bytes).map_err(|e| Error::io(&file, e))
     }
 

@@ -549,7 +549,7 @@ pub fn this_host(
     };
     match named {
         Some((h, _)) if config.hosts.contains(&h) => Ok(Some(h)),
-        Some((h, from)) => Err(Error::env(format!(
+        Some((h, from)) => Err(Error::not_found(format!(
             "{from} names host '{}', which is not one of the hosts in {} ({})\n  hint: run `swarm init --host <host>` with one of them",
             crate::text::escape(&h),
             project.config_file().display(),
@@ -788,15 +788,16 @@ impl Config {
             Err(crate::fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(Config::default())
             }
-            Err(e) => return Err(Error::env(format!("{}: {e}", path.display()))),
+            Err(e) => return Err(Error::bad_file(path, e)),
         };
-        let text = String::from_utf8(bytes)
-            .map_err(|_| Error::env(format!("{}: not valid UTF-8", path.display())))?;
+        let text =
+            String::from_utf8(bytes).map_err(|_| Error::bad_file(path, "not valid UTF-8"))?;
         let mut c = Config::parse(&text).map_err(|e| {
-            Error::env(format!(
-                "{}: {e}\n  hint: every key is optional; see the README section \"swarm.yaml\"",
-                path.display()
-            ))
+            Error::bad_file_hint(
+                path,
+                e,
+                "every key is optional; see the README section \"swarm.yaml\"",
+            )
         })?;
         crate::protocol::lineup::state::merge(&mut c, path)?;
         Ok(c)

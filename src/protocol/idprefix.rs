@@ -74,7 +74,7 @@ pub fn expand(project: &Project, typed: &str) -> Result<String> {
     match resolve(typed, t.originals.iter().map(|o| o.id())) {
         Match::One(id) => Ok(id),
         Match::Many(ids) => Err(ambiguous(typed, &ids)),
-        Match::None => Err(Error::env(format!(
+        Match::None => Err(Error::not_found(format!(
             "'{}' is not a message id, nor the start of one in {}.\n  hint: `swarm transcript --ids` shows every message with its id",
             crate::text::escape(typed),
             project.root.display()

@@ -34,6 +34,19 @@ pub fn taken_requests_dir(p: &Project, role: &str) -> PathBuf {
 pub fn agent_log(p: &Project, role: &str) -> PathBuf {
     agents_dir(p).join(format!("{role}.log"))
 }
+/// The files of [`agents_dir`] ending in `.<ext>` (`log`, `pid`), with the
+/// role each is named for; none when the folder does not exist.
+pub fn agent_files(p: &Project, ext: &str) -> Vec<(String, PathBuf)> {
+    let dir = agents_dir(p);
+    let suffix = format!(".{ext}");
+    crate::protocol::layout::names_in(&dir)
+        .into_iter()
+        .filter_map(|n| {
+            let role = n.strip_suffix(&suffix)?.to_string();
+            Some((role, dir.join(&n)))
+        })
+        .collect()
+}
 /// Present while the headless supervisor has parked the role after stalls.
 pub fn agent_parked_file(p: &Project, role: &str) -> PathBuf {
     agents_dir(p).join(format!("{role}.parked"))

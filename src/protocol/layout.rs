@@ -422,15 +422,9 @@ pub fn symlinked_inbox_reason(link: &Path) -> String {
 /// The `batch_*` folders directly in `dir` (an inbox's `in_process/` or
 /// `completed/`); a missing folder has none.
 pub fn batch_dirs(dir: &Path) -> Vec<PathBuf> {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    rd.flatten()
-        .filter(|e| {
-            e.file_type().map(|t| t.is_dir()).unwrap_or(false)
-                && crate::protocol::grammar::is_batch_dir_name(&e.file_name().to_string_lossy())
-        })
-        .map(|e| e.path())
+    crate::protocol::store::each(dir)
+        .filter(|e| e.kind == crate::protocol::store::Kind::Batch)
+        .map(|e| e.path)
         .collect()
 }
 

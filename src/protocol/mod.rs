@@ -27,6 +27,7 @@ pub mod roles;
 pub mod root;
 pub mod rules;
 pub mod sequence;
+pub mod store;
 pub mod swarmforge_conf;
 pub mod trail;
 pub mod types;

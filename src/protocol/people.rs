@@ -121,17 +121,14 @@ pub fn check_table(project: &Project, roles: &Roles) -> Result<(), Error> {
     let Some(first) = shared.first() else {
         return Ok(());
     };
-    let mut msg = format!("{}: ", project.roles_tsv().display());
-    msg.push_str(
-        &shared
-            .iter()
-            .map(SharedInbox::what)
-            .collect::<Vec<_>>()
-            .join("; "),
-    );
+    let mut msg = shared
+        .iter()
+        .map(SharedInbox::what)
+        .collect::<Vec<_>>()
+        .join("; ");
     msg.push_str("; nothing is delivered until each person has an inbox of their own\n");
     msg.push_str(&first.tsv_hint(project));
-    Err(Error::env(msg))
+    Err(Error::bad_file(project.roles_tsv(), msg))
 }
 
 /// Whether a copy in an inbox is meant for `role` (its `recipient`, its

@@ -104,10 +104,11 @@ impl Roles {
                 Ok(Roles::default())
             }
             Err(crate::fsx::ReadRefusal::Io(e)) => Err(Error::io(path, e)),
-            Err(e) => Err(Error::env(format!(
-                "{}: {e}\n  hint: roles.tsv must be a regular file (swarm init writes it)",
-                path.display()
-            ))),
+            Err(e) => Err(Error::bad_file_hint(
+                path,
+                e,
+                "roles.tsv must be a regular file (swarm init writes it)",
+            )),
         }
     }
 

@@ -264,7 +264,7 @@ fn canonical(start: &Path) -> Result<PathBuf> {
 /// root` (exit 1): the agent helpers' resolver.
 pub fn locate(cwd: &Path) -> Result<Located> {
     let cwd = canonical(cwd)?;
-    let project = project_from(&cwd).ok_or_else(|| Error::env(NO_ROOT))?;
+    let project = project_from(&cwd).ok_or_else(|| Error::not_found(NO_ROOT))?;
     let worktree = worktree_in(&cwd, &project);
     Ok(Located { worktree, project })
 }
@@ -278,7 +278,7 @@ pub fn locate_worktree(cwd: &Path) -> Result<(Worktree, Option<Project>)> {
     }
     bare_worktree(&cwd)
         .map(|wt| (Worktree::new(wt), None))
-        .ok_or_else(|| Error::env(NO_ROOT))
+        .ok_or_else(|| Error::not_found(NO_ROOT))
 }
 
 /// The project for a `swarm` command or `handoffd`: found from `arg` (the
@@ -309,7 +309,7 @@ fn not_a_project(start: &Path, stopped_at: Option<&Path>) -> Error {
         Some(_) => "in this git checkout".to_string(),
         None => "in it or in any parent folder".to_string(),
     };
-    Error::env(format!(
+    Error::not_found(format!(
         "No swarm at {}: no .swarmforge/roles.tsv {looked}.\n  hint: run `swarm init` in the project folder to make one, or name the project with --root DIR",
         shown(start)
     ))
@@ -326,7 +326,7 @@ pub fn exact_root(arg: Option<&Path>, command: &str) -> Result<PathBuf> {
     };
     let start = canonical(&start)?;
     if !start.is_dir() {
-        return Err(Error::env(format!(
+        return Err(Error::bad_input(format!(
             "{}: not a directory\n  hint: name the project folder",
             shown(&start)
         )));
@@ -342,7 +342,7 @@ pub fn exact_root(arg: Option<&Path>, command: &str) -> Result<PathBuf> {
                     shown(&at.project.root)
                 )
             };
-            return Err(Error::env(format!(
+            return Err(Error::bad_input(format!(
                 "{what}; run: {command} {}",
                 shown(&at.project.root)
             )));

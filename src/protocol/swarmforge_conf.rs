@@ -150,7 +150,7 @@ pub fn load(paths: &ConfPaths) -> Result<Conf> {
         )));
     }
     let bytes = crate::fsx::read_bounded(&paths.config, crate::protocol::config::MAX_CONFIG_BYTES)
-        .map_err(|e| Error::env(format!("{}: {e}", paths.config.display())))?;
+        .map_err(|e| Error::bad_file(&paths.config, e))?;
     let text = String::from_utf8_lossy(&bytes);
     parse(&text, paths, &is_command, &|p: &Path| p.exists())
 }

@@ -22,6 +22,7 @@ use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
+use crate::protocol::store;
 
 /// Largest `.error` note read (a reason is one line).
 const MAX_NOTE_BYTES: u64 = 64 * 1024;
@@ -505,27 +506,25 @@ impl Trail {
             batches: Vec::new(),
             notes: HashSet::new(),
         };
-        let rd = match fs::read_dir(dir) {
-            Ok(rd) => rd,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return l,
+        let entries = match store::entries(dir) {
+            Ok(entries) => entries,
             Err(e) => {
                 self.unreadable.push((dir.to_path_buf(), e.to_string()));
                 return l;
             }
         };
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
-            if is_dir {
-                if crate::protocol::grammar::is_batch_dir_name(&name) {
-                    l.batches.push(name);
+        for e in entries.flatten() {
+            match e.kind {
+                store::Kind::Batch => l.batches.push(e.name),
+                store::Kind::Handoff | store::Kind::Odd => {
+                    if filter.is_none_or(|f| e.name.contains(f)) {
+                        l.files.push(e.name);
+                    }
                 }
-            } else if name.ends_with(".handoff") {
-                if filter.is_none_or(|f| name.contains(f)) {
-                    l.files.push(name);
+                store::Kind::Sidecar => {
+                    l.notes.insert(e.name);
                 }
-            } else if name.ends_with(".handoff.error") {
-                l.notes.insert(name);
+                store::Kind::Temp | store::Kind::Stray => {}
             }
         }
         l.files.sort_unstable();
@@ -716,16 +715,10 @@ pub fn load_message(path: &Path, max_bytes: u64) -> Loaded {
 /// `*.handoff` entries (not folders) directly in `dir`, sorted; a missing
 /// folder is empty.
 pub fn handoff_names(dir: &Path) -> io::Result<Vec<String>> {
-    let rd = match fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let mut v: Vec<String> = rd
+    let mut v: Vec<String> = store::entries(dir)?
         .flatten()
-        .filter(|e| !e.file_type().map(|t| t.is_dir()).unwrap_or(false))
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".handoff"))
+        .filter(|e| e.is_handoff_named())
+        .map(|e| e.name)
         .collect();
     v.sort_unstable();
     Ok(v)

@@ -22,7 +22,7 @@ pub fn me(project: &Project, worktree: &Path) -> Result<Option<String>> {
     if let Ok(r) = std::env::var("SWARMFORGE_ROLE") {
         if !r.is_empty() {
             if roles.find(&r).is_none() {
-                return Err(Error::env(format!(
+                return Err(Error::not_found(format!(
                     "SWARMFORGE_ROLE={} is not a role of {}{}",
                     crate::text::escape(&r),
                     project.root.display(),
@@ -153,10 +153,10 @@ fn hooks_dir(worktree: &Path) -> Result<PathBuf> {
         .output()
         .map_err(|e| Error::env(format!("cannot run git: {e}")))?;
     if !out.status.success() {
-        return Err(Error::env(format!(
-            "{}: not a git worktree; the reservations guard needs git",
-            worktree.display()
-        )));
+        return Err(Error::bad_file(
+            worktree,
+            "not a git worktree; the reservations guard needs git",
+        ));
     }
     Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
 }

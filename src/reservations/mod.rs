@@ -111,10 +111,11 @@ pub fn all(project: &Project) -> Result<Listing> {
     match std::fs::symlink_metadata(&d) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => {
-            return Err(Error::env(format!(
-                "{}: not a folder (a symlink or a file); reservations must live inside the project.\n  hint: remove it",
-                d.display()
-            )))
+            return Err(Error::bad_file_hint(
+                &d,
+                "not a folder (a symlink or a file); reservations must live inside the project.",
+                "remove it",
+            ))
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
         Err(e) => return Err(e).at(&d),
@@ -197,13 +198,15 @@ pub struct Request<'a> {
 /// (only non-empty with `force`).
 pub fn reserve(project: &Project, req: &Request) -> Result<(Reservation, Vec<Reservation>)> {
     if req.globs.is_empty() || req.globs.len() > MAX_GLOBS {
-        return Err(Error::env(format!("name 1 to {MAX_GLOBS} globs")));
+        return Err(Error::bad_input(format!("name 1 to {MAX_GLOBS} globs")));
     }
     if req.ttl.is_zero() || req.ttl > MAX_TTL {
-        return Err(Error::env("--ttl must be more than 0 and at most 30d"));
+        return Err(Error::bad_input(
+            "--ttl must be more than 0 and at most 30d",
+        ));
     }
     if req.reason.chars().count() > MAX_REASON || req.reason.chars().any(char::is_control) {
-        return Err(Error::env(format!(
+        return Err(Error::bad_input(format!(
             "--reason must be one line of at most {MAX_REASON} characters"
         )));
     }
@@ -245,7 +248,8 @@ pub fn reserve(project: &Project, req: &Request) -> Result<(Reservation, Vec<Res
         ));
     }
     let expires = now
-        + chrono::Duration::from_std(req.ttl).map_err(|_| Error::env("--ttl is out of range"))?;
+        + chrono::Duration::from_std(req.ttl)
+            .map_err(|_| Error::bad_input("--ttl is out of range"))?;
     for n in 1..=1000u32 {
         let id = format!("{}_{}_{n}", clock::idts(now), req.role);
         let r = Reservation {
@@ -264,7 +268,7 @@ pub fn reserve(project: &Project, req: &Request) -> Result<(Reservation, Vec<Res
             Err(e) => return Err(e).at(&p),
         }
     }
-    Err(Error::env("too many reservations in one second"))
+    Err(Error::conflict("too many reservations in one second"))
 }
 
 /// Removes expired reservations (best effort: they are ignored anyway).

@@ -105,10 +105,7 @@ impl Index {
     fn check_dir(&self) -> Result<bool> {
         match std::fs::symlink_metadata(&self.dir) {
             Ok(m) if m.is_dir() => Ok(true),
-            Ok(_) => Err(Error::env(format!(
-                "{}: not a folder (a symlink or a file); the search index must live inside the project.\n  hint: remove it and run `swarm search --reindex`",
-                self.dir.display()
-            ))),
+            Ok(_) => Err(Error::bad_file_hint(&self.dir, "not a folder (a symlink or a file); the search index must live inside the project.", "remove it and run `swarm search --reindex`")),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(e).at(&self.dir),
         }

@@ -80,7 +80,7 @@ pub struct Answer {
 /// the files when a folder changed since it was last read.
 pub fn search(project: &Project, q: &Query) -> Result<Answer> {
     if q.text.len() > MAX_QUERY_BYTES {
-        return Err(Error::env(format!(
+        return Err(Error::bad_input(format!(
             "query too long: {} bytes (at most {MAX_QUERY_BYTES})",
             q.text.len()
         )));
@@ -92,18 +92,18 @@ pub fn search(project: &Project, q: &Query) -> Result<Answer> {
         }
     }
     if q.text.trim().is_empty() {
-        return Err(Error::env(
+        return Err(Error::bad_input(
             "no query: name the words to look for (swarm search <words>), or --reindex",
         ));
     }
     if words.is_empty() {
-        return Err(Error::env(format!(
+        return Err(Error::bad_input(format!(
             "nothing to search for in '{}': a query needs at least one word (letters or digits)",
             crate::text::escape(&q.text)
         )));
     }
     if words.len() > MAX_QUERY_WORDS {
-        return Err(Error::env(format!(
+        return Err(Error::bad_input(format!(
             "query has {} words; at most {MAX_QUERY_WORDS}",
             words.len()
         )));
@@ -119,11 +119,11 @@ pub fn search(project: &Project, q: &Query) -> Result<Answer> {
     for _ in 0..3 {
         match run(&idx, &m, q, &words) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => m = idx.manifest()?,
-            Err(e) => return Err(Error::env(format!("{}: {e}", idx.dir.display()))),
+            Err(e) => return Err(Error::bad_file(&idx.dir, e)),
             Ok(a) => return Ok(a),
         }
     }
-    run(&idx, &m, q, &words).map_err(|e| Error::env(format!("{}: {e}", idx.dir.display())))
+    run(&idx, &m, q, &words).map_err(|e| Error::bad_file(&idx.dir, e))
 }
 
 /// BM25 over the whole index: each word's idf and the average length.

@@ -229,7 +229,7 @@ fn check_id(id: &str) -> Result<()> {
     if grammar::valid_message_id(id) {
         Ok(())
     } else {
-        Err(Error::env(format!(
+        Err(Error::bad_input(format!(
             "'{}' is not a message id.",
             crate::text::escape(id)
         )))
@@ -242,7 +242,7 @@ async fn receipts_json(State(app): State<Arc<App>>, Query(q): Query<IdQuery>) ->
         let t = receipts::trail_of(p, &q.id)?;
         match receipts::collect(&t, &q.id) {
             Some(r) => Ok(receipts::json(&r)),
-            None => Err(Error::env(format!(
+            None => Err(Error::not_found(format!(
                 "No message {} in {}",
                 q.id,
                 p.root.display()
@@ -341,7 +341,7 @@ async fn answer_clarify(State(app): State<Arc<App>>, Body(q): Body<AnswerBody>) 
     blocking(&app, move |p| {
         let text = q.text.as_deref().filter(|t| !t.trim().is_empty());
         if q.choices.is_empty() && text.is_none() {
-            return Err(Error::env("give a choice and/or a text"));
+            return Err(Error::bad_input("give a choice and/or a text"));
         }
         // The draft's errors, reported against the clarify (as `swarm answer` does).
         // A copy on another host only: the answer goes there.
@@ -495,14 +495,14 @@ fn by_field(errors: &[String]) -> Vec<(String, String)> {
 async fn send_as_human(State(app): State<Arc<App>>, Body(q): Body<SendBody>) -> Response {
     blocking(&app, move |p| {
         if !grammar::valid_role(&q.role) {
-            return Err(Error::env(format!(
+            return Err(Error::bad_input(format!(
                 "'{}' is not a role name.",
                 crate::text::escape(&q.role)
             )));
         }
         let roles = Roles::load(&p.roles_tsv())?;
         if !roles.find(&q.role).is_some_and(|r| r.is_human()) {
-            return Err(Error::env(format!(
+            return Err(Error::bad_input(format!(
                 "{} is not a human role: the cockpit posts only as a person (agent: human in swarm.yaml)",
                 q.role
             )));
@@ -512,10 +512,10 @@ async fn send_as_human(State(app): State<Arc<App>>, Body(q): Body<SendBody>) -> 
             (None, Some(f)) => compose(&f).map_err(|errors| {
                 Error::invalid(crate::error::Token::HandoffInvalid, "the compose form", errors)
             })?,
-            _ => return Err(Error::env("give either a draft or the form's fields")),
+            _ => return Err(Error::bad_input("give either a draft or the form's fields")),
         };
         if text.len() > draft::MAX_DRAFT_BYTES {
-            return Err(Error::env(format!(
+            return Err(Error::bad_input(format!(
                 "Draft must be no larger than {} bytes; got {}.",
                 draft::MAX_DRAFT_BYTES,
                 text.len()
@@ -547,7 +547,7 @@ struct ChooseBody {
 async fn choose(State(app): State<Arc<App>>, Body(q): Body<ChooseBody>) -> Response {
     let r = blocking(&app, move |p| {
         if !grammar::valid_role(&q.role) {
-            return Err(Error::env(format!(
+            return Err(Error::bad_input(format!(
                 "'{}' is not a role name.",
                 crate::text::escape(&q.role)
             )));

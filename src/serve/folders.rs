@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::protocol::grammar;
+use crate::protocol::store;
 use crate::views::status;
 
 /// Which queue folder, and so which entries count and since when.
@@ -37,40 +37,69 @@ struct Folder {
 }
 
 /// The tracked folders and what each holds.
-#[derive(Default)]
 pub struct Folders {
     dirs: HashMap<PathBuf, Folder>,
+    /// `limits.max_file_bytes`: a copy in `new/` is read for its
+    /// `enqueued_at` up to its copy limit.
+    max_file_bytes: u64,
 }
 
-fn counts(kind: Kind, name: &str) -> bool {
-    status::is_item(name) || (kind == Kind::InProcess && grammar::is_batch_dir_name(name))
+impl Default for Folders {
+    fn default() -> Self {
+        Folders::new(crate::protocol::config::Limits::default().max_file_bytes)
+    }
 }
 
-/// The entry's `since` as `views::status` takes it.
-fn since(kind: Kind, path: &Path, md: &std::fs::Metadata) -> Option<SystemTime> {
+/// Whether an entry counts in a folder of `kind`: its handoff files, and
+/// in `in_process/` its batch folders.
+fn counts(kind: Kind, entry: store::Kind) -> bool {
+    matches!(entry, store::Kind::Handoff | store::Kind::Odd)
+        || (kind == Kind::InProcess && entry == store::Kind::Batch)
+}
+
+/// The entry's `since` as `views::status` takes it (a copy read up to the
+/// copy limit of `max_file_bytes`).
+fn since(
+    kind: Kind,
+    path: &Path,
+    md: &std::fs::Metadata,
+    max_file_bytes: u64,
+) -> Option<SystemTime> {
     let mtime = md.modified().ok();
     match kind {
-        Kind::New => status::waiting_since(path, mtime),
+        Kind::New => status::waiting_since(path, mtime, max_file_bytes),
         Kind::InProcess | Kind::Items => mtime,
     }
 }
 
-fn list(dir: &Path, kind: Kind) -> BTreeMap<String, Option<SystemTime>> {
+fn list(dir: &Path, kind: Kind, max_file_bytes: u64) -> BTreeMap<String, Option<SystemTime>> {
     let mut out = BTreeMap::new();
-    status::each_entry(dir, |e, name| {
-        if counts(kind, name) {
-            let at = e.metadata().ok().and_then(|md| since(kind, &e.path(), &md));
-            out.insert(name.to_string(), at);
+    status::each_entry(dir, |e| {
+        if counts(kind, e.kind) {
+            let at = e
+                .metadata()
+                .ok()
+                .and_then(|md| since(kind, &e.path, &md, max_file_bytes));
+            out.insert(e.name, at);
         }
     });
     out
 }
 
 impl Folders {
+    /// No folder tracked yet; copies are read up to the copy limit of
+    /// `max_file_bytes` (the project's `limits.max_file_bytes`).
+    pub fn new(max_file_bytes: u64) -> Folders {
+        Folders {
+            dirs: HashMap::new(),
+            max_file_bytes,
+        }
+    }
+
     /// Tracks `dir` (listing it once); a folder tracked already is kept.
     pub fn track(&mut self, dir: &Path, kind: Kind) {
         if !self.dirs.contains_key(dir) {
-            let items = list(dir, kind);
+            let items = list(dir, kind, self.max_file_bytes);
             self.dirs.insert(dir.to_path_buf(), Folder { kind, items });
         }
     }
@@ -78,14 +107,14 @@ impl Folders {
     /// Lists `dir` again, when tracked.
     pub fn relist(&mut self, dir: &Path) {
         if let Some(f) = self.dirs.get_mut(dir) {
-            f.items = list(dir, f.kind);
+            f.items = list(dir, f.kind, self.max_file_bytes);
         }
     }
 
     /// Lists every tracked folder again.
     pub fn relist_all(&mut self) {
         for (dir, f) in self.dirs.iter_mut() {
-            f.items = list(dir, f.kind);
+            f.items = list(dir, f.kind, self.max_file_bytes);
         }
     }
 
@@ -94,15 +123,15 @@ impl Folders {
         let dir = path.parent()?;
         let f = self.dirs.get_mut(dir)?;
         let name = path.file_name()?.to_string_lossy().into_owned();
-        if counts(f.kind, &name) {
-            match std::fs::symlink_metadata(path) {
-                Ok(md) => {
-                    let at = since(f.kind, path, &md);
-                    f.items.insert(name, at);
-                }
-                Err(_) => {
-                    f.items.remove(&name);
-                }
+        // Classified as a listing would (the entry's own type, never a
+        // symlink's target), so the invariant above holds.
+        match std::fs::symlink_metadata(path) {
+            Ok(md) if counts(f.kind, store::classify(&name, md.is_dir(), md.is_file())) => {
+                let at = since(f.kind, path, &md, self.max_file_bytes);
+                f.items.insert(name, at);
+            }
+            _ => {
+                f.items.remove(&name);
             }
         }
         Some(dir.to_path_buf())
@@ -157,7 +186,10 @@ mod tests {
         assert_eq!(f.count(&dir).0, 2);
         assert_eq!(
             f.count(&dir),
-            (list(&dir, Kind::InProcess).len(), f.count(&dir).1)
+            (
+                list(&dir, Kind::InProcess, f.max_file_bytes).len(),
+                f.count(&dir).1
+            )
         );
         assert_eq!(f.note(&d.path().join("elsewhere.handoff")), None);
         // A change no event named shows after a relisting.

@@ -116,7 +116,7 @@ fn make_room(open: &Mutex<VecDeque<Open>>) -> bool {
 /// `exposes` says what anyone who reaches it with the token could do.
 pub(crate) fn check_bind(opts: &super::Options, exposes: &str) -> crate::Result<()> {
     if !opts.bind.is_loopback() && !opts.allow_remote {
-        return Err(crate::Error::env(format!(
+        return Err(crate::Error::bad_input(format!(
             "refusing to serve on {} (not a loopback address): anyone who can reach it and learns the token {exposes}\n  hint: add --allow-remote if you mean it, or use --bind 127.0.0.1",
             opts.bind
         )));

@@ -242,7 +242,7 @@ impl Model {
             depth: BTreeMap::new(),
             latency: BTreeMap::new(),
             listed: Clock::now(),
-            folders: Folders::default(),
+            folders: Folders::new(t.max_bytes),
             touches: HashMap::new(),
             quiet: HashSet::new(),
             carded: Clock::now(),

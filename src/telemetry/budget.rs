@@ -249,7 +249,7 @@ pub fn raise(project: &Project, target: &str, tokens: u64, cost_usd: f64) -> Res
         config.role(target).and_then(|r| r.budget.as_ref())
     };
     let Some(budget) = budget else {
-        return Err(Error::env(format!(
+        return Err(Error::not_found(format!(
             "{} has no budget in {}\n  hint: set `budget: {{tokens: N, cost: X, per: day|swarm}}` there ({} for the whole swarm's)",
             if target == SWARM {
                 "the swarm".to_string()
@@ -261,12 +261,12 @@ pub fn raise(project: &Project, target: &str, tokens: u64, cost_usd: f64) -> Res
         )));
     };
     if !cost_usd.is_finite() || cost_usd < 0.0 {
-        return Err(Error::env(format!(
+        return Err(Error::bad_input(format!(
             "--cost: {cost_usd} is not an amount of dollars"
         )));
     }
     if tokens == 0 && cost_usd == 0.0 {
-        return Err(Error::env(
+        return Err(Error::bad_input(
             "say how much to raise by: --tokens N and/or --cost X".to_string(),
         ));
     }

@@ -210,7 +210,7 @@ pub fn parse_since(s: &str, now: Instant) -> Result<Instant> {
         }
     }
     let back = crate::protocol::duration::parse(s).map_err(|_| {
-        Error::env(format!(
+        Error::bad_input(format!(
             "--since: '{}' is neither a time (2026-12-01T08:00:00Z), a day (2026-12-01) nor a duration (2h, 7d)",
             crate::text::escape(s)
         ))

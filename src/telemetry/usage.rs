@@ -84,10 +84,10 @@ pub fn activity(u: &Usage) -> crate::telemetry::activity::Activity {
 /// never `.swarmforge/` itself.
 pub fn record(project: &Project, usage: &Usage) -> Result<()> {
     if !project.swarmforge().is_dir() {
-        return Err(Error::env(format!(
-            "{}: not a swarm (run `swarm init`)",
-            project.swarmforge().display()
-        )));
+        return Err(Error::bad_file(
+            project.swarmforge(),
+            "not a swarm (run `swarm init`)",
+        ));
     }
     let dir = project.telemetry_dir();
     fsx::ensure_dirs(&[&dir]).map_err(|e| Error::io(&dir, e))?;

@@ -11,9 +11,9 @@ use serde::Serialize;
 use crate::daemon::control;
 use crate::daemon::wake;
 use crate::error::Result;
-use crate::protocol::grammar;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
+use crate::protocol::store::{self, Entry, Kind};
 use crate::views::attention;
 use crate::views::liveness::{self, Runner};
 
@@ -186,17 +186,13 @@ pub fn relayed(project: &Project, roles: &crate::protocol::roles::Roles) -> Vec<
 
 /// The bridge's notes (`.swarmforge/bridge/waiting/<name>`: `role<TAB>why`).
 pub fn bridge_waiting(project: &Project) -> Vec<BridgeWaiting> {
-    let Ok(rd) = fs::read_dir(project.bridge_waiting()) else {
-        return Vec::new();
-    };
-    let mut v: Vec<BridgeWaiting> = rd
-        .flatten()
+    let mut v: Vec<BridgeWaiting> = store::each(&project.bridge_waiting())
         .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if !is_item(&name) {
+            if !e.is_handoff_named() {
                 return None;
             }
-            let text = crate::fsx::read_bounded(&e.path(), 64 * 1024).ok()?;
+            let name = e.name;
+            let text = crate::fsx::read_bounded(&e.path, 64 * 1024).ok()?;
             let text = String::from_utf8_lossy(&text);
             let (role, reason) = text.trim_end().split_once('\t')?;
             Some(BridgeWaiting {
@@ -210,10 +206,6 @@ pub fn bridge_waiting(project: &Project) -> Vec<BridgeWaiting> {
     v
 }
 
-pub(crate) fn is_item(name: &str) -> bool {
-    name.ends_with(".handoff")
-}
-
 fn age(t: SystemTime) -> u64 {
     SystemTime::now()
         .duration_since(t)
@@ -221,15 +213,16 @@ fn age(t: SystemTime) -> u64 {
         .as_secs()
 }
 
-/// Largest copy read for its `enqueued_at` (a copy's limit plus the stamps).
-const MAX_COPY_BYTES: u64 = 1024 * 1024 + 4096;
-
 /// Since when a copy in `inbox/new` has waited: its `enqueued_at`, the one
 /// definition `swarm audit` uses too; its mtime only for a copy without a
 /// readable stamp (a file planted by hand), since a copy, a backup or `touch`
-/// changes the mtime.
-pub(crate) fn waiting_since(path: &Path, mtime: Option<SystemTime>) -> Option<SystemTime> {
-    crate::fsx::read_bounded(path, MAX_COPY_BYTES)
+/// changes the mtime. Read up to the copy limit of `limits.max_file_bytes`.
+pub(crate) fn waiting_since(
+    path: &Path,
+    mtime: Option<SystemTime>,
+    max_file_bytes: u64,
+) -> Option<SystemTime> {
+    crate::fsx::read_bounded(path, store::copy_limit(max_file_bytes))
         .ok()
         .and_then(|b| crate::protocol::header::Message::parse_bytes(&b).ok())
         .and_then(|m| {
@@ -241,75 +234,62 @@ pub(crate) fn waiting_since(path: &Path, mtime: Option<SystemTime>) -> Option<Sy
 }
 
 /// (count of waiting items, since when the oldest has waited) in `new/`.
-pub(crate) fn waiting(dir: &Path) -> (usize, Option<SystemTime>) {
+pub(crate) fn waiting(dir: &Path, max_file_bytes: u64) -> (usize, Option<SystemTime>) {
     count_oldest(dir, |e| {
-        let mtime = e.metadata().and_then(|m| m.modified()).ok();
-        waiting_since(&e.path(), mtime)
+        waiting_since(&e.path, e.modified(), max_file_bytes)
     })
 }
 
 /// (count of items, oldest mtime) directly in `dir`.
 pub(crate) fn items(dir: &Path) -> (usize, Option<SystemTime>) {
-    count_oldest(dir, |e| e.metadata().and_then(|m| m.modified()).ok())
+    count_oldest(dir, Entry::modified)
 }
 
 /// (count of items, the earliest `since` of them) directly in `dir`.
 fn count_oldest(
     dir: &Path,
-    since: impl Fn(&fs::DirEntry) -> Option<SystemTime>,
+    since: impl Fn(&Entry) -> Option<SystemTime>,
 ) -> (usize, Option<SystemTime>) {
     let mut n = 0;
     let mut oldest: Option<SystemTime> = None;
-    each_entry(dir, |e, name| {
-        if !is_item(name) {
+    each_entry(dir, |e| {
+        if !e.is_handoff_named() {
             return;
         }
         n += 1;
-        if let Some(t) = since(e) {
+        if let Some(t) = since(&e) {
             oldest = Some(oldest.map_or(t, |o| o.min(t)));
         }
     });
     (n, oldest)
 }
 
-/// Calls `f` with each entry of the queue folder `dir` and its name (none
-/// when it cannot be listed): the views' one listing of a queue folder.
-pub(crate) fn each_entry(dir: &Path, mut f: impl FnMut(&fs::DirEntry, &str)) {
-    if let Ok(rd) = fs::read_dir(dir) {
-        for e in rd.flatten() {
-            f(&e, &e.file_name().to_string_lossy());
-        }
-    }
+/// Calls `f` with each entry of the queue folder `dir` (none when it cannot
+/// be listed): the views' one listing of a queue folder, through the store.
+pub(crate) fn each_entry(dir: &Path, f: impl FnMut(Entry)) {
+    store::each(dir).for_each(f);
 }
 
 fn completed_count(dir: &Path) -> usize {
-    let Ok(rd) = fs::read_dir(dir) else { return 0 };
-    rd.flatten()
-        .map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if is_item(&name) {
-                1
-            } else if grammar::is_batch_dir_name(&name) {
-                items(&e.path()).0
-            } else {
-                0
-            }
+    store::each(dir)
+        .map(|e| match e.kind {
+            Kind::Handoff | Kind::Odd => 1,
+            Kind::Batch => items(&e.path).0,
+            Kind::Sidecar | Kind::Temp | Kind::Stray => 0,
         })
         .sum()
 }
 
+/// The entry in process (an item or a batch folder; the first by name
+/// should there be more, as the cockpit's `Folders::first`) and its mtime.
 pub(crate) fn in_process(dir: &Path) -> Option<(PathBuf, Option<SystemTime>)> {
-    let rd = fs::read_dir(dir).ok()?;
-    let mut v: Vec<_> = rd
-        .flatten()
-        .filter(|e| {
-            let n = e.file_name().to_string_lossy().into_owned();
-            is_item(&n) || grammar::is_batch_dir_name(&n)
+    store::each(dir)
+        .filter(|e| e.is_handoff_named() || e.kind == Kind::Batch)
+        .min_by(|a, b| a.path.cmp(&b.path))
+        .map(|e| {
+            let at = e.modified();
+            (e.path, at)
         })
-        .map(|e| (e.path(), e.metadata().and_then(|m| m.modified()).ok()))
-        .collect();
-    v.sort();
-    v.into_iter().next()
 }
 
 pub fn collect(project: &Project) -> Result<Status> {
@@ -321,10 +301,15 @@ pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Resul
     let roles = Roles::load(&project.roles_tsv())?;
     let pid = control::running_pid(project);
     let runner = Runner::of(project);
+    // A config that does not load is reported elsewhere (doctor, up); the
+    // status still shows the queues, read with the default limit.
+    let max_file_bytes = crate::protocol::config::Config::load(&project.config_file())
+        .map(|c| c.limits.max_file_bytes)
+        .unwrap_or_else(|_| crate::protocol::config::Limits::default().max_file_bytes);
     let mut out = Vec::new();
     for r in &roles.roles {
         let wt = Worktree::new(&r.worktree_path);
-        let (new, oldest) = waiting(&wt.inbox_new());
+        let (new, oldest) = waiting(&wt.inbox_new(), max_file_bytes);
         let ip = in_process(&wt.in_process());
         let last_wake = fs::read_to_string(wake::last_wake_file(project, &r.name))
             .ok()

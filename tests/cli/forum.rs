@@ -819,6 +819,37 @@ fn idle_sessions_close_and_the_transcript_frames_them() {
 
 const FAKE_AGENT: &str = "echo \"fake agent of $SWARMFORGE_ROLE is up\"\nexec sleep 600\n";
 
+/// The watchdog reads the item in process with the project's
+/// `limits.max_file_bytes` (and the stamps' headroom), not a fixed 1 MiB: an
+/// item larger than 1 MiB that the config allows is still reported when it
+/// stays in process past `complete_within` (issue #23).
+#[test]
+fn watchdog_reads_an_item_in_process_up_to_the_configured_limit() {
+    let s = forum(
+        &["w", "k"],
+        "daemon: {rescan: 500ms, sweep: 200ms}\n\
+         limits: {max_file_bytes: 4000000}\n\
+         roles:\n  - {name: w, agent: script, complete_within: 300ms}\n  - {name: k, agent: script}\n",
+    );
+    let id = "20260101T000000Z_000001_from_k";
+    let mut text = format!(
+        "id: {id}\nfrom: k\nto: w\npriority: 50\ntype: note\nmessage: a long log\n\
+         created_at: 2026-01-01T00:00:00Z\nrecipient: w\nenqueued_at: 2026-01-01T00:00:01Z\n\
+         dequeued_at: 2026-01-01T00:00:02Z\n\n"
+    );
+    let line = format!("{}\n", "x".repeat(99));
+    while text.len() < 1_500_000 {
+        text.push_str(&line);
+    }
+    let dir = s.wt_path("w").join(".swarmforge/handoffs/inbox/in_process");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join(format!("50_{id}_to_w.handoff")), &text).unwrap();
+    let _d = s.spawn_daemon(&[]);
+    wait_until(DEADLINE, "complete_within reported", || {
+        count_events(&s, "expectation_violated", "w", "complete_within 300ms") == 1
+    });
+}
+
 /// A role with `restart: true` whose tmux session is gone is restarted on
 /// `ready-next --resume-context 20` within its budget, and not beyond it
 /// (refused and logged once); an item kept in process past

@@ -2,7 +2,6 @@
 //! to `completed/`, stamped, optionally `failed` with a reason.
 
 use crate::protocol::header::names;
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -12,6 +11,7 @@ use crate::error::{Error, IoContext, Result, Token};
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::roles::ReceiveMode;
+use crate::protocol::store;
 
 /// What a completion does next.
 #[derive(Clone, Copy)]
@@ -41,7 +41,7 @@ pub fn check_failed_reason(reason: &str) -> Result<()> {
     } else {
         return Ok(());
     };
-    Err(Error::env(format!(
+    Err(Error::bad_input(format!(
         "--failed reason {why}: '{}'.",
         crate::text::escape(reason)
     )))
@@ -71,7 +71,7 @@ impl Inbox<'_> {
             .path
             .file_name()
             .map(|n| n.to_owned())
-            .ok_or_else(|| Error::env(format!("{}: no file name", item.path.display())))?;
+            .ok_or_else(|| Error::bad_file(&item.path, "no file name"))?;
         let target = self.wt.completed().join(name);
         if target.exists() {
             return Err(Self::completed_exists(&target));
@@ -110,10 +110,7 @@ impl Inbox<'_> {
         };
         let target = self.complete_file(&mut item, &clock::iso_now(), None)?;
         if let Some(dir) = batch {
-            if fs::read_dir(&dir)
-                .map(|mut rd| rd.next().is_none())
-                .unwrap_or(false)
-            {
+            if store::is_empty(&dir).unwrap_or(false) {
                 fsx::remove_empty_dir(&dir).at(&dir)?;
             }
         }

@@ -1,23 +1,23 @@
 //! Finding one message's item by id in an inbox (names embed the id, so
 //! only matching names are read).
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::{ids, list, Item};
 use crate::fsx;
 use crate::protocol::header::Message;
 use crate::protocol::layout::Worktree;
+use crate::protocol::store;
 
 /// The item for message `id` directly in `dir` (names embed the id, so only
 /// matching names are read); unreadable files are skipped.
 pub(super) fn find_in(dir: &Path, id: &str, max_bytes: u64) -> Option<Item> {
     let needle = format!("_{id}_to_");
-    let rd = fs::read_dir(dir).ok()?;
-    let mut names: Vec<String> = rd
+    let mut names: Vec<String> = store::entries(dir)
+        .ok()?
         .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".handoff") && n.contains(&needle))
+        .filter(|e| e.is_handoff_named() && e.name.contains(&needle))
+        .map(|e| e.name)
         .collect();
     names.sort_unstable();
     names.into_iter().find_map(|n| {

@@ -21,9 +21,10 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, IoContext, Result, Token};
 use crate::fsx;
 use crate::protocol::clock;
-use crate::protocol::grammar::{self, QueueEntry};
+use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::layout::Worktree;
+use crate::protocol::store::{self, Kind};
 
 /// One inbox item: where it is and what it says.
 #[derive(Clone, Debug)]
@@ -110,30 +111,20 @@ pub(super) struct Listing {
 }
 
 pub(super) fn list(dir: &Path) -> Result<Listing> {
+    let listed = store::list(dir).at(dir)?;
     let mut l = Listing {
         files: Vec::new(),
         batches: Vec::new(),
         odd: Vec::new(),
     };
-    let rd = match fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(l),
-        Err(e) => return Err(Error::io(dir, e)),
-    };
-    for e in rd {
-        let e = e.at(dir)?;
-        let name = e.file_name().to_string_lossy().into_owned();
-        let ft = e.file_type().at(dir.join(&name))?;
-        match grammar::queue_entry(&name, ft.is_dir(), ft.is_file()) {
-            QueueEntry::Item => l.files.push(name),
-            QueueEntry::Batch => l.batches.push(name),
-            QueueEntry::Odd => l.odd.push(e.file_name()),
-            QueueEntry::Other => {}
+    for e in listed.into_entries() {
+        match e.kind {
+            Kind::Handoff => l.files.push(e.name),
+            Kind::Batch => l.batches.push(e.name),
+            Kind::Odd => l.odd.push(e.raw_name().to_owned()),
+            Kind::Sidecar | Kind::Temp | Kind::Stray => {}
         }
     }
-    grammar::sort_names(&mut l.files);
-    l.batches.sort_unstable();
-    l.odd.sort_unstable();
     Ok(l)
 }
 
@@ -160,7 +151,7 @@ pub(super) fn in_order(msg: &Message, now: &str) -> String {
 /// between creating the batch and moving its first item in, so removing it
 /// loses nothing. True when it was removed. (Called under the inbox lock.)
 pub(super) fn remove_if_unfilled(dir: &Path) -> Result<bool> {
-    if fs::read_dir(dir).at(dir)?.next().is_some() {
+    if !store::is_empty(dir).at(dir)? {
         return Ok(false);
     }
     fsx::remove_empty_dir(dir).at(dir)?;
@@ -171,14 +162,11 @@ pub(super) fn paths(dir: &Path, names: &[String]) -> Vec<PathBuf> {
     names.iter().map(|n| dir.join(n)).collect()
 }
 
-/// Room for what delivery and the helpers add to an accepted original
-/// (`recipient`, `enqueued_at`, `dequeued_at`, `completed_at`, `failed`), so a
-/// file the daemon took is never refused here for its size.
-pub const STAMP_HEADROOM: u64 = 4096;
+pub use crate::protocol::store::STAMP_HEADROOM;
 
 impl Inbox<'_> {
     pub(super) fn read_limit(&self) -> u64 {
-        self.max_bytes.saturating_add(STAMP_HEADROOM)
+        store::copy_limit(self.max_bytes)
     }
 
     pub(super) fn ensure(&self) -> Result<()> {

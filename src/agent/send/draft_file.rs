@@ -67,7 +67,7 @@ pub(super) fn real_draft(path: &Path, at: &Located, shown: &str) -> Result<PathB
         } else {
             "resolves to"
         };
-        return Err(Error::env(format!(
+        return Err(Error::bad_input(format!(
             "Draft file {shown} {how} {} outside the project; refusing to read it.",
             real.display()
         )));

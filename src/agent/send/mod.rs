@@ -15,7 +15,7 @@ use context::{answer_body, context, Context};
 use std::path::{Path, PathBuf};
 
 use crate::agent::artifacts;
-use crate::error::{Error, IoContext, Result, Token};
+use crate::error::{Error, Result, Token};
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::config::Config;
@@ -27,7 +27,7 @@ use crate::protocol::header::Message;
 use crate::protocol::roles::{Role, Roles};
 use crate::protocol::root::{self, Located};
 use crate::protocol::rules;
-use crate::protocol::sequence;
+use crate::protocol::store;
 use crate::protocol::types;
 
 use crate::protocol::draft::BODY_PREAMBLE;
@@ -105,7 +105,7 @@ impl Sender {
     pub fn as_role(project: &crate::protocol::layout::Project, role: &str) -> Result<Sender> {
         let roles = Roles::load(&project.roles_tsv())?;
         let Some(r) = roles.find(role) else {
-            return Err(Error::env(format!(
+            return Err(Error::not_found(format!(
                 "Unknown sender role: {role}{}",
                 roles.unknown_hint(&project.roles_tsv())
             )));
@@ -134,7 +134,7 @@ impl Sender {
         let mut at = root::locate(cwd)?;
         let roles = Roles::load(&at.project.roles_tsv())?;
         let Some(r) = roles.find(role) else {
-            return Err(Error::env(format!(
+            return Err(Error::not_found(format!(
                 "Unknown sender role: {role}{}",
                 roles.unknown_hint(&at.project.roles_tsv())
             )));
@@ -165,7 +165,7 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> Result<Sent> {
         cwd.join(draft_arg)
     };
     if !draft_path.is_file() {
-        return Err(Error::env(format!("Draft file not found: {shown}")));
+        return Err(Error::not_found(format!("Draft file not found: {shown}")));
     }
     let s = Sender::locate(&root::acting_role()?, cwd)?;
     let at = &s.at;
@@ -329,101 +329,97 @@ fn publish(s: &Sender, v: Valid) -> Result<Queued> {
         .map(str::to_string)
         .collect();
     let wt = &s.at.worktree;
-    fsx::ensure_dirs(&wt.send_dirs()).at(wt.handoffs())?;
-    let now = clock::now();
-    let seq = sequence::next(wt)?;
-    let id = grammar::message_id(now, seq, sender);
-    let mut msg = Message::default();
-    msg.set(names::ID, &id);
-    msg.set(names::FROM, sender);
-    msg.set(names::TO, recipients.join(","));
-    msg.set(names::PRIORITY, &priority);
-    msg.set(names::TYPE, &ty);
-    let body = if ty == types::GIT_HANDOFF.name {
-        let commit = canonical.unwrap_or_default();
-        msg.set(names::ROLE, sender);
-        let task = d.get(names::TASK).unwrap_or_default();
-        msg.set(names::TASK, task);
-        msg.set(names::COMMIT, &commit);
-        let to: Vec<&str> = recipients.iter().map(String::as_str).collect();
-        if let Some((kind, how)) = crate::board::stamp(&s.at.project, task, sender, &to) {
-            msg.set(crate::board::CARD_TYPE, kind);
-            msg.set(crate::board::DELIVERY_KIND, how);
+    let queued = store::enqueue(wt, sender, |id, now| {
+        let mut msg = Message::default();
+        msg.set(names::ID, id);
+        msg.set(names::FROM, sender);
+        msg.set(names::TO, recipients.join(","));
+        msg.set(names::PRIORITY, &priority);
+        msg.set(names::TYPE, &ty);
+        let body = if ty == types::GIT_HANDOFF.name {
+            let commit = canonical.unwrap_or_default();
+            msg.set(names::ROLE, sender);
+            let task = d.get(names::TASK).unwrap_or_default();
+            msg.set(names::TASK, task);
+            msg.set(names::COMMIT, &commit);
+            let to: Vec<&str> = recipients.iter().map(String::as_str).collect();
+            if let Some((kind, how)) = crate::board::stamp(&s.at.project, task, sender, &to) {
+                msg.set(crate::board::CARD_TYPE, kind);
+                msg.set(crate::board::DELIVERY_KIND, how);
+            }
+            format!("{BODY_PREAMBLE}\n\nmerge_and_process {sender} {commit}\n")
+        } else if ty == types::NOTE.name {
+            let m = d.get(names::MESSAGE).unwrap_or_default();
+            msg.set(names::MESSAGE, m);
+            format!("{BODY_PREAMBLE}\n\n{m}\n")
+        } else if ty == types::ANSWER.name {
+            answer_body(d, ctx.parent.as_ref())
+        } else {
+            d.body.clone().unwrap_or_default()
+        };
+        msg.set(names::CREATED_AT, clock::iso(now));
+        for name in rule.own {
+            if let Some(v) = d.get(name) {
+                let v = if *name == "choices" {
+                    fields::parse_choices(v)
+                        .unwrap_or_default()
+                        .iter()
+                        .map(usize::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                } else {
+                    v.to_string()
+                };
+                if msg.get(name).is_none() {
+                    msg.set(name, v);
+                }
+            }
         }
-        format!("{BODY_PREAMBLE}\n\nmerge_and_process {sender} {commit}\n")
-    } else if ty == types::NOTE.name {
-        let m = d.get(names::MESSAGE).unwrap_or_default();
-        msg.set(names::MESSAGE, m);
-        format!("{BODY_PREAMBLE}\n\n{m}\n")
-    } else if ty == types::ANSWER.name {
-        answer_body(d, ctx.parent.as_ref())
-    } else {
-        d.body.clone().unwrap_or_default()
-    };
-    msg.set(names::CREATED_AT, clock::iso(now));
-    for name in rule.own {
-        if let Some(v) = d.get(name) {
-            let v = if *name == "choices" {
-                fields::parse_choices(v)
-                    .unwrap_or_default()
-                    .iter()
-                    .map(usize::to_string)
-                    .collect::<Vec<_>>()
-                    .join(",")
-            } else {
-                v.to_string()
-            };
-            if msg.get(name).is_none() {
+        for name in ["cc", "wake", "discussion"] {
+            if let Some(v) = d.get(name) {
                 msg.set(name, v);
             }
         }
-    }
-    for name in ["cc", "wake", "discussion"] {
-        if let Some(v) = d.get(name) {
-            msg.set(name, v);
+        if let Some(p) = &ctx.parent {
+            msg.set(names::IN_REPLY_TO, p.msg.id().unwrap_or_default());
         }
-    }
-    if let Some(p) = &ctx.parent {
-        msg.set(names::IN_REPLY_TO, p.msg.id().unwrap_or_default());
-    }
-    if let Some(t) = &ctx.thread {
-        msg.set(names::THREAD, t);
-    }
-    // Only where traces are exported: a swarm without `otel:` keeps
-    // SwarmForge's exact file, and its traces are derived the same way.
-    if s.config.otel.endpoint.is_some() {
-        msg.set(
-            names::TRACE_ID,
-            crate::telemetry::trace::for_new(
-                ctx.parent.as_ref().map(|p| &p.msg),
-                ctx.thread.as_deref(),
-                &id,
-            ),
-        );
-    }
-    if ctx.hop > 0 {
-        msg.set(names::HOP, ctx.hop.to_string());
-    }
-    let texts: Vec<&str> = ["subject", "message", "question", "reason"]
-        .iter()
-        .filter_map(|h| d.get(h))
-        .chain(d.body.as_deref())
-        .collect();
-    let mentions = fields::mentions(&texts, sender, &is_role);
-    if !mentions.is_empty() {
-        msg.set(names::MENTIONS, mentions.join(","));
-    }
-    if let Ok(Some(session)) = crate::forum::session::current(&s.at.project) {
-        msg.set(names::SESSION, session.id);
-    }
-    for a in &ctx.artifacts {
-        msg.push(names::ARTIFACT, a.header());
-    }
-    msg.body = body;
-
-    let name = grammar::file_name(&priority, &id, &recipients);
-    let dest = wt.outbox().join(&name);
-    fsx::publish(&wt.outbox_tmp(), &dest, msg.render().as_bytes()).at(&dest)?;
+        if let Some(t) = &ctx.thread {
+            msg.set(names::THREAD, t);
+        }
+        // Only where traces are exported: a swarm without `otel:` keeps
+        // SwarmForge's exact file, and its traces are derived the same way.
+        if s.config.otel.endpoint.is_some() {
+            msg.set(
+                names::TRACE_ID,
+                crate::telemetry::trace::for_new(
+                    ctx.parent.as_ref().map(|p| &p.msg),
+                    ctx.thread.as_deref(),
+                    id,
+                ),
+            );
+        }
+        if ctx.hop > 0 {
+            msg.set(names::HOP, ctx.hop.to_string());
+        }
+        let texts: Vec<&str> = ["subject", "message", "question", "reason"]
+            .iter()
+            .filter_map(|h| d.get(h))
+            .chain(d.body.as_deref())
+            .collect();
+        let mentions = fields::mentions(&texts, sender, &is_role);
+        if !mentions.is_empty() {
+            msg.set(names::MENTIONS, mentions.join(","));
+        }
+        if let Ok(Some(session)) = crate::forum::session::current(&s.at.project) {
+            msg.set(names::SESSION, session.id);
+        }
+        for a in &ctx.artifacts {
+            msg.push(names::ARTIFACT, a.header());
+        }
+        msg.body = body;
+        msg
+    })?;
+    let (dest, id, seq, msg) = (queued.path, queued.id, queued.seq, queued.msg);
     // The handoff is queued; a copy that cannot be made is said, not turned
     // into a failed send (which would make the agent send twice).
     let copies = if ty == types::GIT_HANDOFF.name {

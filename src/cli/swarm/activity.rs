@@ -60,7 +60,7 @@ pub fn run(args: Args) -> i32 {
     };
     if let Some(r) = &args.role {
         if !crate::protocol::grammar::valid_role(r) {
-            let e = crate::error::Error::env(format!("'{r}' is not a role name"));
+            let e = crate::error::Error::bad_input(format!("'{r}' is not a role name"));
             return crate::cli::report(&e, args.json);
         }
     }

@@ -132,7 +132,7 @@ fn answer_elsewhere(project: &crate::protocol::layout::Project, args: &Args) -> 
             }
             exit::OK
         }
-        Ok(None) => crate::cli::report(&Error::env("this swarm has no bridge"), args.json),
+        Ok(None) => crate::cli::report(&Error::not_found("this swarm has no bridge"), args.json),
         Err(e) => crate::cli::report(&e, args.json),
     }
 }

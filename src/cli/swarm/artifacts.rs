@@ -33,7 +33,7 @@ pub struct Args {
 }
 
 fn usage() -> Error {
-    Error::env("usage: swarm artifacts <id> [root] | swarm artifacts --session S [root]")
+    Error::bad_input("usage: swarm artifacts <id> [root] | swarm artifacts --session S [root]")
 }
 
 pub fn run(args: Args) -> i32 {
@@ -76,7 +76,7 @@ pub fn run(args: Args) -> i32 {
         .collect();
     if let Some(i) = &id {
         if messages.is_empty() {
-            let e = Error::env(format!(
+            let e = Error::not_found(format!(
                 "No message with id {} in {}.",
                 escape(i),
                 t.project.root.display()

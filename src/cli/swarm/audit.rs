@@ -48,7 +48,7 @@ pub fn run(args: Args) -> i32 {
         Some(s) => match clock::parse(s) {
             Some(t) => t,
             None => {
-                let e = Error::env(format!(
+                let e = Error::bad_input(format!(
                     "invalid --now '{}': expected RFC 3339",
                     crate::text::escape(s)
                 ));
@@ -87,7 +87,7 @@ fn run_check(args: &Args) -> i32 {
         None => None,
         Some(Ok(d)) => Some(d),
         Some(Err(e)) => {
-            let e = Error::env(format!("--wait: {e}"));
+            let e = Error::bad_input(format!("--wait: {e}"));
             return crate::cli::report(&e, args.json);
         }
     };

@@ -88,9 +88,8 @@ pub fn run(args: Args) -> i32 {
                     }
                     (None, Some(f)) => {
                         let b = crate::fsx::read_bounded(&f, crate::board::MAX_TEXT as u64)
-                            .map_err(|e| Error::env(format!("{}: {e}", f.display())))?;
-                        String::from_utf8(b)
-                            .map_err(|_| Error::env(format!("{}: not valid UTF-8", f.display())))?
+                            .map_err(|e| Error::bad_file(&f, e))?;
+                        String::from_utf8(b).map_err(|_| Error::bad_file(&f, "not valid UTF-8"))?
                     }
                     (None, None) => String::new(),
                 };
@@ -115,7 +114,7 @@ pub fn run(args: Args) -> i32 {
             json,
             |p| {
                 crate::board::view(p)?.ok_or_else(|| {
-                    Error::env(format!(
+                    Error::not_found(format!(
                         "{} declares no card type: add `card <type> <role>...` to {} or `cards:` to {}",
                         p.root.display(),
                         p.swarmforge_conf().display(),

@@ -33,7 +33,7 @@ pub fn script(shell: Shell, bin: Option<&str>) -> crate::error::Result<String> {
                 .iter()
                 .map(|c| c.get_name().to_string())
                 .collect();
-            return Err(Error::env(format!(
+            return Err(Error::bad_input(format!(
                 "no binary named '{}'\n  hint: one of {}",
                 crate::text::escape(b),
                 names.join(", ")

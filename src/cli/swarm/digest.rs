@@ -31,19 +31,18 @@ pub fn run(args: Args) -> i32 {
             None => {
                 let all = session::list(&project)?;
                 let open = all.iter().rev().find(|s| s.is_open()).or(all.last());
-                open.map(|s| s.id.clone())
-                    .ok_or_else(|| Error::env("No session yet.\n  hint: swarm session start"))?
+                open.map(|s| s.id.clone()).ok_or_else(|| {
+                    Error::not_found("No session yet.\n  hint: swarm session start")
+                })?
             }
         };
         let path = session::latest_digest(&project, &id)
-            .ok_or_else(|| Error::env(format!("No digest in session {id} yet.")))?;
+            .ok_or_else(|| Error::not_found(format!("No digest in session {id} yet.")))?;
         let max = crate::protocol::config::Config::load(&project.config_file())?
             .limits
             .max_file_bytes;
-        let bytes = crate::fsx::read_bounded(&path, max)
-            .map_err(|e| Error::env(format!("{}: {e}", path.display())))?;
-        let msg = Message::parse_bytes(&bytes)
-            .map_err(|e| Error::env(format!("{}: {e}", path.display())))?;
+        let bytes = crate::fsx::read_bounded(&path, max).map_err(|e| Error::bad_file(&path, e))?;
+        let msg = Message::parse_bytes(&bytes).map_err(|e| Error::bad_file(&path, e))?;
         Ok::<_, Error>((id, path, msg))
     })();
     match result {

@@ -31,7 +31,7 @@ fn project() -> Option<Project> {
 pub fn run(args: Args) -> i32 {
     let Some(cli) = Cli::parse(&args.cli) else {
         return crate::cli::report(
-            &Error::env(format!(
+            &Error::bad_input(format!(
                 "swarm hook: unknown CLI '{}'\n  hint: one of claude, codex, gemini",
                 crate::text::escape(&args.cli)
             )),
@@ -41,7 +41,7 @@ pub fn run(args: Args) -> i32 {
     let want = cli.preset().turn_end_event();
     if !args.event.eq_ignore_ascii_case(want) {
         return crate::cli::report(
-            &Error::env(format!(
+            &Error::not_found(format!(
                 "swarm hook: {} has no hook event '{}' here\n  hint: install it for {want}",
                 cli.name(),
                 crate::text::escape(&args.event)

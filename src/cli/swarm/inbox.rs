@@ -85,7 +85,7 @@ pub fn run(args: Args) -> i32 {
                 &e.path,
                 p.max_bytes + crate::agent::queue::STAMP_HEADROOM,
             )
-            .map_err(|err| crate::error::Error::env(format!("{}: {err}", e.path.display())))?;
+            .map_err(|err| crate::error::Error::bad_file(&e.path, format!("{err}")))?;
             let whole = String::from_utf8_lossy(&bytes).into_owned();
             if args.json {
                 let mut v = serde_json::to_value(e).unwrap_or_default();

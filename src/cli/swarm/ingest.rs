@@ -47,7 +47,7 @@ pub fn run(args: Args) -> i32 {
     {
         Ok(r) => r,
         Err(e) => {
-            let e = Error::env(format!(
+            let e = Error::bad_input(format!(
                 "--match '{}' is not a valid regular expression: {}",
                 crate::text::escape(&args.pattern),
                 crate::text::escape(&e.to_string().replace('\n', " "))
@@ -59,7 +59,7 @@ pub fn run(args: Args) -> i32 {
     // add a header; the draft validation then checks them as any draft's.
     for (flag, v) in [("--to", &args.to), ("--priority", &args.priority)] {
         if v.is_empty() || v.chars().any(char::is_control) {
-            let e = Error::env(format!(
+            let e = Error::bad_input(format!(
                 "{flag} '{}' must be one non-empty line",
                 crate::text::escape(v)
             ));

@@ -84,7 +84,7 @@ fn named_root(positional: Option<&Path>) -> Result<Option<PathBuf>> {
     let global = GLOBAL_ROOT.get().cloned().flatten();
     match (global, positional) {
         (Some(g), Some(p)) if g.canonicalize().ok() != p.canonicalize().ok() => {
-            Err(Error::env(format!(
+            Err(Error::bad_input(format!(
                 "two different roots given: --root {} and {}\n  hint: name the project once",
                 g.display(),
                 p.display()

@@ -50,7 +50,7 @@ pub fn run(args: Args) -> i32 {
                     e
                 }
                 None => config.otel.endpoint.clone().ok_or_else(|| {
-                    crate::error::Error::env(format!(
+                    crate::error::Error::not_found(format!(
                         "no collector: pass --endpoint URL or set `otel: {{endpoint: URL}}` in {}",
                         p.config_file().display()
                     ))

@@ -47,7 +47,7 @@ pub fn run(args: Args) -> i32 {
         Err(e) => return crate::cli::report(&e, args.json),
     };
     let Some(r) = receipts::collect(&t, &id) else {
-        let e = Error::env(format!(
+        let e = Error::not_found(format!(
             "no message with id '{}' in {}",
             escape(&id),
             escape(&t.project.root.display().to_string())

@@ -42,7 +42,7 @@ pub fn acting(named: Option<&str>) -> Result<(Located, String)> {
     if let Some(r) = named {
         let roles = crate::protocol::roles::Roles::load(&at.project.roles_tsv())?;
         if roles.find(r).is_none() {
-            return Err(Error::env(format!(
+            return Err(Error::not_found(format!(
                 "Unknown role: {}{}",
                 crate::text::escape(r),
                 roles.unknown_hint(&at.project.roles_tsv())
@@ -63,7 +63,7 @@ pub fn acting(named: Option<&str>) -> Result<(Located, String)> {
     }
     match guard::me(&at.project, &at.worktree.root)? {
         Some(r) => Ok((at, r)),
-        None => Err(Error::env(format!(
+        None => Err(Error::bad_input(format!(
             "cannot tell which role you are in {}: no SWARMFORGE_ROLE, and roles.tsv gives this worktree no single role\n  hint: pass --as ROLE",
             at.worktree.root.display()
         ))),
@@ -86,7 +86,7 @@ fn act(args: &Args) -> Result<(Reservation, Vec<Reservation>)> {
     let wt = &at.worktree.root;
     let globs = typed_globs(&at, &args.globs)?;
     let ttl = crate::protocol::duration::parse(&args.ttl)
-        .map_err(|e| Error::env(format!("--ttl: {e}")))?;
+        .map_err(|e| Error::bad_input(format!("--ttl: {e}")))?;
     reservations::reserve(
         &at.project,
         &reservations::Request {

@@ -51,7 +51,7 @@ fn act(args: &Args) -> Result<Done> {
     let project = super::project(None)?;
     let text = args.query.join(" ");
     if args.limit == 0 || args.limit > query::MAX_LIMIT {
-        return Err(Error::env(format!(
+        return Err(Error::bad_input(format!(
             "--limit must be from 1 to {}; got {}",
             query::MAX_LIMIT,
             args.limit

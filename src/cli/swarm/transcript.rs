@@ -155,7 +155,7 @@ pub fn run(mut args: Args) -> i32 {
                 .filter(|o| o.id() == root || o.msg.thread() == Some(root.as_str()))
                 .collect();
             if members.is_empty() {
-                let e = Error::env(format!(
+                let e = Error::not_found(format!(
                     "No message with id {} in {}.",
                     crate::text::escape(id),
                     t.project.root.display()

@@ -53,7 +53,7 @@ pub fn run_fresh(args: FreshArgs) -> i32 {
     };
     for role in &args.roles {
         if !plan.roles.iter().any(|r| &r.name == role) {
-            let e = crate::error::Error::env(format!(
+            let e = crate::error::Error::not_found(format!(
                 "role '{role}' is not in {}",
                 plan.source.path().display()
             ));

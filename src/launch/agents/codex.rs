@@ -175,7 +175,7 @@ impl Preset for Codex {
                 .parse::<toml_edit::DocumentMut>()
                 .is_ok_and(|d| d.iter().all(|(k, _)| k == "projects" || k == "hooks"));
             if !old.starts_with(CODEX_MARK) && !only_trust {
-                return Err(Error::env(format!(
+                return Err(Error::conflict(format!(
                     "{} exists and was not written by swarm up; it is CODEX_HOME's config for role {role}.\n  hint: move it away, or add [mcp_servers.{SERVER}] yourself and remove `mcp: true`",
                     path.display(),
                 )));

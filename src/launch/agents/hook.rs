@@ -80,14 +80,10 @@ fn state_file(project: &Project, role: &str) -> PathBuf {
 /// The names waiting in `new/`, as one fingerprint (sorted, so order of
 /// listing does not matter).
 fn fingerprint(worktree: &Path) -> String {
-    let mut names: Vec<String> = std::fs::read_dir(Worktree::new(worktree).inbox_new())
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.ends_with(".handoff"))
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut names: Vec<String> = crate::protocol::store::each(&Worktree::new(worktree).inbox_new())
+        .filter(|e| e.is_handoff_named())
+        .map(|e| e.name)
+        .collect();
     names.sort();
     format!(
         "{:08x}",

@@ -88,11 +88,14 @@ pub fn check(plan: &Plan) -> Result<()> {
         .filter(|r| wants_mcp(&plan.config, &r.name))
     {
         if cli_of(&r.agent).is_none() {
-            return Err(Error::env(format!(
-                "{}: role '{}' has `mcp: true`, but its agent is not claude, codex or gemini.\n  hint: remove `mcp: true`, or start the agent with one of those commands",
-                path.display(),
-                r.name
-            )));
+            return Err(Error::bad_file_hint(
+                &path,
+                format!(
+                    "role '{}' has `mcp: true`, but its agent is not claude, codex or gemini.",
+                    r.name
+                ),
+                "remove `mcp: true`, or start the agent with one of those commands",
+            ));
         }
         // The configuration is per folder: another agent of the same CLI
         // there would load this role's server and act as this role.
@@ -103,15 +106,17 @@ pub fn check(plan: &Plan) -> Result<()> {
                     || (cli_of(&o.agent).is_some() && cli_of(&o.agent) == cli_of(&r.agent)))
         });
         if let Some(o) = shared {
-            return Err(Error::env(format!(
-                "{}: role '{}' has `mcp: true` and shares its folder ({}) with role '{}', whose agent would load the same MCP configuration and act as '{}'.\n  hint: give role '{}' a worktree of its own",
-                path.display(),
-                r.name,
-                r.worktree_path.display(),
-                o.name,
-                r.name,
-                r.name
-            )));
+            return Err(Error::bad_file_hint(
+                &path,
+                format!(
+                    "role '{}' has `mcp: true` and shares its folder ({}) with role '{}', whose agent would load the same MCP configuration and act as '{}'.",
+                    r.name,
+                    r.worktree_path.display(),
+                    o.name,
+                    r.name
+                ),
+                format!("give role '{}' a worktree of its own", r.name),
+            ));
         }
     }
     Ok(())
@@ -126,10 +131,11 @@ pub(super) fn read_object(path: &Path) -> Result<serde_json::Map<String, Value>>
     };
     match serde_json::from_str::<Value>(&text) {
         Ok(Value::Object(m)) => Ok(m),
-        _ => Err(Error::env(format!(
-            "{}: not a JSON object, so the swarm MCP server cannot be added to it.\n  hint: fix or remove the file, then run `swarm up` again",
-            path.display()
-        ))),
+        _ => Err(Error::bad_file_hint(
+            path,
+            "not a JSON object, so the swarm MCP server cannot be added to it.",
+            "fix or remove the file, then run `swarm up` again",
+        )),
     }
 }
 

@@ -47,16 +47,18 @@ pub fn with_block(old: &str, body: &str) -> String {
 fn read_text(path: &Path) -> Result<Option<String>> {
     match fsx::read_bounded(path, MAX_FILE) {
         Ok(b) => String::from_utf8(b).map(Some).map_err(|_| {
-            Error::env(format!(
-                "{}: not valid UTF-8\n  hint: fix or remove the file, then run `swarm up` again",
-                path.display()
-            ))
+            Error::bad_file_hint(
+                path,
+                "not valid UTF-8",
+                "fix or remove the file, then run `swarm up` again",
+            )
         }),
         Err(fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::env(format!(
-            "{}: {e}\n  hint: it must be a regular file under 1 MiB",
-            path.display()
-        ))),
+        Err(e) => Err(Error::bad_file_hint(
+            path,
+            format!("{e}"),
+            "it must be a regular file under 1 MiB",
+        )),
     }
 }
 
@@ -69,11 +71,14 @@ pub fn install_hook(cli: Cli, worktree: &Path, bin_dir: &Path) -> Result<bool> {
         None => Value::Object(Default::default()),
         Some(t) if t.trim().is_empty() => Value::Object(Default::default()),
         Some(t) => serde_json::from_str(&t).map_err(|e| {
-            Error::env(format!(
-                "{}: not valid JSON ({e})\n  hint: repair it (or remove it) so `swarm up` can add its {} hook",
-                path.display(),
-                p.turn_end_event()
-            ))
+            Error::bad_file_hint(
+                &path,
+                format!("not valid JSON ({e})"),
+                format!(
+                    "repair it (or remove it) so `swarm up` can add its {} hook",
+                    p.turn_end_event()
+                ),
+            )
         })?,
     };
     let merged = p.with_hook(existing, &hook_command(bin_dir, cli));

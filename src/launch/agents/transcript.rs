@@ -102,10 +102,10 @@ fn transcripts_root(cli: Cli) -> Result<PathBuf> {
 /// `path` resolved, if it is a `.jsonl` file inside `root` (resolved too).
 fn inside(root: &Path, path: &Path) -> Result<PathBuf> {
     let refuse = |why: &str| {
-        Err(Error::env(format!(
-            "{}: not read as a transcript: {why}",
-            crate::text::escape(&path.display().to_string())
-        )))
+        Err(Error::bad_file(
+            path,
+            format!("not read as a transcript: {why}"),
+        ))
     };
     if !path.is_absolute() || path.extension().is_none_or(|x| x != "jsonl") {
         return refuse("not an absolute path to a .jsonl file");
@@ -323,7 +323,10 @@ fn read_chunk(buf: &[u8], full: bool, place: &mut Place, reader: &mut Reader) {
 fn item_of(project: &Project, wt: &Worktree, since: Option<&str>) -> Option<(String, String)> {
     use crate::protocol::trail::{handoff_names, load_message, Loaded};
     use std::os::unix::fs::MetadataExt;
-    if let Some(it) = crate::launch::turn_item::current_item(wt) {
+    let max = crate::protocol::config::Config::load(&project.config_file())
+        .map(|c| c.limits.max_file_bytes)
+        .ok()?;
+    if let Some(it) = crate::launch::turn_item::current_item(wt, max) {
         return Some(it);
     }
     let since: SystemTime = since.and_then(clock::parse)?.into();
@@ -342,9 +345,6 @@ fn item_of(project: &Project, wt: &Worktree, since: Option<&str>) -> Option<(Str
         }
     }
     let (_, p) = best?;
-    let max = crate::protocol::config::Config::load(&project.config_file())
-        .map(|c| c.limits.max_file_bytes)
-        .ok()?;
     let Loaded::Ok(m) = load_message(&p, max) else {
         return None;
     };
@@ -400,7 +400,7 @@ pub fn flushed(project: &Project, role: &str, cli: Cli, transcript: &Path, last:
 pub fn turn_end(project: &Project, role: &str, cli: Cli, transcript: &Path) -> Result<Gained> {
     let roles = Roles::load(&project.roles_tsv())?;
     let Some(r) = roles.roles.iter().find(|r| r.name == role) else {
-        return Err(Error::env(format!(
+        return Err(Error::not_found(format!(
             "role {} is not in {}",
             crate::text::escape(role),
             project.roles_tsv().display()

@@ -86,12 +86,12 @@ impl Runner {
         let project = at
             .project
             .clone()
-            .ok_or_else(|| Error::env(format!("no project found from {}", cwd.display())))?;
+            .ok_or_else(|| Error::not_found(format!("no project found from {}", cwd.display())))?;
         let plan = Plan::load(&project.root)?;
         let planned = plan.roles.iter().find(|r| r.name == role);
         let rc: Option<&RoleConfig> = at.config.role(role);
         let (Some(planned), Some(rc)) = (planned, rc) else {
-            return Err(Error::env(format!(
+            return Err(Error::not_found(format!(
                 "role '{role}' is not in {}\n  hint: `swarm run-api` runs roles whose swarm.yaml entry says `agent: api`",
                 project.config_file().display()
             )));
@@ -106,12 +106,12 @@ impl Runner {
                 merged.api_key_env.clone_from(&over.api_key_env);
             }
             if let Some(why) = crate::launch::plan::api_problem(&merged) {
-                return Err(Error::env(format!(
+                return Err(Error::bad_input(format!(
                     "swarm run-api for role '{role}': {why}\n  hint: e.g. --base-url http://127.0.0.1:11434/v1 --model llama3.2 [--api-key-env OPENAI_API_KEY]"
                 )));
             }
         } else if planned.agent != AgentSpec::Api {
-            return Err(Error::env(format!(
+            return Err(Error::bad_input(format!(
                 "role '{role}' in {} is not `agent: api`\n  hint: set `agent: api` with `base_url`, `model` and `api_key_env`, or pass --base-url and --model",
                 project.config_file().display()
             )));
@@ -563,13 +563,9 @@ fn fit_reason(why: &str) -> String {
 /// The headers of every handoff file directly in `dir` (unreadable ones
 /// skipped).
 fn headers_in(dir: &Path, max: u64) -> Vec<Message> {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    rd.flatten()
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".handoff"))
-        .filter_map(|e| fsx::read_bounded(&e.path(), max).ok())
-        .filter_map(|b| Message::parse_bytes(&b).ok())
+    crate::protocol::store::each(dir)
+        .filter(|e| e.is_handoff_named())
+        .filter_map(|e| e.message(max))
         .collect()
 }
 

@@ -210,7 +210,7 @@ fn read_yaml(project: &Project) -> Result<Value> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(Error::io(&path, e)),
     };
-    yaml_doc(&text).map_err(|e| Error::env(format!("{}: {e}", path.display())))
+    yaml_doc(&text).map_err(|e| Error::bad_file(&path, e))
 }
 
 /// The definition `name` for `project` (`swarm role add --from`).
@@ -224,8 +224,8 @@ pub fn lookup(project: &Project, name: &str) -> Result<Definition> {
 /// out); a file that does not read is reported in `problems`.
 pub fn list(project: &Project) -> Result<(Vec<Definition>, Vec<String>)> {
     let doc = read_yaml(project)?;
-    let mut defs = from_yaml(&doc)
-        .map_err(|e| Error::env(format!("{}: {e}", project.config_file().display())))?;
+    let mut defs =
+        from_yaml(&doc).map_err(|e| Error::bad_file(project.config_file(), e.to_string()))?;
     let mut problems = Vec::new();
     if let Some(dir) = user_dir() {
         let mut names: Vec<String> = std::fs::read_dir(&dir)

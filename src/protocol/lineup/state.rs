@@ -104,13 +104,10 @@ pub fn load(project: &Project) -> Result<Seats> {
         Err(fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(Seats::default())
         }
-        Err(e) => return Err(Error::env(format!("{}: {e}", f.display()))),
+        Err(e) => return Err(Error::bad_file(&f, e)),
     };
     serde_json::from_slice(&bytes).map_err(|e| {
-        Error::env(format!(
-            "{}: {e}\n  hint: this file is written by `swarm role add/remove`; restore it from a backup, or delete it to fall back to swarm.yaml's roles",
-            f.display()
-        ))
+        Error::bad_file_hint(&f, format!("{e}"), "this file is written by `swarm role add/remove`; restore it from a backup, or delete it to fall back to swarm.yaml's roles")
     })
 }
 

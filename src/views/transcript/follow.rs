@@ -77,9 +77,7 @@ fn candidates(dirs: &[(PathBuf, Place)], wake: &Wake) -> Vec<(PathBuf, Place)> {
         return out;
     }
     for p in &wake.paths {
-        let is_item = p
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().ends_with(".handoff"));
+        let is_item = crate::protocol::store::is_handoff_path(p);
         let place = dirs
             .iter()
             .find(|(d, _)| p.parent() == Some(d.as_path()))
