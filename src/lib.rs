@@ -24,12 +24,15 @@
 //! - `forum`: sessions, discussions, the moderator, reached by the daemon
 //!   through one hook;
 //! - `agent`: the agent's own commands (send, take and finish work);
+//! - `person`: what a person does (approve, deny, pause, answer, archive);
 //! - `views`: read-only answers for people (status, transcript, audit);
 //! - `bridge`: hosts joined over NATS JetStream;
 //! - `telemetry`: what agents do and what it costs (usage, activity,
 //!   budgets, traces), derived from their turns, never a handoff's truth;
 //! - `launch`: init, up, down, and the headless turn;
-//! - `serve`, `mcp`: the cockpit and the MCP server (the async front ends);
+//! - `doors`: the agents' other front doors (MCP, the API runner, the
+//!   turn-end hook);
+//! - `serve`: the cockpit, with SwarmForge's dashboard API;
 //! - `cli`: the command lines of the five binaries.
 
 // Every layer is public for the binaries, the integration tests, the benches
@@ -43,12 +46,13 @@ pub mod bridge;
 pub mod cli;
 pub mod daemon;
 pub mod doctor;
+pub mod doors;
 pub mod error;
 pub mod forum;
 pub mod fsx;
 pub mod launch;
 pub mod lineup;
-pub mod mcp;
+pub mod person;
 pub mod protocol;
 pub mod reservations;
 pub mod search;

@@ -15,8 +15,9 @@ use crate::error::{Error, Result, Token};
 use crate::protocol::clock;
 use crate::protocol::header::Message;
 use crate::protocol::idprefix::{self, Match};
-use crate::protocol::layout::{batch_dirs, Project, Worktree};
+use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::{Role, Roles};
+use crate::protocol::store::batch_dirs;
 use crate::protocol::trail::{self, Loaded};
 use crate::protocol::{line, people, types};
 

@@ -1,7 +1,6 @@
 //! What an agent's own commands do: send a draft, take and finish work, print
 //! what was taken, answer a clarify, stamp artifacts.
 
-pub mod answer;
 pub mod artifacts;
 pub mod caller;
 pub mod ingest;

@@ -26,10 +26,10 @@ use serde::{Deserialize, Serialize};
 use super::control_view::RemoteHeld;
 use super::Settings;
 use crate::agent::caller::Caller;
-use crate::daemon::holds;
 use crate::daemon::journal::{record_outside, Event, Kind};
 use crate::error::{Error, Result};
 use crate::fsx;
+use crate::person::holds;
 use crate::protocol::config::Config;
 use crate::protocol::grammar;
 use crate::protocol::layout::Project;
@@ -471,7 +471,7 @@ pub(super) fn apply(p: &Project, r: &Record) -> io::Result<Applied> {
             if !clarify_here(p, message) {
                 Ok("no copy of it on this host".into())
             } else {
-                crate::agent::answer::answer(p, message, choices, text.as_deref(), &Caller::Person)
+                crate::person::answer::answer(p, message, choices, text.as_deref(), &Caller::Person)
                     .map(|a| format!("answered as {}: {}", a.role, a.queued.path.display()))
             }
         }
@@ -514,7 +514,7 @@ pub fn clarify_here(p: &Project, id: &str) -> bool {
     let max = Config::load(&p.config_file())
         .map(|c| c.limits.max_file_bytes)
         .unwrap_or(MAX_RECORD);
-    crate::agent::answer::clarify_copy(&roles, p, id, max).is_some()
+    crate::person::answer::clarify_copy(&roles, p, id, max).is_some()
 }
 
 /// A pause or resume issued here comes back in the stream's order: applied

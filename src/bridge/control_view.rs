@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::control;
-use crate::daemon::holds::{self, Held};
+use crate::person::holds::{self, Held};
 use crate::protocol::layout::Project;
 use crate::views::audit::check::Violation;
 

@@ -159,7 +159,7 @@ fn take_approval(s: &Settings, msg: &Message, from_host: &str, a: &str) -> Resul
     }
     let id = msg.id().unwrap_or_default();
     let via = format!("the bridge, approved on host {from_host}");
-    crate::daemon::holds::approve_ahead(&s.project, id, sha, by, &via).map_err(|e| e.to_string())
+    crate::person::holds::approve_ahead(&s.project, id, sha, by, &via).map_err(|e| e.to_string())
 }
 
 /// Whether the relay folder has this copy already: waiting, held for

@@ -115,7 +115,7 @@ fn read_copy(s: &Settings, path: &Path, name: &str, role: &str) -> Result<Copy, 
     }
     let commit = (msg.kind() == Some(grammar::MessageType::GitHandoff))
         .then(|| msg.get(names::COMMIT).unwrap_or_default().to_string());
-    let approval = crate::daemon::holds::carried_approval(&s.project, &msg);
+    let approval = crate::person::holds::carried_approval(&s.project, &msg);
     Ok((id, bytes, commit, approval))
 }
 

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use super::control::{self, Action, Record};
 use super::control_view;
 use crate::daemon::gate::Pause;
-use crate::daemon::holds;
 use crate::error::Result;
+use crate::person::holds;
 use crate::protocol::layout::Project;
 
 /// Pauses delivery of `types` here and, unless `here`, on every host.

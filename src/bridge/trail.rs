@@ -14,8 +14,9 @@ use crate::fsx;
 use crate::protocol::config::Config;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
-use crate::protocol::layout::{batch_dirs, Project, Worktree, PENDING_APPROVAL};
+use crate::protocol::layout::{Project, Worktree, PENDING_APPROVAL};
 use crate::protocol::roles::Roles;
+use crate::protocol::store::batch_dirs;
 
 /// One file to publish: `rel` is its path under `.swarmforge/handoffs/`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -7,7 +7,7 @@
 //!
 //! An approval is a record `.swarmforge/approvals/<id>`, published by `swarm
 //! approve` before the original goes back to its outbox, so a daemon killed
-//! at any point after that still finds it (see `daemon::holds`). It lives in
+//! at any point after that still finds it (see `person::holds`). It lives in
 //! the project's folder, not in the message: an agent can write any header
 //! into its own outbox, so a header could be forged.
 

@@ -12,7 +12,6 @@ pub mod control;
 pub mod deliver;
 mod events;
 pub mod gate;
-pub mod holds;
 pub mod hook;
 pub mod journal;
 pub mod order;
@@ -217,8 +216,8 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
         return Err(Error::env(e));
     }
     // Holds kept in the old `held/` folders move to SwarmForge's
-    // `pending_approval/`, where every reader looks (daemon::holds).
-    crate::daemon::holds::adopt_old_held(&project);
+    // `pending_approval/`, where every reader looks (protocol::pending_approval).
+    crate::protocol::pending_approval::adopt_old_held(&project);
     // A stop file left from before we held the lock is stale.
     fsx::remove_file(&project.stop_file()).at(project.stop_file())?;
     // Seat requests a killed daemon delivered but did not answer.

@@ -237,7 +237,7 @@ fn open_places(wt: &Worktree, name: &str) -> Vec<PathBuf> {
         wt.in_process().join(name),
     ];
     places.extend(
-        crate::protocol::layout::batch_dirs(&wt.in_process())
+        crate::protocol::store::batch_dirs(&wt.in_process())
             .into_iter()
             .map(|b| b.join(name)),
     );
@@ -246,7 +246,7 @@ fn open_places(wt: &Worktree, name: &str) -> Vec<PathBuf> {
 
 fn any_open_request(wt: &Worktree) -> Option<String> {
     let mut dirs = vec![wt.outbox(), wt.inbox_new(), wt.in_process()];
-    dirs.extend(crate::protocol::layout::batch_dirs(&wt.in_process()));
+    dirs.extend(crate::protocol::store::batch_dirs(&wt.in_process()));
     dirs.iter().find_map(|d| {
         store::each(d)
             .find(|e| is_request_name(&e.name))
@@ -258,7 +258,7 @@ fn any_open_request(wt: &Worktree) -> Option<String> {
 fn finished_failed(wt: &Worktree, name: &str, max_bytes: u64) -> bool {
     let mut places = vec![wt.completed().join(name)];
     places.extend(
-        crate::protocol::layout::batch_dirs(&wt.completed())
+        crate::protocol::store::batch_dirs(&wt.completed())
             .into_iter()
             .map(|b| b.join(name)),
     );

@@ -9,40 +9,13 @@ use std::process::Command;
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
 use crate::launch::plan::{Plan, PlannedRole};
+use crate::launch::repo::{add_excludes, git, git_with, write_if_changed};
 use crate::protocol::layout::Worktree;
 
 /// What `init` did, one line per change (empty: nothing changed).
 #[derive(Clone, Debug, Default)]
 pub struct InitReport {
     pub changes: Vec<String>,
-}
-
-/// Runs git in `dir`; the error names the command and git's message.
-pub fn git(dir: &Path, args: &[&str]) -> Result<String> {
-    git_with(dir, args, &[])
-}
-
-fn git_with(dir: &Path, args: &[&str], pre: &[String]) -> Result<String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(pre)
-        .args(args)
-        .output()
-        .map_err(|e| {
-            Error::env(format!(
-                "cannot run git: {e}\n  hint: install git; swarm uses it for worktrees and commits"
-            ))
-        })?;
-    if !out.status.success() {
-        return Err(Error::env(format!(
-            "git {} failed in {}: {}",
-            args.join(" "),
-            dir.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 fn git_ok(dir: &Path, args: &[&str]) -> bool {
@@ -72,18 +45,6 @@ fn identity_args(root: &Path) -> Vec<String> {
     v
 }
 
-/// Writes `bytes` at `path` unless it already holds exactly them.
-pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool> {
-    if std::fs::read(path).is_ok_and(|old| old == bytes) {
-        return Ok(false);
-    }
-    if let Some(dir) = path.parent() {
-        fsx::ensure_dirs(&[dir]).at(dir)?;
-    }
-    fsx::write_file(path, bytes).at(path)?;
-    Ok(true)
-}
-
 /// Creates the missing directories among `dirs`; returns how many.
 fn ensure_missing(dirs: &[PathBuf]) -> Result<usize> {
     let missing: Vec<&PathBuf> = dirs.iter().filter(|d| !d.is_dir()).collect();
@@ -100,36 +61,6 @@ fn ensure_excludes(root: &Path, report: &mut InitReport) -> Result<()> {
         report.changes.push(change);
     }
     Ok(())
-}
-
-/// Adds the missing `patterns` to the repository's `info/exclude` (shared
-/// by every worktree); returns what changed, for the report.
-pub fn add_excludes(root: &Path, patterns: &[&str]) -> Result<Option<String>> {
-    let rel = git(root, &["rev-parse", "--git-path", "info/exclude"])?;
-    let path = root.join(rel);
-    let old = std::fs::read_to_string(&path).unwrap_or_default();
-    let missing: Vec<&str> = patterns
-        .iter()
-        .copied()
-        .filter(|e| !old.lines().any(|l| l.trim_end() == *e))
-        .collect();
-    if missing.is_empty() {
-        return Ok(None);
-    }
-    let mut text = old.clone();
-    if !text.is_empty() && !text.ends_with('\n') {
-        text.push('\n');
-    }
-    for e in &missing {
-        text.push_str(e);
-        text.push('\n');
-    }
-    write_if_changed(&path, text.as_bytes())?;
-    Ok(Some(format!(
-        "added {} to {}",
-        missing.join(" "),
-        path.display()
-    )))
 }
 
 fn ensure_repo(root: &Path, report: &mut InitReport) -> Result<()> {

@@ -22,8 +22,6 @@
 
 pub mod agent_session;
 pub mod agents;
-pub mod api;
-pub mod archive;
 pub mod attach;
 pub mod bridge;
 pub mod cli_state;
@@ -35,6 +33,7 @@ pub mod init;
 pub mod plan;
 pub mod primer;
 pub mod process;
+pub mod repo;
 pub mod role_branch;
 pub mod secrets;
 pub mod sessions;

@@ -21,7 +21,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::launch::init::git;
+use crate::launch::repo::git;
 
 /// The per-worktree ref a pinned worktree is checked out on.
 pub const WORKTREE_REF: &str = "refs/worktree/swarmforge";

@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 use super::GRACE;
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
-use crate::launch::init;
 use crate::launch::plan::{Plan, PlannedRole};
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
@@ -75,7 +74,7 @@ pub(crate) fn start_sessions(
             continue;
         }
         let file = run_file(project, &r.name);
-        init::write_if_changed(&file, pane_script(plan, r)?.as_bytes())?;
+        crate::launch::repo::write_if_changed(&file, pane_script(plan, r)?.as_bytes())?;
         let wt = r.workdir().to_string_lossy().into_owned();
         let mut run = format!("sh {}", sqp(&file));
         if !r.is_human() {
@@ -133,7 +132,7 @@ pub(crate) fn write_session_files(plan: &Plan, sock: &Path) -> Result<()> {
             r.agent.column()
         ));
     }
-    init::write_if_changed(&sessions_file(&plan.project), tsv.as_bytes())?;
+    crate::launch::repo::write_if_changed(&sessions_file(&plan.project), tsv.as_bytes())?;
     if let Some(first) = plan.roles.first() {
         if let Ok(o) = tmux::call(
             sock,
@@ -146,7 +145,10 @@ pub(crate) fn write_session_files(plan: &Plan, sock: &Path) -> Result<()> {
             ],
         ) {
             if o.ok {
-                init::write_if_changed(&tmux_env_file(&plan.project), o.stdout.as_bytes())?;
+                crate::launch::repo::write_if_changed(
+                    &tmux_env_file(&plan.project),
+                    o.stdout.as_bytes(),
+                )?;
             }
         }
     }

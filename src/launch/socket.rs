@@ -1,7 +1,6 @@
 //! The swarm's private tmux socket: one per project root and user, named as
 //! SwarmForge names it.
 
-use std::ffi::CStr;
 use std::path::{Path, PathBuf};
 
 /// CRC-32 (ISO-HDLC, as zlib and Java's `CRC32`).
@@ -26,25 +25,7 @@ pub fn user_name() -> String {
         }
     }
     // SAFETY: getuid cannot fail.
-    account_name().unwrap_or_else(|| unsafe { libc::getuid() }.to_string())
-}
-
-/// The name of this process's account (getpwuid_r of its real uid), when
-/// the password database has one.
-pub fn account_name() -> Option<String> {
-    // SAFETY: getpwuid_r writes into the buffers we own; the name is copied
-    // out before they go away.
-    unsafe {
-        let uid = libc::getuid();
-        let mut pwd: libc::passwd = std::mem::zeroed();
-        let mut buf = vec![0 as libc::c_char; 4096];
-        let mut res: *mut libc::passwd = std::ptr::null_mut();
-        let rc = libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut res);
-        if rc == 0 && !res.is_null() && !pwd.pw_name.is_null() {
-            return Some(CStr::from_ptr(pwd.pw_name).to_string_lossy().into_owned());
-        }
-        None
-    }
+    crate::sys::account::name().unwrap_or_else(|| unsafe { libc::getuid() }.to_string())
 }
 
 /// `/tmp/swarmforge-<user>/<crc32 of the root path>.sock` (docs/launcher.md):

@@ -165,7 +165,7 @@ pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Ou
         fsx::ensure_dirs(&[dir]).at(dir)?;
         let mut line = sock.to_string_lossy().into_owned();
         line.push('\n');
-        init::write_if_changed(&project.tmux_socket(), line.as_bytes())?;
+        crate::launch::repo::write_if_changed(&project.tmux_socket(), line.as_bytes())?;
     } else {
         fsx::remove_file(&project.tmux_socket()).at(project.tmux_socket())?;
     }

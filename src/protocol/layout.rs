@@ -298,7 +298,7 @@ impl Worktree {
     }
     /// Where held originals lived before they moved to
     /// [`Worktree::held`]: emptied by handoffd when it starts
-    /// (daemon::holds::adopt_old_held); a file left there is reported.
+    /// (protocol::pending_approval::adopt_old_held); a file left there is reported.
     pub fn old_held(&self) -> PathBuf {
         self.handoffs().join(OLD_HELD)
     }
@@ -417,15 +417,6 @@ pub fn symlinked_inbox_reason(link: &Path) -> String {
         "recipient folder {} is a symlink; a copy would land wherever it points, so nothing is delivered there until it is a plain folder of its worktree",
         link.display()
     )
-}
-
-/// The `batch_*` folders directly in `dir` (an inbox's `in_process/` or
-/// `completed/`); a missing folder has none.
-pub fn batch_dirs(dir: &Path) -> Vec<PathBuf> {
-    crate::protocol::store::each(dir)
-        .filter(|e| e.kind == crate::protocol::store::Kind::Batch)
-        .map(|e| e.path)
-        .collect()
 }
 
 /// The entry names of a state folder of the project's own (none when it

@@ -13,10 +13,12 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::error::Result;
 use crate::fsx;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
-use crate::protocol::layout::Worktree;
+use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::roles::Roles;
 
 /// The suffix of a held original's review comments.
 pub const REVIEWS: &str = ".reviews.json";
@@ -166,6 +168,73 @@ pub fn problems(w: &Worktree) -> Vec<Problem> {
         p(f, format!("left in the old held/ folder: handoffd moves it to {} when it starts (or move it there yourself)", dir.display()), false);
     }
     out
+}
+
+/// Every worktree whose approval folder may hold originals: the roles'
+/// and the relay folders' (copies relayed from other hosts are held
+/// there), each once, each with whether a symlink is on the way to its
+/// approval folder (then nothing there is listed: it would show, and
+/// approve would move into an outbox, a file from anywhere).
+pub fn worktrees(project: &Project) -> Result<Vec<(Worktree, bool)>> {
+    let roles = Roles::load(&project.roles_tsv())?;
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let relays = project
+        .relayed_roles()
+        .into_iter()
+        .map(|r| project.bridge_relay(&r));
+    for wt in roles.worktrees().into_iter().chain(relays) {
+        // roles.tsv may name a worktree relative to the project root.
+        let wt = if wt.is_absolute() {
+            wt
+        } else {
+            project.root.join(wt)
+        };
+        let w = Worktree::new(&wt);
+        let key = w.handoffs();
+        if !seen.insert(key.canonicalize().unwrap_or(key)) {
+            continue;
+        }
+        let linked = symlink_on_the_way(&w);
+        out.push((w, linked));
+    }
+    Ok(out)
+}
+
+/// Moves every file of the old `held/` folders into `pending_approval/`
+/// (no clobber: a name taken there gets a collision prefix), so a project
+/// held before the folder was renamed keeps its holds. Run by handoffd
+/// when it starts, before its first pass. Returns where each went.
+pub fn adopt_old_held(project: &Project) -> Vec<PathBuf> {
+    let mut moved = Vec::new();
+    for (w, linked) in worktrees(project).unwrap_or_default() {
+        if linked
+            || std::fs::symlink_metadata(w.old_held()).is_ok_and(|m| m.file_type().is_symlink())
+        {
+            continue;
+        }
+        for f in old_held_files(&w) {
+            match fsx::move_into_unique(&f, &w.held(), grammar::collision_names(&f)) {
+                Ok(p) => moved.push(p),
+                Err(e) => {
+                    if let Some(p) = fsx::moved_to(&e) {
+                        moved.push(p.to_path_buf());
+                    }
+                }
+            }
+        }
+        // Gone once empty, so nothing shows the old place again.
+        let _ = fsx::remove_empty_dir(&w.old_held());
+    }
+    moved
+}
+
+/// Whether `.swarmforge`, `handoffs` or `pending_approval` of this worktree
+/// is a symlink.
+fn symlink_on_the_way(w: &Worktree) -> bool {
+    [w.swarmforge(), w.handoffs(), w.held()]
+        .iter()
+        .any(|d| std::fs::symlink_metadata(d).is_ok_and(|m| m.file_type().is_symlink()))
 }
 
 #[cfg(test)]

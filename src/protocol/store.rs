@@ -32,7 +32,6 @@ use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::layout::Worktree;
 use crate::protocol::sequence;
-use crate::protocol::trail::{load_message, Loaded};
 
 /// The suffix every queue file carries (docs/protocol.md §1.3).
 pub const SUFFIX: &str = ".handoff";
@@ -321,6 +320,38 @@ pub fn publish(wt: &Worktree, msg: &Message) -> Result<PathBuf> {
     let dest = wt.outbox().join(outbox_name(msg));
     fsx::publish(&wt.outbox_tmp(), &dest, msg.render().as_bytes()).at(&dest)?;
     Ok(dest)
+}
+
+/// The outcome of reading one queue file.
+pub enum Loaded {
+    Ok(Message),
+    /// Moved on between the listing and the read: it shows up where it went on
+    /// the next listing, so it is not a defect of the trail.
+    Gone,
+    /// Unreadable or malformed, with the cause.
+    Bad(String),
+}
+
+/// Reads and parses one queue file with the project's size limit (the one
+/// parser, no symlinks, no FIFOs).
+pub fn load_message(path: &Path, max_bytes: u64) -> Loaded {
+    match fsx::read_bounded(path, max_bytes) {
+        Ok(bytes) => match Message::parse_bytes(&bytes) {
+            Ok(m) => Loaded::Ok(m),
+            Err(e) => Loaded::Bad(e.to_string()),
+        },
+        Err(fsx::ReadRefusal::Io(e)) if e.kind() == io::ErrorKind::NotFound => Loaded::Gone,
+        Err(e) => Loaded::Bad(e.to_string()),
+    }
+}
+
+/// The `batch_*` folders directly in `dir` (an inbox's `in_process/` or
+/// `completed/`); a missing folder has none.
+pub fn batch_dirs(dir: &Path) -> Vec<PathBuf> {
+    each(dir)
+        .filter(|e| e.kind == Kind::Batch)
+        .map(|e| e.path)
+        .collect()
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::error::Result;
-use crate::fsx::{self, ReadRefusal};
+use crate::fsx;
 use crate::protocol::clock::{self, Instant};
 use crate::protocol::config::Config;
 use crate::protocol::grammar;
@@ -23,6 +23,7 @@ use crate::protocol::header::Message;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
 use crate::protocol::store;
+pub use crate::protocol::store::{load_message, Loaded};
 
 /// Largest `.error` note read (a reason is one line).
 const MAX_NOTE_BYTES: u64 = 64 * 1024;
@@ -686,29 +687,6 @@ impl Completions {
         let seen = self.folders.entry(dir.to_path_buf()).or_default();
         seen.names = names;
         l.batches
-    }
-}
-
-/// The outcome of reading one queue file.
-pub enum Loaded {
-    Ok(Message),
-    /// Moved on between the listing and the read: it shows up where it went on
-    /// the next listing, so it is not a defect of the trail.
-    Gone,
-    /// Unreadable or malformed, with the cause.
-    Bad(String),
-}
-
-/// Reads and parses one queue file with the project's size limit (the one
-/// parser, no symlinks, no FIFOs).
-pub fn load_message(path: &Path, max_bytes: u64) -> Loaded {
-    match fsx::read_bounded(path, max_bytes) {
-        Ok(bytes) => match Message::parse_bytes(&bytes) {
-            Ok(m) => Loaded::Ok(m),
-            Err(e) => Loaded::Bad(e.to_string()),
-        },
-        Err(ReadRefusal::Io(e)) if e.kind() == io::ErrorKind::NotFound => Loaded::Gone,
-        Err(e) => Loaded::Bad(e.to_string()),
     }
 }
 

@@ -13,9 +13,10 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::agent::{answer, send};
+use crate::agent::send;
 use crate::bridge::{control, swarmwide};
 use crate::error::{exit, Error, Result};
+use crate::person::answer;
 use crate::protocol::clock;
 use crate::protocol::draft;
 use crate::protocol::grammar;

@@ -704,7 +704,7 @@ impl Model {
     fn refresh(&mut self, out: &mut Vec<Delta>, only: Option<&HashSet<String>>) {
         let now = clock::now();
         let items = self.attention_items();
-        let held = crate::daemon::holds::list(&self.project).unwrap_or_default();
+        let held = crate::person::holds::list(&self.project).unwrap_or_default();
         let att = json!({"attention": items, "held": held});
         let mut only = only;
         if att != self.attention {
@@ -756,7 +756,7 @@ impl Model {
         r: &Role,
         runner: &Runner,
         items: &[attention::Item],
-        held: &[crate::daemon::holds::Held],
+        held: &[crate::person::holds::Held],
     ) -> Value {
         let wt = self.worktree_of(r);
         let (new, oldest) = self.folders.count(&wt.inbox_new());

@@ -32,9 +32,10 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::agent::caller::Caller;
-use crate::agent::{answer, send};
-use crate::daemon::holds::{self, Held};
+use crate::agent::send;
 use crate::error::{Error, Token};
+use crate::person::answer;
+use crate::person::holds::{self, Held};
 use crate::protocol::config::Config;
 use crate::protocol::dashboard::{master_role as master, question_text, response_text, SENT_BACK};
 use crate::protocol::header::{names, Message};

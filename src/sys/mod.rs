@@ -5,6 +5,7 @@
 //! for later (`background`). Renames,
 //! fsyncs and locks stay in `crate::fsx`.
 
+pub mod account;
 pub mod background;
 pub mod git;
 pub mod logfile;

@@ -126,7 +126,7 @@ pub fn from_originals(
     max_bytes: u64,
     now: Instant,
 ) -> Vec<Item> {
-    let done = crate::agent::answer::settled(originals);
+    let done = crate::person::answer::settled(originals);
     let mut out: Vec<Item> = transcript::messages(originals)
         .into_iter()
         .filter(|o| o.place != Place::Failed)

@@ -86,9 +86,9 @@ pub struct Status {
     /// `swarm pause` in force (null when delivery runs).
     pub paused: Option<crate::daemon::gate::Pause>,
     /// Handoffs waiting for `swarm approve` / `swarm deny`.
-    pub held: Vec<crate::daemon::holds::Held>,
+    pub held: Vec<crate::person::holds::Held>,
     /// What is wrong in an approval folder (`pending_approval/`, or a
-    /// file left in an old `held/`): `<path>: <why>` (daemon::holds::problems).
+    /// file left in an old `held/`): `<path>: <why>` (person::holds::problems).
     pub approval_problems: Vec<String>,
     /// Where SwarmForge's request files (clarifications, chat) say other
     /// than the messages they are derived from (protocol::dashboard).
@@ -366,8 +366,8 @@ pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Resul
         bridge_waiting: bridge_waiting(project),
         relayed,
         paused: crate::daemon::gate::pause_state(project),
-        held: crate::daemon::holds::list(project)?,
-        approval_problems: crate::daemon::holds::problems(project)
+        held: crate::person::holds::list(project)?,
+        approval_problems: crate::person::holds::problems(project)
             .into_iter()
             .map(|p| format!("{}: {}", p.path.display(), p.why))
             .collect(),

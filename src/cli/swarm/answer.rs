@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use crate::agent::answer;
 use crate::error::{exit, Error, Token};
+use crate::person::answer;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\

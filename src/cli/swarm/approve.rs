@@ -5,8 +5,8 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use crate::bridge::control;
 use crate::bridge::swarmwide::Decided;
-use crate::daemon::holds;
 use crate::error::{exit, Error};
+use crate::person::holds;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\

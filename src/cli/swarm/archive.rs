@@ -2,7 +2,7 @@
 //! that day into each worktree's dated archive folders.
 
 use crate::error::exit;
-use crate::launch::archive;
+use crate::person::archive;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\

@@ -121,10 +121,10 @@ fn run_check(args: &Args) -> i32 {
             Err(e) => return crate::cli::report(&e, args.json),
         }
         // The approval folders hold only holds and their comments
-        // (daemon::holds::problems; a held file that is no message is
+        // (person::holds::problems; a held file that is no message is
         // the trail's `malformed` already).
         f.violations.extend(
-            crate::daemon::holds::problems(&project)
+            crate::person::holds::problems(&project)
                 .into_iter()
                 .filter(|p| !p.unreadable_handoff)
                 .map(|p| check::Violation {

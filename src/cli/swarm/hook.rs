@@ -1,11 +1,12 @@
 //! `swarm hook <cli> <event>`: answers a coding CLI's turn-end hook
-//! (installed by `swarm up`) in that CLI's format; see launch/agents/hook.rs.
+//! (installed by `swarm up`) in that CLI's format; see src/doors/hook.rs.
 
 use std::io::Read;
 use std::path::PathBuf;
 
+use crate::doors::hook;
 use crate::error::{exit, Error};
-use crate::launch::agents::{hook, transcript, turn_end, Cli};
+use crate::launch::agents::{transcript, turn_end, Cli};
 use crate::protocol::layout::Project;
 
 #[derive(clap::Args, Debug)]

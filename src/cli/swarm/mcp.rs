@@ -1,7 +1,7 @@
 //! `swarm mcp [--role R]`: the MCP server an agent CLI starts for its role.
 
+use crate::doors::mcp::{self, Agent};
 use crate::error::exit;
-use crate::mcp::{self, Agent};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\

@@ -1,6 +1,6 @@
 //! `swarm run-api --role R`: the built-in agent of an `agent: api` role
 //! (started by `swarm up`): drains the role's queue with one chat completion
-//! per item that needs an answer, then exits (src/launch/api/).
+//! per item that needs an answer, then exits (src/doors/api/).
 
 use std::io::Write;
 
@@ -31,12 +31,12 @@ pub fn run(args: Args) -> i32 {
         Ok(c) => c,
         Err(e) => return crate::cli::report(&e, false),
     };
-    let over = crate::launch::api::Overrides {
+    let over = crate::doors::api::Overrides {
         base_url: args.base_url,
         model: args.model,
         api_key_env: args.api_key_env,
     };
-    let runner = match crate::launch::api::Runner::new(&cwd, &role, &over) {
+    let runner = match crate::doors::api::Runner::new(&cwd, &role, &over) {
         Ok(r) => r,
         Err(e) => return crate::cli::report(&e, false),
     };

@@ -39,7 +39,7 @@ impl InboxIndex {
             .into_iter()
             .chain(archived)
         {
-            for b in crate::protocol::layout::batch_dirs(&base) {
+            for b in crate::protocol::store::batch_dirs(&base) {
                 names.extend(entry_names(&b));
             }
             names.extend(entry_names(&base));

@@ -14,7 +14,7 @@ use super::{merge_hook, model_flag, Launch, Preset};
 use crate::error::{Error, Result};
 use crate::fsx;
 use crate::launch::command::{sq, sqp};
-use crate::launch::init::write_if_changed;
+use crate::launch::repo::write_if_changed;
 use crate::protocol::config::Permission;
 
 pub struct Codex;

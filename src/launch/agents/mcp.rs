@@ -17,8 +17,8 @@ use serde_json::{json, Value};
 use super::Cli;
 use crate::error::{Error, Result};
 use crate::fsx;
-use crate::launch::init::write_if_changed;
 use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
+use crate::launch::repo::write_if_changed;
 use crate::protocol::config::Config;
 use crate::protocol::layout::Project;
 
@@ -188,7 +188,7 @@ pub fn write_all(plan: &Plan, swarm: &Path) -> Result<Vec<PathBuf>> {
     excludes.dedup();
     if !excludes.is_empty() && plan.project.root.join(".git").exists() {
         let refs: Vec<&str> = excludes.iter().map(String::as_str).collect();
-        crate::launch::init::add_excludes(&plan.project.root, &refs)?;
+        crate::launch::repo::add_excludes(&plan.project.root, &refs)?;
     }
     Ok(out)
 }

@@ -11,7 +11,7 @@ pub mod codex_hooks;
 pub mod codex_sandbox;
 pub mod gemini;
 pub mod gemini_sandbox;
-pub mod hook;
+pub mod hook_input;
 pub mod mcp;
 pub mod recording;
 pub mod setup;

@@ -11,9 +11,9 @@ use super::{hook_command, Cli};
 use crate::error::{Error, Result};
 use crate::fsx;
 use crate::launch::command::{instructions_in_file, prompt_text};
-use crate::launch::init::{add_excludes, write_if_changed};
 use crate::launch::plan::{AgentSpec, Plan};
 use crate::launch::primer::primer;
+use crate::launch::repo::{add_excludes, write_if_changed};
 use crate::protocol::launch_files::prompt_file;
 
 /// Our block in an instruction file; the rest of the file is the project's.

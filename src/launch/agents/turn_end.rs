@@ -25,7 +25,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::hook::parse_input;
+use super::hook_input::parse_input;
 use super::Cli;
 use crate::daemon::journal::{self, Journal};
 use crate::fsx;

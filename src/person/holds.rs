@@ -38,7 +38,6 @@ use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::pending_approval::{self, Problem};
-use crate::protocol::roles::Roles;
 
 /// One held original.
 #[derive(Clone, Debug, Serialize)]
@@ -70,43 +69,12 @@ const MAX_HELD_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Every held original of the project, oldest id first.
 pub fn list(project: &Project) -> Result<Vec<Held>> {
-    let mut out: Vec<Held> = approval_worktrees(project)?
+    let mut out: Vec<Held> = pending_approval::worktrees(project)?
         .iter()
         .filter(|(_, linked)| !linked)
         .flat_map(|(w, _)| held_in(&w.held()))
         .collect();
     out.sort_by(|a, b| a.id.cmp(&b.id));
-    Ok(out)
-}
-
-/// Every worktree whose approval folder may hold originals: the roles'
-/// and the relay folders' (copies relayed from other hosts are held
-/// there), each once, each with whether a symlink is on the way to its
-/// approval folder (then nothing there is listed: it would show, and
-/// approve would move into an outbox, a file from anywhere).
-fn approval_worktrees(project: &Project) -> Result<Vec<(Worktree, bool)>> {
-    let roles = Roles::load(&project.roles_tsv())?;
-    let mut out = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    let relays = project
-        .relayed_roles()
-        .into_iter()
-        .map(|r| project.bridge_relay(&r));
-    for wt in roles.worktrees().into_iter().chain(relays) {
-        // roles.tsv may name a worktree relative to the project root.
-        let wt = if wt.is_absolute() {
-            wt
-        } else {
-            project.root.join(wt)
-        };
-        let w = Worktree::new(&wt);
-        let key = w.handoffs();
-        if !seen.insert(key.canonicalize().unwrap_or(key)) {
-            continue;
-        }
-        let linked = symlink_on_the_way(&w);
-        out.push((w, linked));
-    }
     Ok(out)
 }
 
@@ -116,7 +84,7 @@ fn approval_worktrees(project: &Project) -> Result<Vec<(Worktree, bool)>> {
 /// `swarm audit --check` counts as a violation.
 pub fn problems(project: &Project) -> Vec<Problem> {
     let mut out = Vec::new();
-    for (w, linked) in approval_worktrees(project).unwrap_or_default() {
+    for (w, linked) in pending_approval::worktrees(project).unwrap_or_default() {
         if linked {
             out.push(Problem {
                 path: w.held(),
@@ -128,34 +96,6 @@ pub fn problems(project: &Project) -> Vec<Problem> {
         }
     }
     out
-}
-
-/// Moves every file of the old `held/` folders into `pending_approval/`
-/// (no clobber: a name taken there gets a collision prefix), so a project
-/// held before the folder was renamed keeps its holds. Run by handoffd
-/// when it starts, before its first pass. Returns where each went.
-pub fn adopt_old_held(project: &Project) -> Vec<PathBuf> {
-    let mut moved = Vec::new();
-    for (w, linked) in approval_worktrees(project).unwrap_or_default() {
-        if linked
-            || std::fs::symlink_metadata(w.old_held()).is_ok_and(|m| m.file_type().is_symlink())
-        {
-            continue;
-        }
-        for f in pending_approval::old_held_files(&w) {
-            match fsx::move_into_unique(&f, &w.held(), grammar::collision_names(&f)) {
-                Ok(p) => moved.push(p),
-                Err(e) => {
-                    if let Some(p) = fsx::moved_to(&e) {
-                        moved.push(p.to_path_buf());
-                    }
-                }
-            }
-        }
-        // Gone once empty, so nothing shows the old place again.
-        let _ = fsx::remove_empty_dir(&w.old_held());
-    }
-    moved
 }
 
 /// The held originals in one `pending_approval/` folder (any order).
@@ -208,14 +148,6 @@ pub fn held_in(held: &Path) -> Vec<Held> {
     out
 }
 
-/// Whether `.swarmforge`, `handoffs` or `pending_approval` of this worktree
-/// is a symlink.
-fn symlink_on_the_way(w: &Worktree) -> bool {
-    [w.swarmforge(), w.handoffs(), w.held()]
-        .iter()
-        .any(|d| std::fs::symlink_metadata(d).is_ok_and(|m| m.file_type().is_symlink()))
-}
-
 fn check_id(id: &str) -> Result<()> {
     if grammar::valid_message_id(id) {
         Ok(())
@@ -248,7 +180,7 @@ pub fn who() -> String {
     std::env::var("USER")
         .ok()
         .filter(|u| grammar::valid_role(u))
-        .or_else(|| crate::launch::socket::account_name().filter(|u| grammar::valid_role(u)))
+        .or_else(|| crate::sys::account::name().filter(|u| grammar::valid_role(u)))
         .unwrap_or_else(|| "unknown".into())
 }
 

@@ -609,7 +609,7 @@ fn answer(agent: &Agent, a: &Args) -> Outcome {
     let whole = crate::protocol::idprefix::expand(&at.project, id)?;
     let id = whole.as_str();
     let caller = crate::agent::caller::Caller::agent(&agent.role);
-    match crate::agent::answer::answer(&at.project, id, &choices, text, &caller) {
+    match crate::person::answer::answer(&at.project, id, &choices, text, &caller) {
         Ok(done) => {
             let mut v = serde_json::to_value(&done).unwrap_or_default();
             v["status"] = json!("answered");
