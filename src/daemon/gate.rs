@@ -16,7 +16,6 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::daemon::deliver::Outcome;
 use crate::daemon::journal::{Event, Journal, Kind};
 use crate::fsx;
 use crate::protocol::config::Config;
@@ -129,20 +128,19 @@ pub fn decide(project: &Project, config: &Config, msg: &Message) -> Decision {
 
 /// Moves an outbox original needing approval into its sender's `pending_approval/`
 /// (no-clobber) and journals `held`. The file left the outbox, so the pass
-/// forgets it ([`Outcome::Vanished`]); a move that fails leaves it to retry.
-pub fn hold(journal: &Journal, worktree: &Path, path: &Path, msg: &Message) -> Outcome {
+/// forgets it (Ok, as when it vanished before the move); a move that fails
+/// leaves it to retry (Err, why).
+pub fn hold(journal: &Journal, worktree: &Path, path: &Path, msg: &Message) -> Result<(), String> {
     let held = Worktree::new(worktree).held();
     if let Err(e) = fsx::ensure_dirs(&[&held]) {
-        return Outcome::Deferred(format!("{}: {e}", held.display()));
+        return Err(format!("{}: {e}", held.display()));
     }
     let target = match fsx::move_into_unique(path, &held, grammar::collision_names(path)) {
         Ok(p) => p,
         Err(e) => match fsx::moved_to(&e) {
             Some(p) => p.to_path_buf(),
-            None if e.kind() == io::ErrorKind::NotFound && !path.exists() => {
-                return Outcome::Vanished
-            }
-            None => return Outcome::Deferred(format!("{}: {e}", held.display())),
+            None if e.kind() == io::ErrorKind::NotFound && !path.exists() => return Ok(()),
+            None => return Err(format!("{}: {e}", held.display())),
         },
     };
     journal.record(
@@ -151,7 +149,7 @@ pub fn hold(journal: &Journal, worktree: &Path, path: &Path, msg: &Message) -> O
             .path(&target)
             .reason("approval required (swarm approve / swarm deny)"),
     );
-    Outcome::Vanished
+    Ok(())
 }
 
 #[cfg(test)]

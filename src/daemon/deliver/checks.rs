@@ -296,7 +296,12 @@ impl Deliverer {
             gate::Decision::Deliver => {}
             gate::Decision::Paused(r) => return Err(Outcome::Waiting(r)),
             gate::Decision::Hold => {
-                return Err(gate::hold(&self.journal, &c.worktree, &c.path, &msg))
+                return Err(
+                    match gate::hold(&self.journal, &c.worktree, &c.path, &msg) {
+                        Ok(()) => Outcome::Vanished,
+                        Err(why) => Outcome::Deferred(why),
+                    },
+                )
             }
         }
         Ok((msg, recipients))
