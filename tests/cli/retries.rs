@@ -241,13 +241,19 @@ fn a_sidecar_without_its_handoff_is_removed_and_permanent_errors_still_fail() {
     assert_eq!(count(&p.log(), "failed"), 1);
 }
 
-/// "Queue failed tmux wake-ups separately so notification trouble cannot
-/// turn a stored handoff into a failed delivery", in the durable queue
-/// `.swarmforge/daemon/wakeups/`, resumed after a restart. The delivery
-/// stands throughout; once the wake-up works it is retried and the record
-/// goes. `ack_within: 1h` keeps the in-memory re-wake out of it.
-#[test]
-fn a_failed_wake_up_is_queued_on_disk_and_retried_after_a_restart() {
+/// A delivered note whose wake-up failed (the wake command succeeds only
+/// once `ok` exists, and appends the role to `wakes`), queued on disk in
+/// `queued`, the daemon still running.
+struct FailedWake {
+    p: Project,
+    ok: PathBuf,
+    wakes: PathBuf,
+    queued: PathBuf,
+    daemon: crate::support::Daemon,
+    note: crate::support::Note,
+}
+
+fn failed_wake() -> FailedWake {
     let p = two_roles();
     let ok = p.path("wake-ok");
     let wakes = p.path("wakes.txt");
@@ -264,6 +270,31 @@ fn a_failed_wake_up_is_queued_on_disk_and_retried_after_a_restart() {
     wait_until(DEADLINE, "the failed wake-up queued", || {
         attempt(&queued).is_some()
     });
+    FailedWake {
+        p,
+        ok,
+        wakes,
+        queued,
+        daemon: d,
+        note: n,
+    }
+}
+
+/// "Queue failed tmux wake-ups separately so notification trouble cannot
+/// turn a stored handoff into a failed delivery", in the durable queue
+/// `.swarmforge/daemon/wakeups/`, resumed after a restart. The delivery
+/// stands throughout; once the wake-up works it is retried and the record
+/// goes. `ack_within: 1h` keeps the in-memory re-wake out of it.
+#[test]
+fn a_failed_wake_up_is_queued_on_disk_and_retried_after_a_restart() {
+    let FailedWake {
+        p,
+        ok,
+        wakes,
+        queued,
+        daemon: d,
+        note: n,
+    } = failed_wake();
     let r = p.swarm(&["status"]);
     assert!(r.stdout.contains("wake retry: reviewer failed"), "{r:?}");
     drop(d); // SIGKILL
@@ -288,22 +319,14 @@ fn a_failed_wake_up_is_queued_on_disk_and_retried_after_a_restart() {
 /// where the agent put it.
 #[test]
 fn a_queued_wake_up_for_mail_already_taken_is_dropped() {
-    let p = two_roles();
-    let ok = p.path("wake-ok");
-    let wakes = p.path("wakes.txt");
-    p.config(&format!(
-        "daemon: {{sweep: 100ms, ack_within: 1h}}\nwake: {{method: command, command: \"test -e {} && echo $SWARMFORGE_ROLE >> {}\"}}\n",
-        ok.display(),
-        wakes.display()
-    ));
-    let queued = p.path(".swarmforge/daemon/wakeups/reviewer.edn");
-    let d = p.spawn_daemon(&[]);
-    let n = note("coder", 1, "reviewer", "hello");
-    let path = p.post("master", &n);
-    wait_delivered(&p, &path);
-    wait_until(DEADLINE, "the failed wake-up queued", || {
-        attempt(&queued).is_some()
-    });
+    let FailedWake {
+        p,
+        ok,
+        wakes,
+        queued,
+        daemon: d,
+        note: n,
+    } = failed_wake();
     drop(d); // SIGKILL
     let r = p.cmd("ready-next").role("reviewer").run();
     r.ok();
