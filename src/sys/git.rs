@@ -1,8 +1,11 @@
-//! The one way the library runs git: `git -C <dir> <args>`, stdin closed and
-//! no terminal prompt (a credential prompt would hang a daemon or a helper
-//! forever), output captured. What the answers mean is the caller's: the
-//! commit checks of a `git_handoff` (`protocol::gitcheck`), finding the
-//! project (`protocol::root`), the bridge's pushes.
+//! Running git without a person at hand: `git -C <dir> <args>`, stdin
+//! closed and no terminal prompt (a credential prompt would hang a daemon or
+//! a helper forever), output captured. What the answers mean is the
+//! caller's: the commit checks of a `git_handoff` (`protocol::gitcheck`),
+//! finding the project (`protocol::root`), the bridge's pushes, a role's
+//! branch. The launcher's `launch::repo`, doctor, reservations and the demo
+//! still start git themselves (with prompts allowed, for a person's
+//! `swarm init`); moving them here is left to do.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
