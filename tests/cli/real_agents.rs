@@ -821,7 +821,8 @@ fn gemini_cli_takes_answers_and_finishes_an_item_after_its_hook() {
         "reviewer's request lacks its primer:\n{}",
         all_text(&first)
     );
-    assert!(last_function_response(&s.turn("reviewer", 1)).contains("NO_TASK"));
+    let idle = last_function_response(&s.turn("reviewer", 1));
+    assert!(idle.contains("NO_TASK"), "turn 1 answered:\n{idle}");
     let hooked = last_function_response(&s.turn("reviewer", 2));
     assert!(
         hooked.contains("New handoff mail is waiting for role reviewer"),

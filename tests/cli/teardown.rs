@@ -136,8 +136,13 @@ fn a_killed_headless_supervisor_takes_its_agents_and_a_second_up_runs_one() {
     });
     // A second swarm: one agent on the queue, not two.
     d.swarm(&["up", "--no-tmux", "--detach"]).ok();
-    wait_until(WAIT, "the new agent runs", || {
-        starts() == 2 && !agent_processes(&d.root, "coder").is_empty()
+    // Until its `sleep` runs: between bash's fork and the exec of `sleep`
+    // the child still reads as the script, which is not a second agent.
+    wait_until(WAIT, "the new agent runs its sleep", || {
+        starts() == 2
+            && agent_processes(&d.root, "coder")
+                .iter()
+                .any(|(_, c)| c.starts_with("sleep 998"))
     });
     let procs = agent_processes(&d.root, "coder");
     let scripts = procs
