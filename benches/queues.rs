@@ -161,6 +161,62 @@ fn maildir_hop(base: &Path, n: usize) -> Duration {
     t.elapsed() / n as u32
 }
 
+/// The floor of our hop's own contract: the same twelve fsyncs, renames and
+/// file writes a hop makes (docs/protocol.md §8.1), in process with no logic,
+/// plus three process starts (`/bin/true`). What is left above this row is
+/// our code; what this row is above Maildir is the durability a hop promises.
+fn contract_hop(base: &Path, n: usize) -> Duration {
+    use std::os::unix::fs::OpenOptionsExt;
+    let d = tempfile::tempdir_in(base).unwrap();
+    let dirs = ["otmp", "outbox", "sent", "itmp", "new", "cur", "done"];
+    for s in dirs {
+        fs::create_dir(d.path().join(s)).unwrap();
+    }
+    let at = |s: &str| d.path().join(s);
+    let sync_dir = |s: &str| fs::File::open(at(s)).unwrap().sync_all().unwrap();
+    let body = vec![b'x'; BODY];
+    // A new file, fsynced, renamed to `to` (no folder fsync).
+    let publish = |tmp: &str, to: PathBuf| {
+        let t = at(tmp).join("x.tmp");
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&t)
+            .unwrap();
+        f.write_all(&body).unwrap();
+        f.sync_all().unwrap();
+        fs::rename(&t, to).unwrap();
+    };
+    let t = Instant::now();
+    for i in 0..n {
+        let name = format!("{i}.handoff");
+        for _ in 0..3 {
+            run_ok(&mut Command::new("/bin/true"));
+        }
+        // send: the file, outbox/
+        publish("otmp", at("outbox").join(&name));
+        sync_dir("outbox");
+        // deliver: the copy, new/; the original to sent/, sent/, outbox/
+        publish("itmp", at("new").join(&name));
+        sync_dir("new");
+        fs::rename(at("outbox").join(&name), at("sent").join(&name)).unwrap();
+        sync_dir("sent");
+        sync_dir("outbox");
+        // take: move, the stamp over it, in_process/, new/
+        fs::rename(at("new").join(&name), at("cur").join(&name)).unwrap();
+        publish("itmp", at("cur").join(&name));
+        sync_dir("cur");
+        sync_dir("new");
+        // finish: the stamp over it, the move, completed/, in_process/
+        publish("itmp", at("cur").join(&name));
+        fs::rename(at("cur").join(&name), at("done").join(&name)).unwrap();
+        sync_dir("done");
+        sync_dir("cur");
+    }
+    t.elapsed() / n.max(1) as u32
+}
+
 fn dirq(args: &[&str]) -> Duration {
     secs_from(&run_ok(
         Command::new("python3")
@@ -271,21 +327,42 @@ fn wait_for(p: &Path) {
     }
 }
 
+/// Where a CLI hop's time goes, per message: the `swarm-handoff` call, the
+/// wait until the copy is in `inbox/new/` (the daemon's wake-up and pass),
+/// `ready-next`, `done-current`.
+struct HopSteps {
+    total: Duration,
+    steps: [Duration; 4],
+}
+
 /// swarm-handoff → handoffd → ready-next → done-current, one message in flight.
-fn ours_hop_cli(base: &Path, n: usize, fsync: bool) -> Duration {
+fn ours_hop_cli(base: &Path, n: usize, fsync: bool) -> HopSteps {
     let o = ours(base, fsync, "task");
     let _d = Daemon::start(&o.project);
     let new = Worktree::new(&o.rcv).inbox_new();
+    let mut steps = [Duration::ZERO; 4];
     let t = Instant::now();
     for i in 0..n {
+        let mut lap = Instant::now();
+        let mut split = |k: usize| {
+            steps[k] += lap.elapsed();
+            lap = Instant::now();
+        };
         let queued = cli_send(&o, i);
+        split(0);
         wait_for(&new.join(queued.file_name().unwrap()));
+        split(1);
         let out = run_ok(&mut cli("ready-next", &o.rcv, "r0"));
         assert!(out.starts_with("TASK: "), "{out}");
+        split(2);
         let out = run_ok(&mut cli("done-current", &o.rcv, "r0"));
         assert!(out.ends_with("NO_TASK\n"), "{out}");
+        split(3);
     }
-    t.elapsed() / n as u32
+    HopSteps {
+        total: t.elapsed() / n as u32,
+        steps: steps.map(|s| s / n as u32),
+    }
 }
 
 fn deliverer(o: &Ours) -> Deliverer {
@@ -463,15 +540,31 @@ fn hop(o: &Opts) {
         "no fsync",
     );
     t.row(
+        "contract floor",
+        "the same 12 fsyncs, renames and writes in process + 3 × /bin/true",
+        contract_hop(&o.dir, n),
+        "a hop's durability with no code; docs/protocol.md §8.1",
+    );
+    let on = ours_hop_cli(&o.dir, n, true);
+    t.row(
         "ours",
         "swarm-handoff → handoffd → ready-next → done-current, fsync on",
-        ours_hop_cli(&o.dir, n, true),
-        "3 processes + the daemon; 16 fsyncs",
+        on.total,
+        "3 processes + the daemon; 12 fsyncs",
     );
+    let steps = [
+        "`swarm-handoff` (process, send)",
+        "until the copy is in `new/` (daemon wake-up + pass)",
+        "`ready-next` (process, take)",
+        "`done-current` (process, finish)",
+    ];
+    for (how, d) in steps.iter().zip(on.steps) {
+        t.row("ours, step", how, d, "of the fsync-on hop");
+    }
     t.row(
         "ours",
         "same, fsync off",
-        ours_hop_cli(&o.dir, n, false),
+        ours_hop_cli(&o.dir, n, false).total,
         "",
     );
     t.row(
