@@ -18,6 +18,7 @@ use crate::protocol::launch_files::{sessions_file, AgentRun};
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::{Role, Roles};
 use crate::protocol::store::{self, Kind as Entry};
+use crate::sys::shell;
 
 /// Transcript lines a restarted agent is shown.
 pub const RESUME_LINES: u32 = 20;
@@ -102,11 +103,6 @@ pub fn check_expectations(project: &Project, roles: &Roles, config: &Config, jou
 
 fn tmux(socket: &Path, args: &[&str]) -> bool {
     crate::sys::tmux::ok(socket, args)
-}
-
-/// Single-quotes a word for `sh`.
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\"'\"'"))
 }
 
 fn restarts_file(project: &Project, role: &str) -> PathBuf {
@@ -319,9 +315,9 @@ fn restart(project: &Project, role: &Role, budget: u32, socket: &Path, journal: 
         .unwrap_or_default();
     let cmd = format!(
         "export SWARMFORGE_ROLE={}; export PATH={}:\"$PATH\"; ready-next --resume-context {RESUME_LINES}; exec sh {}",
-        quote(&role.name),
-        quote(&bin_dir.to_string_lossy()),
-        quote(&script.to_string_lossy())
+        shell::quote(&role.name),
+        shell::quote_path(&bin_dir),
+        shell::quote_path(&script)
     );
     let ok = tmux(
         socket,

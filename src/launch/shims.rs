@@ -46,15 +46,7 @@ pub const SHIMS: &[Shim] = &[
 /// Mode of every wrapper.
 pub const MODE: u32 = 0o755;
 
-/// POSIX shell single-quoting: `'` becomes `'"'"'`.
-pub fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\"'\"'"))
-}
-
-/// [`quote`] for a path (lossy for a name that is not UTF-8).
-pub fn quote_path(p: &Path) -> String {
-    quote(&p.to_string_lossy())
-}
+pub use crate::sys::shell::{quote, quote_path};
 
 /// The wrapper text: `#!/bin/sh`, then `exec '<bin_dir>/<binary>' [args] "$@"`.
 pub fn script(bin_dir: &str, shim: &Shim) -> String {

@@ -1,7 +1,7 @@
 //! The system underneath: what any layer may call and what knows nothing of
 //! the mail protocol. Log files that rotate (`logfile`), waiting for folder
 //! changes (`watch`), the one way to call tmux (`tmux`) and git (`git`),
-//! tokens from the kernel (`random`) and the priority of threads that work
+//! tokens from the kernel (`random`), quoting for `sh` (`shell`) and the priority of threads that work
 //! for later (`background`). Renames,
 //! fsyncs and locks stay in `crate::fsx`.
 
@@ -10,5 +10,6 @@ pub mod background;
 pub mod git;
 pub mod logfile;
 pub mod random;
+pub mod shell;
 pub mod tmux;
 pub mod watch;
