@@ -115,7 +115,11 @@ fn events(project: &Project, me: &str, hosts: &[String]) -> (BTreeMap<String, Ve
         own.extend(lines.into_iter().filter(|l| l.text.contains("\"control_")));
         from = next;
     }
+    // Pruned only when its first kept line is not at offset 0: a journal
+    // that merely began after another host's records (a daemon slow to
+    // start) still covers everything this host ever applied.
     let oldest = first
+        .filter(|l| l.offset > 0)
         .and_then(|l| serde_json::from_str::<serde_json::Value>(&l.text).ok())
         .and_then(|v| v["time"].as_str().map(str::to_string))
         .unwrap_or_default();
