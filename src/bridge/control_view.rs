@@ -246,15 +246,20 @@ fn host_state(project: &Project, me: &str, h: &str, evs: &BTreeMap<String, Vec<E
 
 /// The handoffs held on other hosts, from their mirrored trails.
 pub fn held_elsewhere(project: &Project, hosts: &[String], me: &str) -> Vec<RemoteHeld> {
+    let max = crate::protocol::config::Limits::max_file_bytes_of(&project.config_file());
     let mut out = Vec::new();
     for h in hosts.iter().filter(|h| *h != me) {
         let base = project.bridge_dir().join("hosts").join(h);
         for wt in crate::protocol::layout::names_in(&base) {
             let held = crate::protocol::layout::Worktree::new(base.join(wt)).held();
-            out.extend(holds::held_in(&held).into_iter().map(|held| RemoteHeld {
-                host: h.clone(),
-                held,
-            }));
+            out.extend(
+                holds::held_in(&held, max)
+                    .into_iter()
+                    .map(|held| RemoteHeld {
+                        host: h.clone(),
+                        held,
+                    }),
+            );
         }
     }
     out.sort_by(|a, b| a.held.id.cmp(&b.held.id));

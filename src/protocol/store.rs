@@ -144,10 +144,7 @@ impl Entry {
     }
     /// Its message, or `None` when it is gone or cannot be one.
     pub fn message(&self, max_bytes: u64) -> Option<Message> {
-        match self.load(max_bytes) {
-            Loaded::Ok(m) => Some(m),
-            Loaded::Gone | Loaded::Bad(_) => None,
-        }
+        self.load(max_bytes).ok()
     }
 }
 
@@ -330,6 +327,16 @@ pub enum Loaded {
     Gone,
     /// Unreadable or malformed, with the cause.
     Bad(String),
+}
+
+impl Loaded {
+    /// The message, or `None` when it is gone or cannot be one.
+    pub fn ok(self) -> Option<Message> {
+        match self {
+            Loaded::Ok(m) => Some(m),
+            Loaded::Gone | Loaded::Bad(_) => None,
+        }
+    }
 }
 
 /// Reads and parses one queue file with the project's size limit (the one
