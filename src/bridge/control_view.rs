@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::control;
-use crate::person::holds::{self, Held};
+use super::control::{self, RemoteHeld};
+use crate::person::holds;
 use crate::protocol::layout::Project;
 use crate::views::audit::check::Violation;
 
@@ -42,14 +42,6 @@ pub struct Entry {
     pub pending: Vec<String>,
     /// Host → what it waits for there (`control_waiting`, not applied yet).
     pub waiting: BTreeMap<String, String>,
-}
-
-/// A handoff held on another host, as its mirror shows it.
-#[derive(Clone, Debug, Serialize)]
-pub struct RemoteHeld {
-    pub host: String,
-    #[serde(flatten)]
-    pub held: Held,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
