@@ -246,3 +246,32 @@ fn forget(project: &Project, path: &Path) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_waiting_file_backs_off_to_the_cap_and_a_repair_makes_it_due() {
+        let d = tempfile::tempdir().unwrap();
+        let project = Project::new(d.path());
+        let journal = Journal::new(&project);
+        let f = d
+            .path()
+            .join("50_20260615T140531Z_000001_from_a_to_b.handoff");
+        let mut r = Retries::default();
+        let mut last = Duration::ZERO;
+        for _ in 0..10 {
+            r.wait(&journal, &f, "paused".into());
+            last = r.due[&f].backoff;
+        }
+        assert_eq!(last, WAIT_CAP);
+        assert!(r.waits(&f, Instant::now()));
+        r.all_now();
+        assert!(!r.waits(&f, Instant::now()));
+        // The reason is logged once per cause, not once per look.
+        assert_eq!(r.logged[&f], "paused");
+        r.done(&project, &f);
+        assert!(!r.knows(&f) && !r.logged.contains_key(&f));
+    }
+}

@@ -470,3 +470,34 @@ impl Deliverer {
         (out, more)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_names_its_outbox_and_an_unplaced_one_makes_a_rescan() {
+        let mut s = Schedule::new();
+        s.full_due = false;
+        s.quiet = vec![Some(Quiet { stamp: None }), None];
+        s.changed(Some(0));
+        assert!(s.quiet[0].is_none() && s.dirty.contains(&0) && !s.full_due);
+        s.changed(None);
+        assert!(s.full_due);
+        s.scans = 7;
+        s.table_changed();
+        assert!(s.dirty.is_empty() && s.quiet.is_empty() && s.scans == 0);
+    }
+
+    #[test]
+    fn a_new_table_moves_the_generation_and_forgets_the_checks() {
+        let mut o = Outboxes::new(vec![PathBuf::from("/w/a")]);
+        o.canon.insert("/w/a".into(), "/real/a".into());
+        assert!(!o.replace(vec![PathBuf::from("/w/a")]));
+        assert_eq!(o.generation(), 0);
+        assert!(o.canonical(Path::new("/w/a")).is_none());
+        assert!(o.replace(vec![PathBuf::from("/w/a"), PathBuf::from("/w/b")]));
+        assert_eq!(o.generation(), 1);
+        assert_eq!(o.position(Path::new("/w/b")), Some(1));
+    }
+}
