@@ -34,10 +34,10 @@ types='note|clarify|answer|react|git_handoff|digest|digest_request|review|handof
 # answer's `choices` and `message`, an MCP call's `choices`).
 checks=(
   "header-literal|3|\\.(get|set|push|remove|get_all|header|field)\\(\"($headers)\""
-  "handoff-suffix|2|\"\\.handoff\""
+  "handoff-suffix|0|\"\\.handoff\""
   "type-literal|0|(==|!=) *\"($types)\"|Some\\(\"($types)\"\\)"
   "all-literal|2|(==|!=) *\"all\"|Some\\(\"all\"\\)|split\\(','\\)"
-  "state-listing|5|read_dir\\((\\&?[a-z]|std|crate|Worktree|project)"
+  "state-listing|1|read_dir\\((\\&?[a-z]|std|crate|Worktree|project)"
   "size-cap|0|read_bounded\\([^;]*1024 \\* 1024"
 )
 fail=0

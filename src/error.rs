@@ -181,7 +181,22 @@ pub enum Error {
     /// folder is not empty, another process holds what it needs (exit 1).
     #[error("{0}")]
     Conflict(String),
-    /// Any other environment problem; the text is printed verbatim (exit 1).
+    /// Another program or process failed the library: a child it runs
+    /// (git, tmux, an agent CLI, `sh`) could not start, exited with an
+    /// error or said something unusable, or a process it waits for
+    /// (handoffd, a background `swarm up`, a collector, the bridge's server)
+    /// did not answer in time. The text names the program and the cause
+    /// (exit 1).
+    #[error("{0}")]
+    Process(String),
+    /// The library itself failed: a broken invariant, or a runtime it
+    /// needs (an async runtime, a thread, serializing its own data) that
+    /// could not be had. Never the user's doing; the text says what failed
+    /// (exit 1).
+    #[error("{0}")]
+    Internal(String),
+    /// What the environment lacks (a variable, a tool, a network address)
+    /// and any problem not named above; the text is printed verbatim (exit 1).
     #[error("{0}")]
     Env(String),
     /// A protocol refusal, printed `TOKEN: detail` then `- <path>` lines; the
@@ -259,6 +274,16 @@ impl Error {
         Error::Env(msg.to_string())
     }
 
+    /// Another program or process failed (see [`Error::Process`]).
+    pub fn process(msg: impl fmt::Display) -> Self {
+        Error::Process(msg.to_string())
+    }
+
+    /// The library itself failed (see [`Error::Internal`]).
+    pub fn internal(msg: impl fmt::Display) -> Self {
+        Error::Internal(msg.to_string())
+    }
+
     /// A file that cannot be used: `<path>: <why>`.
     pub fn bad_file(path: impl AsRef<Path>, why: impl fmt::Display) -> Self {
         Error::BadFile {
@@ -322,6 +347,8 @@ impl Error {
             | Error::NotFound(_)
             | Error::BadInput(_)
             | Error::Conflict(_)
+            | Error::Process(_)
+            | Error::Internal(_)
             | Error::Env(_) => exit::ENV,
             Error::Refused { token, .. } | Error::Invalid { token, .. } => token.exit_code(),
         }
@@ -335,6 +362,8 @@ impl Error {
             | Error::NotFound(_)
             | Error::BadInput(_)
             | Error::Conflict(_)
+            | Error::Process(_)
+            | Error::Internal(_)
             | Error::Env(_) => "ERROR",
             Error::Refused { token, .. } | Error::Invalid { token, .. } => token.name(),
         }
@@ -350,6 +379,8 @@ impl Error {
             Error::NotFound(_)
             | Error::BadInput(_)
             | Error::Conflict(_)
+            | Error::Process(_)
+            | Error::Internal(_)
             | Error::Env(_)
             | Error::Invalid { .. } => Vec::new(),
         };
@@ -402,6 +433,8 @@ mod tests {
             Error::not_found("Unknown session: s1"),
             Error::bad_input("--limit must be at least 1"),
             Error::conflict("Session s1 is open"),
+            Error::process("git status failed in /p: fatal"),
+            Error::internal("cannot start the async runtime"),
             Error::env("anything else"),
         ];
         for e in &all {

@@ -109,9 +109,9 @@ pub fn run(project: Project, opts: &Options, on_url: &mut dyn FnMut(&str)) -> Re
             tracker: track::Tracker::new(wake),
         });
         track::push(store, woken)
-            .map_err(|e| Error::env(format!("cannot start the webhook pusher: {e}")))?;
+            .map_err(|e| Error::internal(format!("cannot start the webhook pusher: {e}")))?;
         track::watch(app.clone())
-            .map_err(|e| Error::env(format!("cannot start the tracker: {e}")))?;
+            .map_err(|e| Error::internal(format!("cannot start the tracker: {e}")))?;
         on_url(&url);
         // The cockpit's accept loop: header timeout, bounded connections,
         // those that never showed the token closed first.

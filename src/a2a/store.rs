@@ -228,7 +228,7 @@ impl Store {
     /// Writes (or rewrites) a record; call with the lock held.
     pub fn save(&self, r: &Record) -> Result<()> {
         let f = self.record_file(&r.id);
-        let bytes = serde_json::to_vec_pretty(r).map_err(|e| Error::env(e.to_string()))?;
+        let bytes = serde_json::to_vec_pretty(r).map_err(|e| Error::internal(e.to_string()))?;
         fsx::write_private(&self.tmp(), &f, &bytes).map_err(io(&f))
     }
 
@@ -281,7 +281,7 @@ impl Store {
     /// Appends one event (the tracker is the only writer).
     pub fn append(&self, task: &str, line: &Logged) -> Result<()> {
         let f = self.log_file(task);
-        let mut text = serde_json::to_string(line).map_err(|e| Error::env(e.to_string()))?;
+        let mut text = serde_json::to_string(line).map_err(|e| Error::internal(e.to_string()))?;
         text.push('\n');
         fsx::append(&f, text.as_bytes()).map_err(io(&f))
     }
@@ -294,7 +294,7 @@ impl Store {
         let dir = self.push_dir(&c.task_id);
         fsx::ensure_dirs(&[&dir]).map_err(io(&dir))?;
         let f = dir.join(format!("{}.json", c.id));
-        let bytes = serde_json::to_vec_pretty(c).map_err(|e| Error::env(e.to_string()))?;
+        let bytes = serde_json::to_vec_pretty(c).map_err(|e| Error::internal(e.to_string()))?;
         fsx::write_private(&self.tmp(), &f, &bytes).map_err(io(&f))
     }
 

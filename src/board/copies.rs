@@ -14,13 +14,12 @@
 use std::path::PathBuf;
 
 use super::{Routes, NON_FORWARDING};
-use crate::error::{IoContext, Result};
-use crate::fsx;
+use crate::error::Result;
 use crate::protocol::clock;
 use crate::protocol::grammar::{self, MessageType};
 use crate::protocol::header::{names, Message};
 use crate::protocol::layout::{Project, Worktree};
-use crate::protocol::sequence;
+use crate::protocol::store;
 
 /// Priority of a merge-only copy (upstream's `"00"`): merged before new work.
 pub const PRIORITY: &str = "00";
@@ -50,27 +49,21 @@ pub fn queue(
     let to = grammar::role_list(msg.to());
     let mut out = Vec::new();
     for target in routes.copy_targets(route, sender, &to) {
-        let now = clock::now();
-        let seq = sequence::next(wt)?;
-        let id = grammar::message_id(now, seq, sender);
-        let mut copy = msg.clone();
-        copy.set(names::ID, &id);
-        copy.set(names::TO, &target);
-        copy.set(names::PRIORITY, PRIORITY);
-        copy.set(NON_FORWARDING, "true");
-        if kind.is_some() {
-            copy.set(super::DELIVERY_KIND, super::REVERSE);
-        }
-        copy.set(names::CREATED_AT, clock::iso(now));
-        copy.remove(names::MENTIONS);
-        copy.body = format!("{}\n{NOTICE}\n", msg.body.trim_end_matches('\n'));
-        let dest = wt.outbox().join(grammar::file_name(
-            PRIORITY,
-            &id,
-            std::slice::from_ref(&target),
-        ));
-        fsx::publish(&wt.outbox_tmp(), &dest, copy.render().as_bytes()).at(&dest)?;
-        out.push(dest);
+        let queued = store::enqueue(wt, sender, |id, now| {
+            let mut copy = msg.clone();
+            copy.set(names::ID, id);
+            copy.set(names::TO, &target);
+            copy.set(names::PRIORITY, PRIORITY);
+            copy.set(NON_FORWARDING, "true");
+            if kind.is_some() {
+                copy.set(super::DELIVERY_KIND, super::REVERSE);
+            }
+            copy.set(names::CREATED_AT, clock::iso(now));
+            copy.remove(names::MENTIONS);
+            copy.body = format!("{}\n{NOTICE}\n", msg.body.trim_end_matches('\n'));
+            copy
+        })?;
+        out.push(queued.path);
     }
     Ok(out)
 }

@@ -500,7 +500,7 @@ fn write_board(
         cards: board.cards.clone(),
     };
     let path = cache_file(project);
-    let bytes = serde_json::to_vec(&cache).map_err(|e| Error::env(e.to_string()))?;
+    let bytes = serde_json::to_vec(&cache).map_err(|e| Error::internal(e.to_string()))?;
     fsx::replace(&tmp_dir(project), &path, &bytes).at(&path)
 }
 
@@ -645,7 +645,7 @@ pub fn check_name(name: &str) -> std::result::Result<(), String> {
 /// the board is a person's act (upstream's New Task button), so it is not
 /// one of the requests handoffd carries out for an agent.
 pub fn refused_to_confined(project: &Project, role: &str, kind: &str, name: &str) -> Error {
-    Error::env(format!(
+    Error::conflict(format!(
         "role {role} runs confined, and a confined agent cannot start a card: its first note would come from handoffd (which no agent may speak as) and the board ({}) is read-only in the sandbox (docs/security.md \"Confinement\")\n  hint: ask a person to run `swarm card new {} {}` (a clarify to them), or send the work to a role yourself as a note with swarm-handoff",
         dir(project).display(),
         crate::text::escape(kind),
@@ -657,9 +657,9 @@ pub fn refused_to_confined(project: &Project, role: &str, kind: &str, name: &str
 /// the route's first role (which the daemon delivers like any note), and the
 /// board written. Refused (`CARD_EXISTS`) when a card of that name exists.
 pub fn new_card(project: &Project, kind: &str, name: &str, text: &str) -> Result<NewCard> {
-    check_name(name).map_err(Error::env)?;
+    check_name(name).map_err(Error::bad_input)?;
     if text.len() > MAX_TEXT {
-        return Err(Error::env(format!(
+        return Err(Error::bad_input(format!(
             "the task text is {} bytes; at most {MAX_TEXT}",
             text.len()
         )));
@@ -668,14 +668,14 @@ pub fn new_card(project: &Project, kind: &str, name: &str, text: &str) -> Result
         .chars()
         .any(|c| c.is_control() && c != '\n' && c != '\t')
     {
-        return Err(Error::env(
+        return Err(Error::bad_input(
             "the task text holds control characters; only newlines and tabs may be in it",
         ));
     }
     let routes = Routes::load(project)?;
     let Some(route) = routes.route(kind) else {
         let known: Vec<&str> = routes.cards.keys().map(String::as_str).collect();
-        return Err(Error::env(if known.is_empty() {
+        return Err(Error::not_found(if known.is_empty() {
             format!(
                 "no card types are declared: add `card <type> <role>...` lines to {} or `cards: {{<type>: [<role>, ...]}}` to {}",
                 project.swarmforge_conf().display(),
@@ -694,7 +694,7 @@ pub fn new_card(project: &Project, kind: &str, name: &str, text: &str) -> Result
     let roles = Roles::load(&project.roles_tsv())?;
     let role = roles
         .find(&first)
-        .ok_or_else(|| Error::env(format!("role '{first}' is not in roles.tsv")))?;
+        .ok_or_else(|| Error::not_found(format!("role '{first}' is not in roles.tsv")))?;
     let wt = Worktree::new(if role.worktree_path.is_absolute() {
         role.worktree_path.clone()
     } else {

@@ -198,25 +198,25 @@ pub fn check_cards(
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
         {
-            return Err(Error::env(format!(
+            return Err(Error::bad_input(format!(
                 "{at}: card type '{}' is not a name (letters, digits, '-', '_', '.'; at most {MAX_KIND})",
                 crate::text::escape(kind)
             )));
         }
         if route.is_empty() {
-            return Err(Error::env(format!(
+            return Err(Error::bad_input(format!(
                 "{at}: card '{kind}' has an empty route; list its roles in order"
             )));
         }
         for (i, role) in route.iter().enumerate() {
             if !roles.contains(role) {
-                return Err(Error::env(format!(
+                return Err(Error::bad_input(format!(
                     "{at}: card '{kind}': role '{}' is not a role of this swarm",
                     crate::text::escape(role)
                 )));
             }
             if route[..i].contains(role) {
-                return Err(Error::env(format!(
+                return Err(Error::bad_input(format!(
                     "{at}: card '{kind}': role '{role}' appears twice in its route"
                 )));
             }

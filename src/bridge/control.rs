@@ -23,13 +23,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::control_view::RemoteHeld;
 use super::Settings;
 use crate::agent::caller::Caller;
 use crate::daemon::journal::{record_outside, Event, Kind};
 use crate::error::{Error, Result};
 use crate::fsx;
-use crate::person::holds;
+use crate::person::holds::{self, Held};
 use crate::protocol::config::Config;
 use crate::protocol::grammar;
 use crate::protocol::layout::Project;
@@ -184,6 +183,16 @@ pub fn issue(project: &Project, action: Action, local: &str) -> Result<Option<Re
     fsx::publish(&tmp, &path, &bytes).map_err(|e| Error::io(&path, e))?;
     journal(project, Kind::ControlSent, &r, local);
     Ok(Some(r))
+}
+
+/// A handoff held on another host, as its mirror shows it: what
+/// [`approve_elsewhere`] and [`deny_elsewhere`] act on (listed by
+/// `control_view::held_elsewhere`).
+#[derive(Clone, Debug, Serialize)]
+pub struct RemoteHeld {
+    pub host: String,
+    #[serde(flatten)]
+    pub held: Held,
 }
 
 /// Approves a handoff held on host `r.host`, reviewed as `seen`: refused

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::control;
-use crate::person::holds::{self, Held};
+use super::control::{self, RemoteHeld};
+use crate::person::holds;
 use crate::protocol::layout::Project;
 use crate::views::audit::check::Violation;
 
@@ -42,14 +42,6 @@ pub struct Entry {
     pub pending: Vec<String>,
     /// Host → what it waits for there (`control_waiting`, not applied yet).
     pub waiting: BTreeMap<String, String>,
-}
-
-/// A handoff held on another host, as its mirror shows it.
-#[derive(Clone, Debug, Serialize)]
-pub struct RemoteHeld {
-    pub host: String,
-    #[serde(flatten)]
-    pub held: Held,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -250,15 +242,20 @@ fn host_state(project: &Project, me: &str, h: &str, evs: &BTreeMap<String, Vec<E
 
 /// The handoffs held on other hosts, from their mirrored trails.
 pub fn held_elsewhere(project: &Project, hosts: &[String], me: &str) -> Vec<RemoteHeld> {
+    let max = crate::protocol::config::Limits::max_file_bytes_of(&project.config_file());
     let mut out = Vec::new();
     for h in hosts.iter().filter(|h| *h != me) {
         let base = project.bridge_dir().join("hosts").join(h);
         for wt in crate::protocol::layout::names_in(&base) {
             let held = crate::protocol::layout::Worktree::new(base.join(wt)).held();
-            out.extend(holds::held_in(&held).into_iter().map(|held| RemoteHeld {
-                host: h.clone(),
-                held,
-            }));
+            out.extend(
+                holds::held_in(&held, max)
+                    .into_iter()
+                    .map(|held| RemoteHeld {
+                        host: h.clone(),
+                        held,
+                    }),
+            );
         }
     }
     out.sort_by(|a, b| a.held.id.cmp(&b.held.id));

@@ -10,13 +10,13 @@
 use crate::protocol::header::names;
 use std::path::PathBuf;
 
-use super::outbound::git;
 use super::Settings;
 use crate::fsx;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::layout::Worktree;
 use crate::protocol::roles::Roles;
+use crate::sys::git;
 
 /// What became of a received message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -191,7 +191,7 @@ fn have_commit(s: &Settings, msg: &Message) -> Result<(), String> {
         format!("{commit}^{{commit}}"),
     ];
     let probe: Vec<&str> = probe.iter().map(String::as_str).collect();
-    if git(root, &probe).is_ok() {
+    if git::stdout(root, &probe).is_ok() {
         return Ok(());
     }
     let Some(remote) = &s.config.git_remote else {
@@ -202,11 +202,11 @@ fn have_commit(s: &Settings, msg: &Message) -> Result<(), String> {
     };
     let id = msg.id().unwrap_or("");
     let r = format!("refs/swarm/handoffs/{id}");
-    let fetched = git(
+    let fetched = git::stdout(
         root,
         &["fetch", "-q", "--no-tags", remote, &format!("+{r}:{r}")],
     );
-    if git(root, &probe).is_ok() {
+    if git::stdout(root, &probe).is_ok() {
         return Ok(());
     }
     Err(format!(

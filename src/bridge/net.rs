@@ -68,7 +68,7 @@ pub fn run(s: Settings, stop: Arc<AtomicBool>) -> Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| Error::env(format!("cannot start the bridge's runtime: {e}")))?;
+        .map_err(|e| Error::internal(format!("cannot start the bridge's runtime: {e}")))?;
     let result = rt.block_on(main(s, creds, log.clone(), stop));
     rt.shutdown_timeout(Duration::from_secs(2));
     log.line("stopped", &format!("pid {}", std::process::id()));
@@ -113,7 +113,7 @@ async fn main(s: Settings, creds: Credentials, log: Shared, stop: Arc<AtomicBool
     }
     let servers: Vec<&str> = s.servers();
     let client = opts.connect(servers.as_slice()).await.map_err(|e| {
-        Error::env(format!(
+        Error::process(format!(
             "cannot connect to the bridge {}: {e}\n  hint: is nats-server running with -js?",
             s.url
         ))

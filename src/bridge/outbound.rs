@@ -12,6 +12,7 @@ use crate::protocol::header::Message;
 use crate::protocol::layout::Worktree;
 use crate::protocol::roles::Roles;
 use crate::protocol::store;
+use crate::sys::git;
 
 /// One proxy copy, ready to publish.
 #[derive(Clone, Debug)]
@@ -136,7 +137,7 @@ pub fn push_commit(s: &Settings, o: &Outgoing) -> Result<(), String> {
         return Ok(());
     };
     let root = &s.project.root;
-    let full = git(
+    let full = git::stdout(
         root,
         &[
             "rev-parse",
@@ -146,7 +147,7 @@ pub fn push_commit(s: &Settings, o: &Outgoing) -> Result<(), String> {
         ],
     )
     .map_err(|e| format!("commit {commit} is not in {}: {e}", root.display()))?;
-    git(
+    git::stdout(
         root,
         &[
             "push",
@@ -158,11 +159,6 @@ pub fn push_commit(s: &Settings, o: &Outgoing) -> Result<(), String> {
     )
     .map(|_| ())
     .map_err(|e| format!("cannot push commit {commit} to git remote {remote}: {e}"))
-}
-
-/// Runs git in `dir` without a terminal prompt; stdout, or stderr as the error.
-pub fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
-    crate::sys::git::stdout(dir, args)
 }
 
 /// JetStream acknowledged the copy: it leaves the proxy inbox for the

@@ -213,7 +213,7 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
     // worktrees must not let a second daemon in).
     if let Err(e) = deliverer.claim_all() {
         let _ = fsx::remove_file(&pid_path);
-        return Err(Error::env(e));
+        return Err(Error::conflict(e));
     }
     // Holds kept in the old `held/` folders move to SwarmForge's
     // `pending_approval/`, where every reader looks (protocol::pending_approval).
@@ -379,7 +379,7 @@ impl Daemon {
         events.sync(self.watched_dirs());
         self.start_services(events.watching());
         let polling = !events.watching();
-        self.deliverer.polling = polling;
+        self.deliverer.set_polling(polling);
         let mut timers = Timers::new(&cfg);
         let mut need_pass = true;
         let mut first_pass = true;
@@ -459,7 +459,7 @@ impl Daemon {
         timers: &mut Timers,
         polling: bool,
     ) -> bool {
-        let before = self.deliverer.generation;
+        let before = self.deliverer.generation();
         let (again, moved) = self.pass();
         // Only a pass that moved files gives the index anything new: an
         // idle swarm's rescans must not refresh it (with 2 000 roles a
@@ -474,7 +474,7 @@ impl Daemon {
             // The forum queued a file: look everywhere.
             self.deliverer.rescan_due();
         }
-        if self.deliverer.generation != before {
+        if self.deliverer.generation() != before {
             self.lineup_changed(events);
         }
         // Only a pass that checked every outbox restarts the safety net's

@@ -172,11 +172,9 @@ impl Daemon {
 /// (`cc` copies and `wake: no` items are delivered without a wake-up, so they
 /// never cause a re-wake either), and its age.
 fn oldest_waiting(dir: &Path, role: &str, max_bytes: u64) -> Option<(PathBuf, Duration)> {
-    let rd = std::fs::read_dir(dir).ok()?;
-    let mut items: Vec<(SystemTime, PathBuf)> = rd
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".handoff"))
-        .filter_map(|e| Some((e.metadata().and_then(|m| m.modified()).ok()?, e.path())))
+    let mut items: Vec<(SystemTime, PathBuf)> = crate::protocol::store::each(dir)
+        .filter(|e| e.is_handoff_named())
+        .filter_map(|e| Some((e.modified()?, e.path)))
         .collect();
     items.sort();
     let best = items

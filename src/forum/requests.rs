@@ -273,7 +273,7 @@ pub fn count_audit(project: &Project, task: &str) -> Result<()> {
 }
 
 fn record_of(a: Option<String>) -> Result<String> {
-    a.ok_or_else(|| Error::env("handoffd answered without naming the record it made"))
+    a.ok_or_else(|| Error::process("handoffd answered without naming the record it made"))
 }
 
 /// A request id: the time and this process, in hex.
@@ -319,12 +319,12 @@ pub fn ask_daemon(project: &Project, role: &str, ask: &Ask) -> Result<Option<Str
         }
         if Instant::now() >= end {
             return Err(match std::fs::remove_file(&request) {
-                Ok(()) => Error::env(format!(
+                Ok(()) => Error::process(format!(
                     "handoffd did not take this confined agent's request within {}s, so nothing was done ({})\n  hint: is handoffd running? `swarm status` says; `swarm up` starts it",
                     WAIT.as_secs(),
                     request.display()
                 )),
-                Err(_) => Error::env(format!(
+                Err(_) => Error::process(format!(
                     "handoffd took this confined agent's request but did not answer within {}s; it will still be carried out ({})",
                     WAIT.as_secs(),
                     answer.display()

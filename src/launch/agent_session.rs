@@ -53,7 +53,7 @@ pub fn read(project: &Project, role: &str, cli: Cli) -> Option<String> {
 /// Keeps `id` as the role's session (refused when not [`valid`]).
 pub fn write(project: &Project, role: &str, cli: Cli, id: &str) -> Result<()> {
     if !valid(id) {
-        return Err(Error::env(format!(
+        return Err(Error::process(format!(
             "{role}: the {} CLI reported a session id that is not safe to keep ({} characters)",
             cli.name(),
             id.chars().count()

@@ -83,7 +83,7 @@ pub fn choose(project: &Project, role: &str, n: usize) -> Result<(pane::Prompt, 
     let t = target(project, role)?;
     let p = pane::look(&t.socket, &t.session)
         .map_err(|e| {
-            Error::env(format!(
+            Error::process(format!(
                 "cannot read role {role}'s pane: {e}; nothing was typed\n  hint: `swarm attach {role}` shows it"
             ))
         })?
@@ -108,9 +108,10 @@ pub fn choose(project: &Project, role: &str, n: usize) -> Result<(pane::Prompt, 
     };
     let target = format!("={}:", t.session);
     for key in &c.keys {
-        let r = tmux::call(&t.socket, &["send-keys", "-t", &target, key]).map_err(Error::env)?;
+        let r =
+            tmux::call(&t.socket, &["send-keys", "-t", &target, key]).map_err(Error::process)?;
         if !r.ok {
-            return Err(Error::env(format!(
+            return Err(Error::process(format!(
                 "tmux send-keys {key} to {} failed: {}",
                 t.session,
                 r.stderr.trim()

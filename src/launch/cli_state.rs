@@ -211,7 +211,7 @@ pub fn seed_claude_json(person: &Path, copy: &Path, worktree: &Path) -> Result<(
             projects.entry(key).or_insert(entry);
         }
     }
-    let out = serde_json::to_vec(&doc).map_err(|e| Error::env(format!("{e}")))?;
+    let out = serde_json::to_vec(&doc).map_err(|e| Error::internal(format!("{e}")))?;
     let dir = copy.parent().unwrap_or(Path::new("."));
     fsx::write_private(dir, copy, &out).map_err(|e| Error::io(copy, e))
 }

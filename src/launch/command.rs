@@ -232,7 +232,7 @@ pub(super) fn agent_path(project: &Project) -> Result<OsString> {
     if let Some(p) = std::env::var_os("PATH") {
         dirs.extend(std::env::split_paths(&p));
     }
-    std::env::join_paths(dirs).map_err(|e| Error::env(format!("cannot build PATH: {e}")))
+    std::env::join_paths(dirs).map_err(|e| Error::internal(format!("cannot build PATH: {e}")))
 }
 
 /// The lines every agent script starts with: identity, PATH, worktree.

@@ -39,7 +39,7 @@ pub(super) fn spawn_alone(cmd: &mut Command, program: &Path) -> Result<Child> {
         .stderr(Stdio::null());
     detach(cmd, false);
     cmd.spawn()
-        .map_err(|e| Error::env(format!("cannot start {}: {e}", program.display())))
+        .map_err(|e| Error::process(format!("cannot start {}: {e}", program.display())))
 }
 
 /// Stops the process holding the flock on `lock`: TERM, then KILL when it
@@ -197,7 +197,7 @@ pub(crate) fn spawn_holding(s: &Spawn) -> Result<(u32, Child)> {
             return Ok((pid, child));
         }
         if let Ok(Some(st)) = child.try_wait() {
-            return Err(Error::env(format!(
+            return Err(Error::process(format!(
                 "{} exited at start ({st}); its output ({}):\n{}\n  hint: fix the cause above, then run `swarm up` again",
                 s.name,
                 s.output.display(),
@@ -207,7 +207,7 @@ pub(crate) fn spawn_holding(s: &Spawn) -> Result<(u32, Child)> {
         if Instant::now() >= end {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(Error::env(format!(
+            return Err(Error::process(format!(
                 "{} did not take its lock {} within 15 s; its output ({}):\n{}",
                 s.name,
                 s.lock.display(),

@@ -23,12 +23,12 @@ pub(super) fn git_with(dir: &Path, args: &[&str], pre: &[String]) -> Result<Stri
         .args(args)
         .output()
         .map_err(|e| {
-            Error::env(format!(
+            Error::process(format!(
                 "cannot run git: {e}\n  hint: install git; swarm uses it for worktrees and commits"
             ))
         })?;
     if !out.status.success() {
-        return Err(Error::env(format!(
+        return Err(Error::process(format!(
             "git {} failed in {}: {}",
             args.join(" "),
             dir.display(),

@@ -60,7 +60,7 @@ fn canon(p: &Path) -> PathBuf {
 fn locate(root: &Path, wt: &Path) -> Result<Located> {
     let common = root.join(".git");
     let unknown = || {
-        Error::env(format!(
+        Error::not_found(format!(
             "{}: not a worktree of the repository {} (no .git/worktrees/<id>/gitdir names it)\n  hint: run `git worktree list` in the project; `swarm init` makes the role worktrees",
             wt.display(),
             common.display()
@@ -121,9 +121,9 @@ impl Located {
             args,
             &[("GIT_DIR", &gitdir), ("GIT_COMMON_DIR", &common)],
         )
-        .map_err(Error::env)?;
+        .map_err(Error::process)?;
         if !out.ok {
-            return Err(Error::env(format!(
+            return Err(Error::process(format!(
                 "git {} failed for the worktree {}: {}",
                 args.join(" "),
                 self.path.display(),
@@ -186,7 +186,7 @@ fn commit_of(dir: &Path, rev: &str) -> Option<String> {
 
 fn refuse_symbolic_worktree_ref(w: &Located) -> Result<()> {
     if let Some(to) = w.symbolic_worktree_ref() {
-        return Err(Error::env(format!(
+        return Err(Error::conflict(format!(
             "{}: its {WORKTREE_REF} is a symbolic ref to {}, which the swarm never makes (an agent could have made it, so that git writing the role's branch moves that one)\n  hint: look at it (git -C {} log -1 {WORKTREE_REF}), then make it an ordinary ref: git -C {} update-ref --no-deref {WORKTREE_REF} <commit>",
             w.path.display(),
             crate::text::escape(&to),
@@ -227,7 +227,7 @@ pub fn pin(root: &Path, wt: &Path, branch: &str) -> Result<Option<String>> {
     let mut moved = false;
     if head.as_deref() != Some(WORKTREE_REF) {
         if head.as_deref() != Some(full.as_str()) {
-            return Err(Error::env(format!(
+            return Err(Error::conflict(format!(
                 "{}: the worktree is on {}, not on its role branch {branch}, so its confined agent could not commit (the sandbox keeps .git/refs read-only, docs/security.md \"Branches\")\n  hint: put it back on its branch (git -C {} switch {branch}, after keeping that work on {branch}), then run the command again",
                 wt.display(),
                 head.as_deref().map(crate::text::escape).unwrap_or_else(|| "a detached HEAD".into()),
@@ -235,7 +235,7 @@ pub fn pin(root: &Path, wt: &Path, branch: &str) -> Result<Option<String>> {
             )));
         }
         let Some(at) = commit_of(root, &full) else {
-            return Err(Error::env(format!(
+            return Err(Error::conflict(format!(
                 "{}: its branch {branch} names no commit\n  hint: git -C {} log -1 {branch}",
                 wt.display(),
                 root.display()
@@ -262,7 +262,7 @@ pub fn pin(root: &Path, wt: &Path, branch: &str) -> Result<Option<String>> {
                     .status()
                     .is_ok_and(|s| s.success());
             if !behind {
-                return Err(Error::env(format!(
+                return Err(Error::conflict(format!(
                     "{}: its branch {branch} is at {b}, which the worktree's work ({WORKTREE_REF} at {p}) does not contain\n  hint: merge one into the other (git -C {} merge {branch}), then run the command again",
                     wt.display(),
                     wt.display()
@@ -291,7 +291,7 @@ pub fn release(root: &Path, wt: &Path, branch: &str) -> Result<Option<String>> {
     }
     let full = format!("refs/heads/{branch}");
     let Some(at) = w.commit_of("HEAD") else {
-        return Err(Error::env(format!(
+        return Err(Error::conflict(format!(
             "{}: its {WORKTREE_REF} names no commit\n  hint: git -C {} log -1 HEAD",
             wt.display(),
             wt.display()

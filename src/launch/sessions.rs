@@ -102,9 +102,9 @@ pub(crate) fn start_sessions(
                 &run,
             ],
         )
-        .map_err(Error::env)?;
+        .map_err(Error::process)?;
         if !o.ok {
-            return Err(Error::env(format!(
+            return Err(Error::process(format!(
                 "tmux could not create session {} on {}: {}",
                 r.session,
                 sock.display(),

@@ -64,7 +64,7 @@ pub fn own_bin_dir() -> Result<PathBuf> {
     let exe = std::env::current_exe().map_err(|e| Error::io("current executable", e))?;
     exe.parent()
         .map(Path::to_path_buf)
-        .ok_or_else(|| Error::env(format!("Cannot tell the folder of {}", exe.display())))
+        .ok_or_else(|| Error::internal(format!("Cannot tell the folder of {}", exe.display())))
 }
 
 /// Writes every wrapper into `dir` (which must exist) pointing at the binaries

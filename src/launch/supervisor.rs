@@ -318,9 +318,9 @@ impl<'a> Running<'a> {
             cmd.env_remove(k);
         }
         detach(&mut cmd, true);
-        let child = cmd
-            .spawn()
-            .map_err(|e| Error::env(format!("cannot start the agent of role {}: {e}", r.name)))?;
+        let child = cmd.spawn().map_err(|e| {
+            Error::process(format!("cannot start the agent of role {}: {e}", r.name))
+        })?;
         let pid = child.id() as i32;
         let pid_file = agent_pid_file(project, &r.name);
         let rec = format!("{pid} {}\n", start_time(pid).unwrap_or(0));

@@ -452,7 +452,7 @@ fn run_once(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| Error::env(format!("cannot start sh for {}: {e}", cli.name())))?;
+        .map_err(|e| Error::process(format!("cannot start sh for {}: {e}", cli.name())))?;
     // stderr goes on to ours (the agent's log); its tail is kept.
     let err = child.stderr.take().map(|mut e| {
         std::thread::spawn(move || {
@@ -476,7 +476,7 @@ fn run_once(
     }
     let status = child
         .wait()
-        .map_err(|e| Error::env(format!("waiting for {}: {e}", cli.name())))?;
+        .map_err(|e| Error::process(format!("waiting for {}: {e}", cli.name())))?;
     reader.run.stderr_tail = err.and_then(|h| h.join().ok()).unwrap_or_default();
     reader.run.code = status.code();
     if reader.run.skipped + reader.run.unknown > 0 {

@@ -257,14 +257,14 @@ pub(super) fn spawn_detached_supervisor(
             return Ok(Outcome::Detached);
         }
         if let Ok(Some(st)) = child.try_wait() {
-            return Err(Error::env(format!(
+            return Err(Error::process(format!(
                 "the background `swarm up` exited ({st}); its output ({}):\n{}",
                 out.display(),
                 tail(&out, 15)
             )));
         }
         if Instant::now() >= end {
-            return Err(Error::env(format!(
+            return Err(Error::process(format!(
                 "the background `swarm up` did not start within 30 s; see {}",
                 out.display()
             )));

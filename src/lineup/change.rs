@@ -57,7 +57,7 @@ fn refused(detail: String) -> Error {
 fn yaml_plan(project: &Project) -> Result<Plan> {
     let plan = Plan::load(&project.root)?;
     if let Source::SwarmforgeConf(p) = &plan.source {
-        return Err(Error::env(format!(
+        return Err(Error::conflict(format!(
             "{}: the roles come from {}, which `swarm role` does not change\n  hint: move the roles to a `roles:` list in {}",
             project.root.display(),
             p.display(),
@@ -238,7 +238,7 @@ fn wait_until(project: &Project, what: &str, mut done: impl FnMut() -> bool) -> 
     let end = Instant::now() + WAIT;
     while !done() {
         if Instant::now() >= end {
-            return Err(Error::env(format!(
+            return Err(Error::process(format!(
                 "timed out after {}s waiting for {what}\n  hint: see {}; run the command again to finish",
                 WAIT.as_secs(),
                 project.log_file().display()

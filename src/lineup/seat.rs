@@ -39,7 +39,7 @@ use crate::protocol::grammar::{self, MessageType};
 use crate::protocol::header::{names, Message};
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
-use crate::protocol::sequence;
+use crate::protocol::store;
 
 /// Longest outcome line put in the answer.
 const MAX_OUTCOME: usize = 300;
@@ -226,7 +226,7 @@ fn carry_out(project: &Project, journal: &Journal, id: &str) -> std::io::Result<
             n
         }
     };
-    tell(&wt, from, &note)?;
+    tell(&wt, &note)?;
     retire(project, id)
 }
 
@@ -267,10 +267,10 @@ fn outcome(
 /// The note that tells the requester, with an id of its own.
 fn answer(wt: &Worktree, msg: &Message, outcome: &str) -> std::io::Result<Message> {
     let from = msg.sender().unwrap_or_default();
-    let now = clock::now();
-    let seq = sequence::next(wt).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let (id, _, now) =
+        store::take_id(wt, grammar::DAEMON).map_err(|e| std::io::Error::other(e.to_string()))?;
     let mut m = Message::default();
-    m.set(names::ID, grammar::message_id(now, seq, grammar::DAEMON));
+    m.set(names::ID, id);
     m.set(names::FROM, grammar::DAEMON);
     m.set(names::TO, from);
     m.set(names::PRIORITY, msg.priority().unwrap_or("50"));
@@ -300,15 +300,15 @@ fn requester(project: &Project, role: &str) -> std::io::Result<Worktree> {
 
 /// Puts the answer in the requester's outbox, once: the same name again
 /// after a crash is delivered once (the daemon knows what it sent).
-fn tell(wt: &Worktree, from: &str, note: &Message) -> std::io::Result<()> {
-    let id = note.id().unwrap_or_default();
-    let name = grammar::file_name(note.priority().unwrap_or("50"), id, &[from.to_string()]);
-    let dest = wt.outbox().join(&name);
-    if dest.exists() || wt.sent().join(&name).exists() {
+fn tell(wt: &Worktree, note: &Message) -> std::io::Result<()> {
+    let name = store::outbox_name(note);
+    if wt.outbox().join(&name).exists() || wt.sent().join(&name).exists() {
         return Ok(());
     }
     fsx::ensure_dirs(&wt.send_dirs())?;
-    fsx::publish(&wt.outbox_tmp(), &dest, note.render().as_bytes())
+    store::publish(wt, note)
+        .map(|_| ())
+        .map_err(|e| std::io::Error::other(e.to_string()))
 }
 
 fn done(project: &Project, id: &str) -> PathBuf {

@@ -38,6 +38,7 @@ use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::pending_approval::{self, Problem};
+use crate::protocol::store;
 
 /// One held original.
 #[derive(Clone, Debug, Serialize)]
@@ -65,14 +66,19 @@ pub struct Held {
 /// The most of a held message a listing carries (the CLI shows it all).
 pub const MAX_SHOWN_BYTES: usize = 64 * 1024;
 
-const MAX_HELD_BYTES: u64 = 16 * 1024 * 1024;
+/// The largest held original read: the project's `limits.max_file_bytes`
+/// (the daemon read it under that limit before it held it).
+fn max_bytes(project: &Project) -> u64 {
+    crate::protocol::config::Limits::max_file_bytes_of(&project.config_file())
+}
 
 /// Every held original of the project, oldest id first.
 pub fn list(project: &Project) -> Result<Vec<Held>> {
+    let max = max_bytes(project);
     let mut out: Vec<Held> = pending_approval::worktrees(project)?
         .iter()
         .filter(|(_, linked)| !linked)
-        .flat_map(|(w, _)| held_in(&w.held()))
+        .flat_map(|(w, _)| held_in(&w.held(), max))
         .collect();
     out.sort_by(|a, b| a.id.cmp(&b.id));
     Ok(out)
@@ -98,26 +104,18 @@ pub fn problems(project: &Project) -> Vec<Problem> {
     out
 }
 
-/// The held originals in one `pending_approval/` folder (any order).
-pub fn held_in(held: &Path) -> Vec<Held> {
-    let Ok(rd) = std::fs::read_dir(held) else {
-        return Vec::new();
-    };
+/// The held originals in one `pending_approval/` folder (any order), each
+/// read with the size limit `max_bytes`.
+pub fn held_in(held: &Path, max_bytes: u64) -> Vec<Held> {
     let mut out = Vec::new();
-    for e in rd.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if !grammar::valid_handoff_name(grammar::strip_collision_prefix(&name))
-            || !e.file_type().is_ok_and(|t| t.is_file())
-        {
+    for e in store::each(held) {
+        if !grammar::valid_handoff_name(grammar::strip_collision_prefix(&e.name)) || !e.is_file() {
             continue;
         }
-        let path = e.path();
-        let Ok(bytes) = fsx::read_bounded(&path, MAX_HELD_BYTES) else {
+        let Some(m) = e.message(max_bytes) else {
             continue;
         };
-        let Ok(m) = Message::parse_bytes(&bytes) else {
-            continue;
-        };
+        let path = e.path.clone();
         let get = |h: &str| m.get(h).unwrap_or_default().to_string();
         let age_s = e
             .metadata()
@@ -152,7 +150,7 @@ fn check_id(id: &str) -> Result<()> {
     if grammar::valid_message_id(id) {
         Ok(())
     } else {
-        Err(Error::env(format!(
+        Err(Error::bad_input(format!(
             "'{}' is not a message id (<IDTS>_<SEQ>_from_<role>)",
             crate::text::escape(id)
         )))
@@ -166,7 +164,7 @@ pub fn find(project: &Project, id: &str) -> Result<Held> {
         .into_iter()
         .find(|h| h.id == id)
         .ok_or_else(|| {
-            Error::env(format!(
+            Error::not_found(format!(
                 "no held handoff {id} in {}\n  hint: `swarm status` lists the held handoffs",
                 project.root.display()
             ))
@@ -189,8 +187,8 @@ fn journal(project: &Project, ev: Event) {
     crate::daemon::journal::record_outside(project, &ev);
 }
 
-fn message_of(path: &Path) -> Option<Message> {
-    Message::parse_bytes(&fsx::read_bounded(path, MAX_HELD_BYTES).ok()?).ok()
+fn message_of(project: &Project, path: &Path) -> Option<Message> {
+    store::load_message(path, max_bytes(project)).ok()
 }
 
 /// The sender's worktree of a held original
@@ -208,8 +206,8 @@ fn sender_worktree(held: &Path) -> PathBuf {
 /// person reviews before approving.
 pub fn review(project: &Project, id: &str) -> Result<(Held, Message)> {
     let h = find(project, id)?;
-    let Some(msg) = message_of(&h.path) else {
-        return Err(Error::env(format!(
+    let Some(msg) = message_of(project, &h.path) else {
+        return Err(Error::conflict(format!(
             "{} is no longer a readable handoff",
             h.path.display()
         )));
@@ -223,12 +221,14 @@ pub fn review(project: &Project, id: &str) -> Result<(Held, Message)> {
 /// said of that document. Blank comments remove the document's entry.
 pub fn save_comments(project: &Project, id: &str, doc: &str, comments: &str) -> Result<()> {
     if doc.trim().is_empty() || doc.len() > 4096 || doc.chars().any(char::is_control) {
-        return Err(Error::env(
+        return Err(Error::bad_input(
             "Missing path: name the document the comments are about",
         ));
     }
     if comments.len() > pending_approval::MAX_REVIEWS_BYTES as usize / 4 {
-        return Err(Error::env("the comments are too long (at most 256 KiB)"));
+        return Err(Error::bad_input(
+            "the comments are too long (at most 256 KiB)",
+        ));
     }
     let h = find(project, id)?;
     let w = Worktree::new(sender_worktree(&h.path));
@@ -354,10 +354,10 @@ pub fn carried_approval(project: &Project, copy: &Message) -> Option<String> {
 /// `<name>.error` saying why, like a refusal by the daemon.
 pub fn deny(project: &Project, id: &str, reason: &str, via: &str) -> Result<PathBuf> {
     if reason.trim().is_empty() {
-        return Err(Error::env("a denial needs a reason (--reason TEXT)"));
+        return Err(Error::bad_input("a denial needs a reason (--reason TEXT)"));
     }
     let h = find(project, id)?;
-    let m = message_of(&h.path);
+    let m = message_of(project, &h.path);
     let wt = sender_worktree(&h.path);
     let wt = Worktree::new(wt);
     let failed = wt.failed();
@@ -391,7 +391,7 @@ pub fn deny(project: &Project, id: &str, reason: &str, via: &str) -> Result<Path
 pub fn pause(project: &Project, types: &[String]) -> Result<Pause> {
     for t in types {
         if !crate::protocol::types::type_rule(t).is_some_and(|r| r.sendable) {
-            return Err(Error::env(format!(
+            return Err(Error::bad_input(format!(
                 "'{}' is not a message type (one of {})",
                 crate::text::escape(t),
                 crate::protocol::types::type_list()

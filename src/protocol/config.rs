@@ -307,6 +307,18 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// The `limits.max_file_bytes` of the project whose config file is
+    /// `config_file`, for a reader that shows what it can: the default when
+    /// the file is missing or invalid (the commands that change state
+    /// refuse an invalid config themselves).
+    pub fn max_file_bytes_of(config_file: &Path) -> u64 {
+        Config::load(config_file)
+            .map(|c| c.limits.max_file_bytes)
+            .unwrap_or_else(|_| Limits::default().max_file_bytes)
+    }
+}
+
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct RoleConfig {

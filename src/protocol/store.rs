@@ -144,10 +144,7 @@ impl Entry {
     }
     /// Its message, or `None` when it is gone or cannot be one.
     pub fn message(&self, max_bytes: u64) -> Option<Message> {
-        match self.load(max_bytes) {
-            Loaded::Ok(m) => Some(m),
-            Loaded::Gone | Loaded::Bad(_) => None,
-        }
+        self.load(max_bytes).ok()
     }
 }
 
@@ -306,12 +303,20 @@ pub fn enqueue(
     build: impl FnOnce(&str, DateTime<Utc>) -> Message,
 ) -> Result<Enqueued> {
     fsx::ensure_dirs(&wt.send_dirs()).at(wt.handoffs())?;
-    let now = clock::now();
-    let seq = sequence::next(wt)?;
-    let id = grammar::message_id(now, seq, sender);
+    let (id, seq, now) = take_id(wt, sender)?;
     let msg = build(&id, now);
     let path = publish(wt, &msg)?;
     Ok(Enqueued { path, id, seq, msg })
+}
+
+/// Takes the next number of `wt`'s sequence and builds the id of `sender`
+/// at this second: `(id, number, time)`. For a message that must be kept
+/// before it is published (a daemon's answer that a crash must not send
+/// twice); [`enqueue`] takes its id here too.
+pub fn take_id(wt: &Worktree, sender: &str) -> Result<(String, u64, DateTime<Utc>)> {
+    let now = clock::now();
+    let seq = sequence::next(wt)?;
+    Ok((grammar::message_id(now, seq, sender), seq, now))
 }
 
 /// Publishes a message built already (its id taken) in `wt`'s outbox under
@@ -330,6 +335,16 @@ pub enum Loaded {
     Gone,
     /// Unreadable or malformed, with the cause.
     Bad(String),
+}
+
+impl Loaded {
+    /// The message, or `None` when it is gone or cannot be one.
+    pub fn ok(self) -> Option<Message> {
+        match self {
+            Loaded::Ok(m) => Some(m),
+            Loaded::Gone | Loaded::Bad(_) => None,
+        }
+    }
 }
 
 /// Reads and parses one queue file with the project's size limit (the one

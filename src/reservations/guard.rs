@@ -61,9 +61,9 @@ pub fn staged(worktree: &Path) -> Result<Vec<String>> {
         .arg(worktree)
         .args(["diff", "--cached", "--name-only", "--no-renames", "-z"])
         .output()
-        .map_err(|e| Error::env(format!("cannot run git: {e}")))?;
+        .map_err(|e| Error::process(format!("cannot run git: {e}")))?;
     if !out.status.success() {
-        return Err(Error::env(format!(
+        return Err(Error::process(format!(
             "git diff --cached in {}: {}",
             worktree.display(),
             String::from_utf8_lossy(&out.stderr).trim()
@@ -151,7 +151,7 @@ fn hooks_dir(worktree: &Path) -> Result<PathBuf> {
         .arg(worktree)
         .args(["rev-parse", "--path-format=absolute", "--git-path", "hooks"])
         .output()
-        .map_err(|e| Error::env(format!("cannot run git: {e}")))?;
+        .map_err(|e| Error::process(format!("cannot run git: {e}")))?;
     if !out.status.success() {
         return Err(Error::bad_file(
             worktree,

@@ -260,7 +260,7 @@ pub fn reserve(project: &Project, req: &Request) -> Result<(Reservation, Vec<Res
             created_at: clock::iso(now),
             expires_at: clock::iso(expires),
         };
-        let bytes = serde_json::to_vec_pretty(&r).map_err(|e| Error::env(e.to_string()))?;
+        let bytes = serde_json::to_vec_pretty(&r).map_err(|e| Error::internal(e.to_string()))?;
         let p = d.join(format!("{id}.json"));
         match fsx::publish(&tmp(project), &p, &bytes) {
             Ok(()) => return Ok((r, others)),
@@ -331,7 +331,8 @@ pub fn release(project: &Project, role: &str, globs: &[String]) -> Result<Vec<St
                 globs: keep,
                 ..r.clone()
             };
-            let bytes = serde_json::to_vec_pretty(&kept).map_err(|e| Error::env(e.to_string()))?;
+            let bytes =
+                serde_json::to_vec_pretty(&kept).map_err(|e| Error::internal(e.to_string()))?;
             fsx::replace(&tmp(project), &p, &bytes).at(&p)?;
         }
         released.extend(gone);

@@ -379,7 +379,7 @@ impl Index {
         }
         if scratch || changed_folders || !built.docs.is_empty() {
             let p = self.manifest_path();
-            let bytes = serde_json::to_vec(&m).map_err(|e| Error::env(e.to_string()))?;
+            let bytes = serde_json::to_vec(&m).map_err(|e| Error::internal(e.to_string()))?;
             fsx::replace(&self.tmp(), &p, &bytes).at(&p)?;
         }
         // Only after the manifest stopped naming them.

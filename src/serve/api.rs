@@ -136,7 +136,7 @@ async fn index(State(app): State<Arc<App>>, uri: Uri) -> Response {
 async fn snapshot(State(app): State<Arc<App>>) -> Response {
     match app.model.lock() {
         Ok(m) => Json(crate::error::stamped(m.snapshot())).into_response(),
-        Err(_) => error_response(&Error::env(
+        Err(_) => error_response(&Error::internal(
             "internal error: the cockpit's model is unusable",
         )),
     }
@@ -169,7 +169,7 @@ async fn blocking(
     match tokio::task::spawn_blocking(move || f(&project)).await {
         Ok(Ok(v)) => Json(crate::error::stamped(v)).into_response(),
         Ok(Err(e)) => error_response(&e),
-        Err(e) => error_response(&Error::env(format!("internal error: {e}"))),
+        Err(e) => error_response(&Error::internal(format!("internal error: {e}"))),
     }
 }
 
@@ -180,7 +180,7 @@ async fn status_json(State(app): State<Arc<App>>) -> Response {
         let attention = a
             .model
             .lock()
-            .map_err(|_| Error::env("internal error: the cockpit's model is unusable"))?
+            .map_err(|_| Error::internal("internal error: the cockpit's model is unusable"))?
             .attention_items();
         let s = status::collect_with(p, attention)?;
         Ok(serde_json::to_value(&s).unwrap_or_default())
@@ -209,7 +209,7 @@ async fn transcript_json(State(app): State<Arc<App>>, Query(q): Query<Earlier>) 
         let (messages, more) = a
             .model
             .lock()
-            .map_err(|_| Error::env("internal error: the cockpit's model is unusable"))?
+            .map_err(|_| Error::internal("internal error: the cockpit's model is unusable"))?
             .earlier(q.before.as_deref(), limit)?;
         let sessions = crate::forum::session::list(p).unwrap_or_default();
         Ok(json!({
@@ -260,7 +260,7 @@ async fn audit_json(State(app): State<Arc<App>>) -> Response {
         let mut kept = a
             .kept
             .lock()
-            .map_err(|_| Error::env("internal error: the cockpit's audit is unusable"))?;
+            .map_err(|_| Error::internal("internal error: the cockpit's audit is unusable"))?;
         let t = kept.trail(p)?;
         Ok(audit::json(&audit::report(t), clock::now()))
     })

@@ -67,6 +67,6 @@ impl Kept {
         }
         self.trail
             .as_ref()
-            .ok_or_else(|| crate::error::Error::env("internal error: no trail"))
+            .ok_or_else(|| crate::error::Error::internal("internal error: no trail"))
     }
 }

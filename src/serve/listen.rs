@@ -129,7 +129,7 @@ pub(crate) fn runtime() -> crate::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| crate::Error::env(format!("cannot start the async runtime: {e}")))
+        .map_err(|e| crate::Error::internal(format!("cannot start the async runtime: {e}")))
 }
 
 /// The listener on `opts`' address, the address it got (port 0: any free
@@ -140,10 +140,10 @@ pub(crate) async fn bind(
     let addr = std::net::SocketAddr::new(opts.bind, opts.port);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| crate::Error::env(format!("cannot listen on {addr}: {e}")))?;
+        .map_err(|e| crate::Error::conflict(format!("cannot listen on {addr}: {e}")))?;
     let local = listener
         .local_addr()
-        .map_err(|e| crate::Error::env(format!("{addr}: {e}")))?;
+        .map_err(|e| crate::Error::conflict(format!("{addr}: {e}")))?;
     let host = match local.ip() {
         std::net::IpAddr::V6(ip) => format!("[{ip}]"),
         std::net::IpAddr::V4(ip) => ip.to_string(),

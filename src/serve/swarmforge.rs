@@ -104,7 +104,7 @@ async fn run(
         Ok(Ok(v)) => Json(crate::error::stamped(v)).into_response(),
         Ok(Err(No::Lib(e))) => api::error_response(&e),
         Ok(Err(No::Status(code, m))) => token::refuse(code, &m),
-        Err(e) => api::error_response(&Error::env(format!("internal error: {e}"))),
+        Err(e) => api::error_response(&Error::internal(format!("internal error: {e}"))),
     };
     if changes {
         let _ = app.ticks.send(());
@@ -181,7 +181,7 @@ fn person(roles: &Roles) -> Result<String, No> {
         .find(|r| r.is_human())
         .map(|r| r.name.clone())
         .ok_or_else(|| {
-            No::Lib(Error::env(
+            No::Lib(Error::not_found(
                 "no human role to write as: SwarmForge's chat and Retry are a person's messages here\n  hint: add a role with `agent: human` to swarm.yaml (or `window <name> human <worktree>` to swarmforge.conf)",
             ))
         })
@@ -215,7 +215,7 @@ fn post_as(p: &Project, from: &str, to: &str, subject: &str, text: &str) -> Resu
         d.push('\n');
     }
     if d.len() > draft::MAX_DRAFT_BYTES {
-        return Err(No::Lib(Error::env(format!(
+        return Err(No::Lib(Error::bad_input(format!(
             "the text must be no larger than {} bytes; got {}",
             draft::MAX_DRAFT_BYTES,
             text.len()
@@ -437,7 +437,7 @@ async fn state(State(app): State<Arc<App>>) -> Response {
         let m = a
             .model
             .lock()
-            .map_err(|_| Error::env("internal error: the cockpit's model is unusable"))?;
+            .map_err(|_| Error::internal("internal error: the cockpit's model is unusable"))?;
         let roles = m.roles().clone();
         let master = master(&roles).map(|r| r.name.clone()).unwrap_or_default();
         let work: Vec<Value> = roles
@@ -712,7 +712,7 @@ async fn answer_clarification(
             ),
         };
         if choices.is_empty() && own.is_none() {
-            return Err(No::Lib(Error::env("give the answer's text")));
+            return Err(No::Lib(Error::bad_input("give the answer's text")));
         }
         let a = answer::answer(p, &id, &choices, own, &Caller::Person)?;
         Ok(json!({"ok": true, "status": "answered", "id": id, "role": a.role, "queued": a.queued}))
@@ -740,7 +740,7 @@ async fn chat(State(app): State<Arc<App>>, h: HeaderMap, b: Bytes) -> Response {
         let roles = Roles::load(&p.roles_tsv())?;
         let me = person(&roles)?;
         let Some(to) = master(&roles).map(|r| r.name.clone()) else {
-            return Err(No::Lib(Error::env("no agent role to chat with")));
+            return Err(No::Lib(Error::not_found("no agent role to chat with")));
         };
         let q = post_as(p, &me, &to, &text, &text)?;
         Ok(json!({"ok": true, "status": "queued", "id": q["id"], "to": to, "queued": q}))

@@ -110,7 +110,7 @@ pub fn append(project: &Project, ev: &Activity) -> Result<()> {
     let dir = path.parent().unwrap_or(std::path::Path::new("."));
     fsx::ensure_dirs(&[dir]).map_err(|e| Error::io(dir, e))?;
     let mut line =
-        serde_json::to_string(ev).map_err(|e| Error::env(format!("activity record: {e}")))?;
+        serde_json::to_string(ev).map_err(|e| Error::internal(format!("activity record: {e}")))?;
     line.push('\n');
     let lock = dir.join(format!(".{}.lock", ev.role));
     let _held = fsx::lock(&lock).map_err(|e| Error::io(&lock, e))?;

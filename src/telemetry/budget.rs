@@ -279,7 +279,7 @@ pub fn raise(project: &Project, target: &str, tokens: u64, cost_usd: f64) -> Res
     };
     let dir = project.telemetry_dir();
     fsx::ensure_dirs(&[&dir]).map_err(|e| Error::io(&dir, e))?;
-    let mut line = serde_json::to_string(&r).map_err(|e| Error::env(format!("raise: {e}")))?;
+    let mut line = serde_json::to_string(&r).map_err(|e| Error::internal(format!("raise: {e}")))?;
     line.push('\n');
     let path = raises_file(project);
     fsx::append(&path, line.as_bytes()).map_err(|e| Error::io(&path, e))?;

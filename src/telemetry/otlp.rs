@@ -156,7 +156,7 @@ pub fn export(project: &Project, endpoint: &str, since: Option<Instant>) -> Resu
     let root = project.root.display().to_string();
     for chunk in spans.chunks(BATCH) {
         post(&url, encode(&root, chunk)).map_err(|e| {
-            Error::env(format!(
+            Error::process(format!(
                 "{e}\n  hint: is the collector running? (otel.endpoint in {})",
                 project.config_file().display()
             ))

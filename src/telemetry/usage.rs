@@ -92,7 +92,7 @@ pub fn record(project: &Project, usage: &Usage) -> Result<()> {
     let dir = project.telemetry_dir();
     fsx::ensure_dirs(&[&dir]).map_err(|e| Error::io(&dir, e))?;
     let mut line =
-        serde_json::to_string(usage).map_err(|e| Error::env(format!("usage record: {e}")))?;
+        serde_json::to_string(usage).map_err(|e| Error::internal(format!("usage record: {e}")))?;
     line.push('\n');
     let path = project.usage_file();
     fsx::append(&path, line.as_bytes()).map_err(|e| Error::io(&path, e))

@@ -303,9 +303,7 @@ pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Resul
     let runner = Runner::of(project);
     // A config that does not load is reported elsewhere (doctor, up); the
     // status still shows the queues, read with the default limit.
-    let max_file_bytes = crate::protocol::config::Config::load(&project.config_file())
-        .map(|c| c.limits.max_file_bytes)
-        .unwrap_or_else(|_| crate::protocol::config::Limits::default().max_file_bytes);
+    let max_file_bytes = crate::protocol::config::Limits::max_file_bytes_of(&project.config_file());
     let mut out = Vec::new();
     for r in &roles.roles {
         let wt = Worktree::new(&r.worktree_path);

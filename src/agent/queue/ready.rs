@@ -269,7 +269,7 @@ impl Inbox<'_> {
                 Err(e) => return Err(Error::io(&dir, e)),
             }
         }
-        Err(Error::env(format!(
+        Err(Error::conflict(format!(
             "no free batch directory name in {}",
             ip.display()
         )))

@@ -120,7 +120,7 @@ impl Gate {
 pub fn check(wt: &Worktree, c: &Candidate) -> Result<Gate> {
     let store = audit_pending::Locked::open(wt)?;
     let stored =
-        serde_json::to_value(c).map_err(|e| Error::env(format!("audit challenge: {e}")))?;
+        serde_json::to_value(c).map_err(|e| Error::internal(format!("audit challenge: {e}")))?;
     let same = store.read(&c.sender, &c.task_sha256) == Some(stored.clone());
     if !same {
         store.clear(&c.sender)?;

@@ -82,7 +82,7 @@ pub fn check_role_worktree(role: &Role, at: &mut Located) -> Result<()> {
         at.worktree = crate::protocol::layout::Worktree::new(&role.worktree_path);
         return Ok(());
     }
-    Err(Error::env(format!(
+    Err(Error::bad_input(format!(
         "Role {} works in {}, but this command runs in worktree {}.\n  hint: cd into the role's worktree, or fix column 3 of {}",
         role.name,
         role.worktree_path.display(),
@@ -293,7 +293,9 @@ fn validate(s: &Sender, d: &Draft, shown: &str) -> Result<Valid> {
         return Err(Error::invalid(Token::HandoffInvalid, shown, errors));
     }
     let Some(rule) = rule else {
-        return Err(Error::env("internal: a valid draft without a type rule"));
+        return Err(Error::internal(
+            "internal: a valid draft without a type rule",
+        ));
     };
     if let Some(id) = d.discussion() {
         // A round-robin turn: only the expected speaker may send.

@@ -106,7 +106,7 @@ pub fn run(args: Args) -> i32 {
 /// control").
 fn approve_remote(
     project: &crate::protocol::layout::Project,
-    r: &crate::bridge::control_view::RemoteHeld,
+    r: &crate::bridge::control::RemoteHeld,
     args: &Args,
 ) -> i32 {
     let seen = match &args.sha256 {

@@ -59,5 +59,5 @@ pub fn run(args: Args) -> i32 {
         .args(&words[1..])
         .env_remove("TMUX")
         .exec();
-    crate::cli::report(&Error::env(format!("cannot run tmux: {err}")), false)
+    crate::cli::report(&Error::process(format!("cannot run tmux: {err}")), false)
 }

@@ -32,7 +32,7 @@ pub fn pages() -> Result<Vec<(String, Vec<u8>)>> {
         let man = clap_mangen::Man::new(cmd);
         let mut buf = Vec::new();
         man.render(&mut buf)
-            .map_err(|e| crate::Error::env(format!("cannot render a man page: {e}")))?;
+            .map_err(|e| crate::Error::internal(format!("cannot render a man page: {e}")))?;
         out.push((man.get_filename(), buf));
         Ok(())
     }

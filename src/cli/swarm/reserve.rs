@@ -73,7 +73,7 @@ pub fn acting(named: Option<&str>) -> Result<(Located, String)> {
 /// The globs as typed here, as repository paths.
 pub fn typed_globs(at: &Located, typed: &[String]) -> Result<Vec<String>> {
     let cwd = crate::protocol::root::current_dir()?;
-    glob::normalise_all(typed, &at.worktree.root, &cwd).map_err(Error::env)
+    glob::normalise_all(typed, &at.worktree.root, &cwd).map_err(Error::bad_input)
 }
 
 /// The reservation as JSON and as a line.

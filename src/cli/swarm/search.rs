@@ -62,7 +62,7 @@ fn act(args: &Args) -> Result<Done> {
         .as_deref()
         .map(|s| crate::views::transcript::parse_time(s, clock::now()).map(|t| t.timestamp()))
         .transpose()
-        .map_err(Error::env)?;
+        .map_err(Error::bad_input)?;
     let reindexed = if args.reindex {
         Some(Index::new(&project).reindex()?)
     } else {

@@ -77,7 +77,7 @@ pub fn run(args: Args) -> i32 {
                         .map(|p| format!("{}\n  hint: {}", p.message(), p.fix())),
                 )
                 .collect();
-            return Err(crate::error::Error::env(format!(
+            return Err(crate::error::Error::conflict(format!(
                 "not starting: {}",
                 lines.join("\n")
             )));

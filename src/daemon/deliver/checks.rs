@@ -1,6 +1,6 @@
 //! The refusals that happen before any copy is written: reading the file,
 //! the header checks (forged, unknown recipient, wrong outbox), roles that
-//! went away, and whether a recipient already holds the file.
+//! went away, and whether a recipient already holds the file ([`Held`]).
 
 use super::*;
 
@@ -11,6 +11,77 @@ pub(super) const DELIVERY_HEADERS: &[&str] =
 /// Headers every outbox file must carry.
 pub(super) const REQUIRED: &[&str] = &["id", "from", "to", "priority", "type", "created_at"];
 
+/// Whether a recipient holds a copy already: the half of exactly-once that
+/// a restart or a retry depends on.
+///
+/// Invariant kept here: **a file that may have copies out there gets the
+/// thorough check** (every folder of the recipient's inbox and archive, by
+/// an index built at most once per pass), so a copy is never written twice;
+/// every other file gets the quick one (the places a copy of that name can
+/// be). Suspects are the files present when this process started, and those
+/// deferred or waiting since (one may have failed mid-delivery).
+#[derive(Default)]
+pub(super) struct Held {
+    /// Outbox files that may already have copies out there.
+    suspects: HashSet<PathBuf>,
+    /// Per recipient worktree, built at most once per pass (thorough checks
+    /// only).
+    index: HashMap<PathBuf, InboxIndex>,
+}
+
+impl Held {
+    /// Files the first pass found: a killed daemon may have copied them.
+    pub(super) fn suspect_all(&mut self, paths: impl Iterator<Item = PathBuf>) {
+        self.suspects.extend(paths);
+    }
+
+    /// A file that stays in its outbox after an attempt.
+    pub(super) fn suspect(&mut self, path: &Path) {
+        self.suspects.insert(path.to_path_buf());
+    }
+
+    /// A file that left its outbox.
+    pub(super) fn cleared(&mut self, path: &Path) {
+        self.suspects.remove(path);
+    }
+
+    /// Whether `c` gets the thorough check: a suspect, or a name its
+    /// sender sent before (a re-planted original).
+    pub(super) fn thorough(&self, c: &Candidate) -> bool {
+        self.suspects.contains(&c.path) || sent_before(&Worktree::new(&c.worktree), &c.name)
+    }
+
+    /// After a pass: the indexes go (the inboxes move on), and so do the
+    /// suspects that are gone (delivered by hand, removed).
+    pub(super) fn end_pass(&mut self) {
+        self.suspects.retain(|p| p.exists());
+        self.index.clear();
+    }
+
+    /// Whether the recipient already holds this file anywhere in its inbox
+    /// or its archive. Checked in the direction items move (new →
+    /// in_process → completed → archive), so an item moving concurrently is
+    /// still seen.
+    pub(super) fn holds(&mut self, wt: &Worktree, name: &str, thorough: bool) -> bool {
+        let archived = archive_day(wt, name).map(|d| d.join("completed"));
+        if [wt.inbox_new(), wt.in_process(), wt.completed()]
+            .iter()
+            .chain(archived.iter())
+            .any(|d| d.join(name).exists())
+        {
+            return true;
+        }
+        if !thorough {
+            return false;
+        }
+        self.index
+            .entry(wt.root.clone())
+            .or_insert_with(|| InboxIndex::build(wt))
+            .names
+            .contains(name)
+    }
+}
+
 /// Every item name a recipient held when the index was built: everything in
 /// `new/` plus everything inside the `batch_*` dirs of `in_process/` and
 /// `completed/`. Items only move forward (new → in_process → completed), so a
@@ -19,27 +90,25 @@ pub(super) const REQUIRED: &[&str] = &["id", "from", "to", "priority", "type", "
 /// before this pass is covered. No timestamps, no locks. `swarm archive`
 /// moves completed items on into `archive/<day>/completed/`: those count as
 /// held too, or a copy completed and archived would be delivered again.
-pub(super) struct InboxIndex {
+struct InboxIndex {
     names: HashSet<String>,
 }
 
+/// The names of every entry of `dir`, whatever each is (a folder that cannot
+/// be listed has none).
 pub(super) fn entry_names(dir: &Path) -> impl Iterator<Item = String> {
-    fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
+    store::each(dir).map(|e| e.name)
 }
 
 impl InboxIndex {
-    pub(super) fn build(wt: &Worktree) -> InboxIndex {
+    fn build(wt: &Worktree) -> InboxIndex {
         let mut names: HashSet<String> = entry_names(&wt.inbox_new()).collect();
         let archived = wt.archive_days().into_iter().map(|d| d.join("completed"));
         for base in [wt.in_process(), wt.completed()]
             .into_iter()
             .chain(archived)
         {
-            for b in crate::protocol::store::batch_dirs(&base) {
+            for b in store::batch_dirs(&base) {
                 names.extend(entry_names(&b));
             }
             names.extend(entry_names(&base));
@@ -81,7 +150,7 @@ fn archive_day(wt: &Worktree, name: &str) -> Option<PathBuf> {
 
 /// Whether the sender sent a file of this name before (in `sent/`, live or
 /// archived): a re-planted original, which gets the thorough check.
-pub(super) fn sent_before(sender: &Worktree, name: &str) -> bool {
+fn sent_before(sender: &Worktree, name: &str) -> bool {
     let archived = archive_day(sender, name).map(|d| d.join("sent"));
     [sender.sent()]
         .iter()
@@ -109,7 +178,7 @@ impl Deliverer {
         let Some(r) = self.roles.find(role) else {
             return false;
         };
-        match self.canon.get(&r.worktree_path) {
+        match self.outboxes.canonical(&r.worktree_path) {
             Some(p) => *p == c.worktree,
             // A worktree not resolved yet in this process.
             None => r
@@ -234,29 +303,6 @@ impl Deliverer {
         Ok(recipients)
     }
 
-    /// Whether the recipient already holds this file anywhere in its inbox
-    /// or its archive. Checked in the direction items move (new →
-    /// in_process → completed → archive), so an item moving concurrently is
-    /// still seen.
-    pub(super) fn holds(&mut self, wt: &Worktree, name: &str, thorough: bool) -> bool {
-        let archived = archive_day(wt, name).map(|d| d.join("completed"));
-        if [wt.inbox_new(), wt.in_process(), wt.completed()]
-            .iter()
-            .chain(archived.iter())
-            .any(|d| d.join(name).exists())
-        {
-            return true;
-        }
-        if !thorough {
-            return false;
-        }
-        self.index
-            .entry(wt.root.clone())
-            .or_insert_with(|| InboxIndex::build(wt))
-            .names
-            .contains(name)
-    }
-
     /// Reads and checks one outbox file: the refusals that happen before any
     /// copy is written.
     pub(super) fn prepare(&mut self, c: &Candidate) -> Result<(Message, Vec<Role>), Outcome> {
@@ -270,7 +316,7 @@ impl Deliverer {
         if let Some(reason) = self.role_gone(&msg, c) {
             return Err(Outcome::Deferred(reason));
         }
-        let checked = match self.relay_recipient(c) {
+        let checked = match self.relay.recipient(c) {
             Some(r) => self.check_relayed(&msg, c, &r),
             None => self
                 .check(&msg, c)
@@ -280,10 +326,10 @@ impl Deliverer {
             Ok(r) => r,
             Err(reason) => return Err(Outcome::Failed(reason)),
         };
-        if self.relay_recipient(c).is_some() {
-            match self.relayed_before(c, msg.id().unwrap_or_default()) {
+        if self.relay.recipient(c).is_some() {
+            match self.relay.before(c, msg.id().unwrap_or_default()) {
                 relay::Seen::New => {}
-                relay::Seen::Again => return Err(self.relayed_again(c)),
+                relay::Seen::Again => return Err(relay::again(c)),
                 relay::Seen::Conflict(first) => {
                     return Err(Outcome::Failed(format!(
                         "duplicate: its id was relayed to this role before, as {first}"

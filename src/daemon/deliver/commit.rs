@@ -63,10 +63,9 @@ impl Deliverer {
         recipients: Vec<Role>,
         group: &mut Group,
     ) -> Result<(), (Candidate, Outcome)> {
-        let thorough = self.suspects.contains(&c.path)
-            || super::checks::sent_before(&Worktree::new(&c.worktree), &c.name);
+        let thorough = self.held.thorough(&c);
         // A relayed copy keeps the stamp of the host that enqueued it.
-        let relayed = self.relay_recipient(&c).is_some();
+        let relayed = self.relay.recipient(&c).is_some();
         let enqueued_at = clock::iso_now();
         let wake_method = wake::method(&self.project, &self.config);
         let mut dirs = Vec::with_capacity(recipients.len());
@@ -82,7 +81,7 @@ impl Deliverer {
                 return Err((c, Outcome::Deferred(reason)));
             }
             let new = wt.inbox_new();
-            if self.holds(&wt, &c.name, thorough) {
+            if self.held.holds(&wt, &c.name, thorough) {
                 // Held already, perhaps by a copy whose folder fsync failed
                 // earlier: the group's fsync of `new/` makes it durable.
                 dirs.push(group.dir(new));
@@ -195,7 +194,7 @@ impl Deliverer {
             }
         }
         for (s, sent_path) in moved {
-            self.relayed(&s.c, &s.msg);
+            self.relay.sent(&s.c, &s.msg);
             self.forum_duty(|f, d| f.delivered(d, &s.msg, &sent_path));
             // forum.log first: once `delivered` is logged, everything is written.
             self.journal
@@ -203,13 +202,7 @@ impl Deliverer {
             self.journal
                 .record(&Event::new(Kind::Delivered).message(&s.msg).path(&s.c.path));
             crate::lineup::seat::act(&self.project, &self.journal, &s.msg);
-            if crate::protocol::dashboard::touches(&self.roles, &s.msg) {
-                self.dashboard_due = true;
-            }
-            if s.msg.get(names::TASK).is_some() {
-                let when = crate::board::when_of(&s.msg);
-                self.board_delivered.push((when, s.msg.clone()));
-            }
+            self.derived.note(&self.roles, &s.msg);
             self.settle(&s.c, Outcome::Delivered, report);
         }
     }
@@ -251,7 +244,7 @@ impl Deliverer {
             }
             Err(e) => {
                 // Could not move it: it stays in the outbox and is retried.
-                self.suspects.insert(c.path.clone());
+                self.held.suspect(&c.path);
                 self.journal.record(
                     &Event::new(Kind::Deferred)
                         .path(&c.path)

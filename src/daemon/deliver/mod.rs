@@ -18,11 +18,24 @@
 //! spools it into a relay folder whose outbox is listed beside the roles'
 //! (`relay`), so this daemon is the only writer of every `inbox/new`.
 //!
-//! The pass and its bookkeeping are here; `sources` decides which outboxes a
-//! pass lists and streams their files in order, `checks` holds the refusals
-//! made before any copy is written, `relay` those of a copy relayed from
-//! another host, `commit` publishes a group's copies and moves its originals
-//! (or refuses one to `failed/`).
+//! The pass and the settling of each file's outcome are here; the state the
+//! deliverer keeps between passes is cut by concern, each part in the file
+//! that states and keeps its invariant:
+//!
+//! - `sources`: the served outboxes (`Outboxes`: the table, canonical
+//!   paths, validation) and which of them the next pass lists
+//!   (`Schedule`: file events, rescans, quiet outboxes); it streams their
+//!   files in priority order;
+//! - `locks`: the flock on each served worktree, one daemon per outbox;
+//! - `checks`: the refusals made before any copy is written, and whether a
+//!   recipient holds a copy already (`Held`: the suspects that get the
+//!   thorough check, the per-pass inbox indexes);
+//! - `retry`: the files that wait, when each is tried again, their sidecars;
+//! - `relay`: the copies relayed from another host and their ledgers;
+//! - `commit`: a group's copies published, its originals moved (or one
+//!   refused to `failed/`);
+//! - `derived`: the board and the person's request folders, written after
+//!   a pass from what it delivered.
 
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::fs;
@@ -39,43 +52,23 @@ use crate::daemon::wake::{self, Waker};
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::config::Config;
-use crate::protocol::delivery_retry;
 use crate::protocol::fields;
 use crate::protocol::grammar;
 use crate::protocol::header::{names, Message};
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::{Role, Roles};
 use crate::protocol::rules;
+use crate::protocol::store;
 
 mod checks;
 mod commit;
+mod derived;
+mod locks;
 mod relay;
+mod retry;
 mod sources;
 
-use checks::InboxIndex;
 use commit::{forum_bound, Group, GROUP};
-use sources::{positions, with_outboxes, DirStamp, Quiet};
-
-/// First wait before a file that only waits (a pause, a discussion turn)
-/// is looked at again; doubled per look up to [`WAIT_CAP`]. A file whose
-/// delivery *failed* waits as its retry record says instead
-/// (`protocol::delivery_retry`: doubling up to 60 s, as today's SwarmForge
-/// retries). Either way a fault that lasts costs one attempt every so
-/// often, not a busy loop; a roles.tsv or config change or a resume
-/// retries everything at once, since it may be the repair.
-const RETRY_FIRST: Duration = Duration::from_millis(200);
-const WAIT_CAP: Duration = Duration::from_secs(5);
-
-struct Retry {
-    next: Instant,
-    backoff: Duration,
-    /// The failed attempts, as the sidecar beside the file says (none while
-    /// the file only waits).
-    record: Option<delivery_retry::Retry>,
-}
-
-/// Descriptors kept free of outbox locks.
-const LOCK_FD_RESERVE: u64 = 256;
 
 /// What happened to one outbox file.
 #[derive(Debug, PartialEq, Eq)]
@@ -101,31 +94,15 @@ pub struct PassReport {
     pub interrupted: bool,
 }
 
+/// An outbox file a pass takes, as listed.
 struct Candidate {
     name: String,
     path: PathBuf,
     worktree: PathBuf,
-    /// Position of its worktree in `Deliverer::worktrees`.
+    /// Position of its worktree in the served table (`sources::Outboxes`).
     source: usize,
     /// Position of its outbox among this pass's sources (the listing cursor).
     key: usize,
-}
-
-/// An outbox a pass lists.
-struct Source {
-    index: usize,
-    wt: PathBuf,
-    outbox: PathBuf,
-    stamp: Option<DirStamp>,
-}
-
-enum Validated {
-    /// Canonical worktree path, locked (or served unlocked), plain outbox.
-    Serve(PathBuf),
-    /// No such folder (yet).
-    Missing,
-    /// Another daemon's, or a symlinked outbox.
-    Skip(PathBuf),
 }
 
 /// The delivery engine; the daemon decides when to call [`Deliverer::pass`].
@@ -136,95 +113,23 @@ pub struct Deliverer {
     pub journal: Journal,
     pub waker: Waker,
     pub stop: Arc<AtomicBool>,
-    /// Outbox files that may already have copies out there (present when this
-    /// process started, or deferred mid-delivery): they get the thorough check.
-    suspects: HashSet<PathBuf>,
-    started: bool,
-    /// The board (src/board/) is to be derived and written after this pass:
-    /// the first pass (a crash may have left it behind) and any pass after
-    /// one whose write failed.
-    board_due: bool,
     /// The forum's duties (discussion turns, digests); see `daemon::hook`.
     pub forum: Box<dyn ForumHook>,
-    /// Last deferral reason logged per file, so a stuck file logs once per cause.
-    deferred: HashMap<PathBuf, String>,
-    /// Each role's worktree path as written in roles.tsv → its canonical path
-    /// (kept between passes; cleared on a reload and every full listing).
-    canon: HashMap<PathBuf, PathBuf>,
-    /// By position in `worktrees`: the canonical path of a worktree whose
-    /// lock is claimed and whose outbox is a plain folder (same lifetime as
-    /// `canon`).
-    valid: Vec<Option<PathBuf>>,
-    /// Outboxes named by file events (or holding a deferred file) since the
-    /// last pass: all an event-driven pass lists.
-    dirty: HashSet<usize>,
-    /// The next pass checks every outbox (timer, lost events, reload).
-    full_due: bool,
-    started_sources: bool,
-    /// The last pass checked every outbox.
-    rescanned: bool,
-    /// Symlinked outboxes already reported.
-    aliased: HashSet<PathBuf>,
-    /// Per recipient worktree, built at most once per pass (thorough checks only).
-    index: HashMap<PathBuf, InboxIndex>,
     /// Every role named in roles.tsv since this process started. A sender or
     /// recipient that was a role and is gone now (roles.tsv edited, or being
     /// rewritten) is a transient fault: the file waits, it is not refused.
     known: HashSet<String>,
-    /// When each deferred file may be tried again.
-    retry: HashMap<PathBuf, Retry>,
-    /// The flock on each served worktree's `handoffs/` folder (by canonical
-    /// worktree path): one daemon per set of outboxes, however it was
-    /// reached (another root spelling, a role worktree holding a copy of
-    /// roles.tsv, a deleted pid file).
-    locks: HashMap<PathBuf, fsx::Lock>,
-    /// Outboxes already reported as served by another daemon (or unlockable).
-    foreign: HashSet<PathBuf>,
-    /// How many folder locks may be held: each keeps a descriptor open, and
-    /// the watcher, the logs and the signal pipe need theirs.
-    lock_budget: usize,
-    budget_warned: bool,
-    /// Empty outboxes by worktree path as written in roles.tsv.
-    /// By position in `worktrees` (no hashing of 10 000 paths per pass).
-    quiet: Vec<Option<Quiet>>,
-    /// Worktree path → position in `worktrees`, for file events.
-    position: HashMap<PathBuf, usize>,
-    /// Passes since every outbox was last listed.
-    scans: u32,
-    /// No file events (polling): every quiet outbox is checked every pass.
-    pub polling: bool,
-    /// `roles.worktrees()` with each one's outbox path, computed once per
-    /// table, not once per pass.
-    worktrees: Vec<(PathBuf, PathBuf)>,
-    /// Bumped whenever the list of worktrees changes (the daemon then
-    /// re-syncs its watches).
-    pub generation: u64,
-    /// The canonical folder holding the relay folders, when a bridge is
-    /// configured (see `relay`).
-    relay_base: Option<PathBuf>,
-    /// Per relay folder, the ids relayed through it (see `relay`).
-    ledgers: HashMap<PathBuf, relay::Ledger>,
-    /// Retry sidecars the first listing of an outbox saw in this pass: those
-    /// whose file is gone by the pass's end are removed.
-    sidecars: HashSet<PathBuf>,
-    /// What this pass delivered that may move a card (a `task` header),
-    /// with its time: all the board needs to fold in (board::sync_after).
-    board_delivered: Vec<(Option<clock::Instant>, Message)>,
-    /// This pass delivered a message the person's request files derive
-    /// from (protocol::dashboard::touches): only then are they derived
-    /// again, from every original.
-    dashboard_due: bool,
-}
-
-/// Why a worktree's outbox cannot be ours: another process holds its lock.
-fn held_by_other(handoffs: &Path) -> String {
-    let who = fsx::lock_holder(handoffs)
-        .map(|pid| format!("another handoffd (pid {pid})"))
-        .unwrap_or_else(|| "another handoffd".into());
-    format!(
-        "{who} already serves {}; two daemons must never move the same files.\n  hint: stop that daemon first (`swarm stop <its project root>`, or kill it)",
-        handoffs.display()
-    )
+    /// A pass ran in this process already. The first one suspects every
+    /// file it finds (a crash may have left copies of it out there) and
+    /// resumes the retries its sidecars record.
+    started: bool,
+    outboxes: sources::Outboxes,
+    schedule: sources::Schedule,
+    locks: locks::Locks,
+    held: checks::Held,
+    retries: retry::Retries,
+    relay: relay::Relay,
+    derived: derived::Derived,
 }
 
 impl Deliverer {
@@ -236,53 +141,37 @@ impl Deliverer {
         waker: Waker,
     ) -> Self {
         let known = roles.roles.iter().map(|r| r.name.clone()).collect();
-        let worktrees = with_outboxes(served(&project, &roles, &config));
-        let mut d = Deliverer {
+        let outboxes = sources::Outboxes::new(served(&project, &roles, &config));
+        let mut relay = relay::Relay::default();
+        relay.refresh(&project, &config, outboxes.table());
+        Deliverer {
             known,
-            position: positions(&worktrees),
-            worktrees,
-            generation: 0,
+            outboxes,
             project,
             roles,
             config,
             journal,
             waker,
             stop: Arc::new(AtomicBool::new(false)),
-            suspects: HashSet::new(),
-            started: false,
-            board_due: true,
-            deferred: HashMap::new(),
             forum: Box::new(NoForum),
-            index: HashMap::new(),
-            canon: HashMap::new(),
-            aliased: HashSet::new(),
-            retry: HashMap::new(),
-            locks: HashMap::new(),
-            foreign: HashSet::new(),
-            quiet: Vec::new(),
-            valid: Vec::new(),
-            dirty: HashSet::new(),
-            full_due: true,
-            started_sources: false,
-            rescanned: false,
-            scans: 0,
-            polling: true,
-            lock_budget: (fsx::fd_limit().saturating_sub(LOCK_FD_RESERVE) as usize).max(1),
-            budget_warned: false,
-            relay_base: None,
-            ledgers: HashMap::new(),
-            sidecars: HashSet::new(),
-            board_delivered: Vec::new(),
-            dashboard_due: false,
-        };
-        d.refresh_relay_base();
-        d
+            started: false,
+            schedule: sources::Schedule::new(),
+            locks: locks::Locks::new(),
+            held: checks::Held::default(),
+            retries: retry::Retries::default(),
+            relay,
+            derived: derived::Derived::new(),
+        }
     }
 
     /// Every outbox this daemon delivers from: the roles' own, then the
     /// relay folders' (for the watcher).
     pub fn outboxes(&self) -> Vec<PathBuf> {
-        self.worktrees.iter().map(|(_, o)| o.clone()).collect()
+        self.outboxes
+            .table()
+            .iter()
+            .map(|(_, o)| o.clone())
+            .collect()
     }
 
     /// Removes temp files older than `older_than` that killed writers left in
@@ -298,7 +187,7 @@ impl Deliverer {
         // The daemon's own folder: a rotation killed before it recorded
         // the log's new base leaves that file's temp there.
         let mut dirs = vec![self.project.daemon_dir()];
-        for wt_path in self.locks.keys() {
+        for wt_path in self.locks.worktrees() {
             let wt = Worktree::new(wt_path);
             if wt.symlinked_inbox_folder().is_none() {
                 dirs.push(wt.inbox_tmp());
@@ -319,54 +208,55 @@ impl Deliverer {
 
     /// A file event in `outbox`: list it at the next pass.
     pub fn outbox_changed(&mut self, outbox: &Path) {
+        // An outbox we cannot place (another spelling): check them all.
         let known = outbox
             .parent()
             .and_then(Path::parent)
             .and_then(Path::parent)
-            .and_then(|wt| self.position.get(wt).copied());
-        match known {
-            Some(i) => {
-                if let Some(q) = self.quiet.get_mut(i) {
-                    *q = None;
-                }
-                self.dirty.insert(i);
-            }
-            // An outbox we cannot place (another spelling): check them all.
-            None => self.full_due = true,
-        }
+            .and_then(|wt| self.outboxes.position(wt));
+        self.schedule.changed(known);
     }
 
     /// Events were lost: list every outbox at the next pass.
     pub fn rescan_all(&mut self) {
-        self.quiet.clear();
-        self.full_due = true;
+        self.schedule.rescan_all();
     }
 
     /// Every deferred file is tried at the next pass, which checks every
     /// outbox (a change that may be the repair: a resume).
     pub fn retry_now(&mut self) {
-        self.retry_all_now();
-        self.rescan_all();
-    }
-
-    /// Every deferred file is due now; the failed attempts stay counted.
-    fn retry_all_now(&mut self) {
-        let now = Instant::now();
-        for r in self.retry.values_mut() {
-            r.next = now;
-        }
+        self.retries.all_now();
+        self.schedule.rescan_all();
     }
 
     /// The next pass checks every outbox (the timer's safety net, or the
     /// forum queued a file).
     pub fn rescan_due(&mut self) {
-        self.full_due = true;
+        self.schedule.rescan_due();
     }
 
     /// Whether the last pass was a rescan of every outbox (not only those
     /// events named): the daemon restarts its rescan timer only then.
     pub fn last_pass_rescanned(&self) -> bool {
-        self.rescanned
+        self.schedule.rescanned()
+    }
+
+    /// Whether file events arrive (`false`: polling, so every quiet outbox
+    /// is checked every pass).
+    pub fn set_polling(&mut self, polling: bool) {
+        self.schedule.set_polling(polling);
+    }
+
+    /// Changes whenever the list of served worktrees does (the daemon then
+    /// re-syncs its watches).
+    pub fn generation(&self) -> u64 {
+        self.outboxes.generation()
+    }
+
+    /// At start-up: claims every served outbox, or names the one another
+    /// daemon holds (then this daemon must not run).
+    pub fn claim_all(&mut self) -> Result<(), String> {
+        self.locks.claim_all(&self.roles)
     }
 
     /// Delivers everything waiting; stops early (after the group in hand)
@@ -393,7 +283,7 @@ impl Deliverer {
                 cursor = Some((last.name.clone(), last.key));
             }
             if first {
-                self.suspects.extend(chunk.iter().map(|c| c.path.clone()));
+                self.held.suspect_all(chunk.iter().map(|c| c.path.clone()));
             }
             let mut group = Group::default();
             for c in chunk {
@@ -405,16 +295,12 @@ impl Deliverer {
                 // the attempts so far and the wait come from the sidecar.
                 // (Only a file whose sidecar the listing saw: a backlog
                 // at start-up costs no failed open per file.)
-                if first
-                    && !self.retry.contains_key(&c.path)
-                    && self.sidecars.contains(&delivery_retry::sidecar_of(&c.path))
-                {
-                    self.resume_retry(&c.path);
+                if first && !self.retries.knows(&c.path) && self.retries.has_sidecar(&c.path) {
+                    self.retries.resume(&c.path);
                 }
-                let now = Instant::now();
-                if self.retry.get(&c.path).is_some_and(|r| now < r.next) {
+                if self.retries.waits(&c.path, Instant::now()) {
                     report.deferred += 1;
-                    self.dirty.insert(c.source);
+                    self.schedule.again(c.source);
                     continue;
                 }
                 let (msg, recipients) = match self.prepare(&c) {
@@ -455,74 +341,18 @@ impl Deliverer {
             }
         }
         if report.interrupted {
-            self.full_due = true;
+            self.schedule.rescan_due();
         }
         // Forget state for files that are gone (delivered by hand, removed).
-        self.suspects.retain(|p| p.exists());
-        self.deferred.retain(|p, _| p.exists());
-        let gone: Vec<PathBuf> = self.retry.keys().filter(|p| !p.exists()).cloned().collect();
-        for p in gone {
-            self.retry.remove(&p);
-            self.forget_retry(&p);
-        }
-        // Sidecars whose file left the outbox by other ways (by hand, a
-        // hold, a crash between the move to sent/ and the clean-up).
-        for sidecar in std::mem::take(&mut self.sidecars) {
-            let name = sidecar
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned());
-            let handoff = name
-                .as_deref()
-                .and_then(delivery_retry::handoff_of)
-                .map(|h| sidecar.with_file_name(h));
-            if let Some(h) = handoff.filter(|h| !h.exists() && !self.retry.contains_key(h)) {
-                self.forget_retry(&h);
-            }
-        }
-        self.index.clear();
-        // SwarmForge's request folders, derived from the messages
-        // (protocol::dashboard), only in a project with a person.
-        if (std::mem::take(&mut self.dashboard_due) || self.board_due)
-            && crate::protocol::dashboard::applies(&self.roles)
-        {
-            let synced = crate::protocol::trail::Trail::load(
-                &self.project,
-                &crate::protocol::trail::Scope::originals(),
-            )
-            .map_err(|e| e.to_string())
-            .and_then(|t| crate::protocol::dashboard::sync(&t).map_err(|e| e.to_string()));
-            if let Err(e) = synced {
-                self.journal.record(
-                    &Event::new(Kind::Deferred)
-                        .path(&self.project.dashboard_dir())
-                        .reason(format!("dashboard requests: {e}")),
-                );
-            }
-        }
-        let delivered = std::mem::take(&mut self.board_delivered);
-        if report.delivered > 0 || self.board_due {
-            let full = std::mem::take(&mut self.board_due);
-            // From the roles and swarm.yaml the daemon holds: a pass reads
-            // no config file for a swarm without cards. The first pass
-            // (a crash may have left the board behind) derives it from
-            // every file; later ones fold in what they delivered.
-            let synced = crate::board::Routes::from_parts(&self.project, &self.roles, &self.config)
-                .and_then(|routes| {
-                    if full {
-                        crate::board::sync(&self.project, &routes)
-                    } else {
-                        crate::board::sync_after(&self.project, &routes, &delivered)
-                    }
-                });
-            if let Err(e) = synced {
-                self.board_due = true;
-                self.journal.record(
-                    &Event::new(Kind::Deferred)
-                        .path(&crate::board::tasks_file(&self.project))
-                        .reason(format!("board: {e}")),
-                );
-            }
-        }
+        self.held.end_pass();
+        self.retries.prune(&self.project);
+        self.derived.write(
+            &self.project,
+            &self.roles,
+            &self.config,
+            &self.journal,
+            report.delivered,
+        );
         report
     }
 
@@ -531,143 +361,42 @@ impl Deliverer {
         match outcome {
             Outcome::Delivered => {
                 report.delivered += 1;
-                self.suspects.remove(&c.path);
-                self.deferred.remove(&c.path);
-                if self.retry.remove(&c.path).is_some() {
-                    self.forget_retry(&c.path);
-                }
+                self.held.cleared(&c.path);
+                self.retries.done(&self.project, &c.path);
             }
             Outcome::Failed(reason) => {
                 report.failed += 1;
-                self.suspects.remove(&c.path);
-                self.deferred.remove(&c.path);
-                if self.retry.remove(&c.path).is_some() {
-                    self.forget_retry(&c.path);
-                }
+                self.held.cleared(&c.path);
+                self.retries.done(&self.project, &c.path);
                 self.fail(c, &reason);
             }
             Outcome::Waiting(reason) => {
                 report.deferred += 1;
-                self.dirty.insert(c.source);
-                let before = self.retry.remove(&c.path);
-                let backoff = before
-                    .as_ref()
-                    .map_or(RETRY_FIRST, |r| (r.backoff * 2).min(WAIT_CAP));
-                self.retry.insert(
-                    c.path.clone(),
-                    Retry {
-                        next: Instant::now() + backoff,
-                        backoff,
-                        record: before.and_then(|r| r.record),
-                    },
-                );
-                self.suspects.insert(c.path.clone());
-                if self.deferred.get(&c.path) != Some(&reason) {
-                    self.journal
-                        .record(&Event::new(Kind::Deferred).path(&c.path).reason(&reason));
-                    self.deferred.insert(c.path.clone(), reason);
-                }
+                self.schedule.again(c.source);
+                self.retries.wait(&self.journal, &c.path, reason);
+                self.held.suspect(&c.path);
             }
             Outcome::Deferred(reason) => {
                 report.deferred += 1;
                 // Its outbox is listed again at the next pass, event or not.
-                self.dirty.insert(c.source);
-                let before = self.retry.remove(&c.path).and_then(|r| r.record);
-                let record =
-                    delivery_retry::Retry::after_failure(before.as_ref(), &reason, clock::now());
-                let backoff = delivery_retry::backoff(record.attempt);
-                self.record_failure(c, &record);
-                self.retry.insert(
-                    c.path.clone(),
-                    Retry {
-                        next: Instant::now() + backoff,
-                        backoff,
-                        record: Some(record),
-                    },
+                self.schedule.again(c.source);
+                self.retries.defer(
+                    &self.journal,
+                    &self.project,
+                    &self.roles,
+                    &c.path,
+                    &c.worktree,
+                    reason,
                 );
-                self.suspects.insert(c.path.clone());
-                if self.deferred.get(&c.path) != Some(&reason) {
-                    self.journal
-                        .record(&Event::new(Kind::Deferred).path(&c.path).reason(&reason));
-                    self.deferred.insert(c.path.clone(), reason);
-                }
+                self.held.suspect(&c.path);
             }
             Outcome::Vanished => {
-                self.suspects.remove(&c.path);
-                if self.retry.remove(&c.path).is_some() {
-                    self.forget_retry(&c.path);
-                }
+                self.held.cleared(&c.path);
+                self.retries.vanished(&self.project, &c.path);
             }
         }
     }
 
-    /// Writes the failed attempts of `c` beside it and, from the third on,
-    /// its attention record. A write that fails is logged and the retry
-    /// goes on from memory: the record is a report, never a condition of
-    /// delivery.
-    fn record_failure(&mut self, c: &Candidate, record: &delivery_retry::Retry) {
-        let wt = Worktree::new(&c.worktree);
-        if let Err(e) = delivery_retry::write(&wt, &c.path, record) {
-            eprintln!(
-                "handoffd: cannot write {}: {e}",
-                delivery_retry::sidecar_of(&c.path).display()
-            );
-        }
-        if record.needs_attention() {
-            let sender = self
-                .roles
-                .roles
-                .iter()
-                .filter(|r| r.worktree_path == c.worktree)
-                .map(|r| r.name.as_str())
-                .collect::<Vec<_>>()
-                .join(",");
-            if let Err(e) = delivery_retry::write_attention(&self.project, &c.path, &sender, record)
-            {
-                eprintln!(
-                    "handoffd: cannot write {}: {e}",
-                    delivery_retry::attention_file(&self.project, &c.path).display()
-                );
-            }
-        }
-    }
-
-    /// The file at `path` is delivered, refused or gone: its sidecar and
-    /// attention record go too.
-    fn forget_retry(&mut self, path: &Path) {
-        for f in [
-            delivery_retry::sidecar_of(path),
-            delivery_retry::attention_file(&self.project, path),
-        ] {
-            if let Err(e) = fsx::remove_file(&f) {
-                if e.kind() != io::ErrorKind::NotFound {
-                    eprintln!("handoffd: cannot remove {}: {e}", f.display());
-                }
-            }
-        }
-    }
-
-    /// Reads the sidecar of a file this process has not tried yet: the
-    /// attempts so far count on, and the wait it names is kept (never
-    /// longer than the cap: a sidecar is in an agent's outbox, so a far
-    /// future `next-at` must not stall the file).
-    fn resume_retry(&mut self, path: &Path) {
-        let Some(record) = delivery_retry::read(path) else {
-            return;
-        };
-        let left = (record.next_at - clock::now())
-            .to_std()
-            .unwrap_or_default()
-            .min(delivery_retry::BACKOFF_CAP);
-        self.retry.insert(
-            path.to_path_buf(),
-            Retry {
-                next: Instant::now() + left,
-                backoff: delivery_retry::backoff(record.attempt),
-                record: Some(record),
-            },
-        );
-    }
     /// The forum's duties, with the project's state around them.
     pub fn with_forum(mut self, forum: Box<dyn ForumHook>) -> Self {
         self.forum = forum;
@@ -693,27 +422,21 @@ impl Deliverer {
     /// Re-reads roles.tsv and swarm.yaml.
     pub fn reload(&mut self, roles: Roles, config: Config) {
         // The change may be the repair of what deferred a file: retry now.
-        self.retry_all_now();
+        self.retries.all_now();
         self.known
             .extend(roles.roles.iter().map(|r| r.name.clone()));
-        let worktrees = with_outboxes(served(&self.project, &roles, &config));
-        if worktrees != self.worktrees {
-            self.worktrees = worktrees;
-            self.position = positions(&self.worktrees);
-            self.quiet.clear();
-            self.generation += 1;
-            self.dirty.clear();
-            // List every outbox at the next pass (and let go of the locks
-            // of worktrees no longer served).
-            self.scans = 0;
-        }
         // Paths are re-validated against the new table.
-        self.valid.clear();
-        self.canon.clear();
-        self.full_due = true;
+        if self
+            .outboxes
+            .replace(served(&self.project, &roles, &config))
+        {
+            self.schedule.table_changed();
+        }
+        self.schedule.rescan_due();
         self.roles = roles;
         self.config = config;
-        self.refresh_relay_base();
+        self.relay
+            .refresh(&self.project, &self.config, self.outboxes.table());
     }
 }
 

@@ -66,31 +66,47 @@ pub(super) enum Seen {
     Conflict(String),
 }
 
-impl Deliverer {
+/// Where the relay folders live and what went through each.
+#[derive(Default)]
+pub(super) struct Relay {
+    /// The canonical folder holding the relay folders, when a bridge is
+    /// configured.
+    base: Option<PathBuf>,
+    /// Per relay folder, the ids relayed through it (loaded on first use).
+    ledgers: HashMap<PathBuf, Ledger>,
+}
+
+impl Relay {
     /// The local role a candidate was relayed to, when it sits in a relay
     /// folder.
-    pub(super) fn relay_recipient(&self, c: &Candidate) -> Option<String> {
-        let base = self.relay_base.as_ref()?;
+    pub(super) fn recipient(&self, c: &Candidate) -> Option<String> {
+        let base = self.base.as_ref()?;
         if c.worktree.parent() != Some(base.as_path()) {
             return None;
         }
         Some(c.worktree.file_name()?.to_string_lossy().into_owned())
     }
 
-    /// Re-reads where relay folders live (a bridge configured or not).
-    pub(super) fn refresh_relay_base(&mut self) {
-        self.relay_base = None;
-        if self.config.bridge.is_none() {
+    /// Re-reads where relay folders live (a bridge configured or not), and
+    /// makes the relay outboxes among `served` now, so the watcher sees the
+    /// first copy spooled into each.
+    pub(super) fn refresh(
+        &mut self,
+        project: &Project,
+        config: &Config,
+        served: &[(PathBuf, PathBuf)],
+    ) {
+        self.base = None;
+        if config.bridge.is_none() {
             return;
         }
-        let dir = self.project.bridge_relay_dir();
+        let dir = project.bridge_relay_dir();
         if let Err(e) = fsx::ensure_dirs(&[&dir]) {
             eprintln!("handoffd: cannot create {}: {e}", dir.display());
             return;
         }
-        self.relay_base = dir.canonicalize().ok();
-        // Made now, so the watcher sees the first copy spooled into each.
-        for (wt, outbox) in &self.worktrees {
+        self.base = dir.canonicalize().ok();
+        for (wt, outbox) in served {
             if wt.parent() == Some(dir.as_path()) {
                 if let Err(e) = fsx::ensure_dirs(&[outbox]) {
                     eprintln!("handoffd: cannot create {}: {e}", outbox.display());
@@ -99,6 +115,43 @@ impl Deliverer {
         }
     }
 
+    /// Whether this id was relayed to this relay folder's role before.
+    pub(super) fn before(&mut self, c: &Candidate, id: &str) -> Seen {
+        let ledger = self
+            .ledgers
+            .entry(c.worktree.clone())
+            .or_insert_with(|| Ledger::load(&Worktree::new(&c.worktree)));
+        match ledger.ids.get(id) {
+            None => Seen::New,
+            Some(n) if *n == c.name => Seen::Again,
+            Some(n) => Seen::Conflict(n.clone()),
+        }
+    }
+
+    /// A relayed copy went out: its id is taken for good.
+    pub(super) fn sent(&mut self, c: &Candidate, msg: &Message) {
+        if let (Some(ledger), Some(id)) = (self.ledgers.get_mut(&c.worktree), msg.id()) {
+            ledger
+                .ids
+                .entry(id.to_string())
+                .or_insert_with(|| c.name.clone());
+        }
+    }
+}
+
+/// A copy received again after it went out: it joins the first in
+/// `sent/`, and nothing is delivered.
+pub(super) fn again(c: &Candidate) -> Outcome {
+    let sent = Worktree::new(&c.worktree).sent();
+    match fsx::move_into_unique(&c.path, &sent, grammar::collision_names(&c.path)) {
+        Ok(_) => Outcome::Vanished,
+        Err(e) if fsx::moved_to(&e).is_some() => Outcome::Vanished,
+        Err(e) if e.kind() == io::ErrorKind::NotFound && !c.path.exists() => Outcome::Vanished,
+        Err(e) => Outcome::Deferred(format!("{}: {e}", sent.display())),
+    }
+}
+
+impl Deliverer {
     /// The refusals for a relayed copy, before anything is written. Its
     /// sender works on another host (whose daemon checked the outbox it
     /// came from), so ownership is that host's; what holds here is that it
@@ -153,40 +206,5 @@ impl Deliverer {
         }
         self.sender_rules(msg, from)?;
         Ok(vec![role])
-    }
-
-    /// Whether this id was relayed to this relay folder's role before.
-    pub(super) fn relayed_before(&mut self, c: &Candidate, id: &str) -> Seen {
-        let ledger = self
-            .ledgers
-            .entry(c.worktree.clone())
-            .or_insert_with(|| Ledger::load(&Worktree::new(&c.worktree)));
-        match ledger.ids.get(id) {
-            None => Seen::New,
-            Some(n) if *n == c.name => Seen::Again,
-            Some(n) => Seen::Conflict(n.clone()),
-        }
-    }
-
-    /// A relayed copy went out: its id is taken for good.
-    pub(super) fn relayed(&mut self, c: &Candidate, msg: &Message) {
-        if let (Some(ledger), Some(id)) = (self.ledgers.get_mut(&c.worktree), msg.id()) {
-            ledger
-                .ids
-                .entry(id.to_string())
-                .or_insert_with(|| c.name.clone());
-        }
-    }
-
-    /// A copy received again after it went out: it joins the first in
-    /// `sent/`, and nothing is delivered.
-    pub(super) fn relayed_again(&mut self, c: &Candidate) -> Outcome {
-        let sent = Worktree::new(&c.worktree).sent();
-        match fsx::move_into_unique(&c.path, &sent, grammar::collision_names(&c.path)) {
-            Ok(_) => Outcome::Vanished,
-            Err(e) if fsx::moved_to(&e).is_some() => Outcome::Vanished,
-            Err(e) if e.kind() == io::ErrorKind::NotFound && !c.path.exists() => Outcome::Vanished,
-            Err(e) => Outcome::Deferred(format!("{}: {e}", sent.display())),
-        }
     }
 }

@@ -1,8 +1,15 @@
 //! Which outboxes a pass lists, and the files it takes from them in
-//! priority order: the served worktrees' locks, their canonical paths and
-//! symlink checks (kept between passes), quiet outboxes skipped by their
-//! folder stamps, and the backlog streamed in chunks.
+//! priority order.
+//!
+//! Two parts of the deliverer's state live here. [`Outboxes`] is the table
+//! of served worktrees (every role's, and the relay folders') with what is
+//! known of each between passes: its canonical path, whether it was
+//! validated (locked, a plain outbox folder). [`Schedule`] says which of
+//! them the next pass lists: those file events named, or all of them on a
+//! rescan, skipping the quiet ones whose folder stamp did not change. The
+//! backlog of the listed outboxes is then streamed in chunks.
 
+use super::locks::Locks;
 use super::*;
 
 /// Every this many rounds (see [`QUIET_CHECKS`]), every outbox is listed
@@ -44,7 +51,219 @@ pub(super) struct Quiet {
     stamp: Option<DirStamp>,
 }
 
-pub(super) fn positions(worktrees: &[(PathBuf, PathBuf)]) -> HashMap<PathBuf, usize> {
+/// An outbox a pass lists.
+pub(super) struct Source {
+    index: usize,
+    wt: PathBuf,
+    outbox: PathBuf,
+    stamp: Option<DirStamp>,
+}
+
+enum Validated {
+    /// Canonical worktree path, locked (or served unlocked), plain outbox.
+    Serve(PathBuf),
+    /// No such folder (yet).
+    Missing,
+    /// Another daemon's, or a symlinked outbox.
+    Skip(PathBuf),
+}
+
+/// The served worktrees and what is known of each between passes.
+///
+/// Invariants: `position` indexes `table`; `valid` and `canon` only hold
+/// what was checked against the current table (both are cleared when the
+/// table changes and on every full scan, so a folder swapped for a symlink
+/// is seen); `generation` changes whenever the table does.
+pub(super) struct Outboxes {
+    /// `roles.worktrees()` (and the relay folders) with each one's outbox
+    /// path, computed once per table, not once per pass.
+    table: Vec<(PathBuf, PathBuf)>,
+    /// Worktree path → position in `table`, for file events.
+    position: HashMap<PathBuf, usize>,
+    /// Bumped whenever the table changes (the daemon then re-syncs its
+    /// watches).
+    generation: u64,
+    /// Each worktree path as written in roles.tsv → its canonical path.
+    canon: HashMap<PathBuf, PathBuf>,
+    /// By position in `table`: the canonical path of a worktree whose lock
+    /// is claimed and whose outbox is a plain folder.
+    valid: Vec<Option<PathBuf>>,
+    /// Symlinked outboxes already reported (each is said once).
+    aliased: HashSet<PathBuf>,
+}
+
+impl Outboxes {
+    pub(super) fn new(worktrees: Vec<PathBuf>) -> Outboxes {
+        let table = with_outboxes(worktrees);
+        Outboxes {
+            position: positions(&table),
+            table,
+            generation: 0,
+            canon: HashMap::new(),
+            valid: Vec::new(),
+            aliased: HashSet::new(),
+        }
+    }
+
+    /// The served worktrees, each with its outbox.
+    pub(super) fn table(&self) -> &[(PathBuf, PathBuf)] {
+        &self.table
+    }
+
+    pub(super) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The position of a worktree (as written in roles.tsv) in the table.
+    pub(super) fn position(&self, wt: &Path) -> Option<usize> {
+        self.position.get(wt).copied()
+    }
+
+    /// The canonical path of a worktree as written in roles.tsv, when this
+    /// process resolved it already.
+    pub(super) fn canonical(&self, raw: &Path) -> Option<&PathBuf> {
+        self.canon.get(raw)
+    }
+
+    /// A new table (roles.tsv or the config changed): whether it differs
+    /// from the old. Either way every path is checked again.
+    pub(super) fn replace(&mut self, worktrees: Vec<PathBuf>) -> bool {
+        let table = with_outboxes(worktrees);
+        let changed = table != self.table;
+        if changed {
+            self.table = table;
+            self.position = positions(&self.table);
+            self.generation += 1;
+        }
+        self.forget_checks();
+        changed
+    }
+
+    /// Every path is canonicalized and validated again at its next listing.
+    fn forget_checks(&mut self) {
+        self.valid.clear();
+        self.canon.clear();
+    }
+
+    /// Canonicalizes a worktree path, claims its lock and checks that its
+    /// outbox is a plain folder (the per-worktree work a pass used to redo).
+    fn validate(&mut self, raw: &Path, locks: &mut Locks) -> Validated {
+        let Ok(wt_path) = raw.canonicalize() else {
+            return Validated::Missing;
+        };
+        self.canon.insert(raw.to_path_buf(), wt_path.clone());
+        if !locks.admit(&wt_path) {
+            return Validated::Skip(wt_path);
+        }
+        let outbox = Worktree::new(&wt_path).outbox();
+        match outbox.canonicalize() {
+            Ok(real) if real == outbox => Validated::Serve(wt_path),
+            Ok(real) => {
+                if self.aliased.insert(outbox.clone()) {
+                    eprintln!(
+                        "handoffd: skipping {}: it resolves to {} (a symlink); an outbox must be a plain folder of its worktree",
+                        outbox.display(),
+                        real.display()
+                    );
+                }
+                Validated::Skip(wt_path)
+            }
+            Err(_) => Validated::Skip(wt_path),
+        }
+    }
+}
+
+/// Which outboxes the next pass lists.
+///
+/// Invariant: **an outbox that may hold a file is listed by a later pass**:
+/// a file event names it (`dirty`) or un-quiets it; a deferred file keeps
+/// its outbox dirty; a lost event, a reload or the timer makes the next pass
+/// a rescan (`full_due`); and a quiet outbox is skipped only while its
+/// folder stamp is the one it had when found empty.
+pub(super) struct Schedule {
+    /// Outboxes (by position in the table) named by file events (or
+    /// holding a deferred file) since the last pass: all an event-driven
+    /// pass lists.
+    dirty: HashSet<usize>,
+    /// The next pass checks every outbox (timer, lost events, reload).
+    full_due: bool,
+    /// A pass chose its outboxes already (the first one is a rescan).
+    started: bool,
+    /// The last pass checked every outbox.
+    rescanned: bool,
+    /// Rescans since every outbox was last listed.
+    scans: u32,
+    /// No file events: every quiet outbox is checked every pass.
+    polling: bool,
+    /// Empty outboxes, by position in the table (no hashing of 10 000 paths
+    /// per pass).
+    quiet: Vec<Option<Quiet>>,
+}
+
+impl Schedule {
+    pub(super) fn new() -> Schedule {
+        Schedule {
+            dirty: HashSet::new(),
+            full_due: true,
+            started: false,
+            rescanned: false,
+            scans: 0,
+            polling: true,
+            quiet: Vec::new(),
+        }
+    }
+
+    pub(super) fn set_polling(&mut self, polling: bool) {
+        self.polling = polling;
+    }
+
+    /// A file event in the outbox at `position` (`None`: an outbox that
+    /// cannot be placed, so all are checked).
+    pub(super) fn changed(&mut self, position: Option<usize>) {
+        match position {
+            Some(i) => {
+                if let Some(q) = self.quiet.get_mut(i) {
+                    *q = None;
+                }
+                self.dirty.insert(i);
+            }
+            None => self.full_due = true,
+        }
+    }
+
+    /// The outbox at `position` holds a file that waits: listed again at
+    /// the next pass, event or not.
+    pub(super) fn again(&mut self, position: usize) {
+        self.dirty.insert(position);
+    }
+
+    /// Events were lost: every outbox is listed at the next pass.
+    pub(super) fn rescan_all(&mut self) {
+        self.quiet.clear();
+        self.full_due = true;
+    }
+
+    /// The next pass checks every outbox (its stamp at least).
+    pub(super) fn rescan_due(&mut self) {
+        self.full_due = true;
+    }
+
+    /// Whether the last pass was a rescan of every outbox.
+    pub(super) fn rescanned(&self) -> bool {
+        self.rescanned
+    }
+
+    /// The table changed: nothing known of the old positions holds, and
+    /// the next rescan lists every outbox (letting go of the locks of
+    /// worktrees no longer served).
+    pub(super) fn table_changed(&mut self) {
+        self.quiet.clear();
+        self.dirty.clear();
+        self.scans = 0;
+    }
+}
+
+fn positions(worktrees: &[(PathBuf, PathBuf)]) -> HashMap<PathBuf, usize> {
     worktrees
         .iter()
         .enumerate()
@@ -52,7 +271,7 @@ pub(super) fn positions(worktrees: &[(PathBuf, PathBuf)]) -> HashMap<PathBuf, us
         .collect()
 }
 
-pub(super) fn with_outboxes(worktrees: Vec<PathBuf>) -> Vec<(PathBuf, PathBuf)> {
+fn with_outboxes(worktrees: Vec<PathBuf>) -> Vec<(PathBuf, PathBuf)> {
     worktrees
         .into_iter()
         .map(|w| {
@@ -68,52 +287,6 @@ pub(super) fn with_outboxes(worktrees: Vec<PathBuf>) -> Vec<(PathBuf, PathBuf)> 
 pub(super) const CHUNK: usize = 1024;
 
 impl Deliverer {
-    /// Takes the lock of a worktree's `handoffs/` folder unless held already.
-    /// `Ok(false)`: another process holds it. A folder that does not exist
-    /// yet (or is a symlink) cannot be locked and has no outbox to scan.
-    pub(super) fn claim(&mut self, wt_path: &Path) -> Result<bool, String> {
-        if self.locks.contains_key(wt_path) {
-            return Ok(true);
-        }
-        let handoffs = Worktree::new(wt_path).handoffs();
-        if self.locks.len() >= self.lock_budget {
-            // Served unlocked rather than stranded; said once.
-            if !self.budget_warned {
-                self.budget_warned = true;
-                eprintln!(
-                    "handoffd: the descriptor limit ({}) leaves room to lock {} worktrees; the others (first {}) are served unlocked, so a second daemon would not be kept out of them.\n  hint: raise `ulimit -n` (hard limit) for handoffd",
-                    fsx::fd_limit(),
-                    self.lock_budget,
-                    handoffs.display()
-                );
-            }
-            return Ok(true);
-        }
-        match fsx::try_lock_dir(&handoffs) {
-            Ok(Some(lock)) => {
-                self.locks.insert(wt_path.to_path_buf(), lock);
-                self.foreign.remove(wt_path);
-                Ok(true)
-            }
-            Ok(None) => Ok(false),
-            Err(e) => Err(format!("{}: {e}", handoffs.display())),
-        }
-    }
-
-    /// At start-up: claims every served outbox, or names the one another
-    /// daemon holds (then this daemon must not run).
-    pub fn claim_all(&mut self) -> Result<(), String> {
-        for wt in self.roles.worktrees() {
-            let Ok(real) = wt.canonicalize() else {
-                continue;
-            };
-            if let Ok(false) = self.claim(&real) {
-                return Err(held_by_other(&Worktree::new(&real).handoffs()));
-            }
-        }
-        Ok(())
-    }
-
     /// The outboxes this pass lists, each by its canonical worktree path, once
     /// each, sorted by that path (ties between equal file names break by it).
     /// An outbox reached through a symlinked `.swarmforge`, `handoffs` or
@@ -127,79 +300,82 @@ impl Deliverer {
     /// and re-validated when roles.tsv changes and every [`FULL_SCAN_EVERY`]
     /// rescans: with 32 roles a pass no longer costs 32 canonicalizations.
     pub(super) fn sources(&mut self) -> Vec<Source> {
-        let rescan = self.polling || self.full_due || !self.started_sources;
-        self.started_sources = true;
-        self.quiet.resize_with(self.worktrees.len(), || None);
-        self.valid.resize_with(self.worktrees.len(), || None);
+        let Deliverer {
+            outboxes: o,
+            schedule: sch,
+            locks,
+            ..
+        } = self;
+        let rescan = sch.polling || sch.full_due || !sch.started;
+        sch.started = true;
+        let n = o.table.len();
+        sch.quiet.resize_with(n, || None);
+        o.valid.resize_with(n, || None);
         let mut full = false;
         let mut stride = 1;
         let mut turn = 0;
         let chosen: Vec<usize> = if rescan {
-            self.full_due = false;
-            self.rescanned = true;
-            stride = if self.polling {
+            sch.full_due = false;
+            sch.rescanned = true;
+            stride = if sch.polling {
                 1
             } else {
-                self.worktrees.len().div_ceil(QUIET_CHECKS).max(1)
+                n.div_ceil(QUIET_CHECKS).max(1)
             };
-            full = self.scans.is_multiple_of(FULL_SCAN_EVERY * stride as u32);
+            full = sch.scans.is_multiple_of(FULL_SCAN_EVERY * stride as u32);
             if full {
-                self.quiet.clear();
-                self.quiet.resize_with(self.worktrees.len(), || None);
+                sch.quiet.clear();
+                sch.quiet.resize_with(n, || None);
                 // Re-validated now and then: a folder swapped for a symlink.
-                self.valid.iter_mut().for_each(|v| *v = None);
-                self.canon.clear();
+                o.valid.iter_mut().for_each(|v| *v = None);
+                o.canon.clear();
             }
-            turn = self.scans as usize % stride;
-            self.scans = self.scans.wrapping_add(1);
-            self.dirty.clear();
-            (0..self.worktrees.len()).collect()
+            turn = sch.scans as usize % stride;
+            sch.scans = sch.scans.wrapping_add(1);
+            sch.dirty.clear();
+            (0..n).collect()
         } else {
-            self.rescanned = false;
-            let mut v: Vec<usize> = self
-                .dirty
-                .drain()
-                .filter(|&i| i < self.worktrees.len())
-                .collect();
+            sch.rescanned = false;
+            let mut v: Vec<usize> = sch.dirty.drain().filter(|&i| i < n).collect();
             v.sort_unstable();
             v
         };
         let mut out = Vec::new();
         let mut seen: HashSet<PathBuf> = HashSet::new();
         // Taken for the loop, not cloned: 10 000 paths per pass add up.
-        let worktrees = std::mem::take(&mut self.worktrees);
+        let table = std::mem::take(&mut o.table);
         for i in chosen {
-            let (raw, outbox_path) = &worktrees[i];
-            if rescan && i % stride != turn && self.quiet[i].is_some() {
+            let (raw, outbox_path) = &table[i];
+            if rescan && i % stride != turn && sch.quiet[i].is_some() {
                 continue;
             }
             // Stamped before listing: a file arriving after the listing
             // changes the stamp, so it is never skipped.
             let stamp = dir_stamp(outbox_path);
-            if rescan && self.quiet[i].as_ref().is_some_and(|q| q.stamp == stamp) {
+            if rescan && sch.quiet[i].as_ref().is_some_and(|q| q.stamp == stamp) {
                 continue;
             }
-            self.quiet[i] = None;
+            sch.quiet[i] = None;
             if stamp.is_none() {
                 // No outbox (yet); it appears with a new stamp.
-                self.quiet[i] = Some(Quiet { stamp });
-                if let Some(v) = &self.valid[i] {
+                sch.quiet[i] = Some(Quiet { stamp });
+                if let Some(v) = &o.valid[i] {
                     seen.insert(v.clone());
                 } else if let Ok(real) = raw.canonicalize() {
                     seen.insert(real);
                 }
                 continue;
             }
-            let wt_path = match &self.valid[i] {
+            let wt_path = match &o.valid[i] {
                 Some(v) => v.clone(),
-                None => match self.validate(raw) {
+                None => match o.validate(raw, locks) {
                     Validated::Serve(p) => {
-                        self.valid[i] = Some(p.clone());
+                        o.valid[i] = Some(p.clone());
                         p
                     }
                     Validated::Missing => {
                         // No worktree folder (yet): nothing to deliver from it.
-                        self.quiet[i] = Some(Quiet { stamp });
+                        sch.quiet[i] = Some(Quiet { stamp });
                         continue;
                     }
                     Validated::Skip(p) => {
@@ -218,60 +394,14 @@ impl Deliverer {
                 stamp,
             });
         }
-        self.worktrees = worktrees;
+        o.table = table;
         // A worktree no longer served releases its lock (on a full scan,
         // where `seen` holds every worktree).
         if full {
-            self.locks.retain(|wt, _| seen.contains(wt));
+            locks.retain(|wt| seen.contains(wt));
         }
         out.sort_by(|a, b| a.wt.cmp(&b.wt));
         out
-    }
-
-    /// Canonicalizes a worktree path, claims its lock and checks that its
-    /// outbox is a plain folder (the per-worktree work a pass used to redo).
-    pub(super) fn validate(&mut self, raw: &Path) -> Validated {
-        let Ok(wt_path) = raw.canonicalize() else {
-            return Validated::Missing;
-        };
-        self.canon.insert(raw.to_path_buf(), wt_path.clone());
-        match self.claim(&wt_path) {
-            Ok(true) => {}
-            Ok(false) => {
-                if self.foreign.insert(wt_path.clone()) {
-                    eprintln!(
-                        "handoffd: skipping {}: {}",
-                        Worktree::new(&wt_path).outbox().display(),
-                        held_by_other(&Worktree::new(&wt_path).handoffs())
-                    );
-                }
-                return Validated::Skip(wt_path);
-            }
-            // Cannot lock it (out of descriptors, permissions): served
-            // anyway, since skipping would strand its mail; said once.
-            Err(e) => {
-                if self.foreign.insert(wt_path.clone()) {
-                    eprintln!(
-                        "handoffd: cannot lock {e}; serving it unlocked (a second daemon would not be kept out of it)"
-                    );
-                }
-            }
-        }
-        let outbox = Worktree::new(&wt_path).outbox();
-        match outbox.canonicalize() {
-            Ok(real) if real == outbox => Validated::Serve(wt_path),
-            Ok(real) => {
-                if self.aliased.insert(outbox.clone()) {
-                    eprintln!(
-                        "handoffd: skipping {}: it resolves to {} (a symlink); an outbox must be a plain folder of its worktree",
-                        outbox.display(),
-                        real.display()
-                    );
-                }
-                Validated::Skip(wt_path)
-            }
-            Err(_) => Validated::Skip(wt_path),
-        }
     }
 
     /// The next (at most [`CHUNK`]) outbox files after `after`, in priority
@@ -290,24 +420,18 @@ impl Deliverer {
         let mut heap: BinaryHeap<(String, usize, PathBuf)> = BinaryHeap::new();
         let mut more = false;
         for (s_i, s) in sources.iter().enumerate() {
-            let Ok(rd) = fs::read_dir(&s.outbox) else {
-                continue;
-            };
             let mut found = 0usize;
-            for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if !name.ends_with(".handoff") {
+            for e in store::each(&s.outbox) {
+                // Everything named *.handoff but a folder is ours to deliver
+                // or refuse (an odd one is refused when read).
+                if !e.is_handoff_named() {
                     // A retry sidecar: checked for its file after the pass.
-                    if first && crate::protocol::delivery_retry::handoff_of(&name).is_some() {
-                        self.sidecars.insert(e.path());
+                    if first && crate::protocol::delivery_retry::handoff_of(&e.name).is_some() {
+                        self.retries.saw_sidecar(e.path);
                     }
                     continue;
                 }
-                // Directories are never queue items; everything else named
-                // *.handoff is ours to deliver or refuse.
-                if e.file_type().map(|t| t.is_dir()).unwrap_or(true) {
-                    continue;
-                }
+                let name = e.name;
                 found += 1;
                 if after.is_some_and(|(an, ai)| (&name, &s_i) <= (an, ai)) {
                     continue;
@@ -323,10 +447,10 @@ impl Deliverer {
                     heap.pop();
                     more = true;
                 }
-                heap.push((name, s_i, e.path()));
+                heap.push((name, s_i, e.path));
             }
             if first && found == 0 && s.stamp.is_some_and(|st| settled(&st)) {
-                self.quiet[s.index] = Some(Quiet { stamp: s.stamp });
+                self.schedule.quiet[s.index] = Some(Quiet { stamp: s.stamp });
             }
         }
         let out = heap
@@ -344,5 +468,36 @@ impl Deliverer {
             })
             .collect();
         (out, more)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_names_its_outbox_and_an_unplaced_one_makes_a_rescan() {
+        let mut s = Schedule::new();
+        s.full_due = false;
+        s.quiet = vec![Some(Quiet { stamp: None }), None];
+        s.changed(Some(0));
+        assert!(s.quiet[0].is_none() && s.dirty.contains(&0) && !s.full_due);
+        s.changed(None);
+        assert!(s.full_due);
+        s.scans = 7;
+        s.table_changed();
+        assert!(s.dirty.is_empty() && s.quiet.is_empty() && s.scans == 0);
+    }
+
+    #[test]
+    fn a_new_table_moves_the_generation_and_forgets_the_checks() {
+        let mut o = Outboxes::new(vec![PathBuf::from("/w/a")]);
+        o.canon.insert("/w/a".into(), "/real/a".into());
+        assert!(!o.replace(vec![PathBuf::from("/w/a")]));
+        assert_eq!(o.generation(), 0);
+        assert!(o.canonical(Path::new("/w/a")).is_none());
+        assert!(o.replace(vec![PathBuf::from("/w/a"), PathBuf::from("/w/b")]));
+        assert_eq!(o.generation(), 1);
+        assert_eq!(o.position(Path::new("/w/b")), Some(1));
     }
 }

@@ -433,7 +433,7 @@ impl Runner {
         let recorded = place::resolve_as(&self.cwd, &self.role)
             .ok()
             .and_then(|at| at.project)
-            .ok_or_else(|| Error::env("no project"))
+            .ok_or_else(|| Error::not_found("no project"))
             .and_then(|p| crate::telemetry::usage::record(&p, &u));
         if let Err(e) = recorded {
             say(&format!(

@@ -97,7 +97,7 @@ pub fn serve(agent: Agent) -> Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| Error::env(format!("swarm mcp: cannot start the runtime: {e}")))?;
+        .map_err(|e| Error::internal(format!("swarm mcp: cannot start the runtime: {e}")))?;
     rt.block_on(async move {
         let server = Server {
             agent: Arc::new(agent),
@@ -106,11 +106,11 @@ pub fn serve(agent: Agent) -> Result<()> {
         let running = server
             .serve(rmcp::transport::stdio())
             .await
-            .map_err(|e| Error::env(format!("swarm mcp: {e}")))?;
+            .map_err(|e| Error::internal(format!("swarm mcp: {e}")))?;
         running
             .waiting()
             .await
-            .map_err(|e| Error::env(format!("swarm mcp: {e}")))?;
+            .map_err(|e| Error::internal(format!("swarm mcp: {e}")))?;
         Ok(())
     })
 }

@@ -71,7 +71,7 @@ pub fn list(program: &str, args: &[String], codex_home: &Path, cwd: &Path) -> Re
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| Error::env(format!("cannot run `{program} app-server`: {e}")))?;
+        .map_err(|e| Error::process(format!("cannot run `{program} app-server`: {e}")))?;
     let result = exchange(&mut child, cwd);
     let _ = child.kill();
     let _ = child.wait();
@@ -80,7 +80,7 @@ pub fn list(program: &str, args: &[String], codex_home: &Path, cwd: &Path) -> Re
 
 fn exchange(child: &mut std::process::Child, cwd: &Path) -> Result<Vec<Listed>> {
     let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-        return Err(Error::env("codex app-server: no pipes"));
+        return Err(Error::process("codex app-server: no pipes"));
     };
     let (tx, rx) = mpsc::channel::<Value>();
     std::thread::spawn(move || {
@@ -106,7 +106,7 @@ fn exchange(child: &mut std::process::Child, cwd: &Path) -> Result<Vec<Listed>> 
         line.push('\n');
         stdin
             .write_all(line.as_bytes())
-            .map_err(|e| Error::env(format!("codex app-server: {e}")))
+            .map_err(|e| Error::process(format!("codex app-server: {e}")))
     };
     send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"clientInfo": {"name": "swarm-handoff", "version": env!("CARGO_PKG_VERSION")}}}))?;
@@ -114,7 +114,7 @@ fn exchange(child: &mut std::process::Child, cwd: &Path) -> Result<Vec<Listed>> 
     loop {
         let left = end.saturating_duration_since(Instant::now());
         let msg = rx.recv_timeout(left).map_err(|_| {
-            Error::env(format!(
+            Error::process(format!(
                 "codex app-server gave no hook list within {}s",
                 DEADLINE.as_secs()
             ))
@@ -122,7 +122,7 @@ fn exchange(child: &mut std::process::Child, cwd: &Path) -> Result<Vec<Listed>> 
         match msg.get(RPC_ID).and_then(Value::as_i64) {
             Some(1) => {
                 if let Some(e) = msg.get("error") {
-                    return Err(Error::env(format!("codex app-server: initialize: {e}")));
+                    return Err(Error::process(format!("codex app-server: initialize: {e}")));
                 }
                 send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}))?;
                 send(json!({"jsonrpc": "2.0", "id": 2, "method": "hooks/list",
@@ -137,7 +137,7 @@ fn exchange(child: &mut std::process::Child, cwd: &Path) -> Result<Vec<Listed>> 
 /// The hooks of a `hooks/list` response.
 fn parse(msg: &Value) -> Result<Vec<Listed>> {
     if let Some(e) = msg.get("error") {
-        return Err(Error::env(format!("codex app-server: hooks/list: {e}")));
+        return Err(Error::process(format!("codex app-server: hooks/list: {e}")));
     }
     let s = |v: &Value, k: &str| {
         v.get(k)

@@ -471,7 +471,7 @@ fn gather<'a>(
     if cursor.files.len() > KEEP {
         cursor.files.remove(0);
     }
-    let bytes = serde_json::to_vec(&cursor).map_err(|e| Error::env(format!("cursor: {e}")))?;
+    let bytes = serde_json::to_vec(&cursor).map_err(|e| Error::internal(format!("cursor: {e}")))?;
     fsx::replace(&dir, &file, &bytes).map_err(|e| Error::io(&file, e))?;
     Ok(reader)
 }

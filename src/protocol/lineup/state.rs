@@ -117,7 +117,7 @@ pub fn save(project: &Project, seats: &mut Seats) -> Result<()> {
     // started again must not look acknowledged already).
     seats.generation = seats.generation.max(acknowledged(project)) + 1;
     let f = file(project);
-    let mut json = serde_json::to_vec_pretty(seats).map_err(|e| Error::env(e.to_string()))?;
+    let mut json = serde_json::to_vec_pretty(seats).map_err(|e| Error::internal(e.to_string()))?;
     json.push(b'\n');
     fsx::write_file(&f, &json).at(&f)
 }
