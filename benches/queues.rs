@@ -291,7 +291,7 @@ fn cli_send(o: &Ours, i: usize) -> PathBuf {
 fn lib_send(o: &Ours, i: usize) -> PathBuf {
     let draft = o.project.root.join("draft.txt");
     fs::write(&draft, draft_text(i)).unwrap();
-    let swarm_handoff::agent::send::Sent::Queued(q) =
+    let swarm_handoff::agent::send::Sent::Queued(q, _) =
         swarm_handoff::agent::send::queue("draft.txt", &o.project.root).expect("queued")
     else {
         panic!("held by the audit gate");

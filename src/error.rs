@@ -16,6 +16,9 @@ pub mod exit {
     /// `swarm up --until-idle`: the swarm went idle with questions or mail
     /// waiting for a person (docs/launcher.md).
     pub const WAITING_FOR_PERSON: i32 = 3;
+    /// `done-current`: cards of the current work have no outgoing handoff
+    /// yet (`OPEN_CARDS`, today's SwarmForge's code for it).
+    pub const OPEN_CARDS: i32 = 3;
 }
 
 /// Every refusal token the tools print (docs/protocol.md §7.5 and the
@@ -52,11 +55,16 @@ pub enum Token {
     LineupRefused,
     /// `swarm card new`: a card of that name is on the board already.
     CardExists,
+    /// `done-current`: cards of the current work have no outgoing handoff.
+    OpenCards,
+    /// `done-current` / `ready-next`: the audit gate holds a git handoff
+    /// of this role back (agent::guard).
+    AuditPending,
 }
 
 impl Token {
     /// `(token, name as printed, exit code)`, in the spec's order.
-    const TABLE: [(Token, &'static str, i32); 27] = [
+    const TABLE: [(Token, &'static str, i32); 29] = [
         (
             Token::AmbiguousTaskState,
             "AMBIGUOUS_TASK_STATE",
@@ -124,6 +132,8 @@ impl Token {
         (Token::NotReserved, "NOT_RESERVED", exit::REFUSED),
         (Token::LineupRefused, "LINEUP_REFUSED", exit::REFUSED),
         (Token::CardExists, "CARD_EXISTS", exit::REFUSED),
+        (Token::OpenCards, "OPEN_CARDS", exit::OPEN_CARDS),
+        (Token::AuditPending, "AUDIT_PENDING", exit::REFUSED),
     ];
 
     fn row(self) -> (Token, &'static str, i32) {

@@ -3,6 +3,7 @@
 
 pub mod artifacts;
 pub mod caller;
+pub mod guard;
 pub mod ingest;
 pub mod mailbox;
 pub mod place;

@@ -58,6 +58,10 @@ pub const REVERSE: &str = "reverse";
 pub const TERMINAL: &str = "terminal";
 /// The header marking a merge-only copy (upstream's name, hyphen and all).
 pub const NON_FORWARDING: &str = "non-forwarding";
+/// The cards one `git_handoff` carries besides its `task`, as an EDN vector
+/// (`["a" "b"]`): a batch role's one result for several cards (upstream's
+/// `swarm_handoff.bb` writes it; its daemon moves each card named).
+pub const BATCH_TASK_IDS: &str = "batch_task_ids";
 /// A card queued but not yet with its first role.
 pub const NEW: &str = "new";
 /// A card whose last role sent the terminal handoff.
@@ -129,6 +133,53 @@ impl Board {
     pub fn find(&self, name: &str) -> Option<&Card> {
         self.cards.iter().find(|c| c.name == name)
     }
+}
+
+/// The cards a message names: its `task`, then each of `batch_task_ids`
+/// (a header that is no vector of strings names none, as upstream reads
+/// it), each once.
+pub fn cards_named(m: &Message) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let batch = m
+        .get(BATCH_TASK_IDS)
+        .and_then(crate::protocol::edn::parse_strings)
+        .unwrap_or_default();
+    for t in m
+        .get(names::TASK)
+        .map(str::to_string)
+        .into_iter()
+        .chain(batch)
+    {
+        if !t.is_empty() && !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    out
+}
+
+/// The `batch_task_ids` value for the cards `ids` (an EDN vector).
+pub fn batch_task_ids(ids: &[String]) -> String {
+    crate::protocol::edn::render_strings(ids)
+}
+
+/// What a batch role's items are grouped by besides their priority
+/// (upstream's `ready_for_next_batch.bb`, `batch-key`): the card type
+/// (empty for an item of no card) and whether the item goes back
+/// (`true`): a merge-only copy (`non-forwarding: true`, priority `00`) or,
+/// here, a card's terminal result or any `delivery_kind: reverse`, which
+/// upstream marks `non-forwarding: true` and we mark by `delivery_kind`.
+pub fn batch_key(m: &Message) -> (String, bool) {
+    let back = m.get(NON_FORWARDING) == Some("true")
+        || m.priority() == Some("00")
+        || matches!(m.get(DELIVERY_KIND), Some(REVERSE | TERMINAL));
+    (m.get(CARD_TYPE).unwrap_or_default().to_string(), back)
+}
+
+/// Whether `m` carries a card its receiver must hand on (upstream's
+/// `card-mail?`): a forward `git_handoff` or a card's first note, not a
+/// merge-only copy or a terminal result.
+pub fn carries_card(m: &Message) -> bool {
+    !batch_key(m).1 && (m.kind() == Some(MessageType::GitHandoff) || birth(m).is_some())
 }
 
 /// `.swarmforge/board/` at the project root.
@@ -223,7 +274,6 @@ impl<'a> Deriving<'a> {
     }
 
     fn apply(&mut self, place: Place, at: Option<clock::Instant>, m: &Message) {
-        let routes = self.routes;
         let Some(task) = m.get(names::TASK) else {
             return;
         };
@@ -261,7 +311,17 @@ impl<'a> Deriving<'a> {
         {
             return;
         }
-        let Some(card) = self.index.get(task).map(|i| &mut self.cards[*i]) else {
+        // One result may carry several cards (`batch_task_ids`): each
+        // moves by the same rule.
+        for name in cards_named(m) {
+            self.move_card(&name, m, when.clone());
+        }
+    }
+
+    /// Moves card `name` as the delivered `git_handoff` `m` says.
+    fn move_card(&mut self, name: &str, m: &Message, when: String) {
+        let routes = self.routes;
+        let Some(card) = self.index.get(name).map(|i| &mut self.cards[*i]) else {
             return;
         };
         let Some(route) = routes.route(&card.kind) else {
@@ -841,4 +901,66 @@ pub fn count_audit_once(
     c.audit_count += 1;
     let path = tasks_file(project);
     fsx::replace(&tmp_dir(project), &path, board.render().as_bytes()).at(&path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(headers: &[(&str, &str)]) -> Message {
+        let mut m = Message::default();
+        for (k, v) in headers {
+            m.set(k, *v);
+        }
+        m
+    }
+
+    /// Upstream's `ready_for_next_batch.bb`: `batch-key` is the priority,
+    /// the `card_type` ("" without one) and whether the file goes back
+    /// (`non-forwarding: true` or priority `00`); our terminal results and
+    /// copies say it by `delivery_kind` too.
+    #[test]
+    fn the_batch_key_is_the_card_type_and_the_direction() {
+        let fwd = msg(&[("priority", "50"), (CARD_TYPE, "change")]);
+        assert_eq!(batch_key(&fwd), ("change".to_string(), false));
+        assert_eq!(
+            batch_key(&msg(&[("priority", "50")])),
+            (String::new(), false)
+        );
+        for back in [
+            msg(&[
+                ("priority", "50"),
+                (CARD_TYPE, "change"),
+                (NON_FORWARDING, "true"),
+            ]),
+            msg(&[("priority", "00"), (CARD_TYPE, "change")]),
+            msg(&[
+                ("priority", "50"),
+                (CARD_TYPE, "change"),
+                (DELIVERY_KIND, TERMINAL),
+            ]),
+            msg(&[
+                ("priority", "50"),
+                (CARD_TYPE, "change"),
+                (DELIVERY_KIND, REVERSE),
+            ]),
+        ] {
+            assert_eq!(batch_key(&back), ("change".to_string(), true), "{back:?}");
+            assert!(!carries_card(&back));
+        }
+    }
+
+    /// Upstream's `handoff_lib.bb` (`mail-card-ids`): a mail's cards are its
+    /// task plus any `batch_task_ids`; a malformed vector names none.
+    #[test]
+    fn a_message_names_its_task_and_its_batch_task_ids() {
+        let m = msg(&[
+            (names::TASK, "pits"),
+            (BATCH_TASK_IDS, r#"["pits" "bats"]"#),
+        ]);
+        assert_eq!(cards_named(&m), ["pits", "bats"]);
+        let bad = msg(&[(names::TASK, "pits"), (BATCH_TASK_IDS, "pits,bats")]);
+        assert_eq!(cards_named(&bad), ["pits"]);
+        assert_eq!(batch_task_ids(&["a".into(), "b".into()]), r#"["a" "b"]"#);
+    }
 }

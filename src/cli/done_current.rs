@@ -33,6 +33,11 @@ pub struct Args {
     /// waits, else NO_TASK (today's SwarmForge `done_with_current.sh`)
     #[arg(long, conflicts_with = "wait")]
     pub mail_waiting: bool,
+    /// Finish even though cards of the current work have no outgoing
+    /// git_handoff (they stay in this lane) or the audit gate holds this
+    /// role's git handoff back (it is dropped); prints DROPPED: for each
+    #[arg(long)]
+    pub drop: bool,
 }
 
 pub fn run() -> i32 {
@@ -41,8 +46,12 @@ pub fn run() -> i32 {
         Err(code) => return code,
     };
     let mut place = None;
+    let mut dropped = Vec::new();
     let result = super::ready_next::resolve(args.task, args.batch).and_then(|r| {
         crate::fsx::set_fsync(r.config.daemon.fsync);
+        if let Some(role) = super::ready_next::viewer_role() {
+            dropped = crate::agent::guard::before_done(&r, &role, args.drop, args.mail_waiting)?;
+        }
         let inbox = r.inbox();
         let done = if args.mail_waiting {
             inbox.done_announcing(r.mode, args.failed.as_deref())
@@ -58,6 +67,12 @@ pub fn run() -> i32 {
         done
     });
     let me = super::ready_next::viewer_role();
+    // Like upstream's `--drop`: what is left behind is said first.
+    for d in &dropped {
+        if !args.json {
+            super::out(&format!("DROPPED: {}\n", crate::text::escape(d)));
+        }
+    }
     match result {
         Ok(d) => {
             let view = match (&place, &d.next) {
@@ -73,7 +88,11 @@ pub fn run() -> i32 {
                 cards: routes.as_ref(),
             };
             if args.json {
-                super::emit_json(printout::done_json(&d, viewer));
+                let mut v = printout::done_json(&d, viewer);
+                if !dropped.is_empty() {
+                    v["dropped"] = serde_json::json!(dropped);
+                }
+                super::emit_json(v);
             } else {
                 super::out(&printout::done_text(&d, viewer));
             }

@@ -42,6 +42,9 @@ pub fn run() -> i32 {
     let mut place = None;
     let result = resolve(args.task, args.batch).and_then(|r| {
         crate::fsx::set_fsync(r.config.daemon.fsync);
+        if let Some(role) = viewer_role() {
+            crate::agent::guard::before_ready(&r, &role)?;
+        }
         let inbox = r.inbox();
         let ready = crate::agent::wait::ready_wait(&inbox, r.mode, args.wait.unwrap_or_default());
         place = Some(r);

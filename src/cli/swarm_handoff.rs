@@ -85,21 +85,37 @@ pub fn run() -> i32 {
             }
             exit::OK
         }
-        Ok(send::Sent::Queued(q)) => {
+        Ok(send::Sent::Queued(q, finished)) => {
+            let viewer = crate::agent::printout::Viewer::default();
             if json {
                 let mut v = serde_json::to_value(&q).unwrap_or_default();
                 v["status"] = serde_json::json!("queued");
+                match &finished {
+                    Some(Ok(d)) => v["completed"] = crate::agent::printout::done_json(d, viewer),
+                    Some(Err(e)) => v["completed"] = e.to_json(),
+                    None => {}
+                }
                 super::emit_json(v);
             } else {
                 super::out(&format!("HANDOFF QUEUED: {}\n", q.path.display()));
                 for c in &q.copies {
                     super::out(&format!("HANDOFF QUEUED: {}\n", c.display()));
                 }
+                if let Some(Ok(d)) = &finished {
+                    super::out(&crate::agent::printout::done_text(d, viewer));
+                }
             }
             if let Some(w) = send::discard_draft(arg, &cwd) {
                 eprintln!("{w}");
             }
-            exit::OK
+            match finished {
+                // Upstream's words when its done step fails after queueing.
+                Some(Err(e)) => {
+                    eprintln!("CURRENT COMPLETION FAILED after handoff queued.");
+                    super::report(&e, false)
+                }
+                _ => exit::OK,
+            }
         }
         Err(Error::Invalid {
             subject: shown,

@@ -118,6 +118,18 @@ pub fn open(wt: &Worktree) -> Vec<(PathBuf, String)> {
     out
 }
 
+/// The file of `sender`'s open challenge in `wt`, if it has one (the
+/// audit guard names it, agent::guard).
+pub fn open_for_file(wt: &Worktree, sender: &str) -> Option<PathBuf> {
+    let dir = wt.audit_pending().join(hash(sender));
+    let mut f: Vec<PathBuf> = files(&dir)
+        .into_iter()
+        .filter(|f| read(f).is_some())
+        .collect();
+    f.sort();
+    f.into_iter().next()
+}
+
 /// When `sender`'s open challenge in `wt` was made, if it has one: a git
 /// handoff the gate held back that was never queued (`swarm status`).
 pub fn open_for(wt: &Worktree, sender: &str) -> Option<String> {

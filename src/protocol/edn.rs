@@ -2,8 +2,11 @@
 //! and whole numbers, `{:attempt 3 :last-error "…" :next-at "…"}`. Today's
 //! SwarmForge keeps its daemon's retry state in `.edn` files (its
 //! `<handoff>.retry.edn` sidecars, docs/swarmforge-compat.md §6); a reader
-//! of those files (a person, `bb`, a dashboard) reads ours. Anything else
-//! (nesting, vectors, symbols) is refused by the reader, never guessed at.
+//! of those files (a person, `bb`, a dashboard) reads ours. And one more:
+//! a flat vector of strings, `["a" "b"]`, which upstream writes into a
+//! header (`batch_task_ids`, docs/swarmforge-compat.md §4). Anything else
+//! (nesting, symbols, a map in a vector) is refused by the reader, never
+//! guessed at.
 
 use std::collections::BTreeMap;
 
@@ -26,26 +29,80 @@ pub fn render(pairs: &[(&str, Value)]) -> String {
         s.push(' ');
         match v {
             Value::Int(n) => s.push_str(&n.to_string()),
-            Value::Str(t) => {
-                s.push('"');
-                for c in t.chars() {
-                    match c {
-                        '"' => s.push_str("\\\""),
-                        '\\' => s.push_str("\\\\"),
-                        '\n' => s.push_str("\\n"),
-                        '\r' => s.push_str("\\r"),
-                        '\t' => s.push_str("\\t"),
-                        // Other control characters never reach the file.
-                        c if c.is_control() => s.push(' '),
-                        c => s.push(c),
-                    }
-                }
-                s.push('"');
-            }
+            Value::Str(t) => write_str(&mut s, t),
         }
     }
     s.push_str("}\n");
     s
+}
+
+/// A string literal, escaped as EDN reads it back.
+fn write_str(s: &mut String, t: &str) {
+    s.push('"');
+    for c in t.chars() {
+        match c {
+            '"' => s.push_str("\\\""),
+            '\\' => s.push_str("\\\\"),
+            '\n' => s.push_str("\\n"),
+            '\r' => s.push_str("\\r"),
+            '\t' => s.push_str("\\t"),
+            // Other control characters never reach the file.
+            c if c.is_control() => s.push(' '),
+            c => s.push(c),
+        }
+    }
+    s.push('"');
+}
+
+/// The rest of a string literal whose opening quote was read.
+fn read_str(it: &mut std::iter::Peekable<std::str::Chars<'_>>) -> Option<String> {
+    let mut s = String::new();
+    loop {
+        match it.next()? {
+            '"' => return Some(s),
+            '\\' => match it.next()? {
+                'n' => s.push('\n'),
+                'r' => s.push('\r'),
+                't' => s.push('\t'),
+                c => s.push(c),
+            },
+            c => s.push(c),
+        }
+    }
+}
+
+/// A flat vector of strings on one line: `["a" "b"]`.
+pub fn render_strings<S: AsRef<str>>(items: &[S]) -> String {
+    let mut s = String::from("[");
+    for (i, t) in items.iter().enumerate() {
+        if i > 0 {
+            s.push(' ');
+        }
+        write_str(&mut s, t.as_ref());
+    }
+    s.push(']');
+    s
+}
+
+/// Parses a flat vector of strings (commas are whitespace in EDN); `None`
+/// for anything else, as upstream's reader treats it.
+pub fn parse_strings(text: &str) -> Option<Vec<String>> {
+    let mut it = text.trim().chars().peekable();
+    if it.next()? != '[' {
+        return None;
+    }
+    let mut out = Vec::new();
+    loop {
+        while it.peek().is_some_and(|c| c.is_whitespace() || *c == ',') {
+            it.next();
+        }
+        match it.next()? {
+            ']' => break,
+            '"' => out.push(read_str(&mut it)?),
+            _ => return None,
+        }
+    }
+    it.all(char::is_whitespace).then_some(out)
 }
 
 /// Parses a flat map; `None` for anything else (the caller treats the file
@@ -83,20 +140,7 @@ pub fn parse(text: &str) -> Option<BTreeMap<String, Value>> {
         let value = match it.peek()? {
             '"' => {
                 it.next();
-                let mut s = String::new();
-                loop {
-                    match it.next()? {
-                        '"' => break,
-                        '\\' => match it.next()? {
-                            'n' => s.push('\n'),
-                            'r' => s.push('\r'),
-                            't' => s.push('\t'),
-                            c => s.push(c),
-                        },
-                        c => s.push(c),
-                    }
-                }
-                Value::Str(s)
+                Value::Str(read_str(&mut it)?)
             }
             c if c.is_ascii_digit() => {
                 let mut n: u64 = 0;
@@ -132,6 +176,19 @@ pub fn int_of(m: &BTreeMap<String, Value>, key: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_vector_of_strings_reads_back_as_written() {
+        let ids = ["pits-id", "a \"b\"\\c"];
+        let text = render_strings(&ids);
+        assert_eq!(render_strings(&["a", "b"]), r#"["a" "b"]"#);
+        assert_eq!(parse_strings(&text).unwrap(), ids);
+        assert_eq!(parse_strings(r#"[ "a", "b" ]"#).unwrap(), ["a", "b"]);
+        assert_eq!(parse_strings("[]").unwrap(), Vec::<String>::new());
+        for bad in ["", "a", r#"["a" b]"#, r#"["a""#, r#"[["a"]]"#, r#"["a"] x"#] {
+            assert_eq!(parse_strings(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn a_map_reads_back_as_written() {

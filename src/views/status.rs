@@ -509,8 +509,8 @@ pub fn text(s: &Status) -> String {
     for r in &s.roles {
         if let Some(t) = &r.audit_pending_since {
             out.push_str(&format!(
-                "audit gate: {}'s git_handoff is not queued (challenged at {t}); it is queued when {} runs swarm-handoff again on the unchanged draft\n",
-                r.role, r.role
+                "audit gate: {}'s git_handoff is not queued (challenged at {t}); it is queued when {} runs swarm-handoff again on the unchanged draft, and until then {} neither finishes its item nor takes a new one (AUDIT_PENDING)\n",
+                r.role, r.role, r.role
             ));
         }
     }

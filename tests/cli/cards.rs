@@ -405,7 +405,9 @@ fn no_card_types_no_board() {
 /// says `THIS_CARD: next <role>` or `THIS_CARD: last; terminal to: <roles>`
 /// it works (a file, a commit) and hands the card on through the audit gate
 /// (the first call answers `AUDIT_REQUIRED`, the unchanged second queues
-/// it); a merge-only copy or a terminal result carries no `THIS_CARD`.
+/// it and finishes the item, printing `MAIL_WAITING` or `NO_TASK` as
+/// `done_with_current.sh` would); a merge-only copy or a terminal result
+/// carries no `THIS_CARD`, and is finished with `done_with_current.sh`.
 const AGENT: &str = r#"#!/bin/sh
 set -eu
 me=$SWARMFORGE_ROLE
@@ -426,9 +428,11 @@ until [ "$out" = NO_TASK ]; do
         mkdir -p tmp
         printf 'type: git_handoff\nto: %s\npriority: 50\ntask: %s\n' "$to" "$task" >tmp/handoff.txt
         swarm_handoff.sh ./tmp/handoff.txt | grep -qx AUDIT_REQUIRED
-        swarm_handoff.sh ./tmp/handoff.txt | grep -q '^HANDOFF QUEUED: '
+        done=$(swarm_handoff.sh ./tmp/handoff.txt)
+        printf '%s\n' "$done" | grep -q '^HANDOFF QUEUED: '
+    else
+        done=$(done_with_current.sh)
     fi
-    done=$(done_with_current.sh)
     case "$done" in
         *MAIL_WAITING) out=$(ready_for_next.sh) ;;
         *) out=NO_TASK ;;
@@ -668,4 +672,156 @@ fn a_yaml_route_naming_no_role_is_refused() {
         "{}",
         r.stderr
     );
+}
+
+/// Today's SwarmForge's batch mode. Its `lieutenant` README: "Use `batch`
+/// for roles that should consume queued handoffs that share priority, card
+/// type, and reverse/forward with the first file as one batch. Equal
+/// priority of a different type or direction stays queued." Its
+/// `ready_for_next_batch.bb` (`batch-key`: the `priority`, the `card_type`
+/// and whether the file is `non-forwarding: true` or priority `00`). Its
+/// `swarm_handoff.bb` (`with-batch-task-ids`: a git_handoff sent while the
+/// current work names several cards carries `batch_task_ids`, the EDN
+/// vector `(pr-str ids)`), and its handoffd test
+/// `handoffd-moves-every-batch-card-and-leaves-unrelated-cards`: one result
+/// moves every card it names.
+#[test]
+fn a_batch_is_one_card_type_and_direction_and_its_one_result_moves_every_card() {
+    for layout in LAYOUTS {
+        let p = project(layout);
+        for name in ["pits", "bats"] {
+            p.swarm(&["card", "new", "change", name]).ok();
+        }
+        p.deliver_once().ok();
+        for (role, to) in [("lead", "implement"), ("implement", "verify")] {
+            for name in ["pits", "bats"] {
+                p.cmd("ready-next").role(role).run().ok();
+                commit(&p, role, &format!("{role}-{name}"));
+                p.send_as(role, &git_handoff(to, name)).ok();
+                p.cmd("done-current").role(role).run().ok();
+            }
+            p.deliver_once().ok();
+        }
+        // A card of another type, at the same priority, for the same role.
+        p.swarm(&["card", "new", "review", "check"]).ok();
+        p.deliver_once().ok();
+        let verify_new = p.hq("verification", "inbox/new");
+        assert_eq!(handoff_names(&verify_new).len(), 3, "{layout:?}");
+
+        // Which comes first in `new/` depends on the senders' sequence
+        // numbers within one second; either way the review card is a
+        // batch of its own and the two change cards one batch.
+        let alone = |r: &Run| {
+            r.stdout_has("COUNT: 1\n")
+                .stdout_has("TASK_NAME: check\nCARD_TYPE: review\n");
+        };
+        let mut r = p.cmd("ready-next").role("verify").run();
+        r.ok();
+        let check_first = r.stdout.contains("TASK_NAME: check\n");
+        if check_first {
+            alone(&r);
+            r = p.cmd("done-current").role("verify").run();
+            r.ok();
+        }
+        r.stdout_has("COUNT: 2\n");
+        assert!(
+            r.stdout.contains("TASK_NAME: pits\n")
+                && r.stdout.contains("TASK_NAME: bats\n")
+                && !r.stdout.contains("TASK_NAME: check\n"),
+            "{layout:?}: {}",
+            r.stdout
+        );
+        if !check_first {
+            let left = handoff_names(&verify_new);
+            assert_eq!(left.len(), 1, "{layout:?}: {left:?}");
+            assert_eq!(
+                file_header(&verify_new.join(&left[0]), "task").as_deref(),
+                Some("check")
+            );
+        }
+
+        // One terminal result for the batch names both cards.
+        commit(&p, "verify", "verified-both");
+        let queued = hand(&p, "verify", "lead,implement", "pits");
+        assert_eq!(queued.len(), 1, "{queued:?}");
+        assert_eq!(
+            file_header(Path::new(&queued[0]), "batch_task_ids").as_deref(),
+            Some(r#"["pits" "bats"]"#),
+            "{layout:?}"
+        );
+        p.deliver_once().ok();
+        assert_eq!(lane(&p, "pits"), "done", "{layout:?}");
+        assert_eq!(lane(&p, "bats"), "done", "{layout:?}");
+        assert_eq!(lane(&p, "check"), "verify", "{layout:?}");
+        let st = p.swarm(&["status"]);
+        st.ok().stdout_has("board: bats (change) done\n");
+        assert!(!st.stdout.contains("NOT IN STEP"), "{}", st.stdout);
+        p.swarm(&["audit", "--check"]).ok();
+
+        // The other type is the next batch, alone.
+        if !check_first {
+            let r = p.cmd("done-current").role("verify").run();
+            r.ok();
+            alone(&r);
+        }
+    }
+}
+
+/// `OPEN_CARDS`, from `done_with_current.bb` of TT1410/swarm-forge (a fork
+/// that tracks upstream; docs/swarmforge-compat.md §4): with a board, "refuse
+/// while forwarded cards still sit in this lane" (exit 3):
+/// "OPEN_CARDS: current work still has cards without an outgoing
+/// git_handoff:", one `- <card>` line each, then how to go on; a card named
+/// by a git_handoff of this role waiting in an outbox or for approval is not
+/// open (`outbound-card-ids`); `--drop` finishes anyway and prints
+/// `DROPPED: <card>`. Here for today's contract (`done_with_current.sh`,
+/// i.e. `done-current --mail-waiting`); `done-current` alone keeps the
+/// older one.
+#[test]
+fn done_with_current_refuses_while_a_card_has_no_outgoing_handoff() {
+    for layout in LAYOUTS {
+        let p = project(layout);
+        p.swarm(&["card", "new", "change", "jump"]).ok();
+        p.deliver_once().ok();
+        p.cmd("ready-next").role("lead").run().ok();
+        let in_process = p.hq("master", "inbox/in_process");
+        let r = p
+            .cmd("done-current")
+            .role("lead")
+            .arg("--mail-waiting")
+            .run();
+        assert_eq!(r.code, 3, "{layout:?}: {}{}", r.stdout, r.stderr);
+        r.stderr_has(
+            "OPEN_CARDS: current work still has cards without an outgoing git_handoff:\n- jump\n",
+        )
+        .stderr_has("done_with_current.sh --drop");
+        assert_eq!(handoff_names(&in_process).len(), 1, "{layout:?}: kept");
+
+        // Handed on (queued, not yet delivered): no longer open.
+        commit(&p, "lead", "spec");
+        p.send_as("lead", &git_handoff("implement", "jump")).ok();
+        p.cmd("done-current")
+            .role("lead")
+            .arg("--mail-waiting")
+            .run()
+            .ok()
+            .stdout_has("COMPLETED: ");
+        p.deliver_once().ok();
+        assert_eq!(lane(&p, "jump"), "implement");
+
+        // `--drop` finishes and leaves the card in this lane.
+        p.cmd("ready-next").role("implement").run().ok();
+        let r = p
+            .cmd("done-current")
+            .role("implement")
+            .args(["--mail-waiting", "--drop"])
+            .run();
+        r.ok().stdout_has("DROPPED: jump\nCOMPLETED: ");
+        p.deliver_once().ok();
+        assert_eq!(lane(&p, "jump"), "implement", "{layout:?}");
+        // The older contract is unchanged.
+        p.swarm(&["card", "new", "change", "hop"]).ok();
+        p.deliver_once().ok();
+        take_and_finish(&p, "lead");
+    }
 }

@@ -277,6 +277,25 @@ fn todays_swarmforge_conf_lines_start_and_doctor_says_what_is_not_acted_on() {
     r.stderr_has("Invalid card 'bug' on line 6: role 'nobody' is not defined by a window line");
 }
 
+/// [`project`] with the audit gate on (`audit_gate: true`).
+fn gated(layout: Layout) -> Project {
+    Project::builder()
+        .layout(layout)
+        .role("coder")
+        .role(Role::new("qa").worktree("qa").mode("batch"))
+        .config("wake: {method: none}\naudit_gate: true\n")
+        .queue_dirs()
+        .build()
+}
+
+/// Commits `<what>.txt` in the worktree `wt`; returns HEAD, abbreviated.
+fn commit_in(wt: &Path, what: &str) -> String {
+    fs::write(wt.join(format!("{what}.txt")), what).unwrap();
+    git(wt, &["add", &format!("{what}.txt")]);
+    git(wt, &["commit", "-q", "-m", what]);
+    git(wt, &["rev-parse", "--short=10", "HEAD"])
+}
+
 /// Today's SwarmForge's audit gate, from its `swarm_handoff.bb` and its
 /// `lieutenant` README (docs/swarmforge-compat.md §3): "Only an unchanged
 /// second call queues the handoff … A changed draft, task, sender, recipient
@@ -287,20 +306,9 @@ fn todays_swarmforge_conf_lines_start_and_doctor_says_what_is_not_acted_on() {
 #[test]
 fn the_audit_gate_queues_a_git_handoff_only_on_an_unchanged_second_call() {
     for layout in LAYOUTS {
-        let p = Project::builder()
-            .layout(layout)
-            .role("coder")
-            .role(Role::new("qa").worktree("qa").mode("batch"))
-            .config("wake: {method: none}\naudit_gate: true\n")
-            .queue_dirs()
-            .build();
+        let p = gated(layout);
         let wt = p.role_dir("qa");
-        let commit_in_qa = |what: &str| {
-            fs::write(wt.join(format!("{what}.txt")), what).unwrap();
-            git(&wt, &["add", &format!("{what}.txt")]);
-            git(&wt, &["commit", "-q", "-m", what]);
-            git(&wt, &["rev-parse", "--short=10", "HEAD"])
-        };
+        let commit_in_qa = |what: &str| commit_in(&wt, what);
         let outbox = wt.join(".swarmforge/handoffs/outbox");
         let queued = || handoff_names(&outbox).len();
         let call = |draft: &str| -> Run {
@@ -373,5 +381,89 @@ fn the_audit_gate_queues_a_git_handoff_only_on_an_unchanged_second_call() {
         // Other types are never gated.
         let r = call("type: note\nto: coder\npriority: 50\nmessage: hi\n");
         assert!(r.stdout.starts_with("HANDOFF QUEUED: "), "{}", r.stdout);
+    }
+}
+
+/// The audit gate's two ends of a held-back handoff. Upstream's `lieutenant`
+/// README: "The first valid Git handoff call returns `AUDIT_REQUIRED`
+/// without queueing or completing the sender's current inbox item"; its
+/// `swarm_handoff.bb` (`complete-current-after-git-handoff!`): once the
+/// unchanged second call queued it, the helper runs `done_with_current.sh`
+/// and passes its output through ("CURRENT COMPLETION FAILED after handoff
+/// queued." when that fails). Until then the work is not finished here
+/// (`AUDIT_PENDING`, exit 2): neither the current item by hand, nor a new
+/// item taken while the held handoff waits (docs/swarmforge-compat.md §3);
+/// `done_with_current.sh --drop` drops the held handoff.
+#[test]
+fn a_held_back_git_handoff_blocks_new_work_and_the_queueing_call_finishes_the_item() {
+    for layout in LAYOUTS {
+        let p = gated(layout);
+        let sh = Shims::install(&p);
+        let wt = p.role_dir("qa");
+        let commit_in_qa = |what: &str| {
+            commit_in(&wt, what);
+        };
+        p.send_as("coder", &note("qa", "50", "check the cave")).ok();
+        p.deliver_once().ok();
+        sh.run(&p, "qa", "ready_for_next.sh").ok();
+        p.send_as("coder", &note("qa", "40", "then the bats")).ok();
+        p.deliver_once().ok();
+        let in_process = wt.join(".swarmforge/handoffs/inbox/in_process");
+        let new = wt.join(".swarmforge/handoffs/inbox/new");
+        fs::create_dir_all(wt.join("tmp")).unwrap();
+        let draft = "type: git_handoff\nto: coder\npriority: 50\ntask: cave\n";
+        fs::write(wt.join("tmp/handoff.txt"), draft).unwrap();
+        commit_in_qa("cave");
+        sh.run(&p, "qa", "swarm_handoff.sh ./tmp/handoff.txt")
+            .ok()
+            .stdout_has("AUDIT_REQUIRED\n");
+
+        // Not finished by hand while the handoff is held back.
+        let r = sh.run(&p, "qa", "done_with_current.sh");
+        assert_eq!(r.code, 2, "{layout:?}: {}{}", r.stdout, r.stderr);
+        r.stderr_has("AUDIT_PENDING: your git handoff was held back by the audit gate");
+        assert_eq!(fs::read_dir(&in_process).unwrap().count(), 1, "{layout:?}");
+
+        // The queueing call finishes the item: COMPLETED_BATCH, MAIL_WAITING.
+        let r = sh.run(&p, "qa", "swarm_handoff.sh ./tmp/handoff.txt");
+        r.ok().stdout_has("HANDOFF QUEUED: ");
+        assert!(
+            r.stdout.contains("\nCOMPLETED_BATCH: ") && r.stdout.ends_with("\nMAIL_WAITING\n"),
+            "{layout:?}: {}",
+            r.stdout
+        );
+        assert_eq!(fs::read_dir(&in_process).unwrap().count(), 0, "{layout:?}");
+
+        // A git handoff held back with nothing in process: no new item.
+        commit_in_qa("more");
+        fs::write(wt.join("tmp/handoff.txt"), draft).unwrap();
+        sh.run(&p, "qa", "swarm_handoff.sh ./tmp/handoff.txt")
+            .ok()
+            .stdout_has("AUDIT_REQUIRED\n");
+        let r = sh.run(&p, "qa", "ready_for_next.sh");
+        assert_eq!(r.code, 2, "{layout:?}: {}{}", r.stdout, r.stderr);
+        r.stderr_has("AUDIT_PENDING: ")
+            .stderr_has("so a new item is not taken");
+        assert_eq!(handoff_names(&new).len(), 1, "{layout:?}: still waiting");
+        // Seen: `swarm status` says the role waits on it, and the check
+        // is not OK while it blocks the role.
+        p.swarm(&["status"]).ok().stdout_has(
+            "until then qa neither finishes its item nor takes a new one (AUDIT_PENDING)",
+        );
+        let c = p.swarm(&["audit", "--check"]);
+        assert_eq!(c.code, 2, "{layout:?}: {}", c.stdout);
+        c.stdout_has("VIOLATION audit_pending ");
+        // Dropped, the held handoff no longer blocks.
+        let r = sh.run(&p, "qa", "done_with_current.sh --drop");
+        r.stdout_has("DROPPED: git handoff held back by the audit gate");
+        assert!(
+            !p.swarm(&["audit", "--check"])
+                .stdout
+                .contains("VIOLATION audit_pending"),
+            "{layout:?}"
+        );
+        sh.run(&p, "qa", "ready_for_next.sh")
+            .ok()
+            .stdout_has("then the bats");
     }
 }

@@ -90,3 +90,28 @@ pub fn current_item(wt: &Worktree, max_bytes: u64) -> Option<Item> {
     let msg = Message::parse_bytes(&bytes).ok()?;
     Some(Item { path, msg })
 }
+
+/// Every item in process, in order: the file in `in_process/` and every
+/// item of the in-process batch (read-only, no lock; unreadable files are
+/// skipped).
+pub fn current_items(wt: &Worktree, max_bytes: u64) -> Vec<Item> {
+    let ip = wt.in_process();
+    let Ok(l) = list(&ip) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<PathBuf> = l.files.iter().map(|f| ip.join(f)).collect();
+    for b in &l.batches {
+        let dir = ip.join(b);
+        if let Ok(inner) = list(&dir) {
+            paths.extend(inner.files.iter().map(|f| dir.join(f)));
+        }
+    }
+    paths
+        .into_iter()
+        .filter_map(|path| {
+            let bytes = fsx::read_bounded(&path, max_bytes).ok()?;
+            let msg = Message::parse_bytes(&bytes).ok()?;
+            Some(Item { path, msg })
+        })
+        .collect()
+}

@@ -11,7 +11,7 @@ pub mod ids;
 mod ready;
 
 pub use done::{check_failed_reason, MAX_FAILED_REASON};
-pub use find::{current_item, find_copy, find_item, find_original};
+pub use find::{current_item, current_items, find_copy, find_item, find_original};
 
 use crate::protocol::header::names;
 use std::fs;

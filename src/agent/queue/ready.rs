@@ -1,5 +1,6 @@
 //! Taking work (docs/protocol.md §7.3): the next task, or every waiting item of
-//! one priority as a batch, or the item already in process again.
+//! the first one's group (priority, card type, direction) as a batch, or the
+//! item already in process again.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -197,7 +198,10 @@ impl Inbox<'_> {
             return Ok(Ready::NoTask);
         };
         let priority = first_item.priority().to_string();
-        // Selection is by the priority header, as SwarmForge's is. Our daemon
+        let group = crate::board::batch_key(&first_item.msg);
+        // Selection is by the priority header, the card type and the
+        // direction, as today's SwarmForge's is (docs/swarmforge-compat.md
+        // §4; `board::batch_key`): the rest stays queued. Our daemon
         // only delivers files whose name prefix matches that header, so only
         // files with that prefix (or no prefix) need reading; this keeps a
         // deep backlog cheap.
@@ -214,7 +218,7 @@ impl Inbox<'_> {
             if is_reaction(&item) {
                 self.complete_file(&mut item, &clock::iso_now(), None)?;
                 reactions.push(item);
-            } else if item.priority() == priority {
+            } else if item.priority() == priority && crate::board::batch_key(&item.msg) == group {
                 selected.push(item);
             }
         }

@@ -32,6 +32,11 @@ pub struct Candidate {
     pub commit: String,
     pub artifacts: Vec<String>,
     pub draft_sha256: String,
+    /// The cards the handoff carries besides its task (`batch_task_ids`,
+    /// from the sender's current work); empty, and then not written, for
+    /// one card, so a challenge made before this field still matches.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub batch_task_ids: Vec<String>,
 }
 
 /// The answer to a first (or changed) call: nothing was queued.
@@ -92,6 +97,7 @@ pub fn candidate(
         commit: commit.to_string(),
         artifacts: artifacts.to_vec(),
         draft_sha256: sha256(&text),
+        batch_task_ids: Vec::new(),
     }
 }
 
@@ -148,6 +154,7 @@ mod tests {
             commit: commit.into(),
             artifacts: vec![],
             draft_sha256: sha256(b"d"),
+            batch_task_ids: vec![],
         }
     }
 

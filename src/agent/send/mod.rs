@@ -196,7 +196,9 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> Result<Sent> {
 /// What `swarm-handoff` did with a draft.
 #[derive(Debug)]
 pub enum Sent {
-    Queued(Queued),
+    /// Queued; behind the audit gate, the sender's current item was then
+    /// finished (`Some`: what that completion did, or why it failed).
+    Queued(Box<Queued>, Option<Result<crate::agent::queue::Done>>),
     /// The audit gate held a `git_handoff` back: nothing was queued.
     AuditRequired(audit_gate::Challenge),
 }
@@ -213,7 +215,7 @@ pub fn submit(s: &Sender, d: &Draft, shown: &str) -> Result<Queued> {
 pub fn submit_gated(s: &Sender, d: &Draft, shown: &str) -> Result<Sent> {
     let v = validate(s, d, shown)?;
     if !s.config.audit_gate || v.ty != types::GIT_HANDOFF.name {
-        return publish(s, v).map(Sent::Queued);
+        return publish(s, v).map(|q| Sent::Queued(Box::new(q), None));
     }
     let commit = v.canonical.clone().unwrap_or_default();
     let recipients: Vec<String> = grammar::role_list(v.d.to())
@@ -221,7 +223,9 @@ pub fn submit_gated(s: &Sender, d: &Draft, shown: &str) -> Result<Sent> {
         .map(str::to_string)
         .collect();
     let artifacts: Vec<String> = v.ctx.artifacts.iter().map(|a| a.header()).collect();
-    let c = audit_gate::candidate(
+    let task = v.d.get(names::TASK).unwrap_or_default().to_string();
+    let carried = carried_cards(s).unwrap_or_default();
+    let mut c = audit_gate::candidate(
         &s.role,
         &v.d,
         &v.ty,
@@ -230,23 +234,42 @@ pub fn submit_gated(s: &Sender, d: &Draft, shown: &str) -> Result<Sent> {
         &commit,
         &artifacts,
     );
+    c.batch_task_ids = carried.clone();
     let gate = audit_gate::check(&s.at.worktree, &c)?;
     if !gate.passed() {
-        // Upstream counts each challenge on the card (`increment-audit`).
-        if let Err(e) = crate::forum::requests::count_audit(
-            &s.at.project,
-            v.d.get(names::TASK).unwrap_or_default(),
-        ) {
-            eprintln!("swarm-handoff: the card's audit count was not raised: {e}");
+        // Upstream counts each challenge on every card it covers
+        // (`increment-audit` for each of the task and `batch_task_ids`).
+        let mut cards = vec![task.clone()];
+        cards.extend(carried.into_iter().filter(|t| *t != task));
+        for card in &cards {
+            if let Err(e) = crate::forum::requests::count_audit(&s.at.project, card) {
+                eprintln!("swarm-handoff: the audit count of card {card} was not raised: {e}");
+            }
         }
-        return Ok(Sent::AuditRequired(audit_gate::Challenge {
-            task: v.d.get(names::TASK).unwrap_or_default().to_string(),
-            commit,
-        }));
+        return Ok(Sent::AuditRequired(audit_gate::Challenge { task, commit }));
     }
     let q = publish(s, v)?;
     gate.queued()?;
-    Ok(Sent::Queued(q))
+    Ok(Sent::Queued(Box::new(q), finish_current(s)))
+}
+
+/// After the unchanged second call queued the handoff, the sender's current
+/// item is finished, as today's SwarmForge's helper runs
+/// `done_with_current.sh` then (`complete-current-after-git-handoff!`):
+/// completed, then `MAIL_WAITING` or `NO_TASK`, nothing taken. None when
+/// nothing is in process.
+fn finish_current(s: &Sender) -> Option<Result<crate::agent::queue::Done>> {
+    let wt = &s.at.worktree;
+    let max = store::copy_limit(s.config.limits.max_file_bytes);
+    if crate::agent::queue::current_items(wt, max).is_empty() {
+        return None;
+    }
+    let mode = match s.roles.find(&s.role).map(Role::receive_mode) {
+        Some(Ok(m)) => m,
+        _ => crate::protocol::roles::ReceiveMode::Task,
+    };
+    let inbox = crate::agent::queue::Inbox::new(wt, s.config.limits.max_file_bytes);
+    Some(inbox.done_announcing(mode, None))
 }
 
 /// A draft that passed every check, with what the checks found.
@@ -331,6 +354,9 @@ fn publish(s: &Sender, v: Valid) -> Result<Queued> {
         .map(str::to_string)
         .collect();
     let wt = &s.at.worktree;
+    let batch_ids = (ty == types::GIT_HANDOFF.name)
+        .then(|| carried_cards(s))
+        .flatten();
     let queued = store::enqueue(wt, sender, |id, now| {
         let mut msg = Message::default();
         msg.set(names::ID, id);
@@ -348,6 +374,12 @@ fn publish(s: &Sender, v: Valid) -> Result<Queued> {
             if let Some((kind, how)) = crate::board::stamp(&s.at.project, task, sender, &to) {
                 msg.set(crate::board::CARD_TYPE, kind);
                 msg.set(crate::board::DELIVERY_KIND, how);
+            }
+            if let Some(ids) = &batch_ids {
+                msg.set(
+                    crate::board::BATCH_TASK_IDS,
+                    crate::board::batch_task_ids(ids),
+                );
             }
             format!("{BODY_PREAMBLE}\n\nmerge_and_process {sender} {commit}\n")
         } else if ty == types::NOTE.name {
@@ -445,6 +477,25 @@ fn publish(s: &Sender, v: Valid) -> Result<Queued> {
         hop: ctx.hop,
         artifacts: ctx.artifacts,
     })
+}
+
+/// The cards a `git_handoff` of `s` carries when its current work names
+/// more than one (a batch of several cards, or an item in process that
+/// carried `batch_task_ids` itself), each once, in queue order: as
+/// upstream's `swarm_handoff.bb` (`with-batch-task-ids`) stamps them, so the
+/// board moves every card the one result covers besides its `task`
+/// (docs/swarmforge-compat.md §4). None: one card or none.
+fn carried_cards(s: &Sender) -> Option<Vec<String>> {
+    let max = store::copy_limit(s.config.limits.max_file_bytes);
+    let mut ids: Vec<String> = Vec::new();
+    for item in crate::agent::queue::current_items(&s.at.worktree, max) {
+        for c in crate::board::cards_named(&item.msg) {
+            if !ids.contains(&c) {
+                ids.push(c);
+            }
+        }
+    }
+    (ids.len() > 1).then_some(ids)
 }
 
 /// A `git_handoff` draft without `commit` names the sender worktree's HEAD,

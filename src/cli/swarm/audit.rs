@@ -150,6 +150,8 @@ fn run_check(args: &Args) -> i32 {
         }
         // A delivery failing again and again needs a person.
         f.violations.extend(check::delivery_attention(&project));
+        // A role the audit guard keeps from new work (agent::guard).
+        f.violations.extend(check::blocked_by_audit(&project));
         f.pending.extend(pending);
         // The journal must say what the files say (daemon/progress.rs).
         f.violations

@@ -436,6 +436,7 @@ fn next(agent: &Agent, a: &Args) -> Outcome {
         .unwrap_or(DEFAULT_WAIT_SECS);
     let at = place::resolve_as(&agent.cwd, &agent.role)?;
     crate::fsx::set_fsync(at.config.daemon.fsync);
+    crate::agent::guard::before_ready(&at, &agent.role)?;
     let inbox = at.inbox();
     let (r, reactions) =
         crate::agent::wait::ready_wait(&inbox, at.mode, Duration::from_secs(wait))?;
@@ -446,6 +447,9 @@ fn done(agent: &Agent, a: &Args) -> Outcome {
     let failed = a.line("failed")?;
     let at = place::resolve_as(&agent.cwd, &agent.role)?;
     crate::fsx::set_fsync(at.config.daemon.fsync);
+    // The same guard as `done-current` (the MCP tool keeps its contract:
+    // finish, then take the next item; no OPEN_CARDS).
+    crate::agent::guard::before_done(&at, &agent.role, false, false)?;
     let inbox = at.inbox();
     let d = inbox.done_failed(at.mode, failed)?;
     let view = match &d.next {
@@ -469,9 +473,14 @@ fn submit(agent: &Agent, text: &str, shown: &str) -> Outcome {
     let parsed = draft::parse_bytes(text.as_bytes());
     // The same gate as `swarm-handoff` (agent::send::audit_gate).
     match send::submit_gated(&sender, &parsed, shown)? {
-        send::Sent::Queued(q) => {
+        send::Sent::Queued(q, finished) => {
             let mut v = serde_json::to_value(&q).unwrap_or_default();
             v["status"] = json!("queued");
+            match &finished {
+                Some(Ok(d)) => v["completed"] = printout::done_json(d, Viewer::default()),
+                Some(Err(e)) => v["completed"] = e.to_json(),
+                None => {}
+            }
             Ok(v)
         }
         send::Sent::AuditRequired(c) => Ok(json!({

@@ -444,6 +444,38 @@ pub fn delivery_attention(project: &crate::protocol::layout::Project) -> Vec<Vio
         .collect()
 }
 
+/// Every role the audit guard keeps from new work for good (agent::guard):
+/// the audit gate holds its git handoff back while nothing is in process,
+/// so `ready-next` refuses until the handoff is queued or dropped.
+pub fn blocked_by_audit(project: &crate::protocol::layout::Project) -> Vec<Violation> {
+    let Ok(roles) = crate::protocol::roles::Roles::load(&project.roles_tsv()) else {
+        return Vec::new();
+    };
+    let max = crate::protocol::store::copy_limit(
+        crate::protocol::config::Config::load(&project.config_file())
+            .map(|c| c.limits.max_file_bytes)
+            .unwrap_or_else(|_| crate::protocol::config::Limits::default().max_file_bytes),
+    );
+    let mut out = Vec::new();
+    for r in &roles.roles {
+        let wt = crate::protocol::layout::Worktree::new(&r.worktree_path);
+        let Some(file) = crate::protocol::audit_pending::open_for_file(&wt, &r.name) else {
+            continue;
+        };
+        if crate::agent::queue::current_items(&wt, max).is_empty() {
+            out.push(Violation {
+                kind: "audit_pending",
+                subject: shown(&file),
+                detail: format!(
+                    "the audit gate holds {}'s git handoff back and nothing is in process, so it takes no new work (AUDIT_PENDING): run swarm-handoff again on the unchanged draft, or done-current --drop as {}",
+                    r.name, r.name
+                ),
+            });
+        }
+    }
+    out
+}
+
 /// `CHECK OK: ...` or `CHECK FAILED: ...` with the counts read (and the
 /// copies still pending, if any).
 pub fn summary(t: &Trail, violations: &[Violation], pending: usize) -> String {
