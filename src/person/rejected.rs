@@ -93,7 +93,7 @@ pub fn forget(project: &Project, m: &Message) -> Result<()> {
 /// Keeps `commit` under `rejected/<task>/<n>` (the first free `n`, never
 /// over a branch) and `rejected/<task>/latest`, in the repository of
 /// worktree `wt`. None when `wt` is no git worktree (upstream skips the
-/// snapshot there too).
+/// snapshot there too) or its repository does not have the commit.
 pub fn snapshot(
     wt: &Path,
     task: &str,
@@ -108,7 +108,9 @@ pub fn snapshot(
     if !git::call(wt, &["rev-parse", "--is-inside-work-tree"])?.ok {
         return Ok(None);
     }
-    let sha = git::stdout(
+    // A commit this repository does not have (a copy relayed from
+    // another host): nothing here to keep, or to lose.
+    let Ok(sha) = git::stdout(
         wt,
         &[
             "rev-parse",
@@ -116,14 +118,9 @@ pub fn snapshot(
             "--quiet",
             &format!("{commit}^{{commit}}"),
         ],
-    )
-    .map_err(|_| {
-        format!(
-            "commit {} is not in {}: nothing snapshotted",
-            crate::text::escape(commit),
-            wt.display()
-        )
-    })?;
+    ) else {
+        return Ok(None);
+    };
     for n in 1..=10_000u32 {
         let r = store::snapshot_ref(task, n);
         if git::call(wt, &["show-ref", "--verify", "--quiet", &r])?.ok {
@@ -238,7 +235,14 @@ pub fn delete(project: &Project, id: &str, via: &str) -> Result<Deleted> {
             Ok(t) => (Some(t), None),
             Err(why) => (None, Some(why)),
         },
-        None if commit.is_some() => (None, Some(format!("{} is no git worktree", wt.display()))),
+        None if commit.is_some() => (
+            None,
+            Some(format!(
+                "{} is no git worktree or has no commit {}: nothing snapshotted, left as it is",
+                wt.display(),
+                crate::text::escape(commit.as_deref().unwrap_or_default())
+            )),
+        ),
         None => (None, Some("the handoff names no commit".to_string())),
     };
     Ok(Deleted {

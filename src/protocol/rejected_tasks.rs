@@ -173,6 +173,22 @@ fn tmp(project: &Project) -> PathBuf {
     project.approvals_tmp()
 }
 
+/// A task's folder, made if missing, refused when a symlink is on the way
+/// (writing through one could write outside the project).
+fn open_dir(project: &Project, task_id: &str) -> std::io::Result<PathBuf> {
+    let folder = task_dir(project, task_id);
+    for d in [dir(project), folder.clone()] {
+        if std::fs::symlink_metadata(&d).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(std::io::Error::other(format!(
+                "{} is a symlink: nothing is written through it; make it a plain folder of the project",
+                d.display()
+            )));
+        }
+    }
+    fsx::ensure_dirs(&[&folder, &tmp(project)])?;
+    Ok(folder)
+}
+
 /// Appends `text` (trimmed; blank: nothing) at `at` to the history of
 /// each of `docs` of task `task_id`. An unreadable history is not
 /// overwritten: the error names it.
@@ -188,8 +204,7 @@ pub fn append(
     if text.is_empty() || docs.is_empty() || !valid_task_id(task_id) {
         return Ok(());
     }
-    let folder = task_dir(project, task_id);
-    fsx::ensure_dirs(&[&folder, &tmp(project)])?;
+    open_dir(project, task_id)?;
     let _lock = fsx::lock(&lock_file(project))?;
     let mut h = read(project, task_id).map_err(|why| {
         std::io::Error::other(format!(
@@ -236,8 +251,7 @@ pub fn archive(
     name: &str,
     bytes: &[u8],
 ) -> std::io::Result<PathBuf> {
-    let folder = task_dir(project, task_id);
-    fsx::ensure_dirs(&[&folder, &tmp(project)])?;
+    let folder = open_dir(project, task_id)?;
     for n in 1..=100u32 {
         let dest = if n == 1 {
             folder.join(name)
@@ -396,5 +410,29 @@ mod tests {
         assert_eq!(task_of(&m).as_deref(), Some("2026-x"));
         let m = Message::parse("task: ../etc\n\n").unwrap();
         assert_eq!(task_of(&m), None);
+    }
+
+    #[test]
+    fn appended_kept_dropped_and_never_written_through_a_symlink() {
+        let t = tempfile::tempdir().unwrap();
+        let p = Project::new(t.path());
+        let docs = vec!["a.md".to_string()];
+        append(&p, "task", &docs, " first ", "t1").unwrap();
+        append(&p, "task", &docs, "  ", "t2").unwrap();
+        append(&p, "task", &docs, "second", "t3").unwrap();
+        let h = read(&p, "task").unwrap();
+        let texts: Vec<&str> = h["a.md"].iter().map(|e| e.text.as_str()).collect();
+        assert_eq!(texts, ["first", "second"]);
+        assert!(problems(&p).is_empty());
+        drop(&p, "task").unwrap();
+        assert!(!task_dir(&p, "task").exists());
+
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::remove_dir(dir(&p)).unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir(&p)).unwrap();
+        assert!(append(&p, "task", &docs, "x", "t4").is_err());
+        assert!(archive(&p, "task", "f", b"x").is_err());
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+        assert_eq!(problems(&p).len(), 1);
     }
 }
