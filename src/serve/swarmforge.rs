@@ -87,6 +87,18 @@ impl From<Error> for No {
     }
 }
 
+/// The held handoff SwarmForge's approval `id` names, else upstream's 404
+/// `Unknown approval: <id>`.
+fn held(p: &Project, id: &str) -> Result<Held, No> {
+    if !grammar::valid_message_id(id) {
+        return Err(not_found("approval", id));
+    }
+    holds::list(p)?
+        .into_iter()
+        .find(|h| h.id == id)
+        .ok_or_else(|| not_found("approval", id))
+}
+
 fn not_found(what: &str, id: &str) -> No {
     No::Status(
         StatusCode::NOT_FOUND,
@@ -554,9 +566,7 @@ async fn approval(
     let a = app.clone();
     run(&app, true, move |p| {
         check_project(p, &q.project)?;
-        if !grammar::valid_message_id(&id) || !holds::list(p)?.iter().any(|h| h.id == id) {
-            return Err(not_found("approval", &id));
-        }
+        held(p, &id)?;
         let shown = a.shown.lock().ok().and_then(|s| s.get(&id).cloned());
         let Some(seen) = q.sha256.or(shown) else {
             return Err(No::Lib(Error::refused(
@@ -589,9 +599,7 @@ async fn comments(app: Arc<App>, id: String, h: HeaderMap, b: Bytes) -> Response
     };
     run(&app, true, move |p| {
         check_project(p, &q.project)?;
-        if !grammar::valid_message_id(&id) || !holds::list(p)?.iter().any(|h| h.id == id) {
-            return Err(not_found("approval", &id));
-        }
+        held(p, &id)?;
         let doc = q.path.unwrap_or_default();
         if doc.trim().is_empty() {
             return Err(No::Status(StatusCode::BAD_REQUEST, "Missing path".into()));
@@ -627,12 +635,7 @@ async fn retry(State(app): State<Arc<App>>, h: HeaderMap, b: Bytes) -> Response 
                 "Missing approval id".into(),
             ));
         }
-        if !grammar::valid_message_id(&id) {
-            return Err(not_found("approval", &id));
-        }
-        let Some(held) = holds::list(p)?.into_iter().find(|h| h.id == id) else {
-            return Err(not_found("approval", &id));
-        };
+        let held = held(p, &id)?;
         let roles = Roles::load(&p.roles_tsv())?;
         let me = person(&roles)?;
         let comments = q.comments.unwrap_or_default();
@@ -704,9 +707,7 @@ async fn delete(State(app): State<Arc<App>>, h: HeaderMap, b: Bytes) -> Response
             };
             return Err(No::Status(StatusCode::BAD_REQUEST, why));
         }
-        if !grammar::valid_message_id(&id) || !holds::list(p)?.iter().any(|h| h.id == id) {
-            return Err(not_found("approval", &id));
-        }
+        held(p, &id)?;
         let d = rejected::delete(p, &id, VIA)?;
         let mut v = serde_json::to_value(&d).unwrap_or_default();
         v["ok"] = json!(true);

@@ -21,12 +21,19 @@ const LAYOUTS: [Layout; 2] = [Layout::Init, Layout::SwarmForge];
 /// `coder` at the main checkout (SwarmForge's master role), `qa` in its own
 /// worktree, `boss` the person; every `note` waits for approval.
 fn project(layout: Layout) -> Project {
+    project_with(layout, "")
+}
+
+/// [`project`] with more of swarm.yaml's `types:`.
+fn project_with(layout: Layout, types: &str) -> Project {
     Project::builder()
         .layout(layout)
         .role("coder")
         .role(Role::new("qa").worktree("qa"))
         .role(Role::new("boss").worktree("boss").agent("human"))
-        .config("wake: {method: none}\ntypes:\n  note:\n    approval: required\n")
+        .config(&format!(
+            "wake: {{method: none}}\ntypes:\n  note:\n    approval: required\n{types}"
+        ))
         .queue_dirs()
         .build()
 }
@@ -95,6 +102,16 @@ fn state_until(c: &Cockpit, what: &str, want: &dyn Fn(&Value) -> bool) -> Value 
         assert!(Instant::now() < end, "timed out waiting for {what}: {s:#}");
         std::thread::yield_now();
     }
+}
+
+/// `swarm audit --check` finds `n` violations of `kind` (exit 2), and
+/// `swarm status` says `line` and `why`.
+fn not_ok(p: &Project, kind: &str, n: usize, line: &str, why: &str) {
+    let r = p.cmd("swarm").args(["audit", "--check"]).run();
+    assert_eq!(r.code, 2, "{}", r.stdout);
+    let found = r.stdout.matches(&format!("VIOLATION {kind} ")).count();
+    assert_eq!(found, n, "{}", r.stdout);
+    p.swarm(&["status"]).ok().stdout_has(line).stdout_has(why);
 }
 
 /// A note from coder to qa, held for approval: its queued path and id.
@@ -623,18 +640,13 @@ fn clarifications_and_chat_are_swarmforges_request_files_derived_from_the_messag
             "id: req-1\n\nhi\n",
         )
         .unwrap();
-        let r = p.cmd("swarm").args(["audit", "--check"]).run();
-        assert_eq!(r.code, 2, "{}", r.stdout);
-        assert_eq!(
-            r.stdout.matches("VIOLATION dashboard ").count(),
+        not_ok(
+            &p,
+            "dashboard",
             2,
-            "{}",
-            r.stdout
+            "dashboard: NOT IN STEP: ",
+            "says other than message",
         );
-        p.swarm(&["status"])
-            .ok()
-            .stdout_has("dashboard: NOT IN STEP: ")
-            .stdout_has("says other than message");
         p.deliver_once().ok();
         assert!(std::fs::read_to_string(&done)
             .unwrap()
@@ -681,16 +693,16 @@ fn the_mission_is_served_as_upstream_serves_it() {
     }
 }
 
+/// A POST the bridge makes that must succeed.
+fn posted(c: &Cockpit, path: &str, body: Value) -> Reply {
+    let r = bridge(c, "POST", path, Some(body));
+    assert_eq!(r.code, 200, "{path}: {}", r.body);
+    r
+}
+
 /// `project`, with every `git_handoff` held for approval too.
 fn git_project(layout: Layout) -> Project {
-    Project::builder()
-        .layout(layout)
-        .role("coder")
-        .role(Role::new("qa").worktree("qa"))
-        .role(Role::new("boss").worktree("boss").agent("human"))
-        .config("wake: {method: none}\ntypes:\n  note:\n    approval: required\n  git_handoff:\n    approval: required\n")
-        .queue_dirs()
-        .build()
+    project_with(layout, "  git_handoff:\n    approval: required\n")
 }
 
 /// coder commits `spec.md` and hands task `parser` to qa; held. Its id,
@@ -746,13 +758,7 @@ fn a_rejected_tasks_review_history_is_kept_where_upstream_keeps_it() {
         let history = p.path(".swarmforge/rejected-tasks/parser/reviews.json");
         let url = format!("/api/approvals/{id}/comments");
         for comments in ["", "Name the parser."] {
-            let r = bridge(
-                &c,
-                "POST",
-                &url,
-                Some(json!({"path": "spec.md", "comments": comments})),
-            );
-            assert_eq!(r.code, 200, "{}", r.body);
+            posted(&c, &url, json!({"path": "spec.md", "comments": comments}));
         }
         let kept: Value = serde_json::from_slice(&std::fs::read(&history).unwrap()).unwrap();
         assert_eq!(kept["spec.md"].as_array().unwrap().len(), 1, "{kept}");
@@ -762,13 +768,11 @@ fn a_rejected_tasks_review_history_is_kept_where_upstream_keeps_it() {
         assert_eq!(s["approvals"][0]["history"], kept, "{s:#}");
         assert_eq!(s["rejected_tasks"][0]["task_id"], "parser");
 
-        let r = bridge(
+        posted(
             &c,
-            "POST",
             "/api/tasks/retry",
-            Some(json!({"id": id, "comments": "Again, please."})),
+            json!({"id": id, "comments": "Again, please."}),
         );
-        assert_eq!(r.code, 200, "{}", r.body);
         let kept: Value = serde_json::from_slice(&std::fs::read(&history).unwrap()).unwrap();
         let texts: Vec<&str> = kept["spec.md"]
             .as_array()
@@ -803,18 +807,13 @@ fn a_rejected_tasks_review_history_is_kept_where_upstream_keeps_it() {
             "{}",
         )
         .unwrap();
-        let r = p.cmd("swarm").args(["audit", "--check"]).run();
-        assert_eq!(r.code, 2, "{}", r.stdout);
-        assert_eq!(
-            r.stdout.matches("VIOLATION rejected_tasks ").count(),
+        not_ok(
+            &p,
+            "rejected_tasks",
             2,
-            "{}",
-            r.stdout
+            "rejected-tasks: NOT OK: ",
+            "rejected-tasks/<task-id>/reviews.json",
         );
-        p.swarm(&["status"])
-            .ok()
-            .stdout_has("rejected-tasks: NOT OK: ")
-            .stdout_has("rejected-tasks/<task-id>/reviews.json");
     }
 }
 
@@ -866,13 +865,11 @@ fn delete_snapshots_the_commit_archives_the_hold_and_rolls_back_safely() {
         assert_eq!(branch(&p, "rejected/parser/latest"), None);
 
         // Retry snapshots first, and resets nothing.
-        let r = bridge(
+        posted(
             &c,
-            "POST",
             "/api/tasks/retry",
-            Some(json!({"id": id, "comments": "Again."})),
+            json!({"id": id, "comments": "Again."}),
         );
-        assert_eq!(r.code, 200, "{}", r.body);
         assert_eq!(
             branch(&p, "rejected/parser/1").as_deref(),
             Some(commit.as_str())
@@ -886,8 +883,7 @@ fn delete_snapshots_the_commit_archives_the_hold_and_rolls_back_safely() {
         // Delete with uncommitted work in the worktree: snapshot, no reset.
         let (id, commit2, _) = held_git_handoff(&p);
         std::fs::write(coder.join("spec.md"), "half edited\n").unwrap();
-        let r = bridge(&c, "POST", "/api/tasks/delete", Some(json!({"id": id})));
-        assert_eq!(r.code, 200, "{}", r.body);
+        let r = posted(&c, "/api/tasks/delete", json!({"id": id}));
         assert!(
             r.json()["not_reset"]
                 .as_str()
@@ -910,20 +906,12 @@ fn delete_snapshots_the_commit_archives_the_hold_and_rolls_back_safely() {
             .into_iter()
             .find(|f| f.ends_with(".handoff"))
             .unwrap();
-        let r = bridge(
+        posted(
             &c,
-            "POST",
             &format!("/api/approvals/{id}/comments"),
-            Some(json!({"path": "spec.md", "comments": "No."})),
+            json!({"path": "spec.md", "comments": "No."}),
         );
-        assert_eq!(r.code, 200, "{}", r.body);
-        let r = bridge(
-            &c,
-            "POST",
-            "/api/tasks/delete",
-            Some(json!({"id": id, "project": ""})),
-        );
-        assert_eq!(r.code, 200, "{}", r.body);
+        let r = posted(&c, "/api/tasks/delete", json!({"id": id, "project": ""}));
         assert_eq!(r.json()["ok"], true);
         assert_eq!(
             branch(&p, "rejected/parser/3").as_deref(),
