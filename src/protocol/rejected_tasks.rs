@@ -124,12 +124,14 @@ pub fn documents_of(m: &Message) -> Vec<String> {
         .collect()
 }
 
-/// The commit a held handoff names, and the commit its task started from.
+/// The commit a held handoff names, and the commit its task started from:
+/// each only when it is an object name (4 to 64 hex digits), so nothing an
+/// agent wrote reaches git as an option or a revision expression.
 pub fn commits_of(m: &Message) -> (Option<String>, Option<String>) {
     let get = |h: &str| {
         m.get(h)
             .map(str::trim)
-            .filter(|v| !v.is_empty())
+            .filter(|v| (4..=64).contains(&v.len()) && v.chars().all(|c| c.is_ascii_hexdigit()))
             .map(str::to_string)
     };
     (get(names::COMMIT), get(TASK_BASE_COMMIT))
@@ -397,15 +399,17 @@ mod tests {
     #[test]
     fn documents_task_and_commits_of_a_held_handoff() {
         let m = Message::parse(
-            "task: parser\ncommit: abc\ntask_base_commit: def\nartifact: 00 3 docs/a.md\nartifact: 11 4 b.md\n\n",
+            "task: parser\ncommit: abcd\ntask_base_commit: def0\nartifact: 00 3 docs/a.md\nartifact: 11 4 b.md\n\n",
         )
         .unwrap();
         assert_eq!(task_of(&m).as_deref(), Some("parser"));
         assert_eq!(documents_of(&m), ["docs/a.md", "b.md"]);
         assert_eq!(
             commits_of(&m),
-            (Some("abc".to_string()), Some("def".to_string()))
+            (Some("abcd".to_string()), Some("def0".to_string()))
         );
+        let m = Message::parse("commit: --output=x\ntask_base_commit: HEAD~3\n\n").unwrap();
+        assert_eq!(commits_of(&m), (None, None));
         let m = Message::parse("task_id: 2026-x\ntask: p\n\n").unwrap();
         assert_eq!(task_of(&m).as_deref(), Some("2026-x"));
         let m = Message::parse("task: ../etc\n\n").unwrap();
