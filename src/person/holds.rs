@@ -40,6 +40,8 @@ use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::pending_approval::{self, Problem};
 use crate::protocol::store;
 
+use super::rejected;
+
 /// One held original.
 #[derive(Clone, Debug, Serialize)]
 pub struct Held {
@@ -193,7 +195,7 @@ fn message_of(project: &Project, path: &Path) -> Option<Message> {
 
 /// The sender's worktree of a held original
 /// (`<worktree>/.swarmforge/handoffs/pending_approval/<name>`).
-fn sender_worktree(held: &Path) -> PathBuf {
+pub(crate) fn sender_worktree(held: &Path) -> PathBuf {
     held.parent()
         .and_then(Path::parent)
         .and_then(Path::parent)
@@ -243,8 +245,13 @@ pub fn save_comments(project: &Project, id: &str, doc: &str, comments: &str) -> 
     // Approved or denied meanwhile: the comments must not outlive it.
     if !h.path.is_file() {
         let _ = pending_approval::drop_reviews(&h.path);
+        return Ok(());
     }
-    Ok(())
+    // And the task's history (upstream's `append-task-review!`).
+    match message_of(&h.path) {
+        Some(m) => rejected::record(project, &m, &[doc.to_string()], text),
+        None => Ok(()),
+    }
 }
 
 /// Approves a held handoff whose content has fingerprint `seen` (what the
@@ -266,6 +273,8 @@ pub fn approve(project: &Project, id: &str, seen: &str, via: &str) -> Result<Pat
         ));
     }
     record_approval(project, id, seen, &who(), via)?;
+    // Approved: its task's review history is done with (upstream drops it).
+    rejected::forget(project, &msg)?;
     let ev = Event::new(Kind::Approved)
         .path(&h.path)
         .reason(format!("by {} via {via}", who()))
@@ -351,13 +360,31 @@ pub fn carried_approval(project: &Project, copy: &Message) -> Option<String> {
 }
 
 /// Denies a held handoff: refused to its sender's `failed/` with
-/// `<name>.error` saying why, like a refusal by the daemon.
+/// `<name>.error` saying why, like a refusal by the daemon. The reason is
+/// kept in its task's review history (person::rejected).
 pub fn deny(project: &Project, id: &str, reason: &str, via: &str) -> Result<PathBuf> {
+    deny_as(project, id, reason, via, Some(reason))
+}
+
+/// [`deny`], keeping `history` (not the reason) in the task's review
+/// history; none: nothing kept.
+pub fn deny_as(
+    project: &Project,
+    id: &str,
+    reason: &str,
+    via: &str,
+    history: Option<&str>,
+) -> Result<PathBuf> {
     if reason.trim().is_empty() {
         return Err(Error::bad_input("a denial needs a reason (--reason TEXT)"));
     }
     let h = find(project, id)?;
     let m = message_of(project, &h.path);
+    // Before it moves: a history that cannot be written stops the denial.
+    if let (Some(m), Some(text)) = (&m, history) {
+        let reviewed: Vec<String> = h.reviews.keys().cloned().collect();
+        rejected::record(project, m, &reviewed, text)?;
+    }
     let wt = sender_worktree(&h.path);
     let wt = Worktree::new(wt);
     let failed = wt.failed();

@@ -23,6 +23,7 @@ pub mod lineup;
 pub mod order;
 pub mod pending_approval;
 pub mod people;
+pub mod rejected_tasks;
 pub mod roles;
 pub mod root;
 pub mod rules;

@@ -36,13 +36,14 @@ use crate::agent::send;
 use crate::error::{Error, Token};
 use crate::person::answer;
 use crate::person::holds::{self, Held};
+use crate::person::rejected;
 use crate::protocol::config::Config;
 use crate::protocol::dashboard::{master_role as master, question_text, response_text, SENT_BACK};
 use crate::protocol::header::{names, Message};
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
 use crate::protocol::trail::{Original, Place};
-use crate::protocol::{draft, fields, grammar, types};
+use crate::protocol::{draft, fields, grammar, rejected_tasks, types};
 use crate::text::escape;
 
 use super::{api, token, App};
@@ -68,6 +69,7 @@ pub fn routes() -> Router<Arc<App>> {
             post(answer_clarification),
         )
         .route("/api/tasks/retry", post(retry))
+        .route("/api/tasks/delete", post(delete))
         .route("/api/chat", post(chat))
         .route("/api/mission", get(mission))
 }
@@ -83,6 +85,18 @@ impl From<Error> for No {
     fn from(e: Error) -> No {
         No::Lib(e)
     }
+}
+
+/// The held handoff SwarmForge's approval `id` names, else upstream's 404
+/// `Unknown approval: <id>`.
+fn held(p: &Project, id: &str) -> Result<Held, No> {
+    if !grammar::valid_message_id(id) {
+        return Err(not_found("approval", id));
+    }
+    holds::list(p)?
+        .into_iter()
+        .find(|h| h.id == id)
+        .ok_or_else(|| not_found("approval", id))
 }
 
 fn not_found(what: &str, id: &str) -> No {
@@ -230,9 +244,15 @@ fn post_as(p: &Project, from: &str, to: &str, subject: &str, text: &str) -> Resu
 
 /// A held handoff as SwarmForge lists an approval (pack_web.bb
 /// `approval-entry`), with `from`/`to` (which forgelet-bridge reads for its
-/// gate) and what `swarm approve` shows.
-fn approval_entry(h: &Held) -> Value {
+/// gate), what `swarm approve` shows, and (ours) its task's review
+/// history, which upstream serves per document as `/api/doc`'s `history`.
+fn approval_entry(p: &Project, h: &Held) -> Value {
     let m = Message::parse_bytes(h.text.as_bytes()).ok();
+    let history = m
+        .as_ref()
+        .and_then(rejected_tasks::task_of)
+        .and_then(|t| rejected_tasks::read(p, &t).ok())
+        .unwrap_or_default();
     let get = |n: &str| m.as_ref().and_then(|m| m.get(n)).map(str::to_string);
     let task = get("task");
     let artifacts: Vec<String> = m
@@ -252,6 +272,7 @@ fn approval_entry(h: &Held) -> Value {
         "task": task,
         "artifacts": artifacts,
         "reviews": h.reviews,
+        "history": history,
         "type": h.kind,
         "title": h.title,
         "sha256": h.sha256,
@@ -456,7 +477,7 @@ async fn state(State(app): State<Arc<App>>) -> Response {
                 .map(|h| (h.id.clone(), h.sha256.clone()))
                 .collect();
         }
-        let approvals: Vec<Value> = held.iter().map(approval_entry).collect();
+        let approvals: Vec<Value> = held.iter().map(|h| approval_entry(p, h)).collect();
         let tasks = board_tasks(p, &approvals, &work);
         let lanes: Vec<String> = match &tasks {
             Some(_) => roles
@@ -480,6 +501,10 @@ async fn state(State(app): State<Arc<App>>) -> Response {
             // Ours: SwarmForge's dashboard shows these in its Attention
             // (the record format upstream was not seen).
             "delivery_attention": delivery_attention(p),
+            // Ours: what `.swarmforge/rejected-tasks/` keeps (review
+            // histories, Delete's copies); upstream's dashboard reads it
+            // only through `/api/doc`.
+            "rejected_tasks": rejected_tasks::list(p),
         }))
     })
     .await
@@ -541,9 +566,7 @@ async fn approval(
     let a = app.clone();
     run(&app, true, move |p| {
         check_project(p, &q.project)?;
-        if !grammar::valid_message_id(&id) || !holds::list(p)?.iter().any(|h| h.id == id) {
-            return Err(not_found("approval", &id));
-        }
+        held(p, &id)?;
         let shown = a.shown.lock().ok().and_then(|s| s.get(&id).cloned());
         let Some(seen) = q.sha256.or(shown) else {
             return Err(No::Lib(Error::refused(
@@ -576,9 +599,7 @@ async fn comments(app: Arc<App>, id: String, h: HeaderMap, b: Bytes) -> Response
     };
     run(&app, true, move |p| {
         check_project(p, &q.project)?;
-        if !grammar::valid_message_id(&id) || !holds::list(p)?.iter().any(|h| h.id == id) {
-            return Err(not_found("approval", &id));
-        }
+        held(p, &id)?;
         let doc = q.path.unwrap_or_default();
         if doc.trim().is_empty() {
             return Err(No::Status(StatusCode::BAD_REQUEST, "Missing path".into()));
@@ -614,12 +635,7 @@ async fn retry(State(app): State<Arc<App>>, h: HeaderMap, b: Bytes) -> Response 
                 "Missing approval id".into(),
             ));
         }
-        if !grammar::valid_message_id(&id) {
-            return Err(not_found("approval", &id));
-        }
-        let Some(held) = holds::list(p)?.into_iter().find(|h| h.id == id) else {
-            return Err(not_found("approval", &id));
-        };
+        let held = held(p, &id)?;
         let roles = Roles::load(&p.roles_tsv())?;
         let me = person(&roles)?;
         let comments = q.comments.unwrap_or_default();
@@ -629,7 +645,10 @@ async fn retry(State(app): State<Arc<App>>, h: HeaderMap, b: Bytes) -> Response 
         } else {
             format!("sent back: {said}")
         };
-        let denied = holds::deny(p, &id, &reason, VIA)?;
+        // Upstream's Retry snapshots the commit first (person::rejected);
+        // the comments join the task's review history.
+        let snapshot = rejected::snapshot_held(p, &id)?;
+        let denied = holds::deny_as(p, &id, &reason, VIA, Some(comments.as_str()))?;
         let what = held.title.clone().unwrap_or_else(|| held.kind.clone());
         // The review comments go with it (pack_web.bb `retry-message`:
         // "path:\ncomments" per document), read before the denial drops them.
@@ -652,7 +671,48 @@ async fn retry(State(app): State<Arc<App>>, h: HeaderMap, b: Bytes) -> Response 
                 ))),
                 other => other,
             })?;
-        Ok(json!({"ok": true, "status": "sent_back", "id": id, "denied": denied, "feedback": feedback}))
+        Ok(json!({"ok": true, "status": "sent_back", "id": id, "denied": denied, "feedback": feedback, "snapshot": snapshot}))
+    })
+    .await
+}
+
+#[derive(Deserialize, Default)]
+struct DeleteBody {
+    id: Option<String>,
+    name: Option<String>,
+    project: Option<String>,
+}
+
+/// `POST /api/tasks/delete {id}` (the dashboard's Delete in its Reject
+/// dialog) or `{name}` (a card marked rejected), as pack_web.bb
+/// `post-delete-task`: a held handoff is deleted as person::rejected
+/// says (snapshot, denied, archived, history dropped, worktree rolled
+/// back when nothing can be lost). A card is never marked rejected here
+/// (upstream marks one with `.swarmforge/notify/reject-<name>`, which
+/// nothing writes today), so `{name}` is upstream's `Not rejected`.
+async fn delete(State(app): State<Arc<App>>, h: HeaderMap, b: Bytes) -> Response {
+    let q: DeleteBody = match body(&h, &b) {
+        Ok(q) => q,
+        Err(r) => return *r,
+    };
+    run(&app, true, move |p| {
+        check_project(p, &q.project)?;
+        let id = q.id.unwrap_or_default();
+        if id.trim().is_empty() {
+            let name = q.name.unwrap_or_default();
+            let why = if name.trim().is_empty() {
+                "Missing task name".to_string()
+            } else {
+                format!("Not rejected: {}", escape(&name))
+            };
+            return Err(No::Status(StatusCode::BAD_REQUEST, why));
+        }
+        held(p, &id)?;
+        let d = rejected::delete(p, &id, VIA)?;
+        let mut v = serde_json::to_value(&d).unwrap_or_default();
+        v["ok"] = json!(true);
+        v["status"] = json!("deleted");
+        Ok(v)
     })
     .await
 }

@@ -90,6 +90,12 @@ pub struct Status {
     /// What is wrong in an approval folder (`pending_approval/`, or a
     /// file left in an old `held/`): `<path>: <why>` (person::holds::problems).
     pub approval_problems: Vec<String>,
+    /// SwarmForge's rejected-task folders (review histories, what Delete
+    /// kept; protocol::rejected_tasks).
+    pub rejected_tasks: Vec<crate::protocol::rejected_tasks::Kept>,
+    /// What in `.swarmforge/rejected-tasks/` is not as upstream keeps it:
+    /// `<path>: <why>`.
+    pub rejected_problems: Vec<String>,
     /// Where SwarmForge's request files (clarifications, chat) say other
     /// than the messages they are derived from (protocol::dashboard).
     pub dashboard: Vec<String>,
@@ -369,6 +375,11 @@ pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Resul
             .into_iter()
             .map(|p| format!("{}: {}", p.path.display(), p.why))
             .collect(),
+        rejected_tasks: crate::protocol::rejected_tasks::list(project),
+        rejected_problems: crate::protocol::rejected_tasks::problems(project)
+            .into_iter()
+            .map(|p| format!("{}: {}", p.path.display(), p.why))
+            .collect(),
         dashboard: crate::protocol::dashboard::check(project)
             .into_iter()
             .map(|d| d.line)
@@ -546,6 +557,24 @@ pub fn text(s: &Status) -> String {
     }
     for p in &s.approval_problems {
         out.push_str(&format!("approvals: NOT OK: {}\n", crate::text::escape(p)));
+    }
+    for k in &s.rejected_tasks {
+        let comments: usize = k.history.values().map(Vec::len).sum();
+        let mut line = format!(
+            "rejected: {}: {comments} review comment(s) on {} document(s)",
+            crate::text::escape(&k.task_id),
+            k.history.len()
+        );
+        if !k.archived.is_empty() {
+            line.push_str(&format!(", {} file(s) kept by Delete", k.archived.len()));
+        }
+        out.push_str(&format!("{line} ({})\n", k.dir.display()));
+    }
+    for p in &s.rejected_problems {
+        out.push_str(&format!(
+            "rejected-tasks: NOT OK: {}\n",
+            crate::text::escape(p)
+        ));
     }
     for d in &s.dashboard {
         out.push_str(&format!(

@@ -14,19 +14,26 @@ use std::time::Instant;
 use serde_json::{json, Value};
 
 use crate::serve::{id_of, start, Cockpit, Reply, NOTE, PARSER_CLARIFY};
-use crate::support::{copies_of, file_name, files, Layout, Project, Role, DEADLINE};
+use crate::support::{copies_of, file_name, files, git, Layout, Project, Role, DEADLINE};
 
 const LAYOUTS: [Layout; 2] = [Layout::Init, Layout::SwarmForge];
 
 /// `coder` at the main checkout (SwarmForge's master role), `qa` in its own
 /// worktree, `boss` the person; every `note` waits for approval.
 fn project(layout: Layout) -> Project {
+    project_with(layout, "")
+}
+
+/// [`project`] with more of swarm.yaml's `types:`.
+fn project_with(layout: Layout, types: &str) -> Project {
     Project::builder()
         .layout(layout)
         .role("coder")
         .role(Role::new("qa").worktree("qa"))
         .role(Role::new("boss").worktree("boss").agent("human"))
-        .config("wake: {method: none}\ntypes:\n  note:\n    approval: required\n")
+        .config(&format!(
+            "wake: {{method: none}}\ntypes:\n  note:\n    approval: required\n{types}"
+        ))
         .queue_dirs()
         .build()
 }
@@ -95,6 +102,16 @@ fn state_until(c: &Cockpit, what: &str, want: &dyn Fn(&Value) -> bool) -> Value 
         assert!(Instant::now() < end, "timed out waiting for {what}: {s:#}");
         std::thread::yield_now();
     }
+}
+
+/// `swarm audit --check` finds `n` violations of `kind` (exit 2), and
+/// `swarm status` says `line` and `why`.
+fn not_ok(p: &Project, kind: &str, n: usize, line: &str, why: &str) {
+    let r = p.cmd("swarm").args(["audit", "--check"]).run();
+    assert_eq!(r.code, 2, "{}", r.stdout);
+    let found = r.stdout.matches(&format!("VIOLATION {kind} ")).count();
+    assert_eq!(found, n, "{}", r.stdout);
+    p.swarm(&["status"]).ok().stdout_has(line).stdout_has(why);
 }
 
 /// A note from coder to qa, held for approval: its queued path and id.
@@ -623,18 +640,13 @@ fn clarifications_and_chat_are_swarmforges_request_files_derived_from_the_messag
             "id: req-1\n\nhi\n",
         )
         .unwrap();
-        let r = p.cmd("swarm").args(["audit", "--check"]).run();
-        assert_eq!(r.code, 2, "{}", r.stdout);
-        assert_eq!(
-            r.stdout.matches("VIOLATION dashboard ").count(),
+        not_ok(
+            &p,
+            "dashboard",
             2,
-            "{}",
-            r.stdout
+            "dashboard: NOT IN STEP: ",
+            "says other than message",
         );
-        p.swarm(&["status"])
-            .ok()
-            .stdout_has("dashboard: NOT IN STEP: ")
-            .stdout_has("says other than message");
         p.deliver_once().ok();
         assert!(std::fs::read_to_string(&done)
             .unwrap()
@@ -678,5 +690,265 @@ fn the_mission_is_served_as_upstream_serves_it() {
         std::os::unix::fs::symlink(outside.path(), p.path("mission.md")).unwrap();
         let r = bridge(&c, "GET", "/api/mission", None);
         assert_eq!((r.code, r.body.as_str()), (200, ""));
+    }
+}
+
+/// A POST the bridge makes that must succeed.
+fn posted(c: &Cockpit, path: &str, body: Value) -> Reply {
+    let r = bridge(c, "POST", path, Some(body));
+    assert_eq!(r.code, 200, "{path}: {}", r.body);
+    r
+}
+
+/// `project`, with every `git_handoff` held for approval too.
+fn git_project(layout: Layout) -> Project {
+    project_with(layout, "  git_handoff:\n    approval: required\n")
+}
+
+/// coder commits `spec.md` and hands task `parser` to qa; held. Its id,
+/// the commit and the commit before it.
+fn held_git_handoff(p: &Project) -> (String, String, String) {
+    let wt = p.role_dir("coder");
+    let before = git(&wt, &["rev-parse", "HEAD"]);
+    let n = git(&wt, &["rev-list", "--count", "HEAD"]);
+    std::fs::write(wt.join("spec.md"), format!("the parser, take {n}\n")).unwrap();
+    git(&wt, &["add", "spec.md"]);
+    git(&wt, &["commit", "-q", "-m", "spec"]);
+    let commit = git(&wt, &["rev-parse", "HEAD"]);
+    let queued = p
+        .send_as(
+            "coder",
+            "type: git_handoff\nto: qa\npriority: 50\ntask: parser\nartifact: spec.md\n",
+        )
+        .ok()
+        .queued();
+    p.deliver_once().ok();
+    assert!(files(&p.hq("master", "pending_approval")).contains(&file_name(&queued)));
+    (id_of(&queued), commit, before)
+}
+
+fn branch(p: &Project, name: &str) -> Option<String> {
+    let r = std::process::Command::new("git")
+        .arg("-C")
+        .arg(p.role_dir("coder"))
+        .args(["rev-parse", "--verify", "--quiet", name])
+        .output()
+        .unwrap();
+    r.status
+        .success()
+        .then(|| String::from_utf8_lossy(&r.stdout).trim().to_string())
+}
+
+/// Upstream keeps a task's review history in
+/// `.swarmforge/rejected-tasks/<task-id>/reviews.json` (pack_web.bb
+/// `task-reviews-file`), `{"<path>": [{"at": …, "text": …}]}`:
+/// `save-review!` appends each comment saved on a document
+/// (`append-task-review!`, blank text skipped), `retry-approval!` appends
+/// the Retry comments to every document of the hold (`approval-doc-paths`:
+/// its artifacts and the reviewed paths), `approve!` drops it
+/// (`drop-task-reviews!`). Here a denial keeps its reason the same way;
+/// `swarm status` and `/api/state` show it, and a history of another
+/// shape is NOT OK.
+#[test]
+fn a_rejected_tasks_review_history_is_kept_where_upstream_keeps_it() {
+    for layout in LAYOUTS {
+        let p = git_project(layout);
+        let c = start(&p);
+        let (id, _, _) = held_git_handoff(&p);
+        let history = p.path(".swarmforge/rejected-tasks/parser/reviews.json");
+        let url = format!("/api/approvals/{id}/comments");
+        for comments in ["", "Name the parser."] {
+            posted(&c, &url, json!({"path": "spec.md", "comments": comments}));
+        }
+        let kept: Value = serde_json::from_slice(&std::fs::read(&history).unwrap()).unwrap();
+        assert_eq!(kept["spec.md"].as_array().unwrap().len(), 1, "{kept}");
+        assert_eq!(kept["spec.md"][0]["text"], "Name the parser.");
+        assert!(kept["spec.md"][0]["at"].as_str().unwrap().starts_with("20"));
+        let s = state(&c);
+        assert_eq!(s["approvals"][0]["history"], kept, "{s:#}");
+        assert_eq!(s["rejected_tasks"][0]["task_id"], "parser");
+
+        posted(
+            &c,
+            "/api/tasks/retry",
+            json!({"id": id, "comments": "Again, please."}),
+        );
+        let kept: Value = serde_json::from_slice(&std::fs::read(&history).unwrap()).unwrap();
+        let texts: Vec<&str> = kept["spec.md"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(texts, ["Name the parser.", "Again, please."], "{kept}");
+        p.swarm(&["status"])
+            .ok()
+            .stdout_has("rejected: parser: 2 review comment(s) on 1 document(s)");
+        p.cmd("swarm").args(["audit", "--check"]).run().ok();
+
+        // `swarm deny` is a rejection too: its reason joins the history.
+        let (id, _, _) = held_git_handoff(&p);
+        p.swarm(&["deny", &id, "--reason", "Wrong parser."]).ok();
+        assert!(p
+            .read(".swarmforge/rejected-tasks/parser/reviews.json")
+            .contains("Wrong parser."));
+        // Approved: the history is done with.
+        let (id, _, _) = held_git_handoff(&p);
+        state(&c);
+        let r = bridge(&c, "POST", &format!("/api/approvals/{id}/approve"), None);
+        assert_eq!(r.code, 200, "{}", r.body);
+        assert!(!history.exists());
+
+        // Another shape is NOT OK, in status and audit.
+        std::fs::create_dir_all(history.parent().unwrap()).unwrap();
+        std::fs::write(&history, r#"{"spec.md": "Name the parser."}"#).unwrap();
+        std::fs::write(
+            p.path(".swarmforge/rejected-tasks/parser.reviews.json"),
+            "{}",
+        )
+        .unwrap();
+        not_ok(
+            &p,
+            "rejected_tasks",
+            2,
+            "rejected-tasks: NOT OK: ",
+            "rejected-tasks/<task-id>/reviews.json",
+        );
+    }
+}
+
+/// Upstream's Delete (the Reject dialog's `rt-delete`: `POST
+/// /api/tasks/delete {id}`; pack_web.bb `delete-approval!`) snapshots the
+/// commit as branches `rejected/<task-id>/<n>` and
+/// `rejected/<task-id>/latest` (`snapshot-rejected!`, the first free `n`),
+/// rolls the sender's worktree back to `task_base_commit` or the commit's
+/// parent (`rollback-to-base!`), copies the task's files into
+/// `rejected-tasks/<task-id>/` (`archive-rejected!`) and drops the hold
+/// and its review history; `{name}` of a card not marked rejected is 400
+/// `Not rejected: <name>`, no name 400 `Missing task name`. Its Retry
+/// (`retry-approval!`) snapshots the same way. Here the hold is denied to
+/// `failed/` (never deleted), and the worktree is reset only when nothing
+/// can be lost.
+#[test]
+fn delete_snapshots_the_commit_archives_the_hold_and_rolls_back_safely() {
+    for layout in LAYOUTS {
+        let p = git_project(layout);
+        let c = start(&p);
+        let coder = p.role_dir("coder");
+        let (id, commit, before) = held_git_handoff(&p);
+
+        for (body, why) in [
+            (json!({}), "Missing task name"),
+            (json!({"name": "parser"}), "Not rejected: parser"),
+        ] {
+            let r = bridge(&c, "POST", "/api/tasks/delete", Some(body));
+            assert_eq!(r.code, 400, "{}", r.body);
+            assert_eq!(r.json()["error"], why);
+        }
+        // Behind the same guard as every path.
+        let r = c.raw(
+            "POST",
+            "/api/tasks/delete",
+            &[("Content-Type", "application/json")],
+            &json!({"id": id}).to_string(),
+        );
+        assert_eq!(r.code, 401, "{}", r.body);
+        let r = bridge_as(
+            &c,
+            &c.token,
+            "POST",
+            "/api/tasks/delete",
+            Some(json!({"id": id})),
+            &[("Origin", "http://evil.example")],
+        );
+        assert_eq!(r.code, 403, "{}", r.body);
+        assert_eq!(branch(&p, "rejected/parser/latest"), None);
+
+        // Retry snapshots first, and resets nothing.
+        posted(
+            &c,
+            "/api/tasks/retry",
+            json!({"id": id, "comments": "Again."}),
+        );
+        assert_eq!(
+            branch(&p, "rejected/parser/1").as_deref(),
+            Some(commit.as_str())
+        );
+        assert_eq!(
+            branch(&p, "rejected/parser/latest").as_deref(),
+            Some(commit.as_str())
+        );
+        assert_eq!(git(&coder, &["rev-parse", "HEAD"]), commit);
+
+        // Delete with uncommitted work in the worktree: snapshot, no reset.
+        let (id, commit2, _) = held_git_handoff(&p);
+        std::fs::write(coder.join("spec.md"), "half edited\n").unwrap();
+        let r = posted(&c, "/api/tasks/delete", json!({"id": id}));
+        assert!(
+            r.json()["not_reset"]
+                .as_str()
+                .unwrap()
+                .contains("uncommitted"),
+            "{}",
+            r.body
+        );
+        assert_eq!(
+            branch(&p, "rejected/parser/2").as_deref(),
+            Some(commit2.as_str())
+        );
+        assert_eq!(git(&coder, &["rev-parse", "HEAD"]), commit2);
+        git(&coder, &["checkout", "--", "spec.md"]);
+
+        // Delete of a clean one: kept, denied, archived, rolled back.
+        let (id, commit3, base3) = held_git_handoff(&p);
+        assert_eq!(base3, commit2);
+        let held3 = files(&p.hq("master", "pending_approval"))
+            .into_iter()
+            .find(|f| f.ends_with(".handoff"))
+            .unwrap();
+        posted(
+            &c,
+            &format!("/api/approvals/{id}/comments"),
+            json!({"path": "spec.md", "comments": "No."}),
+        );
+        let r = posted(&c, "/api/tasks/delete", json!({"id": id, "project": ""}));
+        assert_eq!(r.json()["ok"], true);
+        assert_eq!(
+            branch(&p, "rejected/parser/3").as_deref(),
+            Some(commit3.as_str())
+        );
+        assert_eq!(
+            branch(&p, "rejected/parser/latest").as_deref(),
+            Some(commit3.as_str())
+        );
+        assert_eq!(
+            git(&coder, &["rev-parse", "HEAD"]),
+            commit2,
+            "rolled back to the parent"
+        );
+        assert!(files(&p.hq("master", "pending_approval")).is_empty());
+        let error = p.hq("master", "failed").join(format!("{held3}.error"));
+        assert_eq!(
+            std::fs::read_to_string(error).unwrap(),
+            "denied: deleted by a person\n"
+        );
+        let folder = p.path(".swarmforge/rejected-tasks/parser");
+        let archived = files(&folder);
+        assert!(archived.contains(&held3), "{archived:?}");
+        assert!(
+            archived
+                .iter()
+                .any(|n| n.ends_with(".reviews.json") && n != "reviews.json"),
+            "{archived:?}"
+        );
+        assert!(!folder.join("reviews.json").exists(), "{archived:?}");
+        let r = bridge(&c, "POST", "/api/tasks/delete", Some(json!({"id": id})));
+        assert_eq!(r.code, 404, "{}", r.body);
+        assert_eq!(r.json()["error"], format!("Unknown approval: {id}"));
+        p.swarm(&["status"])
+            .ok()
+            .stdout_has("file(s) kept by Delete");
+        p.cmd("swarm").args(["audit", "--check"]).run().ok();
+        let _ = before;
     }
 }

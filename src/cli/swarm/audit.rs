@@ -133,6 +133,17 @@ fn run_check(args: &Args) -> i32 {
                     detail: p.why,
                 }),
         );
+        // SwarmForge's rejected-task folders hold only task folders, each
+        // history of upstream's shape (protocol::rejected_tasks).
+        f.violations.extend(
+            crate::protocol::rejected_tasks::problems(&project)
+                .into_iter()
+                .map(|p| check::Violation {
+                    kind: "rejected_tasks",
+                    subject: p.path.display().to_string(),
+                    detail: p.why,
+                }),
+        );
         // SwarmForge's request files must say what the messages say; what
         // a running handoffd rewrites after its next delivery is lag.
         let running = crate::daemon::control::running_pid(&project).is_some();
