@@ -538,6 +538,16 @@ fn confined_run(tmux: bool) {
     let log = fs::read_to_string(root.join(".swarmforge/agents/hostile.log")).unwrap_or_default();
     assert!(results.contains("own: sent"), "{results}\n{log}");
     assert!(results.contains("own: committed"), "{results}\n{log}");
+    // The byline hook `swarm init` installed ran inside the sandbox
+    // (docs/swarmforge-compat.md §8).
+    let bylines = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&root)
+        .args(["log", "--format=%B", "swarmforge-hostile"])
+        .output()
+        .unwrap();
+    let bylines = String::from_utf8_lossy(&bylines.stdout);
+    assert!(bylines.contains("work\n\nBy hostile."), "{bylines}\n{log}");
     assert!(results.contains("own: home and tmp"), "{results}\n{log}");
     // Its forum actions, carried out by handoffd in its name.
     assert!(results.contains("own: session"), "{results}\n{log}");
