@@ -316,15 +316,7 @@ fn a_projects_own_commit_msg_hook_is_kept_run_after_and_restored() {
 
 /// The finding codes `swarm doctor --json` reports for the hook.
 fn hook_findings(p: &Project) -> Vec<String> {
-    let v = p.swarm(&["doctor", "--json"]).json();
-    v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|c| c["findings"].as_array().unwrap().clone())
-        .filter(|f| f["code"] == "COMMIT_MSG_HOOK")
-        .map(|f| f["message"].as_str().unwrap().to_string())
-        .collect()
+    crate::support::doctor_messages(&p.swarm(&["doctor", "--json"]).json(), "COMMIT_MSG_HOOK")
 }
 
 /// `swarm doctor` says what state the hook is in: nothing when installed,
