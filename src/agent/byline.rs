@@ -41,13 +41,20 @@ pub fn text(role: &str) -> String {
 }
 
 /// The message with the byline added (after a blank line, trailing blanks
-/// trimmed), or None when it already holds it.
-pub fn appended(message: &str, role: &str) -> Option<String> {
+/// trimmed), or None when it already holds it. Bytes, so a message in
+/// another encoding than UTF-8 is kept as it was.
+pub fn appended(message: &[u8], role: &str) -> Option<Vec<u8>> {
     let by = text(role);
-    if message.contains(&by) {
+    if message.windows(by.len()).any(|w| w == by.as_bytes()) {
         return None;
     }
-    Some(format!("{}\n\n{by}\n", message.trim_end()))
+    let end = message
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(0, |i| i + 1);
+    let mut out = message[..end].to_vec();
+    out.extend_from_slice(format!("\n\n{by}\n").as_bytes());
+    Some(out)
 }
 
 /// Whose commit one in `worktree` is: `SWARMFORGE_ROLE` when set, else the
@@ -70,10 +77,10 @@ pub fn apply(project: &Project, worktree: &Path, msg: &Path) -> Result<Option<St
             "commit again; git writes this file for its commit-msg hook",
         )
     })?;
-    let Some(new) = appended(&String::from_utf8_lossy(&bytes), &role) else {
+    let Some(new) = appended(&bytes, &role) else {
         return Ok(Some(role));
     };
-    fsx::write_file(msg, new.as_bytes()).at(msg)?;
+    fsx::write_file(msg, &new).at(msg)?;
     Ok(Some(role))
 }
 
@@ -217,14 +224,20 @@ mod tests {
 
     #[test]
     fn the_byline_goes_after_a_blank_line_once() {
+        let add = |m: &[u8], r| appended(m, r).map(|v| String::from_utf8(v).unwrap());
         assert_eq!(
-            appended("Fix it\n\n", "coder").as_deref(),
+            add(b"Fix it\n\n", "coder").as_deref(),
             Some("Fix it\n\nBy coder.\n")
         );
-        assert_eq!(appended("Fix it\n\nBy coder.\n", "coder"), None);
+        assert_eq!(add(b"Fix it\n\nBy coder.\n", "coder"), None);
         assert_eq!(
-            appended("Fix it\n\nBy coder.\n", "tester").as_deref(),
+            add(b"Fix it\n\nBy coder.\n", "tester").as_deref(),
             Some("Fix it\n\nBy coder.\n\nBy tester.\n")
+        );
+        // Not UTF-8 (Latin-1): kept byte for byte.
+        assert_eq!(
+            appended(b"Caf\xe9\n", "coder"),
+            Some(b"Caf\xe9\n\nBy coder.\n".to_vec())
         );
     }
 }

@@ -94,3 +94,43 @@ pub fn write(path: &Path, script: &str) -> Result<()> {
 pub fn sh_quote(p: &Path) -> String {
     format!("'{}'", p.to_string_lossy().replace('\'', "'\\''"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@invalid"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    }
+
+    /// core.hooksPath counts; a role worktree whose `.git` file the agent
+    /// pointed at a git folder of its own making does not.
+    #[test]
+    fn the_hooks_folder_is_the_repositorys_whatever_a_worktree_says() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().canonicalize().unwrap().join("p");
+        std::fs::create_dir_all(&root).unwrap();
+        git(&root, &["init", "-q", "-b", "master"]);
+        git(&root, &["commit", "-q", "--allow-empty", "-m", "init"]);
+        assert_eq!(hooks_dir(&root).unwrap(), root.join(".git/hooks"));
+        let wt = root.join(".worktrees/a");
+        git(&root, &["worktree", "add", "-q", wt.to_str().unwrap()]);
+        let fake = d.path().join("fake");
+        std::fs::create_dir_all(&fake).unwrap();
+        git(&fake, &["init", "-q", "--bare"]);
+        std::fs::write(wt.join(".git"), format!("gitdir: {}\n", fake.display())).unwrap();
+        assert_eq!(hooks_dir(&root).unwrap(), root.join(".git/hooks"));
+        git(&root, &["config", "core.hooksPath", "shared-hooks"]);
+        assert_eq!(hooks_dir(&root).unwrap(), root.join("shared-hooks"));
+        assert_eq!(owner(&root.join("shared-hooks/x"), &["M"]), Owner::Missing);
+        std::os::unix::fs::symlink("/etc/hostname", root.join("shared-hooks-x")).unwrap();
+        assert_eq!(owner(&root.join("shared-hooks-x"), &["M"]), Owner::Foreign);
+    }
+}
