@@ -41,11 +41,19 @@ impl Resolved {
     }
 
     /// This worktree's inbox, read with the project's limits, asking the
-    /// project's daemon for the order of a deep `new/`.
+    /// project's daemon for the order of a deep `new/`, recording the
+    /// operator's task documents of what it hands out.
     pub fn inbox(&self) -> Inbox<'_> {
         let inbox = Inbox::new(&self.wt, self.config.limits.max_file_bytes);
         match &self.project {
-            Some(p) => inbox.with_order(p.order_socket()),
+            Some(p) => inbox.with_order(p.order_socket()).with_task_docs(
+                crate::agent::task_doc::TaskDocs {
+                    project_root: p.root.clone(),
+                    role: crate::agent::byline::role_of(p, &self.wt.root)
+                        .ok()
+                        .flatten(),
+                },
+            ),
             None => inbox,
         }
     }

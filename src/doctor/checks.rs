@@ -375,6 +375,51 @@ pub fn role_branch(cx: &Context) -> Vec<Finding> {
         .collect()
 }
 
+/// The role byline's commit-msg hook (agent::byline): installed as this
+/// `swarm` would write it, or not.
+pub fn commit_msg_hook(cx: &Context) -> Vec<Finding> {
+    use crate::agent::byline::{self, State, SAVED};
+    let swarm = match crate::launch::shims::own_bin_dir() {
+        Ok(d) => d.join("swarm"),
+        Err(e) => return vec![Finding::new("COMMIT_MSG_HOOK", e.to_string(), "")],
+    };
+    let state = match byline::state(&cx.project.root, &swarm) {
+        Ok(s) => s,
+        Err(e) => {
+            return vec![Finding::new(
+                "COMMIT_MSG_HOOK",
+                format!("cannot tell where git's hooks are: {e}"),
+                "run `swarm init`, which makes the repository",
+            )]
+        }
+    };
+    let install = "run `swarm up` or `swarm hooks install` (docs/swarmforge-compat.md §8)";
+    let (message, fix, at) = match state {
+        State::Installed { .. } => return Vec::new(),
+        State::Missing { hook } => (
+            format!("the commit-msg byline hook is not installed ({}): role commits get no `By <role>.`", hook.display()),
+            install.to_string(),
+            hook,
+        ),
+        State::Stale { hook } => (
+            format!("the commit-msg byline hook {} is not the one this swarm writes (another `swarm` binary, or SwarmForge's own)", hook.display()),
+            install.to_string(),
+            hook,
+        ),
+        State::Foreign { hook } => (
+            format!("{} is a commit-msg hook of the project's own: `swarm up` will keep it as {SAVED} and run it after the byline hook", hook.display()),
+            format!("{install}; or `swarm hooks remove` later to put it back"),
+            hook,
+        ),
+        State::Blocked { hook, saved } => (
+            format!("{} is a commit-msg hook of the project's own and {} exists too: the byline hook cannot be installed without overwriting one", hook.display(), saved.display()),
+            "merge the two into one (or remove the one no longer wanted), then run `swarm up`".to_string(),
+            hook,
+        ),
+    };
+    vec![Finding::new("COMMIT_MSG_HOOK", message, fix).at(at)]
+}
+
 /// Claude Code roles with `permission: full` in a swarm run as root, which
 /// Claude Code refuses to start (launch::agents::claude_root).
 pub fn claude_full_as_root(cx: &Context) -> Vec<Finding> {

@@ -79,6 +79,7 @@ pub const CHECKS: &[Check] = &[
     ("codex_sandbox_helper", checks::codex_sandbox_helper),
     ("confinement", checks::confinement),
     ("role_branch", checks::role_branch),
+    ("commit_msg_hook", checks::commit_msg_hook),
     ("claude_full_as_root", checks::claude_full_as_root),
     ("gemini_sandbox_confined", checks::gemini_sandbox_confined),
     ("tmux_socket", checks::tmux_socket),

@@ -224,6 +224,12 @@ pub fn init(plan: &Plan) -> Result<InitReport> {
     if write_if_changed(&tsv, plan.roles_tsv().as_bytes())? {
         report.changes.push(format!("wrote {}", tsv.display()));
     }
+    // SwarmForge's startup installs the role byline's commit-msg hook
+    // (docs/swarmforge-compat.md §8); again only when it would change.
+    let swarm = crate::launch::shims::own_bin_dir()?.join("swarm");
+    report
+        .changes
+        .extend(crate::agent::byline::install(root, &swarm)?);
     Ok(report)
 }
 

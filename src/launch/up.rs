@@ -80,34 +80,17 @@ pub(super) fn take_supervisor_lock(project: &Project) -> Result<fsx::Lock> {
     Ok(lock)
 }
 
-/// `reservations: guard`: the pre-commit hook in every role worktree's
-/// hooks folder (docs/reservations.md); a hook of someone else's is kept.
-fn install_guard(project: &Project, say: &mut dyn FnMut(&str)) -> Result<()> {
-    let roles = crate::protocol::roles::Roles::load(&project.roles_tsv())?;
-    let wts: Vec<std::path::PathBuf> = roles
-        .roles
-        .iter()
-        .filter(|r| !r.is_remote() && !r.is_human())
-        .map(|r| project.root.join(&r.worktree_path))
-        .collect();
-    install_guard_in(&wts, say)
-}
-
-/// The reservations guard in the worktrees `wts` (also for a role added
-/// to a running swarm), saying what was written and what was kept.
-pub(crate) fn install_guard_in(
-    wts: &[std::path::PathBuf],
-    say: &mut dyn FnMut(&str),
-) -> Result<()> {
+/// `reservations: guard`: the pre-commit hook in the repository's hooks
+/// folder, which every role worktree shares (docs/reservations.md); a hook
+/// of someone else's is kept. Also for a role added to a running swarm.
+pub(crate) fn install_guard(project: &Project, say: &mut dyn FnMut(&str)) -> Result<()> {
     use crate::reservations::guard::{self, Installed};
-    for i in guard::install(wts, &shims::own_bin_dir()?.join("swarm"))? {
-        match i {
-            Installed::Written(p) => say(&format!("reservations guard: {}", p.display())),
-            Installed::Foreign(p) => say(&format!(
-                "reservations guard NOT installed: {} is another pre-commit hook; add `swarm reservations --guard` to it",
-                p.display()
-            )),
-        }
+    match guard::install(&project.root, &shims::own_bin_dir()?.join("swarm"))? {
+        Installed::Written(p) => say(&format!("reservations guard: {}", p.display())),
+        Installed::Foreign(p) => say(&format!(
+            "reservations guard NOT installed: {} is another pre-commit hook; add `swarm reservations --guard` to it",
+            p.display()
+        )),
     }
     Ok(())
 }

@@ -151,14 +151,13 @@ pub fn add(project: &Project, req: &AddRequest, say: &mut dyn FnMut(&str)) -> Re
     for c in init::init(&plan)?.changes {
         say(&c);
     }
-    if let Some(r) = plan
+    if plan
         .roles
         .iter()
-        .find(|r| r.name == role.name && !r.is_human())
+        .any(|r| r.name == role.name && !r.is_human())
+        && plan.config.reservations == crate::protocol::config::ReservationsMode::Guard
     {
-        if plan.config.reservations == crate::protocol::config::ReservationsMode::Guard {
-            crate::launch::up::install_guard_in(std::slice::from_ref(&r.worktree_path), say)?;
-        }
+        crate::launch::up::install_guard(project, say)?;
     }
     for note in sessions::write_prompts(&plan)? {
         say(&note);

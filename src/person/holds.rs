@@ -248,7 +248,7 @@ pub fn save_comments(project: &Project, id: &str, doc: &str, comments: &str) -> 
         return Ok(());
     }
     // And the task's history (upstream's `append-task-review!`).
-    match message_of(&h.path) {
+    match message_of(project, &h.path) {
         Some(m) => rejected::record(project, &m, &[doc.to_string()], text),
         None => Ok(()),
     }

@@ -203,7 +203,7 @@ pub fn delete(project: &Project, id: &str, via: &str) -> Result<Deleted> {
     // First the snapshot: refused, nothing else happens.
     let snapshot = match &commit {
         Some(c) => snapshot(&wt, &task, c)
-            .map_err(|why| Error::env(format!("{id} was not deleted: {why}")))?,
+            .map_err(|why| Error::process(format!("{id} was not deleted: {why}")))?,
         None => None,
     };
     let mut archived = Vec::new();
@@ -266,5 +266,5 @@ pub fn snapshot_held(project: &Project, id: &str) -> Result<Option<Snapshot>> {
     };
     let task = task_key(&m, id);
     snapshot(&holds::sender_worktree(&h.path), &task, &commit)
-        .map_err(|why| Error::env(format!("{id} was not sent back: {why}")))
+        .map_err(|why| Error::process(format!("{id} was not sent back: {why}")))
 }

@@ -5,10 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, IoContext, Result, Token};
-use crate::fsx;
+use crate::error::{Error, Result, Token};
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
+use crate::sys::git_hooks;
 
 /// The first line after the shebang of the hook we write: how we know a
 /// hook is ours to replace.
@@ -143,25 +143,7 @@ pub fn refusal(blocked: &[Blocked]) -> Error {
     )
 }
 
-/// The hooks folder git uses for `worktree` (core.hooksPath honoured;
-/// linked worktrees share their repository's).
-fn hooks_dir(worktree: &Path) -> Result<PathBuf> {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(worktree)
-        .args(["rev-parse", "--path-format=absolute", "--git-path", "hooks"])
-        .output()
-        .map_err(|e| Error::process(format!("cannot run git: {e}")))?;
-    if !out.status.success() {
-        return Err(Error::bad_file(
-            worktree,
-            "not a git worktree; the reservations guard needs git",
-        ));
-    }
-    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
-}
-
-/// What installing the hook did for one hooks folder.
+/// What installing the hook did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Installed {
     Written(PathBuf),
@@ -169,32 +151,17 @@ pub enum Installed {
     Foreign(PathBuf),
 }
 
-/// Installs the pre-commit hook for each worktree (once per hooks folder),
-/// running `swarm` at `swarm_bin`.
-pub fn install(worktrees: &[PathBuf], swarm_bin: &Path) -> Result<Vec<Installed>> {
-    let mut done: Vec<PathBuf> = Vec::new();
-    let mut out = Vec::new();
-    for wt in worktrees {
-        let dir = hooks_dir(wt)?;
-        if done.contains(&dir) {
-            continue;
-        }
-        done.push(dir.clone());
-        let hook = dir.join("pre-commit");
-        if let Ok(text) = std::fs::read_to_string(&hook) {
-            if !text.contains(MARK) {
-                out.push(Installed::Foreign(hook));
-                continue;
-            }
-        }
-        let bin = swarm_bin.to_string_lossy().replace('\'', "'\\''");
-        let script = format!(
-            "#!/bin/sh\n{MARK} (written by `swarm up`; docs/reservations.md)\nexec '{bin}' reservations --guard\n"
-        );
-        fsx::ensure_dirs(&[&dir]).at(&dir)?;
-        fsx::write_file(&hook, script.as_bytes()).at(&hook)?;
-        fsx::set_mode(&hook, 0o755).at(&hook)?;
-        out.push(Installed::Written(hook));
+/// Installs the pre-commit hook in the hooks folder of the repository at
+/// `root` (every worktree shares it), running `swarm` at `swarm_bin`.
+pub fn install(root: &Path, swarm_bin: &Path) -> Result<Installed> {
+    let hook = git_hooks::hooks_dir(root)?.join("pre-commit");
+    if git_hooks::owner(&hook, &[MARK]) == git_hooks::Owner::Foreign {
+        return Ok(Installed::Foreign(hook));
     }
-    Ok(out)
+    let script = format!(
+        "#!/bin/sh\n{MARK} (written by `swarm up`; docs/reservations.md)\nexec {} reservations --guard\n",
+        git_hooks::sh_quote(swarm_bin)
+    );
+    git_hooks::write(&hook, &script)?;
+    Ok(Installed::Written(hook))
 }

@@ -1,13 +1,15 @@
 //! The system underneath: what any layer may call and what knows nothing of
 //! the mail protocol. Log files that rotate (`logfile`), waiting for folder
 //! changes (`watch`), the one way to call tmux (`tmux`) and git (`git`),
-//! tokens from the kernel (`random`), quoting for `sh` (`shell`) and the priority of threads that work
-//! for later (`background`). Renames,
-//! fsyncs and locks stay in `crate::fsx`.
+//! the hooks the swarm writes into a repository (`git_hooks`),
+//! tokens from the kernel (`random`), quoting for `sh` (`shell`) and the
+//! priority of threads that work for later (`background`). Renames, fsyncs
+//! and locks stay in `crate::fsx`.
 
 pub mod account;
 pub mod background;
 pub mod git;
+pub mod git_hooks;
 pub mod logfile;
 pub mod random;
 pub mod shell;

@@ -977,15 +977,7 @@ fn a_confined_gemini_role_set_to_use_its_own_sandbox_is_explained() {
         for (k, v) in env {
             c = c.env(k, v);
         }
-        let report = c.run().json();
-        report["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|c| c["findings"].as_array().unwrap().clone())
-            .filter(|f| f["code"] == "GEMINI_SANDBOX_CONFINED")
-            .map(|f| f["message"].as_str().unwrap().to_string())
-            .collect::<Vec<_>>()
+        crate::support::doctor_messages(&c.run().json(), "GEMINI_SANDBOX_CONFINED")
     };
     let found = doctor(&[]);
     assert_eq!(found.len(), 1, "{found:?}");

@@ -253,15 +253,7 @@ fn todays_swarmforge_conf_lines_start_and_doctor_says_what_is_not_acted_on() {
     let roles = p.read(".swarmforge/roles.tsv");
     assert!(roles.contains("coder\t"), "{roles}");
     let r = p.swarm(&["doctor", "--json"]);
-    let v = r.json();
-    let notes: Vec<String> = v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|c| c["findings"].as_array().unwrap().clone())
-        .filter(|f| f["code"] == "SWARMFORGE_NOT_SUPPORTED")
-        .map(|f| f["message"].as_str().unwrap().to_string())
-        .collect();
+    let notes = crate::support::doctor_messages(&r.json(), "SWARMFORGE_NOT_SUPPORTED");
     // Cards and propagation are acted on (the board, merge-only copies);
     // only the Lieutenant is not.
     assert_eq!(notes.len(), 1, "{notes:#?}");

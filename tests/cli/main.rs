@@ -56,6 +56,7 @@ mod search;
 mod security;
 mod serve;
 mod spending;
+mod taskdocs;
 mod teardown;
 mod traces;
 mod trail;

@@ -1297,14 +1297,7 @@ fn doctor_names_a_codex_home_in_the_temp_folder_with_bubblewrap_on_path() {
             .env("TMPDIR", "")
             .env("PATH", path)
             .run();
-        let v = r.json();
-        v["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|c| c["findings"].as_array().unwrap().clone())
-            .filter(|f| f["code"] == "CODEX_SANDBOX_HELPER")
-            .collect::<Vec<_>>()
+        crate::support::doctor_findings(&r.json(), "CODEX_SANDBOX_HELPER")
     };
     let found = doctor(tmp_home.path(), &path);
     assert_eq!(found.len(), 1, "{found:?}");

@@ -538,6 +538,19 @@ fn confined_run(tmux: bool) {
     let log = fs::read_to_string(root.join(".swarmforge/agents/hostile.log")).unwrap_or_default();
     assert!(results.contains("own: sent"), "{results}\n{log}");
     assert!(results.contains("own: committed"), "{results}\n{log}");
+    // The byline hook `swarm init` installed ran inside the sandbox
+    // (docs/swarmforge-compat.md §8).
+    let hostile_log = |format: &str| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&root)
+            .args(["log", &format!("--format={format}"), "swarmforge-hostile"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let bylines = hostile_log("%B");
+    assert!(bylines.contains("work\n\nBy hostile."), "{bylines}\n{log}");
     assert!(results.contains("own: home and tmp"), "{results}\n{log}");
     // Its forum actions, carried out by handoffd in its name.
     assert!(results.contains("own: session"), "{results}\n{log}");
@@ -582,13 +595,7 @@ fn confined_run(tmux: bool) {
     assert!(results.contains("own: amended"), "{results}\n{log}");
     assert_eq!(git_state(), refs_before);
     let own = fs::read_to_string(root.join(".worktrees/hostile/own-head.txt")).unwrap();
-    let branch = std::process::Command::new("git")
-        .arg("-C")
-        .arg(&root)
-        .args(["log", "--format=%H %s", "swarmforge-hostile"])
-        .output()
-        .unwrap();
-    let branch = String::from_utf8_lossy(&branch.stdout);
+    let branch = hostile_log("%H %s");
     assert!(
         branch.starts_with(&format!("{} work2-amended\n", own.trim())),
         "{branch}"

@@ -83,6 +83,10 @@ pub struct Inbox<'a> {
     /// The daemon's order hint socket (protocol::order), asked instead of
     /// listing a deep `new/`; `None` always lists.
     pub order: Option<PathBuf>,
+    /// Where the operator's task documents are, recorded in this worktree
+    /// before work on a taken item begins (`agent::task_doc`); `None`
+    /// leaves them alone.
+    pub task_docs: Option<crate::agent::task_doc::TaskDocs>,
 }
 
 impl<'a> Inbox<'a> {
@@ -91,12 +95,19 @@ impl<'a> Inbox<'a> {
             wt,
             max_bytes,
             order: None,
+            task_docs: None,
         }
     }
 
     /// Asks `socket`'s daemon for the order of a deep `new/`.
     pub fn with_order(mut self, socket: PathBuf) -> Inbox<'a> {
         self.order = Some(socket);
+        self
+    }
+
+    /// Records the task documents of what it hands out (`agent::task_doc`).
+    pub fn with_task_docs(mut self, docs: crate::agent::task_doc::TaskDocs) -> Inbox<'a> {
+        self.task_docs = Some(docs);
         self
     }
 }

@@ -41,10 +41,30 @@ impl Inbox<'_> {
         mode: ReceiveMode,
         reactions: &mut Vec<Item>,
     ) -> Result<Ready> {
-        match mode {
+        let r = match mode {
             ReceiveMode::Task => self.ready_task(reactions),
             ReceiveMode::Batch => self.ready_batch(reactions),
-        }
+        }?;
+        self.record_task_docs(&r)?;
+        Ok(r)
+    }
+
+    /// Before work begins: the task documents of what is handed out (new or
+    /// resumed) are in this worktree and committed. A failure leaves the
+    /// item in process; the next ready step (which resumes it) tries again.
+    fn record_task_docs(&self, r: &Ready) -> Result<()> {
+        let Some(docs) = &self.task_docs else {
+            return Ok(());
+        };
+        let items: Vec<&Item> = match r {
+            Ready::Task { item, .. } => vec![item],
+            Ready::Batch { items, .. } => items.iter().collect(),
+            Ready::NoTask | Ready::MailWaiting => return Ok(()),
+        };
+        let tasks = items
+            .iter()
+            .filter_map(|i| i.msg.get(crate::protocol::header::names::TASK));
+        docs.record(&self.wt.root, tasks).map(|_| ())
     }
 
     /// The first waiting work item in `new/`, completing the reactions in

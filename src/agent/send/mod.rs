@@ -302,10 +302,17 @@ fn validate(s: &Sender, d: &Draft, shown: &str) -> Result<Valid> {
     }));
     let ty = d.type_name().unwrap_or_default().to_string();
     if ty == types::GIT_HANDOFF.name {
-        errors.extend(
-            d.get(names::TASK)
-                .and_then(|t| crate::board::refusal(&s.at.project, t)),
-        );
+        if let Some(t) = d.get(names::TASK) {
+            errors.extend(crate::board::refusal(&s.at.project, t));
+            if let Some(c) = &canonical {
+                errors.extend(crate::agent::task_doc::refusal(
+                    &s.at.project.root,
+                    &repo,
+                    t,
+                    c,
+                ));
+            }
+        }
     }
     let rule = types::type_rule(&ty).filter(|r| allowed.contains(&r.name));
     let ctx = match rule {

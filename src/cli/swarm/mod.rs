@@ -32,6 +32,7 @@ pub mod doctor;
 pub mod down;
 pub mod events;
 pub mod hook;
+pub mod hooks;
 pub mod inbox;
 pub mod ingest;
 pub mod init;
@@ -256,6 +257,8 @@ pub enum Command {
     Agents(role::AgentsArgs),
     /// Who holds which files; --guard is the pre-commit check
     Reservations(reservations::Args),
+    /// The commit-msg hook that adds `By <role>.` to a role's commits
+    Hooks(hooks::Args),
     /// Remove the folder trust `swarm trust` recorded
     Untrust(trust::Args),
     /// Run one headless turn of a preset agent (what a headless role runs)
@@ -323,6 +326,7 @@ pub fn run() -> i32 {
         Command::Role(a) => role::run(a),
         Command::Agents(a) => role::run_agents(a),
         Command::Reservations(a) => reservations::run(a),
+        Command::Hooks(a) => hooks::run(a),
         Command::Untrust(a) => trust::run_untrust(a),
         Command::Turn(a) => turn::run(a),
         Command::Fresh(a) => turn::run_fresh(a),

@@ -142,3 +142,22 @@ pub fn assert_count(dir: &Path, n: usize) -> Vec<String> {
     assert_eq!(names.len(), n, "entries of {}: {names:?}", dir.display());
     names
 }
+
+/// The findings with `code` in a `swarm doctor --json` report.
+pub fn doctor_findings(report: &serde_json::Value, code: &str) -> Vec<serde_json::Value> {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["findings"].as_array().unwrap().clone())
+        .filter(|f| f["code"] == code)
+        .collect()
+}
+
+/// Their messages.
+pub fn doctor_messages(report: &serde_json::Value, code: &str) -> Vec<String> {
+    doctor_findings(report, code)
+        .iter()
+        .map(|f| f["message"].as_str().unwrap().to_string())
+        .collect()
+}
