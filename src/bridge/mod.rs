@@ -11,6 +11,7 @@
 
 pub mod control;
 pub mod control_index;
+pub mod control_receive;
 pub mod control_view;
 pub mod control_wait;
 pub mod events;

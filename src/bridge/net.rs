@@ -11,6 +11,7 @@ use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy, stream, A
 use futures_util::StreamExt;
 
 use super::control;
+use super::control_receive;
 use super::events::{self, Mirror};
 use super::inbound::{self, Verdict};
 use super::outbound;
@@ -808,21 +809,21 @@ async fn control_apply_loop(s: Arc<Settings>, js: jetstream::Context, log: Share
             let from = publisher(&m, &prefix);
             let payload = m.payload.to_vec();
             let (s2, f2) = (s.clone(), from.clone());
-            let outcome = blocking(move || control::receive(&s2, &f2, &payload)).await;
+            let outcome = blocking(move || control_receive::receive(&s2, &f2, &payload)).await;
             let ack = match outcome {
-                control::Outcome::Applied => {
+                control_receive::Outcome::Applied => {
                     log.line("control", &format!("applied a record from {from}"));
                     m.ack().await
                 }
-                control::Outcome::Again => m.ack().await,
-                control::Outcome::Refused(why) => {
+                control_receive::Outcome::Again => m.ack().await,
+                control_receive::Outcome::Refused(why) => {
                     log.line(
                         "rejected",
                         &format!("control record on {}: {why}", m.subject),
                     );
                     m.ack_with(AckKind::Term).await
                 }
-                control::Outcome::Wait(why) => {
+                control_receive::Outcome::Wait(why) => {
                     log.deferred_once("control-apply", &why);
                     m.ack_with(AckKind::Nak(Some(RETRY))).await
                 }

@@ -13,7 +13,7 @@ use crate::protocol::layout::Project;
 use crate::protocol::swarmforge_conf::error_prefix;
 
 /// POSIX single-quoting.
-pub use super::shims::{quote as sq, quote_path as sqp};
+use crate::sys::shell::{quote as sq, quote_path as sqp};
 
 pub(super) fn wants_auto_approve(extra: &str) -> bool {
     extra.contains("--always-approve")
@@ -244,7 +244,7 @@ pub(super) fn env_prelude(project: &Project, r: &PlannedRole) -> Result<String> 
         sqp(&shim_dir(project)),
         sqp(&shims::own_bin_dir()?),
     );
-    for (k, v) in crate::launch::agents::mcp::env(project, r)? {
+    for (k, v) in crate::launch::role_mcp::env(project, r)? {
         s.push_str(&format!("export {k}={}\n", sqp(&v)));
     }
     // Other roles' secrets (launch::secrets): the tmux server has them all.

@@ -344,7 +344,7 @@ pub fn wrap_shell(plan: &Plan, r: &PlannedRole, cmd: &str) -> Result<String> {
     if !enabled(plan) || r.is_human() {
         return Ok(cmd.to_string());
     }
-    let q = crate::launch::shims::quote;
+    let q = crate::sys::shell::quote;
     let mut out = q(&program());
     for a in args(plan, r)? {
         out.push(' ');

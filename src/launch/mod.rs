@@ -35,6 +35,7 @@ pub mod primer;
 pub mod process;
 pub mod repo;
 pub mod role_branch;
+pub mod role_mcp;
 pub mod secrets;
 pub mod sessions;
 pub mod shims;

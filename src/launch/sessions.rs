@@ -11,9 +11,10 @@ use crate::launch::plan::{Plan, PlannedRole};
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
 
-use super::command::{agent_command, env_prelude, sq, sqp};
+use super::command::{agent_command, env_prelude};
 use super::process::stop_groups;
 use crate::protocol::launch_files::{agent_state_file, run_file, sessions_file, tmux_env_file};
+use crate::sys::shell::{quote as sq, quote_path as sqp};
 use crate::sys::tmux::{self, ok as tmux_ok};
 
 pub(crate) fn has_session(sock: &Path, session: &str) -> bool {

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
+use crate::sys::shell::quote;
 
 /// One wrapper: its file name, the binary it runs and the fixed leading arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,8 +46,6 @@ pub const SHIMS: &[Shim] = &[
 
 /// Mode of every wrapper.
 pub const MODE: u32 = 0o755;
-
-pub use crate::sys::shell::{quote, quote_path};
 
 /// The wrapper text: `#!/bin/sh`, then `exec '<bin_dir>/<binary>' [args] "$@"`.
 pub fn script(bin_dir: &str, shim: &Shim) -> String {

@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::command::{agent_command, agent_path, sq, sqp};
+use super::command::{agent_command, agent_path};
 use super::process::{detach, group_alive, kill, lock_holder, start_time, stop_groups};
 use super::sessions::{has_session, start_sessions, stop_tmux, write_session_files};
 use super::{GRACE, MAX_STALLS, TICK};
@@ -17,6 +17,7 @@ use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
 use crate::protocol::launch_files::{agent_log, agent_parked_file, agent_pid_file, agents_dir};
 use crate::protocol::layout::Worktree;
 use crate::protocol::store;
+use crate::sys::shell::{quote as sq, quote_path as sqp};
 
 /// How `up` runs.
 #[derive(Clone, Debug, Default)]
@@ -309,7 +310,7 @@ impl<'a> Running<'a> {
             .env("SWARMFORGE_ROLE", &r.name)
             .env("SWARMFORGE_PROJECT", &project.root)
             .env("PATH", agent_path(project)?)
-            .envs(super::agents::mcp::env(project, r)?)
+            .envs(super::role_mcp::env(project, r)?)
             .env_remove("TMUX")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

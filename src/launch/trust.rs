@@ -116,7 +116,7 @@ impl Stores {
 /// The CLI a role runs that has a folder-trust dialog (a preset, a
 /// SwarmForge model agent, or a command line starting it).
 pub fn cli_of(r: &PlannedRole) -> Option<Cli> {
-    crate::launch::agents::mcp::cli_of(&r.agent)
+    crate::launch::role_mcp::cli_of(&r.agent)
 }
 
 /// One worktree a CLI must trust.

@@ -110,7 +110,7 @@ pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Ou
     if super::confine::needed(plan) {
         super::confine::check()?;
     }
-    super::agents::mcp::check(plan)?;
+    super::role_mcp::check(plan)?;
     let report = init::init(plan)?;
     for c in &report.changes {
         say(c);
@@ -121,7 +121,7 @@ pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Ou
     for note in write_prompts(plan)? {
         say(&note);
     }
-    for p in super::agents::mcp::write_all(plan, &shims::own_bin_dir()?.join("swarm"))? {
+    for p in super::role_mcp::write_all(plan, &shims::own_bin_dir()?.join("swarm"))? {
         say(&format!("MCP configuration: {}", p.display()));
     }
     if plan.config.reservations == crate::protocol::config::ReservationsMode::Guard {

@@ -162,7 +162,7 @@ pub fn add(project: &Project, req: &AddRequest, say: &mut dyn FnMut(&str)) -> Re
     for note in sessions::write_prompts(&plan)? {
         say(&note);
     }
-    for p in crate::launch::agents::mcp::write_all(&plan, &shims::own_bin_dir()?.join("swarm"))? {
+    for p in crate::launch::role_mcp::write_all(&plan, &shims::own_bin_dir()?.join("swarm"))? {
         say(&format!("MCP configuration: {}", p.display()));
     }
     wait_for_daemon(project, seats.generation)?;

@@ -38,9 +38,8 @@ use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::pending_approval::{self, Problem};
+use crate::protocol::rejected_tasks;
 use crate::protocol::store;
-
-use super::rejected;
 
 /// One held original.
 #[derive(Clone, Debug, Serialize)]
@@ -249,7 +248,7 @@ pub fn save_comments(project: &Project, id: &str, doc: &str, comments: &str) -> 
     }
     // And the task's history (upstream's `append-task-review!`).
     match message_of(project, &h.path) {
-        Some(m) => rejected::record(project, &m, &[doc.to_string()], text),
+        Some(m) => rejected_tasks::record(project, &m, &[doc.to_string()], text),
         None => Ok(()),
     }
 }
@@ -274,7 +273,7 @@ pub fn approve(project: &Project, id: &str, seen: &str, via: &str) -> Result<Pat
     }
     record_approval(project, id, seen, &who(), via)?;
     // Approved: its task's review history is done with (upstream drops it).
-    rejected::forget(project, &msg)?;
+    rejected_tasks::forget(project, &msg)?;
     let ev = Event::new(Kind::Approved)
         .path(&h.path)
         .reason(format!("by {} via {via}", who()))
@@ -361,7 +360,7 @@ pub fn carried_approval(project: &Project, copy: &Message) -> Option<String> {
 
 /// Denies a held handoff: refused to its sender's `failed/` with
 /// `<name>.error` saying why, like a refusal by the daemon. The reason is
-/// kept in its task's review history (person::rejected).
+/// kept in its task's review history (protocol::rejected_tasks).
 pub fn deny(project: &Project, id: &str, reason: &str, via: &str) -> Result<PathBuf> {
     deny_as(project, id, reason, via, Some(reason))
 }
@@ -383,7 +382,7 @@ pub fn deny_as(
     // Before it moves: a history that cannot be written stops the denial.
     if let (Some(m), Some(text)) = (&m, history) {
         let reviewed: Vec<String> = h.reviews.keys().cloned().collect();
-        rejected::record(project, m, &reviewed, text)?;
+        rejected_tasks::record(project, m, &reviewed, text)?;
     }
     let wt = sender_worktree(&h.path);
     let wt = Worktree::new(wt);

@@ -5,7 +5,7 @@
 //! - its review history: every comment a person saves on one of its
 //!   documents, and the comments it is sent back (or denied) with, are
 //!   appended to `.swarmforge/rejected-tasks/<task-id>/reviews.json`
-//!   (protocol::rejected_tasks); approving the task drops it;
+//!   (protocol::rejected_tasks, which holds and drops it);
 //! - a snapshot of its commit, before anything else: branches
 //!   `rejected/<task-id>/<n>` and `rejected/<task-id>/latest` in the
 //!   sender's repository, on Retry and on Delete;
@@ -26,7 +26,6 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::fsx;
-use crate::protocol::clock;
 use crate::protocol::header::{names, Message};
 use crate::protocol::layout::Project;
 use crate::protocol::rejected_tasks as store;
@@ -62,32 +61,6 @@ pub struct Deleted {
 /// keeps a task-less hold under its own id).
 fn task_key(m: &Message, id: &str) -> String {
     store::task_of(m).unwrap_or_else(|| id.to_string())
-}
-
-/// Appends `text` to the history of the documents of held message `m`
-/// (its artifacts and those a person commented on) under its task.
-pub fn record(project: &Project, m: &Message, reviewed: &[String], text: &str) -> Result<()> {
-    let Some(task) = store::task_of(m) else {
-        return Ok(());
-    };
-    let mut docs = store::documents_of(m);
-    for d in reviewed {
-        if !docs.contains(d) {
-            docs.push(d.clone());
-        }
-    }
-    store::append(project, &task, &docs, text, &clock::iso_now())
-        .map_err(|e| Error::io(store::reviews_file(project, &task), e))
-}
-
-/// Drops the history of held message `m`'s task (it was approved).
-pub fn forget(project: &Project, m: &Message) -> Result<()> {
-    match store::task_of(m) {
-        Some(task) => {
-            store::drop(project, &task).map_err(|e| Error::io(store::task_dir(project, &task), e))
-        }
-        None => Ok(()),
-    }
 }
 
 /// Keeps `commit` under `rejected/<task>/<n>` (the first free `n`, never

@@ -2,7 +2,7 @@
 //! default (documented in the README); unknown keys are errors, reported with
 //! line and column.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -63,11 +63,11 @@ pub struct Config {
     /// Agent definitions roles start from (`from:`; docs/lineups.md).
     pub agents: Vec<RoleConfig>,
     /// Who may change the running lineup by message (docs/lineups.md).
-    pub lineup: crate::protocol::lineup::LineupConfig,
+    pub lineup: LineupConfig,
     /// The lineup changes merged in from `.swarmforge/lineup.json`
     /// (never read from swarm.yaml).
     #[serde(skip)]
-    pub seats: crate::protocol::lineup::Seats,
+    pub seats: Seats,
 }
 
 /// What file reservations do at commit time.
@@ -111,8 +111,8 @@ impl Default for Config {
             budget: None,
             otel: OtelConfig::default(),
             agents: Vec::new(),
-            lineup: crate::protocol::lineup::LineupConfig::default(),
-            seats: crate::protocol::lineup::Seats::default(),
+            lineup: LineupConfig::default(),
+            seats: Seats::default(),
         }
     }
 }
@@ -610,18 +610,84 @@ pub const MIN_LOG_BYTES: u64 = 1024;
 /// Largest config file read.
 pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 
+/// `lineup:` in swarm.yaml.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LineupConfig {
+    /// Roles whose `seat_request` messages the daemon acts on; any other
+    /// role's is refused with a reason.
+    pub may_change: Vec<String>,
+}
+
+/// A role taken out of the lineup: its worktree stays (its branch and its
+/// completed mail are history), so audits still read it.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Retired {
+    pub name: String,
+    pub worktree_name: String,
+    pub worktree_path: PathBuf,
+    /// When it was removed (ISO 8601 UTC).
+    pub at: String,
+}
+
+/// The lineup's changes, as stored.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Seats {
+    /// Bumped by every write; the daemon reports the one it acts on.
+    pub generation: u64,
+    /// Roles added after swarm.yaml was written (a role of the same name in
+    /// swarm.yaml wins: a person's file is never overruled).
+    pub added: Vec<RoleConfig>,
+    /// Roles being removed: refused as recipients, still in roles.tsv.
+    pub leaving: Vec<String>,
+    /// Roles removed.
+    pub removed: Vec<Retired>,
+}
+
+impl Seats {
+    pub fn is_leaving(&self, role: &str) -> bool {
+        self.leaving.iter().any(|r| r == role)
+    }
+
+    pub fn retired(&self, role: &str) -> Option<&Retired> {
+        self.removed.iter().find(|r| r.name == role)
+    }
+
+    /// Why mail for `role` is refused now, if it is.
+    pub fn refusal(&self, role: &str) -> Option<String> {
+        if self.is_leaving(role) {
+            Some(format!(
+                "role {role} is being removed from the lineup (swarm role remove)"
+            ))
+        } else {
+            self.retired(role).map(|r| {
+                format!(
+                    "role {role} was removed from the lineup at {} (swarm role remove)",
+                    r.at
+                )
+            })
+        }
+    }
+}
+
 impl Config {
-    pub fn parse(text: &str) -> std::result::Result<Config, String> {
+    /// swarm.yaml's text as written: agent definitions not resolved yet,
+    /// nothing checked (`Config::parse` in `config_read` does both).
+    pub(crate) fn from_text(text: &str) -> std::result::Result<Config, String> {
         if text.trim().is_empty() {
             return Ok(Config::default());
         }
-        let mut c = serde_saphyr::from_str::<Config>(text).map_err(|e| e.to_string())?;
-        crate::protocol::lineup::definitions::resolve(&mut c, text)?;
-        c.check_allowed_types()?;
-        c.check_ranges()?;
-        c.check_hosts()?;
-        c.check_spending()?;
-        Ok(c)
+        serde_saphyr::from_str::<Config>(text).map_err(|e| e.to_string())
+    }
+
+    /// The checks a config passes once its definitions are resolved.
+    pub(crate) fn check(&self) -> std::result::Result<(), String> {
+        self.check_allowed_types()?;
+        self.check_ranges()?;
+        self.check_hosts()?;
+        self.check_spending()
     }
 
     /// Hosts, the bridge URL and every role's host (docs/bridge.md).
@@ -791,28 +857,6 @@ impl Config {
             v.push(SEAT_REQUEST.name);
         }
         v
-    }
-
-    /// Loads `path`; a missing file means every default.
-    pub fn load(path: &Path) -> Result<Config> {
-        let bytes = match crate::fsx::read_bounded(path, MAX_CONFIG_BYTES) {
-            Ok(b) => b,
-            Err(crate::fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(Config::default())
-            }
-            Err(e) => return Err(Error::bad_file(path, e)),
-        };
-        let text =
-            String::from_utf8(bytes).map_err(|_| Error::bad_file(path, "not valid UTF-8"))?;
-        let mut c = Config::parse(&text).map_err(|e| {
-            Error::bad_file_hint(
-                path,
-                e,
-                "every key is optional; see the README section \"swarm.yaml\"",
-            )
-        })?;
-        crate::protocol::lineup::state::merge(&mut c, path)?;
-        Ok(c)
     }
 
     pub fn role(&self, name: &str) -> Option<&RoleConfig> {

@@ -6,6 +6,7 @@
 pub mod audit_pending;
 pub mod clock;
 pub mod config;
+pub mod config_read;
 pub mod dashboard;
 pub mod delivery_retry;
 pub mod draft;

@@ -230,6 +230,43 @@ pub fn append(
     }
 }
 
+/// Appends `text` to the history of the documents of held message `m`
+/// (its artifacts and those a person commented on) under its task.
+pub fn record(
+    project: &Project,
+    m: &Message,
+    reviewed: &[String],
+    text: &str,
+) -> crate::error::Result<()> {
+    let Some(task) = task_of(m) else {
+        return Ok(());
+    };
+    let mut docs = documents_of(m);
+    for d in reviewed {
+        if !docs.contains(d) {
+            docs.push(d.clone());
+        }
+    }
+    append(
+        project,
+        &task,
+        &docs,
+        text,
+        &crate::protocol::clock::iso_now(),
+    )
+    .map_err(|e| crate::error::Error::io(reviews_file(project, &task), e))
+}
+
+/// Drops the history of held message `m`'s task (it was approved).
+pub fn forget(project: &Project, m: &Message) -> crate::error::Result<()> {
+    match task_of(m) {
+        Some(task) => {
+            drop(project, &task).map_err(|e| crate::error::Error::io(task_dir(project, &task), e))
+        }
+        None => Ok(()),
+    }
+}
+
 /// Removes a task's review history, and its folder when that leaves it
 /// empty (upstream's `drop-task-reviews!`).
 pub fn drop(project: &Project, task_id: &str) -> std::io::Result<()> {

@@ -33,7 +33,9 @@ const APP_CSS: &str = include_str!("assets/app.css");
 /// The most messages one `load earlier` returns.
 const PAGE_LIMIT: usize = 500;
 
-pub fn router(app: Arc<App>) -> Router {
+/// The cockpit's own routes; `serve` adds SwarmForge's (`swarmforge`), the
+/// fallbacks and the token guard.
+pub fn routes() -> Router<Arc<App>> {
     Router::new()
         .route("/", get(index))
         .route(
@@ -59,7 +61,12 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/send", post(send_as_human))
         .route("/api/inbox/done", post(inbox_done))
         .route("/api/choose", post(choose))
-        .merge(super::swarmforge::routes())
+}
+
+/// Every route of `swarm serve`, behind the token guard.
+pub fn router(app: Arc<App>, more: Router<Arc<App>>) -> Router {
+    routes()
+        .merge(more)
         .fallback(not_found)
         .method_not_allowed_fallback(not_allowed)
         .layer(axum::middleware::from_fn_with_state(

@@ -84,7 +84,7 @@ pub fn run(project: Project, opts: &Options, on_url: &mut dyn FnMut(&str)) -> Re
         });
         stream::watch(app.clone());
         on_url(&format!("{url}/?token={}", app.token));
-        listen::serve(listener, api::router(app)).await;
+        listen::serve(listener, api::router(app, swarmforge::routes())).await;
         Ok(())
     })
 }

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use super::mcp::{merge_server, read_object, write_json, Server, SERVER};
 use super::{merge_hook, model_flag, Launch, Preset};
 use crate::error::Result;
-use crate::launch::command::{sq, sqp};
 use crate::protocol::config::Permission;
+use crate::sys::shell::{quote as sq, quote_path as sqp};
 
 pub struct Claude;
 

@@ -13,9 +13,9 @@ use super::mcp::{Server, SERVER};
 use super::{merge_hook, model_flag, Launch, Preset};
 use crate::error::{Error, Result};
 use crate::fsx;
-use crate::launch::command::{sq, sqp};
 use crate::launch::repo::write_if_changed;
 use crate::protocol::config::Permission;
+use crate::sys::shell::{quote as sq, quote_path as sqp};
 
 pub struct Codex;
 

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use super::mcp::{merge_server, Server};
 use super::{merge_hook, model_flag, Launch, Preset};
 use crate::error::Result;
-use crate::launch::command::sq;
 use crate::protocol::config::Permission;
+use crate::sys::shell::quote as sq;
 
 pub struct Gemini;
 

@@ -4,38 +4,21 @@
 //! which files is each preset's (`Preset::write_mcp`, `Preset::mcp_env`):
 //! Claude Code's `.mcp.json` and `.claude/settings.local.json`, Codex's
 //! `.codex/config.toml` with `CODEX_HOME` pointed there, Gemini CLI's
-//! `.gemini/settings.json`. This module holds what they share.
-//!
-//! The server is named `swarm` and started as `swarm --root <worktree> mcp
-//! --role <role>`, so it needs no inherited environment (Codex passes only a
-//! short whitelist to its servers). JSON files are merged (other keys kept).
+//! `.gemini/settings.json`. This module holds what the presets share: the
+//! server's name and command, and merging it into a JSON file (other keys
+//! kept). Which roles get it, and the checks on the plan, are
+//! `launch::role_mcp`'s.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::Cli;
 use crate::error::{Error, Result};
 use crate::fsx;
-use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
 use crate::launch::repo::write_if_changed;
-use crate::protocol::config::Config;
-use crate::protocol::layout::Project;
 
 /// The server's name in every agent's configuration.
 pub const SERVER: &str = "swarm";
-
-/// The preset CLI a role runs: a SwarmForge model name, or the first word
-/// of its command line (a path's last part).
-pub fn cli_of(agent: &AgentSpec) -> Option<Cli> {
-    let word = match agent {
-        AgentSpec::Human | AgentSpec::Api => return None,
-        AgentSpec::Model { name, .. } => name.as_str(),
-        AgentSpec::Preset { cli, .. } => cli.name(),
-        AgentSpec::Command(c) => c.split_whitespace().next()?,
-    };
-    Cli::parse(word.rsplit('/').next()?)
-}
 
 /// How the agent starts the `swarm` server.
 pub struct Server {
@@ -50,80 +33,8 @@ impl Server {
     }
 }
 
-fn wants_mcp(config: &Config, role: &str) -> bool {
-    config.roles.iter().any(|r| r.name == role && r.mcp)
-}
-
-/// The command line of the server for role `r`.
-fn server(swarm: &Path, r: &PlannedRole) -> Server {
-    Server {
-        command: swarm.display().to_string(),
-        args: vec![
-            "--root".into(),
-            r.worktree_path.display().to_string(),
-            "mcp".into(),
-            "--role".into(),
-            r.name.clone(),
-        ],
-    }
-}
-
-/// Extra environment for the role's agent (what its CLI needs to find the
-/// configuration, when it has `mcp: true`), read from the project's config.
-pub fn env(project: &Project, r: &PlannedRole) -> Result<Vec<(&'static str, PathBuf)>> {
-    let config = Config::load(&project.config_file())?;
-    Ok(match cli_of(&r.agent) {
-        Some(cli) if wants_mcp(&config, &r.name) => cli.preset().mcp_env(&r.worktree_path),
-        _ => Vec::new(),
-    })
-}
-
-/// Checks the plan: a role with `mcp: true` runs a CLI we can configure and
-/// has a worktree of its own (the configuration is per folder).
-pub fn check(plan: &Plan) -> Result<()> {
-    let path = plan.project.config_file();
-    for r in plan
-        .roles
-        .iter()
-        .filter(|r| wants_mcp(&plan.config, &r.name))
-    {
-        if cli_of(&r.agent).is_none() {
-            return Err(Error::bad_file_hint(
-                &path,
-                format!(
-                    "role '{}' has `mcp: true`, but its agent is not claude, codex or gemini.",
-                    r.name
-                ),
-                "remove `mcp: true`, or start the agent with one of those commands",
-            ));
-        }
-        // The configuration is per folder: another agent of the same CLI
-        // there would load this role's server and act as this role.
-        let shared = plan.roles.iter().find(|o| {
-            o.name != r.name
-                && o.worktree_path == r.worktree_path
-                && (wants_mcp(&plan.config, &o.name)
-                    || (cli_of(&o.agent).is_some() && cli_of(&o.agent) == cli_of(&r.agent)))
-        });
-        if let Some(o) = shared {
-            return Err(Error::bad_file_hint(
-                &path,
-                format!(
-                    "role '{}' has `mcp: true` and shares its folder ({}) with role '{}', whose agent would load the same MCP configuration and act as '{}'.",
-                    r.name,
-                    r.worktree_path.display(),
-                    o.name,
-                    r.name
-                ),
-                format!("give role '{}' a worktree of its own", r.name),
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// Reads a JSON object to merge into; a missing file is an empty object.
-pub(super) fn read_object(path: &Path) -> Result<serde_json::Map<String, Value>> {
+pub(crate) fn read_object(path: &Path) -> Result<serde_json::Map<String, Value>> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
@@ -139,7 +50,7 @@ pub(super) fn read_object(path: &Path) -> Result<serde_json::Map<String, Value>>
     }
 }
 
-pub(super) fn write_json(path: &Path, v: &Value) -> Result<()> {
+pub(crate) fn write_json(path: &Path, v: &Value) -> Result<()> {
     if let Some(dir) = path.parent() {
         fsx::ensure_dirs(&[dir]).map_err(|e| Error::io(dir, e))?;
     }
@@ -149,7 +60,7 @@ pub(super) fn write_json(path: &Path, v: &Value) -> Result<()> {
 }
 
 /// Sets `obj[key][SERVER] = entry`, keeping the other servers.
-pub(super) fn merge_server(path: &Path, key: &str, entry: Value) -> Result<()> {
+pub(crate) fn merge_server(path: &Path, key: &str, entry: Value) -> Result<()> {
     let mut obj = read_object(path)?;
     let servers = obj.entry(key.to_string()).or_insert_with(|| json!({}));
     if !servers.is_object() {
@@ -157,53 +68,4 @@ pub(super) fn merge_server(path: &Path, key: &str, entry: Value) -> Result<()> {
     }
     servers[SERVER] = entry;
     write_json(path, &Value::Object(obj))
-}
-
-/// Writes the configuration of every role with `mcp: true`; returns the
-/// files written (for `swarm up`'s report).
-pub fn write_all(plan: &Plan, swarm: &Path) -> Result<Vec<PathBuf>> {
-    check(plan)?;
-    let mut out = Vec::new();
-    let mut excludes: Vec<String> = Vec::new();
-    for r in plan
-        .roles
-        .iter()
-        .filter(|r| wants_mcp(&plan.config, &r.name))
-    {
-        if let Some(cli) = cli_of(&r.agent) {
-            let files = cli
-                .preset()
-                .write_mcp(&r.worktree_path, &r.name, &server(swarm, r))?;
-            for f in &files {
-                if let Ok(rel) = f.strip_prefix(&r.worktree_path) {
-                    excludes.push(format!("/{}", rel.display()));
-                }
-            }
-            out.extend(files);
-        }
-    }
-    // Absolute paths of this machine: an agent's `git add -A` must not
-    // commit them (a tracked file of the same name is not affected).
-    excludes.sort_unstable();
-    excludes.dedup();
-    if !excludes.is_empty() && plan.project.root.join(".git").exists() {
-        let refs: Vec<&str> = excludes.iter().map(String::as_str).collect();
-        crate::launch::repo::add_excludes(&plan.project.root, &refs)?;
-    }
-    Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn clis_by_command() {
-        let c = |s: &str| cli_of(&AgentSpec::Command(s.into()));
-        assert_eq!(c("claude --model x"), Some(Cli::Claude));
-        assert_eq!(c("/usr/local/bin/codex -C ."), Some(Cli::Codex));
-        assert_eq!(c("gemini"), Some(Cli::Gemini));
-        assert_eq!(c("sh agent.sh"), None);
-        assert_eq!(cli_of(&AgentSpec::Human), None);
-    }
 }

@@ -24,8 +24,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Map, Value};
 
 use crate::error::Result;
-use crate::launch::shims::{quote as sq, quote_path as sqp};
 use crate::protocol::config::Permission;
+use crate::sys::shell::{quote as sq, quote_path as sqp};
 
 /// The CLIs with a preset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,66 +10,12 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
-use crate::protocol::config::{Config, RoleConfig, MAX_CONFIG_BYTES};
+use crate::protocol::config::{Config, MAX_CONFIG_BYTES};
+pub use crate::protocol::config::{Retired, Seats};
 use crate::protocol::layout::Project;
 use crate::protocol::roles::{ReceiveMode, Role, Roles};
-
-/// A role taken out of the lineup: its worktree stays (its branch and its
-/// completed mail are history), so audits still read it.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(default, deny_unknown_fields)]
-pub struct Retired {
-    pub name: String,
-    pub worktree_name: String,
-    pub worktree_path: PathBuf,
-    /// When it was removed (ISO 8601 UTC).
-    pub at: String,
-}
-
-/// The lineup's changes, as stored.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct Seats {
-    /// Bumped by every write; the daemon reports the one it acts on.
-    pub generation: u64,
-    /// Roles added after swarm.yaml was written (a role of the same name in
-    /// swarm.yaml wins: a person's file is never overruled).
-    pub added: Vec<RoleConfig>,
-    /// Roles being removed: refused as recipients, still in roles.tsv.
-    pub leaving: Vec<String>,
-    /// Roles removed.
-    pub removed: Vec<Retired>,
-}
-
-impl Seats {
-    pub fn is_leaving(&self, role: &str) -> bool {
-        self.leaving.iter().any(|r| r == role)
-    }
-
-    pub fn retired(&self, role: &str) -> Option<&Retired> {
-        self.removed.iter().find(|r| r.name == role)
-    }
-
-    /// Why mail for `role` is refused now, if it is.
-    pub fn refusal(&self, role: &str) -> Option<String> {
-        if self.is_leaving(role) {
-            Some(format!(
-                "role {role} is being removed from the lineup (swarm role remove)"
-            ))
-        } else {
-            self.retired(role).map(|r| {
-                format!(
-                    "role {role} was removed from the lineup at {} (swarm role remove)",
-                    r.at
-                )
-            })
-        }
-    }
-}
 
 pub fn file(project: &Project) -> PathBuf {
     project.swarmforge().join("lineup.json")
@@ -222,6 +168,7 @@ pub fn apply(config: &mut Config, seats: Seats) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::config::RoleConfig;
 
     #[test]
     fn removed_roles_leave_and_added_ones_join_without_overruling_the_file() {

@@ -1,0 +1,50 @@
+//! How swarm.yaml becomes the [`Config`] every reader sees: parsed, each
+//! role's agent definition resolved (`lineup::definitions`), checked, and
+//! the running lineup's changes merged in (`lineup::state`,
+//! docs/lineups.md).
+//!
+//! Apart from `config` (the shape of the file and its checks) so that the
+//! config's types do not import the lineup code that reads and edits them:
+//! `config` ← `lineup` ← `config_read`, no circle.
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::protocol::config::{Config, MAX_CONFIG_BYTES};
+use crate::protocol::lineup::{definitions, state};
+
+impl Config {
+    /// swarm.yaml's text as a checked config (definitions resolved; the
+    /// lineup's changes not merged: that needs the project, see `load`).
+    pub fn parse(text: &str) -> std::result::Result<Config, String> {
+        let mut c = Config::from_text(text)?;
+        if text.trim().is_empty() {
+            return Ok(c);
+        }
+        definitions::resolve(&mut c, text)?;
+        c.check()?;
+        Ok(c)
+    }
+
+    /// Loads `path`; a missing file means every default.
+    pub fn load(path: &Path) -> Result<Config> {
+        let bytes = match crate::fsx::read_bounded(path, MAX_CONFIG_BYTES) {
+            Ok(b) => b,
+            Err(crate::fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Config::default())
+            }
+            Err(e) => return Err(Error::bad_file(path, e)),
+        };
+        let text =
+            String::from_utf8(bytes).map_err(|_| Error::bad_file(path, "not valid UTF-8"))?;
+        let mut c = Config::parse(&text).map_err(|e| {
+            Error::bad_file_hint(
+                path,
+                e,
+                "every key is optional; see the README section \"swarm.yaml\"",
+            )
+        })?;
+        state::merge(&mut c, path)?;
+        Ok(c)
+    }
+}
