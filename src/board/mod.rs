@@ -41,7 +41,7 @@ use crate::protocol::grammar::{self, MessageType};
 use crate::protocol::header::{names, Message};
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
-use crate::protocol::sequence;
+use crate::protocol::store;
 use crate::protocol::trail::{Original, Place, Scope, Trail};
 
 pub use routes::Routes;
@@ -421,7 +421,7 @@ pub fn read(project: &Project) -> Result<Option<Board>> {
     match fsx::read_bounded(&path, MAX_BOARD_BYTES) {
         Ok(b) => Ok(Some(Board::parse(&String::from_utf8_lossy(&b)))),
         Err(fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::env(format!("{}: {e}", path.display()))),
+        Err(e) => Err(Error::bad_file(&path, e)),
     }
 }
 
@@ -776,7 +776,7 @@ pub fn new_card(project: &Project, kind: &str, name: &str, text: &str) -> Result
         text.push('\n');
     }
     fsx::replace(&tmp_dir(project), &text_path, text.as_bytes()).at(&text_path)?;
-    let queued = queue_birth(&wt, kind, name, &first, &text)?;
+    let queued = queue_birth(project, &wt, kind, name, &first, &text)?;
     sync_locked(project, &routes)?;
     Ok(NewCard {
         name: name.to_string(),
@@ -787,33 +787,37 @@ pub fn new_card(project: &Project, kind: &str, name: &str, text: &str) -> Result
     })
 }
 
-/// The note that starts a card, published into the first role's outbox.
-fn queue_birth(wt: &Worktree, kind: &str, name: &str, first: &str, text: &str) -> Result<PathBuf> {
-    fsx::ensure_dirs(&wt.send_dirs()).at(wt.handoffs())?;
-    let now = clock::now();
-    let seq = sequence::next(wt)?;
-    let id = grammar::message_id(now, seq, grammar::DAEMON);
+/// The note that starts a card, published into the first role's outbox
+/// (its id from handoffd's own counter: cards start in several worktrees).
+fn queue_birth(
+    project: &Project,
+    wt: &Worktree,
+    kind: &str,
+    name: &str,
+    first: &str,
+    text: &str,
+) -> Result<PathBuf> {
     let message = format!("New card: {name}");
-    let mut msg = Message::default();
-    msg.set(names::ID, &id);
-    msg.set(names::FROM, grammar::DAEMON);
-    msg.set(names::TO, first);
-    msg.set(names::PRIORITY, "50");
-    msg.set(names::TYPE, MessageType::Note.name());
-    msg.set(names::TASK, name);
-    msg.set(CARD_TYPE, kind);
-    msg.set(names::MESSAGE, &message);
-    msg.set(names::CREATED_AT, clock::iso(now));
     let said = if text.is_empty() {
         format!("{message}\n")
     } else {
         text.to_string()
     };
-    msg.body = format!("{}\n\n{said}", crate::protocol::draft::BODY_PREAMBLE);
-    let file = grammar::file_name("50", &id, &[first.to_string()]);
-    let dest = wt.outbox().join(file);
-    fsx::publish(&wt.outbox_tmp(), &dest, msg.render().as_bytes()).at(&dest)?;
-    Ok(dest)
+    let queued = store::enqueue_from_daemon(project, wt, |id, now| {
+        let mut msg = Message::default();
+        msg.set(names::ID, id);
+        msg.set(names::FROM, grammar::DAEMON);
+        msg.set(names::TO, first);
+        msg.set(names::PRIORITY, "50");
+        msg.set(names::TYPE, MessageType::Note.name());
+        msg.set(names::TASK, name);
+        msg.set(CARD_TYPE, kind);
+        msg.set(names::MESSAGE, &message);
+        msg.set(names::CREATED_AT, clock::iso(now));
+        msg.body = format!("{}\n\n{said}", crate::protocol::draft::BODY_PREAMBLE);
+        msg
+    })?;
+    Ok(queued.path)
 }
 
 /// Whether `msg`, sitting in the outbox of `owner`, is a card's birth note

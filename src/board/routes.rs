@@ -65,7 +65,7 @@ impl Routes {
             )
         } else {
             let bytes = crate::fsx::read_bounded(&conf, MAX_CONFIG_BYTES)
-                .map_err(|e| Error::env(format!("{}: {e}", conf.display())))?;
+                .map_err(|e| Error::bad_file(&conf, e))?;
             let text = String::from_utf8_lossy(&bytes);
             // Agents and prompts are `swarm up`'s business; only the routes
             // and tokens are read here.

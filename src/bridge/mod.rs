@@ -63,8 +63,13 @@ impl Settings {
                 "set `bridge: nats://host:4222` and `hosts:` (see docs/bridge.md)",
             ));
         };
-        let host = crate::protocol::config::this_host(project, &config)?
-            .ok_or_else(|| Error::env("the bridge needs `hosts:` in swarm.yaml"))?;
+        let host = crate::protocol::config::this_host(project, &config)?.ok_or_else(|| {
+            Error::bad_file_hint(
+                project.config_file(),
+                "the bridge needs `hosts:`",
+                "list every host under `hosts:` (see docs/bridge.md)",
+            )
+        })?;
         Ok(Settings {
             project: project.clone(),
             config,

@@ -100,7 +100,7 @@ impl State {
     fn tick(&mut self, d: &Duties) -> bool {
         let current = session::current(d.project).ok().flatten().map(|s| s.id);
         self.moderator
-            .tick(d.roles, d.config, d.journal, current.as_deref())
+            .tick(d.project, d.roles, d.config, d.journal, current.as_deref())
     }
 
     /// Between passes, while a digest request is open or a backoff runs: a

@@ -19,7 +19,7 @@ use crate::protocol::clock;
 use crate::protocol::config::Config;
 use crate::protocol::grammar::{self, DAEMON};
 use crate::protocol::header::Message;
-use crate::protocol::layout::Worktree;
+use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
 use crate::protocol::store;
 
@@ -134,6 +134,7 @@ impl Moderator {
     /// request is open. Returns true when a request was queued (run a pass).
     pub fn tick(
         &mut self,
+        project: &Project,
         roles: &Roles,
         config: &Config,
         journal: &Journal,
@@ -190,7 +191,7 @@ impl Moderator {
         // Exactly N per request, oldest first; the rest wait for the next one.
         let queue = self.pending.entry(session.to_string()).or_default();
         let ids: Vec<String> = queue.drain(..every).collect();
-        match publish_request(&wt, moderator, session, &ids) {
+        match publish_request(project, &wt, moderator, session, &ids) {
             Ok(name) => {
                 self.outstanding = Some(name);
                 true
@@ -273,12 +274,13 @@ fn finished_failed(wt: &Worktree, name: &str, max_bytes: u64) -> bool {
 /// Queues a `digest_request` from `handoffd` in the moderator's outbox
 /// (the store's one enqueue path); returns its file name.
 fn publish_request(
+    project: &Project,
     wt: &Worktree,
     moderator: &str,
     session: &str,
     ids: &[String],
 ) -> Result<String> {
-    let queued = store::enqueue(wt, DAEMON, |id, now| {
+    let queued = store::enqueue_from_daemon(project, wt, |id, now| {
         let mut m = Message::default();
         m.set(names::ID, id);
         m.set(names::FROM, DAEMON);

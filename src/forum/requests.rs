@@ -311,7 +311,7 @@ pub fn ask_daemon(project: &Project, role: &str, ask: &Ask) -> Result<Option<Str
                     .ok_or_else(|| Error::bad_file(&answer, "not an answer"))?;
                 return match a {
                     Answer::Done(record) => Ok(record),
-                    Answer::Refused(why) => Err(Error::env(why)),
+                    Answer::Refused(why) => Err(Error::conflict(why)),
                 };
             }
             Err(fsx::ReadRefusal::Io(e)) if e.kind() == io::ErrorKind::NotFound => {}

@@ -209,7 +209,7 @@ pub fn needs(plan: &Plan, roles: &[String]) -> Result<Vec<Need>> {
             .canonicalize()
             .at(&r.worktree_path)
             .map_err(|e| {
-                Error::env(format!(
+                Error::not_found(format!(
                     "{e}\n  hint: `swarm init` creates the worktree of role {}",
                     r.name
                 ))
@@ -242,17 +242,18 @@ fn read(file: &Path) -> Result<Option<String>> {
         Ok(_) => {}
     }
     let b = fsx::read_bounded(file, MAX_STORE)
-        .map_err(|e| Error::env(format!("cannot read {}: {e}", file.display())))?;
+        .map_err(|e| Error::bad_file(file, format!("cannot read it: {e}")))?;
     String::from_utf8(b)
         .map(Some)
-        .map_err(|_| Error::env(format!("{} is not UTF-8 text; not changed", file.display())))
+        .map_err(|_| Error::bad_file(file, "not UTF-8 text; not changed"))
 }
 
 fn bad(file: &Path, cause: impl std::fmt::Display) -> Error {
-    Error::env(format!(
-        "{} does not parse ({cause}); nothing in it was changed\n  hint: repair or move the file, then run the command again",
-        file.display()
-    ))
+    Error::bad_file_hint(
+        file,
+        format!("does not parse ({cause}); nothing in it was changed"),
+        "repair or move the file, then run the command again",
+    )
 }
 
 /// Replaces `file` atomically, keeping its mode (a new one is private),

@@ -84,7 +84,7 @@ fn role_config(project: &Project, req: &AddRequest) -> Result<RoleConfig> {
         }
     }
     let bad = |e: String| {
-        Error::env(format!(
+        Error::bad_input(format!(
             "swarm role add {}: {e}",
             crate::text::escape(&req.name)
         ))

@@ -221,7 +221,7 @@ fn carry_out(project: &Project, journal: &Journal, id: &str) -> std::io::Result<
     let note = match (note, outcome) {
         (Some(n), _) => n,
         (None, o) => {
-            let n = answer(&wt, &msg, &o.unwrap_or_default())?;
+            let n = answer(project, &msg, &o.unwrap_or_default())?;
             fsx::publish(&dir(project), &note_file, n.render().as_bytes())?;
             n
         }
@@ -265,10 +265,10 @@ fn outcome(
 }
 
 /// The note that tells the requester, with an id of its own.
-fn answer(wt: &Worktree, msg: &Message, outcome: &str) -> std::io::Result<Message> {
+fn answer(project: &Project, msg: &Message, outcome: &str) -> std::io::Result<Message> {
     let from = msg.sender().unwrap_or_default();
     let (id, _, now) =
-        store::take_id(wt, grammar::DAEMON).map_err(|e| std::io::Error::other(e.to_string()))?;
+        store::take_daemon_id(project).map_err(|e| std::io::Error::other(e.to_string()))?;
     let mut m = Message::default();
     m.set(names::ID, id);
     m.set(names::FROM, grammar::DAEMON);

@@ -57,6 +57,14 @@ impl Project {
     pub fn pid_file(&self) -> PathBuf {
         self.daemon_dir().join("handoffd.pid")
     }
+    /// The one counter of every message `handoffd` itself sends, whichever
+    /// worktree's outbox it is published in (protocol::sequence).
+    pub fn daemon_sequence(&self) -> PathBuf {
+        self.daemon_dir().join("sequence")
+    }
+    pub fn daemon_sequence_lock(&self) -> PathBuf {
+        self.daemon_dir().join("sequence.flock")
+    }
     pub fn stop_file(&self) -> PathBuf {
         self.daemon_dir().join("stop")
     }

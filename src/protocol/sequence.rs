@@ -14,14 +14,22 @@
 //! clock set back across the reboot to the very second of a lost send could
 //! meet an old id, and then the no-clobber publish refuses the outbox name
 //! while the original still waits there.
+//!
+//! Messages of `handoffd` itself (a card's first note, a digest request, a
+//! seat answer) are published in the outboxes of several worktrees, so
+//! their numbers come from one counter of the project
+//! (`.swarmforge/daemon/sequence`, [`next_daemon`]): two of them in one
+//! second, from two worktrees, never share an id.
 
 use std::fs;
 use std::io;
+use std::path::Path;
 
 use crate::error::{IoContext, Result};
 use crate::fsx;
 use crate::protocol::grammar;
-use crate::protocol::layout::Worktree;
+use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::roles::Roles;
 
 /// Parses the stored counter: ASCII digits only, optional trailing newline.
 pub fn parse(text: &str) -> Option<u64> {
@@ -32,16 +40,20 @@ pub fn parse(text: &str) -> Option<u64> {
     t.parse().ok()
 }
 
-/// The highest sequence found in file names under outbox/, sent/ and failed/:
-/// the recovery value when the counter file is missing or unreadable.
-fn highest_used(wt: &Worktree) -> u64 {
+/// The highest sequence found in file names under outbox/, sent/ and failed/
+/// (of `sender` only, when given): the recovery value when the counter file
+/// is missing or unreadable.
+fn highest_used(wt: &Worktree, sender: Option<&str>) -> u64 {
     let mut best = 0;
     for dir in [wt.outbox(), wt.sent(), wt.failed()] {
         let Ok(rd) = fs::read_dir(&dir) else { continue };
         for e in rd.flatten() {
             let name = e.file_name();
             if let Some(f) = grammar::FileName::parse(&name.to_string_lossy()) {
-                best = best.max(f.message_id().seq);
+                let id = f.message_id();
+                if sender.is_none_or(|s| s == id.sender) {
+                    best = best.max(id.seq);
+                }
             }
         }
     }
@@ -50,24 +62,61 @@ fn highest_used(wt: &Worktree) -> u64 {
 
 /// Allocates the next number for this worktree.
 pub fn next(wt: &Worktree) -> Result<u64> {
-    let handoffs = wt.handoffs();
-    fsx::ensure_dirs(&[&handoffs]).at(&handoffs)?;
-    let lock_path = wt.sequence_lock();
-    let _lock = fsx::lock(&lock_path).at(&lock_path)?;
-    let path = wt.sequence();
+    next_at(&wt.handoffs(), &wt.sequence(), &wt.sequence_lock(), || {
+        highest_used(wt, None)
+    })
+}
+
+/// Allocates the next number of `handoffd`'s own counter; when it is lost,
+/// recovered from the names of `handoffd`'s messages in every worktree of
+/// roles.tsv.
+pub fn next_daemon(project: &Project) -> Result<u64> {
+    let dir = project.daemon_dir();
+    next_at(
+        &dir,
+        &project.daemon_sequence(),
+        &project.daemon_sequence_lock(),
+        || {
+            let roles = Roles::load(&project.roles_tsv()).unwrap_or_default();
+            let mut worktrees = vec![project.root.clone()];
+            worktrees.extend(roles.roles.iter().map(|r| {
+                if r.worktree_path.is_absolute() {
+                    r.worktree_path.clone()
+                } else {
+                    project.root.join(&r.worktree_path)
+                }
+            }));
+            worktrees
+                .iter()
+                .map(|w| highest_used(&Worktree::new(w), Some(grammar::DAEMON)))
+                .max()
+                .unwrap_or(0)
+        },
+    )
+}
+
+/// The counter `path` in folder `dir`, under the lock `lock_path`.
+fn next_at(
+    dir: &Path,
+    path: &Path,
+    lock_path: &Path,
+    recover: impl FnOnce() -> u64,
+) -> Result<u64> {
+    fsx::ensure_dirs(&[dir]).at(dir)?;
+    let _lock = fsx::lock(lock_path).at(lock_path)?;
     // Bounded and non-blocking: a FIFO or a huge file there is "unreadable",
     // and the counter is recovered from the names in use.
-    let last = match fsx::read_bounded(&path, 64) {
-        Ok(b) => parse(&String::from_utf8_lossy(&b)).unwrap_or_else(|| highest_used(wt)),
+    let last = match fsx::read_bounded(path, 64) {
+        Ok(b) => parse(&String::from_utf8_lossy(&b)).unwrap_or_else(recover),
         Err(fsx::ReadRefusal::Io(e)) if e.kind() != io::ErrorKind::NotFound => {
-            return Err(crate::error::Error::io(&path, e))
+            return Err(crate::error::Error::io(path, e))
         }
-        Err(_) => highest_used(wt),
+        Err(_) => recover(),
     };
     let next = last + 1;
     let text = format!("{}\n", grammar::format_seq(next));
     // No fsync of its own (two of a send's four): see the module comment.
-    fsx::replace_unsynced(&handoffs, &path, text.as_bytes()).at(&path)?;
+    fsx::replace_unsynced(dir, path, text.as_bytes()).at(path)?;
     Ok(next)
 }
 
@@ -98,5 +147,27 @@ mod tests {
         assert_eq!(next(&wt).unwrap(), 8);
         assert_eq!(fs::read_to_string(wt.sequence()).unwrap(), "000008\n");
         assert_eq!(next(&wt).unwrap(), 9);
+    }
+
+    #[test]
+    fn handoffd_takes_one_counter_recovered_from_its_own_names() {
+        let d = tempfile::tempdir().unwrap();
+        let p = Project::new(d.path());
+        let wt = Worktree::new(d.path());
+        fs::create_dir_all(wt.sent()).unwrap();
+        for name in [
+            "50_20260101T000000Z_000007_from_handoffd_to_b.handoff",
+            "50_20260101T000000Z_000009_from_lead_to_b.handoff",
+        ] {
+            fs::write(wt.sent().join(name), "").unwrap();
+        }
+        // Lost counter: the highest of handoffd's own numbers, not lead's.
+        assert_eq!(next_daemon(&p).unwrap(), 8);
+        assert_eq!(next_daemon(&p).unwrap(), 9);
+        // The worktree's own counter is another one.
+        assert_eq!(next(&wt).unwrap(), 10);
+        assert_eq!(next_daemon(&p).unwrap(), 10);
+        let refused = crate::protocol::store::take_id(&wt, grammar::DAEMON);
+        assert!(refused.is_err());
     }
 }

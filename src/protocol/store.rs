@@ -25,12 +25,12 @@ use std::time::SystemTime;
 
 use chrono::{DateTime, Utc};
 
-use crate::error::{IoContext, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
-use crate::protocol::layout::Worktree;
+use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::sequence;
 
 /// The suffix every queue file carries (docs/protocol.md §1.3).
@@ -309,11 +309,42 @@ pub fn enqueue(
     Ok(Enqueued { path, id, seq, msg })
 }
 
+/// [`enqueue`] of a message from `handoffd` itself into `wt`'s outbox, its
+/// id taken from the project's daemon counter ([`take_daemon_id`]).
+pub fn enqueue_from_daemon(
+    project: &Project,
+    wt: &Worktree,
+    build: impl FnOnce(&str, DateTime<Utc>) -> Message,
+) -> Result<Enqueued> {
+    fsx::ensure_dirs(&wt.send_dirs()).at(wt.handoffs())?;
+    let (id, seq, now) = take_daemon_id(project)?;
+    let msg = build(&id, now);
+    let path = publish(wt, &msg)?;
+    Ok(Enqueued { path, id, seq, msg })
+}
+
+/// The next id of `handoffd` itself: `(id, number, time)`, numbered by the
+/// one counter of the project, since its messages go out from several
+/// worktrees (protocol::sequence).
+pub fn take_daemon_id(project: &Project) -> Result<(String, u64, DateTime<Utc>)> {
+    let now = clock::now();
+    let seq = sequence::next_daemon(project)?;
+    Ok((grammar::message_id(now, seq, grammar::DAEMON), seq, now))
+}
+
 /// Takes the next number of `wt`'s sequence and builds the id of `sender`
 /// at this second: `(id, number, time)`. For a message that must be kept
 /// before it is published (a daemon's answer that a crash must not send
 /// twice); [`enqueue`] takes its id here too.
+///
+/// Invariant: never `handoffd`'s id ([`take_daemon_id`] numbers those), so
+/// a per-worktree counter can never give two of its messages one id.
 pub fn take_id(wt: &Worktree, sender: &str) -> Result<(String, u64, DateTime<Utc>)> {
+    if sender == grammar::DAEMON {
+        return Err(Error::internal(
+            "handoffd's message ids come from its own counter (store::take_daemon_id)",
+        ));
+    }
     let now = clock::now();
     let seq = sequence::next(wt)?;
     Ok((grammar::message_id(now, seq, sender), seq, now))

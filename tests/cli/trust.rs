@@ -181,7 +181,7 @@ fn a_store_that_does_not_parse_is_refused_and_left_as_it_was() {
     assert_eq!(r.code, 1);
     assert!(
         r.stderr
-            .contains(&format!("{} does not parse", claude.display()))
+            .contains(&format!("{}: does not parse", claude.display()))
             && r.stderr.contains("nothing in it was changed"),
         "{}",
         r.stderr

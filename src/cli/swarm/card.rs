@@ -83,7 +83,7 @@ pub fn run(args: Args) -> i32 {
                             ),
                             &mut s,
                         )
-                        .map_err(|e| Error::env(format!("stdin: {e}")))?;
+                        .map_err(|e| Error::io("stdin", e))?;
                         s
                     }
                     (None, Some(f)) => {

@@ -46,7 +46,7 @@ pub fn run(args: Args) -> i32 {
             let endpoint = match endpoint {
                 Some(e) => {
                     let probe = format!("otel: {{endpoint: '{}'}}\n", e.replace('\'', "''"));
-                    Config::parse(&probe).map_err(crate::error::Error::env)?;
+                    Config::parse(&probe).map_err(crate::error::Error::bad_input)?;
                     e
                 }
                 None => config.otel.endpoint.clone().ok_or_else(|| {
