@@ -579,7 +579,16 @@ fn pushes_reach_a_receiver_that_was_down_across_a_server_restart() {
             .last()
             .is_some_and(|(_, e)| state_of(e) == "status TASK_STATE_COMPLETED")
     });
-    let got = r.got.lock().unwrap().clone();
+    let raw = r.got.lock().unwrap().clone();
+    // Delivery is at least once (a push whose answer is lost under load is
+    // sent again) and receivers dedupe by content (docs/a2a.md): count
+    // distinct events; two different artifacts would still be two.
+    let mut got: Vec<(Option<String>, Value)> = Vec::new();
+    for g in &raw {
+        if !got.iter().any(|x| x.1 == g.1) {
+            got.push(g.clone());
+        }
+    }
     let shape: Vec<String> = got.iter().map(|(_, e)| state_of(e)).collect();
     assert_forward(&shape);
     assert_eq!(
