@@ -125,8 +125,8 @@ if [ -x \"$saved\" ]; then\n\
 \x20 exec \"$saved\" \"$@\"\n\
 fi\n\
 exit 0\n",
-        bin = git_hooks::sh_quote(swarm_bin),
-        saved = git_hooks::sh_quote(saved),
+        bin = crate::sys::shell::quote_path(swarm_bin),
+        saved = crate::sys::shell::quote_path(saved),
     )
 }
 

@@ -160,7 +160,7 @@ pub fn install(root: &Path, swarm_bin: &Path) -> Result<Installed> {
     }
     let script = format!(
         "#!/bin/sh\n{MARK} (written by `swarm up`; docs/reservations.md)\nexec {} reservations --guard\n",
-        git_hooks::sh_quote(swarm_bin)
+        crate::sys::shell::quote_path(swarm_bin)
     );
     git_hooks::write(&hook, &script)?;
     Ok(Installed::Written(hook))

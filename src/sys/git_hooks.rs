@@ -90,11 +90,6 @@ pub fn write(path: &Path, script: &str) -> Result<()> {
     fsx::set_mode(path, 0o755).at(path)
 }
 
-/// A path as one single-quoted sh word.
-pub fn sh_quote(p: &Path) -> String {
-    format!("'{}'", p.to_string_lossy().replace('\'', "'\\''"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

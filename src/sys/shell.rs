@@ -1,5 +1,6 @@
-//! Words for `sh`: the launcher's wrappers, the sandbox's command lines and
-//! the watchdog's restart line all quote through here, so there is one rule.
+//! Words for `sh`: the launcher's wrappers, the sandbox's command lines,
+//! the watchdog's restart line and the git hooks the swarm writes all quote
+//! through here, so there is one rule.
 //! Every word is single-quoted, even a plain one: the text is then the same
 //! for every input and a reader sees at once what is one word.
 
