@@ -201,15 +201,25 @@ pub fn read_from(path: &std::path::Path, from: u64) -> Result<(Vec<Activity>, u6
 /// Every kept record of `role`, oldest first (rotated parts, then the live
 /// file), and how many lines were skipped.
 pub fn read(project: &Project, role: &str) -> Result<(Vec<Activity>, usize)> {
+    read_to_end(project, role).map(|(all, skipped, _)| (all, skipped))
+}
+
+/// [`read`], and the offset in the live file after its last record read:
+/// where a follower goes on from, so a record appended meanwhile is neither
+/// missed nor printed twice.
+pub fn read_to_end(project: &Project, role: &str) -> Result<(Vec<Activity>, usize, u64)> {
     let live = project.activity_file(role);
     let parts = logfile::files(&live).map_err(|e| Error::io(&live, e))?;
-    let (mut all, mut skipped) = (Vec::new(), 0);
+    let (mut all, mut skipped, mut end) = (Vec::new(), 0, 0);
     for p in parts {
-        let (recs, _, s) = read_from(&p.path, 0)?;
+        let (recs, pos, s) = read_from(&p.path, 0)?;
+        if p.path == live {
+            end = pos;
+        }
         all.extend(recs);
         skipped += s;
     }
-    Ok((all, skipped))
+    Ok((all, skipped, end))
 }
 
 /// What a role's agent is doing, per its activity (docs/headless.md).

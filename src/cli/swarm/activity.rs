@@ -70,11 +70,14 @@ pub fn run(args: Args) -> i32 {
     };
     let mut all = Vec::new();
     let mut skipped = 0;
+    // Where each live file was read to: following goes on from there.
+    let mut at: BTreeMap<String, u64> = BTreeMap::new();
     for r in roles() {
-        match activity::read(&project, &r) {
-            Ok((recs, s)) => {
+        match activity::read_to_end(&project, &r) {
+            Ok((recs, s, end)) => {
                 all.extend(recs);
                 skipped += s;
+                at.insert(r, end);
             }
             Err(e) => return crate::cli::report(&e, args.json),
         }
@@ -91,13 +94,9 @@ pub fn run(args: Args) -> i32 {
     if !args.follow {
         return exit::OK;
     }
-    // Follow each role's live file from its end; a rotation (the file got
-    // shorter) starts the new live file from its beginning.
-    let mut at: BTreeMap<String, u64> = BTreeMap::new();
-    for r in roles() {
-        let len = std::fs::metadata(project.activity_file(&r)).map_or(0, |m| m.len());
-        at.insert(r, len);
-    }
+    // Follow each role's live file from where it was read to (not from its
+    // length now: a record appended since would be skipped); a rotation
+    // (the file got shorter) starts the new live file from its beginning.
     loop {
         std::thread::sleep(Duration::from_millis(200));
         for r in roles() {
