@@ -9,7 +9,7 @@ use crate::support::{
     file_header, git, handoff_names, wait_until, Layout, Project, Role, Run, DEADLINE,
 };
 
-const LAYOUTS: [Layout; 2] = [Layout::Init, Layout::SwarmForge];
+pub(crate) const LAYOUTS: [Layout; 2] = [Layout::Init, Layout::SwarmForge];
 
 /// Upstream's `lieutenant` README, "The `swarmforge.conf` File":
 ///
@@ -35,7 +35,7 @@ roles:\n\
   - {name: verify, agent: copilot, worktree: verification, mode: batch, propagation: back-all}\n";
 
 /// The README's example swarm, without agents (the tests play them).
-fn project(layout: Layout) -> Project {
+pub(crate) fn project(layout: Layout) -> Project {
     let p = Project::builder()
         .layout(layout)
         .role("lead")
@@ -66,12 +66,12 @@ fn row(p: &Project, name: &str) -> Vec<String> {
     line.split('\t').map(str::to_string).collect()
 }
 
-fn lane(p: &Project, name: &str) -> String {
+pub(crate) fn lane(p: &Project, name: &str) -> String {
     row(p, name)[1].clone()
 }
 
 /// Commits a file in `role`'s worktree.
-fn commit(p: &Project, role: &str, what: &str) {
+pub(crate) fn commit(p: &Project, role: &str, what: &str) {
     let wt = p.role_dir(role);
     fs::write(wt.join(format!("{what}.txt")), what).unwrap();
     git(&wt, &["add", &format!("{what}.txt")]);
@@ -86,7 +86,7 @@ fn take_and_finish(p: &Project, role: &str) -> Run {
     r
 }
 
-fn git_handoff(to: &str, task: &str) -> String {
+pub(crate) fn git_handoff(to: &str, task: &str) -> String {
     format!("type: git_handoff\nto: {to}\npriority: 50\ntask: {task}\n")
 }
 
@@ -625,11 +625,12 @@ fn merge_only_copies_go_back_on_the_cards_route_and_move_nothing() {
             .unwrap()
             .contains("Merge-only copy"));
 
-        // A task that is no card: back in window order (a and b).
+        // A task that is no card is refused where there are cards
+        // (cards_guards.rs); copies go back in window order only in a
+        // project without cards (below).
         commit(&p, "c", "c2");
-        let queued = hand(&p, "c", "d", "chore");
-        assert_eq!(queued.len(), 3, "{queued:?}");
-        assert!(queued[2].ends_with("_from_c_to_b.handoff"), "{queued:?}");
+        let r = p.send_as("c", &git_handoff("d", "chore"));
+        assert_eq!(r.code, 2, "{layout:?}: {}", r.stdout);
 
         // d is last on the route: its terminal result (to a, b, c: every
         // role before it in window order) makes no copies and ends the card.
@@ -640,6 +641,22 @@ fn merge_only_copies_go_back_on_the_cards_route_and_move_nothing() {
         assert_eq!(lane(&p, "h1"), "done", "{layout:?}");
         p.swarm(&["audit", "--check"]).ok();
     }
+    // Without cards a `back-all` role's copies go to every role before it
+    // in window order (upstream's older `reverse-roles`).
+    let p = Project::builder()
+        .role("a")
+        .role(Role::new("b").worktree("b"))
+        .role(Role::new("c").worktree("c"))
+        .role(Role::new("d").worktree("d"))
+        .queue_dirs()
+        .build();
+    p.config(
+        "wake: {method: none}\nroles:\n  - {name: a, agent: codex}\n  - {name: b, agent: codex, worktree: b}\n  - {name: c, agent: codex, worktree: c, propagation: back-all}\n  - {name: d, agent: codex, worktree: d}\n",
+    );
+    commit(&p, "c", "c2");
+    let queued = hand(&p, "c", "d", "chore");
+    assert_eq!(queued.len(), 3, "{queued:?}");
+    assert!(queued[2].ends_with("_from_c_to_b.handoff"), "{queued:?}");
 }
 
 /// Upstream: "A route must be nonempty, contain no duplicate roles, and
