@@ -56,6 +56,18 @@ pub(crate) fn project(layout: Layout) -> Project {
     p
 }
 
+/// A swarm without cards: role `a` at the root and each of `others` in a
+/// worktree of its own name, laid out as `layout`, no wake-ups.
+pub(crate) fn plain(layout: Layout, others: &[&str]) -> Project {
+    let mut b = Project::builder().layout(layout).role("a");
+    for r in others {
+        b = b.role(Role::new(*r).worktree(r));
+    }
+    let p = b.queue_dirs().build();
+    p.config("wake: {method: none}\n");
+    p
+}
+
 /// tasks.tsv's line for `name`, split into its columns.
 fn row(p: &Project, name: &str) -> Vec<String> {
     let text = p.read(".swarmforge/board/tasks.tsv");
@@ -382,12 +394,7 @@ fn the_board_is_folded_pass_by_pass_and_its_cache_is_only_a_hint() {
 /// Only in the launcher layout: a project without cards has no board.
 #[test]
 fn no_card_types_no_board() {
-    let p = Project::builder()
-        .role("a")
-        .role(Role::new("b").worktree("b"))
-        .queue_dirs()
-        .build();
-    p.config("wake: {method: none}\n");
+    let p = plain(Layout::Init, &["b"]);
     let r = p.swarm(&["card", "new", "x", "y"]);
     assert_eq!(r.code, 1);
     assert!(
@@ -577,14 +584,7 @@ fn a_swarmforge_project_runs_a_card_from_new_to_done_under_swarm_up() {
 #[test]
 fn merge_only_copies_go_back_on_the_cards_route_and_move_nothing() {
     for layout in LAYOUTS {
-        let p = Project::builder()
-            .layout(layout)
-            .role("a")
-            .role(Role::new("b").worktree("b"))
-            .role(Role::new("c").worktree("c"))
-            .role(Role::new("d").worktree("d"))
-            .queue_dirs()
-            .build();
+        let p = plain(layout, &["b", "c", "d"]);
         match layout {
             Layout::SwarmForge => {
                 p.write(
@@ -643,13 +643,7 @@ fn merge_only_copies_go_back_on_the_cards_route_and_move_nothing() {
     }
     // Without cards a `back-all` role's copies go to every role before it
     // in window order (upstream's older `reverse-roles`).
-    let p = Project::builder()
-        .role("a")
-        .role(Role::new("b").worktree("b"))
-        .role(Role::new("c").worktree("c"))
-        .role(Role::new("d").worktree("d"))
-        .queue_dirs()
-        .build();
+    let p = plain(Layout::Init, &["b", "c", "d"]);
     p.config(
         "wake: {method: none}\nroles:\n  - {name: a, agent: codex}\n  - {name: b, agent: codex, worktree: b}\n  - {name: c, agent: codex, worktree: c, propagation: back-all}\n  - {name: d, agent: codex, worktree: d}\n",
     );

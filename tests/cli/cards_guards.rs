@@ -6,8 +6,8 @@
 
 use std::path::Path;
 
-use crate::cards::{commit, git_handoff, lane, project, LAYOUTS};
-use crate::support::{handoff_names, hq, publish, Layout, Project, Role};
+use crate::cards::{commit, git_handoff, lane, plain, project, LAYOUTS};
+use crate::support::{handoff_names, hq, publish, Layout, Project};
 
 /// Every `git_handoff` waits for a person, so one stays in
 /// `pending_approval/` as long as the test needs.
@@ -97,6 +97,9 @@ fn ready_next_takes_no_new_work_while_its_git_handoff_has_not_left() {
             .stderr_has(&format!("- {}", held.join(&held_names[0]).display()));
         let json = p.cmd("ready-next").role("lead").arg("--json").run();
         assert_eq!(json.code, 2);
+        let e = json.json();
+        assert_eq!(e["token"], "WAITING_FOR_APPROVAL", "{e}");
+        assert_eq!(e["paths"].as_array().map(Vec::len), Some(1), "{e}");
         let st = p.swarm(&["status"]);
         st.ok()
             .stdout_has("waiting for approval: lead takes no new item until its held git_handoff ");
@@ -138,12 +141,7 @@ fn ready_next_takes_no_new_work_while_its_git_handoff_has_not_left() {
     }
 
     // A project without cards keeps the older contract: send, then take.
-    let p = Project::builder()
-        .role("a")
-        .role(Role::new("b").worktree("b"))
-        .queue_dirs()
-        .build();
-    p.config("wake: {method: none}\n");
+    let p = plain(Layout::Init, &["b"]);
     commit(&p, "a", "work");
     p.send_as("a", &git_handoff("b", "chore")).ok();
     p.cmd("ready-next")
