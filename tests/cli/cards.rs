@@ -61,7 +61,7 @@ pub(crate) fn project(layout: Layout) -> Project {
 pub(crate) fn plain(layout: Layout, others: &[&str]) -> Project {
     let mut b = Project::builder().layout(layout).role("a");
     for r in others {
-        b = b.role(Role::new(*r).worktree(r));
+        b = b.role(Role::new(r).worktree(r));
     }
     let p = b.queue_dirs().build();
     p.config("wake: {method: none}\n");
