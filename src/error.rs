@@ -60,11 +60,15 @@ pub enum Token {
     /// `done-current` / `ready-next`: the audit gate holds a git handoff
     /// of this role back (agent::guard).
     AuditPending,
+    /// `ready-next`: a `git_handoff` of this role still waits in its outbox
+    /// or for approval (agent::guard; today's SwarmForge's
+    /// `ready_for_next_guard.bb`).
+    WaitingForApproval,
 }
 
 impl Token {
     /// `(token, name as printed, exit code)`, in the spec's order.
-    const TABLE: [(Token, &'static str, i32); 29] = [
+    const TABLE: [(Token, &'static str, i32); 30] = [
         (
             Token::AmbiguousTaskState,
             "AMBIGUOUS_TASK_STATE",
@@ -134,6 +138,11 @@ impl Token {
         (Token::CardExists, "CARD_EXISTS", exit::REFUSED),
         (Token::OpenCards, "OPEN_CARDS", exit::OPEN_CARDS),
         (Token::AuditPending, "AUDIT_PENDING", exit::REFUSED),
+        (
+            Token::WaitingForApproval,
+            "WAITING_FOR_APPROVAL",
+            exit::REFUSED,
+        ),
     ];
 
     fn row(self) -> (Token, &'static str, i32) {

@@ -16,6 +16,13 @@
 //!   handoff and then completes the item itself; here finishing it by hand
 //!   is refused, and so is taking a new item while nothing is in process.
 //!
+//! - **`WAITING_FOR_APPROVAL`** (exit 2): a `git_handoff` of this role has
+//!   not left yet, still in its outbox or held for approval in
+//!   `pending_approval/`: taking new work now would let the role run ahead
+//!   of the result it handed on (upstream's `ready_for_next_guard.bb`,
+//!   `active-outbound-git-files`). Only in a project with cards, and only
+//!   before a new item is taken: the item in process is always resumed.
+//!
 //! `done-current --drop` finishes anyway: the cards stay in this lane and
 //! the role's challenges are removed, each said as `DROPPED: …`.
 //!
@@ -30,6 +37,8 @@ use crate::board;
 use crate::error::{Error, Result, Token};
 use crate::protocol::audit_pending;
 use crate::protocol::grammar::MessageType;
+use crate::protocol::header::Message;
+use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::store;
 
 /// The open challenge of `role` in this worktree, if any (its file).
@@ -89,30 +98,105 @@ pub fn before_done(place: &Resolved, role: &str, drop: bool, cards: bool) -> Res
     Err(Error::refused(Token::OpenCards, detail, vec![]))
 }
 
-/// Before `ready-next` of `role` takes a new item: refused while nothing is
-/// in process and a git handoff of the role is held by the audit gate (the
-/// item it finished was finished without it).
+/// Before `ready-next` of `role` takes a new item. Nothing is refused while
+/// an item is in process (it is resumed, as upstream resumes it). Else:
+/// `AUDIT_PENDING` while the audit gate holds a git handoff of the role
+/// (the item it finished was finished without it); and, in a project with
+/// cards, `WAITING_FOR_APPROVAL` while a `git_handoff` of the role waits in
+/// its outbox or in `pending_approval/` (upstream's wording and exit code;
+/// its files are named).
 pub fn before_ready(place: &Resolved, role: &str) -> Result<()> {
-    let Some(file) = challenge(place, role) else {
+    let challenged = challenge(place, role);
+    let cards = with_cards(place).is_some();
+    if challenged.is_none() && !cards {
         return Ok(());
-    };
+    }
     let max = store::copy_limit(place.config.limits.max_file_bytes);
-    if queue::current_items(&place.wt, max).is_empty() {
+    if !queue::current_items(&place.wt, max).is_empty() {
+        return Ok(());
+    }
+    if let Some(file) = challenged {
         return Err(audit_pending_refusal(file, true));
     }
-    Ok(())
+    let active: Vec<PathBuf> = outbound(&place.wt, role, max)
+        .into_iter()
+        .map(|(path, _)| path)
+        .collect();
+    if active.is_empty() {
+        return Ok(());
+    }
+    Err(Error::refused(
+        Token::WaitingForApproval,
+        "current git handoff is still active\n(no new item is taken until it has left: \
+         handoffd delivers what waits in the outbox at its next pass; a held one \
+         waits for a person's swarm approve or swarm deny. Run ready_for_next.sh again then.)",
+        active,
+    ))
+}
+
+/// Whose work a ready step takes, for the guards: `SWARMFORGE_ROLE` when
+/// set (`env`), else the one role whose roles.tsv worktree this is, as
+/// upstream's `current-role` infers it (a forced `--task` / `--batch` needs
+/// no role). None: no role is known, and nothing is checked.
+pub fn acting_role(place: &Resolved, env: Option<String>) -> Option<String> {
+    env.or_else(|| {
+        let project = place.project.as_ref()?;
+        crate::agent::byline::role_of(project, &place.wt.root)
+            .ok()
+            .flatten()
+    })
+}
+
+/// The `git_handoff`s `role` sent that have not left yet, each with its
+/// path: waiting in its outbox, or held for approval in its
+/// `pending_approval/` (upstream's `active-outbound-git-files`).
+fn outbound(wt: &Worktree, role: &str, max: u64) -> Vec<(PathBuf, Message)> {
+    let mut found = Vec::new();
+    for dir in [wt.outbox(), wt.held()] {
+        for e in store::scan(&dir).handoffs() {
+            let Some(m) = e.message(max) else { continue };
+            if m.kind() == Some(MessageType::GitHandoff) && m.sender() == Some(role) {
+                found.push((e.path.clone(), m));
+            }
+        }
+    }
+    found
+}
+
+/// The git handoffs of `role` (working in `wt`) held for approval that keep
+/// it from taking new work while nothing is in process: what `swarm status`
+/// shows of `WAITING_FOR_APPROVAL`, because a hold lasts until a person
+/// acts (an outbox file leaves at handoffd's next pass). The caller asks
+/// only in a project with cards.
+pub fn held_blocking(wt: &Worktree, role: &str, max_file_bytes: u64) -> Vec<PathBuf> {
+    let max = store::copy_limit(max_file_bytes);
+    if !queue::current_items(wt, max).is_empty() {
+        return Vec::new();
+    }
+    let held = wt.held();
+    outbound(wt, role, max)
+        .into_iter()
+        .filter(|(p, _)| p.starts_with(&held))
+        .map(|(p, _)| p)
+        .collect()
+}
+
+/// The project, when it declares cards (the guards that follow upstream's
+/// board act only there).
+fn with_cards(place: &Resolved) -> Option<&Project> {
+    let project = place.project.as_ref()?;
+    match board::Routes::load(project) {
+        Ok(r) if !r.is_empty() => Some(project),
+        _ => None,
+    }
 }
 
 /// The cards of `role`'s current work with no outgoing handoff yet, still
 /// in its lane (upstream's `open-card-ids`); none in a project without cards.
 pub fn open_cards(place: &Resolved, role: &str) -> Result<Vec<String>> {
-    let Some(project) = &place.project else {
+    let Some(project) = with_cards(place) else {
         return Ok(Vec::new());
     };
-    match board::Routes::load(project) {
-        Ok(r) if !r.is_empty() => {}
-        _ => return Ok(Vec::new()),
-    }
     let max = store::copy_limit(place.config.limits.max_file_bytes);
     let mut ids: Vec<String> = Vec::new();
     for item in queue::current_items(&place.wt, max) {
@@ -123,16 +207,11 @@ pub fn open_cards(place: &Resolved, role: &str) -> Result<Vec<String>> {
     if ids.is_empty() {
         return Ok(ids);
     }
-    let mut outbound = Vec::new();
-    for dir in [place.wt.outbox(), place.wt.held()] {
-        for e in store::scan(&dir).handoffs() {
-            let Some(m) = e.message(max) else { continue };
-            if m.kind() == Some(MessageType::GitHandoff) && m.sender() == Some(role) {
-                push_new(&mut outbound, board::cards_named(&m));
-            }
-        }
+    let mut handed = Vec::new();
+    for (_, m) in outbound(&place.wt, role, max) {
+        push_new(&mut handed, board::cards_named(&m));
     }
-    ids.retain(|c| !outbound.contains(c));
+    ids.retain(|c| !handed.contains(c));
     if ids.is_empty() {
         return Ok(ids);
     }

@@ -8,7 +8,7 @@
 //!
 //! Which roles count as "before" is [`super::Routes::copy_targets`]: the
 //! card's route, as upstream's README and protocol text say (its older
-//! script used window order; a task that is no card still does). Changing
+//! script used window order; a project without cards still does). Changing
 //! that choice is changing that one function.
 
 use std::path::PathBuf;

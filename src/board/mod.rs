@@ -402,13 +402,32 @@ pub fn stamp(
     Some((kind, if terminal { TERMINAL } else { FORWARD }))
 }
 
-/// Why a `git_handoff` naming `task` is refused: the card is done
-/// (upstream's `swarm_handoff.bb`: "Task '%s' is done and cannot accept new
-/// handoffs.").
+/// Why a `git_handoff` naming `task` is refused in a project with cards
+/// (upstream's `swarm_handoff.bb`, `task-state-errors`): the task is no card
+/// ("Handoff task_id '%s' is not a current board task."), or the card is
+/// done ("Task '%s' is done and cannot accept new handoffs.").
 pub fn refusal(project: &Project, task: &str) -> Option<String> {
     let (_, board) = current(project, task)?;
-    (board.find(task)?.lane == DONE)
-        .then(|| format!("Task '{task}' is done and cannot accept new handoffs."))
+    match board.find(task) {
+        None => Some(not_on_board(task)),
+        Some(c) if c.lane == DONE => Some(format!(
+            "Task '{task}' is done and cannot accept new handoffs."
+        )),
+        Some(_) => None,
+    }
+}
+
+/// Why a card a `git_handoff` carries in `batch_task_ids` is refused: it
+/// is no card (upstream's handoffd fails such a handoff, `unknown board
+/// task`; here it is refused before it is queued, in the words of
+/// [`refusal`]).
+pub fn carried_refusal(project: &Project, task: &str) -> Option<String> {
+    let (_, board) = current(project, task)?;
+    board.find(task).is_none().then(|| not_on_board(task))
+}
+
+fn not_on_board(task: &str) -> String {
+    format!("Handoff task_id '{task}' is not a current board task.")
 }
 
 /// The largest tasks.tsv read (one line per card; a board this big is

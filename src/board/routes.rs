@@ -145,8 +145,9 @@ impl Routes {
     /// The merge-only copies a forward `git_handoff` from `from` to `to`
     /// makes: with `back-one` the role before `from`, with `back-all` every
     /// role before it, on the card's route (the `lieutenant` README: "on this
-    /// card's configured route"); for a task that is no card, in window
-    /// order (as upstream's `swarm_handoff.bb` does). Never a role already
+    /// card's configured route"); for a task that is no card (in a project
+    /// without cards: where there are cards such a send is refused), in
+    /// window order (as upstream's `swarm_handoff.bb` does). Never a role already
     /// addressed, never for the terminal handoff.
     pub fn copy_targets(&self, route: Option<&[String]>, from: &str, to: &[&str]) -> Vec<String> {
         let p = self

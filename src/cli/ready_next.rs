@@ -42,7 +42,7 @@ pub fn run() -> i32 {
     let mut place = None;
     let result = resolve(args.task, args.batch).and_then(|r| {
         crate::fsx::set_fsync(r.config.daemon.fsync);
-        if let Some(role) = viewer_role() {
+        if let Some(role) = crate::agent::guard::acting_role(&r, viewer_role()) {
             crate::agent::guard::before_ready(&r, &role)?;
         }
         let inbox = r.inbox();

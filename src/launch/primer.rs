@@ -106,7 +106,7 @@ pub fn primer(plan: &Plan, role: &str) -> Result<String> {
         return Ok(s);
     }
     s.push_str(&format!(
-        "\n## Taking and finishing work\n\n1. Run `ready_for_next.sh`. It prints `NO_TASK`, or {} with `FROM:`, `TYPE:` and `PAYLOAD:`.\n2. Do what it asks, here in your worktree; commit code with git.\n3. Run `done_with_current.sh`: it completes the item and prints `MAIL_WAITING` (more work waits: run `ready_for_next.sh` again) or `NO_TASK`.\n\nOne item at a time. Never edit or move files under `.swarmforge/` yourself.\n",
+        "\n## Taking and finishing work\n\n1. Run `ready_for_next.sh`. It prints `NO_TASK`, or {} with `FROM:`, `TYPE:` and `PAYLOAD:`.\n2. Do what it asks, here in your worktree; commit code with git.\n3. Run `done_with_current.sh`: it completes the item and prints `MAIL_WAITING` (more work waits: run `ready_for_next.sh` again) or `NO_TASK`.\n\nIf `ready_for_next.sh` refuses with `WAITING_FOR_APPROVAL`, a `git_handoff` you sent has not left yet (handoffd has not delivered it, or a person has not approved it): stop, you are woken when work can go on.\n\nOne item at a time. Never edit or move files under `.swarmforge/` yourself.\n",
         if batch { "a batch of every waiting item (`BATCH:`)" } else { "one item (`TASK:`)" }
     ));
     let aud = audience(plan, role, &peers);

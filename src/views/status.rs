@@ -60,6 +60,11 @@ pub struct RoleStatus {
     /// queued until the unchanged second call; agent::send::audit_gate).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit_pending_since: Option<String>,
+    /// This role's git handoffs held for approval that keep it from taking
+    /// new work (`WAITING_FOR_APPROVAL`, agent::guard; a project with cards,
+    /// nothing in process).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for_approval: Vec<PathBuf>,
     /// A headless agent's liveness from its activity file (`responding`,
     /// `listening`, `idle`, `dead`; telemetry/activity.rs).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -310,6 +315,7 @@ pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Resul
     // A config that does not load is reported elsewhere (doctor, up); the
     // status still shows the queues, read with the default limit.
     let max_file_bytes = crate::protocol::config::Limits::max_file_bytes_of(&project.config_file());
+    let cards = crate::board::Routes::for_place(Some(project)).is_some();
     let mut out = Vec::new();
     for r in &roles.roles {
         let wt = Worktree::new(&r.worktree_path);
@@ -355,6 +361,11 @@ pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Resul
                 .symlinked_inbox_folder()
                 .map(|l| crate::protocol::layout::symlinked_inbox_reason(&l)),
             audit_pending_since: crate::protocol::audit_pending::open_for(&wt, &r.name),
+            waiting_for_approval: if cards {
+                crate::agent::guard::held_blocking(&wt, &r.name, max_file_bytes)
+            } else {
+                Vec::new()
+            },
             activity: crate::telemetry::activity::of_role(project, &r.name),
         });
     }
@@ -522,6 +533,15 @@ pub fn text(s: &Status) -> String {
             out.push_str(&format!(
                 "audit gate: {}'s git_handoff is not queued (challenged at {t}); it is queued when {} runs swarm-handoff again on the unchanged draft, and until then {} neither finishes its item nor takes a new one (AUDIT_PENDING)\n",
                 r.role, r.role, r.role
+            ));
+        }
+    }
+    for r in &s.roles {
+        for f in &r.waiting_for_approval {
+            out.push_str(&format!(
+                "waiting for approval: {} takes no new item until its held git_handoff {} is approved or denied (WAITING_FOR_APPROVAL)\n",
+                r.role,
+                crate::text::escape(&f.display().to_string())
             ));
         }
     }

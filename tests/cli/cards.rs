@@ -9,7 +9,7 @@ use crate::support::{
     file_header, git, handoff_names, wait_until, Layout, Project, Role, Run, DEADLINE,
 };
 
-const LAYOUTS: [Layout; 2] = [Layout::Init, Layout::SwarmForge];
+pub(crate) const LAYOUTS: [Layout; 2] = [Layout::Init, Layout::SwarmForge];
 
 /// Upstream's `lieutenant` README, "The `swarmforge.conf` File":
 ///
@@ -35,7 +35,7 @@ roles:\n\
   - {name: verify, agent: copilot, worktree: verification, mode: batch, propagation: back-all}\n";
 
 /// The README's example swarm, without agents (the tests play them).
-fn project(layout: Layout) -> Project {
+pub(crate) fn project(layout: Layout) -> Project {
     let p = Project::builder()
         .layout(layout)
         .role("lead")
@@ -56,6 +56,18 @@ fn project(layout: Layout) -> Project {
     p
 }
 
+/// A swarm without cards: role `a` at the root and each of `others` in a
+/// worktree of its own name, laid out as `layout`, no wake-ups.
+pub(crate) fn plain(layout: Layout, others: &[&str]) -> Project {
+    let mut b = Project::builder().layout(layout).role("a");
+    for r in others {
+        b = b.role(Role::new(r).worktree(r));
+    }
+    let p = b.queue_dirs().build();
+    p.config("wake: {method: none}\n");
+    p
+}
+
 /// tasks.tsv's line for `name`, split into its columns.
 fn row(p: &Project, name: &str) -> Vec<String> {
     let text = p.read(".swarmforge/board/tasks.tsv");
@@ -66,12 +78,12 @@ fn row(p: &Project, name: &str) -> Vec<String> {
     line.split('\t').map(str::to_string).collect()
 }
 
-fn lane(p: &Project, name: &str) -> String {
+pub(crate) fn lane(p: &Project, name: &str) -> String {
     row(p, name)[1].clone()
 }
 
 /// Commits a file in `role`'s worktree.
-fn commit(p: &Project, role: &str, what: &str) {
+pub(crate) fn commit(p: &Project, role: &str, what: &str) {
     let wt = p.role_dir(role);
     fs::write(wt.join(format!("{what}.txt")), what).unwrap();
     git(&wt, &["add", &format!("{what}.txt")]);
@@ -86,7 +98,7 @@ fn take_and_finish(p: &Project, role: &str) -> Run {
     r
 }
 
-fn git_handoff(to: &str, task: &str) -> String {
+pub(crate) fn git_handoff(to: &str, task: &str) -> String {
     format!("type: git_handoff\nto: {to}\npriority: 50\ntask: {task}\n")
 }
 
@@ -382,12 +394,7 @@ fn the_board_is_folded_pass_by_pass_and_its_cache_is_only_a_hint() {
 /// Only in the launcher layout: a project without cards has no board.
 #[test]
 fn no_card_types_no_board() {
-    let p = Project::builder()
-        .role("a")
-        .role(Role::new("b").worktree("b"))
-        .queue_dirs()
-        .build();
-    p.config("wake: {method: none}\n");
+    let p = plain(Layout::Init, &["b"]);
     let r = p.swarm(&["card", "new", "x", "y"]);
     assert_eq!(r.code, 1);
     assert!(
@@ -577,14 +584,7 @@ fn a_swarmforge_project_runs_a_card_from_new_to_done_under_swarm_up() {
 #[test]
 fn merge_only_copies_go_back_on_the_cards_route_and_move_nothing() {
     for layout in LAYOUTS {
-        let p = Project::builder()
-            .layout(layout)
-            .role("a")
-            .role(Role::new("b").worktree("b"))
-            .role(Role::new("c").worktree("c"))
-            .role(Role::new("d").worktree("d"))
-            .queue_dirs()
-            .build();
+        let p = plain(layout, &["b", "c", "d"]);
         match layout {
             Layout::SwarmForge => {
                 p.write(
@@ -625,11 +625,12 @@ fn merge_only_copies_go_back_on_the_cards_route_and_move_nothing() {
             .unwrap()
             .contains("Merge-only copy"));
 
-        // A task that is no card: back in window order (a and b).
+        // A task that is no card is refused where there are cards
+        // (cards_guards.rs); copies go back in window order only in a
+        // project without cards (below).
         commit(&p, "c", "c2");
-        let queued = hand(&p, "c", "d", "chore");
-        assert_eq!(queued.len(), 3, "{queued:?}");
-        assert!(queued[2].ends_with("_from_c_to_b.handoff"), "{queued:?}");
+        let r = p.send_as("c", &git_handoff("d", "chore"));
+        assert_eq!(r.code, 2, "{layout:?}: {}", r.stdout);
 
         // d is last on the route: its terminal result (to a, b, c: every
         // role before it in window order) makes no copies and ends the card.
@@ -640,6 +641,16 @@ fn merge_only_copies_go_back_on_the_cards_route_and_move_nothing() {
         assert_eq!(lane(&p, "h1"), "done", "{layout:?}");
         p.swarm(&["audit", "--check"]).ok();
     }
+    // Without cards a `back-all` role's copies go to every role before it
+    // in window order (upstream's older `reverse-roles`).
+    let p = plain(Layout::Init, &["b", "c", "d"]);
+    p.config(
+        "wake: {method: none}\nroles:\n  - {name: a, agent: codex}\n  - {name: b, agent: codex, worktree: b}\n  - {name: c, agent: codex, worktree: c, propagation: back-all}\n  - {name: d, agent: codex, worktree: d}\n",
+    );
+    commit(&p, "c", "c2");
+    let queued = hand(&p, "c", "d", "chore");
+    assert_eq!(queued.len(), 3, "{queued:?}");
+    assert!(queued[2].ends_with("_from_c_to_b.handoff"), "{queued:?}");
 }
 
 /// Upstream: "A route must be nonempty, contain no duplicate roles, and

@@ -12,6 +12,7 @@ mod bridge;
 mod budgets;
 mod builder;
 mod cards;
+mod cards_guards;
 mod cockpit_live;
 mod cockpit_swarmforge;
 mod compat;

@@ -304,6 +304,11 @@ fn validate(s: &Sender, d: &Draft, shown: &str) -> Result<Valid> {
     if ty == types::GIT_HANDOFF.name {
         if let Some(t) = d.get(names::TASK) {
             errors.extend(crate::board::refusal(&s.at.project, t));
+            for c in carried_cards(s).unwrap_or_default() {
+                if c != t {
+                    errors.extend(crate::board::carried_refusal(&s.at.project, &c));
+                }
+            }
             if let Some(c) = &canonical {
                 errors.extend(crate::agent::task_doc::refusal(
                     &s.at.project.root,
