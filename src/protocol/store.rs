@@ -302,11 +302,7 @@ pub fn enqueue(
     sender: &str,
     build: impl FnOnce(&str, DateTime<Utc>) -> Message,
 ) -> Result<Enqueued> {
-    fsx::ensure_dirs(&wt.send_dirs()).at(wt.handoffs())?;
-    let (id, seq, now) = take_id(wt, sender)?;
-    let msg = build(&id, now);
-    let path = publish(wt, &msg)?;
-    Ok(Enqueued { path, id, seq, msg })
+    enqueue_with(wt, || take_id(wt, sender), build)
 }
 
 /// [`enqueue`] of a message from `handoffd` itself into `wt`'s outbox, its
@@ -316,8 +312,16 @@ pub fn enqueue_from_daemon(
     wt: &Worktree,
     build: impl FnOnce(&str, DateTime<Utc>) -> Message,
 ) -> Result<Enqueued> {
+    enqueue_with(wt, || take_daemon_id(project), build)
+}
+
+fn enqueue_with(
+    wt: &Worktree,
+    take: impl FnOnce() -> Result<(String, u64, DateTime<Utc>)>,
+    build: impl FnOnce(&str, DateTime<Utc>) -> Message,
+) -> Result<Enqueued> {
     fsx::ensure_dirs(&wt.send_dirs()).at(wt.handoffs())?;
-    let (id, seq, now) = take_daemon_id(project)?;
+    let (id, seq, now) = take()?;
     let msg = build(&id, now);
     let path = publish(wt, &msg)?;
     Ok(Enqueued { path, id, seq, msg })
