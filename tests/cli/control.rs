@@ -500,8 +500,14 @@ fn an_answer_that_arrives_before_the_clarify_waits_for_its_copy_across_a_restart
     let a = &hosts[0].copies("lead")[0];
     assert_eq!(file_header(a, "type").as_deref(), Some("answer"));
     assert_eq!(file_header(a, "in_reply_to").as_deref(), Some(id.as_str()));
-    assert!(journaled(&hosts[1], "control_applied", &cid));
-    assert!(files(&hosts[1].p.path(".swarmforge/bridge/control/waiting")).is_empty());
+    // b journals the record applied, then removes it from waiting/, both
+    // after its effect: the answer can reach a first.
+    wait_until(LONG, "b journaled the answer applied", || {
+        journaled(&hosts[1], "control_applied", &cid)
+    });
+    wait_until(LONG, "b's waiting folder is empty", || {
+        files(&hosts[1].p.path(".swarmforge/bridge/control/waiting")).is_empty()
+    });
     for h in &hosts {
         audit_clean(h);
     }
