@@ -11,8 +11,9 @@
 //!
 //! - `fsx`, `text`, `error`, `sys`: the foundation (renames, fsyncs and
 //!   locks; what may reach a terminal; errors with their exit codes; the
-//!   system underneath: rotating logs, folder watches, tmux, git, the
-//!   priority of background threads);
+//!   system underneath: rotating logs, folder watches, tmux, git and the
+//!   hooks the swarm writes, quoting for `sh`, the priority of background
+//!   threads);
 //! - `protocol`: the on-disk format, the paths, roles.tsv, the config and
 //!   finding the project;
 //! - `search`: the full-text index of the messages, derived from the files;
@@ -30,9 +31,12 @@
 //! - `telemetry`: what agents do and what it costs (usage, activity,
 //!   budgets, traces), derived from their turns, never a handoff's truth;
 //! - `launch`: init, up, down, and the headless turn;
+//! - `lineup`: roles added to and removed from a running swarm;
 //! - `doors`: the agents' other front doors (MCP, the API runner, the
 //!   turn-end hook);
 //! - `serve`: the cockpit, with SwarmForge's dashboard API;
+//! - `doctor`: what `swarm doctor` checks and how to repair it;
+//! - `a2a`: the swarm as an A2A agent (tasks, streams, push);
 //! - `cli`: the command lines of the five binaries.
 
 // Every layer is public for the binaries, the integration tests, the benches
