@@ -250,12 +250,26 @@ pub fn apply(
     let dir = target.parent().unwrap_or(&hq).to_path_buf();
     let tmp = project.bridge_tmp();
     fsx::ensure_dirs(&[&dir, &tmp])?;
-    let mut stale: Vec<PathBuf> = stale.into_keys().collect();
+    let mut stale: Vec<(PathBuf, usize)> = stale.into_iter().collect();
+    stale.sort_by_key(|(_, r)| *r);
     match stale.pop() {
         // A move is a rename of the file in its old place, never a copy
         // and a removal: a reader between the two (`swarm audit --check`)
         // would see one original twice.
-        Some(from) if !target.exists() => {
+        Some((mut from, from_rank)) if !target.exists() => {
+            // A copy that jumps from new/ past in_process/ goes through it,
+            // as a local take and done do: its new stamps are written
+            // there, so a reader in between meets only states the audit
+            // accepts (in new/, no `dequeued_at` or `completed_at`; in
+            // in_process/, any stamps).
+            if group == 1 && from_rank == 0 && rank > 1 {
+                let mid = hq.join(COPIES[1]).join(name);
+                fsx::ensure_dirs(&[hq.join(COPIES[1])])?;
+                match fsx::move_noreplace(&from, &mid) {
+                    Err(e) if fsx::moved_to(&e).is_none() => return Err(e),
+                    _ => from = mid,
+                }
+            }
             if std::fs::read(&from).map_or(true, |b| b != bytes) {
                 fsx::replace(&tmp, &from, bytes)?;
             }
@@ -271,7 +285,7 @@ pub fn apply(
             }
         }
     }
-    for p in &stale {
+    for (p, _) in &stale {
         fsx::remove_file(p)?;
     }
     Ok(true)
