@@ -184,11 +184,7 @@ pub fn held_blocking(wt: &Worktree, role: &str, max_file_bytes: u64) -> Vec<Path
 /// The project, when it declares cards (the guards that follow upstream's
 /// board act only there).
 fn with_cards(place: &Resolved) -> Option<&Project> {
-    let project = place.project.as_ref()?;
-    match board::Routes::load(project) {
-        Ok(r) if !r.is_empty() => Some(project),
-        _ => None,
-    }
+    place.routes().and(place.project.as_ref())
 }
 
 /// The cards of `role`'s current work with no outgoing handoff yet, still

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use crate::agent::printout::{Contribution, ForumView, ItemForum, Turn};
 use crate::agent::queue::{self, Inbox, Item, Ready};
+use crate::board::Routes;
 use crate::error::{Error, Result};
 use crate::forum::discussion;
 use crate::forum::moderator;
@@ -24,9 +25,27 @@ pub struct Resolved {
     pub mode: ReceiveMode,
     pub config: Config,
     pub project: Option<Project>,
+    /// The project's card routes, read once per call ([`Resolved::routes`]).
+    routes: std::sync::OnceLock<Option<Routes>>,
 }
 
 impl Resolved {
+    /// The card routes of the project, when it declares cards: read once
+    /// per call from the config already loaded (the guards and the
+    /// printout both ask); a conf that cannot be read shows no cards
+    /// (`swarm status` and `swarm doctor` say why).
+    pub fn routes(&self) -> Option<&Routes> {
+        self.routes
+            .get_or_init(|| {
+                let p = self.project.as_ref()?;
+                let roles = Roles::load(&p.roles_tsv()).ok()?;
+                Routes::from_parts(p, &roles, &self.config)
+                    .ok()
+                    .filter(|r| !r.is_empty())
+            })
+            .as_ref()
+    }
+
     /// Whether printouts keep SwarmForge's "Re-read your role and
     /// constitution." line: yes in a SwarmForge project (it has the
     /// constitution, or its roles come from roles.tsv / swarmforge.conf);
@@ -80,6 +99,7 @@ pub fn resolve(task: bool, batch: bool) -> Result<Resolved> {
             mode,
             config,
             project,
+            routes: Default::default(),
         });
     }
     resolve_as(&cwd, &root::acting_role()?)
@@ -110,6 +130,7 @@ pub fn resolve_as(cwd: &Path, role: &str) -> Result<Resolved> {
         mode,
         config,
         project: Some(at.project),
+        routes: Default::default(),
     })
 }
 

@@ -79,13 +79,12 @@ pub fn run() -> i32 {
                 (Some(p), Ok(next)) => super::ready_next::forum_view(p, next, me.as_deref()),
                 _ => printout::ForumView::default(),
             };
-            let routes =
-                crate::board::Routes::for_place(place.as_ref().and_then(|p| p.project.as_ref()));
+            let routes = place.as_ref().and_then(|p| p.routes());
             let viewer = printout::Viewer {
                 role: me.as_deref(),
                 forum: Some(&view),
                 preamble: place.as_ref().is_none_or(|p| p.keeps_preamble()),
-                cards: routes.as_ref(),
+                cards: routes,
             };
             if args.json {
                 let mut v = printout::done_json(&d, viewer);

@@ -57,13 +57,12 @@ pub fn run() -> i32 {
                 .as_ref()
                 .map(|p| forum_view(p, &r, me.as_deref()))
                 .unwrap_or_default();
-            let routes =
-                crate::board::Routes::for_place(place.as_ref().and_then(|p| p.project.as_ref()));
+            let routes = place.as_ref().and_then(|p| p.routes());
             let viewer = printout::Viewer {
                 role: me.as_deref(),
                 forum: Some(&view),
                 preamble: place.as_ref().is_none_or(|p| p.keeps_preamble()),
-                cards: routes.as_ref(),
+                cards: routes,
             };
             let resume = args
                 .resume_context

@@ -177,12 +177,11 @@ impl Runner {
             sum.items += 1;
             let view = place::forum_view(&at, &ready, Some(&self.role));
             // `CARD_TYPE:` / `THIS_CARD:`, as `ready-next` prints them.
-            let routes = crate::board::Routes::for_place(at.project.as_ref());
             let viewer = Viewer {
                 role: Some(&self.role),
                 forum: Some(&view),
                 preamble: at.keeps_preamble(),
-                cards: routes.as_ref(),
+                cards: at.routes(),
             };
             let shown = printout::task_text(item, viewer, answers);
             let id = item.msg.id().unwrap_or("").to_string();

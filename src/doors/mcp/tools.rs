@@ -416,12 +416,12 @@ pub fn call(agent: &Agent, name: &str, args: Option<&Map<String, Value>>) -> Out
 fn ready_value(at: &place::Resolved, r: &Ready, reactions: &[Item], me: &str) -> Value {
     let view = place::forum_view(at, r, Some(me));
     // `card_type` / `this_card`, as `ready-next` prints them.
-    let routes = crate::board::Routes::for_place(at.project.as_ref());
+    let routes = at.routes();
     let viewer = Viewer {
         role: Some(me),
         forum: Some(&view),
         preamble: at.keeps_preamble(),
-        cards: routes.as_ref(),
+        cards: routes,
     };
     let mut v = printout::ready_json(r, viewer);
     if !reactions.is_empty() {
@@ -456,12 +456,12 @@ fn done(agent: &Agent, a: &Args) -> Outcome {
         Ok(next) => place::forum_view(&at, next, Some(&agent.role)),
         Err(_) => printout::ForumView::default(),
     };
-    let routes = crate::board::Routes::for_place(at.project.as_ref());
+    let routes = at.routes();
     let viewer = Viewer {
         role: Some(&agent.role),
         forum: Some(&view),
         preamble: at.keeps_preamble(),
-        cards: routes.as_ref(),
+        cards: routes,
     };
     Ok(printout::done_json(&d, viewer))
 }
