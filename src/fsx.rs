@@ -257,6 +257,36 @@ pub fn replace_unsynced(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result
     replace_with(tmp_dir, dest, bytes, false, false)
 }
 
+/// Writes `bytes` over the start of `dest` in place, then cuts the file to
+/// their length, when `dest` is a regular file with one name; otherwise (no
+/// file yet, a symlink, a FIFO, a second hard link) as [`replace_unsynced`].
+///
+/// Why: a replace creates an inode and frees one, and on ext4 without a
+/// journal every creation scans past the inodes freed in the last minutes,
+/// so under a busy swarm each replace grew dearer (docs/benchmarks.md, "Where
+/// a hop's time goes"). The invariant the caller must keep: every reader and
+/// writer of `dest` holds one lock, because an in-place write is not atomic
+/// for a reader; and the reader rejects what a kill between the write and
+/// the cut leaves (the new bytes followed by old ones) and repairs it.
+pub fn overwrite_unsynced(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    let opened = OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(dest);
+    if let Ok(f) = opened {
+        let m = f.metadata()?;
+        if m.file_type().is_file() && m.nlink() == 1 {
+            f.write_all_at(bytes, 0)?;
+            if m.len() > bytes.len() as u64 {
+                f.set_len(bytes.len() as u64)?;
+            }
+            return Ok(());
+        }
+    }
+    replace_unsynced(tmp_dir, dest, bytes)
+}
+
 fn replace_with(
     tmp_dir: &Path,
     dest: &Path,

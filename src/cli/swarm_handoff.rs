@@ -105,7 +105,7 @@ pub fn run() -> i32 {
                     super::out(&crate::agent::printout::done_text(d, viewer));
                 }
             }
-            if let Some(w) = send::discard_draft(arg, &cwd) {
+            if let Some(w) = send::discard_draft(arg, &cwd, &q.worktree) {
                 eprintln!("{w}");
             }
             match finished {

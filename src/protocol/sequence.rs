@@ -1,12 +1,21 @@
 //! Per-worktree sequence numbers (docs/protocol.md §4), allocated under an
-//! flock(2) lock and stored by atomic replace, so a killed sender never blocks
-//! later sends and a crash never leaves an empty or negative counter.
+//! flock(2) lock, so a killed sender never blocks later sends.
+//!
+//! The counter is rewritten in place (`fsx::overwrite_unsynced`), not
+//! replaced: a send then creates one inode (its message), not two, which is
+//! what a file system that scans freed inodes at each creation charges for
+//! (docs/benchmarks.md). Every reader takes the same lock, so none sees a
+//! write half done. A kill between the write and the cut of a longer old
+//! value leaves the new digits followed by old bytes; [`parse`] refuses
+//! that, and the counter is recovered from the names in use, as for a
+//! missing or empty one. The value never shrinks, so the cut is rare: only
+//! after such a recovery, or after another program wrote a longer text.
 //!
 //! The counter is replaced without fsync. Why that can never reissue an id:
 //! a killed process loses nothing (the rename is in the page cache, which
 //! every later reader sees); only an OS crash can bring back an older value,
-//! or an empty file (then the highest number in use is taken from the file
-//! names). A rolled-back counter may give a number out again, but an id is
+//! or an empty or torn file (then the highest number in use is taken from
+//! the file names). A rolled-back counter may give a number out again, but an id is
 //! `<IDTS>_<SEQ>_from_<sender>`: the earlier message took its second before
 //! the crash and the new one takes a second after the reboot, so the ids,
 //! and the file names built from them, differ, and hand-out order (second
@@ -116,7 +125,9 @@ fn next_at(
     let next = last + 1;
     let text = format!("{}\n", grammar::format_seq(next));
     // No fsync of its own (two of a send's four): see the module comment.
-    fsx::replace_unsynced(dir, path, text.as_bytes()).at(path)?;
+    // Written in place, under the lock every reader takes: see the module
+    // comment for what a kill in the middle leaves.
+    fsx::overwrite_unsynced(dir, path, text.as_bytes()).at(path)?;
     Ok(next)
 }
 
@@ -147,6 +158,38 @@ mod tests {
         assert_eq!(next(&wt).unwrap(), 8);
         assert_eq!(fs::read_to_string(wt.sequence()).unwrap(), "000008\n");
         assert_eq!(next(&wt).unwrap(), 9);
+    }
+
+    #[test]
+    fn the_counter_is_rewritten_in_place_and_a_torn_one_recovered() {
+        use std::os::unix::fs::MetadataExt;
+        let d = tempfile::tempdir().unwrap();
+        let wt = Worktree::new(d.path());
+        fs::create_dir_all(wt.sent()).unwrap();
+        assert_eq!(next(&wt).unwrap(), 1);
+        let ino = fs::metadata(wt.sequence()).unwrap().ino();
+        assert_eq!(next(&wt).unwrap(), 2);
+        assert_eq!(fs::metadata(wt.sequence()).unwrap().ino(), ino);
+        assert_eq!(fs::read_to_string(wt.sequence()).unwrap(), "000002\n");
+        // What a kill between the write and the cut leaves: new digits,
+        // then the rest of a longer old text. Refused, recovered from the
+        // names, and cut.
+        fs::write(
+            wt.sent()
+                .join("50_20260101T000000Z_000007_from_a_to_b.handoff"),
+            "",
+        )
+        .unwrap();
+        fs::write(wt.sequence(), "000003\n0000002\n").unwrap();
+        assert_eq!(next(&wt).unwrap(), 8);
+        assert_eq!(fs::read_to_string(wt.sequence()).unwrap(), "000008\n");
+        // A second name on the counter is never written through: the counter
+        // is replaced and the other file keeps its text.
+        let other = d.path().join("elsewhere");
+        fs::hard_link(wt.sequence(), &other).unwrap();
+        assert_eq!(next(&wt).unwrap(), 9);
+        assert_eq!(fs::read_to_string(&other).unwrap(), "000008\n");
+        assert_eq!(fs::read_to_string(wt.sequence()).unwrap(), "000009\n");
     }
 
     #[test]

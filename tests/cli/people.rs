@@ -437,6 +437,28 @@ fn a_persons_prompt_and_drafts_addressed_to_the_peers_the_job_names() {
     );
 }
 
+/// A person works in the project root while their mail lives in their own
+/// folder: the draft they send from the root is theirs and is deleted, with
+/// no warning.
+#[test]
+fn a_persons_draft_in_the_project_root_is_deleted_once_queued() {
+    let p = lead_and_boss("sh x.sh", "");
+    p.write(
+        "boss-draft.txt",
+        "type: note\nto: lead\npriority: 20\nmessage: go ahead\n",
+    );
+    let r = p.run(Some("boss"), "swarm-handoff", &["boss-draft.txt"]);
+    r.ok();
+    assert!(r.stdout.starts_with("HANDOFF QUEUED: "), "{}", r.stdout);
+    assert!(
+        r.stdout.contains(".swarmforge/people/boss/"),
+        "queued in the person's own folder: {}",
+        r.stdout
+    );
+    assert!(!r.stderr.contains("warning"), "{}", r.stderr);
+    assert!(!p.path("boss-draft.txt").exists(), "the draft was deleted");
+}
+
 /// The cockpit's "mark done" is `swarm inbox done` (same refusals).
 #[test]
 fn the_cockpit_marks_a_persons_item_done() {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::fsx;
-use crate::protocol::root::{self, Located};
+use crate::protocol::root::Located;
 
 /// The draft path as shown in messages, normalised like Java's
 /// `Path.normalize` (which SwarmForge applied to the argument): empty and `.`
@@ -77,7 +77,9 @@ pub(super) fn real_draft(path: &Path, at: &Located, shown: &str) -> Result<PathB
 
 /// Deletes the draft after the queued line was printed (best effort: the
 /// handoff is queued whatever happens here, docs/protocol.md §7.1).
-pub fn discard_draft(draft_arg: &str, cwd: &Path) -> Option<String> {
+/// `worktree` is the sender's worktree root ([`super::Queued::worktree`]):
+/// the send located it already, so the project is not looked up again.
+pub fn discard_draft(draft_arg: &str, cwd: &Path, worktree: &Path) -> Option<String> {
     let p = if Path::new(draft_arg).is_absolute() {
         PathBuf::from(draft_arg)
     } else {
@@ -85,10 +87,7 @@ pub fn discard_draft(draft_arg: &str, cwd: &Path) -> Option<String> {
     };
     // Only a file in the sender's own worktree is ours to delete (a symlink
     // there is removed as a link; its target is never touched).
-    let mine = root::locate(cwd)
-        .ok()
-        .zip(real_folder(&p))
-        .is_some_and(|(at, dir)| inside_any(&dir, &[&at.worktree.root]));
+    let mine = real_folder(&p).is_some_and(|dir| inside_any(&dir, &[worktree]));
     if !mine {
         return Some(format!(
             "warning: handoff queued; the draft {} is outside your worktree and was left in place",

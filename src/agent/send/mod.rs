@@ -53,6 +53,10 @@ pub struct Queued {
     /// Merge-only copies queued with it (`back-one` / `back-all`; src/board/copies.rs).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub copies: Vec<PathBuf>,
+    /// The worktree the send ran in ([`Sender::home`]): where its draft
+    /// may be deleted.
+    #[serde(skip)]
+    pub worktree: PathBuf,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -95,6 +99,9 @@ pub fn check_role_worktree(role: &Role, at: &mut Located) -> Result<()> {
 pub struct Sender {
     pub role: String,
     pub at: Located,
+    /// The worktree the command runs in (a person's is the project root,
+    /// while `at` names their inbox folder): where a draft is theirs.
+    pub home: PathBuf,
     pub roles: Roles,
     pub config: Config,
 }
@@ -118,6 +125,7 @@ impl Sender {
         let config = Config::load(&project.config_file())?;
         Ok(Sender {
             role: role.to_string(),
+            home: wt.clone(),
             at: Located {
                 worktree: crate::protocol::layout::Worktree::new(wt),
                 project: project.clone(),
@@ -139,11 +147,13 @@ impl Sender {
                 roles.unknown_hint(&at.project.roles_tsv())
             )));
         };
+        let home = at.worktree.root.clone();
         check_role_worktree(r, &mut at)?;
         let config = Config::load(&at.project.config_file())?;
         fsx::set_fsync(config.daemon.fsync);
         Ok(Sender {
             role: role.to_string(),
+            home,
             at,
             roles,
             config,
@@ -478,6 +488,7 @@ fn publish(s: &Sender, v: Valid) -> Result<Queued> {
     };
     Ok(Queued {
         copies,
+        worktree: s.home.clone(),
         path: dest,
         id,
         sequence: grammar::format_seq(seq),
