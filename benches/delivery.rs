@@ -151,7 +151,10 @@ fn latency(base: &Path, n: usize, recipients: usize, fsync: bool) -> (f64, f64) 
 }
 
 fn main() {
-    let o = opts();
+    let mut o = opts();
+    // bare_loop leaves its files to the end of the run (common::row_dir).
+    let run = common::run_dir(&o.dir);
+    o.dir = run.path().to_path_buf();
     if std::env::args().any(|a| a == "--bench") && std::env::args().count() <= 2 {
         // `cargo bench` passes --bench; the defaults apply.
     }

@@ -3,6 +3,7 @@
 //!
 //!   cargo bench --bench queues -- [--messages N] [--hops H] [--backlog B]
 //!                                 [--trail T] [--dir D] [--skip backlog,trail]
+//!                                 [--against BIN_DIR]
 //!   (or scripts/bench-queues.sh, which checks the peers are installed)
 //!
 //! Peers: the physical limit (write + fsync + rename + fsync(dir), in
@@ -12,7 +13,10 @@
 //! (`swarm-handoff`, `handoffd`, `ready-next`, `done-current`) and the library
 //! path (the same functions in process). Sections: enqueue, one full hop, a
 //! 100 000-file backlog, and `swarm transcript` / `swarm audit` on a
-//! 50 000-message project.
+//! 50 000-message project. With `--against BIN_DIR` (the `swarm-handoff`,
+//! `handoffd`, `ready-next` and `done-current` of another build), only the
+//! CLI hop runs, for both builds, interleaved in chunks so that the machine's
+//! drift falls on both alike.
 
 use std::fs;
 use std::io::Write;
@@ -39,6 +43,7 @@ struct Opts {
     trail: usize,
     dir: PathBuf,
     skip: Vec<String>,
+    against: Option<PathBuf>,
 }
 
 fn opts() -> Opts {
@@ -49,6 +54,7 @@ fn opts() -> Opts {
         trail: 50_000,
         dir: std::env::temp_dir(),
         skip: Vec::new(),
+        against: None,
     };
     let args: Vec<String> = std::env::args().collect();
     let mut i = 1;
@@ -61,6 +67,7 @@ fn opts() -> Opts {
             "--trail" => o.trail = v.parse().expect("--trail T"),
             "--dir" => o.dir = PathBuf::from(v),
             "--skip" => o.skip = v.split(',').map(str::to_string).collect(),
+            "--against" => o.against = Some(PathBuf::from(v)),
             _ => {
                 i += 1;
                 continue;
@@ -114,7 +121,7 @@ fn spawn_floor(n: usize) -> Duration {
 }
 
 fn maildir(base: &Path) -> (tempfile::TempDir, PathBuf) {
-    let d = tempfile::tempdir_in(base).unwrap();
+    let d = common::row_dir(base);
     let md = d.path().join("Maildir");
     for s in ["tmp", "new", "cur"] {
         fs::create_dir_all(md.join(s)).unwrap();
@@ -167,7 +174,7 @@ fn maildir_hop(base: &Path, n: usize) -> Duration {
 /// our code; what this row is above Maildir is the durability a hop promises.
 fn contract_hop(base: &Path, n: usize) -> Duration {
     use std::os::unix::fs::OpenOptionsExt;
-    let d = tempfile::tempdir_in(base).unwrap();
+    let d = common::row_dir(base);
     let dirs = ["otmp", "outbox", "sent", "itmp", "new", "cur", "done"];
     for s in dirs {
         fs::create_dir(d.path().join(s)).unwrap();
@@ -243,7 +250,7 @@ struct Ours {
 }
 
 fn ours(base: &Path, fsync: bool, receive: &str) -> Ours {
-    let d = tempfile::tempdir_in(base).unwrap();
+    let d = common::row_dir(base);
     let root = d.path().canonicalize().unwrap();
     let rcv = root.join("wt0");
     common::role_worktree(&root, &rcv);
@@ -272,8 +279,10 @@ fn draft_text(i: usize) -> String {
     )
 }
 
-fn cli(program: &str, cwd: &Path, role: &str) -> Command {
-    let mut c = Command::new(common::bin(program));
+/// `program` of this build, or of the build in `bins`.
+fn cli(program: &str, cwd: &Path, role: &str, bins: Option<&Path>) -> Command {
+    let path = bins.map_or_else(|| common::bin(program), |d| d.join(program));
+    let mut c = Command::new(path);
     c.current_dir(cwd)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -281,10 +290,10 @@ fn cli(program: &str, cwd: &Path, role: &str) -> Command {
     c
 }
 
-fn cli_send(o: &Ours, i: usize) -> PathBuf {
+fn cli_send(o: &Ours, i: usize, bins: Option<&Path>) -> PathBuf {
     let draft = o.project.root.join("draft.txt");
     fs::write(&draft, draft_text(i)).unwrap();
-    let out = run_ok(cli("swarm-handoff", &o.project.root, "sender").arg("draft.txt"));
+    let out = run_ok(cli("swarm-handoff", &o.project.root, "sender", bins).arg("draft.txt"));
     PathBuf::from(out.trim().strip_prefix("HANDOFF QUEUED: ").unwrap())
 }
 
@@ -296,7 +305,7 @@ fn lib_send(o: &Ours, i: usize) -> PathBuf {
     else {
         panic!("held by the audit gate");
     };
-    swarm_handoff::agent::send::discard_draft("draft.txt", &o.project.root);
+    swarm_handoff::agent::send::discard_draft("draft.txt", &o.project.root, &q.worktree);
     q.path
 }
 
@@ -304,7 +313,7 @@ fn ours_enqueue_cli(base: &Path, n: usize, fsync: bool) -> Duration {
     let o = ours(base, fsync, "task");
     let t = Instant::now();
     for i in 0..n {
-        cli_send(&o, i);
+        cli_send(&o, i, None);
     }
     t.elapsed() / n as u32
 }
@@ -339,30 +348,99 @@ struct HopSteps {
 fn ours_hop_cli(base: &Path, n: usize, fsync: bool) -> HopSteps {
     let o = ours(base, fsync, "task");
     let _d = Daemon::start(&o.project);
+    let (total, steps) = hops_cli(&o, 0..n, None);
+    HopSteps {
+        total: total / n as u32,
+        steps: steps.map(|s| s / n as u32),
+    }
+}
+
+/// Hops `range` of project `o` (its daemon running) with the CLI of this
+/// build or of `bins`: the time in all, and per step.
+fn hops_cli(
+    o: &Ours,
+    range: std::ops::Range<usize>,
+    bins: Option<&Path>,
+) -> (Duration, [Duration; 4]) {
     let new = Worktree::new(&o.rcv).inbox_new();
     let mut steps = [Duration::ZERO; 4];
     let t = Instant::now();
-    for i in 0..n {
+    for i in range {
         let mut lap = Instant::now();
         let mut split = |k: usize| {
             steps[k] += lap.elapsed();
             lap = Instant::now();
         };
-        let queued = cli_send(&o, i);
+        let queued = cli_send(o, i, bins);
         split(0);
         wait_for(&new.join(queued.file_name().unwrap()));
         split(1);
-        let out = run_ok(&mut cli("ready-next", &o.rcv, "r0"));
+        let out = run_ok(&mut cli("ready-next", &o.rcv, "r0", bins));
         assert!(out.starts_with("TASK: "), "{out}");
         split(2);
-        let out = run_ok(&mut cli("done-current", &o.rcv, "r0"));
+        let out = run_ok(&mut cli("done-current", &o.rcv, "r0", bins));
         assert!(out.ends_with("NO_TASK\n"), "{out}");
         split(3);
     }
-    HopSteps {
-        total: t.elapsed() / n as u32,
-        steps: steps.map(|s| s / n as u32),
+    (t.elapsed(), steps)
+}
+
+/// This build's CLI hop against the build in `bins`: one project each, each
+/// with its own build's daemon, the hops run in chunks, alternating which
+/// build goes first (ABBA), so the machine's drift falls on both alike.
+fn against(o: &Opts, bins: &Path) {
+    let n = o.hops;
+    let chunks = 10;
+    eprintln!("build against build: {n} hops each, in {chunks} chunks");
+    let this = ours(&o.dir, true, "task");
+    let that = ours(&o.dir, true, "task");
+    let _d1 = Daemon::start(&this.project);
+    let _d2 = Daemon::start_program(&that.project, &bins.join("handoffd"));
+    let mut sums = [(Duration::ZERO, [Duration::ZERO; 4]); 2];
+    let per = n.div_ceil(chunks);
+    for c in 0..chunks {
+        let range = c * per..((c + 1) * per).min(n);
+        let order = if c % 2 == 0 { [0, 1] } else { [1, 0] };
+        for which in order {
+            let (p, b) = if which == 0 {
+                (&this, None)
+            } else {
+                (&that, Some(bins))
+            };
+            let (t, s) = hops_cli(p, range.clone(), b);
+            sums[which].0 += t;
+            for (sum, step) in sums[which].1.iter_mut().zip(s) {
+                *sum += step;
+            }
+        }
     }
+    let us = |d: Duration| common::us(d / n as u32);
+    println!(
+        "### This build against {} ({n} hops each, {chunks} chunks, ABBA)\n",
+        bins.display()
+    );
+    println!("| step | this build µs | that build µs | this / that |");
+    println!("|---|---|---|---|");
+    let row = |label: &str, a: Duration, b: Duration| {
+        println!(
+            "| {label} | {:.0} | {:.0} | {:.2} |",
+            us(a),
+            us(b),
+            us(a) / us(b)
+        );
+        eprintln!("  {label}: {:.0} µs against {:.0} µs", us(a), us(b));
+    };
+    row("full hop", sums[0].0, sums[1].0);
+    let labels = [
+        "`swarm-handoff`",
+        "until the copy is in `new/`",
+        "`ready-next`",
+        "`done-current`",
+    ];
+    for (k, label) in labels.iter().enumerate() {
+        row(label, sums[0].1[k], sums[1].1[k]);
+    }
+    println!();
 }
 
 fn deliverer(o: &Ours) -> Deliverer {
@@ -469,7 +547,7 @@ fn enqueue(o: &Opts) {
         safecat_enqueue(&o.dir, n),
         "fsyncs the file, not the folder; link+unlink",
     );
-    let d = tempfile::tempdir_in(&o.dir).unwrap();
+    let d = common::row_dir(&o.dir);
     let dq = dirq(&[
         "enqueue",
         d.path().join("q").to_str().unwrap(),
@@ -527,7 +605,7 @@ fn hop(o: &Opts) {
         maildir_hop(&o.dir, n),
         "1 process; the file fsynced once",
     );
-    let d = tempfile::tempdir_in(&o.dir).unwrap();
+    let d = common::row_dir(&o.dir);
     let dq = dirq(&[
         "hop",
         d.path().join("q").to_str().unwrap(),
@@ -608,7 +686,7 @@ fn backlog(o: &Opts) {
         "the floor for finding the oldest file",
     );
     let first = Instant::now();
-    let out = run_ok(&mut cli("ready-next", &ob.rcv, "r0"));
+    let out = run_ok(&mut cli("ready-next", &ob.rcv, "r0", None));
     let first = first.elapsed();
     assert!(out.starts_with("TASK: "));
     t.row(
@@ -620,7 +698,7 @@ fn backlog(o: &Opts) {
     let mut dones = Vec::new();
     for _ in 0..5 {
         let s = Instant::now();
-        let out = run_ok(&mut cli("done-current", &ob.rcv, "r0"));
+        let out = run_ok(&mut cli("done-current", &ob.rcv, "r0", None));
         dones.push(s.elapsed());
         assert!(out.contains("\nTASK: "));
     }
@@ -648,7 +726,7 @@ fn backlog(o: &Opts) {
     let mut nt = Vec::new();
     for _ in 0..5 {
         let s = Instant::now();
-        run_ok(&mut cli("ready-next", &empty.rcv, "r0"));
+        run_ok(&mut cli("ready-next", &empty.rcv, "r0", None));
         nt.push(s.elapsed());
     }
     t.row(
@@ -659,7 +737,7 @@ fn backlog(o: &Opts) {
     );
     drop(ob);
 
-    let d = tempfile::tempdir_in(&o.dir).unwrap();
+    let d = common::row_dir(&o.dir);
     let q = d.path().join("q");
     let q = q.to_str().unwrap();
     dirq(&["fill", q, &n.to_string()]);
@@ -761,7 +839,7 @@ fn trail(o: &Opts) {
 }
 
 fn main() {
-    let o = opts();
+    let mut o = opts();
     let peers = Command::new("sh")
         .args(["-c", "command -v safecat && python3 -c 'import dirq'"])
         .stdin(Stdio::null())
@@ -772,6 +850,8 @@ fn main() {
         eprintln!("safecat or python dirq is missing: scripts/bench-queues.sh installs them");
         std::process::exit(1);
     }
+    let run = common::run_dir(&o.dir);
+    o.dir = run.path().to_path_buf();
     println!(
         "Queue comparison, one run on {} ({} cores); times are per message unless noted.\n",
         o.dir.display(),
@@ -779,6 +859,10 @@ fn main() {
             .map(|n| n.get())
             .unwrap_or(1)
     );
+    if let Some(bins) = &o.against {
+        against(&o, bins);
+        return;
+    }
     enqueue(&o);
     hop(&o);
     if !o.skip.iter().any(|s| s == "backlog") {

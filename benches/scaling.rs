@@ -453,7 +453,10 @@ fn audit(o: &Opts) {
 }
 
 fn main() {
-    let o = opts();
+    let mut o = opts();
+    // bare_loop leaves its files to the end of the run (common::row_dir).
+    let run = common::run_dir(&o.dir);
+    o.dir = run.path().to_path_buf();
     println!(
         "Scaling benchmark, one run on {} ({} cores).\n",
         o.dir.display(),

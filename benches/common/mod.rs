@@ -25,10 +25,30 @@ use swarm_handoff::protocol::header::Message;
 use swarm_handoff::protocol::layout::{Project, Worktree};
 use swarm_handoff::protocol::roles::{ReceiveMode, Roles};
 
+/// The folder of one run, under `base` (`--dir`), removed when dropped at
+/// the end of `main`. Rows make theirs inside with [`row_dir`].
+pub fn run_dir(base: &Path) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("bench-run-")
+        .tempdir_in(base)
+        .unwrap()
+}
+
+/// A folder for one row's files under the run's folder, left in place when
+/// the row ends; the run's folder goes once, after the last row. On ext4
+/// without a journal every file creation skips the inodes freed in the last
+/// minutes, so a row that removed its files made the rows after it pay for
+/// them (docs/benchmarks.md, "Where a hop's time goes").
+pub fn row_dir(run: &Path) -> tempfile::TempDir {
+    let mut d = tempfile::tempdir_in(run).unwrap();
+    d.disable_cleanup(true);
+    d
+}
+
 /// The physical limit: write + (fsync) + rename + (fsync of the folder) of
 /// `n` files of `body` bytes in a fresh folder under `base`; time per file.
 pub fn bare_loop(base: &Path, n: usize, sync: bool, body: usize) -> Duration {
-    let d = tempfile::tempdir_in(base).unwrap();
+    let d = row_dir(base);
     let dir = fs::File::open(d.path()).unwrap();
     let body = vec![b'x'; body];
     let t = Instant::now();
@@ -261,7 +281,12 @@ pub struct Daemon(pub Child);
 
 impl Daemon {
     pub fn start(p: &Project) -> Daemon {
-        let child = Command::new(bin("handoffd"))
+        Daemon::start_program(p, &bin("handoffd"))
+    }
+
+    /// `handoffd` at `program` (another build's, for a build-against-build run).
+    pub fn start_program(p: &Project, program: &Path) -> Daemon {
+        let child = Command::new(program)
             .arg(&p.root)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
