@@ -78,11 +78,7 @@ pub fn chosen<'a>(roles: &'a Roles, role: Option<&str>, tsv: &Path) -> Result<Ve
 }
 
 fn worktree(project: &Project, r: &Role) -> Worktree {
-    Worktree::new(if r.worktree_path.is_absolute() {
-        r.worktree_path.clone()
-    } else {
-        project.root.join(&r.worktree_path)
-    })
+    Worktree::new(r.worktree_in(&project.root))
 }
 
 /// The command that handles an item.

@@ -774,11 +774,7 @@ pub fn new_card(project: &Project, kind: &str, name: &str, text: &str) -> Result
     let role = roles
         .find(&first)
         .ok_or_else(|| Error::not_found(format!("role '{first}' is not in roles.tsv")))?;
-    let wt = Worktree::new(if role.worktree_path.is_absolute() {
-        role.worktree_path.clone()
-    } else {
-        project.root.join(&role.worktree_path)
-    });
+    let wt = Worktree::new(role.worktree_in(&project.root));
     fsx::ensure_dirs(&[dir(project), tmp_dir(project)]).at(dir(project))?;
     let _lock = fsx::lock(&lock_file(project)).at(lock_file(project))?;
     let board = sync_locked(project, &routes)?;

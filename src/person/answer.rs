@@ -203,11 +203,7 @@ pub fn clarify_copy(
 ) -> Option<queue::Item> {
     let mut seen: Vec<PathBuf> = Vec::new();
     for r in &roles.roles {
-        let root = if r.worktree_path.is_absolute() {
-            r.worktree_path.clone()
-        } else {
-            project.root.join(&r.worktree_path)
-        };
+        let root = r.worktree_in(&project.root);
         if seen.contains(&root) {
             continue;
         }

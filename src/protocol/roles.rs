@@ -38,6 +38,16 @@ pub struct Role {
 }
 
 impl Role {
+    /// Its worktree folder: column 3 as written when absolute, else under
+    /// the project root `root` (roles.tsv may name it either way).
+    pub fn worktree_in(&self, root: &Path) -> PathBuf {
+        if self.worktree_path.is_absolute() {
+            self.worktree_path.clone()
+        } else {
+            root.join(&self.worktree_path)
+        }
+    }
+
     /// The receive mode, or the raw text when it is neither `task` nor `batch`.
     pub fn receive_mode(&self) -> std::result::Result<ReceiveMode, &str> {
         match self.mode.as_str() {

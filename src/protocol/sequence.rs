@@ -88,13 +88,7 @@ pub fn next_daemon(project: &Project) -> Result<u64> {
         || {
             let roles = Roles::load(&project.roles_tsv()).unwrap_or_default();
             let mut worktrees = vec![project.root.clone()];
-            worktrees.extend(roles.roles.iter().map(|r| {
-                if r.worktree_path.is_absolute() {
-                    r.worktree_path.clone()
-                } else {
-                    project.root.join(&r.worktree_path)
-                }
-            }));
+            worktrees.extend(roles.roles.iter().map(|r| r.worktree_in(&project.root)));
             worktrees
                 .iter()
                 .map(|w| highest_used(&Worktree::new(w), Some(grammar::DAEMON)))

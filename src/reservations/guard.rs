@@ -38,11 +38,7 @@ pub fn me(project: &Project, worktree: &Path) -> Result<Option<String>> {
         .roles
         .iter()
         .filter(|r| {
-            let p = if r.worktree_path.is_absolute() {
-                r.worktree_path.clone()
-            } else {
-                project.root.join(&r.worktree_path)
-            };
+            let p = r.worktree_in(&project.root);
             canon(&p) == here
         })
         .map(|r| r.name.as_str())

@@ -175,10 +175,8 @@ impl Index {
         for r in &roles.roles {
             let root = if let Some((_, mirror)) = trail::mirror_of(&self.project, config, r) {
                 mirror
-            } else if r.worktree_path.is_absolute() {
-                r.worktree_path.clone()
             } else {
-                self.project.root.join(&r.worktree_path)
+                r.worktree_in(&self.project.root)
             };
             if !seen.insert(root.clone()) {
                 continue;

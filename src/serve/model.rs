@@ -298,11 +298,7 @@ impl Model {
     }
 
     fn worktree_of(&self, r: &Role) -> Worktree {
-        Worktree::new(if r.worktree_path.is_absolute() {
-            r.worktree_path.clone()
-        } else {
-            self.project.root.join(&r.worktree_path)
-        })
+        Worktree::new(r.worktree_in(&self.project.root))
     }
 
     /// Depth and latency before the server started, from the journal's

@@ -264,11 +264,7 @@ fn waiting(roles: &Roles, project: &Project, max_bytes: u64, now: Instant) -> Ve
         .iter()
         .filter(|r| r.is_human() && !r.is_remote())
     {
-        let root = if r.worktree_path.is_absolute() {
-            r.worktree_path.clone()
-        } else {
-            project.root.join(&r.worktree_path)
-        };
+        let root = r.worktree_in(&project.root);
         let new = Worktree::new(root).inbox_new();
         let Ok(names) = trail::handoff_names(&new) else {
             continue;

@@ -117,11 +117,7 @@ impl Sender {
                 roles.unknown_hint(&project.roles_tsv())
             )));
         };
-        let wt = if r.worktree_path.is_absolute() {
-            r.worktree_path.clone()
-        } else {
-            project.root.join(&r.worktree_path)
-        };
+        let wt = r.worktree_in(&project.root);
         let config = Config::load(&project.config_file())?;
         Ok(Sender {
             role: role.to_string(),
