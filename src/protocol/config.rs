@@ -673,12 +673,10 @@ impl Seats {
 }
 
 impl Config {
-    /// swarm.yaml's text as written: agent definitions not resolved yet,
-    /// nothing checked (`Config::parse` in `config_read` does both).
+    /// swarm.yaml's text as written, not empty: agent definitions not
+    /// resolved yet, nothing checked (`Config::parse` in `config_read` does
+    /// both, and takes an empty text for every default).
     pub(crate) fn from_text(text: &str) -> std::result::Result<Config, String> {
-        if text.trim().is_empty() {
-            return Ok(Config::default());
-        }
         serde_saphyr::from_str::<Config>(text).map_err(|e| e.to_string())
     }
 

@@ -17,10 +17,10 @@ impl Config {
     /// swarm.yaml's text as a checked config (definitions resolved; the
     /// lineup's changes not merged: that needs the project, see `load`).
     pub fn parse(text: &str) -> std::result::Result<Config, String> {
-        let mut c = Config::from_text(text)?;
         if text.trim().is_empty() {
-            return Ok(c);
+            return Ok(Config::default());
         }
+        let mut c = Config::from_text(text)?;
         definitions::resolve(&mut c, text)?;
         c.check()?;
         Ok(c)

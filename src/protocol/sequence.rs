@@ -11,12 +11,12 @@
 //! missing or empty one. The value never shrinks, so the cut is rare: only
 //! after such a recovery, or after another program wrote a longer text.
 //!
-//! The counter is replaced without fsync. Why that can never reissue an id:
-//! a killed process loses nothing (the rename is in the page cache, which
+//! The counter is written without fsync. Why that can never reissue an id:
+//! a killed process loses nothing (the write is in the page cache, which
 //! every later reader sees); only an OS crash can bring back an older value,
 //! or an empty or torn file (then the highest number in use is taken from
-//! the file names). A rolled-back counter may give a number out again, but an id is
-//! `<IDTS>_<SEQ>_from_<sender>`: the earlier message took its second before
+//! the file names). A rolled-back counter may give a number out again, but
+//! an id is `<IDTS>_<SEQ>_from_<sender>`: the earlier message took its second before
 //! the crash and the new one takes a second after the reboot, so the ids,
 //! and the file names built from them, differ, and hand-out order (second
 //! first, then number) still puts the new message after the old. Only a
