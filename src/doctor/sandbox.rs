@@ -66,7 +66,7 @@ fn trial(plan: &Plan, r: &PlannedRole) -> Option<Finding> {
         agent: AgentSpec::Command("true".into()),
         ..r.clone()
     };
-    let fix = format!("repair what bwrap names: every folder the sandbox binds must exist and be reachable (docs/security.md \"Confinement\"); {OPT_OUT}");
+    let fix = format!("repair what bwrap names (every folder the sandbox binds must exist and be reachable); {OPT_OUT}");
     let args = match confine::args(plan, &stand_in) {
         Ok(a) => a,
         Err(e) => {
