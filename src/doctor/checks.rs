@@ -782,9 +782,9 @@ pub fn clock_skew(cx: &Context) -> Vec<Finding> {
 
 /// What `swarm audit --check` finds.
 pub fn audit(cx: &Context) -> Vec<Finding> {
-    // The trail is read with the config: a broken one is the `config`
-    // check's finding, not an unreadable trail.
-    if !cx.initialised || cx.config_error.is_some() {
+    // The trail is read with the config and the role table: a broken one
+    // is the `config` check's finding, not an unreadable trail.
+    if !cx.initialised || cx.config_error.is_some() || cx.roles_error.is_some() {
         return Vec::new();
     }
     let lag = crate::views::audit::lag::Lag::before_load(&cx.project);

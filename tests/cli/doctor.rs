@@ -260,6 +260,22 @@ fn a_broken_swarm_yaml_is_one_finding_and_the_other_checks_still_run() {
         )),
         "{m}"
     );
+    // Not a file at all: one finding, and no unreadable trail besides.
+    fs::remove_file(p.path(".swarmforge/roles.tsv")).unwrap();
+    std::os::unix::fs::symlink(p.path("swarm.yaml"), p.path(".swarmforge/roles.tsv")).unwrap();
+    let (_, v) = doctor(&p, &[]);
+    let invalid = doctor_findings(&v, "CONFIG_INVALID");
+    assert_eq!(invalid.len(), 1, "{v:#}");
+    assert_eq!(
+        invalid[0]["path"],
+        p.path(".swarmforge/roles.tsv").to_str().unwrap()
+    );
+    assert!(
+        !codes(&v).contains(&"AUDIT_UNREADABLE".to_string()),
+        "{v:#}"
+    );
+    fs::remove_file(p.path(".swarmforge/roles.tsv")).unwrap();
+    fs::write(p.path(".swarmforge/roles.tsv"), &tsv).unwrap();
     // Repaired (`swarm init` writes the table again): nothing.
     p.swarm(&["init"]).ok();
     let (_, v) = doctor(&p, &[]);
