@@ -111,10 +111,16 @@ pub fn config(cx: &Context) -> Vec<Finding> {
             Finding::new(
                 "CONFIG_INVALID",
                 message,
-                format!(
-                    "{}; `swarm init` writes it again from swarm.yaml",
-                    repair(hint)
-                ),
+                // Not `repair`: `swarm up` initialises, which writes it again.
+                [
+                    hint.as_str(),
+                    "`swarm init` writes it again from swarm.yaml",
+                ]
+                .iter()
+                .filter(|h| !h.is_empty())
+                .copied()
+                .collect::<Vec<_>>()
+                .join("; "),
             )
             .at(&tsv),
         );
