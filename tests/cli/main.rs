@@ -24,6 +24,7 @@ mod costs;
 mod crash;
 mod daemon;
 mod discovery;
+mod doctor;
 mod examples;
 mod faults;
 mod forum;
