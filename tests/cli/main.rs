@@ -45,6 +45,7 @@ mod panes;
 mod partition;
 mod people;
 mod perf;
+mod person_only;
 mod power;
 mod preamble;
 mod progress;
