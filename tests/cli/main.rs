@@ -31,6 +31,7 @@ mod headless;
 mod holds;
 mod hostile;
 mod ingest;
+mod init_example;
 mod launcher;
 mod layouts;
 mod lazyfs;

@@ -12,7 +12,8 @@ pub struct Args {
     #[arg(id = "root_dir", value_name = "ROOT")]
     pub root: Option<PathBuf>,
     /// Start from an example: `trio` (Claude Code, Codex, Gemini CLI), or a
-    /// demo swarm (pipeline, roundtable, forum)
+    /// demo swarm (pipeline, roundtable, forum); refused, writing nothing,
+    /// when any of its files exists already (each one is named)
     #[arg(long, value_name = "NAME")]
     pub example: Option<String>,
     /// Print one JSON object (root, roles, source, changes) instead of text
