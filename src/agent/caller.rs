@@ -42,8 +42,9 @@ impl Caller {
     /// The caller of this process: its own environment and its ancestors'.
     pub fn detect() -> Caller {
         let mut roles = Vec::new();
-        if let Ok(r) = std::env::var("SWARMFORGE_ROLE") {
-            push_role(&mut roles, &r);
+        // Read as bytes: a role that is not UTF-8 is still an agent's.
+        if let Some(r) = std::env::var_os("SWARMFORGE_ROLE") {
+            push_role(&mut roles, &r.to_string_lossy());
         }
         let mut pid = parent_of(Path::new("/proc/self"));
         for _ in 0..MAX_ANCESTORS {

@@ -47,6 +47,7 @@ mod partition;
 mod people;
 mod perf;
 mod person_only;
+mod plain_words;
 mod power;
 mod preamble;
 mod progress;

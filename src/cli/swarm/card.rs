@@ -52,8 +52,9 @@ Prints `<name> (<type>) <lane>` per card, and says where \
 .swarmforge/board/tasks.tsv is not in step with the handoffs. Exit 0; 1 when \
 the project declares no card type or on an environment error.")]
     List {
-        /// Project root or any folder inside it (default: the current directory)
-        #[arg(value_name = "ROOT")]
+        /// Project root or any folder inside it (default: the current
+        /// directory; `--root DIR` is the same)
+        #[arg(id = "root_dir", value_name = "ROOT")]
         root: Option<PathBuf>,
         /// Print one JSON object instead of text
         #[arg(long)]

@@ -19,8 +19,7 @@ pub struct Args {
     /// Print one JSON object (root, roles, source, changes) instead of text
     #[arg(long)]
     pub json: bool,
-    /// No progress line on stderr
-    #[arg(long, short)]
+    #[arg(long, short, help = super::QUIET)]
     pub quiet: bool,
     /// Which of swarm.yaml's `hosts` this checkout is (kept in .swarmforge/host)
     #[arg(long, value_name = "NAME")]
@@ -63,6 +62,7 @@ pub fn run(args: Args) -> i32 {
             }));
             exit::OK
         }
+        Ok(_) if args.quiet => exit::OK,
         Ok((plan, report)) => {
             let mut text = String::new();
             for c in &report.changes {

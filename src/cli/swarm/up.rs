@@ -29,9 +29,7 @@ pub struct Args {
     /// Pause between starting two agents (overrides launch.stagger)
     #[arg(long, value_parser = parse_dur)]
     pub stagger: Option<Dur>,
-    /// No progress lines (what starts, stops and restarts); problems are
-    /// still said on stderr
-    #[arg(long, short)]
+    #[arg(long, short, help = super::QUIET)]
     pub quiet: bool,
     /// First record folder trust for the worktrees in each coding CLI's
     /// store (as `swarm trust` does), so no trust dialog waits in a pane
