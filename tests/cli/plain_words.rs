@@ -283,3 +283,51 @@ fn help_groups_the_commands_by_what_a_person_is_doing() {
         .stdout_has("Usage: swarm inbox")
         .run();
 }
+
+/// The README's quick start pasted into an interactive zsh (the macOS
+/// default shell, where `#` starts no comment unless `interactive_comments`
+/// is set) runs to its end, within a deadline (it hung: a backquoted
+/// `handoffd &` in a comment ran, and every trailing comment became
+/// arguments).
+#[test]
+fn the_quick_start_pastes_into_zsh() {
+    if !require_tool("zsh", "apt-get install -y zsh") {
+        return;
+    }
+    let readme = include_str!("../../README.md");
+    let block = readme
+        .split("## Quick start by hand")
+        .nth(1)
+        .and_then(|s| s.split("```sh\n").nth(1))
+        .and_then(|s| s.split("\n```").next())
+        .expect("the quick start's shell block");
+    let p = Project::empty();
+    p.write("quick-start.sh", &format!("{block}\n"));
+    let path = format!(
+        "{}:{}",
+        bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // -f: none of the machine's zsh start-up files; -i -s: interactive,
+    // reading the paste from stdin.
+    let r = p
+        .cmd("sh")
+        .env("PATH", path)
+        .args(["-c", "zsh -f -i -s < quick-start.sh"])
+        .run_within(std::time::Duration::from_secs(120));
+    assert_eq!(r.code, 0, "{r:?}");
+    for bad in ["command not found", "unexpected argument", "Usage:"] {
+        assert!(!r.stderr.contains(bad), "{bad}: {}", r.stderr);
+    }
+    assert!(
+        r.stdout.contains("handoffd: delivered 2, failed 0"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("handoffd: delivered 1, failed 0"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.trim_end().ends_with("NO_TASK"), "{}", r.stdout);
+}
