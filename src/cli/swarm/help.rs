@@ -53,7 +53,10 @@ pub const GROUPS: &[(&str, &[&str])] = &[
         ],
     ),
     ("Across hosts", &["bridge", "a2a"]),
-    ("Tools", &["ingest", "otel", "completions", "man", "help"]),
+    (
+        "Tools",
+        &["archive", "ingest", "otel", "completions", "man", "help"],
+    ),
 ];
 
 /// The top-level help template: clap's about and usage, the grouped
