@@ -84,7 +84,9 @@ pub fn run(args: Args) -> i32 {
             launch::init::init(&plan)?;
             let changes = launch::trust::trust(&plan, &[], &launch::trust::Stores::from_env()?)?;
             super::trust::print(&changes, &mut |l| {
-                crate::cli::out(&format!("swarm: trust: {l}\n"))
+                if !args.quiet {
+                    crate::cli::out(&format!("swarm: trust: {l}\n"))
+                }
             });
         }
         launch::up(&plan, &opts, &mut |line: &str| {
