@@ -277,28 +277,25 @@ pub fn person_mail_elsewhere(cx: &Context) -> Vec<Finding> {
     out
 }
 
-/// Whether git ignores `rel` in the checkout `wt` (None: not a git checkout).
+/// Whether git ignores `rel` in the checkout `wt` (None: not a git
+/// checkout, or one whose git pointers cannot be believed). Pinned: the
+/// checkout may be an agent's (sys::git::Pinned).
 fn git_ignores(wt: &Path, rel: &str) -> Option<bool> {
-    let o = Command::new("git")
-        .arg("-C")
-        .arg(wt)
-        .args(["check-ignore", "-q", "--", rel])
-        .output()
+    let r = crate::sys::git::Pinned::find(wt)
+        .ok()?
+        .call(&["check-ignore", "-q", "--", rel])
         .ok()?;
-    match o.status.code() {
-        Some(0) => Some(true),
-        Some(1) => Some(false),
+    match (r.ok, r.stderr.trim().is_empty()) {
+        (true, _) => Some(true),
+        (false, true) => Some(false),
         _ => None,
     }
 }
 
 fn git_tracks(wt: &Path, rel: &str) -> bool {
-    Command::new("git")
-        .arg("-C")
-        .arg(wt)
-        .args(["ls-files", "--error-unmatch", "--", rel])
-        .output()
-        .is_ok_and(|o| o.status.success())
+    crate::sys::git::Pinned::find(wt)
+        .and_then(|g| g.call(&["ls-files", "--error-unmatch", "--", rel]))
+        .is_ok_and(|r| r.ok)
 }
 
 /// Files the launcher wrote into a checkout that git neither ignores nor

@@ -47,16 +47,11 @@ pub fn instructions_in_file(cli: Cli, r: &PlannedRole) -> bool {
 
 /// `name` is tracked by git in the worktree `wt`.
 pub fn tracked(wt: &Path, name: &str) -> bool {
+    // Pinned: the worktree is the agent's to write (sys::git::Pinned).
     wt.is_dir()
-        && std::process::Command::new("git")
-            .arg("-C")
-            .arg(wt)
-            .args(["ls-files", "--error-unmatch", "--", name])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
+        && crate::sys::git::Pinned::find(wt)
+            .and_then(|g| g.call(&["ls-files", "--error-unmatch", "--", name]))
+            .is_ok_and(|r| r.ok)
 }
 
 /// The shell command line that runs a role's agent (None for a person).

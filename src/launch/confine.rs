@@ -576,52 +576,15 @@ fn git_mounts(root: &Path, own: &Path) -> Result<Vec<Mount>> {
     Ok(out)
 }
 
-/// The git folder of the worktree `own` (`.git/worktrees/<id>`), as git
-/// itself links them both ways: the worktree's `.git` file names it, and
-/// its `gitdir` file names the worktree's `.git` back. The `.git` file is
-/// the agent's to write, so the first link alone is not believed: pointed
-/// at another role's git folder, it would make that one writable. None
-/// when the worktree is not a linked git worktree (no `.git` file).
+/// The git folder of the worktree `own`, believed only when it links
+/// back (sys::git::linked_gitdir); the repair when it does not.
 fn worktree_gitdir(root: &Path, own: &Path) -> Result<Option<PathBuf>> {
-    let pointer = own.join(".git");
-    if !std::fs::symlink_metadata(&pointer).is_ok_and(|m| m.is_file()) {
-        return Ok(None);
-    }
-    let read = |p: &Path| {
-        crate::fsx::read_bounded(p, 4096)
-            .ok()
-            .and_then(|b| String::from_utf8(b).ok())
-    };
-    let named = read(&pointer).as_deref().and_then(|t| {
-        t.trim()
-            .strip_prefix("gitdir:")
-            .map(|d| PathBuf::from(d.trim()))
-    });
-    let refuse = |why: &str| {
-        Error::bad_file_hint(
-            &pointer,
-            format!("{why}, so the sandbox will not give this role a git folder"),
-            format!(
-                "run `git worktree repair {}` from the project root (or remove the worktree; `swarm up` adds it again)",
-                own.display()
-            ),
-        )
-    };
-    let named = named.ok_or_else(|| refuse("not a `gitdir: <path>` line"))?;
-    let id = named
-        .strip_prefix(root.join(".git/worktrees"))
-        .ok()
-        .filter(|id| id.components().count() == 1)
-        .ok_or_else(|| {
-            refuse("it names a folder other than one in the project's .git/worktrees")
-        })?;
-    let gitdir = real_dir(root, &Path::new(".git/worktrees").join(id), false)
-        .map_err(|_| refuse("its git folder is missing, or a link"))?;
-    let back = read(&gitdir.join("gitdir")).map(|t| PathBuf::from(t.trim()));
-    if back.as_deref().map(canon) != Some(canon(&pointer)) {
-        return Err(refuse("its git folder belongs to another worktree"));
-    }
-    Ok(Some(gitdir))
+    crate::sys::git::linked_gitdir(root, own).map_err(|why| {
+        Error::env(format!(
+            "{why}, so the sandbox will not give this role a git folder\n  hint: run `git worktree repair {}` from the project root (or remove the worktree; `swarm up` adds it again)",
+            own.display()
+        ))
+    })
 }
 
 /// What the supervisor or the tmux pane runs for `r`, whose agent command

@@ -78,37 +78,38 @@ pub fn snapshot(
             crate::text::escape(task)
         ));
     }
-    if !git::call(wt, &["rev-parse", "--is-inside-work-tree"])?.ok {
-        return Ok(None);
-    }
+    // The worktree is the agent's to write: git pinned to the project's
+    // own folders, its pointer files not believed (sys::git::Pinned).
+    let g = match git::Pinned::find(wt) {
+        Ok(g) => g,
+        Err(_) if !wt.ancestors().any(|a| a.join(".git").exists()) => return Ok(None),
+        Err(e) => return Err(e),
+    };
     // A commit this repository does not have (a copy relayed from
     // another host): nothing here to keep, or to lose.
-    let Ok(sha) = git::stdout(
-        wt,
-        &[
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            &format!("{commit}^{{commit}}"),
-        ],
-    ) else {
+    let Ok(sha) = g.stdout(&[
+        "rev-parse",
+        "--verify",
+        "--quiet",
+        &format!("{commit}^{{commit}}"),
+    ]) else {
         return Ok(None);
     };
     for n in 1..=10_000u32 {
         let r = store::snapshot_ref(task, n);
-        if git::call(wt, &["show-ref", "--verify", "--quiet", &r])?.ok {
+        if g.call(&["show-ref", "--verify", "--quiet", &r])?.ok {
             continue;
         }
         // The empty old value: created only if it still does not exist.
-        let made = git::call(wt, &["update-ref", "-m", "swarm: rejected", &r, &sha, ""])?;
+        let made = g.call(&["update-ref", "-m", "swarm: rejected", &r, &sha, ""])?;
         if !made.ok {
-            if git::call(wt, &["show-ref", "--verify", "--quiet", &r])?.ok {
+            if g.call(&["show-ref", "--verify", "--quiet", &r])?.ok {
                 continue;
             }
             return Err(format!("git update-ref {r}: {}", made.stderr.trim()));
         }
         let latest = store::latest_ref(task);
-        git::stdout(wt, &["update-ref", "-m", "swarm: rejected", &latest, &sha])
+        g.stdout(&["update-ref", "-m", "swarm: rejected", &latest, &sha])
             .map_err(|e| format!("git update-ref {latest}: {e}"))?;
         return Ok(Some(Snapshot {
             commit: sha,
@@ -125,14 +126,15 @@ pub fn snapshot(
 /// `sha`'s parent, when nothing can be lost: HEAD is `sha` and no tracked
 /// file has uncommitted changes. Ok(the commit reset to), or Err(why not).
 fn roll_back(wt: &Path, sha: &str, base: Option<&str>) -> std::result::Result<String, String> {
-    let head = git::stdout(wt, &["rev-parse", "--verify", "HEAD"])?;
+    let g = git::Pinned::find(wt)?;
+    let head = g.stdout(&["rev-parse", "--verify", "HEAD"])?;
     if head != sha {
         return Err(format!(
             "{} has moved on (HEAD {head}, the rejected commit {sha}): left as it is",
             wt.display()
         ));
     }
-    let dirty = git::stdout(wt, &["status", "--porcelain", "--untracked-files=no"])?;
+    let dirty = g.stdout(&["status", "--porcelain", "--untracked-files=no"])?;
     if !dirty.is_empty() {
         return Err(format!(
             "{} has uncommitted changes: left as it is",
@@ -142,28 +144,26 @@ fn roll_back(wt: &Path, sha: &str, base: Option<&str>) -> std::result::Result<St
     let want = base
         .map(str::to_string)
         .unwrap_or_else(|| format!("{sha}^"));
-    let target = git::stdout(
-        wt,
-        &[
+    let target = g
+        .stdout(&[
             "rev-parse",
             "--verify",
             "--quiet",
             &format!("{want}^{{commit}}"),
-        ],
-    )
-    .map_err(|_| {
-        format!(
-            "{} is no commit in {}: left as it is",
-            crate::text::escape(&want),
-            wt.display()
-        )
-    })?;
-    if !git::call(wt, &["merge-base", "--is-ancestor", &target, sha])?.ok {
+        ])
+        .map_err(|_| {
+            format!(
+                "{} is no commit in {}: left as it is",
+                crate::text::escape(&want),
+                wt.display()
+            )
+        })?;
+    if !g.call(&["merge-base", "--is-ancestor", &target, sha])?.ok {
         return Err(format!(
             "{target} (where the task started) is not behind {sha}: left as it is"
         ));
     }
-    git::stdout(wt, &["reset", "--hard", "--quiet", &target])?;
+    g.stdout(&["reset", "--hard", "--quiet", &target])?;
     Ok(target)
 }
 

@@ -3,11 +3,20 @@
 //! a helper forever), output captured. What the answers mean is the
 //! caller's: the commit checks of a `git_handoff` (`protocol::gitcheck`),
 //! finding the project (`protocol::root`), the bridge's pushes, a role's
-//! branch. The launcher's `launch::repo`, doctor, reservations and the demo
-//! still start git themselves (with prompts allowed, for a person's
-//! `swarm init`); moving them here is left to do.
+//! branch. The launcher's `launch::repo`, reservations and the demo still
+//! start git themselves (with prompts allowed, for a person's `swarm
+//! init`); moving them here is left to do.
+//!
+//! [`Pinned`] is git on the person's side in a checkout an agent can write
+//! (docs/security.md, "What an agent can plant"): git reads where its
+//! folders are from files in the checkout (a worktree's `.git` file, the
+//! git folder's `commondir`), and a config it is pointed at can make it run
+//! programs (`core.fsmonitor`, hooks). The invariant: every git the
+//! person's side runs in an agent's checkout is pinned to the project's own
+//! `.git` by environment, never by those files, with fsmonitor and hooks
+//! off.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// What one git run said.
@@ -54,4 +63,145 @@ pub fn stdout(dir: &Path, args: &[&str]) -> Result<String, String> {
     } else {
         err.to_string()
     })
+}
+
+/// Config that would make git run a program, turned off for a [`Pinned`]
+/// git: the fsmonitor hook and every hook (`reference-transaction` runs on
+/// `update-ref`).
+const NO_PROGRAMS: &[&str] = &[
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.hooksPath=/dev/null",
+];
+
+/// git for the checkout `dir`, pinned to the project's own git folders.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pinned {
+    dir: PathBuf,
+    git_dir: PathBuf,
+    common: PathBuf,
+}
+
+impl Pinned {
+    /// The checkout `dir` of the project at `root` (the root itself, or a
+    /// linked worktree of its `.git`).
+    pub fn new(root: &Path, dir: &Path) -> Result<Pinned, String> {
+        let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+        // `linked_gitdir` compares with `<root>/.git/worktrees` as is.
+        let (root, dir) = (canon(root), canon(dir));
+        let common = root.join(".git");
+        if !std::fs::symlink_metadata(&common).is_ok_and(|m| m.is_dir()) {
+            return Err(format!("{} is not a git folder", common.display()));
+        }
+        let git_dir = if dir == root {
+            common.clone()
+        } else {
+            linked_gitdir(&root, &dir)?.ok_or_else(|| {
+                format!(
+                    "{} is not a git worktree of {}",
+                    dir.display(),
+                    root.display()
+                )
+            })?
+        };
+        Ok(Pinned {
+            dir,
+            git_dir,
+            common,
+        })
+    }
+
+    /// The checkout `dir`, its project found as the nearest folder above
+    /// (or at) it whose `.git` is a real folder.
+    pub fn find(dir: &Path) -> Result<Pinned, String> {
+        let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+        let root = dir
+            .ancestors()
+            .find(|a| std::fs::symlink_metadata(a.join(".git")).is_ok_and(|m| m.is_dir()))
+            .ok_or_else(|| format!("{} is not in a git repository", dir.display()))?;
+        Pinned::new(root, &dir)
+    }
+
+    /// Runs git in the checkout; Err only when git could not be run.
+    pub fn call(&self, args: &[&str]) -> Result<Reply, String> {
+        let git_dir = self.git_dir.to_string_lossy();
+        let common = self.common.to_string_lossy();
+        let work_tree = self.dir.to_string_lossy();
+        let all: Vec<&str> = NO_PROGRAMS.iter().chain(args).copied().collect();
+        call_with(
+            &self.dir,
+            &all,
+            &[
+                ("GIT_DIR", &git_dir),
+                ("GIT_COMMON_DIR", &common),
+                ("GIT_WORK_TREE", &work_tree),
+            ],
+        )
+    }
+
+    /// [`Pinned::call`]: its trimmed stdout, or its stderr as the error.
+    pub fn stdout(&self, args: &[&str]) -> Result<String, String> {
+        let r = self.call(args)?;
+        if r.ok {
+            return Ok(r.stdout.trim().to_string());
+        }
+        let err = r.stderr.trim();
+        Err(if err.is_empty() {
+            format!("git {} failed", args.first().unwrap_or(&""))
+        } else {
+            err.to_string()
+        })
+    }
+}
+
+/// The git folder of the linked worktree `wt` of the project at `root`
+/// (`<root>/.git/worktrees/<id>`), as git links them both ways: the
+/// worktree's `.git` file names it, and its `gitdir` file names the
+/// worktree's `.git` back. The `.git` file is the agent's to write, so the
+/// first link alone is not believed: pointed at another role's git folder,
+/// or at a folder of its own with a config that runs a program, it would
+/// have the person's side use that. None when `wt` has no `.git` file.
+pub fn linked_gitdir(root: &Path, wt: &Path) -> Result<Option<PathBuf>, String> {
+    let pointer = wt.join(".git");
+    if !std::fs::symlink_metadata(&pointer).is_ok_and(|m| m.is_file()) {
+        return Ok(None);
+    }
+    let read = |p: &Path| {
+        crate::fsx::read_bounded(p, 4096)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+    };
+    let refuse = |why: &str| format!("{}: {why}", pointer.display());
+    let named = read(&pointer)
+        .as_deref()
+        .and_then(|t| {
+            t.trim()
+                .strip_prefix("gitdir:")
+                .map(|d| PathBuf::from(d.trim()))
+        })
+        .ok_or_else(|| refuse("not a `gitdir: <path>` line"))?;
+    // The folder it names, as git wrote it (perhaps through a symlinked
+    // path to the project): its parent must be the project's own
+    // `.git/worktrees`, a real folder, and it one real folder in there.
+    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let worktrees = root.join(".git/worktrees");
+    let real = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+    let id = match (named.parent(), named.file_name()) {
+        (Some(parent), Some(id)) if real(&worktrees) && canon(parent) == worktrees => id,
+        _ => {
+            return Err(refuse(
+                "it names a folder other than one in the project's .git/worktrees",
+            ))
+        }
+    };
+    let gitdir = worktrees.join(id);
+    if !real(&gitdir) {
+        return Err(refuse("its git folder is missing, or a link"));
+    }
+    let back = read(&gitdir.join("gitdir")).map(|t| PathBuf::from(t.trim()));
+    if back.as_deref().map(canon) != Some(canon(&pointer)) {
+        return Err(refuse("its git folder belongs to another worktree"));
+    }
+    Ok(Some(gitdir))
 }

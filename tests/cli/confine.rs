@@ -289,3 +289,82 @@ fn an_agent_at_the_root_cannot_rewrite_the_swarms_policy() {
     );
     assert_eq!(fs::read_to_string(root.join("swarm.yaml")).unwrap(), before);
 }
+
+/// An agent that rewrote its worktree's `.git` file (an unconfined one, or
+/// one from before the pointers were read-only) to a git folder of its own
+/// whose config sets `core.fsmonitor` to a script: the person's `swarm
+/// doctor`, which asks git about that worktree, runs git pinned to the
+/// project's own folders, so the script never runs (issue 43, point 2).
+#[test]
+fn the_persons_git_never_runs_what_an_agents_checkout_points_at() {
+    let g = Project::empty_at_home();
+    let root = g.path("proj");
+    fs::create_dir_all(&root).unwrap();
+    fs::write(
+        root.join("swarm.yaml"),
+        "launch: {confine: false}\nroles:\n  - {name: a, worktree: a, agent: sh -c true}\n  - {name: boss, worktree: boss, agent: human}\n",
+    )
+    .unwrap();
+    g.cmd("swarm")
+        .at(&root)
+        .args(["init", "--quiet"])
+        .run()
+        .ok();
+    // What the agent builds: a copy of its git folder whose commondir is a
+    // repository of its own with an fsmonitor script.
+    let evil = g.path("evil");
+    let pwned = g.path("PWNED");
+    crate::support::git(
+        &root,
+        &[
+            "init",
+            "-q",
+            "--bare",
+            evil.join("common").to_str().unwrap(),
+        ],
+    );
+    let script = evil.join("fsmonitor.sh");
+    fs::write(&script, format!("#!/bin/sh\ntouch '{}'\n", pwned.display())).unwrap();
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    crate::support::git(
+        &root,
+        &[
+            "--git-dir",
+            evil.join("common").to_str().unwrap(),
+            "config",
+            "core.fsmonitor",
+            script.to_str().unwrap(),
+        ],
+    );
+    let theirs = evil.join("a");
+    fs::create_dir_all(&theirs).unwrap();
+    for f in ["HEAD", "index"] {
+        let from = root.join(".git/worktrees/a").join(f);
+        if from.exists() {
+            fs::copy(&from, theirs.join(f)).unwrap();
+        }
+    }
+    let wt = root.join(".worktrees/a");
+    fs::write(
+        theirs.join("commondir"),
+        evil.join("common").to_str().unwrap(),
+    )
+    .unwrap();
+    fs::write(
+        theirs.join("gitdir"),
+        format!("{}\n", wt.join(".git").display()),
+    )
+    .unwrap();
+    fs::write(wt.join(".git"), format!("gitdir: {}\n", theirs.display())).unwrap();
+    // The person's own git would run it (what the pin prevents).
+    let plain = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&wt)
+        .args(["ls-files", "--error-unmatch", "--", "x"])
+        .output()
+        .unwrap();
+    assert!(pwned.exists(), "the attack works on plain git: {plain:?}");
+    fs::remove_file(&pwned).unwrap();
+    g.cmd("swarm").at(&root).args(["doctor"]).run();
+    assert!(!pwned.exists(), "swarm doctor ran the agent's fsmonitor");
+}
