@@ -63,3 +63,4 @@ mod traces;
 mod trail;
 mod trust;
 mod unix;
+mod userlab;
