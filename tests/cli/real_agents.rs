@@ -438,7 +438,7 @@ pub(crate) fn draft(to: &str, message: &str) -> String {
 }
 
 /// Claude Code's Write tool putting `text` into `dir/name`.
-fn claude_write(dir: &Path, name: &str, text: &str) -> Step {
+pub(crate) fn claude_write(dir: &Path, name: &str, text: &str) -> Step {
     Step::tool(
         "Write",
         json!({"file_path": dir.join(name).display().to_string(), "content": text}),

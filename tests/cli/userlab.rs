@@ -399,3 +399,159 @@ fn the_forum_example_starts_in_tmux_in_the_users_home() {
     lab.confined_and_owned(&["ada", "ben", "cy", "moderator"]);
     lab.ok("swarm down");
 }
+
+/// README: `swarm init --example trio` starts a project with Claude Code,
+/// Codex and Gemini CLI. Here the user installed the three with `npm
+/// install -g` into their own prefix (`~/.npm-global`, inside HOME, as
+/// `.ci/run` does for swarm-user), pointed each at a scripted model on
+/// 127.0.0.1 in its worktree's own settings (Codex through the role's
+/// `args:`), and ran `swarm up --detach --trust` in tmux, confined. The
+/// owner's request flows owner -> architect (Claude Code) -> coder (Codex)
+/// -> owner, and the reviewer (Gemini CLI) takes and finishes a note.
+#[test]
+fn the_trio_example_runs_in_tmux_with_the_users_own_agent_clis() {
+    use crate::real_agents::{claude_write, codex_args, draft};
+    use crate::support::{ModelServer, Step};
+    use serde_json::json;
+    if !require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let Some(mut lab) = Lab::new("trio") else {
+        return;
+    };
+    let Some(clis) = lab.acct.agent_clis() else {
+        return;
+    };
+    lab.path_first.push(clis);
+    lab.ok("git init -q && git commit -q --allow-empty -m init && swarm init -q --example trio");
+    let model = ModelServer::start();
+    let root = lab.root().to_path_buf();
+    let wt = |role: &str| root.join(".worktrees").join(role);
+    // What the person configures: Codex's provider in swarm.yaml...
+    let yaml_path = root.join("swarm.yaml");
+    let yaml = fs::read_to_string(&yaml_path).unwrap().replacen(
+        "    agent: codex\n",
+        &format!(
+            "    agent: codex\n    args: {}\n",
+            codex_args("coder").replace("@MODEL@", &format!("http://127.0.0.1:{}", model.port))
+        ),
+        1,
+    );
+    fs::write(&yaml_path, yaml).unwrap();
+    // ... Claude Code's endpoint in the architect's worktree ...
+    let write = |f: PathBuf, text: String| {
+        lab.acct.make_dir(f.parent().unwrap());
+        fs::write(&f, text).unwrap();
+        lab.acct.give(&f);
+    };
+    write(
+        wt("architect").join(".claude/settings.json"),
+        json!({"env": {
+            "ANTHROPIC_BASE_URL": model.url("architect"),
+            "ANTHROPIC_AUTH_TOKEN": "dummy-token-for-the-scripted-model",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }})
+        .to_string(),
+    );
+    // ... Gemini CLI's in the reviewer's ...
+    write(
+        wt("reviewer").join(".gemini/.env"),
+        format!(
+            "GEMINI_API_KEY=dummy-key-for-the-scripted-model\nGOOGLE_GEMINI_BASE_URL={}\n",
+            model.url("reviewer")
+        ),
+    );
+    write(
+        wt("reviewer").join(".gemini/settings.json"),
+        json!({"security": {"auth": {"selectedType": "gemini-api-key"}},
+            "privacy": {"usageStatisticsEnabled": false},
+            "general": {"disableAutoUpdate": true, "disableUpdateNag": true}})
+        .to_string(),
+    );
+    // ... and Claude Code's onboarding, done once in their own HOME.
+    let claude_json = lab.acct.home.join(".claude.json");
+    let mut state: serde_json::Value = fs::read_to_string(&claude_json)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .filter(serde_json::Value::is_object)
+        .unwrap_or_else(|| json!({}));
+    state["hasCompletedOnboarding"] = json!(true);
+    state["theme"] = json!("dark");
+    write(claude_json, state.to_string());
+
+    model.script(
+        "architect",
+        vec![
+            Step::shell("ready_for_next.sh"),
+            claude_write(
+                &wt("architect"),
+                "task.txt",
+                &draft("coder", "write hello.sh"),
+            ),
+            Step::shell("swarm_handoff.sh task.txt"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Sent the task to coder."),
+        ],
+    );
+    model.script(
+        "coder",
+        vec![
+            // Held until the architect's task waits in its inbox.
+            Step::shell("ready_for_next.sh").after("coder-mail"),
+            Step::shell(&format!(
+                "printf '{}' > answer.txt && swarm_handoff.sh answer.txt",
+                draft("owner", "hello.sh is written").replace('\n', "\\n")
+            )),
+            Step::shell("done_with_current.sh"),
+            Step::text("Done."),
+        ],
+    );
+    model.script(
+        "reviewer",
+        vec![
+            Step::shell("ready_for_next.sh"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Reviewed."),
+        ],
+    );
+    lab.ok(&format!(
+        "printf '{}' > ask.txt && SWARMFORGE_ROLE=owner swarm-handoff ask.txt
+         printf '{}' > note.txt && SWARMFORGE_ROLE=owner swarm-handoff note.txt",
+        draft("architect", "please add a hello script").replace('\n', "\\n"),
+        draft("reviewer", "please look at the last commit").replace('\n', "\\n"),
+    ));
+    let up = lab.sh("swarm up --detach --trust", RUN);
+    lab.guard_tmux();
+    assert_eq!(up.code, 0, "{}\n{}", up.stdout, up.stderr);
+    let coder_new = hq(&wt("coder"), "inbox/new");
+    lab.wait("the architect's task reaches the coder", || {
+        model.reached("architect", 4) && !handoff_names(&coder_new).is_empty()
+    });
+    model.open("coder-mail");
+    let owner_new = hq(&root.join(".swarmforge/people/owner"), "inbox/new");
+    lab.wait("the coder's answer reaches the owner", || {
+        handoff_names(&owner_new).len() == 1
+            && lab.completed("coder") == 1
+            && lab.completed("architect") == 1
+            && lab.completed("reviewer") == 1
+    });
+    let t = lab.transcript();
+    for m in [
+        "[owner -> architect] note please add a hello script",
+        "[architect -> coder] note write hello.sh",
+        "[coder -> owner] note hello.sh is written",
+        "[owner -> reviewer] note please look at the last commit",
+    ] {
+        assert!(
+            t.contains(m),
+            "transcript lacks {m:?}:\n{t}\n{}",
+            model.dump()
+        );
+    }
+    lab.confined_and_owned(&["architect", "coder", "reviewer"]);
+    lab.ok("swarm down");
+    lab.audited();
+}
