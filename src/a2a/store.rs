@@ -145,7 +145,7 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path, max: u64) -> Result<Opti
 impl Store {
     pub fn new(project: &Project) -> Store {
         Store {
-            dir: project.swarmforge().join("a2a"),
+            dir: project.a2a_dir(),
         }
     }
 

@@ -121,86 +121,252 @@ fn canon(p: &Path) -> PathBuf {
     p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
 }
 
-/// The bwrap arguments for `r` (without the command), mounts in order: a
-/// later mount covers an earlier one.
-pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
-    let project = &plan.project;
-    let root = canon(&project.root);
-    let own = canon(&r.worktree_path);
-    let home = home_dir(project, &r.name);
-    crate::fsx::ensure_dirs(&[&home]).map_err(|e| Error::io(&home, e))?;
-    let s = |p: &Path| p.to_string_lossy().into_owned();
-    let mut a: Vec<String> = vec![
-        "--ro-bind".into(),
-        "/".into(),
-        "/".into(),
-        "--dev".into(),
-        "/dev".into(),
-        "--proc".into(),
-        "/proc".into(),
-        "--tmpfs".into(),
-        "/tmp".into(),
-        "--unshare-pid".into(),
-        "--die-with-parent".into(),
-        // Its forum and board writes go through handoffd (forum/requests.rs).
-        "--setenv".into(),
-        crate::forum::requests::CONFINED_ENV.into(),
-        r.name.clone(),
-    ];
-    let bind = |a: &mut Vec<String>, kind: &str, p: &Path| {
-        a.extend([kind.to_string(), s(p), s(p)]);
-    };
-    // The private /tmp covers programs kept under /tmp (a build tree, the
-    // folders on PATH, this binary's own, which holds the agent helpers):
-    // back, read-only, or the agent could not run them.
-    let mut programs: Vec<PathBuf> = std::env::var_os("PATH")
+/// One mount of the sandbox, in bubblewrap's words: `op` (`--bind`,
+/// `--ro-bind`, `--tmpfs`) from `src` (none for a tmpfs) onto `dest`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Mount {
+    op: &'static str,
+    src: Option<PathBuf>,
+    dest: PathBuf,
+}
+
+impl Mount {
+    fn same(op: &'static str, p: &Path) -> Mount {
+        Mount {
+            op,
+            src: Some(p.to_path_buf()),
+            dest: p.to_path_buf(),
+        }
+    }
+    fn onto(op: &'static str, src: &Path, dest: &Path) -> Mount {
+        Mount {
+            op,
+            src: Some(src.to_path_buf()),
+            dest: dest.to_path_buf(),
+        }
+    }
+    fn tmpfs(dest: &Path) -> Mount {
+        Mount {
+            op: "--tmpfs",
+            src: None,
+            dest: dest.to_path_buf(),
+        }
+    }
+}
+
+/// The mounts in the order bubblewrap must make them. A mount covers
+/// everything made before it below its destination, so a mount at a
+/// shallower path goes first: the private home at `$HOME` before a project
+/// that lives inside the home folder (`~/code/proj`), the project before a
+/// home that lives inside it. Mounts at the same depth keep the order they
+/// were listed in (the later one wins on the same path).
+fn ordered(mut mounts: Vec<Mount>) -> Vec<Mount> {
+    mounts.sort_by_key(|m| m.dest.components().count());
+    mounts
+}
+
+/// `rel` below `base` (a folder no agent can replace: the canonical
+/// project root), checked as what the sandbox may bind: every component a
+/// real folder, none a link, the last one owned by this user. An agent can
+/// write inside its worktree, its queue folders and its launcher folder; a
+/// link planted there would make the next start bind whatever it points at
+/// (the project's `.swarmforge/`, the person's home, `/`), so none is
+/// followed (docs/security.md, "What an agent can write").
+fn real_dir(base: &Path, rel: &Path, make: bool) -> Result<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let mut at = base.to_path_buf();
+    let mut last = None;
+    for c in rel.components() {
+        match c {
+            std::path::Component::Normal(n) => at.push(n),
+            std::path::Component::CurDir => continue,
+            _ => {
+                return Err(Error::bad_file(
+                    base.join(rel),
+                    "not a plain path below the project root, so the sandbox will not bind it",
+                ))
+            }
+        }
+        let mut meta = std::fs::symlink_metadata(&at);
+        if make
+            && meta
+                .as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+        {
+            // Every folder above is real (checked on the way down), so
+            // this makes it where it is named; a racing maker is fine.
+            match std::fs::create_dir(&at) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Error::io(&at, e)),
+            }
+            meta = std::fs::symlink_metadata(&at);
+        }
+        let meta = meta.map_err(|e| Error::io(&at, e))?;
+        if !meta.file_type().is_dir() {
+            let what = if meta.file_type().is_symlink() {
+                "a link"
+            } else {
+                "not a folder"
+            };
+            return Err(Error::bad_file_hint(
+                &at,
+                format!("{what}, where a confined agent's sandbox needs a real folder: an agent may have planted it, and the sandbox follows no link"),
+                "look at what it points to, then remove it (the link itself, not its target); `swarm up` makes the folder again",
+            ));
+        }
+        last = Some(meta);
+    }
+    let owner = crate::launch::agents::claude_root::euid();
+    if let Some(meta) = last.filter(|m| m.uid() != owner) {
+        return Err(Error::bad_file_hint(
+            &at,
+            format!(
+                "owned by uid {}, not by this user (uid {owner}), so the sandbox will not bind it",
+                meta.uid()
+            ),
+            "give it back to the user who runs the swarm (chown), or remove it",
+        ));
+    }
+    Ok(at)
+}
+
+/// [`real_dir`] for `p` inside the project (made if missing); a path
+/// outside the project is the person's own choice and is only resolved.
+fn project_dir(root: &Path, project_root: &Path, p: &Path) -> Result<PathBuf> {
+    match p
+        .strip_prefix(project_root)
+        .or_else(|_| p.strip_prefix(root))
+    {
+        Ok(rel) => real_dir(root, rel, true),
+        Err(_) => Ok(canon(p)),
+    }
+}
+
+/// The folders on PATH (and this binary's own, which holds the agent
+/// helpers) that the sandbox would hide, each given back read-only: those
+/// under the private `/tmp` (a build tree) and under the person's home
+/// (`npm install -g` into `~/.npm-global`, nvm's node, `~/.cargo/bin`,
+/// `~/.local/bin`). A link in such a folder (npm's `bin/claude ->
+/// ../lib/node_modules/...`) gets its target's package tree too, or it
+/// would dangle inside. Never the home folder itself or a folder above it,
+/// and nothing inside the project (mounted on its own).
+fn program_mounts(hidden: &[PathBuf], home: Option<&Path>, root: &Path) -> Vec<Mount> {
+    const MAX_ENTRIES: usize = 4096;
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect())
         .unwrap_or_default();
-    programs.extend(
+    dirs.extend(
         std::env::current_exe()
             .ok()
             .and_then(|e| e.parent().map(Path::to_path_buf)),
     );
-    let mut seen = std::collections::HashSet::new();
-    for d in programs.iter().map(|d| program_tree(&canon(d))) {
-        if d.starts_with("/tmp") && d.is_dir() && seen.insert(d.clone()) {
-            bind(&mut a, "--ro-bind", &d);
+    let wanted = |d: &Path| {
+        d.is_absolute()
+            && hidden.iter().any(|h| d.starts_with(h) && d != h)
+            && !home.is_some_and(|h| h.starts_with(d))
+            && !d.starts_with(root)
+            && !root.starts_with(d)
+    };
+    let mut out: Vec<PathBuf> = Vec::new();
+    let add = |d: PathBuf, out: &mut Vec<PathBuf>| {
+        if wanted(&d) && d.is_dir() && !out.iter().any(|o| d.starts_with(o)) {
+            out.retain(|o| !o.starts_with(&d));
+            out.push(d);
+        }
+    };
+    for d in dirs.iter().filter(|d| d.is_absolute()) {
+        let d = canon(d);
+        if !wanted(&d) {
+            continue;
+        }
+        add(program_tree(&d), &mut out);
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten().take(MAX_ENTRIES) {
+            if e.file_type().is_ok_and(|t| t.is_symlink()) {
+                if let Some(parent) = e
+                    .path()
+                    .canonicalize()
+                    .ok()
+                    .and_then(|t| t.parent().map(Path::to_path_buf))
+                {
+                    add(program_tree(&parent), &mut out);
+                }
+            }
         }
     }
-    // And a project kept under /tmp: back, read-only.
-    bind(&mut a, "--ro-bind", &root);
+    out.iter().map(|d| Mount::same("--ro-bind", d)).collect()
+}
+
+/// The bwrap arguments for `r` (without the command): the mounts
+/// [`ordered`], each source an agent could write checked by [`real_dir`].
+pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
+    let project = &plan.project;
+    let root = canon(&project.root);
+    let in_project = |p: &Path| project_dir(&root, &project.root, p);
+    let own = match r.worktree_path.strip_prefix(&project.root) {
+        Ok(rel) => real_dir(&root, rel, false)?,
+        Err(_) => canon(&r.worktree_path),
+    };
+    let own_dir = in_project(&agent_own_dir(project, &r.name))?;
+    let home = real_dir(&own_dir, Path::new("home"), true)?;
+    let var = |k: &str| std::env::var_os(k);
+    // The person's home, resolved (a symlinked HOME is mounted where it
+    // really is, which the unresolved path reaches through the same link).
+    let person_home = var("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute())
+        .map(|h| canon(&h))
+        .filter(|h| h.parent().is_some());
+    let mut m: Vec<Mount> = vec![Mount::tmpfs(Path::new("/tmp"))];
+    // A private home at the person's home path, and in it the state folder
+    // of the role's own CLI, shared (launch/cli_state.rs).
+    if let Some(h) = &person_home {
+        m.push(Mount::onto("--bind", &home, h));
+    }
+    let hidden: Vec<PathBuf> = std::iter::once(PathBuf::from("/tmp"))
+        .chain(person_home.clone())
+        .collect();
+    m.extend(program_mounts(&hidden, person_home.as_deref(), &root));
+    // The project, read-only (also where it lies under /tmp or the home).
+    m.push(Mount::same("--ro-bind", &root));
+    // The policy is the person's, also for an agent at the root.
+    for f in [project.config_file(), project.swarmforge_conf()] {
+        if std::fs::symlink_metadata(&f).is_ok_and(|t| t.is_file()) {
+            m.push(Mount::same(
+                "--ro-bind",
+                &root.join(f.strip_prefix(&project.root).unwrap_or(&f)),
+            ));
+        }
+    }
     // Its own worktree, writable.
-    bind(&mut a, "--bind", &own);
+    m.push(Mount::same("--bind", &own));
     // What lies inside it but is not its own: read-only again.
     let swarmforge = root.join(".swarmforge");
     if swarmforge.starts_with(&own) {
-        bind(&mut a, "--ro-bind", &swarmforge);
+        m.push(Mount::same("--ro-bind", &swarmforge));
     }
     for o in &plan.roles {
         let wt = canon(&o.worktree_path);
         if wt != own && wt.starts_with(&own) && wt.exists() {
-            bind(&mut a, "--ro-bind", &wt);
+            m.push(Mount::same("--ro-bind", &wt));
         }
     }
-    // What its git needs to commit, and not git's config or hooks.
-    for (kind, p) in git_binds(&root, &own) {
-        bind(&mut a, kind, &p);
-    }
+    // What its git needs to commit, and not git's config, hooks or the
+    // pointers that say where its git folder is.
+    m.extend(git_mounts(&root, &own)?);
     // Its own queue folders (under .swarmforge when it works in the root).
-    let handoffs = crate::protocol::layout::Worktree::new(&own).handoffs();
-    crate::fsx::ensure_dirs(&[&handoffs]).map_err(|e| Error::io(&handoffs, e))?;
-    bind(&mut a, "--bind", &handoffs);
+    let handoffs = in_project(&crate::protocol::layout::Worktree::new(&own).handoffs())?;
+    m.push(Mount::same("--bind", &handoffs));
     // Its own launcher folder (conversation id, hook state, turn-end
     // requests, and its forum and board requests: the forum and the board
     // are handoffd's to write, forum/requests.rs). Not the telemetry:
     // activity and usage are written outside (see the module doc), budget
     // raises are a person's.
-    let own_dir = agent_own_dir(project, &r.name);
-    let writable = vec![own_dir];
-    for d in writable {
-        crate::fsx::ensure_dirs(&[&d]).map_err(|e| Error::io(&d, e))?;
-        bind(&mut a, "--bind", &canon(&d));
-    }
+    m.push(Mount::same("--bind", &own_dir));
     // Other agents' private homes (copies of the person's CLI state):
     // hidden, made first if need be (an agent started later has one too).
     for o in plan
@@ -208,107 +374,195 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
         .iter()
         .filter(|o| o.name != r.name && !o.is_human())
     {
-        let theirs = home_dir(project, &o.name);
-        crate::fsx::ensure_dirs(&[&theirs]).map_err(|e| Error::io(&theirs, e))?;
-        a.extend(["--tmpfs".into(), s(&canon(&theirs))]);
+        let theirs = in_project(&home_dir(project, &o.name))?;
+        m.push(Mount::tmpfs(&theirs));
     }
-    // The cockpit's token: not even readable, also when the cockpit starts
-    // after the agent (the folder is made now, and hidden).
-    let serve = project.serve_dir();
-    crate::fsx::ensure_dirs(&[&serve]).map_err(|e| Error::io(&serve, e))?;
-    a.extend(["--tmpfs".into(), s(&canon(&serve))]);
-    // A private home at the person's home path, and in it the state folder
-    // of the role's own CLI, shared (launch/cli_state.rs).
-    let var = |k: &str| std::env::var_os(k);
-    let person_home = var("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
-    let home_at = person_home.clone().unwrap_or_else(|| home.clone());
-    a.extend(["--bind".into(), s(&home), s(&home_at)]);
+    // Secrets of the person's side: the cockpit's token and the A2A
+    // server's token, hidden, also when their server starts after the
+    // agent (the folders are made now); a bridge credentials file kept in
+    // the project, emptied.
+    for d in [project.serve_dir(), project.a2a_dir()] {
+        m.push(Mount::tmpfs(&in_project(&d)?));
+    }
+    if let Some(f) = plan.config.bridge_credentials_file.as_deref() {
+        let f = canon(&project.root.join(f));
+        if f.starts_with(&root) && f.is_file() {
+            m.push(Mount::onto("--ro-bind", Path::new("/dev/null"), &f));
+        }
+    }
+    // The person's session: its bus, its systemd manager, its keyring and
+    // agent sockets live in the runtime folder.
+    if let Some(run) = runtime_dir() {
+        m.push(Mount::tmpfs(&run));
+    }
+    let cli = crate::launch::trust::cli_of(r);
+    if let Some(cli) = cli {
+        m.extend(cli_mounts(cli, &home, person_home.as_deref(), &own, &var)?);
+    }
+    let s = |p: &Path| p.to_string_lossy().into_owned();
+    let mut a: Vec<String> = [
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--unshare-pid",
+        "--die-with-parent",
+    ]
+    .map(String::from)
+    .to_vec();
+    // Its forum and board writes go through handoffd (forum/requests.rs).
+    a.extend([
+        "--setenv".into(),
+        crate::forum::requests::CONFINED_ENV.into(),
+        r.name.clone(),
+    ]);
     if person_home.is_none() {
         a.extend(["--setenv".into(), "HOME".into(), s(&home)]);
+        m.push(Mount::same("--bind", &home));
     }
-    if let Some(cli) = crate::launch::trust::cli_of(r) {
-        if let Some(dir) = cli_state::folder(cli, &var) {
-            crate::fsx::ensure_dirs(&[&dir]).map_err(|e| Error::io(&dir, e))?;
-            let dir = canon(&dir);
-            bind(&mut a, "--bind", &dir);
-            // What the person's own unconfined sessions load from it (user
-            // settings, plugins, commands, rules, memory), read-only.
-            for (f, shape) in cli_state::read_only(cli, &dir) {
-                cli_state::ensure_read_only(&f, shape)?;
-                let real = canon(&f);
-                a.extend(["--ro-bind".into(), s(&real), s(&f)]);
-            }
-        }
-        if cli == crate::launch::agents::Cli::Gemini {
-            // Trust kept elsewhere (GEMINI_CLI_TRUSTED_FOLDERS_PATH), which a
-            // private home or /tmp would hide: what `swarm trust` wrote.
-            let shared = cli_state::folder(cli, &var).map(|d| canon(&d));
-            if let Some(f) = cli_state::gemini_trusted_folders(&var).filter(|f| {
-                f.is_file() && !shared.as_ref().is_some_and(|d| canon(f).starts_with(d))
-            }) {
-                a.extend(["--ro-bind".into(), s(&canon(&f)), s(&f)]);
-            }
-        }
-        if cli == crate::launch::agents::Cli::Codex {
-            // Codex's own sandbox mounts over `~/.agents` (the person's
-            // skills) and cannot make the folder in a read-only root: the
-            // person's, read-only, or an empty one of its own.
-            let skills = person_home.as_ref().map(|h| h.join(".agents"));
-            match skills.filter(|d| d.is_dir()) {
-                Some(d) => bind(&mut a, "--ro-bind", &canon(&d)),
-                None => {
-                    let d = home.join(".agents");
-                    crate::fsx::ensure_dirs(&[&d]).map_err(|e| Error::io(&d, e))?;
-                }
-            }
-        }
-        if cli == crate::launch::agents::Cli::Claude {
-            if let Some(person) = cli_state::claude_json(&var) {
-                cli_state::seed_claude_json(&person, &home.join(".claude.json"), &own)?;
-            }
-        }
+    // The person's agent sockets are not passed in (the runtime folder above
+    // hides the rest of the session).
+    for v in PERSON_SOCKETS {
+        a.extend(["--unsetenv".into(), (*v).into()]);
+    }
+    for mount in ordered(m) {
+        a.push(mount.op.into());
+        a.extend(mount.src.as_deref().map(s));
+        a.push(s(&mount.dest));
     }
     a.extend(["--chdir".into(), s(&own)]);
     Ok(a)
 }
 
+/// Variables that hand a process the person's session: ssh-agent, gpg-agent,
+/// the session bus, X11 and Wayland displays, a Docker daemon.
+const PERSON_SOCKETS: &[&str] = &[
+    "SSH_AUTH_SOCK",
+    "SSH_AGENT_PID",
+    "GPG_AGENT_INFO",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "XAUTHORITY",
+    "DOCKER_HOST",
+];
+
+/// The person's runtime folder (`$XDG_RUNTIME_DIR`, else
+/// `/run/user/<uid>`): D-Bus, systemd's user manager (whose
+/// `systemd-run --user` runs anything outside), keyrings, Wayland.
+fn runtime_dir() -> Option<PathBuf> {
+    let uid = crate::launch::agents::claude_root::euid();
+    std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(std::iter::once(PathBuf::from(format!("/run/user/{uid}"))))
+        .map(|d| canon(&d))
+        .find(|d| d.is_absolute() && d != Path::new("/") && d.is_dir())
+}
+
+/// The role's CLI state folder, shared writable, with what the person's
+/// own unconfined sessions load from it read-only; the files a CLI keeps
+/// outside it.
+fn cli_mounts(
+    cli: crate::launch::agents::Cli,
+    home: &Path,
+    person_home: Option<&Path>,
+    own: &Path,
+    var: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+) -> Result<Vec<Mount>> {
+    use crate::launch::agents::Cli;
+    let mut m = Vec::new();
+    let shared = cli_state::folder(cli, var);
+    if let Some(dir) = &shared {
+        crate::fsx::ensure_dirs(&[dir]).map_err(|e| Error::io(dir, e))?;
+        m.push(Mount::same("--bind", &canon(dir)));
+        // What the person's own unconfined sessions load from it (user
+        // settings, plugins, commands, rules, memory), read-only.
+        for (f, shape) in cli_state::read_only(cli, &canon(dir)) {
+            cli_state::ensure_read_only(&f, shape)?;
+            m.push(Mount::onto("--ro-bind", &canon(&f), &f));
+        }
+    }
+    let shared = shared.map(|d| canon(&d));
+    match cli {
+        Cli::Gemini => {
+            // Trust kept elsewhere (GEMINI_CLI_TRUSTED_FOLDERS_PATH), which a
+            // private home or /tmp would hide: what `swarm trust` wrote.
+            if let Some(f) = cli_state::gemini_trusted_folders(var).filter(|f| {
+                f.is_file() && !shared.as_ref().is_some_and(|d| canon(f).starts_with(d))
+            }) {
+                m.push(Mount::onto("--ro-bind", &canon(&f), &canon(&f)));
+            }
+        }
+        Cli::Codex => {
+            // Codex's own sandbox mounts over `~/.agents` (the person's
+            // skills) and cannot make the folder in a read-only root: the
+            // person's, read-only, or an empty one of its own.
+            match person_home
+                .map(|h| h.join(".agents"))
+                .filter(|d| d.is_dir())
+            {
+                Some(d) => m.push(Mount::same("--ro-bind", &canon(&d))),
+                None => {
+                    real_dir(home, Path::new(".agents"), true)?;
+                }
+            }
+        }
+        Cli::Claude => {
+            if let Some(person) = cli_state::claude_json(var) {
+                cli_state::seed_claude_json(&person, &home.join(".claude.json"), own)?;
+            }
+        }
+    }
+    Ok(m)
+}
+
 /// The mounts that let the agent commit in its worktree (docs/security.md,
 /// "Confinement" and "Branches"): the project's `.git` stays read-only
 /// except the object store and the worktree's own git folder
-/// (`.git/worktrees/<id>`, read from the worktree's `.git` file), where
-/// its pinned branch lives (launch/role_branch.rs); `.git/refs`,
-/// `packed-refs` and the refs' logs stay read-only, so no other branch
-/// moves. A role working in the root gets `.git` itself (its index, HEAD
-/// and branch live there, so it can still move branches) but never
-/// `config` or `hooks`, which the person's own git would run, nor the refs
-/// a commit never moves.
-fn git_binds(root: &Path, own: &Path) -> Vec<(&'static str, PathBuf)> {
+/// (`.git/worktrees/<id>`, where its pinned branch lives,
+/// launch/role_branch.rs); `.git/refs`, `packed-refs` and the refs' logs
+/// stay read-only, so no other branch moves. The pointers that say where a
+/// worktree's git folder is (the worktree's `.git` file, the git folder's
+/// `gitdir` and `commondir`) are read-only too: rewritten, they would make
+/// the person's own git in that worktree read a config (and run an
+/// fsmonitor or hook) of the agent's. A role working in the root gets
+/// `.git` itself (its index, HEAD and branch live there, so it can still
+/// move branches) but never `config` or `hooks`, which the person's own
+/// git would run, nor the refs a commit never moves.
+fn git_mounts(root: &Path, own: &Path) -> Result<Vec<Mount>> {
     let git = root.join(".git");
-    if !git.is_dir() {
-        return Vec::new();
+    if !std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_dir()) {
+        return Ok(Vec::new());
     }
     let mut out = Vec::new();
-    let objects = git.join("objects");
     if own != root {
-        out.push(("--ro-bind", git.clone()));
-        let pointer = crate::fsx::read_bounded(&own.join(".git"), 4096).ok();
-        let gitdir = pointer
-            .as_deref()
-            .and_then(|b| std::str::from_utf8(b).ok())
-            .and_then(|t| t.trim().strip_prefix("gitdir:"))
-            .map(|d| canon(Path::new(d.trim())))
-            .filter(|d| d.starts_with(git.join("worktrees")) && d.is_dir());
-        out.extend(gitdir.map(|d| ("--bind", d)));
-        if crate::fsx::ensure_dirs(&[&objects]).is_ok() {
-            out.push(("--bind", objects));
+        out.push(Mount::same("--ro-bind", &git));
+        if let Some(gitdir) = worktree_gitdir(root, own)? {
+            out.push(Mount::same("--bind", &gitdir));
+            for f in ["gitdir", "commondir"] {
+                let p = gitdir.join(f);
+                if std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_file()) {
+                    out.push(Mount::same("--ro-bind", &p));
+                }
+            }
+            out.push(Mount::same("--ro-bind", &own.join(".git")));
         }
-        return out;
+        out.push(Mount::same(
+            "--bind",
+            &real_dir(root, Path::new(".git/objects"), true)?,
+        ));
+        return Ok(out);
     }
-    out.push(("--bind", git.clone()));
-    for f in ["config", "hooks"] {
+    out.push(Mount::same("--bind", &git));
+    for f in ["config", "hooks", "commondir"] {
         let p = git.join(f);
         if p.exists() {
-            out.push(("--ro-bind", p));
+            out.push(Mount::same("--ro-bind", &p));
         }
     }
     // Refs a commit never moves, read-only (made first, or the agent could
@@ -316,12 +570,58 @@ fn git_binds(root: &Path, own: &Path) -> Vec<(&'static str, PathBuf)> {
     // shows (a reviewed commit for another), tags and remote-tracking
     // branches would mislead a release or a push.
     for d in ["replace", "tags", "remotes", "notes"] {
-        let p = git.join("refs").join(d);
-        if crate::fsx::ensure_dirs(&[&p]).is_ok() {
-            out.push(("--ro-bind", p));
-        }
+        let rel = Path::new(".git/refs").join(d);
+        out.push(Mount::same("--ro-bind", &real_dir(root, &rel, true)?));
     }
-    out
+    Ok(out)
+}
+
+/// The git folder of the worktree `own` (`.git/worktrees/<id>`), as git
+/// itself links them both ways: the worktree's `.git` file names it, and
+/// its `gitdir` file names the worktree's `.git` back. The `.git` file is
+/// the agent's to write, so the first link alone is not believed: pointed
+/// at another role's git folder, it would make that one writable. None
+/// when the worktree is not a linked git worktree (no `.git` file).
+fn worktree_gitdir(root: &Path, own: &Path) -> Result<Option<PathBuf>> {
+    let pointer = own.join(".git");
+    if !std::fs::symlink_metadata(&pointer).is_ok_and(|m| m.is_file()) {
+        return Ok(None);
+    }
+    let read = |p: &Path| {
+        crate::fsx::read_bounded(p, 4096)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+    };
+    let named = read(&pointer).as_deref().and_then(|t| {
+        t.trim()
+            .strip_prefix("gitdir:")
+            .map(|d| PathBuf::from(d.trim()))
+    });
+    let refuse = |why: &str| {
+        Error::bad_file_hint(
+            &pointer,
+            format!("{why}, so the sandbox will not give this role a git folder"),
+            format!(
+                "run `git worktree repair {}` from the project root (or remove the worktree; `swarm up` adds it again)",
+                own.display()
+            ),
+        )
+    };
+    let named = named.ok_or_else(|| refuse("not a `gitdir: <path>` line"))?;
+    let id = named
+        .strip_prefix(root.join(".git/worktrees"))
+        .ok()
+        .filter(|id| id.components().count() == 1)
+        .ok_or_else(|| {
+            refuse("it names a folder other than one in the project's .git/worktrees")
+        })?;
+    let gitdir = real_dir(root, &Path::new(".git/worktrees").join(id), false)
+        .map_err(|_| refuse("its git folder is missing, or a link"))?;
+    let back = read(&gitdir.join("gitdir")).map(|t| PathBuf::from(t.trim()));
+    if back.as_deref().map(canon) != Some(canon(&pointer)) {
+        return Err(refuse("its git folder belongs to another worktree"));
+    }
+    Ok(Some(gitdir))
 }
 
 /// What the supervisor or the tmux pane runs for `r`, whose agent command
@@ -339,20 +639,58 @@ pub fn wrap_agent(plan: &Plan, r: &PlannedRole, cmd: &str) -> Result<String> {
 }
 
 /// `cmd` (a shell command) as it runs for `r`: unchanged when confinement
-/// is off, else `bwrap <args> -- sh -c <cmd>`.
+/// is off, else `swarm sandbox --role <r> ... -- <cmd>`, which builds the
+/// sandbox ([`args`]) afresh and runs the command in it ([`exec`]). Afresh
+/// at every start, not once at `swarm up`: a pane or the supervisor runs
+/// the same line again after the agent exits, and what the agent left in
+/// its folders since (a link in place of its home) is checked then. The
+/// sandbox is also built once here, so `swarm up` says what is wrong
+/// before anything starts.
 pub fn wrap_shell(plan: &Plan, r: &PlannedRole, cmd: &str) -> Result<String> {
     if !enabled(plan) || r.is_human() {
         return Ok(cmd.to_string());
     }
+    args(plan, r)?;
     let q = crate::sys::shell::quote;
-    let mut out = q(&program());
-    for a in args(plan, r)? {
-        out.push(' ');
-        out.push_str(&q(&a));
-    }
-    out.push_str(" -- sh -c ");
-    out.push_str(&q(cmd));
-    Ok(out)
+    let swarm = crate::launch::shims::own_bin_dir()?.join("swarm");
+    Ok(format!(
+        "{} sandbox --project {} --role {} --bwrap {} -- {}",
+        crate::sys::shell::quote_path(&swarm),
+        crate::sys::shell::quote_path(&plan.project.root),
+        q(&r.name),
+        q(&program()),
+        q(cmd)
+    ))
+}
+
+/// `swarm sandbox`: runs `cmd` with `sh -c` in the sandbox of `role` of the
+/// swarm at `root`, built now, with `bwrap` (replacing this process, so the
+/// agent's exit status is bwrap's). Returns only on an error.
+pub fn exec(root: &Path, role: &str, bwrap: &str, cmd: &str) -> Error {
+    use std::os::unix::process::CommandExt;
+    let plan = match Plan::load(root) {
+        Ok(p) => p,
+        Err(e) => return e,
+    };
+    let Some(r) = plan.roles.iter().find(|r| r.name == role && !r.is_human()) else {
+        return Error::not_found(format!(
+            "no agent role '{}' in {}",
+            crate::text::escape(role),
+            plan.source.path().display()
+        ));
+    };
+    let a = match args(&plan, r) {
+        Ok(a) => a,
+        Err(e) => return e,
+    };
+    let e = Command::new(bwrap)
+        .args(a)
+        .args(["--", "sh", "-c", cmd])
+        .exec();
+    Error::env(format!(
+        "cannot run the sandbox program {}: {e}",
+        crate::text::escape(bwrap)
+    ))
 }
 
 #[cfg(test)]

@@ -132,6 +132,10 @@ impl Project {
     pub fn serve_dir(&self) -> PathBuf {
         self.swarmforge().join("serve")
     }
+    /// `swarm a2a`'s state: its token, tasks and push configs.
+    pub fn a2a_dir(&self) -> PathBuf {
+        self.swarmforge().join("a2a")
+    }
     pub fn serve_token(&self) -> PathBuf {
         self.serve_dir().join("token")
     }

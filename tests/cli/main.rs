@@ -16,6 +16,7 @@ mod cards_guards;
 mod cockpit_live;
 mod cockpit_swarmforge;
 mod compat;
+mod confine;
 mod control;
 mod core_queue;
 mod core_send;

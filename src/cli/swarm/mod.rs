@@ -48,6 +48,7 @@ pub mod reserve;
 pub mod resume;
 pub mod role;
 pub mod run_api;
+pub mod sandbox;
 pub mod search;
 pub mod serve;
 pub mod session;
@@ -266,6 +267,10 @@ pub enum Command {
     Turn(turn::Args),
     /// Make roles' next headless turn start a new conversation
     Fresh(turn::FreshArgs),
+    /// Run a confined agent's command in its sandbox, built afresh (what
+    /// a confined role's pane or supervisor runs)
+    #[command(hide = true)]
+    Sandbox(sandbox::Args),
     /// Show what agents did between handoffs (turns, text, tool calls)
     Activity(activity::Args),
     /// Tokens and cost of the agents' turns, by role, item, thread or day
@@ -330,6 +335,7 @@ pub fn run() -> i32 {
         Command::Untrust(a) => trust::run_untrust(a),
         Command::Turn(a) => turn::run(a),
         Command::Fresh(a) => turn::run_fresh(a),
+        Command::Sandbox(a) => sandbox::run(a),
         Command::Activity(a) => activity::run(a),
         Command::Cost(a) => cost::run(a),
         Command::Budget(a) => budget::run(a),

@@ -1,0 +1,291 @@
+//! Confinement where users live (issue 42) and what a confined agent can
+//! plant for the next start (issue 43): the project inside the home folder
+//! at any depth, the home inside the project, a symlinked home; a link in
+//! place of the agent's private home, its queue folders or its git folder's
+//! pointers; the policy files of an agent at the root; the person's
+//! session sockets and the A2A token.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::support::{Project, SwarmGuard};
+
+/// Sends a note to `b` once, then drains its queue; records what its home
+/// and the project looked like from inside.
+const SENDER: &str = r#"set -u
+r="$SWARMFORGE_PROJECT/.worktrees/a/seen.txt"
+echo mine >"$HOME/mine.txt" && echo "home: writable" >>"$r"
+test -r "$SWARMFORGE_PROJECT/swarm.yaml" && echo "project: readable" >>"$r"
+if [ ! -e sent ]; then
+  printf 'type: note\nto: b\npriority: 50\nmessage: from the home layout\n' >d.txt && swarm-handoff d.txt >/dev/null && touch sent && echo "sent" >>"$r"
+fi
+out=$(ready-next)
+until printf '%s\n' "$out" | grep -qx NO_TASK; do out=$(done-current); done
+"#;
+
+const DRAIN: &str = "out=$(ready-next)\nuntil printf '%s\\n' \"$out\" | grep -qx NO_TASK; do out=$(done-current); done\n";
+
+/// A two-agent swarm at `root` (made), run headless to idle with `home` as
+/// HOME: the note reaches `b` and is completed.
+fn run_in(g: &Project, root: &Path, home: &Path) {
+    fs::create_dir_all(root.join("agents")).unwrap();
+    fs::write(root.join("agents/a.sh"), SENDER).unwrap();
+    fs::write(root.join("agents/b.sh"), DRAIN).unwrap();
+    fs::write(
+        root.join("swarm.yaml"),
+        "launch: {stagger: 0ms}\nroles:\n  - {name: a, worktree: a, agent: sh \"$SWARMFORGE_PROJECT/agents/a.sh\"}\n  - {name: b, worktree: b, agent: sh \"$SWARMFORGE_PROJECT/agents/b.sh\"}\n  - {name: boss, worktree: boss, agent: human}\n",
+    )
+    .unwrap();
+    g.cmd("swarm")
+        .at(root)
+        .env("HOME", home)
+        .args(["init", "--quiet"])
+        .run()
+        .ok();
+    let mut guard = SwarmGuard::new(root);
+    guard.guard(
+        g.cmd("swarm")
+            .at(root)
+            .env("HOME", home)
+            .bins_on_path()
+            .args(["up", "--no-tmux", "--until-idle", "--timeout", "60s"])
+            .start(),
+    );
+    let out = guard.finish(Duration::from_secs(70), "the swarm finishes");
+    let log = |r: &str| fs::read_to_string(root.join(format!(".swarmforge/agents/{r}.log")));
+    assert_eq!(
+        out.code,
+        0,
+        "stdout:\n{}\nstderr:\n{}\na.log:\n{:?}",
+        out.stdout,
+        out.stderr,
+        log("a")
+    );
+    let seen = fs::read_to_string(root.join(".worktrees/a/seen.txt")).unwrap_or_default();
+    for line in ["home: writable", "project: readable", "sent"] {
+        assert!(seen.contains(line), "{line}:\n{seen}\n{:?}", log("a"));
+    }
+    let t = g.cmd("swarm").at(root).args(["transcript"]).run();
+    assert!(t.stdout.contains("from the home layout"), "{}", t.stdout);
+    let b = root.join(".worktrees/b/.swarmforge/handoffs/inbox/completed");
+    assert_eq!(fs::read_dir(&b).map(|d| d.count()).unwrap_or(0), 1, "{b:?}");
+    // The private home took the write, not the person's.
+    assert!(!home.join("mine.txt").exists());
+    assert!(root.join(".swarmforge/agents/a/home/mine.txt").is_file());
+}
+
+fn private(dir: &Path, mode: u32) {
+    fs::create_dir_all(dir).unwrap();
+    fs::set_permissions(dir, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// `~/code/proj`, the way people keep projects, with a home folder of mode
+/// 700: the sandbox's private home is mounted first, the project on it.
+#[test]
+fn a_confined_swarm_runs_in_a_project_inside_the_home_folder() {
+    if crate::support::require_bwrap().is_none() {
+        return;
+    }
+    let g = Project::empty_at_home();
+    let home = g.path("home/person");
+    private(&home, 0o700);
+    run_in(&g, &home.join("code/work/proj"), &home);
+}
+
+/// The home folder inside the project, and a project whose home is reached
+/// through a link (`/home -> /usr/home` on some systems).
+#[test]
+fn a_confined_swarm_runs_with_the_home_inside_the_project_or_behind_a_link() {
+    if crate::support::require_bwrap().is_none() {
+        return;
+    }
+    let g = Project::empty_at_home();
+    let root = g.path("proj");
+    let home = root.join("person-home");
+    private(&home, 0o750);
+    run_in(&g, &root, &home);
+
+    let real = g.path("real-home");
+    private(&real, 0o750);
+    let link = g.path("home-link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    run_in(&g, &link.join("code/proj"), &link);
+}
+
+/// The hostile agent's tries for the next start: each line of
+/// `results.txt` is `<what>: refused` or `<what>: DONE`.
+const PLANTER: &str = r#"set -u
+P="$SWARMFORGE_PROJECT"
+r="$P/.worktrees/hostile/results.txt"
+try() { what=$1; shift; if ( "$@" ) >/dev/null 2>&1; then echo "$what: DONE" >>"$r"; else echo "$what: refused" >>"$r"; fi; }
+# Whatever start this is: can it reach what the person keeps?
+try pwn sh -c "echo x >'$P/.swarmforge/PWNED'"
+try git_pointer sh -c "echo 'gitdir: $P/.git/worktrees/victim' >.git"
+try git_commondir sh -c "echo /tmp >\"\$(git rev-parse --absolute-git-dir)/commondir\""
+try git_backlink sh -c "echo /tmp/x/.git >\"\$(git rev-parse --absolute-git-dir)/gitdir\""
+try a2a_token cat "$P/.swarmforge/a2a/token"
+try creds grep -q SECRET "$P/nats.creds"
+try runtime_bus test -e "$(cat "$P/agents/runtime")/bus"
+try ssh_agent sh -c 'test -n "${SSH_AUTH_SOCK:-}"'
+try policy sh -c "echo '# mine' >>'$P/swarm.yaml'"
+# For the next start: its private home, then its queue folders, as links.
+own="$P/.swarmforge/agents/hostile"
+if [ ! -L "$own/home" ]; then
+  mv "$own/home" "$own/home.old" && ln -s "$P" "$own/home" && echo "planted: home" >>"$r"
+fi
+"#;
+
+/// What a confined agent plants in the folders it may write is never
+/// followed by the next start, nor by `swarm up`; what it can read of the
+/// person's side is nothing (issue 43, points 1 to 6).
+#[test]
+fn a_confined_agent_cannot_plant_a_way_out_for_its_next_start() {
+    if crate::support::require_bwrap().is_none() {
+        return;
+    }
+    let g = Project::empty_at_home();
+    let root = g.path("proj");
+    let home = g.path("home");
+    private(&home, 0o700);
+    let runtime = g.path("run-user");
+    private(&runtime, 0o700);
+    fs::write(runtime.join("bus"), "").unwrap();
+    fs::create_dir_all(root.join("agents")).unwrap();
+    fs::write(root.join("agents/runtime"), runtime.to_str().unwrap()).unwrap();
+    fs::create_dir_all(root.join("agents")).unwrap();
+    fs::write(root.join("agents/hostile.sh"), PLANTER).unwrap();
+    fs::write(root.join("agents/victim.sh"), DRAIN).unwrap();
+    fs::write(root.join("nats.creds"), "creds-SECRET\n").unwrap();
+    fs::write(
+        root.join("swarm.yaml"),
+        "launch: {stagger: 0ms}\nbridge_credentials_file: nats.creds\nroles:\n  - {name: hostile, worktree: hostile, agent: sh \"$SWARMFORGE_PROJECT/agents/hostile.sh\"}\n  - {name: victim, worktree: victim, agent: sh \"$SWARMFORGE_PROJECT/agents/victim.sh\"}\n  - {name: boss, worktree: boss, agent: human}\n",
+    )
+    .unwrap();
+    g.cmd("swarm")
+        .at(&root)
+        .args(["init", "--quiet"])
+        .run()
+        .ok();
+    let a2a = root.join(".swarmforge/a2a");
+    fs::create_dir_all(&a2a).unwrap();
+    fs::write(a2a.join("token"), "a2a-SECRET\n").unwrap();
+    // Work that waits for it, so the supervisor starts it again.
+    fs::write(
+        root.join(".worktrees/boss/note.txt"),
+        "type: note\nto: hostile\npriority: 50\nmessage: go on\n",
+    )
+    .unwrap();
+    let up = |timeout: &str| {
+        let mut guard = SwarmGuard::new(&root);
+        guard.guard(
+            g.cmd("swarm")
+                .at(&root)
+                .env("HOME", &home)
+                .env("XDG_RUNTIME_DIR", &runtime)
+                .env("SSH_AUTH_SOCK", runtime.join("bus"))
+                .bins_on_path()
+                .args(["up", "--no-tmux", "--until-idle", "--timeout", timeout])
+                .start(),
+        );
+        guard.finish(Duration::from_secs(60), "the swarm stops")
+    };
+    g.cmd("swarm-handoff")
+        .at(root.join(".worktrees/boss"))
+        .env("SWARMFORGE_ROLE", "boss")
+        .arg("note.txt")
+        .run()
+        .ok();
+    let first = up("20s");
+    let results = fs::read_to_string(root.join(".worktrees/hostile/results.txt"))
+        .unwrap_or_else(|e| panic!("{e}\n{}\n{}", first.stdout, first.stderr));
+    assert!(results.contains("planted: home"), "{results}");
+    for attempt in [
+        "pwn",
+        "git_pointer",
+        "git_commondir",
+        "git_backlink",
+        "a2a_token",
+        "creds",
+        "runtime_bus",
+        "ssh_agent",
+        "policy",
+    ] {
+        assert!(
+            results.contains(&format!("{attempt}: refused")),
+            "{attempt} was not refused:\n{results}"
+        );
+        assert!(
+            !results.contains(&format!("{attempt}: DONE")),
+            "{attempt} got through on a later start:\n{results}"
+        );
+    }
+    assert!(!root.join(".swarmforge/PWNED").exists());
+    // The start after the plant refused to build the sandbox, and said why.
+    let log = fs::read_to_string(root.join(".swarmforge/agents/hostile.log")).unwrap_or_default();
+    let planted = root.join(".swarmforge/agents/hostile/home");
+    let why = format!("{}: a link", planted.display());
+    assert!(log.contains(&why), "{log}");
+    // So does the next `swarm up`, before anything starts.
+    let second = up("5s");
+    assert_ne!(second.code, 0, "{}\n{}", second.stdout, second.stderr);
+    assert!(second.stderr.contains(&why), "{}", second.stderr);
+    assert!(!root.join(".swarmforge/PWNED").exists());
+    // The person's files are as they were.
+    assert_eq!(
+        fs::read_to_string(root.join(".worktrees/hostile/.git")).unwrap(),
+        fs::read_to_string(root.join(".worktrees/victim/.git"))
+            .unwrap()
+            .replace("victim", "hostile")
+    );
+    assert!(!fs::read_to_string(root.join("swarm.yaml"))
+        .unwrap()
+        .contains("# mine"));
+}
+
+/// An agent at the project root (`worktree: master`, the default) cannot
+/// rewrite the policy that confines it: swarm.yaml is read-only inside.
+#[test]
+fn an_agent_at_the_root_cannot_rewrite_the_swarms_policy() {
+    if crate::support::require_bwrap().is_none() {
+        return;
+    }
+    let g = Project::empty_at_home();
+    let root = g.path("proj");
+    fs::create_dir_all(root.join("agents")).unwrap();
+    fs::write(
+        root.join("agents/root.sh"),
+        "if echo 'launch: {confine: false}' >>swarm.yaml 2>/dev/null; then echo DONE >tried.txt; else echo refused >tried.txt; fi\n",
+    )
+    .unwrap();
+    fs::write(
+        root.join("swarm.yaml"),
+        "launch: {stagger: 0ms}\nroles:\n  - {name: lead, worktree: master, agent: sh \"$SWARMFORGE_PROJECT/agents/root.sh\"}\n",
+    )
+    .unwrap();
+    g.cmd("swarm")
+        .at(&root)
+        .args(["init", "--quiet"])
+        .run()
+        .ok();
+    let before = fs::read_to_string(root.join("swarm.yaml")).unwrap();
+    let mut guard = SwarmGuard::new(&root);
+    guard.guard(
+        g.cmd("swarm")
+            .at(&root)
+            .bins_on_path()
+            .args(["up", "--no-tmux", "--until-idle", "--timeout", "30s"])
+            .start(),
+    );
+    let out = guard.finish(Duration::from_secs(40), "the swarm finishes");
+    let tried: PathBuf = root.join("tried.txt");
+    assert_eq!(
+        fs::read_to_string(&tried).unwrap_or_default().trim(),
+        "refused",
+        "{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+    assert_eq!(fs::read_to_string(root.join("swarm.yaml")).unwrap(), before);
+}
