@@ -220,8 +220,8 @@ impl Lab {
                 out.push_str(&format!("== {}\n{tail}\n", e.path().display()));
             }
         }
-        let log =
-            fs::read_to_string(self.root().join(".swarmforge/handoffd.log")).unwrap_or_default();
+        let log = fs::read_to_string(self.root().join(".swarmforge/daemon/handoffd.log"))
+            .unwrap_or_default();
         out.push_str(&format!("== handoffd.log\n{log}"));
         out
     }
@@ -245,13 +245,21 @@ impl Lab {
             .collect()
     }
 
-    /// The items `role` finished (its worktree `.worktrees/<role>`).
+    /// The items `role` finished (its worktree `.worktrees/<role>`; a batch
+    /// role's are in one folder per batch).
     fn completed(&self, role: &str) -> usize {
-        handoff_names(&hq(
+        let done = hq(
             &self.root().join(".worktrees").join(role),
             "inbox/completed",
-        ))
-        .len()
+        );
+        let batches: usize = fs::read_dir(&done)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .map(|e| handoff_names(&e.path()).len())
+            .sum();
+        handoff_names(&done).len() + batches
     }
 
     /// The transcript's lines, as the user reads it.
@@ -265,14 +273,24 @@ impl Lab {
         assert!(a.stdout.starts_with("CHECK OK: "), "{}", a.stdout);
     }
 
-    /// Every agent ran in bubblewrap, none died at its start, and what the
-    /// swarm wrote in the project is the user's.
+    /// Every agent ran in its sandbox (its private home was made; a tmux
+    /// pane's start script builds the sandbox), none died at its start, and
+    /// what the swarm wrote in the project is the user's.
     fn confined_and_owned(&self, roles: &[&str]) {
         for role in roles {
+            let home = self.root().join(format!(".swarmforge/agents/{role}/home"));
+            assert!(
+                home.is_dir(),
+                "{role} ran unconfined: no {}",
+                home.display()
+            );
             let run = self.root().join(format!(".swarmforge/run/{role}.sh"));
-            let script =
-                fs::read_to_string(&run).unwrap_or_else(|e| panic!("{}: {e}", run.display()));
-            assert!(script.contains("bwrap"), "{role} ran unconfined:\n{script}");
+            if let Ok(script) = fs::read_to_string(&run) {
+                assert!(
+                    script.contains("sandbox") || script.contains("bwrap"),
+                    "{role} ran unconfined:\n{script}"
+                );
+            }
         }
         let logs = self.agent_logs();
         assert!(
@@ -281,7 +299,7 @@ impl Lab {
         );
         if let Some((uid, _)) = self.acct.ids {
             use std::os::unix::fs::MetadataExt;
-            for rel in [".swarmforge/handoffd.log", ".swarmforge/roles.tsv"] {
+            for rel in [".swarmforge/daemon/handoffd.log", ".swarmforge/roles.tsv"] {
                 let f = self.root().join(rel);
                 let m = fs::metadata(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
                 assert_eq!(m.uid(), uid, "{} is not the user's", f.display());
