@@ -1128,9 +1128,9 @@ fn gemini_cli_takes_work_through_swarm_mcp() {
     });
 }
 
-/// Debian's bubblewrap as `.ci/run` unpacks it (`target/bubblewrap`, kept
-/// off PATH so every other test runs without a system bwrap), or None after
-/// a NOTE (a failure in CI).
+/// Debian's bubblewrap as `.ci/run` unpacks it (`target/bubblewrap`; a
+/// test puts a copy first on its own PATH, whether or not the machine has a
+/// system one), or None after a NOTE (a failure in CI).
 #[track_caller]
 fn debian_bwrap() -> Option<PathBuf> {
     let bwrap = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bubblewrap/usr/bin/bwrap");

@@ -123,9 +123,10 @@ pub fn venv_python(env_var: &str, modules: &str, sdk: &str, install: &str) -> Op
 
 /// The bubblewrap the tests' swarms confine their agents with (agents are
 /// confined by default, docs/security.md): Debian's as `.ci/run` unpacks it
-/// into `target/bubblewrap` (kept off PATH, so tests also cover a machine
-/// without one on PATH), else the one the pinned Codex ships, else `bwrap`
-/// on PATH. Every test command gets it as `SWARM_BWRAP`.
+/// into `target/bubblewrap` (the same with or without a system one on
+/// PATH), else the one the pinned Codex ships, else `bwrap` on PATH. Every
+/// test command gets it as `SWARM_BWRAP`; a test run as an ordinary user
+/// gets a copy of its own (the checkout may be closed to that user).
 pub fn bwrap() -> Option<std::path::PathBuf> {
     static FOUND: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
     FOUND
