@@ -1,6 +1,9 @@
 //! Who is calling: a person, or an agent (docs/security.md, "Who is
-//! calling"). What only a person may do (answer a clarify as a human role)
-//! asks this first.
+//! calling"). What only a person may do (answer a clarify as a human role,
+//! approve, deny, pause, resume, raise a budget, start a card, mark a
+//! person's item done) asks this first ([`Caller::require_person`]); what a
+//! role does in its own name (reserve, release, mark its own item done) asks
+//! whether the caller may act as that role ([`Caller::require_acting_as`]).
 //!
 //! Every agent runs under `SWARMFORGE_ROLE=<role>`, set by the launcher and
 //! inherited by everything the agent starts. A person's shell does not have
@@ -39,8 +42,9 @@ impl Caller {
     /// The caller of this process: its own environment and its ancestors'.
     pub fn detect() -> Caller {
         let mut roles = Vec::new();
-        if let Ok(r) = std::env::var("SWARMFORGE_ROLE") {
-            push_role(&mut roles, &r);
+        // Read as bytes: a role that is not UTF-8 is still an agent's.
+        if let Some(r) = std::env::var_os("SWARMFORGE_ROLE") {
+            push_role(&mut roles, &r.to_string_lossy());
         }
         let mut pid = parent_of(Path::new("/proc/self"));
         for _ in 0..MAX_ANCESTORS {
@@ -108,6 +112,40 @@ impl Caller {
                 vec![],
             )),
         }
+    }
+
+    /// Refuses an agent acting as another role (`PERSON_ONLY`, exit 2): a
+    /// person may act as any role, an agent only as its own. `human` says
+    /// `role` is a person's, whose items only that person handles; `what`
+    /// names the command (`swarm inbox done`, `swarm release`).
+    pub fn require_acting_as(
+        &self,
+        role: &str,
+        human: bool,
+        what: &str,
+    ) -> crate::error::Result<()> {
+        if self.may_act_as(role) {
+            return Ok(());
+        }
+        let whose = if human {
+            format!(
+                "{} is a person, and {what} for them is a person's decision",
+                crate::text::escape(role)
+            )
+        } else {
+            format!(
+                "{what} as {} is that agent's or a person's to do",
+                crate::text::escape(role)
+            )
+        };
+        Err(crate::error::Error::refused(
+            crate::error::Token::PersonOnly,
+            format!(
+                "{whose}; this is {} (SWARMFORGE_ROLE in this process or its parents, docs/security.md).",
+                self.describe()
+            ),
+            vec![],
+        ))
     }
 
     /// The agent's role(s), for messages (`coder`, or `coder, boss`).

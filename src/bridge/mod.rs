@@ -159,6 +159,7 @@ impl std::fmt::Debug for Credentials {
 pub fn credentials(s: &Settings) -> Result<Credentials> {
     if let Some(f) = &s.config.bridge_credentials_file {
         let path = s.project.root.join(f);
+        refuse_inside_project(&s.project.root, &path)?;
         return creds_from_file(&path);
     }
     if let Some(p) = std::env::var_os("SWARM_NATS_CREDS").filter(|v| !v.is_empty()) {
@@ -168,6 +169,22 @@ pub fn credentials(s: &Settings) -> Result<Credentials> {
         Ok(t) if !t.is_empty() => Ok(Credentials::Token(t)),
         _ => Ok(Credentials::None),
     }
+}
+
+/// A credentials file inside the project is readable by every agent (the
+/// sandbox shows the project read-only), and with it an agent could speak
+/// as the swarm on the bridge: publish a control record approving its own
+/// held handoff on another host (docs/security.md, "Secrets").
+fn refuse_inside_project(root: &Path, path: &Path) -> Result<()> {
+    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    if canon(path).starts_with(canon(root)) {
+        return Err(Error::bad_file_hint(
+            path,
+            "the bridge credentials file is inside the project, where every agent can read it",
+            "move it outside the project (for example ~/.config/swarm/nats.creds, mode 600) and name that absolute path in bridge_credentials_file, or set SWARM_NATS_CREDS or SWARM_NATS_TOKEN",
+        ));
+    }
+    Ok(())
 }
 
 fn creds_from_file(path: &Path) -> Result<Credentials> {

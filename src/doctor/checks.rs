@@ -29,26 +29,144 @@ fn absolute(cx: &Context, p: &Path) -> PathBuf {
     }
 }
 
-/// `swarm.yaml` / `swarmforge.conf` must load (roles, agents, worktrees).
+/// `swarm init` has run here: without `.swarmforge/roles.tsv` there is no
+/// swarm yet (the other checks still look at what needs no project).
+pub fn project(cx: &Context) -> Vec<Finding> {
+    if cx.initialised {
+        return Vec::new();
+    }
+    let root = cx.project.root.display();
+    let from = if cx.project.config_file().exists() || cx.project.swarmforge_conf().exists() {
+        "its roles are read from swarm.yaml (or swarmforge/swarmforge.conf)".to_string()
+    } else {
+        "write a swarm.yaml with a `roles:` list first, or start from an example: `swarm init --example pipeline`".to_string()
+    };
+    vec![Finding::new(
+        "NOT_INITIALISED",
+        format!("no swarm at {root}: no .swarmforge/roles.tsv (`swarm init` has not run here)"),
+        format!("run `swarm init {root}` (or `swarm up`, which initialises); {from}; or name another project with --root DIR"),
+    )
+    .at(cx.project.roles_tsv())]
+}
+
+/// Hints of an error's text (`  hint: …` lines), joined.
+fn hints(text: &str) -> String {
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("hint:"))
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// `line N column M: rest` (the YAML parser's words) as `(N, M, rest)`.
+fn line_col(why: &str) -> Option<(u64, u64, &str)> {
+    let rest = why.trim_start_matches("error: ").strip_prefix("line ")?;
+    let (line, rest) = rest.split_once(" column ")?;
+    let (col, rest) = rest.split_once(": ")?;
+    Some((line.parse().ok()?, col.parse().ok()?, rest))
+}
+
+/// A load error as one finding's message (`file:line:col: what`, when the
+/// parser says where) and fix (its hints).
+fn load_error(e: &crate::Error) -> (String, String) {
+    let (message, hint) = match e {
+        crate::Error::BadFile { path, why, hint } => {
+            let first = why.lines().next().unwrap_or("").trim();
+            let message = match line_col(first) {
+                Some((l, c, rest)) => format!("{}:{l}:{c}: {rest}", path.display()),
+                None => format!(
+                    "{}: {}",
+                    path.display(),
+                    first.trim_start_matches("error: ")
+                ),
+            };
+            (message, hint.clone().unwrap_or_default())
+        }
+        other => {
+            let text = other.to_string();
+            (text.lines().next().unwrap_or("").to_string(), hints(&text))
+        }
+    };
+    (message, hint)
+}
+
+/// How to repair a file named in a CONFIG_INVALID finding: its hints.
+fn repair(hint: String) -> String {
+    let then = "`swarm up` refuses to start until it loads";
+    if hint.is_empty() {
+        format!("repair the file at the place named; {then}")
+    } else {
+        format!("{hint}; {then}")
+    }
+}
+
+/// `swarm.yaml` / `swarmforge.conf` and `roles.tsv` must load: each file
+/// that does not is one finding, at the line and column the parser names.
 pub fn config(cx: &Context) -> Vec<Finding> {
-    let has_config = cx.project.config_file().exists() || cx.project.swarmforge_conf().exists();
-    match &cx.plan {
-        Err(e) if has_config => vec![Finding::new(
-            "CONFIG_INVALID",
-            e.lines().next().unwrap_or(e).to_string(),
-            e.lines()
-                .skip(1)
-                .map(|l| l.trim().trim_start_matches("hint: "))
+    let mut out = Vec::new();
+    let tsv = cx.project.roles_tsv();
+    if let Some(e) = &cx.roles_error {
+        let (message, hint) = load_error(e);
+        out.push(
+            Finding::new(
+                "CONFIG_INVALID",
+                message,
+                // Not `repair`: `swarm up` initialises, which writes it again.
+                [
+                    hint.as_str(),
+                    "`swarm init` writes it again from swarm.yaml",
+                ]
+                .iter()
+                .filter(|h| !h.is_empty())
+                .copied()
                 .collect::<Vec<_>>()
                 .join("; "),
-        )
-        .at(if cx.project.config_file().exists() {
-            cx.project.config_file()
-        } else {
-            cx.project.swarmforge_conf()
-        })],
-        _ => Vec::new(),
+            )
+            .at(&tsv),
+        );
+    } else if let Some(first) = cx.roles.problems.first() {
+        // `line N: what` from the table's parser, as `file:N: what`.
+        let what = first
+            .strip_prefix("line ")
+            .and_then(|r| r.split_once(": "))
+            .map(|(n, rest)| format!("{}:{n}: {rest}", tsv.display()))
+            .unwrap_or_else(|| format!("{}: {first}", tsv.display()));
+        let more = match cx.roles.problems.len() {
+            1 => String::new(),
+            n => format!(" (and {} more line(s))", n - 1),
+        };
+        out.push(
+            Finding::new(
+                "CONFIG_INVALID",
+                format!("{what}; that line is skipped, so its role gets no mail{more}"),
+                "repair the line (seven TAB-separated columns; docs/protocol.md), or run `swarm init`, which writes the table again from swarm.yaml",
+            )
+            .at(&tsv),
+        );
     }
+    let has_config = cx.project.config_file().exists() || cx.project.swarmforge_conf().exists();
+    let at = if cx.project.config_file().exists() {
+        cx.project.config_file()
+    } else {
+        cx.project.swarmforge_conf()
+    };
+    if let Some(e) = &cx.config_error {
+        // The plan failed on the same error: reported once.
+        let (message, hint) = load_error(e);
+        out.push(Finding::new("CONFIG_INVALID", message, repair(hint)).at(at));
+    } else if let Err(e) = &cx.plan {
+        if has_config {
+            out.push(
+                Finding::new(
+                    "CONFIG_INVALID",
+                    e.lines().next().unwrap_or(e).to_string(),
+                    repair(hints(e)),
+                )
+                .at(at),
+            );
+        }
+    }
+    out
 }
 
 /// A SwarmForge project's `swarmforge.conf` lines that are read but not
@@ -101,6 +219,9 @@ pub fn shared_inbox(cx: &Context) -> Vec<Finding> {
 /// Items for a person waiting in an inbox that is not theirs (left from a
 /// layout where the person shared an agent's inbox).
 pub fn person_mail_elsewhere(cx: &Context) -> Vec<Finding> {
+    if !cx.initialised {
+        return Vec::new();
+    }
     let mut out = Vec::new();
     let local: Vec<_> = cx.roles.roles.iter().filter(|r| !r.is_remote()).collect();
     for h in local.iter().filter(|r| r.is_human()) {
@@ -227,7 +348,7 @@ pub fn launch_files_ignored(cx: &Context) -> Vec<Finding> {
 /// Every agent program that is not installed, all at once.
 pub fn agent_cli_missing(cx: &Context) -> Vec<Finding> {
     let Ok(plan) = &cx.plan else {
-        return Vec::new();
+        return no_agent_cli(cx);
     };
     missing_programs(plan, false)
         .iter()
@@ -244,6 +365,30 @@ pub fn agent_cli_missing(cx: &Context) -> Vec<Finding> {
             .at(plan.source.path())
         })
         .collect()
+}
+
+/// Before any roles are written (no `swarm.yaml`, no `swarmforge.conf`),
+/// which agent will run is not known: at least one of the coding CLIs the
+/// presets start should be installed.
+fn no_agent_cli(cx: &Context) -> Vec<Finding> {
+    if cx.project.config_file().exists() || cx.project.swarmforge_conf().exists() {
+        return Vec::new();
+    }
+    let names: Vec<&str> = crate::launch::agents::ALL
+        .iter()
+        .map(|c| c.name())
+        .collect();
+    if names.iter().any(|n| is_command(n)) {
+        return Vec::new();
+    }
+    vec![Finding::new(
+        "AGENT_CLI_MISSING",
+        format!(
+            "no agent CLI is installed: none of {} is on PATH",
+            names.join(", ")
+        ),
+        "install the one your agents will use (docs/agents.md); a swarm of scripted agents needs none (`swarm init --example pipeline`)",
+    )]
 }
 
 /// Agent CLIs that will stop at their folder-trust dialog before their
@@ -326,22 +471,6 @@ pub fn codex_sandbox_helper(cx: &Context) -> Vec<Finding> {
         .collect()
 }
 
-/// A swarm whose agents are confined (the default) on a machine where
-/// bubblewrap cannot make a sandbox: `swarm up` would stop
-/// (launch::confine).
-pub fn confinement(cx: &Context) -> Vec<Finding> {
-    let Ok(plan) = &cx.plan else {
-        return Vec::new();
-    };
-    if !crate::launch::confine::needed(plan) {
-        return Vec::new();
-    }
-    crate::launch::confine::probe()
-        .map(|p| Finding::new("CONFINEMENT", p.message, p.fix))
-        .into_iter()
-        .collect()
-}
-
 /// A confined agent's worktree not pinned (launch::role_branch): its agent
 /// cannot commit (the sandbox keeps `.git/refs` read-only), or its
 /// worktree ref points at another branch.
@@ -378,6 +507,9 @@ pub fn role_branch(cx: &Context) -> Vec<Finding> {
 /// The role byline's commit-msg hook (agent::byline): installed as this
 /// `swarm` would write it, or not.
 pub fn commit_msg_hook(cx: &Context) -> Vec<Finding> {
+    if !cx.initialised {
+        return Vec::new();
+    }
     use crate::agent::byline::{self, State, SAVED};
     let swarm = match crate::launch::shims::own_bin_dir() {
         Ok(d) => d.join("swarm"),
@@ -445,37 +577,6 @@ pub fn gemini_sandbox_confined(cx: &Context) -> Vec<Finding> {
         .collect()
 }
 
-/// A tmux socket left where no server answers, or no tmux to ask.
-pub fn tmux_socket(cx: &Context) -> Vec<Finding> {
-    let sock = cx.project.tmux_socket();
-    let Ok(meta) = std::fs::symlink_metadata(&sock) else {
-        return Vec::new();
-    };
-    if !is_command("tmux") {
-        return vec![Finding::new(
-            "TMUX_MISSING",
-            "a tmux socket exists, but tmux is not installed",
-            "install tmux, or run headless with `swarm up --no-tmux`",
-        )
-        .at(sock)];
-    }
-    use std::os::unix::fs::FileTypeExt;
-    let answers = meta.file_type().is_socket()
-        && crate::sys::tmux::call(&sock, &["list-sessions"]).is_ok_and(|r| r.ok);
-    if answers {
-        return Vec::new();
-    }
-    vec![Finding::new(
-        "TMUX_SOCKET_STALE",
-        format!(
-            "{} is left over: no tmux server answers on it",
-            sock.display()
-        ),
-        "run `swarm down` (or remove the file); `swarm up` makes a new one",
-    )
-    .at(sock)]
-}
-
 /// The `handoffd` processes serving this project (by their command line).
 fn daemons_for(root: &Path) -> Vec<u32> {
     let Ok(rd) = std::fs::read_dir("/proc") else {
@@ -508,6 +609,9 @@ use std::os::unix::ffi::OsStrExt;
 
 /// The daemon: running, only one, and the same build as this CLI.
 pub fn daemon(cx: &Context) -> Vec<Finding> {
+    if !cx.initialised {
+        return Vec::new();
+    }
     let root = &cx.project.root;
     let Some(pid) = crate::daemon::control::running_pid(&cx.project) else {
         return vec![Finding::new(
@@ -571,6 +675,9 @@ pub fn daemon(cx: &Context) -> Vec<Finding> {
 
 /// Logs that grow past twice their rotation size are not being rotated.
 pub fn logs(cx: &Context) -> Vec<Finding> {
+    if !cx.initialised {
+        return Vec::new();
+    }
     let limit = cx.config.logs.max_bytes;
     if limit == 0 {
         return Vec::new();
@@ -626,6 +733,9 @@ pub fn disk_space(cx: &Context) -> Vec<Finding> {
 /// Stamps that disagree: a copy enqueued before it was created (the
 /// sender's clock is ahead of the daemon's), or stamps in the future.
 pub fn clock_skew(cx: &Context) -> Vec<Finding> {
+    if !cx.initialised {
+        return Vec::new();
+    }
     let Ok(t) = Trail::load(&cx.project, &Scope::all()) else {
         return Vec::new();
     };
@@ -678,6 +788,11 @@ pub fn clock_skew(cx: &Context) -> Vec<Finding> {
 
 /// What `swarm audit --check` finds.
 pub fn audit(cx: &Context) -> Vec<Finding> {
+    // The trail is read with the config and the role table: a broken one
+    // is the `config` check's finding, not an unreadable trail.
+    if !cx.initialised || cx.config_error.is_some() || cx.roles_error.is_some() {
+        return Vec::new();
+    }
     let lag = crate::views::audit::lag::Lag::before_load(&cx.project);
     let t = match Trail::load(&cx.project, &Scope::all()) {
         Ok(t) => t,

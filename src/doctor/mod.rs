@@ -5,9 +5,18 @@
 //! [`CHECKS`]: each reads what it needs from a shared [`Context`] and returns
 //! its findings; none changes anything. A check that cannot look (no git,
 //! no tmux) says so as a finding of its own instead of passing silently.
+//!
+//! Doctor tells the truth in every state (issue 42): the context loads
+//! whatever it can and never fails. A `swarm.yaml` or `roles.tsv` that does
+//! not load is one `CONFIG_INVALID` finding (file:line:col) and the checks
+//! that need it see nothing; every other check still runs. Before `swarm
+//! init` there is a `NOT_INITIALISED` finding and the checks that need no
+//! project (agent CLIs, the sandbox, tmux, disk) still run.
 
 pub mod bridge_sync;
 pub mod checks;
+pub mod sandbox;
+pub mod tmux;
 
 use std::path::PathBuf;
 
@@ -44,23 +53,44 @@ impl Finding {
     }
 }
 
-/// What every check may read, loaded once.
+/// What every check may read, loaded once. Never fails: what does not load
+/// is kept as its error (reported once, by the `config` check) and the
+/// checks see an empty table or the defaults instead.
 pub struct Context {
     pub project: Project,
+    /// `swarm init` has made this project (`.swarmforge/roles.tsv` exists).
+    pub initialised: bool,
+    /// The role table; empty when it does not load (see `roles_error`).
     pub roles: Roles,
+    pub roles_error: Option<crate::Error>,
+    /// `swarm.yaml`; every default when it does not load (see `config_error`).
     pub config: Config,
+    pub config_error: Option<crate::Error>,
     /// The plan from `swarm.yaml` / `swarmforge.conf`, or why it failed.
     pub plan: std::result::Result<Plan, String>,
 }
 
 impl Context {
-    pub fn load(project: &Project) -> crate::Result<Context> {
-        Ok(Context {
+    pub fn load(project: &Project) -> Context {
+        let roles_tsv = project.roles_tsv();
+        let initialised = std::fs::symlink_metadata(&roles_tsv).is_ok();
+        let (roles, roles_error) = match Roles::load(&roles_tsv) {
+            Ok(r) => (r, None),
+            Err(e) => (Roles::default(), Some(e)),
+        };
+        let (config, config_error) = match Config::load(&project.config_file()) {
+            Ok(c) => (c, None),
+            Err(e) => (Config::default(), Some(e)),
+        };
+        Context {
             project: project.clone(),
-            roles: Roles::load(&project.roles_tsv())?,
-            config: Config::load(&project.config_file())?,
+            initialised,
+            roles,
+            roles_error,
+            config,
+            config_error,
             plan: Plan::load(&project.root).map_err(|e| e.to_string()),
-        })
+        }
     }
 }
 
@@ -69,6 +99,7 @@ pub type Check = (&'static str, fn(&Context) -> Vec<Finding>);
 
 /// Every check, in the order the report lists them.
 pub const CHECKS: &[Check] = &[
+    ("project", checks::project),
     ("config", checks::config),
     ("swarmforge_features", checks::swarmforge_features),
     ("shared_inbox", checks::shared_inbox),
@@ -77,12 +108,12 @@ pub const CHECKS: &[Check] = &[
     ("agent_cli_missing", checks::agent_cli_missing),
     ("agent_cli_trust", checks::agent_cli_trust),
     ("codex_sandbox_helper", checks::codex_sandbox_helper),
-    ("confinement", checks::confinement),
+    ("confinement", sandbox::confinement),
     ("role_branch", checks::role_branch),
     ("commit_msg_hook", checks::commit_msg_hook),
     ("claude_full_as_root", checks::claude_full_as_root),
     ("gemini_sandbox_confined", checks::gemini_sandbox_confined),
-    ("tmux_socket", checks::tmux_socket),
+    ("tmux_socket", tmux::tmux_socket),
     ("daemon", checks::daemon),
     ("logs", checks::logs),
     ("disk_space", checks::disk_space),
@@ -106,9 +137,10 @@ pub struct Report {
     pub checks: Vec<CheckResult>,
 }
 
-/// Runs every check.
+/// Runs every check. `project` need not be initialised: before `swarm
+/// init` the report says so and holds what could be checked.
 pub fn run(project: &Project) -> crate::Result<Report> {
-    let cx = Context::load(project)?;
+    let cx = Context::load(project);
     let checks: Vec<CheckResult> = CHECKS
         .iter()
         .map(|(name, f)| CheckResult {

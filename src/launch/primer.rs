@@ -116,7 +116,7 @@ pub fn primer(plan: &Plan, role: &str) -> Result<String> {
         s.push_str("You may not send messages; finish items with `done_with_current.sh`.\n");
     } else {
         s.push_str(&format!(
-            "Write a draft file, then run `swarm_handoff.sh <file>`. `HANDOFF QUEUED` means sent (the draft is deleted); `HANDOFF INVALID` lists what to fix. `to:` is a role, roles separated by commas, or `all`; `priority:` 00-99, lower goes first. Any draft may add `in_reply_to: <id>` and `cc: <role>`. You may send {}:\n",
+            "Write a draft file here in your worktree (a draft outside the project, e.g. in /tmp, is refused), then run `swarm_handoff.sh <file>`. `HANDOFF QUEUED` means sent (the draft is deleted); `HANDOFF INVALID` lists what to fix. `to:` is a role, roles separated by commas, or `all`; `priority:` 00-99, lower goes first. Any draft may add `in_reply_to: <id>` and `cc: <role>`. You may send {}:\n",
             types::list_in_words(&sendable.iter().map(|t| t.name).collect::<Vec<_>>())
         ));
         for t in sendable {
@@ -181,8 +181,7 @@ fn person_primer(plan: &Plan, me: &PlannedRole) -> String {
             .find(|p| !p.is_human())
             .map_or("<role>", |p| p.name.as_str());
         s.push_str(&format!(
-            "\n## Sending\n\nWrite a draft file and run `SWARMFORGE_ROLE={role} swarm-handoff <file>` in {}. You may send {}, e.g.:\n\n```\n{}```\n",
-            me.workdir().display(),
+            "\n## Sending\n\nWrite a draft file in {dir} (a draft outside the project is refused) and run `SWARMFORGE_ROLE={role} swarm-handoff <file>` there; it is deleted once queued. You may send {}, e.g.:\n\n```\n{}```\n",
             types::list_in_words(&sendable.iter().map(|t| t.name).collect::<Vec<_>>()),
             draft(
                 sendable
@@ -190,7 +189,8 @@ fn person_primer(plan: &Plan, me: &PlannedRole) -> String {
                     .find(|t| t.name == types::NOTE.name)
                     .unwrap_or(&sendable[0]),
                 to
-            )
+            ),
+            dir = me.workdir().display(),
         ));
     }
     s

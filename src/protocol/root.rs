@@ -260,11 +260,20 @@ fn canonical(start: &Path) -> Result<PathBuf> {
     })
 }
 
+/// SwarmForge's `Cannot find SwarmForge project root` as its first line,
+/// byte for byte (scripts match it), then where it looked and what to do.
+fn no_root(cwd: &Path) -> Error {
+    Error::not_found(format!(
+        "{NO_ROOT}\n  hint: no .swarmforge/roles.tsv in {} or any folder above it (nor a .swarmforge/project-root pointer); run this inside a swarm's project or a role's worktree (`swarm init` makes a project)",
+        shown(cwd)
+    ))
+}
+
 /// Both roots from `cwd`, or SwarmForge's `Cannot find SwarmForge project
 /// root` (exit 1): the agent helpers' resolver.
 pub fn locate(cwd: &Path) -> Result<Located> {
     let cwd = canonical(cwd)?;
-    let project = project_from(&cwd).ok_or_else(|| Error::not_found(NO_ROOT))?;
+    let project = project_from(&cwd).ok_or_else(|| no_root(&cwd))?;
     let worktree = worktree_in(&cwd, &project);
     Ok(Located { worktree, project })
 }
@@ -278,7 +287,7 @@ pub fn locate_worktree(cwd: &Path) -> Result<(Worktree, Option<Project>)> {
     }
     bare_worktree(&cwd)
         .map(|wt| (Worktree::new(wt), None))
-        .ok_or_else(|| Error::not_found(NO_ROOT))
+        .ok_or_else(|| no_root(&cwd))
 }
 
 /// The project for a `swarm` command or `handoffd`: found from `arg` (the
@@ -360,10 +369,15 @@ pub fn named_or_acting_role(named: Option<String>) -> Result<String> {
     named.map(Ok).unwrap_or_else(acting_role)
 }
 
-/// The acting role from `SWARMFORGE_ROLE` (unset or empty: exit 1).
+/// The acting role from `SWARMFORGE_ROLE` (unset or empty: SwarmForge's
+/// words; not UTF-8: said so; exit 1 either way).
 pub fn acting_role() -> Result<String> {
     match std::env::var("SWARMFORGE_ROLE") {
         Ok(r) if !r.is_empty() => Ok(r),
+        Err(std::env::VarError::NotUnicode(v)) => Err(Error::env(format!(
+            "SWARMFORGE_ROLE is not valid UTF-8 ({}); set it to a role name of roles.tsv.",
+            escape(&v.to_string_lossy())
+        ))),
         _ => Err(Error::env("Set SWARMFORGE_ROLE.")),
     }
 }

@@ -868,12 +868,37 @@ fn credentials_come_from_a_file_or_the_environment_and_are_never_logged() {
         return;
     };
     let (_hub, mut hosts) = swarm(&nats, &["a", "b"], TWO);
-    // a: a credentials file named in swarm.yaml is not in the repository;
-    // here it is written beside the checkout and kept out of git.
-    let creds = hosts[0].p.root.join(".swarmforge/nats.token");
+    // a: a credentials file inside the project is refused (every agent
+    // can read the project), naming the file and where it belongs.
+    let inside = hosts[0].p.root.join(".swarmforge/nats.token");
+    fs::write(&inside, format!("{token}\n")).unwrap();
+    let yaml = hosts[0].p.read("swarm.yaml");
+    hosts[0].p.write(
+        "swarm.yaml",
+        &format!("{yaml}bridge_credentials_file: .swarmforge/nats.token\n"),
+    );
+    let refused = hosts[0]
+        .p
+        .cmd("swarm")
+        .args(["bridge"])
+        .run_within(std::time::Duration::from_secs(20));
+    assert_ne!(refused.code, 0, "{}", refused.stderr);
+    assert!(
+        refused
+            .stderr
+            .contains("inside the project, where every agent can read it")
+            && refused.stderr.contains("nats.token"),
+        "{}",
+        refused.stderr
+    );
+    // A file outside the project, as a person keeps it.
+    let outside = tempfile::tempdir().unwrap();
+    let creds = outside.path().join("nats.token");
     fs::write(&creds, format!("{token}\n")).unwrap();
-    let yaml = hosts[0].p.read("swarm.yaml") + "bridge_credentials_file: .swarmforge/nats.token\n";
-    hosts[0].p.write("swarm.yaml", &yaml);
+    hosts[0].p.write(
+        "swarm.yaml",
+        &format!("{yaml}bridge_credentials_file: {}\n", creds.display()),
+    );
     hosts[0].start_daemon();
     hosts[0].start_bridge();
     // b: no credentials at first, so the server refuses it; then the token

@@ -592,8 +592,12 @@ fn dispatcher_refusals() {
     }
     fs::remove_file(p.path(".swarmforge/roles.tsv")).unwrap();
     for program in ["ready-next", "done-current"] {
-        p.run(Some("coder"), program, &[])
-            .is(1, "", "Cannot find SwarmForge project root\n");
+        // SwarmForge's line first, byte for byte; a hint follows it.
+        let r = p.run(Some("coder"), program, &[]);
+        assert_eq!(
+            (r.code, r.stdout.as_str(), r.stderr.lines().next()),
+            (1, "", Some("Cannot find SwarmForge project root"))
+        );
     }
 }
 

@@ -413,8 +413,8 @@ fn outside_any_project_both_spellings_say_so() {
             .unwrap();
             let r = c.run(&c.helper(spelling, helper), &here, Some("ping"), args);
             assert_eq!(
-                (r.code, r.stderr.as_str()),
-                (1, "Cannot find SwarmForge project root\n"),
+                (r.code, r.stderr.lines().next()),
+                (1, Some("Cannot find SwarmForge project root")),
                 "{spelling:?} {helper}"
             );
         }

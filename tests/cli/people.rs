@@ -553,7 +553,7 @@ fn doctor_finds_each_planted_problem() {
 
     // Planted: mail for boss left in the lead's inbox (old layout), a
     // copy enqueued an hour before it was created, a corrupt file, a log
-    // past its size, launcher state git does not ignore, a stale tmux socket.
+    // past its size, launcher state git does not ignore, an empty tmux socket pointer.
     let stray = "id: 20261201T110000Z_000001_from_lead\nfrom: lead\nto: boss\nrecipient: boss\npriority: 50\ntype: note\nmessage: left over\ncreated_at: 2026-12-01T11:00:00.000000Z\nenqueued_at: 2026-12-01T10:00:00.000000Z\n\nRe-read your role and constitution.\n\nleft over\n";
     let stray_path = p.write(
         ".swarmforge/handoffs/inbox/new/50_20261201T110000Z_000001_from_lead_to_boss.handoff",
@@ -587,7 +587,8 @@ fn doctor_finds_each_planted_problem() {
         "AUDIT_VIOLATION",
     ];
     if tmux {
-        want.push("TMUX_SOCKET_STALE");
+        // An empty pointer names no socket (tests/cli/doctor.rs has the stale one).
+        want.push("TMUX_SOCKET_POINTER");
     }
     for w in want {
         assert!(codes.iter().any(|c| c == w), "{w} missing in {v}");

@@ -67,9 +67,11 @@ pub(super) fn real_draft(path: &Path, at: &Located, shown: &str) -> Result<PathB
         } else {
             "resolves to"
         };
+        // Where drafts belong, said with the refusal (the primers say it too).
         return Err(Error::bad_input(format!(
-            "Draft file {shown} {how} {} outside the project; refusing to read it.",
-            real.display()
+            "Draft file {shown} {how} {} outside the project; refusing to read it.\n  hint: drafts belong in your worktree, {}: write the draft there (not in /tmp or your home folder) and pass that path; it is deleted once queued",
+            real.display(),
+            at.worktree.root.display()
         )));
     }
     Ok(real)

@@ -171,6 +171,14 @@ pub fn queue(draft_arg: &str, cwd: &Path) -> Result<Sent> {
         cwd.join(draft_arg)
     };
     if !draft_path.is_file() {
+        // SwarmForge's words for a missing draft; a folder is named as one.
+        if draft_path.is_dir() {
+            return Err(Error::not_found(format!(
+                "Draft file {} is a folder, not a file\n  hint: write the draft into a file (e.g. {}/draft.txt) and pass that file",
+                if shown.is_empty() { "." } else { &shown },
+                if shown.is_empty() { "." } else { shown.trim_end_matches('/') }
+            )));
+        }
         return Err(Error::not_found(format!("Draft file not found: {shown}")));
     }
     let s = Sender::locate(&root::acting_role()?, cwd)?;

@@ -18,8 +18,7 @@ pub struct Args {
     /// One JSON object (per worktree: originals and completed items moved)
     #[arg(long)]
     pub json: bool,
-    /// No progress lines on stderr
-    #[arg(long, short)]
+    #[arg(long, short, help = super::QUIET)]
     pub quiet: bool,
 }
 
@@ -38,6 +37,7 @@ pub fn run(args: Args) -> i32 {
             crate::cli::emit_json(serde_json::json!({ "worktrees": moved }));
             exit::OK
         }
+        Ok(_) if args.quiet => exit::OK,
         Ok(moved) => {
             let (o, c) = moved
                 .iter()

@@ -23,8 +23,10 @@ sent as a note from handoffd to the first role of the route, with headers \
 handoffd delivers it, then in that role's lane. git_handoffs naming the card \
 in `task` move it along the route; the last role's terminal handoff (to every \
 role before it in roles.tsv order) moves it to `done`.
+Only a person starts a card (docs/security.md).
 Exit 0 queued; 1 unknown type, bad name or text, or an environment error; 2 \
-CARD_EXISTS (a card of that name is on the board).")]
+CARD_EXISTS (a card of that name is on the board), PERSON_ONLY (run by an \
+agent).")]
     New {
         /// The card type (its route comes from the config)
         #[arg(value_name = "TYPE")]
@@ -50,8 +52,9 @@ Prints `<name> (<type>) <lane>` per card, and says where \
 .swarmforge/board/tasks.tsv is not in step with the handoffs. Exit 0; 1 when \
 the project declares no card type or on an environment error.")]
     List {
-        /// Project root or any folder inside it (default: the current directory)
-        #[arg(value_name = "ROOT")]
+        /// Project root or any folder inside it (default: the current
+        /// directory; `--root DIR` is the same)
+        #[arg(id = "root_dir", value_name = "ROOT")]
         root: Option<PathBuf>,
         /// Print one JSON object instead of text
         #[arg(long)]
@@ -96,6 +99,9 @@ pub fn run(args: Args) -> i32 {
                 if let Some(role) = crate::forum::requests::confined_role() {
                     return Err(crate::board::refused_to_confined(p, &role, &kind, &name));
                 }
+                // Starting work on the board is a person's act (upstream's
+                // New Task button; docs/security.md), confined or not.
+                crate::agent::caller::Caller::of(p)?.require_person("swarm card new")?;
                 crate::board::new_card(p, &kind, &name, &text)
             },
             |c| serde_json::json!({"status": "queued", "card": c}),

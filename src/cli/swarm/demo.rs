@@ -22,8 +22,7 @@ pub struct Args {
     /// List the examples and exit
     #[arg(long)]
     pub list: bool,
-    /// No progress lines: only the transcript, audit and where the files are
-    #[arg(long, short)]
+    #[arg(long, short, help = super::QUIET)]
     pub quiet: bool,
 }
 

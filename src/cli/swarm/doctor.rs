@@ -6,11 +6,13 @@ use crate::error::exit;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
-Runs every check (shared inboxes, mail for a person left in another inbox, \
-launcher files git does not ignore, missing agent CLIs, agent CLI trust, the \
-tmux socket, the daemon, logs, disk space, clock skew, `swarm audit --check`) \
-and prints each finding with its code and how to fix it. The codes are \
-stable (docs/doctor.md).
+Runs every check (the project and its config, shared inboxes, mail for a \
+person left in another inbox, launcher files git does not ignore, missing \
+agent CLIs, agent CLI trust, each agent's sandbox, the tmux socket, the \
+daemon, logs, disk space, clock skew, `swarm audit --check`) and prints each \
+finding with its code and how to fix it. A config that does not load is one \
+finding; before `swarm init` the report says so and checks the rest. The \
+codes are stable (docs/doctor.md).
 Exit 0 healthy; 1 with findings, or when the project cannot be read.")]
 pub struct Args {
     /// Project root or any folder inside it (default: the current directory)
@@ -22,8 +24,20 @@ pub struct Args {
     pub json: bool,
 }
 
+/// The project named (or found from the current directory); where there is
+/// none yet, the folder `swarm init` would make one of, so the report says
+/// so and still checks what needs no project.
+fn project(root: Option<&std::path::Path>) -> crate::Result<crate::protocol::layout::Project> {
+    match super::project(root) {
+        Err(crate::Error::NotFound(_)) => {
+            super::init_root(root).map(crate::protocol::layout::Project::new)
+        }
+        other => other,
+    }
+}
+
 pub fn run(args: Args) -> i32 {
-    let report = match super::project(args.root.as_deref()).and_then(|p| crate::doctor::run(&p)) {
+    let report = match project(args.root.as_deref()).and_then(|p| crate::doctor::run(&p)) {
         Ok(r) => r,
         Err(e) => return crate::cli::report(&e, args.json),
     };

@@ -13,6 +13,8 @@ pub struct Args {
     /// Print one JSON object (what was stopped) instead of text
     #[arg(long)]
     pub json: bool,
+    #[arg(long, short, help = super::QUIET)]
+    pub quiet: bool,
 }
 
 pub fn run(args: Args) -> i32 {
@@ -29,6 +31,7 @@ pub fn run(args: Args) -> i32 {
             }));
             exit::OK
         }
+        Ok(_) if args.quiet => exit::OK,
         Ok(r) => {
             let mut text = String::new();
             if let Some(pid) = r.supervisor {

@@ -17,8 +17,11 @@ with id, sender, type, age and summary, and the command that handles each. \
 the inbox lock, as done-current does), so receipts and `swarm audit` show the \
 person handled it. A clarify is answered with `swarm answer`, not marked done. \
 An id may be shortened to any unique prefix.
+Only a person marks a person's item done; an agent (SWARMFORGE_ROLE in its \
+own or a parent's environment, docs/security.md) only its own role's.
 Exit 0 done; 1 usage or an environment error; 2 refused (UNKNOWN_ID, \
-AMBIGUOUS_ID, NOT_WAITING_FOR_ROLE, CLARIFY_NEEDS_ANSWER: nothing changed).")]
+AMBIGUOUS_ID, NOT_WAITING_FOR_ROLE, CLARIFY_NEEDS_ANSWER, PERSON_ONLY: nothing \
+changed).")]
 pub struct Args {
     #[command(subcommand)]
     pub action: Option<Action>,
@@ -98,7 +101,15 @@ pub fn run(args: Args) -> i32 {
             Ok(())
         }
         Some(Action::Done { id }) => {
-            let (e, done) = mailbox::mark_done(&p.project, role, id)?;
+            // A person's item is the person's: asked of the caller's
+            // ancestry, as `swarm answer` asks (docs/security.md).
+            let l = listing(&p, role)?;
+            let e = mailbox::pick(&p.project, &l, id, &p.roles, p.max_bytes)?;
+            let human = p.roles.find(&e.role).is_some_and(|r| r.is_human());
+            crate::agent::caller::Caller::detect()
+                .people_as_persons(&p.roles)
+                .require_acting_as(&e.role, human, "swarm inbox done")?;
+            let (e, done) = mailbox::mark_done(&p.project, Some(&e.role), &e.id)?;
             if args.json {
                 crate::cli::emit_json(serde_json::json!({
                     "status": "completed", "id": e.id, "role": e.role, "completed": done,

@@ -12,14 +12,14 @@ pub struct Args {
     #[arg(id = "root_dir", value_name = "ROOT")]
     pub root: Option<PathBuf>,
     /// Start from an example: `trio` (Claude Code, Codex, Gemini CLI), or a
-    /// demo swarm (pipeline, roundtable, forum)
+    /// demo swarm (pipeline, roundtable, forum); refused, writing nothing,
+    /// when any of its files exists already (each one is named)
     #[arg(long, value_name = "NAME")]
     pub example: Option<String>,
     /// Print one JSON object (root, roles, source, changes) instead of text
     #[arg(long)]
     pub json: bool,
-    /// No progress line on stderr
-    #[arg(long, short)]
+    #[arg(long, short, help = super::QUIET)]
     pub quiet: bool,
     /// Which of swarm.yaml's `hosts` this checkout is (kept in .swarmforge/host)
     #[arg(long, value_name = "NAME")]
@@ -62,6 +62,7 @@ pub fn run(args: Args) -> i32 {
             }));
             exit::OK
         }
+        Ok(_) if args.quiet => exit::OK,
         Ok((plan, report)) => {
             let mut text = String::new();
             for c in &report.changes {

@@ -31,6 +31,7 @@ pub mod discussion;
 pub mod doctor;
 pub mod down;
 pub mod events;
+pub mod help;
 pub mod hook;
 pub mod hooks;
 pub mod inbox;
@@ -64,7 +65,9 @@ pub mod up;
 #[command(
     name = "swarm",
     version,
-    about = "Run and inspect a swarm of agents that hand work to each other through files"
+    about = "Run and inspect a swarm of agents that hand work to each other through files",
+    help_template = help::template(),
+    after_help = "`swarm help <command>` or `swarm <command> --help` for one command's arguments."
 )]
 pub struct Cli {
     /// The project: its root, any folder inside it, or a role worktree
@@ -122,6 +125,9 @@ pub fn up_root(positional: Option<&Path>) -> Result<PathBuf> {
         Err(_) => root::exact_root(named.as_deref(), "swarm up"),
     }
 }
+
+/// What `-q`/`--quiet` means on every command that takes it.
+pub const QUIET: &str = "Quiet: print nothing on success but what the command is asked to show (no progress or change lines); warnings and errors still go to stderr";
 
 /// The positional `[ROOT]` of the commands that find the project from it.
 #[derive(clap::Args, Debug)]
@@ -340,5 +346,75 @@ pub fn run() -> i32 {
         Command::Cost(a) => cost::run(a),
         Command::Budget(a) => budget::run(a),
         Command::Otel(a) => otel::run(a),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every subcommand path, nested ones too (`card list`, `session start`).
+    fn paths(cmd: &clap::Command, at: Vec<String>, out: &mut Vec<Vec<String>>) {
+        for sub in cmd.get_subcommands() {
+            if sub.get_name() == "help" {
+                continue;
+            }
+            let mut p = at.clone();
+            p.push(sub.get_name().to_string());
+            out.push(p.clone());
+            paths(sub, p, out);
+        }
+    }
+
+    /// `--root DIR` after any subcommand is the global flag (or the
+    /// command's own `--root`), never an unknown argument (README).
+    #[test]
+    fn root_is_accepted_after_every_subcommand() {
+        let mut all = Vec::new();
+        paths(&Cli::command(), Vec::new(), &mut all);
+        assert!(all.len() > 50, "{all:?}");
+        let mut refused = Vec::new();
+        for p in &all {
+            let mut argv = vec!["swarm".to_string()];
+            argv.extend(p.iter().cloned());
+            argv.extend(["--root".to_string(), "/nowhere".to_string()]);
+            if let Err(e) = Cli::try_parse_from(&argv) {
+                use clap::error::ErrorKind as K;
+                if matches!(e.kind(), K::UnknownArgument | K::ArgumentConflict) {
+                    refused.push(format!("{}: {}", p.join(" "), e.kind()));
+                }
+            }
+        }
+        assert!(refused.is_empty(), "{refused:#?}");
+    }
+
+    /// `-q` is one flag with one meaning wherever it is taken, and every
+    /// command that prints progress or change lines takes it.
+    #[test]
+    fn quiet_means_the_same_on_every_command() {
+        let cli = Cli::command();
+        let mut all = Vec::new();
+        paths(&cli, Vec::new(), &mut all);
+        let mut with_q = Vec::new();
+        for p in &all {
+            let mut c = &cli;
+            for name in p {
+                c = c.find_subcommand(name).unwrap();
+            }
+            for a in c.get_arguments().filter(|a| a.get_short() == Some('q')) {
+                assert_eq!(a.get_id(), "quiet", "{p:?}");
+                assert_eq!(a.get_long(), Some("quiet"), "{p:?}");
+                assert_eq!(
+                    a.get_help().map(|h| h.to_string()).as_deref(),
+                    Some(QUIET),
+                    "{p:?}"
+                );
+                with_q.push(p.join(" "));
+            }
+        }
+        for needed in ["init", "up", "down", "archive", "demo"] {
+            assert!(with_q.iter().any(|c| c == needed), "{needed}: {with_q:?}");
+        }
     }
 }

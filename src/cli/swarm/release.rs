@@ -18,7 +18,7 @@ pub struct Args {
 }
 
 fn act(args: &Args) -> Result<(String, Vec<String>)> {
-    let (at, role) = super::reserve::acting(args.role.as_deref())?;
+    let (at, role) = super::reserve::acting(args.role.as_deref(), "swarm release")?;
     let globs = super::reserve::typed_globs(&at, &args.globs)?;
     let gone = reservations::release(&at.project, &role, &globs)?;
     Ok((role, gone))

@@ -2,7 +2,7 @@
 //! this role is about to change (docs/reservations.md).
 
 use crate::agent::caller::Caller;
-use crate::error::{Error, Result, Token};
+use crate::error::{Error, Result};
 use crate::protocol::root::Located;
 use crate::reservations::{self, glob, guard, Reservation};
 
@@ -34,40 +34,41 @@ pub struct Args {
     pub json: bool,
 }
 
-/// Where the command stands and the role it acts as: `--as` (a person may
-/// name any role, an agent only its own), else the role found as the agent
-/// helpers find it.
-pub fn acting(named: Option<&str>) -> Result<(Located, String)> {
+/// Where the command stands and the role it acts as: `--as`, else the role
+/// found as the agent helpers find it (SWARMFORGE_ROLE, else this
+/// worktree's). Either way the caller is asked who it is (its ancestry, not
+/// the variable alone): a person may act as any role, an agent only as its
+/// own (`PERSON_ONLY`), so no agent reserves in another's name or releases
+/// another's reservation. `what` names the command in the refusal.
+pub fn acting(named: Option<&str>, what: &str) -> Result<(Located, String)> {
     let at = super::located(None)?;
-    if let Some(r) = named {
-        let roles = crate::protocol::roles::Roles::load(&at.project.roles_tsv())?;
-        if roles.find(r).is_none() {
-            return Err(Error::not_found(format!(
-                "Unknown role: {}{}",
-                crate::text::escape(r),
-                roles.unknown_hint(&at.project.roles_tsv())
-            )));
+    let roles = crate::protocol::roles::Roles::load(&at.project.roles_tsv())?;
+    let role = match named {
+        Some(r) => {
+            if roles.find(r).is_none() {
+                return Err(Error::not_found(format!(
+                    "Unknown role: {}{}",
+                    crate::text::escape(r),
+                    roles.unknown_hint(&at.project.roles_tsv())
+                )));
+            }
+            r.to_string()
         }
-        let caller = Caller::of(&at.project)?;
-        if !caller.may_act_as(r) {
-            return Err(Error::refused(
-                Token::PersonOnly,
-                format!(
-                    "{} may not act as {r} (docs/security.md)",
-                    caller.describe()
-                ),
-                vec![],
-            ));
-        }
-        return Ok((at, r.to_string()));
-    }
-    match guard::me(&at.project, &at.worktree.root)? {
-        Some(r) => Ok((at, r)),
-        None => Err(Error::bad_input(format!(
-            "cannot tell which role you are in {}: no SWARMFORGE_ROLE, and roles.tsv gives this worktree no single role\n  hint: pass --as ROLE",
-            at.worktree.root.display()
-        ))),
-    }
+        None => match guard::me(&at.project, &at.worktree.root)? {
+            Some(r) => r,
+            None => {
+                return Err(Error::bad_input(format!(
+                    "cannot tell which role you are in {}: no SWARMFORGE_ROLE, and roles.tsv gives this worktree no single role\n  hint: pass --as ROLE",
+                    at.worktree.root.display()
+                )))
+            }
+        },
+    };
+    let human = roles.find(&role).is_some_and(|r| r.is_human());
+    Caller::detect()
+        .people_as_persons(&roles)
+        .require_acting_as(&role, human, what)?;
+    Ok((at, role))
 }
 
 /// The globs as typed here, as repository paths.
@@ -82,7 +83,7 @@ pub fn as_json(r: &Reservation) -> serde_json::Value {
 }
 
 fn act(args: &Args) -> Result<(Reservation, Vec<Reservation>)> {
-    let (at, role) = acting(args.role.as_deref())?;
+    let (at, role) = acting(args.role.as_deref(), "swarm reserve")?;
     let wt = &at.worktree.root;
     let globs = typed_globs(&at, &args.globs)?;
     let ttl = crate::protocol::duration::parse(&args.ttl)

@@ -29,9 +29,7 @@ pub struct Args {
     /// Pause between starting two agents (overrides launch.stagger)
     #[arg(long, value_parser = parse_dur)]
     pub stagger: Option<Dur>,
-    /// No progress lines (what starts, stops and restarts); problems are
-    /// still said on stderr
-    #[arg(long, short)]
+    #[arg(long, short, help = super::QUIET)]
     pub quiet: bool,
     /// First record folder trust for the worktrees in each coding CLI's
     /// store (as `swarm trust` does), so no trust dialog waits in a pane
@@ -86,7 +84,9 @@ pub fn run(args: Args) -> i32 {
             launch::init::init(&plan)?;
             let changes = launch::trust::trust(&plan, &[], &launch::trust::Stores::from_env()?)?;
             super::trust::print(&changes, &mut |l| {
-                crate::cli::out(&format!("swarm: trust: {l}\n"))
+                if !args.quiet {
+                    crate::cli::out(&format!("swarm: trust: {l}\n"))
+                }
             });
         }
         launch::up(&plan, &opts, &mut |line: &str| {
