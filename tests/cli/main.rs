@@ -68,3 +68,4 @@ mod traces;
 mod trail;
 mod trust;
 mod unix;
+mod userlab;

@@ -18,8 +18,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::support::{
-    chown_tree, handoff_names, hq, require_capability, require_tool, user_dir, user_dir_in,
-    ModelServer, Project, Step, SwarmGuard,
+    handoff_names, hq, require_capability, require_tool, user_dir, user_dir_in, ModelServer,
+    Project, Step, SwarmGuard,
 };
 
 /// A whole scripted conversation, real CLI start-up included.
@@ -71,6 +71,9 @@ pub(crate) struct RealSwarm {
     base: Option<PathBuf>,
     /// More of the person's environment for every `swarm` command.
     pub(crate) env: Vec<(String, PathBuf)>,
+    /// The `swarm` the person runs (None: the one cargo built); an
+    /// ordinary user runs their own copy (see [`RealSwarm::as_ordinary_user`]).
+    pub(crate) swarm_exe: Option<PathBuf>,
 }
 
 impl RealSwarm {
@@ -109,6 +112,7 @@ impl RealSwarm {
             user: None,
             base,
             env: Vec::new(),
+            swarm_exe: None,
         }
     }
 
@@ -125,16 +129,19 @@ impl RealSwarm {
         b
     }
 
-    /// From here on `swarm` runs as `user`, which is given the project, the
-    /// HOME and `extra` folders (as an ordinary user's own are).
-    pub(crate) fn as_ordinary_user(&mut self, user: (u32, u32), extra: &[&Path]) {
+    /// From here on `swarm` runs as `acct`, which is given the project, the
+    /// HOME and `extra` folders (as an ordinary user's own are), and runs
+    /// its own installed copy of the binaries (the checkout may sit in a
+    /// folder it cannot enter, support/userland.rs).
+    pub(crate) fn as_ordinary_user(&mut self, acct: &crate::support::Account, extra: &[&Path]) {
         for dir in [self.d.root.as_path(), self.home.path()]
             .into_iter()
             .chain(extra.iter().copied())
         {
-            chown_tree(dir, user);
+            acct.give(dir);
         }
-        self.user = Some(user);
+        self.user = acct.ids;
+        self.swarm_exe = Some(acct.installed().join("swarm"));
     }
 
     pub(crate) fn wt(&self, role: &str) -> PathBuf {
@@ -213,9 +220,13 @@ impl RealSwarm {
                 ]
             })
             .unwrap_or_default();
+        let exe = self
+            .swarm_exe
+            .as_ref()
+            .map_or("swarm".to_string(), |e| e.display().to_string());
         let mut c = self
             .d
-            .cmd("swarm")
+            .cmd(&exe)
             .under(&as_user.iter().map(String::as_str).collect::<Vec<_>>())
             .args(args)
             .env("PATH", path)
@@ -427,7 +438,7 @@ pub(crate) fn draft(to: &str, message: &str) -> String {
 }
 
 /// Claude Code's Write tool putting `text` into `dir/name`.
-fn claude_write(dir: &Path, name: &str, text: &str) -> Step {
+pub(crate) fn claude_write(dir: &Path, name: &str, text: &str) -> Step {
     Step::tool(
         "Write",
         json!({"file_path": dir.join(name).display().to_string(), "content": text}),
@@ -1117,9 +1128,9 @@ fn gemini_cli_takes_work_through_swarm_mcp() {
     });
 }
 
-/// Debian's bubblewrap as `.ci/run` unpacks it (`target/bubblewrap`, kept
-/// off PATH so every other test runs without a system bwrap), or None after
-/// a NOTE (a failure in CI).
+/// Debian's bubblewrap as `.ci/run` unpacks it (`target/bubblewrap`; a
+/// test puts a copy first on its own PATH, whether or not the machine has a
+/// system one), or None after a NOTE (a failure in CI).
 #[track_caller]
 fn debian_bwrap() -> Option<PathBuf> {
     let bwrap = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bubblewrap/usr/bin/bwrap");
@@ -1307,9 +1318,11 @@ fn doctor_names_a_codex_home_in_the_temp_folder_with_bubblewrap_on_path() {
         "{msg}"
     );
     assert!(found[0]["fix"].as_str().unwrap().contains("CODEX_HOME"));
-    // A user's real HOME, or no bwrap on PATH: nothing to say.
+    // A user's real HOME, or no bwrap on PATH (the machine's PATH without
+    // any, as it may have one): nothing to say.
     assert!(doctor(user_home.path(), &path).is_empty());
-    assert!(doctor(tmp_home.path(), &std::env::var("PATH").unwrap()).is_empty());
+    let no_bwrap = crate::support::path_without("bwrap");
+    assert!(doctor(tmp_home.path(), &no_bwrap.path).is_empty());
     // `swarm up` warns before it starts anything (here it then stops: no
     // codex on PATH).
     let r = p
@@ -1371,45 +1384,6 @@ fn codex_stop_hook_trusted_by_swarm_trust_continues_a_turn_when_mail_waits() {
     s.audit_and_transcript();
 }
 
-/// An ordinary user's account: ids and home folder.
-struct User {
-    ids: (u32, u32),
-    home: PathBuf,
-}
-
-/// Who the ordinary-user test runs `swarm` as: `swarm-user` (which
-/// `.ci/run` makes, with a home) when this process is root, else nobody
-/// else (this process is an ordinary user already). None after a NOTE (a
-/// failure in CI).
-#[track_caller]
-fn ordinary_user() -> Option<Option<User>> {
-    if swarm_handoff::launch::agents::claude_root::euid() != 0 {
-        return Some(None);
-    }
-    let probe = std::process::Command::new("getent")
-        .args(["passwd", "swarm-user"])
-        .output()
-        .map_err(|e| format!("getent: {e}"))
-        .and_then(|o| {
-            let line = String::from_utf8_lossy(&o.stdout).into_owned();
-            let f: Vec<&str> = line.trim().split(':').collect();
-            match (
-                f.get(2).and_then(|u| u.parse().ok()),
-                f.get(3).and_then(|g| g.parse().ok()),
-                f.get(5).map(PathBuf::from).filter(|h| h.is_dir()),
-            ) {
-                (Some(u), Some(g), Some(home)) => Ok(User { ids: (u, g), home }),
-                _ => Err("no user swarm-user with a home folder".to_string()),
-            }
-        });
-    require_capability(
-        "run a swarm as the ordinary user swarm-user",
-        "run .ci/run as root, which makes it (useradd --user-group --create-home --shell /bin/bash swarm-user)",
-        probe,
-    )
-    .map(Some)
-}
-
 /// As an ordinary user (not root, as CI runs), with Debian's bubblewrap on
 /// PATH: Claude Code (`permission: full`, which it refuses as root), Codex (its sandbox on, nested through unprivileged
 /// user namespaces) and Gemini CLI each take an item and answer it, after
@@ -1423,13 +1397,13 @@ fn the_three_presets_work_as_an_ordinary_user_with_bubblewrap_on_path() {
     {
         return;
     }
-    let (Some(bin), Some(_), Some(_), Some(real), Some(user)) = (
-        agent_bin("claude"),
-        agent_bin("codex"),
-        agent_bin("gemini"),
-        debian_bwrap(),
-        ordinary_user(),
-    ) else {
+    // That user's own copies: the CLIs it installed with npm, the
+    // binaries it installed; nothing of the checkout's, which may sit in a
+    // home only its owner can enter.
+    let (Some(user), Some(real)) = (crate::support::account(), debian_bwrap()) else {
+        return;
+    };
+    let Some(bin) = user.agent_clis() else {
         return;
     };
     let yaml = format!(
@@ -1458,7 +1432,7 @@ roles:
 "#,
         codex_args("tester")
     );
-    let mut s = RealSwarm::init_in(&yaml, bin, user.as_ref().map(|u| u.home.clone()));
+    let mut s = RealSwarm::init_in(&yaml, bin, Some(user.home.clone()));
     let bwrap = s.bwrap_on_path(&real);
     let coder = s.wt("coder");
     let reviewer = s.wt("reviewer");
@@ -1505,9 +1479,11 @@ roles:
         s.d.send("owner", &draft(role, &format!("please take this, {role}")))
             .ok();
     }
-    if let Some(u) = &user {
-        s.as_ordinary_user(u.ids, &[bwrap.dir.path()]);
-    }
+    s.as_ordinary_user(&user, &[bwrap.dir.path()]);
+    // The swarm's own sandbox: that user's copy of Debian's bwrap (the
+    // one the tests name lies in the checkout).
+    s.env
+        .push(("SWARM_BWRAP".into(), bwrap.dir.path().join("bwrap-real")));
     let r = s.swarm(&["up", "--detach", "--trust"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     s.guard.socket = Some(PathBuf::from(s.d.read(".swarmforge/tmux-socket").trim()));
@@ -1533,7 +1509,7 @@ roles:
     s.wait("three answers reach owner", || {
         handoff_names(&owner_new).len() == 3
     });
-    if let Some(User { ids: (uid, _), .. }) = user {
+    if let Some((uid, _)) = user.ids {
         use std::os::unix::fs::MetadataExt;
         for name in handoff_names(&owner_new) {
             let owner = fs::metadata(owner_new.join(&name)).unwrap().uid();

@@ -12,7 +12,9 @@
 //! - `require`: [`require_tool`] and [`require_capability`] (skip with a NOTE,
 //!   fail under `CI=true`); `tmux`, `guard`: a private tmux server, and a
 //!   guard that stops a swarm even when the test panics;
-//! - `model_server`: a scripted model on 127.0.0.1 for the real agent CLIs.
+//! - `model_server`: a scripted model on 127.0.0.1 for the real agent CLIs;
+//! - `userland`: an ordinary user's account, with its own copies of the
+//!   binaries and agent CLIs and the distribution's bubblewrap.
 //!
 //! ```ignore
 //! let p = Project::builder()
@@ -37,6 +39,7 @@ mod project;
 mod require;
 mod run;
 mod tmux;
+mod userland;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -51,6 +54,7 @@ pub use project::*;
 pub use require::*;
 pub use run::*;
 pub use tmux::Tmux;
+pub use userland::*;
 
 pub fn bin(name: &str) -> PathBuf {
     match name {

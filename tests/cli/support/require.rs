@@ -48,14 +48,54 @@ fn missing(what: &str, install: &str) {
 }
 
 fn on_path(tool: &str) -> bool {
-    use std::os::unix::fs::PermissionsExt;
     let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path).any(|d| {
-        Path::new(&d)
-            .join(tool)
-            .metadata()
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    })
+    std::env::split_paths(&path).any(|d| holds(&d, tool))
+}
+
+/// Whether folder `d` holds an executable `tool`.
+fn holds(d: &Path, tool: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    d.join(tool)
+        .metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The machine's PATH with no executable `tool` on it: each folder that
+/// holds one is replaced by a folder of links to everything else in it
+/// (a `/usr/bin` holds git and sh too). For a test of "no `bwrap` on
+/// PATH" on a machine that has one, as most Linux desktops do through
+/// Flatpak: never rely on the machine's own PATH lacking something.
+pub struct PathWithout {
+    pub path: String,
+    _shadows: Vec<tempfile::TempDir>,
+}
+
+pub fn path_without(tool: &str) -> PathWithout {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut shadows = Vec::new();
+    let kept: Vec<PathBuf> = std::env::split_paths(&path)
+        .map(|d| {
+            if !holds(&d, tool) {
+                return d;
+            }
+            let shadow = tempfile::tempdir().unwrap();
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                if e.file_name() != tool {
+                    let _ = std::os::unix::fs::symlink(e.path(), shadow.path().join(e.file_name()));
+                }
+            }
+            let p = shadow.path().to_path_buf();
+            shadows.push(shadow);
+            p
+        })
+        .collect();
+    PathWithout {
+        path: std::env::join_paths(kept)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned(),
+        _shadows: shadows,
+    }
 }
 
 /// The Python of the venv `.ci/run` makes (`target/venv`), or the one
@@ -83,9 +123,10 @@ pub fn venv_python(env_var: &str, modules: &str, sdk: &str, install: &str) -> Op
 
 /// The bubblewrap the tests' swarms confine their agents with (agents are
 /// confined by default, docs/security.md): Debian's as `.ci/run` unpacks it
-/// into `target/bubblewrap` (kept off PATH, so tests also cover a machine
-/// without one on PATH), else the one the pinned Codex ships, else `bwrap`
-/// on PATH. Every test command gets it as `SWARM_BWRAP`.
+/// into `target/bubblewrap` (the same with or without a system one on
+/// PATH), else the one the pinned Codex ships, else `bwrap` on PATH. Every
+/// test command gets it as `SWARM_BWRAP`; a test run as an ordinary user
+/// gets a copy of its own (the checkout may be closed to that user).
 pub fn bwrap() -> Option<std::path::PathBuf> {
     static FOUND: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
     FOUND
