@@ -587,6 +587,21 @@ fn worktree_gitdir(root: &Path, own: &Path) -> Result<Option<PathBuf>> {
     })
 }
 
+/// Scopes this process, and so the sandbox it becomes, out of what a mount
+/// namespace cannot hide: abstract Unix sockets made outside (a session
+/// bus, X11's, an IDE's) and signals to processes outside (Landlock's
+/// scopes, ABI 6, Linux 6.12). On an older kernel nothing is scoped and the
+/// sandbox is the mount and pid namespaces alone (docs/security.md).
+fn scope_out() -> Result<()> {
+    use landlock::{Access, Ruleset, RulesetAttr, Scope, ABI};
+    Ruleset::default()
+        .scope(Scope::from_all(ABI::V6))
+        .and_then(|r| r.create())
+        .and_then(|r| r.restrict_self())
+        .map(|_| ())
+        .map_err(|e| Error::env(format!("cannot scope the sandbox with Landlock: {e}")))
+}
+
 /// What the supervisor or the tmux pane runs for `r`, whose agent command
 /// is `cmd`: [`wrap_shell`], except for the two runners that are the
 /// swarm's own code and run nothing the model names themselves: a headless
@@ -646,6 +661,9 @@ pub fn exec(root: &Path, role: &str, bwrap: &str, cmd: &str) -> Error {
         Ok(a) => a,
         Err(e) => return e,
     };
+    if let Err(e) = scope_out() {
+        return e;
+    }
     let e = Command::new(bwrap)
         .args(a)
         .args(["--", "sh", "-c", cmd])

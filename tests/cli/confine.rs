@@ -130,6 +130,7 @@ try creds grep -q SECRET "$P/nats.creds"
 try runtime_bus test -e "$(cat "$P/agents/runtime")/bus"
 try ssh_agent sh -c 'test -n "${SSH_AUTH_SOCK:-}"'
 try policy sh -c "echo '# mine' >>'$P/swarm.yaml'"
+try abstract python3 -c "import socket; s = socket.socket(socket.AF_UNIX); s.connect('\0' + open('$P/agents/abstract').read())"
 # For the next start: its private home, then its queue folders, as links.
 own="$P/.swarmforge/agents/hostile"
 if [ ! -L "$own/home" ]; then
@@ -154,6 +155,16 @@ fn a_confined_agent_cannot_plant_a_way_out_for_its_next_start() {
     fs::write(runtime.join("bus"), "").unwrap();
     fs::create_dir_all(root.join("agents")).unwrap();
     fs::write(root.join("agents/runtime"), runtime.to_str().unwrap()).unwrap();
+    // An abstract socket of the person's session (a bus, X11, an IDE's):
+    // no mount namespace hides it; Landlock's scope does.
+    let name = format!("swarm-confine-test-{}", std::process::id());
+    let addr =
+        <std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(
+            &name,
+        )
+        .unwrap();
+    let _listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    fs::write(root.join("agents/abstract"), &name).unwrap();
     fs::create_dir_all(root.join("agents")).unwrap();
     fs::write(root.join("agents/hostile.sh"), PLANTER).unwrap();
     fs::write(root.join("agents/victim.sh"), DRAIN).unwrap();
@@ -211,6 +222,7 @@ fn a_confined_agent_cannot_plant_a_way_out_for_its_next_start() {
         "runtime_bus",
         "ssh_agent",
         "policy",
+        "abstract",
     ] {
         assert!(
             results.contains(&format!("{attempt}: refused")),
