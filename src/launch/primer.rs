@@ -8,6 +8,10 @@ use crate::error::{Error, Result};
 use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
 use crate::protocol::types::{self, TypeRule};
 
+/// What a confined agent meets (docs/security.md, "Confinement"), said
+/// before it tries to "fix" a read-only file system.
+const SANDBOX: &str = "\n## Your sandbox\n\nYou run confined: you can write your worktree, your home and `/tmp`; the rest of the project and the system are read-only, on purpose. Git: commit, amend, rebase and reset on your own branch (`swarmforge-<your worktree>`, checked out on `refs/worktree/swarmforge`, so `git branch --show-current` prints nothing); new branches, tags, `git stash`, `git checkout -b` and pushes are refused, and `Unable to create '.../packed-refs.lock': Read-only file system` after a commit is harmless (the commit is made). Do not try to work around either.\n";
+
 /// A placeholder per draft header (the headers come from the type table).
 fn placeholder(field: &str) -> &'static str {
     match field {
@@ -96,6 +100,9 @@ pub fn primer(plan: &Plan, role: &str) -> Result<String> {
             s.push_str(&format!(": {d}"));
         }
         s.push('\n');
+    }
+    if crate::launch::confine::enabled(plan) && me.agent != AgentSpec::Api {
+        s.push_str(SANDBOX);
     }
     let batch = me.mode.as_str() == "batch";
     // `mcp: true`: the agent has the `swarm` MCP server's tools; teach

@@ -380,3 +380,26 @@ fn the_persons_git_never_runs_what_an_agents_checkout_points_at() {
     g.cmd("swarm").at(&root).args(["doctor"]).run();
     assert!(!pwned.exists(), "swarm doctor ran the agent's fsmonitor");
 }
+
+/// A confined agent is told in its primer what the sandbox allows, so it
+/// does not try to "fix" a read-only file system (issue 42, point 8); an
+/// unconfined one is not.
+#[test]
+fn the_primer_says_what_the_sandbox_allows() {
+    let d = Project::empty();
+    d.write(
+        "swarm.yaml",
+        "roles:\n  - {name: a, worktree: a, agent: sh -c true}\n  - {name: boss, worktree: boss, agent: human}\n",
+    );
+    let p = d.cmd("swarm").args(["prompt", "a"]).run();
+    p.ok();
+    assert!(p.stdout.contains("## Your sandbox"), "{}", p.stdout);
+    assert!(p.stdout.contains("packed-refs.lock"), "{}", p.stdout);
+    d.write(
+        "swarm.yaml",
+        "launch: {confine: false}\nroles:\n  - {name: a, worktree: a, agent: sh -c true}\n  - {name: boss, worktree: boss, agent: human}\n",
+    );
+    let p = d.cmd("swarm").args(["prompt", "a"]).run();
+    p.ok();
+    assert!(!p.stdout.contains("## Your sandbox"), "{}", p.stdout);
+}
