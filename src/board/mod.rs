@@ -327,10 +327,14 @@ impl<'a> Deriving<'a> {
         let Some(route) = routes.route(&card.kind) else {
             return;
         };
-        if card.lane == DONE || card.lane == NEW {
+        let from = m.sender().unwrap_or_default();
+        // Only the role whose lane holds the card moves it: any other role
+        // naming it (the route's last role sending its terminal handoff
+        // early) would move a card someone else is working to Done, and
+        // that role's own handoff would then be refused.
+        if card.lane == DONE || card.lane == NEW || card.lane != from {
             return;
         }
-        let from = m.sender().unwrap_or_default();
         let to = grammar::role_list(m.to());
         let lane = if routes.is_terminal(route, from, &to) {
             Some(DONE.to_string())

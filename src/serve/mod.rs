@@ -55,8 +55,9 @@ pub struct App {
     /// What the page shows, and each change to it as it happens.
     pub model: Mutex<model::Model>,
     pub deltas: tokio::sync::broadcast::Sender<Arc<model::Delta>>,
-    /// The fingerprint of each held handoff as `GET /api/state` last showed
-    /// it: what an approval through SwarmForge's API approves.
+    /// The fingerprint of each held handoff as `GET /api/state` first
+    /// showed it: what an approval through SwarmForge's API without a
+    /// sha256 approves (content changed since is refused).
     pub shown: Mutex<std::collections::HashMap<String, String>>,
     /// The trail `/api/audit` judges, kept from the watcher's changes.
     pub kept: Mutex<kept::Kept>,

@@ -470,12 +470,18 @@ async fn state(State(app): State<Arc<App>>) -> Response {
         let clar = clarifications(m.questions(), &roles);
         let chat = chat_entries(m.messages(), &roles, &master);
         drop(m);
-        // What this answer shows is what an approval through it approves.
+        // What an approval through it approves: the content as first
+        // shown, kept across later reads. The held file is in the sender's
+        // own queue folder: rewritten while a person reads it, a refreshed
+        // state would otherwise make the click approve what they never
+        // read (docs/security.md, "Approve what was seen").
         if let Ok(mut shown) = a.shown.lock() {
-            *shown = held
-                .iter()
-                .map(|h| (h.id.clone(), h.sha256.clone()))
-                .collect();
+            shown.retain(|id, _| held.iter().any(|h| &h.id == id));
+            for h in &held {
+                shown
+                    .entry(h.id.clone())
+                    .or_insert_with(|| h.sha256.clone());
+            }
         }
         let approvals: Vec<Value> = held.iter().map(|h| approval_entry(p, h)).collect();
         let tasks = board_tasks(p, &approvals, &work);
@@ -568,6 +574,7 @@ async fn approval(
         check_project(p, &q.project)?;
         held(p, &id)?;
         let shown = a.shown.lock().ok().and_then(|s| s.get(&id).cloned());
+        let unnamed = q.sha256.is_none();
         let Some(seen) = q.sha256.or(shown) else {
             return Err(No::Lib(Error::refused(
                 Token::ChangedSinceReview,
@@ -575,7 +582,16 @@ async fn approval(
                 Vec::new(),
             )));
         };
-        let path = holds::approve(p, &id, &seen, VIA)?;
+        let path = match holds::approve(p, &id, &seen, VIA) {
+            Err(e) if unnamed && e.token_name() == Token::ChangedSinceReview.name() => {
+                return Err(No::Lib(Error::refused(
+                    Token::ChangedSinceReview,
+                    format!("{id} changed since GET /api/state first showed it; nothing was approved. Review it again and approve it by its sha256 (the cockpit's Approve button, or `swarm approve {id} --sha256 <sha256>`)"),
+                    Vec::new(),
+                )))
+            }
+            r => r?,
+        };
         Ok(json!({"ok": true, "status": "approved", "id": id, "sha256": seen, "path": path}))
     })
     .await

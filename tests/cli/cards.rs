@@ -836,3 +836,32 @@ fn done_with_current_refuses_while_a_card_has_no_outgoing_handoff() {
         take_and_finish(&p, "lead");
     }
 }
+
+/// A card moves only for the role whose lane holds it: `verify`, the
+/// route's last role, naming a card still in `implement`'s lane in its
+/// terminal handoff does not move it to Done, and `implement` hands it on
+/// as before (issue 43, point 9).
+#[test]
+fn a_card_moves_only_for_the_role_whose_lane_holds_it() {
+    let p = project(Layout::Init);
+    p.swarm(&["card", "new", "change", "jump", "--text", "Jump."])
+        .ok();
+    p.deliver_once().ok();
+    take_and_finish(&p, "lead");
+    commit(&p, "lead", "spec");
+    p.send_as("lead", &git_handoff("implement", "jump")).ok();
+    p.deliver_once().ok();
+    assert_eq!(lane(&p, "jump"), "implement");
+    // verify has not been handed the card, and claims it is done.
+    commit(&p, "verify", "forged");
+    p.send_as("verify", &git_handoff("lead,implement", "jump"))
+        .ok();
+    p.deliver_once().ok();
+    assert_eq!(lane(&p, "jump"), "implement");
+    // The role really working it hands it on.
+    take_and_finish(&p, "implement");
+    commit(&p, "implement", "code");
+    hand(&p, "implement", "verify", "jump");
+    p.deliver_once().ok();
+    assert_eq!(lane(&p, "jump"), "verify");
+}

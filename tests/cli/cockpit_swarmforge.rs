@@ -215,6 +215,20 @@ fn the_bridge_reads_approvals_and_approves_what_the_state_showed() {
         assert_eq!(r.code, 422, "{}", r.body);
         assert_eq!(r.json()["token"], "CHANGED_SINCE_REVIEW");
         assert!(!p.path(&format!(".swarmforge/approvals/{id}")).exists());
+        // Nor once the state was read again (the dashboard refreshes while
+        // the person reads what it showed first): without a sha256 only the
+        // content as first shown is approved (issue 43, point 8).
+        state(&c);
+        let r = bridge(&c, "POST", &url, Some(body.clone()));
+        assert_eq!(r.code, 422, "{}", r.body);
+        assert_eq!(r.json()["token"], "CHANGED_SINCE_REVIEW");
+        assert!(
+            r.body
+                .contains("changed since GET /api/state first showed it"),
+            "{}",
+            r.body
+        );
+        assert!(!p.path(&format!(".swarmforge/approvals/{id}")).exists());
         std::fs::write(&held, original).unwrap();
 
         // api.go `Approve`: POST /api/approvals/<id>/approve {id, project};
