@@ -1,5 +1,5 @@
 //! The `confinement` check: can the agents of this swarm start in their
-//! sandbox (launch/confine.rs)? First bubblewrap itself ([`confine::probe`]);
+//! sandbox (launch/confine/)? First bubblewrap itself ([`confine::probe`]);
 //! then, in an initialised confined swarm, each agent role's own sandbox,
 //! built with the arguments `swarm up` builds ([`confine::args`]) and run
 //! once with `true` as its command, within a deadline. A sandbox that

@@ -7,7 +7,7 @@
 //! write), and its branch `swarmforge-<name>` is a symbolic ref to
 //! `worktrees/<id>/refs/worktree/swarmforge`, so the person's git sees the
 //! branch move while `.git/refs/` stays read-only inside the sandbox
-//! (launch/confine.rs). An unconfined role's worktree is *released*: an
+//! (launch/confine/). An unconfined role's worktree is *released*: an
 //! ordinary checkout of an ordinary branch, as SwarmForge makes it.
 //!
 //! Invariants: every step runs outside the sandbox (swarm init / up, role

@@ -4,7 +4,7 @@
 //! role's conversation, and its JSON event stream is read line by line
 //! into the role's session file, activity file and the usage journal.
 //! This reader runs outside the sandbox and confines only the CLI
-//! (launch/confine.rs): the telemetry is not the agent's to write.
+//! (launch/confine/): the telemetry is not the agent's to write.
 //!
 //! No terminal, no keystrokes, no trust dialog. The stream is untrusted:
 //! every line is bounded ([`MAX_LINE`]); a line too long, not UTF-8, not
@@ -122,7 +122,7 @@ pub fn turn(root: &Path, role: &str, say: &mut dyn FnMut(&str)) -> Result<Turn> 
         let resume = agent_session::read(project, role, cli);
         let prompt = launch.turn_prompt(resume.is_some(), &primer);
         // The CLI alone is confined: this reader, which writes the
-        // telemetry, runs outside the sandbox (launch/confine.rs).
+        // telemetry, runs outside the sandbox (launch/confine/).
         let command = crate::launch::confine::wrap_shell(
             &plan,
             r,

@@ -16,7 +16,7 @@ pub fn agents_dir(p: &Project) -> PathBuf {
 /// `.swarmforge/agents/<role>/`: what the role's own agent writes about
 /// itself (its conversation id, its hook's and transcript reader's state,
 /// its private home): the one launcher folder a confined agent may write
-/// (launch/confine.rs).
+/// (launch/confine/).
 pub fn agent_own_dir(p: &Project, role: &str) -> PathBuf {
     agents_dir(p).join(role)
 }

@@ -53,7 +53,12 @@ pub fn call(dir: &Path, args: &[&str]) -> Result<Reply, String> {
 /// Runs git in `dir`: its trimmed stdout, or its stderr (or which command
 /// failed, when it said nothing) as the error.
 pub fn stdout(dir: &Path, args: &[&str]) -> Result<String, String> {
-    let r = call(dir, args)?;
+    trimmed(call(dir, args)?, args)
+}
+
+/// `r`'s trimmed stdout, or its stderr (or which command failed, when it
+/// said nothing) as the error.
+fn trimmed(r: Reply, args: &[&str]) -> Result<String, String> {
     if r.ok {
         return Ok(r.stdout.trim().to_string());
     }
@@ -142,16 +147,7 @@ impl Pinned {
 
     /// [`Pinned::call`]: its trimmed stdout, or its stderr as the error.
     pub fn stdout(&self, args: &[&str]) -> Result<String, String> {
-        let r = self.call(args)?;
-        if r.ok {
-            return Ok(r.stdout.trim().to_string());
-        }
-        let err = r.stderr.trim();
-        Err(if err.is_empty() {
-            format!("git {} failed", args.first().unwrap_or(&""))
-        } else {
-            err.to_string()
-        })
+        trimmed(self.call(args)?, args)
     }
 }
 

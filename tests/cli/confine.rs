@@ -131,7 +131,7 @@ try runtime_bus test -e "$(cat "$P/agents/runtime")/bus"
 try ssh_agent sh -c 'test -n "${SSH_AUTH_SOCK:-}"'
 try policy sh -c "echo '# mine' >>'$P/swarm.yaml'"
 try abstract python3 -c "import socket; s = socket.socket(socket.AF_UNIX); s.connect('\0' + open('$P/agents/abstract').read())"
-# For the next start: its private home, then its queue folders, as links.
+# For the next start: its private home, as a link to the project.
 own="$P/.swarmforge/agents/hostile"
 if [ ! -L "$own/home" ]; then
   mv "$own/home" "$own/home.old" && ln -s "$P" "$own/home" && echo "planted: home" >>"$r"

@@ -1,5 +1,5 @@
 //! `swarm sandbox`: what a confined agent's pane or supervisor runs at each
-//! start of the agent (launch/confine.rs, `wrap_shell`). Not for people.
+//! start of the agent (launch/confine/, `wrap_shell`). Not for people.
 
 use std::path::PathBuf;
 

@@ -82,7 +82,7 @@ pub struct Launch<'a> {
     pub instructions_in_file: bool,
     /// `mcp: true`: the agent takes work with the `swarm` server's `next`.
     pub mcp: bool,
-    /// The swarm's sandbox confines the agent (launch/confine.rs): the
+    /// The swarm's sandbox confines the agent (launch/confine/): the
     /// project root is read-only there, so the CLI's own sandbox is not
     /// asked to make it writable (Codex would try to make its protected
     /// `.agents` folder in it, and fail every command).

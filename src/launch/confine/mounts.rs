@@ -1,0 +1,445 @@
+//! The mounts of one role's sandbox (docs/security.md, "Confinement"):
+//! what the agent may write, what it may only read, what is hidden, and the
+//! order bubblewrap makes them in.
+
+use std::path::{Path, PathBuf};
+
+use super::paths::{canon, program_tree, project_dir, real_dir};
+use super::home_dir;
+use crate::error::{Error, Result};
+use crate::launch::cli_state;
+use crate::launch::plan::{Plan, PlannedRole};
+use crate::protocol::launch_files::agent_own_dir;
+
+/// One mount of the sandbox, in bubblewrap's words: `op` (`--bind`,
+/// `--ro-bind`, `--tmpfs`) from `src` (none for a tmpfs) onto `dest`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Mount {
+    op: &'static str,
+    src: Option<PathBuf>,
+    dest: PathBuf,
+}
+
+impl Mount {
+    fn same(op: &'static str, p: &Path) -> Mount {
+        Mount {
+            op,
+            src: Some(p.to_path_buf()),
+            dest: p.to_path_buf(),
+        }
+    }
+    fn onto(op: &'static str, src: &Path, dest: &Path) -> Mount {
+        Mount {
+            op,
+            src: Some(src.to_path_buf()),
+            dest: dest.to_path_buf(),
+        }
+    }
+    fn tmpfs(dest: &Path) -> Mount {
+        Mount {
+            op: "--tmpfs",
+            src: None,
+            dest: dest.to_path_buf(),
+        }
+    }
+}
+
+/// The mounts in the order bubblewrap must make them. A mount covers
+/// everything made before it below its destination, so a mount at a
+/// shallower path goes first: the private home at `$HOME` before a project
+/// that lives inside the home folder (`~/code/proj`), the project before a
+/// home that lives inside it. Mounts at the same depth keep the order they
+/// were listed in (the later one wins on the same path).
+fn ordered(mut mounts: Vec<Mount>) -> Vec<Mount> {
+    mounts.sort_by_key(|m| m.dest.components().count());
+    mounts
+}
+
+/// The folders on PATH (and this binary's own, which holds the agent
+/// helpers) that the sandbox would hide, each given back read-only: those
+/// under the private `/tmp` (a build tree) and under the person's home
+/// (`npm install -g` into `~/.npm-global`, nvm's node, `~/.cargo/bin`,
+/// `~/.local/bin`). A link in such a folder (npm's `bin/claude ->
+/// ../lib/node_modules/...`) gets its target's package tree too, or it
+/// would dangle inside. Never the home folder itself or a folder above it,
+/// and nothing inside the project (mounted on its own).
+fn program_mounts(hidden: &[PathBuf], home: Option<&Path>, root: &Path) -> Vec<Mount> {
+    const MAX_ENTRIES: usize = 4096;
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    dirs.extend(
+        std::env::current_exe()
+            .ok()
+            .and_then(|e| e.parent().map(Path::to_path_buf)),
+    );
+    let wanted = |d: &Path| {
+        d.is_absolute()
+            && hidden.iter().any(|h| d.starts_with(h) && d != h)
+            && !home.is_some_and(|h| h.starts_with(d))
+            && !d.starts_with(root)
+            && !root.starts_with(d)
+    };
+    let mut out: Vec<PathBuf> = Vec::new();
+    let add = |d: PathBuf, out: &mut Vec<PathBuf>| {
+        if wanted(&d) && d.is_dir() && !out.iter().any(|o| d.starts_with(o)) {
+            out.retain(|o| !o.starts_with(&d));
+            out.push(d);
+        }
+    };
+    for d in dirs.iter().filter(|d| d.is_absolute()) {
+        let d = canon(d);
+        if !wanted(&d) {
+            continue;
+        }
+        add(program_tree(&d), &mut out);
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten().take(MAX_ENTRIES) {
+            if e.file_type().is_ok_and(|t| t.is_symlink()) {
+                if let Some(parent) = e
+                    .path()
+                    .canonicalize()
+                    .ok()
+                    .and_then(|t| t.parent().map(Path::to_path_buf))
+                {
+                    add(program_tree(&parent), &mut out);
+                }
+            }
+        }
+    }
+    out.iter().map(|d| Mount::same("--ro-bind", d)).collect()
+}
+
+/// Where one role's sandbox is: the project root (resolved), the role's
+/// worktree, its launcher folder and private home (each checked by
+/// [`real_dir`]), and the person's home, resolved (a symlinked HOME is
+/// mounted where it really is, which the unresolved path reaches through
+/// the same link).
+struct Site<'a> {
+    plan: &'a Plan,
+    role: &'a PlannedRole,
+    root: PathBuf,
+    own: PathBuf,
+    own_dir: PathBuf,
+    home: PathBuf,
+    person_home: Option<PathBuf>,
+}
+
+impl<'a> Site<'a> {
+    fn of(plan: &'a Plan, role: &'a PlannedRole) -> Result<Site<'a>> {
+        let project = &plan.project;
+        let root = canon(&project.root);
+        let own = match role.worktree_path.strip_prefix(&project.root) {
+            Ok(rel) => real_dir(&root, rel, false)?,
+            Err(_) => canon(&role.worktree_path),
+        };
+        let own_dir = project_dir(&root, &project.root, &agent_own_dir(project, &role.name))?;
+        let home = real_dir(&own_dir, Path::new("home"), true)?;
+        let person_home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from)
+            .filter(|h| h.is_absolute())
+            .map(|h| canon(&h))
+            .filter(|h| h.parent().is_some());
+        Ok(Site {
+            plan,
+            role,
+            root,
+            own,
+            own_dir,
+            home,
+            person_home,
+        })
+    }
+
+    /// `p` inside the project, checked ([`project_dir`]).
+    fn in_project(&self, p: &Path) -> Result<PathBuf> {
+        project_dir(&self.root, &self.plan.project.root, p)
+    }
+
+    /// A private `/tmp`, a private home at the person's home path, and the
+    /// programs both would hide.
+    fn private(&self) -> Vec<Mount> {
+        let mut m = vec![Mount::tmpfs(Path::new("/tmp"))];
+        match &self.person_home {
+            Some(h) => m.push(Mount::onto("--bind", &self.home, h)),
+            None => m.push(Mount::same("--bind", &self.home)),
+        }
+        let hidden: Vec<PathBuf> = std::iter::once(PathBuf::from("/tmp"))
+            .chain(self.person_home.clone())
+            .collect();
+        m.extend(program_mounts(&hidden, self.person_home.as_deref(), &self.root));
+        m
+    }
+
+    /// The project read-only (also where it lies under /tmp or the home),
+    /// its policy read-only also for an agent at the root, the role's own
+    /// worktree, queue folders and launcher folder writable, and what lies
+    /// inside them but is not the role's read-only again.
+    fn project(&self) -> Result<Vec<Mount>> {
+        let (project, root, own) = (&self.plan.project, &self.root, &self.own);
+        let mut m = vec![Mount::same("--ro-bind", root)];
+        for f in [project.config_file(), project.swarmforge_conf()] {
+            if std::fs::symlink_metadata(&f).is_ok_and(|t| t.is_file()) {
+                let rel = f.strip_prefix(&project.root).unwrap_or(&f);
+                m.push(Mount::same("--ro-bind", &root.join(rel)));
+            }
+        }
+        m.push(Mount::same("--bind", own));
+        let swarmforge = root.join(".swarmforge");
+        if swarmforge.starts_with(own) {
+            m.push(Mount::same("--ro-bind", &swarmforge));
+        }
+        for o in &self.plan.roles {
+            let wt = canon(&o.worktree_path);
+            if &wt != own && wt.starts_with(own) && wt.exists() {
+                m.push(Mount::same("--ro-bind", &wt));
+            }
+        }
+        // What its git needs to commit, and not git's config, hooks or the
+        // pointers that say where its git folder is.
+        m.extend(git_mounts(root, own)?);
+        // Its own queue folders (under .swarmforge when it works in the root).
+        let handoffs = self.in_project(&crate::protocol::layout::Worktree::new(own).handoffs())?;
+        m.push(Mount::same("--bind", &handoffs));
+        // Its own launcher folder (conversation id, hook state, turn-end
+        // requests, and its forum and board requests: the forum and the
+        // board are handoffd's to write, forum/requests.rs). Not the
+        // telemetry: activity and usage are written outside (see the module
+        // doc), budget raises are a person's.
+        m.push(Mount::same("--bind", &self.own_dir));
+        Ok(m)
+    }
+
+    /// What is the person's and not even readable: other agents' private
+    /// homes (copies of the person's CLI state), the cockpit's and the A2A
+    /// server's tokens (the folders made now, so also when the server starts
+    /// after the agent), a bridge credentials file kept in the project, and
+    /// the person's session: its bus, its systemd manager, its keyring and
+    /// agent sockets live in the runtime folder.
+    fn hidden(&self) -> Result<Vec<Mount>> {
+        let project = &self.plan.project;
+        let mut m = Vec::new();
+        for o in self.plan.roles.iter().filter(|o| o.name != self.role.name && !o.is_human()) {
+            m.push(Mount::tmpfs(&self.in_project(&home_dir(project, &o.name))?));
+        }
+        for d in [project.serve_dir(), project.a2a_dir()] {
+            m.push(Mount::tmpfs(&self.in_project(&d)?));
+        }
+        if let Some(f) = self.plan.config.bridge_credentials_file.as_deref() {
+            let f = canon(&project.root.join(f));
+            if f.starts_with(&self.root) && f.is_file() {
+                m.push(Mount::onto("--ro-bind", Path::new("/dev/null"), &f));
+            }
+        }
+        m.extend(runtime_dir().map(|run| Mount::tmpfs(&run)));
+        Ok(m)
+    }
+
+    /// bwrap's words for `mounts`: namespaces, environment, the mounts
+    /// [`ordered`], the working folder.
+    fn render(&self, mounts: Vec<Mount>) -> Vec<String> {
+        let s = |p: &Path| p.to_string_lossy().into_owned();
+        let mut a: Vec<String> = [
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--unshare-pid",
+            "--die-with-parent",
+        ]
+        .map(String::from)
+        .to_vec();
+        // Its forum and board writes go through handoffd (forum/requests.rs).
+        a.extend([
+            "--setenv".into(),
+            crate::forum::requests::CONFINED_ENV.into(),
+            self.role.name.clone(),
+        ]);
+        if self.person_home.is_none() {
+            a.extend(["--setenv".into(), "HOME".into(), s(&self.home)]);
+        }
+        // The person's agent sockets are not passed in (the runtime folder
+        // hides the rest of the session).
+        for v in PERSON_SOCKETS {
+            a.extend(["--unsetenv".into(), (*v).into()]);
+        }
+        for mount in ordered(mounts) {
+            a.push(mount.op.into());
+            a.extend(mount.src.as_deref().map(s));
+            a.push(s(&mount.dest));
+        }
+        a.extend(["--chdir".into(), s(&self.own)]);
+        a
+    }
+}
+
+/// The bwrap arguments for `r` (without the command): the mounts
+/// [`ordered`], each source an agent could write checked by [`real_dir`].
+pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
+    let site = Site::of(plan, r)?;
+    let mut m = site.private();
+    m.extend(site.project()?);
+    m.extend(site.hidden()?);
+    if let Some(cli) = crate::launch::trust::cli_of(r) {
+        let var = |k: &str| std::env::var_os(k);
+        m.extend(cli_mounts(cli, &site.home, site.person_home.as_deref(), &site.own, &var)?);
+    }
+    Ok(site.render(m))
+}
+
+/// Variables that hand a process the person's session: ssh-agent, gpg-agent,
+/// the session bus, X11 and Wayland displays, a Docker daemon.
+const PERSON_SOCKETS: &[&str] = &[
+    "SSH_AUTH_SOCK",
+    "SSH_AGENT_PID",
+    "GPG_AGENT_INFO",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "XAUTHORITY",
+    "DOCKER_HOST",
+];
+
+/// The person's runtime folder (`$XDG_RUNTIME_DIR`, else
+/// `/run/user/<uid>`): D-Bus, systemd's user manager (whose
+/// `systemd-run --user` runs anything outside), keyrings, Wayland.
+fn runtime_dir() -> Option<PathBuf> {
+    let uid = crate::launch::agents::claude_root::euid();
+    std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(std::iter::once(PathBuf::from(format!("/run/user/{uid}"))))
+        .map(|d| canon(&d))
+        .find(|d| d.is_absolute() && d != Path::new("/") && d.is_dir())
+}
+
+/// The role's CLI state folder, shared writable, with what the person's
+/// own unconfined sessions load from it read-only; the files a CLI keeps
+/// outside it.
+fn cli_mounts(
+    cli: crate::launch::agents::Cli,
+    home: &Path,
+    person_home: Option<&Path>,
+    own: &Path,
+    var: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+) -> Result<Vec<Mount>> {
+    use crate::launch::agents::Cli;
+    let mut m = Vec::new();
+    let shared = cli_state::folder(cli, var);
+    if let Some(dir) = &shared {
+        crate::fsx::ensure_dirs(&[dir]).map_err(|e| Error::io(dir, e))?;
+        m.push(Mount::same("--bind", &canon(dir)));
+        // What the person's own unconfined sessions load from it (user
+        // settings, plugins, commands, rules, memory), read-only.
+        for (f, shape) in cli_state::read_only(cli, &canon(dir)) {
+            cli_state::ensure_read_only(&f, shape)?;
+            m.push(Mount::onto("--ro-bind", &canon(&f), &f));
+        }
+    }
+    let shared = shared.map(|d| canon(&d));
+    match cli {
+        Cli::Gemini => {
+            // Trust kept elsewhere (GEMINI_CLI_TRUSTED_FOLDERS_PATH), which a
+            // private home or /tmp would hide: what `swarm trust` wrote.
+            if let Some(f) = cli_state::gemini_trusted_folders(var).filter(|f| {
+                f.is_file() && !shared.as_ref().is_some_and(|d| canon(f).starts_with(d))
+            }) {
+                m.push(Mount::onto("--ro-bind", &canon(&f), &canon(&f)));
+            }
+        }
+        Cli::Codex => {
+            // Codex's own sandbox mounts over `~/.agents` (the person's
+            // skills) and cannot make the folder in a read-only root: the
+            // person's, read-only, or an empty one of its own.
+            match person_home
+                .map(|h| h.join(".agents"))
+                .filter(|d| d.is_dir())
+            {
+                Some(d) => m.push(Mount::same("--ro-bind", &canon(&d))),
+                None => {
+                    real_dir(home, Path::new(".agents"), true)?;
+                }
+            }
+        }
+        Cli::Claude => {
+            if let Some(person) = cli_state::claude_json(var) {
+                cli_state::seed_claude_json(&person, &home.join(".claude.json"), own)?;
+            }
+        }
+    }
+    Ok(m)
+}
+
+/// The mounts that let the agent commit in its worktree (docs/security.md,
+/// "Confinement" and "Branches"): the project's `.git` stays read-only
+/// except the object store and the worktree's own git folder
+/// (`.git/worktrees/<id>`, where its pinned branch lives,
+/// launch/role_branch.rs); `.git/refs`, `packed-refs` and the refs' logs
+/// stay read-only, so no other branch moves. The pointers that say where a
+/// worktree's git folder is (the worktree's `.git` file, the git folder's
+/// `gitdir` and `commondir`) are read-only too: rewritten, they would make
+/// the person's own git in that worktree read a config (and run an
+/// fsmonitor or hook) of the agent's. A role working in the root gets
+/// `.git` itself (its index, HEAD and branch live there, so it can still
+/// move branches) but never `config` or `hooks`, which the person's own
+/// git would run, nor the refs a commit never moves.
+fn git_mounts(root: &Path, own: &Path) -> Result<Vec<Mount>> {
+    let git = root.join(".git");
+    if !std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_dir()) {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    if own != root {
+        out.push(Mount::same("--ro-bind", &git));
+        if let Some(gitdir) = worktree_gitdir(root, own)? {
+            out.push(Mount::same("--bind", &gitdir));
+            for f in ["gitdir", "commondir"] {
+                let p = gitdir.join(f);
+                if std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_file()) {
+                    out.push(Mount::same("--ro-bind", &p));
+                }
+            }
+            out.push(Mount::same("--ro-bind", &own.join(".git")));
+        }
+        out.push(Mount::same(
+            "--bind",
+            &real_dir(root, Path::new(".git/objects"), true)?,
+        ));
+        return Ok(out);
+    }
+    out.push(Mount::same("--bind", &git));
+    for f in ["config", "hooks", "commondir"] {
+        let p = git.join(f);
+        if p.exists() {
+            out.push(Mount::same("--ro-bind", &p));
+        }
+    }
+    // Refs a commit never moves, read-only (made first, or the agent could
+    // make them): `refs/replace` would swap any object the person's git
+    // shows (a reviewed commit for another), tags and remote-tracking
+    // branches would mislead a release or a push.
+    for d in ["replace", "tags", "remotes", "notes"] {
+        let rel = Path::new(".git/refs").join(d);
+        out.push(Mount::same("--ro-bind", &real_dir(root, &rel, true)?));
+    }
+    Ok(out)
+}
+
+/// The git folder of the worktree `own`, believed only when it links
+/// back (sys::git::linked_gitdir); the repair when it does not.
+fn worktree_gitdir(root: &Path, own: &Path) -> Result<Option<PathBuf>> {
+    crate::sys::git::linked_gitdir(root, own).map_err(|why| {
+        Error::env(format!(
+            "{why}, so the sandbox will not give this role a git folder\n  hint: run `git worktree repair {}` from the project root (or remove the worktree; `swarm up` adds it again)",
+            own.display()
+        ))
+    })
+}
+
