@@ -23,6 +23,12 @@
 //! It runs before the daemon logs `started`, and again after lost events.
 //! `swarm audit --check` compares the lines with the files
 //! (views/audit/journaled.rs).
+//!
+//! The mark is fsynced, and so, just before it is published, is the journal
+//! (one fsync per mark, every few seconds while work moves; never per
+//! line): after a power cut the mark on the disk vouches only for lines the
+//! disk kept, and whatever was journaled after it and lost is found again by
+//! the catch-up, as after a kill.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -347,6 +353,16 @@ impl Recorder {
         };
         let dir = self.project.daemon_dir();
         if !dir.is_dir() {
+            return;
+        }
+        // The mark is fsynced: so must be every line it vouches for, or a
+        // power cut keeps the mark and loses the lines, which no catch-up
+        // then brings back (they arrived before `since`).
+        if let Err(e) = self.journal.sync_events() {
+            eprintln!(
+                "handoffd: cannot fsync {} ({e}); the progress mark stays where it is",
+                self.project.events_file().display()
+            );
             return;
         }
         match fsx::replace(&dir, &mark_file(&self.project), &body) {
