@@ -419,6 +419,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_torn_last_line_is_ended_before_the_next_one() {
+        let d = tempfile::tempdir().unwrap();
+        let project = Project::new(d.path());
+        std::fs::create_dir_all(project.daemon_dir()).unwrap();
+        std::fs::write(
+            project.events_file(),
+            "{\"kind\":\"started\"}\n{\"kind\":\"compl",
+        )
+        .unwrap();
+        let j = Journal::new(&project);
+        j.end_torn_line();
+        j.record(&Event::new(Kind::Stopped));
+        j.end_torn_line();
+        let text = std::fs::read_to_string(project.events_file()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[2].starts_with("{\"kind\":\"stopped\""), "{text}");
+        j.sync_events().unwrap();
+    }
+
+    #[test]
     fn log_line_escapes() {
         let mut e = Event::new(Kind::Failed)
             .path(Path::new("/x/a\nb.handoff"))
