@@ -19,6 +19,9 @@
 //!   until the bound is raised and the index rebuilt (`swarm search
 //!   --reindex`).
 //!
+//! A merge of segments (index.rs) loads the two it merges, so its memory
+//! grows with the index, which `max_role_bytes` and `max_index_bytes` cap.
+//!
 //! What was left out is counted per folder in the manifest, and every
 //! answer says so (`incomplete`), naming the folders: a person finds those
 //! messages with `grep -rl WORD <folder>`.
@@ -39,11 +42,11 @@ pub struct Bounds {
 impl Default for Bounds {
     fn default() -> Self {
         Bounds {
-            max_message_bytes: 64 * 1024,
-            max_pass_bytes: 2 * 1024 * 1024,
-            max_pass_total_bytes: 8 * 1024 * 1024,
-            max_role_bytes: 64 * 1024 * 1024,
-            max_index_bytes: 1024 * 1024 * 1024,
+            max_message_bytes: 32 * 1024,
+            max_pass_bytes: 1024 * 1024,
+            max_pass_total_bytes: 4 * 1024 * 1024,
+            max_role_bytes: 32 * 1024 * 1024,
+            max_index_bytes: 256 * 1024 * 1024,
         }
     }
 }
