@@ -627,7 +627,12 @@ mod tests {
                         kind: kind.into(),
                         created: rng.below(100) as i64,
                     },
-                    &Terms { counts, len },
+                    &Terms {
+                        counts,
+                        len,
+                        bytes: 0,
+                        cut: false,
+                    },
                 );
             }
             n += b.docs.len() as u64;
