@@ -80,7 +80,7 @@ impl Manifest {
             .map(|(f, n)| (f.clone(), *n))
             .collect();
         let unindexed = folders.iter().map(|(_, n)| n).sum();
-        (unindexed > 0 || self.cut > 0).then(|| Incomplete {
+        (unindexed > 0 || self.cut > 0).then_some(Incomplete {
             folders,
             unindexed,
             cut: self.cut,

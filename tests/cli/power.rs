@@ -541,7 +541,7 @@ fn a_power_cut_keeps_every_journal_line_the_progress_mark_vouches_for() {
         .unwrap();
         p.cmd("swarm-handoff")
             .role("ja")
-            .at(&p.role_dir("ja"))
+            .at(p.role_dir("ja"))
             .arg("draft.txt")
             .code(0)
             .run();
