@@ -288,6 +288,32 @@ fn workload(p: &Project, m: &mut Mount, sends: usize, seed: u64) -> (Journal, Ve
                 .is_dir(),
         "nothing was archived"
     );
+    // Last, the state of issue 43.13: the flusher writes the journal back,
+    // one more item is finished, and the daemon runs on until its progress
+    // mark covers that item. A cut after the mark must keep its line (the
+    // test checks the last sync always).
+    m.writeback();
+    let body = format!("pw-{seed}-last");
+    send(p, 0, 2, &body);
+    let at_sync = m.journal.lock().unwrap().syncs();
+    acked.push(Acked {
+        body,
+        to: 2,
+        at_sync,
+    });
+    let pz = p.role_dir("pz");
+    wait_until(DEADLINE, "the last copy reached pz", || {
+        !handoff_names(&pz.join(".swarmforge/handoffs/inbox/new")).is_empty()
+    });
+    let got = p.cmd("ready-next").role("pz").at(&pz).code(0).run();
+    assert!(got.stdout.starts_with("TASK:"), "{}", got.stdout);
+    p.cmd("done-current").role("pz").at(&pz).code(0).run();
+    let finished = now_ns();
+    wait_until(
+        Duration::from_secs(60),
+        "the progress mark covers the last completion",
+        || mark_since_ns(&p.root) > finished + 3_000_000_000,
+    );
     drop(daemon);
     m.unmount();
     let j = std::mem::take(&mut *m.journal.lock().unwrap());
@@ -378,8 +404,11 @@ fn a_power_cut_at_any_sync_loses_nothing_acknowledged_and_duplicates_nothing() {
     assert!(total > sends, "the workload synced only {total} times");
     let mut rng = Rng(seed.max(1) ^ 0x5eed);
     let ks: Vec<usize> = match points.parse::<usize>() {
+        // The last sync always: the progress mark that covers the last
+        // completion (see `workload`).
         Ok(n) if n < total + 1 => (0..n)
             .map(|_| rng.below(total as u64 + 1) as usize)
+            .chain([total])
             .collect(),
         _ => (0..=total).collect(),
     };
@@ -501,6 +530,13 @@ fn completed_lines(root: &Path) -> usize {
         .count()
 }
 
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
 /// The progress mark's `since_ns` under `root` (0: none).
 fn mark_since_ns(root: &Path) -> u64 {
     fs::read(root.join(".swarmforge/daemon/progress.json"))
@@ -554,10 +590,7 @@ fn a_power_cut_keeps_every_journal_line_the_progress_mark_vouches_for() {
     wait_until(DEADLINE, "handoffd journaled the three completions", || {
         completed_lines(&p.root) == 3
     });
-    let finished = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64;
+    let finished = now_ns();
     // The audit judges copies finished two seconds before the mark.
     wait_until(
         Duration::from_secs(60),
