@@ -340,8 +340,11 @@ impl Journal {
     /// progress mark calls this before it is published, so the mark never
     /// vouches for a line the disk may lose.
     pub fn sync_events(&self) -> std::io::Result<()> {
-        // Under the lock: not while the file is being renamed away.
-        let _held = self.policy.lock().unwrap_or_else(|e| e.into_inner());
+        // Without the append lock, so no delivery waits on this fsync. A
+        // rotation racing it is harmless: it fsyncs the full file before
+        // renaming it, and every line the caller vouches for was appended
+        // before this call, so it is in the file opened here or in one the
+        // rotation synced.
         match fsx::sync_file_at(&self.events) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             r => r,

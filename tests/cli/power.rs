@@ -376,7 +376,20 @@ fn check_point(
     }
     let audit = p.swarm(&["audit", "--check"]);
     if audit.code != 0 {
-        return Err(format!("audit --check: {}{}", audit.stdout, audit.stderr));
+        let dir = p.path(".swarmforge/daemon");
+        let mut dump = String::new();
+        if std::env::var("SWARM_POWER_DUMP").is_ok() {
+            for f in files(&dir) {
+                if f.starts_with("events.jsonl") || f == "progress.json" {
+                    let t = fs::read_to_string(dir.join(&f)).unwrap_or_default();
+                    dump.push_str(&format!("== {f} ({} bytes)\n", t.len()));
+                    for l in t.lines() {
+                        dump.push_str(&format!("  {}\n", l.get(..160).unwrap_or(l)));
+                    }
+                }
+            }
+        }
+        return Err(format!("audit --check: {}{}{dump}", audit.stdout, audit.stderr));
     }
     let before = ids_under(&p.root);
     let id = send(p, 0, 1, "pw-after")
