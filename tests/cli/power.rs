@@ -11,6 +11,8 @@
 //!
 //! `SWARM_POWER_SEED`, `SWARM_POWER_SENDS` and `SWARM_POWER_POINTS` (a
 //! number, or `all`) choose the run; scripts/power-harness.sh runs long ones.
+//! `SWARM_POWER_DUMP` set: a crash point whose audit fails prints the
+//! journal and the progress mark it found on the disk.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -389,7 +391,10 @@ fn check_point(
                 }
             }
         }
-        return Err(format!("audit --check: {}{}{dump}", audit.stdout, audit.stderr));
+        return Err(format!(
+            "audit --check: {}{}{dump}",
+            audit.stdout, audit.stderr
+        ));
     }
     let before = ids_under(&p.root);
     let id = send(p, 0, 1, "pw-after")
