@@ -40,6 +40,16 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// fsync a file already written in place (an append-only log) so what was
+/// appended to it survives a crash; opened without following a symlink and
+/// never blocking on a FIFO planted at the path.
+pub fn sync_file_at(path: &Path) -> io::Result<()> {
+    if !fsync_enabled() {
+        return Ok(());
+    }
+    open_regular(path)?.sync_all()
+}
+
 fn parent(p: &Path) -> &Path {
     match p.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,

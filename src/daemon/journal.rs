@@ -4,6 +4,17 @@
 //! `forum.log`. Each is rotated by size (swarm.yaml `logs:`, see
 //! protocol::logfile); appends and rotations take one lock, so no line is
 //! ever appended to a file being renamed away.
+//!
+//! Durability: a line is appended without an fsync (one per line would
+//! double a hop's cost). What vouches for the journal is made as durable
+//! as what it vouches for instead: `events.jsonl` is fsynced before the
+//! progress mark that covers its lines is published
+//! ([`Journal::sync_events`], daemon/progress.rs: one fsync per mark, not
+//! per line), and a full file is fsynced before it is rotated, because the
+//! offsets of every later line count its length (sys/logfile.rs). After a
+//! power cut the live file may end in half a line; the daemon ends it
+//! ([`Journal::end_torn_line`]) before it appends, so the torn fragment
+//! never swallows the next line.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -293,6 +304,9 @@ impl Journal {
             if policy.max_bytes == 0 || len < policy.max_bytes {
                 return Ok(());
             }
+            // The part's length becomes part of every later offset (and the
+            // mark's): it must not lose its unsynced tail once renamed.
+            fsx::sync_file_at(path)?;
             let _rotating = fsx::lock(&self.dir.join(ROTATION_LOCK))?;
             logfile::rotate_if_full(path, len, *policy).map(|_| ())
         });
@@ -318,6 +332,48 @@ impl Journal {
         }
         if let Some(l) = &self.listener {
             (l.0)(ev);
+        }
+    }
+
+    /// fsyncs `events.jsonl`: every line appended to it so far survives a
+    /// power cut (a rotated part was fsynced whole before its rename). The
+    /// progress mark calls this before it is published, so the mark never
+    /// vouches for a line the disk may lose.
+    pub fn sync_events(&self) -> std::io::Result<()> {
+        // Without the append lock, so no delivery waits on this fsync. A
+        // rotation racing it is harmless: it fsyncs the full file before
+        // renaming it, and every line the caller vouches for was appended
+        // before this call, so it is in the file opened here or in one the
+        // rotation synced.
+        match fsx::sync_file_at(&self.events) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            r => r,
+        }
+    }
+
+    /// Ends a torn last line of `events.jsonl` (what a power cut during
+    /// an append may leave) with a newline, so the next line appended is
+    /// read whole. Called at the daemon's start, before its first line.
+    pub fn end_torn_line(&self) {
+        use std::io::{Read, Seek, SeekFrom};
+        let _held = self.policy.lock().unwrap_or_else(|e| e.into_inner());
+        let Ok(_tools) = fsx::lock(&self.dir.join(ROTATION_LOCK)) else {
+            return;
+        };
+        let Ok(mut f) = fsx::open_regular(&self.events) else {
+            return;
+        };
+        let mut last = [0u8; 1];
+        let torn = f.seek(SeekFrom::End(-1)).is_ok()
+            && f.read_exact(&mut last).is_ok()
+            && last[0] != b'\n';
+        if torn {
+            if let Err(e) = fsx::append(&self.events, b"\n") {
+                eprintln!(
+                    "handoffd: cannot end the torn last line of {}: {e}",
+                    self.events.display()
+                );
+            }
         }
     }
 
@@ -364,6 +420,27 @@ pub fn record_outside(project: &Project, ev: &Event) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_torn_last_line_is_ended_before_the_next_one() {
+        let d = tempfile::tempdir().unwrap();
+        let project = Project::new(d.path());
+        std::fs::create_dir_all(project.daemon_dir()).unwrap();
+        std::fs::write(
+            project.events_file(),
+            "{\"kind\":\"started\"}\n{\"kind\":\"compl",
+        )
+        .unwrap();
+        let j = Journal::new(&project);
+        j.end_torn_line();
+        j.record(&Event::new(Kind::Stopped));
+        j.end_torn_line();
+        let text = std::fs::read_to_string(project.events_file()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[2].starts_with("{\"kind\":\"stopped\""), "{text}");
+        j.sync_events().unwrap();
+    }
 
     #[test]
     fn log_line_escapes() {

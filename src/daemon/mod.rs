@@ -220,6 +220,8 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
     crate::protocol::pending_approval::adopt_old_held(&project);
     // A stop file left from before we held the lock is stale.
     fsx::remove_file(&project.stop_file()).at(project.stop_file())?;
+    // Half a line a power cut left must not swallow our first one.
+    journal.end_torn_line();
     // Seat requests a killed daemon delivered but did not answer.
     crate::lineup::seat::resume(&project, &journal);
     fsx::set_fsync(deliverer.config.daemon.fsync);

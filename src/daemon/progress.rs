@@ -21,8 +21,22 @@
 //! reads the journal from the mark's offset for what is journaled already,
 //! and journals the rest, so nothing is missed and nothing journaled twice.
 //! It runs before the daemon logs `started`, and again after lost events.
+//! A copy may also have left `completed/` before it was looked at: `swarm
+//! archive` moved it while the daemon was down, or before a `completed/`
+//! made since the last look was watched. So every catch-up also lists the
+//! archive's `<day>/completed/` folders for what arrived since the mark,
+//! journaling a finished copy there that the journal lacks and whose
+//! `completed_at` is not before the mark (every one, before the first
+//! mark). They are never watched: a copy journaled long ago and archived
+//! now is no news.
 //! `swarm audit --check` compares the lines with the files
 //! (views/audit/journaled.rs).
+//!
+//! The mark is fsynced, and so, just before it is published, is the journal
+//! (one fsync per mark, every few seconds while work moves; never per
+//! line): after a power cut the mark on the disk vouches only for lines the
+//! disk kept, and whatever was journaled after it and lost is found again by
+//! the catch-up, as after a kill.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -205,6 +219,17 @@ impl Recorder {
         let Some(stage) = self.stage_of(p) else {
             return;
         };
+        self.look_at(p, stage, known, floor);
+    }
+
+    /// [`Recorder::look`] at a file known to be at `stage`.
+    fn look_at(
+        &mut self,
+        p: &Path,
+        stage: Stage,
+        known: Option<&HashSet<Key>>,
+        floor: Option<SystemTime>,
+    ) {
         if !p
             .file_name()
             .is_some_and(|n| crate::protocol::grammar::valid_handoff_name(&n.to_string_lossy()))
@@ -297,7 +322,25 @@ impl Recorder {
                 Err(e) => eprintln!("handoffd: cannot list {}: {e}", d.display()),
             }
         }
-        if arrived.is_empty() {
+        // Finished copies archived before they were looked at (see the
+        // module doc): those archived since the mark, or every one while
+        // there is no mark yet (nothing was vouched for).
+        let mut archived = Vec::new();
+        let from = self.mark.map(|m| {
+            m.since()
+                .checked_sub(SLACK)
+                .unwrap_or(SystemTime::UNIX_EPOCH)
+        });
+        for root in self.served_roots() {
+            for day in Worktree::new(root).archive_days() {
+                let d = day.join("completed");
+                match trail::arrived_since(&d, from) {
+                    Ok(v) => archived.extend(v),
+                    Err(e) => eprintln!("handoffd: cannot list {}: {e}", d.display()),
+                }
+            }
+        }
+        if arrived.is_empty() && archived.is_empty() {
             return;
         }
         let offset = self
@@ -308,6 +351,24 @@ impl Recorder {
         for p in arrived {
             self.look(&p, Some(&known), floor);
         }
+        let floor = self.mark.map(|m| m.since());
+        for p in archived {
+            self.look_at(&p, Stage::Completed, Some(&known), floor);
+        }
+    }
+
+    /// The served worktrees, as absolute paths.
+    fn served_roots(&self) -> Vec<PathBuf> {
+        self.roots
+            .iter()
+            .map(|r| {
+                if r.is_absolute() {
+                    r.clone()
+                } else {
+                    self.project.root.join(r)
+                }
+            })
+            .collect()
     }
 
     /// Moves the mark on: everything that arrived before now (less the
@@ -347,6 +408,16 @@ impl Recorder {
         };
         let dir = self.project.daemon_dir();
         if !dir.is_dir() {
+            return;
+        }
+        // The mark is fsynced: so must be every line it vouches for, or a
+        // power cut keeps the mark and loses the lines, which no catch-up
+        // then brings back (they arrived before `since`).
+        if let Err(e) = self.journal.sync_events() {
+            eprintln!(
+                "handoffd: cannot fsync {} ({e}); the progress mark stays where it is",
+                self.project.events_file().display()
+            );
             return;
         }
         match fsx::replace(&dir, &mark_file(&self.project), &body) {

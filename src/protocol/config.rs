@@ -68,6 +68,9 @@ pub struct Config {
     /// (never read from swarm.yaml).
     #[serde(skip)]
     pub seats: Seats,
+    /// How much of what agents write the search index takes in
+    /// (docs/search.md, "Bounds").
+    pub search: crate::search::bounds::Bounds,
 }
 
 /// What file reservations do at commit time.
@@ -113,6 +116,7 @@ impl Default for Config {
             agents: Vec::new(),
             lineup: LineupConfig::default(),
             seats: Seats::default(),
+            search: Default::default(),
         }
     }
 }

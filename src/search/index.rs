@@ -10,6 +10,11 @@
 //! move it), and indexes only ids no segment holds. Writers hold
 //! `index.flock`; readers take no lock (segments are immutable, the manifest
 //! is replaced whole).
+//!
+//! What one refresh reads and what the index keeps are bounded
+//! (search/bounds.rs): a folder a refresh left messages in for lack of
+//! budget is stamped unread, so the next refresh reads it again; what the
+//! bounds keep out is counted per folder in the manifest.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io;
@@ -18,6 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use super::bounds::{self, Bounds, Incomplete};
 use super::segment::{self, Built, DocRef, Segment};
 use super::tokens;
 use crate::error::{Error, IoContext, Result};
@@ -51,6 +57,36 @@ pub struct Manifest {
     pub segments: Vec<SegInfo>,
     /// Folder (relative to the root) → modification time in ns when read.
     pub folders: BTreeMap<String, u64>,
+    /// Worktree (as [`Index::key`] names it) → bytes of text indexed from
+    /// its folders (`search.max_role_bytes`).
+    #[serde(default)]
+    pub role_bytes: BTreeMap<String, u64>,
+    /// Folder → messages there the bounds kept out of the index when it
+    /// was last read (over a bound, or waiting for the next refresh).
+    #[serde(default)]
+    pub left: BTreeMap<String, u64>,
+    /// Messages indexed only in their first `search.max_message_bytes`.
+    #[serde(default)]
+    pub cut: u64,
+}
+
+impl Manifest {
+    /// What the bounds left out, if anything.
+    pub fn incomplete(&self, b: &Bounds) -> Option<Incomplete> {
+        let folders: Vec<(String, u64)> = self
+            .left
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(f, n)| (f.clone(), *n))
+            .collect();
+        let unindexed = folders.iter().map(|(_, n)| n).sum();
+        (unindexed > 0 || self.cut > 0).then_some(Incomplete {
+            folders,
+            unindexed,
+            cut: self.cut,
+            max_message_bytes: b.max_message_bytes,
+        })
+    }
 }
 
 /// What a refresh did.
@@ -60,6 +96,16 @@ pub struct Refreshed {
     pub docs: u64,
     pub segments: usize,
     pub folders_read: usize,
+    /// Bytes of text this refresh indexed.
+    pub bytes: u64,
+    /// Messages this refresh indexed only in part.
+    pub cut: usize,
+    /// Messages left for the next refresh (its budget was spent).
+    pub deferred: usize,
+    /// Messages kept out: their worktree's or the index's bound is reached.
+    pub unindexed: usize,
+    /// The index's files on disk after it, in bytes.
+    pub disk_bytes: u64,
 }
 
 /// The index of one project.
@@ -246,8 +292,28 @@ impl Index {
         Ok(lock)
     }
 
-    /// Adds what the files hold and the index does not. A damaged index is
-    /// rebuilt from scratch.
+    /// The bytes the manifest's segments take on disk.
+    pub fn disk_bytes(&self, m: &Manifest) -> u64 {
+        m.segments
+            .iter()
+            .flat_map(|s| segment::files(&self.dir, &s.name))
+            .filter_map(|f| std::fs::symlink_metadata(f).ok())
+            .map(|m| m.len())
+            .sum()
+    }
+
+    /// Refreshes until no message waits for a later refresh (each one
+    /// bounded in memory; what is over a bound stays out): a query's view.
+    pub fn refresh_all(&self) -> Result<Refreshed> {
+        let mut r = self.refresh()?;
+        while r.deferred > 0 && r.added > 0 {
+            r = self.refresh()?;
+        }
+        Ok(r)
+    }
+
+    /// Adds what the files hold and the index does not, within the bounds
+    /// of one refresh. A damaged index is rebuilt from scratch.
     pub fn refresh(&self) -> Result<Refreshed> {
         let _lock = self.lock()?;
         match self.refresh_locked(false) {
@@ -257,10 +323,17 @@ impl Index {
         }
     }
 
-    /// Throws the index away and builds it again from the files.
+    /// Throws the index away and builds it again from the files (as many
+    /// refreshes as its bounds take).
     pub fn reindex(&self) -> Result<Refreshed> {
-        let _lock = self.lock()?;
-        self.refresh_locked(true)
+        let r = {
+            let _lock = self.lock()?;
+            self.refresh_locked(true)?
+        };
+        if r.deferred > 0 && r.added > 0 {
+            return self.refresh_all();
+        }
+        Ok(r)
     }
 
     fn refresh_locked(&self, scratch: bool) -> Result<Refreshed> {
@@ -293,11 +366,20 @@ impl Index {
         let roles = Roles::load(&self.project.roles_tsv())?;
         let config = Config::load(&self.project.config_file())?;
         let max = config.limits.max_file_bytes;
+        let b = &config.search;
         let now = SystemTime::now();
         let mut built = Built::default();
         let mut added: HashSet<String> = HashSet::new();
         let mut folders = BTreeMap::new();
         let mut read = 0;
+        // The bounds (search/bounds.rs): what this refresh may still take
+        // in, per worktree and in all, and what the index holds already.
+        let disk = self.disk_bytes(&m);
+        let mut role_bytes = m.role_bytes.clone();
+        let mut pass_role: BTreeMap<String, u64> = BTreeMap::new();
+        let (mut pass_total, mut postings, mut cut, mut deferred, mut unindexed) =
+            (0u64, 0u64, 0usize, 0usize, 0usize);
+        let mut left = BTreeMap::new();
         let indexed = |id: &str, added: &HashSet<String>| {
             let h = tokens::id_key(id);
             added.contains(id) || known.iter().any(|k| k.binary_search(&h).is_ok())
@@ -308,17 +390,46 @@ impl Index {
             let settled = now.duration_since(t).is_ok_and(|a| a >= SETTLE);
             let stamp = if settled { ns(t) } else { 0 };
             if settled && m.folders.get(&key) == Some(&stamp) {
+                if let Some(n) = m.left.get(&key) {
+                    left.insert(key.clone(), *n);
+                }
                 folders.insert(key, stamp);
                 continue;
             }
-            folders.insert(key, stamp);
             if dir.file_name().is_some_and(|n| n == "archive") {
+                folders.insert(key, stamp);
                 continue;
             }
             read += 1;
+            let wt = self.key(&wt_root);
+            let mut kept_out = 0u64;
+            let mut waiting = false;
             let names = trail::handoff_names(&dir).at(&dir)?;
             for name in names {
                 if grammar::FileName::parse(&name).is_some_and(|f| indexed(f.id, &added)) {
+                    continue;
+                }
+                // Over a bound of the index: not read at all.
+                let estimate = disk
+                    + bounds::disk_estimate(
+                        postings,
+                        built.terms.len() as u64,
+                        built.docs.len() as u64,
+                    );
+                if role_bytes.get(&wt).copied().unwrap_or(0) >= b.max_role_bytes
+                    || estimate >= b.max_index_bytes
+                {
+                    kept_out += 1;
+                    unindexed += 1;
+                    continue;
+                }
+                // This refresh's budget is spent: the next one reads it.
+                if pass_role.get(&wt).copied().unwrap_or(0) >= b.max_pass_bytes
+                    || pass_total >= b.max_pass_total_bytes
+                {
+                    kept_out += 1;
+                    deferred += 1;
+                    waiting = true;
                     continue;
                 }
                 let Loaded::Ok(msg) = trail::load_message(&dir.join(&name), max) else {
@@ -342,7 +453,14 @@ impl Index {
                 .at()
                 .or_else(|| grammar::id_time(&id))
                 .map_or(0, |t| t.timestamp());
-                let terms = tokens::of_message(&msg, &recipients);
+                let terms = tokens::of_message(&msg, &recipients, b.max_message_bytes);
+                if terms.cut {
+                    cut += 1;
+                }
+                *role_bytes.entry(wt.clone()).or_default() += terms.bytes;
+                *pass_role.entry(wt.clone()).or_default() += terms.bytes;
+                pass_total += terms.bytes;
+                postings += terms.counts.len() as u64;
                 built.add(
                     DocRef {
                         id: id.clone(),
@@ -357,10 +475,18 @@ impl Index {
                 );
                 added.insert(id);
             }
+            if kept_out > 0 {
+                left.insert(key.clone(), kept_out);
+            }
+            // Left with messages waiting: read again by the next refresh.
+            folders.insert(key, if waiting { 0 } else { stamp });
         }
         drop(segs);
-        let changed_folders = folders != m.folders;
+        let changed_folders = folders != m.folders || left != m.left;
         m.folders = folders;
+        m.left = left;
+        m.role_bytes = role_bytes;
+        m.cut += cut as u64;
         let mut gone: Vec<String> = Vec::new();
         if !built.docs.is_empty() {
             let name = format!("seg-{:06}", m.next);
@@ -398,6 +524,11 @@ impl Index {
             docs: m.segments.iter().map(|s| u64::from(s.docs)).sum(),
             segments: m.segments.len(),
             folders_read: read,
+            bytes: pass_total,
+            cut,
+            deferred,
+            unindexed,
+            disk_bytes: self.disk_bytes(&m),
         })
     }
 

@@ -2,7 +2,9 @@
 //! after delivery passes, never inside one (a pass only nudges it, without
 //! waiting). Refreshes are at least [`GAP`] apart, so a busy swarm pays for
 //! at most one a second; a query catches up by itself anyway. The thread
-//! runs at the lowest CPU priority (`background`).
+//! runs at the lowest CPU priority (`background`). A refresh is bounded
+//! (search/bounds.rs); one that left messages for later is followed by
+//! another after [`GAP`], not after [`IDLE`].
 
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
 use std::time::{Duration, Instant};
@@ -32,8 +34,9 @@ impl Indexer {
             let index = super::Index::new(&project);
             let mut warned = false;
             let mut last = Instant::now() - GAP;
+            let mut more = false;
             loop {
-                match rx.recv_timeout(IDLE) {
+                match rx.recv_timeout(if more { GAP } else { IDLE }) {
                     Ok(()) | Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => return,
                 }
@@ -47,12 +50,16 @@ impl Indexer {
                 }
                 last = Instant::now();
                 match index.refresh() {
-                    Ok(_) => warned = false,
+                    Ok(r) => {
+                        warned = false;
+                        more = r.deferred > 0 && r.added > 0;
+                    }
                     Err(e) if !warned => {
                         eprintln!("handoffd: search index not refreshed: {e}");
                         warned = true;
+                        more = false;
                     }
-                    Err(_) => {}
+                    Err(_) => more = false,
                 }
             }
         });

@@ -74,6 +74,10 @@ pub struct Answer {
     pub hits: Vec<Hit>,
     /// Messages in the index.
     pub indexed: u64,
+    /// What the index's bounds left out (search/bounds.rs): when set, a
+    /// message may match and not be among the hits. Always present in
+    /// the JSON form (null when nothing was left out).
+    pub incomplete: Option<super::bounds::Incomplete>,
 }
 
 /// Runs `q` against `project`'s index, first bringing it up to date with
@@ -111,19 +115,27 @@ pub fn search(project: &Project, q: &Query) -> Result<Answer> {
     let idx = Index::new(project);
     let mut m = idx.manifest()?;
     if idx.stale(&m)? {
-        idx.refresh()?;
+        idx.refresh_all()?;
         m = idx.manifest()?;
     }
+    let bounds = crate::protocol::config::Config::load(&project.config_file())
+        .map(|c| c.search)
+        .unwrap_or_default();
     // A merge may remove a segment between our manifest read and its open:
     // read the manifest again and retry.
     for _ in 0..3 {
         match run(&idx, &m, q, &words) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => m = idx.manifest()?,
             Err(e) => return Err(Error::bad_file(&idx.dir, e)),
-            Ok(a) => return Ok(a),
+            Ok(mut a) => {
+                a.incomplete = m.incomplete(&bounds);
+                return Ok(a);
+            }
         }
     }
-    run(&idx, &m, q, &words).map_err(|e| Error::bad_file(&idx.dir, e))
+    let mut a = run(&idx, &m, q, &words).map_err(|e| Error::bad_file(&idx.dir, e))?;
+    a.incomplete = m.incomplete(&bounds);
+    Ok(a)
 }
 
 /// BM25 over the whole index: each word's idf and the average length.
@@ -442,6 +454,7 @@ fn run(idx: &Index, m: &Manifest, q: &Query, words: &[String]) -> io::Result<Ans
         total,
         hits,
         indexed: n,
+        incomplete: None,
     })
 }
 
@@ -614,7 +627,12 @@ mod tests {
                         kind: kind.into(),
                         created: rng.below(100) as i64,
                     },
-                    &Terms { counts, len },
+                    &Terms {
+                        counts,
+                        len,
+                        bytes: 0,
+                        cut: false,
+                    },
                 );
             }
             n += b.docs.len() as u64;

@@ -64,13 +64,29 @@ pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
 pub struct Terms {
     pub counts: HashMap<u64, u32>,
     pub len: u32,
+    /// Bytes of text the words were read from.
+    pub bytes: u64,
+    /// The text went on past the bound: the rest is not indexed.
+    pub cut: bool,
+}
+
+/// The longest start of `t` of at most `n` bytes that ends on a character.
+fn prefix(t: &str, n: usize) -> &str {
+    let mut end = n.min(t.len());
+    while !t.is_char_boundary(end) {
+        end -= 1;
+    }
+    &t[..end]
 }
 
 /// Everything a message is found by: its words (header values but stamps,
-/// and the body), then its keys (counted once, not in its length).
-pub fn of_message(msg: &Message, recipients: &[String]) -> Terms {
+/// and the body, read up to `max_bytes` of text in all: search/bounds.rs),
+/// then its keys (counted once, not in its length).
+pub fn of_message(msg: &Message, recipients: &[String], max_bytes: u64) -> Terms {
     let mut counts: HashMap<u64, u32> = HashMap::new();
     let mut len: u32 = 0;
+    let mut bytes: u64 = 0;
+    let mut cut = false;
     let texts = msg
         .headers
         .iter()
@@ -78,9 +94,22 @@ pub fn of_message(msg: &Message, recipients: &[String]) -> Terms {
         .map(|(_, v)| v.as_str())
         .chain(said(&msg.body));
     for t in texts {
+        // Each text counts its separator (a line end), so many short
+        // lines cannot slip past the bound.
+        let room = max_bytes.saturating_sub(bytes);
+        let t = if t.len() as u64 + 1 > room {
+            cut = true;
+            prefix(t, room as usize)
+        } else {
+            t
+        };
+        bytes += t.len() as u64 + 1;
         for w in words(t) {
             *counts.entry(hash(w.as_bytes())).or_default() += 1;
             len = len.saturating_add(1);
+        }
+        if cut {
+            break;
         }
     }
     let mut keys = Vec::new();
@@ -97,7 +126,12 @@ pub fn of_message(msg: &Message, recipients: &[String]) -> Terms {
     for k in keys {
         counts.insert(k, 1);
     }
-    Terms { counts, len }
+    Terms {
+        counts,
+        len,
+        bytes: bytes.min(max_bytes),
+        cut,
+    }
 }
 
 #[cfg(test)]
@@ -108,6 +142,18 @@ mod tests {
     fn words_are_lowercased_runs_of_letters_and_digits() {
         let w: Vec<String> = words("Fix the Parser: v2_beta, ÜBER-fast!").collect();
         assert_eq!(w, ["fix", "the", "parser", "v2", "beta", "über", "fast"]);
+    }
+
+    #[test]
+    fn a_message_is_read_up_to_its_bound() {
+        let text = "type: note\nto: b\nmessage: alpha\n\nbeta gamma delta\népsilon zeta\n";
+        let msg = crate::protocol::header::Message::parse(text).unwrap();
+        let all = of_message(&msg, &[], 1 << 20);
+        assert!(!all.cut);
+        let some = of_message(&msg, &[], 24);
+        assert!(some.cut && some.bytes <= 24, "{}", some.bytes);
+        assert!(some.len < all.len && some.len > 0);
+        assert!(!some.counts.contains_key(&hash("zeta".as_bytes())));
     }
 
     #[test]

@@ -404,3 +404,64 @@ fn sigkill_at_each_fsync_of_the_helpers_repeats_and_loses_nothing() {
     let completed = handoff_names(&crate::support::hq(&qa, "inbox/completed"));
     assert_eq!(completed, names, "every item completed once");
 }
+
+/// A copy finished and archived (`swarm archive`) while no daemon looked
+/// (here: before any daemon journaled the project) is journaled when the
+/// daemon starts, before its progress mark vouches for it: else `swarm
+/// audit --check` reported it `not_journaled` for good (found by the
+/// power-cut harness, issue 43.13).
+#[test]
+fn a_copy_archived_before_the_daemon_looked_is_journaled_before_the_mark_covers_it() {
+    let p = Project::builder()
+        .role(Role::new("ca").at("ca").agent("script"))
+        .role(Role::new("cb").at("cb").agent("script"))
+        .config("wake: {method: none}\n")
+        .build();
+    let ca = p.role_dir("ca");
+    let cb = p.role_dir("cb");
+    fs::write(
+        ca.join("draft.txt"),
+        "type: note\nto: cb\npriority: 50\nmessage: archived unseen\n",
+    )
+    .unwrap();
+    p.cmd("swarm-handoff")
+        .role("ca")
+        .at(&ca)
+        .arg("draft.txt")
+        .code(0)
+        .run();
+    p.deliver_once().ok();
+    p.cmd("ready-next").role("cb").at(&cb).code(0).run();
+    p.cmd("done-current").role("cb").at(&cb).code(0).run();
+    let tomorrow = (chrono::Utc::now() + chrono::Duration::days(1))
+        .format("%Y-%m-%d")
+        .to_string();
+    p.swarm(&["archive", "--before", &tomorrow]).ok();
+    assert!(handoff_names(&cb.join(".swarmforge/handoffs/inbox/completed")).is_empty());
+    let finished = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let mut daemon = p.cmd("handoffd").arg(&p.root).spawn();
+    let mark = p.path(".swarmforge/daemon/progress.json");
+    wait_until(
+        Duration::from_secs(60),
+        "the progress mark covers the archived copy",
+        || {
+            fs::read(&mark)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                .and_then(|v| v["since_ns"].as_u64())
+                .is_some_and(|s| s > finished + 3_000_000_000)
+        },
+    );
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    let events = fs::read_to_string(p.path(".swarmforge/daemon/events.jsonl")).unwrap();
+    assert_eq!(
+        events.matches("\"kind\":\"completed\"").count(),
+        1,
+        "{events}"
+    );
+    p.swarm(&["audit", "--check"]).ok().stdout_has("CHECK OK");
+}

@@ -9,8 +9,13 @@
 //! changes later), in the worst case the ext4 ordered-mode model allows with
 //! delayed allocation: tree changes are journaled in order, each sync
 //! commits every change before it; file data is durable only when the file
-//! itself was synced, so data written since then is gone (an appended tail
-//! lost, a truncated-and-rewritten file left short or empty).
+//! itself was synced, or when the kernel's flusher wrote it back
+//! ([`Mount::writeback`], which the harness calls as the flusher's timer
+//! would), so data written since then is gone (an appended tail lost, a
+//! truncated-and-rewritten file left short or empty). Without writeback a
+//! file never synced would always come back empty, and the state a real
+//! disk reaches most often (a log whose head was written back, its tail
+//! lost) could never be checked.
 
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr};
@@ -46,6 +51,10 @@ pub enum Op {
     SyncFile(u64, Vec<u8>),
     /// fsync of a folder.
     SyncDir,
+    /// The flusher wrote a file's data back: its bytes at that moment
+    /// (durable like a sync's, but no crash point of its own and no
+    /// commit of the tree changes before it beyond the cut's order).
+    Writeback(u64, Vec<u8>),
 }
 
 impl Op {
@@ -157,7 +166,7 @@ impl Journal {
                         d.truncate(*size as usize);
                     }
                 }
-                Op::SyncFile(ino, bytes) => {
+                Op::SyncFile(ino, bytes) | Op::Writeback(ino, bytes) => {
                     data.insert(*ino, bytes.clone());
                 }
                 Op::SyncDir => {}
@@ -781,6 +790,7 @@ impl Filesystem for LazyFs {
 /// A mounted [`LazyFs`], unmounted when dropped.
 pub struct Mount {
     pub journal: Arc<Mutex<Journal>>,
+    backing: PathBuf,
     at: PathBuf,
     session: Option<fuser::BackgroundSession>,
 }
@@ -798,9 +808,34 @@ impl Mount {
         let session = fuser::spawn_mount(fs, at, &cfg).map_err(|e| format!("mount: {e}"))?;
         Ok(Mount {
             journal,
+            backing: backing.to_path_buf(),
             at: at.to_path_buf(),
             session: Some(session),
         })
+    }
+
+    /// The flusher runs (as its timer would, every few seconds on a real
+    /// machine): the data of every file, as it is now, is written back.
+    /// Tree changes are not committed by it; a crash point after this step
+    /// keeps the bytes, one before it does not.
+    pub fn writeback(&self) {
+        let mut j = self.journal.lock().unwrap();
+        let mut stack = vec![self.backing.clone()];
+        while let Some(dir) = stack.pop() {
+            let Ok(rd) = fs::read_dir(&dir) else { continue };
+            for e in rd.flatten() {
+                let Ok(m) = e.path().symlink_metadata() else {
+                    continue;
+                };
+                if m.is_dir() {
+                    stack.push(e.path());
+                } else if m.is_file() {
+                    if let Ok(bytes) = fs::read(e.path()) {
+                        j.ops.push(Op::Writeback(m.ino(), bytes));
+                    }
+                }
+            }
+        }
     }
 
     /// Unmounts; a mount still busy (a file left open) is detached.

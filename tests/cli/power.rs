@@ -11,6 +11,8 @@
 //!
 //! `SWARM_POWER_SEED`, `SWARM_POWER_SENDS` and `SWARM_POWER_POINTS` (a
 //! number, or `all`) choose the run; scripts/power-harness.sh runs long ones.
+//! `SWARM_POWER_DUMP` set: a crash point whose audit fails prints the
+//! journal and the progress mark it found on the disk.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -244,6 +246,11 @@ fn workload(p: &Project, m: &mut Mount, sends: usize, seed: u64) -> (Journal, Ve
         send(p, from, to, &body);
         let at_sync = m.journal.lock().unwrap().syncs();
         acked.push(Acked { body, to, at_sync });
+        // The flusher's timer: every few steps what was written so far
+        // (the journal's head among it) reaches the disk unsynced.
+        if i % 3 == 2 {
+            m.writeback();
+        }
         // Now and then a recipient takes and finishes its next task.
         if rng.below(3) == 0 {
             let r = ROLES[rng.below(3) as usize];
@@ -282,6 +289,32 @@ fn workload(p: &Project, m: &mut Mount, sends: usize, seed: u64) -> (Journal, Ve
                 .join(".swarmforge/handoffs/archive")
                 .is_dir(),
         "nothing was archived"
+    );
+    // Last, the state of issue 43.13: the flusher writes the journal back,
+    // one more item is finished, and the daemon runs on until its progress
+    // mark covers that item. A cut after the mark must keep its line (the
+    // test checks the last sync always).
+    m.writeback();
+    let body = format!("pw-{seed}-last");
+    send(p, 0, 2, &body);
+    let at_sync = m.journal.lock().unwrap().syncs();
+    acked.push(Acked {
+        body,
+        to: 2,
+        at_sync,
+    });
+    let pz = p.role_dir("pz");
+    wait_until(DEADLINE, "the last copy reached pz", || {
+        !handoff_names(&pz.join(".swarmforge/handoffs/inbox/new")).is_empty()
+    });
+    let got = p.cmd("ready-next").role("pz").at(&pz).code(0).run();
+    assert!(got.stdout.starts_with("TASK:"), "{}", got.stdout);
+    p.cmd("done-current").role("pz").at(&pz).code(0).run();
+    let finished = now_ns();
+    wait_until(
+        Duration::from_secs(60),
+        "the progress mark covers the last completion",
+        || mark_since_ns(&p.root) > finished + 3_000_000_000,
     );
     drop(daemon);
     m.unmount();
@@ -345,7 +378,23 @@ fn check_point(
     }
     let audit = p.swarm(&["audit", "--check"]);
     if audit.code != 0 {
-        return Err(format!("audit --check: {}{}", audit.stdout, audit.stderr));
+        let dir = p.path(".swarmforge/daemon");
+        let mut dump = String::new();
+        if std::env::var("SWARM_POWER_DUMP").is_ok() {
+            for f in files(&dir) {
+                if f.starts_with("events.jsonl") || f == "progress.json" {
+                    let t = fs::read_to_string(dir.join(&f)).unwrap_or_default();
+                    dump.push_str(&format!("== {f} ({} bytes)\n", t.len()));
+                    for l in t.lines() {
+                        dump.push_str(&format!("  {}\n", l.get(..160).unwrap_or(l)));
+                    }
+                }
+            }
+        }
+        return Err(format!(
+            "audit --check: {}{}{dump}",
+            audit.stdout, audit.stderr
+        ));
     }
     let before = ids_under(&p.root);
     let id = send(p, 0, 1, "pw-after")
@@ -373,8 +422,11 @@ fn a_power_cut_at_any_sync_loses_nothing_acknowledged_and_duplicates_nothing() {
     assert!(total > sends, "the workload synced only {total} times");
     let mut rng = Rng(seed.max(1) ^ 0x5eed);
     let ks: Vec<usize> = match points.parse::<usize>() {
+        // The last sync always: the progress mark that covers the last
+        // completion (see `workload`).
         Ok(n) if n < total + 1 => (0..n)
             .map(|_| rng.below(total as u64 + 1) as usize)
+            .chain([total])
             .collect(),
         _ => (0..=total).collect(),
     };
@@ -443,4 +495,158 @@ fn the_file_system_loses_what_was_not_synced() {
         fs::read_to_string(after.path().join("unsynced")).unwrap(),
         ""
     );
+}
+
+/// The flusher: data written back without an fsync survives a cut after
+/// it, but what was appended after it does not; a file synced once and
+/// appended since keeps what was synced (its tail is lost, not the file).
+#[test]
+fn the_file_system_keeps_what_was_written_back_and_loses_only_the_tail() {
+    let p = Project::empty();
+    let Some((_backing, mut m)) = mount(&p) else {
+        return;
+    };
+    let dir = fs::File::open(&p.root).unwrap();
+    let log = p.root.join("log");
+    fs::write(&log, "head\n").unwrap();
+    dir.sync_all().unwrap();
+    m.writeback();
+    let mut f = fs::OpenOptions::new().append(true).open(&log).unwrap();
+    std::io::Write::write_all(&mut f, b"tail\n").unwrap();
+    let synced = p.root.join("synced");
+    let mut g = fs::File::create(&synced).unwrap();
+    std::io::Write::write_all(&mut g, b"one\n").unwrap();
+    g.sync_all().unwrap();
+    dir.sync_all().unwrap();
+    std::io::Write::write_all(&mut g, b"two\n").unwrap();
+    dir.sync_all().unwrap();
+    drop((f, g, dir));
+    m.unmount();
+    let j = std::mem::take(&mut *m.journal.lock().unwrap());
+    let after = tempfile::tempdir().unwrap();
+    j.materialize(j.syncs(), 0, after.path());
+    assert_eq!(
+        fs::read_to_string(after.path().join("log")).unwrap(),
+        "head\n"
+    );
+    assert_eq!(
+        fs::read_to_string(after.path().join("synced")).unwrap(),
+        "one\n"
+    );
+    // A cut before the writeback: the log was never on the disk.
+    let before = tempfile::tempdir().unwrap();
+    j.materialize(1, 0, before.path());
+    assert_eq!(fs::read_to_string(before.path().join("log")).unwrap(), "");
+}
+
+/// The `completed` lines in `events.jsonl` under `root`.
+fn completed_lines(root: &Path) -> usize {
+    fs::read_to_string(root.join(".swarmforge/daemon/events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"completed\""))
+        .count()
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+/// The progress mark's `since_ns` under `root` (0: none).
+fn mark_since_ns(root: &Path) -> u64 {
+    fs::read(root.join(".swarmforge/daemon/progress.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v["since_ns"].as_u64())
+        .unwrap_or(0)
+}
+
+/// Issue 43.13: handoffd's progress mark is fsynced, and it vouches that
+/// every copy finished before it is journaled. A cut that keeps the mark
+/// must keep those `completed` lines too (the flusher wrote the journal's
+/// head back, so the file is not simply empty): no catch-up brings back a
+/// line for a copy finished before the mark, and `swarm audit --check`
+/// would fail for good.
+#[test]
+fn a_power_cut_keeps_every_journal_line_the_progress_mark_vouches_for() {
+    let p = Project::builder()
+        .roles(["ja", "jb"].map(|r| Role::new(r).at(r).agent("script")))
+        .config("wake: {method: none}\n")
+        .build();
+    let Some((_backing, mut m)) = mount(&p) else {
+        return;
+    };
+    let events = p.path(".swarmforge/daemon/events.jsonl");
+    let daemon = Daemon(p.cmd("handoffd").arg(&p.root).spawn());
+    wait_until(DEADLINE, "handoffd started", || {
+        fs::read_to_string(&events).is_ok_and(|t| t.contains("\"kind\":\"started\""))
+    });
+    // The flusher writes the journal's head (`started`) back.
+    m.writeback();
+    let jb = p.role_dir("jb");
+    for i in 0..3 {
+        fs::write(
+            p.role_dir("ja").join("draft.txt"),
+            format!("type: note\nto: jb\npriority: 50\nmessage: jw-{i}\n"),
+        )
+        .unwrap();
+        p.cmd("swarm-handoff")
+            .role("ja")
+            .at(p.role_dir("ja"))
+            .arg("draft.txt")
+            .code(0)
+            .run();
+        wait_until(DEADLINE, "a copy reached jb", || {
+            !handoff_names(&jb.join(".swarmforge/handoffs/inbox/new")).is_empty()
+        });
+        p.cmd("ready-next").role("jb").at(&jb).code(0).run();
+        p.cmd("done-current").role("jb").at(&jb).code(0).run();
+    }
+    wait_until(DEADLINE, "handoffd journaled the three completions", || {
+        completed_lines(&p.root) == 3
+    });
+    let finished = now_ns();
+    // The audit judges copies finished two seconds before the mark.
+    wait_until(
+        Duration::from_secs(60),
+        "the progress mark covers the completions",
+        || mark_since_ns(&p.root) > finished + 3_000_000_000,
+    );
+    drop(daemon);
+    m.unmount();
+    let j = std::mem::take(&mut *m.journal.lock().unwrap());
+    for e in fs::read_dir(&p.root).unwrap().flatten() {
+        let path = e.path();
+        if path.is_dir() && !path.is_symlink() {
+            fs::remove_dir_all(&path).unwrap();
+        } else {
+            fs::remove_file(&path).unwrap();
+        }
+    }
+    // The cut: after the last sync (the mark's among them).
+    j.materialize(j.syncs(), 0, &p.root);
+    assert!(
+        mark_since_ns(&p.root) > finished,
+        "the mark was not on the disk after the cut"
+    );
+    let recovered = Daemon(p.cmd("handoffd").arg(&p.root).spawn());
+    wait_until(
+        DEADLINE,
+        "handoffd restarted on the disk after the cut",
+        || {
+            fs::read_to_string(&events)
+                .is_ok_and(|t| t.matches("\"kind\":\"started\"").count() >= 2)
+        },
+    );
+    drop(recovered);
+    assert_eq!(
+        completed_lines(&p.root),
+        3,
+        "the journal lost lines the mark vouched for:\n{}",
+        fs::read_to_string(&events).unwrap_or_default()
+    );
+    p.swarm(&["audit", "--check"]).ok().stdout_has("CHECK OK");
 }

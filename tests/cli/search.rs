@@ -342,3 +342,95 @@ fn a_search_finds_the_other_hosts_messages_in_its_mirror() {
         assert!(r.stdout.contains("1 of 1 matching"), "{}", r.stdout);
     }
 }
+
+/// The bytes of every file under `dir`.
+fn bytes_under(dir: &std::path::Path) -> u64 {
+    walk(dir)
+        .iter()
+        .filter_map(|f| std::fs::metadata(f).ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// Issue 43.14: an agent writes many large files of distinct words into its
+/// own `failed/`. The index takes in only its bounds' worth (swarm.yaml
+/// `search:`, scaled down here): each message's first bytes, a refresh's
+/// budget at a time, the role's share in all; the index on disk stays
+/// small, another role's message is still found, and every answer says
+/// what was left out and in which folder.
+#[test]
+fn a_hostile_agent_flooding_its_folders_cannot_blow_up_the_index() {
+    let p = Project::builder()
+        .role("coder")
+        .role(Role::new("reviewer").worktree("rev"))
+        .config(
+            "wake: {method: none}\nsearch: {max_message_bytes: 4096, max_pass_bytes: 32768, \
+             max_pass_total_bytes: 65536, max_role_bytes: 131072, max_index_bytes: 8388608}\n",
+        )
+        .build();
+    let benign = note(&p, "coder", "reviewer", "the needle is in the parser");
+    // The hostile agent: 40 files of 200 KB of words never said twice.
+    let failed = hq(&p.role_dir("reviewer"), "failed");
+    for f in 0..40u32 {
+        let n = crate::support::note("reviewer", f + 1, "coder", "flood");
+        let mut text = n.text.clone();
+        let mut k = 0;
+        while text.len() < 200_000 {
+            text.push_str(&format!("w{f}x{k} "));
+            k += 1;
+            if k % 16 == 0 {
+                text.push('\n');
+            }
+        }
+        crate::support::publish(&failed.join(&n.name), text.as_bytes());
+    }
+    let v = search(&p, &["needle"]);
+    assert_eq!(hits(&v), std::slice::from_ref(&benign), "{v}");
+    let inc = &v["incomplete"];
+    assert!(inc["unindexed"].as_u64().unwrap_or(0) > 0, "{v}");
+    assert!(inc["cut"].as_u64().unwrap_or(0) > 0, "{v}");
+    let folders = inc["folders"].to_string();
+    assert!(
+        folders.contains(".worktrees/rev/.swarmforge/handoffs/failed"),
+        "{v}"
+    );
+    // A message's first bytes are found, what lies past its bound is not.
+    assert_eq!(search(&p, &["w0x1"])["total"], 1);
+    assert_eq!(search(&p, &["w0x20000"])["total"], 0);
+    // The index on disk: a bounded share of the 8 MB written, not a
+    // multiple of it.
+    let index = p.path(".swarmforge/search");
+    let size = bytes_under(&index);
+    assert!(size < 2 * 1024 * 1024, "the index takes {size} bytes");
+    // The person is told, in text too, and where to look.
+    p.swarm(&["search", "needle"])
+        .ok()
+        .stdout_has("results may be incomplete")
+        .stdout_has(".worktrees/rev/.swarmforge/handoffs/failed (");
+    // A rebuild keeps to the same bounds and reports what it left out.
+    let r = p.swarm(&["search", "--reindex", "--json"]);
+    r.ok();
+    let r = r.json();
+    assert!(r["unindexed"].as_u64().unwrap_or(0) > 0, "{r}");
+    assert!(r["cut"].as_u64().unwrap_or(0) > 0, "{r}");
+    assert!(
+        r["disk_bytes"].as_u64().unwrap_or(u64::MAX) < 2 * 1024 * 1024,
+        "{r}"
+    );
+    assert!(bytes_under(&index) < 2 * 1024 * 1024);
+    assert_eq!(hits(&search(&p, &["needle"])), [benign], "after --reindex");
+}
+
+/// Nothing left out: `incomplete` is null and the text says nothing of it.
+#[test]
+fn an_index_within_its_bounds_says_it_is_complete() {
+    let (p, _) = exchange();
+    let v = search(&p, &["parser"]);
+    assert!(
+        v.as_object().unwrap().contains_key("incomplete") && v["incomplete"].is_null(),
+        "{v}"
+    );
+    let r = p.swarm(&["search", "parser"]);
+    r.ok();
+    assert!(!r.stdout.contains("incomplete"), "{}", r.stdout);
+}

@@ -12,8 +12,9 @@ archived by `swarm archive` are searched too.
 
 Text: one hit per line, `N. [YYYY-MM-DD HH:MM:SS] <id> [FROM -> TO] <type> <summary> (<state>)`, \
 then the lines of the body around the first match, indented; last, `<shown> of <total> matching`.
---json: one object {status, query, total, indexed, hits: [{id, score, time, from, to, type, \
-state, archived, path, summary, snippet}]} (docs/json.md).
+--json: one object {status, query, total, indexed, incomplete, hits: [{id, score, time, from, \
+to, type, state, archived, path, summary, snippet}]} (docs/json.md); incomplete (null when \
+nothing was) says what the index's bounds (swarm.yaml search:) left out, and where.
 
 The index lives in .swarmforge/search/, derived from the message files: the daemon keeps it \
 up to date off its delivery path and every query catches it up first; --reindex throws it \
@@ -121,6 +122,9 @@ pub fn text(a: &Answer) -> String {
     } else {
         s.push_str(&format!("{} of {} matching\n", a.hits.len(), a.total));
     }
+    if let Some(i) = &a.incomplete {
+        s.push_str(&i.note());
+    }
     s
 }
 
@@ -130,12 +134,20 @@ pub fn run(args: Args) -> i32 {
             if args.json {
                 crate::cli::emit_json(serde_json::json!({
                     "status": "ok", "reindexed": true, "indexed": r.docs, "segments": r.segments,
+                    "cut": r.cut, "unindexed": r.unindexed, "disk_bytes": r.disk_bytes,
                 }));
             } else {
                 crate::cli::out(&format!(
                     "REINDEXED: {} messages in {} segment(s)\n",
                     r.docs, r.segments
                 ));
+                if r.unindexed > 0 || r.cut > 0 {
+                    crate::cli::out(&format!(
+                        "  over the index's bounds (swarm.yaml search:): {} message(s) not indexed, \
+                         {} indexed only in part; `swarm search` names their folders\n",
+                        r.unindexed, r.cut
+                    ));
+                }
             }
             crate::error::exit::OK
         }
