@@ -1082,6 +1082,20 @@ fn every_question_the_cockpit_shows_is_answered_from_it_at_three_widths() {
         answers.len() == 1 && answers[0].contains("call it Lighthouse, and tag it v1"),
         "{answers:?}"
     );
+    // The question left open says what an answer may carry, defaults applied.
+    let snap = c.get("/api/snapshot").json();
+    let open: Vec<_> = snap["attention"]["attention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "clarify")
+        .map(|a| (a["allow_multiple"].clone(), a["allow_custom"].clone()))
+        .collect();
+    assert_eq!(
+        open,
+        [(serde_json::json!(false), serde_json::json!(false))],
+        "{snap}"
+    );
 }
 
 /// Reads one event stream until `want` holds (deadline, no timing bound).

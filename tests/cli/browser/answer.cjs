@@ -8,7 +8,8 @@
 // comes before the role cards; free text is offered for both questions; an
 // answer typed into the question without options and one chosen by tapping
 // an option's label reach the asker (its `ready-next` shows them); the
-// approval empties the list. Screenshots at each width go to SHOTS. Every
+// approval empties the list; a clarify with `allow_custom: no` gets no
+// text field. Screenshots at each width go to SHOTS. Every
 // wait has a deadline; none is timed.
 'use strict';
 const path = require('path');
@@ -141,6 +142,13 @@ async function readyNext(page, role, want) {
       return t && t.querySelector('dd').textContent === '0';
     });
     await page.locator('#attention .empty').waitFor();
+
+    // Where the clarify says `allow_custom: no` there is no text field.
+    const closed = send('qa', 'type: clarify\nto: boss\npriority: 30\nquestion: ship today?\nallow_custom: no\n\nyes\nnot yet\n');
+    const closedItem = page.locator(`[data-clarify="${closed}"]`);
+    await closedItem.locator('input[data-option="not yet"]').waitFor();
+    check(!(await closedItem.locator('[data-custom]').count()), 'a text field for a clarify with allow_custom: no');
+    check((await page.evaluate(needYou)) === 1, '"need you" does not count the new question');
 
     check(!errors.length, 'page errors: ' + errors.join('; '));
     console.log('BROWSER OK ' + open);
