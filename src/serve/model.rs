@@ -21,6 +21,7 @@ use serde_json::{json, Value};
 
 use crate::error::Result;
 use crate::protocol::clock::{self, Instant};
+use crate::protocol::fields;
 use crate::protocol::header::names;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::{Role, Roles};
@@ -694,6 +695,22 @@ impl Model {
         )
     }
 
+    /// An attention item as the page gets it: a clarify carries its
+    /// `allow_multiple` and `allow_custom` with the protocol's defaults
+    /// applied (no, yes), so the page offers free text exactly where an
+    /// answer may carry it, whether or not the clarify is among the
+    /// messages it has loaded.
+    fn listed(&self, a: &attention::Item) -> Value {
+        let mut v = serde_json::to_value(a).unwrap_or_default();
+        if a.kind == attention::Kind::Clarify {
+            if let Some(o) = self.questions.iter().find(|o| o.id() == a.id) {
+                v["allow_multiple"] = json!(fields::flag(&o.msg, "allow_multiple"));
+                v["allow_custom"] = json!(fields::flag(&o.msg, "allow_custom"));
+            }
+        }
+        v
+    }
+
     /// Rebuilds the attention list, the header and the cards of `only`
     /// (None: every card; every card, too, when what needs a person
     /// changed); emits those that changed.
@@ -701,7 +718,8 @@ impl Model {
         let now = clock::now();
         let items = self.attention_items();
         let held = crate::person::holds::list(&self.project).unwrap_or_default();
-        let att = json!({"attention": items, "held": held});
+        let listed: Vec<Value> = items.iter().map(|a| self.listed(a)).collect();
+        let att = json!({"attention": listed, "held": held});
         let mut only = only;
         if att != self.attention {
             self.attention = att.clone();

@@ -1022,6 +1022,82 @@ fn the_page_in_headless_chromium() {
     });
 }
 
+/// Every question the cockpit shows can be answered from it (issue 42.7),
+/// in Chromium (tests/cli/browser/answer.cjs): with an open clarify without
+/// options, one with options and a held handoff waiting, the header's "need
+/// you" says 3; at 1400, 1024 and 390 pixels every control is at least 44
+/// by 44 pixels; at 390 "Needs a person" comes before the role cards; an
+/// answer typed as free text and one chosen by its label reach the asker.
+#[test]
+fn every_question_the_cockpit_shows_is_answered_from_it_at_three_widths() {
+    let Some(npm) = browser_tools() else {
+        return;
+    };
+    let p = project();
+    let _d = p.spawn_daemon(&[]);
+    let c = start(&p);
+    // Not committed: target/ is ignored (look at them to check the layout).
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/cockpit-answer-shots");
+    let _ = std::fs::remove_dir_all(&shots);
+    std::fs::create_dir_all(&shots).unwrap();
+    let dirs = serde_json::json!({
+        "coder": p.role_dir("coder"),
+        "qa": p.role_dir("qa"),
+        "boss": p.role_dir("boss"),
+    });
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cli/browser/answer.cjs");
+    let out = crate::support::clean_command(Path::new("node"), &p.root)
+        .arg(script)
+        .env("PLAYWRIGHT_CORE", &npm)
+        .env(
+            "COCKPIT_URL",
+            format!("http://{}/?token={}", c.addr, c.token),
+        )
+        .env("BIN_DIR", crate::support::bin_dir())
+        .env("ROLE_DIRS", dirs.to_string())
+        .env("SHOTS", &shots)
+        .output()
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("BROWSER OK"),
+        "browser test failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for w in [1400, 1024, 390] {
+        assert!(
+            shots.join(format!("answer-{w}.png")).is_file(),
+            "no screenshot at {w}"
+        );
+    }
+    // The free-text answer is in the asker's inbox, in reply to the clarify.
+    let id = stdout.trim().rsplit(' ').next().unwrap().to_string();
+    let done = p.hq("qa", "inbox/completed");
+    let answers: Vec<String> = crate::support::handoff_names(&done)
+        .iter()
+        .filter_map(|n| std::fs::read_to_string(done.join(n)).ok())
+        .filter(|t| t.contains("type: answer") && t.contains(&format!("in_reply_to: {id}")))
+        .collect();
+    assert!(
+        answers.len() == 1 && answers[0].contains("call it Lighthouse, and tag it v1"),
+        "{answers:?}"
+    );
+    // The question left open says what an answer may carry, defaults applied.
+    let snap = c.get("/api/snapshot").json();
+    let open: Vec<_> = snap["attention"]["attention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "clarify")
+        .map(|a| (a["allow_multiple"].clone(), a["allow_custom"].clone()))
+        .collect();
+    assert_eq!(
+        open,
+        [(serde_json::json!(false), serde_json::json!(false))],
+        "{snap}"
+    );
+}
+
 /// Reads one event stream until `want` holds (deadline, no timing bound).
 fn stream_until(c: &Cockpit, target: &str, headers: &str, want: &dyn Fn(&str) -> bool) -> String {
     let request = format!(

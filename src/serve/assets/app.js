@@ -212,7 +212,8 @@ function spendOf(role) {
   return (S.usage && S.usage.roles && S.usage.roles[role]) || { tokens: 0, cost_usd: 0, turns: 0 };
 }
 
-function renderHeader() {
+// The header counts what "Needs a person" lists, one for each entry.
+function renderHeader(need) {
   const h = S.header;
   $('root').textContent = (h.root || '') + (h.daemon_running ? '  ·  handoffd pid ' + h.daemon_pid : '  ·  handoffd not running');
   const roles = [...S.roles.values()];
@@ -222,7 +223,7 @@ function renderHeader() {
   patch('totals',
     item('roles', 'roles', roles.length),
     item('busy', 'busy', count('busy')),
-    item('needs_input', 'need you', count('needs_input') + count('blocked'), count('needs_input') + count('blocked') ? 'alert' : ''),
+    item('need_you', 'need you', need.length, need.length ? 'alert' : '', need.length ? need.map((n) => n.label).join(' · ') : 'nothing waits for a person'),
     item('waiting', 'waiting', roles.reduce((a, r) => a + (r.new || 0), 0)),
     item('in_process', 'in process', roles.filter((r) => r.in_process).length),
     item('tokens', 'tokens today', tokens(total.tokens)),
@@ -270,18 +271,27 @@ function renderBoard() {
 
 function message(id) { return S.messages.get(id); }
 
+// An open question. Free text is offered wherever the protocol allows it:
+// `allow_custom` is yes unless the clarify says no (docs/protocol.md), so a
+// question without options is answered with text alone. The server sends
+// both flags with their defaults applied; the message's own headers are the
+// fallback.
 function clarifyItem(a) {
   const m = message(a.id);
   const h = (m && m.headers) || {};
-  const multiple = h.allow_multiple === 'yes';
-  const custom = h.allow_custom === 'yes';
+  const multiple = typeof a.allow_multiple === 'boolean' ? a.allow_multiple : h.allow_multiple === 'yes';
+  const custom = typeof a.allow_custom === 'boolean' ? a.allow_custom : h.allow_custom !== 'no';
+  const options = a.options || [];
   const name = 'c-' + a.id;
+  const textLabel = options.length ? 'or your own answer' : 'your answer';
   return el('div', { class: 'item', 'data-key': 'c:' + a.id, 'data-clarify': a.id },
     el('div', { class: 'what' }, a.from + ' asks ' + a.role + ': ' + visible(a.text)),
-    el('div', { class: 'kv' }, 'open ', when(a.since), multiple ? ' · several choices' : '', custom ? ' · own answer allowed' : ''),
-    (a.options || []).map((o, i) => el('label', { 'data-key': 'opt' + i }, el('input', { type: multiple ? 'checkbox' : 'radio', name, value: String(i + 1), 'data-option': o, 'data-init': true }), ' ', o)),
-    custom ? el('input', { type: 'text', placeholder: 'your own answer', 'data-key': 'custom', 'data-custom': a.id, 'data-init': true, 'aria-label': 'your own answer' }) : null,
-    el('button', { type: 'button', 'data-action': 'answer', 'data-id': a.id }, 'Answer'));
+    el('div', { class: 'kv' }, 'open ', when(a.since), multiple ? ' · several choices' : '', custom && options.length ? ' · own answer allowed' : ''),
+    options.map((o, i) => el('label', { class: 'choice', 'data-key': 'opt' + i }, el('input', { type: multiple ? 'checkbox' : 'radio', name, value: String(i + 1), 'data-option': o, 'data-init': true }), ' ', el('span', {}, o))),
+    custom ? el('textarea', { rows: '2', placeholder: textLabel, 'data-key': 'custom', 'data-custom': a.id, 'data-init': true, 'aria-label': textLabel + ' to ' + a.from }) : null,
+    el('div', { class: 'actions' },
+      el('button', { type: 'button', 'data-action': 'answer', 'data-id': a.id }, 'Answer'),
+      el('span', { class: 'mute' }, 'or: ', el('code', {}, a.handle))));
 }
 
 function heldItem(h) {
@@ -295,29 +305,37 @@ function heldItem(h) {
       el('button', { type: 'button', 'data-action': 'deny', 'data-id': h.id }, 'Deny')));
 }
 
-function renderAttention() {
+// What needs a person, in the order the page lists it: each entry has
+// the element shown under "Needs a person" and a short label for the
+// header's count.
+function needsPerson() {
   const items = [];
+  const add = (label, e) => items.push({ label, e });
   for (const a of S.attention.attention || []) {
-    if (a.kind === 'clarify') items.push(clarifyItem(a));
+    if (a.kind === 'clarify') add('question from ' + a.from, clarifyItem(a));
     else if (a.kind === 'waiting') {
-      items.push(el('div', { class: 'item', 'data-key': 'w:' + a.id, 'data-waiting': a.id },
+      add(a.type + ' for ' + a.role, el('div', { class: 'item', 'data-key': 'w:' + a.id, 'data-waiting': a.id },
         el('div', { class: 'what' }, a.role + ' has waiting ' + a.type + ' from ' + a.from), el('div', { class: 'text' }, visible(a.text)),
         el('div', { class: 'kv' }, idChip(a.id), ' ', when(a.since)),
         el('button', { type: 'button', 'data-done': a.id, 'data-action': 'done', 'data-id': a.id, 'data-human': a.role }, 'Mark done')));
     } else {
       const r = S.roles.get(a.role);
-      items.push(el('div', { class: 'item', 'data-key': 'p:' + a.role, 'data-pane': a.role },
+      add(a.role + ' ' + a.kind.replace('_', ' '), el('div', { class: 'item', 'data-key': 'p:' + a.role + ':' + a.kind, 'data-pane': a.role },
         el('div', { class: 'what' }, a.role + ': ' + a.kind.replace('_', ' ') + ' ', when(a.since)),
         r && r.prompt && (r.state === 'needs_input' || r.state === 'blocked') ? promptBox(r) : el('div', { class: 'text' }, visible(a.text)),
         el('div', { class: 'mute' }, 'or: ', el('code', {}, a.handle))));
     }
   }
-  for (const h of S.attention.held || []) items.push(heldItem(h));
+  for (const h of S.attention.held || []) add('approval for ' + h.from + ' → ' + h.to, heldItem(h));
   for (const r of S.roles.values()) {
-    if (r.state === 'dead') items.push(el('div', { class: 'item', 'data-key': 'd:' + r.role }, el('div', { class: 'what' }, r.role + ': agent dead ', when(r.since))));
+    if (r.state === 'dead') add(r.role + ' dead', el('div', { class: 'item', 'data-key': 'd:' + r.role }, el('div', { class: 'what' }, r.role + ': agent dead ', when(r.since))));
   }
-  S.violations.slice(-10).forEach((v, i) => items.push(el('div', { class: 'item', 'data-key': 'v' + i }, el('div', { class: 'what' }, 'expectation violated'), visible((v.path || '') + ' ' + (v.reason || '')))));
-  patch('attention', items.length ? items : el('div', { class: 'empty', 'data-key': 'empty' }, 'nothing needs a person'));
+  S.violations.slice(-10).forEach((v, i) => add('expectation violated', el('div', { class: 'item', 'data-key': 'v' + i }, el('div', { class: 'what' }, 'expectation violated'), visible((v.path || '') + ' ' + (v.reason || '')))));
+  return items;
+}
+
+function renderAttention(need) {
+  patch('attention', need.length ? need.map((n) => n.e) : el('div', { class: 'empty', 'data-key': 'empty' }, 'nothing needs a person'));
 }
 
 function receiptsOf(id) {
@@ -432,7 +450,8 @@ function renderCompose() {
 
 function render() {
   if (!S.header) return;
-  renderHeader(); renderBoard(); renderAttention(); renderTranscript(); renderDepth(); renderLatency(); renderCost(); renderJournal(); renderCompose();
+  const need = needsPerson();
+  renderHeader(need); renderAttention(need); renderBoard(); renderTranscript(); renderDepth(); renderLatency(); renderCost(); renderJournal(); renderCompose();
 }
 
 // ---------------------------------------------------------------- actions
@@ -456,9 +475,17 @@ const actions = {
   async done(b) { await act('/api/inbox/done', { id: b.dataset.id, role: b.dataset.human }); },
   async answer(b) {
     const id = b.dataset.id;
-    const choices = [...document.getElementsByName('c-' + id)].filter((x) => x.checked).map((x) => Number(x.value));
+    const opts = [...document.getElementsByName('c-' + id)];
+    const choices = opts.filter((x) => x.checked).map((x) => Number(x.value));
     const t = document.querySelector(`[data-custom="${CSS.escape(id)}"]`);
-    await act('/api/answer', { id, choices, text: t && t.value ? t.value : null });
+    const text = t && t.value.trim() ? t.value : null;
+    if (!choices.length && !text) {
+      showError(!t ? 'Choose an option first.' : opts.length ? 'Choose an option or write an answer first.' : 'Write an answer first.');
+      (opts[0] || t || b).focus();
+      return;
+    }
+    b.disabled = true;
+    try { await act('/api/answer', { id, choices, text }); } finally { b.disabled = false; }
   },
   async choose(b) {
     b.disabled = true;

@@ -201,8 +201,8 @@ function layoutProblems() {
     check(drawn.swatches.length && drawn.swatches.every((c) => c !== 'rgba(0, 0, 0, 0)'), 'legend without colours: ' + JSON.stringify(drawn));
 
     // Keyboard: from the top, Tab visits every control of the page, each
-    // once, in document order (header, roles with the dialog's answer
-    // buttons, what needs a person, the form, the transcript), each with a
+    // once, in document order (header, what needs a person, roles with the dialog's answer
+    // buttons, the form, the transcript), each with a
     // visible focus ring.
     await page.screenshot({ path: path.join(SHOTS, 'cockpit-needs-input.png') });
     const want = await page.evaluate(() => {
