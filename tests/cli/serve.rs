@@ -456,12 +456,17 @@ fn every_action_writes_what_the_cli_writes() {
     let clarify = p.send_as("qa", PARSER_CLARIFY).ok().queued();
     p.deliver_once().ok();
     let cid = id_of(&clarify);
-    let att = c.get("/api/status").json();
-    assert!(att["attention"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|a| a["id"] == cid.as_str()));
+    // The page's model follows the files through its watcher: a deadline,
+    // not the first answer (a loaded machine delivers the change later).
+    crate::support::wait_until(
+        crate::support::DEADLINE,
+        "the clarify is in the cockpit's attention list",
+        || {
+            c.get("/api/status").json()["attention"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|a| a["id"] == cid.as_str()))
+        },
+    );
     let r = c.post(
         "/api/answer",
         serde_json::json!({"id": cid, "choices": [1, 2]}),
