@@ -74,7 +74,8 @@ fn draft_text(
 /// option, a second choice without `allow_multiple`, text without
 /// `allow_custom`, a clarify answered or withdrawn already) exit 2; a clarify
 /// that reached no inbox exits 1. `caller` must be allowed to act as the
-/// clarify's recipient (exit 2, `NOT_YOUR_CLARIFY`).
+/// clarify's recipient (exit 2: `PERSON_ONLY` for a human role, else
+/// `NOT_YOUR_CLARIFY`).
 pub fn answer(
     project: &Project,
     id: &str,
@@ -140,7 +141,8 @@ pub fn answer(
     })
 }
 
-/// Refuses an agent answering as a person, or as another agent.
+/// Refuses an agent answering as a person (`PERSON_ONLY`), or as another
+/// agent (`NOT_YOUR_CLARIFY`).
 fn check_caller(
     roles: &Roles,
     id: &str,
@@ -149,14 +151,16 @@ fn check_caller(
     copy: &std::path::Path,
 ) -> Result<()> {
     let human = roles.find(role).is_some_and(|r| r.is_human());
-    if caller.clone().people_as_persons(roles).may_act_as(role) {
+    let caller = caller.clone().people_as_persons(roles);
+    if caller.may_act_as(role) {
         return Ok(());
     }
-    let whose = if human {
-        format!("{} is a person, and only a person answers for them (from their own shell or the cockpit)", escape(role))
-    } else {
-        format!("only {} answers it", escape(role))
-    };
+    if human {
+        // A person's decision, refused as every other one is (`swarm inbox
+        // done` for a person's item says the same).
+        return caller.require_acting_as(role, true, &format!("answering {id}"));
+    }
+    let whose = format!("only {} answers it", escape(role));
     Err(Error::refused(
         Token::NotYourClarify,
         format!(

@@ -37,7 +37,8 @@ fn an_agent_cannot_answer_a_clarify_as_the_person() {
     let copy = copies_of(&p.wt_path("boss"), &file_name(&queued));
     assert_eq!(copy.len(), 1);
 
-    let refused = "NOT_YOUR_CLARIFY";
+    // PERSON_ONLY, as every person-only action (`swarm inbox done` too).
+    let refused = "PERSON_ONLY";
     p.cmd("swarm")
         .role("coder")
         .args(["answer", &id, "--choice", "1"])

@@ -15,8 +15,8 @@ ready-next prints them. More than one --choice needs allow_multiple: yes; \
 --text needs allow_custom: yes.
 Exit 0 answered; 1 usage, no such clarify in any inbox, or an environment \
 error; 2 refused (ANSWER INVALID with the reasons, NOT_A_CLARIFY, CLARIFY_CLOSED, \
-NOT_YOUR_CLARIFY: an agent answering as a person or as another role; an agent \
-is a process with SWARMFORGE_ROLE in its own or a parent's environment, see \
+PERSON_ONLY: an agent answering as a person, NOT_YOUR_CLARIFY: an agent answering \
+as another role; an agent is a process with SWARMFORGE_ROLE in its own or a parent's environment, see \
 docs/security.md). In a swarm across hosts, a clarify whose copy is on another \
 host is answered there: the answer travels over the bridge (docs/bridge.md, \
 \"One control\") and exits 0 once sent.")]
