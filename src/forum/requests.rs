@@ -25,12 +25,23 @@
 //!
 //! Unconfined (a person, `launch: {confine: false}`) the same functions
 //! write directly, as before.
+//!
+//! File reservations (docs/reservations.md) are asked for the same way:
+//! `.swarmforge/reservations/` is read-only in the sandbox, and a role
+//! reserves and releases only in its own name, the folder's. Their
+//! requests are checked field by field (no field the operation does not
+//! take, globs as `reserve` stores them, the time to live and the reason
+//! as the command line checks them), taken and released once
+//! (reservations::reserve_once, reservations::release_once), and answered
+//! with what the command prints (the reservation, the globs released) or
+//! its refusal with its token, so the confined command prints the same
+//! output and exits with the same code as the direct one.
 
 use std::io;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, Result, Token};
 use crate::forum::{discussion, session};
 use crate::fsx;
 use crate::protocol::grammar;
@@ -38,12 +49,17 @@ use crate::protocol::header::Message;
 use crate::protocol::launch_files::{agent_requests_dir, taken_requests_dir};
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
+use crate::reservations::{self, Reservation};
 use crate::text::escape;
 
 /// Set (to the role) in a confined agent's sandbox by launch/confine.rs.
 pub const CONFINED_ENV: &str = "SWARM_CONFINED";
-/// Largest request or answer read.
+/// Largest request read.
 pub const MAX_REQUEST: u64 = 4096;
+/// Largest answer read (a reservation's refusal lists the holders).
+const MAX_ANSWER: u64 = 128 * 1024;
+/// Longest refusal text of a reservation request put in an answer.
+const MAX_REFUSAL: usize = 16 * 1024;
 /// Requests of one role carried out per poll (the rest wait for the next).
 pub const PER_POLL: usize = 16;
 /// How long a confined command waits for handoffd's answer.
@@ -73,6 +89,55 @@ pub enum Ask {
     AuditCount {
         task: String,
     },
+    /// `swarm reserve`, in the folder's role's name.
+    Reserve {
+        /// Normalised, one per line of the body.
+        globs: Vec<String>,
+        ttl_ms: u64,
+        reason: String,
+        force: bool,
+    },
+    /// `swarm release` of the folder's role's reservations (all of them
+    /// when `globs` is empty).
+    Release {
+        globs: Vec<String>,
+    },
+}
+
+/// The globs of a reservation request, one per line of its body.
+fn globs_body(globs: &[String]) -> String {
+    globs.iter().map(|g| format!("{g}\n")).collect()
+}
+
+/// The globs a request's body names, each one `reserve` could have stored.
+fn globs_of(body: &str) -> std::result::Result<Vec<String>, String> {
+    let Some(lines) = body.strip_suffix('\n') else {
+        return if body.is_empty() {
+            Ok(Vec::new())
+        } else {
+            Err("the globs do not end with a new line".into())
+        };
+    };
+    let globs: Vec<String> = lines.split('\n').map(str::to_string).collect();
+    if globs.len() > reservations::MAX_GLOBS {
+        return Err(format!("more than {} globs", reservations::MAX_GLOBS));
+    }
+    for g in &globs {
+        reservations::normalised(g)?;
+    }
+    Ok(globs)
+}
+
+/// Refuses a field `m` has that its operation does not take (a role
+/// above all: the role is the folder's).
+fn only(m: &Message, fields: &[&str]) -> std::result::Result<(), String> {
+    match m.headers.iter().find(|(k, _)| !fields.contains(&k.as_str())) {
+        Some((k, _)) => Err(format!(
+            "'{}' is not a field of this request (a request acts in the name of the folder it is in)",
+            escape(k)
+        )),
+        None => Ok(()),
+    }
 }
 
 impl Ask {
@@ -112,6 +177,22 @@ impl Ask {
                 put("op", Some("audit_count"));
                 put("task", Some(task));
             }
+            Ask::Reserve {
+                globs,
+                ttl_ms,
+                reason,
+                force,
+            } => {
+                put("op", Some("reserve"));
+                put("ttl_ms", Some(&ttl_ms.to_string()));
+                put("reason", Some(reason));
+                put("force", Some(if *force { "true" } else { "false" }));
+                m.body = globs_body(globs);
+            }
+            Ask::Release { globs } => {
+                put("op", Some("release"));
+                m.body = globs_body(globs);
+            }
         }
         m
     }
@@ -145,30 +226,84 @@ impl Ask {
             "audit_count" => Ask::AuditCount {
                 task: need("task")?,
             },
+            "reserve" => {
+                only(m, &["op", "ttl_ms", "reason", "force"])?;
+                let globs = globs_of(&m.body)?;
+                if globs.is_empty() {
+                    return Err("a reservation names no glob".into());
+                }
+                let ttl_ms: u64 = need("ttl_ms")?
+                    .parse()
+                    .map_err(|_| "ttl_ms is not a number of milliseconds")?;
+                if ttl_ms == 0 || u128::from(ttl_ms) > reservations::MAX_TTL.as_millis() {
+                    return Err("ttl_ms must be more than 0 and at most 30d".into());
+                }
+                Ask::Reserve {
+                    globs,
+                    ttl_ms,
+                    reason: need("reason")?,
+                    force: match need("force")?.as_str() {
+                        "true" => true,
+                        "false" => false,
+                        _ => return Err("force is neither true nor false".into()),
+                    },
+                }
+            }
+            "release" => {
+                only(m, &["op"])?;
+                Ask::Release {
+                    globs: globs_of(&m.body)?,
+                }
+            }
             other => return Err(format!("unknown request '{}'", escape(other))),
         })
     }
 }
 
-/// handoffd's answer: the record made (a session or discussion id), or why not.
+/// handoffd's answer: the record made (a session or discussion id) and
+/// what the command prints from (a reservation request's JSON), or why not
+/// (with the refusal's token when the direct command's has one).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Answer {
-    Done(Option<String>),
-    Refused(String),
+    Done {
+        record: Option<String>,
+        data: String,
+    },
+    Refused {
+        why: String,
+        token: Option<Token>,
+    },
 }
 
+/// The refusal tokens an answer carries back (those of the reservation
+/// requests): the confined command exits with the token's code.
+const ANSWERED_TOKENS: [Token; 2] = [Token::Reserved, Token::NotReserved];
+
 impl Answer {
+    fn done(record: Option<String>) -> Answer {
+        Answer::Done {
+            record,
+            data: String::new(),
+        }
+    }
+
     fn to_message(&self) -> Message {
         let mut m = Message::default();
         match self {
-            Answer::Done(id) => {
+            Answer::Done { record, data } => {
                 m.push("outcome", "done");
-                if let Some(id) = id {
+                if let Some(id) = record {
                     m.push("record", id);
                 }
+                if !data.is_empty() {
+                    m.body = format!("{data}\n");
+                }
             }
-            Answer::Refused(why) => {
+            Answer::Refused { why, token } => {
                 m.push("outcome", "refused");
+                if let Some(t) = token {
+                    m.push("token", t.name());
+                }
                 m.body = format!("{why}\n");
             }
         }
@@ -177,8 +312,17 @@ impl Answer {
 
     fn of(m: &Message) -> Option<Answer> {
         match m.get("outcome")? {
-            "done" => Some(Answer::Done(m.get("record").map(str::to_string))),
-            "refused" => Some(Answer::Refused(m.body.trim_end().to_string())),
+            "done" => Some(Answer::Done {
+                record: m.get("record").map(str::to_string),
+                data: m.body.trim_end().to_string(),
+            }),
+            "refused" => Some(Answer::Refused {
+                why: m.body.trim_end().to_string(),
+                token: match m.get("token") {
+                    None => None,
+                    Some(name) => Some(ANSWERED_TOKENS.into_iter().find(|t| t.name() == name)?),
+                },
+            }),
             _ => None,
         }
     }
@@ -272,6 +416,76 @@ pub fn count_audit(project: &Project, task: &str) -> Result<()> {
     ask_daemon(project, &role, &ask).map(|_| ())
 }
 
+/// Takes a reservation: directly, or through handoffd from a confined
+/// agent, in its own name only (the sandbox's role).
+pub fn reserve(
+    project: &Project,
+    req: &reservations::Request,
+) -> Result<(Reservation, Vec<Reservation>)> {
+    let Some(role) = confined_role() else {
+        return reservations::reserve(project, req);
+    };
+    own_name(&role, req.role, "swarm reserve")?;
+    req.check()?;
+    let ask = Ask::Reserve {
+        globs: req.globs.clone(),
+        ttl_ms: u64::try_from(req.ttl.as_millis()).unwrap_or(u64::MAX),
+        reason: req.reason.to_string(),
+        force: req.force,
+    };
+    #[derive(serde::Deserialize)]
+    struct Reserved {
+        reservation: Reservation,
+        overlaps: Vec<Reservation>,
+    }
+    let (_, data) = ask_for(project, &role, &ask)?;
+    let r: Reserved = serde_json::from_str(&data)
+        .map_err(|e| Error::process(format!("handoffd's answer is not a reservation: {e}")))?;
+    Ok((r.reservation, r.overlaps))
+}
+
+/// Releases `role`'s reservations (all, or `globs`): directly, or through
+/// handoffd from a confined agent, in its own name only.
+pub fn release(project: &Project, role: &str, globs: &[String]) -> Result<Vec<String>> {
+    let Some(confined) = confined_role() else {
+        return reservations::release(project, role, globs);
+    };
+    own_name(&confined, role, "swarm release")?;
+    if globs.len() > reservations::MAX_GLOBS {
+        return Err(Error::bad_input(format!(
+            "name at most {} globs",
+            reservations::MAX_GLOBS
+        )));
+    }
+    #[derive(serde::Deserialize)]
+    struct Released {
+        released: Vec<String>,
+    }
+    let ask = Ask::Release {
+        globs: globs.to_vec(),
+    };
+    let (_, data) = ask_for(project, &confined, &ask)?;
+    let r: Released = serde_json::from_str(&data)
+        .map_err(|e| Error::process(format!("handoffd's answer is not a release: {e}")))?;
+    Ok(r.released)
+}
+
+/// A confined agent acts only as the sandbox's role (its requests are
+/// carried out in that name whatever they say; this says so up front).
+fn own_name(confined: &str, asked: &str, what: &str) -> Result<()> {
+    if confined == asked {
+        return Ok(());
+    }
+    Err(Error::refused(
+        Token::PersonOnly,
+        format!(
+            "{what} as {} is that agent's or a person's to do; this is the confined agent {confined}, which acts only in its own name (docs/security.md).",
+            escape(asked)
+        ),
+        Vec::new(),
+    ))
+}
+
 fn record_of(a: Option<String>) -> Result<String> {
     a.ok_or_else(|| Error::process("handoffd answered without naming the record it made"))
 }
@@ -292,16 +506,28 @@ fn valid_id(id: &str) -> bool {
 /// Publishes `ask` in the role's own request folder and waits (at most
 /// [`WAIT`]) for handoffd's answer: the record made, or the refusal as an error.
 pub fn ask_daemon(project: &Project, role: &str, ask: &Ask) -> Result<Option<String>> {
+    ask_for(project, role, ask).map(|(record, _)| record)
+}
+
+/// [`ask_daemon`], with the answer's data.
+fn ask_for(project: &Project, role: &str, ask: &Ask) -> Result<(Option<String>, String)> {
     let dir = agent_requests_dir(project, role);
+    let text = ask.to_message().render();
+    if text.len() as u64 > MAX_REQUEST {
+        return Err(Error::bad_input(format!(
+            "a confined agent's request to handoffd is at most {MAX_REQUEST} bytes, and this one is {}: name fewer or shorter globs, or a shorter reason",
+            text.len()
+        )));
+    }
     fsx::ensure_dirs(&[&dir]).at(&dir)?;
     let id = new_id();
     let request = dir.join(format!("{id}.request"));
     let answer = dir.join(format!("{id}.answer"));
-    fsx::publish(&dir, &request, ask.to_message().render().as_bytes()).at(&request)?;
+    fsx::publish(&dir, &request, text.as_bytes()).at(&request)?;
     let end = Instant::now() + WAIT;
     let mut pause = Duration::from_millis(5);
     loop {
-        match fsx::read_bounded(&answer, MAX_REQUEST) {
+        match fsx::read_bounded(&answer, MAX_ANSWER) {
             Ok(b) => {
                 let _ = fsx::remove_file(&answer);
                 let a = Message::parse_bytes(&b)
@@ -310,8 +536,12 @@ pub fn ask_daemon(project: &Project, role: &str, ask: &Ask) -> Result<Option<Str
                     .and_then(Answer::of)
                     .ok_or_else(|| Error::bad_file(&answer, "not an answer"))?;
                 return match a {
-                    Answer::Done(record) => Ok(record),
-                    Answer::Refused(why) => Err(Error::conflict(why)),
+                    Answer::Done { record, data } => Ok((record, data)),
+                    Answer::Refused {
+                        why,
+                        token: Some(t),
+                    } => Err(Error::refused(t, why, Vec::new())),
+                    Answer::Refused { why, token: None } => Err(Error::conflict(why)),
                 };
             }
             Err(fsx::ReadRefusal::Io(e)) if e.kind() == io::ErrorKind::NotFound => {}
@@ -373,9 +603,25 @@ pub fn serve(project: &Project, roles: &Roles) -> usize {
 /// (called at the daemon's start, before new ones are taken).
 pub fn resume(project: &Project, roles: &Roles) {
     for r in &roles.roles {
-        for id in ids_in(&taken_requests_dir(project, &r.name)) {
+        let taken = taken_requests_dir(project, &r.name);
+        for id in ids_in(&taken) {
             if let Err(e) = carry_out(project, roles, &r.name, &id) {
                 eprintln!("handoffd: request {id} of {}: {e}", r.name);
+            }
+        }
+        // Marks whose request was answered and removed, the daemon killed
+        // before it removed them (the mark goes last).
+        let Ok(rd) = std::fs::read_dir(&taken) else {
+            continue;
+        };
+        for name in rd
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+        {
+            if let Some(id) = name.strip_suffix(".before").filter(|id| valid_id(id)) {
+                if !taken.join(format!("{id}.request")).exists() {
+                    let _ = fsx::remove_file(&taken.join(name));
+                }
             }
         }
     }
@@ -475,10 +721,16 @@ fn carry_out(project: &Project, roles: &Roles, role: &str, id: &str) -> io::Resu
             .and_then(|m| Ask::of(&m))
         {
             Ok(ask) => apply(project, roles, role, id, &ask, &mark),
-            Err(why) => Answer::Refused(format!("malformed request: {why}")),
+            Err(why) => Answer::Refused {
+                why: format!("malformed request: {why}"),
+                token: None,
+            },
         },
         Err(fsx::ReadRefusal::Io(e)) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => Answer::Refused(format!("malformed request: {e}")),
+        Err(e) => Answer::Refused {
+            why: format!("malformed request: {e}"),
+            token: None,
+        },
     };
     let dir = agent_requests_dir(project, role);
     fsx::ensure_dirs(&[&dir])?;
@@ -491,17 +743,22 @@ fn carry_out(project: &Project, roles: &Roles, role: &str, id: &str) -> io::Resu
     let out = format!("{id}.answer");
     held.remove(&out)?;
     held.publish(&out, answer.to_message().render().as_bytes())?;
-    fsx::remove_file(&mark)?;
-    fsx::remove_file(&request)
+    // The request before its mark: a request taken up again always finds
+    // the mark its first carrying out left (reservations::release_once).
+    fsx::remove_file(&request)?;
+    fsx::remove_file(&mark)
 }
 
 /// Carries out `ask` for `role` (the folder's role) exactly once.
 fn apply(project: &Project, roles: &Roles, role: &str, id: &str, ask: &Ask, mark: &Path) -> Answer {
     let done = |r: Result<Option<String>>| match r {
-        Ok(record) => Answer::Done(record),
+        Ok(record) => Answer::done(record),
         Err(e) => {
             let why = escape(&e.to_string());
-            Answer::Refused(why.chars().take(MAX_ERROR).collect())
+            Answer::Refused {
+                why: why.chars().take(MAX_ERROR).collect(),
+                token: None,
+            }
         }
     };
     let mine = |r: &Option<String>| r.as_deref() == Some(id);
@@ -538,7 +795,93 @@ fn apply(project: &Project, roles: &Roles, role: &str, id: &str, ask: &Ask, mark
         Ask::AuditCount { task } => {
             crate::board::count_audit_once(project, task, Some(mark)).map(|()| None)
         }
+        Ask::Reserve { .. } | Ask::Release { .. } => {
+            return apply_reservation(project, roles, role, id, ask, mark)
+        }
     })
+}
+
+/// Carries out a reservation request for `role` (the folder's role) once:
+/// answered with what the command prints from, or its refusal as the
+/// command prints it.
+fn apply_reservation(
+    project: &Project,
+    roles: &Roles,
+    role: &str,
+    id: &str,
+    ask: &Ask,
+    mark: &Path,
+) -> Answer {
+    let data = match ask {
+        Ask::Reserve {
+            globs,
+            ttl_ms,
+            reason,
+            force,
+        } => {
+            // The role's own checkout tells which files two globs share.
+            let worktree = roles
+                .find(role)
+                .map(|r| r.worktree_in(&project.root))
+                .unwrap_or_else(|| project.root.clone());
+            let req = reservations::Request {
+                role,
+                globs: globs.clone(),
+                ttl: Duration::from_millis(*ttl_ms),
+                reason,
+                worktree: &worktree,
+                force: *force,
+            };
+            reservations::reserve_once(project, &req, id).map(|(r, mut overlaps)| {
+                // Bounded: overlaps beyond what an answer holds are left out.
+                let mut v = serde_json::json!({"reservation": r, "overlaps": []});
+                while !overlaps.is_empty() {
+                    v["overlaps"] = serde_json::json!(overlaps);
+                    if (v.to_string().len() as u64) < MAX_ANSWER - 1024 {
+                        break;
+                    }
+                    overlaps.pop();
+                    v["overlaps"] = serde_json::json!([]);
+                }
+                v.to_string()
+            })
+        }
+        Ask::Release { globs } => reservations::release_once(project, role, globs, mark)
+            .map(|gone| serde_json::json!({ "released": gone }).to_string()),
+        _ => Err(Error::internal("not a reservation request")),
+    };
+    match data {
+        Ok(data) => Answer::Done { record: None, data },
+        Err(e) => {
+            let (why, token) = match &e {
+                Error::Refused { token, detail, .. } if ANSWERED_TOKENS.contains(token) => {
+                    (detail.clone(), Some(*token))
+                }
+                _ => (e.to_string(), None),
+            };
+            Answer::Refused {
+                why: lines_safe(&why).chars().take(MAX_REFUSAL).collect(),
+                token,
+            }
+        }
+    }
+}
+
+/// `s` with every control character but new lines and tabs escaped, and
+/// the bidi controls (the refusal of a reservation is several lines,
+/// already escaped where it shows what an agent wrote).
+fn lines_safe(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if (crate::text::is_control(c) && c != '\n' && c != '\t')
+                || crate::text::is_bidi_or_separator(c)
+            {
+                escape(&c.to_string())
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -652,8 +995,232 @@ mod tests {
                 reason: "r".into(),
             },
             Ask::AuditCount { task: "c".into() },
+            Ask::Reserve {
+                globs: vec!["src/**".into(), "a b.txt".into()],
+                ttl_ms: 90_000,
+                reason: " why: not ".into(),
+                force: true,
+            },
+            Ask::Release { globs: vec![] },
+            Ask::Release {
+                globs: vec!["src/**".into()],
+            },
         ] {
             assert_eq!(Ask::of(&ask.to_message()), Ok(ask));
         }
+    }
+
+    fn plant(p: &Project, role: &str, id: &str, text: &str) {
+        let dir = agent_requests_dir(p, role);
+        fsx::ensure_dirs(&[&dir]).unwrap();
+        std::fs::write(dir.join(format!("{id}.request")), text).unwrap();
+    }
+
+    fn answer(p: &Project, role: &str, id: &str) -> String {
+        let f = agent_requests_dir(p, role).join(format!("{id}.answer"));
+        let a = std::fs::read_to_string(&f).unwrap();
+        std::fs::remove_file(&f).unwrap();
+        a
+    }
+
+    fn held(p: &Project) -> Vec<(String, Vec<String>)> {
+        reservations::active(p)
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.role, r.globs))
+            .collect()
+    }
+
+    /// A reservation request is taken in the folder's role's name, and a
+    /// request naming another role is refused (the role is the folder's);
+    /// carried out again after a kill, it is answered from the reservation
+    /// it made, which stays the only one.
+    #[test]
+    fn a_reservation_request_is_the_folders_roles_and_carried_out_once() {
+        let d = tempfile::tempdir().unwrap();
+        let p = Project::new(d.path());
+        let roles = roles();
+        let id = "00000000000000a1";
+        let ask = Ask::Reserve {
+            globs: vec!["src/**".into()],
+            ttl_ms: 3_600_000,
+            reason: "r".into(),
+            force: false,
+        };
+        plant(&p, "a", id, &ask.to_message().render());
+        assert_eq!(serve(&p, &roles), 1);
+        let a = answer(&p, "a", id);
+        assert!(a.starts_with("outcome: done\n"), "{a}");
+        assert_eq!(held(&p), [("a".to_string(), vec!["src/**".to_string()])]);
+        // Taken up again (killed before the taken request was removed).
+        let taken = taken_requests_dir(&p, "a").join(format!("{id}.request"));
+        std::fs::write(&taken, ask.to_message().render()).unwrap();
+        resume(&p, &roles);
+        assert!(answer(&p, "a", id).contains("\"role\":\"a\""));
+        assert_eq!(held(&p).len(), 1);
+        // The same glob asked for by b overlaps a's: RESERVED.
+        plant(&p, "b", id, &ask.to_message().render());
+        serve(&p, &roles);
+        let a = answer(&p, "b", id);
+        assert!(
+            a.contains("token: RESERVED") && a.contains("src/** overlaps src/**: a holds src/**"),
+            "{a}"
+        );
+        // Forged: a role named in the request, in b's folder.
+        for (n, forged) in [
+            "op: reserve\nforce: true\nreason: x\nrole: a\nttl_ms: 1000\n\nlib/**\n",
+            "op: release\nrole: a\n\nsrc/**\n",
+            "op: release\nas: a\n\n",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let id = format!("00000000000000b{n}");
+            plant(&p, "b", &id, forged);
+            serve(&p, &roles);
+            let a = answer(&p, "b", &id);
+            assert!(a.contains("is not a field of this request"), "{a}");
+        }
+        // b releasing src/** holds none of it.
+        plant(&p, "b", "00000000000000c1", "op: release\n\nsrc/**\n");
+        serve(&p, &roles);
+        let a = answer(&p, "b", "00000000000000c1");
+        assert!(
+            a.contains("token: NOT_RESERVED") && a.contains("b holds no reservation of src/**"),
+            "{a}"
+        );
+        assert_eq!(held(&p), [("a".to_string(), vec!["src/**".to_string()])]);
+    }
+
+    /// Globs, the time to live and the flags are checked as `reserve`
+    /// checks them; anything else is answered refused, nothing written.
+    #[test]
+    fn a_malformed_reservation_request_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let p = Project::new(d.path());
+        let roles = roles();
+        let many: String = (0..65).map(|i| format!("f{i}\n")).collect();
+        for (n, (text, why)) in [
+            (
+                "op: reserve\nforce: false\nreason: x\nttl_ms: 1000\n\n../x\n",
+                "escapes the project",
+            ),
+            (
+                "op: reserve\nforce: false\nreason: x\nttl_ms: 1000\n\n.git/config\n",
+                ".git is not a file",
+            ),
+            (
+                "op: reserve\nforce: false\nreason: x\nttl_ms: 1000\n\n/etc/x\n",
+                "not a normalised",
+            ),
+            (
+                "op: reserve\nforce: false\nreason: x\nttl_ms: 1000\n\nsrc/./x\n",
+                "not a normalised",
+            ),
+            (
+                "op: reserve\nforce: false\nreason: x\nttl_ms: 1000\n\na\tb\n",
+                "control characters",
+            ),
+            (
+                "op: reserve\nforce: false\nreason: x\nttl_ms: 1000\n\n\n",
+                "empty",
+            ),
+            (
+                "op: reserve\nforce: false\nreason: x\nttl_ms: 1000\n\n",
+                "names no glob",
+            ),
+            (
+                "op: reserve\nforce: false\nreason: x\nttl_ms: 0\n\nx\n",
+                "ttl_ms must be",
+            ),
+            (
+                "op: reserve\nforce: false\nreason: x\nttl_ms: 99999999999999\n\nx\n",
+                "ttl_ms must be",
+            ),
+            (
+                "op: reserve\nforce: yes\nreason: x\nttl_ms: 1000\n\nx\n",
+                "force is neither",
+            ),
+            (
+                "op: reserve\nforce: false\nttl_ms: 1000\n\nx\n",
+                "without 'reason'",
+            ),
+            ("op: release\n\nx", "do not end with a new line"),
+            (&format!("op: release\n\n{many}"), "more than 64 globs"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let id = format!("00000000000000d{n:x}");
+            plant(&p, "a", &id, text);
+            serve(&p, &roles);
+            let a = answer(&p, "a", &id);
+            assert!(
+                a.contains("outcome: refused") && a.contains(why),
+                "{text:?}: {a}"
+            );
+        }
+        // A reason the command line refuses: the same refusal.
+        plant(
+            &p,
+            "a",
+            "00000000000000e1",
+            &format!(
+                "op: reserve\nforce: false\nreason: {}\nttl_ms: 1000\n\nx\n",
+                "x".repeat(201)
+            ),
+        );
+        serve(&p, &roles);
+        assert!(answer(&p, "a", "00000000000000e1").contains("--reason must be one line"));
+        assert!(held(&p).is_empty());
+    }
+
+    /// A release carried out, then again as after a daemon kill before the
+    /// taken request was removed: the mark says what it released, which is
+    /// the answer again, and nothing more is released (a reservation made
+    /// in between stays).
+    #[test]
+    fn a_release_request_is_carried_out_once() {
+        let d = tempfile::tempdir().unwrap();
+        let p = Project::new(d.path());
+        let roles = roles();
+        let take = |globs: &[&str]| {
+            reservations::reserve(
+                &p,
+                &reservations::Request {
+                    role: "a",
+                    globs: globs.iter().map(|g| g.to_string()).collect(),
+                    ttl: Duration::from_secs(600),
+                    reason: "",
+                    worktree: d.path(),
+                    force: false,
+                },
+            )
+            .unwrap()
+        };
+        take(&["src/**", "docs/**"]);
+        let id = "00000000000000f1";
+        let ask = Ask::Release { globs: vec![] }.to_message().render();
+        plant(&p, "a", id, &ask);
+        // Killed after the release, before the request was removed: the
+        // request and its mark are left in the daemon's folder.
+        let dir = agent_requests_dir(&p, "a");
+        let held_dir = fsx::HeldDir::open(&dir).unwrap();
+        assert!(take_for_test(&p, &held_dir, id));
+        let taken = taken_requests_dir(&p, "a");
+        let mark = taken.join(format!("{id}.before"));
+        let gone = reservations::release_once(&p, "a", &[], &mark).unwrap();
+        assert_eq!(gone, ["src/**", "docs/**"]);
+        assert!(held(&p).is_empty());
+        take(&["lib/**"]);
+        resume(&p, &roles);
+        let a = answer(&p, "a", id);
+        assert!(a.contains(r#"{"released":["src/**","docs/**"]}"#), "{a}");
+        assert_eq!(held(&p), [("a".to_string(), vec!["lib/**".to_string()])]);
+        assert!(!mark.exists() && !taken.join(format!("{id}.request")).exists());
+    }
+
+    fn take_for_test(p: &Project, held: &fsx::HeldDir, id: &str) -> bool {
+        take(p, held, "a", id).unwrap()
     }
 }

@@ -8,6 +8,12 @@
 //! simply ignored (and removed by the next reserve or release). Taking a
 //! reservation holds `reservations.flock`, so two roles cannot both take
 //! overlapping files at once.
+//!
+//! A confined agent cannot write `.swarmforge/reservations/` (it could
+//! forge or erase another role's): its `swarm reserve` / `swarm release`
+//! ask handoffd (forum/requests.rs), which takes and releases in the name
+//! of the launcher folder the request came from, exactly once across a
+//! daemon kill ([`reserve_once`], [`release_once`]).
 
 pub mod glob;
 pub mod guard;
@@ -42,6 +48,10 @@ pub struct Reservation {
     pub reason: String,
     pub created_at: String,
     pub expires_at: String,
+    /// The confined agent's request handoffd took it for (its id), so a
+    /// request carried out again after a daemon kill finds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
 }
 
 impl Reservation {
@@ -156,18 +166,34 @@ fn check(r: &Reservation, file: &str) -> std::result::Result<(), String> {
         return Err("no globs, or too many".into());
     }
     for g in &r.globs {
-        let root = Path::new("/");
-        if glob::normalise(g, root, root).as_deref() != Ok(g.as_str()) {
-            return Err(format!(
-                "glob '{}' is not a normalised project path",
-                crate::text::escape(g)
-            ));
-        }
+        normalised(g)?;
     }
     if r.expires().is_none() {
         return Err("expires_at is not a time".into());
     }
+    if r.request.as_deref().is_some_and(|q| !valid_request(q)) {
+        return Err("its request is not a request id".into());
+    }
     Ok(())
+}
+
+/// `g` as `reserve` stores it: a glob [`glob::normalise`] leaves as it is
+/// (what a file or a confined agent's request names is checked so).
+pub fn normalised(g: &str) -> std::result::Result<(), String> {
+    let root = Path::new("/");
+    match glob::normalise(g, root, root) {
+        Ok(n) if n == g => Ok(()),
+        Ok(_) => Err(format!(
+            "glob '{}' is not a normalised project path",
+            crate::text::escape(g)
+        )),
+        Err(e) => Err(e),
+    }
+}
+
+/// A confined agent's request id, as forum/requests.rs makes them.
+fn valid_request(id: &str) -> bool {
+    (8..=48).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// The reservations in force now.
@@ -187,47 +213,97 @@ pub struct Request<'a> {
     pub globs: Vec<String>,
     pub ttl: std::time::Duration,
     pub reason: &'a str,
-    /// Files of the repository, to tell whether two globs overlap.
-    pub files: Vec<String>,
+    /// The checkout whose files tell whether two globs overlap (the
+    /// caller's worktree; handoffd's: the role's).
+    pub worktree: &'a Path,
     /// Take it even when another role holds an overlapping glob.
     pub force: bool,
+}
+
+impl Request<'_> {
+    /// What `reserve` refuses before it looks at the reservations (exit 1):
+    /// also asked by a confined agent before it asks handoffd. The globs
+    /// are checked where they are normalised ([`glob::normalise`]).
+    pub fn check(&self) -> Result<()> {
+        if self.globs.is_empty() || self.globs.len() > MAX_GLOBS {
+            return Err(Error::bad_input(format!("name 1 to {MAX_GLOBS} globs")));
+        }
+        if self.ttl.is_zero() || self.ttl > MAX_TTL {
+            return Err(Error::bad_input(
+                "--ttl must be more than 0 and at most 30d",
+            ));
+        }
+        if self.reason.chars().count() > MAX_REASON || self.reason.chars().any(char::is_control) {
+            return Err(Error::bad_input(format!(
+                "--reason must be one line of at most {MAX_REASON} characters"
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// Takes a reservation; refused (exit 2) when another role holds a glob
 /// that overlaps, naming the holder. Returns it and the overlapping ones
 /// (only non-empty with `force`).
 pub fn reserve(project: &Project, req: &Request) -> Result<(Reservation, Vec<Reservation>)> {
-    if req.globs.is_empty() || req.globs.len() > MAX_GLOBS {
-        return Err(Error::bad_input(format!("name 1 to {MAX_GLOBS} globs")));
-    }
-    if req.ttl.is_zero() || req.ttl > MAX_TTL {
-        return Err(Error::bad_input(
-            "--ttl must be more than 0 and at most 30d",
-        ));
-    }
-    if req.reason.chars().count() > MAX_REASON || req.reason.chars().any(char::is_control) {
-        return Err(Error::bad_input(format!(
-            "--reason must be one line of at most {MAX_REASON} characters"
-        )));
-    }
+    reserve_with(project, req, None)
+}
+
+/// [`reserve`] for handoffd carrying out a confined agent's request
+/// `request`: taken once, however often it is carried out. The
+/// reservation names the request; found (live or not), it is the answer
+/// again and nothing is written.
+pub fn reserve_once(
+    project: &Project,
+    req: &Request,
+    request: &str,
+) -> Result<(Reservation, Vec<Reservation>)> {
+    reserve_with(project, req, Some(request))
+}
+
+fn reserve_with(
+    project: &Project,
+    req: &Request,
+    request: Option<&str>,
+) -> Result<(Reservation, Vec<Reservation>)> {
+    req.check()?;
+    let files = repo_files(&project.root, req.worktree);
     let d = dir(project);
     fsx::ensure_dirs(&[&d, &tmp(project)]).at(&d)?;
     let lock_path = project.swarmforge().join("reservations.flock");
     let _lock = fsx::lock(&lock_path).at(&lock_path)?;
     let listing = all(project)?;
     let now = clock::now();
+    let others = |rs: &[Reservation]| -> Vec<Reservation> {
+        rs.iter()
+            .filter(|r| r.live(now) && r.role != req.role)
+            .filter(|r| r.overlapping(&req.globs, &files).is_some())
+            .cloned()
+            .collect()
+    };
+    // Carried out before (a daemon killed before it answered): the same
+    // answer, found before an expired one is pruned.
+    if let Some(q) = request {
+        if let Some(r) = listing
+            .reservations
+            .iter()
+            .find(|r| r.role == req.role && r.request.as_deref() == Some(q))
+        {
+            let overlaps = if req.force {
+                others(&listing.reservations)
+            } else {
+                Vec::new()
+            };
+            return Ok((r.clone(), overlaps));
+        }
+    }
     prune(project, &listing, now);
-    let others: Vec<Reservation> = listing
-        .reservations
-        .into_iter()
-        .filter(|r| r.live(now) && r.role != req.role)
-        .filter(|r| r.overlapping(&req.globs, &req.files).is_some())
-        .collect();
+    let others = others(&listing.reservations);
     if !others.is_empty() && !req.force {
         let lines: Vec<String> = others
             .iter()
             .map(|r| {
-                let (theirs, ours) = r.overlapping(&req.globs, &req.files).unwrap_or_default();
+                let (theirs, ours) = r.overlapping(&req.globs, &files).unwrap_or_default();
                 format!(
                     "  {} overlaps {}: {}",
                     crate::text::escape(&ours),
@@ -259,6 +335,7 @@ pub fn reserve(project: &Project, req: &Request) -> Result<(Reservation, Vec<Res
             reason: req.reason.to_string(),
             created_at: clock::iso(now),
             expires_at: clock::iso(expires),
+            request: request.map(str::to_string),
         };
         let bytes = serde_json::to_vec_pretty(&r).map_err(|e| Error::internal(e.to_string()))?;
         let p = d.join(format!("{id}.json"));
@@ -282,6 +359,35 @@ fn prune(project: &Project, listing: &Listing, now: Instant) {
 /// those globs (a reservation left without globs is removed). Returns the
 /// globs released; refused when `role` holds none of the named ones.
 pub fn release(project: &Project, role: &str, globs: &[String]) -> Result<Vec<String>> {
+    release_with(project, role, globs, None)
+}
+
+/// [`release`] for handoffd carrying out a confined agent's request:
+/// released once, however often it is carried out. What it releases is
+/// written to `mark` (handoffd's own file beside the taken request) before
+/// any reservation changes; with `mark` there, exactly those globs are
+/// released again (those still held) and are the answer.
+pub fn release_once(
+    project: &Project,
+    role: &str,
+    globs: &[String],
+    mark: &Path,
+) -> Result<Vec<String>> {
+    release_with(project, role, globs, Some(mark))
+}
+
+/// What [`release_once`] keeps in its mark.
+#[derive(Serialize, Deserialize)]
+struct Planned {
+    released: Vec<String>,
+}
+
+fn release_with(
+    project: &Project,
+    role: &str,
+    globs: &[String],
+    mark: Option<&Path>,
+) -> Result<Vec<String>> {
     let d = dir(project);
     if !d.exists() {
         return if globs.is_empty() {
@@ -293,6 +399,12 @@ pub fn release(project: &Project, role: &str, globs: &[String]) -> Result<Vec<St
     fsx::ensure_dirs(&[&tmp(project)]).at(&d)?;
     let lock_path = project.swarmforge().join("reservations.flock");
     let _lock = fsx::lock(&lock_path).at(&lock_path)?;
+    let planned: Option<Vec<String>> = mark.and_then(|m| {
+        fsx::read_bounded(m, MAX_FILE)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Planned>(&b).ok())
+            .map(|p| p.released)
+    });
     let listing = all(project)?;
     let now = clock::now();
     prune(project, &listing, now);
@@ -301,7 +413,7 @@ pub fn release(project: &Project, role: &str, globs: &[String]) -> Result<Vec<St
         .iter()
         .filter(|r| r.role == role && r.live(now))
         .collect();
-    if !globs.is_empty() {
+    if planned.is_none() && !globs.is_empty() {
         let held: Vec<&String> = mine.iter().flat_map(|r| r.globs.iter()).collect();
         let missing: Vec<String> = globs
             .iter()
@@ -313,14 +425,31 @@ pub fn release(project: &Project, role: &str, globs: &[String]) -> Result<Vec<St
             return Err(not_held(role, &missing, &held));
         }
     }
-    let mut released = Vec::new();
+    let goes = |g: &String| match &planned {
+        Some(p) => p.contains(g),
+        None => globs.is_empty() || globs.contains(g),
+    };
+    let mut released: Vec<String> = mine
+        .iter()
+        .flat_map(|r| r.globs.iter())
+        .filter(|g| goes(g))
+        .cloned()
+        .collect();
+    match (&planned, mark) {
+        (Some(p), _) => released = p.clone(),
+        (None, Some(m)) => {
+            let bytes = serde_json::to_vec(&Planned {
+                released: released.clone(),
+            })
+            .map_err(|e| Error::internal(e.to_string()))?;
+            let at = m.parent().unwrap_or(Path::new("."));
+            fsx::replace(at, m, &bytes).at(m)?;
+        }
+        (None, None) => {}
+    }
     for r in mine {
         let p = d.join(format!("{}.json", r.id));
-        let (gone, keep): (Vec<String>, Vec<String>) = r
-            .globs
-            .iter()
-            .cloned()
-            .partition(|g| globs.is_empty() || globs.contains(g));
+        let (gone, keep): (Vec<String>, Vec<String>) = r.globs.iter().cloned().partition(goes);
         if gone.is_empty() {
             continue;
         }
@@ -335,7 +464,6 @@ pub fn release(project: &Project, role: &str, globs: &[String]) -> Result<Vec<St
                 serde_json::to_vec_pretty(&kept).map_err(|e| Error::internal(e.to_string()))?;
             fsx::replace(&tmp(project), &p, &bytes).at(&p)?;
         }
-        released.extend(gone);
     }
     Ok(released)
 }
@@ -357,20 +485,20 @@ fn not_held(role: &str, globs: &[String], held: &[String]) -> Error {
 }
 
 /// The repository's files as seen from `worktree` (tracked and untracked,
-/// ignored ones left out), to tell whether two globs overlap.
-pub fn repo_files(worktree: &Path) -> Vec<String> {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(worktree)
-        .args(["ls-files", "-z", "-co", "--exclude-standard"])
-        .stderr(std::process::Stdio::null())
-        .output();
-    match out {
-        Ok(o) if o.status.success() => o
+/// ignored ones left out), to tell whether two globs overlap. The worktree
+/// may be an agent's: git is pinned to the project's own git folders with
+/// nothing its config names run (sys::git::Pinned). None when git cannot
+/// tell (then only equal or literal globs overlap).
+pub fn repo_files(root: &Path, worktree: &Path) -> Vec<String> {
+    let Ok(git) = crate::sys::git::Pinned::new(root, worktree) else {
+        return Vec::new();
+    };
+    match git.call(&["ls-files", "-z", "-co", "--exclude-standard"]) {
+        Ok(o) if o.ok => o
             .stdout
-            .split(|b| *b == 0)
+            .split('\0')
             .filter(|s| !s.is_empty())
-            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .map(str::to_string)
             .collect(),
         _ => Vec::new(),
     }

@@ -15,7 +15,11 @@ fn reserve(p: &Project, role: &str, args: &[&str]) -> Run {
 }
 
 fn held(p: &Project) -> Vec<(String, Vec<String>)> {
-    let r = p.swarm(&["reservations", "--json"]);
+    held_of(p.swarm(&["reservations", "--json"]))
+}
+
+/// The reservations `swarm reservations --json` printed: role and globs.
+fn held_of(r: Run) -> Vec<(String, Vec<String>)> {
     r.ok();
     r.json()["reservations"]
         .as_array()
@@ -325,4 +329,247 @@ fn the_mcp_reservation_tools_act_as_the_servers_role() {
     let v = c.ok("release", json!({}));
     assert_eq!(v["released"], json!(["src/**"]), "{v}");
     reserve(&p, "coder", &["src/x.rs"]).ok();
+}
+
+/// What the confined agent of `a_confined_agent_reserves_and_releases_through_handoffd`
+/// does (each command's exit code in results.txt, its output in
+/// `<what>.out` / `<what>.err` in its worktree).
+const RESERVING_AGENT: &str = r#"set -u
+r="$PWD/results.txt"
+: >"$r"
+P="$SWARMFORGE_PROJECT"
+run() { what=$1; shift; "$@" >"$what.out" 2>"$what.err"; echo "$what: $?" >>"$r"; }
+run reserve swarm reserve 'src/**' 'lib/**' --reason 'from the sandbox'
+run overlap swarm reserve docs/a.md
+run release_lib swarm release 'lib/**'
+run release_theirs swarm release --as reviewer
+run reserve_theirs swarm reserve --as reviewer 'x/**'
+run as_them env SWARMFORGE_ROLE=reviewer SWARM_CONFINED=reviewer swarm reserve 'x/**'
+run sandbox_of_them env SWARM_CONFINED=reviewer swarm reserve 'x/**'
+run direct sh -c "echo '{}' >'$P/.swarmforge/reservations/forged.json'"
+run erase sh -c "rm -f '$P'/.swarmforge/reservations/*.json"
+run their_folder sh -c "mkdir -p '$P/.swarmforge/agents/reviewer/requests' && printf 'op: release\n\n' >'$P/.swarmforge/agents/reviewer/requests/00000000000000aa.request'"
+q="$P/.swarmforge/agents/coder/requests"
+ask() { printf "$2" >"$q/tmp.$1" && mv "$q/tmp.$1" "$q/$1.request"; }
+ask 00000000000000bb 'op: release\nrole: reviewer\n\ndocs/**\n'
+ask 00000000000000cc 'op: reserve\nforce: true\nreason: forged\nrole: reviewer\nttl_ms: 60000\n\nz/**\n'
+ask 00000000000000dd 'op: release\n\ndocs/**\n'
+for id in bb cc dd; do
+  i=0
+  until [ -f "$q/00000000000000$id.answer" ] || [ $i -ge 300 ]; do sleep 0.1; i=$((i+1)); done
+  cp "$q/00000000000000$id.answer" "forged_$id.answer"
+done
+echo done >>"$r"
+"#;
+
+/// A confined agent (bubblewrap, `swarm up`) cannot write
+/// `.swarmforge/reservations/`, yet reserves and releases: handoffd does it
+/// in its role's name (docs/reservations.md), and the command prints what
+/// and exits as the direct one. It cannot act in another role's name: not
+/// by `--as` or its environment (its ancestry says who it is), not by a
+/// role named in a request it writes itself (refused), not by a request in
+/// another role's launcher folder (read-only to it).
+#[test]
+fn a_confined_agent_reserves_and_releases_through_handoffd() {
+    if crate::support::require_bwrap().is_none() {
+        return;
+    }
+    let g = Project::empty();
+    let root = g.path("swarm");
+    std::fs::create_dir_all(root.join("agents")).unwrap();
+    std::fs::write(root.join("agents/coder.sh"), RESERVING_AGENT).unwrap();
+    std::fs::write(
+        root.join("swarm.yaml"),
+        "launch: {stagger: 0ms}\nroles:\n  - {name: coder, worktree: coder, agent: sh \"$SWARMFORGE_PROJECT/agents/coder.sh\"}\n  - {name: reviewer, worktree: reviewer, agent: \"true\"}\n",
+    )
+    .unwrap();
+    let person = |args: &[&str]| g.cmd("swarm").at(&root).args(args).run();
+    person(&["init", "--quiet"]).ok();
+    person(&[
+        "reserve",
+        "--as",
+        "reviewer",
+        "docs/**",
+        "--reason",
+        "the person's",
+    ])
+    .ok();
+    let mut guard = SwarmGuard::new(&root);
+    guard.guard(
+        g.cmd("swarm")
+            .at(&root)
+            .args(["up", "--no-tmux", "--until-idle", "--timeout", "60s"])
+            .start(),
+    );
+    let up = guard.finish(Duration::from_secs(90), "the swarm finishes");
+    let wt = root.join(".worktrees/coder");
+    let read = |f: &str| std::fs::read_to_string(wt.join(f)).unwrap_or_default();
+    let results = read("results.txt");
+    let log =
+        std::fs::read_to_string(root.join(".swarmforge/agents/coder.log")).unwrap_or_default();
+    assert!(
+        results.ends_with("done\n"),
+        "{results}\n{log}\n{}\n{}",
+        up.stdout,
+        up.stderr
+    );
+    let code = |what: &str| {
+        results
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{what}: ")))
+            .unwrap_or_else(|| panic!("{what} did not run:\n{results}"))
+            .to_string()
+    };
+    // Its own: reserved and released as the direct command does.
+    assert_eq!(code("reserve"), "0", "{}\n{log}", read("reserve.err"));
+    let out = read("reserve.out");
+    assert!(
+        out.starts_with("RESERVED: ")
+            && out.contains(" coder holds src/** lib/** until ")
+            && out.ends_with(" (from the sandbox)\n"),
+        "{out}"
+    );
+    assert_eq!(code("release_lib"), "0", "{}", read("release_lib.err"));
+    assert_eq!(read("release_lib.out"), "RELEASED: lib/** (coder)\n");
+    // An overlap: refused as the direct command refuses it (the same
+    // words, the same exit code).
+    let direct = g
+        .cmd("swarm")
+        .at(&wt)
+        .role("coder")
+        .args(["reserve", "docs/a.md"])
+        .run();
+    assert_eq!(direct.code, 2, "{}", direct.stderr);
+    assert_eq!(code("overlap"), "2");
+    assert_eq!(read("overlap.err"), direct.stderr);
+    assert!(
+        direct
+            .stderr
+            .contains("docs/a.md overlaps docs/**: reviewer holds docs/** until "),
+        "{}",
+        direct.stderr
+    );
+    // Another role's name, however asked: refused.
+    for what in [
+        "release_theirs",
+        "reserve_theirs",
+        "as_them",
+        "sandbox_of_them",
+    ] {
+        assert_eq!(code(what), "2", "{what}: {}", read(&format!("{what}.err")));
+        assert!(
+            read(&format!("{what}.err")).contains("PERSON_ONLY"),
+            "{what}"
+        );
+    }
+    for what in ["direct", "erase", "their_folder"] {
+        assert_ne!(code(what), "0", "{what} was not refused");
+    }
+    let forged = read("forged_bb.answer") + &read("forged_cc.answer");
+    assert_eq!(
+        forged
+            .matches("'role' is not a field of this request")
+            .count(),
+        2,
+        "{forged}"
+    );
+    let theirs = read("forged_dd.answer");
+    assert!(
+        theirs.contains("token: NOT_RESERVED")
+            && theirs.contains("coder holds no reservation of docs/**; it holds: src/**"),
+        "{theirs}"
+    );
+    // Seen outside: the reviewer's reservation untouched, the coder's in
+    // its own name, nothing forged.
+    let mut seen = held_of(person(&["reservations", "--json"]));
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("coder".to_string(), vec!["src/**".to_string()]),
+            ("reviewer".to_string(), vec!["docs/**".to_string()]),
+        ]
+    );
+    assert!(!root.join(".swarmforge/reservations/forged.json").exists());
+    assert!(files(&root.join(".swarmforge/agents/reviewer/requests")).is_empty());
+    let coder = person(&["reservations", "--json"]).json();
+    assert!(
+        coder["reservations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["role"] == "coder" && r["request"].is_string()),
+        "{coder}"
+    );
+}
+
+/// A confined agent's reservation requests survive a handoffd kill (-9):
+/// one taken and not carried out is carried out by the next daemon; one
+/// carried out whose taken request was left is answered again from the
+/// reservation it made, and nothing is taken twice.
+#[test]
+fn a_confined_agents_reservation_request_is_carried_out_once_across_a_daemon_kill() {
+    let p = Project::builder()
+        .role("coder")
+        .role(Role::new("reviewer").at("rev"))
+        .config("daemon: {rescan: 100ms}\nwake: {method: none}\n")
+        .build();
+    let d = p.spawn_daemon(&[]);
+    // Through the running daemon: the same output as the direct command.
+    p.cmd("swarm")
+        .role("coder")
+        .env("SWARM_CONFINED", "coder")
+        .args(["reserve", "src/**", "--reason", "asked"])
+        .run()
+        .ok()
+        .stdout_has("RESERVED: ")
+        .stdout_has("coder holds src/** until ");
+    let r = p
+        .cmd("swarm")
+        .role("coder")
+        .env("SWARM_CONFINED", "coder")
+        .args(["release", "docs/**", "--json"])
+        .run();
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_eq!(r.json()["token"], "NOT_RESERVED");
+    drop(d); // kill -9
+
+    let taken = p.path(".swarmforge/daemon/requests/coder");
+    let asked = p.path(".swarmforge/agents/coder/requests");
+    std::fs::create_dir_all(&taken).unwrap();
+    let req = "0000000000000000e5e";
+    let answer = asked.join(format!("{req}.answer"));
+    let mut made = None;
+    for round in 0..2 {
+        // Round 0: taken, then killed before it was carried out. Round 1:
+        // killed after carrying it out, before removing it.
+        std::fs::write(
+            taken.join(format!("{req}.request")),
+            "op: reserve\nforce: false\nreason: kept\nttl_ms: 600000\n\nlib/**\n",
+        )
+        .unwrap();
+        let d = p.spawn_daemon(&[]);
+        wait_until(DEADLINE, "the request answered", || {
+            answer.exists() && !taken.join(format!("{req}.request")).exists()
+        });
+        drop(d);
+        let a = std::fs::read_to_string(&answer).unwrap();
+        std::fs::remove_file(&answer).unwrap();
+        assert!(a.starts_with("outcome: done\n"), "round {round}: {a}");
+        let v: Value = serde_json::from_str(a.split_once("\n\n").unwrap().1.trim()).unwrap();
+        assert_eq!(v["reservation"]["role"], "coder", "{v}");
+        let id = v["reservation"]["id"].as_str().unwrap().to_string();
+        assert_eq!(made.get_or_insert(id.clone()), &id, "round {round}");
+        let mut seen = held(&p);
+        seen.sort();
+        assert_eq!(
+            seen,
+            [
+                ("coder".to_string(), vec!["lib/**".to_string()]),
+                ("coder".to_string(), vec!["src/**".to_string()]),
+            ],
+            "round {round}"
+        );
+    }
+    assert!(files(&taken).is_empty(), "{:?}", files(&taken));
 }

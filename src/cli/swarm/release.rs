@@ -2,7 +2,6 @@
 //! them, or the globs named) (docs/reservations.md).
 
 use crate::error::Result;
-use crate::reservations;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -20,7 +19,8 @@ pub struct Args {
 fn act(args: &Args) -> Result<(String, Vec<String>)> {
     let (at, role) = super::reserve::acting(args.role.as_deref(), "swarm release")?;
     let globs = super::reserve::typed_globs(&at, &args.globs)?;
-    let gone = reservations::release(&at.project, &role, &globs)?;
+    // A confined agent asks handoffd (docs/reservations.md).
+    let gone = crate::forum::requests::release(&at.project, &role, &globs)?;
     Ok((role, gone))
 }
 

@@ -12,7 +12,7 @@ Globs are paths of the repository (the same in every role's worktree), relative 
 you run in: `*` and `?` within a path segment, `**` for any number of segments. A glob that \
 leaves the project is refused. Refused (exit 2, RESERVED) when another role holds an \
 overlapping glob, naming it; --force takes it anyway. Stored as one file per reservation \
-in .swarmforge/reservations/.")]
+in .swarmforge/reservations/. From a confined agent, handoffd takes it in the agent's own name.")]
 pub struct Args {
     /// The files, as globs (src/parser/**, README.md)
     #[arg(value_name = "GLOB", required = true)]
@@ -39,7 +39,9 @@ pub struct Args {
 /// worktree's). Either way the caller is asked who it is (its ancestry, not
 /// the variable alone): a person may act as any role, an agent only as its
 /// own (`PERSON_ONLY`), so no agent reserves in another's name or releases
-/// another's reservation. `what` names the command in the refusal.
+/// another's reservation. A confined agent's write is made by handoffd in
+/// the sandbox's role's name (forum/requests.rs). `what` names the command
+/// in the refusal.
 pub fn acting(named: Option<&str>, what: &str) -> Result<(Located, String)> {
     let at = super::located(None)?;
     let roles = crate::protocol::roles::Roles::load(&at.project.roles_tsv())?;
@@ -88,14 +90,15 @@ fn act(args: &Args) -> Result<(Reservation, Vec<Reservation>)> {
     let globs = typed_globs(&at, &args.globs)?;
     let ttl = crate::protocol::duration::parse(&args.ttl)
         .map_err(|e| Error::bad_input(format!("--ttl: {e}")))?;
-    reservations::reserve(
+    // A confined agent asks handoffd (docs/reservations.md).
+    crate::forum::requests::reserve(
         &at.project,
         &reservations::Request {
             role: &role,
             globs,
             ttl,
             reason: &args.reason,
-            files: reservations::repo_files(wt),
+            worktree: wt,
             force: args.force,
         },
     )

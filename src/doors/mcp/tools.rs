@@ -761,14 +761,15 @@ fn reserve_tool(agent: &Agent, a: &Args) -> Outcome {
         }
         None => crate::reservations::DEFAULT_TTL,
     };
-    let (r, _) = crate::reservations::reserve(
+    // From a confined agent, through handoffd (forum/requests.rs).
+    let (r, _) = crate::forum::requests::reserve(
         &at.project,
         &crate::reservations::Request {
             role: &agent.role,
             globs,
             ttl,
             reason: a.line("reason")?.unwrap_or(""),
-            files: crate::reservations::repo_files(&at.worktree.root),
+            worktree: &at.worktree.root,
             force: false,
         },
     )?;
@@ -777,7 +778,7 @@ fn reserve_tool(agent: &Agent, a: &Args) -> Outcome {
 
 fn release_tool(agent: &Agent, a: &Args) -> Outcome {
     let (at, globs) = agent_globs(agent, a)?;
-    let gone = crate::reservations::release(&at.project, &agent.role, &globs)?;
+    let gone = crate::forum::requests::release(&at.project, &agent.role, &globs)?;
     Ok(json!({"status": "ok", "released": gone}))
 }
 
