@@ -355,10 +355,13 @@ impl Waker {
     /// Ok(false) when it was held, and the wait reported instead.
     fn type_wake(&self, req: &Request, socket: &Path) -> Result<bool, String> {
         // The agent took its mail while this wake-up waited (its first run,
-        // its turn-end hook): a wake-up now would start it again for
-        // nothing, and an agent waiting for a person's answer must not be
-        // started before the answer comes (docs/headless.md).
-        if !req.rewake && !has_handoff(&Worktree::new(&req.worktree).inbox_new(), false) {
+        // its turn-end hook) and keeps an item in process, parked on a
+        // question to a person: a wake-up now would start it again for
+        // nothing before the answer (which is new mail) comes
+        // (docs/headless.md, "Waiting for a person").
+        let wt = Worktree::new(&req.worktree);
+        if !req.rewake && !has_handoff(&wt.inbox_new(), false) && !nothing_in_process(&req.worktree)
+        {
             let _ = fsx::remove_file(&deferred_file(&self.project, &req.role));
             return Ok(false);
         }
