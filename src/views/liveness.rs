@@ -251,12 +251,7 @@ pub fn not_moving(
         return Some(format!("parked: {} ({})", b.text, b.handle));
     }
     match live.map(|l| l.state) {
-        Some(State::Dead) => {
-            return Some(match live.and_then(|l| l.reason.as_deref()) {
-                Some(why) => format!("agent dead ({why})"),
-                None => "agent dead".into(),
-            })
-        }
+        Some(State::Dead) => return Some("agent dead".into()),
         Some(State::Parked) => {
             return Some("agent parked after runs that left the queue untouched".into())
         }
