@@ -98,8 +98,10 @@ pub(super) struct Slot {
     before: [usize; 4],
     /// Parked by a budget when last asked, and when that was.
     held: Option<Instant>,
-    /// When the current (or last) run started.
+    /// When the current (or last) run started, and the length of its log
+    /// then (where that run's output begins).
     started_at: Instant,
+    log_start: u64,
     /// Died at start; the inbox fingerprint at that moment.
     dead: Option<[usize; 4]>,
     /// Some run of this slot did not die at start.
@@ -346,6 +348,7 @@ impl<'a> Running<'a> {
             before: [0; 4],
             held: None,
             started_at: Instant::now(),
+            log_start: 0,
             dead: None,
             ever_ran: false,
             waiting: None,
@@ -434,6 +437,7 @@ impl<'a> Running<'a> {
         slot.dead = None;
         slot.waiting = None;
         let log = agent_log(project, &r.name);
+        slot.log_start = std::fs::symlink_metadata(&log).map_or(0, |m| m.len());
         // The shell opens the log (append) itself; every run is marked in it.
         // The parent-death signal (the supervisor killed with -9) reaches
         // only this shell: it runs the agent in the background and passes
@@ -512,7 +516,10 @@ impl<'a> Running<'a> {
                 let death = Death {
                     status: code,
                     at: crate::protocol::clock::iso_now(),
-                    lines: start_failure::error_lines(&start_failure::last_run_in_log(&log)),
+                    lines: start_failure::error_lines(&start_failure::run_in_log(
+                        &log,
+                        slot.log_start,
+                    )),
                 };
                 let _ = death.write(project, &slot.role.name);
                 slot.dead = Some(after);

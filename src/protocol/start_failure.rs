@@ -24,8 +24,8 @@ pub const MAX_LINES: usize = 5;
 const MAX_LINE_CHARS: usize = 200;
 /// Largest record read back.
 const MAX_RECORD: u64 = 8 * 1024;
-/// How much of the end of a log is read for the last run's output.
-const LOG_TAIL: u64 = 64 * 1024;
+/// How much of a run's output is read for its first lines.
+const LOG_READ: u64 = 64 * 1024;
 
 /// `.swarmforge/agents/<role>.dead`: present while the headless supervisor
 /// holds the role dead after its agent exited at once.
@@ -52,7 +52,7 @@ impl Death {
     /// `exit 3: boom` (the first line only), or `exit 3` without output.
     pub fn reason(&self) -> String {
         match self.lines.first() {
-            Some(l) => format!("exit {}: {}", self.status, crate::text::escape(l)),
+            Some(l) => format!("exit {}: {}", self.status, shown(l)),
             None => format!("exit {} (no output)", self.status),
         }
     }
@@ -65,7 +65,7 @@ impl Death {
         }
         self.lines
             .iter()
-            .map(|l| format!("  | {}", crate::text::escape(l)))
+            .map(|l| format!("  | {}", shown(l)))
             .collect::<Vec<_>>()
             .join("\n")
     }
@@ -100,6 +100,15 @@ impl Death {
     }
 }
 
+/// A quoted line as shown: escaped, then cut (an escape takes up to 10
+/// characters for one).
+fn shown(l: &str) -> String {
+    crate::text::escape(l)
+        .chars()
+        .take(MAX_LINE_CHARS)
+        .collect()
+}
+
 fn clean(s: &str) -> String {
     let cut: String = s.chars().take(MAX_LINE_CHARS).collect();
     crate::text::escape(&cut)
@@ -116,32 +125,28 @@ pub fn error_lines(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The output of the last run in a headless agent's log: what follows the
-/// supervisor's last `[swarm] run N of role R` line (the end of the log is
-/// read, bounded).
-pub fn last_run_in_log(log: &std::path::Path) -> String {
-    let text = read_tail(log, LOG_TAIL);
-    match text.rfind("[swarm] run ") {
-        Some(i) => text[i..]
-            .split_once('\n')
-            .map(|(_, rest)| rest.to_string())
-            .unwrap_or_default(),
-        None => text,
-    }
-}
-
-fn read_tail(path: &std::path::Path, max: u64) -> String {
+/// The start of a headless run's output in its agent's log: what the log
+/// holds from `offset` (its length when the run was started), bounded,
+/// without the supervisor's `[swarm] run N of role R` line.
+pub fn run_in_log(log: &std::path::Path, offset: u64) -> String {
     use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = fsx::open_regular(path) else {
+    let Ok(mut f) = fsx::open_regular(log) else {
         return String::new();
     };
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    if len > max && f.seek(SeekFrom::Start(len - max)).is_err() {
+    if f.seek(SeekFrom::Start(offset)).is_err() {
         return String::new();
     }
     let mut b = Vec::new();
-    let _ = f.take(max).read_to_end(&mut b);
-    String::from_utf8_lossy(&b).into_owned()
+    let _ = f.take(LOG_READ).read_to_end(&mut b);
+    let text = String::from_utf8_lossy(&b);
+    match text.strip_prefix("[swarm] run ") {
+        Some(rest) => rest
+            .split_once('\n')
+            .map(|(_, r)| r)
+            .unwrap_or("")
+            .to_string(),
+        None => text.into_owned(),
+    }
 }
 
 /// The pane script's line after each run (launch/sessions.rs).
@@ -182,6 +187,10 @@ mod tests {
         };
         assert_eq!(d.lines.len(), MAX_LINES);
         assert_eq!(d.lines[1].chars().count(), MAX_LINE_CHARS);
+        assert!(d
+            .quoted()
+            .lines()
+            .all(|l| l.chars().count() <= MAX_LINE_CHARS + 4));
         assert!(!d.reason().contains('\u{1b}'), "{d:?}");
         assert!(!d.quoted().contains('\u{1b}'), "{d:?}");
     }

@@ -153,3 +153,50 @@ fn tmux_one_dead_agent_of_two_is_named_and_dead_in_status() {
         .stdout_has("tester: agent dead since ")
         .stdout_has(": exit 3: boom\n");
 }
+
+/// A hostile agent's dying words: terminal escapes, a huge line, many
+/// lines. `swarm up` and `swarm status` quote at most 5 lines, each cut,
+/// with every control character escaped: nothing reaches the person's
+/// terminal raw.
+#[test]
+fn a_dying_agents_output_is_quoted_bounded_and_escaped() {
+    let p = Project::empty();
+    p.write(
+        "agents/evil.sh",
+        "printf '\\033]0;pwned\\007\\033[2Jcleared\\n'\nhead -c 50000 /dev/zero\necho\nfor i in 1 2 3 4 5 6 7 8 9; do echo \"line $i\"; done\nexit 3\n",
+    );
+    p.write(
+        "swarm.yaml",
+        &format!(
+            "launch:\n  stagger: 0ms\nroles:\n  - name: evil\n    agent: sh {}\n    worktree: evil\n  - name: coder\n    agent: {WORKS}\n    worktree: coder\n",
+            p.path("agents/evil.sh").display()
+        ),
+    );
+    let _guard = SwarmGuard::new(&p.root);
+    let up = p
+        .cmd("swarm")
+        .args(["up", "--no-tmux", "--detach"])
+        .run_within(Duration::from_secs(60));
+    assert_eq!(up.code, 0, "{up:?}");
+    assert!(
+        !up.stderr.contains('\u{1b}') && !up.stderr.contains('\u{7}'),
+        "{:?}",
+        up.stderr
+    );
+    let quoted: Vec<&str> = up
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("  | "))
+        .collect();
+    assert_eq!(quoted.len(), 5, "{quoted:?}");
+    assert!(quoted[0].contains("\\e]0;pwned"), "{quoted:?}");
+    assert!(quoted.iter().all(|l| l.len() < 300), "{quoted:?}");
+    assert_eq!(quoted[4], "  | line 3");
+    let e = role(&p, "evil");
+    assert_eq!(e["agent_state"], "dead", "{e}");
+    let why = e["agent_reason"].as_str().unwrap();
+    assert!(why.starts_with("exit 3: \\e]0;pwned"), "{why}");
+    let text = p.swarm(&["status"]).ok().stdout.clone();
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+    p.swarm(&["down"]).ok();
+}
