@@ -337,9 +337,15 @@ impl Waker {
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(500));
         }
+        // Only while the agent still runs: one that exited shows no
+        // dialog, and a wake-up queued behind this one (an answer to its
+        // clarify) must not wait out the grace.
         if let Some(age) = agent_run_age(&self.project, &req.role) {
             if let Some(rest) = STARTUP_GRACE.checked_sub(age) {
-                std::thread::sleep(rest);
+                let end = Instant::now() + rest;
+                while Instant::now() < end && agent_run_age(&self.project, &req.role).is_some() {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
             }
         }
         Ok(())
@@ -348,6 +354,17 @@ impl Waker {
     /// Types the wake text unless the pane waits for a person (daemon/pane.rs):
     /// Ok(false) when it was held, and the wait reported instead.
     fn type_wake(&self, req: &Request, socket: &Path) -> Result<bool, String> {
+        // The agent took its mail while this wake-up waited (its first run,
+        // its turn-end hook) and keeps an item in process, parked on a
+        // question to a person: a wake-up now would start it again for
+        // nothing before the answer (which is new mail) comes
+        // (docs/headless.md, "Waiting for a person").
+        let wt = Worktree::new(&req.worktree);
+        if !req.rewake && !has_handoff(&wt.inbox_new(), false) && !nothing_in_process(&req.worktree)
+        {
+            let _ = fsx::remove_file(&deferred_file(&self.project, &req.role));
+            return Ok(false);
+        }
         let screen = tmux::capture(socket, &req.session)?;
         if let Some(p) = crate::daemon::pane::classify(&screen) {
             crate::daemon::pane::report(&self.project, &req.role, Some(&p), &self.journal);

@@ -76,6 +76,10 @@ pub(crate) fn start_sessions(
         }
         let file = run_file(project, &r.name);
         crate::launch::repo::write_if_changed(&file, pane_script(plan, r)?.as_bytes())?;
+        // An earlier run's `exited` must not pass for this one's
+        // (supervisor::watch_start, `swarm status`).
+        let state = agent_state_file(project, &r.name);
+        fsx::remove_file(&state).at(&state)?;
         let wt = r.workdir().to_string_lossy().into_owned();
         let mut run = format!("sh {}", sqp(&file));
         if !r.is_human() {

@@ -1,5 +1,18 @@
 //! The headless supervisor (`swarm up --no-tmux`): reruns an agent whenever
 //! work waits for it; runs that change nothing back off, then park the role.
+//!
+//! Two states are not stalls (docs/headless.md):
+//! - An agent that exits non-zero within [`START_WINDOW`] of its start having
+//!   changed nothing died at start: the role is `dead` (its log's first lines
+//!   recorded in `.swarmforge/agents/<role>.dead` and said as a `warning:`),
+//!   and it is not started again until its inbox changes. When every agent
+//!   died so, `swarm up` ends: no agent could start.
+//! - An agent whose item stays in process while a clarify it sent to a person
+//!   is unanswered waits for that person: it is not started again until mail
+//!   arrives (the answer is mail), and then at once, with no back-off.
+//!
+//! In tmux the same window is watched after the sessions start: a pane
+//! whose agent exited non-zero within it is named with what the pane shows.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -14,8 +27,11 @@ use crate::daemon::control;
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
 use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
-use crate::protocol::launch_files::{agent_log, agent_parked_file, agent_pid_file, agents_dir};
+use crate::protocol::launch_files::{
+    agent_log, agent_parked_file, agent_pid_file, agents_dir, AgentRun,
+};
 use crate::protocol::layout::Worktree;
+use crate::protocol::start_failure::{self, Death};
 use crate::protocol::store;
 use crate::sys::shell::{quote as sq, quote_path as sqp};
 
@@ -48,7 +64,16 @@ pub enum Outcome {
     Stalled(String),
     /// handoffd went away while the swarm ran.
     DaemonDied,
+    /// Every agent exited at once (each already named as a `warning:`).
+    NoAgentStarted(String),
 }
+
+/// How soon after its start an agent that exits non-zero (having changed
+/// nothing) counts as dead at start rather than as a run that failed. A
+/// sandbox that refuses, a missing program or a bad flag ends a run within
+/// milliseconds; 2 s leaves room for a loaded machine without holding a
+/// `swarm up -d` long.
+pub const START_WINDOW: Duration = Duration::from_secs(2);
 
 impl Outcome {
     pub fn exit_code(&self) -> i32 {
@@ -73,6 +98,17 @@ pub(super) struct Slot {
     before: [usize; 4],
     /// Parked by a budget when last asked, and when that was.
     held: Option<Instant>,
+    /// When the current (or last) run started, and the length of its log
+    /// then (where that run's output begins).
+    started_at: Instant,
+    log_start: u64,
+    /// Died at start; the inbox fingerprint at that moment.
+    dead: Option<[usize; 4]>,
+    /// Some run of this slot did not die at start.
+    ever_ran: bool,
+    /// Waits for a person's answer to its clarify; the inbox fingerprint
+    /// when it began to wait.
+    waiting: Option<[usize; 4]>,
 }
 
 pub(super) struct Running<'a> {
@@ -82,6 +118,8 @@ pub(super) struct Running<'a> {
     /// `.swarmforge/lineup.json` as last read (size, mtime): a change
     /// adds or stops agents (docs/lineups.md).
     lineup: Option<(u64, std::time::SystemTime)>,
+    /// The start report (`swarm-up.started`) is written.
+    reported: bool,
 }
 
 fn lineup_stamp(
@@ -114,8 +152,103 @@ pub fn pending(w: &Worktree) -> bool {
     entries(&w.inbox_new(), true) > 0 || entries(&w.in_process(), false) > 0
 }
 
+/// The open clarifies `role` sent to a person (a human role of the plan),
+/// each as `<person> (clarify <id>: <command that answers it>)`; None when
+/// there is none. Read from the trail (views::attention, the one definition
+/// of "open").
+pub(super) fn asked_a_person(plan: &Plan, role: &str) -> Option<Vec<String>> {
+    let items = crate::views::attention::collect(&plan.project).ok()?;
+    let asked: Vec<String> = items
+        .iter()
+        .filter(|i| i.kind == crate::views::attention::Kind::Clarify && i.from == role)
+        .filter(|i| plan.roles.iter().any(|r| r.name == i.role && r.is_human()))
+        .map(|i| format!("{} (clarify {}: {})", i.role, i.id, i.handle))
+        .collect();
+    (!asked.is_empty()).then_some(asked)
+}
+
 pub(super) fn backoff(stalls: u32) -> Duration {
     Duration::from_millis(500u64.saturating_mul(1 << stalls.min(6))).min(Duration::from_secs(30))
+}
+
+/// Watches the agents of the sessions just started (`started`, the n-th
+/// agent starting n × `stagger` late) until each has outlived
+/// [`START_WINDOW`] or exited; one that exited non-zero is said as a
+/// `warning:` with what its pane shows. Some(why) when none started.
+fn watch_start(
+    plan: &Plan,
+    sock: &Path,
+    started: &[String],
+    stagger: Duration,
+    say: &mut dyn FnMut(&str),
+) -> Option<String> {
+    let project = &plan.project;
+    let agents: Vec<&PlannedRole> = plan
+        .roles
+        .iter()
+        .filter(|r| !r.is_human() && started.contains(&r.name))
+        .collect();
+    if agents.is_empty() {
+        return None;
+    }
+    let t0 = Instant::now();
+    let mut open: Vec<(usize, Instant)> = (0..agents.len())
+        .map(|i| (i, t0 + stagger * i as u32 + START_WINDOW))
+        .collect();
+    let mut dead = Vec::new();
+    while !open.is_empty() {
+        let now = Instant::now();
+        let mut still = Vec::new();
+        for (i, end) in open {
+            let r = agents[i];
+            match AgentRun::of(project, &r.name) {
+                Some(AgentRun::Exited { status, .. }) if status != "0" => {
+                    let lines = start_failure::error_lines(&pane_run(sock, &r.session));
+                    let death = Death {
+                        status,
+                        at: crate::protocol::clock::iso_now(),
+                        lines,
+                    };
+                    say(&format!(
+                        "warning: {}: its agent exited at once (exit {}, within {} s of its start); a wake-up runs it again. Its pane (tmux -S {} attach -t {}) shows:\n{}",
+                        r.name,
+                        death.status,
+                        START_WINDOW.as_secs(),
+                        sock.display(),
+                        r.session,
+                        death.quoted()
+                    ));
+                    dead.push(r.name.clone());
+                }
+                Some(AgentRun::Exited { .. }) => {}
+                _ if now < end => still.push((i, end)),
+                _ => {}
+            }
+        }
+        open = still;
+        if !open.is_empty() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    (dead.len() == agents.len()).then(|| {
+        format!(
+            "no agent could start ({}); the swarm is stopped",
+            dead.join(", ")
+        )
+    })
+}
+
+/// The output of the pane's last run, once the pane script's exit line is
+/// on the screen (the state file is written just before it), within 1 s.
+fn pane_run(sock: &Path, session: &str) -> String {
+    let end = Instant::now() + Duration::from_secs(1);
+    loop {
+        let screen = crate::sys::tmux::capture(sock, session).unwrap_or_default();
+        if screen.contains(start_failure::PANE_EXIT_MARK) || Instant::now() >= end {
+            return start_failure::last_run_in_pane(&screen);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 impl<'a> Running<'a> {
@@ -125,6 +258,7 @@ impl<'a> Running<'a> {
             daemon: Some(daemon),
             slots: Vec::new(),
             lineup: lineup_stamp(&plan.project),
+            reported: false,
         }
     }
 
@@ -137,7 +271,7 @@ impl<'a> Running<'a> {
         say: &mut dyn FnMut(&str),
     ) -> Result<Outcome> {
         let plan = self.plan;
-        start_sessions(plan, sock, stagger, say)?;
+        let started = start_sessions(plan, sock, stagger, say)?;
         write_session_files(plan, sock)?;
         for r in &plan.roles {
             say(&format!(
@@ -146,6 +280,9 @@ impl<'a> Running<'a> {
                 sock.display(),
                 r.session
             ));
+        }
+        if let Some(why) = watch_start(plan, sock, &started, stagger, say) {
+            return Ok(Outcome::NoAgentStarted(why));
         }
         if opts.detach {
             // The daemon outlives us: let init reap it.
@@ -210,6 +347,11 @@ impl<'a> Running<'a> {
             parked: None,
             before: [0; 4],
             held: None,
+            started_at: Instant::now(),
+            log_start: 0,
+            dead: None,
+            ever_ran: false,
+            waiting: None,
         }))
     }
 
@@ -291,7 +433,11 @@ impl<'a> Running<'a> {
         fsx::ensure_dirs(&[&dir]).at(&dir)?;
         slot.runs += 1;
         let _ = fsx::remove_file(&agent_parked_file(project, &r.name));
+        let _ = fsx::remove_file(&start_failure::dead_file(project, &r.name));
+        slot.dead = None;
+        slot.waiting = None;
         let log = agent_log(project, &r.name);
+        slot.log_start = std::fs::symlink_metadata(&log).map_or(0, |m| m.len());
         // The shell opens the log (append) itself; every run is marked in it.
         // The parent-death signal (the supervisor killed with -9) reaches
         // only this shell: it runs the agent in the background and passes
@@ -328,6 +474,7 @@ impl<'a> Running<'a> {
         fsx::write_file(&pid_file, rec.as_bytes()).at(&pid_file)?;
         slot.before = fingerprint(&r.worktree());
         slot.child = Some(child);
+        slot.started_at = Instant::now();
         say(&format!(
             "{}: run {} started (pid {pid})",
             r.name, slot.runs
@@ -337,7 +484,8 @@ impl<'a> Running<'a> {
 
     /// Collects finished agents and judges whether their run made progress.
     fn reap(&mut self, say: &mut dyn FnMut(&str)) {
-        let project = &self.plan.project;
+        let plan = self.plan;
+        let project = &plan.project;
         for slot in &mut self.slots {
             let Some(c) = slot.child.as_mut() else {
                 continue;
@@ -362,6 +510,42 @@ impl<'a> Running<'a> {
                 "{}: run {} ended (exit {code})",
                 slot.role.name, slot.runs
             ));
+            let quick = slot.started_at.elapsed() < START_WINDOW;
+            if !status.success() && quick && after == slot.before {
+                let log = agent_log(project, &slot.role.name);
+                let death = Death {
+                    status: code,
+                    at: crate::protocol::clock::iso_now(),
+                    lines: start_failure::error_lines(&start_failure::run_in_log(
+                        &log,
+                        slot.log_start,
+                    )),
+                };
+                let _ = death.write(project, &slot.role.name);
+                slot.dead = Some(after);
+                say(&format!(
+                    "warning: {}: its agent exited at once (exit {}, within {} s of its start); not started again until its inbox changes. Its log ({}) says:\n{}",
+                    slot.role.name,
+                    death.status,
+                    START_WINDOW.as_secs(),
+                    log.display(),
+                    death.quoted()
+                ));
+                continue;
+            }
+            slot.ever_ran = true;
+            if pending(&w) && entries(&w.in_process(), false) > 0 {
+                if let Some(asked) = asked_a_person(plan, &slot.role.name) {
+                    slot.waiting = Some(after);
+                    slot.stalls = 0;
+                    say(&format!(
+                        "{}: waits for {}; not started again until mail arrives",
+                        slot.role.name,
+                        asked.join(", ")
+                    ));
+                    continue;
+                }
+            }
             if after == slot.before && pending(&w) {
                 slot.stalls += 1;
                 slot.not_before = Instant::now() + backoff(slot.stalls);
@@ -494,6 +678,19 @@ impl<'a> Running<'a> {
                     continue;
                 }
                 let w = s.role.worktree();
+                // Dead at start, or waiting for a person: only a change of
+                // its inbox (mail, the answer) starts it again, and then at once.
+                if let Some(fp) = s.dead.or(s.waiting) {
+                    if fingerprint(&w) == fp {
+                        continue;
+                    }
+                    if s.waiting.is_some() {
+                        say(&format!("{}: mail arrived; started again", s.role.name));
+                    }
+                    s.dead = None;
+                    s.waiting = None;
+                    s.stalls = 0;
+                }
                 if let Some(fp) = s.parked {
                     if fingerprint(&w) == fp {
                         continue;
@@ -510,6 +707,12 @@ impl<'a> Running<'a> {
                     self.spawn(i, say)?;
                 }
             }
+            // Before the report: a detached `swarm up` that saw the report
+            // would say the swarm runs.
+            if let Some(why) = self.none_started() {
+                return Ok(Outcome::NoAgentStarted(why));
+            }
+            self.report_start();
             if last_daemon_check.elapsed() >= Duration::from_secs(1) {
                 last_daemon_check = Instant::now();
                 if !self.daemon_alive() {
@@ -532,16 +735,30 @@ impl<'a> Running<'a> {
                     .filter(|s| pending(&s.role.worktree()))
                     .collect();
                 if quiet
-                    && waiting
-                        .iter()
-                        .all(|s| s.parked.is_some() || s.held.is_some())
+                    && waiting.iter().all(|s| {
+                        s.parked.is_some()
+                            || s.held.is_some()
+                            || s.dead.is_some()
+                            || s.waiting.is_some()
+                    })
                 {
-                    if !waiting.is_empty() {
-                        let names: Vec<String> = waiting
+                    // Waiting for a person is not a stall: the swarm is
+                    // idle, and `swarm up` names the open questions.
+                    let stuck: Vec<&&Slot> =
+                        waiting.iter().filter(|s| s.waiting.is_none()).collect();
+                    if !stuck.is_empty() {
+                        let names: Vec<String> = stuck
                             .iter()
-                            .map(|s| match s.held {
-                                Some(_) => format!("{} (parked by a budget)", s.role.name),
-                                None => s.role.name.clone(),
+                            .map(|s| match (s.held, s.dead) {
+                                (Some(_), _) => format!("{} (parked by a budget)", s.role.name),
+                                (None, Some(_)) => format!(
+                                    "{} (its agent died at start: {})",
+                                    s.role.name,
+                                    Death::read(project, &s.role.name)
+                                        .map(|d| d.reason())
+                                        .unwrap_or_else(|| "see its log".into())
+                                ),
+                                _ => s.role.name.clone(),
                             })
                             .collect();
                         return Ok(Outcome::Stalled(format!(
@@ -561,6 +778,42 @@ impl<'a> Running<'a> {
             }
             std::thread::sleep(TICK);
         }
+    }
+
+    /// Once every agent's first run has outlived [`START_WINDOW`] or ended,
+    /// `swarm-up.started` says so (a detached `swarm up` waits for it).
+    fn report_start(&mut self) {
+        if self.reported {
+            return;
+        }
+        let settled = self.slots.iter().all(|s| {
+            s.initial_done && (s.child.is_none() || s.started_at.elapsed() >= START_WINDOW)
+        });
+        if settled {
+            self.reported = true;
+            let f = start_failure::start_report_file(&self.plan.project);
+            let _ = fsx::write_file(
+                &f,
+                format!("{}\n", crate::protocol::clock::iso_now()).as_bytes(),
+            );
+        }
+    }
+
+    /// Every agent has had its first run and each died at start: why.
+    fn none_started(&self) -> Option<String> {
+        let all_dead = !self.slots.is_empty()
+            && self
+                .slots
+                .iter()
+                .all(|s| s.initial_done && s.child.is_none() && s.dead.is_some() && !s.ever_ran);
+        all_dead.then(|| {
+            let names: Vec<&str> = self.slots.iter().map(|s| s.role.name.as_str()).collect();
+            format!(
+                "no agent could start ({}); see {}",
+                names.join(", "),
+                agents_dir(&self.plan.project).display()
+            )
+        })
     }
 
     /// Agents first (they may still be handing off), then the daemon, then tmux.

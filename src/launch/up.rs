@@ -201,7 +201,10 @@ pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Ou
 }
 
 /// Re-runs `swarm up --no-tmux <root>` in a session of its own (output in
-/// `swarm-up.out`) and waits until it supervises.
+/// `swarm-up.out`) and waits until it supervises and every agent's first run
+/// has outlived the start window (its `swarm-up.started`): an agent that died
+/// at start is named as a `warning:` with its log's first lines; when none
+/// could start the background `swarm up` exits, and so does this one (1).
 pub(super) fn spawn_detached_supervisor(
     plan: &Plan,
     opts: &UpOptions,
@@ -211,6 +214,8 @@ pub(super) fn spawn_detached_supervisor(
     let exe = std::env::current_exe().map_err(|e| Error::io("current executable", e))?;
     let out = supervisor_output(project);
     fsx::ensure_dirs(&[project.daemon_dir()]).at(project.daemon_dir())?;
+    let report = crate::protocol::start_failure::start_report_file(project);
+    fsx::remove_file(&report).at(&report)?;
     let mut script = String::from("exec \"$0\" up --no-tmux");
     if let Some(s) = opts.stagger {
         script.push_str(&format!(" --stagger {}ms", s.as_millis()));
@@ -226,9 +231,30 @@ pub(super) fn spawn_detached_supervisor(
         .arg(&project.root)
         .arg(&out);
     let mut child = spawn_alone(&mut cmd, &exe)?;
-    let end = Instant::now() + Duration::from_secs(30);
+    // The agents start `stagger` apart after the supervisor runs.
+    let agents = plan.roles.iter().filter(|r| !r.is_human()).count() as u32;
+    let stagger = opts.stagger.unwrap_or(plan.config.launch.stagger.0);
+    let end = Instant::now()
+        + Duration::from_secs(30)
+        + stagger * agents
+        + super::supervisor::START_WINDOW;
+    let mut supervising = None;
     loop {
-        if let Some(pid) = lock_holder(&supervisor_pid_file(project)) {
+        if supervising.is_none() {
+            supervising = lock_holder(&supervisor_pid_file(project));
+        }
+        if let Some(pid) = supervising.filter(|_| report.exists()) {
+            for r in plan.roles.iter().filter(|r| !r.is_human()) {
+                if let Some(d) = crate::protocol::start_failure::Death::read(project, &r.name) {
+                    say(&format!(
+                        "warning: {}: its agent exited at once (exit {}); not started again until its inbox changes. Its log ({}) says:\n{}",
+                        r.name,
+                        d.status,
+                        crate::protocol::launch_files::agent_log(project, &r.name).display(),
+                        d.quoted()
+                    ));
+                }
+            }
             say(&format!(
                 "headless supervisor runs (pid {pid}); its output: {}",
                 out.display()
@@ -248,7 +274,7 @@ pub(super) fn spawn_detached_supervisor(
         }
         if Instant::now() >= end {
             return Err(Error::process(format!(
-                "the background `swarm up` did not start within 30 s; see {}",
+                "the background `swarm up` did not start its agents in time; see {}",
                 out.display()
             )));
         }

@@ -29,6 +29,7 @@ pub mod roles;
 pub mod root;
 pub mod rules;
 pub mod sequence;
+pub mod start_failure;
 pub mod store;
 pub mod swarmforge_conf;
 pub mod trail;

@@ -1,14 +1,17 @@
 //! Whether each role's agent is `busy`, `idle`, `dead`, `parked`,
-//! `needs_input` or `blocked`, since when, and why a role with waiting work
-//! is not moving (`swarm status`).
+//! `needs_input`, `blocked` or `waiting` (for a person's answer; set by the
+//! status view, which holds the open clarifies), since when, and why a role
+//! with waiting work is not moving (`swarm status`).
 //!
 //! With tmux: a missing session or a pane whose agent exited with an error
-//! (the pane script's state file) is dead; an agent that exited 0 waits for
+//! (the pane script's state file) is dead, the reason its exit status and
+//! the first line its last run printed in the pane; an agent that exited 0 waits for
 //! its next wake-up: idle. A pane showing a dialog, a menu or a permission
 //! request is `needs_input`, one showing a rate limit or an authentication
 //! error `blocked` (daemon/pane.rs, the prompt's words as the detail);
 //! otherwise the window's last output time tells busy (output within the
-//! quiet window) from idle. Headless: a
+//! quiet window) from idle. Headless: a role whose agent died at start
+//! (protocol::start_failure's record) is dead with the record's reason, a
 //! running agent process is busy, a parked role parked, else idle. No swarm
 //! running: unknown.
 
@@ -25,6 +28,7 @@ use crate::protocol::launch_files::{
 };
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Role;
+use crate::protocol::start_failure::{self, Death};
 use crate::sys::tmux;
 use crate::views::attention;
 
@@ -39,6 +43,8 @@ pub enum State {
     NeedsInput,
     /// The pane shows a rate limit or an authentication error.
     Blocked,
+    /// Its item waits in process for a person's answer to its clarify.
+    Waiting,
 }
 
 impl State {
@@ -50,6 +56,7 @@ impl State {
             State::Parked => "parked",
             State::NeedsInput => "needs_input",
             State::Blocked => "blocked",
+            State::Waiting => "waiting",
         }
     }
 }
@@ -64,6 +71,8 @@ pub struct Liveness {
     pub detail: Option<String>,
     /// The options of a recognised menu and the keys that choose each.
     pub options: Vec<pane::Choice>,
+    /// Why a `dead` agent is dead: `exit <status>: <first line of its error>`.
+    pub reason: Option<String>,
 }
 
 impl Liveness {
@@ -73,6 +82,14 @@ impl Liveness {
             since,
             detail: None,
             options: Vec::new(),
+            reason: None,
+        }
+    }
+
+    fn dead(since: Option<String>, reason: String) -> Liveness {
+        Liveness {
+            reason: Some(reason),
+            ..Liveness::new(State::Dead, since)
         }
     }
 }
@@ -127,6 +144,9 @@ impl Runner {
         match self {
             Runner::None => None,
             Runner::Headless => {
+                if let Some(d) = Death::read(project, &r.name) {
+                    return Some(Liveness::dead(Some(d.at.clone()), d.reason()));
+                }
                 if let Some(t) = read_small(&agent_parked_file(project, &r.name)) {
                     return Some(Liveness::new(State::Parked, Some(t)));
                 }
@@ -155,13 +175,20 @@ impl Runner {
                         return Some(Liveness::new(State::Dead, since));
                     }
                 };
-                if let Some(AgentRun::Exited { at, .. }) = &run {
-                    let state = if run.as_ref().is_some_and(AgentRun::failed) {
-                        State::Dead
-                    } else {
-                        State::Idle
+                if let Some(AgentRun::Exited { at, status }) = &run {
+                    let since = at.map(iso_of_epoch);
+                    if !run.as_ref().is_some_and(AgentRun::failed) {
+                        return Some(Liveness::new(State::Idle, since));
+                    }
+                    let screen = tmux::capture(socket, &r.session).unwrap_or_default();
+                    let death = Death {
+                        status: status.clone(),
+                        at: since.clone().unwrap_or_default(),
+                        lines: start_failure::error_lines(&start_failure::last_run_in_pane(
+                            &screen,
+                        )),
                     };
-                    return Some(Liveness::new(state, at.map(iso_of_epoch)));
+                    return Some(Liveness::dead(since, death.reason()));
                 }
                 if let Ok(Some(p)) = pane::look(socket, &r.session) {
                     let since = pane::reported(project, &r.name)
@@ -175,6 +202,7 @@ impl Runner {
                         since,
                         detail: Some(p.text),
                         options: p.options,
+                        reason: None,
                     });
                 }
                 let Some(at) = activity else {

@@ -36,9 +36,16 @@ pub struct RoleStatus {
     /// Outgoing files not yet delivered.
     pub outbox: usize,
     pub last_wake: Option<String>,
-    /// `busy`, `idle`, `dead`, `parked`, `needs_input` or `blocked`; null
-    /// for a person or when no swarm runs (views/liveness.rs).
+    /// `busy`, `idle`, `dead`, `parked`, `needs_input`, `blocked` or
+    /// `waiting` (its item in process waits for a person's answer to its
+    /// clarify); null for a person or when no swarm runs (views/liveness.rs).
     pub agent_state: Option<liveness::State>,
+    /// A `dead` agent's reason: `exit <status>: <first line of its error>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_reason: Option<String>,
+    /// The people a `waiting` agent waits for (the `to` of its open clarifies).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for: Vec<String>,
     /// Since when (last output, exit or parking), when known.
     pub agent_since: Option<String>,
     /// What a `needs_input` / `blocked` agent's pane shows (daemon/pane.rs).
@@ -324,7 +331,29 @@ pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Resul
         let last_wake = fs::read_to_string(wake::last_wake_file(project, &r.name))
             .ok()
             .map(|s| s.trim().to_string());
-        let live = runner.liveness(project, r);
+        let mut live = runner.liveness(project, r);
+        // Its item in process waits on a clarify it sent to a person: not
+        // idle, not stalled, but waiting for that person.
+        let mut waiting_for: Vec<String> = Vec::new();
+        if ip.is_some() {
+            for a in attention.iter().filter(|a| {
+                a.kind == attention::Kind::Clarify
+                    && a.from == r.name
+                    && roles.roles.iter().any(|h| h.name == a.role && h.is_human())
+            }) {
+                if !waiting_for.contains(&a.role) {
+                    waiting_for.push(a.role.clone());
+                }
+            }
+        }
+        if let Some(l) = live.as_mut().filter(|l| {
+            !waiting_for.is_empty()
+                && matches!(l.state, liveness::State::Idle | liveness::State::Parked)
+        }) {
+            l.state = liveness::State::Waiting;
+        } else {
+            waiting_for.clear();
+        }
         let stuck = (new > 0 && ip.is_none())
             || attention
                 .iter()
@@ -350,6 +379,8 @@ pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Resul
             outbox: items(&wt.outbox()).0,
             last_wake,
             agent_state: live.as_ref().map(|l| l.state),
+            agent_reason: live.as_ref().and_then(|l| l.reason.clone()),
+            waiting_for,
             agent_prompt: live.as_ref().and_then(|l| l.detail.clone()),
             agent_options: live.as_ref().map(|l| l.options.clone()).unwrap_or_default(),
             agent_since: live.and_then(|l| l.since),
@@ -473,8 +504,15 @@ pub fn text(s: &Status) -> String {
         }
         if let Some(st) = r.agent_state {
             out.push_str(&format!("{}: agent {}", r.role, st.word()));
+            if !r.waiting_for.is_empty() {
+                out.push_str(&format!(" for {}", r.waiting_for.join(", ")));
+            }
             if let Some(t) = &r.agent_since {
                 out.push_str(&format!(" since {t}"));
+            }
+            if let Some(why) = &r.agent_reason {
+                // Escaped already (start_failure::Death::reason).
+                out.push_str(&format!(": {why}"));
             }
             if let Some(p) = &r.agent_prompt {
                 out.push_str(&format!(": {p} (swarm attach {})", r.role));

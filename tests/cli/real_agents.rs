@@ -1247,13 +1247,15 @@ roles:
             Step::text("Done."),
         ],
     );
+    // Queued before `swarm up`, which returns only once the agent outlived
+    // its start window (issue 42.2): the agent's first turn finds the task.
+    s.d.send("owner", &draft("coder", "run inside your sandbox"))
+        .ok();
     // `swarm up` sees nothing wrong: CODEX_HOME is not in the temp folder.
     let r = s.swarm(&["up", "--detach", "--trust"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert!(!r.stderr.contains("codex-linux-sandbox"), "{}", r.stderr);
     s.guard.socket = Some(PathBuf::from(s.d.read(".swarmforge/tmux-socket").trim()));
-    s.d.send("owner", &draft("coder", "run inside your sandbox"))
-        .ok();
     s.wait("coder finished its item", || {
         s.reached("coder", 4) && s.completed("coder") == 1
     });
@@ -1713,14 +1715,16 @@ fn a_confined_cli_works_and_cannot_write_outside(
     fs::write(coder.join("escape.sh"), escape_script(&s, loaded)).unwrap();
     s.swarm(&["pause", "--type", "post"]).ok();
     s.d.write(".swarmforge/serve/token", "cockpit-secret\n");
+    // Queued before `swarm up`, which returns only once the agent outlived
+    // its start window (issue 42.2): the agent's first turn finds the task.
+    s.d.send("owner", &draft("coder", "please add a --version flag"))
+        .ok();
     s.up();
     assert!(
         s.d.read(".swarmforge/run/coder.sh").contains("bwrap"),
         "the pane does not run the agent confined:\n{}",
         s.d.read(".swarmforge/run/coder.sh")
     );
-    s.d.send("owner", &draft("coder", "please add a --version flag"))
-        .ok();
     s.wait("the task taken and done", || {
         s.reached("coder", 3) && s.completed("coder") == 1
     });

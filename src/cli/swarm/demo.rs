@@ -115,6 +115,7 @@ pub fn run(args: Args) -> i32 {
             args.timeout
         ),
         crate::launch::Outcome::Stalled(why) => eprintln!("swarm demo: stalled: {why}"),
+        crate::launch::Outcome::NoAgentStarted(why) => eprintln!("swarm demo: {why}"),
         crate::launch::Outcome::DaemonDied => eprintln!(
             "swarm demo: handoffd stopped unexpectedly; see {}",
             crate::protocol::layout::Project::new(root)

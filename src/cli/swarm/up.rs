@@ -90,7 +90,10 @@ pub fn run(args: Args) -> i32 {
             });
         }
         launch::up(&plan, &opts, &mut |line: &str| {
-            if !args.quiet {
+            // A problem (an agent that died at start) is said even with -q.
+            if line.starts_with("warning: ") {
+                eprintln!("swarm: {line}");
+            } else if !args.quiet {
                 crate::cli::out(&format!("swarm: {line}\n"))
             }
         })
@@ -101,6 +104,7 @@ pub fn run(args: Args) -> i32 {
                 Outcome::TimedOut => eprintln!("swarm up: timed out; the swarm was stopped"),
                 Outcome::Stalled(why) => eprintln!("swarm up: stalled: {why}"),
                 Outcome::DaemonDied => eprintln!("swarm up: handoffd stopped unexpectedly"),
+                Outcome::NoAgentStarted(why) => eprintln!("swarm up: {why}"),
                 Outcome::Idle => {
                     if let Some(code) = project.as_ref().and_then(people_waiting) {
                         return code;

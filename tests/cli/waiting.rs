@@ -1,0 +1,179 @@
+//! Waiting for a person is a state, not a stall (issue 42.5,
+//! docs/headless.md "Waiting for a person"): an agent that follows its
+//! primer's "Asking a person" (send a clarify, leave the item in process,
+//! end the turn) is `waiting for <person>` in `swarm status`, is not started
+//! again until mail arrives, and is woken once the answer arrives, with no
+//! stall back-off; `swarm up --until-idle` exits 3 naming the question and
+//! the command that answers it.
+
+use std::fs;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::*;
+
+/// The primer's five steps, as a scripted agent does them; each run is
+/// logged in `runs.lead` in its worktree (`took`, `asked`, `woken`,
+/// `answered`, `none`).
+const LEAD: &str = r#"log="$PWD/runs.lead"
+out=$(ready_for_next.sh)
+case "$out" in
+  *NO_TASK*) echo none >>"$log"; exit 0 ;;
+esac
+if printf '%s\n' "$out" | grep -q '^ANSWER:'; then
+  # 4-5. Woken: the same item with the answer; finish it.
+  echo answered >>"$log"
+  done_with_current.sh >/dev/null
+  exit 0
+fi
+if [ -e "$PWD/asked" ]; then
+  # Woken without an answer: the item stays parked, the turn ends.
+  echo woken >>"$log"
+  exit 0
+fi
+# 1. Send a clarify to the person. 2. No done_with_current.sh. 3. End the turn.
+printf 'type: clarify\nto: boss\npriority: 10\nquestion: Ship on Friday?\n\nYes\nNo\n' >"$PWD/ask.txt"
+swarm-handoff "$PWD/ask.txt" >/dev/null
+: >"$PWD/asked"
+echo asked >>"$log"
+"#;
+
+/// `lead` (the scripted agent above, in `.worktrees/lead`) and `boss` (a
+/// person), with an item from boss already queued for lead.
+fn lead_and_boss() -> Project {
+    let p = Project::empty();
+    p.write("agents/lead.sh", LEAD);
+    p.write(
+        "swarm.yaml",
+        &format!(
+            "launch:\n  stagger: 0ms\nroles:\n  - name: lead\n    agent: sh {}\n    worktree: lead\n  - name: boss\n    agent: human\n",
+            p.path("agents/lead.sh").display()
+        ),
+    );
+    p.swarm(&["init"]).ok();
+    p.send(
+        "boss",
+        "type: note\nto: lead\npriority: 20\nmessage: plan the release\n",
+    )
+    .ok();
+    p
+}
+
+fn runs(p: &Project) -> Vec<String> {
+    fs::read_to_string(p.path(".worktrees/lead/runs.lead"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn lead(p: &Project) -> Value {
+    let st = p.swarm(&["status", "--json"]).ok().json();
+    st["roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["role"] == "lead")
+        .cloned()
+        .unwrap()
+}
+
+/// The open clarify's id, from the person's inbox.
+fn question(p: &Project) -> String {
+    let inbox = p.swarm(&["inbox", "--json"]).ok().json();
+    inbox["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["type"] == "clarify")
+        .and_then(|i| i["id"].as_str())
+        .unwrap_or_else(|| panic!("no clarify in {inbox}"))
+        .to_string()
+}
+
+/// Waits until lead waits for boss; no run followed the asking one.
+fn waits_for_boss(p: &Project) {
+    wait_until(DEADLINE, "lead waiting for boss in status", || {
+        let l = lead(p);
+        l["agent_state"] == "waiting" && l["waiting_for"] == serde_json::json!(["boss"])
+    });
+    p.swarm(&["status"])
+        .ok()
+        .stdout_has("lead: agent waiting for boss");
+    let r = runs(p);
+    assert_eq!(r.last().map(String::as_str), Some("asked"), "{r:?}");
+}
+
+/// Answers the clarify and waits (deadline) for lead to finish the item
+/// with it; prints how long the wake-up took.
+fn answer_wakes_lead(p: &Project, mode: &str) {
+    let id = question(p);
+    let before = runs(p).len();
+    p.swarm(&["answer", &id, "--choice", "1"]).ok();
+    let asked_at = Instant::now();
+    // The deadline is the assertion: well within the stall back-off
+    // (11-14 s) that woke it before, with room for a loaded machine.
+    wait_until(Duration::from_secs(5), "lead woken by the answer", || {
+        runs(p).contains(&"answered".to_string())
+    });
+    eprintln!(
+        "{mode}: lead ran with the answer {:.2} s after `swarm answer` returned",
+        asked_at.elapsed().as_secs_f64()
+    );
+    let r = runs(p);
+    assert_eq!(r[before..], ["answered"], "{r:?}");
+    wait_until(DEADLINE, "the item completed", || {
+        !handoff_names(&p.path(".worktrees/lead/.swarmforge/handoffs/inbox/completed")).is_empty()
+            && lead(p)["agent_state"] != "waiting"
+    });
+}
+
+#[test]
+fn headless_until_idle_exits_3_naming_the_open_question() {
+    let p = lead_and_boss();
+    let mut guard = SwarmGuard::new(&p.root);
+    guard.guard(
+        p.cmd("swarm")
+            .args(["up", "--no-tmux", "--until-idle", "--timeout", "60s"])
+            .start(),
+    );
+    let up = guard.finish(Duration::from_secs(90), "swarm up --until-idle returns");
+    assert_eq!(up.code, 3, "{up:?}");
+    let id = question(&p);
+    up.stderr_has("swarm up: idle, but 1 item(s) wait for a person:")
+        .stderr_has(&format!("clarify  {id}"))
+        .stderr_has("Ship on Friday?")
+        .stderr_has(&format!("  -> swarm answer {id}"));
+    assert!(!up.stderr.contains("stalled"), "{}", up.stderr);
+    up.stdout_has("lead: waits for boss (clarify ");
+    // Never started again while it waited.
+    let r = runs(&p);
+    assert_eq!(r.last().map(String::as_str), Some("asked"), "{r:?}");
+    assert!(!r.contains(&"woken".to_string()), "{r:?}");
+}
+
+#[test]
+fn headless_waiting_agent_is_woken_by_the_answer() {
+    let p = lead_and_boss();
+    let _guard = SwarmGuard::new(&p.root);
+    p.swarm(&["up", "--no-tmux", "--detach"]).ok();
+    waits_for_boss(&p);
+    answer_wakes_lead(&p, "headless");
+    p.swarm(&["down"]).ok();
+}
+
+#[test]
+fn tmux_waiting_agent_is_woken_by_the_answer() {
+    if !require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let p = lead_and_boss();
+    let mut guard = SwarmGuard::new(&p.root);
+    let up = p.swarm(&["up", "--detach"]);
+    guard.socket = Some(PathBuf::from(p.read(".swarmforge/tmux-socket").trim()));
+    up.ok();
+    waits_for_boss(&p);
+    answer_wakes_lead(&p, "tmux");
+}
