@@ -200,4 +200,3 @@ pub fn exec(root: &Path, role: &str, bwrap: &str, cmd: &str) -> Error {
         crate::text::escape(bwrap)
     ))
 }
-

@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::paths::{canon, program_tree, project_dir, real_dir};
 use super::home_dir;
+use super::paths::{canon, program_tree, project_dir, real_dir};
 use crate::error::{Error, Result};
 use crate::launch::cli_state;
 use crate::launch::plan::{Plan, PlannedRole};
@@ -170,7 +170,11 @@ impl<'a> Site<'a> {
         let hidden: Vec<PathBuf> = std::iter::once(PathBuf::from("/tmp"))
             .chain(self.person_home.clone())
             .collect();
-        m.extend(program_mounts(&hidden, self.person_home.as_deref(), &self.root));
+        m.extend(program_mounts(
+            &hidden,
+            self.person_home.as_deref(),
+            &self.root,
+        ));
         m
     }
 
@@ -222,7 +226,12 @@ impl<'a> Site<'a> {
     fn hidden(&self) -> Result<Vec<Mount>> {
         let project = &self.plan.project;
         let mut m = Vec::new();
-        for o in self.plan.roles.iter().filter(|o| o.name != self.role.name && !o.is_human()) {
+        for o in self
+            .plan
+            .roles
+            .iter()
+            .filter(|o| o.name != self.role.name && !o.is_human())
+        {
             m.push(Mount::tmpfs(&self.in_project(&home_dir(project, &o.name))?));
         }
         for d in [project.serve_dir(), project.a2a_dir()] {
@@ -288,7 +297,13 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
     m.extend(site.hidden()?);
     if let Some(cli) = crate::launch::trust::cli_of(r) {
         let var = |k: &str| std::env::var_os(k);
-        m.extend(cli_mounts(cli, &site.home, site.person_home.as_deref(), &site.own, &var)?);
+        m.extend(cli_mounts(
+            cli,
+            &site.home,
+            site.person_home.as_deref(),
+            &site.own,
+            &var,
+        )?);
     }
     Ok(site.render(m))
 }
@@ -442,4 +457,3 @@ fn worktree_gitdir(root: &Path, own: &Path) -> Result<Option<PathBuf>> {
         ))
     })
 }
-
