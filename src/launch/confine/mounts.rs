@@ -93,7 +93,8 @@ fn program_mounts(hidden: &[PathBuf], home: Option<&Path>, root: &Path) -> Vec<M
             continue;
         }
         add(program_tree(&d), &mut out);
-        let Ok(rd) = std::fs::read_dir(&d) else {
+        // A folder of programs on PATH, not a store of the swarm's.
+        let Ok(rd) = d.read_dir() else {
             continue;
         };
         for e in rd.flatten().take(MAX_ENTRIES) {
