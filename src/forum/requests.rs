@@ -52,7 +52,7 @@ use crate::protocol::roles::Roles;
 use crate::reservations::{self, Reservation};
 use crate::text::escape;
 
-/// Set (to the role) in a confined agent's sandbox by launch/confine.rs.
+/// Set (to the role) in a confined agent's sandbox by launch/confine/.
 pub const CONFINED_ENV: &str = "SWARM_CONFINED";
 /// Largest request read.
 pub const MAX_REQUEST: u64 = 4096;
