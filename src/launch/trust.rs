@@ -748,7 +748,11 @@ fn trust_api_key(
             remember(
                 plan,
                 recs,
-                (CLAUDE_API_KEY.to_string(), file.clone(), PathBuf::from(API_KEY_VAR)),
+                (
+                    CLAUDE_API_KEY.to_string(),
+                    file.clone(),
+                    PathBuf::from(API_KEY_VAR),
+                ),
             )?;
             Done::Added
         }
@@ -765,7 +769,11 @@ fn untrust_api_key(
     recs: &mut Vec<(String, PathBuf, PathBuf)>,
 ) -> Result<Vec<Change>> {
     let file = &stores.claude;
-    let rec = (CLAUDE_API_KEY.to_string(), file.clone(), PathBuf::from(API_KEY_VAR));
+    let rec = (
+        CLAUDE_API_KEY.to_string(),
+        file.clone(),
+        PathBuf::from(API_KEY_VAR),
+    );
     let Some(suffix) = &stores.claude_api_key else {
         return Ok(Vec::new());
     };
