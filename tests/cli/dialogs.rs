@@ -337,3 +337,36 @@ fn an_authentication_error_is_blocked_while_claude_still_retries() {
         "blocked only after {asked} requests (the retries were spent)"
     );
 }
+
+/// `swarm up --trust` with the key in the environment: the person's
+/// consent, recorded as Claude Code records it, reaches the confined agent
+/// (its copy of `~/.claude.json` is seeded from the person's), which takes
+/// its mail without asking. Failed before: it waited at the dialog.
+#[test]
+fn swarm_up_trust_answers_the_api_key_dialog_of_a_confined_claude() {
+    if !require_tool("tmux", "apt-get install -y tmux") || crate::support::require_bwrap().is_none()
+    {
+        return;
+    }
+    let Some(bin) = agent_bin("claude") else {
+        return;
+    };
+    let mut s = RealSwarm::init(ONE_CLAUDE, bin);
+    claude_with_key(&mut s, "coder", vec![Step::text("Read the mail.")]);
+    s.up_with(&["--trust"]);
+    s.d.send("owner", &draft("coder", "hello")).ok();
+    s.wait("the agent takes its mail unasked", || {
+        let c = s.status_of("coder");
+        assert!(
+            !c["agent_prompt"]
+                .as_str()
+                .is_some_and(|p| p.contains("API key")),
+            "the API-key dialog waits despite `swarm up --trust`: {c}"
+        );
+        s.reached("coder", 0)
+    });
+    assert_eq!(
+        json_of(&s.home.path().join(".claude.json"))["customApiKeyResponses"]["approved"],
+        json!([SUFFIX])
+    );
+}
