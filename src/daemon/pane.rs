@@ -376,38 +376,53 @@ pub fn reported(project: &Project, role: &str) -> Option<(Wait, String, String)>
 /// per prompt (the marker keeps "once" across sweeps, wake-ups and daemon
 /// restarts), and the marker removed when the pane no longer waits.
 pub fn report(project: &Project, role: &str, seen: Option<&Prompt>, journal: &Journal) {
+    if let Some(ev) = mark(project, role, seen) {
+        journal.record(&ev);
+    }
+}
+
+/// [`report`] from outside the daemon: a headless turn (launch/turn.rs)
+/// whose CLI retries a request the model refused (`blocked`).
+pub fn report_outside(project: &Project, role: &str, seen: Option<&Prompt>) {
+    if let Some(ev) = mark(project, role, seen) {
+        crate::daemon::journal::record_outside(project, &ev);
+    }
+}
+
+/// Writes or removes `role`'s marker; the event to record when the marker
+/// is new.
+fn mark(project: &Project, role: &str, seen: Option<&Prompt>) -> Option<Event> {
     let file = marker_file(project, role);
     let Some(p) = seen else {
         if file.exists() {
             let _ = fsx::remove_file(&file);
         }
-        return;
+        return None;
     };
     if reported(project, role).is_some_and(|(w, _, t)| w == p.wait && t == p.text) {
-        return;
+        return None;
     }
     let dir = project.daemon_dir().join("waiting");
     // One mkdir below the daemon's folder, never `create_dir_all`: a report
     // finishing after `.swarmforge/` was deleted must not bring it back.
     if !project.daemon_dir().is_dir() {
-        return;
+        return None;
     }
     match std::fs::create_dir(&dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(_) => return,
+        Err(_) => return None,
     }
     let line = format!("{}\t{}\t{}\n", p.wait.word(), clock::iso_now(), p.text);
-    if fsx::write_file(&file, line.as_bytes()).is_ok() {
-        journal.record(
-            &Event::new(match p.wait {
-                Wait::NeedsInput => Kind::NeedsInput,
-                Wait::Blocked => Kind::Blocked,
-            })
-            .recipient(role)
-            .reason(p.text.clone()),
-        );
-    }
+    fsx::write_file(&file, line.as_bytes()).ok()?;
+    Some(
+        Event::new(match p.wait {
+            Wait::NeedsInput => Kind::NeedsInput,
+            Wait::Blocked => Kind::Blocked,
+        })
+        .recipient(role)
+        .reason(p.text.clone()),
+    )
 }
 
 /// The pane of `session` and what it waits for (None: it waits for

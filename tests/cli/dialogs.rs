@@ -370,3 +370,50 @@ fn swarm_up_trust_answers_the_api_key_dialog_of_a_confined_claude() {
         json!([SUFFIX])
     );
 }
+
+/// The same headless (`swarm up --no-tmux`, `claude -p`): its stream
+/// reports each retry (`api_retry`, `error_status: 401`), and the role is
+/// `blocked` from the first, naming the error, while the CLI still
+/// retries. Failed before: `busy` until the turn ended.
+#[test]
+fn a_headless_claudes_authentication_error_is_blocked_while_it_retries() {
+    if crate::support::require_bwrap().is_none() {
+        return;
+    }
+    let Some(bin) = agent_bin("claude") else {
+        return;
+    };
+    let s = RealSwarm::init(ONE_CLAUDE, bin);
+    s.claude(
+        "coder",
+        vec![Step::refuse(401, "authentication_error", "token revoked")],
+    );
+    let r = s.swarm(&["up", "--no-tmux", "--detach", "--trust"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    s.d.send("owner", &draft("coder", "please start")).ok();
+    let mut seen = (Value::Null, 0);
+    s.wait("the headless agent is blocked", || {
+        let c = s.status_of("coder");
+        if c["agent_state"] == "blocked" {
+            seen = (c, s.model.turns("coder").len());
+            return true;
+        }
+        false
+    });
+    let (c, asked) = seen;
+    assert_eq!(
+        c["agent_prompt"], "claude API error 401 authentication_failed",
+        "{c}"
+    );
+    assert!(
+        (1..10).contains(&asked),
+        "blocked only after {asked} requests (the retries were spent)"
+    );
+    let events = s.d.events();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "blocked" && e["recipient"] == "coder"),
+        "{events:?}"
+    );
+}
