@@ -348,9 +348,25 @@ pub fn classify(screen: &str) -> Option<Prompt> {
     let line = &lines[lines.len() - last.len() + at];
     Some(Prompt {
         wait: Wait::Blocked,
-        text: one_line(line),
+        text: one_line(steady(line)),
         options: Vec::new(),
     })
+}
+
+/// A retrying CLI's error line without what changes while it retries (a
+/// spinner glyph before it; the countdown and attempt after it: `✻ 401
+/// invalid x-api-key · retrying in 2s · attempt 4/10` is `401 invalid
+/// x-api-key`), so one error is reported once, not once per attempt.
+fn steady(line: &str) -> &str {
+    let line = line.trim_start_matches(|c: char| !c.is_alphanumeric());
+    let lower = line.to_lowercase();
+    match lower.find("retrying") {
+        // Cut where the lower-case copy says, when it lines up (ASCII up to
+        // there; otherwise keep the whole line).
+        Some(i) if line.is_char_boundary(i) && line[..i].to_lowercase() == lower[..i] => line[..i]
+            .trim_end_matches(|c: char| c.is_whitespace() || c == '·' || c == ',' || c == '-'),
+        _ => line,
+    }
 }
 
 /// `.swarmforge/daemon/waiting/<role>`: present while the role's pane waits
@@ -604,7 +620,13 @@ Tips for getting started:
     fn an_auth_error_blocks_while_the_cli_still_retries() {
         let p = classify(CLAUDE_401).unwrap();
         assert_eq!(p.wait, Wait::Blocked, "{p:?}");
-        assert!(p.text.contains("401 invalid x-api-key"), "{p:?}");
+        // Reported once: the countdown, attempt and spinner are not its text.
+        assert_eq!(p.text, "401 invalid x-api-key");
+        let later = CLAUDE_401.replace("✻", "✶").replace(
+            "retrying in 2s · attempt 4/10",
+            "retrying in 39s · attempt 7/10",
+        );
+        assert_eq!(classify(&later).unwrap().text, p.text);
         // Its first attempt names no cause yet.
         let first = CLAUDE_401.replace(
             "401 invalid x-api-key · retrying in 2s · attempt 4/10",

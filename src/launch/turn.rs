@@ -265,16 +265,13 @@ impl Reader<'_> {
     /// also goes to the agent's log, or its pane for a headless role of a
     /// tmux swarm.
     fn block(&mut self, r: &stream::Retry) {
-        let line = format!("{}: {}", self.cli.name(), r.line());
-        eprintln!("[swarm] {line}");
+        // The pane of a headless role in a tmux swarm shows this line, and
+        // the daemon reads the same text from it as the marker's (pane.rs).
+        let text = format!("{} API error {} {}", self.cli.name(), r.status, r.error);
+        eprintln!("{text} · retrying, attempt {}/{}", r.attempt, r.max);
         let p = crate::daemon::pane::Prompt {
             wait: crate::daemon::pane::Wait::Blocked,
-            text: crate::text::escape(&format!(
-                "{} API error {} {}",
-                self.cli.name(),
-                r.status,
-                r.error
-            )),
+            text: crate::text::escape(&text),
             options: Vec::new(),
         };
         crate::daemon::pane::report_outside(self.project, self.role, Some(&p));
@@ -563,6 +560,13 @@ mod tests {
             started: None,
             blocked: false,
         }
+    }
+
+    #[test]
+    fn a_retry_line_reads_as_its_marker_in_a_pane() {
+        let pane = "claude API error 401 authentication_failed · retrying, attempt 3/10\n";
+        let p = crate::daemon::pane::classify(pane).unwrap();
+        assert_eq!(p.text, "claude API error 401 authentication_failed");
     }
 
     #[test]

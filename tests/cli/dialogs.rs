@@ -336,6 +336,19 @@ fn an_authentication_error_is_blocked_while_claude_still_retries() {
         (1..10).contains(&asked),
         "blocked only after {asked} requests (the retries were spent)"
     );
+    // One error, one `blocked` event: the attempts that follow (a new
+    // countdown and attempt number on screen each) are not new prompts.
+    s.wait("two more attempts", || {
+        s.model.turns("coder").len() >= asked + 2
+    });
+    let blocked = || {
+        s.d.events()
+            .into_iter()
+            .filter(|e| e["kind"] == "blocked" && e["recipient"] == "coder")
+            .count()
+    };
+    s.wait("the daemon logged it", || blocked() >= 1);
+    assert_eq!(blocked(), 1, "{:?}", s.d.events());
 }
 
 /// `swarm up --trust` with the key in the environment: the person's

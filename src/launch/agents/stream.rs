@@ -148,14 +148,6 @@ impl Retry {
     pub fn blocks(&self) -> bool {
         matches!(self.status, 401 | 403 | 429)
     }
-
-    /// One line, as a pane shows a CLI's retry (daemon/pane.rs reads it).
-    pub fn line(&self) -> String {
-        format!(
-            "API error {} {} · retrying, attempt {}/{}",
-            self.status, self.error, self.attempt, self.max
-        )
-    }
 }
 
 /// The retry a line of `cli`'s stream reports: Claude Code 2.1's
