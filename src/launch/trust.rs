@@ -1055,4 +1055,37 @@ mod tests {
         assert_eq!(s.gemini, Path::new("/t/trust.json"));
         assert!(Stores::from(env(&[])).is_err());
     }
+
+    #[test]
+    fn the_api_key_consent_keeps_every_other_key_and_refuses_a_strange_shape() {
+        let f = Path::new("/h/.claude.json");
+        let before =
+            r#"{"theme":"dark","customApiKeyResponses":{"approved":["old"],"rejected":["no"]}}"#;
+        let on = edit_api_key(Some(before), f, "3456789-TESTKEYxyzAA", true).unwrap();
+        let v: Value = serde_json::from_str(&on).unwrap();
+        assert_eq!(v["theme"], "dark");
+        assert_eq!(
+            v["customApiKeyResponses"],
+            json!({"approved": ["old", "3456789-TESTKEYxyzAA"], "rejected": ["no"]})
+        );
+        assert_eq!(
+            api_key_answer(Some(&on), f, "3456789-TESTKEYxyzAA").unwrap(),
+            Some(true)
+        );
+        assert_eq!(api_key_answer(Some(&on), f, "no").unwrap(), Some(false));
+        assert_eq!(api_key_answer(None, f, "no").unwrap(), None);
+        let off = edit_api_key(Some(&on), f, "3456789-TESTKEYxyzAA", false).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(&off).unwrap(),
+            serde_json::from_str::<Value>(before).unwrap()
+        );
+        for bad in [
+            r#"[]"#,
+            r#"{"customApiKeyResponses":[]}"#,
+            r#"{"customApiKeyResponses":{"approved":"x"}}"#,
+        ] {
+            let e = edit_api_key(Some(bad), f, "k", true).unwrap_err();
+            assert!(e.to_string().contains("/h/.claude.json"), "{e}");
+        }
+    }
 }
