@@ -82,6 +82,10 @@ const NEEDS_INPUT: &[(&str, &str)] = &[
     ),
     ("Select login method", "Claude Code asks to log in"),
     (
+        "Detected a custom API key",
+        "Claude Code asks whether to use the API key in ANTHROPIC_API_KEY (swarm trust)",
+    ),
+    (
         "Do you want to proceed?",
         "Claude Code asks permission for a tool",
     ),
@@ -160,7 +164,25 @@ const BLOCKED: &[&str] = &[
     "please run /login",
     "authentication_error",
     "credit balance is too low",
+    // Claude Code retrying a 401 shows `401 invalid x-api-key · retrying in
+    // 2s · attempt 4/10` for about three minutes (see [`auth_error`]).
+    "invalid x-api-key",
+    "invalid bearer token",
+    "oauth token has expired",
 ];
+
+/// An HTTP 401 or 403 the CLI reports, perhaps while it retries (Claude
+/// Code: `✻ 401 invalid x-api-key · retrying in 2s · attempt 4/10`; its
+/// first attempt says only `API error · retrying`): the status code as a
+/// word of its own on a line that says "retrying" or "api error". A wrong
+/// key does not heal by retrying, so the pane is blocked from the first
+/// 401 on, not once the retries are spent.
+fn auth_error(lower: &str) -> bool {
+    let coded = lower
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|w| w == "401" || w == "403");
+    coded && (lower.contains("retrying") || lower.contains("api error"))
+}
 
 /// Lines from the bottom that may hold a dialog's marker and hint.
 const TAIL: usize = 30;
@@ -183,19 +205,42 @@ const HINTS: &[&str] = &[
     "use arrow keys",
 ];
 
-/// The last `n` non-empty lines of the screen, without box-drawing edges.
-fn tail(screen: &str, n: usize) -> Vec<String> {
-    let lines: Vec<String> = screen
+/// Box edges drawn at a line's start or end.
+const EDGES: &[char] = &['│', '┃', '║'];
+
+/// The last `n` non-empty lines of the screen, without box-drawing edges,
+/// each with the column its option label would start at ([`label_col`]).
+fn tail(screen: &str, n: usize) -> Vec<(String, usize)> {
+    let lines: Vec<(String, usize)> = screen
         .lines()
         .map(|l| {
-            l.trim()
-                .trim_matches(|c| c == '│' || c == '┃' || c == '║')
-                .trim()
-                .to_string()
+            let text = l.trim().trim_matches(EDGES).trim().to_string();
+            (text, label_col(l))
         })
-        .filter(|l| !l.is_empty())
+        .filter(|(l, _)| !l.is_empty())
         .collect();
     lines[lines.len().saturating_sub(n)..].to_vec()
+}
+
+/// Where the words of a raw screen line start, in characters, past its
+/// indent, a box edge and a selection marker: the options of one menu
+/// line up there, the highlighted one and the others alike (Claude Code's
+/// API-key dialog: `    Yes` over `  ❯ No (recommended)`).
+fn label_col(raw: &str) -> usize {
+    let mut col = 0;
+    let mut chars = raw.chars().peekable();
+    let mut skip = |chars: &mut std::iter::Peekable<std::str::Chars>, f: &dyn Fn(char) -> bool| {
+        while chars.peek().is_some_and(|c| f(*c)) {
+            chars.next();
+            col += 1;
+        }
+    };
+    skip(&mut chars, &|c| c.is_whitespace());
+    skip(&mut chars, &|c| EDGES.contains(&c));
+    skip(&mut chars, &|c| c.is_whitespace());
+    skip(&mut chars, &|c| MARKERS.contains(&c));
+    skip(&mut chars, &|c| c.is_whitespace());
+    col
 }
 
 /// A highlighted option: a marker, then the option (maybe numbered).
@@ -213,29 +258,34 @@ fn numbered(line: &str) -> Option<(u32, &str)> {
 }
 
 /// The menu around the highlighted line: its options and the keys to each.
-fn options(lines: &[String], at: usize) -> Vec<Choice> {
+fn options(lines: &[(String, usize)], at: usize) -> Vec<Choice> {
     let label = |l: &str| marked(l).unwrap_or(l).trim().to_string();
     let is_option = |l: &str| {
         let l = marked(l).unwrap_or(l);
         numbered(l).is_some()
     };
-    let numbered_menu = numbered(marked(&lines[at]).unwrap_or("")).is_some();
+    let numbered_menu = numbered(marked(&lines[at].0).unwrap_or("")).is_some();
     let (mut first, mut last) = (at, at);
     if numbered_menu {
-        while first > 0 && is_option(&lines[first - 1]) {
+        while first > 0 && is_option(&lines[first - 1].0) {
             first -= 1;
         }
-        while last + 1 < lines.len() && is_option(&lines[last + 1]) {
+        while last + 1 < lines.len() && is_option(&lines[last + 1].0) {
             last += 1;
         }
     } else {
-        // Unnumbered (Claude Code's trust dialog): the short lines right
-        // after the highlighted one, up to the hint.
-        while last + 1 < lines.len() {
-            let next = lines[last + 1].to_lowercase();
-            if HINTS.iter().any(|h| next.contains(h)) || next.chars().count() > 60 {
-                break;
-            }
+        // Unnumbered (Claude Code's trust and API-key dialogs): the short
+        // lines next to the highlighted one, above and below, whose words
+        // start in its column; not a hint.
+        let col = lines[at].1;
+        let same = |(l, c): &(String, usize)| {
+            let lower = l.to_lowercase();
+            *c == col && l.chars().count() <= 60 && !HINTS.iter().any(|h| lower.contains(h))
+        };
+        while first > 0 && same(&lines[first - 1]) {
+            first -= 1;
+        }
+        while last + 1 < lines.len() && same(&lines[last + 1]) {
             last += 1;
         }
     }
@@ -246,7 +296,7 @@ fn options(lines: &[String], at: usize) -> Vec<Choice> {
             let mut keys = vec![key.to_string(); moves.unsigned_abs()];
             keys.push("Enter".into());
             Choice {
-                label: crate::text::escape(&label(&lines[i])),
+                label: crate::text::escape(&label(&lines[i].0)),
                 keys,
             }
         })
@@ -264,7 +314,8 @@ fn one_line(s: &str) -> String {
 
 /// What the pane waits for, if it waits for a person.
 pub fn classify(screen: &str) -> Option<Prompt> {
-    let lines = tail(screen, TAIL);
+    let rows = tail(screen, TAIL);
+    let lines: Vec<String> = rows.iter().map(|(l, _)| l.clone()).collect();
     let lower: Vec<String> = lines.iter().map(|l| l.to_lowercase()).collect();
     let hint = lower.iter().any(|l| HINTS.iter().any(|h| l.contains(h)));
     let marker = lines.iter().rposition(|l| marked(l).is_some());
@@ -287,19 +338,35 @@ pub fn classify(screen: &str) -> Option<Prompt> {
         return Some(Prompt {
             wait: Wait::NeedsInput,
             text: one_line(&text),
-            options: options(&lines, at),
+            options: options(&rows, at),
         });
     }
     let last = &lower[lower.len().saturating_sub(ERROR_TAIL)..];
     let at = last
         .iter()
-        .rposition(|l| BLOCKED.iter().any(|b| l.contains(b)))?;
+        .rposition(|l| BLOCKED.iter().any(|b| l.contains(b)) || auth_error(l))?;
     let line = &lines[lines.len() - last.len() + at];
     Some(Prompt {
         wait: Wait::Blocked,
-        text: one_line(line),
+        text: one_line(steady(line)),
         options: Vec::new(),
     })
+}
+
+/// A retrying CLI's error line without what changes while it retries (a
+/// spinner glyph before it; the countdown and attempt after it: `✻ 401
+/// invalid x-api-key · retrying in 2s · attempt 4/10` is `401 invalid
+/// x-api-key`), so one error is reported once, not once per attempt.
+fn steady(line: &str) -> &str {
+    let line = line.trim_start_matches(|c: char| !c.is_alphanumeric());
+    let lower = line.to_lowercase();
+    match lower.find("retrying") {
+        // Cut where the lower-case copy says, when it lines up (ASCII up to
+        // there; otherwise keep the whole line).
+        Some(i) if line.is_char_boundary(i) && line[..i].to_lowercase() == lower[..i] => line[..i]
+            .trim_end_matches(|c: char| c.is_whitespace() || c == '·' || c == ',' || c == '-'),
+        _ => line,
+    }
 }
 
 /// `.swarmforge/daemon/waiting/<role>`: present while the role's pane waits
@@ -325,38 +392,53 @@ pub fn reported(project: &Project, role: &str) -> Option<(Wait, String, String)>
 /// per prompt (the marker keeps "once" across sweeps, wake-ups and daemon
 /// restarts), and the marker removed when the pane no longer waits.
 pub fn report(project: &Project, role: &str, seen: Option<&Prompt>, journal: &Journal) {
+    if let Some(ev) = mark(project, role, seen) {
+        journal.record(&ev);
+    }
+}
+
+/// [`report`] from outside the daemon: a headless turn (launch/turn.rs)
+/// whose CLI retries a request the model refused (`blocked`).
+pub fn report_outside(project: &Project, role: &str, seen: Option<&Prompt>) {
+    if let Some(ev) = mark(project, role, seen) {
+        crate::daemon::journal::record_outside(project, &ev);
+    }
+}
+
+/// Writes or removes `role`'s marker; the event to record when the marker
+/// is new.
+fn mark(project: &Project, role: &str, seen: Option<&Prompt>) -> Option<Event> {
     let file = marker_file(project, role);
     let Some(p) = seen else {
         if file.exists() {
             let _ = fsx::remove_file(&file);
         }
-        return;
+        return None;
     };
     if reported(project, role).is_some_and(|(w, _, t)| w == p.wait && t == p.text) {
-        return;
+        return None;
     }
     let dir = project.daemon_dir().join("waiting");
     // One mkdir below the daemon's folder, never `create_dir_all`: a report
     // finishing after `.swarmforge/` was deleted must not bring it back.
     if !project.daemon_dir().is_dir() {
-        return;
+        return None;
     }
     match std::fs::create_dir(&dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(_) => return,
+        Err(_) => return None,
     }
     let line = format!("{}\t{}\t{}\n", p.wait.word(), clock::iso_now(), p.text);
-    if fsx::write_file(&file, line.as_bytes()).is_ok() {
-        journal.record(
-            &Event::new(match p.wait {
-                Wait::NeedsInput => Kind::NeedsInput,
-                Wait::Blocked => Kind::Blocked,
-            })
-            .recipient(role)
-            .reason(p.text.clone()),
-        );
-    }
+    fsx::write_file(&file, line.as_bytes()).ok()?;
+    Some(
+        Event::new(match p.wait {
+            Wait::NeedsInput => Kind::NeedsInput,
+            Wait::Blocked => Kind::Blocked,
+        })
+        .recipient(role)
+        .reason(p.text.clone()),
+    )
 }
 
 /// The pane of `session` and what it waits for (None: it waits for
@@ -445,6 +527,37 @@ Tips for getting started:
         assert_eq!(g.options[2].keys, ["Down", "Down", "Enter"]);
     }
 
+    /// Claude Code 2.1.332 started with ANTHROPIC_API_KEY set, as its pane
+    /// shows it (`tmux capture-pane -p`, the rule shortened).
+    const CLAUDE_API_KEY: &str = "
+────────────────────────────────────────
+  Detected a custom API key in your environment
+
+  ANTHROPIC_API_KEY: sk-ant-...3456789-TESTKEYxyzAA
+
+  Do you want to use this API key?
+
+    Yes
+  ❯ No (recommended)
+
+  Enter to confirm · Esc to cancel
+
+
+
+
+";
+
+    #[test]
+    fn claudes_api_key_dialog_offers_the_unmarked_yes_above_the_highlighted_no() {
+        let p = classify(CLAUDE_API_KEY).unwrap();
+        assert_eq!(p.wait, Wait::NeedsInput);
+        assert!(p.text.contains("API key"), "{p:?}");
+        let labels: Vec<&str> = p.options.iter().map(|c| c.label.as_str()).collect();
+        assert_eq!(labels, ["Yes", "No (recommended)"]);
+        assert_eq!(p.options[0].keys, ["Up", "Enter"]);
+        assert_eq!(p.options[1].keys, ["Enter"]);
+    }
+
     #[test]
     fn codexs_hook_review_is_seen() {
         let p = classify("  Hooks need review\n  1 hook is new or changed.\n  Hooks can run outside the sandbox after you trust them.\n› 1. Review hooks\n  2. Trust all and continue\n  3. Continue without trusting (hooks won't run)\n  enter confirm · esc skip\n").unwrap();
@@ -485,6 +598,48 @@ Tips for getting started:
         assert!(p.text.contains("rate_limit_error"));
         let p = classify("Invalid API key · Please run /login\n").unwrap();
         assert_eq!(p.wait, Wait::Blocked);
+    }
+
+    /// Claude Code 2.1.332 answered 401 by the model: it retries for about
+    /// three minutes, the pane showing only the retry line.
+    const CLAUDE_401: &str = " ▐▛███▛█   Claude Code v2.1.332
+▝▜██████▀  Opus 5.5 · API Usage Billing
+ ▝▝   ▝▝   /tmp/dlg/proj
+
+❯ hello
+
+✻ 401 invalid x-api-key · retrying in 2s · attempt 4/10
+
+────────────────────────────────────────
+❯\u{a0}
+────────────────────────────────────────
+  ⏵⏵ auto mode on (shift+tab to cycle) · esc to interrupt
+";
+
+    #[test]
+    fn an_auth_error_blocks_while_the_cli_still_retries() {
+        let p = classify(CLAUDE_401).unwrap();
+        assert_eq!(p.wait, Wait::Blocked, "{p:?}");
+        // Reported once: the countdown, attempt and spinner are not its text.
+        assert_eq!(p.text, "401 invalid x-api-key");
+        let later = CLAUDE_401.replace("✻", "✶").replace(
+            "retrying in 2s · attempt 4/10",
+            "retrying in 39s · attempt 7/10",
+        );
+        assert_eq!(classify(&later).unwrap().text, p.text);
+        // Its first attempt names no cause yet.
+        let first = CLAUDE_401.replace(
+            "401 invalid x-api-key · retrying in 2s · attempt 4/10",
+            "401 · retrying in 1s · attempt 2/10",
+        );
+        assert_eq!(classify(&first).unwrap().wait, Wait::Blocked);
+        // A 401 in the agent's own work is no error of its CLI.
+        for s in [
+            "● Fixed the 401 handling in api.rs\n> \n",
+            "tests: 401 passed, 0 failed\n> \n",
+        ] {
+            assert_eq!(classify(s), None, "{s:?}");
+        }
     }
 
     #[test]

@@ -428,6 +428,18 @@ pub fn agent_cli_trust(cx: &Context) -> Vec<Finding> {
         )
         .at(&b.file)
     });
+    let api_key = crate::launch::trust::unanswered_api_key(plan, &stores).map(|k| {
+        Finding::new(
+            "AGENT_CLI_API_KEY_UNANSWERED",
+            format!(
+                "role {}: Claude Code will ask whether to use the key in ANTHROPIC_API_KEY and wait: {} holds no answer for it",
+                k.roles.join(", "),
+                k.file.display()
+            ),
+            "run `swarm trust` to record your consent to the key (only its last 20 characters, as Claude Code stores them), or answer `swarm attach <role> --choose`, or unset ANTHROPIC_API_KEY",
+        )
+        .at(&k.file)
+    });
     match crate::launch::trust::untrusted(plan, &stores) {
         Ok(needs) => needs
             .into_iter()
@@ -447,6 +459,7 @@ pub fn agent_cli_trust(cx: &Context) -> Vec<Finding> {
                 )
             })
             .chain(bypass)
+            .chain(api_key)
             .collect(),
         Err(e) => vec![Finding::new(
             "AGENT_CLI_TRUST_UNKNOWN",

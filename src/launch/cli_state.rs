@@ -23,9 +23,14 @@
 //! per folder), sits in the home itself and is replaced by a rename, which a
 //! bind of the single file would refuse. The private home gets a copy at each
 //! start instead ([`seed_claude_json`]); the agent's changes stay in its
-//! copy, except the entry of its own worktree, which is kept from the last
-//! copy when the person's file has none (a trust the person gave in the
-//! agent's pane survives a restart).
+//! copy, except the answers a person gives in the agent's pane, which are
+//! kept from the last copy where the person's file has none, so a dialog
+//! answered once stays answered ([`carry_answers`]): the entry of its own
+//! worktree (the folder trust), the API-key question
+//! (`customApiKeyResponses`) and the onboarding. The copy is the agent's
+//! to write, so only those keys are carried, each checked for its shape,
+//! and only into the next copy of the same role: never into the person's
+//! file (`swarm trust` records the API-key answer there, launch/trust.rs).
 //!
 //! Nothing else of the person's home is visible: a role's sandbox never
 //! gets another CLI's folder.
@@ -76,7 +81,7 @@ pub enum Shape {
 
 /// The paths in `cli`'s state `folder` from which the person's own,
 /// unconfined sessions of that CLI load code or instructions, with what a
-/// new one is. A confined agent gets them read-only (launch/confine.rs): a
+/// new one is. A confined agent gets them read-only (launch/confine/): a
 /// hook, MCP server, plugin, command, rule or memory it wrote there would
 /// run or speak in those sessions. None of them is written by the CLI in an
 /// ordinary run (their own install commands, a trust dialog and the
@@ -198,22 +203,140 @@ pub fn seed_claude_json(person: &Path, copy: &Path, worktree: &Path) -> Result<(
         .ok_or_else(|| {
             Error::bad_file_hint(person, "not a JSON object, so a confined Claude Code would start as a new user", "repair or remove the file (Claude Code writes it again), or set `launch: {confine: false}`".to_string())
         })?;
-    let key = worktree.to_string_lossy().into_owned();
-    let kept = fsx::read_bounded(copy, MAX_CLAUDE_JSON)
+    let last = fsx::read_bounded(copy, MAX_CLAUDE_JSON)
         .ok()
         .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-        .and_then(|v| v.get("projects")?.get(&key).cloned());
-    if let Some(entry) = kept {
-        if doc.get("projects").is_none_or(|p| !p.is_object()) {
-            doc["projects"] = Value::Object(Default::default());
-        }
-        if let Some(projects) = doc["projects"].as_object_mut() {
-            projects.entry(key).or_insert(entry);
-        }
+        .filter(Value::is_object);
+    if let Some(last) = last {
+        carry_answers(&mut doc, &last, worktree);
     }
     let out = serde_json::to_vec(&doc).map_err(|e| Error::internal(format!("{e}")))?;
     let dir = copy.parent().unwrap_or(Path::new("."));
     fsx::write_private(dir, copy, &out).map_err(|e| Error::io(copy, e))
+}
+
+/// The answers of Claude Code's per-folder first-contact questions, as it
+/// keeps them in `projects[<folder>]`: the folder trust, the project
+/// onboarding, the approval of a CLAUDE.md that includes files outside the
+/// folder.
+const PROJECT_ANSWERS: &[&str] = &[
+    "hasTrustDialogAccepted",
+    "hasCompletedProjectOnboarding",
+    "hasClaudeMdExternalIncludesApproved",
+    "hasClaudeMdExternalIncludesWarningShown",
+];
+
+/// Most entries carried per list of `customApiKeyResponses` (a person
+/// answers once per key).
+const MAX_KEY_ANSWERS: usize = 16;
+/// What Claude Code stores of a key: its last 20 characters.
+pub const KEY_SUFFIX: usize = 20;
+
+/// Claude Code's record of an API key the person answered for: the key's
+/// last [`KEY_SUFFIX`] characters, as it stores them in
+/// `customApiKeyResponses` (the whole key when shorter).
+pub fn key_suffix(key: &str) -> String {
+    let n = key.chars().count();
+    key.chars().skip(n.saturating_sub(KEY_SUFFIX)).collect()
+}
+
+/// A stored key suffix as Claude Code writes one: 1 to 20 visible ASCII
+/// characters.
+fn is_suffix(v: &Value) -> bool {
+    v.as_str().is_some_and(|s| {
+        (1..=KEY_SUFFIX).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_graphic())
+    })
+}
+
+/// Carries into `doc` (the person's file, being copied) the answers a
+/// person gave in the agent's pane, from `last` (the agent's last copy,
+/// untrusted), where the person's own file has none; the person's answer
+/// always wins:
+///
+/// * `projects[<worktree>]`, when the person's file has no entry for it:
+///   the answers of the folder-trust dialog and the other per-folder
+///   questions ([`PROJECT_ANSWERS`], booleans only; no other folder's
+///   entry, none of its tool or MCP-server lists);
+/// * `customApiKeyResponses.approved` / `.rejected`: the "Detected a custom
+///   API key" dialog, key suffixes only (at most [`MAX_KEY_ANSWERS`] a
+///   list), none the person's file answers the other way;
+/// * `hasCompletedOnboarding: true` with its `lastOnboardingVersion`: the
+///   first-start onboarding (theme, login method), when the person's file
+///   does not say.
+pub fn carry_answers(doc: &mut Value, last: &Value, worktree: &Path) {
+    let Some(m) = doc.as_object_mut() else { return };
+    let key = worktree.to_string_lossy().into_owned();
+    let entry: serde_json::Map<String, Value> = last
+        .get("projects")
+        .and_then(|p| p.get(&key))
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter(|(k, v)| PROJECT_ANSWERS.contains(&k.as_str()) && v.is_boolean())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if !entry.is_empty() {
+        if m.get("projects").is_none_or(|p| !p.is_object()) {
+            m.insert("projects".into(), Value::Object(Default::default()));
+        }
+        if let Some(projects) = m["projects"].as_object_mut() {
+            projects.entry(key).or_insert(Value::Object(entry));
+        }
+    }
+    let theirs = |m: &serde_json::Map<String, Value>, list: &str| -> Vec<Value> {
+        m.get("customApiKeyResponses")
+            .and_then(|r| r.get(list))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (approved, rejected) = (theirs(m, "approved"), theirs(m, "rejected"));
+    let answered = |v: &Value| approved.contains(v) || rejected.contains(v);
+    let mut carried = [approved.clone(), rejected.clone()];
+    for (i, list) in ["approved", "rejected"].iter().enumerate() {
+        let from = last
+            .get("customApiKeyResponses")
+            .and_then(|r| r.get(list))
+            .and_then(Value::as_array);
+        for v in from.into_iter().flatten().filter(|v| is_suffix(v)) {
+            if !answered(v) && !carried[i].contains(v) && carried[i].len() < MAX_KEY_ANSWERS {
+                carried[i].push(v.clone());
+            }
+        }
+    }
+    // A suffix the pane both approved and rejected: neither.
+    let both: Vec<Value> = carried[0]
+        .iter()
+        .filter(|v| carried[1].contains(v) && !answered(v))
+        .cloned()
+        .collect();
+    for c in &mut carried {
+        c.retain(|v| !both.contains(v));
+    }
+    if carried[0].len() + carried[1].len() > approved.len() + rejected.len() {
+        let [a, r] = carried;
+        let responses = m
+            .entry("customApiKeyResponses")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if !responses.is_object() {
+            *responses = Value::Object(Default::default());
+        }
+        responses["approved"] = Value::Array(a);
+        responses["rejected"] = Value::Array(r);
+    }
+    if m.get("hasCompletedOnboarding") != Some(&Value::Bool(true))
+        && last["hasCompletedOnboarding"] == true
+    {
+        m.insert("hasCompletedOnboarding".into(), Value::Bool(true));
+        let version = last["lastOnboardingVersion"].as_str().filter(|v| {
+            (1..=32).contains(&v.len())
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+        });
+        if let (Some(v), None) = (version, m.get("lastOnboardingVersion")) {
+            m.insert("lastOnboardingVersion".into(), Value::String(v.into()));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -314,10 +437,14 @@ mod tests {
             read(&copy),
             json!({"hasCompletedOnboarding": true, "projects": {"/w": {"hasTrustDialogAccepted": true}}})
         );
-        // The person's own entry wins (an untrust stays an untrust).
+        // The person's own entry wins (an untrust stays an untrust); the
+        // onboarding done once stays done.
         std::fs::write(&person, json!({"projects": {"/w": {"x": 1}}}).to_string()).unwrap();
         seed_claude_json(&person, &copy, Path::new("/w")).unwrap();
-        assert_eq!(read(&copy), json!({"projects": {"/w": {"x": 1}}}));
+        assert_eq!(
+            read(&copy),
+            json!({"hasCompletedOnboarding": true, "projects": {"/w": {"x": 1}}})
+        );
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(
             std::fs::metadata(&copy).unwrap().permissions().mode() & 0o777,
@@ -326,5 +453,107 @@ mod tests {
         std::fs::write(&person, "[1]").unwrap();
         let e = seed_claude_json(&person, &copy, Path::new("/w")).unwrap_err();
         assert!(e.to_string().contains("person.json"), "{e}");
+    }
+
+    #[test]
+    fn a_dialog_answered_in_the_pane_is_carried_into_the_next_copy() {
+        let d = tempfile::tempdir().unwrap();
+        let person = d.path().join("person.json");
+        let copy = d.path().join("copy.json");
+        let read =
+            |p: &Path| -> Value { serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap() };
+        std::fs::write(&person, json!({"projects": {}}).to_string()).unwrap();
+        // The person answered "Yes" to the API-key dialog in the pane, and
+        // went through the onboarding there.
+        std::fs::write(
+            &copy,
+            json!({
+                "customApiKeyResponses": {"approved": ["3456789-TESTKEYxyzAA"], "rejected": []},
+                "hasCompletedOnboarding": true,
+                "lastOnboardingVersion": "2.1.332",
+                "numStartups": 7,
+            })
+            .to_string(),
+        )
+        .unwrap();
+        seed_claude_json(&person, &copy, Path::new("/w")).unwrap();
+        let v = read(&copy);
+        assert_eq!(
+            v["customApiKeyResponses"],
+            json!({"approved": ["3456789-TESTKEYxyzAA"], "rejected": []})
+        );
+        assert_eq!(v["hasCompletedOnboarding"], true);
+        assert_eq!(v["lastOnboardingVersion"], "2.1.332");
+        assert!(v.get("numStartups").is_none(), "{v}");
+        // Kept across every later start.
+        seed_claude_json(&person, &copy, Path::new("/w")).unwrap();
+        assert_eq!(read(&copy), v);
+        assert_eq!(
+            key_suffix("sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789-TESTKEYxyzAA"),
+            "3456789-TESTKEYxyzAA"
+        );
+        assert_eq!(key_suffix("short"), "short");
+    }
+
+    #[test]
+    fn the_persons_answer_wins_and_nothing_but_the_answers_is_carried() {
+        let d = tempfile::tempdir().unwrap();
+        let person = d.path().join("person.json");
+        let copy = d.path().join("copy.json");
+        let read =
+            |p: &Path| -> Value { serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap() };
+        std::fs::write(
+            &person,
+            json!({"customApiKeyResponses": {"approved": [], "rejected": ["their-no"]}})
+                .to_string(),
+        )
+        .unwrap();
+        // A hostile agent's copy: approves what the person rejected, plants
+        // whole keys, objects, hundreds of entries, tools and MCP servers.
+        let many: Vec<String> = (0..300).map(|i| format!("k{i}")).collect();
+        let mut approved = vec![
+            json!("their-no"),
+            json!("sk-ant-api03-a-whole-key-much-longer-than-twenty"),
+            json!({"x": 1}),
+            json!("bad\u{1b}[31m"),
+        ];
+        approved.extend(many.iter().map(|k| json!(k)));
+        std::fs::write(
+            &copy,
+            json!({
+                "customApiKeyResponses": {"approved": approved, "rejected": ["both"]},
+                "projects": {"/w": {
+                    "hasTrustDialogAccepted": true,
+                    "allowedTools": ["Bash(*)"],
+                    "mcpServers": {"evil": {"command": "/bin/sh"}},
+                    "hasCompletedProjectOnboarding": "yes",
+                }, "/other": {"hasTrustDialogAccepted": true}},
+                "mcpServers": {"evil": {"command": "/bin/sh"}},
+                "primaryApiKey": "sk-planted",
+                "hasCompletedOnboarding": "true",
+            })
+            .to_string(),
+        )
+        .unwrap();
+        seed_claude_json(&person, &copy, Path::new("/w")).unwrap();
+        let v = read(&copy);
+        let a = v["customApiKeyResponses"]["approved"].as_array().unwrap();
+        assert!(!a.contains(&json!("their-no")), "{a:?}");
+        assert_eq!(a.len(), MAX_KEY_ANSWERS, "{a:?}");
+        assert!(
+            a.iter().all(|k| k.as_str().unwrap().starts_with('k')),
+            "{a:?}"
+        );
+        assert_eq!(
+            v["customApiKeyResponses"]["rejected"],
+            json!(["their-no", "both"])
+        );
+        assert_eq!(
+            v["projects"],
+            json!({"/w": {"hasTrustDialogAccepted": true}})
+        );
+        for k in ["mcpServers", "primaryApiKey", "hasCompletedOnboarding"] {
+            assert!(v.get(k).is_none(), "{k}: {v}");
+        }
     }
 }

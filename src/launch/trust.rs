@@ -21,6 +21,15 @@
 //! `<worktree>/.claude/settings.local.json` (never in the user's settings,
 //! which would cover every project).
 //!
+//! Claude Code started with a key in `ANTHROPIC_API_KEY` asks, until the
+//! person answers, "Detected a custom API key … Do you want to use this API
+//! key?" (`No (recommended)` highlighted). `trust` records the person's
+//! "Yes" where Claude Code itself does, in `~/.claude.json`
+//! (`$CLAUDE_CONFIG_DIR/.claude.json`): the key's last 20 characters in
+//! `customApiKeyResponses.approved`, never the key. A "No" the person gave
+//! is left alone. A confined agent's copy of the file is seeded from it at
+//! each start (launch/cli_state.rs).
+//!
 //! Each file is changed by an atomic replace that keeps its mode and every
 //! other key (Codex's comments and layout too); a file that does not parse
 //! is refused, never overwritten. What `trust` added is listed in
@@ -53,6 +62,11 @@ pub struct Stores {
     pub claude_settings: PathBuf,
     pub codex: PathBuf,
     pub gemini: PathBuf,
+    /// What Claude Code stores of `ANTHROPIC_API_KEY` when a person answers
+    /// its "Detected a custom API key" dialog: the key's last 20
+    /// characters (cli_state::key_suffix); None without a key. The key
+    /// itself is never kept.
+    pub claude_api_key: Option<String>,
 }
 
 impl Stores {
@@ -77,6 +91,9 @@ impl Stores {
                     .join(".gemini")
                     .join("trustedFolders.json")
             }),
+            claude_api_key: var(API_KEY_VAR)
+                .filter(|v| !v.is_empty())
+                .map(|v| crate::launch::cli_state::key_suffix(&v.to_string_lossy())),
         })
     }
 
@@ -134,6 +151,8 @@ pub enum Done {
     Added,
     /// Trusted already (by hand or by an earlier `swarm trust`): left alone.
     Already,
+    /// The person answered No in the CLI itself (the API key): left alone.
+    Declined,
     Removed,
     /// `untrust`: the entry was gone or changed by someone else: left alone.
     Absent,
@@ -167,6 +186,7 @@ impl Change {
         let what = match self.done {
             Done::Added => "added",
             Done::Already => "already trusted, left alone",
+            Done::Declined => "answered No in the CLI, left alone",
             Done::Removed => "removed",
             Done::Absent => "not ours or gone, left alone",
             Done::Failed => "NOT done",
@@ -457,6 +477,7 @@ pub fn trust(plan: &Plan, roles: &[String], stores: &Stores) -> Result<Vec<Chang
         out.extend(hook);
     }
     out.extend(trust_bypass(plan, roles, stores, &mut recs)?);
+    out.extend(trust_api_key(plan, roles, stores, &mut recs)?);
     Ok(out)
 }
 
@@ -614,6 +635,181 @@ pub fn unconsented(plan: &Plan, stores: &Stores) -> Vec<Bypass> {
         .collect()
 }
 
+/// The record of an API-key consent `trust` added:
+/// `claude-api-key<TAB><file><TAB>ANTHROPIC_API_KEY` (the key's suffix is
+/// not written here: `untrust` removes the suffix of the key it is run
+/// with).
+const CLAUDE_API_KEY: &str = "claude-api-key";
+/// Where Claude Code finds the key whose use it asks about.
+const API_KEY_VAR: &str = "ANTHROPIC_API_KEY";
+
+/// Claude Code roles that will ask "Do you want to use this API key?":
+/// `ANTHROPIC_API_KEY` is set and the person's file holds no answer for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiKey {
+    /// The interactive Claude Code roles (a headless one, `claude -p`,
+    /// uses the key unasked).
+    pub roles: Vec<String>,
+    /// Where Claude Code keeps the answer (`~/.claude.json`).
+    pub file: PathBuf,
+}
+
+/// The interactive Claude Code roles among `roles` (every role when empty).
+fn api_key_roles(plan: &Plan, roles: &[String]) -> Vec<String> {
+    use crate::launch::plan::AgentSpec;
+    plan.roles
+        .iter()
+        .filter(|r| roles.is_empty() || roles.contains(&r.name))
+        .filter(|r| cli_of(r) == Some(Cli::Claude))
+        .filter(|r| !matches!(r.agent, AgentSpec::Preset { headless: true, .. }))
+        .map(|r| r.name.clone())
+        .collect()
+}
+
+/// The person's answer for the key of `suffix` in Claude Code's `file`:
+/// Some(true) approved, Some(false) rejected, None not asked yet.
+fn api_key_answer(text: Option<&str>, file: &Path, suffix: &str) -> Result<Option<bool>> {
+    let Some(text) = text else { return Ok(None) };
+    let v: Value = serde_json::from_str(text).map_err(|e| bad(file, e))?;
+    let has = |list: &str| {
+        v["customApiKeyResponses"][list]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|k| k == suffix))
+    };
+    Ok(if has("approved") {
+        Some(true)
+    } else if has("rejected") {
+        Some(false)
+    } else {
+        None
+    })
+}
+
+/// `text` with `suffix` added to (`on`) or removed from the approved keys.
+fn edit_api_key(text: Option<&str>, file: &Path, suffix: &str, on: bool) -> Result<String> {
+    let mut v: Value = match text {
+        Some(t) => serde_json::from_str(t).map_err(|e| bad(file, e))?,
+        None => json!({}),
+    };
+    let Some(m) = v.as_object_mut() else {
+        return Err(bad(file, "not a JSON object"));
+    };
+    let r = m
+        .entry("customApiKeyResponses")
+        .or_insert_with(|| json!({"approved": [], "rejected": []}));
+    let Some(r) = r.as_object_mut() else {
+        return Err(bad(file, "`customApiKeyResponses` is not an object"));
+    };
+    r.entry("rejected").or_insert_with(|| json!([]));
+    let approved = r.entry("approved").or_insert_with(|| json!([]));
+    let Some(approved) = approved.as_array_mut() else {
+        return Err(bad(file, "`customApiKeyResponses.approved` is not a list"));
+    };
+    approved.retain(|k| k != suffix);
+    if on {
+        approved.push(json!(suffix));
+    }
+    let mut out = serde_json::to_string_pretty(&v).map_err(|e| bad(file, e))?;
+    out.push('\n');
+    Ok(out)
+}
+
+fn api_key_change(roles: &[String], file: &Path, done: Done) -> Change {
+    Change {
+        role: roles.join(", "),
+        cli: Cli::Claude,
+        file: file.to_path_buf(),
+        key: format!("customApiKeyResponses.approved (the last 20 characters of {API_KEY_VAR})"),
+        done,
+    }
+}
+
+/// Records the person's consent to the key in `ANTHROPIC_API_KEY` for the
+/// Claude Code roles among `roles`; a "No" they gave is left alone.
+fn trust_api_key(
+    plan: &Plan,
+    roles: &[String],
+    stores: &Stores,
+    recs: &mut Vec<(String, PathBuf, PathBuf)>,
+) -> Result<Vec<Change>> {
+    let (Some(suffix), names) = (&stores.claude_api_key, api_key_roles(plan, roles)) else {
+        return Ok(Vec::new());
+    };
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    let file = &stores.claude;
+    let text = read(file)?;
+    let done = match api_key_answer(text.as_deref(), file, suffix)? {
+        Some(true) => Done::Already,
+        Some(false) => Done::Declined,
+        None => {
+            write(file, &edit_api_key(text.as_deref(), file, suffix, true)?)?;
+            remember(
+                plan,
+                recs,
+                (
+                    CLAUDE_API_KEY.to_string(),
+                    file.clone(),
+                    PathBuf::from(API_KEY_VAR),
+                ),
+            )?;
+            Done::Added
+        }
+    };
+    Ok(vec![api_key_change(&names, file, done)])
+}
+
+/// Removes the API-key consent `trust` recorded (with every role only: it
+/// is the person's, not one role's), for the key `untrust` is run with.
+fn untrust_api_key(
+    plan: &Plan,
+    roles: &[String],
+    stores: &Stores,
+    recs: &mut Vec<(String, PathBuf, PathBuf)>,
+) -> Result<Vec<Change>> {
+    let file = &stores.claude;
+    let rec = (
+        CLAUDE_API_KEY.to_string(),
+        file.clone(),
+        PathBuf::from(API_KEY_VAR),
+    );
+    let Some(suffix) = &stores.claude_api_key else {
+        return Ok(Vec::new());
+    };
+    if !roles.is_empty() || !recs.contains(&rec) {
+        return Ok(Vec::new());
+    }
+    let text = read(file)?;
+    let done = if api_key_answer(text.as_deref(), file, suffix)? == Some(true) {
+        write(file, &edit_api_key(text.as_deref(), file, suffix, false)?)?;
+        Done::Removed
+    } else {
+        Done::Absent
+    };
+    recs.retain(|r| r != &rec);
+    save_records(plan, recs)?;
+    Ok(vec![api_key_change(&api_key_roles(plan, &[]), file, done)])
+}
+
+/// The Claude Code roles that will wait at the API-key dialog, for
+/// `swarm trust --check` and `swarm doctor`; a file that cannot be read
+/// counts as no answer.
+pub fn unanswered_api_key(plan: &Plan, stores: &Stores) -> Option<ApiKey> {
+    let suffix = stores.claude_api_key.as_ref()?;
+    let roles = api_key_roles(plan, &[]);
+    let file = &stores.claude;
+    let text = read(file).ok().flatten();
+    let answered = api_key_answer(text.as_deref(), file, suffix)
+        .ok()
+        .flatten()
+        .is_some();
+    (!roles.is_empty() && !answered).then(|| ApiKey {
+        roles,
+        file: file.clone(),
+    })
+}
+
 /// The record of a Codex hook trust `trust` added (its own kind, beside
 /// the folder trust's `codex`).
 const CODEX_HOOK: &str = "codex-hook";
@@ -756,6 +952,7 @@ pub fn untrust(plan: &Plan, roles: &[String], stores: &Stores) -> Result<Vec<Cha
         out.push(Change::of(n, file, done));
     }
     out.extend(untrust_bypass(plan, roles, &mut recs)?);
+    out.extend(untrust_api_key(plan, roles, stores, &mut recs)?);
     Ok(out)
 }
 
@@ -857,5 +1054,38 @@ mod tests {
         .unwrap();
         assert_eq!(s.gemini, Path::new("/t/trust.json"));
         assert!(Stores::from(env(&[])).is_err());
+    }
+
+    #[test]
+    fn the_api_key_consent_keeps_every_other_key_and_refuses_a_strange_shape() {
+        let f = Path::new("/h/.claude.json");
+        let before =
+            r#"{"theme":"dark","customApiKeyResponses":{"approved":["old"],"rejected":["no"]}}"#;
+        let on = edit_api_key(Some(before), f, "3456789-TESTKEYxyzAA", true).unwrap();
+        let v: Value = serde_json::from_str(&on).unwrap();
+        assert_eq!(v["theme"], "dark");
+        assert_eq!(
+            v["customApiKeyResponses"],
+            json!({"approved": ["old", "3456789-TESTKEYxyzAA"], "rejected": ["no"]})
+        );
+        assert_eq!(
+            api_key_answer(Some(&on), f, "3456789-TESTKEYxyzAA").unwrap(),
+            Some(true)
+        );
+        assert_eq!(api_key_answer(Some(&on), f, "no").unwrap(), Some(false));
+        assert_eq!(api_key_answer(None, f, "no").unwrap(), None);
+        let off = edit_api_key(Some(&on), f, "3456789-TESTKEYxyzAA", false).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(&off).unwrap(),
+            serde_json::from_str::<Value>(before).unwrap()
+        );
+        for bad in [
+            r#"[]"#,
+            r#"{"customApiKeyResponses":[]}"#,
+            r#"{"customApiKeyResponses":{"approved":"x"}}"#,
+        ] {
+            let e = edit_api_key(Some(bad), f, "k", true).unwrap_err();
+            assert!(e.to_string().contains("/h/.claude.json"), "{e}");
+        }
     }
 }

@@ -218,6 +218,9 @@ struct Reader<'a> {
     /// Items moved into process during the turn, seen as it happens (the
     /// reader may read behind the agent; launch::turn_item).
     items: Option<crate::launch::turn_item::ItemWatch>,
+    /// The CLI retries a request the model refused (a 401, 403 or 429):
+    /// the role is `blocked` (daemon/pane.rs's marker) until it gets on.
+    blocked: bool,
 }
 
 impl Reader<'_> {
@@ -245,8 +248,39 @@ impl Reader<'_> {
             self.run.skipped += 1;
             return;
         };
+        if let Some(r) = stream::retry(self.cli, &v).filter(stream::Retry::blocks) {
+            self.block(&r);
+        }
         for ev in stream::parse(self.cli, &v) {
+            if matches!(ev, Event::Activity { .. } | Event::Usage(_)) {
+                self.unblock();
+            }
             self.event(ev);
+        }
+    }
+
+    /// The CLI retries a refused request: `blocked` from the first retry
+    /// (`swarm status`, the journal, `notify.command`), not once its
+    /// retries are spent (about three minutes for Claude Code); the line
+    /// also goes to the agent's log, or its pane for a headless role of a
+    /// tmux swarm.
+    fn block(&mut self, r: &stream::Retry) {
+        // The pane of a headless role in a tmux swarm shows this line, and
+        // the daemon reads the same text from it as the marker's (pane.rs).
+        let text = format!("{} API error {} {}", self.cli.name(), r.status, r.error);
+        eprintln!("{text} · retrying, attempt {}/{}", r.attempt, r.max);
+        let p = crate::daemon::pane::Prompt {
+            wait: crate::daemon::pane::Wait::Blocked,
+            text: crate::text::escape(&text),
+            options: Vec::new(),
+        };
+        crate::daemon::pane::report_outside(self.project, self.role, Some(&p));
+        self.blocked = true;
+    }
+
+    fn unblock(&mut self) {
+        if std::mem::take(&mut self.blocked) {
+            crate::daemon::pane::report_outside(self.project, self.role, None);
         }
     }
 
@@ -432,6 +466,7 @@ fn run_once(
             &r.worktree(),
             max_bytes,
         )),
+        blocked: false,
     };
     reader.record(start);
     say(&format!(
@@ -477,6 +512,7 @@ fn run_once(
     let status = child
         .wait()
         .map_err(|e| Error::process(format!("waiting for {}: {e}", cli.name())))?;
+    reader.unblock();
     reader.run.stderr_tail = err.and_then(|h| h.join().ok()).unwrap_or_default();
     reader.run.code = status.code();
     if reader.run.skipped + reader.run.unknown > 0 {
@@ -522,7 +558,39 @@ mod tests {
             unknown_types: Vec::new(),
             items: None,
             started: None,
+            blocked: false,
         }
+    }
+
+    #[test]
+    fn a_retry_line_reads_as_its_marker_in_a_pane() {
+        let pane = "claude API error 401 authentication_failed · retrying, attempt 3/10\n";
+        let p = crate::daemon::pane::classify(pane).unwrap();
+        assert_eq!(p.text, "claude API error 401 authentication_failed");
+    }
+
+    #[test]
+    fn a_refused_request_the_cli_retries_blocks_the_role_until_the_turn_gets_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Project::new(dir.path());
+        std::fs::create_dir_all(p.daemon_dir()).unwrap();
+        let mut r = reader(&p);
+        // Claude Code 2.1.332 `-p --output-format stream-json --verbose`
+        // answered 401 by the model.
+        r.line(br#"{"type":"system","subtype":"api_retry","attempt":2,"max_retries":10,"retry_delay_ms":1093,"error_status":401,"error":"authentication_failed","session_id":"s1","uuid":"u"}"#);
+        let (wait, _, text) = crate::daemon::pane::reported(&p, "r").unwrap();
+        assert_eq!(wait, crate::daemon::pane::Wait::Blocked);
+        assert_eq!(text, "claude API error 401 authentication_failed");
+        // A server error is retried and heals: not blocked.
+        let mut other = reader(&p);
+        crate::daemon::pane::report_outside(&p, "r", None);
+        other.line(br#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"error_status":529,"error":"overloaded"}"#);
+        assert!(crate::daemon::pane::reported(&p, "r").is_none());
+        // The retry succeeds: the model's answer unblocks.
+        r.line(br#"{"type":"system","subtype":"api_retry","attempt":3,"max_retries":10,"error_status":429,"error":"rate_limit"}"#);
+        assert!(crate::daemon::pane::reported(&p, "r").is_some());
+        r.line(br#"{"type":"assistant","message":{"content":[{"type":"text","text":"hi"}]},"session_id":"s1"}"#);
+        assert!(crate::daemon::pane::reported(&p, "r").is_none());
     }
 
     #[test]

@@ -151,6 +151,19 @@ impl Runner {
                     return Some(Liveness::new(State::Parked, Some(t)));
                 }
                 let running = agent_pid_file(project, &r.name).exists();
+                // Its turn's CLI retries a request the model refused
+                // (launch/turn.rs writes the marker, and removes it when the
+                // turn gets on or ends).
+                if let Some((pane::Wait::Blocked, since, text)) =
+                    pane::reported(project, &r.name).filter(|_| running)
+                {
+                    return Some(Liveness {
+                        state: State::Blocked,
+                        since: Some(since),
+                        detail: Some(text),
+                        options: Vec::new(),
+                    });
+                }
                 Some(Liveness::new(
                     if running { State::Busy } else { State::Idle },
                     None,

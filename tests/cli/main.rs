@@ -23,6 +23,7 @@ mod core_send;
 mod costs;
 mod crash;
 mod daemon;
+mod dialogs;
 mod discovery;
 mod doctor;
 mod examples;

@@ -1,6 +1,8 @@
 //! `swarm trust [ROLE...]` / `swarm untrust [ROLE...]`: record (or remove)
 //! the folder trust of this swarm's worktrees in each coding CLI's own
-//! store, printing every file and key changed (launch/trust.rs).
+//! store, and the person's consent to the key in `ANTHROPIC_API_KEY` where
+//! Claude Code keeps it, printing every file and key changed
+//! (launch/trust.rs).
 
 use std::path::PathBuf;
 
@@ -16,8 +18,8 @@ pub struct Args {
     /// Project root (default: found from the current directory)
     #[arg(long, value_name = "ROOT")]
     pub root: Option<PathBuf>,
-    /// Change nothing: list the worktrees a CLI does not trust yet (exit 1
-    /// when there is one)
+    /// Change nothing: list the worktrees a CLI does not trust yet and the
+    /// dialogs a role will wait at (exit 1 when there is one)
     #[arg(long)]
     pub check: bool,
 }
@@ -40,14 +42,15 @@ fn check(args: &Args) -> i32 {
             Ok((
                 trust::untrusted(&plan, &stores)?,
                 trust::unconsented(&plan, &stores),
+                trust::unanswered_api_key(&plan, &stores),
             ))
         });
     match result {
-        Ok((v, b)) if v.is_empty() && b.is_empty() => {
+        Ok((v, b, None)) if v.is_empty() && b.is_empty() => {
             crate::cli::out("every agent's worktree is trusted by its CLI\n");
             exit::OK
         }
-        Ok((v, b)) => {
+        Ok((v, b, k)) => {
             for n in &v {
                 crate::cli::out(&format!(
                     "untrusted: {} ({}): {}\n",
@@ -61,6 +64,13 @@ fn check(args: &Args) -> i32 {
                     "bypass disclaimer not accepted: {} (claude, permission: full): {}\n",
                     b.role,
                     b.file.display()
+                ));
+            }
+            if let Some(k) = &k {
+                crate::cli::out(&format!(
+                    "API key not answered: {} (claude): ANTHROPIC_API_KEY is set and {} holds no answer for it, so Claude Code asks whether to use it\n",
+                    k.roles.join(", "),
+                    k.file.display()
                 ));
             }
             eprintln!("  hint: `swarm trust` records the trust (or answer the dialog: `swarm attach <role>`)");

@@ -131,6 +131,47 @@ pub fn parse(cli: Cli, v: &Value) -> Vec<Event> {
     }
 }
 
+/// A model request the CLI retries after an HTTP error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Retry {
+    pub status: u64,
+    /// The CLI's word for the error (`authentication_failed`), bounded.
+    pub error: String,
+    pub attempt: u64,
+    pub max: u64,
+}
+
+impl Retry {
+    /// An error waiting does not heal (a wrong or revoked key, a refused
+    /// account) or that a person should know of at once (a rate limit):
+    /// 401, 403, 429.
+    pub fn blocks(&self) -> bool {
+        matches!(self.status, 401 | 403 | 429)
+    }
+}
+
+/// The retry a line of `cli`'s stream reports: Claude Code 2.1's
+/// `{"type":"system","subtype":"api_retry","attempt":3,"max_retries":10,
+/// "error_status":401,"error":"authentication_failed",…}`, one a retry for
+/// about three minutes. Codex and Gemini CLI report none in their streams.
+pub fn retry(cli: Cli, v: &Value) -> Option<Retry> {
+    if cli != Cli::Claude || v["type"] != "system" || v["subtype"] != "api_retry" {
+        return None;
+    }
+    let word: String = s(&v["error"])
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .take(64)
+        .collect();
+    Some(Retry {
+        status: v["error_status"].as_u64()?,
+        error: word,
+        attempt: n(&v["attempt"]),
+        max: n(&v["max_retries"]),
+    })
+}
+
 /// Claude Code `-p --output-format stream-json --verbose`: `system`
 /// (`init` carries `session_id` and `model`), `assistant` and `user`
 /// messages (Messages API content blocks), and `result` with the turn's

@@ -49,6 +49,9 @@ pub enum Kind {
     Shell(String),
     /// A call of any tool by its name, with these arguments.
     Tool(String, Value),
+    /// An HTTP error instead of an answer: the status, the error's type and
+    /// message (Anthropic's error shape; every retry gets it again).
+    Refuse(u16, String, String),
 }
 
 impl Step {
@@ -69,6 +72,15 @@ impl Step {
     pub fn tool(name: &str, input: Value) -> Step {
         Step {
             kind: Kind::Tool(name.into(), input),
+            gate: None,
+        }
+    }
+
+    /// The model refuses the request with `status` (e.g. 401
+    /// `authentication_error`).
+    pub fn refuse(status: u16, kind: &str, message: &str) -> Step {
+        Step {
+            kind: Kind::Refuse(status, kind.into(), message.into()),
             gate: None,
         }
     }
@@ -316,10 +328,14 @@ fn serve(conn: TcpStream, s: &State) -> std::io::Result<()> {
     let mut w = conn.try_clone()?;
     let mut r = BufReader::new(conn);
     while let Some(req) = read_request(&mut r) {
-        let (ctype, body) = answer(&req, s);
+        let (status, ctype, body) = match answer(&req, s) {
+            Answer::Ok(ctype, body) => (200, ctype, body),
+            Answer::Refused(status, body) => (status, "application/json", body),
+        };
         write!(
             w,
-            "HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nCache-Control: no-cache\r\n\r\n",
+            "HTTP/1.1 {status} {}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nCache-Control: no-cache\r\n\r\n",
+            if status == 200 { "OK" } else { "Error" },
             body.len()
         )?;
         w.write_all(&body)?;
@@ -337,7 +353,27 @@ fn split_role(path: &str) -> (String, String) {
     }
 }
 
-fn answer(req: &Request, s: &State) -> (&'static str, Vec<u8>) {
+/// What the server answers a request: a body, or an HTTP error.
+enum Answer {
+    Ok(&'static str, Vec<u8>),
+    Refused(u16, Vec<u8>),
+}
+
+fn answer(req: &Request, s: &State) -> Answer {
+    match answer_ok(req, s) {
+        Err((status, kind, message)) => Answer::Refused(
+            status,
+            json!({"type": "error", "error": {"type": kind, "message": message}})
+                .to_string()
+                .into_bytes(),
+        ),
+        Ok((ctype, body)) => Answer::Ok(ctype, body),
+    }
+}
+
+type Refusal = (u16, String, String);
+
+fn answer_ok(req: &Request, s: &State) -> Result<(&'static str, Vec<u8>), Refusal> {
     let (role, rest) = split_role(&req.path);
     let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
     let wire = if req.method == "POST" && rest.starts_with("/v1/messages") {
@@ -366,12 +402,12 @@ fn answer(req: &Request, s: &State) -> (&'static str, Vec<u8>) {
         let _ = writeln!(f, "{line}");
     }
     let Some(wire) = wire else {
-        return match rest.as_str() {
+        return Ok(match rest.as_str() {
             p if p.contains("count_tokens") => {
                 ("application/json", br#"{"input_tokens":100}"#.to_vec())
             }
             _ => ("application/json", b"{}".to_vec()),
-        };
+        });
     };
     let step = if main {
         s.scripts
@@ -402,7 +438,10 @@ fn answer(req: &Request, s: &State) -> (&'static str, Vec<u8>) {
         .or(body["contents"].as_array())
         .map_or(0, Vec::len);
     let u = usage.unwrap_or_default();
-    match wire {
+    if let Kind::Refuse(status, kind, message) = kind {
+        return Err((status, kind, message));
+    }
+    Ok(match wire {
         Wire::Anthropic if body["stream"] == true => {
             ("text/event-stream", anthropic_sse(&body, &kind, n, u))
         }
@@ -418,7 +457,7 @@ fn answer(req: &Request, s: &State) -> (&'static str, Vec<u8>) {
             "application/json",
             gemini_json(&kind, u).to_string().into_bytes(),
         ),
-    }
+    })
 }
 
 #[derive(Clone, Copy)]
@@ -487,7 +526,8 @@ fn sse(events: &[(&str, Value)]) -> Vec<u8> {
 /// The tool call of a step: (name, input) in Anthropic's terms.
 fn anthropic_tool(kind: &Kind) -> Option<(String, Value)> {
     match kind {
-        Kind::Text(_) => None,
+        // Never sent: a refusal is answered before (`answer`).
+        Kind::Text(_) | Kind::Refuse(..) => None,
         Kind::Shell(cmd) => Some((
             "Bash".into(),
             json!({"command": cmd, "description": "run a protocol command", "timeout": 120000}),
@@ -572,7 +612,7 @@ fn anthropic_sse(body: &Value, kind: &Kind, n: usize, u: Usage) -> Vec<u8> {
 fn responses_sse(body: &Value, kind: &Kind, n: usize, u: Usage) -> Vec<u8> {
     let id = format!("resp_{n:04}");
     let item = match kind {
-        Kind::Text(t) => {
+        Kind::Text(t) | Kind::Refuse(_, _, t) => {
             json!({"type": "message", "role": "assistant", "id": format!("msg_{n:04}"),
             "status": "completed",
             "content": [{"type": "output_text", "text": t, "annotations": []}]})
@@ -649,7 +689,7 @@ fn shell_args(body: &Value, cmd: &str) -> Value {
 /// a function call (the shell tool is `run_shell_command`).
 fn gemini_json(kind: &Kind, u: Usage) -> Value {
     let part = match kind {
-        Kind::Text(t) => json!({"text": t}),
+        Kind::Text(t) | Kind::Refuse(_, _, t) => json!({"text": t}),
         Kind::Shell(cmd) => json!({"functionCall": {"name": "run_shell_command",
             "args": {"command": cmd, "description": "run a protocol command"}}}),
         Kind::Tool(name, input) => json!({"functionCall": {"name": name, "args": input}}),
