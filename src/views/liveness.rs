@@ -162,6 +162,7 @@ impl Runner {
                         since: Some(since),
                         detail: Some(text),
                         options: Vec::new(),
+                        reason: None,
                     });
                 }
                 Some(Liveness::new(
