@@ -982,30 +982,7 @@ fn the_page_in_headless_chromium() {
     let c = start(&p);
     let shot = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/cockpit-board.png");
     let _ = std::fs::remove_file(&shot);
-    let dirs = serde_json::json!({
-        "coder": p.role_dir("coder"),
-        "qa": p.role_dir("qa"),
-        "boss": p.role_dir("boss"),
-    });
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cli/browser/cockpit.cjs");
-    let out = crate::support::clean_command(Path::new("node"), &p.root)
-        .arg(script)
-        .env("PLAYWRIGHT_CORE", &npm)
-        .env(
-            "COCKPIT_URL",
-            format!("http://{}/?token={}", c.addr, c.token),
-        )
-        .env("BIN_DIR", crate::support::bin_dir())
-        .env("ROLE_DIRS", dirs.to_string())
-        .env("SHOT", &shot)
-        .output()
-        .expect("node runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("BROWSER OK"),
-        "browser test failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = browser(&p, &c, &npm, "cockpit.cjs", ("SHOT", &shot));
     assert!(shot.is_file(), "no screenshot at {}", shot.display());
     // The note marked done in the page is completed in boss's inbox.
     let done = crate::support::handoff_names(&p.hq("boss", "inbox/completed"));
@@ -1027,6 +1004,39 @@ fn the_page_in_headless_chromium() {
     });
 }
 
+/// Runs the browser script `name` (tests/cli/browser/) against the cockpit
+/// `c` of `p` with Debian's chromium through playwright-core at `npm`, and
+/// `extra` in its environment; its stdout, once it said `BROWSER OK`.
+fn browser(p: &Project, c: &Cockpit, npm: &Path, name: &str, extra: (&str, &Path)) -> String {
+    let dirs = serde_json::json!({
+        "coder": p.role_dir("coder"),
+        "qa": p.role_dir("qa"),
+        "boss": p.role_dir("boss"),
+    });
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/cli/browser")
+        .join(name);
+    let out = crate::support::clean_command(Path::new("node"), &p.root)
+        .arg(script)
+        .env("PLAYWRIGHT_CORE", npm)
+        .env(
+            "COCKPIT_URL",
+            format!("http://{}/?token={}", c.addr, c.token),
+        )
+        .env("BIN_DIR", crate::support::bin_dir())
+        .env("ROLE_DIRS", dirs.to_string())
+        .env(extra.0, extra.1)
+        .output()
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success() && stdout.contains("BROWSER OK"),
+        "browser test failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// Every question the cockpit shows can be answered from it (issue 42.7),
 /// in Chromium (tests/cli/browser/answer.cjs): with an open clarify without
 /// options, one with options and a held handoff waiting, the header's "need
@@ -1045,30 +1055,7 @@ fn every_question_the_cockpit_shows_is_answered_from_it_at_three_widths() {
     let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/cockpit-answer-shots");
     let _ = std::fs::remove_dir_all(&shots);
     std::fs::create_dir_all(&shots).unwrap();
-    let dirs = serde_json::json!({
-        "coder": p.role_dir("coder"),
-        "qa": p.role_dir("qa"),
-        "boss": p.role_dir("boss"),
-    });
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cli/browser/answer.cjs");
-    let out = crate::support::clean_command(Path::new("node"), &p.root)
-        .arg(script)
-        .env("PLAYWRIGHT_CORE", &npm)
-        .env(
-            "COCKPIT_URL",
-            format!("http://{}/?token={}", c.addr, c.token),
-        )
-        .env("BIN_DIR", crate::support::bin_dir())
-        .env("ROLE_DIRS", dirs.to_string())
-        .env("SHOTS", &shots)
-        .output()
-        .expect("node runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("BROWSER OK"),
-        "browser test failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = browser(&p, &c, &npm, "answer.cjs", ("SHOTS", &shots));
     for w in [1400, 1024, 390] {
         assert!(
             shots.join(format!("answer-{w}.png")).is_file(),
