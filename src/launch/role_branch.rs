@@ -50,62 +50,22 @@ struct Located {
     common: PathBuf,
 }
 
-fn canon(p: &Path) -> PathBuf {
-    p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
-}
-
 /// Finds `wt`'s id under the project's `.git/worktrees/` (git names it
 /// after the folder, with a number when that is taken): the one whose
 /// `gitdir` file names `wt`.
 fn locate(root: &Path, wt: &Path) -> Result<Located> {
     let common = root.join(".git");
-    let unknown = || {
-        Error::not_found(format!(
+    let Some((id, gitdir)) = crate::sys::git::linked_gitdir(root, wt) else {
+        return Err(Error::not_found(format!(
             "{}: not a worktree of the repository {} (no .git/worktrees/<id>/gitdir names it)\n  hint: run `git worktree list` in the project; `swarm init` makes the role worktrees",
             wt.display(),
             common.display()
-        ))
-    };
-    if !common.is_dir() {
-        return Err(unknown());
-    }
-    let want = canon(wt);
-    let names = |id: &str| {
-        crate::fsx::read_bounded(&common.join("worktrees").join(id).join("gitdir"), 4096)
-            .ok()
-            .and_then(|b| String::from_utf8(b).ok())
-            .and_then(|t| Path::new(t.trim()).parent().map(canon))
-            .is_some_and(|p| p == want)
-    };
-    let valid = |n: &str| {
-        !n.is_empty()
-            && !n.starts_with('.')
-            && n.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-    };
-    let base = wt
-        .file_name()
-        .and_then(|n| n.to_str())
-        .filter(|n| valid(n) && names(n));
-    let id = match base {
-        Some(b) => b.to_string(),
-        None => {
-            let found: Vec<String> = crate::fsx::HeldDir::open(&common.join("worktrees"))
-                .and_then(|d| d.names())
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|n| valid(n) && names(n))
-                .collect();
-            match <[String; 1]>::try_from(found) {
-                Ok([one]) => one,
-                Err(_) => return Err(unknown()),
-            }
-        }
+        )));
     };
     Ok(Located {
         root: root.to_path_buf(),
         path: wt.to_path_buf(),
-        gitdir: common.join("worktrees").join(&id),
+        gitdir,
         id,
         common,
     })

@@ -93,7 +93,6 @@ impl Pinned {
     /// linked worktree of its `.git`).
     pub fn new(root: &Path, dir: &Path) -> Result<Pinned, String> {
         let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-        // `linked_gitdir` compares with `<root>/.git/worktrees` as is.
         let (root, dir) = (canon(root), canon(dir));
         let common = root.join(".git");
         if !std::fs::symlink_metadata(&common).is_ok_and(|m| m.is_dir()) {
@@ -102,13 +101,15 @@ impl Pinned {
         let git_dir = if dir == root {
             common.clone()
         } else {
-            linked_gitdir(&root, &dir)?.ok_or_else(|| {
-                format!(
-                    "{} is not a git worktree of {}",
-                    dir.display(),
-                    root.display()
-                )
-            })?
+            linked_gitdir(&root, &dir)
+                .map(|(_, gitdir)| gitdir)
+                .ok_or_else(|| {
+                    format!(
+                        "{} is not a git worktree of {} (no .git/worktrees/<id>/gitdir names it)",
+                        dir.display(),
+                        root.display()
+                    )
+                })?
         };
         Ok(Pinned {
             dir,
@@ -151,53 +152,50 @@ impl Pinned {
     }
 }
 
-/// The git folder of the linked worktree `wt` of the project at `root`
-/// (`<root>/.git/worktrees/<id>`), as git links them both ways: the
-/// worktree's `.git` file names it, and its `gitdir` file names the
-/// worktree's `.git` back. The `.git` file is the agent's to write, so the
-/// first link alone is not believed: pointed at another role's git folder,
-/// or at a folder of its own with a config that runs a program, it would
-/// have the person's side use that. None when `wt` has no `.git` file.
-pub fn linked_gitdir(root: &Path, wt: &Path) -> Result<Option<PathBuf>, String> {
-    let pointer = wt.join(".git");
-    if !std::fs::symlink_metadata(&pointer).is_ok_and(|m| m.is_file()) {
-        return Ok(None);
-    }
-    let read = |p: &Path| {
-        crate::fsx::read_bounded(p, 4096)
-            .ok()
-            .and_then(|b| String::from_utf8(b).ok())
-    };
-    let refuse = |why: &str| format!("{}: {why}", pointer.display());
-    let named = read(&pointer)
-        .as_deref()
-        .and_then(|t| {
-            t.trim()
-                .strip_prefix("gitdir:")
-                .map(|d| PathBuf::from(d.trim()))
-        })
-        .ok_or_else(|| refuse("not a `gitdir: <path>` line"))?;
-    // The folder it names, as git wrote it (perhaps through a symlinked
-    // path to the project): its parent must be the project's own
-    // `.git/worktrees`, a real folder, and it one real folder in there.
+/// The git folder of the linked worktree `wt` of the project at `root`,
+/// and its id: the folder in `<root>/.git/worktrees/` whose `gitdir` file
+/// names `wt`'s `.git` (its own name first, else the one such folder), as
+/// the project's side keeps it. Never taken from the worktree's `.git`
+/// file, which is the agent's to write: pointed at another role's git
+/// folder, or at a folder of its own with a config that runs a program, it
+/// would have the person's side use that. None when no folder, or more
+/// than one, names `wt`, or the folders are links.
+pub fn linked_gitdir(root: &Path, wt: &Path) -> Option<(String, PathBuf)> {
     let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-    let worktrees = root.join(".git/worktrees");
     let real = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
-    let id = match (named.parent(), named.file_name()) {
-        (Some(parent), Some(id)) if real(&worktrees) && canon(parent) == worktrees => id,
-        _ => {
-            return Err(refuse(
-                "it names a folder other than one in the project's .git/worktrees",
-            ))
-        }
+    let worktrees = root.join(".git/worktrees");
+    if !real(&root.join(".git")) || !real(&worktrees) {
+        return None;
+    }
+    let want = canon(&wt.join(".git"));
+    let names = |id: &str| {
+        let dir = worktrees.join(id);
+        real(&dir)
+            && crate::fsx::read_bounded(&dir.join("gitdir"), 4096)
+                .ok()
+                .and_then(|b| String::from_utf8(b).ok())
+                .is_some_and(|t| canon(Path::new(t.trim())) == want)
     };
-    let gitdir = worktrees.join(id);
-    if !real(&gitdir) {
-        return Err(refuse("its git folder is missing, or a link"));
-    }
-    let back = read(&gitdir.join("gitdir")).map(|t| PathBuf::from(t.trim()));
-    if back.as_deref().map(canon) != Some(canon(&pointer)) {
-        return Err(refuse("its git folder belongs to another worktree"));
-    }
-    Ok(Some(gitdir))
+    let valid = |n: &str| {
+        !n.is_empty()
+            && !n.starts_with('.')
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    };
+    let own = wt
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| valid(n) && names(n))
+        .map(str::to_string);
+    let id = own.or_else(|| {
+        let found: Vec<String> = crate::fsx::HeldDir::open(&worktrees)
+            .and_then(|d| d.names())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|n| valid(n) && names(n))
+            .collect();
+        <[String; 1]>::try_from(found).ok().map(|[one]| one)
+    })?;
+    let gitdir = worktrees.join(&id);
+    Some((id, gitdir))
 }

@@ -448,13 +448,29 @@ fn git_mounts(root: &Path, own: &Path) -> Result<Vec<Mount>> {
     Ok(out)
 }
 
-/// The git folder of the worktree `own`, believed only when it links
-/// back (sys::git::linked_gitdir); the repair when it does not.
+/// The git folder of the worktree `own` (sys::git::linked_gitdir, found
+/// from the project's side), when its `.git` file names that folder too;
+/// a `.git` file that names another is refused with the repair. None when
+/// `own` has no `.git` file (not a linked worktree).
 fn worktree_gitdir(root: &Path, own: &Path) -> Result<Option<PathBuf>> {
-    crate::sys::git::linked_gitdir(root, own).map_err(|why| {
-        Error::env(format!(
-            "{why}, so the sandbox will not give this role a git folder\n  hint: run `git worktree repair {}` from the project root (or remove the worktree; `swarm up` adds it again)",
+    let pointer = own.join(".git");
+    if !std::fs::symlink_metadata(&pointer).is_ok_and(|m| m.is_file()) {
+        return Ok(None);
+    }
+    let named = crate::fsx::read_bounded(&pointer, 4096)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|t| {
+            t.trim()
+                .strip_prefix("gitdir:")
+                .map(|d| canon(Path::new(d.trim())))
+        });
+    match crate::sys::git::linked_gitdir(root, own) {
+        Some((_, gitdir)) if named.as_ref() == Some(&canon(&gitdir)) => Ok(Some(gitdir)),
+        _ => Err(Error::env(format!(
+            "{}: it does not name the git folder the project keeps for this worktree, so the sandbox will not give this role one\n  hint: run `git worktree repair {}` from the project root (or remove the worktree; `swarm up` adds it again)",
+            pointer.display(),
             own.display()
-        ))
-    })
+        ))),
+    }
 }
