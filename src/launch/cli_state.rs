@@ -182,7 +182,7 @@ pub fn claude_json(var: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
 /// file has none. Nothing to do without a person's file; a person's file
 /// that is not a JSON object is refused (the agent would start as a new
 /// user), naming the file.
-pub fn seed_claude_json(person: &Path, copy: &Path, worktree: &Path) -> Result<()> {
+pub fn seed_claude_json(person: &Path, copy: &Path, folders: &[&Path]) -> Result<()> {
     // The person's own file, perhaps a link kept by a dotfiles manager.
     let real = person
         .canonicalize()
@@ -208,7 +208,7 @@ pub fn seed_claude_json(person: &Path, copy: &Path, worktree: &Path) -> Result<(
         .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
         .filter(Value::is_object);
     if let Some(last) = last {
-        carry_answers(&mut doc, &last, worktree);
+        carry_answers(&mut doc, &last, folders);
     }
     let out = serde_json::to_vec(&doc).map_err(|e| Error::internal(format!("{e}")))?;
     let dir = copy.parent().unwrap_or(Path::new("."));
@@ -253,7 +253,10 @@ fn is_suffix(v: &Value) -> bool {
 /// untrusted), where the person's own file has none; the person's answer
 /// always wins:
 ///
-/// * `projects[<worktree>]`, when the person's file has no entry for it:
+/// * `projects[<folder>]` for each of `folders` (the agent's worktree and
+///   the folders above it up to the project root: Claude Code keeps a
+///   worktree's folder trust under its repository's root), when the
+///   person's file has no entry for it:
 ///   the answers of the folder-trust dialog and the other per-folder
 ///   questions ([`PROJECT_ANSWERS`], booleans only; no other folder's
 ///   entry, none of its tool or MCP-server lists);
@@ -263,19 +266,22 @@ fn is_suffix(v: &Value) -> bool {
 /// * `hasCompletedOnboarding: true` with its `lastOnboardingVersion`: the
 ///   first-start onboarding (theme, login method), when the person's file
 ///   does not say.
-pub fn carry_answers(doc: &mut Value, last: &Value, worktree: &Path) {
+pub fn carry_answers(doc: &mut Value, last: &Value, folders: &[&Path]) {
     let Some(m) = doc.as_object_mut() else { return };
-    let key = worktree.to_string_lossy().into_owned();
-    let entry: serde_json::Map<String, Value> = last
-        .get("projects")
-        .and_then(|p| p.get(&key))
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-        .filter(|(k, v)| PROJECT_ANSWERS.contains(&k.as_str()) && v.is_boolean())
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    if !entry.is_empty() {
+    for folder in folders {
+        let key = folder.to_string_lossy().into_owned();
+        let entry: serde_json::Map<String, Value> = last
+            .get("projects")
+            .and_then(|p| p.get(&key))
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter(|(k, v)| PROJECT_ANSWERS.contains(&k.as_str()) && v.is_boolean())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if entry.is_empty() {
+            continue;
+        }
         if m.get("projects").is_none_or(|p| !p.is_object()) {
             m.insert("projects".into(), Value::Object(Default::default()));
         }
@@ -421,10 +427,10 @@ mod tests {
         let read =
             |p: &Path| -> Value { serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap() };
         // No person's file: nothing written.
-        seed_claude_json(&person, &copy, Path::new("/w")).unwrap();
+        seed_claude_json(&person, &copy, &[Path::new("/w")]).unwrap();
         assert!(!copy.exists());
         std::fs::write(&person, json!({"hasCompletedOnboarding": true}).to_string()).unwrap();
-        seed_claude_json(&person, &copy, Path::new("/w")).unwrap();
+        seed_claude_json(&person, &copy, &[Path::new("/w")]).unwrap();
         assert_eq!(read(&copy), json!({"hasCompletedOnboarding": true}));
         // The agent's pane trusted its worktree; another folder's entry goes.
         std::fs::write(
@@ -432,7 +438,7 @@ mod tests {
             json!({"projects": {"/w": {"hasTrustDialogAccepted": true}, "/o": {}}}).to_string(),
         )
         .unwrap();
-        seed_claude_json(&person, &copy, Path::new("/w")).unwrap();
+        seed_claude_json(&person, &copy, &[Path::new("/w")]).unwrap();
         assert_eq!(
             read(&copy),
             json!({"hasCompletedOnboarding": true, "projects": {"/w": {"hasTrustDialogAccepted": true}}})
@@ -440,7 +446,7 @@ mod tests {
         // The person's own entry wins (an untrust stays an untrust); the
         // onboarding done once stays done.
         std::fs::write(&person, json!({"projects": {"/w": {"x": 1}}}).to_string()).unwrap();
-        seed_claude_json(&person, &copy, Path::new("/w")).unwrap();
+        seed_claude_json(&person, &copy, &[Path::new("/w")]).unwrap();
         assert_eq!(
             read(&copy),
             json!({"hasCompletedOnboarding": true, "projects": {"/w": {"x": 1}}})
@@ -451,7 +457,7 @@ mod tests {
             0o600
         );
         std::fs::write(&person, "[1]").unwrap();
-        let e = seed_claude_json(&person, &copy, Path::new("/w")).unwrap_err();
+        let e = seed_claude_json(&person, &copy, &[Path::new("/w")]).unwrap_err();
         assert!(e.to_string().contains("person.json"), "{e}");
     }
 
@@ -476,7 +482,7 @@ mod tests {
             .to_string(),
         )
         .unwrap();
-        seed_claude_json(&person, &copy, Path::new("/w")).unwrap();
+        seed_claude_json(&person, &copy, &[Path::new("/w")]).unwrap();
         let v = read(&copy);
         assert_eq!(
             v["customApiKeyResponses"],
@@ -486,7 +492,7 @@ mod tests {
         assert_eq!(v["lastOnboardingVersion"], "2.1.332");
         assert!(v.get("numStartups").is_none(), "{v}");
         // Kept across every later start.
-        seed_claude_json(&person, &copy, Path::new("/w")).unwrap();
+        seed_claude_json(&person, &copy, &[Path::new("/w")]).unwrap();
         assert_eq!(read(&copy), v);
         assert_eq!(
             key_suffix("sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789-TESTKEYxyzAA"),
@@ -535,7 +541,7 @@ mod tests {
             .to_string(),
         )
         .unwrap();
-        seed_claude_json(&person, &copy, Path::new("/w")).unwrap();
+        seed_claude_json(&person, &copy, &[Path::new("/w")]).unwrap();
         let v = read(&copy);
         let a = v["customApiKeyResponses"]["approved"].as_array().unwrap();
         assert!(!a.contains(&json!("their-no")), "{a:?}");
@@ -555,5 +561,22 @@ mod tests {
         for k in ["mcpServers", "primaryApiKey", "hasCompletedOnboarding"] {
             assert!(v.get(k).is_none(), "{k}: {v}");
         }
+    }
+
+    /// Claude Code keeps a worktree's folder trust under its repository's
+    /// root: the answer given in the pane is carried from the root's entry
+    /// too, and from no folder outside the ones named.
+    #[test]
+    fn a_folder_trust_kept_under_the_projects_root_is_carried() {
+        let mut doc = json!({"projects": {}});
+        let last = json!({"projects": {
+            "/p": {"hasTrustDialogAccepted": true, "allowedTools": ["Bash"]},
+            "/elsewhere": {"hasTrustDialogAccepted": true},
+        }});
+        carry_answers(&mut doc, &last, &[Path::new("/p/w"), Path::new("/p")]);
+        assert_eq!(
+            doc["projects"],
+            json!({"/p": {"hasTrustDialogAccepted": true}})
+        );
     }
 }

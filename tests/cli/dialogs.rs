@@ -213,24 +213,15 @@ fn claude_with_key(s: &mut RealSwarm, role: &str, steps: Vec<Step>) {
         .to_string(),
     );
     s.env.push(("ANTHROPIC_API_KEY".into(), PathBuf::from(KEY)));
-    // The person trusted the worktree in Claude Code themselves (so the
-    // only dialog is the key's).
-    let canon = wt.canonicalize().unwrap().display().to_string();
-    fs::write(
-        s.home.path().join(".claude.json"),
-        json!({"hasCompletedOnboarding": true, "theme": "dark",
-            "projects": {canon: {"hasTrustDialogAccepted": true}}})
-        .to_string(),
-    )
-    .unwrap();
 }
 
 const ONE_CLAUDE: &str = "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n    wake: queue\n  - name: owner\n    agent: human\n";
 
 /// The pinned Claude Code, confined, with the key in the environment:
 /// `swarm status` shows its dialog with both options, the person chooses
-/// "Yes" with `swarm attach --choose`, and after `swarm down` and `swarm
-/// up` the agent takes its mail without asking again. Failed before: only
+/// "Yes" with `swarm attach --choose` (and the folder trust dialog of the
+/// new worktree likewise), and after `swarm down` and `swarm up` the agent
+/// takes its mail without asking again. Failed before: only
 /// "No (recommended)" was offered (the unmarked "Yes" line was not read),
 /// and the answer, kept only in the sandbox's copy of `~/.claude.json`,
 /// was lost at the next start.
@@ -247,10 +238,22 @@ fn a_confined_claudes_api_key_answer_is_offered_in_full_and_kept_across_restarts
     claude_with_key(&mut s, "coder", vec![Step::text("Read the mail.")]);
     let person_before = fs::read_to_string(s.home.path().join(".claude.json")).unwrap();
     s.up_with(&[]);
+    // The worktree is new to Claude Code: the person answers its folder
+    // trust dialog in the pane, as they would, when it comes.
     s.wait("the API-key dialog is needs_input", || {
-        s.status_of("coder")["agent_prompt"]
-            .as_str()
-            .is_some_and(|p| p.contains("API key"))
+        let c = s.status_of("coder");
+        let prompt = c["agent_prompt"].as_str().unwrap_or("");
+        if prompt.contains("trust this folder") {
+            let yes = c["agent_options"].as_array().and_then(|o| {
+                o.iter()
+                    .position(|o| o["label"].as_str().is_some_and(|l| l.starts_with("Yes")))
+            });
+            if let Some(i) = yes {
+                s.swarm(&["attach", "coder", "--choose", &(i + 1).to_string()])
+                    .ok();
+            }
+        }
+        prompt.contains("API key")
     });
     let c = s.status_of("coder");
     assert_eq!(c["agent_state"], "needs_input", "{c}");

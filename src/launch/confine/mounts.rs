@@ -302,7 +302,7 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
             cli,
             &site.home,
             site.person_home.as_deref(),
-            &site.own,
+            (&site.root, &site.own),
             &var,
         )?);
     }
@@ -343,7 +343,7 @@ fn cli_mounts(
     cli: crate::launch::agents::Cli,
     home: &Path,
     person_home: Option<&Path>,
-    own: &Path,
+    (root, own): (&Path, &Path),
     var: &dyn Fn(&str) -> Option<std::ffi::OsString>,
 ) -> Result<Vec<Mount>> {
     use crate::launch::agents::Cli;
@@ -386,7 +386,13 @@ fn cli_mounts(
         }
         Cli::Claude => {
             if let Some(person) = cli_state::claude_json(var) {
-                cli_state::seed_claude_json(&person, &home.join(".claude.json"), own)?;
+                // Its worktree and the folders above it in the project,
+                // where Claude Code keeps a worktree's folder trust.
+                let folders: Vec<&Path> = own
+                    .ancestors()
+                    .take_while(|a| a.starts_with(root))
+                    .collect();
+                cli_state::seed_claude_json(&person, &home.join(".claude.json"), &folders)?;
             }
         }
     }
