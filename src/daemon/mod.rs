@@ -12,6 +12,7 @@ pub mod control;
 pub mod deliver;
 mod events;
 pub mod gate;
+mod git_guard;
 pub mod hook;
 pub mod journal;
 pub mod order;
@@ -126,6 +127,8 @@ pub struct Daemon {
     indexer: Option<crate::search::indexer::Indexer>,
     /// Journals the copies taken and finished (progress.rs).
     progress: Option<progress::Progress>,
+    /// Moves aside what an agent plants in the project's git folder.
+    git_guard: git_guard::GitGuard,
 }
 
 fn load(project: &Project) -> Result<(Roles, Config)> {
@@ -243,6 +246,7 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
         pid_lock: Some(lock),
         indexer: None,
         progress: None,
+        git_guard: Default::default(),
     };
     let code = if d.opts.once {
         let r = d.deliverer.pass();
@@ -397,6 +401,7 @@ impl Daemon {
             if self.stop_requested() || !self.project.swarmforge().is_dir() {
                 break;
             }
+            self.git_guard.check(&self.project);
             let now = Instant::now();
             if self.run_timers(now, &mut timers) {
                 need_pass = true;

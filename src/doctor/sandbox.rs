@@ -145,3 +145,54 @@ fn trial(plan: &Plan, r: &PlannedRole) -> Option<Finding> {
         .at(&r.worktree_path),
     )
 }
+
+/// Most planted files named one by one.
+const MAX_PLANTED: usize = 20;
+
+/// What an agent planted in the project's own git folder for the person's
+/// git to follow (daemon/git_guard.rs): one still in place (no agent starts
+/// while it is), and each that handoffd moved aside, until the person has
+/// looked at it and removed it.
+pub fn planted(cx: &Context) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if let Some(p) = crate::sys::git::planted_commondir(&cx.project.root) {
+        out.push(
+            Finding::new(
+                "GIT_POINTER_PLANTED",
+                format!(
+                    "{}: the project's own git folder has a `commondir` (git makes one only in a linked worktree's folder); your own git in the project would follow it and run that folder's config and hooks, and no agent starts while it is there",
+                    p.display()
+                ),
+                format!(
+                    "do not run git in the project until it is gone: look at what it names (`cat {0}`), then `rm {0}`; if an agent works in the project root, it may have planted it",
+                    p.display()
+                ),
+            )
+            .at(p),
+        );
+    }
+    let dir = cx.project.planted_dir();
+    let names = crate::fsx::HeldDir::open(&dir)
+        .and_then(|d| d.names())
+        .unwrap_or_default();
+    for name in names.iter().take(MAX_PLANTED) {
+        let p = dir.join(name);
+        let named = crate::fsx::read_bounded(&p, 512)
+            .map(|b| crate::text::escape(String::from_utf8_lossy(&b).trim()))
+            .unwrap_or_default();
+        out.push(
+            Finding::new(
+                "GIT_POINTER_PLANTED",
+                format!(
+                    "handoffd moved aside a `commondir` planted in the project's own git folder (it named `{named}`): an agent working in the project root tried to make your git run a config of its own"
+                ),
+                format!(
+                    "find which agent wrote it (`swarm transcript`, its worktree's history), then remove {}",
+                    p.display()
+                ),
+            )
+            .at(p),
+        );
+    }
+    out
+}

@@ -10,7 +10,7 @@ use crate::protocol::types::{self, TypeRule};
 
 /// What a confined agent meets (docs/security.md, "Confinement"), said
 /// before it tries to "fix" a read-only file system.
-const SANDBOX: &str = "\n## Your sandbox\n\nYou run confined: you can write your worktree, your home and `/tmp`; the rest of the project and the system are read-only, on purpose. Git: commit, amend, rebase and reset on your own branch (`swarmforge-<your worktree>`, checked out on `refs/worktree/swarmforge`, so `git branch --show-current` prints nothing); new branches, tags, `git stash`, `git checkout -b` and pushes are refused, and `Unable to create '.../packed-refs.lock': Read-only file system` after a commit is harmless (the commit is made). Do not try to work around either.\n";
+const SANDBOX: &str = "\n## Your sandbox\n\nYou run confined: you can write your worktree, your home and `/tmp`; the rest of the project and the system are read-only, on purpose. Git: commit, amend, rebase and reset on your own branch (`swarmforge-<your worktree>`, checked out on `refs/worktree/swarmforge`, so `git branch --show-current` prints nothing); new branches, tags, `git stash`, `git checkout -b` and pushes are refused (read-only file system). Do not try to work around either.\n";
 
 /// A placeholder per draft header (the headers come from the type table).
 fn placeholder(field: &str) -> &'static str {

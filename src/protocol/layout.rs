@@ -34,6 +34,11 @@ impl Project {
     pub fn forum_log(&self) -> PathBuf {
         self.swarmforge().join("forum.log")
     }
+    /// What handoffd moved aside from the project's own git folder because
+    /// the person's git would have followed it (daemon/git_guard.rs).
+    pub fn planted_dir(&self) -> PathBuf {
+        self.swarmforge().join("planted")
+    }
     pub fn state_dir(&self) -> PathBuf {
         self.swarmforge().join("state")
     }

@@ -199,3 +199,19 @@ pub fn linked_gitdir(root: &Path, wt: &Path) -> Option<(String, PathBuf)> {
     let gitdir = worktrees.join(&id);
     Some((id, gitdir))
 }
+
+/// The `commondir` file in the project's own git folder (`<root>/.git`),
+/// when there is one (whatever it is: a file, a link, a folder). git makes
+/// one only in a linked worktree's git folder; in the project's, the
+/// person's git in the project would follow it to another folder's config
+/// and hooks (an fsmonitor, a `reference-transaction` hook) and run them.
+/// An agent working in the project root can write `.git`, so it can plant
+/// one: the sandbox refuses to start, handoffd moves it aside, doctor says
+/// so (docs/security.md, "What an agent can plant").
+pub fn planted_commondir(root: &Path) -> Option<PathBuf> {
+    let git = root.join(".git");
+    let p = git.join("commondir");
+    (std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_dir())
+        && std::fs::symlink_metadata(&p).is_ok())
+    .then_some(p)
+}

@@ -130,6 +130,7 @@ try creds grep -q SECRET "$P/nats.creds"
 try runtime_bus test -e "$(cat "$P/agents/runtime")/bus"
 try ssh_agent sh -c 'test -n "${SSH_AUTH_SOCK:-}"'
 try policy sh -c "echo '# mine' >>'$P/swarm.yaml'"
+try run_socket python3 -c "import socket; s = socket.socket(socket.AF_UNIX); s.connect(open('$P/agents/run-socket').read())"
 try abstract python3 -c "import socket; s = socket.socket(socket.AF_UNIX); s.connect('\0' + open('$P/agents/abstract').read())"
 # For the next start: its private home, as a link to the project.
 own="$P/.swarmforge/agents/hostile"
@@ -165,6 +166,15 @@ fn a_confined_agent_cannot_plant_a_way_out_for_its_next_start() {
         .unwrap();
     let _listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
     fs::write(root.join("agents/abstract"), &name).unwrap();
+    // A socket of the system's (Docker's is /run/docker.sock): a read-only
+    // mount does not stop a connect(); an empty /run does. Only root may
+    // make one there, as CI does.
+    let run_socket = RunSocket::bind(&format!("swarm-confine-test-{}.sock", std::process::id()));
+    fs::write(
+        root.join("agents/run-socket"),
+        run_socket.path.to_str().unwrap(),
+    )
+    .unwrap();
     fs::create_dir_all(root.join("agents")).unwrap();
     fs::write(root.join("agents/hostile.sh"), PLANTER).unwrap();
     fs::write(root.join("agents/victim.sh"), DRAIN).unwrap();
@@ -223,6 +233,7 @@ fn a_confined_agent_cannot_plant_a_way_out_for_its_next_start() {
         "ssh_agent",
         "policy",
         "abstract",
+        "run_socket",
     ] {
         assert!(
             results.contains(&format!("{attempt}: refused")),
@@ -254,6 +265,32 @@ fn a_confined_agent_cannot_plant_a_way_out_for_its_next_start() {
     assert!(!fs::read_to_string(root.join("swarm.yaml"))
         .unwrap()
         .contains("# mine"));
+}
+
+/// A listening Unix socket in `/run` while it lives (none when this user
+/// may not make one there, which only CI's root can count on).
+struct RunSocket {
+    path: PathBuf,
+    listener: Option<std::os::unix::net::UnixListener>,
+}
+
+impl RunSocket {
+    fn bind(name: &str) -> RunSocket {
+        let path = Path::new("/run").join(name);
+        let listener = std::os::unix::net::UnixListener::bind(&path).ok();
+        if listener.is_none() && crate::support::is_root() {
+            panic!("root cannot make a socket in /run: {}", path.display());
+        }
+        RunSocket { path, listener }
+    }
+}
+
+impl Drop for RunSocket {
+    fn drop(&mut self) {
+        if self.listener.take().is_some() {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
 }
 
 /// An agent at the project root (`worktree: master`, the default) cannot
@@ -300,6 +337,107 @@ fn an_agent_at_the_root_cannot_rewrite_the_swarms_policy() {
         out.stderr
     );
     assert_eq!(fs::read_to_string(root.join("swarm.yaml")).unwrap(), before);
+}
+
+/// What the agent at the root plants in `.git`: a `commondir` that sends
+/// the person's git to a config of its own (with an fsmonitor), and a
+/// rewrite of another worktree's git folder.
+const ROOT_PLANTER: &str = r#"P="$SWARMFORGE_PROJECT"
+mkdir -p "$P/evil-common"
+printf '[core]\n\tfsmonitor = "touch %s/PWNED; false"\n' "$P" >"$P/evil-common/config"
+if echo "$P/evil-common" >"$P/.git/commondir"; then echo planted >>tried.txt; fi
+for w in "$P"/.git/worktrees/*/; do
+  if echo "$P/evil-common" >"$w/commondir" 2>/dev/null; then echo "worktree: DONE" >>tried.txt; else echo "worktree: refused" >>tried.txt; fi
+done
+i=0
+while [ -e "$P/.git/commondir" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+[ -e "$P/.git/commondir" ] || echo "moved aside" >>tried.txt
+"#;
+
+/// An agent at the project root can write `.git` (its index, HEAD and
+/// branches live there), so it can make a `commondir` there, which the
+/// person's own git in the project would follow to a config that runs a
+/// program. handoffd moves it aside at once and doctor reports it; while
+/// one is in place (handoffd down), no agent's sandbox is made, and doctor
+/// says why. Other worktrees' git folders are read-only to it.
+#[test]
+fn a_commondir_planted_by_the_agent_at_the_root_is_moved_aside_and_reported() {
+    if crate::support::require_bwrap().is_none() {
+        return;
+    }
+    let g = Project::empty_at_home();
+    let root = g.path("proj");
+    fs::create_dir_all(root.join("agents")).unwrap();
+    fs::write(root.join("agents/root.sh"), ROOT_PLANTER).unwrap();
+    fs::write(root.join("agents/b.sh"), DRAIN).unwrap();
+    fs::write(
+        root.join("swarm.yaml"),
+        "launch: {stagger: 0ms}\nroles:\n  - {name: lead, worktree: master, agent: sh \"$SWARMFORGE_PROJECT/agents/root.sh\"}\n  - {name: b, worktree: b, agent: sh \"$SWARMFORGE_PROJECT/agents/b.sh\"}\n",
+    )
+    .unwrap();
+    g.cmd("swarm")
+        .at(&root)
+        .args(["init", "--quiet"])
+        .run()
+        .ok();
+    let mut guard = SwarmGuard::new(&root);
+    guard.guard(
+        g.cmd("swarm")
+            .at(&root)
+            .bins_on_path()
+            .args(["up", "--no-tmux", "--until-idle", "--timeout", "40s"])
+            .start(),
+    );
+    let out = guard.finish(Duration::from_secs(50), "the swarm finishes");
+    let tried = fs::read_to_string(root.join("tried.txt")).unwrap_or_default();
+    let said = format!("{tried}\n{}\n{}", out.stdout, out.stderr);
+    assert!(tried.contains("planted"), "{said}");
+    assert!(tried.contains("worktree: refused"), "{said}");
+    assert!(!tried.contains("worktree: DONE"), "{said}");
+    assert!(tried.contains("moved aside"), "{said}");
+    assert!(!root.join(".git/commondir").exists());
+    // The person's git in the project runs nothing of the agent's.
+    let status = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&root)
+        .arg("status")
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+    assert!(
+        !root.join("PWNED").exists(),
+        "the person's git ran the agent's fsmonitor"
+    );
+    let moved: Vec<_> = fs::read_dir(root.join(".swarmforge/planted"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    let doctor = g.cmd("swarm").at(&root).args(["doctor", "--json"]).run();
+    assert!(
+        doctor.stdout.contains("GIT_POINTER_PLANTED"),
+        "{}",
+        doctor.stdout
+    );
+    assert!(doctor.stdout.contains("evil-common"), "{}", doctor.stdout);
+    // With handoffd down, one in place stops every agent's start, and
+    // doctor says so; gone (looked at), doctor is quiet again.
+    fs::remove_dir_all(root.join(".swarmforge/planted")).unwrap();
+    let planted = root.join(".git/commondir");
+    fs::write(&planted, root.join("evil-common").to_str().unwrap()).unwrap();
+    let doctor = g.cmd("swarm").at(&root).args(["doctor", "--json"]).run();
+    let report = doctor.json();
+    let text = report.to_string();
+    assert!(text.contains("GIT_POINTER_PLANTED"), "{text}");
+    assert!(text.contains("CONFINEMENT_ROLE"), "{text}");
+    assert!(text.contains(&planted.display().to_string()), "{text}");
+    fs::remove_file(&planted).unwrap();
+    let doctor = g.cmd("swarm").at(&root).args(["doctor", "--json"]).run();
+    assert!(
+        !doctor.stdout.contains("GIT_POINTER_PLANTED"),
+        "{}",
+        doctor.stdout
+    );
 }
 
 /// An agent that rewrote its worktree's `.git` file (an unconfined one, or
@@ -394,7 +532,7 @@ fn the_primer_says_what_the_sandbox_allows() {
     let p = d.cmd("swarm").args(["prompt", "a"]).run();
     p.ok();
     assert!(p.stdout.contains("## Your sandbox"), "{}", p.stdout);
-    assert!(p.stdout.contains("packed-refs.lock"), "{}", p.stdout);
+    assert!(p.stdout.contains("git checkout -b"), "{}", p.stdout);
     d.write(
         "swarm.yaml",
         "launch: {confine: false}\nroles:\n  - {name: a, worktree: a, agent: sh -c true}\n  - {name: boss, worktree: boss, agent: human}\n",

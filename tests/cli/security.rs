@@ -441,6 +441,14 @@ fn confined_run(tmux: bool) {
     fs::create_dir_all(token.parent().unwrap()).unwrap();
     fs::write(&token, "cockpit-secret\n").unwrap();
 
+    // A repository as a clone leaves it: its branches in `packed-refs`.
+    let packed = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&root)
+        .args(["pack-refs", "--all"])
+        .status()
+        .unwrap();
+    assert!(packed.success());
     // The refs the person's git keeps, as before the agent ran.
     let git_state = || {
         let run = |args: &[&str]| {
@@ -594,6 +602,12 @@ fn confined_run(tmux: bool) {
     // is as it was; its own commits (amended) are on its branch for the
     // person's git.
     assert!(results.contains("own: amended"), "{results}\n{log}");
+    // A commit says nothing about a lock it could not take (issue 42,
+    // point 8), and what it wrote beside the project's `.git` entries
+    // stayed in the sandbox (a `commondir` the person's git would follow).
+    let said = fs::read_to_string(root.join(".worktrees/hostile/commit-stderr.txt")).unwrap();
+    assert_eq!(said, "", "a confined commit printed an error");
+    assert!(!root.join(".git/commondir").exists() && !root.join(".git/planted").exists());
     assert_eq!(git_state(), refs_before);
     let own = fs::read_to_string(root.join(".worktrees/hostile/own-head.txt")).unwrap();
     let branch = hostile_log("%H %s");
@@ -656,7 +670,8 @@ until [ -n "$(ls "$box" 2>/dev/null)" ] || [ $i -ge 200 ]; do sleep 0.1; i=$((i+
 id=$(ls "$box" | head -n 1 | sed 's/^[0-9]*_\(.*\)_to_.*/\1/')
 try answer_as_boss env -u SWARMFORGE_ROLE swarm answer "$id" --choice 1
 echo x >"$HOME/x" && echo x >/tmp/x && echo "own: home and tmp" >>"$r"
-echo w >work.txt && git add work.txt && git -c user.name=h -c user.email=h@invalid commit -qm work && echo "own: committed" >>"$r"
+echo w >work.txt && git add work.txt && git -c user.name=h -c user.email=h@invalid commit -qm work 2>commit-stderr.txt && echo "own: committed" >>"$r"
+echo /tmp >"$P/.git/commondir" 2>/dev/null; echo planted >"$P/.git/planted" 2>/dev/null
 try git_replace git replace -f "$(git rev-parse HEAD~1)" HEAD
 try git_tag git tag -f v1.0 HEAD
 try git_main git update-ref refs/heads/master HEAD

@@ -81,15 +81,22 @@ fn program_mounts(hidden: &[PathBuf], home: Option<&Path>, root: &Path) -> Vec<M
             && !root.starts_with(d)
     };
     let mut out: Vec<PathBuf> = Vec::new();
+    // A folder on PATH reached through a link under a hidden one (NixOS's
+    // `/run/current-system/sw/bin`, a `~/bin` linked elsewhere): the folder
+    // it resolves to, at the path PATH names.
+    let mut linked: Vec<Mount> = Vec::new();
     let add = |d: PathBuf, out: &mut Vec<PathBuf>| {
         if wanted(&d) && d.is_dir() && !out.iter().any(|o| d.starts_with(o)) {
             out.retain(|o| !o.starts_with(&d));
             out.push(d);
         }
     };
-    for d in dirs.iter().filter(|d| d.is_absolute()) {
-        let d = canon(d);
+    for raw in dirs.iter().filter(|d| d.is_absolute()) {
+        let d = canon(raw);
         if !wanted(&d) {
+            if wanted(raw) && d.is_dir() && !linked.iter().any(|m| &m.dest == raw) {
+                linked.push(Mount::onto("--ro-bind", &d, raw));
+            }
             continue;
         }
         add(program_tree(&d), &mut out);
@@ -110,7 +117,10 @@ fn program_mounts(hidden: &[PathBuf], home: Option<&Path>, root: &Path) -> Vec<M
             }
         }
     }
-    out.iter().map(|d| Mount::same("--ro-bind", d)).collect()
+    out.iter()
+        .map(|d| Mount::same("--ro-bind", d))
+        .chain(linked)
+        .collect()
 }
 
 /// Where one role's sandbox is: the project root (resolved), the role's
@@ -168,7 +178,8 @@ impl<'a> Site<'a> {
             Some(h) => m.push(Mount::onto("--bind", &self.home, h)),
             None => m.push(Mount::same("--bind", &self.home)),
         }
-        let hidden: Vec<PathBuf> = std::iter::once(PathBuf::from("/tmp"))
+        let hidden: Vec<PathBuf> = [PathBuf::from("/tmp"), PathBuf::from("/run")]
+            .into_iter()
             .chain(self.person_home.clone())
             .collect();
         m.extend(program_mounts(
@@ -222,8 +233,8 @@ impl<'a> Site<'a> {
     /// homes (copies of the person's CLI state), the cockpit's and the A2A
     /// server's tokens (the folders made now, so also when the server starts
     /// after the agent), a bridge credentials file kept in the project, and
-    /// the person's session: its bus, its systemd manager, its keyring and
-    /// agent sockets live in the runtime folder.
+    /// the sockets of the person's session and of the system
+    /// ([`system_sockets`]).
     fn hidden(&self) -> Result<Vec<Mount>> {
         let project = &self.plan.project;
         let mut m = Vec::new();
@@ -244,7 +255,7 @@ impl<'a> Site<'a> {
                 m.push(Mount::onto("--ro-bind", Path::new("/dev/null"), &f));
             }
         }
-        m.extend(runtime_dir().map(|run| Mount::tmpfs(&run)));
+        m.extend(system_sockets());
         Ok(m)
     }
 
@@ -322,9 +333,42 @@ const PERSON_SOCKETS: &[&str] = &[
     "DOCKER_HOST",
 ];
 
+/// The folders of the system's and the person's sockets, each an empty
+/// one inside: a read-only mount does not stop a `connect()`, and behind
+/// them run things outside the sandbox as the person or as root. `/run`
+/// (and `/var/run` where it is not a link to it) holds Docker's,
+/// containerd's, the system bus's; the person's runtime folder
+/// (`$XDG_RUNTIME_DIR`, else `/run/user/<uid>`) their session bus, systemd's
+/// user manager (whose `systemd-run --user` runs anything), keyrings,
+/// Wayland. Given back read-only: the folder `/etc/resolv.conf` links into
+/// when it is under `/run` (systemd-resolved's stub, resolvconf's,
+/// NetworkManager's), or names would not resolve; and the programs on PATH
+/// there ([`program_mounts`]).
+fn system_sockets() -> Vec<Mount> {
+    let run = Path::new("/run");
+    let mut m = vec![Mount::tmpfs(run)];
+    let var_run = Path::new("/var/run");
+    if std::fs::symlink_metadata(var_run).is_ok_and(|t| t.is_dir()) {
+        m.push(Mount::tmpfs(var_run));
+    }
+    if let Some(dir) = Path::new("/etc/resolv.conf")
+        .canonicalize()
+        .ok()
+        .and_then(|f| f.parent().map(Path::to_path_buf))
+        .filter(|d| d.starts_with(run) && d != run)
+    {
+        m.push(Mount::same("--ro-bind", &dir));
+    }
+    m.extend(
+        runtime_dir()
+            .filter(|d| !d.starts_with(run))
+            .map(|d| Mount::tmpfs(&d)),
+    );
+    m
+}
+
 /// The person's runtime folder (`$XDG_RUNTIME_DIR`, else
-/// `/run/user/<uid>`): D-Bus, systemd's user manager (whose
-/// `systemd-run --user` runs anything outside), keyrings, Wayland.
+/// `/run/user/<uid>`).
 fn runtime_dir() -> Option<PathBuf> {
     let uid = crate::launch::agents::claude_root::euid();
     std::env::var_os("XDG_RUNTIME_DIR")
@@ -411,33 +455,30 @@ fn cli_mounts(
 /// fsmonitor or hook) of the agent's. A role working in the root gets
 /// `.git` itself (its index, HEAD and branch live there, so it can still
 /// move branches) but never `config` or `hooks`, which the person's own
-/// git would run, nor the refs a commit never moves.
+/// git would run, nor the refs a commit never moves. What it could make
+/// there that the person's git would follow, a `commondir`, no mount can
+/// stop (a mount point would be a file git reads): handoffd moves one aside
+/// as soon as it appears (daemon/git_guard.rs), and no agent starts while
+/// one is there.
 fn git_mounts(root: &Path, own: &Path) -> Result<Vec<Mount>> {
     let git = root.join(".git");
     if !std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_dir()) {
         return Ok(Vec::new());
     }
-    let mut out = Vec::new();
-    if own != root {
-        out.push(Mount::same("--ro-bind", &git));
-        if let Some(gitdir) = worktree_gitdir(root, own)? {
-            out.push(Mount::same("--bind", &gitdir));
-            for f in ["gitdir", "commondir"] {
-                let p = gitdir.join(f);
-                if std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_file()) {
-                    out.push(Mount::same("--ro-bind", &p));
-                }
-            }
-            out.push(Mount::same("--ro-bind", &own.join(".git")));
-        }
-        out.push(Mount::same(
-            "--bind",
-            &real_dir(root, Path::new(".git/objects"), true)?,
-        ));
-        return Ok(out);
+    if let Some(planted) = crate::sys::git::planted_commondir(root) {
+        return Err(Error::env(format!(
+            "{}: the project's own git folder has a `commondir`, which git makes only in a linked worktree's folder; your own git in the project would follow it (to a config and hooks of whoever wrote it, maybe an agent working in the root), so no agent starts\n  hint: look at what it names (`cat {0}`), then remove it (`rm {0}`); `swarm doctor` says where handoffd put any it moved aside",
+            planted.display()
+        )));
     }
-    out.push(Mount::same("--bind", &git));
-    for f in ["config", "hooks", "commondir"] {
+    if own != root {
+        return linked_git_mounts(root, own, &git);
+    }
+    let mut out = vec![Mount::same("--bind", &git)];
+    // What the person's git runs or follows: its config and hooks, the
+    // other worktrees' git folders (their `commondir` and `gitdir`), and
+    // `info/` (grafts would rewrite the history it shows).
+    for f in ["config", "hooks", "worktrees", "info"] {
         let p = git.join(f);
         if p.exists() {
             out.push(Mount::same("--ro-bind", &p));
@@ -450,6 +491,47 @@ fn git_mounts(root: &Path, own: &Path) -> Result<Vec<Mount>> {
     for d in ["replace", "tags", "remotes", "notes"] {
         let rel = Path::new(".git/refs").join(d);
         out.push(Mount::same("--ro-bind", &real_dir(root, &rel, true)?));
+    }
+    Ok(out)
+}
+
+/// `.git` for an agent in a linked worktree: a private, empty `.git` with
+/// each entry of the project's bound back into it read-only, except the
+/// object store and the worktree's own git folder. What git makes beside
+/// them lands in the private folder and is gone with the sandbox: the lock
+/// a commit takes on `packed-refs` to drop the worktree's `AUTO_MERGE`
+/// (git 2.47 takes it for any ref deletion), which a read-only `.git`
+/// refused with an error after every commit; and whatever an agent would
+/// plant there (a `commondir`) never reaches the person's `.git`. A
+/// folder is bound live; a file is the one it was when the sandbox was
+/// made (a `packed-refs` that the person's git rewrites later is seen at
+/// the next start, docs/security.md "Branches"). A link among the entries
+/// is not followed (nothing of the project's is a link there).
+fn linked_git_mounts(root: &Path, own: &Path, git: &Path) -> Result<Vec<Mount>> {
+    const MAX_ENTRIES: usize = 256;
+    let mut out = vec![Mount::tmpfs(git)];
+    let entries = git.read_dir().map_err(|e| Error::io(git, e))?;
+    for e in entries.flatten().take(MAX_ENTRIES) {
+        let Ok(kind) = e.file_type() else { continue };
+        let name = e.file_name();
+        if name == "objects" {
+            out.push(Mount::same(
+                "--bind",
+                &real_dir(root, Path::new(".git/objects"), true)?,
+            ));
+        } else if kind.is_dir() || kind.is_file() {
+            out.push(Mount::same("--ro-bind", &e.path()));
+        }
+    }
+    if let Some(gitdir) = worktree_gitdir(root, own)? {
+        out.push(Mount::same("--bind", &gitdir));
+        for f in ["gitdir", "commondir"] {
+            let p = gitdir.join(f);
+            if std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_file()) {
+                out.push(Mount::same("--ro-bind", &p));
+            }
+        }
+        out.push(Mount::same("--ro-bind", &own.join(".git")));
     }
     Ok(out)
 }
