@@ -294,15 +294,17 @@ impl Waker {
             }
             if !deferred {
                 deferred = true;
+                // The marker before the journal line: a reader that saw
+                // `deferred_busy` finds status saying so too.
+                write_marker(
+                    &deferred_file(&self.project, &req.role),
+                    &format!("{}\n", clock::iso_now()),
+                );
                 self.journal.record(
                     &Event::new(Kind::DeferredBusy)
                         .path(&req.path)
                         .recipient(&req.role)
                         .reason("pane busy"),
-                );
-                write_marker(
-                    &deferred_file(&self.project, &req.role),
-                    &format!("{}\n", clock::iso_now()),
                 );
             }
             if Instant::now() + pause >= end {
