@@ -2,7 +2,8 @@
 //! sandbox (launch/confine/)? First bubblewrap itself ([`confine::probe`]);
 //! then, in an initialised confined swarm, each agent role's own sandbox,
 //! built with the arguments `swarm up` builds ([`confine::args`]) and run
-//! once with `true` as its command, within a deadline. A sandbox that
+//! once with `true` as its command, within a deadline (`confine::trial`, the
+//! runner `confine::probe` uses too). A sandbox that
 //! fails (a folder it binds gone, a mount hidden by a later one, `bwrap:
 //! Can't chdir to …`) names the role and bwrap's own words, so the person
 //! learns it here rather than from an agent that dies at its start.
@@ -14,19 +15,14 @@
 //! in the person's home (a CLI's state folder, its placeholders) and does
 //! not replace the copy of `~/.claude.json` a running Claude Code agent
 //! uses; the binds of that state folder are therefore not tried.
-
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::time::Duration;
+//!
+//! Also the `git_planted` check ([`planted`]): a `commondir` an agent
+//! working in the project root planted in the project's git folder, which
+//! stops every sandbox while it is there (daemon/git_guard.rs).
 
 use super::{Context, Finding};
 use crate::launch::confine;
 use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
-
-/// Longest one role's trial may take (a sandbox starts in milliseconds).
-const DEADLINE: Duration = Duration::from_secs(10);
-/// Most of bwrap's error quoted in a finding.
-const MAX_QUOTED: usize = 400;
 
 const OPT_OUT: &str = "or set `launch: {confine: false}` in swarm.yaml (agents then run unconfined as your user, see docs/security.md \"Confinement\")";
 
@@ -85,17 +81,11 @@ fn trial(plan: &Plan, r: &PlannedRole) -> Option<Finding> {
         }
     };
     let bwrap = confine::program();
-    let child = Command::new(&bwrap)
-        .args(&args)
-        .args(["--", "sh", "-c", "true"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(c) => c,
+    let quoted = match confine::trial(&bwrap, &args) {
+        Ok(()) => return None,
+        Err(confine::TrialError::Failed(said)) => said,
         // probe() ran it a moment ago: gone since, say so.
-        Err(e) => {
+        Err(confine::TrialError::Spawn(e)) => {
             return Some(Finding::new(
                 "CONFINEMENT_ROLE",
                 format!(
@@ -106,32 +96,6 @@ fn trial(plan: &Plan, r: &PlannedRole) -> Option<Finding> {
                 fix,
             ))
         }
-    };
-    let stderr = child.stderr.take();
-    let (ok, why) = match crate::sys::tmux::wait_bounded(child, DEADLINE) {
-        Ok(st) => (st.success(), format!("it exits with {st}")),
-        Err(e) => (false, format!("it did not start: {e}")),
-    };
-    if ok {
-        return None;
-    }
-    // Read after the exit: bwrap's error is one short line, far under a
-    // pipe's buffer; bounded all the same.
-    let mut said = Vec::new();
-    if let Some(s) = stderr {
-        let _ = s.take(MAX_QUOTED as u64 * 4).read_to_end(&mut said);
-    }
-    let said = String::from_utf8_lossy(&said);
-    let said = said.trim();
-    let quoted = if said.is_empty() {
-        why
-    } else {
-        let mut q = crate::text::escape(&said.lines().take(3).collect::<Vec<_>>().join("; "));
-        if let Some((i, _)) = q.char_indices().nth(MAX_QUOTED) {
-            q.truncate(i);
-            q.push('…');
-        }
-        q
     };
     Some(
         Finding::new(

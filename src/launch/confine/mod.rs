@@ -65,27 +65,84 @@ pub struct Problem {
 
 const OPT_OUT: &str = "or set `launch: {confine: false}` in swarm.yaml (agents then run unconfined as your user, see docs/security.md \"Confinement\")";
 
-/// Tries a sandbox once: bwrap is installed and can create its namespaces.
-pub fn probe() -> Option<Problem> {
-    let bwrap = program();
-    let out = Command::new(&bwrap)
-        .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
-        .args(["--unshare-pid", "--die-with-parent", "true"])
+/// Why a trial sandbox did not start.
+#[derive(Debug)]
+pub enum TrialError {
+    /// The sandbox program could not be run at all.
+    Spawn(std::io::Error),
+    /// It ran and failed: bwrap's own words (its first lines, escaped and
+    /// bounded), or how it ended when it said nothing.
+    Failed(String),
+}
+
+/// Longest a trial sandbox may take to run `true` (it starts in
+/// milliseconds; a hung mount must not hang `swarm up` or doctor).
+const TRIAL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+/// Most of bwrap's error quoted.
+const MAX_QUOTED: usize = 400;
+
+/// Runs `bwrap <args> -- sh -c true` once, within [`TRIAL_DEADLINE`]: the
+/// one runner of a trial sandbox, for [`probe`] and doctor's per-role trial.
+pub fn trial(bwrap: &str, args: &[String]) -> std::result::Result<(), TrialError> {
+    use std::io::Read;
+    let mut child = Command::new(bwrap)
+        .args(args)
+        .args(["--", "sh", "-c", "true"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
-        .output();
-    match out {
-        Ok(o) if o.status.success() => None,
-        Ok(o) => Some(Problem {
+        .spawn()
+        .map_err(TrialError::Spawn)?;
+    let stderr = child.stderr.take();
+    let why = match crate::sys::tmux::wait_bounded(child, TRIAL_DEADLINE) {
+        Ok(st) if st.success() => return Ok(()),
+        Ok(st) => format!("it exits with {st}"),
+        Err(e) => format!("it did not start: {e}"),
+    };
+    // Read after the exit: bwrap's error is one short line, far under a
+    // pipe's buffer; bounded all the same.
+    let mut said = Vec::new();
+    if let Some(s) = stderr {
+        let _ = s.take(MAX_QUOTED as u64 * 4).read_to_end(&mut said);
+    }
+    let said = String::from_utf8_lossy(&said);
+    let said = said.trim();
+    if said.is_empty() {
+        return Err(TrialError::Failed(why));
+    }
+    let mut q = crate::text::escape(&said.lines().take(3).collect::<Vec<_>>().join("; "));
+    if let Some((i, _)) = q.char_indices().nth(MAX_QUOTED) {
+        q.truncate(i);
+        q.push('…');
+    }
+    Err(TrialError::Failed(q))
+}
+
+/// Tries a sandbox once: bwrap is installed and can create its namespaces.
+pub fn probe() -> Option<Problem> {
+    let bwrap = program();
+    let base = [
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--unshare-pid",
+        "--die-with-parent",
+    ]
+    .map(String::from);
+    match trial(&bwrap, &base) {
+        Ok(()) => None,
+        Err(TrialError::Failed(said)) => Some(Problem {
             message: format!(
-                "agents are confined by default, but bubblewrap cannot make a sandbox here: {} fails: {}",
+                "agents are confined by default, but bubblewrap cannot make a sandbox here: {} fails: {said}",
                 crate::text::escape(&bwrap),
-                crate::text::escape(String::from_utf8_lossy(&o.stderr).trim())
             ),
             fix: format!("bubblewrap needs unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 also kernel.apparmor_restrict_unprivileged_userns=0), or run as root; {OPT_OUT}"),
         }),
-        Err(e) => Some(Problem {
+        Err(TrialError::Spawn(e)) => Some(Problem {
             message: format!(
                 "agents are confined by default, which needs bubblewrap: cannot run {}: {e}",
                 crate::text::escape(&bwrap)
