@@ -248,11 +248,14 @@ impl Reader<'_> {
             self.run.skipped += 1;
             return;
         };
-        if let Some(r) = stream::retry(self.cli, &v).filter(stream::Retry::blocks) {
-            self.block(&r);
+        let refused = stream::retry(self.cli, &v).filter(stream::Retry::blocks);
+        if let Some(r) = &refused {
+            self.block(r);
         }
         for ev in stream::parse(self.cli, &v) {
-            if matches!(ev, Event::Activity { .. } | Event::Usage(_)) {
+            // The model got on; not the refusal's own line (Codex's error
+            // lines are also the turn's activity).
+            if refused.is_none() && matches!(ev, Event::Activity { .. } | Event::Usage(_)) {
                 self.unblock();
             }
             self.event(ev);
@@ -268,7 +271,10 @@ impl Reader<'_> {
         // The pane of a headless role in a tmux swarm shows this line, and
         // the daemon reads the same text from it as the marker's (pane.rs).
         let text = format!("{} API error {} {}", self.cli.name(), r.status, r.error);
-        eprintln!("{text} · retrying, attempt {}/{}", r.attempt, r.max);
+        match r.max {
+            0 => eprintln!("{text} · the CLI gave up"),
+            max => eprintln!("{text} · retrying, attempt {}/{max}", r.attempt),
+        }
         let p = crate::daemon::pane::Prompt {
             wait: crate::daemon::pane::Wait::Blocked,
             text: crate::text::escape(&text),
@@ -591,6 +597,61 @@ mod tests {
         assert!(crate::daemon::pane::reported(&p, "r").is_some());
         r.line(br#"{"type":"assistant","message":{"content":[{"type":"text","text":"hi"}]},"session_id":"s1"}"#);
         assert!(crate::daemon::pane::reported(&p, "r").is_none());
+    }
+
+    /// Codex 0.171 and Gemini CLI 0.61 answered 401 by the model, as their
+    /// streams say it (seen against a server answering 401 to everything).
+    #[test]
+    fn codex_and_gemini_cli_refused_requests_block_the_role() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Project::new(dir.path());
+        std::fs::create_dir_all(p.daemon_dir()).unwrap();
+        let lines: [(Cli, &[u8], &str); 4] = [
+            (
+                Cli::Codex,
+                br#"{"type":"error","message":"Reconnecting... 1/5 (unexpected status 401 Unauthorized: token revoked, url: http://127.0.0.1:1/v1/responses)"}"#,
+                "codex API error 401 Unauthorized",
+            ),
+            (
+                Cli::Codex,
+                br#"{"type":"turn.failed","error":{"message":"unexpected status 403 Forbidden: no, url: http://127.0.0.1:1/v1/responses"}}"#,
+                "codex API error 403 Forbidden",
+            ),
+            (
+                Cli::Gemini,
+                br#"{"type":"result","status":"error","error":{"type":"unknown","message":"[API Error: {\"error\":{\"code\":401,\"message\":\"API key not valid.\",\"status\":\"UNAUTHENTICATED\"}}]"}}"#,
+                "gemini API error 401 UNAUTHENTICATED",
+            ),
+            (
+                Cli::Gemini,
+                br#"{"type":"result","status":"error","error":{"type":"unknown","message":"[API Error: {\"error\":{\"message\":\"quota\",\"status\":\"RESOURCE_EXHAUSTED\"}}]"}}"#,
+                "gemini API error 429 RESOURCE_EXHAUSTED",
+            ),
+        ];
+        for (cli, line, said) in lines {
+            crate::daemon::pane::report_outside(&p, "r", None);
+            let mut r = reader(&p);
+            r.cli = cli;
+            r.line(line);
+            let (wait, _, text) = crate::daemon::pane::reported(&p, "r")
+                .unwrap_or_else(|| panic!("not blocked: {}", String::from_utf8_lossy(line)));
+            assert_eq!(
+                (wait, text.as_str()),
+                (crate::daemon::pane::Wait::Blocked, said)
+            );
+        }
+        // A server error or a failure without a status blocks nothing.
+        for (cli, line) in [
+            (Cli::Codex, &br#"{"type":"error","message":"Reconnecting... 2/5 (unexpected status 500 Internal Server Error: x)"}"#[..]),
+            (Cli::Codex, br#"{"type":"error","message":"stream disconnected"}"#),
+            (Cli::Gemini, br#"{"type":"result","status":"error","error":{"message":"[API Error: not json]"}}"#),
+        ] {
+            crate::daemon::pane::report_outside(&p, "r", None);
+            let mut r = reader(&p);
+            r.cli = cli;
+            r.line(line);
+            assert!(crate::daemon::pane::reported(&p, "r").is_none());
+        }
     }
 
     #[test]

@@ -433,3 +433,47 @@ fn a_headless_claudes_authentication_error_is_blocked_while_it_retries() {
         "{events:?}"
     );
 }
+
+/// Headless Codex (`codex exec --json`) answered 401 by the model:
+/// `blocked`, with the CLI's words, from its first retry (it reconnects five
+/// times, then fails the turn), not a role restarted until it is parked
+/// (issue 42, point 4). Failed before: Codex's stream was not read for a
+/// refusal. (Gemini CLI's failed turn is read the same way, unit-tested in
+/// launch::turn with the stream it printed against a server refusing it.)
+#[test]
+fn a_headless_codex_authentication_error_is_blocked() {
+    if crate::support::require_bwrap().is_none() {
+        return;
+    }
+    let Some(bin) = agent_bin("codex") else {
+        return;
+    };
+    let yaml = format!(
+        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: codex\n    worktree: coder\n    args: {}\n  - name: owner\n    agent: human\n",
+        crate::real_agents::codex_args("coder")
+    );
+    let s = RealSwarm::init(&yaml, bin);
+    s.codex(
+        "coder",
+        vec![Step::refuse(401, "invalid_api_key", "token revoked")],
+    );
+    let r = s.swarm(&["up", "--no-tmux", "--detach", "--trust"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    s.d.send("owner", &draft("coder", "please start")).ok();
+    let mut seen = Value::Null;
+    s.wait("the headless codex is blocked", || {
+        seen = s.status_of("coder");
+        seen["agent_state"] == "blocked"
+    });
+    assert_eq!(
+        seen["agent_prompt"], "codex API error 401 Unauthorized",
+        "{seen}"
+    );
+    let events = s.d.events();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "blocked" && e["recipient"] == "coder"),
+        "{events:?}"
+    );
+}

@@ -131,12 +131,13 @@ pub fn parse(cli: Cli, v: &Value) -> Vec<Event> {
     }
 }
 
-/// A model request the CLI retries after an HTTP error.
+/// A model request the CLI retries, or gave up on, after an HTTP error.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Retry {
     pub status: u64,
     /// The CLI's word for the error (`authentication_failed`), bounded.
     pub error: String,
+    /// Which try this is, of `max` (both 0 when the CLI gave up).
     pub attempt: u64,
     pub max: u64,
 }
@@ -150,26 +151,86 @@ impl Retry {
     }
 }
 
-/// The retry a line of `cli`'s stream reports: Claude Code 2.1's
-/// `{"type":"system","subtype":"api_retry","attempt":3,"max_retries":10,
-/// "error_status":401,"error":"authentication_failed",…}`, one a retry for
-/// about three minutes. Codex and Gemini CLI report none in their streams.
-pub fn retry(cli: Cli, v: &Value) -> Option<Retry> {
-    if cli != Cli::Claude || v["type"] != "system" || v["subtype"] != "api_retry" {
-        return None;
-    }
-    let word: String = s(&v["error"])
-        .unwrap_or_default()
-        .chars()
+/// A word of an error as shown: ASCII letters, digits and `_`, bounded.
+fn word(s: &str) -> String {
+    s.chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
         .take(64)
-        .collect();
-    Some(Retry {
-        status: v["error_status"].as_u64()?,
-        error: word,
-        attempt: n(&v["attempt"]),
-        max: n(&v["max_retries"]),
-    })
+        .collect()
+}
+
+/// The refused request a line of `cli`'s stream reports, retried or given
+/// up on:
+/// - Claude Code 2.1: `{"type":"system","subtype":"api_retry","attempt":3,
+///   "max_retries":10,"error_status":401,"error":"authentication_failed",…}`,
+///   retried for about three minutes;
+/// - Codex 0.171 (`exec --json`): `{"type":"error","message":"Reconnecting...
+///   1/5 (unexpected status 401 Unauthorized: …)"}` for each of five tries,
+///   then `{"type":"turn.failed","error":{"message":"unexpected status 401
+///   Unauthorized: …"}}`;
+/// - Gemini CLI 0.61 (`--output-format stream-json`) retries nothing it
+///   reports: a refused request ends the turn with `{"type":"result",
+///   "status":"error","error":{"message":"[API Error: {\"error\":{\"code\":
+///   401,…,\"status\":\"UNAUTHENTICATED\"}}]"}}` (Google's error, quoted).
+pub fn retry(cli: Cli, v: &Value) -> Option<Retry> {
+    match cli {
+        Cli::Claude if v["type"] == "system" && v["subtype"] == "api_retry" => Some(Retry {
+            status: v["error_status"].as_u64()?,
+            error: word(v["error"].as_str().unwrap_or_default()),
+            attempt: n(&v["attempt"]),
+            max: n(&v["max_retries"]),
+        }),
+        Cli::Codex if v["type"] == "error" => {
+            let m = v["message"].as_str()?;
+            let tries = m.strip_prefix("Reconnecting... ")?;
+            let (attempt, rest) = tries.split_once('/')?;
+            let max: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            let (status, error) = codex_status(m)?;
+            Some(Retry {
+                status,
+                error,
+                attempt: attempt.parse().ok()?,
+                max: max.parse().ok()?,
+            })
+        }
+        Cli::Codex if v["type"] == "turn.failed" => {
+            let (status, error) = codex_status(v["error"]["message"].as_str()?)?;
+            Some(Retry {
+                status,
+                error,
+                attempt: 0,
+                max: 0,
+            })
+        }
+        Cli::Gemini if v["type"] == "result" && v["status"] == "error" => {
+            let m = v["error"]["message"].as_str()?;
+            let quoted: Value = serde_json::from_str(m.get(m.find('{')?..=m.rfind('}')?)?).ok()?;
+            let e = &quoted["error"];
+            let named = e["status"].as_str().unwrap_or_default();
+            let status = e["code"].as_u64().or(match named {
+                "UNAUTHENTICATED" => Some(401),
+                "PERMISSION_DENIED" => Some(403),
+                "RESOURCE_EXHAUSTED" => Some(429),
+                _ => None,
+            })?;
+            Some(Retry {
+                status,
+                error: word(named),
+                attempt: 0,
+                max: 0,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// `unexpected status 401 Unauthorized` in a Codex error: the status and
+/// its reason word.
+fn codex_status(m: &str) -> Option<(u64, String)> {
+    let after = &m[m.find("unexpected status ")? + "unexpected status ".len()..];
+    let (code, reason) = after.split_once(' ').unwrap_or((after, ""));
+    let reason = reason.split([':', ',', ')']).next().unwrap_or_default();
+    Some((code.parse().ok()?, word(reason)))
 }
 
 /// Claude Code `-p --output-format stream-json --verbose`: `system`

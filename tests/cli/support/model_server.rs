@@ -361,11 +361,19 @@ enum Answer {
 
 fn answer(req: &Request, s: &State) -> Answer {
     match answer_ok(req, s) {
+        // Each API's own error body: Google's (code, message, status),
+        // OpenAI's (message, type, code), Anthropic's (type, error).
         Err((status, kind, message)) => Answer::Refused(
             status,
-            json!({"type": "error", "error": {"type": kind, "message": message}})
-                .to_string()
-                .into_bytes(),
+            if req.path.contains("generateContent") {
+                json!({"error": {"code": status, "message": message, "status": kind}})
+            } else if req.path.contains("/v1/responses") {
+                json!({"error": {"message": message, "type": kind, "code": kind}})
+            } else {
+                json!({"type": "error", "error": {"type": kind, "message": message}})
+            }
+            .to_string()
+            .into_bytes(),
         ),
         Ok((ctype, body)) => Answer::Ok(ctype, body),
     }
