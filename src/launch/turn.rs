@@ -220,7 +220,12 @@ struct Reader<'a> {
     items: Option<crate::launch::turn_item::ItemWatch>,
     /// The CLI retries a request the model refused (a 401, 403 or 429):
     /// the role is `blocked` (daemon/pane.rs's marker) until it gets on.
+    /// Also when an earlier turn left the mark, so this one's first
+    /// activity clears it.
     blocked: bool,
+    /// The CLI gave up on the refused request (the turn ends on it): the
+    /// mark stays after the turn, until a later one gets on.
+    gave_up: bool,
 }
 
 impl Reader<'_> {
@@ -282,6 +287,7 @@ impl Reader<'_> {
         };
         crate::daemon::pane::report_outside(self.project, self.role, Some(&p));
         self.blocked = true;
+        self.gave_up = r.max == 0;
     }
 
     fn unblock(&mut self) {
@@ -472,7 +478,11 @@ fn run_once(
             &r.worktree(),
             max_bytes,
         )),
-        blocked: false,
+        blocked: matches!(
+            crate::daemon::pane::reported(project, role),
+            Some((crate::daemon::pane::Wait::Blocked, ..))
+        ),
+        gave_up: false,
     };
     reader.record(start);
     say(&format!(
@@ -518,7 +528,9 @@ fn run_once(
     let status = child
         .wait()
         .map_err(|e| Error::process(format!("waiting for {}: {e}", cli.name())))?;
-    reader.unblock();
+    if !reader.gave_up {
+        reader.unblock();
+    }
     reader.run.stderr_tail = err.and_then(|h| h.join().ok()).unwrap_or_default();
     reader.run.code = status.code();
     if reader.run.skipped + reader.run.unknown > 0 {
@@ -565,6 +577,7 @@ mod tests {
             items: None,
             started: None,
             blocked: false,
+            gave_up: false,
         }
     }
 

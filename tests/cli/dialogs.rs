@@ -434,46 +434,58 @@ fn a_headless_claudes_authentication_error_is_blocked_while_it_retries() {
     );
 }
 
-/// Headless Codex (`codex exec --json`) answered 401 by the model:
-/// `blocked`, with the CLI's words, from its first retry (it reconnects five
-/// times, then fails the turn), not a role restarted until it is parked
-/// (issue 42, point 4). Failed before: Codex's stream was not read for a
-/// refusal. (Gemini CLI's failed turn is read the same way, unit-tested in
-/// launch::turn with the stream it printed against a server refusing it.)
+/// Headless Codex (`codex exec --json`) and Gemini CLI (`-p
+/// --output-format stream-json`) answered 401 by the model: `blocked`, with
+/// the CLI's words, from Codex's first reconnect (it tries five times, then
+/// fails the turn) and from Gemini CLI's failed turn (it retries nothing it
+/// reports on a 401; the mark stays after the turn it ended), not a role
+/// restarted until it is parked (issue 42, point 4). Failed before:
+/// neither stream was read for a refusal.
 #[test]
-fn a_headless_codex_authentication_error_is_blocked() {
+fn a_headless_codex_or_gemini_authentication_error_is_blocked() {
     if crate::support::require_bwrap().is_none() {
         return;
     }
-    let Some(bin) = agent_bin("codex") else {
-        return;
-    };
-    let yaml = format!(
-        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: codex\n    worktree: coder\n    args: {}\n  - name: owner\n    agent: human\n",
-        crate::real_agents::codex_args("coder")
-    );
-    let s = RealSwarm::init(&yaml, bin);
-    s.codex(
-        "coder",
-        vec![Step::refuse(401, "invalid_api_key", "token revoked")],
-    );
-    let r = s.swarm(&["up", "--no-tmux", "--detach", "--trust"]);
-    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    s.d.send("owner", &draft("coder", "please start")).ok();
-    let mut seen = Value::Null;
-    s.wait("the headless codex is blocked", || {
-        seen = s.status_of("coder");
-        seen["agent_state"] == "blocked"
-    });
-    assert_eq!(
-        seen["agent_prompt"], "codex API error 401 Unauthorized",
-        "{seen}"
-    );
-    let events = s.d.events();
-    assert!(
-        events
-            .iter()
-            .any(|e| e["kind"] == "blocked" && e["recipient"] == "coder"),
-        "{events:?}"
-    );
+    for (cli, said) in [
+        ("codex", "codex API error 401 Unauthorized"),
+        ("gemini", "gemini API error 401 UNAUTHENTICATED"),
+    ] {
+        let Some(bin) = agent_bin(cli) else {
+            return;
+        };
+        let args = match cli {
+            "codex" => format!("    args: {}\n", crate::real_agents::codex_args("coder")),
+            _ => String::new(),
+        };
+        let yaml = format!(
+            "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: {cli}\n    worktree: coder\n{args}  - name: owner\n    agent: human\n"
+        );
+        let s = RealSwarm::init(&yaml, bin);
+        match cli {
+            "codex" => s.codex(
+                "coder",
+                vec![Step::refuse(401, "invalid_api_key", "token revoked")],
+            ),
+            _ => s.gemini(
+                "coder",
+                vec![Step::refuse(401, "UNAUTHENTICATED", "API key not valid.")],
+            ),
+        }
+        let r = s.swarm(&["up", "--no-tmux", "--detach", "--trust"]);
+        assert_eq!(r.code, 0, "{cli}: {}\n{}", r.stdout, r.stderr);
+        s.d.send("owner", &draft("coder", "please start")).ok();
+        let mut seen = Value::Null;
+        s.wait(&format!("the headless {cli} is blocked"), || {
+            seen = s.status_of("coder");
+            seen["agent_state"] == "blocked"
+        });
+        assert_eq!(seen["agent_prompt"], said, "{cli}: {seen}");
+        let events = s.d.events();
+        assert!(
+            events
+                .iter()
+                .any(|e| e["kind"] == "blocked" && e["recipient"] == "coder"),
+            "{cli}: {events:?}"
+        );
+    }
 }

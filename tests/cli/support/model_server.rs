@@ -365,7 +365,7 @@ fn answer(req: &Request, s: &State) -> Answer {
         // OpenAI's (message, type, code), Anthropic's (type, error).
         Err((status, kind, message)) => Answer::Refused(
             status,
-            if req.path.contains("generateContent") {
+            if req.path.contains("enerateContent") {
                 json!({"error": {"code": status, "message": message, "status": kind}})
             } else if req.path.contains("/v1/responses") {
                 json!({"error": {"message": message, "type": kind, "code": kind}})
