@@ -13,7 +13,8 @@
 //! quiet window) from idle. Headless: a role whose agent died at start
 //! (protocol::start_failure's record) is dead with the record's reason, a
 //! running agent process is busy, a parked role parked, else idle. No swarm
-//! running: unknown.
+//! running, or a tmux socket pointer that cannot be believed
+//! (protocol::tmux_socket; the status says why): unknown.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -96,7 +97,13 @@ impl Liveness {
 
 /// How the swarm runs, looked up once per `swarm status`.
 pub enum Runner {
-    Tmux { socket: PathBuf, quiet: Duration },
+    Tmux {
+        socket: PathBuf,
+        quiet: Duration,
+    },
+    /// A tmux swarm whose socket pointer cannot be believed: the message
+    /// (protocol::tmux_socket); no pane is looked at, liveness is unknown.
+    Refused(String),
     Headless,
     None,
 }
@@ -122,14 +129,15 @@ fn now_epoch() -> u64 {
 
 impl Runner {
     pub fn of(project: &Project) -> Runner {
-        if let Some(sock) = read_small(&project.tmux_socket()) {
-            let quiet = Config::load(&project.config_file())
-                .map(|c| c.wake.quiet.0)
-                .unwrap_or(Duration::from_secs(1));
-            return Runner::Tmux {
-                socket: PathBuf::from(sock),
-                quiet,
-            };
+        match crate::protocol::tmux_socket::read(project).socket(project) {
+            Err(e) => return Runner::Refused(e.to_string()),
+            Ok(None) => {}
+            Ok(Some(socket)) => {
+                let quiet = Config::load(&project.config_file())
+                    .map(|c| c.wake.quiet.0)
+                    .unwrap_or(Duration::from_secs(1));
+                return Runner::Tmux { socket, quiet };
+            }
         }
         if fsx::lock_holder(&supervisor_pid_file(project)).is_some() {
             return Runner::Headless;
@@ -142,7 +150,7 @@ impl Runner {
             return None;
         }
         match self {
-            Runner::None => None,
+            Runner::None | Runner::Refused(_) => None,
             Runner::Headless => {
                 if let Some(d) = Death::read(project, &r.name) {
                     return Some(Liveness::dead(Some(d.at.clone()), d.reason()));

@@ -88,6 +88,10 @@ pub struct Status {
     pub attention: Vec<attention::Item>,
     /// Lines of roles.tsv that were skipped.
     pub problems: Vec<String>,
+    /// Why `.swarmforge/tmux-socket` cannot be believed (the file, the
+    /// cause, the repair); the agents' liveness is then unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tmux_socket_problem: Option<String>,
     /// Items the bridge received for this host that wait (for their commit).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub bridge_waiting: Vec<BridgeWaiting>,
@@ -409,6 +413,10 @@ pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Resul
         roles: out,
         attention,
         problems: roles.problems,
+        tmux_socket_problem: match &runner {
+            Runner::Refused(why) => Some(why.clone()),
+            _ => None,
+        },
         bridge_waiting: bridge_waiting(project),
         relayed,
         paused: crate::daemon::gate::pause_state(project),
@@ -647,6 +655,9 @@ pub fn text(s: &Status) -> String {
     out.push_str(&attention::text(&s.attention));
     for p in &s.problems {
         out.push_str(&format!("roles.tsv: {p}\n"));
+    }
+    if let Some(p) = &s.tmux_socket_problem {
+        out.push_str(&format!("{p}\n"));
     }
     out
 }
