@@ -157,7 +157,7 @@ fn run_command(cmd: &str, req: &Request, project: &Project) -> Result<(), String
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| format!("cannot run wake command: {e}"))?;
-    match tmux::wait_bounded(child, COMMAND_TIMEOUT) {
+    match crate::sys::child::wait_bounded(child, COMMAND_TIMEOUT) {
         Ok(st) if st.success() => Ok(()),
         Ok(st) => Err(format!("wake command failed: {st}")),
         Err(e) => Err(format!("wake command {e}")),

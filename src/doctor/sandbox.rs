@@ -108,7 +108,7 @@ fn trial(plan: &Plan, r: &PlannedRole) -> Option<Finding> {
         }
     };
     let stderr = child.stderr.take();
-    let (ok, why) = match crate::sys::tmux::wait_bounded(child, DEADLINE) {
+    let (ok, why) = match crate::sys::child::wait_bounded(child, DEADLINE) {
         Ok(st) => (st.success(), format!("it exits with {st}")),
         Err(e) => (false, format!("it did not start: {e}")),
     };
