@@ -28,7 +28,7 @@ use crate::protocol::launch_files::{
     agent_parked_file, agent_pid_file, supervisor_pid_file, AgentRun,
 };
 use crate::protocol::layout::Project;
-use crate::protocol::roles::Role;
+use crate::protocol::roles::{Role, Roles};
 use crate::protocol::start_failure::{self, Death};
 use crate::sys::tmux;
 use crate::views::attention;
@@ -241,6 +241,40 @@ impl Runner {
             }
         }
     }
+}
+
+/// The people whose answer `r`'s item in process waits on (a clarify it
+/// sent to a human role is open): then an idle or parked agent is not
+/// idle, nor stalled, but `waiting` for them, and `live` says so. Empty,
+/// and `live` as it was, otherwise. `swarm status` and the cockpit's cards
+/// ask this one function.
+pub fn waiting_for(
+    roles: &Roles,
+    r: &Role,
+    in_process: bool,
+    attention: &[attention::Item],
+    live: &mut Option<Liveness>,
+) -> Vec<String> {
+    let mut people: Vec<String> = Vec::new();
+    if in_process {
+        for a in attention.iter().filter(|a| {
+            a.kind == attention::Kind::Clarify
+                && a.from == r.name
+                && roles.roles.iter().any(|h| h.name == a.role && h.is_human())
+        }) {
+            if !people.contains(&a.role) {
+                people.push(a.role.clone());
+            }
+        }
+    }
+    match live
+        .as_mut()
+        .filter(|l| !people.is_empty() && matches!(l.state, State::Idle | State::Parked))
+    {
+        Some(l) => l.state = State::Waiting,
+        None => people.clear(),
+    }
+    people
 }
 
 /// Why a role with waiting items and nothing in process does not move.

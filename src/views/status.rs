@@ -336,28 +336,7 @@ pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Resul
             .ok()
             .map(|s| s.trim().to_string());
         let mut live = runner.liveness(project, r);
-        // Its item in process waits on a clarify it sent to a person: not
-        // idle, not stalled, but waiting for that person.
-        let mut waiting_for: Vec<String> = Vec::new();
-        if ip.is_some() {
-            for a in attention.iter().filter(|a| {
-                a.kind == attention::Kind::Clarify
-                    && a.from == r.name
-                    && roles.roles.iter().any(|h| h.name == a.role && h.is_human())
-            }) {
-                if !waiting_for.contains(&a.role) {
-                    waiting_for.push(a.role.clone());
-                }
-            }
-        }
-        if let Some(l) = live.as_mut().filter(|l| {
-            !waiting_for.is_empty()
-                && matches!(l.state, liveness::State::Idle | liveness::State::Parked)
-        }) {
-            l.state = liveness::State::Waiting;
-        } else {
-            waiting_for.clear();
-        }
+        let waiting_for = liveness::waiting_for(&roles, r, ip.is_some(), &attention, &mut live);
         let stuck = (new > 0 && ip.is_none())
             || attention
                 .iter()
