@@ -205,7 +205,7 @@ fn run(cmd: &str, project: &Project, a: &Attention, timeout: Duration) -> Result
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| format!("cannot run it: {e}"))?;
-    match crate::sys::tmux::wait_bounded(child, timeout) {
+    match crate::sys::child::wait_bounded(child, timeout) {
         Ok(st) if st.success() => Ok(()),
         Ok(st) => Err(format!("it failed: {st}")),
         Err(e) => Err(format!("it {e}")),

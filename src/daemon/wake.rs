@@ -28,6 +28,7 @@ use crate::protocol::config::{Config, WakeMethod, WakeMode};
 use crate::protocol::launch_files::AgentRun;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::store;
+use crate::protocol::tmux_socket;
 use crate::protocol::wakeups;
 use crate::sys::tmux;
 
@@ -48,13 +49,15 @@ pub enum Method {
 /// Resolves the configured method; `auto` prefers tmux when the launcher
 /// recorded a socket, then a configured command.
 pub fn method(project: &Project, config: &Config) -> Method {
-    let socket = || {
-        // Bounded, non-blocking read: a FIFO planted there must not hang delivery.
-        fsx::read_bounded(&project.tmux_socket(), 4096)
-            .ok()
-            .map(|b| String::from_utf8_lossy(&b).trim().to_string())
-            .filter(|s| !s.is_empty())
-            .map(PathBuf::from)
+    // Bounded, non-blocking read (a FIFO planted there must not hang
+    // delivery); a pointer that cannot be believed wakes nobody through it
+    // and is logged once (protocol::tmux_socket).
+    let socket = || match tmux_socket::read(project).socket(project) {
+        Ok(s) => s,
+        Err(e) => {
+            log_refused_pointer(&e.to_string());
+            None
+        }
     };
     let command = || config.wake.command.clone().filter(|c| !c.trim().is_empty());
     match config.wake.method {
@@ -65,6 +68,18 @@ pub fn method(project: &Project, config: &Config) -> Method {
             Some(socket) => Method::Tmux { socket },
             None => command().map_or(Method::None, Method::Command),
         },
+    }
+}
+
+/// Logs a refused pointer once per distinct message (each pass asks).
+fn log_refused_pointer(message: &str) {
+    static LOGGED: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+    let mut last = LOGGED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if last.as_deref() != Some(message) {
+        eprintln!("handoffd: no wake-up through tmux: {message}");
+        *last = Some(message.to_string());
     }
 }
 
@@ -142,7 +157,7 @@ fn run_command(cmd: &str, req: &Request, project: &Project) -> Result<(), String
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| format!("cannot run wake command: {e}"))?;
-    match tmux::wait_bounded(child, COMMAND_TIMEOUT) {
+    match crate::sys::child::wait_bounded(child, COMMAND_TIMEOUT) {
         Ok(st) if st.success() => Ok(()),
         Ok(st) => Err(format!("wake command failed: {st}")),
         Err(e) => Err(format!("wake command {e}")),

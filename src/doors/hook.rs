@@ -50,7 +50,7 @@ fn fingerprint(worktree: &Path) -> String {
     names.sort();
     format!(
         "{:08x}",
-        crate::launch::socket::crc32(names.join("/").as_bytes())
+        crate::protocol::tmux_socket::crc32(names.join("/").as_bytes())
     )
 }
 

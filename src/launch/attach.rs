@@ -8,7 +8,6 @@ use std::path::PathBuf;
 
 use crate::daemon::pane;
 use crate::error::{Error, Result};
-use crate::fsx;
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
 use crate::sys::tmux;
@@ -50,11 +49,8 @@ pub fn target(project: &Project, role: &str) -> Result<Target> {
             "role {role} has no tmux session on this host"
         )));
     }
-    let socket = fsx::read_bounded(&project.tmux_socket(), 4096)
-        .ok()
-        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
-        .filter(|s| !s.is_empty())
-        .map(PathBuf::from)
+    let socket = crate::protocol::tmux_socket::read(project)
+        .socket(project)?
         .ok_or_else(|| {
             Error::not_found(format!(
                 "no swarm runs in tmux for {} ({} is missing)\n  hint: `swarm up` starts one; a `--no-tmux` swarm has no panes",

@@ -39,7 +39,6 @@ pub mod role_mcp;
 pub mod secrets;
 pub mod sessions;
 pub mod shims;
-pub mod socket;
 pub mod supervisor;
 pub mod templates;
 pub mod trust;

@@ -1,7 +1,7 @@
 //! One tmux session per role on the swarm's socket: the pane script, the
 //! prompts, starting and stopping them.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::GRACE;
@@ -10,6 +10,7 @@ use crate::fsx;
 use crate::launch::plan::{Plan, PlannedRole};
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
+use crate::protocol::tmux_socket::{self, Pointer};
 
 use super::command::{agent_command, env_prelude};
 use super::process::stop_groups;
@@ -198,12 +199,10 @@ pub(crate) fn stop_session(sock: &Path, session: &str) -> bool {
 /// server if nothing else runs on the socket. Returns the sessions killed.
 pub fn stop_tmux(project: &Project) -> Result<Vec<String>> {
     let sock_file = project.tmux_socket();
-    let Ok(text) = std::fs::read_to_string(&sock_file) else {
-        return Ok(Vec::new());
-    };
-    let sock = PathBuf::from(text.trim());
     let mut killed = Vec::new();
-    if !text.trim().is_empty() {
+    // A pointer that cannot be believed is removed (the repair) without a
+    // tmux command sent, or a file removed, through the path it names.
+    if let Pointer::Socket(sock) = tmux_socket::read(project) {
         let roles = Roles::load(&project.roles_tsv())?;
         let mut pgids: Vec<i32> = Vec::new();
         for r in &roles.roles {

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use super::command::check_programs;
 use super::process::{lock_holder, spawn_alone, start_daemon, tail};
 use super::sessions::write_prompts;
-use super::socket::socket_path;
 use super::supervisor::Running;
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
@@ -19,6 +18,7 @@ use crate::launch::plan::Plan;
 use crate::launch::shims;
 use crate::protocol::launch_files::{shim_dir, supervisor_output, supervisor_pid_file};
 use crate::protocol::layout::Project;
+use crate::protocol::tmux_socket::socket_path;
 
 pub use super::supervisor::{Outcome, UpOptions};
 

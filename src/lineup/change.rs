@@ -105,6 +105,8 @@ fn role_config(project: &Project, req: &AddRequest) -> Result<RoleConfig> {
 /// primers, then its agent (a tmux session, or the headless supervisor's).
 pub fn add(project: &Project, req: &AddRequest, say: &mut dyn FnMut(&str)) -> Result<()> {
     yaml_plan(project)?;
+    // Refused before anything changes when the pointer cannot be believed.
+    tmux_socket(project)?;
     let _lock = state::lock(project)?;
     let config = Config::load(&project.config_file())?;
     if config.role(&req.name).is_some() {
@@ -185,10 +187,10 @@ pub fn add(project: &Project, req: &AddRequest, say: &mut dyn FnMut(&str)) -> Re
     start(&plan, r, say)
 }
 
-fn tmux_socket(project: &Project) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(project.tmux_socket()).ok()?;
-    let p = PathBuf::from(text.trim());
-    (!text.trim().is_empty()).then_some(p)
+/// The swarm's tmux socket, if it runs in tmux; a pointer that cannot be
+/// believed refuses the change (protocol::tmux_socket).
+fn tmux_socket(project: &Project) -> Result<Option<PathBuf>> {
+    crate::protocol::tmux_socket::read(project).socket(project)
 }
 
 fn start(plan: &Plan, r: &PlannedRole, say: &mut dyn FnMut(&str)) -> Result<()> {
@@ -200,7 +202,7 @@ fn start(plan: &Plan, r: &PlannedRole, say: &mut dyn FnMut(&str)) -> Result<()> 
         ));
         return Ok(());
     }
-    if let Some(sock) = tmux_socket(project) {
+    if let Some(sock) = tmux_socket(project)? {
         let mut one = plan.clone();
         one.roles = vec![r.clone()];
         sessions::start_sessions(&one, &sock, Duration::ZERO, say)?;
@@ -266,6 +268,7 @@ pub fn remove(
 ) -> Result<Removed> {
     crate::agent::queue::check_failed_reason(reason)?;
     let plan = yaml_plan(project)?;
+    tmux_socket(project)?;
     let _lock = state::lock(project)?;
     let config = Config::load(&project.config_file())?;
     let mut seats = state::load(project)?;
@@ -396,7 +399,7 @@ fn retire(
     for note in sessions::write_prompts(&plan)? {
         say(&note);
     }
-    if let Some(sock) = tmux_socket(project) {
+    if let Some(sock) = tmux_socket(project)? {
         sessions::write_session_files(&plan, &sock)?;
     }
     wait_for_daemon(project, seats.generation)?;
@@ -411,7 +414,7 @@ fn stop(
     generation: u64,
     say: &mut dyn FnMut(&str),
 ) -> Result<()> {
-    if let Some(sock) = tmux_socket(project) {
+    if let Some(sock) = tmux_socket(project)? {
         if sessions::stop_session(&sock, &r.session) {
             say(&format!("{}: session {} stopped", r.name, r.session));
         }

@@ -32,6 +32,7 @@ pub mod sequence;
 pub mod start_failure;
 pub mod store;
 pub mod swarmforge_conf;
+pub mod tmux_socket;
 pub mod trail;
 pub mod types;
 pub mod wakeups;

@@ -267,7 +267,7 @@ fn reserve_with(
     request: Option<&str>,
 ) -> Result<(Reservation, Vec<Reservation>)> {
     req.check()?;
-    let files = repo_files(&project.root, req.worktree);
+    let files = repo_files(&project.root, req.worktree)?;
     let d = dir(project);
     fsx::ensure_dirs(&[&d, &tmp(project)]).at(&d)?;
     let lock_path = project.swarmforge().join("reservations.flock");
@@ -484,22 +484,41 @@ fn not_held(role: &str, globs: &[String], held: &[String]) -> Error {
     )
 }
 
+/// Longest the listing of a checkout's files may take (`git ls-files`):
+/// the checkout may be an agent's, and a FIFO named `.gitignore` there
+/// blocks git for ever. A repository of 100 000 files lists in well under
+/// a second.
+pub const LIST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// Most bytes of file names the listing may print: some 200 000 paths of
+/// 40 bytes; a tree of untracked files with long names could otherwise
+/// fill handoffd's memory.
+pub const MAX_LISTING: u64 = 8 * 1024 * 1024;
+
 /// The repository's files as seen from `worktree` (tracked and untracked,
 /// ignored ones left out), to tell whether two globs overlap. The worktree
 /// may be an agent's: git is pinned to the project's own git folders with
-/// nothing its config names run (sys::git::Pinned). None when git cannot
-/// tell (then only equal or literal globs overlap).
-pub fn repo_files(root: &Path, worktree: &Path) -> Vec<String> {
+/// nothing its config names run (sys::git::Pinned), and bounded in time
+/// ([`LIST_TIMEOUT`]) and output ([`MAX_LISTING`]): past either the
+/// reservation is refused, saying which. Empty when git cannot tell (then
+/// only equal or literal globs overlap).
+pub fn repo_files(root: &Path, worktree: &Path) -> Result<Vec<String>> {
     let Ok(git) = crate::sys::git::Pinned::new(root, worktree) else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
-    match git.call(&["ls-files", "-z", "-co", "--exclude-standard"]) {
-        Ok(o) if o.ok => o
+    let args = ["ls-files", "-z", "-co", "--exclude-standard"];
+    match git.call_bounded(&args, LIST_TIMEOUT, MAX_LISTING) {
+        Ok(o) if o.ok => Ok(o
             .stdout
             .split('\0')
             .filter(|s| !s.is_empty())
             .map(str::to_string)
-            .collect(),
-        _ => Vec::new(),
+            .collect()),
+        Ok(_) => Ok(Vec::new()),
+        Err(why) => Err(Error::process(format!(
+            "cannot tell which files of {} the globs name: {why} (at most {}s and {} MiB of file names)\n  hint: remove what makes the listing so slow or so long there (a FIFO or a folder named .gitignore, a huge tree of untracked files), or add it to .gitignore",
+            worktree.display(),
+            LIST_TIMEOUT.as_secs(),
+            MAX_LISTING / (1024 * 1024)
+        ))),
     }
 }

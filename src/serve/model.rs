@@ -791,7 +791,8 @@ impl Model {
                 "since": t.map(iso_of),
             })
         });
-        let live = runner.liveness(&self.project, r);
+        let mut live = runner.liveness(&self.project, r);
+        let waiting_for = liveness::waiting_for(&self.roles, r, ip.is_some(), items, &mut live);
         let stuck = (new > 0 && ip.is_none())
             || items
                 .iter()
@@ -810,6 +811,7 @@ impl Model {
             "since": live.as_ref().and_then(|l| l.since.clone()),
             "prompt": live.as_ref().and_then(|l| l.detail.clone()),
             "options": live.as_ref().map(|l| l.options.iter().map(|c| c.label.clone()).collect::<Vec<_>>()).unwrap_or_default(),
+            "waiting_for": waiting_for,
             "new": new,
             "oldest_since": oldest.map(iso_of),
             "in_process": ip,

@@ -27,22 +27,37 @@ pub struct Reply {
     pub stderr: String,
 }
 
-/// Runs git in `dir` with `env` added; Err only when git could not be run.
-pub fn call_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Reply, String> {
-    let out = Command::new("git")
-        .arg("-C")
+/// `git -C <dir> <args>` with `env` added and no terminal prompt.
+fn command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut c = Command::new("git");
+    c.arg("-C")
         .arg(dir)
         .args(args)
         .envs(env.iter().copied())
         .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
-    Ok(Reply {
-        ok: out.status.success(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    })
+        .stdin(Stdio::null());
+    c
+}
+
+/// Runs git in `dir` with `env` added; Err only when git could not be run.
+pub fn call_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Reply, String> {
+    run(command(dir, args, env))
+}
+
+/// Runs `git`; Err only when it could not be run.
+fn run(mut git: Command) -> Result<Reply, String> {
+    let out = git.output().map_err(|e| format!("cannot run git: {e}"))?;
+    Ok(Reply::of(out.status, &out.stdout, &out.stderr))
+}
+
+impl Reply {
+    fn of(status: std::process::ExitStatus, stdout: &[u8], stderr: &[u8]) -> Reply {
+        Reply {
+            ok: status.success(),
+            stdout: String::from_utf8_lossy(stdout).into_owned(),
+            stderr: String::from_utf8_lossy(stderr).into_owned(),
+        }
+    }
 }
 
 /// Runs git in `dir`; Err only when git could not be run.
@@ -129,13 +144,13 @@ impl Pinned {
         Pinned::new(root, &dir)
     }
 
-    /// Runs git in the checkout; Err only when git could not be run.
-    pub fn call(&self, args: &[&str]) -> Result<Reply, String> {
+    /// The pinned `git <args>` for the checkout.
+    fn command(&self, args: &[&str]) -> Command {
         let git_dir = self.git_dir.to_string_lossy();
         let common = self.common.to_string_lossy();
         let work_tree = self.dir.to_string_lossy();
         let all: Vec<&str> = NO_PROGRAMS.iter().chain(args).copied().collect();
-        call_with(
+        command(
             &self.dir,
             &all,
             &[
@@ -144,6 +159,27 @@ impl Pinned {
                 ("GIT_WORK_TREE", &work_tree),
             ],
         )
+    }
+
+    /// Runs git in the checkout; Err only when git could not be run.
+    pub fn call(&self, args: &[&str]) -> Result<Reply, String> {
+        run(self.command(args))
+    }
+
+    /// [`Pinned::call`] bounded (sys::child): git killed after `timeout`
+    /// or once it printed more than `max_stdout` bytes, for a command whose
+    /// time and output the checkout's contents decide (a listing of its
+    /// files). Err says which bound it passed, or that git could not run.
+    pub fn call_bounded(
+        &self,
+        args: &[&str],
+        timeout: std::time::Duration,
+        max_stdout: u64,
+    ) -> Result<Reply, String> {
+        let what = args.first().copied().unwrap_or("");
+        let out = super::child::output_bounded(self.command(args), timeout, max_stdout)
+            .map_err(|e| format!("git {what} {e}"))?;
+        Ok(Reply::of(out.status, &out.stdout, &out.stderr))
     }
 
     /// [`Pinned::call`]: its trimmed stdout, or its stderr as the error.

@@ -1,6 +1,7 @@
 //! The system underneath: what any layer may call and what knows nothing of
 //! the mail protocol. Log files that rotate (`logfile`), waiting for folder
 //! changes (`watch`), the one way to call tmux (`tmux`) and git (`git`),
+//! waiting for a child bounded in time and output (`child`),
 //! the hooks the swarm writes into a repository (`git_hooks`),
 //! tokens from the kernel (`random`), quoting for `sh` (`shell`) and the
 //! priority of threads that work for later (`background`). Renames, fsyncs
@@ -8,6 +9,7 @@
 
 pub mod account;
 pub mod background;
+pub mod child;
 pub mod git;
 pub mod git_hooks;
 pub mod logfile;

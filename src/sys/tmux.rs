@@ -4,32 +4,13 @@
 
 use std::io::Read;
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use super::child::wait_bounded;
 
 /// Longest one tmux call may take before it is killed.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Waits for `child` until `timeout`, then kills it.
-pub fn wait_bounded(mut child: Child, timeout: Duration) -> Result<ExitStatus, String> {
-    let end = Instant::now() + timeout;
-    let mut pause = Duration::from_millis(1);
-    loop {
-        match child.try_wait() {
-            Ok(Some(st)) => return Ok(st),
-            Ok(None) if Instant::now() >= end => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("timed out after {}s", timeout.as_secs()));
-            }
-            Ok(None) => {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(50));
-            }
-            Err(e) => return Err(e.to_string()),
-        }
-    }
-}
 
 /// What tmux answered.
 #[derive(Debug, Default)]

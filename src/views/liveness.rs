@@ -13,7 +13,8 @@
 //! quiet window) from idle. Headless: a role whose agent died at start
 //! (protocol::start_failure's record) is dead with the record's reason, a
 //! running agent process is busy, a parked role parked, else idle. No swarm
-//! running: unknown.
+//! running, or a tmux socket pointer that cannot be believed
+//! (protocol::tmux_socket; the status says why): unknown.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -27,7 +28,7 @@ use crate::protocol::launch_files::{
     agent_parked_file, agent_pid_file, supervisor_pid_file, AgentRun,
 };
 use crate::protocol::layout::Project;
-use crate::protocol::roles::Role;
+use crate::protocol::roles::{Role, Roles};
 use crate::protocol::start_failure::{self, Death};
 use crate::sys::tmux;
 use crate::views::attention;
@@ -96,7 +97,13 @@ impl Liveness {
 
 /// How the swarm runs, looked up once per `swarm status`.
 pub enum Runner {
-    Tmux { socket: PathBuf, quiet: Duration },
+    Tmux {
+        socket: PathBuf,
+        quiet: Duration,
+    },
+    /// A tmux swarm whose socket pointer cannot be believed: the message
+    /// (protocol::tmux_socket); no pane is looked at, liveness is unknown.
+    Refused(String),
     Headless,
     None,
 }
@@ -122,14 +129,15 @@ fn now_epoch() -> u64 {
 
 impl Runner {
     pub fn of(project: &Project) -> Runner {
-        if let Some(sock) = read_small(&project.tmux_socket()) {
-            let quiet = Config::load(&project.config_file())
-                .map(|c| c.wake.quiet.0)
-                .unwrap_or(Duration::from_secs(1));
-            return Runner::Tmux {
-                socket: PathBuf::from(sock),
-                quiet,
-            };
+        match crate::protocol::tmux_socket::read(project).socket(project) {
+            Err(e) => return Runner::Refused(e.to_string()),
+            Ok(None) => {}
+            Ok(Some(socket)) => {
+                let quiet = Config::load(&project.config_file())
+                    .map(|c| c.wake.quiet.0)
+                    .unwrap_or(Duration::from_secs(1));
+                return Runner::Tmux { socket, quiet };
+            }
         }
         if fsx::lock_holder(&supervisor_pid_file(project)).is_some() {
             return Runner::Headless;
@@ -142,7 +150,7 @@ impl Runner {
             return None;
         }
         match self {
-            Runner::None => None,
+            Runner::None | Runner::Refused(_) => None,
             Runner::Headless => {
                 if let Some(d) = Death::read(project, &r.name) {
                     return Some(Liveness::dead(Some(d.at.clone()), d.reason()));
@@ -233,6 +241,40 @@ impl Runner {
             }
         }
     }
+}
+
+/// The people whose answer `r`'s item in process waits on (a clarify it
+/// sent to a human role is open): then an idle or parked agent is not
+/// idle, nor stalled, but `waiting` for them, and `live` says so. Empty,
+/// and `live` as it was, otherwise. `swarm status` and the cockpit's cards
+/// ask this one function.
+pub fn waiting_for(
+    roles: &Roles,
+    r: &Role,
+    in_process: bool,
+    attention: &[attention::Item],
+    live: &mut Option<Liveness>,
+) -> Vec<String> {
+    let mut people: Vec<String> = Vec::new();
+    if in_process {
+        for a in attention.iter().filter(|a| {
+            a.kind == attention::Kind::Clarify
+                && a.from == r.name
+                && roles.roles.iter().any(|h| h.name == a.role && h.is_human())
+        }) {
+            if !people.contains(&a.role) {
+                people.push(a.role.clone());
+            }
+        }
+    }
+    match live
+        .as_mut()
+        .filter(|l| !people.is_empty() && matches!(l.state, State::Idle | State::Parked))
+    {
+        Some(l) => l.state = State::Waiting,
+        None => people.clear(),
+    }
+    people
 }
 
 /// Why a role with waiting items and nothing in process does not move.

@@ -88,6 +88,10 @@ pub struct Status {
     pub attention: Vec<attention::Item>,
     /// Lines of roles.tsv that were skipped.
     pub problems: Vec<String>,
+    /// Why `.swarmforge/tmux-socket` cannot be believed (the file, the
+    /// cause, the repair); the agents' liveness is then unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tmux_socket_problem: Option<String>,
     /// Items the bridge received for this host that wait (for their commit).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub bridge_waiting: Vec<BridgeWaiting>,
@@ -332,28 +336,7 @@ pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Resul
             .ok()
             .map(|s| s.trim().to_string());
         let mut live = runner.liveness(project, r);
-        // Its item in process waits on a clarify it sent to a person: not
-        // idle, not stalled, but waiting for that person.
-        let mut waiting_for: Vec<String> = Vec::new();
-        if ip.is_some() {
-            for a in attention.iter().filter(|a| {
-                a.kind == attention::Kind::Clarify
-                    && a.from == r.name
-                    && roles.roles.iter().any(|h| h.name == a.role && h.is_human())
-            }) {
-                if !waiting_for.contains(&a.role) {
-                    waiting_for.push(a.role.clone());
-                }
-            }
-        }
-        if let Some(l) = live.as_mut().filter(|l| {
-            !waiting_for.is_empty()
-                && matches!(l.state, liveness::State::Idle | liveness::State::Parked)
-        }) {
-            l.state = liveness::State::Waiting;
-        } else {
-            waiting_for.clear();
-        }
+        let waiting_for = liveness::waiting_for(&roles, r, ip.is_some(), &attention, &mut live);
         let stuck = (new > 0 && ip.is_none())
             || attention
                 .iter()
@@ -409,6 +392,10 @@ pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Resul
         roles: out,
         attention,
         problems: roles.problems,
+        tmux_socket_problem: match &runner {
+            Runner::Refused(why) => Some(why.clone()),
+            _ => None,
+        },
         bridge_waiting: bridge_waiting(project),
         relayed,
         paused: crate::daemon::gate::pause_state(project),
@@ -647,6 +634,9 @@ pub fn text(s: &Status) -> String {
     out.push_str(&attention::text(&s.attention));
     for p in &s.problems {
         out.push_str(&format!("roles.tsv: {p}\n"));
+    }
+    if let Some(p) = &s.tmux_socket_problem {
+        out.push_str(&format!("{p}\n"));
     }
     out
 }

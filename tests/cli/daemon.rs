@@ -944,13 +944,13 @@ fn roles_tsv_is_reread_when_it_changes() {
 /// SwarmForge's wake text; the sender's does not.
 #[test]
 fn tmux_wakes_the_recipient_session() {
-    let Some(tmux) = Tmux::new() else {
+    let p = two_roles();
+    let Some(tmux) = Tmux::of_project(&p.root) else {
         return;
     };
     for session in ["swarmforge-reviewer", "swarmforge-coder"] {
         tmux.session(session, None, "cat");
     }
-    let p = two_roles();
     fs::write(
         p.path(".swarmforge/tmux-socket"),
         format!("{}\n", tmux.sock.display()),

@@ -856,14 +856,14 @@ fn watchdog_reads_an_item_in_process_up_to_the_configured_limit() {
 /// `complete_within` is reported once.
 #[test]
 fn watchdog_restarts_a_killed_agent_within_its_budget() {
-    let Some(tmux) = Tmux::new() else {
-        return;
-    };
     let s = forum(
         &["w", "k"],
         "daemon: {rescan: 500ms, sweep: 200ms}\n\
          roles:\n  - {name: w, agent: sh fake.sh, restart: true, restart_budget: 1, complete_within: 300ms}\n  - {name: k, agent: cat}\n",
     );
+    let Some(tmux) = Tmux::of_project(&s.root) else {
+        return;
+    };
     let run = s.write(".swarmforge/run/w.sh", FAKE_AGENT);
     fs::write(
         s.path(".swarmforge/tmux-socket"),

@@ -419,3 +419,78 @@ fn the_first_delivery_after_up_waits_for_the_pane_instead_of_failing() {
     let log = d.log();
     assert!(!log.contains("notify_failed"), "{log}");
 }
+
+/// A tmux server an agent made (its sessions named as the swarm's) and a
+/// `.swarmforge/tmux-socket` planted to name it: no reader follows the
+/// pointer (protocol::tmux_socket). `swarm status` shows no liveness read
+/// from that server and says why, with the repair; `swarm attach` refuses
+/// with the same message; a delivery wakes nobody through it; `swarm down`
+/// (the repair) kills none of its sessions and removes the pointer; and a
+/// pointer naming a plain file does not get that file removed.
+#[test]
+fn a_planted_socket_pointer_is_followed_by_no_reader() {
+    let p = Project::with_roles(&[
+        ("lead", "master", "codex", "task"),
+        ("coder", "coder", "codex", "task"),
+    ]);
+    let Some(evil) = crate::support::Tmux::new() else {
+        return;
+    };
+    evil.session("swarmforge-coder", None, "cat");
+    let planted = format!("{}\n", evil.sock.display());
+    p.write(".swarmforge/tmux-socket", &planted);
+    let believed = |s: &str| {
+        s.contains(".swarmforge/tmux-socket: cannot be believed")
+            && s.contains("which is not the socket this swarm makes")
+            && s.contains("hint: run `swarm down`")
+    };
+
+    let st = p.swarm(&["status", "--json"]);
+    let v = st.json();
+    let why = v["tmux_socket_problem"].as_str().unwrap_or_default();
+    assert!(believed(why), "{v:#}");
+    let coder = v["roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["role"] == "coder")
+        .unwrap();
+    assert!(
+        coder["agent_state"].is_null(),
+        "liveness from the planted server: {coder:#}"
+    );
+    let text = p.swarm(&["status"]);
+    assert!(believed(&text.stdout), "{}", text.stdout);
+
+    let r = p.swarm(&["attach", "coder"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(believed(&r.stderr), "{}", r.stderr);
+
+    p.post("master", &crate::support::note("lead", 1, "coder", "hello"));
+    let r = p.deliver_once();
+    assert!(r.stdout.contains("delivered 1"), "{r:?}");
+    assert!(r.stderr.contains("no wake-up through tmux"), "{r:?}");
+    assert!(
+        !p.path(".swarmforge/daemon/wake/coder").exists(),
+        "woken through the planted socket"
+    );
+    assert!(!evil.pane("swarmforge-coder").contains(WAKE_TEXT));
+
+    let r = p.swarm(&["down"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        evil.has("swarmforge-coder"),
+        "swarm down killed the planted server's session"
+    );
+    assert!(!p.path(".swarmforge/tmux-socket").exists());
+
+    let victim = p.write("victim", "keep me");
+    p.write(
+        ".swarmforge/tmux-socket",
+        &format!("{}\n", victim.display()),
+    );
+    let r = p.swarm(&["down"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "keep me");
+    assert!(!p.path(".swarmforge/tmux-socket").exists());
+}

@@ -573,3 +573,69 @@ fn a_confined_agents_reservation_request_is_carried_out_once_across_a_daemon_kil
     }
     assert!(files(&taken).is_empty(), "{:?}", files(&taken));
 }
+
+/// A hostile checkout cannot stall handoffd through a reservation request:
+/// the listing of its files (`git ls-files`) that tells which files two
+/// globs share is bounded in time (a FIFO named `.gitignore` blocks git for
+/// ever) and in output (a tree of untracked files with long names). Past
+/// either bound the request is refused with the reason and the repair; the
+/// daemon goes on delivering and answers the next request.
+#[test]
+fn a_hostile_checkout_cannot_stall_handoffd_with_a_reservation_request() {
+    let p = Project::builder()
+        .role("coder")
+        .role(Role::new("reviewer").at("rev"))
+        .config("daemon: {rescan: 100ms}\nwake: {method: none}\n")
+        .build();
+    let _d = p.spawn_daemon(&[]);
+    let confined = |globs: &str| {
+        p.cmd("swarm")
+            .role("coder")
+            .env("SWARM_CONFINED", "coder")
+            .args(["reserve", globs, "--reason", "asked"])
+            .run()
+    };
+    let refused = |r: &Run, why: &str| {
+        assert_ne!(r.code, 0, "{r:?}");
+        assert!(
+            r.stderr.contains(&format!(
+                "cannot tell which files of {} the globs name: git ls-files {why}",
+                p.root.display()
+            )) && r.stderr.contains("hint: remove what makes the listing"),
+            "{}",
+            r.stderr
+        );
+    };
+
+    // Slow: git opens the FIFO to read its ignore rules, and waits.
+    std::fs::create_dir_all(p.root.join("slow")).unwrap();
+    crate::hostile::mkfifo(&p.root.join("slow/.gitignore"));
+    let r = confined("src/**");
+    refused(&r, "timed out after 5s");
+    std::fs::remove_dir_all(p.root.join("slow")).unwrap();
+
+    // Huge: some 9 MiB of file names, each over 3 000 bytes long.
+    let mut deep = p.root.join("huge");
+    for c in 'a'..='l' {
+        deep.push(c.to_string().repeat(250));
+    }
+    std::fs::create_dir_all(&deep).unwrap();
+    for i in 0..2900 {
+        std::fs::write(deep.join(format!("{i:04}{}", "x".repeat(240))), "").unwrap();
+    }
+    let r = confined("src/**");
+    refused(&r, &format!("printed more than {} bytes", 8 * 1024 * 1024));
+    std::fs::remove_dir_all(p.root.join("huge")).unwrap();
+
+    // The daemon still delivers and answers.
+    let sent = p.post("master", &note("coder", 1, "reviewer", "still delivered"));
+    wait_delivered(&p, &sent);
+    confined("src/**")
+        .ok()
+        .stdout_has("RESERVED: ")
+        .stdout_has("coder holds src/** until ");
+    assert_eq!(
+        held(&p),
+        [("coder".to_string(), vec!["src/**".to_string()])]
+    );
+}

@@ -1004,6 +1004,42 @@ fn the_page_in_headless_chromium() {
     });
 }
 
+/// A role waiting on a person's answer to its clarify (docs/cockpit.md,
+/// "Roles"), in Chromium (tests/cli/browser/waiting.cjs): a headless swarm
+/// whose agent `lead` asked its person `boss` and waits. The API's card
+/// says `waiting` for boss, as `swarm status` does; the page styles the card
+/// as waiting (not as idle) and the header's "need you" counts it once,
+/// with the question it waits on.
+#[test]
+fn a_role_waiting_on_a_persons_answer_in_chromium() {
+    let Some(npm) = browser_tools() else {
+        return;
+    };
+    let p = crate::waiting::lead_and_boss();
+    let _guard = crate::support::SwarmGuard::new(&p.root);
+    p.swarm(&["up", "--no-tmux", "--detach"]).ok();
+    crate::waiting::waits_for_boss(&p);
+    let c = start(&p);
+    let snap = c.get("/api/snapshot").json();
+    let lead = snap["roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["role"] == "lead")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (&lead["state"], &lead["waiting_for"]),
+        (&serde_json::json!("waiting"), &serde_json::json!(["boss"])),
+        "{lead:#}"
+    );
+    let shot = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/cockpit-waiting.png");
+    let _ = std::fs::remove_file(&shot);
+    browser(&p, &c, &npm, "waiting.cjs", ("SHOT", &shot));
+    assert!(shot.is_file(), "no screenshot at {}", shot.display());
+    p.swarm(&["down"]).ok();
+}
+
 /// Runs the browser script `name` (tests/cli/browser/) against the cockpit
 /// `c` of `p` with Debian's chromium through playwright-core at `npm`, and
 /// `extra` in its environment; its stdout, once it said `BROWSER OK`.

@@ -42,7 +42,7 @@ echo asked >>"$log"
 
 /// `lead` (the scripted agent above, in `.worktrees/lead`) and `boss` (a
 /// person), with an item from boss already queued for lead.
-fn lead_and_boss() -> Project {
+pub(crate) fn lead_and_boss() -> Project {
     let p = Project::empty();
     p.write("agents/lead.sh", LEAD);
     p.write(
@@ -94,7 +94,7 @@ fn question(p: &Project) -> String {
 }
 
 /// Waits until lead waits for boss; no run followed the asking one.
-fn waits_for_boss(p: &Project) {
+pub(crate) fn waits_for_boss(p: &Project) {
     wait_until(DEADLINE, "lead waiting for boss in status", || {
         let l = lead(p);
         l["agent_state"] == "waiting" && l["waiting_for"] == serde_json::json!(["boss"])

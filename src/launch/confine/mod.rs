@@ -94,7 +94,7 @@ pub fn trial(bwrap: &str, args: &[String]) -> std::result::Result<(), TrialError
         .spawn()
         .map_err(TrialError::Spawn)?;
     let stderr = child.stderr.take();
-    let why = match crate::sys::tmux::wait_bounded(child, TRIAL_DEADLINE) {
+    let why = match crate::sys::child::wait_bounded(child, TRIAL_DEADLINE) {
         Ok(st) if st.success() => return Ok(()),
         Ok(st) => format!("it exits with {st}"),
         Err(e) => format!("it did not start: {e}"),

@@ -255,6 +255,7 @@ function card(r) {
   return el('article', { class: 'card state-' + state, 'data-key': r.role, 'data-role': r.role, 'aria-label': 'role ' + r.role },
     el('h3', {}, el('span', { class: 'name' }, r.role), el('span', { class: 'badge', 'data-state': state }, state.replace('_', ' '))),
     (r.state === 'needs_input' || r.state === 'blocked') && r.prompt ? promptBox(r) : null,
+    r.state === 'waiting' ? el('div', { class: 'kv', 'data-waiting-for': r.role }, 'waiting for ', el('b', {}, (r.waiting_for || []).join(', ')), '\u2019s answer') : null,
     ip ? kv('working on', el('span', { class: 'summary', title: ip.name || '' }, (ip.type ? ip.type + ': ' : '') + visible(ip.summary || ip.name || '')), ' ', when(ip.since))
       : kv('working on', el('span', { class: 'mute' }, 'nothing')),
     a ? kv('activity', el('span', { class: 'activity', title: a.time }, a.kind + (a.name ? ' ' + a.name : '') + (a.text ? ': ' + visible(a.text) : '')), ' ', when(a.time)) : null,
@@ -311,9 +312,17 @@ function heldItem(h) {
 function needsPerson() {
   const items = [];
   const add = (label, e) => items.push({ label, e });
+  // A role `waiting` on a person's answer counts once: with its open
+  // question (named as what it waits on), or alone should the question not
+  // be listed (yet).
+  const waits = [...S.roles.values()].filter((r) => r.state === 'waiting');
+  const asking = new Set();
   for (const a of S.attention.attention || []) {
-    if (a.kind === 'clarify') add('question from ' + a.from, clarifyItem(a));
-    else if (a.kind === 'waiting') {
+    if (a.kind === 'clarify') {
+      const w = waits.find((r) => r.role === a.from && (r.waiting_for || []).includes(a.role));
+      if (w) asking.add(w.role);
+      add('question from ' + a.from + (w ? ' (' + w.role + ' waits)' : ''), clarifyItem(a));
+    } else if (a.kind === 'waiting') {
       add(a.type + ' for ' + a.role, el('div', { class: 'item', 'data-key': 'w:' + a.id, 'data-waiting': a.id },
         el('div', { class: 'what' }, a.role + ' has waiting ' + a.type + ' from ' + a.from), el('div', { class: 'text' }, visible(a.text)),
         el('div', { class: 'kv' }, idChip(a.id), ' ', when(a.since)),
@@ -329,6 +338,10 @@ function needsPerson() {
   for (const h of S.attention.held || []) add('approval for ' + h.from + ' → ' + h.to, heldItem(h));
   for (const r of S.roles.values()) {
     if (r.state === 'dead') add(r.role + ' dead', el('div', { class: 'item', 'data-key': 'd:' + r.role }, el('div', { class: 'what' }, r.role + ': agent dead ', when(r.since))));
+  }
+  for (const r of waits.filter((w) => !asking.has(w.role))) {
+    add(r.role + ' waits for ' + (r.waiting_for || []).join(', '), el('div', { class: 'item', 'data-key': 'q:' + r.role },
+      el('div', { class: 'what' }, r.role + ': waiting for ' + (r.waiting_for || []).join(', ') + '\u2019s answer')));
   }
   S.violations.slice(-10).forEach((v, i) => add('expectation violated', el('div', { class: 'item', 'data-key': 'v' + i }, el('div', { class: 'what' }, 'expectation violated'), visible((v.path || '') + ' ' + (v.reason || '')))));
   return items;

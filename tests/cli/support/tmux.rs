@@ -1,6 +1,6 @@
 //! A private tmux server for tests of wake-ups and sessions.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use super::require_tool;
@@ -23,6 +23,17 @@ impl Tmux {
             sock: dir.path().join("sock"),
             _dir: dir,
         })
+    }
+
+    /// A server on the socket the swarm at `root` makes (the only one its
+    /// `.swarmforge/tmux-socket` may name: protocol::tmux_socket), for a
+    /// test that writes that pointer itself.
+    #[track_caller]
+    pub fn of_project(root: &Path) -> Option<Tmux> {
+        let mut t = Tmux::new()?;
+        t.sock = swarm_handoff::protocol::tmux_socket::socket_path(root);
+        std::fs::create_dir_all(t.sock.parent().unwrap()).unwrap();
+        Some(t)
     }
 
     /// A detached 200-column session running `cmd` (in `dir`, if given).
