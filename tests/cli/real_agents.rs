@@ -22,6 +22,9 @@ use crate::support::{
     Project, Step, SwarmGuard,
 };
 
+/// The dummy token Claude Code sends the scripted model.
+pub(crate) const CLAUDE_TOKEN: &str = "dummy-token-for-the-scripted-model";
+
 /// A whole scripted conversation, real CLI start-up included.
 pub(crate) const LONG: Duration = Duration::from_secs(120);
 
@@ -74,6 +77,13 @@ pub(crate) struct RealSwarm {
     /// The `swarm` the person runs (None: the one cargo built); an
     /// ordinary user runs their own copy (see [`RealSwarm::as_ordinary_user`]).
     pub(crate) swarm_exe: Option<PathBuf>,
+    /// The dummy gateway token in the person's environment
+    /// (`ANTHROPIC_AUTH_TOKEN`), set by [`RealSwarm::claude`]: Claude Code's
+    /// first start in a never-used HOME takes its login from there. The
+    /// worktree's settings apply only after the folder trust; with the
+    /// token only there, the first start checks its connection to
+    /// api.anthropic.com, which no test reaches, and exits.
+    pub(crate) token_in_env: std::cell::Cell<bool>,
 }
 
 impl RealSwarm {
@@ -94,14 +104,8 @@ impl RealSwarm {
             &yaml.replace("@MODEL@", &format!("http://127.0.0.1:{}", model.port)),
         );
         d.swarm(&["init"]).ok();
-        // A user who has used Claude Code before: onboarding done, no
-        // project of this swarm known.
+        // A HOME that never ran any of the CLIs: nothing pre-answered.
         let home = user_dir_in(base.as_deref());
-        fs::write(
-            home.path().join(".claude.json"),
-            json!({"hasCompletedOnboarding": true, "theme": "dark", "projects": {}}).to_string(),
-        )
-        .unwrap();
         RealSwarm {
             guard: SwarmGuard::new(&d.root),
             d,
@@ -113,6 +117,7 @@ impl RealSwarm {
             base,
             env: Vec::new(),
             swarm_exe: None,
+            token_in_env: std::cell::Cell::new(false),
         }
     }
 
@@ -150,13 +155,15 @@ impl RealSwarm {
 
     /// Claude Code for `role`: its endpoint and a dummy token in the
     /// worktree's `.claude/settings.json` (`env`, applied to that session
-    /// only).
+    /// only), the token also in the person's environment (see
+    /// [`RealSwarm::token_in_env`]).
     pub(crate) fn claude(&self, role: &str, steps: Vec<Step>) {
         self.model.script(role, steps);
+        self.token_in_env.set(true);
         let wt = self.wt(role);
         let settings = json!({"env": {
             "ANTHROPIC_BASE_URL": self.model.url(role),
-            "ANTHROPIC_AUTH_TOKEN": "dummy-token-for-the-scripted-model",
+            "ANTHROPIC_AUTH_TOKEN": CLAUDE_TOKEN,
             "DISABLE_TELEMETRY": "1",
             "DISABLE_ERROR_REPORTING": "1",
             "DISABLE_AUTOUPDATER": "1",
@@ -231,6 +238,9 @@ impl RealSwarm {
             .args(args)
             .env("PATH", path)
             .env("HOME", self.home.path());
+        if self.token_in_env.get() {
+            c = c.env("ANTHROPIC_AUTH_TOKEN", CLAUDE_TOKEN);
+        }
         for (k, v) in &self.env {
             c = c.env(k, v);
         }
@@ -243,13 +253,54 @@ impl RealSwarm {
         self.up_with(&["--trust"]);
     }
 
-    /// `swarm up --detach <extra>` in tmux.
+    /// `swarm up --detach <extra>` in tmux, Claude Code's first start then
+    /// answered in its panes ([`RealSwarm::answer_first_start`]).
     pub(crate) fn up_with(&mut self, extra: &[&str]) {
+        self.start(extra);
+        self.answer_first_start();
+    }
+
+    /// `swarm up --detach <extra>` in tmux, nothing answered.
+    pub(crate) fn start(&mut self, extra: &[&str]) {
         let mut args = vec!["up", "--detach"];
         args.extend_from_slice(extra);
         let r = self.swarm(&args);
         assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
         self.guard.socket = Some(PathBuf::from(self.d.read(".swarmforge/tmux-socket").trim()));
+    }
+
+    /// The interactive Claude Code roles (in tmux, not `runtime: headless`).
+    pub(crate) fn claude_panes(&self) -> Vec<String> {
+        use swarm_handoff::protocol::config::{Config, Runtime};
+        let cfg = Config::load(&self.d.root.join("swarm.yaml")).unwrap();
+        cfg.roles
+            .iter()
+            .filter(|r| r.agent == "claude" && r.runtime == Runtime::Tmux)
+            .map(|r| r.name.clone())
+            .collect()
+    }
+
+    /// Answers each interactive Claude Code role's first-start pages in its
+    /// pane, as the person does (support/first_run.rs): HOME never ran
+    /// Claude Code. Nothing to answer once the role's CLI recorded them (a
+    /// confined role in its private home's copy, carried across restarts;
+    /// an unconfined one in HOME).
+    pub(crate) fn answer_first_start(&self) {
+        let roles = self.claude_panes();
+        if roles.is_empty() {
+            return;
+        }
+        let agents = self.d.root.join(".swarmforge/agents");
+        let home = self.home.path().join(".claude.json");
+        crate::support::answer_first_start(
+            &|args| self.swarm(args),
+            &roles,
+            &|role| {
+                crate::support::onboarded(&agents.join(role).join("home/.claude.json"))
+                    || crate::support::onboarded(&home)
+            },
+            LONG,
+        );
     }
 
     /// Waits for `what`; on a timeout the model's log and the panes are shown.
@@ -1486,9 +1537,7 @@ roles:
     // one the tests name lies in the checkout).
     s.env
         .push(("SWARM_BWRAP".into(), bwrap.dir.path().join("bwrap-real")));
-    let r = s.swarm(&["up", "--detach", "--trust"]);
-    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    s.guard.socket = Some(PathBuf::from(s.d.read(".swarmforge/tmux-socket").trim()));
+    s.up_with(&["--trust"]);
     s.wait("each agent finished its item", || {
         s.reached("coder", 4)
             && s.reached("tester", 4)
