@@ -329,6 +329,17 @@ fn options(lines: &[(String, usize)], at: usize) -> Vec<Choice> {
         .collect()
 }
 
+/// `options` as a person picks them by number (`swarm attach <role>
+/// --choose N`): `1. Yes | 2. No`.
+pub fn numbered_options(options: &[Choice]) -> String {
+    options
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("{}. {}", i + 1, c.label))
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
 fn one_line(s: &str) -> String {
     let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
     let esc = crate::text::escape(&flat);
@@ -648,7 +659,10 @@ Tips for getting started:
     fn claudes_first_start_is_seen_with_every_option() {
         let p = classify(CLAUDE_THEME).unwrap();
         assert_eq!(p.wait, Wait::NeedsInput);
-        assert!(p.text.contains("first start") && p.text.contains("theme"), "{p:?}");
+        assert!(
+            p.text.contains("first start") && p.text.contains("theme"),
+            "{p:?}"
+        );
         let labels: Vec<&str> = p.options.iter().map(|c| c.label.as_str()).collect();
         assert_eq!(
             labels,

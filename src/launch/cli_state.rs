@@ -27,10 +27,12 @@
 //! kept from the last copy where the person's file has none, so a dialog
 //! answered once stays answered ([`carry_answers`]): the entry of its own
 //! worktree (the folder trust), the API-key question
-//! (`customApiKeyResponses`) and the onboarding. The copy is the agent's
-//! to write, so only those keys are carried, each checked for its shape,
-//! and only into the next copy of the same role: never into the person's
-//! file (`swarm trust` records the API-key answer there, launch/trust.rs).
+//! (`customApiKeyResponses`) and the first start (the onboarding). The copy
+//! is the agent's to write, so only those keys are carried, each checked
+//! for its shape, and only into the next copy of the same role: never into
+//! the person's file (`swarm trust` records the API-key answer there,
+//! launch/trust.rs). A person who never ran Claude Code has no file: the
+//! copy is then the carried answers alone.
 //!
 //! Nothing else of the person's home is visible: a role's sandbox never
 //! gets another CLI's folder.
@@ -191,9 +193,7 @@ pub fn seed_claude_json(person: &Path, copy: &Path, folders: &[&Path]) -> Result
         .unwrap_or_else(|_| person.to_path_buf());
     let bytes = match fsx::read_bounded(&real, MAX_CLAUDE_JSON) {
         Ok(b) => b,
-        Err(fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-            b"{}".to_vec()
-        }
+        Err(fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => b"{}".to_vec(),
         Err(e) => {
             return Err(Error::bad_file(
                 person,
@@ -501,7 +501,6 @@ mod tests {
             })
         );
         assert!(!person.exists());
-
     }
 
     #[test]

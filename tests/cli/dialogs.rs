@@ -500,12 +500,13 @@ fn claudes_first_start_in_a_never_used_home_is_answered_in_the_pane_once() {
     assert_eq!(labels(&c).len(), 7, "{c}");
     assert_eq!(labels(&c)[0], "Auto (match terminal)", "{c}");
     assert_eq!(labels(&c)[1], "Dark mode", "{c}");
-    // The person is told where to answer.
+    // The person is told each option and how to choose it.
     let plain = s.swarm(&["status"]).stdout;
     assert!(
         plain.contains("coder: agent needs_input")
             && plain.contains("first start")
-            && plain.contains("(swarm attach coder)"),
+            && plain.contains("; options: 1. Auto (match terminal) | 2. Dark mode | 3. Light mode")
+            && plain.contains("(swarm attach coder --choose N)"),
         "{plain}"
     );
     let r = s.swarm(&["attach", "coder", "--choose", "2"]);
@@ -526,7 +527,8 @@ fn claudes_first_start_in_a_never_used_home_is_answered_in_the_pane_once() {
 
     s.swarm(&["down"]).ok();
     s.start(&[]);
-    s.d.send("owner", &draft("coder", "a task after a restart")).ok();
+    s.d.send("owner", &draft("coder", "a task after a restart"))
+        .ok();
     s.wait("the restarted agent finishes its task unasked", || {
         let c = s.status_of("coder");
         assert!(

@@ -423,7 +423,9 @@ fn the_forum_example_starts_in_tmux_in_the_users_home() {
 /// install -g` into their own prefix (`~/.npm-global`, inside HOME, as
 /// `.ci/run` does for swarm-user), pointed each at a scripted model on
 /// 127.0.0.1 in its worktree's own settings (Codex through the role's
-/// `args:`), and ran `swarm up --detach --trust` in tmux, confined. The
+/// `args:`), and ran `swarm up --detach --trust` in tmux, confined,
+/// answering Claude Code's first start in the architect's pane if their
+/// HOME never ran it (`swarm attach --choose`, support/first_run.rs). The
 /// owner's request flows owner -> architect (Claude Code) -> coder (Codex)
 /// -> owner, and the reviewer (Gemini CLI) takes and finishes a note.
 #[test]
