@@ -12,8 +12,9 @@
 //! Known prompts are matched by their own words (a table per CLI, written
 //! against the pinned CLIs of tests/cli/real_agents.rs); anything else that
 //! looks like a menu (a selection marker on a numbered or listed option and
-//! a confirm hint) counts too, so a new dialog of a new CLI version is still
-//! seen. A false alarm costs a held wake-up and a notification; typing into
+//! a confirm hint) counts too, and so does a page whose bottom line says
+//! "Press Enter to continue" (its one option: Enter), so a new dialog of a
+//! new CLI version is still seen. A false alarm costs a held wake-up and a notification; typing into
 //! a dialog can answer it wrongly (Claude Code's trust dialog is answered
 //! "No, exit" by an Enter).
 
@@ -699,6 +700,11 @@ Tips for getting started:
             " Press Enter to continue\n\n  wrote docs/first-start.md\n",
         );
         assert_eq!(classify(&worked), None);
+        // Any tool's page that waits so.
+        let other =
+            classify("Some tool v9\nRead the licence first.\nPress Enter to continue\n").unwrap();
+        assert_eq!(other.text, "a page waits: Press Enter to continue");
+        assert_eq!(other.options[0].keys, ["Enter"]);
     }
 
     #[test]
