@@ -12,8 +12,9 @@
 //! Known prompts are matched by their own words (a table per CLI, written
 //! against the pinned CLIs of tests/cli/real_agents.rs); anything else that
 //! looks like a menu (a selection marker on a numbered or listed option and
-//! a confirm hint) counts too, so a new dialog of a new CLI version is still
-//! seen. A false alarm costs a held wake-up and a notification; typing into
+//! a confirm hint) counts too, and so does a page whose bottom line says
+//! "Press Enter to continue" (its one option: Enter), so a new dialog of a
+//! new CLI version is still seen. A false alarm costs a held wake-up and a notification; typing into
 //! a dialog can answer it wrongly (Claude Code's trust dialog is answered
 //! "No, exit" by an Enter).
 
@@ -67,6 +68,16 @@ pub struct Prompt {
 
 /// Known prompts: words on screen, and what they mean.
 const NEEDS_INPUT: &[(&str, &str)] = &[
+    // Claude Code's first start in a HOME that never ran it (its onboarding,
+    // kept as `hasCompletedOnboarding` once the security notes are passed).
+    (
+        "Choose the text style that looks best with your terminal",
+        "Claude Code's first start asks for a text style (its theme; /theme changes it later)",
+    ),
+    (
+        "Security notes:",
+        "Claude Code's first start shows its security notes and waits for Enter",
+    ),
     // Claude Code
     (
         "Is this a project you created or one you trust?",
@@ -192,6 +203,15 @@ const ERROR_TAIL: usize = 8;
 /// Selection markers the CLIs draw before the highlighted option.
 const MARKERS: &[char] = &['❯', '›', '>', '●', '▶', '→'];
 
+/// Marks of the option now in effect, drawn between the selection marker
+/// and the label (Claude Code's theme picker: `❯ ✔ Auto (match terminal)`,
+/// the check staying on it while the marker moves).
+const CHECKS: &[char] = &['✔', '✓'];
+
+/// The bottom line of a page that waits for Enter alone, no option on it
+/// (Claude Code's first-start security notes), lower case.
+const PAGE_HINT: &str = "press enter to continue";
+
 /// Confirm hints under a menu, lower case.
 const HINTS: &[&str] = &[
     "enter to confirm",
@@ -240,13 +260,20 @@ fn label_col(raw: &str) -> usize {
     skip(&mut chars, &|c| c.is_whitespace());
     skip(&mut chars, &|c| MARKERS.contains(&c));
     skip(&mut chars, &|c| c.is_whitespace());
+    skip(&mut chars, &|c| CHECKS.contains(&c));
+    skip(&mut chars, &|c| c.is_whitespace());
     col
+}
+
+/// An option's words without the check of the option in effect.
+fn unchecked(line: &str) -> &str {
+    line.trim_start_matches(CHECKS).trim_start()
 }
 
 /// A highlighted option: a marker, then the option (maybe numbered).
 fn marked(line: &str) -> Option<&str> {
     let rest = line.strip_prefix(MARKERS)?;
-    let rest = rest.trim_start();
+    let rest = unchecked(rest.trim_start());
     (!rest.is_empty() && rest.chars().next().is_some_and(|c| c.is_alphanumeric())).then_some(rest)
 }
 
@@ -259,7 +286,7 @@ fn numbered(line: &str) -> Option<(u32, &str)> {
 
 /// The menu around the highlighted line: its options and the keys to each.
 fn options(lines: &[(String, usize)], at: usize) -> Vec<Choice> {
-    let label = |l: &str| marked(l).unwrap_or(l).trim().to_string();
+    let label = |l: &str| unchecked(marked(l).unwrap_or(l)).trim().to_string();
     let is_option = |l: &str| {
         let l = marked(l).unwrap_or(l);
         numbered(l).is_some()
@@ -303,6 +330,17 @@ fn options(lines: &[(String, usize)], at: usize) -> Vec<Choice> {
         .collect()
 }
 
+/// `options` as a person picks them by number (`swarm attach <role>
+/// --choose N`): `1. Yes | 2. No`.
+pub fn numbered_options(options: &[Choice]) -> String {
+    options
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("{}. {}", i + 1, c.label))
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
 fn one_line(s: &str) -> String {
     let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
     let esc = crate::text::escape(&flat);
@@ -339,6 +377,18 @@ pub fn classify(screen: &str) -> Option<Prompt> {
             wait: Wait::NeedsInput,
             text: one_line(&text),
             options: options(&rows, at),
+        });
+    }
+    // A page that waits for Enter alone: its hint is the bottom line.
+    if marker.is_none() && lower.last().is_some_and(|l| l.contains(PAGE_HINT)) {
+        let text = known.map_or("a page waits: Press Enter to continue", |(_, what)| what);
+        return Some(Prompt {
+            wait: Wait::NeedsInput,
+            text: one_line(text),
+            options: vec![Choice {
+                label: "Continue".into(),
+                keys: vec!["Enter".into()],
+            }],
         });
     }
     let last = &lower[lower.len().saturating_sub(ERROR_TAIL)..];
@@ -556,6 +606,105 @@ Tips for getting started:
         assert_eq!(labels, ["Yes", "No (recommended)"]);
         assert_eq!(p.options[0].keys, ["Up", "Enter"]);
         assert_eq!(p.options[1].keys, ["Enter"]);
+    }
+
+    /// Claude Code 2.1.332's first start in a HOME that never ran it, as
+    /// its pane shows it (the welcome art above cut, the rules shortened):
+    /// the theme picker, no hint under it, the check on the theme in
+    /// effect.
+    const CLAUDE_THEME: &str = "
+ Let's get started.
+
+ Choose the text style that looks best with your terminal
+ To change this later, run /theme
+
+ ❯ ✔ Auto (match terminal)
+     Dark mode
+     Light mode
+     Dark mode (colorblind-friendly)
+     Light mode (colorblind-friendly)
+     Dark mode (ANSI colors only)
+     Light mode (ANSI colors only)
+
+ ╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌
+  1  function greet() {
+  2 -  console.log(\"Hello, World!\");
+  2 +  console.log(\"Hello, Claude!\");
+  3  }
+ ╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌╌
+  Syntax theme: Monokai Extended (ctrl+t to disable)
+
+
+
+";
+
+    /// The page after it.
+    const CLAUDE_SECURITY_NOTES: &str = "
+.......█ █   █ █..........................................
+
+ Security notes:
+
+ 1. Claude can make mistakes.
+    You're responsible for Claude's actions and should always
+    review them, especially when running code.
+
+ 2. Due to prompt injection risks, only use it with code you trust
+    Learn more: https://code.claude.com/docs/en/security
+
+ Press Enter to continue
+
+
+";
+
+    #[test]
+    fn claudes_first_start_is_seen_with_every_option() {
+        let p = classify(CLAUDE_THEME).unwrap();
+        assert_eq!(p.wait, Wait::NeedsInput);
+        assert!(
+            p.text.contains("first start") && p.text.contains("theme"),
+            "{p:?}"
+        );
+        let labels: Vec<&str> = p.options.iter().map(|c| c.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "Auto (match terminal)",
+                "Dark mode",
+                "Light mode",
+                "Dark mode (colorblind-friendly)",
+                "Light mode (colorblind-friendly)",
+                "Dark mode (ANSI colors only)",
+                "Light mode (ANSI colors only)"
+            ]
+        );
+        assert_eq!(p.options[0].keys, ["Enter"]);
+        assert_eq!(p.options[2].keys, ["Down", "Down", "Enter"]);
+        // The marker moved on, the check stays on the theme in effect.
+        let moved = CLAUDE_THEME
+            .replace(" ❯ ✔ Auto", "   ✔ Auto")
+            .replace("     Light mode\n", " ❯   Light mode\n");
+        let m = classify(&moved).unwrap();
+        assert_eq!(m.options.len(), 7, "{m:?}");
+        assert_eq!(m.options[0].label, "Auto (match terminal)");
+        assert_eq!(m.options[0].keys, ["Up", "Up", "Enter"]);
+        assert_eq!(m.options[2].keys, ["Enter"]);
+
+        let n = classify(CLAUDE_SECURITY_NOTES).unwrap();
+        assert_eq!(n.wait, Wait::NeedsInput);
+        assert!(n.text.contains("security notes"), "{n:?}");
+        assert_eq!(n.options.len(), 1);
+        assert_eq!(n.options[0].keys, ["Enter"]);
+        // Those words in the agent's work, not on a page waiting: nothing.
+        let worked = CLAUDE_SECURITY_NOTES.replace(
+            " Press Enter to continue",
+            " Press Enter to continue\n\n  wrote docs/first-start.md\n",
+        );
+        assert_eq!(classify(&worked), None);
+        // Any tool's page that waits so.
+        let other =
+            classify("Some tool v9\nRead the licence first.\nPress Enter to continue\n").unwrap();
+        assert_eq!(other.text, "a page waits: Press Enter to continue");
+        assert_eq!(other.options[0].keys, ["Enter"]);
     }
 
     #[test]

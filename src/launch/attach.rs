@@ -89,17 +89,11 @@ pub fn choose(project: &Project, role: &str, n: usize) -> Result<(pane::Prompt, 
             ))
         })?;
     let Some(c) = n.checked_sub(1).and_then(|i| p.options.get(i)).cloned() else {
-        let opts: Vec<String> = p
-            .options
-            .iter()
-            .enumerate()
-            .map(|(i, c)| format!("{}. {}", i + 1, c.label))
-            .collect();
         return Err(Error::bad_input(format!(
             "role {role}'s pane shows \"{}\" with {} option(s) ({}); there is no option {n}; nothing was typed",
             p.text,
             p.options.len(),
-            opts.join(" | ")
+            pane::numbered_options(&p.options)
         )));
     };
     let target = format!("={}:", t.session);

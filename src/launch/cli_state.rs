@@ -27,10 +27,12 @@
 //! kept from the last copy where the person's file has none, so a dialog
 //! answered once stays answered ([`carry_answers`]): the entry of its own
 //! worktree (the folder trust), the API-key question
-//! (`customApiKeyResponses`) and the onboarding. The copy is the agent's
-//! to write, so only those keys are carried, each checked for its shape,
-//! and only into the next copy of the same role: never into the person's
-//! file (`swarm trust` records the API-key answer there, launch/trust.rs).
+//! (`customApiKeyResponses`) and the first start (the onboarding). The copy
+//! is the agent's to write, so only those keys are carried, each checked
+//! for its shape, and only into the next copy of the same role: never into
+//! the person's file (`swarm trust` records the API-key answer there,
+//! launch/trust.rs). A person who never ran Claude Code has no file: the
+//! copy is then the carried answers alone.
 //!
 //! Nothing else of the person's home is visible: a role's sandbox never
 //! gets another CLI's folder.
@@ -178,10 +180,12 @@ pub fn claude_json(var: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
 }
 
 /// Writes `copy` (in the role's private home) from the person's `person`
-/// file, keeping the last copy's entry for `worktree` when the person's
-/// file has none. Nothing to do without a person's file; a person's file
-/// that is not a JSON object is refused (the agent would start as a new
-/// user), naming the file.
+/// file, with the answers given in the agent's pane carried from the last
+/// copy ([`carry_answers`]). A person who never ran Claude Code has no
+/// file: the copy is then those answers alone, so the first-start dialogs
+/// answered in the pane stay answered and nothing else the agent wrote
+/// survives a restart. A person's file that is not a JSON object is
+/// refused (the agent would start as a new user), naming the file.
 pub fn seed_claude_json(person: &Path, copy: &Path, folders: &[&Path]) -> Result<()> {
     // The person's own file, perhaps a link kept by a dotfiles manager.
     let real = person
@@ -189,7 +193,7 @@ pub fn seed_claude_json(person: &Path, copy: &Path, folders: &[&Path]) -> Result
         .unwrap_or_else(|_| person.to_path_buf());
     let bytes = match fsx::read_bounded(&real, MAX_CLAUDE_JSON) {
         Ok(b) => b,
-        Err(fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => b"{}".to_vec(),
         Err(e) => {
             return Err(Error::bad_file(
                 person,
@@ -264,8 +268,9 @@ fn is_suffix(v: &Value) -> bool {
 ///   API key" dialog, key suffixes only (at most [`MAX_KEY_ANSWERS`] a
 ///   list), none the person's file answers the other way;
 /// * `hasCompletedOnboarding: true` with its `lastOnboardingVersion`: the
-///   first-start onboarding (theme, login method), when the person's file
-///   does not say.
+///   first-start onboarding (theme picker, security notes, login method),
+///   when the person's file does not say. The theme chosen is not here:
+///   Claude Code writes it into the user settings, read-only inside.
 pub fn carry_answers(doc: &mut Value, last: &Value, folders: &[&Path]) {
     let Some(m) = doc.as_object_mut() else { return };
     for folder in folders {
@@ -426,9 +431,9 @@ mod tests {
         let copy = d.path().join("copy.json");
         let read =
             |p: &Path| -> Value { serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap() };
-        // No person's file: nothing written.
+        // No person's file: a new user's (empty) one.
         seed_claude_json(&person, &copy, &[Path::new("/w")]).unwrap();
-        assert!(!copy.exists());
+        assert_eq!(read(&copy), json!({}));
         std::fs::write(&person, json!({"hasCompletedOnboarding": true}).to_string()).unwrap();
         seed_claude_json(&person, &copy, &[Path::new("/w")]).unwrap();
         assert_eq!(read(&copy), json!({"hasCompletedOnboarding": true}));
@@ -459,6 +464,43 @@ mod tests {
         std::fs::write(&person, "[1]").unwrap();
         let e = seed_claude_json(&person, &copy, &[Path::new("/w")]).unwrap_err();
         assert!(e.to_string().contains("person.json"), "{e}");
+    }
+
+    /// A person who never ran Claude Code (no `~/.claude.json`): what they
+    /// answered in the agent's pane at its first start (the onboarding, the
+    /// folder trust) is carried, and nothing else the agent wrote into its
+    /// copy. Failed before: the copy was left whole, an MCP server or
+    /// allowed tool the agent wrote there loaded at every later start.
+    #[test]
+    fn without_a_persons_file_only_the_pane_answers_outlive_a_restart() {
+        let d = tempfile::tempdir().unwrap();
+        let person = d.path().join("never-ran-claude.json");
+        let copy = d.path().join("copy.json");
+        std::fs::write(
+            &copy,
+            json!({
+                "hasCompletedOnboarding": true,
+                "lastOnboardingVersion": "2.1.332",
+                "theme": "dark",
+                "mcpServers": {"planted": {"command": "/bin/sh"}},
+                "bypassPermissionsModeAccepted": true,
+                "projects": {"/w": {"hasTrustDialogAccepted": true, "allowedTools": ["Bash"]},
+                    "/o": {"hasTrustDialogAccepted": true}},
+            })
+            .to_string(),
+        )
+        .unwrap();
+        seed_claude_json(&person, &copy, &[Path::new("/w")]).unwrap();
+        let v: Value = serde_json::from_slice(&std::fs::read(&copy).unwrap()).unwrap();
+        assert_eq!(
+            v,
+            json!({
+                "hasCompletedOnboarding": true,
+                "lastOnboardingVersion": "2.1.332",
+                "projects": {"/w": {"hasTrustDialogAccepted": true}},
+            })
+        );
+        assert!(!person.exists());
     }
 
     #[test]

@@ -501,8 +501,15 @@ pub fn text(s: &Status) -> String {
                 // Escaped already (start_failure::Death::reason).
                 out.push_str(&format!(": {why}"));
             }
-            if let Some(p) = &r.agent_prompt {
-                out.push_str(&format!(": {p} (swarm attach {})", r.role));
+            match (&r.agent_prompt, r.agent_options.is_empty()) {
+                (Some(p), true) => out.push_str(&format!(": {p} (swarm attach {})", r.role)),
+                // Each option by the number that chooses it.
+                (Some(p), false) => out.push_str(&format!(
+                    ": {p}; options: {} (swarm attach {} --choose N)",
+                    crate::daemon::pane::numbered_options(&r.agent_options),
+                    r.role
+                )),
+                (None, _) => {}
             }
             if let Some(w) = r.not_moving.as_ref().filter(|_| r.agent_prompt.is_none()) {
                 out.push_str(&format!("; not moving: {}", crate::text::escape(w)));

@@ -6,8 +6,10 @@
 //! the key), `trust --check` and `doctor` name the dialog until then; a
 //! person who answers in the pane instead (`swarm attach --choose`, which
 //! sees both options) answers once, for every later start of the confined
-//! agent. And an authentication error from the model is `blocked` while the
-//! CLI still retries, not once its retries are spent.
+//! agent. Claude Code's first start in a HOME that never ran it (its theme
+//! picker and security notes) is met the same way: shown, answered in the
+//! pane, and not met again. And an authentication error from the model is
+//! `blocked` while the CLI still retries, not once its retries are spent.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -15,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use crate::real_agents::{agent_bin, draft, RealSwarm};
-use crate::support::{require_tool, Project, Step};
+use crate::support::{require_tool, Project, Step, FIRST_START};
 
 /// A key of the shape Anthropic issues (not a real one).
 const KEY: &str = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789-TESTKEYxyzAA";
@@ -215,6 +217,19 @@ fn claude_with_key(s: &mut RealSwarm, role: &str, steps: Vec<Step>) {
     s.env.push(("ANTHROPIC_API_KEY".into(), PathBuf::from(KEY)));
 }
 
+/// The person's first session of Claude Code in this swarm, before they
+/// set a key: its first start answered in the pane (support/first_run.rs),
+/// then `swarm down`. Claude Code started for the first time with a key in
+/// `ANTHROPIC_API_KEY` checks its connection to api.anthropic.com first,
+/// which no test reaches; a person who is online passes that check and
+/// then meets the same pages.
+fn first_session_without_a_key(s: &mut RealSwarm, role: &str) {
+    s.claude(role, Vec::new());
+    s.up_with(&[]);
+    s.swarm(&["down"]).ok();
+    s.token_in_env.set(false);
+}
+
 const ONE_CLAUDE: &str = "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    worktree: coder\n    wake: queue\n  - name: owner\n    agent: human\n";
 
 /// The pinned Claude Code, confined, with the key in the environment:
@@ -235,8 +250,10 @@ fn a_confined_claudes_api_key_answer_is_offered_in_full_and_kept_across_restarts
         return;
     };
     let mut s = RealSwarm::init(ONE_CLAUDE, bin);
+    first_session_without_a_key(&mut s, "coder");
     claude_with_key(&mut s, "coder", vec![Step::text("Read the mail.")]);
-    let person_before = fs::read_to_string(s.home.path().join(".claude.json")).unwrap();
+    // The person's HOME never ran Claude Code itself.
+    assert!(!s.home.path().join(".claude.json").exists());
     s.up_with(&[]);
     // The worktree is new to Claude Code: the person answers its folder
     // trust dialog in the pane, as they would, when it comes.
@@ -285,12 +302,9 @@ fn a_confined_claudes_api_key_answer_is_offered_in_full_and_kept_across_restarts
         );
         s.reached("coder", 0)
     });
-    // The answer stayed in the agent's own copy; the person's file is as it
-    // was (only `swarm trust` writes there).
-    assert_eq!(
-        fs::read_to_string(s.home.path().join(".claude.json")).unwrap(),
-        person_before
-    );
+    // The answer stayed in the agent's own copy; the person's HOME still
+    // has no file (only `swarm trust` writes there).
+    assert!(!s.home.path().join(".claude.json").exists());
     let copy = json_of(&s.d.root.join(".swarmforge/agents/coder/home/.claude.json"));
     assert_eq!(
         copy["customApiKeyResponses"]["approved"],
@@ -368,6 +382,7 @@ fn swarm_up_trust_answers_the_api_key_dialog_of_a_confined_claude() {
         return;
     };
     let mut s = RealSwarm::init(ONE_CLAUDE, bin);
+    first_session_without_a_key(&mut s, "coder");
     claude_with_key(&mut s, "coder", vec![Step::text("Read the mail.")]);
     s.up_with(&["--trust"]);
     s.d.send("owner", &draft("coder", "hello")).ok();
@@ -488,4 +503,106 @@ fn a_headless_codex_or_gemini_authentication_error_is_blocked() {
             "{cli}: {events:?}"
         );
     }
+}
+
+/// The label of each option `role`'s status offers.
+fn labels(c: &Value) -> Vec<String> {
+    c["agent_options"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|o| o["label"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+/// A HOME that never ran Claude Code: the confined agent's pane opens with
+/// Claude Code's first start. `swarm status` shows the theme picker as
+/// `needs_input` with all seven themes, the person chooses one with `swarm
+/// attach --choose`, then passes the security notes the same way; the
+/// agent takes its task. After `swarm down` and `swarm up` the first start
+/// does not come back, and the answers stay in the agent's copy (never
+/// written into the person's files). Failed before: neither page was seen
+/// (the picker's check mark hid its marker, the notes have no option), so
+/// status said nothing and `--choose` refused to type.
+#[test]
+fn claudes_first_start_in_a_never_used_home_is_answered_in_the_pane_once() {
+    if !require_tool("tmux", "apt-get install -y tmux") || crate::support::require_bwrap().is_none()
+    {
+        return;
+    }
+    let Some(bin) = agent_bin("claude") else {
+        return;
+    };
+    let mut s = RealSwarm::init(ONE_CLAUDE, bin);
+    let task = vec![
+        Step::shell("ready_for_next.sh"),
+        Step::shell("done_with_current.sh"),
+        Step::text("Done."),
+    ];
+    s.claude("coder", [task.clone(), task].concat());
+    let person = s.home.path().join(".claude.json");
+    assert!(!person.exists());
+    s.start(&["--trust"]);
+
+    let mut c = Value::Null;
+    s.wait("the theme picker is needs_input", || {
+        c = s.status_of("coder");
+        c["agent_prompt"]
+            .as_str()
+            .is_some_and(|p| p.starts_with(FIRST_START))
+    });
+    assert_eq!(c["agent_state"], "needs_input", "{c}");
+    assert!(c["agent_prompt"].as_str().unwrap().contains("theme"), "{c}");
+    assert_eq!(labels(&c).len(), 7, "{c}");
+    assert_eq!(labels(&c)[0], "Auto (match terminal)", "{c}");
+    assert_eq!(labels(&c)[1], "Dark mode", "{c}");
+    // The person is told each option and how to choose it.
+    let plain = s.swarm(&["status"]).stdout;
+    assert!(
+        plain.contains("coder: agent needs_input")
+            && plain.contains("first start")
+            && plain.contains("; options: 1. Auto (match terminal) | 2. Dark mode | 3. Light mode")
+            && plain.contains("(swarm attach coder --choose N)"),
+        "{plain}"
+    );
+    let r = s.swarm(&["attach", "coder", "--choose", "2"]);
+    r.ok();
+    assert!(r.stdout.contains("with \"Dark mode\""), "{}", r.stdout);
+    s.wait("the security notes are needs_input", || {
+        c = s.status_of("coder");
+        c["agent_prompt"]
+            .as_str()
+            .is_some_and(|p| p.contains("security notes"))
+    });
+    assert_eq!(labels(&c), ["Continue"], "{c}");
+    s.swarm(&["attach", "coder", "--choose", "1"]).ok();
+    s.d.send("owner", &draft("coder", "the first task")).ok();
+    s.wait("the agent takes and finishes its task", || {
+        s.completed("coder") == 1
+    });
+
+    s.swarm(&["down"]).ok();
+    s.start(&[]);
+    s.d.send("owner", &draft("coder", "a task after a restart"))
+        .ok();
+    s.wait("the restarted agent finishes its task unasked", || {
+        let c = s.status_of("coder");
+        assert!(
+            !c["agent_prompt"]
+                .as_str()
+                .is_some_and(|p| p.starts_with(FIRST_START)),
+            "the first start came back after a restart: {c}"
+        );
+        s.completed("coder") == 2
+    });
+    // The answers are in the agent's copy, not the person's file (which
+    // holds only the folder trust `swarm up --trust` recorded).
+    let copy = json_of(&s.d.root.join(".swarmforge/agents/coder/home/.claude.json"));
+    assert_eq!(copy["hasCompletedOnboarding"], true, "{copy}");
+    let mine = json_of(&person);
+    assert!(mine.get("hasCompletedOnboarding").is_none(), "{mine}");
+    // Claude Code writes the theme chosen into the user settings, which the
+    // person's own sessions load: read-only to the agent, so not written.
+    let settings = fs::read_to_string(s.home.path().join(".claude/settings.json")).unwrap();
+    assert!(!settings.contains("theme"), "{settings}");
 }

@@ -1,8 +1,9 @@
 //! The headless runtime with the real agent CLIs (docs/headless.md): each
 //! turn is one non-interactive run of Claude Code, Codex or Gemini CLI with
 //! its JSON event stream, against the scripted model
-//! (support/model_server.rs), with HOME set up like a real user's and the
-//! worktrees NOT trusted: no terminal, no keystroke, no dialog answered.
+//! (support/model_server.rs), with a HOME that never ran any of the CLIs
+//! and the worktrees NOT trusted: no terminal, no keystroke, no dialog
+//! answered (a headless CLI meets no first start).
 //! Without the CLIs a test is skipped with a NOTE (a failure under CI=true).
 
 use std::path::PathBuf;

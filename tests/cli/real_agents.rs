@@ -1,8 +1,9 @@
 //! The agent layer with the real agent CLIs (issue 20): `swarm up` starts
 //! each role's real CLI with its preset in tmux, pointed through the CLI's
 //! own settings in the role's worktree at a scripted model on 127.0.0.1
-//! (support/model_server.rs). HOME is a temp folder set up like a real
-//! user's (Claude Code's onboarding done) with the worktrees NOT trusted:
+//! (support/model_server.rs). HOME is a temp folder that never ran any of
+//! the CLIs, nothing pre-answered in it: Claude Code's first start is
+//! answered in its pane as a person answers it (support/first_run.rs), and
 //! the CLIs' folder-trust dialogs are met as a new user meets them, and
 //! either seen by the swarm (`needs_input`, nothing typed into them) or
 //! answered beforehand by `swarm up --trust`. No traffic leaves the machine.
@@ -21,6 +22,9 @@ use crate::support::{
     handoff_names, hq, require_capability, require_tool, user_dir, user_dir_in, ModelServer,
     Project, Step, SwarmGuard,
 };
+
+/// The dummy token Claude Code sends the scripted model.
+pub(crate) const CLAUDE_TOKEN: &str = "dummy-token-for-the-scripted-model";
 
 /// A whole scripted conversation, real CLI start-up included.
 pub(crate) const LONG: Duration = Duration::from_secs(120);
@@ -74,6 +78,13 @@ pub(crate) struct RealSwarm {
     /// The `swarm` the person runs (None: the one cargo built); an
     /// ordinary user runs their own copy (see [`RealSwarm::as_ordinary_user`]).
     pub(crate) swarm_exe: Option<PathBuf>,
+    /// The dummy gateway token in the person's environment
+    /// (`ANTHROPIC_AUTH_TOKEN`), set by [`RealSwarm::claude`]: Claude Code's
+    /// first start in a never-used HOME takes its login from there. The
+    /// worktree's settings apply only after the folder trust; with the
+    /// token only there, the first start checks its connection to
+    /// api.anthropic.com, which no test reaches, and exits.
+    pub(crate) token_in_env: std::cell::Cell<bool>,
 }
 
 impl RealSwarm {
@@ -94,14 +105,8 @@ impl RealSwarm {
             &yaml.replace("@MODEL@", &format!("http://127.0.0.1:{}", model.port)),
         );
         d.swarm(&["init"]).ok();
-        // A user who has used Claude Code before: onboarding done, no
-        // project of this swarm known.
+        // A HOME that never ran any of the CLIs: nothing pre-answered.
         let home = user_dir_in(base.as_deref());
-        fs::write(
-            home.path().join(".claude.json"),
-            json!({"hasCompletedOnboarding": true, "theme": "dark", "projects": {}}).to_string(),
-        )
-        .unwrap();
         RealSwarm {
             guard: SwarmGuard::new(&d.root),
             d,
@@ -113,6 +118,7 @@ impl RealSwarm {
             base,
             env: Vec::new(),
             swarm_exe: None,
+            token_in_env: std::cell::Cell::new(false),
         }
     }
 
@@ -150,13 +156,15 @@ impl RealSwarm {
 
     /// Claude Code for `role`: its endpoint and a dummy token in the
     /// worktree's `.claude/settings.json` (`env`, applied to that session
-    /// only).
+    /// only), the token also in the person's environment (see
+    /// [`RealSwarm::token_in_env`]).
     pub(crate) fn claude(&self, role: &str, steps: Vec<Step>) {
         self.model.script(role, steps);
+        self.token_in_env.set(true);
         let wt = self.wt(role);
         let settings = json!({"env": {
             "ANTHROPIC_BASE_URL": self.model.url(role),
-            "ANTHROPIC_AUTH_TOKEN": "dummy-token-for-the-scripted-model",
+            "ANTHROPIC_AUTH_TOKEN": CLAUDE_TOKEN,
             "DISABLE_TELEMETRY": "1",
             "DISABLE_ERROR_REPORTING": "1",
             "DISABLE_AUTOUPDATER": "1",
@@ -231,6 +239,9 @@ impl RealSwarm {
             .args(args)
             .env("PATH", path)
             .env("HOME", self.home.path());
+        if self.token_in_env.get() {
+            c = c.env("ANTHROPIC_AUTH_TOKEN", CLAUDE_TOKEN);
+        }
         for (k, v) in &self.env {
             c = c.env(k, v);
         }
@@ -243,13 +254,54 @@ impl RealSwarm {
         self.up_with(&["--trust"]);
     }
 
-    /// `swarm up --detach <extra>` in tmux.
+    /// `swarm up --detach <extra>` in tmux, Claude Code's first start then
+    /// answered in its panes ([`RealSwarm::answer_first_start`]).
     pub(crate) fn up_with(&mut self, extra: &[&str]) {
+        self.start(extra);
+        self.answer_first_start();
+    }
+
+    /// `swarm up --detach <extra>` in tmux, nothing answered.
+    pub(crate) fn start(&mut self, extra: &[&str]) {
         let mut args = vec!["up", "--detach"];
         args.extend_from_slice(extra);
         let r = self.swarm(&args);
         assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
         self.guard.socket = Some(PathBuf::from(self.d.read(".swarmforge/tmux-socket").trim()));
+    }
+
+    /// The interactive Claude Code roles (in tmux, not `runtime: headless`).
+    pub(crate) fn claude_panes(&self) -> Vec<String> {
+        use swarm_handoff::protocol::config::{Config, Runtime};
+        let cfg = Config::load(&self.d.root.join("swarm.yaml")).unwrap();
+        cfg.roles
+            .iter()
+            .filter(|r| r.agent == "claude" && r.runtime == Runtime::Tmux)
+            .map(|r| r.name.clone())
+            .collect()
+    }
+
+    /// Answers each interactive Claude Code role's first-start pages in its
+    /// pane, as the person does (support/first_run.rs): HOME never ran
+    /// Claude Code. Nothing to answer once the role's CLI recorded them (a
+    /// confined role in its private home's copy, carried across restarts;
+    /// an unconfined one in HOME).
+    pub(crate) fn answer_first_start(&self) {
+        let roles = self.claude_panes();
+        if roles.is_empty() {
+            return;
+        }
+        let agents = self.d.root.join(".swarmforge/agents");
+        let home = self.home.path().join(".claude.json");
+        crate::support::answer_first_start(
+            &|args| self.swarm(args),
+            &roles,
+            &|role| {
+                crate::support::onboarded(&agents.join(role).join("home/.claude.json"))
+                    || crate::support::onboarded(&home)
+            },
+            LONG,
+        );
     }
 
     /// Waits for `what`; on a timeout the model's log and the panes are shown.
@@ -924,10 +976,16 @@ fn untrusted_then_trusted(cli: &str, extra: &str, setup: impl Fn(&RealSwarm, Vec
             .count()
     };
     s.wait("three re-wake-ups held", || held(&s) >= 3);
-    let notified = |s: &RealSwarm| fs::read_to_string(s.d.path("notified")).unwrap_or_default();
-    s.wait("the person notified", || {
-        notified(&s).contains("needs_input|coder|")
-    });
+    // Of the trust dialog (a Claude Code role's first-start pages, met in
+    // a never-used HOME and answered before, are notified each of its own).
+    let notified = |s: &RealSwarm| {
+        fs::read_to_string(s.d.path("notified"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with("needs_input|coder|") && l.contains("trust"))
+            .count()
+    };
+    s.wait("the person notified", || notified(&s) >= 1);
     // Still the dialog, the agent still running, never told anything.
     let c = coder(&s);
     assert_eq!(c["agent_state"], "needs_input", "{c}\n{}", s.panes());
@@ -939,7 +997,7 @@ fn untrusted_then_trusted(cli: &str, extra: &str, setup: impl Fn(&RealSwarm, Vec
     );
     assert!(!s.panes().contains("didn't start"), "{}", s.panes());
     assert!(s.model.turns("coder").is_empty(), "{}", s.model.dump());
-    assert_eq!(notified(&s).matches("needs_input|").count(), 1);
+    assert_eq!(notified(&s), 1);
     let kinds: Vec<Value> =
         s.d.events()
             .iter()
@@ -1486,9 +1544,7 @@ roles:
     // one the tests name lies in the checkout).
     s.env
         .push(("SWARM_BWRAP".into(), bwrap.dir.path().join("bwrap-real")));
-    let r = s.swarm(&["up", "--detach", "--trust"]);
-    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    s.guard.socket = Some(PathBuf::from(s.d.read(".swarmforge/tmux-socket").trim()));
+    s.up_with(&["--trust"]);
     s.wait("each agent finished its item", || {
         s.reached("coder", 4)
             && s.reached("tester", 4)

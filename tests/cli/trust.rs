@@ -208,7 +208,6 @@ fn doctor_names_each_untrusted_worktree_until_swarm_trust() {
     d.swarm(&["init"]).ok();
     let home = tempfile::tempdir().unwrap();
     let h = home.path();
-    fs::write(h.join(".claude.json"), r#"{"hasCompletedOnboarding":true}"#).unwrap();
     let run = |args: &[&str]| d.cmd("swarm").args(args).env("HOME", h).run();
     let r = run(&["doctor", "--json"]);
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
@@ -251,7 +250,6 @@ fn trust_accepts_claudes_bypass_disclaimer_for_a_full_permission_role_only() {
     d.swarm(&["init"]).ok();
     let home = tempfile::tempdir().unwrap();
     let h = home.path();
-    fs::write(h.join(".claude.json"), r#"{"hasCompletedOnboarding":true}"#).unwrap();
     let local = |r: &str| {
         d.role_dir(r)
             .canonicalize()

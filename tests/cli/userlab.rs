@@ -423,7 +423,9 @@ fn the_forum_example_starts_in_tmux_in_the_users_home() {
 /// install -g` into their own prefix (`~/.npm-global`, inside HOME, as
 /// `.ci/run` does for swarm-user), pointed each at a scripted model on
 /// 127.0.0.1 in its worktree's own settings (Codex through the role's
-/// `args:`), and ran `swarm up --detach --trust` in tmux, confined. The
+/// `args:`), and ran `swarm up --detach --trust` in tmux, confined,
+/// answering Claude Code's first start in the architect's pane if their
+/// HOME never ran it (`swarm attach --choose`, support/first_run.rs). The
 /// owner's request flows owner -> architect (Claude Code) -> coder (Codex)
 /// -> owner, and the reviewer (Gemini CLI) takes and finishes a note.
 #[test]
@@ -489,16 +491,6 @@ fn the_trio_example_runs_in_tmux_with_the_users_own_agent_clis() {
             "general": {"disableAutoUpdate": true, "disableUpdateNag": true}})
         .to_string(),
     );
-    // ... and Claude Code's onboarding, done once in their own HOME.
-    let claude_json = lab.acct.home.join(".claude.json");
-    let mut state: serde_json::Value = fs::read_to_string(&claude_json)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .filter(serde_json::Value::is_object)
-        .unwrap_or_else(|| json!({}));
-    state["hasCompletedOnboarding"] = json!(true);
-    state["theme"] = json!("dark");
-    write(claude_json, state.to_string());
 
     model.script(
         "architect",
@@ -541,9 +533,26 @@ fn the_trio_example_runs_in_tmux_with_the_users_own_agent_clis() {
         draft("architect", "please add a hello script").replace('\n', "\\n"),
         draft("reviewer", "please look at the last commit").replace('\n', "\\n"),
     ));
-    let up = lab.sh("swarm up --detach --trust", RUN);
+    // The gateway token in their environment, as a person using one
+    // exports it (Claude Code's first start reads its login there).
+    let up = lab.sh(
+        "ANTHROPIC_AUTH_TOKEN=dummy-token-for-the-scripted-model swarm up --detach --trust",
+        RUN,
+    );
     lab.guard_tmux();
     assert_eq!(up.code, 0, "{}\n{}", up.stdout, up.stderr);
+    // Claude Code's first start, if their HOME never ran it: they answer
+    // its pages in the architect's pane.
+    let agents = root.join(".swarmforge/agents");
+    crate::support::answer_first_start(
+        &|args| lab.sh(&format!("swarm {}", args.join(" ")), RUN),
+        &["architect".to_string()],
+        &|role| {
+            crate::support::onboarded(&agents.join(role).join("home/.claude.json"))
+                || crate::support::onboarded(&lab.acct.home.join(".claude.json"))
+        },
+        RUN,
+    );
     let coder_new = hq(&wt("coder"), "inbox/new");
     lab.wait("the architect's task reaches the coder", || {
         model.reached("architect", 4) && !handoff_names(&coder_new).is_empty()

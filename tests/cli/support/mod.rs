@@ -13,6 +13,8 @@
 //!   fail under `CI=true`); `tmux`, `guard`: a private tmux server, and a
 //!   guard that stops a swarm even when the test panics;
 //! - `model_server`: a scripted model on 127.0.0.1 for the real agent CLIs;
+//! - `first_run`: Claude Code's first-start pages answered in the pane, as a
+//!   person answers them (a test HOME never ran Claude Code);
 //! - `userland`: an ordinary user's account, with its own copies of the
 //!   binaries and agent CLIs and the distribution's bubblewrap.
 //!
@@ -33,6 +35,7 @@
 
 mod assertions;
 mod drafts;
+mod first_run;
 mod guard;
 pub mod model_server;
 mod project;
@@ -48,6 +51,7 @@ use std::time::{Duration, Instant};
 
 pub use assertions::*;
 pub use drafts::*;
+pub use first_run::*;
 pub use guard::SwarmGuard;
 pub use model_server::{ModelServer, Step};
 pub use project::*;
