@@ -208,8 +208,10 @@ fn check_owner(
 }
 
 /// Writes one received record into the mirror of `host`'s worktree,
-/// removing the file from the places it moved on from. A record older than
-/// what the mirror holds (a redelivery) changes nothing. Ok(false): ignored.
+/// removing the file from the places it moved on from, once `vouch` says
+/// its host's journal vouches for it (bridge::vouch; its error is
+/// returned). A record older than what the mirror holds (a redelivery)
+/// changes nothing. Ok(false): ignored.
 pub fn apply(
     project: &Project,
     config: &Config,
@@ -217,6 +219,7 @@ pub fn apply(
     worktree: &str,
     rel: &str,
     bytes: &[u8],
+    vouch: impl FnOnce(&Message) -> io::Result<()>,
 ) -> io::Result<bool> {
     let max_bytes = config.limits.max_file_bytes;
     let bad = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);
@@ -234,6 +237,7 @@ pub fn apply(
     }
     let msg = Message::parse_bytes(bytes).map_err(|e| bad(format!("malformed: {e}")))?;
     check_owner(config, host, worktree, group, &msg).map_err(bad)?;
+    vouch(&msg)?;
     let root = project.bridge_mirror(host, worktree);
     let hq = Worktree::new(&root).handoffs();
     let target = hq.join(rel);
