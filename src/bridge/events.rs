@@ -1,6 +1,7 @@
 //! One event trail across hosts: the bridge publishes each complete line of
 //! this host's `events.jsonl` (offsets counted across rotations, so one
-//! offset names one line for good) with `Nats-Msg-Id` `ev:<host>:<offset>`,
+//! offset names one line for good) with `Nats-Msg-Id`
+//! `ev:<host>:<offset>:<digest>`,
 //! and mirrors every host's lines into `.swarmforge/bridge/events/<host>.jsonl`
 //! as `{"host":…,"offset":…,"len":…,"event":{…}}`, skipping a line it
 //! already holds.
@@ -34,6 +35,17 @@ pub const MAX_LINE: usize = 256 * 1024;
 pub struct Line {
     pub offset: u64,
     pub text: String,
+}
+
+impl Line {
+    /// Its `Nats-Msg-Id`, `ev:<host>:<offset>:<digest>`: the digest (of
+    /// the line, 16 hex digits of its SHA-256) because a line written at
+    /// an offset whose published line a power cut took is another line,
+    /// which JetStream must not drop as a repeat of the first.
+    pub fn msg_id(&self, host: &str) -> String {
+        let digest = crate::protocol::audit_pending::sha256_hex(self.text.as_bytes());
+        format!("ev:{host}:{}:{}", self.offset, &digest[..16])
+    }
 }
 
 /// Up to `max` complete lines from absolute offset `from` that end at or

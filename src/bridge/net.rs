@@ -476,10 +476,7 @@ async fn events_publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Shar
         let mut ok = true;
         for l in &lines {
             let mut h = async_nats::HeaderMap::new();
-            h.insert(
-                "Nats-Msg-Id",
-                format!("ev:{}:{}", s.host, l.offset).as_str(),
-            );
+            h.insert("Nats-Msg-Id", l.msg_id(&s.host).as_str());
             h.insert("Swarm-Offset", l.offset.to_string().as_str());
             let msg = jetstream::message::PublishMessage::build()
                 .payload(bytes::Bytes::from(l.text.clone().into_bytes()))

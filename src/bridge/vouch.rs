@@ -135,11 +135,7 @@ pub fn check(line: &Line, rel: &str, msg: &Message) -> Result<(), String> {
     }
     same("sender", line.from.as_deref(), msg.sender())?;
     same("to", line.to.as_deref(), msg.to())?;
-    same(
-        "file name",
-        line.name(),
-        Some(strip_collision_prefix(name)),
-    )?;
+    same("file name", line.name(), Some(strip_collision_prefix(name)))?;
     if matches!(line.kind.as_str(), "dequeued" | "completed") {
         same("recipient", line.recipient.as_deref(), msg.recipient())?;
         if line.recipient.is_none() || line.stamps.as_ref() != Some(&Stamps::of(msg)) {
@@ -365,8 +361,12 @@ mod tests {
         m2.headers.push(("to".into(), "all".into()));
         let e = check(&delivered, &format!("sent/{NAME}"), &m2).unwrap_err();
         assert!(e.contains("the line's to is 'pong'"), "{e}");
-        let e = check(&delivered, "sent/50_20261201T101010Z_000002_from_ping_to_pong.handoff", &m)
-            .unwrap_err();
+        let e = check(
+            &delivered,
+            "sent/50_20261201T101010Z_000002_from_ping_to_pong.handoff",
+            &m,
+        )
+        .unwrap_err();
         assert!(e.contains("file name"), "{e}");
         let failed = line("failed", serde_json::json!({"id": "other"}));
         let e = check(&failed, &format!("failed/{NAME}"), &m).unwrap_err();
