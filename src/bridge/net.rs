@@ -813,7 +813,7 @@ async fn trail_mirror_loop(
             let (h2, w2, r2) = (host.clone(), wt.clone(), rel.clone());
             let res = blocking(move || {
                 let p = &s2.project;
-                trail::apply(p, &s2.config, &h2, &w2, &r2, &payload, |msg| {
+                let res = trail::apply(p, &s2.config, &h2, &w2, &r2, &payload, |msg| {
                     let mut mi = mi.lock().unwrap_or_else(|e| e.into_inner());
                     let why = match mi.judge(p, &h2, cited, &r2, msg)? {
                         vouch::Verdict::Vouched => return Ok(()),
@@ -829,11 +829,25 @@ async fn trail_mirror_loop(
                         ),
                         vouch::Verdict::Refused(why) => why,
                     };
-                    let file = format!("{w2}/{r2}");
-                    let r = refusals::Refusal::new("trail_record", &h2, cited, &file, &why);
-                    refusals::record(p, &r)?;
                     Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why))
-                })
+                });
+                // Every record refused in a host's name is kept for the
+                // audit before it is acknowledged (bridge::refusals).
+                match res {
+                    Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                        let file = format!("{w2}/{r2}");
+                        let why = e.to_string();
+                        let r = refusals::Refusal::new("trail_record", &h2, cited, &file, &why);
+                        match refusals::record(p, &r) {
+                            Ok(()) => Err(e),
+                            Err(re) => Err(std::io::Error::other(format!(
+                                "{}: {re}",
+                                p.bridge_refused().display()
+                            ))),
+                        }
+                    }
+                    other => other,
+                }
             })
             .await;
             settle(&m, res, &log, "trail-mirror", |e| {

@@ -1,6 +1,7 @@
 //! What the bridge refused as not another host's word, kept for `swarm
 //! audit --check` (docs/bridge.md, "One trail"): a trail record its host's
-//! journal does not vouch for (bridge::vouch), and a journal line at an
+//! journal does not vouch for (bridge::vouch) or that host may not publish
+//! (bridge::trail, a file of another host's role), and a journal line at an
 //! offset whose mirrored line says something else (a rewritten range:
 //! that host lost lines it had published, or someone published in its
 //! name). The bridge log says it once; this file keeps saying it, so the
