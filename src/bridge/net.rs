@@ -15,7 +15,6 @@ use super::control_receive;
 use super::events::{self, Mirror};
 use super::inbound::{self, Verdict};
 use super::outbound;
-use super::refusals;
 use super::trail;
 use super::vouch;
 use super::{credentials, Credentials, Log, Settings};
@@ -812,42 +811,19 @@ async fn trail_mirror_loop(
             let (s2, mi, seen) = (s.clone(), mirrors.clone(), seen.clone());
             let (h2, w2, r2) = (host.clone(), wt.clone(), rel.clone());
             let res = blocking(move || {
-                let p = &s2.project;
-                let res = trail::apply(p, &s2.config, &h2, &w2, &r2, &payload, |msg| {
-                    let mut mi = mi.lock().unwrap_or_else(|e| e.into_inner());
-                    let why = match mi.judge(p, &h2, cited, &r2, msg)? {
-                        vouch::Verdict::Vouched => return Ok(()),
-                        // The events mirror settled something published
-                        // after this record: the line it cites, published
-                        // before it, would be here by now.
-                        vouch::Verdict::Wait(why) if seen.load(Ordering::Relaxed) <= published => {
-                            return Err(std::io::Error::new(std::io::ErrorKind::WouldBlock, why))
-                        }
-                        vouch::Verdict::Wait(_) => format!(
-                            "host {h2}'s journal mirrored here went past where this record was published without reaching offset {}",
-                            cited.unwrap_or(0)
-                        ),
-                        vouch::Verdict::Refused(why) => why,
-                    };
-                    Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why))
-                });
-                // Every record refused in a host's name is kept for the
-                // audit before it is acknowledged (bridge::refusals).
-                match res {
-                    Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                        let file = format!("{w2}/{r2}");
-                        let why = e.to_string();
-                        let r = refusals::Refusal::new("trail_record", &h2, cited, &file, &why);
-                        match refusals::record(p, &r) {
-                            Ok(()) => Err(e),
-                            Err(re) => Err(std::io::Error::other(format!(
-                                "{}: {re}",
-                                p.bridge_refused().display()
-                            ))),
-                        }
-                    }
-                    other => other,
-                }
+                // The events mirror settled something published after this
+                // record: the line it cites, published before it, is there
+                // by now or never comes.
+                let overtaken = seen.load(Ordering::Relaxed) > published;
+                let mut mi = mi.lock().unwrap_or_else(|e| e.into_inner());
+                let record = trail::Received {
+                    host: &h2,
+                    worktree: &w2,
+                    rel: &r2,
+                    bytes: &payload,
+                    cited,
+                };
+                trail::apply_vouched(&s2.project, &s2.config, &mut mi, &record, overtaken)
             })
             .await;
             settle(&m, res, &log, "trail-mirror", |e| {
