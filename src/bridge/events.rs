@@ -139,6 +139,28 @@ pub fn durable_end(project: &Project, published: u64) -> (u64, Option<io::Error>
     }
 }
 
+/// Where a bridge that finds its journal ending at `end`, before what it
+/// published, publishes from again: the live file's start when that is
+/// within [`REWIND`], else the first line starting at least `REWIND`
+/// before `end`.
+pub fn rewind_point(project: &Project, end: u64) -> io::Result<u64> {
+    let live = project.events_file();
+    let start = logfile::live_start(&live)?;
+    let from = end.saturating_sub(REWIND);
+    if from <= start {
+        return Ok(start);
+    }
+    // The byte before `from` tells whether a line starts there.
+    let mut f = fsx::open_regular(&live)?;
+    f.seek(SeekFrom::Start(from - 1 - start))?;
+    let mut buf = Vec::new();
+    f.take(MAX_LINE as u64 + 2).read_to_end(&mut buf)?;
+    match buf.iter().position(|&b| b == b'\n') {
+        Some(nl) => Ok(from + nl as u64),
+        None => Ok(end),
+    }
+}
+
 /// How far this host's events were published.
 pub fn load_offset(project: &Project) -> u64 {
     std::fs::read_to_string(project.bridge_events_offset())
@@ -163,13 +185,30 @@ pub struct Mirror {
     held: HashMap<String, Held>,
 }
 
-/// How many of the newest lines of a host's mirror are kept in memory, so a
-/// redelivery is told from a rewrite without reading the file.
-const RECENT: usize = 256;
+/// How many of the newest lines of a host's mirror are remembered, so a
+/// redelivery (or a republished range, [`REWIND`]) is told from a rewrite
+/// without reading the file.
+const RECENT: usize = 8192;
+
+/// How far back a bridge that finds its journal shorter than what it
+/// published publishes again (at least to the live file's start when that
+/// is nearer): the lines written since the loss lie in it, and the mirrors
+/// tell a line they hold from a rewritten one.
+pub const REWIND: u64 = 1024 * 1024;
 
 /// One mirrored line: its offset, its length in its host's journal (None
 /// in lines mirrored before lengths were kept) and its event.
 type Held1 = (u64, Option<u64>, serde_json::Value);
+
+/// What is remembered of a held line: offset, length, event digest.
+type Seen = (u64, Option<u64>, u64);
+
+fn digest(event: &serde_json::Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    event.to_string().hash(&mut h);
+    h.finish()
+}
 
 /// What one host's mirror holds.
 #[derive(Debug, Default)]
@@ -177,16 +216,16 @@ struct Held {
     /// Where the next line of that host's journal starts, as far as the
     /// mirror knows: the end of its newest line.
     end: u64,
-    recent: std::collections::VecDeque<Held1>,
+    recent: std::collections::VecDeque<Seen>,
 }
 
 impl Held {
-    fn push(&mut self, h: Held1) {
+    fn push(&mut self, h: &Held1) {
         self.end = self.end.max(h.0 + h.1.map_or(1, |l| l + 1));
         if self.recent.len() == RECENT {
             self.recent.pop_front();
         }
-        self.recent.push_back(h);
+        self.recent.push_back((h.0, h.1, digest(&h.2)));
     }
 }
 
@@ -212,6 +251,19 @@ fn each_held(path: &Path, mut f: impl FnMut(Held1) -> bool) {
     }
 }
 
+/// The line of a mirror file at `offset`, if it holds one.
+fn find_held(path: &Path, offset: u64) -> Option<Held1> {
+    let mut found = None;
+    each_held(path, |h| {
+        let before = h.0 < offset;
+        if h.0 == offset {
+            found = Some(h);
+        }
+        found.is_none() && before
+    });
+    found
+}
+
 impl Mirror {
     pub fn file(project: &Project, host: &str) -> PathBuf {
         project.bridge_events().join(format!("{host}.jsonl"))
@@ -232,7 +284,7 @@ impl Mirror {
         let held = self.held.entry(host.to_string()).or_insert_with(|| {
             let mut h = Held::default();
             each_held(&path, |l| {
-                h.push(l);
+                h.push(&l);
                 true
             });
             h
@@ -241,18 +293,18 @@ impl Mirror {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         let len = text.len() as u64;
         if offset < held.end {
-            let mut found = held.recent.iter().find(|h| h.0 == offset).cloned();
-            if found.is_none() && held.recent.front().is_none_or(|f| offset < f.0) {
-                each_held(&path, |h| {
-                    let before = h.0 < offset;
-                    if h.0 == offset {
-                        found = Some(h);
-                    }
-                    found.is_none() && before
-                });
+            let same = |l: Option<u64>, d: u64| d == digest(&event) && l.is_none_or(|l| l == len);
+            if held.recent.iter().any(|h| h.0 == offset && same(h.1, h.2)) {
+                return Ok(false);
             }
+            // Older than what is remembered, or held there with other
+            // content: read the held line from the file.
+            let older = held.recent.front().is_none_or(|f| offset < f.0);
+            let found = (older || held.recent.iter().any(|h| h.0 == offset))
+                .then(|| find_held(&path, offset))
+                .flatten();
             return match found {
-                Some((_, l, ev)) if ev == event && l.is_none_or(|l| l == len) => Ok(false),
+                Some((_, l, ev)) if same(l, digest(&ev)) => Ok(false),
                 found => Err(rewritten(project, host, offset, found.as_ref(), &event)),
             };
         }
@@ -265,7 +317,7 @@ impl Mirror {
         // offset (bridge::vouch), and a line a power cut took from here
         // would never come again.
         fsx::sync_file_at(&path)?;
-        held.push((offset, Some(len), event));
+        held.push(&(offset, Some(len), event));
         Ok(true)
     }
 }
@@ -386,5 +438,20 @@ mod tests {
         // Nothing to sync past what was published: the end as it is.
         assert_eq!(durable_end(&p, next).0, next);
         assert_eq!(durable_end(&p, 0).0, next);
+        // A rewind lands on a line's start: the live file's within reach.
+        assert_eq!(rewind_point(&p, next).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_rewind_from_far_lands_on_the_next_line_start() {
+        let d = tempfile::tempdir().unwrap();
+        let p = Project::new(d.path());
+        std::fs::create_dir_all(p.daemon_dir()).unwrap();
+        let line = format!("{}\n", "x".repeat(999));
+        std::fs::write(p.events_file(), line.repeat(2000)).unwrap();
+        let end = 2000 * 1000;
+        let at = rewind_point(&p, end).unwrap();
+        assert_eq!(at % 1000, 0, "{at}");
+        assert!(at >= end - REWIND && at < end - REWIND + 1000, "{at}");
     }
 }

@@ -438,17 +438,22 @@ async fn events_publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Shar
         if let Some(end) = end.filter(|&e| e < offset) {
             // Lines published before are gone from the journal (a power
             // cut took them before this version published only durable
-            // lines, or the journal was replaced): what is written there
-            // now is published at their offsets, where the other hosts'
-            // mirrors see the rewritten range and refuse it.
+            // lines, or the journal was replaced), and what was written
+            // since may already reach back into them: publish again from
+            // before the loss, where the other hosts' mirrors skip the
+            // lines they hold and refuse the rewritten ones (events.rs).
+            let s2 = s.clone();
+            let from = blocking(move || events::rewind_point(&s2.project, end))
+                .await
+                .unwrap_or(0);
             log.line(
                 "journal",
                 &format!(
-                    "{} ends at offset {end}, before offset {offset} already published: it lost published lines; publishing from {end} on",
+                    "{} ends at offset {end}, before offset {offset} already published: it lost published lines; publishing again from {from}",
                     s.project.events_file().display()
                 ),
             );
-            offset = end;
+            offset = from;
         }
         let (lines, next) = {
             let s2 = s.clone();
