@@ -38,7 +38,7 @@
 
 use std::collections::HashMap;
 use std::io::{self, Read, Seek, SeekFrom};
-use std::path::PathBuf;
+use std::path::Path;
 
 use serde::Deserialize;
 
@@ -154,8 +154,8 @@ struct Tail {
 
 impl Tail {
     /// The whole lines appended since the last call (at most [`CHUNK`]
-    /// bytes' worth), each with its offset in the file, up to `until`.
-    fn read(&mut self, path: &PathBuf, until: u64) -> io::Result<Vec<(u64, Vec<u8>)>> {
+    /// bytes' worth), each with its offset in the file.
+    fn read(&mut self, path: &Path) -> io::Result<Vec<(u64, Vec<u8>)>> {
         let mut f = match fsx::open_regular(path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -166,14 +166,12 @@ impl Tail {
             // Replaced by a shorter file: read it again from its start.
             self.pos = 0;
         }
-        let until = until.min(len);
-        if until <= self.pos {
+        if len <= self.pos {
             return Ok(Vec::new());
         }
         f.seek(SeekFrom::Start(self.pos))?;
         let mut buf = Vec::new();
-        f.take((until - self.pos).min(CHUNK))
-            .read_to_end(&mut buf)?;
+        f.take((len - self.pos).min(CHUNK)).read_to_end(&mut buf)?;
         let mut out = Vec::new();
         let mut at = 0;
         while let Some(nl) = buf[at..].iter().position(|&b| b == b'\n') {
@@ -230,7 +228,7 @@ impl Mirrors {
         let m = self.hosts.entry(host.to_string()).or_default();
         let file = super::events::Mirror::file(project, host);
         loop {
-            let lines = m.tail.read(&file, u64::MAX)?;
+            let lines = m.tail.read(&file)?;
             if lines.is_empty() {
                 break;
             }
@@ -352,9 +350,8 @@ mod tests {
         assert!(check(&delivered, &format!("outbox/{NAME}"), &m).is_err());
         assert!(check(&delivered, &format!("pending_approval/{NAME}"), &m).is_err());
         // Another id, sender, `to` or name: not this message.
-        let other = msg("").headers.iter().cloned().collect::<Vec<_>>();
         let mut m2 = Message {
-            headers: other,
+            headers: msg("").headers.to_vec(),
             body: "x".into(),
         };
         m2.headers.retain(|(k, _)| k != "to");
