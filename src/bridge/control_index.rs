@@ -91,7 +91,7 @@ fn read_journal(project: &Project, me: &str, ix: &mut Index) {
     }
     let mut from = ix.journal;
     // read_from reads a bounded slice per call: read on to the end.
-    while let Ok((lines, next)) = events::read_from(project, from, 4096) {
+    while let Ok((lines, next)) = events::read_from(project, from, u64::MAX, 4096) {
         if next == from {
             break;
         }

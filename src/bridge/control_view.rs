@@ -97,7 +97,7 @@ fn events(project: &Project, me: &str, hosts: &[String]) -> (BTreeMap<String, Ve
     // read_from reads a bounded slice per call: read on to the end.
     let (mut own, mut first) = (Vec::new(), None);
     let mut from = 0;
-    while let Ok((lines, next)) = super::events::read_from(project, from, 4096) {
+    while let Ok((lines, next)) = super::events::read_from(project, from, u64::MAX, 4096) {
         if next == from {
             break;
         }

@@ -1,8 +1,23 @@
 //! One event trail across hosts: the bridge publishes each complete line of
 //! this host's `events.jsonl` (offsets counted across rotations, so one
-//! offset names one line for good) with `Nats-Msg-Id` `ev:<host>:<offset>`,
+//! offset names one line for good) with `Nats-Msg-Id`
+//! `ev:<host>:<offset>:<digest>`,
 //! and mirrors every host's lines into `.swarmforge/bridge/events/<host>.jsonl`
-//! as `{"host":…,"offset":…,"event":{…}}`, skipping a line it already holds.
+//! as `{"host":…,"offset":…,"len":…,"event":{…}}`, skipping a line it
+//! already holds.
+//!
+//! One offset names one line for good only if the line outlives a power
+//! cut: the daemon appends without an fsync, and a cut loses the unsynced
+//! tail, so the next lines would be written at offsets already published.
+//! So the bridge publishes only what is durable ([`durable_end`]: it
+//! fsyncs the journal itself, and without that only up to handoffd's
+//! progress mark, which handoffd fsyncs the journal for). A mirror keeps
+//! one line per offset range: a line at an offset it holds with other
+//! content, or overlapping a line it holds, is a rewritten range (a journal
+//! that lost published lines, or a line published in that host's name by
+//! someone else). It keeps the line it holds, refuses the other and records
+//! both (bridge::refusals), so `swarm audit --check` fails instead of the
+//! mirror silently keeping either.
 
 use std::collections::HashMap;
 use std::io::{self, Read, Seek, SeekFrom};
@@ -22,9 +37,25 @@ pub struct Line {
     pub text: String,
 }
 
-/// Up to `max` complete lines from absolute offset `from`, and the offset
-/// after the last one returned.
-pub fn read_from(project: &Project, from: u64, max: usize) -> io::Result<(Vec<Line>, u64)> {
+impl Line {
+    /// Its `Nats-Msg-Id`, `ev:<host>:<offset>:<digest>`: the digest (of
+    /// the line, 16 hex digits of its SHA-256) because a line written at
+    /// an offset whose published line a power cut took is another line,
+    /// which JetStream must not drop as a repeat of the first.
+    pub fn msg_id(&self, host: &str) -> String {
+        let digest = crate::protocol::audit_pending::sha256_hex(self.text.as_bytes());
+        format!("ev:{host}:{}:{}", self.offset, &digest[..16])
+    }
+}
+
+/// Up to `max` complete lines from absolute offset `from` that end at or
+/// before `until`, and the offset after the last one returned.
+pub fn read_from(
+    project: &Project,
+    from: u64,
+    until: u64,
+    max: usize,
+) -> io::Result<(Vec<Line>, u64)> {
     let live = project.events_file();
     let mut sources: Vec<(PathBuf, u64)> = logfile::rotated(&live)?
         .into_iter()
@@ -40,6 +71,9 @@ pub fn read_from(project: &Project, from: u64, max: usize) -> io::Result<(Vec<Li
         }
         // Lines removed by pruning are gone; carry on from what is kept.
         pos = pos.max(start);
+        if pos >= until {
+            break;
+        }
         let mut f = match fsx::open_regular(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
@@ -47,7 +81,9 @@ pub fn read_from(project: &Project, from: u64, max: usize) -> io::Result<(Vec<Li
         };
         f.seek(SeekFrom::Start(pos - start))?;
         let mut buf = Vec::new();
-        f.take(4 * 1024 * 1024).read_to_end(&mut buf)?;
+        // A line that ends after `until` lacks its newline here.
+        f.take((until - pos).min(4 * 1024 * 1024))
+            .read_to_end(&mut buf)?;
         let mut at = 0;
         while let Some(nl) = buf[at..].iter().position(|&b| b == b'\n') {
             let line = &buf[at..at + nl];
@@ -79,6 +115,52 @@ pub fn end_offset(project: &Project) -> io::Result<u64> {
     Ok(logfile::live_start(&live)? + len)
 }
 
+/// The end of this host's events that a power cut cannot take back, at
+/// least `published` (what was published already): the end now, once the
+/// journal is fsynced (a rotated part was fsynced whole before its rename,
+/// daemon/journal.rs). When the fsync fails, handoffd's progress mark,
+/// which it fsyncs the journal for before writing it (daemon/progress.rs),
+/// and the error.
+pub fn durable_end(project: &Project, published: u64) -> (u64, Option<io::Error>) {
+    let end = match end_offset(project) {
+        Ok(e) => e,
+        Err(e) => return (published, Some(e)),
+    };
+    if end <= published {
+        return (end, None);
+    }
+    match fsx::sync_file_at(&project.events_file()) {
+        Ok(()) => (end, None),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => (end, None),
+        Err(e) => {
+            let mark = crate::daemon::progress::read_mark(project).map_or(0, |m| m.offset);
+            (mark.clamp(published, end), Some(e))
+        }
+    }
+}
+
+/// Where a bridge that finds its journal ending at `end`, before what it
+/// published, publishes from again: the live file's start when that is
+/// within [`REWIND`], else the first line starting at least `REWIND`
+/// before `end`.
+pub fn rewind_point(project: &Project, end: u64) -> io::Result<u64> {
+    let live = project.events_file();
+    let start = logfile::live_start(&live)?;
+    let from = end.saturating_sub(REWIND);
+    if from <= start {
+        return Ok(start);
+    }
+    // The byte before `from` tells whether a line starts there.
+    let mut f = fsx::open_regular(&live)?;
+    f.seek(SeekFrom::Start(from - 1 - start))?;
+    let mut buf = Vec::new();
+    f.take(MAX_LINE as u64 + 2).read_to_end(&mut buf)?;
+    match buf.iter().position(|&b| b == b'\n') {
+        Some(nl) => Ok(from + nl as u64),
+        None => Ok(end),
+    }
+}
+
 /// How far this host's events were published.
 pub fn load_offset(project: &Project) -> u64 {
     std::fs::read_to_string(project.bridge_events_offset())
@@ -99,8 +181,87 @@ pub fn save_offset(project: &Project, offset: u64) -> io::Result<()> {
 /// The mirror of every host's events on this host.
 #[derive(Debug, Default)]
 pub struct Mirror {
-    /// Per host, the offset of the newest line held (read back at start).
-    applied: HashMap<String, u64>,
+    /// Per host, what its mirror holds (read back at first use).
+    held: HashMap<String, Held>,
+}
+
+/// How many of the newest lines of a host's mirror are remembered, so a
+/// redelivery (or a republished range, [`REWIND`]) is told from a rewrite
+/// without reading the file.
+const RECENT: usize = 8192;
+
+/// How far back a bridge that finds its journal shorter than what it
+/// published publishes again (at least to the live file's start when that
+/// is nearer): the lines written since the loss lie in it, and the mirrors
+/// tell a line they hold from a rewritten one.
+pub const REWIND: u64 = 1024 * 1024;
+
+/// One mirrored line: its offset, its length in its host's journal (None
+/// in lines mirrored before lengths were kept) and its event.
+type Held1 = (u64, Option<u64>, serde_json::Value);
+
+/// What is remembered of a held line: offset, length, event digest.
+type Seen = (u64, Option<u64>, u64);
+
+fn digest(event: &serde_json::Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    event.to_string().hash(&mut h);
+    h.finish()
+}
+
+/// What one host's mirror holds.
+#[derive(Debug, Default)]
+struct Held {
+    /// Where the next line of that host's journal starts, as far as the
+    /// mirror knows: the end of its newest line.
+    end: u64,
+    recent: std::collections::VecDeque<Seen>,
+}
+
+impl Held {
+    fn push(&mut self, h: &Held1) {
+        self.end = self.end.max(h.0 + h.1.map_or(1, |l| l + 1));
+        if self.recent.len() == RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((h.0, h.1, digest(&h.2)));
+    }
+}
+
+/// A mirrored line of the file `{"host","offset","len","event"}`.
+fn parse_held(line: &str) -> Option<Held1> {
+    let v: serde_json::Value = serde_json::from_str(line).ok()?;
+    let offset = v["offset"].as_u64()?;
+    Some((offset, v["len"].as_u64(), v["event"].clone()))
+}
+
+/// Calls `f` with every line of a mirror file, in order, until it says stop.
+fn each_held(path: &Path, mut f: impl FnMut(Held1) -> bool) {
+    use std::io::BufRead;
+    let Ok(file) = fsx::open_regular(path) else {
+        return;
+    };
+    for line in io::BufReader::new(file).split(b'\n').map_while(Result::ok) {
+        if let Some(h) = parse_held(&String::from_utf8_lossy(&line)) {
+            if !f(h) {
+                return;
+            }
+        }
+    }
+}
+
+/// The line of a mirror file at `offset`, if it holds one.
+fn find_held(path: &Path, offset: u64) -> Option<Held1> {
+    let mut found = None;
+    each_held(path, |h| {
+        let before = h.0 < offset;
+        if h.0 == offset {
+            found = Some(h);
+        }
+        found.is_none() && before
+    });
+    found
 }
 
 impl Mirror {
@@ -109,7 +270,9 @@ impl Mirror {
     }
 
     /// Appends one received line unless the mirror already holds it (lines
-    /// of one host arrive in offset order through one consumer).
+    /// of one host arrive in offset order through one consumer). A line
+    /// that claims bytes of that host's journal the mirror holds another
+    /// line for is refused (InvalidData) and recorded.
     pub fn apply(
         &mut self,
         project: &Project,
@@ -118,29 +281,82 @@ impl Mirror {
         text: &str,
     ) -> io::Result<bool> {
         let path = Mirror::file(project, host);
-        let last = match self.applied.get(host) {
-            Some(&o) => Some(o),
-            None => last_offset(&path),
-        };
-        if last.is_some_and(|l| offset <= l) {
-            self.applied.insert(host.to_string(), last.unwrap_or(0));
-            return Ok(false);
-        }
+        let held = self.held.entry(host.to_string()).or_insert_with(|| {
+            let mut h = Held::default();
+            each_held(&path, |l| {
+                h.push(&l);
+                true
+            });
+            h
+        });
         let event: serde_json::Value = serde_json::from_str(text)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-        let line =
-            serde_json::json!({"host": host, "offset": offset, "event": event}).to_string() + "\n";
+        let len = text.len() as u64;
+        if offset < held.end {
+            let same = |l: Option<u64>, d: u64| d == digest(&event) && l.is_none_or(|l| l == len);
+            if held.recent.iter().any(|h| h.0 == offset && same(h.1, h.2)) {
+                return Ok(false);
+            }
+            // Older than what is remembered, or held there with other
+            // content: read the held line from the file.
+            let older = held.recent.front().is_none_or(|f| offset < f.0);
+            let found = (older || held.recent.iter().any(|h| h.0 == offset))
+                .then(|| find_held(&path, offset))
+                .flatten();
+            return match found {
+                Some((_, l, ev)) if same(l, digest(&ev)) => Ok(false),
+                found => Err(rewritten(project, host, offset, found.as_ref(), &event)),
+            };
+        }
+        let line = serde_json::json!({"host": host, "offset": offset, "len": len, "event": event})
+            .to_string()
+            + "\n";
         fsx::ensure_dirs(&[project.bridge_events()])?;
         fsx::append(&path, line.as_bytes())?;
-        self.applied.insert(host.to_string(), offset);
+        // Durable before it is acknowledged: a trail record cites its
+        // offset (bridge::vouch), and a line a power cut took from here
+        // would never come again.
+        fsx::sync_file_at(&path)?;
+        held.push(&(offset, Some(len), event));
         Ok(true)
     }
 }
 
-fn last_offset(path: &Path) -> Option<u64> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let last = text.lines().rev().find(|l| !l.trim().is_empty())?;
-    serde_json::from_str::<serde_json::Value>(last).ok()?["offset"].as_u64()
+/// Records a line of `host` at `offset` that the mirror holds another line
+/// for (`held`; None: a held line covers that offset) and says why it is
+/// refused.
+fn rewritten(
+    project: &Project,
+    host: &str,
+    offset: u64,
+    held: Option<&Held1>,
+    event: &serde_json::Value,
+) -> io::Error {
+    let said = |e: &serde_json::Value| {
+        format!(
+            "'{} {}'",
+            e["kind"].as_str().unwrap_or("?"),
+            e["id"].as_str().unwrap_or("-")
+        )
+    };
+    let why = match held {
+        Some((_, _, h)) => format!(
+            "a line {} at offset {offset} of host {host}'s journal, where the mirror holds {}: a rewritten range (that host lost lines it had published, or someone published in its name); the mirror keeps the line it holds",
+            said(event),
+            said(h)
+        ),
+        None => format!(
+            "a line {} at offset {offset} of host {host}'s journal, inside a line the mirror holds: a rewritten range (that host lost lines it had published, or someone published in its name); the mirror keeps the line it holds",
+            said(event)
+        ),
+    };
+    let file = Mirror::file(project, host).display().to_string();
+    let r = super::refusals::Refusal::new("journal_rewritten", host, Some(offset), &file, &why);
+    if let Err(e) = super::refusals::record(project, &r) {
+        // Not acknowledged then: redelivered, and recorded next time.
+        return io::Error::other(format!("{}: {e}", project.bridge_refused().display()));
+    }
+    io::Error::new(io::ErrorKind::InvalidData, why)
 }
 
 /// Every mirrored event of every host, in time order (ties by host, offset).
@@ -167,4 +383,75 @@ pub fn all(project: &Project) -> Vec<serde_json::Value> {
         k(a).cmp(&k(b))
     });
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = r#"{"kind":"delivered","id":"x1"}"#;
+    const B: &str = r#"{"kind":"delivered","id":"x2"}"#;
+
+    #[test]
+    fn a_line_at_an_offset_the_mirror_holds_otherwise_is_refused_and_recorded() {
+        let d = tempfile::tempdir().unwrap();
+        let p = Project::new(d.path());
+        let mut m = Mirror::default();
+        assert!(m.apply(&p, "a", 0, A).unwrap());
+        let next = A.len() as u64 + 1;
+        assert!(m.apply(&p, "a", next, B).unwrap());
+        // A redelivery of either changes nothing, also to a fresh reader
+        // of the file (a restarted bridge).
+        assert!(!m.apply(&p, "a", 0, A).unwrap());
+        let mut fresh = Mirror::default();
+        assert!(!fresh.apply(&p, "a", next, B).unwrap());
+        assert!(p.bridge_refused().metadata().is_err());
+        // Other content at a held offset, or a line inside a held one: a
+        // rewritten range, refused and recorded; the held line stays.
+        let e = fresh.apply(&p, "a", 0, B).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("rewritten range"), "{e}");
+        let e = m.apply(&p, "a", 5, B).unwrap_err();
+        assert!(e.to_string().contains("inside a line"), "{e}");
+        let kept = super::super::refusals::read(&p);
+        assert_eq!(kept.len(), 2, "{kept:?}");
+        assert_eq!(kept[0].kind, "journal_rewritten");
+        assert_eq!((kept[0].host.as_str(), kept[0].offset), ("a", Some(0)));
+        let text = std::fs::read_to_string(Mirror::file(&p, "a")).unwrap();
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert!(text.lines().next().unwrap().contains("\"x1\""), "{text}");
+        // A gap (lines pruned or skipped there) is no rewrite.
+        assert!(m.apply(&p, "a", next + 1000, A).unwrap());
+    }
+
+    #[test]
+    fn only_lines_that_end_before_the_bound_are_read() {
+        let d = tempfile::tempdir().unwrap();
+        let p = Project::new(d.path());
+        std::fs::create_dir_all(p.daemon_dir()).unwrap();
+        std::fs::write(p.events_file(), format!("{A}\n{B}\n")).unwrap();
+        let first = A.len() as u64 + 1;
+        let (lines, next) = read_from(&p, 0, first + 3, 10).unwrap();
+        assert_eq!((lines.len(), next), (1, first));
+        let (lines, next) = read_from(&p, 0, u64::MAX, 10).unwrap();
+        assert_eq!((lines.len(), next), (2, first + B.len() as u64 + 1));
+        // Nothing to sync past what was published: the end as it is.
+        assert_eq!(durable_end(&p, next).0, next);
+        assert_eq!(durable_end(&p, 0).0, next);
+        // A rewind lands on a line's start: the live file's within reach.
+        assert_eq!(rewind_point(&p, next).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_rewind_from_far_lands_on_the_next_line_start() {
+        let d = tempfile::tempdir().unwrap();
+        let p = Project::new(d.path());
+        std::fs::create_dir_all(p.daemon_dir()).unwrap();
+        let line = format!("{}\n", "x".repeat(999));
+        std::fs::write(p.events_file(), line.repeat(2000)).unwrap();
+        let end = 2000 * 1000;
+        let at = rewind_point(&p, end).unwrap();
+        assert_eq!(at % 1000, 0, "{at}");
+        assert!(at >= end - REWIND && at < end - REWIND + 1000, "{at}");
+    }
 }

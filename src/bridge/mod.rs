@@ -17,8 +17,10 @@ pub mod control_wait;
 pub mod events;
 pub mod inbound;
 pub mod outbound;
+pub mod refusals;
 pub mod swarmwide;
 pub mod trail;
+pub mod vouch;
 
 mod net;
 

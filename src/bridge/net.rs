@@ -3,7 +3,7 @@
 //! host's roles, and the event trail both ways. Every file step runs in
 //! `spawn_blocking` through the synchronous modules.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,6 +16,7 @@ use super::events::{self, Mirror};
 use super::inbound::{self, Verdict};
 use super::outbound;
 use super::trail;
+use super::vouch;
 use super::{credentials, Credentials, Log, Settings};
 use crate::error::{Error, Result};
 use crate::fsx;
@@ -124,9 +125,17 @@ async fn main(s: Settings, creds: Credentials, log: Shared, stop: Arc<AtomicBool
     let out = tokio::spawn(publish_loop(s.clone(), js.clone(), log.clone()));
     let inb = tokio::spawn(consume_loop(s.clone(), js.clone(), log.clone()));
     let evp = tokio::spawn(events_publish_loop(s.clone(), js.clone(), log.clone()));
-    let evm = tokio::spawn(events_mirror_loop(s.clone(), js.clone(), log.clone()));
+    // The newest stream sequence the events mirror has settled: a trail
+    // record published after it cites a line the mirror has seen by now.
+    let seen = Arc::new(AtomicU64::new(0));
+    let evm = tokio::spawn(events_mirror_loop(
+        s.clone(),
+        js.clone(),
+        log.clone(),
+        seen.clone(),
+    ));
     let trp = tokio::spawn(trail_publish_loop(s.clone(), js.clone(), log.clone()));
-    let trm = tokio::spawn(trail_mirror_loop(s.clone(), js.clone(), log.clone()));
+    let trm = tokio::spawn(trail_mirror_loop(s.clone(), js.clone(), log.clone(), seen));
     let ctp = tokio::spawn(control_publish_loop(s.clone(), js.clone(), log.clone()));
     let ctm = tokio::spawn(control_apply_loop(s.clone(), js.clone(), log.clone()));
     let ctw = tokio::spawn(control_wait_loop(s.clone(), log.clone()));
@@ -405,9 +414,50 @@ async fn events_publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Shar
         blocking(move || events::load_offset(&s.project)).await
     };
     loop {
+        // Only what a power cut cannot take back: a line published and then
+        // lost would let the next line reuse its offset (events.rs).
+        let (durable, sync_err, end) = {
+            let s2 = s.clone();
+            blocking(move || {
+                let (d, e) = events::durable_end(&s2.project, offset);
+                (d, e, events::end_offset(&s2.project).ok())
+            })
+            .await
+        };
+        if let Some(e) = sync_err {
+            log.deferred_once(
+                "events-sync",
+                &format!(
+                    "cannot fsync {} ({e}): only the lines handoffd's progress mark vouches for are published",
+                    s.project.events_file().display()
+                ),
+            );
+        } else {
+            log.cleared("events-sync");
+        }
+        if let Some(end) = end.filter(|&e| e < offset) {
+            // Lines published before are gone from the journal (a power
+            // cut took them before this version published only durable
+            // lines, or the journal was replaced), and what was written
+            // since may already reach back into them: publish again from
+            // before the loss, where the other hosts' mirrors skip the
+            // lines they hold and refuse the rewritten ones (events.rs).
+            let s2 = s.clone();
+            let from = blocking(move || events::rewind_point(&s2.project, end))
+                .await
+                .unwrap_or(0);
+            log.line(
+                "journal",
+                &format!(
+                    "{} ends at offset {end}, before offset {offset} already published: it lost published lines; publishing again from {from}",
+                    s.project.events_file().display()
+                ),
+            );
+            offset = from;
+        }
         let (lines, next) = {
             let s2 = s.clone();
-            match blocking(move || events::read_from(&s2.project, offset, 256)).await {
+            match blocking(move || events::read_from(&s2.project, offset, durable, 256)).await {
                 Ok(v) => v,
                 Err(e) => {
                     log.deferred_once(
@@ -430,10 +480,7 @@ async fn events_publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Shar
         let mut ok = true;
         for l in &lines {
             let mut h = async_nats::HeaderMap::new();
-            h.insert(
-                "Nats-Msg-Id",
-                format!("ev:{}:{}", s.host, l.offset).as_str(),
-            );
+            h.insert("Nats-Msg-Id", l.msg_id(&s.host).as_str());
             h.insert("Swarm-Offset", l.offset.to_string().as_str());
             let msg = jetstream::message::PublishMessage::build()
                 .payload(bytes::Bytes::from(l.text.clone().into_bytes()))
@@ -539,7 +586,12 @@ async fn settle<T>(
 }
 
 /// Every host's events → `.swarmforge/bridge/events/<host>.jsonl`.
-async fn events_mirror_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
+async fn events_mirror_loop(
+    s: Arc<Settings>,
+    js: jetstream::Context,
+    log: Shared,
+    seen: Arc<AtomicU64>,
+) {
     let mirror = Arc::new(Mutex::new(Mirror::default()));
     let prefix = format!("swarm.{}.events.", s.name());
     loop {
@@ -582,6 +634,9 @@ async fn events_mirror_loop(s: Arc<Settings>, js: jetstream::Context, log: Share
                 format!("event on {}: {e}", m.subject)
             })
             .await;
+            if let Ok(i) = m.info() {
+                seen.fetch_max(i.stream_sequence, Ordering::Relaxed);
+            }
         }
         tokio::time::sleep(RETRY).await;
     }
@@ -596,10 +651,18 @@ async fn trail_publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Share
     // published last (see `publish_mark`).
     let mut prev_start: Option<u64> = None;
     let mut marked: Option<u64> = None;
+    // This host's journal as far as it is published: the lines records
+    // cite (bridge::vouch).
+    let own = Arc::new(Mutex::new(vouch::Own::default()));
     loop {
         let start = {
-            let s = s.clone();
-            blocking(move || events::end_offset(&s.project).ok()).await
+            let (s, own) = (s.clone(), own.clone());
+            blocking(move || {
+                let published = events::load_offset(&s.project);
+                let mut own = own.lock().unwrap_or_else(|e| e.into_inner());
+                own.catch_up(&s.project, published).ok().map(|()| published)
+            })
+            .await
         };
         let records = {
             let s = s.clone();
@@ -614,17 +677,26 @@ async fn trail_publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Share
         for chunk in fresh.chunks(WINDOW) {
             let mut acks = Vec::new();
             for r in chunk {
-                let p = r.path.clone();
-                let Ok(bytes) =
-                    blocking(move || fsx::read_bounded(&p, max).map_err(|e| e.to_string())).await
-                else {
-                    // Moved on meanwhile: its new place is seen next pass.
+                let (p, rel, own) = (r.path.clone(), r.rel.clone(), own.clone());
+                let read = blocking(move || {
+                    let bytes = fsx::read_bounded(&p, max).ok()?;
+                    let msg = crate::protocol::header::Message::parse_bytes(&bytes).ok()?;
+                    let own = own.lock().unwrap_or_else(|e| e.into_inner());
+                    Some((bytes, own.cite(&rel, &msg)?))
+                })
+                .await;
+                // Moved on meanwhile (its new place is seen next pass), or
+                // no line of the journal published so far vouches for it
+                // (an outbox file, a move not journaled yet, a file an
+                // agent put there): looked at again next pass.
+                let Some((bytes, cited)) = read else {
                     continue;
                 };
                 let mut h = async_nats::HeaderMap::new();
                 h.insert("Nats-Msg-Id", r.msg_id(&s.host).as_str());
                 h.insert("Swarm-Worktree", r.worktree.as_str());
                 h.insert("Swarm-Path", r.rel.as_str());
+                h.insert(vouch::HEADER, cited.to_string().as_str());
                 let msg = jetstream::message::PublishMessage::build()
                     .payload(bytes::Bytes::from(bytes))
                     .headers(h);
@@ -691,8 +763,14 @@ async fn publish_mark(js: &jetstream::Context, subject: &str, host: &str, offset
 }
 
 /// Every other host's message files → `.swarmforge/bridge/hosts/<host>/`.
-async fn trail_mirror_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
+async fn trail_mirror_loop(
+    s: Arc<Settings>,
+    js: jetstream::Context,
+    log: Shared,
+    seen: Arc<AtomicU64>,
+) {
     let prefix = format!("swarm.{}.trail.", s.name());
+    let mirrors = Arc::new(Mutex::new(vouch::Mirrors::default()));
     loop {
         let st = stream(&s, &js, &log).await;
         let durable = format!("trail-{}", s.host);
@@ -732,12 +810,27 @@ async fn trail_mirror_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared
                 continue;
             }
             let (wt, rel) = (h("Swarm-Worktree"), h("Swarm-Path"));
+            let cited = h(vouch::HEADER).parse::<u64>().ok();
+            let published = m.info().map_or(u64::MAX, |i| i.stream_sequence);
             let payload = m.payload.to_vec();
-            let s2 = s.clone();
+            let (s2, mi, seen) = (s.clone(), mirrors.clone(), seen.clone());
             let (h2, w2, r2) = (host.clone(), wt.clone(), rel.clone());
-            let res =
-                blocking(move || trail::apply(&s2.project, &s2.config, &h2, &w2, &r2, &payload))
-                    .await;
+            let res = blocking(move || {
+                // The events mirror settled something published after this
+                // record: the line it cites, published before it, is there
+                // by now or never comes.
+                let overtaken = seen.load(Ordering::Relaxed) > published;
+                let mut mi = mi.lock().unwrap_or_else(|e| e.into_inner());
+                let record = trail::Received {
+                    host: &h2,
+                    worktree: &w2,
+                    rel: &r2,
+                    bytes: &payload,
+                    cited,
+                };
+                trail::apply_vouched(&s2.project, &s2.config, &mut mi, &record, overtaken)
+            })
+            .await;
             settle(&m, res, &log, "trail-mirror", |e| {
                 format!("trail record {host}:{wt}:{rel}: {e}")
             })

@@ -208,8 +208,10 @@ fn check_owner(
 }
 
 /// Writes one received record into the mirror of `host`'s worktree,
-/// removing the file from the places it moved on from. A record older than
-/// what the mirror holds (a redelivery) changes nothing. Ok(false): ignored.
+/// removing the file from the places it moved on from, once `vouch` says
+/// its host's journal vouches for it (bridge::vouch; its error is
+/// returned). A record older than what the mirror holds (a redelivery)
+/// changes nothing. Ok(false): ignored.
 pub fn apply(
     project: &Project,
     config: &Config,
@@ -217,6 +219,7 @@ pub fn apply(
     worktree: &str,
     rel: &str,
     bytes: &[u8],
+    vouch: impl FnOnce(&Message) -> io::Result<()>,
 ) -> io::Result<bool> {
     let max_bytes = config.limits.max_file_bytes;
     let bad = |why: String| io::Error::new(io::ErrorKind::InvalidData, why);
@@ -234,6 +237,7 @@ pub fn apply(
     }
     let msg = Message::parse_bytes(bytes).map_err(|e| bad(format!("malformed: {e}")))?;
     check_owner(config, host, worktree, group, &msg).map_err(bad)?;
+    vouch(&msg)?;
     let root = project.bridge_mirror(host, worktree);
     let hq = Worktree::new(&root).handoffs();
     let target = hq.join(rel);
@@ -289,6 +293,69 @@ pub fn apply(
         fsx::remove_file(p)?;
     }
     Ok(true)
+}
+
+/// A trail record as received: from host `host`, the file `rel` of its
+/// worktree `worktree`, citing the line `cited` of its journal.
+#[derive(Debug)]
+pub struct Received<'a> {
+    pub host: &'a str,
+    pub worktree: &'a str,
+    pub rel: &'a str,
+    pub bytes: &'a [u8],
+    pub cited: Option<u64>,
+}
+
+/// [`apply`]s a received record once its host's mirrored journal vouches
+/// for it (bridge::vouch). `overtaken`: the events mirror has settled a
+/// line published after this record, so a cited line not here yet never
+/// comes. Not vouched for yet: WouldBlock (redelivered later). Refused
+/// (for any reason: InvalidData) only once the refusal is kept for the
+/// audit (bridge::refusals).
+pub fn apply_vouched(
+    project: &Project,
+    config: &Config,
+    mirrors: &mut super::vouch::Mirrors,
+    r: &Received,
+    overtaken: bool,
+) -> io::Result<bool> {
+    use super::vouch::Verdict;
+    let res = apply(project, config, r.host, r.worktree, r.rel, r.bytes, |msg| {
+        let why = match mirrors.judge(project, r.host, r.cited, r.rel, msg)? {
+            Verdict::Vouched => return Ok(()),
+            Verdict::Wait(why) if !overtaken => {
+                return Err(io::Error::new(io::ErrorKind::WouldBlock, why))
+            }
+            Verdict::Wait(_) => format!(
+                "host {}'s journal mirrored here went past where this record was published without reaching offset {}",
+                r.host,
+                r.cited.unwrap_or(0)
+            ),
+            Verdict::Refused(why) => why,
+        };
+        Err(io::Error::new(io::ErrorKind::InvalidData, why))
+    });
+    match res {
+        Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+            let file = format!("{}/{}", r.worktree, r.rel);
+            let kept = super::refusals::Refusal::new(
+                "trail_record",
+                r.host,
+                r.cited,
+                &file,
+                &e.to_string(),
+            );
+            match super::refusals::record(project, &kept) {
+                Ok(()) => Err(e),
+                // Not acknowledged then: redelivered, and kept next time.
+                Err(k) => Err(io::Error::other(format!(
+                    "{}: {k}",
+                    project.bridge_refused().display()
+                ))),
+            }
+        }
+        other => other,
+    }
 }
 
 /// Records that every file host `host` held before its events reached

@@ -208,6 +208,10 @@ impl Project {
     pub fn bridge_events(&self) -> PathBuf {
         self.bridge_dir().join("events")
     }
+    /// What the bridge refused as not another host's word (bridge::refusals).
+    pub fn bridge_refused(&self) -> PathBuf {
+        self.bridge_dir().join("refused.jsonl")
+    }
     /// The files of worktree `wt` (its roles.tsv column 2; `none` counts
     /// as `master`) on another host, as that host's bridge published them:
     /// worktree-shaped, read by the trail for the roles working there.

@@ -9,6 +9,7 @@ mod archive;
 mod args;
 mod audit_lag;
 mod bridge;
+mod bridge_trail;
 mod budgets;
 mod builder;
 mod cards;

@@ -107,6 +107,17 @@ fn run_check(args: &Args) -> i32 {
         let mut f = check::verify(&t, lag);
         let (bad, pending) = crate::bridge::control_view::audit(&project);
         f.violations.extend(bad);
+        // What the bridge refused as not another host's word (a forged
+        // trail record, a rewritten journal range): bridge::refusals.
+        f.violations.extend(
+            crate::bridge::refusals::violations(&project)
+                .into_iter()
+                .map(|(kind, subject, detail)| check::Violation {
+                    kind,
+                    subject,
+                    detail,
+                }),
+        );
         // The board must say what the handoffs say (src/board/).
         match crate::board::view_of(&project, &t) {
             Ok(Some(b)) => {
