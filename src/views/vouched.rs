@@ -118,19 +118,29 @@ pub struct Vouched {
     from: Option<SystemTime>,
     /// The time of handoffd's last `started` line.
     started: Option<SystemTime>,
+    /// The time of its last `stopped` line.
+    stopped: Option<SystemTime>,
+    /// A handoffd holds the project now.
+    running: bool,
+    /// Lines read (none: no journal, so no upgrade to speak of).
+    pub lines: usize,
 }
 
 impl Vouched {
     /// Reads `events.jsonl` (every part kept). A journal that cannot be
     /// read judges nothing.
     pub fn load(project: &Project) -> Vouched {
-        let mut v = Vouched::default();
+        let mut v = Vouched {
+            running: crate::daemon::control::running_pid(project).is_some(),
+            ..Vouched::default()
+        };
         let path = project.events_file();
         let Ok(mut r) = EventReader::new(&path, progress::oldest_offset(&path)) else {
             return v;
         };
         let _ = r.poll(&mut |line, _| {
             if let Ok(l) = serde_json::from_slice::<Line>(line) {
+                v.lines += 1;
                 v.add(l);
             }
             Ok(())
@@ -145,9 +155,11 @@ impl Vouched {
         }
         let place = match l.kind.as_str() {
             "started" => {
-                if time.is_some() {
-                    self.started = time.max(self.started);
-                }
+                self.started = time.max(self.started);
+                return;
+            }
+            "stopped" => {
+                self.stopped = time.max(self.stopped);
                 return;
             }
             "delivered" => Place::Sent,
@@ -290,12 +302,22 @@ impl Vouched {
             "events.jsonl has no line moving {} to {folder}/",
             escape(id)
         );
+        let since = |s: SystemTime| clock::iso(clock::Instant::from(s));
         match self.started {
             Some(s) if arrived.is_some_and(|a| a < s) => Verdict::Unverified(format!(
                 "{never}: it arrived before handoffd's last start ({}), so the line may have been lost \
                  with a power cut, or it arrived while no handoffd ran; remove it if nobody sent it",
-                clock::iso(clock::Instant::from(s))
+                since(s)
             )),
+            // The run that started last is over without `stopped`: killed
+            // (or the power cut) between a move and its line, perhaps.
+            Some(s) if !self.running && self.stopped.is_none_or(|t| t < s) => {
+                Verdict::Unverified(format!(
+                    "{never}: handoffd's last run (started {}) ended without `stopped`, so it may have \
+                     moved it and died before its line; remove it if nobody sent it",
+                    since(s)
+                ))
+            }
             _ => Verdict::Unrecorded(format!(
                 "handoffd never moved it ({never}): an agent wrote it; remove it, it is not what was said"
             )),
@@ -326,53 +348,50 @@ impl Vouched {
     }
 }
 
-/// How long after it arrived a file in `sent/`, `failed/` or
-/// `pending_approval/` may wait for its line: handoffd appends it just
-/// after the move (after its group's folder fsyncs), so a reader may see
-/// the file first.
+/// How long after it arrived a file may wait for its line: handoffd
+/// appends it just after the move (after its group's folder fsyncs), so a
+/// reader may see the file first.
 const SETTLE: Duration = Duration::from_secs(3);
 
+/// Whether `v`, on a file that arrived at `arrived`, may be a line still
+/// on its way.
+pub fn young(v: &Verdict, arrived: Option<SystemTime>) -> bool {
+    matches!(v, Verdict::Unrecorded(_))
+        && arrived
+            .and_then(|a| SystemTime::now().duration_since(a).ok())
+            .is_some_and(|age| age < SETTLE)
+}
+
+/// Judges with `judge` (which says whether some verdict was [`young`])
+/// on a fresh read of the journal until none is, or [`SETTLE`] passed.
+pub fn settled<T>(project: &Project, mut judge: impl FnMut(&Vouched) -> (T, bool)) -> T {
+    let end = std::time::Instant::now() + SETTLE;
+    loop {
+        let (out, young) = judge(&Vouched::load(project));
+        if !young || std::time::Instant::now() >= end {
+            return out;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
 /// Why each of `originals` is not to be shown as said (only those that are
-/// not). A file that arrived a moment ago without its line is judged again
-/// from a fresh read of the journal until [`SETTLE`] after it arrived.
+/// not).
 pub fn doubts<'a>(
     t: &Trail,
     originals: impl IntoIterator<Item = &'a Original>,
 ) -> HashMap<PathBuf, String> {
-    let mut v = Vouched::load(&t.project);
-    let mut out = HashMap::new();
-    let mut waiting: Vec<&Original> = Vec::new();
-    let mut until = std::time::Instant::now();
-    let now = SystemTime::now();
-    for o in originals {
-        let verdict = v.original(t, o);
-        let young = o.arrived.and_then(|a| now.duration_since(a).ok());
-        match (&verdict, young) {
-            (Verdict::Unrecorded(_), Some(age)) if age < SETTLE => {
-                until = until.max(std::time::Instant::now() + (SETTLE - age));
-                waiting.push(o);
-            }
-            _ => {
-                if let Some(why) = verdict.doubt() {
-                    out.insert(o.path.clone(), why.to_string());
-                }
+    let originals: Vec<&Original> = originals.into_iter().collect();
+    settled(&t.project, |v| {
+        let mut out = HashMap::new();
+        let mut waiting = false;
+        for o in &originals {
+            let verdict = v.original(t, o);
+            waiting |= young(&verdict, o.arrived);
+            if let Some(why) = verdict.doubt() {
+                out.insert(o.path.clone(), why.to_string());
             }
         }
-    }
-    while !waiting.is_empty() {
-        std::thread::sleep(Duration::from_millis(25));
-        v = Vouched::load(&t.project);
-        let last = std::time::Instant::now() >= until;
-        waiting.retain(|o| {
-            let verdict = v.original(t, o);
-            let unsettled = matches!(verdict, Verdict::Unrecorded(_)) && !last;
-            if !unsettled {
-                if let Some(why) = verdict.doubt() {
-                    out.insert(o.path.clone(), why.to_string());
-                }
-            }
-            unsettled
-        });
-    }
-    out
+        (out, waiting)
+    })
 }

@@ -7,7 +7,7 @@
 
 use super::check::Violation;
 use crate::protocol::trail::Trail;
-use crate::views::vouched::{Verdict, Vouched};
+use crate::views::vouched::{self, Verdict};
 
 /// What the binding check found.
 #[derive(Debug, Default)]
@@ -15,7 +15,8 @@ pub struct Bound {
     pub violations: Vec<Violation>,
     /// Files without a line that may have been lost (kind `unverified`).
     pub unverified: Vec<Violation>,
-    /// Files older than the digests the journal keeps.
+    /// Files older than the digests the journal keeps (counted when
+    /// there is a journal).
     pub predating: usize,
 }
 
@@ -38,11 +39,25 @@ impl Bound {
     }
 }
 
-/// Judges every original and copy of `t` against the journal.
+/// Judges every original and copy of `t` against the journal (a file
+/// that arrived a moment ago is judged again until its line had time to
+/// be appended: views/vouched.rs).
 pub fn check(t: &Trail) -> Bound {
-    let v = Vouched::load(&t.project);
-    let originals = v.originals(t);
-    let copies = v.copies(t, &originals);
+    let (v, originals, copies) = vouched::settled(&t.project, |v| {
+        let originals = v.originals(t);
+        let copies = v.copies(t, &originals);
+        let arrived = t
+            .originals
+            .iter()
+            .map(|o| o.arrived)
+            .chain(t.copies.iter().map(|c| c.arrived));
+        let young = originals
+            .iter()
+            .chain(&copies)
+            .zip(arrived)
+            .any(|(v, a)| vouched::young(v, a));
+        ((v.lines, originals, copies), young)
+    });
     let paths = t
         .originals
         .iter()
@@ -52,14 +67,16 @@ pub fn check(t: &Trail) -> Bound {
     for (path, verdict) in paths.zip(originals.iter().chain(copies.iter())) {
         let subject = path.display().to_string();
         match verdict {
-            Verdict::Predates(_) => out.predating += 1,
+            // Said only of a journal there is: a project no handoffd
+            // journaled (files written by hand) has no upgrade to note.
+            Verdict::Predates(_) if v > 0 => out.predating += 1,
             Verdict::Unverified(why) => out.unverified.push(Violation {
                 kind: "unverified",
                 subject,
                 detail: why.clone(),
             }),
-            v => {
-                if let (Some(kind), Some(why)) = (v.violation(), v.doubt()) {
+            other => {
+                if let (Some(kind), Some(why)) = (other.violation(), other.doubt()) {
                     out.violations.push(Violation {
                         kind,
                         subject,
