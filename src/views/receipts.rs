@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::protocol::layout::Project;
 use crate::protocol::trail::{Copy, Original, Place, Scope, Stamp, Trail};
 use crate::text::escape;
-use crate::views::vouched::{self, Verdict};
+use crate::views::vouched;
 
 /// One recipient's state; `copy` is `None` when it never got the message.
 #[derive(Debug)]
@@ -137,27 +137,7 @@ pub fn collect<'a>(t: &'a Trail, id: &str) -> Option<Receipts<'a>> {
 /// listed, and `claimed` set when what speaks for the message (its
 /// originals, or its copies when none is left) is all doubtful.
 fn judge(t: &Trail, r: &mut Receipts, copies: &[&Copy]) {
-    let (of_originals, of_copies) = vouched::settled(&t.project, |v| {
-        let of_originals: Vec<Verdict> = r.originals.iter().map(|o| v.original(t, o)).collect();
-        let sent = r
-            .originals
-            .iter()
-            .zip(&of_originals)
-            .find(|(o, _)| o.place == Place::Sent)
-            .map(|(_, v)| v);
-        let of_copies: Vec<Verdict> = copies.iter().map(|c| v.copy(t, c, sent)).collect();
-        let arrived = r
-            .originals
-            .iter()
-            .map(|o| o.arrived)
-            .chain(copies.iter().map(|c| c.arrived));
-        let young = of_originals
-            .iter()
-            .chain(&of_copies)
-            .zip(arrived)
-            .any(|(v, a)| vouched::young(v, a));
-        ((of_originals, of_copies), young)
-    });
+    let (of_originals, of_copies) = vouched::judge_files(t, &r.originals, copies);
     r.claimed = if of_originals.is_empty() {
         !of_copies.is_empty() && of_copies.iter().all(|v| !v.said())
     } else {

@@ -122,8 +122,6 @@ pub struct Vouched {
     stopped: Option<SystemTime>,
     /// A handoffd holds the project now.
     running: bool,
-    /// Lines read (none: no journal, so no upgrade to speak of).
-    pub lines: usize,
 }
 
 impl Vouched {
@@ -140,7 +138,6 @@ impl Vouched {
         };
         let _ = r.poll(&mut |line, _| {
             if let Ok(l) = serde_json::from_slice::<Line>(line) {
-                v.lines += 1;
                 v.add(l);
             }
             Ok(())
@@ -323,29 +320,6 @@ impl Vouched {
             )),
         }
     }
-
-    /// Every original's verdict, in the trail's order.
-    pub fn originals(&self, t: &Trail) -> Vec<Verdict> {
-        t.originals.iter().map(|o| self.original(t, o)).collect()
-    }
-
-    /// Every copy's verdict, in the trail's order (`originals`: from
-    /// [`Vouched::originals`]).
-    pub fn copies(&self, t: &Trail, originals: &[Verdict]) -> Vec<Verdict> {
-        let mut sent: HashMap<&str, &Verdict> = HashMap::new();
-        for (o, v) in t.originals.iter().zip(originals) {
-            if o.place == Place::Sent && !o.id().is_empty() {
-                sent.entry(o.id()).or_insert(v);
-            }
-        }
-        t.copies
-            .iter()
-            .map(|c| {
-                let orig = c.id.as_deref().and_then(|id| sent.get(id).copied());
-                self.copy(t, c, orig)
-            })
-            .collect()
-    }
 }
 
 /// How long after it arrived a file may wait for its line: handoffd
@@ -375,6 +349,42 @@ pub fn settled<T>(project: &Project, mut judge: impl FnMut(&Vouched) -> (T, bool
     }
 }
 
+/// The verdicts on `originals` and on `copies` (a copy's original: the
+/// first of `originals` in `sent/` with its id), each list in its order,
+/// judged again on a fresh read of the journal while one is [`young`].
+pub fn judge_files(
+    t: &Trail,
+    originals: &[&Original],
+    copies: &[&Copy],
+) -> (Vec<Verdict>, Vec<Verdict>) {
+    settled(&t.project, |v| {
+        let of_originals: Vec<Verdict> = originals.iter().map(|o| v.original(t, o)).collect();
+        let mut sent: HashMap<&str, &Verdict> = HashMap::new();
+        for (o, verdict) in originals.iter().zip(&of_originals) {
+            if o.place == Place::Sent && !o.id().is_empty() {
+                sent.entry(o.id()).or_insert(verdict);
+            }
+        }
+        let of_copies: Vec<Verdict> = copies
+            .iter()
+            .map(|c| {
+                let orig = c.id.as_deref().and_then(|id| sent.get(id).copied());
+                v.copy(t, c, orig)
+            })
+            .collect();
+        let arrived = originals
+            .iter()
+            .map(|o| o.arrived)
+            .chain(copies.iter().map(|c| c.arrived));
+        let waiting = of_originals
+            .iter()
+            .chain(&of_copies)
+            .zip(arrived)
+            .any(|(verdict, a)| young(verdict, a));
+        ((of_originals, of_copies), waiting)
+    })
+}
+
 /// Why each of `originals` is not to be shown as said (only those that are
 /// not).
 pub fn doubts<'a>(
@@ -382,16 +392,10 @@ pub fn doubts<'a>(
     originals: impl IntoIterator<Item = &'a Original>,
 ) -> HashMap<PathBuf, String> {
     let originals: Vec<&Original> = originals.into_iter().collect();
-    settled(&t.project, |v| {
-        let mut out = HashMap::new();
-        let mut waiting = false;
-        for o in &originals {
-            let verdict = v.original(t, o);
-            waiting |= young(&verdict, o.arrived);
-            if let Some(why) = verdict.doubt() {
-                out.insert(o.path.clone(), why.to_string());
-            }
-        }
-        (out, waiting)
-    })
+    let (verdicts, _) = judge_files(t, &originals, &[]);
+    originals
+        .iter()
+        .zip(verdicts)
+        .filter_map(|(o, v)| v.doubt().map(|why| (o.path.clone(), why.to_string())))
+        .collect()
 }

@@ -6,7 +6,7 @@
 //! note, not judged (an upgraded project passes as before).
 
 use super::check::Violation;
-use crate::protocol::trail::Trail;
+use crate::protocol::trail::{Copy, Original, Trail};
 use crate::views::vouched::{self, Verdict};
 
 /// What the binding check found.
@@ -43,21 +43,11 @@ impl Bound {
 /// that arrived a moment ago is judged again until its line had time to
 /// be appended: views/vouched.rs).
 pub fn check(t: &Trail) -> Bound {
-    let (v, originals, copies) = vouched::settled(&t.project, |v| {
-        let originals = v.originals(t);
-        let copies = v.copies(t, &originals);
-        let arrived = t
-            .originals
-            .iter()
-            .map(|o| o.arrived)
-            .chain(t.copies.iter().map(|c| c.arrived));
-        let young = originals
-            .iter()
-            .chain(&copies)
-            .zip(arrived)
-            .any(|(v, a)| vouched::young(v, a));
-        ((v.lines, originals, copies), young)
-    });
+    let originals: Vec<&Original> = t.originals.iter().collect();
+    let copies: Vec<&Copy> = t.copies.iter().collect();
+    let (originals, copies) = vouched::judge_files(t, &originals, &copies);
+    // A journal at all (an offset past 0, rotated parts counted).
+    let journaled = crate::sys::logfile::end(&t.project.events_file()) > 0;
     let paths = t
         .originals
         .iter()
@@ -69,7 +59,7 @@ pub fn check(t: &Trail) -> Bound {
         match verdict {
             // Said only of a journal there is: a project no handoffd
             // journaled (files written by hand) has no upgrade to note.
-            Verdict::Predates(_) if v > 0 => out.predating += 1,
+            Verdict::Predates(_) if journaled => out.predating += 1,
             Verdict::Unverified(why) => out.unverified.push(Violation {
                 kind: "unverified",
                 subject,
