@@ -145,7 +145,7 @@ pub fn hold(journal: &Journal, worktree: &Path, path: &Path, msg: &Message) -> R
     };
     journal.record(
         &Event::new(Kind::Held)
-            .message(msg)
+            .moved(msg)
             .path(&target)
             .reason("approval required (swarm approve / swarm deny)"),
     );

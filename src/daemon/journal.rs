@@ -164,6 +164,11 @@ pub struct Event {
     pub reason: Option<String>,
     /// A copy's time stamps (`dequeued` and `completed` only).
     pub stamps: Option<Stamps>,
+    /// The content digest (protocol/digest.rs) of the original moved
+    /// (`delivered`: also of every copy made of it; `failed`, `held`,
+    /// `denied`). Added last, so no existing field moves; a line without
+    /// it predates digests (views/vouched.rs).
+    pub sha256: Option<String>,
 }
 
 /// The time stamps of a copy as its file says them, each a time or null.
@@ -201,6 +206,7 @@ impl Event {
             path: None,
             reason: None,
             stamps: None,
+            sha256: None,
         }
     }
 
@@ -228,6 +234,16 @@ impl Event {
         self.from = m.sender().map(str::to_string);
         self.to = m.to().map(str::to_string);
         self
+    }
+
+    /// [`Event::message`] and the message's content digest: for a line
+    /// that journals a move of the file (what `swarm audit --check` binds
+    /// the file to). Computed here, in the step that journals the move:
+    /// no write and no fsync of its own.
+    pub fn moved(self, m: &crate::protocol::header::Message) -> Self {
+        let mut ev = self.message(m);
+        ev.sha256 = Some(crate::protocol::digest::of(m));
+        ev
     }
 
     /// `<time> <word> [<path>] [<reason>]`, escaped so one event is one line.

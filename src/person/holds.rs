@@ -406,7 +406,7 @@ pub fn deny_as(
         .path(&target)
         .reason(format!("{full} (by {} via {via})", who()));
     if let Some(m) = &m {
-        ev = ev.message(m);
+        ev = ev.moved(m);
     }
     journal(project, ev);
     Ok(target)

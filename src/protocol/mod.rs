@@ -9,6 +9,7 @@ pub mod config;
 pub mod config_read;
 pub mod dashboard;
 pub mod delivery_retry;
+pub mod digest;
 pub mod draft;
 pub mod duration;
 pub mod edn;

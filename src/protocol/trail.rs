@@ -13,6 +13,7 @@ use std::collections::HashSet;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use crate::error::Result;
 use crate::fsx;
@@ -95,9 +96,24 @@ pub struct Original {
     pub created: Stamp,
     /// Why it failed, from its `.error` note (failed only).
     pub reason: Option<String>,
+    /// When it arrived where it is: the inode change time a rename sets,
+    /// which no agent can set back (views/vouched.rs).
+    pub arrived: Option<SystemTime>,
 }
 
 impl Original {
+    /// The original at `path` whose content is `msg`.
+    pub fn new(path: &Path, place: Place, msg: Message, reason: Option<String>) -> Original {
+        Original {
+            created: Stamp::of(msg.get(names::CREATED_AT)),
+            path: path.to_path_buf(),
+            place,
+            msg,
+            reason,
+            arrived: changed_at(path),
+        }
+    }
+
     pub fn id(&self) -> &str {
         self.msg.id().unwrap_or("")
     }
@@ -128,6 +144,11 @@ pub struct Copy {
     pub enqueued: Stamp,
     pub dequeued: Stamp,
     pub completed: Stamp,
+    /// Its content digest (protocol/digest.rs), what handoffd journaled
+    /// when it delivered the message.
+    pub digest: String,
+    /// When it arrived where it is (see [`Original::arrived`]).
+    pub arrived: Option<SystemTime>,
 }
 
 /// A file that could not be read or parsed.
@@ -328,15 +349,10 @@ impl Trail {
             Found::Original(place) => {
                 if exists {
                     if let Some(msg) = self.read(path) {
-                        self.originals.push(Original {
-                            created: Stamp::of(msg.get(names::CREATED_AT)),
-                            path: path.to_path_buf(),
-                            place,
-                            reason: (place == Place::Failed)
-                                .then(|| failure_reason(path))
-                                .flatten(),
-                            msg,
-                        });
+                        let reason = (place == Place::Failed)
+                            .then(|| failure_reason(path))
+                            .flatten();
+                        self.originals.push(Original::new(path, place, msg, reason));
                     }
                 }
                 Some(exists || !matches!(place, Place::Sent | Place::Failed))
@@ -409,6 +425,12 @@ impl Trail {
             }
         }
         None
+    }
+
+    /// Whether `path` lies in the mirror of another host's worktree (that
+    /// host's handoffd moved it and journaled it, not this one).
+    pub fn mirrored(&self, path: &Path) -> bool {
+        self.mirrors.values().any(|m| path.starts_with(m))
     }
 
     /// Index in `worktrees` of a role's worktree (its inbox).
@@ -563,13 +585,8 @@ impl Trail {
                 Place::Failed => failure_note(dir, name, &l.notes, outbox_notes),
                 _ => None,
             };
-            self.originals.push(Original {
-                created: Stamp::of(msg.get(names::CREATED_AT)),
-                path,
-                place,
-                msg,
-                reason,
-            });
+            self.originals
+                .push(Original::new(&path, place, msg, reason));
         }
     }
 
@@ -598,7 +615,21 @@ fn copy_of(path: &Path, place: Place, batch: Option<String>, wt: usize, msg: &Me
         enqueued: Stamp::of(msg.get(names::ENQUEUED_AT)),
         dequeued: Stamp::of(msg.get(names::DEQUEUED_AT)),
         completed: Stamp::of(msg.get(names::COMPLETED_AT)),
+        digest: crate::protocol::digest::of(msg),
+        arrived: changed_at(path),
     }
+}
+
+/// The inode change time of the file at `path` (not followed): set by
+/// the rename that put it there, and by any later write, to the moment it
+/// happened; nobody but root can set it back.
+pub fn changed_at(path: &Path) -> Option<SystemTime> {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::symlink_metadata(path).ok()?;
+    Some(
+        std::time::UNIX_EPOCH
+            + std::time::Duration::new(m.ctime().max(0) as u64, m.ctime_nsec().max(0) as u32),
+    )
 }
 
 /// Follows the copies that reach `inbox/completed/` (the daemon's live

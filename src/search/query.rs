@@ -63,6 +63,10 @@ pub struct Hit {
     pub path: PathBuf,
     pub summary: String,
     pub snippet: String,
+    /// Why the journal does not vouch for this file (views/vouched.rs):
+    /// then `from`, `to`, `summary` and `snippet` are left empty, so a
+    /// forged message is never shown as said. `null` otherwise.
+    pub unverified: Option<String>,
 }
 
 /// The answer to a query.
@@ -412,6 +416,10 @@ fn run(idx: &Index, m: &Manifest, q: &Query, words: &[String]) -> io::Result<Ans
         .map(|(wt, _)| idx.key(&wt))
         .collect();
     let mut hits = Vec::new();
+    // Each hit held to handoffd's journal (views/vouched.rs).
+    let judge = trail::Trail::load(&idx.project, &trail::Scope::default())
+        .ok()
+        .map(|t| (crate::views::vouched::Vouched::load(&idx.project), t));
     for Ranked {
         score,
         seg: si,
@@ -431,7 +439,36 @@ fn run(idx: &Index, m: &Manifest, q: &Query, words: &[String]) -> io::Result<Ans
         let Loaded::Ok(msg) = trail::load_message(&path, max) else {
             continue;
         };
+        let unverified = judge.as_ref().and_then(|(v, t)| {
+            let place = match state {
+                "sent" => trail::Place::Sent,
+                "failed" => trail::Place::Failed,
+                "held" => trail::Place::Held,
+                _ => trail::Place::Outbox,
+            };
+            let o = trail::Original::new(&path, place, msg.clone(), None);
+            v.original(t, &o).doubt().map(str::to_string)
+        });
+        if let Some(why) = unverified {
+            hits.push(Hit {
+                time: None,
+                summary: String::new(),
+                snippet: String::new(),
+                host: idx.host_of(&d.wt),
+                id: d.id,
+                score: (score * 1000.0).round() / 1000.0,
+                from: String::new(),
+                to: String::new(),
+                kind: d.kind,
+                state,
+                archived,
+                path,
+                unverified: Some(why),
+            });
+            continue;
+        }
         hits.push(Hit {
+            unverified: None,
             time: chrono::DateTime::from_timestamp(d.created, 0).map(crate::protocol::clock::iso),
             summary: crate::text::escape(&crate::protocol::line::summary(&msg)),
             snippet: snippet(

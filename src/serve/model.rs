@@ -22,7 +22,6 @@ use serde_json::{json, Value};
 use crate::error::Result;
 use crate::protocol::clock::{self, Instant};
 use crate::protocol::fields;
-use crate::protocol::header::names;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::{Role, Roles};
 use crate::protocol::trail::{self, Loaded, Original, Place, Scope, Stamp, Trail};
@@ -534,15 +533,10 @@ impl Model {
             Loaded::Ok(m) => m,
             Loaded::Gone | Loaded::Bad(_) => return,
         };
-        let o = Original {
-            created: Stamp::of(msg.get(names::CREATED_AT)),
-            path: path.to_path_buf(),
-            place,
-            reason: (place == Place::Failed)
-                .then(|| trail::failure_reason(path))
-                .flatten(),
-            msg,
-        };
+        let reason = (place == Place::Failed)
+            .then(|| trail::failure_reason(path))
+            .flatten();
+        let o = Original::new(path, place, msg, reason);
         self.seen.insert(o.path.clone());
         self.keep_question(&o);
         if self.put(&o) {

@@ -7,6 +7,7 @@
 //! use the nearest-rank method. Originals are counted by their `from` role,
 //! copies by their `recipient`.
 
+pub mod bound;
 pub mod check;
 pub mod journaled;
 pub mod lag;

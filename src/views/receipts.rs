@@ -1,6 +1,8 @@
 //! Receipts: where one message is at each of its recipients (`new`,
 //! `in_process`, `completed` or missing), with the stamps of each stage, and
-//! whether its original was sent or failed (and why).
+//! whether its original was sent or failed (and why). A file the journal
+//! does not vouch for (views/vouched.rs) is listed as unverified, and a
+//! sender only such files claim is not shown as the sender.
 
 use serde_json::{json, Value};
 
@@ -8,6 +10,7 @@ use crate::error::Result;
 use crate::protocol::layout::Project;
 use crate::protocol::trail::{Copy, Original, Place, Scope, Stamp, Trail};
 use crate::text::escape;
+use crate::views::vouched;
 
 /// One recipient's state; `copy` is `None` when it never got the message.
 #[derive(Debug)]
@@ -31,6 +34,10 @@ pub struct Receipts<'a> {
     pub kind: Option<String>,
     pub created_at: Option<String>,
     pub receipts: Vec<Receipt<'a>>,
+    /// Files of this id not to be shown as said: path and why.
+    pub unverified: Vec<(std::path::PathBuf, String)>,
+    /// `from` and `to` come only from such files.
+    pub claimed: bool,
 }
 
 /// The trail [`collect`] needs for `id`: file names embed the id, so only
@@ -76,7 +83,10 @@ pub fn collect<'a>(t: &'a Trail, id: &str) -> Option<Receipts<'a>> {
         from,
         to,
         receipts: Vec::new(),
+        unverified: Vec::new(),
+        claimed: false,
     };
+    judge(t, &mut r, &copies);
     let f = r.from.clone().unwrap_or_default();
     let named = t.roles.recipients(r.to.as_deref().unwrap_or(""), &f);
     for role in &named {
@@ -123,6 +133,33 @@ pub fn collect<'a>(t: &'a Trail, id: &str) -> Option<Receipts<'a>> {
     Some(r)
 }
 
+/// Holds each file of the message to the journal: the doubtful ones are
+/// listed, and `claimed` set when what speaks for the message (its
+/// originals, or its copies when none is left) is all doubtful.
+fn judge(t: &Trail, r: &mut Receipts, copies: &[&Copy]) {
+    let (of_originals, of_copies) = vouched::judge_files(t, &r.originals, copies);
+    r.claimed = if of_originals.is_empty() {
+        !of_copies.is_empty() && of_copies.iter().all(|v| !v.said())
+    } else {
+        of_originals.iter().all(|v| !v.said())
+    };
+    let paths = r
+        .originals
+        .iter()
+        .map(|o| &o.path)
+        .chain(copies.iter().map(|c| &c.path));
+    for (p, verdict) in paths.zip(of_originals.iter().chain(&of_copies)) {
+        if let Some(why) = verdict.doubt() {
+            r.unverified.push((p.clone(), why.to_string()));
+        }
+    }
+}
+
+/// Whether the file at `p` is one of the unverified.
+fn doubted(r: &Receipts, p: &std::path::Path) -> bool {
+    r.unverified.iter().any(|(u, _)| u == p)
+}
+
 /// A context copy for a role the message names in `cc` (not a defect).
 fn cc_copy(x: &Receipt) -> bool {
     x.copy
@@ -152,21 +189,41 @@ fn state(c: Option<&Copy>) -> &'static str {
 /// Text form: the message, its original(s), then one row per recipient.
 pub fn text(r: &Receipts) -> String {
     let opt = |v: &Option<String>| escape(v.as_deref().unwrap_or("-"));
+    // Only files the journal does not vouch for name them: not shown as said.
+    let claim = |v: &Option<String>| {
+        if r.claimed {
+            format!("unverified (the files say '{}')", opt(v))
+        } else {
+            opt(v)
+        }
+    };
     let mut s = format!(
         "id: {}\nfrom: {}\nto: {}\ntype: {}\ncreated_at: {}\n",
         escape(&r.id),
-        opt(&r.from),
-        opt(&r.to),
+        claim(&r.from),
+        claim(&r.to),
         opt(&r.kind),
         opt(&r.created_at)
     );
+    for (p, why) in &r.unverified {
+        s.push_str(&format!(
+            "unverified: {}: {}\n",
+            escape(&p.display().to_string()),
+            escape(why)
+        ));
+    }
     if r.originals.is_empty() {
         s.push_str("original: missing\n");
     }
     for o in &r.originals {
         s.push_str(&format!(
-            "original: {} {}\n",
+            "original: {}{} {}\n",
             o.place.as_str(),
+            if doubted(r, &o.path) {
+                " (unverified)"
+            } else {
+                ""
+            },
             escape(&o.path.display().to_string())
         ));
         if o.place == Place::Failed {
@@ -190,9 +247,13 @@ pub fn text(r: &Receipts) -> String {
             if let Some(o) = &x.shared_with {
                 role.push_str(&format!(" (shared inbox, copy for {})", escape(o)));
             }
+            let mut st_text = state(c).to_string();
+            if c.is_some_and(|c| doubted(r, &c.path)) {
+                st_text.push_str(" (unverified)");
+            }
             [
                 role,
-                state(c).to_string(),
+                st_text,
                 st(|c| &c.enqueued),
                 st(|c| &c.dequeued),
                 st(|c| &c.completed),
@@ -244,6 +305,7 @@ pub fn json(r: &Receipts) -> Value {
         .map(|o| {
             json!({
                 "state": o.place.as_str(),
+                "verified": !doubted(r, &o.path),
                 "path": o.path.display().to_string(),
                 "reason": o.reason,
             })
@@ -261,6 +323,7 @@ pub fn json(r: &Receipts) -> Value {
                 "cc": cc_copy(x),
                 "shared_with": x.shared_with,
                 "state": state(c),
+                "verified": c.map(|c| !doubted(r, &c.path)),
                 "enqueued_at": st(|c| &c.enqueued),
                 "dequeued_at": st(|c| &c.dequeued),
                 "completed_at": st(|c| &c.completed),
@@ -269,10 +332,20 @@ pub fn json(r: &Receipts) -> Value {
             })
         })
         .collect();
+    let unverified: Vec<Value> = r
+        .unverified
+        .iter()
+        .map(|(p, why)| json!({"path": p.display().to_string(), "why": why}))
+        .collect();
+    // A sender only unverified files claim is no sender: `null`, and the
+    // claim under its own name.
+    let said = |v: &Option<String>| if r.claimed { None } else { v.clone() };
     json!({
         "id": r.id,
-        "from": r.from,
-        "to": r.to,
+        "from": said(&r.from),
+        "to": said(&r.to),
+        "claimed_from": r.claimed.then(|| r.from.clone()).flatten(),
+        "unverified": unverified,
         "type": r.kind,
         "created_at": r.created_at,
         "originals": originals,

@@ -69,6 +69,7 @@ mod taskdocs;
 mod teardown;
 mod traces;
 mod trail;
+mod trail_binds;
 mod trust;
 mod unix;
 mod userlab;

@@ -22,7 +22,12 @@ line, never a violation; --wait D waits up to D for them before judging \
 (`CHECK PENDING`, exit 1, if some are still pending then). \
 Kinds: malformed, unreadable_dir, rejected, missing_header, bad_time, time_order, \
 state_mismatch, duplicate_original, orphan_copy, missing_copy, duplicate_copy, \
-completed_twice, recipient_not_in_to, unknown_recipient, wrong_inbox.")]
+completed_twice, recipient_not_in_to, unknown_recipient, wrong_inbox, \
+changed_since_journaled (a file whose content is not what handoffd journaled when \
+it moved it), not_moved_by_handoffd (a file in sent/, failed/, pending_approval/ or \
+an inbox that handoffd never moved). A file whose journal line a power cut may have \
+taken is an `UNVERIFIED` line, not a violation; files older than the journal's \
+digests are counted in a `NOTE` line.")]
 pub struct Args {
     /// Project root or any folder inside it (default: the current directory)
     #[arg(id = "root_dir", value_name = "ROOT")]
@@ -96,7 +101,7 @@ fn run_check(args: &Args) -> i32 {
         Err(e) => return crate::cli::report(&e, args.json),
     };
     let deadline = std::time::Instant::now() + wait.unwrap_or_default();
-    let (t, f) = loop {
+    let (t, f, bound) = loop {
         let lag = crate::views::audit::lag::Lag::before_load(&project);
         // Read before the trail, as the lag: what it claims was journaled.
         let mark = crate::daemon::progress::read_mark(&project);
@@ -178,9 +183,12 @@ fn run_check(args: &Args) -> i32 {
         // The journal must say what the files say (daemon/progress.rs).
         f.violations
             .extend(crate::views::audit::journaled::check(&project, &t, mark));
+        // Every file is what handoffd moved (views/vouched.rs).
+        let mut b = crate::views::audit::bound::check(&t);
+        f.violations.append(&mut b.violations);
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         if f.pending.is_empty() || !f.violations.is_empty() || left.is_zero() {
-            break (t, f);
+            break (t, f, b);
         }
         // Polls the files; the mirrors are written by the bridge.
         std::thread::sleep(left.min(std::time::Duration::from_millis(250)));
@@ -199,6 +207,8 @@ fn run_check(args: &Args) -> i32 {
             "copies": t.copies.len(),
             "violations": list,
             "pending": pending,
+            "unverified": bound.unverified.iter().map(check::Violation::json).collect::<Vec<_>>(),
+            "predating_digests": bound.predating,
             "parked": parked.iter().map(|(role, why)| serde_json::json!({
                 "role": role, "reason": why.words(), "budget": why,
             })).collect::<Vec<_>>(),
@@ -207,6 +217,7 @@ fn run_check(args: &Args) -> i32 {
     } else {
         let mut s: String = v.iter().map(check::Violation::line).collect();
         s.push_str(&f.pending_lines());
+        s.push_str(&bound.lines());
         for (role, why) in &parked {
             s.push_str(&format!("PARKED {role}: {}\n", why.words()));
         }

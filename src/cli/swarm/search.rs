@@ -13,7 +13,9 @@ archived by `swarm archive` are searched too.
 Text: one hit per line, `N. [YYYY-MM-DD HH:MM:SS] <id> [FROM -> TO] <type> <summary> (<state>)`, \
 then the lines of the body around the first match, indented; last, `<shown> of <total> matching`.
 --json: one object {status, query, total, indexed, incomplete, hits: [{id, score, time, from, \
-to, type, state, archived, path, summary, snippet}]} (docs/json.md); incomplete (null when \
+to, type, state, archived, path, summary, snippet, unverified}]} (docs/json.md); a message \
+the journal does not vouch for (a file rewritten since handoffd moved it, or one it never \
+moved) is `N. <id> [unverified] <path>: <why>`, its sender and words left out; incomplete (null when \
 nothing was) says what the index's bounds (swarm.yaml search:) left out, and where.
 
 The index lives in .swarmforge/search/, derived from the message files: the daemon keeps it \
@@ -99,6 +101,16 @@ pub fn text(a: &Answer) -> String {
         }
         if let Some(host) = &h.host {
             state.push_str(&format!(", on host {}", crate::text::escape(host)));
+        }
+        if let Some(why) = &h.unverified {
+            s.push_str(&format!(
+                "{}. {} [unverified] {}: {} ({state})\n",
+                i + 1,
+                h.id,
+                crate::text::escape(&h.path.display().to_string()),
+                crate::text::escape(why)
+            ));
+            continue;
         }
         s.push_str(&format!(
             "{}. [{when}] {} [{} -> {}] {} {} ({state})\n",

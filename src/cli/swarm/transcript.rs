@@ -181,6 +181,8 @@ pub fn run(mut args: Args) -> i32 {
         let skip = shown.len().saturating_sub(n);
         shown.drain(..skip);
     }
+    // What the journal does not vouch for is not shown as said.
+    printer.doubts = crate::views::vouched::doubts(&t, shown.iter().copied());
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
     let mut write_all = || -> io::Result<()> {

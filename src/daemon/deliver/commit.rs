@@ -200,7 +200,7 @@ impl Deliverer {
             self.journal
                 .forum(&crate::protocol::line::forum_line(&s.msg));
             self.journal
-                .record(&Event::new(Kind::Delivered).message(&s.msg).path(&s.c.path));
+                .record(&Event::new(Kind::Delivered).moved(&s.msg).path(&s.c.path));
             crate::lineup::seat::act(&self.project, &self.journal, &s.msg);
             self.derived.note(&self.roles, &s.msg);
             self.settle(&s.c, Outcome::Delivered, report);
@@ -214,7 +214,7 @@ impl Deliverer {
         let mut ev = Event::new(Kind::Failed).path(&c.path).reason(reason);
         if let Ok(bytes) = fsx::read_bounded(&c.path, self.config.limits.max_file_bytes) {
             if let Ok(m) = Message::parse_bytes(&bytes) {
-                ev = ev.message(&m);
+                ev = ev.moved(&m);
             }
         }
         let moved = fsx::move_into_unique(&c.path, &wt.failed(), grammar::collision_names(&c.path));

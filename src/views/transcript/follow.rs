@@ -1,7 +1,6 @@
 //! `swarm transcript --follow`: after the existing messages, print each new one
 //! as soon as its file appears in an outbox, `sent/` or `failed/`.
 
-use crate::protocol::header::names;
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -9,7 +8,7 @@ use std::time::SystemTime;
 
 use super::{sort, Filter, Printer};
 use crate::protocol::layout::Worktree;
-use crate::protocol::trail::{self, Loaded, Original, Place, Stamp, Trail};
+use crate::protocol::trail::{self, Loaded, Original, Place, Trail};
 use crate::sys::watch::{DirWatch, Wake};
 
 /// What a follower already knows, so each file is read once and each message
@@ -124,13 +123,7 @@ fn fresh(t: &Trail, seen: &mut Seen, candidates: Vec<(PathBuf, Place)>) -> Vec<O
             Place::Failed => trail::failure_reason(&path),
             _ => None,
         };
-        out.push(Original {
-            created: Stamp::of(msg.get(names::CREATED_AT)),
-            path,
-            place,
-            msg,
-            reason,
-        });
+        out.push(Original::new(&path, place, msg, reason));
     }
     out
 }
@@ -153,6 +146,11 @@ pub fn run(
     };
     loop {
         let news = fresh(t, &mut seen, candidates(&dirs, &wake));
+        if !news.is_empty() {
+            printer
+                .doubts
+                .extend(crate::views::vouched::doubts(t, &news));
+        }
         let mut refs: Vec<&Original> = news.iter().collect();
         sort(&mut refs);
         for o in refs {

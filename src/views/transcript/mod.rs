@@ -35,7 +35,21 @@ pub fn recent_lines(
         .filter(|o| filter.matches(&o.msg, &t.roles))
         .collect();
     let skip = shown.len().saturating_sub(n);
-    Ok(shown[skip..].iter().map(|o| dated_line(o)).collect())
+    let shown = &shown[skip..];
+    // An agent's forged line is not shown to the others as said.
+    let doubts = crate::views::vouched::doubts(&t, shown.iter().copied());
+    Ok(shown
+        .iter()
+        .map(|o| match doubts.get(&o.path) {
+            Some(why) => format!(
+                "[{}] [unverified] {}: {}",
+                crate::protocol::line::full_time(o.when()),
+                crate::text::escape(&o.path.display().to_string()),
+                crate::text::escape(why)
+            ),
+            None => dated_line(o),
+        })
+        .collect())
 }
 
 /// Output format of `swarm transcript`.

@@ -35,6 +35,10 @@ pub struct Printer<'a> {
     /// Text lines name each message's id (`swarm transcript --ids`), the
     /// handle `receipts`, `--thread`, `answer` and `inbox` take.
     pub ids: bool,
+    /// Messages not to be shown as said, by path, with why
+    /// (views/vouched.rs): printed as an `[unverified]` line naming the
+    /// file, without its sender, recipients or words.
+    pub doubts: HashMap<std::path::PathBuf, String>,
 }
 
 impl<'a> Printer<'a> {
@@ -46,6 +50,7 @@ impl<'a> Printer<'a> {
             depths: None,
             reactions: HashMap::new(),
             ids: false,
+            doubts: HashMap::new(),
         }
     }
 
@@ -92,6 +97,9 @@ impl<'a> Printer<'a> {
 
     pub fn entry(&mut self, o: &Original) -> String {
         let depth = self.depth(o);
+        if let Some(why) = self.doubts.get(&o.path).cloned() {
+            return self.doubted(o, &why, depth);
+        }
         match self.format {
             Format::Text => self.text(o, depth),
             Format::Jsonl => {
@@ -120,10 +128,46 @@ impl<'a> Printer<'a> {
         }
     }
 
-    fn text(&mut self, o: &Original, depth: usize) -> String {
-        let t = o.when();
+    /// A message the journal does not vouch for: the file and why, never
+    /// what it claims (a forged `from:` is not shown as said).
+    fn doubted(&mut self, o: &Original, why: &str, depth: usize) -> String {
+        let path = o.path.display().to_string();
+        match self.format {
+            Format::Jsonl => {
+                let v = json!({
+                    "schema_version": crate::error::JSON_SCHEMA_VERSION,
+                    "id": o.msg.id(),
+                    "time": o.when().map(clock::iso),
+                    "state": o.place.as_str(),
+                    "path": path,
+                    "unverified": why,
+                });
+                format!("{v}\n")
+            }
+            Format::Md => format!(
+                "\n## [{}] unverified: {}\n\n- {}\n",
+                full_time(o.when()),
+                crate::text::escape(&path),
+                crate::text::escape(why)
+            ),
+            Format::Text => {
+                let mut s = self.day_line(o);
+                s.push_str(&"  ".repeat(depth));
+                s.push_str(&format!(
+                    "[{}] [unverified] {}: {}\n",
+                    hms(o),
+                    crate::text::escape(&path),
+                    crate::text::escape(why)
+                ));
+                s
+            }
+        }
+    }
+
+    /// The `--- YYYY-MM-DD ---` line when the day changes at `o`.
+    fn day_line(&mut self, o: &Original) -> String {
         let mut s = String::new();
-        let day = t.map(|t| t.date_naive());
+        let day = o.when().map(|t| t.date_naive());
         if self.day != Some(day) {
             match day {
                 Some(d) => s.push_str(&format!("--- {} ---\n", d.format("%Y-%m-%d"))),
@@ -131,12 +175,13 @@ impl<'a> Printer<'a> {
             }
             self.day = Some(day);
         }
-        let hms = match t {
-            Some(t) => t.format("%H:%M:%S").to_string(),
-            None => "??:??:??".to_string(),
-        };
+        s
+    }
+
+    fn text(&mut self, o: &Original, depth: usize) -> String {
+        let mut s = self.day_line(o);
         s.push_str(&"  ".repeat(depth));
-        s.push_str(&format!("[{hms}] "));
+        s.push_str(&format!("[{}] ", hms(o)));
         if self.ids {
             s.push_str(&format!("{} ", crate::text::escape(o.id())));
         }
@@ -147,6 +192,14 @@ impl<'a> Printer<'a> {
         }
         s.push('\n');
         s
+    }
+}
+
+/// `HH:MM:SS` of when `o` was said, or `??:??:??`.
+fn hms(o: &Original) -> String {
+    match o.when() {
+        Some(t) => t.format("%H:%M:%S").to_string(),
+        None => "??:??:??".to_string(),
     }
 }
 
