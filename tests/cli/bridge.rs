@@ -93,9 +93,20 @@ impl Nats {
     }
 
     fn launch(server: Server, program: PathBuf, extra: &[&str]) -> Nats {
+        Nats::launch_on(server, program, extra, free_port(), free_port())
+    }
+
+    /// [`Nats::launch`] trying `port` and `monitor` first.
+    fn launch_on(
+        server: Server,
+        program: PathBuf,
+        extra: &[&str],
+        port: u16,
+        monitor: u16,
+    ) -> Nats {
         let mut n = Nats {
-            port: free_port(),
-            monitor: free_port(),
+            port,
+            monitor,
             server,
             program,
             store: tempfile::tempdir().unwrap(),
@@ -105,8 +116,22 @@ impl Nats {
         if server == Server::Current {
             fs::write(n.config(), "jetstream { sync_interval: always }\n").unwrap();
         }
-        n.up();
-        n
+        // A free port may be taken by another test's server before this one
+        // binds it (each test may be a process of its own): new ports then.
+        for _ in 0..3 {
+            match n.try_up() {
+                Ok(()) => return n,
+                Err(log) if log.contains("address already in use") => {
+                    n.port = free_port();
+                    n.monitor = free_port();
+                }
+                Err(log) => panic!("nats-server exited at start; its log:\n{log}"),
+            }
+        }
+        panic!(
+            "nats-server found no free port in 3 tries; its log:\n{}",
+            n.log_text()
+        )
     }
 
     fn config(&self) -> PathBuf {
@@ -133,10 +158,23 @@ impl Nats {
         self.store.path().join("nats.log")
     }
 
+    fn log_text(&self) -> String {
+        fs::read_to_string(self.log()).unwrap_or_default()
+    }
+
     /// Starts the server and waits until it says it is ready.
     pub fn up(&mut self) {
+        if let Err(log) = self.try_up() {
+            panic!("nats-server exited at start; its log:\n{log}");
+        }
+    }
+
+    /// [`Nats::up`]; what it logged from this start when it exited before
+    /// it was ready.
+    fn try_up(&mut self) -> Result<(), String> {
         assert!(self.child.is_none(), "nats-server already runs");
         let before = self.ready_count();
+        let logged = self.log_text().len();
         let mut cmd = std::process::Command::new(&self.program);
         if self.server == Server::Current {
             cmd.arg("-c").arg(self.config());
@@ -162,9 +200,20 @@ impl Nats {
             .spawn()
             .expect("nats-server starts");
         self.child = Some(child);
-        wait_until(DEADLINE, "nats-server is ready", || {
-            self.ready_count() > before
+        let mut exited = false;
+        wait_until(DEADLINE, "nats-server is ready or has exited", || {
+            exited = matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(Some(_))));
+            exited || self.ready_count() > before
         });
+        if exited && self.ready_count() <= before {
+            self.child = None;
+            return Err(self
+                .log_text()
+                .get(logged..)
+                .unwrap_or_default()
+                .to_string());
+        }
+        Ok(())
     }
 
     fn ready_count(&self) -> usize {
@@ -456,6 +505,18 @@ fn take(h: &Host, role: &str) -> String {
         .code(0)
         .run();
     r.stdout.clone()
+}
+
+#[test]
+fn a_server_whose_port_was_taken_meanwhile_starts_on_free_ones() {
+    if !require_tool("nats-server", "apt-get install -y nats-server") {
+        return;
+    }
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let nats = Nats::launch_on(Server::Debian, "nats-server".into(), &[], port, free_port());
+    assert_ne!(nats.port, port);
+    assert_eq!(nats.varz()["port"], nats.port, "{}", nats.varz());
 }
 
 /// Two hosts: ping on a, pong on b.

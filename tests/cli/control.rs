@@ -421,7 +421,10 @@ fn a_clarify_on_b_is_answered_from_a() {
     assert_eq!(file_header(a, "type").as_deref(), Some("answer"));
     assert_eq!(file_header(a, "in_reply_to").as_deref(), Some(id.as_str()));
     assert_eq!(file_header(a, "from").as_deref(), Some("boss"));
-    assert!(journaled(&hosts[1], "control_applied", &good));
+    // b journals the answer applied after its effect, the copy sent on.
+    wait_until(LONG, "b journaled the answer applied", || {
+        journaled(&hosts[1], "control_applied", &good)
+    });
     wait_until(LONG, "a's status shows where its answer went", || {
         hosts[0]
             .status()

@@ -32,10 +32,7 @@ pub(crate) const LONG: Duration = Duration::from_secs(120);
 /// `<clis>/node_modules/.bin`, holding `cli`, or None after a NOTE.
 #[track_caller]
 pub(crate) fn agent_bin(cli: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("SWARM_AGENT_CLIS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/agent-clis"));
-    let bin = dir.join("node_modules/.bin");
+    let bin = crate::support::agent_clis_dir().join("node_modules/.bin");
     let home = tempfile::tempdir().unwrap();
     let probe = std::process::Command::new(bin.join(cli))
         .arg("--version")

@@ -390,9 +390,7 @@ fn a_confined_agent_in_tmux_does_its_own_work_and_nothing_else() {
 /// (kept off PATH: Codex prefers a `bwrap` on PATH to its own and fails with
 /// Debian 12's), else `bwrap` on PATH; None after a NOTE (a failure in CI).
 fn bwrap() -> Option<String> {
-    let clis = std::env::var_os("SWARM_AGENT_CLIS")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/agent-clis"));
+    let clis = crate::support::agent_clis_dir();
     let shipped = clis.join(
         "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/codex-resources/bwrap",
     );

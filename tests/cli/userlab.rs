@@ -71,13 +71,15 @@ impl Lab {
         self.project.path()
     }
 
-    /// A person's git knows who they are (`git config --global`), once.
+    /// A person's git knows who they are (`git config --global`), once:
+    /// under a lock, as each test may be a process of its own (nextest)
+    /// and two first-time writers would collide on git's config lock.
     fn git_identity(&self) {
         static ONCE: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
         let mut done = ONCE.lock().unwrap_or_else(|e| e.into_inner());
         if !*done {
             let r = self.sh(
-                "git config --global user.email >/dev/null || { git config --global user.name 'Swarm User' && git config --global user.email swarm-user@example.com; }",
+                "flock \"$HOME/.gitconfig.swarm-tests-lock\" sh -c \"git config --global user.email >/dev/null || { git config --global user.name 'Swarm User' && git config --global user.email swarm-user@example.com; }\"",
                 Duration::from_secs(20),
             );
             assert_eq!(r.code, 0, "{r:?}");

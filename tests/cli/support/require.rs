@@ -22,6 +22,18 @@ pub fn require_tool(tool: &str, install: &str) -> bool {
     false
 }
 
+/// The folder holding the pinned agent CLIs (`node_modules/.bin/claude`,
+/// ...): `SWARM_AGENT_CLIS`, else `target/agent-clis`, its links resolved.
+/// `.ci/run` links `target/agent-clis` to its per-machine cache, and a
+/// confined agent's sandbox binds the folder its PATH names, not what a
+/// link on the way leads to.
+pub fn agent_clis_dir() -> PathBuf {
+    let dir = std::env::var_os("SWARM_AGENT_CLIS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/agent-clis"));
+    std::fs::canonicalize(&dir).unwrap_or(dir)
+}
+
 /// `probe` is the attempt to get a capability (mount a tmpfs, `chattr +i` on
 /// this filesystem, attach strace): its value, or `None` after a NOTE (a
 /// failure in CI) naming `what` was tried, why it failed and `install`.
@@ -132,9 +144,7 @@ pub fn bwrap() -> Option<std::path::PathBuf> {
     FOUND
         .get_or_init(|| {
             let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("target");
-            let clis = std::env::var_os("SWARM_AGENT_CLIS")
-                .map(std::path::PathBuf::from)
-                .unwrap_or_else(|| target.join("agent-clis"));
+            let clis = agent_clis_dir();
             [
                 target.join("bubblewrap/usr/bin/bwrap"),
                 clis.join("node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/codex-resources/bwrap"),

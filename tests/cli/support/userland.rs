@@ -190,10 +190,7 @@ impl Account {
     pub fn agent_clis(&self) -> Option<PathBuf> {
         let bin = match self.ids {
             Some(_) => self.home.join(".npm-global/bin"),
-            None => std::env::var_os("SWARM_AGENT_CLIS")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/agent-clis"))
-                .join("node_modules/.bin"),
+            None => super::agent_clis_dir().join("node_modules/.bin"),
         };
         let probe = ["claude", "codex", "gemini"].iter().try_for_each(|cli| {
             let mut words = self.wrapper();
