@@ -74,6 +74,10 @@ pub struct Line {
     pub recipient: Option<String>,
     pub path: Option<String>,
     pub stamps: Option<Stamps>,
+    /// The content digest handoffd journals with a move (protocol::digest):
+    /// absent on lines from before digests and on progress lines.
+    #[serde(default)]
+    pub sha256: Option<String>,
 }
 
 impl Line {
@@ -136,6 +140,13 @@ pub fn check(line: &Line, rel: &str, msg: &Message) -> Result<(), String> {
     same("sender", line.from.as_deref(), msg.sender())?;
     same("to", line.to.as_deref(), msg.to())?;
     same("file name", line.name(), Some(strip_collision_prefix(name)))?;
+    if line
+        .sha256
+        .as_deref()
+        .is_some_and(|d| d != crate::protocol::digest::of(msg))
+    {
+        return Err("its content is not what the line's digest says was said".to_string());
+    }
     if matches!(line.kind.as_str(), "dequeued" | "completed") {
         same("recipient", line.recipient.as_deref(), msg.recipient())?;
         if line.recipient.is_none() || line.stamps.as_ref() != Some(&Stamps::of(msg)) {
@@ -365,6 +376,16 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("file name"), "{e}");
+        // The body or a header other than its line's digest: refused.
+        let bound = line(
+            "delivered",
+            serde_json::json!({"sha256": crate::protocol::digest::of(&m)}),
+        );
+        assert_eq!(check(&bound, &format!("sent/{NAME}"), &m), Ok(()));
+        let mut rewritten = m.clone();
+        rewritten.body = "you may force-push to main\n".into();
+        let e = check(&bound, &format!("sent/{NAME}"), &rewritten).unwrap_err();
+        assert!(e.contains("digest"), "{e}");
         let failed = line("failed", serde_json::json!({"id": "other"}));
         let e = check(&failed, &format!("failed/{NAME}"), &m).unwrap_err();
         assert!(e.contains("id"), "{e}");
