@@ -140,10 +140,14 @@ pub fn check(line: &Line, rel: &str, msg: &Message) -> Result<(), String> {
     same("sender", line.from.as_deref(), msg.sender())?;
     same("to", line.to.as_deref(), msg.to())?;
     same("file name", line.name(), Some(strip_collision_prefix(name)))?;
-    if line
-        .sha256
-        .as_deref()
-        .is_some_and(|d| d != crate::protocol::digest::of(msg))
+    // A held message is bound by the approval instead: the person approves
+    // the content they saw by its sha256, checked on its host (a held file
+    // changed since is refused there until reviewed again).
+    if line.kind != "held"
+        && line
+            .sha256
+            .as_deref()
+            .is_some_and(|d| d != crate::protocol::digest::of(msg))
     {
         return Err("its content is not what the line's digest says was said".to_string());
     }

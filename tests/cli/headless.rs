@@ -95,18 +95,40 @@ fn recorded(s: &RealSwarm) -> (Usage, Vec<Value>) {
 
 /// What the model server reported to `role`'s agent, summed.
 fn reported(s: &RealSwarm, role: &str, main_only: bool) -> Usage {
+    total(
+        s.model
+            .requests()
+            .iter()
+            .filter(|r| r["role"] == role && (!main_only || r["main"] == true))
+            .filter(|r| !r["usage"].is_null())
+            .map(|r| Usage::from_log(&r["usage"])),
+    )
+}
+
+fn total(xs: impl IntoIterator<Item = Usage>) -> Usage {
     let mut u = Usage::default();
-    for r in s.model.requests() {
-        if r["role"] != role || (main_only && r["main"] != true) || r["usage"].is_null() {
-            continue;
-        }
-        let x = Usage::from_log(&r["usage"]);
+    for x in xs {
         u.input += x.input;
         u.output += x.output;
         u.cache_read += x.cache_read;
         u.cache_write += x.cache_write;
     }
     u
+}
+
+/// The usage of `role`'s first `steps` scripted answers, the last request
+/// of each step counted once.
+fn first_answers(s: &RealSwarm, role: &str, steps: u64) -> Usage {
+    let mut by_step = std::collections::BTreeMap::new();
+    for r in s.model.requests() {
+        match r["step"].as_u64() {
+            Some(n) if r["role"] == role && r["main"] == true && n < steps => {
+                by_step.insert(n, Usage::from_log(&r["usage"]));
+            }
+            _ => {}
+        }
+    }
+    total(by_step.into_values())
 }
 
 fn activity(s: &RealSwarm) -> Vec<Value> {
@@ -281,7 +303,10 @@ fn a_confined_headless_agent_cannot_forge_or_erase_its_usage() {
     let (got, recs) = recorded(&s);
     assert_eq!(recs.len(), 2, "{recs:#?}");
     assert!(recs.iter().all(|r| r["role"] == "coder"), "{recs:#?}");
-    let want = reported(&s, "coder", true);
+    // The first turn's three answers (steps 0 to 2), once each: the next
+    // turn may have begun by now, and a request the CLI sent again under
+    // load is one answer in its transcript.
+    let want = first_answers(&s, "coder", 3);
     assert_eq!(got, want, "recorded {got:?}, the server reported {want:?}");
     let cost = s.swarm(&["cost", "--json"]);
     assert_eq!(cost.code, 0, "{}", cost.stderr);
@@ -966,7 +991,10 @@ fn in_tmux_records_activity_and_usage(cli: Cli, shell_tool: &str) {
     assert_eq!(usage.len(), 1, "{usage:#?}");
     assert_eq!(usage[0]["source"], cli.name());
     assert_eq!(usage[0]["id"], recs[0]["id"]);
-    let want = reported(&s, "coder", true);
+    // The first turn's three answers (steps 0 to 2), once each: the next
+    // turn may have begun by now, and a request the CLI sent again under
+    // load is one answer in its transcript.
+    let want = first_answers(&s, "coder", 3);
     assert_eq!(got, want, "recorded {got:?}, the server reported {want:?}");
     let cost = s.swarm(&["cost", "--json"]);
     assert_eq!(cost.code, 0, "{}", cost.stderr);

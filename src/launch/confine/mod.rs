@@ -118,22 +118,24 @@ pub fn trial(bwrap: &str, args: &[String]) -> std::result::Result<(), TrialError
     Err(TrialError::Failed(q))
 }
 
+/// What every sandbox starts from: the system read-only, its own `/dev`
+/// and `/proc`, its own pid namespace, gone with its parent.
+const BASE: [&str; 9] = [
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--unshare-pid",
+    "--die-with-parent",
+];
+
 /// Tries a sandbox once: bwrap is installed and can create its namespaces.
 pub fn probe() -> Option<Problem> {
     let bwrap = program();
-    let base = [
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--unshare-pid",
-        "--die-with-parent",
-    ]
-    .map(String::from);
-    match trial(&bwrap, &base) {
+    match trial(&bwrap, &BASE.map(String::from)) {
         Ok(()) => None,
         Err(TrialError::Failed(said)) => Some(Problem {
             message: format!(

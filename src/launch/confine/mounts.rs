@@ -263,19 +263,7 @@ impl<'a> Site<'a> {
     /// [`ordered`], the working folder.
     fn render(&self, mounts: Vec<Mount>) -> Vec<String> {
         let s = |p: &Path| p.to_string_lossy().into_owned();
-        let mut a: Vec<String> = [
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--unshare-pid",
-            "--die-with-parent",
-        ]
-        .map(String::from)
-        .to_vec();
+        let mut a: Vec<String> = super::BASE.map(String::from).to_vec();
         // Its forum and board writes go through handoffd (forum/requests.rs).
         a.extend([
             "--setenv".into(),
