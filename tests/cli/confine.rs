@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::support::{Project, SwarmGuard};
+use crate::support::{Project, Run, SwarmGuard};
 
 /// Sends a note to `b` once, then drains its queue; records what its home
 /// and the project looked like from inside.
@@ -26,6 +26,22 @@ until printf '%s\n' "$out" | grep -qx NO_TASK; do out=$(done-current); done
 "#;
 
 const DRAIN: &str = "out=$(ready-next)\nuntil printf '%s\\n' \"$out\" | grep -qx NO_TASK; do out=$(done-current); done\n";
+
+/// `swarm up --no-tmux --until-idle --timeout <secs>s` at `root` with
+/// `env`, its output once it stops (the test's deadline ten seconds later).
+fn up_until_idle(g: &Project, root: &Path, env: &[(&str, &Path)], secs: u64) -> Run {
+    let mut guard = SwarmGuard::new(root);
+    let mut up = g.cmd("swarm").at(root).bins_on_path();
+    for (k, v) in env {
+        up = up.env(*k, *v);
+    }
+    let timeout = format!("{secs}s");
+    guard.guard(
+        up.args(["up", "--no-tmux", "--until-idle", "--timeout", &timeout])
+            .start(),
+    );
+    guard.finish(Duration::from_secs(secs + 10), "the swarm stops")
+}
 
 /// A two-agent swarm at `root` (made), run headless to idle with `home` as
 /// HOME: the note reaches `b` and is completed.
@@ -44,16 +60,7 @@ fn run_in(g: &Project, root: &Path, home: &Path) {
         .args(["init", "--quiet"])
         .run()
         .ok();
-    let mut guard = SwarmGuard::new(root);
-    guard.guard(
-        g.cmd("swarm")
-            .at(root)
-            .env("HOME", home)
-            .bins_on_path()
-            .args(["up", "--no-tmux", "--until-idle", "--timeout", "60s"])
-            .start(),
-    );
-    let out = guard.finish(Duration::from_secs(70), "the swarm finishes");
+    let out = up_until_idle(g, root, &[("HOME", home)], 60);
     let log = |r: &str| fs::read_to_string(root.join(format!(".swarmforge/agents/{r}.log")));
     assert_eq!(
         out.code,
@@ -198,27 +205,20 @@ fn a_confined_agent_cannot_plant_a_way_out_for_its_next_start() {
         "type: note\nto: hostile\npriority: 50\nmessage: go on\n",
     )
     .unwrap();
-    let up = |timeout: &str| {
-        let mut guard = SwarmGuard::new(&root);
-        guard.guard(
-            g.cmd("swarm")
-                .at(&root)
-                .env("HOME", &home)
-                .env("XDG_RUNTIME_DIR", &runtime)
-                .env("SSH_AUTH_SOCK", runtime.join("bus"))
-                .bins_on_path()
-                .args(["up", "--no-tmux", "--until-idle", "--timeout", timeout])
-                .start(),
-        );
-        guard.finish(Duration::from_secs(60), "the swarm stops")
-    };
+    let bus = runtime.join("bus");
+    let env = [
+        ("HOME", home.as_path()),
+        ("XDG_RUNTIME_DIR", runtime.as_path()),
+        ("SSH_AUTH_SOCK", bus.as_path()),
+    ];
+    let up = |secs: u64| up_until_idle(&g, &root, &env, secs);
     g.cmd("swarm-handoff")
         .at(root.join(".worktrees/boss"))
         .env("SWARMFORGE_ROLE", "boss")
         .arg("note.txt")
         .run()
         .ok();
-    let first = up("20s");
+    let first = up(20);
     let results = fs::read_to_string(root.join(".worktrees/hostile/results.txt"))
         .unwrap_or_else(|e| panic!("{e}\n{}\n{}", first.stdout, first.stderr));
     assert!(results.contains("planted: home"), "{results}");
@@ -251,7 +251,7 @@ fn a_confined_agent_cannot_plant_a_way_out_for_its_next_start() {
     let why = format!("{}: a link", planted.display());
     assert!(log.contains(&why), "{log}");
     // So does the next `swarm up`, before anything starts.
-    let second = up("5s");
+    let second = up(5);
     assert_ne!(second.code, 0, "{}\n{}", second.stdout, second.stderr);
     assert!(second.stderr.contains(&why), "{}", second.stderr);
     assert!(!root.join(".swarmforge/PWNED").exists());
@@ -319,15 +319,7 @@ fn an_agent_at_the_root_cannot_rewrite_the_swarms_policy() {
         .run()
         .ok();
     let before = fs::read_to_string(root.join("swarm.yaml")).unwrap();
-    let mut guard = SwarmGuard::new(&root);
-    guard.guard(
-        g.cmd("swarm")
-            .at(&root)
-            .bins_on_path()
-            .args(["up", "--no-tmux", "--until-idle", "--timeout", "30s"])
-            .start(),
-    );
-    let out = guard.finish(Duration::from_secs(40), "the swarm finishes");
+    let out = up_until_idle(&g, &root, &[], 30);
     let tried: PathBuf = root.join("tried.txt");
     assert_eq!(
         fs::read_to_string(&tried).unwrap_or_default().trim(),
@@ -380,15 +372,7 @@ fn a_commondir_planted_by_the_agent_at_the_root_is_moved_aside_and_reported() {
         .args(["init", "--quiet"])
         .run()
         .ok();
-    let mut guard = SwarmGuard::new(&root);
-    guard.guard(
-        g.cmd("swarm")
-            .at(&root)
-            .bins_on_path()
-            .args(["up", "--no-tmux", "--until-idle", "--timeout", "40s"])
-            .start(),
-    );
-    let out = guard.finish(Duration::from_secs(50), "the swarm finishes");
+    let out = up_until_idle(&g, &root, &[], 40);
     let tried = fs::read_to_string(root.join("tried.txt")).unwrap_or_default();
     let said = format!("{tried}\n{}\n{}", out.stdout, out.stderr);
     assert!(tried.contains("planted"), "{said}");
