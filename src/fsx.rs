@@ -245,6 +245,58 @@ pub fn publish_without_dir_sync(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io
     Ok(())
 }
 
+/// A file copied from a reader into a temp file, fsynced, not yet visible
+/// under any name of its own: the caller judges what was copied (hashes it
+/// while it streams by) and only then [`Staged::publish`]es it, or drops it
+/// (the temp file is removed). What is published is exactly what was judged,
+/// whatever the source does afterwards.
+#[derive(Debug)]
+pub struct Staged {
+    tmp: Option<PathBuf>,
+}
+
+/// Copies `from` into a temp file in `tmp_dir` (same filesystem as where it
+/// will be published) of mode `mode`, fsynced.
+pub fn stage(tmp_dir: &Path, hint: &str, from: &mut dyn Read, mode: u32) -> io::Result<Staged> {
+    let tmp = tmp_dir.join(temp_name(hint));
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)?;
+    let staged = Staged {
+        tmp: Some(tmp.clone()),
+    };
+    io::copy(from, &mut f)?;
+    f.set_permissions(fs::Permissions::from_mode(mode))?;
+    sync_file(&f)?;
+    Ok(staged)
+}
+
+impl Staged {
+    /// Renames the copy to `dest` without clobbering, then fsyncs `dest`'s
+    /// folder. An existing `dest` is `AlreadyExists` (the copy is removed).
+    pub fn publish(mut self, dest: &Path) -> io::Result<()> {
+        let Some(tmp) = self.tmp.take() else {
+            return Err(io::Error::other("published already"));
+        };
+        if let Err(e) = rename_noreplace_raw(&tmp, dest) {
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
+        sync_dir(parent(dest))
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if let Some(tmp) = self.tmp.take() {
+            let _ = fs::remove_file(tmp);
+        }
+    }
+}
+
 /// Atomically replaces the content of an existing file, keeping its mode: temp
 /// file in `tmp_dir`, fsync, rename(2) over the target, fsync(dir). The target
 /// never disappears, not even for an instant.
@@ -511,6 +563,53 @@ impl HeldDir {
         renameat_with(&self.fd, name, CWD, to, RenameFlags::NOREPLACE)?;
         sync_dir(parent(to))?;
         self.sync()
+    }
+
+    /// The folder `name` inside, held in turn (a symlink there is refused).
+    pub fn open_dir(&self, name: &str) -> io::Result<HeldDir> {
+        use rustix::fs::{openat, Mode, OFlags};
+        let fd = openat(
+            &self.fd,
+            entry_name(name)?,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        Ok(HeldDir {
+            fd,
+            path: self.path.join(name),
+        })
+    }
+
+    /// The regular file `name`, opened for reading without following a
+    /// symlink and without blocking on a FIFO; anything else is refused.
+    pub fn open_file(&self, name: &str) -> io::Result<File> {
+        use rustix::fs::{openat, Mode, OFlags};
+        let fd = openat(
+            &self.fd,
+            entry_name(name)?,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        regular(File::from(fd))
+    }
+
+    /// Removes the folder `name` when it is empty; false when it is not
+    /// (or is gone already).
+    pub fn remove_empty_dir(&self, name: &str) -> io::Result<bool> {
+        use rustix::fs::{unlinkat, AtFlags};
+        match unlinkat(&self.fd, entry_name(name)?, AtFlags::REMOVEDIR) {
+            Ok(()) => Ok(true),
+            Err(rustix::io::Errno::NOTEMPTY | rustix::io::Errno::NOENT) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// When `name` last changed, without following a symlink.
+    pub fn modified(&self, name: &str) -> io::Result<std::time::SystemTime> {
+        use rustix::fs::{statat, AtFlags};
+        let st = statat(&self.fd, entry_name(name)?, AtFlags::SYMLINK_NOFOLLOW)?;
+        let secs = u64::try_from(st.st_mtime).unwrap_or(0);
+        Ok(std::time::UNIX_EPOCH + std::time::Duration::new(secs, st.st_mtime_nsec as u32))
     }
 
     /// Removes the entry `name` (a file or a symlink; gone already is fine).

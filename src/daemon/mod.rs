@@ -15,6 +15,7 @@ pub mod gate;
 mod git_guard;
 pub mod hook;
 pub mod journal;
+pub mod objects;
 pub mod order;
 pub mod pane;
 mod parking;
@@ -129,6 +130,8 @@ pub struct Daemon {
     progress: Option<progress::Progress>,
     /// Moves aside what an agent plants in the project's git folder.
     git_guard: git_guard::GitGuard,
+    /// Takes the git objects confined agents wrote into the store, checked.
+    objects: Option<objects::Quarantines>,
 }
 
 fn load(project: &Project) -> Result<(Roles, Config)> {
@@ -247,6 +250,7 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
         indexer: None,
         progress: None,
         git_guard: Default::default(),
+        objects: None,
     };
     let code = if d.opts.once {
         let r = d.deliverer.pass();
@@ -389,11 +393,15 @@ impl Daemon {
         let mut timers = Timers::new(&cfg);
         let mut need_pass = true;
         let mut first_pass = true;
+        self.objects = objects::Quarantines::new(&self.project);
         loop {
             if events.overflowed() {
                 self.deliverer.rescan_all();
                 need_pass = true;
             }
+            // Before a pass: a commit an agent made is in the store before
+            // the handoff that names it is delivered (objects.rs).
+            self.take_objects();
             if need_pass {
                 need_pass = self.delivery_pass(first_pass, &mut events, &mut timers, polling);
                 first_pass = false;
@@ -425,7 +433,17 @@ impl Daemon {
                 Err(RecvTimeoutError::Disconnected) => break,
             }
         }
+        // What agents committed last, in the store before handoffd goes.
+        self.take_objects();
         0
+    }
+
+    /// One turn's take-in of the objects confined agents wrote
+    /// (objects.rs).
+    fn take_objects(&mut self) {
+        if let Some(q) = &mut self.objects {
+            q.take_in();
+        }
     }
 
     /// What runs beside delivery, started once the watcher is in place;

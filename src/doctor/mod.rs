@@ -110,6 +110,7 @@ pub const CHECKS: &[Check] = &[
     ("codex_sandbox_helper", checks::codex_sandbox_helper),
     ("confinement", sandbox::confinement),
     ("git_planted", sandbox::planted),
+    ("git_objects", sandbox::objects),
     ("role_branch", checks::role_branch),
     ("commit_msg_hook", checks::commit_msg_hook),
     ("claude_full_as_root", checks::claude_full_as_root),

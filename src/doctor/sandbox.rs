@@ -18,7 +18,11 @@
 //!
 //! Also the `git_planted` check ([`planted`]): a `commondir` an agent
 //! working in the project root planted in the project's git folder, which
-//! stops every sandbox while it is there (daemon/git_guard.rs).
+//! stops every sandbox while it is there (daemon/git_guard.rs). And the
+//! `git_objects` check ([`objects`]): git objects a confined agent wrote
+//! that handoffd refused (their content is not their name), or that wait
+//! in a role's quarantine because no handoffd takes them in
+//! (daemon/objects.rs).
 
 use super::{Context, Finding};
 use crate::launch::confine;
@@ -156,6 +160,65 @@ pub fn planted(cx: &Context) -> Vec<Finding> {
                 ),
             )
             .at(p),
+        );
+    }
+    out
+}
+
+/// How long objects may wait in a quarantine before it is a finding:
+/// handoffd takes them in at every turn of its loop, so only a swarm
+/// without a running handoffd (or one that cannot write the store) lets
+/// them wait this long.
+const WAITING_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Git objects of confined agents that are not in the project's store:
+/// those handoffd refused because their content is not what their name
+/// says (kept for the person until they remove them), and those still
+/// waiting in a role's quarantine long after handoffd would have taken
+/// them in.
+pub fn objects(cx: &Context) -> Vec<Finding> {
+    use crate::daemon::objects;
+    let mut out = Vec::new();
+    let dir = cx.project.refused_objects_dir();
+    let names = crate::fsx::HeldDir::open(&dir)
+        .and_then(|d| d.names())
+        .unwrap_or_default();
+    for name in names
+        .iter()
+        .filter(|n| !n.starts_with('.'))
+        .take(MAX_PLANTED)
+    {
+        let p = dir.join(name);
+        let (role, id) = objects::refused_parts(name).unwrap_or(("?", name));
+        out.push(
+            Finding::new(
+                "GIT_OBJECT_REFUSED",
+                format!(
+                    "role {role} wrote the git object {id}, whose content is not what its name says (or a pack git would not index); handoffd kept it out of your repository, so a commit that names it is broken, not changed"
+                ),
+                format!(
+                    "find the commit that names it in the role's branch (`git log` there fails on it) and do not merge that branch as it is; then remove {}",
+                    p.display()
+                ),
+            )
+            .at(p),
+        );
+    }
+    for (role, n, oldest) in objects::waiting(&cx.project.quarantine_dir()) {
+        if oldest < WAITING_FOR {
+            continue;
+        }
+        let q = cx.project.object_quarantine(&role);
+        out.push(
+            Finding::new(
+                "GIT_OBJECTS_WAITING",
+                format!(
+                    "role {role} has {n} git object file(s) waiting in its quarantine for {} s: its commits are not in your repository yet (handoffd takes them in, checked, at every turn of its loop)",
+                    oldest.as_secs()
+                ),
+                "start handoffd (`swarm up`; `swarm status` says whether it runs); if it runs, its log says why it cannot write the project's `.git/objects`".to_string(),
+            )
+            .at(q),
         );
     }
     out

@@ -39,6 +39,21 @@ impl Project {
     pub fn planted_dir(&self) -> PathBuf {
         self.swarmforge().join("planted")
     }
+    /// Git objects written by confined agents, on their way into the
+    /// project's store (daemon/objects.rs): one quarantine folder per role
+    /// (its sandbox's `.git/objects`), and what was refused.
+    pub fn objects_dir(&self) -> PathBuf {
+        self.swarmforge().join("objects")
+    }
+    pub fn quarantine_dir(&self) -> PathBuf {
+        self.objects_dir().join("quarantine")
+    }
+    pub fn object_quarantine(&self, role: &str) -> PathBuf {
+        self.quarantine_dir().join(role)
+    }
+    pub fn refused_objects_dir(&self) -> PathBuf {
+        self.objects_dir().join("refused")
+    }
     pub fn state_dir(&self) -> PathBuf {
         self.swarmforge().join("state")
     }

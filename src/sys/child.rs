@@ -58,12 +58,22 @@ pub struct Captured {
 /// most until `timeout`; Err (why, the child killed) when it did not exit
 /// in time or printed more than `max_stdout` bytes, or could not be run.
 pub fn output_bounded(
+    cmd: Command,
+    timeout: Duration,
+    max_stdout: u64,
+) -> Result<Captured, String> {
+    output_bounded_from(cmd, Stdio::null(), timeout, max_stdout)
+}
+
+/// [`output_bounded`] with `stdin` as the child's standard input.
+pub fn output_bounded_from(
     mut cmd: Command,
+    stdin: Stdio,
     timeout: Duration,
     max_stdout: u64,
 ) -> Result<Captured, String> {
     let mut child = cmd
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -182,6 +182,28 @@ impl Pinned {
         Ok(Reply::of(out.status, &out.stdout, &out.stderr))
     }
 
+    /// `git index-pack --stdin` of `pack` into the project's object store:
+    /// git names every object by hashing its content, so a pack cannot
+    /// bring an object in under another's id. Bounded as
+    /// [`Pinned::call_bounded`]; Err says why it was not taken.
+    pub fn index_pack(
+        &self,
+        pack: std::fs::File,
+        timeout: std::time::Duration,
+    ) -> Result<String, String> {
+        let out = super::child::output_bounded_from(
+            self.command(&["index-pack", "--stdin"]),
+            Stdio::from(pack),
+            timeout,
+            4096,
+        )
+        .map_err(|e| format!("git index-pack {e}"))?;
+        trimmed(
+            Reply::of(out.status, &out.stdout, &out.stderr),
+            &["index-pack"],
+        )
+    }
+
     /// [`Pinned::call`]: its trimmed stdout, or its stderr as the error.
     pub fn stdout(&self, args: &[&str]) -> Result<String, String> {
         trimmed(self.call(args)?, args)

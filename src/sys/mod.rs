@@ -2,7 +2,8 @@
 //! the mail protocol. Log files that rotate (`logfile`), waiting for folder
 //! changes (`watch`), the one way to call tmux (`tmux`) and git (`git`),
 //! waiting for a child bounded in time and output (`child`),
-//! the hooks the swarm writes into a repository (`git_hooks`),
+//! the hooks the swarm writes into a repository (`git_hooks`), a loose
+//! git object judged by its content (`git_object`),
 //! tokens from the kernel (`random`), quoting for `sh` (`shell`) and the
 //! priority of threads that work for later (`background`). Renames, fsyncs
 //! and locks stay in `crate::fsx`.
@@ -12,6 +13,7 @@ pub mod background;
 pub mod child;
 pub mod git;
 pub mod git_hooks;
+pub mod git_object;
 pub mod logfile;
 pub mod random;
 pub mod shell;

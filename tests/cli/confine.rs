@@ -424,6 +424,105 @@ fn a_commondir_planted_by_the_agent_at_the_root_is_moved_aside_and_reported() {
     );
 }
 
+/// The agent at the root commits, waits until handoffd took its objects
+/// in, then rewrites its reviewed blob: in the store (read-only inside),
+/// and under the same name in its own `.git/objects` (its quarantine); and
+/// puts an object under a name that is not its content's.
+const ROOT_OBJECTS: &str = r#"t="$PWD/tried.txt"
+echo reviewed >r.txt && git add r.txt && git -c user.name=l -c user.email=l@invalid commit -qm r && echo committed >>"$t"
+o=$(git rev-parse --git-path objects)
+w=$(git rev-parse HEAD:r.txt); wd=$(echo "$w" | cut -c1-2); wf=$(echo "$w" | cut -c3-)
+gone() { i=0; while [ -e "$1" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; [ ! -e "$1" ]; }
+gone "$o/$wd/$wf" && echo "taken in" >>"$t"
+git init -q /tmp/s && e=$(printf 'evil\n' | git -C /tmp/s hash-object -w --stdin)
+evil=/tmp/s/.git/objects/$(echo "$e" | cut -c1-2)/$(echo "$e" | cut -c3-)
+if cp "$evil" "/run/swarm-handoff/objects/$wd/$wf" 2>/dev/null; then echo "store: DONE" >>"$t"; else echo "store: refused" >>"$t"; fi
+mkdir -p "$o/$wd" && cp "$evil" "$o/$wd/$wf"
+h=$(printf 'reviewed too\n' | git hash-object --stdin) && echo "$h" >forged-id.txt
+hd=$(echo "$h" | cut -c1-2)
+mkdir -p "$o/$hd" && cp "$evil" "$o/$hd/$(echo "$h" | cut -c3-)"
+gone "$o/$wd/$wf" && gone "$o/$hd/$(echo "$h" | cut -c3-)" && echo "forged gone" >>"$t"
+"#;
+
+/// Issue 43, way 12: git objects an agent writes reach the project's store
+/// only through handoffd, hashed; the store is read-only inside, so a
+/// reviewed commit's blob cannot be rewritten under its id. The agent at
+/// the root (whose `.git` is otherwise its own to write) tries it all;
+/// doctor reports the refused object, and objects left waiting with no
+/// handoffd to take them in, and neither on a healthy swarm.
+#[test]
+fn an_object_rewritten_by_the_agent_at_the_root_never_reaches_the_store() {
+    if crate::support::require_bwrap().is_none() {
+        return;
+    }
+    let g = Project::empty_at_home();
+    let root = g.path("proj");
+    fs::create_dir_all(root.join("agents")).unwrap();
+    fs::write(root.join("agents/root.sh"), ROOT_OBJECTS).unwrap();
+    fs::write(root.join("agents/b.sh"), DRAIN).unwrap();
+    fs::write(
+        root.join("swarm.yaml"),
+        "launch: {stagger: 0ms}\nroles:\n  - {name: lead, worktree: master, agent: sh \"$SWARMFORGE_PROJECT/agents/root.sh\"}\n  - {name: b, worktree: b, agent: sh \"$SWARMFORGE_PROJECT/agents/b.sh\"}\n",
+    )
+    .unwrap();
+    g.cmd("swarm")
+        .at(&root)
+        .args(["init", "--quiet"])
+        .run()
+        .ok();
+    let out = up_until_idle(&g, &root, &[], 60);
+    let tried = fs::read_to_string(root.join("tried.txt")).unwrap_or_default();
+    let said = format!("{tried}\n{}\n{}", out.stdout, out.stderr);
+    for step in ["committed", "taken in", "store: refused", "forged gone"] {
+        assert!(tried.contains(step), "{step}:\n{said}");
+    }
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(&root)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let blob = git(&["cat-file", "-p", "master:r.txt"]);
+    assert_eq!(
+        String::from_utf8_lossy(&blob.stdout),
+        "reviewed\n",
+        "{said}"
+    );
+    let forged = fs::read_to_string(root.join("forged-id.txt")).unwrap();
+    let forged = forged.trim().to_string();
+    assert!(!git(&["cat-file", "-e", &forged]).status.success());
+    let doctor = g.cmd("swarm").at(&root).args(["doctor", "--json"]).run();
+    assert!(
+        doctor.stdout.contains("GIT_OBJECT_REFUSED") && doctor.stdout.contains(&forged),
+        "{}",
+        doctor.stdout
+    );
+    assert!(
+        !doctor.stdout.contains("GIT_OBJECTS_WAITING"),
+        "{}",
+        doctor.stdout
+    );
+    // Objects an agent left while no handoffd ran, a while ago: not in the
+    // person's repository, and doctor says so.
+    let q = root.join(".swarmforge/objects/quarantine/lead/ab");
+    fs::create_dir_all(&q).unwrap();
+    let left = fs::File::create(q.join("c".repeat(38))).unwrap();
+    left.set_modified(std::time::SystemTime::now() - Duration::from_secs(600))
+        .unwrap();
+    let doctor = g.cmd("swarm").at(&root).args(["doctor", "--json"]).run();
+    assert!(
+        doctor.stdout.contains("GIT_OBJECTS_WAITING"),
+        "{}",
+        doctor.stdout
+    );
+    fs::remove_dir_all(&q).unwrap();
+    fs::remove_dir_all(root.join(".swarmforge/objects/refused")).unwrap();
+    let doctor = g.cmd("swarm").at(&root).args(["doctor", "--json"]).run();
+    assert!(!doctor.stdout.contains("GIT_OBJECT"), "{}", doctor.stdout);
+}
+
 /// An agent that rewrote its worktree's `.git` file (an unconfined one, or
 /// one from before the pointers were read-only) to a git folder of its own
 /// whose config sets `core.fsmonitor` to a script: the person's `swarm

@@ -535,6 +535,8 @@ fn confined_run(tmux: bool) {
         "git_pack",
         "git_packed",
         "git_main_log",
+        "git_store",
+        "git_store_dir",
         "card_new",
     ] {
         assert!(
@@ -614,6 +616,46 @@ fn confined_run(tmux: bool) {
         "{branch}"
     );
     assert!(branch.contains(" work\n"), "{branch}");
+    // Its objects reached the store only checked (issue 43, way 12): the
+    // reviewed blob is what it was, the object forged under another's name
+    // is not in the store but kept and reported, and nothing waits.
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(&root)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let work = git(&["cat-file", "-p", "swarmforge-hostile~1:work.txt"]);
+    assert_eq!(String::from_utf8_lossy(&work.stdout), "w\n");
+    let forged = fs::read_to_string(root.join(".worktrees/hostile/forged-id.txt")).unwrap();
+    let forged = forged.trim();
+    assert!(!git(&["cat-file", "-e", forged]).status.success());
+    let reachable = git(&["rev-list", "--objects", "swarmforge-hostile"]);
+    assert!(
+        reachable.status.success(),
+        "{}",
+        String::from_utf8_lossy(&reachable.stderr)
+    );
+    let refused = files(&root.join(".swarmforge/objects/refused"));
+    assert!(
+        refused
+            .iter()
+            .any(|n| n.ends_with(&format!("_hostile_{forged}"))),
+        "{refused:?}"
+    );
+    let doctor = g.cmd("swarm").at(&root).arg("doctor").run();
+    assert!(
+        doctor.stdout.contains("GIT_OBJECT_REFUSED") && doctor.stdout.contains(forged),
+        "{}",
+        doctor.stdout
+    );
+    assert!(
+        !doctor.stdout.contains("GIT_OBJECTS_WAITING"),
+        "{}",
+        doctor.stdout
+    );
     // `swarm card new` from inside says who can run it.
     let card = fs::read_to_string(root.join(".worktrees/hostile/card-error.txt")).unwrap();
     assert!(
@@ -670,6 +712,20 @@ try answer_as_boss env -u SWARMFORGE_ROLE swarm answer "$id" --choice 1
 echo x >"$HOME/x" && echo x >/tmp/x && echo "own: home and tmp" >>"$r"
 echo w >work.txt && git add work.txt && git -c user.name=h -c user.email=h@invalid commit -qm work 2>commit-stderr.txt && echo "own: committed" >>"$r"
 echo /tmp >"$P/.git/commondir" 2>/dev/null; echo planted >"$P/.git/planted" 2>/dev/null
+# The reviewed blob's object, once handoffd took it in: rewritten in the
+# store, or under its name again; and an object under a name not its own.
+o=$(git rev-parse --git-path objects)
+w=$(git rev-parse HEAD:work.txt)
+wd=$(echo "$w" | cut -c1-2); wf=$(echo "$w" | cut -c3-)
+i=0
+until [ ! -e "$o/$wd/$wf" ] || [ $i -ge 300 ]; do sleep 0.1; i=$((i+1)); done
+try git_store sh -c "echo evil >'/run/swarm-handoff/objects/$wd/$wf'"
+try git_store_dir sh -c "echo evil >'/run/swarm-handoff/objects/$wd/planted'"
+git init -q /tmp/scratch && e=$(printf 'evil\n' | git -C /tmp/scratch hash-object -w --stdin)
+evil="/tmp/scratch/.git/objects/$(echo "$e" | cut -c1-2)/$(echo "$e" | cut -c3-)"
+mkdir -p "$o/$wd" && cp "$evil" "$o/$wd/$wf"
+h=$(printf 'reviewed\n' | git hash-object --stdin) && echo "$h" >forged-id.txt
+mkdir -p "$o/$(echo "$h" | cut -c1-2)" && cp "$evil" "$o/$(echo "$h" | cut -c1-2)/$(echo "$h" | cut -c3-)"
 try git_replace git replace -f "$(git rev-parse HEAD~1)" HEAD
 try git_tag git tag -f v1.0 HEAD
 try git_main git update-ref refs/heads/master HEAD

@@ -216,7 +216,7 @@ impl<'a> Site<'a> {
         }
         // What its git needs to commit, and not git's config, hooks or the
         // pointers that say where its git folder is.
-        m.extend(git_mounts(root, own)?);
+        m.extend(self.git_mounts()?);
         // Its own queue folders (under .swarmforge when it works in the root).
         let handoffs = self.in_project(&crate::protocol::layout::Worktree::new(own).handoffs())?;
         m.push(Mount::same("--bind", &handoffs));
@@ -227,6 +227,96 @@ impl<'a> Site<'a> {
         // doc), budget raises are a person's.
         m.push(Mount::same("--bind", &self.own_dir));
         Ok(m)
+    }
+
+    /// The mounts that let the agent commit in its worktree (docs/security.md,
+    /// "Confinement" and "Branches"): the project's `.git` stays read-only
+    /// except the object store (the role's quarantine, [`Site::object_mounts`]) and the worktree's own git folder
+    /// (`.git/worktrees/<id>`, where its pinned branch lives,
+    /// launch/role_branch.rs); `.git/refs`, `packed-refs` and the refs' logs
+    /// stay read-only, so no other branch moves. The pointers that say where a
+    /// worktree's git folder is (the worktree's `.git` file, the git folder's
+    /// `gitdir` and `commondir`) are read-only too: rewritten, they would make
+    /// the person's own git in that worktree read a config (and run an
+    /// fsmonitor or hook) of the agent's. A role working in the root gets
+    /// `.git` itself (its index, HEAD and branch live there, so it can still
+    /// move branches) but never `config` or `hooks`, which the person's own
+    /// git would run, nor the refs a commit never moves. What it could make
+    /// there that the person's git would follow, a `commondir`, no mount can
+    /// stop (a mount point would be a file git reads): handoffd moves one aside
+    /// as soon as it appears (daemon/git_guard.rs), and no agent starts while
+    /// one is there.
+    fn git_mounts(&self) -> Result<Vec<Mount>> {
+        let (root, own) = (&self.root, &self.own);
+        let git = root.join(".git");
+        if !std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_dir()) {
+            return Ok(Vec::new());
+        }
+        if let Some(planted) = crate::sys::git::planted_commondir(root) {
+            return Err(Error::env(format!(
+                "{}: the project's own git folder has a `commondir`, which git makes only in a linked worktree's folder; your own git in the project would follow it (to a config and hooks of whoever wrote it, maybe an agent working in the root), so no agent starts\n  hint: look at what it names (`cat {0}`), then remove it (`rm {0}`); `swarm doctor` says where handoffd put any it moved aside",
+                planted.display()
+            )));
+        }
+        let objects = self.object_mounts(&git)?;
+        if own != root {
+            return linked_git_mounts(root, own, &git, objects);
+        }
+        let mut out = vec![Mount::same("--bind", &git)];
+        // What the person's git runs or follows: its config and hooks, the
+        // other worktrees' git folders (their `commondir` and `gitdir`), and
+        // `info/` (grafts would rewrite the history it shows).
+        for f in ["config", "hooks", "worktrees", "info"] {
+            let p = git.join(f);
+            if p.exists() {
+                out.push(Mount::same("--ro-bind", &p));
+            }
+        }
+        // Refs a commit never moves, read-only (made first, or the agent could
+        // make them): `refs/replace` would swap any object the person's git
+        // shows (a reviewed commit for another), tags and remote-tracking
+        // branches would mislead a release or a push.
+        for d in ["replace", "tags", "remotes", "notes"] {
+            let rel = Path::new(".git/refs").join(d);
+            out.push(Mount::same("--ro-bind", &real_dir(root, &rel, true)?));
+        }
+        out.extend(objects);
+        Ok(out)
+    }
+
+    /// The object store as the agent's git sees it: `.git/objects` is the
+    /// role's own quarantine, writable, and the project's store is
+    /// read-only at [`STORE_INSIDE`], named in the quarantine's
+    /// `info/alternates` so git reads every object it already has. What
+    /// the agent writes reaches the store only through handoffd, which
+    /// hashes each object first (daemon/objects.rs): a loose object
+    /// rewritten under a reviewed id is refused there, and the store
+    /// itself cannot be written from inside.
+    fn object_mounts(&self, git: &Path) -> Result<Vec<Mount>> {
+        let project = &self.plan.project;
+        let q = self.in_project(&project.object_quarantine(&self.role.name))?;
+        for d in ["info", "pack"] {
+            real_dir(&q, Path::new(d), true)?;
+        }
+        let info = q.join("info");
+        let alternates = format!("{STORE_INSIDE}\n");
+        crate::fsx::HeldDir::open(&info)
+            .and_then(|d| {
+                d.remove("alternates")?;
+                d.publish("alternates", alternates.as_bytes())
+            })
+            .map_err(|e| {
+                Error::bad_file_hint(
+                    info.join("alternates"),
+                    format!("cannot write the role's object alternates: {e}"),
+                    "remove the role's quarantine folder (handoffd takes in what it holds first: run `swarm down` and `swarm up`), then start it again",
+                )
+            })?;
+        let store = real_dir(&self.root, Path::new(".git/objects"), false)?;
+        Ok(vec![
+            Mount::onto("--bind", &q, &git.join("objects")),
+            Mount::onto("--ro-bind", &store, Path::new(STORE_INSIDE)),
+        ])
     }
 
     /// What is the person's and not even readable: other agents' private
@@ -307,6 +397,10 @@ pub fn args(plan: &Plan, r: &PlannedRole) -> Result<Vec<String>> {
     }
     Ok(site.render(m))
 }
+
+/// Where a sandbox sees the project's object store, read-only: under the
+/// private `/run`, so no path of the project's or the person's is taken.
+pub const STORE_INSIDE: &str = "/run/swarm-handoff/objects";
 
 /// Variables that hand a process the person's session: ssh-agent, gpg-agent,
 /// the session bus, X11 and Wayland displays, a Docker daemon.
@@ -431,61 +525,10 @@ fn cli_mounts(
     Ok(m)
 }
 
-/// The mounts that let the agent commit in its worktree (docs/security.md,
-/// "Confinement" and "Branches"): the project's `.git` stays read-only
-/// except the object store and the worktree's own git folder
-/// (`.git/worktrees/<id>`, where its pinned branch lives,
-/// launch/role_branch.rs); `.git/refs`, `packed-refs` and the refs' logs
-/// stay read-only, so no other branch moves. The pointers that say where a
-/// worktree's git folder is (the worktree's `.git` file, the git folder's
-/// `gitdir` and `commondir`) are read-only too: rewritten, they would make
-/// the person's own git in that worktree read a config (and run an
-/// fsmonitor or hook) of the agent's. A role working in the root gets
-/// `.git` itself (its index, HEAD and branch live there, so it can still
-/// move branches) but never `config` or `hooks`, which the person's own
-/// git would run, nor the refs a commit never moves. What it could make
-/// there that the person's git would follow, a `commondir`, no mount can
-/// stop (a mount point would be a file git reads): handoffd moves one aside
-/// as soon as it appears (daemon/git_guard.rs), and no agent starts while
-/// one is there.
-fn git_mounts(root: &Path, own: &Path) -> Result<Vec<Mount>> {
-    let git = root.join(".git");
-    if !std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_dir()) {
-        return Ok(Vec::new());
-    }
-    if let Some(planted) = crate::sys::git::planted_commondir(root) {
-        return Err(Error::env(format!(
-            "{}: the project's own git folder has a `commondir`, which git makes only in a linked worktree's folder; your own git in the project would follow it (to a config and hooks of whoever wrote it, maybe an agent working in the root), so no agent starts\n  hint: look at what it names (`cat {0}`), then remove it (`rm {0}`); `swarm doctor` says where handoffd put any it moved aside",
-            planted.display()
-        )));
-    }
-    if own != root {
-        return linked_git_mounts(root, own, &git);
-    }
-    let mut out = vec![Mount::same("--bind", &git)];
-    // What the person's git runs or follows: its config and hooks, the
-    // other worktrees' git folders (their `commondir` and `gitdir`), and
-    // `info/` (grafts would rewrite the history it shows).
-    for f in ["config", "hooks", "worktrees", "info"] {
-        let p = git.join(f);
-        if p.exists() {
-            out.push(Mount::same("--ro-bind", &p));
-        }
-    }
-    // Refs a commit never moves, read-only (made first, or the agent could
-    // make them): `refs/replace` would swap any object the person's git
-    // shows (a reviewed commit for another), tags and remote-tracking
-    // branches would mislead a release or a push.
-    for d in ["replace", "tags", "remotes", "notes"] {
-        let rel = Path::new(".git/refs").join(d);
-        out.push(Mount::same("--ro-bind", &real_dir(root, &rel, true)?));
-    }
-    Ok(out)
-}
-
 /// `.git` for an agent in a linked worktree: a private, empty `.git` with
 /// each entry of the project's bound back into it read-only, except the
-/// object store and the worktree's own git folder. What git makes beside
+/// object store (`objects`, the role's quarantine) and the worktree's own
+/// git folder. What git makes beside
 /// them lands in the private folder and is gone with the sandbox: the lock
 /// a commit takes on `packed-refs` to drop the worktree's `AUTO_MERGE`
 /// (git 2.47 takes it for any ref deletion), which a read-only `.git`
@@ -495,19 +538,22 @@ fn git_mounts(root: &Path, own: &Path) -> Result<Vec<Mount>> {
 /// made (a `packed-refs` that the person's git rewrites later is seen at
 /// the next start, docs/security.md "Branches"). A link among the entries
 /// is not followed (nothing of the project's is a link there).
-fn linked_git_mounts(root: &Path, own: &Path, git: &Path) -> Result<Vec<Mount>> {
+fn linked_git_mounts(
+    root: &Path,
+    own: &Path,
+    git: &Path,
+    objects: Vec<Mount>,
+) -> Result<Vec<Mount>> {
     const MAX_ENTRIES: usize = 256;
     let mut out = vec![Mount::tmpfs(git)];
+    out.extend(objects);
     let entries = git.read_dir().map_err(|e| Error::io(git, e))?;
     for e in entries.flatten().take(MAX_ENTRIES) {
         let Ok(kind) = e.file_type() else { continue };
-        let name = e.file_name();
-        if name == "objects" {
-            out.push(Mount::same(
-                "--bind",
-                &real_dir(root, Path::new(".git/objects"), true)?,
-            ));
-        } else if kind.is_dir() || kind.is_file() {
+        if e.file_name() == "objects" {
+            continue;
+        }
+        if kind.is_dir() || kind.is_file() {
             out.push(Mount::same("--ro-bind", &e.path()));
         }
     }
