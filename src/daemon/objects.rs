@@ -78,6 +78,8 @@ impl Quarantines {
         if !std::fs::symlink_metadata(&store).is_ok_and(|m| m.is_dir()) {
             return None;
         }
+        // A copy a killed handoffd left half-staged (git ignores it).
+        let _ = fsx::clean_stale_temps(&store, Duration::from_secs(3600));
         Some(Quarantines {
             root: project.root.clone(),
             store,
