@@ -6,7 +6,10 @@
 //! `swarm audit` all read through here, so each file is opened at most once per
 //! command and nothing is ever written.
 
+mod violation;
 pub mod watch;
+
+pub use violation::Violation;
 
 use crate::protocol::header::names;
 use std::collections::HashSet;
