@@ -1,6 +1,6 @@
 //! The system underneath: what any layer may call and what knows nothing of
-//! the mail protocol. Log files that rotate (`logfile`), waiting for folder
-//! changes (`watch`), the one way to call tmux (`tmux`) and git (`git`),
+//! the mail protocol. Log files that rotate (`logfile`) and reading one
+//! from an offset (`log_reader`), waiting for folder changes (`watch`), the one way to call tmux (`tmux`) and git (`git`),
 //! waiting for a child bounded in time and output (`child`),
 //! the hooks the swarm writes into a repository (`git_hooks`),
 //! tokens from the kernel (`random`), quoting for `sh` (`shell`) and the
@@ -12,6 +12,7 @@ pub mod background;
 pub mod child;
 pub mod git;
 pub mod git_hooks;
+pub mod log_reader;
 pub mod logfile;
 pub mod random;
 pub mod shell;
