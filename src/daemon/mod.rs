@@ -11,9 +11,9 @@ pub mod alert;
 pub mod control;
 pub mod deliver;
 mod events;
+pub mod feature;
 pub mod gate;
 mod git_guard;
-pub mod hook;
 pub mod journal;
 pub mod order;
 pub mod pane;
@@ -29,6 +29,7 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::daemon::deliver::Deliverer;
+use crate::daemon::feature::{Feature, Features, Pass};
 use crate::daemon::journal::{Event, Journal, Kind};
 use crate::daemon::wake::Waker;
 use crate::error::{Error, IoContext, Result};
@@ -41,8 +42,9 @@ use rewake::Rewake;
 
 /// How often the stop file and `.swarmforge/` are checked between events.
 const HOUSEKEEPING: Duration = Duration::from_millis(50);
-/// How often an open digest request is checked for completion between passes.
-const FORUM_POLL: Duration = Duration::from_millis(200);
+/// How often the features poll between passes (`Feature::poll`: an open
+/// digest request checked for completion, say).
+const FEATURE_POLL: Duration = Duration::from_millis(200);
 /// A temp file in `inbox/tmp` or `outbox/tmp` older than this was left by a
 /// killed writer (a publish takes milliseconds); removed at start-up.
 const STALE_TEMP: Duration = Duration::from_secs(3600);
@@ -63,8 +65,8 @@ struct Timers {
     sweep: Instant,
     /// The watchdog's look at the agents.
     agents: Instant,
-    /// An open digest request or a backoff, between passes.
-    forum: Instant,
+    /// The features' poll, between passes.
+    features: Instant,
 }
 
 impl Timers {
@@ -74,11 +76,11 @@ impl Timers {
             rescan: now,
             sweep: now + cfg.sweep.0,
             agents: now + cfg.pane_check.0,
-            forum: now + FORUM_POLL,
+            features: now + FEATURE_POLL,
         }
     }
 
-    /// How long the loop may wait for an event (the forum's poll is not
+    /// How long the loop may wait for an event (the features' poll is not
     /// waited for: it runs at the housekeeping pace).
     fn wait(&self, now: Instant) -> Duration {
         self.rescan
@@ -148,9 +150,9 @@ fn load(project: &Project) -> Result<(Roles, Config)> {
 }
 
 /// Runs the daemon for `root`; returns the exit code.
-/// `forum` is the collaboration layer's hook (`forum::Forum`, or
-/// `hook::NoForum`): the daemon knows it only through `hook::ForumHook`.
-pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Result<i32> {
+/// `features` are what the composing binary plugs in (the forum, seat
+/// requests, ...): the daemon knows them only through `feature::Feature`.
+pub fn run(root: &Path, opts: Options, features: Features) -> Result<i32> {
     // One folder stays open per served worktree (its lock).
     fsx::raise_fd_limit();
     // Exactly the project root: a role worktree (whose roles.tsv may be
@@ -209,8 +211,8 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
         );
     }
     let waker = Waker::new(project.clone(), journal.clone());
-    let mut deliverer =
-        Deliverer::new(project.clone(), roles, config, journal.clone(), waker).with_forum(forum);
+    let mut deliverer = Deliverer::new(project.clone(), roles, config, journal.clone(), waker)
+        .with_features(features);
     // The pid file only says who runs; the outboxes' own locks decide
     // whether we may (a deleted pid file or another spelling of the same
     // worktrees must not let a second daemon in).
@@ -360,15 +362,18 @@ impl Daemon {
         self.deliverer.stop.load(Ordering::Relaxed) || self.project.stop_file().exists()
     }
 
-    /// One delivery pass, then the forum's bookkeeping of what it delivered.
-    /// Returns true when the forum queued a file (another pass is due).
-    /// One delivery pass: (whether the forum queued a file and another pass
-    /// is due, whether the pass moved a file out of an outbox).
-    fn pass(&mut self) -> (bool, bool) {
+    /// One delivery pass, then the features' bookkeeping of what it
+    /// delivered: (whether a feature queued a file and another pass is due,
+    /// whether the pass moved a file out of an outbox).
+    fn pass(&mut self, first: bool) -> (bool, bool) {
         self.reload_if_changed();
         let r = self.deliverer.pass();
-        let again = self.deliverer.forum_duty(|f, d| f.after_pass(d));
-        (again, r.delivered + r.failed > 0)
+        let pass = Pass {
+            first,
+            moved: r.delivered + r.failed > 0,
+        };
+        let again = self.deliverer.feature_duty(|f, d| f.after_pass(d, pass));
+        (again, pass.moved)
     }
 
     /// The event loop; returns the exit code.
@@ -432,7 +437,7 @@ impl Daemon {
     /// then `started` is logged, so it means ready: a file queued after
     /// that line is seen by an event.
     fn start_services(&mut self, watching: bool) {
-        self.deliverer.forum_duty(|f, d| f.start(d));
+        self.deliverer.feature_duty(|f, d| f.start(d));
         // The order index is kept from file events too: none without them.
         if watching {
             self.order = order::OrderServer::start(&self.project);
@@ -467,7 +472,7 @@ impl Daemon {
         polling: bool,
     ) -> bool {
         let before = self.deliverer.generation();
-        let (again, moved) = self.pass();
+        let (again, moved) = self.pass(first);
         // Only a pass that moved files gives the index anything new: an
         // idle swarm's rescans must not refresh it (with 2 000 roles a
         // refresh stats ~10 000 folders). What else changes the files (an
@@ -478,7 +483,7 @@ impl Daemon {
             i.nudge();
         }
         if again {
-            // The forum queued a file: look everywhere.
+            // A feature queued a file: look everywhere.
             self.deliverer.rescan_due();
         }
         if self.deliverer.generation() != before {
@@ -506,8 +511,8 @@ impl Daemon {
         }
     }
 
-    /// The re-wake sweep, the agents' check and the forum's poll, each when
-    /// due. True when a pass is due.
+    /// The re-wake sweep, the agents' check and the features' poll, each
+    /// when due. True when a pass is due.
     fn run_timers(&mut self, now: Instant, t: &mut Timers) -> bool {
         let mut due = false;
         if now >= t.sweep {
@@ -521,12 +526,12 @@ impl Daemon {
             self.check_agents();
             t.agents = Instant::now() + self.deliverer.config.daemon.pane_check.0;
         }
-        if now >= t.forum {
-            if self.deliverer.forum_duty(|f, d| f.poll(d)) {
+        if now >= t.features {
+            if self.deliverer.feature_duty(|f, d| f.poll(d)) {
                 self.deliverer.rescan_due();
                 due = true;
             }
-            t.forum = Instant::now() + FORUM_POLL;
+            t.features = Instant::now() + FEATURE_POLL;
         }
         due
     }
@@ -612,12 +617,12 @@ impl Daemon {
     /// its oldest waiting item older than `ack_within` is woken again, with
     /// backoff (doubling up to `rewake_cap`). Recovery is by file state only.
     ///
-    /// Also the forum's and the watchdog's timed duties. Returns true when a
-    /// new file waits for delivery.
+    /// Also the features' and the watchdog's timed duties. Returns true when
+    /// a new file waits for delivery.
     fn sweep(&mut self) -> bool {
         self.keep_pid_file();
         let cfg = self.deliverer.config.clone();
-        let queued = self.deliverer.forum_duty(|f, d| f.sweep(d));
+        let queued = self.deliverer.feature_duty(|f, d| f.sweep(d));
         let d = &self.deliverer;
         watchdog::check_expectations(&self.project, &d.roles, &cfg, &self.journal);
         self.wakeup_queue_sweep(&cfg);

@@ -195,7 +195,7 @@ impl Deliverer {
         }
         for (s, sent_path) in moved {
             self.relay.sent(&s.c, &s.msg);
-            self.forum_duty(|f, d| f.delivered(d, &s.msg, &sent_path));
+            self.feature_duty(|f, d| f.delivered(d, &s.msg, &sent_path));
             // forum.log first: once `delivered` is logged, everything is written.
             self.journal
                 .forum(&crate::protocol::line::forum_line(&s.msg));
