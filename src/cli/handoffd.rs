@@ -53,7 +53,9 @@ fn help() -> String {
 /// What handoffd plugs into the delivery core (`daemon::feature`), in the
 /// order they are called.
 pub fn features() -> Features {
-    Features::default().with(crate::forum::Forum::default())
+    Features::default()
+        .with(crate::forum::Forum::default())
+        .with(crate::search::indexer::Indexing::default())
 }
 
 pub fn run() -> i32 {

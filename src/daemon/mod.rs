@@ -125,8 +125,6 @@ pub struct Daemon {
     order: Option<order::OrderServer>,
     /// The pid file's lock (re-taken if someone deletes the file).
     pid_lock: Option<fsx::Lock>,
-    /// Keeps the search index up to date off the delivery path.
-    indexer: Option<crate::search::indexer::Indexer>,
     /// Journals the copies taken and finished (progress.rs).
     progress: Option<progress::Progress>,
     /// Moves aside what an agent plants in the project's git folder.
@@ -246,7 +244,6 @@ pub fn run(root: &Path, opts: Options, features: Features) -> Result<i32> {
         pane_looks: Default::default(),
         order: None,
         pid_lock: Some(lock),
-        indexer: None,
         progress: None,
         git_guard: Default::default(),
     };
@@ -363,17 +360,15 @@ impl Daemon {
     }
 
     /// One delivery pass, then the features' bookkeeping of what it
-    /// delivered: (whether a feature queued a file and another pass is due,
-    /// whether the pass moved a file out of an outbox).
-    fn pass(&mut self, first: bool) -> (bool, bool) {
+    /// delivered. True when a feature queued a file (another pass is due).
+    fn pass(&mut self, first: bool) -> bool {
         self.reload_if_changed();
         let r = self.deliverer.pass();
         let pass = Pass {
             first,
             moved: r.delivered + r.failed > 0,
         };
-        let again = self.deliverer.feature_duty(|f, d| f.after_pass(d, pass));
-        (again, pass.moved)
+        self.deliverer.feature_duty(|f, d| f.after_pass(d, pass))
     }
 
     /// The event loop; returns the exit code.
@@ -458,12 +453,12 @@ impl Daemon {
             !watching,
         );
         self.journal.record(&Event::new(Kind::Started));
-        self.indexer = Some(crate::search::indexer::Indexer::start(&self.project));
     }
 
-    /// A pass and what follows it: the search index nudged, the watches and
-    /// the progress journal kept in step with a changed lineup, the rescan
-    /// timer restarted. True when another pass is due at once.
+    /// A pass and what follows it: the features told (the search index
+    /// nudged), the watches and the progress journal kept in step with a
+    /// changed lineup, the rescan timer restarted. True when another pass is
+    /// due at once.
     fn delivery_pass(
         &mut self,
         first: bool,
@@ -472,16 +467,7 @@ impl Daemon {
         polling: bool,
     ) -> bool {
         let before = self.deliverer.generation();
-        let (again, moved) = self.pass(first);
-        // Only a pass that moved files gives the index anything new: an
-        // idle swarm's rescans must not refresh it (with 2 000 roles a
-        // refresh stats ~10 000 folders). What else changes the files (an
-        // archive, the bridge's mirror, a hold) is caught by the indexer's
-        // own minute and by every query, which refreshes first. The first
-        // pass also refreshes it, so a daemon starts with a fresh index.
-        if let Some(i) = self.indexer.as_ref().filter(|_| moved || first) {
-            i.nudge();
-        }
+        let again = self.pass(first);
         if again {
             // A feature queued a file: look everywhere.
             self.deliverer.rescan_due();
