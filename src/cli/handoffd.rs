@@ -55,6 +55,7 @@ fn help() -> String {
 pub fn features() -> Features {
     Features::default()
         .with(crate::forum::Forum::default())
+        .with(crate::lineup::seat::SeatRequests)
         .with(crate::search::indexer::Indexing::default())
 }
 

@@ -184,7 +184,7 @@ pub fn run(root: &Path, opts: Options, features: Features) -> Result<i32> {
     let stamps = (
         stamp(&project.roles_tsv()),
         stamp(&project.config_file()),
-        stamp(&crate::lineup::state::file(&project)),
+        stamp(&crate::protocol::lineup::state::file(&project)),
     );
     let (roles, config) = match load(&project) {
         Ok(rc) => rc,
@@ -193,7 +193,7 @@ pub fn run(root: &Path, opts: Options, features: Features) -> Result<i32> {
             return Err(e);
         }
     };
-    crate::lineup::state::acknowledge(&project, config.seats.generation);
+    crate::protocol::lineup::state::acknowledge(&project, config.seats.generation);
     let journal = Journal::new(&project)
         .told(alert::Notifier::start(&project).map(alert::Notifier::listener));
     journal.set_policy(config.logs.policy());
@@ -225,8 +225,8 @@ pub fn run(root: &Path, opts: Options, features: Features) -> Result<i32> {
     fsx::remove_file(&project.stop_file()).at(project.stop_file())?;
     // Half a line a power cut left must not swallow our first one.
     journal.end_torn_line();
-    // Seat requests a killed daemon delivered but did not answer.
-    crate::lineup::seat::resume(&project, &journal);
+    // What the features left half done when a daemon was killed.
+    deliverer.feature_duty(|f, d| f.resume(d));
     fsx::set_fsync(deliverer.config.daemon.fsync);
     deliverer.clean_stale_temps(STALE_TEMP);
     let mut d = Daemon {
@@ -335,7 +335,7 @@ impl Daemon {
     fn reload_if_changed(&mut self) -> bool {
         let rs = stamp(&self.project.roles_tsv());
         let cs = stamp(&self.project.config_file());
-        let ls = stamp(&crate::lineup::state::file(&self.project));
+        let ls = stamp(&crate::protocol::lineup::state::file(&self.project));
         if rs == self.roles_stamp && cs == self.config_stamp && ls == self.lineup_stamp {
             return false;
         }
@@ -344,7 +344,7 @@ impl Daemon {
         self.lineup_stamp = ls;
         match load(&self.project) {
             Ok((roles, config)) => {
-                crate::lineup::state::acknowledge(&self.project, config.seats.generation);
+                crate::protocol::lineup::state::acknowledge(&self.project, config.seats.generation);
                 fsx::set_fsync(config.daemon.fsync);
                 self.journal.set_policy(config.logs.policy());
                 self.deliverer.reload(roles, config);
@@ -573,7 +573,7 @@ impl Daemon {
     fn is_config_event(&self, p: &Path) -> bool {
         p == self.project.roles_tsv()
             || p == self.project.config_file()
-            || p == crate::lineup::state::file(&self.project)
+            || p == crate::protocol::lineup::state::file(&self.project)
     }
 
     /// The agents' sessions and panes, every `daemon.pane_check`
