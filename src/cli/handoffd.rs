@@ -56,6 +56,7 @@ pub fn features() -> Features {
     Features::default()
         .with(crate::forum::Forum::default())
         .with(crate::lineup::seat::SeatRequests)
+        .with(crate::launch::agents::turn_end::TurnEnds)
         .with(crate::search::indexer::Indexing::default())
 }
 

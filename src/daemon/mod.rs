@@ -250,7 +250,10 @@ pub fn run(root: &Path, opts: Options, features: Features) -> Result<i32> {
     let code = if d.opts.once {
         let r = d.deliverer.pass();
         d.deliverer.waker.wait_idle(Duration::from_secs(10));
-        crate::launch::agents::turn_end::relay(&d.project, &d.deliverer.roles, &d.journal);
+        // The features' slow work, once (the turn ends agents left).
+        if let Some(work) = d.deliverer.off_loop() {
+            work(&d.project, &d.deliverer.roles, &d.journal);
+        }
         println!(
             "handoffd: delivered {}, failed {}, deferred {}",
             r.delivered, r.failed, r.deferred
@@ -577,9 +580,9 @@ impl Daemon {
     }
 
     /// The agents' sessions and panes, every `daemon.pane_check`
-    /// (watchdog::check_agents), and the turn ends tmux-mode agents left
-    /// (launch::agents::turn_end). tmux calls may take seconds on a hung
-    /// server: off the loop, one check at a time.
+    /// (watchdog::check_agents), after the features' work off the loop
+    /// (`Feature::off_loop`: the turn ends tmux-mode agents left). tmux calls
+    /// may take seconds on a hung server: off the loop, one check at a time.
     fn check_agents(&mut self) {
         if self.agents_check.swap(true, Ordering::AcqRel) {
             return;
@@ -589,9 +592,13 @@ impl Daemon {
             (self.project.clone(), d.roles.clone(), self.journal.clone());
         let (busy, cfg) = (self.agents_check.clone(), d.config.clone());
         let looks = self.pane_looks.clone();
+        let work = d.off_loop();
         std::thread::spawn(move || {
-            // Turn ends the confined agents' hooks left (agents/turn_end.rs).
-            crate::launch::agents::turn_end::relay(&project, &roles, &journal);
+            // The features' slow work (the turn ends the confined agents'
+            // hooks left), before the watchdog's look.
+            if let Some(work) = work {
+                work(&project, &roles, &journal);
+            }
             if let Ok(mut looks) = looks.lock() {
                 watchdog::check_agents(&project, &roles, &cfg, &journal, &mut looks);
             }
