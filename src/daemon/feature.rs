@@ -178,3 +178,219 @@ impl Feature for Features {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// A scripted feature: says `word` at every hook it is asked, and
+    /// answers what it was told to.
+    struct Scripted {
+        name: &'static str,
+        said: Arc<Mutex<Vec<String>>>,
+        admission: fn() -> Admission,
+        refusal: Option<&'static str>,
+        record: std::result::Result<(), &'static str>,
+        queued: bool,
+    }
+
+    impl Scripted {
+        fn new(name: &'static str, said: &Arc<Mutex<Vec<String>>>) -> Scripted {
+            Scripted {
+                name,
+                said: said.clone(),
+                admission: || Admission::Admit,
+                refusal: None,
+                record: Ok(()),
+                queued: false,
+            }
+        }
+        fn say(&self, hook: &str) {
+            self.said
+                .lock()
+                .unwrap()
+                .push(format!("{} {hook}", self.name));
+        }
+    }
+
+    impl Feature for Scripted {
+        fn resume(&mut self, _: &Duties) {
+            self.say("resume");
+        }
+        fn refuse(&mut self, _: &Duties, _: &Message) -> Option<String> {
+            self.say("refuse");
+            self.refusal.map(str::to_string)
+        }
+        fn admit(&mut self, _: &Duties, _: &Message) -> Admission {
+            self.say("admit");
+            (self.admission)()
+        }
+        fn before_sent(&mut self, _: &Duties, _: &Message) -> Result<(), String> {
+            self.say("before_sent");
+            self.record.map_err(str::to_string)
+        }
+        fn after_pass(&mut self, _: &Duties, _: Pass) -> bool {
+            self.say("after_pass");
+            self.queued
+        }
+        fn sweep(&mut self, _: &Duties) -> bool {
+            self.say("sweep");
+            self.queued
+        }
+        fn off_loop(&self) -> Option<OffLoop> {
+            let (said, name) = (self.said.clone(), self.name);
+            Some(Box::new(move |_: &Project, _: &Roles, _: &Journal| {
+                said.lock().unwrap().push(format!("{name} off_loop"))
+            }))
+        }
+    }
+
+    fn with_duties(f: impl FnOnce(&Duties, &Message)) {
+        let dir = tempfile::tempdir().unwrap();
+        let project = Project::new(dir.path());
+        let journal = Journal::new(&project);
+        let waker = Waker::new(project.clone(), journal.clone());
+        let (roles, config) = (Roles::parse(""), Config::default());
+        let duties = Duties {
+            project: &project,
+            roles: &roles,
+            config: &config,
+            journal: &journal,
+            waker: &waker,
+        };
+        let msg = Message::parse("id: 1\nfrom: a\nto: b\n\nhi\n").unwrap();
+        f(&duties, &msg);
+    }
+
+    fn said(s: &Arc<Mutex<Vec<String>>>) -> Vec<String> {
+        std::mem::take(&mut *s.lock().unwrap())
+    }
+
+    #[test]
+    fn every_feature_is_called_in_the_order_registered() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mut fs = Features::default()
+            .with(Scripted::new("a", &log))
+            .with(Scripted::new("b", &log));
+        with_duties(|d, msg| {
+            fs.resume(d);
+            assert_eq!(fs.refuse(d, msg), None);
+            assert_eq!(fs.admit(d, msg), Admission::Admit);
+            assert_eq!(fs.before_sent(d, msg), Ok(()));
+        });
+        assert_eq!(
+            said(&log),
+            [
+                "a resume",
+                "b resume",
+                "a refuse",
+                "b refuse",
+                "a admit",
+                "b admit",
+                "a before_sent",
+                "b before_sent"
+            ]
+        );
+        let work = fs.off_loop().expect("work off the loop");
+        with_duties(|d, _| work(d.project, d.roles, d.journal));
+        assert_eq!(said(&log), ["a off_loop", "b off_loop"]);
+    }
+
+    #[test]
+    fn the_first_feature_that_stops_a_message_decides() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mut a = Scripted::new("a", &log);
+        a.refusal = Some("no seat");
+        a.admission = || Admission::Wait("a turn".into());
+        a.record = Err("disk full");
+        let mut b = Scripted::new("b", &log);
+        b.refusal = Some("never asked");
+        b.admission = || Admission::Refuse("never asked".into());
+        let mut fs = Features::default().with(a).with(b);
+        with_duties(|d, msg| {
+            assert_eq!(fs.refuse(d, msg).as_deref(), Some("no seat"));
+            assert_eq!(fs.admit(d, msg), Admission::Wait("a turn".into()));
+            assert_eq!(fs.before_sent(d, msg), Err("disk full".into()));
+        });
+        assert_eq!(said(&log), ["a refuse", "a admit", "a before_sent"]);
+    }
+
+    #[test]
+    fn a_queued_file_from_one_feature_still_lets_the_others_run() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mut a = Scripted::new("a", &log);
+        a.queued = true;
+        let mut fs = Features::default().with(a).with(Scripted::new("b", &log));
+        with_duties(|d, _| {
+            let pass = Pass {
+                first: true,
+                moved: false,
+            };
+            assert!(fs.after_pass(d, pass));
+            assert!(fs.sweep(d));
+        });
+        assert_eq!(
+            said(&log),
+            ["a after_pass", "b after_pass", "a sweep", "b sweep"]
+        );
+    }
+
+    #[test]
+    fn no_feature_lets_everything_through() {
+        let mut fs = Features::default();
+        with_duties(|d, msg| {
+            assert_eq!(fs.refuse(d, msg), None);
+            assert_eq!(fs.admit(d, msg), Admission::Admit);
+            assert_eq!(fs.before_sent(d, msg), Ok(()));
+            assert!(!fs.poll(d));
+        });
+        assert!(fs.off_loop().is_none());
+    }
+
+    /// The delivery core reaches what lies above it only through this
+    /// trait: no source file of `src/daemon/` names a module of a layer
+    /// above it (until the layers are crates and the compiler says so).
+    #[test]
+    fn the_core_names_no_module_above_it() {
+        const ABOVE: [&str; 13] = [
+            "forum", "agent", "person", "bridge", "views", "launch", "search", "lineup", "doctor",
+            "doors", "serve", "a2a", "cli",
+        ];
+        fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+            for e in std::fs::read_dir(dir).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    files(&p, out);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    out.push(p);
+                }
+            }
+        }
+        let mut all = Vec::new();
+        files(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("src/daemon"),
+            &mut all,
+        );
+        assert!(all.len() > 10, "the daemon's sources: {all:?}");
+        let mut named = Vec::new();
+        for f in &all {
+            let text = std::fs::read_to_string(f).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or_default();
+                for m in ABOVE {
+                    for prefix in ["crate::", "swarm_handoff::"] {
+                        let name = format!("{prefix}{m}::");
+                        if code.contains(&name) || code.contains(&format!("{prefix}{m};")) {
+                            named.push(format!("{}:{}: {m}", f.display(), n + 1));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            named.is_empty(),
+            "the core names a layer above it: {named:#?}"
+        );
+    }
+}
