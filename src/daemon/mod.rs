@@ -404,7 +404,7 @@ impl Daemon {
             if self.stop_requested() || !self.project.swarmforge().is_dir() {
                 break;
             }
-            self.git_guard.check(&self.project);
+            self.guard();
             let now = Instant::now();
             if self.run_timers(now, &mut timers) {
                 need_pass = true;
@@ -429,6 +429,16 @@ impl Daemon {
             }
         }
         0
+    }
+
+    /// The daemon's own guards, every round of the loop (at least every
+    /// `HOUSEKEEPING`). They are security duties of the core, not features,
+    /// so they are called here by name: a new one is a field of `Daemon`
+    /// (set in `run`) and a line here. (A duty on a timer goes in `Timers`
+    /// and `run_timers`; a one-off at start-up in `run`, beside
+    /// `adopt_old_held`.)
+    fn guard(&mut self) {
+        self.git_guard.check(&self.project);
     }
 
     /// What runs beside delivery, started once the watcher is in place;
