@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::control::{self, RemoteHeld};
 use crate::person::holds;
 use crate::protocol::layout::Project;
-use crate::views::audit::check::Violation;
+use crate::protocol::trail::Violation;
 
 /// Control records listed by `swarm status` (the newest).
 const SHOWN: usize = 10;

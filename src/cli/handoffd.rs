@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use crate::daemon::feature::Features;
 use crate::daemon::{self, Options};
 use crate::error::exit;
 
@@ -49,6 +50,16 @@ fn help() -> String {
     )
 }
 
+/// What handoffd plugs into the delivery core (`daemon::feature`), in the
+/// order they are called.
+pub fn features() -> Features {
+    Features::default()
+        .with(crate::forum::Forum::default())
+        .with(crate::lineup::seat::SeatRequests)
+        .with(crate::launch::agents::turn_end::TurnEnds)
+        .with(crate::search::indexer::Indexing::default())
+}
+
 pub fn run() -> i32 {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if let Some(e) = super::non_utf8_argument(&args) {
@@ -70,7 +81,7 @@ pub fn run() -> i32 {
     let Some(root) = matches.get_one::<String>("root").map(PathBuf::from) else {
         return exit::ENV; // clap requires it
     };
-    match daemon::run(&root, opts, Box::<crate::forum::Forum>::default()) {
+    match daemon::run(&root, opts, features()) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("handoffd: {e}");

@@ -11,9 +11,9 @@ pub mod alert;
 pub mod control;
 pub mod deliver;
 mod events;
+pub mod feature;
 pub mod gate;
 mod git_guard;
-pub mod hook;
 pub mod journal;
 pub mod objects;
 pub mod order;
@@ -30,6 +30,7 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::daemon::deliver::Deliverer;
+use crate::daemon::feature::{Feature, Features, Pass};
 use crate::daemon::journal::{Event, Journal, Kind};
 use crate::daemon::wake::Waker;
 use crate::error::{Error, IoContext, Result};
@@ -42,8 +43,9 @@ use rewake::Rewake;
 
 /// How often the stop file and `.swarmforge/` are checked between events.
 const HOUSEKEEPING: Duration = Duration::from_millis(50);
-/// How often an open digest request is checked for completion between passes.
-const FORUM_POLL: Duration = Duration::from_millis(200);
+/// How often the features poll between passes (`Feature::poll`: an open
+/// digest request checked for completion, say).
+const FEATURE_POLL: Duration = Duration::from_millis(200);
 /// A temp file in `inbox/tmp` or `outbox/tmp` older than this was left by a
 /// killed writer (a publish takes milliseconds); removed at start-up.
 const STALE_TEMP: Duration = Duration::from_secs(3600);
@@ -64,8 +66,8 @@ struct Timers {
     sweep: Instant,
     /// The watchdog's look at the agents.
     agents: Instant,
-    /// An open digest request or a backoff, between passes.
-    forum: Instant,
+    /// The features' poll, between passes.
+    features: Instant,
 }
 
 impl Timers {
@@ -75,11 +77,11 @@ impl Timers {
             rescan: now,
             sweep: now + cfg.sweep.0,
             agents: now + cfg.pane_check.0,
-            forum: now + FORUM_POLL,
+            features: now + FEATURE_POLL,
         }
     }
 
-    /// How long the loop may wait for an event (the forum's poll is not
+    /// How long the loop may wait for an event (the features' poll is not
     /// waited for: it runs at the housekeeping pace).
     fn wait(&self, now: Instant) -> Duration {
         self.rescan
@@ -124,8 +126,6 @@ pub struct Daemon {
     order: Option<order::OrderServer>,
     /// The pid file's lock (re-taken if someone deletes the file).
     pid_lock: Option<fsx::Lock>,
-    /// Keeps the search index up to date off the delivery path.
-    indexer: Option<crate::search::indexer::Indexer>,
     /// Journals the copies taken and finished (progress.rs).
     progress: Option<progress::Progress>,
     /// Moves aside what an agent plants in the project's git folder.
@@ -151,9 +151,9 @@ fn load(project: &Project) -> Result<(Roles, Config)> {
 }
 
 /// Runs the daemon for `root`; returns the exit code.
-/// `forum` is the collaboration layer's hook (`forum::Forum`, or
-/// `hook::NoForum`): the daemon knows it only through `hook::ForumHook`.
-pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Result<i32> {
+/// `features` are what the composing binary plugs in (the forum, seat
+/// requests, ...): the daemon knows them only through `feature::Feature`.
+pub fn run(root: &Path, opts: Options, features: Features) -> Result<i32> {
     // One folder stays open per served worktree (its lock).
     fsx::raise_fd_limit();
     // Exactly the project root: a role worktree (whose roles.tsv may be
@@ -187,7 +187,7 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
     let stamps = (
         stamp(&project.roles_tsv()),
         stamp(&project.config_file()),
-        stamp(&crate::lineup::state::file(&project)),
+        stamp(&crate::protocol::lineup::state::file(&project)),
     );
     let (roles, config) = match load(&project) {
         Ok(rc) => rc,
@@ -196,7 +196,7 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
             return Err(e);
         }
     };
-    crate::lineup::state::acknowledge(&project, config.seats.generation);
+    crate::protocol::lineup::state::acknowledge(&project, config.seats.generation);
     let journal = Journal::new(&project)
         .told(alert::Notifier::start(&project).map(alert::Notifier::listener));
     journal.set_policy(config.logs.policy());
@@ -212,8 +212,8 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
         );
     }
     let waker = Waker::new(project.clone(), journal.clone());
-    let mut deliverer =
-        Deliverer::new(project.clone(), roles, config, journal.clone(), waker).with_forum(forum);
+    let mut deliverer = Deliverer::new(project.clone(), roles, config, journal.clone(), waker)
+        .with_features(features);
     // The pid file only says who runs; the outboxes' own locks decide
     // whether we may (a deleted pid file or another spelling of the same
     // worktrees must not let a second daemon in).
@@ -228,8 +228,8 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
     fsx::remove_file(&project.stop_file()).at(project.stop_file())?;
     // Half a line a power cut left must not swallow our first one.
     journal.end_torn_line();
-    // Seat requests a killed daemon delivered but did not answer.
-    crate::lineup::seat::resume(&project, &journal);
+    // What the features left half done when a daemon was killed.
+    deliverer.feature_duty(|f, d| f.resume(d));
     fsx::set_fsync(deliverer.config.daemon.fsync);
     deliverer.clean_stale_temps(STALE_TEMP);
     let mut d = Daemon {
@@ -247,7 +247,6 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
         pane_looks: Default::default(),
         order: None,
         pid_lock: Some(lock),
-        indexer: None,
         progress: None,
         git_guard: Default::default(),
         objects: None,
@@ -255,7 +254,10 @@ pub fn run(root: &Path, opts: Options, forum: Box<dyn hook::ForumHook>) -> Resul
     let code = if d.opts.once {
         let r = d.deliverer.pass();
         d.deliverer.waker.wait_idle(Duration::from_secs(10));
-        crate::launch::agents::turn_end::relay(&d.project, &d.deliverer.roles, &d.journal);
+        // The features' slow work, once (the turn ends agents left).
+        if let Some(work) = d.deliverer.off_loop() {
+            work(&d.project, &d.deliverer.roles, &d.journal);
+        }
         println!(
             "handoffd: delivered {}, failed {}, deferred {}",
             r.delivered, r.failed, r.deferred
@@ -340,7 +342,7 @@ impl Daemon {
     fn reload_if_changed(&mut self) -> bool {
         let rs = stamp(&self.project.roles_tsv());
         let cs = stamp(&self.project.config_file());
-        let ls = stamp(&crate::lineup::state::file(&self.project));
+        let ls = stamp(&crate::protocol::lineup::state::file(&self.project));
         if rs == self.roles_stamp && cs == self.config_stamp && ls == self.lineup_stamp {
             return false;
         }
@@ -349,7 +351,7 @@ impl Daemon {
         self.lineup_stamp = ls;
         match load(&self.project) {
             Ok((roles, config)) => {
-                crate::lineup::state::acknowledge(&self.project, config.seats.generation);
+                crate::protocol::lineup::state::acknowledge(&self.project, config.seats.generation);
                 fsx::set_fsync(config.daemon.fsync);
                 self.journal.set_policy(config.logs.policy());
                 self.deliverer.reload(roles, config);
@@ -364,15 +366,16 @@ impl Daemon {
         self.deliverer.stop.load(Ordering::Relaxed) || self.project.stop_file().exists()
     }
 
-    /// One delivery pass, then the forum's bookkeeping of what it delivered.
-    /// Returns true when the forum queued a file (another pass is due).
-    /// One delivery pass: (whether the forum queued a file and another pass
-    /// is due, whether the pass moved a file out of an outbox).
-    fn pass(&mut self) -> (bool, bool) {
+    /// One delivery pass, then the features' bookkeeping of what it
+    /// delivered. True when a feature queued a file (another pass is due).
+    fn pass(&mut self, first: bool) -> bool {
         self.reload_if_changed();
         let r = self.deliverer.pass();
-        let again = self.deliverer.forum_duty(|f, d| f.after_pass(d));
-        (again, r.delivered + r.failed > 0)
+        let pass = Pass {
+            first,
+            moved: r.delivered + r.failed > 0,
+        };
+        self.deliverer.feature_duty(|f, d| f.after_pass(d, pass))
     }
 
     /// The event loop; returns the exit code.
@@ -409,7 +412,7 @@ impl Daemon {
             if self.stop_requested() || !self.project.swarmforge().is_dir() {
                 break;
             }
-            self.git_guard.check(&self.project);
+            self.guard();
             let now = Instant::now();
             if self.run_timers(now, &mut timers) {
                 need_pass = true;
@@ -439,18 +442,29 @@ impl Daemon {
     }
 
     /// One turn's take-in of the objects confined agents wrote
-    /// (objects.rs).
+    /// (objects.rs): a guard of the core too, but before the pass rather
+    /// than after it (see the loop).
     fn take_objects(&mut self) {
         if let Some(q) = &mut self.objects {
             q.take_in();
         }
     }
 
+    /// The daemon's own guards, every round of the loop (at least every
+    /// `HOUSEKEEPING`). They are security duties of the core, not features,
+    /// so they are called here by name: a new one is a field of `Daemon`
+    /// (set in `run`) and a line here. (A duty on a timer goes in `Timers`
+    /// and `run_timers`; a one-off at start-up in `run`, beside
+    /// `adopt_old_held`.)
+    fn guard(&mut self) {
+        self.git_guard.check(&self.project);
+    }
+
     /// What runs beside delivery, started once the watcher is in place;
     /// then `started` is logged, so it means ready: a file queued after
     /// that line is seen by an event.
     fn start_services(&mut self, watching: bool) {
-        self.deliverer.forum_duty(|f, d| f.start(d));
+        self.deliverer.feature_duty(|f, d| f.start(d));
         // The order index is kept from file events too: none without them.
         if watching {
             self.order = order::OrderServer::start(&self.project);
@@ -471,12 +485,12 @@ impl Daemon {
             !watching,
         );
         self.journal.record(&Event::new(Kind::Started));
-        self.indexer = Some(crate::search::indexer::Indexer::start(&self.project));
     }
 
-    /// A pass and what follows it: the search index nudged, the watches and
-    /// the progress journal kept in step with a changed lineup, the rescan
-    /// timer restarted. True when another pass is due at once.
+    /// A pass and what follows it: the features told (the search index
+    /// nudged), the watches and the progress journal kept in step with a
+    /// changed lineup, the rescan timer restarted. True when another pass is
+    /// due at once.
     fn delivery_pass(
         &mut self,
         first: bool,
@@ -485,18 +499,9 @@ impl Daemon {
         polling: bool,
     ) -> bool {
         let before = self.deliverer.generation();
-        let (again, moved) = self.pass();
-        // Only a pass that moved files gives the index anything new: an
-        // idle swarm's rescans must not refresh it (with 2 000 roles a
-        // refresh stats ~10 000 folders). What else changes the files (an
-        // archive, the bridge's mirror, a hold) is caught by the indexer's
-        // own minute and by every query, which refreshes first. The first
-        // pass also refreshes it, so a daemon starts with a fresh index.
-        if let Some(i) = self.indexer.as_ref().filter(|_| moved || first) {
-            i.nudge();
-        }
+        let again = self.pass(first);
         if again {
-            // The forum queued a file: look everywhere.
+            // A feature queued a file: look everywhere.
             self.deliverer.rescan_due();
         }
         if self.deliverer.generation() != before {
@@ -524,8 +529,8 @@ impl Daemon {
         }
     }
 
-    /// The re-wake sweep, the agents' check and the forum's poll, each when
-    /// due. True when a pass is due.
+    /// The re-wake sweep, the agents' check and the features' poll, each
+    /// when due. True when a pass is due.
     fn run_timers(&mut self, now: Instant, t: &mut Timers) -> bool {
         let mut due = false;
         if now >= t.sweep {
@@ -539,12 +544,12 @@ impl Daemon {
             self.check_agents();
             t.agents = Instant::now() + self.deliverer.config.daemon.pane_check.0;
         }
-        if now >= t.forum {
-            if self.deliverer.forum_duty(|f, d| f.poll(d)) {
+        if now >= t.features {
+            if self.deliverer.feature_duty(|f, d| f.poll(d)) {
                 self.deliverer.rescan_due();
                 due = true;
             }
-            t.forum = Instant::now() + FORUM_POLL;
+            t.features = Instant::now() + FEATURE_POLL;
         }
         due
     }
@@ -600,13 +605,13 @@ impl Daemon {
     fn is_config_event(&self, p: &Path) -> bool {
         p == self.project.roles_tsv()
             || p == self.project.config_file()
-            || p == crate::lineup::state::file(&self.project)
+            || p == crate::protocol::lineup::state::file(&self.project)
     }
 
     /// The agents' sessions and panes, every `daemon.pane_check`
-    /// (watchdog::check_agents), and the turn ends tmux-mode agents left
-    /// (launch::agents::turn_end). tmux calls may take seconds on a hung
-    /// server: off the loop, one check at a time.
+    /// (watchdog::check_agents), after the features' work off the loop
+    /// (`Feature::off_loop`: the turn ends tmux-mode agents left). tmux calls
+    /// may take seconds on a hung server: off the loop, one check at a time.
     fn check_agents(&mut self) {
         if self.agents_check.swap(true, Ordering::AcqRel) {
             return;
@@ -616,9 +621,13 @@ impl Daemon {
             (self.project.clone(), d.roles.clone(), self.journal.clone());
         let (busy, cfg) = (self.agents_check.clone(), d.config.clone());
         let looks = self.pane_looks.clone();
+        let work = d.off_loop();
         std::thread::spawn(move || {
-            // Turn ends the confined agents' hooks left (agents/turn_end.rs).
-            crate::launch::agents::turn_end::relay(&project, &roles, &journal);
+            // The features' slow work (the turn ends the confined agents'
+            // hooks left), before the watchdog's look.
+            if let Some(work) = work {
+                work(&project, &roles, &journal);
+            }
             if let Ok(mut looks) = looks.lock() {
                 watchdog::check_agents(&project, &roles, &cfg, &journal, &mut looks);
             }
@@ -630,12 +639,12 @@ impl Daemon {
     /// its oldest waiting item older than `ack_within` is woken again, with
     /// backoff (doubling up to `rewake_cap`). Recovery is by file state only.
     ///
-    /// Also the forum's and the watchdog's timed duties. Returns true when a
-    /// new file waits for delivery.
+    /// Also the features' and the watchdog's timed duties. Returns true when
+    /// a new file waits for delivery.
     fn sweep(&mut self) -> bool {
         self.keep_pid_file();
         let cfg = self.deliverer.config.clone();
-        let queued = self.deliverer.forum_duty(|f, d| f.sweep(d));
+        let queued = self.deliverer.feature_duty(|f, d| f.sweep(d));
         let d = &self.deliverer;
         watchdog::check_expectations(&self.project, &d.roles, &cfg, &self.journal);
         self.wakeup_queue_sweep(&cfg);

@@ -51,7 +51,7 @@ use crate::daemon::journal::{Event, Journal, Kind, Stamps};
 use crate::fsx;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::trail::{self, Loaded};
-use crate::views::events::EventReader;
+use crate::sys::log_reader::EventReader;
 
 /// How often the mark moves on while work moves.
 const MARK_EVERY: Duration = Duration::from_secs(5);

@@ -2,7 +2,7 @@
 //! next digest, closing idle sessions, and watching discussion turns
 //! (`turn_within`, `skip_after`). Everything starts from the files (the
 //! delivered originals and the turn logs), so a restart changes nothing.
-//! The daemon reaches all of it through `daemon::hook::ForumHook` only.
+//! The daemon reaches all of it through `daemon::feature::Feature` only.
 
 pub mod discussion;
 pub mod history;
@@ -15,7 +15,7 @@ use crate::protocol::header::names;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use crate::daemon::hook::{Admission, Duties, ForumHook};
+use crate::daemon::feature::{Admission, Duties, Feature, Pass};
 use crate::daemon::journal::{Event, Kind};
 use crate::daemon::wake;
 use crate::forum::moderator::Moderator;
@@ -184,7 +184,7 @@ impl State {
     }
 }
 
-impl ForumHook for Forum {
+impl Feature for Forum {
     fn start(&mut self, duties: &Duties) {
         // Confined agents' requests a killed daemon took but did not answer.
         requests::resume(duties.project, duties.roles);
@@ -217,7 +217,7 @@ impl ForumHook for Forum {
         }
     }
 
-    fn after_pass(&mut self, duties: &Duties) -> bool {
+    fn after_pass(&mut self, duties: &Duties, _: Pass) -> bool {
         self.state.as_mut().is_some_and(|s| s.tick(duties))
     }
 

@@ -125,7 +125,7 @@ pub(super) struct Running<'a> {
 fn lineup_stamp(
     project: &crate::protocol::layout::Project,
 ) -> Option<(u64, std::time::SystemTime)> {
-    let m = std::fs::metadata(crate::lineup::state::file(project)).ok()?;
+    let m = std::fs::metadata(crate::protocol::lineup::state::file(project)).ok()?;
     Some((m.len(), m.modified().ok()?))
 }
 
@@ -366,7 +366,7 @@ impl<'a> Running<'a> {
         }
         self.lineup = now;
         // A lineup that does not read keeps the agents as they are.
-        let read = crate::lineup::state::load(project)
+        let read = crate::protocol::lineup::state::load(project)
             .and_then(|s| Ok((s, Plan::load(&project.root)?.with_headless_presets())));
         let (seats, plan) = match read {
             Ok(x) => x,
@@ -412,7 +412,7 @@ impl<'a> Running<'a> {
         if unready {
             self.lineup = None;
         } else {
-            crate::lineup::state::acknowledge_supervised(project, seats.generation);
+            crate::protocol::lineup::state::acknowledge_supervised(project, seats.generation);
         }
         Ok(())
     }

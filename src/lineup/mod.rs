@@ -14,17 +14,3 @@ pub mod seat;
 
 // The lineup's files, read by every reader of swarm.yaml (protocol::config).
 pub use crate::protocol::lineup::{definitions, state, LineupConfig, Seats};
-
-/// Why a draft's recipients are refused by the lineup: one line per role
-/// being removed or removed (the sender's own check; the daemon refuses the
-/// same at delivery).
-pub fn send_refusals(seats: &Seats, d: &crate::protocol::draft::Draft) -> Vec<String> {
-    use crate::protocol::grammar::role_list;
-    use crate::protocol::header::names;
-    role_list(d.get(names::TO))
-        .into_iter()
-        .chain(role_list(d.get(names::CC)))
-        .filter_map(|r| seats.refusal(r))
-        .map(|why| format!("{why}; `swarm role list` shows the lineup."))
-        .collect()
-}

@@ -31,6 +31,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::daemon::feature::{Duties, Feature};
 use crate::daemon::journal::{Event, Journal, Kind};
 use crate::fsx;
 use crate::protocol::clock;
@@ -44,8 +45,32 @@ use crate::protocol::store;
 /// Longest outcome line put in the answer.
 const MAX_OUTCOME: usize = 300;
 
+/// Seat requests as a feature of handoffd (`daemon::feature`), registered
+/// by `cli::handoffd`: each hook keeps one step of the invariant above.
+pub struct SeatRequests;
+
+impl Feature for SeatRequests {
+    /// Requests a killed daemon delivered but did not answer.
+    fn resume(&mut self, duties: &Duties) {
+        resume(duties.project, duties.journal);
+    }
+
+    fn refuse(&mut self, duties: &Duties, msg: &Message) -> Option<String> {
+        refusal(duties.config, msg)
+    }
+
+    /// A seat request is recorded before it counts as sent.
+    fn before_sent(&mut self, duties: &Duties, msg: &Message) -> Result<(), String> {
+        queue(duties.project, msg).map_err(|e| format!("{}: {e}", dir(duties.project).display()))
+    }
+
+    fn after_delivered(&mut self, duties: &Duties, msg: &Message) {
+        act(duties.project, duties.journal, msg);
+    }
+}
+
 /// Why the daemon refuses `msg` (None: not a seat request, or allowed).
-pub fn refusal(config: &Config, msg: &Message) -> Option<String> {
+fn refusal(config: &Config, msg: &Message) -> Option<String> {
     if msg.kind() != Some(MessageType::SeatRequest) {
         return None;
     }
@@ -123,7 +148,7 @@ impl Ask {
 }
 
 /// The folder of requests being carried out.
-pub fn dir(project: &Project) -> PathBuf {
+fn dir(project: &Project) -> PathBuf {
     project.daemon_dir().join("seats")
 }
 
@@ -133,7 +158,7 @@ fn file(project: &Project, id: &str, ext: &str) -> PathBuf {
 
 /// Records a seat request whose copies are durable, before its original
 /// moves to `sent/` (see the invariant above). Other messages: nothing.
-pub fn queue(project: &Project, msg: &Message) -> std::io::Result<()> {
+fn queue(project: &Project, msg: &Message) -> std::io::Result<()> {
     let Some(id) = request_id(msg) else {
         return Ok(());
     };
@@ -155,14 +180,14 @@ fn request_id(msg: &Message) -> Option<&str> {
 
 /// Carries out a delivered seat request (none other is acted on), on a
 /// thread of its own.
-pub fn act(project: &Project, journal: &Journal, msg: &Message) {
+fn act(project: &Project, journal: &Journal, msg: &Message) {
     if let Some(id) = request_id(msg) {
         spawn(project, journal, id.to_string());
     }
 }
 
 /// Takes up every request a killed daemon left (called at its start).
-pub fn resume(project: &Project, journal: &Journal) {
+fn resume(project: &Project, journal: &Journal) {
     let Ok(entries) = std::fs::read_dir(dir(project)) else {
         return;
     };

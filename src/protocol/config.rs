@@ -70,7 +70,7 @@ pub struct Config {
     pub seats: Seats,
     /// How much of what agents write the search index takes in
     /// (docs/search.md, "Bounds").
-    pub search: crate::search::bounds::Bounds,
+    pub search: crate::protocol::search_bounds::Bounds,
 }
 
 /// What file reservations do at commit time.

@@ -29,6 +29,7 @@ pub mod rejected_tasks;
 pub mod roles;
 pub mod root;
 pub mod rules;
+pub mod search_bounds;
 pub mod sequence;
 pub mod start_failure;
 pub mod store;

@@ -6,7 +6,10 @@
 //! `swarm audit` all read through here, so each file is opened at most once per
 //! command and nothing is ever written.
 
+mod violation;
 pub mod watch;
+
+pub use violation::Violation;
 
 use crate::protocol::header::names;
 use std::collections::HashSet;
@@ -22,6 +25,7 @@ use crate::protocol::config::Config;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::lineup;
 use crate::protocol::roles::Roles;
 use crate::protocol::store;
 pub use crate::protocol::store::{load_message, Loaded};
@@ -255,8 +259,7 @@ impl Trail {
     pub fn load(project: &Project, scope: &Scope) -> Result<Trail> {
         let config = Config::load(&project.config_file())?;
         // Removed roles' worktrees still hold their history (docs/lineups.md).
-        let roles =
-            crate::lineup::state::with_retired(Roles::load(&project.roles_tsv())?, &config.seats);
+        let roles = lineup::state::with_retired(Roles::load(&project.roles_tsv())?, &config.seats);
         // A role on another host is read from the mirror of its worktree
         // there (its host's bridge publishes every file), plus the copies
         // that wait in its local proxy for the bridge.

@@ -28,28 +28,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// swarm.yaml `search:`.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(default, deny_unknown_fields)]
-pub struct Bounds {
-    pub max_message_bytes: u64,
-    pub max_pass_bytes: u64,
-    pub max_pass_total_bytes: u64,
-    pub max_role_bytes: u64,
-    pub max_index_bytes: u64,
-}
-
-impl Default for Bounds {
-    fn default() -> Self {
-        Bounds {
-            max_message_bytes: 32 * 1024,
-            max_pass_bytes: 1024 * 1024,
-            max_pass_total_bytes: 4 * 1024 * 1024,
-            max_role_bytes: 32 * 1024 * 1024,
-            max_index_bytes: 256 * 1024 * 1024,
-        }
-    }
-}
+// The bounds are swarm.yaml's (`search:`), so they are typed where the
+// config is read.
+pub use crate::protocol::search_bounds::Bounds;
 
 /// What a segment of `postings` postings, `terms` terms and `docs` docs
 /// takes on disk at most (segment.rs: 8 bytes a posting, 24 a term and 16

@@ -26,10 +26,10 @@ use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::{Role, Roles};
 use crate::protocol::trail::{self, Loaded, Original, Place, Scope, Stamp, Trail};
 use crate::protocol::types;
+use crate::sys::log_reader::EventReader;
 use crate::sys::watch::Wake;
 use crate::telemetry::activity::Activity;
 use crate::views::attention;
-use crate::views::events::EventReader;
 use crate::views::liveness::{self, Runner};
 
 use crate::daemon::journal::{Kind, Stamps};
@@ -310,7 +310,8 @@ impl Model {
     /// samples are the `completed` lines' stamps.
     fn seed_history(&mut self, end: u64) {
         let path = self.project.events_file();
-        let from = crate::views::events::line_at_or_after(&path, end.saturating_sub(HISTORY_BYTES));
+        let from =
+            crate::sys::log_reader::line_at_or_after(&path, end.saturating_sub(HISTORY_BYTES));
         let mut waits: HashMap<(String, String), (Option<i64>, Option<i64>)> = HashMap::new();
         let mut first: Option<i64> = None;
         let mut done: Vec<(String, Stamps)> = Vec::new();

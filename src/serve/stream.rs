@@ -22,8 +22,8 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
+use crate::sys::log_reader::EventReader;
 use crate::sys::watch::DirWatch;
-use crate::views::events::EventReader;
 
 use super::model::Delta;
 use super::App;

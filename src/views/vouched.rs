@@ -32,8 +32,8 @@ use crate::protocol::clock;
 use crate::protocol::grammar;
 use crate::protocol::layout::Project;
 use crate::protocol::trail::{Copy, Original, Place, Trail};
+use crate::sys::log_reader::EventReader;
 use crate::text::escape;
-use crate::views::events::EventReader;
 
 /// How a file stands against the journal.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -307,7 +307,7 @@ fn validate(s: &Sender, d: &Draft, shown: &str) -> Result<Valid> {
         allowed: &allowed,
     };
     let mut errors = d.errors.clone();
-    errors.extend(crate::lineup::send_refusals(seats, d));
+    errors.extend(crate::protocol::lineup::send_refusals(seats, d));
     let mut canonical = None;
     let repo = s.at.worktree.root.clone();
     errors.extend(rules::validate_with(d, &policy, &mut |c| {

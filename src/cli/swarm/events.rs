@@ -4,8 +4,8 @@ use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 
 use crate::error::{exit, Error};
+use crate::sys::log_reader::{printable, EventReader};
 use crate::sys::watch::DirWatch;
-use crate::views::events::{printable, EventReader};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\

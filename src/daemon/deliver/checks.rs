@@ -309,7 +309,7 @@ impl Deliverer {
         let msg = self.read(c)?;
         if let Some(reason) = self
             .lineup_refusal(&msg)
-            .or_else(|| crate::lineup::seat::refusal(&self.config, &msg))
+            .or_else(|| self.feature_duty(|f, d| f.refuse(d, &msg)))
         {
             return Err(Outcome::Failed(reason));
         }

@@ -151,10 +151,9 @@ impl Deliverer {
                 self.settle(&s.c, Outcome::Deferred(reason), report);
                 continue;
             }
-            // A seat request is recorded before it counts as sent
-            // (lineup::seat keeps it carried out exactly once).
-            if let Err(e) = crate::lineup::seat::queue(&self.project, &s.msg) {
-                let reason = format!("{}: {e}", crate::lineup::seat::dir(&self.project).display());
+            // What a feature records of a message (a seat request) is
+            // durable before the message counts as sent.
+            if let Err(reason) = self.feature_duty(|f, d| f.before_sent(d, &s.msg)) {
                 self.settle(&s.c, Outcome::Deferred(reason), report);
                 continue;
             }
@@ -195,13 +194,13 @@ impl Deliverer {
         }
         for (s, sent_path) in moved {
             self.relay.sent(&s.c, &s.msg);
-            self.forum_duty(|f, d| f.delivered(d, &s.msg, &sent_path));
+            self.feature_duty(|f, d| f.delivered(d, &s.msg, &sent_path));
             // forum.log first: once `delivered` is logged, everything is written.
             self.journal
                 .forum(&crate::protocol::line::forum_line(&s.msg));
             self.journal
                 .record(&Event::new(Kind::Delivered).moved(&s.msg).path(&s.c.path));
-            crate::lineup::seat::act(&self.project, &self.journal, &s.msg);
+            self.feature_duty(|f, d| f.after_delivered(d, &s.msg));
             self.derived.note(&self.roles, &s.msg);
             self.settle(&s.c, Outcome::Delivered, report);
         }

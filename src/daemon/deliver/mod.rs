@@ -45,8 +45,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::daemon::feature::{Admission, Duties, Feature, Features};
 use crate::daemon::gate;
-use crate::daemon::hook::{Admission, Duties, ForumHook, NoForum};
 use crate::daemon::journal::{Event, Journal, Kind};
 use crate::daemon::wake::{self, Waker};
 use crate::fsx;
@@ -113,8 +113,9 @@ pub struct Deliverer {
     pub journal: Journal,
     pub waker: Waker,
     pub stop: Arc<AtomicBool>,
-    /// The forum's duties (discussion turns, digests); see `daemon::hook`.
-    pub forum: Box<dyn ForumHook>,
+    /// The registered features (the forum, seat requests, ...); see
+    /// `daemon::feature`.
+    features: Features,
     /// Every role named in roles.tsv since this process started. A sender or
     /// recipient that was a role and is gone now (roles.tsv edited, or being
     /// rewritten) is a transient fault: the file waits, it is not refused.
@@ -153,7 +154,7 @@ impl Deliverer {
             journal,
             waker,
             stop: Arc::new(AtomicBool::new(false)),
-            forum: Box::new(NoForum),
+            features: Features::default(),
             started: false,
             schedule: sources::Schedule::new(),
             locks: locks::Locks::new(),
@@ -310,13 +311,13 @@ impl Deliverer {
                         continue;
                     }
                 };
-                // A discussion or session message goes alone: the forum's
+                // A discussion or session message goes alone: the features'
                 // admission and bookkeeping see every earlier file delivered.
                 let alone = forum_bound(&msg);
                 if alone {
                     self.commit(std::mem::take(&mut group), &mut report);
                 }
-                match self.forum_duty(|f, d| f.admit(d, &msg)) {
+                match self.feature_duty(|f, d| f.admit(d, &msg)) {
                     Admission::Admit => {}
                     Admission::Refuse(r) => {
                         self.settle(&c, Outcome::Failed(r), &mut report);
@@ -397,16 +398,18 @@ impl Deliverer {
         }
     }
 
-    /// The forum's duties, with the project's state around them.
-    pub fn with_forum(mut self, forum: Box<dyn ForumHook>) -> Self {
-        self.forum = forum;
+    /// The features the daemon's binary registered, called at the fixed
+    /// points of `daemon::feature`.
+    pub fn with_features(mut self, features: Features) -> Self {
+        self.features = features;
         self
     }
 
-    /// Runs `f` on the forum with the state it may use. (The forum is taken
-    /// out for the call, so it can be borrowed mutably beside that state.)
-    pub fn forum_duty<T>(&mut self, f: impl FnOnce(&mut dyn ForumHook, &Duties) -> T) -> T {
-        let mut forum = std::mem::replace(&mut self.forum, Box::new(NoForum));
+    /// Runs `f` on the features with the state they may use. (They are
+    /// taken out for the call, so they can be borrowed mutably beside that
+    /// state.)
+    pub fn feature_duty<T>(&mut self, f: impl FnOnce(&mut Features, &Duties) -> T) -> T {
+        let mut features = std::mem::take(&mut self.features);
         let duties = Duties {
             project: &self.project,
             roles: &self.roles,
@@ -414,9 +417,14 @@ impl Deliverer {
             journal: &self.journal,
             waker: &self.waker,
         };
-        let out = f(forum.as_mut(), &duties);
-        self.forum = forum;
+        let out = f(&mut features, &duties);
+        self.features = features;
         out
+    }
+
+    /// The features' work off the loop (`Feature::off_loop`).
+    pub fn off_loop(&self) -> Option<crate::daemon::feature::OffLoop> {
+        self.features.off_loop()
     }
 
     /// Re-reads roles.tsv and swarm.yaml.

@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use super::hook_input::parse_input;
 use super::Cli;
+use crate::daemon::feature::{Feature, OffLoop};
 use crate::daemon::journal::{self, Journal};
 use crate::fsx;
 use crate::protocol::layout::Project;
@@ -127,8 +128,18 @@ fn cli_of(role: &Role) -> Option<Cli> {
     Cli::parse(role.agent.rsplit('/').next()?)
 }
 
+/// The relay as a feature of handoffd (`daemon::feature`), registered by
+/// `cli::handoffd`: it runs off the daemon's loop, with the agents' check.
+pub struct TurnEnds;
+
+impl Feature for TurnEnds {
+    fn off_loop(&self) -> Option<OffLoop> {
+        Some(Box::new(relay))
+    }
+}
+
 /// Relays every role's new turn ends (the daemon, outside the sandbox).
-pub fn relay(project: &Project, roles: &Roles, journal: &Journal) {
+fn relay(project: &Project, roles: &Roles, journal: &Journal) {
     for role in roles
         .roles
         .iter()

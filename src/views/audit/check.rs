@@ -11,35 +11,13 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use serde_json::{json, Value};
-
 use super::lag::{Judged, Lag};
 use crate::protocol::trail::{Copy, Place, Stamp, Trail};
 use crate::text::escape;
 
-/// One broken rule. `kind` is a stable token; `subject` is a path or an id.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Violation {
-    pub kind: &'static str,
-    pub subject: String,
-    pub detail: String,
-}
-
-impl Violation {
-    /// `VIOLATION <kind> <subject>: <detail>`, escaped to one line.
-    pub fn line(&self) -> String {
-        format!(
-            "VIOLATION {} {}: {}\n",
-            self.kind,
-            escape(&self.subject),
-            escape(&self.detail)
-        )
-    }
-
-    pub fn json(&self) -> Value {
-        json!({"kind": self.kind, "subject": self.subject, "detail": self.detail})
-    }
-}
+// The audit's finding, typed beside the trail it judges, so the bridge's
+// own audit (`bridge::control_view`) can return it too.
+pub use crate::protocol::trail::Violation;
 
 fn shown(p: &Path) -> String {
     p.display().to_string()

@@ -17,7 +17,7 @@ use crate::daemon::progress::{self, Mark};
 use crate::protocol::clock;
 use crate::protocol::layout::Project;
 use crate::protocol::trail::{Place, Trail};
-use crate::views::events::EventReader;
+use crate::sys::log_reader::EventReader;
 
 /// A stamp this close to the mark may belong to a copy still on its way
 /// (its stamp is written a moment before its move).

@@ -1,7 +1,8 @@
-//! Reading the daemon's `events.jsonl` from a byte offset, so a consumer can
-//! stop and resume exactly where it was, across rotations.
+//! Reading a rotated log (the daemon's `events.jsonl`) from a byte offset,
+//! so a consumer can stop and resume exactly where it was, across
+//! rotations.
 //!
-//! An offset is a log offset (protocol::logfile): a byte position counted
+//! An offset is a log offset (sys::logfile): a byte position counted
 //! from the first line the log ever had, through every rotated part and the
 //! live file, at the start of a line. Only complete lines (ending in `\n`)
 //! are handed out; a line still being written waits for its newline. Each
