@@ -1,8 +1,6 @@
 //! `reserve`, `release` and `reservations`: the files a role announces it
 //! changes (reservations/), asked of handoffd as `swarm reserve` is.
 
-use std::borrow::Cow;
-
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -33,9 +31,8 @@ pub(super) struct Reserve {
 
 impl Tool for Reserve {
     const NAME: &'static str = "reserve";
-    fn description() -> Cow<'static, str> {
-        "Announce files you are about to change; refused if another role holds them.".into()
-    }
+    const DESCRIPTION: &'static str =
+        "Announce files you are about to change; refused if another role holds them.";
     fn run(self, agent: &Agent) -> Outcome {
         reserve_tool(agent, &self)
     }
@@ -70,9 +67,7 @@ pub(super) struct Release {
 
 impl Tool for Release {
     const NAME: &'static str = "release";
-    fn description() -> Cow<'static, str> {
-        "Give back your reservations (all, or the globs named).".into()
-    }
+    const DESCRIPTION: &'static str = "Give back your reservations (all, or the globs named).";
     fn run(self, agent: &Agent) -> Outcome {
         let (at, globs) = agent_globs(agent, &self.globs.unwrap_or_default().0)?;
         let gone = crate::forum::requests::release(&at.project, &agent.role, &globs)?;
@@ -85,9 +80,7 @@ pub(super) struct Reservations {}
 
 impl Tool for Reservations {
     const NAME: &'static str = "reservations";
-    fn description() -> Cow<'static, str> {
-        "Who holds which files now.".into()
-    }
+    const DESCRIPTION: &'static str = "Who holds which files now.";
     fn run(self, agent: &Agent) -> Outcome {
         let at = crate::protocol::root::locate(&agent.cwd)?;
         let rs = crate::reservations::active(&at.project)?;

@@ -1,8 +1,6 @@
 //! `read`, `status` and `search`: the views `swarm transcript`, `swarm
 //! status` and `swarm search` give, bounded for a model's context.
 
-use std::borrow::Cow;
-
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -39,9 +37,8 @@ pub(super) struct Read {
 
 impl Tool for Read {
     const NAME: &'static str = "read";
-    fn description() -> Cow<'static, str> {
-        "Read the transcript, newest last: one thread, or filtered by role or type.".into()
-    }
+    const DESCRIPTION: &'static str =
+        "Read the transcript, newest last: one thread, or filtered by role or type.";
     fn run(self, agent: &Agent) -> Outcome {
         read(agent, &self)
     }
@@ -116,9 +113,7 @@ pub(super) struct Status {}
 
 impl Tool for Status {
     const NAME: &'static str = "status";
-    fn description() -> Cow<'static, str> {
-        "The swarm's queues per role and what waits for a person.".into()
-    }
+    const DESCRIPTION: &'static str = "The swarm's queues per role and what waits for a person.";
     fn run(self, agent: &Agent) -> Outcome {
         let at = crate::protocol::root::locate(&agent.cwd)?;
         let s = status::collect(&at.project)?;
@@ -146,9 +141,8 @@ pub(super) struct Search {
 
 impl Tool for Search {
     const NAME: &'static str = "search";
-    fn description() -> Cow<'static, str> {
-        "Full-text search over every message (archived too), best match first.".into()
-    }
+    const DESCRIPTION: &'static str =
+        "Full-text search over every message (archived too), best match first.";
     fn run(self, agent: &Agent) -> Outcome {
         search_tool(agent, self)
     }

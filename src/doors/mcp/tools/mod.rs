@@ -3,6 +3,10 @@
 //! `ready-next`, `done-current`, `swarm answer`, `swarm transcript` and
 //! `swarm status`, so the files, the locks, the validation and the error
 //! texts are the CLI's. Nothing is kept between calls.
+//!
+//! Each tool is one argument type with its name and description beside it
+//! ([`Tool`]), in the file of its kind (`queue`, `talk`, `look`, `files`);
+//! [`TOOLS`] lists them once, for `tools/list` and for the calls.
 
 mod files;
 mod look;
@@ -94,7 +98,11 @@ trait Tool: JsonSchema + DeserializeOwned {
     const NAME: &'static str;
     /// Kept short on purpose: every agent pays for it in context on every
     /// turn (docs/mcp.md).
-    fn description() -> Cow<'static, str>;
+    const DESCRIPTION: &'static str;
+    /// [`Self::DESCRIPTION`] with what it names filled in.
+    fn description() -> Cow<'static, str> {
+        Self::DESCRIPTION.into()
+    }
     fn run(self, agent: &Agent) -> Outcome;
 }
 

@@ -1,6 +1,5 @@
 //! `next` and `done`: the queue steps of `ready-next` and `done-current`.
 
-use std::borrow::Cow;
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -39,9 +38,7 @@ pub(super) struct Next {
 
 impl Tool for Next {
     const NAME: &'static str = "next";
-    fn description() -> Cow<'static, str> {
-        "Take your next work item (or get back the one in process). Waits up to wait_seconds for one to arrive, then status no_task.".into()
-    }
+    const DESCRIPTION: &'static str = "Take your next work item (or get back the one in process). Waits up to wait_seconds for one to arrive, then status no_task.";
     fn run(self, agent: &Agent) -> Outcome {
         let wait = self.wait_seconds.map_or(DEFAULT_WAIT_SECS, |c| c.0);
         let at = place::resolve_as(&agent.cwd, &agent.role)?;
@@ -62,9 +59,7 @@ pub(super) struct Done {
 
 impl Tool for Done {
     const NAME: &'static str = "done";
-    fn description() -> Cow<'static, str> {
-        "Finish the item in process (failed: reason, if it could not be done), then take the next one without waiting. Not while it waits for an ask's answer.".into()
-    }
+    const DESCRIPTION: &'static str = "Finish the item in process (failed: reason, if it could not be done), then take the next one without waiting. Not while it waits for an ask's answer.";
     fn run(self, agent: &Agent) -> Outcome {
         done(agent, self.failed.as_ref().map(|l| l.0.as_str()))
     }

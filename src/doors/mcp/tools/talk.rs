@@ -79,9 +79,10 @@ pub(super) struct SendArgs {
 
 impl Tool for SendArgs {
     const NAME: &'static str = "send";
+    const DESCRIPTION: &'static str = "Send a message, validated like a swarm-handoff draft; other draft headers are extra string arguments. type: {types}. Headers by type: git_handoff task, commit; note message (<=80 chars); post subject; clarify question; answer choices; close reason; react reaction. Any type: in_reply_to, thread, cc, wake, discussion.";
     fn description() -> Cow<'static, str> {
         let types = types::sendable_types().join(", ");
-        format!("Send a message, validated like a swarm-handoff draft; other draft headers are extra string arguments. type: {types}. Headers by type: git_handoff task, commit; note message (<=80 chars); post subject; clarify question; answer choices; close reason; react reaction. Any type: in_reply_to, thread, cc, wake, discussion.").into()
+        Self::DESCRIPTION.replace("{types}", &types).into()
     }
     fn run(self, agent: &Agent) -> Outcome {
         send_tool(agent, &self)
@@ -144,9 +145,7 @@ pub(super) struct Reply {
 
 impl Tool for Reply {
     const NAME: &'static str = "reply";
-    fn description() -> Cow<'static, str> {
-        "Reply to the item in process (a post to its sender unless to is given; in_reply_to and thread are set).".into()
-    }
+    const DESCRIPTION: &'static str = "Reply to the item in process (a post to its sender unless to is given; in_reply_to and thread are set).";
     fn run(self, agent: &Agent) -> Outcome {
         reply(agent, &self.body.0, self.to.map(|t| t.0))
     }
@@ -194,9 +193,7 @@ pub(super) struct Ask {
 
 impl Tool for Ask {
     const NAME: &'static str = "ask";
-    fn description() -> Cow<'static, str> {
-        "Ask a person or role a blocking question (clarify) about the item in process. Do not call done: the item stays in process (parked). End your turn; when woken, next returns that item with the answer.".into()
-    }
+    const DESCRIPTION: &'static str = "Ask a person or role a blocking question (clarify) about the item in process. Do not call done: the item stays in process (parked). End your turn; when woken, next returns that item with the answer.";
     fn run(self, agent: &Agent) -> Outcome {
         let mut headers = vec![
             ("type", types::CLARIFY.name),
@@ -226,9 +223,7 @@ pub(super) struct Answer {
 
 impl Tool for Answer {
     const NAME: &'static str = "answer";
-    fn description() -> Cow<'static, str> {
-        "Answer a clarify sent to you.".into()
-    }
+    const DESCRIPTION: &'static str = "Answer a clarify sent to you.";
     fn run(self, agent: &Agent) -> Outcome {
         let choices = self.choices.unwrap_or_default().0;
         answer(
@@ -286,9 +281,8 @@ pub(super) struct React {
 
 impl Tool for React {
     const NAME: &'static str = "react";
-    fn description() -> Cow<'static, str> {
-        "React to a message; its sender sees it on their next take, without being woken.".into()
-    }
+    const DESCRIPTION: &'static str =
+        "React to a message; its sender sees it on their next take, without being woken.";
     fn run(self, agent: &Agent) -> Outcome {
         react(agent, &self.id.0, &self.reaction.0)
     }
