@@ -207,6 +207,9 @@ fn arguments_are_checked_before_any_file_is_read() {
             json!({"globs": [1]}),
             "reserve: 'globs' must be a list of one-line strings.",
         ),
+        // The schema always said so; the reader let it through to the
+        // reservation's own "name 1 to 64 globs".
+        ("reserve", json!({}), "reserve: 'globs' is required."),
     ];
     for (tool, args, want) in cases {
         let got = call(&agent, tool, args.as_object()).unwrap_err();
