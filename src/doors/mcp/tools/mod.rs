@@ -110,7 +110,7 @@ trait Tool: JsonSchema + DeserializeOwned {
 /// call.
 pub struct Entry {
     pub name: &'static str,
-    pub definition: fn() -> rmcp::model::Tool,
+    definition: fn() -> rmcp::model::Tool,
     call: fn(&Agent, &Map<String, Value>) -> Outcome,
 }
 

@@ -32,7 +32,17 @@ fn malformed_arguments_are_refused_with_the_tools_texts() {
         cwd: dir.path().to_path_buf(),
     };
     let long = "x".repeat(MAX_ARG_BYTES + 1);
+    let mut crowd = json!({"type": "note", "to": "r"});
+    for i in 0..63 {
+        crowd[format!("h{i}")] = json!("v");
+    }
     let cases = [
+        ("send", crowd, "send: at most 64 arguments."),
+        (
+            "send",
+            json!({"type": "note", "to": "r", "from: qa": "y"}),
+            "send: 'from: qa' is not a header name.",
+        ),
         (
             "next",
             json!({"wait_seconds": 51}),
@@ -206,6 +216,13 @@ fn arguments_are_checked_before_any_file_is_read() {
             "reserve",
             json!({"globs": [1]}),
             "reserve: 'globs' must be a list of one-line strings.",
+        ),
+        // A header name with a line break is echoed escaped (it was echoed
+        // raw).
+        (
+            "send",
+            json!({"type": "note", "to": "r", "from: qa\nx": "y"}),
+            "send: 'from: qa\\nx' must be one line; got a line break.",
         ),
         // The schema always said so; the reader let it through to the
         // reservation's own "name 1 to 64 globs".
