@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::glob::Pattern;
 use crate::error::{Error, Result, Token};
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
@@ -88,14 +89,20 @@ pub struct Blocked {
 pub fn check(project: &Project, worktree: &Path, me: Option<&str>) -> Result<Vec<Blocked>> {
     let files = staged(worktree)?;
     let held = super::active(project)?;
+    // Each glob compiled once, not once per staged file.
+    let others: Vec<(&super::Reservation, Vec<Pattern>)> = held
+        .iter()
+        .filter(|r| Some(r.role.as_str()) != me)
+        .map(|r| (r, r.globs.iter().map(|g| Pattern::new(g)).collect()))
+        .collect();
     let mut out = Vec::new();
     for f in &files {
-        for r in held.iter().filter(|r| Some(r.role.as_str()) != me) {
-            if let Some(g) = r.globs.iter().find(|g| super::glob::matches(g, f)) {
+        for (r, patterns) in &others {
+            if let Some(i) = patterns.iter().position(|p| p.matches(f)) {
                 out.push(Blocked {
                     path: f.clone(),
                     holder: r.role.clone(),
-                    glob: g.clone(),
+                    glob: r.globs[i].clone(),
                     expires_at: r.expires_at.clone(),
                     reason: r.reason.clone(),
                 });

@@ -5,6 +5,7 @@
 //! (`spawn_blocking`), so a waiting `next` never stalls the connection. The
 //! server holds no state: killing it loses nothing.
 
+pub mod args;
 pub mod tools;
 
 use std::sync::Arc;
@@ -27,12 +28,9 @@ struct Server {
     tools: Arc<Vec<Tool>>,
 }
 
-/// The tool definitions as the SDK's type.
+/// The tool definitions as `tools/list` sends them.
 pub fn tool_list() -> Vec<Tool> {
     tools::definitions()
-        .into_iter()
-        .filter_map(|d| serde_json::from_value(d).ok())
-        .collect()
 }
 
 impl ServerHandler for Server {
@@ -59,7 +57,7 @@ impl ServerHandler for Server {
         _context: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
-        if !tools::known(&name) {
+        if tools::find(&name).is_none() {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool '{}'", crate::text::escape(&name)),
                 None,
