@@ -165,79 +165,101 @@ pub(super) fn top(
 ) -> io::Result<(usize, Vec<Ranked>)> {
     let mut top = Top::new(want);
     if let ([h], false) = (words, filtered(q)) {
-        // One word: every posting matches; its blocks best bound first.
-        let mut total = 0;
-        let mut blocks: Vec<(f64, usize, u32)> = Vec::new();
-        let mut terms = Vec::with_capacity(segs.len());
-        for (si, s) in segs.iter().enumerate() {
-            let t = s.find(*h)?;
-            if let Some(t) = &t {
-                total += t.count as usize;
-                for (bi, b) in s.bounds(t)?.into_iter().enumerate() {
-                    blocks.push((0.0 + bm.bound(0, &b), si, bi as u32));
-                }
-            }
-            terms.push(t);
-        }
-        blocks.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
-        for (bound, si, bi) in blocks {
-            if !top.reachable(bound) {
-                break;
-            }
-            let Some(t) = &terms[si] else { continue };
-            for p in segs[si].block(t, bi)? {
-                top.offer(Ranked {
-                    score: bm.sum(std::iter::once((p.tf, p.len))),
-                    seg: si,
-                    doc: p.doc,
-                });
-            }
-        }
+        let total = top_of_one_word(segs, bm, *h, &mut top)?;
         return Ok((total, top.sorted()));
     }
     let mut total = 0;
-    'seg: for (si, s) in segs.iter().enumerate() {
-        let mut lists: Vec<Vec<Posting>> = Vec::with_capacity(words.len());
-        let mut bounds: Vec<Vec<f64>> = Vec::with_capacity(words.len());
-        for (w, h) in words.iter().enumerate() {
-            let Some(t) = s.find(*h)? else {
-                continue 'seg;
-            };
-            lists.push(s.postings_of(&t)?);
-            bounds.push(s.bounds(&t)?.into_iter().map(|b| bm.bound(w, &b)).collect());
+    for (si, s) in segs.iter().enumerate() {
+        total += top_in_segment(si, s, bm, q, words, &mut top)?;
+    }
+    Ok((total, top.sorted()))
+}
+
+/// One word without filters: every posting matches; its blocks are scored
+/// best bound first, until no block can reach the top. Returns how many
+/// docs match.
+fn top_of_one_word(segs: &[Segment], bm: &Bm25, h: u64, top: &mut Top) -> io::Result<usize> {
+    let mut total = 0;
+    let mut blocks: Vec<(f64, usize, u32)> = Vec::new();
+    let mut terms = Vec::with_capacity(segs.len());
+    for (si, s) in segs.iter().enumerate() {
+        let t = s.find(h)?;
+        if let Some(t) = &t {
+            total += t.count as usize;
+            for (bi, b) in s.bounds(t)?.into_iter().enumerate() {
+                blocks.push((0.0 + bm.bound(0, &b), si, bi as u32));
+            }
         }
-        let keep = narrowed(s, &lists, q)?;
-        total += keep.len();
-        // Each doc's posting in each list, walking the lists along.
-        let mut at = vec![0usize; lists.len()];
-        for d in keep {
-            for (w, l) in lists.iter().enumerate() {
-                while l.get(at[w]).is_some_and(|p| p.doc < d) {
-                    at[w] += 1;
-                }
-                if l.get(at[w]).is_none_or(|p| p.doc != d) {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        "search index damaged (postings out of order); run `swarm search --reindex`",
-                    ));
-                }
-            }
-            let bound = bounds
-                .iter()
-                .zip(&at)
-                .fold(0.0, |acc, (b, i)| acc + b[i / BLOCK]);
-            if !top.reachable(bound) {
-                continue;
-            }
-            let score = bm.sum(at.iter().zip(&lists).map(|(i, l)| (l[*i].tf, l[*i].len)));
+        terms.push(t);
+    }
+    blocks.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
+    for (bound, si, bi) in blocks {
+        if !top.reachable(bound) {
+            break;
+        }
+        let Some(t) = &terms[si] else { continue };
+        for p in segs[si].block(t, bi)? {
             top.offer(Ranked {
-                score,
+                score: bm.sum(std::iter::once((p.tf, p.len))),
                 seg: si,
-                doc: d,
+                doc: p.doc,
             });
         }
     }
-    Ok((total, top.sorted()))
+    Ok(total)
+}
+
+/// The docs of segment `si` that hold every word and pass the filters,
+/// each scored unless its bound cannot reach the top. Returns how many
+/// docs match.
+fn top_in_segment(
+    si: usize,
+    s: &Segment,
+    bm: &Bm25,
+    q: &Query,
+    words: &[u64],
+    top: &mut Top,
+) -> io::Result<usize> {
+    let mut lists: Vec<Vec<Posting>> = Vec::with_capacity(words.len());
+    let mut bounds: Vec<Vec<f64>> = Vec::with_capacity(words.len());
+    for (w, h) in words.iter().enumerate() {
+        let Some(t) = s.find(*h)? else {
+            return Ok(0);
+        };
+        lists.push(s.postings_of(&t)?);
+        bounds.push(s.bounds(&t)?.into_iter().map(|b| bm.bound(w, &b)).collect());
+    }
+    let keep = narrowed(s, &lists, q)?;
+    let total = keep.len();
+    // Each doc's posting in each list, walking the lists along.
+    let mut at = vec![0usize; lists.len()];
+    for d in keep {
+        for (w, l) in lists.iter().enumerate() {
+            while l.get(at[w]).is_some_and(|p| p.doc < d) {
+                at[w] += 1;
+            }
+            if l.get(at[w]).is_none_or(|p| p.doc != d) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "search index damaged (postings out of order); run `swarm search --reindex`",
+                ));
+            }
+        }
+        let bound = bounds
+            .iter()
+            .zip(&at)
+            .fold(0.0, |acc, (b, i)| acc + b[i / BLOCK]);
+        if !top.reachable(bound) {
+            continue;
+        }
+        let score = bm.sum(at.iter().zip(&lists).map(|(i, l)| (l[*i].tf, l[*i].len)));
+        top.offer(Ranked {
+            score,
+            seg: si,
+            doc: d,
+        });
+    }
+    Ok(total)
 }
 
 /// The docs of `s` that hold every list's word and pass `q`'s filters,
