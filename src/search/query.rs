@@ -354,4 +354,3 @@ mod tests {
         assert_eq!(snippet("nothing here", &["parser".to_string()]), "");
     }
 }
-

@@ -26,7 +26,12 @@ pub(super) struct Bm25 {
 
 impl Bm25 {
     /// For `words` over `segs`, which hold `n` docs of `total_words` words.
-    pub(super) fn new(segs: &[Segment], n: u64, total_words: u64, words: &[u64]) -> io::Result<Bm25> {
+    pub(super) fn new(
+        segs: &[Segment],
+        n: u64,
+        total_words: u64,
+        words: &[u64],
+    ) -> io::Result<Bm25> {
         let avgdl = if n == 0 {
             1.0
         } else {

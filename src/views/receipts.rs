@@ -164,8 +164,7 @@ fn doubted(r: &Receipts, p: &std::path::Path) -> bool {
 
 /// A context copy for a role the message names in `cc` (not a defect).
 fn cc_copy(x: &Receipt) -> bool {
-    x.copy
-        .is_some_and(|c| in_cc(c.cc.as_deref(), &x.role))
+    x.copy.is_some_and(|c| in_cc(c.cc.as_deref(), &x.role))
 }
 
 fn stamp_text(s: &Stamp, raw_missing: &str) -> String {

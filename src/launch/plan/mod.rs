@@ -401,9 +401,10 @@ fn yaml_role(project: &Project, config: &Config, r: &RoleConfig, explicit: bool)
     let mut p = planned(&project.root, &r.name, &r.worktree, r.mode, yaml_agent(r));
     let is_human = p.is_human();
     if is_human && p.in_root() {
-        let agent_in_root = config.roles.iter().any(|o| {
-            !matches!(yaml_agent(o), AgentSpec::Human) && is_shared_worktree(&o.worktree)
-        });
+        let agent_in_root = config
+            .roles
+            .iter()
+            .any(|o| !matches!(yaml_agent(o), AgentSpec::Human) && is_shared_worktree(&o.worktree));
         if !(explicit && agent_in_root) {
             p.worktree_name = people::planned_worktree_name(&r.name, is_human, &r.worktree);
             p.worktree_path = project.person_inbox(&r.name);

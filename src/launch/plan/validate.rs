@@ -197,7 +197,9 @@ impl Check<'_> {
     /// `args` only a preset (`model` an api agent too).
     fn keys(&self, i: usize, r: &RoleConfig) -> Result<()> {
         let agent = r.agent.trim();
-        let agent_at = self.at(i, |s| loc(&s.agent)).or(self.at(i, |s| loc(&s.name)));
+        let agent_at = self
+            .at(i, |s| loc(&s.agent))
+            .or(self.at(i, |s| loc(&s.name)));
         let is_api = agent == API_AGENT;
         let api_only = [
             ("base_url", r.base_url.is_some()),
@@ -261,7 +263,9 @@ impl Check<'_> {
     /// Role `i`'s worktree name is valid and, unless shared (`master`,
     /// `none`), no earlier role's.
     fn worktree(&self, i: usize, r: &RoleConfig, roles: &[RoleConfig]) -> Result<()> {
-        let wt_at = self.at(i, |s| loc(&s.worktree)).or(self.at(i, |s| loc(&s.name)));
+        let wt_at = self
+            .at(i, |s| loc(&s.worktree))
+            .or(self.at(i, |s| loc(&s.name)));
         if !valid_worktree_name(&r.worktree) {
             return self.error(
                 wt_at,

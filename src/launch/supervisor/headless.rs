@@ -91,8 +91,6 @@ impl Running<'_> {
         Ok(())
     }
 
-
-
     fn outboxes_empty(&self) -> bool {
         self.plan
             .worktree_paths()
@@ -293,10 +291,7 @@ impl Running<'_> {
         if settled {
             self.reported = true;
             let f = start_failure::start_report_file(&self.plan.project);
-            let _ = fsx::write_file(
-                &f,
-                format!("{}\n", clock::iso_now()).as_bytes(),
-            );
+            let _ = fsx::write_file(&f, format!("{}\n", clock::iso_now()).as_bytes());
         }
     }
 

@@ -93,7 +93,13 @@ impl Slot {
 
     /// The run exited non-zero at once having changed nothing: recorded
     /// and said with its log's first error lines.
-    fn died_at_start(&mut self, plan: &Plan, code: String, after: [usize; 4], say: &mut dyn FnMut(&str)) {
+    fn died_at_start(
+        &mut self,
+        plan: &Plan,
+        code: String,
+        after: [usize; 4],
+        say: &mut dyn FnMut(&str),
+    ) {
         let project = &plan.project;
         let log = agent_log(project, &self.role.name);
         let death = Death {
@@ -138,7 +144,11 @@ impl Slot {
 
 impl Running<'_> {
     /// A headless slot for `r` (None: a person's role).
-    pub(super) fn slot_for(&self, r: &PlannedRole, say: &mut dyn FnMut(&str)) -> Result<Option<Slot>> {
+    pub(super) fn slot_for(
+        &self,
+        r: &PlannedRole,
+        say: &mut dyn FnMut(&str),
+    ) -> Result<Option<Slot>> {
         let Some(command) = agent_command(&self.plan.project, r) else {
             say(&format!(
                 "{}: a person works this role; not started",
@@ -178,7 +188,6 @@ impl Running<'_> {
             waiting: None,
         }))
     }
-
 
     pub(super) fn spawn(&mut self, i: usize, say: &mut dyn FnMut(&str)) -> Result<()> {
         let project = &self.plan.project;
@@ -275,10 +284,7 @@ impl Running<'_> {
         match budget::parked(project, role) {
             Some(why) => {
                 if s.held.is_none() {
-                    let _ = fsx::write_file(
-                        &file,
-                        format!("{}\n", clock::iso_now()).as_bytes(),
-                    );
+                    let _ = fsx::write_file(&file, format!("{}\n", clock::iso_now()).as_bytes());
                     say(&format!(
                         "{role}: parked, {}; no run until `{}` or the next period",
                         why.words(),

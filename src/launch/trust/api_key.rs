@@ -50,7 +50,11 @@ pub(super) fn api_key_roles(plan: &Plan, roles: &[String]) -> Vec<String> {
 
 /// The person's answer for the key of `suffix` in Claude Code's `file`:
 /// Some(true) approved, Some(false) rejected, None not asked yet.
-pub(super) fn api_key_answer(text: Option<&str>, file: &Path, suffix: &str) -> Result<Option<bool>> {
+pub(super) fn api_key_answer(
+    text: Option<&str>,
+    file: &Path,
+    suffix: &str,
+) -> Result<Option<bool>> {
     let Some(text) = text else { return Ok(None) };
     let v: Value = serde_json::from_str(text).map_err(|e| bad(file, e))?;
     let has = |list: &str| {
@@ -68,7 +72,12 @@ pub(super) fn api_key_answer(text: Option<&str>, file: &Path, suffix: &str) -> R
 }
 
 /// `text` with `suffix` added to (`on`) or removed from the approved keys.
-pub(super) fn edit_api_key(text: Option<&str>, file: &Path, suffix: &str, on: bool) -> Result<String> {
+pub(super) fn edit_api_key(
+    text: Option<&str>,
+    file: &Path,
+    suffix: &str,
+    on: bool,
+) -> Result<String> {
     let mut v: Value = match text {
         Some(t) => serde_json::from_str(t).map_err(|e| bad(file, e))?,
         None => json!({}),

@@ -56,15 +56,15 @@ mod codex_hook;
 mod record;
 mod store;
 
-pub use api_key::{unanswered_api_key, ApiKey};
-pub use bypass::{unconsented, Bypass};
+#[cfg(test)]
+use api_key::{api_key_answer, edit_api_key};
 use api_key::{trust_api_key, untrust_api_key, API_KEY_VAR};
+pub use api_key::{unanswered_api_key, ApiKey};
 use bypass::{trust_bypass, untrust_bypass};
+pub use bypass::{unconsented, Bypass};
 use codex_hook::{trust_codex_hook, untrust_codex_hook};
 use record::{records, remember, save_records};
 use store::{edit, is_trusted, key, read, write};
-#[cfg(test)]
-use api_key::{api_key_answer, edit_api_key};
 
 /// Where each CLI keeps its trust, resolved from the environment as the
 /// CLIs resolve it.

@@ -85,7 +85,13 @@ pub(super) fn is_trusted(cli: Cli, text: Option<&str>, file: &Path, folder: &Pat
 }
 
 /// The store's text with the trust set (`on`) or removed.
-pub(super) fn edit(cli: Cli, text: Option<&str>, file: &Path, folder: &Path, on: bool) -> Result<String> {
+pub(super) fn edit(
+    cli: Cli,
+    text: Option<&str>,
+    file: &Path,
+    folder: &Path,
+    on: bool,
+) -> Result<String> {
     let f = folder.to_string_lossy().into_owned();
     match cli {
         Cli::Claude | Cli::Gemini => edit_json(cli, text, file, f, on),

@@ -308,8 +308,7 @@ impl<'a> Verify<'a> {
         }
         for (id, idx) in &self.originals {
             if idx.len() > 1 {
-                let paths: Vec<String> =
-                    idx.iter().map(|&i| shown(&t.originals[i].path)).collect();
+                let paths: Vec<String> = idx.iter().map(|&i| shown(&t.originals[i].path)).collect();
                 self.out.add(
                     "duplicate_original",
                     *id,
@@ -488,10 +487,9 @@ impl<'a> Verify<'a> {
         let detail = format!("no copy at {who} of {}", shown(&o.path));
         match self.lag.judge(self.t, o, names) {
             Judged::Lost(why) if why.is_empty() => self.out.add("missing_copy", subject, detail),
-            Judged::Lost(why) => {
-                self.out
-                    .add("missing_copy", subject, format!("{detail}: {why}"))
-            }
+            Judged::Lost(why) => self
+                .out
+                .add("missing_copy", subject, format!("{detail}: {why}")),
             Judged::Pending(why) => {
                 self.pending
                     .add("missing_copy", subject, format!("{detail} yet: {why}"))

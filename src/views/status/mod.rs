@@ -38,8 +38,8 @@ use crate::views::liveness::{self, Runner};
 mod queue;
 mod text;
 
-pub(crate) use queue::{each_entry, in_process, items, waiting, waiting_since};
 use queue::{age, completed_count};
+pub(crate) use queue::{each_entry, in_process, items, waiting, waiting_since};
 pub use text::text;
 
 #[derive(Debug, Serialize)]
@@ -334,7 +334,8 @@ struct RoleAt<'a> {
 impl RoleAt<'_> {
     /// One role's queue, its agent's liveness and why its work does not move.
     fn status(&self, r: &Role) -> RoleStatus {
-        let (project, attention, max_file_bytes) = (self.project, self.attention, self.max_file_bytes);
+        let (project, attention, max_file_bytes) =
+            (self.project, self.attention, self.max_file_bytes);
         let wt = Worktree::new(&r.worktree_path);
         let (new, oldest) = waiting(&wt.inbox_new(), max_file_bytes);
         let ip = in_process(&wt.in_process());
@@ -377,7 +378,9 @@ impl RoleAt<'_> {
             host: r
                 .is_remote()
                 .then(|| r.worktree_name.trim_start_matches('@').to_string()),
-            problem: wt.symlinked_inbox_folder().map(|l| symlinked_inbox_reason(&l)),
+            problem: wt
+                .symlinked_inbox_folder()
+                .map(|l| symlinked_inbox_reason(&l)),
             audit_pending_since: audit_pending::open_for(&wt, &r.name),
             waiting_for_approval: if self.cards {
                 guard::held_blocking(&wt, &r.name, max_file_bytes)

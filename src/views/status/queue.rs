@@ -34,10 +34,7 @@ pub(crate) fn waiting_since(
     read_bounded(path, store::copy_limit(max_file_bytes))
         .ok()
         .and_then(|b| Message::parse_bytes(&b).ok())
-        .and_then(|m| {
-            m.get(names::ENQUEUED_AT)
-                .and_then(clock::parse)
-        })
+        .and_then(|m| m.get(names::ENQUEUED_AT).and_then(clock::parse))
         .map(SystemTime::from)
         .or(mtime)
 }
@@ -100,4 +97,3 @@ pub(crate) fn in_process(dir: &Path) -> Option<(PathBuf, Option<SystemTime>)> {
             (e.path, at)
         })
 }
-
