@@ -6,19 +6,16 @@ use crate::error::{Error, Token};
 use crate::protocol::draft::{self, USAGE};
 use crate::protocol::types;
 
-/// The command line: `run` parses with it; completions and man pages are
-/// rendered from it. A bad command line still answers with SwarmForge's
-/// usage text, byte for byte, and `--help` with [`help`].
+/// The command line: `run` parses with it; `--help`, completions and man
+/// pages are rendered from it. A bad command line still answers with
+/// SwarmForge's usage text, byte for byte.
 pub fn command() -> clap::Command {
     use clap::{Arg, ArgAction, Command};
     Command::new("swarm-handoff")
         .version(env!("CARGO_PKG_VERSION"))
         .about("Queue a draft in this worktree's outbox for handoffd to deliver (SwarmForge's swarm_handoff.sh)")
-        .after_help(
-            "The draft file is removed once queued. SWARMFORGE_ROLE names the sending role; \
-             the project and the worktree are found from the current directory.\n\
-             Exit codes: 0 queued; 1 environment or usage error; 2 draft refused (nothing queued).",
-        )
+        .override_usage("swarm-handoff [--json] <DRAFT_FILE>")
+        .after_help(after_help())
         .args_override_self(true)
         .arg(
             Arg::new("json")
@@ -58,6 +55,7 @@ pub fn run() -> i32 {
         }
         exit::ENV
     };
+    let help = || command().render_help().to_string();
     let matches = match super::parse_own(command(), &args, help, usage) {
         Ok(m) => m,
         Err(code) => return code,
@@ -142,17 +140,12 @@ pub fn run() -> i32 {
     }
 }
 
-/// `--help`: every type a draft may have, the flags, the environment and the
-/// exit codes. (A refusal still prints SwarmForge's own usage, byte for byte.)
-fn help() -> String {
+/// What `--help` says after the options: the environment, the exit codes
+/// and every type a draft may have. (A refusal still prints SwarmForge's
+/// own usage, byte for byte.)
+fn after_help() -> String {
     let mut s = String::from(
-        "swarm-handoff: queue a draft in this worktree's outbox for handoffd to deliver\n\
-         (SwarmForge's swarm_handoff.sh). The draft file is removed once queued.\n\n\
-         Usage: swarm-handoff [--json] <draft-file>\n\n\
-         Options:\n  \
-         --json         one JSON object on stdout (status, id, path, ...; errors too)\n  \
-         -h, --help     this text\n  \
-         -V, --version  the version\n\n\
+        "The draft file is removed once queued.\n\n\
          Environment:\n  \
          SWARMFORGE_ROLE  the sending role (required); the project and the worktree\n                   \
          are found from the current directory\n\n\
@@ -174,7 +167,7 @@ fn help() -> String {
             s.push_str(&format!("\n<body, at most {} bytes>\n", t.max_body));
         }
     }
-    s.push_str("\nSee docs/message-model.md for what each type means.\n");
+    s.push_str("\nSee docs/message-model.md for what each type means.");
     s
 }
 
