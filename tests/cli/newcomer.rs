@@ -39,7 +39,8 @@ fn swarm_handoff_help_documents_every_type_json_and_the_role_variable() {
     assert_eq!(r.stdout, clap);
     assert!(
         r.stdout.starts_with("Queue a draft")
-            && r.stdout.contains("Usage: swarm-handoff [--json] <DRAFT_FILE>"),
+            && r.stdout
+                .contains("Usage: swarm-handoff [--json] <DRAFT_FILE>"),
         "{}",
         r.stdout
     );

@@ -349,6 +349,7 @@ pub fn untrusted(plan: &Plan, stores: &Stores) -> Result<Vec<Need>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{json, Value};
 
     #[test]
     fn codex_keeps_comments_and_other_tables() {
