@@ -1,10 +1,14 @@
 //! `swarm-handoff [--json] <draft-file>` (SwarmForge's `swarm_handoff.sh`).
 
+use std::path::Path;
+
+use crate::agent::printout::{self, Viewer};
+use crate::agent::queue::Done;
 use crate::agent::send;
 use crate::error::exit;
-use crate::error::{Error, Token};
+use crate::error::{Error, Result, Token};
 use crate::protocol::draft::{self, USAGE};
-use crate::protocol::types;
+use crate::protocol::{root, types};
 
 /// The command line: `run` parses with it; `--help`, completions and man
 /// pages are rendered from it. A bad command line still answers with
@@ -64,7 +68,7 @@ pub fn run() -> i32 {
     let Some(arg) = matches.get_one::<String>("draft") else {
         return exit::ENV; // clap requires it
     };
-    let cwd = match crate::protocol::root::current_dir() {
+    let cwd = match root::current_dir() {
         Ok(c) => c,
         Err(e) => return super::report(&e, json),
     };
@@ -83,61 +87,75 @@ pub fn run() -> i32 {
             }
             exit::OK
         }
-        Ok(send::Sent::Queued(q, finished)) => {
-            let viewer = crate::agent::printout::Viewer::default();
-            if json {
-                let mut v = serde_json::to_value(&q).unwrap_or_default();
-                v["status"] = serde_json::json!("queued");
-                match &finished {
-                    Some(Ok(d)) => v["completed"] = crate::agent::printout::done_json(d, viewer),
-                    Some(Err(e)) => v["completed"] = e.to_json(),
-                    None => {}
-                }
-                super::emit_json(v);
-            } else {
-                super::out(&format!("HANDOFF QUEUED: {}\n", q.path.display()));
-                for c in &q.copies {
-                    super::out(&format!("HANDOFF QUEUED: {}\n", c.display()));
-                }
-                if let Some(Ok(d)) = &finished {
-                    super::out(&crate::agent::printout::done_text(d, viewer));
-                }
-            }
-            if let Some(w) = send::discard_draft(arg, &cwd, &q.worktree) {
-                eprintln!("{w}");
-            }
-            match finished {
-                // Upstream's words when its done step fails after queueing.
-                Some(Err(e)) => {
-                    eprintln!("CURRENT COMPLETION FAILED after handoff queued.");
-                    super::report(&e, false)
-                }
-                _ => exit::OK,
-            }
-        }
+        Ok(send::Sent::Queued(q, finished)) => queued(arg, &cwd, &q, finished, json),
         Err(Error::Invalid {
             subject: shown,
             errors,
             ..
-        }) => {
-            eprint!("{}", draft::invalid_report(&shown, &errors));
-            if json {
-                // `status: invalid` stays (scripts use it); `message` and
-                // `paths` make it an error document like every other.
-                super::emit_json(serde_json::json!({
-                    "status": "invalid",
-                    "token": Token::HandoffInvalid.name(),
-                    "message": format!("{}: {}", Token::HandoffInvalid.name(), errors.join("; ")),
-                    "paths": [shown.clone()],
-                    "draft": shown,
-                    "errors": errors,
-                    "exit_code": exit::REFUSED,
-                }));
-            }
-            exit::REFUSED
-        }
+        }) => invalid(&shown, &errors, json),
         Err(e) => super::report(&e, json),
     }
+}
+
+/// The draft is queued: its paths (and, with a `done` in it, the item
+/// finished), the draft removed.
+fn queued(
+    arg: &str,
+    cwd: &Path,
+    q: &send::Queued,
+    finished: Option<Result<Done>>,
+    json: bool,
+) -> i32 {
+    let viewer = Viewer::default();
+    if json {
+        let mut v = serde_json::to_value(q).unwrap_or_default();
+        v["status"] = serde_json::json!("queued");
+        match &finished {
+            Some(Ok(d)) => v["completed"] = printout::done_json(d, viewer),
+            Some(Err(e)) => v["completed"] = e.to_json(),
+            None => {}
+        }
+        super::emit_json(v);
+    } else {
+        super::out(&format!("HANDOFF QUEUED: {}\n", q.path.display()));
+        for c in &q.copies {
+            super::out(&format!("HANDOFF QUEUED: {}\n", c.display()));
+        }
+        if let Some(Ok(d)) = &finished {
+            super::out(&printout::done_text(d, viewer));
+        }
+    }
+    if let Some(w) = send::discard_draft(arg, cwd, &q.worktree) {
+        eprintln!("{w}");
+    }
+    match finished {
+        // Upstream's words when its done step fails after queueing.
+        Some(Err(e)) => {
+            eprintln!("CURRENT COMPLETION FAILED after handoff queued.");
+            super::report(&e, false)
+        }
+        _ => exit::OK,
+    }
+}
+
+/// The draft is refused: SwarmForge's report on stderr (and one JSON
+/// document), exit 2.
+fn invalid(shown: &str, errors: &[String], json: bool) -> i32 {
+    eprint!("{}", draft::invalid_report(shown, errors));
+    if json {
+        // `status: invalid` stays (scripts use it); `message` and
+        // `paths` make it an error document like every other.
+        super::emit_json(serde_json::json!({
+            "status": "invalid",
+            "token": Token::HandoffInvalid.name(),
+            "message": format!("{}: {}", Token::HandoffInvalid.name(), errors.join("; ")),
+            "paths": [shown],
+            "draft": shown,
+            "errors": errors,
+            "exit_code": exit::REFUSED,
+        }));
+    }
+    exit::REFUSED
 }
 
 /// What `--help` says after the options: the environment, the exit codes
