@@ -1,24 +1,25 @@
 //! `swarm-handoff [--json] <draft-file>` (SwarmForge's `swarm_handoff.sh`).
 
+use std::path::Path;
+
+use crate::agent::printout::{self, Viewer};
+use crate::agent::queue::Done;
 use crate::agent::send;
 use crate::error::exit;
-use crate::error::{Error, Token};
+use crate::error::{Error, Result, Token};
 use crate::protocol::draft::{self, USAGE};
-use crate::protocol::types;
+use crate::protocol::{root, types};
 
-/// The command line: `run` parses with it; completions and man pages are
-/// rendered from it. A bad command line still answers with SwarmForge's
-/// usage text, byte for byte, and `--help` with [`help`].
+/// The command line: `run` parses with it; `--help`, completions and man
+/// pages are rendered from it. A bad command line still answers with
+/// SwarmForge's usage text, byte for byte.
 pub fn command() -> clap::Command {
     use clap::{Arg, ArgAction, Command};
     Command::new("swarm-handoff")
         .version(env!("CARGO_PKG_VERSION"))
         .about("Queue a draft in this worktree's outbox for handoffd to deliver (SwarmForge's swarm_handoff.sh)")
-        .after_help(
-            "The draft file is removed once queued. SWARMFORGE_ROLE names the sending role; \
-             the project and the worktree are found from the current directory.\n\
-             Exit codes: 0 queued; 1 environment or usage error; 2 draft refused (nothing queued).",
-        )
+        .override_usage("swarm-handoff [--json] <DRAFT_FILE>")
+        .after_help(after_help())
         .args_override_self(true)
         .arg(
             Arg::new("json")
@@ -58,6 +59,7 @@ pub fn run() -> i32 {
         }
         exit::ENV
     };
+    let help = || command().render_help().to_string();
     let matches = match super::parse_own(command(), &args, help, usage) {
         Ok(m) => m,
         Err(code) => return code,
@@ -66,7 +68,7 @@ pub fn run() -> i32 {
     let Some(arg) = matches.get_one::<String>("draft") else {
         return exit::ENV; // clap requires it
     };
-    let cwd = match crate::protocol::root::current_dir() {
+    let cwd = match root::current_dir() {
         Ok(c) => c,
         Err(e) => return super::report(&e, json),
     };
@@ -85,74 +87,83 @@ pub fn run() -> i32 {
             }
             exit::OK
         }
-        Ok(send::Sent::Queued(q, finished)) => {
-            let viewer = crate::agent::printout::Viewer::default();
-            if json {
-                let mut v = serde_json::to_value(&q).unwrap_or_default();
-                v["status"] = serde_json::json!("queued");
-                match &finished {
-                    Some(Ok(d)) => v["completed"] = crate::agent::printout::done_json(d, viewer),
-                    Some(Err(e)) => v["completed"] = e.to_json(),
-                    None => {}
-                }
-                super::emit_json(v);
-            } else {
-                super::out(&format!("HANDOFF QUEUED: {}\n", q.path.display()));
-                for c in &q.copies {
-                    super::out(&format!("HANDOFF QUEUED: {}\n", c.display()));
-                }
-                if let Some(Ok(d)) = &finished {
-                    super::out(&crate::agent::printout::done_text(d, viewer));
-                }
-            }
-            if let Some(w) = send::discard_draft(arg, &cwd, &q.worktree) {
-                eprintln!("{w}");
-            }
-            match finished {
-                // Upstream's words when its done step fails after queueing.
-                Some(Err(e)) => {
-                    eprintln!("CURRENT COMPLETION FAILED after handoff queued.");
-                    super::report(&e, false)
-                }
-                _ => exit::OK,
-            }
-        }
+        Ok(send::Sent::Queued(q, finished)) => queued(arg, &cwd, &q, finished, json),
         Err(Error::Invalid {
             subject: shown,
             errors,
             ..
-        }) => {
-            eprint!("{}", draft::invalid_report(&shown, &errors));
-            if json {
-                // `status: invalid` stays (scripts use it); `message` and
-                // `paths` make it an error document like every other.
-                super::emit_json(serde_json::json!({
-                    "status": "invalid",
-                    "token": Token::HandoffInvalid.name(),
-                    "message": format!("{}: {}", Token::HandoffInvalid.name(), errors.join("; ")),
-                    "paths": [shown.clone()],
-                    "draft": shown,
-                    "errors": errors,
-                    "exit_code": exit::REFUSED,
-                }));
-            }
-            exit::REFUSED
-        }
+        }) => invalid(&shown, &errors, json),
         Err(e) => super::report(&e, json),
     }
 }
 
-/// `--help`: every type a draft may have, the flags, the environment and the
-/// exit codes. (A refusal still prints SwarmForge's own usage, byte for byte.)
-fn help() -> String {
+/// The draft is queued: its paths (and, with a `done` in it, the item
+/// finished), the draft removed.
+fn queued(
+    arg: &str,
+    cwd: &Path,
+    q: &send::Queued,
+    finished: Option<Result<Done>>,
+    json: bool,
+) -> i32 {
+    let viewer = Viewer::default();
+    if json {
+        let mut v = serde_json::to_value(q).unwrap_or_default();
+        v["status"] = serde_json::json!("queued");
+        match &finished {
+            Some(Ok(d)) => v["completed"] = printout::done_json(d, viewer),
+            Some(Err(e)) => v["completed"] = e.to_json(),
+            None => {}
+        }
+        super::emit_json(v);
+    } else {
+        super::out(&format!("HANDOFF QUEUED: {}\n", q.path.display()));
+        for c in &q.copies {
+            super::out(&format!("HANDOFF QUEUED: {}\n", c.display()));
+        }
+        if let Some(Ok(d)) = &finished {
+            super::out(&printout::done_text(d, viewer));
+        }
+    }
+    if let Some(w) = send::discard_draft(arg, cwd, &q.worktree) {
+        eprintln!("{w}");
+    }
+    match finished {
+        // Upstream's words when its done step fails after queueing.
+        Some(Err(e)) => {
+            eprintln!("CURRENT COMPLETION FAILED after handoff queued.");
+            super::report(&e, false)
+        }
+        _ => exit::OK,
+    }
+}
+
+/// The draft is refused: SwarmForge's report on stderr (and one JSON
+/// document), exit 2.
+fn invalid(shown: &str, errors: &[String], json: bool) -> i32 {
+    eprint!("{}", draft::invalid_report(shown, errors));
+    if json {
+        // `status: invalid` stays (scripts use it); `message` and
+        // `paths` make it an error document like every other.
+        super::emit_json(serde_json::json!({
+            "status": "invalid",
+            "token": Token::HandoffInvalid.name(),
+            "message": format!("{}: {}", Token::HandoffInvalid.name(), errors.join("; ")),
+            "paths": [shown],
+            "draft": shown,
+            "errors": errors,
+            "exit_code": exit::REFUSED,
+        }));
+    }
+    exit::REFUSED
+}
+
+/// What `--help` says after the options: the environment, the exit codes
+/// and every type a draft may have. (A refusal still prints SwarmForge's
+/// own usage, byte for byte.)
+fn after_help() -> String {
     let mut s = String::from(
-        "swarm-handoff: queue a draft in this worktree's outbox for handoffd to deliver\n\
-         (SwarmForge's swarm_handoff.sh). The draft file is removed once queued.\n\n\
-         Usage: swarm-handoff [--json] <draft-file>\n\n\
-         Options:\n  \
-         --json         one JSON object on stdout (status, id, path, ...; errors too)\n  \
-         -h, --help     this text\n  \
-         -V, --version  the version\n\n\
+        "The draft file is removed once queued.\n\n\
          Environment:\n  \
          SWARMFORGE_ROLE  the sending role (required); the project and the worktree\n                   \
          are found from the current directory\n\n\
@@ -174,7 +185,7 @@ fn help() -> String {
             s.push_str(&format!("\n<body, at most {} bytes>\n", t.max_body));
         }
     }
-    s.push_str("\nSee docs/message-model.md for what each type means.\n");
+    s.push_str("\nSee docs/message-model.md for what each type means.");
     s
 }
 

@@ -26,6 +26,7 @@
 //! answer says so (`incomplete`), naming the folders: a person finds those
 //! messages with `grep -rl WORD <folder>`.
 
+use crate::text;
 use serde::{Deserialize, Serialize};
 
 // The bounds are swarm.yaml's (`search:`), so they are typed where the
@@ -64,7 +65,7 @@ impl Incomplete {
                 self.unindexed
             ));
             for (f, n) in &self.folders {
-                s.push_str(&format!("    {} ({n})\n", crate::text::escape(f)));
+                s.push_str(&format!("    {} ({n})\n", text::escape(f)));
             }
         }
         if self.cut > 0 {

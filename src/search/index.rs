@@ -23,21 +23,21 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use super::bounds::{self, Bounds, Incomplete};
-use super::segment::{self, Built, DocRef, Segment};
-use super::tokens;
+use super::bounds::{Bounds, Incomplete};
+use super::pass::Pass;
+use super::segment::{self, Segment};
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
 use crate::protocol::config::Config;
-use crate::protocol::grammar;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
-use crate::protocol::trail::{self, Loaded};
+use crate::protocol::trail;
+use crate::text::escape;
 
 /// 2: blocks of postings with their score bounds (`.blk`).
 const VERSION: u32 = 2;
 /// A folder changed this recently is read again next time.
-const SETTLE: Duration = Duration::from_secs(1);
+pub(super) const SETTLE: Duration = Duration::from_secs(1);
 /// Largest manifest read (one line per watched folder).
 const MAX_MANIFEST: u64 = 32 * 1024 * 1024;
 
@@ -119,14 +119,14 @@ fn valid_segment_name(n: &str) -> bool {
         .is_some_and(|d| !d.is_empty() && d.len() <= 12 && d.bytes().all(|b| b.is_ascii_digit()))
 }
 
-fn mtime_ns(p: &Path) -> Option<SystemTime> {
+pub(super) fn mtime_ns(p: &Path) -> Option<SystemTime> {
     std::fs::symlink_metadata(p)
         .ok()
         .filter(|m| m.is_dir())
         .and_then(|m| m.modified().ok())
 }
 
-fn ns(t: SystemTime) -> u64 {
+pub(super) fn ns(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos().min(u128::from(u64::MAX)) as u64)
 }
@@ -188,7 +188,7 @@ impl Index {
             return Err(self.damaged(&format!(
                 "{}: segment name '{}' is not of the form seg-<digits>",
                 p.display(),
-                crate::text::escape(&bad.name)
+                escape(&bad.name)
             )));
         }
         Ok(m)
@@ -337,21 +337,7 @@ impl Index {
     }
 
     fn refresh_locked(&self, scratch: bool) -> Result<Refreshed> {
-        let scratch = scratch || self.manifest().is_ok_and(|m| m.version < VERSION);
-        let mut m = if scratch {
-            // Keep the numbering going so no new segment reuses a name a
-            // reader may still have open.
-            let next = self.manifest().map(|m| m.next).unwrap_or(0);
-            Manifest {
-                version: VERSION,
-                next,
-                ..Manifest::default()
-            }
-        } else {
-            let mut m = self.manifest()?;
-            m.version = VERSION;
-            m
-        };
+        let (mut m, scratch) = self.base(scratch)?;
         let old_files = if scratch {
             self.segment_files_on_disk()
         } else {
@@ -365,128 +351,63 @@ impl Index {
             .map_err(|e| self.damaged(&e.to_string()))?;
         let roles = Roles::load(&self.project.roles_tsv())?;
         let config = Config::load(&self.project.config_file())?;
-        let max = config.limits.max_file_bytes;
-        let b = &config.search;
-        let now = SystemTime::now();
-        let mut built = Built::default();
-        let mut added: HashSet<String> = HashSet::new();
-        let mut folders = BTreeMap::new();
-        let mut read = 0;
-        // The bounds (search/bounds.rs): what this refresh may still take
-        // in, per worktree and in all, and what the index holds already.
-        let disk = self.disk_bytes(&m);
-        let mut role_bytes = m.role_bytes.clone();
-        let mut pass_role: BTreeMap<String, u64> = BTreeMap::new();
-        let (mut pass_total, mut postings, mut cut, mut deferred, mut unindexed) =
-            (0u64, 0u64, 0usize, 0usize, 0usize);
-        let mut left = BTreeMap::new();
-        let indexed = |id: &str, added: &HashSet<String>| {
-            let h = tokens::id_key(id);
-            added.contains(id) || known.iter().any(|k| k.binary_search(&h).is_ok())
-        };
+        let mut pass = Pass::new(
+            self,
+            &roles,
+            &config.search,
+            config.limits.max_file_bytes,
+            known,
+            &m,
+        );
         for (wt_root, dir) in self.folders(&roles, &config) {
-            let key = self.key(&dir);
-            let Some(t) = mtime_ns(&dir) else { continue };
-            let settled = now.duration_since(t).is_ok_and(|a| a >= SETTLE);
-            let stamp = if settled { ns(t) } else { 0 };
-            if settled && m.folders.get(&key) == Some(&stamp) {
-                if let Some(n) = m.left.get(&key) {
-                    left.insert(key.clone(), *n);
-                }
-                folders.insert(key, stamp);
-                continue;
-            }
-            if dir.file_name().is_some_and(|n| n == "archive") {
-                folders.insert(key, stamp);
-                continue;
-            }
-            read += 1;
-            let wt = self.key(&wt_root);
-            let mut kept_out = 0u64;
-            let mut waiting = false;
-            let names = trail::handoff_names(&dir).at(&dir)?;
-            for name in names {
-                if grammar::FileName::parse(&name).is_some_and(|f| indexed(f.id, &added)) {
-                    continue;
-                }
-                // Over a bound of the index: not read at all.
-                let estimate = disk
-                    + bounds::disk_estimate(
-                        postings,
-                        built.terms.len() as u64,
-                        built.docs.len() as u64,
-                    );
-                if role_bytes.get(&wt).copied().unwrap_or(0) >= b.max_role_bytes
-                    || estimate >= b.max_index_bytes
-                {
-                    kept_out += 1;
-                    unindexed += 1;
-                    continue;
-                }
-                // This refresh's budget is spent: the next one reads it.
-                if pass_role.get(&wt).copied().unwrap_or(0) >= b.max_pass_bytes
-                    || pass_total >= b.max_pass_total_bytes
-                {
-                    kept_out += 1;
-                    deferred += 1;
-                    waiting = true;
-                    continue;
-                }
-                let Loaded::Ok(msg) = trail::load_message(&dir.join(&name), max) else {
-                    continue;
-                };
-                let Some(id) = msg.id().filter(|i| !i.is_empty()).map(str::to_string) else {
-                    continue;
-                };
-                if indexed(&id, &added) {
-                    continue;
-                }
-                let recipients = {
-                    let mut r =
-                        roles.recipients(msg.to().unwrap_or(""), msg.sender().unwrap_or(""));
-                    r.extend(msg.cc().into_iter().map(str::to_string));
-                    r
-                };
-                let created = crate::protocol::trail::Stamp::of(
-                    msg.get(crate::protocol::header::names::CREATED_AT),
-                )
-                .at()
-                .or_else(|| grammar::id_time(&id))
-                .map_or(0, |t| t.timestamp());
-                let terms = tokens::of_message(&msg, &recipients, b.max_message_bytes);
-                if terms.cut {
-                    cut += 1;
-                }
-                *role_bytes.entry(wt.clone()).or_default() += terms.bytes;
-                *pass_role.entry(wt.clone()).or_default() += terms.bytes;
-                pass_total += terms.bytes;
-                postings += terms.counts.len() as u64;
-                built.add(
-                    DocRef {
-                        id: id.clone(),
-                        file: grammar::strip_collision_prefix(&name).to_string(),
-                        wt: self.key(&wt_root),
-                        from: msg.sender().unwrap_or("").to_string(),
-                        to: msg.to().unwrap_or("").to_string(),
-                        kind: msg.type_name().unwrap_or("").to_string(),
-                        created,
-                    },
-                    &terms,
-                );
-                added.insert(id);
-            }
-            if kept_out > 0 {
-                left.insert(key.clone(), kept_out);
-            }
-            // Left with messages waiting: read again by the next refresh.
-            folders.insert(key, if waiting { 0 } else { stamp });
+            pass.folder(&m, &wt_root, &dir)?;
         }
         drop(segs);
-        let changed_folders = folders != m.folders || left != m.left;
-        m.folders = folders;
-        m.left = left;
-        m.role_bytes = role_bytes;
-        m.cut += cut as u64;
+        let gone = self.record(&mut m, &mut pass, scratch)?;
+        self.remove_unnamed(&m, &gone, old_files);
+        Ok(Refreshed {
+            added: pass.built.docs.len(),
+            docs: m.segments.iter().map(|s| u64::from(s.docs)).sum(),
+            segments: m.segments.len(),
+            folders_read: pass.read,
+            bytes: pass.pass_total,
+            cut: pass.cut,
+            deferred: pass.deferred,
+            unindexed: pass.unindexed,
+            disk_bytes: self.disk_bytes(&m),
+        })
+    }
+
+    /// The manifest a refresh builds on, and whether it starts from scratch
+    /// (asked to, or the index is of an older version).
+    fn base(&self, scratch: bool) -> Result<(Manifest, bool)> {
+        let scratch = scratch || self.manifest().is_ok_and(|m| m.version < VERSION);
+        let m = if scratch {
+            // Keep the numbering going so no new segment reuses a name a
+            // reader may still have open.
+            let next = self.manifest().map(|m| m.next).unwrap_or(0);
+            Manifest {
+                version: VERSION,
+                next,
+                ..Manifest::default()
+            }
+        } else {
+            let mut m = self.manifest()?;
+            m.version = VERSION;
+            m
+        };
+        Ok((m, scratch))
+    }
+
+    /// Writes what the pass read as a new segment, merges, and replaces the
+    /// manifest when anything changed. Returns the segments merged away.
+    fn record(&self, m: &mut Manifest, pass: &mut Pass, scratch: bool) -> Result<Vec<String>> {
+        let changed_folders = pass.folders != m.folders || pass.left != m.left;
+        m.folders = std::mem::take(&mut pass.folders);
+        m.left = std::mem::take(&mut pass.left);
+        m.role_bytes = std::mem::take(&mut pass.role_bytes);
+        m.cut += pass.cut as u64;
+        let built = &pass.built;
         let mut gone: Vec<String> = Vec::new();
         if !built.docs.is_empty() {
             let name = format!("seg-{:06}", m.next);
@@ -499,14 +420,20 @@ impl Index {
                 docs: built.docs.len() as u32,
                 words: built.words,
             });
-            gone = self.merge(&mut m)?;
+            gone = self.merge(m)?;
         }
         if scratch || changed_folders || !built.docs.is_empty() {
             let p = self.manifest_path();
             let bytes = serde_json::to_vec(&m).map_err(|e| Error::internal(e.to_string()))?;
             fsx::replace(&self.tmp(), &p, &bytes).at(&p)?;
         }
-        // Only after the manifest stopped naming them.
+        Ok(gone)
+    }
+
+    /// Removes the segment files the manifest no longer names: those merged
+    /// away and, after a rebuild, the old ones. Only after the manifest
+    /// stopped naming them.
+    fn remove_unnamed(&self, m: &Manifest, gone: &[String], old_files: Vec<PathBuf>) {
         let keep: HashSet<String> = m.segments.iter().map(|s| s.name.clone()).collect();
         for n in gone.iter().filter(|n| !keep.contains(*n)) {
             for f in segment::files(&self.dir, n) {
@@ -519,17 +446,6 @@ impl Index {
                 let _ = fsx::remove_file(&f);
             }
         }
-        Ok(Refreshed {
-            added: built.docs.len(),
-            docs: m.segments.iter().map(|s| u64::from(s.docs)).sum(),
-            segments: m.segments.len(),
-            folders_read: read,
-            bytes: pass_total,
-            cut,
-            deferred,
-            unindexed,
-            disk_bytes: self.disk_bytes(&m),
-        })
     }
 
     /// Segment files present in the folder (for a rebuild's clean-up).

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::daemon::feature::{Duties, Feature, Pass};
 use crate::protocol::layout::Project;
+use crate::sys::background;
 
 /// Shortest time between two refreshes.
 pub const GAP: Duration = Duration::from_secs(1);
@@ -31,7 +32,7 @@ impl Indexer {
             // A refresh after a start indexes everything that arrived
             // meanwhile (100 000 files in a deep inbox): never ahead of a
             // caller.
-            crate::sys::background::lowest_priority();
+            background::lowest_priority();
             let index = super::Index::new(&project);
             let mut warned = false;
             let mut last = Instant::now() - GAP;

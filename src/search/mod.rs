@@ -6,7 +6,9 @@
 pub mod bounds;
 pub mod index;
 pub mod indexer;
+mod pass;
 pub mod query;
+mod rank;
 pub mod segment;
 pub mod tokens;
 

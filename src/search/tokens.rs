@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 
 use crate::protocol::header::{names, Message};
+use crate::protocol::line::PREAMBLE;
 
 /// Longest word kept, in characters (longer runs are hashes, keys, noise).
 pub const MAX_WORD_CHARS: usize = 64;
@@ -49,8 +50,7 @@ pub fn id_key(id: &str) -> u64 {
 
 /// A body's lines but the preamble every message starts with.
 pub fn said(body: &str) -> impl Iterator<Item = &str> {
-    body.lines()
-        .filter(|l| l.trim() != crate::protocol::line::PREAMBLE)
+    body.lines().filter(|l| l.trim() != PREAMBLE)
 }
 
 /// The words of `text`, lower-cased, in order.

@@ -15,6 +15,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use crate::sys::logfile;
+use crate::text::{escape, is_control};
 
 /// The file being read and where it sits in the log.
 struct Open {
@@ -48,6 +49,16 @@ fn open(path: &Path) -> io::Result<Option<(File, (u64, u64))>> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// What [`EventReader::poll`] does next.
+enum Next {
+    /// Read the open file.
+    Read,
+    /// Look again for the file that holds the offset.
+    Again,
+    /// Nothing more to read now.
+    Done,
 }
 
 /// Where an offset is.
@@ -143,7 +154,7 @@ impl EventReader {
     /// inside a line, or in a part retention has removed (the text says
     /// which, for the command's error message).
     pub fn new(path: &Path, offset: u64) -> Result<EventReader, String> {
-        let shown = crate::text::escape(&path.display().to_string());
+        let shown = escape(&path.display().to_string());
         let err = |e: io::Error| format!("{shown}: {e}");
         let mut r = EventReader {
             path: path.to_path_buf(),
@@ -196,31 +207,14 @@ impl EventReader {
         &mut self,
         emit: &mut dyn FnMut(&[u8], u64) -> io::Result<()>,
     ) -> io::Result<Option<String>> {
-        let shown = crate::text::escape(&self.path.display().to_string());
+        let shown = escape(&self.path.display().to_string());
         let mut notice = None;
         loop {
             if self.cur.is_none() {
-                match locate(&self.path, self.offset)? {
-                    // A live file shorter than where we are was replaced or
-                    // truncated by hand (a rotation starts it at our offset).
-                    Found::At(o) if o.live && self.offset > o.start + o.file.metadata()?.len() => {
-                        self.offset = o.start;
-                        self.cur = Some(o);
-                        notice = Some(format!(
-                            "notice: {shown} was replaced or truncated; continuing at offset {}",
-                            self.offset
-                        ));
-                    }
-                    Found::At(o) => self.cur = Some(o),
-                    Found::Nothing => return Ok(notice),
-                    Found::Removed(oldest) => {
-                        notice = Some(format!(
-                            "notice: {shown}: lines from offset {} to {oldest} were rotated and removed before they were read; continuing at {oldest}",
-                            self.offset
-                        ));
-                        self.offset = oldest;
-                        continue;
-                    }
+                match self.open_at_offset(&shown, &mut notice)? {
+                    Next::Done => return Ok(notice),
+                    Next::Again => continue,
+                    Next::Read => {}
                 }
             }
             let Some((cur_live, cur_id)) = self.cur.as_ref().map(|c| (c.live, c.identity)) else {
@@ -228,50 +222,100 @@ impl EventReader {
             };
             self.read_lines(emit)?;
             if cur_live {
-                match std::fs::metadata(&self.path) {
-                    Ok(m) if identity(&m) == cur_id => {
-                        let start = self.cur.as_ref().map_or(0, |c| c.start);
-                        if m.len() < self.offset - start {
-                            self.offset = start;
-                            notice = Some(format!(
-                                "notice: {shown} was truncated; continuing at offset {start}"
-                            ));
-                        }
-                        return Ok(notice);
-                    }
-                    Ok(_) => {}
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(e),
-                }
-                // Rotated away: its last lines were appended before the
-                // rename, so they are there now.
-                self.read_lines(emit)?;
-                // A rotation moves the live start past this file; a file
-                // deleted or replaced by hand leaves it: the next file
-                // starts over at the same offset.
-                let start = self.cur.as_ref().map_or(0, |c| c.start);
-                if logfile::live_start(&self.path)? == start {
-                    self.cur = None;
-                    self.offset = start;
-                    notice = Some(format!(
-                        "notice: {shown} was replaced or removed by hand; continuing with the new file at offset {start}"
-                    ));
-                    continue;
+                match self.after_live(cur_id, &shown, emit, &mut notice)? {
+                    Next::Done => return Ok(notice),
+                    Next::Again => continue,
+                    Next::Read => {}
                 }
             }
-            // A part read to its end. A torn last line (a writer killed in
-            // mid-write) can never complete: skip it.
-            if let Some(c) = self.cur.take() {
-                let end = c.start + c.file.metadata()?.len();
-                if self.offset < end {
-                    notice = Some(format!(
-                        "notice: {shown}: skipped an incomplete last line at offset {} of a rotated file",
-                        self.offset
-                    ));
-                    self.offset = end;
-                }
+            self.finish_part(&shown, &mut notice)?;
+        }
+    }
+
+    /// Opens the file that holds the offset (a part or the live file).
+    fn open_at_offset(&mut self, shown: &str, notice: &mut Option<String>) -> io::Result<Next> {
+        match locate(&self.path, self.offset)? {
+            // A live file shorter than where we are was replaced or
+            // truncated by hand (a rotation starts it at our offset).
+            Found::At(o) if o.live && self.offset > o.start + o.file.metadata()?.len() => {
+                self.offset = o.start;
+                self.cur = Some(o);
+                *notice = Some(format!(
+                    "notice: {shown} was replaced or truncated; continuing at offset {}",
+                    self.offset
+                ));
+            }
+            Found::At(o) => self.cur = Some(o),
+            Found::Nothing => return Ok(Next::Done),
+            Found::Removed(oldest) => {
+                *notice = Some(format!(
+                    "notice: {shown}: lines from offset {} to {oldest} were rotated and removed before they were read; continuing at {oldest}",
+                    self.offset
+                ));
+                self.offset = oldest;
+                return Ok(Next::Again);
             }
         }
+        Ok(Next::Read)
+    }
+
+    /// The live file read to its end: done while it is still the live file
+    /// (starting over when truncated); read to its end once more when it was
+    /// rotated away; started over when it was replaced or removed by hand.
+    fn after_live(
+        &mut self,
+        cur_id: (u64, u64),
+        shown: &str,
+        emit: &mut dyn FnMut(&[u8], u64) -> io::Result<()>,
+        notice: &mut Option<String>,
+    ) -> io::Result<Next> {
+        match std::fs::metadata(&self.path) {
+            Ok(m) if identity(&m) == cur_id => {
+                let start = self.cur.as_ref().map_or(0, |c| c.start);
+                if m.len() < self.offset - start {
+                    self.offset = start;
+                    *notice = Some(format!(
+                        "notice: {shown} was truncated; continuing at offset {start}"
+                    ));
+                }
+                return Ok(Next::Done);
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        // Rotated away: its last lines were appended before the
+        // rename, so they are there now.
+        self.read_lines(emit)?;
+        // A rotation moves the live start past this file; a file
+        // deleted or replaced by hand leaves it: the next file
+        // starts over at the same offset.
+        let start = self.cur.as_ref().map_or(0, |c| c.start);
+        if logfile::live_start(&self.path)? == start {
+            self.cur = None;
+            self.offset = start;
+            *notice = Some(format!(
+                "notice: {shown} was replaced or removed by hand; continuing with the new file at offset {start}"
+            ));
+            return Ok(Next::Again);
+        }
+        Ok(Next::Read)
+    }
+
+    /// A part read to its end. A torn last line (a writer killed in
+    /// mid-write) can never complete: skip it.
+    fn finish_part(&mut self, shown: &str, notice: &mut Option<String>) -> io::Result<()> {
+        if let Some(c) = self.cur.take() {
+            let end = c.start + c.file.metadata()?.len();
+            if self.offset < end {
+                *notice = Some(format!(
+                    "notice: {shown}: skipped an incomplete last line at offset {} of a rotated file",
+                    self.offset
+                ));
+                self.offset = end;
+            }
+        }
+        Ok(())
     }
 
     /// The complete lines of the open file from the offset on.
@@ -313,14 +357,14 @@ impl EventReader {
 /// drive the terminal.
 pub fn printable(line: &[u8]) -> String {
     let s = String::from_utf8_lossy(line);
-    if !s.chars().any(crate::text::is_control) {
+    if !s.chars().any(is_control) {
         return s.into_owned();
     }
     let mut out = String::with_capacity(s.len() + 8);
     let mut buf = [0u8; 4];
     for c in s.chars() {
-        if crate::text::is_control(c) {
-            out.push_str(&crate::text::escape(c.encode_utf8(&mut buf)));
+        if is_control(c) {
+            out.push_str(&escape(c.encode_utf8(&mut buf)));
         } else {
             out.push(c);
         }

@@ -13,12 +13,17 @@ use serde::Serialize;
 
 use crate::agent::mailbox::handle_command;
 use crate::error::Result;
+use crate::person::answer;
 use crate::protocol::clock::{self, Instant};
 use crate::protocol::fields;
 use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::line;
+use crate::protocol::people;
 use crate::protocol::roles::Roles;
 use crate::protocol::trail::{self, Original, Place, Scope, Trail};
 use crate::protocol::types;
+use crate::telemetry::budget;
+use crate::text;
 use crate::views::transcript;
 
 /// Why an item needs attention.
@@ -85,7 +90,7 @@ fn age(since: Option<Instant>, now: Instant) -> Option<u64> {
 
 fn clarify_item(o: &Original, now: Instant) -> Item {
     let m = &o.msg;
-    let since = crate::protocol::line::when(m);
+    let since = line::when(m);
     Item {
         kind: Kind::Clarify,
         id: o.id().to_string(),
@@ -94,10 +99,10 @@ fn clarify_item(o: &Original, now: Instant) -> Item {
         kind_of_message: types::CLARIFY.name.to_string(),
         since: since.map(clock::iso),
         age_s: age(since, now),
-        text: crate::text::escape(m.get(names::QUESTION).unwrap_or("")),
+        text: text::escape(m.get(names::QUESTION).unwrap_or("")),
         options: fields::options(&m.body)
             .into_iter()
-            .map(crate::text::escape)
+            .map(text::escape)
             .collect(),
         path: o.path.clone(),
         handle: handle_command(types::CLARIFY.name, o.id(), m.to().unwrap_or("?")),
@@ -126,7 +131,7 @@ pub fn from_originals(
     max_bytes: u64,
     now: Instant,
 ) -> Vec<Item> {
-    let done = crate::person::answer::settled(originals);
+    let done = answer::settled(originals);
     let mut out: Vec<Item> = transcript::messages(originals)
         .into_iter()
         .filter(|o| o.place != Place::Failed)
@@ -163,7 +168,7 @@ pub fn deliveries(project: &Project, now: Instant) -> Vec<Item> {
                     kind_of_message: "delivery_attention".into(),
                     since: Some(clock::iso(a.retry.first_failed_at)),
                     age_s: age(Some(a.retry.first_failed_at), now),
-                    text: crate::text::escape(&format!(
+                    text: text::escape(&format!(
                         "{} failed attempts to deliver {}; last: {}; next at {}",
                         a.retry.attempt,
                         a.handoff.display(),
@@ -186,7 +191,7 @@ pub fn deliveries(project: &Project, now: Instant) -> Vec<Item> {
                 kind_of_message: "delivery_attention".into(),
                 since: None,
                 age_s: None,
-                text: crate::text::escape(&format!("unreadable record: {why}")),
+                text: text::escape(&format!("unreadable record: {why}")),
                 options: Vec::new(),
                 handle: format!(
                     "remove {} (handoffd writes it again while it retries)",
@@ -200,7 +205,7 @@ pub fn deliveries(project: &Project, now: Instant) -> Vec<Item> {
 
 /// Roles a budget parks (docs/cost.md, "Budgets").
 fn budgets(roles: &Roles, project: &Project) -> Vec<Item> {
-    let Ok(b) = crate::telemetry::budget::load(project) else {
+    let Ok(b) = budget::load(project) else {
         return Vec::new();
     };
     roles
@@ -217,7 +222,7 @@ fn budgets(roles: &Roles, project: &Project) -> Vec<Item> {
                 kind_of_message: "budget_reached".into(),
                 since: None,
                 age_s: None,
-                text: crate::text::escape(&why.words()),
+                text: text::escape(&why.words()),
                 options: Vec::new(),
                 path: project.usage_file(),
                 handle: why.handle(),
@@ -247,7 +252,7 @@ fn panes(roles: &Roles, project: &Project, now: Instant) -> Vec<Item> {
                 kind_of_message: wait.word().to_string(),
                 since: since.map(clock::iso),
                 age_s: age(since, now),
-                text: crate::text::escape(&text),
+                text: text::escape(&text),
                 handle: format!("swarm attach {}", r.name),
                 options: Vec::new(),
                 path: pane::marker_file(project, &r.name),
@@ -274,9 +279,7 @@ fn waiting(roles: &Roles, project: &Project, max_bytes: u64, now: Instant) -> Ve
             let trail::Loaded::Ok(m) = trail::load_message(&path, max_bytes) else {
                 continue;
             };
-            if m.type_name() == Some(types::CLARIFY.name)
-                || !crate::protocol::people::meant_for(&m, &r.name)
-            {
+            if m.type_name() == Some(types::CLARIFY.name) || !people::meant_for(&m, &r.name) {
                 continue;
             }
             let since = m.get(names::ENQUEUED_AT).and_then(clock::parse);
@@ -290,7 +293,7 @@ fn waiting(roles: &Roles, project: &Project, max_bytes: u64, now: Instant) -> Ve
                 kind_of_message: m.type_name().unwrap_or("?").to_string(),
                 since: since.map(clock::iso),
                 age_s: age(since, now),
-                text: crate::protocol::line::summary(&m),
+                text: line::summary(&m),
                 options: Vec::new(),
                 path,
             });
@@ -320,13 +323,13 @@ pub fn text(items: &[Item]) -> String {
         let mut line = format!(
             "{:<8} {:<40} {} -> {}  since {} ({})  {}",
             i.kind.as_str(),
-            crate::text::escape(&i.id),
-            crate::text::escape(&i.from),
-            crate::text::escape(&i.role),
+            text::escape(&i.id),
+            text::escape(&i.from),
+            text::escape(&i.role),
             i.since.as_deref().unwrap_or("?"),
             short_age(i.age_s),
             if i.kind == Kind::Waiting {
-                format!("{} {}", crate::text::escape(&i.kind_of_message), i.text)
+                format!("{} {}", text::escape(&i.kind_of_message), i.text)
             } else {
                 i.text.clone()
             }

@@ -30,6 +30,7 @@ use crate::protocol::launch_files::{
 use crate::protocol::layout::Project;
 use crate::protocol::roles::{Role, Roles};
 use crate::protocol::start_failure::{self, Death};
+use crate::protocol::tmux_socket;
 use crate::sys::tmux;
 use crate::views::attention;
 
@@ -129,7 +130,7 @@ fn now_epoch() -> u64 {
 
 impl Runner {
     pub fn of(project: &Project) -> Runner {
-        match crate::protocol::tmux_socket::read(project).socket(project) {
+        match tmux_socket::read(project).socket(project) {
             Err(e) => return Runner::Refused(e.to_string()),
             Ok(None) => {}
             Ok(Some(socket)) => {
@@ -151,96 +152,102 @@ impl Runner {
         }
         match self {
             Runner::None | Runner::Refused(_) => None,
-            Runner::Headless => {
-                if let Some(d) = Death::read(project, &r.name) {
-                    return Some(Liveness::dead(Some(d.at.clone()), d.reason()));
-                }
-                if let Some(t) = read_small(&agent_parked_file(project, &r.name)) {
-                    return Some(Liveness::new(State::Parked, Some(t)));
-                }
-                let running = agent_pid_file(project, &r.name).exists();
-                // Its turn's CLI retries a request the model refused
-                // (launch/turn.rs writes the marker, and removes it when the
-                // turn gets on or ends).
-                if let Some((pane::Wait::Blocked, since, text)) =
-                    pane::reported(project, &r.name).filter(|_| running)
-                {
-                    return Some(Liveness {
-                        state: State::Blocked,
-                        since: Some(since),
-                        detail: Some(text),
-                        options: Vec::new(),
-                        reason: None,
-                    });
-                }
-                Some(Liveness::new(
-                    if running { State::Busy } else { State::Idle },
-                    None,
-                ))
-            }
-            Runner::Tmux { socket, quiet } => {
-                let run = AgentRun::of(project, &r.name);
-                let reply = tmux::call(
-                    socket,
-                    &[
-                        "display-message",
-                        "-p",
-                        "-t",
-                        &format!("={}:", r.session),
-                        "#{window_activity}",
-                    ],
-                );
-                let activity = match reply {
-                    Ok(rep) if rep.ok => rep.stdout.trim().parse::<u64>().ok(),
-                    _ => {
-                        let since = read_small(&project.daemon_dir().join("dead").join(&r.name));
-                        return Some(Liveness::new(State::Dead, since));
-                    }
-                };
-                if let Some(AgentRun::Exited { at, status }) = &run {
-                    let since = at.map(iso_of_epoch);
-                    if !run.as_ref().is_some_and(AgentRun::failed) {
-                        return Some(Liveness::new(State::Idle, since));
-                    }
-                    let screen = tmux::capture(socket, &r.session).unwrap_or_default();
-                    let death = Death {
-                        status: status.clone(),
-                        at: since.clone().unwrap_or_default(),
-                        lines: start_failure::error_lines(&start_failure::last_run_in_pane(
-                            &screen,
-                        )),
-                    };
-                    return Some(Liveness::dead(since, death.reason()));
-                }
-                if let Ok(Some(p)) = pane::look(socket, &r.session) {
-                    let since = pane::reported(project, &r.name)
-                        .filter(|(w, _, t)| *w == p.wait && *t == p.text)
-                        .map(|(_, at, _)| at);
-                    return Some(Liveness {
-                        state: match p.wait {
-                            pane::Wait::NeedsInput => State::NeedsInput,
-                            pane::Wait::Blocked => State::Blocked,
-                        },
-                        since,
-                        detail: Some(p.text),
-                        options: p.options,
-                        reason: None,
-                    });
-                }
-                let Some(at) = activity else {
-                    return Some(Liveness::new(State::Idle, None));
-                };
-                // Output within two quiet windows (at least 2 s, the clock's
-                // resolution here) counts as busy.
-                let window = (quiet.as_secs() * 2).max(2);
-                let busy = now_epoch().saturating_sub(at) < window;
-                Some(Liveness::new(
-                    if busy { State::Busy } else { State::Idle },
-                    Some(iso_of_epoch(at)),
-                ))
-            }
+            Runner::Headless => headless_liveness(project, r),
+            Runner::Tmux { socket, quiet } => tmux_liveness(project, r, socket, *quiet),
         }
     }
+}
+
+/// A headless agent's state: from its death record, its parked file, its
+/// pid file and what its turn reported.
+fn headless_liveness(project: &Project, r: &Role) -> Option<Liveness> {
+    if let Some(d) = Death::read(project, &r.name) {
+        return Some(Liveness::dead(Some(d.at.clone()), d.reason()));
+    }
+    if let Some(t) = read_small(&agent_parked_file(project, &r.name)) {
+        return Some(Liveness::new(State::Parked, Some(t)));
+    }
+    let running = agent_pid_file(project, &r.name).exists();
+    // Its turn's CLI retries a request the model refused
+    // (launch/turn.rs writes the marker, and removes it when the
+    // turn gets on or ends).
+    if let Some((pane::Wait::Blocked, since, text)) =
+        pane::reported(project, &r.name).filter(|_| running)
+    {
+        return Some(Liveness {
+            state: State::Blocked,
+            since: Some(since),
+            detail: Some(text),
+            options: Vec::new(),
+            reason: None,
+        });
+    }
+    Some(Liveness::new(
+        if running { State::Busy } else { State::Idle },
+        None,
+    ))
+}
+
+/// An agent in tmux: from its pane (gone, exited, asking) and the window's
+/// last output.
+fn tmux_liveness(project: &Project, r: &Role, socket: &Path, quiet: Duration) -> Option<Liveness> {
+    let run = AgentRun::of(project, &r.name);
+    let reply = tmux::call(
+        socket,
+        &[
+            "display-message",
+            "-p",
+            "-t",
+            &format!("={}:", r.session),
+            "#{window_activity}",
+        ],
+    );
+    let activity = match reply {
+        Ok(rep) if rep.ok => rep.stdout.trim().parse::<u64>().ok(),
+        _ => {
+            let since = read_small(&project.daemon_dir().join("dead").join(&r.name));
+            return Some(Liveness::new(State::Dead, since));
+        }
+    };
+    if let Some(AgentRun::Exited { at, status }) = &run {
+        let since = at.map(iso_of_epoch);
+        if !run.as_ref().is_some_and(AgentRun::failed) {
+            return Some(Liveness::new(State::Idle, since));
+        }
+        let screen = tmux::capture(socket, &r.session).unwrap_or_default();
+        let death = Death {
+            status: status.clone(),
+            at: since.clone().unwrap_or_default(),
+            lines: start_failure::error_lines(&start_failure::last_run_in_pane(&screen)),
+        };
+        return Some(Liveness::dead(since, death.reason()));
+    }
+    if let Ok(Some(p)) = pane::look(socket, &r.session) {
+        let since = pane::reported(project, &r.name)
+            .filter(|(w, _, t)| *w == p.wait && *t == p.text)
+            .map(|(_, at, _)| at);
+        return Some(Liveness {
+            state: match p.wait {
+                pane::Wait::NeedsInput => State::NeedsInput,
+                pane::Wait::Blocked => State::Blocked,
+            },
+            since,
+            detail: Some(p.text),
+            options: p.options,
+            reason: None,
+        });
+    }
+    let Some(at) = activity else {
+        return Some(Liveness::new(State::Idle, None));
+    };
+    // Output within two quiet windows (at least 2 s, the clock's
+    // resolution here) counts as busy.
+    let window = (quiet.as_secs() * 2).max(2);
+    let busy = now_epoch().saturating_sub(at) < window;
+    Some(Liveness::new(
+        if busy { State::Busy } else { State::Idle },
+        Some(iso_of_epoch(at)),
+    ))
 }
 
 /// The people whose answer `r`'s item in process waits on (a clarify it

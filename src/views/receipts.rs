@@ -7,6 +7,8 @@
 use serde_json::{json, Value};
 
 use crate::error::Result;
+use crate::protocol::clock;
+use crate::protocol::grammar::in_cc;
 use crate::protocol::layout::Project;
 use crate::protocol::trail::{Copy, Original, Place, Scope, Stamp, Trail};
 use crate::text::escape;
@@ -162,15 +164,14 @@ fn doubted(r: &Receipts, p: &std::path::Path) -> bool {
 
 /// A context copy for a role the message names in `cc` (not a defect).
 fn cc_copy(x: &Receipt) -> bool {
-    x.copy
-        .is_some_and(|c| crate::protocol::grammar::in_cc(c.cc.as_deref(), &x.role))
+    x.copy.is_some_and(|c| in_cc(c.cc.as_deref(), &x.role))
 }
 
 fn stamp_text(s: &Stamp, raw_missing: &str) -> String {
     match s {
         Stamp::Missing => raw_missing.to_string(),
         Stamp::Bad(v) => format!("invalid:{}", escape(v)),
-        Stamp::At(t) => crate::protocol::clock::iso(*t),
+        Stamp::At(t) => clock::iso(*t),
     }
 }
 
@@ -178,7 +179,7 @@ fn stamp_json(s: &Stamp) -> Value {
     match s {
         Stamp::Missing => Value::Null,
         Stamp::Bad(v) => Value::String(v.clone()),
-        Stamp::At(t) => Value::String(crate::protocol::clock::iso(*t)),
+        Stamp::At(t) => Value::String(clock::iso(*t)),
     }
 }
 
@@ -188,8 +189,17 @@ fn state(c: Option<&Copy>) -> &'static str {
 
 /// Text form: the message, its original(s), then one row per recipient.
 pub fn text(r: &Receipts) -> String {
+    let mut s = message_lines(r);
+    s.push_str(&original_lines(r));
+    s.push('\n');
+    s.push_str(&table(&rows(r)));
+    s
+}
+
+/// The message's headers; only files the journal does not vouch for name
+/// them, marked as not shown as said.
+fn message_lines(r: &Receipts) -> String {
     let opt = |v: &Option<String>| escape(v.as_deref().unwrap_or("-"));
-    // Only files the journal does not vouch for name them: not shown as said.
     let claim = |v: &Option<String>| {
         if r.claimed {
             format!("unverified (the files say '{}')", opt(v))
@@ -212,6 +222,12 @@ pub fn text(r: &Receipts) -> String {
             escape(why)
         ));
     }
+    s
+}
+
+/// Where the original is (each, should there be more), and a refusal's reason.
+fn original_lines(r: &Receipts) -> String {
+    let mut s = String::new();
     if r.originals.is_empty() {
         s.push_str("original: missing\n");
     }
@@ -233,8 +249,21 @@ pub fn text(r: &Receipts) -> String {
             ));
         }
     }
-    let rows: Vec<[String; 6]> = r
-        .receipts
+    s
+}
+
+const HEAD: [&str; 6] = [
+    "recipient",
+    "state",
+    "enqueued_at",
+    "dequeued_at",
+    "completed_at",
+    "path",
+];
+
+/// One row per recipient: its copy's state, stamps and path.
+fn rows(r: &Receipts) -> Vec<[String; 6]> {
+    r.receipts
         .iter()
         .map(|x| {
             let c = x.copy;
@@ -261,22 +290,18 @@ pub fn text(r: &Receipts) -> String {
                     .unwrap_or_else(|| "-".into()),
             ]
         })
-        .collect();
-    let head = [
-        "recipient",
-        "state",
-        "enqueued_at",
-        "dequeued_at",
-        "completed_at",
-        "path",
-    ];
-    let mut width = head.map(|h| h.chars().count());
-    for row in &rows {
+        .collect()
+}
+
+/// The rows under [`HEAD`], each column as wide as its widest cell (the
+/// last one unpadded).
+fn table(rows: &[[String; 6]]) -> String {
+    let mut width = HEAD.map(|h| h.chars().count());
+    for row in rows {
         for (w, cell) in width.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
     }
-    s.push('\n');
     let line = |cells: &[&str]| {
         let mut l = String::new();
         for (i, c) in cells.iter().enumerate() {
@@ -289,8 +314,8 @@ pub fn text(r: &Receipts) -> String {
         l.push('\n');
         l
     };
-    s.push_str(&line(&head));
-    for row in &rows {
+    let mut s = line(&HEAD);
+    for row in rows {
         let cells: Vec<&str> = row.iter().map(String::as_str).collect();
         s.push_str(&line(&cells));
     }

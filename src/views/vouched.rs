@@ -27,8 +27,10 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Deserializer};
 
+use crate::daemon::control;
 use crate::daemon::progress;
 use crate::protocol::clock;
+use crate::protocol::digest;
 use crate::protocol::grammar;
 use crate::protocol::layout::Project;
 use crate::protocol::trail::{Copy, Original, Place, Trail};
@@ -129,7 +131,7 @@ impl Vouched {
     /// read judges nothing.
     pub fn load(project: &Project) -> Vouched {
         let mut v = Vouched {
-            running: crate::daemon::control::running_pid(project).is_some(),
+            running: control::running_pid(project).is_some(),
             ..Vouched::default()
         };
         let path = project.events_file();
@@ -186,7 +188,7 @@ impl Vouched {
             .get(o.id())
             .map(|v| v.iter().filter(|r| r.place == o.place).collect())
             .unwrap_or_default();
-        let digest = crate::protocol::digest::of(&o.msg);
+        let digest = digest::of(&o.msg);
         let what = match o.place {
             Place::Sent => "delivered",
             Place::Failed => "refused",

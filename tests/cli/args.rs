@@ -140,7 +140,11 @@ fn a_bad_command_line_still_gets_swarmforges_answers() {
             "--help",
             "Usage: handoffd [--once] [--poll] <project-root>\n\n",
         ),
-        ("swarm-handoff", "-h", "swarm-handoff: queue a draft"),
+        (
+            "swarm-handoff",
+            "-h",
+            "Queue a draft in this worktree's outbox",
+        ),
         ("handoffd", "-V", "handoffd "),
         ("swarm-handoff", "--version", "swarm-handoff "),
     ] {

@@ -31,6 +31,19 @@ fn swarm_handoff_help_documents_every_type_json_and_the_role_variable() {
         assert!(r.stdout.contains(word), "help lacks {word}:\n{}", r.stdout);
     }
     assert!(!r.stdout.contains("type: digest_request"), "daemon-only");
+    // One source: the help is clap's, rendered from the command line that
+    // parses the arguments and makes the man page, not a text beside it.
+    let clap = swarm_handoff::cli::swarm_handoff::command()
+        .render_help()
+        .to_string();
+    assert_eq!(r.stdout, clap);
+    assert!(
+        r.stdout.starts_with("Queue a draft")
+            && r.stdout
+                .contains("Usage: swarm-handoff [--json] <DRAFT_FILE>"),
+        "{}",
+        r.stdout
+    );
 }
 
 #[test]

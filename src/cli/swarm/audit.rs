@@ -2,11 +2,23 @@
 //! verifies the trail (exit 2 on any violation).
 
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
-use crate::error::{exit, Error};
-use crate::protocol::clock;
+use crate::board;
+use crate::bridge::{control_view, refusals};
+use crate::cli;
+use crate::daemon::{control, progress};
+use crate::error::{exit, Error, Result};
+use crate::person::holds;
+use crate::protocol::layout::Project;
 use crate::protocol::trail::{Scope, Trail};
-use crate::views::audit::{self, check};
+use crate::protocol::{clock, dashboard, duration, rejected_tasks};
+use crate::telemetry::spend;
+use crate::text;
+use crate::views::audit::bound::{self, Bound};
+use crate::views::audit::check::{self, Findings};
+use crate::views::audit::lag::Lag;
+use crate::views::audit::{self, journaled};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
@@ -55,9 +67,9 @@ pub fn run(args: Args) -> i32 {
             None => {
                 let e = Error::bad_input(format!(
                     "invalid --now '{}': expected RFC 3339",
-                    crate::text::escape(s)
+                    text::escape(s)
                 ));
-                return crate::cli::report(&e, args.json);
+                return cli::report(&e, args.json);
             }
         },
     };
@@ -67,18 +79,18 @@ pub fn run(args: Args) -> i32 {
     let loaded = super::project(args.root.as_deref()).and_then(|p| Trail::load(&p, &Scope::all()));
     let t = match loaded {
         Ok(t) => t,
-        Err(e) => return crate::cli::report(&e, args.json),
+        Err(e) => return cli::report(&e, args.json),
     };
     let r = audit::report(&t);
-    let spend = crate::telemetry::spend::collect(&t.project);
+    let spend = spend::collect(&t.project);
     if args.json {
         let mut v = audit::json(&r, now);
         v["spend"] = serde_json::to_value(&spend).unwrap_or_default();
-        crate::cli::emit_json(v);
+        cli::emit_json(v);
     } else {
         let mut s = audit::text(&r, now);
-        s.push_str(&crate::telemetry::spend::text(&spend));
-        crate::cli::out(&s);
+        s.push_str(&spend::text(&spend));
+        cli::out(&s);
     }
     exit::OK
 }
@@ -88,115 +100,35 @@ pub fn run(args: Args) -> i32 {
 /// after `--wait` make the exit 1 (the mirrors did not catch up: an
 /// environment problem, not a broken trail).
 fn run_check(args: &Args) -> i32 {
-    let wait = match args.wait.as_deref().map(crate::protocol::duration::parse) {
+    let wait = match args.wait.as_deref().map(duration::parse) {
         None => None,
         Some(Ok(d)) => Some(d),
         Some(Err(e)) => {
             let e = Error::bad_input(format!("--wait: {e}"));
-            return crate::cli::report(&e, args.json);
+            return cli::report(&e, args.json);
         }
     };
     let project = match super::project(args.root.as_deref()) {
         Ok(p) => p,
-        Err(e) => return crate::cli::report(&e, args.json),
+        Err(e) => return cli::report(&e, args.json),
     };
-    let deadline = std::time::Instant::now() + wait.unwrap_or_default();
+    let deadline = Instant::now() + wait.unwrap_or_default();
     let (t, f, bound) = loop {
-        let lag = crate::views::audit::lag::Lag::before_load(&project);
-        // Read before the trail, as the lag: what it claims was journaled.
-        let mark = crate::daemon::progress::read_mark(&project);
-        let t = match Trail::load(&project, &Scope::all()) {
-            Ok(t) => t,
-            Err(e) => return crate::cli::report(&e, args.json),
+        let (t, f, b) = match judge(&project) {
+            Ok(x) => x,
+            Err(e) => return cli::report(&e, args.json),
         };
-        let mut f = check::verify(&t, lag);
-        let (bad, pending) = crate::bridge::control_view::audit(&project);
-        f.violations.extend(bad);
-        // What the bridge refused as not another host's word (a forged
-        // trail record, a rewritten journal range): bridge::refusals.
-        f.violations.extend(
-            crate::bridge::refusals::violations(&project)
-                .into_iter()
-                .map(|(kind, subject, detail)| check::Violation {
-                    kind,
-                    subject,
-                    detail,
-                }),
-        );
-        // The board must say what the handoffs say (src/board/).
-        match crate::board::view_of(&project, &t) {
-            Ok(Some(b)) => {
-                f.violations
-                    .extend(b.disagreements.into_iter().map(|d| check::Violation {
-                        kind: "board",
-                        subject: crate::board::tasks_file(&project).display().to_string(),
-                        detail: d,
-                    }))
-            }
-            Ok(None) => {}
-            Err(e) => return crate::cli::report(&e, args.json),
-        }
-        // The approval folders hold only holds and their comments
-        // (person::holds::problems; a held file that is no message is
-        // the trail's `malformed` already).
-        f.violations.extend(
-            crate::person::holds::problems(&project)
-                .into_iter()
-                .filter(|p| !p.unreadable_handoff)
-                .map(|p| check::Violation {
-                    kind: "approval_folder",
-                    subject: p.path.display().to_string(),
-                    detail: p.why,
-                }),
-        );
-        // SwarmForge's rejected-task folders hold only task folders, each
-        // history of upstream's shape (protocol::rejected_tasks).
-        f.violations.extend(
-            crate::protocol::rejected_tasks::problems(&project)
-                .into_iter()
-                .map(|p| check::Violation {
-                    kind: "rejected_tasks",
-                    subject: p.path.display().to_string(),
-                    detail: p.why,
-                }),
-        );
-        // SwarmForge's request files must say what the messages say; what
-        // a running handoffd rewrites after its next delivery is lag.
-        let running = crate::daemon::control::running_pid(&project).is_some();
-        for d in crate::protocol::dashboard::disagreements(&t) {
-            let v = check::Violation {
-                kind: "dashboard",
-                subject: project.dashboard_dir().display().to_string(),
-                detail: d.line,
-            };
-            if d.rewritten && running {
-                f.pending.push(v);
-            } else {
-                f.violations.push(v);
-            }
-        }
-        // A delivery failing again and again needs a person.
-        f.violations.extend(check::delivery_attention(&project));
-        // A role the audit guard keeps from new work (agent::guard).
-        f.violations.extend(check::blocked_by_audit(&project));
-        f.pending.extend(pending);
-        // The journal must say what the files say (daemon/progress.rs).
-        f.violations
-            .extend(crate::views::audit::journaled::check(&project, &t, mark));
-        // Every file is what handoffd moved (views/vouched.rs).
-        let mut b = crate::views::audit::bound::check(&t);
-        f.violations.append(&mut b.violations);
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let left = deadline.saturating_duration_since(Instant::now());
         if f.pending.is_empty() || !f.violations.is_empty() || left.is_zero() {
             break (t, f, b);
         }
         // Polls the files; the mirrors are written by the bridge.
-        std::thread::sleep(left.min(std::time::Duration::from_millis(250)));
+        std::thread::sleep(left.min(Duration::from_millis(250)));
     };
     let v = &f.violations;
     let stuck = wait.is_some() && v.is_empty() && !f.pending.is_empty();
     // A parked role is no broken rule, but its work does not move: shown.
-    let spend = crate::telemetry::spend::collect(&project);
+    let spend = spend::collect(&project);
     let parked: Vec<_> = spend.parked().collect();
     if args.json {
         let list: Vec<_> = v.iter().map(check::Violation::json).collect();
@@ -213,7 +145,7 @@ fn run_check(args: &Args) -> i32 {
                 "role": role, "reason": why.words(), "budget": why,
             })).collect::<Vec<_>>(),
         });
-        crate::cli::emit_json(obj);
+        cli::emit_json(obj);
     } else {
         let mut s: String = v.iter().map(check::Violation::line).collect();
         s.push_str(&f.pending_lines());
@@ -230,7 +162,7 @@ fn run_check(args: &Args) -> i32 {
         } else {
             s.push_str(&check::summary(&t, v, f.pending.len()));
         }
-        crate::cli::out(&s);
+        cli::out(&s);
     }
     if !v.is_empty() {
         exit::REFUSED
@@ -238,5 +170,95 @@ fn run_check(args: &Args) -> i32 {
         exit::ENV
     } else {
         exit::OK
+    }
+}
+
+/// One look at the project: the trail as loaded now, everything every
+/// check found in it, and which files the journal vouches for.
+fn judge(project: &Project) -> Result<(Trail, Findings, Bound)> {
+    let lag = Lag::before_load(project);
+    // Read before the trail, as the lag: what it claims was journaled.
+    let mark = progress::read_mark(project);
+    let t = Trail::load(project, &Scope::all())?;
+    let mut f = check::verify(&t, lag);
+    let (bad, pending) = control_view::audit(project);
+    f.violations.extend(bad);
+    // What the bridge refused as not another host's word (a forged
+    // trail record, a rewritten journal range): bridge::refusals.
+    f.violations
+        .extend(
+            refusals::violations(project)
+                .into_iter()
+                .map(|(kind, subject, detail)| check::Violation {
+                    kind,
+                    subject,
+                    detail,
+                }),
+        );
+    // The board must say what the handoffs say (src/board/).
+    if let Some(b) = board::view_of(project, &t)? {
+        f.violations
+            .extend(b.disagreements.into_iter().map(|d| check::Violation {
+                kind: "board",
+                subject: board::tasks_file(project).display().to_string(),
+                detail: d,
+            }))
+    }
+    folders(project, &mut f);
+    dashboard(project, &t, &mut f);
+    // A delivery failing again and again needs a person.
+    f.violations.extend(check::delivery_attention(project));
+    // A role the audit guard keeps from new work (agent::guard).
+    f.violations.extend(check::blocked_by_audit(project));
+    f.pending.extend(pending);
+    // The journal must say what the files say (daemon/progress.rs).
+    f.violations.extend(journaled::check(project, &t, mark));
+    // Every file is what handoffd moved (views/vouched.rs).
+    let mut b = bound::check(&t);
+    f.violations.append(&mut b.violations);
+    Ok((t, f, b))
+}
+
+/// The approval folders hold only holds and their comments
+/// (person::holds::problems; a held file that is no message is the trail's
+/// `malformed` already), and SwarmForge's rejected-task folders only task
+/// folders, each history of upstream's shape (protocol::rejected_tasks).
+fn folders(project: &Project, f: &mut Findings) {
+    f.violations.extend(
+        holds::problems(project)
+            .into_iter()
+            .filter(|p| !p.unreadable_handoff)
+            .map(|p| check::Violation {
+                kind: "approval_folder",
+                subject: p.path.display().to_string(),
+                detail: p.why,
+            }),
+    );
+    f.violations.extend(
+        rejected_tasks::problems(project)
+            .into_iter()
+            .map(|p| check::Violation {
+                kind: "rejected_tasks",
+                subject: p.path.display().to_string(),
+                detail: p.why,
+            }),
+    );
+}
+
+/// SwarmForge's request files must say what the messages say; what a
+/// running handoffd rewrites after its next delivery is lag.
+fn dashboard(project: &Project, t: &Trail, f: &mut Findings) {
+    let running = control::running_pid(project).is_some();
+    for d in dashboard::disagreements(t) {
+        let v = check::Violation {
+            kind: "dashboard",
+            subject: project.dashboard_dir().display().to_string(),
+            detail: d.line,
+        };
+        if d.rewritten && running {
+            f.pending.push(v);
+        } else {
+            f.violations.push(v);
+        }
     }
 }

@@ -3,10 +3,15 @@
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 
-use crate::error::{exit, Error};
-use crate::protocol::clock;
-use crate::protocol::trail::{Scope, Trail};
+use crate::board;
+use crate::cli;
+use crate::error::{exit, Error, Result};
+use crate::forum::session::{self, Session};
+use crate::protocol::trail::{Original, Scope, Trail};
+use crate::protocol::{clock, idprefix};
+use crate::text;
 use crate::views::transcript::{self, follow, Filter, Format, Printer};
+use crate::views::vouched;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
@@ -107,18 +112,18 @@ pub fn run(mut args: Args) -> i32 {
         let project = super::project(args.root.as_deref())?;
         Ok((f, Trail::load(&project, &Scope::originals())?))
     });
-    let (filter, t) = match loaded {
+    let (mut filter, t) = match loaded {
         Ok(x) => x,
-        Err(e) => return crate::cli::report(&e, json),
+        Err(e) => return cli::report(&e, json),
     };
     let session = match args
         .session
         .as_deref()
-        .map(|s| crate::forum::session::find(&t.project, s))
+        .map(|s| session::find(&t.project, s))
         .transpose()
     {
         Ok(s) => s,
-        Err(e) => return crate::cli::report(&e, json),
+        Err(e) => return cli::report(&e, json),
     };
     if !t.bad.is_empty() || !t.unreadable.is_empty() {
         eprintln!(
@@ -127,51 +132,26 @@ pub fn run(mut args: Args) -> i32 {
             t.unreadable.len()
         );
     }
-    let mut filter = filter;
     let all = transcript::messages(&t.originals);
-    let all_for_marks = all.clone();
     let mut printer = Printer::new(args.format, &t.roles);
     printer.ids = args.ids;
     // With --thread: the whole conversation as a tree, then the other filters.
-    let ordered: Vec<_> = match &args.thread {
-        None => all.into_iter().collect(),
-        Some(typed) => {
-            let id = match crate::protocol::idprefix::resolve(typed, all.iter().map(|o| o.id())) {
-                crate::protocol::idprefix::Match::One(id) => id,
-                crate::protocol::idprefix::Match::Many(ids) => {
-                    return crate::cli::report(
-                        &crate::protocol::idprefix::ambiguous(typed, &ids),
-                        json,
-                    )
+    let ordered: Vec<&Original> = match &args.thread {
+        None => all.clone(),
+        Some(typed) => match thread(&t, &all, typed) {
+            Ok((root, tree)) => {
+                filter.thread = Some(root.clone());
+                printer = printer.threaded(&root);
+                for (o, depth) in &tree {
+                    printer.set_depth(o.id(), *depth);
                 }
-                crate::protocol::idprefix::Match::None => typed.clone(),
-            };
-            let id = &id;
-            let root = transcript::thread_root(&all, id).to_string();
-            filter.thread = Some(root.clone());
-            let members: Vec<_> = all
-                .iter()
-                .copied()
-                .filter(|o| o.id() == root || o.msg.thread() == Some(root.as_str()))
-                .collect();
-            if members.is_empty() {
-                let e = Error::not_found(format!(
-                    "No message with id {} in {}.",
-                    crate::text::escape(id),
-                    t.project.root.display()
-                ));
-                return crate::cli::report(&e, json);
+                tree.into_iter().map(|(o, _)| o).collect()
             }
-            printer = printer.threaded(&root);
-            let tree = transcript::thread_order(&members, &root);
-            for (o, depth) in &tree {
-                printer.set_depth(o.id(), *depth);
-            }
-            tree.into_iter().map(|(o, _)| o).collect()
-        }
+            Err(e) => return cli::report(&e, json),
+        },
     };
     // Reactions are shown beside the message they answer.
-    printer.reactions = transcript::reaction_marks(&all_for_marks);
+    printer.reactions = transcript::reaction_marks(&all);
     let mut shown: Vec<_> = ordered
         .into_iter()
         .filter(|o| filter.matches(&o.msg, &t.roles))
@@ -182,35 +162,84 @@ pub fn run(mut args: Args) -> i32 {
         shown.drain(..skip);
     }
     // What the journal does not vouch for is not shown as said.
-    printer.doubts = crate::views::vouched::doubts(&t, shown.iter().copied());
+    printer.doubts = vouched::doubts(&t, shown.iter().copied());
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
-    let mut write_all = || -> io::Result<()> {
-        out.write_all(printer.preamble(&t.project.root).as_bytes())?;
-        if let Some(s) = &session {
-            let m = transcript::session_marker(args.format, s, transcript::Edge::Start);
-            out.write_all(m.as_bytes())?;
-        }
-        for o in &shown {
-            out.write_all(printer.entry(o).as_bytes())?;
-        }
-        if let Some(s) = session.as_ref().filter(|_| !args.follow) {
-            let m = transcript::session_marker(args.format, s, transcript::Edge::End);
-            out.write_all(m.as_bytes())?;
-        }
-        // Where the cards stand (src/board/); the JSON lines stay messages only.
-        if args.format != Format::Jsonl && !args.follow {
-            if let Ok(Some(b)) = crate::board::view_of(&t.project, &t) {
-                out.write_all(crate::board::text(&b).as_bytes())?;
-            }
-        }
-        out.flush()?;
-        if args.follow {
-            let seen = follow::Seen::from_trail(&t);
-            follow::run(&t, seen, &filter, &mut printer, &mut out)?;
-        }
-        Ok(())
-    };
-    let r = write_all();
+    let r = write_all(
+        &args,
+        &t,
+        session.as_ref(),
+        &shown,
+        &filter,
+        &mut printer,
+        &mut out,
+    );
     finish(r)
+}
+
+/// `--thread`: the root of the conversation the message `typed` names (an
+/// id or its prefix), and its members in tree order with their depths.
+fn thread<'t>(
+    t: &Trail,
+    all: &[&'t Original],
+    typed: &str,
+) -> Result<(String, Vec<(&'t Original, usize)>)> {
+    let id = match idprefix::resolve(typed, all.iter().map(|o| o.id())) {
+        idprefix::Match::One(id) => id,
+        idprefix::Match::Many(ids) => return Err(idprefix::ambiguous(typed, &ids)),
+        idprefix::Match::None => typed.to_string(),
+    };
+    let id = &id;
+    let root = transcript::thread_root(all, id).to_string();
+    let members: Vec<_> = all
+        .iter()
+        .copied()
+        .filter(|o| o.id() == root || o.msg.thread() == Some(root.as_str()))
+        .collect();
+    if members.is_empty() {
+        return Err(Error::not_found(format!(
+            "No message with id {} in {}.",
+            text::escape(id),
+            t.project.root.display()
+        )));
+    }
+    let tree = transcript::thread_order(&members, &root);
+    Ok((root, tree))
+}
+
+/// The transcript: its preamble, the session's edges, each message shown,
+/// the board (text only), then what follows when `--follow`.
+fn write_all(
+    args: &Args,
+    t: &Trail,
+    session: Option<&Session>,
+    shown: &[&Original],
+    filter: &Filter,
+    printer: &mut Printer,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    out.write_all(printer.preamble(&t.project.root).as_bytes())?;
+    if let Some(s) = session {
+        let m = transcript::session_marker(args.format, s, transcript::Edge::Start);
+        out.write_all(m.as_bytes())?;
+    }
+    for o in shown {
+        out.write_all(printer.entry(o).as_bytes())?;
+    }
+    if let Some(s) = session.filter(|_| !args.follow) {
+        let m = transcript::session_marker(args.format, s, transcript::Edge::End);
+        out.write_all(m.as_bytes())?;
+    }
+    // Where the cards stand (src/board/); the JSON lines stay messages only.
+    if args.format != Format::Jsonl && !args.follow {
+        if let Ok(Some(b)) = board::view_of(&t.project, t) {
+            out.write_all(board::text(&b).as_bytes())?;
+        }
+    }
+    out.flush()?;
+    if args.follow {
+        let seen = follow::Seen::from_trail(t);
+        follow::run(t, seen, filter, printer, out)?;
+    }
+    Ok(())
 }

@@ -7,6 +7,7 @@
 
 use super::check::Violation;
 use crate::protocol::trail::{Copy, Original, Trail};
+use crate::sys::logfile;
 use crate::views::vouched::{self, Verdict};
 
 /// What the binding check found.
@@ -47,7 +48,7 @@ pub fn check(t: &Trail) -> Bound {
     let copies: Vec<&Copy> = t.copies.iter().collect();
     let (originals, copies) = vouched::judge_files(t, &originals, &copies);
     // A journal at all (an offset past 0, rotated parts counted).
-    let journaled = crate::sys::logfile::end(&t.project.events_file()) > 0;
+    let journaled = logfile::end(&t.project.events_file()) > 0;
     let paths = t
         .originals
         .iter()

@@ -12,7 +12,14 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::lag::{Judged, Lag};
-use crate::protocol::trail::{Copy, Place, Stamp, Trail};
+use crate::agent::queue::current_items;
+use crate::protocol::clock::{self, Instant};
+use crate::protocol::config::{Config, Limits};
+use crate::protocol::grammar::{addressed, in_cc};
+use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::roles::Roles;
+use crate::protocol::trail::{Copy, Original, Place, Stamp, Trail};
+use crate::protocol::{audit_pending, delivery_retry, store};
 use crate::text::escape;
 
 // The audit's finding, typed beside the trail it judges, so the bridge's
@@ -67,12 +74,33 @@ fn check_copy(t: &Trail, c: &Copy, homes: &HashMap<&str, usize>, out: &mut Out) 
             out.add("missing_header", &subject, format!("no '{name}' header"));
         }
     }
+    check_stamps(c, &subject, out);
+    if let Some(r) = &c.recipient {
+        match homes.get(r.as_str()) {
+            None => out.add(
+                "unknown_recipient",
+                &subject,
+                format!("recipient '{r}' is not in roles.tsv"),
+            ),
+            Some(&home) if home != c.worktree => out.add(
+                "wrong_inbox",
+                &subject,
+                format!("recipient '{r}' works in {}", shown(&t.worktrees[home])),
+            ),
+            _ => {}
+        }
+    }
+}
+
+/// A copy's stamps: each parses, those its folder needs are there, those it
+/// must not have yet are not, and they run in order.
+fn check_stamps(c: &Copy, subject: &str, out: &mut Out) {
     let s = stamps(c);
     for (i, st) in s.iter().enumerate() {
         if let Stamp::Bad(v) = st {
             out.add(
                 "bad_time",
-                &subject,
+                subject,
                 format!("'{}' is not an RFC 3339 time: {v}", STAMPS[i]),
             );
         }
@@ -89,7 +117,7 @@ fn check_copy(t: &Trail, c: &Copy, homes: &HashMap<&str, usize>, out: &mut Out) 
         if s[i].is_missing() {
             out.add(
                 "missing_header",
-                &subject,
+                subject,
                 format!("no '{}' header in {}/", STAMPS[i], c.place.as_str()),
             );
         }
@@ -104,7 +132,7 @@ fn check_copy(t: &Trail, c: &Copy, homes: &HashMap<&str, usize>, out: &mut Out) 
         if !s[i].is_missing() {
             out.add(
                 "state_mismatch",
-                &subject,
+                subject,
                 format!(
                     "'{}' set but the copy is in {}/",
                     STAMPS[i],
@@ -114,40 +142,25 @@ fn check_copy(t: &Trail, c: &Copy, homes: &HashMap<&str, usize>, out: &mut Out) 
         }
     }
     // Each present stamp must not precede the latest earlier present one.
-    let mut prev: Option<(usize, crate::protocol::clock::Instant)> = None;
+    let mut prev: Option<(usize, Instant)> = None;
     for (i, st) in s.iter().enumerate() {
         if let Some(t) = st.at() {
             if let Some((j, p)) = prev {
                 if t < p {
                     out.add(
                         "time_order",
-                        &subject,
+                        subject,
                         format!(
                             "{} {} is before {} {}",
                             STAMPS[i],
-                            crate::protocol::clock::iso(t),
+                            clock::iso(t),
                             STAMPS[j],
-                            crate::protocol::clock::iso(p)
+                            clock::iso(p)
                         ),
                     );
                 }
             }
             prev = Some((i, t));
-        }
-    }
-    if let Some(r) = &c.recipient {
-        match homes.get(r.as_str()) {
-            None => out.add(
-                "unknown_recipient",
-                &subject,
-                format!("recipient '{r}' is not in roles.tsv"),
-            ),
-            Some(&home) if home != c.worktree => out.add(
-                "wrong_inbox",
-                &subject,
-                format!("recipient '{r}' works in {}", shown(&t.worktrees[home])),
-            ),
-            _ => {}
         }
     }
 }
@@ -187,90 +200,154 @@ impl Findings {
 
 /// Every violation and every pending copy, each sorted by kind then
 /// subject; `lag` read before `t` was loaded.
-pub fn verify<'a>(t: &'a Trail, mut lag: Lag) -> Findings {
-    let mut out = Out(Vec::new());
-    let mut pending = Out(Vec::new());
-    for (dir, e) in &t.unreadable {
-        out.add("unreadable_dir", shown(dir), e.clone());
-    }
-    for b in &t.bad {
-        out.add("malformed", shown(&b.path), b.reason.clone());
-    }
-    for r in &t.rejected {
-        out.add(
-            "rejected",
-            shown(&r.path),
-            r.reason
-                .clone()
-                .unwrap_or_else(|| "moved aside by a queue helper".into()),
-        );
-    }
-
-    // Originals by id.
-    let mut originals: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (i, o) in t.originals.iter().enumerate() {
-        let subject = shown(&o.path);
-        for name in ["id", "from", "to", "created_at"] {
-            if o.msg.get(name).is_none() {
-                out.add("missing_header", &subject, format!("no '{name}' header"));
-            }
-        }
-        if let Stamp::Bad(v) = &o.created {
-            out.add(
-                "bad_time",
-                &subject,
-                format!("'created_at' is not an RFC 3339 time: {v}"),
-            );
-        }
-        if !o.id().is_empty() {
-            originals.entry(o.id()).or_default().push(i);
-        }
-    }
-    for (id, idx) in &originals {
-        if idx.len() > 1 {
-            let paths: Vec<String> = idx.iter().map(|&i| shown(&t.originals[i].path)).collect();
-            out.add(
-                "duplicate_original",
-                *id,
-                format!("{} originals: {}", idx.len(), paths.join(", ")),
-            );
-        }
-    }
-
-    // Copies, one by one and by (id, inbox). Roles sharing a worktree share
-    // one inbox, and the daemon delivers a message once per inbox (the copy
-    // names the first of them), so presence is counted per inbox.
-    let homes = role_worktrees(t);
-    let slot = |r: &'a str| match homes.get(r) {
-        Some(&h) => Slot::Inbox(h),
-        None => Slot::Role(r),
+pub fn verify(t: &Trail, lag: Lag) -> Findings {
+    let mut v = Verify {
+        t,
+        homes: role_worktrees(t),
+        originals: HashMap::new(),
+        lag,
+        out: Out(Vec::new()),
+        pending: Out(Vec::new()),
     };
-    let mut held: HashMap<(&str, Slot), Vec<&Copy>> = HashMap::new();
-    for c in &t.copies {
-        check_copy(t, c, &homes, &mut out);
-        let Some(id) = c.id.as_deref() else {
-            continue;
-        };
-        let orig = originals.get(id).map(|v| &t.originals[v[0]]);
-        if orig.is_none() {
-            let detail = format!("no original of {id} in any outbox, sent/ or failed/");
-            match lag.judge_orphan(t, id, c.from.as_deref()) {
-                Judged::Lost(why) if why.is_empty() => {
-                    out.add("orphan_copy", shown(&c.path), detail)
+    v.unreadable_and_rejected();
+    v.index_originals();
+    let held = v.copies();
+    v.duplicate_copies(&held);
+    v.missing_copies(&held);
+    let mut violations = v.out.0;
+    violations.sort();
+    let mut pending = v.pending.0;
+    pending.sort();
+    Findings {
+        violations,
+        pending,
+    }
+}
+
+/// The copies of each id by the inbox that holds them (for a recipient
+/// outside roles.tsv, by its name).
+type Held<'a> = HashMap<(&'a str, Slot<'a>), Vec<&'a Copy>>;
+
+/// One check of a trail in progress: what is known so far and what it found.
+struct Verify<'a> {
+    t: &'a Trail,
+    /// Each role's worktree index (role_worktrees).
+    homes: HashMap<&'a str, usize>,
+    /// The originals of each id, by index in `t.originals`.
+    originals: HashMap<&'a str, Vec<usize>>,
+    lag: Lag,
+    out: Out,
+    pending: Out,
+}
+
+impl<'a> Verify<'a> {
+    /// Folders that did not list, files that did not parse, copies a queue
+    /// helper moved aside.
+    fn unreadable_and_rejected(&mut self) {
+        let (t, out) = (self.t, &mut self.out);
+        for (dir, e) in &t.unreadable {
+            out.add("unreadable_dir", shown(dir), e.clone());
+        }
+        for b in &t.bad {
+            out.add("malformed", shown(&b.path), b.reason.clone());
+        }
+        for r in &t.rejected {
+            out.add(
+                "rejected",
+                shown(&r.path),
+                r.reason
+                    .clone()
+                    .unwrap_or_else(|| "moved aside by a queue helper".into()),
+            );
+        }
+    }
+
+    /// Originals by id: each with its headers, and one original per id.
+    fn index_originals(&mut self) {
+        let t = self.t;
+        for (i, o) in t.originals.iter().enumerate() {
+            let subject = shown(&o.path);
+            for name in ["id", "from", "to", "created_at"] {
+                if o.msg.get(name).is_none() {
+                    self.out
+                        .add("missing_header", &subject, format!("no '{name}' header"));
                 }
-                Judged::Lost(why) => {
-                    out.add("orphan_copy", shown(&c.path), format!("{detail}: {why}"))
-                }
-                Judged::Pending(why) => pending.add(
-                    "orphan_copy",
-                    shown(&c.path),
-                    format!("{detail} yet: {why}"),
-                ),
+            }
+            if let Stamp::Bad(v) = &o.created {
+                self.out.add(
+                    "bad_time",
+                    &subject,
+                    format!("'created_at' is not an RFC 3339 time: {v}"),
+                );
+            }
+            if !o.id().is_empty() {
+                self.originals.entry(o.id()).or_default().push(i);
             }
         }
-        let Some(r) = c.recipient.as_deref() else {
-            continue;
-        };
+        for (id, idx) in &self.originals {
+            if idx.len() > 1 {
+                let paths: Vec<String> = idx.iter().map(|&i| shown(&t.originals[i].path)).collect();
+                self.out.add(
+                    "duplicate_original",
+                    *id,
+                    format!("{} originals: {}", idx.len(), paths.join(", ")),
+                );
+            }
+        }
+    }
+
+    /// Copies, one by one and by (id, inbox). Roles sharing a worktree share
+    /// one inbox, and the daemon delivers a message once per inbox (the copy
+    /// names the first of them), so presence is counted per inbox.
+    fn copies(&mut self) -> Held<'a> {
+        let t = self.t;
+        let mut held: Held<'a> = HashMap::new();
+        for c in &t.copies {
+            check_copy(t, c, &self.homes, &mut self.out);
+            let Some(id) = c.id.as_deref() else {
+                continue;
+            };
+            let orig = self.originals.get(id).map(|v| &t.originals[v[0]]);
+            if orig.is_none() {
+                self.orphan(c, id);
+            }
+            let Some(r) = c.recipient.as_deref() else {
+                continue;
+            };
+            self.addressed_to(c, orig, r);
+            // A copy in another role's inbox is never seen by its recipient.
+            let s = match self.homes.get(r) {
+                Some(&h) => Slot::Inbox(h),
+                None => Slot::Role(r),
+            };
+            if s == Slot::Inbox(c.worktree) || matches!(s, Slot::Role(_)) {
+                held.entry((id, s)).or_default().push(c);
+            }
+        }
+        held
+    }
+
+    /// A copy without an original: lost, or not here yet.
+    fn orphan(&mut self, c: &Copy, id: &str) {
+        let detail = format!("no original of {id} in any outbox, sent/ or failed/");
+        match self.lag.judge_orphan(self.t, id, c.from.as_deref()) {
+            Judged::Lost(why) if why.is_empty() => {
+                self.out.add("orphan_copy", shown(&c.path), detail)
+            }
+            Judged::Lost(why) => {
+                self.out
+                    .add("orphan_copy", shown(&c.path), format!("{detail}: {why}"))
+            }
+            Judged::Pending(why) => self.pending.add(
+                "orphan_copy",
+                shown(&c.path),
+                format!("{detail} yet: {why}"),
+            ),
+        }
+    }
+
+    /// A copy's recipient is in its `to` (or `cc`).
+    fn addressed_to(&mut self, c: &Copy, orig: Option<&Original>, r: &str) {
         let from = c
             .from
             .as_deref()
@@ -278,81 +355,94 @@ pub fn verify<'a>(t: &'a Trail, mut lag: Lag) -> Findings {
             .unwrap_or("");
         let to = c.to.as_deref().or_else(|| orig.and_then(|o| o.msg.to()));
         if let Some(to) = to {
-            if !crate::protocol::grammar::addressed(to, from, r)
-                && !crate::protocol::grammar::in_cc(c.cc.as_deref(), r)
-            {
-                out.add(
+            if !addressed(to, from, r) && !in_cc(c.cc.as_deref(), r) {
+                self.out.add(
                     "recipient_not_in_to",
                     shown(&c.path),
                     format!("recipient '{r}' is not in to '{to}' (from '{from}')"),
                 );
             }
         }
-        // A copy in another role's inbox is never seen by its recipient.
-        let s = slot(r);
-        if s == Slot::Inbox(c.worktree) || matches!(s, Slot::Role(_)) {
-            held.entry((id, s)).or_default().push(c);
-        }
     }
-    for ((id, _), copies) in &held {
-        // One copy is the rule: skipped without touching it (the map is
-        // visited in hash order, so each touch would be a cache miss).
-        if copies.len() < 2 {
-            continue;
-        }
-        let mut names: Vec<&str> = copies
-            .iter()
-            .filter_map(|c| c.recipient.as_deref())
-            .collect();
-        names.sort_unstable();
-        names.dedup();
-        let subject = format!("{id} -> {}", names.join(","));
-        let paths = || {
-            let mut v: Vec<String> = copies.iter().map(|c| shown(&c.path)).collect();
-            v.sort();
-            v.join(", ")
-        };
-        let done = copies
-            .iter()
-            .filter(|c| c.place == Place::Completed)
-            .count();
-        if done > 1 {
-            out.add(
-                "completed_twice",
-                subject,
-                format!("{done} completed copies: {}", paths()),
-            );
-        } else if copies.len() > 1 {
-            out.add(
-                "duplicate_copy",
-                subject,
-                format!("{} copies: {}", copies.len(), paths()),
-            );
+
+    /// One copy per id and inbox: more is a duplicate, or a completed twice.
+    fn duplicate_copies(&mut self, held: &Held<'a>) {
+        for ((id, _), copies) in held {
+            // One copy is the rule: skipped without touching it (the map is
+            // visited in hash order, so each touch would be a cache miss).
+            if copies.len() < 2 {
+                continue;
+            }
+            let mut names: Vec<&str> = copies
+                .iter()
+                .filter_map(|c| c.recipient.as_deref())
+                .collect();
+            names.sort_unstable();
+            names.dedup();
+            let subject = format!("{id} -> {}", names.join(","));
+            let paths = || {
+                let mut v: Vec<String> = copies.iter().map(|c| shown(&c.path)).collect();
+                v.sort();
+                v.join(", ")
+            };
+            let done = copies
+                .iter()
+                .filter(|c| c.place == Place::Completed)
+                .count();
+            if done > 1 {
+                self.out.add(
+                    "completed_twice",
+                    subject,
+                    format!("{done} completed copies: {}", paths()),
+                );
+            } else if copies.len() > 1 {
+                self.out.add(
+                    "duplicate_copy",
+                    subject,
+                    format!("{} copies: {}", copies.len(), paths()),
+                );
+            }
         }
     }
 
-    // Every delivered message reached every recipient's inbox.
-    // In file order, not the map's: the messages are read in the order they
-    // lie in memory (this loop was bound by cache misses on 50 000 messages).
-    for (i, o) in t.originals.iter().enumerate() {
-        if o.place != Place::Sent || o.id().is_empty() {
-            continue;
+    /// Every delivered message reached every recipient's inbox.
+    /// In file order, not the map's: the messages are read in the order they
+    /// lie in memory (this loop was bound by cache misses on 50 000 messages).
+    fn missing_copies(&mut self, held: &Held<'a>) {
+        let t = self.t;
+        for (i, o) in t.originals.iter().enumerate() {
+            if o.place != Place::Sent || o.id().is_empty() {
+                continue;
+            }
+            let id = o.id();
+            // The first original in sent/ of its id speaks for it.
+            let first = self.originals.get(id).and_then(|idx| {
+                idx.iter()
+                    .copied()
+                    .find(|&j| t.originals[j].place == Place::Sent)
+            });
+            if first != Some(i) {
+                continue;
+            }
+            for (s, names) in self.wanted(o) {
+                let present = match s {
+                    Slot::Unknown => held.contains_key(&(id, Slot::Role(names[0].as_str()))),
+                    _ => held.contains_key(&(id, s)),
+                };
+                if !present {
+                    self.missing(o, &names);
+                }
+            }
         }
-        let id = o.id();
-        // The first original in sent/ of its id speaks for it.
-        let first = originals.get(id).and_then(|idx| {
-            idx.iter()
-                .copied()
-                .find(|&j| t.originals[j].place == Place::Sent)
-        });
-        if first != Some(i) {
-            continue;
-        }
-        let id = &id;
+    }
+
+    /// The inboxes an original is for, each with its recipients' names (a
+    /// name outside roles.tsv on its own).
+    fn wanted(&self, o: &Original) -> Vec<(Slot<'static>, Vec<String>)> {
         let from = o.msg.sender().unwrap_or("");
         let mut wanted: Vec<(Slot, Vec<String>)> = Vec::new();
-        for r in t.roles.recipients(o.msg.to().unwrap_or(""), from) {
-            let s = match homes.get(r.as_str()) {
+        for r in self.t.roles.recipients(o.msg.to().unwrap_or(""), from) {
+            let s = match self.homes.get(r.as_str()) {
                 Some(&h) => Slot::Inbox(h),
                 None => Slot::Unknown,
             };
@@ -364,42 +454,33 @@ pub fn verify<'a>(t: &'a Trail, mut lag: Lag) -> Findings {
                 None => wanted.push((s, vec![r])),
             }
         }
-        for (s, names) in wanted {
-            let present = match s {
-                Slot::Unknown => held.contains_key(&(*id, Slot::Role(names[0].as_str()))),
-                _ => held.contains_key(&(*id, s)),
-            };
-            if !present {
-                let who = names.join(",");
-                let subject = format!("{id} -> {who}");
-                let detail = format!("no copy at {who} of {}", shown(&o.path));
-                match lag.judge(t, o, &names) {
-                    Judged::Lost(why) if why.is_empty() => out.add("missing_copy", subject, detail),
-                    Judged::Lost(why) => {
-                        out.add("missing_copy", subject, format!("{detail}: {why}"))
-                    }
-                    Judged::Pending(why) => {
-                        pending.add("missing_copy", subject, format!("{detail} yet: {why}"))
-                    }
-                }
+        wanted
+    }
+
+    /// No copy of `o` for `names`: lost, or not here yet.
+    fn missing(&mut self, o: &Original, names: &[String]) {
+        let id = o.id();
+        let who = names.join(",");
+        let subject = format!("{id} -> {who}");
+        let detail = format!("no copy at {who} of {}", shown(&o.path));
+        match self.lag.judge(self.t, o, names) {
+            Judged::Lost(why) if why.is_empty() => self.out.add("missing_copy", subject, detail),
+            Judged::Lost(why) => self
+                .out
+                .add("missing_copy", subject, format!("{detail}: {why}")),
+            Judged::Pending(why) => {
+                self.pending
+                    .add("missing_copy", subject, format!("{detail} yet: {why}"))
             }
         }
-    }
-    let mut violations = out.0;
-    violations.sort();
-    let mut pending = pending.0;
-    pending.sort();
-    Findings {
-        violations,
-        pending,
     }
 }
 
 /// Every delivery the daemon has failed three times and still retries
 /// (protocol::delivery_retry): not lost, but not moving either, so the
 /// check is not OK until it goes out or the file is removed.
-pub fn delivery_attention(project: &crate::protocol::layout::Project) -> Vec<Violation> {
-    crate::protocol::delivery_retry::attention(project)
+pub fn delivery_attention(project: &Project) -> Vec<Violation> {
+    delivery_retry::attention(project)
         .into_iter()
         .map(|a| match a {
             Ok(a) => Violation {
@@ -408,7 +489,7 @@ pub fn delivery_attention(project: &crate::protocol::layout::Project) -> Vec<Vio
                 detail: format!(
                     "{} failed delivery attempts since {}, last: {} (record {})",
                     a.retry.attempt,
-                    crate::protocol::clock::iso(a.retry.first_failed_at),
+                    clock::iso(a.retry.first_failed_at),
                     a.retry.last_error,
                     shown(&a.record)
                 ),
@@ -425,22 +506,22 @@ pub fn delivery_attention(project: &crate::protocol::layout::Project) -> Vec<Vio
 /// Every role the audit guard keeps from new work for good (agent::guard):
 /// the audit gate holds its git handoff back while nothing is in process,
 /// so `ready-next` refuses until the handoff is queued or dropped.
-pub fn blocked_by_audit(project: &crate::protocol::layout::Project) -> Vec<Violation> {
-    let Ok(roles) = crate::protocol::roles::Roles::load(&project.roles_tsv()) else {
+pub fn blocked_by_audit(project: &Project) -> Vec<Violation> {
+    let Ok(roles) = Roles::load(&project.roles_tsv()) else {
         return Vec::new();
     };
-    let max = crate::protocol::store::copy_limit(
-        crate::protocol::config::Config::load(&project.config_file())
+    let max = store::copy_limit(
+        Config::load(&project.config_file())
             .map(|c| c.limits.max_file_bytes)
-            .unwrap_or_else(|_| crate::protocol::config::Limits::default().max_file_bytes),
+            .unwrap_or_else(|_| Limits::default().max_file_bytes),
     );
     let mut out = Vec::new();
     for r in &roles.roles {
-        let wt = crate::protocol::layout::Worktree::new(&r.worktree_path);
-        let Some(file) = crate::protocol::audit_pending::open_for_file(&wt, &r.name) else {
+        let wt = Worktree::new(&r.worktree_path);
+        let Some(file) = audit_pending::open_for_file(&wt, &r.name) else {
             continue;
         };
-        if crate::agent::queue::current_items(&wt, max).is_empty() {
+        if current_items(&wt, max).is_empty() {
             out.push(Violation {
                 kind: "audit_pending",
                 subject: shown(&file),

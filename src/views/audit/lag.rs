@@ -18,6 +18,9 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use crate::bridge::events::Mirror;
+use crate::bridge::trail;
+use crate::fsx;
 use crate::protocol::grammar::strip_collision_prefix;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::trail::{handoff_names, Original, Trail};
@@ -84,8 +87,8 @@ fn relay_role(path: &str) -> Option<String> {
 }
 
 fn load_remote(t: &Trail, host: &str, mark: Option<u64>) -> Remote {
-    let file = crate::bridge::events::Mirror::file(&t.project, host);
-    let text = crate::fsx::read_bounded(&file, MAX_EVENTS_BYTES)
+    let file = Mirror::file(&t.project, host);
+    let text = fsx::read_bounded(&file, MAX_EVENTS_BYTES)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
     let mut r = Remote {
@@ -131,7 +134,7 @@ impl Lag {
     pub fn before_load(project: &Project) -> Lag {
         let mut lag = Lag::default();
         for host in project.marked_hosts() {
-            if let Some(m) = crate::bridge::trail::read_mark(project, &host) {
+            if let Some(m) = trail::read_mark(project, &host) {
                 lag.marks.insert(host, m);
             }
         }

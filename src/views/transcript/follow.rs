@@ -8,8 +8,11 @@ use std::time::SystemTime;
 
 use super::{sort, Filter, Printer};
 use crate::protocol::layout::Worktree;
+use crate::protocol::store;
 use crate::protocol::trail::{self, Loaded, Original, Place, Trail};
 use crate::sys::watch::{DirWatch, Wake};
+use crate::text;
+use crate::views::vouched;
 
 /// What a follower already knows, so each file is read once and each message
 /// printed once (a message moves from the outbox to `sent/` under the same id).
@@ -76,7 +79,7 @@ fn candidates(dirs: &[(PathBuf, Place)], wake: &Wake) -> Vec<(PathBuf, Place)> {
         return out;
     }
     for p in &wake.paths {
-        let is_item = crate::protocol::store::is_handoff_path(p);
+        let is_item = store::is_handoff_path(p);
         let place = dirs
             .iter()
             .find(|(d, _)| p.parent() == Some(d.as_path()))
@@ -106,8 +109,8 @@ fn fresh(t: &Trail, seen: &mut Seen, candidates: Vec<(PathBuf, Place)>) -> Vec<O
                 seen.bad.insert(path.clone(), v);
                 eprintln!(
                     "warning: skipped {}: {}",
-                    crate::text::escape(&path.display().to_string()),
-                    crate::text::escape(&why)
+                    text::escape(&path.display().to_string()),
+                    text::escape(&why)
                 );
                 continue;
             }
@@ -147,9 +150,7 @@ pub fn run(
     loop {
         let news = fresh(t, &mut seen, candidates(&dirs, &wake));
         if !news.is_empty() {
-            printer
-                .doubts
-                .extend(crate::views::vouched::doubts(t, &news));
+            printer.doubts.extend(vouched::doubts(t, &news));
         }
         let mut refs: Vec<&Original> = news.iter().collect();
         sort(&mut refs);

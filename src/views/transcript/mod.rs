@@ -16,15 +16,16 @@ pub use select::{
     is_folded, messages, parse_time, reaction_marks, sort, thread_order, thread_root, Filter,
 };
 
+use crate::error::Result;
+use crate::protocol::layout::Project;
+use crate::protocol::line;
 use crate::protocol::trail::{self, Original};
+use crate::text;
+use crate::views::vouched;
 
 /// The last `n` transcript lines (dated) of the messages `role` sent or was
 /// sent (every message when `role` is None), oldest first.
-pub fn recent_lines(
-    project: &crate::protocol::layout::Project,
-    role: Option<&str>,
-    n: usize,
-) -> crate::error::Result<Vec<String>> {
+pub fn recent_lines(project: &Project, role: Option<&str>, n: usize) -> Result<Vec<String>> {
     let t = trail::Trail::load(project, &trail::Scope::originals())?;
     let filter = Filter {
         role: role.map(str::to_string),
@@ -37,15 +38,15 @@ pub fn recent_lines(
     let skip = shown.len().saturating_sub(n);
     let shown = &shown[skip..];
     // An agent's forged line is not shown to the others as said.
-    let doubts = crate::views::vouched::doubts(&t, shown.iter().copied());
+    let doubts = vouched::doubts(&t, shown.iter().copied());
     Ok(shown
         .iter()
         .map(|o| match doubts.get(&o.path) {
             Some(why) => format!(
                 "[{}] [unverified] {}: {}",
-                crate::protocol::line::full_time(o.when()),
-                crate::text::escape(&o.path.display().to_string()),
-                crate::text::escape(why)
+                line::full_time(o.when()),
+                text::escape(&o.path.display().to_string()),
+                text::escape(why)
             ),
             None => dated_line(o),
         })

@@ -8,11 +8,14 @@ use chrono::NaiveDate;
 use serde_json::{json, Map, Value};
 
 use super::Format;
+use crate::error::JSON_SCHEMA_VERSION;
+use crate::forum::session::Session;
 use crate::protocol::clock::{self};
 use crate::protocol::header::{self, Message};
 use crate::protocol::line::{full_time, speech, summary};
 use crate::protocol::roles::Roles;
 use crate::protocol::trail::{Original, Place};
+use crate::text;
 
 /// One message as a dated line without the newline: its forum.log line,
 /// plus ` [failed: <reason>]` for a failed one.
@@ -89,7 +92,7 @@ impl<'a> Printer<'a> {
         match self.format {
             Format::Md => format!(
                 "# Transcript: {}\n",
-                crate::text::escape(&root.display().to_string())
+                text::escape(&root.display().to_string())
             ),
             _ => String::new(),
         }
@@ -104,7 +107,7 @@ impl<'a> Printer<'a> {
             Format::Text => self.text(o, depth),
             Format::Jsonl => {
                 let mut v = jsonl(o, self.roles);
-                v["schema_version"] = json!(crate::error::JSON_SCHEMA_VERSION);
+                v["schema_version"] = json!(JSON_SCHEMA_VERSION);
                 if self.depths.is_some() {
                     v["depth"] = json!(depth);
                 }
@@ -135,7 +138,7 @@ impl<'a> Printer<'a> {
         match self.format {
             Format::Jsonl => {
                 let v = json!({
-                    "schema_version": crate::error::JSON_SCHEMA_VERSION,
+                    "schema_version": JSON_SCHEMA_VERSION,
                     "id": o.msg.id(),
                     "time": o.when().map(clock::iso),
                     "state": o.place.as_str(),
@@ -147,8 +150,8 @@ impl<'a> Printer<'a> {
             Format::Md => format!(
                 "\n## [{}] unverified: {}\n\n- {}\n",
                 full_time(o.when()),
-                crate::text::escape(&path),
-                crate::text::escape(why)
+                text::escape(&path),
+                text::escape(why)
             ),
             Format::Text => {
                 let mut s = self.day_line(o);
@@ -156,8 +159,8 @@ impl<'a> Printer<'a> {
                 s.push_str(&format!(
                     "[{}] [unverified] {}: {}\n",
                     hms(o),
-                    crate::text::escape(&path),
-                    crate::text::escape(why)
+                    text::escape(&path),
+                    text::escape(why)
                 ));
                 s
             }
@@ -183,7 +186,7 @@ impl<'a> Printer<'a> {
         s.push_str(&"  ".repeat(depth));
         s.push_str(&format!("[{}] ", hms(o)));
         if self.ids {
-            s.push_str(&format!("{} ", crate::text::escape(o.id())));
+            s.push_str(&format!("{} ", text::escape(o.id())));
         }
         s.push_str(&speech(&o.msg));
         s.push_str(&state_suffix(o));
@@ -207,13 +210,7 @@ fn hms(o: &Original) -> String {
 pub(super) fn marks_text(marks: &[(String, String)]) -> String {
     marks
         .iter()
-        .map(|(r, from)| {
-            format!(
-                " [{} {}]",
-                crate::text::escape(r),
-                crate::text::escape(from)
-            )
-        })
+        .map(|(r, from)| format!(" [{} {}]", text::escape(r), text::escape(from)))
         .collect()
 }
 
@@ -227,30 +224,30 @@ pub enum Edge {
 /// `=== session S started <time> by <who>: <title> ===`, `=== session S
 /// closed <time>: <reason> ===` or `=== session S open ===`, in the format
 /// asked for (jsonl: one object with `marker`; md: a bold line).
-pub fn session_marker(format: Format, s: &crate::forum::session::Session, edge: Edge) -> String {
+pub fn session_marker(format: Format, s: &Session, edge: Edge) -> String {
     let time = |iso: &str| full_time(clock::parse(iso));
     let text = match edge {
         Edge::Start => {
             let mut t = format!(
                 "session {} started {} by {}",
-                crate::text::escape(&s.id),
+                text::escape(&s.id),
                 time(&s.started_at),
-                crate::text::escape(&s.started_by)
+                text::escape(&s.started_by)
             );
             if let Some(title) = &s.title {
                 t.push_str(": ");
-                t.push_str(&crate::text::escape(title));
+                t.push_str(&text::escape(title));
             }
             t
         }
         Edge::End => match &s.closed_at {
             Some(at) => format!(
                 "session {} closed {}: {}",
-                crate::text::escape(&s.id),
+                text::escape(&s.id),
                 time(at),
-                crate::text::escape(s.close_reason.as_deref().unwrap_or("no reason"))
+                text::escape(s.close_reason.as_deref().unwrap_or("no reason"))
             ),
-            None => format!("session {} open", crate::text::escape(&s.id)),
+            None => format!("session {} open", text::escape(&s.id)),
         },
     };
     match format {
@@ -259,7 +256,7 @@ pub fn session_marker(format: Format, s: &crate::forum::session::Session, edge: 
         Format::Jsonl => {
             let v = match edge {
                 Edge::Start => json!({
-                    "schema_version": crate::error::JSON_SCHEMA_VERSION,
+                    "schema_version": JSON_SCHEMA_VERSION,
                     "marker": "session_started",
                     "session": s.id,
                     "time": s.started_at,
@@ -267,7 +264,7 @@ pub fn session_marker(format: Format, s: &crate::forum::session::Session, edge: 
                     "title": s.title,
                 }),
                 Edge::End => json!({
-                    "schema_version": crate::error::JSON_SCHEMA_VERSION,
+                    "schema_version": JSON_SCHEMA_VERSION,
                     "marker": if s.is_open() { "session_open" } else { "session_closed" },
                     "session": s.id,
                     "time": s.closed_at,
@@ -284,7 +281,7 @@ pub(super) fn state_suffix(o: &Original) -> String {
     match o.place {
         Place::Failed => format!(
             " [failed: {}]",
-            crate::text::escape(o.reason.as_deref().unwrap_or("reason unknown"))
+            text::escape(o.reason.as_deref().unwrap_or("reason unknown"))
         ),
         Place::Held => " [held: waiting for swarm approve / swarm deny]".into(),
         _ => String::new(),
@@ -338,8 +335,8 @@ pub(super) fn keep_lines(s: &str) -> String {
         .map(|l| {
             l.split('\t')
                 .map(|p| {
-                    if p.chars().any(crate::text::is_control) {
-                        crate::text::escape(p)
+                    if p.chars().any(text::is_control) {
+                        text::escape(p)
                     } else {
                         p.to_string()
                     }
@@ -378,7 +375,7 @@ pub fn md(o: &Original) -> String {
     if o.place == Place::Failed {
         s.push_str(&format!(
             "- reason: {}\n",
-            crate::text::escape(o.reason.as_deref().unwrap_or("reason unknown"))
+            text::escape(o.reason.as_deref().unwrap_or("reason unknown"))
         ));
     }
     let mut file = String::new();

@@ -5,11 +5,13 @@ use crate::protocol::header::names;
 use std::collections::HashMap;
 
 use crate::protocol::clock::{self, Instant};
+use crate::protocol::duration;
 use crate::protocol::grammar::MessageType;
 use crate::protocol::header::Message;
 use crate::protocol::line::when;
 use crate::protocol::roles::Roles;
 use crate::protocol::trail::{Original, Place};
+use crate::text;
 
 /// Which messages to show.
 #[derive(Clone, Debug, Default)]
@@ -76,14 +78,14 @@ pub fn parse_time(spec: &str, now: Instant) -> Result<Instant, String> {
     if let Some(t) = clock::parse(spec) {
         return Ok(t);
     }
-    match crate::protocol::duration::parse(spec) {
+    match duration::parse(spec) {
         Ok(d) => chrono::Duration::from_std(d)
             .ok()
             .and_then(|d| now.checked_sub_signed(d))
-            .ok_or_else(|| format!("time '{}' is out of range", crate::text::escape(spec))),
+            .ok_or_else(|| format!("time '{}' is out of range", text::escape(spec))),
         Err(_) => Err(format!(
             "invalid time '{}': expected RFC 3339 (2026-06-15T14:05:31Z) or an age (90s, 2h, 1d)",
-            crate::text::escape(spec)
+            text::escape(spec)
         )),
     }
 }
