@@ -69,6 +69,33 @@ pub struct Quarantines {
     refused: PathBuf,
     format: Option<Format>,
     failing: bool,
+    /// The quarantines found empty, with their stamps then ([`Stamp`]).
+    quiet: std::collections::HashMap<String, Stamp>,
+    /// The quarantines' names, with the stamp of their folder then.
+    roles: Option<(SystemTime, Vec<String>)>,
+}
+
+/// When a quarantine's folder and its `pack` folder last changed. git
+/// makes a fan-out folder (or a pack) for each new object there, so a
+/// quarantine found empty whose stamp is the same is still empty: it is
+/// not listed again. A stamp is kept only when it was older than
+/// [`SETTLED`] when read, so a change made later cannot bear the same time
+/// on a file system whose clock is coarse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stamp {
+    dir: SystemTime,
+    pack: Option<SystemTime>,
+}
+
+/// Longer than any file system's time-stamp granularity.
+const SETTLED: Duration = Duration::from_millis(50);
+
+fn changed_at(p: &Path) -> Option<SystemTime> {
+    std::fs::symlink_metadata(p).and_then(|m| m.modified()).ok()
+}
+
+fn settled(t: SystemTime, now: SystemTime) -> bool {
+    now.duration_since(t).is_ok_and(|age| age > SETTLED)
 }
 
 impl Quarantines {
@@ -87,16 +114,15 @@ impl Quarantines {
             refused: project.refused_objects_dir(),
             format: None,
             failing: false,
+            quiet: Default::default(),
+            roles: None,
         })
     }
 
     /// One turn's take-in from every quarantine, bounded.
     pub fn take_in(&mut self) -> Taken {
         let mut taken = Taken::default();
-        let Ok(all) = HeldDir::open(&self.quarantine) else {
-            return taken;
-        };
-        let Ok(roles) = all.names() else {
+        let Some(roles) = self.role_names() else {
             return taken;
         };
         let mut budget = Budget {
@@ -104,8 +130,36 @@ impl Quarantines {
             bytes: TURN_BYTES,
         };
         for role in roles.iter().take(MAX_ROLES) {
-            let Ok(q) = all.open_dir(role) else { continue };
-            if let Err(e) = self.take_role(role, &q, &mut budget, &mut taken) {
+            let base = self.quarantine.join(role);
+            let now = SystemTime::now();
+            let Some(dir) = changed_at(&base) else {
+                continue;
+            };
+            let stamp = Stamp {
+                dir,
+                pack: changed_at(&base.join("pack")),
+            };
+            if self.quiet.get(role) == Some(&stamp) {
+                continue;
+            }
+            let Ok(q) = HeldDir::open(&base) else {
+                continue;
+            };
+            let before = taken.objects + taken.refused;
+            let result = self.take_role(role, &q, &mut budget, &mut taken);
+            match result {
+                Ok(true)
+                    if taken.objects + taken.refused == before
+                        && settled(stamp.dir, now)
+                        && stamp.pack.is_none_or(|p| settled(p, now)) =>
+                {
+                    self.quiet.insert(role.clone(), stamp);
+                }
+                _ => {
+                    self.quiet.remove(role);
+                }
+            }
+            if let Err(e) = result {
                 if !std::mem::replace(&mut self.failing, true) {
                     eprintln!(
                         "handoffd: {}: cannot take the role's git objects into {}: {e}; its commits are not in your repository until they are (check the folder's owner and free space)",
@@ -122,6 +176,20 @@ impl Quarantines {
         }
         self.failing = false;
         taken
+    }
+
+    /// The quarantines' names, listed again only when their folder changed.
+    fn role_names(&mut self) -> Option<Vec<String>> {
+        let now = SystemTime::now();
+        let stamp = changed_at(&self.quarantine)?;
+        if let Some((seen, names)) = &self.roles {
+            if *seen == stamp {
+                return Some(names.clone());
+            }
+        }
+        let names = HeldDir::open(&self.quarantine).ok()?.names().ok()?;
+        self.roles = settled(stamp, now).then(|| (stamp, names.clone()));
+        Some(names)
     }
 
     fn format(&mut self) -> Result<Format, String> {
@@ -143,11 +211,12 @@ impl Quarantines {
         q: &HeldDir,
         budget: &mut Budget,
         taken: &mut Taken,
-    ) -> Result<(), String> {
+    ) -> Result<bool, String> {
         let names = q.names().map_err(|e| e.to_string())?;
         let fan: Vec<&String> = names.iter().filter(|n| is_fan(n)).collect();
+        let mut empty = fan.is_empty();
         if fan.is_empty() && !names.iter().any(|n| n == "pack") {
-            return Ok(());
+            return Ok(true);
         }
         let format = self.format()?;
         for xx in fan {
@@ -155,7 +224,7 @@ impl Quarantines {
             let objects = d.names().map_err(|e| e.to_string())?;
             for rest in objects {
                 if budget.spent() {
-                    return Ok(());
+                    return Ok(false);
                 }
                 let id = format!("{xx}{rest}");
                 if format.is_id(&id) {
@@ -172,9 +241,9 @@ impl Quarantines {
             }
         }
         if let Ok(packs) = q.open_dir("pack") {
-            self.take_packs(role, &packs, budget, taken)?;
+            empty &= self.take_packs(role, &packs, budget, taken)?;
         }
-        Ok(())
+        Ok(empty)
     }
 
     /// One loose object: published under its id when its content hashes to
@@ -235,18 +304,20 @@ impl Quarantines {
     }
 
     /// Each complete pack (its `.idx` written: git writes it last) through
-    /// `git index-pack`, then removed with the files beside it.
+    /// `git index-pack`, then removed with the files beside it. True when
+    /// the folder held nothing.
     fn take_packs(
         &self,
         role: &str,
         packs: &HeldDir,
         budget: &mut Budget,
         taken: &mut Taken,
-    ) -> Result<(), String> {
+    ) -> Result<bool, String> {
         let names = packs.names().map_err(|e| e.to_string())?;
+        let empty = names.is_empty();
         for idx in names.iter().filter(|n| n.ends_with(".idx")) {
             if budget.spent() {
-                return Ok(());
+                return Ok(false);
             }
             let stem = &idx[..idx.len() - 4];
             let pack = format!("{stem}.pack");
@@ -278,7 +349,7 @@ impl Quarantines {
                 let _ = packs.remove(n);
             }
         }
-        Ok(())
+        Ok(empty)
     }
 
     /// Keeps a refused object's bytes for the person; says where.
@@ -482,5 +553,88 @@ mod tests {
             .any(|n| refused_parts(n) == Some(("r", "pack-dead"))));
         // A second turn finds nothing to do.
         assert_eq!(quarantines.take_in(), Taken::default());
+
+        // Found empty a while after its last change, the quarantine is not
+        // listed again; an object git writes later (in a new fan-out
+        // folder, or as a pack) is still taken in at the next turn.
+        let back = |p: &Path| {
+            let f = std::fs::File::open(p).unwrap();
+            f.set_modified(SystemTime::now() - Duration::from_secs(5))
+                .unwrap();
+        };
+        for xx in HeldDir::open(&q).unwrap().names().unwrap() {
+            if is_fan(&xx) {
+                std::fs::remove_dir(q.join(xx)).unwrap();
+            }
+        }
+        back(&q);
+        back(&q.join("pack"));
+        assert_eq!(quarantines.take_in(), Taken::default());
+        assert!(quarantines.quiet.contains_key("r"));
+        let later = git(&scratch, &["hash-object", "-w", "--stdin"], b"later\n");
+        put(&later, &loose(&scratch, &later));
+        assert_eq!(quarantines.take_in().objects, 1);
+        assert!(has(&later));
+        back(&q);
+        back(&q.join("pack"));
+        assert_eq!(quarantines.take_in(), Taken::default());
+        let more = git(
+            &scratch,
+            &["hash-object", "-w", "--stdin"],
+            b"packed later\n",
+        );
+        git(
+            &scratch,
+            &["pack-objects", "-q", base.to_str().unwrap()],
+            format!("{more}\n").as_bytes(),
+        );
+        assert_eq!(quarantines.take_in().objects, 1);
+        assert!(has(&more));
+    }
+}
+
+/// What the take-in costs a turn of handoffd's loop when nothing waits:
+/// ten roles' empty quarantines, against one `fsx::publish` (what each
+/// message file costs) in the same run. Rerun with
+/// `cargo test --release --lib take_in_cost -- --ignored --nocapture`
+/// (docs/benchmarks.md).
+#[cfg(test)]
+mod cost {
+    use super::*;
+
+    #[test]
+    #[ignore]
+    fn take_in_cost_against_a_publish() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("p");
+        std::fs::create_dir_all(&root).unwrap();
+        let init = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&root)
+            .args(["init", "-q"])
+            .status()
+            .unwrap();
+        assert!(init.success());
+        let project = Project::new(&root);
+        for i in 0..10 {
+            let q = project.object_quarantine(&format!("r{i}"));
+            fsx::ensure_dirs(&[q.join("pack"), q.join("info")]).unwrap();
+        }
+        let mut q = Quarantines::new(&project).unwrap();
+        let (turns, files) = (20_000u32, 200u32);
+        let t = std::time::Instant::now();
+        for _ in 0..turns {
+            q.take_in();
+        }
+        let take = t.elapsed() / turns;
+        let t = std::time::Instant::now();
+        for i in 0..files {
+            fsx::publish(&root, &root.join(format!("f{i}")), b"x").unwrap();
+        }
+        let publish = t.elapsed() / files;
+        eprintln!(
+            "take-in of 10 empty quarantines: {take:?} a turn; one fsx::publish: {publish:?}; a publish costs {:.1} take-ins",
+            publish.as_secs_f64() / take.as_secs_f64()
+        );
     }
 }

@@ -16,10 +16,10 @@ use super::{entries, fingerprint, pending, Outcome, Running, Slot, UpOptions, ST
 use crate::error::Result;
 use crate::fsx;
 use crate::launch::plan::Plan;
-use crate::protocol::lineup::state as lineup;
 use crate::protocol::clock;
 use crate::protocol::launch_files::{agent_parked_file, agent_pid_file, agents_dir};
 use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::lineup::state as lineup;
 use crate::protocol::start_failure::{self, Death};
 
 /// `.swarmforge/lineup.json`'s size and mtime, to see it change.

@@ -10,8 +10,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::duration::Dur;
-use crate::protocol::types;
 use crate::protocol::search_bounds::Bounds;
+use crate::protocol::types;
 use crate::text;
 
 mod daemon;
