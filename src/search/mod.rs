@@ -3,6 +3,7 @@
 //! from the message files and rebuilt from them at will, kept up to date by
 //! the daemon off its delivery path and caught up by every query.
 
+mod ask;
 pub mod bounds;
 pub mod index;
 pub mod indexer;

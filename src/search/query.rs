@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+pub use super::ask::Query;
 use super::bounds::Incomplete;
 use super::index::{Index, Manifest};
 use super::rank::{top, Bm25, Ranked};
@@ -32,18 +33,6 @@ pub const MAX_QUERY_WORDS: usize = 32;
 /// Characters of context on each side of the first match in a snippet.
 const SNIPPET_BEFORE: usize = 60;
 const SNIPPET_AFTER: usize = 100;
-
-/// What to look for.
-#[derive(Clone, Debug, Default)]
-pub struct Query {
-    pub text: String,
-    /// Sent or received by this role.
-    pub role: Option<String>,
-    pub kind: Option<String>,
-    /// Created at or after (seconds since the epoch).
-    pub since: Option<i64>,
-    pub limit: usize,
-}
 
 /// One message found.
 #[derive(Clone, Debug, Serialize)]

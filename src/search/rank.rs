@@ -11,7 +11,7 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 use std::io;
 
-use super::query::Query;
+use super::ask::Query;
 use super::segment::{Bound, Posting, Segment, BLOCK};
 use super::tokens;
 
