@@ -16,14 +16,15 @@
 //! budget is stamped unread, so the next refresh reads it again; what the
 //! bounds keep out is counted per folder in the manifest.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use super::bounds::{Bounds, Incomplete};
+use super::manifest::{mtime_ns, ns, SETTLE};
+pub use super::manifest::{Manifest, SegInfo};
 use super::pass::Pass;
 use super::segment::{self, Segment};
 use crate::error::{Error, IoContext, Result};
@@ -36,58 +37,8 @@ use crate::text::escape;
 
 /// 2: blocks of postings with their score bounds (`.blk`).
 const VERSION: u32 = 2;
-/// A folder changed this recently is read again next time.
-pub(super) const SETTLE: Duration = Duration::from_secs(1);
 /// Largest manifest read (one line per watched folder).
 const MAX_MANIFEST: u64 = 32 * 1024 * 1024;
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SegInfo {
-    pub name: String,
-    pub docs: u32,
-    /// Its docs' lengths summed.
-    #[serde(default)]
-    pub words: u64,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct Manifest {
-    pub version: u32,
-    pub next: u64,
-    pub segments: Vec<SegInfo>,
-    /// Folder (relative to the root) → modification time in ns when read.
-    pub folders: BTreeMap<String, u64>,
-    /// Worktree (as [`Index::key`] names it) → bytes of text indexed from
-    /// its folders (`search.max_role_bytes`).
-    #[serde(default)]
-    pub role_bytes: BTreeMap<String, u64>,
-    /// Folder → messages there the bounds kept out of the index when it
-    /// was last read (over a bound, or waiting for the next refresh).
-    #[serde(default)]
-    pub left: BTreeMap<String, u64>,
-    /// Messages indexed only in their first `search.max_message_bytes`.
-    #[serde(default)]
-    pub cut: u64,
-}
-
-impl Manifest {
-    /// What the bounds left out, if anything.
-    pub fn incomplete(&self, b: &Bounds) -> Option<Incomplete> {
-        let folders: Vec<(String, u64)> = self
-            .left
-            .iter()
-            .filter(|(_, n)| **n > 0)
-            .map(|(f, n)| (f.clone(), *n))
-            .collect();
-        let unindexed = folders.iter().map(|(_, n)| n).sum();
-        (unindexed > 0 || self.cut > 0).then_some(Incomplete {
-            folders,
-            unindexed,
-            cut: self.cut,
-            max_message_bytes: b.max_message_bytes,
-        })
-    }
-}
 
 /// What a refresh did.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -117,18 +68,6 @@ pub struct Index {
 fn valid_segment_name(n: &str) -> bool {
     n.strip_prefix("seg-")
         .is_some_and(|d| !d.is_empty() && d.len() <= 12 && d.bytes().all(|b| b.is_ascii_digit()))
-}
-
-pub(super) fn mtime_ns(p: &Path) -> Option<SystemTime> {
-    std::fs::symlink_metadata(p)
-        .ok()
-        .filter(|m| m.is_dir())
-        .and_then(|m| m.modified().ok())
-}
-
-pub(super) fn ns(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos().min(u128::from(u64::MAX)) as u64)
 }
 
 impl Index {
@@ -252,10 +191,7 @@ impl Index {
 
     /// The name a folder has in the manifest (relative to the root).
     pub fn key(&self, p: &Path) -> String {
-        p.strip_prefix(&self.project.root)
-            .unwrap_or(p)
-            .to_string_lossy()
-            .into_owned()
+        super::manifest::key(&self.project.root, p)
     }
 
     /// Whether any watched folder moved since the manifest was written.
@@ -352,7 +288,8 @@ impl Index {
         let roles = Roles::load(&self.project.roles_tsv())?;
         let config = Config::load(&self.project.config_file())?;
         let mut pass = Pass::new(
-            self,
+            &self.project.root,
+            self.disk_bytes(&m),
             &roles,
             &config.search,
             config.limits.max_file_bytes,

@@ -7,6 +7,7 @@ mod ask;
 pub mod bounds;
 pub mod index;
 pub mod indexer;
+mod manifest;
 mod pass;
 pub mod query;
 mod rank;

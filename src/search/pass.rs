@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use super::bounds::{self, Bounds};
-use super::index::{mtime_ns, ns, Index, Manifest, SETTLE};
+use super::manifest::{self, mtime_ns, ns, Manifest, SETTLE};
 use super::segment::{Built, DocRef};
 use super::tokens;
 use crate::error::{IoContext, Result};
@@ -24,7 +24,8 @@ use crate::protocol::trail::{self, Loaded, Stamp};
 
 /// What one refresh has read so far, and what its bounds kept out.
 pub(super) struct Pass<'a> {
-    index: &'a Index,
+    /// The project root, which the manifest's keys are relative to.
+    root: &'a Path,
     roles: &'a Roles,
     bounds: &'a Bounds,
     max_file_bytes: u64,
@@ -55,7 +56,8 @@ pub(super) struct Pass<'a> {
 
 impl<'a> Pass<'a> {
     pub fn new(
-        index: &'a Index,
+        root: &'a Path,
+        disk: u64,
         roles: &'a Roles,
         bounds: &'a Bounds,
         max_file_bytes: u64,
@@ -63,12 +65,12 @@ impl<'a> Pass<'a> {
         m: &Manifest,
     ) -> Pass<'a> {
         Pass {
-            index,
+            root,
             roles,
             bounds,
             max_file_bytes,
             known,
-            disk: index.disk_bytes(m),
+            disk,
             now: SystemTime::now(),
             built: Built::default(),
             added: HashSet::new(),
@@ -93,7 +95,7 @@ impl<'a> Pass<'a> {
     /// Reads one message folder of the worktree at `wt_root`, unless it has
     /// not moved since `m` recorded it (or is an archive folder).
     pub fn folder(&mut self, m: &Manifest, wt_root: &Path, dir: &Path) -> Result<()> {
-        let key = self.index.key(dir);
+        let key = manifest::key(self.root, dir);
         let Some(t) = mtime_ns(dir) else {
             return Ok(());
         };
@@ -111,7 +113,7 @@ impl<'a> Pass<'a> {
             return Ok(());
         }
         self.read += 1;
-        let wt = self.index.key(wt_root);
+        let wt = manifest::key(self.root, wt_root);
         let mut kept_out = 0u64;
         let mut waiting = false;
         let names = trail::handoff_names(dir).at(dir)?;
