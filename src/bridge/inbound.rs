@@ -12,6 +12,7 @@ use std::path::PathBuf;
 
 use super::Settings;
 use crate::fsx;
+use crate::protocol::commit_id::CommitId;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::layout::Worktree;
@@ -176,21 +177,12 @@ fn spooled(relay: &Worktree, name: &str) -> bool {
 /// The commit of a `git_handoff` is in this host's repository, fetched from
 /// `git_remote` when it is not.
 fn have_commit(s: &Settings, msg: &Message) -> Result<(), String> {
-    let commit = msg.get(names::COMMIT).unwrap_or("");
-    if commit.is_empty() || commit.len() > 64 || !commit.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(format!(
-            "commit '{}' is not a commit id",
-            crate::text::escape(commit)
-        ));
-    }
+    let given = msg.get(names::COMMIT).unwrap_or("");
+    let commit = CommitId::parse(given)
+        .map_err(|_| format!("commit '{}' is not a commit id", crate::text::escape(given)))?;
     let root = &s.project.root;
-    let probe = [
-        "rev-parse".to_string(),
-        "--verify".into(),
-        "-q".into(),
-        format!("{commit}^{{commit}}"),
-    ];
-    let probe: Vec<&str> = probe.iter().map(String::as_str).collect();
+    let peeled = commit.peeled();
+    let probe = ["rev-parse", "--verify", "-q", &peeled];
     if git::stdout(root, &probe).is_ok() {
         return Ok(());
     }

@@ -26,6 +26,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::fsx;
+use crate::protocol::commit_id::CommitId;
 use crate::protocol::header::{names, Message};
 use crate::protocol::layout::Project;
 use crate::protocol::rejected_tasks as store;
@@ -70,7 +71,7 @@ fn task_key(m: &Message, id: &str) -> String {
 pub fn snapshot(
     wt: &Path,
     task: &str,
-    commit: &str,
+    commit: &CommitId,
 ) -> std::result::Result<Option<Snapshot>, String> {
     if !store::valid_task_id(task) {
         return Err(format!(
@@ -87,12 +88,7 @@ pub fn snapshot(
     };
     // A commit this repository does not have (a copy relayed from
     // another host): nothing here to keep, or to lose.
-    let Ok(sha) = g.stdout(&[
-        "rev-parse",
-        "--verify",
-        "--quiet",
-        &format!("{commit}^{{commit}}"),
-    ]) else {
+    let Ok(sha) = g.stdout(&["rev-parse", "--verify", "--quiet", &commit.peeled()]) else {
         return Ok(None);
     };
     for n in 1..=10_000u32 {
@@ -125,7 +121,11 @@ pub fn snapshot(
 /// Resets worktree `wt` from `sha` (already snapshotted) to `base`, else
 /// `sha`'s parent, when nothing can be lost: HEAD is `sha` and no tracked
 /// file has uncommitted changes. Ok(the commit reset to), or Err(why not).
-fn roll_back(wt: &Path, sha: &str, base: Option<&str>) -> std::result::Result<String, String> {
+fn roll_back(
+    wt: &Path,
+    sha: &str,
+    base: Option<&CommitId>,
+) -> std::result::Result<String, String> {
     let g = git::Pinned::find(wt)?;
     let head = g.stdout(&["rev-parse", "--verify", "HEAD"])?;
     if head != sha {
@@ -142,7 +142,7 @@ fn roll_back(wt: &Path, sha: &str, base: Option<&str>) -> std::result::Result<St
         ));
     }
     let want = base
-        .map(str::to_string)
+        .map(CommitId::to_string)
         .unwrap_or_else(|| format!("{sha}^"));
     let target = g
         .stdout(&[
@@ -204,7 +204,7 @@ pub fn delete(project: &Project, id: &str, via: &str) -> Result<Deleted> {
     let denied = holds::deny_as(project, id, "deleted by a person", via, None)?;
     store::drop(project, &task).map_err(|e| Error::io(store::task_dir(project, &task), e))?;
     let (reset_to, not_reset) = match &snapshot {
-        Some(s) => match roll_back(&wt, &s.commit, base.as_deref()) {
+        Some(s) => match roll_back(&wt, &s.commit, base.as_ref()) {
             Ok(t) => (Some(t), None),
             Err(why) => (None, Some(why)),
         },
