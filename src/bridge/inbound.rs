@@ -204,7 +204,9 @@ fn have_commit(s: &Settings, msg: &Message) -> Result<(), String> {
     Err(format!(
         "commit {commit} is not in {} and cannot be fetched from git remote {remote} ({}); the item waits until it can",
         root.display(),
-        fetched.err().unwrap_or_else(|| format!("{r} does not hold it"))
+        fetched
+            .err()
+            .map_or_else(|| format!("{r} does not hold it"), |e| e.to_string())
     ))
 }
 

@@ -9,7 +9,9 @@ use crate::sys::git;
 /// git's stdout whatever its exit status (`rev-parse --disambiguate` lists
 /// what matched, and nothing when nothing did).
 fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
-    git::call(dir, args).map(|r| r.stdout)
+    git::call(dir, args)
+        .map(|r| r.stdout)
+        .map_err(|e| e.to_string())
 }
 
 /// Resolves a 10-hex abbreviation to the canonical lower-case 10-hex form, or
