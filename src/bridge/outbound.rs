@@ -6,6 +6,7 @@ use crate::protocol::header::names;
 use std::path::{Path, PathBuf};
 
 use super::{Log, Settings};
+use crate::error::Error;
 use crate::fsx;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
@@ -132,7 +133,7 @@ fn reject(log: &Log, wt: &Worktree, path: &Path, reason: &str) {
 /// Pushes a `git_handoff`'s commit to `git_remote` under its message's ref
 /// (no-op without a remote: the receiver then needs the commit some other
 /// way, and waits until it has it).
-pub fn push_commit(s: &Settings, o: &Outgoing) -> Result<(), String> {
+pub fn push_commit(s: &Settings, o: &Outgoing) -> Result<(), Error> {
     let (Some(commit), Some(remote)) = (&o.commit, &s.config.git_remote) else {
         return Ok(());
     };
@@ -146,7 +147,7 @@ pub fn push_commit(s: &Settings, o: &Outgoing) -> Result<(), String> {
             &format!("{commit}^{{commit}}"),
         ],
     )
-    .map_err(|e| format!("commit {commit} is not in {}: {e}", root.display()))?;
+    .map_err(|e| Error::process(format!("commit {commit} is not in {}: {e}", root.display())))?;
     git::stdout(
         root,
         &[
@@ -158,7 +159,11 @@ pub fn push_commit(s: &Settings, o: &Outgoing) -> Result<(), String> {
         ],
     )
     .map(|_| ())
-    .map_err(|e| format!("cannot push commit {commit} to git remote {remote}: {e}"))
+    .map_err(|e| {
+        Error::process(format!(
+            "cannot push commit {commit} to git remote {remote}: {e}"
+        ))
+    })
 }
 
 /// JetStream acknowledged the copy: it leaves the proxy inbox for the
