@@ -322,6 +322,39 @@ mod tests {
         );
     }
 
+    /// A hostile peer's `git_handoff` whose commit is no [`CommitId`] (an
+    /// option, a revision expression, too long) waits with the reason and
+    /// never reaches git; a well-formed one this host lacks, with no
+    /// `git_remote` to fetch it from, waits with that reason. Nothing is
+    /// spooled either way.
+    #[test]
+    fn a_commit_that_is_no_commit_id_waits_and_never_reaches_git() {
+        let (_d, s, r) = setup();
+        let subj = "swarm.swarm.to.b.pong";
+        let handoff = |commit: &str| {
+            msg("pong")
+                .replace("type: note\nmessage: hi\n", "type: git_handoff\ntask: t\n")
+                .replace("from: ping\n", &format!("from: ping\ncommit: {commit}\n"))
+        };
+        let long = "a".repeat(65);
+        for bad in ["--upload-pack=touch x", "HEAD~1", "abcd^{tree}", &long] {
+            let v = verdict(&s, &r, subj, Some(NAME), handoff(bad).as_bytes());
+            let want = format!("commit '{}' is not a commit id", crate::text::escape(bad));
+            assert_eq!(v, Verdict::Wait(want), "{bad:?}");
+        }
+        let v = verdict(&s, &r, subj, Some(NAME), handoff("0123456789").as_bytes());
+        let Verdict::Wait(why) = v else {
+            panic!("{v:?}")
+        };
+        assert!(
+            why.starts_with("commit 0123456789 is not in ")
+                && why.ends_with(" and swarm.yaml names no git_remote to fetch it from"),
+            "{why}"
+        );
+        let relay = Worktree::new(s.project.bridge_relay("pong"));
+        assert!(!relay.outbox().join(NAME).exists());
+    }
+
     #[test]
     fn refuses_what_cannot_be_a_copy_for_a_local_role() {
         let (_d, s, r) = setup();
