@@ -5,7 +5,7 @@
 use crate::protocol::header::names;
 use std::path::{Path, PathBuf};
 
-use super::{Log, Settings};
+use super::{Log, Refused, Settings};
 use crate::error::Error;
 use crate::fsx;
 use crate::protocol::grammar;
@@ -92,7 +92,7 @@ pub fn scan(s: &Settings, log: &Log, limit: usize) -> Vec<Outgoing> {
                     proxy: wt.clone(),
                     approval,
                 }),
-                Err(reason) => reject(log, &wt, &path, &reason),
+                Err(reason) => reject(log, &wt, &path, &reason.0),
             }
         }
     }
@@ -101,19 +101,19 @@ pub fn scan(s: &Settings, log: &Log, limit: usize) -> Vec<Outgoing> {
 
 type Copy = (String, Vec<u8>, Option<String>, Option<String>);
 
-fn read_copy(s: &Settings, path: &Path, name: &str, role: &str) -> Result<Copy, String> {
+fn read_copy(s: &Settings, path: &Path, name: &str, role: &str) -> Result<Copy, Refused> {
     if !grammar::valid_handoff_name(name) {
-        return Err("not a handoff file name".into());
+        return Err(Refused::from("not a handoff file name"));
     }
     let bytes = fsx::read_bounded(path, s.config.limits.max_file_bytes)
-        .map_err(|e| format!("cannot read: {e}"))?;
-    let msg = Message::parse_bytes(&bytes).map_err(|e| format!("malformed: {e}"))?;
+        .map_err(|e| Refused(format!("cannot read: {e}")))?;
+    let msg = Message::parse_bytes(&bytes).map_err(|e| Refused(format!("malformed: {e}")))?;
     let id = msg.id().unwrap_or_default().to_string();
     if !grammar::valid_message_id(&id) {
-        return Err("no valid id".into());
+        return Err(Refused::from("no valid id"));
     }
     if msg.recipient() != Some(role) {
-        return Err(format!("its recipient is not {role}"));
+        return Err(Refused(format!("its recipient is not {role}")));
     }
     let commit = (msg.kind() == Some(grammar::MessageType::GitHandoff))
         .then(|| msg.get(names::COMMIT).unwrap_or_default().to_string());
