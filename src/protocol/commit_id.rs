@@ -60,11 +60,6 @@ impl CommitId {
         &self.0
     }
 
-    /// The same id in lower case (git's own spelling).
-    pub fn to_lowercase(&self) -> CommitId {
-        CommitId(self.0.to_ascii_lowercase())
-    }
-
     /// The revision git resolves to the commit itself, and to nothing when
     /// the id names another kind of object: `<id>^{commit}`.
     pub fn peeled(&self) -> String {
@@ -97,18 +92,6 @@ impl std::ops::Deref for CommitId {
 
     fn deref(&self) -> &str {
         &self.0
-    }
-}
-
-impl PartialEq<str> for CommitId {
-    fn eq(&self, other: &str) -> bool {
-        self.0 == other
-    }
-}
-
-impl PartialEq<&str> for CommitId {
-    fn eq(&self, other: &&str) -> bool {
-        self.0 == *other
     }
 }
 
@@ -145,7 +128,6 @@ mod tests {
         assert!(c("0123456789").is_handoff());
         assert!(!c("012345678").is_handoff() && !c("0123456789a").is_handoff());
         assert!(c("abcd").is_abbrev() && !c("abc").is_abbrev());
-        assert_eq!(c("ABCDEF").to_lowercase().as_str(), "abcdef");
         assert_eq!(c("abcd").peeled(), "abcd^{commit}");
         assert_eq!(c("abcd").to_string(), "abcd");
         assert_eq!("abcd".parse::<CommitId>(), Ok(c("abcd")));
