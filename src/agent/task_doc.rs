@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
+use crate::protocol::commit_id::CommitId;
 use crate::sys::git;
 
 /// Largest task document copied or compared.
@@ -215,7 +216,7 @@ impl TaskDocs {
 /// Why a `git_handoff` of `task` at `commit`, sent from the worktree `wt`,
 /// is refused for its task document (upstream's texts), or None when it
 /// holds the operator's current one (or the task has none).
-pub fn refusal(root: &Path, wt: &Path, task: &str, commit: &str) -> Option<String> {
+pub fn refusal(root: &Path, wt: &Path, task: &str, commit: &CommitId) -> Option<String> {
     let src = match operator_copy(root, task) {
         Ok(Some(s)) => s,
         Ok(None) => return None,

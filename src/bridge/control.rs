@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::Refused;
 use crate::agent::caller::Caller;
 use crate::daemon::journal::{record_outside, Event, Kind};
 use crate::error::{Error, Result};
@@ -296,24 +297,27 @@ fn valid_text(t: &str) -> bool {
 /// Checks a received record as untrusted input: the host it came from
 /// (`from`, its subject) is one of `hosts:` and the record's own; every
 /// field is what a command of this version writes.
-pub fn check(config: &Config, from: &str, bytes: &[u8]) -> std::result::Result<Record, String> {
+pub fn check(config: &Config, from: &str, bytes: &[u8]) -> std::result::Result<Record, Refused> {
     if !config.hosts.iter().any(|h| h == from) {
-        return Err(format!(
+        return Err(Refused(format!(
             "host '{}' is not one of the hosts in swarm.yaml ({})",
             escape(from),
             config.hosts.join(", ")
-        ));
+        )));
     }
     if bytes.len() as u64 > MAX_RECORD {
-        return Err(format!("{} bytes, more than {MAX_RECORD}", bytes.len()));
+        return Err(Refused(format!(
+            "{} bytes, more than {MAX_RECORD}",
+            bytes.len()
+        )));
     }
-    let r: Record =
-        serde_json::from_slice(bytes).map_err(|e| format!("malformed control record: {e}"))?;
+    let r: Record = serde_json::from_slice(bytes)
+        .map_err(|e| Refused(format!("malformed control record: {e}")))?;
     if r.host != from {
-        return Err(format!(
+        return Err(Refused(format!(
             "it names host '{}' but host {from} published it",
             escape(&r.host)
-        ));
+        )));
     }
     let mut parts = r.id.split('.');
     let ok_id = parts.next() == Some(from)
@@ -325,10 +329,10 @@ pub fn check(config: &Config, from: &str, bytes: &[u8]) -> std::result::Result<R
             .is_some_and(|n| (1..=10).contains(&n.len()) && n.bytes().all(|b| b.is_ascii_digit()))
         && parts.next().is_none();
     if !ok_id {
-        return Err(format!("'{}' is not a control id", escape(&r.id)));
+        return Err(Refused(format!("'{}' is not a control id", escape(&r.id))));
     }
     if !grammar::valid_role(&r.by) || r.at.len() > 64 || !valid_text(&r.at) {
-        return Err("bad `by` or `at`".into());
+        return Err(Refused::from("bad `by` or `at`"));
     }
     let message_ok = |m: &str| grammar::valid_message_id(m);
     let fine = match &r.action {
@@ -358,7 +362,7 @@ pub fn check(config: &Config, from: &str, bytes: &[u8]) -> std::result::Result<R
         }
     };
     if !fine {
-        return Err(format!("bad {} record", r.action.word()));
+        return Err(Refused(format!("bad {} record", r.action.word())));
     }
     Ok(r)
 }

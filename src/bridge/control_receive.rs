@@ -52,7 +52,7 @@ pub fn receive(s: &Settings, from: &str, bytes: &[u8]) -> Outcome {
             let ev = Event::new(Kind::ControlRefused)
                 .reason(format!("control record from host {}: {why}", escape(from)));
             record_outside(p, &ev);
-            return Outcome::Refused(why);
+            return Outcome::Refused(why.0);
         }
     };
     let marker = seen(p).join(&r.id);

@@ -11,7 +11,9 @@ use crate::protocol::header::names;
 use std::path::PathBuf;
 
 use super::Settings;
+use crate::error::Error;
 use crate::fsx;
+use crate::protocol::commit_id::CommitId;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::layout::Worktree;
@@ -121,11 +123,12 @@ pub fn accept(s: &Settings, roles: &Roles, subject: &str, sent: Sent, bytes: &[u
         // Written before the copy is spooled, so the daemon never sees the
         // copy without it.
         if let Err(why) = take_approval(s, &msg, from_host, a) {
-            return Verdict::Wait(why);
+            return Verdict::Wait(why.to_string());
         }
     }
     if msg.kind() == Some(grammar::MessageType::GitHandoff) {
         if let Err(why) = have_commit(s, &msg) {
+            let why = why.to_string();
             note_waiting(s, name, role_name, &why);
             return Verdict::Wait(why);
         }
@@ -149,7 +152,7 @@ pub fn accept(s: &Settings, roles: &Roles, subject: &str, sent: Sent, bytes: &[u
 /// one approved, and the publisher was checked to be the sender's host. One
 /// for other content, or malformed, is ignored: the copy is held here like
 /// any other needing approval.
-fn take_approval(s: &Settings, msg: &Message, from_host: &str, a: &str) -> Result<(), String> {
+fn take_approval(s: &Settings, msg: &Message, from_host: &str, a: &str) -> Result<(), Error> {
     let Some((sha, by)) = a.split_once(' ') else {
         return Ok(());
     };
@@ -159,7 +162,7 @@ fn take_approval(s: &Settings, msg: &Message, from_host: &str, a: &str) -> Resul
     }
     let id = msg.id().unwrap_or_default();
     let via = format!("the bridge, approved on host {from_host}");
-    crate::person::holds::approve_ahead(&s.project, id, sha, by, &via).map_err(|e| e.to_string())
+    crate::person::holds::approve_ahead(&s.project, id, sha, by, &via)
 }
 
 /// Whether the relay folder has this copy already: waiting, held for
@@ -173,32 +176,40 @@ fn spooled(relay: &Worktree, name: &str) -> bool {
         .any(|d| d.join(name).exists())
 }
 
+/// Why a `git_handoff` from another host waits: its commit is not (yet) in
+/// this host's repository.
+#[derive(Debug, thiserror::Error)]
+enum MissingCommit {
+    /// The copy names no [`CommitId`] (the text as it came, escaped).
+    #[error("commit '{}' is not a commit id", crate::text::escape(.0))]
+    NotACommitId(String),
+    #[error("commit {commit} is not in {} and swarm.yaml names no git_remote to fetch it from", root.display())]
+    NoRemote { commit: CommitId, root: PathBuf },
+    #[error("commit {commit} is not in {} and cannot be fetched from git remote {remote} ({why}); the item waits until it can", root.display())]
+    NotFetched {
+        commit: CommitId,
+        root: PathBuf,
+        remote: String,
+        why: String,
+    },
+}
+
 /// The commit of a `git_handoff` is in this host's repository, fetched from
 /// `git_remote` when it is not.
-fn have_commit(s: &Settings, msg: &Message) -> Result<(), String> {
-    let commit = msg.get(names::COMMIT).unwrap_or("");
-    if commit.is_empty() || commit.len() > 64 || !commit.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(format!(
-            "commit '{}' is not a commit id",
-            crate::text::escape(commit)
-        ));
-    }
+fn have_commit(s: &Settings, msg: &Message) -> Result<(), MissingCommit> {
+    let given = msg.get(names::COMMIT).unwrap_or("");
+    let commit = CommitId::parse(given).map_err(|e| MissingCommit::NotACommitId(e.0))?;
     let root = &s.project.root;
-    let probe = [
-        "rev-parse".to_string(),
-        "--verify".into(),
-        "-q".into(),
-        format!("{commit}^{{commit}}"),
-    ];
-    let probe: Vec<&str> = probe.iter().map(String::as_str).collect();
+    let peeled = commit.peeled();
+    let probe = ["rev-parse", "--verify", "-q", &peeled];
     if git::stdout(root, &probe).is_ok() {
         return Ok(());
     }
     let Some(remote) = &s.config.git_remote else {
-        return Err(format!(
-            "commit {commit} is not in {} and swarm.yaml names no git_remote to fetch it from",
-            root.display()
-        ));
+        return Err(MissingCommit::NoRemote {
+            commit,
+            root: root.clone(),
+        });
     };
     let id = msg.id().unwrap_or("");
     let r = format!("refs/swarm/handoffs/{id}");
@@ -209,11 +220,14 @@ fn have_commit(s: &Settings, msg: &Message) -> Result<(), String> {
     if git::stdout(root, &probe).is_ok() {
         return Ok(());
     }
-    Err(format!(
-        "commit {commit} is not in {} and cannot be fetched from git remote {remote} ({}); the item waits until it can",
-        root.display(),
-        fetched.err().unwrap_or_else(|| format!("{r} does not hold it"))
-    ))
+    Err(MissingCommit::NotFetched {
+        commit,
+        root: root.clone(),
+        remote: remote.clone(),
+        why: fetched
+            .err()
+            .map_or_else(|| format!("{r} does not hold it"), |e| e.to_string()),
+    })
 }
 
 /// `swarm status` shows an item that waits for its commit, and why.
@@ -306,6 +320,39 @@ mod tests {
             verdict(&s, &r, subj, Some(NAME), msg("pong").as_bytes()),
             Verdict::Held
         );
+    }
+
+    /// A hostile peer's `git_handoff` whose commit is no [`CommitId`] (an
+    /// option, a revision expression, too long) waits with the reason and
+    /// never reaches git; a well-formed one this host lacks, with no
+    /// `git_remote` to fetch it from, waits with that reason. Nothing is
+    /// spooled either way.
+    #[test]
+    fn a_commit_that_is_no_commit_id_waits_and_never_reaches_git() {
+        let (_d, s, r) = setup();
+        let subj = "swarm.swarm.to.b.pong";
+        let handoff = |commit: &str| {
+            msg("pong")
+                .replace("type: note\nmessage: hi\n", "type: git_handoff\ntask: t\n")
+                .replace("from: ping\n", &format!("from: ping\ncommit: {commit}\n"))
+        };
+        let long = "a".repeat(65);
+        for bad in ["--upload-pack=touch x", "HEAD~1", "abcd^{tree}", &long] {
+            let v = verdict(&s, &r, subj, Some(NAME), handoff(bad).as_bytes());
+            let want = format!("commit '{}' is not a commit id", crate::text::escape(bad));
+            assert_eq!(v, Verdict::Wait(want), "{bad:?}");
+        }
+        let v = verdict(&s, &r, subj, Some(NAME), handoff("0123456789").as_bytes());
+        let Verdict::Wait(why) = v else {
+            panic!("{v:?}")
+        };
+        assert!(
+            why.starts_with("commit 0123456789 is not in ")
+                && why.ends_with(" and swarm.yaml names no git_remote to fetch it from"),
+            "{why}"
+        );
+        let relay = Worktree::new(s.project.bridge_relay("pong"));
+        assert!(!relay.outbox().join(NAME).exists());
     }
 
     #[test]

@@ -40,6 +40,20 @@ use crate::text::escape;
 
 pub use net::run;
 
+/// Why the bridge refuses what another host (or anyone publishing on its
+/// subjects) sent, or a copy it cannot publish: untrusted input that is
+/// not what this version writes. Logged or journaled as the text, never
+/// retried.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
+impl From<&str> for Refused {
+    fn from(why: &str) -> Refused {
+        Refused(why.to_string())
+    }
+}
+
 /// Largest credentials file read.
 const MAX_CREDS_BYTES: u64 = 64 * 1024;
 

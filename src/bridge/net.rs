@@ -204,7 +204,7 @@ async fn publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
                         pushed.insert(o.git_ref());
                     }
                     Err(why) => {
-                        log.deferred(&key, &why);
+                        log.deferred(&key, &why.to_string());
                         failed = true;
                         continue;
                     }

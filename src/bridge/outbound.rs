@@ -5,7 +5,8 @@
 use crate::protocol::header::names;
 use std::path::{Path, PathBuf};
 
-use super::{Log, Settings};
+use super::{Log, Refused, Settings};
+use crate::error::Error;
 use crate::fsx;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
@@ -91,7 +92,7 @@ pub fn scan(s: &Settings, log: &Log, limit: usize) -> Vec<Outgoing> {
                     proxy: wt.clone(),
                     approval,
                 }),
-                Err(reason) => reject(log, &wt, &path, &reason),
+                Err(reason) => reject(log, &wt, &path, &reason.0),
             }
         }
     }
@@ -100,19 +101,19 @@ pub fn scan(s: &Settings, log: &Log, limit: usize) -> Vec<Outgoing> {
 
 type Copy = (String, Vec<u8>, Option<String>, Option<String>);
 
-fn read_copy(s: &Settings, path: &Path, name: &str, role: &str) -> Result<Copy, String> {
+fn read_copy(s: &Settings, path: &Path, name: &str, role: &str) -> Result<Copy, Refused> {
     if !grammar::valid_handoff_name(name) {
-        return Err("not a handoff file name".into());
+        return Err(Refused::from("not a handoff file name"));
     }
     let bytes = fsx::read_bounded(path, s.config.limits.max_file_bytes)
-        .map_err(|e| format!("cannot read: {e}"))?;
-    let msg = Message::parse_bytes(&bytes).map_err(|e| format!("malformed: {e}"))?;
+        .map_err(|e| Refused(format!("cannot read: {e}")))?;
+    let msg = Message::parse_bytes(&bytes).map_err(|e| Refused(format!("malformed: {e}")))?;
     let id = msg.id().unwrap_or_default().to_string();
     if !grammar::valid_message_id(&id) {
-        return Err("no valid id".into());
+        return Err(Refused::from("no valid id"));
     }
     if msg.recipient() != Some(role) {
-        return Err(format!("its recipient is not {role}"));
+        return Err(Refused(format!("its recipient is not {role}")));
     }
     let commit = (msg.kind() == Some(grammar::MessageType::GitHandoff))
         .then(|| msg.get(names::COMMIT).unwrap_or_default().to_string());
@@ -132,7 +133,7 @@ fn reject(log: &Log, wt: &Worktree, path: &Path, reason: &str) {
 /// Pushes a `git_handoff`'s commit to `git_remote` under its message's ref
 /// (no-op without a remote: the receiver then needs the commit some other
 /// way, and waits until it has it).
-pub fn push_commit(s: &Settings, o: &Outgoing) -> Result<(), String> {
+pub fn push_commit(s: &Settings, o: &Outgoing) -> Result<(), Error> {
     let (Some(commit), Some(remote)) = (&o.commit, &s.config.git_remote) else {
         return Ok(());
     };
@@ -146,7 +147,7 @@ pub fn push_commit(s: &Settings, o: &Outgoing) -> Result<(), String> {
             &format!("{commit}^{{commit}}"),
         ],
     )
-    .map_err(|e| format!("commit {commit} is not in {}: {e}", root.display()))?;
+    .map_err(|e| Error::process(format!("commit {commit} is not in {}: {e}", root.display())))?;
     git::stdout(
         root,
         &[
@@ -158,7 +159,11 @@ pub fn push_commit(s: &Settings, o: &Outgoing) -> Result<(), String> {
         ],
     )
     .map(|_| ())
-    .map_err(|e| format!("cannot push commit {commit} to git remote {remote}: {e}"))
+    .map_err(|e| {
+        Error::process(format!(
+            "cannot push commit {commit} to git remote {remote}: {e}"
+        ))
+    })
 }
 
 /// JetStream acknowledged the copy: it leaves the proxy inbox for the

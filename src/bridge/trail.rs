@@ -10,6 +10,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use super::Refused;
 use crate::fsx;
 use crate::protocol::config::Config;
 use crate::protocol::grammar;
@@ -186,12 +187,12 @@ fn check_owner(
     worktree: &str,
     group: usize,
     msg: &Message,
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     let there = roles_in(config, host, worktree);
     if there.is_empty() {
-        return Err(format!(
+        return Err(Refused(format!(
             "host {host} has no worktree {worktree} in swarm.yaml"
-        ));
+        )));
     }
     let (who, what) = if group == 0 {
         (msg.sender().unwrap_or(""), "sender")
@@ -201,10 +202,10 @@ fn check_owner(
     if there.contains(&who) || (group == 0 && who == grammar::DAEMON) {
         return Ok(());
     }
-    Err(format!(
+    Err(Refused(format!(
         "its {what} '{}' does not work in host {host}'s worktree {worktree}",
         crate::text::escape(who)
-    ))
+    )))
 }
 
 /// Writes one received record into the mirror of `host`'s worktree,
@@ -236,7 +237,7 @@ pub fn apply(
         return Err(bad(format!("{} bytes, over the limit", bytes.len())));
     }
     let msg = Message::parse_bytes(bytes).map_err(|e| bad(format!("malformed: {e}")))?;
-    check_owner(config, host, worktree, group, &msg).map_err(bad)?;
+    check_owner(config, host, worktree, group, &msg).map_err(|e| bad(e.0))?;
     vouch(&msg)?;
     let root = project.bridge_mirror(host, worktree);
     let hq = Worktree::new(&root).handoffs();

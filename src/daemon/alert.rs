@@ -13,6 +13,7 @@ use std::sync::mpsc::{sync_channel, SyncSender};
 use std::time::Duration;
 
 use crate::daemon::journal::{Event, Kind, Listener};
+use crate::error::Error;
 use crate::fsx;
 use crate::protocol::config::Config;
 use crate::protocol::header::Message;
@@ -190,7 +191,7 @@ pub fn attention(project: &Project, ev: &Event, max_bytes: u64) -> Option<Attent
     }
 }
 
-fn run(cmd: &str, project: &Project, a: &Attention, timeout: Duration) -> Result<(), String> {
+fn run(cmd: &str, project: &Project, a: &Attention, timeout: Duration) -> Result<(), Error> {
     let child = Command::new("sh")
         .arg("-c")
         .arg(cmd)
@@ -204,11 +205,11 @@ fn run(cmd: &str, project: &Project, a: &Attention, timeout: Duration) -> Result
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| format!("cannot run it: {e}"))?;
+        .map_err(|e| Error::process(format!("cannot run it: {e}")))?;
     match crate::sys::child::wait_bounded(child, timeout) {
         Ok(st) if st.success() => Ok(()),
-        Ok(st) => Err(format!("it failed: {st}")),
-        Err(e) => Err(format!("it {e}")),
+        Ok(st) => Err(Error::process(format!("it failed: {st}"))),
+        Err(e) => Err(Error::process(format!("it {e}"))),
     }
 }
 

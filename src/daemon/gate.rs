@@ -12,7 +12,7 @@
 //! into its own outbox, so a header could be forged.
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -126,21 +126,30 @@ pub fn decide(project: &Project, config: &Config, msg: &Message) -> Decision {
     Decision::Deliver
 }
 
+/// Why an original needing approval is still in its outbox: its
+/// `pending_approval/` folder could not be made or moved into (retried).
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", held.display())]
+pub struct NotHeld {
+    held: PathBuf,
+    source: io::Error,
+}
+
 /// Moves an outbox original needing approval into its sender's `pending_approval/`
 /// (no-clobber) and journals `held`. The file left the outbox, so the pass
 /// forgets it (Ok, as when it vanished before the move); a move that fails
 /// leaves it to retry (Err, why).
-pub fn hold(journal: &Journal, worktree: &Path, path: &Path, msg: &Message) -> Result<(), String> {
+pub fn hold(journal: &Journal, worktree: &Path, path: &Path, msg: &Message) -> Result<(), NotHeld> {
     let held = Worktree::new(worktree).held();
-    if let Err(e) = fsx::ensure_dirs(&[&held]) {
-        return Err(format!("{}: {e}", held.display()));
+    if let Err(source) = fsx::ensure_dirs(&[&held]) {
+        return Err(NotHeld { held, source });
     }
     let target = match fsx::move_into_unique(path, &held, grammar::collision_names(path)) {
         Ok(p) => p,
         Err(e) => match fsx::moved_to(&e) {
             Some(p) => p.to_path_buf(),
             None if e.kind() == io::ErrorKind::NotFound && !path.exists() => return Ok(()),
-            None => return Err(format!("{}: {e}", held.display())),
+            None => return Err(NotHeld { held, source: e }),
         },
     };
     journal.record(

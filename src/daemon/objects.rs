@@ -196,8 +196,9 @@ impl Quarantines {
         if let Some(f) = self.format {
             return Ok(f);
         }
-        let said =
-            Pinned::new(&self.root, &self.root)?.stdout(&["rev-parse", "--show-object-format"])?;
+        let said = Pinned::new(&self.root, &self.root)
+            .and_then(|g| g.stdout(&["rev-parse", "--show-object-format"]))
+            .map_err(|e| e.to_string())?;
         let f = Format::parse(&said).ok_or_else(|| {
             format!("git names an object format this build does not know: {said}")
         })?;
@@ -332,7 +333,9 @@ impl Quarantines {
                     "it is {size} bytes, more than the {MAX_OBJECT} a pack may have here"
                 ))
             } else {
-                Pinned::new(&self.root, &self.root).and_then(|g| g.index_pack(file, PACK_TIME))
+                Pinned::new(&self.root, &self.root)
+                    .and_then(|g| g.index_pack(file, PACK_TIME))
+                    .map_err(|e| e.to_string())
             };
             match said {
                 Ok(_) => taken.objects += 1,

@@ -26,6 +26,7 @@ use crate::daemon::journal::{Event, Journal, Kind};
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::layout::Project;
+use crate::sys::tmux::TmuxError;
 
 /// What kind of wait the pane shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -495,7 +496,7 @@ fn mark(project: &Project, role: &str, seen: Option<&Prompt>) -> Option<Event> {
 /// nobody); Err when it cannot be read (tmux slow or gone), which says
 /// nothing about the pane: a reported prompt stays reported, or a busy
 /// machine would clear it and notify the same prompt again.
-pub fn look(socket: &Path, session: &str) -> Result<Option<Prompt>, String> {
+pub fn look(socket: &Path, session: &str) -> Result<Option<Prompt>, TmuxError> {
     crate::sys::tmux::capture(socket, session).map(|s| classify(&s))
 }
 

@@ -30,7 +30,8 @@ use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::store;
 use crate::protocol::tmux_socket;
 use crate::protocol::wakeups;
-use crate::sys::tmux;
+use crate::sys::child::ChildError;
+use crate::sys::tmux::{self, TmuxError};
 
 /// SwarmForge's wake text (byte for byte; it names the dispatcher, not a file).
 pub const WAKE_TEXT: &str = "You have new handoff mail. If idle, run ready_for_next.sh.";
@@ -113,15 +114,41 @@ fn has_handoff(dir: &Path, batches: bool) -> bool {
     })
 }
 
+/// Why a wake-up did not reach its agent: the reason journaled with
+/// `notify_failed` and kept for the retry.
+#[derive(Debug, thiserror::Error)]
+pub enum WakeError {
+    #[error(transparent)]
+    Tmux(#[from] TmuxError),
+    /// tmux ran but refused a key (`text`, `carriage return`, `line feed`).
+    #[error("tmux send {0} failed")]
+    NotTyped(&'static str),
+    /// The role's session did not come up in time.
+    #[error("no tmux session {session} on {} after {}s", socket.display(), waited.as_secs())]
+    NoSession {
+        session: String,
+        socket: PathBuf,
+        waited: Duration,
+    },
+    #[error("cannot run wake command: {0}")]
+    CannotRun(#[source] std::io::Error),
+    #[error("wake command failed: {0}")]
+    CommandFailed(std::process::ExitStatus),
+    /// The wake command hung past its deadline (killed), or could not be
+    /// waited for.
+    #[error("wake command {0}")]
+    CommandBounded(#[source] ChildError),
+}
+
 /// `exited`: the pane script waits at its `read` for a line (the agent
 /// exited): the text and one Enter make one line, so one run. An agent that
 /// runs gets SwarmForge's cadence, whose trailing C-j a TUI needs; typed at
 /// the pane script's `read` it would be a second line, a second run.
-fn run_tmux(socket: &Path, session: &str, exited: bool) -> Result<(), String> {
+fn run_tmux(socket: &Path, session: &str, exited: bool) -> Result<(), WakeError> {
     // `=name:` matches the session name exactly; a bare name is a prefix
     // match and could type into another agent's pane.
     let target = format!("={session}:");
-    let send = |keys: &[&str]| -> Result<bool, String> {
+    let send = |keys: &[&str]| -> Result<bool, TmuxError> {
         let mut args = vec!["send-keys", "-t", &target];
         args.extend_from_slice(keys);
         tmux::call(socket, &args).map(|r| r.ok)
@@ -137,14 +164,14 @@ fn run_tmux(socket: &Path, session: &str, exited: bool) -> Result<(), String> {
         send(&["C-j"])?
     };
     match (text, cr, lf) {
-        (false, _, _) => Err("tmux send text failed".into()),
-        (_, false, _) => Err("tmux send carriage return failed".into()),
-        (_, _, false) => Err("tmux send line feed failed".into()),
+        (false, _, _) => Err(WakeError::NotTyped("text")),
+        (_, false, _) => Err(WakeError::NotTyped("carriage return")),
+        (_, _, false) => Err(WakeError::NotTyped("line feed")),
         _ => Ok(()),
     }
 }
 
-fn run_command(cmd: &str, req: &Request, project: &Project) -> Result<(), String> {
+fn run_command(cmd: &str, req: &Request, project: &Project) -> Result<(), WakeError> {
     let child = Command::new("sh")
         .arg("-c")
         .arg(cmd)
@@ -156,11 +183,11 @@ fn run_command(cmd: &str, req: &Request, project: &Project) -> Result<(), String
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| format!("cannot run wake command: {e}"))?;
+        .map_err(WakeError::CannotRun)?;
     match crate::sys::child::wait_bounded(child, COMMAND_TIMEOUT) {
         Ok(st) if st.success() => Ok(()),
-        Ok(st) => Err(format!("wake command failed: {st}")),
-        Err(e) => Err(format!("wake command {e}")),
+        Ok(st) => Err(WakeError::CommandFailed(st)),
+        Err(e) => Err(WakeError::CommandBounded(e)),
     }
 }
 
@@ -200,7 +227,7 @@ fn agent_run_age(project: &Project, role: &str) -> Option<Duration> {
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// Idle: the text did not change across `quiet`.
-fn pane_idle(socket: &Path, session: &str, quiet: Duration) -> Result<bool, String> {
+fn pane_idle(socket: &Path, session: &str, quiet: Duration) -> Result<bool, TmuxError> {
     let before = tmux::capture(socket, session)?;
     std::thread::sleep(quiet);
     Ok(tmux::capture(socket, session)? == before)
@@ -299,7 +326,7 @@ impl Waker {
         socket: &Path,
         quiet: Duration,
         limit: Duration,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, WakeError> {
         let end = Instant::now() + limit;
         let mut pause = quiet;
         let mut deferred = false;
@@ -338,18 +365,17 @@ impl Waker {
     /// sessions, so a wake-up waits (bounded) for the role's pane, and for
     /// an agent that just started to draw its first screen (a dialog it
     /// shows must be seen before anything is typed).
-    fn pane_ready(&self, req: &Request, socket: &Path) -> Result<(), String> {
+    fn pane_ready(&self, req: &Request, socket: &Path) -> Result<(), WakeError> {
         let end = Instant::now() + PANE_WAIT;
         let target = format!("={}", req.session);
         let mut pause = Duration::from_millis(50);
         while !tmux::ok(socket, &["has-session", "-t", &target]) {
             if Instant::now() >= end {
-                return Err(format!(
-                    "no tmux session {} on {} after {}s",
-                    req.session,
-                    socket.display(),
-                    PANE_WAIT.as_secs()
-                ));
+                return Err(WakeError::NoSession {
+                    session: req.session.clone(),
+                    socket: socket.to_path_buf(),
+                    waited: PANE_WAIT,
+                });
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(500));
@@ -370,7 +396,7 @@ impl Waker {
 
     /// Types the wake text unless the pane waits for a person (daemon/pane.rs):
     /// Ok(false) when it was held, and the wait reported instead.
-    fn type_wake(&self, req: &Request, socket: &Path) -> Result<bool, String> {
+    fn type_wake(&self, req: &Request, socket: &Path) -> Result<bool, WakeError> {
         // The agent took its mail while this wake-up waited (its first run,
         // its turn-end hook) and keeps an item in process, parked on a
         // question to a person: a wake-up now would start it again for
@@ -470,7 +496,8 @@ impl Waker {
                     );
                 }
             }
-            Err(reason) => {
+            Err(e) => {
+                let reason = e.to_string();
                 self.journal.record(
                     &Event::new(Kind::NotifyFailed)
                         .path(&req.path)

@@ -19,6 +19,7 @@ use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::{Role, Roles};
 use crate::protocol::store::{self, Kind as Entry};
 use crate::sys::shell;
+use crate::sys::tmux::TmuxError;
 
 /// Transcript lines a restarted agent is shown.
 pub const RESUME_LINES: u32 = 20;
@@ -148,7 +149,7 @@ impl PaneLooks {
 /// Each tmux session on `socket` and its last activity (None: tmux did not
 /// say); empty when no server runs there. Err when tmux could not be asked
 /// (hung, not installed): that says nothing about the sessions.
-fn sessions(socket: &Path) -> Result<HashMap<String, Option<u64>>, String> {
+fn sessions(socket: &Path) -> Result<HashMap<String, Option<u64>>, TmuxError> {
     let r = crate::sys::tmux::call(
         socket,
         // Activity first, then a space: tmux prints a tab as `_` without a

@@ -26,6 +26,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::fsx;
+use crate::protocol::commit_id::CommitId;
 use crate::protocol::header::{names, Message};
 use crate::protocol::layout::Project;
 use crate::protocol::rejected_tasks as store;
@@ -67,32 +68,23 @@ fn task_key(m: &Message, id: &str) -> String {
 /// over a branch) and `rejected/<task>/latest`, in the repository of
 /// worktree `wt`. None when `wt` is no git worktree (upstream skips the
 /// snapshot there too) or its repository does not have the commit.
-pub fn snapshot(
-    wt: &Path,
-    task: &str,
-    commit: &str,
-) -> std::result::Result<Option<Snapshot>, String> {
+pub fn snapshot(wt: &Path, task: &str, commit: &CommitId) -> Result<Option<Snapshot>> {
     if !store::valid_task_id(task) {
-        return Err(format!(
+        return Err(Error::process(format!(
             "'{}' cannot name a branch",
             crate::text::escape(task)
-        ));
+        )));
     }
     // The worktree is the agent's to write: git pinned to the project's
     // own folders, its pointer files not believed (sys::git::Pinned).
     let g = match git::Pinned::find(wt) {
         Ok(g) => g,
         Err(_) if !wt.ancestors().any(|a| a.join(".git").exists()) => return Ok(None),
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
     };
     // A commit this repository does not have (a copy relayed from
     // another host): nothing here to keep, or to lose.
-    let Ok(sha) = g.stdout(&[
-        "rev-parse",
-        "--verify",
-        "--quiet",
-        &format!("{commit}^{{commit}}"),
-    ]) else {
+    let Ok(sha) = g.stdout(&["rev-parse", "--verify", "--quiet", &commit.peeled()]) else {
         return Ok(None);
     };
     for n in 1..=10_000u32 {
@@ -106,43 +98,46 @@ pub fn snapshot(
             if g.call(&["show-ref", "--verify", "--quiet", &r])?.ok {
                 continue;
             }
-            return Err(format!("git update-ref {r}: {}", made.stderr.trim()));
+            return Err(Error::process(format!(
+                "git update-ref {r}: {}",
+                made.stderr.trim()
+            )));
         }
         let latest = store::latest_ref(task);
         g.stdout(&["update-ref", "-m", "swarm: rejected", &latest, &sha])
-            .map_err(|e| format!("git update-ref {latest}: {e}"))?;
+            .map_err(|e| Error::process(format!("git update-ref {latest}: {e}")))?;
         return Ok(Some(Snapshot {
             commit: sha,
             refs: vec![r, latest],
         }));
     }
-    Err(format!(
+    Err(Error::process(format!(
         "{}: ten thousand snapshots already",
         store::snapshot_ref(task, 1)
-    ))
+    )))
 }
 
 /// Resets worktree `wt` from `sha` (already snapshotted) to `base`, else
 /// `sha`'s parent, when nothing can be lost: HEAD is `sha` and no tracked
 /// file has uncommitted changes. Ok(the commit reset to), or Err(why not).
-fn roll_back(wt: &Path, sha: &str, base: Option<&str>) -> std::result::Result<String, String> {
+fn roll_back(wt: &Path, sha: &str, base: Option<&CommitId>) -> Result<String> {
     let g = git::Pinned::find(wt)?;
     let head = g.stdout(&["rev-parse", "--verify", "HEAD"])?;
     if head != sha {
-        return Err(format!(
+        return Err(Error::process(format!(
             "{} has moved on (HEAD {head}, the rejected commit {sha}): left as it is",
             wt.display()
-        ));
+        )));
     }
     let dirty = g.stdout(&["status", "--porcelain", "--untracked-files=no"])?;
     if !dirty.is_empty() {
-        return Err(format!(
+        return Err(Error::process(format!(
             "{} has uncommitted changes: left as it is",
             wt.display()
-        ));
+        )));
     }
     let want = base
-        .map(str::to_string)
+        .map(CommitId::to_string)
         .unwrap_or_else(|| format!("{sha}^"));
     let target = g
         .stdout(&[
@@ -152,16 +147,16 @@ fn roll_back(wt: &Path, sha: &str, base: Option<&str>) -> std::result::Result<St
             &format!("{want}^{{commit}}"),
         ])
         .map_err(|_| {
-            format!(
+            Error::process(format!(
                 "{} is no commit in {}: left as it is",
                 crate::text::escape(&want),
                 wt.display()
-            )
+            ))
         })?;
     if !g.call(&["merge-base", "--is-ancestor", &target, sha])?.ok {
-        return Err(format!(
+        return Err(Error::process(format!(
             "{target} (where the task started) is not behind {sha}: left as it is"
-        ));
+        )));
     }
     g.stdout(&["reset", "--hard", "--quiet", &target])?;
     Ok(target)
@@ -204,9 +199,9 @@ pub fn delete(project: &Project, id: &str, via: &str) -> Result<Deleted> {
     let denied = holds::deny_as(project, id, "deleted by a person", via, None)?;
     store::drop(project, &task).map_err(|e| Error::io(store::task_dir(project, &task), e))?;
     let (reset_to, not_reset) = match &snapshot {
-        Some(s) => match roll_back(&wt, &s.commit, base.as_deref()) {
+        Some(s) => match roll_back(&wt, &s.commit, base.as_ref()) {
             Ok(t) => (Some(t), None),
-            Err(why) => (None, Some(why)),
+            Err(why) => (None, Some(why.to_string())),
         },
         None if commit.is_some() => (
             None,

@@ -3,17 +3,21 @@
 
 use std::path::Path;
 
+use crate::protocol::commit_id::{CommitId, HANDOFF_LEN};
 use crate::sys::git;
 
 /// git's stdout whatever its exit status (`rev-parse --disambiguate` lists
 /// what matched, and nothing when nothing did).
 fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
-    git::call(dir, args).map(|r| r.stdout)
+    git::call(dir, args)
+        .map(|r| r.stdout)
+        .map_err(|e| e.to_string())
 }
 
 /// Resolves a 10-hex abbreviation to the canonical lower-case 10-hex form, or
-/// returns the SwarmForge error text.
-pub fn canonical_commit(dir: &Path, commit: &str) -> Result<String, String> {
+/// returns the SwarmForge error text. What git prints is a [`CommitId`]
+/// again: anything else is reported as the object `commit` resolves to.
+pub fn canonical_commit(dir: &Path, commit: &CommitId) -> Result<CommitId, String> {
     let listed = git(dir, &["rev-parse", &format!("--disambiguate={commit}")])?;
     let objects: Vec<&str> = listed.lines().filter(|l| !l.is_empty()).collect();
     if objects.len() != 1 {
@@ -32,12 +36,12 @@ pub fn canonical_commit(dir: &Path, commit: &str) -> Result<String, String> {
     let short = git(dir, &["rev-parse", "--short=10", object])?
         .trim()
         .to_lowercase();
-    if short.len() < 10 {
-        return Err(format!(
+    match CommitId::parse(&short) {
+        Ok(id) if id.len() >= HANDOFF_LEN => Ok(id),
+        _ => Err(format!(
             "Header 'commit' must resolve to a commit; '{commit}' resolves to '{short}'."
-        ));
+        )),
     }
-    Ok(short)
 }
 
 /// The 10-character abbreviation of HEAD in `dir`, as SwarmForge's

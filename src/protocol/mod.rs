@@ -5,6 +5,7 @@
 
 pub mod audit_pending;
 pub mod clock;
+pub mod commit_id;
 pub mod config;
 pub mod config_read;
 pub mod dashboard;

@@ -29,6 +29,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::fsx;
+use crate::protocol::commit_id::CommitId;
 use crate::protocol::header::{names, Message};
 use crate::protocol::layout::Project;
 
@@ -124,15 +125,15 @@ pub fn documents_of(m: &Message) -> Vec<String> {
         .collect()
 }
 
-/// The commit a held handoff names, and the commit its task started from:
-/// each only when it is an object name (4 to 64 hex digits), so nothing an
-/// agent wrote reaches git as an option or a revision expression.
-pub fn commits_of(m: &Message) -> (Option<String>, Option<String>) {
+/// The commit a held handoff names, and the commit its task started from,
+/// trimmed: each only when it is a [`CommitId`] git takes as an
+/// abbreviation (4 to 64 hex digits), so nothing an agent wrote reaches git
+/// as an option or a revision expression.
+pub fn commits_of(m: &Message) -> (Option<CommitId>, Option<CommitId>) {
     let get = |h: &str| {
         m.get(h)
-            .map(str::trim)
-            .filter(|v| (4..=64).contains(&v.len()) && v.chars().all(|c| c.is_ascii_hexdigit()))
-            .map(str::to_string)
+            .and_then(|v| CommitId::parse(v.trim()).ok())
+            .filter(CommitId::is_abbrev)
     };
     (get(names::COMMIT), get(TASK_BASE_COMMIT))
 }
@@ -441,11 +442,13 @@ mod tests {
         .unwrap();
         assert_eq!(task_of(&m).as_deref(), Some("parser"));
         assert_eq!(documents_of(&m), ["docs/a.md", "b.md"]);
-        assert_eq!(
-            commits_of(&m),
-            (Some("abcd".to_string()), Some("def0".to_string()))
-        );
+        let id = |s: &str| Some(CommitId::parse(s).unwrap());
+        assert_eq!(commits_of(&m), (id("abcd"), id("def0")));
         let m = Message::parse("commit: --output=x\ntask_base_commit: HEAD~3\n\n").unwrap();
+        assert_eq!(commits_of(&m), (None, None));
+        // Too short for git to take as an abbreviation, or longer than an id.
+        let long = "a".repeat(65);
+        let m = Message::parse(&format!("commit: abc\ntask_base_commit: {long}\n\n")).unwrap();
         assert_eq!(commits_of(&m), (None, None));
         let m = Message::parse("task_id: 2026-x\ntask: p\n\n").unwrap();
         assert_eq!(task_of(&m).as_deref(), Some("2026-x"));

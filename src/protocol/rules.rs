@@ -7,6 +7,7 @@
 //! `clarify`, `answer`, `digest_request`, `digest`, `close`,
 //! docs/message-model.md) add groups in the same style after SwarmForge's.
 
+use crate::protocol::commit_id::{CommitId, HANDOFF_LEN};
 use crate::protocol::fields::*;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
@@ -36,7 +37,7 @@ pub struct Policy<'a> {
 pub fn validate(
     f: &impl Fields,
     is_role: &dyn Fn(&str) -> bool,
-    resolve_commit: &mut dyn FnMut(&str) -> Result<(), String>,
+    resolve_commit: &mut dyn FnMut(&CommitId) -> Result<(), String>,
 ) -> Vec<String> {
     let allowed = sendable_types();
     validate_with(
@@ -66,7 +67,7 @@ fn did_you_mean(got: &str, allowed: &[&str]) -> String {
 pub fn validate_with(
     f: &impl Fields,
     policy: &Policy,
-    resolve_commit: &mut dyn FnMut(&str) -> Result<(), String>,
+    resolve_commit: &mut dyn FnMut(&CommitId) -> Result<(), String>,
 ) -> Vec<String> {
     let mut errors = Vec::new();
     let ty = present(f, "type");
@@ -152,14 +153,14 @@ pub fn validate_with(
     }
     if is_git {
         let commit = present(f, "commit");
-        match (commit_shape_error(commit), commit) {
+        match (commit_shape_error(commit), commit.map(CommitId::parse)) {
             (Some(e), _) => errors.push(e),
-            (None, Some(c)) => {
-                if let Err(e) = resolve_commit(c) {
+            (None, Some(Ok(c))) => {
+                if let Err(e) = resolve_commit(&c) {
                     errors.push(e);
                 }
             }
-            (None, None) => {}
+            _ => {}
         }
     }
 
@@ -409,12 +410,13 @@ fn seat_request_errors(f: &impl Fields) -> Vec<String> {
     errors
 }
 
-/// The commit checks that need no repository.
+/// The commit checks that need no repository: a [`CommitId`] of exactly
+/// [`HANDOFF_LEN`] digits.
 pub fn commit_shape_error(commit: Option<&str>) -> Option<String> {
     match commit {
         None => Some("Missing required header 'commit' for git_handoff.".to_string()),
-        Some(c) if c.len() != 10 || !c.bytes().all(|b| b.is_ascii_hexdigit()) => Some(format!(
-            "Header 'commit' must be exactly 10 hexadecimal characters; got '{c}'."
+        Some(c) if !CommitId::parse(c).is_ok_and(|id| id.is_handoff()) => Some(format!(
+            "Header 'commit' must be exactly {HANDOFF_LEN} hexadecimal characters; got '{c}'."
         )),
         _ => None,
     }

@@ -7,37 +7,43 @@
 
 use std::path::Path;
 
+/// Why a glob is refused, in words for the person or agent who typed it
+/// (`glob '<glob>': ...`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadGlob(pub String);
+
 /// Longest glob accepted, in bytes.
 pub const MAX_GLOB_BYTES: usize = 1024;
 
 /// `glob` as typed in folder `sub` of the worktree (`""` at its top): the
 /// repository-relative glob, or why it is refused.
-pub fn normalise(glob: &str, worktree: &Path, cwd: &Path) -> Result<String, String> {
+pub fn normalise(glob: &str, worktree: &Path, cwd: &Path) -> Result<String, BadGlob> {
     let shown = crate::text::escape(glob);
     if glob.is_empty() || glob.len() > MAX_GLOB_BYTES {
-        return Err(format!(
+        return Err(BadGlob(format!(
             "glob '{shown}': empty or longer than {MAX_GLOB_BYTES} bytes"
-        ));
+        )));
     }
     if glob.chars().any(char::is_control) || glob.contains('\\') {
-        return Err(format!(
+        return Err(BadGlob(format!(
             "glob '{shown}': control characters and backslashes are not allowed"
-        ));
+        )));
     }
     if glob.contains(['[', ']', '{', '}']) {
-        return Err(format!(
+        return Err(BadGlob(format!(
             "glob '{shown}': only *, ? and ** are understood (no [..] or {{..}}); name each pattern"
-        ));
+        )));
     }
     let (base, rest): (Vec<String>, &str) = if let Some(abs) = glob.strip_prefix('/') {
         (Vec::new(), abs)
     } else {
         let sub = cwd.strip_prefix(worktree).map_err(|_| {
-            format!(
+            BadGlob(format!(
                 "{} is not inside the worktree {}",
                 cwd.display(),
                 worktree.display()
-            )
+            ))
         })?;
         (
             sub.components()
@@ -56,10 +62,10 @@ pub fn normalise(glob: &str, worktree: &Path, cwd: &Path) -> Result<String, Stri
             .collect();
         let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
         if segs.len() < wt.len() || segs[..wt.len()].iter().zip(&wt).any(|(a, b)| a != b) {
-            return Err(format!(
+            return Err(BadGlob(format!(
                 "glob '{shown}' escapes the project: an absolute glob must lie inside {}",
                 worktree.display()
-            ));
+            )));
         }
         return normalise(&segs[wt.len()..].join("/"), worktree, worktree);
     }
@@ -68,14 +74,16 @@ pub fn normalise(glob: &str, worktree: &Path, cwd: &Path) -> Result<String, Stri
             "" | "." => {}
             ".." => {
                 if parts.pop().is_none() {
-                    return Err(format!(
+                    return Err(BadGlob(format!(
                         "glob '{shown}' escapes the project (its `..` leaves {})",
                         worktree.display()
-                    ));
+                    )));
                 }
             }
             s if s.contains("**") && s != "**" => {
-                return Err(format!("glob '{shown}': `**` must be a whole path segment"))
+                return Err(BadGlob(format!(
+                    "glob '{shown}': `**` must be a whole path segment"
+                )))
             }
             s => parts.push(s.to_string()),
         }
@@ -84,7 +92,9 @@ pub fn normalise(glob: &str, worktree: &Path, cwd: &Path) -> Result<String, Stri
         return Ok("**".to_string());
     }
     if parts.iter().any(|p| p == ".git") {
-        return Err(format!("glob '{shown}': .git is not a file of the project"));
+        return Err(BadGlob(format!(
+            "glob '{shown}': .git is not a file of the project"
+        )));
     }
     Ok(parts.join("/"))
 }
@@ -95,7 +105,7 @@ pub fn normalise_all<S: AsRef<str>>(
     typed: &[S],
     worktree: &Path,
     cwd: &Path,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, BadGlob> {
     let wt = worktree
         .canonicalize()
         .unwrap_or_else(|_| worktree.to_path_buf());
@@ -244,9 +254,11 @@ mod tests {
         assert_eq!(normalise("/p/wt/src/**", wt, wt).unwrap(), "src/**");
         assert!(normalise("../x", wt, wt)
             .unwrap_err()
+            .0
             .contains("escapes the project"));
         assert!(normalise("/etc/passwd", wt, wt)
             .unwrap_err()
+            .0
             .contains("escapes the project"));
         assert!(normalise("src/../../x", wt, wt).is_err());
         assert!(normalise("a/[ab]", wt, wt).is_err());

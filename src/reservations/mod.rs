@@ -179,14 +179,22 @@ fn check(r: &Reservation, file: &str) -> std::result::Result<(), String> {
 
 /// `g` as `reserve` stores it: a glob [`glob::normalise`] leaves as it is
 /// (what a file or a confined agent's request names is checked so).
+///
+/// Its error stays a String: forum/requests.rs (owned elsewhere now) takes it
+/// with `?` into its own String errors; [`normalised_glob`] is the typed one.
 pub fn normalised(g: &str) -> std::result::Result<(), String> {
+    normalised_glob(g).map_err(|e| e.to_string())
+}
+
+/// [`normalised`], typed.
+pub fn normalised_glob(g: &str) -> std::result::Result<(), glob::BadGlob> {
     let root = Path::new("/");
     match glob::normalise(g, root, root) {
         Ok(n) if n == g => Ok(()),
-        Ok(_) => Err(format!(
+        Ok(_) => Err(glob::BadGlob(format!(
             "glob '{}' is not a normalised project path",
             crate::text::escape(g)
-        )),
+        ))),
         Err(e) => Err(e),
     }
 }

@@ -175,7 +175,7 @@ pub async fn events(
     .await;
     let mut reader = match opened {
         Ok(Ok(r)) => r,
-        Ok(Err(msg)) => return super::token::refuse(StatusCode::BAD_REQUEST, &msg),
+        Ok(Err(e)) => return super::token::refuse(StatusCode::BAD_REQUEST, &e.to_string()),
         Err(e) => return super::token::refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<Event>(256);

@@ -17,8 +17,25 @@ use std::time::{Duration, Instant};
 /// Most bytes of a child's stderr kept (the rest is read and dropped).
 pub const MAX_STDERR: u64 = 64 * 1024;
 
+/// Why a bounded child gave no answer; the caller says which child.
+#[derive(Debug, thiserror::Error)]
+pub enum ChildError {
+    /// Not exited by its deadline: killed.
+    #[error("timed out after {}", deadline(.0))]
+    TimedOut(Duration),
+    /// Printed more than it may: killed.
+    #[error("printed more than {0} bytes")]
+    TooMuchOutput(u64),
+    /// Could not be started.
+    #[error("cannot be run: {0}")]
+    CannotRun(#[source] std::io::Error),
+    /// Could not be waited for.
+    #[error("{0}")]
+    Wait(#[source] std::io::Error),
+}
+
 /// Waits for `child` until `timeout`, then kills it.
-pub fn wait_bounded(mut child: Child, timeout: Duration) -> Result<ExitStatus, String> {
+pub fn wait_bounded(mut child: Child, timeout: Duration) -> Result<ExitStatus, ChildError> {
     let end = Instant::now() + timeout;
     let mut pause = Duration::from_millis(1);
     loop {
@@ -27,22 +44,24 @@ pub fn wait_bounded(mut child: Child, timeout: Duration) -> Result<ExitStatus, S
             Ok(None) if Instant::now() >= end => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(timed_out(timeout));
+                return Err(ChildError::TimedOut(timeout));
             }
             Ok(None) => {
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(50));
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(ChildError::Wait(e)),
         }
     }
 }
 
-fn timed_out(timeout: Duration) -> String {
+/// A deadline as [`ChildError::TimedOut`] words it: whole seconds, else
+/// milliseconds.
+fn deadline(timeout: &Duration) -> String {
     if timeout.subsec_millis() == 0 {
-        format!("timed out after {}s", timeout.as_secs())
+        format!("{}s", timeout.as_secs())
     } else {
-        format!("timed out after {}ms", timeout.as_millis())
+        format!("{}ms", timeout.as_millis())
     }
 }
 
@@ -61,7 +80,7 @@ pub fn output_bounded(
     cmd: Command,
     timeout: Duration,
     max_stdout: u64,
-) -> Result<Captured, String> {
+) -> Result<Captured, ChildError> {
     output_bounded_from(cmd, Stdio::null(), timeout, max_stdout)
 }
 
@@ -71,13 +90,13 @@ pub fn output_bounded_from(
     stdin: Stdio,
     timeout: Duration,
     max_stdout: u64,
-) -> Result<Captured, String> {
+) -> Result<Captured, ChildError> {
     let mut child = cmd
         .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot be run: {e}"))?;
+        .map_err(ChildError::CannotRun)?;
     let end = Instant::now() + timeout;
     let (tx, rx) = mpsc::channel::<(bool, Vec<u8>)>();
     // Each pipe read in a thread of its own: a child that fills one while
@@ -110,10 +129,10 @@ pub fn output_bounded_from(
         {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(format!("printed more than {max_stdout} bytes"));
+            return Err(ChildError::TooMuchOutput(max_stdout));
         }
         if status.is_none() {
-            status = child.try_wait().map_err(|e| e.to_string())?;
+            status = child.try_wait().map_err(ChildError::Wait)?;
         }
         if let (Some(status), Some(_), Some(_)) = (status, &stdout, &stderr) {
             return Ok(Captured {
@@ -126,7 +145,7 @@ pub fn output_bounded_from(
         if now >= end {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(timed_out(timeout));
+            return Err(ChildError::TimedOut(timeout));
         }
         match rx.recv_timeout(pause.min(end - now)) {
             Ok((true, b)) => stdout = Some(b),
@@ -173,7 +192,11 @@ mod tests {
     #[test]
     fn a_child_that_floods_its_output_is_killed() {
         let e = output_bounded(sh("yes"), Duration::from_secs(600), 1 << 20).unwrap_err();
-        assert_eq!(e, format!("printed more than {} bytes", 1 << 20));
+        assert!(matches!(e, ChildError::TooMuchOutput(n) if n == 1 << 20));
+        assert_eq!(
+            e.to_string(),
+            format!("printed more than {} bytes", 1 << 20)
+        );
         // Flooding stderr is read and dropped: it does not hang the child.
         let c = output_bounded(
             sh("head -c 1000000 /dev/zero >&2; printf done"),
@@ -203,6 +226,7 @@ mod tests {
             100,
         )
         .unwrap_err();
-        assert_eq!(e, "timed out after 200ms");
+        assert!(matches!(e, ChildError::TimedOut(_)));
+        assert_eq!(e.to_string(), "timed out after 200ms");
     }
 }

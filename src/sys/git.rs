@@ -19,6 +19,33 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+/// Why git gave no usable answer.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    /// git could not be started.
+    #[error("cannot run git: {0}")]
+    CannotRun(#[source] std::io::Error),
+    /// git ran and failed: its stderr, or which command failed when it
+    /// said nothing.
+    #[error("{0}")]
+    Failed(String),
+    /// A bound passed (sys::child): git was killed, or could not run.
+    #[error("git {what} {source}")]
+    Bounded {
+        what: String,
+        source: super::child::ChildError,
+    },
+    /// The project's `.git` is not a real folder.
+    #[error("{} is not a git folder", .0.display())]
+    NotAGitFolder(PathBuf),
+    /// No `.git/worktrees/<id>/gitdir` of the project names the checkout.
+    #[error("{} is not a git worktree of {} (no .git/worktrees/<id>/gitdir names it)", dir.display(), root.display())]
+    NotAWorktree { dir: PathBuf, root: PathBuf },
+    /// No folder above the checkout has a real `.git` folder.
+    #[error("{} is not in a git repository", .0.display())]
+    NotInARepository(PathBuf),
+}
+
 /// What one git run said.
 #[derive(Debug)]
 pub struct Reply {
@@ -40,13 +67,13 @@ fn command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
 }
 
 /// Runs git in `dir` with `env` added; Err only when git could not be run.
-pub fn call_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Reply, String> {
+pub fn call_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Reply, GitError> {
     run(command(dir, args, env))
 }
 
 /// Runs `git`; Err only when it could not be run.
-fn run(mut git: Command) -> Result<Reply, String> {
-    let out = git.output().map_err(|e| format!("cannot run git: {e}"))?;
+fn run(mut git: Command) -> Result<Reply, GitError> {
+    let out = git.output().map_err(GitError::CannotRun)?;
     Ok(Reply::of(out.status, &out.stdout, &out.stderr))
 }
 
@@ -61,28 +88,28 @@ impl Reply {
 }
 
 /// Runs git in `dir`; Err only when git could not be run.
-pub fn call(dir: &Path, args: &[&str]) -> Result<Reply, String> {
+pub fn call(dir: &Path, args: &[&str]) -> Result<Reply, GitError> {
     call_with(dir, args, &[])
 }
 
 /// Runs git in `dir`: its trimmed stdout, or its stderr (or which command
 /// failed, when it said nothing) as the error.
-pub fn stdout(dir: &Path, args: &[&str]) -> Result<String, String> {
+pub fn stdout(dir: &Path, args: &[&str]) -> Result<String, GitError> {
     trimmed(call(dir, args)?, args)
 }
 
 /// `r`'s trimmed stdout, or its stderr (or which command failed, when it
 /// said nothing) as the error.
-fn trimmed(r: Reply, args: &[&str]) -> Result<String, String> {
+fn trimmed(r: Reply, args: &[&str]) -> Result<String, GitError> {
     if r.ok {
         return Ok(r.stdout.trim().to_string());
     }
     let err = r.stderr.trim();
-    Err(if err.is_empty() {
+    Err(GitError::Failed(if err.is_empty() {
         format!("git {} failed", args.first().unwrap_or(&""))
     } else {
         err.to_string()
-    })
+    }))
 }
 
 /// Config that would make git run a program, turned off for a [`Pinned`]
@@ -106,24 +133,21 @@ pub struct Pinned {
 impl Pinned {
     /// The checkout `dir` of the project at `root` (the root itself, or a
     /// linked worktree of its `.git`).
-    pub fn new(root: &Path, dir: &Path) -> Result<Pinned, String> {
+    pub fn new(root: &Path, dir: &Path) -> Result<Pinned, GitError> {
         let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
         let (root, dir) = (canon(root), canon(dir));
         let common = root.join(".git");
         if !std::fs::symlink_metadata(&common).is_ok_and(|m| m.is_dir()) {
-            return Err(format!("{} is not a git folder", common.display()));
+            return Err(GitError::NotAGitFolder(common));
         }
         let git_dir = if dir == root {
             common.clone()
         } else {
             linked_gitdir(&root, &dir)
                 .map(|(_, gitdir)| gitdir)
-                .ok_or_else(|| {
-                    format!(
-                        "{} is not a git worktree of {} (no .git/worktrees/<id>/gitdir names it)",
-                        dir.display(),
-                        root.display()
-                    )
+                .ok_or_else(|| GitError::NotAWorktree {
+                    dir: dir.clone(),
+                    root: root.clone(),
                 })?
         };
         Ok(Pinned {
@@ -135,12 +159,12 @@ impl Pinned {
 
     /// The checkout `dir`, its project found as the nearest folder above
     /// (or at) it whose `.git` is a real folder.
-    pub fn find(dir: &Path) -> Result<Pinned, String> {
+    pub fn find(dir: &Path) -> Result<Pinned, GitError> {
         let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
         let root = dir
             .ancestors()
             .find(|a| std::fs::symlink_metadata(a.join(".git")).is_ok_and(|m| m.is_dir()))
-            .ok_or_else(|| format!("{} is not in a git repository", dir.display()))?;
+            .ok_or_else(|| GitError::NotInARepository(dir.clone()))?;
         Pinned::new(root, &dir)
     }
 
@@ -162,7 +186,7 @@ impl Pinned {
     }
 
     /// Runs git in the checkout; Err only when git could not be run.
-    pub fn call(&self, args: &[&str]) -> Result<Reply, String> {
+    pub fn call(&self, args: &[&str]) -> Result<Reply, GitError> {
         run(self.command(args))
     }
 
@@ -175,10 +199,14 @@ impl Pinned {
         args: &[&str],
         timeout: std::time::Duration,
         max_stdout: u64,
-    ) -> Result<Reply, String> {
+    ) -> Result<Reply, GitError> {
         let what = args.first().copied().unwrap_or("");
-        let out = super::child::output_bounded(self.command(args), timeout, max_stdout)
-            .map_err(|e| format!("git {what} {e}"))?;
+        let out = super::child::output_bounded(self.command(args), timeout, max_stdout).map_err(
+            |source| GitError::Bounded {
+                what: what.to_string(),
+                source,
+            },
+        )?;
         Ok(Reply::of(out.status, &out.stdout, &out.stderr))
     }
 
@@ -190,14 +218,17 @@ impl Pinned {
         &self,
         pack: std::fs::File,
         timeout: std::time::Duration,
-    ) -> Result<String, String> {
+    ) -> Result<String, GitError> {
         let out = super::child::output_bounded_from(
             self.command(&["index-pack", "--stdin"]),
             Stdio::from(pack),
             timeout,
             4096,
         )
-        .map_err(|e| format!("git index-pack {e}"))?;
+        .map_err(|source| GitError::Bounded {
+            what: "index-pack".to_string(),
+            source,
+        })?;
         trimmed(
             Reply::of(out.status, &out.stdout, &out.stderr),
             &["index-pack"],
@@ -205,7 +236,7 @@ impl Pinned {
     }
 
     /// [`Pinned::call`]: its trimmed stdout, or its stderr as the error.
-    pub fn stdout(&self, args: &[&str]) -> Result<String, String> {
+    pub fn stdout(&self, args: &[&str]) -> Result<String, GitError> {
         trimmed(self.call(args)?, args)
     }
 }

@@ -51,6 +51,18 @@ impl Format {
     }
 }
 
+/// Why fed bytes are not the object they are named for, in words for a
+/// person ("it is cut short: ...").
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotTheObject(pub String);
+
+impl From<&str> for NotTheObject {
+    fn from(why: &str) -> NotTheObject {
+        NotTheObject(why.to_string())
+    }
+}
+
 enum Hasher {
     Sha1(Box<sha1_checked::Sha1>),
     Sha256(sha2::Sha256),
@@ -132,7 +144,7 @@ impl LooseCheck {
                             self.header = h;
                         }
                         Err(why) => {
-                            self.fault = Some(why);
+                            self.fault = Some(why.0);
                             return;
                         }
                     }
@@ -164,18 +176,18 @@ impl LooseCheck {
 
     /// Ok when everything fed was the object named `id`; else why not, in
     /// words for a person.
-    pub fn verdict(self, id: &str) -> Result<(), String> {
+    pub fn verdict(self, id: &str) -> Result<(), NotTheObject> {
         if let Some(f) = self.fault {
-            return Err(f);
+            return Err(NotTheObject(f));
         }
         let Some(declared) = self.declared else {
             return Err("it ends before its header (`<type> <size>`) does".into());
         };
         if !self.ended || self.seen != declared {
-            return Err(format!(
+            return Err(NotTheObject(format!(
                 "it is cut short: its header says {declared} bytes, its stream holds {}",
                 self.seen
-            ));
+            )));
         }
         let hex = match self.hasher {
             Hasher::Sha1(h) => {
@@ -188,7 +200,9 @@ impl LooseCheck {
             Hasher::Sha256(h) => hex(&sha2::Digest::finalize(h)),
         };
         if hex != id {
-            return Err(format!("its content is the object {hex}, not {id}"));
+            return Err(NotTheObject(format!(
+                "its content is the object {hex}, not {id}"
+            )));
         }
         Ok(())
     }
@@ -199,29 +213,29 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// The size a header `<type> <size>\0` declares.
-fn parse_header(h: &[u8]) -> Result<u64, String> {
+fn parse_header(h: &[u8]) -> Result<u64, NotTheObject> {
     let text = std::str::from_utf8(&h[..h.len() - 1]).unwrap_or("");
     let bad = || {
-        format!(
+        NotTheObject(format!(
             "its header `{}` is not `<type> <size>`",
             crate::text::escape(text)
-        )
+        ))
     };
     let (kind, size) = text.split_once(' ').ok_or_else(bad)?;
     if !matches!(kind, "blob" | "tree" | "commit" | "tag") {
-        return Err(format!(
+        return Err(NotTheObject(format!(
             "its type `{}` is none of git's",
             crate::text::escape(kind)
-        ));
+        )));
     }
     let canonical = !size.is_empty()
         && size.bytes().all(|b| b.is_ascii_digit())
         && (size == "0" || !size.starts_with('0'));
     let n: u64 = size.parse().ok().filter(|_| canonical).ok_or_else(bad)?;
     if n > MAX_OBJECT {
-        return Err(format!(
+        return Err(NotTheObject(format!(
             "it declares {n} bytes, more than the {MAX_OBJECT} an object may have here"
-        ));
+        )));
     }
     Ok(n)
 }
@@ -254,7 +268,7 @@ mod tests {
         z.finish().unwrap()
     }
 
-    fn judge(format: Format, file: &[u8], id: &str) -> Result<(), String> {
+    fn judge(format: Format, file: &[u8], id: &str) -> Result<(), NotTheObject> {
         let mut c = LooseCheck::new(format);
         for chunk in file.chunks(7) {
             c.feed(chunk);
@@ -274,7 +288,7 @@ mod tests {
         assert_eq!(judge(Format::Sha256, &file, HELLO256), Ok(()));
         let forged = loose("blob", b"rm -rf ~\n");
         let e = judge(Format::Sha1, &forged, HELLO).unwrap_err();
-        assert!(e.contains("not ce013625"), "{e}");
+        assert!(e.0.contains("not ce013625"), "{e}");
     }
 
     #[test]
@@ -283,34 +297,40 @@ mod tests {
         let cut = &file[..file.len() - 3];
         assert!(judge(Format::Sha1, cut, HELLO)
             .unwrap_err()
+            .0
             .contains("cut short"));
         let mut tail = file.clone();
         tail.extend_from_slice(b"more");
         assert!(judge(Format::Sha1, &tail, HELLO)
             .unwrap_err()
+            .0
             .contains("after the end"));
         assert!(judge(Format::Sha1, b"plain text", HELLO)
             .unwrap_err()
+            .0
             .contains("zlib"));
         let e = judge(Format::Sha1, &loose("blub", b"hello\n"), HELLO).unwrap_err();
-        assert!(e.contains("type `blub`"), "{e}");
+        assert!(e.0.contains("type `blub`"), "{e}");
         let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
         z.write_all(b"blob 3\0hello\n").unwrap();
         let long = z.finish().unwrap();
         assert!(judge(Format::Sha1, &long, HELLO)
             .unwrap_err()
+            .0
             .contains("longer"));
         let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
         z.write_all(b"blob 99999999999\0").unwrap();
         let huge = z.finish().unwrap();
         assert!(judge(Format::Sha1, &huge, HELLO)
             .unwrap_err()
+            .0
             .contains("more than"));
         let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
         z.write_all(&[b'x'; 100]).unwrap();
         let headless = z.finish().unwrap();
         assert!(judge(Format::Sha1, &headless, HELLO)
             .unwrap_err()
+            .0
             .contains("header"));
     }
 }

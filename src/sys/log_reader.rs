@@ -149,13 +149,46 @@ pub fn line_at_or_after(path: &Path, offset: u64) -> u64 {
     }
 }
 
+/// Why [`EventReader::new`] refused an offset, worded for the command's
+/// error message (the path as shown, control characters escaped).
+#[derive(Debug, thiserror::Error)]
+pub enum OffsetError {
+    /// The log (or a part of it) could not be read.
+    #[error("{shown}: {source}")]
+    Io { shown: String, source: io::Error },
+    #[error("offset {offset} is beyond the end of {shown} (the file does not exist)")]
+    NoFile { offset: u64, shown: String },
+    /// In a part retention has removed: where to resume instead.
+    #[error(
+        "offset {offset} of {shown} is no longer kept: its rotated file was removed \
+         (the oldest kept line starts at {oldest})\n  \
+         hint: resume with --since {oldest}, or keep more files (swarm.yaml logs.keep)"
+    )]
+    Removed {
+        offset: u64,
+        shown: String,
+        oldest: u64,
+    },
+    #[error("offset {offset} is beyond the end of {shown} ({end} bytes so far)")]
+    BeyondEnd {
+        offset: u64,
+        shown: String,
+        end: u64,
+    },
+    #[error("offset {offset} is not at the start of a line in {shown}")]
+    MidLine { offset: u64, shown: String },
+}
+
 impl EventReader {
     /// Opens the log `path` at `offset`; refuses an offset past the end,
     /// inside a line, or in a part retention has removed (the text says
     /// which, for the command's error message).
-    pub fn new(path: &Path, offset: u64) -> Result<EventReader, String> {
+    pub fn new(path: &Path, offset: u64) -> Result<EventReader, OffsetError> {
         let shown = escape(&path.display().to_string());
-        let err = |e: io::Error| format!("{shown}: {e}");
+        let err = |source: io::Error| OffsetError::Io {
+            shown: shown.clone(),
+            source,
+        };
         let mut r = EventReader {
             path: path.to_path_buf(),
             cur: None,
@@ -164,25 +197,19 @@ impl EventReader {
         let open = match locate(path, offset).map_err(err)? {
             Found::At(o) => o,
             Found::Nothing if offset == logfile::live_start(path).map_err(err)? => return Ok(r),
-            Found::Nothing => {
-                return Err(format!(
-                    "offset {offset} is beyond the end of {shown} (the file does not exist)"
-                ))
-            }
+            Found::Nothing => return Err(OffsetError::NoFile { offset, shown }),
             Found::Removed(oldest) => {
-                return Err(format!(
-                    "offset {offset} of {shown} is no longer kept: its rotated file was removed \
-                     (the oldest kept line starts at {oldest})\n  \
-                     hint: resume with --since {oldest}, or keep more files (swarm.yaml logs.keep)"
-                ))
+                return Err(OffsetError::Removed {
+                    offset,
+                    shown,
+                    oldest,
+                })
             }
         };
         let len = open.file.metadata().map_err(err)?.len();
         let end = open.start + len;
         if offset > end {
-            return Err(format!(
-                "offset {offset} is beyond the end of {shown} ({end} bytes so far)"
-            ));
+            return Err(OffsetError::BeyondEnd { offset, shown, end });
         }
         if offset > open.start {
             let mut b = [0u8; 1];
@@ -190,9 +217,7 @@ impl EventReader {
                 .read_exact_at(&mut b, offset - open.start - 1)
                 .map_err(err)?;
             if b[0] != b'\n' {
-                return Err(format!(
-                    "offset {offset} is not at the start of a line in {shown}"
-                ));
+                return Err(OffsetError::MidLine { offset, shown });
             }
         }
         r.cur = Some(open);
@@ -427,6 +452,8 @@ mod tests {
         assert_eq!(lines(&mut again).len(), 3);
         logfile::prune(&p, 1).unwrap();
         let e = EventReader::new(&p, 8).err().unwrap();
+        assert!(matches!(e, OffsetError::Removed { oldest: 16, .. }), "{e}");
+        let e = e.to_string();
         assert!(
             e.contains("no longer kept") && e.contains("starts at 16"),
             "{e}"

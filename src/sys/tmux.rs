@@ -12,6 +12,23 @@ use super::child::wait_bounded;
 /// Longest one tmux call may take before it is killed.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Why tmux gave no usable answer.
+#[derive(Debug, thiserror::Error)]
+pub enum TmuxError {
+    /// tmux could not be started.
+    #[error("cannot run tmux: {0}")]
+    CannotRun(#[source] std::io::Error),
+    /// tmux hung past [`TIMEOUT`] (killed), or could not be waited for.
+    #[error("tmux {what} {source}")]
+    Bounded {
+        what: String,
+        source: super::child::ChildError,
+    },
+    /// tmux answered but refused the capture: its stderr.
+    #[error("tmux capture-pane failed: {0}")]
+    CaptureFailed(String),
+}
+
 /// What tmux answered.
 #[derive(Debug, Default)]
 pub struct Reply {
@@ -23,7 +40,7 @@ pub struct Reply {
 /// Runs `tmux -S socket args…` within [`TIMEOUT`]. (tmux's answers are short
 /// lines, well under a pipe's buffer, so reading them after the exit cannot
 /// block.)
-pub fn call(socket: &Path, args: &[&str]) -> Result<Reply, String> {
+pub fn call(socket: &Path, args: &[&str]) -> Result<Reply, TmuxError> {
     let mut child = Command::new("tmux")
         .arg("-S")
         .arg(socket)
@@ -33,10 +50,13 @@ pub fn call(socket: &Path, args: &[&str]) -> Result<Reply, String> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run tmux: {e}"))?;
+        .map_err(TmuxError::CannotRun)?;
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     let what = args.first().copied().unwrap_or("");
-    let status = wait_bounded(child, TIMEOUT).map_err(|e| format!("tmux {what} {e}"))?;
+    let status = wait_bounded(child, TIMEOUT).map_err(|source| TmuxError::Bounded {
+        what: what.to_string(),
+        source,
+    })?;
     let mut reply = Reply {
         ok: status.success(),
         ..Reply::default()
@@ -59,13 +79,13 @@ pub fn ok(socket: &Path, args: &[&str]) -> bool {
 const MAX_CAPTURE: usize = 256 * 1024;
 
 /// The pane's visible text (`capture-pane -p`), bounded.
-pub fn capture(socket: &Path, session: &str) -> Result<String, String> {
+pub fn capture(socket: &Path, session: &str) -> Result<String, TmuxError> {
     let r = call(
         socket,
         &["capture-pane", "-p", "-t", &format!("={session}:")],
     )?;
     if !r.ok {
-        return Err(format!("tmux capture-pane failed: {}", r.stderr.trim()));
+        return Err(TmuxError::CaptureFailed(r.stderr.trim().to_string()));
     }
     let mut t = r.stdout;
     if t.len() > MAX_CAPTURE {

@@ -18,6 +18,7 @@ use crate::agent::artifacts;
 use crate::error::{Error, Result, Token};
 use crate::fsx;
 use crate::protocol::clock;
+use crate::protocol::commit_id::CommitId;
 use crate::protocol::config::Config;
 use crate::protocol::draft::{self, Draft};
 use crate::protocol::fields;
@@ -231,7 +232,11 @@ pub fn submit_gated(s: &Sender, d: &Draft, shown: &str) -> Result<Sent> {
     if !s.config.audit_gate || v.ty != types::GIT_HANDOFF.name {
         return publish(s, v).map(|q| Sent::Queued(Box::new(q), None));
     }
-    let commit = v.canonical.clone().unwrap_or_default();
+    let commit = v
+        .canonical
+        .as_ref()
+        .map(CommitId::to_string)
+        .unwrap_or_default();
     let recipients: Vec<String> = grammar::role_list(v.d.to())
         .into_iter()
         .map(str::to_string)
@@ -292,7 +297,7 @@ struct Valid {
     ty: String,
     rule: &'static types::TypeRule,
     ctx: Context,
-    canonical: Option<String>,
+    canonical: Option<CommitId>,
 }
 
 /// Every check of a draft for `s`; nothing is written.
@@ -391,7 +396,7 @@ fn publish(s: &Sender, v: Valid) -> Result<Queued> {
         msg.set(names::PRIORITY, &priority);
         msg.set(names::TYPE, &ty);
         let body = if ty == types::GIT_HANDOFF.name {
-            let commit = canonical.unwrap_or_default();
+            let commit = canonical.map(|c| c.to_string()).unwrap_or_default();
             msg.set(names::ROLE, sender);
             let task = d.get(names::TASK).unwrap_or_default();
             msg.set(names::TASK, task);

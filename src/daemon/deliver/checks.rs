@@ -117,26 +117,40 @@ impl InboxIndex {
     }
 }
 
+/// Why a file is refused for good: it goes to `failed/`, journaled
+/// `failed` with this reason (never retried, unlike a deferral).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(super) struct Refused(pub(super) String);
+
+impl From<&str> for Refused {
+    fn from(why: &str) -> Refused {
+        Refused(why.to_string())
+    }
+}
+
 /// Every header an outbox file (or a relayed copy) must carry.
-pub(super) fn required(msg: &Message) -> Result<(), String> {
+pub(super) fn required(msg: &Message) -> Result<(), Refused> {
     match REQUIRED
         .iter()
         .find(|h| msg.get(h).is_none_or(fields::blank))
     {
-        Some(h) => Err(format!("missing {h} header")),
+        Some(h) => Err(Refused(format!("missing {h} header"))),
         None => Ok(()),
     }
 }
 
 /// The id names its sender, and the file name matches its id and priority.
-pub(super) fn identity(msg: &Message, c: &Candidate, from: &str) -> Result<(), String> {
+pub(super) fn identity(msg: &Message, c: &Candidate, from: &str) -> Result<(), Refused> {
     let id = msg.id().unwrap_or_default();
     if !grammar::id_names_sender(id, from) {
-        return Err("id does not name the sender".into());
+        return Err(Refused::from("id does not name the sender"));
     }
     let priority = msg.priority().unwrap_or_default();
     if !grammar::name_matches(&c.name, priority, id) {
-        return Err("file name does not match its priority and id headers".into());
+        return Err(Refused::from(
+            "file name does not match its priority and id headers",
+        ));
     }
     Ok(())
 }
@@ -161,14 +175,14 @@ fn sent_before(sender: &Worktree, name: &str) -> bool {
 impl Deliverer {
     /// This host's rules for what `from` sends: its allowed_types,
     /// max_hops and every validation rule.
-    pub(super) fn sender_rules(&self, msg: &Message, from: &str) -> Result<(), String> {
+    pub(super) fn sender_rules(&self, msg: &Message, from: &str) -> Result<(), Refused> {
         let is_role = |r: &str| r == grammar::ALL || self.roles.find(r).is_some();
         let allowed = self.config.allowed_types(from);
         let policy = rules::Policy {
             is_role: &is_role,
             allowed: &allowed,
         };
-        rules::recheck(msg, &policy, self.config.max_hops)
+        rules::recheck(msg, &policy, self.config.max_hops).map_err(Refused)
     }
 
     /// Whether `role` works in the worktree of this outbox (docs/protocol.md §7.2:
@@ -241,11 +255,11 @@ impl Deliverer {
     }
 
     /// The refusals that must happen before any copy is written.
-    pub(super) fn check(&self, msg: &Message, c: &Candidate) -> Result<Vec<&Role>, String> {
+    pub(super) fn check(&self, msg: &Message, c: &Candidate) -> Result<Vec<&Role>, Refused> {
         required(msg)?;
         for h in DELIVERY_HEADERS {
             if msg.get(h).is_some() {
-                return Err(format!("forged {h} header"));
+                return Err(Refused(format!("forged {h} header")));
             }
         }
         let from = msg.sender().unwrap_or_default();
@@ -266,12 +280,12 @@ impl Deliverer {
             let card_birth = crate::board::is_birth_in_own_outbox(msg, &|r| self.owns(c, r));
             let ok = digest || seat_answer || card_birth;
             if !ok {
-                return Err("sender mismatch".into());
+                return Err(Refused::from("sender mismatch"));
             }
         } else if !self.owns(c, from) {
             // The daemon, not an environment variable, decides who sent it
             // (docs/protocol.md §7.2).
-            return Err("sender mismatch".into());
+            return Err(Refused::from("sender mismatch"));
         }
         identity(msg, c, from)?;
         let to = msg.to().unwrap_or_default();
@@ -286,7 +300,7 @@ impl Deliverer {
         for r in grammar::recipients(to, from, names) {
             match self.roles.find(&r) {
                 Some(role) => recipients.push(role),
-                None => return Err(format!("unknown recipient {r}")),
+                None => return Err(Refused(format!("unknown recipient {r}"))),
             }
         }
         if !from_daemon {
@@ -297,7 +311,7 @@ impl Deliverer {
             match self.roles.find(r) {
                 Some(role) if !recipients.iter().any(|x| x.name == r) => recipients.push(role),
                 Some(_) => {}
-                None => return Err(format!("unknown cc role {r}")),
+                None => return Err(Refused(format!("unknown cc role {r}"))),
             }
         }
         Ok(recipients)
@@ -324,7 +338,7 @@ impl Deliverer {
         };
         let recipients: Vec<Role> = match checked {
             Ok(r) => r,
-            Err(reason) => return Err(Outcome::Failed(reason)),
+            Err(reason) => return Err(Outcome::Failed(reason.0)),
         };
         if self.relay.recipient(c).is_some() {
             match self.relay.before(c, msg.id().unwrap_or_default()) {
@@ -345,7 +359,7 @@ impl Deliverer {
                 return Err(
                     match gate::hold(&self.journal, &c.worktree, &c.path, &msg) {
                         Ok(()) => Outcome::Vanished,
-                        Err(why) => Outcome::Deferred(why),
+                        Err(why) => Outcome::Deferred(why.to_string()),
                     },
                 )
             }

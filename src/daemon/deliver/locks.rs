@@ -14,6 +14,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use crate::error::Error;
 use crate::fsx;
 use crate::protocol::layout::Worktree;
 use crate::protocol::roles::Roles;
@@ -34,6 +35,15 @@ pub(super) struct Locks {
 }
 
 /// Why a worktree's outbox cannot be ours: another process holds its lock.
+/// A worktree's `handoffs/` folder that could not be locked (out of
+/// descriptors, permissions): served unlocked, said once.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", path.display())]
+pub(super) struct LockFailed {
+    path: PathBuf,
+    source: std::io::Error,
+}
+
 pub(super) fn held_by_other(handoffs: &Path) -> String {
     let who = fsx::lock_holder(handoffs)
         .map(|pid| format!("another handoffd (pid {pid})"))
@@ -67,7 +77,7 @@ impl Locks {
     /// Takes the lock of a worktree's `handoffs/` folder unless held already.
     /// `Ok(false)`: another process holds it. A folder that does not exist
     /// yet (or is a symlink) cannot be locked and has no outbox to scan.
-    pub(super) fn claim(&mut self, wt_path: &Path) -> Result<bool, String> {
+    pub(super) fn claim(&mut self, wt_path: &Path) -> Result<bool, LockFailed> {
         if self.held.contains_key(wt_path) {
             return Ok(true);
         }
@@ -92,19 +102,24 @@ impl Locks {
                 Ok(true)
             }
             Ok(None) => Ok(false),
-            Err(e) => Err(format!("{}: {e}", handoffs.display())),
+            Err(source) => Err(LockFailed {
+                path: handoffs,
+                source,
+            }),
         }
     }
 
     /// At start-up: claims every role's outbox, or names the one another
     /// daemon holds (then this daemon must not run).
-    pub(super) fn claim_all(&mut self, roles: &Roles) -> Result<(), String> {
+    pub(super) fn claim_all(&mut self, roles: &Roles) -> Result<(), Error> {
         for wt in roles.worktrees() {
             let Ok(real) = wt.canonicalize() else {
                 continue;
             };
             if let Ok(false) = self.claim(&real) {
-                return Err(held_by_other(&Worktree::new(&real).handoffs()));
+                return Err(Error::conflict(held_by_other(
+                    &Worktree::new(&real).handoffs(),
+                )));
             }
         }
         Ok(())

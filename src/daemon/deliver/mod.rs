@@ -49,6 +49,7 @@ use crate::daemon::feature::{Admission, Duties, Feature, Features};
 use crate::daemon::gate;
 use crate::daemon::journal::{Event, Journal, Kind};
 use crate::daemon::wake::{self, Waker};
+use crate::error::Error;
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::config::Config;
@@ -256,7 +257,7 @@ impl Deliverer {
 
     /// At start-up: claims every served outbox, or names the one another
     /// daemon holds (then this daemon must not run).
-    pub fn claim_all(&mut self) -> Result<(), String> {
+    pub fn claim_all(&mut self) -> Result<(), Error> {
         self.locks.claim_all(&self.roles)
     }
 

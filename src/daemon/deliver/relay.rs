@@ -20,6 +20,7 @@
 //! second copy of an id under its own name is a redelivery (moved to `sent/`
 //! beside the first, nothing delivered); under another name it is refused.
 
+use super::checks::Refused;
 use super::*;
 
 /// Every served relay folder, one per local role, when a bridge is
@@ -162,47 +163,49 @@ impl Deliverer {
         msg: &Message,
         c: &Candidate,
         recipient: &str,
-    ) -> Result<Vec<Role>, String> {
+    ) -> Result<Vec<Role>, Refused> {
         checks::required(msg)?;
         for h in ["dequeued_at", "completed_at"] {
             if msg.get(h).is_some() {
-                return Err(format!("forged {h} header"));
+                return Err(Refused(format!("forged {h} header")));
             }
         }
         if msg.recipient() != Some(recipient) {
-            return Err(format!(
+            return Err(Refused(format!(
                 "its recipient header is not {recipient}, the role it was relayed to"
-            ));
+            )));
         }
         if msg.get(names::ENQUEUED_AT).is_none_or(fields::blank) {
-            return Err("missing enqueued_at header (the sending host stamps it)".into());
+            return Err(Refused::from(
+                "missing enqueued_at header (the sending host stamps it)",
+            ));
         }
         let from = msg.sender().unwrap_or_default();
         match self.roles.find(from) {
             Some(r) if r.is_remote() => {}
             Some(_) => {
-                return Err(format!(
+                return Err(Refused(format!(
                     "its sender {from} works on this host, so it cannot come over the bridge"
-                ))
+                )))
             }
             None => {
-                return Err(format!(
+                return Err(Refused(format!(
                     "its sender '{}' is not a role of another host in {}",
                     crate::text::escape(from),
                     self.project.roles_tsv().display()
-                ))
+                )))
             }
         }
         checks::identity(msg, c, from)?;
         let role = match self.roles.find(recipient) {
             Some(r) if !r.is_remote() => r.clone(),
-            _ => return Err(format!("{recipient} is not a role of this host")),
+            _ => return Err(Refused(format!("{recipient} is not a role of this host"))),
         };
         let to = msg.to().unwrap_or_default();
         if !grammar::addressed(to, from, recipient)
             && !grammar::in_cc(msg.get(names::CC), recipient)
         {
-            return Err(format!("it is not addressed to {recipient}"));
+            return Err(Refused(format!("it is not addressed to {recipient}")));
         }
         self.sender_rules(msg, from)?;
         Ok(vec![role])

@@ -15,7 +15,7 @@ fn agent_globs(
 ) -> Result<(crate::protocol::root::Located, Vec<String>), Refusal> {
     let at = crate::protocol::root::locate(&agent.cwd)?;
     let globs = crate::reservations::glob::normalise_all(typed, &at.worktree.root, &agent.cwd)
-        .map_err(usage)?;
+        .map_err(|e| usage(e.0))?;
     Ok((at, globs))
 }
 
