@@ -39,6 +39,7 @@ use crate::protocol::config::Config;
 use crate::protocol::grammar::{self, MessageType};
 use crate::protocol::header::{names, Message};
 use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::ledger::{Ledger, Spec, Start};
 use crate::protocol::roles::Roles;
 use crate::protocol::store;
 
@@ -152,23 +153,30 @@ fn dir(project: &Project) -> PathBuf {
     project.daemon_dir().join("seats")
 }
 
-fn file(project: &Project, id: &str, ext: &str) -> PathBuf {
-    dir(project).join(format!("{id}.{ext}"))
+/// The files of one request, as named since seat requests began.
+static SEATS: Spec = Spec {
+    request: ".request",
+    started: Some(".started"),
+    answer: Some(".note"),
+    companions: &[],
+    done: Some("done"),
+    lock: Some(".lock"),
+    valid_id: grammar::valid_message_id,
+};
+
+fn ledger(project: &Project) -> Ledger {
+    Ledger::new(dir(project), &SEATS)
 }
 
 /// Records a seat request whose copies are durable, before its original
 /// moves to `sent/` (see the invariant above). Other messages: nothing.
 fn queue(project: &Project, msg: &Message) -> std::io::Result<()> {
-    let Some(id) = request_id(msg) else {
-        return Ok(());
-    };
-    let f = file(project, id, "request");
-    if f.exists() || done(project, id).exists() {
-        return Ok(());
+    match request_id(msg) {
+        Some(id) => ledger(project)
+            .publish(id, msg.render().as_bytes())
+            .map(|_| ()),
+        None => Ok(()),
     }
-    let d = dir(project);
-    fsx::ensure_dirs(&[&d])?;
-    fsx::publish(&d, &f, msg.render().as_bytes())
 }
 
 fn request_id(msg: &Message) -> Option<&str> {
@@ -186,18 +194,15 @@ fn act(project: &Project, journal: &Journal, msg: &Message) {
     }
 }
 
-/// Takes up every request a killed daemon left (called at its start).
+/// Takes up every request a killed daemon left (called at its start), and
+/// clears what a retire it was killed in left beside a request gone.
 fn resume(project: &Project, journal: &Journal) {
-    let Ok(entries) = std::fs::read_dir(dir(project)) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if let Some(id) = name.strip_suffix(".request") {
-            if grammar::valid_message_id(id) {
-                spawn(project, journal, id.to_string());
-            }
-        }
+    let ledger = ledger(project);
+    for id in ledger.pending() {
+        spawn(project, journal, id);
+    }
+    if let Err(e) = ledger.sweep() {
+        eprintln!("handoffd: {}: {e}", dir(project).display());
     }
 }
 
@@ -212,26 +217,25 @@ fn spawn(project: &Project, journal: &Journal, id: String) {
 }
 
 fn carry_out(project: &Project, journal: &Journal, id: &str) -> std::io::Result<()> {
-    let lock = fsx::lock(&file(project, id, "lock"))?;
-    let request = file(project, id, "request");
-    let bytes = match fsx::read_bounded(&request, crate::protocol::config::MAX_CONFIG_BYTES) {
-        Ok(b) => b,
+    let ledger = ledger(project);
+    let lock = ledger.lock(id)?;
+    let max = crate::protocol::config::MAX_CONFIG_BYTES;
+    let bytes = match ledger.read_request(id, max) {
+        Ok(Some(b)) => b,
         // Answered by another worker meanwhile.
-        Err(fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Ok(None) => return Ok(()),
         Err(e) => return Err(std::io::Error::other(e.to_string())),
     };
     let Ok(msg) = Message::parse_bytes(&bytes) else {
-        return retire(project, id);
+        return ledger.retire(id);
     };
-    let note_file = file(project, id, "note");
-    let note = match fsx::read_bounded(&note_file, crate::protocol::config::MAX_CONFIG_BYTES) {
-        Ok(b) => Message::parse_bytes(&b).ok(),
-        Err(_) => None,
-    };
-    let outcome = match note {
+    let kept = ledger
+        .answer(id, max)
+        .and_then(|b| Message::parse_bytes(&b).ok());
+    let outcome = match kept {
         Some(_) => None,
         None => {
-            let o = outcome(project, id, &msg, &lock)?;
+            let o = outcome(project, &ledger, id, &msg, &lock)?;
             journal.record(
                 &Event::new(Kind::SeatRequested)
                     .message(&msg)
@@ -243,21 +247,22 @@ fn carry_out(project: &Project, journal: &Journal, id: &str) -> std::io::Result<
     // Looked up after the command: it may have removed the requester.
     let from = msg.sender().unwrap_or_default();
     let wt = requester(project, from)?;
-    let note = match (note, outcome) {
+    let note = match (kept, outcome) {
         (Some(n), _) => n,
         (None, o) => {
-            let n = answer(project, &msg, &o.unwrap_or_default())?;
-            fsx::publish(&dir(project), &note_file, n.render().as_bytes())?;
-            n
+            let make = || Ok(answer(project, &msg, &o.unwrap_or_default())?.render().into());
+            let bytes = ledger.answer_once(id, max, make)?;
+            Message::parse_bytes(&bytes).map_err(|e| std::io::Error::other(e.to_string()))?
         }
     };
     tell(&wt, &note)?;
-    retire(project, id)
+    ledger.retire(id)
 }
 
 /// Runs the command once; after a crash mid-run, reads the lineup instead.
 fn outcome(
     project: &Project,
+    ledger: &Ledger,
     id: &str,
     msg: &Message,
     lock: &fsx::Lock,
@@ -266,16 +271,11 @@ fn outcome(
         return Ok("malformed seat_request (needs seat: add|remove, seat_role, and definition for add); nothing done".into());
     };
     let what = format!("swarm {}", ask.arguments().join(" "));
-    let started = file(project, id, "started");
-    if started.exists() {
-        // A killed daemon started it (the lock said it is over): done, or
-        // it never ran or was stopped, and running it again is safe (a
-        // change made twice is refused, not repeated).
-        if ask.carried_out(project) {
-            return Ok(format!("{what}: done (before the daemon restarted)"));
-        }
-    } else {
-        fsx::publish(&dir(project), &started, b"")?;
+    // Started by a killed daemon (the lock said it is over): done, or it
+    // never ran or was stopped, and running it again is safe (a change
+    // made twice is refused, not repeated).
+    if ledger.start(id)? == Start::Again && ask.carried_out(project) {
+        return Ok(format!("{what}: done (before the daemon restarted)"));
     }
     let swarm = match crate::launch::shims::own_bin_dir() {
         Ok(d) => d.join("swarm"),
@@ -334,23 +334,6 @@ fn tell(wt: &Worktree, note: &Message) -> std::io::Result<()> {
     store::publish(wt, note)
         .map(|_| ())
         .map_err(|e| std::io::Error::other(e.to_string()))
-}
-
-fn done(project: &Project, id: &str) -> PathBuf {
-    dir(project).join("done").join(id)
-}
-
-fn retire(project: &Project, id: &str) -> std::io::Result<()> {
-    let d = dir(project).join("done");
-    fsx::ensure_dirs(&[&d])?;
-    let f = done(project, id);
-    if !f.exists() {
-        fsx::publish(&d, &f, b"")?;
-    }
-    for ext in ["request", "started", "note"] {
-        fsx::remove_file(&file(project, id, ext))?;
-    }
-    fsx::sync_dir(&dir(project))
 }
 
 fn run(swarm: &Path, root: &Path, args: &[String], out: &Path, held: std::fs::File) -> String {
