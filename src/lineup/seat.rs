@@ -250,7 +250,11 @@ fn carry_out(project: &Project, journal: &Journal, id: &str) -> std::io::Result<
     let note = match (kept, outcome) {
         (Some(n), _) => n,
         (None, o) => {
-            let make = || Ok(answer(project, &msg, &o.unwrap_or_default())?.render().into());
+            let make = || {
+                Ok(answer(project, &msg, &o.unwrap_or_default())?
+                    .render()
+                    .into())
+            };
             let bytes = ledger.answer_once(id, max, make)?;
             Message::parse_bytes(&bytes).map_err(|e| std::io::Error::other(e.to_string()))?
         }
@@ -375,6 +379,38 @@ mod tests {
                 .as_bytes(),
         )
         .unwrap()
+    }
+
+    /// The files of a seat request, named and filled as before the ledger
+    /// (docs/lineups.md): a daemon of either side reads the other's.
+    #[test]
+    fn a_request_keeps_the_files_seat_requests_always_had() {
+        let d = tempfile::tempdir().unwrap();
+        let p = Project::new(d.path());
+        let msg = request("seat: add\nseat_role: r2\ndefinition: rev\n");
+        let id = msg.id().unwrap();
+        let seats = p.daemon_dir().join("seats");
+        let read = |name: &str| std::fs::read_to_string(seats.join(name)).unwrap();
+        queue(&p, &msg).unwrap();
+        queue(&p, &msg).unwrap();
+        assert_eq!(read(&format!("{id}.request")), msg.render());
+        let l = ledger(&p);
+        let _lock = l.lock(id).unwrap();
+        assert_eq!(l.start(id).unwrap(), Start::First);
+        assert_eq!(read(&format!("{id}.started")), "");
+        l.answer_once(id, 4096, || Ok(b"note\n".to_vec())).unwrap();
+        assert_eq!(read(&format!("{id}.note")), "note\n");
+        l.retire(id).unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(&seats)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, [format!("{id}.lock"), "done".to_string()]);
+        assert_eq!(read(&format!("done/{id}")), "");
+        // Delivered again after it was answered: not taken again.
+        queue(&p, &msg).unwrap();
+        assert!(l.pending().is_empty());
     }
 
     #[test]

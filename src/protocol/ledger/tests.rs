@@ -98,7 +98,11 @@ fn carry_out(ledger: &Ledger, root: &Path, id: &str) {
     fsx::ensure_dirs(&[&outbox]).unwrap();
     let told = outbox.join(id);
     if told.exists() {
-        assert_eq!(std::fs::read(&told).unwrap(), answer, "told twice, differently");
+        assert_eq!(
+            std::fs::read(&told).unwrap(),
+            answer,
+            "told twice, differently"
+        );
     } else {
         fsx::publish(&outbox, &told, &answer).unwrap();
         pause("told");
@@ -203,7 +207,10 @@ fn a_request_killed_after_any_step_is_carried_on_once() {
                 kills += 1;
                 assert!(!run(e.path(), None));
             }
-            check(e.path(), &format!("killed after steps {first} and {second}"));
+            check(
+                e.path(),
+                &format!("killed after steps {first} and {second}"),
+            );
             if !killed {
                 break;
             }
