@@ -16,7 +16,8 @@
 //! - **exactly once, whatever is killed when**: the request is first moved
 //!   out of the agent's reach into `.swarmforge/daemon/requests/<role>/`
 //!   (a rename that cannot clobber), so the agent cannot change it while
-//!   it is carried out; a daemon's start takes up every one left there.
+//!   it is carried out; a daemon's start takes up every one left there
+//!   (the folder is a `protocol::ledger`, whose crash test covers each step).
 //!   Carrying one out twice changes nothing: the session or discussion
 //!   record names the request that opened or closed it (found, it is
 //!   answered from the record), and an audit count is raised against the

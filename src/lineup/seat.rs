@@ -6,7 +6,8 @@
 //! waits on it), journals the outcome (`seat_requested`) and tells the
 //! requester in a `note` from `handoffd`, `in_reply_to` the request.
 //!
-//! The invariant, kept by the files in `.swarmforge/daemon/seats/`: a
+//! The invariant, kept by the files in `.swarmforge/daemon/seats/` (a
+//! `protocol::ledger`, whose crash test covers each step): a
 //! request whose copies are written is carried out and answered exactly
 //! once, whatever is killed when.
 //! - `<id>.request` is published before the original moves to `sent/`

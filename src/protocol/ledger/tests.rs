@@ -1,12 +1,15 @@
 //! The ledger's crash test: a child process (this test binary again) runs
-//! one request through a toy feature built the way the stores are (a
+//! one request through a toy feature built the way the stores are, and is
+//! SIGKILLed after each durable step in turn; a second child, itself killed
+//! after each of its steps in turn, and then a third, carry it on. Two
+//! shapes, as the two stores on the ledger: [`TOY`] (seat requests: a
 //! sender that publishes again until its request is taken, a worker that
-//! starts, does its effect, keeps an answer, tells it and retires), and is
-//! SIGKILLed after each durable step in turn; a second child, itself
-//! killed after each of its steps in turn, and then a third, carry it on.
-//! After all of them: the effect happened once, one answer was told (the
-//! kept one, checked by the worker each time it tells it again), and only
-//! the tombstone and the lock are left.
+//! starts, does its effect, keeps an answer, tells it and retires) and
+//! [`TAKEN`] (a confined agent's forum requests: taken from the asker's
+//! folder, a mark of the state before beside it, answered there). After all of them: the effect
+//! happened once, one answer was told (the kept one, checked by the worker
+//! each time it tells it again), and nothing but the tombstone and the lock
+//! is left.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -22,6 +25,11 @@ const MARK: &str = "ledger-step: ";
 /// Longest a child may take for one step (a hung child fails the test).
 const STEP_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
 
+fn toy_id(id: &str) -> bool {
+    id.len() == 16 && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Shaped as seat requests: every state kept, a tombstone, a lock.
 static TOY: Spec = Spec {
     request: ".request",
     started: Some(".started"),
@@ -29,7 +37,19 @@ static TOY: Spec = Spec {
     companions: &[".mark"],
     done: Some("done"),
     lock: Some(".lock"),
-    valid_id: |id| id.len() == 16 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+    valid_id: toy_id,
+};
+
+/// Shaped as a confined agent's forum requests: taken from the asker's
+/// folder, a mark beside, answered into the asker's folder.
+static TAKEN: Spec = Spec {
+    request: ".request",
+    started: None,
+    answer: None,
+    companions: &[".mark"],
+    done: None,
+    lock: None,
+    valid_id: toy_id,
 };
 
 /// Prints the step and waits for the parent's go (or its SIGKILL).
@@ -110,6 +130,53 @@ fn carry_out(ledger: &Ledger, root: &Path, id: &str) {
     ledger.retire(id).unwrap();
 }
 
+/// The [`TAKEN`] feature's run: first what a killed run took, then what
+/// waits in the asker's folder (put there by the parent, as an agent does).
+fn taken_daemon(root: &Path) {
+    let ledger = Ledger::new(root.join("taken"), &TAKEN);
+    let asks = fsx::HeldDir::open(&root.join("asks")).unwrap();
+    for id in ledger.pending() {
+        answer_taken(&ledger, root, &asks, &id);
+    }
+    ledger.sweep().unwrap();
+    for id in ledger.ids_among(asks.names().unwrap()) {
+        let name = format!("{id}.request");
+        if ledger.admit(&asks, &name, &id).unwrap() {
+            answer_taken(&ledger, root, &asks, &id);
+        } else {
+            asks.remove(&name).unwrap();
+        }
+    }
+}
+
+fn answer_taken(ledger: &Ledger, root: &Path, asks: &fsx::HeldDir, id: &str) {
+    let Some(request) = ledger.read_request(id, MAX).unwrap() else {
+        return;
+    };
+    assert_eq!(request, b"do it\n");
+    // A count raised once, as an audit count is: the mark keeps the count
+    // before, and the effect sets it one above that (board::count_audit_once).
+    let count = root.join("count");
+    let mark = ledger.dir().join(format!("{id}.mark"));
+    let before = match std::fs::read_to_string(&mark) {
+        Ok(b) => b,
+        Err(_) => {
+            let b = std::fs::read_to_string(&count).unwrap_or_else(|_| "0".into());
+            fsx::publish(ledger.dir(), &mark, b.as_bytes()).unwrap();
+            pause("mark");
+            b
+        }
+    };
+    let after = before.parse::<u32>().unwrap() + 1;
+    fsx::replace(root, &count, after.to_string().as_bytes()).unwrap();
+    pause("effect");
+    let answer = format!("{id}.answer");
+    asks.remove(&answer).unwrap();
+    asks.publish(&answer, b"done\n").unwrap();
+    pause("answered");
+    ledger.retire(id).unwrap();
+}
+
 /// The child's side: runs only when the parent set [`CHILD`].
 #[test]
 fn crash_child() {
@@ -117,7 +184,12 @@ fn crash_child() {
         return;
     };
     STEP.set(pause).unwrap();
-    daemon(Path::new(&root));
+    let root = Path::new(&root);
+    if root.join("asks").exists() {
+        taken_daemon(root);
+    } else {
+        daemon(root);
+    }
 }
 
 /// Runs the child on `root`, SIGKILLed at its `kill_at`th step (counted
@@ -188,11 +260,55 @@ fn check(root: &Path, after: &str) {
     assert!(dir.join("done").join(ID).is_file(), "{after}");
 }
 
+/// What every run of the [`TAKEN`] feature ends with.
+fn check_taken(root: &Path, after: &str) {
+    let names = |d: &str| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(root.join(d))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    let count = std::fs::read_to_string(root.join("count")).unwrap();
+    assert_eq!(count, "1", "the effect once, {after}");
+    assert_eq!(names("asks"), [format!("{ID}.answer")], "{after}");
+    let answer = std::fs::read_to_string(root.join("asks").join(format!("{ID}.answer")));
+    assert_eq!(answer.unwrap(), "done\n", "{after}");
+    assert!(names("taken").is_empty(), "{after}");
+}
+
 #[test]
 fn a_request_killed_after_any_step_is_carried_on_once() {
+    let kills = kill_at_every_step(|_| {}, check);
+    // Steps: requested, started, effect, mark, answered, told, tombstoned,
+    // the four removals, and sent.
+    assert!(kills >= 12, "only {kills} kills");
+    eprintln!("ledger crash test (kept): {kills} SIGKILLs, each carried on once");
+}
+
+#[test]
+fn a_request_taken_from_another_folder_killed_after_any_step_is_carried_on_once() {
+    let asks = |root: &Path| {
+        let asks = root.join("asks");
+        fsx::ensure_dirs(&[&asks]).unwrap();
+        let f = asks.join(format!("{ID}.request"));
+        fsx::publish(&asks, &f, b"do it\n").unwrap();
+    };
+    let kills = kill_at_every_step(asks, check_taken);
+    // Steps: admitted, mark, effect, answered, and the two removals.
+    assert!(kills >= 6, "only {kills} kills");
+    eprintln!("ledger crash test (taken): {kills} SIGKILLs, each carried on once");
+}
+
+/// Kills a child after its `first`th step, for each step in turn, then
+/// the restart after each of its own steps in turn, then lets a third run
+/// finish, and checks each outcome. Returns the kills.
+fn kill_at_every_step(setup: impl Fn(&Path), check: impl Fn(&Path, &str)) -> usize {
     let mut kills = 0;
     for first in 1.. {
         let d = tempfile::tempdir().unwrap();
+        setup(d.path());
         if !run(d.path(), Some(first)) {
             check(d.path(), "a run not killed");
             break;
@@ -216,10 +332,7 @@ fn a_request_killed_after_any_step_is_carried_on_once() {
             }
         }
     }
-    // Steps: sent, requested, started, effect, mark, answered, told,
-    // tombstoned, and the four removals.
-    assert!(kills >= 12, "only {kills} kills");
-    eprintln!("ledger crash test: {kills} SIGKILLs, each carried on once");
+    kills
 }
 
 fn copy_tree(from: &Path, to: &Path) {
