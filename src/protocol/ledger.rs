@@ -181,7 +181,8 @@ impl Ledger {
         }
     }
 
-    /// The lock of one entry (blocks until it is ours).
+    /// The lock of one entry (blocks until it is ours): `<id><lock>`, or
+    /// `<id>.lock` for a spec that names none.
     pub fn lock(&self, id: &str) -> io::Result<fsx::Lock> {
         let suffix = self.spec.lock.unwrap_or(".lock");
         fsx::lock(&self.file(id, suffix))
