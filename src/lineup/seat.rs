@@ -414,6 +414,28 @@ mod tests {
         assert!(l.pending().is_empty());
     }
 
+    /// A daemon killed in a retire, after the request went: its next start
+    /// clears what was left beside it (before the ledger it stayed for good).
+    #[test]
+    fn a_restart_clears_what_a_retire_killed_midway_left() {
+        let d = tempfile::tempdir().unwrap();
+        let p = Project::new(d.path());
+        let seats = p.daemon_dir().join("seats");
+        let id = "20260101T000000Z_000001_from_coord";
+        std::fs::create_dir_all(seats.join("done")).unwrap();
+        for name in [
+            format!("done/{id}"),
+            format!("{id}.started"),
+            format!("{id}.note"),
+        ] {
+            std::fs::write(seats.join(name), "").unwrap();
+        }
+        resume(&p, &Journal::new(&p));
+        assert!(!seats.join(format!("{id}.started")).exists());
+        assert!(!seats.join(format!("{id}.note")).exists());
+        assert!(seats.join("done").join(id).exists());
+    }
+
     #[test]
     fn a_request_reads_as_what_it_asks() {
         assert_eq!(
