@@ -16,7 +16,8 @@
 //! - **exactly once, whatever is killed when**: the request is first moved
 //!   out of the agent's reach into `.swarmforge/daemon/requests/<role>/`
 //!   (a rename that cannot clobber), so the agent cannot change it while
-//!   it is carried out; a daemon's start takes up every one left there.
+//!   it is carried out; a daemon's start takes up every one left there
+//!   (the folder is a `protocol::ledger`, whose crash test covers each step).
 //!   Carrying one out twice changes nothing: the session or discussion
 //!   record names the request that opened or closed it (found, it is
 //!   answered from the record), and an audit count is raised against the
@@ -48,6 +49,7 @@ use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::launch_files::{agent_requests_dir, taken_requests_dir};
 use crate::protocol::layout::Project;
+use crate::protocol::ledger::{Ledger, Spec};
 use crate::protocol::roles::Roles;
 use crate::reservations::{self, Reservation};
 use crate::text::escape;
@@ -578,7 +580,7 @@ pub fn serve(project: &Project, roles: &Roles) -> usize {
         let Ok(held) = fsx::HeldDir::open(&agent_requests_dir(project, &r.name)) else {
             continue;
         };
-        let mut ids = ids_of(held.names().unwrap_or_default());
+        let mut ids = taken(project, &r.name).ids_among(held.names().unwrap_or_default());
         ids.truncate(PER_POLL);
         for id in ids {
             match take(project, &held, &r.name, &id) {
@@ -603,27 +605,15 @@ pub fn serve(project: &Project, roles: &Roles) -> usize {
 /// (called at the daemon's start, before new ones are taken).
 pub fn resume(project: &Project, roles: &Roles) {
     for r in &roles.roles {
-        let taken = taken_requests_dir(project, &r.name);
-        for id in ids_in(&taken) {
+        let taken = taken(project, &r.name);
+        for id in taken.pending() {
             if let Err(e) = carry_out(project, roles, &r.name, &id) {
                 eprintln!("handoffd: request {id} of {}: {e}", r.name);
             }
         }
         // Marks whose request was answered and removed, the daemon killed
         // before it removed them (the mark goes last).
-        let Ok(rd) = std::fs::read_dir(&taken) else {
-            continue;
-        };
-        for name in rd
-            .flatten()
-            .filter_map(|e| e.file_name().into_string().ok())
-        {
-            if let Some(id) = name.strip_suffix(".before").filter(|id| valid_id(id)) {
-                if !taken.join(format!("{id}.request")).exists() {
-                    let _ = fsx::remove_file(&taken.join(name));
-                }
-            }
-        }
+        let _ = taken.sweep();
     }
 }
 
@@ -645,11 +635,12 @@ pub fn waiting(project: &Project, roles: &Roles) -> Vec<Waiting> {
         .iter()
         .filter(|r| !r.is_human())
         .filter_map(|r| {
+            let ledger = taken(project, &r.name);
             let asked = fsx::HeldDir::open(&agent_requests_dir(project, &r.name))
                 .and_then(|d| d.names())
-                .map(|n| ids_of(n).len())
+                .map(|n| ledger.ids_among(n).len())
                 .unwrap_or(0);
-            let taken = ids_in(&taken_requests_dir(project, &r.name)).len();
+            let taken = ledger.pending().len();
             (asked + taken > 0).then(|| Waiting {
                 role: r.name.clone(),
                 asked,
@@ -659,31 +650,24 @@ pub fn waiting(project: &Project, roles: &Roles) -> Vec<Waiting> {
         .collect()
 }
 
-/// The ids among `names` (files `<id>.request`), oldest first (an id
-/// starts with its time).
-fn ids_of(names: Vec<String>) -> Vec<String> {
-    let mut ids: Vec<String> = names
-        .into_iter()
-        .filter_map(|name| {
-            name.strip_suffix(".request")
-                .filter(|id| valid_id(id))
-                .map(str::to_string)
-        })
-        .collect();
-    ids.sort();
-    ids
-}
+/// The files of one request taken out of the agent's reach, as named
+/// since confined requests began: the request, then the mark of what its
+/// carrying out did (the request goes first, so a request taken up again
+/// always finds the mark its first carrying out left:
+/// reservations::release_once, board::count_audit_once).
+static TAKEN: Spec = Spec {
+    request: ".request",
+    started: None,
+    answer: None,
+    companions: &[".before"],
+    done: None,
+    lock: None,
+    valid_id,
+};
 
-/// The ids of the requests in the daemon's own folder `dir`.
-fn ids_in(dir: &Path) -> Vec<String> {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    ids_of(
-        rd.flatten()
-            .filter_map(|e| e.file_name().into_string().ok())
-            .collect(),
-    )
+/// The requests of `role` handoffd took and has not answered yet.
+fn taken(project: &Project, role: &str) -> Ledger {
+    Ledger::new(taken_requests_dir(project, role), &TAKEN)
 }
 
 /// Moves the agent's request out of its reach, through the held folder
@@ -698,25 +682,19 @@ fn take(project: &Project, held: &fsx::HeldDir, role: &str, id: &str) -> io::Res
             return Ok(false);
         }
     }
-    let dir = taken_requests_dir(project, role);
-    fsx::ensure_dirs(&[&dir])?;
-    match held.move_out(&name, &dir.join(&name)) {
-        Ok(()) => Ok(true),
-        // The same id again while the first is being carried out.
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            held.remove(&name)?;
-            Ok(false)
-        }
-        Err(e) => Err(e),
+    if taken(project, role).admit(held, &name, id)? {
+        return Ok(true);
     }
+    // The same id again while the first is being carried out.
+    held.remove(&name)?;
+    Ok(false)
 }
 
 fn carry_out(project: &Project, roles: &Roles, role: &str, id: &str) -> io::Result<()> {
-    let taken = taken_requests_dir(project, role);
-    let request = taken.join(format!("{id}.request"));
-    let mark = taken.join(format!("{id}.before"));
-    let answer = match fsx::read_bounded(&request, MAX_REQUEST) {
-        Ok(b) => match Message::parse_bytes(&b)
+    let taken = taken(project, role);
+    let mark = taken.dir().join(format!("{id}.before"));
+    let answer = match taken.read_request(id, MAX_REQUEST) {
+        Ok(Some(b)) => match Message::parse_bytes(&b)
             .map_err(|e| e.to_string())
             .and_then(|m| Ask::of(&m))
         {
@@ -726,7 +704,7 @@ fn carry_out(project: &Project, roles: &Roles, role: &str, id: &str) -> io::Resu
                 token: None,
             },
         },
-        Err(fsx::ReadRefusal::Io(e)) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Ok(None) => return Ok(()),
         Err(e) => Answer::Refused {
             why: format!("malformed request: {e}"),
             token: None,
@@ -743,10 +721,7 @@ fn carry_out(project: &Project, roles: &Roles, role: &str, id: &str) -> io::Resu
     let out = format!("{id}.answer");
     held.remove(&out)?;
     held.publish(&out, answer.to_message().render().as_bytes())?;
-    // The request before its mark: a request taken up again always finds
-    // the mark its first carrying out left (reservations::release_once).
-    fsx::remove_file(&request)?;
-    fsx::remove_file(&mark)
+    taken.retire(id)
 }
 
 /// Carries out `ask` for `role` (the folder's role) exactly once.

@@ -6,7 +6,8 @@
 //! waits on it), journals the outcome (`seat_requested`) and tells the
 //! requester in a `note` from `handoffd`, `in_reply_to` the request.
 //!
-//! The invariant, kept by the files in `.swarmforge/daemon/seats/`: a
+//! The invariant, kept by the files in `.swarmforge/daemon/seats/` (a
+//! `protocol::ledger`, whose crash test covers each step): a
 //! request whose copies are written is carried out and answered exactly
 //! once, whatever is killed when.
 //! - `<id>.request` is published before the original moves to `sent/`
@@ -39,6 +40,7 @@ use crate::protocol::config::Config;
 use crate::protocol::grammar::{self, MessageType};
 use crate::protocol::header::{names, Message};
 use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::ledger::{Ledger, Spec, Start};
 use crate::protocol::roles::Roles;
 use crate::protocol::store;
 
@@ -152,23 +154,30 @@ fn dir(project: &Project) -> PathBuf {
     project.daemon_dir().join("seats")
 }
 
-fn file(project: &Project, id: &str, ext: &str) -> PathBuf {
-    dir(project).join(format!("{id}.{ext}"))
+/// The files of one request, as named since seat requests began.
+static SEATS: Spec = Spec {
+    request: ".request",
+    started: Some(".started"),
+    answer: Some(".note"),
+    companions: &[],
+    done: Some("done"),
+    lock: Some(".lock"),
+    valid_id: grammar::valid_message_id,
+};
+
+fn ledger(project: &Project) -> Ledger {
+    Ledger::new(dir(project), &SEATS)
 }
 
 /// Records a seat request whose copies are durable, before its original
 /// moves to `sent/` (see the invariant above). Other messages: nothing.
 fn queue(project: &Project, msg: &Message) -> std::io::Result<()> {
-    let Some(id) = request_id(msg) else {
-        return Ok(());
-    };
-    let f = file(project, id, "request");
-    if f.exists() || done(project, id).exists() {
-        return Ok(());
+    match request_id(msg) {
+        Some(id) => ledger(project)
+            .publish(id, msg.render().as_bytes())
+            .map(|_| ()),
+        None => Ok(()),
     }
-    let d = dir(project);
-    fsx::ensure_dirs(&[&d])?;
-    fsx::publish(&d, &f, msg.render().as_bytes())
 }
 
 fn request_id(msg: &Message) -> Option<&str> {
@@ -186,18 +195,15 @@ fn act(project: &Project, journal: &Journal, msg: &Message) {
     }
 }
 
-/// Takes up every request a killed daemon left (called at its start).
+/// Takes up every request a killed daemon left (called at its start), and
+/// clears what a retire it was killed in left beside a request gone.
 fn resume(project: &Project, journal: &Journal) {
-    let Ok(entries) = std::fs::read_dir(dir(project)) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if let Some(id) = name.strip_suffix(".request") {
-            if grammar::valid_message_id(id) {
-                spawn(project, journal, id.to_string());
-            }
-        }
+    let ledger = ledger(project);
+    for id in ledger.pending() {
+        spawn(project, journal, id);
+    }
+    if let Err(e) = ledger.sweep() {
+        eprintln!("handoffd: {}: {e}", dir(project).display());
     }
 }
 
@@ -212,26 +218,25 @@ fn spawn(project: &Project, journal: &Journal, id: String) {
 }
 
 fn carry_out(project: &Project, journal: &Journal, id: &str) -> std::io::Result<()> {
-    let lock = fsx::lock(&file(project, id, "lock"))?;
-    let request = file(project, id, "request");
-    let bytes = match fsx::read_bounded(&request, crate::protocol::config::MAX_CONFIG_BYTES) {
-        Ok(b) => b,
+    let ledger = ledger(project);
+    let lock = ledger.lock(id)?;
+    let max = crate::protocol::config::MAX_CONFIG_BYTES;
+    let bytes = match ledger.read_request(id, max) {
+        Ok(Some(b)) => b,
         // Answered by another worker meanwhile.
-        Err(fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Ok(None) => return Ok(()),
         Err(e) => return Err(std::io::Error::other(e.to_string())),
     };
     let Ok(msg) = Message::parse_bytes(&bytes) else {
-        return retire(project, id);
+        return ledger.retire(id);
     };
-    let note_file = file(project, id, "note");
-    let note = match fsx::read_bounded(&note_file, crate::protocol::config::MAX_CONFIG_BYTES) {
-        Ok(b) => Message::parse_bytes(&b).ok(),
-        Err(_) => None,
-    };
-    let outcome = match note {
+    let kept = ledger
+        .answer(id, max)
+        .and_then(|b| Message::parse_bytes(&b).ok());
+    let outcome = match kept {
         Some(_) => None,
         None => {
-            let o = outcome(project, id, &msg, &lock)?;
+            let o = outcome(project, &ledger, id, &msg, &lock)?;
             journal.record(
                 &Event::new(Kind::SeatRequested)
                     .message(&msg)
@@ -243,21 +248,26 @@ fn carry_out(project: &Project, journal: &Journal, id: &str) -> std::io::Result<
     // Looked up after the command: it may have removed the requester.
     let from = msg.sender().unwrap_or_default();
     let wt = requester(project, from)?;
-    let note = match (note, outcome) {
+    let note = match (kept, outcome) {
         (Some(n), _) => n,
         (None, o) => {
-            let n = answer(project, &msg, &o.unwrap_or_default())?;
-            fsx::publish(&dir(project), &note_file, n.render().as_bytes())?;
-            n
+            let make = || {
+                Ok(answer(project, &msg, &o.unwrap_or_default())?
+                    .render()
+                    .into())
+            };
+            let bytes = ledger.answer_once(id, max, make)?;
+            Message::parse_bytes(&bytes).map_err(|e| std::io::Error::other(e.to_string()))?
         }
     };
     tell(&wt, &note)?;
-    retire(project, id)
+    ledger.retire(id)
 }
 
 /// Runs the command once; after a crash mid-run, reads the lineup instead.
 fn outcome(
     project: &Project,
+    ledger: &Ledger,
     id: &str,
     msg: &Message,
     lock: &fsx::Lock,
@@ -266,16 +276,11 @@ fn outcome(
         return Ok("malformed seat_request (needs seat: add|remove, seat_role, and definition for add); nothing done".into());
     };
     let what = format!("swarm {}", ask.arguments().join(" "));
-    let started = file(project, id, "started");
-    if started.exists() {
-        // A killed daemon started it (the lock said it is over): done, or
-        // it never ran or was stopped, and running it again is safe (a
-        // change made twice is refused, not repeated).
-        if ask.carried_out(project) {
-            return Ok(format!("{what}: done (before the daemon restarted)"));
-        }
-    } else {
-        fsx::publish(&dir(project), &started, b"")?;
+    // Started by a killed daemon (the lock said it is over): done, or it
+    // never ran or was stopped, and running it again is safe (a change
+    // made twice is refused, not repeated).
+    if ledger.start(id)? == Start::Again && ask.carried_out(project) {
+        return Ok(format!("{what}: done (before the daemon restarted)"));
     }
     let swarm = match crate::launch::shims::own_bin_dir() {
         Ok(d) => d.join("swarm"),
@@ -336,23 +341,6 @@ fn tell(wt: &Worktree, note: &Message) -> std::io::Result<()> {
         .map_err(|e| std::io::Error::other(e.to_string()))
 }
 
-fn done(project: &Project, id: &str) -> PathBuf {
-    dir(project).join("done").join(id)
-}
-
-fn retire(project: &Project, id: &str) -> std::io::Result<()> {
-    let d = dir(project).join("done");
-    fsx::ensure_dirs(&[&d])?;
-    let f = done(project, id);
-    if !f.exists() {
-        fsx::publish(&d, &f, b"")?;
-    }
-    for ext in ["request", "started", "note"] {
-        fsx::remove_file(&file(project, id, ext))?;
-    }
-    fsx::sync_dir(&dir(project))
-}
-
 fn run(swarm: &Path, root: &Path, args: &[String], out: &Path, held: std::fs::File) -> String {
     let file = match std::fs::File::create(out) {
         Ok(f) => f,
@@ -392,6 +380,60 @@ mod tests {
                 .as_bytes(),
         )
         .unwrap()
+    }
+
+    /// The files of a seat request, named and filled as before the ledger
+    /// (docs/lineups.md): a daemon of either side reads the other's.
+    #[test]
+    fn a_request_keeps_the_files_seat_requests_always_had() {
+        let d = tempfile::tempdir().unwrap();
+        let p = Project::new(d.path());
+        let msg = request("seat: add\nseat_role: r2\ndefinition: rev\n");
+        let id = msg.id().unwrap();
+        let seats = p.daemon_dir().join("seats");
+        let read = |name: &str| std::fs::read_to_string(seats.join(name)).unwrap();
+        queue(&p, &msg).unwrap();
+        queue(&p, &msg).unwrap();
+        assert_eq!(read(&format!("{id}.request")), msg.render());
+        let l = ledger(&p);
+        let _lock = l.lock(id).unwrap();
+        assert_eq!(l.start(id).unwrap(), Start::First);
+        assert_eq!(read(&format!("{id}.started")), "");
+        l.answer_once(id, 4096, || Ok(b"note\n".to_vec())).unwrap();
+        assert_eq!(read(&format!("{id}.note")), "note\n");
+        l.retire(id).unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(&seats)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, [format!("{id}.lock"), "done".to_string()]);
+        assert_eq!(read(&format!("done/{id}")), "");
+        // Delivered again after it was answered: not taken again.
+        queue(&p, &msg).unwrap();
+        assert!(l.pending().is_empty());
+    }
+
+    /// A daemon killed in a retire, after the request went: its next start
+    /// clears what was left beside it (before the ledger it stayed for good).
+    #[test]
+    fn a_restart_clears_what_a_retire_killed_midway_left() {
+        let d = tempfile::tempdir().unwrap();
+        let p = Project::new(d.path());
+        let seats = p.daemon_dir().join("seats");
+        let id = "20260101T000000Z_000001_from_coord";
+        std::fs::create_dir_all(seats.join("done")).unwrap();
+        for name in [
+            format!("done/{id}"),
+            format!("{id}.started"),
+            format!("{id}.note"),
+        ] {
+            std::fs::write(seats.join(name), "").unwrap();
+        }
+        resume(&p, &Journal::new(&p));
+        assert!(!seats.join(format!("{id}.started")).exists());
+        assert!(!seats.join(format!("{id}.note")).exists());
+        assert!(seats.join("done").join(id).exists());
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod header;
 pub mod idprefix;
 pub mod launch_files;
 pub mod layout;
+pub mod ledger;
 pub mod line;
 pub mod lineup;
 pub mod order;

@@ -1,0 +1,305 @@
+//! The one durable request/answer primitive (issue 44, "One ledger"): a
+//! request is published, marked started, answered and retired, and a
+//! process killed at any point of that leaves files from which the next
+//! start carries it on, never doing its effect twice and never telling two
+//! different answers.
+//!
+//! A ledger is one folder the daemon owns. An entry is the set of files
+//! named after its id there; each feature names them its own way
+//! ([`Spec`]), so a store moved onto the ledger keeps its files byte for
+//! byte. The states, in order, each reached by one durable step through
+//! `fsx` (temp + fsync + rename that cannot clobber + fsync of the folder;
+//! a removal is followed by the folder's fsync):
+//!
+//! 1. **requested**: `<id><request>` ([`Ledger::publish`], or
+//!    [`Ledger::admit`] from a folder another party writes). Never
+//!    half-written; published again it is left as it is, and a retired id
+//!    (its tombstone there) is not taken again.
+//! 2. **started** (optional): `<id><started>`, empty, published just before
+//!    the effect ([`Ledger::start`]). Found there after a crash,
+//!    [`Start::Again`] tells the caller the effect may have happened, and
+//!    the caller asks its own state whether it did before doing it again.
+//! 3. **answered** (optional): `<id><answer>`, the whole answer, kept
+//!    before it is told to anyone ([`Ledger::answer_once`]): told again
+//!    after a crash, it is the same bytes.
+//! 4. **retired** ([`Ledger::retire`]): the tombstone `<done>/<id>` first
+//!    (when the spec keeps one), then the request, then the files beside
+//!    it (started, answer, the caller's companions) in that order.
+//!
+//! The invariant: an entry whose request is in the folder is not finished,
+//! and [`Ledger::pending`] lists it for the next start to carry on; an
+//! entry whose request is gone is finished, and what is left beside it (a
+//! kill in the middle of a retire) is removed by [`Ledger::sweep`]. One
+//! worker per entry at a time is the caller's to keep, with
+//! [`Ledger::lock`] (an OS lock: a killed holder leaves none behind) or
+//! with a single thread.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::fsx::{self, ReadRefusal};
+
+/// How a feature names the files of its entries.
+#[derive(Debug)]
+pub struct Spec {
+    /// Suffix of a request: `<id><request>`.
+    pub request: &'static str,
+    /// Suffix of the started marker, for a store that marks it.
+    pub started: Option<&'static str>,
+    /// Suffix of the kept answer, for a store that keeps one.
+    pub answer: Option<&'static str>,
+    /// Suffixes of files the caller's effect keeps beside a request (a
+    /// mark of what it did), removed after the request, in this order.
+    pub companions: &'static [&'static str],
+    /// Folder of tombstones `<done>/<id>`, for a store whose requests may
+    /// be published again after they were retired.
+    pub done: Option<&'static str>,
+    /// Suffix of the lock file of one entry, for a store with one worker
+    /// per entry.
+    pub lock: Option<&'static str>,
+    /// Which ids the store's grammar takes (anything else in the folder,
+    /// temp files included, is not an entry).
+    pub valid_id: fn(&str) -> bool,
+}
+
+/// What [`Ledger::start`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// Marked now: the effect has not begun.
+    First,
+    /// Marked by an earlier run, killed before its answer: the effect may
+    /// have happened.
+    Again,
+}
+
+/// One store's folder, named by its spec.
+#[derive(Clone, Debug)]
+pub struct Ledger {
+    dir: PathBuf,
+    spec: &'static Spec,
+}
+
+impl Ledger {
+    pub fn new(dir: PathBuf, spec: &'static Spec) -> Ledger {
+        Ledger { dir, spec }
+    }
+
+    /// The folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn file(&self, id: &str, suffix: &str) -> PathBuf {
+        self.dir.join(format!("{id}{suffix}"))
+    }
+
+    /// The request of `id`.
+    pub fn request_file(&self, id: &str) -> PathBuf {
+        self.file(id, self.spec.request)
+    }
+
+    /// The tombstone of `id`, for a spec that keeps them.
+    fn done_file(&self, id: &str) -> Option<PathBuf> {
+        self.spec.done.map(|d| self.dir.join(d).join(id))
+    }
+
+    /// Whether `id` was retired (a spec without tombstones: never known).
+    pub fn is_done(&self, id: &str) -> bool {
+        self.done_file(id).is_some_and(|f| f.exists())
+    }
+
+    /// Publishes the request `id`. False when it was there already or was
+    /// retired: a request is taken once.
+    pub fn publish(&self, id: &str, bytes: &[u8]) -> io::Result<bool> {
+        let f = self.request_file(id);
+        if f.exists() || self.is_done(id) {
+            return Ok(false);
+        }
+        fsx::ensure_dirs(&[&self.dir])?;
+        match fsx::publish(&self.dir, &f, bytes) {
+            Ok(()) => {
+                step("requested");
+                Ok(true)
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Moves the request `name` out of `from` (a folder another party
+    /// writes, held open) into the ledger as the request `id`, without
+    /// clobbering. False when a request `id` is here already (the source is
+    /// left where it was, for the caller to judge).
+    pub fn admit(&self, from: &fsx::HeldDir, name: &str, id: &str) -> io::Result<bool> {
+        fsx::ensure_dirs(&[&self.dir])?;
+        match from.move_out(name, &self.request_file(id)) {
+            Ok(()) => {
+                step("admitted");
+                Ok(true)
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The ids among `names` that name a request of this spec, oldest
+    /// first where an id starts with its time.
+    pub fn ids_among(&self, names: impl IntoIterator<Item = String>) -> Vec<String> {
+        let mut ids: Vec<String> = names
+            .into_iter()
+            .filter_map(|n| {
+                n.strip_suffix(self.spec.request)
+                    .filter(|id| (self.spec.valid_id)(id))
+                    .map(str::to_string)
+            })
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    fn names(&self) -> Vec<String> {
+        let Ok(rd) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        rd.flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect()
+    }
+
+    /// Every entry not finished: what a start carries on.
+    pub fn pending(&self) -> Vec<String> {
+        self.ids_among(self.names())
+    }
+
+    /// The request of `id`, read bounded; None when it is gone (retired
+    /// by another worker meanwhile).
+    pub fn read_request(&self, id: &str, max: u64) -> Result<Option<Vec<u8>>, ReadRefusal> {
+        match fsx::read_bounded(&self.request_file(id), max) {
+            Ok(b) => Ok(Some(b)),
+            Err(ReadRefusal::Io(e)) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The lock of one entry (blocks until it is ours): `<id><lock>`, or
+    /// `<id>.lock` for a spec that names none.
+    pub fn lock(&self, id: &str) -> io::Result<fsx::Lock> {
+        let suffix = self.spec.lock.unwrap_or(".lock");
+        fsx::lock(&self.file(id, suffix))
+    }
+
+    /// Marks `id` started, before its effect, or says it was.
+    pub fn start(&self, id: &str) -> io::Result<Start> {
+        let Some(suffix) = self.spec.started else {
+            return Ok(Start::First);
+        };
+        let f = self.file(id, suffix);
+        if f.exists() {
+            return Ok(Start::Again);
+        }
+        match fsx::publish(&self.dir, &f, b"") {
+            Ok(()) => {
+                step("started");
+                Ok(Start::First)
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(Start::Again),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The answer kept for `id`, if there is one that reads.
+    pub fn answer(&self, id: &str, max: u64) -> Option<Vec<u8>> {
+        let suffix = self.spec.answer?;
+        fsx::read_bounded(&self.file(id, suffix), max).ok()
+    }
+
+    /// The answer of `id`: the kept one, or `make`'s, kept before it is
+    /// returned (so whoever is told, is told these bytes, crash or not).
+    pub fn answer_once(
+        &self,
+        id: &str,
+        max: u64,
+        make: impl FnOnce() -> io::Result<Vec<u8>>,
+    ) -> io::Result<Vec<u8>> {
+        if let Some(b) = self.answer(id, max) {
+            return Ok(b);
+        }
+        let bytes = make()?;
+        if let Some(suffix) = self.spec.answer {
+            fsx::publish(&self.dir, &self.file(id, suffix), &bytes)?;
+            step("answered");
+        }
+        Ok(bytes)
+    }
+
+    /// The files beside a request, in the order a retire removes them.
+    fn beside(&self) -> impl Iterator<Item = &'static str> {
+        let s = self.spec;
+        s.started
+            .into_iter()
+            .chain(s.answer)
+            .chain(s.companions.iter().copied())
+    }
+
+    /// Retires `id`: its tombstone, then its request, then what is beside it.
+    pub fn retire(&self, id: &str) -> io::Result<()> {
+        if let Some(f) = self.done_file(id) {
+            let d = parent_of(&f);
+            fsx::ensure_dirs(&[&d])?;
+            if !f.exists() {
+                match fsx::publish(&d, &f, b"") {
+                    Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+                    _ => step("tombstoned"),
+                }
+            }
+        }
+        fsx::remove_file(&self.request_file(id))?;
+        step(self.spec.request);
+        for suffix in self.beside() {
+            fsx::remove_file(&self.file(id, suffix))?;
+            step(suffix);
+        }
+        fsx::sync_dir(&self.dir)
+    }
+
+    /// Removes what a retire killed midway left beside a request that is
+    /// gone. Returns how many files went.
+    pub fn sweep(&self) -> io::Result<usize> {
+        let names = self.names();
+        let mut gone = 0;
+        for name in &names {
+            for suffix in self.beside() {
+                let Some(id) = name.strip_suffix(suffix) else {
+                    continue;
+                };
+                if (self.spec.valid_id)(id) && !self.request_file(id).exists() {
+                    fsx::remove_file(&self.dir.join(name))?;
+                    gone += 1;
+                }
+                break;
+            }
+        }
+        if gone > 0 {
+            fsx::sync_dir(&self.dir)?;
+        }
+        Ok(gone)
+    }
+}
+
+fn parent_of(f: &Path) -> PathBuf {
+    f.parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+/// Where the crash test stops a child after each durable step.
+#[cfg(test)]
+static STEP: std::sync::OnceLock<fn(&str)> = std::sync::OnceLock::new();
+
+fn step(_name: &str) {
+    #[cfg(test)]
+    if let Some(f) = STEP.get() {
+        f(_name);
+    }
+}
+
+#[cfg(test)]
+mod tests;
