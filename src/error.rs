@@ -272,14 +272,6 @@ fn refusal_text(token: &str, detail: &str, paths: &[PathBuf]) -> String {
     s
 }
 
-/// git could not be run or failed: the library's callers of git have
-/// nothing to add but the text (exit 1).
-impl From<crate::sys::git::GitError> for Error {
-    fn from(e: crate::sys::git::GitError) -> Error {
-        Error::Process(e.to_string())
-    }
-}
-
 impl Error {
     pub fn io(path: impl AsRef<Path>, source: io::Error) -> Self {
         Error::Io {

@@ -46,6 +46,15 @@ pub enum GitError {
     NotInARepository(PathBuf),
 }
 
+/// git could not be run or failed: the library's callers of git have
+/// nothing to add but the text (exit 1). Here, beside the cause, so the
+/// error type of the floor below names nothing of this one.
+impl From<GitError> for crate::error::Error {
+    fn from(e: GitError) -> crate::error::Error {
+        crate::error::Error::Process(e.to_string())
+    }
+}
+
 /// What one git run said.
 #[derive(Debug)]
 pub struct Reply {
