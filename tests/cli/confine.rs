@@ -346,21 +346,14 @@ while [ -e "$P/.git/commondir" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); do
 [ -e "$P/.git/commondir" ] || echo "moved aside" >>tried.txt
 "#;
 
-/// An agent at the project root can write `.git` (its index, HEAD and
-/// branches live there), so it can make a `commondir` there, which the
-/// person's own git in the project would follow to a config that runs a
-/// program. handoffd moves it aside at once and doctor reports it; while
-/// one is in place (handoffd down), no agent's sandbox is made, and doctor
-/// says why. Other worktrees' git folders are read-only to it.
-#[test]
-fn a_commondir_planted_by_the_agent_at_the_root_is_moved_aside_and_reported() {
-    if crate::support::require_bwrap().is_none() {
-        return;
-    }
+/// A swarm in `~/proj` (mode-700 home) whose `lead` works in the project
+/// root running `script`, and `b`, in a worktree, draining its queue;
+/// initialised.
+fn root_swarm(script: &str) -> (Project, PathBuf) {
     let g = Project::empty_at_home();
     let root = g.path("proj");
     fs::create_dir_all(root.join("agents")).unwrap();
-    fs::write(root.join("agents/root.sh"), ROOT_PLANTER).unwrap();
+    fs::write(root.join("agents/root.sh"), script).unwrap();
     fs::write(root.join("agents/b.sh"), DRAIN).unwrap();
     fs::write(
         root.join("swarm.yaml"),
@@ -372,6 +365,21 @@ fn a_commondir_planted_by_the_agent_at_the_root_is_moved_aside_and_reported() {
         .args(["init", "--quiet"])
         .run()
         .ok();
+    (g, root)
+}
+
+/// An agent at the project root can write `.git` (its index, HEAD and
+/// branches live there), so it can make a `commondir` there, which the
+/// person's own git in the project would follow to a config that runs a
+/// program. handoffd moves it aside at once and doctor reports it; while
+/// one is in place (handoffd down), no agent's sandbox is made, and doctor
+/// says why. Other worktrees' git folders are read-only to it.
+#[test]
+fn a_commondir_planted_by_the_agent_at_the_root_is_moved_aside_and_reported() {
+    if crate::support::require_bwrap().is_none() {
+        return;
+    }
+    let (g, root) = root_swarm(ROOT_PLANTER);
     let out = up_until_idle(&g, &root, &[], 40);
     let tried = fs::read_to_string(root.join("tried.txt")).unwrap_or_default();
     let said = format!("{tried}\n{}\n{}", out.stdout, out.stderr);
@@ -455,44 +463,18 @@ fn an_object_rewritten_by_the_agent_at_the_root_never_reaches_the_store() {
     if crate::support::require_bwrap().is_none() {
         return;
     }
-    let g = Project::empty_at_home();
-    let root = g.path("proj");
-    fs::create_dir_all(root.join("agents")).unwrap();
-    fs::write(root.join("agents/root.sh"), ROOT_OBJECTS).unwrap();
-    fs::write(root.join("agents/b.sh"), DRAIN).unwrap();
-    fs::write(
-        root.join("swarm.yaml"),
-        "launch: {stagger: 0ms}\nroles:\n  - {name: lead, worktree: master, agent: sh \"$SWARMFORGE_PROJECT/agents/root.sh\"}\n  - {name: b, worktree: b, agent: sh \"$SWARMFORGE_PROJECT/agents/b.sh\"}\n",
-    )
-    .unwrap();
-    g.cmd("swarm")
-        .at(&root)
-        .args(["init", "--quiet"])
-        .run()
-        .ok();
+    let (g, root) = root_swarm(ROOT_OBJECTS);
     let out = up_until_idle(&g, &root, &[], 60);
     let tried = fs::read_to_string(root.join("tried.txt")).unwrap_or_default();
     let said = format!("{tried}\n{}\n{}", out.stdout, out.stderr);
     for step in ["committed", "taken in", "store: refused", "forged gone"] {
         assert!(tried.contains(step), "{step}:\n{said}");
     }
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .arg("-C")
-            .arg(&root)
-            .args(args)
-            .output()
-            .unwrap()
-    };
-    let blob = git(&["cat-file", "-p", "master:r.txt"]);
-    assert_eq!(
-        String::from_utf8_lossy(&blob.stdout),
-        "reviewed\n",
-        "{said}"
-    );
+    let blob = crate::support::git(&root, &["cat-file", "-p", "master:r.txt"]);
+    assert_eq!(blob, "reviewed", "{said}");
     let forged = fs::read_to_string(root.join("forged-id.txt")).unwrap();
     let forged = forged.trim().to_string();
-    assert!(!git(&["cat-file", "-e", &forged]).status.success());
+    assert!(!crate::support::git_ok(&root, &["cat-file", "-e", &forged]));
     let doctor = g.cmd("swarm").at(&root).args(["doctor", "--json"]).run();
     assert!(
         doctor.stdout.contains("GIT_OBJECT_REFUSED") && doctor.stdout.contains(&forged),

@@ -619,25 +619,12 @@ fn confined_run(tmux: bool) {
     // Its objects reached the store only checked (issue 43, way 12): the
     // reviewed blob is what it was, the object forged under another's name
     // is not in the store but kept and reported, and nothing waits.
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .arg("-C")
-            .arg(&root)
-            .args(args)
-            .output()
-            .unwrap()
-    };
-    let work = git(&["cat-file", "-p", "swarmforge-hostile~1:work.txt"]);
-    assert_eq!(String::from_utf8_lossy(&work.stdout), "w\n");
+    let work = crate::support::git(&root, &["cat-file", "-p", "swarmforge-hostile~1:work.txt"]);
+    assert_eq!(work, "w");
     let forged = fs::read_to_string(root.join(".worktrees/hostile/forged-id.txt")).unwrap();
     let forged = forged.trim();
-    assert!(!git(&["cat-file", "-e", forged]).status.success());
-    let reachable = git(&["rev-list", "--objects", "swarmforge-hostile"]);
-    assert!(
-        reachable.status.success(),
-        "{}",
-        String::from_utf8_lossy(&reachable.stderr)
-    );
+    assert!(!crate::support::git_ok(&root, &["cat-file", "-e", forged]));
+    crate::support::git(&root, &["rev-list", "--objects", "swarmforge-hostile"]);
     let refused = files(&root.join(".swarmforge/objects/refused"));
     assert!(
         refused

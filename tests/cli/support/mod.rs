@@ -124,6 +124,17 @@ pub fn git(cwd: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// Whether `git <args>` succeeds in `cwd` (an object is there, a ref
+/// resolves).
+pub fn git_ok(cwd: &Path, args: &[&str]) -> bool {
+    clean_command(Path::new("git"), cwd)
+        .args(args)
+        .output()
+        .expect("git runs")
+        .status
+        .success()
+}
+
 /// handoffd.log lines (without the time stamp) whose event word is `word`.
 pub fn log_lines(log: &str, word: &str) -> Vec<String> {
     log.lines()
