@@ -22,7 +22,7 @@
 //! `git_objects` check ([`objects`]): git objects a confined agent wrote
 //! that handoffd refused (their content is not their name), or that wait
 //! in a role's quarantine because no handoffd takes them in
-//! (daemon/objects.rs).
+//! (daemon/objects/).
 
 use super::{Context, Finding};
 use crate::launch::confine;

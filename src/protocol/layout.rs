@@ -40,7 +40,7 @@ impl Project {
         self.swarmforge().join("planted")
     }
     /// Git objects written by confined agents, on their way into the
-    /// project's store (daemon/objects.rs): one quarantine folder per role
+    /// project's store (daemon/objects/): one quarantine folder per role
     /// (its sandbox's `.git/objects`), and what was refused.
     pub fn objects_dir(&self) -> PathBuf {
         self.swarmforge().join("objects")

@@ -2,7 +2,7 @@
 //! its id, and git never hashes it again when it reads it: it trusts its
 //! object folder. An object a confined agent wrote joins the project's store
 //! only once [`LooseCheck`] has hashed the very bytes that will be published
-//! (daemon/objects.rs), so a reviewed commit id always names the content
+//! (daemon/objects/), so a reviewed commit id always names the content
 //! that was reviewed.
 //!
 //! The invariant: [`LooseCheck::verdict`] is Ok only when the bytes fed were

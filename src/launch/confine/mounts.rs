@@ -289,7 +289,7 @@ impl<'a> Site<'a> {
     /// read-only at [`STORE_INSIDE`], named in the quarantine's
     /// `info/alternates` so git reads every object it already has. What
     /// the agent writes reaches the store only through handoffd, which
-    /// hashes each object first (daemon/objects.rs): a loose object
+    /// hashes each object first (daemon/objects/): a loose object
     /// rewritten under a reviewed id is refused there, and the store
     /// itself cannot be written from inside.
     fn object_mounts(&self, git: &Path) -> Result<Vec<Mount>> {
