@@ -403,7 +403,7 @@ impl Daemon {
                 need_pass = true;
             }
             // Before a pass: a commit an agent made is in the store before
-            // the handoff that names it is delivered (objects.rs).
+            // the handoff that names it is delivered (objects/).
             self.take_objects();
             if need_pass {
                 need_pass = self.delivery_pass(first_pass, &mut events, &mut timers, polling);
@@ -442,7 +442,7 @@ impl Daemon {
     }
 
     /// One turn's take-in of the objects confined agents wrote
-    /// (objects.rs): a guard of the core too, but before the pass rather
+    /// (objects/): a guard of the core too, but before the pass rather
     /// than after it (see the loop).
     fn take_objects(&mut self) {
         if let Some(q) = &mut self.objects {

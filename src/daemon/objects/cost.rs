@@ -1,5 +1,5 @@
 //! What a turn's take-in costs against one `fsx::publish` (the doc on
-//! `mod cost` in objects.rs says how to run it).
+//! `mod cost` in objects/mod.rs says how to run it).
 
 use super::*;
 
