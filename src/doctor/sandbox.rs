@@ -179,29 +179,20 @@ const WAITING_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 pub fn objects(cx: &Context) -> Vec<Finding> {
     use crate::daemon::objects;
     let mut out = Vec::new();
-    let dir = cx.project.refused_objects_dir();
-    let names = crate::fsx::HeldDir::open(&dir)
-        .and_then(|d| d.names())
-        .unwrap_or_default();
-    for name in names
-        .iter()
-        .filter(|n| !n.starts_with('.'))
-        .take(MAX_PLANTED)
-    {
-        let p = dir.join(name);
-        let (role, id) = objects::refused_parts(name).unwrap_or(("?", name));
+    for r in objects::refused(&cx.project, MAX_PLANTED) {
         out.push(
             Finding::new(
                 "GIT_OBJECT_REFUSED",
                 format!(
-                    "role {role} wrote the git object {id}, whose content is not what its name says (or a pack git would not index); handoffd kept it out of your repository, so a commit that names it is broken, not changed"
+                    "role {} wrote the git object {}, whose content is not what its name says (or a pack git would not index); handoffd kept it out of your repository, so a commit that names it is broken, not changed",
+                    r.role, r.id
                 ),
                 format!(
                     "find the commit that names it in the role's branch (`git log` there fails on it) and do not merge that branch as it is; then remove {}",
-                    p.display()
+                    r.path.display()
                 ),
             )
-            .at(p),
+            .at(&r.path),
         );
     }
     for (role, n, oldest) in objects::waiting(&cx.project.quarantine_dir()) {

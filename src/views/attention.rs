@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::agent::mailbox::handle_command;
+use crate::daemon::objects;
 use crate::error::Result;
 use crate::person::answer;
 use crate::protocol::clock::{self, Instant};
@@ -45,6 +46,10 @@ pub enum Kind {
     /// A delivery failed three times and is still being retried
     /// (protocol::delivery_retry; SwarmForge's `delivery_attention`).
     Delivery,
+    /// handoffd refused a git object a confined agent wrote: its content
+    /// is not its name, so a commit naming it is broken on that role's
+    /// branch (daemon/objects/, docs/security.md "Git objects").
+    ObjectRefused,
 }
 
 impl Kind {
@@ -56,6 +61,7 @@ impl Kind {
             Kind::Blocked => "blocked",
             Kind::Budget => "budget",
             Kind::Delivery => "delivery",
+            Kind::ObjectRefused => "object_refused",
         }
     }
 }
@@ -143,7 +149,38 @@ pub fn from_originals(
     out.extend(panes(roles, project, now));
     out.extend(budgets(roles, project));
     out.extend(deliveries(project, now));
+    out.extend(refused_objects(project, now));
     out
+}
+
+/// Most refused git objects listed.
+const MAX_REFUSED: usize = 20;
+
+/// The git objects handoffd kept out of the project's store, until the
+/// person removes each kept file.
+fn refused_objects(project: &Project, now: Instant) -> Vec<Item> {
+    objects::refused(project, MAX_REFUSED)
+        .into_iter()
+        .map(|r| Item {
+            kind: Kind::ObjectRefused,
+            id: format!("object:{}", r.id),
+            from: r.role.clone(),
+            role: r.role.clone(),
+            kind_of_message: "git_object".into(),
+            since: r.at.map(clock::iso),
+            age_s: age(r.at, now),
+            text: text::escape(&format!(
+                "role {} wrote the git object {}, whose content is not its name; handoffd kept it out of the repository, so a commit naming it is broken on that role's branch",
+                r.role, r.id
+            )),
+            options: Vec::new(),
+            handle: format!(
+                "do not merge the role's branch as it is (`swarm doctor` says more); then remove {}",
+                r.path.display()
+            ),
+            path: r.path,
+        })
+        .collect()
 }
 
 /// Deliveries that failed three times and are being retried, as the

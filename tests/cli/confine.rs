@@ -470,6 +470,10 @@ fn an_object_rewritten_by_the_agent_at_the_root_never_reaches_the_store() {
     for step in ["committed", "taken in", "store: refused", "forged gone"] {
         assert!(tried.contains(step), "{step}:\n{said}");
     }
+    // The refused object waits for a person: `--until-idle` says so and
+    // exits 3, and status lists it with what to do.
+    assert_eq!(out.code, 3, "{said}");
+    assert!(out.stderr.contains("object_refused"), "{said}");
     let blob = crate::support::git(&root, &["cat-file", "-p", "master:r.txt"]);
     assert_eq!(blob, "reviewed", "{said}");
     let forged = fs::read_to_string(root.join("forged-id.txt")).unwrap();
@@ -485,6 +489,19 @@ fn an_object_rewritten_by_the_agent_at_the_root_never_reaches_the_store() {
         !doctor.stdout.contains("GIT_OBJECTS_WAITING"),
         "{}",
         doctor.stdout
+    );
+    let attention = |g: &Project| {
+        g.cmd("swarm")
+            .at(&root)
+            .args(["status", "--json"])
+            .run()
+            .json()["attention"]
+            .to_string()
+    };
+    let listed = attention(&g);
+    assert!(
+        listed.contains("object_refused") && listed.contains(&forged),
+        "{listed}"
     );
     // Objects an agent left while no handoffd ran, a while ago: not in the
     // person's repository, and doctor says so.
@@ -503,6 +520,7 @@ fn an_object_rewritten_by_the_agent_at_the_root_never_reaches_the_store() {
     fs::remove_dir_all(root.join(".swarmforge/objects/refused")).unwrap();
     let doctor = g.cmd("swarm").at(&root).args(["doctor", "--json"]).run();
     assert!(!doctor.stdout.contains("GIT_OBJECT"), "{}", doctor.stdout);
+    assert!(!attention(&g).contains("object_refused"));
 }
 
 /// An agent that rewrote its worktree's `.git` file (an unconfined one, or

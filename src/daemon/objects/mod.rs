@@ -386,10 +386,45 @@ fn refused_name(role: &str, id: &str) -> String {
     format!("{}_{role}_{id}", clock::idts(clock::now()))
 }
 
-/// The role and object a refused file's name tells (for `swarm doctor`).
+/// The role and object a refused file's name tells.
 pub fn refused_parts(name: &str) -> Option<(&str, &str)> {
     let mut parts = name.splitn(3, '_').skip(1);
     Some((parts.next()?, parts.next()?))
+}
+
+/// One object (or pack) handoffd refused, as the file it kept names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refused {
+    pub role: String,
+    pub id: String,
+    /// When it was refused.
+    pub at: Option<clock::Instant>,
+    /// The kept file (the person removes it once they have looked).
+    pub path: PathBuf,
+}
+
+/// The refused objects still kept, oldest first, at most `max` (for
+/// `swarm doctor` and `swarm status`).
+pub fn refused(project: &Project, max: usize) -> Vec<Refused> {
+    let dir = project.refused_objects_dir();
+    let mut names = HeldDir::open(&dir)
+        .and_then(|d| d.names())
+        .unwrap_or_default();
+    names.retain(|n| !n.starts_with('.'));
+    names.sort();
+    names
+        .iter()
+        .take(max)
+        .map(|n| {
+            let (role, id) = refused_parts(n).unwrap_or(("?", n));
+            Refused {
+                role: role.to_string(),
+                id: id.to_string(),
+                at: n.split('_').next().and_then(clock::parse_idts),
+                path: dir.join(n),
+            }
+        })
+        .collect()
 }
 
 /// A fan-out folder of loose objects: two lower-case hex digits.
