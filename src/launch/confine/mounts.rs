@@ -231,7 +231,8 @@ impl<'a> Site<'a> {
 
     /// The mounts that let the agent commit in its worktree (docs/security.md,
     /// "Confinement" and "Branches"): the project's `.git` stays read-only
-    /// except the object store (the role's quarantine, [`Site::object_mounts`]) and the worktree's own git folder
+    /// except the object store (the role's quarantine,
+    /// [`Site::object_mounts`]) and the worktree's own git folder
     /// (`.git/worktrees/<id>`, where its pinned branch lives,
     /// launch/role_branch.rs); `.git/refs`, `packed-refs` and the refs' logs
     /// stay read-only, so no other branch moves. The pointers that say where a
