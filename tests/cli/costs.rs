@@ -186,3 +186,53 @@ fn a_completion_killed_before_its_id_link_is_still_found_and_relinked() {
     let queued = crate::support::handoff_names(&hq.join("outbox"));
     assert_eq!(queued.len(), 2, "both replies queued: {queued:?}");
 }
+
+/// A `git_handoff` carrying cards reads the swarm once (issue 44.3): the
+/// sender's roles.tsv and swarm.yaml, and handoffd's board cache, each
+/// opened once for the task and every carried card (the old code read them
+/// again for each card: 2+N times).
+#[test]
+fn a_git_handoff_with_carried_cards_reads_the_swarm_once() {
+    if !require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    use crate::cards::{commit, git_handoff, project};
+    use crate::support::{hq, publish, Layout};
+    let p = project(Layout::Init);
+    p.swarm(&["card", "new", "change", "jump"]).ok();
+    p.deliver_once().ok();
+    let n = crate::support::note("lead", 900, "implement", "carried");
+    let text = n.text.replace(
+        "created_at:",
+        "task: jump\nbatch_task_ids: [\"jump\" \"ghost\" \"ghost2\"]\ncreated_at:",
+    );
+    let implementation = p.role_dir("implement");
+    publish(
+        &hq(&implementation, "inbox/new").join(&n.name),
+        text.as_bytes(),
+    );
+    p.cmd("ready-next").role("implement").run().ok();
+    commit(&p, "implement", "code");
+    let log = p.root.join("strace.log");
+    let log_arg = log.display().to_string();
+    let r = p
+        .cmd("swarm-handoff")
+        .role("implement")
+        .arg(p.draft("implement", &git_handoff("verify", "jump")))
+        .under(&["strace", "-f", "-qq", "-o", &log_arg, "-e", "trace=openat"])
+        .run();
+    assert_eq!(r.code, 2, "{r:?}");
+    r.stderr_has("- Handoff task_id 'ghost2' is not a current board task.\n");
+    let log = fs::read_to_string(&log).unwrap();
+    assert!(
+        crate::support::handoff_names(&hq(&implementation, "outbox")).is_empty(),
+        "the carried ghosts were not refused"
+    );
+    for file in ["/swarm.yaml\"", "/roles.tsv\"", "/derived.json\""] {
+        let opened = calls(&log, "openat")
+            .into_iter()
+            .filter(|l| l.contains(file))
+            .count();
+        assert_eq!(opened, 1, "{file} opened {opened} times:\n{log}");
+    }
+}
