@@ -236,3 +236,32 @@ fn a_git_handoff_with_carried_cards_reads_the_swarm_once() {
         assert_eq!(opened, 1, "{file} opened {opened} times:\n{log}");
     }
 }
+
+/// `swarm up`'s plan reads swarm.yaml once (issue 44.3: the plan read it a
+/// second time for the positions of its roles), seen through `swarm
+/// prompt`, which loads the same plan.
+#[test]
+fn the_plan_reads_swarm_yaml_once() {
+    if !require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    let d = Project::builder().build();
+    d.write(
+        "swarm.yaml",
+        "roles:\n  - name: a\n    agent: claude\n  - name: b\n    agent: gemini\n",
+    );
+    let log = d.root.join("strace.log");
+    let log_arg = log.display().to_string();
+    d.cmd("swarm")
+        .args(["prompt", "a"])
+        .under(&["strace", "-f", "-qq", "-o", &log_arg, "-e", "trace=openat"])
+        .run()
+        .ok()
+        .stdout_has("No job was configured for this role");
+    let log = fs::read_to_string(&log).unwrap();
+    let opened = calls(&log, "openat")
+        .into_iter()
+        .filter(|l| l.contains("/swarm.yaml\""))
+        .count();
+    assert_eq!(opened, 1, "swarm.yaml opened {opened} times:\n{log}");
+}
