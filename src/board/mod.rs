@@ -43,6 +43,7 @@ use crate::protocol::header::{names, Message};
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
 use crate::protocol::store;
+use crate::protocol::swarm::Swarm;
 use crate::protocol::trail::{Original, Place, Scope, Trail};
 
 pub use routes::Routes;
@@ -399,8 +400,8 @@ pub struct View {
 impl View {
     /// [`view`] for `swarm status`: a board that cannot be derived is a
     /// line of the status, not a failed status.
-    pub fn for_status(project: &Project) -> Option<View> {
-        view(project).unwrap_or_else(|e| {
+    pub fn for_status(swarm: &Swarm) -> Option<View> {
+        view_in(swarm).unwrap_or_else(|e| {
             Some(View {
                 cards: Vec::new(),
                 disagreements: Vec::new(),
@@ -413,13 +414,23 @@ impl View {
 /// The derived board and tasks.tsv's disagreements with it; None when the
 /// project declares no card.
 pub fn view(project: &Project) -> Result<Option<View>> {
-    let trail = Trail::load(project, &Scope::originals())?;
-    view_of(project, &trail)
+    view_in(&Swarm::new(project.clone()))
+}
+
+/// [`view`] in a loaded swarm.
+pub fn view_in(swarm: &Swarm) -> Result<Option<View>> {
+    let trail = Trail::load_in(swarm, &Scope::originals())?;
+    view_of_in(swarm, &trail)
 }
 
 /// [`view`] from a trail already read (with its originals).
 pub fn view_of(project: &Project, trail: &Trail) -> Result<Option<View>> {
-    let routes = Routes::load(project)?;
+    view_of_in(&Swarm::new(project.clone()), trail)
+}
+
+fn view_of_in(swarm: &Swarm, trail: &Trail) -> Result<Option<View>> {
+    let project = &swarm.project;
+    let routes = Routes::load_in(swarm)?;
     if routes.is_empty() {
         return Ok(None);
     }

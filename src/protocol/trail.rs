@@ -29,6 +29,7 @@ use crate::protocol::lineup;
 use crate::protocol::roles::Roles;
 use crate::protocol::store;
 pub use crate::protocol::store::{load_message, Loaded};
+use crate::protocol::swarm::Swarm;
 
 /// Largest `.error` note read (a reason is one line).
 const MAX_NOTE_BYTES: u64 = 64 * 1024;
@@ -257,9 +258,14 @@ struct Listing {
 impl Trail {
     /// Reads the project's roles, config and the files `scope` asks for.
     pub fn load(project: &Project, scope: &Scope) -> Result<Trail> {
-        let config = Config::load(&project.config_file())?;
-        let roles = Roles::load(&project.roles_tsv())?;
-        Trail::load_with(project, &roles, &config, scope)
+        Trail::load_in(&Swarm::new(project.clone()), scope)
+    }
+
+    /// [`Trail::load`] in a loaded swarm (its config, then its roles).
+    pub fn load_in(swarm: &Swarm, scope: &Scope) -> Result<Trail> {
+        let config = swarm.config()?;
+        let roles = swarm.roles()?;
+        Trail::load_with(&swarm.project, roles, config, scope)
     }
 
     /// [`Trail::load`] with roles.tsv and swarm.yaml already read (the

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::protocol::clock;
 use crate::protocol::layout::Project;
+use crate::protocol::swarm::Swarm;
 use crate::telemetry::budget::{self, Reason};
 use crate::telemetry::cost::{self, Tally};
 
@@ -39,7 +40,13 @@ impl Spend {
 /// Reads the journal, the config and the raises once. Unreadable ones give
 /// an empty answer: status and audit show the rest.
 pub fn collect(project: &Project) -> Spend {
-    let Ok((config, records, skipped)) = cost::load(project) else {
+    collect_in(&Swarm::new(project.clone()))
+}
+
+/// [`collect`] in a loaded swarm.
+pub fn collect_in(swarm: &Swarm) -> Spend {
+    let project = &swarm.project;
+    let Ok((config, records, skipped)) = cost::load_in(swarm) else {
         return Spend::default();
     };
     let raises = budget::read_raises(project)

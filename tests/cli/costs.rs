@@ -265,3 +265,33 @@ fn the_plan_reads_swarm_yaml_once() {
         .count();
     assert_eq!(opened, 1, "swarm.yaml opened {opened} times:\n{log}");
 }
+
+/// `swarm status` reads roles.tsv and swarm.yaml for the trail and the
+/// status once (issue 44.3), not once per part of the status (the old code
+/// opened swarm.yaml 7 times). The one further read of swarm.yaml is the
+/// attention list's budgets (views::attention::budgets, which the cockpit
+/// also calls with a trail and no loaded swarm).
+#[test]
+fn status_reads_the_swarm_once() {
+    if !require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    let p = crate::cards::project(crate::support::Layout::Init);
+    p.swarm(&["card", "new", "change", "jump"]).ok();
+    p.deliver_once().ok();
+    let log = p.root.join("strace.log");
+    let log_arg = log.display().to_string();
+    p.cmd("swarm")
+        .args(["status"])
+        .under(&["strace", "-f", "-qq", "-o", &log_arg, "-e", "trace=openat"])
+        .run()
+        .ok();
+    let log = fs::read_to_string(&log).unwrap();
+    for (file, times) in [("/swarm.yaml\"", 2), ("/roles.tsv\"", 1)] {
+        let opened = calls(&log, "openat")
+            .into_iter()
+            .filter(|l| l.contains(file))
+            .count();
+        assert_eq!(opened, times, "{file} opened {opened} times:\n{log}");
+    }
+}
