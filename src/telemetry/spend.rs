@@ -53,12 +53,12 @@ pub fn collect_in(swarm: &Swarm) -> Spend {
         .map(|r| r.0)
         .unwrap_or_default();
     let budgets = budget::Budgets {
-        budgets: budget::standings(&config, &records, &raises, clock::now()),
+        budgets: budget::standings(config, &records, &raises, clock::now()),
         skipped_lines: 0,
     };
     let mut by_role: BTreeMap<String, Tally> = BTreeMap::new();
     for u in &records {
-        by_role.entry(u.role.clone()).or_default().add(&config, u);
+        by_role.entry(u.role.clone()).or_default().add(config, u);
     }
     for r in config.roles.iter().filter(|r| r.budget.is_some()) {
         by_role.entry(r.name.clone()).or_default();
