@@ -3,7 +3,7 @@
 
 use std::fs;
 
-use crate::support::{require_tool, Project, Role};
+use crate::support::{require_tool, Cmd, Project, Role, Run};
 
 /// Each `name(...)` call strace logged (one per line with `-f -e trace=`).
 fn calls<'a>(log: &'a str, name: &str) -> Vec<&'a str> {
@@ -12,16 +12,30 @@ fn calls<'a>(log: &'a str, name: &str) -> Vec<&'a str> {
 }
 
 fn traced(p: &Project, role: &str, trace: &str, draft: &str) -> String {
-    let log = p.root.join("strace.log");
     let path = p.draft(role, draft);
+    let (r, log) = strace(p, p.cmd("swarm-handoff").role(role).arg(path), trace);
+    r.ok();
+    log
+}
+
+/// `cmd` run under strace logging `trace`: the run and strace's log.
+fn strace(p: &Project, cmd: Cmd<'_>, trace: &str) -> (Run, String) {
+    let log = p.root.join("strace.log");
     let log_arg = log.display().to_string();
-    p.cmd("swarm-handoff")
-        .role(role)
-        .arg(path)
+    let r = cmd
         .under(&["strace", "-f", "-qq", "-o", &log_arg, "-e", trace])
-        .run()
-        .ok();
-    fs::read_to_string(&log).unwrap()
+        .run();
+    (r, fs::read_to_string(&log).unwrap())
+}
+
+/// How many times `log` shows `file` (a path's end, e.g. `/swarm.yaml`)
+/// opened.
+fn opened(log: &str, file: &str) -> usize {
+    let quoted = format!("{file}\"");
+    calls(log, "openat")
+        .into_iter()
+        .filter(|l| l.contains(&quoted))
+        .count()
 }
 
 #[test]
@@ -196,44 +210,26 @@ fn a_git_handoff_with_carried_cards_reads_the_swarm_once() {
     if !require_tool("strace", "apt-get install -y strace") {
         return;
     }
-    use crate::cards::{commit, git_handoff, project};
-    use crate::support::{hq, publish, Layout};
-    let p = project(Layout::Init);
+    use crate::cards::{git_handoff, project};
+    let p = project(crate::support::Layout::Init);
     p.swarm(&["card", "new", "change", "jump"]).ok();
     p.deliver_once().ok();
-    let n = crate::support::note("lead", 900, "implement", "carried");
-    let text = n.text.replace(
-        "created_at:",
-        "task: jump\nbatch_task_ids: [\"jump\" \"ghost\" \"ghost2\"]\ncreated_at:",
+    let implementation = crate::cards_guards::carrying(&p, "[\"jump\" \"ghost\" \"ghost2\"]");
+    let draft = p.draft("implement", &git_handoff("verify", "jump"));
+    let (r, log) = strace(
+        &p,
+        p.cmd("swarm-handoff").role("implement").arg(draft),
+        "trace=openat",
     );
-    let implementation = p.role_dir("implement");
-    publish(
-        &hq(&implementation, "inbox/new").join(&n.name),
-        text.as_bytes(),
-    );
-    p.cmd("ready-next").role("implement").run().ok();
-    commit(&p, "implement", "code");
-    let log = p.root.join("strace.log");
-    let log_arg = log.display().to_string();
-    let r = p
-        .cmd("swarm-handoff")
-        .role("implement")
-        .arg(p.draft("implement", &git_handoff("verify", "jump")))
-        .under(&["strace", "-f", "-qq", "-o", &log_arg, "-e", "trace=openat"])
-        .run();
     assert_eq!(r.code, 2, "{r:?}");
     r.stderr_has("- Handoff task_id 'ghost2' is not a current board task.\n");
-    let log = fs::read_to_string(&log).unwrap();
     assert!(
-        crate::support::handoff_names(&hq(&implementation, "outbox")).is_empty(),
+        crate::support::handoff_names(&crate::support::hq(&implementation, "outbox")).is_empty(),
         "the carried ghosts were not refused"
     );
-    for file in ["/swarm.yaml\"", "/roles.tsv\"", "/derived.json\""] {
-        let opened = calls(&log, "openat")
-            .into_iter()
-            .filter(|l| l.contains(file))
-            .count();
-        assert_eq!(opened, 1, "{file} opened {opened} times:\n{log}");
+    for file in ["/swarm.yaml", "/roles.tsv", "/derived.json"] {
+        let n = opened(&log, file);
+        assert_eq!(n, 1, "{file} opened {n} times:\n{log}");
     }
 }
 
@@ -250,20 +246,10 @@ fn the_plan_reads_swarm_yaml_once() {
         "swarm.yaml",
         "roles:\n  - name: a\n    agent: claude\n  - name: b\n    agent: gemini\n",
     );
-    let log = d.root.join("strace.log");
-    let log_arg = log.display().to_string();
-    d.cmd("swarm")
-        .args(["prompt", "a"])
-        .under(&["strace", "-f", "-qq", "-o", &log_arg, "-e", "trace=openat"])
-        .run()
-        .ok()
-        .stdout_has("No job was configured for this role");
-    let log = fs::read_to_string(&log).unwrap();
-    let opened = calls(&log, "openat")
-        .into_iter()
-        .filter(|l| l.contains("/swarm.yaml\""))
-        .count();
-    assert_eq!(opened, 1, "swarm.yaml opened {opened} times:\n{log}");
+    let (r, log) = strace(&d, d.cmd("swarm").args(["prompt", "a"]), "trace=openat");
+    r.ok().stdout_has("No job was configured for this role");
+    let n = opened(&log, "/swarm.yaml");
+    assert_eq!(n, 1, "swarm.yaml opened {n} times:\n{log}");
 }
 
 /// `swarm status` reads roles.tsv and swarm.yaml for the trail and the
@@ -279,19 +265,10 @@ fn status_reads_the_swarm_once() {
     let p = crate::cards::project(crate::support::Layout::Init);
     p.swarm(&["card", "new", "change", "jump"]).ok();
     p.deliver_once().ok();
-    let log = p.root.join("strace.log");
-    let log_arg = log.display().to_string();
-    p.cmd("swarm")
-        .args(["status"])
-        .under(&["strace", "-f", "-qq", "-o", &log_arg, "-e", "trace=openat"])
-        .run()
-        .ok();
-    let log = fs::read_to_string(&log).unwrap();
-    for (file, times) in [("/swarm.yaml\"", 2), ("/roles.tsv\"", 1)] {
-        let opened = calls(&log, "openat")
-            .into_iter()
-            .filter(|l| l.contains(file))
-            .count();
-        assert_eq!(opened, times, "{file} opened {opened} times:\n{log}");
+    let (r, log) = strace(&p, p.cmd("swarm").args(["status"]), "trace=openat");
+    r.ok();
+    for (file, times) in [("/swarm.yaml", 2), ("/roles.tsv", 1)] {
+        let n = opened(&log, file);
+        assert_eq!(n, times, "{file} opened {n} times:\n{log}");
     }
 }
