@@ -272,3 +272,30 @@ fn status_reads_the_swarm_once() {
         assert_eq!(n, times, "{file} opened {n} times:\n{log}");
     }
 }
+
+/// `swarm search` reads roles.tsv no more for the trail that vouches for
+/// its hits than for its files (issue 44.3: the trail read roles.tsv and
+/// swarm.yaml again, 4 opens of roles.tsv in all). The three left: the
+/// index's staleness check, its refresh, and the files of the query (the
+/// index is not yet handed a loaded swarm).
+#[test]
+fn search_reads_roles_no_more_for_its_trail() {
+    if !require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    let p = Project::builder().role("coder").role("qa").build();
+    p.send_as(
+        "coder",
+        "type: note\nto: qa\npriority: 10\nmessage: wumpus\n",
+    )
+    .ok();
+    p.deliver_once().ok();
+    let (r, log) = strace(
+        &p,
+        p.cmd("swarm").args(["search", "wumpus"]),
+        "trace=openat",
+    );
+    r.ok();
+    let n = opened(&log, "/roles.tsv");
+    assert_eq!(n, 3, "roles.tsv opened {n} times:\n{log}");
+}
