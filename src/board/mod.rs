@@ -27,6 +27,7 @@
 //! not derived (upstream counts audit challenges there) and is carried over.
 
 pub mod copies;
+pub mod lookup;
 pub mod routes;
 
 use std::collections::BTreeMap;
@@ -42,6 +43,7 @@ use crate::protocol::header::{names, Message};
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
 use crate::protocol::store;
+use crate::protocol::swarm::Swarm;
 use crate::protocol::trail::{Original, Place, Scope, Trail};
 
 pub use routes::Routes;
@@ -368,72 +370,6 @@ fn birth(m: &Message) -> Option<&str> {
         .flatten()
 }
 
-/// The routes and the derived board, when the project declares cards and
-/// both read (a send then goes on as in a project without cards).
-///
-/// The card `task` is looked up in handoffd's cache first (see
-/// [`sync_after`]): a card's type never changes once born and `done` is
-/// final, so a card found there is answered without reading the history.
-/// A task not found there (no card, or a card born since the last pass)
-/// is derived from the files.
-fn current(project: &Project, task: &str) -> Option<(Routes, Board)> {
-    let routes = Routes::load(project).ok().filter(|r| !r.is_empty())?;
-    if let Some(c) = read_cache(project).filter(|c| c.routes == fingerprint(&routes)) {
-        if c.cards.iter().any(|x| x.name == task) {
-            return Some((routes, Board { cards: c.cards }));
-        }
-    }
-    let trail = Trail::load(project, &Scope::originals()).ok()?;
-    let board = derive(&trail, &routes, &Board::default());
-    Some((routes, board))
-}
-
-/// What a `git_handoff` of `sender` naming `task` is stamped with when the
-/// task is a card: its `card_type`, and its `delivery_kind` (upstream's
-/// `forward`, or `terminal` for the last role's result to every role before
-/// it), so receivers and batches know the card without reading the board.
-pub fn stamp(
-    project: &Project,
-    task: &str,
-    sender: &str,
-    to: &[&str],
-) -> Option<(String, &'static str)> {
-    let (routes, board) = current(project, task)?;
-    let kind = board.find(task)?.kind.clone();
-    let terminal = routes
-        .route(&kind)
-        .is_some_and(|r| routes.is_terminal(r, sender, to));
-    Some((kind, if terminal { TERMINAL } else { FORWARD }))
-}
-
-/// Why a `git_handoff` naming `task` is refused in a project with cards
-/// (upstream's `swarm_handoff.bb`, `task-state-errors`): the task is no card
-/// ("Handoff task_id '%s' is not a current board task."), or the card is
-/// done ("Task '%s' is done and cannot accept new handoffs.").
-pub fn refusal(project: &Project, task: &str) -> Option<String> {
-    let (_, board) = current(project, task)?;
-    match board.find(task) {
-        None => Some(not_on_board(task)),
-        Some(c) if c.lane == DONE => Some(format!(
-            "Task '{task}' is done and cannot accept new handoffs."
-        )),
-        Some(_) => None,
-    }
-}
-
-/// Why a card a `git_handoff` carries in `batch_task_ids` is refused: it
-/// is no card (upstream's handoffd fails such a handoff, `unknown board
-/// task`; here it is refused before it is queued, in the words of
-/// [`refusal`]).
-pub fn carried_refusal(project: &Project, task: &str) -> Option<String> {
-    let (_, board) = current(project, task)?;
-    board.find(task).is_none().then(|| not_on_board(task))
-}
-
-fn not_on_board(task: &str) -> String {
-    format!("Handoff task_id '{task}' is not a current board task.")
-}
-
 /// The largest tasks.tsv read (one line per card; a board this big is
 /// not one a person wrote by hand).
 const MAX_BOARD_BYTES: u64 = 16 * 1024 * 1024;
@@ -464,8 +400,8 @@ pub struct View {
 impl View {
     /// [`view`] for `swarm status`: a board that cannot be derived is a
     /// line of the status, not a failed status.
-    pub fn for_status(project: &Project) -> Option<View> {
-        view(project).unwrap_or_else(|e| {
+    pub fn for_status(swarm: &Swarm) -> Option<View> {
+        view_in(swarm).unwrap_or_else(|e| {
             Some(View {
                 cards: Vec::new(),
                 disagreements: Vec::new(),
@@ -478,13 +414,23 @@ impl View {
 /// The derived board and tasks.tsv's disagreements with it; None when the
 /// project declares no card.
 pub fn view(project: &Project) -> Result<Option<View>> {
-    let trail = Trail::load(project, &Scope::originals())?;
-    view_of(project, &trail)
+    view_in(&Swarm::new(project.clone()))
+}
+
+/// [`view`] in a loaded swarm.
+pub fn view_in(swarm: &Swarm) -> Result<Option<View>> {
+    let trail = Trail::load_in(swarm, &Scope::originals())?;
+    view_of_in(swarm, &trail)
 }
 
 /// [`view`] from a trail already read (with its originals).
 pub fn view_of(project: &Project, trail: &Trail) -> Result<Option<View>> {
-    let routes = Routes::load(project)?;
+    view_of_in(&Swarm::new(project.clone()), trail)
+}
+
+fn view_of_in(swarm: &Swarm, trail: &Trail) -> Result<Option<View>> {
+    let project = &swarm.project;
+    let routes = Routes::load_in(swarm)?;
     if routes.is_empty() {
         return Ok(None);
     }

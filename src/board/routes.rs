@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::protocol::config::{Config, Propagation, MAX_CONFIG_BYTES};
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
+use crate::protocol::swarm::Swarm;
 use crate::protocol::swarmforge_conf::{self, ConfPaths};
 
 /// Longest card type name.
@@ -37,9 +38,14 @@ pub struct Routes {
 impl Routes {
     /// The project's routes; none (empty) when neither file declares a card.
     pub fn load(project: &Project) -> Result<Routes> {
-        let roles = Roles::load(&project.roles_tsv())?;
-        let config = Config::load(&project.config_file())?;
-        Routes::from_parts(project, &roles, &config)
+        Routes::load_in(&Swarm::new(project.clone()))
+    }
+
+    /// [`Routes::load`] in a loaded swarm.
+    pub fn load_in(swarm: &Swarm) -> Result<Routes> {
+        let roles = swarm.roles()?;
+        let config = swarm.config()?;
+        Routes::from_parts(&swarm.project, roles, config)
     }
 
     /// [`Routes::load`] with roles.tsv and swarm.yaml already read.

@@ -23,6 +23,7 @@ use crate::person::holds::{self, Held};
 use crate::protocol::config::Config;
 use crate::protocol::grammar;
 use crate::protocol::layout::Project;
+use crate::protocol::swarm::Swarm;
 use crate::text::escape;
 
 /// Largest control record read or published.
@@ -120,9 +121,14 @@ pub(super) fn seen(project: &Project) -> PathBuf {
 
 /// Whether swarm.yaml gives this checkout a bridge (and so a swarm to tell).
 pub fn bridged(project: &Project) -> Option<(Config, String)> {
-    let config = Config::load(&project.config_file()).ok()?;
+    bridged_in(&Swarm::new(project.clone())).map(|(c, host)| (c.clone(), host))
+}
+
+/// [`bridged`] in a loaded swarm.
+pub fn bridged_in(swarm: &Swarm) -> Option<(&Config, String)> {
+    let config = swarm.config().ok()?;
     config.bridge.as_ref()?;
-    let host = crate::protocol::config::this_host(project, &config).ok()??;
+    let host = crate::protocol::config::this_host(&swarm.project, config).ok()??;
     Some((config, host))
 }
 

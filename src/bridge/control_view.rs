@@ -12,6 +12,7 @@ use serde::Serialize;
 use super::control::{self, RemoteHeld};
 use crate::person::holds;
 use crate::protocol::layout::Project;
+use crate::protocol::swarm::Swarm;
 use crate::protocol::trail::Violation;
 
 /// Control records listed by `swarm status` (the newest).
@@ -135,7 +136,13 @@ fn events(project: &Project, me: &str, hosts: &[String]) -> (BTreeMap<String, Ve
 
 /// The swarm-wide control state; None without a bridge.
 pub fn collect(project: &Project) -> Option<SwarmControl> {
-    let (config, me) = control::bridged(project)?;
+    collect_in(&Swarm::new(project.clone()))
+}
+
+/// [`collect`] in a loaded swarm.
+pub fn collect_in(swarm: &Swarm) -> Option<SwarmControl> {
+    let project = &swarm.project;
+    let (config, me) = control::bridged_in(swarm)?;
     // Read through the index: only what the journals gained since.
     let mut evs: BTreeMap<String, Vec<Ev>> =
         super::control_index::control_events(project, &me, &config.hosts)

@@ -40,6 +40,7 @@ use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::pending_approval::{self, Problem};
 use crate::protocol::rejected_tasks;
 use crate::protocol::store;
+use crate::protocol::swarm::Swarm;
 
 /// One held original.
 #[derive(Clone, Debug, Serialize)]
@@ -69,14 +70,22 @@ pub const MAX_SHOWN_BYTES: usize = 64 * 1024;
 
 /// The largest held original read: the project's `limits.max_file_bytes`
 /// (the daemon read it under that limit before it held it).
-fn max_bytes(project: &Project) -> u64 {
-    crate::protocol::config::Limits::max_file_bytes_of(&project.config_file())
+fn max_bytes(swarm: &Swarm) -> u64 {
+    swarm.config().map_or(
+        crate::protocol::config::Limits::default().max_file_bytes,
+        |c| c.limits.max_file_bytes,
+    )
 }
 
 /// Every held original of the project, oldest id first.
 pub fn list(project: &Project) -> Result<Vec<Held>> {
-    let max = max_bytes(project);
-    let mut out: Vec<Held> = pending_approval::worktrees(project)?
+    list_in(&Swarm::new(project.clone()))
+}
+
+/// [`list`] in a loaded swarm.
+pub fn list_in(swarm: &Swarm) -> Result<Vec<Held>> {
+    let max = max_bytes(swarm);
+    let mut out: Vec<Held> = pending_approval::worktrees_in(swarm)?
         .iter()
         .filter(|(_, linked)| !linked)
         .flat_map(|(w, _)| held_in(&w.held(), max))
@@ -90,8 +99,13 @@ pub fn list(project: &Project) -> Result<Vec<Held>> {
 /// left in an old `held/` folder): each a line `swarm status` shows and
 /// `swarm audit --check` counts as a violation.
 pub fn problems(project: &Project) -> Vec<Problem> {
+    problems_in(&Swarm::new(project.clone()))
+}
+
+/// [`problems`] in a loaded swarm.
+pub fn problems_in(swarm: &Swarm) -> Vec<Problem> {
     let mut out = Vec::new();
-    for (w, linked) in pending_approval::worktrees(project).unwrap_or_default() {
+    for (w, linked) in pending_approval::worktrees_in(swarm).unwrap_or_default() {
         if linked {
             out.push(Problem {
                 path: w.held(),
@@ -189,7 +203,7 @@ fn journal(project: &Project, ev: Event) {
 }
 
 fn message_of(project: &Project, path: &Path) -> Option<Message> {
-    store::load_message(path, max_bytes(project)).ok()
+    store::load_message(path, max_bytes(&Swarm::new(project.clone()))).ok()
 }
 
 /// The sender's worktree of a held original

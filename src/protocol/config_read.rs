@@ -28,10 +28,17 @@ impl Config {
 
     /// Loads `path`; a missing file means every default.
     pub fn load(path: &Path) -> Result<Config> {
+        Config::load_with_text(path).map(|(c, _)| c)
+    }
+
+    /// [`Config::load`], with the text it read (empty for a missing file):
+    /// for a reader that also needs the file's positions (`swarm up`'s
+    /// plan) without reading it a second time.
+    pub fn load_with_text(path: &Path) -> Result<(Config, String)> {
         let bytes = match crate::fsx::read_bounded(path, MAX_CONFIG_BYTES) {
             Ok(b) => b,
             Err(crate::fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(Config::default())
+                return Ok((Config::default(), String::new()))
             }
             Err(e) => return Err(Error::bad_file(path, e)),
         };
@@ -45,6 +52,6 @@ impl Config {
             )
         })?;
         state::merge(&mut c, path)?;
-        Ok(c)
+        Ok((c, text))
     }
 }

@@ -27,6 +27,7 @@ use crate::protocol::fields;
 use crate::protocol::header::{names, Message};
 use crate::protocol::layout::Project;
 use crate::protocol::roles::{Role, Roles};
+use crate::protocol::swarm::Swarm;
 use crate::protocol::trail::{Place, Trail};
 use crate::protocol::{grammar, types};
 
@@ -324,11 +325,17 @@ pub struct Disagreement {
 /// project with a person or with request folders; one that cannot be read
 /// is one line saying so.
 pub fn check(project: &Project) -> Vec<Disagreement> {
-    let applies = Roles::load(&project.roles_tsv()).is_ok_and(|r| applies(&r));
+    check_in(&Swarm::new(project.clone()))
+}
+
+/// [`check`] in a loaded swarm.
+pub fn check_in(swarm: &Swarm) -> Vec<Disagreement> {
+    let project = &swarm.project;
+    let applies = swarm.roles().is_ok_and(applies);
     if !applies && !project.dashboard_dir().exists() {
         return Vec::new();
     }
-    match Trail::load(project, &crate::protocol::trail::Scope::originals()) {
+    match Trail::load_in(swarm, &crate::protocol::trail::Scope::originals()) {
         Ok(t) => disagreements(&t),
         Err(e) => vec![Disagreement {
             line: format!("the messages could not be read: {e}"),

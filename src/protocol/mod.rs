@@ -35,6 +35,7 @@ pub mod search_bounds;
 pub mod sequence;
 pub mod start_failure;
 pub mod store;
+pub mod swarm;
 pub mod swarmforge_conf;
 pub mod tmux_socket;
 pub mod trail;

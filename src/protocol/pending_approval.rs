@@ -18,7 +18,7 @@ use crate::fsx;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::layout::{Project, Worktree};
-use crate::protocol::roles::Roles;
+use crate::protocol::swarm::Swarm;
 
 /// The suffix of a held original's review comments.
 pub const REVIEWS: &str = ".reviews.json";
@@ -176,7 +176,13 @@ pub fn problems(w: &Worktree) -> Vec<Problem> {
 /// approval folder (then nothing there is listed: it would show, and
 /// approve would move into an outbox, a file from anywhere).
 pub fn worktrees(project: &Project) -> Result<Vec<(Worktree, bool)>> {
-    let roles = Roles::load(&project.roles_tsv())?;
+    worktrees_in(&Swarm::new(project.clone()))
+}
+
+/// [`worktrees`] in a loaded swarm.
+pub fn worktrees_in(swarm: &Swarm) -> Result<Vec<(Worktree, bool)>> {
+    let project = &swarm.project;
+    let roles = swarm.roles()?;
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     let relays = project

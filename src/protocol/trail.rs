@@ -29,6 +29,7 @@ use crate::protocol::lineup;
 use crate::protocol::roles::Roles;
 use crate::protocol::store;
 pub use crate::protocol::store::{load_message, Loaded};
+use crate::protocol::swarm::Swarm;
 
 /// Largest `.error` note read (a reason is one line).
 const MAX_NOTE_BYTES: u64 = 64 * 1024;
@@ -257,16 +258,33 @@ struct Listing {
 impl Trail {
     /// Reads the project's roles, config and the files `scope` asks for.
     pub fn load(project: &Project, scope: &Scope) -> Result<Trail> {
-        let config = Config::load(&project.config_file())?;
+        Trail::load_in(&Swarm::new(project.clone()), scope)
+    }
+
+    /// [`Trail::load`] in a loaded swarm (its config, then its roles).
+    pub fn load_in(swarm: &Swarm, scope: &Scope) -> Result<Trail> {
+        let config = swarm.config()?;
+        let roles = swarm.roles()?;
+        Trail::load_with(&swarm.project, roles, config, scope)
+    }
+
+    /// [`Trail::load`] with roles.tsv and swarm.yaml already read (the
+    /// loaded swarm of one process, `protocol::swarm`).
+    pub fn load_with(
+        project: &Project,
+        roles: &Roles,
+        config: &Config,
+        scope: &Scope,
+    ) -> Result<Trail> {
         // Removed roles' worktrees still hold their history (docs/lineups.md).
-        let roles = lineup::state::with_retired(Roles::load(&project.roles_tsv())?, &config.seats);
+        let roles = lineup::state::with_retired(roles.clone(), &config.seats);
         // A role on another host is read from the mirror of its worktree
         // there (its host's bridge publishes every file), plus the copies
         // that wait in its local proxy for the bridge.
         let mut mirrors = std::collections::HashMap::new();
         let mut proxies_of: Vec<(PathBuf, PathBuf)> = Vec::new();
         for r in &roles.roles {
-            let Some((_, m)) = mirror_of(project, &config, r) else {
+            let Some((_, m)) = mirror_of(project, config, r) else {
                 continue;
             };
             mirrors.insert(r.name.clone(), m.clone());

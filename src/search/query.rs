@@ -188,7 +188,8 @@ impl<'a> Files<'a> {
             .into_iter()
             .map(|(wt, _)| idx.key(&wt))
             .collect();
-        let judge = Trail::load(&idx.project, &trail::Scope::default())
+        // The trail with the roles and config just read (issue 44.3).
+        let judge = Trail::load_with(&idx.project, &roles, &config, &trail::Scope::default())
             .ok()
             .map(|t| (Vouched::load(&idx.project), t));
         Ok(Files {

@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::protocol::clock::{self, Instant};
 use crate::protocol::config::{Config, Price};
 use crate::protocol::layout::Project;
+use crate::protocol::swarm::Swarm;
 use crate::telemetry::usage::{self, Usage};
 
 /// What the rows are keyed by.
@@ -156,8 +157,15 @@ pub struct Report {
 /// The journal's records at or after `since`, with the config that prices
 /// them and the count of skipped lines.
 pub fn load(project: &Project) -> Result<(Config, Vec<Usage>, usize)> {
-    let config = Config::load(&project.config_file())?;
-    let (records, skipped) = usage::read(project)?;
+    let swarm = Swarm::new(project.clone());
+    let (config, records, skipped) = load_in(&swarm)?;
+    Ok((config.clone(), records, skipped))
+}
+
+/// [`load`] in a loaded swarm.
+pub fn load_in(swarm: &Swarm) -> Result<(&Config, Vec<Usage>, usize)> {
+    let config = swarm.config()?;
+    let (records, skipped) = usage::read(&swarm.project)?;
     Ok((config, records, skipped))
 }
 

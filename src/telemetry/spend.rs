@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::protocol::clock;
 use crate::protocol::layout::Project;
+use crate::protocol::swarm::Swarm;
 use crate::telemetry::budget::{self, Reason};
 use crate::telemetry::cost::{self, Tally};
 
@@ -39,19 +40,25 @@ impl Spend {
 /// Reads the journal, the config and the raises once. Unreadable ones give
 /// an empty answer: status and audit show the rest.
 pub fn collect(project: &Project) -> Spend {
-    let Ok((config, records, skipped)) = cost::load(project) else {
+    collect_in(&Swarm::new(project.clone()))
+}
+
+/// [`collect`] in a loaded swarm.
+pub fn collect_in(swarm: &Swarm) -> Spend {
+    let project = &swarm.project;
+    let Ok((config, records, skipped)) = cost::load_in(swarm) else {
         return Spend::default();
     };
     let raises = budget::read_raises(project)
         .map(|r| r.0)
         .unwrap_or_default();
     let budgets = budget::Budgets {
-        budgets: budget::standings(&config, &records, &raises, clock::now()),
+        budgets: budget::standings(config, &records, &raises, clock::now()),
         skipped_lines: 0,
     };
     let mut by_role: BTreeMap<String, Tally> = BTreeMap::new();
     for u in &records {
-        by_role.entry(u.role.clone()).or_default().add(&config, u);
+        by_role.entry(u.role.clone()).or_default().add(config, u);
     }
     for r in config.roles.iter().filter(|r| r.budget.is_some()) {
         by_role.entry(r.name.clone()).or_default();

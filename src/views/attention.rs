@@ -21,6 +21,7 @@ use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::line;
 use crate::protocol::people;
 use crate::protocol::roles::Roles;
+use crate::protocol::swarm::Swarm;
 use crate::protocol::trail::{self, Original, Place, Scope, Trail};
 use crate::protocol::types;
 use crate::telemetry::budget;
@@ -118,7 +119,12 @@ fn clarify_item(o: &Original, now: Instant) -> Item {
 /// Every attention item: open clarifies (oldest first), then each human
 /// role's waiting items (in queue order).
 pub fn collect(project: &Project) -> Result<Vec<Item>> {
-    let t = Trail::load(project, &Scope::originals())?;
+    collect_in(&Swarm::new(project.clone()))
+}
+
+/// [`collect`] in a loaded swarm.
+pub fn collect_in(swarm: &Swarm) -> Result<Vec<Item>> {
+    let t = Trail::load_in(swarm, &Scope::originals())?;
     Ok(from_trail(&t, clock::now()))
 }
 

@@ -23,13 +23,13 @@ use serde::Serialize;
 
 use crate::daemon::{pane, wake};
 use crate::fsx;
-use crate::protocol::config::Config;
 use crate::protocol::launch_files::{
     agent_parked_file, agent_pid_file, supervisor_pid_file, AgentRun,
 };
 use crate::protocol::layout::Project;
 use crate::protocol::roles::{Role, Roles};
 use crate::protocol::start_failure::{self, Death};
+use crate::protocol::swarm::Swarm;
 use crate::protocol::tmux_socket;
 use crate::sys::tmux;
 use crate::views::attention;
@@ -130,11 +130,18 @@ fn now_epoch() -> u64 {
 
 impl Runner {
     pub fn of(project: &Project) -> Runner {
+        Runner::in_swarm(&Swarm::new(project.clone()))
+    }
+
+    /// [`Runner::of`] in a loaded swarm.
+    pub fn in_swarm(swarm: &Swarm) -> Runner {
+        let project = &swarm.project;
         match tmux_socket::read(project).socket(project) {
             Err(e) => return Runner::Refused(e.to_string()),
             Ok(None) => {}
             Ok(Some(socket)) => {
-                let quiet = Config::load(&project.config_file())
+                let quiet = swarm
+                    .config()
                     .map(|c| c.wake.quiet.0)
                     .unwrap_or(Duration::from_secs(1));
                 return Runner::Tmux { socket, quiet };

@@ -198,18 +198,7 @@ fn a_git_handoff_whose_task_is_not_on_the_board_is_refused_and_kept() {
 
         // A card the current work carries in `batch_task_ids` that is not
         // on the board.
-        let n = crate::support::note("lead", 900, "implement", "carried");
-        let text = n.text.replace(
-            "created_at:",
-            "task: jump\nbatch_task_ids: [\"jump\" \"ghost\"]\ncreated_at:",
-        );
-        let implementation = p.role_dir("implement");
-        publish(
-            &hq(&implementation, "inbox/new").join(&n.name),
-            text.as_bytes(),
-        );
-        p.cmd("ready-next").role("implement").run().ok();
-        commit(&p, "implement", "code");
+        let implementation = carrying(&p, "[\"jump\" \"ghost\"]");
         let r = p.send_as("implement", &git_handoff("verify", "jump"));
         assert_eq!(r.code, 2, "{layout:?}: {}{}", r.stdout, r.stderr);
         r.stderr_has("- Handoff task_id 'ghost' is not a current board task.\n");
@@ -219,4 +208,22 @@ fn a_git_handoff_whose_task_is_not_on_the_board_is_refused_and_kept() {
         );
         assert!(Path::new(&implementation.join("draft-implement.txt")).is_file());
     }
+}
+
+/// `implement` takes a note on card `jump` carrying `batch_task_ids`
+/// (`ids`, an EDN vector) and commits; returns its worktree.
+pub(crate) fn carrying(p: &Project, ids: &str) -> std::path::PathBuf {
+    let n = crate::support::note("lead", 900, "implement", "carried");
+    let text = n.text.replace(
+        "created_at:",
+        &format!("task: jump\nbatch_task_ids: {ids}\ncreated_at:"),
+    );
+    let implementation = p.role_dir("implement");
+    publish(
+        &hq(&implementation, "inbox/new").join(&n.name),
+        text.as_bytes(),
+    );
+    p.cmd("ready-next").role("implement").run().ok();
+    commit(p, "implement", "code");
+    implementation
 }

@@ -3,7 +3,7 @@
 
 use std::fs;
 
-use crate::support::{require_tool, Project, Role};
+use crate::support::{require_tool, Cmd, Project, Role, Run};
 
 /// Each `name(...)` call strace logged (one per line with `-f -e trace=`).
 fn calls<'a>(log: &'a str, name: &str) -> Vec<&'a str> {
@@ -12,16 +12,30 @@ fn calls<'a>(log: &'a str, name: &str) -> Vec<&'a str> {
 }
 
 fn traced(p: &Project, role: &str, trace: &str, draft: &str) -> String {
-    let log = p.root.join("strace.log");
     let path = p.draft(role, draft);
+    let (r, log) = strace(p, p.cmd("swarm-handoff").role(role).arg(path), trace);
+    r.ok();
+    log
+}
+
+/// `cmd` run under strace logging `trace`: the run and strace's log.
+fn strace(p: &Project, cmd: Cmd<'_>, trace: &str) -> (Run, String) {
+    let log = p.root.join("strace.log");
     let log_arg = log.display().to_string();
-    p.cmd("swarm-handoff")
-        .role(role)
-        .arg(path)
+    let r = cmd
         .under(&["strace", "-f", "-qq", "-o", &log_arg, "-e", trace])
-        .run()
-        .ok();
-    fs::read_to_string(&log).unwrap()
+        .run();
+    (r, fs::read_to_string(&log).unwrap())
+}
+
+/// How many times `log` shows `file` (a path's end, e.g. `/swarm.yaml`)
+/// opened.
+fn opened(log: &str, file: &str) -> usize {
+    let quoted = format!("{file}\"");
+    calls(log, "openat")
+        .into_iter()
+        .filter(|l| l.contains(&quoted))
+        .count()
 }
 
 #[test]
@@ -185,4 +199,103 @@ fn a_completion_killed_before_its_id_link_is_still_found_and_relinked() {
     );
     let queued = crate::support::handoff_names(&hq.join("outbox"));
     assert_eq!(queued.len(), 2, "both replies queued: {queued:?}");
+}
+
+/// A `git_handoff` carrying cards reads the swarm once (issue 44.3): the
+/// sender's roles.tsv and swarm.yaml, and handoffd's board cache, each
+/// opened once for the task and every carried card (the old code read them
+/// again for each card: 2+N times).
+#[test]
+fn a_git_handoff_with_carried_cards_reads_the_swarm_once() {
+    if !require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    use crate::cards::{git_handoff, project};
+    let p = project(crate::support::Layout::Init);
+    p.swarm(&["card", "new", "change", "jump"]).ok();
+    p.deliver_once().ok();
+    let implementation = crate::cards_guards::carrying(&p, "[\"jump\" \"ghost\" \"ghost2\"]");
+    let draft = p.draft("implement", &git_handoff("verify", "jump"));
+    let (r, log) = strace(
+        &p,
+        p.cmd("swarm-handoff").role("implement").arg(draft),
+        "trace=openat",
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    r.stderr_has("- Handoff task_id 'ghost2' is not a current board task.\n");
+    assert!(
+        crate::support::handoff_names(&crate::support::hq(&implementation, "outbox")).is_empty(),
+        "the carried ghosts were not refused"
+    );
+    for file in ["/swarm.yaml", "/roles.tsv", "/derived.json"] {
+        let n = opened(&log, file);
+        assert_eq!(n, 1, "{file} opened {n} times:\n{log}");
+    }
+}
+
+/// `swarm up`'s plan reads swarm.yaml once (issue 44.3: the plan read it a
+/// second time for the positions of its roles), seen through `swarm
+/// prompt`, which loads the same plan.
+#[test]
+fn the_plan_reads_swarm_yaml_once() {
+    if !require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    let d = Project::builder().build();
+    d.write(
+        "swarm.yaml",
+        "roles:\n  - name: a\n    agent: claude\n  - name: b\n    agent: gemini\n",
+    );
+    let (r, log) = strace(&d, d.cmd("swarm").args(["prompt", "a"]), "trace=openat");
+    r.ok().stdout_has("No job was configured for this role");
+    let n = opened(&log, "/swarm.yaml");
+    assert_eq!(n, 1, "swarm.yaml opened {n} times:\n{log}");
+}
+
+/// `swarm status` reads roles.tsv and swarm.yaml for the trail and the
+/// status once (issue 44.3), not once per part of the status (the old code
+/// opened swarm.yaml 7 times). The one further read of swarm.yaml is the
+/// attention list's budgets (views::attention::budgets, which the cockpit
+/// also calls with a trail and no loaded swarm).
+#[test]
+fn status_reads_the_swarm_once() {
+    if !require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    let p = crate::cards::project(crate::support::Layout::Init);
+    p.swarm(&["card", "new", "change", "jump"]).ok();
+    p.deliver_once().ok();
+    let (r, log) = strace(&p, p.cmd("swarm").args(["status"]), "trace=openat");
+    r.ok();
+    for (file, times) in [("/swarm.yaml", 2), ("/roles.tsv", 1)] {
+        let n = opened(&log, file);
+        assert_eq!(n, times, "{file} opened {n} times:\n{log}");
+    }
+}
+
+/// `swarm search` reads roles.tsv no more for the trail that vouches for
+/// its hits than for its files (issue 44.3: the trail read roles.tsv and
+/// swarm.yaml again, 4 opens of roles.tsv in all). The three left: the
+/// index's staleness check, its refresh, and the files of the query (the
+/// index is not yet handed a loaded swarm).
+#[test]
+fn search_reads_roles_no_more_for_its_trail() {
+    if !require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    let p = Project::builder().role("coder").role("qa").build();
+    p.send_as(
+        "coder",
+        "type: note\nto: qa\npriority: 10\nmessage: wumpus\n",
+    )
+    .ok();
+    p.deliver_once().ok();
+    let (r, log) = strace(
+        &p,
+        p.cmd("swarm").args(["search", "wumpus"]),
+        "trace=openat",
+    );
+    r.ok();
+    let n = opened(&log, "/roles.tsv");
+    assert_eq!(n, 3, "roles.tsv opened {n} times:\n{log}");
 }

@@ -15,6 +15,7 @@ use context::{answer_body, context, Context};
 use std::path::{Path, PathBuf};
 
 use crate::agent::artifacts;
+use crate::board::lookup::SendBoard;
 use crate::error::{Error, Result, Token};
 use crate::fsx;
 use crate::protocol::clock;
@@ -292,16 +293,18 @@ fn finish_current(s: &Sender) -> Option<Result<crate::agent::queue::Done>> {
 }
 
 /// A draft that passed every check, with what the checks found.
-struct Valid {
+struct Valid<'a> {
     d: Draft,
     ty: String,
     rule: &'static types::TypeRule,
     ctx: Context,
     canonical: Option<CommitId>,
+    /// A `git_handoff`'s board, when the project declares cards.
+    board: Option<SendBoard<'a>>,
 }
 
 /// Every check of a draft for `s`; nothing is written.
-fn validate(s: &Sender, d: &Draft, shown: &str) -> Result<Valid> {
+fn validate<'a>(s: &'a Sender, d: &Draft, shown: &str) -> Result<Valid<'a>> {
     let filled = with_head_commit(d, &s.at.worktree.root);
     let d = filled.as_ref().unwrap_or(d);
     let allowed = s.config.allowed_types(&s.role);
@@ -320,12 +323,19 @@ fn validate(s: &Sender, d: &Draft, shown: &str) -> Result<Valid> {
         Ok(())
     }));
     let ty = d.type_name().unwrap_or_default().to_string();
+    // A `git_handoff`'s cards: the board read once for the task, every
+    // carried card and the stamp (`publish`).
+    let board = (ty == types::GIT_HANDOFF.name)
+        .then(|| SendBoard::load(&s.at.project, &s.roles, &s.config))
+        .flatten();
     if ty == types::GIT_HANDOFF.name {
         if let Some(t) = d.get(names::TASK) {
-            errors.extend(crate::board::refusal(&s.at.project, t));
-            for c in carried_cards(s).unwrap_or_default() {
-                if c != t {
-                    errors.extend(crate::board::carried_refusal(&s.at.project, &c));
+            if let Some(b) = &board {
+                errors.extend(b.refusal(t));
+                for c in carried_cards(s).unwrap_or_default() {
+                    if c != t {
+                        errors.extend(b.carried_refusal(&c));
+                    }
                 }
             }
             if let Some(c) = &canonical {
@@ -363,17 +373,19 @@ fn validate(s: &Sender, d: &Draft, shown: &str) -> Result<Valid> {
         rule,
         ctx,
         canonical,
+        board,
     })
 }
 
 /// Queues a validated draft: stamps it and publishes it in the outbox.
-fn publish(s: &Sender, v: Valid) -> Result<Queued> {
+fn publish<'a>(s: &'a Sender, v: Valid<'a>) -> Result<Queued> {
     let Valid {
         d,
         ty,
         rule,
         ctx,
         canonical,
+        board,
     } = v;
     let d = &d;
     let is_role = |r: &str| s.roles.find(r).is_some();
@@ -402,7 +414,7 @@ fn publish(s: &Sender, v: Valid) -> Result<Queued> {
             msg.set(names::TASK, task);
             msg.set(names::COMMIT, &commit);
             let to: Vec<&str> = recipients.iter().map(String::as_str).collect();
-            if let Some((kind, how)) = crate::board::stamp(&s.at.project, task, sender, &to) {
+            if let Some((kind, how)) = board.as_ref().and_then(|b| b.stamp(task, sender, &to)) {
                 msg.set(crate::board::CARD_TYPE, kind);
                 msg.set(crate::board::DELIVERY_KIND, how);
             }

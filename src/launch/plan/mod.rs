@@ -204,9 +204,10 @@ impl Plan {
     /// from `swarm.yaml`).
     pub fn load(root: &Path) -> Result<Plan> {
         let project = Project::new(root);
-        let config = Config::load(&project.config_file())?;
+        // swarm.yaml is read once: its text gives `from_yaml` the positions.
+        let (config, text) = Config::load_with_text(&project.config_file())?;
         if !config.roles.is_empty() {
-            return Plan::from_yaml(project, config);
+            return Plan::from_yaml(project, config, &text);
         }
         let conf_path = project.swarmforge_conf();
         if !conf_path.exists() {
@@ -221,12 +222,11 @@ impl Plan {
     }
 
     /// The plan of `swarm.yaml`'s `roles:`, checked.
-    fn from_yaml(project: Project, config: Config) -> Result<Plan> {
+    fn from_yaml(project: Project, config: Config, text: &str) -> Result<Plan> {
         let yaml_path = project.config_file();
         let conf_path = project.swarmforge_conf();
         let mut warnings = Vec::new();
-        let text = std::fs::read_to_string(&yaml_path).unwrap_or_default();
-        validate_yaml_roles(&config.roles, &text, &yaml_path)?;
+        validate_yaml_roles(&config.roles, text, &yaml_path)?;
         let names: Vec<String> = config.roles.iter().map(|r| r.name.clone()).collect();
         check_cards(&config.cards, &names, &yaml_path)?;
         if let Some(m) = &config.forum.moderator {
@@ -248,7 +248,7 @@ impl Plan {
         let host = this_host(&project, &config)?;
         let mut roles: Vec<PlannedRole> = Vec::new();
         let mut remote: Vec<PlannedRole> = Vec::new();
-        let sp = spans(&text);
+        let sp = spans(text);
         for (i, r) in config.roles.iter().enumerate() {
             let explicit = sp.get(i).and_then(|s| s.worktree.as_ref()).is_some();
             let p = yaml_role(&project, &config, r, explicit);

@@ -28,6 +28,7 @@ use crate::protocol::layout::{symlinked_inbox_reason, Project, Worktree};
 use crate::protocol::rejected_tasks::{self, Kept};
 use crate::protocol::roles::{Role, Roles};
 use crate::protocol::store;
+use crate::protocol::swarm::Swarm;
 use crate::protocol::{audit_pending, dashboard, wakeups};
 use crate::reservations::{self, Reservation};
 use crate::telemetry::activity::{self, Liveness};
@@ -254,25 +255,41 @@ pub fn bridge_waiting(project: &Project) -> Vec<BridgeWaiting> {
 }
 
 pub fn collect(project: &Project) -> Result<Status> {
-    collect_with(project, attention::collect(project)?)
+    // roles.tsv and swarm.yaml read once for the trail and the status.
+    let swarm = Swarm::new(project.clone());
+    let attention = attention::collect_in(&swarm)?;
+    collect_in(&swarm, attention)
 }
 
 /// [`collect`] with the attention list at hand (the cockpit keeps it).
 pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Result<Status> {
-    let roles = Roles::load(&project.roles_tsv())?;
+    collect_in(&Swarm::new(project.clone()), attention)
+}
+
+/// [`collect_with`] in a loaded swarm.
+fn collect_in(swarm: &Swarm, attention: Vec<attention::Item>) -> Result<Status> {
+    let project = &swarm.project;
+    let roles = swarm.roles()?;
     let pid = control::running_pid(project);
-    let runner = Runner::of(project);
+    let runner = Runner::in_swarm(swarm);
     // A config that does not load is reported elsewhere (doctor, up); the
     // status still shows the queues, read with the default limit.
-    let max_file_bytes = Limits::max_file_bytes_of(&project.config_file());
-    let cards = board::Routes::for_place(Some(project)).is_some();
+    let max_file_bytes = swarm
+        .config()
+        .map_or(Limits::default().max_file_bytes, |c| {
+            c.limits.max_file_bytes
+        });
+    let cards = board::Routes::load_in(swarm)
+        .ok()
+        .filter(|r| !r.is_empty())
+        .is_some();
     let out = roles
         .roles
         .iter()
         .map(|r| {
             let at = RoleAt {
                 project,
-                roles: &roles,
+                roles,
                 runner: &runner,
                 attention: &attention,
                 max_file_bytes,
@@ -281,15 +298,15 @@ pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Resul
             at.status(r)
         })
         .collect();
-    let relayed = relayed(project, &roles);
-    let agent_requests = requests::waiting(project, &roles);
+    let relayed = relayed(project, roles);
+    let agent_requests = requests::waiting(project, roles);
     Ok(Status {
         root: project.root.clone(),
         daemon_running: pid.is_some(),
         daemon_pid: pid,
         roles: out,
         attention,
-        problems: roles.problems,
+        problems: roles.problems.clone(),
         tmux_socket_problem: match &runner {
             Runner::Refused(why) => Some(why.clone()),
             _ => None,
@@ -297,8 +314,8 @@ pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Resul
         bridge_waiting: bridge_waiting(project),
         relayed,
         paused: gate::pause_state(project),
-        held: holds::list(project)?,
-        approval_problems: holds::problems(project)
+        held: holds::list_in(swarm)?,
+        approval_problems: holds::problems_in(swarm)
             .into_iter()
             .map(|p| format!("{}: {}", p.path.display(), p.why))
             .collect(),
@@ -307,14 +324,14 @@ pub fn collect_with(project: &Project, attention: Vec<attention::Item>) -> Resul
             .into_iter()
             .map(|p| format!("{}: {}", p.path.display(), p.why))
             .collect(),
-        dashboard: dashboard::check(project)
+        dashboard: dashboard::check_in(swarm)
             .into_iter()
             .map(|d| d.line)
             .collect(),
-        swarm_control: control_view::collect(project),
+        swarm_control: control_view::collect_in(swarm),
         reservations: reservations::active(project)?,
-        spend: spend::collect(project),
-        board: board::View::for_status(project),
+        spend: spend::collect_in(swarm),
+        board: board::View::for_status(swarm),
         agent_requests,
         wake_retries: wake_retries(project),
     })
