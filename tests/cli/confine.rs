@@ -479,17 +479,7 @@ fn an_object_rewritten_by_the_agent_at_the_root_never_reaches_the_store() {
     let forged = fs::read_to_string(root.join("forged-id.txt")).unwrap();
     let forged = forged.trim().to_string();
     assert!(!crate::support::git_ok(&root, &["cat-file", "-e", &forged]));
-    let doctor = g.cmd("swarm").at(&root).args(["doctor", "--json"]).run();
-    assert!(
-        doctor.stdout.contains("GIT_OBJECT_REFUSED") && doctor.stdout.contains(&forged),
-        "{}",
-        doctor.stdout
-    );
-    assert!(
-        !doctor.stdout.contains("GIT_OBJECTS_WAITING"),
-        "{}",
-        doctor.stdout
-    );
+    crate::support::doctor_reports_refused_object(&g, &root, &forged);
     let attention = |g: &Project| {
         g.cmd("swarm")
             .at(&root)

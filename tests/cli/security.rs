@@ -632,17 +632,7 @@ fn confined_run(tmux: bool) {
             .any(|n| n.ends_with(&format!("_hostile_{forged}"))),
         "{refused:?}"
     );
-    let doctor = g.cmd("swarm").at(&root).arg("doctor").run();
-    assert!(
-        doctor.stdout.contains("GIT_OBJECT_REFUSED") && doctor.stdout.contains(forged),
-        "{}",
-        doctor.stdout
-    );
-    assert!(
-        !doctor.stdout.contains("GIT_OBJECTS_WAITING"),
-        "{}",
-        doctor.stdout
-    );
+    crate::support::doctor_reports_refused_object(&g, &root, forged);
     // `swarm card new` from inside says who can run it.
     let card = fs::read_to_string(root.join(".worktrees/hostile/card-error.txt")).unwrap();
     assert!(

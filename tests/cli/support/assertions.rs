@@ -161,3 +161,20 @@ pub fn doctor_messages(report: &serde_json::Value, code: &str) -> Vec<String> {
         .map(|f| f["message"].as_str().unwrap().to_string())
         .collect()
 }
+
+/// `swarm doctor` at `root` reports the git object `id` as refused
+/// (daemon/objects/) and no objects left waiting: handoffd took every
+/// other object the agents wrote into the store.
+pub fn doctor_reports_refused_object(g: &super::Project, root: &Path, id: &str) {
+    let doctor = g.cmd("swarm").at(root).args(["doctor", "--json"]).run();
+    assert!(
+        doctor.stdout.contains("GIT_OBJECT_REFUSED") && doctor.stdout.contains(id),
+        "{}",
+        doctor.stdout
+    );
+    assert!(
+        !doctor.stdout.contains("GIT_OBJECTS_WAITING"),
+        "{}",
+        doctor.stdout
+    );
+}
