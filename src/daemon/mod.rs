@@ -19,8 +19,10 @@ pub mod objects;
 pub mod order;
 pub mod pane;
 mod parking;
+mod pid_file;
 pub mod progress;
 mod rewake;
+mod timers;
 pub mod wake;
 pub mod watchdog;
 
@@ -40,12 +42,8 @@ use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
 use events::{Events, Msg};
 use rewake::Rewake;
+use timers::{Timers, FEATURE_POLL};
 
-/// How often the stop file and `.swarmforge/` are checked between events.
-const HOUSEKEEPING: Duration = Duration::from_millis(50);
-/// How often the features poll between passes (`Feature::poll`: an open
-/// digest request checked for completion, say).
-const FEATURE_POLL: Duration = Duration::from_millis(200);
 /// A temp file in `inbox/tmp` or `outbox/tmp` older than this was left by a
 /// killed writer (a publish takes milliseconds); removed at start-up.
 const STALE_TEMP: Duration = Duration::from_secs(3600);
@@ -56,40 +54,6 @@ pub struct Options {
     pub once: bool,
     /// Poll instead of watching (filesystems without inotify).
     pub poll: bool,
-}
-
-/// When each periodic duty is due next.
-struct Timers {
-    /// The safety net's pass over every outbox (or the poll, without events).
-    rescan: Instant,
-    /// The re-wake sweep.
-    sweep: Instant,
-    /// The watchdog's look at the agents.
-    agents: Instant,
-    /// The features' poll, between passes.
-    features: Instant,
-}
-
-impl Timers {
-    fn new(cfg: &crate::protocol::config::DaemonConfig) -> Timers {
-        let now = Instant::now();
-        Timers {
-            rescan: now,
-            sweep: now + cfg.sweep.0,
-            agents: now + cfg.pane_check.0,
-            features: now + FEATURE_POLL,
-        }
-    }
-
-    /// How long the loop may wait for an event (the features' poll is not
-    /// waited for: it runs at the housekeeping pace).
-    fn wait(&self, now: Instant) -> Duration {
-        self.rescan
-            .min(self.sweep)
-            .min(self.agents)
-            .saturating_duration_since(now)
-            .min(HOUSEKEEPING)
-    }
 }
 
 /// Identity of a config file, to notice changes without events.
@@ -171,7 +135,7 @@ pub fn run(root: &Path, opts: Options, features: Features) -> Result<i32> {
     let dir = project.daemon_dir();
     fsx::ensure_dirs(&[&dir]).at(&dir)?;
     let pid_path = project.pid_file();
-    let Some(lock) = lock_pid_file(&pid_path)? else {
+    let Some(lock) = pid_file::lock(&pid_path)? else {
         let pid = std::fs::read_to_string(&pid_path).unwrap_or_default();
         return Err(Error::conflict(format!(
             "handoffd is already running for {} (pid {}).\n  hint: `swarm stop {}` stops it",
@@ -278,49 +242,11 @@ pub fn run(root: &Path, opts: Options, features: Features) -> Result<i32> {
     Ok(code)
 }
 
-/// Takes the lock on the pid file, making sure the file we locked is still
-/// the one at that path (a `swarm stop` may have removed it between our open
-/// and our lock; a lock on an unlinked file would let a second daemon start).
-fn lock_pid_file(pid_path: &Path) -> Result<Option<fsx::Lock>> {
-    use std::os::unix::fs::MetadataExt;
-    for _ in 0..5 {
-        let Some(lock) = fsx::try_lock(pid_path).at(pid_path)? else {
-            return Ok(None);
-        };
-        let held = lock.file().metadata().at(pid_path)?;
-        let now = std::fs::metadata(pid_path).ok();
-        if now.is_some_and(|m| m.ino() == held.ino() && m.dev() == held.dev()) {
-            return Ok(Some(lock));
-        }
-    }
-    Err(Error::bad_file(
-        pid_path,
-        "the pid file keeps being replaced; is another `swarm stop` or handoffd racing?",
-    ))
-}
-
 impl Daemon {
-    /// Puts the pid file back when someone deleted or replaced it, so
-    /// `swarm stop` and `swarm status` still find this daemon (the outbox
-    /// locks, not this file, keep a second daemon out).
+    /// Puts the pid file back when someone deleted or replaced it
+    /// (pid_file.rs).
     fn keep_pid_file(&mut self) {
-        use std::os::unix::fs::MetadataExt;
-        let path = self.project.pid_file();
-        let ours = self
-            .pid_lock
-            .as_ref()
-            .and_then(|l| l.file().metadata().ok());
-        let now = std::fs::metadata(&path).ok();
-        let same =
-            matches!((&ours, &now), (Some(a), Some(b)) if a.ino() == b.ino() && a.dev() == b.dev());
-        if same || !self.project.daemon_dir().is_dir() {
-            return;
-        }
-        if let Ok(Some(lock)) = lock_pid_file(&path) {
-            if fsx::rewrite_locked(&lock, format!("{}\n", std::process::id()).as_bytes()).is_ok() {
-                self.pid_lock = Some(lock);
-            }
-        }
+        pid_file::keep(&self.project, &mut self.pid_lock);
     }
 
     /// Tells the order index which worktrees' inboxes it may answer for.
