@@ -598,11 +598,25 @@ fn partitions_kills_pauses_and_skew_lose_nothing_and_duplicate_nothing() {
             copies += 1;
         }
     }
+    // What a mirror refused in another host's name (a range taken for
+    // rewritten holds that host's events back): said with a failed check.
+    let refused: String = c
+        .hosts
+        .iter()
+        .map(|h| {
+            let f = h.p.path(".swarmforge/bridge/refused.jsonl");
+            format!(
+                "--- {} refused\n{}",
+                h.p.root.display(),
+                fs::read_to_string(f).unwrap_or_default()
+            )
+        })
+        .collect();
     for h in &c.hosts {
         let r = h.p.swarm(&["audit", "--check", "--wait", "120s"]);
         assert_eq!(
             r.code, 0,
-            "seed {seed}, faults {faults:?}: {}{}",
+            "seed {seed}, faults {faults:?}: {}{}\n{logs}\n{refused}",
             r.stdout, r.stderr
         );
         assert!(r.stdout.contains("CHECK OK"), "{}", r.stdout);
