@@ -347,9 +347,10 @@ while [ -e "$P/.git/commondir" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); do
 "#;
 
 /// A swarm in `~/proj` (mode-700 home) whose `lead` works in the project
-/// root running `script`, and `b`, in a worktree, draining its queue;
-/// initialised.
-fn root_swarm(script: &str) -> (Project, PathBuf) {
+/// root running `script`, and `b`, in a worktree, draining its queue; run
+/// until idle (`secs` at most). The run, what the agent at the root wrote
+/// to `tried.txt`, and both with the run's output (for a failed assertion).
+fn root_swarm_run(script: &str, secs: u64) -> (Project, PathBuf, Run, String, String) {
     let g = Project::empty_at_home();
     let root = g.path("proj");
     fs::create_dir_all(root.join("agents")).unwrap();
@@ -365,7 +366,10 @@ fn root_swarm(script: &str) -> (Project, PathBuf) {
         .args(["init", "--quiet"])
         .run()
         .ok();
-    (g, root)
+    let out = up_until_idle(&g, &root, &[], secs);
+    let tried = fs::read_to_string(root.join("tried.txt")).unwrap_or_default();
+    let said = format!("{tried}\n{}\n{}", out.stdout, out.stderr);
+    (g, root, out, tried, said)
 }
 
 /// An agent at the project root can write `.git` (its index, HEAD and
@@ -379,10 +383,7 @@ fn a_commondir_planted_by_the_agent_at_the_root_is_moved_aside_and_reported() {
     if crate::support::require_bwrap().is_none() {
         return;
     }
-    let (g, root) = root_swarm(ROOT_PLANTER);
-    let out = up_until_idle(&g, &root, &[], 40);
-    let tried = fs::read_to_string(root.join("tried.txt")).unwrap_or_default();
-    let said = format!("{tried}\n{}\n{}", out.stdout, out.stderr);
+    let (g, root, _, tried, said) = root_swarm_run(ROOT_PLANTER, 40);
     assert!(tried.contains("planted"), "{said}");
     assert!(tried.contains("worktree: refused"), "{said}");
     assert!(!tried.contains("worktree: DONE"), "{said}");
@@ -463,10 +464,7 @@ fn an_object_rewritten_by_the_agent_at_the_root_never_reaches_the_store() {
     if crate::support::require_bwrap().is_none() {
         return;
     }
-    let (g, root) = root_swarm(ROOT_OBJECTS);
-    let out = up_until_idle(&g, &root, &[], 60);
-    let tried = fs::read_to_string(root.join("tried.txt")).unwrap_or_default();
-    let said = format!("{tried}\n{}\n{}", out.stdout, out.stderr);
+    let (g, root, out, tried, said) = root_swarm_run(ROOT_OBJECTS, 60);
     for step in ["committed", "taken in", "store: refused", "forged gone"] {
         assert!(tried.contains(step), "{step}:\n{said}");
     }
