@@ -13,10 +13,11 @@ cd "$(dirname "$0")/.."
 list=no
 [ "${1:-}" = --list ] && list=yes
 
-# Files outside the protocol layer (and its foundation: fsx.rs, and sys/,
-# which lists only its own log parts), tests
+# Files outside the protocol layer (crates/swarm-protocol) and its
+# foundation (crates/swarm-base: fsx, and sys, which lists only its own log
+# parts), tests
 # included: a test that builds file names by hand drifts too.
-files=$(git ls-files 'src/*.rs' | grep -vE '^src/(protocol/|sys/|fsx\.rs)')
+files=$(git ls-files 'src/*.rs' 'crates/*.rs' | grep -vE '^crates/swarm-(protocol|base)/')
 
 # Modules that own a store of their own (not the mail store) and list only
 # its folder: the A2A tasks, the user's agent definitions, reservations, the
@@ -24,7 +25,7 @@ files=$(git ls-files 'src/*.rs' | grep -vE '^src/(protocol/|sys/|fsx\.rs)')
 # seat requests, a confined agent's forum and board requests, the forum's
 # session and discussion records. Their listings are that store's one place,
 # as protocol/ is the mail store's; the state-listing count leaves them out.
-own_stores='^src/(a2a/store|forum/record|forum/requests|lineup/seat|reservations/mod|search/index|telemetry/activity)\.rs$'
+own_stores='^crates/[^/]+/src/(a2a/store|forum/record|forum/requests|lineup/seat|reservations/mod|search/index|telemetry/activity)\.rs$'
 
 headers='id|from|to|cc|mentions|recipient|priority|type|role|task|commit|message|subject|title|question|choices|reaction|in_reply_to|thread|session|discussion|artifact|hop|wake|failed|created_at|enqueued_at|dequeued_at|completed_at'
 types='note|clarify|answer|react|git_handoff|digest|digest_request|review|handoff|task_done'
@@ -57,6 +58,6 @@ for c in "${checks[@]}"; do
   fi
 done
 if [ "$fail" = 1 ]; then
-  echo "protocol-literals: a count is over its ceiling; use the protocol layer (src/protocol/header.rs names and accessors, grammar.rs, layout.rs) instead" >&2
+  echo "protocol-literals: a count is over its ceiling; use the protocol layer (crates/swarm-protocol/src/protocol/header.rs names and accessors, grammar.rs, layout.rs) instead" >&2
   exit 1
 fi

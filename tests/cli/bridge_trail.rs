@@ -1,9 +1,9 @@
 //! Issue 43.15: what a host mirrors of another host's trail is its host's
 //! own word. A trail record is taken in only when the origin host's
 //! journal, as mirrored here, vouches for it at the offset the record
-//! cites (src/bridge/vouch.rs); a journal line at an offset the mirror
+//! cites (crates/swarm-bridge/src/bridge/vouch.rs); a journal line at an offset the mirror
 //! holds otherwise is a rewritten range, refused and recorded
-//! (src/bridge/events.rs); and a bridge publishes only the lines of its
+//! (crates/swarm-bridge/src/bridge/events.rs); and a bridge publishes only the lines of its
 //! journal a power cut cannot take back. Every refusal fails `swarm audit
 //! --check` on the host that refused it.
 

@@ -553,7 +553,7 @@ fn kill_9_at_random_points_loses_and_duplicates_nothing() {
     // The journal says each copy finished exactly once, also those the
     // recipients finished while no daemon ran or a daemon was killed
     // between their move and its line (the next start catches up:
-    // src/daemon/progress.rs).
+    // crates/swarm-delivery/src/daemon/progress.rs).
     let mut d = p.spawn_daemon(&[]);
     signal(d.pid(), libc::SIGTERM);
     assert_eq!(d.wait_exit(DEADLINE), Some(0));

@@ -37,6 +37,7 @@ mod hostile;
 mod ingest;
 mod init_example;
 mod launcher;
+mod layers;
 mod layouts;
 mod lazyfs;
 mod lineups;

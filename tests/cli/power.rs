@@ -341,7 +341,7 @@ fn check_point(
     }
     j.materialize(k, extra, &p.root);
     // A reboot takes at least into the next second: the sequence counter is
-    // not fsynced because an id carries its second (src/protocol/sequence.rs),
+    // not fsynced because an id carries its second (crates/swarm-protocol/src/protocol/sequence.rs),
     // and a restart within the second of a lost send is no reboot.
     let cut = chrono::Utc::now().timestamp();
     let reboot = std::time::Instant::now() + Duration::from_secs(2);

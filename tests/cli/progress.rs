@@ -1,4 +1,4 @@
-//! The daemon journals work taken and finished (src/daemon/progress.rs):
+//! The daemon journals work taken and finished (crates/swarm-delivery/src/daemon/progress.rs):
 //! `dequeued` and `completed` lines with the copy's own stamps, also for
 //! what moved while no daemon ran, never twice, and `swarm audit --check`
 //! says when the journal and the files disagree.

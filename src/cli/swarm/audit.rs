@@ -195,7 +195,7 @@ fn judge(project: &Project) -> Result<(Trail, Findings, Bound)> {
                     detail,
                 }),
         );
-    // The board must say what the handoffs say (src/board/).
+    // The board must say what the handoffs say (crates/swarm-records/src/board/).
     if let Some(b) = board::view_of(project, &t)? {
         f.violations
             .extend(b.disagreements.into_iter().map(|d| check::Violation {

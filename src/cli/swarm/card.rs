@@ -1,5 +1,5 @@
 //! `swarm card new <type> <name>` and `swarm card list`: today's SwarmForge's
-//! New Task and board (docs/swarmforge-compat.md §4; src/board/).
+//! New Task and board (docs/swarmforge-compat.md §4; crates/swarm-records/src/board/).
 
 use std::path::PathBuf;
 

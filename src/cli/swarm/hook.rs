@@ -1,5 +1,5 @@
 //! `swarm hook <cli> <event>`: answers a coding CLI's turn-end hook
-//! (installed by `swarm up`) in that CLI's format; see src/doors/hook.rs.
+//! (installed by `swarm up`) in that CLI's format; see crates/swarm-doors/src/doors/hook.rs.
 
 use std::io::Read;
 use std::path::PathBuf;

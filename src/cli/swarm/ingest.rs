@@ -1,6 +1,6 @@
 //! `swarm ingest --role R --file F --match REGEX [--to all]`: follow a log
 //! file and post each matching line's capture as a `post` from R, at most
-//! once per line across restarts (src/agent/ingest.rs).
+//! once per line across restarts (crates/swarm-actors/src/agent/ingest.rs).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

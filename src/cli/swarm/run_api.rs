@@ -1,6 +1,6 @@
 //! `swarm run-api --role R`: the built-in agent of an `agent: api` role
 //! (started by `swarm up`): drains the role's queue with one chat completion
-//! per item that needs an answer, then exits (src/doors/api/).
+//! per item that needs an answer, then exits (crates/swarm-doors/src/doors/api/).
 
 use std::io::Write;
 

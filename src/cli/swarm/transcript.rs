@@ -230,7 +230,7 @@ fn write_all(
         let m = transcript::session_marker(args.format, s, transcript::Edge::End);
         out.write_all(m.as_bytes())?;
     }
-    // Where the cards stand (src/board/); the JSON lines stay messages only.
+    // Where the cards stand (crates/swarm-records/src/board/); the JSON lines stay messages only.
     if args.format != Format::Jsonl && !args.follow {
         if let Ok(Some(b)) = board::view_of(&t.project, t) {
             out.write_all(board::text(&b).as_bytes())?;
