@@ -39,7 +39,9 @@ fn documented() -> Vec<(String, BTreeSet<String>, BTreeSet<String>)> {
         }
         let name = name.trim_matches('`').to_string();
         let imports = if imports == "every crate above" {
-            rows.iter().map(|(n, _, _): &(String, _, _)| n.clone()).collect()
+            rows.iter()
+                .map(|(n, _, _): &(String, _, _)| n.clone())
+                .collect()
         } else {
             names(imports)
         };

@@ -209,31 +209,48 @@ fn an_event_pass_lists_only_the_outbox_it_names_and_resolves_no_path() {
     wait_until(Duration::from_secs(30), "daemon started", || {
         log_count(&p.log(), "started") == 1
     });
-    // Let the start-up pass finish, then cut the log there.
-    std::thread::sleep(Duration::from_millis(300));
-    let before = fs::read_to_string(&log).unwrap().lines().count();
+    // The pass runs on the daemon's main thread, the first process strace
+    // followed; other threads (the search indexer's refresh, the order
+    // index) list folders off the delivery path, by design. The daemon's
+    // start lists every outbox and then the features' request folders, the
+    // last role's last: once the main thread opened that one, the start-up
+    // pass is over, and the log is cut there (under load it ends well after
+    // `started`).
+    let main_lines = || -> Vec<String> {
+        let text = fs::read_to_string(&log).unwrap_or_default();
+        let Some(tid) = text.split_whitespace().next().map(|t| format!("{t} ")) else {
+            return Vec::new();
+        };
+        text.lines()
+            .filter(|l| l.starts_with(&tid))
+            .map(str::to_string)
+            .collect()
+    };
+    wait_until(Duration::from_secs(30), "the start-up pass ended", || {
+        let lines = main_lines();
+        let listed = |i: usize| {
+            let outbox = format!("/r{i}/.swarmforge/handoffs/outbox\"");
+            lines
+                .iter()
+                .position(|l| l.contains(&outbox) && l.contains("O_DIRECTORY"))
+        };
+        let Some(last) = (0..8).map(listed).collect::<Option<Vec<_>>>() else {
+            return false;
+        };
+        let last = last.into_iter().max().unwrap_or(0);
+        lines[last..]
+            .iter()
+            .any(|l| l.contains("/agents/r7/requests\""))
+    });
+    let before = main_lines();
     p.post("r3", &note("r3", 1, "coder", "m"));
     wait_until(Duration::from_secs(30), "delivered", || {
         log_count(&p.log(), "delivered") == 1
     });
-    std::thread::sleep(Duration::from_millis(200));
     let _ = child.kill();
     let _ = child.wait();
-    let text = fs::read_to_string(&log).unwrap();
-    // The pass runs on the daemon's main thread, the first process strace
-    // followed; other threads (the search indexer's refresh, the order
-    // index) list folders off the delivery path, by design.
-    let main_tid = format!(
-        "{} ",
-        text.split_whitespace()
-            .next()
-            .expect("strace wrote nothing")
-    );
-    let after: Vec<&str> = text
-        .lines()
-        .skip(before)
-        .filter(|l| l.starts_with(&main_tid))
-        .collect();
+    let lines = main_lines();
+    let after: Vec<&str> = lines[before.len()..].iter().map(String::as_str).collect();
     let listed: Vec<&&str> = after
         .iter()
         .filter(|l| {
