@@ -177,3 +177,55 @@ fn tmux_waiting_agent_is_woken_by_the_answer() {
     waits_for_boss(&p);
     answer_wakes_lead(&p, "tmux");
 }
+
+/// Takes its item and then makes no progress (each run `stalled`), until
+/// mail lands in its inbox: then it finishes the item (`woken`).
+const STALLER: &str = r#"log="$PWD/runs.lead"
+if [ -e "$PWD/took" ] && ls .swarmforge/handoffs/inbox/new/*.handoff >/dev/null 2>&1; then
+  echo woken >>"$log"
+  done_with_current.sh >/dev/null
+  exit 0
+fi
+if [ ! -e "$PWD/took" ]; then
+  ready_for_next.sh >/dev/null
+  : >"$PWD/took"
+  echo took >>"$log"
+  exit 0
+fi
+echo stalled >>"$log"
+"#;
+
+/// Mail that reaches an agent backing off after runs that changed nothing
+/// (issue 47.4: an answer to a parked agent wakes it as fast as any other
+/// mail) starts it at once: the back-off waits out runs that change
+/// nothing, not new work. Four stalls in, the back-off is 8 s; the
+/// supervisor says it cut it short, which it never said before.
+#[test]
+fn headless_mail_cuts_a_stall_back_off_short() {
+    let p = lead_and_boss();
+    p.write("agents/lead.sh", STALLER);
+    let _guard = SwarmGuard::new(&p.root);
+    p.swarm(&["up", "--no-tmux", "--detach"]).ok();
+    // Run 1 took the item; runs 2 to 5 changed nothing. Once the fifth
+    // has ended (not merely logged), the fourth back-off runs.
+    wait_until(DEADLINE, "four runs that changed nothing, ended", || {
+        fs::read_to_string(p.path(".swarmforge/daemon/swarm-up.out"))
+            .is_ok_and(|o| o.contains("lead: run 5 ended"))
+    });
+    p.send(
+        "boss",
+        "type: note\nto: lead\npriority: 20\nmessage: go on\n",
+    )
+    .ok();
+    wait_until(DEADLINE, "lead woken by the mail", || {
+        runs(&p).contains(&"woken".to_string())
+    });
+    let out = p.read(".swarmforge/daemon/swarm-up.out");
+    assert!(
+        out.contains("lead: mail arrived; back-off cut short"),
+        "{out}"
+    );
+    let r = runs(&p);
+    assert_eq!(r.iter().filter(|r| *r == "stalled").count(), 4, "{r:?}");
+    p.swarm(&["down"]).ok();
+}

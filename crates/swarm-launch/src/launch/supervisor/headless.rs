@@ -193,10 +193,26 @@ impl Running<'_> {
     fn start_if_due(&mut self, i: usize, say: &mut dyn FnMut(&str)) -> Result<()> {
         let project = &self.plan.project;
         let s = &mut self.slots[i];
-        if !s.initial_done || s.child.is_some() || Instant::now() < s.not_before {
+        if !s.initial_done || s.child.is_some() {
             return Ok(());
         }
         let w = s.role.worktree();
+        if Instant::now() < s.not_before {
+            // A back-off waits out runs that changed nothing; mail that
+            // arrived since (the answer to a clarify, say) is new work,
+            // started as fast as any other mail.
+            match s.backed_off {
+                Some(fp) if fingerprint(&w) != fp => {
+                    say(&format!(
+                        "{}: mail arrived; back-off cut short",
+                        s.role.name
+                    ));
+                    s.not_before = Instant::now();
+                    s.backed_off = None;
+                }
+                _ => return Ok(()),
+            }
+        }
         // Dead at start, or waiting for a person: only a change of
         // its inbox (mail, the answer) starts it again, and then at once.
         if let Some(fp) = s.dead.or(s.waiting) {

@@ -31,7 +31,10 @@ pub(super) struct Slot {
     pub(super) runs: u32,
     pub(super) initial_done: bool,
     pub(super) stalls: u32,
+    /// Not started again before this unless its inbox changes (a back-off
+    /// after a stall); the inbox fingerprint when the back-off began.
     pub(super) not_before: Instant,
+    pub(super) backed_off: Option<[usize; 4]>,
     /// Parked after stalls; the inbox fingerprint at that moment.
     pub(super) parked: Option<[usize; 4]>,
     pub(super) before: [usize; 4],
@@ -125,6 +128,7 @@ impl Slot {
         let project = &plan.project;
         self.stalls += 1;
         self.not_before = Instant::now() + backoff(self.stalls);
+        self.backed_off = Some(after);
         if self.stalls >= MAX_STALLS {
             self.parked = Some(after);
             // `swarm status` shows the role `parked`.
@@ -178,6 +182,7 @@ impl Running<'_> {
             initial_done: false,
             stalls: 0,
             not_before: Instant::now(),
+            backed_off: None,
             parked: None,
             before: [0; 4],
             held: None,
