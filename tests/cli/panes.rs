@@ -95,9 +95,14 @@ fn swarm(d: &Project, script: &str, wake: &str) -> SwarmGuard {
 
 /// [`swarm`] with `daemon` as the `daemon:` section.
 fn swarm_with(d: &Project, script: &str, wake: &str, daemon: &str) -> SwarmGuard {
+    swarm_quiet(d, script, wake, daemon, "300ms")
+}
+
+/// [`swarm_with`] with `quiet` as `wake.quiet`.
+fn swarm_quiet(d: &Project, script: &str, wake: &str, daemon: &str, quiet: &str) -> SwarmGuard {
     d.write("agents/coder.sh", script);
     let yaml = format!(
-        "launch:\n  stagger: 0ms\nwake:\n  quiet: 300ms\n{daemon}{NOTIFY}roles:\n  - name: lead\n    agent: human\n  - name: coder\n    agent: bash {}\n    worktree: coder\n    wake: {wake}\n",
+        "launch:\n  stagger: 0ms\nwake:\n  quiet: {quiet}\n{daemon}{NOTIFY}roles:\n  - name: lead\n    agent: human\n  - name: coder\n    agent: bash {}\n    worktree: coder\n    wake: {wake}\n",
         d.path("agents/coder.sh").display()
     );
     d.write("swarm.yaml", &yaml);
@@ -393,6 +398,35 @@ fn one_wake_up_runs_an_exited_scripted_agent_once() {
     assert_eq!(runs(), "run NO_TASK\nrun msg-one\nrun msg-two\n");
     let log = d.log();
     assert!(!log.contains("notify_failed"), "{log}");
+}
+
+/// An agent that exited waits at its pane script's `read`, which nothing
+/// else writes to: `wake: idle` types at once instead of first watching the
+/// pane stay still for `wake.quiet` (issue 47.4: the tmux wake path went
+/// from 1.2 s to tens of milliseconds; scripts/bench_wake.py). With a quiet
+/// of two minutes, only that can wake it within the wait.
+#[test]
+fn an_exited_agent_is_woken_without_the_quiet_look() {
+    if !require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let d = Project::empty();
+    let _guard = swarm_quiet(&d, ONE_ITEM, "idle", "", "120s");
+    let runs = || fs::read_to_string(d.path(".worktrees/coder/runs.coder")).unwrap_or_default();
+    wait_until(WAIT, "the first run", || runs().contains("run NO_TASK"));
+    wait_until(WAIT, "the pane script waits at read", || {
+        coder(&d)["agent_state"] == "idle"
+    });
+    send(&d, "coder", "msg-one");
+    wait_until(WAIT, "woken, and the item done", || {
+        runs().contains("run msg-one") && count(&d, "coder", "woken") == 1
+    });
+    assert_eq!(
+        count(&d, "coder", "deferred_busy"),
+        0,
+        "{:?}",
+        kinds(&d, "coder")
+    );
 }
 
 #[test]

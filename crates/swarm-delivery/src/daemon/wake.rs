@@ -153,9 +153,14 @@ fn run_tmux(socket: &Path, session: &str, exited: bool) -> Result<(), WakeError>
         args.extend_from_slice(keys);
         tmux::call(socket, &args).map(|r| r.ok)
     };
-    // SwarmForge's cadence: text, 150 ms, C-m, 50 ms, C-j; all three always run.
+    // SwarmForge's cadence: text, 150 ms, C-m, 50 ms, C-j; all three always
+    // run. The pause lets a TUI take the text as typed rather than pasted;
+    // the pane script's `read` takes a line as it comes, so an exited agent
+    // gets the text and the Enter at once.
     let text = send(&["-l", WAKE_TEXT])?;
-    std::thread::sleep(Duration::from_millis(150));
+    if !exited {
+        std::thread::sleep(Duration::from_millis(150));
+    }
     let cr = send(&["C-m"])?;
     let lf = if exited {
         true
@@ -420,11 +425,16 @@ impl Waker {
             let _ = fsx::remove_file(&deferred_file(&self.project, &req.role));
             return Ok(false);
         }
-        let exited = matches!(
-            AgentRun::of(&self.project, &req.role),
+        run_tmux(socket, &req.session, self.exited(&req.role)).map(|()| true)
+    }
+
+    /// The role's agent has exited: its pane script waits at `read` for
+    /// the next line (its state file says so).
+    fn exited(&self, role: &str) -> bool {
+        matches!(
+            AgentRun::of(&self.project, role),
             Some(AgentRun::Exited { .. })
-        );
-        run_tmux(socket, &req.session, exited).map(|()| true)
+        )
     }
 
     fn perform(&self, req: &Request) {
@@ -454,7 +464,12 @@ impl Waker {
         let result = match &req.method {
             Method::Tmux { socket } => {
                 let ready = self.pane_ready(req, socket).and_then(|()| {
-                    if mode == WakeMode::Idle {
+                    // An agent that exited leaves its pane at the pane
+                    // script's `read`, which nothing else writes to: the
+                    // quiet look would only cost `wake.quiet` (1 s) on
+                    // every wake-up. The screen is still looked at before
+                    // anything is typed (`type_wake`).
+                    if mode == WakeMode::Idle && !self.exited(&req.role) {
                         self.wait_quiet(req, socket, quiet, limit)
                     } else {
                         Ok(true)
