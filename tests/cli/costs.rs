@@ -299,3 +299,29 @@ fn search_reads_roles_no_more_for_its_trail() {
     let n = opened(&log, "/roles.tsv");
     assert_eq!(n, 3, "roles.tsv opened {n} times:\n{log}");
 }
+
+/// `ready-next` reads roles.tsv and swarm.yaml once each (issue 47.2:
+/// parse nothing twice at start-up): the role's row, the card routes and
+/// the task documents' role share one read (the old code opened roles.tsv
+/// three times), with an item to hand out and without.
+#[test]
+fn ready_next_reads_the_swarm_once() {
+    if !require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    let p = Project::builder().role("coder").role("qa").build();
+    for expect in ["NO_TASK", "Take this"] {
+        let (r, log) = strace(&p, p.cmd("ready-next").role("qa"), "trace=openat");
+        r.ok().stdout_has(expect);
+        for file in ["/swarm.yaml", "/roles.tsv"] {
+            let n = opened(&log, file);
+            assert_eq!(n, 1, "{file} opened {n} times ({expect}):\n{log}");
+        }
+        p.send_as(
+            "coder",
+            "type: note\nto: qa\npriority: 10\nmessage: Take this\n",
+        )
+        .ok();
+        p.deliver_once().ok();
+    }
+}

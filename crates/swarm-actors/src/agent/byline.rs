@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
 use crate::protocol::layout::Project;
+use crate::protocol::roles::Roles;
 use crate::sys::git_hooks::{self, Owner};
 
 /// The marker line of the hook, upstream's own words, so SwarmForge's
@@ -62,6 +63,11 @@ pub fn appended(message: &[u8], role: &str) -> Option<Vec<u8>> {
 /// None in a worktree that is no role's or several roles'.
 pub fn role_of(project: &Project, worktree: &Path) -> Result<Option<String>> {
     crate::reservations::guard::me(project, worktree)
+}
+
+/// [`role_of`] with roles.tsv already read.
+pub fn role_in(project: &Project, roles: &Roles, worktree: &Path) -> Result<Option<String>> {
+    crate::reservations::guard::me_in(project, roles, worktree)
 }
 
 /// What the hook does with git's message file `msg`: adds the byline of

@@ -27,6 +27,8 @@ pub struct Resolved {
     pub project: Option<Project>,
     /// The project's card routes, read once per call ([`Resolved::routes`]).
     routes: std::sync::OnceLock<Option<Routes>>,
+    /// roles.tsv, read once per call ([`Resolved::roles`]).
+    roles: std::sync::OnceLock<Option<Roles>>,
 }
 
 impl Resolved {
@@ -38,10 +40,21 @@ impl Resolved {
         self.routes
             .get_or_init(|| {
                 let p = self.project.as_ref()?;
-                let roles = Roles::load(&p.roles_tsv()).ok()?;
-                Routes::from_parts(p, &roles, &self.config)
+                Routes::from_parts(p, self.roles()?, &self.config)
                     .ok()
                     .filter(|r| !r.is_empty())
+            })
+            .as_ref()
+    }
+
+    /// The project's roles.tsv, read at most once per call (the role's
+    /// row, the card routes, the forum's context and the task documents
+    /// all ask); None without a project or a readable roles.tsv.
+    pub fn roles(&self) -> Option<&Roles> {
+        self.roles
+            .get_or_init(|| {
+                let p = self.project.as_ref()?;
+                Roles::load(&p.roles_tsv()).ok()
             })
             .as_ref()
     }
@@ -68,8 +81,11 @@ impl Resolved {
             Some(p) => inbox.with_order(p.order_socket()).with_task_docs(
                 crate::agent::task_doc::TaskDocs {
                     project_root: p.root.clone(),
-                    role: crate::agent::byline::role_of(p, &self.wt.root)
-                        .ok()
+                    role: self
+                        .roles()
+                        .and_then(|roles| {
+                            crate::agent::byline::role_in(p, roles, &self.wt.root).ok()
+                        })
                         .flatten(),
                 },
             ),
@@ -100,6 +116,7 @@ pub fn resolve(task: bool, batch: bool) -> Result<Resolved> {
             config,
             project,
             routes: Default::default(),
+            roles: Default::default(),
         });
     }
     resolve_as(&cwd, &root::acting_role()?)
@@ -131,6 +148,7 @@ pub fn resolve_as(cwd: &Path, role: &str) -> Result<Resolved> {
         config,
         project: Some(at.project),
         routes: Default::default(),
+        roles: std::sync::OnceLock::from(Some(roles)),
     })
 }
 
@@ -155,7 +173,8 @@ pub fn forum_view(place: &Resolved, r: &Ready, me: Option<&str>) -> ForumView {
     if items.is_empty() {
         return view;
     }
-    let roles = Roles::load(&project.roles_tsv()).unwrap_or_default();
+    let none = Roles::default();
+    let roles = place.roles().unwrap_or(&none);
     let max = place.config.limits.max_file_bytes;
     for item in items {
         let f = ItemForum {
@@ -163,10 +182,10 @@ pub fn forum_view(place: &Resolved, r: &Ready, me: Option<&str>) -> ForumView {
             context: item
                 .msg
                 .discussion()
-                .and_then(|d| context(project, &roles, d, max)),
+                .and_then(|d| context(project, roles, d, max)),
             contributions: (item.msg.kind()
                 == Some(crate::protocol::grammar::MessageType::DigestRequest))
-            .then(|| contributions(&roles, &item.msg.body, max)),
+            .then(|| contributions(roles, &item.msg.body, max)),
         };
         if f != ItemForum::default() {
             view.items.insert(item.path.clone(), f);

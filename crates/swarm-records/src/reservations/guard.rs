@@ -19,7 +19,11 @@ pub const MARK: &str = "# swarm-handoff reservations guard";
 /// it), else the one role roles.tsv gives this worktree; `None` when
 /// neither tells (a person at a checkout several roles share).
 pub fn me(project: &Project, worktree: &Path) -> Result<Option<String>> {
-    let roles = Roles::load(&project.roles_tsv())?;
+    me_in(project, &Roles::load(&project.roles_tsv())?, worktree)
+}
+
+/// [`me`] with roles.tsv already read.
+pub fn me_in(project: &Project, roles: &Roles, worktree: &Path) -> Result<Option<String>> {
     if let Ok(r) = std::env::var("SWARMFORGE_ROLE") {
         if !r.is_empty() {
             if roles.find(&r).is_none() {
