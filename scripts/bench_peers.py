@@ -66,6 +66,8 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
 
+from bench_project import coder_and_reviewer
+
 SYNC_CALLS = "fsync,fdatasync,sync_file_range,syncfs,msync,sync"
 
 
@@ -148,17 +150,7 @@ class Ours(System):
     durability = "files: temp + fsync + rename + fsync(dir) per step (docs/protocol.md §8.1)"
 
     async def start(self):
-        d = self.root
-        git = ["git", "-c", "user.name=b", "-c", "user.email=b@e"]
-        subprocess.run(["git", "init", "-q", "-b", "master"], cwd=d, check=True)
-        (d / "README").write_text("x\n")
-        subprocess.run(git + ["add", "."], cwd=d, check=True)
-        subprocess.run(git + ["commit", "-qm", "i"], cwd=d, check=True)
-        (d / ".swarmforge").mkdir()
-        rows = "".join(f"{r}\tmaster\t{d}\tswarmforge-{r}\t{r.title()}\tclaude\ttask\n"
-                       for r in ("coder", "reviewer"))
-        (d / ".swarmforge/roles.tsv").write_text(rows)
-        (d / "swarm.yaml").write_text("wake: {method: none}\n")
+        d = coder_and_reviewer(self.root)
         b = self.args.bin
         self.spawn([str(b / "handoffd"), str(d)], "handoffd", cwd=d)
         wait_for(lambda: any(" started" in p.read_text(errors="replace")
