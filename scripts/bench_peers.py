@@ -135,14 +135,18 @@ class System:
         return s
 
     async def close(self):
-        with contextlib.suppress(Exception):
-            await self.stack.aclose()
-        for p in self.procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in self.procs:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                p.wait(timeout=10)
+        # The servers go even when closing the clients fails (a run that
+        # stopped half-way must leave nothing running).
+        try:
+            with contextlib.suppress(Exception):
+                await self.stack.aclose()
+        finally:
+            for p in self.procs:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGTERM)
+            for p in self.procs:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.wait(timeout=10)
 
 
 class Ours(System):
@@ -417,8 +421,10 @@ for line in sys.stdin:
             await asyncio.sleep(0.002)
 
     async def close(self):
-        await super().close()
-        subprocess.run(["tmux", "kill-server"], env=self.env, stderr=subprocess.DEVNULL)
+        try:
+            await super().close()
+        finally:
+            subprocess.run(["tmux", "kill-server"], env=self.env, stderr=subprocess.DEVNULL)
 
     async def seed(self, n):
         db = next((self.root / "home").rglob("cli-agent-orchestrator.db"))
@@ -441,6 +447,16 @@ async def hop(s):
     return t1 - t0, time.perf_counter() - t0
 
 
+async def close_all(systems):
+    # In reverse order: anyio's cancel scopes must close in the reverse of
+    # the order they opened.
+    for s in reversed(systems):
+        try:
+            await s.close()
+        except BaseException as e:  # noqa: BLE001 - the next ones must still close
+            print(f"  closing {s.name}: {e!r}", file=sys.stderr)
+
+
 async def start_all(args, base, label, trace_dir=None):
     systems = []
     for cls in SYSTEMS:
@@ -449,10 +465,14 @@ async def start_all(args, base, label, trace_dir=None):
         root = base / f"{label}-{cls.name}"
         root.mkdir()
         s = cls(args, root, trace_dir)
-        t = time.perf_counter()
-        await s.start()
-        print(f"  {label}: {cls.name} up in {time.perf_counter() - t:.1f} s", flush=True)
         systems.append(s)
+        t = time.perf_counter()
+        try:
+            await s.start()
+        except BaseException:
+            await close_all(systems)
+            raise
+        print(f"  {label}: {cls.name} up in {time.perf_counter() - t:.1f} s", flush=True)
     return systems
 
 
@@ -532,8 +552,7 @@ async def traced_pass(args, base):
                 ws.append((a, m, time.time()))
             windows[s.name] = ws
     finally:
-        for s in reversed(systems):  # anyio's scopes close in reverse order
-            await s.close()
+        await close_all(systems)
     time.sleep(1)  # strace flushes its files as the traced processes exit
     return fsync_counts(args, systems, trace_dir, windows)
 
@@ -551,8 +570,7 @@ async def scenario(args, base, label, stored):
             await asyncio.gather(*(seed(s) for s in systems))
         return await timed(args, systems, label)
     finally:
-        for s in reversed(systems):  # anyio's scopes close in reverse order
-            await s.close()
+        await close_all(systems)
 
 
 def versions(args):
