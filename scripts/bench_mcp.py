@@ -31,6 +31,8 @@ from pathlib import Path
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from bench_project import coder_and_reviewer
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -54,20 +56,7 @@ def env(role):
 
 
 def project():
-    d = Path(tempfile.mkdtemp(prefix="bench-mcp-")).resolve()
-    git = ["git", "-c", "user.name=b", "-c", "user.email=b@e"]
-    subprocess.run(["git", "init", "-q", "-b", "master"], cwd=d, check=True)
-    (d / "README").write_text("x\n")
-    subprocess.run(git + ["add", "."], cwd=d, check=True)
-    subprocess.run(git + ["commit", "-qm", "i"], cwd=d, check=True)
-    (d / ".swarmforge").mkdir()
-    rows = "".join(
-        f"{r}\tmaster\t{d}\tswarmforge-{r}\t{r.title()}\tclaude\ttask\n"
-        for r in ("coder", "reviewer")
-    )
-    (d / ".swarmforge/roles.tsv").write_text(rows)
-    (d / "swarm.yaml").write_text("wake: {method: none}\n")
-    return d
+    return coder_and_reviewer(Path(tempfile.mkdtemp(prefix="bench-mcp-")).resolve())
 
 
 def run(d, role, *args):

@@ -43,6 +43,7 @@ mod lazyfs;
 mod lineups;
 mod longpoll;
 mod mcp;
+mod mcp_docs;
 mod model;
 mod nats_sync;
 mod newcomer;
