@@ -54,7 +54,7 @@ pub struct Turn {
 }
 
 /// The role's preset, or why it has none.
-fn preset_role<'a>(plan: &'a Plan, role: &str) -> Result<(&'a PlannedRole, Cli)> {
+pub(crate) fn preset_role<'a>(plan: &'a Plan, role: &str) -> Result<(&'a PlannedRole, Cli)> {
     let r = plan.roles.iter().find(|r| r.name == role).ok_or_else(|| {
         Error::not_found(format!(
             "role '{role}' is not in {}",
@@ -70,21 +70,54 @@ fn preset_role<'a>(plan: &'a Plan, role: &str) -> Result<(&'a PlannedRole, Cli)>
     }
 }
 
+/// The role's primer file and its text (bounded).
+pub(crate) fn primer(project: &Project, role: &str) -> Result<(std::path::PathBuf, String)> {
+    let pf = prompt_file(project, role);
+    let primer = fsx::read_bounded(&pf, MAX_PRIMER)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .map_err(|_| {
+            Error::bad_file_hint(&pf, "the role's primer is missing", "`swarm up` writes it")
+        })?;
+    Ok((pf, primer))
+}
+
+/// What the preset `cli` of `r` needs to build its command line (both a
+/// headless turn and an ACP agent, launch/acp/).
+pub(crate) fn launch_of<'a>(
+    plan: &'a Plan,
+    r: &'a PlannedRole,
+    cli: Cli,
+    pf: &'a Path,
+) -> Launch<'a> {
+    let (model, args, permission) = match &r.agent {
+        AgentSpec::Preset {
+            model,
+            args,
+            permission,
+            ..
+        } => (model.as_deref(), &args[..], *permission),
+        _ => (None, &[][..], Default::default()),
+    };
+    Launch {
+        role: &r.name,
+        root: &plan.project.root,
+        worktree: &r.worktree_path,
+        prompt_file: pf,
+        model,
+        args,
+        permission,
+        instructions_in_file: instructions_in_file(cli, r),
+        mcp: plan.config.role(&r.name).is_some_and(|c| c.mcp),
+        confined: crate::launch::confine::enabled(plan),
+    }
+}
+
 /// Runs one turn for `role` if work waits for it (new items or one in
 /// process); says what it does through `say`.
 pub fn turn(root: &Path, role: &str, say: &mut dyn FnMut(&str)) -> Result<Turn> {
     let plan = Plan::load(root)?;
     let project = &plan.project;
     let (r, cli) = preset_role(&plan, role)?;
-    let AgentSpec::Preset {
-        model,
-        args,
-        permission,
-        ..
-    } = &r.agent
-    else {
-        unreachable!("preset_role returns presets only")
-    };
     let wt = r.worktree();
     if !crate::launch::supervisor::pending(&wt) {
         say(&format!("{role}: no work waits; no turn"));
@@ -99,24 +132,8 @@ pub fn turn(root: &Path, role: &str, say: &mut dyn FnMut(&str)) -> Result<Turn> 
         ));
         return Ok(Turn::default());
     }
-    let pf = prompt_file(project, role);
-    let primer = fsx::read_bounded(&pf, MAX_PRIMER)
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .map_err(|_| {
-            Error::bad_file_hint(&pf, "the role's primer is missing", "`swarm up` writes it")
-        })?;
-    let launch = Launch {
-        role,
-        root: &project.root,
-        worktree: &r.worktree_path,
-        prompt_file: &pf,
-        model: model.as_deref(),
-        args,
-        permission: *permission,
-        instructions_in_file: instructions_in_file(cli, r),
-        mcp: plan.config.role(role).is_some_and(|c| c.mcp),
-        confined: crate::launch::confine::enabled(&plan),
-    };
+    let (pf, primer) = primer(project, role)?;
+    let launch = launch_of(&plan, r, cli, &pf);
     let mut out = Turn::default();
     loop {
         let resume = agent_session::read(project, role, cli);
