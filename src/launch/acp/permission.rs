@@ -23,6 +23,8 @@
 //! - the clarify as the person received it must say what the client
 //!   asked (its question and options): one the agent rewrote in its
 //!   outbox before delivery is refused, and the agent is told "rejected";
+//! - an answer or close the role itself sends to its request (which would
+//!   close the question before the person could answer) rejects it;
 //! - every text taken from the agent is cut and cleaned to what a clarify
 //!   allows (one line, no control characters, at most [`MAX_OPTIONS`]).
 
@@ -53,6 +55,8 @@ pub struct Asked {
     pub request: Value,
     /// The clarify's id.
     pub clarify: String,
+    /// The role that asked, and the person asked.
+    pub role: String,
     pub person: String,
     /// What the clarify says: its question and its options as shown.
     pub question: String,
@@ -187,6 +191,7 @@ pub fn ask(plan: &Plan, role: &str, request: Value, params: &Value) -> Result<As
     Ok(Asked {
         request,
         clarify: q.id,
+        role: role.to_string(),
         person,
         question,
         shown,
@@ -203,6 +208,19 @@ fn messages(dir: &std::path::Path, max_bytes: u64) -> impl Iterator<Item = Messa
 /// The person's decision on `a`, once they answered (None: not yet).
 pub fn answered(plan: &Plan, a: &Asked, max_bytes: u64) -> Option<Decision> {
     let person = plan.roles.iter().find(|r| r.name == a.person)?.worktree();
+    let own = plan.roles.iter().find(|r| r.name == a.role)?.worktree();
+    let closed_by_itself = [own.outbox(), own.sent()].iter().any(|d| {
+        messages(d, max_bytes).any(|m| {
+            m.in_reply_to() == Some(a.clarify.as_str())
+                && matches!(m.type_name(), Some("answer" | "close"))
+        })
+    });
+    if closed_by_itself {
+        return Some(Decision::Tampered(format!(
+            "{} answered or withdrew its own request {} (only {} decides it)",
+            a.role, a.clarify, a.person
+        )));
+    }
     let answer = messages(&person.sent(), max_bytes).find(|m| {
         m.type_name() == Some("answer")
             && m.in_reply_to() == Some(a.clarify.as_str())
@@ -311,6 +329,7 @@ mod tests {
         let a = Asked {
             request: json!(1),
             clarify: "c".into(),
+            role: "r".into(),
             person: "p".into(),
             question: "q".into(),
             shown: vec!["Allow (allow_once)".into(), "Reject (reject_once)".into()],
