@@ -303,3 +303,156 @@ fn gemini_cli_over_acp_waits_for_a_persons_decision_on_each_permission() {
     );
     assert_eq!(said.matches("decided").count(), 2, "{said}");
 }
+
+/// A hostile ACP agent, as `gemini`: it answers `initialize` and
+/// `session/new`, then, in its first prompt turn, writes lines that are
+/// not JSON-RPC (one of 5 MB), asks the client for files inside and
+/// outside its worktree and for a terminal, asks permission for another
+/// session, sends an update of an unknown kind and a tool call whose
+/// title carries escapes and 10,000 characters, and floods the person
+/// with nine permission requests. It logs what the client answers into
+/// `acp.in` in its worktree, takes and finishes its item, and ends the
+/// turn reporting usage.
+const HOSTILE_AGENT: &str = r#"#!/bin/sh
+log="$PWD/acp.in"
+say() { printf '%s\n' "$1"; }
+read -r l; say '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{}}}'
+read -r l; say '{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s-1"}}'
+read -r l; printf '%s\n' "$l" >>"$log"
+say 'not json'
+head -c 5000000 /dev/zero | tr '\0' x; echo
+say '{"jsonrpc":"2.0","id":-1,"result":1}'
+say '{"jsonrpc":"2.0","id":"f1","method":"fs/read_text_file","params":{"sessionId":"s-1","path":"/etc/passwd"}}'
+say '{"jsonrpc":"2.0","id":"f2","method":"fs/write_text_file","params":{"sessionId":"s-1","path":"'"$SWARMFORGE_PROJECT"'/.swarmforge/planted","content":"x"}}'
+say '{"jsonrpc":"2.0","id":"t1","method":"terminal/create","params":{"sessionId":"s-1","command":"sh"}}'
+say '{"jsonrpc":"2.0","id":"p0","method":"session/request_permission","params":{"sessionId":"other","options":[{"optionId":"a","name":"Allow","kind":"allow_once"}],"toolCall":{"toolCallId":"x","title":"rm -rf /"}}}'
+say '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-1","update":{"sessionUpdate":"brand_new_update"}}}'
+long=$(head -c 10000 /dev/zero | tr '\0' y)
+say '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-1","update":{"sessionUpdate":"tool_call","toolCallId":"c1","title":"\u001b[31mred '"$long"'","kind":"execute","status":"pending"}}}'
+for i in 1 2 3 4 5 6 7 8 9; do
+  say '{"jsonrpc":"2.0","id":"q'$i'","method":"session/request_permission","params":{"sessionId":"s-1","options":[{"optionId":"a","name":"Allow","kind":"allow_once"},{"optionId":"r","name":"Reject","kind":"reject_once"}],"toolCall":{"toolCallId":"q'$i'","title":"step '$i'","kind":"edit"}}}'
+done
+for i in 1 2 3 4 5; do read -r l; printf '%s\n' "$l" >>"$log"; done
+ready_for_next.sh >/dev/null 2>&1; done_with_current.sh >/dev/null 2>&1
+say '{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn","usage":{"inputTokens":7,"outputTokens":3,"cachedReadTokens":2,"cachedWriteTokens":0}}}'
+exec cat >>"$log"
+"#;
+
+/// The client stays inside the role against a hostile agent: every bad
+/// line is bounded and counted; file and terminal requests are refused
+/// (nothing is read or written for the agent); a permission request for
+/// another session is cancelled and asks nobody; past eight waiting
+/// requests the next is rejected at once; escapes and length in what the
+/// agent says are cut; the turn still ends, its usage recorded; a person's
+/// later decision on one of the waiting requests still reaches the agent.
+#[test]
+fn a_hostile_acp_agent_is_bounded_and_gets_no_files_terminals_or_decisions() {
+    let d = crate::support::Project::empty();
+    let _guard = crate::support::SwarmGuard::new(&d.root);
+    d.write(
+        "swarm.yaml",
+        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: gemini\n    runtime: acp\n    worktree: coder\n  - name: owner\n    agent: human\n",
+    );
+    d.swarm(&["init"]).ok();
+    let bin = tempfile::tempdir().unwrap();
+    let fake = bin.path().join("gemini");
+    std::fs::write(&fake, HOSTILE_AGENT).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    d.cmd("swarm")
+        .args(["up", "--no-tmux", "--detach"])
+        .env("PATH", &path)
+        .run()
+        .ok();
+    d.send("owner", &draft("coder", "a task for a hostile agent"))
+        .ok();
+    let wt = d.role_dir("coder");
+    let log = wt.join("acp.in");
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let activity = || -> Vec<Value> {
+        d.swarm(&["activity", "--role", "coder", "--json"])
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("every activity line is a record"))
+            .collect()
+    };
+    crate::support::wait_until(
+        std::time::Duration::from_secs(60),
+        "the hostile turn ends",
+        || activity().iter().any(|r| r["kind"] == "turn_end"),
+    );
+    let got = read();
+    let answer = |id: &str| -> Value {
+        got.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v["id"] == id)
+            .unwrap_or_else(|| panic!("no answer to {id}:\n{got}"))
+    };
+    for id in ["f1", "f2", "t1"] {
+        assert_eq!(answer(id)["error"]["code"], -32601, "{got}");
+    }
+    assert!(!d.root.join(".swarmforge/planted").exists());
+    assert_eq!(answer("p0")["result"]["outcome"]["outcome"], "cancelled");
+    assert_eq!(answer("q9")["result"]["outcome"]["optionId"], "r");
+    let st = d.swarm(&["status", "--json"]).json();
+    let asked: Vec<String> = st["attention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "clarify" && a["from"] == "coder")
+        .map(|a| a["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(asked.len(), 8, "{st:#}");
+
+    let recs = activity();
+    let notes = notes(&recs);
+    for said in [
+        "the agent asked the client for fs/read_text_file: refused",
+        "permission request refused: a permission request for another session",
+        "permission request refused: 8 permission requests already wait for a person",
+        "skipped 3 unreadable line(s) from the agent",
+        "skipped 1 session update(s) of unknown kind",
+    ] {
+        assert!(notes.contains(said), "{said}\n{notes}");
+    }
+    let call = recs.iter().find(|r| r["kind"] == "tool_call").unwrap();
+    let text = call["text"].as_str().unwrap();
+    // 2,000 characters and the ellipsis, the escape written as `\e`.
+    assert!(
+        text.chars().count() <= 2002 && !text.contains('\u{1b}'),
+        "{}",
+        text.chars().count()
+    );
+    let usage: Value = serde_json::from_str(
+        d.read(".swarmforge/telemetry/usage.jsonl")
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            &usage["input_tokens"],
+            &usage["output_tokens"],
+            &usage["cache_read_tokens"]
+        ),
+        (&Value::from(7), &Value::from(3), &Value::from(2))
+    );
+    assert_eq!(
+        crate::support::handoff_names(&crate::support::hq(&wt, "inbox/completed")).len(),
+        1
+    );
+
+    // A person decides one of the waiting requests after the turn.
+    d.swarm(&["answer", &asked[0], "--choice", "1"]).ok();
+    crate::support::wait_until(
+        std::time::Duration::from_secs(30),
+        "the decision reaches the agent",
+        || read().lines().any(|l| l.contains(r#""optionId":"a""#)),
+    );
+}

@@ -90,6 +90,8 @@ struct Client<'a> {
     /// for a person's answer): the fingerprint it waits to differ from.
     hold: Option<[usize; 4]>,
     said_fs: bool,
+    /// Unreadable lines already said in a note.
+    said_unreadable: usize,
 }
 
 /// Runs the ACP client of `role` until `stop` is set or its agent exits.
@@ -148,6 +150,7 @@ pub fn run(root: &Path, role: &str, stop: &AtomicBool, say: &mut dyn FnMut(&str)
         not_before: Instant::now(),
         hold: None,
         said_fs: false,
+        said_unreadable: 0,
     };
     let out = c.start(cli, say).and_then(|()| c.serve(stop, say));
     stop_agent(&mut child);
@@ -353,6 +356,14 @@ impl Client<'_> {
         result: std::result::Result<Value, String>,
         say: &mut dyn FnMut(&str),
     ) {
+        let unreadable = self.conn.unreadable - self.said_unreadable;
+        if unreadable > 0 {
+            self.said_unreadable = self.conn.unreadable;
+            self.rec.note(&format!(
+                "skipped {unreadable} unreadable line(s) from the agent (not JSON-RPC, or longer than {} bytes)",
+                rpc::MAX_LINE
+            ));
+        }
         self.rec.turn_end(result.as_ref().map_err(String::as_str));
         let wt = self.r.worktree();
         let after = fingerprint(&wt);
