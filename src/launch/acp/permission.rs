@@ -36,9 +36,11 @@ use crate::agent::send::{self, Sender};
 use crate::error::{Error, Result};
 use crate::launch::plan::Plan;
 use crate::protocol::draft;
-use crate::protocol::header::Message;
+use crate::protocol::fields;
+use crate::protocol::header::{names, Message};
 use crate::protocol::layout::Worktree;
 use crate::protocol::store;
+use crate::protocol::types;
 
 /// Most options put to the person (a clarify's limit).
 pub const MAX_OPTIONS: usize = 20;
@@ -212,7 +214,9 @@ pub fn answered(plan: &Plan, a: &Asked, max_bytes: u64) -> Option<Decision> {
     let closed_by_itself = [own.outbox(), own.sent()].iter().any(|d| {
         messages(d, max_bytes).any(|m| {
             m.in_reply_to() == Some(a.clarify.as_str())
-                && matches!(m.type_name(), Some("answer" | "close"))
+                && [types::ANSWER.name, types::CLOSE.name]
+                    .iter()
+                    .any(|t| m.type_name() == Some(t))
         })
     });
     if closed_by_itself {
@@ -222,7 +226,7 @@ pub fn answered(plan: &Plan, a: &Asked, max_bytes: u64) -> Option<Decision> {
         )));
     }
     let answer = messages(&person.sent(), max_bytes).find(|m| {
-        m.type_name() == Some("answer")
+        m.type_name() == Some(types::ANSWER.name)
             && m.in_reply_to() == Some(a.clarify.as_str())
             && m.sender() == Some(a.person.as_str())
     })?;
@@ -230,9 +234,9 @@ pub fn answered(plan: &Plan, a: &Asked, max_bytes: u64) -> Option<Decision> {
         return Some(Decision::Tampered(why));
     }
     let choice = answer
-        .get("choices")
-        .and_then(|c| c.split(',').next())
-        .and_then(|n| n.trim().parse::<usize>().ok())
+        .get(names::CHOICES)
+        .and_then(fields::parse_choices)
+        .and_then(|c| c.first().copied())
         .filter(|n| (1..=a.option_ids.len()).contains(n));
     Some(match choice {
         Some(n) => Decision::Chosen {
@@ -259,7 +263,7 @@ fn tampered(person: &Worktree, a: &Asked, max_bytes: u64) -> Option<String> {
         ));
     };
     let options: Vec<&str> = m.body.lines().filter(|l| !l.trim().is_empty()).collect();
-    (m.get("question") != Some(a.question.as_str()) || options != a.shown).then(|| {
+    (m.get(names::QUESTION) != Some(a.question.as_str()) || options != a.shown).then(|| {
         format!(
             "the request {} as delivered to {} is not what was asked (changed in the role's outbox before delivery)",
             a.clarify, a.person

@@ -57,26 +57,20 @@ pub fn parse(line: &[u8]) -> Incoming {
         return Incoming::Unreadable;
     };
     let method = v["method"].as_str().map(str::to_string);
-    let id = v.get("id").filter(|i| !i.is_null()).cloned();
+    let id = Some(&v["id"]).filter(|i| !i.is_null()).cloned();
+    let params = v["params"].clone();
     match (method, id) {
-        (Some(method), Some(id)) => Incoming::Request {
-            id,
-            method,
-            params: v.get("params").cloned().unwrap_or(Value::Null),
-        },
-        (Some(method), None) => Incoming::Notification {
-            method,
-            params: v.get("params").cloned().unwrap_or(Value::Null),
-        },
+        (Some(method), Some(id)) => Incoming::Request { id, method, params },
+        (Some(method), None) => Incoming::Notification { method, params },
         (None, Some(id)) => match id.as_u64() {
             Some(id) => Incoming::Response {
                 id,
-                result: match v.get("error") {
-                    Some(e) if !e.is_null() => Err(e["message"]
+                result: match &v["error"] {
+                    Value::Null => Ok(v["result"].clone()),
+                    e => Err(e["message"]
                         .as_str()
                         .map(str::to_string)
                         .unwrap_or_else(|| e.to_string())),
-                    _ => Ok(v.get("result").cloned().unwrap_or(Value::Null)),
                 },
             },
             // Not an id we gave out.
