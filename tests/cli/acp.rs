@@ -76,9 +76,11 @@ fn recorded(s: &RealSwarm) -> Vec<Value> {
 /// prompt's request carries the first item's conversation; the activity
 /// shows both turns and their tool calls from the protocol; the usage
 /// journal holds what the server reported, to the token.
-#[test]
-fn gemini_cli_over_acp_takes_and_finishes_items_in_one_session() {
-    let Some(s) = swarm("") else {
+fn items_in_one_session(tmux: bool) {
+    if tmux && !crate::support::require_tool("tmux", "apt-get install -y tmux") {
+        return;
+    }
+    let Some(mut s) = swarm("") else {
         return;
     };
     s.gemini(
@@ -92,7 +94,11 @@ fn gemini_cli_over_acp_takes_and_finishes_items_in_one_session() {
             Step::text("Finished the second task."),
         ],
     );
-    up(&s);
+    if tmux {
+        s.start(&[]);
+    } else {
+        up(&s);
+    }
     s.d.send("owner", &draft("coder", "first task: add a --version flag"))
         .ok();
     s.wait("the first item is finished and its turn ended", || {
@@ -153,6 +159,65 @@ fn gemini_cli_over_acp_takes_and_finishes_items_in_one_session() {
     });
     assert_eq!(got, reported(&s), "{usage:#?}");
     s.d.swarm(&["audit", "--check"]).ok();
+}
+
+#[test]
+fn gemini_cli_over_acp_takes_and_finishes_items_in_one_session() {
+    items_in_one_session(false);
+}
+
+/// The same in a tmux swarm: the role's pane runs `swarm acp`; nothing is
+/// typed into the agent, and no trust dialog waits (none is answered).
+#[test]
+fn gemini_cli_over_acp_in_a_tmux_pane_takes_and_finishes_items() {
+    items_in_one_session(true);
+}
+
+/// A swarm restarted loads the role's session again: the item after the
+/// restart is prompted into the conversation the first one had.
+#[test]
+fn gemini_cli_over_acp_loads_its_session_again_after_a_restart() {
+    let Some(s) = swarm("") else {
+        return;
+    };
+    s.gemini(
+        "coder",
+        vec![
+            Step::shell("ready_for_next.sh"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Finished before the restart."),
+            Step::shell("ready_for_next.sh"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Finished after the restart."),
+        ],
+    );
+    up(&s);
+    s.d.send("owner", &draft("coder", "before: add a --version flag"))
+        .ok();
+    s.wait("the first item is finished", || {
+        s.completed("coder") == 1 && count(&activity(&s), "turn_end") == 1
+    });
+    s.swarm(&["down"]).ok();
+    up(&s);
+    s.d.send("owner", &draft("coder", "after: add --help")).ok();
+    s.wait("the second item is finished", || {
+        s.completed("coder") == 2 && count(&activity(&s), "turn_end") == 2
+    });
+    let after = strings(&s.turn("coder", 3)["body"]);
+    assert!(
+        after.contains("before: add a --version flag")
+            && after.contains("Finished before the restart.")
+            && after.contains("New work waits for you (role coder)"),
+        "the session was not loaded again:\n{after}"
+    );
+    let session =
+        std::fs::read_to_string(s.d.root.join(".swarmforge/agents/coder/session")).unwrap();
+    let id = session.trim().strip_prefix("gemini ").unwrap();
+    assert!(
+        notes(&activity(&s)).contains(&format!("session {id} loaded again")),
+        "{:#?}",
+        activity(&s)
+    );
 }
 
 /// The open permission clarify from `coder` in `swarm status`: its id and

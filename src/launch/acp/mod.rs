@@ -248,7 +248,9 @@ impl Client<'_> {
             match self.wait_for(id, "session/load", say) {
                 Ok(_) => {
                     self.loaded = true;
-                    say(&format!("{}: session {old} loaded again", self.role()));
+                    let line = format!("session {old} loaded again");
+                    say(&format!("{}: {line}", self.role()));
+                    self.rec.note(&line);
                     return Ok(());
                 }
                 Err(e) => {
