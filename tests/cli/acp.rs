@@ -173,10 +173,14 @@ fn gemini_cli_over_acp_in_a_tmux_pane_takes_and_finishes_items() {
     items_in_one_session(true);
 }
 
-/// A swarm restarted loads the role's session again: the item after the
-/// restart is prompted into the conversation the first one had.
+/// A swarm restarted loads the role's session again where the agent can:
+/// the item after the restart is prompted into the conversation the first
+/// one had; where the agent cannot, a new session starts and the activity
+/// says why. (Gemini CLI 0.61 records an ACP session's turns under another
+/// id now and then, and then cannot load it: "No previous sessions found
+/// for this project"; seen in about two runs of three.)
 #[test]
-fn gemini_cli_over_acp_loads_its_session_again_after_a_restart() {
+fn gemini_cli_over_acp_loads_its_session_again_after_a_restart_or_says_why_not() {
     let Some(s) = swarm("") else {
         return;
     };
@@ -197,27 +201,46 @@ fn gemini_cli_over_acp_loads_its_session_again_after_a_restart() {
     s.wait("the first item is finished", || {
         s.completed("coder") == 1 && count(&activity(&s), "turn_end") == 1
     });
+    let session = || {
+        let kept = s.d.read(".swarmforge/agents/coder/session");
+        kept.trim().strip_prefix("gemini ").unwrap().to_string()
+    };
+    let first = session();
     s.swarm(&["down"]).ok();
     up(&s);
     s.d.send("owner", &draft("coder", "after: add --help")).ok();
     s.wait("the second item is finished", || {
         s.completed("coder") == 2 && count(&activity(&s), "turn_end") == 2
     });
-    let after = strings(&s.turn("coder", 3)["body"]);
-    assert!(
-        after.contains("before: add a --version flag")
-            && after.contains("Finished before the restart.")
-            && after.contains("New work waits for you (role coder)"),
-        "the session was not loaded again:\n{after}"
-    );
-    let session =
-        std::fs::read_to_string(s.d.root.join(".swarmforge/agents/coder/session")).unwrap();
-    let id = session.trim().strip_prefix("gemini ").unwrap();
-    assert!(
-        notes(&activity(&s)).contains(&format!("session {id} loaded again")),
-        "{:#?}",
-        activity(&s)
-    );
+    let said = notes(&activity(&s));
+    let starts: Vec<String> = activity(&s)
+        .iter()
+        .filter(|r| r["kind"] == "turn_start")
+        .filter_map(|r| r["text"].as_str().map(str::to_string))
+        .collect();
+    if said.contains(&format!("session {first} loaded again")) {
+        let after = strings(&s.turn("coder", 3)["body"]);
+        assert!(
+            after.contains("before: add a --version flag")
+                && after.contains("Finished before the restart.")
+                && after.contains("New work waits for you (role coder)"),
+            "the session was not loaded again:\n{after}"
+        );
+        assert_eq!(session(), first);
+        assert!(starts[1].contains(&first), "{starts:?}");
+    } else {
+        assert!(
+            said.contains(&format!(
+                "the agent could not load session {first} (the agent of role coder refused session/load:"
+            )) && said.contains("a new session starts"),
+            "{said}"
+        );
+        let second = session();
+        assert_ne!(second, first);
+        assert!(starts[1].contains(&second), "{starts:?}");
+        // The new conversation starts as a first one does.
+        assert!(strings(&s.turn("coder", 0)["body"]).contains("You are the agent of role coder"));
+    }
 }
 
 /// The open permission clarify from `coder` in `swarm status`: its id and

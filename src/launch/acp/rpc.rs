@@ -67,10 +67,16 @@ pub fn parse(line: &[u8]) -> Incoming {
                 id,
                 result: match &v["error"] {
                     Value::Null => Ok(v["result"].clone()),
-                    e => Err(e["message"]
-                        .as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| e.to_string())),
+                    e => Err(match (e["message"].as_str(), &e["data"]) {
+                        (Some(m), Value::Null) => m.to_string(),
+                        // JSON-RPC's details (Gemini CLI's cause of an
+                        // "Internal error"), cut to a line's worth.
+                        (Some(m), d) => format!(
+                            "{m}: {}",
+                            d.to_string().chars().take(300).collect::<String>()
+                        ),
+                        (None, _) => e.to_string().chars().take(300).collect(),
+                    }),
                 },
             },
             // Not an id we gave out.
