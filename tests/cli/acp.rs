@@ -543,4 +543,23 @@ fn a_hostile_acp_agent_is_bounded_and_gets_no_files_terminals_or_decisions() {
         "the decision reaches the agent",
         || read().lines().any(|l| l.contains(r#""optionId":"a""#)),
     );
+    // The swarm goes down: the seven requests still open are withdrawn.
+    d.swarm(&["down"]).ok();
+    let open = || {
+        let st = d.swarm(&["status", "--json"]).json();
+        st["attention"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["kind"] == "clarify" && a["from"] == "coder")
+            .count()
+    };
+    crate::support::wait_until(
+        std::time::Duration::from_secs(30),
+        "the open requests are withdrawn",
+        || {
+            d.deliver_once();
+            open() == 0
+        },
+    );
 }

@@ -154,6 +154,7 @@ pub fn run(root: &Path, role: &str, stop: &AtomicBool, say: &mut dyn FnMut(&str)
     };
     let out = c.start(cli, say).and_then(|()| c.serve(stop, say));
     stop_agent(&mut child);
+    c.withdraw_all(say);
     match out {
         Ok(Ended::AgentExited(_)) => {
             let code = child.wait().ok().and_then(|s| s.code());
@@ -480,6 +481,22 @@ impl Client<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The agent is gone: every request still waiting for a person is
+    /// withdrawn, so no question is left that nobody would hear answered.
+    fn withdraw_all(&mut self, say: &mut dyn FnMut(&str)) {
+        for (a, _) in std::mem::take(&mut self.asked) {
+            let why = "the agent's session ended before the decision";
+            match permission::withdraw(self.plan, &a, why) {
+                Ok(()) => say(&format!("{}: withdrew {}: {why}", self.role(), a.clarify)),
+                Err(e) => say(&format!(
+                    "{}: cannot withdraw {}: {e}",
+                    self.role(),
+                    a.clarify
+                )),
+            }
+        }
     }
 
     /// Hands each person's decision that arrived back to the agent.

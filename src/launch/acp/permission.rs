@@ -201,6 +201,24 @@ pub fn ask(plan: &Plan, role: &str, request: Value, params: &Value) -> Result<As
     })
 }
 
+/// Withdraws `a` (its agent is gone, so no decision can reach it): a
+/// `close` in reply to the clarify, so it leaves the person's inbox.
+pub fn withdraw(plan: &Plan, a: &Asked, why: &str) -> Result<()> {
+    let text = format!(
+        "type: close\nto: {}\npriority: 20\nin_reply_to: {}\nreason: {}\n",
+        a.person,
+        a.clarify,
+        one_line(why, 200)
+    );
+    let sender = Sender::as_role(&plan.project, &a.role)?;
+    send::submit(
+        &sender,
+        &draft::parse_bytes(text.as_bytes()),
+        "acp:withdraw",
+    )
+    .map(|_| ())
+}
+
 fn messages(dir: &std::path::Path, max_bytes: u64) -> impl Iterator<Item = Message> {
     store::each(dir)
         .filter(|e| e.is_file() && e.is_handoff_named())
