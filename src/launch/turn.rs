@@ -12,7 +12,7 @@
 //! at the turn's end, and nothing a CLI prints stops the turn or corrupts
 //! a file (each record is one bounded append).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -428,39 +428,13 @@ impl Reader<'_> {
 /// of a longer line is read and dropped in pieces (never held), and the
 /// line counted as skipped.
 fn read_lines(from: impl Read, reader: &mut Reader) {
-    let mut r = BufReader::new(from);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        let n = match (&mut r)
-            .take(MAX_LINE as u64 + 1)
-            .read_until(b'\n', &mut buf)
-        {
-            Ok(n) => n,
-            Err(_) => break,
-        };
-        if n == 0 {
-            break;
+    crate::launch::acp::rpc::each_line(from, MAX_LINE, |line| {
+        match line {
+            Some(b) => reader.line(b),
+            None => reader.run.skipped += 1,
         }
-        if buf.last() == Some(&b'\n') || n <= MAX_LINE {
-            reader.line(&buf);
-            continue;
-        }
-        reader.run.skipped += 1;
-        loop {
-            let (done, used) = match r.fill_buf() {
-                Ok([]) | Err(_) => (true, 0),
-                Ok(b) => match b.iter().position(|c| *c == b'\n') {
-                    Some(i) => (true, i + 1),
-                    None => (false, b.len()),
-                },
-            };
-            r.consume(used);
-            if done {
-                break;
-            }
-        }
-    }
+        true
+    });
 }
 
 fn run_once(

@@ -9,6 +9,7 @@
 
 use serde_json::{json, Value};
 
+use crate::headless::{activity, up_headless as up};
 use crate::real_agents::{agent_bin, draft, strings, RealSwarm};
 use crate::support::model_server::Usage;
 use crate::support::Step;
@@ -21,21 +22,6 @@ fn swarm(extra: &str) -> Option<RealSwarm> {
         "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: gemini\n    runtime: acp\n    worktree: coder\n    description: implements each task\n    wake: queue{extra}\n  - name: owner\n    agent: human\n"
     );
     Some(RealSwarm::init(&yaml, bin))
-}
-
-/// `swarm up --no-tmux --detach`: the supervisor runs `swarm acp`.
-fn up(s: &RealSwarm) {
-    let r = s.swarm(&["up", "--no-tmux", "--detach"]);
-    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-}
-
-fn activity(s: &RealSwarm) -> Vec<Value> {
-    let r = s.swarm(&["activity", "--role", "coder", "--json"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    r.stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 fn count(recs: &[Value], kind: &str) -> usize {
@@ -71,6 +57,18 @@ fn recorded(s: &RealSwarm) -> Vec<Value> {
         .collect()
 }
 
+/// Two items, each taken, finished and said `first` / `second` of.
+fn two_items(first: &str, second: &str) -> Vec<Step> {
+    let item = |said: &str| {
+        [
+            Step::shell("ready_for_next.sh"),
+            Step::shell("done_with_current.sh"),
+            Step::text(said),
+        ]
+    };
+    item(first).into_iter().chain(item(second)).collect()
+}
+
 /// Two items, each one prompt in the same session: taken with
 /// `ready_for_next.sh`, finished with `done_with_current.sh`; the second
 /// prompt's request carries the first item's conversation; the activity
@@ -85,14 +83,7 @@ fn items_in_one_session(tmux: bool) {
     };
     s.gemini(
         "coder",
-        vec![
-            Step::shell("ready_for_next.sh"),
-            Step::shell("done_with_current.sh"),
-            Step::text("Finished the first task."),
-            Step::shell("ready_for_next.sh"),
-            Step::shell("done_with_current.sh"),
-            Step::text("Finished the second task."),
-        ],
+        two_items("Finished the first task.", "Finished the second task."),
     );
     if tmux {
         s.start(&[]);
@@ -133,16 +124,14 @@ fn items_in_one_session(tmux: bool) {
         .iter()
         .filter(|r| r["kind"] == "turn_end")
         .all(|r| r["status"] == "ok"));
-    assert!(recs.iter().any(|r| r["kind"] == "tool_call"
-        && r["text"]
-            .as_str()
-            .is_some_and(|t| t.contains("ready_for_next.sh"))));
-    assert!(recs
-        .iter()
-        .any(|r| r["kind"] == "tool_result" && r["status"] == "ok" && r["id"].is_string()));
-    assert!(recs
-        .iter()
-        .any(|r| r["kind"] == "text" && r["text"] == "Finished the second task."));
+    let has =
+        |kind: &str, f: &dyn Fn(&Value) -> bool| recs.iter().any(|r| r["kind"] == kind && f(r));
+    assert!(has("tool_call", &|r| r["text"]
+        .as_str()
+        .is_some_and(|t| t.contains("ready_for_next.sh"))));
+    assert!(has("tool_result", &|r| r["status"] == "ok"
+        && r["id"].is_string()));
+    assert!(has("text", &|r| r["text"] == "Finished the second task."));
     assert_eq!(s.status_of("coder")["activity"], "idle");
 
     let usage = recorded(&s);
@@ -186,14 +175,10 @@ fn gemini_cli_over_acp_loads_its_session_again_after_a_restart_or_says_why_not()
     };
     s.gemini(
         "coder",
-        vec![
-            Step::shell("ready_for_next.sh"),
-            Step::shell("done_with_current.sh"),
-            Step::text("Finished before the restart."),
-            Step::shell("ready_for_next.sh"),
-            Step::shell("done_with_current.sh"),
-            Step::text("Finished after the restart."),
-        ],
+        two_items(
+            "Finished before the restart.",
+            "Finished after the restart.",
+        ),
     );
     up(&s);
     s.d.send("owner", &draft("coder", "before: add a --version flag"))

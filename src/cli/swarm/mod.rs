@@ -274,7 +274,7 @@ pub enum Command {
     Turn(turn::Args),
     /// Drive a `runtime: acp` role's agent (what that role runs)
     #[command(hide = true)]
-    Acp(acp::Args),
+    Acp(turn::Args),
     /// Make roles' next headless turn start a new conversation
     Fresh(turn::FreshArgs),
     /// Run a confined agent's command in its sandbox, built afresh (what

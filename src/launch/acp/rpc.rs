@@ -86,36 +86,46 @@ pub fn parse(line: &[u8]) -> Incoming {
     }
 }
 
-/// Reads `from` line by line into `tx` until it ends (each line at most
-/// [`MAX_LINE`] bytes), then sends [`Incoming::Closed`].
-pub fn read_into(from: impl Read, tx: mpsc::Sender<Incoming>) {
+/// Calls `on` with each line of `from` (its newline included), or with
+/// `None` for a line longer than `max` bytes, which is read and dropped in
+/// pieces, never held; stops at the end, on a read error, or when `on`
+/// says false. The one bounded line reader of the launcher: an ACP
+/// agent's messages here, a headless CLI's stream in launch/turn.rs.
+pub fn each_line(from: impl Read, max: usize, mut on: impl FnMut(Option<&[u8]>) -> bool) {
     let mut r = BufReader::new(from);
     let mut buf = Vec::new();
     loop {
         buf.clear();
-        let n = match (&mut r)
-            .take(MAX_LINE as u64 + 1)
-            .read_until(b'\n', &mut buf)
-        {
+        let n = match (&mut r).take(max as u64 + 1).read_until(b'\n', &mut buf) {
             Ok(n) => n,
-            Err(_) => break,
+            Err(_) => return,
         };
         if n == 0 {
-            break;
+            return;
         }
-        let msg = if buf.last() == Some(&b'\n') || n <= MAX_LINE {
-            if buf.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            parse(&buf)
+        let line = if buf.last() == Some(&b'\n') || n <= max {
+            Some(&buf[..])
         } else {
             drain_line(&mut r);
-            Incoming::Unreadable
+            None
         };
-        if tx.send(msg).is_err() {
+        if !on(line) {
             return;
         }
     }
+}
+
+/// Reads `from` line by line into `tx` until it ends (each line at most
+/// [`MAX_LINE`] bytes), then sends [`Incoming::Closed`].
+pub fn read_into(from: impl Read, tx: mpsc::Sender<Incoming>) {
+    each_line(from, MAX_LINE, |line| {
+        let msg = match line {
+            Some(b) if b.iter().all(u8::is_ascii_whitespace) => return true,
+            Some(b) => parse(b),
+            None => Incoming::Unreadable,
+        };
+        tx.send(msg).is_ok()
+    });
     let _ = tx.send(Incoming::Closed);
 }
 
