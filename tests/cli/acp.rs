@@ -548,3 +548,42 @@ fn a_hostile_acp_agent_is_bounded_and_gets_no_files_terminals_or_decisions() {
         },
     );
 }
+
+/// A Claude Code role with `runtime: acp` (its adapter is not supported
+/// yet) is refused when it starts, with the reason, never started
+/// half-working.
+#[test]
+fn an_acp_role_of_a_cli_without_acp_support_is_refused_saying_why() {
+    let d = crate::support::Project::empty();
+    let _guard = crate::support::SwarmGuard::new(&d.root);
+    d.write(
+        "swarm.yaml",
+        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    runtime: acp\n    worktree: coder\n  - name: owner\n    agent: human\n",
+    );
+    // A `claude` on PATH that must never run.
+    let bin = tempfile::tempdir().unwrap();
+    let fake = bin.path().join("claude");
+    std::fs::write(&fake, "#!/bin/sh\necho ran >\"$PWD/claude.ran\"\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    d.cmd("swarm").arg("init").env("PATH", &path).run().ok();
+    let up = d
+        .cmd("swarm")
+        .args(["up", "--no-tmux", "--detach"])
+        .env("PATH", &path)
+        .run();
+    assert!(!d.role_dir("coder").join("claude.ran").exists());
+    assert_eq!(up.code, 1, "{}\n{}", up.stdout, up.stderr);
+    assert!(
+        up.stderr.contains(
+            "`runtime: acp` runs Gemini CLI in this version; claude needs its ACP adapter"
+        ),
+        "{}",
+        up.stderr
+    );
+}

@@ -232,6 +232,19 @@ impl Client<'_> {
             )
             .map_err(|e| self.io(e))?;
         let init = self.wait_for(id, "initialize", say)?;
+        if init["protocolVersion"].as_u64() != Some(PROTOCOL_VERSION) {
+            return Err(Error::process(format!(
+                "the agent of role {} speaks ACP version {}; this client speaks {PROTOCOL_VERSION}",
+                self.role(),
+                crate::text::escape(
+                    &init["protocolVersion"]
+                        .to_string()
+                        .chars()
+                        .take(20)
+                        .collect::<String>()
+                )
+            )));
+        }
         let cwd = self.r.worktree_path.display().to_string();
         let project = &self.plan.project;
         let kept = agent_session::read(project, self.role(), cli);
