@@ -68,6 +68,10 @@ pub enum Ended {
 /// One role's client.
 struct Client<'a> {
     plan: &'a Plan,
+    /// Set by a signal: the client stops, also while the agent starts.
+    stop: &'a AtomicBool,
+    /// When the inboxes and the people's answers were last looked at.
+    looked: Option<Instant>,
     r: &'a PlannedRole,
     conn: Conn,
     rec: Recorder,
@@ -135,6 +139,8 @@ pub fn run(root: &Path, role: &str, stop: &AtomicBool, say: &mut dyn FnMut(&str)
     let rec = Recorder::new(project, role, cli, r.worktree(), max_bytes);
     let mut c = Client {
         plan: &plan,
+        stop,
+        looked: None,
         r,
         conn,
         rec,
@@ -152,12 +158,15 @@ pub fn run(root: &Path, role: &str, stop: &AtomicBool, say: &mut dyn FnMut(&str)
         said_fs: false,
         said_unreadable: 0,
     };
-    let out = c.start(cli, say).and_then(|()| c.serve(stop, say));
+    let out = c.start(cli, say).and_then(|()| c.serve(say));
     stop_agent(&mut child);
     c.withdraw_all(say);
+    // Waited for at most the swarm's grace, then killed.
+    let code = crate::sys::child::wait_bounded(child, crate::launch::GRACE)
+        .ok()
+        .and_then(|s| s.code());
     match out {
         Ok(Ended::AgentExited(_)) => {
-            let code = child.wait().ok().and_then(|s| s.code());
             say(&format!("{role}: the agent exited (exit {code:?})"));
             Ok(Ended::AgentExited(code))
         }
@@ -186,6 +195,12 @@ impl Client<'_> {
     fn wait_for(&mut self, id: u64, what: &str, say: &mut dyn FnMut(&str)) -> Result<Value> {
         let end = Instant::now() + START_DEADLINE;
         while Instant::now() < end {
+            if self.stop.load(Ordering::Relaxed) {
+                return Err(Error::process(format!(
+                    "the client of role {} was stopped while it waited for {what}",
+                    self.role()
+                )));
+            }
             match self.conn.next(TICK) {
                 Some(Incoming::Response { id: got, result }) if got == id => {
                     return result.map_err(|e| {
@@ -296,9 +311,9 @@ impl Client<'_> {
     }
 
     /// The loop: prompts when work waits, hands decisions back.
-    fn serve(&mut self, stop: &AtomicBool, say: &mut dyn FnMut(&str)) -> Result<Ended> {
+    fn serve(&mut self, say: &mut dyn FnMut(&str)) -> Result<Ended> {
         loop {
-            if stop.load(Ordering::Relaxed) {
+            if self.stop.load(Ordering::Relaxed) {
                 if self.prompt.is_some() {
                     let _ = self
                         .conn
@@ -307,9 +322,13 @@ impl Client<'_> {
                 }
                 return Ok(Ended::Stopped);
             }
-            self.decisions(say)?;
-            if self.prompt.is_none() {
-                self.maybe_prompt(say)?;
+            // At most once a tick, however fast the agent talks.
+            if self.looked.is_none_or(|t| t.elapsed() >= TICK) {
+                self.looked = Some(Instant::now());
+                self.decisions(say)?;
+                if self.prompt.is_none() {
+                    self.maybe_prompt(say)?;
+                }
             }
             match self.conn.next(TICK) {
                 Some(Incoming::Closed) => {
