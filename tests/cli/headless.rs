@@ -58,7 +58,7 @@ fn script(s: &RealSwarm, cli: Cli, steps: Vec<Step>) {
 }
 
 /// `swarm up --no-tmux --detach`: the background supervisor runs the swarm.
-fn up_headless(s: &RealSwarm) {
+pub(crate) fn up_headless(s: &RealSwarm) {
     let r = s.swarm(&["up", "--no-tmux", "--detach"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
 }
@@ -131,7 +131,7 @@ fn first_answers(s: &RealSwarm, role: &str, steps: u64) -> Usage {
     total(by_step.into_values())
 }
 
-fn activity(s: &RealSwarm) -> Vec<Value> {
+pub(crate) fn activity(s: &RealSwarm) -> Vec<Value> {
     let r = s.swarm(&["activity", "--role", "coder", "--json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     r.stdout

@@ -3,6 +3,7 @@
 mod support;
 
 mod a2a;
+mod acp;
 mod agents;
 mod api;
 mod archive;

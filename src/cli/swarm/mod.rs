@@ -11,6 +11,7 @@ use crate::protocol::layout::Project;
 use crate::protocol::root::{self, Located};
 
 pub mod a2a;
+pub mod acp;
 pub mod activity;
 pub mod answer;
 pub mod approve;
@@ -271,6 +272,9 @@ pub enum Command {
     /// Run one headless turn of a preset agent (what a headless role runs)
     #[command(hide = true)]
     Turn(turn::Args),
+    /// Drive a `runtime: acp` role's agent (what that role runs)
+    #[command(hide = true)]
+    Acp(turn::Args),
     /// Make roles' next headless turn start a new conversation
     Fresh(turn::FreshArgs),
     /// Run a confined agent's command in its sandbox, built afresh (what
@@ -340,6 +344,7 @@ pub fn run() -> i32 {
         Command::Hooks(a) => hooks::run(a),
         Command::Untrust(a) => trust::run_untrust(a),
         Command::Turn(a) => turn::run(a),
+        Command::Acp(a) => acp::run(a),
         Command::Fresh(a) => turn::run_fresh(a),
         Command::Sandbox(a) => sandbox::run(a),
         Command::Activity(a) => activity::run(a),

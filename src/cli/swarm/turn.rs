@@ -13,19 +13,26 @@ pub struct Args {
     pub role: Option<String>,
 }
 
+/// The role (`--role`, else `SWARMFORGE_ROLE`) and the swarm's root, or
+/// the exit code of the error reported.
+pub(super) fn role_and_root(role: Option<String>) -> Result<(String, std::path::PathBuf), i32> {
+    let role = crate::protocol::root::named_or_acting_role(role)
+        .map_err(|e| crate::cli::report(&e, false))?;
+    let root = super::up_root(None).map_err(|e| crate::cli::report(&e, false))?;
+    Ok((role, root))
+}
+
+/// One line of what a role's runner says, into its log or pane.
+pub(super) fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "[swarm] {}", crate::text::escape(line));
+    let _ = out.flush();
+}
+
 pub fn run(args: Args) -> i32 {
-    let role = match crate::protocol::root::named_or_acting_role(args.role) {
-        Ok(r) => r,
-        Err(e) => return crate::cli::report(&e, false),
-    };
-    let root = match super::up_root(None) {
-        Ok(r) => r,
-        Err(e) => return crate::cli::report(&e, false),
-    };
-    let mut say = |line: &str| {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "[swarm] {}", crate::text::escape(line));
-        let _ = out.flush();
+    let (role, root) = match role_and_root(args.role) {
+        Ok(x) => x,
+        Err(code) => return code,
     };
     match crate::launch::turn::turn(&root, &role, &mut say) {
         // The CLI's own code, so a failed turn shows in the agent's log and

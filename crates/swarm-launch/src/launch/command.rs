@@ -69,12 +69,14 @@ pub fn agent_command(project: &Project, r: &PlannedRole) -> Option<String> {
                 .unwrap_or_else(|_| "swarm".into()),
             sq(&r.name)
         )),
-        // A headless preset: each run is one turn read by our own binary.
-        AgentSpec::Preset { headless: true, .. } => Some(format!(
-            "{} turn --role {}",
+        // A headless preset: each run is one turn read by our own binary;
+        // an ACP preset: our own binary is the client of its one session.
+        AgentSpec::Preset { headless, acp, .. } if *headless || *acp => Some(format!(
+            "{} {} --role {}",
             shims::own_bin_dir()
                 .map(|d| sqp(&d.join("swarm")))
                 .unwrap_or_else(|_| "swarm".into()),
+            if *acp { "acp" } else { "turn" },
             sq(&r.name)
         )),
         AgentSpec::Preset {

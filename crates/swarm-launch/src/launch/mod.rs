@@ -20,6 +20,7 @@
 //! A foreground `up` tears everything down on Ctrl-C, SIGTERM or SIGHUP;
 //! `down` does the same from anywhere. Neither touches a handoff file.
 
+pub mod acp;
 pub mod agent_session;
 pub mod agents;
 pub mod attach;

@@ -12,7 +12,7 @@
 //! at the turn's end, and nothing a CLI prints stops the turn or corrupts
 //! a file (each record is one bounded append).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -54,7 +54,7 @@ pub struct Turn {
 }
 
 /// The role's preset, or why it has none.
-fn preset_role<'a>(plan: &'a Plan, role: &str) -> Result<(&'a PlannedRole, Cli)> {
+pub(crate) fn preset_role<'a>(plan: &'a Plan, role: &str) -> Result<(&'a PlannedRole, Cli)> {
     let r = plan.roles.iter().find(|r| r.name == role).ok_or_else(|| {
         Error::not_found(format!(
             "role '{role}' is not in {}",
@@ -70,21 +70,54 @@ fn preset_role<'a>(plan: &'a Plan, role: &str) -> Result<(&'a PlannedRole, Cli)>
     }
 }
 
+/// The role's primer file and its text (bounded).
+pub(crate) fn primer(project: &Project, role: &str) -> Result<(std::path::PathBuf, String)> {
+    let pf = prompt_file(project, role);
+    let primer = fsx::read_bounded(&pf, MAX_PRIMER)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .map_err(|_| {
+            Error::bad_file_hint(&pf, "the role's primer is missing", "`swarm up` writes it")
+        })?;
+    Ok((pf, primer))
+}
+
+/// What the preset `cli` of `r` needs to build its command line (both a
+/// headless turn and an ACP agent, launch/acp/).
+pub(crate) fn launch_of<'a>(
+    plan: &'a Plan,
+    r: &'a PlannedRole,
+    cli: Cli,
+    pf: &'a Path,
+) -> Launch<'a> {
+    let (model, args, permission) = match &r.agent {
+        AgentSpec::Preset {
+            model,
+            args,
+            permission,
+            ..
+        } => (model.as_deref(), &args[..], *permission),
+        _ => (None, &[][..], Default::default()),
+    };
+    Launch {
+        role: &r.name,
+        root: &plan.project.root,
+        worktree: &r.worktree_path,
+        prompt_file: pf,
+        model,
+        args,
+        permission,
+        instructions_in_file: instructions_in_file(cli, r),
+        mcp: plan.config.role(&r.name).is_some_and(|c| c.mcp),
+        confined: crate::launch::confine::enabled(plan),
+    }
+}
+
 /// Runs one turn for `role` if work waits for it (new items or one in
 /// process); says what it does through `say`.
 pub fn turn(root: &Path, role: &str, say: &mut dyn FnMut(&str)) -> Result<Turn> {
     let plan = Plan::load(root)?;
     let project = &plan.project;
     let (r, cli) = preset_role(&plan, role)?;
-    let AgentSpec::Preset {
-        model,
-        args,
-        permission,
-        ..
-    } = &r.agent
-    else {
-        unreachable!("preset_role returns presets only")
-    };
     let wt = r.worktree();
     if !crate::launch::supervisor::pending(&wt) {
         say(&format!("{role}: no work waits; no turn"));
@@ -99,24 +132,8 @@ pub fn turn(root: &Path, role: &str, say: &mut dyn FnMut(&str)) -> Result<Turn> 
         ));
         return Ok(Turn::default());
     }
-    let pf = prompt_file(project, role);
-    let primer = fsx::read_bounded(&pf, MAX_PRIMER)
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .map_err(|_| {
-            Error::bad_file_hint(&pf, "the role's primer is missing", "`swarm up` writes it")
-        })?;
-    let launch = Launch {
-        role,
-        root: &project.root,
-        worktree: &r.worktree_path,
-        prompt_file: &pf,
-        model: model.as_deref(),
-        args,
-        permission: *permission,
-        instructions_in_file: instructions_in_file(cli, r),
-        mcp: plan.config.role(role).is_some_and(|c| c.mcp),
-        confined: crate::launch::confine::enabled(&plan),
-    };
+    let (pf, primer) = primer(project, role)?;
+    let launch = launch_of(&plan, r, cli, &pf);
     let mut out = Turn::default();
     loop {
         let resume = agent_session::read(project, role, cli);
@@ -411,39 +428,13 @@ impl Reader<'_> {
 /// of a longer line is read and dropped in pieces (never held), and the
 /// line counted as skipped.
 fn read_lines(from: impl Read, reader: &mut Reader) {
-    let mut r = BufReader::new(from);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        let n = match (&mut r)
-            .take(MAX_LINE as u64 + 1)
-            .read_until(b'\n', &mut buf)
-        {
-            Ok(n) => n,
-            Err(_) => break,
-        };
-        if n == 0 {
-            break;
+    crate::launch::acp::rpc::each_line(from, MAX_LINE, |line| {
+        match line {
+            Some(b) => reader.line(b),
+            None => reader.run.skipped += 1,
         }
-        if buf.last() == Some(&b'\n') || n <= MAX_LINE {
-            reader.line(&buf);
-            continue;
-        }
-        reader.run.skipped += 1;
-        loop {
-            let (done, used) = match r.fill_buf() {
-                Ok([]) | Err(_) => (true, 0),
-                Ok(b) => match b.iter().position(|c| *c == b'\n') {
-                    Some(i) => (true, i + 1),
-                    None => (false, b.len()),
-                },
-            };
-            r.consume(used);
-            if done {
-                break;
-            }
-        }
-    }
+        true
+    });
 }
 
 fn run_once(

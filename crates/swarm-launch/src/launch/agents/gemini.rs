@@ -19,7 +19,7 @@ use crate::sys::shell::quote as sq;
 pub struct Gemini;
 
 /// Approval mode, model and `args:`, shared by both runtimes.
-fn common(l: &Launch) -> String {
+pub(crate) fn common(l: &Launch) -> String {
     let mode = match l.permission {
         Permission::Ask => "default",
         Permission::Edits => "auto_edit",

@@ -197,7 +197,9 @@ fn scope_out() -> Result<()> {
 pub fn wrap_agent(plan: &Plan, r: &PlannedRole, cmd: &str) -> Result<String> {
     use crate::launch::plan::AgentSpec;
     match r.agent {
-        AgentSpec::Preset { headless: true, .. } | AgentSpec::Api => Ok(cmd.to_string()),
+        AgentSpec::Preset { headless: true, .. }
+        | AgentSpec::Preset { acp: true, .. }
+        | AgentSpec::Api => Ok(cmd.to_string()),
         _ => wrap_shell(plan, r, cmd),
     }
 }

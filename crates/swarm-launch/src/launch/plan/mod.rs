@@ -43,6 +43,9 @@ pub enum AgentSpec {
         /// Each turn a non-interactive run read by `swarm turn`
         /// (`runtime: headless`, or `swarm up --no-tmux`).
         headless: bool,
+        /// One ACP session driven by `swarm acp` (`runtime: acp`, in tmux
+        /// or headless alike).
+        acp: bool,
     },
     /// `agent: api`: our own runner (`swarm run-api --role R`) asks an
     /// OpenAI-compatible chat-completion server; its keys stay in the role's
@@ -388,6 +391,7 @@ fn yaml_agent(r: &RoleConfig) -> AgentSpec {
             args: r.args.clone(),
             permission: r.permission,
             headless: r.runtime == Runtime::Headless,
+            acp: r.runtime == Runtime::Acp,
         }
     } else {
         AgentSpec::Command(a.to_string())

@@ -59,6 +59,9 @@ pub enum Runtime {
     /// One non-interactive invocation per turn, its JSON event stream read
     /// by `swarm turn` (crates/swarm-launch/src/launch/turn.rs).
     Headless,
+    /// The CLI as an Agent Client Protocol agent, one session driven by
+    /// `swarm acp` (src/launch/acp/).
+    Acp,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

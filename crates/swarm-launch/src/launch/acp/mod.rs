@@ -1,0 +1,560 @@
+//! `runtime: acp`: a role's agent driven through the Agent Client Protocol
+//! (agentclientprotocol.com; docs/agents.md, "The ACP runtime"). `swarm
+//! acp --role R` is what the role's pane or the headless supervisor runs:
+//! it starts the role's CLI as an ACP agent, confined like every agent
+//! (the CLI alone, inside `swarm sandbox`; this client, which writes the
+//! telemetry and sends the person's questions, runs outside, as `swarm
+//! turn` does), opens one session in the role's worktree and keeps it for
+//! as long as it runs, and drives it:
+//!
+//! - work waits (new mail or an item in process) and no turn runs: one
+//!   `session/prompt` telling the agent to take it; mail that arrives
+//!   while a turn runs waits in the inbox and is prompted for when the
+//!   turn ends. Nothing is typed into a screen and nothing cancels a turn;
+//! - `session/update` notifications are the role's activity, the prompt's
+//!   answer its usage ([`record`]);
+//! - `session/request_permission` is a person's decision ([`permission`]);
+//! - the client offers no file system and no terminal: a request for one
+//!   is refused, so the agent reads and writes only what its own tools in
+//!   its sandbox can.
+//!
+//! The invariants: one thread writes to the agent (this loop); every line
+//! read from it is bounded ([`rpc`]); nothing it sends stops the client but
+//! its exit; a turn that leaves the queue as it found it is a stall that
+//! backs off and, after [`MAX_STALLS`](crate::launch::MAX_STALLS), waits
+//! for the inbox to change, as the headless supervisor does; a role that
+//! waits for a person's answer to its clarify is not prompted until mail
+//! arrives.
+
+pub mod command;
+pub mod permission;
+pub mod record;
+pub mod rpc;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::error::{Error, Result};
+use crate::launch::agent_session;
+use crate::launch::agents::Cli;
+use crate::launch::plan::{Plan, PlannedRole};
+use crate::launch::supervisor::{asked_a_person, backoff, fingerprint, pending};
+use crate::launch::{MAX_STALLS, TICK};
+use permission::{Asked, Decision};
+use record::Recorder;
+use rpc::{Conn, Incoming};
+
+/// The protocol version this client speaks.
+pub const PROTOCOL_VERSION: u64 = 1;
+/// How long the agent may take to answer `initialize` and open a session.
+const START_DEADLINE: Duration = Duration::from_secs(120);
+/// The most permission requests waiting for a person at once; more are
+/// refused (an agent could flood the person's inbox).
+const MAX_ASKED: usize = 8;
+
+/// Why the client stopped.
+#[derive(Debug)]
+pub enum Ended {
+    /// A signal asked it to.
+    Stopped,
+    /// The agent exited (its status).
+    AgentExited(Option<i32>),
+}
+
+/// One role's client.
+struct Client<'a> {
+    plan: &'a Plan,
+    /// Set by a signal: the client stops, also while the agent starts.
+    stop: &'a AtomicBool,
+    /// When the inboxes and the people's answers were last looked at.
+    looked: Option<Instant>,
+    r: &'a PlannedRole,
+    conn: Conn,
+    rec: Recorder,
+    session: String,
+    /// The outstanding `session/prompt`, if a turn runs.
+    prompt: Option<u64>,
+    /// Prompts sent in this session (the first one may carry the primer).
+    prompts: u32,
+    /// The conversation was loaded (it has its instructions).
+    loaded: bool,
+    /// The prompt of a new conversation, and of every later turn.
+    first_prompt: String,
+    next_prompt: String,
+    asked: Vec<(Asked, Option<String>)>,
+    /// The queue when the turn began; stalls and their back-off.
+    before: [usize; 4],
+    stalls: u32,
+    not_before: Instant,
+    /// Waiting for the inbox to change (parked after stalls, or waiting
+    /// for a person's answer): the fingerprint it waits to differ from.
+    hold: Option<[usize; 4]>,
+    said_fs: bool,
+    /// Unreadable lines already said in a note.
+    said_unreadable: usize,
+}
+
+/// Runs the ACP client of `role` until `stop` is set or its agent exits.
+pub fn run(root: &Path, role: &str, stop: &AtomicBool, say: &mut dyn FnMut(&str)) -> Result<Ended> {
+    let plan = Plan::load(root)?;
+    let project = &plan.project;
+    let (r, cli) = crate::launch::turn::preset_role(&plan, role)?;
+    let (pf, primer) = crate::launch::turn::primer(project, role)?;
+    let launch = crate::launch::turn::launch_of(&plan, r, cli, &pf);
+    let cmd = crate::launch::confine::wrap_shell(&plan, r, &command::acp_command(cli, &launch)?)?;
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(&cmd)
+        .env(crate::launch::agents::transcript::HEADLESS_ENV, "1")
+        .current_dir(&r.worktree_path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::process(format!("cannot start sh for {}: {e}", cli.name())))?;
+    say(&format!(
+        "{role}: {} started as an ACP agent (pid {})",
+        cli.name(),
+        child.id()
+    ));
+    let (tx, rx) = std::sync::mpsc::channel();
+    if let Some(out) = child.stdout.take() {
+        std::thread::spawn(move || rpc::read_into(out, tx));
+    }
+    // The agent's stderr goes on to ours (the role's log or pane).
+    if let Some(mut err) = child.stderr.take() {
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut err, &mut std::io::stderr());
+        });
+    }
+    let Some(stdin) = child.stdin.take() else {
+        return Err(Error::internal("the agent's stdin was not piped"));
+    };
+    let conn = Conn::new(Box::new(stdin), rx);
+    let max_bytes = plan.config.limits.max_file_bytes;
+    let rec = Recorder::new(project, role, cli, r.worktree(), max_bytes);
+    let mut c = Client {
+        plan: &plan,
+        stop,
+        looked: None,
+        r,
+        conn,
+        rec,
+        session: String::new(),
+        prompt: None,
+        prompts: 0,
+        loaded: false,
+        first_prompt: launch.turn_prompt(false, &primer),
+        next_prompt: launch.turn_prompt(true, &primer),
+        asked: Vec::new(),
+        before: [0; 4],
+        stalls: 0,
+        not_before: Instant::now(),
+        hold: None,
+        said_fs: false,
+        said_unreadable: 0,
+    };
+    let out = c.start(cli, say).and_then(|()| c.serve(say));
+    stop_agent(&mut child);
+    c.withdraw_all(say);
+    // Waited for at most the swarm's grace, then killed.
+    let code = crate::sys::child::wait_bounded(child, crate::launch::GRACE)
+        .ok()
+        .and_then(|s| s.code());
+    match out {
+        Ok(Ended::AgentExited(_)) => {
+            say(&format!("{role}: the agent exited (exit {code:?})"));
+            Ok(Ended::AgentExited(code))
+        }
+        other => other,
+    }
+}
+
+/// Closes the agent's input and ends it (SIGTERM to its shell, which
+/// `exec`s the CLI or the sandbox; bwrap dies with its parent).
+fn stop_agent(child: &mut Child) {
+    drop(child.stdin.take());
+    let pid = i32::try_from(child.id())
+        .ok()
+        .and_then(rustix::process::Pid::from_raw);
+    if let (Ok(None), Some(pid)) = (child.try_wait(), pid) {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+    }
+}
+
+impl Client<'_> {
+    fn role(&self) -> &str {
+        &self.r.name
+    }
+
+    /// Waits for the answer to request `id`, serving whatever else comes.
+    fn wait_for(&mut self, id: u64, what: &str, say: &mut dyn FnMut(&str)) -> Result<Value> {
+        let end = Instant::now() + START_DEADLINE;
+        while Instant::now() < end {
+            if self.stop.load(Ordering::Relaxed) {
+                return Err(Error::process(format!(
+                    "the client of role {} was stopped while it waited for {what}",
+                    self.role()
+                )));
+            }
+            match self.conn.next(TICK) {
+                Some(Incoming::Response { id: got, result }) if got == id => {
+                    return result.map_err(|e| {
+                        Error::process(format!(
+                            "the agent of role {} refused {what}: {}",
+                            self.role(),
+                            crate::text::escape(&e)
+                        ))
+                    })
+                }
+                Some(Incoming::Closed) => {
+                    return Err(Error::process(format!(
+                        "the agent of role {} exited before it answered {what} (its log says why)",
+                        self.role()
+                    )))
+                }
+                Some(m) => self.serve_one(m, say)?,
+                None => {}
+            }
+        }
+        Err(Error::process(format!(
+            "the agent of role {} did not answer {what} within {} s",
+            self.role(),
+            START_DEADLINE.as_secs()
+        )))
+    }
+
+    fn io(&self, e: std::io::Error) -> Error {
+        Error::process(format!("writing to the agent of role {}: {e}", self.role()))
+    }
+
+    /// `initialize`, then the role's session: loaded again where the agent
+    /// can and one was kept, else a new one in the role's worktree.
+    fn start(&mut self, cli: Cli, say: &mut dyn FnMut(&str)) -> Result<()> {
+        let id = self
+            .conn
+            .request(
+                "initialize",
+                json!({
+                    "protocolVersion": PROTOCOL_VERSION,
+                    "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
+                    "clientInfo": {"name": "swarm-handoff", "version": env!("CARGO_PKG_VERSION")},
+                }),
+            )
+            .map_err(|e| self.io(e))?;
+        let init = self.wait_for(id, "initialize", say)?;
+        if init["protocolVersion"].as_u64() != Some(PROTOCOL_VERSION) {
+            return Err(Error::process(format!(
+                "the agent of role {} speaks ACP version {}; this client speaks {PROTOCOL_VERSION}",
+                self.role(),
+                crate::text::escape(
+                    &init["protocolVersion"]
+                        .to_string()
+                        .chars()
+                        .take(20)
+                        .collect::<String>()
+                )
+            )));
+        }
+        let cwd = self.r.worktree_path.display().to_string();
+        let project = &self.plan.project;
+        let kept = agent_session::read(project, self.role(), cli);
+        if let Some(old) = kept.filter(|_| init["agentCapabilities"]["loadSession"] == true) {
+            let id = self
+                .conn
+                .request(
+                    "session/load",
+                    json!({"sessionId": old, "cwd": cwd, "mcpServers": []}),
+                )
+                .map_err(|e| self.io(e))?;
+            // The replayed conversation is not this run's activity: no
+            // turn runs, so its updates are not recorded.
+            self.session = old.clone();
+            match self.wait_for(id, "session/load", say) {
+                Ok(_) => {
+                    self.loaded = true;
+                    let line = format!("session {old} loaded again");
+                    say(&format!("{}: {line}", self.role()));
+                    self.rec.note(&line);
+                    return Ok(());
+                }
+                Err(e) => {
+                    let why = format!(
+                        "the agent could not load session {old} ({e}); a new session starts"
+                    );
+                    say(&format!("{}: {why}", self.role()));
+                    self.rec.note(&why);
+                }
+            }
+        }
+        let id = self
+            .conn
+            .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
+            .map_err(|e| self.io(e))?;
+        let got = self.wait_for(id, "session/new", say)?;
+        let sid = got["sessionId"].as_str().unwrap_or_default().to_string();
+        if !agent_session::valid(&sid) {
+            return Err(Error::process(format!(
+                "the agent of role {} named its session {:?}: not a session id",
+                self.role(),
+                crate::text::escape(&sid.chars().take(80).collect::<String>())
+            )));
+        }
+        agent_session::write(project, self.role(), cli, &sid)?;
+        say(&format!("{}: session {sid} opened in {cwd}", self.role()));
+        self.session = sid;
+        Ok(())
+    }
+
+    /// The loop: prompts when work waits, hands decisions back.
+    fn serve(&mut self, say: &mut dyn FnMut(&str)) -> Result<Ended> {
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                if self.prompt.is_some() {
+                    let _ = self
+                        .conn
+                        .notify("session/cancel", json!({"sessionId": self.session}));
+                    self.rec.turn_end(Err("stopped: the swarm is going down"));
+                }
+                return Ok(Ended::Stopped);
+            }
+            // At most once a tick, however fast the agent talks.
+            if self.looked.is_none_or(|t| t.elapsed() >= TICK) {
+                self.looked = Some(Instant::now());
+                self.decisions(say)?;
+                if self.prompt.is_none() {
+                    self.maybe_prompt(say)?;
+                }
+            }
+            match self.conn.next(TICK) {
+                Some(Incoming::Closed) => {
+                    if self.prompt.take().is_some() {
+                        self.rec.turn_end(Err("the agent exited during the turn"));
+                    }
+                    return Ok(Ended::AgentExited(None));
+                }
+                Some(m) => self.serve_one(m, say)?,
+                None => {}
+            }
+        }
+    }
+
+    /// Prompts the agent when work waits and nothing holds the role.
+    fn maybe_prompt(&mut self, say: &mut dyn FnMut(&str)) -> Result<()> {
+        let wt = self.r.worktree();
+        let now = fingerprint(&wt);
+        if self.hold.is_some_and(|h| h == now) || Instant::now() < self.not_before || !pending(&wt)
+        {
+            return Ok(());
+        }
+        self.hold = None;
+        if crate::telemetry::budget::parked(&self.plan.project, self.role()).is_some() {
+            say(&format!(
+                "{}: parked, its budget is used up; not prompted until its inbox changes (`swarm budget raise` lets it go on)",
+                self.role()
+            ));
+            self.hold = Some(now);
+            return Ok(());
+        }
+        let text = if self.prompts > 0 || self.loaded {
+            self.next_prompt.clone()
+        } else {
+            self.first_prompt.clone()
+        };
+        let id = self
+            .conn
+            .request(
+                "session/prompt",
+                json!({"sessionId": self.session, "prompt": [{"type": "text", "text": text}]}),
+            )
+            .map_err(|e| self.io(e))?;
+        self.prompt = Some(id);
+        self.prompts += 1;
+        self.before = now;
+        self.rec.turn_start(&format!(
+            "{} (acp) prompt {} in session {}",
+            self.rec.cli.name(),
+            self.prompts,
+            self.session
+        ));
+        say(&format!("{}: prompt {} sent", self.role(), self.prompts));
+        Ok(())
+    }
+
+    /// A turn ended: judged as the headless supervisor judges a run.
+    fn turn_ended(
+        &mut self,
+        result: std::result::Result<Value, String>,
+        say: &mut dyn FnMut(&str),
+    ) {
+        let unreadable = self.conn.unreadable - self.said_unreadable;
+        if unreadable > 0 {
+            self.said_unreadable = self.conn.unreadable;
+            self.rec.note(&format!(
+                "skipped {unreadable} unreadable line(s) from the agent (not JSON-RPC, or longer than {} bytes)",
+                rpc::MAX_LINE
+            ));
+        }
+        self.rec.turn_end(result.as_ref().map_err(String::as_str));
+        let wt = self.r.worktree();
+        let after = fingerprint(&wt);
+        say(&format!(
+            "{}: turn ended ({})",
+            self.role(),
+            match &result {
+                Ok(v) => v["stopReason"].as_str().unwrap_or("?").to_string(),
+                Err(e) => crate::text::escape(e),
+            }
+        ));
+        if pending(&wt) && after[1] > 0 {
+            if let Some(asked) = asked_a_person(self.plan, self.role()) {
+                self.hold = Some(after);
+                self.stalls = 0;
+                say(&format!(
+                    "{}: waits for {}; not prompted again until mail arrives",
+                    self.role(),
+                    asked.join(", ")
+                ));
+                return;
+            }
+        }
+        if after == self.before && pending(&wt) {
+            self.stalls += 1;
+            self.not_before = Instant::now() + backoff(self.stalls);
+            if self.stalls >= MAX_STALLS {
+                self.hold = Some(after);
+                say(&format!(
+                    "{}: {} turns in a row left its queue untouched; not prompted again until its inbox changes",
+                    self.role(),
+                    self.stalls
+                ));
+            }
+        } else {
+            self.stalls = 0;
+        }
+    }
+
+    /// One message from the agent.
+    fn serve_one(&mut self, m: Incoming, say: &mut dyn FnMut(&str)) -> Result<()> {
+        match m {
+            Incoming::Response { id, result } if Some(id) == self.prompt => {
+                self.prompt = None;
+                self.turn_ended(result, say);
+            }
+            // An answer to nothing outstanding (a cancelled load): dropped.
+            Incoming::Response { .. } | Incoming::Unreadable | Incoming::Closed => {}
+            Incoming::Notification { method, params } => {
+                if method == "session/update"
+                    && params["sessionId"] == self.session.as_str()
+                    && self.prompt.is_some()
+                {
+                    self.rec.update(&params["update"]);
+                }
+            }
+            Incoming::Request { id, method, params } => self.request(id, &method, &params, say)?,
+        }
+        Ok(())
+    }
+
+    /// A request the agent makes of the client.
+    fn request(
+        &mut self,
+        id: Value,
+        method: &str,
+        params: &Value,
+        say: &mut dyn FnMut(&str),
+    ) -> Result<()> {
+        if method != "session/request_permission" {
+            if !self.said_fs {
+                self.said_fs = true;
+                self.rec.note(&format!(
+                    "the agent asked the client for {}: refused (this client offers no files or terminals; the agent uses its own tools in its sandbox)",
+                    permission::one_line(method, 80)
+                ));
+            }
+            return self
+                .conn
+                .refuse(&id, rpc::METHOD_NOT_FOUND, "not offered by this client")
+                .map_err(|e| self.io(e));
+        }
+        let reject = permission::reject_option(params);
+        let asked = if params["sessionId"] != self.session.as_str() {
+            Err(Error::bad_input("a permission request for another session"))
+        } else if self.asked.len() >= MAX_ASKED {
+            Err(Error::conflict(format!(
+                "{MAX_ASKED} permission requests already wait for a person"
+            )))
+        } else {
+            permission::ask(self.plan, self.role(), id.clone(), params)
+        };
+        match asked {
+            Ok(a) => {
+                let line = format!(
+                    "asked {} for permission (clarify {}): {}",
+                    a.person, a.clarify, a.question
+                );
+                say(&format!("{}: {line}", self.role()));
+                self.rec.note(&line);
+                self.asked.push((a, reject));
+            }
+            Err(e) => {
+                let why = format!("permission request refused: {e}");
+                say(&format!("{}: {why}", self.role()));
+                self.rec.note(&why);
+                let out = match reject {
+                    Some(r) => json!({"outcome": {"outcome": "selected", "optionId": r}}),
+                    None => json!({"outcome": {"outcome": "cancelled"}}),
+                };
+                self.conn.respond(&id, out).map_err(|e| self.io(e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The agent is gone: every request still waiting for a person is
+    /// withdrawn, so no question is left that nobody would hear answered.
+    fn withdraw_all(&mut self, say: &mut dyn FnMut(&str)) {
+        for (a, _) in std::mem::take(&mut self.asked) {
+            let why = "the agent's session ended before the decision";
+            match permission::withdraw(self.plan, &a, why) {
+                Ok(()) => say(&format!("{}: withdrew {}: {why}", self.role(), a.clarify)),
+                Err(e) => say(&format!(
+                    "{}: cannot withdraw {}: {e}",
+                    self.role(),
+                    a.clarify
+                )),
+            }
+        }
+    }
+
+    /// Hands each person's decision that arrived back to the agent.
+    fn decisions(&mut self, say: &mut dyn FnMut(&str)) -> Result<()> {
+        let max = self.plan.config.limits.max_file_bytes;
+        let mut i = 0;
+        while i < self.asked.len() {
+            let Some(d) = permission::answered(self.plan, &self.asked[i].0, max) else {
+                i += 1;
+                continue;
+            };
+            let (a, reject) = self.asked.remove(i);
+            let line = match &d {
+                Decision::Chosen { choice, by, .. } => format!(
+                    "{by} decided {} (clarify {}): {}",
+                    a.shown[choice - 1],
+                    a.clarify,
+                    a.question
+                ),
+                Decision::Tampered(why) => format!("permission rejected: {why}"),
+            };
+            say(&format!("{}: {line}", self.role()));
+            self.rec.note(&line);
+            let out = permission::outcome(&a, &d, reject.as_deref());
+            self.conn.respond(&a.request, out).map_err(|e| self.io(e))?;
+        }
+        Ok(())
+    }
+}
