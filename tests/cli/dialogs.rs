@@ -266,8 +266,10 @@ fn a_confined_claudes_api_key_answer_is_offered_in_full_and_kept_across_restarts
                     .position(|o| o["label"].as_str().is_some_and(|l| l.starts_with("Yes")))
             });
             if let Some(i) = yes {
-                s.swarm(&["attach", "coder", "--choose", &(i + 1).to_string()])
-                    .ok();
+                // The pane may have moved on since the status was read
+                // (`attach` then says it waits for no answer and types
+                // nothing): the next look sees what it shows now.
+                let _ = s.swarm(&["attach", "coder", "--choose", &(i + 1).to_string()]);
             }
         }
         prompt.contains("API key")

@@ -229,3 +229,56 @@ fn headless_mail_cuts_a_stall_back_off_short() {
     assert_eq!(r.iter().filter(|r| *r == "stalled").count(), 4, "{r:?}");
     p.swarm(&["down"]).ok();
 }
+
+/// Logs what its first look found (`first NO_TASK` or `first <message>`),
+/// then drains its queue.
+const FIRST_LOOK: &str = r#"log="$PWD/runs.lead"
+out=$(ready-next 2>&1)
+case "$out" in
+  *NO_TASK*) what=NO_TASK ;;
+  *) what=$(printf '%s\n' "$out" | grep -o 'msg-[a-z]*' | head -n 1); done-current >/dev/null 2>&1 ;;
+esac
+[ -e "$PWD/looked" ] || echo "first $what" >>"$log"
+: >"$PWD/looked"
+"#;
+
+/// Mail a person queued before `swarm up` is in the agent's inbox when the
+/// agent starts: `swarm up` starts the agents once the daemon's first
+/// delivery emptied the outboxes (bounded). A backlog ahead of the agent's
+/// item (60 notes to another person, in the same outbox) makes that first
+/// pass long enough that an agent started at once looked first and found
+/// nothing, as it did before.
+#[test]
+fn mail_queued_before_up_is_there_at_the_agents_first_look() {
+    let p = lead_and_boss();
+    p.write("agents/lead.sh", FIRST_LOOK);
+    let yaml = p.read("swarm.yaml");
+    p.write(
+        "swarm.yaml",
+        &format!("{yaml}  - name: clerk\n    agent: human\n"),
+    );
+    p.swarm(&["init"]).ok();
+    // lead_and_boss queued one item for lead already; take it back out of
+    // the way so the only one is behind the backlog.
+    let outbox = p.path(".swarmforge/people/boss/.swarmforge/handoffs/outbox");
+    for name in handoff_names(&outbox) {
+        fs::remove_file(outbox.join(name)).unwrap();
+    }
+    for i in 0..60 {
+        p.send(
+            "boss",
+            &format!("type: note\nto: clerk\npriority: 20\nmessage: filler {i}\n"),
+        )
+        .ok();
+    }
+    p.send(
+        "boss",
+        "type: note\nto: lead\npriority: 20\nmessage: msg-first\n",
+    )
+    .ok();
+    let _guard = SwarmGuard::new(&p.root);
+    p.swarm(&["up", "--no-tmux", "--detach"]).ok();
+    wait_until(DEADLINE, "lead's first look", || !runs(&p).is_empty());
+    assert_eq!(runs(&p)[0], "first msg-first", "{:?}", runs(&p));
+    p.swarm(&["down"]).ok();
+}

@@ -167,6 +167,7 @@ pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Ou
     ));
     // Roles on other hosts are reached through the bridge (docs/bridge.md).
     let bridge = super::bridge::start_bridge(plan, say)?;
+    first_delivery(plan);
     let mut run = Running::new(plan, daemon);
     let result = if opts.tmux {
         run.tmux(opts, &sock, stagger, &signals.flag, say)
@@ -205,6 +206,40 @@ pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Ou
 /// has outlived the start window (its `swarm-up.started`): an agent that died
 /// at start is named as a `warning:` with its log's first lines; when none
 /// could start the background `swarm up` exits, and so does this one (1).
+/// Longest the agents' start waits for the daemon's first delivery.
+const FIRST_DELIVERY: Duration = Duration::from_secs(5);
+
+/// Mail queued before `swarm up` (a person's first item, a whole backlog)
+/// is in the agents' inboxes when they start: the agents are started once
+/// no outbox of the swarm holds a message any more, or after
+/// [`FIRST_DELIVERY`] (mail that waits for an approval, a retry or a peer
+/// host stays). Before, under load, an agent's first look could come before
+/// the daemon's first pass and find nothing. A paused swarm delivers
+/// nothing: no wait.
+fn first_delivery(plan: &Plan) {
+    if plan.project.pause_file().exists() {
+        return;
+    }
+    let outboxes: Vec<_> = plan.roles.iter().map(|r| r.worktree().outbox()).collect();
+    let queued = || {
+        outboxes
+            .iter()
+            .any(|o| super::supervisor::entries(o, true) > 0)
+    };
+    if !queued() {
+        return;
+    }
+    let end = Instant::now() + FIRST_DELIVERY;
+    let mut watch = crate::sys::watch::DirWatch::new(outboxes.clone());
+    while queued() {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        watch.wait_for(left.min(Duration::from_millis(200)));
+    }
+}
+
 pub(super) fn spawn_detached_supervisor(
     plan: &Plan,
     opts: &UpOptions,

@@ -106,7 +106,7 @@ pub(super) struct Running<'a> {
 
 /// Entries of `dir` that a queue would list (no temp files): its handoff
 /// files, or (`handoff_only` false) everything a person would see.
-pub(super) fn entries(dir: &Path, handoff_only: bool) -> usize {
+pub(in crate::launch) fn entries(dir: &Path, handoff_only: bool) -> usize {
     store::count(dir, |e| {
         !e.name.starts_with('.') && (!handoff_only || e.is_handoff_named())
     })
