@@ -125,27 +125,8 @@ pub fn run(root: &Path, opts: Options, features: Features) -> Result<i32> {
     // daemon beside the real one.
     let root = crate::protocol::root::exact_root(Some(root), "handoffd")?;
     let project = Project::new(&root);
-    if !project.swarmforge().is_dir() {
-        return Err(Error::not_found(format!(
-            "No swarm at {} (missing .swarmforge/).\n  hint: run `swarm init {}` first",
-            root.display(),
-            root.display()
-        )));
-    }
-    let dir = project.daemon_dir();
-    fsx::ensure_dirs(&[&dir]).at(&dir)?;
+    let lock = take_pid_file(&project)?;
     let pid_path = project.pid_file();
-    let Some(lock) = pid_file::lock(&pid_path)? else {
-        let pid = std::fs::read_to_string(&pid_path).unwrap_or_default();
-        return Err(Error::conflict(format!(
-            "handoffd is already running for {} (pid {}).\n  hint: `swarm stop {}` stops it",
-            root.display(),
-            pid.trim(),
-            root.display()
-        )));
-    };
-    // Written at once: `swarm up` waits for the holder's pid in this file.
-    fsx::rewrite_locked(&lock, format!("{}\n", std::process::id()).as_bytes()).at(&pid_path)?;
     // Stamped before the read: a change made meanwhile is read again at
     // the first pass, never missed.
     let stamps = (
@@ -161,20 +142,7 @@ pub fn run(root: &Path, opts: Options, features: Features) -> Result<i32> {
         }
     };
     crate::protocol::lineup::state::acknowledge(&project, config.seats.generation);
-    let journal = Journal::new(&project)
-        .told(alert::Notifier::start(&project).map(alert::Notifier::listener));
-    journal.set_policy(config.logs.policy());
-    // Traces leave on threads of their own, never on the delivery path.
-    if let Some(e) = config.otel.endpoint.as_deref().filter(|_| !opts.once) {
-        let j = journal.clone();
-        crate::telemetry::otlp::Exporter::start(
-            &project,
-            e,
-            std::sync::Arc::new(move |why: String| {
-                j.record(&Event::new(Kind::TracesDropped).reason(why))
-            }),
-        );
-    }
+    let journal = start_journal(&project, &config, opts.once);
     let waker = Waker::new(project.clone(), journal.clone());
     let mut deliverer = Deliverer::new(project.clone(), roles, config, journal.clone(), waker)
         .with_features(features);
@@ -216,30 +184,91 @@ pub fn run(root: &Path, opts: Options, features: Features) -> Result<i32> {
         objects: None,
     };
     let code = if d.opts.once {
-        let r = d.deliverer.pass();
-        d.deliverer.waker.wait_idle(Duration::from_secs(10));
+        d.once()
+    } else {
+        d.until_stopped()
+    };
+    drop(d.order.take());
+    let _ = fsx::remove_file(&d.project.pid_file());
+    drop(d.pid_lock.take());
+    Ok(code)
+}
+
+/// The daemon's pid file, locked and holding this process's pid (`swarm up`
+/// waits for it there); refused without a swarm, or while another daemon
+/// holds it.
+fn take_pid_file(project: &Project) -> Result<fsx::Lock> {
+    let root = &project.root;
+    if !project.swarmforge().is_dir() {
+        return Err(Error::not_found(format!(
+            "No swarm at {} (missing .swarmforge/).\n  hint: run `swarm init {}` first",
+            root.display(),
+            root.display()
+        )));
+    }
+    let dir = project.daemon_dir();
+    fsx::ensure_dirs(&[&dir]).at(&dir)?;
+    let pid_path = project.pid_file();
+    let Some(lock) = pid_file::lock(&pid_path)? else {
+        let pid = std::fs::read_to_string(&pid_path).unwrap_or_default();
+        return Err(Error::conflict(format!(
+            "handoffd is already running for {} (pid {}).\n  hint: `swarm stop {}` stops it",
+            root.display(),
+            pid.trim(),
+            root.display()
+        )));
+    };
+    // Written at once: `swarm up` waits for the holder's pid in this file.
+    fsx::rewrite_locked(&lock, format!("{}\n", std::process::id()).as_bytes()).at(&pid_path)?;
+    Ok(lock)
+}
+
+/// The journal, with its alerts and log policy; traces leave on threads of
+/// their own, never on the delivery path (not with `--once`).
+fn start_journal(project: &Project, config: &Config, once: bool) -> Journal {
+    let journal =
+        Journal::new(project).told(alert::Notifier::start(project).map(alert::Notifier::listener));
+    journal.set_policy(config.logs.policy());
+    if let Some(e) = config.otel.endpoint.as_deref().filter(|_| !once) {
+        let j = journal.clone();
+        crate::telemetry::otlp::Exporter::start(
+            project,
+            e,
+            std::sync::Arc::new(move |why: String| {
+                j.record(&Event::new(Kind::TracesDropped).reason(why))
+            }),
+        );
+    }
+    journal
+}
+
+impl Daemon {
+    /// `handoffd --once`: one pass, its wake-ups and the features' slow
+    /// work, then what it did on stdout.
+    fn once(&mut self) -> i32 {
+        let r = self.deliverer.pass();
+        self.deliverer.waker.wait_idle(Duration::from_secs(10));
         // The features' slow work, once (the turn ends agents left).
-        if let Some(work) = d.deliverer.off_loop() {
-            work(&d.project, &d.deliverer.roles, &d.journal);
+        if let Some(work) = self.deliverer.off_loop() {
+            work(&self.project, &self.deliverer.roles, &self.journal);
         }
         println!(
             "handoffd: delivered {}, failed {}, deferred {}",
             r.delivered, r.failed, r.deferred
         );
         0
-    } else {
-        let code = d.serve();
-        // Its last lines and its mark before `stopped`.
-        drop(d.progress.take());
-        if d.project.swarmforge().is_dir() {
-            d.journal.record(&Event::new(Kind::Stopped));
+    }
+
+    /// Serves until stopped; the progress journal's last lines and its
+    /// mark are written before `stopped`.
+    fn until_stopped(&mut self) -> i32 {
+        let code = self.serve();
+        drop(self.progress.take());
+        if self.project.swarmforge().is_dir() {
+            self.journal.record(&Event::new(Kind::Stopped));
         }
         code
-    };
-    drop(d.order.take());
-    let _ = fsx::remove_file(&d.project.pid_file());
-    drop(d.pid_lock.take());
-    Ok(code)
+    }
 }
 
 impl Daemon {
