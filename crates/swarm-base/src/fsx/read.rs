@@ -47,6 +47,8 @@ impl std::fmt::Display for ReadRefusal {
     }
 }
 
+impl std::error::Error for ReadRefusal {}
+
 /// Reads a queue file without following a symlink, without blocking on a FIFO,
 /// and without reading more than `max` bytes.
 pub fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, ReadRefusal> {

@@ -21,7 +21,7 @@ impl Config {
             return Ok(Config::default());
         }
         let mut c = Config::from_text(text)?;
-        definitions::resolve(&mut c, text)?;
+        definitions::resolve(&mut c, text).map_err(|e| e.to_string())?;
         c.check()?;
         Ok(c)
     }

@@ -492,20 +492,38 @@ pub fn recipient_errors(to: &str, is_role: &dyn Fn(&str) -> bool) -> Vec<String>
     errors
 }
 
+/// Why the daemon refuses a message its sender's helper let through (the
+/// text is the failure reason written beside the original: a sender reads
+/// it to repair the draft).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Recheck {
+    /// The sender's `allowed_types` does not hold the message's type.
+    #[error("type not allowed for sender")]
+    TypeNotAllowed,
+    #[error("invalid: {0}")]
+    Hop(crate::protocol::fields::BadHop),
+    /// Forwarded more often than `max_hops`.
+    #[error("hop_limit")]
+    HopLimit,
+    /// The first validation error.
+    #[error("invalid: {0}")]
+    Invalid(String),
+}
+
 /// The daemon's re-check of an outbox file from a role (`from`), with the
 /// failure reason: `type not allowed for sender`, `hop_limit`, or
 /// `invalid: <the first validation message>`. (`artifact` values are not
 /// re-checked here: a hand-written one is delivered as written, and
 /// `swarm artifacts` reports it as `malformed`.)
-pub fn recheck(msg: &Message, policy: &Policy, max_hops: u32) -> Result<(), String> {
+pub fn recheck(msg: &Message, policy: &Policy, max_hops: u32) -> Result<(), Recheck> {
     if let Some(rule) = msg.type_name().and_then(type_rule) {
         if !policy.allowed.contains(&rule.name) {
-            return Err("type not allowed for sender".into());
+            return Err(Recheck::TypeNotAllowed);
         }
     }
     match hop(msg) {
-        Err(e) => return Err(format!("invalid: {e}")),
-        Ok(h) if h > max_hops => return Err("hop_limit".into()),
+        Err(e) => return Err(Recheck::Hop(e)),
+        Ok(h) if h > max_hops => return Err(Recheck::HopLimit),
         Ok(_) => {}
     }
     let mut errors = validate_with(msg, policy, &mut |_| Ok(()));
@@ -518,7 +536,7 @@ pub fn recheck(msg: &Message, policy: &Policy, max_hops: u32) -> Result<(), Stri
         }
     }
     match errors.into_iter().next() {
-        Some(e) => Err(format!("invalid: {e}")),
+        Some(e) => Err(Recheck::Invalid(e)),
         None => Ok(()),
     }
 }

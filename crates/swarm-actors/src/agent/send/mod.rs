@@ -319,7 +319,8 @@ fn validate<'a>(s: &'a Sender, d: &Draft, shown: &str) -> Result<Valid<'a>> {
     let mut canonical = None;
     let repo = s.at.worktree.root.clone();
     errors.extend(rules::validate_with(d, &policy, &mut |c| {
-        canonical = Some(gitcheck::canonical_commit(&repo, c)?);
+        // The validation groups collect texts: the refusal is said as one.
+        canonical = Some(gitcheck::canonical_commit(&repo, c).map_err(|e| e.to_string())?);
         Ok(())
     }));
     let ty = d.type_name().unwrap_or_default().to_string();
