@@ -140,8 +140,8 @@ pub fn all(project: &Project) -> Result<Listing> {
     for n in names {
         let p = d.join(&n);
         let r = fsx::read_bounded(&p, MAX_FILE)
-            .map_err(|e| e.to_string())
-            .and_then(|b| serde_json::from_slice::<Reservation>(&b).map_err(|e| e.to_string()))
+            .map_err(BadReservation::from)
+            .and_then(|b| Ok(serde_json::from_slice::<Reservation>(&b)?))
             .and_then(|r| check(&r, &n).map(|()| r));
         match r {
             Ok(r) => out.reservations.push(r),
@@ -153,40 +153,55 @@ pub fn all(project: &Project) -> Result<Listing> {
     Ok(out)
 }
 
+/// Why a reservation file is not one `reserve` could have written (a
+/// file's content is untrusted); the listing names the file, and the
+/// repair is `swarm release` or removing it.
+#[derive(Debug, thiserror::Error)]
+enum BadReservation {
+    #[error("{0}")]
+    Read(#[from] fsx::ReadRefusal),
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    #[error("its id does not match its file name")]
+    Id,
+    #[error("invalid role '{}'", crate::text::escape(.0))]
+    Role(String),
+    #[error("no globs, or too many")]
+    Globs,
+    #[error("{0}")]
+    Glob(#[from] glob::BadGlob),
+    #[error("expires_at is not a time")]
+    Expiry,
+    #[error("its request is not a request id")]
+    Request,
+}
+
 /// A file's content is untrusted: its name, role and globs must be ones
 /// `reserve` could have written.
-fn check(r: &Reservation, file: &str) -> std::result::Result<(), String> {
+fn check(r: &Reservation, file: &str) -> std::result::Result<(), BadReservation> {
     if !valid_id(&r.id) || file != format!("{}.json", r.id) {
-        return Err("its id does not match its file name".into());
+        return Err(BadReservation::Id);
     }
     if !crate::protocol::grammar::valid_role(&r.role) {
-        return Err(format!("invalid role '{}'", crate::text::escape(&r.role)));
+        return Err(BadReservation::Role(r.role.clone()));
     }
     if r.globs.is_empty() || r.globs.len() > MAX_GLOBS {
-        return Err("no globs, or too many".into());
+        return Err(BadReservation::Globs);
     }
     for g in &r.globs {
-        normalised(g)?;
+        normalised_glob(g)?;
     }
     if r.expires().is_none() {
-        return Err("expires_at is not a time".into());
+        return Err(BadReservation::Expiry);
     }
     if r.request.as_deref().is_some_and(|q| !valid_request(q)) {
-        return Err("its request is not a request id".into());
+        return Err(BadReservation::Request);
     }
     Ok(())
 }
 
 /// `g` as `reserve` stores it: a glob [`glob::normalise`] leaves as it is
 /// (what a file or a confined agent's request names is checked so).
-///
-/// Its error stays a String: forum/requests.rs (owned elsewhere now) takes it
-/// with `?` into its own String errors; [`normalised_glob`] is the typed one.
-pub fn normalised(g: &str) -> std::result::Result<(), String> {
-    normalised_glob(g).map_err(|e| e.to_string())
-}
-
-/// [`normalised`], typed.
 pub fn normalised_glob(g: &str) -> std::result::Result<(), glob::BadGlob> {
     let root = Path::new("/");
     match glob::normalise(g, root, root) {

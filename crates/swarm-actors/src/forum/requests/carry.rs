@@ -152,7 +152,7 @@ pub(super) fn carry_out(project: &Project, roles: &Roles, role: &str, id: &str) 
     let answer = match taken.read_request(id, MAX_REQUEST) {
         Ok(Some(b)) => match Message::parse_bytes(&b)
             .map_err(|e| e.to_string())
-            .and_then(|m| Ask::of(&m))
+            .and_then(|m| Ask::of(&m).map_err(|e| e.to_string()))
         {
             Ok(ask) => apply(project, roles, role, id, &ask, &mark),
             Err(why) => Answer::Refused {

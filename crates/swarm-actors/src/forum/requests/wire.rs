@@ -51,33 +51,65 @@ fn globs_body(globs: &[String]) -> String {
     globs.iter().map(|g| format!("{g}\n")).collect()
 }
 
+/// Why a request is not one handoffd carries out; the text goes into the
+/// answer as `malformed request: <text>`, so the confined command says it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadRequest {
+    #[error("the globs do not end with a new line")]
+    GlobsUnended,
+    #[error("more than {} globs", reservations::MAX_GLOBS)]
+    TooManyGlobs,
+    #[error("{0}")]
+    Glob(#[from] reservations::glob::BadGlob),
+    #[error(
+        "'{}' is not a field of this request (a request acts in the name of the folder it is in)",
+        escape(.0)
+    )]
+    NotAField(String),
+    #[error("request without '{0}'")]
+    Missing(&'static str),
+    #[error("max_turns is not a number")]
+    MaxTurns,
+    #[error("a reservation names no glob")]
+    NoGlob,
+    #[error("ttl_ms is not a number of milliseconds")]
+    TtlNotANumber,
+    #[error("ttl_ms must be more than 0 and at most 30d")]
+    TtlRange,
+    #[error("force is neither true nor false")]
+    Force,
+    #[error("unknown request '{}'", escape(.0))]
+    Unknown(String),
+}
+
 /// The globs a request's body names, each one `reserve` could have stored.
-fn globs_of(body: &str) -> std::result::Result<Vec<String>, String> {
+fn globs_of(body: &str) -> std::result::Result<Vec<String>, BadRequest> {
     let Some(lines) = body.strip_suffix('\n') else {
         return if body.is_empty() {
             Ok(Vec::new())
         } else {
-            Err("the globs do not end with a new line".into())
+            Err(BadRequest::GlobsUnended)
         };
     };
     let globs: Vec<String> = lines.split('\n').map(str::to_string).collect();
     if globs.len() > reservations::MAX_GLOBS {
-        return Err(format!("more than {} globs", reservations::MAX_GLOBS));
+        return Err(BadRequest::TooManyGlobs);
     }
     for g in &globs {
-        reservations::normalised(g)?;
+        reservations::normalised_glob(g)?;
     }
     Ok(globs)
 }
 
 /// Refuses a field `m` has that its operation does not take (a role
 /// above all: the role is the folder's).
-fn only(m: &Message, fields: &[&str]) -> std::result::Result<(), String> {
-    match m.headers.iter().find(|(k, _)| !fields.contains(&k.as_str())) {
-        Some((k, _)) => Err(format!(
-            "'{}' is not a field of this request (a request acts in the name of the folder it is in)",
-            escape(k)
-        )),
+fn only(m: &Message, fields: &[&str]) -> std::result::Result<(), BadRequest> {
+    match m
+        .headers
+        .iter()
+        .find(|(k, _)| !fields.contains(&k.as_str()))
+    {
+        Some((k, _)) => Err(BadRequest::NotAField(k.clone())),
         None => Ok(()),
     }
 }
@@ -139,9 +171,9 @@ impl Ask {
         m
     }
 
-    pub(super) fn of(m: &Message) -> std::result::Result<Ask, String> {
+    pub(super) fn of(m: &Message) -> std::result::Result<Ask, BadRequest> {
         let get = |k: &str| m.get(k).map(str::to_string);
-        let need = |k: &str| get(k).ok_or_else(|| format!("request without '{k}'"));
+        let need = |k: &'static str| get(k).ok_or(BadRequest::Missing(k));
         Ok(match m.get("op").unwrap_or_default() {
             "session_start" => Ask::SessionStart {
                 title: get("title"),
@@ -158,7 +190,7 @@ impl Ask {
                     .collect(),
                 max_turns: match get("max_turns") {
                     None => None,
-                    Some(n) => Some(n.parse().map_err(|_| "max_turns is not a number")?),
+                    Some(n) => Some(n.parse().map_err(|_| BadRequest::MaxTurns)?),
                 },
             },
             "discussion_close" => Ask::DiscussionClose {
@@ -172,13 +204,13 @@ impl Ask {
                 only(m, &["op", "ttl_ms", "reason", "force"])?;
                 let globs = globs_of(&m.body)?;
                 if globs.is_empty() {
-                    return Err("a reservation names no glob".into());
+                    return Err(BadRequest::NoGlob);
                 }
                 let ttl_ms: u64 = need("ttl_ms")?
                     .parse()
-                    .map_err(|_| "ttl_ms is not a number of milliseconds")?;
+                    .map_err(|_| BadRequest::TtlNotANumber)?;
                 if ttl_ms == 0 || u128::from(ttl_ms) > reservations::MAX_TTL.as_millis() {
-                    return Err("ttl_ms must be more than 0 and at most 30d".into());
+                    return Err(BadRequest::TtlRange);
                 }
                 Ask::Reserve {
                     globs,
@@ -187,7 +219,7 @@ impl Ask {
                     force: match need("force")?.as_str() {
                         "true" => true,
                         "false" => false,
-                        _ => return Err("force is neither true nor false".into()),
+                        _ => return Err(BadRequest::Force),
                     },
                 }
             }
@@ -197,7 +229,7 @@ impl Ask {
                     globs: globs_of(&m.body)?,
                 }
             }
-            other => return Err(format!("unknown request '{}'", escape(other))),
+            other => return Err(BadRequest::Unknown(other.to_string())),
         })
     }
 }
