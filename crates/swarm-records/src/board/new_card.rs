@@ -23,7 +23,7 @@ pub struct NewCard {
 
 /// A card name: `[A-Za-z0-9][A-Za-z0-9._-]*`, at most [`MAX_NAME`], not a
 /// reserved lane.
-pub fn check_name(name: &str) -> std::result::Result<(), String> {
+pub fn check_name(name: &str) -> std::result::Result<(), BadCardName> {
     let b = name.as_bytes();
     let ok = !b.is_empty()
         && b.len() <= MAX_NAME
@@ -31,13 +31,18 @@ pub fn check_name(name: &str) -> std::result::Result<(), String> {
         && b.iter()
             .all(|c| c.is_ascii_alphanumeric() || b"._-".contains(c));
     if !ok {
-        return Err(format!(
-            "card name '{}' is not a name: letters, digits, '.', '_', '-', starting with a letter or digit, at most {MAX_NAME}",
-            crate::text::escape(name)
-        ));
+        return Err(BadCardName(name.to_string()));
     }
     Ok(())
 }
+
+/// A card name that is not one (the text says what a name may hold).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "card name '{}' is not a name: letters, digits, '.', '_', '-', starting with a letter or digit, at most {MAX_NAME}",
+    crate::text::escape(.0)
+)]
+pub struct BadCardName(pub String);
 
 /// Why `swarm card new` is refused to the confined agent of `role`
 /// (docs/security.md, "Confinement"): a card's first note comes from
