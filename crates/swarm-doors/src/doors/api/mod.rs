@@ -402,7 +402,7 @@ impl Runner {
             self.record_usage(about, s, &asked, say);
         }
         let answer = answer?;
-        let text = draft_text(plan, &answer).map_err(Failure)?;
+        let text = draft_text(plan, &answer).map_err(|e| Failure(e.to_string()))?;
         let sender =
             Sender::locate(&self.role, &self.cwd).map_err(|e| Failure(one_line_err(&e)))?;
         let parsed = draft::parse_bytes(text.as_bytes());

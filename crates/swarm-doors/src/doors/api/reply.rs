@@ -43,12 +43,21 @@ pub(super) fn cut_bytes(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
+/// A model's answer with nothing left to send once cleaned (the item is
+/// finished `--failed` with this reason).
+#[derive(Debug, thiserror::Error)]
+#[error("the model's answer was empty")]
+pub(super) struct EmptyAnswer;
+
 /// The draft for `answer` sent as `plan`. A long answer is cut to the
 /// type's limit (a body's bytes, a note's one line of 80 characters).
-pub(super) fn draft_text(plan: &ReplyPlan, answer: &str) -> std::result::Result<String, String> {
+pub(super) fn draft_text(
+    plan: &ReplyPlan,
+    answer: &str,
+) -> std::result::Result<String, EmptyAnswer> {
     let text = clean(answer);
     if text.is_empty() {
-        return Err("the model's answer was empty".into());
+        return Err(EmptyAnswer);
     }
     let mut d = format!(
         "type: {}\nto: {}\npriority: {}\n",
