@@ -191,6 +191,25 @@ async fn stream(s: &Settings, js: &jetstream::Context, log: &Log) -> stream::Str
     }
 }
 
+/// The messages of this host's mirror consumer `<kind>-<host>` on
+/// `<prefix>>`, asked for again (the stream first) until the server has it.
+async fn mirror(
+    s: &Settings,
+    js: &jetstream::Context,
+    log: &Log,
+    kind: &str,
+    prefix: &str,
+) -> pull::Stream {
+    let key = format!("{kind}-consumer");
+    loop {
+        let st = stream(s, js, log).await;
+        let durable = format!("{kind}-{}", s.host);
+        if let Some(m) = mirror_messages(&st, &durable, prefix, log, &key).await {
+            return m;
+        }
+    }
+}
+
 /// The messages of the mirror consumer `durable` on `<prefix>>`, or `None`
 /// after a pause when the server is not ready (the caller asks again).
 async fn mirror_messages(

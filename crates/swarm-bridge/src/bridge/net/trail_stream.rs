@@ -15,8 +15,7 @@ use async_nats::jetstream;
 use futures_util::StreamExt;
 
 use super::{
-    blocking, mirror_messages, publish_acked, publisher, settle, stream, Shared, ACK_TIMEOUT,
-    RETRY, WINDOW,
+    blocking, mirror, publish_acked, publisher, settle, stream, Shared, ACK_TIMEOUT, RETRY, WINDOW,
 };
 use crate::bridge::{events, trail, vouch, Log, Settings};
 use crate::fsx;
@@ -165,13 +164,7 @@ pub(super) async fn mirror_loop(
     let prefix = format!("swarm.{}.trail.", s.name());
     let mirrors = Arc::new(Mutex::new(vouch::Mirrors::default()));
     loop {
-        let st = stream(&s, &js, &log).await;
-        let durable = format!("trail-{}", s.host);
-        let Some(mut messages) =
-            mirror_messages(&st, &durable, &prefix, &log, "trail-consumer").await
-        else {
-            continue;
-        };
+        let mut messages = mirror(&s, &js, &log, "trail", &prefix).await;
         while let Some(Ok(m)) = messages.next().await {
             let host = publisher(&m, &prefix);
             if host == s.host {
