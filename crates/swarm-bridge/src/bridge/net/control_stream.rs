@@ -9,7 +9,7 @@ use std::sync::Arc;
 use async_nats::jetstream::{self, AckKind};
 use futures_util::StreamExt;
 
-use super::{blocking, mirror, publish_acked, publisher, stream, Shared, IDLE, RETRY};
+use super::{blocking, mirror_consumer, publish_acked, publisher, stream, Shared, IDLE, RETRY};
 use crate::bridge::{control, control_receive, control_wait, Settings};
 
 /// This host's control records → the stream, oldest first, one at a time:
@@ -57,7 +57,7 @@ pub(super) async fn publish_loop(s: Arc<Settings>, js: jetstream::Context, log: 
 pub(super) async fn apply_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
     let prefix = format!("swarm.{}.control.", s.name());
     loop {
-        let mut messages = mirror(&s, &js, &log, "control", &prefix).await;
+        let mut messages = mirror_consumer(&s, &js, &log, "control", &prefix).await;
         while let Some(Ok(m)) = messages.next().await {
             let from = publisher(&m, &prefix);
             let payload = m.payload.to_vec();

@@ -14,7 +14,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, AckKind};
 use futures_util::StreamExt;
 
-use super::{blocking, mirror, publisher, settle, stream, Shared, ACK_TIMEOUT, RETRY};
+use super::{blocking, mirror_consumer, publisher, settle, stream, Shared, ACK_TIMEOUT, RETRY};
 use crate::bridge::events::{self, Mirror};
 use crate::bridge::{Log, Settings};
 
@@ -161,7 +161,7 @@ pub(super) async fn mirror_loop(
     let mirror = Arc::new(Mutex::new(Mirror::default()));
     let prefix = format!("swarm.{}.events.", s.name());
     loop {
-        let mut messages = mirror(&s, &js, &log, "events", &prefix).await;
+        let mut messages = mirror_consumer(&s, &js, &log, "events", &prefix).await;
         while let Some(Ok(m)) = messages.next().await {
             mirror_line(&s, &log, &mirror, &prefix, &m).await;
             if let Ok(i) = m.info() {

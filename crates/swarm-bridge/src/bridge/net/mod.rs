@@ -193,7 +193,7 @@ async fn stream(s: &Settings, js: &jetstream::Context, log: &Log) -> stream::Str
 
 /// The messages of this host's mirror consumer `<kind>-<host>` on
 /// `<prefix>>`, asked for again (the stream first) until the server has it.
-async fn mirror(
+async fn mirror_consumer(
     s: &Settings,
     js: &jetstream::Context,
     log: &Log,

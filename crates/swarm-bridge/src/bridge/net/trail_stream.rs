@@ -15,7 +15,8 @@ use async_nats::jetstream;
 use futures_util::StreamExt;
 
 use super::{
-    blocking, mirror, publish_acked, publisher, settle, stream, Shared, ACK_TIMEOUT, RETRY, WINDOW,
+    blocking, mirror_consumer, publish_acked, publisher, settle, stream, Shared, ACK_TIMEOUT,
+    RETRY, WINDOW,
 };
 use crate::bridge::{events, trail, vouch, Log, Settings};
 use crate::fsx;
@@ -164,7 +165,7 @@ pub(super) async fn mirror_loop(
     let prefix = format!("swarm.{}.trail.", s.name());
     let mirrors = Arc::new(Mutex::new(vouch::Mirrors::default()));
     loop {
-        let mut messages = mirror(&s, &js, &log, "trail", &prefix).await;
+        let mut messages = mirror_consumer(&s, &js, &log, "trail", &prefix).await;
         while let Some(Ok(m)) = messages.next().await {
             let host = publisher(&m, &prefix);
             if host == s.host {
