@@ -28,28 +28,18 @@ pub use completions::Completions;
 pub use failures::failure_reason;
 pub use violation::Violation;
 
-use failures::{failure_note, read_note};
-use load::copy_of;
-
 use crate::protocol::header::names;
-use std::collections::HashSet;
 use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::error::Result;
-use crate::fsx;
 use crate::protocol::clock::{self, Instant};
 use crate::protocol::config::Config;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::layout::{Project, Worktree};
-use crate::protocol::lineup;
 use crate::protocol::roles::Roles;
-use crate::protocol::store;
 pub use crate::protocol::store::{load_message, Loaded};
-use crate::protocol::swarm::Swarm;
 
 /// Largest `.error` note read (a reason is one line).
 const MAX_NOTE_BYTES: u64 = 64 * 1024;

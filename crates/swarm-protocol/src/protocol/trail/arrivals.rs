@@ -2,7 +2,10 @@
 //! that arrived since a time (by inode change time, which the rename that
 //! put a file there sets and nobody but root can set back).
 
-use super::*;
+use std::path::{Path, PathBuf};
+use std::{fs, io};
+
+use crate::protocol::{grammar, store};
 
 /// `*.handoff` entries (not folders) directly in `dir`, sorted; a missing
 /// folder is empty.

@@ -3,7 +3,16 @@
 //! invariant: each new copy is read once, and a folder changed within a
 //! time stamp's tick of a look is listed again at the next.
 
-use super::*;
+use std::collections::HashSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::error::Result;
+use crate::protocol::header::Message;
+use crate::protocol::layout::{Project, Worktree};
+
+use super::load::copy_of;
+use super::{Copy, Place, Scope, Trail};
 
 /// Follows the copies that reach `inbox/completed/` (the daemon's live
 /// trace export, telemetry/otlp.rs), without reading the trail again at

@@ -1,7 +1,13 @@
 //! Why a failed original failed: its `.error` note, looked up in both
 //! places a daemon writes it, read bounded (a reason is one line).
 
-use super::*;
+use std::collections::HashSet;
+use std::path::Path;
+
+use crate::fsx;
+use crate::protocol::grammar;
+
+use super::MAX_NOTE_BYTES;
 
 /// The failure reason of a failed original at `path`, looked up in both places
 /// a daemon writes it (see `failure_note`).

@@ -4,7 +4,22 @@
 //! invariant: nothing is ever written, and a file is opened at most once
 //! per load.
 
-use super::*;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use crate::error::Result;
+use crate::protocol::config::Config;
+use crate::protocol::header::{names, Message};
+use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::roles::Roles;
+use crate::protocol::store::{load_message, Loaded};
+use crate::protocol::swarm::Swarm;
+use crate::protocol::{lineup, store};
+
+use super::failures::{failure_note, read_note};
+use super::{
+    absolute, changed_at, mirror_of, Bad, Copy, Original, Place, Rejected, Scope, Stamp, Trail,
+};
 
 /// One folder's listing: queue files and batch folders, sorted by name.
 pub(super) struct Listing {

@@ -3,7 +3,15 @@
 //! invariant: when a change cannot be applied exactly, `refresh` says so
 //! and the caller loads the trail again.
 
-use super::*;
+use std::fs;
+use std::path::Path;
+
+use crate::protocol::grammar;
+use crate::protocol::layout::Worktree;
+
+use super::arrivals::handoff_names;
+use super::failures::{failure_reason, read_note};
+use super::{absolute, Original, Place, Rejected, Trail};
 
 /// What a path is, for [`Trail::refresh`].
 pub(super) enum Found {
