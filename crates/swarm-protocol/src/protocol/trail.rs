@@ -37,7 +37,7 @@ use crate::protocol::clock::{self, Instant};
 use crate::protocol::config::Config;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
-use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
 pub use crate::protocol::store::{load_message, Loaded};
 

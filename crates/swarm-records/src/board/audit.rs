@@ -3,7 +3,13 @@
 //! count asked again after a crash (a confined agent's request carried out
 //! twice) is raised once, against the count recorded before it.
 
-use super::*;
+use crate::error::{IoContext, Result};
+use crate::fsx;
+use crate::protocol::layout::Project;
+
+use super::routes::Routes;
+use super::sync::sync_locked;
+use super::{dir, lock_file, tasks_file, tmp_dir};
 
 /// Where the audit gate counts a challenge: the card's `audit_count` (as
 /// upstream's `pack_board.sh increment-audit`). A task that is no card is

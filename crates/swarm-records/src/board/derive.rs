@@ -4,9 +4,17 @@
 //! board, whoever derives it and however often (only `audit_count`, not
 //! derived, is carried over from the board before).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
-use super::*;
+use crate::protocol::grammar::MessageType;
+use crate::protocol::header::{names, Message};
+use crate::protocol::trail::{Original, Place, Trail};
+use crate::protocol::{clock, grammar};
+
+use super::routes::Routes;
+use super::{cards_named, Board, Card, CARD_TYPE, DONE, NEW, NON_FORWARDING};
 
 /// The board the handoffs say, carrying `audit_count` over from `prev`.
 pub fn derive(trail: &Trail, routes: &Routes, prev: &Board) -> Board {

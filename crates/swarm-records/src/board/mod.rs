@@ -43,21 +43,15 @@ mod sync;
 mod tests;
 mod view;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, IoContext, Result, Token};
+use crate::error::{Error, Result};
 use crate::fsx;
-use crate::protocol::clock;
-use crate::protocol::grammar::{self, MessageType};
+use crate::protocol::grammar::MessageType;
 use crate::protocol::header::{names, Message};
-use crate::protocol::layout::{Project, Worktree};
-use crate::protocol::roles::Roles;
-use crate::protocol::store;
-use crate::protocol::swarm::Swarm;
-use crate::protocol::trail::{Original, Place, Scope, Trail};
+use crate::protocol::layout::Project;
 
 pub use audit::{count_audit, count_audit_once};
 pub use derive::{derive, when_of};
@@ -66,8 +60,8 @@ pub use routes::Routes;
 pub use sync::{sync, sync_after};
 pub use view::{text, view, view_in, view_of, View};
 
-use derive::{birth, derive_marked, Deriving, Mark};
-use sync::{fingerprint, read_cache, sync_locked};
+use derive::birth;
+use sync::{fingerprint, read_cache};
 
 /// The header naming a card's type (upstream's New Task note carries it).
 pub const CARD_TYPE: &str = "card_type";

@@ -4,9 +4,22 @@
 //! handoffd delivers `from: handoffd` out of a role's outbox, and only
 //! addressed to that role itself.
 
+use std::path::PathBuf;
+
 use serde::Serialize;
 
-use super::*;
+use crate::error::{Error, IoContext, Result, Token};
+use crate::fsx;
+use crate::protocol::grammar::MessageType;
+use crate::protocol::header::{names, Message};
+use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::roles::Roles;
+use crate::protocol::{clock, grammar, store};
+
+use super::derive::birth;
+use super::routes::Routes;
+use super::sync::sync_locked;
+use super::{dir, lock_file, tasks_file, text_file, tmp_dir, CARD_TYPE, MAX_NAME, MAX_TEXT};
 
 /// What `swarm card new` made.
 #[derive(Debug, Serialize)]

@@ -4,9 +4,20 @@
 //! it cannot be continued exactly, so the file written is the board the
 //! handoffs say; writing it twice writes the same bytes.
 
+use std::path::PathBuf;
+
 use serde::{Deserialize, Serialize};
 
-use super::*;
+use crate::error::{Error, IoContext, Result};
+use crate::fsx;
+use crate::protocol::clock;
+use crate::protocol::header::{names, Message};
+use crate::protocol::layout::Project;
+use crate::protocol::trail::{Place, Scope, Trail};
+
+use super::derive::{derive_marked, Deriving, Mark};
+use super::routes::Routes;
+use super::{dir, lock_file, read, tasks_file, tmp_dir, Board, Card, MAX_BOARD_BYTES, NEW};
 
 /// Derives the board and writes tasks.tsv when it differs (under the board
 /// lock); None when the project declares no card. Idempotent.

@@ -5,7 +5,14 @@
 
 use serde::Serialize;
 
-use super::*;
+use crate::board::derive;
+use crate::error::Result;
+use crate::protocol::layout::Project;
+use crate::protocol::swarm::Swarm;
+use crate::protocol::trail::{Scope, Trail};
+
+use super::routes::Routes;
+use super::{read, Board, Card};
 
 /// The board now: derived, and whether tasks.tsv says the same.
 #[derive(Clone, Debug, Serialize)]

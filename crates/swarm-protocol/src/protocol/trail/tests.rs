@@ -1,4 +1,5 @@
 use super::*;
+use crate::protocol::layout::Worktree;
 
 #[test]
 fn completions_read_each_new_copy_once_and_nothing_else() {
