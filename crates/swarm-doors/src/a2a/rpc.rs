@@ -16,7 +16,7 @@ use crate::protocol::draft;
 use crate::protocol::layout::Project;
 use crate::protocol::trail::{Scope, Trail};
 
-use super::store::{self, Canceled, Input, PushConfig, Record, Store};
+use super::store::{self, Canceled, Input, Record, Store};
 use super::task::{self, State, View};
 use super::track::{self, Tracker};
 

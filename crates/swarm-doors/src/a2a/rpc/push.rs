@@ -3,7 +3,12 @@
 //! at most [`MAX_PUSH_CONFIGS`] per task) and kept with the task in the
 //! store, which the tracker reads to deliver updates.
 
-use super::*;
+use serde_json::{json, Map, Value};
+
+use super::super::store::PushConfig;
+use super::{
+    id_field, str_field, task_of, Ctx, Outcome, RpcError, MAX_PUSH_CONFIGS, MAX_URL_BYTES,
+};
 
 /// A push config from its A2A shape (`TaskPushNotificationConfig`).
 pub(super) fn push_config(o: &Map<String, Value>) -> Result<PushConfig, RpcError> {

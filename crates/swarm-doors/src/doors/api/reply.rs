@@ -3,7 +3,10 @@
 //! draft that passes the same validation as a person's. The invariant: the
 //! runner never sends a text the draft rules refuse; it says why instead.
 
-use super::*;
+use crate::agent::queue::Item;
+use crate::protocol::types;
+
+use super::NOTE_MAX_CHARS;
 
 /// What a reply is sent as.
 #[derive(Debug)]

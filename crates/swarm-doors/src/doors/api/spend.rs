@@ -3,7 +3,11 @@
 //! The invariant: a usage that cannot be journaled is said, never fatal
 //! (the answer still goes out).
 
-use super::*;
+use crate::agent::place;
+use crate::error::Error;
+use crate::protocol::header::Message;
+
+use super::{chat, one_line_err, Runner};
 
 impl Runner {
     /// One call's usage, journaled as a headless turn's is (docs/cost.md):

@@ -3,7 +3,21 @@
 //! file), their counts from the events (`folders`). The invariant: a card
 //! is emitted only when it differs from the one a page holds.
 
-use super::*;
+use std::collections::HashSet;
+
+use serde_json::{json, Value};
+
+use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::roles::Role;
+use crate::protocol::trail::Loaded;
+use crate::protocol::{clock, fields, trail};
+use crate::telemetry::activity::Activity;
+use crate::views::liveness::Runner;
+use crate::views::{attention, liveness};
+
+use super::super::folders;
+use super::samples::Samples;
+use super::{iso_of, Clock, Delta, Model, ACTIVITY_TAIL, DEPTH_POINTS};
 
 /// The last record of a role's activity file, if any is readable.
 pub(super) fn last_activity(project: &Project, role: &str) -> Option<Activity> {

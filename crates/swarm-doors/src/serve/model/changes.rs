@@ -4,7 +4,22 @@
 //! The invariant (the module doc of `model`): a snapshot at `seq` plus
 //! every delta after `seq` is what a fresh snapshot would show.
 
-use super::*;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::daemon::journal::Kind;
+use crate::daemon::progress::Line;
+use crate::protocol::layout::Worktree;
+use crate::protocol::trail::{Loaded, Original, Place};
+use crate::protocol::{clock, trail, types};
+use crate::sys::log_reader::EventReader;
+use crate::sys::watch::Wake;
+
+use super::{
+    entry, is_journal, rank, Clock, Delta, Model, CARDS_EVERY, FULL_LIST, JOURNAL, KEEP, RING,
+};
 
 impl Model {
     pub(super) fn keep_question(&mut self, o: &Original) {

@@ -25,21 +25,12 @@ use serde_json::{json, Value};
 
 use crate::error::Result;
 use crate::protocol::clock::{self, Instant};
-use crate::protocol::fields;
-use crate::protocol::layout::{Project, Worktree};
-use crate::protocol::roles::{Role, Roles};
-use crate::protocol::trail::{self, Loaded, Original, Place, Scope, Stamp, Trail};
-use crate::protocol::types;
+use crate::protocol::layout::Project;
+use crate::protocol::roles::Roles;
+use crate::protocol::trail::{Original, Place, Scope, Stamp, Trail};
 use crate::sys::log_reader::EventReader;
-use crate::sys::watch::Wake;
-use crate::telemetry::activity::Activity;
-use crate::views::attention;
-use crate::views::liveness::{self, Runner};
 
-use crate::daemon::journal::{Kind, Stamps};
-use crate::daemon::progress::Line;
-
-use super::folders::{self, Folders};
+use super::folders::Folders;
 use super::spend;
 
 mod cards;

@@ -4,7 +4,18 @@
 //! depth at any time after the first line read is exact without reading a
 //! copy (daemon/progress.rs says each copy's enqueue and dequeue).
 
-use super::*;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use serde_json::{json, Value};
+
+use crate::daemon::journal::{Kind, Stamps};
+use crate::daemon::progress::Line;
+use crate::protocol::clock;
+use crate::protocol::clock::Instant;
+use crate::protocol::trail::Stamp;
+use crate::sys::log_reader::EventReader;
+
+use super::{stamp_ms, Model, DEPTH_POINTS, HISTORY_BYTES, SAMPLES, STAGES};
 
 /// A role's latency samples per stage, and their summary (computed when a
 /// sample arrives, not on every refresh).

@@ -4,7 +4,26 @@
 //! The invariant: each is the library call its CLI command makes, named
 //! in the journal as the cockpit's.
 
-use super::*;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::error::{Error, Token};
+use crate::person::{holds, rejected};
+use crate::protocol::dashboard::SENT_BACK;
+use crate::protocol::roles::Roles;
+use crate::protocol::types;
+use crate::text::escape;
+
+use super::super::{token, App};
+use super::{
+    body, check_project, first_line, held, person, post_as, run, No, UrlPath, REJECT, VIA,
+};
 
 #[derive(Deserialize, Default)]
 pub(super) struct ApprovalBody {

@@ -3,7 +3,24 @@
 //! chat post to the master role. The invariant: what is sent goes through
 //! the one send path, checked as any draft is.
 
-use super::*;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::agent::caller::Caller;
+use crate::error::Error;
+use crate::person::answer;
+use crate::protocol::config::Config;
+use crate::protocol::roles::Roles;
+use crate::protocol::{fields, grammar};
+
+use super::super::App;
+use super::{body, check_project, master, not_found, person, post_as, run, No, UrlPath};
 
 #[derive(Deserialize, Default)]
 pub(super) struct AnswerBody {

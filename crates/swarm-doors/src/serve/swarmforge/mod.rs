@@ -27,28 +27,21 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path as UrlPath, State};
+use axum::extract::Path as UrlPath;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use crate::agent::caller::Caller;
 use crate::agent::send;
-use crate::error::{Error, Token};
-use crate::person::answer;
+use crate::error::Error;
 use crate::person::holds::{self, Held};
-use crate::person::rejected;
-use crate::protocol::config::Config;
-use crate::protocol::dashboard::{master_role as master, question_text, response_text, SENT_BACK};
-use crate::protocol::header::{names, Message};
+use crate::protocol::dashboard::master_role as master;
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
-use crate::protocol::trail::{Original, Place};
-use crate::protocol::{draft, fields, grammar, rejected_tasks, types};
+use crate::protocol::{draft, grammar, types};
 use crate::text::escape;
 
 use super::{api, token, App};

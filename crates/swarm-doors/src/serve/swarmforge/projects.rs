@@ -2,7 +2,20 @@
 //! project list. `swarm serve` serves one project, so opening, making or
 //! closing another is refused with what to do instead.
 
-use super::*;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::protocol::layout::Project;
+use crate::text::escape;
+
+use super::super::{token, App};
+use super::{body, check_project, project_name, run};
 
 /// The largest `mission.md` served.
 pub(super) const MAX_MISSION_BYTES: u64 = 1024 * 1024;

@@ -5,7 +5,24 @@
 //! this project's files at the time of the call; nothing is kept between
 //! calls.
 
-use super::*;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::response::Response;
+use serde_json::{json, Value};
+
+use crate::error::Error;
+use crate::person::holds;
+use crate::person::holds::Held;
+use crate::protocol::dashboard::{question_text, response_text, SENT_BACK};
+use crate::protocol::header::{names, Message};
+use crate::protocol::layout::Project;
+use crate::protocol::roles::Roles;
+use crate::protocol::trail::{Original, Place};
+use crate::protocol::{fields, rejected_tasks, types};
+
+use super::super::App;
+use super::{display_name, master, run, MAX_BOARD_BYTES};
 
 /// A held handoff as SwarmForge lists an approval (pack_web.bb
 /// `approval-entry`), with `from`/`to` (which forgelet-bridge reads for its
