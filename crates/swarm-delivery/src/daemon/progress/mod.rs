@@ -42,19 +42,17 @@
 //! (`recorder`); here, the mark, the journal's lines as this module reads
 //! them, and the thread.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, SystemTime};
 
-use notify::Watcher;
 use serde::{Deserialize, Serialize};
 
-use crate::daemon::journal::{Event, Journal, Kind, Stamps};
+use crate::daemon::journal::{Journal, Kind, Stamps};
 use crate::fsx;
-use crate::protocol::layout::{Project, Worktree};
-use crate::protocol::trail::{self, Loaded};
+use crate::protocol::layout::Project;
 use crate::sys::log_reader::EventReader;
 
 mod recorder;

@@ -4,7 +4,21 @@
 //! invariant (the module doc of `progress`): every copy that arrived before
 //! the mark's `since` is journaled, once.
 
-use super::*;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use notify::Watcher;
+
+use crate::daemon::journal::{Event, Journal, Kind, Stamps};
+use crate::fsx;
+use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::trail::{self, Loaded};
+
+use super::{
+    journaled_since, key, mark_file, ns, oldest_offset, read_mark, Key, Mark, MARK_EVERY, REMEMBER,
+    SLACK,
+};
 
 /// Where a copy sits, as far as this module cares.
 #[derive(Clone, Copy, PartialEq, Eq)]
