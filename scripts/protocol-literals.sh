@@ -25,7 +25,7 @@ files=$(git ls-files 'src/*.rs' 'crates/*.rs' | grep -vE '^crates/swarm-(protoco
 # seat requests, a confined agent's forum and board requests, the forum's
 # session and discussion records. Their listings are that store's one place,
 # as protocol/ is the mail store's; the state-listing count leaves them out.
-own_stores='^crates/[^/]+/src/(a2a/store|forum/record|forum/requests|lineup/seat|reservations/mod|search/index|telemetry/activity)\.rs$'
+own_stores='^crates/[^/]+/src/(a2a/store|forum/record|forum/requests(/[a-z_]+)?|lineup/seat|reservations/mod|search/index|telemetry/activity)\.rs$'
 
 headers='id|from|to|cc|mentions|recipient|priority|type|role|task|commit|message|subject|title|question|choices|reaction|in_reply_to|thread|session|discussion|artifact|hop|wake|failed|created_at|enqueued_at|dequeued_at|completed_at'
 types='note|clarify|answer|react|git_handoff|digest|digest_request|review|handoff|task_done'

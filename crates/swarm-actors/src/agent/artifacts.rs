@@ -71,78 +71,93 @@ fn hash(mut f: File) -> io::Result<(String, u64)> {
     Ok((hex, size))
 }
 
+/// Why a draft's `artifact: <path>` is refused, in the draft-error style
+/// (the header, the path as written, escaped, and what to do instead).
+#[derive(Debug, thiserror::Error)]
+pub enum BadArtifact {
+    #[error("Header 'artifact' must be a path relative to the worktree; got '{0}'.")]
+    Absolute(String),
+    #[error("Header 'artifact' path '{0}' leaves the worktree.")]
+    Leaves(String),
+    #[error("Header 'artifact' path '{0}' names the worktree itself, not a file.")]
+    Worktree(String),
+    #[error("Cannot resolve the worktree {}: {source}.", worktree.display())]
+    NoWorktree {
+        worktree: std::path::PathBuf,
+        source: io::Error,
+    },
+    #[error("Header 'artifact' path '{0}' does not exist.")]
+    Missing(String),
+    #[error("Header 'artifact' path '{shown}' cannot be read: {source}.")]
+    Unreadable { shown: String, source: io::Error },
+    #[error("Header 'artifact' path '{0}' is a broken symlink.")]
+    BrokenLink(String),
+    #[error("Header 'artifact' path '{shown}' resolves to '{}' outside the worktree.", escape(&real.display().to_string()))]
+    Outside {
+        shown: String,
+        real: std::path::PathBuf,
+    },
+    #[error("Header 'artifact' path '{0}' is not a regular file.")]
+    NotAFile(String),
+    #[error("Header 'artifact' path '{shown}' has {links} hard links; copy the file instead of linking it.")]
+    HardLinks { shown: String, links: u64 },
+}
+
 /// Checks a draft's `artifact: <path>` against the sender's worktree and
 /// stamps it, or returns the error in the draft-error style.
-pub fn stamp(worktree: &Path, raw: &str) -> Result<Stamped, String> {
+pub fn stamp(worktree: &Path, raw: &str) -> Result<Stamped, BadArtifact> {
     let shown = escape(raw);
+    let unreadable = |source: io::Error| BadArtifact::Unreadable {
+        shown: shown.clone(),
+        source,
+    };
     if raw.starts_with('/') {
-        return Err(format!(
-            "Header 'artifact' must be a path relative to the worktree; got '{shown}'."
-        ));
+        return Err(BadArtifact::Absolute(shown));
     }
     let Some(rel) = normalise(raw) else {
-        return Err(format!(
-            "Header 'artifact' path '{shown}' leaves the worktree."
-        ));
+        return Err(BadArtifact::Leaves(shown));
     };
     if rel.is_empty() {
-        return Err(format!(
-            "Header 'artifact' path '{shown}' names the worktree itself, not a file."
-        ));
+        return Err(BadArtifact::Worktree(shown));
     }
     let root = worktree
         .canonicalize()
-        .map_err(|e| format!("Cannot resolve the worktree {}: {e}.", worktree.display()))?;
+        .map_err(|source| BadArtifact::NoWorktree {
+            worktree: worktree.to_path_buf(),
+            source,
+        })?;
     let joined = root.join(&rel);
     match fs::symlink_metadata(&joined) {
         Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(format!("Header 'artifact' path '{shown}' does not exist."))
-        }
-        Err(e) => {
-            return Err(format!(
-                "Header 'artifact' path '{shown}' cannot be read: {e}."
-            ))
-        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(BadArtifact::Missing(shown)),
+        Err(e) => return Err(unreadable(e)),
     }
     let real = match joined.canonicalize() {
         Ok(p) => p,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(format!(
-                "Header 'artifact' path '{shown}' is a broken symlink."
-            ))
+            return Err(BadArtifact::BrokenLink(shown))
         }
-        Err(e) => {
-            return Err(format!(
-                "Header 'artifact' path '{shown}' cannot be read: {e}."
-            ))
-        }
+        Err(e) => return Err(unreadable(e)),
     };
     if !real.starts_with(&root) {
-        return Err(format!(
-            "Header 'artifact' path '{shown}' resolves to '{}' outside the worktree.",
-            escape(&real.display().to_string())
-        ));
+        return Err(BadArtifact::Outside { shown, real });
     }
-    let meta = fs::metadata(&real)
-        .map_err(|e| format!("Header 'artifact' path '{shown}' cannot be read: {e}."))?;
+    let meta = fs::metadata(&real).map_err(unreadable)?;
     if !meta.file_type().is_file() {
-        return Err(format!(
-            "Header 'artifact' path '{shown}' is not a regular file."
-        ));
+        return Err(BadArtifact::NotAFile(shown));
     }
     // A hard link is a second name of one file: the other name may be
     // outside the worktree (containment cannot be checked for it), and a
     // write there changes the artifact. Refused; a copy is unambiguous.
     if meta.nlink() > 1 {
-        return Err(format!(
-            "Header 'artifact' path '{shown}' has {} hard links; copy the file instead of linking it.",
-            meta.nlink()
-        ));
+        return Err(BadArtifact::HardLinks {
+            shown,
+            links: meta.nlink(),
+        });
     }
     let (sha256, size) = fsx::open_regular(&real)
         .and_then(hash)
-        .map_err(|e| format!("Header 'artifact' path '{shown}' cannot be read: {e}."))?;
+        .map_err(unreadable)?;
     Ok(Stamped {
         sha256,
         size,

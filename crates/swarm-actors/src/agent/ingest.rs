@@ -245,21 +245,34 @@ impl Ingest {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(Error::io(&self.opts.file, e)),
         };
+        let mut c = self.cursor(&mut f, say)?;
+        loop {
+            let Some((line, end)) = next_line(&mut f, c.offset)? else {
+                return Ok(());
+            };
+            self.follow(&mut f, &mut c, line, end, say)?;
+        }
+    }
+
+    /// The cursor to read on from: the saved one, or the start again (said)
+    /// when the file was replaced, truncated or rewritten since; the new
+    /// log's session opened first when one is due.
+    fn cursor(&self, f: &mut File, say: &mut dyn FnMut(Event)) -> Result<Cursor> {
         let meta = f.metadata().at(&self.opts.file)?;
         let mut c = self.load()?.unwrap_or(Cursor {
             dev: meta.dev(),
             ino: meta.ino(),
-            head: head_hash(&mut f, 0)?,
+            head: head_hash(f, 0)?,
             ..Cursor::default()
         });
         let why = if (c.dev, c.ino) != (meta.dev(), meta.ino()) {
             Some("the file was replaced")
         } else if meta.len() < c.offset {
             Some("the file was truncated")
-        } else if head_hash(&mut f, c.offset.min(HEAD_BYTES))? != c.head
+        } else if head_hash(f, c.offset.min(HEAD_BYTES))? != c.head
             || c.tail
                 .as_ref()
-                .is_some_and(|t| tail_hash(&mut f, c.offset).is_ok_and(|now| now != *t))
+                .is_some_and(|t| tail_hash(f, c.offset).is_ok_and(|now| now != *t))
         {
             Some("the file was rewritten")
         } else {
@@ -269,7 +282,7 @@ impl Ingest {
             c = Cursor {
                 dev: meta.dev(),
                 ino: meta.ino(),
-                head: head_hash(&mut f, 0)?,
+                head: head_hash(f, 0)?,
                 tail: None,
                 offset: 0,
                 pending: None,
@@ -292,64 +305,70 @@ impl Ingest {
                 session: Some(s),
             });
         }
-        loop {
-            let Some((line, end)) = next_line(&mut f, c.offset)? else {
+        Ok(c)
+    }
+
+    /// One line ending at `end` (`None`: too long): skipped, found posted
+    /// already (a kill between the post and the cursor), or posted; the
+    /// cursor is saved as pending before the post and moved past after it,
+    /// so a line is posted once whatever is killed when.
+    fn follow(
+        &self,
+        f: &mut File,
+        c: &mut Cursor,
+        line: Option<String>,
+        end: u64,
+        say: &mut dyn FnMut(Event),
+    ) -> Result<()> {
+        let start = c.offset;
+        let Some(line) = line else {
+            self.past(f, c, end)?;
+            say(Event::Skipped {
+                offset: start,
+                why: format!("line longer than {MAX_LINE_BYTES} bytes"),
+            });
+            return Ok(());
+        };
+        let Some(capture) = self.capture(&line) else {
+            return self.past(f, c, end);
+        };
+        if let Some((pend_end, after_seq)) = c.pending {
+            if pend_end == end && self.already_posted(after_seq, &capture) {
+                self.past(f, c, end)?;
+                say(Event::Recovered { offset: start });
                 return Ok(());
-            };
-            let start = c.offset;
-            let Some(line) = line else {
-                c.offset = end;
-                c.pending = None;
-                self.save_advanced(&mut f, &mut c)?;
+            }
+        }
+        c.pending = Some((end, self.highest_seq()));
+        self.save(c)?;
+        let path = match self.post(&capture) {
+            Ok(p) => p,
+            // A refused draft (exit 2) would be refused again after
+            // every restart: the line is skipped, the follower goes on.
+            Err(e) if e.exit_code() == 2 => {
+                self.past(f, c, end)?;
+                let why = e.to_string().replace('\n', " ");
                 say(Event::Skipped {
                     offset: start,
-                    why: format!("line longer than {MAX_LINE_BYTES} bytes"),
+                    why: format!("the post was refused: {why}"),
                 });
-                continue;
-            };
-            let capture = self.capture(&line);
-            let Some(capture) = capture else {
-                c.offset = end;
-                c.pending = None;
-                self.save_advanced(&mut f, &mut c)?;
-                continue;
-            };
-            if let Some((pend_end, after_seq)) = c.pending {
-                if pend_end == end && self.already_posted(after_seq, &capture) {
-                    c.offset = end;
-                    c.pending = None;
-                    self.save_advanced(&mut f, &mut c)?;
-                    say(Event::Recovered { offset: start });
-                    continue;
-                }
+                return Ok(());
             }
-            c.pending = Some((end, self.highest_seq()));
-            self.save(&c)?;
-            let path = match self.post(&capture) {
-                Ok(p) => p,
-                // A refused draft (exit 2) would be refused again after
-                // every restart: the line is skipped, the follower goes on.
-                Err(e) if e.exit_code() == 2 => {
-                    c.offset = end;
-                    c.pending = None;
-                    self.save_advanced(&mut f, &mut c)?;
-                    let why = e.to_string().replace('\n', " ");
-                    say(Event::Skipped {
-                        offset: start,
-                        why: format!("the post was refused: {why}"),
-                    });
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            c.offset = end;
-            c.pending = None;
-            self.save_advanced(&mut f, &mut c)?;
-            say(Event::Posted {
-                offset: start,
-                path,
-            });
-        }
+            Err(e) => return Err(e),
+        };
+        self.past(f, c, end)?;
+        say(Event::Posted {
+            offset: start,
+            path,
+        });
+        Ok(())
+    }
+
+    /// Moves the cursor past the line ending at `end`, nothing pending.
+    fn past(&self, f: &mut File, c: &mut Cursor, end: u64) -> Result<()> {
+        c.offset = end;
+        c.pending = None;
+        self.save_advanced(f, c)
     }
 
     /// Saves the cursor moved past a line, with the head hash of the bytes

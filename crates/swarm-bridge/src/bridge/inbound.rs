@@ -49,71 +49,108 @@ pub struct Sent<'a> {
 /// Checks and spools one message that arrived on `subject`, as `sent`
 /// describes it.
 pub fn accept(s: &Settings, roles: &Roles, subject: &str, sent: Sent, bytes: &[u8]) -> Verdict {
-    let Sent {
-        from_host,
-        name,
-        approval,
-    } = sent;
+    match check(s, roles, subject, &sent, bytes) {
+        Ok(c) => spool(s, &c, sent.approval, bytes),
+        Err(refused) => refused,
+    }
+}
+
+/// A message that passed [`check`]: for `role` of this host, from a role
+/// of the host that published it.
+struct Checked<'a> {
+    msg: Message,
+    role: &'a str,
+    name: &'a str,
+    from_host: &'a str,
+}
+
+/// Every check of a message before anything is written: its subject names
+/// a role of this host, its name is a handoff file name, its size within
+/// `limits.max_file_bytes`, it parses, it is addressed to that role, and
+/// the host that published it is its sender's.
+fn check<'a>(
+    s: &Settings,
+    roles: &Roles,
+    subject: &'a str,
+    sent: &Sent<'a>,
+    bytes: &[u8],
+) -> Result<Checked<'a>, Verdict> {
     let Some(role_name) = s.subject_role(subject) else {
-        return Verdict::Reject(format!("subject {subject} is not for host {}", s.host));
+        return Err(Verdict::Reject(format!(
+            "subject {subject} is not for host {}",
+            s.host
+        )));
     };
-    let Some(name) = name else {
-        return Verdict::Reject("no Swarm-Name header".into());
+    let Some(name) = sent.name else {
+        return Err(Verdict::Reject("no Swarm-Name header".into()));
     };
     if !grammar::valid_handoff_name(name) {
-        return Verdict::Reject(format!(
+        return Err(Verdict::Reject(format!(
             "'{}' is not a handoff file name",
             crate::text::escape(name)
-        ));
+        )));
     }
     let max = s.config.limits.max_file_bytes;
     if bytes.len() as u64 > max {
-        return Verdict::Reject(format!(
+        return Err(Verdict::Reject(format!(
             "{} bytes, more than limits.max_file_bytes ({max})",
             bytes.len()
-        ));
+        )));
     }
-    let msg = match Message::parse_bytes(bytes) {
-        Ok(m) => m,
-        Err(e) => return Verdict::Reject(format!("malformed: {e}")),
-    };
+    let msg =
+        Message::parse_bytes(bytes).map_err(|e| Verdict::Reject(format!("malformed: {e}")))?;
     if msg.recipient() != Some(role_name) {
-        return Verdict::Reject(format!(
+        return Err(Verdict::Reject(format!(
             "its recipient is not {role_name}, the role its subject names"
-        ));
+        )));
     }
     match roles.find(role_name) {
         Some(r) if !r.is_remote() => {}
-        _ => return Verdict::Reject(format!("{role_name} is not a role of host {}", s.host)),
+        _ => {
+            return Err(Verdict::Reject(format!(
+                "{role_name} is not a role of host {}",
+                s.host
+            )))
+        }
     }
-    // The publishing host must be the sender's host: a host speaks for
-    // its own roles only.
-    let from = msg.sender().unwrap_or("");
-    let Some(from_host) = from_host else {
-        return Verdict::Reject("no Swarm-From-Host header".into());
+    let Some(from_host) = sent.from_host else {
+        return Err(Verdict::Reject("no Swarm-From-Host header".into()));
     };
+    check_sender(s, roles, msg.sender().unwrap_or(""), from_host)?;
+    Ok(Checked {
+        msg,
+        role: role_name,
+        name,
+        from_host,
+    })
+}
+
+/// The publishing host must be the sender's host: a host speaks for its
+/// own roles only.
+fn check_sender(s: &Settings, roles: &Roles, from: &str, from_host: &str) -> Result<(), Verdict> {
     match roles.find(from) {
-        Some(r) if r.is_remote() && r.worktree_name.strip_prefix('@') == Some(from_host) => {}
-        Some(r) if r.is_remote() => {
-            return Verdict::Reject(format!(
-                "its sender {from} works on host {}, but host {} published it",
-                r.worktree_name.trim_start_matches('@'),
-                crate::text::escape(from_host)
-            ))
-        }
-        Some(_) => {
-            return Verdict::Reject(format!(
-                "its sender {from} works on this host, so it cannot come over the bridge"
-            ))
-        }
-        None => {
-            return Verdict::Reject(format!(
-                "its sender '{}' is not a role of another host in {}",
-                crate::text::escape(from),
-                s.project.roles_tsv().display()
-            ))
-        }
+        Some(r) if r.is_remote() && r.worktree_name.strip_prefix('@') == Some(from_host) => Ok(()),
+        Some(r) if r.is_remote() => Err(Verdict::Reject(format!(
+            "its sender {from} works on host {}, but host {} published it",
+            r.worktree_name.trim_start_matches('@'),
+            crate::text::escape(from_host)
+        ))),
+        Some(_) => Err(Verdict::Reject(format!(
+            "its sender {from} works on this host, so it cannot come over the bridge"
+        ))),
+        None => Err(Verdict::Reject(format!(
+            "its sender '{}' is not a role of another host in {}",
+            crate::text::escape(from),
+            s.project.roles_tsv().display()
+        ))),
     }
+}
+
+/// Spools a checked message into its role's relay outbox for the daemon,
+/// once: a copy held already is `Held`; its approval is kept first, and a
+/// `git_handoff` waits until its commit is here.
+fn spool(s: &Settings, c: &Checked, approval: Option<&str>, bytes: &[u8]) -> Verdict {
+    let (msg, role_name, name) = (&c.msg, c.role, c.name);
     let relay = Worktree::new(s.project.bridge_relay(role_name));
     if spooled(&relay, name) {
         clear_waiting(s, name);
@@ -122,12 +159,12 @@ pub fn accept(s: &Settings, roles: &Roles, subject: &str, sent: Sent, bytes: &[u
     if let Some(a) = approval {
         // Written before the copy is spooled, so the daemon never sees the
         // copy without it.
-        if let Err(why) = take_approval(s, &msg, from_host, a) {
+        if let Err(why) = take_approval(s, msg, c.from_host, a) {
             return Verdict::Wait(why.to_string());
         }
     }
     if msg.kind() == Some(grammar::MessageType::GitHandoff) {
-        if let Err(why) = have_commit(s, &msg) {
+        if let Err(why) = have_commit(s, msg) {
             let why = why.to_string();
             note_waiting(s, name, role_name, &why);
             return Verdict::Wait(why);

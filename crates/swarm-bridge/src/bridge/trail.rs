@@ -257,43 +257,74 @@ pub fn apply(
     fsx::ensure_dirs(&[&dir, &tmp])?;
     let mut stale: Vec<(PathBuf, usize)> = stale.into_iter().collect();
     stale.sort_by_key(|(_, r)| *r);
-    match stale.pop() {
-        // A move is a rename of the file in its old place, never a copy
-        // and a removal: a reader between the two (`swarm audit --check`)
-        // would see one original twice.
-        Some((mut from, from_rank)) if !target.exists() => {
-            // A copy that jumps from new/ past in_process/ goes through it,
-            // as a local take and done do: its new stamps are written
-            // there, so a reader in between meets only states the audit
-            // accepts (in new/, no `dequeued_at` or `completed_at`; in
-            // in_process/, any stamps).
-            if group == 1 && from_rank == 0 && rank > 1 {
-                let mid = hq.join(COPIES[1]).join(name);
-                fsx::ensure_dirs(&[hq.join(COPIES[1])])?;
-                match fsx::move_noreplace(&from, &mid) {
+    let placing = Placing {
+        hq: &hq,
+        tmp: &tmp,
+        target: &target,
+        group,
+        rank,
+        name,
+        bytes,
+    };
+    placing.place(stale)?;
+    Ok(true)
+}
+
+/// Where a received record goes in its mirror, and what it holds.
+struct Placing<'a> {
+    hq: &'a Path,
+    tmp: &'a Path,
+    target: &'a Path,
+    group: usize,
+    rank: usize,
+    name: &'a str,
+    bytes: &'a [u8],
+}
+
+impl Placing<'_> {
+    /// Puts the record at its target: the newest of the places it moved on
+    /// from (`stale`, oldest first) renamed there, else written there; the
+    /// older places removed.
+    fn place(&self, mut stale: Vec<(PathBuf, usize)>) -> io::Result<()> {
+        let (hq, target, bytes) = (self.hq, self.target, self.bytes);
+        match stale.pop() {
+            // A move is a rename of the file in its old place, never a copy
+            // and a removal: a reader between the two (`swarm audit --check`)
+            // would see one original twice.
+            Some((mut from, from_rank)) if !target.exists() => {
+                // A copy that jumps from new/ past in_process/ goes through it,
+                // as a local take and done do: its new stamps are written
+                // there, so a reader in between meets only states the audit
+                // accepts (in new/, no `dequeued_at` or `completed_at`; in
+                // in_process/, any stamps).
+                if self.group == 1 && from_rank == 0 && self.rank > 1 {
+                    let mid = hq.join(COPIES[1]).join(self.name);
+                    fsx::ensure_dirs(&[hq.join(COPIES[1])])?;
+                    match fsx::move_noreplace(&from, &mid) {
+                        Err(e) if fsx::moved_to(&e).is_none() => return Err(e),
+                        _ => from = mid,
+                    }
+                }
+                if std::fs::read(&from).map_or(true, |b| b != bytes) {
+                    fsx::replace(self.tmp, &from, bytes)?;
+                }
+                match fsx::move_noreplace(&from, target) {
                     Err(e) if fsx::moved_to(&e).is_none() => return Err(e),
-                    _ => from = mid,
+                    _ => {}
                 }
             }
-            if std::fs::read(&from).map_or(true, |b| b != bytes) {
-                fsx::replace(&tmp, &from, bytes)?;
-            }
-            match fsx::move_noreplace(&from, &target) {
-                Err(e) if fsx::moved_to(&e).is_none() => return Err(e),
-                _ => {}
-            }
-        }
-        other => {
-            stale.extend(other);
-            if !std::fs::read(&target).is_ok_and(|b| b == bytes) {
-                fsx::replace(&tmp, &target, bytes)?;
+            other => {
+                stale.extend(other);
+                if !std::fs::read(target).is_ok_and(|b| b == bytes) {
+                    fsx::replace(self.tmp, target, bytes)?;
+                }
             }
         }
+        for (p, _) in &stale {
+            fsx::remove_file(p)?;
+        }
+        Ok(())
     }
-    for (p, _) in &stale {
-        fsx::remove_file(p)?;
-    }
-    Ok(true)
 }
 
 /// A trail record as received: from host `host`, the file `rel` of its

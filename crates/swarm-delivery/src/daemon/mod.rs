@@ -22,6 +22,7 @@ mod parking;
 mod pid_file;
 pub mod progress;
 mod rewake;
+mod start;
 mod timers;
 pub mod wake;
 pub mod watchdog;
@@ -37,11 +38,10 @@ use crate::daemon::journal::{Event, Journal, Kind};
 use crate::daemon::wake::Waker;
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
-use crate::protocol::config::Config;
 use crate::protocol::layout::Project;
-use crate::protocol::roles::Roles;
 use events::{Events, Msg};
 use rewake::Rewake;
+use start::{load, start_journal, take_pid_file};
 use timers::{Timers, FEATURE_POLL};
 
 /// A temp file in `inbox/tmp` or `outbox/tmp` older than this was left by a
@@ -98,22 +98,6 @@ pub struct Daemon {
     objects: Option<objects::Quarantines>,
 }
 
-fn load(project: &Project) -> Result<(Roles, Config)> {
-    // Roles::load refuses a FIFO or device there (it would block or feed the
-    // daemon forever) and a file over its size limit.
-    let roles = Roles::load(&project.roles_tsv())?;
-    for p in &roles.problems {
-        eprintln!(
-            "handoffd: {}: {p}; that line is skipped",
-            project.roles_tsv().display()
-        );
-    }
-    // A person's mail must never reach an agent's inbox (protocol::people).
-    crate::protocol::people::check_table(project, &roles)?;
-    let config = Config::load(&project.config_file())?;
-    Ok((roles, config))
-}
-
 /// Runs the daemon for `root`; returns the exit code.
 /// `features` are what the composing binary plugs in (the forum, seat
 /// requests, ...): the daemon knows them only through `feature::Feature`.
@@ -125,27 +109,8 @@ pub fn run(root: &Path, opts: Options, features: Features) -> Result<i32> {
     // daemon beside the real one.
     let root = crate::protocol::root::exact_root(Some(root), "handoffd")?;
     let project = Project::new(&root);
-    if !project.swarmforge().is_dir() {
-        return Err(Error::not_found(format!(
-            "No swarm at {} (missing .swarmforge/).\n  hint: run `swarm init {}` first",
-            root.display(),
-            root.display()
-        )));
-    }
-    let dir = project.daemon_dir();
-    fsx::ensure_dirs(&[&dir]).at(&dir)?;
+    let lock = take_pid_file(&project)?;
     let pid_path = project.pid_file();
-    let Some(lock) = pid_file::lock(&pid_path)? else {
-        let pid = std::fs::read_to_string(&pid_path).unwrap_or_default();
-        return Err(Error::conflict(format!(
-            "handoffd is already running for {} (pid {}).\n  hint: `swarm stop {}` stops it",
-            root.display(),
-            pid.trim(),
-            root.display()
-        )));
-    };
-    // Written at once: `swarm up` waits for the holder's pid in this file.
-    fsx::rewrite_locked(&lock, format!("{}\n", std::process::id()).as_bytes()).at(&pid_path)?;
     // Stamped before the read: a change made meanwhile is read again at
     // the first pass, never missed.
     let stamps = (
@@ -161,20 +126,7 @@ pub fn run(root: &Path, opts: Options, features: Features) -> Result<i32> {
         }
     };
     crate::protocol::lineup::state::acknowledge(&project, config.seats.generation);
-    let journal = Journal::new(&project)
-        .told(alert::Notifier::start(&project).map(alert::Notifier::listener));
-    journal.set_policy(config.logs.policy());
-    // Traces leave on threads of their own, never on the delivery path.
-    if let Some(e) = config.otel.endpoint.as_deref().filter(|_| !opts.once) {
-        let j = journal.clone();
-        crate::telemetry::otlp::Exporter::start(
-            &project,
-            e,
-            std::sync::Arc::new(move |why: String| {
-                j.record(&Event::new(Kind::TracesDropped).reason(why))
-            }),
-        );
-    }
+    let journal = start_journal(&project, &config, opts.once);
     let waker = Waker::new(project.clone(), journal.clone());
     let mut deliverer = Deliverer::new(project.clone(), roles, config, journal.clone(), waker)
         .with_features(features);
@@ -216,30 +168,43 @@ pub fn run(root: &Path, opts: Options, features: Features) -> Result<i32> {
         objects: None,
     };
     let code = if d.opts.once {
-        let r = d.deliverer.pass();
-        d.deliverer.waker.wait_idle(Duration::from_secs(10));
+        d.once()
+    } else {
+        d.until_stopped()
+    };
+    drop(d.order.take());
+    let _ = fsx::remove_file(&d.project.pid_file());
+    drop(d.pid_lock.take());
+    Ok(code)
+}
+
+impl Daemon {
+    /// `handoffd --once`: one pass, its wake-ups and the features' slow
+    /// work, then what it did on stdout.
+    fn once(&mut self) -> i32 {
+        let r = self.deliverer.pass();
+        self.deliverer.waker.wait_idle(Duration::from_secs(10));
         // The features' slow work, once (the turn ends agents left).
-        if let Some(work) = d.deliverer.off_loop() {
-            work(&d.project, &d.deliverer.roles, &d.journal);
+        if let Some(work) = self.deliverer.off_loop() {
+            work(&self.project, &self.deliverer.roles, &self.journal);
         }
         println!(
             "handoffd: delivered {}, failed {}, deferred {}",
             r.delivered, r.failed, r.deferred
         );
         0
-    } else {
-        let code = d.serve();
-        // Its last lines and its mark before `stopped`.
-        drop(d.progress.take());
-        if d.project.swarmforge().is_dir() {
-            d.journal.record(&Event::new(Kind::Stopped));
+    }
+
+    /// Serves until stopped; the progress journal's last lines and its
+    /// mark are written before `stopped`.
+    fn until_stopped(&mut self) -> i32 {
+        let code = self.serve();
+        drop(self.progress.take());
+        if self.project.swarmforge().is_dir() {
+            self.journal.record(&Event::new(Kind::Stopped));
         }
         code
-    };
-    drop(d.order.take());
-    let _ = fsx::remove_file(&d.project.pid_file());
-    drop(d.pid_lock.take());
-    Ok(code)
+    }
 }
 
 impl Daemon {

@@ -437,6 +437,63 @@ impl Waker {
         )
     }
 
+    /// A wake-up typed into the role's tmux pane once it is ready (and, in
+    /// `idle` mode, quiet); `None` when there is nothing to do after all
+    /// (not typed: the pane says why in the journal itself).
+    fn tmux_wake(
+        &self,
+        req: &Request,
+        socket: &Path,
+        mode: WakeMode,
+        quiet: Duration,
+        limit: Duration,
+    ) -> Option<Result<(), WakeError>> {
+        let ready = self.pane_ready(req, socket).and_then(|()| {
+            // An agent that exited leaves its pane at the pane script's
+            // `read`, which nothing else writes to: the quiet look would
+            // only cost `wake.quiet` (1 s) on every wake-up. The screen is
+            // still looked at before anything is typed (`type_wake`).
+            if mode == WakeMode::Idle && !self.exited(&req.role) {
+                self.wait_quiet(req, socket, quiet, limit)
+            } else {
+                Ok(true)
+            }
+        });
+        match ready {
+            Ok(true) => match self.type_wake(req, socket) {
+                Ok(true) => Some(Ok(())),
+                Ok(false) => None,
+                Err(e) => Some(Err(e)),
+            },
+            Ok(false) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// A wake-up done: journaled, the last wake's time kept, and the
+    /// role's queued wake-up (a failed one's retry) removed.
+    fn woken(&self, req: &Request) {
+        self.journal.record(
+            &Event::new(if req.rewake {
+                Kind::Renotified
+            } else {
+                Kind::Woken
+            })
+            .path(&req.path)
+            .recipient(&req.role),
+        );
+        write_marker(
+            &last_wake_file(&self.project, &req.role),
+            &format!("{}\n", clock::iso_now()),
+        );
+        if let Err(e) = wakeups::remove(&self.project, &req.role) {
+            eprintln!(
+                "handoffd: cannot remove {}: {e}",
+                wakeups::file(&self.project, &req.role).display()
+            );
+        }
+    }
+
     fn perform(&self, req: &Request) {
         if req.rewake && !still_waiting(&req.worktree) {
             return;
@@ -462,55 +519,16 @@ impl Waker {
             m => m,
         };
         let result = match &req.method {
-            Method::Tmux { socket } => {
-                let ready = self.pane_ready(req, socket).and_then(|()| {
-                    // An agent that exited leaves its pane at the pane
-                    // script's `read`, which nothing else writes to: the
-                    // quiet look would only cost `wake.quiet` (1 s) on
-                    // every wake-up. The screen is still looked at before
-                    // anything is typed (`type_wake`).
-                    if mode == WakeMode::Idle && !self.exited(&req.role) {
-                        self.wait_quiet(req, socket, quiet, limit)
-                    } else {
-                        Ok(true)
-                    }
-                });
-                match ready {
-                    Ok(true) => match self.type_wake(req, socket) {
-                        Ok(true) => Ok(()),
-                        Ok(false) => return,
-                        Err(e) => Err(e),
-                    },
-                    Ok(false) => return,
-                    Err(e) => Err(e),
-                }
-            }
+            Method::Tmux { socket } => match self.tmux_wake(req, socket, mode, quiet, limit) {
+                Some(r) => r,
+                None => return,
+            },
             Method::Command(cmd) => run_command(cmd, req, &self.project),
             Method::None => return,
         };
         let _ = fsx::remove_file(&deferred_file(&self.project, &req.role));
         match result {
-            Ok(()) => {
-                self.journal.record(
-                    &Event::new(if req.rewake {
-                        Kind::Renotified
-                    } else {
-                        Kind::Woken
-                    })
-                    .path(&req.path)
-                    .recipient(&req.role),
-                );
-                write_marker(
-                    &last_wake_file(&self.project, &req.role),
-                    &format!("{}\n", clock::iso_now()),
-                );
-                if let Err(e) = wakeups::remove(&self.project, &req.role) {
-                    eprintln!(
-                        "handoffd: cannot remove {}: {e}",
-                        wakeups::file(&self.project, &req.role).display()
-                    );
-                }
-            }
+            Ok(()) => self.woken(req),
             Err(e) => {
                 let reason = e.to_string();
                 self.journal.record(

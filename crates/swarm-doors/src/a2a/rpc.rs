@@ -16,9 +16,16 @@ use crate::protocol::draft;
 use crate::protocol::layout::Project;
 use crate::protocol::trail::{Scope, Trail};
 
-use super::store::{self, Canceled, Input, PushConfig, Record, Store};
+use super::store::{self, Canceled, Input, Record, Store};
 use super::task::{self, State, View};
 use super::track::{self, Tracker};
+
+mod push;
+#[cfg(test)]
+mod tests;
+
+pub use push::{create_push, delete_push, get_push, list_push};
+use push::{push_from_send, save_push};
 
 /// JSON-RPC's and A2A's error codes (A2A v1.0, "JSON-RPC error codes").
 pub mod code {
@@ -505,141 +512,6 @@ pub fn cancel_task(ctx: &Ctx, params: &Map<String, Value>) -> Outcome {
     Ok(task::task_json(&rec, &v, None))
 }
 
-/// A push config from its A2A shape (`TaskPushNotificationConfig`).
-fn push_config(o: &Map<String, Value>) -> Result<PushConfig, RpcError> {
-    let Some(url) = str_field(o, "url")? else {
-        return Err(RpcError::params("url is required"));
-    };
-    let parsed_ok = (url.starts_with("http://") || url.starts_with("https://"))
-        && url.len() <= MAX_URL_BYTES
-        && !url.chars().any(|c| c.is_control() || c == ' ');
-    if !parsed_ok {
-        return Err(RpcError::params(
-            "url must be an http:// or https:// URL of at most 2048 characters",
-        ));
-    }
-    let authority = url
-        .split("://")
-        .nth(1)
-        .unwrap_or("")
-        .split('/')
-        .next()
-        .unwrap_or("");
-    if authority.contains('@') {
-        return Err(RpcError::params(
-            "url must not carry credentials; give them in authentication",
-        ));
-    }
-    let line = |k: &str, v: Option<&str>| -> Result<Option<String>, RpcError> {
-        match v {
-            Some(s) if s.len() > 4096 || s.chars().any(char::is_control) => Err(RpcError::params(
-                format!("{k} must be one line of at most 4096 bytes"),
-            )),
-            other => Ok(other.map(str::to_string)),
-        }
-    };
-    let (scheme, credentials) = match o.get("authentication") {
-        Some(Value::Object(a)) => (
-            line("authentication.scheme", str_field(a, "scheme")?)?,
-            line("authentication.credentials", str_field(a, "credentials")?)?,
-        ),
-        None | Some(Value::Null) => (None, None),
-        Some(_) => return Err(RpcError::params("authentication must be an object")),
-    };
-    Ok(PushConfig {
-        id: id_field(o, "id")?.unwrap_or("default").to_string(),
-        task_id: id_field(o, "taskId")?.unwrap_or("").to_string(),
-        url: url.to_string(),
-        token: line("token", str_field(o, "token")?)?,
-        scheme,
-        credentials,
-    })
-}
-
-fn push_from_send(params: &Map<String, Value>) -> Result<Option<PushConfig>, RpcError> {
-    match params
-        .get("configuration")
-        .and_then(|c| c.get("taskPushNotificationConfig"))
-    {
-        Some(Value::Object(o)) => push_config(o).map(Some),
-        None | Some(Value::Null) => Ok(None),
-        Some(_) => Err(RpcError::params(
-            "configuration.taskPushNotificationConfig must be an object",
-        )),
-    }
-}
-
-/// The config as A2A shows it (credentials are not echoed).
-fn push_json(c: &PushConfig) -> Value {
-    let mut v = json!({"id": c.id, "taskId": c.task_id, "url": c.url});
-    if let Some(t) = &c.token {
-        v["token"] = json!(t);
-    }
-    if let Some(s) = &c.scheme {
-        v["authentication"] = json!({"scheme": s});
-    }
-    v
-}
-
-fn save_push(ctx: &Ctx, c: PushConfig) -> Outcome {
-    let existing = ctx.store.push_configs(&c.task_id)?;
-    if existing.len() >= MAX_PUSH_CONFIGS && !existing.iter().any(|e| e.id == c.id) {
-        return Err(RpcError::params(format!(
-            "task '{}' has {MAX_PUSH_CONFIGS} push configs already; delete one first",
-            c.task_id
-        )));
-    }
-    ctx.store.save_push(&c)?;
-    // Events already logged are due to the new receiver now.
-    ctx.tracker.wake_pusher();
-    Ok(push_json(&c))
-}
-
-pub fn create_push(ctx: &Ctx, params: &Map<String, Value>) -> Outcome {
-    let c = push_config(params)?;
-    task_of(
-        ctx,
-        Some(&c.task_id)
-            .filter(|t| !t.is_empty())
-            .map(|s| s.as_str()),
-    )?;
-    save_push(ctx, c)
-}
-
-pub fn get_push(ctx: &Ctx, params: &Map<String, Value>) -> Outcome {
-    let rec = task_of(ctx, id_field(params, "taskId")?)?;
-    let id = id_field(params, "id")?.unwrap_or("default");
-    ctx.store
-        .push_configs(&rec.id)?
-        .iter()
-        .find(|c| c.id == id)
-        .map(push_json)
-        .ok_or_else(|| RpcError::params(format!("task '{}' has no push config '{id}'", rec.id)))
-}
-
-pub fn list_push(ctx: &Ctx, params: &Map<String, Value>) -> Outcome {
-    let rec = task_of(ctx, id_field(params, "taskId")?)?;
-    let configs: Vec<Value> = ctx
-        .store
-        .push_configs(&rec.id)?
-        .iter()
-        .map(push_json)
-        .collect();
-    Ok(json!({"configs": configs, "nextPageToken": ""}))
-}
-
-pub fn delete_push(ctx: &Ctx, params: &Map<String, Value>) -> Outcome {
-    let rec = task_of(ctx, id_field(params, "taskId")?)?;
-    let id = id_field(params, "id")?.unwrap_or("default");
-    if !ctx.store.delete_push(&rec.id, id)? {
-        return Err(RpcError::params(format!(
-            "task '{}' has no push config '{id}'",
-            rec.id
-        )));
-    }
-    Ok(json!({}))
-}
-
 /// The non-streaming methods.
 pub fn call(ctx: &Ctx, method: &str, params: &Map<String, Value>) -> Outcome {
     match method {
@@ -655,36 +527,5 @@ pub fn call(ctx: &Ctx, method: &str, params: &Map<String, Value>) -> Outcome {
             "this agent has no extended card",
         )),
         m => Err(unknown_method(m)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_envelope_is_checked_with_the_spec_codes() {
-        assert_eq!(parse(b"{").unwrap_err().1.code, code::PARSE);
-        assert_eq!(parse(b"[]").unwrap_err().1.code, code::INVALID_REQUEST);
-        let no_id = parse(br#"{"jsonrpc":"2.0","method":"GetTask"}"#).unwrap_err();
-        assert_eq!(no_id.1.code, code::INVALID_REQUEST);
-        let old = parse(br#"{"jsonrpc":"1.0","id":1,"method":"GetTask"}"#).unwrap_err();
-        assert_eq!((old.0, old.1.code), (json!(1), code::INVALID_REQUEST));
-        let p = parse(br#"{"jsonrpc":"2.0","id":"a","method":"GetTask","params":[]}"#).unwrap_err();
-        assert_eq!(p.1.code, code::INVALID_PARAMS);
-        let ok =
-            parse(br#"{"jsonrpc":"2.0","id":"a","method":"GetTask","params":{"id":"x"}}"#).unwrap();
-        assert_eq!(ok.method, "GetTask");
-        assert_eq!(unknown_method("message/send").code, code::METHOD_NOT_FOUND);
-        assert!(unknown_method("message/send")
-            .message
-            .contains("SendMessage"));
-    }
-
-    #[test]
-    fn a_summary_fits_the_subject() {
-        let s = summary(&"x".repeat(500), "a2a 0123456789abcdef0123456789abcdef: ");
-        assert!(s.encode_utf16().count() <= 120, "{}", s.len());
-        assert_eq!(summary("\n  hello\nworld", "p: "), "p: hello");
     }
 }

@@ -121,49 +121,8 @@ pub fn view(trail: &Trail, rec: &Record) -> View {
     let Some(handoff) = rec.handoff.as_deref() else {
         return v;
     };
-    let to_sender = |m: &crate::protocol::header::Message| {
-        crate::protocol::grammar::role_list(m.to()).contains(&rec.sender.as_str())
-    };
-    // The role's messages in the thread, and the sender's answers.
-    let mut answered: Vec<&str> = Vec::new();
-    let mut withdrawn: Vec<&str> = Vec::new();
-    let mut clarifies: Vec<Reply> = Vec::new();
-    for o in &trail.originals {
-        let m = &o.msg;
-        let in_thread = m.in_reply_to() == Some(handoff) || m.thread() == Some(handoff);
-        if !in_thread {
-            continue;
-        }
-        let from = m.sender().unwrap_or("");
-        if from == rec.sender && m.kind() == Some(MessageType::Answer) {
-            if let Some(q) = m.in_reply_to() {
-                answered.push(q);
-            }
-            continue;
-        }
-        if from != rec.role || !to_sender(m) {
-            continue;
-        }
-        match m.kind() {
-            Some(MessageType::Clarify) => clarifies.push(Reply {
-                id: o.id().to_string(),
-                kind: "clarify".into(),
-                text: question_text(m),
-            }),
-            Some(MessageType::React) => {}
-            Some(MessageType::Close) if m.in_reply_to() != Some(handoff) => {
-                // Withdrawing a clarify (docs/message-model.md).
-                if let Some(q) = m.in_reply_to() {
-                    withdrawn.push(q);
-                }
-            }
-            _ => v.artifacts.push(Reply {
-                id: o.id().to_string(),
-                kind: m.type_name().unwrap_or("").to_string(),
-                text: text_of(m),
-            }),
-        }
-    }
+    let t = thread_of(trail, rec, handoff);
+    v.artifacts = t.artifacts;
     v.artifacts.sort_by(|a, b| a.id.cmp(&b.id));
     // A clarify counts once it is in the sender's inbox: only then can an
     // answer name it.
@@ -174,42 +133,13 @@ pub fn view(trail: &Trail, rec: &Record) -> View {
             .iter()
             .any(|c| c.id.as_deref() == Some(id) && Some(c.worktree) == home)
     };
-    v.question = clarifies
+    v.question = t
+        .clarifies
         .into_iter()
-        .filter(|c| !answered.contains(&c.id.as_str()) && !withdrawn.contains(&c.id.as_str()))
+        .filter(|c| !t.answered.contains(&c.id.as_str()) && !t.withdrawn.contains(&c.id.as_str()))
         .filter(|c| delivered(&c.id))
         .min_by(|a, b| a.id.cmp(&b.id));
-
-    let original = trail.originals.iter().find(|o| o.id() == handoff);
-    let copy = trail.copies.iter().find(|c| {
-        c.id.as_deref() == Some(handoff) && c.recipient.as_deref().unwrap_or(&rec.role) == rec.role
-    });
-    v.state = match (original.map(|o| o.place), copy.map(|c| c.place)) {
-        (Some(Place::Failed), _) => {
-            v.reason = Some(
-                original
-                    .and_then(|o| o.reason.clone())
-                    .unwrap_or_else(|| "the handoff could not be delivered".into()),
-            );
-            State::Failed
-        }
-        (_, Some(Place::Completed)) => {
-            let failed = copy.and_then(|c| match trail::load_message(&c.path, trail.max_bytes) {
-                Loaded::Ok(m) => m.get(names::FAILED).map(str::to_string),
-                _ => None,
-            });
-            match failed {
-                Some(r) => {
-                    v.reason = Some(r);
-                    State::Failed
-                }
-                None => State::Completed,
-            }
-        }
-        (_, Some(Place::InProcess)) if v.question.is_some() => State::InputRequired,
-        (_, Some(Place::InProcess)) => State::Working,
-        _ => State::Submitted,
-    };
+    (v.state, v.reason) = state_of(trail, rec, handoff, v.question.is_some());
     if rec.canceled.is_some() && !v.state.is_terminal() {
         v.state = State::Canceled;
     }
@@ -217,6 +147,99 @@ pub fn view(trail: &Trail, rec: &Record) -> View {
         v.question = None;
     }
     v
+}
+
+/// What the thread of a task's handoff holds: the role's replies to the
+/// sender (its clarifies, the ones it withdrew, everything else as an
+/// artifact) and the clarifies the sender answered.
+struct Thread<'t> {
+    answered: Vec<&'t str>,
+    withdrawn: Vec<&'t str>,
+    clarifies: Vec<Reply>,
+    artifacts: Vec<Reply>,
+}
+
+/// The thread of `handoff` (the task's) in `trail`.
+fn thread_of<'t>(trail: &'t Trail, rec: &Record, handoff: &str) -> Thread<'t> {
+    let to_sender = |m: &crate::protocol::header::Message| {
+        crate::protocol::grammar::role_list(m.to()).contains(&rec.sender.as_str())
+    };
+    let mut t = Thread {
+        answered: Vec::new(),
+        withdrawn: Vec::new(),
+        clarifies: Vec::new(),
+        artifacts: Vec::new(),
+    };
+    for o in &trail.originals {
+        let m = &o.msg;
+        let in_thread = m.in_reply_to() == Some(handoff) || m.thread() == Some(handoff);
+        if !in_thread {
+            continue;
+        }
+        let from = m.sender().unwrap_or("");
+        if from == rec.sender && m.kind() == Some(MessageType::Answer) {
+            if let Some(q) = m.in_reply_to() {
+                t.answered.push(q);
+            }
+            continue;
+        }
+        if from != rec.role || !to_sender(m) {
+            continue;
+        }
+        match m.kind() {
+            Some(MessageType::Clarify) => t.clarifies.push(Reply {
+                id: o.id().to_string(),
+                kind: "clarify".into(),
+                text: question_text(m),
+            }),
+            Some(MessageType::React) => {}
+            Some(MessageType::Close) if m.in_reply_to() != Some(handoff) => {
+                // Withdrawing a clarify (docs/message-model.md).
+                if let Some(q) = m.in_reply_to() {
+                    t.withdrawn.push(q);
+                }
+            }
+            _ => t.artifacts.push(Reply {
+                id: o.id().to_string(),
+                kind: m.type_name().unwrap_or("").to_string(),
+                text: text_of(m),
+            }),
+        }
+    }
+    t
+}
+
+/// The task's state from where its handoff is (the original failed, the
+/// role's copy in process or completed, `--failed` or not), with the
+/// reason of a failure; in process with an open question it needs input.
+fn state_of(trail: &Trail, rec: &Record, handoff: &str, asking: bool) -> (State, Option<String>) {
+    let original = trail.originals.iter().find(|o| o.id() == handoff);
+    let copy = trail.copies.iter().find(|c| {
+        c.id.as_deref() == Some(handoff) && c.recipient.as_deref().unwrap_or(&rec.role) == rec.role
+    });
+    match (original.map(|o| o.place), copy.map(|c| c.place)) {
+        (Some(Place::Failed), _) => (
+            State::Failed,
+            Some(
+                original
+                    .and_then(|o| o.reason.clone())
+                    .unwrap_or_else(|| "the handoff could not be delivered".into()),
+            ),
+        ),
+        (_, Some(Place::Completed)) => {
+            let failed = copy.and_then(|c| match trail::load_message(&c.path, trail.max_bytes) {
+                Loaded::Ok(m) => m.get(names::FAILED).map(str::to_string),
+                _ => None,
+            });
+            match failed {
+                Some(r) => (State::Failed, Some(r)),
+                None => (State::Completed, None),
+            }
+        }
+        (_, Some(Place::InProcess)) if asking => (State::InputRequired, None),
+        (_, Some(Place::InProcess)) => (State::Working, None),
+        _ => (State::Submitted, None),
+    }
 }
 
 /// What the tracker compares: a change here is an event.

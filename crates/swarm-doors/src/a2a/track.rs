@@ -208,7 +208,21 @@ fn shown(url: &str) -> &str {
     url.split(['?', '#']).next().unwrap_or(url)
 }
 
-fn deliver(agent: &ureq::Agent, c: &PushConfig, event: &Value) -> std::result::Result<(), String> {
+/// Why a push notification did not reach the client's URL (retried with
+/// a backoff; the log line names the task and the URL).
+#[derive(Debug, thiserror::Error)]
+enum NotPushed {
+    #[error("answered {0}")]
+    Status(u16),
+    #[error("{}", crate::text::escape(.0))]
+    Unreachable(String),
+}
+
+fn deliver(
+    agent: &ureq::Agent,
+    c: &PushConfig,
+    event: &Value,
+) -> std::result::Result<(), NotPushed> {
     let mut req = agent
         .post(&c.url)
         .header("Content-Type", "application/json");
@@ -220,8 +234,8 @@ fn deliver(agent: &ureq::Agent, c: &PushConfig, event: &Value) -> std::result::R
     }
     match req.send(event.to_string()) {
         Ok(r) if r.status().is_success() => Ok(()),
-        Ok(r) => Err(format!("answered {}", r.status().as_u16())),
-        Err(e) => Err(crate::text::escape(&e.to_string())),
+        Ok(r) => Err(NotPushed::Status(r.status().as_u16())),
+        Err(e) => Err(NotPushed::Unreachable(e.to_string())),
     }
 }
 

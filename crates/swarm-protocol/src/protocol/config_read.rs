@@ -20,9 +20,10 @@ impl Config {
         if text.trim().is_empty() {
             return Ok(Config::default());
         }
-        let mut c = Config::from_text(text)?;
-        definitions::resolve(&mut c, text)?;
-        c.check()?;
+        // The texts are the contract here (src/cli and the tests read them).
+        let mut c = Config::from_text(text).map_err(|e| e.to_string())?;
+        definitions::resolve(&mut c, text).map_err(|e| e.to_string())?;
+        c.check().map_err(|e| e.to_string())?;
         Ok(c)
     }
 

@@ -90,14 +90,20 @@ pub fn parse_choices(v: &str) -> Option<Vec<usize>> {
         .collect()
 }
 
+/// A `hop` header that is not a number of at most nine digits (the repair:
+/// leave `hop` to the helpers, which count it).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("Header 'hop' must be a number; got '{0}'.")]
+pub struct BadHop(pub String);
+
 /// The `hop` header: 0 when absent, `Err` with the message when malformed.
-pub fn hop(f: &impl Fields) -> Result<u32, String> {
+pub fn hop(f: &impl Fields) -> Result<u32, BadHop> {
     match f.field("hop") {
         None => Ok(0),
-        Some(h) if !h.is_empty() && h.len() <= 9 && h.bytes().all(|b| b.is_ascii_digit()) => h
-            .parse()
-            .map_err(|_| format!("Header 'hop' must be a number; got '{h}'.")),
-        Some(h) => Err(format!("Header 'hop' must be a number; got '{h}'.")),
+        Some(h) if !h.is_empty() && h.len() <= 9 && h.bytes().all(|b| b.is_ascii_digit()) => {
+            h.parse().map_err(|_| BadHop(h.to_string()))
+        }
+        Some(h) => Err(BadHop(h.to_string())),
     }
 }
 

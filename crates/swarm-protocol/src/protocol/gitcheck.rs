@@ -6,41 +6,57 @@ use std::path::Path;
 use crate::protocol::commit_id::{CommitId, HANDOFF_LEN};
 use crate::sys::git;
 
+/// Why a draft's `commit` is not one a `git_handoff` may carry, in
+/// SwarmForge's words (docs/protocol.md §7.1); the repair is in the text:
+/// name exactly one commit of this repository.
+#[derive(Debug, thiserror::Error)]
+pub enum CommitRefused {
+    /// git itself could not be asked (its own error says why).
+    #[error("{0}")]
+    Git(#[from] git::GitError),
+    #[error(
+        "Header 'commit' must resolve to exactly one Git object; '{commit}' matched {matched}."
+    )]
+    NotOne { commit: CommitId, matched: usize },
+    #[error("Header 'commit' must resolve to a commit; '{commit}' resolves to '{what}'.")]
+    NotACommit { commit: CommitId, what: String },
+}
+
 /// git's stdout whatever its exit status (`rev-parse --disambiguate` lists
 /// what matched, and nothing when nothing did).
-fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
-    git::call(dir, args)
-        .map(|r| r.stdout)
-        .map_err(|e| e.to_string())
+fn git(dir: &Path, args: &[&str]) -> Result<String, CommitRefused> {
+    Ok(git::call(dir, args)?.stdout)
 }
 
 /// Resolves a 10-hex abbreviation to the canonical lower-case 10-hex form, or
 /// returns the SwarmForge error text. What git prints is a [`CommitId`]
 /// again: anything else is reported as the object `commit` resolves to.
-pub fn canonical_commit(dir: &Path, commit: &CommitId) -> Result<CommitId, String> {
+pub fn canonical_commit(dir: &Path, commit: &CommitId) -> Result<CommitId, CommitRefused> {
     let listed = git(dir, &["rev-parse", &format!("--disambiguate={commit}")])?;
     let objects: Vec<&str> = listed.lines().filter(|l| !l.is_empty()).collect();
     if objects.len() != 1 {
-        return Err(format!(
-            "Header 'commit' must resolve to exactly one Git object; '{commit}' matched {}.",
-            objects.len()
-        ));
+        return Err(CommitRefused::NotOne {
+            commit: commit.clone(),
+            matched: objects.len(),
+        });
     }
     let object = objects[0];
     let kind = git(dir, &["cat-file", "-t", object])?.trim().to_string();
     if kind != "commit" {
-        return Err(format!(
-            "Header 'commit' must resolve to a commit; '{commit}' resolves to '{kind}'."
-        ));
+        return Err(CommitRefused::NotACommit {
+            commit: commit.clone(),
+            what: kind,
+        });
     }
     let short = git(dir, &["rev-parse", "--short=10", object])?
         .trim()
         .to_lowercase();
     match CommitId::parse(&short) {
         Ok(id) if id.len() >= HANDOFF_LEN => Ok(id),
-        _ => Err(format!(
-            "Header 'commit' must resolve to a commit; '{commit}' resolves to '{short}'."
-        )),
+        _ => Err(CommitRefused::NotACommit {
+            commit: commit.clone(),
+            what: short,
+        }),
     }
 }
 

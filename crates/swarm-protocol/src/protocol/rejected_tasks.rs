@@ -156,19 +156,28 @@ pub fn latest_ref(task_id: &str) -> String {
     format!("refs/heads/rejected/{task_id}/latest")
 }
 
-fn parse(bytes: &[u8]) -> Result<History, String> {
-    serde_json::from_slice::<History>(bytes).map_err(|e| {
-        format!("not a review history ({{\"<path>\": [{{\"at\": …, \"text\": …}}]}}): {e}")
-    })
+/// Why a task's review history file cannot be read: refused as a file
+/// (a symlink, too large, unreadable) or not the JSON shape a review
+/// history has (the text shows the shape to repair it to).
+#[derive(Debug, thiserror::Error)]
+pub enum BadHistory {
+    #[error("{0}")]
+    File(#[from] fsx::ReadRefusal),
+    #[error("not a review history ({{\"<path>\": [{{\"at\": …, \"text\": …}}]}}): {0}")]
+    Shape(#[from] serde_json::Error),
+}
+
+fn parse(bytes: &[u8]) -> Result<History, BadHistory> {
+    Ok(serde_json::from_slice::<History>(bytes)?)
 }
 
 /// A task's review history (none: empty). Err says why the file is not one.
-pub fn read(project: &Project, task_id: &str) -> Result<History, String> {
+pub fn read(project: &Project, task_id: &str) -> Result<History, BadHistory> {
     let file = reviews_file(project, task_id);
     if !std::fs::symlink_metadata(&file).is_ok_and(|m| m.file_type().is_file()) {
         return Ok(History::new());
     }
-    let bytes = fsx::read_bounded(&file, MAX_REVIEWS_BYTES).map_err(|e| e.to_string())?;
+    let bytes = fsx::read_bounded(&file, MAX_REVIEWS_BYTES)?;
     parse(&bytes)
 }
 

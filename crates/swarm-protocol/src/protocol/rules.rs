@@ -69,23 +69,54 @@ pub fn validate_with(
     policy: &Policy,
     resolve_commit: &mut dyn FnMut(&CommitId) -> Result<(), String>,
 ) -> Vec<String> {
-    let mut errors = Vec::new();
     let ty = present(f, "type");
     let to = present(f, "to");
-    let priority = present(f, "priority");
     // The rule of an allowed type; None for an unknown or disallowed one.
     let rule = ty
         .and_then(type_rule)
         .filter(|r| policy.allowed.contains(&r.name));
+    let mut errors = base_errors(f, policy, rule);
+    // Recipient group.
+    if let Some(to) = to {
+        errors.extend(recipient_errors(to, policy.is_role));
+    }
     // An unknown type, or one this sender may not send, gets the type error
     // alone: every per-field error after it would only be a knock-on.
-    let disallowed = ty.is_some() && rule.is_none();
+    if ty.is_some() && rule.is_none() {
+        return errors;
+    }
+    errors.extend(field_errors(f, ty, rule));
+    errors.extend(git_errors(f, ty, resolve_commit));
+    errors.extend(note_errors(f, ty));
+    // The collaboration groups only speak about a type they know.
+    let Some(rule) = rule else {
+        return errors;
+    };
+    errors.extend(common_errors(f, to, policy.is_role));
+    errors.extend(type_errors(f, rule, to));
+    if let Some(body) = f.body().filter(|_| rule.body) {
+        if body.len() > rule.max_body {
+            errors.push(format!(
+                "Body must be no larger than {} bytes for {}; got {}.",
+                rule.max_body,
+                rule.name,
+                body.len()
+            ));
+        }
+    }
+    errors
+}
 
-    // Base group.
+/// The base group: `type`, `to` and `priority` present, the type one the
+/// sender may send (`rule`, None when it is not), the priority two digits.
+fn base_errors(f: &impl Fields, policy: &Policy, rule: Option<&TypeRule>) -> Vec<String> {
+    let mut errors = Vec::new();
+    let ty = present(f, "type");
+    let priority = present(f, "priority");
     if ty.is_none() {
         errors.push("Missing required header 'type'.".to_string());
     }
-    if to.is_none() {
+    if present(f, "to").is_none() {
         errors.push("Missing required header 'to'.".to_string());
     }
     if priority.is_none() {
@@ -113,60 +144,64 @@ pub fn validate_with(
             ));
         }
     }
+    errors
+}
 
-    // Recipient group.
-    if let Some(to) = to {
-        errors.extend(recipient_errors(to, policy.is_role));
-    }
-    if disallowed {
-        return errors;
-    }
+/// The per-field group: a known draft field the type does not take.
+fn field_errors(f: &impl Fields, ty: Option<&str>, rule: Option<&TypeRule>) -> Vec<String> {
+    let Some(t) = ty else {
+        return Vec::new();
+    };
+    f.names()
+        .into_iter()
+        .filter(|name| !rule.is_some_and(|r| r.allows(name)) && known_draft_field(name))
+        .map(|name| format!("Header '{name}' is not allowed for type '{t}'."))
+        .collect()
+}
 
-    // Per-field group.
-    if let Some(t) = ty {
-        for name in f.names() {
-            let allowed = rule.is_some_and(|r| r.allows(name));
-            if !allowed && known_draft_field(name) {
-                errors.push(format!("Header '{name}' is not allowed for type '{t}'."));
-            }
-        }
-    }
-
-    // Git group.
-    let is_git = ty == Some(GIT_HANDOFF.name);
-    if is_git {
-        match present(f, "task") {
-            None => errors.push("Missing required header 'task' for git_handoff.".to_string()),
-            Some(task) if utf16_len(task) > MAX_LINE_CHARS => errors.push(format!(
-                "Header 'task' must be no longer than {MAX_LINE_CHARS} characters; got {}.",
-                utf16_len(task)
-            )),
-            _ => {}
-        }
-    } else {
+/// The git group: a `git_handoff`'s task and commit (the commit resolved
+/// in the repository by `resolve_commit` once well-formed); neither on any
+/// other type.
+fn git_errors(
+    f: &impl Fields,
+    ty: Option<&str>,
+    resolve_commit: &mut dyn FnMut(&CommitId) -> Result<(), String>,
+) -> Vec<String> {
+    let mut errors = Vec::new();
+    if ty != Some(GIT_HANDOFF.name) {
         if present(f, "commit").is_some() {
             errors.push("Header 'commit' is only allowed for git_handoff.".to_string());
         }
         if present(f, "task").is_some() {
             errors.push("Header 'task' is only allowed for git_handoff.".to_string());
         }
+        return errors;
     }
-    if is_git {
-        let commit = present(f, "commit");
-        match (commit_shape_error(commit), commit.map(CommitId::parse)) {
-            (Some(e), _) => errors.push(e),
-            (None, Some(Ok(c))) => {
-                if let Err(e) = resolve_commit(&c) {
-                    errors.push(e);
-                }
+    match present(f, "task") {
+        None => errors.push("Missing required header 'task' for git_handoff.".to_string()),
+        Some(task) if utf16_len(task) > MAX_LINE_CHARS => errors.push(format!(
+            "Header 'task' must be no longer than {MAX_LINE_CHARS} characters; got {}.",
+            utf16_len(task)
+        )),
+        _ => {}
+    }
+    let commit = present(f, "commit");
+    match (commit_shape_error(commit), commit.map(CommitId::parse)) {
+        (Some(e), _) => errors.push(e),
+        (None, Some(Ok(c))) => {
+            if let Err(e) = resolve_commit(&c) {
+                errors.push(e);
             }
-            _ => {}
         }
+        _ => {}
     }
+    errors
+}
 
-    // Note group.
-    let is_note = ty == Some(NOTE.name);
-    if is_note {
+/// The note group: a `note`'s one-line message; no message on any other type.
+fn note_errors(f: &impl Fields, ty: Option<&str>) -> Vec<String> {
+    let mut errors = Vec::new();
+    if ty == Some(NOTE.name) {
         match present(f, "message") {
             None => errors.push("Missing required header 'message' for note.".to_string()),
             Some(m) if utf16_len(m) > MAX_LINE_CHARS => errors.push(format!(
@@ -177,23 +212,6 @@ pub fn validate_with(
         }
     } else if present(f, "message").is_some() {
         errors.push("Header 'message' is only allowed for note.".to_string());
-    }
-
-    // The collaboration groups only speak about a type they know.
-    let Some(rule) = rule else {
-        return errors;
-    };
-    errors.extend(common_errors(f, to, policy.is_role));
-    errors.extend(type_errors(f, rule, to));
-    if let Some(body) = f.body().filter(|_| rule.body) {
-        if body.len() > rule.max_body {
-            errors.push(format!(
-                "Body must be no larger than {} bytes for {}; got {}.",
-                rule.max_body,
-                rule.name,
-                body.len()
-            ));
-        }
     }
     errors
 }
@@ -289,79 +307,8 @@ fn type_errors(f: &impl Fields, rule: &TypeRule, to: Option<&str>) -> Vec<String
                 errors.push("Missing required body for digest.".to_string());
             }
         }
-        "clarify" => {
-            match present(f, "question") {
-                None => errors.push("Missing required header 'question' for clarify.".to_string()),
-                Some(_) => errors.extend(longer_than(f, "question", MAX_QUESTION_CHARS)),
-            }
-            for h in ["allow_multiple", "allow_custom"] {
-                if let Some(v) = present(f, h) {
-                    if yes_no(v).is_none() {
-                        errors.push(format!("Header '{h}' must be yes or no; got '{v}'."));
-                    }
-                }
-            }
-            if let Some(to) = to {
-                if to == "all" || to.contains(',') {
-                    errors.push(format!(
-                        "Header 'to' must name exactly one role for clarify; got '{to}'."
-                    ));
-                }
-            }
-            if let Some(body) = body {
-                let opts = options(body);
-                if opts.is_empty() && !flag(f, "allow_custom") {
-                    errors.push(
-                        "Missing options for clarify: list one per body line when 'allow_custom' is no."
-                            .to_string(),
-                    );
-                }
-                if opts.len() > MAX_OPTIONS {
-                    errors.push(format!(
-                        "Clarify may list at most {MAX_OPTIONS} options; got {}.",
-                        opts.len()
-                    ));
-                }
-                let mut seen: Vec<&str> = Vec::new();
-                for (i, o) in opts.iter().enumerate() {
-                    let n = utf16_len(o);
-                    if n > MAX_OPTION_CHARS {
-                        errors.push(format!(
-                            "Option {} must be no longer than {MAX_OPTION_CHARS} characters; got {n}.",
-                            i + 1
-                        ));
-                    }
-                    if seen.contains(o) {
-                        errors.push(format!("Duplicate option '{o}'."));
-                    }
-                    seen.push(o);
-                }
-            }
-        }
-        "answer" => {
-            let choices = present(f, "choices");
-            if let Some(c) = choices {
-                match parse_choices(c) {
-                    None => errors.push(format!(
-                        "Header 'choices' must be option numbers separated by commas; got '{c}'."
-                    )),
-                    Some(list) => {
-                        let mut seen = Vec::new();
-                        for n in list {
-                            if seen.contains(&n) {
-                                errors.push(format!("Duplicate choice {n}."));
-                            }
-                            seen.push(n);
-                        }
-                    }
-                }
-            }
-            if body.is_some() && !has_body && choices.is_none() {
-                errors.push(
-                    "Missing answer: give header 'choices' or a body for answer.".to_string(),
-                );
-            }
-        }
+        "clarify" => errors.extend(clarify_errors(f, to)),
+        "answer" => errors.extend(answer_errors(f)),
         "react" => match present(f, "reaction") {
             None => errors.push("Missing required header 'reaction' for react.".to_string()),
             Some(r) if !REACTIONS.contains(&r) => errors.push(format!(
@@ -376,6 +323,89 @@ fn type_errors(f: &impl Fields, rule: &TypeRule, to: Option<&str>) -> Vec<String
         },
         "seat_request" => errors.extend(seat_request_errors(f)),
         _ => {}
+    }
+    errors
+}
+
+/// The clarify group: a bounded question to exactly one role, yes/no
+/// flags, and at most [`MAX_OPTIONS`] distinct bounded options (one per
+/// body line; none only when `allow_custom`).
+fn clarify_errors(f: &impl Fields, to: Option<&str>) -> Vec<String> {
+    let mut errors = Vec::new();
+    match present(f, "question") {
+        None => errors.push("Missing required header 'question' for clarify.".to_string()),
+        Some(_) => errors.extend(longer_than(f, "question", MAX_QUESTION_CHARS)),
+    }
+    for h in ["allow_multiple", "allow_custom"] {
+        if let Some(v) = present(f, h) {
+            if yes_no(v).is_none() {
+                errors.push(format!("Header '{h}' must be yes or no; got '{v}'."));
+            }
+        }
+    }
+    if let Some(to) = to {
+        if to == "all" || to.contains(',') {
+            errors.push(format!(
+                "Header 'to' must name exactly one role for clarify; got '{to}'."
+            ));
+        }
+    }
+    let Some(body) = f.body() else {
+        return errors;
+    };
+    let opts = options(body);
+    if opts.is_empty() && !flag(f, "allow_custom") {
+        errors.push(
+            "Missing options for clarify: list one per body line when 'allow_custom' is no."
+                .to_string(),
+        );
+    }
+    if opts.len() > MAX_OPTIONS {
+        errors.push(format!(
+            "Clarify may list at most {MAX_OPTIONS} options; got {}.",
+            opts.len()
+        ));
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    for (i, o) in opts.iter().enumerate() {
+        let n = utf16_len(o);
+        if n > MAX_OPTION_CHARS {
+            errors.push(format!(
+                "Option {} must be no longer than {MAX_OPTION_CHARS} characters; got {n}.",
+                i + 1
+            ));
+        }
+        if seen.contains(o) {
+            errors.push(format!("Duplicate option '{o}'."));
+        }
+        seen.push(o);
+    }
+    errors
+}
+
+/// The answer group: `choices` as distinct option numbers, or a body.
+fn answer_errors(f: &impl Fields) -> Vec<String> {
+    let mut errors = Vec::new();
+    let body = f.body();
+    let choices = present(f, "choices");
+    if let Some(c) = choices {
+        match parse_choices(c) {
+            None => errors.push(format!(
+                "Header 'choices' must be option numbers separated by commas; got '{c}'."
+            )),
+            Some(list) => {
+                let mut seen = Vec::new();
+                for n in list {
+                    if seen.contains(&n) {
+                        errors.push(format!("Duplicate choice {n}."));
+                    }
+                    seen.push(n);
+                }
+            }
+        }
+    }
+    if body.is_some_and(blank) && choices.is_none() {
+        errors.push("Missing answer: give header 'choices' or a body for answer.".to_string());
     }
     errors
 }
@@ -462,20 +492,38 @@ pub fn recipient_errors(to: &str, is_role: &dyn Fn(&str) -> bool) -> Vec<String>
     errors
 }
 
+/// Why the daemon refuses a message its sender's helper let through (the
+/// text is the failure reason written beside the original: a sender reads
+/// it to repair the draft).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Recheck {
+    /// The sender's `allowed_types` does not hold the message's type.
+    #[error("type not allowed for sender")]
+    TypeNotAllowed,
+    #[error("invalid: {0}")]
+    Hop(crate::protocol::fields::BadHop),
+    /// Forwarded more often than `max_hops`.
+    #[error("hop_limit")]
+    HopLimit,
+    /// The first validation error.
+    #[error("invalid: {0}")]
+    Invalid(String),
+}
+
 /// The daemon's re-check of an outbox file from a role (`from`), with the
 /// failure reason: `type not allowed for sender`, `hop_limit`, or
 /// `invalid: <the first validation message>`. (`artifact` values are not
 /// re-checked here: a hand-written one is delivered as written, and
 /// `swarm artifacts` reports it as `malformed`.)
-pub fn recheck(msg: &Message, policy: &Policy, max_hops: u32) -> Result<(), String> {
+pub fn recheck(msg: &Message, policy: &Policy, max_hops: u32) -> Result<(), Recheck> {
     if let Some(rule) = msg.type_name().and_then(type_rule) {
         if !policy.allowed.contains(&rule.name) {
-            return Err("type not allowed for sender".into());
+            return Err(Recheck::TypeNotAllowed);
         }
     }
     match hop(msg) {
-        Err(e) => return Err(format!("invalid: {e}")),
-        Ok(h) if h > max_hops => return Err("hop_limit".into()),
+        Err(e) => return Err(Recheck::Hop(e)),
+        Ok(h) if h > max_hops => return Err(Recheck::HopLimit),
         Ok(_) => {}
     }
     let mut errors = validate_with(msg, policy, &mut |_| Ok(()));
@@ -488,7 +536,7 @@ pub fn recheck(msg: &Message, policy: &Policy, max_hops: u32) -> Result<(), Stri
         }
     }
     match errors.into_iter().next() {
-        Some(e) => Err(format!("invalid: {e}")),
+        Some(e) => Err(Recheck::Invalid(e)),
         None => Ok(()),
     }
 }

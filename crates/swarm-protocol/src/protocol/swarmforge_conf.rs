@@ -175,105 +175,19 @@ pub fn parse(
             continue;
         }
         let fields: Vec<&str> = line.split(java_space).filter(|f| !f.is_empty()).collect();
-        match fields[0] {
-            "card" => {
-                if fields.len() < 3 {
-                    return Err(fail(format!("Invalid config line {line_no}: {line}")));
-                }
-                out.cards.push(Card {
-                    line: line_no,
-                    kind: fields[1].to_string(),
-                    route: fields[2..].iter().map(|r| r.to_string()).collect(),
-                });
-                continue;
-            }
-            "Lieutenant" => {
-                if fields.len() < 2 || out.lieutenant.is_some() {
-                    return Err(fail(format!("Invalid config line {line_no}: {line}")));
-                }
-                let extra = (fields.len() > 2).then(|| fields[2..].join(" "));
-                out.lieutenant = Some((line_no, fields[1].to_string(), extra));
-                continue;
-            }
-            _ => {}
+        if directive(&mut out, &fields, line_no, line)? {
+            continue;
         }
-        if fields.len() < 4 {
-            return Err(fail(format!("Invalid config line {line_no}: {line}")));
-        }
-        let (keyword, role, agent_raw, worktree) = (fields[0], fields[1], fields[2], fields[3]);
-        let trailing = &fields[4..];
-        let agent = agent_raw.to_lowercase();
-        let (mode, rest) = match trailing.first() {
-            Some(&"task") => (ReceiveMode::Task, &trailing[1..]),
-            Some(&"batch") => (ReceiveMode::Batch, &trailing[1..]),
-            _ => (ReceiveMode::Task, trailing),
-        };
-        let (propagation, extra_tokens) = match rest.first().and_then(|w| Propagation::parse(w)) {
-            Some(p) => (p, &rest[1..]),
-            None => (Propagation::ForwardOnly, rest),
-        };
-        let extra = (!extra_tokens.is_empty()).then(|| extra_tokens.join(" "));
-        if keyword != "window" && keyword != "window-invisible" {
-            return Err(fail(format!(
-                "Unknown config directive on line {line_no}: {keyword}"
-            )));
-        }
-        if role.contains('_') {
-            return Err(fail(format!(
-                "Invalid role '{role}' on line {line_no}: role names may not contain underscores"
-            )));
-        }
-        if !grammar::valid_role(role) {
-            return Err(fail(format!(
-                "Invalid role '{}' on line {line_no}: role names must start with a letter or digit and contain only letters, digits and '-' (at most {} characters)",
-                crate::text::escape(role),
-                grammar::MAX_ROLE
-            )));
-        }
-        if let Some(why) = crate::protocol::grammar::reserved_role(role) {
-            return Err(fail(format!(
-                "Invalid role '{role}' on line {line_no}: the name is reserved ({why})"
-            )));
-        }
-        if rows.iter().any(|r| r.name == role) {
-            return Err(fail(format!("Duplicate role '{role}' in {conf}")));
-        }
-        let shared = matches!(worktree, "master" | "none");
-        if !shared && rows.iter().any(|r| r.worktree == worktree) {
-            return Err(fail(format!("Duplicate worktree '{worktree}' in {conf}")));
-        }
-        if worktree.contains('/') || worktree == "." || worktree == ".." {
-            return Err(fail(format!(
-                "Invalid worktree '{worktree}' for role '{role}'"
-            )));
-        }
-        let agent = if MODEL_AGENTS.contains(&agent.as_str()) {
-            ConfAgent::Model(agent)
-        } else if agent == "human" {
-            ConfAgent::Human
-        } else if is_command(agent_raw) {
-            ConfAgent::Command(agent_raw.to_string())
-        } else {
-            return Err(fail(format!(
-                "Unsupported agent '{agent}' for role '{role}'"
-            )));
-        };
+        let row = window(&fields, line_no, line)?;
+        check_window(&row, &rows, &conf.to_string())?;
+        let agent = agent_of(&row, fields[2], is_command)?;
         if matches!(agent, ConfAgent::Model(_)) {
-            let prompt = paths.roles_dir.join(format!("{role}.prompt"));
+            let prompt = paths.roles_dir.join(format!("{}.prompt", row.name));
             if !exists(&prompt) {
                 return Err(fail(format!("Missing role prompt {}", prompt.display())));
             }
         }
-        rows.push(ConfRole {
-            line: line_no,
-            name: role.to_string(),
-            agent,
-            worktree: worktree.to_string(),
-            mode,
-            extra,
-            invisible: keyword == "window-invisible",
-            propagation,
-        });
+        rows.push(ConfRole { agent, ..row });
     }
     if rows.is_empty() {
         return Err(fail(format!("No windows defined in {conf}")));
@@ -284,6 +198,126 @@ pub fn parse(
     out.notes = notes(&out, &paths.config);
     out.roles = rows;
     Ok(out)
+}
+
+/// A `card` or `Lieutenant` line, kept in `out`; false for any other line.
+fn directive(out: &mut Conf, fields: &[&str], line_no: usize, line: &str) -> Result<bool> {
+    match fields[0] {
+        "card" => {
+            if fields.len() < 3 {
+                return Err(fail(format!("Invalid config line {line_no}: {line}")));
+            }
+            out.cards.push(Card {
+                line: line_no,
+                kind: fields[1].to_string(),
+                route: fields[2..].iter().map(|r| r.to_string()).collect(),
+            });
+            Ok(true)
+        }
+        "Lieutenant" => {
+            if fields.len() < 2 || out.lieutenant.is_some() {
+                return Err(fail(format!("Invalid config line {line_no}: {line}")));
+            }
+            let extra = (fields.len() > 2).then(|| fields[2..].join(" "));
+            out.lieutenant = Some((line_no, fields[1].to_string(), extra));
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
+/// A `window` (or `window-invisible`) line's fields as written: role,
+/// worktree, receive mode, propagation and extra words (its agent not
+/// checked yet: [`agent_of`]).
+fn window(fields: &[&str], line_no: usize, line: &str) -> Result<ConfRole> {
+    if fields.len() < 4 {
+        return Err(fail(format!("Invalid config line {line_no}: {line}")));
+    }
+    let (keyword, role, worktree) = (fields[0], fields[1], fields[3]);
+    let trailing = &fields[4..];
+    let (mode, rest) = match trailing.first() {
+        Some(&"task") => (ReceiveMode::Task, &trailing[1..]),
+        Some(&"batch") => (ReceiveMode::Batch, &trailing[1..]),
+        _ => (ReceiveMode::Task, trailing),
+    };
+    let (propagation, extra_tokens) = match rest.first().and_then(|w| Propagation::parse(w)) {
+        Some(p) => (p, &rest[1..]),
+        None => (Propagation::ForwardOnly, rest),
+    };
+    let extra = (!extra_tokens.is_empty()).then(|| extra_tokens.join(" "));
+    if keyword != "window" && keyword != "window-invisible" {
+        return Err(fail(format!(
+            "Unknown config directive on line {line_no}: {keyword}"
+        )));
+    }
+    Ok(ConfRole {
+        line: line_no,
+        name: role.to_string(),
+        agent: ConfAgent::Human,
+        worktree: worktree.to_string(),
+        mode,
+        extra,
+        invisible: keyword == "window-invisible",
+        propagation,
+    })
+}
+
+/// Upstream's checks of a window's role and worktree, in its order: the
+/// role's name, a role or worktree named twice, a worktree that is a path.
+fn check_window(row: &ConfRole, rows: &[ConfRole], conf: &str) -> Result<()> {
+    let (role, worktree, line_no) = (row.name.as_str(), row.worktree.as_str(), row.line);
+    if role.contains('_') {
+        return Err(fail(format!(
+            "Invalid role '{role}' on line {line_no}: role names may not contain underscores"
+        )));
+    }
+    if !grammar::valid_role(role) {
+        return Err(fail(format!(
+            "Invalid role '{}' on line {line_no}: role names must start with a letter or digit and contain only letters, digits and '-' (at most {} characters)",
+            crate::text::escape(role),
+            grammar::MAX_ROLE
+        )));
+    }
+    if let Some(why) = crate::protocol::grammar::reserved_role(role) {
+        return Err(fail(format!(
+            "Invalid role '{role}' on line {line_no}: the name is reserved ({why})"
+        )));
+    }
+    if rows.iter().any(|r| r.name == role) {
+        return Err(fail(format!("Duplicate role '{role}' in {conf}")));
+    }
+    let shared = matches!(worktree, "master" | "none");
+    if !shared && rows.iter().any(|r| r.worktree == worktree) {
+        return Err(fail(format!("Duplicate worktree '{worktree}' in {conf}")));
+    }
+    if worktree.contains('/') || worktree == "." || worktree == ".." {
+        return Err(fail(format!(
+            "Invalid worktree '{worktree}' for role '{role}'"
+        )));
+    }
+    Ok(())
+}
+
+/// The agent word of a window line: a model SwarmForge knows (any case),
+/// `human`, or a command that can run.
+fn agent_of(
+    row: &ConfRole,
+    agent_raw: &str,
+    is_command: &dyn Fn(&str) -> bool,
+) -> Result<ConfAgent> {
+    let agent = agent_raw.to_lowercase();
+    if MODEL_AGENTS.contains(&agent.as_str()) {
+        Ok(ConfAgent::Model(agent))
+    } else if agent == "human" {
+        Ok(ConfAgent::Human)
+    } else if is_command(agent_raw) {
+        Ok(ConfAgent::Command(agent_raw.to_string()))
+    } else {
+        Err(fail(format!(
+            "Unsupported agent '{agent}' for role '{}'",
+            row.name
+        )))
+    }
 }
 
 /// Upstream's rule: "A route must be nonempty, contain no duplicate roles,

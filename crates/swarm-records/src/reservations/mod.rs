@@ -140,8 +140,8 @@ pub fn all(project: &Project) -> Result<Listing> {
     for n in names {
         let p = d.join(&n);
         let r = fsx::read_bounded(&p, MAX_FILE)
-            .map_err(|e| e.to_string())
-            .and_then(|b| serde_json::from_slice::<Reservation>(&b).map_err(|e| e.to_string()))
+            .map_err(BadReservation::from)
+            .and_then(|b| Ok(serde_json::from_slice::<Reservation>(&b)?))
             .and_then(|r| check(&r, &n).map(|()| r));
         match r {
             Ok(r) => out.reservations.push(r),
@@ -153,40 +153,55 @@ pub fn all(project: &Project) -> Result<Listing> {
     Ok(out)
 }
 
+/// Why a reservation file is not one `reserve` could have written (a
+/// file's content is untrusted); the listing names the file, and the
+/// repair is `swarm release` or removing it.
+#[derive(Debug, thiserror::Error)]
+enum BadReservation {
+    #[error("{0}")]
+    Read(#[from] fsx::ReadRefusal),
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    #[error("its id does not match its file name")]
+    Id,
+    #[error("invalid role '{}'", crate::text::escape(.0))]
+    Role(String),
+    #[error("no globs, or too many")]
+    Globs,
+    #[error("{0}")]
+    Glob(#[from] glob::BadGlob),
+    #[error("expires_at is not a time")]
+    Expiry,
+    #[error("its request is not a request id")]
+    Request,
+}
+
 /// A file's content is untrusted: its name, role and globs must be ones
 /// `reserve` could have written.
-fn check(r: &Reservation, file: &str) -> std::result::Result<(), String> {
+fn check(r: &Reservation, file: &str) -> std::result::Result<(), BadReservation> {
     if !valid_id(&r.id) || file != format!("{}.json", r.id) {
-        return Err("its id does not match its file name".into());
+        return Err(BadReservation::Id);
     }
     if !crate::protocol::grammar::valid_role(&r.role) {
-        return Err(format!("invalid role '{}'", crate::text::escape(&r.role)));
+        return Err(BadReservation::Role(r.role.clone()));
     }
     if r.globs.is_empty() || r.globs.len() > MAX_GLOBS {
-        return Err("no globs, or too many".into());
+        return Err(BadReservation::Globs);
     }
     for g in &r.globs {
-        normalised(g)?;
+        normalised_glob(g)?;
     }
     if r.expires().is_none() {
-        return Err("expires_at is not a time".into());
+        return Err(BadReservation::Expiry);
     }
     if r.request.as_deref().is_some_and(|q| !valid_request(q)) {
-        return Err("its request is not a request id".into());
+        return Err(BadReservation::Request);
     }
     Ok(())
 }
 
 /// `g` as `reserve` stores it: a glob [`glob::normalise`] leaves as it is
 /// (what a file or a confined agent's request names is checked so).
-///
-/// Its error stays a String: forum/requests.rs (owned elsewhere now) takes it
-/// with `?` into its own String errors; [`normalised_glob`] is the typed one.
-pub fn normalised(g: &str) -> std::result::Result<(), String> {
-    normalised_glob(g).map_err(|e| e.to_string())
-}
-
-/// [`normalised`], typed.
 pub fn normalised_glob(g: &str) -> std::result::Result<(), glob::BadGlob> {
     let root = Path::new("/");
     match glob::normalise(g, root, root) {
@@ -308,29 +323,48 @@ fn reserve_with(
     prune(project, &listing, now);
     let others = others(&listing.reservations);
     if !others.is_empty() && !req.force {
-        let lines: Vec<String> = others
-            .iter()
-            .map(|r| {
-                let (theirs, ours) = r.overlapping(&req.globs, &files).unwrap_or_default();
-                format!(
-                    "  {} overlaps {}: {}",
-                    crate::text::escape(&ours),
-                    crate::text::escape(&theirs),
-                    r.describe()
-                )
-            })
-            .collect();
-        let holders: Vec<&str> = others.iter().map(|r| r.role.as_str()).collect();
-        return Err(Error::refused(
-            Token::Reserved,
-            format!(
-                "reserved by another role:\n{}\n  hint: wait for it to expire, ask {} to run `swarm release`, or take it anyway with --force (both then show)",
-                lines.join("\n"),
-                holders.join(", ")
-            ),
-            Vec::new(),
-        ));
+        return Err(overlap_refusal(req, &files, &others));
     }
+    publish_new(project, req, request, now, others)
+}
+
+/// The refusal of a reservation that overlaps `others` (without
+/// `--force`): each overlap, then who holds them and what to do.
+fn overlap_refusal(req: &Request, files: &[String], others: &[Reservation]) -> Error {
+    let lines: Vec<String> = others
+        .iter()
+        .map(|r| {
+            let (theirs, ours) = r.overlapping(&req.globs, files).unwrap_or_default();
+            format!(
+                "  {} overlaps {}: {}",
+                crate::text::escape(&ours),
+                crate::text::escape(&theirs),
+                r.describe()
+            )
+        })
+        .collect();
+    let holders: Vec<&str> = others.iter().map(|r| r.role.as_str()).collect();
+    Error::refused(
+        Token::Reserved,
+        format!(
+            "reserved by another role:\n{}\n  hint: wait for it to expire, ask {} to run `swarm release`, or take it anyway with --force (both then show)",
+            lines.join("\n"),
+            holders.join(", ")
+        ),
+        Vec::new(),
+    )
+}
+
+/// Publishes the new reservation under the first id free this second
+/// (never over another one's file), with the overlaps it was taken over.
+fn publish_new(
+    project: &Project,
+    req: &Request,
+    request: Option<&str>,
+    now: Instant,
+    others: Vec<Reservation>,
+) -> Result<(Reservation, Vec<Reservation>)> {
+    let d = dir(project);
     let expires = now
         + chrono::Duration::from_std(req.ttl)
             .map_err(|_| Error::bad_input("--ttl is out of range"))?;
@@ -421,17 +455,8 @@ fn release_with(
         .iter()
         .filter(|r| r.role == role && r.live(now))
         .collect();
-    if planned.is_none() && !globs.is_empty() {
-        let held: Vec<&String> = mine.iter().flat_map(|r| r.globs.iter()).collect();
-        let missing: Vec<String> = globs
-            .iter()
-            .filter(|g| !held.contains(g))
-            .cloned()
-            .collect();
-        if !missing.is_empty() {
-            let held: Vec<String> = held.into_iter().cloned().collect();
-            return Err(not_held(role, &missing, &held));
-        }
+    if planned.is_none() {
+        check_held(role, globs, &mine)?;
     }
     let goes = |g: &String| match &planned {
         Some(p) => p.contains(g),
@@ -456,24 +481,49 @@ fn release_with(
         (None, None) => {}
     }
     for r in mine {
-        let p = d.join(format!("{}.json", r.id));
-        let (gone, keep): (Vec<String>, Vec<String>) = r.globs.iter().cloned().partition(goes);
-        if gone.is_empty() {
-            continue;
-        }
-        if keep.is_empty() {
-            fsx::remove_file(&p).at(&p)?;
-        } else {
-            let kept = Reservation {
-                globs: keep,
-                ..r.clone()
-            };
-            let bytes =
-                serde_json::to_vec_pretty(&kept).map_err(|e| Error::internal(e.to_string()))?;
-            fsx::replace(&tmp(project), &p, &bytes).at(&p)?;
-        }
+        release_globs(project, r, &goes)?;
     }
     Ok(released)
+}
+
+/// Refuses a release of named globs `role` does not hold (all of them
+/// are: nothing else to check).
+fn check_held(role: &str, globs: &[String], mine: &[&Reservation]) -> Result<()> {
+    if globs.is_empty() {
+        return Ok(());
+    }
+    let held: Vec<&String> = mine.iter().flat_map(|r| r.globs.iter()).collect();
+    let missing: Vec<String> = globs
+        .iter()
+        .filter(|g| !held.contains(g))
+        .cloned()
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let held: Vec<String> = held.into_iter().cloned().collect();
+    Err(not_held(role, &missing, &held))
+}
+
+/// Releases the globs of `r` that `goes`: the reservation removed when
+/// none is left, else rewritten with the rest.
+fn release_globs(project: &Project, r: &Reservation, goes: &dyn Fn(&String) -> bool) -> Result<()> {
+    let p = dir(project).join(format!("{}.json", r.id));
+    let (gone, keep): (Vec<String>, Vec<String>) = r.globs.iter().cloned().partition(|g| goes(g));
+    if gone.is_empty() {
+        return Ok(());
+    }
+    if keep.is_empty() {
+        fsx::remove_file(&p).at(&p)?;
+    } else {
+        let kept = Reservation {
+            globs: keep,
+            ..r.clone()
+        };
+        let bytes = serde_json::to_vec_pretty(&kept).map_err(|e| Error::internal(e.to_string()))?;
+        fsx::replace(&tmp(project), &p, &bytes).at(&p)?;
+    }
+    Ok(())
 }
 
 fn not_held(role: &str, globs: &[String], held: &[String]) -> Error {

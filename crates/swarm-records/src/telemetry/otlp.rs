@@ -113,7 +113,7 @@ pub fn encode(root: &str, spans: &[Span]) -> Vec<u8> {
 
 /// POSTs one encoded request; Err says why (never with a body: a
 /// collector's answer is not echoed).
-pub fn post(url: &str, body: Vec<u8>) -> std::result::Result<(), String> {
+pub fn post(url: &str, body: Vec<u8>) -> std::result::Result<(), NotSent> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(TIMEOUT))
         .http_status_as_error(false)
@@ -127,12 +127,25 @@ pub fn post(url: &str, body: Vec<u8>) -> std::result::Result<(), String> {
         .send(&body[..])
     {
         Ok(r) if r.status().is_success() => Ok(()),
-        Ok(r) => Err(format!("{url} answered HTTP {}", r.status().as_u16())),
-        Err(e) => Err(format!(
-            "cannot reach {url}: {}",
-            crate::text::escape(&e.to_string())
-        )),
+        Ok(r) => Err(NotSent::Status {
+            url: url.to_string(),
+            status: r.status().as_u16(),
+        }),
+        Err(e) => Err(NotSent::Unreachable {
+            url: url.to_string(),
+            why: e.to_string(),
+        }),
     }
+}
+
+/// Why a batch of spans did not reach the collector at `url` (the caller
+/// adds where it is configured).
+#[derive(Debug, thiserror::Error)]
+pub enum NotSent {
+    #[error("{url} answered HTTP {status}")]
+    Status { url: String, status: u16 },
+    #[error("cannot reach {url}: {}", crate::text::escape(why))]
+    Unreachable { url: String, why: String },
 }
 
 /// The spans of everything at or after `since`: copies created then or
@@ -222,7 +235,7 @@ fn send_loop(url: &str, rx: Receiver<(usize, Vec<u8>)>, note: &DropNote) {
     };
     for (n, body) in rx {
         if let Err(why) = post(url, body) {
-            dropped.note(note, url, n, &why);
+            dropped.note(note, url, n, &why.to_string());
         }
     }
 }

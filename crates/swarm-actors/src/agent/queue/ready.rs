@@ -180,6 +180,33 @@ impl Inbox<'_> {
     }
 
     pub(super) fn ready_batch(&self, reactions: &mut Vec<Item>) -> Result<Ready> {
+        if let Some(resumed) = self.batch_in_process()? {
+            return Ok(resumed);
+        }
+        let new = self.wt.inbox_new();
+        let waiting = list(&new)?;
+        self.reject_odd(&waiting, &new)?;
+        let Some((first, first_item)) = self.first_work(&waiting.files, reactions)? else {
+            return Ok(Ready::NoTask);
+        };
+        let priority = first_item.priority().to_string();
+        let rest = &waiting.files[first + 1..];
+        let selected = self.batch_mates(first_item, rest, &new, reactions)?;
+        let dir = self.new_batch_dir()?;
+        let items = self.move_into_batch(&dir, selected)?;
+        Ok(Ready::Batch {
+            dir,
+            priority,
+            items,
+            resumed: false,
+            answers: Vec::new(),
+        })
+    }
+
+    /// The batch already in process, resumed (an empty one left by a kill
+    /// is removed); refused beside a single item in process, or beside
+    /// another batch.
+    fn batch_in_process(&self) -> Result<Option<Ready>> {
         let ip = self.wt.in_process();
         let cur = list(&ip)?;
         if !cur.files.is_empty() {
@@ -196,37 +223,44 @@ impl Inbox<'_> {
                 paths(&ip, &cur.batches),
             ));
         }
-        if let Some(b) = cur.batches.first() {
-            let dir = ip.join(b);
-            if !remove_if_unfilled(&dir)? {
-                let items = self.load_batch(&dir)?;
-                let priority = items[0].priority().to_string();
-                let answers = self.take_answers()?;
-                return Ok(Ready::Batch {
-                    dir,
-                    priority,
-                    items,
-                    resumed: true,
-                    answers,
-                });
-            }
-        }
-        let new = self.wt.inbox_new();
-        let waiting = list(&new)?;
-        self.reject_odd(&waiting, &new)?;
-        let Some((first, first_item)) = self.first_work(&waiting.files, reactions)? else {
-            return Ok(Ready::NoTask);
+        let Some(b) = cur.batches.first() else {
+            return Ok(None);
         };
+        let dir = ip.join(b);
+        if remove_if_unfilled(&dir)? {
+            return Ok(None);
+        }
+        let items = self.load_batch(&dir)?;
+        let priority = items[0].priority().to_string();
+        let answers = self.take_answers()?;
+        Ok(Some(Ready::Batch {
+            dir,
+            priority,
+            items,
+            resumed: true,
+            answers,
+        }))
+    }
+
+    /// The first item and the waiting files (`rest`, in hand-out order)
+    /// that go in its batch. Selection is by the priority header, the card
+    /// type and the direction, as today's SwarmForge's is
+    /// (docs/swarmforge-compat.md §4; `board::batch_key`): the rest stays
+    /// queued. Our daemon only delivers files whose name prefix matches
+    /// that header, so only files with that prefix (or no prefix) need
+    /// reading; this keeps a deep backlog cheap. A reaction met on the way
+    /// is finished and told in `reactions`.
+    fn batch_mates(
+        &self,
+        first_item: Item,
+        rest: &[String],
+        new: &Path,
+        reactions: &mut Vec<Item>,
+    ) -> Result<Vec<Item>> {
         let priority = first_item.priority().to_string();
         let group = crate::board::batch_key(&first_item.msg);
-        // Selection is by the priority header, the card type and the
-        // direction, as today's SwarmForge's is (docs/swarmforge-compat.md
-        // §4; `board::batch_key`): the rest stays queued. Our daemon
-        // only delivers files whose name prefix matches that header, so only
-        // files with that prefix (or no prefix) need reading; this keeps a
-        // deep backlog cheap.
         let mut selected = vec![first_item];
-        for name in waiting.files.iter().skip(first + 1) {
+        for name in rest {
             let prefix = name.get(..3).unwrap_or("");
             let has_prefix = prefix.len() == 3
                 && prefix.as_bytes()[2] == b'_'
@@ -242,7 +276,12 @@ impl Inbox<'_> {
                 selected.push(item);
             }
         }
-        let dir = self.new_batch_dir()?;
+        Ok(selected)
+    }
+
+    /// Moves each selected item into the new batch folder `dir` (never over
+    /// a file there) and stamps its `dequeued_at`.
+    fn move_into_batch(&self, dir: &Path, selected: Vec<Item>) -> Result<Vec<Item>> {
         let mut items = Vec::with_capacity(selected.len());
         for mut item in selected {
             let src = item.path.clone();
@@ -265,13 +304,7 @@ impl Inbox<'_> {
             self.stamp(&mut item, "dequeued_at", &clock::iso_now())?;
             items.push(item);
         }
-        Ok(Ready::Batch {
-            dir,
-            priority,
-            items,
-            resumed: false,
-            answers: Vec::new(),
-        })
+        Ok(items)
     }
 
     /// `batch_<IDTS>_<NNNNNN>`, the smallest number free in both `in_process/`

@@ -106,7 +106,7 @@ pub(super) fn context(
                 seen.push(a.path.clone());
                 c.artifacts.push(a);
             }
-            Err(e) => errors.push(e),
+            Err(e) => errors.push(e.to_string()),
         }
     }
     c

@@ -6,11 +6,13 @@
 pub mod audit_gate;
 mod context;
 mod draft_file;
+mod stamp;
 
 pub use draft_file::{discard_draft, shown_path};
 
 use crate::protocol::header::names;
 use context::{answer_body, context, Context};
+use stamp::{copy_own_fields, stamp_context, typed_body};
 
 use std::path::{Path, PathBuf};
 
@@ -22,7 +24,6 @@ use crate::protocol::clock;
 use crate::protocol::commit_id::CommitId;
 use crate::protocol::config::Config;
 use crate::protocol::draft::{self, Draft};
-use crate::protocol::fields;
 use crate::protocol::gitcheck;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
@@ -319,7 +320,8 @@ fn validate<'a>(s: &'a Sender, d: &Draft, shown: &str) -> Result<Valid<'a>> {
     let mut canonical = None;
     let repo = s.at.worktree.root.clone();
     errors.extend(rules::validate_with(d, &policy, &mut |c| {
-        canonical = Some(gitcheck::canonical_commit(&repo, c)?);
+        // The validation groups collect texts: the refusal is said as one.
+        canonical = Some(gitcheck::canonical_commit(&repo, c).map_err(|e| e.to_string())?);
         Ok(())
     }));
     let ty = d.type_name().unwrap_or_default().to_string();
@@ -379,128 +381,35 @@ fn validate<'a>(s: &'a Sender, d: &Draft, shown: &str) -> Result<Valid<'a>> {
 
 /// Queues a validated draft: stamps it and publishes it in the outbox.
 fn publish<'a>(s: &'a Sender, v: Valid<'a>) -> Result<Queued> {
-    let Valid {
-        d,
-        ty,
-        rule,
-        ctx,
-        canonical,
-        board,
-    } = v;
-    let d = &d;
-    let is_role = |r: &str| s.roles.find(r).is_some();
-    let sender = &s.role;
-    let to = d.to().unwrap_or_default().to_string();
-    let priority = d.priority().unwrap_or_default().to_string();
+    let to = v.d.to().unwrap_or_default().to_string();
+    let priority = v.d.priority().unwrap_or_default().to_string();
     let recipients: Vec<String> = grammar::role_list(Some(&to))
         .into_iter()
         .map(str::to_string)
         .collect();
     let wt = &s.at.worktree;
-    let batch_ids = (ty == types::GIT_HANDOFF.name)
+    let batch_ids = (v.ty == types::GIT_HANDOFF.name)
         .then(|| carried_cards(s))
         .flatten();
-    let queued = store::enqueue(wt, sender, |id, now| {
+    let queued = store::enqueue(wt, &s.role, |id, now| {
         let mut msg = Message::default();
         msg.set(names::ID, id);
-        msg.set(names::FROM, sender);
+        msg.set(names::FROM, &s.role);
         msg.set(names::TO, recipients.join(","));
         msg.set(names::PRIORITY, &priority);
-        msg.set(names::TYPE, &ty);
-        let body = if ty == types::GIT_HANDOFF.name {
-            let commit = canonical.map(|c| c.to_string()).unwrap_or_default();
-            msg.set(names::ROLE, sender);
-            let task = d.get(names::TASK).unwrap_or_default();
-            msg.set(names::TASK, task);
-            msg.set(names::COMMIT, &commit);
-            let to: Vec<&str> = recipients.iter().map(String::as_str).collect();
-            if let Some((kind, how)) = board.as_ref().and_then(|b| b.stamp(task, sender, &to)) {
-                msg.set(crate::board::CARD_TYPE, kind);
-                msg.set(crate::board::DELIVERY_KIND, how);
-            }
-            if let Some(ids) = &batch_ids {
-                msg.set(
-                    crate::board::BATCH_TASK_IDS,
-                    crate::board::batch_task_ids(ids),
-                );
-            }
-            format!("{BODY_PREAMBLE}\n\nmerge_and_process {sender} {commit}\n")
-        } else if ty == types::NOTE.name {
-            let m = d.get(names::MESSAGE).unwrap_or_default();
-            msg.set(names::MESSAGE, m);
-            format!("{BODY_PREAMBLE}\n\n{m}\n")
-        } else if ty == types::ANSWER.name {
-            answer_body(d, ctx.parent.as_ref())
-        } else {
-            d.body.clone().unwrap_or_default()
-        };
+        msg.set(names::TYPE, &v.ty);
+        let body = typed_body(s, &v, &mut msg, &recipients, batch_ids.as_deref());
         msg.set(names::CREATED_AT, clock::iso(now));
-        for name in rule.own {
-            if let Some(v) = d.get(name) {
-                let v = if *name == "choices" {
-                    fields::parse_choices(v)
-                        .unwrap_or_default()
-                        .iter()
-                        .map(usize::to_string)
-                        .collect::<Vec<_>>()
-                        .join(",")
-                } else {
-                    v.to_string()
-                };
-                if msg.get(name).is_none() {
-                    msg.set(name, v);
-                }
-            }
-        }
-        for name in ["cc", "wake", "discussion"] {
-            if let Some(v) = d.get(name) {
-                msg.set(name, v);
-            }
-        }
-        if let Some(p) = &ctx.parent {
-            msg.set(names::IN_REPLY_TO, p.msg.id().unwrap_or_default());
-        }
-        if let Some(t) = &ctx.thread {
-            msg.set(names::THREAD, t);
-        }
-        // Only where traces are exported: a swarm without `otel:` keeps
-        // SwarmForge's exact file, and its traces are derived the same way.
-        if s.config.otel.endpoint.is_some() {
-            msg.set(
-                names::TRACE_ID,
-                crate::telemetry::trace::for_new(
-                    ctx.parent.as_ref().map(|p| &p.msg),
-                    ctx.thread.as_deref(),
-                    id,
-                ),
-            );
-        }
-        if ctx.hop > 0 {
-            msg.set(names::HOP, ctx.hop.to_string());
-        }
-        let texts: Vec<&str> = ["subject", "message", "question", "reason"]
-            .iter()
-            .filter_map(|h| d.get(h))
-            .chain(d.body.as_deref())
-            .collect();
-        let mentions = fields::mentions(&texts, sender, &is_role);
-        if !mentions.is_empty() {
-            msg.set(names::MENTIONS, mentions.join(","));
-        }
-        if let Ok(Some(session)) = crate::forum::session::current(&s.at.project) {
-            msg.set(names::SESSION, session.id);
-        }
-        for a in &ctx.artifacts {
-            msg.push(names::ARTIFACT, a.header());
-        }
+        copy_own_fields(&v, &mut msg);
+        stamp_context(s, &v, &mut msg, id);
         msg.body = body;
         msg
     })?;
     let (dest, id, seq, msg) = (queued.path, queued.id, queued.seq, queued.msg);
     // The handoff is queued; a copy that cannot be made is said, not turned
     // into a failed send (which would make the agent send twice).
-    let copies = if ty == types::GIT_HANDOFF.name {
-        crate::board::copies::queue(&s.at.project, wt, sender, &msg).unwrap_or_else(|e| {
+    let copies = if v.ty == types::GIT_HANDOFF.name {
+        crate::board::copies::queue(&s.at.project, wt, &s.role, &msg).unwrap_or_else(|e| {
             eprintln!("swarm-handoff: merge-only copies not queued: {e}");
             Vec::new()
         })
@@ -513,13 +422,13 @@ fn publish<'a>(s: &'a Sender, v: Valid<'a>) -> Result<Queued> {
         path: dest,
         id,
         sequence: grammar::format_seq(seq),
-        kind: ty,
+        kind: v.ty,
         to: recipients,
         priority,
         in_reply_to: msg.in_reply_to().map(str::to_string),
-        thread: ctx.thread,
-        hop: ctx.hop,
-        artifacts: ctx.artifacts,
+        thread: v.ctx.thread,
+        hop: v.ctx.hop,
+        artifacts: v.ctx.artifacts,
     })
 }
 

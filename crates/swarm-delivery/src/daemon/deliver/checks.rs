@@ -182,7 +182,7 @@ impl Deliverer {
             is_role: &is_role,
             allowed: &allowed,
         };
-        rules::recheck(msg, &policy, self.config.max_hops).map_err(Refused)
+        rules::recheck(msg, &policy, self.config.max_hops).map_err(|e| Refused(e.to_string()))
     }
 
     /// Whether `role` works in the worktree of this outbox (docs/protocol.md §7.2:

@@ -293,49 +293,7 @@ impl Deliverer {
                     report.interrupted = true;
                     break;
                 }
-                // A restarted daemon goes on where the killed one stopped:
-                // the attempts so far and the wait come from the sidecar.
-                // (Only a file whose sidecar the listing saw: a backlog
-                // at start-up costs no failed open per file.)
-                if first && !self.retries.knows(&c.path) && self.retries.has_sidecar(&c.path) {
-                    self.retries.resume(&c.path);
-                }
-                if self.retries.waits(&c.path, Instant::now()) {
-                    report.deferred += 1;
-                    self.schedule.again(c.source);
-                    continue;
-                }
-                let (msg, recipients) = match self.prepare(&c) {
-                    Ok(x) => x,
-                    Err(o) => {
-                        self.settle(&c, o, &mut report);
-                        continue;
-                    }
-                };
-                // A discussion or session message goes alone: the features'
-                // admission and bookkeeping see every earlier file delivered.
-                let alone = forum_bound(&msg);
-                if alone {
-                    self.commit(std::mem::take(&mut group), &mut report);
-                }
-                match self.feature_duty(|f, d| f.admit(d, &msg)) {
-                    Admission::Admit => {}
-                    Admission::Refuse(r) => {
-                        self.settle(&c, Outcome::Failed(r), &mut report);
-                        continue;
-                    }
-                    Admission::Wait(r) => {
-                        self.settle(&c, Outcome::Waiting(r), &mut report);
-                        continue;
-                    }
-                }
-                match self.stage(c, msg, recipients, &mut group) {
-                    Ok(()) => {}
-                    Err((c, o)) => self.settle(&c, o, &mut report),
-                }
-                if alone || group.staged.len() >= GROUP {
-                    self.commit(std::mem::take(&mut group), &mut report);
-                }
+                self.take_file(c, first, &mut group, &mut report);
             }
             self.commit(group, &mut report);
             if !more || report.interrupted {
@@ -356,6 +314,56 @@ impl Deliverer {
             report.delivered,
         );
         report
+    }
+
+    /// One listed file of a pass: left to wait (its retry time not come),
+    /// settled at once (refused, or not admitted by a feature), or staged
+    /// in `group` for the next commit; a discussion or session message goes
+    /// alone, so the features see every earlier file delivered.
+    fn take_file(&mut self, c: Candidate, first: bool, group: &mut Group, report: &mut PassReport) {
+        // A restarted daemon goes on where the killed one stopped:
+        // the attempts so far and the wait come from the sidecar.
+        // (Only a file whose sidecar the listing saw: a backlog
+        // at start-up costs no failed open per file.)
+        if first && !self.retries.knows(&c.path) && self.retries.has_sidecar(&c.path) {
+            self.retries.resume(&c.path);
+        }
+        if self.retries.waits(&c.path, Instant::now()) {
+            report.deferred += 1;
+            self.schedule.again(c.source);
+            return;
+        }
+        let (msg, recipients) = match self.prepare(&c) {
+            Ok(x) => x,
+            Err(o) => {
+                self.settle(&c, o, report);
+                return;
+            }
+        };
+        // A discussion or session message goes alone: the features'
+        // admission and bookkeeping see every earlier file delivered.
+        let alone = forum_bound(&msg);
+        if alone {
+            self.commit(std::mem::take(group), report);
+        }
+        match self.feature_duty(|f, d| f.admit(d, &msg)) {
+            Admission::Admit => {}
+            Admission::Refuse(r) => {
+                self.settle(&c, Outcome::Failed(r), report);
+                return;
+            }
+            Admission::Wait(r) => {
+                self.settle(&c, Outcome::Waiting(r), report);
+                return;
+            }
+        }
+        match self.stage(c, msg, recipients, group) {
+            Ok(()) => {}
+            Err((c, o)) => self.settle(&c, o, report),
+        }
+        if alone || group.staged.len() >= GROUP {
+            self.commit(std::mem::take(group), report);
+        }
     }
 
     /// The bookkeeping of one file's outcome.

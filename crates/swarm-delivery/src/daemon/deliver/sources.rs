@@ -286,6 +286,77 @@ fn with_outboxes(worktrees: Vec<PathBuf>) -> Vec<(PathBuf, PathBuf)> {
 /// the backlog.
 pub(super) const CHUNK: usize = 1024;
 
+/// Which outboxes a pass looks at, and how (see `Deliverer::sources`).
+struct Chosen {
+    indices: Vec<usize>,
+    /// A rescan: every outbox's stamp is checked, the quiet ones a
+    /// `stride`-th at a time (this pass: those at `turn`).
+    rescan: bool,
+    /// A full rescan: quiet stamps and checked paths are forgotten.
+    full: bool,
+    stride: usize,
+    turn: usize,
+}
+
+impl Schedule {
+    /// The outboxes of `n` this pass lists: on a rescan (polling, one due,
+    /// or the first pass) all of them, else those file events named.
+    fn choose(&mut self, n: usize) -> Chosen {
+        let rescan = self.polling || self.full_due || !self.started;
+        self.started = true;
+        self.quiet.resize_with(n, || None);
+        if !rescan {
+            self.rescanned = false;
+            let mut v: Vec<usize> = self.dirty.drain().filter(|&i| i < n).collect();
+            v.sort_unstable();
+            return Chosen {
+                indices: v,
+                rescan,
+                full: false,
+                stride: 1,
+                turn: 0,
+            };
+        }
+        self.full_due = false;
+        self.rescanned = true;
+        let stride = if self.polling {
+            1
+        } else {
+            n.div_ceil(QUIET_CHECKS).max(1)
+        };
+        let full = self.scans.is_multiple_of(FULL_SCAN_EVERY * stride as u32);
+        if full {
+            self.quiet.clear();
+            self.quiet.resize_with(n, || None);
+        }
+        let turn = self.scans as usize % stride;
+        self.scans = self.scans.wrapping_add(1);
+        self.dirty.clear();
+        Chosen {
+            indices: (0..n).collect(),
+            rescan,
+            full,
+            stride,
+            turn,
+        }
+    }
+}
+
+impl Outboxes {
+    /// The worktree outbox `i` (at `raw`) is served from: checked once and
+    /// kept until the next full rescan.
+    fn checked(&mut self, i: usize, raw: &Path, locks: &mut Locks) -> Validated {
+        if let Some(v) = &self.valid[i] {
+            return Validated::Serve(v.clone());
+        }
+        let v = self.validate(raw, locks);
+        if let Validated::Serve(p) = &v {
+            self.valid[i] = Some(p.clone());
+        }
+        v
+    }
+}
+
 impl Deliverer {
     /// The outboxes this pass lists, each by its canonical worktree path, once
     /// each, sorted by that path (ties between equal file names break by it).
@@ -306,45 +377,25 @@ impl Deliverer {
             locks,
             ..
         } = self;
-        let rescan = sch.polling || sch.full_due || !sch.started;
-        sch.started = true;
         let n = o.table.len();
-        sch.quiet.resize_with(n, || None);
         o.valid.resize_with(n, || None);
-        let mut full = false;
-        let mut stride = 1;
-        let mut turn = 0;
-        let chosen: Vec<usize> = if rescan {
-            sch.full_due = false;
-            sch.rescanned = true;
-            stride = if sch.polling {
-                1
-            } else {
-                n.div_ceil(QUIET_CHECKS).max(1)
-            };
-            full = sch.scans.is_multiple_of(FULL_SCAN_EVERY * stride as u32);
-            if full {
-                sch.quiet.clear();
-                sch.quiet.resize_with(n, || None);
-                // Re-validated now and then: a folder swapped for a symlink.
-                o.valid.iter_mut().for_each(|v| *v = None);
-                o.canon.clear();
-            }
-            turn = sch.scans as usize % stride;
-            sch.scans = sch.scans.wrapping_add(1);
-            sch.dirty.clear();
-            (0..n).collect()
-        } else {
-            sch.rescanned = false;
-            let mut v: Vec<usize> = sch.dirty.drain().filter(|&i| i < n).collect();
-            v.sort_unstable();
-            v
-        };
+        let Chosen {
+            indices,
+            rescan,
+            full,
+            stride,
+            turn,
+        } = sch.choose(n);
+        if full {
+            // Re-validated now and then: a folder swapped for a symlink.
+            o.valid.iter_mut().for_each(|v| *v = None);
+            o.canon.clear();
+        }
         let mut out = Vec::new();
         let mut seen: HashSet<PathBuf> = HashSet::new();
         // Taken for the loop, not cloned: 10 000 paths per pass add up.
         let table = std::mem::take(&mut o.table);
-        for i in chosen {
+        for i in indices {
             let (raw, outbox_path) = &table[i];
             if rescan && i % stride != turn && sch.quiet[i].is_some() {
                 continue;
@@ -366,23 +417,17 @@ impl Deliverer {
                 }
                 continue;
             }
-            let wt_path = match &o.valid[i] {
-                Some(v) => v.clone(),
-                None => match o.validate(raw, locks) {
-                    Validated::Serve(p) => {
-                        o.valid[i] = Some(p.clone());
-                        p
-                    }
-                    Validated::Missing => {
-                        // No worktree folder (yet): nothing to deliver from it.
-                        sch.quiet[i] = Some(Quiet { stamp });
-                        continue;
-                    }
-                    Validated::Skip(p) => {
-                        seen.insert(p);
-                        continue;
-                    }
-                },
+            let wt_path = match o.checked(i, raw, locks) {
+                Validated::Serve(p) => p,
+                Validated::Missing => {
+                    // No worktree folder (yet): nothing to deliver from it.
+                    sch.quiet[i] = Some(Quiet { stamp });
+                    continue;
+                }
+                Validated::Skip(p) => {
+                    seen.insert(p);
+                    continue;
+                }
             };
             if !seen.insert(wt_path.clone()) {
                 continue;

@@ -98,6 +98,23 @@ fn settled(t: SystemTime, now: SystemTime) -> bool {
     now.duration_since(t).is_ok_and(|age| age > SETTLED)
 }
 
+/// Why a role's objects could not be taken (the caller says which
+/// quarantine, into which store, and what to check).
+#[derive(Debug, thiserror::Error)]
+enum NotTaken {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Git(#[from] crate::sys::git::GitError),
+    #[error("git names an object format this build does not know: {0}")]
+    Format(String),
+    #[error("{}: {source}", path.display())]
+    Publish {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+}
+
 impl Quarantines {
     /// For `project`; None when it has no git folder of its own.
     pub fn new(project: &Project) -> Option<Quarantines> {
@@ -192,16 +209,13 @@ impl Quarantines {
         Some(names)
     }
 
-    fn format(&mut self) -> Result<Format, String> {
+    fn format(&mut self) -> Result<Format, NotTaken> {
         if let Some(f) = self.format {
             return Ok(f);
         }
         let said = Pinned::new(&self.root, &self.root)
-            .and_then(|g| g.stdout(&["rev-parse", "--show-object-format"]))
-            .map_err(|e| e.to_string())?;
-        let f = Format::parse(&said).ok_or_else(|| {
-            format!("git names an object format this build does not know: {said}")
-        })?;
+            .and_then(|g| g.stdout(&["rev-parse", "--show-object-format"]))?;
+        let f = Format::parse(&said).ok_or(NotTaken::Format(said))?;
         self.format = Some(f);
         Ok(f)
     }
@@ -212,8 +226,8 @@ impl Quarantines {
         q: &HeldDir,
         budget: &mut Budget,
         taken: &mut Taken,
-    ) -> Result<bool, String> {
-        let names = q.names().map_err(|e| e.to_string())?;
+    ) -> Result<bool, NotTaken> {
+        let names = q.names()?;
         let fan: Vec<&String> = names.iter().filter(|n| is_fan(n)).collect();
         let mut empty = fan.is_empty();
         if fan.is_empty() && !names.iter().any(|n| n == "pack") {
@@ -222,7 +236,7 @@ impl Quarantines {
         let format = self.format()?;
         for xx in fan {
             let Ok(d) = q.open_dir(xx) else { continue };
-            let objects = d.names().map_err(|e| e.to_string())?;
+            let objects = d.names()?;
             for rest in objects {
                 if budget.spent() {
                     return Ok(false);
@@ -260,7 +274,7 @@ impl Quarantines {
         format: Format,
         budget: &mut Budget,
         taken: &mut Taken,
-    ) -> Result<(), String> {
+    ) -> Result<(), NotTaken> {
         let dest = self.store.join(xx).join(rest);
         if std::fs::symlink_metadata(&dest).is_ok() {
             let _ = d.remove(rest);
@@ -281,15 +295,14 @@ impl Quarantines {
             from: std::io::Read::take(file, MAX_OBJECT + 1),
             check: &mut check,
         };
-        let staged =
-            fsx::stage(&self.store, "swarm-object", &mut from, 0o444).map_err(|e| e.to_string())?;
+        let staged = fsx::stage(&self.store, "swarm-object", &mut from, 0o444)?;
         match check.verdict(&id) {
             Ok(()) => {
-                fsx::ensure_dirs(&[self.store.join(xx)]).map_err(|e| e.to_string())?;
+                fsx::ensure_dirs(&[self.store.join(xx)])?;
                 match staged.publish(&dest) {
                     Ok(()) => taken.objects += 1,
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                    Err(e) => return Err(format!("{}: {e}", dest.display())),
+                    Err(source) => return Err(NotTaken::Publish { path: dest, source }),
                 }
             }
             Err(why) => {
@@ -313,8 +326,8 @@ impl Quarantines {
         packs: &HeldDir,
         budget: &mut Budget,
         taken: &mut Taken,
-    ) -> Result<bool, String> {
-        let names = packs.names().map_err(|e| e.to_string())?;
+    ) -> Result<bool, NotTaken> {
+        let names = packs.names()?;
         let empty = names.is_empty();
         for idx in names.iter().filter(|n| n.ends_with(".idx")) {
             if budget.spent() {

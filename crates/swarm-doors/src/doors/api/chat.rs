@@ -134,6 +134,18 @@ impl Endpoint {
         body: &str,
         spent: &mut dyn FnMut(Spent),
     ) -> Result<String, Attempt> {
+        let (status, text) = self.post(agent, body)?;
+        self.judge(status, &text)?;
+        if let Some(s) = parse_usage(&text) {
+            spent(s);
+        }
+        parse_answer(&text).map_err(|why| Attempt::Final(Failure(why)))
+    }
+
+    /// Posts `body` and reads the answer (at most [`MAX_RESPONSE_BYTES`]),
+    /// the key redacted from it before anything is cut to one line (a cut
+    /// key would not match): its HTTP status and text.
+    fn post(&self, agent: &ureq::Agent, body: &str) -> Result<(u16, String), Attempt> {
         let mut req = agent
             .post(&self.url)
             .header("Content-Type", "application/json")
@@ -143,13 +155,7 @@ impl Endpoint {
         }
         let mut resp = match req.send(body) {
             Ok(r) => r,
-            Err(ureq::Error::Timeout(_)) => {
-                return Err(Attempt::Retry(format!(
-                    "no answer from {} within {} s",
-                    self.url,
-                    self.timeout.as_secs_f64()
-                )))
-            }
+            Err(ureq::Error::Timeout(_)) => return Err(self.timed_out()),
             Err(e) => {
                 return Err(Attempt::Retry(format!(
                     "cannot reach {}: {}",
@@ -164,35 +170,38 @@ impl Endpoint {
             .with_config()
             .limit(MAX_RESPONSE_BYTES)
             .read_to_string();
-        // Before anything is cut to one line: a cut key would not match.
-        let text = match text {
-            Ok(t) => self.redact(&t),
-            Err(ureq::Error::Timeout(_)) => {
-                return Err(Attempt::Retry(format!(
-                    "no answer from {} within {} s",
-                    self.url,
-                    self.timeout.as_secs_f64()
-                )))
-            }
-            Err(ureq::Error::BodyExceedsLimit(_)) => {
-                return Err(Attempt::Final(Failure(format!(
-                    "the answer from {} is larger than {MAX_RESPONSE_BYTES} bytes",
-                    self.url
-                ))))
-            }
-            Err(e) => {
-                return Err(Attempt::Retry(format!(
-                    "reading the answer from {}: {}",
-                    self.url,
-                    one_line(&self.redact(&e.to_string()))
-                )))
-            }
-        };
+        match text {
+            Ok(t) => Ok((status, self.redact(&t))),
+            Err(ureq::Error::Timeout(_)) => Err(self.timed_out()),
+            Err(ureq::Error::BodyExceedsLimit(_)) => Err(Attempt::Final(Failure(format!(
+                "the answer from {} is larger than {MAX_RESPONSE_BYTES} bytes",
+                self.url
+            )))),
+            Err(e) => Err(Attempt::Retry(format!(
+                "reading the answer from {}: {}",
+                self.url,
+                one_line(&self.redact(&e.to_string()))
+            ))),
+        }
+    }
+
+    /// No answer within the timeout: tried again.
+    fn timed_out(&self) -> Attempt {
+        Attempt::Retry(format!(
+            "no answer from {} within {} s",
+            self.url,
+            self.timeout.as_secs_f64()
+        ))
+    }
+
+    /// What an HTTP status says: 429 and 5xx are tried again, any other
+    /// status but 2xx is final (with a hint for a refused key).
+    fn judge(&self, status: u16, text: &str) -> Result<(), Attempt> {
         if status == 429 || status >= 500 {
             return Err(Attempt::Retry(format!(
                 "{} answered HTTP {status}{}",
                 self.url,
-                server_says(&text)
+                server_says(text)
             )));
         }
         if !(200..300).contains(&status) {
@@ -204,13 +213,10 @@ impl Endpoint {
             return Err(Attempt::Final(Failure(format!(
                 "{} answered HTTP {status}{}{hint}",
                 self.url,
-                server_says(&text)
+                server_says(text)
             ))));
         }
-        if let Some(s) = parse_usage(&text) {
-            spent(s);
-        }
-        parse_answer(&text).map_err(|why| Attempt::Final(Failure(why)))
+        Ok(())
     }
 }
 

@@ -17,7 +17,18 @@
 //! forever. An item the role already answered (a crash between the send and
 //! the finish) is finished without a second call.
 
+//!
+//! The parts: the model call (`chat`), what a reply is sent as and says
+//! (`reply`), what a call costs (`spend`); here, the runner's loop.
+
 pub mod chat;
+mod reply;
+mod spend;
+#[cfg(test)]
+mod tests;
+
+pub use reply::clean;
+use reply::{draft_text, kind_name, ReplyPlan};
 
 use crate::protocol::header::names;
 use std::path::{Path, PathBuf};
@@ -391,7 +402,7 @@ impl Runner {
             self.record_usage(about, s, &asked, say);
         }
         let answer = answer?;
-        let text = draft_text(plan, &answer).map_err(Failure)?;
+        let text = draft_text(plan, &answer).map_err(|e| Failure(e.to_string()))?;
         let sender =
             Sender::locate(&self.role, &self.cwd).map_err(|e| Failure(one_line_err(&e)))?;
         let parsed = draft::parse_bytes(text.as_bytes());
@@ -405,134 +416,6 @@ impl Runner {
         ));
         Ok(q.path)
     }
-}
-
-impl Runner {
-    /// One call's usage, journaled as a headless turn's is (docs/cost.md):
-    /// attributed to the item in process and its thread. A journal that
-    /// cannot be written is said, never fatal: the answer still goes out.
-    fn record_usage(
-        &self,
-        about: Option<&Message>,
-        s: chat::Spent,
-        asked: &str,
-        say: &mut dyn FnMut(&str),
-    ) {
-        let mut u = crate::telemetry::usage::Usage::now(&self.role, "api");
-        u.started = Some(asked.to_string());
-        u.id = about.and_then(Message::id).map(str::to_string);
-        u.thread = about
-            .and_then(|m| m.thread().or(m.id()))
-            .map(str::to_string);
-        u.model = s.model.or_else(|| Some(self.endpoint.model.clone()));
-        u.input_tokens = s.input_tokens;
-        u.output_tokens = s.output_tokens;
-        u.cache_read_tokens = s.cache_read_tokens;
-        u.cost_usd = s.cost_usd;
-        let recorded = place::resolve_as(&self.cwd, &self.role)
-            .ok()
-            .and_then(|at| at.project)
-            .ok_or_else(|| Error::not_found("no project"))
-            .and_then(|p| crate::telemetry::usage::record(&p, &u));
-        if let Err(e) = recorded {
-            say(&format!(
-                "{}: usage not journaled: {}",
-                self.role,
-                one_line_err(&e)
-            ));
-        }
-    }
-
-    /// Why this role may not start another call (docs/cost.md, "Budgets").
-    fn parked(&self) -> Option<crate::telemetry::budget::Reason> {
-        let at = place::resolve_as(&self.cwd, &self.role).ok()?;
-        crate::telemetry::budget::parked(at.project.as_ref()?, &self.role)
-    }
-}
-
-/// What a reply is sent as.
-#[derive(Debug)]
-struct ReplyPlan {
-    ty: &'static str,
-    to: String,
-    priority: String,
-    discussion: Option<String>,
-    subject: Option<String>,
-}
-
-fn kind_name(item: &Item) -> &str {
-    item.msg.type_name().unwrap_or("?")
-}
-
-/// The model's text made fit for a draft: CRLF to LF, other control
-/// characters (but tab) dropped, trimmed.
-pub fn clean(answer: &str) -> String {
-    answer
-        .replace("\r\n", "\n")
-        .chars()
-        .filter(|c| !c.is_control() || *c == '\n' || *c == '\t')
-        .collect::<String>()
-        .trim()
-        .to_string()
-}
-
-/// `s` cut to at most `max` bytes on a character boundary.
-fn cut_bytes(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
-/// The draft for `answer` sent as `plan`. A long answer is cut to the
-/// type's limit (a body's bytes, a note's one line of 80 characters).
-fn draft_text(plan: &ReplyPlan, answer: &str) -> std::result::Result<String, String> {
-    let text = clean(answer);
-    if text.is_empty() {
-        return Err("the model's answer was empty".into());
-    }
-    let mut d = format!(
-        "type: {}\nto: {}\npriority: {}\n",
-        plan.ty, plan.to, plan.priority
-    );
-    if let Some(id) = &plan.discussion {
-        d.push_str(&format!("discussion: {id}\n"));
-    }
-    if let Some(s) = &plan.subject {
-        d.push_str(&format!("subject: {s}\n"));
-    }
-    if plan.ty == types::NOTE.name {
-        let line = text
-            .lines()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("")
-            .trim();
-        // Counted in UTF-16 units, as the note rule (SwarmForge's Java) counts.
-        let units = |s: &str| s.encode_utf16().count();
-        let mut msg = line.to_string();
-        if units(line) > NOTE_MAX_CHARS {
-            msg.clear();
-            for c in line.chars() {
-                if units(&msg) + c.len_utf16() > NOTE_MAX_CHARS - 1 {
-                    break;
-                }
-                msg.push(c);
-            }
-            msg.push('…');
-        }
-        d.push_str(&format!("message: {msg}\n"));
-    } else {
-        let max = types::type_rule(plan.ty).map_or(4096, |r| r.max_body);
-        // Room for the newline the draft parser adds.
-        d.push('\n');
-        d.push_str(cut_bytes(&text, max.saturating_sub(1)));
-        d.push('\n');
-    }
-    Ok(d)
 }
 
 /// A refusal's text on one line (the cause, without the repair hints).
@@ -627,43 +510,4 @@ fn discussion_context(project: &crate::protocol::layout::Project, id: &str, max:
 /// that set their own deadline).
 pub fn call_budget(timeout: Duration, retries: u32) -> Duration {
     timeout * (retries + 1) + Duration::from_secs(8) * retries
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn plan(ty: &'static str) -> ReplyPlan {
-        ReplyPlan {
-            ty,
-            to: "ada".into(),
-            priority: "50".into(),
-            discussion: None,
-            subject: None,
-        }
-    }
-
-    #[test]
-    fn answers_fit_their_type() {
-        let d = draft_text(&plan("note"), "  First line 😀 that is rather long, longer than eighty characters in total, surely so.\nsecond").unwrap();
-        let msg = d.lines().find_map(|l| l.strip_prefix("message: ")).unwrap();
-        assert!(
-            msg.encode_utf16().count() <= 80 && msg.ends_with('…'),
-            "{msg}"
-        );
-        assert!(draft::parse(&d).errors.is_empty());
-        let long = "x".repeat(5000);
-        let d = draft_text(&plan("digest"), &long).unwrap();
-        let parsed = draft::parse(&d);
-        assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
-        assert!(parsed.body.unwrap().len() <= 4096);
-        assert_eq!(clean("a\r\nb\u{7}c\u{1b}[0m"), "a\nbc[0m");
-        assert!(draft_text(&plan("post"), " \n\t").is_err());
-    }
-
-    #[test]
-    fn failure_reasons_fit_done_current() {
-        let r = fit_reason(&"word ".repeat(100));
-        assert!(crate::agent::queue::check_failed_reason(&r).is_ok(), "{r}");
-    }
 }

@@ -5,7 +5,7 @@
 //! a server and carries no credentials in plain sight; a role's host is one
 //! of `hosts`.
 
-use super::Config;
+use super::{Config, ConfigProblem};
 use crate::error::{Error, Result};
 use crate::protocol::config;
 use crate::protocol::grammar;
@@ -46,22 +46,17 @@ pub fn this_host(project: &Project, config: &Config) -> Result<Option<String>> {
 /// A bridge URL: `nats://` or `tls://` servers, comma-separated, without
 /// credentials (those come from a file or the environment, never from a file
 /// that is committed to git).
-pub fn check_bridge_url(url: &str) -> std::result::Result<(), String> {
+pub fn check_bridge_url(url: &str) -> std::result::Result<(), ConfigProblem> {
     for part in url.split(',') {
         let rest = part
             .strip_prefix("nats://")
             .or_else(|| part.strip_prefix("tls://"))
-            .ok_or_else(|| {
-                format!(
-                    "bridge: '{}' is not a nats:// or tls:// URL",
-                    text::escape(part)
-                )
-            })?;
+            .ok_or_else(|| ConfigProblem::NotNats(part.to_string()))?;
         if rest.contains('@') {
-            return Err("bridge: the URL carries credentials; put them in bridge_credentials_file or SWARM_NATS_CREDS / SWARM_NATS_TOKEN instead".into());
+            return Err(ConfigProblem::Credentials);
         }
         if rest.is_empty() || rest.chars().any(|c| c.is_control() || c.is_whitespace()) {
-            return Err(format!("bridge: '{}' names no server", text::escape(part)));
+            return Err(ConfigProblem::NoServer(part.to_string()));
         }
     }
     Ok(())
@@ -69,43 +64,29 @@ pub fn check_bridge_url(url: &str) -> std::result::Result<(), String> {
 
 impl Config {
     /// Hosts, the bridge URL and every role's host (docs/bridge.md).
-    pub(super) fn check_hosts(&self) -> std::result::Result<(), String> {
-        let esc = text::escape;
+    pub(super) fn check_hosts(&self) -> std::result::Result<(), ConfigProblem> {
         for (i, h) in self.hosts.iter().enumerate() {
             if !grammar::valid_role(h) {
-                return Err(format!(
-                    "hosts: invalid host name '{}' (letters, digits and '-', at most 64 characters)",
-                    esc(h)
-                ));
+                return Err(ConfigProblem::HostName(h.clone()));
             }
             if self.hosts[..i].contains(h) {
-                return Err(format!("hosts: '{h}' is named twice"));
+                return Err(ConfigProblem::HostTwice(h.clone()));
             }
         }
         if !grammar::valid_role(&self.bridge_name) {
-            return Err(format!(
-                "bridge_name: invalid name '{}' (letters, digits and '-')",
-                esc(&self.bridge_name)
-            ));
+            return Err(ConfigProblem::BridgeName(self.bridge_name.clone()));
         }
         if let Some(url) = &self.bridge {
             config::check_bridge_url(url)?;
             if self.hosts.is_empty() {
-                return Err(
-                    "bridge is set but hosts is empty: name the hosts the swarm spans".into(),
-                );
+                return Err(ConfigProblem::NoHosts);
             }
         } else if self.hosts.len() > 1 {
-            return Err(
-                "hosts names several hosts but bridge is not set: name the NATS server (bridge: nats://host:4222)"
-                    .into(),
-            );
+            return Err(ConfigProblem::NoBridge);
         }
         if let Some(r) = self.bridge_replicas {
             if !(1..=5).contains(&r) {
-                return Err(format!(
-                    "bridge_replicas: {r} is out of range: JetStream keeps 1 to 5 replicas of a stream"
-                ));
+                return Err(ConfigProblem::Replicas(r));
             }
         }
         if let Some(m) = &self.bridge_monitor {
@@ -116,10 +97,7 @@ impl Config {
             if host.is_none_or(|h| h.is_empty() || h.contains('@'))
                 || m.chars().any(|c| c.is_control() || c.is_whitespace())
             {
-                return Err(format!(
-                    "bridge_monitor: '{}' is not an http:// or https:// URL of a server (no credentials in it), e.g. http://10.0.0.5:8222",
-                    esc(m)
-                ));
+                return Err(ConfigProblem::Monitor(m.clone()));
             }
         }
         if let Some(r) = &self.git_remote {
@@ -127,22 +105,17 @@ impl Config {
                 || r.starts_with('-')
                 || r.chars().any(|c| c.is_control() || c.is_whitespace())
             {
-                return Err(format!("git_remote: invalid remote name '{}'", esc(r)));
+                return Err(ConfigProblem::GitRemote(r.clone()));
             }
         }
         for r in &self.roles {
             if let Some(h) = &r.host {
                 if !self.hosts.contains(h) {
-                    return Err(format!(
-                        "roles[{}].host: '{}' is not one of hosts ({})",
-                        esc(&r.name),
-                        esc(h),
-                        if self.hosts.is_empty() {
-                            "none".to_string()
-                        } else {
-                            self.hosts.join(", ")
-                        }
-                    ));
+                    return Err(ConfigProblem::RoleHost {
+                        role: r.name.clone(),
+                        host: h.clone(),
+                        hosts: self.hosts.clone(),
+                    });
                 }
             }
         }

@@ -12,11 +12,11 @@ use serde::{Deserialize, Serialize};
 use crate::protocol::duration::Dur;
 use crate::protocol::search_bounds::Bounds;
 use crate::protocol::types;
-use crate::text;
 
 mod daemon;
 mod features;
 mod hosts;
+mod problem;
 mod role;
 mod spend;
 
@@ -28,6 +28,7 @@ pub use features::{
     ReservationsMode, Retired, Seats, MIN_LOG_BYTES,
 };
 pub use hosts::{check_bridge_url, this_host};
+pub use problem::ConfigProblem;
 pub use role::{Permission, Propagation, RoleConfig, Runtime, WakeMode};
 pub use spend::{Budget, BudgetPeriod, OtelConfig, Price};
 
@@ -137,12 +138,12 @@ impl Config {
     /// swarm.yaml's text as written, not empty: agent definitions not
     /// resolved yet, nothing checked (`Config::parse` in `config_read` does
     /// both, and takes an empty text for every default).
-    pub(crate) fn from_text(text: &str) -> std::result::Result<Config, String> {
-        serde_saphyr::from_str::<Config>(text).map_err(|e| e.to_string())
+    pub(crate) fn from_text(text: &str) -> std::result::Result<Config, ConfigProblem> {
+        serde_saphyr::from_str::<Config>(text).map_err(|e| ConfigProblem::Yaml(e.to_string()))
     }
 
     /// The checks a config passes once its definitions are resolved.
-    pub(crate) fn check(&self) -> std::result::Result<(), String> {
+    pub(crate) fn check(&self) -> std::result::Result<(), ConfigProblem> {
         self.check_allowed_types()?;
         self.check_ranges()?;
         self.check_hosts()?;
@@ -151,11 +152,11 @@ impl Config {
 
     /// Values that parse but cannot work: a zero interval would spin the
     /// daemon, a zero size limit would refuse every file.
-    fn check_ranges(&self) -> std::result::Result<(), String> {
+    fn check_ranges(&self) -> std::result::Result<(), ConfigProblem> {
         let d = &self.daemon;
-        let min = |key: &str, v: Dur, least: Dur| {
-            if v < least {
-                Err(format!("{key} must be at least {least}; got {v}"))
+        let min = |key: &'static str, got: Dur, least: Dur| {
+            if got < least {
+                Err(ConfigProblem::TooSmall { key, least, got })
             } else {
                 Ok(())
             }
@@ -167,41 +168,29 @@ impl Config {
         min("wake.quiet", self.wake.quiet, Dur::millis(50))?;
         min("notify.timeout", self.notify.timeout, Dur::millis(100))?;
         if self.logs.max_bytes != 0 && self.logs.max_bytes < MIN_LOG_BYTES {
-            return Err(format!(
-                "logs.max_bytes must be 0 (never rotate) or at least {MIN_LOG_BYTES}; got {}",
-                self.logs.max_bytes
-            ));
+            return Err(ConfigProblem::LogBytes(self.logs.max_bytes));
         }
         if self.limits.max_file_bytes < 128 {
-            return Err(format!(
-                "limits.max_file_bytes must be at least 128; got {}",
-                self.limits.max_file_bytes
-            ));
+            return Err(ConfigProblem::FileBytes(self.limits.max_file_bytes));
         }
         Ok(())
     }
 
     /// Every name in a role's `allowed_types` is a type a role may send.
-    fn check_allowed_types(&self) -> std::result::Result<(), String> {
+    fn check_allowed_types(&self) -> std::result::Result<(), ConfigProblem> {
         for r in &self.roles {
             for t in r.allowed_types.iter().flatten() {
                 if !types::type_rule(t).is_some_and(|rule| rule.sendable) {
-                    return Err(format!(
-                        "roles[{}].allowed_types: '{}' is not a type a role may send (one of {})",
-                        text::escape(&r.name),
-                        text::escape(t),
-                        types::type_list()
-                    ));
+                    return Err(ConfigProblem::RoleType {
+                        role: r.name.clone(),
+                        ty: t.clone(),
+                    });
                 }
             }
         }
         for t in self.types.keys() {
             if !types::type_rule(t).is_some_and(|rule| rule.sendable) {
-                return Err(format!(
-                    "types: '{}' is not a type a role may send (one of {})",
-                    text::escape(t),
-                    types::type_list()
-                ));
+                return Err(ConfigProblem::Type(t.clone()));
             }
         }
         Ok(())

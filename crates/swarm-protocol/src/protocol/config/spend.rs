@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Config;
+use super::{Config, ConfigProblem};
 use crate::text;
 
 /// One model's price (`prices.<model>` in swarm.yaml): US dollars per
@@ -65,15 +65,13 @@ const MAX_MODEL_NAME: usize = 200;
 
 impl Config {
     /// Prices, budgets and the trace endpoint (docs/cost.md).
-    pub(super) fn check_spending(&self) -> std::result::Result<(), String> {
+    pub(super) fn check_spending(&self) -> std::result::Result<(), ConfigProblem> {
         let esc = text::escape;
-        let amount = |key: String, v: f64| {
-            if v.is_finite() && v >= 0.0 {
+        let amount = |key: String, value: f64| {
+            if value.is_finite() && value >= 0.0 {
                 Ok(())
             } else {
-                Err(format!(
-                    "{key} must be a number of dollars, 0 or more; got {v}"
-                ))
+                Err(ConfigProblem::Amount { key, value })
             }
         };
         for (model, p) in &self.prices {
@@ -81,7 +79,7 @@ impl Config {
                 || model.len() > MAX_MODEL_NAME
                 || model.chars().any(|c| c.is_control())
             {
-                return Err(format!("prices: invalid model name '{}'", esc(model)));
+                return Err(ConfigProblem::ModelName(model.clone()));
             }
             for (k, v) in [
                 ("input", p.input),
@@ -94,9 +92,7 @@ impl Config {
         }
         let budget = |key: String, b: &Budget| {
             if b.tokens.is_none() && b.cost.is_none() {
-                return Err(format!(
-                    "{key} sets neither tokens nor cost (e.g. {key}: {{tokens: 2000000, per: day}})"
-                ));
+                return Err(ConfigProblem::EmptyBudget { key });
             }
             if let Some(c) = b.cost {
                 amount(format!("{key}.cost"), c)?;
@@ -119,10 +115,7 @@ impl Config {
             if host.is_none_or(|h| h.is_empty() || h.contains('@'))
                 || e.chars().any(|c| c.is_control() || c.is_whitespace())
             {
-                return Err(format!(
-                    "otel.endpoint: '{}' is not an http:// or https:// URL of a collector (no credentials in it), e.g. http://127.0.0.1:4318",
-                    esc(e)
-                ));
+                return Err(ConfigProblem::OtelEndpoint(e.clone()));
             }
         }
         Ok(())

@@ -48,11 +48,56 @@ pub fn user_dir() -> Option<PathBuf> {
         .map(|d| d.join("swarm-handoff").join("agents"))
 }
 
-fn yaml_doc(text: &str) -> std::result::Result<Value, String> {
+/// Why an agent definition, or a role's `from:`, cannot be used: each
+/// names the definition (and the file or role it is in), the cause, and
+/// where the repair goes.
+#[derive(Debug, thiserror::Error)]
+pub enum DefinitionError {
+    /// The YAML does not parse (the parser's own text).
+    #[error("{0}")]
+    Yaml(String),
+    #[error("agent definition '{name}' uses `from:`; a definition cannot start from another")]
+    StartsFrom { name: String },
+    #[error("agent definition '{name}': {source}")]
+    Keys {
+        name: String,
+        source: serde_json::Error,
+    },
+    #[error(
+        "agents: invalid definition name '{}' (letters, digits and '-', at most 64 characters)",
+        crate::text::escape(.0)
+    )]
+    BadName(String),
+    /// A user folder's file, and what is wrong with it.
+    #[error("{}: {why}", path.display())]
+    File { path: PathBuf, why: String },
+    #[error(
+        "unknown agent definition '{}': searched `agents:` in swarm.yaml and {}\n  hint: add it to `agents:` in swarm.yaml or write {}; `swarm agents` lists the library",
+        crate::text::escape(name),
+        dir.as_ref().map_or("no user folder (neither XDG_CONFIG_HOME nor HOME is set)".into(), |d| d.display().to_string()),
+        dir.as_ref().map_or("<user folder>/<name>.yaml".into(), |d| d.join(format!("{name}.yaml")).display().to_string())
+    )]
+    Unknown { name: String, dir: Option<PathBuf> },
+    /// A role's `from:` names a definition that cannot be used.
+    #[error("role '{}': {source}", crate::text::escape(role))]
+    Role {
+        role: String,
+        source: Box<DefinitionError>,
+    },
+    /// A role's own keys over its definition's do not make a role.
+    #[error("role '{}' (from: {from}): {why}", crate::text::escape(role))]
+    RoleKeys {
+        role: String,
+        from: String,
+        why: String,
+    },
+}
+
+fn yaml_doc(text: &str) -> std::result::Result<Value, DefinitionError> {
     if text.trim().is_empty() {
         return Ok(Value::Null);
     }
-    serde_saphyr::from_str::<Value>(text).map_err(|e| e.to_string())
+    serde_saphyr::from_str::<Value>(text).map_err(|e| DefinitionError::Yaml(e.to_string()))
 }
 
 fn mapping(v: Option<&Value>) -> Map<String, Value> {
@@ -63,14 +108,19 @@ fn make(
     name: &str,
     origin: Origin,
     keys: Map<String, Value>,
-) -> std::result::Result<Definition, String> {
+) -> std::result::Result<Definition, DefinitionError> {
     if keys.get(FROM_KEY).is_some_and(|v| !v.is_null()) {
-        return Err(format!(
-            "agent definition '{name}' uses `from:`; a definition cannot start from another"
-        ));
+        return Err(DefinitionError::StartsFrom {
+            name: name.to_string(),
+        });
     }
-    let mut role: RoleConfig = serde_json::from_value(Value::Object(keys.clone()))
-        .map_err(|e| format!("agent definition '{name}': {e}"))?;
+    let mut role: RoleConfig =
+        serde_json::from_value(Value::Object(keys.clone())).map_err(|source| {
+            DefinitionError::Keys {
+                name: name.to_string(),
+                source,
+            }
+        })?;
     role.name = name.to_string();
     Ok(Definition {
         name: name.to_string(),
@@ -81,7 +131,7 @@ fn make(
 }
 
 /// swarm.yaml's `agents:`, in file order.
-fn from_yaml(doc: &Value) -> std::result::Result<Vec<Definition>, String> {
+fn from_yaml(doc: &Value) -> std::result::Result<Vec<Definition>, DefinitionError> {
     let mut out = Vec::new();
     for v in doc
         .get("agents")
@@ -96,10 +146,7 @@ fn from_yaml(doc: &Value) -> std::result::Result<Vec<Definition>, String> {
             .unwrap_or_default()
             .to_string();
         if !grammar::valid_role(&name) {
-            return Err(format!(
-                "agents: invalid definition name '{}' (letters, digits and '-', at most 64 characters)",
-                crate::text::escape(&name)
-            ));
+            return Err(DefinitionError::BadName(name));
         }
         out.push(make(&name, Origin::SwarmYaml, keys)?);
     }
@@ -107,36 +154,39 @@ fn from_yaml(doc: &Value) -> std::result::Result<Vec<Definition>, String> {
 }
 
 /// The user folder's `<name>.yaml`, if there is one.
-fn from_user_file(dir: &Path, name: &str) -> std::result::Result<Option<Definition>, String> {
+fn from_user_file(
+    dir: &Path,
+    name: &str,
+) -> std::result::Result<Option<Definition>, DefinitionError> {
     let path = dir.join(format!("{name}.yaml"));
+    let file = |why: String| DefinitionError::File {
+        path: path.clone(),
+        why,
+    };
     let bytes = match crate::fsx::read_bounded(&path, MAX_CONFIG_BYTES) {
         Ok(b) => b,
         Err(crate::fsx::ReadRefusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(None)
         }
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Err(e) => return Err(file(e.to_string())),
     };
-    let text =
-        String::from_utf8(bytes).map_err(|_| format!("{}: not valid UTF-8", path.display()))?;
-    let keys = mapping(Some(
-        &yaml_doc(&text).map_err(|e| format!("{}: {e}", path.display()))?,
-    ));
+    let text = String::from_utf8(bytes).map_err(|_| file("not valid UTF-8".into()))?;
+    let keys = mapping(Some(&yaml_doc(&text).map_err(|e| file(e.to_string()))?));
     if let Some(n) = keys.get("name").and_then(Value::as_str) {
         if n != name {
-            return Err(format!(
-                "{}: names the definition '{}'; a file holds the definition of its own name",
-                path.display(),
+            return Err(file(format!(
+                "names the definition '{}'; a file holds the definition of its own name",
                 crate::text::escape(n)
-            ));
+            )));
         }
     }
     make(name, Origin::UserFile(path.clone()), keys)
         .map(Some)
-        .map_err(|e| format!("{}: {e}", path.display()))
+        .map_err(|e| file(e.to_string()))
 }
 
 /// The definition `name`: swarm.yaml's `agents:` first, then the user folder.
-fn find_in(doc: &Value, name: &str) -> std::result::Result<Definition, String> {
+fn find_in(doc: &Value, name: &str) -> std::result::Result<Definition, DefinitionError> {
     if let Some(d) = from_yaml(doc)?.into_iter().find(|d| d.name == name) {
         return Ok(d);
     }
@@ -148,19 +198,15 @@ fn find_in(doc: &Value, name: &str) -> std::result::Result<Definition, String> {
             }
         }
     }
-    Err(format!(
-        "unknown agent definition '{}': searched `agents:` in swarm.yaml and {}\n  hint: add it to `agents:` in swarm.yaml or write {}; `swarm agents` lists the library",
-        crate::text::escape(name),
-        dir.as_ref()
-            .map_or("no user folder (neither XDG_CONFIG_HOME nor HOME is set)".into(), |d| d.display().to_string()),
-        dir.as_ref()
-            .map_or("<user folder>/<name>.yaml".into(), |d| d.join(format!("{name}.yaml")).display().to_string()),
-    ))
+    Err(DefinitionError::Unknown {
+        name: name.to_string(),
+        dir,
+    })
 }
 
 /// Gives every role with `from:` its definition's keys (the role's own
 /// keys win); `text` is the swarm.yaml the config was read from.
-pub fn resolve(c: &mut Config, text: &str) -> std::result::Result<(), String> {
+pub fn resolve(c: &mut Config, text: &str) -> std::result::Result<(), DefinitionError> {
     if c.roles.iter().all(|r| r.from.is_none()) {
         from_yaml(&yaml_doc(text)?)?;
         return Ok(());
@@ -175,13 +221,16 @@ pub fn resolve(c: &mut Config, text: &str) -> std::result::Result<(), String> {
         let Some(from) = r.from.clone() else {
             continue;
         };
-        let def = find_in(&doc, &from)
-            .map_err(|e| format!("role '{}': {e}", crate::text::escape(&r.name)))?;
-        *r = with_definition(&def, mapping(written.get(i))).map_err(|e| {
-            format!(
-                "role '{}' (from: {from}): {e}",
-                crate::text::escape(&r.name)
-            )
+        let def = find_in(&doc, &from).map_err(|e| DefinitionError::Role {
+            role: r.name.clone(),
+            source: Box::new(e),
+        })?;
+        *r = with_definition(&def, mapping(written.get(i))).map_err(|why| {
+            DefinitionError::RoleKeys {
+                role: r.name.clone(),
+                from: from.clone(),
+                why,
+            }
         })?;
     }
     Ok(())
@@ -248,7 +297,7 @@ pub fn list(project: &Project) -> Result<(Vec<Definition>, Vec<String>)> {
             match from_user_file(&dir, &n) {
                 Ok(Some(d)) => defs.push(d),
                 Ok(None) => {}
-                Err(e) => problems.push(e),
+                Err(e) => problems.push(e.to_string()),
             }
         }
     }
