@@ -91,6 +91,13 @@ if bad:
 PY
 }
 
+# SHA256SUMS of what OUTDIR holds (sha256sum, or macOS's shasum).
+checksums() {
+  local sum=(sha256sum)
+  command -v sha256sum >/dev/null || sum=(shasum -a 256)
+  (cd "$out" && "${sum[@]}" -- *.tgz $(ls -- *.whl 2>/dev/null) >SHA256SUMS)
+}
+
 npm_pack() {
   no_install_scripts "$1"
   (cd "$1" && npm pack --silent --pack-destination "$out" >/dev/null)
@@ -119,7 +126,7 @@ json.dump(pkg, open(path, "w"), indent=2)
 open(path, "a").write("\n")
 PY
 npm_pack "$launcher"
-[ "$launcher_only" = yes ] && { (cd "$out" && sha256sum -- *.tgz *.whl 2>/dev/null >SHA256SUMS) || true; exit 0; }
+[ "$launcher_only" = yes ] && { checksums; exit 0; }
 
 # The binaries: given, or a release build here.
 if [ -z "$bins" ]; then
@@ -161,7 +168,7 @@ for b in "${BINARIES[@]}"; do
   if command -v objcopy >/dev/null && [[ $target == *-linux-gnu ]]; then
     objcopy --strip-debug "$stage/bin/$b"
   fi
-  check_binary "$stage/bin/$b"
+  check_binary "$stage/bin/$b" || { echo "  (from $bins/$b)" >&2; exit 1; }
 done
 reported=$("$stage/bin/swarm" --version 2>/dev/null || echo "(not runnable here)")
 echo "package.sh: swarm --version: $reported"
@@ -202,6 +209,6 @@ python3 packaging/python/wheel.py --bins "$stage/bin" --version "$version" \
   --platform-tag "$wheel_tag" --readme packaging/python/README.md --out "$out" \
   --compresslevel "${SWARM_WHEEL_COMPRESSLEVEL:-9}" >/dev/null
 
-(cd "$out" && sha256sum -- *.tgz *.whl >SHA256SUMS)
+checksums
 echo "package.sh: $version (commit $SWARM_BUILD_COMMIT) in $out:"
 (cd "$out" && ls -l -- *.tgz *.whl | awk '{printf "  %-72s %6.1f MB\n", $9, $5 / 1e6}')
