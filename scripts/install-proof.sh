@@ -16,12 +16,21 @@
 # an install script, or the wheel holds anything but the binaries and its
 # metadata. Prints the install times (from local files) and sizes.
 #
-#   scripts/install-proof.sh PKGDIR [--scenario]
+# With --bench RUNS, also scripts/bench-start.sh on both installed copies.
+#
+#   scripts/install-proof.sh PKGDIR [--scenario] [--bench RUNS]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-pkgdir=$(cd "${1:?usage: scripts/install-proof.sh PKGDIR [--scenario]}" && pwd)
-scenario=no
-[ "${2:-}" = --scenario ] && scenario=yes
+pkgdir=$(cd "${1:?usage: scripts/install-proof.sh PKGDIR [--scenario] [--bench RUNS]}" && pwd)
+shift
+scenario=no bench=0
+while [ $# -gt 0 ]; do
+  case $1 in
+  --scenario) scenario=yes; shift ;;
+  --bench) bench=${2:?--bench RUNS}; shift 2 ;;
+  *) echo "usage: scripts/install-proof.sh PKGDIR [--scenario] [--bench RUNS]" >&2; exit 2 ;;
+  esac
+done
 fail() { echo "install-proof: $*" >&2; exit 1; }
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f", b - a}'; }
@@ -84,11 +93,10 @@ as_user npm install -g swarm-handoff --prefix "$work/npm" --cache "$work/npm-cac
   --registry "http://127.0.0.1:$port/" --no-audit --no-fund --loglevel=error --foreground-scripts \
   || fail "npm install -g swarm-handoff failed"
 npm_time=$(secs "$t0" "$(now)")
-# `npx swarm-handoff demo` is `swarm demo`: npx runs the package's first
-# command, `swarm`.
+# npx runs the command named as the package, `swarm-handoff`; its `demo`
+# is the demo (packaging/npm/launch.sh).
 as_user npx --yes --cache "$work/npm-cache" --registry "http://127.0.0.1:$port/" \
-  swarm-handoff --version >"$work/npx.out" 2>&1 || { cat "$work/npx.out" >&2; fail "npx swarm-handoff --version"; }
-grep -q "^swarm $version (commit " "$work/npx.out" || fail "npx swarm-handoff --version said: $(cat "$work/npx.out")"
+  swarm-handoff demo >"$work/npx.out" 2>&1 || { cat "$work/npx.out" >&2; fail "npx swarm-handoff demo"; }
 # Every request: our packages' documents and tarballs; a 404 only for the
 # platform packages not built here (npm asks for each optional dependency).
 ours=$(grep -v '^#' "$root/packaging/npm/platforms.tsv" | cut -f1 | sed 's/^/swarm-handoff-/' | paste -sd'|')
@@ -130,7 +138,7 @@ for copy in npm venv; do
   [[ $v == "swarm $version (commit "*")" ]] || fail "$copy: swarm --version says '$v'"
   for b in swarm swarm-handoff ready-next done-current handoffd; do
     real=$(readlink -f "$bin/$b")
-    [ "$copy" = npm ] && real=$(dirname "$(readlink -f "$bin/$b")")/../node_modules/swarm-handoff-linux-x64-gnu/bin/$b
+    [ "$copy" = npm ] && real=$work/npm/lib/node_modules/swarm-handoff/node_modules/swarm-handoff-linux-x64-gnu/bin/$b
     [ -x "$real" ] || fail "$copy: $b is not where the launcher looks ($real)"
     if ldd "$real" | grep -q 'not found'; then fail "$copy: $b: $(ldd "$real")"; fi
     libs=$(ldd "$real" | awk '{print $1}' | grep -v -E '^(linux-vdso\.so\.1|/lib64/ld-linux-x86-64\.so\.2|libc\.so\.6|libm\.so\.6|libpthread\.so\.0|libdl\.so\.2|librt\.so\.1)$' || true)
@@ -147,4 +155,9 @@ for copy in npm venv; do
       fail "$copy: the real agent CLI scenario failed from the installed copy"
   fi
 done
+if [ "$bench" -gt 0 ]; then
+  "$root/scripts/bench-start.sh" "$bench" "npm (launcher + binary)=$work/npm/bin/ready-next" \
+    "npm's binary itself=$work/npm/lib/node_modules/swarm-handoff/node_modules/swarm-handoff-linux-x64-gnu/bin/ready-next" \
+    "wheel (venv)=$work/venv/bin/ready-next"
+fi
 echo "install-proof: OK"

@@ -108,6 +108,11 @@ npm_pack() {
 launcher="$stage/npm/swarm-handoff"
 mkdir -p "$launcher"
 cp -r packaging/npm/swarm-handoff/. "$launcher/"
+mkdir -p "$launcher/bin"
+for b in "${BINARIES[@]}"; do
+  sed "s/@NAME@/$b/" packaging/npm/launch.sh >"$launcher/bin/$b"
+  chmod 755 "$launcher/bin/$b"
+done
 python3 - "$launcher/package.json" "$version" <<PY
 import json, sys
 path, version = sys.argv[1], sys.argv[2]
@@ -117,8 +122,8 @@ pkg = {
     "version": version,
     "description": "File-based handoff queue for agent swarms: swarm, swarm-handoff, ready-next, done-current, handoffd (prebuilt, no install script)",
     "license": "MIT",
-    "bin": {b: "bin/launch" for b in ["swarm", "swarm-handoff", "ready-next", "done-current", "handoffd"]},
-    "files": ["bin/launch", "README.md"],
+    "bin": {b: f"bin/{b}" for b in ["swarm", "swarm-handoff", "ready-next", "done-current", "handoffd"]},
+    "files": ["bin", "README.md"],
     "os": ["linux", "darwin"],
     "optionalDependencies": {f"swarm-handoff-{s}": version for s in suffixes},
 }
@@ -210,5 +215,5 @@ python3 packaging/python/wheel.py --bins "$stage/bin" --version "$version" \
   --compresslevel "${SWARM_WHEEL_COMPRESSLEVEL:-9}" >/dev/null
 
 checksums
-echo "package.sh: $version (commit $SWARM_BUILD_COMMIT) in $out:"
+echo "package.sh: $version ($reported) in $out:"
 (cd "$out" && ls -l -- *.tgz *.whl | awk '{printf "  %-72s %6.1f MB\n", $9, $5 / 1e6}')

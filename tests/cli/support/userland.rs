@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 /// The five commands every install puts on PATH.
-const BINARIES: [&str; 5] = [
+pub const BINARIES: [&str; 5] = [
     "swarm",
     "swarm-handoff",
     "ready-next",
