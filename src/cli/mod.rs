@@ -12,6 +12,15 @@ pub use crate::error::JSON_SCHEMA_VERSION as SCHEMA_VERSION;
 
 pub use crate::error::stamped;
 
+/// What `swarm --version` prints after the name: the version (Cargo.toml's)
+/// and the commit the binary was built from (build.rs).
+pub const VERSION_WITH_COMMIT: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("SWARM_BUILD_COMMIT"),
+    ")"
+);
+
 /// Prints one JSON document (one line) on stdout, stamped with the schema.
 pub fn emit_json(v: serde_json::Value) {
     out(&format!("{}\n", stamped(v)));

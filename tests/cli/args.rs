@@ -152,3 +152,31 @@ fn a_bad_command_line_still_gets_swarmforges_answers() {
         assert!(r.stdout.starts_with(want), "{program} {flag}: {}", r.stdout);
     }
 }
+
+/// `swarm --version` names the version (Cargo.toml's) and the commit the
+/// binary was built from (build.rs: SWARM_BUILD_COMMIT, else git), as a
+/// packaged binary must (issue 45); the daemon's answer stays
+/// `handoffd <version>`, which doctor compares with its own.
+#[test]
+fn swarm_version_names_the_commit_it_was_built_from() {
+    let p = Project::new(&[("coder", "task")]);
+    let r = p.cmd("swarm").arg("--version").code(0).stderr("").run();
+    let line = r.stdout.trim_end();
+    let want = format!("swarm {} (commit ", env!("CARGO_PKG_VERSION"));
+    let commit = line
+        .strip_prefix(&want)
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("swarm --version: {line}"));
+    assert!(
+        !commit.is_empty()
+            && commit
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.'),
+        "swarm --version: {line}"
+    );
+    let r = p.cmd("handoffd").arg("--version").code(0).run();
+    assert_eq!(
+        r.stdout.trim_end(),
+        format!("handoffd {}", env!("CARGO_PKG_VERSION"))
+    );
+}

@@ -6,14 +6,6 @@ use std::process::Command;
 
 use crate::support::*;
 
-const BINARIES: [&str; 5] = [
-    "swarm",
-    "swarm-handoff",
-    "ready-next",
-    "done-current",
-    "handoffd",
-];
-
 /// Runs `shell -c script` and returns (success, stdout + stderr).
 fn shell(shell: &str, script: &str) -> (bool, String) {
     let o = Command::new(shell).arg("-c").arg(script).output().unwrap();

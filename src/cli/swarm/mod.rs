@@ -65,7 +65,7 @@ pub mod up;
 #[derive(Parser, Debug)]
 #[command(
     name = "swarm",
-    version,
+    version = super::VERSION_WITH_COMMIT,
     about = "Run and inspect a swarm of agents that hand work to each other through files",
     help_template = help::template(),
     after_help = "`swarm help <command>` or `swarm <command> --help` for one command's arguments."

@@ -21,6 +21,15 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+/// The five commands every install puts on PATH.
+pub const BINARIES: [&str; 5] = [
+    "swarm",
+    "swarm-handoff",
+    "ready-next",
+    "done-current",
+    "handoffd",
+];
+
 use super::{chown_tree, require_capability};
 
 /// The account the user-facing tests run `swarm` as.
@@ -140,10 +149,23 @@ impl Account {
     /// The five binaries, installed as `cargo install` leaves them, in a
     /// `bin` folder inside this account's home that it owns: one per test
     /// process (`~/.cache/swarm-handoff-tests/cargo-<pid>/bin`), older
-    /// processes' folders removed.
+    /// processes' folders removed. With `SWARM_USERLAB_BIN`, that folder
+    /// instead: the commands as a package installed them for this account
+    /// (scripts/install-proof.sh: the npm prefix's `bin`, the venv's).
     pub fn installed(&self) -> PathBuf {
         static DONE: OnceLock<PathBuf> = OnceLock::new();
         DONE.get_or_init(|| {
+            if let Some(dir) = std::env::var_os("SWARM_USERLAB_BIN") {
+                let dir = PathBuf::from(dir);
+                for name in BINARIES {
+                    assert!(
+                        dir.join(name).exists(),
+                        "SWARM_USERLAB_BIN={} has no {name}: install the package there first",
+                        dir.display()
+                    );
+                }
+                return dir;
+            }
             let base = self.home.join(".cache/swarm-handoff-tests");
             self.make_dir(&base);
             for e in std::fs::read_dir(&base).into_iter().flatten().flatten() {
@@ -159,13 +181,7 @@ impl Account {
             }
             let bin = base.join(format!("cargo-{}/bin", std::process::id()));
             self.make_dir(&bin);
-            for name in [
-                "swarm",
-                "swarm-handoff",
-                "ready-next",
-                "done-current",
-                "handoffd",
-            ] {
+            for name in BINARIES {
                 let to = bin.join(name);
                 let _ = std::fs::remove_file(&to);
                 // A hard link costs nothing and reads as the user's own
