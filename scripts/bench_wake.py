@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_project import git_repo
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -61,12 +63,7 @@ date +%s%N >>"{starts}"
 
 
 def project(tag):
-    d = Path(tempfile.mkdtemp(prefix=f"bench-wake-{tag}-")).resolve()
-    git = ["git", "-c", "user.name=b", "-c", "user.email=b@e"]
-    subprocess.run(["git", "init", "-q", "-b", "master"], cwd=d, check=True)
-    (d / "README").write_text("x\n")
-    subprocess.run(git + ["add", "README"], cwd=d, check=True)
-    subprocess.run(git + ["commit", "-q", "-m", "init"], cwd=d, check=True)
+    d = git_repo(Path(tempfile.mkdtemp(prefix=f"bench-wake-{tag}-")).resolve())
     starts = d / "starts"
     (d / "agent.sh").write_text(AGENT.format(starts=starts))
     (d / "swarm.yaml").write_text(

@@ -201,11 +201,6 @@ pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Ou
     Ok(outcome)
 }
 
-/// Re-runs `swarm up --no-tmux <root>` in a session of its own (output in
-/// `swarm-up.out`) and waits until it supervises and every agent's first run
-/// has outlived the start window (its `swarm-up.started`): an agent that died
-/// at start is named as a `warning:` with its log's first lines; when none
-/// could start the background `swarm up` exits, and so does this one (1).
 /// Longest the agents' start waits for the daemon's first delivery.
 const FIRST_DELIVERY: Duration = Duration::from_secs(5);
 
@@ -240,6 +235,11 @@ fn first_delivery(plan: &Plan) {
     }
 }
 
+/// Re-runs `swarm up --no-tmux <root>` in a session of its own (output in
+/// `swarm-up.out`) and waits until it supervises and every agent's first run
+/// has outlived the start window (its `swarm-up.started`): an agent that died
+/// at start is named as a `warning:` with its log's first lines; when none
+/// could start the background `swarm up` exits, and so does this one (1).
 pub(super) fn spawn_detached_supervisor(
     plan: &Plan,
     opts: &UpOptions,
