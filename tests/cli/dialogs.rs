@@ -584,9 +584,12 @@ fn claudes_first_start_in_a_never_used_home_is_answered_in_the_pane_once() {
     });
 
     s.swarm(&["down"]).ok();
-    s.start(&[]);
+    // Queued while the swarm is down: in the inbox at the restarted agent's
+    // first look (`swarm up` starts it after the first delivery), where
+    // sent after the start it waited for the re-wake (`wake: queue`, 60 s).
     s.d.send("owner", &draft("coder", "a task after a restart"))
         .ok();
+    s.start(&[]);
     s.wait("the restarted agent finishes its task unasked", || {
         let c = s.status_of("coder");
         assert!(
