@@ -21,7 +21,6 @@ use crate::protocol::launch_files::{agent_parked_file, agent_pid_file, agents_di
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::lineup::state as lineup;
 use crate::protocol::start_failure::{self, Death};
-use crate::sys::watch::DirWatch;
 
 /// `.swarmforge/lineup.json`'s size and mtime, to see it change.
 pub(super) fn lineup_stamp(project: &Project) -> Option<(u64, SystemTime)> {
@@ -121,9 +120,6 @@ impl Running<'_> {
     ) -> Result<Outcome> {
         let project = &self.plan.project;
         self.start_slots(say)?;
-        // Mail wakes the loop at once (file events on every inbox), not at
-        // its next tick; the tick stays for exits, timers and the lineup.
-        let mut inboxes = self.inbox_watch();
         let started = Instant::now();
         let mut last_initial: Option<Instant> = None;
         let mut last_daemon_check = Instant::now();
@@ -169,22 +165,8 @@ impl Running<'_> {
                     return Ok(end);
                 }
             }
-            if inboxes.0 != self.slots.len() {
-                inboxes = self.inbox_watch();
-            }
-            inboxes.1.wait_for(TICK);
+            std::thread::sleep(TICK);
         }
-    }
-
-    /// A watch on the `inbox/new` of every slot, with the number of slots
-    /// it covers (a lineup change makes a new one).
-    fn inbox_watch(&self) -> (usize, DirWatch) {
-        let dirs = self
-            .slots
-            .iter()
-            .map(|s| s.role.worktree().inbox_new())
-            .collect();
-        (self.slots.len(), DirWatch::new(dirs))
     }
 
     /// A slot for every agent of the plan, after stopping the agents a
