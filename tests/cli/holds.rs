@@ -210,6 +210,33 @@ fn bad_ids_and_types_are_refused_before_any_path_is_built() {
     assert!(!p.path(".swarmforge/paused").exists());
 }
 
+/// A pause decided after a killed daemon published a copy does not keep
+/// its original back: the copy is out, so the delivery is finished (the
+/// original to `sent/`, one `delivered` line), not left in the outbox
+/// while the recipient works on it.
+#[test]
+fn a_delivery_a_killed_daemon_began_is_finished_under_a_pause() {
+    let p = project("");
+    let queued = p.send_as("coder", NOTE).ok().queued();
+    let text = fs::read_to_string(&queued).unwrap();
+    let (head, body) = text.split_once("\n\n").unwrap();
+    let at = crate::support::header(&text, "created_at").unwrap();
+    let new = p.hq("qa", "inbox/new");
+    fs::create_dir_all(&new).unwrap();
+    let copy = format!("{head}\nrecipient: qa\nenqueued_at: {at}\n\n{body}");
+    fs::write(new.join(file_name(&queued)), copy).unwrap();
+    p.swarm(&["pause"]).ok();
+    let _d = p.spawn_daemon(&[]);
+    wait_until(DEADLINE, "the begun delivery is finished", || {
+        !queued.exists()
+    });
+    let sent = queued.parent().unwrap().with_file_name("sent");
+    assert!(sent.join(file_name(&queued)).exists());
+    assert_eq!(copies_of(&p.wt_path("qa"), &file_name(&queued)).len(), 1);
+    assert_eq!(kinds(&p).iter().filter(|k| *k == "delivered").count(), 1);
+    p.swarm(&["audit", "--check"]).ok();
+}
+
 #[test]
 fn paused_type_waits_in_the_outbox_across_kill_9_and_resume_delivers_it() {
     let p = project("");

@@ -624,6 +624,61 @@ fn a_coordinator_gets_seats_by_message_and_no_one_else_does() {
     d.swarm(&["audit", "--check"]).ok();
 }
 
+/// A handoffd killed after it published a copy and before it moved the
+/// original leaves both; when the role then starts leaving, the next
+/// daemon finishes that delivery (the copy is out: refusing it now would
+/// tell the sender "failed" while the recipient holds it) and the removal
+/// returns it once. Failed before, when CI's load placed the kill there:
+/// `failed` to the sender, the copy returned too, and `audit --check`
+/// naming the copy as never moved.
+#[test]
+fn a_delivery_a_killed_daemon_began_is_finished_when_its_recipient_leaves() {
+    let d = project(&format!(
+        "  - name: spare\n    agent: {DRAIN_AGENT}\n    worktree: spare\n"
+    ));
+    d.swarm(&["init"]).ok();
+    d.send("lead", &note("spare", 0)).ok();
+    // What the killed daemon left: the original in the outbox, and its
+    // copy, stamped, in the recipient's inbox.
+    let outbox = hq(&lead_box(&d), "outbox");
+    let original = fs::read_dir(&outbox)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "handoff"))
+        .unwrap();
+    let name = original.file_name().unwrap().to_owned();
+    let text = fs::read_to_string(&original).unwrap();
+    let (head, body) = text.split_once("\n\n").unwrap();
+    let at = header(&text, "created_at").unwrap();
+    let copy = format!("{head}\nrecipient: spare\nenqueued_at: {at}\n\n{body}");
+    let new = hq(&wt(&d, "spare"), "inbox/new");
+    fs::create_dir_all(&new).unwrap();
+    fs::write(new.join(&name), copy).unwrap();
+    // And the removal had begun (it was killed too): spare is leaving.
+    d.write(
+        ".swarmforge/lineup.json",
+        "{\"generation\": 1, \"leaving\": [\"spare\"]}\n",
+    );
+    let daemon = d.spawn_daemon(&[]);
+    wait_until(WAIT, "the outbox is taken", || count(&outbox) == 1);
+    assert_eq!(count(&hq(&lead_box(&d), "failed")), 0, "refused");
+    assert!(hq(&lead_box(&d), "sent").join(&name).exists());
+
+    let r = d.swarm(&["role", "remove", "spare"]);
+    drop(daemon);
+    r.ok();
+    r.stdout_has("ROLE REMOVED: spare (1 waiting item(s) returned");
+    assert_eq!(returned_to_lead(&d).len(), 1);
+    let id = header(&text, "id").unwrap();
+    let delivered = d
+        .events()
+        .iter()
+        .filter(|e| e["kind"] == "delivered" && e["id"] == id)
+        .count();
+    assert_eq!(delivered, 1);
+    d.swarm(&["audit", "--check"]).ok();
+}
+
 #[test]
 fn without_a_running_daemon_a_removal_still_returns_the_mail() {
     let d = project(&format!(

@@ -254,6 +254,27 @@ impl Deliverer {
             .map(|r| format!("recipient {r} is no longer in roles.tsv"))
     }
 
+    /// Whether a recipient named by `msg` holds a copy of `c` already: its
+    /// delivery began before this process (only a suspect can have begun).
+    fn begun(&mut self, msg: &Message, c: &Candidate) -> bool {
+        if !self.held.thorough(c) {
+            return false;
+        }
+        let from = msg.sender().unwrap_or_default();
+        let names = self.roles.roles.iter().map(|r| r.name.as_str());
+        let named = grammar::recipients(msg.to().unwrap_or_default(), from, names);
+        let worktrees: Vec<Worktree> = named
+            .iter()
+            .map(String::as_str)
+            .chain(msg.cc())
+            .filter_map(|r| self.roles.find(r))
+            .map(|r| Worktree::new(&r.worktree_path))
+            .collect();
+        worktrees
+            .iter()
+            .any(|wt| self.held.holds(wt, &c.name, true))
+    }
+
     /// The refusals that must happen before any copy is written.
     pub(super) fn check(&self, msg: &Message, c: &Candidate) -> Result<Vec<&Role>, Refused> {
         required(msg)?;
@@ -321,9 +342,18 @@ impl Deliverer {
     /// copy is written.
     pub(super) fn prepare(&mut self, c: &Candidate) -> Result<(Message, Vec<Role>), Outcome> {
         let msg = self.read(c)?;
-        if let Some(reason) = self
-            .lineup_refusal(&msg)
-            .or_else(|| self.feature_duty(|f, d| f.refuse(d, &msg)))
+        // Admitted by a daemon killed mid-delivery: a recipient holds a copy
+        // already, so the only outcome that keeps exactly-once is to finish
+        // it. A refusal or a hold decided now (the role began leaving, a
+        // pause, `approval: required`) would tell the sender it never went
+        // while the copy is there.
+        let begun = self.begun(&msg, c);
+        if let Some(reason) = (!begun)
+            .then(|| {
+                self.lineup_refusal(&msg)
+                    .or_else(|| self.feature_duty(|f, d| f.refuse(d, &msg)))
+            })
+            .flatten()
         {
             return Err(Outcome::Failed(reason));
         }
@@ -350,6 +380,9 @@ impl Deliverer {
                     )))
                 }
             }
+        }
+        if begun {
+            return Ok((msg, recipients));
         }
         // `swarm pause` and `approval: required` (see daemon::gate).
         match gate::decide(&self.project, &self.config, &msg) {
