@@ -442,13 +442,12 @@ fn a_headless_claudes_authentication_error_is_blocked_while_it_retries() {
         (1..10).contains(&asked),
         "blocked only after {asked} requests (the retries were spent)"
     );
-    let events = s.d.events();
-    assert!(
-        events
+    // The mark is written before its journal line: the line follows.
+    s.wait("the daemon logged it", || {
+        s.d.events()
             .iter()
-            .any(|e| e["kind"] == "blocked" && e["recipient"] == "coder"),
-        "{events:?}"
-    );
+            .any(|e| e["kind"] == "blocked" && e["recipient"] == "coder")
+    });
 }
 
 /// Headless Codex (`codex exec --json`) and Gemini CLI (`-p
@@ -497,13 +496,11 @@ fn a_headless_codex_or_gemini_authentication_error_is_blocked() {
             seen["agent_state"] == "blocked"
         });
         assert_eq!(seen["agent_prompt"], said, "{cli}: {seen}");
-        let events = s.d.events();
-        assert!(
-            events
+        s.wait(&format!("the daemon logged {cli} blocked"), || {
+            s.d.events()
                 .iter()
-                .any(|e| e["kind"] == "blocked" && e["recipient"] == "coder"),
-            "{cli}: {events:?}"
-        );
+                .any(|e| e["kind"] == "blocked" && e["recipient"] == "coder")
+        });
     }
 }
 

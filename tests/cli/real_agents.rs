@@ -1550,13 +1550,27 @@ roles:
                 .iter()
                 .all(|r| s.completed(r) == 1)
     });
-    assert!(last_user_text(&s.turn("coder", 1)).contains("please take this, coder"));
-    assert!(last_output(&s.turn("tester", 1)).contains("please take this, tester"));
-    assert!(last_function_response(&s.turn("reviewer", 1)).contains("please take this, reviewer"));
+    let seen = || format!("--- model requests:\n{}", s.model.dump());
+    assert!(
+        last_user_text(&s.turn("coder", 1)).contains("please take this, coder"),
+        "{}",
+        seen()
+    );
+    assert!(
+        last_output(&s.turn("tester", 1)).contains("please take this, tester"),
+        "{}",
+        seen()
+    );
+    assert!(
+        last_function_response(&s.turn("reviewer", 1)).contains("please take this, reviewer"),
+        "{}",
+        seen()
+    );
     let refused = last_output(&s.turn("tester", 2));
     assert!(
         refused.contains("Read-only file system") || refused.contains("Permission denied"),
-        "Codex's sandbox let a write outside the workspace through: {refused}"
+        "Codex's sandbox let a write outside the workspace through: {refused}\n{}",
+        seen()
     );
     assert!(!probe.exists());
     assert!(bwrap.called(), "Codex never called the bwrap on PATH");
