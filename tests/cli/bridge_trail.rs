@@ -366,3 +366,60 @@ fn a_journal_range_rewritten_after_it_was_published_is_refused_and_fails_the_aud
     assert!(v.contains(&format!("at offset {at}")), "{v}");
     assert!(v.contains("events/a.jsonl"), "{v}");
 }
+
+/// The same loss, but handoffd wrote past the old end before the bridge
+/// looked again: the journal is no shorter than what was published, only
+/// different. The bridge tells it by the bytes before its saved offset
+/// and publishes again from before the loss. Failed before: it went on
+/// from its offset, in the middle of a new line, and b never heard of
+/// the rewrite.
+#[test]
+fn a_journal_rewritten_past_its_published_end_before_the_bridge_starts_is_refused() {
+    let Some(nats) = Nats::start() else { return };
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], TWO);
+    start_all(&mut hosts);
+    let first = hosts[0].send("ping", &note("pong", "first"));
+    let id = id_of(&first);
+    let published = hosts[0].p.path(".swarmforge/bridge/events.offset");
+    let events = hosts[0].p.path(".swarmforge/daemon/events.jsonl");
+    wait_until(LONG, "a published its whole journal", || {
+        line_at(&hosts[1], "a", "delivered", &id).is_some()
+            && fs::read_to_string(&published)
+                .ok()
+                .and_then(|t| t.split_whitespace().next()?.parse::<u64>().ok())
+                == fs::metadata(&events).ok().map(|m| m.len())
+    });
+    let at = line_at(&hosts[1], "a", "delivered", &id).unwrap();
+    let end = fs::metadata(&events).unwrap().len();
+    hosts[0].kill_bridge();
+    hosts[0].kill_daemon();
+    let text = fs::read(&events).unwrap();
+    fs::write(&events, &text[..at as usize]).unwrap();
+    // handoffd runs on, past the old end, while no bridge looks.
+    while fs::metadata(&events).unwrap().len() <= end {
+        let before = fs::read_to_string(&events)
+            .unwrap()
+            .matches("\"started\"")
+            .count();
+        hosts[0].kill_daemon();
+        hosts[0].start_daemon();
+        wait_until(DEADLINE, "handoffd started", || {
+            fs::read_to_string(&events)
+                .unwrap()
+                .matches("\"started\"")
+                .count()
+                > before
+        });
+    }
+    hosts[0].start_bridge();
+    wait_until(LONG, "b refuses the rewritten range", || {
+        refused(&hosts[1])
+            .iter()
+            .any(|r| r["kind"] == "journal_rewritten")
+    });
+    let log = hosts[0].log();
+    assert!(log.contains("lost published lines"), "{log}");
+    assert_eq!(line_at(&hosts[1], "a", "delivered", &id), Some(at));
+    let r = audit(&hosts[1]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+}

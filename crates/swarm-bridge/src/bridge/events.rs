@@ -163,19 +163,79 @@ pub fn rewind_point(project: &Project, end: u64) -> io::Result<u64> {
 
 /// How far this host's events were published.
 pub fn load_offset(project: &Project) -> u64 {
-    std::fs::read_to_string(project.bridge_events_offset())
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0)
+    load_published(project).0
 }
 
+/// How far this host's events were published, and the fingerprint of the
+/// bytes just before that offset when it was saved ([`tail_fingerprint`];
+/// `None` in a file saved before fingerprints were kept).
+pub fn load_published(project: &Project) -> (u64, Option<String>) {
+    let text = std::fs::read_to_string(project.bridge_events_offset()).unwrap_or_default();
+    let mut words = text.split_whitespace();
+    let offset = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
+    (offset, words.next().map(str::to_string))
+}
+
+/// Saves `offset` as published, with the fingerprint of the bytes before it.
 pub fn save_offset(project: &Project, offset: u64) -> io::Result<()> {
     fsx::ensure_dirs(&[project.bridge_tmp()])?;
+    let text = match tail_fingerprint(project, offset)? {
+        Some(t) => format!("{offset} {t}\n"),
+        None => format!("{offset}\n"),
+    };
     fsx::replace(
         &project.bridge_tmp(),
         &project.bridge_events_offset(),
-        format!("{offset}\n").as_bytes(),
+        text.as_bytes(),
     )
+}
+
+/// How many bytes before a published offset its fingerprint covers.
+const TAIL: u64 = 256;
+
+/// The SHA-256 (16 hex digits) of up to [`TAIL`] bytes of the live
+/// journal just before `offset` (`None` when none of them is in the live
+/// file, since the rotated parts were fsynced whole and a power cut cannot
+/// rewrite them; or when the journal ends before `offset`).
+///
+/// Why: a journal that lost published lines to a power cut and was
+/// written again past the old end before the bridge looked is no shorter
+/// than what was published, only different; its bytes before the
+/// published offset tell.
+pub fn tail_fingerprint(project: &Project, offset: u64) -> io::Result<Option<String>> {
+    let live = project.events_file();
+    let start = logfile::live_start(&live)?;
+    let from = offset.saturating_sub(TAIL).max(start);
+    if from >= offset {
+        return Ok(None);
+    }
+    let mut f = match fsx::open_regular(&live) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    f.seek(SeekFrom::Start(from - start))?;
+    let mut buf = Vec::new();
+    f.take(offset - from).read_to_end(&mut buf)?;
+    if (buf.len() as u64) < offset - from {
+        // The journal ends before the offset: its length tells that.
+        return Ok(None);
+    }
+    let digest = crate::protocol::audit_pending::sha256_hex(&buf);
+    Ok(Some(digest[..16].to_string()))
+}
+
+/// Whether the journal still holds, just before the published `offset`,
+/// the bytes it held when that offset was saved (`tail`: the fingerprint
+/// saved with it; without one, nothing can be told and it counts as held).
+pub fn still_published(project: &Project, offset: u64, tail: Option<&str>) -> bool {
+    let Some(tail) = tail else { return true };
+    match tail_fingerprint(project, offset) {
+        Ok(Some(now)) => now == tail,
+        // Rotated past it, or unreadable now: the journal's length check
+        // and the next read decide.
+        Ok(None) | Err(_) => true,
+    }
 }
 
 /// The mirror of every host's events on this host.

@@ -22,14 +22,26 @@ use crate::bridge::{Log, Settings};
 /// last acknowledged line.
 pub(super) async fn publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
     let _ = stream(&s, &js, &log).await;
-    let mut offset = {
+    let (mut offset, rewritten) = {
         let s = s.clone();
-        blocking(move || events::load_offset(&s.project)).await
+        blocking(move || {
+            let (offset, tail) = events::load_published(&s.project);
+            let held = events::still_published(&s.project, offset, tail.as_deref());
+            (offset, !held)
+        })
+        .await
     };
+    if rewritten {
+        // Lost and written again past the old end before this start: the
+        // length alone cannot tell (see events::tail_fingerprint).
+        let why = format!("holds other bytes before offset {offset} than were published");
+        offset = rewind(&s, &log, why, offset).await;
+    }
     loop {
         let (durable, end) = durable_end(&s, &log, offset).await;
         if let Some(end) = end.filter(|&e| e < offset) {
-            offset = rewind(&s, &log, offset, end).await;
+            let why = format!("ends at offset {end}, before offset {offset} already published");
+            offset = rewind(&s, &log, why, end).await;
         }
         let (lines, next) = {
             let s2 = s.clone();
@@ -88,14 +100,13 @@ async fn durable_end(s: &Arc<Settings>, log: &Log, offset: u64) -> (u64, Option<
     (durable, end)
 }
 
-/// Where to publish from when the journal ends at `end`, before `offset`
-/// already published: lines published before are gone (a power cut took
-/// them before this version published only durable lines, or the journal
-/// was replaced), and what was written since may already reach back into
-/// them. So publish again from before the loss, where the other hosts'
-/// mirrors skip the lines they hold and refuse the rewritten ones
-/// (bridge::events).
-async fn rewind(s: &Arc<Settings>, log: &Log, offset: u64, end: u64) -> u64 {
+/// Where to publish from when the journal lost lines already published
+/// before `end` (`why`: how that was seen): a power cut took them before
+/// this version published only durable lines, or the journal was replaced,
+/// and what was written since may already reach back into them. So
+/// publish again from before the loss, where the other hosts' mirrors skip
+/// the lines they hold and refuse the rewritten ones (bridge::events).
+async fn rewind(s: &Arc<Settings>, log: &Log, why: String, end: u64) -> u64 {
     let s2 = s.clone();
     let from = blocking(move || events::rewind_point(&s2.project, end))
         .await
@@ -103,7 +114,7 @@ async fn rewind(s: &Arc<Settings>, log: &Log, offset: u64, end: u64) -> u64 {
     log.line(
         "journal",
         &format!(
-            "{} ends at offset {end}, before offset {offset} already published: it lost published lines; publishing again from {from}",
+            "{} {why}: it lost published lines; publishing again from {from}",
             s.project.events_file().display()
         ),
     );
