@@ -4,7 +4,9 @@
 # root, as .ci/run makes it; else the caller), PATH without cargo or rustc,
 # every registry out of reach (a proxy that answers nothing; npm's registry
 # is packaging/npm/local-registry.py on 127.0.0.1, serving PKGDIR only; pip
-# gets --no-index). Then, for each installed copy:
+# gets --no-index, uv --offline). The copies: npm's, pip's in a fresh venv,
+# and, with $SWARM_INSTALLER_WHEELS (uv's and pipx's wheels, which .ci/run
+# downloads), `uv tool install`'s and `pipx install`'s. Then, for each:
 #   - `swarm --version` names the version and the commit;
 #   - the binaries need glibc 2.17 at most and only the C library (ldd);
 #   - `swarm demo` runs;
@@ -125,14 +127,48 @@ as_user "$work/venv/bin/pip" install -q --no-index --find-links "$work" swarm-ha
   fail "pip install --no-index swarm-handoff failed"
 pip_time=$(secs "$t0" "$(now)")
 
+# uv and pipx, as a person installs them (pip, from their wheels in
+# $SWARM_INSTALLER_WHEELS, which .ci/run downloads once per machine), then
+# the wheel through each: `uv tool install`, `uvx --from`, `pipx install`,
+# every one offline, from the file alone.
+copies=(npm venv)
+if [ -n "${SWARM_INSTALLER_WHEELS:-}" ]; then
+  mkdir -p "$work/installers"
+  cp "$SWARM_INSTALLER_WHEELS"/*.whl "$work/installers/"
+  [ "$(id -u)" = 0 ] && chown -R "$user:" "$work/installers"
+  as_user python3 -m venv "$work/tools"
+  as_user "$work/tools/bin/pip" install -q --no-index --find-links "$work/installers" uv pipx ||
+    fail "pip install uv pipx (from $SWARM_INSTALLER_WHEELS) failed"
+  uv_env=(UV_OFFLINE=1 UV_PYTHON_DOWNLOADS=never UV_CACHE_DIR="$work/uv-cache"
+    UV_TOOL_DIR="$work/uv-tools" UV_TOOL_BIN_DIR="$work/uv/bin")
+  t0=$(now)
+  as_user env "${uv_env[@]}" "$work/tools/bin/uv" tool install -q --find-links "$work" swarm-handoff ||
+    fail "uv tool install swarm-handoff failed"
+  uv_time=$(secs "$t0" "$(now)")
+  as_user env "${uv_env[@]}" "$work/tools/bin/uvx" --find-links "$work" --from swarm-handoff \
+    swarm --version >"$work/uvx.out" 2>&1 || { cat "$work/uvx.out" >&2; fail "uvx --from swarm-handoff swarm"; }
+  t0=$(now)
+  as_user env PIPX_HOME="$work/pipx-home" PIPX_BIN_DIR="$work/pipx/bin" PIPX_MAN_DIR="$work/pipx-man" \
+    "$work/tools/bin/pipx" install --pip-args="--no-index --find-links=$work" swarm-handoff >"$work/pipx.out" 2>&1 ||
+    { cat "$work/pipx.out" >&2; fail "pipx install swarm-handoff failed"; }
+  pipx_time=$(secs "$t0" "$(now)")
+  copies+=(uv pipx)
+elif [ "${CI:-}" = true ]; then
+  fail "SWARM_INSTALLER_WHEELS is not set: the uv and pipx installs are not proven (.ci/run sets it)"
+fi
+
 echo "install-proof: as $user, no Rust on PATH, registries out of reach:"
 echo "  npm install -g swarm-handoff (local registry): ${npm_time} s"
 echo "  pip install swarm-handoff (--no-index, fresh venv): ${pip_time} s"
+if [ -n "${uv_time:-}" ]; then
+  echo "  uv tool install swarm-handoff (offline, --find-links): ${uv_time} s; uvx --from swarm-handoff: $(cat "$work/uvx.out")"
+  echo "  pipx install swarm-handoff (--no-index): ${pipx_time} s"
+fi
 for f in "$pkgdir"/*.tgz "$pkgdir"/*.whl; do
   printf '  %-76s %6.1f MB\n' "$(basename "$f")" "$(stat -c %s "$f" | awk '{print $1 / 1e6}')"
 done
 
-for copy in npm venv; do
+for copy in "${copies[@]}"; do
   bin=$work/$copy/bin
   v=$(as_user "$bin/swarm" --version)
   [[ $v == "swarm $version (commit "*")" ]] || fail "$copy: swarm --version says '$v'"
@@ -149,7 +185,8 @@ for copy in npm venv; do
   as_user sh -c 'cd "$HOME" && PATH="$1:$PATH" swarm demo' - "$bin" >"$work/demo-$copy.out" 2>&1 ||
     { cat "$work/demo-$copy.out" >&2; fail "$copy: swarm demo failed"; }
   echo "  $copy: $v; glibc 2.17 at most, only the C library; swarm demo ran ($(wc -l <"$work/demo-$copy.out") lines)"
-  if [ "$scenario" = yes ]; then
+  # uv's and pipx's copies are the wheel's binaries again, proven above.
+  if [ "$scenario" = yes ] && [[ $copy == npm || $copy == venv ]]; then
     (cd "$root" && SWARM_USERLAB_BIN=$bin cargo nextest run --locked --no-fail-fast --test cli \
       -E 'test(=userlab::the_trio_example_runs_in_tmux_with_the_users_own_agent_clis)') ||
       fail "$copy: the real agent CLI scenario failed from the installed copy"
