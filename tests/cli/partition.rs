@@ -614,9 +614,26 @@ fn partitions_kills_pauses_and_skew_lose_nothing_and_duplicate_nothing() {
         .collect();
     for h in &c.hosts {
         let r = h.p.swarm(&["audit", "--check", "--wait", "120s"]);
+        // What each host's programs said since, and where its journal is.
+        let now: String = c
+            .hosts
+            .iter()
+            .map(|h| {
+                let read = |rel: &str| fs::read_to_string(h.p.path(rel)).unwrap_or_default();
+                format!(
+                    "--- {} after the audit\n{}\nbridge.stderr: {}\nhandoffd.stderr: {}\nevents.offset: {}events.jsonl: {} bytes\n",
+                    h.p.root.display(),
+                    h.log(),
+                    read("bridge.stderr"),
+                    read("handoffd.stderr"),
+                    read(".swarmforge/bridge/events.offset"),
+                    fs::metadata(h.p.path(".swarmforge/daemon/events.jsonl")).map_or(0, |m| m.len()),
+                )
+            })
+            .collect();
         assert_eq!(
             r.code, 0,
-            "seed {seed}, faults {faults:?}: {}{}\n{logs}\n{refused}",
+            "seed {seed}, faults {faults:?}: {}{}\n{now}\n{refused}",
             r.stdout, r.stderr
         );
         assert!(r.stdout.contains("CHECK OK"), "{}", r.stdout);
