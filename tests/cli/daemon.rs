@@ -1167,3 +1167,52 @@ fn once_delivers_and_exits_0() {
     assert_eq!(r.stdout, "handoffd: delivered 0, failed 0, deferred 0\n");
     assert_eq!(p.files(&p.hq("rev", "inbox/new")), want);
 }
+
+/// handoffd killed after it moved an original to `sent/` and before its
+/// `delivered` line: the next start journals the line (the copy is where
+/// only the daemon writes, with the original's digest), and nothing for an
+/// "original" a hostile agent planted in its own `sent/` with no copy
+/// anywhere. Failed before: the line was never written, so the views called
+/// the file unverified and another host's `audit --check` waited for ever.
+#[test]
+fn a_delivered_line_lost_with_a_kill_is_journaled_at_the_next_start() {
+    let p = two_roles();
+    let n = note("coder", 1, "reviewer", "said once");
+    let path = p.post("master", &n);
+    let d = p.spawn_daemon(&[]);
+    wait_delivered(&p, &path);
+    // The agent's forgery, beside it: well formed, never delivered.
+    let forged = note("coder", 2, "reviewer", "never said");
+    fs::write(p.hq("master", "sent").join(&forged.name), &forged.text).unwrap();
+    drop(d); // SIGKILL: no `stopped`
+             // The kill landed between the move and the line.
+    let events = p.path(".swarmforge/daemon/events.jsonl");
+    let kept: String = fs::read_to_string(&events)
+        .unwrap()
+        .lines()
+        .filter(|l| !(l.contains("\"delivered\"") && l.contains(&n.id)))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    fs::write(&events, kept).unwrap();
+
+    let _d = p.spawn_daemon(&[]);
+    let delivered = |id: &str| -> Vec<serde_json::Value> {
+        p.events()
+            .into_iter()
+            .filter(|e| e["kind"] == "delivered" && e["id"] == id)
+            .collect()
+    };
+    let lines = delivered(&n.id);
+    assert_eq!(lines.len(), 1, "{:?}", p.events());
+    assert!(lines[0]["reason"]
+        .as_str()
+        .is_some_and(|r| r.contains("killed between the move and its line")));
+    assert!(lines[0]["sha256"].is_string());
+    assert!(
+        delivered(&forged.id).is_empty(),
+        "the forgery was vouched for"
+    );
+    let audit = p.swarm(&["audit", "--check"]);
+    assert!(!audit.stdout.contains(&n.name), "{}", audit.stdout);
+    assert!(audit.stdout.contains(&forged.name), "{}", audit.stdout);
+}

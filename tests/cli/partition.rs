@@ -621,13 +621,29 @@ fn partitions_kills_pauses_and_skew_lose_nothing_and_duplicate_nothing() {
             .map(|h| {
                 let read = |rel: &str| fs::read_to_string(h.p.path(rel)).unwrap_or_default();
                 format!(
-                    "--- {} after the audit\n{}\nbridge.stderr: {}\nhandoffd.stderr: {}\nevents.offset: {}events.jsonl: {} bytes\n",
+                    "--- {} after the audit\n{}\nbridge.stderr: {}\nhandoffd.stderr: {}\nevents.offset: {}events.jsonl: {} bytes, ending:\n{}\n",
                     h.p.root.display(),
                     h.log(),
                     read("bridge.stderr"),
                     read("handoffd.stderr"),
                     read(".swarmforge/bridge/events.offset"),
                     fs::metadata(h.p.path(".swarmforge/daemon/events.jsonl")).map_or(0, |m| m.len()),
+                    {
+                        let j = read(".swarmforge/daemon/events.jsonl");
+                        let l: Vec<&str> = j.lines().collect();
+                        let d = read(".swarmforge/daemon/handoffd.log");
+                        let dl: Vec<&str> = d.lines().collect();
+                        let relay: Vec<String> = walk(&h.p.path(".swarmforge/bridge/in"))
+                            .iter()
+                            .map(|p| p.display().to_string())
+                            .collect();
+                        format!(
+                            "{}\nhandoffd.log ends:\n{}\nrelay folders:\n{}",
+                            l[l.len().saturating_sub(12)..].join("\n"),
+                            dl[dl.len().saturating_sub(12)..].join("\n"),
+                            relay.join("\n")
+                        )
+                    },
                 )
             })
             .collect();

@@ -15,6 +15,7 @@ pub mod feature;
 pub mod gate;
 mod git_guard;
 pub mod journal;
+mod lost_lines;
 pub mod objects;
 pub mod order;
 pub mod pane;
@@ -374,6 +375,12 @@ impl Daemon {
             self.deliverer.config.limits.max_file_bytes,
             self.deliverer.roles.worktrees(),
             !watching,
+        );
+        lost_lines::recover(
+            &self.project,
+            &self.deliverer.roles,
+            &self.deliverer.config,
+            &self.journal,
         );
         self.journal.record(&Event::new(Kind::Started));
     }
