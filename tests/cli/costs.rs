@@ -325,3 +325,93 @@ fn ready_next_reads_the_swarm_once() {
         p.deliver_once().ok();
     }
 }
+
+/// How many times the process strace started (the first pid of `log`,
+/// with its threads) loaded `file`: opened it the way `Roles::load` and
+/// `Config::load` do (no symlink followed), which a writer comparing the
+/// file first does not. A task whose line of descent from that process
+/// passes through an `execve` (handoffd, an agent, and their threads) is
+/// another program, which reads the swarm in its own process. Needs
+/// `execve` and the clone calls in the trace.
+fn loaded_by_first(log: &str, file: &str) -> usize {
+    use std::collections::{HashMap, HashSet};
+    let pid = |l: &str| l.split_whitespace().next().unwrap_or("").to_string();
+    let first = log.lines().next().map(pid).unwrap_or_default();
+    let mut parent: HashMap<String, String> = HashMap::new();
+    let mut execed: HashSet<String> = HashSet::new();
+    for l in log.lines() {
+        if l.contains("execve(") && l.ends_with("= 0") {
+            execed.insert(pid(l));
+        }
+        if l.contains("clone") || l.contains("fork") {
+            if let Some((_, child)) = l.rsplit_once("= ") {
+                if !child.is_empty() && child.bytes().all(|b| b.is_ascii_digit()) {
+                    parent.insert(child.to_string(), pid(l));
+                }
+            }
+        }
+    }
+    let ours = |tid: &str| {
+        let mut t = tid.to_string();
+        while t != first {
+            if execed.contains(&t) {
+                return false;
+            }
+            match parent.get(&t) {
+                Some(p) => t = p.clone(),
+                None => return false,
+            }
+        }
+        true
+    };
+    let quoted = format!("{file}\"");
+    calls(log, "openat")
+        .into_iter()
+        .filter(|l| l.contains(&quoted) && l.contains("O_NOFOLLOW"))
+        .filter(|l| ours(&pid(l)))
+        .count()
+}
+
+/// `swarm up` itself reads swarm.yaml once (issue 44.3: its plan's config
+/// serves the init, each agent's command line, its MCP environment and the
+/// secrets it is kept from, and the attention list at the end; each agent
+/// start read it twice more). roles.tsv is read three times, each on
+/// purpose: the table before `swarm init` rewrites it (person mail moves),
+/// and, after the run, the table then (a lineup change may have altered
+/// it) for the stray agents to stop and for the people still waited for.
+/// handoffd and the agents are other processes and read them there.
+#[test]
+fn swarm_up_reads_swarm_yaml_once() {
+    if !require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    let p = Project::empty();
+    p.write(
+        "swarm.yaml",
+        "launch:\n  stagger: 0ms\nroles:\n  - name: lead\n    agent: human\n  - name: coder\n    agent: sh -c 'exit 0'\n    worktree: coder\n",
+    );
+    let mut guard = crate::support::SwarmGuard::new(&p.root);
+    let log = p.root.join("strace.log");
+    let log_arg = log.display().to_string();
+    guard.guard(
+        p.cmd("swarm")
+            .args(["up", "--no-tmux", "--until-idle", "--timeout", "60s"])
+            .under(&[
+                "strace",
+                "-f",
+                "-qq",
+                "-o",
+                &log_arg,
+                "-e",
+                "trace=openat,execve,clone,clone3,fork,vfork",
+            ])
+            .start(),
+    );
+    let up = guard.finish(std::time::Duration::from_secs(90), "swarm up returns");
+    assert_eq!(up.code, 0, "{up:?}");
+    let log = fs::read_to_string(&log).unwrap();
+    for (file, times) in [("/swarm.yaml", 1), ("/roles.tsv", 3)] {
+        let n = loaded_by_first(&log, file);
+        assert_eq!(n, times, "{file} loaded {n} times:\n{log}");
+    }
+}
