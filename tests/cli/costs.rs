@@ -252,11 +252,9 @@ fn the_plan_reads_swarm_yaml_once() {
     assert_eq!(n, 1, "swarm.yaml opened {n} times:\n{log}");
 }
 
-/// `swarm status` reads roles.tsv and swarm.yaml for the trail and the
-/// status once (issue 44.3), not once per part of the status (the old code
-/// opened swarm.yaml 7 times). The one further read of swarm.yaml is the
-/// attention list's budgets (views::attention::budgets, which the cockpit
-/// also calls with a trail and no loaded swarm).
+/// `swarm status` reads roles.tsv and swarm.yaml once each (issue 44.3),
+/// not once per part of the status (the old code opened swarm.yaml 7
+/// times; then twice, the attention list's budgets reading it again).
 #[test]
 fn status_reads_the_swarm_once() {
     if !require_tool("strace", "apt-get install -y strace") {
@@ -267,7 +265,7 @@ fn status_reads_the_swarm_once() {
     p.deliver_once().ok();
     let (r, log) = strace(&p, p.cmd("swarm").args(["status"]), "trace=openat");
     r.ok();
-    for (file, times) in [("/swarm.yaml", 2), ("/roles.tsv", 1)] {
+    for (file, times) in [("/swarm.yaml", 1), ("/roles.tsv", 1)] {
         let n = opened(&log, file);
         assert_eq!(n, times, "{file} opened {n} times:\n{log}");
     }
@@ -413,5 +411,33 @@ fn swarm_up_reads_swarm_yaml_once() {
     for (file, times) in [("/swarm.yaml", 1), ("/roles.tsv", 3)] {
         let n = loaded_by_first(&log, file);
         assert_eq!(n, times, "{file} loaded {n} times:\n{log}");
+    }
+}
+
+/// `done_with_current.sh` (`done-current --mail-waiting`) with a card open
+/// in its lane reads roles.tsv and swarm.yaml once each (issue 44.3): the
+/// role's row, the open-cards guard's board, the card routes and the
+/// printout share the call's loaded swarm (the guard's board read them
+/// again).
+#[test]
+fn done_with_current_reads_the_swarm_once() {
+    if !require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    let p = crate::cards::project(crate::support::Layout::Init);
+    p.swarm(&["card", "new", "change", "jump"]).ok();
+    p.deliver_once().ok();
+    p.cmd("ready-next").role("lead").run().ok();
+    let (r, log) = strace(
+        &p,
+        p.cmd("done-current")
+            .role("lead")
+            .args(["--mail-waiting", "--drop"]),
+        "trace=openat",
+    );
+    r.ok().stdout_has("DROPPED: jump\n");
+    for file in ["/swarm.yaml", "/roles.tsv"] {
+        let n = opened(&log, file);
+        assert_eq!(n, 1, "{file} opened {n} times:\n{log}");
     }
 }
