@@ -441,3 +441,31 @@ fn done_with_current_reads_the_swarm_once() {
         assert_eq!(n, 1, "{file} opened {n} times:\n{log}");
     }
 }
+
+/// `swarm doctor`, `swarm audit` and `swarm audit --check` read roles.tsv
+/// and swarm.yaml once each (issue 44.3): the doctor's context (its plan
+/// from the swarm.yaml it read, its trail checks from its table), and each
+/// look of the audit (the trail, the board, the bridge's control records,
+/// the approval folders, the blocked roles and the spend) share one loaded
+/// swarm. Before: the doctor read swarm.yaml 4 times and roles.tsv 3, the
+/// check 5 and 4, the audit twice and once.
+#[test]
+fn doctor_and_audit_read_the_swarm_once() {
+    if !require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    let p = crate::cards::project(crate::support::Layout::Init);
+    p.swarm(&["card", "new", "change", "jump"]).ok();
+    p.deliver_once().ok();
+    for args in [&["doctor"][..], &["audit"], &["audit", "--check"]] {
+        let (_, log) = strace(
+            &p,
+            p.cmd("swarm").args(args),
+            "trace=openat,execve,clone,clone3,fork,vfork",
+        );
+        for file in ["/swarm.yaml", "/roles.tsv"] {
+            let n = loaded_by_first(&log, file);
+            assert_eq!(n, 1, "swarm {args:?}: {file} loaded {n} times:\n{log}");
+        }
+    }
+}
