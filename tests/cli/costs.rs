@@ -469,3 +469,37 @@ fn doctor_and_audit_read_the_swarm_once() {
         }
     }
 }
+
+/// `swarm answer` reads roles.tsv and swarm.yaml once each (issue 44.3):
+/// the answer's sender keeps the swarm read to find the clarify (it read
+/// both files again).
+#[test]
+fn an_answer_reads_the_swarm_once() {
+    if !require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    let p = Project::builder()
+        .role("coder")
+        .role(Role::new("qa").worktree("qa"))
+        .build();
+    let q = p.send_as(
+        "coder",
+        "type: clarify\nto: qa\npriority: 50\nquestion: Short or long?\n\nshort\nlong\n",
+    );
+    q.ok();
+    p.deliver_once().ok();
+    let id = p.cmd("ready-next").role("qa").args(["--json"]).run().json()["id"]
+        .as_str()
+        .expect("an id")
+        .to_string();
+    let (r, log) = strace(
+        &p,
+        p.cmd("swarm").args(["answer", &id, "--choice", "1"]),
+        "trace=openat",
+    );
+    r.ok();
+    for file in ["/swarm.yaml", "/roles.tsv"] {
+        let n = opened(&log, file);
+        assert_eq!(n, 1, "{file} opened {n} times:\n{log}");
+    }
+}

@@ -65,6 +65,26 @@ impl Swarm {
         Ok(self.roles.get_or_init(|| r))
     }
 
+    /// The project, roles.tsv and swarm.yaml, each read now unless it was
+    /// already (roles.tsv first, as a send checks its role first), for a
+    /// holder that keeps them (agent::send::Sender).
+    pub fn into_parts(self) -> Result<(Project, Roles, Config)> {
+        let Swarm {
+            project,
+            roles,
+            config,
+        } = self;
+        let roles = match roles.into_inner() {
+            Some(r) => r,
+            None => Roles::load(&project.roles_tsv())?,
+        };
+        let config = match config.into_inner() {
+            Some(c) => c,
+            None => Config::load(&project.config_file())?,
+        };
+        Ok((project, roles, config))
+    }
+
     /// swarm.yaml, read on first use (the errors of [`Config::load`]).
     pub fn config(&self) -> Result<&Config> {
         if let Some(c) = self.config.get() {
