@@ -274,6 +274,7 @@ mod tests {
         let m = |name: &str, extra: Option<&str>| {
             agent_command(
                 &p,
+                &Config::default(),
                 &role(AgentSpec::Model {
                     name: name.into(),
                     extra: extra.map(str::to_string),
@@ -302,12 +303,20 @@ mod tests {
             m("grok", None),
             format!("grok --cwd '/p/.worktrees/cr' --permission-mode acceptEdits --rules \"$(cat {pf})\" --verbatim \"$(cat {pf})\"")
         );
-        assert_eq!(agent_command(&p, &role(AgentSpec::Human)), None);
+        assert_eq!(
+            agent_command(&p, &Config::default(), &role(AgentSpec::Human)),
+            None
+        );
     }
 
     #[test]
     fn an_api_role_runs_our_runner_inside_the_pane_loop() {
-        let c = agent_command(&Project::new("/p"), &role(AgentSpec::Api)).unwrap();
+        let c = agent_command(
+            &Project::new("/p"),
+            &Config::default(),
+            &role(AgentSpec::Api),
+        )
+        .unwrap();
         assert!(c.ends_with("swarm' run-api --role 'code-reviewer'"), "{c}");
         // The tmux pane script inlines the command in its loop: an `exec`
         // would end the loop after the first run.
