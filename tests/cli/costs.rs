@@ -38,6 +38,38 @@ fn opened(log: &str, file: &str) -> usize {
         .count()
 }
 
+/// `log` shows swarm.yaml and roles.tsv opened once each.
+fn read_once(log: &str) {
+    for file in ["/swarm.yaml", "/roles.tsv"] {
+        let n = opened(log, file);
+        assert_eq!(n, 1, "{file} opened {n} times:\n{log}");
+    }
+}
+
+/// `coder` in the project root and `qa` in its own worktree.
+fn coder_and_qa() -> Project {
+    Project::builder()
+        .role("coder")
+        .role(Role::new("qa").worktree("qa"))
+        .build()
+}
+
+/// `coder` sends `draft` to `qa`, which takes it: its id.
+fn taken_by_qa(p: &Project, draft: &str) -> String {
+    p.send_as("coder", draft).ok();
+    p.deliver_once().ok();
+    let taken = p.cmd("ready-next").role("qa").args(["--json"]).run().json();
+    taken["id"].as_str().expect("an id").to_string()
+}
+
+/// A project with cards and the card `jump` delivered to its first lane.
+fn with_a_card() -> Project {
+    let p = crate::cards::project(crate::support::Layout::Init);
+    p.swarm(&["card", "new", "change", "jump"]).ok();
+    p.deliver_once().ok();
+    p
+}
+
 #[test]
 fn a_send_costs_two_fsyncs() {
     if !require_tool("strace", "apt-get install -y strace") {
@@ -67,15 +99,8 @@ fn a_reply_to_the_item_in_process_lists_no_history() {
     if !require_tool("strace", "apt-get install -y strace") {
         return;
     }
-    let p = Project::builder()
-        .role("coder")
-        .role(Role::new("qa").worktree("qa"))
-        .build();
-    p.send_as("coder", "type: note\nto: qa\npriority: 10\nmessage: m\n")
-        .ok();
-    p.deliver_once().ok();
-    let taken = p.cmd("ready-next").role("qa").args(["--json"]).run().json();
-    let id = taken["id"].as_str().expect("an id").to_string();
+    let p = coder_and_qa();
+    let id = taken_by_qa(&p, "type: note\nto: qa\npriority: 10\nmessage: m\n");
     let draft = format!("type: note\nto: coder\npriority: 10\nmessage: ok\nin_reply_to: {id}\n");
     let log = traced(&p, "qa", "trace=openat", &draft);
     let opened_completed = calls(&log, "openat")
@@ -260,15 +285,10 @@ fn status_reads_the_swarm_once() {
     if !require_tool("strace", "apt-get install -y strace") {
         return;
     }
-    let p = crate::cards::project(crate::support::Layout::Init);
-    p.swarm(&["card", "new", "change", "jump"]).ok();
-    p.deliver_once().ok();
+    let p = with_a_card();
     let (r, log) = strace(&p, p.cmd("swarm").args(["status"]), "trace=openat");
     r.ok();
-    for (file, times) in [("/swarm.yaml", 1), ("/roles.tsv", 1)] {
-        let n = opened(&log, file);
-        assert_eq!(n, times, "{file} opened {n} times:\n{log}");
-    }
+    read_once(&log);
 }
 
 /// `swarm search` reads roles.tsv no more for the trail that vouches for
@@ -388,26 +408,14 @@ fn swarm_up_reads_swarm_yaml_once() {
         "swarm.yaml",
         "launch:\n  stagger: 0ms\nroles:\n  - name: lead\n    agent: human\n  - name: coder\n    agent: sh -c 'exit 0'\n    worktree: coder\n",
     );
-    let mut guard = crate::support::SwarmGuard::new(&p.root);
-    let log = p.root.join("strace.log");
-    let log_arg = log.display().to_string();
-    guard.guard(
+    let _guard = crate::support::SwarmGuard::new(&p.root);
+    let (up, log) = strace(
+        &p,
         p.cmd("swarm")
-            .args(["up", "--no-tmux", "--until-idle", "--timeout", "60s"])
-            .under(&[
-                "strace",
-                "-f",
-                "-qq",
-                "-o",
-                &log_arg,
-                "-e",
-                "trace=openat,execve,clone,clone3,fork,vfork",
-            ])
-            .start(),
+            .args(["up", "--no-tmux", "--until-idle", "--timeout", "60s"]),
+        "trace=openat,execve,clone,clone3,fork,vfork",
     );
-    let up = guard.finish(std::time::Duration::from_secs(90), "swarm up returns");
     assert_eq!(up.code, 0, "{up:?}");
-    let log = fs::read_to_string(&log).unwrap();
     for (file, times) in [("/swarm.yaml", 1), ("/roles.tsv", 3)] {
         let n = loaded_by_first(&log, file);
         assert_eq!(n, times, "{file} loaded {n} times:\n{log}");
@@ -424,9 +432,7 @@ fn done_with_current_reads_the_swarm_once() {
     if !require_tool("strace", "apt-get install -y strace") {
         return;
     }
-    let p = crate::cards::project(crate::support::Layout::Init);
-    p.swarm(&["card", "new", "change", "jump"]).ok();
-    p.deliver_once().ok();
+    let p = with_a_card();
     p.cmd("ready-next").role("lead").run().ok();
     let (r, log) = strace(
         &p,
@@ -436,10 +442,7 @@ fn done_with_current_reads_the_swarm_once() {
         "trace=openat",
     );
     r.ok().stdout_has("DROPPED: jump\n");
-    for file in ["/swarm.yaml", "/roles.tsv"] {
-        let n = opened(&log, file);
-        assert_eq!(n, 1, "{file} opened {n} times:\n{log}");
-    }
+    read_once(&log);
 }
 
 /// `swarm doctor`, `swarm audit` and `swarm audit --check` read roles.tsv
@@ -454,9 +457,7 @@ fn doctor_and_audit_read_the_swarm_once() {
     if !require_tool("strace", "apt-get install -y strace") {
         return;
     }
-    let p = crate::cards::project(crate::support::Layout::Init);
-    p.swarm(&["card", "new", "change", "jump"]).ok();
-    p.deliver_once().ok();
+    let p = with_a_card();
     for args in [&["doctor"][..], &["audit"], &["audit", "--check"]] {
         let (_, log) = strace(
             &p,
@@ -478,28 +479,16 @@ fn an_answer_reads_the_swarm_once() {
     if !require_tool("strace", "apt-get install -y strace") {
         return;
     }
-    let p = Project::builder()
-        .role("coder")
-        .role(Role::new("qa").worktree("qa"))
-        .build();
-    let q = p.send_as(
-        "coder",
+    let p = coder_and_qa();
+    let id = taken_by_qa(
+        &p,
         "type: clarify\nto: qa\npriority: 50\nquestion: Short or long?\n\nshort\nlong\n",
     );
-    q.ok();
-    p.deliver_once().ok();
-    let id = p.cmd("ready-next").role("qa").args(["--json"]).run().json()["id"]
-        .as_str()
-        .expect("an id")
-        .to_string();
     let (r, log) = strace(
         &p,
         p.cmd("swarm").args(["answer", &id, "--choice", "1"]),
         "trace=openat",
     );
     r.ok();
-    for file in ["/swarm.yaml", "/roles.tsv"] {
-        let n = opened(&log, file);
-        assert_eq!(n, 1, "{file} opened {n} times:\n{log}");
-    }
+    read_once(&log);
 }
