@@ -48,7 +48,7 @@ pub fn run() -> i32 {
     let mut place = None;
     let mut dropped = Vec::new();
     let result = super::ready_next::resolve(args.task, args.batch).and_then(|r| {
-        crate::fsx::set_fsync(r.config.daemon.fsync);
+        crate::fsx::set_fsync(r.config().daemon.fsync);
         if let Some(role) = super::ready_next::viewer_role() {
             dropped = crate::agent::guard::before_done(&r, &role, args.drop, args.mail_waiting)?;
         }

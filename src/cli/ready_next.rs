@@ -41,7 +41,7 @@ pub fn run() -> i32 {
     };
     let mut place = None;
     let result = resolve(args.task, args.batch).and_then(|r| {
-        crate::fsx::set_fsync(r.config.daemon.fsync);
+        crate::fsx::set_fsync(r.config().daemon.fsync);
         if let Some(role) = crate::agent::guard::acting_role(&r, viewer_role()) {
             crate::agent::guard::before_ready(&r, &role)?;
         }
@@ -102,7 +102,7 @@ pub fn viewer_role() -> Option<String> {
 /// session's latest digest. Never fails: the item is already handed out, so
 /// a problem only shortens what is shown (and is said on stderr).
 fn resume(place: Option<&Resolved>, me: Option<&str>, n: usize) -> Resume {
-    let Some(project) = place.and_then(|p| p.project.as_ref()) else {
+    let Some(project) = place.and_then(Resolved::project) else {
         return Resume::default();
     };
     let lines = match crate::views::transcript::recent_lines(project, me, n) {

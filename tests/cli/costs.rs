@@ -38,6 +38,38 @@ fn opened(log: &str, file: &str) -> usize {
         .count()
 }
 
+/// `log` shows swarm.yaml and roles.tsv opened once each.
+fn read_once(log: &str) {
+    for file in ["/swarm.yaml", "/roles.tsv"] {
+        let n = opened(log, file);
+        assert_eq!(n, 1, "{file} opened {n} times:\n{log}");
+    }
+}
+
+/// `coder` in the project root and `qa` in its own worktree.
+fn coder_and_qa() -> Project {
+    Project::builder()
+        .role("coder")
+        .role(Role::new("qa").worktree("qa"))
+        .build()
+}
+
+/// `coder` sends `draft` to `qa`, which takes it: its id.
+fn taken_by_qa(p: &Project, draft: &str) -> String {
+    p.send_as("coder", draft).ok();
+    p.deliver_once().ok();
+    let taken = p.cmd("ready-next").role("qa").args(["--json"]).run().json();
+    taken["id"].as_str().expect("an id").to_string()
+}
+
+/// A project with cards and the card `jump` delivered to its first lane.
+fn with_a_card() -> Project {
+    let p = crate::cards::project(crate::support::Layout::Init);
+    p.swarm(&["card", "new", "change", "jump"]).ok();
+    p.deliver_once().ok();
+    p
+}
+
 #[test]
 fn a_send_costs_two_fsyncs() {
     if !require_tool("strace", "apt-get install -y strace") {
@@ -67,15 +99,8 @@ fn a_reply_to_the_item_in_process_lists_no_history() {
     if !require_tool("strace", "apt-get install -y strace") {
         return;
     }
-    let p = Project::builder()
-        .role("coder")
-        .role(Role::new("qa").worktree("qa"))
-        .build();
-    p.send_as("coder", "type: note\nto: qa\npriority: 10\nmessage: m\n")
-        .ok();
-    p.deliver_once().ok();
-    let taken = p.cmd("ready-next").role("qa").args(["--json"]).run().json();
-    let id = taken["id"].as_str().expect("an id").to_string();
+    let p = coder_and_qa();
+    let id = taken_by_qa(&p, "type: note\nto: qa\npriority: 10\nmessage: m\n");
     let draft = format!("type: note\nto: coder\npriority: 10\nmessage: ok\nin_reply_to: {id}\n");
     let log = traced(&p, "qa", "trace=openat", &draft);
     let opened_completed = calls(&log, "openat")
@@ -252,25 +277,18 @@ fn the_plan_reads_swarm_yaml_once() {
     assert_eq!(n, 1, "swarm.yaml opened {n} times:\n{log}");
 }
 
-/// `swarm status` reads roles.tsv and swarm.yaml for the trail and the
-/// status once (issue 44.3), not once per part of the status (the old code
-/// opened swarm.yaml 7 times). The one further read of swarm.yaml is the
-/// attention list's budgets (views::attention::budgets, which the cockpit
-/// also calls with a trail and no loaded swarm).
+/// `swarm status` reads roles.tsv and swarm.yaml once each (issue 44.3),
+/// not once per part of the status (the old code opened swarm.yaml 7
+/// times; then twice, the attention list's budgets reading it again).
 #[test]
 fn status_reads_the_swarm_once() {
     if !require_tool("strace", "apt-get install -y strace") {
         return;
     }
-    let p = crate::cards::project(crate::support::Layout::Init);
-    p.swarm(&["card", "new", "change", "jump"]).ok();
-    p.deliver_once().ok();
+    let p = with_a_card();
     let (r, log) = strace(&p, p.cmd("swarm").args(["status"]), "trace=openat");
     r.ok();
-    for (file, times) in [("/swarm.yaml", 2), ("/roles.tsv", 1)] {
-        let n = opened(&log, file);
-        assert_eq!(n, times, "{file} opened {n} times:\n{log}");
-    }
+    read_once(&log);
 }
 
 /// `swarm search` reads roles.tsv no more for the trail that vouches for
@@ -324,4 +342,153 @@ fn ready_next_reads_the_swarm_once() {
         .ok();
         p.deliver_once().ok();
     }
+}
+
+/// How many times the process strace started (the first pid of `log`,
+/// with its threads) loaded `file`: opened it the way `Roles::load` and
+/// `Config::load` do (no symlink followed), which a writer comparing the
+/// file first does not. A task whose line of descent from that process
+/// passes through an `execve` (handoffd, an agent, and their threads) is
+/// another program, which reads the swarm in its own process. Needs
+/// `execve` and the clone calls in the trace.
+fn loaded_by_first(log: &str, file: &str) -> usize {
+    use std::collections::{HashMap, HashSet};
+    let pid = |l: &str| l.split_whitespace().next().unwrap_or("").to_string();
+    let first = log.lines().next().map(pid).unwrap_or_default();
+    let mut parent: HashMap<String, String> = HashMap::new();
+    let mut execed: HashSet<String> = HashSet::new();
+    for l in log.lines() {
+        if l.contains("execve(") && l.ends_with("= 0") {
+            execed.insert(pid(l));
+        }
+        if l.contains("clone") || l.contains("fork") {
+            if let Some((_, child)) = l.rsplit_once("= ") {
+                if !child.is_empty() && child.bytes().all(|b| b.is_ascii_digit()) {
+                    parent.insert(child.to_string(), pid(l));
+                }
+            }
+        }
+    }
+    let ours = |tid: &str| {
+        let mut t = tid.to_string();
+        while t != first {
+            if execed.contains(&t) {
+                return false;
+            }
+            match parent.get(&t) {
+                Some(p) => t = p.clone(),
+                None => return false,
+            }
+        }
+        true
+    };
+    let quoted = format!("{file}\"");
+    calls(log, "openat")
+        .into_iter()
+        .filter(|l| l.contains(&quoted) && l.contains("O_NOFOLLOW"))
+        .filter(|l| ours(&pid(l)))
+        .count()
+}
+
+/// `swarm up` itself reads swarm.yaml once (issue 44.3: its plan's config
+/// serves the init, each agent's command line, its MCP environment and the
+/// secrets it is kept from, and the attention list at the end; each agent
+/// start read it twice more). roles.tsv is read three times, each on
+/// purpose: the table before `swarm init` rewrites it (person mail moves),
+/// and, after the run, the table then (a lineup change may have altered
+/// it) for the stray agents to stop and for the people still waited for.
+/// handoffd and the agents are other processes and read them there.
+#[test]
+fn swarm_up_reads_swarm_yaml_once() {
+    if !require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    let p = Project::empty();
+    p.write(
+        "swarm.yaml",
+        "launch:\n  stagger: 0ms\nroles:\n  - name: lead\n    agent: human\n  - name: coder\n    agent: sh -c 'exit 0'\n    worktree: coder\n",
+    );
+    let _guard = crate::support::SwarmGuard::new(&p.root);
+    let (up, log) = strace(
+        &p,
+        p.cmd("swarm")
+            .args(["up", "--no-tmux", "--until-idle", "--timeout", "60s"]),
+        "trace=openat,execve,clone,clone3,fork,vfork",
+    );
+    assert_eq!(up.code, 0, "{up:?}");
+    for (file, times) in [("/swarm.yaml", 1), ("/roles.tsv", 3)] {
+        let n = loaded_by_first(&log, file);
+        assert_eq!(n, times, "{file} loaded {n} times:\n{log}");
+    }
+}
+
+/// `done_with_current.sh` (`done-current --mail-waiting`) with a card open
+/// in its lane reads roles.tsv and swarm.yaml once each (issue 44.3): the
+/// role's row, the open-cards guard's board, the card routes and the
+/// printout share the call's loaded swarm (the guard's board read them
+/// again).
+#[test]
+fn done_with_current_reads_the_swarm_once() {
+    if !require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    let p = with_a_card();
+    p.cmd("ready-next").role("lead").run().ok();
+    let (r, log) = strace(
+        &p,
+        p.cmd("done-current")
+            .role("lead")
+            .args(["--mail-waiting", "--drop"]),
+        "trace=openat",
+    );
+    r.ok().stdout_has("DROPPED: jump\n");
+    read_once(&log);
+}
+
+/// `swarm doctor`, `swarm audit` and `swarm audit --check` read roles.tsv
+/// and swarm.yaml once each (issue 44.3): the doctor's context (its plan
+/// from the swarm.yaml it read, its trail checks from its table), and each
+/// look of the audit (the trail, the board, the bridge's control records,
+/// the approval folders, the blocked roles and the spend) share one loaded
+/// swarm. Before: the doctor read swarm.yaml 4 times and roles.tsv 3, the
+/// check 5 and 4, the audit twice and once.
+#[test]
+fn doctor_and_audit_read_the_swarm_once() {
+    if !require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    let p = with_a_card();
+    for args in [&["doctor"][..], &["audit"], &["audit", "--check"]] {
+        let (_, log) = strace(
+            &p,
+            p.cmd("swarm").args(args),
+            "trace=openat,execve,clone,clone3,fork,vfork",
+        );
+        for file in ["/swarm.yaml", "/roles.tsv"] {
+            let n = loaded_by_first(&log, file);
+            assert_eq!(n, 1, "swarm {args:?}: {file} loaded {n} times:\n{log}");
+        }
+    }
+}
+
+/// `swarm answer` reads roles.tsv and swarm.yaml once each (issue 44.3):
+/// the answer's sender keeps the swarm read to find the clarify (it read
+/// both files again).
+#[test]
+fn an_answer_reads_the_swarm_once() {
+    if !require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    let p = coder_and_qa();
+    let id = taken_by_qa(
+        &p,
+        "type: clarify\nto: qa\npriority: 50\nquestion: Short or long?\n\nshort\nlong\n",
+    );
+    let (r, log) = strace(
+        &p,
+        p.cmd("swarm").args(["answer", &id, "--choice", "1"]),
+        "trace=openat",
+    );
+    r.ok();
+    read_once(&log);
 }

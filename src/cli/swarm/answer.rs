@@ -51,14 +51,16 @@ pub fn run(args: Args) -> i32 {
         Err(e) => return crate::cli::report(&e, args.json),
     };
     let args = Args { id, ..args };
-    if crate::bridge::control::bridged(&project).is_some()
+    // Loaded once: the bridge's settings and the answer share it.
+    let swarm = crate::protocol::swarm::Swarm::new(project.clone());
+    if crate::bridge::control::bridged_in(&swarm).is_some()
         && !crate::bridge::control::clarify_here(&project, &args.id)
     {
         return answer_elsewhere(&project, &args);
     }
     let caller = crate::agent::caller::Caller::detect();
-    match answer::answer(
-        &project,
+    match answer::answer_in(
+        swarm,
         &args.id,
         &args.choices,
         args.text.as_deref(),

@@ -11,6 +11,7 @@ use crate::daemon::{control, progress};
 use crate::error::{exit, Error, Result};
 use crate::person::holds;
 use crate::protocol::layout::Project;
+use crate::protocol::swarm::Swarm;
 use crate::protocol::trail::{Scope, Trail};
 use crate::protocol::{clock, dashboard, duration, rejected_tasks};
 use crate::telemetry::spend;
@@ -76,13 +77,16 @@ pub fn run(args: Args) -> i32 {
     if args.check {
         return run_check(&args);
     }
-    let loaded = super::project(args.root.as_deref()).and_then(|p| Trail::load(&p, &Scope::all()));
-    let t = match loaded {
-        Ok(t) => t,
+    let loaded = super::project(args.root.as_deref()).and_then(|p| {
+        let swarm = Swarm::new(p);
+        Ok((Trail::load_in(&swarm, &Scope::all())?, swarm))
+    });
+    let (t, swarm) = match loaded {
+        Ok(x) => x,
         Err(e) => return cli::report(&e, args.json),
     };
     let r = audit::report(&t);
-    let spend = spend::collect(&t.project);
+    let spend = spend::collect_in(&swarm);
     if args.json {
         let mut v = audit::json(&r, now);
         v["spend"] = serde_json::to_value(&spend).unwrap_or_default();
@@ -113,14 +117,16 @@ fn run_check(args: &Args) -> i32 {
         Err(e) => return cli::report(&e, args.json),
     };
     let deadline = Instant::now() + wait.unwrap_or_default();
-    let (t, f, bound) = loop {
-        let (t, f, b) = match judge(&project) {
+    let (swarm, t, f, bound) = loop {
+        // Each look loads the swarm once (a changed lineup is seen by the next).
+        let swarm = Swarm::new(project.clone());
+        let (t, f, b) = match judge(&swarm) {
             Ok(x) => x,
             Err(e) => return cli::report(&e, args.json),
         };
         let left = deadline.saturating_duration_since(Instant::now());
         if f.pending.is_empty() || !f.violations.is_empty() || left.is_zero() {
-            break (t, f, b);
+            break (swarm, t, f, b);
         }
         // Polls the files; the mirrors are written by the bridge.
         std::thread::sleep(left.min(Duration::from_millis(250)));
@@ -128,7 +134,7 @@ fn run_check(args: &Args) -> i32 {
     let v = &f.violations;
     let stuck = wait.is_some() && v.is_empty() && !f.pending.is_empty();
     // A parked role is no broken rule, but its work does not move: shown.
-    let spend = spend::collect(&project);
+    let spend = spend::collect_in(&swarm);
     let parked: Vec<_> = spend.parked().collect();
     if args.json {
         let list: Vec<_> = v.iter().map(check::Violation::json).collect();
@@ -174,14 +180,16 @@ fn run_check(args: &Args) -> i32 {
 }
 
 /// One look at the project: the trail as loaded now, everything every
-/// check found in it, and which files the journal vouches for.
-fn judge(project: &Project) -> Result<(Trail, Findings, Bound)> {
+/// check found in it, and which files the journal vouches for. Each look
+/// asks the one loaded swarm it is given.
+fn judge(swarm: &Swarm) -> Result<(Trail, Findings, Bound)> {
+    let project = &swarm.project;
     let lag = Lag::before_load(project);
     // Read before the trail, as the lag: what it claims was journaled.
     let mark = progress::read_mark(project);
-    let t = Trail::load(project, &Scope::all())?;
+    let t = Trail::load_in(swarm, &Scope::all())?;
     let mut f = check::verify(&t, lag);
-    let (bad, pending) = control_view::audit(project);
+    let (bad, pending) = control_view::audit(swarm);
     f.violations.extend(bad);
     // What the bridge refused as not another host's word (a forged
     // trail record, a rewritten journal range): bridge::refusals.
@@ -196,7 +204,7 @@ fn judge(project: &Project) -> Result<(Trail, Findings, Bound)> {
                 }),
         );
     // The board must say what the handoffs say (crates/swarm-records/src/board/).
-    if let Some(b) = board::view_of(project, &t)? {
+    if let Some(b) = board::view_of_in(swarm, &t)? {
         f.violations
             .extend(b.disagreements.into_iter().map(|d| check::Violation {
                 kind: "board",
@@ -204,12 +212,12 @@ fn judge(project: &Project) -> Result<(Trail, Findings, Bound)> {
                 detail: d,
             }))
     }
-    folders(project, &mut f);
+    folders(swarm, &mut f);
     dashboard(project, &t, &mut f);
     // A delivery failing again and again needs a person.
     f.violations.extend(check::delivery_attention(project));
     // A role the audit guard keeps from new work (agent::guard).
-    f.violations.extend(check::blocked_by_audit(project));
+    f.violations.extend(check::blocked_by_audit(swarm));
     f.pending.extend(pending);
     // The journal must say what the files say (daemon/progress.rs).
     f.violations.extend(journaled::check(project, &t, mark));
@@ -223,9 +231,10 @@ fn judge(project: &Project) -> Result<(Trail, Findings, Bound)> {
 /// (person::holds::problems; a held file that is no message is the trail's
 /// `malformed` already), and SwarmForge's rejected-task folders only task
 /// folders, each history of upstream's shape (protocol::rejected_tasks).
-fn folders(project: &Project, f: &mut Findings) {
+fn folders(swarm: &Swarm, f: &mut Findings) {
+    let project = &swarm.project;
     f.violations.extend(
-        holds::problems(project)
+        holds::problems_in(swarm)
             .into_iter()
             .filter(|p| !p.unreadable_handoff)
             .map(|p| check::Violation {

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use crate::launch::plan::Plan;
 use crate::launch::{self, Outcome, UpOptions};
 use crate::protocol::duration::Dur;
+use crate::protocol::swarm::Swarm;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -49,10 +50,15 @@ pub fn run(args: Args) -> i32 {
         timeout: args.timeout.map(|d| d.0),
         stagger: args.stagger.map(|d| d.0),
     };
-    let mut project = None;
+    let mut swarm = None;
     let result = super::up_root(args.root.as_deref()).and_then(|root| {
         let plan = Plan::load(&root)?;
-        project = Some(plan.project.clone());
+        // The plan's swarm.yaml, for what is said when it ends; roles.tsv
+        // is read then (`swarm init` writes it, a lineup change may alter it).
+        swarm = Some(Swarm::with_config(
+            plan.project.clone(),
+            plan.config.clone(),
+        ));
         for w in &plan.warnings {
             eprintln!("{w}");
         }
@@ -106,7 +112,7 @@ pub fn run(args: Args) -> i32 {
                 Outcome::DaemonDied => eprintln!("swarm up: handoffd stopped unexpectedly"),
                 Outcome::NoAgentStarted(why) => eprintln!("swarm up: {why}"),
                 Outcome::Idle => {
-                    if let Some(code) = project.as_ref().and_then(people_waiting) {
+                    if let Some(code) = swarm.as_ref().and_then(people_waiting) {
                         return code;
                     }
                 }
@@ -120,8 +126,8 @@ pub fn run(args: Args) -> i32 {
 
 /// An idle swarm that leaves questions or mail for a person says so, one
 /// line each with the command that handles it, and exits 3.
-fn people_waiting(project: &crate::protocol::layout::Project) -> Option<i32> {
-    let items = crate::views::attention::collect(project).ok()?;
+fn people_waiting(swarm: &Swarm) -> Option<i32> {
+    let items = crate::views::attention::collect_in(swarm).ok()?;
     if items.is_empty() {
         return None;
     }

@@ -38,8 +38,9 @@ use crate::error::{Error, Result, Token};
 use crate::protocol::audit_pending;
 use crate::protocol::grammar::MessageType;
 use crate::protocol::header::Message;
-use crate::protocol::layout::{Project, Worktree};
+use crate::protocol::layout::Worktree;
 use crate::protocol::store;
+use crate::protocol::swarm::Swarm;
 
 /// The open challenge of `role` in this worktree, if any (its file).
 fn challenge(place: &Resolved, role: &str) -> Option<PathBuf> {
@@ -111,7 +112,7 @@ pub fn before_ready(place: &Resolved, role: &str) -> Result<()> {
     if challenged.is_none() && !cards {
         return Ok(());
     }
-    let max = store::copy_limit(place.config.limits.max_file_bytes);
+    let max = store::copy_limit(place.config().limits.max_file_bytes);
     if !queue::current_items(&place.wt, max).is_empty() {
         return Ok(());
     }
@@ -140,8 +141,8 @@ pub fn before_ready(place: &Resolved, role: &str) -> Result<()> {
 /// no role). None: no role is known, and nothing is checked.
 pub fn acting_role(place: &Resolved, env: Option<String>) -> Option<String> {
     env.or_else(|| {
-        let project = place.project.as_ref()?;
-        crate::agent::byline::role_of(project, &place.wt.root)
+        let project = place.project()?;
+        crate::agent::byline::role_in(project, place.roles()?, &place.wt.root)
             .ok()
             .flatten()
     })
@@ -181,19 +182,19 @@ pub fn held_blocking(wt: &Worktree, role: &str, max_file_bytes: u64) -> Vec<Path
         .collect()
 }
 
-/// The project, when it declares cards (the guards that follow upstream's
-/// board act only there).
-fn with_cards(place: &Resolved) -> Option<&Project> {
-    place.routes().and(place.project.as_ref())
+/// The loaded swarm, when it declares cards (the guards that follow
+/// upstream's board act only there).
+fn with_cards(place: &Resolved) -> Option<&Swarm> {
+    place.routes().and(place.swarm())
 }
 
 /// The cards of `role`'s current work with no outgoing handoff yet, still
 /// in its lane (upstream's `open-card-ids`); none in a project without cards.
 pub fn open_cards(place: &Resolved, role: &str) -> Result<Vec<String>> {
-    let Some(project) = with_cards(place) else {
+    let Some(swarm) = with_cards(place) else {
         return Ok(Vec::new());
     };
-    let max = store::copy_limit(place.config.limits.max_file_bytes);
+    let max = store::copy_limit(place.config().limits.max_file_bytes);
     let mut ids: Vec<String> = Vec::new();
     for item in queue::current_items(&place.wt, max) {
         if board::carries_card(&item.msg) {
@@ -211,7 +212,7 @@ pub fn open_cards(place: &Resolved, role: &str) -> Result<Vec<String>> {
     if ids.is_empty() {
         return Ok(ids);
     }
-    let Some(view) = board::view(project)? else {
+    let Some(view) = board::view_in(swarm)? else {
         return Ok(Vec::new());
     };
     ids.retain(|c| view.cards.iter().any(|x| x.name == *c && x.lane == role));

@@ -1,6 +1,13 @@
 //! Where an agent's queue call works (the inbox, its receive mode, the
-//! config, the project) and what the forum adds to the items it hands out:
+//! loaded swarm) and what the forum adds to the items it hands out:
 //! shared by `ready-next`, `done-current` and `swarm mcp`.
+//!
+//! Invariant: one call loads the swarm once (issue 44.3): roles.tsv and
+//! swarm.yaml are read by [`resolve`] / [`resolve_as`] into the
+//! [`Swarm`] the call carries, and everything the call does after (the
+//! guards, the board, the card routes, the printout, the forum's context)
+//! asks that swarm. `swarm mcp` resolves again per tool call, so a
+//! long-running server sees a changed lineup.
 
 use crate::protocol::header::names;
 use std::path::Path;
@@ -17,46 +24,69 @@ use crate::protocol::header::Message;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::{ReceiveMode, Roles};
 use crate::protocol::root;
+use crate::protocol::swarm::Swarm;
 
-/// Where this call works: the inbox, its receive mode, the config and (when
-/// it can be found) the project.
+/// The config of a call outside any project (a forced mode in a worktree
+/// with no project found): the defaults.
+static NO_PROJECT: std::sync::LazyLock<Config> = std::sync::LazyLock::new(Config::default);
+
+/// Where this call works: the inbox, its receive mode and (when the
+/// project can be found) the loaded swarm, its swarm.yaml already read.
 pub struct Resolved {
     pub wt: Worktree,
     pub mode: ReceiveMode,
-    pub config: Config,
-    pub project: Option<Project>,
-    /// The project's card routes, read once per call ([`Resolved::routes`]).
+    swarm: Option<Swarm>,
+    /// The project's card routes, derived once per call ([`Resolved::routes`]).
     routes: std::sync::OnceLock<Option<Routes>>,
-    /// roles.tsv, read once per call ([`Resolved::roles`]).
-    roles: std::sync::OnceLock<Option<Roles>>,
 }
 
 impl Resolved {
-    /// The card routes of the project, when it declares cards: read once
-    /// per call from the config already loaded (the guards and the
-    /// printout both ask); a conf that cannot be read shows no cards
-    /// (`swarm status` and `swarm doctor` say why).
+    fn new(wt: Worktree, mode: ReceiveMode, swarm: Option<Swarm>) -> Resolved {
+        Resolved {
+            wt,
+            mode,
+            swarm,
+            routes: Default::default(),
+        }
+    }
+
+    /// The loaded swarm; None outside a project.
+    pub fn swarm(&self) -> Option<&Swarm> {
+        self.swarm.as_ref()
+    }
+
+    /// The project, when it can be found.
+    pub fn project(&self) -> Option<&Project> {
+        self.swarm().map(|s| &s.project)
+    }
+
+    /// swarm.yaml as [`resolve`] read it (its defaults outside a project).
+    pub fn config(&self) -> &Config {
+        // `resolve` read it before making the swarm, so this is never a read.
+        self.swarm()
+            .and_then(|s| s.config().ok())
+            .unwrap_or(&NO_PROJECT)
+    }
+
+    /// The card routes of the project, when it declares cards: derived once
+    /// per call from the loaded swarm (the guards and the printout both
+    /// ask); a conf that cannot be read shows no cards (`swarm status` and
+    /// `swarm doctor` say why).
     pub fn routes(&self) -> Option<&Routes> {
         self.routes
             .get_or_init(|| {
-                let p = self.project.as_ref()?;
-                Routes::from_parts(p, self.roles()?, &self.config)
+                Routes::load_in(self.swarm()?)
                     .ok()
                     .filter(|r| !r.is_empty())
             })
             .as_ref()
     }
 
-    /// The project's roles.tsv, read at most once per call (the role's
-    /// row, the card routes, the forum's context and the task documents
-    /// all ask); None without a project or a readable roles.tsv.
+    /// The project's roles.tsv, from the loaded swarm (the role's row, the
+    /// card routes, the forum's context and the task documents all ask);
+    /// None without a project or a readable roles.tsv.
     pub fn roles(&self) -> Option<&Roles> {
-        self.roles
-            .get_or_init(|| {
-                let p = self.project.as_ref()?;
-                Roles::load(&p.roles_tsv()).ok()
-            })
-            .as_ref()
+        self.swarm()?.roles().ok()
     }
 
     /// Whether printouts keep SwarmForge's "Re-read your role and
@@ -65,19 +95,15 @@ impl Resolved {
     /// no for roles declared in `swarm.yaml` without a constitution, which
     /// have nothing of the kind to re-read.
     pub fn keeps_preamble(&self) -> bool {
-        self.config.roles.is_empty()
-            || self
-                .project
-                .as_ref()
-                .is_none_or(|p| p.constitution().is_file())
+        self.config().roles.is_empty() || self.project().is_none_or(|p| p.constitution().is_file())
     }
 
     /// This worktree's inbox, read with the project's limits, asking the
     /// project's daemon for the order of a deep `new/`, recording the
     /// operator's task documents of what it hands out.
     pub fn inbox(&self) -> Inbox<'_> {
-        let inbox = Inbox::new(&self.wt, self.config.limits.max_file_bytes);
-        match &self.project {
+        let inbox = Inbox::new(&self.wt, self.config().limits.max_file_bytes);
+        match self.project() {
             Some(p) => inbox.with_order(p.order_socket()).with_task_docs(
                 crate::agent::task_doc::TaskDocs {
                     project_root: p.root.clone(),
@@ -106,18 +132,11 @@ pub fn resolve(task: bool, batch: bool) -> Result<Resolved> {
     };
     if let Some(mode) = forced {
         let (wt, project) = root::locate_worktree(&cwd)?;
-        let config = match &project {
-            Some(p) => Config::load(&p.config_file())?,
-            None => Config::default(),
-        };
-        return Ok(Resolved {
-            wt,
-            mode,
-            config,
-            project,
-            routes: Default::default(),
-            roles: Default::default(),
-        });
+        let swarm = project.map(Swarm::new);
+        if let Some(s) = &swarm {
+            s.config()?;
+        }
+        return Ok(Resolved::new(wt, mode, swarm));
     }
     resolve_as(&cwd, &root::acting_role()?)
 }
@@ -126,7 +145,8 @@ pub fn resolve(task: bool, batch: bool) -> Result<Resolved> {
 /// in (`swarm mcp` acts as a role given on its command line).
 pub fn resolve_as(cwd: &Path, role: &str) -> Result<Resolved> {
     let mut at = root::locate(cwd)?;
-    let roles = Roles::load(&at.project.roles_tsv())?;
+    let swarm = Swarm::new(at.project.clone());
+    let roles = swarm.roles()?;
     let row = roles.find(role).ok_or_else(|| {
         Error::not_found(format!(
             "Unknown role: {role}{}",
@@ -141,15 +161,8 @@ pub fn resolve_as(cwd: &Path, role: &str) -> Result<Resolved> {
         )
     })?;
     crate::agent::send::check_role_worktree(row, &mut at)?;
-    let config = Config::load(&at.project.config_file())?;
-    Ok(Resolved {
-        wt: at.worktree,
-        mode,
-        config,
-        project: Some(at.project),
-        routes: Default::default(),
-        roles: std::sync::OnceLock::from(Some(roles)),
-    })
+    swarm.config()?;
+    Ok(Resolved::new(at.worktree, mode, Some(swarm)))
 }
 
 /// The items a ready step hands out.
@@ -166,7 +179,7 @@ pub fn items(r: &Ready) -> Vec<&Item> {
 /// Read-only and infallible: whatever cannot be read is left out.
 pub fn forum_view(place: &Resolved, r: &Ready, me: Option<&str>) -> ForumView {
     let mut view = ForumView::default();
-    let Some(project) = &place.project else {
+    let Some(project) = place.project() else {
         return view;
     };
     let items = items(r);
@@ -175,7 +188,7 @@ pub fn forum_view(place: &Resolved, r: &Ready, me: Option<&str>) -> ForumView {
     }
     let none = Roles::default();
     let roles = place.roles().unwrap_or(&none);
-    let max = place.config.limits.max_file_bytes;
+    let max = place.config().limits.max_file_bytes;
     for item in items {
         let f = ItemForum {
             latest_digest: latest_digest(project, item, me, max),

@@ -23,11 +23,11 @@ use crate::agent::send::{self, Queued, Sender};
 use crate::error::Result;
 use crate::error::{Error, Token};
 use crate::fsx;
-use crate::protocol::config::Config;
 use crate::protocol::draft;
 use crate::protocol::fields;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
+use crate::protocol::swarm::Swarm;
 use crate::protocol::trail::{Original, Place, Scope, Trail};
 use crate::protocol::types;
 use crate::text::escape;
@@ -83,17 +83,30 @@ pub fn answer(
     text: Option<&str>,
     caller: &Caller,
 ) -> Result<Answered> {
+    answer_in(Swarm::new(project.clone()), id, choices, text, caller)
+}
+
+/// [`answer`] in a loaded swarm, which the answer's sender keeps (roles.tsv
+/// and swarm.yaml read once for the whole answer).
+pub fn answer_in(
+    swarm: Swarm,
+    id: &str,
+    choices: &[usize],
+    text: Option<&str>,
+    caller: &Caller,
+) -> Result<Answered> {
     if !crate::protocol::grammar::valid_message_id(id) {
         return Err(Error::bad_input(format!(
             "'{}' is not a message id.",
             escape(id)
         )));
     }
-    let roles = Roles::load(&project.roles_tsv())?;
-    let config = Config::load(&project.config_file())?;
+    let project = &swarm.project.clone();
+    let roles = swarm.roles()?;
+    let config = swarm.config()?;
     fsx::set_fsync(config.daemon.fsync);
     let max = config.limits.max_file_bytes;
-    let Some(copy) = clarify_copy(&roles, project, id, max) else {
+    let Some(copy) = clarify_copy(roles, project, id, max) else {
         return Err(Error::not_found(format!(
             "No copy of {id} in any inbox: it is not delivered yet, or no such message exists.\n  hint: `swarm receipts {id}` shows where it is"
         )));
@@ -112,13 +125,13 @@ pub fn answer(
         .or_else(|| copy.msg.to())
         .unwrap_or("")
         .to_string();
-    check_caller(&roles, id, &role, caller, &copy.path)?;
-    let sender = Sender::as_role(project, &role)?;
+    check_caller(roles, id, &role, caller, &copy.path)?;
+    let sender = Sender::as_role_in(swarm, &role)?;
     let d = draft::parse(&draft_text(&copy, id, choices, text));
     let shown = format!("swarm answer {id}");
     let inbox = Inbox::new(&sender.at.worktree, max);
     inbox.with_lock(|ib| -> Result<Answered> {
-        if let Some(by) = settled_by(project, id)? {
+        if let Some(by) = settled_by(&sender, id)? {
             return Err(Error::refused(
                 Token::ClarifyClosed,
                 format!("{id} is already answered or withdrawn by {by}."),
@@ -193,8 +206,10 @@ pub fn settled(originals: &[Original]) -> HashMap<String, String> {
 }
 
 /// Whether clarify `id` is still open, and if not, what settled it.
-pub fn settled_by(project: &Project, id: &str) -> Result<Option<String>> {
-    let t = Trail::load(project, &Scope::originals())?;
+/// Read under the inbox's lock, so the trail is read again here; the
+/// table and config are the sender's, read once for the answer.
+fn settled_by(s: &Sender, id: &str) -> Result<Option<String>> {
+    let t = Trail::load_with(&s.at.project, &s.roles, &s.config, &Scope::originals())?;
     Ok(settled(&t.originals).remove(id))
 }
 

@@ -325,8 +325,9 @@ pub fn text(s: &SwarmControl) -> String {
 /// has not applied although it applied a later one of that host (one host's
 /// records reach every host in order) is a violation; one not applied yet,
 /// with nothing later applied, is pending.
-pub fn audit(project: &Project) -> (Vec<Violation>, Vec<Violation>) {
-    let Some((config, me)) = control::bridged(project) else {
+pub fn audit(swarm: &Swarm) -> (Vec<Violation>, Vec<Violation>) {
+    let project = &swarm.project;
+    let Some((config, me)) = control::bridged_in(swarm) else {
         return (Vec::new(), Vec::new());
     };
     // The journal may have been pruned: judge only what it still covers.

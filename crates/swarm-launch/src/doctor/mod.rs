@@ -26,6 +26,7 @@ use crate::launch::plan::Plan;
 use crate::protocol::config::Config;
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
+use crate::protocol::trail::{Scope, Trail};
 
 /// One problem: a stable code (`SHARED_INBOX`), what is wrong, the fix.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -78,9 +79,16 @@ impl Context {
             Ok(r) => (r, None),
             Err(e) => (Roles::default(), Some(e)),
         };
-        let (config, config_error) = match Config::load(&project.config_file()) {
-            Ok(c) => (c, None),
-            Err(e) => (Config::default(), Some(e)),
+        // swarm.yaml read once, for the config and the plan.
+        let (config, config_error, plan) = match Config::load_with_text(&project.config_file()) {
+            Ok((c, text)) => {
+                let plan = Plan::from_loaded(project.clone(), c.clone(), &text);
+                (c, None, plan.map_err(|e| e.to_string()))
+            }
+            Err(e) => {
+                let why = e.to_string();
+                (Config::default(), Some(e), Err(why))
+            }
         };
         Context {
             project: project.clone(),
@@ -89,8 +97,22 @@ impl Context {
             roles_error,
             config,
             config_error,
-            plan: Plan::load(&project.root).map_err(|e| e.to_string()),
+            plan,
         }
+    }
+
+    /// The whole trail, read with the role table and config loaded here;
+    /// None when either does not load (the `config` check's finding).
+    pub fn trail(&self) -> Option<crate::Result<Trail>> {
+        if self.roles_error.is_some() || self.config_error.is_some() {
+            return None;
+        }
+        Some(Trail::load_with(
+            &self.project,
+            &self.roles,
+            &self.config,
+            &Scope::all(),
+        ))
     }
 }
 

@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::launch::agents::{Cli, Launch};
 use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
 use crate::launch::shims;
+use crate::protocol::config::Config;
 use crate::protocol::launch_files::{prompt_file, shim_dir};
 use crate::protocol::layout::Project;
 use crate::protocol::swarmforge_conf::error_prefix;
@@ -55,8 +56,9 @@ pub fn tracked(wt: &Path, name: &str) -> bool {
 }
 
 /// The shell command line that runs a role's agent (None for a person).
-/// Model agents get SwarmForge's start commands; anything else runs as written.
-pub fn agent_command(project: &Project, r: &PlannedRole) -> Option<String> {
+/// Model agents get SwarmForge's start commands; anything else runs as
+/// written. `config` is the swarm's loaded swarm.yaml (the plan's).
+pub fn agent_command(project: &Project, config: &Config, r: &PlannedRole) -> Option<String> {
     match &r.agent {
         AgentSpec::Human => None,
         AgentSpec::Command(c) => Some(c.clone()),
@@ -85,24 +87,18 @@ pub fn agent_command(project: &Project, r: &PlannedRole) -> Option<String> {
             args,
             permission,
             ..
-        } => Some(
-            cli.preset().command(&Launch {
-                role: &r.name,
-                root: &project.root,
-                worktree: &r.worktree_path,
-                prompt_file: &prompt_file(project, &r.name),
-                model: model.as_deref(),
-                args,
-                permission: *permission,
-                instructions_in_file: instructions_in_file(*cli, r),
-                mcp: crate::protocol::config::Config::load(&project.config_file())
-                    .ok()
-                    .and_then(|c| c.role(&r.name).map(|x| x.mcp))
-                    .unwrap_or(false),
-                confined: crate::protocol::config::Config::load(&project.config_file())
-                    .is_ok_and(|c| c.launch.confine),
-            }),
-        ),
+        } => Some(cli.preset().command(&Launch {
+            role: &r.name,
+            root: &project.root,
+            worktree: &r.worktree_path,
+            prompt_file: &prompt_file(project, &r.name),
+            model: model.as_deref(),
+            args,
+            permission: *permission,
+            instructions_in_file: instructions_in_file(*cli, r),
+            mcp: config.role(&r.name).is_some_and(|x| x.mcp),
+            confined: config.launch.confine,
+        })),
         AgentSpec::Model { name, extra } => {
             let p = sqp(&prompt_file(project, &r.name));
             let wt = sqp(&r.worktree_path);
@@ -233,7 +229,7 @@ pub(super) fn agent_path(project: &Project) -> Result<OsString> {
 }
 
 /// The lines every agent script starts with: identity, PATH, worktree.
-pub(super) fn env_prelude(project: &Project, r: &PlannedRole) -> Result<String> {
+pub(super) fn env_prelude(project: &Project, config: &Config, r: &PlannedRole) -> Result<String> {
     let mut s = format!(
         "export SWARMFORGE_ROLE={}\nexport SWARMFORGE_PROJECT={}\nexport PATH={}:{}:\"$PATH\"\n",
         sq(&r.name),
@@ -241,13 +237,13 @@ pub(super) fn env_prelude(project: &Project, r: &PlannedRole) -> Result<String> 
         sqp(&shim_dir(project)),
         sqp(&shims::own_bin_dir()?),
     );
-    for (k, v) in crate::launch::role_mcp::env(project, r)? {
+    for (k, v) in crate::launch::role_mcp::env(config, r) {
         s.push_str(&format!("export {k}={}\n", sqp(&v)));
     }
     // Other roles' secrets (launch::secrets): the tmux server has them all.
     // A person's own shell keeps what they gave it.
     if !r.is_human() {
-        let foreign = crate::launch::secrets::foreign_in(project, &r.name)?;
+        let foreign = crate::launch::secrets::foreign(config, &r.name);
         let names: Vec<String> = foreign.iter().map(|k| sq(k)).collect();
         s.push_str(&format!("unset {}\n", names.join(" ")));
     }
@@ -278,6 +274,7 @@ mod tests {
         let m = |name: &str, extra: Option<&str>| {
             agent_command(
                 &p,
+                &Config::default(),
                 &role(AgentSpec::Model {
                     name: name.into(),
                     extra: extra.map(str::to_string),
@@ -306,12 +303,20 @@ mod tests {
             m("grok", None),
             format!("grok --cwd '/p/.worktrees/cr' --permission-mode acceptEdits --rules \"$(cat {pf})\" --verbatim \"$(cat {pf})\"")
         );
-        assert_eq!(agent_command(&p, &role(AgentSpec::Human)), None);
+        assert_eq!(
+            agent_command(&p, &Config::default(), &role(AgentSpec::Human)),
+            None
+        );
     }
 
     #[test]
     fn an_api_role_runs_our_runner_inside_the_pane_loop() {
-        let c = agent_command(&Project::new("/p"), &role(AgentSpec::Api)).unwrap();
+        let c = agent_command(
+            &Project::new("/p"),
+            &Config::default(),
+            &role(AgentSpec::Api),
+        )
+        .unwrap();
         assert!(c.ends_with("swarm' run-api --role 'code-reviewer'"), "{c}");
         // The tmux pane script inlines the command in its loop: an `exec`
         // would end the loop after the first run.

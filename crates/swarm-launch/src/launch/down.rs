@@ -29,6 +29,8 @@ pub struct DownReport {
 /// Stops every process left with an agent's environment for this project
 /// (process.rs, `agent_processes`): TERM, then KILL after [`GRACE`].
 pub(super) fn stop_strays(project: &Project) -> Vec<u32> {
+    // roles.tsv as it is now, not as a plan read it: a lineup change while
+    // the swarm ran may have added roles whose agents must stop too.
     let roles: Vec<String> = match crate::protocol::roles::Roles::load(&project.roles_tsv()) {
         Ok(r) => r
             .roles

@@ -240,6 +240,7 @@ pub fn init(plan: &Plan) -> Result<InitReport> {
 /// them. Items also meant for a role still working there stay.
 fn migrate_person_mail(plan: &Plan, report: &mut InitReport) -> Result<()> {
     use crate::protocol::people;
+    // The table on disk before this init rewrites it (the plan is the new one).
     let old = crate::protocol::roles::Roles::load(&plan.project.roles_tsv())?;
     let max = plan.config.limits.max_file_bytes + crate::agent::queue::STAMP_HEADROOM;
     for r in plan.roles.iter().filter(|r| r.is_person_folder()) {

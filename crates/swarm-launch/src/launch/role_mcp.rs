@@ -15,7 +15,6 @@ use crate::launch::agents::mcp::Server;
 use crate::launch::agents::Cli;
 use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
 use crate::protocol::config::Config;
-use crate::protocol::layout::Project;
 
 /// The preset CLI a role runs: a SwarmForge model name, or the first word
 /// of its command line (a path's last part).
@@ -48,13 +47,12 @@ fn server(swarm: &Path, r: &PlannedRole) -> Server {
 }
 
 /// Extra environment for the role's agent (what its CLI needs to find the
-/// configuration, when it has `mcp: true`), read from the project's config.
-pub fn env(project: &Project, r: &PlannedRole) -> Result<Vec<(&'static str, PathBuf)>> {
-    let config = Config::load(&project.config_file())?;
-    Ok(match cli_of(&r.agent) {
-        Some(cli) if wants_mcp(&config, &r.name) => cli.preset().mcp_env(&r.worktree_path),
+/// configuration, when it has `mcp: true`), from the swarm's loaded config.
+pub fn env(config: &Config, r: &PlannedRole) -> Vec<(&'static str, PathBuf)> {
+    match cli_of(&r.agent) {
+        Some(cli) if wants_mcp(config, &r.name) => cli.preset().mcp_env(&r.worktree_path),
         _ => Vec::new(),
-    })
+    }
 }
 
 /// Checks the plan: a role with `mcp: true` runs a CLI we can configure and

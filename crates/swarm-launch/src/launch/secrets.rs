@@ -6,9 +6,7 @@
 //! in tmux (unset by the pane script, since the tmux server keeps the
 //! environment it was started with).
 
-use crate::error::Result;
 use crate::protocol::config::Config;
-use crate::protocol::layout::Project;
 
 /// The bridge's credentials (crate::bridge::credentials): no agent needs them.
 pub const BRIDGE_SECRETS: &[&str] = &["SWARM_NATS_TOKEN", "SWARM_NATS_CREDS"];
@@ -26,11 +24,6 @@ pub fn foreign(config: &Config, role: &str) -> Vec<String> {
         }
     }
     out
-}
-
-/// [`foreign`] for a project's swarm.yaml.
-pub fn foreign_in(project: &Project, role: &str) -> Result<Vec<String>> {
-    Ok(foreign(&Config::load(&project.config_file())?, role))
 }
 
 #[cfg(test)]

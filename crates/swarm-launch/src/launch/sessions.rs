@@ -30,8 +30,8 @@ pub(super) fn pane_script(plan: &Plan, r: &PlannedRole) -> Result<String> {
         "# Written by `swarm up`: role {} in its worktree.\n",
         r.name
     );
-    s.push_str(&env_prelude(project, r)?);
-    let cmd = match agent_command(project, r) {
+    s.push_str(&env_prelude(project, &plan.config, r)?);
+    let cmd = match agent_command(project, &plan.config, r) {
         Some(c) => Some(crate::launch::confine::wrap_agent(plan, r, &c)?),
         None => None,
     };

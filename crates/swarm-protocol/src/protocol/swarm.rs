@@ -6,10 +6,13 @@
 //! the file it asked for at the point it asked, exactly as a direct
 //! `Roles::load` / `Config::load` there would report it (same file, cause
 //! and repair). Invariant: within one `Swarm`, roles.tsv and swarm.yaml are
-//! each read at most once. A long-running process (handoffd) that must see
-//! a change makes a new `Swarm`; this type never reloads by itself.
+//! each read at most once (a read that failed is not kept: asking again
+//! reads again, and fails the same way). A long-running process (handoffd,
+//! the headless supervisor on a lineup change, `swarm mcp` per call) that
+//! must see a change makes a new `Swarm`; this type never reloads by itself.
+//! It is `Sync`, so the threads of one command share it.
 
-use std::cell::OnceCell;
+use std::sync::OnceLock;
 
 use crate::error::Result;
 use crate::protocol::config::Config;
@@ -20,8 +23,8 @@ use crate::protocol::roles::Roles;
 #[derive(Debug)]
 pub struct Swarm {
     pub project: Project,
-    roles: OnceCell<Roles>,
-    config: OnceCell<Config>,
+    roles: OnceLock<Roles>,
+    config: OnceLock<Config>,
 }
 
 impl Swarm {
@@ -29,8 +32,18 @@ impl Swarm {
     pub fn new(project: Project) -> Swarm {
         Swarm {
             project,
-            roles: OnceCell::new(),
-            config: OnceCell::new(),
+            roles: OnceLock::new(),
+            config: OnceLock::new(),
+        }
+    }
+
+    /// A swarm whose swarm.yaml was already read (`swarm up`'s plan);
+    /// roles.tsv is read on first use.
+    pub fn with_config(project: Project, config: Config) -> Swarm {
+        Swarm {
+            project,
+            roles: OnceLock::new(),
+            config: OnceLock::from(config),
         }
     }
 
@@ -38,8 +51,8 @@ impl Swarm {
     pub fn loaded(project: Project, roles: Roles, config: Config) -> Swarm {
         Swarm {
             project,
-            roles: OnceCell::from(roles),
-            config: OnceCell::from(config),
+            roles: OnceLock::from(roles),
+            config: OnceLock::from(config),
         }
     }
 
@@ -50,6 +63,26 @@ impl Swarm {
         }
         let r = Roles::load(&self.project.roles_tsv())?;
         Ok(self.roles.get_or_init(|| r))
+    }
+
+    /// The project, roles.tsv and swarm.yaml, each read now unless it was
+    /// already (roles.tsv first, as a send checks its role first), for a
+    /// holder that keeps them (agent::send::Sender).
+    pub fn into_parts(self) -> Result<(Project, Roles, Config)> {
+        let Swarm {
+            project,
+            roles,
+            config,
+        } = self;
+        let roles = match roles.into_inner() {
+            Some(r) => r,
+            None => Roles::load(&project.roles_tsv())?,
+        };
+        let config = match config.into_inner() {
+            Some(c) => c,
+            None => Config::load(&project.config_file())?,
+        };
+        Ok((project, roles, config))
     }
 
     /// swarm.yaml, read on first use (the errors of [`Config::load`]).

@@ -58,7 +58,7 @@ pub use derive::{derive, when_of};
 pub use new_card::{check_name, is_birth_in_own_outbox, new_card, refused_to_confined, NewCard};
 pub use routes::Routes;
 pub use sync::{sync, sync_after};
-pub use view::{text, view, view_in, view_of, View};
+pub use view::{text, view, view_in, view_of, view_of_in, View};
 
 use derive::birth;
 use sync::{fingerprint, read_cache};

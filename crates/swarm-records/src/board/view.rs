@@ -58,7 +58,8 @@ pub fn view_of(project: &Project, trail: &Trail) -> Result<Option<View>> {
     view_of_in(&Swarm::new(project.clone()), trail)
 }
 
-pub(super) fn view_of_in(swarm: &Swarm, trail: &Trail) -> Result<Option<View>> {
+/// [`view_of`] in a loaded swarm.
+pub fn view_of_in(swarm: &Swarm, trail: &Trail) -> Result<Option<View>> {
     let project = &swarm.project;
     let routes = Routes::load_in(swarm)?;
     if routes.is_empty() {

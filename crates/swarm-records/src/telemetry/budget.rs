@@ -205,15 +205,22 @@ pub fn standings(
         .collect()
 }
 
-/// Every budget's standing now, read from the files.
+/// Every budget's standing now, read from the files. A fresh read of
+/// swarm.yaml on purpose: [`parked`] is asked before each turn by
+/// long-running processes (handoffd, the supervisor, the API runner), and a
+/// budget changed in swarm.yaml counts from the next turn.
 pub fn load(project: &Project) -> Result<Budgets> {
-    let config = Config::load(&project.config_file())?;
+    load_with(project, &Config::load(&project.config_file())?)
+}
+
+/// [`load`] with the swarm's config already read.
+pub fn load_with(project: &Project, config: &Config) -> Result<Budgets> {
     if config.budget.is_none() && config.roles.iter().all(|r| r.budget.is_none()) {
         return Ok(Budgets::default());
     }
     let (raises, skipped_raises) = read_raises(project)?;
     usage::with_all(project, |records, skipped| Budgets {
-        budgets: standings(&config, records, &raises, clock::now()),
+        budgets: standings(config, records, &raises, clock::now()),
         skipped_lines: skipped + skipped_raises,
     })
 }

@@ -122,10 +122,21 @@ pub fn collect(project: &Project) -> Result<Vec<Item>> {
     collect_in(&Swarm::new(project.clone()))
 }
 
-/// [`collect`] in a loaded swarm.
+/// [`collect`] in a loaded swarm: the budgets from its config too.
 pub fn collect_in(swarm: &Swarm) -> Result<Vec<Item>> {
     let t = Trail::load_in(swarm, &Scope::originals())?;
-    Ok(from_trail(&t, clock::now()))
+    let budgets = swarm
+        .config()
+        .ok()
+        .and_then(|c| budget::load_with(&t.project, c).ok());
+    Ok(listed(
+        &t.originals,
+        &t.roles,
+        &t.project,
+        t.max_bytes,
+        clock::now(),
+        budgets,
+    ))
 }
 
 /// [`collect`] on a loaded trail, ages taken at `now`.
@@ -143,6 +154,21 @@ pub fn from_originals(
     max_bytes: u64,
     now: Instant,
 ) -> Vec<Item> {
+    // Read afresh: the cockpit asks on every refresh, for as long as it runs.
+    let budgets = budget::load(project).ok();
+    listed(originals, roles, project, max_bytes, now, budgets)
+}
+
+/// The attention list of [`from_originals`], with the budgets' standing
+/// (None: none could be read, and nobody is shown parked).
+fn listed(
+    originals: &[Original],
+    roles: &Roles,
+    project: &Project,
+    max_bytes: u64,
+    now: Instant,
+    budgets: Option<budget::Budgets>,
+) -> Vec<Item> {
     let done = answer::settled(originals);
     let mut out: Vec<Item> = transcript::messages(originals)
         .into_iter()
@@ -153,7 +179,11 @@ pub fn from_originals(
         .collect();
     out.extend(waiting(roles, project, max_bytes, now));
     out.extend(panes(roles, project, now));
-    out.extend(budgets(roles, project));
+    out.extend(
+        budgets
+            .map(|b| parked(roles, project, &b))
+            .unwrap_or_default(),
+    );
     out.extend(deliveries(project, now));
     out.extend(refused_objects(project, now));
     out
@@ -247,10 +277,7 @@ pub fn deliveries(project: &Project, now: Instant) -> Vec<Item> {
 }
 
 /// Roles a budget parks (docs/cost.md, "Budgets").
-fn budgets(roles: &Roles, project: &Project) -> Vec<Item> {
-    let Ok(b) = budget::load(project) else {
-        return Vec::new();
-    };
+fn parked(roles: &Roles, project: &Project, b: &budget::Budgets) -> Vec<Item> {
     roles
         .roles
         .iter()

@@ -31,6 +31,7 @@ use crate::protocol::roles::{Role, Roles};
 use crate::protocol::root::{self, Located};
 use crate::protocol::rules;
 use crate::protocol::store;
+use crate::protocol::swarm::Swarm;
 use crate::protocol::types;
 
 use crate::protocol::draft::BODY_PREAMBLE;
@@ -113,7 +114,14 @@ impl Sender {
     /// `role` sending from its own worktree (`swarm answer` acts for the
     /// role that received the clarify).
     pub fn as_role(project: &crate::protocol::layout::Project, role: &str) -> Result<Sender> {
-        let roles = Roles::load(&project.roles_tsv())?;
+        Sender::as_role_in(Swarm::new(project.clone()), role)
+    }
+
+    /// [`Sender::as_role`] in a loaded swarm (`swarm answer` read it to
+    /// find the clarify), which the sender keeps.
+    pub fn as_role_in(swarm: Swarm, role: &str) -> Result<Sender> {
+        let roles = swarm.roles()?;
+        let project = &swarm.project;
         let Some(r) = roles.find(role) else {
             return Err(Error::not_found(format!(
                 "Unknown sender role: {role}{}",
@@ -121,13 +129,13 @@ impl Sender {
             )));
         };
         let wt = r.worktree_in(&project.root);
-        let config = Config::load(&project.config_file())?;
+        let (project, roles, config) = swarm.into_parts()?;
         Ok(Sender {
             role: role.to_string(),
             home: wt.clone(),
             at: Located {
                 worktree: crate::protocol::layout::Worktree::new(wt),
-                project: project.clone(),
+                project,
             },
             roles,
             config,
@@ -139,7 +147,8 @@ impl Sender {
     /// project's fsync setting applied.
     pub fn locate(role: &str, cwd: &Path) -> Result<Sender> {
         let mut at = root::locate(cwd)?;
-        let roles = Roles::load(&at.project.roles_tsv())?;
+        let swarm = Swarm::new(at.project.clone());
+        let roles = swarm.roles()?;
         let Some(r) = roles.find(role) else {
             return Err(Error::not_found(format!(
                 "Unknown sender role: {role}{}",
@@ -148,7 +157,7 @@ impl Sender {
         };
         let home = at.worktree.root.clone();
         check_role_worktree(r, &mut at)?;
-        let config = Config::load(&at.project.config_file())?;
+        let (_, roles, config) = swarm.into_parts()?;
         fsx::set_fsync(config.daemon.fsync);
         Ok(Sender {
             role: role.to_string(),

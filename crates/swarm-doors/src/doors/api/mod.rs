@@ -95,12 +95,12 @@ impl Runner {
     pub fn new(cwd: &Path, role: &str, over: &Overrides) -> Result<Runner> {
         let at = place::resolve_as(cwd, role)?;
         let project = at
-            .project
-            .clone()
+            .project()
+            .cloned()
             .ok_or_else(|| Error::not_found(format!("no project found from {}", cwd.display())))?;
         let plan = Plan::load(&project.root)?;
         let planned = plan.roles.iter().find(|r| r.name == role);
-        let rc: Option<&RoleConfig> = at.config.role(role);
+        let rc: Option<&RoleConfig> = at.config().role(role);
         let (Some(planned), Some(rc)) = (planned, rc) else {
             return Err(Error::not_found(format!(
                 "role '{role}' is not in {}\n  hint: `swarm run-api` runs roles whose swarm.yaml entry says `agent: api`",
@@ -142,7 +142,7 @@ impl Runner {
                 k
             }
         };
-        fsx::set_fsync(at.config.daemon.fsync);
+        fsx::set_fsync(at.config().daemon.fsync);
         let system = format!(
             "{}{RUNNER_NOTE}",
             crate::launch::primer::primer(&plan, role)?
@@ -158,7 +158,7 @@ impl Runner {
                 rc.request_timeout.0,
                 rc.retries,
             ),
-            allowed: at.config.allowed_types(role),
+            allowed: at.config().allowed_types(role),
         })
     }
 
@@ -209,7 +209,7 @@ impl Runner {
                 // Only an item already in process (a run killed after its
                 // send) can have been answered; fresh items skip the scan.
                 Some(plan)
-                    if *resumed && answered(&at.wt, &id, at.config.limits.max_file_bytes) =>
+                    if *resumed && answered(&at.wt, &id, at.config().limits.max_file_bytes) =>
                 {
                     say(&format!(
                         "{}: {id} was answered already; {} skipped",
@@ -243,7 +243,7 @@ impl Runner {
     /// still on its way: the role speaks (AG2's `can_send` before a call).
     fn take_open_turns(&self, sum: &mut Summary, say: &mut dyn FnMut(&str)) -> Result<()> {
         let at = place::resolve_as(&self.cwd, &self.role)?;
-        let Some(project) = &at.project else {
+        let Some(project) = at.project() else {
             return Ok(());
         };
         for d in discussion::list(project)? {
@@ -258,7 +258,7 @@ impl Runner {
                 sum.parked = true;
                 return Ok(());
             }
-            let ctx = discussion_context(project, &d.id, at.config.limits.max_file_bytes);
+            let ctx = discussion_context(project, &d.id, at.config().limits.max_file_bytes);
             let shown = format!(
                 "DISCUSSION: {}\nORDER: {}\nIt is your turn.\n{ctx}",
                 d.id,
@@ -292,8 +292,8 @@ impl Runner {
     /// (the daemon records a turn at delivery, so until then the turn log
     /// still expects this role).
     fn may_speak(&self, wt: &crate::protocol::layout::Worktree, id: &str) -> Result<bool> {
-        let project = &place::resolve_as(&self.cwd, &self.role)?.project;
-        let Some(project) = project else {
+        let place = place::resolve_as(&self.cwd, &self.role)?;
+        let Some(project) = place.project() else {
             return Ok(false);
         };
         if discussion::refusal(project, id, &self.role)?.is_some() {

@@ -33,7 +33,7 @@ impl Runner {
         u.cost_usd = s.cost_usd;
         let recorded = place::resolve_as(&self.cwd, &self.role)
             .ok()
-            .and_then(|at| at.project)
+            .and_then(|at| at.project().cloned())
             .ok_or_else(|| Error::not_found("no project"))
             .and_then(|p| crate::telemetry::usage::record(&p, &u));
         if let Err(e) = recorded {
@@ -48,6 +48,6 @@ impl Runner {
     /// Why this role may not start another call (docs/cost.md, "Budgets").
     pub(super) fn parked(&self) -> Option<crate::telemetry::budget::Reason> {
         let at = place::resolve_as(&self.cwd, &self.role).ok()?;
-        crate::telemetry::budget::parked(at.project.as_ref()?, &self.role)
+        crate::telemetry::budget::parked(at.project()?, &self.role)
     }
 }

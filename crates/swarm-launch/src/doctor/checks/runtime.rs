@@ -9,7 +9,6 @@ use super::super::{Context, Finding};
 use crate::daemon::control;
 use crate::protocol::clock;
 use crate::protocol::launch_files;
-use crate::protocol::trail::{Scope, Trail};
 use crate::text;
 use crate::views::audit::check;
 use crate::views::audit::lag::Lag;
@@ -183,7 +182,7 @@ pub fn clock_skew(cx: &Context) -> Vec<Finding> {
     if !cx.initialised {
         return Vec::new();
     }
-    let Ok(t) = Trail::load(&cx.project, &Scope::all()) else {
+    let Some(Ok(t)) = cx.trail() else {
         return Vec::new();
     };
     let now = clock::now();
@@ -241,7 +240,10 @@ pub fn audit(cx: &Context) -> Vec<Finding> {
         return Vec::new();
     }
     let lag = Lag::before_load(&cx.project);
-    let t = match Trail::load(&cx.project, &Scope::all()) {
+    let Some(t) = cx.trail() else {
+        return Vec::new();
+    };
+    let t = match t {
         Ok(t) => t,
         Err(e) => {
             return vec![Finding::new(

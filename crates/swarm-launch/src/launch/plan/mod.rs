@@ -209,8 +209,14 @@ impl Plan {
         let project = Project::new(root);
         // swarm.yaml is read once: its text gives `from_yaml` the positions.
         let (config, text) = Config::load_with_text(&project.config_file())?;
+        Plan::from_loaded(project, config, &text)
+    }
+
+    /// [`Plan::load`] with swarm.yaml already read (`config`, from `text`).
+    pub fn from_loaded(project: Project, config: Config, text: &str) -> Result<Plan> {
+        let root = &project.root;
         if !config.roles.is_empty() {
-            return Plan::from_yaml(project, config, &text);
+            return Plan::from_yaml(project, config, text);
         }
         let conf_path = project.swarmforge_conf();
         if !conf_path.exists() {

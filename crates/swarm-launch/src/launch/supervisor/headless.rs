@@ -51,6 +51,8 @@ impl Running<'_> {
                 return Ok(());
             }
         };
+        // New agents start with the swarm.yaml read with this lineup.
+        self.config = plan.config.clone();
         let keep =
             |name: &str| plan.roles.iter().any(|r| r.name == name) && !seats.is_leaving(name);
         let (kept, gone): (Vec<Slot>, Vec<Slot>) = std::mem::take(&mut self.slots)

@@ -35,6 +35,7 @@ use crate::launch::plan::Plan;
 use crate::protocol::launch_files::agent_pid_file;
 use crate::protocol::layout::Worktree;
 use crate::protocol::store;
+use crate::protocol::swarm::Swarm;
 use crate::views::attention;
 
 mod headless;
@@ -95,6 +96,11 @@ impl Outcome {
 
 pub(super) struct Running<'a> {
     plan: &'a Plan,
+    /// swarm.yaml as the agents are started with it: the plan's, then the
+    /// one read again with the plan on a lineup change (the supervisor's
+    /// one deliberate reload, [`Running::follow_lineup`]); never read per
+    /// agent start.
+    config: crate::protocol::config::Config,
     daemon: Option<Child>,
     slots: Vec<Slot>,
     /// `.swarmforge/lineup.json` as last read (size, mtime): a change
@@ -130,9 +136,15 @@ pub fn pending(w: &Worktree) -> bool {
 /// The open clarifies `role` sent to a person (a human role of the plan),
 /// each as `<person> (clarify <id>: <command that answers it>)`; None when
 /// there is none. Read from the trail (views::attention, the one definition
-/// of "open").
+/// of "open"), with roles.tsv and swarm.yaml read afresh.
 pub(super) fn asked_a_person(plan: &Plan, role: &str) -> Option<Vec<String>> {
-    let items = attention::collect(&plan.project).ok()?;
+    asked_in(&Swarm::new(plan.project.clone()), plan, role)
+}
+
+/// [`asked_a_person`] in `swarm`: the supervisor's gives its swarm.yaml
+/// and reads roles.tsv afresh (the lineup may have changed since the start).
+pub(super) fn asked_in(swarm: &Swarm, plan: &Plan, role: &str) -> Option<Vec<String>> {
+    let items = attention::collect_in(swarm).ok()?;
     let asked: Vec<String> = items
         .iter()
         .filter(|i| i.kind == attention::Kind::Clarify && i.from == role)
@@ -150,6 +162,7 @@ impl<'a> Running<'a> {
     pub(super) fn new(plan: &'a Plan, daemon: Child) -> Running<'a> {
         Running {
             plan,
+            config: plan.config.clone(),
             daemon: Some(daemon),
             slots: Vec::new(),
             lineup: lineup_stamp(&plan.project),

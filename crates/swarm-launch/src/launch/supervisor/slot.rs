@@ -13,13 +13,14 @@ use std::time::{Duration, Instant};
 use super::super::command::{agent_command, agent_path};
 use super::super::process::{detach, group_alive, kill, start_time};
 use super::super::{confine, role_mcp, secrets, MAX_STALLS};
-use super::{asked_a_person, backoff, entries, fingerprint, pending, Running, START_WINDOW};
+use super::{asked_in, backoff, entries, fingerprint, pending, Running, START_WINDOW};
 use crate::error::{Error, IoContext, Result};
 use crate::fsx;
 use crate::launch::plan::{AgentSpec, Plan, PlannedRole};
 use crate::protocol::clock;
 use crate::protocol::launch_files::{agent_log, agent_parked_file, agent_pid_file, agents_dir};
 use crate::protocol::start_failure::{self, Death};
+use crate::protocol::swarm::Swarm;
 use crate::sys::shell::{quote as sq, quote_path as sqp};
 use crate::telemetry::budget;
 
@@ -56,7 +57,13 @@ pub(super) struct Slot {
 impl Slot {
     /// Judges a finished run: died at start, waits for a person, a stall
     /// (parked after [`MAX_STALLS`]), or progress.
-    fn ended(&mut self, plan: &Plan, status: ExitStatus, say: &mut dyn FnMut(&str)) {
+    fn ended(
+        &mut self,
+        plan: &Plan,
+        config: &crate::protocol::config::Config,
+        status: ExitStatus,
+        say: &mut dyn FnMut(&str),
+    ) {
         let project = &plan.project;
         let _ = fsx::remove_file(&agent_pid_file(project, &self.role.name));
         let w = self.role.worktree();
@@ -76,7 +83,8 @@ impl Slot {
         }
         self.ever_ran = true;
         if pending(&w) && entries(&w.in_process(), false) > 0 {
-            if let Some(asked) = asked_a_person(plan, &self.role.name) {
+            let swarm = Swarm::with_config(plan.project.clone(), config.clone());
+            if let Some(asked) = asked_in(&swarm, plan, &self.role.name) {
                 self.waiting = Some(after);
                 self.stalls = 0;
                 say(&format!(
@@ -153,7 +161,7 @@ impl Running<'_> {
         r: &PlannedRole,
         say: &mut dyn FnMut(&str),
     ) -> Result<Option<Slot>> {
-        let Some(command) = agent_command(&self.plan.project, r) else {
+        let Some(command) = agent_command(&self.plan.project, &self.config, r) else {
             say(&format!(
                 "{}: a person works this role; not started",
                 r.name
@@ -226,12 +234,12 @@ impl Running<'_> {
             .env("SWARMFORGE_ROLE", &r.name)
             .env("SWARMFORGE_PROJECT", &project.root)
             .env("PATH", agent_path(project)?)
-            .envs(role_mcp::env(project, r)?)
+            .envs(role_mcp::env(&self.config, r))
             .env_remove("TMUX")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        for k in secrets::foreign_in(project, &r.name)? {
+        for k in secrets::foreign(&self.config, &r.name) {
             cmd.env_remove(k);
         }
         detach(&mut cmd, true);
@@ -268,7 +276,7 @@ impl Running<'_> {
             if group_alive(pid) {
                 kill(-pid, rustix::process::Signal::KILL);
             }
-            slot.ended(plan, status, say);
+            slot.ended(plan, &self.config, status, say);
         }
     }
 

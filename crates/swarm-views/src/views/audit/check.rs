@@ -14,10 +14,10 @@ use std::path::Path;
 use super::lag::{Judged, Lag};
 use crate::agent::queue::current_items;
 use crate::protocol::clock::{self, Instant};
-use crate::protocol::config::{Config, Limits};
+use crate::protocol::config::Limits;
 use crate::protocol::grammar::{addressed, in_cc};
 use crate::protocol::layout::{Project, Worktree};
-use crate::protocol::roles::Roles;
+use crate::protocol::swarm::Swarm;
 use crate::protocol::trail::{Copy, Original, Place, Stamp, Trail};
 use crate::protocol::{audit_pending, delivery_retry, store};
 use crate::text::escape;
@@ -506,12 +506,13 @@ pub fn delivery_attention(project: &Project) -> Vec<Violation> {
 /// Every role the audit guard keeps from new work for good (agent::guard):
 /// the audit gate holds its git handoff back while nothing is in process,
 /// so `ready-next` refuses until the handoff is queued or dropped.
-pub fn blocked_by_audit(project: &Project) -> Vec<Violation> {
-    let Ok(roles) = Roles::load(&project.roles_tsv()) else {
+pub fn blocked_by_audit(swarm: &Swarm) -> Vec<Violation> {
+    let Ok(roles) = swarm.roles() else {
         return Vec::new();
     };
     let max = store::copy_limit(
-        Config::load(&project.config_file())
+        swarm
+            .config()
             .map(|c| c.limits.max_file_bytes)
             .unwrap_or_else(|_| Limits::default().max_file_bytes),
     );

@@ -42,7 +42,7 @@ impl Tool for Next {
     fn run(self, agent: &Agent) -> Outcome {
         let wait = self.wait_seconds.map_or(DEFAULT_WAIT_SECS, |c| c.0);
         let at = place::resolve_as(&agent.cwd, &agent.role)?;
-        crate::fsx::set_fsync(at.config.daemon.fsync);
+        crate::fsx::set_fsync(at.config().daemon.fsync);
         crate::agent::guard::before_ready(&at, &agent.role)?;
         let inbox = at.inbox();
         let (r, reactions) =
@@ -67,7 +67,7 @@ impl Tool for Done {
 
 fn done(agent: &Agent, failed: Option<&str>) -> Outcome {
     let at = place::resolve_as(&agent.cwd, &agent.role)?;
-    crate::fsx::set_fsync(at.config.daemon.fsync);
+    crate::fsx::set_fsync(at.config().daemon.fsync);
     // The same guard as `done-current` (the MCP tool keeps its contract:
     // finish, then take the next item; no OPEN_CARDS).
     crate::agent::guard::before_done(&at, &agent.role, false, false)?;

@@ -131,7 +131,7 @@ fn send_tool(agent: &Agent, a: &SendArgs) -> Outcome {
 /// The item in process, for `reply`.
 fn current(agent: &Agent) -> Result<Item, Refusal> {
     let at = place::resolve_as(&agent.cwd, &agent.role)?;
-    crate::agent::queue::current_item(&at.wt, at.config.limits.max_file_bytes)
+    crate::agent::queue::current_item(&at.wt, at.config().limits.max_file_bytes)
         .ok_or_else(|| Refusal::from(Error::token(Token::NoCurrentTask)))
 }
 
