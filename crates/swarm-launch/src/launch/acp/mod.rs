@@ -65,6 +65,14 @@ pub enum Ended {
     AgentExited(Option<i32>),
 }
 
+/// What a session is opened with beyond its folder (launch/acp/command.rs).
+struct Setup {
+    /// `_meta` of `session/new` and `session/load`.
+    meta: Option<Value>,
+    /// The mode set once the session is open (`session/set_mode`).
+    mode: Option<&'static str>,
+}
+
 /// One role's client.
 struct Client<'a> {
     plan: &'a Plan,
@@ -158,7 +166,11 @@ pub fn run(root: &Path, role: &str, stop: &AtomicBool, say: &mut dyn FnMut(&str)
         said_fs: false,
         said_unreadable: 0,
     };
-    let out = c.start(cli, say).and_then(|()| c.serve(say));
+    let setup = Setup {
+        meta: command::session_meta(cli, &primer),
+        mode: command::session_mode(cli, launch.permission),
+    };
+    let out = c.start(cli, &setup, say).and_then(|()| c.serve(say));
     stop_agent(&mut child);
     c.withdraw_all(say);
     // Waited for at most the swarm's grace, then killed.
@@ -172,6 +184,14 @@ pub fn run(root: &Path, role: &str, stop: &AtomicBool, say: &mut dyn FnMut(&str)
         }
         other => other,
     }
+}
+
+/// `params` with `_meta` added, when there is one.
+fn with_meta(mut params: Value, meta: &Option<Value>) -> Value {
+    if let Some(m) = meta {
+        params["_meta"] = m.clone();
+    }
+    params
 }
 
 /// Closes the agent's input and ends it (SIGTERM to its shell, which
@@ -233,8 +253,26 @@ impl Client<'_> {
     }
 
     /// `initialize`, then the role's session: loaded again where the agent
-    /// can and one was kept, else a new one in the role's worktree.
-    fn start(&mut self, cli: Cli, say: &mut dyn FnMut(&str)) -> Result<()> {
+    /// can and one was kept, else a new one in the role's worktree; then
+    /// its mode, where the permission needs one.
+    fn start(&mut self, cli: Cli, setup: &Setup, say: &mut dyn FnMut(&str)) -> Result<()> {
+        self.open(cli, setup, say)?;
+        if let Some(mode) = setup.mode {
+            let id = self
+                .conn
+                .request(
+                    "session/set_mode",
+                    json!({"sessionId": self.session, "modeId": mode}),
+                )
+                .map_err(|e| self.io(e))?;
+            self.wait_for(id, &format!("session/set_mode {mode}"), say)?;
+            say(&format!("{}: session mode {mode}", self.role()));
+        }
+        Ok(())
+    }
+
+    /// `initialize` and the session (see [`Client::start`]).
+    fn open(&mut self, cli: Cli, setup: &Setup, say: &mut dyn FnMut(&str)) -> Result<()> {
         let id = self
             .conn
             .request(
@@ -268,7 +306,10 @@ impl Client<'_> {
                 .conn
                 .request(
                     "session/load",
-                    json!({"sessionId": old, "cwd": cwd, "mcpServers": []}),
+                    with_meta(
+                        json!({"sessionId": old, "cwd": cwd, "mcpServers": []}),
+                        &setup.meta,
+                    ),
                 )
                 .map_err(|e| self.io(e))?;
             // The replayed conversation is not this run's activity: no
@@ -293,7 +334,10 @@ impl Client<'_> {
         }
         let id = self
             .conn
-            .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
+            .request(
+                "session/new",
+                with_meta(json!({"cwd": cwd, "mcpServers": []}), &setup.meta),
+            )
             .map_err(|e| self.io(e))?;
         let got = self.wait_for(id, "session/new", say)?;
         let sid = got["sessionId"].as_str().unwrap_or_default().to_string();
