@@ -34,7 +34,16 @@ pub const GROUPS: &[(&str, &[&str])] = &[
     (
         "A person's work",
         &[
-            "inbox", "answer", "approve", "deny", "pause", "resume", "card", "attach", "serve",
+            "inbox",
+            "answer",
+            "permissions",
+            "approve",
+            "deny",
+            "pause",
+            "resume",
+            "card",
+            "attach",
+            "serve",
         ],
     ),
     (

@@ -27,6 +27,7 @@
 //! arrives.
 
 pub mod command;
+pub mod grants;
 pub mod permission;
 pub mod record;
 pub mod rpc;
@@ -526,6 +527,9 @@ impl Client<'_> {
                 .map_err(|e| self.io(e));
         }
         let reject = permission::reject_option(params);
+        if params["sessionId"] == self.session.as_str() && self.allowed_always(&id, params, say)? {
+            return Ok(());
+        }
         let asked = if params["sessionId"] != self.session.as_str() {
             Err(Error::bad_input("a permission request for another session"))
         } else if self.asked.len() >= MAX_ASKED {
@@ -557,6 +561,76 @@ impl Client<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Answers request `id` from a person's earlier "always" for its tool
+    /// (launch/acp/grants.rs), if there is one: the agent's "once" option
+    /// (else its "always"), noted and journaled. False: a person decides.
+    fn allowed_always(
+        &mut self,
+        id: &Value,
+        params: &Value,
+        say: &mut dyn FnMut(&str),
+    ) -> Result<bool> {
+        let Some((kind, title)) = grants::tool_of(params) else {
+            return Ok(false);
+        };
+        let project = &self.plan.project;
+        let grant = match grants::find(project, self.role(), &kind, &title) {
+            Ok(g) => g,
+            Err(e) => {
+                self.rec.note(&format!("asking a person: {e}"));
+                None
+            }
+        };
+        let (Some(g), Some(option)) = (
+            grant,
+            permission::option_of(params, &["allow_once", "allow_always"]),
+        ) else {
+            return Ok(false);
+        };
+        let line = format!(
+            "allowed without asking, as {} allowed always at {} (clarify {}): {kind}: {title}",
+            g.by, g.at, g.clarify
+        );
+        say(&format!("{}: {line}", self.role()));
+        self.rec.note(&line);
+        grants::used(project, &g);
+        self.conn
+            .respond(
+                id,
+                json!({"outcome": {"outcome": "selected", "optionId": option}}),
+            )
+            .map_err(|e| self.io(e))?;
+        Ok(true)
+    }
+
+    /// Remembers a person's "always" on `a` (chosen as option `choice`).
+    fn remember(&mut self, a: &Asked, choice: usize, by: &str, say: &mut dyn FnMut(&str)) {
+        if a.option_kinds.get(choice - 1).map(String::as_str) != Some("allow_always") {
+            return;
+        }
+        let line = match &a.tool {
+            None => "not remembered: the request names no tool title".to_string(),
+            Some(tool) => {
+                let g = grants::new_grant(self.role(), tool, by, &a.clarify);
+                match grants::add(&self.plan.project, &g) {
+                    Ok(true) => format!(
+                        "remembered: {by} allows {} always {}: {} (`swarm permissions` lists it)",
+                        self.role(),
+                        tool.0,
+                        tool.1
+                    ),
+                    Ok(false) => format!(
+                        "not remembered: already allowed always, or {} grants kept",
+                        grants::MAX_GRANTS
+                    ),
+                    Err(e) => format!("not remembered: {e}"),
+                }
+            }
+        };
+        say(&format!("{}: {line}", self.role()));
+        self.rec.note(&line);
     }
 
     /// The agent is gone: every request still waiting for a person is
@@ -596,6 +670,9 @@ impl Client<'_> {
             };
             say(&format!("{}: {line}", self.role()));
             self.rec.note(&line);
+            if let Decision::Chosen { choice, by, .. } = &d {
+                self.remember(&a, *choice, by, say);
+            }
             let out = permission::outcome(&a, &d, reject.as_deref());
             self.conn.respond(&a.request, out).map_err(|e| self.io(e))?;
         }
