@@ -1003,6 +1003,144 @@ fn allow_always_is_a_persons_remembered_per_role_and_tool_and_revocable() {
     );
 }
 
+/// An ACP agent, as `gemini`, whose turn runs until it is cancelled: it
+/// takes its item, starts a tool call and asks permission for it, then
+/// waits for `session/cancel`, says what it stopped and ends the turn
+/// `cancelled`. Everything the client sends it goes into `acp.in`.
+const CANCELLABLE_AGENT: &str = r#"#!/bin/sh
+log="$PWD/acp.in"
+say() { printf '%s\n' "$1"; }
+read -r l; say '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{}}}'
+read -r l; say '{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s-1"}}'
+read -r l; printf '%s\n' "$l" >>"$log"
+ready_for_next.sh >/dev/null 2>&1
+say '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-1","update":{"sessionUpdate":"tool_call","toolCallId":"c1","title":"make test","kind":"execute","status":"in_progress","rawInput":{"command":"make test"}}}}'
+say '{"jsonrpc":"2.0","id":"p1","method":"session/request_permission","params":{"sessionId":"s-1","options":[{"optionId":"a","name":"Allow","kind":"allow_once"},{"optionId":"r","name":"Reject","kind":"reject_once"}],"toolCall":{"toolCallId":"c2","title":"rm -rf build","kind":"execute"}}}'
+while read -r l; do printf '%s\n' "$l" >>"$log"; case "$l" in *session/cancel*) break;; esac; done
+say '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Stopped make test: cancelled."}}}}'
+say '{"jsonrpc":"2.0","id":2,"result":{"stopReason":"cancelled"}}'
+exec cat >>"$log"
+"#;
+
+/// `swarm cancel <role>`: a person stops an ACP role's running turn. The
+/// agent gets `session/cancel` for its session, its permission request
+/// still waiting is answered `cancelled` and withdrawn from the person,
+/// the turn ends `cancelled` with what the agent said, the item stays in
+/// process; an agent may not cancel; a second cancel says no turn runs.
+#[test]
+fn swarm_cancel_sends_session_cancel_and_the_item_stays_in_process() {
+    let d = crate::support::Project::empty();
+    let _guard = crate::support::SwarmGuard::new(&d.root);
+    d.write(
+        "swarm.yaml",
+        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: gemini\n    runtime: acp\n    worktree: coder\n  - name: owner\n    agent: human\n",
+    );
+    d.swarm(&["init"]).ok();
+    let bin = tempfile::tempdir().unwrap();
+    let fake = bin.path().join("gemini");
+    std::fs::write(&fake, CANCELLABLE_AGENT).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    d.cmd("swarm")
+        .args(["up", "--no-tmux", "--detach"])
+        .env("PATH", &path)
+        .run()
+        .ok();
+    d.send("owner", &draft("coder", "run the long tests")).ok();
+    let wt = d.role_dir("coder");
+    let open = || -> usize {
+        let st = d.swarm(&["status", "--json"]).json();
+        st["attention"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["kind"] == "clarify" && a["from"] == "coder")
+            .count()
+    };
+    crate::support::wait_until(
+        std::time::Duration::from_secs(60),
+        "the turn runs and its permission request waits",
+        || open() == 1,
+    );
+    let as_agent = d
+        .cmd("swarm")
+        .at(&wt)
+        .env("SWARMFORGE_ROLE", "coder")
+        .args(["cancel", "coder"])
+        .run();
+    assert_eq!(as_agent.code, 2, "{}", as_agent.stderr);
+
+    d.swarm(&["cancel", "coder"])
+        .ok()
+        .stdout_has("owner cancelled prompt 1 of session s-1 (session/cancel sent)");
+    let activity = || -> Vec<Value> {
+        d.swarm(&["activity", "--role", "coder", "--json"])
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    crate::support::wait_until(
+        std::time::Duration::from_secs(30),
+        "the turn ends cancelled",
+        || {
+            activity()
+                .iter()
+                .any(|r| r["kind"] == "turn_end" && r["status"] == "cancelled")
+        },
+    );
+    let got = std::fs::read_to_string(wt.join("acp.in")).unwrap();
+    let msgs: Vec<Value> = got
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert!(
+        msgs.iter()
+            .any(|m| m["method"] == "session/cancel" && m["params"]["sessionId"] == "s-1"),
+        "{got}"
+    );
+    crate::support::wait_until(
+        std::time::Duration::from_secs(30),
+        "the waiting request is answered cancelled",
+        || {
+            std::fs::read_to_string(wt.join("acp.in"))
+                .unwrap()
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .any(|m| m["id"] == "p1" && m["result"]["outcome"]["outcome"] == "cancelled")
+        },
+    );
+    let recs = activity();
+    let said = notes(&recs);
+    assert!(said.contains("owner cancelled prompt 1"), "{said}");
+    assert!(
+        recs.iter()
+            .any(|r| r["kind"] == "text" && r["text"] == "Stopped make test: cancelled."),
+        "{recs:#?}"
+    );
+    assert_eq!(
+        crate::support::handoff_names(&crate::support::hq(&wt, "inbox/in_process")).len(),
+        1
+    );
+    assert!(crate::support::handoff_names(&crate::support::hq(&wt, "inbox/completed")).is_empty());
+    crate::support::wait_until(
+        std::time::Duration::from_secs(30),
+        "the request is withdrawn from the person",
+        || {
+            d.deliver_once();
+            open() == 0
+        },
+    );
+    d.swarm(&["cancel", "coder"])
+        .ok()
+        .stdout_has("owner asked to cancel, but no turn runs");
+}
+
 /// A `swarm up` of one Claude Code role over ACP whose entry ends in
 /// `extra`, with `programs` (each a script that records that it ran) as
 /// the only agent programs on PATH: its result and the programs that ran.

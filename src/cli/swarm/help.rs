@@ -37,6 +37,7 @@ pub const GROUPS: &[(&str, &[&str])] = &[
             "inbox",
             "answer",
             "permissions",
+            "cancel",
             "approve",
             "deny",
             "pause",

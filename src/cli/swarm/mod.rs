@@ -22,6 +22,7 @@ pub mod audit;
 pub mod bridge;
 pub mod budget;
 pub mod can_send;
+pub mod cancel;
 pub mod card;
 pub mod completions;
 pub mod cost;
@@ -290,6 +291,8 @@ pub enum Command {
     Budget(budget::Args),
     /// What ACP roles may run without asking; `revoke` takes it back
     Permissions(permissions::Args),
+    /// Stop an ACP role's running turn (session/cancel); its item stays
+    Cancel(cancel::Args),
     /// Send traces (threads, copies, turns) to an OpenTelemetry collector
     Otel(otel::Args),
 }
@@ -354,6 +357,7 @@ pub fn run() -> i32 {
         Command::Cost(a) => cost::run(a),
         Command::Budget(a) => budget::run(a),
         Command::Permissions(a) => permissions::run(a),
+        Command::Cancel(a) => cancel::run(a),
         Command::Otel(a) => otel::run(a),
     }
 }

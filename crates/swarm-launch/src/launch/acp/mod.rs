@@ -26,6 +26,7 @@
 //! waits for a person's answer to its clarify is not prompted until mail
 //! arrives.
 
+pub mod cancel;
 pub mod command;
 pub mod grants;
 pub mod permission;
@@ -103,6 +104,8 @@ struct Client<'a> {
     /// for a person's answer): the fingerprint it waits to differ from.
     hold: Option<[usize; 4]>,
     said_fs: bool,
+    /// The person who cancelled the running turn (`swarm cancel`).
+    cancelled_by: Option<String>,
     /// Unreadable lines already said in a note.
     said_unreadable: usize,
 }
@@ -165,6 +168,7 @@ pub fn run(root: &Path, role: &str, stop: &AtomicBool, say: &mut dyn FnMut(&str)
         not_before: Instant::now(),
         hold: None,
         said_fs: false,
+        cancelled_by: None,
         said_unreadable: 0,
     };
     let setup = Setup {
@@ -370,6 +374,9 @@ impl Client<'_> {
             // At most once a tick, however fast the agent talks.
             if self.looked.is_none_or(|t| t.elapsed() >= TICK) {
                 self.looked = Some(Instant::now());
+                if let Some(by) = cancel::take(&self.plan.project, self.role()) {
+                    self.cancel(&by, say)?;
+                }
                 self.decisions(say)?;
                 if self.prompt.is_none() {
                     self.maybe_prompt(say)?;
@@ -455,6 +462,15 @@ impl Client<'_> {
                 Err(e) => crate::text::escape(e),
             }
         ));
+        if let Some(by) = self.cancelled_by.take() {
+            self.hold = Some(after);
+            self.stalls = 0;
+            say(&format!(
+                "{}: {by} cancelled the turn; its item stays where it is; not prompted again until its inbox changes",
+                self.role()
+            ));
+            return;
+        }
         if pending(&wt) && after[1] > 0 {
             if let Some(asked) = asked_a_person(self.plan, self.role()) {
                 self.hold = Some(after);
@@ -631,6 +647,40 @@ impl Client<'_> {
         };
         say(&format!("{}: {line}", self.role()));
         self.rec.note(&line);
+    }
+
+    /// `swarm cancel` by `by`: `session/cancel` for the running turn (its
+    /// permission requests answered `cancelled` and withdrawn from the
+    /// person), and the answer the command waits for.
+    fn cancel(&mut self, by: &str, say: &mut dyn FnMut(&str)) -> Result<()> {
+        let text = if self.prompt.is_some() {
+            self.conn
+                .notify("session/cancel", json!({"sessionId": self.session}))
+                .map_err(|e| self.io(e))?;
+            for (a, _) in std::mem::take(&mut self.asked) {
+                self.conn
+                    .respond(&a.request, json!({"outcome": {"outcome": "cancelled"}}))
+                    .map_err(|e| self.io(e))?;
+                if let Err(e) = permission::withdraw(self.plan, &a, "the turn was cancelled") {
+                    say(&format!(
+                        "{}: cannot withdraw {}: {e}",
+                        self.role(),
+                        a.clarify
+                    ));
+                }
+            }
+            self.cancelled_by = Some(by.to_string());
+            format!(
+                "{by} cancelled prompt {} of session {} (session/cancel sent); its item stays where it is",
+                self.prompts, self.session
+            )
+        } else {
+            format!("{by} asked to cancel, but no turn runs")
+        };
+        say(&format!("{}: {text}", self.role()));
+        self.rec.note(&text);
+        cancel::answer(&self.plan.project, self.role(), &text);
+        Ok(())
     }
 
     /// The agent is gone: every request still waiting for a person is
