@@ -618,6 +618,59 @@ fn gemini_cli_over_acp_waits_for_a_persons_decision_on_each_permission() {
     assert_eq!(said.matches("decided").count(), 2, "{said}");
 }
 
+/// A swarm of one `coder` over ACP whose `gemini` is `script` (a scripted
+/// agent first on PATH) and a person, `owner`, up headless. Fields drop in
+/// order: the guard's `swarm down` runs while the project still exists.
+struct FakeSwarm {
+    _guard: crate::support::SwarmGuard,
+    d: crate::support::Project,
+    _bin: tempfile::TempDir,
+}
+
+impl FakeSwarm {
+    fn up(script: &str) -> FakeSwarm {
+        let d = crate::support::Project::empty();
+        let guard = crate::support::SwarmGuard::new(&d.root);
+        d.write(
+            "swarm.yaml",
+            "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: gemini\n    runtime: acp\n    worktree: coder\n  - name: owner\n    agent: human\n",
+        );
+        d.swarm(&["init"]).ok();
+        let bin = tempfile::tempdir().unwrap();
+        let fake = bin.path().join("gemini");
+        std::fs::write(&fake, script).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = format!(
+            "{}:{}",
+            bin.path().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        d.cmd("swarm")
+            .args(["up", "--no-tmux", "--detach"])
+            .env("PATH", &path)
+            .run()
+            .ok();
+        FakeSwarm {
+            _guard: guard,
+            d,
+            _bin: bin,
+        }
+    }
+}
+
+/// The ids of the clarifies from `coder` open in `swarm status`.
+fn open_clarifies(d: &crate::support::Project) -> Vec<String> {
+    let st = d.swarm(&["status", "--json"]).json();
+    st["attention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "clarify" && a["from"] == "coder")
+        .map(|a| a["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// A hostile ACP agent, as `gemini`: it answers `initialize` and
 /// `session/new`, then, in its first prompt turn, writes lines that are
 /// not JSON-RPC (one of 5 MB), asks the client for files inside and
@@ -661,28 +714,8 @@ exec cat >>"$log"
 /// later decision on one of the waiting requests still reaches the agent.
 #[test]
 fn a_hostile_acp_agent_is_bounded_and_gets_no_files_terminals_or_decisions() {
-    let d = crate::support::Project::empty();
-    let _guard = crate::support::SwarmGuard::new(&d.root);
-    d.write(
-        "swarm.yaml",
-        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: gemini\n    runtime: acp\n    worktree: coder\n  - name: owner\n    agent: human\n",
-    );
-    d.swarm(&["init"]).ok();
-    let bin = tempfile::tempdir().unwrap();
-    let fake = bin.path().join("gemini");
-    std::fs::write(&fake, HOSTILE_AGENT).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.path().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    d.cmd("swarm")
-        .args(["up", "--no-tmux", "--detach"])
-        .env("PATH", &path)
-        .run()
-        .ok();
+    let f = FakeSwarm::up(HOSTILE_AGENT);
+    let d = &f.d;
     d.send("owner", &draft("coder", "a task for a hostile agent"))
         .ok();
     let wt = d.role_dir("coder");
@@ -713,15 +746,8 @@ fn a_hostile_acp_agent_is_bounded_and_gets_no_files_terminals_or_decisions() {
     assert!(!d.root.join(".swarmforge/planted").exists());
     assert_eq!(answer("p0")["result"]["outcome"]["outcome"], "cancelled");
     assert_eq!(answer("q9")["result"]["outcome"]["optionId"], "r");
-    let st = d.swarm(&["status", "--json"]).json();
-    let asked: Vec<String> = st["attention"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| a["kind"] == "clarify" && a["from"] == "coder")
-        .map(|a| a["id"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(asked.len(), 8, "{st:#}");
+    let asked = open_clarifies(d);
+    assert_eq!(asked.len(), 8, "{asked:?}");
 
     let recs = activity();
     let notes = notes(&recs);
@@ -771,15 +797,7 @@ fn a_hostile_acp_agent_is_bounded_and_gets_no_files_terminals_or_decisions() {
     );
     // The swarm goes down: the seven requests still open are withdrawn.
     d.swarm(&["down"]).ok();
-    let open = || {
-        let st = d.swarm(&["status", "--json"]).json();
-        st["attention"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|a| a["kind"] == "clarify" && a["from"] == "coder")
-            .count()
-    };
+    let open = || open_clarifies(d).len();
     crate::support::wait_until(
         std::time::Duration::from_secs(30),
         "the open requests are withdrawn",
@@ -837,28 +855,8 @@ exec cat >>"$log"
 /// again. The journal has each grant, use and revoke with who.
 #[test]
 fn allow_always_is_a_persons_remembered_per_role_and_tool_and_revocable() {
-    let d = crate::support::Project::empty();
-    let _guard = crate::support::SwarmGuard::new(&d.root);
-    d.write(
-        "swarm.yaml",
-        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: gemini\n    runtime: acp\n    worktree: coder\n  - name: owner\n    agent: human\n",
-    );
-    d.swarm(&["init"]).ok();
-    let bin = tempfile::tempdir().unwrap();
-    let fake = bin.path().join("gemini");
-    std::fs::write(&fake, HOSTILE_ALWAYS).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.path().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    d.cmd("swarm")
-        .args(["up", "--no-tmux", "--detach"])
-        .env("PATH", &path)
-        .run()
-        .ok();
+    let f = FakeSwarm::up(HOSTILE_ALWAYS);
+    let d = &f.d;
     d.send("owner", &draft("coder", "a task for a hostile agent"))
         .ok();
     let wt = d.role_dir("coder");
@@ -885,16 +883,7 @@ fn allow_always_is_a_persons_remembered_per_role_and_tool_and_revocable() {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
     };
-    let open = || -> Vec<String> {
-        let st = d.swarm(&["status", "--json"]).json();
-        st["attention"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|a| a["kind"] == "clarify" && a["from"] == "coder")
-            .map(|a| a["id"].as_str().unwrap().to_string())
-            .collect()
-    };
+    let open = || open_clarifies(d);
     let next_open = |seen: &[String]| -> String {
         let mut got = None;
         crate::support::wait_until(
@@ -1029,39 +1018,11 @@ exec cat >>"$log"
 /// process; an agent may not cancel; a second cancel says no turn runs.
 #[test]
 fn swarm_cancel_sends_session_cancel_and_the_item_stays_in_process() {
-    let d = crate::support::Project::empty();
-    let _guard = crate::support::SwarmGuard::new(&d.root);
-    d.write(
-        "swarm.yaml",
-        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: gemini\n    runtime: acp\n    worktree: coder\n  - name: owner\n    agent: human\n",
-    );
-    d.swarm(&["init"]).ok();
-    let bin = tempfile::tempdir().unwrap();
-    let fake = bin.path().join("gemini");
-    std::fs::write(&fake, CANCELLABLE_AGENT).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.path().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    d.cmd("swarm")
-        .args(["up", "--no-tmux", "--detach"])
-        .env("PATH", &path)
-        .run()
-        .ok();
+    let f = FakeSwarm::up(CANCELLABLE_AGENT);
+    let d = &f.d;
     d.send("owner", &draft("coder", "run the long tests")).ok();
     let wt = d.role_dir("coder");
-    let open = || -> usize {
-        let st = d.swarm(&["status", "--json"]).json();
-        st["attention"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|a| a["kind"] == "clarify" && a["from"] == "coder")
-            .count()
-    };
+    let open = || open_clarifies(d).len();
     crate::support::wait_until(
         std::time::Duration::from_secs(60),
         "the turn runs and its permission request waits",
