@@ -1,27 +1,80 @@
-//! `runtime: acp` with the real Gemini CLI (`gemini --acp`, the pinned
-//! version) against the scripted model on 127.0.0.1 (docs/agents.md, "The
-//! ACP runtime"): `swarm acp` starts it confined, opens one session in the
+//! `runtime: acp` with the real Gemini CLI (`gemini --acp`), Claude Code
+//! through its adapter (`claude-agent-acp`) and Codex through its adapter
+//! (`codex-acp`), the pinned versions, against the scripted model on
+//! 127.0.0.1 (docs/agents.md, "The ACP runtime"): `swarm acp` starts it confined, opens one session in the
 //! role's worktree and prompts it when work waits; a tool call the CLI
 //! asks permission for waits for a person's `swarm answer`, and the
 //! person's choice, not anything the agent writes, goes back to the CLI.
 //! HOME never ran the CLI; nothing is typed into a screen.
-//! Without the CLIs a test is skipped with a NOTE (a failure under CI=true).
+//! Without the CLIs or the adapters a test is skipped with a NOTE (a
+//! failure under CI=true).
+
+use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
 use crate::headless::{activity, up_headless as up};
-use crate::real_agents::{agent_bin, draft, strings, RealSwarm};
+use crate::real_agents::{agent_bin, claude_write, codex_args, draft, strings, RealSwarm};
 use crate::support::model_server::Usage;
 use crate::support::Step;
 
-/// A swarm of one `coder` running Gemini CLI over ACP and a person,
-/// `owner`; `extra` lines go into the coder's entry.
-fn swarm(extra: &str) -> Option<RealSwarm> {
-    let bin = agent_bin("gemini")?;
+/// `<acp-clis>/node_modules/.bin`, holding the ACP adapter of `cli`
+/// (`.ci/run` installs them pinned into target/acp-clis, or the folder
+/// `SWARM_ACP_CLIS` names), or None after a NOTE.
+#[track_caller]
+fn adapter_bin(cli: &str) -> Option<PathBuf> {
+    let program = if cli == "claude" {
+        "claude-agent-acp"
+    } else {
+        "codex-acp"
+    };
+    let bin = crate::support::acp_clis_dir().join("node_modules/.bin");
+    let probe = if bin.join(program).is_file() {
+        Ok(bin.clone())
+    } else {
+        Err(format!("{} is missing", bin.join(program).display()))
+    };
+    crate::support::require_capability(
+        &format!("run the {program} ACP adapter"),
+        "run .ci/run, which installs the pinned adapters with npm into target/acp-clis",
+        probe,
+    )
+}
+
+/// A swarm of one `coder` running `cli` over ACP (its adapter first on
+/// PATH for Claude Code and Codex; Codex pointed at the scripted model by
+/// its `args:`) and a person, `owner`; `extra` lines go into the coder's
+/// entry.
+fn swarm_of(cli: &str, extra: &str) -> Option<RealSwarm> {
+    let bin = agent_bin(cli)?;
+    let adapter = match cli {
+        "gemini" => None,
+        _ => Some(adapter_bin(cli)?),
+    };
+    let args = match cli {
+        "codex" => format!("\n    args: {}", codex_args("coder")),
+        _ => String::new(),
+    };
     let yaml = format!(
-        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: gemini\n    runtime: acp\n    worktree: coder\n    description: implements each task\n    wake: queue{extra}\n  - name: owner\n    agent: human\n"
+        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: {cli}\n    runtime: acp\n    worktree: coder\n    description: implements each task\n    wake: queue{args}{extra}\n  - name: owner\n    agent: human\n"
     );
-    Some(RealSwarm::init(&yaml, bin))
+    let mut s = RealSwarm::init(&yaml, bin);
+    s.path_first.extend(adapter);
+    Some(s)
+}
+
+/// [`swarm_of`] Gemini CLI.
+fn swarm(extra: &str) -> Option<RealSwarm> {
+    swarm_of("gemini", extra)
+}
+
+/// The model's steps for `cli`'s coder, pointed at the scripted model.
+fn script(s: &RealSwarm, cli: &str, steps: Vec<Step>) {
+    match cli {
+        "claude" => s.claude("coder", steps),
+        "codex" => s.codex("coder", steps),
+        _ => s.gemini("coder", steps),
+    }
 }
 
 fn count(recs: &[Value], kind: &str) -> usize {
@@ -74,15 +127,16 @@ fn two_items(first: &str, second: &str) -> Vec<Step> {
 /// prompt's request carries the first item's conversation; the activity
 /// shows both turns and their tool calls from the protocol; the usage
 /// journal holds what the server reported, to the token.
-fn items_in_one_session(tmux: bool) {
+fn items_in_one_session(cli: &str, tmux: bool) {
     if tmux && !crate::support::require_tool("tmux", "apt-get install -y tmux") {
         return;
     }
-    let Some(mut s) = swarm("") else {
+    let Some(mut s) = swarm_of(cli, "") else {
         return;
     };
-    s.gemini(
-        "coder",
+    script(
+        &s,
+        cli,
         two_items("Finished the first task.", "Finished the second task."),
     );
     if tmux {
@@ -97,7 +151,7 @@ fn items_in_one_session(tmux: bool) {
     });
     let session =
         std::fs::read_to_string(s.d.root.join(".swarmforge/agents/coder/session")).unwrap();
-    assert!(session.starts_with("gemini "), "{session}");
+    assert!(session.starts_with(&format!("{cli} ")), "{session}");
     s.d.send("owner", &draft("coder", "second task: add --help"))
         .ok();
     s.wait("the second item is finished and its turn ended", || {
@@ -126,40 +180,95 @@ fn items_in_one_session(tmux: bool) {
         .all(|r| r["status"] == "ok"));
     let has =
         |kind: &str, f: &dyn Fn(&Value) -> bool| recs.iter().any(|r| r["kind"] == kind && f(r));
-    assert!(has("tool_call", &|r| r["text"]
-        .as_str()
-        .is_some_and(|t| t.contains("ready_for_next.sh"))));
+    assert!(
+        has("tool_call", &|r| r["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("ready_for_next.sh"))),
+        "{recs:#?}"
+    );
     assert!(has("tool_result", &|r| r["status"] == "ok"
         && r["id"].is_string()));
     assert!(has("text", &|r| r["text"] == "Finished the second task."));
     assert_eq!(s.status_of("coder")["activity"], "idle");
 
     let usage = recorded(&s);
+    if cli == "codex" {
+        // Codex's adapter (0.16) reports no token usage, only the
+        // context's fill: nothing is recorded, and the activity says so.
+        assert!(usage.is_empty(), "{usage:#?}");
+        let said = notes(&recs);
+        assert_eq!(
+            said.matches("the agent reports no token usage for its turns")
+                .count(),
+            1,
+            "{said}"
+        );
+        s.d.swarm(&["audit", "--check"]).ok();
+        return;
+    }
     assert_eq!(usage.len(), 2, "{usage:#?}");
     assert!(usage
         .iter()
-        .all(|u| u["source"] == "gemini" && u["id"].is_string() && u["thread"].is_string()));
+        .all(|u| u["source"] == cli && u["id"].is_string() && u["thread"].is_string()));
     assert_ne!(usage[0]["id"], usage[1]["id"]);
-    let got = usage.iter().fold((0, 0), |(i, o), u| {
-        (
-            i + u["input_tokens"].as_u64().unwrap(),
-            o + u["output_tokens"].as_u64().unwrap(),
-        )
-    });
-    assert_eq!(got, reported(&s), "{usage:#?}");
+    if cli == "gemini" {
+        let got = usage.iter().fold((0, 0), |(i, o), u| {
+            (
+                i + u["input_tokens"].as_u64().unwrap(),
+                o + u["output_tokens"].as_u64().unwrap(),
+            )
+        });
+        assert_eq!(got, reported(&s), "{usage:#?}");
+    } else {
+        // Every figure apart, as the adapter reports the turn's main
+        // model calls.
+        let got = usage.iter().fold(Usage::default(), |mut t, u| {
+            t.input += u["input_tokens"].as_u64().unwrap();
+            t.output += u["output_tokens"].as_u64().unwrap();
+            t.cache_read += u["cache_read_tokens"].as_u64().unwrap();
+            t.cache_write += u["cache_write_tokens"].as_u64().unwrap();
+            t
+        });
+        let want = s
+            .model
+            .turns("coder")
+            .iter()
+            .filter(|r| !r["usage"].is_null())
+            .map(|r| Usage::from_log(&r["usage"]))
+            .fold(Usage::default(), |mut t, u| {
+                t.input += u.input;
+                t.output += u.output;
+                t.cache_read += u.cache_read;
+                t.cache_write += u.cache_write;
+                t
+            });
+        assert_eq!(got, want, "{usage:#?}");
+    }
     s.d.swarm(&["audit", "--check"]).ok();
 }
 
 #[test]
 fn gemini_cli_over_acp_takes_and_finishes_items_in_one_session() {
-    items_in_one_session(false);
+    items_in_one_session("gemini", false);
+}
+
+/// The same with Claude Code through its pinned adapter.
+#[test]
+fn claude_code_over_acp_takes_and_finishes_items_in_one_session() {
+    items_in_one_session("claude", false);
+}
+
+/// The same with Codex through its pinned adapter.
+#[test]
+fn codex_over_acp_takes_and_finishes_items_in_one_session() {
+    items_in_one_session("codex", false);
 }
 
 /// The same in a tmux swarm: the role's pane runs `swarm acp`; nothing is
 /// typed into the agent, and no trust dialog waits (none is answered).
 #[test]
 fn gemini_cli_over_acp_in_a_tmux_pane_takes_and_finishes_items() {
-    items_in_one_session(true);
+    items_in_one_session("gemini", true);
 }
 
 /// A swarm restarted loads the role's session again where the agent can:
@@ -252,6 +361,145 @@ fn open_permission(s: &RealSwarm, not: &[String]) -> Option<(String, Vec<String>
     })
 }
 
+/// Waits for the next permission clarify from `coder` not in `seen`.
+fn next_permission(s: &RealSwarm, seen: &[String]) -> (String, Vec<String>) {
+    let mut got = None;
+    s.wait("a permission request waits for owner", || {
+        got = open_permission(s, seen);
+        got.is_some()
+    });
+    got.unwrap()
+}
+
+/// For each of `kinds` in turn: the next permission request waits in
+/// `swarm inbox` (the person's), and the person answers it with the
+/// option of that kind (`allow_once`, `reject_once`). Returns the
+/// clarifies' ids.
+fn decide_each(s: &RealSwarm, kinds: &[&str]) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    for kind in kinds {
+        let (id, options) = next_permission(s, &seen);
+        let inbox = s.swarm(&["inbox", "--json"]);
+        assert!(
+            inbox.stdout.contains(&id) && inbox.stdout.contains("Permission: coder's agent asks"),
+            "{}",
+            inbox.stdout
+        );
+        let n = options
+            .iter()
+            .position(|o| o.ends_with(&format!("({kind})")))
+            .unwrap_or_else(|| panic!("no {kind} option in {options:?}"))
+            + 1;
+        let r = s.swarm(&["answer", &id, "--choice", &n.to_string()]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        seen.push(id);
+    }
+    seen
+}
+
+/// Claude Code through its adapter under `permission: ask` (its session
+/// in mode `default`): each Write waits for the person as a clarify with
+/// the adapter's three options; the first allowed once, the second
+/// rejected; only the first file is written and the model is told the
+/// second was refused; the activity says who decided what.
+#[test]
+fn claude_code_over_acp_asks_a_person_who_allows_once_and_rejects() {
+    let Some(s) = swarm_of("claude", "\n    permission: ask") else {
+        return;
+    };
+    let wt = s.wt("coder");
+    s.claude(
+        "coder",
+        vec![
+            Step::shell("ready_for_next.sh"),
+            claude_write(&wt, "allowed.txt", "allowed"),
+            claude_write(&wt, "rejected.txt", "rejected"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Done as far as I was allowed."),
+        ],
+    );
+    up(&s);
+    s.d.send("owner", &draft("coder", "write two files")).ok();
+    let (first, options) = next_permission(&s, &[]);
+    assert_eq!(
+        options,
+        [
+            "Always Allow (allow_always)",
+            "Allow (allow_once)",
+            "Reject (reject_once)"
+        ]
+    );
+    let ids = decide_each(&s, &["allow_once", "reject_once"]);
+    assert_eq!(ids[0], first);
+    s.wait("the item is finished", || {
+        s.completed("coder") == 1 && count(&activity(&s), "turn_end") == 1
+    });
+    assert_eq!(
+        std::fs::read_to_string(wt.join("allowed.txt")).unwrap(),
+        "allowed"
+    );
+    assert!(
+        !wt.join("rejected.txt").exists(),
+        "the rejected write happened"
+    );
+    let told = strings(&s.turn("coder", 3)["body"]["messages"]);
+    assert!(
+        told.contains("rejected.txt") && told.to_lowercase().contains("refused"),
+        "the model was not told the write was rejected:\n{told}"
+    );
+    let said = notes(&activity(&s));
+    assert!(
+        said.contains(&format!(
+            "owner decided Allow (allow_once) (clarify {})",
+            ids[0]
+        )) && said.contains(&format!(
+            "owner decided Reject (reject_once) (clarify {})",
+            ids[1]
+        )),
+        "{said}"
+    );
+}
+
+/// Codex through its adapter under `permission: ask` (approval policy
+/// `untrusted`): each command that is not a known safe one waits for the
+/// person; the wrappers are allowed once, a `touch` is rejected and does
+/// not happen, and the model is told so.
+#[test]
+fn codex_over_acp_asks_a_person_who_allows_once_and_rejects() {
+    let Some(s) = swarm_of("codex", "\n    permission: ask") else {
+        return;
+    };
+    let wt = s.wt("coder");
+    s.codex(
+        "coder",
+        vec![
+            Step::shell("ready_for_next.sh"),
+            Step::shell("touch rejected.txt"),
+            Step::shell("done_with_current.sh"),
+            Step::text("Done as far as I was allowed."),
+        ],
+    );
+    up(&s);
+    s.d.send("owner", &draft("coder", "touch a file")).ok();
+    let ids = decide_each(&s, &["allow_once", "reject_once", "allow_once"]);
+    s.wait("the item is finished", || {
+        s.completed("coder") == 1 && count(&activity(&s), "turn_end") == 1
+    });
+    assert!(
+        !wt.join("rejected.txt").exists(),
+        "the rejected command ran"
+    );
+    let told = crate::real_agents::input_text(&s.turn("coder", 2));
+    assert!(
+        told.to_lowercase().contains("reject"),
+        "the model was not told the command was rejected:\n{told}"
+    );
+    let said = notes(&activity(&s));
+    for (id, kind) in ids.iter().zip(["allow_once", "reject_once", "allow_once"]) {
+        assert!(said.contains(&format!("({kind}) (clarify {id})")), "{said}");
+    }
+}
+
 /// Gemini CLI under `permission: ask` asks before it writes a file: each
 /// request waits for the person as a clarify listing the options Gemini
 /// offered. The person allows the first write once; the second is
@@ -287,14 +535,7 @@ fn gemini_cli_over_acp_waits_for_a_persons_decision_on_each_permission() {
     );
     up(&s);
     s.d.send("owner", &draft("coder", "write three files")).ok();
-    let next = |seen: &[String]| {
-        let mut got = None;
-        s.wait("a permission request waits for owner", || {
-            got = open_permission(&s, seen);
-            got.is_some()
-        });
-        got.unwrap()
-    };
+    let next = |seen: &[String]| next_permission(&s, seen);
     let (first, options) = next(&[]);
     assert_eq!(
         options,
@@ -377,6 +618,59 @@ fn gemini_cli_over_acp_waits_for_a_persons_decision_on_each_permission() {
     assert_eq!(said.matches("decided").count(), 2, "{said}");
 }
 
+/// A swarm of one `coder` over ACP whose `gemini` is `script` (a scripted
+/// agent first on PATH) and a person, `owner`, up headless. Fields drop in
+/// order: the guard's `swarm down` runs while the project still exists.
+struct FakeSwarm {
+    _guard: crate::support::SwarmGuard,
+    d: crate::support::Project,
+    _bin: tempfile::TempDir,
+}
+
+impl FakeSwarm {
+    fn up(script: &str) -> FakeSwarm {
+        let d = crate::support::Project::empty();
+        let guard = crate::support::SwarmGuard::new(&d.root);
+        d.write(
+            "swarm.yaml",
+            "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: gemini\n    runtime: acp\n    worktree: coder\n  - name: owner\n    agent: human\n",
+        );
+        d.swarm(&["init"]).ok();
+        let bin = tempfile::tempdir().unwrap();
+        let fake = bin.path().join("gemini");
+        std::fs::write(&fake, script).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = format!(
+            "{}:{}",
+            bin.path().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        d.cmd("swarm")
+            .args(["up", "--no-tmux", "--detach"])
+            .env("PATH", &path)
+            .run()
+            .ok();
+        FakeSwarm {
+            _guard: guard,
+            d,
+            _bin: bin,
+        }
+    }
+}
+
+/// The ids of the clarifies from `coder` open in `swarm status`.
+fn open_clarifies(d: &crate::support::Project) -> Vec<String> {
+    let st = d.swarm(&["status", "--json"]).json();
+    st["attention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "clarify" && a["from"] == "coder")
+        .map(|a| a["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// A hostile ACP agent, as `gemini`: it answers `initialize` and
 /// `session/new`, then, in its first prompt turn, writes lines that are
 /// not JSON-RPC (one of 5 MB), asks the client for files inside and
@@ -420,28 +714,8 @@ exec cat >>"$log"
 /// later decision on one of the waiting requests still reaches the agent.
 #[test]
 fn a_hostile_acp_agent_is_bounded_and_gets_no_files_terminals_or_decisions() {
-    let d = crate::support::Project::empty();
-    let _guard = crate::support::SwarmGuard::new(&d.root);
-    d.write(
-        "swarm.yaml",
-        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: gemini\n    runtime: acp\n    worktree: coder\n  - name: owner\n    agent: human\n",
-    );
-    d.swarm(&["init"]).ok();
-    let bin = tempfile::tempdir().unwrap();
-    let fake = bin.path().join("gemini");
-    std::fs::write(&fake, HOSTILE_AGENT).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.path().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    d.cmd("swarm")
-        .args(["up", "--no-tmux", "--detach"])
-        .env("PATH", &path)
-        .run()
-        .ok();
+    let f = FakeSwarm::up(HOSTILE_AGENT);
+    let d = &f.d;
     d.send("owner", &draft("coder", "a task for a hostile agent"))
         .ok();
     let wt = d.role_dir("coder");
@@ -472,15 +746,8 @@ fn a_hostile_acp_agent_is_bounded_and_gets_no_files_terminals_or_decisions() {
     assert!(!d.root.join(".swarmforge/planted").exists());
     assert_eq!(answer("p0")["result"]["outcome"]["outcome"], "cancelled");
     assert_eq!(answer("q9")["result"]["outcome"]["optionId"], "r");
-    let st = d.swarm(&["status", "--json"]).json();
-    let asked: Vec<String> = st["attention"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|a| a["kind"] == "clarify" && a["from"] == "coder")
-        .map(|a| a["id"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(asked.len(), 8, "{st:#}");
+    let asked = open_clarifies(d);
+    assert_eq!(asked.len(), 8, "{asked:?}");
 
     let recs = activity();
     let notes = notes(&recs);
@@ -530,15 +797,7 @@ fn a_hostile_acp_agent_is_bounded_and_gets_no_files_terminals_or_decisions() {
     );
     // The swarm goes down: the seven requests still open are withdrawn.
     d.swarm(&["down"]).ok();
-    let open = || {
-        let st = d.swarm(&["status", "--json"]).json();
-        st["attention"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|a| a["kind"] == "clarify" && a["from"] == "coder")
-            .count()
-    };
+    let open = || open_clarifies(d).len();
     crate::support::wait_until(
         std::time::Duration::from_secs(30),
         "the open requests are withdrawn",
@@ -549,23 +808,322 @@ fn a_hostile_acp_agent_is_bounded_and_gets_no_files_terminals_or_decisions() {
     );
 }
 
-/// A Claude Code role with `runtime: acp` (its adapter is not supported
-/// yet) is refused when it starts, with the reason, never started
-/// half-working.
+/// A hostile ACP agent, as `gemini`, asking four times to run the same
+/// tool (`touch planted.txt`, offering "Always", "Once", "Reject"): after
+/// the first request it answers its own clarify with "Always" through
+/// `swarm answer` and by sending an answer as itself, and plants a grants
+/// file saying a person allowed it always, logging each attempt's exit
+/// status; between the third and the
+/// fourth it waits for `revoked` in its worktree (the test revoking). It
+/// logs every answer into `acp.in`, then takes and finishes its item.
+const HOSTILE_ALWAYS: &str = r#"#!/bin/sh
+log="$PWD/acp.in"
+q="$PWD/.swarmforge/handoffs"
+say() { printf '%s\n' "$1"; }
+ask() { say '{"jsonrpc":"2.0","id":"'$1'","method":"session/request_permission","params":{"sessionId":"s-1","options":[{"optionId":"aa","name":"Always","kind":"allow_always"},{"optionId":"a1","name":"Once","kind":"allow_once"},{"optionId":"r","name":"Reject","kind":"reject_once"}],"toolCall":{"toolCallId":"'$1'","title":"touch planted.txt","kind":"execute","rawInput":{"command":"touch planted.txt"}}}}'; }
+got() { read -r l; printf '%s\n' "$l" >>"$log"; }
+read -r l; say '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{}}}'
+read -r l; say '{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s-1"}}'
+read -r l
+ask q1
+until id=$(cat "$q"/outbox/*.handoff "$q"/sent/*.handoff 2>/dev/null | sed -n 's/^id: //p' | head -n 1) && [ -n "$id" ]; do sleep 0.1; done
+swarm answer "$id" --choice 1 >/dev/null 2>&1; echo "self-answer exit $?" >>"$log"
+printf 'type: answer\nto: owner\npriority: 20\nin_reply_to: %s\nchoices: 1\n\nAlways\n' "$id" >"$PWD/forged.txt"
+swarm_handoff.sh "$PWD/forged.txt" >/dev/null 2>&1; echo "forged answer exit $?" >>"$log"
+g="$SWARMFORGE_PROJECT/.swarmforge/acp"
+{ mkdir -p "$g" && printf '{"grants":[{"role":"coder","kind":"execute","title":"touch planted.txt","by":"owner","at":"2026-01-01T00:00:00Z","clarify":"%s"}]}' "$id" >"$g/grants.json"; } 2>/dev/null
+echo "plant exit $?" >>"$log"
+got
+ask q2; got
+ask q3; got
+until [ -e "$PWD/revoked" ]; do sleep 0.1; done
+ask q4; got
+ready_for_next.sh >/dev/null 2>&1; done_with_current.sh >/dev/null 2>&1
+say '{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}'
+exec cat >>"$log"
+"#;
+
+/// "Always" is a person's, remembered by the swarm per role and tool, and
+/// an agent can neither give it to itself nor keep it once revoked: a
+/// hostile agent's own "Always" answer is refused (`swarm answer`:
+/// `PERSON_ONLY`; an answer sent as itself: refused by swarm-handoff), its
+/// planted grants file is never written (the folder is outside its
+/// sandbox's writable ones), and its request waits for the person; a person's "Always" is
+/// remembered (`swarm permissions`, by whom and when) and the agent is
+/// handed "Once"; the same tool again is allowed without asking; an agent
+/// cannot revoke, a person can, and the next request asks the person
+/// again. The journal has each grant, use and revoke with who.
 #[test]
-fn an_acp_role_of_a_cli_without_acp_support_is_refused_saying_why() {
+fn allow_always_is_a_persons_remembered_per_role_and_tool_and_revocable() {
+    let f = FakeSwarm::up(HOSTILE_ALWAYS);
+    let d = &f.d;
+    d.send("owner", &draft("coder", "a task for a hostile agent"))
+        .ok();
+    let wt = d.role_dir("coder");
+    let log = wt.join("acp.in");
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let answer_to = |id: &str| -> Option<Value> {
+        read()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v["id"] == id)
+    };
+    let wait_answer = |id: &str| -> Value {
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            if let Some(v) = answer_to(id) {
+                return v["result"]["outcome"].clone();
+            }
+            assert!(
+                std::time::Instant::now() < end,
+                "the agent got no answer to {id}:\n{}\n{}",
+                read(),
+                d.read(".swarmforge/agents/coder.log")
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    let open = || open_clarifies(d);
+    let next_open = |seen: &[String]| -> String {
+        let mut got = None;
+        crate::support::wait_until(
+            std::time::Duration::from_secs(60),
+            "a permission request waits for owner",
+            || {
+                got = open().into_iter().find(|id| !seen.contains(id));
+                got.is_some()
+            },
+        );
+        got.unwrap()
+    };
+
+    // The agent answers its first request itself, both ways, and plants
+    // a grant: each refused; the request still waits for the person.
+    crate::support::wait_until(
+        std::time::Duration::from_secs(60),
+        "the agent's attempts are logged",
+        || read().contains("plant exit"),
+    );
+    let said = read();
+    assert!(
+        said.contains("self-answer exit 2") && said.contains("forged answer exit 2"),
+        "{said}"
+    );
+    assert!(!said.contains("plant exit 0"), "{said}");
+    assert!(!d.root.join(".swarmforge/acp/grants.json").exists());
+    assert!(answer_to("q1").is_none(), "{said}");
+    let perms = d.swarm(&["permissions", "--json"]).ok().json();
+    assert_eq!(perms["grants"], json!([]), "{perms:#}");
+    let q1 = next_open(&[]);
+    d.swarm(&["answer", &q1, "--choice", "3"]).ok();
+    assert_eq!(wait_answer("q1")["optionId"], "r");
+
+    // The person allows the second always: the agent is handed "once".
+    let mut seen = vec![q1];
+    let q2 = next_open(&seen);
+    seen.push(q2.clone());
+    d.swarm(&["answer", &q2, "--choice", "1"]).ok();
+    assert_eq!(wait_answer("q2")["optionId"], "a1");
+    let perms = d.swarm(&["permissions", "--json"]).ok().json();
+    let g = &perms["grants"][0];
+    assert_eq!(
+        (&g["role"], &g["kind"], &g["title"], &g["by"], &g["clarify"]),
+        (
+            &json!("coder"),
+            &json!("execute"),
+            &json!("touch planted.txt"),
+            &json!("owner"),
+            &json!(q2)
+        ),
+        "{perms:#}"
+    );
+    d.swarm(&["permissions"])
+        .ok()
+        .stdout_has("coder 1  execute: touch planted.txt  allowed by owner at");
+
+    // The same tool again: allowed without asking anyone.
+    assert_eq!(wait_answer("q3")["optionId"], "a1");
+    assert!(open().iter().all(|id| seen.contains(id)), "{:?}", open());
+
+    // An agent cannot revoke; a person can, and the next request asks.
+    let as_agent = d
+        .cmd("swarm")
+        .at(&wt)
+        .env("SWARMFORGE_ROLE", "coder")
+        .args(["permissions", "revoke", "coder", "1"])
+        .run();
+    assert_eq!(as_agent.code, 2, "{}", as_agent.stderr);
+    d.swarm(&["permissions", "revoke", "coder", "1"])
+        .ok()
+        .stdout_has("revoked: coder may no longer run execute: touch planted.txt");
+    std::fs::write(wt.join("revoked"), "").unwrap();
+    let q4 = next_open(&seen);
+    d.swarm(&["answer", &q4, "--choice", "3"]).ok();
+    assert_eq!(wait_answer("q4")["optionId"], "r");
+    assert_eq!(
+        d.swarm(&["permissions", "--json"]).ok().json()["grants"],
+        json!([])
+    );
+
+    let events = d.read(".swarmforge/daemon/events.jsonl");
+    let ev: Vec<Value> = events
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| {
+            e["kind"]
+                .as_str()
+                .is_some_and(|k| k.starts_with("permission_"))
+        })
+        .collect();
+    let kinds: Vec<&str> = ev.iter().filter_map(|e| e["kind"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "permission_always",
+            "permission_allowed",
+            "permission_revoked"
+        ],
+        "{ev:#?}"
+    );
+    assert!(
+        ev.iter()
+            .all(|e| e["from"] == "owner" && e["recipient"] == "coder" && e["id"] == q2.as_str()),
+        "{ev:#?}"
+    );
+}
+
+/// An ACP agent, as `gemini`, whose turn runs until it is cancelled: it
+/// takes its item, starts a tool call and asks permission for it, then
+/// waits for `session/cancel`, says what it stopped and ends the turn
+/// `cancelled`. Everything the client sends it goes into `acp.in`.
+const CANCELLABLE_AGENT: &str = r#"#!/bin/sh
+log="$PWD/acp.in"
+say() { printf '%s\n' "$1"; }
+read -r l; say '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{}}}'
+read -r l; say '{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s-1"}}'
+read -r l; printf '%s\n' "$l" >>"$log"
+ready_for_next.sh >/dev/null 2>&1
+say '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-1","update":{"sessionUpdate":"tool_call","toolCallId":"c1","title":"make test","kind":"execute","status":"in_progress","rawInput":{"command":"make test"}}}}'
+say '{"jsonrpc":"2.0","id":"p1","method":"session/request_permission","params":{"sessionId":"s-1","options":[{"optionId":"a","name":"Allow","kind":"allow_once"},{"optionId":"r","name":"Reject","kind":"reject_once"}],"toolCall":{"toolCallId":"c2","title":"rm -rf build","kind":"execute"}}}'
+while read -r l; do printf '%s\n' "$l" >>"$log"; case "$l" in *session/cancel*) break;; esac; done
+say '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Stopped make test: cancelled."}}}}'
+say '{"jsonrpc":"2.0","id":2,"result":{"stopReason":"cancelled"}}'
+exec cat >>"$log"
+"#;
+
+/// `swarm cancel <role>`: a person stops an ACP role's running turn. The
+/// agent gets `session/cancel` for its session, its permission request
+/// still waiting is answered `cancelled` and withdrawn from the person,
+/// the turn ends `cancelled` with what the agent said, the item stays in
+/// process; an agent may not cancel; a second cancel says no turn runs.
+#[test]
+fn swarm_cancel_sends_session_cancel_and_the_item_stays_in_process() {
+    let f = FakeSwarm::up(CANCELLABLE_AGENT);
+    let d = &f.d;
+    d.send("owner", &draft("coder", "run the long tests")).ok();
+    let wt = d.role_dir("coder");
+    let open = || open_clarifies(d).len();
+    crate::support::wait_until(
+        std::time::Duration::from_secs(60),
+        "the turn runs and its permission request waits",
+        || open() == 1,
+    );
+    let as_agent = d
+        .cmd("swarm")
+        .at(&wt)
+        .env("SWARMFORGE_ROLE", "coder")
+        .args(["cancel", "coder"])
+        .run();
+    assert_eq!(as_agent.code, 2, "{}", as_agent.stderr);
+
+    d.swarm(&["cancel", "coder"])
+        .ok()
+        .stdout_has("owner cancelled prompt 1 of session s-1 (session/cancel sent)");
+    let activity = || -> Vec<Value> {
+        d.swarm(&["activity", "--role", "coder", "--json"])
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    crate::support::wait_until(
+        std::time::Duration::from_secs(30),
+        "the turn ends cancelled",
+        || {
+            activity()
+                .iter()
+                .any(|r| r["kind"] == "turn_end" && r["status"] == "cancelled")
+        },
+    );
+    let got = std::fs::read_to_string(wt.join("acp.in")).unwrap();
+    let msgs: Vec<Value> = got
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert!(
+        msgs.iter()
+            .any(|m| m["method"] == "session/cancel" && m["params"]["sessionId"] == "s-1"),
+        "{got}"
+    );
+    crate::support::wait_until(
+        std::time::Duration::from_secs(30),
+        "the waiting request is answered cancelled",
+        || {
+            std::fs::read_to_string(wt.join("acp.in"))
+                .unwrap()
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .any(|m| m["id"] == "p1" && m["result"]["outcome"]["outcome"] == "cancelled")
+        },
+    );
+    let recs = activity();
+    let said = notes(&recs);
+    assert!(said.contains("owner cancelled prompt 1"), "{said}");
+    assert!(
+        recs.iter()
+            .any(|r| r["kind"] == "text" && r["text"] == "Stopped make test: cancelled."),
+        "{recs:#?}"
+    );
+    assert_eq!(
+        crate::support::handoff_names(&crate::support::hq(&wt, "inbox/in_process")).len(),
+        1
+    );
+    assert!(crate::support::handoff_names(&crate::support::hq(&wt, "inbox/completed")).is_empty());
+    crate::support::wait_until(
+        std::time::Duration::from_secs(30),
+        "the request is withdrawn from the person",
+        || {
+            d.deliver_once();
+            open() == 0
+        },
+    );
+    d.swarm(&["cancel", "coder"])
+        .ok()
+        .stdout_has("owner asked to cancel, but no turn runs");
+}
+
+/// A `swarm up` of one Claude Code role over ACP whose entry ends in
+/// `extra`, with `programs` (each a script that records that it ran) as
+/// the only agent programs on PATH: its result and the programs that ran.
+fn up_with_fakes(extra: &str, programs: &[&str]) -> (crate::support::Run, Vec<String>) {
     let d = crate::support::Project::empty();
     let _guard = crate::support::SwarmGuard::new(&d.root);
     d.write(
         "swarm.yaml",
-        "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    runtime: acp\n    worktree: coder\n  - name: owner\n    agent: human\n",
+        &format!("launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: claude\n    runtime: acp\n    worktree: coder{extra}\n  - name: owner\n    agent: human\n"),
     );
-    // A `claude` on PATH that must never run.
     let bin = tempfile::tempdir().unwrap();
-    let fake = bin.path().join("claude");
-    std::fs::write(&fake, "#!/bin/sh\necho ran >\"$PWD/claude.ran\"\n").unwrap();
+    let ran = tempfile::tempdir().unwrap();
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for p in programs {
+        let fake = bin.path().join(p);
+        std::fs::write(
+            &fake,
+            format!("#!/bin/sh\necho ran >{}\n", ran.path().join(p).display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     let path = format!(
         "{}:{}",
         bin.path().display(),
@@ -577,13 +1135,45 @@ fn an_acp_role_of_a_cli_without_acp_support_is_refused_saying_why() {
         .args(["up", "--no-tmux", "--detach"])
         .env("PATH", &path)
         .run();
-    assert!(!d.role_dir("coder").join("claude.ran").exists());
+    let mut names: Vec<String> = std::fs::read_dir(ran.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    (up, names)
+}
+
+/// A Claude Code role over ACP needs the adapter, not only `claude`:
+/// without `claude-agent-acp` on PATH, `swarm up` names it as the program
+/// to install and starts nothing.
+#[test]
+fn an_acp_role_without_its_adapter_is_refused_naming_the_adapter() {
+    let (up, ran) = up_with_fakes("", &["claude"]);
     assert_eq!(up.code, 1, "{}\n{}", up.stdout, up.stderr);
     assert!(
-        up.stderr.contains(
-            "`runtime: acp` runs Gemini CLI in this version; claude needs its ACP adapter"
-        ),
+        up.stderr
+            .contains("'claude-agent-acp' is required but not installed"),
         "{}",
         up.stderr
     );
+    assert!(ran.is_empty(), "{ran:?}");
+}
+
+/// `args:` are Claude Code's flags, which its adapter does not take: the
+/// role is refused with that said, its adapter never started.
+#[test]
+fn a_claude_code_acp_role_with_args_is_refused_saying_why() {
+    let (up, ran) = up_with_fakes(
+        "\n    args: [\"--verbose\"]",
+        &["claude", "claude-agent-acp"],
+    );
+    assert_eq!(up.code, 1, "{}\n{}", up.stdout, up.stderr);
+    assert!(
+        up.stderr
+            .contains("`args:` are Claude Code's flags, which its ACP adapter does not take"),
+        "{}",
+        up.stderr
+    );
+    assert!(ran.is_empty(), "{ran:?}");
 }

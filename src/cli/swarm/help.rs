@@ -34,7 +34,17 @@ pub const GROUPS: &[(&str, &[&str])] = &[
     (
         "A person's work",
         &[
-            "inbox", "answer", "approve", "deny", "pause", "resume", "card", "attach", "serve",
+            "inbox",
+            "answer",
+            "permissions",
+            "cancel",
+            "approve",
+            "deny",
+            "pause",
+            "resume",
+            "card",
+            "attach",
+            "serve",
         ],
     ),
     (

@@ -22,6 +22,7 @@ pub mod audit;
 pub mod bridge;
 pub mod budget;
 pub mod can_send;
+pub mod cancel;
 pub mod card;
 pub mod completions;
 pub mod cost;
@@ -42,6 +43,7 @@ pub mod man;
 pub mod mcp;
 pub mod otel;
 pub mod pause;
+pub mod permissions;
 pub mod prompt;
 pub mod receipts;
 pub mod release;
@@ -287,6 +289,10 @@ pub enum Command {
     Cost(cost::Args),
     /// Budgets' standing; `raise` lets a parked role go on
     Budget(budget::Args),
+    /// What ACP roles may run without asking; `revoke` takes it back
+    Permissions(permissions::Args),
+    /// Stop an ACP role's running turn (session/cancel); its item stays
+    Cancel(cancel::Args),
     /// Send traces (threads, copies, turns) to an OpenTelemetry collector
     Otel(otel::Args),
 }
@@ -350,6 +356,8 @@ pub fn run() -> i32 {
         Command::Activity(a) => activity::run(a),
         Command::Cost(a) => cost::run(a),
         Command::Budget(a) => budget::run(a),
+        Command::Permissions(a) => permissions::run(a),
+        Command::Cancel(a) => cancel::run(a),
         Command::Otel(a) => otel::run(a),
     }
 }

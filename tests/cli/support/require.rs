@@ -34,6 +34,17 @@ pub fn agent_clis_dir() -> PathBuf {
     std::fs::canonicalize(&dir).unwrap_or(dir)
 }
 
+/// Where the pinned ACP adapters are (`claude-agent-acp`, `codex-acp`):
+/// `SWARM_ACP_CLIS` when set, else the `target/acp-clis` `.ci/run`
+/// installs them into (their own cached folder), resolved as
+/// [`agent_clis_dir`] is.
+pub fn acp_clis_dir() -> PathBuf {
+    let dir = std::env::var_os("SWARM_ACP_CLIS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/acp-clis"));
+    std::fs::canonicalize(&dir).unwrap_or(dir)
+}
+
 /// `probe` is the attempt to get a capability (mount a tmpfs, `chattr +i` on
 /// this filesystem, attach strace): its value, or `None` after a NOTE (a
 /// failure in CI) naming `what` was tried, why it failed and `install`.

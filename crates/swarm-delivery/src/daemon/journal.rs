@@ -107,6 +107,12 @@ pub enum Kind {
     Dequeued,
     /// A copy was finished: it is in `inbox/completed/`, with its stamps.
     Completed,
+    /// A person allowed an ACP role's tool always (launch/acp/grants.rs).
+    PermissionAlways,
+    /// An ACP role's tool call was allowed by a person's earlier "always".
+    PermissionAllowed,
+    /// A person took an "always" back (`swarm permissions revoke`).
+    PermissionRevoked,
 }
 
 impl Kind {
@@ -147,6 +153,9 @@ impl Kind {
             Kind::ActivityLost => "activity_lost",
             Kind::Dequeued => "dequeued",
             Kind::Completed => "completed",
+            Kind::PermissionAlways => "permission_always",
+            Kind::PermissionAllowed => "permission_allowed",
+            Kind::PermissionRevoked => "permission_revoked",
         }
     }
 }

@@ -166,6 +166,10 @@ pub fn missing_programs(plan: &Plan, need_tmux: bool) -> Vec<MissingProgram> {
         let w = match &r.agent {
             AgentSpec::Human | AgentSpec::Api => continue,
             AgentSpec::Model { name, .. } => Some(name.as_str()),
+            // `runtime: acp`: the adapter (or the CLI) the client starts.
+            AgentSpec::Preset { cli, acp: true, .. } => {
+                Some(crate::launch::acp::command::program(*cli))
+            }
             AgentSpec::Preset { cli, .. } => Some(cli.name()),
             AgentSpec::Command(c) => program_word(c),
         };

@@ -26,7 +26,9 @@
 //! waits for a person's answer to its clarify is not prompted until mail
 //! arrives.
 
+pub mod cancel;
 pub mod command;
+pub mod grants;
 pub mod permission;
 pub mod record;
 pub mod rpc;
@@ -65,6 +67,14 @@ pub enum Ended {
     AgentExited(Option<i32>),
 }
 
+/// What a session is opened with beyond its folder (launch/acp/command.rs).
+struct Setup {
+    /// `_meta` of `session/new` and `session/load`.
+    meta: Option<Value>,
+    /// The mode set once the session is open (`session/set_mode`).
+    mode: Option<&'static str>,
+}
+
 /// One role's client.
 struct Client<'a> {
     plan: &'a Plan,
@@ -94,6 +104,8 @@ struct Client<'a> {
     /// for a person's answer): the fingerprint it waits to differ from.
     hold: Option<[usize; 4]>,
     said_fs: bool,
+    /// The person who cancelled the running turn (`swarm cancel`).
+    cancelled_by: Option<String>,
     /// Unreadable lines already said in a note.
     said_unreadable: usize,
 }
@@ -156,9 +168,14 @@ pub fn run(root: &Path, role: &str, stop: &AtomicBool, say: &mut dyn FnMut(&str)
         not_before: Instant::now(),
         hold: None,
         said_fs: false,
+        cancelled_by: None,
         said_unreadable: 0,
     };
-    let out = c.start(cli, say).and_then(|()| c.serve(say));
+    let setup = Setup {
+        meta: command::session_meta(cli, &primer),
+        mode: command::session_mode(cli, launch.permission),
+    };
+    let out = c.start(cli, &setup, say).and_then(|()| c.serve(say));
     stop_agent(&mut child);
     c.withdraw_all(say);
     // Waited for at most the swarm's grace, then killed.
@@ -172,6 +189,14 @@ pub fn run(root: &Path, role: &str, stop: &AtomicBool, say: &mut dyn FnMut(&str)
         }
         other => other,
     }
+}
+
+/// `params` with `_meta` added, when there is one.
+fn with_meta(mut params: Value, meta: &Option<Value>) -> Value {
+    if let Some(m) = meta {
+        params["_meta"] = m.clone();
+    }
+    params
 }
 
 /// Closes the agent's input and ends it (SIGTERM to its shell, which
@@ -233,8 +258,26 @@ impl Client<'_> {
     }
 
     /// `initialize`, then the role's session: loaded again where the agent
-    /// can and one was kept, else a new one in the role's worktree.
-    fn start(&mut self, cli: Cli, say: &mut dyn FnMut(&str)) -> Result<()> {
+    /// can and one was kept, else a new one in the role's worktree; then
+    /// its mode, where the permission needs one.
+    fn start(&mut self, cli: Cli, setup: &Setup, say: &mut dyn FnMut(&str)) -> Result<()> {
+        self.open(cli, setup, say)?;
+        if let Some(mode) = setup.mode {
+            let id = self
+                .conn
+                .request(
+                    "session/set_mode",
+                    json!({"sessionId": self.session, "modeId": mode}),
+                )
+                .map_err(|e| self.io(e))?;
+            self.wait_for(id, &format!("session/set_mode {mode}"), say)?;
+            say(&format!("{}: session mode {mode}", self.role()));
+        }
+        Ok(())
+    }
+
+    /// `initialize` and the session (see [`Client::start`]).
+    fn open(&mut self, cli: Cli, setup: &Setup, say: &mut dyn FnMut(&str)) -> Result<()> {
         let id = self
             .conn
             .request(
@@ -268,7 +311,10 @@ impl Client<'_> {
                 .conn
                 .request(
                     "session/load",
-                    json!({"sessionId": old, "cwd": cwd, "mcpServers": []}),
+                    with_meta(
+                        json!({"sessionId": old, "cwd": cwd, "mcpServers": []}),
+                        &setup.meta,
+                    ),
                 )
                 .map_err(|e| self.io(e))?;
             // The replayed conversation is not this run's activity: no
@@ -293,7 +339,10 @@ impl Client<'_> {
         }
         let id = self
             .conn
-            .request("session/new", json!({"cwd": cwd, "mcpServers": []}))
+            .request(
+                "session/new",
+                with_meta(json!({"cwd": cwd, "mcpServers": []}), &setup.meta),
+            )
             .map_err(|e| self.io(e))?;
         let got = self.wait_for(id, "session/new", say)?;
         let sid = got["sessionId"].as_str().unwrap_or_default().to_string();
@@ -325,6 +374,9 @@ impl Client<'_> {
             // At most once a tick, however fast the agent talks.
             if self.looked.is_none_or(|t| t.elapsed() >= TICK) {
                 self.looked = Some(Instant::now());
+                if let Some(by) = cancel::take(&self.plan.project, self.role()) {
+                    self.cancel(&by, say)?;
+                }
                 self.decisions(say)?;
                 if self.prompt.is_none() {
                     self.maybe_prompt(say)?;
@@ -410,6 +462,15 @@ impl Client<'_> {
                 Err(e) => crate::text::escape(e),
             }
         ));
+        if let Some(by) = self.cancelled_by.take() {
+            self.hold = Some(after);
+            self.stalls = 0;
+            say(&format!(
+                "{}: {by} cancelled the turn; its item stays where it is; not prompted again until its inbox changes",
+                self.role()
+            ));
+            return;
+        }
         if pending(&wt) && after[1] > 0 {
             if let Some(asked) = asked_a_person(self.plan, self.role()) {
                 self.hold = Some(after);
@@ -482,6 +543,9 @@ impl Client<'_> {
                 .map_err(|e| self.io(e));
         }
         let reject = permission::reject_option(params);
+        if params["sessionId"] == self.session.as_str() && self.allowed_always(&id, params, say)? {
+            return Ok(());
+        }
         let asked = if params["sessionId"] != self.session.as_str() {
             Err(Error::bad_input("a permission request for another session"))
         } else if self.asked.len() >= MAX_ASKED {
@@ -512,6 +576,110 @@ impl Client<'_> {
                 self.conn.respond(&id, out).map_err(|e| self.io(e))?;
             }
         }
+        Ok(())
+    }
+
+    /// Answers request `id` from a person's earlier "always" for its tool
+    /// (launch/acp/grants.rs), if there is one: the agent's "once" option
+    /// (else its "always"), noted and journaled. False: a person decides.
+    fn allowed_always(
+        &mut self,
+        id: &Value,
+        params: &Value,
+        say: &mut dyn FnMut(&str),
+    ) -> Result<bool> {
+        let Some((kind, title)) = grants::tool_of(params) else {
+            return Ok(false);
+        };
+        let project = &self.plan.project;
+        let grant = match grants::find(project, self.role(), &kind, &title) {
+            Ok(g) => g,
+            Err(e) => {
+                self.rec.note(&format!("asking a person: {e}"));
+                None
+            }
+        };
+        let (Some(g), Some(option)) = (
+            grant,
+            permission::option_of(params, &["allow_once", "allow_always"]),
+        ) else {
+            return Ok(false);
+        };
+        let line = format!(
+            "allowed without asking, as {} allowed always at {} (clarify {}): {kind}: {title}",
+            g.by, g.at, g.clarify
+        );
+        say(&format!("{}: {line}", self.role()));
+        self.rec.note(&line);
+        grants::used(project, &g);
+        self.conn
+            .respond(
+                id,
+                json!({"outcome": {"outcome": "selected", "optionId": option}}),
+            )
+            .map_err(|e| self.io(e))?;
+        Ok(true)
+    }
+
+    /// Remembers a person's "always" on `a` (chosen as option `choice`).
+    fn remember(&mut self, a: &Asked, choice: usize, by: &str, say: &mut dyn FnMut(&str)) {
+        if a.option_kinds.get(choice - 1).map(String::as_str) != Some("allow_always") {
+            return;
+        }
+        let line = match &a.tool {
+            None => "not remembered: the request names no tool title".to_string(),
+            Some(tool) => {
+                let g = grants::new_grant(self.role(), tool, by, &a.clarify);
+                match grants::add(&self.plan.project, &g) {
+                    Ok(true) => format!(
+                        "remembered: {by} allows {} always {}: {} (`swarm permissions` lists it)",
+                        self.role(),
+                        tool.0,
+                        tool.1
+                    ),
+                    Ok(false) => format!(
+                        "not remembered: already allowed always, or {} grants kept",
+                        grants::MAX_GRANTS
+                    ),
+                    Err(e) => format!("not remembered: {e}"),
+                }
+            }
+        };
+        say(&format!("{}: {line}", self.role()));
+        self.rec.note(&line);
+    }
+
+    /// `swarm cancel` by `by`: `session/cancel` for the running turn (its
+    /// permission requests answered `cancelled` and withdrawn from the
+    /// person), and the answer the command waits for.
+    fn cancel(&mut self, by: &str, say: &mut dyn FnMut(&str)) -> Result<()> {
+        let text = if self.prompt.is_some() {
+            self.conn
+                .notify("session/cancel", json!({"sessionId": self.session}))
+                .map_err(|e| self.io(e))?;
+            for (a, _) in std::mem::take(&mut self.asked) {
+                self.conn
+                    .respond(&a.request, json!({"outcome": {"outcome": "cancelled"}}))
+                    .map_err(|e| self.io(e))?;
+                if let Err(e) = permission::withdraw(self.plan, &a, "the turn was cancelled") {
+                    say(&format!(
+                        "{}: cannot withdraw {}: {e}",
+                        self.role(),
+                        a.clarify
+                    ));
+                }
+            }
+            self.cancelled_by = Some(by.to_string());
+            format!(
+                "{by} cancelled prompt {} of session {} (session/cancel sent); its item stays where it is",
+                self.prompts, self.session
+            )
+        } else {
+            format!("{by} asked to cancel, but no turn runs")
+        };
+        say(&format!("{}: {text}", self.role()));
+        self.rec.note(&text);
+        cancel::answer(&self.plan.project, self.role(), &text);
         Ok(())
     }
 
@@ -552,6 +720,9 @@ impl Client<'_> {
             };
             say(&format!("{}: {line}", self.role()));
             self.rec.note(&line);
+            if let Decision::Chosen { choice, by, .. } = &d {
+                self.remember(&a, *choice, by, say);
+            }
             let out = permission::outcome(&a, &d, reject.as_deref());
             self.conn.respond(&a.request, out).map_err(|e| self.io(e))?;
         }

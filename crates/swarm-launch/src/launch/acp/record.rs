@@ -24,6 +24,8 @@ use crate::telemetry::usage;
 
 /// The most text of one run of chunks held before it is written.
 const MAX_HELD: usize = 8 * 1024;
+/// The most tool calls held for their input at once (see [`Recorder::pending`]).
+const MAX_PENDING: usize = 16;
 
 /// One role's recorder, for the life of its session.
 pub struct Recorder {
@@ -40,6 +42,14 @@ pub struct Recorder {
     started: Option<String>,
     /// Updates of a kind we do not know, this turn.
     pub unknown: usize,
+    /// Tool calls announced before their input (Claude Code's adapter
+    /// sends `tool_call` with `rawInput: {}` while the model still streams
+    /// it, then a `tool_call_update` with the input): held, by id, until
+    /// the input or the call's end comes, at most [`MAX_PENDING`].
+    pending: Vec<(String, Value)>,
+    /// The agent's turns report no token usage, said once a session
+    /// (Codex's adapter 0.16 sends only the context's fill, `usage_update`).
+    said_no_usage: bool,
 }
 
 impl Recorder {
@@ -55,6 +65,8 @@ impl Recorder {
             held: None,
             started: None,
             unknown: 0,
+            pending: Vec::new(),
+            said_no_usage: false,
         }
     }
 
@@ -136,12 +148,19 @@ impl Recorder {
             "tool_call" => {
                 self.flush();
                 self.look_at_item();
-                let name = s(&u["kind"]).or_else(|| s(&u["title"]));
-                let said = match &u["rawInput"] {
-                    Value::Null => text_of(&u["title"]),
-                    raw => text_of(raw),
-                };
-                self.write(stream::record(&self.role, Kind::ToolCall, name, said, None));
+                let id = s(&u["toolCallId"]);
+                match id {
+                    Some(id) if empty_input(u) && self.pending.len() < MAX_PENDING => {
+                        // Only what the record takes, cut: the agent sent it.
+                        let cut = |k: &str| match u[k].as_str() {
+                            Some(t) => Value::from(t.chars().take(4096).collect::<String>()),
+                            None => Value::Null,
+                        };
+                        let held = serde_json::json!({"kind": cut("kind"), "title": cut("title"), "rawInput": {}});
+                        self.pending.push((id, held));
+                    }
+                    _ => self.call(u),
+                }
                 self.tool_ended(u);
             }
             "tool_call_update" => {
@@ -179,8 +198,42 @@ impl Recorder {
         }
     }
 
+    /// A tool call's record: its kind (else title) and its input (else title).
+    fn call(&self, u: &Value) {
+        let name = s(&u["kind"]).or_else(|| s(&u["title"]));
+        let said = match &u["rawInput"] {
+            Value::Null => text_of(&u["title"]),
+            raw => text_of(raw),
+        };
+        self.write(stream::record(&self.role, Kind::ToolCall, name, said, None));
+    }
+
+    /// The held call `u` names, written once `u` brings its input or ends
+    /// it (the update's fields over the announcement's).
+    fn complete_pending(&mut self, u: &Value) {
+        let Some(i) = self
+            .pending
+            .iter()
+            .position(|(id, _)| u["toolCallId"].as_str() == Some(id.as_str()))
+        else {
+            return;
+        };
+        let ends = matches!(u["status"].as_str(), Some("completed" | "failed"));
+        if !has_input(u) && !ends {
+            return;
+        }
+        let (_, mut call) = self.pending.remove(i);
+        for k in ["kind", "title", "rawInput"] {
+            if !u[k].is_null() && (k != "rawInput" || has_input(u)) {
+                call[k] = u[k].clone();
+            }
+        }
+        self.call(&call);
+    }
+
     /// A tool call's result, when `u` says it ended.
     fn tool_ended(&mut self, u: &Value) {
+        self.complete_pending(u);
         let status = match u["status"].as_str() {
             Some("completed") => "ok",
             Some("failed") => "error",
@@ -206,6 +259,9 @@ impl Recorder {
     /// The turn ended: the `session/prompt` answer (its usage), or why not.
     pub fn turn_end(&mut self, answer: std::result::Result<&Value, &str>) {
         self.flush();
+        for (_, call) in std::mem::take(&mut self.pending) {
+            self.call(&call);
+        }
         self.look_at_item();
         if self.unknown > 0 {
             self.note(&format!(
@@ -215,8 +271,13 @@ impl Recorder {
         }
         let status = match answer {
             Ok(v) => {
-                if let Some(f) = figures(v) {
-                    self.usage(f);
+                match figures(v) {
+                    Some(f) => self.usage(f),
+                    None if !self.said_no_usage => {
+                        self.said_no_usage = true;
+                        self.note("the agent reports no token usage for its turns: `swarm cost` and budgets have no figures for this role");
+                    }
+                    None => {}
                 }
                 match v["stopReason"].as_str() {
                     Some("end_turn") => "ok".to_string(),
@@ -246,6 +307,16 @@ impl Recorder {
         }
         self.write(usage::activity(&u));
     }
+}
+
+/// A tool call announced with an empty input (`rawInput: {}`).
+fn empty_input(u: &Value) -> bool {
+    u["rawInput"].as_object().is_some_and(|o| o.is_empty())
+}
+
+/// An update that carries the call's input.
+fn has_input(u: &Value) -> bool {
+    !u["rawInput"].is_null() && !empty_input(u)
 }
 
 fn s(v: &Value) -> Option<String> {
@@ -342,6 +413,45 @@ mod tests {
             (Some(150), Some(20))
         );
         assert_eq!(u["model"], "m");
+    }
+
+    /// Claude Code's adapter announces a call with `rawInput: {}` and
+    /// sends the input in an update: the record carries the input.
+    #[test]
+    fn a_call_announced_without_its_input_is_recorded_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Project::new(dir.path());
+        std::fs::create_dir_all(p.swarmforge()).unwrap();
+        let mut r = Recorder::new(&p, "r", Cli::Claude, Worktree::new(dir.path()), 1 << 20);
+        r.turn_start("a prompt");
+        r.update(&json!({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Terminal", "kind": "execute", "rawInput": {}}));
+        r.update(&json!({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "title": "`ready_for_next.sh`", "rawInput": {"command": "ready_for_next.sh"}}));
+        r.update(&json!({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed"}));
+        // Never given its input: written when it ends, or with the turn.
+        r.update(&json!({"sessionUpdate": "tool_call", "toolCallId": "t2", "title": "Read", "kind": "read", "rawInput": {}}));
+        r.update(
+            &json!({"sessionUpdate": "tool_call_update", "toolCallId": "t2", "status": "failed"}),
+        );
+        r.update(&json!({"sessionUpdate": "tool_call", "toolCallId": "t3", "title": "Edit", "kind": "edit", "rawInput": {}}));
+        r.turn_end(Ok(&json!({"stopReason": "end_turn"})));
+        let (recs, _) = activity::read(&p, "r").unwrap();
+        let got: Vec<(Kind, Option<String>)> = recs
+            .iter()
+            .filter(|a| matches!(a.kind, Kind::ToolCall | Kind::ToolResult))
+            .map(|a| (a.kind, a.text.clone()))
+            .collect();
+        assert_eq!(got.len(), 5, "{got:?}");
+        assert_eq!(
+            got[0],
+            (
+                Kind::ToolCall,
+                Some(r#"{"command":"ready_for_next.sh"}"#.into())
+            )
+        );
+        assert_eq!(got[1].0, Kind::ToolResult);
+        assert_eq!(got[2], (Kind::ToolCall, Some("{}".into())));
+        assert_eq!(got[3].0, Kind::ToolResult);
+        assert_eq!(got[4], (Kind::ToolCall, Some("{}".into())));
     }
 
     #[test]

@@ -24,8 +24,32 @@ fn codex_home(wt: &Path) -> PathBuf {
     wt.join(".codex")
 }
 
+/// The permission as `-c` overrides (no login shell, the sandbox mode,
+/// the approval policy, the project root writable unless confined): what a
+/// headless turn and the ACP adapter (`codex-acp`, launch/acp/command.rs)
+/// both take, neither reading `--sandbox`/`--cd`/`--add-dir`.
+pub(crate) fn overrides(l: &Launch) -> String {
+    let (sandbox, approval) = match l.permission {
+        Permission::Ask => ("workspace-write", "untrusted"),
+        Permission::Edits => ("workspace-write", "on-request"),
+        Permission::Full => ("danger-full-access", "never"),
+    };
+    let roots = if l.worktree != l.root && !l.confined {
+        format!(
+            " -c {}",
+            sq(&format!(
+                "sandbox_workspace_write.writable_roots=[{}]",
+                toml_str(&l.root.to_string_lossy())
+            ))
+        )
+    } else {
+        String::new()
+    };
+    format!(" -c allow_login_shell=false -c sandbox_mode={sandbox} -c approval_policy={approval}{roots}")
+}
+
 /// TOML basic string.
-fn toml_str(s: &str) -> String {
+pub(crate) fn toml_str(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_default()
 }
 
@@ -108,22 +132,6 @@ impl Preset for Codex {
     /// the turn runs in the worktree. exec never asks: what `ask` would ask
     /// is refused.
     fn turn(&self, l: &Launch, resume: Option<&str>, prompt: &str) -> String {
-        let (sandbox, approval) = match l.permission {
-            Permission::Ask => ("workspace-write", "untrusted"),
-            Permission::Edits => ("workspace-write", "on-request"),
-            Permission::Full => ("danger-full-access", "never"),
-        };
-        let roots = if l.worktree != l.root && !l.confined {
-            format!(
-                " -c {}",
-                sq(&format!(
-                    "sandbox_workspace_write.writable_roots=[{}]",
-                    toml_str(&l.root.to_string_lossy())
-                ))
-            )
-        } else {
-            String::new()
-        };
         let model = model_flag(l);
         // `resume`'s options come before the session id and the prompt.
         let (head, id) = match resume {
@@ -131,7 +139,8 @@ impl Preset for Codex {
             None => ("", String::new()),
         };
         format!(
-            "codex exec{head} --json -c allow_login_shell=false -c sandbox_mode={sandbox} -c approval_policy={approval}{roots}{model}{}{id} {}",
+            "codex exec{head} --json{}{model}{}{id} {}",
+            overrides(l),
             l.extra(),
             sq(prompt)
         )
