@@ -227,9 +227,10 @@ fn a_delivery_a_killed_daemon_began_is_finished_under_a_pause() {
     fs::write(new.join(file_name(&queued)), copy).unwrap();
     p.swarm(&["pause"]).ok();
     let _d = p.spawn_daemon(&[]);
-    wait_until(DEADLINE, "the begun delivery is finished", || {
-        !queued.exists()
+    wait_until(DEADLINE, "the begun delivery is journaled", || {
+        kinds(&p).iter().any(|k| k == "delivered")
     });
+    assert!(!queued.exists());
     let sent = queued.parent().unwrap().with_file_name("sent");
     assert!(sent.join(file_name(&queued)).exists());
     assert_eq!(copies_of(&p.wt_path("qa"), &file_name(&queued)).len(), 1);

@@ -225,16 +225,28 @@ pub fn tail_fingerprint(project: &Project, offset: u64) -> io::Result<Option<Str
     Ok(Some(digest[..16].to_string()))
 }
 
-/// Whether the journal still holds, just before the published `offset`,
-/// the bytes it held when that offset was saved (`tail`: the fingerprint
-/// saved with it; without one, nothing can be told and it counts as held).
-pub fn still_published(project: &Project, offset: u64, tail: Option<&str>) -> bool {
-    let Some(tail) = tail else { return true };
+/// How the journal lost lines published up to `offset` (`tail`: the
+/// fingerprint saved with it), and where to rewind from: `None` when it
+/// still holds them, or when nothing can be told (no fingerprint, the live
+/// file rotated past them, unreadable now).
+pub fn lost_since_published(
+    project: &Project,
+    offset: u64,
+    tail: Option<&str>,
+) -> Option<(String, u64)> {
+    let end = end_offset(project).ok()?;
+    if end < offset {
+        return Some((
+            format!("ends at offset {end}, before offset {offset} already published"),
+            end,
+        ));
+    }
     match tail_fingerprint(project, offset) {
-        Ok(Some(now)) => now == tail,
-        // Rotated past it, or unreadable now: the journal's length check
-        // and the next read decide.
-        Ok(None) | Err(_) => true,
+        Ok(Some(now)) if tail.is_some_and(|t| t != now) => Some((
+            format!("holds other bytes before offset {offset} than were published"),
+            offset,
+        )),
+        _ => None,
     }
 }
 

@@ -22,20 +22,21 @@ use crate::bridge::{Log, Settings};
 /// last acknowledged line.
 pub(super) async fn publish_loop(s: Arc<Settings>, js: jetstream::Context, log: Shared) {
     let _ = stream(&s, &js, &log).await;
-    let (mut offset, rewritten) = {
+    let (mut offset, lost) = {
         let s = s.clone();
         blocking(move || {
             let (offset, tail) = events::load_published(&s.project);
-            let held = events::still_published(&s.project, offset, tail.as_deref());
-            (offset, !held)
+            let lost = events::lost_since_published(&s.project, offset, tail.as_deref());
+            (offset, lost)
         })
         .await
     };
-    if rewritten {
-        // Lost and written again past the old end before this start: the
-        // length alone cannot tell (see events::tail_fingerprint).
-        let why = format!("holds other bytes before offset {offset} than were published");
-        offset = rewind(&s, &log, why, offset).await;
+    // Shorter than what was published, or written again past the old end
+    // before this start (the length alone cannot tell that, see
+    // events::tail_fingerprint): told before anything is read, so a
+    // daemon appending meanwhile cannot hide the loss.
+    if let Some((why, end)) = lost {
+        offset = rewind(&s, &log, why, end).await;
     }
     loop {
         let (durable, end) = durable_end(&s, &log, offset).await;
