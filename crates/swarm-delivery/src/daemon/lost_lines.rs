@@ -120,7 +120,7 @@ pub fn recover(project: &Project, roles: &Roles, config: &Config, journal: &Jour
     let mut n = 0;
     for (wt, relayed_to) in outboxes {
         let wt = Worktree::new(&wt);
-        for e in store::each(&wt.sent()) {
+        for e in store::each(&wt.sent()).filter(|e| matches!(e.kind, store::Kind::Handoff)) {
             let Some(msg) = lost(&e.path, &e.name, since, &run.delivered, max) else {
                 continue;
             };
@@ -158,7 +158,7 @@ fn lost(
     let plain = grammar::strip_collision_prefix(name);
     // A collision name is a redelivery joining the first (relay) or a
     // re-planted name: the first's line is the one that counts.
-    if plain != name || !name.ends_with(".handoff") {
+    if plain != name {
         return None;
     }
     let id = grammar::FileName::parse(plain)?.id;
