@@ -423,3 +423,41 @@ fn a_journal_rewritten_past_its_published_end_before_the_bridge_starts_is_refuse
     let r = audit(&hosts[1]);
     assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
 }
+
+/// A relayed copy whose `delivered` line the receiving daemon lost with a
+/// kill (moved to the relay folder's `sent/`, the line not yet written):
+/// the next start journals it, so the sending host's `audit --check` sees
+/// the delivery instead of waiting for it for ever.
+#[test]
+fn a_relayed_delivery_whose_line_a_kill_took_is_journaled_at_the_next_start() {
+    let Some(nats) = Nats::start() else { return };
+    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], TWO);
+    start_all(&mut hosts);
+    let first = hosts[0].send("ping", &note("pong", "first"));
+    let id = id_of(&first);
+    let events = hosts[1].p.path(".swarmforge/daemon/events.jsonl");
+    let delivered_on_b = |id: &str| {
+        fs::read_to_string(&events)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("\"delivered\"") && l.contains(id))
+            .count()
+    };
+    wait_until(LONG, "b delivers the relayed copy", || {
+        delivered_on_b(&id) == 1
+    });
+    hosts[1].kill_daemon();
+    let kept: String = fs::read_to_string(&events)
+        .unwrap()
+        .lines()
+        .filter(|l| !(l.contains("\"delivered\"") && l.contains(&id)))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    fs::write(&events, kept).unwrap();
+    hosts[1].start_daemon();
+    wait_until(LONG, "b journals the lost line again", || {
+        delivered_on_b(&id) == 1
+    });
+    let a = hosts[0].p.swarm(&["audit", "--check", "--wait", "60s"]);
+    assert_eq!(a.code, 0, "{}{}", a.stdout, a.stderr);
+}
