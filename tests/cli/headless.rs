@@ -972,11 +972,14 @@ fn in_tmux_records_activity_and_usage(cli: Cli, shell_tool: &str) {
                 .is_some_and(|t| t.contains("ready_for_next.sh --wait 60"))),
         "{recs:#?}"
     );
-    assert!(recs.iter().any(|r| r["kind"] == "tool_result"
-        && r["status"] == "ok"
-        && r["text"]
-            .as_str()
-            .is_some_and(|t| t.contains("first task in a pane"))));
+    assert!(
+        recs.iter().any(|r| r["kind"] == "tool_result"
+            && r["status"] == "ok"
+            && r["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("first task in a pane"))),
+        "{recs:#?}"
+    );
     assert!(
         recs.iter()
             .any(|r| r["kind"] == "text" && r["text"] == "Finished the first task."),

@@ -146,6 +146,30 @@ fn codex_item(p: &Value) -> Vec<Event> {
     }
 }
 
+/// A tool's result in a Gemini CLI recording (`functionResponse`), keyed
+/// by its call's id (`id` when it names none); nothing for a part that is
+/// not one.
+fn gemini_result(r: &Value, id: &str) -> Option<Keyed> {
+    if !r.is_object() {
+        return None;
+    }
+    let resp = &r["response"];
+    let failed = !resp["error"].is_null();
+    let text = text_of(&resp["output"])
+        .or_else(|| text_of(&resp["error"]))
+        .or_else(|| text_of(resp));
+    let key = format!("r:{}", r["id"].as_str().unwrap_or(id));
+    Some(once(
+        key,
+        act(
+            Kind::ToolResult,
+            None,
+            text,
+            Some(if failed { "error" } else { "ok" }),
+        ),
+    ))
+}
+
 /// A Gemini CLI chat recording line: the session's metadata (first), a
 /// message (`id`, `type`), or an update of the metadata (`$set`, …).
 fn gemini(v: &Value) -> Vec<Keyed> {
@@ -166,25 +190,7 @@ fn gemini(v: &Value) -> Vec<Keyed> {
     match ty {
         "user" => {
             for part in v["content"].as_array().into_iter().flatten() {
-                let r = &part["functionResponse"];
-                if !r.is_object() {
-                    continue;
-                }
-                let resp = &r["response"];
-                let failed = !resp["error"].is_null();
-                let text = text_of(&resp["output"])
-                    .or_else(|| text_of(&resp["error"]))
-                    .or_else(|| text_of(resp));
-                let key = format!("r:{}", r["id"].as_str().unwrap_or(id));
-                out.push(once(
-                    key,
-                    act(
-                        Kind::ToolResult,
-                        None,
-                        text,
-                        Some(if failed { "error" } else { "ok" }),
-                    ),
-                ));
+                out.extend(gemini_result(&part["functionResponse"], id));
             }
         }
         "gemini" => {
@@ -227,11 +233,17 @@ fn gemini(v: &Value) -> Vec<Keyed> {
                 ));
             }
             for c in v["toolCalls"].as_array().into_iter().flatten() {
-                let key = format!("c:{}", c["id"].as_str().unwrap_or(id));
+                let call = c["id"].as_str().unwrap_or(id);
                 out.push(once(
-                    key,
+                    format!("c:{call}"),
                     act(Kind::ToolCall, s(&c["name"]), text_of(&c["args"]), None),
                 ));
+                // The result is recorded with the call once it ran, and
+                // again in the next request's `user` line; whichever is
+                // read first counts (one key).
+                for part in c["result"].as_array().into_iter().flatten() {
+                    out.extend(gemini_result(&part["functionResponse"], call));
+                }
             }
             let t = &v["tokens"];
             if t.is_object() {
@@ -328,7 +340,17 @@ mod tests {
         assert_eq!((f.input_tokens, f.cache_read_tokens), (100, 50));
         let result = json!({"id": "u2", "type": "user", "content": [{"functionResponse":
             {"id": "c1", "name": "run_shell_command", "response": {"output": "TASK: x"}}}]});
-        assert_eq!(kinds(&parse(Cli::Gemini, &result)), vec!["ToolResult"]);
+        let from_user = parse(Cli::Gemini, &result);
+        assert_eq!(kinds(&from_user), vec!["ToolResult"]);
+        // The result recorded with its call (before any `user` line): the
+        // same record, under the same key.
+        let ran = json!({"id": "m1", "type": "gemini", "content": "", "toolCalls": [{"id": "c1",
+            "name": "run_shell_command", "args": {"command": "ls"}, "status": "success",
+            "result": [{"functionResponse": {"id": "c1", "name": "run_shell_command",
+                "response": {"output": "TASK: x"}}}]}]});
+        let with_call = parse(Cli::Gemini, &ran);
+        assert_eq!(kinds(&with_call), vec!["ToolCall", "ToolResult"]);
+        assert_eq!(with_call[1].0, from_user[0].0);
         let meta = json!({"sessionId": "s1", "projectHash": "h"});
         assert_eq!(kinds(&parse(Cli::Gemini, &meta)), vec!["session"]);
         assert!(parse(Cli::Gemini, &json!({"$set": {"lastUpdated": "x"}})).is_empty());
