@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use rustix::fs::FileType;
 
-use super::entries::Name;
+use super::name::Name;
 use super::{Shared, READS_PER_ROUND, READ_TICK};
 use crate::protocol::order;
 
@@ -41,7 +41,7 @@ pub(super) type Unread = (PathBuf, Arc<OwnedFd>, Name, u64);
 /// What reading each head said (`None`: it could not be read).
 pub(super) fn heads(todo: &[Unread]) -> Vec<Option<bool>> {
     todo.iter()
-        .map(|(_, fd, name, _)| head_may_be_answer(fd, name))
+        .map(|(_, fd, name, _)| head_may_be_answer(fd, &name.text()))
         .collect()
 }
 
