@@ -448,7 +448,10 @@ fn idle(o: &Opts) {
         "### handoffd idle: {} vs {} waiting, settled, then {:.0} s with nothing happening\n",
         o.waiting, o.idle_small, o.idle_window
     );
-    println!("| measure | {} waiting | {} waiting | ratio |", o.idle_small, o.waiting);
+    println!(
+        "| measure | {} waiting | {} waiting | ratio |",
+        o.idle_small, o.waiting
+    );
     println!("|---|---|---|---|");
     println!(
         "| VmRSS MB at the window's start | {rss_a0:.1} | {rss_b0:.1} | {:.2} |",

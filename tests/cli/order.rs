@@ -468,9 +468,7 @@ fn an_idle_deep_inbox_is_checked_and_never_listed_again() {
     let served = p.handoffs("inbox/new").canonicalize().unwrap();
     let d = p.spawn_daemon_env(&[], &[("HANDOFFD_ORDER_CHECK", "0.05")]);
     let trace = DaemonTrace::attach_tracing(&p, d.pid(), "getdents64,fstat");
-    crate::support::wait_until(DEADLINE, "20 checks of inbox/new", || {
-        trace.checks() >= 20
-    });
+    crate::support::wait_until(DEADLINE, "20 checks of inbox/new", || trace.checks() >= 20);
     let placed = place(&p, "10", DEEP + 1, "note");
     let answer = ask(&sock, &served);
     assert!(

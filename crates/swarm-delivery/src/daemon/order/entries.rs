@@ -60,8 +60,7 @@ impl Entries {
                     self.by_age.remove(&(old, n.clone()));
                 }
                 self.by_age.insert((mtime, n.clone()));
-                self.unread
-                    .insert(n, ADDED.fetch_add(1, Ordering::Relaxed));
+                self.unread.insert(n, ADDED.fetch_add(1, Ordering::Relaxed));
             }
             QueueEntry::Odd => {
                 self.odd.insert(name.into());

@@ -133,6 +133,8 @@ fn lister(shared: &Shared, jobs: &mpsc::Receiver<Option<Job>>) {
         let old = shared.index().swap_in(&job, listed);
         shared.listed.notify_all();
         drop(old);
+        // The listing's scratch and the entries it replaced are free now.
+        crate::sys::memory::release_free();
     }
 }
 
