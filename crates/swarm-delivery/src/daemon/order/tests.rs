@@ -169,6 +169,14 @@ fn a_parent_moved_away_raises_no_event_and_is_still_noticed() {
     assert_eq!(names(&ix.answer(&new).unwrap()), [n(10, 1), n(50, 2)]);
 }
 
+/// An empty folder `new` in a temporary directory.
+fn folder() -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let new = d.path().join("new");
+    std::fs::create_dir(&new).unwrap();
+    (d, new)
+}
+
 /// Names as queues hold them: built by the daemon (widths 6 to 8, seq 0,
 /// several senders and recipients), moved in under a collision prefix,
 /// and of no known shape.
@@ -253,23 +261,19 @@ proptest::proptest! {
 
 #[test]
 fn a_listing_holds_one_tail_per_sender_and_recipients_and_hands_out_in_order() {
-    let d = tempfile::tempdir().unwrap();
-    let new = d.path().join("new");
-    std::fs::create_dir(&new).unwrap();
-    for n in NAMES {
-        std::fs::write(new.join(n), "x").unwrap();
-    }
+    let (_d, new) = folder();
+    // Every name in NAMES is an item's (`grammar::valid_handoff_name`).
+    let mut listed: Vec<String> = NAMES.iter().map(|s| s.to_string()).collect();
     for s in 100..400 {
         for from in ["a", "b"] {
-            let n = format!("50_20260615T140531Z_{s:06}_from_{from}_to_r.handoff");
-            std::fs::write(new.join(n), "x").unwrap();
+            listed.push(format!(
+                "50_20260615T140531Z_{s:06}_from_{from}_to_r.handoff"
+            ));
         }
     }
-    let listed: Vec<String> = std::fs::read_dir(&new)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| crate::protocol::grammar::valid_handoff_name(n))
-        .collect();
+    for n in &listed {
+        std::fs::write(new.join(n), "x").unwrap();
+    }
     let mut ix = Ix::new();
     let a = ix.answer(&new).unwrap();
     assert_eq!(a.head, grammar_order(&listed)[..order::HEAD]);
@@ -291,9 +295,7 @@ fn lose_events(ix: &mut Ix) {
 
 #[test]
 fn an_idle_folder_is_not_listed_again_and_a_change_no_event_told_is() {
-    let d = tempfile::tempdir().unwrap();
-    let new = d.path().join("new");
-    std::fs::create_dir(&new).unwrap();
+    let (_d, new) = folder();
     let n = |s: u32| format!("50_20260615T140531Z_{s:06}_from_a_to_b.handoff");
     for s in 2..=5 {
         std::fs::write(new.join(n(s)), "x").unwrap();
