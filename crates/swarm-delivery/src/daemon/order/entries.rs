@@ -98,7 +98,7 @@ impl Entries {
         if mask.intersects(ReadFlags::DELETE | ReadFlags::MOVED_FROM) {
             self.remove(name);
         }
-        if mask.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO | ReadFlags::ATTRIB) {
+        if mask.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO) {
             // Gone already means a later event says so.
             self.refresh(dir, name);
         }

@@ -268,8 +268,6 @@ impl Index {
             | WatchFlags::MOVED_TO
             | WatchFlags::DELETE
             | WatchFlags::MOVED_FROM
-            // An item's time changed in place (the sweep reads its age).
-            | WatchFlags::ATTRIB
             | WatchFlags::DELETE_SELF
             | WatchFlags::MOVE_SELF
             | WatchFlags::ONLYDIR
