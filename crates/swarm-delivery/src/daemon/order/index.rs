@@ -13,7 +13,9 @@
 //! lists the folder again. So the index is never listed again while nothing
 //! changes, and a change that raised no event is caught at the next check
 //! unless an event of the same folder came first (its times then account
-//! for both): that one waits for the next listing.
+//! for both): that one waits for the next listing. An item's time set in
+//! place (no rename) raises none of the events watched: the sweep's age
+//! order keeps the time it was placed with until the next listing.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io;
