@@ -402,6 +402,26 @@ impl DaemonTrace {
     }
 }
 
+/// A [`deep_project`] (no wake-ups), its socket and canonical `inbox/new`,
+/// and its daemon started with `env`, traced for `calls`.
+fn traced_deep(
+    env: (&str, &str),
+    calls: &str,
+) -> (
+    Project,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    crate::support::Daemon,
+    DaemonTrace,
+) {
+    let p = deep_project("wake: {method: none}\n");
+    let sock = p.path(".swarmforge/daemon/order.sock");
+    let served = p.handoffs("inbox/new").canonicalize().unwrap();
+    let d = p.spawn_daemon_env(&[], &[env]);
+    let trace = DaemonTrace::attach_tracing(&p, d.pid(), calls);
+    (p, sock, served, d, trace)
+}
+
 /// The index is listed again while calls come in (here every 50 ms,
 /// `HANDOFFD_ORDER_RELIST`, as if calls came far apart): the listings run on
 /// the daemon's lister thread, never on the thread that answers, so no
@@ -412,11 +432,7 @@ fn a_deep_inbox_is_listed_off_every_callers_path_at_start_and_when_its_index_age
     if !require_tool("strace", "apt-get install -y strace") {
         return;
     }
-    let p = deep_project("wake: {method: none}\n");
-    let sock = p.path(".swarmforge/daemon/order.sock");
-    let served = p.handoffs("inbox/new").canonicalize().unwrap();
-    let d = p.spawn_daemon_env(&[], &[("HANDOFFD_ORDER_RELIST", "0.05")]);
-    let trace = DaemonTrace::attach(&p, d.pid());
+    let (p, sock, served, d, trace) = traced_deep(("HANDOFFD_ORDER_RELIST", "0.05"), "getdents64");
     // The periodic listing shows up in the trace (which also says strace
     // is attached).
     crate::support::wait_until(DEADLINE, "a background listing of inbox/new", || {
@@ -463,11 +479,8 @@ fn an_idle_deep_inbox_is_checked_and_never_listed_again() {
     if !require_tool("strace", "apt-get install -y strace") {
         return;
     }
-    let p = deep_project("wake: {method: none}\n");
-    let sock = p.path(".swarmforge/daemon/order.sock");
-    let served = p.handoffs("inbox/new").canonicalize().unwrap();
-    let d = p.spawn_daemon_env(&[], &[("HANDOFFD_ORDER_CHECK", "0.05")]);
-    let trace = DaemonTrace::attach_tracing(&p, d.pid(), "getdents64,fstat");
+    let (p, sock, served, _d, trace) =
+        traced_deep(("HANDOFFD_ORDER_CHECK", "0.05"), "getdents64,fstat");
     crate::support::wait_until(DEADLINE, "20 checks of inbox/new", || trace.checks() >= 20);
     let placed = place(&p, "10", DEEP + 1, "note");
     let answer = ask(&sock, &served);
