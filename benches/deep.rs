@@ -4,7 +4,8 @@
 //!
 //!   cargo bench --bench deep -- [--waiting 100000] [--small 20] [--calls 5]
 //!       [--sweep-small 100] [--window 20] [--history 25000] [--sends 15]
-//!       [--dir D] [--skip spacing,restart,resumed,sweep,reply]
+//!       [--idle-small 100] [--idle-window 60]
+//!       [--dir D] [--skip spacing,restart,resumed,sweep,reply,idle]
 //!
 //! `SWARM_BENCH_BIN` = a folder holding other builds of `handoffd`,
 //! `ready-next` and `done-current` (a "before" build) runs the same
@@ -34,6 +35,11 @@
 //!   worktree, alternating, median of `--sends` each. The fixture's id
 //!   index is written with the library's own `ids::record`, as
 //!   `done-current` writes it.
+//! - idle: `handoffd`'s memory (VmRSS) and CPU over `--idle-window` seconds
+//!   with nothing happening, W waiting against `--idle-small` waiting, the
+//!   two daemons running side by side through the same window, each first
+//!   settled (its index listed and every head read: the `answers` question
+//!   says no item may be an answer) and its CPU still for 2 s.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -55,6 +61,8 @@ struct Opts {
     calls: usize,
     sweep_small: usize,
     window: f64,
+    idle_small: usize,
+    idle_window: f64,
     dir: PathBuf,
     skip: Vec<String>,
 }
@@ -69,6 +77,8 @@ fn opts() -> Opts {
         calls: common::flag(&f, "calls", 5),
         sweep_small: common::flag(&f, "sweep-small", 100),
         window: common::flag(&f, "window", 20.0),
+        idle_small: common::flag(&f, "idle-small", 100),
+        idle_window: common::flag(&f, "idle-window", 60.0),
         dir: common::flag(&f, "dir", std::env::temp_dir()),
         skip: common::skip(&f),
     }
@@ -150,6 +160,58 @@ impl Daemon {
             read(format!("/proc/{pid}/stat")),
         )
     }
+}
+
+impl Daemon {
+    /// `field` of /proc/<pid>/status in KiB.
+    fn status_kib(&self, field: &str) -> u64 {
+        fs::read_to_string(format!("/proc/{}/status", self.0.id()))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Waits until the daemon is idle: `new_dir`'s index (when it keeps
+    /// one) has read every head, and its CPU did not move for 2 s (or 30 s
+    /// have passed).
+    fn settle(&self, p: &Project, new_dir: &Path) {
+        use swarm_handoff::protocol::order::{self, Ask};
+        let deadline = Instant::now() + Duration::from_secs(600);
+        let dir = new_dir.canonicalize().unwrap();
+        let q = order::question(Ask::Answers, &dir).unwrap();
+        // A folder too small to be indexed is not asked about (asking
+        // would index it); an `ok` with items left means head reads run.
+        let deep = fs::metadata(&dir).unwrap().len() >= order::DEEP_DIR_BYTES;
+        while deep && heads_left(p, &q) {
+            assert!(Instant::now() < deadline, "handoffd did not read its heads");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        // A daemon that is never still for 2 s is measured anyway, 30 s on.
+        let still = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < still {
+            let (_, a) = self.cpu();
+            std::thread::sleep(Duration::from_secs(2));
+            if self.cpu().1 == a {
+                break;
+            }
+        }
+    }
+}
+
+/// Whether the daemon's `answers` question `q` says heads are left to read.
+fn heads_left(p: &Project, q: &str) -> bool {
+    use std::io::{Read, Write};
+    std::os::unix::net::UnixStream::connect(p.order_socket())
+        .ok()
+        .and_then(|mut s| {
+            s.write_all(q.as_bytes()).ok()?;
+            let mut a = String::new();
+            s.read_to_string(&mut a).ok()?;
+            swarm_handoff::protocol::order::parse_answer(&a)
+        })
+        .is_some_and(|a| a.items > 0)
 }
 
 impl Drop for Daemon {
@@ -364,6 +426,56 @@ fn sweep(o: &Opts) {
     println!();
 }
 
+/// Memory and idle CPU flat in the backlog (issue 47): both daemons run
+/// through the same window, so the machine's load falls on both.
+fn idle(o: &Opts) {
+    let (_ds, small, small_rcv) = project(&o.dir, o.idle_small);
+    let (_db, big, big_rcv) = project(&o.dir, o.waiting);
+    let a = Daemon::start(&small, &[]);
+    let b = Daemon::start(&big, &[]);
+    a.settle(&small, &Worktree::new(&small_rcv).inbox_new());
+    b.settle(&big, &Worktree::new(&big_rcv).inbox_new());
+    let rss = |d: &Daemon| d.status_kib("VmRSS") as f64 / 1024.0;
+    let (rss_a0, rss_b0) = (rss(&a), rss(&b));
+    let (_, ca) = a.cpu();
+    let (_, cb) = b.cpu();
+    std::thread::sleep(Duration::from_secs_f64(o.idle_window));
+    let (_, ca1) = a.cpu();
+    let (_, cb1) = b.cpu();
+    let (rss_a1, rss_b1) = (rss(&a), rss(&b));
+    let hwm = |d: &Daemon| d.status_kib("VmHWM") as f64 / 1024.0;
+    println!(
+        "### handoffd idle: {} vs {} waiting, settled, then {:.0} s with nothing happening\n",
+        o.waiting, o.idle_small, o.idle_window
+    );
+    println!(
+        "| measure | {} waiting | {} waiting | ratio |",
+        o.idle_small, o.waiting
+    );
+    println!("|---|---|---|---|");
+    println!(
+        "| VmRSS MB at the window's start | {rss_a0:.1} | {rss_b0:.1} | {:.2} |",
+        rss_b0 / rss_a0
+    );
+    println!(
+        "| VmRSS MB at the window's end | {rss_a1:.1} | {rss_b1:.1} | {:.2} |",
+        rss_b1 / rss_a1
+    );
+    println!(
+        "| VmHWM MB (peak since start) | {:.1} | {:.1} | {:.2} |",
+        hwm(&a),
+        hwm(&b),
+        hwm(&b) / hwm(&a)
+    );
+    // CPU time has a 10 ms resolution: a baseline under it counts as 10 ms.
+    let (sa, sb) = (ms(ca1 - ca), ms(cb1 - cb));
+    println!(
+        "| CPU ms over the window | {sa:.0} | {sb:.0} | {:.2} |",
+        sb / sa.max(10.0)
+    );
+    println!();
+}
+
 fn reply(o: &Opts) {
     let (_d, _p, rcv) = project(&o.dir, 0);
     let wt = Worktree::new(&rcv);
@@ -457,5 +569,8 @@ fn main() {
     }
     if on("reply") {
         reply(&o);
+    }
+    if on("idle") {
+        idle(&o);
     }
 }

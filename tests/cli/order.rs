@@ -334,8 +334,9 @@ fn a_trickling_caller_does_not_hold_up_the_next() {
     );
 }
 
-/// `strace -f -y` attached to the running daemon, tracing `getdents64`; its
-/// log, and the ids of the daemon's threads by name, when it is stopped.
+/// `strace -f -y` attached to the running daemon, tracing `getdents64` (and
+/// more when asked); its log, and the ids of the daemon's threads by name,
+/// when it is stopped.
 struct DaemonTrace {
     strace: std::process::Child,
     log: std::path::PathBuf,
@@ -344,9 +345,15 @@ struct DaemonTrace {
 
 impl DaemonTrace {
     fn attach(p: &Project, pid: u32) -> DaemonTrace {
+        DaemonTrace::attach_tracing(p, pid, "getdents64")
+    }
+
+    /// Attached, tracing the system calls `calls` (strace's `-e trace=`).
+    fn attach_tracing(p: &Project, pid: u32, calls: &str) -> DaemonTrace {
         let log = p.root.join("daemon-strace.log");
+        let trace = format!("trace={calls}");
         let strace = std::process::Command::new("strace")
-            .args(["-f", "-qq", "-y", "-e", "trace=getdents64", "-o"])
+            .args(["-f", "-qq", "-y", "-e", &trace, "-o"])
             .arg(&log)
             .args(["-p", &pid.to_string()])
             .stdin(std::process::Stdio::null())
@@ -380,10 +387,39 @@ impl DaemonTrace {
             .collect()
     }
 
+    /// How many times the daemon looked at `inbox/new`'s own times through
+    /// the descriptor it holds (an `fstat` of the folder).
+    fn checks(&self) -> usize {
+        self.text()
+            .lines()
+            .filter(|l| l.contains(" fstat(") && l.contains("/inbox/new>,"))
+            .count()
+    }
+
     fn detach(mut self) {
         crate::support::signal(self.strace.id(), 2);
         let _ = self.strace.wait();
     }
+}
+
+/// A [`deep_project`] (no wake-ups), its socket and canonical `inbox/new`,
+/// and its daemon started with `env`, traced for `calls`.
+fn traced_deep(
+    env: (&str, &str),
+    calls: &str,
+) -> (
+    Project,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    crate::support::Daemon,
+    DaemonTrace,
+) {
+    let p = deep_project("wake: {method: none}\n");
+    let sock = p.path(".swarmforge/daemon/order.sock");
+    let served = p.handoffs("inbox/new").canonicalize().unwrap();
+    let d = p.spawn_daemon_env(&[], &[env]);
+    let trace = DaemonTrace::attach_tracing(&p, d.pid(), calls);
+    (p, sock, served, d, trace)
 }
 
 /// The index is listed again while calls come in (here every 50 ms,
@@ -396,11 +432,7 @@ fn a_deep_inbox_is_listed_off_every_callers_path_at_start_and_when_its_index_age
     if !require_tool("strace", "apt-get install -y strace") {
         return;
     }
-    let p = deep_project("wake: {method: none}\n");
-    let sock = p.path(".swarmforge/daemon/order.sock");
-    let served = p.handoffs("inbox/new").canonicalize().unwrap();
-    let d = p.spawn_daemon_env(&[], &[("HANDOFFD_ORDER_RELIST", "0.05")]);
-    let trace = DaemonTrace::attach(&p, d.pid());
+    let (p, sock, served, d, trace) = traced_deep(("HANDOFFD_ORDER_RELIST", "0.05"), "getdents64");
     // The periodic listing shows up in the trace (which also says strace
     // is attached).
     crate::support::wait_until(DEADLINE, "a background listing of inbox/new", || {
@@ -434,6 +466,36 @@ fn a_deep_inbox_is_listed_off_every_callers_path_at_start_and_when_its_index_age
         answer.starts_with(&format!("ok {} 0\n", DEEP - 6)),
         "{answer}"
     );
+}
+
+/// An idle deep inbox is never listed again (issue 47: it was every 30 s,
+/// so an idle daemon's cost grew with its backlog). With its folder
+/// checked every 50 ms (`HANDOFFD_ORDER_CHECK`), the daemon's trace shows
+/// the checks (an `fstat` of the folder) and no listing of it, before and
+/// after a file placed behind its back, which the next answer still names
+/// first.
+#[test]
+fn an_idle_deep_inbox_is_checked_and_never_listed_again() {
+    if !require_tool("strace", "apt-get install -y strace") {
+        return;
+    }
+    let (p, sock, served, _d, trace) =
+        traced_deep(("HANDOFFD_ORDER_CHECK", "0.05"), "getdents64,fstat");
+    crate::support::wait_until(DEADLINE, "20 checks of inbox/new", || trace.checks() >= 20);
+    let placed = place(&p, "10", DEEP + 1, "note");
+    let answer = ask(&sock, &served);
+    assert!(
+        answer.starts_with(&format!("ok {} 0\n{placed}\n", DEEP + 1)),
+        "{answer}"
+    );
+    let checks = trace.checks();
+    crate::support::wait_until(DEADLINE, "20 more checks of inbox/new", || {
+        trace.checks() >= checks + 20
+    });
+    let listers = trace.listers();
+    let text = trace.text();
+    trace.detach();
+    assert!(listers.is_empty(), "inbox/new was listed again:\n{text}");
 }
 
 /// The re-wake sweep takes a deep inbox's oldest waiting item from the

@@ -4,8 +4,9 @@
 //! waiting for a child bounded in time and output (`child`),
 //! the hooks the swarm writes into a repository (`git_hooks`), a loose
 //! git object judged by its content (`git_object`),
-//! tokens from the kernel (`random`), quoting for `sh` (`shell`) and the
-//! priority of threads that work for later (`background`). Renames, fsyncs
+//! tokens from the kernel (`random`), quoting for `sh` (`shell`), the
+//! priority of threads that work for later (`background`) and freed memory
+//! given back (`memory`). Renames, fsyncs
 //! and locks stay in `crate::fsx`.
 
 pub mod account;
@@ -16,6 +17,7 @@ pub mod git_hooks;
 pub mod git_object;
 pub mod log_reader;
 pub mod logfile;
+pub mod memory;
 pub mod random;
 pub mod shell;
 pub mod tmux;

@@ -4,53 +4,63 @@
 //! (each add is numbered), so a read of an item replaced meanwhile is
 //! dropped and the new one stays unread.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use rustix::fs::inotify::ReadFlags;
 use rustix::fs::{AtFlags, FileType};
 
-use crate::protocol::grammar::{self, QueueEntry, SortKey};
+use super::name::{Name, Tails};
+use crate::protocol::grammar::{self, QueueEntry};
 use crate::protocol::order;
 
 /// Numbers each add of an item, so a read can tell whether it is still the
 /// item's (see the module doc).
 pub(super) static ADDED: AtomicU64 = AtomicU64::new(0);
 
-pub(super) type Name = Arc<str>;
-
-/// What one listing (and the events after it) says a folder holds.
+/// What one listing (and the events after it) says a folder holds. Each
+/// item is held in two B-trees (32 bytes an entry, nodes filled when built
+/// from a listing) beside its name's shared tail; the sets of unread items
+/// and of answers are empty once the heads are read.
 #[derive(Default)]
 pub(super) struct Entries {
-    pub(super) items: BTreeSet<(SortKey, Name)>,
-    /// Item → its modification time (ns since the epoch): when it was
-    /// placed, as the re-wake sweep reads it.
-    pub(super) ages: HashMap<Name, i64>,
+    /// Items in hand-out order → their modification time (ns since the
+    /// epoch): when they were placed, as the re-wake sweep reads it.
+    pub(super) items: BTreeMap<Name, i64>,
     pub(super) by_age: BTreeSet<(i64, Name)>,
     /// Entries named `*.handoff` that are not items (raw names).
     pub(super) odd: HashSet<Box<[u8]>>,
     /// Items whose head is not read yet → the number of their add.
-    pub(super) unread: HashMap<Name, u64>,
+    pub(super) unread: BTreeMap<Name, u64>,
     /// Read items that may be answers.
-    pub(super) answers: BTreeSet<(SortKey, Name)>,
+    pub(super) answers: BTreeSet<Name>,
+    pub(super) tails: Tails,
+}
+
+/// What an entry is, from its name and type.
+fn kind(name: &[u8], kind: FileType) -> QueueEntry {
+    let text = String::from_utf8_lossy(name);
+    grammar::queue_entry(
+        &text,
+        kind == FileType::Directory,
+        kind == FileType::RegularFile,
+    )
 }
 
 impl Entries {
     pub(super) fn add(&mut self, name: &[u8], kind: FileType, mtime: i64) {
-        let text = String::from_utf8_lossy(name);
-        let is_dir = kind == FileType::Directory;
-        match grammar::queue_entry(&text, is_dir, kind == FileType::RegularFile) {
+        match self::kind(name, kind) {
             QueueEntry::Item => {
-                let n: Name = text.into();
-                self.items.insert((grammar::sort_key(&n), n.clone()));
+                // An item's name is ASCII (`grammar::valid_handoff_name`).
+                let n = Name::intern(&String::from_utf8_lossy(name), &mut self.tails);
+                if let Some(old) = self.items.insert(n.clone(), mtime) {
+                    self.by_age.remove(&(old, n.clone()));
+                }
                 self.by_age.insert((mtime, n.clone()));
-                self.unread
-                    .insert(n.clone(), ADDED.fetch_add(1, Ordering::Relaxed));
-                self.ages.insert(n, mtime);
+                self.unread.insert(n, ADDED.fetch_add(1, Ordering::Relaxed));
             }
             QueueEntry::Odd => {
                 self.odd.insert(name.into());
@@ -59,14 +69,17 @@ impl Entries {
         }
     }
 
+    /// The key of the item named `name`, if it may be one held here.
+    pub(super) fn key(&self, name: &[u8]) -> Option<Name> {
+        Name::find(std::str::from_utf8(name).ok()?, &self.tails)
+    }
+
     pub(super) fn remove(&mut self, name: &[u8]) {
-        if let Ok(text) = std::str::from_utf8(name) {
-            if let Some((n, t)) = self.ages.remove_entry(text) {
+        if let Some(key) = self.key(name) {
+            if let Some((n, t)) = self.items.remove_entry(&key) {
                 self.by_age.remove(&(t, n.clone()));
                 self.unread.remove(&n);
-                let key = (grammar::sort_key(text), n);
-                self.answers.remove(&key);
-                self.items.remove(&key);
+                self.answers.remove(&n);
             }
         }
         self.odd.remove(name);
@@ -99,7 +112,7 @@ impl Entries {
         }
         self.unread.remove(name);
         if may_be_answer {
-            self.answers.insert((grammar::sort_key(name), name.clone()));
+            self.answers.insert(name.clone());
         }
     }
 
@@ -108,15 +121,14 @@ impl Entries {
     /// item `old` had read and this one saw added again is unread here and
     /// there alike, since both saw the same event).
     pub(super) fn inherit(&mut self, old: &Entries) {
-        let read_in_old = |n: &Name| old.ages.contains_key(n) && !old.unread.contains_key(n);
         let mut answers = Vec::new();
+        // Names compare by their text, whichever folder's tails they hold.
         self.unread.retain(|n, _| {
-            if !read_in_old(n) {
+            if !old.items.contains_key(n) || old.unread.contains_key(n) {
                 return true;
             }
-            let key = (grammar::sort_key(n), n.clone());
-            if old.answers.contains(&key) {
-                answers.push(key);
+            if old.answers.contains(n) {
+                answers.push(n.clone());
             }
             false
         });
@@ -129,32 +141,51 @@ impl Entries {
         if self.answers.len() + self.unread.len() > order::HEAD {
             return Vec::new();
         }
-        let mut all: Vec<(SortKey, Name)> = self.answers.iter().cloned().collect();
-        all.extend(
-            self.unread
-                .keys()
-                .map(|n| (grammar::sort_key(n), n.clone())),
-        );
+        let mut all: Vec<Name> = self.answers.iter().cloned().collect();
+        all.extend(self.unread.keys().cloned());
         all.sort();
-        all.into_iter().map(|(_, n)| n).collect()
+        all
     }
 
     /// Lists the folder through `dir` (a fresh descriptor, so the held one
-    /// keeps no offset).
+    /// keeps no offset). The trees are built from the sorted listing, so
+    /// their nodes are full.
     pub(super) fn list(dir: &OwnedFd) -> io::Result<Entries> {
         let mut e = Entries::default();
+        let mut items = Vec::new();
         for entry in rustix::fs::Dir::read_from(dir)? {
             let entry = entry?;
             let name = entry.file_name().to_bytes();
             if name == b"." || name == b".." {
                 continue;
             }
-            match entry.file_type() {
+            let (kind, mtime) = match entry.file_type() {
                 // Only items need a stat (their age); d_type says the rest.
-                FileType::RegularFile | FileType::Unknown => e.refresh(dir, name),
-                kind => e.add(name, kind, 0),
+                FileType::RegularFile | FileType::Unknown => {
+                    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+                        Ok(st) => (FileType::from_raw_mode(st.st_mode), mtime_ns(&st)),
+                        // Gone since: an event says so.
+                        Err(_) => continue,
+                    }
+                }
+                kind => (kind, 0),
+            };
+            match self::kind(name, kind) {
+                QueueEntry::Item => items.push((
+                    Name::intern(&String::from_utf8_lossy(name), &mut e.tails),
+                    mtime,
+                )),
+                _ => e.add(name, kind, mtime),
             }
         }
+        // One entry per name (a folder holds each once).
+        items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        e.by_age = items.iter().map(|(n, t)| (*t, n.clone())).collect();
+        e.unread = items
+            .iter()
+            .map(|(n, _)| (n.clone(), ADDED.fetch_add(1, Ordering::Relaxed)))
+            .collect();
+        e.items = items.into_iter().collect();
         Ok(e)
     }
 }

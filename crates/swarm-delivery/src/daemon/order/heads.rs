@@ -12,18 +12,31 @@ use std::sync::Arc;
 
 use rustix::fs::FileType;
 
-use super::entries::Name;
+use super::name::Name;
 use super::{Shared, READS_PER_ROUND, READ_TICK};
 use crate::protocol::order;
+
+/// Head reads after which, once nothing is left unread, freed memory is
+/// given back.
+const RELEASE_AFTER: usize = 4096;
 
 /// The reader: the heads of unread items, at the lowest CPU priority (this
 /// thread's own nice value), until `stop`.
 pub(super) fn reader(shared: &Shared, stop: &AtomicBool) {
     crate::sys::background::lowest_priority();
+    let mut read = 0;
     while !stop.load(Ordering::Relaxed) {
-        if read_heads(shared) == 0 {
-            std::thread::sleep(READ_TICK);
+        let n = read_heads(shared);
+        if n > 0 {
+            read += n;
+            continue;
         }
+        // Every head of a listing read: the unread set's memory is free
+        // (not after every few items delivered: the walk is not free).
+        if std::mem::take(&mut read) >= RELEASE_AFTER {
+            crate::sys::memory::release_free();
+        }
+        std::thread::sleep(READ_TICK);
     }
 }
 
@@ -41,7 +54,7 @@ pub(super) type Unread = (PathBuf, Arc<OwnedFd>, Name, u64);
 /// What reading each head said (`None`: it could not be read).
 pub(super) fn heads(todo: &[Unread]) -> Vec<Option<bool>> {
     todo.iter()
-        .map(|(_, fd, name, _)| head_may_be_answer(fd, name))
+        .map(|(_, fd, name, _)| head_may_be_answer(fd, &name.text()))
         .collect()
 }
 

@@ -1,10 +1,23 @@
 //! The folders indexed so far and the one inotify instance that keeps
 //! them. The invariant (the module doc of `order`): every question first
 //! drains the event queue, so an answer is never behind the question; lost
-//! events, or a folder removed or replaced (its identity changed), make the
+//! events, a folder removed or replaced (its identity changed), or a
+//! folder whose times moved past what its events account for, make the
 //! folder listed again, on the lister's thread.
+//!
+//! What "account for" means ([`Folder::accounted`]): after each drain that
+//! applied events to a folder, and after a listing is swapped in, the
+//! folder's own modification and change times are read (one `fstat`); a
+//! check ([`Index::relist_unaccounted`], every few seconds, one `fstat` a
+//! folder whatever it holds) that finds them moved with no event drained
+//! lists the folder again. So the index is never listed again while nothing
+//! changes, and a change that raised no event is caught at the next check
+//! unless an event of the same folder came first (its times then account
+//! for both): that one waits for the next listing. An item's time set in
+//! place (no rename) raises none of the events watched: the sweep's age
+//! order keeps the time it was placed with until the next listing.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
@@ -14,8 +27,9 @@ use std::time::{Duration, Instant};
 
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 
-use super::entries::{Entries, Name};
+use super::entries::Entries;
 use super::heads::Unread;
+use super::name::Name;
 use crate::protocol::order::{self, Answer, Ask};
 
 /// One indexed folder.
@@ -27,7 +41,10 @@ pub(super) struct Folder {
     pub(super) wd: i32,
     pub(super) entries: Entries,
     /// Items the sweep found do not wake their role (`cc`, `wake: no`).
-    pub(super) quiet: HashSet<Name>,
+    pub(super) quiet: BTreeSet<Name>,
+    /// The folder's times as the events applied so far account for them
+    /// (see the module doc); `None` until the first listing is in.
+    pub(super) accounted: Option<Stamp>,
     /// False until the first listing is in.
     pub(super) ready: bool,
     pub(super) listed: Instant,
@@ -49,7 +66,7 @@ impl Folder {
                     .items
                     .iter()
                     .take(order::HEAD)
-                    .map(|(_, n)| n.to_string())
+                    .map(|(n, _)| n.to_string())
                     .collect(),
             },
             Ask::Answers => Answer {
@@ -59,6 +76,20 @@ impl Folder {
             },
         }
     }
+}
+
+/// A folder's modification and change times (s, ns each).
+pub(super) type Stamp = [i64; 4];
+
+/// The times of the folder held open as `fd`.
+pub(super) fn stamp(fd: &OwnedFd) -> Option<Stamp> {
+    let st = rustix::fs::fstat(fd).ok()?;
+    Some([
+        st.st_mtime,
+        st.st_mtime_nsec as i64,
+        st.st_ctime,
+        st.st_ctime_nsec as i64,
+    ])
 }
 
 pub(super) fn identity(st: &rustix::fs::Stat) -> (u64, u64) {
@@ -157,8 +188,16 @@ impl Index {
             }
         }
         let mut lost = failed;
+        let mut touched = HashSet::new();
         for (wd, mask, name) in events {
             lost |= !self.apply(wd, mask, name.as_deref());
+            touched.insert(wd);
+        }
+        for wd in touched {
+            let f = self.watches.get(&wd).and_then(|d| self.folders.get_mut(d));
+            if let Some(f) = f.filter(|f| f.ready) {
+                f.accounted = stamp(&f.fd);
+            }
         }
         // Events we could not read may have been anything.
         if lost {
@@ -190,8 +229,8 @@ impl Index {
             return true;
         };
         if mask.intersects(ReadFlags::DELETE | ReadFlags::MOVED_FROM) {
-            if let Ok(text) = std::str::from_utf8(name) {
-                folder.quiet.remove(text);
+            if let Some(key) = folder.entries.key(name) {
+                folder.quiet.remove(&key);
             }
         }
         folder.entries.apply(&folder.fd, mask, name);
@@ -248,7 +287,8 @@ impl Index {
                 identity: id,
                 wd,
                 entries: Entries::default(),
-                quiet: HashSet::new(),
+                quiet: BTreeSet::new(),
+                accounted: None,
                 ready: false,
                 listed: Instant::now(),
                 pending: None,
@@ -304,13 +344,31 @@ impl Index {
             fresh.apply(&f.fd, *mask, name);
         }
         fresh.inherit(&f.entries);
-        f.quiet.retain(|n| fresh.ages.contains_key(n));
+        f.quiet.retain(|n| fresh.items.contains_key(n));
         f.ready = true;
         f.listed = Instant::now();
+        f.accounted = stamp(&f.fd);
         Some(std::mem::replace(&mut f.entries, fresh))
     }
 
-    /// Lists again, in the background, folders listed longer ago than `age`.
+    /// Lists again, in the background, the folders whose times moved past
+    /// what their events account for (see the module doc). One `fstat` a
+    /// folder, whatever it holds.
+    pub(super) fn relist_unaccounted(&mut self) {
+        self.drain();
+        let due: Vec<PathBuf> = self
+            .folders
+            .iter()
+            .filter(|(_, f)| f.ready && f.pending.is_none() && stamp(&f.fd) != f.accounted)
+            .map(|(d, _)| d.clone())
+            .collect();
+        for dir in due {
+            self.relist(&dir);
+        }
+    }
+
+    /// Lists again, in the background, folders listed longer ago than `age`
+    /// (a benchmark's knob: `HANDOFFD_ORDER_RELIST`).
     pub(super) fn relist_older(&mut self, age: Duration) {
         let due: Vec<PathBuf> = self
             .folders

@@ -14,10 +14,19 @@
 //! Why no caller waits for a listing (docs/benchmarks.md, "Deep queues at
 //! any call spacing"): listings run on their own thread. Deep folders are
 //! indexed when the daemon starts (before it logs `started`) and when they
-//! grow deep later; the periodic re-listing, the safety net for a change
-//! that raised no event, lists next to the live index and then replays onto
+//! grow deep later; a listing again (after lost events, or when a
+//! folder's times moved past what its events account for: the safety net
+//! for a change that raised no event, checked every [`CHECK`] at one
+//! `fstat` a folder) lists next to the live index and then replays onto
 //! the new listing every event seen since it began, so the swap loses
 //! nothing and the answers in between come from the live index.
+//!
+//! Why an idle daemon's cost does not grow with its backlog (issue 47): a
+//! folder is never listed again while nothing changes (it was every 30 s),
+//! the reader's round finds nothing unread in O(1), and the index keeps
+//! each item in 24-byte compact names (`name`) in trees built full from a
+//! listing, about 80 bytes an item (docs/benchmarks.md, "Memory and idle
+//! cost flat in the backlog").
 //!
 //! Which items may be `answer`s (the `answers` question, asked by a
 //! `ready-next` that resumes an item in process): every item enters the
@@ -30,10 +39,11 @@
 //! what was read of the items it still holds.
 
 //!
-//! The parts: what one folder holds (`entries`), the inotify-kept index of
-//! folders (`index`), the thread that reads items' heads (`heads`), which
-//! folders a caller may ask about (`served`); here, the socket, its
-//! threads and the re-wake sweep's question.
+//! The parts: an item's compact name (`name`), what one folder holds
+//! (`entries`), the inotify-kept index of folders (`index`), the thread
+//! that reads items' heads (`heads`), which folders a caller may ask about
+//! (`served`); here, the socket, its threads and the re-wake sweep's
+//! question.
 
 use std::io::{self, Read, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -52,6 +62,7 @@ use crate::protocol::order::{self, Ask};
 mod entries;
 mod heads;
 mod index;
+mod name;
 mod served;
 
 use entries::{system_time, Entries};
@@ -65,11 +76,13 @@ const CONVERSATION: Duration = Duration::from_millis(500);
 /// How often the thread looks at its stop flag while nothing happens.
 const TICK: Duration = Duration::from_millis(200);
 
-/// How long a folder's listing is trusted before it is listed again, in
-/// the background: the safety net for a change that raised no event, as the
-/// daemon's own periodic rescan is. `HANDOFFD_ORDER_RELIST` (seconds)
-/// shortens it, for benchmarks that simulate calls far apart.
-const RELIST: Duration = Duration::from_secs(30);
+/// How often each indexed folder's times are compared with what its events
+/// account for (one `fstat` a folder: `Index::relist_unaccounted`), the
+/// safety net for a change that raised no event; only a folder whose times
+/// moved unaccounted is listed again, so an idle daemon's cost does not grow
+/// with the backlog (issue 47). `HANDOFFD_ORDER_CHECK` (seconds) sets it,
+/// for tests.
+const CHECK: Duration = Duration::from_secs(10);
 /// How often served folders that are not indexed are looked at (one `stat`
 /// each) to index those that grew deep.
 const DEEP_SCAN: Duration = Duration::from_secs(10);
@@ -85,12 +98,13 @@ const SWEEP_READS: usize = 16;
 const READS_PER_ROUND: usize = 256;
 const READ_TICK: Duration = Duration::from_millis(100);
 
-fn relist_period() -> Duration {
-    std::env::var("HANDOFFD_ORDER_RELIST")
+/// A period in seconds from the environment (0.05 s to a day).
+fn period(var: &str) -> Option<Duration> {
+    std::env::var(var)
         .ok()
         .and_then(|s| s.trim().parse::<f64>().ok())
         .filter(|s| s.is_finite() && *s >= 0.05 && *s <= 86_400.0)
-        .map_or(RELIST, Duration::from_secs_f64)
+        .map(Duration::from_secs_f64)
 }
 
 /// The index, shared by the socket's thread, the lister and the re-wake
@@ -119,6 +133,8 @@ fn lister(shared: &Shared, jobs: &mpsc::Receiver<Option<Job>>) {
         let old = shared.index().swap_in(&job, listed);
         shared.listed.notify_all();
         drop(old);
+        // The listing's scratch and the entries it replaced are free now.
+        crate::sys::memory::release_free();
     }
 }
 
@@ -259,7 +275,7 @@ impl OrderServer {
             if refused.len() == SWEEP_READS {
                 break;
             }
-            let path = new_dir.join(&**n);
+            let path = new_dir.join(&*n.text());
             if wakes(&path) {
                 found = Some(Oldest {
                     path,
@@ -290,8 +306,12 @@ fn run(listener: UnixListener, shared: &Shared, stop: &AtomicBool) {
         tv_sec: 0,
         tv_nsec: 200_000_000,
     });
-    let relist = relist_period();
+    // Listings forced this often whatever changed: a benchmark's knob, to
+    // load the lister as lost events would (none by default).
+    let relist = period("HANDOFFD_ORDER_RELIST");
+    let check = period("HANDOFFD_ORDER_CHECK").unwrap_or(CHECK);
     let mut next_scan = Instant::now() + DEEP_SCAN;
+    let mut next_check = Instant::now() + check;
     let inotify = match shared.index().inotify.try_clone() {
         Ok(fd) => fd,
         Err(_) => return,
@@ -313,7 +333,13 @@ fn run(listener: UnixListener, shared: &Shared, stop: &AtomicBool) {
             if events {
                 ix.drain();
             }
-            ix.relist_older(relist);
+            if let Some(age) = relist {
+                ix.relist_older(age);
+            }
+            if Instant::now() >= next_check {
+                next_check = Instant::now() + check;
+                ix.relist_unaccounted();
+            }
             if Instant::now() >= next_scan {
                 next_scan = Instant::now() + DEEP_SCAN;
                 let served = shared.served().folders.clone();

@@ -1,4 +1,5 @@
 use super::heads::heads;
+use super::name;
 use super::*;
 use crate::protocol::order::Answer;
 
@@ -166,4 +167,166 @@ fn a_parent_moved_away_raises_no_event_and_is_still_noticed() {
     std::fs::write(new.join(n(50, 2)), "x").unwrap();
     std::fs::write(new.join(n(10, 1)), "x").unwrap();
     assert_eq!(names(&ix.answer(&new).unwrap()), [n(10, 1), n(50, 2)]);
+}
+
+/// An empty folder `new` in a temporary directory.
+fn folder() -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let new = d.path().join("new");
+    std::fs::create_dir(&new).unwrap();
+    (d, new)
+}
+
+/// Names as queues hold them: built by the daemon (widths 6 to 8, seq 0,
+/// several senders and recipients), moved in under a collision prefix,
+/// and of no known shape.
+const NAMES: &[&str] = &[
+    "50_20260615T140531Z_000001_from_a_to_b.handoff",
+    "50_20260615T140531Z_000001_from_a-2_to_b.handoff",
+    "50_20260615T140531Z_0000001_from_a_to_b.handoff",
+    "50_20260615T140531Z_00000001_from_a_to_b.handoff",
+    "50_20260615T140531Z_000000_from_a_to_b.handoff",
+    "50_20260615T140531Z_0000000_from_a_to_b.handoff",
+    "50_20260615T140531Z_999999_from_a_to_b_c.handoff",
+    "50_20260615T140531Z_1000000_from_a_to_b.handoff",
+    "50_20260615T140530Z_000002_from_z_to_b.handoff",
+    "50_19991231T235959Z_000002_from_z_to_b.handoff",
+    "10_20260615T140531Z_000003_from_a_to_b_and_4_more.handoff",
+    "99_20260615T140531Z_000003_from_a_to_b.handoff",
+    "2026-06-15T14:05:31.123456Z_50_20260615T140531Z_000001_from_a_to_b.handoff",
+    "2026-06-15T14:05:31.123456Z_2_50_20260615T140531Z_000001_from_a_to_b.handoff",
+    "50_2026615T1405310Z_000001_from_a_to_b.handoff",
+    "50_bad.handoff",
+    "5_x.handoff",
+    "50.handoff",
+    "ab_20260615T140531Z_000001_from_a_to_b.handoff",
+    "50_20260615T140531Z_000001_from_a_to.handoff",
+];
+
+/// The hand-out order, as the helpers sort a listing.
+fn grammar_order(names: &[String]) -> Vec<String> {
+    let mut v = names.to_vec();
+    crate::protocol::grammar::sort_names(&mut v);
+    v
+}
+
+fn assert_names_keep_text_and_order(names: &[String]) {
+    let mut tails = name::Tails::default();
+    let mut packed: Vec<name::Name> = names
+        .iter()
+        .map(|n| name::Name::intern(n, &mut tails))
+        .collect();
+    for (n, text) in packed.iter().zip(names) {
+        assert_eq!(n.text(), text.as_str());
+        assert_eq!(name::Name::find(text, &tails).as_ref(), Some(n));
+    }
+    packed.sort();
+    let texts: Vec<String> = packed.iter().map(|n| n.to_string()).collect();
+    assert_eq!(texts, grammar_order(names));
+}
+
+#[test]
+fn compact_names_keep_the_text_and_the_hand_out_order() {
+    let names: Vec<String> = NAMES.iter().map(|s| s.to_string()).collect();
+    assert_names_keep_text_and_order(&names);
+    assert_eq!(std::mem::size_of::<name::Name>(), 24);
+}
+
+use proptest::strategy::Strategy;
+
+proptest::proptest! {
+    #[test]
+    fn compact_names_order_as_the_grammar_for_any_names(
+        names in proptest::collection::vec(
+            proptest::prop_oneof![
+                (
+                    "[0-9]{2}",
+                    "(19|20)[0-9]{2}(0[1-9]|1[0-2])(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3])[0-5][0-9][0-5][0-9]Z",
+                    "[0-9]{6,9}",
+                    "(a|b|a-1|Zed)",
+                    "(b|c|b_c|b_and_3_more)",
+                )
+                    .prop_map(|(p, t, s, f, r)| format!("{p}_{t}_{s}_from_{f}_to_{r}.handoff")),
+                "[0-9A-Za-z_:.-]{1,40}\\.handoff",
+            ],
+            1..40,
+        )
+    ) {
+        let mut names = names;
+        names.sort();
+        names.dedup();
+        assert_names_keep_text_and_order(&names);
+    }
+}
+
+#[test]
+fn a_listing_holds_one_tail_per_sender_and_recipients_and_hands_out_in_order() {
+    let (_d, new) = folder();
+    // Every name in NAMES is an item's (`grammar::valid_handoff_name`).
+    let mut listed: Vec<String> = NAMES.iter().map(|s| s.to_string()).collect();
+    for s in 100..400 {
+        for from in ["a", "b"] {
+            listed.push(format!(
+                "50_20260615T140531Z_{s:06}_from_{from}_to_r.handoff"
+            ));
+        }
+    }
+    for n in &listed {
+        std::fs::write(new.join(n), "x").unwrap();
+    }
+    let mut ix = Ix::new();
+    let a = ix.answer(&new).unwrap();
+    assert_eq!(a.head, grammar_order(&listed)[..order::HEAD]);
+    let e = &ix.index.folders[&new].entries;
+    assert_eq!(e.items.len(), listed.len());
+    let all: Vec<String> = e.items.keys().map(|n| n.to_string()).collect();
+    assert_eq!(all, grammar_order(&listed));
+    // Two senders' 600 items share two tails; the names of other shapes
+    // in NAMES add theirs (fewer than they are).
+    assert!(e.tails.len() < 2 + NAMES.len(), "{}", e.tails.len());
+}
+
+/// Reads and drops every event queued: the changes made before it raised
+/// none, as far as the index can tell.
+fn lose_events(ix: &mut Ix) {
+    let mut buf = [0u8; 4096];
+    while rustix::io::read(&ix.index.inotify, &mut buf).is_ok_and(|n| n > 0) {}
+}
+
+#[test]
+fn an_idle_folder_is_not_listed_again_and_a_change_no_event_told_is() {
+    let (_d, new) = folder();
+    let n = |s: u32| format!("50_20260615T140531Z_{s:06}_from_a_to_b.handoff");
+    for s in 2..=5 {
+        std::fs::write(new.join(n(s)), "x").unwrap();
+    }
+    let mut ix = Ix::new();
+    assert_eq!(ix.answer(&new).unwrap().items, 4);
+    // Nothing changed: no listing, however often it is checked.
+    for _ in 0..3 {
+        ix.index.relist_unaccounted();
+        assert!(ix.jobs.try_recv().is_err(), "listed again with no change");
+    }
+    // A change its events tell: applied, and no listing either.
+    std::fs::remove_file(new.join(n(5))).unwrap();
+    ix.index.relist_unaccounted();
+    assert!(ix.jobs.try_recv().is_err(), "listed again after an event");
+    assert_eq!(ix.answer(&new).unwrap().items, 3);
+    // A change that raised no event: the folder's times moved past what
+    // its events account for (set, so the check does not depend on the
+    // clock's grain), and the next check lists it again.
+    std::fs::write(new.join(n(1)), "x").unwrap();
+    lose_events(&mut ix);
+    std::fs::File::open(&new)
+        .unwrap()
+        .set_modified(std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(3600))
+        .unwrap();
+    assert_eq!(ix.answer(&new).unwrap().items, 3, "the event was lost");
+    ix.index.relist_unaccounted();
+    ix.list();
+    let a = ix.answer(&new).unwrap();
+    assert_eq!(names(&a), [n(1), n(2), n(3), n(4)]);
+    // And once listed, quiet again.
+    ix.index.relist_unaccounted();
+    assert!(ix.jobs.try_recv().is_err(), "listed again with no change");
 }
