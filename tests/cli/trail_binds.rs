@@ -246,11 +246,14 @@ fn a_journal_from_before_digests_passes_and_says_so() {
     assert!(transcript(&p).contains("[coder -> qa] note from before the upgrade"));
 }
 
-/// A line a power cut (or a kill between the move and the line) took
-/// cannot be told from a file planted while no handoffd ran: after a
-/// restart it is listed `UNVERIFIED`, not failed, and not shown as said.
+/// A line a kill between the move and the line took is journaled again
+/// at the next start (daemon/lost_lines.rs: every copy is where only the
+/// daemon writes, with the original's digest), so the file is said again;
+/// a file planted in `sent/` while no handoffd ran, with no copy anywhere,
+/// cannot be told from a line a power cut took: after the restart it is
+/// listed `UNVERIFIED`, not failed, and not shown as said.
 #[test]
-fn a_line_lost_before_a_restart_is_unverified_not_a_violation() {
+fn a_line_lost_before_a_restart_is_journaled_again_and_a_plant_is_unverified() {
     let p = swarm();
     let d = p.spawn_daemon(&[]);
     let (sent, _) = one_exchange(&p);
@@ -259,11 +262,34 @@ fn a_line_lost_before_a_restart_is_unverified_not_a_violation() {
     edit_journal(&p, |l| {
         (!l.contains("\"kind\":\"delivered\"")).then(|| l.to_string())
     });
+    let text = fs::read_to_string(&sent).unwrap();
+    let planted_id = "20261207T101010Z_000042_from_coder";
+    let old_id = text
+        .lines()
+        .find_map(|l| l.strip_prefix("id: "))
+        .unwrap()
+        .to_string();
+    let planted = sent.with_file_name(format!("10_{planted_id}_to_qa.handoff"));
+    fs::write(&planted, text.replace(&old_id, planted_id)).unwrap();
     let _d = p.spawn_daemon(&[]);
-    let out = audit_ok(&p);
+    // The plant is also an original with no copy: the check fails on it,
+    // and on it alone.
+    let r = p.swarm(&["audit", "--check"]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    let out = r.stdout;
+    assert!(!out.contains(&format!("{}", sent.display())), "{out}");
     assert!(
-        out.contains(&format!("UNVERIFIED unverified {}:", sent.display())),
+        out.contains(&format!("UNVERIFIED unverified {}:", planted.display())),
         "{out}"
     );
-    assert!(transcript(&p).contains(&format!("[unverified] {}", sent.display())));
+    assert!(out.contains("CHECK FAILED: 1 violation"), "{out}");
+    let t = transcript(&p);
+    assert!(
+        !t.contains(&format!("[unverified] {}", sent.display())),
+        "{t}"
+    );
+    assert!(
+        t.contains(&format!("[unverified] {}", planted.display())),
+        "{t}"
+    );
 }
