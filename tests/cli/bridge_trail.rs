@@ -145,6 +145,16 @@ fn a_trail_record_its_hosts_journal_never_wrote_is_refused_and_fails_the_audit()
 }
 
 /// Takes and finishes `role`'s next task on `h`.
+/// Hosts a (ping) and b (pong), running, and the id of a note ping sent
+/// pong.
+fn first_note(nats: &Nats) -> (crate::bridge::Hub, Vec<Host>, String) {
+    let (hub, mut hosts) = swarm(nats, &["a", "b"], TWO);
+    start_all(&mut hosts);
+    let first = hosts[0].send("ping", &note("pong", "first"));
+    let id = id_of(&first);
+    (hub, hosts, id)
+}
+
 fn work(h: &Host, role: &str) {
     for step in ["ready-next", "done-current"] {
         h.p.cmd(step)
@@ -325,10 +335,7 @@ fn a_bridge_publishes_no_journal_line_before_it_is_durable() {
 #[test]
 fn a_journal_range_rewritten_after_it_was_published_is_refused_and_fails_the_audit() {
     let Some(nats) = Nats::start() else { return };
-    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], TWO);
-    start_all(&mut hosts);
-    let first = hosts[0].send("ping", &note("pong", "first"));
-    let id = id_of(&first);
+    let (_hub, mut hosts, id) = first_note(&nats);
     wait_until(LONG, "b mirrors a's delivery", || {
         line_at(&hosts[1], "a", "delivered", &id).is_some()
     });
@@ -376,10 +383,7 @@ fn a_journal_range_rewritten_after_it_was_published_is_refused_and_fails_the_aud
 #[test]
 fn a_journal_rewritten_past_its_published_end_before_the_bridge_starts_is_refused() {
     let Some(nats) = Nats::start() else { return };
-    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], TWO);
-    start_all(&mut hosts);
-    let first = hosts[0].send("ping", &note("pong", "first"));
-    let id = id_of(&first);
+    let (_hub, mut hosts, id) = first_note(&nats);
     let published = hosts[0].p.path(".swarmforge/bridge/events.offset");
     let events = hosts[0].p.path(".swarmforge/daemon/events.jsonl");
     wait_until(LONG, "a published its whole journal", || {
@@ -431,10 +435,7 @@ fn a_journal_rewritten_past_its_published_end_before_the_bridge_starts_is_refuse
 #[test]
 fn a_relayed_delivery_whose_line_a_kill_took_is_journaled_at_the_next_start() {
     let Some(nats) = Nats::start() else { return };
-    let (_hub, mut hosts) = swarm(&nats, &["a", "b"], TWO);
-    start_all(&mut hosts);
-    let first = hosts[0].send("ping", &note("pong", "first"));
-    let id = id_of(&first);
+    let (_hub, mut hosts, id) = first_note(&nats);
     let events = hosts[1].p.path(".swarmforge/daemon/events.jsonl");
     let delivered_on_b = |id: &str| {
         fs::read_to_string(&events)
