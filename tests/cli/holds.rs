@@ -238,6 +238,41 @@ fn a_delivery_a_killed_daemon_began_is_finished_under_a_pause() {
     p.swarm(&["audit", "--check"]).ok();
 }
 
+/// The same, where the "copy" is one the sender could write itself (its
+/// recipient shares its worktree, so its inbox): a hostile agent planting
+/// it does not get its note past the pause, or vouched as delivered.
+#[test]
+fn a_copy_the_sender_could_plant_itself_does_not_finish_a_delivery() {
+    let p = Project::builder()
+        .role("coder")
+        .role("helper")
+        .role(crate::support::Role::new("qa").worktree("qa"))
+        .config("wake: {method: none}\n")
+        .build();
+    let queued = p
+        .send_as(
+            "coder",
+            "type: note\nto: helper\npriority: 50\nmessage: sneak\n",
+        )
+        .ok()
+        .queued();
+    let text = fs::read_to_string(&queued).unwrap();
+    let (head, body) = text.split_once("\n\n").unwrap();
+    let at = crate::support::header(&text, "created_at").unwrap();
+    let new = queued.parent().unwrap().with_file_name("inbox").join("new");
+    fs::create_dir_all(&new).unwrap();
+    let copy = format!("{head}\nrecipient: helper\nenqueued_at: {at}\n\n{body}");
+    fs::write(new.join(file_name(&queued)), copy).unwrap();
+    p.swarm(&["pause"]).ok();
+    let _d = p.spawn_daemon(&[]);
+    let line = format!("deferred {}", queued.display());
+    wait_until(DEADLINE, "the paused note is deferred", || {
+        p.log().lines().any(|l| l.contains(&line))
+    });
+    assert!(queued.exists());
+    assert!(!kinds(&p).iter().any(|k| k == "delivered"));
+}
+
 #[test]
 fn paused_type_waits_in_the_outbox_across_kill_9_and_resume_delivers_it() {
     let p = project("");

@@ -20,7 +20,9 @@
 //! every recipient holds a copy with its digest** (protocol/digest.rs), in
 //! an inbox only this daemon writes to. An agent can write into its own
 //! `sent/`, never into another role's inbox, so a file it planted there
-//! gets no line; and a copy a recipient changed gets none either.
+//! gets no line; a recipient sharing the sender's worktree (its inbox the
+//! sender's to write) proves nothing, so none either; and a copy a
+//! recipient changed gets none.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -128,7 +130,13 @@ pub fn recover(project: &Project, roles: &Roles, config: &Config, journal: &Jour
                 Some(r) => vec![r.clone()],
                 None => recipients(&msg, roles),
             };
-            if to.is_empty() || !to.iter().all(|r| holds_copy(roles, r, &e.name, &msg, max)) {
+            // A recipient in the sender's own worktree proves nothing: the
+            // sender could have written that copy itself.
+            let own = |r: &String| roles.find(r).is_some_and(|x| x.worktree_path == wt.root);
+            if to.is_empty()
+                || to.iter().any(own)
+                || !to.iter().all(|r| holds_copy(roles, r, &e.name, &msg, max))
+            {
                 continue;
             }
             let plain = grammar::strip_collision_prefix(&e.name);

@@ -256,6 +256,8 @@ impl Deliverer {
 
     /// Whether a recipient named by `msg` holds a copy of `c` already: its
     /// delivery began before this process (only a suspect can have begun).
+    /// A recipient in the sender's own worktree proves nothing: the sender
+    /// could have put that copy there itself.
     fn begun(&mut self, msg: &Message, c: &Candidate) -> bool {
         if !self.held.thorough(c) {
             return false;
@@ -263,11 +265,14 @@ impl Deliverer {
         let from = msg.sender().unwrap_or_default();
         let names = self.roles.roles.iter().map(|r| r.name.as_str());
         let named = grammar::recipients(msg.to().unwrap_or_default(), from, names);
+        let real = |p: &Path| fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let own = real(&c.worktree);
         let worktrees: Vec<Worktree> = named
             .iter()
             .map(String::as_str)
             .chain(msg.cc())
             .filter_map(|r| self.roles.find(r))
+            .filter(|r| real(&r.worktree_path) != own)
             .map(|r| Worktree::new(&r.worktree_path))
             .collect();
         worktrees
