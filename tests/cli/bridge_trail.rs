@@ -155,6 +155,18 @@ fn first_note(nats: &Nats) -> (crate::bridge::Hub, Vec<Host>, String) {
     (hub, hosts, id)
 }
 
+/// b refuses the range a's journal rewrote, and a's bridge said it lost
+/// published lines.
+fn b_refuses_a_rewritten_range(hosts: &[Host]) {
+    wait_until(LONG, "b refuses the rewritten range", || {
+        refused(&hosts[1])
+            .iter()
+            .any(|r| r["kind"] == "journal_rewritten")
+    });
+    let log = hosts[0].log();
+    assert!(log.contains("lost published lines"), "{log}");
+}
+
 fn work(h: &Host, role: &str) {
     for step in ["ready-next", "done-current"] {
         h.p.cmd(step)
@@ -351,13 +363,7 @@ fn a_journal_range_rewritten_after_it_was_published_is_refused_and_fails_the_aud
     hosts[0].start_daemon();
     // The lines written there now reach b at offsets it holds other lines
     // for: refused, recorded, the held line kept.
-    wait_until(LONG, "b refuses the rewritten range", || {
-        refused(&hosts[1])
-            .iter()
-            .any(|r| r["kind"] == "journal_rewritten")
-    });
-    let log = hosts[0].log();
-    assert!(log.contains("lost published lines"), "{log}");
+    b_refuses_a_rewritten_range(&hosts);
     let r = refused(&hosts[1]);
     let rewritten = r.iter().find(|r| r["kind"] == "journal_rewritten").unwrap();
     assert_eq!(rewritten["host"], "a", "{r:?}");
@@ -416,13 +422,7 @@ fn a_journal_rewritten_past_its_published_end_before_the_bridge_starts_is_refuse
         });
     }
     hosts[0].start_bridge();
-    wait_until(LONG, "b refuses the rewritten range", || {
-        refused(&hosts[1])
-            .iter()
-            .any(|r| r["kind"] == "journal_rewritten")
-    });
-    let log = hosts[0].log();
-    assert!(log.contains("lost published lines"), "{log}");
+    b_refuses_a_rewritten_range(&hosts);
     assert_eq!(line_at(&hosts[1], "a", "delivered", &id), Some(at));
     let r = audit(&hosts[1]);
     assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
@@ -448,13 +448,9 @@ fn a_relayed_delivery_whose_line_a_kill_took_is_journaled_at_the_next_start() {
         delivered_on_b(&id) == 1
     });
     hosts[1].kill_daemon();
-    let kept: String = fs::read_to_string(&events)
-        .unwrap()
-        .lines()
-        .filter(|l| !(l.contains("\"delivered\"") && l.contains(&id)))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    fs::write(&events, kept).unwrap();
+    hosts[1].p.edit_events(|l| {
+        (!(l.contains("\"delivered\"") && l.contains(&id))).then(|| l.to_string())
+    });
     hosts[1].start_daemon();
     wait_until(LONG, "b journals the lost line again", || {
         delivered_on_b(&id) == 1

@@ -1186,14 +1186,7 @@ fn a_delivered_line_lost_with_a_kill_is_journaled_at_the_next_start() {
     fs::write(p.hq("master", "sent").join(&forged.name), &forged.text).unwrap();
     drop(d); // SIGKILL: no `stopped`
              // The kill landed between the move and the line.
-    let events = p.path(".swarmforge/daemon/events.jsonl");
-    let kept: String = fs::read_to_string(&events)
-        .unwrap()
-        .lines()
-        .filter(|l| !(l.contains("\"delivered\"") && l.contains(&n.id)))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    fs::write(&events, kept).unwrap();
+    p.edit_events(|l| (!(l.contains("\"delivered\"") && l.contains(&n.id))).then(|| l.to_string()));
 
     let _d = p.spawn_daemon(&[]);
     let delivered = |id: &str| -> Vec<serde_json::Value> {

@@ -80,13 +80,6 @@ fn journal(p: &Project) -> String {
     fs::read_to_string(p.path(".swarmforge/daemon/events.jsonl")).unwrap()
 }
 
-/// Rewrites `events.jsonl` line by line (`None` drops the line): what an
-/// older daemon, or a lost line, would have left.
-fn edit_journal(p: &Project, f: impl Fn(&str) -> Option<String>) {
-    let text: String = journal(p).lines().filter_map(f).map(|l| l + "\n").collect();
-    fs::write(p.path(".swarmforge/daemon/events.jsonl"), text).unwrap();
-}
-
 fn transcript(p: &Project) -> String {
     let r = p.swarm(&["transcript"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -233,7 +226,7 @@ fn a_journal_from_before_digests_passes_and_says_so() {
     );
     p.deliver_once().ok();
     assert!(journal(&p).contains("\"sha256\":\""));
-    edit_journal(&p, |l| {
+    p.edit_events(|l| {
         let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
         v.as_object_mut().unwrap().remove("sha256");
         Some(v.to_string())
@@ -259,9 +252,7 @@ fn a_line_lost_before_a_restart_is_journaled_again_and_a_plant_is_unverified() {
     let (sent, _) = one_exchange(&p);
     drop(d);
     assert!(journal(&p).contains("\"kind\":\"delivered\""));
-    edit_journal(&p, |l| {
-        (!l.contains("\"kind\":\"delivered\"")).then(|| l.to_string())
-    });
+    p.edit_events(|l| (!l.contains("\"kind\":\"delivered\"")).then(|| l.to_string()));
     let text = fs::read_to_string(&sent).unwrap();
     let planted_id = "20261207T101010Z_000042_from_coder";
     let old_id = text

@@ -567,6 +567,19 @@ impl Project {
         rotated_log(&self.root.join(".swarmforge/daemon/handoffd.log"))
     }
 
+    /// Rewrites `events.jsonl` line by line (`None` drops the line): what
+    /// an older daemon, or a line lost with a kill, would have left.
+    pub fn edit_events(&self, f: impl Fn(&str) -> Option<String>) {
+        let path = self.path(".swarmforge/daemon/events.jsonl");
+        let text: String = fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .filter_map(f)
+            .map(|l| l + "\n")
+            .collect();
+        fs::write(&path, text).unwrap();
+    }
+
     /// `events.jsonl`, one JSON value a line; every complete line must parse
     /// (a last line without its newline may still be being written).
     pub fn events(&self) -> Vec<serde_json::Value> {

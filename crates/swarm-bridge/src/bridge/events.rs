@@ -225,6 +225,11 @@ pub fn tail_fingerprint(project: &Project, offset: u64) -> io::Result<Option<Str
     Ok(Some(digest[..16].to_string()))
 }
 
+/// Why a journal ending at `end` lost lines published up to `offset`.
+pub fn shorter_than_published(end: u64, offset: u64) -> String {
+    format!("ends at offset {end}, before offset {offset} already published")
+}
+
 /// How the journal lost lines published up to `offset` (`tail`: the
 /// fingerprint saved with it), and where to rewind from: `None` when it
 /// still holds them, or when nothing can be told (no fingerprint, the live
@@ -236,10 +241,7 @@ pub fn lost_since_published(
 ) -> Option<(String, u64)> {
     let end = end_offset(project).ok()?;
     if end < offset {
-        return Some((
-            format!("ends at offset {end}, before offset {offset} already published"),
-            end,
-        ));
+        return Some((shorter_than_published(end, offset), end));
     }
     match tail_fingerprint(project, offset) {
         Ok(Some(now)) if tail.is_some_and(|t| t != now) => Some((

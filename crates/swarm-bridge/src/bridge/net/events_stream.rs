@@ -41,7 +41,7 @@ pub(super) async fn publish_loop(s: Arc<Settings>, js: jetstream::Context, log: 
     loop {
         let (durable, end) = durable_end(&s, &log, offset).await;
         if let Some(end) = end.filter(|&e| e < offset) {
-            let why = format!("ends at offset {end}, before offset {offset} already published");
+            let why = events::shorter_than_published(end, offset);
             offset = rewind(&s, &log, why, end).await;
         }
         let (lines, next) = {
