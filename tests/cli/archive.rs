@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::support::{wait_until, walk, Project, Role, DEADLINE};
+use crate::support::{tomorrow, wait_until, walk, Project, Role, DEADLINE};
 
 /// A finished exchange: `n` notes coder -> qa, delivered, taken and done
 /// (qa takes batches), one refused draft-less file in coder's failed/.
@@ -38,12 +38,6 @@ fn handoff_files(dir: &Path) -> usize {
         .iter()
         .filter(|f| f.to_string_lossy().ends_with(".handoff"))
         .count()
-}
-
-fn tomorrow() -> String {
-    (chrono::Utc::now() + chrono::Duration::days(1))
-        .format("%Y-%m-%d")
-        .to_string()
 }
 
 #[test]

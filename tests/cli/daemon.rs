@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use crate::support::{
     bin, clean_command, drop_in_outbox, file_name, inbox_copies, is_iso_micros, log_count as count,
-    log_lines as lines, note, signal, wait_delivered, wait_until, walk, Project, Rng, RoleRow, Run,
-    Tmux, CREATED, DEADLINE, PREAMBLE,
+    log_lines as lines, note, signal, tomorrow, wait_delivered, wait_until, walk, Project, Rng,
+    RoleRow, Run, Tmux, CREATED, DEADLINE, PREAMBLE,
 };
 
 const WAKE_TEXT: &str = "You have new handoff mail. If idle, run ready_for_next.sh.";
@@ -1208,4 +1208,32 @@ fn a_delivered_line_lost_with_a_kill_is_journaled_at_the_next_start() {
     let audit = p.swarm(&["audit", "--check"]);
     assert!(!audit.stdout.contains(&n.name), "{}", audit.stdout);
     assert!(audit.stdout.contains(&forged.name), "{}", audit.stdout);
+}
+
+/// The same kill, then the recipient finished the copy and `swarm archive`
+/// filed the original and the copy away before the restart: the line is
+/// journaled all the same, found in the archive.
+#[test]
+fn a_delivered_line_lost_with_a_kill_is_journaled_after_an_archive_moved_its_files() {
+    let p = two_roles();
+    let n = note("coder", 1, "reviewer", "said once");
+    let path = p.post("master", &n);
+    let d = p.spawn_daemon(&[]);
+    wait_delivered(&p, &path);
+    drop(d); // SIGKILL: no `stopped`
+    p.edit_events(|l| (!(l.contains("\"delivered\"") && l.contains(&n.id))).then(|| l.to_string()));
+    p.cmd("ready-next").role("reviewer").run().ok();
+    p.cmd("done-current").role("reviewer").run().ok();
+    p.swarm(&["archive", "--before", &tomorrow()]).ok();
+    assert!(!p.hq("master", "sent").join(&n.name).exists());
+
+    let _d = p.spawn_daemon(&[]);
+    let lines: Vec<serde_json::Value> = p
+        .events()
+        .into_iter()
+        .filter(|e| e["kind"] == "delivered" && e["id"] == n.id.as_str())
+        .collect();
+    assert_eq!(lines.len(), 1, "{:?}", p.events());
+    let audit = p.swarm(&["audit", "--check"]);
+    assert!(!audit.stdout.contains(&n.name), "{}", audit.stdout);
 }

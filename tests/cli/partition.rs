@@ -637,11 +637,19 @@ fn partitions_kills_pauses_and_skew_lose_nothing_and_duplicate_nothing() {
                             .iter()
                             .map(|p| p.display().to_string())
                             .collect();
+                        // Where the roles' copies are (a missing line
+                        // with its copy held is another fault than a loss).
+                        let held: Vec<String> = walk(&h.p.path(".worktrees"))
+                            .iter()
+                            .map(|p| p.display().to_string())
+                            .filter(|p| !p.contains("/outbox/") && !p.contains("/sent/"))
+                            .collect();
                         format!(
-                            "{}\nhandoffd.log ends:\n{}\nrelay folders:\n{}",
+                            "{}\nhandoffd.log ends:\n{}\nrelay folders:\n{}\nroles' copies:\n{}",
                             l[l.len().saturating_sub(12)..].join("\n"),
                             dl[dl.len().saturating_sub(12)..].join("\n"),
-                            relay.join("\n")
+                            relay.join("\n"),
+                            held.join("\n")
                         )
                     },
                 )

@@ -201,12 +201,6 @@ fn approved_send(p: &Project, m: &Mount, body: &str) -> Acked {
     }
 }
 
-fn tomorrow() -> String {
-    (chrono::Utc::now() + chrono::Duration::days(1))
-        .format("%Y-%m-%d")
-        .to_string()
-}
-
 /// Runs the workload on the mount (sends, delivery, ready/done, batches,
 /// an approval, an archive, the logs rotating); the journal and what was
 /// acknowledged.

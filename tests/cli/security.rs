@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::Path;
 
-use crate::support::{copies_of, file_name, files, Project, Role};
+use crate::support::{copies_of, file_name, files, tomorrow, Project, Role};
 
 /// `coder` (an agent, main worktree), `boss` (a person, worktree `boss`).
 fn with_boss() -> Project {
@@ -185,12 +185,6 @@ fn an_approval_covers_exactly_the_content_the_person_reviewed() {
     assert!(fs::read_to_string(&record)
         .unwrap()
         .contains(&format!("sha256: {fp}")));
-}
-
-fn tomorrow() -> String {
-    (chrono::Utc::now() + chrono::Duration::days(1))
-        .format("%Y-%m-%d")
-        .to_string()
 }
 
 /// Every `.handoff` file under a worktree's `archive/` named `name`.

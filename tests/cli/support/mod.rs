@@ -148,6 +148,14 @@ pub fn log_count(log: &str, word: &str) -> usize {
 }
 
 /// RFC 3339 UTC with microseconds, `2026-06-15T14:05:31.123456Z` (D4).
+/// Tomorrow's day (UTC) as `swarm archive --before` takes it: archiving
+/// before it moves everything made today.
+pub fn tomorrow() -> String {
+    (chrono::Utc::now() + chrono::Duration::days(1))
+        .format("%Y-%m-%d")
+        .to_string()
+}
+
 pub fn is_iso_micros(s: &str) -> bool {
     s.len() == 27
         && s.as_bytes()[19] == b'.'

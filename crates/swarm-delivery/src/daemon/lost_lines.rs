@@ -10,7 +10,8 @@
 //!
 //! So, when the run before ended without `stopped`, the next start lists
 //! the `sent/` folder of every outbox it serves (the roles' and the
-//! bridge's relay folders) for originals that arrived there since that
+//! bridge's relay folders, and their archive days, where `swarm archive`
+//! may have moved them) for originals that arrived there since that
 //! run's `started` (the inode change time a rename sets, with [`SKEW`] to
 //! spare: that run's clock may have been another than the file system's),
 //! whose id no `delivered` line in the journal kept names, and journals
@@ -31,6 +32,7 @@ use std::time::{Duration, SystemTime};
 use serde::Deserialize;
 
 use crate::daemon::journal::{Event, Journal, Kind};
+use crate::daemon::progress;
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::config::Config;
@@ -40,7 +42,8 @@ use crate::protocol::header::Message;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
 use crate::protocol::store;
-use crate::sys::log_reader::EventReader;
+use crate::sys::log_reader::{self, EventReader};
+use crate::sys::logfile;
 
 /// How much earlier than the last run's `started` a file may have arrived
 /// and still be looked at: the time in the journal is that run's clock, the
@@ -69,16 +72,47 @@ struct Line {
     id: Option<String>,
 }
 
+/// How far back from the journal's end [`ended_cleanly`] looks.
+const TAIL: u64 = 64 * 1024;
+
+/// Whether the journal's last bytes show the run before ended with
+/// `stopped`: its last `started` or `stopped` line there is a `stopped`.
+/// This is every start after a clean stop, so only a start after a kill
+/// (or a tail with neither line: more written since than [`TAIL`]) reads
+/// the whole journal kept.
+fn ended_cleanly(path: &Path) -> bool {
+    let end = logfile::end(path);
+    let from = log_reader::line_at_or_after(path, end.saturating_sub(TAIL));
+    let mut last = None;
+    read_lines(path, from, |l| {
+        if matches!(l.kind.as_str(), "started" | "stopped") {
+            last = Some(l.kind == "stopped");
+        }
+    });
+    last == Some(true)
+}
+
+/// Hands each journal line from `offset` on to `each`, parsed.
+fn read_lines(path: &Path, offset: u64, mut each: impl FnMut(Line)) {
+    let Ok(mut r) = EventReader::new(path, offset) else {
+        return;
+    };
+    let _ = r.poll(&mut |bytes, _| {
+        if let Ok(l) = serde_json::from_slice::<Line>(bytes) {
+            each(l);
+        }
+        Ok(())
+    });
+}
+
 fn last_run(project: &Project) -> LastRun {
     let path = project.events_file();
     let mut run = LastRun::default();
-    let Ok(mut r) = EventReader::new(&path, crate::daemon::progress::oldest_offset(&path)) else {
+    if ended_cleanly(&path) {
+        run.stopped = true;
         return run;
-    };
-    let _ = r.poll(&mut |bytes, _| {
-        let Ok(l) = serde_json::from_slice::<Line>(bytes) else {
-            return Ok(());
-        };
+    }
+    read_lines(&path, progress::oldest_offset(&path), |l| {
         let time = clock::parse(&l.time).map(SystemTime::from);
         match l.kind.as_str() {
             "started" => {
@@ -96,7 +130,6 @@ fn last_run(project: &Project) -> LastRun {
         if run.since.is_none() {
             run.since = time;
         }
-        Ok(())
     });
     run
 }
@@ -122,7 +155,8 @@ pub fn recover(project: &Project, roles: &Roles, config: &Config, journal: &Jour
     let mut n = 0;
     for (wt, relayed_to) in outboxes {
         let wt = Worktree::new(&wt);
-        for e in store::each(&wt.sent()).filter(|e| matches!(e.kind, store::Kind::Handoff)) {
+        let originals = sent_folders(&wt).into_iter().flat_map(|d| store::each(&d));
+        for e in originals.filter(|e| matches!(e.kind, store::Kind::Handoff)) {
             let Some(msg) = lost(&e.path, &e.name, since, &run.delivered, max) else {
                 continue;
             };
@@ -152,6 +186,18 @@ pub fn recover(project: &Project, roles: &Roles, config: &Config, journal: &Jour
         }
     }
     n
+}
+
+/// The folders an original that arrived in `sent/` can be in now:
+/// `sent/`, and the `sent/` of every archive day (`swarm archive`, run
+/// between the kill and this start, files an original under the day its
+/// id was made, which says nothing of when it was delivered). Read only
+/// after a run that did not stop: the cost of a long archive is a listing
+/// and a `stat` per file then.
+fn sent_folders(wt: &Worktree) -> Vec<PathBuf> {
+    let mut dirs = vec![wt.sent()];
+    dirs.extend(wt.archive_days().into_iter().map(|d| d.join("sent")));
+    dirs
 }
 
 /// The original at `path` when it arrived in `sent/` since `since` and no
@@ -205,21 +251,18 @@ fn recipients(msg: &Message, roles: &Roles) -> Vec<String> {
     to
 }
 
-/// Whether role `role` holds a copy named `name` of `original` in its
-/// inbox (or has a remote role's proxy, which the bridge sends on: a copy
-/// for another host is in its out folder, judged like a local one).
+/// Whether role `role` holds a copy named `name` of `original`, anywhere
+/// a copy can be ([`store::copy_places`]) with the original's digest (or,
+/// for a remote role's proxy, which the bridge sends on: a copy for another
+/// host, in its out folder or, published on, its `sent/`).
 fn holds_copy(roles: &Roles, role: &str, name: &str, original: &Message, max: u64) -> bool {
     let Some(r) = roles.find(role) else {
         return false;
     };
     let wt = Worktree::new(&r.worktree_path);
-    let mut places = vec![wt.inbox_new(), wt.in_process(), wt.completed()];
+    let mut places = store::copy_places(&wt, name);
     if r.is_remote() {
-        // The bridge moves what it published on from the proxy's inbox.
         places.push(wt.sent());
-    }
-    for base in [wt.in_process(), wt.completed()] {
-        places.extend(store::batch_dirs(&base));
     }
     let want = digest::of(original);
     places.iter().any(|d| {
@@ -228,4 +271,55 @@ fn holds_copy(roles: &Roles, role: &str, name: &str, original: &Message, max: u6
             .and_then(|b| Message::parse_bytes(&b).ok())
             .is_some_and(|copy| digest::of(&copy) == want)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(kind: &str, id: Option<&str>) -> String {
+        let id = id.map_or("null".to_string(), |i| format!("\"{i}\""));
+        format!("{{\"kind\":\"{kind}\",\"time\":\"2026-01-01T00:00:00Z\",\"id\":{id}}}\n")
+    }
+
+    fn journal(lines: &[String]) -> (tempfile::TempDir, PathBuf) {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("events.jsonl");
+        std::fs::write(&path, lines.concat()).unwrap();
+        (d, path)
+    }
+
+    #[test]
+    fn a_clean_stop_is_told_from_the_tail_and_a_kill_is_not() {
+        let filler: Vec<String> = (0..3000)
+            .map(|i| {
+                line(
+                    "delivered",
+                    Some(&format!("20260101T000000Z_{i:06}_from_a")),
+                )
+            })
+            .collect();
+        let run = |end: &[String]| {
+            let mut all = vec![line("started", None)];
+            all.extend(filler.iter().cloned());
+            all.extend(end.iter().cloned());
+            journal(&all)
+        };
+        // Stopped, then lines the CLI wrote while no daemon ran.
+        let (_d, clean) = run(&[line("stopped", None), line("dequeued", Some("x"))]);
+        assert!(ended_cleanly(&clean));
+        // Killed: the last marker is a `started`.
+        let (_d, killed) = run(&[line("stopped", None), line("started", None)]);
+        assert!(!ended_cleanly(&killed));
+        // No marker in the tail: unknown, so the whole journal is read.
+        let (_d, far) = {
+            let mut all = vec![line("started", None), line("stopped", None)];
+            all.extend(filler.iter().cloned());
+            journal(&all)
+        };
+        assert!(std::fs::metadata(&far).unwrap().len() > TAIL);
+        assert!(!ended_cleanly(&far));
+        let (_d, empty) = journal(&[]);
+        assert!(!ended_cleanly(&empty));
+    }
 }

@@ -395,6 +395,29 @@ pub fn load_message(path: &Path, max_bytes: u64) -> Loaded {
     }
 }
 
+/// The archive day folder an entry named `name` is filed under (`swarm
+/// archive` files an entry under the day its id was created), `None` for a
+/// name without a message id.
+pub fn archive_day(wt: &Worktree, name: &str) -> Option<PathBuf> {
+    let day = grammar::FileName::parse(name)?.message_id().time()?;
+    Some(wt.archive().join(day.format("%Y-%m-%d").to_string()))
+}
+
+/// The folders a copy named `name` can be in, in `wt`'s inbox, in the
+/// order items move: `new/`, `in_process/` and its batches, `completed/`
+/// and its batches, then the archive day of its id. An item only moves
+/// forward, so a look along this list in order sees one moving meanwhile.
+/// The one list of places: delivery's "held already" check and the lost
+/// line check at a start both read it, so neither misses a place.
+pub fn copy_places(wt: &Worktree, name: &str) -> Vec<PathBuf> {
+    let mut places = vec![wt.inbox_new(), wt.in_process()];
+    places.extend(batch_dirs(&wt.in_process()));
+    places.push(wt.completed());
+    places.extend(batch_dirs(&wt.completed()));
+    places.extend(archive_day(wt, name).map(|d| d.join("completed")));
+    places
+}
+
 /// The `batch_*` folders directly in `dir` (an inbox's `in_process/` or
 /// `completed/`); a missing folder has none.
 pub fn batch_dirs(dir: &Path) -> Vec<PathBuf> {

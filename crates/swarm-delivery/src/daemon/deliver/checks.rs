@@ -63,7 +63,7 @@ impl Held {
     /// in_process → completed → archive), so an item moving concurrently is
     /// still seen.
     pub(super) fn holds(&mut self, wt: &Worktree, name: &str, thorough: bool) -> bool {
-        let archived = archive_day(wt, name).map(|d| d.join("completed"));
+        let archived = store::archive_day(wt, name).map(|d| d.join("completed"));
         if [wt.inbox_new(), wt.in_process(), wt.completed()]
             .iter()
             .chain(archived.iter())
@@ -155,17 +155,10 @@ pub(super) fn identity(msg: &Message, c: &Candidate, from: &str) -> Result<(), R
     Ok(())
 }
 
-/// The archive day folder an entry named `name` goes to (`swarm archive`
-/// files an entry under the day its id was created).
-fn archive_day(wt: &Worktree, name: &str) -> Option<PathBuf> {
-    let day = grammar::FileName::parse(name)?.message_id().time()?;
-    Some(wt.archive().join(day.format("%Y-%m-%d").to_string()))
-}
-
 /// Whether the sender sent a file of this name before (in `sent/`, live or
 /// archived): a re-planted original, which gets the thorough check.
 fn sent_before(sender: &Worktree, name: &str) -> bool {
-    let archived = archive_day(sender, name).map(|d| d.join("sent"));
+    let archived = store::archive_day(sender, name).map(|d| d.join("sent"));
     [sender.sent()]
         .iter()
         .chain(archived.iter())
