@@ -511,6 +511,73 @@ fn the_hook_answers_in_each_clis_format_and_is_bounded() {
         .run();
 }
 
+/// A CLI plugin's copy of the turn-end hook (`--plugin`, plugins/*/hooks)
+/// answers only where the swarm's own hook does not run in the same
+/// session: beside it, the turn end would be answered twice (the agent told
+/// twice, the continuation counted twice, two turn-end requests).
+#[test]
+fn a_plugins_hook_stands_aside_where_the_swarms_own_hook_runs() {
+    let p = Project::builder()
+        .role(Role::new("coder").worktree("coder"))
+        .role(Role::new("lead").worktree("lead"))
+        .queue_dirs()
+        .build();
+    note_now(&p, "lead", "coder", "one");
+    let wt = p.role_dir("coder");
+    let input = format!(
+        "{{\"transcript_path\": \"{}\"}}",
+        wt.join("t.jsonl").display()
+    );
+    let turn_ends = p.path(".swarmforge/agents/coder/turn-end");
+    let plugin = |cli: &str, event: &str, env: Option<&str>| {
+        let mut c = p
+            .cmd("swarm")
+            .role("coder")
+            .at(&wt)
+            .args(["hook", cli, event, "--plugin"])
+            .stdin(input.as_str());
+        if let Some(v) = env {
+            c = c.env("SWARMFORGE_TURN_HOOK", v);
+        }
+        let r = c.run();
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        r.stdout
+    };
+    let allow = "{}\n";
+    // The only hook (a session the person started, no swarm settings): it
+    // does the hook's whole work.
+    assert!(plugin("claude", "Stop", None).contains("\"block\""));
+    assert!(turn_ends.exists(), "no turn-end request left");
+    fs::remove_file(&turn_ends).unwrap();
+    // An agent's file naming only the plugin's own command is no swarm hook.
+    fs::create_dir_all(wt.join(".claude")).unwrap();
+    let settings = |cmd: &str| {
+        serde_json::json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": cmd}]}]}})
+            .to_string()
+    };
+    fs::write(
+        wt.join(".claude/settings.local.json"),
+        settings("swarm hook claude Stop --plugin"),
+    )
+    .unwrap();
+    assert!(plugin("claude", "Stop", None).contains("\"block\""));
+    fs::remove_file(&turn_ends).unwrap();
+    // The worktree's settings as `swarm up` writes them: the swarm's hook
+    // answers, the plugin's lets the turn end and leaves nothing.
+    fs::write(
+        wt.join(".claude/settings.local.json"),
+        settings("'/opt/bin/swarm' hook claude Stop"),
+    )
+    .unwrap();
+    assert_eq!(plugin("claude", "Stop", None), allow);
+    assert!(!turn_ends.exists(), "the plugin's copy left a turn end");
+    // Started by `swarm up` (Codex's hook on its command line): the
+    // environment says so, for that CLI only.
+    assert_eq!(plugin("codex", "Stop", Some("codex")), allow);
+    assert!(plugin("codex", "Stop", Some("claude")).contains("\"block\""));
+    assert!(!plugin("gemini", "AfterAgent", None).contains(allow));
+}
+
 /// docs/cost.md: a turn end whose transcript cannot be read is not lost
 /// silently: the hook (which may run confined) only leaves the turn end in
 /// the role's folder; the daemon's reading of it fails, and a `lost` usage

@@ -15,6 +15,11 @@ pub struct Args {
     pub cli: String,
     /// The hook event: Stop (claude, codex) or AfterAgent (gemini)
     pub event: String,
+    /// Run from a CLI plugin: lets the turn end at once where the swarm's
+    /// own hook runs in the same session (`swarm up` wrote it), so one turn
+    /// end is answered once
+    #[arg(long)]
+    pub plugin: bool,
 }
 
 /// The project: `SWARMFORGE_PROJECT` (set in every agent's environment),
@@ -56,6 +61,11 @@ pub fn run(args: Args) -> i32 {
         .lock()
         .take(hook::MAX_INPUT as u64 + 1)
         .read_to_end(&mut input);
+    // Read first: the CLI writes the whole input before it reads an answer.
+    if args.plugin && hook::plugin_stands_aside(cli) {
+        crate::cli::out(&format!("{}\n", cli.preset().reply(None)));
+        return exit::OK;
+    }
     let role = std::env::var("SWARMFORGE_ROLE").ok();
     let project = project();
     // A headless turn's stream is read by `swarm turn` itself; in tmux the

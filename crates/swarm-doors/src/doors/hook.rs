@@ -109,6 +109,16 @@ pub fn decide(project: &Project, role: &str, input: &Input) -> (Option<String>, 
     (Some(continue_reason(role, mcp)), None)
 }
 
+/// Whether a CLI plugin's copy of the hook (`--plugin`) stands aside in
+/// this session: the swarm's own hook runs here too, and two answers to
+/// one turn end would count the continuation twice and tell the agent
+/// twice. Its answer is then "let the turn end", which the CLI combines
+/// with the swarm hook's own.
+pub fn plugin_stands_aside(cli: Cli) -> bool {
+    let dir = std::env::current_dir().unwrap_or_default();
+    crate::launch::agents::own_hook_runs(cli, &dir)
+}
+
 /// The full answer: JSON for stdout and an optional note for stderr.
 pub fn answer(
     cli: Cli,

@@ -241,6 +241,15 @@ pub(super) fn env_prelude(project: &Project, config: &Config, r: &PlannedRole) -
         sqp(&shim_dir(project)),
         sqp(&shims::own_bin_dir()?),
     );
+    // The swarm's own turn-end hook runs in a preset's session (written
+    // by agents::setup): a CLI plugin's copy of it stands aside.
+    if let AgentSpec::Preset { cli, .. } = &r.agent {
+        s.push_str(&format!(
+            "export {}={}\n",
+            crate::launch::agents::OWN_HOOK_ENV,
+            cli.name()
+        ));
+    }
     for (k, v) in crate::launch::role_mcp::env(config, r) {
         s.push_str(&format!("export {k}={}\n", sqp(&v)));
     }
@@ -311,6 +320,23 @@ mod tests {
             agent_command(&p, &Config::default(), &role(AgentSpec::Human)),
             None
         );
+    }
+
+    #[test]
+    fn a_presets_session_says_the_swarms_own_hook_runs_there() {
+        let p = Project::new("/p");
+        let preset = role(AgentSpec::Preset {
+            cli: crate::launch::agents::Cli::Codex,
+            model: None,
+            args: Vec::new(),
+            permission: Default::default(),
+            headless: false,
+            acp: false,
+        });
+        let s = env_prelude(&p, &Config::default(), &preset).unwrap();
+        assert!(s.contains("export SWARMFORGE_TURN_HOOK=codex\n"), "{s}");
+        let s = env_prelude(&p, &Config::default(), &role(AgentSpec::Human)).unwrap();
+        assert!(!s.contains("SWARMFORGE_TURN_HOOK"), "{s}");
     }
 
     #[test]

@@ -221,6 +221,45 @@ pub fn merge_hook(settings: Value, event: &str, hook: Value) -> Value {
     Value::Object(root)
 }
 
+/// The flag a CLI plugin's copy of the hook carries (plugins/*/hooks):
+/// `swarm hook <cli> <event> --plugin`.
+pub const PLUGIN_FLAG: &str = "--plugin";
+
+/// Set by `swarm up` in a preset agent's environment, to the CLI's name:
+/// the session runs the swarm's own turn-end hook (from the worktree's
+/// settings or Codex's command line), so a plugin's copy stands aside.
+pub const OWN_HOOK_ENV: &str = "SWARMFORGE_TURN_HOOK";
+
+/// Whether the swarm's own turn-end hook runs in a session of `cli` in
+/// `dir`: `swarm up` started it ([`OWN_HOOK_ENV`] names `cli`), or `dir`'s
+/// settings file for `cli` holds our hook (a person started the CLI in a
+/// role's worktree). The file is the agent's to write; what it says can
+/// only make the plugin's copy stand aside, which ends the agent's own
+/// turn as the swarm's hook would, so it is read bounded, not trusted.
+pub fn own_hook_runs(cli: Cli, dir: &Path) -> bool {
+    if std::env::var(OWN_HOOK_ENV).is_ok_and(|v| v == cli.name()) {
+        return true;
+    }
+    let p = cli.preset();
+    let Ok(bytes) = crate::fsx::read_bounded(&dir.join(p.hook_file()), 1024 * 1024) else {
+        return false;
+    };
+    let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let groups = v["hooks"][p.turn_end_event()]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    groups.iter().any(|g| {
+        g["hooks"].as_array().is_some_and(|hs| {
+            hs.iter().any(|h| {
+                h["command"]
+                    .as_str()
+                    .is_some_and(|c| is_our_hook(c) && !c.contains(PLUGIN_FLAG))
+            })
+        })
+    })
+}
+
 /// The command a CLI's hook runs: our `swarm` binary by absolute path (the
 /// CLI may run hooks with another PATH).
 pub fn hook_command(bin_dir: &Path, cli: Cli) -> String {
