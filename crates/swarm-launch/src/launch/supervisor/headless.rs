@@ -11,7 +11,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::super::down::stop_recorded_agents;
 use super::super::process::stop_groups;
-use super::super::{GRACE, TICK};
+use super::super::GRACE;
+use super::mail_wait::MailWait;
 use super::{entries, fingerprint, pending, Outcome, Running, Slot, UpOptions, START_WINDOW};
 use crate::error::Result;
 use crate::fsx;
@@ -126,6 +127,7 @@ impl Running<'_> {
         let mut last_initial: Option<Instant> = None;
         let mut last_daemon_check = Instant::now();
         let mut idle_ticks = 0;
+        let mut mail = MailWait::new(self.inboxes());
         loop {
             if stop.load(Ordering::Relaxed) {
                 return Ok(Outcome::Stopped);
@@ -167,8 +169,20 @@ impl Running<'_> {
                     return Ok(end);
                 }
             }
-            std::thread::sleep(TICK);
+            mail.follow(self.inboxes());
+            if mail.wait() {
+                // Mail is in flight: a quiet look counts from here.
+                idle_ticks = 0;
+            }
         }
+    }
+
+    /// Every agent's `inbox/new`, where mail that starts it lands.
+    fn inboxes(&self) -> Vec<std::path::PathBuf> {
+        self.slots
+            .iter()
+            .map(|s| s.role.worktree().inbox_new())
+            .collect()
     }
 
     /// A slot for every agent of the plan, after stopping the agents a

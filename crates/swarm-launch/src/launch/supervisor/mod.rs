@@ -39,6 +39,7 @@ use crate::protocol::swarm::Swarm;
 use crate::views::attention;
 
 mod headless;
+mod mail_wait;
 mod slot;
 mod tmux;
 
