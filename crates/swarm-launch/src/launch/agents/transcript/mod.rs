@@ -52,7 +52,7 @@ pub const MAX_LINE: usize = 1024 * 1024;
 
 /// The folder `cli` keeps its transcripts in, below its state folder as
 /// this process's environment names it (the same path inside the
-/// sandbox, launch/cli_state.rs): Claude Code's `projects`, Codex's
+/// sandbox, launch/cli_state/): Claude Code's `projects`, Codex's
 /// `sessions`, Gemini CLI's `tmp` (`<project>/chats/`).
 fn transcripts_root(cli: Cli) -> Result<PathBuf> {
     let state = crate::launch::cli_state::folder(cli, &|k| std::env::var_os(k))
