@@ -150,9 +150,7 @@ impl<'a> Reader<'a> {
                 }
                 Event::Unknown(t) => {
                     self.unknown += 1;
-                    if self.unknown_types.len() < 8 && !self.unknown_types.contains(&t) {
-                        self.unknown_types.push(activity::bound(&t));
-                    }
+                    stream::name_unknown(&mut self.unknown_types, &t);
                 }
             }
         }
