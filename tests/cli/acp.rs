@@ -618,9 +618,22 @@ fn gemini_cli_over_acp_waits_for_a_persons_decision_on_each_permission() {
     assert_eq!(said.matches("decided").count(), 2, "{said}");
 }
 
-/// A swarm of one `coder` over ACP whose `gemini` is `script` (a scripted
-/// agent first on PATH) and a person, `owner`, up headless. Fields drop in
-/// order: the guard's `swarm down` runs while the project still exists.
+/// What every scripted ACP agent here starts with: `say` writes a line
+/// to the client, `got` reads one and logs it into `acp.in` in the
+/// worktree; `initialize` and `session/new` (session `s-1`) are answered.
+/// Each script goes on from the first prompt's line, unread.
+const PRELUDE: &str = r#"#!/bin/sh
+log="$PWD/acp.in"
+say() { printf '%s\n' "$1"; }
+got() { read -r l; printf '%s\n' "$l" >>"$log"; }
+read -r l; say '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{}}}'
+read -r l; say '{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s-1"}}'
+"#;
+
+/// A swarm of one `coder` over ACP whose `gemini` is [`PRELUDE`] and then
+/// `script` (a scripted agent first on PATH) and a person, `owner`, up
+/// headless. Fields drop in order: the guard's `swarm down` runs while the
+/// project still exists.
 struct FakeSwarm {
     _guard: crate::support::SwarmGuard,
     d: crate::support::Project,
@@ -638,7 +651,7 @@ impl FakeSwarm {
         d.swarm(&["init"]).ok();
         let bin = tempfile::tempdir().unwrap();
         let fake = bin.path().join("gemini");
-        std::fs::write(&fake, script).unwrap();
+        std::fs::write(&fake, format!("{PRELUDE}{script}")).unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
         let path = format!(
@@ -671,8 +684,8 @@ fn open_clarifies(d: &crate::support::Project) -> Vec<String> {
         .collect()
 }
 
-/// A hostile ACP agent, as `gemini`: it answers `initialize` and
-/// `session/new`, then, in its first prompt turn, writes lines that are
+/// A hostile ACP agent, as `gemini`, after the [`PRELUDE`]: in its first
+/// prompt turn (the prompt logged) it writes lines that are
 /// not JSON-RPC (one of 5 MB), asks the client for files inside and
 /// outside its worktree and for a terminal, asks permission for another
 /// session, sends an update of an unknown kind and a tool call whose
@@ -680,12 +693,7 @@ fn open_clarifies(d: &crate::support::Project) -> Vec<String> {
 /// with nine permission requests. It logs what the client answers into
 /// `acp.in` in its worktree, takes and finishes its item, and ends the
 /// turn reporting usage.
-const HOSTILE_AGENT: &str = r#"#!/bin/sh
-log="$PWD/acp.in"
-say() { printf '%s\n' "$1"; }
-read -r l; say '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{}}}'
-read -r l; say '{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s-1"}}'
-read -r l; printf '%s\n' "$l" >>"$log"
+const HOSTILE_AGENT: &str = r#"got
 say 'not json'
 head -c 5000000 /dev/zero | tr '\0' x; echo
 say '{"jsonrpc":"2.0","id":-1,"result":1}'
@@ -699,7 +707,7 @@ say '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-1","upd
 for i in 1 2 3 4 5 6 7 8 9; do
   say '{"jsonrpc":"2.0","id":"q'$i'","method":"session/request_permission","params":{"sessionId":"s-1","options":[{"optionId":"a","name":"Allow","kind":"allow_once"},{"optionId":"r","name":"Reject","kind":"reject_once"}],"toolCall":{"toolCallId":"q'$i'","title":"step '$i'","kind":"edit"}}}'
 done
-for i in 1 2 3 4 5; do read -r l; printf '%s\n' "$l" >>"$log"; done
+for i in 1 2 3 4 5; do got; done
 ready_for_next.sh >/dev/null 2>&1; done_with_current.sh >/dev/null 2>&1
 say '{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn","usage":{"inputTokens":7,"outputTokens":3,"cachedReadTokens":2,"cachedWriteTokens":0}}}'
 exec cat >>"$log"
@@ -808,7 +816,8 @@ fn a_hostile_acp_agent_is_bounded_and_gets_no_files_terminals_or_decisions() {
     );
 }
 
-/// A hostile ACP agent, as `gemini`, asking four times to run the same
+/// A hostile ACP agent, as `gemini`, after the [`PRELUDE`] and its first
+/// prompt (not logged), asking four times to run the same
 /// tool (`touch planted.txt`, offering "Always", "Once", "Reject"): once
 /// the first request's clarify is delivered (in its `sent/`: before that,
 /// `swarm answer` finds no copy to answer and exits 1) it answers it with
@@ -818,14 +827,8 @@ fn a_hostile_acp_agent_is_bounded_and_gets_no_files_terminals_or_decisions() {
 /// status; between the third and the
 /// fourth it waits for `revoked` in its worktree (the test revoking). It
 /// logs every answer into `acp.in`, then takes and finishes its item.
-const HOSTILE_ALWAYS: &str = r#"#!/bin/sh
-log="$PWD/acp.in"
-q="$PWD/.swarmforge/handoffs"
-say() { printf '%s\n' "$1"; }
+const HOSTILE_ALWAYS: &str = r#"q="$PWD/.swarmforge/handoffs"
 ask() { say '{"jsonrpc":"2.0","id":"'$1'","method":"session/request_permission","params":{"sessionId":"s-1","options":[{"optionId":"aa","name":"Always","kind":"allow_always"},{"optionId":"a1","name":"Once","kind":"allow_once"},{"optionId":"r","name":"Reject","kind":"reject_once"}],"toolCall":{"toolCallId":"'$1'","title":"touch planted.txt","kind":"execute","rawInput":{"command":"touch planted.txt"}}}}'; }
-got() { read -r l; printf '%s\n' "$l" >>"$log"; }
-read -r l; say '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{}}}'
-read -r l; say '{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s-1"}}'
 read -r l
 ask q1
 until id=$(cat "$q"/sent/*.handoff 2>/dev/null | sed -n 's/^id: //p' | head -n 1) && [ -n "$id" ]; do sleep 0.1; done
@@ -994,16 +997,11 @@ fn allow_always_is_a_persons_remembered_per_role_and_tool_and_revocable() {
     );
 }
 
-/// An ACP agent, as `gemini`, whose turn runs until it is cancelled: it
-/// takes its item, starts a tool call and asks permission for it, then
+/// An ACP agent, as `gemini`, after the [`PRELUDE`], whose turn runs until
+/// it is cancelled: it logs the prompt, takes its item, starts a tool call and asks permission for it, then
 /// waits for `session/cancel`, says what it stopped and ends the turn
 /// `cancelled`. Everything the client sends it goes into `acp.in`.
-const CANCELLABLE_AGENT: &str = r#"#!/bin/sh
-log="$PWD/acp.in"
-say() { printf '%s\n' "$1"; }
-read -r l; say '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{}}}'
-read -r l; say '{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s-1"}}'
-read -r l; printf '%s\n' "$l" >>"$log"
+const CANCELLABLE_AGENT: &str = r#"got
 ready_for_next.sh >/dev/null 2>&1
 say '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-1","update":{"sessionUpdate":"tool_call","toolCallId":"c1","title":"make test","kind":"execute","status":"in_progress","rawInput":{"command":"make test"}}}}'
 say '{"jsonrpc":"2.0","id":"p1","method":"session/request_permission","params":{"sessionId":"s-1","options":[{"optionId":"a","name":"Allow","kind":"allow_once"},{"optionId":"r","name":"Reject","kind":"reject_once"}],"toolCall":{"toolCallId":"c2","title":"rm -rf build","kind":"execute"}}}'

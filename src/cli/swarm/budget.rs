@@ -16,9 +16,8 @@ agent, docs/security.md).")]
 pub struct Args {
     #[command(subcommand)]
     pub action: Option<Action>,
-    /// One JSON object instead of text
-    #[arg(long, global = true)]
-    pub json: bool,
+    #[command(flatten)]
+    pub out: super::JsonArg,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -40,14 +39,14 @@ pub fn run(args: Args) -> i32 {
     match args.action {
         None => super::answer(
             None,
-            args.json,
+            args.out.json,
             budget::load,
             |b| crate::cli::stamped(serde_json::to_value(b).unwrap_or_default()),
             budget::text,
         ),
         Some(Action::Raise { role, tokens, cost }) => super::answer(
             None,
-            args.json,
+            args.out.json,
             |p| {
                 crate::agent::caller::Caller::of(p)?.require_person("swarm budget raise")?;
                 let r = budget::raise(p, &role, tokens, cost)?;

@@ -146,6 +146,15 @@ impl RootArg {
     }
 }
 
+/// `--json` for a command whose action is optional (`swarm budget`,
+/// `swarm permissions`): taken by the listing and each action alike.
+#[derive(clap::Args, Debug)]
+pub struct JsonArg {
+    /// One JSON object instead of text
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
 /// The arguments of a command made of actions (`swarm session start`, …):
 /// the action and a `--json` every action takes.
 #[derive(clap::Args, Debug)]

@@ -17,9 +17,8 @@ agent, docs/security.md).")]
 pub struct Args {
     #[command(subcommand)]
     pub action: Option<Action>,
-    /// One JSON object instead of text
-    #[arg(long, global = true)]
-    pub json: bool,
+    #[command(flatten)]
+    pub out: super::JsonArg,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -40,14 +39,14 @@ pub fn run(args: Args) -> i32 {
     match args.action {
         None => super::answer(
             None,
-            args.json,
+            args.out.json,
             grants::load,
             |g| crate::cli::stamped(serde_json::json!({ "grants": g })),
             |g| grants::text(g),
         ),
         Some(Action::Revoke { role, n, as_person }) => super::answer(
             None,
-            args.json,
+            args.out.json,
             |p| grants::revoke_as_caller(p, &role, n, as_person.as_deref()),
             |g| crate::cli::stamped(serde_json::json!({"status": "revoked", "grant": g})),
             |g| {

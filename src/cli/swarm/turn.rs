@@ -1,6 +1,7 @@
 //! `swarm turn --role R`: one headless turn of a preset agent (what a
-//! headless role runs; crates/swarm-launch/src/launch/turn.rs), and `swarm fresh <role>…`,
-//! which makes each role's next turn start a new conversation.
+//! headless role runs; crates/swarm-launch/src/launch/turn/), and
+//! `swarm fresh <role>…`, which makes each role's next turn start a new
+//! conversation.
 
 use std::io::Write;
 

@@ -62,30 +62,7 @@ pub fn run(args: Args) -> i32 {
         for w in &plan.warnings {
             eprintln!("{w}");
         }
-        for p in launch::agents::codex_sandbox::problems(&plan, |k| std::env::var_os(k)) {
-            eprintln!("warning: {}\n  hint: {}", p.message(), p.fix());
-        }
-        let refused = launch::agents::claude_root::problems(
-            &plan,
-            launch::agents::claude_root::euid(),
-            |k| std::env::var_os(k),
-        );
-        let gemini = launch::agents::gemini_sandbox::problems(&plan, |k| std::env::var_os(k));
-        if !refused.is_empty() || !gemini.is_empty() {
-            let lines: Vec<String> = refused
-                .iter()
-                .map(|p| format!("{}\n  hint: {}", p.message(), p.fix()))
-                .chain(
-                    gemini
-                        .iter()
-                        .map(|p| format!("{}\n  hint: {}", p.message(), p.fix())),
-                )
-                .collect();
-            return Err(crate::error::Error::conflict(format!(
-                "not starting: {}",
-                lines.join("\n")
-            )));
-        }
+        check_agent_clis(&plan)?;
         if args.trust {
             launch::init::init(&plan)?;
             let changes = launch::trust::trust(&plan, &[], &launch::trust::Stores::from_env()?)?;
@@ -105,23 +82,57 @@ pub fn run(args: Args) -> i32 {
         })
     });
     match result {
-        Ok(outcome) => {
-            match &outcome {
-                Outcome::TimedOut => eprintln!("swarm up: timed out; the swarm was stopped"),
-                Outcome::Stalled(why) => eprintln!("swarm up: stalled: {why}"),
-                Outcome::DaemonDied => eprintln!("swarm up: handoffd stopped unexpectedly"),
-                Outcome::NoAgentStarted(why) => eprintln!("swarm up: {why}"),
-                Outcome::Idle => {
-                    if let Some(code) = swarm.as_ref().and_then(people_waiting) {
-                        return code;
-                    }
-                }
-                _ => {}
-            }
-            outcome.exit_code()
-        }
+        Ok(outcome) => ended(&outcome, swarm.as_ref()),
         Err(e) => crate::cli::report(&e, false),
     }
+}
+
+/// The coding CLIs' own settings, checked before anything starts: a
+/// Codex sandbox that would not run is warned of; a Claude Code that
+/// refuses to run as root, or a Gemini CLI sandbox that cannot run,
+/// refuses the start, each with its fix.
+fn check_agent_clis(plan: &Plan) -> crate::error::Result<()> {
+    for p in launch::agents::codex_sandbox::problems(plan, |k| std::env::var_os(k)) {
+        eprintln!("warning: {}\n  hint: {}", p.message(), p.fix());
+    }
+    let refused =
+        launch::agents::claude_root::problems(plan, launch::agents::claude_root::euid(), |k| {
+            std::env::var_os(k)
+        });
+    let gemini = launch::agents::gemini_sandbox::problems(plan, |k| std::env::var_os(k));
+    if refused.is_empty() && gemini.is_empty() {
+        return Ok(());
+    }
+    let lines: Vec<String> = refused
+        .iter()
+        .map(|p| format!("{}\n  hint: {}", p.message(), p.fix()))
+        .chain(
+            gemini
+                .iter()
+                .map(|p| format!("{}\n  hint: {}", p.message(), p.fix())),
+        )
+        .collect();
+    Err(crate::error::Error::conflict(format!(
+        "not starting: {}",
+        lines.join("\n")
+    )))
+}
+
+/// Says how the swarm ended, on stderr, and returns the exit code.
+fn ended(outcome: &Outcome, swarm: Option<&Swarm>) -> i32 {
+    match outcome {
+        Outcome::TimedOut => eprintln!("swarm up: timed out; the swarm was stopped"),
+        Outcome::Stalled(why) => eprintln!("swarm up: stalled: {why}"),
+        Outcome::DaemonDied => eprintln!("swarm up: handoffd stopped unexpectedly"),
+        Outcome::NoAgentStarted(why) => eprintln!("swarm up: {why}"),
+        Outcome::Idle => {
+            if let Some(code) = swarm.and_then(people_waiting) {
+                return code;
+            }
+        }
+        _ => {}
+    }
+    outcome.exit_code()
 }
 
 /// An idle swarm that leaves questions or mail for a person says so, one

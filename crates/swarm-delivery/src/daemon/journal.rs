@@ -70,7 +70,7 @@ pub enum Kind {
     /// A wake-up was not typed: the role's pane waits for a person.
     WakeHeld,
     /// A headless agent's CLI refused to resume the role's session; the
-    /// turn started a new conversation (launch/turn.rs).
+    /// turn started a new conversation (launch/turn/).
     ResumeRefused,
     /// A role's budget (or the swarm's) is used up: the role is parked
     /// (docs/cost.md, "Budgets").

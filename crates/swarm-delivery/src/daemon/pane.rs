@@ -448,7 +448,7 @@ pub fn report(project: &Project, role: &str, seen: Option<&Prompt>, journal: &Jo
     }
 }
 
-/// [`report`] from outside the daemon: a headless turn (launch/turn.rs)
+/// [`report`] from outside the daemon: a headless turn (launch/turn/)
 /// whose CLI retries a request the model refused (`blocked`).
 pub fn report_outside(project: &Project, role: &str, seen: Option<&Prompt>) {
     if let Some(ev) = mark(project, role, seen) {

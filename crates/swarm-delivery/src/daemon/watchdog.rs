@@ -38,7 +38,7 @@ fn in_process(wt: &Worktree, max_file_bytes: u64) -> Option<(PathBuf, String)> {
 /// The in-process entry (a file, or a batch folder) and the message of
 /// that file or of the batch's first file, read with the copy limit of
 /// `limits.max_file_bytes`; also what a headless turn is working on
-/// (launch/turn.rs).
+/// (launch/turn/).
 pub fn in_process_message(wt: &Worktree, max_file_bytes: u64) -> Option<(PathBuf, Message)> {
     let limit = store::copy_limit(max_file_bytes);
     for e in store::scan(&wt.in_process()).all() {

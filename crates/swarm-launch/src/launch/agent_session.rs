@@ -24,7 +24,7 @@ pub fn path(project: &Project, role: &str) -> PathBuf {
 
 /// `<role>/totals`: `<session> <input> <output> <cache read> <cache
 /// write>`, the running usage totals a cumulative CLI last reported for
-/// that session (launch/turn.rs turns them into per-turn figures).
+/// that session (launch/turn/totals.rs turns them into per-turn figures).
 pub fn totals_path(project: &Project, role: &str) -> PathBuf {
     agent_own_dir(project, role).join("totals")
 }

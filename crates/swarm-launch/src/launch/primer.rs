@@ -56,7 +56,37 @@ fn who(r: &PlannedRole) -> &'static str {
 
 /// The primer for `role`.
 pub fn primer(plan: &Plan, role: &str) -> Result<String> {
-    let me = plan.roles.iter().find(|r| r.name == role).ok_or_else(|| {
+    let me = planned_role(plan, role)?;
+    if me.is_human() {
+        return Ok(person_primer(plan, me));
+    }
+    let peers: Vec<&PlannedRole> = plan.roles.iter().filter(|r| r.name != role).collect();
+    let mut s = job_section(plan, me);
+    s.push_str(&peers_section(plan, &peers));
+    if crate::launch::confine::enabled(plan) && me.agent != AgentSpec::Api {
+        s.push_str(SANDBOX);
+    }
+    // `mcp: true`: the agent has the `swarm` MCP server's tools; teach
+    // those, not the shell wrappers (docs/mcp.md).
+    if plan.config.role(role).is_some_and(|r| r.mcp) {
+        s.push_str(&mcp_sections(plan, role, &peers));
+        return Ok(s);
+    }
+    s.push_str(&work_section(me.mode.as_str() == "batch"));
+    s.push_str(&sending_sections(plan, role, &peers));
+    if let Some(m) = plan.config.forum.moderator.as_deref() {
+        s.push_str(&format!(
+            "\n## Forum\n\nPosts, notes and handoffs sent while a session is open belong to it. `{m}` moderates: every {} contributions it gets a `digest_request` and answers with a `digest` to `all`; your `ready-next` then shows `LATEST_DIGEST:`. In a round-robin discussion add `discussion: <id>` to your draft, and send only on your turn (`swarm can-send --discussion <id>` exits 0 then).\n",
+            plan.config.forum.digest_every
+        ));
+    }
+    s.push_str("\n## When to stop\n\nWhen `ready_for_next.sh` prints `NO_TASK`, end your turn and wait; do not poll. New mail wakes you with \"You have new handoff mail. If idle, run ready_for_next.sh.\" Never end a turn with an item in process unless you sent a `clarify` about it.\n");
+    Ok(s)
+}
+
+/// The role named `role`, or which roles there are.
+fn planned_role<'a>(plan: &'a Plan, role: &str) -> Result<&'a PlannedRole> {
+    plan.roles.iter().find(|r| r.name == role).ok_or_else(|| {
         Error::not_found(format!(
             "no role '{}' in {}\n  hint: one of: {}",
             crate::text::escape(role),
@@ -67,58 +97,68 @@ pub fn primer(plan: &Plan, role: &str) -> Result<String> {
                 .collect::<Vec<_>>()
                 .join(", ")
         ))
-    })?;
-    if me.is_human() {
-        return Ok(person_primer(plan, me));
-    }
-    let rc = plan.config.role(role);
-    let about = |name: &str| {
-        plan.config
-            .role(name)
-            .and_then(|r| r.description.clone().or_else(|| r.prompt.clone()))
-            .map(|d| d.lines().next().unwrap_or("").trim().to_string())
-    };
+    })
+}
+
+/// The heading and the agent's job: its configured prompt or
+/// description, else where to find it.
+fn job_section(plan: &Plan, me: &PlannedRole) -> String {
+    let role = me.name.as_str();
     let mut s = format!(
         "# Swarm role: {role}\n\nYou are the agent of role `{role}` in a swarm of agents that hand work to each other through files (swarm-handoff). You work in {}.\n\n## Your job\n\n",
         me.worktree_path.display()
     );
-    match rc.and_then(|r| r.prompt.clone().or_else(|| r.description.clone())) {
+    match plan
+        .config
+        .role(role)
+        .and_then(|r| r.prompt.clone().or_else(|| r.description.clone()))
+    {
         Some(job) => s.push_str(job.trim_end()),
         None if matches!(me.agent, AgentSpec::Model { .. }) => s.push_str(&format!(
             "Your job is in swarmforge/roles/{role}.prompt and swarmforge/constitution.prompt (read them first)."
         )),
         None => s.push_str("No job was configured for this role: do what the messages you receive ask."),
     }
-    s.push_str("\n\n## Your peers\n\n");
-    let peers: Vec<&PlannedRole> = plan.roles.iter().filter(|r| r.name != role).collect();
+    s
+}
+
+/// Each peer, agent or person, with the first line of what it does.
+fn peers_section(plan: &Plan, peers: &[&PlannedRole]) -> String {
+    let about = |name: &str| {
+        plan.config
+            .role(name)
+            .and_then(|r| r.description.clone().or_else(|| r.prompt.clone()))
+            .map(|d| d.lines().next().unwrap_or("").trim().to_string())
+    };
+    let mut s = String::from("\n\n## Your peers\n\n");
     if peers.is_empty() {
         s.push_str("None.\n");
     }
-    for p in &peers {
+    for p in peers {
         s.push_str(&format!("- `{}` ({})", p.name, who(p)));
         if let Some(d) = about(&p.name) {
             s.push_str(&format!(": {d}"));
         }
         s.push('\n');
     }
-    if crate::launch::confine::enabled(plan) && me.agent != AgentSpec::Api {
-        s.push_str(SANDBOX);
-    }
-    let batch = me.mode.as_str() == "batch";
-    // `mcp: true`: the agent has the `swarm` MCP server's tools; teach
-    // those, not the shell wrappers (docs/mcp.md).
-    let mcp = rc.is_some_and(|r| r.mcp);
-    if mcp {
-        s.push_str(&mcp_sections(plan, role, &peers));
-        return Ok(s);
-    }
-    s.push_str(&format!(
+    s
+}
+
+/// How to take work (one item, or a batch) and finish it with the shell
+/// wrappers.
+fn work_section(batch: bool) -> String {
+    format!(
         "\n## Taking and finishing work\n\n1. Run `ready_for_next.sh`. It prints `NO_TASK`, or {} with `FROM:`, `TYPE:` and `PAYLOAD:`.\n2. Do what it asks, here in your worktree; commit code with git.\n3. Run `done_with_current.sh`: it completes the item and prints `MAIL_WAITING` (more work waits: run `ready_for_next.sh` again) or `NO_TASK`.\n\nIf `ready_for_next.sh` refuses with `WAITING_FOR_APPROVAL`, a `git_handoff` you sent has not left yet (handoffd has not delivered it, or a person has not approved it): stop, you are woken when work can go on.\n\nOne item at a time. Never edit or move files under `.swarmforge/` yourself.\n",
         if batch { "a batch of every waiting item (`BATCH:`)" } else { "one item (`TASK:`)" }
-    ));
-    let aud = audience(plan, role, &peers);
+    )
+}
+
+/// How to send (a draft for each type the role may send, from the type
+/// table) and, when it may send a `clarify` to a person, how to ask one.
+fn sending_sections(plan: &Plan, role: &str, peers: &[&PlannedRole]) -> String {
+    let aud = audience(plan, role, peers);
     let (sendable, human) = (&aud.sendable, aud.human);
-    s.push_str("\n## Sending\n\n");
+    let mut s = String::from("\n## Sending\n\n");
     if sendable.is_empty() {
         s.push_str("You may not send messages; finish items with `done_with_current.sh`.\n");
     } else {
@@ -139,14 +179,7 @@ pub fn primer(plan: &Plan, role: &str) -> Result<String> {
             "\n## Asking a person\n\nWhen you cannot finish the item in process without a decision:\n\n1. Send a `clarify` to `{h}` (the question in `question:`, options one per body line).\n2. Do not run `done_with_current.sh`: the item stays in process (parked) until the answer arrives.\n3. End your turn.\n4. When you are woken, run `ready_for_next.sh`: it prints the same item again with an `ANSWER:` block (`ANSWER_CHOICE:`, `ANSWER_TEXT:`).\n5. Finish the item with that answer, then run `done_with_current.sh`.\n"
         ));
     }
-    if let Some(m) = plan.config.forum.moderator.as_deref() {
-        s.push_str(&format!(
-            "\n## Forum\n\nPosts, notes and handoffs sent while a session is open belong to it. `{m}` moderates: every {} contributions it gets a `digest_request` and answers with a `digest` to `all`; your `ready-next` then shows `LATEST_DIGEST:`. In a round-robin discussion add `discussion: <id>` to your draft, and send only on your turn (`swarm can-send --discussion <id>` exits 0 then).\n",
-            plan.config.forum.digest_every
-        ));
-    }
-    s.push_str("\n## When to stop\n\nWhen `ready_for_next.sh` prints `NO_TASK`, end your turn and wait; do not poll. New mail wakes you with \"You have new handoff mail. If idle, run ready_for_next.sh.\" Never end a turn with an item in process unless you sent a `clarify` about it.\n");
-    Ok(s)
+    s
 }
 
 /// Where `name` is first named in `text` as a word (`lead`, `@lead`,

@@ -105,12 +105,70 @@ pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Ou
         &headless
     };
     let project = &plan.project;
-    check_no_supervisor(project)?;
-    check_programs(plan, opts.tmux)?;
+    check_can_start(plan, opts.tmux)?;
+    write_swarm_files(plan, say)?;
+    if opts.detach && !opts.tmux {
+        return spawn_detached_supervisor(plan, opts, say);
+    }
+    let signals = Signals::install();
+    let lock = if opts.detach {
+        None
+    } else {
+        Some(take_supervisor_lock(project)?)
+    };
+    let stagger = opts.stagger.unwrap_or(plan.config.launch.stagger.0);
+    let sock = socket_path(&project.root);
+    point_at_runtime(project, opts.tmux, &sock)?;
+    let daemon = start_daemon_for(project, opts.tmux, say)?;
+    // Roles on other hosts are reached through the bridge (docs/bridge.md).
+    let bridge = super::bridge::start_bridge(plan, say)?;
+    first_delivery(plan);
+    let mut run = Running::new(plan, daemon);
+    let outcome = if opts.tmux {
+        run.tmux(opts, &sock, stagger, &signals.flag, say)
+    } else {
+        run.headless(opts, stagger, &signals.flag, say)
+    };
+    if matches!(outcome, Ok(Outcome::Detached)) {
+        say(&format!(
+            "the swarm runs; stop it with: swarm down {}",
+            project.root.display()
+        ));
+        return Ok(Outcome::Detached);
+    }
+    say("stopping the swarm");
+    let torn = run.teardown(say);
+    if bridge.is_some() {
+        super::bridge::stop_bridge(project, super::GRACE);
+    }
+    if let Some(l) = lock {
+        // Nobody supervises any more; the lock file goes with us.
+        let _ = fsx::remove_file(&supervisor_pid_file(project));
+        drop(l);
+    }
+    drop(signals);
+    let outcome = outcome?;
+    torn?;
+    Ok(outcome)
+}
+
+/// Refuses to start what could not run: a second supervisor, a missing
+/// program, a sandbox that cannot be made, an MCP server that cannot be
+/// configured.
+fn check_can_start(plan: &Plan, tmux: bool) -> Result<()> {
+    check_no_supervisor(&plan.project)?;
+    check_programs(plan, tmux)?;
     if super::confine::needed(plan) {
         super::confine::check()?;
     }
-    super::role_mcp::check(plan)?;
+    super::role_mcp::check(plan)
+}
+
+/// What the swarm's agents find before they start: the project's folders
+/// and worktrees (`init`), the wrappers, the primers, each role's MCP
+/// configuration and, with `reservations: guard`, the pre-commit hook.
+fn write_swarm_files(plan: &Plan, say: &mut dyn FnMut(&str)) -> Result<()> {
+    let project = &plan.project;
     let report = init::init(plan)?;
     for c in &report.changes {
         say(c);
@@ -127,78 +185,46 @@ pub fn up(plan: &Plan, opts: &UpOptions, say: &mut dyn FnMut(&str)) -> Result<Ou
     if plan.config.reservations == crate::protocol::config::ReservationsMode::Guard {
         install_guard(project, say)?;
     }
-    if opts.detach && !opts.tmux {
-        return spawn_detached_supervisor(plan, opts, say);
+    Ok(())
+}
+
+/// Tells the daemon how the roles run: in tmux, the socket `sock` written
+/// to `.swarmforge/tmux-socket` (which makes it wake roles through tmux);
+/// headless, no such file.
+fn point_at_runtime(project: &Project, tmux: bool, sock: &Path) -> Result<()> {
+    if !tmux {
+        return fsx::remove_file(&project.tmux_socket()).at(project.tmux_socket());
     }
-    let signals = Signals::install();
-    let lock = if opts.detach {
-        None
-    } else {
-        Some(take_supervisor_lock(project)?)
-    };
-    let stagger = opts.stagger.unwrap_or(plan.config.launch.stagger.0);
-    let sock = socket_path(&project.root);
-    if opts.tmux {
-        // The sessions of an earlier run: until this run has started its
-        // own (and written the list again), a session the daemon does not
-        // find is not yet started, not dead (daemon::watchdog).
-        let listed = crate::protocol::launch_files::sessions_file(project);
-        fsx::remove_file(&listed).at(&listed)?;
-        let dir = sock.parent().unwrap_or(Path::new("/tmp"));
-        fsx::ensure_dirs(&[dir]).at(dir)?;
-        let mut line = sock.to_string_lossy().into_owned();
-        line.push('\n');
-        crate::launch::repo::write_if_changed(&project.tmux_socket(), line.as_bytes())?;
-    } else {
-        fsx::remove_file(&project.tmux_socket()).at(project.tmux_socket())?;
-    }
-    let (pid, daemon) = match start_daemon(project, say) {
-        Ok(d) => d,
-        Err(e) => {
-            if opts.tmux {
-                let _ = fsx::remove_file(&project.tmux_socket());
-            }
-            return Err(e);
+    // The sessions of an earlier run: until this run has started its
+    // own (and written the list again), a session the daemon does not
+    // find is not yet started, not dead (daemon::watchdog).
+    let listed = crate::protocol::launch_files::sessions_file(project);
+    fsx::remove_file(&listed).at(&listed)?;
+    let dir = sock.parent().unwrap_or(Path::new("/tmp"));
+    fsx::ensure_dirs(&[dir]).at(dir)?;
+    let mut line = sock.to_string_lossy().into_owned();
+    line.push('\n');
+    crate::launch::repo::write_if_changed(&project.tmux_socket(), line.as_bytes())?;
+    Ok(())
+}
+
+/// Starts handoffd and says so; when it does not start, a tmux swarm's
+/// socket pointer goes again.
+fn start_daemon_for(
+    project: &Project,
+    tmux: bool,
+    say: &mut dyn FnMut(&str),
+) -> Result<std::process::Child> {
+    let (pid, daemon) = start_daemon(project, say).inspect_err(|_| {
+        if tmux {
+            let _ = fsx::remove_file(&project.tmux_socket());
         }
-    };
+    })?;
     say(&format!(
         "handoffd runs (pid {pid}); its log: {}",
         project.log_file().display()
     ));
-    // Roles on other hosts are reached through the bridge (docs/bridge.md).
-    let bridge = super::bridge::start_bridge(plan, say)?;
-    first_delivery(plan);
-    let mut run = Running::new(plan, daemon);
-    let result = if opts.tmux {
-        run.tmux(opts, &sock, stagger, &signals.flag, say)
-    } else {
-        run.headless(opts, stagger, &signals.flag, say)
-    };
-    let outcome = match result {
-        Ok(Outcome::Detached) => {
-            say(&format!(
-                "the swarm runs; stop it with: swarm down {}",
-                project.root.display()
-            ));
-            return Ok(Outcome::Detached);
-        }
-        Ok(o) => Ok(o),
-        Err(e) => Err(e),
-    };
-    say("stopping the swarm");
-    let torn = run.teardown(say);
-    if bridge.is_some() {
-        super::bridge::stop_bridge(project, super::GRACE);
-    }
-    if let Some(l) = lock {
-        // Nobody supervises any more; the lock file goes with us.
-        let _ = fsx::remove_file(&supervisor_pid_file(project));
-        drop(l);
-    }
-    drop(signals);
-    let outcome = outcome?;
-    torn?;
-    Ok(outcome)
+    Ok(daemon)
 }
 
 /// Longest the agents' start waits for the daemon's first delivery.

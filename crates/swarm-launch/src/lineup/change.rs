@@ -108,48 +108,8 @@ pub fn add(project: &Project, req: &AddRequest, say: &mut dyn FnMut(&str)) -> Re
     // Refused before anything changes when the pointer cannot be believed.
     tmux_socket(project)?;
     let _lock = state::lock(project)?;
-    let config = Config::load(&project.config_file())?;
-    if config.role(&req.name).is_some() {
-        return Err(refused(format!(
-            "role {} is already in the lineup",
-            req.name
-        )));
-    }
-    let role = role_config(project, req)?;
-    let mut roles = config.roles.clone();
-    roles.push(role.clone());
-    // The one validator of role names, agents and worktrees.
-    plan::validate_yaml_roles(&roles, "", Path::new("swarm role add"))?;
-    let mut seats = state::load(project)?;
-    let before = seats.clone();
-    let had_file = state::file(project).exists();
-    seats.added.retain(|r| r.name != role.name);
-    seats.added.push(role.clone());
-    seats.removed.retain(|r| r.name != role.name);
-    state::save(project, &mut seats)?;
-    // Its program is installed (like `swarm up`), else nothing changes.
-    let plan = Plan::load(&project.root).and_then(|plan| {
-        let mut one = plan.clone();
-        one.roles.retain(|r| r.name == role.name);
-        crate::launch::command::check_programs(&one, false)?;
-        Ok(plan)
-    });
-    let plan = match plan {
-        Ok(p) => p,
-        Err(e) => {
-            if had_file {
-                let mut back = Seats {
-                    generation: seats.generation,
-                    ..before
-                };
-                state::save(project, &mut back)?;
-            } else {
-                let f = state::file(project);
-                fsx::remove_file(&f).at(&f)?;
-            }
-            return Err(e);
-        }
-    };
+    let role = new_role(project, req)?;
+    let (plan, generation) = take_seat(project, &role)?;
     for c in init::init(&plan)?.changes {
         say(&c);
     }
@@ -167,7 +127,7 @@ pub fn add(project: &Project, req: &AddRequest, say: &mut dyn FnMut(&str)) -> Re
     for p in crate::launch::role_mcp::write_all(&plan, &shims::own_bin_dir()?.join("swarm"))? {
         say(&format!("MCP configuration: {}", p.display()));
     }
-    wait_for_daemon(project, seats.generation)?;
+    wait_for_daemon(project, generation)?;
     record_outside(
         project,
         &Event::new(Kind::SeatAdded)
@@ -185,6 +145,59 @@ pub fn add(project: &Project, req: &AddRequest, say: &mut dyn FnMut(&str)) -> Re
         return Ok(());
     };
     start(&plan, r, say)
+}
+
+/// The role `req` asks for, refused when the lineup has one of its name
+/// or the lineup with it would not be valid.
+fn new_role(project: &Project, req: &AddRequest) -> Result<RoleConfig> {
+    let config = Config::load(&project.config_file())?;
+    if config.role(&req.name).is_some() {
+        return Err(refused(format!(
+            "role {} is already in the lineup",
+            req.name
+        )));
+    }
+    let role = role_config(project, req)?;
+    let mut roles = config.roles.clone();
+    roles.push(role.clone());
+    // The one validator of role names, agents and worktrees.
+    plan::validate_yaml_roles(&roles, "", Path::new("swarm role add"))?;
+    Ok(role)
+}
+
+/// Seats `role` in the lineup file and returns the plan with it and the
+/// lineup's new generation; when its program is not installed (as `swarm
+/// up` checks), the lineup file is put back as it was and nothing changes.
+fn take_seat(project: &Project, role: &RoleConfig) -> Result<(Plan, u64)> {
+    let mut seats = state::load(project)?;
+    let before = seats.clone();
+    let had_file = state::file(project).exists();
+    seats.added.retain(|r| r.name != role.name);
+    seats.added.push(role.clone());
+    seats.removed.retain(|r| r.name != role.name);
+    state::save(project, &mut seats)?;
+    let plan = Plan::load(&project.root).and_then(|plan| {
+        let mut one = plan.clone();
+        one.roles.retain(|r| r.name == role.name);
+        crate::launch::command::check_programs(&one, false)?;
+        Ok(plan)
+    });
+    match plan {
+        Ok(p) => Ok((p, seats.generation)),
+        Err(e) => {
+            if had_file {
+                let mut back = Seats {
+                    generation: seats.generation,
+                    ..before
+                };
+                state::save(project, &mut back)?;
+            } else {
+                let f = state::file(project);
+                fsx::remove_file(&f).at(&f)?;
+            }
+            Err(e)
+        }
+    }
 }
 
 /// The swarm's tmux socket, if it runs in tmux; a pointer that cannot be
@@ -272,6 +285,48 @@ pub fn remove(
     let _lock = state::lock(project)?;
     let config = Config::load(&project.config_file())?;
     let mut seats = state::load(project)?;
+    let r = removable(project, &plan, &config, &seats, name)?;
+    // The returned mail needs a daemon to reach its senders: without one
+    // running, one runs for the time of the removal.
+    let mut own_daemon = None;
+    if lock_holder(&project.pid_file()).is_none()
+        && crate::launch::supervisor::pending(&r.worktree())
+    {
+        let (pid, child) = crate::launch::process::start_daemon(project, say)?;
+        say(&format!(
+            "handoffd started (pid {pid}) to deliver the returned mail"
+        ));
+        own_daemon = Some(child);
+    }
+    let result = retire(project, &config, &mut seats, &r, reason, say);
+    if let Some(mut child) = own_daemon {
+        let stopped = crate::daemon::control::stop(project, crate::daemon::control::GRACE);
+        let _ = child.wait();
+        stopped?;
+    }
+    let returned = result?;
+    record_outside(
+        project,
+        &Event::new(Kind::SeatRemoved)
+            .recipient(name)
+            .reason(format!("{returned} waiting item(s) returned: {reason}")),
+    );
+    Ok(Removed {
+        returned,
+        worktree: r.worktree_path.clone(),
+    })
+}
+
+/// The role `name` of this host's plan, if it may leave: an agent's (a
+/// person leaves by an edit of swarm.yaml), not the last agent, with a
+/// worktree (and so an inbox) of its own.
+fn removable(
+    project: &Project,
+    plan: &Plan,
+    config: &Config,
+    seats: &Seats,
+    name: &str,
+) -> Result<PlannedRole> {
     let Some(cfg) = config.role(name) else {
         if let Some(why) = seats.refusal(name) {
             return Err(refused(why));
@@ -314,35 +369,7 @@ pub fn remove(
             project.config_file().display()
         )));
     }
-    // The returned mail needs a daemon to reach its senders: without one
-    // running, one runs for the time of the removal.
-    let mut own_daemon = None;
-    if lock_holder(&project.pid_file()).is_none()
-        && crate::launch::supervisor::pending(&r.worktree())
-    {
-        let (pid, child) = crate::launch::process::start_daemon(project, say)?;
-        say(&format!(
-            "handoffd started (pid {pid}) to deliver the returned mail"
-        ));
-        own_daemon = Some(child);
-    }
-    let result = retire(project, &config, &mut seats, &r, reason, say);
-    if let Some(mut child) = own_daemon {
-        let stopped = crate::daemon::control::stop(project, crate::daemon::control::GRACE);
-        let _ = child.wait();
-        stopped?;
-    }
-    let returned = result?;
-    record_outside(
-        project,
-        &Event::new(Kind::SeatRemoved)
-            .recipient(name)
-            .reason(format!("{returned} waiting item(s) returned: {reason}")),
-    );
-    Ok(Removed {
-        returned,
-        worktree: r.worktree_path.clone(),
-    })
+    Ok(r)
 }
 
 /// Steps 1 to 4 of a removal (see the module doc); returns how many items

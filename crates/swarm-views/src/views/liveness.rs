@@ -176,7 +176,7 @@ fn headless_liveness(project: &Project, r: &Role) -> Option<Liveness> {
     }
     let running = agent_pid_file(project, &r.name).exists();
     // Its turn's CLI retries a request the model refused
-    // (launch/turn.rs writes the marker, and removes it when the
+    // (launch/turn/reader.rs writes the marker, and removes it when the
     // turn gets on or ends).
     if let Some((pane::Wait::Blocked, since, text)) =
         pane::reported(project, &r.name).filter(|_| running)

@@ -174,102 +174,127 @@ fn gemini_result(r: &Value, id: &str) -> Option<Keyed> {
 /// message (`id`, `type`), or an update of the metadata (`$set`, …).
 fn gemini(v: &Value) -> Vec<Keyed> {
     let Some(ty) = v["type"].as_str() else {
-        if let Some(id) = s(&v["sessionId"]) {
-            return vec![(None, Event::Session(id))];
-        }
-        // `$set`, `$rewindTo`: the recording's own bookkeeping.
-        if v.as_object()
-            .is_some_and(|o| o.keys().any(|k| k.starts_with('$')))
-        {
-            return Vec::new();
-        }
-        return vec![(None, Event::Unknown("recording line without a type".into()))];
+        return gemini_metadata(v);
     };
     let id = v["id"].as_str().unwrap_or("");
-    let mut out = Vec::new();
     match ty {
-        "user" => {
-            for part in v["content"].as_array().into_iter().flatten() {
-                out.extend(gemini_result(&part["functionResponse"], id));
-            }
-        }
-        "gemini" => {
-            if let Some(m) = s(&v["model"]) {
-                out.push((None, Event::Model(m)));
-            }
-            let thoughts: Vec<String> = v["thoughts"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|t| {
-                    let subject = t["subject"].as_str().unwrap_or("");
-                    let what = t["description"].as_str().unwrap_or("");
-                    let both = format!("{subject}: {what}");
-                    (!subject.is_empty() || !what.is_empty())
-                        .then(|| both.trim_matches([':', ' ']).to_string())
-                })
-                .collect();
-            if !thoughts.is_empty() {
-                out.push(once(
-                    format!("h:{id}"),
-                    act(Kind::Thinking, None, Some(thoughts.join("\n")), None),
-                ));
-            }
-            let text = match &v["content"] {
-                Value::String(t) => Some(t.clone()),
-                Value::Array(parts) => Some(
-                    parts
-                        .iter()
-                        .filter_map(|p| p["text"].as_str())
-                        .collect::<Vec<_>>()
-                        .join(""),
-                ),
-                _ => None,
-            };
-            if let Some(t) = text.filter(|t| !t.is_empty()) {
-                out.push(once(
-                    format!("t:{id}"),
-                    act(Kind::Text, None, Some(t), None),
-                ));
-            }
-            for c in v["toolCalls"].as_array().into_iter().flatten() {
-                let call = c["id"].as_str().unwrap_or(id);
-                out.push(once(
-                    format!("c:{call}"),
-                    act(Kind::ToolCall, s(&c["name"]), text_of(&c["args"]), None),
-                ));
-                // The result is recorded with the call once it ran, and
-                // again in the next request's `user` line; whichever is
-                // read first counts (one key).
-                for part in c["result"].as_array().into_iter().flatten() {
-                    out.extend(gemini_result(&part["functionResponse"], call));
-                }
-            }
-            let t = &v["tokens"];
-            if t.is_object() {
-                let cached = n(&t["cached"]);
-                let f = Figures {
-                    model: None,
-                    input_tokens: n(&t["input"]).saturating_sub(cached),
-                    // As its headless stream counts: the candidates, not
-                    // the thoughts.
-                    output_tokens: n(&t["output"]),
-                    cache_read_tokens: cached,
-                    cache_write_tokens: 0,
-                    cost_usd: None,
-                };
-                out.push(once(format!("u:{id}"), Event::Usage(f)));
-            }
-        }
-        "error" => out.push(once(
+        "user" => v["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|part| gemini_result(&part["functionResponse"], id))
+            .collect(),
+        "gemini" => gemini_message(v, id),
+        "error" => vec![once(
             format!("e:{id}"),
             act(Kind::Error, None, text_of(&v["content"]), Some("error")),
-        )),
+        )],
         // Notes the CLI shows its user (info, warnings): not the agent's.
-        "info" | "warning" => {}
-        other => out.push((None, Event::Unknown(format!("recording {other}")))),
+        "info" | "warning" => Vec::new(),
+        other => vec![(None, Event::Unknown(format!("recording {other}")))],
+    }
+}
+
+/// A line without a type: the session's metadata, or the recording's own
+/// bookkeeping (`$set`, `$rewindTo`).
+fn gemini_metadata(v: &Value) -> Vec<Keyed> {
+    if let Some(id) = s(&v["sessionId"]) {
+        return vec![(None, Event::Session(id))];
+    }
+    if v.as_object()
+        .is_some_and(|o| o.keys().any(|k| k.starts_with('$')))
+    {
+        return Vec::new();
+    }
+    vec![(None, Event::Unknown("recording line without a type".into()))]
+}
+
+/// A message of the model (`id`): its model, thoughts, text, tool calls
+/// with their results, and tokens, each keyed by the message or the call.
+fn gemini_message(v: &Value, id: &str) -> Vec<Keyed> {
+    let mut out = Vec::new();
+    if let Some(m) = s(&v["model"]) {
+        out.push((None, Event::Model(m)));
+    }
+    if let Some(t) = gemini_thoughts(&v["thoughts"]) {
+        out.push(once(
+            format!("h:{id}"),
+            act(Kind::Thinking, None, Some(t), None),
+        ));
+    }
+    if let Some(t) = gemini_text(&v["content"]).filter(|t| !t.is_empty()) {
+        out.push(once(
+            format!("t:{id}"),
+            act(Kind::Text, None, Some(t), None),
+        ));
+    }
+    for c in v["toolCalls"].as_array().into_iter().flatten() {
+        let call = c["id"].as_str().unwrap_or(id);
+        out.push(once(
+            format!("c:{call}"),
+            act(Kind::ToolCall, s(&c["name"]), text_of(&c["args"]), None),
+        ));
+        // The result is recorded with the call once it ran, and
+        // again in the next request's `user` line; whichever is
+        // read first counts (one key).
+        for part in c["result"].as_array().into_iter().flatten() {
+            out.extend(gemini_result(&part["functionResponse"], call));
+        }
+    }
+    if let Some(f) = gemini_tokens(&v["tokens"]) {
+        out.push(once(format!("u:{id}"), Event::Usage(f)));
     }
     out
+}
+
+/// A message's thoughts, one `subject: description` a line; None without
+/// any.
+fn gemini_thoughts(thoughts: &Value) -> Option<String> {
+    let lines: Vec<String> = thoughts
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| {
+            let subject = t["subject"].as_str().unwrap_or("");
+            let what = t["description"].as_str().unwrap_or("");
+            let both = format!("{subject}: {what}");
+            (!subject.is_empty() || !what.is_empty())
+                .then(|| both.trim_matches([':', ' ']).to_string())
+        })
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+/// A message's text: a string, or its parts' texts joined.
+fn gemini_text(content: &Value) -> Option<String> {
+    match content {
+        Value::String(t) => Some(t.clone()),
+        Value::Array(parts) => Some(
+            parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join(""),
+        ),
+        _ => None,
+    }
+}
+
+/// A message's `tokens`, as its headless stream counts them (the cached
+/// input apart; the candidates, not the thoughts, as output).
+fn gemini_tokens(t: &Value) -> Option<Figures> {
+    if !t.is_object() {
+        return None;
+    }
+    let cached = n(&t["cached"]);
+    Some(Figures {
+        model: None,
+        input_tokens: n(&t["input"]).saturating_sub(cached),
+        output_tokens: n(&t["output"]),
+        cache_read_tokens: cached,
+        cache_write_tokens: 0,
+        cost_usd: None,
+    })
 }
 
 #[cfg(test)]

@@ -115,6 +115,14 @@ pub fn usage_of(
     u
 }
 
+/// Keeps `t`, an event type a reader does not know, among the few named
+/// in the note at a turn's end: at most 8, each once, bounded.
+pub fn name_unknown(types: &mut Vec<String>, t: &str) {
+    if types.len() < 8 && !types.iter().any(|k| k == t) {
+        types.push(activity::bound(t));
+    }
+}
+
 /// Whether `cli` reports the whole conversation's usage at a turn's end
 /// rather than the turn's: Codex's `turn.completed` carries the thread's
 /// running total (seen with 0.171: a resumed turn reported both turns).

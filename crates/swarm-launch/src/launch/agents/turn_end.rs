@@ -7,7 +7,7 @@
 //! (`.swarmforge/agents/<role>/turn-end`, which the sandbox leaves
 //! writable): the transcript's path and the text the turn ended with. The
 //! daemon, unconfined, relays the requests on its agent-check timer: it
-//! reads what the transcript gained (agents/transcript.rs: only a file
+//! reads what the transcript gained (agents/transcript/: only a file
 //! inside that CLI's own transcript folder, opened without following a
 //! link, bounded) into the activity and usage of the role whose folder
 //! held the request, and journals a read that fails (`activity_lost`).

@@ -4,7 +4,7 @@
 //! its own queue folders, its own launcher folder (where it asks handoffd
 //! for its forum and board writes and leaves its turn-end requests), a
 //! private `/tmp` and a private home holding its CLI's state folder
-//! (launch/cli_state.rs); the project's `.swarmforge/` (approvals, pause,
+//! (launch/cli_state/); the project's `.swarmforge/` (approvals, pause,
 //! the daemon's files, the forum, the board, the telemetry: activity,
 //! usage, budget raises), other roles' worktrees and inboxes are
 //! read-only, and the cockpit's token folder and other roles' homes are

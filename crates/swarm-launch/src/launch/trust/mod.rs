@@ -28,7 +28,7 @@
 //! (`$CLAUDE_CONFIG_DIR/.claude.json`): the key's last 20 characters in
 //! `customApiKeyResponses.approved`, never the key. A "No" the person gave
 //! is left alone. A confined agent's copy of the file is seeded from it at
-//! each start (launch/cli_state.rs).
+//! each start (launch/cli_state/claude_copy.rs).
 //!
 //! Each file is changed by an atomic replace that keeps its mode and every
 //! other key (Codex's comments and layout too); a file that does not parse

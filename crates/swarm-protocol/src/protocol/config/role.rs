@@ -57,7 +57,7 @@ pub enum Runtime {
     #[default]
     Tmux,
     /// One non-interactive invocation per turn, its JSON event stream read
-    /// by `swarm turn` (crates/swarm-launch/src/launch/turn.rs).
+    /// by `swarm turn` (crates/swarm-launch/src/launch/turn/).
     Headless,
     /// The CLI as an Agent Client Protocol agent, one session driven by
     /// `swarm acp` (src/launch/acp/).

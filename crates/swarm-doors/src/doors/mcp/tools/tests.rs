@@ -17,13 +17,9 @@ fn the_derived_tool_list_is_the_hand_written_one() {
     assert!(size < 6 * 1024, "tools/list is {size} bytes");
 }
 
-/// What the client may send without checking the schema is refused
-/// before anything is read, with the texts the hand-written reader gave
-/// (every case here passes on it too).
-#[test]
-fn malformed_arguments_are_refused_with_the_tools_texts() {
-    // A project (no roles): enough for the calls that look for it
-    // before they read all their arguments.
+/// A project (no roles) and an agent in it: enough for the calls that
+/// look for it before they read all their arguments.
+fn agent_in_a_project() -> (tempfile::TempDir, Agent) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join(".swarmforge")).unwrap();
     std::fs::write(dir.path().join(".swarmforge/roles.tsv"), "").unwrap();
@@ -31,18 +27,69 @@ fn malformed_arguments_are_refused_with_the_tools_texts() {
         role: "coder".into(),
         cwd: dir.path().to_path_buf(),
     };
-    let long = "x".repeat(MAX_ARG_BYTES + 1);
+    (dir, agent)
+}
+
+/// Each call of `cases` (tool, arguments, the text) is refused before
+/// anything is read, as a usage error with that text.
+fn refused_with_their_texts(cases: &[(&str, Value, &str)]) {
+    let (_dir, agent) = agent_in_a_project();
+    let mut wrong = Vec::new();
+    for (tool, args, want) in cases {
+        let got = call(&agent, tool, args.as_object()).unwrap_err();
+        if got.text != *want || got.json["token"] != "USAGE" || got.json["message"] != *want {
+            wrong.push(format!("{tool} {args}: {}", got.text));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// What the client may send to `send` without checking the schema is
+/// refused before anything is read, with the texts the hand-written
+/// reader gave (every case here passes on it too).
+#[test]
+fn malformed_send_arguments_are_refused_with_the_tools_texts() {
     let mut crowd = json!({"type": "note", "to": "r"});
     for i in 0..63 {
         crowd[format!("h{i}")] = json!("v");
     }
-    let cases = [
+    refused_with_their_texts(&[
         ("send", crowd, "send: at most 64 arguments."),
         (
             "send",
             json!({"type": "note", "to": "r", "from: qa": "y"}),
             "send: 'from: qa' is not a header name.",
         ),
+        ("send", json!({"to": "r"}), "send: 'type' is required."),
+        ("send", json!({"type": "note"}), "send: 'to' is required."),
+        (
+            "send",
+            json!({"type": "no\nte", "to": "r"}),
+            "send: 'type' must be one line; got a line break.",
+        ),
+        (
+            "send",
+            json!({"type": "note", "to": "r", "priority": 50}),
+            "send: 'priority' must be a string.",
+        ),
+        (
+            "send",
+            json!({"type": "note", "to": "r", "message": 5}),
+            "send: header 'message' must be a string.",
+        ),
+        (
+            "send",
+            json!({"type": "note", "to": "r", "message": "a\nb"}),
+            "send: 'message' must be one line; got a line break.",
+        ),
+    ]);
+}
+
+/// The same for `next` and `done`.
+#[test]
+fn malformed_next_and_done_arguments_are_refused_with_the_tools_texts() {
+    let long = "x".repeat(MAX_ARG_BYTES + 1);
+    refused_with_their_texts(&[
         (
             "next",
             json!({"wait_seconds": 51}),
@@ -81,6 +128,13 @@ fn malformed_arguments_are_refused_with_the_tools_texts() {
                 MAX_ARG_BYTES + 1
             ),
         ),
+    ]);
+}
+
+/// The same for `reply`, `ask` and `answer`.
+#[test]
+fn malformed_reply_ask_and_answer_arguments_are_refused_with_the_tools_texts() {
+    refused_with_their_texts(&[
         ("reply", json!({}), "reply: 'body' is required."),
         ("reply", json!({"body": null}), "reply: 'body' is required."),
         ("ask", json!({"to": "r"}), "ask: 'question' is required."),
@@ -124,6 +178,14 @@ fn malformed_arguments_are_refused_with_the_tools_texts() {
             json!({"id": "x"}),
             "answer: give choices and/or text.",
         ),
+    ]);
+}
+
+/// The same for `read`, `search`, `status`, the reservation tools, and a
+/// tool that does not exist.
+#[test]
+fn malformed_reading_and_reservation_calls_are_refused_with_the_tools_texts() {
+    refused_with_their_texts(&[
         (
             "read",
             json!({"last": 101}),
@@ -156,38 +218,8 @@ fn malformed_arguments_are_refused_with_the_tools_texts() {
             json!({"all": true}),
             "reservations: unknown argument 'all'; expected .",
         ),
-        ("send", json!({"to": "r"}), "send: 'type' is required."),
-        ("send", json!({"type": "note"}), "send: 'to' is required."),
-        (
-            "send",
-            json!({"type": "no\nte", "to": "r"}),
-            "send: 'type' must be one line; got a line break.",
-        ),
-        (
-            "send",
-            json!({"type": "note", "to": "r", "priority": 50}),
-            "send: 'priority' must be a string.",
-        ),
-        (
-            "send",
-            json!({"type": "note", "to": "r", "message": 5}),
-            "send: header 'message' must be a string.",
-        ),
-        (
-            "send",
-            json!({"type": "note", "to": "r", "message": "a\nb"}),
-            "send: 'message' must be one line; got a line break.",
-        ),
         ("nope", json!({}), "unknown tool 'nope'."),
-    ];
-    let mut wrong = Vec::new();
-    for (tool, args, want) in cases {
-        let got = call(&agent, tool, args.as_object()).unwrap_err();
-        if got.text != want || got.json["token"] != "USAGE" || got.json["message"] != want {
-            wrong.push(format!("{tool} {args}: {}", got.text));
-        }
-    }
-    assert!(wrong.is_empty(), "{wrong:#?}");
+    ]);
 }
 
 /// Every argument is checked before a file is read: a call wrong in

@@ -1,25 +1,4 @@
-//! A confined agent's coding CLI and the person's CLI state
-//! (docs/security.md, "Confinement"): the sandbox gives the agent a
-//! private home, but the CLI's login, onboarding and the swarm's trust
-//! records (`swarm trust`, launch/trust.rs) live in the person's home. So
-//! the one state folder of the role's own CLI is shared into the sandbox,
-//! writable, at its own path:
-//!
-//! * Claude Code: `~/.claude` (`$CLAUDE_CONFIG_DIR`): settings, the login
-//!   (`.credentials.json`), the transcripts `swarm hook` reads;
-//! * Codex: `~/.codex` (`$CODEX_HOME`): `auth.json`, `config.toml` with the
-//!   trust and hook records;
-//! * Gemini CLI: `~/.gemini` (`$GEMINI_CLI_HOME/.gemini`): settings,
-//!   `trustedFolders.json`, the OAuth login; a trusted-folders file moved
-//!   elsewhere by `$GEMINI_CLI_TRUSTED_FOLDERS_PATH` is shared read-only.
-//!
-//! What in that folder the person's own, unconfined sessions load as code
-//! or instructions is read-only inside ([`read_only`]): the user settings
-//! (a hook or MCP server written there would run in those sessions), the
-//! plugins, extensions, commands, subagents, skills, rules and the user
-//! memory file.
-//!
-//! Claude Code's other file, `~/.claude.json` (onboarding, account, trust
+//! A confined Claude Code's `~/.claude.json` (onboarding, account, trust
 //! per folder), sits in the home itself and is replaced by a rename, which a
 //! bind of the single file would refuse. The private home gets a copy at each
 //! start instead ([`seed_claude_json`]); the agent's changes stay in its
@@ -34,139 +13,23 @@
 //! launch/trust.rs). A person who never ran Claude Code has no file: the
 //! copy is then the carried answers alone.
 //!
-//! Nothing else of the person's home is visible: a role's sandbox never
-//! gets another CLI's folder.
+//!
+//! Invariant kept here: **nothing the agent wrote reaches the person's
+//! file or outlives a restart but the pane's answers**: the person's file
+//! is only read; from the agent's last copy (untrusted) only the keys
+//! named here are carried, each checked for its shape and bounded, and the
+//! person's own answer always wins.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::fsx;
-use crate::launch::agents::Cli;
 
 /// Largest `~/.claude.json` copied (a long-used one is a few MB).
 const MAX_CLAUDE_JSON: u64 = 64 * 1024 * 1024;
-
-/// The state folder `cli` keeps, resolved from the environment (through
-/// `var`) as the CLI resolves it; None without a HOME.
-pub fn folder(cli: Cli, var: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
-    let set = |k: &str| var(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-    let home = set("HOME");
-    match cli {
-        Cli::Claude => set("CLAUDE_CONFIG_DIR").or_else(|| Some(home?.join(".claude"))),
-        Cli::Codex => set("CODEX_HOME").or_else(|| Some(home?.join(".codex"))),
-        Cli::Gemini => Some(set("GEMINI_CLI_HOME").or(home)?.join(".gemini")),
-    }
-}
-
-/// Gemini CLI's trusted-folders file when `GEMINI_CLI_TRUSTED_FOLDERS_PATH`
-/// names one (Gemini's docs, cli/trusted-folders.md: "the desired absolute
-/// file path"; it then reads and writes that file instead of
-/// `~/.gemini/trustedFolders.json`). The sandbox shares it read-only:
-/// `swarm trust` writes it outside, and its folder may hold anything.
-pub fn gemini_trusted_folders(var: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
-    var("GEMINI_CLI_TRUSTED_FOLDERS_PATH")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-}
-
-/// What a path of [`read_only`] is when the person has none: a file with
-/// these bytes, or a folder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shape {
-    File(&'static [u8]),
-    Dir,
-}
-
-/// The paths in `cli`'s state `folder` from which the person's own,
-/// unconfined sessions of that CLI load code or instructions, with what a
-/// new one is. A confined agent gets them read-only (launch/confine/): a
-/// hook, MCP server, plugin, command, rule or memory it wrote there would
-/// run or speak in those sessions. None of them is written by the CLI in an
-/// ordinary run (their own install commands, a trust dialog and the
-/// "always allow" answers write them; `swarm trust` writes the trust
-/// outside). Each CLI's docs and its pinned package name them:
-///
-/// * Claude Code: `settings.json`, `CLAUDE.md` (user memory), `plugins/`,
-///   `commands/`, `agents/`, `skills/`, `output-styles/`, `rules/`;
-/// * Codex: `config.toml` (which also holds the person's trust of each
-///   hook, so a hook planted in `hooks.json` waits for their review),
-///   `AGENTS.md`, `AGENTS.override.md` (an empty one is skipped), `rules/`
-///   (execpolicy: an allow rule skips the approval), `prompts/`, `skills/`,
-///   `plugins/`;
-/// * Gemini CLI: `settings.json`, `GEMINI.md`, `trustedFolders.json` (a
-///   trusted folder's own settings and hooks load unasked), `extensions/`,
-///   `commands/`, `agents/`, `skills/`, `policies/` (allow rules);
-/// * for each, `hooks/`, where the person's hook scripts conventionally
-///   live (a hook in the settings runs what is there).
-pub fn read_only(cli: Cli, folder: &Path) -> Vec<(PathBuf, Shape)> {
-    use Shape::{Dir, File};
-    let list: &[(&str, Shape)] = match cli {
-        Cli::Claude => &[
-            ("settings.json", File(b"{}\n")),
-            ("CLAUDE.md", File(b"")),
-            ("plugins", Dir),
-            ("commands", Dir),
-            ("agents", Dir),
-            ("skills", Dir),
-            ("output-styles", Dir),
-            ("rules", Dir),
-            ("hooks", Dir),
-        ],
-        Cli::Codex => &[
-            ("config.toml", File(b"")),
-            ("AGENTS.md", File(b"")),
-            ("AGENTS.override.md", File(b"")),
-            ("rules", Dir),
-            ("prompts", Dir),
-            ("skills", Dir),
-            ("plugins", Dir),
-            ("hooks", Dir),
-        ],
-        Cli::Gemini => &[
-            ("settings.json", File(b"{}\n")),
-            ("GEMINI.md", File(b"")),
-            ("trustedFolders.json", File(b"{}\n")),
-            ("extensions", Dir),
-            ("commands", Dir),
-            ("agents", Dir),
-            ("skills", Dir),
-            ("policies", Dir),
-            ("hooks", Dir),
-        ],
-    };
-    list.iter().map(|(n, k)| (folder.join(n), *k)).collect()
-}
-
-/// Makes `path` (one of [`read_only`]) as `shape` when it does not exist,
-/// so the sandbox has something to mount read-only (a missing one the
-/// agent could create in the writable folder). A symlink (a dotfiles
-/// manager's) is left as it is: the mount takes its target, so a link to
-/// nothing is refused, naming it (there would be nothing to mount).
-pub fn ensure_read_only(path: &Path, shape: Shape) -> Result<()> {
-    if std::fs::symlink_metadata(path).is_ok() {
-        if std::fs::metadata(path).is_err() {
-            return Err(Error::bad_file_hint(
-                path,
-                "a link to nothing, which a confined agent's sandbox cannot mount read-only",
-                "make its target or remove the link",
-            ));
-        }
-        return Ok(());
-    }
-    let made = match shape {
-        Shape::Dir => fsx::ensure_dirs(&[path]),
-        Shape::File(empty) => fsx::publish(path.parent().unwrap_or(Path::new(".")), path, empty),
-    };
-    match made {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(Error::io(path, e)),
-    }
-}
 
 /// Claude Code's `.claude.json` of the person, when it lives in the home
 /// itself (not in a `$CLAUDE_CONFIG_DIR`, which is shared whole).
@@ -273,9 +136,18 @@ fn is_suffix(v: &Value) -> bool {
 ///   Claude Code writes it into the user settings, read-only inside.
 pub fn carry_answers(doc: &mut Value, last: &Value, folders: &[&Path]) {
     let Some(m) = doc.as_object_mut() else { return };
+    carry_folder_answers(m, last, folders);
+    carry_key_answers(m, last);
+    carry_onboarding(m, last);
+}
+
+/// `projects[<folder>]` for each of `folders` the person's file has no
+/// entry for: the [`PROJECT_ANSWERS`] of the last copy's entry, booleans
+/// only.
+fn carry_folder_answers(m: &mut Map<String, Value>, last: &Value, folders: &[&Path]) {
     for folder in folders {
         let key = folder.to_string_lossy().into_owned();
-        let entry: serde_json::Map<String, Value> = last
+        let entry: Map<String, Value> = last
             .get("projects")
             .and_then(|p| p.get(&key))
             .and_then(Value::as_object)
@@ -294,7 +166,13 @@ pub fn carry_answers(doc: &mut Value, last: &Value, folders: &[&Path]) {
             projects.entry(key).or_insert(Value::Object(entry));
         }
     }
-    let theirs = |m: &serde_json::Map<String, Value>, list: &str| -> Vec<Value> {
+}
+
+/// `customApiKeyResponses.approved` / `.rejected`: the last copy's key
+/// suffixes the person's file does not answer, at most
+/// [`MAX_KEY_ANSWERS`] a list; one both approved and rejected, neither.
+fn carry_key_answers(m: &mut Map<String, Value>, last: &Value) {
+    let theirs = |m: &Map<String, Value>, list: &str| -> Vec<Value> {
         m.get("customApiKeyResponses")
             .and_then(|r| r.get(list))
             .and_then(Value::as_array)
@@ -335,6 +213,11 @@ pub fn carry_answers(doc: &mut Value, last: &Value, folders: &[&Path]) {
         responses["approved"] = Value::Array(a);
         responses["rejected"] = Value::Array(r);
     }
+}
+
+/// `hasCompletedOnboarding: true` and its `lastOnboardingVersion` (a
+/// short version string), when the person's file does not say.
+fn carry_onboarding(m: &mut Map<String, Value>, last: &Value) {
     if m.get("hasCompletedOnboarding") != Some(&Value::Bool(true))
         && last["hasCompletedOnboarding"] == true
     {
@@ -354,75 +237,6 @@ pub fn carry_answers(doc: &mut Value, last: &Value, folders: &[&Path]) {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<OsString> + 'a {
-        move |k| {
-            pairs
-                .iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| OsString::from(v))
-        }
-    }
-
-    #[test]
-    fn folders_follow_the_clis_overrides() {
-        let h = env(&[("HOME", "/h")]);
-        assert_eq!(folder(Cli::Claude, &h), Some("/h/.claude".into()));
-        assert_eq!(folder(Cli::Codex, &h), Some("/h/.codex".into()));
-        assert_eq!(folder(Cli::Gemini, &h), Some("/h/.gemini".into()));
-        assert_eq!(claude_json(&h), Some("/h/.claude.json".into()));
-        let o = env(&[
-            ("HOME", "/h"),
-            ("CLAUDE_CONFIG_DIR", "/c"),
-            ("CODEX_HOME", "/x"),
-            ("GEMINI_CLI_HOME", "/g"),
-        ]);
-        assert_eq!(folder(Cli::Claude, &o), Some("/c".into()));
-        assert_eq!(folder(Cli::Codex, &o), Some("/x".into()));
-        assert_eq!(folder(Cli::Gemini, &o), Some("/g/.gemini".into()));
-        assert_eq!(claude_json(&o), None);
-        assert_eq!(folder(Cli::Codex, &env(&[])), None);
-        assert_eq!(gemini_trusted_folders(&h), None);
-        let t = env(&[("GEMINI_CLI_TRUSTED_FOLDERS_PATH", "/etc/g/trust.json")]);
-        assert_eq!(gemini_trusted_folders(&t), Some("/etc/g/trust.json".into()));
-    }
-
-    #[test]
-    fn a_missing_loaded_path_is_made_and_an_existing_one_kept() {
-        let d = tempfile::tempdir().unwrap();
-        let paths = read_only(Cli::Claude, d.path());
-        assert!(paths.contains(&(d.path().join("plugins"), Shape::Dir)));
-        for (p, shape) in &paths {
-            ensure_read_only(p, *shape).unwrap();
-        }
-        assert_eq!(
-            std::fs::read(d.path().join("settings.json")).unwrap(),
-            b"{}\n"
-        );
-        assert_eq!(std::fs::read(d.path().join("CLAUDE.md")).unwrap(), b"");
-        assert!(d.path().join("commands").is_dir());
-        // The person's own are left as they are, a link too.
-        std::fs::write(d.path().join("CLAUDE.md"), "theirs").unwrap();
-        std::os::unix::fs::symlink(d.path().join("commands"), d.path().join("rules2")).unwrap();
-        ensure_read_only(&d.path().join("CLAUDE.md"), Shape::File(b"")).unwrap();
-        ensure_read_only(&d.path().join("rules2"), Shape::Dir).unwrap();
-        std::os::unix::fs::symlink("/nowhere", d.path().join("rules3")).unwrap();
-        let e = ensure_read_only(&d.path().join("rules3"), Shape::Dir).unwrap_err();
-        assert!(e.to_string().contains("rules3"), "{e}");
-        assert!(d.path().join("rules3").symlink_metadata().is_ok());
-        assert_eq!(
-            std::fs::read(d.path().join("CLAUDE.md")).unwrap(),
-            b"theirs"
-        );
-        assert!(d
-            .path()
-            .join("rules2")
-            .symlink_metadata()
-            .unwrap()
-            .is_symlink());
-        let e = ensure_read_only(&d.path().join("no/such/x"), Shape::File(b"")).unwrap_err();
-        assert!(e.to_string().contains("no/such/x"), "{e}");
-    }
 
     #[test]
     fn the_copy_is_the_persons_file_plus_the_own_worktrees_entry() {
