@@ -31,8 +31,10 @@ pub mod command;
 mod decisions;
 pub mod grants;
 pub mod permission;
+pub mod predecided;
 pub mod record;
 pub mod rpc;
+mod shown;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -109,6 +111,12 @@ struct Client<'a> {
     cancelled_by: Option<String>,
     /// Unreadable lines already said in a note.
     said_unreadable: usize,
+    /// What swarm.yaml pre-decides for the role's tools, as read at start.
+    rules: predecided::Rules,
+    /// The error the last turn ended with, until a later turn starts.
+    blocked: Option<String>,
+    /// The state last written for `swarm status` ([`shown`]).
+    shown: Option<(&'static str, String)>,
 }
 
 /// Runs the ACP client of `role` until `stop` is set or its agent exits.
@@ -171,6 +179,17 @@ pub fn run(root: &Path, role: &str, stop: &AtomicBool, say: &mut dyn FnMut(&str)
         said_fs: false,
         cancelled_by: None,
         said_unreadable: 0,
+        rules: predecided::Rules::new(
+            &plan
+                .config
+                .roles
+                .iter()
+                .find(|x| x.name == role)
+                .map(|x| x.permissions.clone())
+                .unwrap_or_default(),
+        ),
+        blocked: None,
+        shown: None,
     };
     let setup = Setup {
         meta: command::session_meta(cli, &primer),
@@ -179,6 +198,7 @@ pub fn run(root: &Path, role: &str, stop: &AtomicBool, say: &mut dyn FnMut(&str)
     let out = c.start(cli, &setup, say).and_then(|()| c.serve(say));
     stop_agent(&mut child);
     c.withdraw_all(say);
+    c.unshow();
     // Waited for at most the swarm's grace, then killed.
     let code = crate::sys::child::wait_bounded(child, crate::launch::GRACE)
         .ok()
@@ -393,6 +413,7 @@ impl Client<'_> {
                 Some(m) => self.serve_one(m, say)?,
                 None => {}
             }
+            self.show();
         }
     }
 
@@ -426,6 +447,7 @@ impl Client<'_> {
             )
             .map_err(|e| self.io(e))?;
         self.prompt = Some(id);
+        self.blocked = None;
         self.prompts += 1;
         self.before = now;
         self.rec.turn_start(&format!(
@@ -453,6 +475,10 @@ impl Client<'_> {
             ));
         }
         self.rec.turn_end(result.as_ref().map_err(String::as_str));
+        self.blocked = result
+            .as_ref()
+            .err()
+            .map(|e| format!("the turn ended with an error: {}", crate::text::escape(e)));
         let wt = self.r.worktree();
         let after = fingerprint(&wt);
         say(&format!(
