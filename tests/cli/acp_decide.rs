@@ -433,3 +433,79 @@ fn swarm_status_shows_an_acp_role_busy_waiting_idle_or_blocked() {
     let said = row["agent_prompt"].as_str().unwrap_or_default();
     assert!(said.contains("model API error 401 Unauthorized"), "{row:#}");
 }
+
+/// A turn that runs until it is cancelled: it takes its item, starts a
+/// tool call and waits for `session/cancel`, then ends `cancelled`.
+const CANCELLABLE: &str = r#"ready_for_next.sh >/dev/null 2>&1
+say '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-1","update":{"sessionUpdate":"tool_call","toolCallId":"c1","title":"make test","kind":"execute","status":"in_progress","rawInput":{"command":"make test"}}}}'
+while read -r l; do printf '%s\n' "$l" >>"$log"; case "$l" in *session/cancel*) break;; esac; done
+say '{"jsonrpc":"2.0","id":2,"result":{"stopReason":"cancelled"}}'
+exec cat >>"$log"
+"#;
+
+/// The cockpit's "Cancel turn": a busy ACP role's card says `acp`, and
+/// `POST /api/cancel` sends the agent the `session/cancel` `swarm cancel`
+/// sends, answering what the client did; it needs the cockpit's token,
+/// and a role that does not run over ACP is refused with the CLI's text.
+#[test]
+fn the_cockpit_cancel_button_sends_the_same_cancel_as_swarm_cancel() {
+    let s = Scripted::up("", CANCELLABLE);
+    s.until_state("busy");
+    let c = crate::serve::start(&s.d);
+    let snap = c.get("/api/snapshot").json();
+    let card = |role: &str| {
+        snap["roles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["role"] == role)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(card("coder")["acp"], true, "{snap:#}");
+    assert_eq!(card("owner")["acp"], false, "{snap:#}");
+    let js = c.get("/app.js").body;
+    assert!(
+        js.contains("act('/api/cancel'"),
+        "the page has no cancel action"
+    );
+
+    let no_token = c.raw(
+        "POST",
+        "/api/cancel",
+        &[("Content-Type", "application/json")],
+        r#"{"role":"coder"}"#,
+    );
+    assert!(
+        no_token.code == 401 || no_token.code == 403,
+        "{}",
+        no_token.body
+    );
+    let r = c.post("/api/cancel", serde_json::json!({"role": "owner"}));
+    assert_eq!(r.code, 400, "{}", r.body);
+    assert!(r.body.contains("does not run `runtime: acp`"), "{}", r.body);
+    let r = c.post("/api/cancel", serde_json::json!({"role": "../x"}));
+    assert_eq!(r.code, 400, "{}", r.body);
+
+    let r = c.post("/api/cancel", serde_json::json!({"role": "coder"}));
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert!(
+        r.json()["said"]
+            .as_str()
+            .unwrap()
+            .contains("owner cancelled prompt 1 of session s-1 (session/cancel sent)"),
+        "{}",
+        r.body
+    );
+    wait_until(
+        Duration::from_secs(30),
+        "the agent gets session/cancel",
+        || {
+            s.log()
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .any(|m| m["method"] == "session/cancel" && m["params"]["sessionId"] == "s-1")
+        },
+    );
+    s.until_state("idle");
+}
