@@ -34,6 +34,7 @@ pub mod permission;
 pub mod predecided;
 pub mod record;
 pub mod rpc;
+mod session;
 mod shown;
 
 use std::path::Path;
@@ -127,70 +128,12 @@ pub fn run(root: &Path, role: &str, stop: &AtomicBool, say: &mut dyn FnMut(&str)
     let (pf, primer) = crate::launch::turn::primer(project, role)?;
     let launch = crate::launch::turn::launch_of(&plan, r, cli, &pf);
     let cmd = crate::launch::confine::wrap_shell(&plan, r, &command::acp_command(cli, &launch)?)?;
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(&cmd)
-        .env(crate::launch::agents::transcript::HEADLESS_ENV, "1")
-        .current_dir(&r.worktree_path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::process(format!("cannot start sh for {}: {e}", cli.name())))?;
-    say(&format!(
-        "{role}: {} started as an ACP agent (pid {})",
-        cli.name(),
-        child.id()
-    ));
-    let (tx, rx) = std::sync::mpsc::channel();
-    if let Some(out) = child.stdout.take() {
-        std::thread::spawn(move || rpc::read_into(out, tx));
-    }
-    // The agent's stderr goes on to ours (the role's log or pane).
-    if let Some(mut err) = child.stderr.take() {
-        std::thread::spawn(move || {
-            let _ = std::io::copy(&mut err, &mut std::io::stderr());
-        });
-    }
-    let Some(stdin) = child.stdin.take() else {
-        return Err(Error::internal("the agent's stdin was not piped"));
-    };
-    let conn = Conn::new(Box::new(stdin), rx);
-    let max_bytes = plan.config.limits.max_file_bytes;
-    let rec = Recorder::new(project, role, cli, r.worktree(), max_bytes);
-    let mut c = Client {
-        plan: &plan,
-        stop,
-        looked: None,
-        r,
-        conn,
-        rec,
-        session: String::new(),
-        prompt: None,
-        prompts: 0,
-        loaded: false,
-        first_prompt: launch.turn_prompt(false, &primer),
-        next_prompt: launch.turn_prompt(true, &primer),
-        asked: Vec::new(),
-        before: [0; 4],
-        stalls: 0,
-        not_before: Instant::now(),
-        hold: None,
-        said_fs: false,
-        cancelled_by: None,
-        said_unreadable: 0,
-        rules: predecided::Rules::new(
-            &plan
-                .config
-                .roles
-                .iter()
-                .find(|x| x.name == role)
-                .map(|x| x.permissions.clone())
-                .unwrap_or_default(),
-        ),
-        blocked: None,
-        shown: None,
-    };
+    let (mut child, conn) = spawn_agent(r, cli, &cmd, say)?;
+    let prompts = (
+        launch.turn_prompt(false, &primer),
+        launch.turn_prompt(true, &primer),
+    );
+    let mut c = Client::new(&plan, stop, r, cli, conn, prompts);
     let setup = Setup {
         meta: command::session_meta(cli, &primer),
         mode: command::session_mode(cli, launch.permission),
@@ -209,6 +152,89 @@ pub fn run(root: &Path, role: &str, stop: &AtomicBool, say: &mut dyn FnMut(&str)
             Ok(Ended::AgentExited(code))
         }
         other => other,
+    }
+}
+
+/// Starts the agent's shell (`cmd`, in `r`'s worktree), its output read
+/// into a connection ([`rpc`]), its errors passed on to ours (the role's
+/// log or pane).
+fn spawn_agent(
+    r: &PlannedRole,
+    cli: Cli,
+    cmd: &str,
+    say: &mut dyn FnMut(&str),
+) -> Result<(Child, Conn)> {
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .env(crate::launch::agents::transcript::HEADLESS_ENV, "1")
+        .current_dir(&r.worktree_path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::process(format!("cannot start sh for {}: {e}", cli.name())))?;
+    say(&format!(
+        "{}: {} started as an ACP agent (pid {})",
+        r.name,
+        cli.name(),
+        child.id()
+    ));
+    let (tx, rx) = std::sync::mpsc::channel();
+    if let Some(out) = child.stdout.take() {
+        std::thread::spawn(move || rpc::read_into(out, tx));
+    }
+    if let Some(mut err) = child.stderr.take() {
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut err, &mut std::io::stderr());
+        });
+    }
+    let Some(stdin) = child.stdin.take() else {
+        stop_agent(&mut child);
+        return Err(Error::internal("the agent's stdin was not piped"));
+    };
+    Ok((child, Conn::new(Box::new(stdin), rx)))
+}
+
+impl<'a> Client<'a> {
+    /// The client of role `r` over `conn`, before its session is open;
+    /// `prompts`: a new conversation's first prompt and every later one.
+    fn new(
+        plan: &'a Plan,
+        stop: &'a AtomicBool,
+        r: &'a PlannedRole,
+        cli: Cli,
+        conn: Conn,
+        prompts: (String, String),
+    ) -> Client<'a> {
+        let max_bytes = plan.config.limits.max_file_bytes;
+        let rec = Recorder::new(&plan.project, &r.name, cli, r.worktree(), max_bytes);
+        let rules = plan.config.roles.iter().find(|x| x.name == r.name);
+        Client {
+            plan,
+            stop,
+            looked: None,
+            r,
+            conn,
+            rec,
+            session: String::new(),
+            prompt: None,
+            prompts: 0,
+            loaded: false,
+            first_prompt: prompts.0,
+            next_prompt: prompts.1,
+            asked: Vec::new(),
+            before: [0; 4],
+            stalls: 0,
+            not_before: Instant::now(),
+            hold: None,
+            said_fs: false,
+            cancelled_by: None,
+            said_unreadable: 0,
+            rules: rules.map_or_else(Default::default, |x| predecided::Rules::new(&x.permissions)),
+            blocked: None,
+            shown: None,
+        }
     }
 }
 
@@ -276,108 +302,6 @@ impl Client<'_> {
 
     fn io(&self, e: std::io::Error) -> Error {
         Error::process(format!("writing to the agent of role {}: {e}", self.role()))
-    }
-
-    /// `initialize`, then the role's session: loaded again where the agent
-    /// can and one was kept, else a new one in the role's worktree; then
-    /// its mode, where the permission needs one.
-    fn start(&mut self, cli: Cli, setup: &Setup, say: &mut dyn FnMut(&str)) -> Result<()> {
-        self.open(cli, setup, say)?;
-        if let Some(mode) = setup.mode {
-            let id = self
-                .conn
-                .request(
-                    "session/set_mode",
-                    json!({"sessionId": self.session, "modeId": mode}),
-                )
-                .map_err(|e| self.io(e))?;
-            self.wait_for(id, &format!("session/set_mode {mode}"), say)?;
-            say(&format!("{}: session mode {mode}", self.role()));
-        }
-        Ok(())
-    }
-
-    /// `initialize` and the session (see [`Client::start`]).
-    fn open(&mut self, cli: Cli, setup: &Setup, say: &mut dyn FnMut(&str)) -> Result<()> {
-        let id = self
-            .conn
-            .request(
-                "initialize",
-                json!({
-                    "protocolVersion": PROTOCOL_VERSION,
-                    "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
-                    "clientInfo": {"name": "swarm-handoff", "version": env!("CARGO_PKG_VERSION")},
-                }),
-            )
-            .map_err(|e| self.io(e))?;
-        let init = self.wait_for(id, "initialize", say)?;
-        if init["protocolVersion"].as_u64() != Some(PROTOCOL_VERSION) {
-            return Err(Error::process(format!(
-                "the agent of role {} speaks ACP version {}; this client speaks {PROTOCOL_VERSION}",
-                self.role(),
-                crate::text::escape(
-                    &init["protocolVersion"]
-                        .to_string()
-                        .chars()
-                        .take(20)
-                        .collect::<String>()
-                )
-            )));
-        }
-        let cwd = self.r.worktree_path.display().to_string();
-        let project = &self.plan.project;
-        let kept = agent_session::read(project, self.role(), cli);
-        if let Some(old) = kept.filter(|_| init["agentCapabilities"]["loadSession"] == true) {
-            let id = self
-                .conn
-                .request(
-                    "session/load",
-                    with_meta(
-                        json!({"sessionId": old, "cwd": cwd, "mcpServers": []}),
-                        &setup.meta,
-                    ),
-                )
-                .map_err(|e| self.io(e))?;
-            // The replayed conversation is not this run's activity: no
-            // turn runs, so its updates are not recorded.
-            self.session = old.clone();
-            match self.wait_for(id, "session/load", say) {
-                Ok(_) => {
-                    self.loaded = true;
-                    let line = format!("session {old} loaded again");
-                    say(&format!("{}: {line}", self.role()));
-                    self.rec.note(&line);
-                    return Ok(());
-                }
-                Err(e) => {
-                    let why = format!(
-                        "the agent could not load session {old} ({e}); a new session starts"
-                    );
-                    say(&format!("{}: {why}", self.role()));
-                    self.rec.note(&why);
-                }
-            }
-        }
-        let id = self
-            .conn
-            .request(
-                "session/new",
-                with_meta(json!({"cwd": cwd, "mcpServers": []}), &setup.meta),
-            )
-            .map_err(|e| self.io(e))?;
-        let got = self.wait_for(id, "session/new", say)?;
-        let sid = got["sessionId"].as_str().unwrap_or_default().to_string();
-        if !agent_session::valid(&sid) {
-            return Err(Error::process(format!(
-                "the agent of role {} named its session {:?}: not a session id",
-                self.role(),
-                crate::text::escape(&sid.chars().take(80).collect::<String>())
-            )));
-        }
-        agent_session::write(project, self.role(), cli, &sid)?;
-        say(&format!("{}: session {sid} opened in {cwd}", self.role()));
-        self.session = sid;
-        Ok(())
     }
 
     /// The loop: prompts when work waits, hands decisions back.
