@@ -58,6 +58,9 @@ use rpc::{Conn, Incoming};
 pub const PROTOCOL_VERSION: u64 = 1;
 /// How long the agent may take to answer `initialize` and open a session.
 const START_DEADLINE: Duration = Duration::from_secs(120);
+/// The shortest pause between two looks at the inbox when a file event
+/// says it changed (events from a folder the agent can write are bounded).
+const MIN_LOOK: Duration = Duration::from_millis(5);
 /// The most permission requests waiting for a person at once; more are
 /// refused (an agent could flood the person's inbox).
 const MAX_ASKED: usize = 8;
@@ -118,6 +121,8 @@ struct Client<'a> {
     blocked: Option<String>,
     /// The state last written for `swarm status` ([`shown`]).
     shown: Option<(&'static str, String)>,
+    /// A file event said the inbox changed since the last look.
+    mail: bool,
 }
 
 /// Runs the ACP client of `role` until `stop` is set or its agent exits.
@@ -182,6 +187,7 @@ fn spawn_agent(
     ));
     let (tx, rx) = std::sync::mpsc::channel();
     if let Some(out) = child.stdout.take() {
+        let tx = tx.clone();
         std::thread::spawn(move || rpc::read_into(out, tx));
     }
     if let Some(mut err) = child.stderr.take() {
@@ -189,6 +195,19 @@ fn spawn_agent(
             let _ = std::io::copy(&mut err, &mut std::io::stderr());
         });
     }
+    // New mail wakes the loop at once (docs/benchmarks.md, the wake path):
+    // the thread ends within a second of the client.
+    let inbox = r.worktree().inbox_new();
+    let mail = tx.clone();
+    std::thread::spawn(move || {
+        let mut w = crate::sys::watch::DirWatch::new(vec![inbox]);
+        loop {
+            w.wait_for(Duration::from_secs(1));
+            if mail.send(Incoming::Mail).is_err() {
+                return;
+            }
+        }
+    });
     let Some(stdin) = child.stdin.take() else {
         stop_agent(&mut child);
         return Err(Error::internal("the agent's stdin was not piped"));
@@ -234,6 +253,7 @@ impl<'a> Client<'a> {
             rules: rules.map_or_else(Default::default, |x| predecided::Rules::new(&x.permissions)),
             blocked: None,
             shown: None,
+            mail: false,
         }
     }
 }
@@ -316,9 +336,12 @@ impl Client<'_> {
                 }
                 return Ok(Ended::Stopped);
             }
-            // At most once a tick, however fast the agent talks.
-            if self.looked.is_none_or(|t| t.elapsed() >= TICK) {
+            // At most once a tick, however fast the agent talks; sooner
+            // when a file event says mail came.
+            let pace = if self.mail { MIN_LOOK } else { TICK };
+            if self.looked.is_none_or(|t| t.elapsed() >= pace) {
                 self.looked = Some(Instant::now());
+                self.mail = false;
                 if let Some(by) = cancel::take(&self.plan.project, self.role()) {
                     self.cancel(&by, say)?;
                 }
@@ -327,7 +350,8 @@ impl Client<'_> {
                     self.maybe_prompt(say)?;
                 }
             }
-            match self.conn.next(TICK) {
+            match self.conn.next(if self.mail { MIN_LOOK } else { TICK }) {
+                Some(Incoming::Mail) => self.mail = true,
                 Some(Incoming::Closed) => {
                     if self.prompt.take().is_some() {
                         self.rec.turn_end(Err("the agent exited during the turn"));
@@ -458,7 +482,10 @@ impl Client<'_> {
                 self.turn_ended(result, say);
             }
             // An answer to nothing outstanding (a cancelled load): dropped.
-            Incoming::Response { .. } | Incoming::Unreadable | Incoming::Closed => {}
+            Incoming::Response { .. }
+            | Incoming::Unreadable
+            | Incoming::Closed
+            | Incoming::Mail => {}
             Incoming::Notification { method, params } => {
                 if method == "session/update"
                     && params["sessionId"] == self.session.as_str()
