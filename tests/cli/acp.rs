@@ -621,19 +621,26 @@ fn gemini_cli_over_acp_waits_for_a_persons_decision_on_each_permission() {
 /// A swarm of one `coder` over ACP whose `gemini` is `script` (a scripted
 /// agent first on PATH) and a person, `owner`, up headless. Fields drop in
 /// order: the guard's `swarm down` runs while the project still exists.
-struct FakeSwarm {
+pub(crate) struct FakeSwarm {
     _guard: crate::support::SwarmGuard,
-    d: crate::support::Project,
+    pub(crate) d: crate::support::Project,
     _bin: tempfile::TempDir,
+    /// PATH with the scripted `gemini` first.
+    pub(crate) path: String,
 }
 
 impl FakeSwarm {
     fn up(script: &str) -> FakeSwarm {
+        FakeSwarm::up_with("", script)
+    }
+
+    /// [`FakeSwarm::up`] with `extra` lines ending coder's entry.
+    pub(crate) fn up_with(extra: &str, script: &str) -> FakeSwarm {
         let d = crate::support::Project::empty();
         let guard = crate::support::SwarmGuard::new(&d.root);
         d.write(
             "swarm.yaml",
-            "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: gemini\n    runtime: acp\n    worktree: coder\n  - name: owner\n    agent: human\n",
+            &format!("launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: gemini\n    runtime: acp\n    worktree: coder{extra}\n  - name: owner\n    agent: human\n"),
         );
         d.swarm(&["init"]).ok();
         let bin = tempfile::tempdir().unwrap();
@@ -655,6 +662,7 @@ impl FakeSwarm {
             _guard: guard,
             d,
             _bin: bin,
+            path,
         }
     }
 }

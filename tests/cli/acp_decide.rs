@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::acp::FakeSwarm;
 use crate::real_agents::draft;
-use crate::support::{wait_until, Project, SwarmGuard};
+use crate::support::{wait_until, Project};
 
 /// The scripted agent's prelude: `say` a line, `ask` permission for a
 /// tool (`ask <id> <kind> <title>`, offering "Always", "Once" and
@@ -35,47 +36,21 @@ read -r l
 
 /// A swarm of one `coder` over ACP, its entry ending in `extra`, whose
 /// `gemini` is [`PRELUDE`] and `body`, and a person, `owner`; up
-/// headless with the note sent. Fields drop in order: the guard's `swarm
-/// down` runs while the project still exists.
-struct Scripted {
-    _guard: SwarmGuard,
-    d: Project,
-    _bin: tempfile::TempDir,
-    /// PATH with the scripted `gemini` first.
-    path: String,
+/// headless with a note sent to coder (tests/cli/acp.rs's [`FakeSwarm`]).
+struct Scripted(FakeSwarm);
+
+impl std::ops::Deref for Scripted {
+    type Target = FakeSwarm;
+    fn deref(&self) -> &FakeSwarm {
+        &self.0
+    }
 }
 
 impl Scripted {
     fn up(extra: &str, body: &str) -> Scripted {
-        let d = Project::empty();
-        let guard = SwarmGuard::new(&d.root);
-        d.write(
-            "swarm.yaml",
-            &format!("launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: gemini\n    runtime: acp\n    worktree: coder{extra}\n  - name: owner\n    agent: human\n"),
-        );
-        d.swarm(&["init"]).ok();
-        let bin = tempfile::tempdir().unwrap();
-        let fake = bin.path().join("gemini");
-        std::fs::write(&fake, format!("{PRELUDE}{body}")).unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let path = format!(
-            "{}:{}",
-            bin.path().display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        d.cmd("swarm")
-            .args(["up", "--no-tmux", "--detach"])
-            .env("PATH", &path)
-            .run()
-            .ok();
-        d.send("owner", &draft("coder", "a task")).ok();
-        Scripted {
-            _guard: guard,
-            d,
-            _bin: bin,
-            path,
-        }
+        let f = FakeSwarm::up_with(extra, &format!("{PRELUDE}{body}"));
+        f.d.send("owner", &draft("coder", "a task")).ok();
+        Scripted(f)
     }
 
     fn log(&self) -> String {
