@@ -668,7 +668,7 @@ impl FakeSwarm {
 }
 
 /// The ids of the clarifies from `coder` open in `swarm status`.
-fn open_clarifies(d: &crate::support::Project) -> Vec<String> {
+pub(crate) fn open_clarifies(d: &crate::support::Project) -> Vec<String> {
     let st = d.swarm(&["status", "--json"]).json();
     st["attention"]
         .as_array()
@@ -676,6 +676,19 @@ fn open_clarifies(d: &crate::support::Project) -> Vec<String> {
         .iter()
         .filter(|a| a["kind"] == "clarify" && a["from"] == "coder")
         .map(|a| a["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The journal's `permission_*` events.
+pub(crate) fn permission_events(d: &crate::support::Project) -> Vec<Value> {
+    d.read(".swarmforge/daemon/events.jsonl")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| {
+            e["kind"]
+                .as_str()
+                .is_some_and(|k| k.starts_with("permission_"))
+        })
         .collect()
 }
 
@@ -975,16 +988,7 @@ fn allow_always_is_a_persons_remembered_per_role_and_tool_and_revocable() {
         json!([])
     );
 
-    let events = d.read(".swarmforge/daemon/events.jsonl");
-    let ev: Vec<Value> = events
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| {
-            e["kind"]
-                .as_str()
-                .is_some_and(|k| k.starts_with("permission_"))
-        })
-        .collect();
+    let ev = permission_events(d);
     let kinds: Vec<&str> = ev.iter().filter_map(|e| e["kind"].as_str()).collect();
     assert_eq!(
         kinds,

@@ -81,14 +81,7 @@ impl Scripted {
 
     /// The clarifies from `coder` open in `swarm status`.
     fn open(&self) -> Vec<String> {
-        let st = self.d.swarm(&["status", "--json"]).json();
-        st["attention"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|a| a["kind"] == "clarify" && a["from"] == "coder")
-            .map(|a| a["id"].as_str().unwrap().to_string())
-            .collect()
+        crate::acp::open_clarifies(&self.d)
     }
 
     /// The next clarify from `coder` not in `seen`, waited for.
@@ -107,16 +100,7 @@ impl Scripted {
 
     /// The journal's `permission_*` events.
     fn permission_events(&self) -> Vec<Value> {
-        self.d
-            .read(".swarmforge/daemon/events.jsonl")
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|e| {
-                e["kind"]
-                    .as_str()
-                    .is_some_and(|k| k.starts_with("permission_"))
-            })
-            .collect()
+        crate::acp::permission_events(&self.d)
     }
 
     /// The activity's notes, one a line.
