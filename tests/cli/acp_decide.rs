@@ -368,8 +368,11 @@ fn swarm_status_shows_an_acp_role_busy_waiting_idle_or_blocked() {
     assert_eq!(s.doctor_faults(), Vec::<Value>::new());
 
     std::fs::write(s.d.role_dir("coder").join("ask"), "").unwrap();
-    let row = s.until_state("waiting");
+    s.until_state("waiting");
+    // Once the request is delivered to the person it names them.
     let p1 = s.next_open(&[]);
+    let row = s.coder();
+    assert_eq!(row["agent_state"], "waiting", "{row:#}");
     assert_eq!(row["waiting_for"], serde_json::json!(["owner"]), "{row:#}");
     let said = row["agent_prompt"].as_str().unwrap_or_default();
     assert!(
