@@ -18,6 +18,12 @@ from before its start to its first record, interleaved with the messages.
 Prints, for each runtime, the median and 90th percentile of the wake time,
 the baseline's median, and the difference and ratio; the issue's aims are
 tmux <= 300 ms and headless <= the agent's own start + 50 ms.
+
+The `acp` row (`runtime: acp`, headless): the agent is a scripted ACP
+agent (a shell script as `gemini`) whose session stays open; the wake is
+the time from `HANDOFF QUEUED` to its next `session/prompt` arriving (it
+records the time first thing, then takes and finishes the item and ends
+the turn). No process starts, so there is no baseline; the aim is 50 ms.
 """
 
 import os
@@ -60,6 +66,42 @@ done-current >/dev/null
 START_ONLY = """#!/bin/sh
 date +%s%N >>"{starts}"
 """
+
+
+# A scripted ACP agent (as `gemini`): answers `initialize` and
+# `session/new`, then for each `session/prompt` records the time, takes
+# and finishes the item, and ends the turn.
+ACP_AGENT = """#!/bin/sh
+say() {{ printf '%s\\n' "$1"; }}
+read -r l; say '{{"jsonrpc":"2.0","id":0,"result":{{"protocolVersion":1,"agentCapabilities":{{}}}}}}'
+read -r l; say '{{"jsonrpc":"2.0","id":1,"result":{{"sessionId":"s-1"}}}}'
+while read -r l; do
+  case "$l" in
+    *'"session/prompt"'*)
+      date +%s%N >>"{starts}"
+      id=$(printf '%s' "$l" | sed -n 's/.*"id":\\([0-9]*\\).*/\\1/p')
+      ready_for_next.sh >/dev/null 2>&1; done_with_current.sh >/dev/null 2>&1
+      say '{{"jsonrpc":"2.0","id":'"$id"',"result":{{"stopReason":"end_turn"}}}}' ;;
+  esac
+done
+"""
+
+
+def acp_project():
+    d = git_repo(Path(tempfile.mkdtemp(prefix="bench-wake-acp-")).resolve())
+    starts = d / "starts"
+    bin_ = d / "fake-bin"
+    bin_.mkdir()
+    (bin_ / "gemini").write_text(ACP_AGENT.format(starts=starts))
+    (bin_ / "gemini").chmod(0o755)
+    (d / "swarm.yaml").write_text(
+        "launch:\n  stagger: 0ms\n  confine: false\n"
+        "roles:\n"
+        "  - name: coder\n    agent: gemini\n    runtime: acp\n    worktree: coder\n"
+        "  - name: owner\n    agent: human\n"
+    )
+    subprocess.run(["swarm", "init"], cwd=d, env=ENV, check=True, capture_output=True)
+    return d, starts, dict(ENV, PATH=f"{bin_}:{ENV['PATH']}")
 
 
 def project(tag):
@@ -110,19 +152,28 @@ def baseline(d):
 
 
 def run(tag, up_args):
-    d, starts = project(tag)
+    if tag == "acp":
+        d, starts, env = acp_project()
+        inbox_of = d / ".worktrees/coder"
+        # Its client is up with the session open, and nothing runs.
+        state = d / ".swarmforge/acp/state/coder"
+        ready = lambda: state.exists() and state.read_text().startswith("idle")
+    else:
+        d, starts = project(tag)
+        env, inbox_of = ENV, d
+        # The first run at start, with nothing waiting.
+        ready = lambda: len(records(starts)) >= 1
     up = subprocess.run(
-        ["swarm", "up", "--detach", *up_args], cwd=d, env=ENV, capture_output=True, text=True
+        ["swarm", "up", "--detach", *up_args], cwd=d, env=env, capture_output=True, text=True
     )
     if up.returncode != 0:
         raise SystemExit(f"bench_wake: swarm up {up_args} failed:\n{up.stderr}")
     try:
-        # The first run at start, with nothing waiting.
-        wait_for(lambda: len(records(starts)) >= 1, "the agent's first start")
+        wait_for(ready, "the agent ready")
         wake, base = [], []
         draft = d / "draft.txt"
         for i in range(N):
-            wait_for(lambda: inbox_idle(d), "the inbox to drain")
+            wait_for(lambda: inbox_idle(inbox_of), "the inbox to drain")
             time.sleep(0.3)  # the agent's previous run has exited
             base.append(baseline(d))
             before = len(records(starts))
@@ -151,9 +202,15 @@ def p90(xs):
 def main():
     print(f"wake path, {N} messages per runtime, binaries {BIN}")
     print(f"{'runtime':<10} {'wake med':>9} {'wake p90':>9} {'start med':>10} {'diff':>8} {'ratio':>6}")
-    for tag, args in [("tmux", []), ("headless", ["--no-tmux"])]:
+    only = os.environ.get("BENCH_WAKE_ONLY")
+    runs = [("tmux", []), ("headless", ["--no-tmux"]), ("acp", ["--no-tmux"])]
+    for tag, args in [r for r in runs if not only or r[0] == only]:
         wake, base = run(tag, args)
         w, b = statistics.median(wake), statistics.median(base)
+        if tag == "acp":
+            # A session kept open: no process start to compare with.
+            print(f"{tag:<10} {w:8.1f}ms {p90(wake):8.1f}ms {'-':>10} {'-':>8} {'-':>6}  (aim <= 50 ms)")
+            continue
         print(f"{tag:<10} {w:8.1f}ms {p90(wake):8.1f}ms {b:9.1f}ms {w - b:7.1f}ms {w / b:5.1f}x")
 
 

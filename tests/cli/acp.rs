@@ -634,19 +634,26 @@ read -r l; say '{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s-1"}}'
 /// `script` (a scripted agent first on PATH) and a person, `owner`, up
 /// headless. Fields drop in order: the guard's `swarm down` runs while the
 /// project still exists.
-struct FakeSwarm {
+pub(crate) struct FakeSwarm {
     _guard: crate::support::SwarmGuard,
-    d: crate::support::Project,
+    pub(crate) d: crate::support::Project,
     _bin: tempfile::TempDir,
+    /// PATH with the scripted `gemini` first.
+    pub(crate) path: String,
 }
 
 impl FakeSwarm {
     fn up(script: &str) -> FakeSwarm {
+        FakeSwarm::up_with("", script)
+    }
+
+    /// [`FakeSwarm::up`] with `extra` lines ending coder's entry.
+    pub(crate) fn up_with(extra: &str, script: &str) -> FakeSwarm {
         let d = crate::support::Project::empty();
         let guard = crate::support::SwarmGuard::new(&d.root);
         d.write(
             "swarm.yaml",
-            "launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: gemini\n    runtime: acp\n    worktree: coder\n  - name: owner\n    agent: human\n",
+            &format!("launch:\n  stagger: 0ms\nroles:\n  - name: coder\n    agent: gemini\n    runtime: acp\n    worktree: coder{extra}\n  - name: owner\n    agent: human\n"),
         );
         d.swarm(&["init"]).ok();
         let bin = tempfile::tempdir().unwrap();
@@ -668,12 +675,13 @@ impl FakeSwarm {
             _guard: guard,
             d,
             _bin: bin,
+            path,
         }
     }
 }
 
 /// The ids of the clarifies from `coder` open in `swarm status`.
-fn open_clarifies(d: &crate::support::Project) -> Vec<String> {
+pub(crate) fn open_clarifies(d: &crate::support::Project) -> Vec<String> {
     let st = d.swarm(&["status", "--json"]).json();
     st["attention"]
         .as_array()
@@ -681,6 +689,19 @@ fn open_clarifies(d: &crate::support::Project) -> Vec<String> {
         .iter()
         .filter(|a| a["kind"] == "clarify" && a["from"] == "coder")
         .map(|a| a["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The journal's `permission_*` events.
+pub(crate) fn permission_events(d: &crate::support::Project) -> Vec<Value> {
+    d.read(".swarmforge/daemon/events.jsonl")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| {
+            e["kind"]
+                .as_str()
+                .is_some_and(|k| k.starts_with("permission_"))
+        })
         .collect()
 }
 
@@ -970,16 +991,7 @@ fn allow_always_is_a_persons_remembered_per_role_and_tool_and_revocable() {
         json!([])
     );
 
-    let events = d.read(".swarmforge/daemon/events.jsonl");
-    let ev: Vec<Value> = events
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| {
-            e["kind"]
-                .as_str()
-                .is_some_and(|k| k.starts_with("permission_"))
-        })
-        .collect();
+    let ev = permission_events(d);
     let kinds: Vec<&str> = ev.iter().filter_map(|e| e["kind"].as_str()).collect();
     assert_eq!(
         kinds,

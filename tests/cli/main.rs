@@ -4,6 +4,7 @@ mod support;
 
 mod a2a;
 mod acp;
+mod acp_decide;
 mod agents;
 mod api;
 mod archive;

@@ -113,6 +113,12 @@ pub enum Kind {
     PermissionAllowed,
     /// A person took an "always" back (`swarm permissions revoke`).
     PermissionRevoked,
+    /// An ACP role's tool call was rejected as swarm.yaml pre-decides
+    /// (`permissions:`, launch/acp/predecided.rs).
+    PermissionDenied,
+    /// An allow (swarm.yaml's or a person's "always") was put to a person
+    /// instead: the role is over its budget, or its last tool calls failed.
+    PermissionHeld,
 }
 
 impl Kind {
@@ -156,6 +162,8 @@ impl Kind {
             Kind::PermissionAlways => "permission_always",
             Kind::PermissionAllowed => "permission_allowed",
             Kind::PermissionRevoked => "permission_revoked",
+            Kind::PermissionDenied => "permission_denied",
+            Kind::PermissionHeld => "permission_held",
         }
     }
 }

@@ -61,6 +61,7 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/send", post(send_as_human))
         .route("/api/inbox/done", post(inbox_done))
         .route("/api/choose", post(choose))
+        .route("/api/cancel", post(super::cancel::cancel_turn))
 }
 
 /// Every route of `swarm serve`, behind the token guard.
@@ -96,7 +97,7 @@ async fn not_allowed() -> Response {
 
 /// A JSON body, or the documented JSON error (a wrong content type, bad
 /// JSON, a missing field) instead of axum's plain text.
-struct Body<T>(T);
+pub(super) struct Body<T>(pub(super) T);
 
 impl<T: serde::de::DeserializeOwned, S: Send + Sync> axum::extract::FromRequest<S> for Body<T> {
     type Rejection = Response;
@@ -168,7 +169,7 @@ pub(super) fn error_response(e: &Error) -> Response {
 }
 
 /// Runs synchronous library work off the async threads.
-async fn blocking(
+pub(super) async fn blocking(
     app: &Arc<App>,
     f: impl FnOnce(&Project) -> Result<Value> + Send + 'static,
 ) -> Response {

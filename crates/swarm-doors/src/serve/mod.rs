@@ -20,6 +20,7 @@
 //! - `assets/`: the page, embedded with `include_str!` (no JavaScript build).
 
 mod api;
+mod cancel;
 mod folders;
 pub mod kept;
 pub(crate) mod listen;

@@ -54,6 +54,14 @@ pub fn agent_parked_file(p: &Project, role: &str) -> PathBuf {
 pub fn agent_pid_file(p: &Project, role: &str) -> PathBuf {
     agents_dir(p).join(format!("{role}.pid"))
 }
+/// `.swarmforge/acp/state/<role>`: what an ACP role's client (`swarm acp`,
+/// launch/acp/) says its agent does, one line `<state>\t<since>\t<detail>`
+/// (`busy`, `idle`, `waiting` for a person's decision, `blocked` on an
+/// error); outside every folder a confined agent may write, removed when
+/// the client stops; read by `swarm status` (views/liveness.rs).
+pub fn acp_state_file(p: &Project, role: &str) -> PathBuf {
+    p.swarmforge().join("acp/state").join(role)
+}
 /// `.swarmforge/run/<role>.sh`: what a tmux pane runs.
 pub fn run_file(p: &Project, role: &str) -> PathBuf {
     p.swarmforge().join("run").join(format!("{role}.sh"))

@@ -12,7 +12,10 @@
 //! otherwise the window's last output time tells busy (output within the
 //! quiet window) from idle. Headless: a role whose agent died at start
 //! (protocol::start_failure's record) is dead with the record's reason, a
-//! running agent process is busy, a parked role parked, else idle. No swarm
+//! running agent process is busy, a parked role parked, else idle. An ACP
+//! role's running client says itself whether its agent is busy, idle,
+//! waiting for a person's decision or blocked on an error (its state
+//! file, launch/acp/shown.rs), in a pane or headless. No swarm
 //! running, or a tmux socket pointer that cannot be believed
 //! (protocol::tmux_socket; the status says why): unknown.
 
@@ -24,7 +27,7 @@ use serde::Serialize;
 use crate::daemon::{pane, wake};
 use crate::fsx;
 use crate::protocol::launch_files::{
-    agent_parked_file, agent_pid_file, supervisor_pid_file, AgentRun,
+    acp_state_file, agent_parked_file, agent_pid_file, supervisor_pid_file, AgentRun,
 };
 use crate::protocol::layout::Project;
 use crate::protocol::roles::{Role, Roles};
@@ -165,8 +168,33 @@ impl Runner {
     }
 }
 
+/// What a running ACP client says its agent does (launch/acp/shown.rs):
+/// `busy`, `idle`, `waiting` (for a person's decision, the detail naming
+/// it) or `blocked` (the error). None: no client runs, or the file says
+/// something else.
+fn acp_liveness(project: &Project, r: &Role) -> Option<Liveness> {
+    let line = read_small(&acp_state_file(project, &r.name))?;
+    let mut f = line.splitn(3, '\t');
+    let state = match f.next()? {
+        "busy" => State::Busy,
+        "idle" => State::Idle,
+        "waiting" => State::Waiting,
+        "blocked" => State::Blocked,
+        _ => return None,
+    };
+    let since = f.next().filter(|t| !t.is_empty()).map(str::to_string);
+    let detail = f
+        .next()
+        .map(|d| crate::text::escape(d.trim()))
+        .filter(|d| !d.is_empty());
+    Some(Liveness {
+        detail,
+        ..Liveness::new(state, since)
+    })
+}
+
 /// A headless agent's state: from its death record, its parked file, its
-/// pid file and what its turn reported.
+/// pid file and what its turn reported (an ACP client: what it says).
 fn headless_liveness(project: &Project, r: &Role) -> Option<Liveness> {
     if let Some(d) = Death::read(project, &r.name) {
         return Some(Liveness::dead(Some(d.at.clone()), d.reason()));
@@ -188,6 +216,9 @@ fn headless_liveness(project: &Project, r: &Role) -> Option<Liveness> {
             options: Vec::new(),
             reason: None,
         });
+    }
+    if let Some(l) = acp_liveness(project, r).filter(|_| running) {
+        return Some(l);
     }
     Some(Liveness::new(
         if running { State::Busy } else { State::Idle },
@@ -229,6 +260,9 @@ fn tmux_liveness(project: &Project, r: &Role, socket: &Path, quiet: Duration) ->
         };
         return Some(Liveness::dead(since, death.reason()));
     }
+    if let Some(l) = acp_liveness(project, r) {
+        return Some(l);
+    }
     if let Ok(Some(p)) = pane::look(socket, &r.session) {
         let since = pane::reported(project, &r.name)
             .filter(|(w, _, t)| *w == p.wait && *t == p.text)
@@ -259,9 +293,11 @@ fn tmux_liveness(project: &Project, r: &Role, socket: &Path, quiet: Duration) ->
 
 /// The people whose answer `r`'s item in process waits on (a clarify it
 /// sent to a human role is open): then an idle or parked agent is not
-/// idle, nor stalled, but `waiting` for them, and `live` says so. Empty,
-/// and `live` as it was, otherwise. `swarm status` and the cockpit's cards
-/// ask this one function.
+/// idle, nor stalled, but `waiting` for them, and `live` says so. An ACP
+/// agent its client says waits (for a person's decision on a permission
+/// request) waits for the people its open clarifies go to, item in
+/// process or not. Empty, and `live` as it was, otherwise. `swarm status`
+/// and the cockpit's cards ask this one function.
 pub fn waiting_for(
     roles: &Roles,
     r: &Role,
@@ -270,7 +306,8 @@ pub fn waiting_for(
     live: &mut Option<Liveness>,
 ) -> Vec<String> {
     let mut people: Vec<String> = Vec::new();
-    if in_process {
+    let said = live.as_ref().is_some_and(|l| l.state == State::Waiting);
+    if in_process || said {
         for a in attention.iter().filter(|a| {
             a.kind == attention::Kind::Clarify
                 && a.from == r.name
@@ -281,10 +318,9 @@ pub fn waiting_for(
             }
         }
     }
-    match live
-        .as_mut()
-        .filter(|l| !people.is_empty() && matches!(l.state, State::Idle | State::Parked))
-    {
+    match live.as_mut().filter(|l| {
+        !people.is_empty() && matches!(l.state, State::Idle | State::Parked | State::Waiting)
+    }) {
         Some(l) => l.state = State::Waiting,
         None => people.clear(),
     }

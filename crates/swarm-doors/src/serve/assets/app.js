@@ -256,6 +256,7 @@ function card(r) {
     el('h3', {}, el('span', { class: 'name' }, r.role), el('span', { class: 'badge', 'data-state': state }, state.replace('_', ' '))),
     (r.state === 'needs_input' || r.state === 'blocked') && r.prompt ? promptBox(r) : null,
     r.state === 'waiting' ? el('div', { class: 'kv', 'data-waiting-for': r.role }, 'waiting for ', el('b', {}, (r.waiting_for || []).join(', ')), '\u2019s answer') : null,
+    r.acp && (r.state === 'busy' || r.state === 'waiting') ? el('button', { type: 'button', 'data-key': 'cancel', 'data-action': 'cancel', 'data-agent': r.role, title: 'swarm cancel ' + r.role }, 'Cancel turn') : null,
     ip ? kv('working on', el('span', { class: 'summary', title: ip.name || '' }, (ip.type ? ip.type + ': ' : '') + visible(ip.summary || ip.name || '')), ' ', when(ip.since))
       : kv('working on', el('span', { class: 'mute' }, 'nothing')),
     a ? kv('activity', el('span', { class: 'activity', title: a.time }, a.kind + (a.name ? ' ' + a.name : '') + (a.text ? ': ' + visible(a.text) : '')), ' ', when(a.time)) : null,
@@ -504,6 +505,10 @@ const actions = {
     b.disabled = true;
     await act('/api/choose', { role: b.dataset.agent, option: Number(b.dataset.option), label: b.dataset.label, prompt: b.dataset.prompt });
     b.disabled = false;
+  },
+  async cancel(b) {
+    b.disabled = true;
+    try { await act('/api/cancel', { role: b.dataset.agent }); } finally { b.disabled = false; }
   },
   async copy(b) {
     try { await navigator.clipboard.writeText(b.dataset.copy); b.textContent = 'copied'; } catch (_) {

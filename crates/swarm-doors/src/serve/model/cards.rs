@@ -208,6 +208,8 @@ impl Model {
             "not_moving": not_moving,
             "problem": wt.symlinked_inbox_folder().map(|l| crate::protocol::layout::symlinked_inbox_reason(&l)),
             "activity": last_activity(&self.project, &r.name),
+            // An ACP client runs for the role: its turn can be cancelled.
+            "acp": crate::protocol::launch_files::acp_state_file(&self.project, &r.name).exists(),
         })
     }
 }

@@ -63,11 +63,18 @@ pub fn answer(project: &Project, role: &str, text: &str) {
     }
 }
 
-/// `swarm cancel <role>` as the caller: only a person; `role` must be an
-/// ACP role of the swarm. Returns the client's answer, or an error when
-/// no client took the request within [`WAIT`] (the request is taken back).
+/// `swarm cancel <role>` as the caller: only a person (an agent is
+/// refused, `PERSON_ONLY`); then [`by_person`].
 pub fn cancel(project: &Project, role: &str) -> Result<String> {
     crate::agent::caller::Caller::of(project)?.require_person("swarm cancel")?;
+    by_person(project, role)
+}
+
+/// A person's cancel (`swarm cancel`, checked; the cockpit's button, whose
+/// token holder is the person): `role` must be an ACP role of the swarm.
+/// Returns the client's answer, or an error when no client took the
+/// request within [`WAIT`] (the request is taken back).
+pub fn by_person(project: &Project, role: &str) -> Result<String> {
     let plan = crate::launch::plan::Plan::load(&project.root)?;
     let acp = plan.roles.iter().find(|r| r.name == role).map(|r| {
         matches!(

@@ -1,13 +1,19 @@
 //! What the agent asks of the client, and the answers: its requests
 //! (a permission is a person's decision, [`super::permission`]; a file
-//! system or a terminal is refused), a person's "always" remembered and
-//! asked before anyone is ([`super::grants`]), and `swarm cancel`.
+//! system or a terminal is refused), what swarm.yaml pre-decides
+//! ([`super::predecided`]) and a person's "always" ([`super::grants`]),
+//! both looked at before anyone is asked, and `swarm cancel`.
 //!
 //! The invariant kept here: an answer reaches the agent only from a
-//! person's decision, a grant a person made, or a refusal; never from
-//! anything the agent can write.
+//! person's decision, a grant a person made, the project's swarm.yaml, or
+//! a refusal; never from anything the agent can write. An allow is put to
+//! a person instead while the role is over its budget or its last tool
+//! calls failed.
 
 use super::*;
+use crate::daemon::journal::Kind;
+use crate::protocol::config::ToolDecision;
+use predecided::{MAX_FAILED, SWARM_YAML};
 
 impl Client<'_> {
     /// A request the agent makes of the client.
@@ -32,7 +38,9 @@ impl Client<'_> {
                 .map_err(|e| self.io(e));
         }
         let reject = permission::reject_option(params);
-        if params["sessionId"] == self.session.as_str() && self.allowed_always(&id, params, say)? {
+        if params["sessionId"] == self.session.as_str()
+            && self.predecided(&id, params, reject.as_deref(), say)?
+        {
             return Ok(());
         }
         let asked = if params["sessionId"] != self.session.as_str() {
@@ -68,6 +76,102 @@ impl Client<'_> {
         Ok(())
     }
 
+    /// Answers request `id` as swarm.yaml's `permissions:` decide for its
+    /// tool, else from a person's "always" ([`Client::allowed_always`]).
+    /// False: a person decides.
+    fn predecided(
+        &mut self,
+        id: &Value,
+        params: &Value,
+        reject: Option<&str>,
+        say: &mut dyn FnMut(&str),
+    ) -> Result<bool> {
+        let Some((kind, title)) = grants::tool_of(params) else {
+            return Ok(false);
+        };
+        let tool = format!("{kind}: {title}");
+        let (decision, pattern) = match self.rules.decide(&kind, &title) {
+            Some((d, p)) => (d, format!("`{p}`")),
+            None => return self.allowed_always(id, params, say),
+        };
+        let option = match decision {
+            ToolDecision::Ask => return Ok(false),
+            ToolDecision::Deny => reject.map(str::to_string),
+            ToolDecision::Allow => {
+                let how = format!("as swarm.yaml allows {pattern}");
+                let option = permission::option_of(params, &["allow_once", "allow_always"]);
+                if option.is_none() || self.allow_held(SWARM_YAML, None, &how, &tool, say) {
+                    return Ok(false);
+                }
+                option
+            }
+        };
+        let (kind, line) = match decision {
+            ToolDecision::Deny => (
+                Kind::PermissionDenied,
+                format!("rejected without asking, as swarm.yaml denies {pattern}: {tool}"),
+            ),
+            _ => (
+                Kind::PermissionAllowed,
+                format!("allowed without asking, as swarm.yaml allows {pattern}: {tool}"),
+            ),
+        };
+        say(&format!("{}: {line}", self.role()));
+        self.rec.note(&line);
+        predecided::journal(
+            &self.plan.project,
+            kind,
+            self.role(),
+            SWARM_YAML,
+            None,
+            line,
+        );
+        let out = match option {
+            Some(o) => json!({"outcome": {"outcome": "selected", "optionId": o}}),
+            None => json!({"outcome": {"outcome": "cancelled"}}),
+        };
+        self.conn.respond(id, out).map_err(|e| self.io(e))?;
+        Ok(true)
+    }
+
+    /// Why an allow goes to a person now: the role (or the swarm) is over
+    /// its budget, or the role's last [`MAX_FAILED`] tool calls failed.
+    fn hold_reason(&self) -> Option<String> {
+        if let Some(r) = crate::telemetry::budget::parked(&self.plan.project, self.role()) {
+            return Some(format!("over budget: {}", r.words()));
+        }
+        let failed = self.rec.failed_in_a_row;
+        (failed >= MAX_FAILED).then(|| format!("its last {failed} tool calls failed"))
+    }
+
+    /// True when the allow `how` (by `from`, from clarify `clarify`) of
+    /// `tool` is put to a person instead; said, noted and journaled why.
+    fn allow_held(
+        &mut self,
+        from: &str,
+        clarify: Option<&str>,
+        how: &str,
+        tool: &str,
+        say: &mut dyn FnMut(&str),
+    ) -> bool {
+        let Some(why) = self.hold_reason() else {
+            return false;
+        };
+        let line = format!("asking a person instead of allowing {how} ({why}): {tool}");
+        say(&format!("{}: {line}", self.role()));
+        self.rec.note(&line);
+        let project = &self.plan.project;
+        predecided::journal(
+            project,
+            Kind::PermissionHeld,
+            self.role(),
+            from,
+            clarify,
+            line,
+        );
+        true
+    }
+
     /// Answers request `id` from a person's earlier "always" for its tool
     /// (launch/acp/grants.rs), if there is one: the agent's "once" option
     /// (else its "always"), noted and journaled. False: a person decides.
@@ -94,6 +198,11 @@ impl Client<'_> {
         ) else {
             return Ok(false);
         };
+        let how = format!("as {} allowed always", g.by);
+        let tool = format!("{kind}: {title}");
+        if self.allow_held(&g.by, Some(&g.clarify), &how, &tool, say) {
+            return Ok(false);
+        }
         let line = format!(
             "allowed without asking, as {} allowed always at {} (clarify {}): {kind}: {title}",
             g.by, g.at, g.clarify

@@ -31,8 +31,11 @@ pub mod command;
 mod decisions;
 pub mod grants;
 pub mod permission;
+pub mod predecided;
 pub mod record;
 pub mod rpc;
+mod session;
+mod shown;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -55,6 +58,9 @@ use rpc::{Conn, Incoming};
 pub const PROTOCOL_VERSION: u64 = 1;
 /// How long the agent may take to answer `initialize` and open a session.
 const START_DEADLINE: Duration = Duration::from_secs(120);
+/// The shortest pause between two looks at the inbox when a file event
+/// says it changed (events from a folder the agent can write are bounded).
+const MIN_LOOK: Duration = Duration::from_millis(5);
 /// The most permission requests waiting for a person at once; more are
 /// refused (an agent could flood the person's inbox).
 const MAX_ASKED: usize = 8;
@@ -109,6 +115,14 @@ struct Client<'a> {
     cancelled_by: Option<String>,
     /// Unreadable lines already said in a note.
     said_unreadable: usize,
+    /// What swarm.yaml pre-decides for the role's tools, as read at start.
+    rules: predecided::Rules,
+    /// The error the last turn ended with, until a later turn starts.
+    blocked: Option<String>,
+    /// The state last written for `swarm status` ([`shown`]).
+    shown: Option<(&'static str, String)>,
+    /// A file event said the inbox changed since the last look.
+    mail: bool,
 }
 
 /// Runs the ACP client of `role` until `stop` is set or its agent exits.
@@ -119,59 +133,12 @@ pub fn run(root: &Path, role: &str, stop: &AtomicBool, say: &mut dyn FnMut(&str)
     let (pf, primer) = crate::launch::turn::primer(project, role)?;
     let launch = crate::launch::turn::launch_of(&plan, r, cli, &pf);
     let cmd = crate::launch::confine::wrap_shell(&plan, r, &command::acp_command(cli, &launch)?)?;
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(&cmd)
-        .env(crate::launch::agents::transcript::HEADLESS_ENV, "1")
-        .current_dir(&r.worktree_path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::process(format!("cannot start sh for {}: {e}", cli.name())))?;
-    say(&format!(
-        "{role}: {} started as an ACP agent (pid {})",
-        cli.name(),
-        child.id()
-    ));
-    let (tx, rx) = std::sync::mpsc::channel();
-    if let Some(out) = child.stdout.take() {
-        std::thread::spawn(move || rpc::read_into(out, tx));
-    }
-    // The agent's stderr goes on to ours (the role's log or pane).
-    if let Some(mut err) = child.stderr.take() {
-        std::thread::spawn(move || {
-            let _ = std::io::copy(&mut err, &mut std::io::stderr());
-        });
-    }
-    let Some(stdin) = child.stdin.take() else {
-        return Err(Error::internal("the agent's stdin was not piped"));
-    };
-    let conn = Conn::new(Box::new(stdin), rx);
-    let max_bytes = plan.config.limits.max_file_bytes;
-    let rec = Recorder::new(project, role, cli, r.worktree(), max_bytes);
-    let mut c = Client {
-        plan: &plan,
-        stop,
-        looked: None,
-        r,
-        conn,
-        rec,
-        session: String::new(),
-        prompt: None,
-        prompts: 0,
-        loaded: false,
-        first_prompt: launch.turn_prompt(false, &primer),
-        next_prompt: launch.turn_prompt(true, &primer),
-        asked: Vec::new(),
-        before: [0; 4],
-        stalls: 0,
-        not_before: Instant::now(),
-        hold: None,
-        said_fs: false,
-        cancelled_by: None,
-        said_unreadable: 0,
-    };
+    let (mut child, conn) = spawn_agent(r, cli, &cmd, say)?;
+    let prompts = (
+        launch.turn_prompt(false, &primer),
+        launch.turn_prompt(true, &primer),
+    );
+    let mut c = Client::new(&plan, stop, r, cli, conn, prompts);
     let setup = Setup {
         meta: command::session_meta(cli, &primer),
         mode: command::session_mode(cli, launch.permission),
@@ -179,6 +146,7 @@ pub fn run(root: &Path, role: &str, stop: &AtomicBool, say: &mut dyn FnMut(&str)
     let out = c.start(cli, &setup, say).and_then(|()| c.serve(say));
     stop_agent(&mut child);
     c.withdraw_all(say);
+    c.unshow();
     // Waited for at most the swarm's grace, then killed.
     let code = crate::sys::child::wait_bounded(child, crate::launch::GRACE)
         .ok()
@@ -189,6 +157,104 @@ pub fn run(root: &Path, role: &str, stop: &AtomicBool, say: &mut dyn FnMut(&str)
             Ok(Ended::AgentExited(code))
         }
         other => other,
+    }
+}
+
+/// Starts the agent's shell (`cmd`, in `r`'s worktree), its output read
+/// into a connection ([`rpc`]), its errors passed on to ours (the role's
+/// log or pane).
+fn spawn_agent(
+    r: &PlannedRole,
+    cli: Cli,
+    cmd: &str,
+    say: &mut dyn FnMut(&str),
+) -> Result<(Child, Conn)> {
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .env(crate::launch::agents::transcript::HEADLESS_ENV, "1")
+        .current_dir(&r.worktree_path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::process(format!("cannot start sh for {}: {e}", cli.name())))?;
+    say(&format!(
+        "{}: {} started as an ACP agent (pid {})",
+        r.name,
+        cli.name(),
+        child.id()
+    ));
+    let (tx, rx) = std::sync::mpsc::channel();
+    if let Some(out) = child.stdout.take() {
+        let tx = tx.clone();
+        std::thread::spawn(move || rpc::read_into(out, tx));
+    }
+    if let Some(mut err) = child.stderr.take() {
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut err, &mut std::io::stderr());
+        });
+    }
+    // New mail wakes the loop at once (docs/benchmarks.md, the wake path):
+    // the thread ends within a second of the client.
+    let inbox = r.worktree().inbox_new();
+    let mail = tx.clone();
+    std::thread::spawn(move || {
+        let mut w = crate::sys::watch::DirWatch::new(vec![inbox]);
+        loop {
+            w.wait_for(Duration::from_secs(1));
+            if mail.send(Incoming::Mail).is_err() {
+                return;
+            }
+        }
+    });
+    let Some(stdin) = child.stdin.take() else {
+        stop_agent(&mut child);
+        return Err(Error::internal("the agent's stdin was not piped"));
+    };
+    Ok((child, Conn::new(Box::new(stdin), rx)))
+}
+
+impl<'a> Client<'a> {
+    /// The client of role `r` over `conn`, before its session is open;
+    /// `prompts`: a new conversation's first prompt and every later one.
+    fn new(
+        plan: &'a Plan,
+        stop: &'a AtomicBool,
+        r: &'a PlannedRole,
+        cli: Cli,
+        conn: Conn,
+        prompts: (String, String),
+    ) -> Client<'a> {
+        let max_bytes = plan.config.limits.max_file_bytes;
+        let rec = Recorder::new(&plan.project, &r.name, cli, r.worktree(), max_bytes);
+        let rules = plan.config.roles.iter().find(|x| x.name == r.name);
+        Client {
+            plan,
+            stop,
+            looked: None,
+            r,
+            conn,
+            rec,
+            session: String::new(),
+            prompt: None,
+            prompts: 0,
+            loaded: false,
+            first_prompt: prompts.0,
+            next_prompt: prompts.1,
+            asked: Vec::new(),
+            before: [0; 4],
+            stalls: 0,
+            not_before: Instant::now(),
+            hold: None,
+            said_fs: false,
+            cancelled_by: None,
+            said_unreadable: 0,
+            rules: rules.map_or_else(Default::default, |x| predecided::Rules::new(&x.permissions)),
+            blocked: None,
+            shown: None,
+            mail: false,
+        }
     }
 }
 
@@ -258,108 +324,6 @@ impl Client<'_> {
         Error::process(format!("writing to the agent of role {}: {e}", self.role()))
     }
 
-    /// `initialize`, then the role's session: loaded again where the agent
-    /// can and one was kept, else a new one in the role's worktree; then
-    /// its mode, where the permission needs one.
-    fn start(&mut self, cli: Cli, setup: &Setup, say: &mut dyn FnMut(&str)) -> Result<()> {
-        self.open(cli, setup, say)?;
-        if let Some(mode) = setup.mode {
-            let id = self
-                .conn
-                .request(
-                    "session/set_mode",
-                    json!({"sessionId": self.session, "modeId": mode}),
-                )
-                .map_err(|e| self.io(e))?;
-            self.wait_for(id, &format!("session/set_mode {mode}"), say)?;
-            say(&format!("{}: session mode {mode}", self.role()));
-        }
-        Ok(())
-    }
-
-    /// `initialize` and the session (see [`Client::start`]).
-    fn open(&mut self, cli: Cli, setup: &Setup, say: &mut dyn FnMut(&str)) -> Result<()> {
-        let id = self
-            .conn
-            .request(
-                "initialize",
-                json!({
-                    "protocolVersion": PROTOCOL_VERSION,
-                    "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
-                    "clientInfo": {"name": "swarm-handoff", "version": env!("CARGO_PKG_VERSION")},
-                }),
-            )
-            .map_err(|e| self.io(e))?;
-        let init = self.wait_for(id, "initialize", say)?;
-        if init["protocolVersion"].as_u64() != Some(PROTOCOL_VERSION) {
-            return Err(Error::process(format!(
-                "the agent of role {} speaks ACP version {}; this client speaks {PROTOCOL_VERSION}",
-                self.role(),
-                crate::text::escape(
-                    &init["protocolVersion"]
-                        .to_string()
-                        .chars()
-                        .take(20)
-                        .collect::<String>()
-                )
-            )));
-        }
-        let cwd = self.r.worktree_path.display().to_string();
-        let project = &self.plan.project;
-        let kept = agent_session::read(project, self.role(), cli);
-        if let Some(old) = kept.filter(|_| init["agentCapabilities"]["loadSession"] == true) {
-            let id = self
-                .conn
-                .request(
-                    "session/load",
-                    with_meta(
-                        json!({"sessionId": old, "cwd": cwd, "mcpServers": []}),
-                        &setup.meta,
-                    ),
-                )
-                .map_err(|e| self.io(e))?;
-            // The replayed conversation is not this run's activity: no
-            // turn runs, so its updates are not recorded.
-            self.session = old.clone();
-            match self.wait_for(id, "session/load", say) {
-                Ok(_) => {
-                    self.loaded = true;
-                    let line = format!("session {old} loaded again");
-                    say(&format!("{}: {line}", self.role()));
-                    self.rec.note(&line);
-                    return Ok(());
-                }
-                Err(e) => {
-                    let why = format!(
-                        "the agent could not load session {old} ({e}); a new session starts"
-                    );
-                    say(&format!("{}: {why}", self.role()));
-                    self.rec.note(&why);
-                }
-            }
-        }
-        let id = self
-            .conn
-            .request(
-                "session/new",
-                with_meta(json!({"cwd": cwd, "mcpServers": []}), &setup.meta),
-            )
-            .map_err(|e| self.io(e))?;
-        let got = self.wait_for(id, "session/new", say)?;
-        let sid = got["sessionId"].as_str().unwrap_or_default().to_string();
-        if !agent_session::valid(&sid) {
-            return Err(Error::process(format!(
-                "the agent of role {} named its session {:?}: not a session id",
-                self.role(),
-                crate::text::escape(&sid.chars().take(80).collect::<String>())
-            )));
-        }
-        agent_session::write(project, self.role(), cli, &sid)?;
-        say(&format!("{}: session {sid} opened in {cwd}", self.role()));
-        self.session = sid;
-        Ok(())
-    }
-
     /// The loop: prompts when work waits, hands decisions back.
     fn serve(&mut self, say: &mut dyn FnMut(&str)) -> Result<Ended> {
         loop {
@@ -372,9 +336,12 @@ impl Client<'_> {
                 }
                 return Ok(Ended::Stopped);
             }
-            // At most once a tick, however fast the agent talks.
-            if self.looked.is_none_or(|t| t.elapsed() >= TICK) {
+            // At most once a tick, however fast the agent talks; sooner
+            // when a file event says mail came.
+            let pace = if self.mail { MIN_LOOK } else { TICK };
+            if self.looked.is_none_or(|t| t.elapsed() >= pace) {
                 self.looked = Some(Instant::now());
+                self.mail = false;
                 if let Some(by) = cancel::take(&self.plan.project, self.role()) {
                     self.cancel(&by, say)?;
                 }
@@ -383,7 +350,8 @@ impl Client<'_> {
                     self.maybe_prompt(say)?;
                 }
             }
-            match self.conn.next(TICK) {
+            match self.conn.next(if self.mail { MIN_LOOK } else { TICK }) {
+                Some(Incoming::Mail) => self.mail = true,
                 Some(Incoming::Closed) => {
                     if self.prompt.take().is_some() {
                         self.rec.turn_end(Err("the agent exited during the turn"));
@@ -393,6 +361,7 @@ impl Client<'_> {
                 Some(m) => self.serve_one(m, say)?,
                 None => {}
             }
+            self.show();
         }
     }
 
@@ -426,6 +395,7 @@ impl Client<'_> {
             )
             .map_err(|e| self.io(e))?;
         self.prompt = Some(id);
+        self.blocked = None;
         self.prompts += 1;
         self.before = now;
         self.rec.turn_start(&format!(
@@ -453,6 +423,10 @@ impl Client<'_> {
             ));
         }
         self.rec.turn_end(result.as_ref().map_err(String::as_str));
+        self.blocked = result
+            .as_ref()
+            .err()
+            .map(|e| format!("the turn ended with an error: {}", crate::text::escape(e)));
         let wt = self.r.worktree();
         let after = fingerprint(&wt);
         say(&format!(
@@ -508,7 +482,10 @@ impl Client<'_> {
                 self.turn_ended(result, say);
             }
             // An answer to nothing outstanding (a cancelled load): dropped.
-            Incoming::Response { .. } | Incoming::Unreadable | Incoming::Closed => {}
+            Incoming::Response { .. }
+            | Incoming::Unreadable
+            | Incoming::Closed
+            | Incoming::Mail => {}
             Incoming::Notification { method, params } => {
                 if method == "session/update"
                     && params["sessionId"] == self.session.as_str()

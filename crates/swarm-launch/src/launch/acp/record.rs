@@ -50,6 +50,10 @@ pub struct Recorder {
     /// The agent's turns report no token usage, said once a session
     /// (Codex's adapter 0.16 sends only the context's fill, `usage_update`).
     said_no_usage: bool,
+    /// The session's last tool calls that failed, in a row (a completed
+    /// one resets it): past [`super::predecided::MAX_FAILED`] an allow
+    /// asks a person.
+    pub failed_in_a_row: u32,
 }
 
 impl Recorder {
@@ -67,6 +71,7 @@ impl Recorder {
             unknown: 0,
             pending: Vec::new(),
             said_no_usage: false,
+            failed_in_a_row: 0,
         }
     }
 
@@ -238,6 +243,10 @@ impl Recorder {
             Some("completed") => "ok",
             Some("failed") => "error",
             _ => return,
+        };
+        self.failed_in_a_row = match status {
+            "ok" => 0,
+            _ => self.failed_in_a_row.saturating_add(1),
         };
         self.look_at_item();
         let output = u["content"]

@@ -45,6 +45,9 @@ pub enum Incoming {
     Unreadable,
     /// The agent closed its output (it exited).
     Closed,
+    /// Not from the agent: the role's inbox changed (a file event, a hint
+    /// only), so the client looks for work now instead of at its next tick.
+    Mail,
 }
 
 /// Parses one line (without its newline).

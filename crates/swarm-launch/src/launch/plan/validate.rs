@@ -108,6 +108,7 @@ pub fn validate_yaml_roles(roles: &[RoleConfig], text: &str, path: &Path) -> Res
         c.agent(i, r)?;
         c.keys(i, r)?;
         c.values(i, r)?;
+        c.permissions(i, r)?;
         c.worktree(i, r, roles)?;
     }
     Ok(())
@@ -256,6 +257,40 @@ impl Check<'_> {
                 format!("a value of role '{}' contains a control character", r.name),
                 "remove it from `model`, `args`, `prompt`, `description`, `base_url` and `api_key_env`",
             );
+        }
+        Ok(())
+    }
+
+    /// Role `i`'s `permissions:` (launch/acp/predecided.rs): only
+    /// `runtime: acp` takes them, and each key is a glob pattern. (An
+    /// unknown decision is serde's error, naming `allow`, `deny`, `ask`.)
+    fn permissions(&self, i: usize, r: &RoleConfig) -> Result<()> {
+        if r.permissions.is_empty() {
+            return Ok(());
+        }
+        let at = self.at(i, |s| loc(&s.name));
+        if r.runtime != crate::protocol::config::Runtime::Acp {
+            return self.error(
+                at,
+                format!(
+                    "role '{}' sets `permissions`, which only `runtime: acp` takes",
+                    r.name
+                ),
+                "add `runtime: acp` to the role (its agent's permission requests then come to the swarm), or remove `permissions`",
+            );
+        }
+        for p in r.permissions.keys() {
+            if let Some(why) = crate::launch::acp::predecided::pattern_problem(p) {
+                return self.error(
+                    at,
+                    format!(
+                        "role '{}': the `permissions` pattern '{}' {why}",
+                        r.name,
+                        escape(p)
+                    ),
+                    "write each key as `<kind>: <title>` as `swarm permissions` shows a tool, `*` for any run of characters, e.g. \"execute: cargo test*\": allow",
+                );
+            }
         }
         Ok(())
     }

@@ -29,7 +29,7 @@ pub use features::{
 };
 pub use hosts::{check_bridge_url, this_host};
 pub use problem::ConfigProblem;
-pub use role::{Permission, Propagation, RoleConfig, Runtime, WakeMode};
+pub use role::{Permission, Propagation, RoleConfig, Runtime, ToolDecision, WakeMode};
 pub use spend::{Budget, BudgetPeriod, OtelConfig, Price};
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

@@ -5,6 +5,8 @@
 //! Invariant: serde checks the shape; what serde cannot (names, agents and
 //! the keys each takes) launch/plan/validate.rs checks, with positions.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::{Approval, Budget};
@@ -46,6 +48,30 @@ pub enum Permission {
     Edits,
     /// Everything without asking (only in a sandbox you trust).
     Full,
+}
+
+/// What the swarm answers an ACP agent's permission request for a tool
+/// without asking a person (`permissions:`; docs/agents.md, "Decided in
+/// swarm.yaml").
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolDecision {
+    /// Allowed once, as if a person had chosen the agent's "allow once".
+    Allow,
+    /// Rejected, as if a person had chosen the agent's "reject".
+    Deny,
+    /// A person decides (the default for every tool).
+    Ask,
+}
+
+impl ToolDecision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolDecision::Allow => "allow",
+            ToolDecision::Deny => "deny",
+            ToolDecision::Ask => "ask",
+        }
+    }
 }
 
 /// How a preset agent runs (`runtime:`; docs/headless.md).
@@ -117,6 +143,10 @@ pub struct RoleConfig {
     pub a2a: bool,
     /// The role's token or cost budget (docs/cost.md).
     pub budget: Option<Budget>,
+    /// `runtime: acp`: the tool (`<kind>: <title>`, a glob) → what the swarm
+    /// answers its permission request without asking a person.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub permissions: BTreeMap<String, ToolDecision>,
     /// The agent definition this role starts from (docs/lineups.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
@@ -193,6 +223,7 @@ impl Default for RoleConfig {
             runtime: Runtime::Tmux,
             a2a: false,
             budget: None,
+            permissions: BTreeMap::new(),
             from: None,
             propagation: Propagation::ForwardOnly,
         }

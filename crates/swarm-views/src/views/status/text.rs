@@ -12,6 +12,7 @@ use crate::daemon::pane;
 use crate::telemetry::spend;
 use crate::text::escape;
 use crate::views::attention;
+use crate::views::liveness::State;
 
 use super::{RoleStatus, Status};
 
@@ -130,6 +131,8 @@ fn agent_lines(out: &mut String, roles: &[RoleStatus]) {
                 out.push_str(&format!(": {why}"));
             }
             match (&r.agent_prompt, r.agent_options.is_empty()) {
+                // An ACP client's own words: no pane to attach to.
+                (Some(p), true) if st == State::Waiting => out.push_str(&format!(": {p}")),
                 (Some(p), true) => out.push_str(&format!(": {p} (swarm attach {})", r.role)),
                 // Each option by the number that chooses it.
                 (Some(p), false) => out.push_str(&format!(
