@@ -100,11 +100,11 @@ enum Ask {
 
 impl Ask {
     fn of(msg: &Message) -> Option<Ask> {
-        let role = msg.get("seat_role")?.to_string();
-        match msg.get("seat")? {
+        let role = msg.get(names::SEAT_ROLE)?.to_string();
+        match msg.get(names::SEAT)? {
             "add" => Some(Ask::Add {
                 role,
-                definition: msg.get("definition")?.to_string(),
+                definition: msg.get(names::DEFINITION)?.to_string(),
             }),
             "remove" => Some(Ask::Remove {
                 role,

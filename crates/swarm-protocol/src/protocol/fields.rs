@@ -30,7 +30,7 @@ impl Fields for Vec<(String, String)> {
 
 impl Fields for Message {
     fn field(&self, name: &str) -> Option<&str> {
-        self.get(name)
+        self.get_named(name)
     }
     fn names(&self) -> Vec<&str> {
         self.headers.iter().map(|(n, _)| n.as_str()).collect()

@@ -16,6 +16,7 @@ use crate::agent::queue::current_items;
 use crate::protocol::clock::{self, Instant};
 use crate::protocol::config::Limits;
 use crate::protocol::grammar::{addressed, in_cc};
+use crate::protocol::header::Header;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::swarm::Swarm;
 use crate::protocol::trail::{Copy, Original, Place, Stamp, Trail};
@@ -267,7 +268,7 @@ impl<'a> Verify<'a> {
         let t = self.t;
         for (i, o) in t.originals.iter().enumerate() {
             let subject = shown(&o.path);
-            for name in ["id", "from", "to", "created_at"] {
+            for name in [Header::Id, Header::From, Header::To, Header::CreatedAt] {
                 if o.msg.get(name).is_none() {
                     self.out
                         .add("missing_header", &subject, format!("no '{name}' header"));
