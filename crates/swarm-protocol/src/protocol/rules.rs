@@ -10,7 +10,7 @@
 use crate::protocol::commit_id::{CommitId, HANDOFF_LEN};
 use crate::protocol::fields::*;
 use crate::protocol::grammar;
-use crate::protocol::header::Message;
+use crate::protocol::header::{Header, Message};
 use crate::protocol::types::*;
 
 fn present<'a>(f: &'a impl Fields, name: &str) -> Option<&'a str> {
@@ -354,7 +354,7 @@ fn clarify_errors(f: &impl Fields, to: Option<&str>) -> Vec<String> {
         return errors;
     };
     let opts = options(body);
-    if opts.is_empty() && !flag(f, "allow_custom") {
+    if opts.is_empty() && !flag(f, Header::AllowCustom) {
         errors.push(
             "Missing options for clarify: list one per body line when 'allow_custom' is no."
                 .to_string(),

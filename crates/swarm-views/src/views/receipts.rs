@@ -254,11 +254,11 @@ fn original_lines(r: &Receipts) -> String {
 }
 
 const HEAD: [&str; 6] = [
-    "recipient",
+    Header::Recipient.as_str(),
     "state",
-    "enqueued_at",
-    "dequeued_at",
-    "completed_at",
+    Header::EnqueuedAt.as_str(),
+    Header::DequeuedAt.as_str(),
+    Header::CompletedAt.as_str(),
     "path",
 ];
 

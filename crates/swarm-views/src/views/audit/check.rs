@@ -43,7 +43,12 @@ impl Out {
     }
 }
 
-const STAMPS: [&str; 4] = ["created_at", "enqueued_at", "dequeued_at", "completed_at"];
+const STAMPS: [Header; 4] = [
+    Header::CreatedAt,
+    Header::EnqueuedAt,
+    Header::DequeuedAt,
+    Header::CompletedAt,
+];
 
 fn stamps(c: &Copy) -> [&Stamp; 4] {
     [&c.created, &c.enqueued, &c.dequeued, &c.completed]
@@ -70,7 +75,7 @@ fn role_worktrees(t: &Trail) -> HashMap<&str, usize> {
 
 fn check_copy(t: &Trail, c: &Copy, homes: &HashMap<&str, usize>, out: &mut Out) {
     let subject = shown(&c.path);
-    for (name, v) in [("id", &c.id), ("recipient", &c.recipient)] {
+    for (name, v) in [(Header::Id, &c.id), (Header::Recipient, &c.recipient)] {
         if v.is_none() {
             out.add("missing_header", &subject, format!("no '{name}' header"));
         }
