@@ -62,8 +62,8 @@ impl Feature for SeatRequests {
     }
 
     /// A seat request is recorded before it counts as sent.
-    fn before_sent(&mut self, duties: &Duties, msg: &Message) -> Result<(), String> {
-        queue(duties.project, msg).map_err(|e| format!("{}: {e}", dir(duties.project).display()))
+    fn before_sent(&mut self, duties: &Duties, msg: &Message) -> crate::error::Result<()> {
+        queue(duties.project, msg).map_err(|e| crate::error::Error::io(dir(duties.project), e))
     }
 
     fn after_delivered(&mut self, duties: &Duties, msg: &Message) {

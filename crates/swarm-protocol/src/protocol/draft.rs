@@ -272,7 +272,9 @@ mod tests {
         #[test]
         fn never_panics_on_text(text in "(type|to|priority|task|commit|message|id|x)?(: )?[ -~\\t\\r\\n]{0,60}") {
             let d = parse(&text);
-            let _ = rules::validate(&d.fields, &|r| r == "a", &mut |_| Err("x".into()));
+            let _ = rules::validate(&d.fields, &|r| r == "a", &mut |c| {
+                Err(crate::protocol::gitcheck::CommitRefused::NotOne { commit: c.clone(), matched: 0 })
+            });
         }
     }
 }
