@@ -182,20 +182,27 @@ pub fn deliverer(p: &Project) -> Deliverer {
     Deliverer::new(p.clone(), roles, config, journal, waker)
 }
 
+/// A note from `from` to `to` saying `text`, created at `when`, as
+/// `swarm-handoff` writes one (priority 50, the body's preamble).
+fn note(id: &str, from: &str, to: &str, text: &str, when: clock::Instant) -> Message {
+    let mut m = Message::default();
+    m.set(Header::Id, id);
+    m.set(Header::From, from);
+    m.set(Header::To, to);
+    m.set(Header::Priority, "50");
+    m.set(Header::Type, "note");
+    m.set(Header::Message, text);
+    m.set(Header::CreatedAt, clock::iso(when));
+    m.body = format!("Re-read your role and constitution.\n\n{text}\n");
+    m
+}
+
 /// Publishes note `seq` from `from` to `to` (a comma list) in `wt`'s outbox,
 /// the way `swarm-handoff` does.
 pub fn publish_note(wt: &Worktree, from: &str, seq: usize, to: &str) {
     let now = clock::now();
     let id = format!("{}_{seq:06}_from_{from}", clock::idts(now));
-    let mut m = Message::default();
-    m.set(Header::Id, &id);
-    m.set(Header::From, from);
-    m.set(Header::To, to);
-    m.set(Header::Priority, "50");
-    m.set(Header::Type, "note");
-    m.set(Header::Message, format!("benchmark message {seq}"));
-    m.set(Header::CreatedAt, clock::iso(now));
-    m.body = format!("Re-read your role and constitution.\n\nbenchmark message {seq}\n");
+    let m = note(&id, from, to, &format!("benchmark message {seq}"), now);
     let name = format!("50_{id}_to_{}.handoff", to.replace(',', "_"));
     fsx::publish(
         &wt.outbox_tmp(),
@@ -246,15 +253,7 @@ pub fn trail_fixture(base: &Path, n: usize) -> (tempfile::TempDir, PathBuf) {
             clock::idts(when),
             i / senders.len() + 1
         );
-        let mut m = Message::default();
-        m.set(Header::Id, &id);
-        m.set(Header::From, s);
-        m.set(Header::To, to);
-        m.set(Header::Priority, "50");
-        m.set(Header::Type, "note");
-        m.set(Header::Message, format!("message {i} about the parser"));
-        m.set(Header::CreatedAt, clock::iso(when));
-        m.body = format!("Re-read your role and constitution.\n\nmessage {i} about the parser\n");
+        let m = note(&id, s, to, &format!("message {i} about the parser"), when);
         let wt = Worktree::new(root.join(s));
         fsx::publish(
             &wt.outbox_tmp(),
