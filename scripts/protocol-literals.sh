@@ -31,14 +31,14 @@ own_stores='^crates/[^/]+/src/(a2a/store|forum/record|forum/requests(/[a-z_]+)?|
 
 # Every name of the `Header` set: the by-name accessors (`get_named`,
 # `set_named`, `push_named`, and forum/record.rs's `field`, `push_some`)
-# are for a name that is data or a key of a store of its own, never one
-# of these.
+# and a push onto a message's header list are for a name that is data or
+# a key of a store of its own, never one of these.
 headers='id|from|to|cc|mentions|recipient|priority|type|role|task|commit|message|subject|title|question|allow_multiple|allow_custom|choices|reaction|in_reply_to|thread|session|discussion|artifact|hop|wake|reason|failed|created_at|enqueued_at|dequeued_at|completed_at|trace_id|task_id|task_base_commit|card_type|delivery_kind|batch_task_ids|non-forwarding|seat|seat_role|definition'
 types='note|clarify|answer|react|git_handoff|digest|digest_request|review|handoff|task_done'
 
 # name | ceiling | pattern (grep -E). The ceilings are today's counts.
 checks=(
-  "header-by-name|0|(_named|field|push_some)\\((&?mut )?(m, )?\"($headers)\""
+  "header-by-name|0|(_named|field|push_some)\\((&?mut )?(m, )?\"($headers)\"|headers\\.push\\(\\(\"($headers)\""
   "handoff-suffix|0|\"\\.handoff\""
   "type-literal|0|(==|!=) *\"($types)\"|Some\\(\"($types)\"\\)"
   "all-literal|2|(==|!=) *\"all\"|Some\\(\"all\"\\)|split\\(','\\)"
