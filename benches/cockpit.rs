@@ -23,7 +23,7 @@ mod common;
 
 use swarm_handoff::fsx;
 use swarm_handoff::protocol::clock;
-use swarm_handoff::protocol::header::Message;
+use swarm_handoff::protocol::header::{Header, Message};
 use swarm_handoff::protocol::layout::{Project, Worktree};
 use swarm_handoff::protocol::trail::{Scope, Trail};
 use swarm_handoff::serve::kept::Kept;
@@ -94,13 +94,13 @@ fn run(o: &Opts, n: usize) -> Figures {
         let id = format!("{}_{:06}_from_s0", clock::idts(clock::now()), 900_000 + i);
         let name = format!("50_{id}_to_r0.handoff");
         let mut m = Message::default();
-        m.set("id", &id);
-        m.set("from", "s0");
-        m.set("to", "r0");
-        m.set("priority", "50");
-        m.set("type", "note");
-        m.set("message", format!("live update {i}"));
-        m.set("created_at", clock::iso_now());
+        m.set(Header::Id, &id);
+        m.set(Header::From, "s0");
+        m.set(Header::To, "r0");
+        m.set(Header::Priority, "50");
+        m.set(Header::Type, "note");
+        m.set(Header::Message, format!("live update {i}"));
+        m.set(Header::CreatedAt, clock::iso_now());
         m.body = format!("live update {i}\n");
         fsx::publish(
             &s0.outbox_tmp(),

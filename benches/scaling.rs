@@ -33,7 +33,7 @@ use common::Daemon;
 use swarm_handoff::agent::queue::Inbox;
 use swarm_handoff::fsx;
 use swarm_handoff::protocol::clock;
-use swarm_handoff::protocol::header::Message;
+use swarm_handoff::protocol::header::{Header, Message};
 use swarm_handoff::protocol::layout::{Project, Worktree};
 use swarm_handoff::protocol::roles::ReceiveMode;
 
@@ -195,8 +195,8 @@ fn paced_latency(o: &Opts, senders: usize) -> (f64, f64) {
         .flatten()
         .filter_map(|e| {
             let m = Message::parse_bytes(&fs::read(e.path()).ok()?).ok()?;
-            let c = clock::parse(m.get("created_at")?)?;
-            let q = clock::parse(m.get("enqueued_at")?)?;
+            let c = clock::parse(m.get(Header::CreatedAt)?)?;
+            let q = clock::parse(m.get(Header::EnqueuedAt)?)?;
             Some((q - c).num_microseconds()? as f64 / 1000.0)
         })
         .collect();

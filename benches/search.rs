@@ -23,7 +23,7 @@ mod common;
 
 use swarm_handoff::fsx;
 use swarm_handoff::protocol::clock;
-use swarm_handoff::protocol::header::Message;
+use swarm_handoff::protocol::header::{Header, Message};
 use swarm_handoff::protocol::layout::{Project, Worktree};
 use swarm_handoff::protocol::trail::{Scope, Trail};
 use swarm_handoff::search::{self, Index, Query};
@@ -74,13 +74,13 @@ fn fixture(base: &Path, n: usize) -> (tempfile::TempDir, Project) {
         let words = 40 + (rng.next() % 80) as usize;
         let text: Vec<String> = (0..words).map(|_| word(rng.word())).collect();
         let mut m = Message::default();
-        m.set("id", &id);
-        m.set("from", from);
-        m.set("to", to);
-        m.set("priority", "50");
-        m.set("type", "note");
-        m.set("message", text[..6].join(" "));
-        m.set("created_at", clock::iso(t));
+        m.set(Header::Id, &id);
+        m.set(Header::From, from);
+        m.set(Header::To, to);
+        m.set(Header::Priority, "50");
+        m.set(Header::Type, "note");
+        m.set(Header::Message, text[..6].join(" "));
+        m.set(Header::CreatedAt, clock::iso(t));
         m.body = format!(
             "Re-read your role and constitution.\n\n{}\n",
             text.join(" ")

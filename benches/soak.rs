@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use swarm_handoff::protocol::clock;
-use swarm_handoff::protocol::header::Message;
+use swarm_handoff::protocol::header::{Header, Message};
 
 struct Opts {
     messages: usize,
@@ -316,7 +316,7 @@ fn main() {
             originals += 1;
             let m = Message::parse_bytes(&fs::read(&p).unwrap()).unwrap();
             let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            for r in m.get("to").unwrap().split(',') {
+            for r in m.get(Header::To).unwrap().split(',') {
                 match held.get(&format!("{r}/{name}")).map(Vec::len) {
                     None | Some(0) => lost += 1,
                     Some(1) => {}
@@ -330,12 +330,12 @@ fn main() {
     let mut not_completed = 0;
     for paths in held.values() {
         let m = Message::parse_bytes(&fs::read(&paths[0]).unwrap()).unwrap();
-        let t = |h: &str| m.get(h).and_then(clock::parse);
+        let t = |h: Header| m.get(h).and_then(clock::parse);
         let (Some(c), Some(q), Some(dq), Some(done)) = (
-            t("created_at"),
-            t("enqueued_at"),
-            t("dequeued_at"),
-            t("completed_at"),
+            t(Header::CreatedAt),
+            t(Header::EnqueuedAt),
+            t(Header::DequeuedAt),
+            t(Header::CompletedAt),
         ) else {
             not_completed += 1;
             continue;

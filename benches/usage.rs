@@ -25,7 +25,7 @@ mod common;
 
 use swarm_handoff::fsx;
 use swarm_handoff::protocol::clock;
-use swarm_handoff::protocol::header::Message;
+use swarm_handoff::protocol::header::{Header, Message};
 use swarm_handoff::protocol::layout::{Project, Worktree};
 use swarm_handoff::telemetry::usage::{self, Usage};
 
@@ -127,13 +127,13 @@ fn latency(p: &Project, n: usize) -> (f64, f64) {
         .filter_map(|e| {
             let m = Message::parse_bytes(&fs::read(e.path()).ok()?).ok()?;
             // Only the latency run's copies (seq >= 1 000 000).
-            let id = m.get("id")?;
+            let id = m.get(Header::Id)?;
             let seq: usize = id.split('_').nth(1)?.parse().ok()?;
             if seq < 1_000_000 {
                 return None;
             }
-            let c = clock::parse(m.get("created_at")?)?;
-            let q = clock::parse(m.get("enqueued_at")?)?;
+            let c = clock::parse(m.get(Header::CreatedAt)?)?;
+            let q = clock::parse(m.get(Header::EnqueuedAt)?)?;
             Some((q - c).num_microseconds()? as f64 / 1000.0)
         })
         .collect();

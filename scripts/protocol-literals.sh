@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Counts the places outside the protocol layer that still speak the file
-# grammar themselves (docs/design.md, "The mail store"): header names as
-# string literals in header calls, the `.handoff` suffix, message type names
-# and `all` compared by hand, listings of state folders, hard-coded message
-# size caps. Each count must stay at or below its ceiling; lower a ceiling
+# grammar themselves (docs/design.md, "The mail store"): a mail header named
+# by a string through the by-name accessors, the `.handoff` suffix, message
+# type names and `all` compared by hand, listings of state folders,
+# hard-coded message size caps. A header named by a string in a header call
+# is no longer counted: `Message` and `Draft` take a `Header` (the closed
+# set of protocol/header.rs), so the compiler refuses one. Each count must stay at or below its ceiling; lower a ceiling
 # when a change brings its count down, never raise it. Exit 1 above a ceiling.
 #
 #   scripts/protocol-literals.sh          counts and ceilings
@@ -27,14 +29,16 @@ files=$(git ls-files 'src/*.rs' 'crates/*.rs' | grep -vE '^crates/swarm-(protoco
 # as protocol/ is the mail store's; the state-listing count leaves them out.
 own_stores='^crates/[^/]+/src/(a2a/store|forum/record|forum/requests(/[a-z_]+)?|lineup/seat|reservations/mod|search/index|telemetry/activity)\.rs$'
 
-headers='id|from|to|cc|mentions|recipient|priority|type|role|task|commit|message|subject|title|question|choices|reaction|in_reply_to|thread|session|discussion|artifact|hop|wake|failed|created_at|enqueued_at|dequeued_at|completed_at'
+# Every name of the `Header` set: the by-name accessors (`get_named`,
+# `set_named`, `push_named`, and forum/record.rs's `field`, `push_some`)
+# and a push onto a message's header list are for a name that is data or
+# a key of a store of its own, never one of these.
+headers='id|from|to|cc|mentions|recipient|priority|type|role|task|commit|message|subject|title|question|allow_multiple|allow_custom|choices|reaction|in_reply_to|thread|session|discussion|artifact|hop|wake|reason|failed|created_at|enqueued_at|dequeued_at|completed_at|trace_id|task_id|task_base_commit|card_type|delivery_kind|batch_task_ids|non-forwarding|seat|seat_role|definition'
 types='note|clarify|answer|react|git_handoff|digest|digest_request|review|handoff|task_done'
 
-# name | ceiling | pattern (grep -E). The ceilings are today's counts; the
-# header-literal ones left are JSON keys of other protocols (an OpenAI
-# answer's `choices` and `message`, an MCP call's `choices`).
+# name | ceiling | pattern (grep -E). The ceilings are today's counts.
 checks=(
-  "header-literal|3|\\.(get|set|push|remove|get_all|header|field)\\(\"($headers)\""
+  "header-by-name|0|(_named|field|push_some)\\((&?mut )?(m, )?\"($headers)\"|headers\\.push\\(\\(\"($headers)\""
   "handoff-suffix|0|\"\\.handoff\""
   "type-literal|0|(==|!=) *\"($types)\"|Some\\(\"($types)\"\\)"
   "all-literal|2|(==|!=) *\"all\"|Some\\(\"all\"\\)|split\\(','\\)"
@@ -58,6 +62,6 @@ for c in "${checks[@]}"; do
   fi
 done
 if [ "$fail" = 1 ]; then
-  echo "protocol-literals: a count is over its ceiling; use the protocol layer (crates/swarm-protocol/src/protocol/header.rs names and accessors, grammar.rs, layout.rs) instead" >&2
+  echo "protocol-literals: a count is over its ceiling; use the protocol layer (crates/swarm-protocol/src/protocol/header.rs's Header and accessors, grammar.rs, layout.rs) instead" >&2
   exit 1
 fi

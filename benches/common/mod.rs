@@ -21,7 +21,7 @@ use swarm_handoff::daemon::wake::Waker;
 use swarm_handoff::fsx;
 use swarm_handoff::protocol::clock;
 use swarm_handoff::protocol::config::Config;
-use swarm_handoff::protocol::header::Message;
+use swarm_handoff::protocol::header::{Header, Message};
 use swarm_handoff::protocol::layout::{Project, Worktree};
 use swarm_handoff::protocol::roles::{ReceiveMode, Roles};
 
@@ -182,20 +182,27 @@ pub fn deliverer(p: &Project) -> Deliverer {
     Deliverer::new(p.clone(), roles, config, journal, waker)
 }
 
+/// A note from `from` to `to` saying `text`, created at `when`, as
+/// `swarm-handoff` writes one (priority 50, the body's preamble).
+fn note(id: &str, from: &str, to: &str, text: &str, when: clock::Instant) -> Message {
+    let mut m = Message::default();
+    m.set(Header::Id, id);
+    m.set(Header::From, from);
+    m.set(Header::To, to);
+    m.set(Header::Priority, "50");
+    m.set(Header::Type, "note");
+    m.set(Header::Message, text);
+    m.set(Header::CreatedAt, clock::iso(when));
+    m.body = format!("Re-read your role and constitution.\n\n{text}\n");
+    m
+}
+
 /// Publishes note `seq` from `from` to `to` (a comma list) in `wt`'s outbox,
 /// the way `swarm-handoff` does.
 pub fn publish_note(wt: &Worktree, from: &str, seq: usize, to: &str) {
     let now = clock::now();
     let id = format!("{}_{seq:06}_from_{from}", clock::idts(now));
-    let mut m = Message::default();
-    m.set("id", &id);
-    m.set("from", from);
-    m.set("to", to);
-    m.set("priority", "50");
-    m.set("type", "note");
-    m.set("message", format!("benchmark message {seq}"));
-    m.set("created_at", clock::iso(now));
-    m.body = format!("Re-read your role and constitution.\n\nbenchmark message {seq}\n");
+    let m = note(&id, from, to, &format!("benchmark message {seq}"), now);
     let name = format!("50_{id}_to_{}.handoff", to.replace(',', "_"));
     fsx::publish(
         &wt.outbox_tmp(),
@@ -246,15 +253,7 @@ pub fn trail_fixture(base: &Path, n: usize) -> (tempfile::TempDir, PathBuf) {
             clock::idts(when),
             i / senders.len() + 1
         );
-        let mut m = Message::default();
-        m.set("id", &id);
-        m.set("from", s);
-        m.set("to", to);
-        m.set("priority", "50");
-        m.set("type", "note");
-        m.set("message", format!("message {i} about the parser"));
-        m.set("created_at", clock::iso(when));
-        m.body = format!("Re-read your role and constitution.\n\nmessage {i} about the parser\n");
+        let m = note(&id, s, to, &format!("message {i} about the parser"), when);
         let wt = Worktree::new(root.join(s));
         fsx::publish(
             &wt.outbox_tmp(),
@@ -316,15 +315,15 @@ impl Drop for Daemon {
 pub fn copy_text(from: &str, idts: &str, seq: usize) -> (String, String) {
     let id = format!("{idts}_{seq:06}_from_{from}");
     let mut m = Message::default();
-    m.set("id", &id);
-    m.set("from", from);
-    m.set("to", "r0");
-    m.set("recipient", "r0");
-    m.set("priority", "50");
-    m.set("type", "note");
-    m.set("message", format!("backlog {seq}"));
-    m.set("created_at", "2026-06-15T14:05:31.123456Z");
-    m.set("enqueued_at", "2026-06-15T14:05:31.223456Z");
+    m.set(Header::Id, &id);
+    m.set(Header::From, from);
+    m.set(Header::To, "r0");
+    m.set(Header::Recipient, "r0");
+    m.set(Header::Priority, "50");
+    m.set(Header::Type, "note");
+    m.set(Header::Message, format!("backlog {seq}"));
+    m.set(Header::CreatedAt, "2026-06-15T14:05:31.123456Z");
+    m.set(Header::EnqueuedAt, "2026-06-15T14:05:31.223456Z");
     m.body = format!(
         "Re-read your role and constitution.\n\nbacklog {seq} {}\n",
         "x".repeat(300)

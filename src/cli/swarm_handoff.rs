@@ -8,6 +8,7 @@ use crate::agent::send;
 use crate::error::exit;
 use crate::error::{Error, Result, Token};
 use crate::protocol::draft::{self, USAGE};
+use crate::protocol::header::Header;
 use crate::protocol::{root, types};
 
 /// The command line: `run` parses with it; `--help`, completions and man
@@ -178,7 +179,7 @@ fn after_help() -> String {
             "\ntype: {}\nto: <role>[,<role>...]\npriority: NN\n",
             t.name
         ));
-        for f in t.own {
+        for f in t.own_headers() {
             s.push_str(&format!("{f}: {}\n", field_hint(f)));
         }
         if t.body {
@@ -189,21 +190,21 @@ fn after_help() -> String {
     s
 }
 
-fn field_hint(field: &str) -> String {
+fn field_hint(field: Header) -> String {
     let line = |max: usize| format!("<one line, max {max} chars>");
     match field {
-        "task" => "<short-stable-task-name>".into(),
-        "commit" => "<10-char-commit-abbrev>".into(),
-        "message" => line(types::MAX_LINE_CHARS),
-        "subject" => line(types::MAX_SUBJECT_CHARS),
-        "question" => format!(
+        Header::Task => "<short-stable-task-name>".into(),
+        Header::Commit => "<10-char-commit-abbrev>".into(),
+        Header::Message => line(types::MAX_LINE_CHARS),
+        Header::Subject => line(types::MAX_SUBJECT_CHARS),
+        Header::Question => format!(
             "{}; the body lists the options",
             line(types::MAX_QUESTION_CHARS)
         ),
-        "allow_multiple" => "yes|no (default no)".into(),
-        "allow_custom" => "yes|no (default yes)".into(),
-        "choices" => "<option numbers, e.g. 1,3>".into(),
-        "reason" => line(types::MAX_REASON_CHARS),
+        Header::AllowMultiple => "yes|no (default no)".into(),
+        Header::AllowCustom => "yes|no (default yes)".into(),
+        Header::Choices => "<option numbers, e.g. 1,3>".into(),
+        Header::Reason => line(types::MAX_REASON_CHARS),
         _ => "<value>".into(),
     }
 }

@@ -8,7 +8,7 @@ use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
-use swarm_handoff::protocol::header::Message;
+use swarm_handoff::protocol::header::{Header, Message};
 
 use crate::support::{hq, wait_until, Project, Role, Run, DEADLINE, MESSAGE_DIRS};
 
@@ -62,21 +62,21 @@ impl Msg {
     }
     fn message(&self) -> Message {
         let mut m = Message::default();
-        m.set("id", &self.id);
-        m.set("from", self.from);
-        m.set("to", self.to);
-        m.set("priority", "50");
-        m.set("type", self.ty);
+        m.set(Header::Id, &self.id);
+        m.set(Header::From, self.from);
+        m.set(Header::To, self.to);
+        m.set(Header::Priority, "50");
+        m.set(Header::Type, self.ty);
         match self.ty {
             "git_handoff" => {
-                m.set("role", self.from);
-                m.set("task", self.about);
-                m.set("commit", "0123456789");
+                m.set(Header::Role, self.from);
+                m.set(Header::Task, self.about);
+                m.set(Header::Commit, "0123456789");
             }
-            "note" => m.set("message", self.about),
+            "note" => m.set(Header::Message, self.about),
             _ => {}
         }
-        m.set("created_at", &self.created);
+        m.set(Header::CreatedAt, &self.created);
         m.body = if self.body.is_empty() {
             let payload = match self.ty {
                 "git_handoff" => format!("merge_and_process {} 0123456789", self.from),
@@ -94,12 +94,12 @@ impl Msg {
     /// A delivered copy with the given stamps (enqueued, dequeued, completed).
     fn copy(&self, recipient: &str, stamps: &[&str]) -> String {
         let mut m = self.message();
-        m.set("recipient", recipient);
-        for (name, v) in ["enqueued_at", "dequeued_at", "completed_at"]
+        m.set(Header::Recipient, recipient);
+        for (name, v) in [Header::EnqueuedAt, Header::DequeuedAt, Header::CompletedAt]
             .iter()
             .zip(stamps)
         {
-            m.set(name, *v);
+            m.set(*name, *v);
         }
         m.render()
     }

@@ -64,8 +64,7 @@ fn act(args: &Args) -> Result<Done> {
         .since
         .as_deref()
         .map(|s| crate::views::transcript::parse_time(s, clock::now()).map(|t| t.timestamp()))
-        .transpose()
-        .map_err(Error::bad_input)?;
+        .transpose()?;
     let reindexed = if args.reindex {
         Some(Index::new(&project).reindex()?)
     } else {

@@ -78,7 +78,6 @@ fn filter(args: &Args) -> Result<Filter, Error> {
         s.as_deref()
             .map(|s| transcript::parse_time(s, now))
             .transpose()
-            .map_err(Error::bad_input)
     };
     Ok(Filter {
         role: args.role.clone(),

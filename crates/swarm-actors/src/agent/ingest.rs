@@ -78,37 +78,37 @@ struct Cursor {
 impl Cursor {
     fn render(&self) -> String {
         let mut m = Message::default();
-        m.set("dev", self.dev.to_string());
-        m.set("ino", self.ino.to_string());
-        m.set("head", &self.head);
+        m.set_named("dev", self.dev.to_string());
+        m.set_named("ino", self.ino.to_string());
+        m.set_named("head", &self.head);
         if let Some(t) = &self.tail {
-            m.set("tail", t);
+            m.set_named("tail", t);
         }
-        m.set("offset", self.offset.to_string());
+        m.set_named("offset", self.offset.to_string());
         if let Some((end, seq)) = self.pending {
-            m.set("pending_end", end.to_string());
-            m.set("pending_after_seq", seq.to_string());
+            m.set_named("pending_end", end.to_string());
+            m.set_named("pending_after_seq", seq.to_string());
         }
         if let Some(t) = &self.session_due {
-            m.set("session_due", t);
+            m.set_named("session_due", t);
         }
         m.render()
     }
 
     fn parse(bytes: &[u8]) -> Option<Cursor> {
         let m = Message::parse_bytes(bytes).ok()?;
-        let num = |k: &str| m.get(k).and_then(|v| v.parse::<u64>().ok());
+        let num = |k: &str| m.get_named(k).and_then(|v| v.parse::<u64>().ok());
         Some(Cursor {
             dev: num("dev")?,
             ino: num("ino")?,
-            head: m.get("head")?.to_string(),
-            tail: m.get("tail").map(str::to_string),
+            head: m.get_named("head")?.to_string(),
+            tail: m.get_named("tail").map(str::to_string),
             offset: num("offset")?,
             pending: match (num("pending_end"), num("pending_after_seq")) {
                 (Some(e), Some(s)) => Some((e, s)),
                 _ => None,
             },
-            session_due: m.get("session_due").map(str::to_string),
+            session_due: m.get_named("session_due").map(str::to_string),
         })
     }
 }

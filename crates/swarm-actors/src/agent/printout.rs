@@ -138,8 +138,8 @@ fn clarify(item: &Item) -> Option<Clarify<'_>> {
     Some(Clarify {
         question: item.msg.get(names::QUESTION).unwrap_or(""),
         options: fields::options(&item.msg.body),
-        allow_multiple: fields::flag(&item.msg, "allow_multiple"),
-        allow_custom: fields::flag(&item.msg, "allow_custom"),
+        allow_multiple: fields::flag(&item.msg, crate::protocol::header::Header::AllowMultiple),
+        allow_custom: fields::flag(&item.msg, crate::protocol::header::Header::AllowCustom),
     })
 }
 

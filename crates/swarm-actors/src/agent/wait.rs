@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use crate::agent::queue::{Inbox, Item, Ready};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::protocol::roles::ReceiveMode;
 use crate::sys::watch::DirWatch;
 
@@ -19,13 +19,13 @@ pub const MAX_WAIT_SECS: u64 = 3600;
 const RECHECK: Duration = Duration::from_secs(2);
 
 /// A `--wait` value: whole seconds from 0 to [`MAX_WAIT_SECS`].
-pub fn parse_wait(v: &str) -> std::result::Result<Duration, String> {
+pub fn parse_wait(v: &str) -> Result<Duration> {
     match v.parse::<u64>() {
         Ok(n) if n <= MAX_WAIT_SECS && !v.starts_with('+') => Ok(Duration::from_secs(n)),
-        _ => Err(format!(
+        _ => Err(Error::bad_input(format!(
             "expected whole seconds from 0 to {MAX_WAIT_SECS}; got '{}'",
             crate::text::escape(v)
-        )),
+        ))),
     }
 }
 

@@ -94,7 +94,7 @@ impl Discussion {
     fn from_message(m: &Message, path: &Path) -> Option<Discussion> {
         let opt = |n: &str| record::field(m, n);
         Some(Discussion {
-            id: opt("id")?,
+            id: record::field(m, names::ID)?,
             order: opt("order")?.split(',').map(str::to_string).collect(),
             max_turns: opt("max_turns").and_then(|v| v.parse().ok()),
             opened_at: opt("opened_at")?,
@@ -110,10 +110,10 @@ impl Discussion {
     fn to_message(&self) -> Message {
         let mut m = Message::default();
         m.push(names::ID, &self.id);
-        m.push("order", self.order.join(","));
+        m.push_named("order", self.order.join(","));
         record::push_some(&mut m, "max_turns", self.max_turns.map(|n| n.to_string()));
-        m.push("opened_at", &self.opened_at);
-        m.push("opened_by", &self.opened_by);
+        m.push_named("opened_at", &self.opened_at);
+        m.push_named("opened_by", &self.opened_by);
         record::push_some(&mut m, "closed_at", self.closed_at.as_deref());
         record::push_some(&mut m, "close_reason", self.close_reason.as_deref());
         record::push_some(&mut m, "request", self.request.as_deref());
@@ -386,7 +386,7 @@ pub fn admit(project: &Project, id: &str, msg: &Message) -> std::result::Result<
         Some("cap_reached".to_string())
     } else if msg.kind() == Some(crate::protocol::grammar::MessageType::Close) {
         let why: String = msg
-            .get("reason")
+            .get(names::REASON)
             .unwrap_or("")
             .chars()
             .take(MAX_REASON)

@@ -3,7 +3,7 @@
 //! session activity, discussion turns) is derived from the files, not kept
 //! only in memory.
 
-use crate::protocol::header::Message;
+use crate::protocol::header::{Header, Message};
 use crate::protocol::layout::Worktree;
 use crate::protocol::roles::Roles;
 use crate::protocol::store;
@@ -22,14 +22,14 @@ pub struct Said {
 
 impl Said {
     pub fn from_message(m: &Message) -> Option<Said> {
-        let get = |n: &str| m.get(n).map(str::to_string);
+        let get = |n: Header| m.get(n).map(str::to_string);
         Some(Said {
-            created_at: get("created_at").unwrap_or_default(),
-            id: get("id")?,
-            from: get("from").unwrap_or_default(),
-            kind: get("type").unwrap_or_default(),
-            session: get("session").filter(|s| !s.is_empty()),
-            discussion: get("discussion").filter(|s| !s.is_empty()),
+            created_at: get(Header::CreatedAt).unwrap_or_default(),
+            id: get(Header::Id)?,
+            from: get(Header::From).unwrap_or_default(),
+            kind: get(Header::Type).unwrap_or_default(),
+            session: get(Header::Session).filter(|s| !s.is_empty()),
+            discussion: get(Header::Discussion).filter(|s| !s.is_empty()),
             body: m.body.clone(),
         })
     }

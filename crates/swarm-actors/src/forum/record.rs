@@ -13,14 +13,16 @@ use crate::protocol::header::Message;
 pub const MAX_BYTES: u64 = 64 * 1024;
 
 /// A header's value when present and non-empty.
-pub fn field(m: &Message, name: &str) -> Option<String> {
-    m.get(name).filter(|v| !v.is_empty()).map(str::to_string)
+pub fn field(m: &Message, name: impl AsRef<str>) -> Option<String> {
+    m.get_named(name)
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
 }
 
 /// Writes a header only when it has a value: the counterpart of `field`.
-pub fn push_some(m: &mut Message, name: &str, value: Option<impl Into<String>>) {
+pub fn push_some(m: &mut Message, name: impl AsRef<str>, value: Option<impl Into<String>>) {
     if let Some(v) = value {
-        m.push(name, v);
+        m.push_named(name, v);
     }
 }
 

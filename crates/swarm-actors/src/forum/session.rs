@@ -47,8 +47,8 @@ impl Session {
     fn from_message(m: &Message, path: &Path) -> Option<Session> {
         let opt = |n: &str| record::field(m, n);
         Some(Session {
-            id: opt("id")?,
-            title: opt("title"),
+            id: record::field(m, names::ID)?,
+            title: record::field(m, names::TITLE),
             started_at: opt("started_at")?,
             started_by: opt("started_by").unwrap_or_default(),
             closed_at: opt("closed_at"),
@@ -62,9 +62,9 @@ impl Session {
     fn to_message(&self) -> Message {
         let mut m = Message::default();
         m.push(names::ID, &self.id);
-        record::push_some(&mut m, "title", self.title.as_deref());
-        m.push("started_at", &self.started_at);
-        m.push("started_by", &self.started_by);
+        record::push_some(&mut m, names::TITLE, self.title.as_deref());
+        m.push_named("started_at", &self.started_at);
+        m.push_named("started_by", &self.started_by);
         record::push_some(&mut m, "closed_at", self.closed_at.as_deref());
         record::push_some(&mut m, "close_reason", self.close_reason.as_deref());
         record::push_some(&mut m, "request", self.request.as_deref());

@@ -35,7 +35,7 @@ use crate::error::{Error, Result};
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::grammar;
-use crate::protocol::header::Message;
+use crate::protocol::header::{Header, Message};
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::pending_approval::{self, Problem};
 use crate::protocol::rejected_tasks;
@@ -131,7 +131,7 @@ pub fn held_in(held: &Path, max_bytes: u64) -> Vec<Held> {
             continue;
         };
         let path = e.path.clone();
-        let get = |h: &str| m.get(h).unwrap_or_default().to_string();
+        let get = |h: Header| m.get(h).unwrap_or_default().to_string();
         let age_s = e
             .metadata()
             .and_then(|md| md.modified())
@@ -148,10 +148,10 @@ pub fn held_in(held: &Path, max_bytes: u64) -> Vec<Held> {
             sha256: gate::fingerprint(&m),
             text: rendered[..end].to_string(),
             truncated,
-            id: get("id"),
-            from: get("from"),
-            to: get("to"),
-            kind: get("type"),
+            id: get(Header::Id),
+            from: get(Header::From),
+            to: get(Header::To),
+            kind: get(Header::Type),
             title: m.get(names::TITLE).map(str::to_string),
             reviews: pending_approval::reviews(&path),
             path,

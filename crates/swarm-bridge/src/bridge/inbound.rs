@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use super::Settings;
 use crate::error::Error;
 use crate::fsx;
-use crate::protocol::commit_id::CommitId;
+use crate::protocol::commit_id::{CommitId, NotACommitId};
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::layout::Worktree;
@@ -218,8 +218,8 @@ fn spooled(relay: &Worktree, name: &str) -> bool {
 #[derive(Debug, thiserror::Error)]
 enum MissingCommit {
     /// The copy names no [`CommitId`] (the text as it came, escaped).
-    #[error("commit '{}' is not a commit id", crate::text::escape(.0))]
-    NotACommitId(String),
+    #[error("{}", .0.in_commit_header())]
+    NotACommitId(NotACommitId),
     #[error("commit {commit} is not in {} and swarm.yaml names no git_remote to fetch it from", root.display())]
     NoRemote { commit: CommitId, root: PathBuf },
     #[error("commit {commit} is not in {} and cannot be fetched from git remote {remote} ({why}); the item waits until it can", root.display())]
@@ -235,7 +235,7 @@ enum MissingCommit {
 /// `git_remote` when it is not.
 fn have_commit(s: &Settings, msg: &Message) -> Result<(), MissingCommit> {
     let given = msg.get(names::COMMIT).unwrap_or("");
-    let commit = CommitId::parse(given).map_err(|e| MissingCommit::NotACommitId(e.0))?;
+    let commit = CommitId::parse(given).map_err(MissingCommit::NotACommitId)?;
     let root = &s.project.root;
     let peeled = commit.peeled();
     let probe = ["rev-parse", "--verify", "-q", &peeled];

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use super::{Log, Refused, Settings};
 use crate::error::Error;
 use crate::fsx;
+use crate::protocol::commit_id::CommitId;
 use crate::protocol::grammar;
 use crate::protocol::header::Message;
 use crate::protocol::layout::Worktree;
@@ -137,17 +138,14 @@ pub fn push_commit(s: &Settings, o: &Outgoing) -> Result<(), Error> {
     let (Some(commit), Some(remote)) = (&o.commit, &s.config.git_remote) else {
         return Ok(());
     };
+    // The one rule, as the inbound side applies it: an id that is none
+    // waits with the same words and never reaches git.
+    let commit = CommitId::parse(commit).map_err(|e| Error::process(e.in_commit_header()))?;
     let root = &s.project.root;
-    let full = git::stdout(
-        root,
-        &[
-            "rev-parse",
-            "--verify",
-            "-q",
-            &format!("{commit}^{{commit}}"),
-        ],
-    )
-    .map_err(|e| Error::process(format!("commit {commit} is not in {}: {e}", root.display())))?;
+    let full =
+        git::stdout(root, &["rev-parse", "--verify", "-q", &commit.peeled()]).map_err(|e| {
+            Error::process(format!("commit {commit} is not in {}: {e}", root.display()))
+        })?;
     git::stdout(
         root,
         &[
@@ -177,5 +175,48 @@ pub fn mark_sent(o: &Outgoing) -> std::io::Result<PathBuf> {
             Some(p) => Ok(p.to_path_buf()),
             None => Err(e),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::config::Config;
+    use crate::protocol::layout::Project;
+
+    /// A copy whose `commit` is no commit id (a hand-planted file: the
+    /// daemon's checks refuse one) waits with the inbound side's words and
+    /// never reaches git, where it once went as `<text>^{commit}`.
+    #[test]
+    fn a_commit_that_is_no_commit_id_waits_with_the_inbound_words() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().to_path_buf();
+        let config =
+            Config::parse("hosts: [a, b]\nbridge: nats://127.0.0.1:1\ngit_remote: origin\n")
+                .unwrap();
+        let s = Settings {
+            project: Project::new(&root),
+            config,
+            host: "a".into(),
+            url: "nats://127.0.0.1:1".into(),
+        };
+        let long = "a".repeat(65);
+        for bad in ["--output=x", "HEAD~1", "abcd^{tree}", "", &long] {
+            let o = Outgoing {
+                path: root.join("x.handoff"),
+                name: "x.handoff".into(),
+                role: "pong".into(),
+                host: "b".into(),
+                msg_id: "i:pong".into(),
+                bytes: Vec::new(),
+                commit: Some(bad.to_string()),
+                id: "i".into(),
+                proxy: Worktree::new(root.join("proxy")),
+                approval: None,
+            };
+            let e = push_commit(&s, &o).unwrap_err().to_string();
+            let want = format!("commit '{}' is not a commit id", crate::text::escape(bad));
+            assert!(e.contains(&want), "{bad:?}: {e}");
+        }
     }
 }

@@ -374,8 +374,7 @@ mod tests {
             headers: msg("").headers.to_vec(),
             body: "x".into(),
         };
-        m2.headers.retain(|(k, _)| k != "to");
-        m2.headers.push(("to".into(), "all".into()));
+        m2.set(crate::protocol::header::Header::To, "all");
         let e = check(&delivered, &format!("sent/{NAME}"), &m2).unwrap_err();
         assert!(e.0.contains("the line's to is 'pong'"), "{e}");
         let e = check(

@@ -22,6 +22,7 @@ use std::path::Path;
 
 use crate::daemon::journal::Journal;
 use crate::daemon::wake::Waker;
+use crate::error::Result;
 use crate::protocol::config::Config;
 use crate::protocol::header::Message;
 use crate::protocol::layout::Project;
@@ -79,9 +80,10 @@ pub trait Feature: Send {
         Admission::Admit
     }
     /// Every copy of `msg` is durable; its original has not moved to `sent/`
-    /// yet. `Err(reason)`: the original waits in the outbox (deferred), so
-    /// what is recorded here is never missing for a sent message.
-    fn before_sent(&mut self, _: &Duties, _: &Message) -> Result<(), String> {
+    /// yet. `Err(why)`: the original waits in the outbox (deferred, with
+    /// the error's text), so what is recorded here is never missing for a
+    /// sent message.
+    fn before_sent(&mut self, _: &Duties, _: &Message) -> Result<()> {
         Ok(())
     }
     /// The original of `msg` is durable in `sent/` at `sent_path`; called
@@ -151,7 +153,7 @@ impl Feature for Features {
             .find(|a| *a != Admission::Admit)
             .unwrap_or(Admission::Admit)
     }
-    fn before_sent(&mut self, d: &Duties, msg: &Message) -> Result<(), String> {
+    fn before_sent(&mut self, d: &Duties, msg: &Message) -> Result<()> {
         self.0.iter_mut().try_for_each(|f| f.before_sent(d, msg))
     }
     fn delivered(&mut self, d: &Duties, msg: &Message, sent_path: &Path) {
@@ -228,9 +230,9 @@ mod tests {
             self.say("admit");
             (self.admission)()
         }
-        fn before_sent(&mut self, _: &Duties, _: &Message) -> Result<(), String> {
+        fn before_sent(&mut self, _: &Duties, _: &Message) -> Result<()> {
             self.say("before_sent");
-            self.record.map_err(str::to_string)
+            self.record.map_err(crate::error::Error::process)
         }
         fn after_pass(&mut self, _: &Duties, _: Pass) -> bool {
             self.say("after_pass");
@@ -279,7 +281,7 @@ mod tests {
             fs.resume(d);
             assert_eq!(fs.refuse(d, msg), None);
             assert_eq!(fs.admit(d, msg), Admission::Admit);
-            assert_eq!(fs.before_sent(d, msg), Ok(()));
+            assert!(fs.before_sent(d, msg).is_ok());
         });
         assert_eq!(
             said(&log),
@@ -313,7 +315,7 @@ mod tests {
         with_duties(|d, msg| {
             assert_eq!(fs.refuse(d, msg).as_deref(), Some("no seat"));
             assert_eq!(fs.admit(d, msg), Admission::Wait("a turn".into()));
-            assert_eq!(fs.before_sent(d, msg), Err("disk full".into()));
+            assert_eq!(fs.before_sent(d, msg).unwrap_err().to_string(), "disk full");
         });
         assert_eq!(said(&log), ["a refuse", "a admit", "a before_sent"]);
     }
@@ -344,7 +346,7 @@ mod tests {
         with_duties(|d, msg| {
             assert_eq!(fs.refuse(d, msg), None);
             assert_eq!(fs.admit(d, msg), Admission::Admit);
-            assert_eq!(fs.before_sent(d, msg), Ok(()));
+            assert!(fs.before_sent(d, msg).is_ok());
             assert!(!fs.poll(d));
         });
         assert!(fs.off_loop().is_none());

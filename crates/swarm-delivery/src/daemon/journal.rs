@@ -200,8 +200,8 @@ pub struct Stamps {
 impl Stamps {
     /// The four stamps of a copy's file; one that is not a time is null.
     pub fn of(m: &crate::protocol::header::Message) -> Stamps {
-        use crate::protocol::header::names;
-        let at = |n: &str| m.get(n).and_then(clock::parse).map(clock::iso);
+        use crate::protocol::header::{names, Header};
+        let at = |n: Header| m.get(n).and_then(clock::parse).map(clock::iso);
         Stamps {
             created_at: at(names::CREATED_AT),
             enqueued_at: at(names::ENQUEUED_AT),

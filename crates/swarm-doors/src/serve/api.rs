@@ -20,6 +20,7 @@ use crate::person::answer;
 use crate::protocol::clock;
 use crate::protocol::draft;
 use crate::protocol::grammar;
+use crate::protocol::header::Header;
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
 use crate::views::{audit, receipts, status};
@@ -412,14 +413,14 @@ fn header_name(s: &str) -> bool {
 }
 
 /// The header order of a composed draft; other fields follow by name.
-const FIELD_ORDER: &[&str] = &[
-    "type",
-    "to",
-    "cc",
-    "priority",
-    "in_reply_to",
-    "subject",
-    "message",
+const FIELD_ORDER: &[Header] = &[
+    Header::Type,
+    Header::To,
+    Header::Cc,
+    Header::Priority,
+    Header::InReplyTo,
+    Header::Subject,
+    Header::Message,
 ];
 
 /// The draft the compose form's fields spell: one header per non-empty
@@ -430,7 +431,7 @@ fn compose(fields: &serde_json::Map<String, Value>) -> std::result::Result<Strin
         (
             FIELD_ORDER
                 .iter()
-                .position(|o| o == k)
+                .position(|o| o == k.as_str())
                 .unwrap_or(usize::MAX),
             k.to_string(),
         )

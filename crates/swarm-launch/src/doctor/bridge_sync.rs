@@ -13,21 +13,21 @@ use super::{Context, Finding};
 const MAX_VARZ_BYTES: u64 = 1024 * 1024;
 const TIMEOUT: Duration = Duration::from_secs(3);
 
-fn varz(url: &str) -> Result<serde_json::Value, String> {
+fn varz(url: &str) -> crate::error::Result<serde_json::Value> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(TIMEOUT))
         .max_redirects(0)
         .user_agent("swarm-handoff doctor")
         .build()
         .into();
-    let mut resp = agent.get(url).call().map_err(|e| e.to_string())?;
+    let mut resp = agent.get(url).call().map_err(crate::Error::process)?;
     let text = resp
         .body_mut()
         .with_config()
         .limit(MAX_VARZ_BYTES)
         .read_to_string()
-        .map_err(|e| e.to_string())?;
-    serde_json::from_str(&text).map_err(|e| format!("not JSON: {e}"))
+        .map_err(crate::Error::process)?;
+    serde_json::from_str(&text).map_err(|e| crate::Error::process(format!("not JSON: {e}")))
 }
 
 /// `BRIDGE_SYNC_INTERVAL` when the server says it does not sync every

@@ -67,8 +67,9 @@ pub struct Context {
     /// `swarm.yaml`; every default when it does not load (see `config_error`).
     pub config: Config,
     pub config_error: Option<crate::Error>,
-    /// The plan from `swarm.yaml` / `swarmforge.conf`, or why it failed.
-    pub plan: std::result::Result<Plan, String>,
+    /// The plan from `swarm.yaml` / `swarmforge.conf`, or why it failed
+    /// (when the config failed, the same text: `config_error` reports it).
+    pub plan: std::result::Result<Plan, crate::Error>,
 }
 
 impl Context {
@@ -83,10 +84,10 @@ impl Context {
         let (config, config_error, plan) = match Config::load_with_text(&project.config_file()) {
             Ok((c, text)) => {
                 let plan = Plan::from_loaded(project.clone(), c.clone(), &text);
-                (c, None, plan.map_err(|e| e.to_string()))
+                (c, None, plan)
             }
             Err(e) => {
-                let why = e.to_string();
+                let why = crate::Error::bad_input(&e);
                 (Config::default(), Some(e), Err(why))
             }
         };

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::launch::repo::git;
+use crate::protocol::commit_id::CommitId;
 
 /// The per-worktree ref a pinned worktree is checked out on.
 pub const WORKTREE_REF: &str = "refs/worktree/swarmforge";
@@ -306,8 +307,8 @@ pub fn rescue_orphans(root: &Path) -> Result<Vec<String>> {
         let Some(at) = crate::fsx::read_bounded(&wt_dir.join(WORKTREE_REF), 4096)
             .ok()
             .and_then(|b| String::from_utf8(b).ok())
-            .map(|s| s.trim().to_string())
-            .filter(|s| s.len() >= 40 && s.chars().all(|c| c.is_ascii_hexdigit()))
+            .and_then(|s| CommitId::parse(s.trim()).ok())
+            .filter(CommitId::is_full)
         else {
             continue;
         };
@@ -459,5 +460,25 @@ mod tests {
         run(&root, &["worktree", "prune"]);
         assert_eq!(run(&root, &["rev-parse", "swarmforge-a"]), at);
         assert!(rescue_orphans(&root).unwrap().is_empty());
+    }
+
+    /// The commit a gone worktree's ref file names is taken by the one rule
+    /// (a full `CommitId`): anything else is left alone, never handed to
+    /// `git update-ref`, and the rescue of the other branches goes on.
+    #[test]
+    fn a_worktree_ref_that_is_no_full_commit_id_is_left_alone() {
+        let (_d, root, wt) = repo();
+        pin(&root, &wt, "swarmforge-a").unwrap();
+        std::fs::remove_dir_all(&wt).unwrap();
+        let file = root.join(".git/worktrees/a").join(WORKTREE_REF);
+        for bad in [
+            "a".repeat(65),
+            "HEAD~1".into(),
+            "abcdef0".into(),
+            "--output=x".into(),
+        ] {
+            std::fs::write(&file, format!("{bad}\n")).unwrap();
+            assert!(rescue_orphans(&root).unwrap().is_empty(), "{bad}");
+        }
     }
 }

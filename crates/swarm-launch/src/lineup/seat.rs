@@ -62,8 +62,8 @@ impl Feature for SeatRequests {
     }
 
     /// A seat request is recorded before it counts as sent.
-    fn before_sent(&mut self, duties: &Duties, msg: &Message) -> Result<(), String> {
-        queue(duties.project, msg).map_err(|e| format!("{}: {e}", dir(duties.project).display()))
+    fn before_sent(&mut self, duties: &Duties, msg: &Message) -> crate::error::Result<()> {
+        queue(duties.project, msg).map_err(|e| crate::error::Error::io(dir(duties.project), e))
     }
 
     fn after_delivered(&mut self, duties: &Duties, msg: &Message) {
@@ -100,11 +100,11 @@ enum Ask {
 
 impl Ask {
     fn of(msg: &Message) -> Option<Ask> {
-        let role = msg.get("seat_role")?.to_string();
-        match msg.get("seat")? {
+        let role = msg.get(names::SEAT_ROLE)?.to_string();
+        match msg.get(names::SEAT)? {
             "add" => Some(Ask::Add {
                 role,
-                definition: msg.get("definition")?.to_string(),
+                definition: msg.get(names::DEFINITION)?.to_string(),
             }),
             "remove" => Some(Ask::Remove {
                 role,

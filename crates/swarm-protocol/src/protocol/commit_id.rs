@@ -14,7 +14,15 @@
 //! - a held handoff's commits are snapshotted only when git could take them
 //!   as an abbreviation, [`MIN_ABBREV`] digits or more
 //!   ([`CommitId::is_abbrev`]);
-//! - the bridge takes a peer's commit as it is (1 to 64 digits) and asks git.
+//! - a ref git wrote itself (a worktree's `refs/worktree/swarmforge`) is
+//!   taken only as a full object name, [`FULL_LEN`] digits or more
+//!   ([`CommitId::is_full`]);
+//! - the bridge takes a peer's commit as it is (1 to 64 digits) and asks
+//!   git, and pushes its own the same way: one that is no `CommitId` waits
+//!   with the same words both ways ([`NotACommitId::in_commit_header`]).
+//!
+//! No other text reaches git as a commit: a check of a commit id anywhere
+//! is `CommitId::parse` and, at most, one of these.
 
 use std::fmt;
 
@@ -27,6 +35,9 @@ pub const HANDOFF_LEN: usize = 10;
 /// git's shortest abbreviation of an object name (`core.abbrev`'s minimum).
 pub const MIN_ABBREV: usize = 4;
 
+/// A full SHA-1 object name (a SHA-256 one is [`MAX_LEN`]).
+pub const FULL_LEN: usize = 40;
+
 /// 1 to [`MAX_LEN`] hex digits, as written (the case is kept).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CommitId(String);
@@ -35,6 +46,17 @@ pub struct CommitId(String);
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("'{}' is not a commit id (1 to {MAX_LEN} hexadecimal digits)", crate::text::escape(.0))]
 pub struct NotACommitId(pub String);
+
+impl NotACommitId {
+    /// The refusal of a message whose `commit` header is no commit id, in
+    /// the same words wherever one is met (the bridge, both ways).
+    pub fn in_commit_header(&self) -> String {
+        format!(
+            "commit '{}' is not a commit id",
+            crate::text::escape(&self.0)
+        )
+    }
+}
 
 impl CommitId {
     /// The one rule (see the module doc).
@@ -54,6 +76,11 @@ impl CommitId {
     /// Long enough for git to take as an abbreviation ([`MIN_ABBREV`]).
     pub fn is_abbrev(&self) -> bool {
         self.0.len() >= MIN_ABBREV
+    }
+
+    /// A full object name, SHA-1 or SHA-256 ([`FULL_LEN`] digits or more).
+    pub fn is_full(&self) -> bool {
+        self.0.len() >= FULL_LEN
     }
 
     pub fn as_str(&self) -> &str {
@@ -128,6 +155,10 @@ mod tests {
         assert!(c("0123456789").is_handoff());
         assert!(!c("012345678").is_handoff() && !c("0123456789a").is_handoff());
         assert!(c("abcd").is_abbrev() && !c("abc").is_abbrev());
+        assert!(c(&"a".repeat(40)).is_full() && c(&"a".repeat(64)).is_full());
+        assert!(!c(&"a".repeat(39)).is_full());
+        let e = CommitId::parse("--x").unwrap_err();
+        assert_eq!(e.in_commit_header(), "commit '--x' is not a commit id");
         assert_eq!(c("abcd").peeled(), "abcd^{commit}");
         assert_eq!(c("abcd").to_string(), "abcd");
         assert_eq!("abcd".parse::<CommitId>(), Ok(c("abcd")));

@@ -16,14 +16,15 @@ use crate::protocol::lineup::{definitions, state};
 impl Config {
     /// swarm.yaml's text as a checked config (definitions resolved; the
     /// lineup's changes not merged: that needs the project, see `load`).
-    pub fn parse(text: &str) -> std::result::Result<Config, String> {
+    /// The problem is [`Error::BadInput`] with the check's own text (src/cli
+    /// and the tests read it); `load` names the file around it.
+    pub fn parse(text: &str) -> Result<Config> {
         if text.trim().is_empty() {
             return Ok(Config::default());
         }
-        // The texts are the contract here (src/cli and the tests read them).
-        let mut c = Config::from_text(text).map_err(|e| e.to_string())?;
-        definitions::resolve(&mut c, text).map_err(|e| e.to_string())?;
-        c.check().map_err(|e| e.to_string())?;
+        let mut c = Config::from_text(text).map_err(Error::bad_input)?;
+        definitions::resolve(&mut c, text).map_err(Error::bad_input)?;
+        c.check().map_err(Error::bad_input)?;
         Ok(c)
     }
 

@@ -164,7 +164,7 @@ fn reply_text(m: &Message) -> String {
     }
     [names::MESSAGE, names::SUBJECT, names::TITLE]
         .iter()
-        .find_map(|h| m.get(h))
+        .find_map(|h| m.get(*h))
         .unwrap_or("")
         .trim()
         .to_string()

@@ -13,11 +13,11 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::protocol::header::{names, Message};
+use crate::protocol::header::{names, Header, Message};
 
 /// Headers left out of the digest: written on a copy after delivery, or by
 /// delivery itself, so an original and its copies share one digest.
-pub const UNBOUND: [&str; 5] = [
+pub const UNBOUND: [Header; 5] = [
     names::RECIPIENT,
     names::ENQUEUED_AT,
     names::DEQUEUED_AT,

@@ -2,6 +2,7 @@
 //! error is collected with its line number, in SwarmForge's words and order.
 
 use crate::protocol::fields::blank;
+use crate::protocol::header::Header;
 use crate::protocol::types;
 use crate::text::{escape, is_control};
 
@@ -136,7 +137,7 @@ pub fn parse(text: &str) -> Draft {
                 .push(format!("Line {n}: unknown header '{shown}'."));
             continue;
         }
-        let repeatable = crate::protocol::header::REPEATABLE.contains(&field);
+        let repeatable = crate::protocol::header::repeatable(field);
         if !repeatable && d.fields.iter().any(|(f, _)| f == field) {
             d.errors
                 .push(format!("Line {n}: duplicate header '{field}'."));
@@ -163,7 +164,13 @@ pub fn parse(text: &str) -> Draft {
 
 impl Draft {
     /// The first value of a field.
-    pub fn get(&self, name: &str) -> Option<&str> {
+    pub fn get(&self, h: Header) -> Option<&str> {
+        self.get_named(h.as_str())
+    }
+
+    /// The first value of a field named by data.
+    pub fn get_named(&self, name: impl AsRef<str>) -> Option<&str> {
+        let name = name.as_ref();
         self.fields
             .iter()
             .find(|(n, _)| n == name)
@@ -171,17 +178,23 @@ impl Draft {
     }
 
     /// Every value of a (repeatable) field, in draft order.
-    pub fn get_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    pub fn get_all(&self, h: Header) -> impl Iterator<Item = &str> + '_ {
         self.fields
             .iter()
-            .filter(move |(n, _)| n == name)
+            .filter(move |(n, _)| n == h.as_str())
             .map(|(_, v)| v.as_str())
+    }
+
+    /// Adds a field (the sender's own filling of a draft, such as the
+    /// `commit` a `git_handoff` draft left out).
+    pub fn push(&mut self, h: Header, value: impl Into<String>) {
+        self.fields.push((h.as_str().to_string(), value.into()));
     }
 }
 
 impl crate::protocol::fields::Fields for Draft {
     fn field(&self, name: &str) -> Option<&str> {
-        self.get(name)
+        self.get_named(name)
     }
     fn names(&self) -> Vec<&str> {
         self.fields.iter().map(|(n, _)| n.as_str()).collect()
@@ -259,7 +272,9 @@ mod tests {
         #[test]
         fn never_panics_on_text(text in "(type|to|priority|task|commit|message|id|x)?(: )?[ -~\\t\\r\\n]{0,60}") {
             let d = parse(&text);
-            let _ = rules::validate(&d.fields, &|r| r == "a", &mut |_| Err("x".into()));
+            let _ = rules::validate(&d.fields, &|r| r == "a", &mut |c| {
+                Err(crate::protocol::gitcheck::CommitRefused::NotOne { commit: c.clone(), matched: 0 })
+            });
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::protocol::grammar;
 use crate::protocol::header::names;
-use crate::protocol::header::Message;
+use crate::protocol::header::{Header, Message};
 
 /// Header lookup used by the validator: a draft (first value wins) or a parsed file.
 pub trait Fields {
@@ -30,7 +30,7 @@ impl Fields for Vec<(String, String)> {
 
 impl Fields for Message {
     fn field(&self, name: &str) -> Option<&str> {
-        self.get(name)
+        self.get_named(name)
     }
     fn names(&self) -> Vec<&str> {
         self.headers.iter().map(|(n, _)| n.as_str()).collect()
@@ -63,9 +63,9 @@ pub fn yes_no(v: &str) -> Option<bool> {
 }
 
 /// A clarify's `allow_multiple` (default no) or `allow_custom` (default yes).
-pub fn flag(f: &impl Fields, name: &str) -> bool {
-    let default = name == "allow_custom";
-    f.field(name).and_then(yes_no).unwrap_or(default)
+pub fn flag(f: &impl Fields, h: Header) -> bool {
+    let default = h == Header::AllowCustom;
+    f.field(h.as_str()).and_then(yes_no).unwrap_or(default)
 }
 
 /// A clarify's options: the non-blank body lines, trimmed.

@@ -11,68 +11,208 @@
 use crate::text::{body_control, escape, is_control};
 use std::fmt;
 
-/// Every header name the tools read or write, spelled once. Code outside
-/// the protocol layer names a header through these (or through the typed
-/// accessors of [`Message`]), never as a string literal, so a header's name
-/// and its readers cannot drift apart.
-pub mod names {
-    pub const ID: &str = "id";
-    pub const FROM: &str = "from";
-    pub const TO: &str = "to";
-    pub const CC: &str = "cc";
-    pub const MENTIONS: &str = "mentions";
+/// Declares [`Header`], the closed set of header names, each spelled once.
+macro_rules! header_set {
+    ($($(#[$doc:meta])* $v:ident = $s:literal,)*) => {
+        /// Every header name the tools read or write, spelled once: the
+        /// header set. [`Message`] and `Draft` take a `Header`, not a string,
+        /// so code outside the protocol crate cannot name a header by a
+        /// string literal, and a header's name and its readers cannot drift
+        /// apart. A name that comes from a file or an agent becomes a
+        /// `Header` through [`Header::parse`] (`None`: a header no tool
+        /// knows, which a file may carry and rendering keeps).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Header {
+            $($(#[$doc])* $v,)*
+        }
+
+        impl Header {
+            /// Every header, in declaration order.
+            pub const ALL: &'static [Header] = &[$(Header::$v,)*];
+
+            /// The name as written in a file.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(Header::$v => $s,)*
+                }
+            }
+        }
+    };
+}
+
+header_set! {
+    Id = "id",
+    From = "from",
+    To = "to",
+    Cc = "cc",
+    Mentions = "mentions",
     /// The role a delivered copy is for (written by the daemon).
-    pub const RECIPIENT: &str = "recipient";
-    pub const PRIORITY: &str = "priority";
-    pub const TYPE: &str = "type";
-    pub const ROLE: &str = "role";
-    pub const TASK: &str = "task";
-    pub const COMMIT: &str = "commit";
-    pub const MESSAGE: &str = "message";
-    pub const SUBJECT: &str = "subject";
-    pub const TITLE: &str = "title";
-    pub const QUESTION: &str = "question";
-    pub const CHOICES: &str = "choices";
-    pub const REACTION: &str = "reaction";
-    pub const IN_REPLY_TO: &str = "in_reply_to";
-    pub const THREAD: &str = "thread";
-    pub const SESSION: &str = "session";
-    pub const DISCUSSION: &str = "discussion";
-    pub const ARTIFACT: &str = "artifact";
-    pub const HOP: &str = "hop";
-    pub const WAKE: &str = "wake";
-    /// Why a discussion was closed.
-    pub const REASON: &str = "reason";
+    Recipient = "recipient",
+    Priority = "priority",
+    Type = "type",
+    Role = "role",
+    Task = "task",
+    Commit = "commit",
+    Message = "message",
+    Subject = "subject",
+    Title = "title",
+    Question = "question",
+    /// A clarify's: whether several options may be chosen.
+    AllowMultiple = "allow_multiple",
+    /// A clarify's: whether an answer of one's own is allowed.
+    AllowCustom = "allow_custom",
+    Choices = "choices",
+    Reaction = "reaction",
+    InReplyTo = "in_reply_to",
+    Thread = "thread",
+    Session = "session",
+    Discussion = "discussion",
+    Artifact = "artifact",
+    Hop = "hop",
+    Wake = "wake",
+    /// Why a discussion was closed, or why a seat is asked for.
+    Reason = "reason",
     /// Why an item failed (`swarm run-api`).
-    pub const FAILED: &str = "failed";
-    pub const CREATED_AT: &str = "created_at";
-    pub const ENQUEUED_AT: &str = "enqueued_at";
-    pub const DEQUEUED_AT: &str = "dequeued_at";
-    pub const COMPLETED_AT: &str = "completed_at";
+    Failed = "failed",
+    CreatedAt = "created_at",
+    EnqueuedAt = "enqueued_at",
+    DequeuedAt = "dequeued_at",
+    CompletedAt = "completed_at",
     /// The thread's W3C trace id (telemetry::trace).
-    pub const TRACE_ID: &str = "trace_id";
+    TraceId = "trace_id",
+    /// The task a held handoff belongs to, as upstream writes it (before
+    /// `task`; rejected_tasks).
+    TaskId = "task_id",
+    /// A held handoff's base commit (rejected_tasks).
+    TaskBaseCommit = "task_base_commit",
+    /// The header naming a card's type (upstream's New Task note carries it).
+    CardType = "card_type",
+    /// How a card's `git_handoff` moves it (upstream's reserved header).
+    DeliveryKind = "delivery_kind",
+    /// The cards one `git_handoff` carries besides its `task`, as an EDN
+    /// vector (`["a" "b"]`): a batch role's one result for several cards.
+    BatchTaskIds = "batch_task_ids",
+    /// The header marking a merge-only copy (upstream's name, hyphen and
+    /// all: docs/swarmforge-compat.md §4).
+    NonForwarding = "non-forwarding",
+    /// A seat request's seat (`add` or `remove`).
+    Seat = "seat",
+    /// A seat request's role.
+    SeatRole = "seat_role",
+    /// A seat request's agent definition.
+    Definition = "definition",
+}
+
+impl Header {
+    /// The known header of this name; `None` for one no tool knows.
+    pub fn parse(name: &str) -> Option<Header> {
+        Header::ALL.iter().copied().find(|h| h.as_str() == name)
+    }
+}
+
+impl fmt::Display for Header {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl AsRef<str> for Header {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl PartialEq<str> for Header {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<Header> for str {
+    fn eq(&self, other: &Header) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl PartialEq<Header> for String {
+    fn eq(&self, other: &Header) -> bool {
+        self == other.as_str()
+    }
+}
+
+/// The headers of [`Header`] under the names the code has always used
+/// (`names::IN_REPLY_TO` is `Header::InReplyTo`).
+pub mod names {
+    use super::Header;
+    pub const ID: Header = Header::Id;
+    pub const FROM: Header = Header::From;
+    pub const TO: Header = Header::To;
+    pub const CC: Header = Header::Cc;
+    pub const MENTIONS: Header = Header::Mentions;
+    pub const RECIPIENT: Header = Header::Recipient;
+    pub const PRIORITY: Header = Header::Priority;
+    pub const TYPE: Header = Header::Type;
+    pub const ROLE: Header = Header::Role;
+    pub const TASK: Header = Header::Task;
+    pub const COMMIT: Header = Header::Commit;
+    pub const MESSAGE: Header = Header::Message;
+    pub const SUBJECT: Header = Header::Subject;
+    pub const TITLE: Header = Header::Title;
+    pub const QUESTION: Header = Header::Question;
+    pub const ALLOW_MULTIPLE: Header = Header::AllowMultiple;
+    pub const ALLOW_CUSTOM: Header = Header::AllowCustom;
+    pub const CHOICES: Header = Header::Choices;
+    pub const REACTION: Header = Header::Reaction;
+    pub const IN_REPLY_TO: Header = Header::InReplyTo;
+    pub const THREAD: Header = Header::Thread;
+    pub const SESSION: Header = Header::Session;
+    pub const DISCUSSION: Header = Header::Discussion;
+    pub const ARTIFACT: Header = Header::Artifact;
+    pub const HOP: Header = Header::Hop;
+    pub const WAKE: Header = Header::Wake;
+    pub const REASON: Header = Header::Reason;
+    pub const FAILED: Header = Header::Failed;
+    pub const CREATED_AT: Header = Header::CreatedAt;
+    pub const ENQUEUED_AT: Header = Header::EnqueuedAt;
+    pub const DEQUEUED_AT: Header = Header::DequeuedAt;
+    pub const COMPLETED_AT: Header = Header::CompletedAt;
+    pub const TRACE_ID: Header = Header::TraceId;
+    pub const TASK_ID: Header = Header::TaskId;
+    pub const TASK_BASE_COMMIT: Header = Header::TaskBaseCommit;
+    pub const CARD_TYPE: Header = Header::CardType;
+    pub const DELIVERY_KIND: Header = Header::DeliveryKind;
+    pub const BATCH_TASK_IDS: Header = Header::BatchTaskIds;
+    pub const NON_FORWARDING: Header = Header::NonForwarding;
+    pub const SEAT: Header = Header::Seat;
+    pub const SEAT_ROLE: Header = Header::SeatRole;
+    pub const DEFINITION: Header = Header::Definition;
 }
 
 /// Headers rendered first, in this order (docs/protocol.md §5.2).
-pub const ORDER: &[&str] = &[
-    names::ID,
-    names::FROM,
-    names::TO,
-    names::RECIPIENT,
-    names::PRIORITY,
-    names::TYPE,
-    names::ROLE,
-    names::TASK,
-    names::COMMIT,
-    names::MESSAGE,
-    names::CREATED_AT,
-    names::ENQUEUED_AT,
-    names::DEQUEUED_AT,
-    names::COMPLETED_AT,
+pub const ORDER: &[Header] = &[
+    Header::Id,
+    Header::From,
+    Header::To,
+    Header::Recipient,
+    Header::Priority,
+    Header::Type,
+    Header::Role,
+    Header::Task,
+    Header::Commit,
+    Header::Message,
+    Header::CreatedAt,
+    Header::EnqueuedAt,
+    Header::DequeuedAt,
+    Header::CompletedAt,
 ];
 
 /// The one header that may repeat (docs/message-model.md, "Artifacts").
-pub const REPEATABLE: &[&str] = &[names::ARTIFACT];
+pub const REPEATABLE: &[Header] = &[Header::Artifact];
+
+/// Whether a header of this name may repeat.
+pub fn repeatable(name: &str) -> bool {
+    REPEATABLE.iter().any(|h| h.as_str() == name)
+}
 
 /// The life stamps of a copy: created by the sender, enqueued by the
 /// daemon, dequeued and completed by the recipient's helpers.
@@ -85,7 +225,7 @@ pub enum Stamp {
 }
 
 impl Stamp {
-    pub const fn header(self) -> &'static str {
+    pub const fn header(self) -> Header {
         match self {
             Stamp::Created => names::CREATED_AT,
             Stamp::Enqueued => names::ENQUEUED_AT,
@@ -282,23 +422,36 @@ impl Message {
         self.set(s.header(), value)
     }
 
-    pub fn get(&self, name: &str) -> Option<&str> {
+    pub fn get(&self, h: Header) -> Option<&str> {
+        self.get_named(h.as_str())
+    }
+
+    /// The first value of a header named by data: a name read from a file
+    /// or given by an agent, known to the tools or not, or a key of a store
+    /// of its own that borrows this format (an ingest cursor, a forum
+    /// record). Never a mail header the code knows: that is a [`Header`]
+    /// (scripts/protocol-literals.sh counts the calls outside this crate).
+    pub fn get_named(&self, name: impl AsRef<str>) -> Option<&str> {
+        let name = name.as_ref();
         self.headers
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.as_str())
     }
 
-    pub fn get_all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    pub fn get_all(&self, h: Header) -> impl Iterator<Item = &str> + '_ {
         self.headers
             .iter()
-            .filter(move |(n, _)| n == name)
+            .filter(move |(n, _)| n == h.as_str())
             .map(|(_, v)| v.as_str())
     }
 
     /// Sets a single-valued header, replacing any existing value.
-    pub fn set(&mut self, name: &str, value: impl Into<String>) {
-        let value = value.into();
+    pub fn set(&mut self, h: Header, value: impl Into<String>) {
+        self.set_name(h.as_str(), value.into())
+    }
+
+    fn set_name(&mut self, name: &str, value: String) {
         if let Some(slot) = self.headers.iter_mut().find(|(n, _)| n == name) {
             slot.1 = value;
             self.headers.retain({
@@ -317,13 +470,25 @@ impl Message {
         }
     }
 
-    /// Adds a value (for the repeatable `artifact`).
-    pub fn push(&mut self, name: &str, value: impl Into<String>) {
-        self.headers.push((name.to_string(), value.into()));
+    /// [`Message::set`] for a header named by data (see
+    /// [`Message::get_named`]).
+    pub fn set_named(&mut self, name: impl AsRef<str>, value: impl Into<String>) {
+        self.set_name(name.as_ref(), value.into())
     }
 
-    pub fn remove(&mut self, name: &str) {
-        self.headers.retain(|(n, _)| n != name);
+    /// [`Message::push`] for a header named by data (see
+    /// [`Message::get_named`]).
+    pub fn push_named(&mut self, name: impl AsRef<str>, value: impl Into<String>) {
+        self.headers.push((name.as_ref().to_string(), value.into()));
+    }
+
+    /// Adds a value (for the repeatable `artifact`).
+    pub fn push(&mut self, h: Header, value: impl Into<String>) {
+        self.headers.push((h.as_str().to_string(), value.into()));
+    }
+
+    pub fn remove(&mut self, h: Header) {
+        self.headers.retain(|(n, _)| n != h.as_str());
     }
 
     /// Renders in the order of docs/protocol.md §5.2, then other headers sorted
@@ -332,14 +497,14 @@ impl Message {
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(256 + self.body.len());
         for key in ORDER {
-            for (n, v) in self.headers.iter().filter(|(n, _)| n == key) {
+            for (n, v) in self.headers.iter().filter(|(n, _)| n == key.as_str()) {
                 line(&mut out, n, v);
             }
         }
         let mut others: Vec<&(String, String)> = self
             .headers
             .iter()
-            .filter(|(n, _)| !ORDER.contains(&n.as_str()))
+            .filter(|(n, _)| !ORDER.iter().any(|h| h.as_str() == n))
             .collect();
         others.sort_by(|a, b| a.0.cmp(&b.0));
         for (n, v) in others {
@@ -364,7 +529,7 @@ fn push_header(
     name: &str,
     value: &str,
 ) -> Result<(), ParseError> {
-    if !REPEATABLE.contains(&name) && headers.iter().any(|(n, _)| n == name) {
+    if !repeatable(name) && headers.iter().any(|(n, _)| n == name) {
         return Err(ParseError::Duplicate(line_no, name.to_string()));
     }
     headers.push((name.to_string(), value.to_string()));
@@ -380,7 +545,7 @@ mod tests {
     fn parses_and_renders_in_d5_order() {
         let text = "task: t\nid: x\nfrom: a\nzeta: 1\nalpha: 2\n\nbody\n";
         let m = Message::parse(text).unwrap();
-        assert_eq!(m.get("task"), Some("t"));
+        assert_eq!(m.get(Header::Task), Some("t"));
         assert_eq!(
             m.render(),
             "id: x\nfrom: a\ntask: t\nalpha: 2\nzeta: 1\n\nbody\n"
@@ -409,9 +574,27 @@ mod tests {
     #[test]
     fn set_replaces_or_appends() {
         let mut m = Message::parse("id: 1\n\nb").unwrap();
-        m.set("dequeued_at", "t1");
-        m.set("dequeued_at", "t2");
+        m.set(Header::DequeuedAt, "t1");
+        m.set(Header::DequeuedAt, "t2");
         assert_eq!(m.render(), "id: 1\ndequeued_at: t2\n\nb");
+    }
+
+    #[test]
+    fn the_header_set_is_closed_and_spelled_once() {
+        for h in Header::ALL {
+            assert_eq!(Header::parse(h.as_str()), Some(*h));
+            assert!(valid_name(h.as_str()), "{h}");
+        }
+        let mut names: Vec<&str> = Header::ALL.iter().map(|h| h.as_str()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), Header::ALL.len());
+        assert_eq!(Header::parse("In_reply_to"), None);
+        assert_eq!(Header::parse("x-custom"), None);
+        // A header no tool knows is read by name and kept by rendering.
+        let m = Message::parse("x-custom: 1\nid: a\n\n").unwrap();
+        assert_eq!(m.get_named("x-custom"), Some("1"));
+        assert_eq!(m.render(), "id: a\nx-custom: 1\n\n");
     }
 
     #[test]
@@ -439,7 +622,7 @@ mod tests {
             let back = Message::parse(&rendered).unwrap();
             prop_assert_eq!(back.render(), rendered);
             for (n, v) in &m.headers {
-                prop_assert_eq!(back.get(n), Some(v.as_str()));
+                prop_assert_eq!(back.get_named(n), Some(v.as_str()));
             }
             prop_assert_eq!(back.body, m.body);
         }

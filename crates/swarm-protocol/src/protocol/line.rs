@@ -5,7 +5,7 @@
 
 use crate::protocol::clock::{self, Instant};
 use crate::protocol::header::names;
-use crate::protocol::header::Message;
+use crate::protocol::header::{Header, Message};
 
 /// Longest summary, in characters, before it is cut with `…`.
 pub const MAX_SUMMARY: usize = 200;
@@ -15,7 +15,13 @@ pub const MAX_SUMMARY: usize = 200;
 pub const PREAMBLE: &str = "Re-read your role and constitution.";
 
 /// Headers that name what a message is about, in order of preference.
-const SUMMARY_HEADERS: &[&str] = &["task", "message", "subject", "question", "reason"];
+const SUMMARY_HEADERS: &[Header] = &[
+    Header::Task,
+    Header::Message,
+    Header::Subject,
+    Header::Question,
+    Header::Reason,
+];
 
 /// What the line says about the message: its `task`, else `message`,
 /// `subject`, `question` or `reason`, else the first non-blank body line (skipping the
@@ -23,7 +29,7 @@ const SUMMARY_HEADERS: &[&str] = &["task", "message", "subject", "question", "re
 pub fn summary(msg: &Message) -> String {
     let from_header = SUMMARY_HEADERS
         .iter()
-        .filter_map(|h| msg.get(h))
+        .filter_map(|h| msg.get(*h))
         .find(|v| !v.trim().is_empty());
     let text = match from_header {
         Some(v) => v,
@@ -44,9 +50,14 @@ pub fn summary(msg: &Message) -> String {
 /// `[FROM -> TO] <type> <summary>`: the part after the time, shared by the
 /// transcript and forum.log.
 pub fn speech(msg: &Message) -> String {
-    let h = |n: &str| crate::text::escape(msg.get(n).unwrap_or("?"));
+    let h = |n: Header| crate::text::escape(msg.get(n).unwrap_or("?"));
     let s = summary(msg);
-    let mut line = format!("[{} -> {}] {}", h("from"), h("to"), h("type"));
+    let mut line = format!(
+        "[{} -> {}] {}",
+        h(Header::From),
+        h(Header::To),
+        h(Header::Type)
+    );
     if !s.is_empty() {
         line.push(' ');
         line.push_str(&s);

@@ -30,18 +30,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::fsx;
 use crate::protocol::commit_id::CommitId;
-use crate::protocol::header::{names, Message};
+use crate::protocol::header::{names, Header, Message};
 use crate::protocol::layout::Project;
 
 /// The folder, at the project's `.swarmforge/`.
 const FOLDER: &str = "rejected-tasks";
 /// A task's review history, in its folder.
 pub const REVIEWS: &str = "reviews.json";
-/// Upstream's header naming the commit a task started from (Delete rolls
-/// the sender's worktree back to it).
-pub const TASK_BASE_COMMIT: &str = "task_base_commit";
-/// Upstream's header naming a card's task id (else the `task` header).
-const TASK_ID: &str = "task_id";
 /// The largest history read.
 pub const MAX_REVIEWS_BYTES: u64 = 4 * 1024 * 1024;
 /// The largest file Delete copies into a task's folder.
@@ -108,9 +103,9 @@ pub fn valid_task_id(id: &str) -> bool {
 /// The task a held handoff belongs to, as upstream reads it (`task_id`,
 /// else `task`), when it can name a folder.
 pub fn task_of(m: &Message) -> Option<String> {
-    [TASK_ID, names::TASK]
+    [names::TASK_ID, names::TASK]
         .iter()
-        .filter_map(|h| m.get(h).map(str::trim))
+        .filter_map(|h| m.get(*h).map(str::trim))
         .find(|v| !v.is_empty())
         .filter(|v| valid_task_id(v))
         .map(str::to_string)
@@ -130,12 +125,12 @@ pub fn documents_of(m: &Message) -> Vec<String> {
 /// abbreviation (4 to 64 hex digits), so nothing an agent wrote reaches git
 /// as an option or a revision expression.
 pub fn commits_of(m: &Message) -> (Option<CommitId>, Option<CommitId>) {
-    let get = |h: &str| {
+    let get = |h: Header| {
         m.get(h)
             .and_then(|v| CommitId::parse(v.trim()).ok())
             .filter(CommitId::is_abbrev)
     };
-    (get(names::COMMIT), get(TASK_BASE_COMMIT))
+    (get(names::COMMIT), get(names::TASK_BASE_COMMIT))
 }
 
 /// A task's folder.

@@ -9,8 +9,9 @@
 
 use crate::protocol::commit_id::{CommitId, HANDOFF_LEN};
 use crate::protocol::fields::*;
+use crate::protocol::gitcheck::CommitRefused;
 use crate::protocol::grammar;
-use crate::protocol::header::Message;
+use crate::protocol::header::{Header, Message};
 use crate::protocol::types::*;
 
 fn present<'a>(f: &'a impl Fields, name: &str) -> Option<&'a str> {
@@ -37,7 +38,7 @@ pub struct Policy<'a> {
 pub fn validate(
     f: &impl Fields,
     is_role: &dyn Fn(&str) -> bool,
-    resolve_commit: &mut dyn FnMut(&CommitId) -> Result<(), String>,
+    resolve_commit: &mut dyn FnMut(&CommitId) -> Result<(), CommitRefused>,
 ) -> Vec<String> {
     let allowed = sendable_types();
     validate_with(
@@ -67,7 +68,7 @@ fn did_you_mean(got: &str, allowed: &[&str]) -> String {
 pub fn validate_with(
     f: &impl Fields,
     policy: &Policy,
-    resolve_commit: &mut dyn FnMut(&CommitId) -> Result<(), String>,
+    resolve_commit: &mut dyn FnMut(&CommitId) -> Result<(), CommitRefused>,
 ) -> Vec<String> {
     let ty = present(f, "type");
     let to = present(f, "to");
@@ -165,7 +166,7 @@ fn field_errors(f: &impl Fields, ty: Option<&str>, rule: Option<&TypeRule>) -> V
 fn git_errors(
     f: &impl Fields,
     ty: Option<&str>,
-    resolve_commit: &mut dyn FnMut(&CommitId) -> Result<(), String>,
+    resolve_commit: &mut dyn FnMut(&CommitId) -> Result<(), CommitRefused>,
 ) -> Vec<String> {
     let mut errors = Vec::new();
     if ty != Some(GIT_HANDOFF.name) {
@@ -190,7 +191,7 @@ fn git_errors(
         (Some(e), _) => errors.push(e),
         (None, Some(Ok(c))) => {
             if let Err(e) = resolve_commit(&c) {
-                errors.push(e);
+                errors.push(e.to_string());
             }
         }
         _ => {}
@@ -354,7 +355,7 @@ fn clarify_errors(f: &impl Fields, to: Option<&str>) -> Vec<String> {
         return errors;
     };
     let opts = options(body);
-    if opts.is_empty() && !flag(f, "allow_custom") {
+    if opts.is_empty() && !flag(f, Header::AllowCustom) {
         errors.push(
             "Missing options for clarify: list one per body line when 'allow_custom' is no."
                 .to_string(),

@@ -2,6 +2,7 @@
 //! validator, the daemon's re-check, the help text and `allowed_types` read.
 
 use crate::protocol::grammar::MessageType;
+use crate::protocol::header::Header;
 
 /// Headers only the tools write (docs/protocol.md §5.4, plus the stamped
 /// collaboration headers); a draft that sets one is refused.
@@ -76,6 +77,11 @@ impl TypeRule {
     /// Whether a draft of this type may write `field`.
     pub fn allows(&self, field: &str) -> bool {
         BASE.contains(&field) || self.own.contains(&field) || COMMON.contains(&field)
+    }
+
+    /// [`TypeRule::own`] as [`Header`]s (every name there is one).
+    pub fn own_headers(&self) -> impl Iterator<Item = Header> + '_ {
+        self.own.iter().filter_map(|n| Header::parse(n))
     }
 }
 
@@ -252,4 +258,17 @@ pub fn list_in_words(names: &[&str]) -> String {
 /// The default types in words (the message for a role with the default list).
 pub fn type_list() -> String {
     list_in_words(&default_types())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_of_the_table_is_a_header() {
+        let own = TYPES.iter().flat_map(|t| t.own.iter());
+        for n in RESERVED.iter().chain(BASE).chain(COMMON).chain(own) {
+            assert!(Header::parse(n).is_some(), "{n}");
+        }
+    }
 }

@@ -63,22 +63,18 @@ pub use view::{text, view, view_in, view_of, view_of_in, View};
 use derive::birth;
 use sync::{fingerprint, read_cache};
 
-/// The header naming a card's type (upstream's New Task note carries it).
-pub const CARD_TYPE: &str = "card_type";
-/// How a card's `git_handoff` moves it (upstream's reserved header).
-pub const DELIVERY_KIND: &str = "delivery_kind";
+/// The board's headers: a card's type, how a card's `git_handoff` moves
+/// it, the header marking a merge-only copy, the cards one `git_handoff`
+/// carries besides its `task` (the protocol's `Header` set).
+pub use crate::protocol::header::names::{
+    BATCH_TASK_IDS, CARD_TYPE, DELIVERY_KIND, NON_FORWARDING,
+};
 /// The one card-moving delivery to the next role.
 pub const FORWARD: &str = "forward";
 /// A merge-only copy to an earlier role.
 pub const REVERSE: &str = "reverse";
 /// The last role's result to every role before it: the card is done.
 pub const TERMINAL: &str = "terminal";
-/// The header marking a merge-only copy (upstream's name, hyphen and all).
-pub const NON_FORWARDING: &str = "non-forwarding";
-/// The cards one `git_handoff` carries besides its `task`, as an EDN vector
-/// (`["a" "b"]`): a batch role's one result for several cards (upstream's
-/// `swarm_handoff.bb` writes it; its daemon moves each card named).
-pub const BATCH_TASK_IDS: &str = "batch_task_ids";
 /// A card queued but not yet with its first role.
 pub const NEW: &str = "new";
 /// A card whose last role sent the terminal handoff.

@@ -1,9 +1,10 @@
 use super::*;
+use crate::protocol::header::Header;
 
-fn msg(headers: &[(&str, &str)]) -> Message {
+fn msg(headers: &[(Header, &str)]) -> Message {
     let mut m = Message::default();
     for (k, v) in headers {
-        m.set(k, *v);
+        m.set(*k, *v);
     }
     m
 }
@@ -14,26 +15,26 @@ fn msg(headers: &[(&str, &str)]) -> Message {
 /// copies say it by `delivery_kind` too.
 #[test]
 fn the_batch_key_is_the_card_type_and_the_direction() {
-    let fwd = msg(&[("priority", "50"), (CARD_TYPE, "change")]);
+    let fwd = msg(&[(names::PRIORITY, "50"), (CARD_TYPE, "change")]);
     assert_eq!(batch_key(&fwd), ("change".to_string(), false));
     assert_eq!(
-        batch_key(&msg(&[("priority", "50")])),
+        batch_key(&msg(&[(names::PRIORITY, "50")])),
         (String::new(), false)
     );
     for back in [
         msg(&[
-            ("priority", "50"),
+            (names::PRIORITY, "50"),
             (CARD_TYPE, "change"),
             (NON_FORWARDING, "true"),
         ]),
-        msg(&[("priority", "00"), (CARD_TYPE, "change")]),
+        msg(&[(names::PRIORITY, "00"), (CARD_TYPE, "change")]),
         msg(&[
-            ("priority", "50"),
+            (names::PRIORITY, "50"),
             (CARD_TYPE, "change"),
             (DELIVERY_KIND, TERMINAL),
         ]),
         msg(&[
-            ("priority", "50"),
+            (names::PRIORITY, "50"),
             (CARD_TYPE, "change"),
             (DELIVERY_KIND, REVERSE),
         ]),

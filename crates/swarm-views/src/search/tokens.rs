@@ -5,19 +5,19 @@
 
 use std::collections::HashMap;
 
-use crate::protocol::header::{names, Message};
+use crate::protocol::header::{names, Header, Message};
 use crate::protocol::line::PREAMBLE;
 
 /// Longest word kept, in characters (longer runs are hashes, keys, noise).
 pub const MAX_WORD_CHARS: usize = 64;
 
 /// Headers that are times or routing stamps, never searched as words.
-const SKIPPED: &[&str] = &[
+const SKIPPED: &[Header] = &[
     names::ID,
     names::CREATED_AT,
     names::ENQUEUED_AT,
-    "dequeued_at",
-    "completed_at",
+    names::DEQUEUED_AT,
+    names::COMPLETED_AT,
     names::PRIORITY,
     names::HOP,
     names::WAKE,
@@ -90,7 +90,7 @@ pub fn of_message(msg: &Message, recipients: &[String], max_bytes: u64) -> Terms
     let texts = msg
         .headers
         .iter()
-        .filter(|(n, _)| !SKIPPED.contains(&n.as_str()))
+        .filter(|(n, _)| !SKIPPED.iter().any(|h| h == n.as_str()))
         .map(|(_, v)| v.as_str())
         .chain(said(&msg.body));
     for t in texts {

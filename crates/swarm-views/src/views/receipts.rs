@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use crate::error::Result;
 use crate::protocol::clock;
 use crate::protocol::grammar::in_cc;
+use crate::protocol::header::Header;
 use crate::protocol::layout::Project;
 use crate::protocol::trail::{Copy, Original, Place, Scope, Stamp, Trail};
 use crate::text::escape;
@@ -70,17 +71,17 @@ pub fn collect<'a>(t: &'a Trail, id: &str) -> Option<Receipts<'a>> {
         return None;
     }
     // The original speaks for the message; a copy stands in when it is gone.
-    let head = |n: &str| -> Option<String> {
+    let head = |n: Header| -> Option<String> {
         originals
             .iter()
             .find_map(|o| o.msg.get(n).map(str::to_string))
     };
-    let from = head("from").or_else(|| copies.iter().find_map(|c| c.from.clone()));
-    let to = head("to").or_else(|| copies.iter().find_map(|c| c.to.clone()));
+    let from = head(Header::From).or_else(|| copies.iter().find_map(|c| c.from.clone()));
+    let to = head(Header::To).or_else(|| copies.iter().find_map(|c| c.to.clone()));
     let mut r = Receipts {
         id: id.to_string(),
-        kind: head("type"),
-        created_at: head("created_at"),
+        kind: head(Header::Type),
+        created_at: head(Header::CreatedAt),
         originals,
         from,
         to,
@@ -253,11 +254,11 @@ fn original_lines(r: &Receipts) -> String {
 }
 
 const HEAD: [&str; 6] = [
-    "recipient",
+    Header::Recipient.as_str(),
     "state",
-    "enqueued_at",
-    "dequeued_at",
-    "completed_at",
+    Header::EnqueuedAt.as_str(),
+    Header::DequeuedAt.as_str(),
+    Header::CompletedAt.as_str(),
     "path",
 ];
 

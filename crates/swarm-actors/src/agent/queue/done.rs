@@ -1,7 +1,7 @@
 //! Finishing work (docs/protocol.md §7.4): the item or batch in process moves
 //! to `completed/`, stamped, optionally `failed` with a reason.
 
-use crate::protocol::header::names;
+use crate::protocol::header::{names, Stamp};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -85,7 +85,7 @@ impl Inbox<'_> {
         }
         // The move fsyncs `completed/` and then this folder: that makes the
         // stamped file's name durable, so the stamp needs no fsync of its own.
-        self.stamp_before_move(item, "completed_at", at)?;
+        self.stamp_before_move(item, Stamp::Completed, at)?;
         match fsx::move_noreplace(&item.path, &target) {
             Ok(()) => {
                 item.path = target.clone();
@@ -267,7 +267,7 @@ impl Inbox<'_> {
             if let Some(r) = failed {
                 item.msg.set(names::FAILED, r);
             }
-            self.stamp_before_move(item, "completed_at", &t)?;
+            self.stamp_before_move(item, Stamp::Completed, &t)?;
         }
         // One fsync of the batch folder for all its stamps (the move below
         // fsyncs the folders around it, not this one).

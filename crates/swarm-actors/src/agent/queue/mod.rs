@@ -22,7 +22,7 @@ use crate::error::{Error, IoContext, Result, Token};
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::grammar;
-use crate::protocol::header::Message;
+use crate::protocol::header::{Message, Stamp};
 use crate::protocol::layout::Worktree;
 use crate::protocol::store::{self, Kind};
 
@@ -148,9 +148,9 @@ pub(super) fn in_order(msg: &Message, now: &str) -> String {
     let Some(t) = clock::parse(now) else {
         return now.to_string();
     };
-    let latest = ["enqueued_at", "dequeued_at"]
+    let latest = [names::ENQUEUED_AT, names::DEQUEUED_AT]
         .iter()
-        .filter_map(|h| msg.get(h).and_then(clock::parse))
+        .filter_map(|h| msg.get(*h).and_then(clock::parse))
         .max();
     match latest {
         Some(l) if l > t => clock::iso(l),
@@ -251,13 +251,13 @@ impl Inbox<'_> {
     pub(super) fn load_in_process(&self, path: &Path) -> Result<Item> {
         let mut item = self.load(path)?;
         if item.msg.get(names::DEQUEUED_AT).is_none() {
-            self.stamp(&mut item, "dequeued_at", &clock::iso_now())?;
+            self.stamp(&mut item, Stamp::Dequeued, &clock::iso_now())?;
         }
         Ok(item)
     }
 
     /// Sets one header with an atomic replace that keeps the file's mode.
-    pub(super) fn stamp(&self, item: &mut Item, field: &str, value: &str) -> Result<()> {
+    pub(super) fn stamp(&self, item: &mut Item, field: Stamp, value: &str) -> Result<()> {
         self.stamp_with(item, field, value, fsx::replace)
     }
 
@@ -266,7 +266,7 @@ impl Inbox<'_> {
     pub(super) fn stamp_before_move(
         &self,
         item: &mut Item,
-        field: &str,
+        field: Stamp,
         value: &str,
     ) -> Result<()> {
         self.stamp_with(item, field, value, fsx::replace_without_dir_sync)
@@ -275,15 +275,15 @@ impl Inbox<'_> {
     fn stamp_with(
         &self,
         item: &mut Item,
-        field: &str,
+        field: Stamp,
         value: &str,
         replace: fn(&Path, &Path, &[u8]) -> std::io::Result<()>,
     ) -> Result<()> {
         let value = match field {
-            "dequeued_at" | "completed_at" => in_order(&item.msg, value),
-            _ => value.to_string(),
+            Stamp::Dequeued | Stamp::Completed => in_order(&item.msg, value),
+            Stamp::Created | Stamp::Enqueued => value.to_string(),
         };
-        item.msg.set(field, &value);
+        item.msg.set_stamp(field, &value);
         replace(
             &self.wt.inbox_tmp(),
             &item.path,

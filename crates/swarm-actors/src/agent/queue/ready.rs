@@ -10,7 +10,7 @@ use crate::error::{Error, IoContext, Result, Token};
 use crate::fsx;
 use crate::protocol::clock;
 use crate::protocol::grammar::{self, MessageType};
-use crate::protocol::header::Message;
+use crate::protocol::header::{Message, Stamp};
 use crate::protocol::roles::ReceiveMode;
 
 /// Whether an item is a reaction: an annotation for the next ready step,
@@ -155,7 +155,7 @@ impl Inbox<'_> {
             Err(e) => return Err(Error::io(&src, e)),
         }
         item.path = dst;
-        self.stamp(&mut item, "dequeued_at", &clock::iso_now())?;
+        self.stamp(&mut item, Stamp::Dequeued, &clock::iso_now())?;
         fsx::sync_dir(&new).at(&new)?;
         Ok(Ready::Task {
             item,
@@ -301,7 +301,7 @@ impl Inbox<'_> {
                 Err(e) => return Err(Error::io(&src, e)),
             }
             item.path = dst;
-            self.stamp(&mut item, "dequeued_at", &clock::iso_now())?;
+            self.stamp(&mut item, Stamp::Dequeued, &clock::iso_now())?;
             items.push(item);
         }
         Ok(items)

@@ -144,7 +144,7 @@ pub(super) fn answer_checks(
                 ));
             }
         }
-        if list.len() > 1 && !fields::flag(&p.msg, "allow_multiple") {
+        if list.len() > 1 && !fields::flag(&p.msg, crate::protocol::header::Header::AllowMultiple) {
             errors.push(format!(
                 "Only one choice is allowed for clarify '{pid}' (allow_multiple: no); got {}.",
                 list.len()
@@ -152,7 +152,7 @@ pub(super) fn answer_checks(
         }
     }
     let text = d.body.as_deref().is_some_and(|b| !fields::blank(b));
-    if text && !fields::flag(&p.msg, "allow_custom") {
+    if text && !fields::flag(&p.msg, crate::protocol::header::Header::AllowCustom) {
         errors.push(format!(
             "Custom text is not allowed for clarify '{pid}' (allow_custom: no); choose an option."
         ));

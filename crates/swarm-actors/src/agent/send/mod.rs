@@ -330,7 +330,7 @@ fn validate<'a>(s: &'a Sender, d: &Draft, shown: &str) -> Result<Valid<'a>> {
     let repo = s.at.worktree.root.clone();
     errors.extend(rules::validate_with(d, &policy, &mut |c| {
         // The validation groups collect texts: the refusal is said as one.
-        canonical = Some(gitcheck::canonical_commit(&repo, c).map_err(|e| e.to_string())?);
+        canonical = Some(gitcheck::canonical_commit(&repo, c)?);
         Ok(())
     }));
     let ty = d.type_name().unwrap_or_default().to_string();

@@ -58,9 +58,9 @@ pub(super) fn typed_body(
 /// the type-specific headers did not set, then `cc`, `wake`, `discussion`.
 pub(super) fn copy_own_fields(v: &Valid, msg: &mut Message) {
     let d = &v.d;
-    for name in v.rule.own {
+    for name in v.rule.own_headers() {
         if let Some(val) = d.get(name) {
-            let val = if *name == "choices" {
+            let val = if name == names::CHOICES {
                 fields::parse_choices(val)
                     .unwrap_or_default()
                     .iter()
@@ -75,7 +75,7 @@ pub(super) fn copy_own_fields(v: &Valid, msg: &mut Message) {
             }
         }
     }
-    for name in ["cc", "wake", "discussion"] {
+    for name in [names::CC, names::WAKE, names::DISCUSSION] {
         if let Some(val) = d.get(name) {
             msg.set(name, val);
         }
@@ -109,11 +109,16 @@ pub(super) fn stamp_context(s: &Sender, v: &Valid, msg: &mut Message, id: &str) 
         msg.set(names::HOP, ctx.hop.to_string());
     }
     let is_role = |r: &str| s.roles.find(r).is_some();
-    let texts: Vec<&str> = ["subject", "message", "question", "reason"]
-        .iter()
-        .filter_map(|h| d.get(h))
-        .chain(d.body.as_deref())
-        .collect();
+    let texts: Vec<&str> = [
+        names::SUBJECT,
+        names::MESSAGE,
+        names::QUESTION,
+        names::REASON,
+    ]
+    .iter()
+    .filter_map(|h| d.get(*h))
+    .chain(d.body.as_deref())
+    .collect();
     let mentions = fields::mentions(&texts, &s.role, &is_role);
     if !mentions.is_empty() {
         msg.set(names::MENTIONS, mentions.join(","));

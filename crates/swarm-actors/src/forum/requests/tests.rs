@@ -21,7 +21,7 @@ fn a_request_is_carried_out_once_and_answered() {
     };
     let id = "00000000000000aa";
     let mut m = ask.to_message();
-    m.push("started_by", "b");
+    m.push_named("started_by", "b");
     std::fs::write(dir.join(format!("{id}.request")), m.render()).unwrap();
     assert_eq!(serve(&p, &roles), 1);
     let s = session::current(&p).unwrap().unwrap();

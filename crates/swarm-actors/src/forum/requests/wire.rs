@@ -119,7 +119,7 @@ impl Ask {
         let mut m = Message::default();
         let mut put = |k: &str, v: Option<&str>| {
             if let Some(v) = v {
-                m.push(k, v);
+                m.push_named(k, v);
             }
         };
         match self {
@@ -172,9 +172,9 @@ impl Ask {
     }
 
     pub(super) fn of(m: &Message) -> std::result::Result<Ask, BadRequest> {
-        let get = |k: &str| m.get(k).map(str::to_string);
+        let get = |k: &str| m.get_named(k).map(str::to_string);
         let need = |k: &'static str| get(k).ok_or(BadRequest::Missing(k));
-        Ok(match m.get("op").unwrap_or_default() {
+        Ok(match m.get_named("op").unwrap_or_default() {
             "session_start" => Ask::SessionStart {
                 title: get("title"),
             },
@@ -265,18 +265,18 @@ impl Answer {
         let mut m = Message::default();
         match self {
             Answer::Done { record, data } => {
-                m.push("outcome", "done");
+                m.push_named("outcome", "done");
                 if let Some(id) = record {
-                    m.push("record", id);
+                    m.push_named("record", id);
                 }
                 if !data.is_empty() {
                     m.body = format!("{data}\n");
                 }
             }
             Answer::Refused { why, token } => {
-                m.push("outcome", "refused");
+                m.push_named("outcome", "refused");
                 if let Some(t) = token {
-                    m.push("token", t.name());
+                    m.push_named("token", t.name());
                 }
                 m.body = format!("{why}\n");
             }
@@ -285,14 +285,14 @@ impl Answer {
     }
 
     pub(super) fn of(m: &Message) -> Option<Answer> {
-        match m.get("outcome")? {
+        match m.get_named("outcome")? {
             "done" => Some(Answer::Done {
-                record: m.get("record").map(str::to_string),
+                record: m.get_named("record").map(str::to_string),
                 data: m.body.trim_end().to_string(),
             }),
             "refused" => Some(Answer::Refused {
                 why: m.body.trim_end().to_string(),
-                token: match m.get("token") {
+                token: match m.get_named("token") {
                     None => None,
                     Some(name) => Some(ANSWERED_TOKENS.into_iter().find(|t| t.name() == name)?),
                 },

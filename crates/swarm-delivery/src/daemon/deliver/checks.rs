@@ -5,11 +5,22 @@
 use super::*;
 
 /// Headers only the daemon and helpers write; an outbox file carrying one is forged.
-pub(super) const DELIVERY_HEADERS: &[&str] =
-    &["recipient", "enqueued_at", "dequeued_at", "completed_at"];
+pub(super) const DELIVERY_HEADERS: &[Header] = &[
+    Header::Recipient,
+    Header::EnqueuedAt,
+    Header::DequeuedAt,
+    Header::CompletedAt,
+];
 
 /// Headers every outbox file must carry.
-pub(super) const REQUIRED: &[&str] = &["id", "from", "to", "priority", "type", "created_at"];
+pub(super) const REQUIRED: &[Header] = &[
+    Header::Id,
+    Header::From,
+    Header::To,
+    Header::Priority,
+    Header::Type,
+    Header::CreatedAt,
+];
 
 /// Whether a recipient holds a copy already: the half of exactly-once that
 /// a restart or a retry depends on.
@@ -133,7 +144,7 @@ impl From<&str> for Refused {
 pub(super) fn required(msg: &Message) -> Result<(), Refused> {
     match REQUIRED
         .iter()
-        .find(|h| msg.get(h).is_none_or(fields::blank))
+        .find(|h| msg.get(**h).is_none_or(fields::blank))
     {
         Some(h) => Err(Refused(format!("missing {h} header"))),
         None => Ok(()),
@@ -277,7 +288,7 @@ impl Deliverer {
     pub(super) fn check(&self, msg: &Message, c: &Candidate) -> Result<Vec<&Role>, Refused> {
         required(msg)?;
         for h in DELIVERY_HEADERS {
-            if msg.get(h).is_some() {
+            if msg.get(*h).is_some() {
                 return Err(Refused(format!("forged {h} header")));
             }
         }

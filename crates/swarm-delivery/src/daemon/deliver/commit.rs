@@ -153,8 +153,8 @@ impl Deliverer {
             }
             // What a feature records of a message (a seat request) is
             // durable before the message counts as sent.
-            if let Err(reason) = self.feature_duty(|f, d| f.before_sent(d, &s.msg)) {
-                self.settle(&s.c, Outcome::Deferred(reason), report);
+            if let Err(why) = self.feature_duty(|f, d| f.before_sent(d, &s.msg)) {
+                self.settle(&s.c, Outcome::Deferred(why.to_string()), report);
                 continue;
             }
             for w in &s.wakes {

@@ -55,7 +55,7 @@ use crate::protocol::clock;
 use crate::protocol::config::Config;
 use crate::protocol::fields;
 use crate::protocol::grammar;
-use crate::protocol::header::{names, Message};
+use crate::protocol::header::{names, Header, Message};
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::{Role, Roles};
 use crate::protocol::rules;

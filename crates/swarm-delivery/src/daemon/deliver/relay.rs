@@ -165,7 +165,7 @@ impl Deliverer {
         recipient: &str,
     ) -> Result<Vec<Role>, Refused> {
         checks::required(msg)?;
-        for h in ["dequeued_at", "completed_at"] {
+        for h in [Header::DequeuedAt, Header::CompletedAt] {
             if msg.get(h).is_some() {
                 return Err(Refused(format!("forged {h} header")));
             }

@@ -139,7 +139,7 @@ impl Endpoint {
         if let Some(s) = parse_usage(&text) {
             spent(s);
         }
-        parse_answer(&text).map_err(|why| Attempt::Final(Failure(why)))
+        parse_answer(&text).map_err(|why| Attempt::Final(Failure(why.to_string())))
     }
 
     /// Posts `body` and reads the answer (at most [`MAX_RESPONSE_BYTES`]),
@@ -260,34 +260,51 @@ pub fn parse_usage(text: &str) -> Option<Spent> {
     })
 }
 
+/// Why a chat-completion response carries no answer (the texts are the
+/// item's failure reason).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NoAnswer {
+    #[error("malformed answer (not JSON: {0})")]
+    NotJson(String),
+    #[error("malformed answer (no choices[0])")]
+    NoChoice,
+    #[error("malformed answer (no choices[0].message)")]
+    NoMessage,
+    #[error("the model refused: {0}")]
+    Refused(String),
+    #[error("the model refused (finish_reason content_filter)")]
+    Filtered,
+    #[error("malformed answer (choices[0].message.content is not a string)")]
+    NotText,
+    #[error("the model's answer was empty")]
+    Empty,
+}
+
 /// The answer text of a chat-completion response, or why there is none.
-pub fn parse_answer(text: &str) -> Result<String, String> {
-    let v: Value =
-        serde_json::from_str(text).map_err(|e| format!("malformed answer (not JSON: {e})"))?;
+pub fn parse_answer(text: &str) -> Result<String, NoAnswer> {
+    let v: Value = serde_json::from_str(text).map_err(|e| NoAnswer::NotJson(e.to_string()))?;
     let choice = v
         .get("choices")
         .and_then(Value::as_array)
         .and_then(|c| c.first())
-        .ok_or("malformed answer (no choices[0])")?;
-    let msg = choice
-        .get("message")
-        .ok_or("malformed answer (no choices[0].message)")?;
+        .ok_or(NoAnswer::NoChoice)?;
+    let msg = choice.get("message").ok_or(NoAnswer::NoMessage)?;
     if let Some(r) = msg
         .get("refusal")
         .and_then(Value::as_str)
         .filter(|r| !r.trim().is_empty())
     {
-        return Err(format!("the model refused: {}", one_line(r)));
+        return Err(NoAnswer::Refused(one_line(r)));
     }
     if choice.get("finish_reason").and_then(Value::as_str) == Some("content_filter") {
-        return Err("the model refused (finish_reason content_filter)".into());
+        return Err(NoAnswer::Filtered);
     }
     let content = msg
         .get("content")
         .and_then(Value::as_str)
-        .ok_or("malformed answer (choices[0].message.content is not a string)")?;
+        .ok_or(NoAnswer::NotText)?;
     if content.trim().is_empty() {
-        return Err("the model's answer was empty".into());
+        return Err(NoAnswer::Empty);
     }
     Ok(content.to_string())
 }
@@ -325,20 +342,22 @@ mod tests {
     fn answers_are_validated() {
         let ok = r#"{"choices":[{"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}"#;
         assert_eq!(parse_answer(ok).unwrap(), "hi");
-        assert!(parse_answer("{").unwrap_err().contains("not JSON"));
+        assert!(parse_answer("{")
+            .unwrap_err()
+            .to_string()
+            .contains("not JSON"));
         assert!(parse_answer(r#"{"choices":[]}"#)
             .unwrap_err()
+            .to_string()
             .contains("choices[0]"));
         let refused = r#"{"choices":[{"message":{"content":null,"refusal":"I can't help"}}]}"#;
         assert_eq!(
-            parse_answer(refused).unwrap_err(),
+            parse_answer(refused).unwrap_err().to_string(),
             "the model refused: I can't help"
         );
         let filtered =
             r#"{"choices":[{"message":{"content":""},"finish_reason":"content_filter"}]}"#;
-        assert!(parse_answer(filtered)
-            .unwrap_err()
-            .contains("content_filter"));
+        assert_eq!(parse_answer(filtered), Err(NoAnswer::Filtered));
     }
 
     #[test]

@@ -17,6 +17,7 @@ use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
+use crate::error::Error;
 use crate::protocol::draft;
 use crate::protocol::types;
 
@@ -193,10 +194,10 @@ fn absent_not_null(schema: &mut Schema) {
     }
 }
 
-/// The arguments of one call read as `T`, or the refusal text (without
-/// the tool's name): an unknown or missing argument, or the first value
-/// its type refuses, named.
-pub fn parse<T: JsonSchema + DeserializeOwned>(map: &Map<String, Value>) -> Result<T, String> {
+/// The arguments of one call read as `T`, or the refusal
+/// ([`Error::BadInput`], its text without the tool's name): an unknown or
+/// missing argument, or the first value its type refuses, named.
+pub fn parse<T: JsonSchema + DeserializeOwned>(map: &Map<String, Value>) -> Result<T, Error> {
     let schema = input_schema::<T>();
     let known = schema.get("properties").and_then(Value::as_object);
     let open = schema.contains_key("additionalProperties");
@@ -207,25 +208,25 @@ pub fn parse<T: JsonSchema + DeserializeOwned>(map: &Map<String, Value>) -> Resu
                     .into_iter()
                     .flat_map(|p| p.keys().map(String::as_str))
                     .collect();
-                return Err(format!(
+                return Err(Error::bad_input(format!(
                     "unknown argument '{}'; expected {}.",
                     crate::text::escape(k),
                     expected.join(", ")
-                ));
+                )));
             }
         }
     }
     let required = schema.get("required").and_then(Value::as_array);
     for r in required.into_iter().flatten().filter_map(Value::as_str) {
         if map.get(r).is_none_or(Value::is_null) {
-            return Err(format!("'{r}' is required."));
+            return Err(Error::bad_input(format!("'{r}' is required.")));
         }
     }
     serde_path_to_error::deserialize(Value::Object(map.clone())).map_err(|e| {
         let path = e.path().to_string();
-        match path.as_str() {
+        Error::bad_input(match path.as_str() {
             "." | "" => e.inner().to_string(),
             name => format!("'{}' {}", crate::text::escape(name), e.inner()),
-        }
+        })
     })
 }

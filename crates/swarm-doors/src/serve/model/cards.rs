@@ -90,8 +90,14 @@ impl Model {
         let mut v = serde_json::to_value(a).unwrap_or_default();
         if a.kind == attention::Kind::Clarify {
             if let Some(o) = self.questions.iter().find(|o| o.id() == a.id) {
-                v["allow_multiple"] = json!(fields::flag(&o.msg, "allow_multiple"));
-                v["allow_custom"] = json!(fields::flag(&o.msg, "allow_custom"));
+                v["allow_multiple"] = json!(fields::flag(
+                    &o.msg,
+                    crate::protocol::header::Header::AllowMultiple
+                ));
+                v["allow_custom"] = json!(fields::flag(
+                    &o.msg,
+                    crate::protocol::header::Header::AllowCustom
+                ));
             }
         }
         v

@@ -15,7 +15,7 @@ use crate::error::Error;
 use crate::person::holds;
 use crate::person::holds::Held;
 use crate::protocol::dashboard::{question_text, response_text, SENT_BACK};
-use crate::protocol::header::{names, Message};
+use crate::protocol::header::{names, Header, Message};
 use crate::protocol::layout::Project;
 use crate::protocol::roles::Roles;
 use crate::protocol::trail::{Original, Place};
@@ -35,8 +35,8 @@ pub(super) fn approval_entry(p: &Project, h: &Held) -> Value {
         .and_then(rejected_tasks::task_of)
         .and_then(|t| rejected_tasks::read(p, &t).ok())
         .unwrap_or_default();
-    let get = |n: &str| m.as_ref().and_then(|m| m.get(n)).map(str::to_string);
-    let task = get("task");
+    let get = |n: Header| m.as_ref().and_then(|m| m.get(n)).map(str::to_string);
+    let task = get(names::TASK);
     let artifacts: Vec<String> = m
         .as_ref()
         .map(|m| {
@@ -50,7 +50,7 @@ pub(super) fn approval_entry(p: &Project, h: &Held) -> Value {
         "gate": format!("{} → {}", h.from, h.to),
         "from": h.from,
         "to": h.to,
-        "task_id": get("task_id").or_else(|| task.clone()),
+        "task_id": get(names::TASK_ID).or_else(|| task.clone()),
         "task": task,
         "artifacts": artifacts,
         "reviews": h.reviews,

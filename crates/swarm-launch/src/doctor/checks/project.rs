@@ -133,11 +133,12 @@ pub fn config(cx: &Context) -> Vec<Finding> {
         out.push(Finding::new("CONFIG_INVALID", message, repair(hint)).at(at));
     } else if let Err(e) = &cx.plan {
         if has_config {
+            let e = e.to_string();
             out.push(
                 Finding::new(
                     "CONFIG_INVALID",
-                    e.lines().next().unwrap_or(e).to_string(),
-                    repair(hints(e)),
+                    e.lines().next().unwrap_or(&e).to_string(),
+                    repair(hints(&e)),
                 )
                 .at(at),
             );

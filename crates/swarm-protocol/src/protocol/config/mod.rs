@@ -239,19 +239,27 @@ mod tests {
             c.role("a").unwrap().budget.as_ref().unwrap().cost,
             Some(2.5)
         );
-        let e = Config::parse("prices:\n  m: {input: -1}\n").unwrap_err();
+        let e = Config::parse("prices:\n  m: {input: -1}\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("prices.m.input must be"), "{e}");
-        let e = Config::parse("budget: {per: day}\n").unwrap_err();
+        let e = Config::parse("budget: {per: day}\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("sets neither tokens nor cost"), "{e}");
         assert!(Config::parse("budget: {tokens: 1, per: week}\n").is_err());
         assert!(Config::parse("prices:\n  m: {inptu: 1}\n").is_err());
-        let e = Config::parse("otel: {endpoint: 'http://u:p@h:4318'}\n").unwrap_err();
+        let e = Config::parse("otel: {endpoint: 'http://u:p@h:4318'}\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("otel.endpoint"), "{e}");
     }
 
     #[test]
     fn intervals_that_would_spin_are_refused() {
-        let e = Config::parse("daemon:\n  rescan: 0\n").unwrap_err();
+        let e = Config::parse("daemon:\n  rescan: 0\n")
+            .unwrap_err()
+            .to_string();
         assert_eq!(e, "daemon.rescan must be at least 10ms; got 0s");
         assert!(Config::parse("daemon:\n  sweep: 10ms\n").is_err());
         assert!(Config::parse("daemon:\n  pane_check: 10ms\n").is_err());
@@ -273,7 +281,9 @@ mod tests {
         let c = Config::parse("logs:\n  max_bytes: 4096\n  keep: 0\n").unwrap();
         assert_eq!((c.logs.max_bytes, c.logs.keep), (4096, 0));
         assert!(Config::parse("logs:\n  max_bytes: 0\n").is_ok());
-        let e = Config::parse("logs:\n  max_bytes: 10\n").unwrap_err();
+        let e = Config::parse("logs:\n  max_bytes: 10\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("logs.max_bytes must be 0"), "{e}");
         assert!(Config::parse("logs:\n  size: 10\n").is_err());
     }
@@ -284,14 +294,17 @@ mod tests {
         let c = Config::parse(ok).unwrap();
         assert_eq!(c.role_host("x"), Some("b"));
         assert_eq!(c.role_host("y"), Some("a"));
-        let e = Config::parse("hosts: [a, b]\nbridge: nats://u:p@h:1\n").unwrap_err();
+        let e = Config::parse("hosts: [a, b]\nbridge: nats://u:p@h:1\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("carries credentials"), "{e}");
-        let e = Config::parse("hosts: [a, b]\n").unwrap_err();
+        let e = Config::parse("hosts: [a, b]\n").unwrap_err().to_string();
         assert!(e.contains("bridge is not set"), "{e}");
         let e = Config::parse(
             "hosts: [a]\nbridge: nats://h:1\nroles:\n  - {name: x, agent: human, host: c}\n",
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("'c' is not one of hosts (a)"), "{e}");
         assert!(Config::parse("hosts: [a]\nbridge: http://h\n").is_err());
         assert!(Config::parse("hosts: [a_b]\nbridge: nats://h:1\n").is_err());
@@ -299,7 +312,8 @@ mod tests {
             let e = Config::parse(&format!(
                 "hosts: [a]\nbridge: nats://h:1\nbridge_replicas: {bad}\n"
             ))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
             assert!(
                 e.contains(&format!("bridge_replicas: {bad} is out of range")),
                 "{e}"
@@ -327,8 +341,9 @@ mod tests {
         assert_eq!(c.allowed_types("qa"), vec!["note", "post"]);
         assert!(c.allowed_types("other").contains(&"clarify"));
         assert!(!c.allowed_types("other").contains(&"digest_request"));
-        let e =
-            Config::parse("roles:\n  - {name: qa, allowed_types: [digest_request]}\n").unwrap_err();
+        let e = Config::parse("roles:\n  - {name: qa, allowed_types: [digest_request]}\n")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("'digest_request' is not a type a role may send"),
             "{e}"
@@ -345,15 +360,21 @@ mod tests {
         assert!(c.needs_approval("qa", "git_handoff"));
         assert!(!c.needs_approval("qa", "note"));
         assert!(!Config::default().needs_approval("coder", "handoff"));
-        let e = Config::parse("types:\n  bogus:\n    approval: required\n").unwrap_err();
+        let e = Config::parse("types:\n  bogus:\n    approval: required\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("'bogus' is not a type"), "{e}");
-        let e = Config::parse("types:\n  note:\n    approval: maybe\n").unwrap_err();
+        let e = Config::parse("types:\n  note:\n    approval: maybe\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains('3'), "{e}");
     }
 
     #[test]
     fn unknown_key_names_line_and_column() {
-        let e = Config::parse("daemon:\n  fsink: true\n").unwrap_err();
+        let e = Config::parse("daemon:\n  fsink: true\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("fsink"), "{e}");
         assert!(e.contains('2'), "{e}");
     }

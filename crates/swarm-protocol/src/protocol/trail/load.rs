@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Result;
 use crate::protocol::config::Config;
-use crate::protocol::header::{names, Message};
+use crate::protocol::header::{names, Header, Message};
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::roles::Roles;
 use crate::protocol::store::{load_message, Loaded};
@@ -271,17 +271,17 @@ pub(super) fn copy_of(
     wt: usize,
     msg: &Message,
 ) -> Copy {
-    let get = |n: &str| msg.get(n).map(str::to_string);
+    let get = |n: Header| msg.get(n).map(str::to_string);
     Copy {
         path: path.to_path_buf(),
         place,
         batch,
         worktree: wt,
-        id: get("id"),
-        from: get("from"),
-        to: get("to"),
-        cc: get("cc"),
-        recipient: get("recipient"),
+        id: get(Header::Id),
+        from: get(Header::From),
+        to: get(Header::To),
+        cc: get(Header::Cc),
+        recipient: get(Header::Recipient),
         created: Stamp::of(msg.get(names::CREATED_AT)),
         enqueued: Stamp::of(msg.get(names::ENQUEUED_AT)),
         dequeued: Stamp::of(msg.get(names::DEQUEUED_AT)),

@@ -1,4 +1,5 @@
 use super::*;
+use crate::protocol::header::Header;
 use crate::protocol::layout::Worktree;
 
 #[test]
@@ -32,7 +33,7 @@ fn completions_read_each_new_copy_once_and_nothing_else() {
         got[0].0.id.as_deref(),
         Some("20261202T100703Z_000002_from_a")
     );
-    assert_eq!(got[0].1.get("message"), Some("m"));
+    assert_eq!(got[0].1.get(Header::Message), Some("m"));
     // Looked at again (the folder changed just now: listed again),
     // nothing new is read.
     for _ in 0..3 {

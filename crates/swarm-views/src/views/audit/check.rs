@@ -16,6 +16,7 @@ use crate::agent::queue::current_items;
 use crate::protocol::clock::{self, Instant};
 use crate::protocol::config::Limits;
 use crate::protocol::grammar::{addressed, in_cc};
+use crate::protocol::header::Header;
 use crate::protocol::layout::{Project, Worktree};
 use crate::protocol::swarm::Swarm;
 use crate::protocol::trail::{Copy, Original, Place, Stamp, Trail};
@@ -42,7 +43,12 @@ impl Out {
     }
 }
 
-const STAMPS: [&str; 4] = ["created_at", "enqueued_at", "dequeued_at", "completed_at"];
+const STAMPS: [Header; 4] = [
+    Header::CreatedAt,
+    Header::EnqueuedAt,
+    Header::DequeuedAt,
+    Header::CompletedAt,
+];
 
 fn stamps(c: &Copy) -> [&Stamp; 4] {
     [&c.created, &c.enqueued, &c.dequeued, &c.completed]
@@ -69,7 +75,7 @@ fn role_worktrees(t: &Trail) -> HashMap<&str, usize> {
 
 fn check_copy(t: &Trail, c: &Copy, homes: &HashMap<&str, usize>, out: &mut Out) {
     let subject = shown(&c.path);
-    for (name, v) in [("id", &c.id), ("recipient", &c.recipient)] {
+    for (name, v) in [(Header::Id, &c.id), (Header::Recipient, &c.recipient)] {
         if v.is_none() {
             out.add("missing_header", &subject, format!("no '{name}' header"));
         }
@@ -267,7 +273,7 @@ impl<'a> Verify<'a> {
         let t = self.t;
         for (i, o) in t.originals.iter().enumerate() {
             let subject = shown(&o.path);
-            for name in ["id", "from", "to", "created_at"] {
+            for name in [Header::Id, Header::From, Header::To, Header::CreatedAt] {
                 if o.msg.get(name).is_none() {
                     self.out
                         .add("missing_header", &subject, format!("no '{name}' header"));

@@ -292,7 +292,7 @@ pub(super) fn state_suffix(o: &Original) -> String {
 pub(super) fn headers_json(msg: &Message) -> Value {
     let mut m = Map::new();
     for (n, v) in &msg.headers {
-        if header::REPEATABLE.contains(&n.as_str()) {
+        if header::repeatable(n) {
             let slot = m
                 .entry(n.clone())
                 .or_insert_with(|| Value::Array(Vec::new()));

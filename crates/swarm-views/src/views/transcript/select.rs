@@ -4,6 +4,7 @@
 use crate::protocol::header::names;
 use std::collections::HashMap;
 
+use crate::error::Error;
 use crate::protocol::clock::{self, Instant};
 use crate::protocol::duration;
 use crate::protocol::grammar::MessageType;
@@ -74,7 +75,7 @@ impl Filter {
 
 /// Parses `--since`/`--until`: RFC 3339, or an age such as `90s`, `2h`, `1d`
 /// meaning that long before `now`.
-pub fn parse_time(spec: &str, now: Instant) -> Result<Instant, String> {
+pub fn parse_time(spec: &str, now: Instant) -> Result<Instant, Error> {
     if let Some(t) = clock::parse(spec) {
         return Ok(t);
     }
@@ -82,11 +83,13 @@ pub fn parse_time(spec: &str, now: Instant) -> Result<Instant, String> {
         Ok(d) => chrono::Duration::from_std(d)
             .ok()
             .and_then(|d| now.checked_sub_signed(d))
-            .ok_or_else(|| format!("time '{}' is out of range", text::escape(spec))),
-        Err(_) => Err(format!(
+            .ok_or_else(|| {
+                Error::bad_input(format!("time '{}' is out of range", text::escape(spec)))
+            }),
+        Err(_) => Err(Error::bad_input(format!(
             "invalid time '{}': expected RFC 3339 (2026-06-15T14:05:31Z) or an age (90s, 2h, 1d)",
             text::escape(spec)
-        )),
+        ))),
     }
 }
 

@@ -153,7 +153,7 @@ fn search_tool(agent: &Agent, a: Search) -> Outcome {
     let since = match &a.since {
         Some(t) => Some(
             transcript::parse_time(&t.0, crate::protocol::clock::now())
-                .map_err(usage)?
+                .map_err(|e| usage(e.to_string()))?
                 .timestamp(),
         ),
         None => None,

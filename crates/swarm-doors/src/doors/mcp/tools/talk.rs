@@ -16,6 +16,7 @@ use crate::doors::mcp::args::{self, Choices, Flag, Line, Lines, Text, MAX_ARG_BY
 use crate::error::{exit, Error, Token};
 use crate::protocol::draft;
 use crate::protocol::grammar;
+use crate::protocol::header::Header;
 use crate::protocol::types;
 
 /// Queues draft text as `agent` (the `swarm-handoff` path after reading
@@ -92,9 +93,9 @@ impl Tool for SendArgs {
 fn send_tool(agent: &Agent, a: &SendArgs) -> Outcome {
     let priority = a.priority.as_ref().map_or("50", |p| p.0.as_str());
     let mut headers = vec![
-        ("type", a.kind.0.as_str()),
-        ("to", a.to.0.as_str()),
-        ("priority", priority),
+        (Header::Type.as_str(), a.kind.0.as_str()),
+        (Header::To.as_str(), a.to.0.as_str()),
+        (Header::Priority.as_str(), priority),
     ];
     let given = 2 + usize::from(a.priority.is_some()) + usize::from(a.body.is_some());
     if given + a.headers.len() > 64 {
@@ -163,10 +164,10 @@ fn reply(agent: &Agent, body: &str, to: Option<String>) -> Outcome {
         .unwrap_or("50")
         .to_string();
     let headers = [
-        ("type", types::POST.name),
-        ("to", to.as_str()),
-        ("priority", priority.as_str()),
-        ("in_reply_to", id.as_str()),
+        (Header::Type.as_str(), types::POST.name),
+        (Header::To.as_str(), to.as_str()),
+        (Header::Priority.as_str(), priority.as_str()),
+        (Header::InReplyTo.as_str(), id.as_str()),
     ];
     submit(agent, &draft_text(&headers, Some(body)), "mcp:reply")
 }
@@ -196,16 +197,16 @@ impl Tool for Ask {
     const DESCRIPTION: &'static str = "Ask a person or role a blocking question (clarify) about the item in process. Do not call done: the item stays in process (parked). End your turn; when woken, next returns that item with the answer.";
     fn run(self, agent: &Agent) -> Outcome {
         let mut headers = vec![
-            ("type", types::CLARIFY.name),
-            ("to", self.to.0.as_str()),
-            ("priority", "50"),
-            ("question", self.question.0.as_str()),
+            (Header::Type.as_str(), types::CLARIFY.name),
+            (Header::To.as_str(), self.to.0.as_str()),
+            (Header::Priority.as_str(), "50"),
+            (Header::Question.as_str(), self.question.0.as_str()),
         ];
         if let Some(m) = self.allow_multiple {
-            headers.push(("allow_multiple", yes_no(m.0)));
+            headers.push((Header::AllowMultiple.as_str(), yes_no(m.0)));
         }
         if let Some(c) = self.allow_custom {
-            headers.push(("allow_custom", yes_no(c.0)));
+            headers.push((Header::AllowCustom.as_str(), yes_no(c.0)));
         }
         let body = self.options.unwrap_or_default().0.join("\n");
         submit(agent, &draft_text(&headers, Some(&body)), "mcp:ask")
@@ -298,11 +299,11 @@ fn react(agent: &Agent, id: &str, reaction: &str) -> Outcome {
     // 00: a reaction is taken with the recipient's next ready step, which
     // reads the queue in priority order.
     let headers = [
-        ("type", types::REACT.name),
-        ("to", to),
-        ("priority", "00"),
-        ("in_reply_to", id),
-        ("reaction", reaction),
+        (Header::Type.as_str(), types::REACT.name),
+        (Header::To.as_str(), to),
+        (Header::Priority.as_str(), "00"),
+        (Header::InReplyTo.as_str(), id),
+        (Header::Reaction.as_str(), reaction),
     ];
     submit(agent, &draft_text(&headers, None), "mcp:react")
 }
