@@ -77,11 +77,45 @@ pub enum Start {
 pub struct Ledger {
     dir: PathBuf,
     spec: &'static Spec,
+    /// Where files are written before they are renamed into place (None:
+    /// the folder each is published in).
+    tmp: Option<PathBuf>,
+    /// The folder of tombstones, for a spec that keeps them.
+    done: Option<PathBuf>,
+    /// Where a retired request is kept whole, for a store that keeps them.
+    kept: Option<PathBuf>,
 }
 
 impl Ledger {
     pub fn new(dir: PathBuf, spec: &'static Spec) -> Ledger {
-        Ledger { dir, spec }
+        Ledger {
+            tmp: None,
+            done: spec.done.map(|d| dir.join(d)),
+            kept: None,
+            dir,
+            spec,
+        }
+    }
+
+    /// Temp files go to `tmp` (on the same file system), not the folder:
+    /// for a store whose temp files always went to a folder of their own.
+    pub fn temps_in(mut self, tmp: PathBuf) -> Ledger {
+        self.tmp = Some(tmp);
+        self
+    }
+
+    /// Tombstones go to `done`, not `<folder>/<spec.done>`: for a store
+    /// whose tombstones are a folder beside its requests.
+    pub fn tombstones_in(mut self, done: PathBuf) -> Ledger {
+        self.done = Some(done);
+        self
+    }
+
+    /// A retire moves the request, whole, into `kept` instead of removing
+    /// it: for a store that keeps what it carried out.
+    pub fn keeps_in(mut self, kept: PathBuf) -> Ledger {
+        self.kept = Some(kept);
+        self
     }
 
     /// The folder.
@@ -100,12 +134,20 @@ impl Ledger {
 
     /// The tombstone of `id`, for a spec that keeps them.
     fn done_file(&self, id: &str) -> Option<PathBuf> {
-        self.spec.done.map(|d| self.dir.join(d).join(id))
+        self.done.as_ref().map(|d| d.join(id))
     }
 
-    /// Whether `id` was retired (a spec without tombstones: never known).
+    /// Where the retired request `id` is kept, for a store that keeps them.
+    fn kept_file(&self, id: &str) -> Option<PathBuf> {
+        let name = format!("{id}{}", self.spec.request);
+        self.kept.as_ref().map(|d| d.join(name))
+    }
+
+    /// Whether `id` was retired (a store with neither tombstones nor kept
+    /// requests: never known).
     pub fn is_done(&self, id: &str) -> bool {
         self.done_file(id).is_some_and(|f| f.exists())
+            || self.kept_file(id).is_some_and(|f| f.exists())
     }
 
     /// Publishes the request `id`. False when it was there already or was
@@ -115,8 +157,9 @@ impl Ledger {
         if f.exists() || self.is_done(id) {
             return Ok(false);
         }
-        fsx::ensure_dirs(&[&self.dir])?;
-        match fsx::publish(&self.dir, &f, bytes) {
+        let tmp = self.tmp.as_ref().unwrap_or(&self.dir);
+        fsx::ensure_dirs(&[&self.dir, tmp])?;
+        match fsx::publish(tmp, &f, bytes) {
             Ok(()) => {
                 step("requested");
                 Ok(true)
@@ -197,7 +240,7 @@ impl Ledger {
         if f.exists() {
             return Ok(Start::Again);
         }
-        match fsx::publish(&self.dir, &f, b"") {
+        match fsx::publish(self.tmp.as_ref().unwrap_or(&self.dir), &f, b"") {
             Ok(()) => {
                 step("started");
                 Ok(Start::First)
@@ -226,7 +269,8 @@ impl Ledger {
         }
         let bytes = make()?;
         if let Some(suffix) = self.spec.answer {
-            fsx::publish(&self.dir, &self.file(id, suffix), &bytes)?;
+            let tmp = self.tmp.as_ref().unwrap_or(&self.dir);
+            fsx::publish(tmp, &self.file(id, suffix), &bytes)?;
             step("answered");
         }
         Ok(bytes)
@@ -241,25 +285,45 @@ impl Ledger {
             .chain(s.companions.iter().copied())
     }
 
-    /// Retires `id`: its tombstone, then its request, then what is beside it.
-    pub fn retire(&self, id: &str) -> io::Result<()> {
-        if let Some(f) = self.done_file(id) {
-            let d = parent_of(&f);
-            fsx::ensure_dirs(&[&d])?;
-            if !f.exists() {
-                match fsx::publish(&d, &f, b"") {
-                    Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
-                    _ => step("tombstoned"),
-                }
-            }
+    /// Publishes the tombstone of `id` (when the spec keeps them) and
+    /// leaves its request: for a request taken from a source that gives it
+    /// again until told it was taken (a stream's redelivery), which then
+    /// finds it done while it is still carried on here.
+    pub fn tombstone(&self, id: &str) -> io::Result<()> {
+        let Some(f) = self.done_file(id) else {
+            return Ok(());
+        };
+        if f.exists() {
+            return Ok(());
         }
-        fsx::remove_file(&self.request_file(id))?;
+        let d = parent_of(&f);
+        let tmp = self.tmp.as_ref().unwrap_or(&d);
+        fsx::ensure_dirs(&[&d, tmp])?;
+        match fsx::publish(tmp, &f, b"") {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+            _ => step("tombstoned"),
+        }
+        Ok(())
+    }
+
+    /// Retires `id`: its tombstone, then its request (removed, or moved
+    /// whole to where the store keeps them), then what is beside it.
+    pub fn retire(&self, id: &str) -> io::Result<()> {
+        self.tombstone(id)?;
+        let request = self.request_file(id);
+        match self.kept_file(id) {
+            Some(kept) => keep(&request, &kept)?,
+            None => fsx::remove_file(&request)?,
+        }
         step(self.spec.request);
         for suffix in self.beside() {
             fsx::remove_file(&self.file(id, suffix))?;
             step(suffix);
         }
-        fsx::sync_dir(&self.dir)
+        if self.dir.is_dir() {
+            fsx::sync_dir(&self.dir)?;
+        }
+        Ok(())
     }
 
     /// Removes what a retire killed midway left beside a request that is
@@ -290,16 +354,29 @@ fn parent_of(f: &Path) -> PathBuf {
     f.parent().map(Path::to_path_buf).unwrap_or_default()
 }
 
-/// Where the crash test stops a child after each durable step.
-#[cfg(test)]
-static STEP: std::sync::OnceLock<fn(&str)> = std::sync::OnceLock::new();
-
-fn step(_name: &str) {
-    #[cfg(test)]
-    if let Some(f) = STEP.get() {
-        f(_name);
+/// Moves `request` to `kept` without clobbering. Gone already is moved (a
+/// retire killed after the move); kept already (a copy published again
+/// after that) leaves the request to go.
+fn keep(request: &Path, kept: &Path) -> io::Result<()> {
+    fsx::ensure_dirs(&[parent_of(kept)])?;
+    match fsx::move_noreplace(request, kept) {
+        Ok(()) => Ok(()),
+        Err(e) if fsx::moved_to(&e).is_some() => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => fsx::remove_file(request),
+        Err(e) => Err(e),
     }
 }
+
+/// A durable step of a store's own, between the ledger's: where a crash
+/// test stops its child (a no-op in every other build).
+pub fn step(_name: &str) {
+    #[cfg(any(test, feature = "crash-test"))]
+    crash::step(_name);
+}
+
+#[cfg(any(test, feature = "crash-test"))]
+pub mod crash;
 
 #[cfg(test)]
 mod tests;
