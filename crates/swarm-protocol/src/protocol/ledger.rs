@@ -33,6 +33,34 @@
 //! worker per entry at a time is the caller's to keep, with
 //! [`Ledger::lock`] (an OS lock: a killed holder leaves none behind) or
 //! with a single thread.
+//!
+//! Where a store keeps its files its own way, the ledger follows it: temp
+//! files in a folder of their own ([`Ledger::temps_in`]), tombstones in a
+//! folder beside the requests ([`Ledger::tombstones_in`]), a retired
+//! request kept whole instead of removed ([`Ledger::keeps_in`]). A request
+//! taken from a source that gives it again until told it was taken (a
+//! stream's redelivery) is tombstoned as soon as it is published
+//! ([`Ledger::tombstone`]), before the source is told, and carried on from
+//! the folder. A store without a started marker carries a request found
+//! pending after a crash out again: its effect must repeat harmlessly, and
+//! its spec says why it does.
+//!
+//! On the ledger: seat requests (`lineup::seat`), a confined agent's forum
+//! requests (`forum::requests`), the bridge's control records, both sides
+//! (`bridge::control`). Not on it, decided (issue 44): *schedules* (the
+//! wake-up queue, `protocol::wakeups`; a delivery's retry sidecars,
+//! `protocol::delivery_retry`) and *keyed records* a feature rewrites as
+//! long as what they describe lives (an A2A task and its push cursors,
+//! `a2a::store`). They are a second primitive, named as such: one record
+//! per key, replaced whole by `fsx::replace` (after a crash it is the old
+//! record or the new one, never a mix), never retired by an answer. They
+//! have no request to carry on and no answer to tell once: a schedule's
+//! record is a hint whose loss or repetition never undoes or repeats a
+//! delivery, and an A2A task's exactly-once rests on its id, derived from
+//! the request (role and A2A message id), by which its handoff is found in
+//! the trail after a crash. A "schedule kind" here would be that second
+//! primitive under the ledger's name, with none of its states; so there
+//! is none.
 
 use std::io;
 use std::path::{Path, PathBuf};
