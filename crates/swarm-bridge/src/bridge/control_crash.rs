@@ -33,7 +33,7 @@ const LOCAL: &str = "pong\tpong\tpong\t\t\thuman\n";
 const ELSEWHERE: &str = "pong\t@b\tpong\t\t\thuman\n";
 
 fn project(root: &Path) -> Project {
-    Project::new(&root.join("project"))
+    Project::new(root.join("project"))
 }
 
 /// Host `b`'s records, in the stream's order.
