@@ -96,14 +96,19 @@ fn publish_side(root: &Path, p: &Project) {
     }
 }
 
-/// Host `b`'s records taken from the stream, acknowledged by a cursor.
-fn receive_side(root: &Path, p: &Project) {
-    let s = Settings {
+/// The bridge's settings on host `a`.
+fn settings(p: &Project) -> Settings {
+    Settings {
         project: p.clone(),
         config: Config::load(&p.config_file()).unwrap(),
         host: "a".into(),
         url: "nats://127.0.0.1:1".into(),
-    };
+    }
+}
+
+/// Host `b`'s records taken from the stream, acknowledged by a cursor.
+fn receive_side(root: &Path, p: &Project) {
+    let s = settings(p);
     let cursor = root.join("acked");
     loop {
         let acked: usize = std::fs::read_to_string(&cursor)
@@ -222,12 +227,7 @@ fn a_parked_record_delivered_again_once_it_need_not_wait_is_applied_once() {
     let d = tempfile::tempdir().unwrap();
     setup(d.path());
     let p = project(d.path());
-    let s = Settings {
-        project: p.clone(),
-        config: Config::load(&p.config_file()).unwrap(),
-        host: "a".into(),
-        url: "nats://127.0.0.1:1".into(),
-    };
+    let s = settings(&p);
     let (id, record) = &b_records()[2];
     let applied = || control_receive::receive(&s, "b", record.as_bytes());
     assert_eq!(applied(), control_receive::Outcome::Applied);
