@@ -3,6 +3,7 @@
 mod support;
 
 mod a2a;
+mod a2a_crash;
 mod acp;
 mod agents;
 mod api;
