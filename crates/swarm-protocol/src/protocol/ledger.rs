@@ -4,7 +4,7 @@
 //! start carries it on, never doing its effect twice and never telling two
 //! different answers.
 //!
-//! A ledger is one folder the daemon owns. An entry is the set of files
+//! A ledger is one folder its carrier owns (handoffd, the bridge). An entry is the set of files
 //! named after its id there; each feature names them its own way
 //! ([`Spec`]), so a store moved onto the ledger keeps its files byte for
 //! byte. The states, in order, each reached by one durable step through
@@ -23,8 +23,9 @@
 //!    before it is told to anyone ([`Ledger::answer_once`]): told again
 //!    after a crash, it is the same bytes.
 //! 4. **retired** ([`Ledger::retire`]): the tombstone `<done>/<id>` first
-//!    (when the spec keeps one), then the request, then the files beside
-//!    it (started, answer, the caller's companions) in that order.
+//!    (when the spec keeps one), then the request (removed, or moved whole
+//!    where the store keeps them), then the files beside it (started,
+//!    answer, the caller's companions) in that order.
 //!
 //! The invariant: an entry whose request is in the folder is not finished,
 //! and [`Ledger::pending`] lists it for the next start to carry on; an
