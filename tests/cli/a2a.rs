@@ -31,7 +31,7 @@ fn python() -> Option<PathBuf> {
 
 /// `dev` (offered over A2A), `qa` (not offered) and `client`, the person
 /// outside work comes from.
-fn project() -> Project {
+pub(crate) fn project() -> Project {
     Project::builder()
         .role(Role::new("dev").worktree("dev"))
         .role(Role::new("qa").worktree("qa"))
@@ -43,7 +43,7 @@ fn project() -> Project {
 }
 
 /// A running `swarm a2a`, killed on drop.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     base: String,
 }
@@ -56,7 +56,7 @@ impl Drop for Server {
 }
 
 impl Server {
-    fn start(p: &Project) -> Server {
+    pub(crate) fn start(p: &Project) -> Server {
         let mut child = p
             .cmd("swarm")
             .args(["a2a", "--port", "0"])
@@ -84,7 +84,7 @@ impl Server {
     }
 
     /// One raw POST, `Connection: close`: (status, body).
-    fn raw(&self, target: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+    pub(crate) fn raw(&self, target: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
         self.request("POST", target, headers, body)
     }
 
@@ -117,7 +117,7 @@ impl Server {
     }
 }
 
-fn token_file(p: &Project) -> PathBuf {
+pub(crate) fn token_file(p: &Project) -> PathBuf {
     p.path(".swarmforge/a2a/token")
 }
 
@@ -199,7 +199,7 @@ impl Driver {
 }
 
 /// The handoffs `client` has queued or sent.
-fn sent_by_client(p: &Project) -> Vec<String> {
+pub(crate) fn sent_by_client(p: &Project) -> Vec<String> {
     let mut v = handoff_names(&p.hq("client", "outbox"));
     v.extend(handoff_names(&p.hq("client", "sent")));
     v

@@ -3,6 +3,7 @@
 mod support;
 
 mod a2a;
+mod a2a_crash;
 mod acp;
 mod acp_decide;
 mod agents;

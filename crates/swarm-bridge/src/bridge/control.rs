@@ -6,11 +6,15 @@
 //! order) and every host's bridge applies every record in the stream's order,
 //! through one consumer that takes one record at a time.
 //!
-//! Applying a received record, and the invariant that it is applied at most
-//! once per host, are in `control_receive`.
+//! Both sides are `protocol::ledger`s, which keep the crash reasoning:
+//! this host's records ([`outbox_ledger`]: published into `out/`, retired
+//! into `sent/` once JetStream acknowledged them) and the records received
+//! ([`received`]: a tombstone `seen/<id>` per record taken from the stream,
+//! `waiting/<id>.json` for one parked until it can be applied). Applying a
+//! received record is in `control_receive`.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -23,6 +27,7 @@ use crate::person::holds::{self, Held};
 use crate::protocol::config::Config;
 use crate::protocol::grammar;
 use crate::protocol::layout::Project;
+use crate::protocol::ledger::{Ledger, Spec};
 use crate::protocol::swarm::Swarm;
 use crate::text::escape;
 
@@ -114,9 +119,58 @@ pub fn sent(project: &Project) -> PathBuf {
     dir(project).join("sent")
 }
 
-/// One empty marker per record applied from the stream.
-pub(super) fn seen(project: &Project) -> PathBuf {
+/// One empty marker per record taken from the stream.
+fn seen(project: &Project) -> PathBuf {
     dir(project).join("seen")
+}
+
+/// The grammar of a control id: `<host>.<nanoseconds, 20 digits>.<pid>`.
+fn valid_id(id: &str) -> bool {
+    let mut parts = id.split('.');
+    let digits = |n: &str, len: std::ops::RangeInclusive<usize>| {
+        len.contains(&n.len()) && n.bytes().all(|b| b.is_ascii_digit())
+    };
+    parts.next().is_some_and(|h| {
+        (1..=64).contains(&h.len()) && h.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    }) && parts.next().is_some_and(|n| digits(n, 20..=20))
+        && parts.next().is_some_and(|n| digits(n, 1..=10))
+        && parts.next().is_none()
+}
+
+/// A control record's files, on both sides: `<id>.json`, the record as
+/// published; no effect of the store's own is marked (see [`received`]).
+static RECORDS: Spec = Spec {
+    request: ".json",
+    started: None,
+    answer: None,
+    companions: &[],
+    done: None,
+    lock: None,
+    valid_id,
+};
+
+/// This host's records: published into `out/` by [`issue`], carried on by
+/// the bridge until JetStream acknowledged them (a record published twice,
+/// after a crash before its retire, is one message: its `Nats-Msg-Id` is
+/// its id), then retired whole into `sent/`.
+pub fn outbox_ledger(project: &Project) -> Ledger {
+    Ledger::new(outbox(project), &RECORDS)
+        .temps_in(project.bridge_tmp())
+        .keeps_in(sent(project))
+}
+
+/// The records taken from the stream: a record is acknowledged to the
+/// stream only once its tombstone `seen/<id>` is durable, and one found
+/// there is not applied again. Its effect comes before the tombstone, so a
+/// crash between them applies it again: every effect of [`apply`] repeats
+/// harmlessly (a pause sets a state, an approval or a denial of a message
+/// no longer held is a no-op, an answered clarify refuses a second answer).
+/// A record that must wait (`control_wait`) is published to
+/// `waiting/<id>.json`, then tombstoned, and retired once applied.
+pub(super) fn received(project: &Project) -> Ledger {
+    Ledger::new(dir(project).join("waiting"), &RECORDS)
+        .temps_in(project.bridge_tmp())
+        .tombstones_in(seen(project))
 }
 
 /// Whether swarm.yaml gives this checkout a bridge (and so a swarm to tell).
@@ -176,8 +230,10 @@ pub fn issue(project: &Project, action: Action, local: &str) -> Result<Option<Re
     };
     fsx::replace(&tmp, &last, format!("{nanos}\n").as_bytes()).map_err(|e| Error::io(&last, e))?;
     let bytes = serde_json::to_vec(&r).unwrap_or_default();
-    let path = out.join(format!("{}.json", r.id));
-    fsx::publish(&tmp, &path, &bytes).map_err(|e| Error::io(&path, e))?;
+    let outbox = outbox_ledger(project);
+    outbox
+        .publish(&r.id, &bytes)
+        .map_err(|e| Error::io(outbox.request_file(&r.id), e))?;
     journal(project, Kind::ControlSent, &r, local);
     Ok(Some(r))
 }
@@ -260,40 +316,21 @@ pub fn json_id(r: Option<&Record>) -> serde_json::Value {
 }
 
 /// The records waiting in this host's control outbox, oldest first.
-pub fn waiting(project: &Project) -> Vec<(PathBuf, Record)> {
-    let mut names: Vec<String> = crate::protocol::layout::names_in(&outbox(project))
+pub fn waiting(project: &Project) -> Vec<Record> {
+    let outbox = outbox_ledger(project);
+    outbox
+        .pending()
         .into_iter()
-        .filter(|n| n.ends_with(".json"))
-        .collect();
-    names.sort();
-    names
-        .into_iter()
-        .filter_map(|n| {
-            let p = outbox(project).join(n);
-            let b = fsx::read_bounded(&p, MAX_RECORD).ok()?;
-            Some((p, serde_json::from_slice(&b).ok()?))
+        .filter_map(|id| {
+            let b = outbox.read_request(&id, MAX_RECORD).ok()??;
+            serde_json::from_slice(&b).ok()
         })
         .collect()
 }
 
-/// JetStream acknowledged the record: it leaves the outbox.
-pub fn mark_sent(path: &Path) -> io::Result<()> {
-    let Some(name) = path.file_name() else {
-        return Ok(());
-    };
-    let project_sent = path
-        .parent()
-        .and_then(Path::parent)
-        .map(|d| d.join("sent"))
-        .unwrap_or_default();
-    fsx::ensure_dirs(&[&project_sent])?;
-    match fsx::move_noreplace(path, &project_sent.join(name)) {
-        Ok(()) => Ok(()),
-        Err(e) if fsx::moved_to(&e).is_some() => Ok(()),
-        // Sent before (a crash after the move): the copy in the outbox goes.
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => fsx::remove_file(path),
-        Err(e) => Err(e),
-    }
+/// JetStream acknowledged record `id`: it leaves the outbox.
+pub fn mark_sent(project: &Project, id: &str) -> io::Result<()> {
+    outbox_ledger(project).retire(id)
 }
 
 fn valid_text(t: &str) -> bool {
@@ -325,16 +362,7 @@ pub fn check(config: &Config, from: &str, bytes: &[u8]) -> std::result::Result<R
             escape(&r.host)
         )));
     }
-    let mut parts = r.id.split('.');
-    let ok_id = parts.next() == Some(from)
-        && parts
-            .next()
-            .is_some_and(|n| n.len() == 20 && n.bytes().all(|b| b.is_ascii_digit()))
-        && parts
-            .next()
-            .is_some_and(|n| (1..=10).contains(&n.len()) && n.bytes().all(|b| b.is_ascii_digit()))
-        && parts.next().is_none();
-    if !ok_id {
+    if !valid_id(&r.id) || r.id.split('.').next() != Some(from) {
         return Err(Refused(format!("'{}' is not a control id", escape(&r.id))));
     }
     if !grammar::valid_role(&r.by) || r.at.len() > 64 || !valid_text(&r.at) {
@@ -490,7 +518,7 @@ mod tests {
         let b = issue(&p, Action::Resume, "x").unwrap().unwrap();
         assert!(a.id.starts_with("a.99999999999999999991."), "{}", a.id);
         assert!(b.id > a.id, "{} then {}", a.id, b.id);
-        let names: Vec<String> = waiting(&p).into_iter().map(|(_, r)| r.id).collect();
+        let names: Vec<String> = waiting(&p).into_iter().map(|r| r.id).collect();
         assert_eq!(names, [a.id, b.id]);
     }
 

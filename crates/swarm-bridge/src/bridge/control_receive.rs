@@ -5,12 +5,10 @@
 //! effects) and `control_wait` (records that wait), so neither imports the
 //! other's caller.
 //!
-//! Invariant: a record is applied at most once per host from the stream. The
-//! marker `.swarmforge/bridge/control/seen/<id>` is published after the
-//! record's effect and its journal line, and a record whose marker exists
-//! changes nothing; the effects themselves are idempotent (a pause sets a
-//! state, an approval of a message no longer held is a no-op), so a crash
-//! between the effect and the marker repeats nothing harmful.
+//! Invariant: a record is applied at most once per host from the stream,
+//! and acknowledged only once that is durable: `control::received`, a
+//! `protocol::ledger` (its tombstones are the `seen/` markers), keeps it,
+//! and says why a crash between an effect and its tombstone is harmless.
 //!
 //! A host's own pause and resume come back to it in the stream's order and
 //! are applied again there, so a pause on one host and a resume on another
@@ -19,12 +17,12 @@
 
 use std::io;
 
-use super::control::{apply, check, journal, seen, Action, Applied, Record, APPLYING};
+use super::control::{apply, check, journal, received, Action, Applied, Record, APPLYING};
 use super::control_wait;
 use super::Settings;
 use crate::daemon::journal::{record_outside, Event, Kind};
-use crate::fsx;
 use crate::protocol::layout::Project;
+use crate::protocol::ledger;
 use crate::text::escape;
 
 /// What became of a received record.
@@ -55,10 +53,10 @@ pub fn receive(s: &Settings, from: &str, bytes: &[u8]) -> Outcome {
             return Outcome::Refused(why.0);
         }
     };
-    let marker = seen(p).join(&r.id);
+    let taken = received(p);
     // One record applied at a time (the stream's, or one that waited).
     let _applying = APPLYING.lock().unwrap_or_else(|e| e.into_inner());
-    if marker.exists() {
+    if taken.is_done(&r.id) {
         return Outcome::Again;
     }
     let own = r.host == s.host;
@@ -69,7 +67,7 @@ pub fn receive(s: &Settings, from: &str, bytes: &[u8]) -> Outcome {
     };
     let result = match (&r.action, own) {
         _ if waits.is_some() => {
-            control_wait::park(p, &r, waits.as_deref().unwrap_or("")).map(|()| None)
+            control_wait::park(p, &taken, &r, waits.as_deref().unwrap_or("")).map(|()| None)
         }
         // Done here when it was issued; only its order is re-applied.
         (Action::Pause { .. } | Action::Resume, true) => reapply(p, &r),
@@ -82,11 +80,15 @@ pub fn receive(s: &Settings, from: &str, bytes: &[u8]) -> Outcome {
         Ok(None) => {}
         Err(e) => return Outcome::Wait(e.to_string()),
     }
-    let tmp = p.bridge_tmp();
-    match fsx::ensure_dirs(&[&seen(p), &tmp]).and_then(|_| fsx::publish(&tmp, &marker, b"")) {
+    ledger::step("applied");
+    // A parked record stays until it is applied (`control_wait::retry`).
+    let done = match waits {
+        Some(_) => taken.tombstone(&r.id),
+        None => taken.retire(&r.id),
+    };
+    match done {
         Ok(()) => Outcome::Applied,
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Outcome::Applied,
-        Err(e) => Outcome::Wait(format!("{}: {e}", marker.display())),
+        Err(e) => Outcome::Wait(format!("{}: {e}", taken.request_file(&r.id).display())),
     }
 }
 

@@ -4,31 +4,23 @@
 //! in a relay folder while this host is paused or its daemon is down). Such
 //! a record waits here and is applied when the copy is in the inbox.
 //!
-//! Invariant: a waiting record is published to
-//! `.swarmforge/bridge/control/waiting/<id>.json` and journaled
-//! `control_waiting` before its `seen/` marker (and so before the stream's
-//! ack), so neither a crash nor a restart loses it; it leaves that folder
-//! only after its `control_applied` or `control_refused` line. A crash
-//! between the effect and the removal applies it again, which the effect's
-//! own checks refuse (an answered clarify cannot be answered twice).
+//! Invariant: a waiting record is kept by `control::received` (a
+//! `protocol::ledger`: `waiting/<id>.json`, published and journaled
+//! `control_waiting` before its tombstone, and so before the stream's ack)
+//! until its `control_applied` or `control_refused` line; the ledger says
+//! what a crash at any point leaves.
 
 use std::io;
-use std::path::PathBuf;
 
 use super::control::{self, Action, Record};
 use crate::daemon::journal::Kind;
-use crate::fsx;
 use crate::protocol::layout::Project;
+use crate::protocol::ledger::{self, Ledger};
 use crate::protocol::roles::Roles;
 
 /// Most records waiting on one host; more are refused (a peer cannot fill
 /// the disk with answers to clarifies that never come).
 const MAX_WAITING: usize = 1000;
-
-/// Where records wait.
-pub fn dir(p: &Project) -> PathBuf {
-    p.bridge_dir().join("control").join("waiting")
-}
 
 /// Why record `r` must wait on this host, if it must: an answer for a
 /// clarify addressed to a role of this host whose copy is not in its inbox
@@ -55,13 +47,11 @@ pub(super) fn must_wait(p: &Project, r: &Record) -> Option<String> {
     ))
 }
 
-/// Keeps `r` until it can be applied, journaled `control_waiting` (`why`).
-pub(super) fn park(p: &Project, r: &Record, why: &str) -> io::Result<()> {
-    let d = dir(p);
-    let tmp = p.bridge_tmp();
-    fsx::ensure_dirs(&[&d, &tmp])?;
-    let file = d.join(format!("{}.json", r.id));
-    if !file.exists() && crate::protocol::layout::names_in(&d).len() >= MAX_WAITING {
+/// Keeps `r` in `taken` until it can be applied, journaled
+/// `control_waiting` (`why`).
+pub(super) fn park(p: &Project, taken: &Ledger, r: &Record, why: &str) -> io::Result<()> {
+    let pending = taken.pending();
+    if !pending.contains(&r.id) && pending.len() >= MAX_WAITING {
         control::journal(
             p,
             Kind::ControlRefused,
@@ -71,11 +61,7 @@ pub(super) fn park(p: &Project, r: &Record, why: &str) -> io::Result<()> {
         return Ok(());
     }
     let bytes = serde_json::to_vec(r).map_err(io::Error::other)?;
-    match fsx::publish(&tmp, &file, &bytes) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e),
-    }
+    taken.publish(&r.id, &bytes)?;
     control::journal(p, Kind::ControlWaiting, r, why);
     Ok(())
 }
@@ -83,16 +69,10 @@ pub(super) fn park(p: &Project, r: &Record, why: &str) -> io::Result<()> {
 /// Applies every waiting record that need not wait any longer, oldest id
 /// first; returns how many were applied (or refused by their own checks).
 pub fn retry(p: &Project) -> usize {
-    let d = dir(p);
-    let mut names: Vec<String> = crate::protocol::layout::names_in(&d)
-        .into_iter()
-        .filter(|n| n.ends_with(".json"))
-        .collect();
-    names.sort();
+    let taken = control::received(p);
     let mut done = 0;
-    for n in names {
-        let path = d.join(&n);
-        let Ok(bytes) = fsx::read_bounded(&path, control::MAX_RECORD) else {
+    for id in taken.pending() {
+        let Ok(Some(bytes)) = taken.read_request(&id, control::MAX_RECORD) else {
             continue;
         };
         // Published whole by `park` from a record already checked.
@@ -109,7 +89,8 @@ pub fn retry(p: &Project) -> usize {
             // A disk error: tried again on the next round.
             Err(_) => continue,
         }
-        if fsx::remove_file(&path).is_ok() {
+        ledger::step("applied");
+        if taken.retire(&id).is_ok() {
             done += 1;
         }
     }

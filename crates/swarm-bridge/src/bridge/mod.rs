@@ -10,6 +10,8 @@
 //! is async and runs it through `spawn_blocking`.
 
 pub mod control;
+#[cfg(test)]
+mod control_crash;
 pub mod control_index;
 pub mod control_receive;
 pub mod control_view;

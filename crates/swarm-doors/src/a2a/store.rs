@@ -15,7 +15,10 @@
 //!   and `<config>.acked` (the last event sequence the receiver answered
 //!   2xx for): webhook deliveries survive a restart.
 //!
-//! Every write is temp + fsync + rename + fsync(dir) through `fsx`.
+//! Every write is temp + fsync + rename + fsync(dir) through `fsx`. Records
+//! per key replaced whole, never retired: not a `protocol::ledger` (its
+//! module doc says why); tests/cli/a2a_crash.rs makes the states a kill
+//! between the two writes of a task leaves.
 
 use std::path::{Path, PathBuf};
 

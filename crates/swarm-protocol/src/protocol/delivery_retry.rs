@@ -9,7 +9,9 @@
 //!   daemon's memory of the retry, so a restarted daemon goes on counting
 //!   (and waiting) where the killed one stopped. It is never a queue item
 //!   (its name does not end in `.handoff`), and one whose handoff is gone
-//!   (delivered, refused, held, removed by hand) is removed.
+//!   (delivered, refused, held, removed by hand) is removed. A schedule,
+//!   replaced whole at each failure, not a `protocol::ledger` request (its
+//!   module doc says why).
 //! - The **attention record** `.swarmforge/handoffs/delivery_attention/<stem>.edn`
 //!   exists from the third failed attempt until the delivery succeeds or the
 //!   file leaves the outbox: it is what `swarm status`, `swarm audit --check`

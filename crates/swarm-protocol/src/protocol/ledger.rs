@@ -4,7 +4,7 @@
 //! start carries it on, never doing its effect twice and never telling two
 //! different answers.
 //!
-//! A ledger is one folder the daemon owns. An entry is the set of files
+//! A ledger is one folder its carrier owns (handoffd, the bridge). An entry is the set of files
 //! named after its id there; each feature names them its own way
 //! ([`Spec`]), so a store moved onto the ledger keeps its files byte for
 //! byte. The states, in order, each reached by one durable step through
@@ -23,8 +23,9 @@
 //!    before it is told to anyone ([`Ledger::answer_once`]): told again
 //!    after a crash, it is the same bytes.
 //! 4. **retired** ([`Ledger::retire`]): the tombstone `<done>/<id>` first
-//!    (when the spec keeps one), then the request, then the files beside
-//!    it (started, answer, the caller's companions) in that order.
+//!    (when the spec keeps one), then the request (removed, or moved whole
+//!    where the store keeps them), then the files beside it (started,
+//!    answer, the caller's companions) in that order.
 //!
 //! The invariant: an entry whose request is in the folder is not finished,
 //! and [`Ledger::pending`] lists it for the next start to carry on; an
@@ -33,6 +34,34 @@
 //! worker per entry at a time is the caller's to keep, with
 //! [`Ledger::lock`] (an OS lock: a killed holder leaves none behind) or
 //! with a single thread.
+//!
+//! Where a store keeps its files its own way, the ledger follows it: temp
+//! files in a folder of their own ([`Ledger::temps_in`]), tombstones in a
+//! folder beside the requests ([`Ledger::tombstones_in`]), a retired
+//! request kept whole instead of removed ([`Ledger::keeps_in`]). A request
+//! taken from a source that gives it again until told it was taken (a
+//! stream's redelivery) is tombstoned as soon as it is published
+//! ([`Ledger::tombstone`]), before the source is told, and carried on from
+//! the folder. A store without a started marker carries a request found
+//! pending after a crash out again: its effect must repeat harmlessly, and
+//! its spec says why it does.
+//!
+//! On the ledger: seat requests (`lineup::seat`), a confined agent's forum
+//! requests (`forum::requests`), the bridge's control records, both sides
+//! (`bridge::control`). Not on it, decided (issue 44): *schedules* (the
+//! wake-up queue, `protocol::wakeups`; a delivery's retry sidecars,
+//! `protocol::delivery_retry`) and *keyed records* a feature rewrites as
+//! long as what they describe lives (an A2A task and its push cursors,
+//! `a2a::store`). They are a second primitive, named as such: one record
+//! per key, replaced whole by `fsx::replace` (after a crash it is the old
+//! record or the new one, never a mix), never retired by an answer. They
+//! have no request to carry on and no answer to tell once: a schedule's
+//! record is a hint whose loss or repetition never undoes or repeats a
+//! delivery, and an A2A task's exactly-once rests on its id, derived from
+//! the request (role and A2A message id), by which its handoff is found in
+//! the trail after a crash. A "schedule kind" here would be that second
+//! primitive under the ledger's name, with none of its states; so there
+//! is none.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -77,11 +106,45 @@ pub enum Start {
 pub struct Ledger {
     dir: PathBuf,
     spec: &'static Spec,
+    /// Where files are written before they are renamed into place (None:
+    /// the folder each is published in).
+    tmp: Option<PathBuf>,
+    /// The folder of tombstones, for a spec that keeps them.
+    done: Option<PathBuf>,
+    /// Where a retired request is kept whole, for a store that keeps them.
+    kept: Option<PathBuf>,
 }
 
 impl Ledger {
     pub fn new(dir: PathBuf, spec: &'static Spec) -> Ledger {
-        Ledger { dir, spec }
+        Ledger {
+            tmp: None,
+            done: spec.done.map(|d| dir.join(d)),
+            kept: None,
+            dir,
+            spec,
+        }
+    }
+
+    /// Temp files go to `tmp` (on the same file system), not the folder:
+    /// for a store whose temp files always went to a folder of their own.
+    pub fn temps_in(mut self, tmp: PathBuf) -> Ledger {
+        self.tmp = Some(tmp);
+        self
+    }
+
+    /// Tombstones go to `done`, not `<folder>/<spec.done>`: for a store
+    /// whose tombstones are a folder beside its requests.
+    pub fn tombstones_in(mut self, done: PathBuf) -> Ledger {
+        self.done = Some(done);
+        self
+    }
+
+    /// A retire moves the request, whole, into `kept` instead of removing
+    /// it: for a store that keeps what it carried out.
+    pub fn keeps_in(mut self, kept: PathBuf) -> Ledger {
+        self.kept = Some(kept);
+        self
     }
 
     /// The folder.
@@ -100,12 +163,20 @@ impl Ledger {
 
     /// The tombstone of `id`, for a spec that keeps them.
     fn done_file(&self, id: &str) -> Option<PathBuf> {
-        self.spec.done.map(|d| self.dir.join(d).join(id))
+        self.done.as_ref().map(|d| d.join(id))
     }
 
-    /// Whether `id` was retired (a spec without tombstones: never known).
+    /// Where the retired request `id` is kept, for a store that keeps them.
+    fn kept_file(&self, id: &str) -> Option<PathBuf> {
+        let name = format!("{id}{}", self.spec.request);
+        self.kept.as_ref().map(|d| d.join(name))
+    }
+
+    /// Whether `id` was retired (a store with neither tombstones nor kept
+    /// requests: never known).
     pub fn is_done(&self, id: &str) -> bool {
         self.done_file(id).is_some_and(|f| f.exists())
+            || self.kept_file(id).is_some_and(|f| f.exists())
     }
 
     /// Publishes the request `id`. False when it was there already or was
@@ -115,8 +186,9 @@ impl Ledger {
         if f.exists() || self.is_done(id) {
             return Ok(false);
         }
-        fsx::ensure_dirs(&[&self.dir])?;
-        match fsx::publish(&self.dir, &f, bytes) {
+        let tmp = self.tmp.as_ref().unwrap_or(&self.dir);
+        fsx::ensure_dirs(&[&self.dir, tmp])?;
+        match fsx::publish(tmp, &f, bytes) {
             Ok(()) => {
                 step("requested");
                 Ok(true)
@@ -197,7 +269,7 @@ impl Ledger {
         if f.exists() {
             return Ok(Start::Again);
         }
-        match fsx::publish(&self.dir, &f, b"") {
+        match fsx::publish(self.tmp.as_ref().unwrap_or(&self.dir), &f, b"") {
             Ok(()) => {
                 step("started");
                 Ok(Start::First)
@@ -226,7 +298,8 @@ impl Ledger {
         }
         let bytes = make()?;
         if let Some(suffix) = self.spec.answer {
-            fsx::publish(&self.dir, &self.file(id, suffix), &bytes)?;
+            let tmp = self.tmp.as_ref().unwrap_or(&self.dir);
+            fsx::publish(tmp, &self.file(id, suffix), &bytes)?;
             step("answered");
         }
         Ok(bytes)
@@ -241,25 +314,45 @@ impl Ledger {
             .chain(s.companions.iter().copied())
     }
 
-    /// Retires `id`: its tombstone, then its request, then what is beside it.
-    pub fn retire(&self, id: &str) -> io::Result<()> {
-        if let Some(f) = self.done_file(id) {
-            let d = parent_of(&f);
-            fsx::ensure_dirs(&[&d])?;
-            if !f.exists() {
-                match fsx::publish(&d, &f, b"") {
-                    Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
-                    _ => step("tombstoned"),
-                }
-            }
+    /// Publishes the tombstone of `id` (when the spec keeps them) and
+    /// leaves its request: for a request taken from a source that gives it
+    /// again until told it was taken (a stream's redelivery), which then
+    /// finds it done while it is still carried on here.
+    pub fn tombstone(&self, id: &str) -> io::Result<()> {
+        let Some(f) = self.done_file(id) else {
+            return Ok(());
+        };
+        if f.exists() {
+            return Ok(());
         }
-        fsx::remove_file(&self.request_file(id))?;
+        let d = parent_of(&f);
+        let tmp = self.tmp.as_ref().unwrap_or(&d);
+        fsx::ensure_dirs(&[&d, tmp])?;
+        match fsx::publish(tmp, &f, b"") {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+            _ => step("tombstoned"),
+        }
+        Ok(())
+    }
+
+    /// Retires `id`: its tombstone, then its request (removed, or moved
+    /// whole to where the store keeps them), then what is beside it.
+    pub fn retire(&self, id: &str) -> io::Result<()> {
+        self.tombstone(id)?;
+        let request = self.request_file(id);
+        match self.kept_file(id) {
+            Some(kept) => keep(&request, &kept)?,
+            None => fsx::remove_file(&request)?,
+        }
         step(self.spec.request);
         for suffix in self.beside() {
             fsx::remove_file(&self.file(id, suffix))?;
             step(suffix);
         }
-        fsx::sync_dir(&self.dir)
+        if self.dir.is_dir() {
+            fsx::sync_dir(&self.dir)?;
+        }
+        Ok(())
     }
 
     /// Removes what a retire killed midway left beside a request that is
@@ -290,16 +383,29 @@ fn parent_of(f: &Path) -> PathBuf {
     f.parent().map(Path::to_path_buf).unwrap_or_default()
 }
 
-/// Where the crash test stops a child after each durable step.
-#[cfg(test)]
-static STEP: std::sync::OnceLock<fn(&str)> = std::sync::OnceLock::new();
-
-fn step(_name: &str) {
-    #[cfg(test)]
-    if let Some(f) = STEP.get() {
-        f(_name);
+/// Moves `request` to `kept` without clobbering. Gone already is moved (a
+/// retire killed after the move); kept already (a copy published again
+/// after that) leaves the request to go.
+fn keep(request: &Path, kept: &Path) -> io::Result<()> {
+    fsx::ensure_dirs(&[parent_of(kept)])?;
+    match fsx::move_noreplace(request, kept) {
+        Ok(()) => Ok(()),
+        Err(e) if fsx::moved_to(&e).is_some() => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => fsx::remove_file(request),
+        Err(e) => Err(e),
     }
 }
+
+/// A durable step of a store's own, between the ledger's: where a crash
+/// test stops its child (a no-op in every other build).
+pub fn step(_name: &str) {
+    #[cfg(any(test, feature = "crash-test"))]
+    crash::step(_name);
+}
+
+#[cfg(any(test, feature = "crash-test"))]
+pub mod crash;
 
 #[cfg(test)]
 mod tests;

@@ -10,7 +10,8 @@
 //! inbox copy that prompted it). A wake-up is only a hint, so one record per
 //! role is enough: the next wake-up covers every item waiting. The record
 //! never refers to the delivery's state: removing it, or losing it, never
-//! undoes or repeats a delivery.
+//! undoes or repeats a delivery. So it is a schedule, a record per key
+//! replaced whole, not a `protocol::ledger` request (its module doc says why).
 
 use std::io;
 use std::path::{Path, PathBuf};

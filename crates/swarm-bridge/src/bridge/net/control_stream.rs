@@ -24,7 +24,7 @@ pub(super) async fn publish_loop(s: Arc<Settings>, js: jetstream::Context, log: 
             blocking(move || control::waiting(&s.project)).await
         };
         let mut ok = true;
-        for (path, r) in waiting {
+        for r in waiting {
             let mut h = async_nats::HeaderMap::new();
             h.insert("Nats-Msg-Id", format!("ctl:{}", r.id).as_str());
             let bytes = serde_json::to_vec(&r).unwrap_or_default();
@@ -33,10 +33,11 @@ pub(super) async fn publish_loop(s: Arc<Settings>, js: jetstream::Context, log: 
                 ok = false;
                 break;
             }
-            let (p2, id) = (path.clone(), r.id.clone());
-            match blocking(move || control::mark_sent(&p2)).await {
-                Ok(()) => log.line("published", &format!("control {id}")),
+            let (s2, id) = (s.clone(), r.id.clone());
+            match blocking(move || control::mark_sent(&s2.project, &id)).await {
+                Ok(()) => log.line("published", &format!("control {}", r.id)),
                 Err(e) => {
+                    let path = control::outbox_ledger(&s.project).request_file(&r.id);
                     log.deferred(&path.display().to_string(), &e.to_string());
                     ok = false;
                     break;

@@ -11,19 +11,15 @@
 //! each time it tells it again), and nothing but the tombstone and the lock
 //! is left.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
 
+use super::crash::{self, kill_at_every_step, pause};
 use super::*;
 
-const CHILD: &str = "SWARM_LEDGER_CRASH_CHILD";
 const ID: &str = "00000000000000aa";
 const MAX: u64 = 1024;
-/// What starts a step's line on the child's stdout.
-const MARK: &str = "ledger-step: ";
-/// Longest a child may take for one step (a hung child fails the test).
-const STEP_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
+/// This file's child (`crash::run` runs it).
+const CHILD_TEST: &str = "protocol::ledger::tests::crash_child";
 
 fn toy_id(id: &str) -> bool {
     id.len() == 16 && id.bytes().all(|b| b.is_ascii_hexdigit())
@@ -51,16 +47,6 @@ static TAKEN: Spec = Spec {
     lock: None,
     valid_id: toy_id,
 };
-
-/// Prints the step and waits for the parent's go (or its SIGKILL).
-fn pause(name: &str) {
-    let mut out = std::io::stdout();
-    // On a line of its own: the harness's "test ... " has no line end.
-    let _ = writeln!(out, "\n{MARK}{name}");
-    let _ = out.flush();
-    let mut line = String::new();
-    let _ = std::io::stdin().read_line(&mut line);
-}
 
 /// The toy feature's whole run, as a daemon's start does it.
 fn daemon(root: &Path) {
@@ -177,72 +163,18 @@ fn answer_taken(ledger: &Ledger, root: &Path, asks: &fsx::HeldDir, id: &str) {
     ledger.retire(id).unwrap();
 }
 
-/// The child's side: runs only when the parent set [`CHILD`].
+/// The child's side: runs only in a child of the harness.
 #[test]
 fn crash_child() {
-    let Some(root) = std::env::var_os(CHILD) else {
+    let Some(root) = crash::child() else {
         return;
     };
-    STEP.set(pause).unwrap();
-    let root = Path::new(&root);
+    let root = root.as_path();
     if root.join("asks").exists() {
         taken_daemon(root);
     } else {
         daemon(root);
     }
-}
-
-/// Runs the child on `root`, SIGKILLed at its `kill_at`th step (counted
-/// from 1); true when it was killed, false when it finished.
-fn run(root: &Path, kill_at: Option<usize>) -> bool {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "protocol::ledger::tests::crash_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD, root)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in stdout.lines().map_while(Result::ok) {
-            if line.starts_with(MARK) && tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut steps = 0;
-    loop {
-        match rx.recv_timeout(STEP_DEADLINE) {
-            Ok(_) => {}
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                child.kill().unwrap();
-                panic!("the child took no step for {STEP_DEADLINE:?}");
-            }
-        }
-        steps += 1;
-        if Some(steps) == kill_at {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            return true;
-        }
-        stdin.write_all(b"\n").unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "the child failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    false
 }
 
 /// What every run ends with.
@@ -280,7 +212,7 @@ fn check_taken(root: &Path, after: &str) {
 
 #[test]
 fn a_request_killed_after_any_step_is_carried_on_once() {
-    let kills = kill_at_every_step(|_| {}, check);
+    let kills = kill_at_every_step(CHILD_TEST, |_| {}, check);
     // Steps: requested, started, effect, mark, answered, told, tombstoned,
     // the four removals, and sent.
     assert!(kills >= 12, "only {kills} kills");
@@ -295,57 +227,10 @@ fn a_request_taken_from_another_folder_killed_after_any_step_is_carried_on_once(
         let f = asks.join(format!("{ID}.request"));
         fsx::publish(&asks, &f, b"do it\n").unwrap();
     };
-    let kills = kill_at_every_step(asks, check_taken);
+    let kills = kill_at_every_step(CHILD_TEST, asks, check_taken);
     // Steps: admitted, mark, effect, answered, and the two removals.
     assert!(kills >= 6, "only {kills} kills");
     eprintln!("ledger crash test (taken): {kills} SIGKILLs, each carried on once");
-}
-
-/// Kills a child after its `first`th step, for each step in turn, then
-/// the restart after each of its own steps in turn, then lets a third run
-/// finish, and checks each outcome. Returns the kills.
-fn kill_at_every_step(setup: impl Fn(&Path), check: impl Fn(&Path, &str)) -> usize {
-    let mut kills = 0;
-    for first in 1.. {
-        let d = tempfile::tempdir().unwrap();
-        setup(d.path());
-        if !run(d.path(), Some(first)) {
-            check(d.path(), "a run not killed");
-            break;
-        }
-        kills += 1;
-        // The restart, killed in turn after each of its own steps.
-        for second in 1.. {
-            let e = tempfile::tempdir().unwrap();
-            copy_tree(d.path(), e.path());
-            let killed = run(e.path(), Some(second));
-            if killed {
-                kills += 1;
-                assert!(!run(e.path(), None));
-            }
-            check(
-                e.path(),
-                &format!("killed after steps {first} and {second}"),
-            );
-            if !killed {
-                break;
-            }
-        }
-    }
-    kills
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            std::fs::create_dir_all(&target).unwrap();
-            copy_tree(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), &target).unwrap();
-        }
-    }
 }
 
 /// A request published again after it was retired is not taken again; one
