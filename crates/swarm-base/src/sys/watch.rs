@@ -152,6 +152,10 @@ impl DirWatch {
         .min(limit);
         let mut wake = Wake::default();
         let mut woke = false;
+        // A deadline, not a timeout per receive: reads in the watched
+        // folders (access events, skipped below) arriving more often than
+        // the interval would otherwise keep the wait from ever ending.
+        let deadline = std::time::Instant::now() + interval;
         let mut timeout = interval;
         loop {
             match self.rx.recv_timeout(timeout) {
@@ -159,6 +163,9 @@ impl DirWatch {
                     // Opening or reading is no change; our own reads of the
                     // watched folders would otherwise wake us forever.
                     if matches!(ev.kind, EventKind::Access(_)) {
+                        if !woke {
+                            timeout = deadline.saturating_duration_since(std::time::Instant::now());
+                        }
                         continue;
                     }
                     woke = true;
@@ -246,6 +253,40 @@ pub struct Wake {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Reads of a watched folder's files (access events, no change) that
+    /// come more often than the wait's limit do not keep it waiting: the
+    /// headless supervisor waits here between looks at its agents, and a
+    /// `swarm status` polled in a loop once kept it from ever looking.
+    #[test]
+    fn reads_in_a_watched_folder_do_not_keep_a_wait_from_ending() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("50_x.handoff");
+        std::fs::write(&file, "x").unwrap();
+        let mut w = DirWatch::new(vec![dir.path().to_path_buf()]);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = std::fs::read(&file);
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            })
+        };
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for _ in 0..3 {
+                w.wait_for(Duration::from_millis(100));
+            }
+            let _ = tx.send(());
+        });
+        // A deadline for a hang, not a measure: three waits end long before.
+        let ended = rx.recv_timeout(Duration::from_secs(30)).is_ok();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        reader.join().unwrap();
+        assert!(ended, "the wait never ended while its folder was read");
+    }
 
     /// A folder renamed into place with a file already in it: no event
     /// names the file, so the folder is reported fresh (to be listed).
