@@ -432,7 +432,7 @@ fn claude_code_over_acp_asks_a_person_who_allows_once_and_rejects() {
     let ids = decide_each(&s, &["allow_once", "reject_once"]);
     assert_eq!(ids[0], first);
     s.wait("the item is finished", || {
-        s.completed("coder") == 1 && count(&activity(&s), "turn_end") == 1
+        s.completed_work("coder") == 1 && count(&activity(&s), "turn_end") == 1
     });
     assert_eq!(
         std::fs::read_to_string(wt.join("allowed.txt")).unwrap(),
@@ -483,12 +483,16 @@ fn codex_over_acp_asks_a_person_who_allows_once_and_rejects() {
     s.d.send("owner", &draft("coder", "touch a file")).ok();
     let ids = decide_each(&s, &["allow_once", "reject_once", "allow_once"]);
     s.wait("the item is finished", || {
-        s.completed("coder") == 1 && count(&activity(&s), "turn_end") == 1
+        s.completed_work("coder") == 1 && count(&activity(&s), "turn_end") == 1
     });
     assert!(
         !wt.join("rejected.txt").exists(),
         "the rejected command ran"
     );
+    // The person's answers were the client's to read: completed for the
+    // agent, never work it is prompted for.
+    assert_eq!(s.waiting("coder"), 0);
+    assert_eq!(s.completed("coder"), 1 + ids.len());
     let told = crate::real_agents::input_text(&s.turn("coder", 2));
     assert!(
         told.to_lowercase().contains("reject"),
@@ -587,7 +591,7 @@ fn gemini_cli_over_acp_waits_for_a_persons_decision_on_each_permission() {
     let (third, _) = next(&[first.clone(), second.clone()]);
     s.d.swarm(&["answer", &third, "--choice", "3"]).ok();
     s.wait("the item is finished", || {
-        s.completed("coder") >= 1 && s.reached("coder", 5)
+        s.completed_work("coder") >= 1 && s.reached("coder", 5)
     });
     assert!(
         !wt.join("forged.txt").exists(),

@@ -390,7 +390,21 @@ impl RealSwarm {
         handoff_names(&hq(&self.wt(role), "inbox/completed")).len()
     }
 
-    fn waiting(&self, role: &str) -> usize {
+    /// The items `role` finished, the answers its ACP client read for it
+    /// (completed on the agent's behalf) left out.
+    pub(crate) fn completed_work(&self, role: &str) -> usize {
+        let dir = hq(&self.wt(role), "inbox/completed");
+        handoff_names(&dir)
+            .iter()
+            .filter(|n| {
+                !fs::read_to_string(dir.join(n))
+                    .unwrap_or_default()
+                    .contains("\ntype: answer\n")
+            })
+            .count()
+    }
+
+    pub(crate) fn waiting(&self, role: &str) -> usize {
         handoff_names(&hq(&self.wt(role), "inbox/new")).len()
     }
 

@@ -323,7 +323,25 @@ impl Client<'_> {
             }
             let out = permission::outcome(&a, &d, reject.as_deref());
             self.conn.respond(&a.request, out).map_err(|e| self.io(e))?;
+            if let Decision::Chosen { answer, .. } = &d {
+                self.retire_answer(answer, say);
+            }
         }
         Ok(())
+    }
+
+    /// Completes the answer's copy in this role's inbox: it was the
+    /// client's to read, not the agent's. Left waiting, it is work the
+    /// agent is prompted for (a model call each time) and would be handed
+    /// an answer to a question it never asked.
+    fn retire_answer(&self, id: &str, say: &mut dyn FnMut(&str)) {
+        let wt = self.r.worktree();
+        let inbox = crate::agent::queue::Inbox::new(&wt, self.plan.config.limits.max_file_bytes);
+        if let Err(e) = inbox.with_lock(|i| i.complete_copy_locked(id)) {
+            say(&format!(
+                "{}: warning: the answer {id} stays in its inbox: {e}",
+                self.role()
+            ));
+        }
     }
 }

@@ -73,11 +73,13 @@ pub struct Asked {
 /// The person's decision, or why there is none to hand back.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Decision {
-    /// The option chosen (its id), the choice's number and who chose.
+    /// The option chosen (its id), the choice's number, who chose, and
+    /// the id of the answer that said so.
     Chosen {
         option_id: String,
         choice: usize,
         by: String,
+        answer: String,
     },
     /// The request as delivered is not what was asked: refused.
     Tampered(String),
@@ -270,6 +272,7 @@ pub fn answered(plan: &Plan, a: &Asked, max_bytes: u64) -> Option<Decision> {
             option_id: a.option_ids[n - 1].clone(),
             choice: n,
             by: a.person.clone(),
+            answer: answer.id().unwrap_or_default().to_string(),
         },
         None => Decision::Tampered(format!(
             "the answer to {} names no option of the request",
