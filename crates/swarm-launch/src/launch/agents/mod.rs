@@ -241,7 +241,7 @@ pub fn own_hook_runs(cli: Cli, dir: &Path) -> bool {
         return true;
     }
     let p = cli.preset();
-    let Ok(bytes) = crate::fsx::read_bounded(&dir.join(p.hook_file()), 1024 * 1024) else {
+    let Ok(bytes) = crate::fsx::read_bounded(&dir.join(p.hook_file()), setup::MAX_FILE) else {
         return false;
     };
     let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);

@@ -22,7 +22,7 @@ pub const BEGIN: &str =
 pub const END: &str = "<!-- swarm-handoff: end -->";
 
 /// Largest settings or instruction file read before merging into it.
-const MAX_FILE: u64 = 1024 * 1024;
+pub(super) const MAX_FILE: u64 = 1024 * 1024;
 
 /// `old` with our block replaced by (or, the first time, appended as) `body`.
 pub fn with_block(old: &str, body: &str) -> String {
