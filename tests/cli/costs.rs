@@ -358,7 +358,9 @@ fn loaded_by_first(log: &str, file: &str) -> usize {
     let mut parent: HashMap<String, String> = HashMap::new();
     let mut execed: HashSet<String> = HashSet::new();
     for l in log.lines() {
-        if l.contains("execve(") && l.ends_with("= 0") {
+        // A call another task interrupted is split in two lines
+        // (`execve(… <unfinished ...>`, then `<... execve resumed>) = 0`).
+        if (l.contains("execve(") || l.contains("<... execve resumed>")) && l.ends_with("= 0") {
             execed.insert(pid(l));
         }
         if l.contains("clone") || l.contains("fork") {

@@ -976,12 +976,22 @@ fn in_tmux_records_activity_and_usage(cli: Cli, shell_tool: &str) {
                 .is_some_and(|t| t.contains("ready_for_next.sh"))),
         "{recs:#?}"
     );
+    // The result recorded is what the CLI itself captured of the command,
+    // as it sent it to the model (step 1's request): under load Gemini CLI
+    // 0.61 now and then captures nothing of a command that printed the item
+    // ("Output: (empty)", seen twice in CI at the run's busiest start).
+    let captured = s
+        .turn("coder", 1)
+        .to_string()
+        .contains("first task in a pane");
     assert!(
         recs.iter().any(|r| r["kind"] == "tool_result"
             && r["status"] == "ok"
-            && r["text"]
-                .as_str()
-                .is_some_and(|t| t.contains("first task in a pane"))),
+            && r["text"].as_str().is_some_and(|t| if captured {
+                t.contains("first task in a pane")
+            } else {
+                t.contains("(empty)")
+            })),
         "{recs:#?}"
     );
     assert!(
