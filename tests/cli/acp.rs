@@ -482,8 +482,12 @@ fn codex_over_acp_asks_a_person_who_allows_once_and_rejects() {
     up(&s);
     s.d.send("owner", &draft("coder", "touch a file")).ok();
     let ids = decide_each(&s, &["allow_once", "reject_once", "allow_once"]);
-    s.wait("the item is finished", || {
-        s.completed_work("coder") == 1 && count(&activity(&s), "turn_end") == 1
+    // Codex's "No, and tell Codex what to do differently" ends the turn
+    // (cancelled); the item is finished in the next, and nothing is left
+    // to prompt for after it: its turn end is the last record.
+    s.wait("the item is finished and its turn ended", || {
+        s.completed_work("coder") == 1
+            && activity(&s).last().is_some_and(|r| r["kind"] == "turn_end")
     });
     assert!(
         !wt.join("rejected.txt").exists(),
