@@ -38,7 +38,7 @@ pub struct Args {
     pub trust: bool,
 }
 
-pub fn parse_dur(s: &str) -> Result<Dur, String> {
+pub fn parse_dur(s: &str) -> Result<Dur, crate::protocol::duration::BadDuration> {
     crate::protocol::duration::parse(s).map(Dur)
 }
 

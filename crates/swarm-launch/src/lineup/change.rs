@@ -83,7 +83,7 @@ fn role_config(project: &Project, req: &AddRequest) -> Result<RoleConfig> {
             own.insert(k.into(), Value::String(v.clone()));
         }
     }
-    let bad = |e: String| {
+    let bad = |e: serde_json::Error| {
         Error::bad_input(format!(
             "swarm role add {}: {e}",
             crate::text::escape(&req.name)
@@ -97,7 +97,7 @@ fn role_config(project: &Project, req: &AddRequest) -> Result<RoleConfig> {
         None if req.agent.is_none() => Err(Error::bad_input(
             "swarm role add: give --from <definition> or --agent <command>\n  hint: `swarm agents` lists the definitions",
         )),
-        None => serde_json::from_value(Value::Object(own)).map_err(|e| bad(e.to_string())),
+        None => serde_json::from_value(Value::Object(own)).map_err(bad),
     }
 }
 

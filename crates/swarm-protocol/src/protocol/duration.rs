@@ -17,14 +17,21 @@ impl Dur {
     }
 }
 
+/// A duration that does not parse, in words for whoever typed it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadDuration(pub String);
+
 /// Parses `500ms`, `90s`, `2m`, `2h`, `1d` or `42` (seconds).
-pub fn parse(s: &str) -> Result<Duration, String> {
+pub fn parse(s: &str) -> Result<Duration, BadDuration> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration '{s}': expected e.g. 500ms, 90s, 2m, 2h, 1d"))?;
+    let n: u64 = num.parse().map_err(|_| {
+        BadDuration(format!(
+            "invalid duration '{s}': expected e.g. 500ms, 90s, 2m, 2h, 1d"
+        ))
+    })?;
     let ms = match unit.trim() {
         "ms" => n,
         "" | "s" => n.saturating_mul(1000),
@@ -32,9 +39,9 @@ pub fn parse(s: &str) -> Result<Duration, String> {
         "h" => n.saturating_mul(3_600_000),
         "d" => n.saturating_mul(86_400_000),
         _ => {
-            return Err(format!(
+            return Err(BadDuration(format!(
                 "invalid duration '{s}': unit must be ms, s, m, h or d"
-            ))
+            )))
         }
     };
     Ok(Duration::from_millis(ms))

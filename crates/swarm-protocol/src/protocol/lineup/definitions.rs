@@ -89,7 +89,7 @@ pub enum DefinitionError {
     RoleKeys {
         role: String,
         from: String,
-        why: String,
+        why: serde_json::Error,
     },
 }
 
@@ -240,7 +240,7 @@ pub fn resolve(c: &mut Config, text: &str) -> std::result::Result<(), Definition
 pub fn with_definition(
     def: &Definition,
     own: Map<String, Value>,
-) -> std::result::Result<RoleConfig, String> {
+) -> std::result::Result<RoleConfig, serde_json::Error> {
     let mut keys: Map<String, Value> = def
         .keys
         .iter()
@@ -249,7 +249,7 @@ pub fn with_definition(
         .collect();
     keys.extend(own);
     keys.insert(FROM_KEY.into(), Value::String(def.name.clone()));
-    serde_json::from_value(Value::Object(keys)).map_err(|e| e.to_string())
+    serde_json::from_value(Value::Object(keys))
 }
 
 fn read_yaml(project: &Project) -> Result<Value> {
