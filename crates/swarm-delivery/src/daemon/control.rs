@@ -21,8 +21,21 @@ pub fn running_pid(project: &Project) -> Option<u32> {
     fsx::flock_holders(&project.pid_file()).first().copied()
 }
 
+/// Whether no daemon holds the pid file's lock, asked of the lock itself.
+/// /proc/locks (what [`running_pid`] reads) is listed a page at a time,
+/// and a lock can be missing from a listing while others come and go: a
+/// busy machine once made `stop` see the lock free, then held, and kill a
+/// daemon that was stopping cleanly. Taking the lock for a moment cannot
+/// be wrong that way.
 fn lock_free(project: &Project) -> bool {
-    running_pid(project).is_none()
+    let pid_file = project.pid_file();
+    if !pid_file.exists() {
+        return true;
+    }
+    match fsx::try_lock(&pid_file) {
+        Ok(held) => held.is_some(),
+        Err(_) => !pid_file.exists(),
+    }
 }
 
 fn signal(pid: u32, sig: Signal) {
