@@ -141,6 +141,28 @@ impl DirWatch {
         self.wait_for(SAFETY)
     }
 
+    /// What an event about `p` tells: an entry of a wanted folder, or a
+    /// watched folder itself changed (then everything is looked at again).
+    fn note_path(&mut self, p: PathBuf, wake: &mut Wake) {
+        if p.parent()
+            .is_some_and(|d| self.wanted.iter().any(|w| w == d))
+        {
+            wake.paths.push(p);
+            return;
+        }
+        wake.rescan = true;
+        // A watched folder itself was removed or replaced: its watch is
+        // gone, so set it up again (`arm`). The same folder still there
+        // keeps its watch.
+        let same = inode(&p).is_some_and(|i| self.inodes.get(&p) == Some(&i));
+        if !same && self.watched.remove(&p) {
+            self.inodes.remove(&p);
+            if let Some(w) = self.watcher.as_mut() {
+                let _ = w.unwatch(&p);
+            }
+        }
+    }
+
     /// [`DirWatch::wait`], re-checking after at most `limit` (a long poll
     /// must answer by its deadline).
     pub fn wait_for(&mut self, limit: Duration) -> Wake {
@@ -179,23 +201,7 @@ impl DirWatch {
                         self.fresh.extend(self.wanted.iter().cloned());
                     }
                     for p in ev.paths {
-                        if p.parent()
-                            .is_some_and(|d| self.wanted.iter().any(|w| w == d))
-                        {
-                            wake.paths.push(p);
-                            continue;
-                        }
-                        wake.rescan = true;
-                        // A watched folder itself was removed or replaced: its
-                        // watch is gone, so set it up again below. The same
-                        // folder still there keeps its watch.
-                        let same = inode(&p).is_some_and(|i| self.inodes.get(&p) == Some(&i));
-                        if !same && self.watched.remove(&p) {
-                            self.inodes.remove(&p);
-                            if let Some(w) = self.watcher.as_mut() {
-                                let _ = w.unwatch(&p);
-                            }
-                        }
+                        self.note_path(p, &mut wake);
                     }
                 }
                 Ok(Err(_)) => {
