@@ -655,6 +655,12 @@ impl FakeSwarm {
         FakeSwarm::up_with("", script)
     }
 
+    /// What the scripted agent logged (`got`): each line the client wrote
+    /// to it, in its worktree's `acp.in`; empty before the first.
+    pub(crate) fn acp_in(&self) -> String {
+        std::fs::read_to_string(self.d.role_dir("coder").join("acp.in")).unwrap_or_default()
+    }
+
     /// [`FakeSwarm::up`] with `extra` lines ending coder's entry.
     pub(crate) fn up_with(extra: &str, script: &str) -> FakeSwarm {
         let d = crate::support::Project::empty();
@@ -756,8 +762,7 @@ fn a_hostile_acp_agent_is_bounded_and_gets_no_files_terminals_or_decisions() {
     d.send("owner", &draft("coder", "a task for a hostile agent"))
         .ok();
     let wt = d.role_dir("coder");
-    let log = wt.join("acp.in");
-    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let read = || f.acp_in();
     let activity = || -> Vec<Value> {
         d.swarm(&["activity", "--role", "coder", "--json"])
             .stdout
@@ -894,8 +899,7 @@ fn allow_always_is_a_persons_remembered_per_role_and_tool_and_revocable() {
     d.send("owner", &draft("coder", "a task for a hostile agent"))
         .ok();
     let wt = d.role_dir("coder");
-    let log = wt.join("acp.in");
-    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let read = || f.acp_in();
     let answer_to = |id: &str| -> Option<Value> {
         read()
             .lines()

@@ -49,7 +49,7 @@ impl Scripted {
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.d.role_dir("coder").join("acp.in")).unwrap_or_default()
+        self.acp_in()
     }
 
     /// The outcome the client answered request `id` with, waited for.
